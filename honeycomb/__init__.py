@@ -1,0 +1,1 @@
+"""Honeycomb: run LLM agents in parallel on asyncio."""

@@ -1,0 +1,38 @@
+"""Import an object from a ``package.module:attribute`` path, with errors that say why."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from runtime.errors import ConfigError
+
+__all__ = ["import_object"]
+
+
+def import_object(path: str) -> Any:
+    """The object at ``package.module:attribute`` (dots after the colon walk attributes).
+
+    Raises:
+        ConfigError: naming the module or attribute that could not be found.
+    """
+    module_name, sep, attr_path = path.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ConfigError(f"{path!r} is not an import path; write it as 'package.module:name'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}") from exc
+    except Exception as exc:  # the module itself failed while importing
+        raise ConfigError(
+            f"cannot import {path!r}: importing {module_name!r} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ConfigError(
+                f"cannot import {path!r}: {module_name!r} has no attribute {part!r}"
+            ) from exc
+    return obj

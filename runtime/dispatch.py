@@ -1,0 +1,296 @@
+"""Tool dispatch: run one model turn's tool calls with the semantics that must hold.
+
+- Parallel-safe calls start together, bounded by the worker's cap and an optional
+  limiter shared with other workers, each under its own timeout; a timed-out call is
+  cancelled and becomes a ``timeout`` observation.
+- Side-effecting calls (``side_effects=True`` or ``exclusive=...``) run one at a time
+  in the order the model emitted them, alongside the parallel-safe ones. Calls sharing
+  an exclusive key also hold that key's lock in a :class:`LockTable` that several
+  workers can share, so they never overlap anywhere.
+- Observations come back in the order of the calls, exactly one per call. Unknown
+  tools, arguments that are not JSON or fail validation, and tools that raise become
+  ``error`` observations; an identical repeat of a previous turn's call is ``skipped``.
+- Sync tools run in worker threads, so they never block the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pydantic_core
+
+from runtime.errors import ModelRetry
+from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
+from runtime.messages import ObservationStatus, ToolCall, ToolMessage
+from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
+
+__all__ = ["DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
+
+check_cancelled = anyio.from_thread.check_cancelled
+"""Call from a long-running sync tool to stop early once its call is cancelled."""
+
+
+class LockTable:
+    """Named locks for ``exclusive`` tools; share one table between workers so that
+    calls with the same key never overlap across them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def lock(self, key: str) -> anyio.Lock:
+        found = self._locks.get(key)
+        if found is None:
+            found = self._locks[key] = anyio.Lock()
+        return found
+
+    def __repr__(self) -> str:
+        return f"LockTable({sorted(self._locks)})"
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchPolicy:
+    """How one worker runs its tool calls.
+
+    Attributes:
+        max_concurrency: Parallel-safe calls of one worker in flight at once.
+        default_timeout: Seconds a call may take when its tool sets no timeout
+            (None: unlimited).
+        max_output_chars: Longer tool output is cut, with a marker saying how much.
+        skip_repeats: Do not execute an identical repeat of a previous turn's call.
+    """
+
+    max_concurrency: int = 8
+    default_timeout: float | None = 60.0
+    max_output_chars: int = 20_000
+    skip_repeats: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
+        if self.default_timeout is not None and self.default_timeout <= 0:
+            raise ValueError(f"default_timeout must be positive, got {self.default_timeout}")
+        if self.max_output_chars < 100:
+            raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    index: int
+    call: ToolCall
+    tool: Tool[Any, Any]
+    kwargs: dict[str, Any]
+
+
+class Dispatcher:
+    """Runs the tool calls of one worker, turn by turn.
+
+    Args:
+        tools: The tools this worker may call.
+        policy: Concurrency cap, timeouts and output size.
+        limiter: Shared by workers to bound all tool calls in flight (the Executor's).
+        locks: Shared by workers for ``exclusive`` keys (the Executor's).
+        tracer: Receives a started and a finished event per call.
+        worker: Worker name for events and :class:`ToolContext`.
+        run_id: Run id for events and :class:`ToolContext`.
+    """
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        *,
+        policy: DispatchPolicy | None = None,
+        limiter: anyio.CapacityLimiter | None = None,
+        locks: LockTable | None = None,
+        tracer: Tracer = NO_TRACE,
+        worker: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.tools = tools
+        self.policy = policy or DispatchPolicy()
+        self._cap = anyio.CapacityLimiter(self.policy.max_concurrency)
+        self._limiter = limiter
+        self.locks = locks if locks is not None else LockTable()
+        self._tracer = tracer
+        self._worker = worker
+        self._run_id = run_id
+
+    async def dispatch(
+        self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
+    ) -> tuple[ToolMessage, ...]:
+        """Run ``calls`` and return one observation per call, in call order."""
+        results: list[ToolMessage | None] = [None] * len(calls)
+        seen = {_identity(c) for c in previous} if self.policy.skip_repeats else set()
+        parallel: list[_Ready] = []
+        serial: list[_Ready] = []
+        for index, call in enumerate(calls):
+            ready = self._prepare(index, call, seen, results)
+            if ready is not None:
+                (serial if ready.tool.side_effects else parallel).append(ready)
+
+        if len(parallel) + (1 if serial else 0) <= 1:
+            # One lane of work: no task group needed.
+            for ready in parallel or serial:
+                results[ready.index] = await self._run(ready, turn)
+        else:
+            async with anyio.create_task_group() as tg:
+                for ready in parallel:
+                    tg.start_soon(self._run_into, ready, turn, results)
+                tg.start_soon(self._run_serially, serial, turn, results)
+        return tuple(r for r in results if r is not None)
+
+    # --- preparation: everything that fails before the tool runs --------------------
+
+    def _prepare(
+        self,
+        index: int,
+        call: ToolCall,
+        seen: set[tuple[str, str]],
+        results: list[ToolMessage | None],
+    ) -> _Ready | None:
+        found = self.tools.get(call.name)
+        if found is None:
+            available = ", ".join(self.tools.names) or "none"
+            results[index] = _observe(
+                call, "error", f"Error: unknown tool {call.name!r}. Available tools: {available}."
+            )
+            return None
+        try:
+            kwargs = found.parse_arguments(call.arguments)
+        except ArgumentsError as exc:
+            results[index] = _observe(call, "error", f"Error: {exc}. Fix the arguments and call again.")
+            return None
+        if seen and _identity(call) in seen:
+            results[index] = _observe(
+                call,
+                "skipped",
+                f"Not executed: this repeats your previous call to {call.name!r} with the same "
+                "arguments; its result is above. Use that result, change the arguments, or "
+                "give your answer.",
+            )
+            return None
+        return _Ready(index, call, found, kwargs)
+
+    # --- execution --------------------------------------------------------------------
+
+    async def _run_into(self, ready: _Ready, turn: int, results: list[ToolMessage | None]) -> None:
+        async with self._cap:
+            results[ready.index] = await self._run(ready, turn)
+
+    async def _run_serially(
+        self, serial: list[_Ready], turn: int, results: list[ToolMessage | None]
+    ) -> None:
+        for ready in serial:
+            results[ready.index] = await self._run(ready, turn)
+
+    async def _run(self, ready: _Ready, turn: int) -> ToolMessage:
+        key = ready.tool.exclusive
+        if key is None:
+            return await self._limited(ready, turn)
+        async with self.locks.lock(key):
+            return await self._limited(ready, turn)
+
+    async def _limited(self, ready: _Ready, turn: int) -> ToolMessage:
+        if self._limiter is None:
+            return await self._execute(ready, turn)
+        async with self._limiter:
+            return await self._execute(ready, turn)
+
+    async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
+        call, found = ready.call, ready.tool
+        kwargs = ready.kwargs
+        if found.context_param is not None:
+            ctx = ToolContext(call.id, worker=self._worker, run_id=self._run_id, turn=turn)
+            kwargs = {**kwargs, found.context_param: ctx}
+        timeout = found.timeout if found.timeout is not None else self.policy.default_timeout
+        tracing = self._tracer.enabled
+        if tracing:
+            self._tracer.emit(
+                ToolCallStarted(
+                    worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id, tool=call.name
+                )
+            )
+        started = time.perf_counter()
+        status: ObservationStatus = "ok"
+        error: str | None = None
+        content = ""
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                value = await self._invoke(found, kwargs)
+                content = self._render(value)
+            if scope.cancelled_caught:
+                status, content = "timeout", self._timeout_text(found, timeout, started)
+                error = content
+        except ModelRetry as exc:
+            status, content, error = "error", f"Error: {exc.message}", exc.message
+        except Exception as exc:  # a failing tool becomes an observation, never a crash
+            error = f"{type(exc).__name__}: {exc}"
+            status, content = "error", f"Error: tool {call.name!r} raised {error}"
+        if tracing:
+            self._tracer.emit(
+                ToolCallFinished(
+                    worker=self._worker,
+                    run_id=self._run_id,
+                    turn=turn,
+                    call_id=call.id,
+                    tool=call.name,
+                    status=status,
+                    duration_s=time.perf_counter() - started,
+                    error=error,
+                )
+            )
+        return _observe(call, status, content)
+
+    @staticmethod
+    async def _invoke(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+        if found.is_async:
+            return await found.invoke_async(kwargs)
+        # A parallel-safe thread is abandoned on cancel so the timeout is prompt. A
+        # side-effecting one is waited for, so the next serial call cannot overlap it.
+        return await anyio.to_thread.run_sync(
+            partial(found.invoke_sync, kwargs), abandon_on_cancel=not found.side_effects
+        )
+
+    @staticmethod
+    def _timeout_text(found: Tool[Any, Any], timeout: float | None, started: float) -> str:
+        text = f"Error: tool {found.name!r} timed out after {timeout:g}s and was cancelled."
+        if not found.is_async and found.side_effects:
+            # Such a thread is waited for (see _invoke), so it really ran this long.
+            elapsed = time.perf_counter() - started
+            text += (
+                " It is a synchronous side-effecting tool, which cannot be interrupted; it "
+                f"finished after {elapsed:.1f}s, so its effects may have happened."
+            )
+        return text
+
+    def _render(self, value: Any) -> str:
+        if isinstance(value, str):
+            text = value
+        elif value is None:
+            text = ""
+        else:
+            text = pydantic_core.to_json(value, fallback=str).decode()
+        limit = self.policy.max_output_chars
+        if len(text) <= limit:
+            return text
+        cut = len(text) - limit
+        return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
+
+
+def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMessage:
+    return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
+
+
+def _identity(call: ToolCall) -> tuple[str, str]:
+    """Name and canonical arguments, so ``{"a":1, "b":2}`` equals ``{"b": 2, "a": 1}``."""
+    try:
+        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+    except ValueError:
+        canonical = call.arguments
+    return call.name, canonical

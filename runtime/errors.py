@@ -1,0 +1,315 @@
+"""Every error Honeycomb raises derives from :class:`HoneycombError`.
+
+The tree::
+
+    HoneycombError
+    ├── ConfigError                 bad YAML, bad role, unknown tool or model reference
+    │   └── ConfigErrors            several ConfigErrors reported at once
+    ├── ToolError                   a tool could not be defined or called
+    │   ├── ToolDefinitionError     @tool on a function whose signature cannot be a schema
+    │   ├── DuplicateToolError      two tools with one name in a registry
+    │   ├── UnknownToolError        a tool name that is not registered
+    │   └── ToolTimeout             a tool call ran past its timeout
+    ├── ModelError                  a model call failed
+    │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
+    │   ├── ModelConnectionError    the endpoint could not be reached
+    │   ├── ModelTimeout            the endpoint did not answer in time
+    │   ├── ModelResponseError      the answer could not be understood
+    │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
+    ├── AgentError                  a worker's loop could not produce an answer
+    │   ├── EmptyResponse           the model kept answering with nothing
+    │   └── OutputValidationError   the final answer kept failing its output schema
+    ├── BudgetExceeded              a run went past a shared budget
+    └── PlanError                   a plan is invalid (unknown role, cycle, ...)
+
+Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
+raised by a tool to send a message back to the model ("try again with a smaller
+date range") and never counts as a crash.
+
+Third-party errors (``openai.*``, ``pydantic.ValidationError``, ``yaml.YAMLError``)
+are translated where they enter and chained with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AgentError",
+    "BudgetExceeded",
+    "ConfigError",
+    "ConfigErrors",
+    "DuplicateToolError",
+    "EmptyResponse",
+    "HoneycombError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelRetry",
+    "ModelTimeout",
+    "OutputValidationError",
+    "PlanError",
+    "ScriptExhausted",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolTimeout",
+    "UnknownToolError",
+]
+
+
+class HoneycombError(Exception):
+    """Root of every error Honeycomb raises."""
+
+
+# --- configuration -----------------------------------------------------------------
+
+
+class ConfigError(HoneycombError):
+    """A configuration value is wrong.
+
+    Attributes:
+        message: What is wrong and how to fix it.
+        file: The file it came from, if any.
+        line: 1-based line in ``file``, if known.
+        column: 1-based column in ``file``, if known.
+        field: Dotted path of the offending field (``roles.researcher.tools[1]``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        field = f"{self.field}: " if self.field else ""
+        return f"{where}{field}{self.message}"
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration errors, reported together so all can be fixed at once."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = tuple(errors)
+        count = len(self.errors)
+        header = f"{count} error{'s' if count != 1 else ''} in configuration"
+        body = "\n".join(f"  {e}" for e in self.errors)
+        super().__init__(f"{header}:\n{body}")
+
+    def _render(self) -> str:
+        return self.message
+
+
+# --- tools ---------------------------------------------------------------------------
+
+
+class ToolError(HoneycombError):
+    """A tool could not be defined, registered or called."""
+
+
+class ToolDefinitionError(ToolError):
+    """A function cannot become a tool (for example a parameter without a type)."""
+
+    def __init__(self, tool_name: str, reason: str) -> None:
+        self.tool_name = tool_name
+        self.reason = reason
+        super().__init__(f"cannot make tool {tool_name!r}: {reason}")
+
+
+class DuplicateToolError(ToolError):
+    """Two different tools were registered under one name."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+        super().__init__(f"a tool named {tool_name!r} is already registered")
+
+
+class UnknownToolError(ToolError):
+    """A tool name that is not registered."""
+
+    def __init__(self, tool_name: str, available: Sequence[str]) -> None:
+        self.tool_name = tool_name
+        self.available = tuple(available)
+        listed = ", ".join(self.available) if self.available else "none"
+        super().__init__(f"unknown tool {tool_name!r}; available tools: {listed}")
+
+
+class ToolTimeout(ToolError):
+    """A tool call ran past its timeout and was cancelled."""
+
+    def __init__(self, tool_name: str, timeout_s: float) -> None:
+        self.tool_name = tool_name
+        self.timeout_s = timeout_s
+        super().__init__(f"tool {tool_name!r} timed out after {timeout_s:g}s")
+
+
+# --- models --------------------------------------------------------------------------
+
+
+class ModelError(HoneycombError):
+    """A model call failed.
+
+    Attributes:
+        retryable: Whether trying the same request again may succeed.
+        retry_after: Seconds the endpoint asked us to wait before retrying, if it said.
+    """
+
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+class ModelHTTPError(ModelError):
+    """The endpoint answered with an HTTP error status."""
+
+    RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+    def __init__(
+        self,
+        status: int,
+        body: Any = None,
+        *,
+        retry_after: float | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+        self.model = model
+        self.retryable = status in self.RETRYABLE_STATUSES or status >= 500
+        on = f" from model {model!r}" if model else ""
+        super().__init__(f"HTTP {status}{on}: {_short(body)}")
+
+
+class ModelConnectionError(ModelError):
+    """The endpoint could not be reached."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, base_url: str | None = None) -> None:
+        self.base_url = base_url
+        at = f" ({base_url})" if base_url else ""
+        super().__init__(f"cannot reach the model endpoint{at}: {message}")
+
+
+class ModelTimeout(ModelError):
+    """The endpoint did not answer within the request's timeout."""
+
+    retryable = True
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        after = f" after {timeout_s:g}s" if timeout_s is not None else ""
+        super().__init__(f"the model call timed out{after}")
+
+
+class ModelResponseError(ModelError):
+    """The model's answer could not be understood (no choices, bad structure)."""
+
+
+class ScriptExhausted(ModelError):
+    """A :class:`~runtime.testing.ScriptedModel` was called more times than scripted."""
+
+    def __init__(self, key: str | None, calls: int) -> None:
+        self.key = key
+        self.calls = calls
+        which = f" for conversation {key!r}" if key is not None else ""
+        super().__init__(f"the script{which} has no response left for call {calls}")
+
+
+# --- agents, budgets, plans ----------------------------------------------------------
+
+
+class AgentError(HoneycombError):
+    """A worker's loop ended without a usable answer."""
+
+
+class EmptyResponse(AgentError):
+    """The model answered with neither text nor tool calls, even after a nudge."""
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        super().__init__(f"the model returned an empty response at turn {turn}, twice")
+
+
+class OutputValidationError(AgentError):
+    """The final answer did not match the output schema after all retries."""
+
+    def __init__(self, schema_name: str, attempts: int, detail: str) -> None:
+        self.schema_name = schema_name
+        self.attempts = attempts
+        self.detail = detail
+        super().__init__(
+            f"the final answer failed the {schema_name} schema {attempts} times; last error: "
+            f"{detail}"
+        )
+
+
+class BudgetExceeded(HoneycombError):
+    """A run went past one of its shared budgets.
+
+    Attributes:
+        limit: Which budget (``model_calls``, ``total_tokens``, ``wall_time_s`` ...).
+        allowed: The configured limit.
+        used: What had been used when the check failed.
+        partial: Whatever results the run had when it stopped (set by the Executor).
+    """
+
+    def __init__(self, limit: str, allowed: float, used: float) -> None:
+        self.limit = limit
+        self.allowed = allowed
+        self.used = used
+        self.partial: Any = None
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed")
+
+
+class PlanError(HoneycombError):
+    """A plan is invalid and the planner could not repair it.
+
+    Attributes:
+        problems: Every problem found, each naming the subtask and what is wrong.
+    """
+
+    def __init__(self, problems: Sequence[str], *, attempts: int = 1) -> None:
+        self.problems = tuple(problems)
+        self.attempts = attempts
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        super().__init__(f"invalid plan{tries}: " + "; ".join(self.problems))
+
+
+# --- control signals -----------------------------------------------------------------
+
+
+class ModelRetry(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a tool to hand a message back to the model instead of a result.
+
+    The call becomes an error observation carrying ``message``; the loop goes on.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+def _short(body: Any, limit: int = 300) -> str:
+    text = str(body) if body is not None else "(no body)"
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,124 @@
+"""Typed events for every model call and tool call, and the :class:`Tracer` that
+delivers them to handlers and to structlog.
+
+Events go to structlog only when the application has configured structlog (or a test
+captures logs), so the library never prints on its own. Handlers receive the typed
+event objects; the Executor's progress stream is one such handler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import structlog
+
+__all__ = [
+    "Event",
+    "EventHandler",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "Tracer",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all events. ``kind`` names the event in logs (``model_call.finished``)."""
+
+    kind: ClassVar[str] = "event"
+    worker: str | None = None
+    run_id: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted(Event):
+    kind: ClassVar[str] = "model_call.started"
+    turn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallFinished(Event):
+    kind: ClassVar[str] = "model_call.finished"
+    turn: int
+    duration_s: float
+    status: str  # "ok" or "error"
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(Event):
+    kind: ClassVar[str] = "tool_call.started"
+    turn: int
+    call_id: str
+    tool: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(Event):
+    kind: ClassVar[str] = "tool_call.finished"
+    turn: int
+    call_id: str
+    tool: str
+    status: str  # an ObservationStatus
+    duration_s: float
+    error: str | None = None
+
+
+EventHandler = Callable[[Event], None]
+
+
+class Tracer:
+    """Delivers events to handlers and, when structlog is configured, to a logger.
+
+    Args:
+        handlers: Called with every event, in order; they must be quick and not raise
+            (an exception from a handler is logged and dropped).
+        log: Send events to structlog. Logging happens only if structlog has been
+            configured by the application, never through structlog's print default.
+        logger_name: The structlog logger name.
+    """
+
+    __slots__ = ("_handlers", "_log", "_logger")
+
+    def __init__(
+        self, *handlers: EventHandler, log: bool = True, logger_name: str = "honeycomb"
+    ) -> None:
+        self._handlers = handlers
+        self._log = log
+        self._logger = structlog.get_logger(logger_name)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether emitting can have any effect (skip building events when False)."""
+        return bool(self._handlers) or (self._log and structlog.is_configured())
+
+    def with_handler(self, handler: EventHandler) -> Tracer:
+        return Tracer(*self._handlers, handler, log=self._log)
+
+    def emit(self, event: Event) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event)
+            except Exception as exc:  # a broken handler must not break a worker
+                self._log_dict("event_handler.failed", {"error": repr(exc), "event": event.kind})
+        if self._log and structlog.is_configured():
+            self._log_dict(event.kind, event.fields())
+
+    def _log_dict(self, kind: str, fields: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            self._logger.info(kind, **fields)
+
+
+NO_TRACE = Tracer(log=False)

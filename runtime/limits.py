@@ -1,0 +1,93 @@
+"""Budgets shared by every worker of a run, checked before each model call."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from runtime.errors import BudgetExceeded
+from runtime.messages import Usage
+
+__all__ = ["Budget", "Limits"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a run may spend; ``None`` means unlimited.
+
+    Attributes:
+        model_calls: Model calls across all workers.
+        total_tokens: Input plus output tokens across all workers.
+        tool_calls: Tool calls across all workers.
+        wall_time_s: Seconds since the run started.
+    """
+
+    model_calls: int | None = None
+    total_tokens: int | None = None
+    tool_calls: int | None = None
+    wall_time_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("model_calls", "total_tokens", "tool_calls", "wall_time_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"limit {name} must be positive, got {value}")
+
+    @property
+    def unlimited(self) -> bool:
+        return all(
+            v is None for v in (self.model_calls, self.total_tokens, self.tool_calls, self.wall_time_s)
+        )
+
+
+class Budget:
+    """The spending of one run against its :class:`Limits`.
+
+    :meth:`reserve_model_call` checks every limit and counts the call in the same
+    step (no await in between), so concurrent workers cannot all slip past the last
+    allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
+    """
+
+    __slots__ = ("_started", "limits", "usage")
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.usage = Usage()
+        self._started = time.monotonic()
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._started
+
+    def check(self) -> None:
+        """Raise if any limit is already reached.
+
+        Raises:
+            BudgetExceeded: naming the limit, what is allowed and what was used.
+        """
+        lim, used = self.limits, self.usage
+        if lim.model_calls is not None and used.model_calls >= lim.model_calls:
+            raise BudgetExceeded("model_calls", lim.model_calls, used.model_calls)
+        if lim.total_tokens is not None and used.total_tokens >= lim.total_tokens:
+            raise BudgetExceeded("total_tokens", lim.total_tokens, used.total_tokens)
+        if lim.tool_calls is not None and used.tool_calls > lim.tool_calls:
+            raise BudgetExceeded("tool_calls", lim.tool_calls, used.tool_calls)
+        if lim.wall_time_s is not None and self.elapsed_s >= lim.wall_time_s:
+            raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
+
+    def reserve_model_call(self) -> None:
+        """Check every limit, then count one model call.
+
+        Raises:
+            BudgetExceeded: when a limit is reached; nothing is counted then.
+        """
+        self.check()
+        self.usage += Usage(model_calls=1)
+
+    def charge(self, usage: Usage) -> None:
+        """Add tokens and tool calls spent (model calls are counted on reserve)."""
+        self.usage += Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            tool_calls=usage.tool_calls,
+        )

@@ -1,0 +1,118 @@
+"""Retrying model calls: one policy, built on tenacity, used by every model adapter.
+
+Only errors that say so are retried (``ModelError.retryable``: HTTP 408, 409, 429,
+5xx, connection errors, timeouts). Waits grow exponentially with jitter, except that
+a ``Retry-After`` the endpoint sent is honoured. The policy stops after a number of
+attempts or before a total deadline would be passed, whichever comes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import structlog
+import tenacity
+from tenacity import RetryCallState
+from tenacity.wait import wait_base
+
+from runtime.errors import ModelError
+from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+
+__all__ = ["RetryPolicy", "RetryingModel", "is_retryable", "wait_retry_after"]
+
+_log = structlog.get_logger("honeycomb")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for model errors that may succeed when tried again."""
+    return isinstance(exc, ModelError) and exc.retryable
+
+
+class wait_retry_after(wait_base):  # noqa: N801 - named like tenacity's strategies
+    """Wait what the endpoint asked for (``Retry-After``), else fall back to another wait.
+
+    Composes with tenacity's other waits (``+``) like any tenacity strategy.
+    """
+
+    def __init__(self, fallback: wait_base, *, max_wait_s: float = 120.0) -> None:
+        self.fallback = fallback
+        self.max_wait_s = max_wait_s
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None and outcome.failed else None
+        asked = getattr(exc, "retry_after", None)
+        if isinstance(asked, int | float) and asked >= 0:
+            return min(float(asked), self.max_wait_s)
+        return self.fallback(retry_state)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how long to retry a failed model call.
+
+    Attributes:
+        attempts: Total attempts, the first included (1 disables retries).
+        deadline_s: No retry starts if its wait would end past this many seconds
+            after the first attempt began.
+        initial_wait_s: First backoff wait, doubled each retry.
+        max_wait_s: Longest backoff wait (and longest Retry-After honoured).
+        jitter_s: Up to this much random time is added to each backoff wait.
+        retry_on: Which exceptions to retry; default :func:`is_retryable`.
+    """
+
+    attempts: int = 4
+    deadline_s: float = 90.0
+    initial_wait_s: float = 0.5
+    max_wait_s: float = 30.0
+    jitter_s: float = 0.5
+    retry_on: Callable[[BaseException], bool] = is_retryable
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {self.attempts}")
+        if self.deadline_s <= 0:
+            raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
+
+    def retrying(self) -> tenacity.AsyncRetrying:
+        """A tenacity controller for this policy (one per call: it holds state)."""
+        backoff = tenacity.wait_exponential_jitter(
+            initial=self.initial_wait_s, max=self.max_wait_s, jitter=self.jitter_s
+        )
+        return tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.attempts)
+            | tenacity.stop_before_delay(self.deadline_s),
+            wait=wait_retry_after(backoff, max_wait_s=self.max_wait_s),
+            retry=tenacity.retry_if_exception(self.retry_on),
+            sleep=anyio.sleep,
+            reraise=True,
+            before_sleep=_log_retry,
+        )
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+class RetryingModel(WrapperModel):
+    """A model that retries another model's failed calls under a :class:`RetryPolicy`."""
+
+    def __init__(self, inner: Model, policy: RetryPolicy | None = None) -> None:
+        super().__init__(inner)
+        self.policy = policy or RetryPolicy()
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        async for attempt in self.policy.retrying():
+            with attempt:
+                return await self.inner.complete(request)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+def _log_retry(state: RetryCallState) -> None:
+    if not structlog.is_configured():
+        return
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None and outcome.failed else None
+    wait = state.next_action.sleep if state.next_action is not None else 0.0
+    _log.warning("model_call.retry", attempt=state.attempt_number, wait_s=wait, error=repr(exc))

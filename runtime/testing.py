@@ -1,0 +1,179 @@
+"""Models for tests and offline runs, shipped in the library.
+
+- :class:`ScriptedModel` answers from a script: texts, tool calls, full responses, or
+  errors to raise. One instance can serve many workers, each conversation following
+  its own copy of the script.
+- :class:`FunctionModel` answers with a function of the request.
+
+Both record every request they get, so tests can assert on what the model saw.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import anyio
+
+from runtime.errors import ScriptExhausted
+from runtime.messages import AssistantMessage, ToolCall, Usage
+from runtime.model import ModelRequest, ModelResponse
+
+__all__ = ["FunctionModel", "ScriptStep", "ScriptedModel", "call", "estimate_usage"]
+
+ScriptStep: TypeAlias = (
+    str | ToolCall | Sequence[ToolCall] | AssistantMessage | ModelResponse | BaseException
+)
+"""One scripted answer: final text, one or several tool calls, a message, a full
+response, or an exception to raise (a ``ModelHTTPError(429)`` to test retries ...)."""
+
+Script: TypeAlias = Sequence[ScriptStep]
+Latency: TypeAlias = float | Callable[[ModelRequest], float]
+
+_ids = itertools.count(1)
+
+
+def call(name: str, arguments: Mapping[str, Any] | str | None = None, *, id: str | None = None) -> ToolCall:  # noqa: A002
+    """A tool call for a script; ``arguments`` as a dict (dumped to JSON) or raw text."""
+    text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+    return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=text)
+
+
+def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
+    """A deterministic token estimate (about four characters a token)."""
+    prompt = sum(len(getattr(m, "content", None) or "") for m in request.messages)
+    prompt += sum(len(t.parameters_json) for t in request.tools)
+    answer = len(message.content or "") + sum(len(c.arguments) + len(c.name) for c in message.tool_calls)
+    return Usage(input_tokens=max(1, prompt // 4), output_tokens=max(1, answer // 4))
+
+
+class ScriptedModel:
+    """Answers each call with the next step of a script.
+
+    Args:
+        script: One script for every conversation in turn; or a mapping from
+            conversation key to its own script; or a function that makes the script
+            for a new key.
+        latency: Seconds to wait before each answer (or a function of the request).
+        key: How a request names its conversation; default ``request.conversation``.
+        name: Reported as the model name.
+
+    Raises:
+        ScriptExhausted: from :meth:`complete`, when a conversation asks for more
+            steps than its script has.
+    """
+
+    def __init__(
+        self,
+        script: Script | Mapping[str, Script] | Callable[[str], Script],
+        *,
+        latency: Latency = 0.0,
+        key: Callable[[ModelRequest], str | None] | None = None,
+        name: str = "scripted",
+    ) -> None:
+        self._shared: Script | None = None
+        self._scripts: dict[str, Script] = {}
+        self._factory: Callable[[str], Script] | None = None
+        if isinstance(script, Mapping):
+            self._scripts = dict(script)
+        elif callable(script):
+            self._factory = script
+        else:
+            self._shared = script
+        self._positions: dict[str | None, int] = {}
+        self._latency = latency
+        self._key = key or (lambda request: request.conversation)
+        self.name = name
+        self.requests: list[ModelRequest] = []
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(name={self.name!r}, calls={len(self.requests)})"
+
+    def requests_for(self, key: str | None) -> list[ModelRequest]:
+        """The requests one conversation made, in order."""
+        return [r for r in self.requests if self._key(r) == key]
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        key = None if self._shared is not None else self._key(request)
+        script = self._script_for(key)
+        position = self._positions.get(key, 0)
+        self._positions[key] = position + 1
+        latency = self._latency(request) if callable(self._latency) else self._latency
+        if latency > 0:
+            await anyio.sleep(latency)
+        else:
+            await anyio.lowlevel.checkpoint()
+        if position >= len(script):
+            raise ScriptExhausted(key, position + 1)
+        return _as_response(script[position], request, self.name)
+
+    def _script_for(self, key: str | None) -> Script:
+        if self._shared is not None:
+            return self._shared
+        if key is None:
+            raise ValueError(
+                "this ScriptedModel keeps one script per conversation, but the request names "
+                "none; set ModelRequest.conversation or pass key="
+            )
+        found = self._scripts.get(key)
+        if found is None:
+            if self._factory is None:
+                known = ", ".join(sorted(self._scripts)) or "none"
+                raise ValueError(f"no script for conversation {key!r}; scripted: {known}")
+            found = self._scripts[key] = self._factory(key)
+        return found
+
+
+ModelFunction: TypeAlias = Callable[
+    [ModelRequest],
+    ModelResponse | AssistantMessage | str | Awaitable[ModelResponse | AssistantMessage | str],
+]
+
+
+class FunctionModel:
+    """Answers with ``fn(request)``, sync or async, returning a response, a message or text.
+
+    Exceptions raised by ``fn`` propagate, so it can also simulate failures.
+    """
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self.fn = fn
+        self.name = name
+        self.requests: list[ModelRequest] = []
+
+    def __repr__(self) -> str:
+        return f"FunctionModel({getattr(self.fn, '__name__', self.fn)!r})"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        answer = self.fn(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        else:
+            await anyio.lowlevel.checkpoint()
+        return _as_response(answer, request, self.name)
+
+
+def _as_response(step: Any, request: ModelRequest, name: str) -> ModelResponse:
+    if isinstance(step, BaseException):
+        raise step
+    if isinstance(step, ModelResponse):
+        return step
+    if isinstance(step, str):
+        message = AssistantMessage(content=step)
+    elif isinstance(step, ToolCall):
+        message = AssistantMessage(tool_calls=(step,))
+    elif isinstance(step, AssistantMessage):
+        message = step
+    elif isinstance(step, Sequence) and all(isinstance(s, ToolCall) for s in step):
+        message = AssistantMessage(tool_calls=tuple(step))
+    else:
+        raise TypeError(f"cannot answer with a {type(step).__name__}: {step!r}")
+    finish = "tool_calls" if message.tool_calls else "stop"
+    return ModelResponse(
+        message=message, usage=estimate_usage(request, message), finish_reason=finish, model=name
+    )

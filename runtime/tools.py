@@ -1,0 +1,356 @@
+"""Tools: ``@tool`` turns a typed function into a tool with a JSON schema; a
+``ToolRegistry`` holds tools by unique name.
+
+The schema comes from the signature, type hints and Google-style docstring through
+pydantic: ``Annotated[..., Field(description=...)]``, defaults, ``Literal``/``Enum``,
+nested models and lists all work. Arguments are validated before the function runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
+
+import pydantic
+import pydantic_core
+from pydantic import BaseModel, ConfigDict
+
+from runtime._imports import import_object
+from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
+from runtime.model import ToolSchema
+
+__all__ = ["ArgumentsError", "Tool", "ToolContext", "ToolRegistry", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Injected into a tool that declares a parameter of this type (not in the schema).
+
+    Attributes:
+        call_id: The model's id for this call.
+        worker: The worker making the call, if known.
+        run_id: The run the call belongs to, if known.
+        turn: The loop turn (1-based).
+    """
+
+    call_id: str
+    worker: str | None = None
+    run_id: str | None = None
+    turn: int = 0
+
+
+class ArgumentsError(ValueError):
+    """The model's arguments for a tool are not JSON, or fail validation.
+
+    Attributes:
+        not_json: True when the text is not JSON at all.
+        detail: A readable account of every problem, naming each argument.
+    """
+
+    def __init__(self, tool_name: str, detail: str, *, not_json: bool) -> None:
+        self.tool_name = tool_name
+        self.detail = detail
+        self.not_json = not_json
+        kind = "are not valid JSON" if not_json else "failed validation"
+        super().__init__(f"arguments for {tool_name!r} {kind}: {detail}")
+
+
+class Tool(Generic[P, R]):
+    """A function the model can call, with its schema and how it must be scheduled.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What it does, told to the model.
+        side_effects: Runs one at a time, in the order the model emitted the calls.
+        exclusive: A lock key; calls sharing it never overlap, across workers too.
+            Implies ``side_effects``.
+        timeout: Seconds a call may take before it is cancelled (None: the default).
+        terminal: Its result ends the worker's loop as the final answer.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R] | Callable[P, Awaitable[R]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        side_effects: bool = False,
+        exclusive: str | None = None,
+        timeout: float | None = None,
+        terminal: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise ToolDefinitionError(
+                self.name, "names may use only letters, digits, '_' and '-' (1 to 64 chars)"
+            )
+        doc_summary, doc_args = _parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description if description is not None else doc_summary
+        self.exclusive = exclusive
+        self.side_effects = side_effects or exclusive is not None
+        if timeout is not None and timeout <= 0:
+            raise ToolDefinitionError(self.name, f"timeout must be positive, got {timeout}")
+        self.timeout = timeout
+        self.terminal = terminal
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
+        self.schema = ToolSchema.of(self.name, self.description, _clean_schema(self.args_model))
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = [f for f, on in (("side_effects", self.side_effects),) if on]
+        if self.exclusive:
+            flags.append(f"exclusive={self.exclusive!r}")
+        extra = (", " + ", ".join(flags)) if flags else ""
+        return f"Tool({self.name!r}{extra})"
+
+    def parse_arguments(self, arguments: str) -> dict[str, Any]:
+        """Validate the model's JSON arguments into keyword arguments for the function.
+
+        Raises:
+            ArgumentsError: when the text is not JSON or fails validation.
+        """
+        text = arguments if arguments.strip() else "{}"
+        try:
+            parsed = self.args_model.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            not_json = any(e["type"] == "json_invalid" for e in errors)
+            raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
+        return dict(parsed)
+
+    async def invoke_async(self, kwargs: dict[str, Any]) -> Any:
+        """Call an async tool with already-validated arguments."""
+        result = self.fn(**kwargs)  # type: ignore[call-arg]
+        return await result  # type: ignore[misc]
+
+    def invoke_sync(self, kwargs: dict[str, Any]) -> Any:
+        """Call a sync tool with already-validated arguments (in a worker thread)."""
+        return self.fn(**kwargs)  # type: ignore[call-arg]
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effects: bool = False,
+    exclusive: str | None = None,
+    timeout: float | None = None,
+    terminal: bool = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effects: bool = False,
+    exclusive: str | None = None,
+    timeout: float | None = None,
+    terminal: bool = False,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Make a sync or async function a tool; use bare (``@tool``) or with options.
+
+    Raises:
+        ToolDefinitionError: when a parameter has no type hint, the function takes
+            ``*args``/``**kwargs``, or an option is invalid.
+    """
+
+    def make(f: Callable[P, R]) -> Tool[P, R]:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            side_effects=side_effects,
+            exclusive=exclusive,
+            timeout=timeout,
+            terminal=terminal,
+        )
+
+    return make(fn) if fn is not None else make
+
+
+class ToolRegistry:
+    """Tools by unique name. Refuses a second, different tool under a taken name."""
+
+    def __init__(self, tools: Iterable[Tool[Any, Any] | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any, Any]] = {}
+        self._schemas: tuple[ToolSchema, ...] | None = None
+        for t in tools:
+            self.add(t)
+
+    def add(self, item: Tool[Any, Any] | Callable[..., Any]) -> Tool[Any, Any]:
+        """Register a tool (a plain function is wrapped with ``@tool``).
+
+        Raises:
+            DuplicateToolError: when another tool already has this name.
+        """
+        t = item if isinstance(item, Tool) else tool(item)
+        existing = self._tools.get(t.name)
+        if existing is not None and existing is not t:
+            raise DuplicateToolError(t.name)
+        self._tools[t.name] = t
+        self._schemas = None
+        return t
+
+    def resolve(self, ref: str) -> Tool[Any, Any]:
+        """A tool by registry name or by import path ``package.module:function``.
+
+        Raises:
+            UnknownToolError: for a name that is neither registered nor importable.
+            ConfigError: for an import path that cannot be imported.
+        """
+        if ref in self._tools:
+            return self._tools[ref]
+        if ":" in ref:
+            obj = import_object(ref)
+            if isinstance(obj, Tool):
+                return obj
+            if callable(obj):
+                return tool(obj)
+            raise ToolDefinitionError(ref, f"{ref!r} is a {type(obj).__name__}, not a function")
+        raise UnknownToolError(ref, self.names)
+
+    def get(self, name: str) -> Tool[Any, Any] | None:
+        return self._tools.get(name)
+
+    def __getitem__(self, name: str) -> Tool[Any, Any]:
+        found = self._tools.get(name)
+        if found is None:
+            raise UnknownToolError(name, self.names)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool[Any, Any]]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._tools))
+
+    @property
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        if self._schemas is None:
+            self._schemas = tuple(t.schema for t in self._tools.values())
+        return self._schemas
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._tools)})"
+
+
+def as_registry(tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]]) -> ToolRegistry:
+    """Accept a registry or a list of tools/functions."""
+    return tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+
+
+# --- schema building -----------------------------------------------------------------
+
+
+def _arguments_model(
+    tool_name: str, fn: Callable[..., Any], doc_args: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    try:
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn, include_extras=True)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ToolDefinitionError(tool_name, f"cannot read the signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                tool_name, f"parameter {param.name!r}: *args and **kwargs cannot be described"
+            )
+        if param.name not in hints:
+            raise ToolDefinitionError(tool_name, f"parameter {param.name!r} has no type hint")
+        annotation = hints[param.name]
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        info = pydantic.Field(default=default, description=doc_args.get(param.name))
+        fields[param.name] = (annotation, info)
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    try:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{tool_name}_arguments", __config__=config, **fields
+        )
+        model.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise ToolDefinitionError(tool_name, f"a parameter type cannot be described: {exc}") from exc
+    return model, context_param
+
+
+def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    return schema
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The description (text before the first section) and Google-style ``Args:``."""
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section, current = header.group(1), None
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters"):
+            match = _ARG.match(line)
+            if match:
+                current = match.group(1).lstrip("*")
+                args[current] = match.group(2).strip()
+            elif current and line.strip():
+                args[current] = f"{args[current]} {line.strip()}".strip()
+    return "\n".join(summary).strip(), args
+
+
+def _describe(errors: Sequence[Any]) -> str:
+    parts = []
+    for err in errors:
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "json_invalid":
+            parts.append(err["msg"])
+            continue
+        text = f"argument {loc!r}: {err['msg']}"
+        if err["type"] not in ("missing",) and "input" in err:
+            shown = pydantic_core.to_json(err["input"], fallback=repr).decode()
+            if len(shown) > 80:
+                shown = shown[:77] + "..."
+            text += f" (got {shown})"
+        parts.append(text)
+    return "; ".join(parts)

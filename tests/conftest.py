@@ -1,0 +1,68 @@
+"""Shared fixtures. The autouse guard makes any attempt to reach a real network host
+fail the test: tests run on the models in ``runtime.testing`` and on servers bound to
+127.0.0.1 only."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def _is_loopback(host: Any) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode()
+    if not isinstance(host, str):
+        return False
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class RealNetworkUsed(RuntimeError):
+    """A test tried to reach a host that is not this machine."""
+
+
+@pytest.fixture(autouse=True)
+def no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Fail any test that resolves or connects to a non-loopback host."""
+    attempts: list[str] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def refuse(host: Any) -> None:
+        attempts.append(str(host))
+        raise RealNetworkUsed(f"tests must not reach the network, but tried {host!r}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+            refuse(address[0])
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+            refuse(address[0])
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host is not None and not _is_loopback(host):
+            refuse(host)
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    yield attempts
+    if attempts:
+        pytest.fail(f"the test tried to reach the network: {', '.join(attempts)}")

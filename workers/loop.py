@@ -1,0 +1,301 @@
+"""The agent loop as a step function: ``step(state)`` returns ``Continue``, ``Final`` or
+``Failed``; :meth:`AgentLoop.run` is the short driver that loops over it.
+
+A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``, after
+which one tool-less call asks the model for its best answer from what it has.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel
+
+from runtime import (
+    AssistantMessage,
+    Budget,
+    Dispatcher,
+    EmptyResponse,
+    HoneycombError,
+    Model,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    OutputValidationError,
+    ToolCall,
+    ToolMessage,
+    Tracer,
+    Transcript,
+    Usage,
+    UserMessage,
+)
+from workers.context import ContextWindow, assemble
+
+__all__ = ["AgentLoop", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
+
+NUDGE = "Your last reply was empty. Call a tool or give your final answer."
+WRAP_UP = (
+    "You have used all {turns} turns. Do not call any more tools: give your best final "
+    "answer now, from what you have found so far."
+)
+FIX_OUTPUT = (
+    "Your answer does not match the required {schema} schema: {error}\n"
+    "Answer again with JSON that matches the schema exactly."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """How one loop behaves.
+
+    Attributes:
+        max_turns: Model turns that may call tools; then one tool-less wrap-up call.
+        output_type: A pydantic model the final answer must validate against.
+        output_retries: Times an invalid final answer is sent back with the error.
+        window: How much transcript the model sees each turn.
+        model_timeout: Seconds per model call, if limited.
+    """
+
+    max_turns: int = 10
+    output_type: type[BaseModel] | None = None
+    output_retries: int = 2
+    window: ContextWindow = ContextWindow()
+    model_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+        if self.output_retries < 0:
+            raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    """Everything a step needs; every step returns a new one."""
+
+    task: str
+    transcript: Transcript = Transcript()
+    turn: int = 0
+    usage: Usage = Usage()
+    previous_calls: tuple[ToolCall, ...] = ()
+    nudged: bool = False
+    output_attempts: int = 0
+    wrapped_up: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    state: LoopState
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    state: LoopState
+    text: str
+    output: Any  # the text, or the validated output_type instance
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    state: LoopState
+    error: HoneycombError
+
+
+Step = Continue | Final | Failed
+
+
+class AgentLoop:
+    """Think, call tools, observe, repeat: one worker's conversation with its model.
+
+    Args:
+        model: Answers each turn.
+        dispatcher: Runs the tool calls (and holds the tools).
+        instructions: The system prompt.
+        settings: Turns, output schema, context window, model timeout.
+        budget: Shared with the run's other workers; checked before each model call.
+        tracer: Receives an event per model call.
+        worker: Name used in events and as the conversation key.
+        run_id: Run id used in events and in the conversation key.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        dispatcher: Dispatcher,
+        *,
+        instructions: str = "",
+        settings: LoopSettings | None = None,
+        budget: Budget | None = None,
+        tracer: Tracer | None = None,
+        worker: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.model = model
+        self.dispatcher = dispatcher
+        self.instructions = instructions
+        self.settings = settings or LoopSettings()
+        self.budget = budget
+        self.tracer = tracer or Tracer(log=False)
+        self.worker = worker
+        self.run_id = run_id
+        self._conversation = f"{run_id}/{worker}" if run_id else worker
+        out = self.settings.output_type
+        self._output = OutputSchema.for_model(out) if out is not None else None
+
+    async def run(self, task: str) -> Final | Failed:
+        """Drive :meth:`step` until the loop ends."""
+        result: Step = Continue(LoopState(task=task))
+        while isinstance(result, Continue):
+            result = await self.step(result.state)
+        return result
+
+    async def step(self, state: LoopState) -> Step:
+        """One model turn, and the tool calls it asks for."""
+        wrap_up = state.turn >= self.settings.max_turns
+        if wrap_up:
+            state = replace(
+                state,
+                transcript=state.transcript.add(
+                    UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
+                ),
+                wrapped_up=True,
+            )
+        try:
+            response = await self._call_model(state, tools=not wrap_up)
+        except HoneycombError as exc:
+            return Failed(state, exc)
+        message = response.message
+        if wrap_up and message.tool_calls:
+            # No tools were offered, so calls cannot be run; keep only the text.
+            message = AssistantMessage(content=message.content)
+        state = replace(
+            state,
+            transcript=state.transcript.add(message),
+            turn=state.turn + 1,
+            usage=state.usage + response.usage + _ONE_CALL,
+        )
+        if message.tool_calls and not wrap_up:
+            return await self._observe(state, message.tool_calls)
+        if message.is_empty:
+            if state.nudged or wrap_up:
+                return Failed(state, EmptyResponse(state.turn))
+            return Continue(
+                replace(state, transcript=state.transcript.add(UserMessage(content=NUDGE)), nudged=True)
+            )
+        return self._finish(replace(state, nudged=False), message.content or "")
+
+    async def _call_model(self, state: LoopState, *, tools: bool) -> ModelResponse:
+        if self.budget is not None:
+            self.budget.reserve_model_call()
+        turn = state.turn + 1
+        request = ModelRequest(
+            messages=assemble(self.instructions, state.task, state.transcript, self.settings.window),
+            tools=self.dispatcher.tools.schemas if tools else (),
+            tool_choice="auto" if tools else "none",
+            output=self._output,
+            timeout=self.settings.model_timeout,
+            conversation=self._conversation,
+        )
+        tracing = self.tracer.enabled
+        if tracing:
+            self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
+        started = time.perf_counter()
+        try:
+            response = await self.model.complete(request)
+        except HoneycombError as exc:
+            if tracing:
+                self._emit_finished(turn, started, None, exc)
+            raise
+        if self.budget is not None:
+            self.budget.charge(response.usage)
+        if tracing:
+            self._emit_finished(turn, started, response, None)
+        return response
+
+    def _emit_finished(
+        self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
+    ) -> None:
+        usage = response.usage if response is not None else Usage()
+        self.tracer.emit(
+            ModelCallFinished(
+                worker=self.worker,
+                run_id=self.run_id,
+                turn=turn,
+                duration_s=time.perf_counter() - started,
+                status="ok" if exc is None else "error",
+                model=response.model if response is not None else "",
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                tool_calls=len(response.message.tool_calls) if response is not None else 0,
+                error=None if exc is None else f"{type(exc).__name__}: {exc}",
+            )
+        )
+
+    async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
+        observations = await self.dispatcher.dispatch(
+            calls, turn=state.turn, previous=state.previous_calls
+        )
+        executed = sum(1 for o in observations if o.status != "skipped")
+        if self.budget is not None:
+            self.budget.charge(Usage(tool_calls=executed))
+        state = replace(
+            state,
+            transcript=state.transcript.add(*observations),
+            usage=state.usage + Usage(tool_calls=executed),
+            previous_calls=calls,
+            nudged=False,
+        )
+        terminal = self._terminal(observations)
+        if terminal is not None:
+            return self._finish(state, terminal.content)
+        return Continue(state)
+
+    def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
+        for obs in observations:
+            found = self.dispatcher.tools.get(obs.name)
+            if found is not None and found.terminal and obs.status == "ok":
+                return obs
+        return None
+
+    def _finish(self, state: LoopState, text: str) -> Step:
+        out = self.settings.output_type
+        if out is None:
+            return Final(state, text, text)
+        try:
+            return Final(state, text, out.model_validate_json(_strip_fences(text)))
+        except pydantic.ValidationError as exc:
+            attempts = state.output_attempts + 1
+            detail = _validation_summary(exc)
+            if attempts > self.settings.output_retries or state.wrapped_up:
+                return Failed(state, OutputValidationError(out.__name__, attempts, detail))
+            retry = UserMessage(content=FIX_OUTPUT.format(schema=out.__name__, error=detail))
+            return Continue(
+                replace(state, transcript=state.transcript.add(retry), output_attempts=attempts)
+            )
+
+
+_ONE_CALL = Usage(model_calls=1)
+
+
+def _strip_fences(text: str) -> str:
+    """Models often wrap JSON in a Markdown code fence; accept that."""
+    body = text.strip()
+    if body.startswith("```") and body.endswith("```"):
+        body = body[3:-3]
+        first_newline = body.find("\n")
+        if first_newline != -1 and not body[:first_newline].strip().startswith("{"):
+            body = body[first_newline + 1 :]
+    return body.strip()
+
+
+def _validation_summary(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
