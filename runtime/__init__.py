@@ -3,7 +3,7 @@
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``.
 """
 
-from runtime.dispatch import DispatchPolicy, Dispatcher, LockTable, check_cancelled
+from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
     BudgetExceeded,
@@ -51,6 +51,14 @@ from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, Tool
 from runtime.openai_model import OpenAIModel
 from runtime.retry import RetryingModel, RetryPolicy
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
+from runtime.yaml_config import (
+    YamlDocument,
+    YamlPath,
+    did_you_mean,
+    format_path,
+    load_yaml,
+    parse_yaml,
+)
 
 __all__ = [
     "AgentError",
@@ -107,6 +115,12 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WrapperModel",
+    "YamlDocument",
+    "YamlPath",
     "check_cancelled",
+    "did_you_mean",
+    "format_path",
+    "load_yaml",
+    "parse_yaml",
     "tool",
 ]

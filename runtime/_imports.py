@@ -25,8 +25,7 @@ def import_object(path: str) -> Any:
         raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}") from exc
     except Exception as exc:  # the module itself failed while importing
         raise ConfigError(
-            f"cannot import {path!r}: importing {module_name!r} raised "
-            f"{type(exc).__name__}: {exc}"
+            f"cannot import {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from exc
     for part in attr_path.split("."):
         try:

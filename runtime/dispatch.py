@@ -224,7 +224,9 @@ class Dispatcher:
             with anyio.move_on_after(timeout) as scope:
                 value = await self._invoke(found, kwargs)
                 content = self._render(value)
-            if scope.cancelled_caught:
+            # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
+            # for (see _invoke), so it returns normally even after its deadline passed.
+            if scope.cancel_called:
                 status, content = "timeout", self._timeout_text(found, timeout, started)
                 error = content
         except ModelRetry as exc:

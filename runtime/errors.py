@@ -299,7 +299,7 @@ class PlanError(HoneycombError):
 # --- control signals -----------------------------------------------------------------
 
 
-class ModelRetry(Exception):  # noqa: N818 - a signal, not an error
+class ModelRetry(Exception):
     """Raised by a tool to hand a message back to the model instead of a result.
 
     The call becomes an error observation carrying ``message``; the loop goes on.

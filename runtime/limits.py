@@ -36,7 +36,8 @@ class Limits:
     @property
     def unlimited(self) -> bool:
         return all(
-            v is None for v in (self.model_calls, self.total_tokens, self.tool_calls, self.wall_time_s)
+            v is None
+            for v in (self.model_calls, self.total_tokens, self.tool_calls, self.wall_time_s)
         )
 
 

@@ -30,7 +30,7 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, ModelError) and exc.retryable
 
 
-class wait_retry_after(wait_base):  # noqa: N801 - named like tenacity's strategies
+class wait_retry_after(wait_base):
     """Wait what the endpoint asked for (``Retry-After``), else fall back to another wait.
 
     Composes with tenacity's other waits (``+``) like any tenacity strategy.
@@ -58,7 +58,9 @@ class RetryPolicy:
         deadline_s: No retry starts if its wait would end past this many seconds
             after the first attempt began.
         initial_wait_s: First backoff wait, doubled each retry.
-        max_wait_s: Longest backoff wait (and longest Retry-After honoured).
+        max_wait_s: Longest backoff wait. A Retry-After is honoured in full, never
+            cut short (retrying before the endpoint allows only earns another 429);
+            one that would end past ``deadline_s`` stops retrying instead.
         jitter_s: Up to this much random time is added to each backoff wait.
         retry_on: Which exceptions to retry; default :func:`is_retryable`.
     """
@@ -84,7 +86,8 @@ class RetryPolicy:
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.attempts)
             | tenacity.stop_before_delay(self.deadline_s),
-            wait=wait_retry_after(backoff, max_wait_s=self.max_wait_s),
+            # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
+            wait=wait_retry_after(backoff, max_wait_s=self.deadline_s),
             retry=tenacity.retry_if_exception(self.retry_on),
             sleep=anyio.sleep,
             reraise=True,

@@ -36,7 +36,9 @@ Latency: TypeAlias = float | Callable[[ModelRequest], float]
 _ids = itertools.count(1)
 
 
-def call(name: str, arguments: Mapping[str, Any] | str | None = None, *, id: str | None = None) -> ToolCall:  # noqa: A002
+def call(
+    name: str, arguments: Mapping[str, Any] | str | None = None, *, id: str | None = None
+) -> ToolCall:
     """A tool call for a script; ``arguments`` as a dict (dumped to JSON) or raw text."""
     text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
     return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=text)
@@ -46,7 +48,9 @@ def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     """A deterministic token estimate (about four characters a token)."""
     prompt = sum(len(getattr(m, "content", None) or "") for m in request.messages)
     prompt += sum(len(t.parameters_json) for t in request.tools)
-    answer = len(message.content or "") + sum(len(c.arguments) + len(c.name) for c in message.tool_calls)
+    answer = len(message.content or "") + sum(
+        len(c.arguments) + len(c.name) for c in message.tool_calls
+    )
     return Usage(input_tokens=max(1, prompt // 4), output_tokens=max(1, answer // 4))
 
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
 
 from runtime._imports import import_object
 from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
@@ -289,8 +290,10 @@ def _arguments_model(
             context_param = param.name
             continue
         default = ... if param.default is param.empty else param.default
-        info = pydantic.Field(default=default, description=doc_args.get(param.name))
-        fields[param.name] = (annotation, info)
+        info = FieldInfo.from_annotated_attribute(annotation, default)
+        if info.description is None:  # Annotated[..., Field(description=...)] wins
+            info.description = doc_args.get(param.name)
+        fields[param.name] = (info.annotation, info)
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     try:
         model = pydantic.create_model(  # type: ignore[call-overload]

@@ -1,7 +1,9 @@
 """One agent: the AgentLoop, context assembly, Role and Worker. Imports only ``runtime``."""
 
-from workers.context import ContextWindow
+from workers.context import ContextWindow, assemble
 from workers.loop import AgentLoop, Continue, Failed, Final, LoopSettings, LoopState, Step
+from workers.role import Role, check_role, load_roles, role_entries
+from workers.worker import Worker, WorkerError, WorkerResult, format_task
 
 __all__ = [
     "AgentLoop",
@@ -11,5 +13,14 @@ __all__ = [
     "Final",
     "LoopSettings",
     "LoopState",
+    "Role",
     "Step",
+    "Worker",
+    "WorkerError",
+    "WorkerResult",
+    "assemble",
+    "check_role",
+    "format_task",
+    "load_roles",
+    "role_entries",
 ]

@@ -140,7 +140,7 @@ class AgentLoop:
         self.instructions = instructions
         self.settings = settings or LoopSettings()
         self.budget = budget
-        self.tracer = tracer or Tracer(log=False)
+        self.tracer = tracer or Tracer()
         self.worker = worker
         self.run_id = run_id
         self._conversation = f"{run_id}/{worker}" if run_id else worker
@@ -185,7 +185,9 @@ class AgentLoop:
             if state.nudged or wrap_up:
                 return Failed(state, EmptyResponse(state.turn))
             return Continue(
-                replace(state, transcript=state.transcript.add(UserMessage(content=NUDGE)), nudged=True)
+                replace(
+                    state, transcript=state.transcript.add(UserMessage(content=NUDGE)), nudged=True
+                )
             )
         return self._finish(replace(state, nudged=False), message.content or "")
 
@@ -194,7 +196,9 @@ class AgentLoop:
             self.budget.reserve_model_call()
         turn = state.turn + 1
         request = ModelRequest(
-            messages=assemble(self.instructions, state.task, state.transcript, self.settings.window),
+            messages=assemble(
+                self.instructions, state.task, state.transcript, self.settings.window
+            ),
             tools=self.dispatcher.tools.schemas if tools else (),
             tool_choice="auto" if tools else "none",
             output=self._output,

@@ -1,0 +1,247 @@
+"""A local OpenAI-compatible chat-completions server for tests.
+
+It serves ``POST /v1/chat/completions`` (non-streaming) on 127.0.0.1, on a free port,
+from a background thread with its own event loop, so any test can use it whatever
+loop the test runs on. Tests program it with behaviours, consumed one per request
+(:meth:`OpenAIServer.enqueue`), and read back every request it received
+(:attr:`OpenAIServer.requests`)::
+
+    with OpenAIServer() as server:
+        server.enqueue(error(429, retry_after=0.3), text("hello"))
+        model = OpenAIModel("gpt-test", base_url=server.base_url)
+        ...
+        assert len(server.requests) == 2
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+__all__ = ["Raw", "OpenAIServer", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer 200 with one chat completion (text, tool calls, or both).
+
+    ``tool_calls`` holds ``(id, name, arguments)`` with the arguments as raw text, so a
+    test can send JSON that does not parse.
+    """
+
+    content: str | None = None
+    tool_calls: tuple[tuple[str, str, str], ...] = ()
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
+    model: str | None = None  # default: the model the request named
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """Answer ``status`` with OpenAI's JSON error body, or with ``body`` when given
+    (so ``Raw(200, body={...})`` sends any completion, even a broken one)."""
+
+    status: int
+    message: str = "something went wrong"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None  # replaces the standard {"error": {...}} body when given
+    delay_s: float = 0.0
+
+
+Behaviour = Reply | Raw
+
+
+def text(content: str, *, delay_s: float = 0.0, **usage: int) -> Reply:
+    """A plain text answer; ``usage`` may set ``prompt_tokens`` / ``completion_tokens``."""
+    return Reply(content=content, delay_s=delay_s, **usage)
+
+
+def tool_calls(*calls: tuple[str, Mapping[str, Any] | str], content: str | None = None) -> Reply:
+    """An answer asking for tool calls ``(name, arguments)``; ids are ``call_0``, ``call_1``...
+
+    Arguments given as a mapping are sent as JSON; a string is sent as is.
+    """
+    return Reply(
+        content=content,
+        tool_calls=tuple(
+            (f"call_{i}", name, args if isinstance(args, str) else json.dumps(dict(args)))
+            for i, (name, args) in enumerate(calls)
+        ),
+    )
+
+
+def error(
+    status: int,
+    message: str = "something went wrong",
+    *,
+    retry_after: float | None = None,
+    retry_after_ms: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    delay_s: float = 0.0,
+) -> Raw:
+    """An HTTP error, with ``Retry-After`` (seconds) and/or ``retry-after-ms`` if given."""
+    sent = dict(headers or {})
+    if retry_after is not None:
+        sent["Retry-After"] = f"{retry_after:g}"
+    if retry_after_ms is not None:
+        sent["retry-after-ms"] = f"{retry_after_ms:g}"
+    return Raw(status, message, headers=sent, delay_s=delay_s)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the server received it; ``at`` is ``time.monotonic()`` on arrival."""
+
+    path: str
+    body: Any
+    headers: Mapping[str, str]  # lower-case names
+    at: float
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_exceeded"}
+
+
+class OpenAIServer:
+    """The server; use it as a context manager (or call :meth:`start` and :meth:`stop`).
+
+    Attributes:
+        default: What to answer when no behaviour is queued.
+    """
+
+    def __init__(self, default: Behaviour | None = None) -> None:
+        self.default: Behaviour = default or text("ok")
+        self._queue: deque[Behaviour] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of every request received so far, in order of arrival."""
+        with self._lock:
+            return list(self._requests)
+
+    def enqueue(self, *behaviours: Behaviour) -> None:
+        """Queue behaviours; each request takes the next one, then :attr:`default`."""
+        with self._lock:
+            self._queue.extend(behaviours)
+
+    def reset(self) -> None:
+        """Forget queued behaviours and recorded requests; restore the default."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self.default = text("ok")
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        )
+        server = self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            name=f"openai-test-server-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10.0
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test OpenAI server did not start")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            # force_exit: do not wait for slow handlers still sleeping; asyncio.run cancels them.
+            self._server.should_exit = self._server.force_exit = True
+            self._thread.join(timeout=10.0)
+        self._server = self._thread = None
+
+    def __enter__(self) -> OpenAIServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _handle(self, request: Request) -> JSONResponse:
+        arrived = time.monotonic()
+        raw = await request.body()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
+        with self._lock:
+            self._requests.append(
+                RecordedRequest(request.url.path, body, dict(request.headers), arrived)
+            )
+            behaviour = self._queue.popleft() if self._queue else self.default
+            number = len(self._requests)
+        if behaviour.delay_s:
+            await asyncio.sleep(behaviour.delay_s)
+        if isinstance(behaviour, Raw):
+            return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
+        model = body.get("model", "") if isinstance(body, dict) else ""
+        return JSONResponse(_completion(behaviour, behaviour.model or model, number))
+
+
+def _error_body(fail: Raw) -> Any:
+    if fail.body is not None:
+        return fail.body
+    kind = _ERROR_TYPES.get(fail.status, "server_error" if fail.status >= 500 else "api_error")
+    return {"error": {"message": fail.message, "type": kind, "param": None, "code": None}}
+
+
+def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": id_, "type": "function", "function": {"name": name, "arguments": args}}
+            for id_, name, args in reply.tool_calls
+        ]
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    return {
+        "id": f"chatcmpl-test{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_test",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }

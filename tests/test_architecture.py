@@ -1,0 +1,77 @@
+"""The layers point downward only, and each package's public names are pinned."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import honeycomb
+import runtime
+import workers
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "runtime": {"workers", "honeycomb"},
+    "workers": {"honeycomb"},
+}
+
+
+def imported_packages(package: str) -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            found.update((str(path.relative_to(ROOT)), n.split(".")[0]) for n in names)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_dependencies_point_downward(package: str) -> None:
+    bad = sorted((f, m) for f, m in imported_packages(package) if m in FORBIDDEN[package])
+    assert bad == [], f"{package} must not import {FORBIDDEN[package]}: {bad}"
+
+
+@pytest.mark.parametrize("module", [runtime, workers, honeycomb])
+def test_all_names_exist_and_are_sorted(module: object) -> None:
+    names = module.__all__  # type: ignore[attr-defined]
+    assert names == sorted(names)
+    for name in names:
+        assert hasattr(module, name), name
+
+
+def test_runtime_public_names() -> None:
+    assert set(runtime.__all__) == RUNTIME_NAMES
+
+
+def test_workers_public_names() -> None:
+    assert set(workers.__all__) == WORKERS_NAMES
+
+
+RUNTIME_NAMES = {
+    "AgentError", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded",
+    "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
+    "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Limits", "LockTable",
+    "Message", "Model", "ModelCallFinished", "ModelCallStarted", "ModelConnectionError",
+    "ModelError", "ModelHTTPError", "ModelRequest", "ModelResponse", "ModelResponseError",
+    "ModelRetry", "ModelTimeout", "ObservationStatus", "OpenAIModel", "OutputSchema",
+    "OutputValidationError", "PlanError", "RetryPolicy", "RetryingModel", "ScriptExhausted",
+    "SystemMessage", "Tool", "ToolCall", "ToolCallFinished", "ToolCallStarted", "ToolContext",
+    "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry", "ToolSchema",
+    "ToolTimeout", "Tracer", "Transcript", "UnknownToolError", "Usage", "UserMessage",
+    "WrapperModel", "YamlDocument", "YamlPath", "check_cancelled", "did_you_mean",
+    "format_path", "load_yaml", "parse_yaml", "tool",
+}  # fmt: skip
+
+WORKERS_NAMES = {
+    "AgentLoop", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings", "LoopState",
+    "Role", "Step", "Worker", "WorkerError", "WorkerResult", "assemble", "check_role",
+    "format_task", "load_roles", "role_entries",
+}  # fmt: skip

@@ -1,0 +1,282 @@
+"""AgentLoop: every way a loop continues, finishes or fails, driven by ScriptedModel."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+import structlog
+from pydantic import BaseModel
+
+from runtime import (
+    AssistantMessage,
+    Budget,
+    BudgetExceeded,
+    Dispatcher,
+    EmptyResponse,
+    Limits,
+    ModelHTTPError,
+    ModelRequest,
+    OutputValidationError,
+    ToolMessage,
+    ToolRegistry,
+    Tracer,
+    UserMessage,
+    tool,
+)
+from runtime.testing import FunctionModel, ScriptedModel, call
+from workers import AgentLoop, ContextWindow, Continue, Failed, Final, LoopSettings, LoopState
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    await anyio.lowlevel.checkpoint()
+    return f"value-of-{key}"
+
+
+@tool(terminal=True)
+def submit(answer: str) -> str:
+    """Hand in the final answer."""
+    return answer
+
+
+class Verdict(BaseModel):
+    city: str
+    warm: bool
+
+
+def make_loop(model: ScriptedModel | FunctionModel, **settings: object) -> AgentLoop:
+    return AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([lookup, submit])),
+        instructions="You are a test worker.",
+        settings=LoopSettings(**settings),  # type: ignore[arg-type]
+        worker="w1",
+    )
+
+
+async def test_plain_answer_is_final_after_one_call() -> None:
+    model = ScriptedModel(["forty-two"])
+    result = await make_loop(model).run("what is it?")
+    assert isinstance(result, Final)
+    assert result.output == "forty-two"
+    assert result.state.turn == 1
+    first = model.requests[0]
+    assert [m.role for m in first.messages] == ["system", "user"]
+    assert {t.name for t in first.tools} == {"lookup", "submit"}
+
+
+async def test_tool_results_come_back_in_call_order_before_the_next_turn() -> None:
+    model = ScriptedModel([[call("lookup", {"key": "a"}), call("lookup", {"key": "b"})], "done"])
+    result = await make_loop(model).run("look up a and b")
+    assert isinstance(result, Final)
+    second = model.requests[1].messages
+    assert isinstance(second[2], AssistantMessage)
+    observations = [m for m in second if isinstance(m, ToolMessage)]
+    assert [o.content for o in observations] == ["value-of-a", "value-of-b"]
+    assert result.state.usage.tool_calls == 2
+    assert result.state.usage.model_calls == 2
+
+
+async def test_step_returns_continue_while_tools_are_called() -> None:
+    loop = make_loop(ScriptedModel([call("lookup", {"key": "a"}), "done"]))
+    first = await loop.step(LoopState(task="t"))
+    assert isinstance(first, Continue)
+    assert first.state.turn == 1
+    second = await loop.step(first.state)
+    assert isinstance(second, Final)
+
+
+async def test_terminal_tool_ends_the_loop_with_its_result() -> None:
+    model = ScriptedModel([call("submit", {"answer": "from the tool"})])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Final)
+    assert result.output == "from the tool"
+    assert len(model.requests) == 1
+
+
+async def test_max_turns_then_one_tool_less_call_for_the_best_answer() -> None:
+    script = [call("lookup", {"key": str(i)}) for i in range(3)]
+    model = ScriptedModel([*script, "best I can do"])
+    result = await make_loop(model, max_turns=3).run("t")
+    assert isinstance(result, Final)
+    assert result.output == "best I can do"
+    wrap_up = model.requests[-1]
+    assert wrap_up.tools == ()
+    assert wrap_up.tool_choice == "none"
+    assert isinstance(wrap_up.messages[-1], UserMessage)
+    assert "used all 3 turns" in wrap_up.messages[-1].content
+    assert len(model.requests) == 4
+
+
+async def test_tool_calls_in_the_wrap_up_call_are_dropped_not_run() -> None:
+    model = ScriptedModel(
+        [
+            call("lookup", {"key": "a"}),
+            AssistantMessage(content="final words", tool_calls=(call("lookup", {"key": "z"}),)),
+        ]
+    )
+    result = await make_loop(model, max_turns=1).run("t")
+    assert isinstance(result, Final)
+    assert result.output == "final words"
+    last = result.state.transcript.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.tool_calls == ()
+
+
+async def test_empty_response_gets_one_nudge() -> None:
+    model = ScriptedModel([AssistantMessage(), "now an answer"])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Final)
+    assert result.output == "now an answer"
+    nudge = model.requests[1].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert "empty" in nudge.content
+
+
+async def test_two_empty_responses_fail_clearly() -> None:
+    model = ScriptedModel([AssistantMessage(content="  "), AssistantMessage()])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, EmptyResponse)
+    assert "empty response" in str(result.error)
+
+
+async def test_structured_output_is_validated_into_the_model() -> None:
+    model = ScriptedModel(['```json\n{"city": "Lisbon", "warm": true}\n```'])
+    result = await make_loop(model, output_type=Verdict).run("t")
+    assert isinstance(result, Final)
+    assert result.output == Verdict(city="Lisbon", warm=True)
+    assert model.requests[0].output is not None
+    assert model.requests[0].output.name == "Verdict"
+
+
+async def test_invalid_structured_output_is_sent_back_with_the_error() -> None:
+    model = ScriptedModel(['{"city": "Lisbon"}', '{"city": "Lisbon", "warm": false}'])
+    result = await make_loop(model, output_type=Verdict).run("t")
+    assert isinstance(result, Final)
+    assert result.output == Verdict(city="Lisbon", warm=False)
+    retry = model.requests[1].messages[-1]
+    assert isinstance(retry, UserMessage)
+    assert "warm: Field required" in retry.content
+
+
+async def test_structured_output_gives_up_after_its_retries() -> None:
+    model = ScriptedModel(["not json"] * 3)
+    result = await make_loop(model, output_type=Verdict, output_retries=2).run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, OutputValidationError)
+    assert result.error.attempts == 3
+    assert len(model.requests) == 3
+
+
+async def test_model_error_fails_the_loop_without_raising() -> None:
+    model = ScriptedModel([ModelHTTPError(400, {"error": "bad request"})])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, ModelHTTPError)
+    assert result.error.status == 400
+
+
+async def test_budget_is_checked_before_the_model_is_called() -> None:
+    model = ScriptedModel([call("lookup", {"key": "a"}), call("lookup", {"key": "b"}), "x"])
+    budget = Budget(Limits(model_calls=2))
+    loop = AgentLoop(model, Dispatcher(ToolRegistry([lookup])), budget=budget)
+    result = await loop.run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, BudgetExceeded)
+    assert result.error.limit == "model_calls"
+    assert len(model.requests) == 2
+    assert budget.usage.tool_calls == 2
+
+
+async def test_garbage_from_the_model_never_raises_out_of_the_loop() -> None:
+    garbage = [
+        call("lookup", "{not json"),
+        call("lookup", '{"key": 5, "extra": 1}'),
+        call("no_such_tool", {}),
+        call("lookup", "[1, 2]"),
+        call("lookup", ""),
+    ]
+    model = ScriptedModel([garbage, "recovered"])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Final)
+    observations = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert [o.status for o in observations] == ["error"] * 5
+    assert "not valid JSON" in observations[0].content
+    assert "unknown tool 'no_such_tool'" in observations[2].content
+    assert "lookup" in observations[2].content  # lists the available tools
+
+
+async def test_identical_repeat_of_the_previous_call_is_not_run() -> None:
+    model = ScriptedModel([call("lookup", {"key": "a"}), call("lookup", {"key": "a"}), "done"])
+    result = await make_loop(model).run("t")
+    assert isinstance(result, Final)
+    statuses = [m.status for m in result.state.transcript.messages if isinstance(m, ToolMessage)]
+    assert statuses == ["ok", "skipped"]
+    assert result.state.usage.tool_calls == 1
+
+
+async def test_context_window_drops_old_turns_but_never_splits_a_call_from_its_result() -> None:
+    script = [call("lookup", {"key": "k" * 400 + str(i)}) for i in range(6)]
+    model = ScriptedModel([*script, "done"])
+    await make_loop(model, window=ContextWindow(max_chars=2500)).run("t")
+    last = model.requests[-1].messages
+    assert "left out" in last[2].content
+    shown = last[3:]
+    assert isinstance(shown[0], AssistantMessage)
+    for index, message in enumerate(shown):
+        if isinstance(message, ToolMessage):
+            opener = shown[index - 1]
+            assert isinstance(opener, AssistantMessage)
+            assert opener.tool_calls[0].id == message.tool_call_id
+    assert len(last) < 2 + 12
+
+
+async def test_every_model_call_is_an_event_with_worker_turn_and_usage() -> None:
+    seen: list[object] = []
+    model = ScriptedModel([call("lookup", {"key": "a"}), "done"])
+    loop = AgentLoop(
+        model, Dispatcher(ToolRegistry([lookup])), tracer=Tracer(seen.append), worker="w7"
+    )
+    with structlog.testing.capture_logs() as logs:
+        await loop.run("t")
+    finished = [e for e in logs if e["event"] == "model_call.finished"]
+    assert [e["turn"] for e in finished] == [1, 2]
+    assert all(e["worker"] == "w7" and e["status"] == "ok" for e in finished)
+    assert all(e["duration_s"] >= 0 and e["input_tokens"] > 0 for e in finished)
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds == [
+        "ModelCallStarted",
+        "ModelCallFinished",
+        "ModelCallStarted",
+        "ModelCallFinished",
+    ]
+
+
+async def test_failed_model_call_is_an_error_event() -> None:
+    model = ScriptedModel([ModelHTTPError(401, "no key")])
+    with structlog.testing.capture_logs() as logs:
+        await make_loop(model).run("t")
+    (event,) = [e for e in logs if e["event"] == "model_call.finished"]
+    assert event["status"] == "error"
+    assert "401" in event["error"]
+
+
+async def test_function_model_sees_the_conversation_key() -> None:
+    keys: list[str | None] = []
+
+    def answer(request: ModelRequest) -> str:
+        keys.append(request.conversation)
+        return "ok"
+
+    loop = AgentLoop(FunctionModel(answer), Dispatcher(ToolRegistry()), worker="w", run_id="r1")
+    await loop.run("t")
+    assert keys == ["r1/w"]
+
+
+@pytest.mark.parametrize("turns", [0, -1])
+def test_max_turns_must_be_positive(turns: int) -> None:
+    with pytest.raises(ValueError, match="max_turns"):
+        LoopSettings(max_turns=turns)

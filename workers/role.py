@@ -1,0 +1,200 @@
+"""``Role``: what a worker is for, which model and tools it uses, and its limits.
+
+Roles are plain values, built in Python or declared in YAML. One file may hold one
+role (a mapping with ``name:``) or many (a mapping of name to role, optionally under
+``roles:``); a folder holds many such files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import (
+    ConfigError,
+    ConfigErrors,
+    HoneycombError,
+    Tool,
+    ToolRegistry,
+    YamlDocument,
+    YamlPath,
+    did_you_mean,
+    load_yaml,
+)
+from runtime._imports import import_object
+
+__all__ = ["Role", "check_role", "load_roles", "role_entries"]
+
+
+class Role(BaseModel):
+    """A worker role.
+
+    Attributes:
+        name: Unique name; subtasks refer to it.
+        description: One line on what it is good at (planners read it).
+        instructions: The system prompt.
+        model: Name of a model in the hive (``offline``, ``gpt``...); None: the default.
+        tools: Registry names or import paths (``package.module:function``).
+        max_turns: Model turns that may call tools before the wrap-up call.
+        tool_timeout: Seconds per tool call when the tool sets none.
+        concurrency: Parallel-safe tool calls in flight at once.
+        output_schema: Import path of a pydantic model the final answer must match.
+        output_retries: Times an answer failing ``output_schema`` is sent back.
+        max_context_chars: Transcript characters the model sees each turn (None: all).
+        model_timeout: Seconds per model call (None: the model's own timeout).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = ""
+    instructions: str = ""
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    max_turns: int = Field(default=10, ge=1, le=1000)
+    tool_timeout: float | None = Field(default=60.0, gt=0)
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    output_schema: str | None = None
+    output_retries: int = Field(default=2, ge=0, le=20)
+    max_context_chars: int | None = Field(default=None, ge=1000)
+    model_timeout: float | None = Field(default=None, gt=0)
+
+    @property
+    def system_prompt(self) -> str:
+        parts = [f"You are the {self.name} worker."]
+        if self.description:
+            parts.append(self.description)
+        if self.instructions:
+            parts.append(self.instructions)
+        return "\n\n".join(parts)
+
+    def resolve_tools(self, registry: ToolRegistry | None = None) -> ToolRegistry:
+        """The role's tools, looked up in ``registry`` or imported by path.
+
+        Raises:
+            UnknownToolError: for a name that is neither registered nor an import path.
+            ConfigError: for an import path that cannot be imported.
+        """
+        source = registry if registry is not None else ToolRegistry()
+        return ToolRegistry(source.resolve(ref) for ref in self.tools)
+
+    def resolve_output(self) -> type[BaseModel] | None:
+        """The pydantic model named by ``output_schema``.
+
+        Raises:
+            ConfigError: when it cannot be imported or is not a pydantic model.
+        """
+        if self.output_schema is None:
+            return None
+        found = import_object(self.output_schema)
+        if not (isinstance(found, type) and issubclass(found, BaseModel)):
+            raise ConfigError(
+                f"output_schema {self.output_schema!r} is not a pydantic model "
+                f"(it is {type(found).__name__})"
+            )
+        return found
+
+
+def check_role(
+    body: Mapping[str, Any], doc: YamlDocument, path: YamlPath, registry: ToolRegistry | None
+) -> list[ConfigError]:
+    """Problems with a role's references (tools, output schema), located in ``doc``.
+
+    Works on the raw mapping, so references are checked even when other fields of
+    the role are invalid, and every mistake is reported at once.
+    """
+    errors: list[ConfigError] = []
+    source = registry if registry is not None else ToolRegistry()
+    tools = body.get("tools")
+    for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
+        if not isinstance(ref, str):
+            continue  # field validation reports the wrong type
+        try:
+            source.resolve(ref)
+        except HoneycombError as exc:
+            message = exc.message if isinstance(exc, ConfigError) else str(exc)
+            if ":" not in ref:
+                message = (
+                    f"unknown tool {ref!r}{did_you_mean(ref, source.names)}; "
+                    f"available: {', '.join(source.names) or 'none'} "
+                    "(or write an import path 'package.module:function')"
+                )
+            errors.append(doc.error((*path, "tools", index), message))
+    schema = body.get("output_schema")
+    if isinstance(schema, str):
+        try:
+            Role(name="check", output_schema=schema).resolve_output()
+        except ConfigError as exc:
+            errors.append(doc.error((*path, "output_schema"), exc.message))
+    return errors
+
+
+def load_roles(
+    source: str | Path, *, registry: ToolRegistry | Sequence[Tool[Any, Any]] | None = None
+) -> dict[str, Role]:
+    """Roles from a YAML file or from every ``*.yaml``/``*.yml`` file in a folder.
+
+    Raises:
+        ConfigErrors: every problem found, each with file, line, column and field.
+    """
+    reg = registry if isinstance(registry, ToolRegistry | None) else ToolRegistry(registry)
+    base = Path(source)
+    files = (
+        sorted(p for p in base.iterdir() if p.suffix in (".yaml", ".yml"))
+        if base.is_dir()
+        else [base]
+    )
+    roles: dict[str, Role] = {}
+    errors: list[ConfigError] = []
+    for file in files:
+        try:
+            doc = load_yaml(file)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        for path, body in role_entries(doc, errors):
+            role, problems = doc.validate(Role, body, path)
+            errors.extend(problems)
+            errors.extend(check_role(body, doc, path, reg))
+            if role is None:
+                continue
+            if role.name in roles:
+                errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
+                continue
+            roles[role.name] = role
+    if errors:
+        raise ConfigErrors(errors)
+    return roles
+
+
+def role_entries(
+    doc: YamlDocument, errors: list[ConfigError], path: YamlPath = ()
+) -> list[tuple[YamlPath, Any]]:
+    """The role bodies in a document, each with its path; names come from keys."""
+    data = doc.data
+    for part in path:
+        data = data[part]
+    if isinstance(data, Mapping) and set(data) == {"roles"}:
+        return role_entries(doc, errors, (*path, "roles"))
+    if isinstance(data, Mapping) and "name" in data:
+        return [(path, data)]
+    if not isinstance(data, Mapping):
+        what = "empty" if data is None else f"a {type(data).__name__}"
+        errors.append(doc.error(path, f"expected a mapping of role name to role, got {what}"))
+        return []
+    entries: list[tuple[YamlPath, Any]] = []
+    for name, body in data.items():
+        here = (*path, name)
+        if not isinstance(body, Mapping):
+            errors.append(doc.error(here, f"role {name!r} must be a mapping of fields"))
+            continue
+        if "name" in body and body["name"] != name:
+            errors.append(
+                doc.error((*here, "name"), f"name {body['name']!r} differs from key {name!r}")
+            )
+            continue
+        entries.append((here, {"name": name, **body}))
+    return entries

@@ -1,0 +1,242 @@
+"""``Worker``: a role, a model and tools, running one subtask to a ``WorkerResult``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import (
+    Budget,
+    Dispatcher,
+    DispatchPolicy,
+    LockTable,
+    Model,
+    SystemMessage,
+    Tool,
+    ToolRegistry,
+    Tracer,
+    Transcript,
+    Usage,
+    UserMessage,
+)
+from workers.context import ContextWindow
+from workers.loop import AgentLoop, Failed, LoopSettings
+from workers.role import Role
+
+__all__ = ["Worker", "WorkerError", "WorkerResult", "format_task"]
+
+WorkerStatus = Literal["ok", "failed"]
+
+
+class WorkerError(BaseModel):
+    """Why a worker failed: the error's type name and message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+class WorkerResult(BaseModel):
+    """What one worker produced.
+
+    Attributes:
+        worker: The worker's name (the subtask id under an Executor).
+        role: The role it played.
+        status: ``ok`` or ``failed``.
+        output: The answer: text, or the validated output-schema object.
+        text: The answer as text.
+        transcript: The whole conversation, system prompt and task first.
+        usage: Tokens, model calls and tool calls it spent.
+        turns: Model calls made.
+        started_at: Wall-clock start (``time.time()``).
+        duration_s: How long it ran.
+        error: Why it failed, when it did.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    worker: str
+    role: str
+    status: WorkerStatus
+    output: Any = None
+    text: str = ""
+    transcript: Transcript = Transcript()
+    usage: Usage = Usage()
+    turns: int = 0
+    started_at: float = 0.0
+    duration_s: float = 0.0
+    error: WorkerError | None = None
+    exception: BaseException | None = Field(default=None, exclude=True, repr=False)
+    """The exception behind ``error``, for callers that want to re-raise it."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Worker:
+    """Runs subtasks for one role.
+
+    Args:
+        role: What the worker is for, its limits and tool names.
+        model: The model it thinks with.
+        tools: If the role names tools, the registry to find them in (import paths
+            need none); if it names none, exactly these tools.
+        name: Worker name in events and results (default: the role's name).
+        locks: Shared lock table for ``exclusive`` tools (the Executor's).
+        tool_limiter: Shared bound on tool calls in flight (the Executor's).
+        budget: Shared budget checked before each model call (the run's).
+        tracer: Receives model and tool call events.
+        run_id: The run this worker belongs to.
+        output_type: Overrides the role's ``output_schema``.
+    """
+
+    def __init__(
+        self,
+        role: Role,
+        model: Model,
+        *,
+        tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] | None = None,
+        name: str | None = None,
+        locks: LockTable | None = None,
+        tool_limiter: anyio.CapacityLimiter | None = None,
+        budget: Budget | None = None,
+        tracer: Tracer | None = None,
+        run_id: str | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> None:
+        given = tools if isinstance(tools, ToolRegistry | None) else ToolRegistry(tools)
+        self.role = role
+        self.model = model
+        self.name = name or role.name
+        self.tools = role.resolve_tools(given) if role.tools else (given or ToolRegistry())
+        self.run_id = run_id
+        self.budget = budget
+        self.tracer = tracer or Tracer()
+        self._dispatcher = Dispatcher(
+            self.tools,
+            policy=DispatchPolicy(
+                max_concurrency=role.concurrency, default_timeout=role.tool_timeout
+            ),
+            limiter=tool_limiter,
+            locks=locks,
+            tracer=self.tracer,
+            worker=self.name,
+            run_id=run_id,
+        )
+        self._settings = LoopSettings(
+            max_turns=role.max_turns,
+            output_type=output_type or role.resolve_output(),
+            output_retries=role.output_retries,
+            window=ContextWindow(role.max_context_chars),
+            model_timeout=role.model_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"Worker({self.name!r}, role={self.role.name!r}, model={self.model!r})"
+
+    async def run(self, task: str, *, inputs: Mapping[str, str] | None = None) -> WorkerResult:
+        """Run one subtask. Never raises for a failure (the result says ``failed``);
+        cancellation propagates."""
+        prompt = format_task(task, inputs or {})
+        loop = AgentLoop(
+            self.model,
+            self._dispatcher,
+            instructions=self.role.system_prompt,
+            settings=self._settings,
+            budget=self.budget,
+            tracer=self.tracer,
+            worker=self.name,
+            run_id=self.run_id,
+        )
+        started_at, started = time.time(), time.perf_counter()
+        with _bound(run_id=self.run_id, worker=self.name):
+            try:
+                outcome = await loop.run(prompt)
+            except Exception as exc:  # a bug in a model or handler: this worker fails alone
+                return self._result(
+                    "failed", Transcript(), Usage(), 0, started_at, started, error=exc
+                )
+        head = Transcript().add(
+            SystemMessage(content=self.role.system_prompt), UserMessage(content=prompt)
+        )
+        state = outcome.state
+        transcript = head.extend(state.transcript.messages)
+        if isinstance(outcome, Failed):
+            return self._result(
+                "failed",
+                transcript,
+                state.usage,
+                state.turn,
+                started_at,
+                started,
+                error=outcome.error,
+            )
+        return self._result(
+            "ok",
+            transcript,
+            state.usage,
+            state.turn,
+            started_at,
+            started,
+            output=outcome.output,
+            text=outcome.text,
+        )
+
+    def _result(
+        self,
+        status: WorkerStatus,
+        transcript: Transcript,
+        usage: Usage,
+        turns: int,
+        started_at: float,
+        started: float,
+        *,
+        output: Any = None,
+        text: str = "",
+        error: BaseException | None = None,
+    ) -> WorkerResult:
+        return WorkerResult(
+            worker=self.name,
+            role=self.role.name,
+            status=status,
+            output=output,
+            text=text,
+            transcript=transcript,
+            usage=usage,
+            turns=turns,
+            started_at=started_at,
+            duration_s=time.perf_counter() - started,
+            error=WorkerError(type=type(error).__name__, message=str(error)) if error else None,
+            exception=error,
+        )
+
+
+def format_task(task: str, inputs: Mapping[str, str]) -> str:
+    """The task, followed by the results of the subtasks it depends on."""
+    if not inputs:
+        return task
+    parts = [task, "", "Results of the subtasks this one depends on:"]
+    for name, text in inputs.items():
+        parts += ["", f"### {name}", text]
+    return "\n".join(parts)
+
+
+@contextmanager
+def _bound(**values: Any) -> Iterator[None]:
+    """Bind log context for this task, only when the application uses structlog."""
+    if not structlog.is_configured():
+        yield
+        return
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
