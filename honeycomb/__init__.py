@@ -1,40 +1,106 @@
 """Honeycomb: run LLM agents in parallel on asyncio.
 
-One import gives the public API: ``from honeycomb import Worker, Role, tool, OpenAIModel``.
+One import gives the public API::
+
+    from honeycomb import Executor, Role, tool, OpenAIModel
 """
 
+from honeycomb.aggregator import Aggregator, ConcatAggregator, FunctionAggregator, RoleAggregator
+from honeycomb.context import RunContext
+from honeycomb.events import (
+    AggregationFinished,
+    AggregationStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    WorkerFinished,
+    WorkerStarted,
+)
+from honeycomb.executor import Executor
+from honeycomb.plan import Plan, Subtask
+from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
+from honeycomb.policy import Budgets, Policy
+from honeycomb.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.stream import RunStream
 from runtime import (
     BudgetExceeded,
     ConfigError,
+    ConfigErrors,
+    Event,
     HoneycombError,
     Limits,
+    Model,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelError,
     ModelRetry,
     OpenAIModel,
+    PlanError,
     RetryPolicy,
+    RunFailed,
     Tool,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolContext,
     ToolRegistry,
+    check_cancelled,
     tool,
 )
 from runtime.testing import FunctionModel, ScriptedModel
 from workers import Role, Worker, WorkerResult, load_roles
 
 __all__ = [
+    "AggregationFinished",
+    "AggregationStarted",
+    "Aggregator",
     "BudgetExceeded",
+    "Budgets",
+    "ConcatAggregator",
     "ConfigError",
+    "ConfigErrors",
+    "Event",
+    "Executor",
+    "FunctionAggregator",
     "FunctionModel",
+    "FunctionPlanner",
     "HoneycombError",
     "Limits",
+    "Model",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelError",
     "ModelRetry",
     "OpenAIModel",
+    "Plan",
+    "PlanError",
+    "PlanReady",
+    "Planner",
+    "Policy",
     "RetryPolicy",
     "Role",
+    "RoleAggregator",
+    "RolePlanner",
+    "RunContext",
+    "RunFailed",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "RunStream",
+    "RunTimings",
     "ScriptedModel",
+    "StaticPlanner",
+    "Subtask",
+    "SubtaskResult",
     "Tool",
+    "ToolCallFinished",
+    "ToolCallStarted",
     "ToolContext",
     "ToolRegistry",
     "Worker",
+    "WorkerFinished",
     "WorkerResult",
+    "WorkerStarted",
+    "check_cancelled",
     "load_roles",
     "tool",
 ]

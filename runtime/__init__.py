@@ -20,6 +20,7 @@ from runtime.errors import (
     ModelTimeout,
     OutputValidationError,
     PlanError,
+    RunFailed,
     ScriptExhausted,
     ToolDefinitionError,
     ToolError,
@@ -35,7 +36,7 @@ from runtime.events import (
     ToolCallStarted,
     Tracer,
 )
-from runtime.limits import Budget, Limits
+from runtime.limits import Budget, LimitedModel, Limits
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -75,6 +76,7 @@ __all__ = [
     "Event",
     "EventHandler",
     "HoneycombError",
+    "LimitedModel",
     "Limits",
     "LockTable",
     "Message",
@@ -96,6 +98,7 @@ __all__ = [
     "PlanError",
     "RetryPolicy",
     "RetryingModel",
+    "RunFailed",
     "ScriptExhausted",
     "SystemMessage",
     "Tool",

@@ -164,7 +164,9 @@ class Dispatcher:
         try:
             kwargs = found.parse_arguments(call.arguments)
         except ArgumentsError as exc:
-            results[index] = _observe(call, "error", f"Error: {exc}. Fix the arguments and call again.")
+            results[index] = _observe(
+                call, "error", f"Error: {exc}. Fix the arguments and call again."
+            )
             return None
         if seen and _identity(call) in seen:
             results[index] = _observe(
@@ -213,7 +215,11 @@ class Dispatcher:
         if tracing:
             self._tracer.emit(
                 ToolCallStarted(
-                    worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id, tool=call.name
+                    worker=self._worker,
+                    run_id=self._run_id,
+                    turn=turn,
+                    call_id=call.id,
+                    tool=call.name,
                 )
             )
         started = time.perf_counter()

@@ -20,7 +20,8 @@ The tree::
     │   ├── EmptyResponse           the model kept answering with nothing
     │   └── OutputValidationError   the final answer kept failing its output schema
     ├── BudgetExceeded              a run went past a shared budget
-    └── PlanError                   a plan is invalid (unknown role, cycle, ...)
+    ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
+    └── RunFailed                   a run ended without an answer (failure policy, aggregator)
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
 raised by a tool to send a message back to the model ("try again with a smaller
@@ -51,6 +52,7 @@ __all__ = [
     "ModelTimeout",
     "OutputValidationError",
     "PlanError",
+    "RunFailed",
     "ScriptExhausted",
     "ToolDefinitionError",
     "ToolError",
@@ -294,6 +296,21 @@ class PlanError(HoneycombError):
         self.attempts = attempts
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         super().__init__(f"invalid plan{tries}: " + "; ".join(self.problems))
+
+
+class RunFailed(HoneycombError):
+    """A run ended without an answer: its failure policy gave up, or aggregation failed.
+
+    Attributes:
+        reason: What ended it.
+        partial: The run's partial result (set by the Executor): what finished, and
+            every failure with its error.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.partial: Any = None
+        super().__init__(reason)
 
 
 # --- control signals -----------------------------------------------------------------

@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import anyio
+
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
+from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
-__all__ = ["Budget", "Limits"]
+__all__ = ["Budget", "LimitedModel", "Limits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +95,15 @@ class Budget:
             output_tokens=usage.output_tokens,
             tool_calls=usage.tool_calls,
         )
+
+
+class LimitedModel(WrapperModel):
+    """A model whose calls in flight are bounded by a limiter shared with other models."""
+
+    def __init__(self, inner: Model, limiter: anyio.CapacityLimiter) -> None:
+        super().__init__(inner)
+        self.limiter = limiter
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        async with self.limiter:
+            return await self.inner.complete(request)

@@ -87,7 +87,7 @@ class Tool(Generic[P, R]):
         terminal: bool = False,
     ) -> None:
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = name if name is not None else fn.__name__
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ToolDefinitionError(
                 self.name, "names may use only letters, digits, '_' and '-' (1 to 64 chars)"
@@ -260,7 +260,9 @@ class ToolRegistry:
         return f"ToolRegistry({list(self._tools)})"
 
 
-def as_registry(tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]]) -> ToolRegistry:
+def as_registry(
+    tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]],
+) -> ToolRegistry:
     """Accept a registry or a list of tools/functions."""
     return tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
 
@@ -296,12 +298,12 @@ def _arguments_model(
         fields[param.name] = (info.annotation, info)
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     try:
-        model = pydantic.create_model(  # type: ignore[call-overload]
-            f"{tool_name}_arguments", __config__=config, **fields
-        )
+        model = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
         model.model_json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
-        raise ToolDefinitionError(tool_name, f"a parameter type cannot be described: {exc}") from exc
+        raise ToolDefinitionError(
+            tool_name, f"a parameter type cannot be described: {exc}"
+        ) from exc
     return model, context_param
 
 

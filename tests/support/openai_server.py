@@ -16,6 +16,7 @@ loop the test runs on. Tests program it with behaviours, consumed one per reques
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -32,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-__all__ = ["Raw", "OpenAIServer", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
+__all__ = ["OpenAIServer", "Raw", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +68,9 @@ class Raw:
 Behaviour = Reply | Raw
 
 
-def text(content: str, *, delay_s: float = 0.0, **usage: int) -> Reply:
-    """A plain text answer; ``usage`` may set ``prompt_tokens`` / ``completion_tokens``."""
-    return Reply(content=content, delay_s=delay_s, **usage)
+def text(content: str, *, delay_s: float = 0.0) -> Reply:
+    """A plain text answer, sent after ``delay_s`` seconds."""
+    return Reply(content=content, delay_s=delay_s)
 
 
 def tool_calls(*calls: tuple[str, Mapping[str, Any] | str], content: str | None = None) -> Reply:
@@ -114,7 +115,11 @@ class RecordedRequest:
     at: float
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_exceeded"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    429: "rate_limit_exceeded",
+}
 
 
 class OpenAIServer:
@@ -131,6 +136,8 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None  # made on the server's loop
         self.port = 0
 
     @property
@@ -156,7 +163,8 @@ class OpenAIServer:
             self.default = text("ok")
 
     def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP, or asyncio leaves Nagle on and every answer waits ~40ms.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -166,7 +174,7 @@ class OpenAIServer:
         )
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            target=lambda: asyncio.run(self._serve(server, sock)),
             name=f"openai-test-server-{self.port}",
             daemon=True,
         )
@@ -179,8 +187,10 @@ class OpenAIServer:
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
-            # force_exit: do not wait for slow handlers still sleeping; asyncio.run cancels them.
-            self._server.should_exit = self._server.force_exit = True
+            if self._loop is not None and self._stopping is not None:
+                # Slow answers still pending go out now, instead of being cancelled.
+                self._loop.call_soon_threadsafe(self._stopping.set)
+            self._server.should_exit = True
             self._thread.join(timeout=10.0)
         self._server = self._thread = None
 
@@ -209,12 +219,22 @@ class OpenAIServer:
             )
             behaviour = self._queue.popleft() if self._queue else self.default
             number = len(self._requests)
-        if behaviour.delay_s:
-            await asyncio.sleep(behaviour.delay_s)
+        await self._pause(behaviour.delay_s)
         if isinstance(behaviour, Raw):
             return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
         model = body.get("model", "") if isinstance(body, dict) else ""
         return JSONResponse(_completion(behaviour, behaviour.model or model, number))
+
+    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        await server.serve(sockets=[sock])
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the server stops meanwhile."""
+        if seconds > 0 and self._stopping is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
 
 
 def _error_body(fail: Raw) -> Any:

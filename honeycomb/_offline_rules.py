@@ -1,0 +1,339 @@
+"""Text rules for :class:`honeycomb.offline.OfflineModel`: words and crude stems, clauses,
+place names, arithmetic expressions, key phrases, rendering observations, and filling a
+JSON schema. Plain string handling, no AI; good enough for a demo, not for real text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+PREFIX = "[offline simulation] "
+
+_STOPWORDS = frozenset(
+    """a an the and or but of to in on at for with by from into onto as about than then
+    me my mine i we us our you your it its this that these those they them their there
+    here is are was were be been being do does did done have has had will would can could
+    should shall may might must please also each every all any some both either what
+    what's whats how which who whom whose where when why so such very just only not no
+    get give tell show make look check find use work out need want let like one two three
+    four five six seven eight nine ten first next last up down over other another more
+    most city cities place places thing day days trip travel info information result
+    results data short detail details list e g eg etc""".split()
+)
+_VERBS = frozenset(
+    """add ask book calculate check collect compare compose compute convert count create
+    deliver describe draft email estimate explain fetch figure find forecast gather get
+    give list look mail make note notify outline plan post prepare put recommend report
+    research save search send share show store suggest summarise summarize tell total
+    translate work write what what's whats how which where when who is are can could""".split()
+)
+_LEAD_FILLERS = frozenset("please also then finally and now first next".split())
+_NOT_PLACES = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday weekend today tomorrow
+    january february march april may june july august september october november december
+    i ok hi hello dear thanks task note subject summary weather total results overall
+    euro euros dollar dollars pound pounds""".split()
+)
+_PREPOSITIONS = frozenset("in at near around for on during across from within inside".split())
+# Small concept groups, so that "budget" finds a calculator and "email" an outbox.
+_GROUPS = (
+    "budget cost price total spend expense afford euro eur dollar calculate calculator "
+    "compute arithmetic math sum multiply expression",
+    "weather forecast rain rainy sunny temperature warm cold climate",
+    "guide sights sightseeing museum restaurant food attraction activity things tips",
+    "send email mail outbox deliver notify share inbox",
+    "write summary summarise summarize report draft compose",
+)
+SEND_WORDS = "send write save outbox email mail notify post deliver"
+WRITER_WORDS = "send write report summary summarise summarize email outbox"
+NUMBER_WORDS = {
+    w: str(n)
+    for n, w in enumerate("zero one two three four five six seven eight nine ten".split())
+}
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_RULES = (
+    ("ations", ""), ("ation", ""), ("ators", ""), ("ator", ""), ("ates", ""), ("ate", ""),
+    ("ings", ""), ("ing", ""), ("ised", ""), ("ized", ""), ("ises", ""), ("izes", ""),
+    ("ise", ""), ("ize", ""), ("ers", ""), ("er", ""), ("ies", "y"), ("ied", "y"),
+    ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("ed", ""), ("ly", ""),
+    ("s", ""),
+)  # fmt: skip
+
+
+def words(text: str) -> list[str]:
+    """The words of a text, in order, as written."""
+    return _WORD.findall(text)
+
+
+def stem(word: str) -> str:
+    """A crude stem: lowercase, one suffix stripped, then a final ``e``/``y``."""
+    w = word.lower().replace("’", "'").removesuffix("'s")
+    for suffix, replacement in _RULES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
+            w = w[: -len(suffix)] + replacement
+            break
+    return w[:-1] if len(w) > 4 and w[-1] in "ey" else w
+
+
+def _stem_set(text: str) -> set[str]:
+    return {stem(w) for w in words(text)}
+
+
+_GROUP_STEMS = tuple(frozenset(_stem_set(g)) for g in _GROUPS)
+_STOP_STEMS = frozenset(stem(w) for w in _STOPWORDS)
+
+
+def stems(text: str, *, skip: Iterable[str] = ()) -> set[str]:
+    """Content stems of a text, widened by the concept groups; words in ``skip`` are left out."""
+    skipped = {w.lower() for s in skip for w in words(s)}
+    found = {
+        stem(w)
+        for w in words(text)
+        if w.lower() not in skipped and w.lower() not in _STOPWORDS and not w.isdigit()
+    }
+    found -= _STOP_STEMS
+    for group in _GROUP_STEMS:
+        if found & group:
+            found |= group
+    return found
+
+
+def mentions(text: str, vocabulary: str) -> bool:
+    """Whether the text uses a word of ``vocabulary`` (compared by stem)."""
+    return bool(_stem_set(text) & _stem_set(vocabulary))
+
+
+# --- clauses and places -----------------------------------------------------------------
+
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+_JOINERS = re.compile(r"(,\s*(?:and\s+)?then\s+|\s+and\s+then\s+|,\s*and\s+|\s+and\s+|,\s*)", re.I)
+
+
+def _starts_with_verb(text: str) -> bool:
+    for word in words(text):
+        lowered = word.lower()
+        if lowered not in _LEAD_FILLERS:
+            return lowered in _VERBS
+    return False
+
+
+def split_clauses(text: str) -> list[str]:
+    """Split a task into clauses: sentences, ``;``, ``then``, and ``and``/commas that start
+    a new verb phrase ("Check the weather in Paris and Rome, and find museums" gives two)."""
+    clauses: list[str] = []
+    for sentence in _SENTENCES.split(text):
+        parts = _JOINERS.split(sentence)
+        current = parts[0]
+        for separator, part in zip(parts[1::2], parts[2::2], strict=True):
+            if "then" in separator.lower() or _starts_with_verb(part):
+                clauses.append(current)
+                current = part
+            else:
+                current += separator + part
+        clauses.append(current)
+    cleaned = (c.strip(" \t.;:!?,") for c in clauses)
+    return [c for c in cleaned if words(c)]
+
+
+def places(text: str) -> list[str]:
+    """Capitalised words that look like place names ("New York" stays one), in order."""
+    found: list[str] = []
+    run: list[str] = []
+    end = -1
+    for match in _WORD.finditer(text):
+        word = match.group().replace("’", "'").removesuffix("'s")
+        capital = word[0].isupper() and not word.isupper() and not word[0].isdigit()
+        if capital and word.lower() not in _NOT_PLACES | _STOPWORDS | _VERBS:
+            if run and text[end : match.start()] != " ":
+                found.append(" ".join(run))
+                run = []
+            run.append(word)
+            end = match.end()
+        elif run:
+            found.append(" ".join(run))
+            run = []
+    if run:
+        found.append(" ".join(run))
+    return list(dict.fromkeys(found))
+
+
+def key_phrase(text: str, *, skip: Iterable[str] = ()) -> str:
+    """The key noun phrase: leading verbs and fillers dropped, cut at a preposition."""
+    skipped = {w.lower() for s in skip for w in words(s)}
+    tokens = words(re.split(r"[(\[:]", text, maxsplit=1)[0])
+    start = 0
+    while start < len(tokens) and (
+        tokens[start].lower() in _VERBS | _STOPWORDS | _LEAD_FILLERS | skipped
+        or tokens[start].isdigit()
+    ):
+        start += 1
+    phrase: list[str] = []
+    for token in tokens[start:]:
+        if token.lower() in _PREPOSITIONS or len(phrase) == 6:
+            break
+        phrase.append(token)
+    if phrase:
+        return " ".join(phrase)
+    content = [t for t in tokens if t.lower() not in _STOPWORDS | _VERBS]
+    return " ".join(content[:6]) or text.strip()[:60]
+
+
+# --- arithmetic -------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?|\*\*|[-+*/×÷^()]|[^\W\d_]+")
+_OPS = {
+    "+": "+", "plus": "+", "and": "+", "add": "+", "-": "-", "minus": "-", "less": "-",
+    "*": "*", "x": "*", "×": "*", "times": "*", "multiplied": "*", "at": "*", "/": "/",
+    "÷": "/", "divided": "/", "over": "/", "^": "**", "**": "**",
+}  # fmt: skip
+_MAX_FILLERS = 3
+
+
+def expression(text: str) -> str | None:
+    """The arithmetic expression in a text ("3 nights at 95 EUR plus 2 x 40" gives
+    ``3 * 95 + 2 * 40``): the candidate with the most numbers, or None."""
+    candidates: list[list[str]] = [[]]
+    expect_operand, fillers = True, 0
+    for raw in _TOKEN.findall(text):
+        token = NUMBER_WORDS.get(raw.lower(), raw.lower()).replace(",", "")
+        current = candidates[-1]
+        if token[0].isdigit():
+            if not expect_operand:
+                candidates.append([])
+            candidates[-1].append(token)
+            expect_operand, fillers = False, 0
+        elif token in _OPS and current and (not expect_operand or _OPS[token] == "-"):
+            current.append(_OPS[token] if not expect_operand else "-")
+            expect_operand, fillers = True, 0
+        elif token == "(" and expect_operand:
+            current.append(token)
+        elif token == ")" and not expect_operand and current.count("(") > current.count(")"):
+            current.append(token)
+        elif token != "by":  # "multiplied by", "divided by"
+            fillers += 1
+            if fillers > _MAX_FILLERS and current:
+                candidates.append([])
+                expect_operand, fillers = True, 0
+    best: tuple[int, str] | None = None
+    for tokens in candidates:
+        text_expr = _finish(tokens)
+        if text_expr is not None:
+            score = sum(1 for t in tokens if t[0].isdigit())
+            if best is None or score > best[0]:
+                best = (score, text_expr)
+    return best[1] if best else None
+
+
+def _finish(tokens: list[str]) -> str | None:
+    while tokens and tokens[-1] in _OPS.values():
+        tokens = tokens[:-1]
+    tokens = tokens + [")"] * (tokens.count("(") - tokens.count(")"))
+    if not any(t in _OPS.values() for t in tokens):
+        return None
+    text = " ".join(tokens).replace("( ", "(").replace(" )", ")")
+    try:
+        ast.parse(text, mode="eval")
+    except SyntaxError:
+        return None
+    return text
+
+
+def numbers(text: str) -> list[float]:
+    """Every number written in a text, in order."""
+    return [float(n.replace(",", "")) for n in re.findall(r"-?\d+(?:,\d{3})*(?:\.\d+)?", text)]
+
+
+# --- observations and schemas -----------------------------------------------------------
+
+
+def render(content: str, *, limit: int = 400) -> str:
+    """A tool's output on one line: JSON as ``key: value`` facts, other text shortened."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = content
+    text = " ".join(_render_value(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_render_value(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        shown = [_render_value(v) for v in value[:5]]
+        more = f" (+{len(value) - 5} more)" if len(value) > 5 else ""
+        return " | ".join(shown) + more
+    return str(value)
+
+
+def fill_schema(schema: dict[str, Any], text: str) -> Any:
+    """A JSON value that fits ``schema``, taken from ``text``: strings get the text (names
+    like title/subject its first line), numbers a number found in it or 0, lists its
+    bullet points, booleans false."""
+    return _fill(schema, schema, text, "")
+
+
+def _fill(node: dict[str, Any], root: dict[str, Any], text: str, name: str) -> Any:
+    node = _resolve(node, root)
+    if "const" in node:
+        return node["const"]
+    if node.get("enum"):
+        return node["enum"][0]
+    options = node.get("anyOf") or node.get("oneOf")
+    if options:
+        usable = [o for o in options if _resolve(o, root).get("type") != "null"]
+        return _fill((usable or options)[0], root, text, name)
+    kind = node.get("type", "object" if "properties" in node else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object":
+        props: dict[str, Any] = node.get("properties", {})
+        wanted = node.get("required", [])
+        return {key: _fill(props[key], root, text, key) for key in wanted if key in props}
+    if kind == "array":
+        return _fill_list(node, root, text)
+    return _fill_scalar(kind, text, name)
+
+
+def _fill_list(node: dict[str, Any], root: dict[str, Any], text: str) -> list[Any]:
+    items = _resolve(node.get("items", {}), root)
+    kind = items.get("type", "string")
+    if kind in ("number", "integer"):
+        return [_fill_scalar(kind, str(n), "") for n in numbers(text)]
+    if kind != "string":
+        return []
+    return bullets(text) or [" ".join(text.split())]
+
+
+def _fill_scalar(kind: str, text: str, name: str) -> Any:
+    if kind == "boolean":
+        return False
+    if kind in ("number", "integer"):
+        found = numbers(text)
+        value = found[0] if found else 0
+        return int(value) if kind == "integer" else value
+    if kind == "null":
+        return None
+    if re.search(r"title|subject|name|headline|city|label", name, re.I):
+        return text.removeprefix(PREFIX).strip().splitlines()[0] if text.strip() else ""
+    return text
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return node
+    found: Any = root
+    for part in ref[2:].split("/"):
+        found = found.get(part, {}) if isinstance(found, dict) else {}
+    return found if isinstance(found, dict) else {}
+
+
+def bullets(text: str) -> list[str]:
+    """The ``- `` bullet points of a text, without the dash."""
+    return [line.strip()[2:].strip() for line in text.splitlines() if line.strip()[:2] == "- "]

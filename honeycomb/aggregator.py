@@ -1,0 +1,95 @@
+"""Aggregators merge the subtasks' results into the final answer.
+
+- :class:`RoleAggregator`: an aggregator role that sees the task and every subtask's
+  result with its role (optionally answering in an output schema).
+- :class:`ConcatAggregator` (``"concat"``): the results one after another.
+- :class:`FunctionAggregator`: any async callable ``fn(task, results)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import BaseModel
+
+from honeycomb.context import RunContext, with_default_instructions
+from honeycomb.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
+from honeycomb.result import SubtaskResult
+from runtime import BudgetExceeded, RunFailed
+
+__all__ = ["Aggregator", "ConcatAggregator", "FunctionAggregator", "RoleAggregator"]
+
+
+@runtime_checkable
+class Aggregator(Protocol):
+    """Merges results into the final answer (text or an output-schema object).
+
+    ``results`` holds every subtask's outcome, failures included, in plan order.
+
+    Raises:
+        RunFailed: when no answer can be made.
+    """
+
+    async def aggregate(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> Any: ...
+
+
+class ConcatAggregator:
+    """The successful results under their subtask ids, then a line naming failures."""
+
+    async def aggregate(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> str:
+        parts = [f"## {r.subtask.id} ({r.subtask.role})\n{r.text.strip()}" for r in results if r.ok]
+        failed = [f"{r.subtask.id} ({r.error})" for r in results if not r.ok]
+        if failed:
+            parts.append("Failed subtasks: " + "; ".join(failed))
+        return "\n\n".join(parts)
+
+
+AggregateFunction: TypeAlias = Callable[[str, Sequence[SubtaskResult]], Awaitable[Any] | Any]
+
+
+class FunctionAggregator:
+    """The answer from ``fn(task, results)``, sync or async."""
+
+    def __init__(self, fn: AggregateFunction) -> None:
+        self.fn = fn
+
+    async def aggregate(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> Any:
+        answer = self.fn(task, results)
+        return await answer if inspect.isawaitable(answer) else answer
+
+
+class RoleAggregator:
+    """Asks an aggregator role to merge the results.
+
+    Args:
+        role: The aggregator role's name.
+        output_type: A pydantic model the answer must validate against.
+    """
+
+    def __init__(self, role: str = "aggregator", output_type: type[BaseModel] | None = None):
+        self.role = role
+        self.output_type = output_type
+
+    async def aggregate(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> Any:
+        role = with_default_instructions(context.roles[self.role], AGGREGATOR_INSTRUCTIONS)
+        entries = [
+            ResultEntry(r.subtask.id, r.subtask.role, r.ok, r.text if r.ok else str(r.error))
+            for r in results
+        ]
+        worker = context.worker(role, output_type=self.output_type)
+        result = await worker.run(aggregator_task(task, entries))
+        if isinstance(result.exception, BudgetExceeded):
+            raise result.exception
+        if not result.ok:
+            raise RunFailed(f"the aggregator failed: {result.error}")
+        return result.output

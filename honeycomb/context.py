@@ -1,0 +1,69 @@
+"""``RunContext``: what one run shares between its planner, workers and aggregator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+from pydantic import BaseModel
+
+from runtime import Budget, LockTable, Model, ToolRegistry, Tracer
+from workers import Role, Worker
+
+__all__ = ["RunContext", "with_default_instructions"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """One run's shared state; planners and aggregators use it to make workers.
+
+    Attributes:
+        run_id: The run's id.
+        roles: Every role of the Executor, by name.
+        max_subtasks: Largest plan accepted.
+        plan_attempts: Times a planner may try for a valid plan.
+        budget: The run's budget, shared by all its workers.
+        tracer: The run's event tracer.
+    """
+
+    run_id: str
+    roles: Mapping[str, Role]
+    max_subtasks: int
+    plan_attempts: int
+    budget: Budget
+    tracer: Tracer
+    locks: LockTable
+    tool_limiter: anyio.CapacityLimiter | None
+    model_for: Callable[[Role], Model]
+    tools_for: Callable[[Role], ToolRegistry]
+
+    def worker(
+        self,
+        role: str | Role,
+        *,
+        name: str | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> Worker:
+        """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
+        limiter and tracer."""
+        found = self.roles[role] if isinstance(role, str) else role
+        return Worker(
+            found,
+            self.model_for(found),
+            tools=self.tools_for(found),
+            name=name or found.name,
+            locks=self.locks,
+            tool_limiter=self.tool_limiter,
+            budget=self.budget,
+            tracer=self.tracer,
+            run_id=self.run_id,
+            output_type=output_type,
+        )
+
+
+def with_default_instructions(role: Role, instructions: str) -> Role:
+    """The role, given ``instructions`` when it has none of its own."""
+    if role.instructions:
+        return role
+    return role.model_copy(update={"instructions": instructions})

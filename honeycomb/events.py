@@ -1,0 +1,78 @@
+"""Run-level events, for the progress stream and live views.
+
+Together with the model and tool call events of :mod:`runtime.events`, they tell the
+whole story of a run: started, plan ready, workers started and finished, aggregation,
+done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from runtime import Event
+
+if TYPE_CHECKING:
+    from honeycomb.plan import Plan
+    from honeycomb.result import RunResult
+
+__all__ = [
+    "AggregationFinished",
+    "AggregationStarted",
+    "PlanReady",
+    "RunFinished",
+    "RunStarted",
+    "WorkerFinished",
+    "WorkerStarted",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run.started"
+    task: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanReady(Event):
+    kind: ClassVar[str] = "run.plan_ready"
+    plan: Plan
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerStarted(Event):
+    kind: ClassVar[str] = "worker.started"
+    role: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerFinished(Event):
+    kind: ClassVar[str] = "worker.finished"
+    role: str
+    status: str  # "ok", "failed", "skipped"
+    duration_s: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AggregationStarted(Event):
+    kind: ClassVar[str] = "run.aggregation_started"
+    results: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AggregationFinished(Event):
+    kind: ClassVar[str] = "run.aggregation_finished"
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    """The last event of a run; ``result`` is None when the run raised ``error``."""
+
+    kind: ClassVar[str] = "run.finished"
+    status: str  # "ok", "partial", "failed", "cancelled"
+    wall_s: float
+    result: RunResult | None = None
+    error: str | None = None

@@ -1,0 +1,289 @@
+"""The hive file: models, roles, planner, aggregator and policies in one YAML file.
+
+Every mistake is reported at once, each with file, line, column and field path, and
+a "did you mean" for misspelt names. The hive's folder is put on ``sys.path`` so
+tools next to it import as ``module:function``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from honeycomb.executor import Executor
+from honeycomb.offline import OfflineModel
+from honeycomb.policy import Policy
+from runtime import (
+    ConfigError,
+    ConfigErrors,
+    Model,
+    OpenAIModel,
+    RetryPolicy,
+    Tool,
+    ToolRegistry,
+    YamlDocument,
+    did_you_mean,
+    load_yaml,
+)
+from workers import Role, check_role, load_roles, role_entries
+
+__all__ = ["Hive", "ModelSpec", "load_hive"]
+
+
+class RetrySpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempts: int = Field(default=4, ge=1, le=20)
+    deadline_s: float = Field(default=90.0, gt=0)
+    initial_wait_s: float = Field(default=0.5, ge=0)
+    max_wait_s: float = Field(default=30.0, gt=0)
+
+
+class ModelSpec(BaseModel):
+    """One model of the hive: an OpenAI-compatible endpoint, or the offline model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: Literal["openai", "offline"] = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    retry: RetrySpec = RetrySpec()
+    latency: float = Field(default=0.15, ge=0)
+    jitter: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _openai_needs_a_model_name(self) -> Self:
+        if self.provider == "openai" and not self.model:
+            raise ValueError("an openai model needs 'model: <name>' (gpt-4o-mini, llama3.1, ...)")
+        return self
+
+    def build(self) -> Model:
+        if self.provider == "offline":
+            return OfflineModel(latency=self.latency, jitter=self.jitter)
+        r = self.retry
+        return OpenAIModel(
+            self.model or "",
+            base_url=self.base_url or None,
+            api_key=self.api_key or None,
+            timeout=self.timeout,
+            settings=self.settings,
+            retry=RetryPolicy(
+                attempts=r.attempts,
+                deadline_s=r.deadline_s,
+                initial_wait_s=r.initial_wait_s,
+                max_wait_s=r.max_wait_s,
+            ),
+        )
+
+
+def _shorthand(value: Any) -> Any:
+    """``default: offline`` is short for ``default: {provider: offline}``."""
+    return {"provider": "offline"} if value == "offline" else value
+
+
+class _HiveSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "hive"
+    description: str = ""
+    models: dict[str, Annotated[ModelSpec, BeforeValidator(_shorthand)]] = Field(
+        default_factory=dict
+    )
+    default_model: str | None = None
+    tools: dict[str, str] = Field(default_factory=dict)
+    roles: dict[str, Any] = Field(default_factory=dict)
+    roles_dir: str | None = None
+    planner: str | None = None
+    aggregator: str | None = None
+    policy: Policy = Policy()
+
+
+class Hive:
+    """A loaded, checked hive file; :meth:`executor` builds the Executor."""
+
+    def __init__(
+        self,
+        file: Path,
+        spec: _HiveSpec,
+        roles: dict[str, Role],
+        registry: ToolRegistry,
+    ) -> None:
+        self.file = file
+        self.spec = spec
+        self.roles = roles
+        self.registry = registry
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def policy(self) -> Policy:
+        return self.spec.policy
+
+    def models(self) -> dict[str, Model]:
+        built: dict[str, Model] = {}
+        for name, spec in self.spec.models.items():
+            built[name] = spec.build()
+        return built
+
+    def executor(
+        self, *, model: Model | None = None, policy: Policy | None = None, **options: Any
+    ) -> Executor:
+        """The Executor this hive declares.
+
+        Args:
+            model: Use this model for every role instead of the declared ones.
+            policy: Replace the declared policy.
+            options: Passed on to :class:`Executor` (``on_event``, ``output_type``...).
+        """
+        models = {"override": model} if model is not None else self.models()
+        return Executor(
+            self.roles,
+            models,
+            tools=self.registry,
+            planner=self.spec.planner,
+            aggregator=self.spec.aggregator,
+            policy=policy or self.spec.policy,
+            default_model="override" if model is not None else self._default_model(),
+            **options,
+        )
+
+    def _default_model(self) -> str | None:
+        return self.spec.default_model or next(iter(self.spec.models), None)
+
+
+def load_hive(path: str | Path) -> Hive:
+    """Read and check a hive file.
+
+    Raises:
+        ConfigErrors: every problem, each with file, line, column and field path.
+    """
+    file = Path(path)
+    try:
+        doc = load_yaml(file, interpolate=True)
+    except ConfigError as exc:
+        raise ConfigErrors([exc]) from exc
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # tools next to the hive import as module:function
+    errors: list[ConfigError] = []
+    if not isinstance(doc.data, Mapping):
+        raise ConfigErrors([doc.error((), "a hive file must be a mapping (models:, roles: ...)")])
+    spec, problems = doc.validate(_HiveSpec, doc.data)
+    errors.extend(problems)
+    if spec is None:
+        spec = _HiveSpec.model_validate(_salvage(doc.data))
+    registry = _registry(doc, spec, errors)
+    roles = _roles(doc, spec, registry, file, errors)
+    _check_references(doc, spec, roles, errors)
+    if errors:
+        raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
+    return Hive(file, spec, roles, registry)
+
+
+def _salvage(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a broken hive that are still worth checking (roles, tools)."""
+    keep: dict[str, Any] = {}
+    for key in ("roles", "tools"):
+        if isinstance(data.get(key), Mapping):
+            keep[key] = {str(k): v for k, v in data[key].items() if key == "roles" or isinstance(v, str)}
+    if isinstance(data.get("models"), Mapping):
+        keep["models"] = {str(k): "offline" for k in data["models"]}
+    return keep
+
+
+def _registry(doc: YamlDocument, spec: _HiveSpec, errors: list[ConfigError]) -> ToolRegistry:
+    registry = ToolRegistry()
+    for name, ref in spec.tools.items():
+        try:
+            found = ToolRegistry().resolve(ref)
+            registry.add(found if found.name == name else _renamed(found, name))
+        except Exception as exc:  # every import problem is one located error
+            message = exc.message if isinstance(exc, ConfigError) else str(exc)
+            errors.append(doc.error(("tools", name), message))
+    return registry
+
+
+def _renamed(found: Tool[Any, Any], name: str) -> Tool[Any, Any]:
+    return Tool(
+        found.fn,
+        name=name,
+        description=found.description,
+        side_effects=found.side_effects,
+        exclusive=found.exclusive,
+        timeout=found.timeout,
+        terminal=found.terminal,
+    )
+
+
+def _roles(
+    doc: YamlDocument,
+    spec: _HiveSpec,
+    registry: ToolRegistry,
+    file: Path,
+    errors: list[ConfigError],
+) -> dict[str, Role]:
+    roles: dict[str, Role] = {}
+    if spec.roles_dir is not None:
+        folder = file.parent / spec.roles_dir
+        if not folder.is_dir():
+            errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
+        else:
+            try:
+                roles.update(load_roles(folder, registry=registry))
+            except ConfigErrors as exc:
+                errors.extend(exc.errors)
+    if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
+        for path, body in role_entries(doc, errors, ("roles",)):
+            role, problems = doc.validate(Role, body, path)
+            errors.extend(problems)
+            errors.extend(check_role(body, doc, path, registry))
+            if role is None:
+                continue
+            if role.name in roles:
+                errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
+            roles[role.name] = role
+    if not roles and not errors:
+        errors.append(doc.error(("roles",), "the hive defines no roles"))
+    return roles
+
+
+def _check_references(
+    doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    models = list(spec.models)
+    if not models:
+        errors.append(doc.error(("models",), "the hive defines no models (add 'default: offline')"))
+    if spec.default_model is not None and spec.default_model not in spec.models:
+        errors.append(
+            doc.error(
+                ("default_model",),
+                f"unknown model {spec.default_model!r}{did_you_mean(spec.default_model, models)}",
+            )
+        )
+    for role in roles.values():
+        if role.model is not None and models and role.model not in spec.models:
+            errors.append(
+                doc.error(
+                    ("roles", role.name, "model"),
+                    f"unknown model {role.model!r}{did_you_mean(role.model, models)}; "
+                    f"models: {', '.join(models)}",
+                )
+            )
+    for key in ("planner", "aggregator"):
+        ref = getattr(spec, key)
+        if ref is None or (key == "aggregator" and ref == "concat") or ref in roles:
+            continue
+        errors.append(
+            doc.error(
+                (key,), f"unknown role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)}"
+            )
+        )

@@ -1,0 +1,158 @@
+"""Plans: subtasks with dependencies (a DAG), their validation, and critical paths."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import did_you_mean
+
+__all__ = ["Plan", "Subtask", "critical_path", "plan_problems", "topological_order"]
+
+
+class Subtask(BaseModel):
+    """One piece of the task, for one worker.
+
+    Attributes:
+        id: Unique within the plan; results are keyed by it.
+        role: The role that runs it (must exist).
+        instruction: What the worker is asked to do.
+        depends_on: Ids whose results this subtask needs; it starts after them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, max_length=64)
+    role: str
+    instruction: str
+    depends_on: tuple[str, ...] = ()
+
+
+class Plan(BaseModel):
+    """The subtasks of a run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subtasks: tuple[Subtask, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.subtasks)
+
+    def __getitem__(self, subtask_id: str) -> Subtask:
+        for subtask in self.subtasks:
+            if subtask.id == subtask_id:
+                return subtask
+        raise KeyError(subtask_id)
+
+    @classmethod
+    def of(cls, items: Iterable[Subtask | Mapping[str, Any] | tuple[str, str]]) -> Plan:
+        """A plan from subtasks, mappings, or ``(role, instruction)`` pairs (ids ``s1``...)."""
+        subtasks: list[Subtask] = []
+        for index, item in enumerate(items, start=1):
+            if isinstance(item, Subtask):
+                subtasks.append(item)
+            elif isinstance(item, tuple):
+                role, instruction = item
+                subtasks.append(Subtask(id=f"s{index}", role=role, instruction=instruction))
+            else:
+                subtasks.append(Subtask.model_validate({"id": f"s{index}", **item}))
+        return cls(subtasks=tuple(subtasks))
+
+
+_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> list[str]:
+    """Everything wrong with a plan, each problem naming the subtask; empty when valid."""
+    problems: list[str] = []
+    if not plan.subtasks:
+        problems.append("the plan has no subtasks")
+    if len(plan.subtasks) > max_subtasks:
+        problems.append(f"the plan has {len(plan.subtasks)} subtasks; at most {max_subtasks} allowed")
+    seen: set[str] = set()
+    for subtask in plan.subtasks:
+        if subtask.id in seen:
+            problems.append(f"subtask id {subtask.id!r} is used twice")
+        seen.add(subtask.id)
+        if not _ID.match(subtask.id):
+            problems.append(f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'")
+        if subtask.role not in roles:
+            problems.append(
+                f"subtask {subtask.id!r}: unknown role {subtask.role!r}"
+                f"{did_you_mean(subtask.role, roles)}; roles: {', '.join(roles)}"
+            )
+        if not subtask.instruction.strip():
+            problems.append(f"subtask {subtask.id!r}: the instruction is empty")
+    ids = set(plan.ids)
+    for subtask in plan.subtasks:
+        for dep in subtask.depends_on:
+            if dep == subtask.id:
+                problems.append(f"subtask {subtask.id!r} depends on itself")
+            elif dep not in ids:
+                problems.append(
+                    f"subtask {subtask.id!r} depends on {dep!r}, which is not in the plan"
+                    f"{did_you_mean(dep, ids)}"
+                )
+    cycle = _find_cycle(plan)
+    if cycle:
+        problems.append("the dependencies form a cycle: " + " -> ".join(cycle))
+    return problems
+
+
+def topological_order(plan: Plan) -> list[str]:
+    """Ids in an order where every subtask comes after what it depends on."""
+    done: list[str] = []
+    placed: set[str] = set()
+    remaining = list(plan.subtasks)
+    while remaining:
+        ready = [s for s in remaining if all(d in placed for d in s.depends_on)]
+        if not ready:
+            raise ValueError("the plan has a dependency cycle")
+        for subtask in ready:
+            done.append(subtask.id)
+            placed.add(subtask.id)
+        remaining = [s for s in remaining if s.id not in placed]
+    return done
+
+
+def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
+    """The longest chain of dependent durations: no schedule can finish sooner."""
+    finish: dict[str, float] = {}
+    for subtask_id in topological_order(plan):
+        deps = plan[subtask_id].depends_on
+        start = max((finish[d] for d in deps), default=0.0)
+        finish[subtask_id] = start + durations.get(subtask_id, 0.0)
+    return max(finish.values(), default=0.0)
+
+
+def _find_cycle(plan: Plan) -> list[str]:
+    graph = {s.id: [d for d in s.depends_on if d != s.id] for s in plan.subtasks}
+    state: dict[str, int] = {}  # 1: on the stack, 2: finished
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph.get(node, ()):
+            if dep not in graph:
+                continue
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep) :], dep]
+            if state.get(dep) is None:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in graph:
+        if state.get(node) is None:
+            found = visit(node)
+            if found:
+                return found
+    return []

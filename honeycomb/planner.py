@@ -1,0 +1,120 @@
+"""Planners turn a task into a :class:`~honeycomb.plan.Plan`.
+
+- :class:`RolePlanner`: a planner role asked for a plan through structured output;
+  an invalid plan goes back to it with the problems, a set number of times.
+- :class:`FunctionPlanner`: a plain Python splitter.
+- :class:`StaticPlanner`: the same subtasks every time.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from honeycomb.context import RunContext, with_default_instructions
+from honeycomb.plan import Plan, Subtask, plan_problems
+from honeycomb.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
+from runtime import BudgetExceeded, PlanError
+from workers import Role
+
+__all__ = ["FunctionPlanner", "Planner", "RolePlanner", "StaticPlanner", "SubtaskSpec"]
+
+SubtaskSpec: TypeAlias = Subtask | Mapping[str, Any] | tuple[str, str]
+"""A subtask, a mapping of its fields, or a ``(role, instruction)`` pair."""
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Makes the plan for a task.
+
+    Raises:
+        PlanError: when no valid plan can be made.
+    """
+
+    async def plan(self, task: str, context: RunContext) -> Plan: ...
+
+
+class StaticPlanner:
+    """Always the same subtasks."""
+
+    def __init__(self, subtasks: Plan | Iterable[SubtaskSpec]) -> None:
+        self._plan = subtasks if isinstance(subtasks, Plan) else Plan.of(subtasks)
+
+    async def plan(self, task: str, context: RunContext) -> Plan:
+        return checked(self._plan, context)
+
+
+Splitter: TypeAlias = Callable[[str], Plan | Iterable[SubtaskSpec] | Awaitable[Any]]
+
+
+class FunctionPlanner:
+    """A plan from ``fn(task)``, sync or async, returning subtasks or a Plan."""
+
+    def __init__(self, fn: Splitter) -> None:
+        self.fn = fn
+
+    async def plan(self, task: str, context: RunContext) -> Plan:
+        made = self.fn(task)
+        if inspect.isawaitable(made):
+            made = await made
+        return checked(made if isinstance(made, Plan) else Plan.of(made), context)
+
+
+class RolePlanner:
+    """Asks a planner role for a plan (structured output) and checks it.
+
+    Args:
+        role: The planner role's name.
+    """
+
+    def __init__(self, role: str = "planner") -> None:
+        self.role = role
+
+    async def plan(self, task: str, context: RunContext) -> Plan:
+        workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
+        catalog = [_entry(r, context) for r in workable]
+        names = [r.name for r in workable]
+        prompt = planner_task(task, catalog, max_subtasks=context.max_subtasks)
+        role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
+        problems: list[str] = []
+        for attempt in range(1, context.plan_attempts + 1):
+            worker = context.worker(role, output_type=Plan)
+            result = await worker.run(prompt if not problems else _retry(prompt, problems))
+            if isinstance(result.exception, BudgetExceeded):
+                raise result.exception
+            if not result.ok or not isinstance(result.output, Plan):
+                problems = [f"the planner gave no usable plan ({result.error})"]
+                continue
+            problems = plan_problems(result.output, names, max_subtasks=context.max_subtasks)
+            if not problems:
+                return result.output
+            if attempt == context.plan_attempts:
+                break
+        raise PlanError(problems, attempts=context.plan_attempts)
+
+
+def checked(plan: Plan, context: RunContext) -> Plan:
+    """The plan, if valid for this run's roles.
+
+    Raises:
+        PlanError: naming every problem.
+    """
+    problems = plan_problems(plan, list(context.roles), max_subtasks=context.max_subtasks)
+    if problems:
+        raise PlanError(problems)
+    return plan
+
+
+def _entry(role: Role, context: RunContext) -> CatalogEntry:
+    return CatalogEntry(
+        role.name,
+        role.description or role.instructions.split("\n", 1)[0],
+        tuple((t.name, t.description.split("\n", 1)[0]) for t in context.tools_for(role)),
+    )
+
+
+
+def _retry(prompt: str, problems: list[str]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems)
+    return f"{prompt}\n\nThe plan is invalid; fix these problems and answer again:\n{listed}"

@@ -1,0 +1,75 @@
+"""Executor policies: parallelism, failure handling, budgets, timeouts, limiters."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runtime import Limits
+
+__all__ = ["Budgets", "FailurePolicy", "Policy"]
+
+FailurePolicy = Literal["fail_fast", "best_effort", "quorum"]
+
+
+class Budgets(BaseModel):
+    """What one run may spend across all its workers (planner and aggregator included).
+
+    Checked before every model call; going past one ends the run with
+    ``BudgetExceeded`` carrying the partial results.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_calls: int | None = Field(default=None, ge=1)
+    total_tokens: int | None = Field(default=None, ge=1)
+    tool_calls: int | None = Field(default=None, ge=1)
+    wall_time_s: float | None = Field(default=None, gt=0)
+
+    def limits(self) -> Limits:
+        return Limits(
+            model_calls=self.model_calls,
+            total_tokens=self.total_tokens,
+            tool_calls=self.tool_calls,
+            wall_time_s=self.wall_time_s,
+        )
+
+
+class Policy(BaseModel):
+    """How an Executor runs its workers.
+
+    Attributes:
+        max_workers: Subtasks running at once in one run.
+        failure: ``fail_fast`` cancels the rest at the first failure and raises
+            ``RunFailed``; ``best_effort`` aggregates what succeeded and names what
+            failed; ``quorum`` needs at least ``quorum`` successes (and stops early,
+            raising ``RunFailed``, once that can no longer happen).
+        quorum: Successes needed under ``failure: quorum``.
+        worker_timeout_s: Seconds one worker may run; then it fails (others go on).
+        max_subtasks: Largest plan accepted.
+        plan_attempts: Times the planner may try for a valid plan.
+        model_concurrency: Model calls in flight across all runs of the Executor.
+        tool_concurrency: Tool calls in flight across all runs of the Executor.
+        budgets: Per-run spending limits.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_workers: int = Field(default=8, ge=1)
+    failure: FailurePolicy = "best_effort"
+    quorum: int | None = Field(default=None, ge=1)
+    worker_timeout_s: float | None = Field(default=None, gt=0)
+    max_subtasks: int = Field(default=20, ge=1)
+    plan_attempts: int = Field(default=3, ge=1, le=10)
+    model_concurrency: int | None = Field(default=None, ge=1)
+    tool_concurrency: int | None = Field(default=None, ge=1)
+    budgets: Budgets = Budgets()
+
+    @model_validator(mode="after")
+    def _quorum_goes_with_its_policy(self) -> Self:
+        if self.failure == "quorum" and self.quorum is None:
+            raise ValueError("failure: quorum needs 'quorum: K', the successes required")
+        if self.failure != "quorum" and self.quorum is not None:
+            raise ValueError(f"'quorum' is set but failure is {self.failure!r}; set failure: quorum")
+        return self

@@ -1,0 +1,120 @@
+"""What the planner and the aggregator are told, in one place.
+
+The formats are plain text a model reads easily; :func:`parse_catalog` and
+:func:`parse_results` read them back, for the offline model that plans and
+aggregates by rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "AGGREGATOR_INSTRUCTIONS",
+    "PLANNER_INSTRUCTIONS",
+    "CatalogEntry",
+    "ResultEntry",
+    "aggregator_task",
+    "parse_catalog",
+    "parse_results",
+    "planner_task",
+]
+
+PLANNER_INSTRUCTIONS = """\
+You split a task into subtasks for specialised workers that run in parallel.
+Give each subtask a short unique id, one role from the list, and a self-contained
+instruction. Make a subtask depend on another (depends_on) only when it needs that
+subtask's result; independent subtasks run at the same time, so prefer them."""
+
+AGGREGATOR_INSTRUCTIONS = """\
+You merge the results of subtasks into one final answer to the task. Use only what the
+results say; when a subtask failed, say what is missing."""
+
+CATALOG_HEADER = "Available roles:"
+RESULTS_HEADER = "Results of the subtasks:"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One role as the planner sees it."""
+
+    role: str
+    description: str
+    tools: tuple[tuple[str, str], ...] = ()  # (name, description)
+
+
+@dataclass(frozen=True, slots=True)
+class ResultEntry:
+    """One subtask's result as the aggregator sees it."""
+
+    id: str
+    role: str
+    ok: bool
+    text: str
+
+
+def planner_task(task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: int) -> str:
+    """The planner's user message: the task, the roles, and the limits."""
+    lines = [f"Task: {task}", "", CATALOG_HEADER]
+    for entry in catalog:
+        lines.append(f"- {entry.role}: {entry.description or 'no description'}")
+        lines.extend(f"    tool {name}: {desc}" for name, desc in entry.tools)
+    lines += ["", f"Use at most {max_subtasks} subtasks. Answer with the plan as JSON."]
+    return "\n".join(lines)
+
+
+def aggregator_task(task: str, results: Sequence[ResultEntry]) -> str:
+    """The aggregator's user message: the task and every subtask's result with its role."""
+    lines = [f"Task: {task}", "", RESULTS_HEADER]
+    for entry in results:
+        status = "" if entry.ok else " FAILED"
+        lines += ["", f"### {entry.id} ({entry.role}){status}", entry.text.strip() or "(empty)"]
+    return "\n".join(lines)
+
+
+_ROLE_LINE = re.compile(r"^- ([A-Za-z0-9_-]+): (.*)$")
+_TOOL_LINE = re.compile(r"^\s+tool ([A-Za-z0-9_-]+): (.*)$")
+_RESULT_HEAD = re.compile(r"^### (\S+) \(([^)]*)\)( FAILED)?$")
+
+
+def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
+    """The task and the role catalog from a :func:`planner_task` message."""
+    task = text.split("\n", 1)[0].removeprefix("Task: ")
+    entries: list[CatalogEntry] = []
+    for line in text.splitlines():
+        role = _ROLE_LINE.match(line)
+        if role:
+            entries.append(CatalogEntry(role.group(1), role.group(2)))
+            continue
+        found = _TOOL_LINE.match(line)
+        if found and entries:
+            last = entries[-1]
+            tools = (*last.tools, (found.group(1), found.group(2)))
+            entries[-1] = CatalogEntry(last.role, last.description, tools)
+    return task, entries
+
+
+def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
+    """The task and the results from an :func:`aggregator_task` message."""
+    head, _, body = text.partition(RESULTS_HEADER)
+    task = head.strip().removeprefix("Task: ")
+    entries: list[ResultEntry] = []
+    current: list[str] = []
+    for line in body.splitlines():
+        match = _RESULT_HEAD.match(line)
+        if match:
+            if entries:
+                entries[-1] = _with_text(entries[-1], current)
+            entries.append(ResultEntry(match.group(1), match.group(2), not match.group(3), ""))
+            current = []
+        elif entries:
+            current.append(line)
+    if entries:
+        entries[-1] = _with_text(entries[-1], current)
+    return task, entries
+
+
+def _with_text(entry: ResultEntry, lines: list[str]) -> ResultEntry:
+    return ResultEntry(entry.id, entry.role, entry.ok, "\n".join(lines).strip())

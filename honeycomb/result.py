@@ -1,0 +1,124 @@
+"""What a run returns: the answer, the plan, every subtask's outcome, usage, timings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from honeycomb.plan import Plan, Subtask
+from runtime import Usage
+from workers import WorkerError, WorkerResult
+
+__all__ = ["RunResult", "RunTimings", "SubtaskResult", "SubtaskStatus"]
+
+SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled"]
+
+
+class SubtaskResult(BaseModel):
+    """One subtask's outcome.
+
+    Attributes:
+        subtask: The subtask as planned.
+        status: ``ok``, ``failed``, ``skipped`` (a dependency failed) or ``cancelled``.
+        worker: The worker's result, when it ran.
+        error: Why it did not succeed.
+        started_s: When it started, in seconds since the run's worker phase began.
+        duration_s: How long its worker ran.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    subtask: Subtask
+    status: SubtaskStatus
+    worker: WorkerResult | None = None
+    error: WorkerError | None = None
+    started_s: float = 0.0
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def text(self) -> str:
+        return self.worker.text if self.worker is not None else ""
+
+    @property
+    def output(self) -> Any:
+        return self.worker.output if self.worker is not None else None
+
+
+class RunTimings(BaseModel):
+    """Where the time went.
+
+    Attributes:
+        wall_s: The whole run, planning and aggregation included.
+        plan_s: Planning.
+        workers_s: The worker phase, first start to last finish.
+        aggregate_s: Aggregation.
+        critical_path_s: Planning, the longest chain of dependent workers, and
+            aggregation: no schedule can be faster.
+        sum_worker_s: Every worker's time added up.
+        serial_s: Planning, every worker one after another, and aggregation.
+        speedup: ``serial_s / wall_s``: the gain over running subtasks one by one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    wall_s: float
+    plan_s: float
+    workers_s: float
+    aggregate_s: float
+    critical_path_s: float
+    sum_worker_s: float
+    serial_s: float
+    speedup: float
+
+
+class RunResult(BaseModel):
+    """The outcome of :meth:`honeycomb.Executor.run`.
+
+    Attributes:
+        run_id: The run's id.
+        task: The task as given.
+        status: ``ok`` (every subtask succeeded) or ``partial`` (some failed and the
+            failure policy allowed it).
+        answer: The final answer: text, or the validated output-schema object.
+        answer_text: The final answer as text.
+        plan: The subtasks that ran.
+        subtasks: Each subtask's outcome, by id, in plan order.
+        usage: Tokens, model calls and tool calls of the whole run.
+        timings: Wall time, critical path, serial time and speedup.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    run_id: str
+    task: str
+    status: Literal["ok", "partial", "failed"]
+    answer: Any = None
+    answer_text: str = ""
+    plan: Plan
+    subtasks: dict[str, SubtaskResult]
+    usage: Usage
+    timings: RunTimings
+
+    @property
+    def failures(self) -> list[SubtaskResult]:
+        """The subtasks that did not succeed, with their errors."""
+        return [s for s in self.subtasks.values() if not s.ok]
+
+    @property
+    def succeeded(self) -> list[SubtaskResult]:
+        return [s for s in self.subtasks.values() if s.ok]
+
+    def summary(self) -> str:
+        """One line: status, subtasks, wall time, critical path, speedup, usage."""
+        t, u = self.timings, self.usage
+        failed = f", {len(self.failures)} failed" if self.failures else ""
+        return (
+            f"{self.status}: {len(self.subtasks)} subtasks{failed} | wall {t.wall_s:.2f}s, "
+            f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
+            f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
+        )

@@ -1,0 +1,144 @@
+"""The worker phase of a run: the plan's DAG, scheduled under the failure policy.
+
+Every subtask gets a task at once; it waits for the subtasks it depends on, then for
+one of ``max_workers`` slots, then runs its worker under the worker timeout. A
+subtask whose dependency failed is skipped. The failure policy may stop the phase
+early, cancelling whatever still runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import anyio
+
+from honeycomb.context import RunContext
+from honeycomb.events import WorkerFinished, WorkerStarted
+from honeycomb.plan import Plan, Subtask
+from honeycomb.policy import Policy
+from honeycomb.result import SubtaskResult, SubtaskStatus
+from runtime import BudgetExceeded, HoneycombError, RunFailed
+from workers import WorkerError, WorkerResult
+
+__all__ = ["Scheduler"]
+
+
+class Scheduler:
+    """Runs one plan's subtasks; :attr:`outcomes` fills in as they finish."""
+
+    def __init__(self, plan: Plan, context: RunContext, policy: Policy) -> None:
+        self.plan = plan
+        self.context = context
+        self.policy = policy
+        self.outcomes: dict[str, SubtaskResult] = {}
+        self.stopped: HoneycombError | None = None
+        self._done = {s.id: anyio.Event() for s in plan.subtasks}
+        self._slots = anyio.CapacityLimiter(policy.max_workers)
+        self._started = time.perf_counter()
+        self._cancel: Callable[[], None] = lambda: None
+
+    async def run(self) -> dict[str, SubtaskResult]:
+        """Run every subtask; raise what stopped the phase early, if anything did.
+
+        Raises:
+            RunFailed: when the failure policy gave up.
+            BudgetExceeded: when a worker went past the run's budget.
+        """
+        self._started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            self._cancel = tg.cancel_scope.cancel
+            for subtask in self.plan.subtasks:
+                tg.start_soon(self._run_subtask, subtask)
+        for subtask in self.plan.subtasks:
+            if subtask.id not in self.outcomes:
+                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status="cancelled")
+        ordered = {s.id: self.outcomes[s.id] for s in self.plan.subtasks}
+        self.outcomes = ordered
+        if self.stopped is not None:
+            raise self.stopped
+        return ordered
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self._started
+
+    async def _run_subtask(self, subtask: Subtask) -> None:
+        for dep in subtask.depends_on:
+            await self._done[dep].wait()
+        failed = [d for d in subtask.depends_on if not self.outcomes[d].ok]
+        if failed:
+            why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
+            self._finish(subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why))
+            return
+        inputs = {f"{d} ({self.plan[d].role})": self.outcomes[d].text for d in subtask.depends_on}
+        async with self._slots:
+            ctx = self.context
+            ctx.tracer.emit(WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role))
+            started = self.elapsed_s
+            worker = ctx.worker(subtask.role, name=subtask.id)
+            result: WorkerResult | None = None
+            with anyio.move_on_after(self.policy.worker_timeout_s):
+                result = await worker.run(subtask.instruction, inputs=inputs)
+        if result is None:
+            limit = self.policy.worker_timeout_s
+            error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
+            self._finish(subtask, "failed", None, error, started)
+            return
+        if isinstance(result.exception, BudgetExceeded):
+            self._stop(result.exception)
+        self._finish(subtask, result.status, result, result.error, started)
+
+    def _finish(
+        self,
+        subtask: Subtask,
+        status: SubtaskStatus,
+        result: WorkerResult | None,
+        error: WorkerError | None,
+        started: float | None = None,
+    ) -> None:
+        now = self.elapsed_s
+        duration = result.duration_s if result is not None else now - (started or now)
+        self.outcomes[subtask.id] = SubtaskResult(
+            subtask=subtask,
+            status=status,
+            worker=result,
+            error=error,
+            started_s=started if started is not None else now,
+            duration_s=duration,
+        )
+        ctx = self.context
+        ctx.tracer.emit(
+            WorkerFinished(
+                worker=subtask.id,
+                run_id=ctx.run_id,
+                role=subtask.role,
+                status=status,
+                duration_s=duration,
+                error=str(error) if error is not None else None,
+            )
+        )
+        self._done[subtask.id].set()
+        if status != "ok":
+            self._apply_failure_policy(subtask, error)
+
+    def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
+        policy = self.policy
+        if policy.failure == "fail_fast":
+            self._stop(RunFailed(f"subtask {subtask.id!r} failed ({error}); failure policy is fail_fast"))
+        elif policy.failure == "quorum":
+            needed = policy.quorum or 0
+            total = len(self.plan.subtasks)
+            lost = sum(1 for o in self.outcomes.values() if not o.ok)
+            if total - lost < needed:
+                self._stop(
+                    RunFailed(
+                        f"a quorum of {needed} successful subtasks out of {total} cannot be "
+                        f"reached: {lost} did not succeed (last: {subtask.id!r}, {error})"
+                    )
+                )
+
+    def _stop(self, reason: HoneycombError) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+        self._cancel()

@@ -1,0 +1,430 @@
+"""Executor: planning, DAG scheduling, parallelism, failure policies, budgets,
+cancellation, events and concurrent runs, all on ScriptedModel."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    ConfigError,
+    ConfigErrors,
+    Executor,
+    FunctionModel,
+    Plan,
+    PlanError,
+    Policy,
+    Role,
+    RunFailed,
+    RunFinished,
+    ScriptedModel,
+    Subtask,
+    SubtaskResult,
+    tool,
+)
+from runtime import ModelHTTPError, ModelRequest, ToolMessage, UserMessage
+from runtime.testing import call
+
+ROLES = [
+    Role(name="planner", description="Plans."),
+    Role(name="aggregator", description="Merges."),
+    Role(name="researcher", description="Finds facts."),
+    Role(name="writer", description="Writes."),
+]
+
+
+def static(*items: tuple[str, str, str, Sequence[str]]) -> list[Subtask]:
+    return [Subtask(id=i, role=r, instruction=t, depends_on=tuple(d)) for i, r, t, d in items]
+
+
+def echo_model(latency: float = 0.0) -> FunctionModel:
+    """Answers each worker with its own conversation key; the aggregator lists results."""
+
+    async def answer(request: ModelRequest) -> str:
+        await anyio.sleep(latency)
+        return f"answer from {request.conversation}"
+
+    return FunctionModel(answer)
+
+
+async def test_static_plan_runs_in_parallel_and_aggregates() -> None:
+    latency = 0.2
+    executor = Executor(ROLES, echo_model(latency), aggregator="concat")
+    plan = [("researcher", f"part {i}") for i in range(5)]
+    started = time.perf_counter()
+    result = await executor.run("task", subtasks=plan, run_id="r1")
+    wall = time.perf_counter() - started
+    assert result.status == "ok"
+    assert wall < 2.5 * latency, "five workers of latency L should take about L, not 5L"
+    assert [s for s in result.subtasks] == ["s1", "s2", "s3", "s4", "s5"]
+    assert "answer from r1/s3" in result.answer_text
+    assert result.timings.sum_worker_s >= 5 * latency * 0.9
+    assert result.timings.speedup > 2.5
+    assert result.usage.model_calls == 5
+
+
+async def test_max_workers_bounds_parallelism() -> None:
+    latency = 0.15
+    executor = Executor(ROLES, echo_model(latency), policy=Policy(max_workers=2))
+    started = time.perf_counter()
+    await executor.run("t", subtasks=[("researcher", f"p{i}") for i in range(4)])
+    wall = time.perf_counter() - started
+    assert wall >= 2 * latency * 0.95
+    assert wall < 3.5 * latency
+
+
+async def test_dependencies_run_in_order_and_see_their_inputs() -> None:
+    model = ScriptedModel(
+        {"r/a": ["facts A"], "r/b": ["facts B"], "r/c": ["report"], "r/aggregator": ["final"]}
+    )
+    plan = static(
+        ("a", "researcher", "find A", []),
+        ("b", "researcher", "find B", []),
+        ("c", "writer", "write it up", ["a", "b"]),
+    )
+    result = await Executor(ROLES, model).run("t", subtasks=plan, run_id="r")
+    (writer_request,) = model.requests_for("r/c")
+    task = writer_request.messages[1]
+    assert isinstance(task, UserMessage)
+    assert "### a (researcher)\nfacts A" in task.content
+    assert "### b (researcher)\nfacts B" in task.content
+    outcomes = result.subtasks
+    assert outcomes["c"].started_s >= max(outcomes["a"].duration_s, outcomes["b"].duration_s) * 0.9
+    assert result.answer == "final"
+    aggregator_prompt = model.requests_for("r/aggregator")[0].messages[1].content
+    assert "### c (writer)\nreport" in aggregator_prompt
+
+
+async def test_critical_path_follows_the_longest_chain() -> None:
+    async def answer(request: ModelRequest) -> str:
+        await anyio.sleep(0.1 if request.conversation and request.conversation.endswith("/a") else 0.02)
+        return "x"
+
+    plan = static(("a", "researcher", "slow", []), ("b", "writer", "after a", ["a"]))
+    result = await Executor(ROLES, FunctionModel(answer), aggregator="concat").run(
+        "t", subtasks=plan
+    )
+    t = result.timings
+    assert t.critical_path_s == pytest.approx(t.plan_s + t.sum_worker_s + t.aggregate_s, rel=0.01)
+    assert t.wall_s >= t.critical_path_s * 0.95
+
+
+async def test_planner_role_gives_the_plan_through_structured_output() -> None:
+    plan = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go", "depends_on": []}]}
+    model = ScriptedModel({"r/planner": [json.dumps(plan)], "r/x": ["found"], "r/aggregator": ["ok"]})
+    result = await Executor(ROLES, model).run("research something", run_id="r")
+    assert result.plan.ids == ("x",)
+    request = model.requests_for("r/planner")[0]
+    assert request.output is not None and request.output.name == "Plan"
+    prompt = request.messages[1].content
+    assert "- researcher: Finds facts." in prompt
+    assert "- planner:" not in prompt  # the planner does not plan for itself
+
+
+async def test_invalid_plan_goes_back_to_the_planner_with_the_problem() -> None:
+    bad = {"subtasks": [{"id": "x", "role": "reseacher", "instruction": "go"}]}
+    good = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
+    model = ScriptedModel(
+        {"r/planner": [json.dumps(bad), json.dumps(good)], "r/x": ["y"], "r/aggregator": ["z"]}
+    )
+    result = await Executor(ROLES, model).run("t", run_id="r")
+    assert result.plan.subtasks[0].role == "researcher"
+    retry_prompt = model.requests_for("r/planner")[1].messages[1].content
+    assert "unknown role 'reseacher' (did you mean 'researcher'?)" in retry_prompt
+
+
+async def test_plan_error_after_the_set_number_of_attempts() -> None:
+    cyclic = {
+        "subtasks": [
+            {"id": "a", "role": "researcher", "instruction": "1", "depends_on": ["b"]},
+            {"id": "b", "role": "researcher", "instruction": "2", "depends_on": ["a"]},
+        ]
+    }
+    model = ScriptedModel(lambda key: [json.dumps(cyclic)] * 2)
+    executor = Executor(ROLES, model, policy=Policy(plan_attempts=2))
+    with pytest.raises(PlanError, match="cycle: a -> b -> a") as caught:
+        await executor.run("t", run_id="r")
+    assert caught.value.attempts == 2
+    assert len(model.requests) == 2
+
+
+async def test_a_python_splitter_plans() -> None:
+    def split(task: str) -> list[tuple[str, str]]:
+        return [("researcher", part.strip()) for part in task.split(";")]
+
+    executor = Executor(ROLES, echo_model(), planner=split, aggregator="concat")
+    result = await executor.run("one; two; three")
+    assert [s.instruction for s in result.plan.subtasks] == ["one", "two", "three"]
+
+
+async def test_best_effort_names_the_failure_and_aggregates_the_rest() -> None:
+    model = ScriptedModel(
+        {
+            "r/s1": ["fine"],
+            "r/s2": [ModelHTTPError(400, "bad request")],
+            "r/s3": ["also fine"],
+        }
+    )
+    plan = [("researcher", "a"), ("researcher", "b"), ("researcher", "c")]
+    result = await Executor(ROLES, model, aggregator="concat").run("t", subtasks=plan, run_id="r")
+    assert result.status == "partial"
+    (failure,) = result.failures
+    assert failure.subtask.id == "s2"
+    assert failure.error is not None and "HTTP 400" in failure.error.message
+    assert "fine" in result.answer_text and "also fine" in result.answer_text
+    assert "Failed subtasks: s2" in result.answer_text
+
+
+async def test_a_dependent_of_a_failed_subtask_is_skipped() -> None:
+    model = ScriptedModel({"r/a": [ModelHTTPError(500, "down")] * 5, "r/b": ["x"], "r/c": ["y"]})
+    plan = static(
+        ("a", "researcher", "1", []), ("b", "researcher", "2", []), ("c", "writer", "3", ["a"])
+    )
+    result = await Executor(ROLES, model, aggregator="concat").run("t", subtasks=plan, run_id="r")
+    assert result.subtasks["c"].status == "skipped"
+    assert result.subtasks["c"].error is not None
+    assert "depends on a" in result.subtasks["c"].error.message
+    assert model.requests_for("r/c") == []
+
+
+async def test_fail_fast_cancels_the_rest() -> None:
+    finished: list[str] = []
+
+    @tool
+    async def slow_work(name: str) -> str:
+        await anyio.sleep(0.5)
+        finished.append(name)
+        return "done"
+
+    model = ScriptedModel(
+        {
+            "r/s1": [ModelHTTPError(401, "no key")],
+            "r/s2": [call("slow_work", {"name": "s2"}), "never"],
+        },
+        latency=0.02,
+    )
+    roles = [Role(name="researcher", tools=("slow_work",))]
+    executor = Executor(
+        roles, model, tools=[slow_work], aggregator="concat", policy=Policy(failure="fail_fast")
+    )
+    started = time.perf_counter()
+    with pytest.raises(RunFailed, match="subtask 's1' failed") as caught:
+        await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")], run_id="r")
+    assert time.perf_counter() - started < 0.4
+    partial = caught.value.partial
+    assert partial.subtasks["s1"].status == "failed"
+    assert partial.subtasks["s2"].status == "cancelled"
+    await anyio.sleep(0.6)
+    assert finished == []
+
+
+async def test_quorum_succeeds_with_enough_results_and_fails_early_without() -> None:
+    def model_failing(*bad: str) -> ScriptedModel:
+        return ScriptedModel(
+            lambda key: [ModelHTTPError(403, "no") if key.split("/")[1] in bad else "ok"]
+        )
+
+    plan = [("researcher", str(i)) for i in range(4)]
+    quorum = Policy(failure="quorum", quorum=3)
+    ok = await Executor(ROLES, model_failing("s4"), aggregator="concat", policy=quorum).run(
+        "t", subtasks=plan
+    )
+    assert ok.status == "partial"
+    with pytest.raises(RunFailed, match="quorum of 3"):
+        await Executor(ROLES, model_failing("s1", "s2"), aggregator="concat", policy=quorum).run(
+            "t", subtasks=plan
+        )
+
+
+async def test_worker_timeout_fails_that_worker_only() -> None:
+    async def answer(request: ModelRequest) -> str:
+        slow = request.conversation is not None and request.conversation.endswith("/s1")
+        await anyio.sleep(5 if slow else 0.01)
+        return "ok"
+
+    executor = Executor(
+        ROLES, FunctionModel(answer), aggregator="concat", policy=Policy(worker_timeout_s=0.2)
+    )
+    result = await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
+    assert result.subtasks["s1"].error is not None
+    assert result.subtasks["s1"].error.type == "WorkerTimeout"
+    assert result.subtasks["s2"].ok
+
+
+async def test_model_call_budget_ends_the_run_with_partial_results() -> None:
+    model = ScriptedModel(lambda key: [call("noop", {}), call("noop", {"x": 1}), "done"])
+
+    @tool
+    def noop(x: int = 0) -> str:
+        """Do nothing."""
+        return "ok"
+
+    roles = [Role(name="researcher", tools=("noop",))]
+    executor = Executor(
+        roles, model, tools=[noop], aggregator="concat", policy=Policy(budgets=Budgets(model_calls=4))
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
+    assert caught.value.limit == "model_calls"
+    partial = caught.value.partial
+    assert partial.usage.model_calls == 4
+    assert set(partial.subtasks) == {"s1", "s2"}
+
+
+async def test_wall_time_budget_interrupts_a_hung_run() -> None:
+    executor = Executor(
+        ROLES, echo_model(latency=10), policy=Policy(budgets=Budgets(wall_time_s=0.2))
+    )
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceeded, match="wall_time_s"):
+        await executor.run("t", subtasks=[("researcher", "a")])
+    assert time.perf_counter() - started < 2
+
+
+async def test_cancelling_run_cancels_every_worker_and_tool() -> None:
+    after_sleep: list[str] = []
+
+    @tool
+    async def long_tool(n: int) -> str:
+        await anyio.sleep(0.5)
+        after_sleep.append(str(n))
+        return "x"
+
+    model = ScriptedModel(lambda key: [call("long_tool", {"n": 1}), "done"])
+    roles = [Role(name="researcher", tools=("long_tool",))]
+    executor = Executor(roles, model, tools=[long_tool], aggregator="concat")
+    with anyio.move_on_after(0.1):
+        await executor.run("t", subtasks=[("researcher", str(i)) for i in range(10)])
+    await anyio.sleep(0.7)
+    assert after_sleep == []
+
+
+async def test_stream_yields_events_in_order_then_the_result() -> None:
+    executor = Executor(ROLES, echo_model(), aggregator="concat")
+    kinds: list[str] = []
+    async with executor.stream("t", subtasks=[("researcher", "a"), ("writer", "b")]) as events:
+        async for event in events:
+            kinds.append(event.kind)
+    assert kinds[0] == "run.started"
+    assert kinds[1] == "run.plan_ready"
+    assert kinds[-3:] == ["run.aggregation_started", "run.aggregation_finished", "run.finished"]
+    assert kinds.count("worker.started") == 2 and kinds.count("worker.finished") == 2
+    assert kinds.count("model_call.finished") == 2
+    first_worker_end = kinds.index("worker.finished")
+    assert kinds.index("worker.started") < kinds.index("model_call.started") < first_worker_end
+    assert events.result is not None and events.result.status == "ok"
+
+
+async def test_stream_reraises_the_run_error_after_the_last_event() -> None:
+    last = None
+    with pytest.raises(ConfigError, match="no planner"):
+        async with Executor([ROLES[2]], echo_model()).stream("t") as events:
+            async for event in events:
+                last = event
+    assert isinstance(last, RunFinished)
+    assert last.status == "failed"
+
+
+async def test_one_executor_serves_many_concurrent_runs_in_isolation() -> None:
+    executor = Executor(ROLES, echo_model(latency=0.01), aggregator="concat")
+    answers: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        result = await executor.run(f"t{i}", subtasks=[("researcher", "x")], run_id=f"run{i}")
+        answers[i] = result.answer_text
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(one, i)
+    assert all(f"answer from run{i}/s1" in answers[i] for i in range(100))
+
+
+async def test_exclusive_tools_never_overlap_across_workers() -> None:
+    inside = 0
+    peak = 0
+
+    @tool(exclusive="ledger")
+    async def write_ledger(entry: str) -> str:
+        nonlocal inside, peak
+        inside += 1
+        peak = max(peak, inside)
+        await anyio.sleep(0.02)
+        inside -= 1
+        return "written"
+
+    model = ScriptedModel(lambda key: [call("write_ledger", {"entry": key}), "ok"])
+    roles = [Role(name="researcher", tools=("write_ledger",))]
+    executor = Executor(roles, model, tools=[write_ledger], aggregator="concat")
+    await executor.run("t", subtasks=[("researcher", str(i)) for i in range(6)])
+    assert peak == 1
+
+
+async def test_aggregator_callable_and_output_schema() -> None:
+    class Report(BaseModel):
+        count: int
+
+    async def count(task: str, results: Sequence[SubtaskResult]) -> Report:
+        return Report(count=sum(1 for r in results if r.ok))
+
+    executor = Executor(ROLES, echo_model(), aggregator=count)
+    result = await executor.run("t", subtasks=[("researcher", "a"), ("writer", "b")])
+    assert result.answer == Report(count=2)
+    assert json.loads(result.answer_text) == {"count": 2}
+
+    model = ScriptedModel({"r/s1": ["x"], "r/aggregator": ['{"count": 1}']})
+    typed = Executor(ROLES, model, output_type=Report)
+    assert (await typed.run("t", subtasks=[("researcher", "a")], run_id="r")).answer == Report(
+        count=1
+    )
+
+
+def test_unknown_references_are_all_reported_at_construction() -> None:
+    roles = [Role(name="a", model="gtp", tools=("nope",)), Role(name="b")]
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(roles, {"gpt": echo_model()}, planner="planer")
+    text = str(caught.value)
+    assert "uses model 'gtp'" in text and "did you mean 'gpt'" in text
+    assert "unknown tool 'nope'" in text
+    assert "planner role 'planer' is not defined" in text
+
+
+def test_plan_is_validated_for_every_kind_of_mistake() -> None:
+    from honeycomb.plan import plan_problems
+
+    plan = Plan.of(
+        [
+            {"id": "a", "role": "ghost", "instruction": "x"},
+            {"id": "a", "role": "researcher", "instruction": " "},
+            {"id": "c", "role": "researcher", "instruction": "y", "depends_on": ["zz", "c"]},
+        ]
+    )
+    problems = plan_problems(plan, ["researcher"], max_subtasks=2)
+    text = "\n".join(problems)
+    assert "3 subtasks; at most 2" in text
+    assert "subtask id 'a' is used twice" in text
+    assert "unknown role 'ghost'" in text
+    assert "instruction is empty" in text
+    assert "depends on 'zz', which is not in the plan" in text
+    assert "subtask 'c' depends on itself" in text
+
+
+async def test_observations_reach_the_worker_model() -> None:
+    @tool
+    async def fetch(key: str) -> str:
+        """Fetch."""
+        return f"v-{key}"
+
+    model = ScriptedModel(lambda key: [call("fetch", {"key": "k"}), "done"])
+    roles = [Role(name="researcher", tools=("fetch",))]
+    await Executor(roles, model, tools=[fetch], aggregator="concat").run(
+        "t", subtasks=[("researcher", "x")], run_id="r"
+    )
+    second = model.requests_for("r/s1")[1]
+    assert [m.content for m in second.messages if isinstance(m, ToolMessage)] == ["v-k"]

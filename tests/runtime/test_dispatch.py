@@ -1,0 +1,730 @@
+"""Tool dispatch, one semantic per test (see DESIGN.md, "Semantics that must hold").
+
+Timing claims are ratios against the test's own latency ``L``, with generous bounds;
+concurrency claims are also checked with a counter of calls in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.errors import ModelRetry
+from runtime.events import Event, ToolCallFinished, ToolCallStarted, Tracer
+from runtime.messages import ToolCall, ToolMessage
+from runtime.testing import call
+from runtime.tools import Tool, ToolContext, ToolRegistry, tool
+
+L = 0.2  # the latency of a slow tool call, in seconds
+
+
+class Probe:
+    """Counts calls in flight (peak) and records when each call starts and ends.
+
+    Thread-safe, so sync tools running in worker threads can use it too.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+        self.started: list[str] = []
+        self.finished: list[str] = []
+        self.spans: dict[str, tuple[float, float]] = {}
+
+    @contextmanager
+    def track(self, label: str) -> Iterator[None]:
+        with self._lock:
+            start = time.perf_counter()
+            self.started.append(label)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.active -= 1
+                self.finished.append(label)
+                self.spans[label] = (start, time.perf_counter())
+
+    def assert_no_overlap(self, labels: list[str]) -> None:
+        spans = sorted(self.spans[label] for label in labels)
+        for (_, end), (next_start, _) in itertools.pairwise(spans):
+            assert end <= next_start, f"calls overlapped: {spans}"
+
+
+def calls(name: str, *labels: str) -> list[ToolCall]:
+    """One call of ``name`` per label; the label is the call id and the argument."""
+    return [call(name, {"label": label}, id=label) for label in labels]
+
+
+def dispatcher(*tools: Tool[Any, Any], **options: Any) -> Dispatcher:
+    policy = options.pop("policy", None)
+    return Dispatcher(ToolRegistry(tools), policy=policy, **options)
+
+
+def sleeper(probe: Probe, latency: float = L, **options: Any) -> Tool[Any, Any]:
+    """An async tool that sleeps ``latency`` seconds and returns its label."""
+
+    @tool(**options)
+    async def nap(label: str) -> str:
+        with probe.track(label):
+            await anyio.sleep(latency)
+        return label
+
+    return nap
+
+
+def assert_in_call_order(results: tuple[ToolMessage, ...], batch: list[ToolCall]) -> None:
+    assert [r.tool_call_id for r in results] == [c.id for c in batch]
+    assert [r.name for r in results] == [c.name for c in batch]
+
+
+# --- parallel-safe calls ------------------------------------------------------------
+
+
+async def test_parallel_safe_calls_overlap() -> None:
+    probe = Probe()
+    d = dispatcher(sleeper(probe))
+    batch = calls("nap", *"abcdefgh")
+
+    started = time.perf_counter()
+    results = await d.dispatch(batch)
+    elapsed = time.perf_counter() - started
+
+    assert [r.status for r in results] == ["ok"] * 8
+    assert probe.peak == 8
+    assert elapsed < 2 * L, f"8 calls of {L}s took {elapsed:.2f}s"
+
+
+async def test_per_worker_cap_bounds_calls_in_flight() -> None:
+    probe = Probe()
+    latency = L / 2
+    d = dispatcher(sleeper(probe, latency), policy=DispatchPolicy(max_concurrency=2))
+
+    started = time.perf_counter()
+    results = await d.dispatch(calls("nap", *"abcdef"))
+    elapsed = time.perf_counter() - started
+
+    assert [r.status for r in results] == ["ok"] * 6
+    assert probe.peak == 2
+    assert 2.9 * latency <= elapsed < 5 * latency, f"took {elapsed:.2f}s, expected about 3L"
+
+
+async def test_shared_limiter_bounds_calls_across_dispatchers() -> None:
+    probe = Probe()
+    limiter = anyio.CapacityLimiter(3)
+    nap = sleeper(probe, L / 2)
+    first = dispatcher(nap, limiter=limiter, worker="first")
+    second = dispatcher(nap, limiter=limiter, worker="second")
+    results: dict[str, tuple[ToolMessage, ...]] = {}
+
+    async def run(d: Dispatcher, labels: str) -> None:
+        results[labels] = await d.dispatch(calls("nap", *labels))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, first, "abcd")
+        tg.start_soon(run, second, "wxyz")
+
+    assert probe.peak == 3
+    assert [r.status for r in results["abcd"] + results["wxyz"]] == ["ok"] * 8
+
+
+async def test_each_call_has_its_own_timeout_not_counting_the_wait_for_a_slot() -> None:
+    probe = Probe()
+    # One at a time: the third call waits 2 * 0.6 * timeout for its slot, then runs
+    # 0.6 * timeout; it must not time out.
+    nap = sleeper(probe, 0.06, timeout=0.1)
+    d = dispatcher(nap, policy=DispatchPolicy(max_concurrency=1))
+
+    results = await d.dispatch(calls("nap", "a", "b", "c"))
+
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+
+
+# --- side-effecting and exclusive calls ---------------------------------------------
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_side_effecting_calls_run_one_at_a_time_in_emitted_order(sync: bool) -> None:
+    probe = Probe()
+    # Latencies shrink along the batch, so any overlap or reordering would show.
+    latency = {"w1": 0.08, "w2": 0.05, "w3": 0.02, "w4": 0.0}
+
+    if sync:
+
+        @tool(side_effects=True)
+        def write(label: str) -> str:
+            with probe.track(label):
+                time.sleep(latency[label])
+            return label
+
+    else:
+
+        @tool(side_effects=True)
+        async def write(label: str) -> str:
+            with probe.track(label):
+                await anyio.sleep(latency[label])
+            return label
+
+    d = dispatcher(write, sleeper(probe, 0.05))
+    batch = [
+        call("write", {"label": "w1"}, id="w1"),
+        call("nap", {"label": "p1"}, id="p1"),
+        call("write", {"label": "w2"}, id="w2"),
+        call("write", {"label": "w3"}, id="w3"),
+        call("nap", {"label": "p2"}, id="p2"),
+        call("write", {"label": "w4"}, id="w4"),
+    ]
+
+    results = await d.dispatch(batch)
+
+    assert_in_call_order(results, batch)
+    assert [r.content for r in results] == ["w1", "p1", "w2", "w3", "p2", "w4"]
+    writes = ["w1", "w2", "w3", "w4"]
+    assert [label for label in probe.started if label in writes] == writes
+    probe.assert_no_overlap(writes)
+
+
+async def test_exclusive_key_shared_through_one_lock_table_never_overlaps() -> None:
+    probe = Probe()
+    latency = L / 4
+    locks = LockTable()
+
+    @tool(exclusive="db")
+    async def migrate(label: str) -> str:
+        with probe.track(label):
+            await anyio.sleep(latency)
+        return label
+
+    first = dispatcher(migrate, locks=locks, worker="first")
+    second = dispatcher(migrate, locks=locks, worker="second")
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.dispatch, calls("migrate", "a1", "a2", "a3"))
+        tg.start_soon(second.dispatch, calls("migrate", "b1", "b2", "b3"))
+    elapsed = time.perf_counter() - started
+
+    assert probe.peak == 1
+    probe.assert_no_overlap(["a1", "a2", "a3", "b1", "b2", "b3"])
+    assert elapsed >= 5.5 * latency
+
+
+async def test_different_exclusive_keys_do_not_block_each_other() -> None:
+    probe = Probe()
+    locks = LockTable()
+
+    @tool(exclusive="db")
+    async def migrate(label: str) -> str:
+        with probe.track(label):
+            await anyio.sleep(L)
+        return label
+
+    @tool(exclusive="cache")
+    async def flush(label: str) -> str:
+        with probe.track(label):
+            await anyio.sleep(L)
+        return label
+
+    first = dispatcher(migrate, locks=locks)
+    second = dispatcher(flush, locks=locks)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.dispatch, calls("migrate", "m"))
+        tg.start_soon(second.dispatch, calls("flush", "f"))
+
+    assert probe.peak == 2
+    assert repr(locks) == "LockTable(['cache', 'db'])"
+
+
+# --- observations: order, exactly one per call, errors ------------------------------
+
+
+async def test_observations_come_in_call_order_when_later_calls_finish_first() -> None:
+    probe = Probe()
+
+    @tool
+    async def wait(label: str, seconds: float) -> str:
+        with probe.track(label):
+            await anyio.sleep(seconds)
+        return label
+
+    batch = [
+        call("wait", {"label": label, "seconds": s}, id=label)
+        for label, s in [("slow", 0.15), ("medium", 0.1), ("fast", 0.05), ("instant", 0.0)]
+    ]
+
+    results = await dispatcher(wait).dispatch(batch)
+
+    assert probe.finished == ["instant", "fast", "medium", "slow"]
+    assert_in_call_order(results, batch)
+    assert [r.content for r in results] == ["slow", "medium", "fast", "instant"]
+
+
+@tool
+def echo(text: str, times: int = 1) -> str:
+    """Repeat the text."""
+    return text * times
+
+
+@tool
+def explode(reason: str) -> str:
+    raise ValueError(reason)
+
+
+@tool
+async def explode_async(reason: str) -> str:
+    await anyio.lowlevel.checkpoint()
+    raise KeyError(reason)
+
+
+@tool
+def retry_please(hint: str) -> str:
+    raise ModelRetry(hint)
+
+
+async def test_bad_model_output_becomes_one_error_observation_per_call() -> None:
+    d = dispatcher(echo, explode, explode_async, retry_please)
+    batch = [
+        call("echo", {"text": "ok"}, id="c1"),
+        call("ecko", {"text": "typo"}, id="c2"),
+        call("echo", '{"text": "unterminated', id="c3"),
+        call("echo", {"text": "x", "times": "many"}, id="c4"),
+        call("explode", {"reason": "bad input"}, id="c5"),
+        call("explode_async", {"reason": "missing"}, id="c6"),
+        call("retry_please", {"hint": "use a smaller date range"}, id="c7"),
+        call("echo", {"text": "still"}, id="c8"),
+    ]
+
+    results = await d.dispatch(batch)
+
+    assert_in_call_order(results, batch)
+    assert [r.status for r in results] == ["ok", *["error"] * 6, "ok"]
+    ok, unknown, not_json, invalid, raised, raised_async, retry, last = results
+    assert ok.content == "ok"
+    assert last.content == "still"
+    assert unknown.content == (
+        "Error: unknown tool 'ecko'. Available tools: echo, explode, explode_async, retry_please."
+    )
+    assert "are not valid JSON" in not_json.content
+    assert "failed validation" in invalid.content
+    assert "argument 'times'" in invalid.content
+    assert "Fix the arguments" in invalid.content
+    assert raised.content == "Error: tool 'explode' raised ValueError: bad input"
+    assert raised_async.content == "Error: tool 'explode_async' raised KeyError: 'missing'"
+    assert retry.content == "Error: use a smaller date range"
+    assert all("Traceback" not in r.content for r in results)
+
+
+async def test_an_unknown_tool_in_an_empty_registry() -> None:
+    (result,) = await Dispatcher(ToolRegistry()).dispatch([call("anything", id="c1")])
+    assert result.status == "error"
+    assert "Available tools: none" in result.content
+
+
+async def test_tool_values_are_rendered_as_text() -> None:
+    @tool
+    def as_dict() -> dict[str, Any]:
+        return {"a": [1, 2], "b": None}
+
+    @tool
+    async def nothing() -> None:
+        return None
+
+    results = await dispatcher(as_dict, nothing).dispatch(
+        [call("as_dict", id="c1"), call("nothing", id="c2")]
+    )
+
+    assert [r.content for r in results] == ['{"a":[1,2],"b":null}', ""]
+
+
+async def test_long_output_is_cut_with_a_marker_saying_how_much() -> None:
+    @tool
+    def dump(size: int) -> str:
+        return "x" * size
+
+    d = dispatcher(dump, policy=DispatchPolicy(max_output_chars=100))
+    short, exact, long = await d.dispatch(
+        [call("dump", {"size": s}, id=str(s)) for s in (50, 100, 1_250)]
+    )
+
+    assert short.content == "x" * 50
+    assert exact.content == "x" * 100
+    assert long.status == "ok"
+    assert long.content.startswith("x" * 100 + "\n")
+    assert long.content.count("x") == 100
+    assert long.content.endswith("[... output cut: 1,150 of 1,250 characters not shown]")
+
+
+# --- timeouts -----------------------------------------------------------------------
+
+
+async def test_a_timed_out_call_is_cancelled_and_the_batch_goes_on() -> None:
+    after_sleep = anyio.Event()
+    hang = 0.5
+
+    @tool(timeout=0.05)
+    async def stuck() -> str:
+        await anyio.sleep(hang)
+        after_sleep.set()  # must never run: the call was cancelled
+        return "done"
+
+    d = dispatcher(stuck, echo)
+    started = time.perf_counter()
+    timed_out, ok = await d.dispatch(
+        [call("stuck", id="c1"), call("echo", {"text": "hi"}, id="c2")]
+    )
+    elapsed = time.perf_counter() - started
+
+    assert timed_out.status == "timeout"
+    assert timed_out.content == "Error: tool 'stuck' timed out after 0.05s and was cancelled."
+    assert ok.status == "ok"
+    assert ok.content == "hi"
+    assert elapsed < hang / 2
+    await anyio.sleep(hang + 0.1)  # past the tool's original sleep
+    assert not after_sleep.is_set()
+
+
+async def test_the_policy_default_timeout_applies_to_tools_without_one() -> None:
+    @tool
+    async def stuck() -> str:
+        await anyio.sleep(10)
+        return "done"
+
+    d = dispatcher(stuck, policy=DispatchPolicy(default_timeout=0.05))
+    (result,) = await d.dispatch([call("stuck", id="c1")])
+
+    assert result.status == "timeout"
+    assert "timed out after 0.05s" in result.content
+
+
+async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> None:
+    stopped = threading.Event()
+    finished = threading.Event()
+
+    @tool(timeout=0.05)
+    def crunch() -> str:
+        try:
+            for _ in range(500):
+                time.sleep(0.002)
+                check_cancelled()
+        except BaseException:
+            stopped.set()
+            raise
+        finished.set()
+        return "done"
+
+    (result,) = await dispatcher(crunch).dispatch([call("crunch", id="c1")])
+
+    assert result.status == "timeout"
+    assert await anyio.to_thread.run_sync(stopped.wait, 1.0)
+    assert not finished.is_set()
+
+
+async def test_a_sync_side_effecting_tool_past_its_timeout_is_waited_for_and_reported() -> None:
+    probe = Probe()
+    timeout = 0.05
+
+    @tool(side_effects=True, timeout=timeout)
+    def slow_write(label: str) -> str:
+        with probe.track(label):
+            time.sleep(4 * timeout)
+        return "written"
+
+    @tool(side_effects=True)
+    def write(label: str) -> str:
+        with probe.track(label):
+            return "written"
+
+    d = dispatcher(slow_write, write)
+    slow, fast = await d.dispatch(
+        [call("slow_write", {"label": "s"}, id="s"), call("write", {"label": "f"}, id="f")]
+    )
+
+    assert slow.status == "timeout"
+    assert "timed out after 0.05s" in slow.content
+    assert "cannot be interrupted" in slow.content
+    assert "its effects may have happened" in slow.content
+    assert fast.status == "ok"
+    # The thread could not be stopped, so the next side-effecting call waited for it.
+    probe.assert_no_overlap(["s", "f"])
+
+
+# --- sync tools ---------------------------------------------------------------------
+
+
+async def test_sync_tools_run_in_worker_threads_without_blocking_the_loop() -> None:
+    loop_thread = threading.get_ident()
+    tool_threads: list[int] = []
+    ticks = 0
+
+    @tool
+    def block(seconds: float) -> str:
+        tool_threads.append(threading.get_ident())
+        time.sleep(seconds)
+        return "slept"
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(L / 40)
+            ticks += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        (result,) = await dispatcher(block).dispatch([call("block", {"seconds": L}, id="c1")])
+        tg.cancel_scope.cancel()
+
+    assert result.content == "slept"
+    assert tool_threads
+    assert loop_thread not in tool_threads
+    # Ideally 40 ticks; a blocked loop would manage at most one or two.
+    assert ticks >= 10
+
+
+async def test_sync_parallel_safe_calls_overlap() -> None:
+    probe = Probe()
+
+    @tool
+    def block(label: str) -> str:
+        with probe.track(label):
+            time.sleep(L)
+        return label
+
+    started = time.perf_counter()
+    results = await dispatcher(block).dispatch(calls("block", *"abcd"))
+    elapsed = time.perf_counter() - started
+
+    assert [r.content for r in results] == list("abcd")
+    assert probe.peak == 4
+    assert elapsed < 2 * L
+
+
+# --- repeats ------------------------------------------------------------------------
+
+
+async def test_an_identical_repeat_of_the_previous_turn_is_skipped() -> None:
+    runs: list[str] = []
+
+    @tool
+    def lookup(city: str, country: str) -> str:
+        runs.append(city)
+        return f"{city} is sunny"
+
+    d = dispatcher(lookup)
+    previous = [call("lookup", '{"city": "Oslo", "country": "NO"}', id="t1")]
+    await d.dispatch(previous, turn=1)
+    assert runs == ["Oslo"]
+
+    # Same arguments in another key order and spacing, and a different call.
+    repeat = call("lookup", '{ "country":"NO",  "city":"Oslo" }', id="t2a")
+    different = call("lookup", '{"city": "Bergen", "country": "NO"}', id="t2b")
+    skipped, ran = await d.dispatch([repeat, different], turn=2, previous=previous)
+
+    assert runs == ["Oslo", "Bergen"]
+    assert skipped.status == "skipped"
+    assert skipped.tool_call_id == "t2a"
+    assert "repeats your previous call to 'lookup'" in skipped.content
+    assert ran.status == "ok"
+    assert ran.content == "Bergen is sunny"
+
+
+async def test_repeats_run_when_skipping_is_off() -> None:
+    runs: list[str] = []
+
+    @tool
+    def lookup(city: str) -> str:
+        runs.append(city)
+        return city
+
+    d = dispatcher(lookup, policy=DispatchPolicy(skip_repeats=False))
+    previous = [call("lookup", {"city": "Oslo"}, id="t1")]
+    (result,) = await d.dispatch([call("lookup", {"city": "Oslo"}, id="t2")], previous=previous)
+
+    assert result.status == "ok"
+    assert runs == ["Oslo"]
+
+
+# --- ToolContext, events and logs ---------------------------------------------------
+
+
+async def test_tool_context_is_injected() -> None:
+    seen: list[ToolContext] = []
+
+    @tool
+    async def whoami(ctx: ToolContext) -> str:
+        seen.append(ctx)
+        return "me"
+
+    @tool
+    def whoami_sync(note: str, context: ToolContext) -> str:
+        seen.append(context)
+        return note
+
+    d = dispatcher(whoami, whoami_sync, worker="researcher", run_id="run-1")
+    await d.dispatch([call("whoami", id="c1"), call("whoami_sync", {"note": "n"}, id="c2")], turn=4)
+
+    assert sorted(seen, key=lambda c: c.call_id) == [
+        ToolContext("c1", worker="researcher", run_id="run-1", turn=4),
+        ToolContext("c2", worker="researcher", run_id="run-1", turn=4),
+    ]
+
+
+async def test_each_call_emits_started_and_finished_events_to_handlers() -> None:
+    events: list[Event] = []
+    probe = Probe()
+    d = dispatcher(
+        sleeper(probe, L / 4),
+        explode,
+        tracer=Tracer(events.append, log=False),
+        worker="w1",
+        run_id="r1",
+    )
+
+    await d.dispatch(
+        [call("nap", {"label": "a"}, id="c1"), call("explode", {"reason": "no"}, id="c2")],
+        turn=3,
+    )
+
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    finished = {e.call_id: e for e in events if isinstance(e, ToolCallFinished)}
+    assert len(events) == 4
+    assert {e.call_id for e in started} == {"c1", "c2"}
+    for e in started:
+        assert (e.worker, e.run_id, e.turn) == ("w1", "r1", 3)
+        assert events.index(e) < events.index(finished[e.call_id])
+
+    nap, boom = finished["c1"], finished["c2"]
+    assert (nap.worker, nap.run_id, nap.turn, nap.tool, nap.status) == ("w1", "r1", 3, "nap", "ok")
+    assert nap.duration_s >= L / 4 * 0.9
+    assert nap.error is None
+    assert (boom.tool, boom.status, boom.error) == ("explode", "error", "ValueError: no")
+    assert boom.duration_s >= 0
+
+
+@pytest.fixture
+def captured_logs() -> Iterator[list[MutableMapping[str, Any]]]:
+    was_configured = structlog.is_configured()
+    with capture_logs() as logs:
+        yield logs
+    if not was_configured:
+        # capture_logs leaves structlog marked as configured, which would make every
+        # later Tracer print through structlog's defaults.
+        structlog.reset_defaults()
+
+
+async def test_events_go_to_structlog_when_captured(
+    captured_logs: list[MutableMapping[str, Any]],
+) -> None:
+    @tool(timeout=0.02)
+    async def stuck() -> str:
+        await anyio.sleep(10)
+        return "done"
+
+    d = dispatcher(echo, stuck, tracer=Tracer(), worker="w1", run_id="r1")
+    await d.dispatch([call("echo", {"text": "x"}, id="c1"), call("stuck", id="c2")], turn=2)
+
+    finished = {e["call_id"]: e for e in captured_logs if e["event"] == "tool_call.finished"}
+    started = [e for e in captured_logs if e["event"] == "tool_call.started"]
+    assert len(started) == 2
+    assert set(finished) == {"c1", "c2"}
+    for entry in (*started, *finished.values()):
+        assert entry["log_level"] == "info"
+        assert (entry["worker"], entry["run_id"], entry["turn"]) == ("w1", "r1", 2)
+    ok, timed_out = finished["c1"], finished["c2"]
+    assert (ok["tool"], ok["status"]) == ("echo", "ok")
+    assert (timed_out["tool"], timed_out["status"]) == ("stuck", "timeout")
+    assert timed_out["duration_s"] >= 0.02 * 0.9
+    assert "timed out after 0.02s" in timed_out["error"]
+
+
+async def test_no_events_are_built_without_handlers_or_logging() -> None:
+    assert not Tracer(log=False).enabled
+    (result,) = await dispatcher(echo).dispatch([call("echo", {"text": "x"}, id="c1")])
+    assert result.status == "ok"
+
+
+# --- cancellation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 3], ids=["one-call", "many-calls"])
+async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: int) -> None:
+    cancelled: list[str] = []
+    completed: list[str] = []
+    sync_stopped = threading.Event()
+
+    @tool
+    async def wait(label: str) -> str:
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(label)
+            raise
+        completed.append(label)
+        return label
+
+    @tool
+    def spin(label: str) -> str:
+        try:
+            for _ in range(5_000):
+                time.sleep(0.002)
+                check_cancelled()
+        except BaseException:
+            sync_stopped.set()
+            raise
+        completed.append(label)
+        return label
+
+    @tool(side_effects=True)
+    async def write(label: str) -> str:
+        return await wait.invoke_async({"label": label})  # type: ignore[no-any-return]
+
+    batch = [call("wait", {"label": "a"}, id="a")]
+    if batch_size > 1:
+        batch += [call("spin", {"label": "s"}, id="s"), call("write", {"label": "w"}, id="w")]
+    d = dispatcher(wait, spin, write)
+
+    started = time.perf_counter()
+    with anyio.move_on_after(0.1) as scope:
+        await d.dispatch(batch)
+    elapsed = time.perf_counter() - started
+
+    assert scope.cancelled_caught  # the cancellation was not swallowed
+    assert elapsed < 1.0  # against tools that would run 10s
+    assert completed == []
+    if batch_size == 1:
+        assert cancelled == ["a"]
+    else:
+        assert sorted(cancelled) == ["a", "w"]
+        assert await anyio.to_thread.run_sync(sync_stopped.wait, 1.0)
+
+
+# --- policy -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
+        ({"default_timeout": 0}, "default_timeout must be positive"),
+        ({"max_output_chars": 10}, "max_output_chars must be at least 100"),
+    ],
+)
+def test_policy_refuses_bad_values(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DispatchPolicy(**options)
+
+
+def test_policy_allows_no_default_timeout() -> None:
+    assert DispatchPolicy(default_timeout=None).default_timeout is None
