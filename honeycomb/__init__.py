@@ -17,6 +17,7 @@ from honeycomb.events import (
     WorkerStarted,
 )
 from honeycomb.executor import Executor
+from honeycomb.offline import OfflineModel
 from honeycomb.plan import Plan, Subtask
 from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
 from honeycomb.policy import Budgets, Policy
@@ -70,6 +71,7 @@ __all__ = [
     "ModelCallStarted",
     "ModelError",
     "ModelRetry",
+    "OfflineModel",
     "OpenAIModel",
     "Plan",
     "PlanError",

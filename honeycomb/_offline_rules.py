@@ -6,6 +6,7 @@ JSON schema. Plain string handling, no AI; good enough for a demo, not for real 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -13,7 +14,13 @@ from typing import Any
 
 PREFIX = "[offline simulation] "
 
-_STOPWORDS = frozenset(
+
+def wordset(text: str) -> frozenset[str]:
+    """The words of a space-separated list."""
+    return frozenset(text.split())
+
+
+_STOPWORDS = wordset(
     """a an the and or but of to in on at for with by from into onto as about than then
     me my mine i we us our you your it its this that these those they them their there
     here is are was were be been being do does did done have has had will would can could
@@ -21,24 +28,28 @@ _STOPWORDS = frozenset(
     what's whats how which who whom whose where when why so such very just only not no
     get give tell show make look check find use work out need want let like one two three
     four five six seven eight nine ten first next last up down over other another more
-    most city cities place places thing day days trip travel info information result
-    results data short detail details list e g eg etc""".split()
+    most city cities place places day days trip travel info information result
+    results data short detail details list e g eg etc"""
 )
-_VERBS = frozenset(
+_VERBS = wordset(
     """add ask book calculate check collect compare compose compute convert count create
     deliver describe draft email estimate explain fetch figure find forecast gather get
     give list look mail make note notify outline plan post prepare put recommend report
     research save search send share show store suggest summarise summarize tell total
-    translate work write what what's whats how which where when who is are can could""".split()
+    translate work write what what's whats how which where when who is are can could"""
 )
-_LEAD_FILLERS = frozenset("please also then finally and now first next".split())
-_NOT_PLACES = frozenset(
+_LEAD_FILLERS = wordset("please also then finally and now first next")
+_NOT_PLACES = wordset(
     """monday tuesday wednesday thursday friday saturday sunday weekend today tomorrow
     january february march april may june july august september october november december
     i ok hi hello dear thanks task note subject summary weather total results overall
-    euro euros dollar dollars pound pounds""".split()
+    euro euros dollar dollars pound pounds"""
 )
-_PREPOSITIONS = frozenset("in at near around for on during across from within inside".split())
+# Words that end a key phrase: "museums | in Rome", "things to do | there".
+_PHRASE_ENDS = wordset(
+    "in at near around for on during across from within inside about there here each if when "
+    "while please them it"
+)
 # Small concept groups, so that "budget" finds a calculator and "email" an outbox.
 _GROUPS = (
     "budget cost price total spend expense afford euro eur dollar calculate calculator "
@@ -49,11 +60,9 @@ _GROUPS = (
     "write summary summarise summarize report draft compose",
 )
 SEND_WORDS = "send write save outbox email mail notify post deliver"
+_NUMBERS = "zero one two three four five six seven eight nine ten"
 WRITER_WORDS = "send write report summary summarise summarize email outbox"
-NUMBER_WORDS = {
-    w: str(n)
-    for n, w in enumerate("zero one two three four five six seven eight nine ten".split())
-}
+NUMBER_WORDS = {w: str(n) for n, w in enumerate(_NUMBERS.split())}
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _RULES = (
@@ -88,8 +97,10 @@ _GROUP_STEMS = tuple(frozenset(_stem_set(g)) for g in _GROUPS)
 _STOP_STEMS = frozenset(stem(w) for w in _STOPWORDS)
 
 
-def stems(text: str, *, skip: Iterable[str] = ()) -> set[str]:
-    """Content stems of a text, widened by the concept groups; words in ``skip`` are left out."""
+def stems(text: str, *, skip: Iterable[str] = (), widen: bool = True) -> set[str]:
+    """Content stems of a text; words in ``skip`` are left out. ``widen`` adds the concept
+    groups of the stems found (for the asking side only: a tool that mentions rain once
+    is not a weather tool)."""
     skipped = {w.lower() for s in skip for w in words(s)}
     found = {
         stem(w)
@@ -97,7 +108,7 @@ def stems(text: str, *, skip: Iterable[str] = ()) -> set[str]:
         if w.lower() not in skipped and w.lower() not in _STOPWORDS and not w.isdigit()
     }
     found -= _STOP_STEMS
-    for group in _GROUP_STEMS:
+    for group in _GROUP_STEMS if widen else ():
         if found & group:
             found |= group
     return found
@@ -162,19 +173,17 @@ def places(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def key_phrase(text: str, *, skip: Iterable[str] = ()) -> str:
+def key_phrase(text: str) -> str:
     """The key noun phrase: leading verbs and fillers dropped, cut at a preposition."""
-    skipped = {w.lower() for s in skip for w in words(s)}
     tokens = words(re.split(r"[(\[:]", text, maxsplit=1)[0])
     start = 0
     while start < len(tokens) and (
-        tokens[start].lower() in _VERBS | _STOPWORDS | _LEAD_FILLERS | skipped
-        or tokens[start].isdigit()
+        tokens[start].lower() in _VERBS | _STOPWORDS | _LEAD_FILLERS or tokens[start].isdigit()
     ):
         start += 1
     phrase: list[str] = []
     for token in tokens[start:]:
-        if token.lower() in _PREPOSITIONS or len(phrase) == 6:
+        if token.lower() in _PHRASE_ENDS or len(phrase) == 6:
             break
         phrase.append(token)
     if phrase:
@@ -185,7 +194,7 @@ def key_phrase(text: str, *, skip: Iterable[str] = ()) -> str:
 
 # --- arithmetic -------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?|\*\*|[-+*/×÷^()]|[^\W\d_]+")
+_TOKEN = re.compile(r"(?:(?<![^\s(])-)?\d+(?:,\d{3})*(?:\.\d+)?|\*\*|[-+*/×÷^()]|[^\W\d_]+")
 _OPS = {
     "+": "+", "plus": "+", "and": "+", "add": "+", "-": "-", "minus": "-", "less": "-",
     "*": "*", "x": "*", "×": "*", "times": "*", "multiplied": "*", "at": "*", "/": "/",
@@ -202,17 +211,18 @@ def expression(text: str) -> str | None:
     for raw in _TOKEN.findall(text):
         token = NUMBER_WORDS.get(raw.lower(), raw.lower()).replace(",", "")
         current = candidates[-1]
-        if token[0].isdigit():
-            if not expect_operand:
+        if token.lstrip("-")[:1].isdigit():
+            if not expect_operand and token[0] == "-" and current:
+                current.append("-")  # "10 -3" is a subtraction
+                token = token[1:]
+            elif not expect_operand:
                 candidates.append([])
             candidates[-1].append(token)
             expect_operand, fillers = False, 0
         elif token in _OPS and current and (not expect_operand or _OPS[token] == "-"):
             current.append(_OPS[token] if not expect_operand else "-")
             expect_operand, fillers = True, 0
-        elif token == "(" and expect_operand:
-            current.append(token)
-        elif token == ")" and not expect_operand and current.count("(") > current.count(")"):
+        elif _bracket_fits(token, current, expect_operand):
             current.append(token)
         elif token != "by":  # "multiplied by", "divided by"
             fillers += 1
@@ -223,10 +233,16 @@ def expression(text: str) -> str | None:
     for tokens in candidates:
         text_expr = _finish(tokens)
         if text_expr is not None:
-            score = sum(1 for t in tokens if t[0].isdigit())
+            score = sum(1 for t in tokens if t.lstrip("-")[:1].isdigit())
             if best is None or score > best[0]:
                 best = (score, text_expr)
     return best[1] if best else None
+
+
+def _bracket_fits(token: str, current: list[str], expect_operand: bool) -> bool:
+    if token == "(":
+        return expect_operand
+    return token == ")" and not expect_operand and current.count("(") > current.count(")")
 
 
 def _finish(tokens: list[str]) -> str | None:
@@ -248,6 +264,72 @@ def numbers(text: str) -> list[float]:
     return [float(n.replace(",", "")) for n in re.findall(r"-?\d+(?:,\d{3})*(?:\.\d+)?", text)]
 
 
+# --- tool arguments --------------------------------------------------------------------
+
+MAX_CALLS = 12
+_PLACE_PARAM = re.compile(r"city|place|location|town|destination", re.I)
+_EXPR_PARAM = re.compile(r"expr", re.I)
+_QUERY_PARAM = re.compile(r"query|topic|text|keyword|search|^q$|term", re.I)
+
+
+def arguments(root: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """Argument sets for one tool; several when the text names several cities or values."""
+    props: dict[str, Any] = root.get("properties", {})
+    required = set(root.get("required", ()))
+    has_place = any(_PLACE_PARAM.search(n) for n in props)
+    fixed: dict[str, Any] = {}
+    varying: list[tuple[str, list[Any]]] = []
+    for name, prop in props.items():
+        found = values(name, resolve(prop, root), text, name in required, has_place)
+        if len(found) > 1:
+            varying.append((name, found))
+        elif found:
+            fixed[name] = found[0]
+        elif name in required:
+            return []
+    combos = itertools.product(*(options for _, options in varying))
+    names = [name for name, _ in varying]
+    return [{**fixed, **dict(zip(names, c, strict=True))} for c in combos][:MAX_CALLS]
+
+
+def values(
+    name: str, prop: dict[str, Any], text: str, required: bool, has_place: bool = True
+) -> list[Any]:
+    """Values for one parameter read from the text; empty when it has none to give."""
+    kind = prop.get("type", "string")
+    if prop.get("enum"):
+        return mentioned(prop["enum"], text) or ([prop["enum"][0]] if required else [])
+    if kind == "string" and _PLACE_PARAM.search(name):
+        return list(places(text))
+    if _EXPR_PARAM.search(name):
+        found = expression(text)
+        return [found] if found else []
+    if kind == "string" and _QUERY_PARAM.search(name):
+        phrase = key_phrase(text)
+        found_places = places(text)
+        if has_place or not found_places:
+            return [phrase]
+        return [phrase if p in phrase else f"{phrase} {p}" for p in found_places]
+    if not required:
+        return []
+    if kind in ("integer", "number"):
+        found_numbers = numbers(text) or [1.0]
+        return [int(found_numbers[0]) if kind == "integer" else found_numbers[0]]
+    if kind == "boolean":
+        return [False]
+    if kind == "array":
+        return [[]]
+    return [key_phrase(text)] if kind == "string" else []
+
+
+def mentioned(options: list[Any], text: str) -> list[Any]:
+    """The options (enum values) the text names; "weekend" names Saturday and Sunday."""
+    said = {stem(w) for w in words(text)}
+    if "weekend" in said:
+        said |= {stem("saturday"), stem("sunday")}
+    return [o for o in options if isinstance(o, str) and stem(o) in said]
+
+
 # --- observations and schemas -----------------------------------------------------------
 
 
@@ -259,6 +341,18 @@ def render(content: str, *, limit: int = 400) -> str:
         value = content
     text = " ".join(_render_value(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def brief_arguments(arguments: str, *, limit: int = 48) -> str:
+    """A call's JSON arguments as ``name=value, ...``, each value shortened."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return arguments[:limit]
+    if not isinstance(parsed, dict):
+        return str(parsed)[:limit]
+    shown = (f"{k}={' '.join(str(v).split())}" for k, v in parsed.items())
+    return ", ".join(s if len(s) <= limit else s[: limit - 3] + "..." for s in shown)
 
 
 def _render_value(value: Any) -> str:
@@ -279,14 +373,14 @@ def fill_schema(schema: dict[str, Any], text: str) -> Any:
 
 
 def _fill(node: dict[str, Any], root: dict[str, Any], text: str, name: str) -> Any:
-    node = _resolve(node, root)
+    node = resolve(node, root)
     if "const" in node:
         return node["const"]
     if node.get("enum"):
         return node["enum"][0]
     options = node.get("anyOf") or node.get("oneOf")
     if options:
-        usable = [o for o in options if _resolve(o, root).get("type") != "null"]
+        usable = [o for o in options if resolve(o, root).get("type") != "null"]
         return _fill((usable or options)[0], root, text, name)
     kind = node.get("type", "object" if "properties" in node else "string")
     if isinstance(kind, list):
@@ -301,7 +395,7 @@ def _fill(node: dict[str, Any], root: dict[str, Any], text: str, name: str) -> A
 
 
 def _fill_list(node: dict[str, Any], root: dict[str, Any], text: str) -> list[Any]:
-    items = _resolve(node.get("items", {}), root)
+    items = resolve(node.get("items", {}), root)
     kind = items.get("type", "string")
     if kind in ("number", "integer"):
         return [_fill_scalar(kind, str(n), "") for n in numbers(text)]
@@ -324,7 +418,7 @@ def _fill_scalar(kind: str, text: str, name: str) -> Any:
     return text
 
 
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#/"):
         return node

@@ -93,6 +93,7 @@ class _HiveSpec(BaseModel):
 
     name: str = "hive"
     description: str = ""
+    example_task: str | None = None
     models: dict[str, Annotated[ModelSpec, BeforeValidator(_shorthand)]] = Field(
         default_factory=dict
     )
@@ -190,14 +191,25 @@ def load_hive(path: str | Path) -> Hive:
 
 
 def _salvage(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a broken hive that are still worth checking (roles, tools)."""
+    """The fields of a broken hive that are valid on their own, so that references
+    (roles, models, tools) are still checked and every mistake is reported at once."""
     keep: dict[str, Any] = {}
-    for key in ("roles", "tools"):
-        if isinstance(data.get(key), Mapping):
-            keep[key] = {str(k): v for k, v in data[key].items() if key == "roles" or isinstance(v, str)}
-    if isinstance(data.get("models"), Mapping):
-        keep["models"] = {str(k): "offline" for k in data["models"]}
+    for key, value in data.items():
+        if key not in _HiveSpec.model_fields:
+            continue
+        if isinstance(value, Mapping) and key in ("models", "tools", "roles"):
+            value = {k: v for k, v in value.items() if _valid({key: {k: v}})}
+        if _valid({key: value}):
+            keep[key] = value
     return keep
+
+
+def _valid(fields: dict[str, Any]) -> bool:
+    try:
+        _HiveSpec.model_validate(fields)
+    except ValueError:
+        return False
+    return True
 
 
 def _registry(doc: YamlDocument, spec: _HiveSpec, errors: list[ConfigError]) -> ToolRegistry:
@@ -259,10 +271,12 @@ def _roles(
 def _check_references(
     doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
 ) -> None:
-    models = list(spec.models)
+    raw = doc.data.get("models")
+    # Names of models declared but invalid count too: their own error is reported.
+    models = [str(k) for k in raw] if isinstance(raw, Mapping) else list(spec.models)
     if not models:
         errors.append(doc.error(("models",), "the hive defines no models (add 'default: offline')"))
-    if spec.default_model is not None and spec.default_model not in spec.models:
+    if spec.default_model is not None and spec.default_model not in models:
         errors.append(
             doc.error(
                 ("default_model",),
@@ -270,7 +284,7 @@ def _check_references(
             )
         )
     for role in roles.values():
-        if role.model is not None and models and role.model not in spec.models:
+        if role.model is not None and models and role.model not in models:
             errors.append(
                 doc.error(
                     ("roles", role.name, "model"),

@@ -80,9 +80,9 @@ class RetryPolicy:
 
     def retrying(self) -> tenacity.AsyncRetrying:
         """A tenacity controller for this policy (one per call: it holds state)."""
-        backoff = tenacity.wait_exponential_jitter(
-            initial=self.initial_wait_s, max=self.max_wait_s, jitter=self.jitter_s
-        )
+        backoff = tenacity.wait_exponential(
+            multiplier=self.initial_wait_s, max=self.max_wait_s
+        ) + tenacity.wait_random(0, self.jitter_s)
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.attempts)
             | tenacity.stop_before_delay(self.deadline_s),

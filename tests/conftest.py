@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -40,7 +41,7 @@ def no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     real_getaddrinfo = socket.getaddrinfo
 
     def refuse(host: Any) -> None:
-        attempts.append(str(host))
+        attempts.append(host.decode() if isinstance(host, bytes) else str(host))
         raise RealNetworkUsed(f"tests must not reach the network, but tried {host!r}")
 
     def connect(self: socket.socket, address: Any) -> None:
@@ -66,3 +67,12 @@ def no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield attempts
     if attempts:
         pytest.fail(f"the test tried to reach the network: {', '.join(attempts)}")
+
+
+@pytest.fixture(autouse=True)
+def unconfigured_structlog() -> Iterator[None]:
+    """``capture_logs`` leaves structlog marked configured; start every test clean, as an
+    application that has not configured structlog would."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()

@@ -55,6 +55,10 @@ def test_workers_public_names() -> None:
     assert set(workers.__all__) == WORKERS_NAMES
 
 
+def test_honeycomb_public_names() -> None:
+    assert set(honeycomb.__all__) == HONEYCOMB_NAMES
+
+
 RUNTIME_NAMES = {
     "AgentError", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
@@ -76,4 +80,17 @@ WORKERS_NAMES = {
     "AgentLoop", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings", "LoopState",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "assemble", "check_role",
     "format_task", "load_roles", "role_entries",
+}  # fmt: skip
+
+HONEYCOMB_NAMES = {
+    "AggregationFinished", "AggregationStarted", "Aggregator", "BudgetExceeded", "Budgets",
+    "ConcatAggregator", "ConfigError", "ConfigErrors", "Event", "Executor",
+    "FunctionAggregator", "FunctionModel", "FunctionPlanner", "HoneycombError", "Limits",
+    "Model", "ModelCallFinished", "ModelCallStarted", "ModelError", "ModelRetry",
+    "OfflineModel", "OpenAIModel", "Plan", "PlanError", "PlanReady", "Planner", "Policy",
+    "RetryPolicy", "Role", "RoleAggregator", "RolePlanner", "RunContext", "RunFailed",
+    "RunFinished", "RunResult", "RunStarted", "RunStream", "RunTimings", "ScriptedModel",
+    "StaticPlanner", "Subtask", "SubtaskResult", "Tool", "ToolCallFinished",
+    "ToolCallStarted", "ToolContext", "ToolRegistry", "Worker", "WorkerFinished",
+    "WorkerResult", "WorkerStarted", "check_cancelled", "load_roles", "tool",
 }  # fmt: skip

@@ -59,6 +59,7 @@ class Probe:
                 self.spans[label] = (start, time.perf_counter())
 
     def assert_no_overlap(self, labels: list[str]) -> None:
+        assert set(labels) <= set(self.spans), f"still running: {set(labels) - set(self.spans)}"
         spans = sorted(self.spans[label] for label in labels)
         for (_, end), (next_start, _) in itertools.pairwise(spans):
             assert end <= next_start, f"calls overlapped: {spans}"

@@ -31,7 +31,7 @@ from runtime.testing import call
 from runtime.tools import Tool, ToolRegistry, tool
 
 HANG_TIMEOUT = 0.05
-HANG_FOR = 10.0  # far past HANG_TIMEOUT: a hanging call ends only by being cancelled
+HANG_FOR = 0.5  # 10x HANG_TIMEOUT: a call still running then was not cancelled
 BARRIER_LIMIT = 2.0  # a barrier not reached by then fails the example instead of hanging
 EXCLUSIVE_KEYS = {"ex_a": "a", "ex_b": "b", "ex_c": "c"}
 SIDE_EFFECTING = {"se", *EXCLUSIVE_KEYS}
@@ -47,10 +47,14 @@ class Spec:
     outcome: str  # "ok", "fail" or "hang"
 
     @property
+    def hangs(self) -> bool:
+        return self.outcome == "hang" and self.lane != "bad"
+
+    @property
     def tool_name(self) -> str:
         if self.lane == "bad":
             return "no_such_tool"
-        hang = "_hang" if self.outcome == "hang" else ""
+        hang = "_hang" if self.hangs else ""
         return f"{self.lane}_{'sync' if self.sync else 'async'}{hang}"
 
     @property
@@ -60,7 +64,7 @@ class Spec:
     @property
     def counted(self) -> bool:
         """Whether the call takes part in the peak-concurrency barrier."""
-        return self.lane == "ps" and self.outcome != "hang"
+        return self.lane == "ps" and not self.hangs
 
     @property
     def expected_status(self) -> str:
@@ -126,7 +130,7 @@ class Recorder:
 
 def make_tool(rec: Recorder, spec: Spec) -> Tool[Any, Any]:
     """The tool that ``spec`` calls, reporting to ``rec``."""
-    lane, sync, hang, counted = spec.lane, spec.sync, spec.outcome == "hang", spec.counted
+    lane, sync, hang, counted = spec.lane, spec.sync, spec.hangs, spec.counted
     options: dict[str, Any] = {"name": spec.tool_name}
     if lane == "se":
         options["side_effects"] = True
@@ -288,6 +292,7 @@ def check_worker(
     # Side-effecting calls start in emitted order and never overlap.
     serial = [c.id for s, c in zip(worker.specs, calls, strict=True) if s.side_effecting]
     assert rec.serial_starts == serial
+    assert set(serial) <= set(rec.spans), "a side-effecting call was still running"
     assert_no_overlap([rec.spans[label] for label in serial])
 
     # Parallel-safe calls run together, up to the cap and no further.
@@ -299,11 +304,7 @@ def check_worker(
 
 
 async def check_hangs_were_cancelled(worker: Worker, rec: Recorder, calls: list[ToolCall]) -> None:
-    hung = {
-        c.id
-        for s, c in zip(worker.specs, calls, strict=True)
-        if s.outcome == "hang" and s.lane != "bad"
-    }
+    hung = {c.id for s, c in zip(worker.specs, calls, strict=True) if s.hangs}
     # An abandoned sync thread notices its cancellation at its next check; wait for it.
     with anyio.move_on_after(1.0):
         while not hung <= rec.cancelled:  # noqa: ASYNC110 - set from worker threads

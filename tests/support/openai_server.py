@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -27,11 +26,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from tests.support.asgi_server import ThreadedServer
 
 __all__ = ["OpenAIServer", "Raw", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
 
@@ -134,15 +134,17 @@ class OpenAIServer:
         self._queue: deque[Behaviour] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None  # made on the server's loop
-        self.port = 0
+        self._stopping = asyncio.Event()  # binds to the server's loop on first use
+        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        self._server = ThreadedServer(app, name="openai-test-server")
+
+    @property
+    def port(self) -> int:
+        return self._server.port
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self._server.url}/v1"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -163,36 +165,12 @@ class OpenAIServer:
             self.default = text("ok")
 
     def start(self) -> None:
-        # proto=IPPROTO_TCP, or asyncio leaves Nagle on and every answer waits ~40ms.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._serve(server, sock)),
-            name=f"openai-test-server-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10.0
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test OpenAI server did not start")
-            time.sleep(0.005)
+        self._server.start()
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            if self._loop is not None and self._stopping is not None:
-                # Slow answers still pending go out now, instead of being cancelled.
-                self._loop.call_soon_threadsafe(self._stopping.set)
-            self._server.should_exit = True
-            self._thread.join(timeout=10.0)
-        self._server = self._thread = None
+        # Slow answers still pending go out now, instead of being cancelled.
+        self._server.call_soon(self._stopping.set)
+        self._server.stop()
 
     def __enter__(self) -> OpenAIServer:
         self.start()
@@ -225,14 +203,9 @@ class OpenAIServer:
         model = body.get("model", "") if isinstance(body, dict) else ""
         return JSONResponse(_completion(behaviour, behaviour.model or model, number))
 
-    async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
-        await server.serve(sockets=[sock])
-
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the server stops meanwhile."""
-        if seconds > 0 and self._stopping is not None:
+        if seconds > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), seconds)
 

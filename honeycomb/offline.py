@@ -1,0 +1,448 @@
+"""``OfflineModel``: a rule-based model, with no AI in it, so that a whole hive runs
+with no network and no key.
+
+It recognises four kinds of call and answers each by simple text rules (see
+:mod:`honeycomb._offline_rules`):
+
+- the planner (``output`` is the ``Plan`` schema): clauses of the task matched to roles
+  by keyword overlap; a writer/sender subtask depends on all the others;
+- a worker turn with tools: calls to the tools whose words match the instruction, with
+  arguments read from the text (one call per city, ...); once observations are in, a
+  side-effecting "send" tool if the task asks for one; then a summary of the results;
+- the aggregator (the results header in a user message): the results merged per subtask;
+- anything else (such as the wrap-up call): a summary of what the conversation holds.
+
+All final text starts with ``[offline simulation]``. Every answer is derived from the
+request alone, so one instance can serve many concurrent workers and is deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from honeycomb import _offline_rules as rules
+from honeycomb.plan import Plan, Subtask
+from honeycomb.prompts import CATALOG_HEADER, RESULTS_HEADER, CatalogEntry, parse_catalog
+from honeycomb.prompts import parse_results as parse_results_text
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from runtime.testing import estimate_usage
+
+__all__ = ["OfflineModel"]
+
+PREFIX = rules.PREFIX
+# Written by workers.worker.format_task above the results a subtask depends on.
+DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"
+_RESERVED_ROLES = frozenset({"planner", "aggregator"})
+_REJECTED = re.compile(r"invalid plan|the plan is invalid", re.I)
+_AT_MOST = re.compile(r"at most (\d+)", re.I)
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
+_SUBJECT_PARAM = re.compile(r"subject|title|headline", re.I)
+_BODY_PARAM = re.compile(r"body|content|text|message|markdown|note", re.I)
+_RECIPIENT_PARAM = re.compile(r"^to$|recipient|address|email", re.I)
+
+
+class OfflineModel:
+    """A rule-based stand-in for a language model, for demos and tests without a network.
+
+    Args:
+        latency: Simulated seconds per call.
+        jitter: Up to this many extra seconds, pseudo-random but fixed for a given seed
+            and request.
+        seed: Seeds the jitter.
+        name: Reported as the model name.
+
+    Raises:
+        ValueError: for a negative latency or jitter.
+    """
+
+    def __init__(
+        self, *, latency: float = 0.15, jitter: float = 0.0, seed: int = 0, name: str = "offline"
+    ) -> None:
+        if latency < 0 or jitter < 0:
+            raise ValueError(f"latency and jitter must be >= 0, got {latency} and {jitter}")
+        self.latency = latency
+        self.jitter = jitter
+        self.seed = seed
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"OfflineModel(name={self.name!r}, latency={self.latency}, jitter={self.jitter})"
+
+    def delay(self, request: ModelRequest) -> float:
+        """Seconds this request waits: the latency plus its jitter."""
+        if not self.jitter:
+            return self.latency
+        digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+        return self.latency + random.Random(f"{self.seed}:{digest}").uniform(0, self.jitter)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await anyio.sleep(self.delay(request))
+        message = respond(request)
+        return ModelResponse(
+            message=message,
+            usage=estimate_usage(request, message),
+            finish_reason="tool_calls" if message.tool_calls else "stop",
+            model=self.name,
+        )
+
+
+def respond(request: ModelRequest) -> AssistantMessage:
+    """The offline answer to one request."""
+    output = request.output
+    if output is not None and output.name == "Plan":
+        return AssistantMessage(content=plan_for(request).model_dump_json())
+    if request.tools:
+        turn = worker_turn(request)
+        if isinstance(turn, AssistantMessage):
+            return turn
+        text = turn
+    else:
+        users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        results = next((u for u in reversed(users) if RESULTS_HEADER in u), None)
+        text = aggregate(results) if results is not None else final_text(request)
+    if output is not None:
+        return AssistantMessage(content=json.dumps(rules.fill_schema(output.json_schema, text)))
+    return AssistantMessage(content=text)
+
+
+# --- planner ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    role: str
+    clauses: tuple[str, ...]
+    writer: bool
+
+
+def plan_for(request: ModelRequest) -> Plan:
+    """A plan for the planner's request, or the previous plan fixed if it was rejected."""
+    users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    catalog_text = next((u for u in users if CATALOG_HEADER in u), _task_text(request))
+    task, catalog = parse_catalog(catalog_text)
+    roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
+    found = [int(n) for u in users for n in _AT_MOST.findall(u)]
+    limit = max(1, min(found)) if found else 10
+    if any(_REJECTED.search(u) for u in users):  # in a later message, or added to the first
+        fixed = _fix_plan(_last_answer(request), [e.role for e in roles], limit)
+        if fixed is not None:
+            return fixed
+    return _rule_plan(task, roles, limit)
+
+
+def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
+    if not roles:
+        return Plan(subtasks=())
+    vocab = {e.role: _role_vocabulary(e) for e in roles}
+    overall = _best_role(task, roles, vocab) or roles[0].role
+    drafts = [
+        _Draft(_best_role(c, roles, vocab) or overall, (c,), rules.mentions(c, rules.WRITER_WORDS))
+        for c in rules.split_clauses(task) or [task]
+    ]
+    drafts = _fit(drafts, limit)
+    counts: Counter[str] = Counter()
+    ids: list[str] = []
+    for draft in drafts:
+        counts[draft.role] += 1
+        ids.append(f"{draft.role[:40]}-{counts[draft.role]}")
+    others = tuple(i for i, d in zip(ids, drafts, strict=True) if not d.writer)
+    task_places = rules.places(task)
+    return Plan(
+        subtasks=tuple(
+            Subtask(
+                id=i,
+                role=d.role,
+                instruction=" ".join(_sentence(c, task_places) for c in d.clauses),
+                depends_on=others if d.writer else (),
+            )
+            for i, d in zip(ids, drafts, strict=True)
+        )
+    )
+
+
+def _role_vocabulary(entry: CatalogEntry) -> dict[str, int]:
+    """Stems that point to a role: its name counts twice, its description and tools once."""
+    text = " ".join([entry.description, *(f"{n} {d}" for n, d in entry.tools)])
+    vocab = dict.fromkeys(rules.stems(text.replace("_", " "), widen=False), 1)
+    name = entry.role.replace("_", " ").replace("-", " ")
+    vocab.update(dict.fromkeys(rules.stems(name, widen=False), 2))
+    return vocab
+
+
+def _best_role(
+    text: str, roles: Sequence[CatalogEntry], vocab: dict[str, dict[str, int]]
+) -> str | None:
+    wanted = rules.stems(text, skip=rules.places(text))
+    best, best_score = None, 0
+    for entry in roles:  # ties go to the role listed first
+        score = sum(vocab[entry.role].get(s, 0) for s in wanted)
+        if score > best_score:
+            best, best_score = entry.role, score
+    return best
+
+
+def _fit(drafts: list[_Draft], limit: int) -> list[_Draft]:
+    """At most ``limit`` drafts: first merge those of one role, then fold the tail."""
+    if len(drafts) <= limit:
+        return drafts
+    merged: dict[tuple[str, bool], _Draft] = {}
+    for d in drafts:
+        key = (d.role, d.writer)
+        old = merged.get(key)
+        merged[key] = d if old is None else _Draft(d.role, old.clauses + d.clauses, d.writer)
+    drafts = list(merged.values())
+    if len(drafts) <= limit:
+        return drafts
+    tail = drafts[limit - 1 :]
+    folded = _Draft(
+        tail[0].role, tuple(c for d in tail for c in d.clauses), any(d.writer for d in tail)
+    )
+    return [*drafts[: limit - 1], folded]
+
+
+def _sentence(clause: str, task_places: Sequence[str]) -> str:
+    text = clause[0].upper() + clause[1:]
+    anaphoric = {w.lower() for w in rules.words(clause)} & _ANAPHORA
+    if task_places and anaphoric and not rules.places(clause):
+        text += f" ({', '.join(task_places)})"
+    return text + "."
+
+
+def _fix_plan(previous: str | None, roles: Sequence[str], limit: int) -> Plan | None:
+    """The rejected plan with unknown roles, bad ids and dangling deps dropped, cut to size."""
+    try:
+        items = json.loads((previous or "").strip().strip("`").removeprefix("json"))["subtasks"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(items, list):
+        return None
+    kept: list[Subtask] = []
+    for item in items:
+        if not isinstance(item, dict) or len(kept) == limit:
+            continue
+        sid, role = str(item.get("id", "")), item.get("role")
+        instruction = str(item.get("instruction", "")).strip()
+        earlier = {s.id for s in kept}
+        if role not in roles or not instruction or sid in earlier or not _ID.fullmatch(sid):
+            continue
+        listed = item.get("depends_on")
+        deps = (
+            tuple(str(d) for d in listed if str(d) in earlier) if isinstance(listed, list) else ()
+        )
+        kept.append(Subtask(id=sid, role=role, instruction=instruction, depends_on=deps))
+    return Plan(subtasks=tuple(kept)) if kept else None
+
+
+# --- worker -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    instruction: str
+    inputs: tuple[tuple[str, str], ...]  # (name, result) of the subtasks depended on
+
+
+def worker_turn(request: ModelRequest) -> AssistantMessage | str:
+    """Tool calls for this turn, or the final text once there is nothing left to call."""
+    task = _task(request)
+    observed = _observations(request)
+    turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+    # Side effects are not in the schema; judge by the tool's name and description.
+    senders = [
+        t for t in request.tools if rules.mentions(_tool_words(t, params=False), rules.SEND_WORDS)
+    ]
+    if not observed:
+        gather = [t for t in request.tools if t not in senders]
+        calls = _gather_calls(task.instruction, gather, turn)
+        if calls:
+            return AssistantMessage(tool_calls=calls)
+    sent = {name for name, _, _ in observed} & {t.name for t in senders}
+    if senders and not sent and rules.mentions(task.instruction, rules.SEND_WORDS):
+        wanted = rules.stems(task.instruction)
+        sender = max(senders, key=lambda t: len(wanted & rules.stems(_tool_words(t), widen=False)))
+        call = _send_call(sender, task, observed, turn)
+        if call is not None:
+            return AssistantMessage(tool_calls=(call,))
+    return final_text(request)
+
+
+def _task(request: ModelRequest) -> _Task:
+    instruction, _, inputs = _task_text(request).partition(DEPENDENCY_HEADER)
+    sections: list[tuple[str, str]] = []
+    for block in re.split(r"^### ", inputs, flags=re.M)[1:]:
+        name, _, text = block.partition("\n")
+        sections.append((name.strip(), _unprefixed(text)))
+    return _Task(instruction.strip(), tuple(sections))
+
+
+def _task_text(request: ModelRequest) -> str:
+    messages = request.messages
+    if len(messages) > 1 and isinstance(messages[1], UserMessage):
+        return messages[1].content
+    return next((m.content for m in messages if isinstance(m, UserMessage)), "")
+
+
+def _tool_words(schema: ToolSchema, *, params: bool = True) -> str:
+    props: dict[str, Any] = schema.parameters.get("properties", {}) if params else {}
+    described = " ".join(f"{n} {p.get('description', '')}" for n, p in props.items())
+    return f"{schema.name} {schema.description} {described}".replace("_", " ")
+
+
+def _gather_calls(text: str, tools: Sequence[ToolSchema], turn: int) -> tuple[ToolCall, ...]:
+    """Calls to the tools that match the text well: a third of the best score or more, so
+    that one stray shared word does not pull a tool in."""
+    wanted = rules.stems(text, skip=rules.places(text))
+    vocabularies = [rules.stems(_tool_words(t), widen=False) for t in tools]
+    scores = [len(wanted & v) for v in vocabularies]
+    enough = max(1, max(scores, default=0) / 3)
+    calls: list[ToolCall] = []
+    for schema, vocabulary, score in zip(tools, vocabularies, scores, strict=True):
+        if score >= enough:
+            found = rules.arguments(schema.parameters, _clause_for(text, vocabulary))
+            found = found or rules.arguments(schema.parameters, text)
+            calls += [_call(schema.name, a, turn, len(calls)) for a in found]
+    return tuple(calls[: rules.MAX_CALLS])
+
+
+def _clause_for(text: str, vocabulary: set[str]) -> str:
+    """The clause of the text that matches a tool best, with the text's places if it has
+    none ("find museums there" after "the weather in Paris")."""
+    clauses = rules.split_clauses(text) or [text]
+    clause = max(clauses, key=lambda c: len(rules.stems(c, skip=rules.places(c)) & vocabulary))
+    text_places = rules.places(text)
+    if text_places and not rules.places(clause):
+        clause += f" ({', '.join(text_places)})"
+    return clause
+
+
+def _call(name: str, arguments: dict[str, Any], turn: int, index: int) -> ToolCall:
+    text = json.dumps(arguments, sort_keys=True)
+    digest = hashlib.sha256(f"{name}:{text}".encode()).hexdigest()[:8]
+    return ToolCall(id=f"call_{turn}_{index + 1}_{digest}", name=name, arguments=text)
+
+
+def _send_call(
+    schema: ToolSchema, task: _Task, observed: list[tuple[str, str, ToolMessage]], turn: int
+) -> ToolCall | None:
+    phrase = re.split(r"\s+(?:to|into)\s+", rules.key_phrase(task.instruction))[0]
+    subject = phrase.capitalize() or "Summary"
+    body = _compose(task, observed)
+    root = schema.parameters
+    required = set(root.get("required", ()))
+    arguments: dict[str, Any] = {}
+    for name, prop in root.get("properties", {}).items():
+        if _SUBJECT_PARAM.search(name):
+            arguments[name] = subject
+        elif _BODY_PARAM.search(name):
+            arguments[name] = body
+        elif _RECIPIENT_PARAM.search(name):
+            found = re.search(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", task.instruction)
+            arguments[name] = found.group() if found else "me"
+        else:
+            values = rules.values(
+                name, rules.resolve(prop, root), task.instruction, name in required
+            )
+            if values:
+                arguments[name] = values[0]
+            elif name in required:
+                return None
+    return _call(schema.name, arguments, turn, 0)
+
+
+def _compose(task: _Task, observed: list[tuple[str, str, ToolMessage]]) -> str:
+    lines: list[str] = []
+    for name, text in task.inputs:
+        lines += [f"## {name}", text, ""]
+    if observed:
+        lines += ["## Tool results", *(_bullet(*o) for o in observed)]
+    return "\n".join(lines).strip() or task.instruction
+
+
+# --- final answers ----------------------------------------------------------------------
+
+
+def final_text(request: ModelRequest) -> str:
+    """A final answer from the conversation's observations, or its task's inputs."""
+    task = _task(request)
+    observed = _observations(request)
+    topic = task.instruction.splitlines()[0] if task.instruction else "the task"
+    if observed:
+        failed = sum(1 for _, _, m in observed if m.status != "ok")
+        lines = [f"{PREFIX}Results for: {topic}", *(_bullet(*o) for o in observed)]
+        if failed:
+            lines.append(f"{failed} of {len(observed)} tool calls did not succeed.")
+        return "\n".join(lines)
+    if task.inputs:
+        lines = [f"{PREFIX}From the results I was given, for: {topic}"]
+        for name, text in task.inputs:
+            lines += ["", f"## {name}", text]
+        return "\n".join(lines)
+    return f"{PREFIX}I have no tool results to go on. The task was: {task.instruction}"
+
+
+def _observations(request: ModelRequest) -> list[tuple[str, str, ToolMessage]]:
+    """(tool name, its arguments shown briefly, observation) for each observation."""
+    calls = {
+        c.id: c.arguments
+        for m in request.messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+    }
+    return [
+        (m.name, rules.brief_arguments(calls.get(m.tool_call_id, "")), m)
+        for m in request.messages
+        if isinstance(m, ToolMessage)
+    ]
+
+
+_OUTCOME = {"ok": ":", "timeout": " timed out:", "skipped": " was skipped:", "error": " failed:"}
+
+
+def _bullet(name: str, arguments: str, observation: ToolMessage) -> str:
+    outcome = _OUTCOME.get(observation.status, " failed:")
+    return f"- {name}({arguments}){outcome} {rules.render(observation.content)}"
+
+
+def aggregate(text: str) -> str:
+    """The aggregator's answer: every subtask's result under its id, failures named."""
+    task, results = parse_results_text(text)
+    lines = [f"{PREFIX}Final answer to: {task}"]
+    for entry in results:
+        if entry.ok:
+            lines += ["", f"## {entry.id} ({entry.role})", _unprefixed(entry.text)]
+    failed = [e for e in results if not e.ok]
+    if failed:
+        lines += ["", "Failed subtasks (their part of the answer is missing):"]
+        lines += [
+            f"- {e.id} ({e.role}): {_unprefixed(e.text)[:200] or '(no detail)'}" for e in failed
+        ]
+    if not results:
+        lines += ["", "No subtask produced a result."]
+    return "\n".join(lines)
+
+
+def _unprefixed(text: str) -> str:
+    return text.replace(PREFIX, "").strip()
+
+
+def _last_answer(request: ModelRequest) -> str | None:
+    answers = [m.content for m in request.messages if isinstance(m, AssistantMessage)]
+    return next((a for a in reversed(answers) if a), None)

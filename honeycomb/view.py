@@ -1,0 +1,230 @@
+"""Showing a run in the terminal: a live rich view on a TTY, plain lines otherwise,
+or JSON lines. Each view consumes the run's events; :func:`summary` prints the end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TextIO
+
+import pydantic_core
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from honeycomb.events import (
+    AggregationFinished,
+    AggregationStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    WorkerFinished,
+    WorkerStarted,
+)
+from honeycomb.result import RunResult
+from runtime import Event, ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+
+__all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
+
+
+class View(Protocol):
+    """Consumes events; opened before the run and closed after it."""
+
+    def __enter__(self) -> View: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def handle(self, event: Event) -> None: ...
+
+
+@dataclass
+class _Row:
+    id: str
+    role: str
+    depends_on: tuple[str, ...]
+    state: str = "waiting"
+    turn: int = 0
+    tool_calls: int = 0
+    tools_running: int = 0
+    started: float | None = None
+    ended: float | None = None
+
+
+@dataclass
+class _RunState:
+    """What the views know about a run, updated event by event."""
+
+    started: float = field(default_factory=time.perf_counter)
+    phase: str = "planning"
+    rows: dict[str, _Row] = field(default_factory=dict)
+
+    def apply(self, event: Event) -> None:
+        now = time.perf_counter()
+        row = self.rows.get(event.worker or "")
+        if isinstance(event, PlanReady):
+            self.phase = "working"
+            for s in event.plan.subtasks:
+                self.rows[s.id] = _Row(s.id, s.role, s.depends_on)
+        elif isinstance(event, WorkerStarted) and row:
+            row.state, row.started = "running", now
+        elif isinstance(event, WorkerFinished) and row:
+            row.state, row.ended = event.status, now
+        elif isinstance(event, ModelCallStarted) and row:
+            row.state, row.turn = "thinking", event.turn
+        elif isinstance(event, ModelCallFinished) and row:
+            row.state = "running"
+        elif isinstance(event, ToolCallStarted) and row:
+            row.tools_running += 1
+            row.state = "calling tools"
+        elif isinstance(event, ToolCallFinished) and row:
+            row.tools_running -= 1
+            row.tool_calls += 1
+            if row.tools_running == 0:
+                row.state = "running"
+        elif isinstance(event, AggregationStarted):
+            self.phase = "aggregating"
+        elif isinstance(event, RunFinished):
+            self.phase = event.status
+
+
+_STYLE = {
+    "waiting": "dim",
+    "running": "cyan",
+    "thinking": "magenta",
+    "calling tools": "yellow",
+    "ok": "green",
+    "failed": "red",
+    "skipped": "red dim",
+    "cancelled": "red dim",
+}
+
+
+class LiveView:
+    """A live table: the plan, then one row per worker with state, turn, tool calls
+    and elapsed time."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self.state = _RunState()
+        self._live = Live(self._render(), console=console, refresh_per_second=12, transient=False)
+
+    def __enter__(self) -> LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.update(self._render())
+        self._live.__exit__(None, None, None)
+
+    def handle(self, event: Event) -> None:
+        self.state.apply(event)
+        self._live.update(self._render())
+
+    def _render(self) -> Panel:
+        now = time.perf_counter()
+        table = Table(expand=True, box=None, pad_edge=False)
+        for column in ("subtask", "role", "after", "state", "turn", "tools", "elapsed"):
+            table.add_column(column, justify="right" if column in ("turn", "tools", "elapsed") else "left")
+        for row in self.state.rows.values():
+            end = row.ended or now
+            elapsed = f"{end - row.started:5.2f}s" if row.started is not None else ""
+            table.add_row(
+                row.id,
+                row.role,
+                ", ".join(row.depends_on) or "-",
+                Text(row.state, style=_STYLE.get(row.state, "")),
+                str(row.turn or ""),
+                str(row.tool_calls or ""),
+                elapsed,
+            )
+        wall = now - self.state.started
+        header = Text(f"{self.state.phase} · {wall:5.2f}s", style="bold")
+        return Panel(Group(header, table), title=self.title, border_style="blue")
+
+
+class PlainView:
+    """One line per event, for logs and pipes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.out.flush()
+
+    def handle(self, event: Event) -> None:
+        line = _describe(event)
+        if line:
+            self.out.write(f"[{time.perf_counter() - self.started:6.2f}s] {line}\n")
+            self.out.flush()
+
+
+class JsonView:
+    """Every event as one JSON object per line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __enter__(self) -> JsonView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.out.flush()
+
+    def handle(self, event: Event) -> None:
+        record: dict[str, Any] = {"event": event.kind, **event.fields()}
+        self.out.write(pydantic_core.to_json(record, fallback=str).decode() + "\n")
+        self.out.flush()
+
+
+def _describe(event: Event) -> str:
+    who = f"{event.worker}" if event.worker else ""
+    if isinstance(event, RunStarted):
+        return f"run {event.run_id} started: {event.task}"
+    if isinstance(event, PlanReady):
+        parts = [
+            f"{s.id}={s.role}" + (f" after {','.join(s.depends_on)}" if s.depends_on else "")
+            for s in event.plan.subtasks
+        ]
+        return f"plan ready in {event.duration_s:.2f}s: " + "; ".join(parts)
+    if isinstance(event, WorkerStarted):
+        return f"{who} ({event.role}) started"
+    if isinstance(event, WorkerFinished):
+        error = f": {event.error}" if event.error else ""
+        return f"{who} ({event.role}) {event.status} in {event.duration_s:.2f}s{error}"
+    if isinstance(event, ToolCallFinished):
+        return f"{who} turn {event.turn}: {event.tool} {event.status} in {event.duration_s:.2f}s"
+    if isinstance(event, ModelCallFinished):
+        calls = f", asked for {event.tool_calls} tool calls" if event.tool_calls else ""
+        return f"{who} turn {event.turn}: model {event.status} in {event.duration_s:.2f}s{calls}"
+    if isinstance(event, AggregationStarted):
+        return f"aggregating {event.results} results"
+    if isinstance(event, AggregationFinished):
+        return f"aggregated in {event.duration_s:.2f}s"
+    if isinstance(event, RunFinished):
+        error = f": {event.error}" if event.error else ""
+        return f"run {event.status} in {event.wall_s:.2f}s{error}"
+    return ""
+
+
+def summary(result: RunResult) -> list[str]:
+    """The closing lines: wall time, critical path, speedup, tokens and calls."""
+    t, u = result.timings, result.usage
+    lines = [
+        f"wall time      {t.wall_s:7.2f}s   (plan {t.plan_s:.2f}s, workers {t.workers_s:.2f}s, "
+        f"aggregate {t.aggregate_s:.2f}s)",
+        f"critical path  {t.critical_path_s:7.2f}s",
+        f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial",
+        f"tokens         {u.total_tokens:7d}    ({u.input_tokens} in, {u.output_tokens} out)",
+        f"calls          {u.model_calls:7d} model, {u.tool_calls} tool",
+    ]
+    if result.failures:
+        lines.append(
+            "failed         " + "; ".join(f"{f.subtask.id}: {f.error}" for f in result.failures)
+        )
+    return lines

@@ -1,0 +1,97 @@
+"""The command line: demo, run and validate, in-process and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli import main
+
+
+@pytest.fixture
+def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No simulated tool latency; the outbox goes to a temporary folder."""
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
+    return tmp_path / "outbox"
+
+
+def test_demo_prints_the_answer_and_the_summary(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--plain", "--latency", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "Offline simulation" in out
+    assert "plan ready" in out
+    assert "\nAnswer:\n[offline simulation]" in out
+    for label in ("wall time", "critical path", "speedup x", "tokens", "calls"):
+        assert label in out
+    assert len(list(fast_demo.glob("*.md"))) == 1  # the courier sent one message
+
+
+def test_demo_json_lines_are_every_event(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--json", "--latency", "0"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert records[0]["event"] == "run.started"
+    assert records[-1]["event"] == "run.finished"
+    assert records[-1]["status"] == "ok"
+    kinds = {r["event"] for r in records}
+    assert {"run.plan_ready", "worker.started", "tool_call.finished", "model_call.finished"} <= kinds
+
+
+def test_validate_ok_and_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = Path("examples/trip/hive.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "models: {default: offline}\nroles:\n  a: {max_turns: x, tools: [nope]}\npolicy: {fail: 1}\n"
+    )
+    assert main(["validate", str(good)]) == 0
+    assert "OK (6 roles, 2 models)" in capsys.readouterr().out
+    assert main(["validate", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"{bad}: 3 errors" in out
+    assert f"{bad}:3:7: roles.a.max_turns" in out
+    assert f"{bad}:3:29: roles.a.tools[0]: unknown tool 'nope'" in out
+    assert f"{bad}:4:10: policy.fail: unknown field 'fail'" in out
+
+
+def test_run_refuses_a_broken_hive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("roles: {a: {}}\n")
+    assert main(["run", str(bad), "task"]) == 2
+    assert "the hive defines no models" in capsys.readouterr().err
+
+
+def test_run_a_hive_with_a_model_override(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["run", "examples/trip/hive.yaml", "Compare the weather in Oslo and Rome.", "--plain",
+         "--model", "offline"]
+    )  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Oslo" in out and "Rome" in out
+
+
+def test_the_console_script_runs_the_demo(fast_demo: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.05"}
+    done = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Answer:" in done.stdout
+    assert "speedup" in done.stdout

@@ -1,0 +1,182 @@
+"""The hive file: one test per kind of mistake, each asserting file, line and field."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import ConfigErrors, Executor, Policy
+from honeycomb.cli import demo_hive_path
+from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
+from runtime import OpenAIModel
+
+GOOD = """\
+name: test-hive
+models:
+  default: offline
+  gpt:
+    model: gpt-4o-mini
+    base_url: http://127.0.0.1:9/v1
+roles:
+  planner:
+    description: Plans.
+  counter:
+    description: Counts words.
+    tools: [tests.support.role_tools:word_count]
+  aggregator:
+    description: Merges.
+    model: gpt
+policy:
+  max_workers: 3
+  failure: quorum
+  quorum: 2
+  budgets: {model_calls: 10}
+"""
+
+
+def hive(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hive.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def errors_of(path: Path) -> list[str]:
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    return [str(e) for e in caught.value.errors]
+
+
+def one_error(path: Path) -> str:
+    (error,) = errors_of(path)
+    return error
+
+
+def test_a_good_hive_builds_its_executor(tmp_path: Path) -> None:
+    loaded = load_hive(hive(tmp_path, GOOD))
+    executor = loaded.executor()
+    assert isinstance(executor, Executor)
+    assert set(executor.roles) == {"planner", "counter", "aggregator"}
+    assert isinstance(executor.models["default"], OfflineModel)
+    assert isinstance(executor.models["gpt"], OpenAIModel)
+    assert executor.policy == Policy.model_validate(
+        {"max_workers": 3, "failure": "quorum", "quorum": 2, "budgets": {"model_calls": 10}}
+    )
+
+
+def test_yaml_syntax(tmp_path: Path) -> None:
+    path = hive(tmp_path, "models:\n  default: offline\nroles: [planner\n")
+    assert one_error(path).startswith(f"{path}:4:1: invalid YAML")
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD + "roles:\n  x: {}\n")
+    assert one_error(path).startswith(f"{path}:21:1: roles: key 'roles' appears twice")
+
+
+def test_unknown_top_level_field_suggests_the_right_one(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("policy:", "polcy:"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:16:1: polcy: unknown field 'polcy' (did you mean 'policy'?)")
+
+
+def test_unknown_role_field(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    description: Counts words.", "    descripton: x"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:11:5: roles.counter.descripton: unknown field")
+    assert "did you mean 'description'?" in error
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("  max_workers: 3", "  max_workers: many"))
+    assert one_error(path).startswith(f"{path}:17:3: policy.max_workers: Input should be")
+
+
+def test_unknown_tool_name_lists_the_valid_ones(tmp_path: Path) -> None:
+    text = GOOD.replace("roles:\n", "tools:\n  count: tests.support.role_tools:word_count\nroles:\n")
+    text = text.replace("[tests.support.role_tools:word_count]", "[cuont]")
+    path = hive(tmp_path, text)
+    error = one_error(path)
+    assert error.startswith(f"{path}:14:13: roles.counter.tools[0]: unknown tool 'cuont'")
+    assert "(did you mean 'count'?)" in error
+    assert "available: count" in error
+
+
+def test_tool_import_path_that_does_not_import(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("role_tools:word_count", "role_tools:word_cont"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:12:13: roles.counter.tools[0]: cannot import")
+    assert "has no attribute 'word_cont'" in error
+
+
+def test_unknown_model_reference(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt\n", "    model: gtp\n"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:15:5: roles.aggregator.model: unknown model 'gtp'")
+    assert "(did you mean 'gpt'?)" in error
+
+
+def test_unknown_planner_role(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD + "planner: planer\n")
+    error = one_error(path)
+    assert error.startswith(f"{path}:21:1: planner: unknown role 'planer'")
+    assert "(did you mean 'planner'?)" in error
+
+
+def test_policy_rules(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("  quorum: 2\n", ""))
+    assert one_error(path).startswith(f"{path}:16:1: policy: failure: quorum needs 'quorum: K'")
+    path = hive(tmp_path, GOOD.replace("failure: quorum", "failure: sometimes"))
+    assert one_error(path).startswith(f"{path}:18:3: policy.failure: Input should be")
+
+
+def test_openai_model_needs_a_name(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt-4o-mini\n", ""))
+    assert one_error(path).startswith(f"{path}:4:3: models.gpt: an openai model needs 'model:")
+
+
+def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
+    path = hive(tmp_path, GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:6:14: models.gpt.api_key: environment variable HIVE_TEST_KEY")
+    monkeypatch.setenv("HIVE_TEST_KEY", "sk-test")
+    assert load_hive(path).spec.models["gpt"].api_key == "sk-test"
+
+
+def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HIVE_TEST_URL", raising=False)
+    text = GOOD.replace("http://127.0.0.1:9/v1", "${HIVE_TEST_URL:-http://127.0.0.1:8/v1}")
+    assert load_hive(hive(tmp_path, text)).spec.models["gpt"].base_url == "http://127.0.0.1:8/v1"
+
+
+def test_roles_from_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "extra.yaml").write_text("writer: {description: Writes.}\n")
+    loaded = load_hive(hive(tmp_path, GOOD + "roles_dir: roles\n"))
+    assert "writer" in loaded.roles
+    path = hive(tmp_path, GOOD + "roles_dir: nowhere\n")
+    assert one_error(path).startswith(f"{path}:21:1: roles_dir: no such folder")
+
+
+def test_five_mistakes_are_all_named_with_their_lines(tmp_path: Path) -> None:
+    text = (
+        GOOD.replace("policy:", "polcy:")
+        .replace("    description: Counts words.", "    descripton: x")
+        .replace("    model: gpt\n", "    model: gtp\n")
+        .replace("role_tools:word_count", "role_tools:nope")
+    )
+    path = hive(tmp_path, text + "aggregator: agregator\n")
+    errors = errors_of(path)
+    lines = [e.split(":")[1] for e in errors]
+    assert len(errors) == 5, errors
+    assert lines == ["11", "12", "15", "16", "21"]
+
+
+def test_the_demo_hive_is_valid() -> None:
+    loaded = load_hive(demo_hive_path())
+    assert {"planner", "aggregator", "meteorologist", "courier"} <= set(loaded.roles)
+    courier = loaded.roles["courier"].resolve_tools()
+    assert any(t.side_effects for t in courier)

@@ -1,0 +1,94 @@
+"""The example service over real HTTP on 127.0.0.1 (uvicorn + httpx): concurrent
+requests get their own answers; a client that disconnects cancels its run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from examples.service import create_app
+from honeycomb import Executor, Role, ScriptedModel, tool
+from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
+from runtime.testing import call
+from tests.support.asgi_server import ThreadedServer
+
+HIVE = Path(__file__).resolve().parents[2] / "examples" / "trip" / "hive.yaml"
+CITIES = ["Lisbon", "Porto", "Madrid", "Oslo", "Rome"]
+
+
+@pytest.fixture
+def demo_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0.02")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path))
+    executor = load_hive(HIVE).executor(model=OfflineModel(latency=0.02))
+    with ThreadedServer(create_app(executor), name="service") as server:
+        yield server.url
+
+
+async def test_fifty_concurrent_requests_each_get_their_own_answer(demo_service: str) -> None:
+    answers: dict[int, str] = {}
+
+    async def ask(client: httpx.AsyncClient, i: int) -> None:
+        task = f"Compare the weather in {CITIES[i % 5]} for request {i}."
+        response = await client.post(f"{demo_service}/run", json={"task": task})
+        assert response.status_code == 200, response.text
+        answers[i] = response.json()["answer"]
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(ask, client, i)
+    assert len(answers) == 50
+    for i, answer in answers.items():
+        assert f"request {i}" in answer
+        assert CITIES[i % 5] in answer
+        others = [c for c in CITIES if c != CITIES[i % 5]]
+        assert not any(f"city={c}" in answer for c in others)
+
+
+async def test_a_client_that_disconnects_cancels_its_run() -> None:
+    started: list[float] = []
+    finished: list[float] = []
+
+    @tool
+    async def slow_lookup(key: str) -> str:
+        """Look something up, slowly."""
+        started.append(time.monotonic())
+        await anyio.sleep(1.0)
+        finished.append(time.monotonic())
+        return "found"
+
+    model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
+    executor = Executor(
+        [Role(name="researcher", tools=("slow_lookup",))],
+        model,
+        tools=[slow_lookup],
+        planner=lambda task: [("researcher", task)] * 3,
+        aggregator="concat",
+    )
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient() as client:
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post(f"{server.url}/run", json={"task": "t"}, timeout=0.3)
+            deadline = time.monotonic() + 2
+            active = 1
+            while active and time.monotonic() < deadline:
+                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
+                await anyio.sleep(0.02)
+            assert active == 0, "the run kept going after its client left"
+        await anyio.sleep(1.2)
+    assert len(started) == 3
+    assert finished == [], "a tool of the cancelled run kept running"
+
+
+async def test_bad_request_names_what_to_send(demo_service: str) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", json={"tusk": "x"})
+    assert response.status_code == 422
+    assert '{"task": "..."}' in response.json()["error"]
