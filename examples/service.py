@@ -34,7 +34,7 @@ def create_app(executor: Executor) -> Starlette:
         body = await request.json()
         task = body.get("task") if isinstance(body, dict) else None
         if not isinstance(task, str) or not task.strip():
-            return JSONResponse({"error": "send JSON like {\"task\": \"...\"}"}, status_code=422)
+            return JSONResponse({"error": 'send JSON like {"task": "..."}'}, status_code=422)
         result: RunResult | None = None
         error: HoneycombError | None = None
         async with anyio.create_task_group() as tg:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -121,11 +122,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     try:
-        from benchmarks.fanout import main as bench_main
+        fanout = importlib.import_module("benchmarks.fanout")
     except ImportError:
-        print("the benchmarks are not installed: run from a clone of the repository", file=sys.stderr)
+        print(
+            "the benchmarks live in a clone of the repository: run it from there", file=sys.stderr
+        )
         return 2
-    return bench_main(args.rest)
+    code: int = fanout.main(args.rest)
+    return code
 
 
 def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:

@@ -296,7 +296,9 @@ class _Run:
         began = time.perf_counter()
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
-        self.tracer.emit(PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"]))
+        self.tracer.emit(
+            PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
+        )
 
         self.scheduler = Scheduler(self.plan, self.context, self.executor.policy)
         began = time.perf_counter()
@@ -412,4 +414,3 @@ def _as_text(answer: Any) -> str:
     if isinstance(answer, BaseModel):
         return answer.model_dump_json(indent=2)
     return json.dumps(answer, indent=2, default=str)
-

@@ -72,14 +72,18 @@ def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> lis
     if not plan.subtasks:
         problems.append("the plan has no subtasks")
     if len(plan.subtasks) > max_subtasks:
-        problems.append(f"the plan has {len(plan.subtasks)} subtasks; at most {max_subtasks} allowed")
+        problems.append(
+            f"the plan has {len(plan.subtasks)} subtasks; at most {max_subtasks} allowed"
+        )
     seen: set[str] = set()
     for subtask in plan.subtasks:
         if subtask.id in seen:
             problems.append(f"subtask id {subtask.id!r} is used twice")
         seen.add(subtask.id)
         if not _ID.match(subtask.id):
-            problems.append(f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'")
+            problems.append(
+                f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'"
+            )
         if subtask.role not in roles:
             problems.append(
                 f"subtask {subtask.id!r}: unknown role {subtask.role!r}"

@@ -114,7 +114,6 @@ def _entry(role: Role, context: RunContext) -> CatalogEntry:
     )
 
 
-
 def _retry(prompt: str, problems: list[str]) -> str:
     listed = "\n".join(f"- {p}" for p in problems)
     return f"{prompt}\n\nThe plan is invalid; fix these problems and answer again:\n{listed}"

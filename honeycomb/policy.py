@@ -71,5 +71,7 @@ class Policy(BaseModel):
         if self.failure == "quorum" and self.quorum is None:
             raise ValueError("failure: quorum needs 'quorum: K', the successes required")
         if self.failure != "quorum" and self.quorum is not None:
-            raise ValueError(f"'quorum' is set but failure is {self.failure!r}; set failure: quorum")
+            raise ValueError(
+                f"'quorum' is set but failure is {self.failure!r}; set failure: quorum"
+            )
         return self

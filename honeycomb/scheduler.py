@@ -69,7 +69,9 @@ class Scheduler:
         failed = [d for d in subtask.depends_on if not self.outcomes[d].ok]
         if failed:
             why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
-            self._finish(subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why))
+            self._finish(
+                subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
+            )
             return
         inputs = {f"{d} ({self.plan[d].role})": self.outcomes[d].text for d in subtask.depends_on}
         async with self._slots:
@@ -125,7 +127,9 @@ class Scheduler:
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
         policy = self.policy
         if policy.failure == "fail_fast":
-            self._stop(RunFailed(f"subtask {subtask.id!r} failed ({error}); failure policy is fail_fast"))
+            self._stop(
+                RunFailed(f"subtask {subtask.id!r} failed ({error}); failure policy is fail_fast")
+            )
         elif policy.failure == "quorum":
             needed = policy.quorum or 0
             total = len(self.plan.subtasks)

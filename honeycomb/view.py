@@ -126,7 +126,9 @@ class LiveView:
         now = time.perf_counter()
         table = Table(expand=True, box=None, pad_edge=False)
         for column in ("subtask", "role", "after", "state", "turn", "tools", "elapsed"):
-            table.add_column(column, justify="right" if column in ("turn", "tools", "elapsed") else "left")
+            table.add_column(
+                column, justify="right" if column in ("turn", "tools", "elapsed") else "left"
+            )
         for row in self.state.rows.values():
             end = row.ended or now
             elapsed = f"{end - row.started:5.2f}s" if row.started is not None else ""

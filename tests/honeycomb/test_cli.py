@@ -43,14 +43,20 @@ def test_demo_json_lines_are_every_event(
     assert records[-1]["event"] == "run.finished"
     assert records[-1]["status"] == "ok"
     kinds = {r["event"] for r in records}
-    assert {"run.plan_ready", "worker.started", "tool_call.finished", "model_call.finished"} <= kinds
+    assert {
+        "run.plan_ready",
+        "worker.started",
+        "tool_call.finished",
+        "model_call.finished",
+    } <= kinds
 
 
 def test_validate_ok_and_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = Path("examples/trip/hive.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "models: {default: offline}\nroles:\n  a: {max_turns: x, tools: [nope]}\npolicy: {fail: 1}\n"
+        "models: {default: offline}\nroles:\n"
+        "  a: {max_turns: x, tools: [nope]}\npolicy: {fail: 1}\n"
     )
     assert main(["validate", str(good)]) == 0
     assert "OK (6 roles, 2 models)" in capsys.readouterr().out
@@ -78,7 +84,8 @@ def test_run_a_hive_with_a_model_override(
     )  # fmt: skip
     assert code == 0
     out = capsys.readouterr().out
-    assert "Oslo" in out and "Rome" in out
+    assert "Oslo" in out
+    assert "Rome" in out
 
 
 def test_the_console_script_runs_the_demo(fast_demo: Path, tmp_path: Path) -> None:

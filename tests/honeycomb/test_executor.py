@@ -63,7 +63,7 @@ async def test_static_plan_runs_in_parallel_and_aggregates() -> None:
     wall = time.perf_counter() - started
     assert result.status == "ok"
     assert wall < 2.5 * latency, "five workers of latency L should take about L, not 5L"
-    assert [s for s in result.subtasks] == ["s1", "s2", "s3", "s4", "s5"]
+    assert list(result.subtasks) == ["s1", "s2", "s3", "s4", "s5"]
     assert "answer from r1/s3" in result.answer_text
     assert result.timings.sum_worker_s >= 5 * latency * 0.9
     assert result.timings.speedup > 2.5
@@ -104,7 +104,9 @@ async def test_dependencies_run_in_order_and_see_their_inputs() -> None:
 
 async def test_critical_path_follows_the_longest_chain() -> None:
     async def answer(request: ModelRequest) -> str:
-        await anyio.sleep(0.1 if request.conversation and request.conversation.endswith("/a") else 0.02)
+        await anyio.sleep(
+            0.1 if request.conversation and request.conversation.endswith("/a") else 0.02
+        )
         return "x"
 
     plan = static(("a", "researcher", "slow", []), ("b", "writer", "after a", ["a"]))
@@ -118,11 +120,14 @@ async def test_critical_path_follows_the_longest_chain() -> None:
 
 async def test_planner_role_gives_the_plan_through_structured_output() -> None:
     plan = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go", "depends_on": []}]}
-    model = ScriptedModel({"r/planner": [json.dumps(plan)], "r/x": ["found"], "r/aggregator": ["ok"]})
+    model = ScriptedModel(
+        {"r/planner": [json.dumps(plan)], "r/x": ["found"], "r/aggregator": ["ok"]}
+    )
     result = await Executor(ROLES, model).run("research something", run_id="r")
     assert result.plan.ids == ("x",)
     request = model.requests_for("r/planner")[0]
-    assert request.output is not None and request.output.name == "Plan"
+    assert request.output is not None
+    assert request.output.name == "Plan"
     prompt = request.messages[1].content
     assert "- researcher: Finds facts." in prompt
     assert "- planner:" not in prompt  # the planner does not plan for itself
@@ -177,8 +182,10 @@ async def test_best_effort_names_the_failure_and_aggregates_the_rest() -> None:
     assert result.status == "partial"
     (failure,) = result.failures
     assert failure.subtask.id == "s2"
-    assert failure.error is not None and "HTTP 400" in failure.error.message
-    assert "fine" in result.answer_text and "also fine" in result.answer_text
+    assert failure.error is not None
+    assert "HTTP 400" in failure.error.message
+    assert "fine" in result.answer_text
+    assert "also fine" in result.answer_text
     assert "Failed subtasks: s2" in result.answer_text
 
 
@@ -268,7 +275,11 @@ async def test_model_call_budget_ends_the_run_with_partial_results() -> None:
 
     roles = [Role(name="researcher", tools=("noop",))]
     executor = Executor(
-        roles, model, tools=[noop], aggregator="concat", policy=Policy(budgets=Budgets(model_calls=4))
+        roles,
+        model,
+        tools=[noop],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(model_calls=4)),
     )
     with pytest.raises(BudgetExceeded) as caught:
         await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
@@ -315,16 +326,18 @@ async def test_stream_yields_events_in_order_then_the_result() -> None:
     assert kinds[0] == "run.started"
     assert kinds[1] == "run.plan_ready"
     assert kinds[-3:] == ["run.aggregation_started", "run.aggregation_finished", "run.finished"]
-    assert kinds.count("worker.started") == 2 and kinds.count("worker.finished") == 2
+    assert kinds.count("worker.started") == 2
+    assert kinds.count("worker.finished") == 2
     assert kinds.count("model_call.finished") == 2
     first_worker_end = kinds.index("worker.finished")
     assert kinds.index("worker.started") < kinds.index("model_call.started") < first_worker_end
-    assert events.result is not None and events.result.status == "ok"
+    assert events.result is not None
+    assert events.result.status == "ok"
 
 
 async def test_stream_reraises_the_run_error_after_the_last_event() -> None:
     last = None
-    with pytest.raises(ConfigError, match="no planner"):
+    with pytest.raises(ConfigError, match="no planner"):  # noqa: PT012 - raised while iterating
         async with Executor([ROLES[2]], echo_model()).stream("t") as events:
             async for event in events:
                 last = event
@@ -390,7 +403,8 @@ def test_unknown_references_are_all_reported_at_construction() -> None:
     with pytest.raises(ConfigErrors) as caught:
         Executor(roles, {"gpt": echo_model()}, planner="planer")
     text = str(caught.value)
-    assert "uses model 'gtp'" in text and "did you mean 'gpt'" in text
+    assert "uses model 'gtp'" in text
+    assert "did you mean 'gpt'" in text
     assert "unknown tool 'nope'" in text
     assert "planner role 'planer' is not defined" in text
 

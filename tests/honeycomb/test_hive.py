@@ -95,7 +95,9 @@ def test_wrong_type(tmp_path: Path) -> None:
 
 
 def test_unknown_tool_name_lists_the_valid_ones(tmp_path: Path) -> None:
-    text = GOOD.replace("roles:\n", "tools:\n  count: tests.support.role_tools:word_count\nroles:\n")
+    text = GOOD.replace(
+        "roles:\n", "tools:\n  count: tests.support.role_tools:word_count\nroles:\n"
+    )
     text = text.replace("[tests.support.role_tools:word_count]", "[cuont]")
     path = hive(tmp_path, text)
     error = one_error(path)
@@ -139,7 +141,9 @@ def test_openai_model_needs_a_name(tmp_path: Path) -> None:
 
 def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
-    path = hive(tmp_path, GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}"))
+    path = hive(
+        tmp_path, GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    )
     error = one_error(path)
     assert error.startswith(f"{path}:6:14: models.gpt.api_key: environment variable HIVE_TEST_KEY")
     monkeypatch.setenv("HIVE_TEST_KEY", "sk-test")

@@ -40,10 +40,9 @@ async def test_fifty_concurrent_requests_each_get_their_own_answer(demo_service:
         assert response.status_code == 200, response.text
         answers[i] = response.json()["answer"]
 
-    async with httpx.AsyncClient(timeout=60) as client:
-        async with anyio.create_task_group() as tg:
-            for i in range(50):
-                tg.start_soon(ask, client, i)
+    async with httpx.AsyncClient(timeout=60) as client, anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(ask, client, i)
     assert len(answers) == 50
     for i, answer in answers.items():
         assert f"request {i}" in answer

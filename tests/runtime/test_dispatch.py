@@ -71,8 +71,7 @@ def calls(name: str, *labels: str) -> list[ToolCall]:
 
 
 def dispatcher(*tools: Tool[Any, Any], **options: Any) -> Dispatcher:
-    policy = options.pop("policy", None)
-    return Dispatcher(ToolRegistry(tools), policy=policy, **options)
+    return Dispatcher(ToolRegistry(tools), **options)
 
 
 def sleeper(probe: Probe, latency: float = L, **options: Any) -> Tool[Any, Any]:
@@ -665,8 +664,7 @@ async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: 
     completed: list[str] = []
     sync_stopped = threading.Event()
 
-    @tool
-    async def wait(label: str) -> str:
+    async def sleep_long(label: str) -> str:
         try:
             await anyio.sleep(10)
         except anyio.get_cancelled_exc_class():
@@ -674,6 +672,9 @@ async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: 
             raise
         completed.append(label)
         return label
+
+    wait = tool(name="wait")(sleep_long)
+    write = tool(name="write", side_effects=True)(sleep_long)
 
     @tool
     def spin(label: str) -> str:
@@ -686,10 +687,6 @@ async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: 
             raise
         completed.append(label)
         return label
-
-    @tool(side_effects=True)
-    async def write(label: str) -> str:
-        return await wait.invoke_async({"label": label})  # type: ignore[no-any-return]
 
     batch = [call("wait", {"label": "a"}, id="a")]
     if batch_size > 1:

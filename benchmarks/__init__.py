@@ -1,0 +1,1 @@
+"""Benchmarks of parallel fan-out: Honeycomb next to a hand-written asyncio floor."""

@@ -1,0 +1,114 @@
+"""The standard fan-out workload, run through Honeycomb's public API.
+
+N workers under one Executor run with a static plan of N subtasks and a trivial
+aggregator. Each worker takes K model turns; on turns 1..K-1 the fake model asks for T
+parallel calls to an async ``lookup(key)`` tool (JSON-string arguments, so parsing and
+validation run); on turn K it answers ``done-<i>``. The fake model goes through the
+real ``Model`` protocol and checks that every earlier observation came back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.spec import Params, expected_observation, pause
+from honeycomb import Executor, Policy, Role, Subtask, SubtaskResult, tool
+from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, ToolMessage, Usage
+
+
+class BenchModel:
+    """The fake model: a real ``Model`` that scripts the workload and checks that the
+    loop delivered every observation of earlier turns, in order."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self.calls = 0
+        self.broken: list[str] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        worker = int((request.conversation or "w0").rsplit("/w", 1)[-1])
+        turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        self._check(worker, turn, request)
+        await pause(self.params.lm)
+        if turn < self.params.k:
+            calls = tuple(
+                ToolCall(
+                    id=f"c{turn}-{j}",
+                    name="lookup",
+                    arguments=json.dumps({"key": f"{worker}-{turn}-{j}"}),
+                )
+                for j in range(self.params.t)
+            )
+            message = AssistantMessage(tool_calls=calls)
+        else:
+            message = AssistantMessage(content=f"done-{worker}")
+        return ModelResponse(message=message, usage=Usage(input_tokens=10, output_tokens=5))
+
+    def _check(self, worker: int, turn: int, request: ModelRequest) -> None:
+        seen = [m.content for m in request.messages if isinstance(m, ToolMessage)]
+        wanted = [
+            expected_observation(worker, done, j)
+            for done in range(1, turn)
+            for j in range(self.params.t)
+        ]
+        if seen != wanted:
+            self.broken.append(f"worker {worker} turn {turn}: observations {seen[:3]}...")
+
+
+def build_executor(params: Params, handlers: Sequence[Any] = ()) -> tuple[Executor, BenchModel]:
+    """The Executor for the workload, with its fake model."""
+    counter = {"tool_calls": 0}
+
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        counter["tool_calls"] += 1
+        await pause(params.lt)
+        worker, turn, call = key.split("-")
+        return expected_observation(int(worker), int(turn), int(call))
+
+    lookup_tool = tool(lookup, side_effects=params.side_effects)
+    model = BenchModel(params)
+    role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1, tool_timeout=None,
+                concurrency=max(params.t, 1))  # fmt: skip
+    executor = Executor(
+        [role],
+        model,
+        tools=[lookup_tool],
+        aggregator=_aggregate,
+        policy=Policy(max_workers=params.n, max_subtasks=params.n),
+        on_event=handlers,
+        log_events=params.events,
+    )
+    executor.bench_counter = counter  # type: ignore[attr-defined]
+    return executor, model
+
+
+async def _aggregate(task: str, results: Sequence[SubtaskResult]) -> str:
+    return "\n".join(r.text for r in results if r.ok)
+
+
+def plan(params: Params) -> list[Subtask]:
+    return [Subtask(id=f"w{i}", role="worker", instruction=f"task {i}") for i in range(params.n)]
+
+
+async def run_honeycomb(params: Params) -> dict[str, Any]:
+    """Run the workload once through Honeycomb; returns counts and validity."""
+    events: list[object] = []
+    handlers = [events.append] if params.events else []
+    executor, model = build_executor(params, handlers)
+    result = await executor.run("fan out", subtasks=plan(params))
+    answers = result.answer_text.split("\n") if result.answer_text else []
+    tool_calls = executor.bench_counter["tool_calls"]  # type: ignore[attr-defined]
+    wanted = {f"done-{i}" for i in range(params.n)}
+    problems = list(model.broken[:3])
+    if model.calls != params.model_calls:
+        problems.append(f"model calls {model.calls} != {params.model_calls}")
+    if tool_calls != params.tool_calls:
+        problems.append(f"tool calls {tool_calls} != {params.tool_calls}")
+    if set(answers) != wanted:
+        problems.append(f"{len(wanted - set(answers))} answers missing from the aggregate")
+    return {"model_calls": model.calls, "tool_calls": tool_calls, "events": len(events),
+            "valid": not problems, "problems": problems}  # fmt: skip
