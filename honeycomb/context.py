@@ -9,7 +9,7 @@ import anyio
 from pydantic import BaseModel
 
 from runtime import Budget, LockTable, Model, ToolRegistry, Tracer
-from workers import Role, Worker
+from workers import Role, Worker, WorkerSetup
 
 __all__ = ["RunContext", "with_default_instructions"]
 
@@ -37,6 +37,7 @@ class RunContext:
     tool_limiter: anyio.CapacityLimiter | None
     model_for: Callable[[Role], Model]
     tools_for: Callable[[Role], ToolRegistry]
+    setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
 
     def worker(
         self,
@@ -49,16 +50,14 @@ class RunContext:
         limiter and tracer."""
         found = self.roles[role] if isinstance(role, str) else role
         return Worker(
-            found,
+            self.setup_for(found, output_type),
             self.model_for(found),
-            tools=self.tools_for(found),
             name=name or found.name,
             locks=self.locks,
             tool_limiter=self.tool_limiter,
             budget=self.budget,
             tracer=self.tracer,
             run_id=self.run_id,
-            output_type=output_type,
         )
 
 

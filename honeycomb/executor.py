@@ -50,7 +50,7 @@ from runtime import (
     Tracer,
     did_you_mean,
 )
-from workers import Role
+from workers import Role, WorkerSetup
 
 __all__ = ["Executor"]
 
@@ -110,6 +110,7 @@ class Executor:
             for name, m in model_map.items()
         }
         self._tools = {r.name: r.resolve_tools(registry) for r in role_list}
+        self._setups: dict[tuple[Role, type[BaseModel] | None], WorkerSetup] = {}
         self._locks = LockTable()
         self._handlers = tuple(on_event)
         self._log = log_events
@@ -238,6 +239,14 @@ class Executor:
         found = self._tools.get(role.name)
         return found if found is not None else role.resolve_tools()
 
+    def _setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
+        """A role's resolved setup, made once and shared by all its workers and runs."""
+        key = (role, output_type)
+        found = self._setups.get(key)
+        if found is None:
+            found = self._setups[key] = WorkerSetup.of(role, self._tools_for(role), output_type)
+        return found
+
 
 class _Run:
     """One call of :meth:`Executor.run`."""
@@ -261,6 +270,7 @@ class _Run:
             tool_limiter=executor._tool_limiter,
             model_for=executor._model_for,
             tools_for=executor._tools_for,
+            setup_for=executor._setup_for,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

@@ -8,6 +8,7 @@ early, cancelling whatever still runs.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,8 @@ from workers import WorkerError, WorkerResult
 
 __all__ = ["Scheduler"]
 
+_NO_SLOTS = contextlib.nullcontext()
+
 
 class Scheduler:
     """Runs one plan's subtasks; :attr:`outcomes` fills in as they finish."""
@@ -34,7 +37,9 @@ class Scheduler:
         self.outcomes: dict[str, SubtaskResult] = {}
         self.stopped: HoneycombError | None = None
         self._done = {s.id: anyio.Event() for s in plan.subtasks}
-        self._slots = anyio.CapacityLimiter(policy.max_workers)
+        # No limiter when every subtask fits: acquiring one costs time per worker.
+        fits = policy.max_workers >= len(plan.subtasks)
+        self._slots = None if fits else anyio.CapacityLimiter(policy.max_workers)
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
 
@@ -74,14 +79,21 @@ class Scheduler:
             )
             return
         inputs = {f"{d} ({self.plan[d].role})": self.outcomes[d].text for d in subtask.depends_on}
-        async with self._slots:
-            ctx = self.context
-            ctx.tracer.emit(WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role))
+        ctx = self.context
+        async with self._slots or _NO_SLOTS:
+            if ctx.tracer.enabled:
+                ctx.tracer.emit(
+                    WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
+                )
             started = self.elapsed_s
             worker = ctx.worker(subtask.role, name=subtask.id)
             result: WorkerResult | None = None
-            with anyio.move_on_after(self.policy.worker_timeout_s):
+            timeout = self.policy.worker_timeout_s
+            if timeout is None:
                 result = await worker.run(subtask.instruction, inputs=inputs)
+            else:
+                with anyio.move_on_after(timeout):
+                    result = await worker.run(subtask.instruction, inputs=inputs)
         if result is None:
             limit = self.policy.worker_timeout_s
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
@@ -110,16 +122,17 @@ class Scheduler:
             duration_s=duration,
         )
         ctx = self.context
-        ctx.tracer.emit(
-            WorkerFinished(
-                worker=subtask.id,
-                run_id=ctx.run_id,
-                role=subtask.role,
-                status=status,
-                duration_s=duration,
-                error=str(error) if error is not None else None,
+        if ctx.tracer.enabled:
+            ctx.tracer.emit(
+                WorkerFinished(
+                    worker=subtask.id,
+                    run_id=ctx.run_id,
+                    role=subtask.role,
+                    status=status,
+                    duration_s=duration,
+                    error=str(error) if error is not None else None,
+                )
             )
-        )
         self._done[subtask.id].set()
         if status != "ok":
             self._apply_failure_policy(subtask, error)

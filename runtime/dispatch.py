@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 import pydantic_core
 
+from runtime._concurrency import run_together
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
@@ -114,7 +115,6 @@ class Dispatcher:
     ) -> None:
         self.tools = tools
         self.policy = policy or DispatchPolicy()
-        self._cap = anyio.CapacityLimiter(self.policy.max_concurrency)
         self._limiter = limiter
         self.locks = locks if locks is not None else LockTable()
         self._tracer = tracer
@@ -126,24 +126,43 @@ class Dispatcher:
     ) -> tuple[ToolMessage, ...]:
         """Run ``calls`` and return one observation per call, in call order."""
         results: list[ToolMessage | None] = [None] * len(calls)
-        seen = {_identity(c) for c in previous} if self.policy.skip_repeats else set()
+        repeats = _Repeats(previous) if previous and self.policy.skip_repeats else None
         parallel: list[_Ready] = []
         serial: list[_Ready] = []
         for index, call in enumerate(calls):
-            ready = self._prepare(index, call, seen, results)
+            ready = self._prepare(index, call, repeats, results, turn)
             if ready is not None:
                 (serial if ready.tool.side_effects else parallel).append(ready)
-
-        if len(parallel) + (1 if serial else 0) <= 1:
-            # One lane of work: no task group needed.
-            for ready in parallel or serial:
-                results[ready.index] = await self._run(ready, turn)
-        else:
-            async with anyio.create_task_group() as tg:
-                for ready in parallel:
-                    tg.start_soon(self._run_into, ready, turn, results)
-                tg.start_soon(self._run_serially, serial, turn, results)
+        cap = self._cap_for(len(parallel))
+        # The serial lane, or else one parallel call, runs in this task; the other
+        # calls get a task each.
+        spawned = parallel if serial else parallel[:-1]
+        await run_together(
+            partial(self._lane, serial, parallel, turn, results, cap),
+            [partial(self._run_into, ready, turn, results, cap) for ready in spawned],
+        )
         return tuple(r for r in results if r is not None)
+
+    def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
+        """A limiter for this batch, only when it has more calls than the cap allows."""
+        cap = self.policy.max_concurrency
+        return anyio.CapacityLimiter(cap) if parallel > cap else None
+
+    async def _lane(
+        self,
+        serial: list[_Ready],
+        parallel: list[_Ready],
+        turn: int,
+        results: list[ToolMessage | None],
+        cap: anyio.CapacityLimiter | None,
+    ) -> None:
+        """The work this task does itself: every serial call in order, or the last
+        parallel call."""
+        if serial:
+            for ready in serial:
+                results[ready.index] = await self._run(ready, turn)
+        elif parallel:
+            await self._run_into(parallel[-1], turn, results, cap)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -151,44 +170,64 @@ class Dispatcher:
         self,
         index: int,
         call: ToolCall,
-        seen: set[tuple[str, str]],
+        repeats: _Repeats | None,
         results: list[ToolMessage | None],
+        turn: int,
     ) -> _Ready | None:
         found = self.tools.get(call.name)
         if found is None:
             available = ", ".join(self.tools.names) or "none"
-            results[index] = _observe(
-                call, "error", f"Error: unknown tool {call.name!r}. Available tools: {available}."
-            )
+            text = f"Error: unknown tool {call.name!r}. Available tools: {available}."
+            results[index] = self._refuse(call, "error", text, turn)
             return None
         try:
             kwargs = found.parse_arguments(call.arguments)
         except ArgumentsError as exc:
-            results[index] = _observe(
-                call, "error", f"Error: {exc}. Fix the arguments and call again."
-            )
+            text = f"Error: {exc}. Fix the arguments and call again."
+            results[index] = self._refuse(call, "error", text, turn)
             return None
-        if seen and _identity(call) in seen:
-            results[index] = _observe(
-                call,
-                "skipped",
+        if repeats is not None and repeats.match(call):
+            text = (
                 f"Not executed: this repeats your previous call to {call.name!r} with the same "
                 "arguments; its result is above. Use that result, change the arguments, or "
-                "give your answer.",
+                "give your answer."
             )
+            results[index] = self._refuse(call, "skipped", text, turn)
             return None
         return _Ready(index, call, found, kwargs)
 
+    def _refuse(
+        self, call: ToolCall, status: ObservationStatus, content: str, turn: int
+    ) -> ToolMessage:
+        """The observation for a call that was not run, also reported as an event."""
+        if self._tracer.enabled:
+            self._tracer.emit(
+                ToolCallFinished(
+                    worker=self._worker,
+                    run_id=self._run_id,
+                    turn=turn,
+                    call_id=call.id,
+                    tool=call.name,
+                    status=status,
+                    duration_s=0.0,
+                    error=content,
+                )
+            )
+        return _observe(call, status, content)
+
     # --- execution --------------------------------------------------------------------
 
-    async def _run_into(self, ready: _Ready, turn: int, results: list[ToolMessage | None]) -> None:
-        async with self._cap:
-            results[ready.index] = await self._run(ready, turn)
-
-    async def _run_serially(
-        self, serial: list[_Ready], turn: int, results: list[ToolMessage | None]
+    async def _run_into(
+        self,
+        ready: _Ready,
+        turn: int,
+        results: list[ToolMessage | None],
+        cap: anyio.CapacityLimiter | None,
     ) -> None:
-        for ready in serial:
+        if cap is None:
+            results[ready.index] = await self._run(ready, turn)
+            return
+        async with cap:
             results[ready.index] = await self._run(ready, turn)
 
     async def _run(self, ready: _Ready, turn: int) -> ToolMessage:
@@ -223,23 +262,7 @@ class Dispatcher:
                 )
             )
         started = time.perf_counter()
-        status: ObservationStatus = "ok"
-        error: str | None = None
-        content = ""
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                value = await self._invoke(found, kwargs)
-                content = self._render(value)
-            # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
-            # for (see _invoke), so it returns normally even after its deadline passed.
-            if scope.cancel_called:
-                status, content = "timeout", self._timeout_text(found, timeout, started)
-                error = content
-        except ModelRetry as exc:
-            status, content, error = "error", f"Error: {exc.message}", exc.message
-        except Exception as exc:  # a failing tool becomes an observation, never a crash
-            error = f"{type(exc).__name__}: {exc}"
-            status, content = "error", f"Error: tool {call.name!r} raised {error}"
+        status, content, error = await self._outcome(found, kwargs, timeout, started)
         if tracing:
             self._tracer.emit(
                 ToolCallFinished(
@@ -255,27 +278,44 @@ class Dispatcher:
             )
         return _observe(call, status, content)
 
+    async def _outcome(
+        self, found: Tool[Any, Any], kwargs: dict[str, Any], timeout: float | None, started: float
+    ) -> tuple[ObservationStatus, str, str | None]:
+        """Status, observation text and error of one call, under its timeout."""
+        try:
+            if timeout is None:
+                return "ok", self._render(await self._invoke(found, kwargs)), None
+            with anyio.move_on_after(timeout) as scope:
+                content = self._render(await self._invoke(found, kwargs))
+            # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
+            # for (see _invoke), so it returns normally even after its deadline passed.
+            if scope.cancel_called:
+                text = _timeout_text(found, timeout, time.perf_counter() - started)
+                return "timeout", text, text
+            return "ok", content, None
+        except ModelRetry as exc:
+            return "error", f"Error: {exc.message}", exc.message
+        except Exception as exc:  # a failing tool becomes an observation, never a crash
+            error = f"{type(exc).__name__}: {exc}"
+            return "error", f"Error: tool {found.name!r} raised {error}", error
+
     @staticmethod
     async def _invoke(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
         if found.is_async:
             return await found.invoke_async(kwargs)
-        # A parallel-safe thread is abandoned on cancel so the timeout is prompt. A
-        # side-effecting one is waited for, so the next serial call cannot overlap it.
-        return await anyio.to_thread.run_sync(
-            partial(found.invoke_sync, kwargs), abandon_on_cancel=not found.side_effects
-        )
-
-    @staticmethod
-    def _timeout_text(found: Tool[Any, Any], timeout: float | None, started: float) -> str:
-        text = f"Error: tool {found.name!r} timed out after {timeout:g}s and was cancelled."
-        if not found.is_async and found.side_effects:
-            # Such a thread is waited for (see _invoke), so it really ran this long.
-            elapsed = time.perf_counter() - started
-            text += (
-                " It is a synchronous side-effecting tool, which cannot be interrupted; it "
-                f"finished after {elapsed:.1f}s, so its effects may have happened."
-            )
-        return text
+        run = partial(found.invoke_sync, kwargs)
+        if found.side_effects:
+            # Waited for even when cancelled, so the next serial call cannot overlap it.
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=False)
+        # Abandoned on cancel, so timeouts are prompt. A call running in a task of the
+        # asyncio task group is cancelled natively, which anyio's scopes do not see:
+        # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
+        with anyio.CancelScope() as scope:
+            try:
+                return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                scope.cancel()
+                raise
 
     def _render(self, value: Any) -> str:
         if isinstance(value, str):
@@ -291,14 +331,50 @@ class Dispatcher:
         return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
 
 
+def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
+    if not found.is_async and found.side_effects:
+        # Such a thread is waited for (see Dispatcher._invoke), so it ran to its end.
+        return (
+            f"Error: tool {found.name!r} timed out after {timeout:g}s. It is a synchronous "
+            f"side-effecting tool, which cannot be interrupted: it ran to its end after "
+            f"{elapsed:.1f}s, so its effects may have happened, but its result was dropped."
+        )
+    return f"Error: tool {found.name!r} timed out after {timeout:g}s and was cancelled."
+
+
 def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMessage:
     return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
 
-def _identity(call: ToolCall) -> tuple[str, str]:
-    """Name and canonical arguments, so ``{"a":1, "b":2}`` equals ``{"b": 2, "a": 1}``."""
+class _Repeats:
+    """The previous turn's calls, to spot an identical repeat: same tool, same
+    arguments (``{"a": 1, "b": 2}`` equals ``{"b": 2, "a": 1}``)."""
+
+    __slots__ = ("_parsed", "_raw")
+
+    def __init__(self, previous: Sequence[ToolCall]) -> None:
+        self._raw: dict[str, list[str]] = {}
+        for call in previous:
+            self._raw.setdefault(call.name, []).append(call.arguments)
+        self._parsed: dict[str, list[Any]] | None = None
+
+    def match(self, call: ToolCall) -> bool:
+        raws = self._raw.get(call.name)
+        if raws is None:
+            return False
+        if call.arguments in raws:
+            return True
+        if self._parsed is None:
+            self._parsed = {name: [_load(r) for r in rs] for name, rs in self._raw.items()}
+        loaded = _load(call.arguments)
+        return loaded is not _UNPARSABLE and loaded in self._parsed[call.name]
+
+
+_UNPARSABLE = object()
+
+
+def _load(arguments: str) -> Any:
     try:
-        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        return json.loads(arguments or "{}")
     except ValueError:
-        canonical = call.arguments
-    return call.name, canonical
+        return _UNPARSABLE

@@ -52,12 +52,22 @@ class Budget:
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
     """
 
-    __slots__ = ("_started", "limits", "usage")
+    __slots__ = ("_input", "_model_calls", "_output", "_started", "_tool_calls", "limits")
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self.usage = Usage()
+        self._input = self._output = self._model_calls = self._tool_calls = 0
         self._started = time.monotonic()
+
+    @property
+    def usage(self) -> Usage:
+        """Everything spent so far."""
+        return Usage(
+            input_tokens=self._input,
+            output_tokens=self._output,
+            model_calls=self._model_calls,
+            tool_calls=self._tool_calls,
+        )
 
     @property
     def elapsed_s(self) -> float:
@@ -69,13 +79,14 @@ class Budget:
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
-        lim, used = self.limits, self.usage
-        if lim.model_calls is not None and used.model_calls >= lim.model_calls:
-            raise BudgetExceeded("model_calls", lim.model_calls, used.model_calls)
-        if lim.total_tokens is not None and used.total_tokens >= lim.total_tokens:
-            raise BudgetExceeded("total_tokens", lim.total_tokens, used.total_tokens)
-        if lim.tool_calls is not None and used.tool_calls > lim.tool_calls:
-            raise BudgetExceeded("tool_calls", lim.tool_calls, used.tool_calls)
+        lim = self.limits
+        if lim.model_calls is not None and self._model_calls >= lim.model_calls:
+            raise BudgetExceeded("model_calls", lim.model_calls, self._model_calls)
+        tokens = self._input + self._output
+        if lim.total_tokens is not None and tokens >= lim.total_tokens:
+            raise BudgetExceeded("total_tokens", lim.total_tokens, tokens)
+        if lim.tool_calls is not None and self._tool_calls > lim.tool_calls:
+            raise BudgetExceeded("tool_calls", lim.tool_calls, self._tool_calls)
         if lim.wall_time_s is not None and self.elapsed_s >= lim.wall_time_s:
             raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
 
@@ -86,15 +97,16 @@ class Budget:
             BudgetExceeded: when a limit is reached; nothing is counted then.
         """
         self.check()
-        self.usage += Usage(model_calls=1)
+        self._model_calls += 1
 
     def charge(self, usage: Usage) -> None:
         """Add tokens and tool calls spent (model calls are counted on reserve)."""
-        self.usage += Usage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            tool_calls=usage.tool_calls,
-        )
+        self._input += usage.input_tokens
+        self._output += usage.output_tokens
+        self._tool_calls += usage.tool_calls
+
+    def charge_tool_calls(self, count: int) -> None:
+        self._tool_calls += count
 
 
 class LimitedModel(WrapperModel):

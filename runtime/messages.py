@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
 __all__ = [
     "AssistantMessage",
     "Message",
+    "Messages",
     "ObservationStatus",
     "SystemMessage",
     "ToolCall",
@@ -37,7 +38,7 @@ class Usage(_Frozen):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage.model_construct(
+        return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             model_calls=self.model_calls + other.model_calls,
@@ -93,15 +94,29 @@ Message = Annotated[
     Field(discriminator="role"),
 ]
 
+_MESSAGE_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
+
+
+def _messages_as_given(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A tuple of message objects is already valid (they are frozen and were validated
+    when made): keep it as is instead of validating every message again, which would
+    make each request cost time in proportion to the conversation's length."""
+    if type(value) is tuple and all(type(m) in _MESSAGE_TYPES for m in value):
+        return value
+    return handler(value)
+
+
+Messages = Annotated[tuple[Message, ...], WrapValidator(_messages_as_given)]
+"""A tuple of messages; dicts are validated into messages, message objects kept."""
+
 
 class Transcript(_Frozen):
     """An immutable sequence of messages; :meth:`add` returns a new transcript."""
 
-    messages: tuple[Message, ...] = ()
+    messages: Messages = ()
 
     def add(self, *messages: Message) -> Transcript:
-        # The messages are already validated values, so skip re-validating the tuple.
-        return Transcript.model_construct(messages=self.messages + messages)
+        return Transcript(messages=self.messages + messages)
 
     def extend(self, messages: Iterable[Message]) -> Transcript:
         return self.add(*messages)

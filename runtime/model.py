@@ -7,13 +7,14 @@ add behaviour (retries, limits, budgets) by holding another model.
 
 from __future__ import annotations
 
+import functools
 import json
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from runtime.messages import AssistantMessage, Message, Usage
+from runtime.messages import AssistantMessage, Messages, Usage
 
 __all__ = [
     "Model",
@@ -61,12 +62,18 @@ class OutputSchema(_Frozen):
 
     @classmethod
     def for_model(cls, model: type[BaseModel]) -> OutputSchema:
-        return cls.of(model.__name__, model.model_json_schema(), strict=False)
+        """The schema of a pydantic model (made once per model class)."""
+        return _schema_of(model)
 
     @cached_property
     def json_schema(self) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads(self.json_schema_text)
         return loaded
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> OutputSchema:
+    return OutputSchema.of(model.__name__, model.model_json_schema(), strict=False)
 
 
 ToolChoice = Literal["auto", "none", "required"]
@@ -86,7 +93,7 @@ class ModelRequest(_Frozen):
             instance shared by many workers can keep state per conversation.
     """
 
-    messages: tuple[Message, ...]
+    messages: Messages
     tools: tuple[ToolSchema, ...] = ()
     tool_choice: ToolChoice | str = "auto"
     parallel_tool_calls: bool = True

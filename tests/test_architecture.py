@@ -78,7 +78,8 @@ RUNTIME_NAMES = {
 
 WORKERS_NAMES = {
     "AgentLoop", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings", "LoopState",
-    "Role", "Step", "Worker", "WorkerError", "WorkerResult", "assemble", "check_role",
+    "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
+    "check_role",
     "format_task", "load_roles", "role_entries",
 }  # fmt: skip
 

@@ -3,7 +3,7 @@
 from workers.context import ContextWindow, assemble
 from workers.loop import AgentLoop, Continue, Failed, Final, LoopSettings, LoopState, Step
 from workers.role import Role, check_role, load_roles, role_entries
-from workers.worker import Worker, WorkerError, WorkerResult, format_task
+from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [
     "AgentLoop",
@@ -18,6 +18,7 @@ __all__ = [
     "Worker",
     "WorkerError",
     "WorkerResult",
+    "WorkerSetup",
     "assemble",
     "check_role",
     "format_task",

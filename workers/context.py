@@ -1,6 +1,6 @@
 """Context assembly: what the model sees each turn.
 
-The role's instructions, then the task, then as much of the transcript as fits the
+The head (the role's instructions and the task), then as much of the transcript as fits the
 window, newest first. The transcript is cut only between groups (an assistant
 message with its tool observations, or a lone user message), so a tool call is never
 separated from its observation. When something is left out, a note says so.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime import AssistantMessage, Message, SystemMessage, ToolMessage, Transcript, UserMessage
+from runtime import AssistantMessage, Message, ToolMessage, Transcript, UserMessage
 
 __all__ = ["ContextWindow", "assemble"]
 
@@ -49,10 +49,11 @@ class ContextWindow:
 
 
 def assemble(
-    instructions: str, task: str, transcript: Transcript, window: ContextWindow
+    head: tuple[Message, ...], transcript: Transcript, window: ContextWindow
 ) -> tuple[Message, ...]:
-    """System prompt, task, and the windowed transcript, ready for a model request."""
-    head: tuple[Message, ...] = (SystemMessage(content=instructions), UserMessage(content=task))
+    """The head (system prompt and task), then the windowed transcript."""
+    if window.max_chars is None:
+        return head + transcript.messages
     shown, omitted = window.fit(transcript.messages)
     if not omitted:
         return head + shown

@@ -20,6 +20,7 @@ from runtime import (
     Dispatcher,
     EmptyResponse,
     HoneycombError,
+    Message,
     Model,
     ModelCallFinished,
     ModelCallStarted,
@@ -28,6 +29,7 @@ from runtime import (
     OutputSchema,
     OutputValidationError,
     ToolCall,
+    SystemMessage,
     ToolMessage,
     Tracer,
     Transcript,
@@ -146,6 +148,7 @@ class AgentLoop:
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
+        self._head: tuple[str, tuple[Message, ...]] | None = None
 
     async def run(self, task: str) -> Final | Failed:
         """Drive :meth:`step` until the loop ends."""
@@ -157,50 +160,44 @@ class AgentLoop:
     async def step(self, state: LoopState) -> Step:
         """One model turn, and the tool calls it asks for."""
         wrap_up = state.turn >= self.settings.max_turns
+        transcript = state.transcript
         if wrap_up:
-            state = replace(
-                state,
-                transcript=state.transcript.add(
-                    UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
-                ),
-                wrapped_up=True,
-            )
+            prompt = UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
+            transcript = transcript.add(prompt)
         try:
-            response = await self._call_model(state, tools=not wrap_up)
+            response = await self._call_model(state.task, transcript, state.turn + 1, wrap_up)
         except HoneycombError as exc:
-            return Failed(state, exc)
+            return Failed(replace(state, transcript=transcript, wrapped_up=wrap_up), exc)
         message = response.message
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
             message = AssistantMessage(content=message.content)
+        spent = response.usage
+        if message.tool_calls and not wrap_up:
+            return await self._observe(state, transcript.add(message), spent, message.tool_calls)
         state = replace(
             state,
-            transcript=state.transcript.add(message),
+            transcript=transcript.add(message),
             turn=state.turn + 1,
-            usage=state.usage + response.usage + _ONE_CALL,
+            usage=_spend(state.usage, spent, tool_calls=0),
+            wrapped_up=wrap_up,
         )
-        if message.tool_calls and not wrap_up:
-            return await self._observe(state, message.tool_calls)
         if message.is_empty:
             if state.nudged or wrap_up:
                 return Failed(state, EmptyResponse(state.turn))
-            return Continue(
-                replace(
-                    state, transcript=state.transcript.add(UserMessage(content=NUDGE)), nudged=True
-                )
-            )
+            nudge = UserMessage(content=NUDGE)
+            return Continue(replace(state, transcript=state.transcript.add(nudge), nudged=True))
         return self._finish(replace(state, nudged=False), message.content or "")
 
-    async def _call_model(self, state: LoopState, *, tools: bool) -> ModelResponse:
+    async def _call_model(
+        self, task: str, transcript: Transcript, turn: int, wrap_up: bool
+    ) -> ModelResponse:
         if self.budget is not None:
             self.budget.reserve_model_call()
-        turn = state.turn + 1
         request = ModelRequest(
-            messages=assemble(
-                self.instructions, state.task, state.transcript, self.settings.window
-            ),
-            tools=self.dispatcher.tools.schemas if tools else (),
-            tool_choice="auto" if tools else "none",
+            messages=self._context(task, transcript),
+            tools=() if wrap_up else self.dispatcher.tools.schemas,
+            tool_choice="none" if wrap_up else "auto",
             output=self._output,
             timeout=self.settings.model_timeout,
             conversation=self._conversation,
@@ -221,6 +218,14 @@ class AgentLoop:
             self._emit_finished(turn, started, response, None)
         return response
 
+    def _context(self, task: str, transcript: Transcript) -> tuple[Message, ...]:
+        head = self._head
+        if head is None or head[0] != task:
+            # The system prompt and task are the same every turn: make them once.
+            messages = (SystemMessage(content=self.instructions), UserMessage(content=task))
+            head = self._head = (task, messages)
+        return assemble(head[1], transcript, self.settings.window)
+
     def _emit_finished(
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
     ) -> None:
@@ -240,19 +245,23 @@ class AgentLoop:
             )
         )
 
-    async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
+    async def _observe(
+        self, state: LoopState, transcript: Transcript, spent: Usage, calls: tuple[ToolCall, ...]
+    ) -> Step:
         observations = await self.dispatcher.dispatch(
-            calls, turn=state.turn, previous=state.previous_calls
+            calls, turn=state.turn + 1, previous=state.previous_calls
         )
         executed = sum(1 for o in observations if o.status != "skipped")
         if self.budget is not None:
-            self.budget.charge(Usage(tool_calls=executed))
-        state = replace(
-            state,
-            transcript=state.transcript.add(*observations),
-            usage=state.usage + Usage(tool_calls=executed),
+            self.budget.charge_tool_calls(executed)
+        state = LoopState(
+            task=state.task,
+            transcript=transcript.add(*observations),
+            turn=state.turn + 1,
+            usage=_spend(state.usage, spent, tool_calls=executed),
             previous_calls=calls,
             nudged=False,
+            output_attempts=state.output_attempts,
         )
         terminal = self._terminal(observations)
         if terminal is not None:
@@ -283,7 +292,14 @@ class AgentLoop:
             )
 
 
-_ONE_CALL = Usage(model_calls=1)
+def _spend(usage: Usage, model: Usage, *, tool_calls: int) -> Usage:
+    """Usage after one more model call (and the tool calls it asked for)."""
+    return Usage(
+        input_tokens=usage.input_tokens + model.input_tokens,
+        output_tokens=usage.output_tokens + model.output_tokens,
+        model_calls=usage.model_calls + 1,
+        tool_calls=usage.tool_calls + tool_calls,
+    )
 
 
 def _strip_fences(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -29,7 +30,7 @@ from workers.context import ContextWindow
 from workers.loop import AgentLoop, Failed, LoopSettings
 from workers.role import Role
 
-__all__ = ["Worker", "WorkerError", "WorkerResult", "format_task"]
+__all__ = ["Worker", "WorkerError", "WorkerResult", "WorkerSetup", "format_task"]
 
 WorkerStatus = Literal["ok", "failed"]
 
@@ -84,11 +85,62 @@ class WorkerResult(BaseModel):
         return self.status == "ok"
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerSetup:
+    """What workers of one role need, resolved once and shared by all of them.
+
+    Attributes:
+        role: The role.
+        tools: The role's tools, resolved.
+        policy: How the tools are dispatched (cap, timeout).
+        settings: How the loop runs (turns, output type, window).
+        system_prompt: The role's system prompt.
+    """
+
+    role: Role
+    tools: ToolRegistry
+    policy: DispatchPolicy
+    settings: LoopSettings
+    system_prompt: str
+
+    @classmethod
+    def of(
+        cls,
+        role: Role,
+        tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> WorkerSetup:
+        """Resolve a role: if it names tools, look them up in ``tools`` (import paths
+        need none); if it names none, it gets exactly ``tools``.
+
+        Raises:
+            UnknownToolError: for a tool name that cannot be found.
+            ConfigError: for an import path or output schema that cannot be imported.
+        """
+        given = tools if isinstance(tools, ToolRegistry | None) else ToolRegistry(tools)
+        return cls(
+            role=role,
+            tools=role.resolve_tools(given) if role.tools else (given or ToolRegistry()),
+            policy=DispatchPolicy(
+                max_concurrency=role.concurrency, default_timeout=role.tool_timeout
+            ),
+            settings=LoopSettings(
+                max_turns=role.max_turns,
+                output_type=output_type or role.resolve_output(),
+                output_retries=role.output_retries,
+                window=ContextWindow(role.max_context_chars),
+                model_timeout=role.model_timeout,
+            ),
+            system_prompt=role.system_prompt,
+        )
+
+
 class Worker:
     """Runs subtasks for one role.
 
     Args:
-        role: What the worker is for, its limits and tool names.
+        role: What the worker is for, its limits and tool names; or a
+            :class:`WorkerSetup` made from a role once, for many workers.
         model: The model it thinks with.
         tools: If the role names tools, the registry to find them in (import paths
             need none); if it names none, exactly these tools.
@@ -103,7 +155,7 @@ class Worker:
 
     def __init__(
         self,
-        role: Role,
+        role: Role | WorkerSetup,
         model: Model,
         *,
         tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] | None = None,
@@ -115,31 +167,23 @@ class Worker:
         run_id: str | None = None,
         output_type: type[BaseModel] | None = None,
     ) -> None:
-        given = tools if isinstance(tools, ToolRegistry | None) else ToolRegistry(tools)
-        self.role = role
+        setup = role if isinstance(role, WorkerSetup) else WorkerSetup.of(role, tools, output_type)
+        self.setup = setup
+        self.role = setup.role
         self.model = model
-        self.name = name or role.name
-        self.tools = role.resolve_tools(given) if role.tools else (given or ToolRegistry())
+        self.name = name or setup.role.name
+        self.tools = setup.tools
         self.run_id = run_id
         self.budget = budget
         self.tracer = tracer or Tracer()
         self._dispatcher = Dispatcher(
-            self.tools,
-            policy=DispatchPolicy(
-                max_concurrency=role.concurrency, default_timeout=role.tool_timeout
-            ),
+            setup.tools,
+            policy=setup.policy,
             limiter=tool_limiter,
             locks=locks,
             tracer=self.tracer,
             worker=self.name,
             run_id=run_id,
-        )
-        self._settings = LoopSettings(
-            max_turns=role.max_turns,
-            output_type=output_type or role.resolve_output(),
-            output_retries=role.output_retries,
-            window=ContextWindow(role.max_context_chars),
-            model_timeout=role.model_timeout,
         )
 
     def __repr__(self) -> str:
@@ -152,8 +196,8 @@ class Worker:
         loop = AgentLoop(
             self.model,
             self._dispatcher,
-            instructions=self.role.system_prompt,
-            settings=self._settings,
+            instructions=self.setup.system_prompt,
+            settings=self.setup.settings,
             budget=self.budget,
             tracer=self.tracer,
             worker=self.name,
@@ -168,7 +212,7 @@ class Worker:
                     "failed", Transcript(), Usage(), 0, started_at, started, error=exc
                 )
         head = Transcript().add(
-            SystemMessage(content=self.role.system_prompt), UserMessage(content=prompt)
+            SystemMessage(content=self.setup.system_prompt), UserMessage(content=prompt)
         )
         state = outcome.state
         transcript = head.extend(state.transcript.messages)
