@@ -5,6 +5,8 @@ One import gives the public API::
     from honeycomb import Executor, Role, tool, OpenAIModel
 """
 
+from typing import TYPE_CHECKING, Any
+
 from honeycomb.aggregator import Aggregator, ConcatAggregator, FunctionAggregator, RoleAggregator
 from honeycomb.context import RunContext
 from honeycomb.events import (
@@ -17,7 +19,6 @@ from honeycomb.events import (
     WorkerStarted,
 )
 from honeycomb.executor import Executor
-from honeycomb.offline import OfflineModel
 from honeycomb.plan import Plan, Subtask
 from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
 from honeycomb.policy import Budgets, Policy
@@ -35,9 +36,7 @@ from runtime import (
     ModelCallStarted,
     ModelError,
     ModelRetry,
-    OpenAIModel,
     PlanError,
-    RetryPolicy,
     RunFailed,
     Tool,
     ToolCallFinished,
@@ -106,3 +105,26 @@ __all__ = [
     "load_roles",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from honeycomb.offline import OfflineModel
+    from runtime import OpenAIModel, RetryPolicy
+
+# Models load on first use: their modules (and ``openai``, ``tenacity``) take time and
+# memory to import, and most programs need at most one of them.
+_LAZY = {
+    "OfflineModel": "honeycomb.offline",
+    "OpenAIModel": "runtime.openai_model",
+    "RetryPolicy": "runtime.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'honeycomb' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -35,7 +35,7 @@ __all__ = ["Hive", "ModelSpec", "load_hive"]
 
 
 class RetrySpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     attempts: int = Field(default=4, ge=1, le=20)
     deadline_s: float = Field(default=90.0, gt=0)
@@ -46,7 +46,7 @@ class RetrySpec(BaseModel):
 class ModelSpec(BaseModel):
     """One model of the hive: an OpenAI-compatible endpoint, or the offline model."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     provider: Literal["openai", "offline"] = "openai"
     model: str | None = None
@@ -89,7 +89,7 @@ def _shorthand(value: Any) -> Any:
 
 
 class _HiveSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str = "hive"
     description: str = ""

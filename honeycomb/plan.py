@@ -23,7 +23,7 @@ class Subtask(BaseModel):
         depends_on: Ids whose results this subtask needs; it starts after them.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     id: str = Field(min_length=1, max_length=64)
     role: str
@@ -34,7 +34,7 @@ class Subtask(BaseModel):
 class Plan(BaseModel):
     """The subtasks of a run."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     subtasks: tuple[Subtask, ...]
 

@@ -20,7 +20,7 @@ class Budgets(BaseModel):
     ``BudgetExceeded`` carrying the partial results.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     model_calls: int | None = Field(default=None, ge=1)
     total_tokens: int | None = Field(default=None, ge=1)
@@ -54,7 +54,7 @@ class Policy(BaseModel):
         budgets: Per-run spending limits.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     max_workers: int = Field(default=8, ge=1)
     failure: FailurePolicy = "best_effort"

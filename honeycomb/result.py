@@ -27,7 +27,7 @@ class SubtaskResult(BaseModel):
         duration_s: How long its worker ran.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     subtask: Subtask
     status: SubtaskStatus
@@ -64,7 +64,7 @@ class RunTimings(BaseModel):
         speedup: ``serial_s / wall_s``: the gain over running subtasks one by one.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     wall_s: float
     plan_s: float
@@ -92,7 +92,7 @@ class RunResult(BaseModel):
         timings: Wall time, critical path, serial time and speedup.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
 
     run_id: str
     task: str

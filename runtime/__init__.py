@@ -1,7 +1,11 @@
 """Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
 
-``runtime`` imports nothing from ``workers`` or ``honeycomb``.
+``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter and
+the retry policy load on first use (``openai`` and ``tenacity`` take time and memory
+to import, and many programs never need them).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
@@ -49,8 +53,6 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
-from runtime.openai_model import OpenAIModel
-from runtime.retry import RetryingModel, RetryPolicy
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 from runtime.yaml_config import (
     YamlDocument,
@@ -127,3 +129,24 @@ __all__ = [
     "parse_yaml",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from runtime.openai_model import OpenAIModel
+    from runtime.retry import RetryingModel, RetryPolicy
+
+_LAZY = {
+    "OpenAIModel": "runtime.openai_model",
+    "RetryPolicy": "runtime.retry",
+    "RetryingModel": "runtime.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
 
 __all__ = ["DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
+
+_NOTHING = contextlib.nullcontext()
 
 check_cancelled = anyio.from_thread.check_cancelled
 """Call from a long-running sync tool to stop early once its call is cancelled."""
@@ -162,7 +165,8 @@ class Dispatcher:
             for ready in serial:
                 results[ready.index] = await self._run(ready, turn)
         elif parallel:
-            await self._run_into(parallel[-1], turn, results, cap)
+            last = parallel[-1]
+            results[last.index] = await self._run(last, turn, cap)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -224,23 +228,17 @@ class Dispatcher:
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
     ) -> None:
-        if cap is None:
-            results[ready.index] = await self._run(ready, turn)
-            return
-        async with cap:
-            results[ready.index] = await self._run(ready, turn)
+        results[ready.index] = await self._run(ready, turn, cap)
 
-    async def _run(self, ready: _Ready, turn: int) -> ToolMessage:
+    async def _run(
+        self, ready: _Ready, turn: int, cap: anyio.CapacityLimiter | None = None
+    ) -> ToolMessage:
+        """One call, holding its slot, its exclusive lock and a shared-limiter token."""
         key = ready.tool.exclusive
-        if key is None:
-            return await self._limited(ready, turn)
-        async with self.locks.lock(key):
-            return await self._limited(ready, turn)
-
-    async def _limited(self, ready: _Ready, turn: int) -> ToolMessage:
-        if self._limiter is None:
-            return await self._execute(ready, turn)
-        async with self._limiter:
+        if cap is None and key is None and self._limiter is None:
+            return await self._execute(ready, turn)  # the common case: nothing to hold
+        lock = self.locks.lock(key) if key is not None else _NOTHING
+        async with cap or _NOTHING, lock, self._limiter or _NOTHING:
             return await self._execute(ready, turn)
 
     async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
@@ -276,7 +274,7 @@ class Dispatcher:
                     error=error,
                 )
             )
-        return _observe(call, status, content)
+        return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
     async def _outcome(
         self, found: Tool[Any, Any], kwargs: dict[str, Any], timeout: float | None, started: float
@@ -284,11 +282,18 @@ class Dispatcher:
         """Status, observation text and error of one call, under its timeout."""
         try:
             if timeout is None:
-                return "ok", self._render(await self._invoke(found, kwargs)), None
+                value = (
+                    await found.fn(**kwargs) if found.is_async else await _in_thread(found, kwargs)
+                )
+                return "ok", self._render(value), None
             with anyio.move_on_after(timeout) as scope:
-                content = self._render(await self._invoke(found, kwargs))
+                if found.is_async:
+                    value = await found.fn(**kwargs)
+                else:
+                    value = await _in_thread(found, kwargs)
+                content = self._render(value)
             # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
-            # for (see _invoke), so it returns normally even after its deadline passed.
+            # for (see _in_thread), so it returns normally even after its deadline passed.
             if scope.cancel_called:
                 text = _timeout_text(found, timeout, time.perf_counter() - started)
                 return "timeout", text, text
@@ -298,24 +303,6 @@ class Dispatcher:
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             error = f"{type(exc).__name__}: {exc}"
             return "error", f"Error: tool {found.name!r} raised {error}", error
-
-    @staticmethod
-    async def _invoke(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
-        if found.is_async:
-            return await found.invoke_async(kwargs)
-        run = partial(found.invoke_sync, kwargs)
-        if found.side_effects:
-            # Waited for even when cancelled, so the next serial call cannot overlap it.
-            return await anyio.to_thread.run_sync(run, abandon_on_cancel=False)
-        # Abandoned on cancel, so timeouts are prompt. A call running in a task of the
-        # asyncio task group is cancelled natively, which anyio's scopes do not see:
-        # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
-        with anyio.CancelScope() as scope:
-            try:
-                return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-            except anyio.get_cancelled_exc_class():
-                scope.cancel()
-                raise
 
     def _render(self, value: Any) -> str:
         if isinstance(value, str):
@@ -331,9 +318,26 @@ class Dispatcher:
         return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
 
 
+async def _in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool in a worker thread."""
+    run = partial(found.fn, **kwargs)
+    if found.side_effects:
+        # Waited for even when cancelled, so the next serial call cannot overlap it.
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=False)
+    # Abandoned on cancel, so timeouts are prompt. A call running in a task of the
+    # asyncio task group is cancelled natively, which anyio's scopes do not see:
+    # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
+    with anyio.CancelScope() as scope:
+        try:
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            scope.cancel()
+            raise
+
+
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
     if not found.is_async and found.side_effects:
-        # Such a thread is waited for (see Dispatcher._invoke), so it ran to its end.
+        # Such a thread is waited for (see _in_thread), so it ran to its end.
         return (
             f"Error: tool {found.name!r} timed out after {timeout:g}s. It is a synchronous "
             f"side-effecting tool, which cannot be interrupted: it ran to its end after "

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import structlog
+from runtime import _logging
 
 __all__ = [
     "Event",
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Event:
     """Base of all events. ``kind`` names the event in logs (``model_call.finished``)."""
 
@@ -38,13 +38,13 @@ class Event:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelCallStarted(Event):
     kind: ClassVar[str] = "model_call.started"
     turn: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelCallFinished(Event):
     kind: ClassVar[str] = "model_call.finished"
     turn: int
@@ -57,7 +57,7 @@ class ModelCallFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
     kind: ClassVar[str] = "tool_call.started"
     turn: int
@@ -65,7 +65,7 @@ class ToolCallStarted(Event):
     tool: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolCallFinished(Event):
     kind: ClassVar[str] = "tool_call.finished"
     turn: int
@@ -85,24 +85,20 @@ class Tracer:
     Args:
         handlers: Called with every event, in order; they must be quick and not raise
             (an exception from a handler is logged and dropped).
-        log: Send events to structlog. Logging happens only if structlog has been
-            configured by the application, never through structlog's print default.
-        logger_name: The structlog logger name.
+        log: Send events to structlog (logger ``honeycomb``). Logging happens only if
+            the application has configured structlog, never through its print default.
     """
 
-    __slots__ = ("_handlers", "_log", "_logger")
+    __slots__ = ("_handlers", "_log")
 
-    def __init__(
-        self, *handlers: EventHandler, log: bool = True, logger_name: str = "honeycomb"
-    ) -> None:
+    def __init__(self, *handlers: EventHandler, log: bool = True) -> None:
         self._handlers = handlers
         self._log = log
-        self._logger = structlog.get_logger(logger_name)
 
     @property
     def enabled(self) -> bool:
         """Whether emitting can have any effect (skip building events when False)."""
-        return bool(self._handlers) or (self._log and structlog.is_configured())
+        return bool(self._handlers) or (self._log and _logging.configured())
 
     def with_handler(self, handler: EventHandler) -> Tracer:
         return Tracer(*self._handlers, handler, log=self._log)
@@ -112,13 +108,10 @@ class Tracer:
             try:
                 handler(event)
             except Exception as exc:  # a broken handler must not break a worker
-                self._log_dict("event_handler.failed", {"error": repr(exc), "event": event.kind})
-        if self._log and structlog.is_configured():
-            self._log_dict(event.kind, event.fields())
-
-    def _log_dict(self, kind: str, fields: dict[str, Any]) -> None:
-        if structlog.is_configured():
-            self._logger.info(kind, **fields)
+                fields = {"error": repr(exc), "event": event.kind}
+                _logging.log("event_handler.failed", fields, level="warning")
+        if self._log and _logging.configured():
+            _logging.log(event.kind, event.fields())
 
 
 NO_TRACE = Tracer(log=False)

@@ -22,7 +22,7 @@ __all__ = [
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class Usage(_Frozen):
@@ -101,7 +101,7 @@ def _messages_as_given(value: Any, handler: ValidatorFunctionWrapHandler) -> Any
     """A tuple of message objects is already valid (they are frozen and were validated
     when made): keep it as is instead of validating every message again, which would
     make each request cost time in proportion to the conversation's length."""
-    if type(value) is tuple and all(type(m) in _MESSAGE_TYPES for m in value):
+    if type(value) is tuple and _MESSAGE_TYPES.issuperset(map(type, value)):
         return value
     return handler(value)
 

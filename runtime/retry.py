@@ -12,17 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-import structlog
 import tenacity
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
+from runtime import _logging
 from runtime.errors import ModelError
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
 __all__ = ["RetryPolicy", "RetryingModel", "is_retryable", "wait_retry_after"]
-
-_log = structlog.get_logger("honeycomb")
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -113,9 +111,10 @@ class RetryingModel(WrapperModel):
 
 
 def _log_retry(state: RetryCallState) -> None:
-    if not structlog.is_configured():
+    if not _logging.configured():
         return
     outcome = state.outcome
     exc = outcome.exception() if outcome is not None and outcome.failed else None
     wait = state.next_action.sleep if state.next_action is not None else 0.0
-    _log.warning("model_call.retry", attempt=state.attempt_number, wait_s=wait, error=repr(exc))
+    fields = {"attempt": state.attempt_number, "wait_s": wait, "error": repr(exc)}
+    _logging.log("model_call.retry", fields, level="warning")

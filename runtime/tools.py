@@ -127,16 +127,7 @@ class Tool(Generic[P, R]):
             errors = exc.errors(include_url=False)
             not_json = any(e["type"] == "json_invalid" for e in errors)
             raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
-        return dict(parsed)
-
-    async def invoke_async(self, kwargs: dict[str, Any]) -> Any:
-        """Call an async tool with already-validated arguments."""
-        result = self.fn(**kwargs)  # type: ignore[call-arg]
-        return await result  # type: ignore[misc]
-
-    def invoke_sync(self, kwargs: dict[str, Any]) -> Any:
-        """Call a sync tool with already-validated arguments (in a worker thread)."""
-        return self.fn(**kwargs)  # type: ignore[call-arg]
+        return parsed.__dict__.copy()  # the fields, as the function's keyword arguments
 
 
 @overload

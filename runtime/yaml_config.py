@@ -12,10 +12,12 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
-import yaml
+
+if TYPE_CHECKING:
+    import yaml
 
 from runtime.errors import ConfigError
 
@@ -137,6 +139,8 @@ def parse_yaml(
     interpolate: bool = False,
 ) -> YamlDocument:
     """Parse YAML text, keeping positions (see :func:`load_yaml`)."""
+    import yaml  # here, not at the top: only configuration needs it
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -166,6 +170,8 @@ class _Builder:
         self.marks: dict[YamlPath, tuple[int, int]] = {}
 
     def build(self, node: yaml.Node, path: YamlPath) -> Any:
+        import yaml
+
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)  # resolve YAML merge keys (<<)
             out: dict[Any, Any] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime import AssistantMessage, Message, ToolMessage, Transcript, UserMessage
+from runtime import AssistantMessage, Message, ToolMessage, UserMessage
 
 __all__ = ["ContextWindow", "assemble"]
 
@@ -49,12 +49,12 @@ class ContextWindow:
 
 
 def assemble(
-    head: tuple[Message, ...], transcript: Transcript, window: ContextWindow
+    head: tuple[Message, ...], messages: tuple[Message, ...], window: ContextWindow
 ) -> tuple[Message, ...]:
-    """The head (system prompt and task), then the windowed transcript."""
+    """The head (system prompt and task), then the conversation, windowed."""
     if window.max_chars is None:
-        return head + transcript.messages
-    shown, omitted = window.fit(transcript.messages)
+        return head + messages
+    shown, omitted = window.fit(messages)
     if not omitted:
         return head + shown
     note = UserMessage(

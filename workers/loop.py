@@ -28,8 +28,8 @@ from runtime import (
     ModelResponse,
     OutputSchema,
     OutputValidationError,
-    ToolCall,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     Tracer,
     Transcript,
@@ -78,16 +78,44 @@ class LoopSettings:
 
 @dataclass(frozen=True, slots=True)
 class LoopState:
-    """Everything a step needs; every step returns a new one."""
+    """Everything a step needs; every step returns a new one.
+
+    Attributes:
+        task: The task, as the model is given it.
+        messages: The conversation after the task: assistant turns, observations, nudges.
+        turn: Model calls made so far.
+        input_tokens: Input tokens spent so far.
+        output_tokens: Output tokens spent so far.
+        tool_calls: Tool calls run so far.
+        previous_calls: The calls of the last turn (a repeat of one is not run).
+        nudged: The last reply was empty and the model was nudged.
+        output_attempts: Answers sent back for failing the output schema.
+        wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
+    """
 
     task: str
-    transcript: Transcript = Transcript()
+    messages: tuple[Message, ...] = ()
     turn: int = 0
-    usage: Usage = Usage()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
     previous_calls: tuple[ToolCall, ...] = ()
     nudged: bool = False
     output_attempts: int = 0
     wrapped_up: bool = False
+
+    @property
+    def transcript(self) -> Transcript:
+        return Transcript(messages=self.messages)
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            model_calls=self.turn,
+            tool_calls=self.tool_calls,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,42 +188,43 @@ class AgentLoop:
     async def step(self, state: LoopState) -> Step:
         """One model turn, and the tool calls it asks for."""
         wrap_up = state.turn >= self.settings.max_turns
-        transcript = state.transcript
+        messages = state.messages
         if wrap_up:
             prompt = UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
-            transcript = transcript.add(prompt)
+            messages = (*messages, prompt)
         try:
-            response = await self._call_model(state.task, transcript, state.turn + 1, wrap_up)
+            response = await self._call_model(state.task, messages, state.turn + 1, wrap_up)
         except HoneycombError as exc:
-            return Failed(replace(state, transcript=transcript, wrapped_up=wrap_up), exc)
+            return Failed(replace(state, messages=messages, wrapped_up=wrap_up), exc)
         message = response.message
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
             message = AssistantMessage(content=message.content)
         spent = response.usage
         if message.tool_calls and not wrap_up:
-            return await self._observe(state, transcript.add(message), spent, message.tool_calls)
+            return await self._observe(state, messages, message, spent)
         state = replace(
             state,
-            transcript=transcript.add(message),
+            messages=(*messages, message),
             turn=state.turn + 1,
-            usage=_spend(state.usage, spent, tool_calls=0),
+            input_tokens=state.input_tokens + spent.input_tokens,
+            output_tokens=state.output_tokens + spent.output_tokens,
             wrapped_up=wrap_up,
         )
         if message.is_empty:
             if state.nudged or wrap_up:
                 return Failed(state, EmptyResponse(state.turn))
             nudge = UserMessage(content=NUDGE)
-            return Continue(replace(state, transcript=state.transcript.add(nudge), nudged=True))
+            return Continue(replace(state, messages=(*state.messages, nudge), nudged=True))
         return self._finish(replace(state, nudged=False), message.content or "")
 
     async def _call_model(
-        self, task: str, transcript: Transcript, turn: int, wrap_up: bool
+        self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool
     ) -> ModelResponse:
         if self.budget is not None:
             self.budget.reserve_model_call()
         request = ModelRequest(
-            messages=self._context(task, transcript),
+            messages=self._context(task, messages),
             tools=() if wrap_up else self.dispatcher.tools.schemas,
             tool_choice="none" if wrap_up else "auto",
             output=self._output,
@@ -218,13 +247,13 @@ class AgentLoop:
             self._emit_finished(turn, started, response, None)
         return response
 
-    def _context(self, task: str, transcript: Transcript) -> tuple[Message, ...]:
+    def _context(self, task: str, messages: tuple[Message, ...]) -> tuple[Message, ...]:
         head = self._head
         if head is None or head[0] != task:
             # The system prompt and task are the same every turn: make them once.
-            messages = (SystemMessage(content=self.instructions), UserMessage(content=task))
-            head = self._head = (task, messages)
-        return assemble(head[1], transcript, self.settings.window)
+            first = (SystemMessage(content=self.instructions), UserMessage(content=task))
+            head = self._head = (task, first)
+        return assemble(head[1], messages, self.settings.window)
 
     def _emit_finished(
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
@@ -246,8 +275,13 @@ class AgentLoop:
         )
 
     async def _observe(
-        self, state: LoopState, transcript: Transcript, spent: Usage, calls: tuple[ToolCall, ...]
+        self,
+        state: LoopState,
+        messages: tuple[Message, ...],
+        message: AssistantMessage,
+        spent: Usage,
     ) -> Step:
+        calls = message.tool_calls
         observations = await self.dispatcher.dispatch(
             calls, turn=state.turn + 1, previous=state.previous_calls
         )
@@ -256,9 +290,11 @@ class AgentLoop:
             self.budget.charge_tool_calls(executed)
         state = LoopState(
             task=state.task,
-            transcript=transcript.add(*observations),
+            messages=(*messages, message, *observations),
             turn=state.turn + 1,
-            usage=_spend(state.usage, spent, tool_calls=executed),
+            input_tokens=state.input_tokens + spent.input_tokens,
+            output_tokens=state.output_tokens + spent.output_tokens,
+            tool_calls=state.tool_calls + executed,
             previous_calls=calls,
             nudged=False,
             output_attempts=state.output_attempts,
@@ -288,18 +324,8 @@ class AgentLoop:
                 return Failed(state, OutputValidationError(out.__name__, attempts, detail))
             retry = UserMessage(content=FIX_OUTPUT.format(schema=out.__name__, error=detail))
             return Continue(
-                replace(state, transcript=state.transcript.add(retry), output_attempts=attempts)
+                replace(state, messages=(*state.messages, retry), output_attempts=attempts)
             )
-
-
-def _spend(usage: Usage, model: Usage, *, tool_calls: int) -> Usage:
-    """Usage after one more model call (and the tool calls it asked for)."""
-    return Usage(
-        input_tokens=usage.input_tokens + model.input_tokens,
-        output_tokens=usage.output_tokens + model.output_tokens,
-        model_calls=usage.model_calls + 1,
-        tool_calls=usage.tool_calls + tool_calls,
-    )
 
 
 def _strip_fences(text: str) -> str:

@@ -47,7 +47,7 @@ class Role(BaseModel):
         model_timeout: Seconds per model call (None: the model's own timeout).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""

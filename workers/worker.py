@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import (
@@ -25,6 +23,7 @@ from runtime import (
     Transcript,
     Usage,
     UserMessage,
+    _logging,
 )
 from workers.context import ContextWindow
 from workers.loop import AgentLoop, Failed, LoopSettings
@@ -38,7 +37,7 @@ WorkerStatus = Literal["ok", "failed"]
 class WorkerError(BaseModel):
     """Why a worker failed: the error's type name and message."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     type: str
     message: str
@@ -64,7 +63,7 @@ class WorkerResult(BaseModel):
         error: Why it failed, when it did.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
 
     worker: str
     role: str
@@ -204,7 +203,7 @@ class Worker:
             run_id=self.run_id,
         )
         started_at, started = time.time(), time.perf_counter()
-        with _bound(run_id=self.run_id, worker=self.name):
+        with _logging.bound(run_id=self.run_id, worker=self.name):
             try:
                 outcome = await loop.run(prompt)
             except Exception as exc:  # a bug in a model or handler: this worker fails alone
@@ -215,7 +214,7 @@ class Worker:
             SystemMessage(content=self.setup.system_prompt), UserMessage(content=prompt)
         )
         state = outcome.state
-        transcript = head.extend(state.transcript.messages)
+        transcript = head.extend(state.messages)
         if isinstance(outcome, Failed):
             return self._result(
                 "failed",
@@ -274,13 +273,3 @@ def format_task(task: str, inputs: Mapping[str, str]) -> str:
     for name, text in inputs.items():
         parts += ["", f"### {name}", text]
     return "\n".join(parts)
-
-
-@contextmanager
-def _bound(**values: Any) -> Iterator[None]:
-    """Bind log context for this task, only when the application uses structlog."""
-    if not structlog.is_configured():
-        yield
-        return
-    with structlog.contextvars.bound_contextvars(**values):
-        yield

@@ -67,7 +67,7 @@ async def test_bare_decorator_on_async_function() -> None:
 
     assert fetch.is_async
     assert fetch.name == "fetch"
-    assert await fetch.invoke_async({"url": "x"}) == "page at x"
+    assert await fetch(url="x") == "page at x"
 
 
 def test_decorator_with_options() -> None:
@@ -93,7 +93,7 @@ async def test_async_decorator_with_options() -> None:
     assert ping.is_async
     assert ping.timeout == 1.5
     assert ping.description == ""
-    assert await ping.invoke_async({}) == "pong"
+    assert await ping() == "pong"
 
 
 def test_exclusive_implies_side_effects() -> None:

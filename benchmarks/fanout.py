@@ -1,0 +1,235 @@
+"""Parallel fan-out benchmarks: Honeycomb next to a hand-written asyncio floor.
+
+    python -m benchmarks.fanout                      # every scenario, 3 repeats
+    python -m benchmarks.fanout --scenario A,B --repeats 5
+    honeycomb bench --scenario C,D
+
+Every measurement runs in a fresh process (``benchmarks.measure``), alternating
+Honeycomb and the floor, so each figure has its floor from the same run. Results go
+to ``benchmarks/results/`` as JSON lines, a markdown table and an SVG plot, and the
+table is printed with every target marked met or missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import Row, markdown_table, svg_plot
+
+RESULTS = Path(__file__).resolve().parent / "results"
+A_SIZES = (1, 10, 100, 1000, 10000)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration to measure, with the implementations to compare."""
+
+    scenario: str
+    label: str
+    params: dict[str, Any]
+    impls: tuple[str, ...] = ("honeycomb", "floor")
+
+
+@dataclass
+class Samples:
+    """Every measurement of one point, by implementation."""
+
+    point: Point
+    runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def values(self, impl: str, metric: Callable[[dict[str, Any]], float]) -> list[float]:
+        return [metric(r) for r in self.runs.get(impl, [])]
+
+    def valid(self) -> bool:
+        return all(r.get("valid", True) for rs in self.runs.values() for r in rs)
+
+
+def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
+    a = {"k": 3, "t": 3, "lm": 0.05, "lt": 0.02}
+    b = {"n": 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
+    chosen: list[Point] = []
+    if "A" in scenarios or "E" in scenarios:
+        chosen += [Point("A", f"N={n}", {**a, "n": n}) for n in sizes]
+    if "B" in scenarios:
+        chosen.append(Point("B", "N=200 K=5 T=2", b))
+    if "C" in scenarios:
+        chosen.append(Point("C", "N=1 K=2 T=8 Lt=100ms", {"n": 1, "k": 2, "t": 8, "lm": 0.0, "lt": 0.1}))
+    if "D" in scenarios:
+        chosen.append(
+            Point("D", "4 side-effecting x 50ms",
+                  {"n": 1, "k": 2, "t": 4, "lm": 0.0, "lt": 0.05, "side_effects": True})
+        )  # fmt: skip
+    if "F" in scenarios:
+        chosen.append(Point("F", "B, events on", {**b, "events": True}, ("honeycomb",)))
+    if "I" in scenarios:
+        chosen.append(Point("I", "import honeycomb", {}, ("import",)))
+    return chosen
+
+
+def measure(point: Point, impl: str, python: str) -> dict[str, Any]:
+    if impl == "import":
+        spec: dict[str, Any] = {"import": "honeycomb"}
+    else:
+        spec = {"impl": impl, "params": point.params}
+    done = subprocess.run(
+        [python, "-m", "benchmarks.measure", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement failed for {point.label} ({impl}):\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["scenario"] = point.scenario
+    result["label"] = point.label
+    return result
+
+
+def run(points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]) -> list[Samples]:
+    samples = [Samples(p) for p in points_]
+    for repeat in range(repeats):
+        for sample in samples:
+            # Alternate which implementation goes first, so drift hits both alike.
+            impls = sample.point.impls if repeat % 2 == 0 else sample.point.impls[::-1]
+            for impl in impls:
+                result = measure(sample.point, impl, python)
+                sample.runs.setdefault(impl, []).append(result)
+                log(json.dumps(result))
+    return samples
+
+
+def evaluate(samples: Sequence[Samples]) -> list[Row]:
+    """Table rows: each figure with its floor, their ratio, and the target."""
+    rows: list[Row] = []
+    by = {(s.point.scenario, s.point.label): s for s in samples}
+
+    def wall(r: dict[str, Any]) -> float:
+        return float(r["wall_s"])
+
+    def per_turn(r: dict[str, Any]) -> float:
+        return float(r["cpu_s"]) / r["model_calls"] * 1e6
+
+    def per_tool(r: dict[str, Any]) -> float:
+        return float(r["cpu_s"]) / max(r["tool_calls"], 1) * 1e6
+
+    def rss(r: dict[str, Any]) -> float:
+        return float(r["peak_rss_mb"])
+
+    for (scenario, label), s in by.items():
+        ok = s.valid()
+        if scenario == "A":
+            n = s.point.params["n"]
+            target = None
+            if n == 1000:
+                target = ("wall <= 1.5x floor", lambda hc, fl: hc <= 1.5 * fl)
+            if n == 10000:
+                target = ("completes correctly", lambda hc, fl: ok)
+            rows.append(Row.of("A latency-bound", label, "wall s", s, wall, target, ok))
+            if n in (1000, 10000):
+                rss_target = ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40) if n == 1000 else None
+                rows.append(Row.of("E memory", label, "peak RSS MB", s, rss, rss_target, ok))
+                rows.append(
+                    Row.of("E memory", label, "RSS KB/worker", s,
+                           lambda r: (r["peak_rss_mb"] - r["rss_before_mb"]) * 1024 / n, None, ok)
+                )  # fmt: skip
+        elif scenario == "B":
+            rows.append(
+                Row.of("B overhead", label, "CPU us/model turn", s, per_turn,
+                       ("<= 2x floor", lambda hc, fl: hc <= 2 * fl), ok)
+            )  # fmt: skip
+            rows.append(Row.of("B overhead", label, "CPU us/tool call", s, per_tool, None, ok))
+        elif scenario == "C":
+            lt = s.point.params["lt"]
+            rows.append(
+                Row.of("C tool parallelism", label, "wall s", s, wall,
+                       (f"<= 1.15 x Lt ({1.15 * lt:.3f}s)", lambda hc, fl: hc <= 1.15 * lt), ok)
+            )  # fmt: skip
+        elif scenario == "D":
+            serial = 4 * s.point.params["lt"]
+            rows.append(
+                Row.of("D side effects", label, "wall s", s, wall,
+                       (f"0.95-1.15 x 4 Lt ({0.95 * serial:.3f}-{1.15 * serial:.3f}s)",
+                        lambda hc, fl: 0.95 * serial <= hc <= 1.15 * serial), ok)
+            )  # fmt: skip
+        elif scenario == "F":
+            base = by.get(("B", "N=200 K=5 T=2"))
+            rows.append(Row.of("F observability", label, "CPU us/model turn", s, per_turn, None, ok,
+                               baseline=base, baseline_impl="honeycomb"))  # fmt: skip
+        elif scenario == "I":
+            rows.append(
+                Row.of("import time", label, "ms", s, lambda r: r["import_s"] * 1000,
+                       ("<= 300 ms", lambda hc, fl: hc <= 300), ok, impl="import")
+            )  # fmt: skip
+    return rows
+
+
+def machine() -> str:
+    cpus = _cpu_model()
+    return f"{platform.system()} {platform.machine()}, {cpus}, Python {platform.python_version()}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                import os
+
+                return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", default="A,B,C,D,E,F,I", help="scenarios to run, e.g. A,B,I")
+    parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument("--json", action="store_true", help="print JSON lines as they come")
+    args = parser.parse_args(argv)
+    scenarios = [s.strip().upper() for s in args.scenario.split(",") if s.strip()]
+    sizes = [int(n) for n in args.sizes.split(",")]
+    chosen = points(scenarios, sizes)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    lines = args.out / f"fanout-{stamp}.jsonl"
+    with lines.open("w") as sink:
+
+        def log(line: str) -> None:
+            sink.write(line + "\n")
+            sink.flush()
+            if args.json:
+                print(line, flush=True)
+            else:
+                print(".", end="", file=sys.stderr, flush=True)
+
+        samples = run(chosen, args.repeats, sys.executable, log)
+    if not args.json:
+        print(file=sys.stderr)
+    rows = evaluate(samples)
+    table = markdown_table(rows, machine=machine(), repeats=args.repeats)
+    (args.out / f"fanout-{stamp}.md").write_text(table)
+    a_points = [s for s in samples if s.point.scenario == "A"]
+    if a_points:
+        (args.out / f"fanout-{stamp}.svg").write_text(svg_plot(a_points))
+    print(table)
+    print(f"results: {lines} (.md, .svg beside it)")
+    missed = [r for r in rows if r.met is False]
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

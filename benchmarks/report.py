@@ -1,0 +1,157 @@
+"""Turning samples into a markdown table (figure, floor, ratio, target) and an SVG plot."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmarks.fanout import Samples
+
+Metric = Callable[[dict[str, Any]], float]
+Target = tuple[str, Callable[[float, float], bool]]
+
+
+@dataclass(frozen=True)
+class Stat:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat | None:
+        if not values:
+            return None
+        return cls(statistics.median(values), min(values), max(values))
+
+    def show(self) -> str:
+        return f"{_num(self.median)} [{_num(self.low)}-{_num(self.high)}]"
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    label: str
+    metric: str
+    honeycomb: Stat | None
+    floor: Stat | None
+    target: str
+    met: bool | None
+    valid: bool
+
+    @classmethod
+    def of(
+        cls,
+        scenario: str,
+        label: str,
+        metric: str,
+        samples: Samples,
+        fn: Metric,
+        target: Target | None,
+        valid: bool,
+        *,
+        impl: str = "honeycomb",
+        baseline: Samples | None = None,
+        baseline_impl: str = "floor",
+    ) -> Row:
+        mine = Stat.of(samples.values(impl, fn))
+        base_samples = baseline if baseline is not None else samples
+        floor = Stat.of(base_samples.values(baseline_impl, fn))
+        met: bool | None = None
+        if target is not None and mine is not None:
+            met = valid and target[1](mine.median, floor.median if floor else math.nan)
+        return cls(scenario, label, metric, mine, floor, target[0] if target else "", met, valid)
+
+    @property
+    def ratio(self) -> str:
+        if self.honeycomb is None or self.floor is None or self.floor.median == 0:
+            return ""
+        return f"{self.honeycomb.median / self.floor.median:.2f}x"
+
+
+def markdown_table(rows: Sequence[Row], *, machine: str, repeats: int) -> str:
+    lines = [
+        f"Machine: {machine}. Median [min-max] of {repeats} runs, each in a fresh process; "
+        "the floor is the hand-written asyncio loop (for F: Honeycomb with events off).",
+        "",
+        "| scenario | workload | metric | Honeycomb | floor | ratio | target | result |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        result = "" if r.met is None else ("met" if r.met else "MISSED")
+        if not r.valid:
+            result = "INVALID RUN"
+        mine = r.honeycomb.show() if r.honeycomb else "-"
+        floor = r.floor.show() if r.floor else "-"
+        cells = [r.scenario, r.label, r.metric, mine, floor, r.ratio, r.target, result]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def svg_plot(samples: Sequence[Samples]) -> str:
+    """Wall time over ideal against N (log scale), Honeycomb and the floor."""
+    series: dict[str, list[tuple[int, float]]] = {"honeycomb": [], "floor": []}
+    for s in samples:
+        n = s.point.params["n"]
+        for impl in series:
+            values = [r["wall_s"] / r["ideal_s"] for r in s.runs.get(impl, [])]
+            if values:
+                series[impl].append((n, statistics.median(values)))
+    width, height, pad = 640, 400, 60
+    xs = [math.log10(n) for pts in series.values() for n, _ in pts] or [0.0, 1.0]
+    ys = [y for pts in series.values() for _, y in pts] or [1.0]
+    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
+    y1 = max(max(ys) * 1.1, 2.0)
+
+    def px(n: int) -> float:
+        return pad + (math.log10(n) - x0) / (x1 - x0) * (width - 2 * pad)
+
+    def py(y: float) -> float:
+        return height - pad - (y / y1) * (height - 2 * pad)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">'
+        "Scenario A: wall time / ideal (K*Lm + (K-1)*Lt) against N workers</text>",
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{py(1)}" x2="{width - pad}" y2="{py(1)}" stroke="#999" '
+        'stroke-dasharray="4"/>',
+        f'<text x="{width - pad}" y="{py(1) - 4}" text-anchor="end" fill="#666">ideal</text>',
+    ]
+    for n in sorted({n for pts in series.values() for n, _ in pts}):
+        out.append(f'<text x="{px(n)}" y="{height - pad + 18}" text-anchor="middle">{n}</text>')
+    for tick in _ticks(y1):
+        out.append(f'<text x="{pad - 8}" y="{py(tick) + 4}" text-anchor="end">{tick:g}</text>')
+    colours = {"honeycomb": "#d97706", "floor": "#2563eb"}
+    for index, (impl, pts) in enumerate(series.items()):
+        if not pts:
+            continue
+        path = " ".join(f"{px(n):.1f},{py(y):.1f}" for n, y in sorted(pts))
+        out.append(f'<polyline fill="none" stroke="{colours[impl]}" stroke-width="2" points="{path}"/>')
+        for n, y in pts:
+            out.append(f'<circle cx="{px(n):.1f}" cy="{py(y):.1f}" r="3" fill="{colours[impl]}"/>')
+        out.append(
+            f'<text x="{pad + 10}" y="{pad + 16 * index}" fill="{colours[impl]}">{impl}</text>'
+        )
+    out.append(f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">N (log scale)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _ticks(top: float) -> list[float]:
+    step = 1.0 if top <= 6 else (2.0 if top <= 12 else 5.0)
+    return [i * step for i in range(int(top / step) + 1)]
+
+
+def _num(x: float) -> str:
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3f}"
