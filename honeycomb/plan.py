@@ -108,27 +108,36 @@ def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> lis
 
 
 def topological_order(plan: Plan) -> list[str]:
-    """Ids in an order where every subtask comes after what it depends on."""
-    done: list[str] = []
-    placed: set[str] = set()
-    remaining = list(plan.subtasks)
-    while remaining:
-        ready = [s for s in remaining if all(d in placed for d in s.depends_on)]
-        if not ready:
-            raise ValueError("the plan has a dependency cycle")
-        for subtask in ready:
-            done.append(subtask.id)
-            placed.add(subtask.id)
-        remaining = [s for s in remaining if s.id not in placed]
-    return done
+    """Ids in an order where every subtask comes after what it depends on (Kahn).
+
+    Raises:
+        ValueError: when the dependencies form a cycle.
+    """
+    waiting = {s.id: len(set(s.depends_on)) for s in plan.subtasks}
+    dependents: dict[str, list[str]] = {}
+    for subtask in plan.subtasks:
+        for dep in set(subtask.depends_on):
+            dependents.setdefault(dep, []).append(subtask.id)
+    ready = [s.id for s in plan.subtasks if waiting[s.id] == 0]
+    order: list[str] = []
+    while ready:
+        current = ready.pop()
+        order.append(current)
+        for after in dependents.get(current, ()):
+            waiting[after] -= 1
+            if waiting[after] == 0:
+                ready.append(after)
+    if len(order) != len(plan.subtasks):
+        raise ValueError("the plan has a dependency cycle")
+    return order
 
 
 def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner."""
+    by_id = {s.id: s for s in plan.subtasks}
     finish: dict[str, float] = {}
     for subtask_id in topological_order(plan):
-        deps = plan[subtask_id].depends_on
-        start = max((finish[d] for d in deps), default=0.0)
+        start = max((finish[d] for d in by_id[subtask_id].depends_on), default=0.0)
         finish[subtask_id] = start + durations.get(subtask_id, 0.0)
     return max(finish.values(), default=0.0)
 

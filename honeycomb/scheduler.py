@@ -36,7 +36,10 @@ class Scheduler:
         self.policy = policy
         self.outcomes: dict[str, SubtaskResult] = {}
         self.stopped: HoneycombError | None = None
-        self._done = {s.id: anyio.Event() for s in plan.subtasks}
+        self._by_id = {s.id: s for s in plan.subtasks}
+        # An event only for subtasks that others wait for.
+        awaited = {dep for s in plan.subtasks for dep in s.depends_on}
+        self._done = {subtask_id: anyio.Event() for subtask_id in awaited}
         # No limiter when every subtask fits: acquiring one costs time per worker.
         fits = policy.max_workers >= len(plan.subtasks)
         self._slots = None if fits else anyio.CapacityLimiter(policy.max_workers)
@@ -78,7 +81,8 @@ class Scheduler:
                 subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
             )
             return
-        inputs = {f"{d} ({self.plan[d].role})": self.outcomes[d].text for d in subtask.depends_on}
+        by_id, outcomes = self._by_id, self.outcomes
+        inputs = {f"{d} ({by_id[d].role})": outcomes[d].text for d in subtask.depends_on}
         ctx = self.context
         async with self._slots or _NO_SLOTS:
             if ctx.tracer.enabled:
@@ -133,7 +137,9 @@ class Scheduler:
                     error=str(error) if error is not None else None,
                 )
             )
-        self._done[subtask.id].set()
+        done = self._done.get(subtask.id)
+        if done is not None:
+            done.set()
         if status != "ok":
             self._apply_failure_policy(subtask, error)
 

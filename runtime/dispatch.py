@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -84,9 +84,8 @@ class DispatchPolicy:
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
-@dataclass(frozen=True, slots=True)
-class _Ready:
-    index: int
+class _Ready(NamedTuple):
+    position: int
     call: ToolCall
     tool: Tool[Any, Any]
     kwargs: dict[str, Any]
@@ -163,10 +162,10 @@ class Dispatcher:
         parallel call."""
         if serial:
             for ready in serial:
-                results[ready.index] = await self._run(ready, turn)
+                results[ready.position] = await self._run(ready, turn)
         elif parallel:
             last = parallel[-1]
-            results[last.index] = await self._run(last, turn, cap)
+            results[last.position] = await self._run(last, turn, cap)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -228,7 +227,7 @@ class Dispatcher:
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
     ) -> None:
-        results[ready.index] = await self._run(ready, turn, cap)
+        results[ready.position] = await self._run(ready, turn, cap)
 
     async def _run(
         self, ready: _Ready, turn: int, cap: anyio.CapacityLimiter | None = None

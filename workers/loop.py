@@ -8,8 +8,8 @@ which one tool-less call asks the model for its best answer from what it has.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import pydantic
 from pydantic import BaseModel
@@ -76,9 +76,9 @@ class LoopSettings:
             raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
 
 
-@dataclass(frozen=True, slots=True)
-class LoopState:
-    """Everything a step needs; every step returns a new one.
+class LoopState(NamedTuple):
+    """Everything a step needs; every step returns a new one (an immutable tuple:
+    cheap to make, which matters as one is made every turn).
 
     Attributes:
         task: The task, as the model is given it.
@@ -118,20 +118,24 @@ class LoopState:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Continue:
+class Continue(NamedTuple):
+    """The loop goes on from ``state``."""
+
     state: LoopState
 
 
-@dataclass(frozen=True, slots=True)
-class Final:
+class Final(NamedTuple):
+    """The loop ended with an answer: ``text``, and ``output`` (the text, or the
+    validated output-schema object)."""
+
     state: LoopState
     text: str
-    output: Any  # the text, or the validated output_type instance
+    output: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Failed:
+class Failed(NamedTuple):
+    """The loop ended without an answer."""
+
     state: LoopState
     error: HoneycombError
 
@@ -195,7 +199,7 @@ class AgentLoop:
         try:
             response = await self._call_model(state.task, messages, state.turn + 1, wrap_up)
         except HoneycombError as exc:
-            return Failed(replace(state, messages=messages, wrapped_up=wrap_up), exc)
+            return Failed(state._replace(messages=messages, wrapped_up=wrap_up), exc)
         message = response.message
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
@@ -203,8 +207,7 @@ class AgentLoop:
         spent = response.usage
         if message.tool_calls and not wrap_up:
             return await self._observe(state, messages, message, spent)
-        state = replace(
-            state,
+        state = state._replace(
             messages=(*messages, message),
             turn=state.turn + 1,
             input_tokens=state.input_tokens + spent.input_tokens,
@@ -215,8 +218,8 @@ class AgentLoop:
             if state.nudged or wrap_up:
                 return Failed(state, EmptyResponse(state.turn))
             nudge = UserMessage(content=NUDGE)
-            return Continue(replace(state, messages=(*state.messages, nudge), nudged=True))
-        return self._finish(replace(state, nudged=False), message.content or "")
+            return Continue(state._replace(messages=(*state.messages, nudge), nudged=True))
+        return self._finish(state._replace(nudged=False), message.content or "")
 
     async def _call_model(
         self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool
@@ -247,13 +250,16 @@ class AgentLoop:
             self._emit_finished(turn, started, response, None)
         return response
 
-    def _context(self, task: str, messages: tuple[Message, ...]) -> tuple[Message, ...]:
-        head = self._head
-        if head is None or head[0] != task:
-            # The system prompt and task are the same every turn: make them once.
+    def head(self, task: str) -> tuple[Message, ...]:
+        """The system prompt and the task: the first two messages of every turn."""
+        cached = self._head
+        if cached is None or cached[0] != task:
             first = (SystemMessage(content=self.instructions), UserMessage(content=task))
-            head = self._head = (task, first)
-        return assemble(head[1], messages, self.settings.window)
+            cached = self._head = (task, first)
+        return cached[1]
+
+    def _context(self, task: str, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        return assemble(self.head(task), messages, self.settings.window)
 
     def _emit_finished(
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
@@ -324,7 +330,7 @@ class AgentLoop:
                 return Failed(state, OutputValidationError(out.__name__, attempts, detail))
             retry = UserMessage(content=FIX_OUTPUT.format(schema=out.__name__, error=detail))
             return Continue(
-                replace(state, messages=(*state.messages, retry), output_attempts=attempts)
+                state._replace(messages=(*state.messages, retry), output_attempts=attempts)
             )
 
 

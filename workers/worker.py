@@ -16,13 +16,11 @@ from runtime import (
     DispatchPolicy,
     LockTable,
     Model,
-    SystemMessage,
     Tool,
     ToolRegistry,
     Tracer,
     Transcript,
     Usage,
-    UserMessage,
     _logging,
 )
 from workers.context import ContextWindow
@@ -210,11 +208,8 @@ class Worker:
                 return self._result(
                     "failed", Transcript(), Usage(), 0, started_at, started, error=exc
                 )
-        head = Transcript().add(
-            SystemMessage(content=self.setup.system_prompt), UserMessage(content=prompt)
-        )
         state = outcome.state
-        transcript = head.extend(state.messages)
+        transcript = Transcript(messages=loop.head(prompt) + state.messages)
         if isinstance(outcome, Failed):
             return self._result(
                 "failed",
