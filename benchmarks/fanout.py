@@ -62,7 +62,9 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
     if "B" in scenarios:
         chosen.append(Point("B", "N=200 K=5 T=2", b))
     if "C" in scenarios:
-        chosen.append(Point("C", "N=1 K=2 T=8 Lt=100ms", {"n": 1, "k": 2, "t": 8, "lm": 0.0, "lt": 0.1}))
+        chosen.append(
+            Point("C", "N=1 K=2 T=8 Lt=100ms", {"n": 1, "k": 2, "t": 8, "lm": 0.0, "lt": 0.1})
+        )
     if "D" in scenarios:
         chosen.append(
             Point("D", "4 side-effecting x 50ms",
@@ -95,7 +97,9 @@ def measure(point: Point, impl: str, python: str) -> dict[str, Any]:
     return result
 
 
-def run(points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]) -> list[Samples]:
+def run(
+    points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]
+) -> list[Samples]:
     samples = [Samples(p) for p in points_]
     for repeat in range(repeats):
         for sample in samples:
@@ -136,7 +140,9 @@ def evaluate(samples: Sequence[Samples]) -> list[Row]:
                 target = ("completes correctly", lambda hc, fl: ok)
             rows.append(Row.of("A latency-bound", label, "wall s", s, wall, target, ok))
             if n in (1000, 10000):
-                rss_target = ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40) if n == 1000 else None
+                rss_target = (
+                    ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40) if n == 1000 else None
+                )
                 rows.append(Row.of("E memory", label, "peak RSS MB", s, rss, rss_target, ok))
                 rows.append(
                     Row.of("E memory", label, "RSS KB/worker", s,
@@ -232,4 +238,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

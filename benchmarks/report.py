@@ -133,7 +133,9 @@ def svg_plot(samples: Sequence[Samples]) -> str:
         if not pts:
             continue
         path = " ".join(f"{px(n):.1f},{py(y):.1f}" for n, y in sorted(pts))
-        out.append(f'<polyline fill="none" stroke="{colours[impl]}" stroke-width="2" points="{path}"/>')
+        out.append(
+            f'<polyline fill="none" stroke="{colours[impl]}" stroke-width="2" points="{path}"/>'
+        )
         for n, y in pts:
             out.append(f'<circle cx="{px(n):.1f}" cy="{py(y):.1f}" r="3" fill="{colours[impl]}"/>')
         out.append(

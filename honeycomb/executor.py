@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -110,7 +110,7 @@ class Executor:
             for name, m in model_map.items()
         }
         self._tools = {r.name: r.resolve_tools(registry) for r in role_list}
-        self._setups: dict[tuple[Role, type[BaseModel] | None], WorkerSetup] = {}
+        self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {}
         self._locks = LockTable()
         self._handlers = tuple(on_event)
         self._log = log_events
@@ -148,7 +148,7 @@ class Executor:
             BudgetExceeded: when the run went past a budget; ``.partial`` holds the
                 partial result.
         """
-        run = _Run(self, task, run_id or uuid.uuid4().hex[:12], on_event)
+        run = _Run(self, task, run_id or os.urandom(6).hex(), on_event)
         return await run.execute(subtasks)
 
     @asynccontextmanager
@@ -241,7 +241,8 @@ class Executor:
 
     def _setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
         """A role's resolved setup, made once and shared by all its workers and runs."""
-        key = (role, output_type)
+        # Key registered roles by name: hashing a role hashes all its fields.
+        key = (role.name if self.roles.get(role.name) is role else role, output_type)
         found = self._setups.get(key)
         if found is None:
             found = self._setups[key] = WorkerSetup.of(role, self._tools_for(role), output_type)

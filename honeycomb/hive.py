@@ -54,7 +54,7 @@ class ModelSpec(BaseModel):
     api_key: str | None = None
     timeout: float = Field(default=120.0, gt=0)
     settings: dict[str, Any] = Field(default_factory=dict)
-    retry: RetrySpec = RetrySpec()
+    retry: RetrySpec = Field(default_factory=RetrySpec)
     latency: float = Field(default=0.15, ge=0)
     jitter: float = Field(default=0.0, ge=0)
 
@@ -103,7 +103,7 @@ class _HiveSpec(BaseModel):
     roles_dir: str | None = None
     planner: str | None = None
     aggregator: str | None = None
-    policy: Policy = Policy()
+    policy: Policy = Field(default_factory=Policy)
 
 
 class Hive:

@@ -64,7 +64,7 @@ class Policy(BaseModel):
     plan_attempts: int = Field(default=3, ge=1, le=10)
     model_concurrency: int | None = Field(default=None, ge=1)
     tool_concurrency: int | None = Field(default=None, ge=1)
-    budgets: Budgets = Budgets()
+    budgets: Budgets = Field(default_factory=Budgets)
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from functools import partial
 
 import anyio
 
@@ -20,6 +21,7 @@ from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
 from honeycomb.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
+from runtime._concurrency import run_together
 from workers import WorkerError, WorkerResult
 
 __all__ = ["Scheduler"]
@@ -54,10 +56,9 @@ class Scheduler:
             BudgetExceeded: when a worker went past the run's budget.
         """
         self._started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            self._cancel = tg.cancel_scope.cancel
-            for subtask in self.plan.subtasks:
-                tg.start_soon(self._run_subtask, subtask)
+        with anyio.CancelScope() as scope:
+            self._cancel = scope.cancel
+            await run_together(None, [partial(self._run_subtask, s) for s in self.plan.subtasks])
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
                 self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status="cancelled")
@@ -66,6 +67,10 @@ class Scheduler:
         if self.stopped is not None:
             raise self.stopped
         return ordered
+
+    def _inputs(self, subtask: Subtask) -> dict[str, str]:
+        by_id, outcomes = self._by_id, self.outcomes
+        return {f"{d} ({by_id[d].role})": outcomes[d].text for d in subtask.depends_on}
 
     @property
     def elapsed_s(self) -> float:
@@ -81,8 +86,7 @@ class Scheduler:
                 subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
             )
             return
-        by_id, outcomes = self._by_id, self.outcomes
-        inputs = {f"{d} ({by_id[d].role})": outcomes[d].text for d in subtask.depends_on}
+        inputs = self._inputs(subtask) if subtask.depends_on else None
         ctx = self.context
         async with self._slots or _NO_SLOTS:
             if ctx.tracer.enabled:

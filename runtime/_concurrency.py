@@ -23,20 +23,23 @@ __all__ = ["run_together"]
 
 
 async def run_together(
-    inline: Callable[[], Awaitable[None]],
+    inline: Callable[[], Awaitable[None]] | None,
     others: Sequence[Callable[[], Coroutine[Any, Any, None]]],
 ) -> None:
-    """Run ``inline`` in this task and each of ``others`` in a task of its own."""
+    """Run ``inline`` (if any) in this task and each of ``others`` in a task of its own."""
     if not others:
-        await inline()
+        if inline is not None:
+            await inline()
         return
     if sniffio.current_async_library() == "asyncio":
         async with asyncio.TaskGroup() as group:
             for start in others:
                 group.create_task(start())
-            await inline()
+            if inline is not None:
+                await inline()
         return
     async with anyio.create_task_group() as tg:
         for start in others:
             tg.start_soon(start)
-        await inline()
+        if inline is not None:
+            await inline()

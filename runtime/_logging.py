@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["bound", "configured", "log"]
@@ -29,11 +28,14 @@ def log(event: str, fields: dict[str, Any], *, level: str = "info") -> None:
         getattr(logger, level)(event, **fields)
 
 
-@contextlib.contextmanager
-def bound(**values: Any) -> Iterator[None]:
+_UNBOUND = contextlib.nullcontext()
+
+
+def bound(**values: Any) -> contextlib.AbstractContextManager[Any]:
     """Bind log context for this task (``bound_contextvars``), if structlog is in use."""
     if not configured():
-        yield
-        return
-    with sys.modules["structlog"].contextvars.bound_contextvars(**values):
-        yield
+        return _UNBOUND
+    cm: contextlib.AbstractContextManager[Any] = sys.modules[
+        "structlog"
+    ].contextvars.bound_contextvars(**values)
+    return cm

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -321,9 +322,8 @@ async def _in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
     """Run a sync tool in a worker thread."""
     run = partial(found.fn, **kwargs)
     if found.side_effects:
-        # Waited for even when cancelled, so the next serial call cannot overlap it.
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=False)
-    # Abandoned on cancel, so timeouts are prompt. A call running in a task of the
+        return await _in_thread_to_the_end(run)
+    # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
     # asyncio task group is cancelled natively, which anyio's scopes do not see:
     # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
     with anyio.CancelScope() as scope:
@@ -332,6 +332,28 @@ async def _in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
         except anyio.get_cancelled_exc_class():
             scope.cancel()
             raise
+
+
+async def _in_thread_to_the_end(run: Callable[[], Any]) -> Any:
+    """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
+    a side-effecting call must not overlap the next one, nor outlive its run."""
+    ended = threading.Event()
+
+    def guarded() -> Any:
+        try:
+            return run()
+        finally:
+            ended.set()
+
+    try:
+        # Shielded: anyio's cancellation waits for the thread by itself.
+        return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
+    except anyio.get_cancelled_exc_class():
+        # A native cancellation (asyncio task group) gets through the shield.
+        if not ended.is_set():
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ended.wait)
+        raise
 
 
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:

@@ -12,7 +12,7 @@ import json
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.messages import AssistantMessage, Messages, Usage
 
@@ -106,7 +106,7 @@ class ModelResponse(_Frozen):
     """One model answer: the assistant message, what it cost, and why it stopped."""
 
     message: AssistantMessage
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
 

@@ -68,8 +68,8 @@ class WorkerResult(BaseModel):
     status: WorkerStatus
     output: Any = None
     text: str = ""
-    transcript: Transcript = Transcript()
-    usage: Usage = Usage()
+    transcript: Transcript = Field(default_factory=Transcript)
+    usage: Usage = Field(default_factory=Usage)
     turns: int = 0
     started_at: float = 0.0
     duration_s: float = 0.0
