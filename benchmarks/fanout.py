@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import Row, markdown_table, svg_plot
+from benchmarks.report import Row, Target, markdown_table, svg_plot
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
 A_SIZES = (1, 10, 100, 1000, 10000)
 
 
@@ -37,6 +40,9 @@ class Point:
     label: str
     params: dict[str, Any]
     impls: tuple[str, ...] = ("honeycomb", "floor")
+    inner: int = 1  # runs per process, median kept
+    paired: bool = False  # both implementations in one process, run by run
+    variants: tuple[dict[str, Any], ...] = ()  # per-implementation params, when paired
 
 
 @dataclass
@@ -60,7 +66,7 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
     if "A" in scenarios or "E" in scenarios:
         chosen += [Point("A", f"N={n}", {**a, "n": n}) for n in sizes]
     if "B" in scenarios:
-        chosen.append(Point("B", "N=200 K=5 T=2", b))
+        chosen.append(Point("B", "N=200 K=5 T=2", b, inner=7, paired=True))
     if "C" in scenarios:
         chosen.append(
             Point("C", "N=1 K=2 T=8 Lt=100ms", {"n": 1, "k": 2, "t": 8, "lm": 0.0, "lt": 0.1})
@@ -71,44 +77,69 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
                   {"n": 1, "k": 2, "t": 4, "lm": 0.0, "lt": 0.05, "side_effects": True})
         )  # fmt: skip
     if "F" in scenarios:
-        chosen.append(Point("F", "B, events on", {**b, "events": True}, ("honeycomb",)))
+        on = {**b, "events": True}
+        chosen.append(
+            Point("F", "B, events on", on, ("honeycomb", "events off"), inner=7, paired=True,
+                  variants=(on, b))
+        )  # fmt: skip
     if "I" in scenarios:
         chosen.append(Point("I", "import honeycomb", {}, ("import",)))
     return chosen
 
 
-def measure(point: Point, impl: str, python: str) -> dict[str, Any]:
-    if impl == "import":
+def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, Any]]:
+    """Run ``benchmarks.measure`` in a fresh process; one result per implementation."""
+    if impls == ("import",):
         spec: dict[str, Any] = {"import": "honeycomb"}
+    elif point.paired:
+        variants = list(point.variants) or [point.params] * len(impls)
+        names = ["honeycomb" if i == "events off" else i for i in impls]
+        spec = {"pair": names, "variants": variants, "inner": point.inner}
     else:
-        spec = {"impl": impl, "params": point.params}
+        (impl,) = impls
+        spec = {"impl": impl, "params": point.params, "inner": point.inner}
     done = subprocess.run(
         [python, "-m", "benchmarks.measure", json.dumps(spec)],
         capture_output=True,
         text=True,
         check=False,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
+        env=_environment(),
     )
     if done.returncode != 0:
-        raise RuntimeError(f"measurement failed for {point.label} ({impl}):\n{done.stderr}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["scenario"] = point.scenario
-    result["label"] = point.label
-    return result
+        raise RuntimeError(f"measurement failed for {point.label} ({impls}):\n{done.stderr}")
+    results = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    for result, impl in zip(results, impls, strict=True):
+        result["impl"] = impl
+        result["scenario"] = point.scenario
+        result["label"] = point.label
+    return results
+
+
+def _environment() -> dict[str, str]:
+    """The measuring processes' environment: bytecode may be cached, as it is in any
+    installed package (some shells forbid writing it, which makes every import compile)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def run(
     points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]
 ) -> list[Samples]:
+    # Compile and cache the bytecode once, so import times measure importing.
+    subprocess.run([python, "-c", "import honeycomb, benchmarks.workload, benchmarks.floor"],
+                   cwd=ROOT, env=_environment(), check=True)  # fmt: skip
     samples = [Samples(p) for p in points_]
     for repeat in range(repeats):
         for sample in samples:
             # Alternate which implementation goes first, so drift hits both alike.
             impls = sample.point.impls if repeat % 2 == 0 else sample.point.impls[::-1]
-            for impl in impls:
-                result = measure(sample.point, impl, python)
-                sample.runs.setdefault(impl, []).append(result)
-                log(json.dumps(result))
+            batches = [impls] if sample.point.paired else [(impl,) for impl in impls]
+            for batch in batches:
+                for result in measure(sample.point, batch, python):
+                    sample.runs.setdefault(result["impl"], []).append(result)
+                    log(json.dumps(result))
     return samples
 
 
@@ -116,67 +147,80 @@ def evaluate(samples: Sequence[Samples]) -> list[Row]:
     """Table rows: each figure with its floor, their ratio, and the target."""
     rows: list[Row] = []
     by = {(s.point.scenario, s.point.label): s for s in samples}
-
-    def wall(r: dict[str, Any]) -> float:
-        return float(r["wall_s"])
-
-    def per_turn(r: dict[str, Any]) -> float:
-        return float(r["cpu_s"]) / r["model_calls"] * 1e6
-
-    def per_tool(r: dict[str, Any]) -> float:
-        return float(r["cpu_s"]) / max(r["tool_calls"], 1) * 1e6
-
-    def rss(r: dict[str, Any]) -> float:
-        return float(r["peak_rss_mb"])
-
     for (scenario, label), s in by.items():
-        ok = s.valid()
-        if scenario == "A":
-            n = s.point.params["n"]
-            target = None
-            if n == 1000:
-                target = ("wall <= 1.5x floor", lambda hc, fl: hc <= 1.5 * fl)
-            if n == 10000:
-                target = ("completes correctly", lambda hc, fl: ok)
-            rows.append(Row.of("A latency-bound", label, "wall s", s, wall, target, ok))
-            if n in (1000, 10000):
-                rss_target = (
-                    ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40) if n == 1000 else None
-                )
-                rows.append(Row.of("E memory", label, "peak RSS MB", s, rss, rss_target, ok))
-                rows.append(
-                    Row.of("E memory", label, "RSS KB/worker", s,
-                           lambda r: (r["peak_rss_mb"] - r["rss_before_mb"]) * 1024 / n, None, ok)
-                )  # fmt: skip
-        elif scenario == "B":
-            rows.append(
-                Row.of("B overhead", label, "CPU us/model turn", s, per_turn,
-                       ("<= 2x floor", lambda hc, fl: hc <= 2 * fl), ok)
-            )  # fmt: skip
-            rows.append(Row.of("B overhead", label, "CPU us/tool call", s, per_tool, None, ok))
-        elif scenario == "C":
-            lt = s.point.params["lt"]
-            rows.append(
-                Row.of("C tool parallelism", label, "wall s", s, wall,
-                       (f"<= 1.15 x Lt ({1.15 * lt:.3f}s)", lambda hc, fl: hc <= 1.15 * lt), ok)
-            )  # fmt: skip
-        elif scenario == "D":
-            serial = 4 * s.point.params["lt"]
-            rows.append(
-                Row.of("D side effects", label, "wall s", s, wall,
-                       (f"0.95-1.15 x 4 Lt ({0.95 * serial:.3f}-{1.15 * serial:.3f}s)",
-                        lambda hc, fl: 0.95 * serial <= hc <= 1.15 * serial), ok)
-            )  # fmt: skip
-        elif scenario == "F":
-            base = by.get(("B", "N=200 K=5 T=2"))
-            rows.append(Row.of("F observability", label, "CPU us/model turn", s, per_turn, None, ok,
-                               baseline=base, baseline_impl="honeycomb"))  # fmt: skip
-        elif scenario == "I":
-            rows.append(
-                Row.of("import time", label, "ms", s, lambda r: r["import_s"] * 1000,
-                       ("<= 300 ms", lambda hc, fl: hc <= 300), ok, impl="import")
-            )  # fmt: skip
+        rows.extend(_rows(scenario, label, s, by))
     return rows
+
+
+def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Samples]) -> list[Row]:
+    ok = s.valid()
+    params = s.point.params
+    if scenario == "A":
+        n = params["n"]
+        rows = [Row.of("A latency-bound", label, "wall s", s, _wall, _a_target(n, ok), ok)]
+        if n in (1000, 10000):
+            rss_target: Target | None = None
+            if n == 1000:
+                rss_target = ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40)
+            rows.append(Row.of("E memory", label, "peak RSS MB", s, _rss, rss_target, ok))
+            per_worker = partial(_rss_per_worker, n=n)
+            rows.append(Row.of("E memory", label, "RSS KB/worker", s, per_worker, None, ok))
+        return rows
+    if scenario == "B":
+        within = ("<= 2x floor", lambda hc, fl: hc <= 2 * fl)
+        return [
+            Row.of("B overhead", label, "CPU us/model turn", s, _per_turn, within, ok),
+            Row.of("B overhead", label, "CPU us/tool call", s, _per_tool, None, ok),
+        ]
+    if scenario == "C":
+        limit = 1.15 * params["lt"]
+        fast = (f"<= 1.15 x Lt ({limit:.3f}s)", lambda hc, fl: hc <= limit)
+        return [Row.of("C tool parallelism", label, "wall s", s, _wall, fast, ok)]
+    if scenario == "D":
+        low, high = 0.95 * 4 * params["lt"], 1.15 * 4 * params["lt"]
+        serial = (f"0.95-1.15 x 4 Lt ({low:.3f}-{high:.3f}s)", lambda hc, fl: low <= hc <= high)
+        return [Row.of("D side effects", label, "wall s", s, _wall, serial, ok)]
+    if scenario == "F":
+        return [
+            Row.of("F observability", label, "CPU us/model turn", s, _per_turn, None, ok,
+                   baseline_impl="events off")
+        ]  # fmt: skip
+    if scenario == "I":
+        quick = ("<= 300 ms", lambda hc, fl: hc <= 300)
+        return [Row.of("import time", label, "ms", s, _import_ms, quick, ok, impl="import")]
+    return []
+
+
+def _a_target(n: int, ok: bool) -> Target | None:
+    if n == 1000:
+        return ("wall <= 1.5x floor", lambda hc, fl: hc <= 1.5 * fl)
+    if n == 10000:
+        return ("completes correctly", lambda hc, fl: ok)
+    return None
+
+
+def _wall(r: dict[str, Any]) -> float:
+    return float(r["wall_s"])
+
+
+def _per_turn(r: dict[str, Any]) -> float:
+    return float(r["cpu_s"]) / r["model_calls"] * 1e6
+
+
+def _per_tool(r: dict[str, Any]) -> float:
+    return float(r["cpu_s"]) / max(r["tool_calls"], 1) * 1e6
+
+
+def _rss(r: dict[str, Any]) -> float:
+    return float(r["peak_rss_mb"])
+
+
+def _rss_per_worker(r: dict[str, Any], *, n: int) -> float:
+    return (float(r["peak_rss_mb"]) - float(r["rss_before_mb"])) * 1024 / n
+
+
+def _import_ms(r: dict[str, Any]) -> float:
+    return float(r["import_s"]) * 1000
 
 
 def machine() -> str:

@@ -14,6 +14,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -39,35 +40,64 @@ def _quiet_structlog() -> None:
     )
 
 
-def measure(spec: dict[str, Any]) -> dict[str, Any]:
+Runner = Callable[[Any], Awaitable[dict[str, Any]]]
+
+
+def _runner(impl: str, params: Any) -> Runner:
+    if impl == "floor":
+        from benchmarks.floor import run_floor
+
+        return run_floor
+    from benchmarks.workload import run_honeycomb
+
+    if params.events:
+        _quiet_structlog()
+    return run_honeycomb
+
+
+def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Measure one implementation, or a pair (``"pair": [a, b]``) alternating run by
+    run in this one process, so both see the machine in the same state."""
     from benchmarks.spec import Params
 
-    params = Params(**spec["params"])
-    if spec["impl"] == "floor":
-        from benchmarks.floor import run_floor as run
-    else:
-        from benchmarks.workload import run_honeycomb as run
-
-        if params.events:
-            _quiet_structlog()
+    impls: list[str] = spec.get("pair") or [spec["impl"]]
+    variants = spec.get("variants") or [spec["params"]] * len(impls)
+    sides = [(impl, Params(**p)) for impl, p in zip(impls, variants, strict=True)]
+    runners = [_runner(impl, params) for impl, params in sides]
     # Warm up on a small run of the same workload: first-use costs (lazy imports,
     # deferred validators) are paid once per process, not per run.
-    asyncio.run(run(dataclasses.replace(params, n=min(params.n, 2))))
+    for run, (_, params) in zip(runners, sides, strict=True):
+        asyncio.run(run(dataclasses.replace(params, n=min(params.n, 2))))
     gc.collect()
     rss_before = _rss_mb()
-    cpu, wall = time.process_time(), time.perf_counter()
-    outcome = asyncio.run(run(params))
-    wall = time.perf_counter() - wall
-    cpu = time.process_time() - cpu
-    return {
-        **spec,
-        **outcome,
-        "wall_s": wall,
-        "cpu_s": cpu,
-        "ideal_s": params.ideal_s,
-        "rss_before_mb": rss_before,
-        "peak_rss_mb": _rss_mb(),
-    }
+    # Short workloads are repeated (each a fresh run) and the median kept: one run of a
+    # fraction of a second is at the mercy of everything else on the machine.
+    runs: list[list[tuple[float, float, dict[str, Any]]]] = [[] for _ in sides]
+    for _ in range(int(spec.get("inner", 1))):
+        for index, run in enumerate(runners):
+            params = sides[index][1]
+            cpu, wall = time.process_time(), time.perf_counter()
+            outcome = asyncio.run(run(params))
+            runs[index].append((time.perf_counter() - wall, time.process_time() - cpu, outcome))
+            gc.collect()
+    results = []
+    for (impl, params), mine in zip(sides, runs, strict=True):
+        mine.sort(key=lambda r: r[1])
+        wall, cpu, outcome = mine[len(mine) // 2]
+        results.append(
+            {
+                "impl": impl,
+                "params": dataclasses.asdict(params),
+                **outcome,
+                "valid": all(r[2]["valid"] for r in mine),
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "ideal_s": params.ideal_s,
+                "rss_before_mb": rss_before,
+                "peak_rss_mb": _rss_mb(),
+            }
+        )
+    return results
 
 
 def import_time(module: str) -> dict[str, Any]:
@@ -78,5 +108,5 @@ def import_time(module: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     request = json.loads(sys.argv[1])
-    result = import_time(request["import"]) if "import" in request else measure(request)
-    sys.stdout.write(json.dumps(result) + "\n")
+    results = [import_time(request["import"])] if "import" in request else measure(request)
+    sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))

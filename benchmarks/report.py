@@ -118,7 +118,8 @@ def svg_plot(samples: Sequence[Samples]) -> str:
         '<rect width="100%" height="100%" fill="white"/>',
         f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">'
         "Scenario A: wall time / ideal (K*Lm + (K-1)*Lt) against N workers</text>",
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
+        'stroke="black"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
         f'<line x1="{pad}" y1="{py(1)}" x2="{width - pad}" y2="{py(1)}" stroke="#999" '
         'stroke-dasharray="4"/>',

@@ -247,7 +247,7 @@ class Dispatcher:
         if found.context_param is not None:
             ctx = ToolContext(call.id, worker=self._worker, run_id=self._run_id, turn=turn)
             kwargs = {**kwargs, found.context_param: ctx}
-        timeout = found.timeout if found.timeout is not None else self.policy.default_timeout
+        limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         tracing = self._tracer.enabled
         if tracing:
             self._tracer.emit(
@@ -260,7 +260,7 @@ class Dispatcher:
                 )
             )
         started = time.perf_counter()
-        status, content, error = await self._outcome(found, kwargs, timeout, started)
+        status, content, error = await self._outcome(found, kwargs, limit, started)
         if tracing:
             self._tracer.emit(
                 ToolCallFinished(
@@ -277,16 +277,16 @@ class Dispatcher:
         return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
     async def _outcome(
-        self, found: Tool[Any, Any], kwargs: dict[str, Any], timeout: float | None, started: float
+        self, found: Tool[Any, Any], kwargs: dict[str, Any], limit: float | None, started: float
     ) -> tuple[ObservationStatus, str, str | None]:
-        """Status, observation text and error of one call, under its timeout."""
+        """Status, observation text and error of one call, under its time limit."""
         try:
-            if timeout is None:
+            if limit is None:
                 value = (
                     await found.fn(**kwargs) if found.is_async else await _in_thread(found, kwargs)
                 )
                 return "ok", self._render(value), None
-            with anyio.move_on_after(timeout) as scope:
+            with anyio.move_on_after(limit) as scope:
                 if found.is_async:
                     value = await found.fn(**kwargs)
                 else:
@@ -295,7 +295,7 @@ class Dispatcher:
             # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
             # for (see _in_thread), so it returns normally even after its deadline passed.
             if scope.cancel_called:
-                text = _timeout_text(found, timeout, time.perf_counter() - started)
+                text = _timeout_text(found, limit, time.perf_counter() - started)
                 return "timeout", text, text
             return "ok", content, None
         except ModelRetry as exc:

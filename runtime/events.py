@@ -35,7 +35,14 @@ class Event:
     run_id: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The event's fields by name (for logs and JSON)."""
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))
+        return {name: getattr(self, name) for name in names}
+
+
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)

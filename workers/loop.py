@@ -35,6 +35,7 @@ from runtime import (
     Transcript,
     Usage,
     UserMessage,
+    _logging,
 )
 from workers.context import ContextWindow, assemble
 
@@ -288,9 +289,10 @@ class AgentLoop:
         spent: Usage,
     ) -> Step:
         calls = message.tool_calls
-        observations = await self.dispatcher.dispatch(
-            calls, turn=state.turn + 1, previous=state.previous_calls
-        )
+        with _logging.bound(turn=state.turn + 1):  # tools' own logs name the turn
+            observations = await self.dispatcher.dispatch(
+                calls, turn=state.turn + 1, previous=state.previous_calls
+            )
         executed = sum(1 for o in observations if o.status != "skipped")
         if self.budget is not None:
             self.budget.charge_tool_calls(executed)

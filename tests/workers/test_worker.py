@@ -94,3 +94,22 @@ async def test_cancellation_propagates_out_of_run() -> None:
         await worker.run("t")
         pytest.fail("run() should have been cancelled")
     assert scope.cancelled_caught
+
+
+async def test_tool_logs_carry_the_run_worker_and_turn() -> None:
+    import structlog
+
+    @tool
+    async def chatty() -> str:
+        """Log something."""
+        structlog.get_logger().info("inside the tool")
+        return "ok"
+
+    model = ScriptedModel([call("chatty"), "done"])
+    worker = Worker(Role(name="r"), model, tools=[chatty], name="w7", run_id="run9")
+    with structlog.testing.capture_logs(
+        processors=[structlog.contextvars.merge_contextvars]
+    ) as logs:
+        await worker.run("t")
+    (inside,) = [e for e in logs if e["event"] == "inside the tool"]
+    assert (inside["run_id"], inside["worker"], inside["turn"]) == ("run9", "w7", 1)

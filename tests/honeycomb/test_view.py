@@ -1,0 +1,69 @@
+"""The terminal views: the live table on a terminal, plain lines, JSON lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from honeycomb import Executor, Role, ScriptedModel, tool
+from honeycomb.view import JsonView, LiveView, PlainView, summary
+from runtime.testing import call
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"v-{key}"
+
+
+def executor() -> Executor:
+    model = ScriptedModel(lambda key: [call("lookup", {"key": key}), f"done {key}"])
+    return Executor([Role(name="researcher", tools=("lookup",))], model, tools=[lookup],
+                    aggregator="concat")  # fmt: skip
+
+
+async def test_live_view_draws_the_plan_and_a_row_per_worker() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100, color_system=None)
+    view = LiveView(console, "test hive")
+    with view:
+        async with executor().stream(
+            "t", subtasks=[("researcher", "a"), ("researcher", "b")]
+        ) as events:
+            async for event in events:
+                view.handle(event)
+    text = out.getvalue()
+    assert "test hive" in text
+    for column in ("subtask", "role", "state", "turn", "tools", "elapsed"):
+        assert column in text
+    assert "s1" in text
+    assert "s2" in text
+    assert "ok" in text
+    rows = {row.id: row for row in view.state.rows.values()}
+    assert rows["s1"].tool_calls == 1
+    assert rows["s1"].turn == 2
+    assert view.state.phase == "ok"
+
+
+async def test_plain_and_json_views_write_a_line_per_event() -> None:
+    plain, lines = io.StringIO(), io.StringIO()
+    plain_view, json_view = PlainView(plain), JsonView(lines)
+    async with executor().stream("t", subtasks=[("researcher", "a")]) as events:
+        async for event in events:
+            plain_view.handle(event)
+            json_view.handle(event)
+    text = plain.getvalue()
+    assert "plan ready" in text
+    assert "s1 (researcher) started" in text
+    assert "lookup ok" in text
+    assert "run ok" in text
+    records = [json.loads(line) for line in lines.getvalue().splitlines()]
+    assert records[0]["event"] == "run.started"
+    assert records[-1]["event"] == "run.finished"
+    assert records[-1]["result"]["status"] == "ok"
+    assert events.result is not None
+    closing = "\n".join(summary(events.result))
+    for label in ("wall time", "critical path", "speedup", "tokens", "calls"):
+        assert label in closing
