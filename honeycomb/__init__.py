@@ -5,7 +5,7 @@ One import gives the public API::
     from honeycomb import Executor, Role, tool, OpenAIModel
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from honeycomb.aggregator import Aggregator, ConcatAggregator, FunctionAggregator, RoleAggregator
 from honeycomb.context import RunContext
@@ -46,6 +46,7 @@ from runtime import (
     check_cancelled,
     tool,
 )
+from runtime._lazy import lazy_attributes
 from runtime.testing import FunctionModel, ScriptedModel
 from workers import Role, Worker, WorkerResult, load_roles
 
@@ -119,12 +120,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'honeycomb' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes("honeycomb", _LAZY, globals())

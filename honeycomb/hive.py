@@ -29,7 +29,7 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
-from workers import Role, check_role, load_roles, role_entries
+from workers import Role, load_roles, read_roles
 
 __all__ = ["Hive", "ModelSpec", "load_hive"]
 
@@ -254,12 +254,7 @@ def _roles(
             except ConfigErrors as exc:
                 errors.extend(exc.errors)
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
-        for path, body in role_entries(doc, errors, ("roles",)):
-            role, problems = doc.validate(Role, body, path)
-            errors.extend(problems)
-            errors.extend(check_role(body, doc, path, registry))
-            if role is None:
-                continue
+        for path, role in read_roles(doc, errors, registry, ("roles",)):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
             roles[role.name] = role

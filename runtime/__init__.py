@@ -5,8 +5,9 @@ the retry policy load on first use (``openai`` and ``tenacity`` take time and me
 to import, and many programs never need them).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from runtime._lazy import lazy_attributes
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
@@ -141,12 +142,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes("runtime", _LAZY, globals())

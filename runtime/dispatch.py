@@ -205,19 +205,24 @@ class Dispatcher:
     ) -> ToolMessage:
         """The observation for a call that was not run, also reported as an event."""
         if self._tracer.enabled:
-            self._tracer.emit(
-                ToolCallFinished(
-                    worker=self._worker,
-                    run_id=self._run_id,
-                    turn=turn,
-                    call_id=call.id,
-                    tool=call.name,
-                    status=status,
-                    duration_s=0.0,
-                    error=content,
-                )
-            )
+            self._finished(call, turn, status, 0.0, content)
         return _observe(call, status, content)
+
+    def _finished(
+        self, call: ToolCall, turn: int, status: str, duration_s: float, error: str | None
+    ) -> None:
+        self._tracer.emit(
+            ToolCallFinished(
+                worker=self._worker,
+                run_id=self._run_id,
+                turn=turn,
+                call_id=call.id,
+                tool=call.name,
+                status=status,
+                duration_s=duration_s,
+                error=error,
+            )
+        )
 
     # --- execution --------------------------------------------------------------------
 
@@ -262,18 +267,7 @@ class Dispatcher:
         started = time.perf_counter()
         status, content, error = await self._outcome(found, kwargs, limit, started)
         if tracing:
-            self._tracer.emit(
-                ToolCallFinished(
-                    worker=self._worker,
-                    run_id=self._run_id,
-                    turn=turn,
-                    call_id=call.id,
-                    tool=call.name,
-                    status=status,
-                    duration_s=time.perf_counter() - started,
-                    error=error,
-                )
-            )
+            self._finished(call, turn, status, time.perf_counter() - started, error)
         return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
     async def _outcome(

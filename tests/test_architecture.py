@@ -80,7 +80,7 @@ WORKERS_NAMES = {
     "AgentLoop", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings", "LoopState",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
     "check_role",
-    "format_task", "load_roles", "role_entries",
+    "format_task", "load_roles", "read_roles", "role_entries",
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {

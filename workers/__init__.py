@@ -2,7 +2,7 @@
 
 from workers.context import ContextWindow, assemble
 from workers.loop import AgentLoop, Continue, Failed, Final, LoopSettings, LoopState, Step
-from workers.role import Role, check_role, load_roles, role_entries
+from workers.role import Role, check_role, load_roles, read_roles, role_entries
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [
@@ -23,5 +23,6 @@ __all__ = [
     "check_role",
     "format_task",
     "load_roles",
+    "read_roles",
     "role_entries",
 ]

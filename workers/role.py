@@ -26,7 +26,7 @@ from runtime import (
 )
 from runtime._imports import import_object
 
-__all__ = ["Role", "check_role", "load_roles", "role_entries"]
+__all__ = ["Role", "check_role", "load_roles", "read_roles", "role_entries"]
 
 
 class Role(BaseModel):
@@ -155,12 +155,7 @@ def load_roles(
         except ConfigError as exc:
             errors.append(exc)
             continue
-        for path, body in role_entries(doc, errors):
-            role, problems = doc.validate(Role, body, path)
-            errors.extend(problems)
-            errors.extend(check_role(body, doc, path, reg))
-            if role is None:
-                continue
+        for path, role in read_roles(doc, errors, reg):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
                 continue
@@ -168,6 +163,21 @@ def load_roles(
     if errors:
         raise ConfigErrors(errors)
     return roles
+
+
+def read_roles(
+    doc: YamlDocument, errors: list[ConfigError], registry: ToolRegistry | None, path: YamlPath = ()
+) -> list[tuple[YamlPath, Role]]:
+    """Every valid role in ``doc`` (at ``path``), with where it is; each problem found,
+    in a role's fields or its references, is added to ``errors``."""
+    found: list[tuple[YamlPath, Role]] = []
+    for here, body in role_entries(doc, errors, path):
+        role, problems = doc.validate(Role, body, here)
+        errors.extend(problems)
+        errors.extend(check_role(body, doc, here, registry))
+        if role is not None:
+            found.append((here, role))
+    return found
 
 
 def role_entries(

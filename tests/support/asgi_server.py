@@ -9,14 +9,36 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import uvicorn
 
-__all__ = ["ThreadedServer"]
+__all__ = ["Lifecycle", "ThreadedServer"]
 
 
-class ThreadedServer:
+class Lifecycle:
+    """``with server:`` starts it and stops it."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ThreadedServer(Lifecycle):
     """A uvicorn server in a thread; a context manager (or :meth:`start`/:meth:`stop`)."""
 
     def __init__(self, app: Any, *, name: str = "test-server") -> None:
@@ -67,18 +89,6 @@ class ThreadedServer:
             self._server.should_exit = True
             self._thread.join(timeout=10.0)
         self._server = self._thread = None
-
-    def __enter__(self) -> ThreadedServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     async def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
         self.loop = asyncio.get_running_loop()

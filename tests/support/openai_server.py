@@ -23,7 +23,6 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.support.asgi_server import ThreadedServer
+from tests.support.asgi_server import Lifecycle, ThreadedServer
 
 __all__ = ["OpenAIServer", "Raw", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
 
@@ -122,7 +121,7 @@ _ERROR_TYPES = {
 }
 
 
-class OpenAIServer:
+class OpenAIServer(Lifecycle):
     """The server; use it as a context manager (or call :meth:`start` and :meth:`stop`).
 
     Attributes:
@@ -171,18 +170,6 @@ class OpenAIServer:
         # Slow answers still pending go out now, instead of being cancelled.
         self._server.call_soon(self._stopping.set)
         self._server.stop()
-
-    def __enter__(self) -> OpenAIServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     async def _handle(self, request: Request) -> JSONResponse:
         arrived = time.monotonic()
