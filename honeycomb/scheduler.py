@@ -22,6 +22,7 @@ from honeycomb.policy import Policy
 from honeycomb.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime._concurrency import run_together
+from runtime._values import trusted
 from workers import WorkerError, WorkerResult
 
 __all__ = ["Scheduler"]
@@ -121,14 +122,15 @@ class Scheduler:
     ) -> None:
         now = self.elapsed_s
         duration = result.duration_s if result is not None else now - (started or now)
-        self.outcomes[subtask.id] = SubtaskResult(
-            subtask=subtask,
-            status=status,
-            worker=result,
-            error=error,
-            started_s=started if started is not None else now,
-            duration_s=duration,
-        )
+        values = {
+            "subtask": subtask,
+            "status": status,
+            "worker": result,
+            "error": error,
+            "started_s": started if started is not None else now,
+            "duration_s": duration,
+        }
+        self.outcomes[subtask.id] = trusted(SubtaskResult, values)
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(

@@ -29,6 +29,7 @@ import anyio.to_thread
 import pydantic_core
 
 from runtime._concurrency import run_together
+from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
@@ -268,7 +269,7 @@ class Dispatcher:
         status, content, error = await self._outcome(found, kwargs, limit, started)
         if tracing:
             self._finished(call, turn, status, time.perf_counter() - started, error)
-        return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
+        return _observe(call, status, content)
 
     async def _outcome(
         self, found: Tool[Any, Any], kwargs: dict[str, Any], limit: float | None, started: float
@@ -362,7 +363,14 @@ def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
 
 
 def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMessage:
-    return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
+    values = {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "name": call.name,
+        "status": status,
+        "content": content,
+    }
+    return trusted(ToolMessage, values)
 
 
 class _Repeats:

@@ -12,9 +12,9 @@ import json
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from runtime.messages import AssistantMessage, Messages, Usage
+from runtime.messages import AssistantMessage, Messages, Usage, _Frozen
 
 __all__ = [
     "Model",
@@ -25,10 +25,6 @@ __all__ = [
     "ToolSchema",
     "WrapperModel",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class ToolSchema(_Frozen):

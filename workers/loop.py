@@ -37,6 +37,7 @@ from runtime import (
     UserMessage,
     _logging,
 )
+from runtime._values import trusted
 from workers.context import ContextWindow, assemble
 
 __all__ = ["AgentLoop", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
@@ -107,16 +108,17 @@ class LoopState(NamedTuple):
 
     @property
     def transcript(self) -> Transcript:
-        return Transcript(messages=self.messages)
+        return trusted(Transcript, {"messages": self.messages})
 
     @property
     def usage(self) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            model_calls=self.turn,
-            tool_calls=self.tool_calls,
-        )
+        counts = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "model_calls": self.turn,
+            "tool_calls": self.tool_calls,
+        }
+        return trusted(Usage, counts)
 
 
 class Continue(NamedTuple):
@@ -227,13 +229,17 @@ class AgentLoop:
     ) -> ModelResponse:
         if self.budget is not None:
             self.budget.reserve_model_call()
-        request = ModelRequest(
-            messages=self._context(task, messages),
-            tools=() if wrap_up else self.dispatcher.tools.schemas,
-            tool_choice="none" if wrap_up else "auto",
-            output=self._output,
-            timeout=self.settings.model_timeout,
-            conversation=self._conversation,
+        request = trusted(
+            ModelRequest,
+            {
+                "messages": self._context(task, messages),
+                "tools": () if wrap_up else self.dispatcher.tools.schemas,
+                "tool_choice": "none" if wrap_up else "auto",
+                "parallel_tool_calls": True,
+                "output": self._output,
+                "timeout": self.settings.model_timeout,
+                "conversation": self._conversation,
+            },
         )
         tracing = self.tracer.enabled
         if tracing:
@@ -255,7 +261,10 @@ class AgentLoop:
         """The system prompt and the task: the first two messages of every turn."""
         cached = self._head
         if cached is None or cached[0] != task:
-            first = (SystemMessage(content=self.instructions), UserMessage(content=task))
+            first = (
+                trusted(SystemMessage, {"role": "system", "content": self.instructions}),
+                trusted(UserMessage, {"role": "user", "content": task}),
+            )
             cached = self._head = (task, first)
         return cached[1]
 

@@ -23,6 +23,7 @@ from runtime import (
     Usage,
     _logging,
 )
+from runtime._values import trusted
 from workers.context import ContextWindow
 from workers.loop import AgentLoop, Failed, LoopSettings
 from workers.role import Role
@@ -209,7 +210,7 @@ class Worker:
                     "failed", Transcript(), Usage(), 0, started_at, started, error=exc
                 )
         state = outcome.state
-        transcript = Transcript(messages=loop.head(prompt) + state.messages)
+        transcript = trusted(Transcript, {"messages": loop.head(prompt) + state.messages})
         if isinstance(outcome, Failed):
             return self._result(
                 "failed",
@@ -244,20 +245,21 @@ class Worker:
         text: str = "",
         error: BaseException | None = None,
     ) -> WorkerResult:
-        return WorkerResult(
-            worker=self.name,
-            role=self.role.name,
-            status=status,
-            output=output,
-            text=text,
-            transcript=transcript,
-            usage=usage,
-            turns=turns,
-            started_at=started_at,
-            duration_s=time.perf_counter() - started,
-            error=WorkerError(type=type(error).__name__, message=str(error)) if error else None,
-            exception=error,
-        )
+        values = {
+            "worker": self.name,
+            "role": self.role.name,
+            "status": status,
+            "output": output,
+            "text": text,
+            "transcript": transcript,
+            "usage": usage,
+            "turns": turns,
+            "started_at": started_at,
+            "duration_s": time.perf_counter() - started,
+            "error": WorkerError(type=type(error).__name__, message=str(error)) if error else None,
+            "exception": error,
+        }
+        return trusted(WorkerResult, values)
 
 
 def format_task(task: str, inputs: Mapping[str, str]) -> str:
