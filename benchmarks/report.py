@@ -41,6 +41,7 @@ class Row:
     target: str
     met: bool | None
     valid: bool
+    paired_ratio: float | None = None  # median of per-process ratios, when paired
 
     @classmethod
     def of(
@@ -57,16 +58,31 @@ class Row:
         baseline: Samples | None = None,
         baseline_impl: str = "floor",
     ) -> Row:
-        mine = Stat.of(samples.values(impl, fn))
+        mine_values = samples.values(impl, fn)
         base_samples = baseline if baseline is not None else samples
-        floor = Stat.of(base_samples.values(baseline_impl, fn))
+        floor_values = base_samples.values(baseline_impl, fn)
+        mine, floor = Stat.of(mine_values), Stat.of(floor_values)
+        paired: float | None = None
+        if samples.point.paired and len(mine_values) == len(floor_values) and all(floor_values):
+            # Both ran in the same processes, run by run: the ratio of each pair cancels
+            # out how busy the machine was at that moment.
+            paired = statistics.median(
+                m / f for m, f in zip(mine_values, floor_values, strict=True)
+            )
         met: bool | None = None
         if target is not None and mine is not None:
-            met = valid and target[1](mine.median, floor.median if floor else math.nan)
-        return cls(scenario, label, metric, mine, floor, target[0] if target else "", met, valid)
+            floor_median = floor.median if floor else math.nan
+            if paired is not None:  # compare as the ratio says, with the floor as unit
+                met = valid and target[1](paired, 1.0)
+            else:
+                met = valid and target[1](mine.median, floor_median)
+        label_ = target[0] if target else ""
+        return cls(scenario, label, metric, mine, floor, label_, met, valid, paired)
 
     @property
     def ratio(self) -> str:
+        if self.paired_ratio is not None:
+            return f"{self.paired_ratio:.2f}x (paired)"
         if self.honeycomb is None or self.floor is None or self.floor.median == 0:
             return ""
         return f"{self.honeycomb.median / self.floor.median:.2f}x"
