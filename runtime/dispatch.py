@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -124,13 +123,16 @@ class Dispatcher:
         self._tracer = tracer
         self._worker = worker
         self._run_id = run_id
+        self._last: dict[str, tuple[str, dict[str, Any]]] = {}
 
     async def dispatch(
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
     ) -> tuple[ToolMessage, ...]:
         """Run ``calls`` and return one observation per call, in call order."""
         results: list[ToolMessage | None] = [None] * len(calls)
-        repeats = _Repeats(previous) if previous and self.policy.skip_repeats else None
+        repeats = None
+        if previous and self.policy.skip_repeats:
+            repeats = _Repeats(previous, self._last, self.tools)
         parallel: list[_Ready] = []
         serial: list[_Ready] = []
         for index, call in enumerate(calls):
@@ -145,6 +147,8 @@ class Dispatcher:
             partial(self._lane, serial, parallel, turn, results, cap),
             [partial(self._run_into, ready, turn, results, cap) for ready in spawned],
         )
+        # What this batch ran, so the next turn can spot a repeat without re-parsing.
+        self._last = {r.call.id: (r.call.name, r.kwargs) for r in (*parallel, *serial)}
         return tuple(r for r in results if r is not None)
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
@@ -191,7 +195,7 @@ class Dispatcher:
             text = f"Error: {exc}. Fix the arguments and call again."
             results[index] = self._refuse(call, "error", text, turn)
             return None
-        if repeats is not None and repeats.match(call):
+        if repeats is not None and repeats.match(call.name, kwargs):
             text = (
                 f"Not executed: this repeats your previous call to {call.name!r} with the same "
                 "arguments; its result is above. Use that result, change the arguments, or "
@@ -375,33 +379,29 @@ def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMes
 
 class _Repeats:
     """The previous turn's calls, to spot an identical repeat: same tool, same
-    arguments (``{"a": 1, "b": 2}`` equals ``{"b": 2, "a": 1}``)."""
+    validated arguments (so ``{"a": 1, "b": 2}`` equals ``{"b": 2, "a": 1}``)."""
 
-    __slots__ = ("_parsed", "_raw")
+    __slots__ = ("_seen",)
 
-    def __init__(self, previous: Sequence[ToolCall]) -> None:
-        self._raw: dict[str, list[str]] = {}
+    def __init__(
+        self,
+        previous: Sequence[ToolCall],
+        remembered: dict[str, tuple[str, dict[str, Any]]],
+        tools: ToolRegistry,
+    ) -> None:
+        self._seen: dict[str, list[dict[str, Any]]] = {}
         for call in previous:
-            self._raw.setdefault(call.name, []).append(call.arguments)
-        self._parsed: dict[str, list[Any]] | None = None
+            known = remembered.get(call.id)
+            if known is not None and known[0] == call.name:
+                arguments = known[1]
+            else:  # not dispatched here (a state from elsewhere): validate it again
+                found = tools.get(call.name)
+                try:
+                    arguments = found.parse_arguments(call.arguments) if found else {}
+                except ArgumentsError:
+                    continue
+            self._seen.setdefault(call.name, []).append(arguments)
 
-    def match(self, call: ToolCall) -> bool:
-        raws = self._raw.get(call.name)
-        if raws is None:
-            return False
-        if call.arguments in raws:
-            return True
-        if self._parsed is None:
-            self._parsed = {name: [_load(r) for r in rs] for name, rs in self._raw.items()}
-        loaded = _load(call.arguments)
-        return loaded is not _UNPARSABLE and loaded in self._parsed[call.name]
-
-
-_UNPARSABLE = object()
-
-
-def _load(arguments: str) -> Any:
-    try:
-        return json.loads(arguments or "{}")
-    except ValueError:
-        return _UNPARSABLE
+    def match(self, name: str, arguments: dict[str, Any]) -> bool:
+        seen = self._seen.get(name)
+        return seen is not None and arguments in seen

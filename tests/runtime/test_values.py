@@ -58,6 +58,10 @@ def test_trusted_equals_validated(cls: type[BaseModel], values: dict[str, Any]) 
     if cls.model_config.get("frozen"):
         with pytest.raises(ValidationError):
             made.__setattr__(next(iter(values)), None)
+    twin = trusted(cls, dict(values))
+    updated = twin.model_copy(update={next(iter(values)): values[next(iter(values))]})
+    assert updated == twin
+    assert twin.model_fields_set == set(cls.model_fields)  # a copy's update did not leak
     try:
         assert hash(made) == hash(checked)
     except TypeError:
