@@ -120,13 +120,13 @@ def svg_plot(samples: Sequence[Samples]) -> str:
     xs = [math.log10(n) for pts in series.values() for n, _ in pts] or [0.0, 1.0]
     ys = [y for pts in series.values() for _, y in pts] or [1.0]
     x0, x1 = min(xs), max(max(xs), min(xs) + 1)
-    y1 = max(max(ys) * 1.1, 2.0)
+    top = math.log10(max(max(ys) * 1.2, 2.0))  # y on a log scale: 1 (ideal) to the worst
 
     def px(n: int) -> float:
         return pad + (math.log10(n) - x0) / (x1 - x0) * (width - 2 * pad)
 
     def py(y: float) -> float:
-        return height - pad - (y / y1) * (height - 2 * pad)
+        return height - pad - (math.log10(max(y, 1.0)) / top) * (height - 2 * pad)
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -137,35 +137,36 @@ def svg_plot(samples: Sequence[Samples]) -> str:
         f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
         'stroke="black"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-        f'<line x1="{pad}" y1="{py(1)}" x2="{width - pad}" y2="{py(1)}" stroke="#999" '
-        'stroke-dasharray="4"/>',
-        f'<text x="{width - pad}" y="{py(1) - 4}" text-anchor="end" fill="#666">ideal</text>',
     ]
     for n in sorted({n for pts in series.values() for n, _ in pts}):
         out.append(f'<text x="{px(n)}" y="{height - pad + 18}" text-anchor="middle">{n}</text>')
-    for tick in _ticks(y1):
-        out.append(f'<text x="{pad - 8}" y="{py(tick) + 4}" text-anchor="end">{tick:g}</text>')
+    for tick in _ticks(10**top):
+        y = py(tick)
+        out.append(f'<line x1="{pad}" y1="{y:.1f}" x2="{width - pad}" y2="{y:.1f}" '
+                   'stroke="#ddd"/>')  # fmt: skip
+        out.append(f'<text x="{pad - 8}" y="{y + 4:.1f}" text-anchor="end">{tick:g}x</text>')
     colours = {"honeycomb": "#d97706", "floor": "#2563eb"}
     for index, (impl, pts) in enumerate(series.items()):
         if not pts:
             continue
         path = " ".join(f"{px(n):.1f},{py(y):.1f}" for n, y in sorted(pts))
-        out.append(
-            f'<polyline fill="none" stroke="{colours[impl]}" stroke-width="2" points="{path}"/>'
-        )
+        colour = colours[impl]
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
         for n, y in pts:
-            out.append(f'<circle cx="{px(n):.1f}" cy="{py(y):.1f}" r="3" fill="{colours[impl]}"/>')
-        out.append(
-            f'<text x="{pad + 10}" y="{pad + 16 * index}" fill="{colours[impl]}">{impl}</text>'
-        )
+            out.append(f'<circle cx="{px(n):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
+        out.append(f'<text x="{pad + 10}" y="{pad + 16 * index}" fill="{colour}">{impl}</text>')
     out.append(f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">N (log scale)</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
 def _ticks(top: float) -> list[float]:
-    step = 1.0 if top <= 6 else (2.0 if top <= 12 else 5.0)
-    return [i * step for i in range(int(top / step) + 1)]
+    """1, 2, 5, 10, 20, 50 ... up to ``top``: gridlines for a log scale."""
+    ticks, base = [], 1.0
+    while base <= top:
+        ticks += [t for t in (base, 2 * base, 5 * base) if t <= top]
+        base *= 10
+    return ticks
 
 
 def _num(x: float) -> str:
