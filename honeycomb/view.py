@@ -108,21 +108,22 @@ class LiveView:
         self.console = console
         self.title = title
         self.state = _RunState()
-        self._live = Live(self._render(), console=console, refresh_per_second=12, transient=False)
+        # Live draws this view (its __rich__) at its own pace, so events only update
+        # the state and a run of thousands of workers is not redrawn per event.
+        self._live = Live(self, console=console, refresh_per_second=8, transient=False)
 
     def __enter__(self) -> LiveView:
         self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._live.update(self._render())
+        self._live.refresh()
         self._live.__exit__(None, None, None)
 
     def handle(self, event: Event) -> None:
         self.state.apply(event)
-        self._live.update(self._render())
 
-    def _render(self) -> Panel:
+    def __rich__(self) -> Panel:
         now = time.perf_counter()
         table = Table(expand=True, box=None, pad_edge=False)
         for column in ("subtask", "role", "after", "state", "turn", "tools", "elapsed"):

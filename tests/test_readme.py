@@ -1,0 +1,38 @@
+"""The README's commands are the ones CI runs, and its example runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    shell = blocks("sh")
+    install_and_test = shell[1].strip()
+    assert install_and_test.endswith(".venv/bin/pytest")
+    assert install_and_test in (ROOT / ".ci" / "run").read_text()
+    assert shell[0].strip().endswith("honeycomb demo")
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    example = blocks("python")[0]
+    assert 'OpenAIModel("gpt-4o-mini")' in example
+    offline = example.replace('OpenAIModel("gpt-4o-mini")', "OfflineModel(latency=0)")
+    offline = offline.replace("import Executor, OpenAIModel,", "import Executor, OfflineModel,")
+    script = tmp_path / "example.py"
+    script.write_text(offline)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[offline simulation]" in done.stdout
+    assert "speedup" in done.stdout
