@@ -6,7 +6,6 @@ JSON schema. Plain string handling, no AI; good enough for a demo, not for real 
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -267,70 +266,6 @@ def numbers(text: str) -> list[float]:
 # --- tool arguments --------------------------------------------------------------------
 
 MAX_CALLS = 12
-_PLACE_PARAM = re.compile(r"city|place|location|town|destination", re.I)
-_EXPR_PARAM = re.compile(r"expr", re.I)
-_QUERY_PARAM = re.compile(r"query|topic|text|keyword|search|^q$|term", re.I)
-
-
-def arguments(root: dict[str, Any], text: str) -> list[dict[str, Any]]:
-    """Argument sets for one tool; several when the text names several cities or values."""
-    props: dict[str, Any] = root.get("properties", {})
-    required = set(root.get("required", ()))
-    has_place = any(_PLACE_PARAM.search(n) for n in props)
-    fixed: dict[str, Any] = {}
-    varying: list[tuple[str, list[Any]]] = []
-    for name, prop in props.items():
-        found = values(name, resolve(prop, root), text, name in required, has_place)
-        if len(found) > 1:
-            varying.append((name, found))
-        elif found:
-            fixed[name] = found[0]
-        elif name in required:
-            return []
-    combos = itertools.product(*(options for _, options in varying))
-    names = [name for name, _ in varying]
-    return [{**fixed, **dict(zip(names, c, strict=True))} for c in combos][:MAX_CALLS]
-
-
-def values(
-    name: str, prop: dict[str, Any], text: str, required: bool, has_place: bool = True
-) -> list[Any]:
-    """Values for one parameter read from the text; empty when it has none to give."""
-    kind = prop.get("type", "string")
-    if prop.get("enum"):
-        return mentioned(prop["enum"], text) or ([prop["enum"][0]] if required else [])
-    if kind == "string" and _PLACE_PARAM.search(name):
-        return list(places(text))
-    if _EXPR_PARAM.search(name):
-        found = expression(text)
-        return [found] if found else []
-    if kind == "string" and _QUERY_PARAM.search(name):
-        phrase = key_phrase(text)
-        found_places = places(text)
-        if has_place or not found_places:
-            return [phrase]
-        return [phrase if p in phrase else f"{phrase} {p}" for p in found_places]
-    if not required:
-        return []
-    if kind in ("integer", "number"):
-        found_numbers = numbers(text) or [1.0]
-        return [int(found_numbers[0]) if kind == "integer" else found_numbers[0]]
-    if kind == "boolean":
-        return [False]
-    if kind == "array":
-        return [[]]
-    return [key_phrase(text)] if kind == "string" else []
-
-
-def mentioned(options: list[Any], text: str) -> list[Any]:
-    """The options (enum values) the text names; "weekend" names Saturday and Sunday."""
-    said = {stem(w) for w in words(text)}
-    if "weekend" in said:
-        said |= {stem("saturday"), stem("sunday")}
-    return [o for o in options if isinstance(o, str) and stem(o) in said]
-
-
-# --- observations and schemas -----------------------------------------------------------
 
 
 def render(content: str, *, limit: int = 400) -> str:
@@ -363,69 +298,6 @@ def _render_value(value: Any) -> str:
         more = f" (+{len(value) - 5} more)" if len(value) > 5 else ""
         return " | ".join(shown) + more
     return str(value)
-
-
-def fill_schema(schema: dict[str, Any], text: str) -> Any:
-    """A JSON value that fits ``schema``, taken from ``text``: strings get the text (names
-    like title/subject its first line), numbers a number found in it or 0, lists its
-    bullet points, booleans false."""
-    return _fill(schema, schema, text, "")
-
-
-def _fill(node: dict[str, Any], root: dict[str, Any], text: str, name: str) -> Any:
-    node = resolve(node, root)
-    if "const" in node:
-        return node["const"]
-    if node.get("enum"):
-        return node["enum"][0]
-    options = node.get("anyOf") or node.get("oneOf")
-    if options:
-        usable = [o for o in options if resolve(o, root).get("type") != "null"]
-        return _fill((usable or options)[0], root, text, name)
-    kind = node.get("type", "object" if "properties" in node else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object":
-        props: dict[str, Any] = node.get("properties", {})
-        wanted = node.get("required", [])
-        return {key: _fill(props[key], root, text, key) for key in wanted if key in props}
-    if kind == "array":
-        return _fill_list(node, root, text)
-    return _fill_scalar(kind, text, name)
-
-
-def _fill_list(node: dict[str, Any], root: dict[str, Any], text: str) -> list[Any]:
-    items = resolve(node.get("items", {}), root)
-    kind = items.get("type", "string")
-    if kind in ("number", "integer"):
-        return [_fill_scalar(kind, str(n), "") for n in numbers(text)]
-    if kind != "string":
-        return []
-    return bullets(text) or [" ".join(text.split())]
-
-
-def _fill_scalar(kind: str, text: str, name: str) -> Any:
-    if kind == "boolean":
-        return False
-    if kind in ("number", "integer"):
-        found = numbers(text)
-        value = found[0] if found else 0
-        return int(value) if kind == "integer" else value
-    if kind == "null":
-        return None
-    if re.search(r"title|subject|name|headline|city|label", name, re.I):
-        return text.removeprefix(PREFIX).strip().splitlines()[0] if text.strip() else ""
-    return text
-
-
-def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return node
-    found: Any = root
-    for part in ref[2:].split("/"):
-        found = found.get(part, {}) if isinstance(found, dict) else {}
-    return found if isinstance(found, dict) else {}
 
 
 def bullets(text: str) -> list[str]:

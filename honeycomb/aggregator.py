@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel
@@ -18,8 +18,16 @@ from honeycomb.context import RunContext, with_default_instructions
 from honeycomb.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.result import SubtaskResult
 from runtime import BudgetExceeded, RunFailed
+from workers import Role
 
-__all__ = ["Aggregator", "ConcatAggregator", "FunctionAggregator", "RoleAggregator"]
+__all__ = [
+    "Aggregator",
+    "AggregatorLike",
+    "ConcatAggregator",
+    "FunctionAggregator",
+    "RoleAggregator",
+    "as_aggregator",
+]
 
 
 @runtime_checkable
@@ -93,3 +101,25 @@ class RoleAggregator:
         if not result.ok:
             raise RunFailed(f"the aggregator failed: {result.error}")
         return result.output
+
+
+AggregatorLike: TypeAlias = Aggregator | str | Callable[..., Any]
+"""What an Executor accepts as its aggregator."""
+
+
+def as_aggregator(
+    spec: AggregatorLike | None, roles: Mapping[str, Role], output_type: type[BaseModel] | None
+) -> Aggregator:
+    """An aggregator from a role name, ``"concat"``, an Aggregator or a function; by
+    default the role named ``aggregator`` if there is one, else ``concat``."""
+    if spec is None:
+        if "aggregator" in roles:
+            return RoleAggregator("aggregator", output_type)
+        return ConcatAggregator()
+    if spec == "concat":
+        return ConcatAggregator()
+    if isinstance(spec, str):
+        return RoleAggregator(spec, output_type)
+    if isinstance(spec, Aggregator):
+        return spec
+    return FunctionAggregator(spec)

@@ -7,7 +7,6 @@ the global model and tool limiters.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from honeycomb.aggregator import Aggregator, ConcatAggregator, FunctionAggregator, RoleAggregator
+from honeycomb.aggregator import AggregatorLike, as_aggregator
 from honeycomb.context import RunContext
 from honeycomb.events import (
     AggregationFinished,
@@ -29,9 +28,9 @@ from honeycomb.events import (
     RunStarted,
 )
 from honeycomb.plan import Plan, critical_path
-from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner, SubtaskSpec
+from honeycomb.planner import PlannerLike, StaticPlanner, SubtaskSpec, as_planner
 from honeycomb.policy import Policy
-from honeycomb.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
 from honeycomb.scheduler import Scheduler
 from honeycomb.stream import RunStream
 from runtime import (
@@ -53,9 +52,6 @@ from runtime import (
 from workers import Role, WorkerSetup
 
 __all__ = ["Executor"]
-
-PlannerLike = Planner | str | Callable[[str], Any] | Plan | Sequence[SubtaskSpec]
-AggregatorLike = Aggregator | str | Callable[..., Any]
 
 
 class Executor:
@@ -114,8 +110,8 @@ class Executor:
         self._locks = LockTable()
         self._handlers = tuple(on_event)
         self._log = log_events
-        self.planner = _planner(planner, self.roles)
-        self.aggregator = _aggregator(aggregator, self.roles, output_type)
+        self.planner = as_planner(planner, self.roles)
+        self.aggregator = as_aggregator(aggregator, self.roles, output_type)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> Executor:
@@ -346,7 +342,7 @@ class _Run:
             task=self.task,
             status=status,
             answer=answer,
-            answer_text=_as_text(answer),
+            answer_text=answer_as_text(answer),
             plan=self.plan,
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,
@@ -387,41 +383,3 @@ class _Run:
 
 def _limiter(capacity: int | None) -> anyio.CapacityLimiter | None:
     return anyio.CapacityLimiter(capacity) if capacity is not None else None
-
-
-def _planner(spec: PlannerLike | None, roles: Mapping[str, Role]) -> Planner | None:
-    if spec is None:
-        return RolePlanner("planner") if "planner" in roles else None
-    if isinstance(spec, str):
-        return RolePlanner(spec)
-    if isinstance(spec, Planner):
-        return spec
-    if callable(spec):
-        return FunctionPlanner(spec)
-    return StaticPlanner(spec)
-
-
-def _aggregator(
-    spec: AggregatorLike | None, roles: Mapping[str, Role], output_type: type[BaseModel] | None
-) -> Aggregator:
-    if spec is None:
-        if "aggregator" in roles:
-            return RoleAggregator("aggregator", output_type)
-        return ConcatAggregator()
-    if spec == "concat":
-        return ConcatAggregator()
-    if isinstance(spec, str):
-        return RoleAggregator(spec, output_type)
-    if isinstance(spec, Aggregator):
-        return spec
-    return FunctionAggregator(spec)
-
-
-def _as_text(answer: Any) -> str:
-    if answer is None:
-        return ""
-    if isinstance(answer, str):
-        return answer
-    if isinstance(answer, BaseModel):
-        return answer.model_dump_json(indent=2)
-    return json.dumps(answer, indent=2, default=str)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from honeycomb.context import RunContext, with_default_instructions
@@ -18,7 +18,15 @@ from honeycomb.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
 from runtime import BudgetExceeded, PlanError
 from workers import Role
 
-__all__ = ["FunctionPlanner", "Planner", "RolePlanner", "StaticPlanner", "SubtaskSpec"]
+__all__ = [
+    "FunctionPlanner",
+    "Planner",
+    "PlannerLike",
+    "RolePlanner",
+    "StaticPlanner",
+    "SubtaskSpec",
+    "as_planner",
+]
 
 SubtaskSpec: TypeAlias = Subtask | Mapping[str, Any] | tuple[str, str]
 """A subtask, a mapping of its fields, or a ``(role, instruction)`` pair."""
@@ -117,3 +125,21 @@ def _entry(role: Role, context: RunContext) -> CatalogEntry:
 def _retry(prompt: str, problems: list[str]) -> str:
     listed = "\n".join(f"- {p}" for p in problems)
     return f"{prompt}\n\nThe plan is invalid; fix these problems and answer again:\n{listed}"
+
+
+PlannerLike: TypeAlias = Planner | str | Callable[[str], Any] | Plan | Sequence[SubtaskSpec]
+"""What an Executor accepts as its planner."""
+
+
+def as_planner(spec: PlannerLike | None, roles: Mapping[str, Role]) -> Planner | None:
+    """A planner from a role name, a Planner, a splitter function or a list of subtasks;
+    by default the role named ``planner``, if there is one."""
+    if spec is None:
+        return RolePlanner("planner") if "planner" in roles else None
+    if isinstance(spec, str):
+        return RolePlanner(spec)
+    if isinstance(spec, Planner):
+        return spec
+    if callable(spec):
+        return FunctionPlanner(spec)
+    return StaticPlanner(spec)

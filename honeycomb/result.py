@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -10,7 +11,7 @@ from honeycomb.plan import Plan, Subtask
 from runtime import Usage
 from workers import WorkerError, WorkerResult
 
-__all__ = ["RunResult", "RunTimings", "SubtaskResult", "SubtaskStatus"]
+__all__ = ["RunResult", "RunTimings", "SubtaskResult", "SubtaskStatus", "answer_as_text"]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled"]
 
@@ -122,3 +123,14 @@ class RunResult(BaseModel):
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )
+
+
+def answer_as_text(answer: Any) -> str:
+    """An answer as text: itself, a model's indented JSON, or any value's JSON."""
+    if answer is None:
+        return ""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, BaseModel):
+        return answer.model_dump_json(indent=2)
+    return json.dumps(answer, indent=2, default=str)

@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from honeycomb import _offline_rules as rules
+from honeycomb import _offline_schema as schema_rules
 from honeycomb.offline import OfflineModel
 from honeycomb.plan import Plan, plan_problems
 from honeycomb.prompts import (
@@ -456,7 +457,7 @@ def test_fill_schema_resolves_refs_and_enums() -> None:
         "required": ["kind", "tags", "score"],
         "$defs": {"Kind": {"enum": ["a", "b"], "type": "string"}},
     }
-    assert rules.fill_schema(schema, "no bullets, 7 apples") == {
+    assert schema_rules.fill_schema(schema, "no bullets, 7 apples") == {
         "kind": "a",
         "tags": ["no bullets, 7 apples"],
         "score": 7,

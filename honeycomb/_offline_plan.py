@@ -1,0 +1,160 @@
+"""The offline model's planner: clauses of the task matched to roles by the words they
+share (see :mod:`honeycomb.offline`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from honeycomb import _offline_rules as rules
+from honeycomb.plan import Plan, Subtask
+from honeycomb.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
+from runtime import AssistantMessage, ModelRequest, UserMessage
+
+__all__ = ["last_answer", "plan_for", "task_text"]
+
+_RESERVED_ROLES = frozenset({"planner", "aggregator"})
+_REJECTED = re.compile(r"invalid plan|the plan is invalid", re.I)
+_AT_MOST = re.compile(r"at most (\d+)", re.I)
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    role: str
+    clauses: tuple[str, ...]
+    writer: bool
+
+
+def plan_for(request: ModelRequest) -> Plan:
+    """A plan for the planner's request, or the previous plan fixed if it was rejected."""
+    users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    catalog_text = next((u for u in users if CATALOG_HEADER in u), task_text(request))
+    task, catalog = parse_catalog(catalog_text)
+    roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
+    found = [int(n) for u in users for n in _AT_MOST.findall(u)]
+    limit = max(1, min(found)) if found else 10
+    if any(_REJECTED.search(u) for u in users):  # in a later message, or added to the first
+        fixed = _fix_plan(last_answer(request), [e.role for e in roles], limit)
+        if fixed is not None:
+            return fixed
+    return _rule_plan(task, roles, limit)
+
+
+def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
+    if not roles:
+        return Plan(subtasks=())
+    vocab = {e.role: _role_vocabulary(e) for e in roles}
+    overall = _best_role(task, roles, vocab) or roles[0].role
+    drafts = [
+        _Draft(_best_role(c, roles, vocab) or overall, (c,), rules.mentions(c, rules.WRITER_WORDS))
+        for c in rules.split_clauses(task) or [task]
+    ]
+    drafts = _fit(drafts, limit)
+    counts: Counter[str] = Counter()
+    ids: list[str] = []
+    for draft in drafts:
+        counts[draft.role] += 1
+        ids.append(f"{draft.role[:40]}-{counts[draft.role]}")
+    others = tuple(i for i, d in zip(ids, drafts, strict=True) if not d.writer)
+    task_places = rules.places(task)
+    return Plan(
+        subtasks=tuple(
+            Subtask(
+                id=i,
+                role=d.role,
+                instruction=" ".join(_sentence(c, task_places) for c in d.clauses),
+                depends_on=others if d.writer else (),
+            )
+            for i, d in zip(ids, drafts, strict=True)
+        )
+    )
+
+
+def _role_vocabulary(entry: CatalogEntry) -> dict[str, int]:
+    """Stems that point to a role: its name counts twice, its description and tools once."""
+    text = " ".join([entry.description, *(f"{n} {d}" for n, d in entry.tools)])
+    vocab = dict.fromkeys(rules.stems(text.replace("_", " "), widen=False), 1)
+    name = entry.role.replace("_", " ").replace("-", " ")
+    vocab.update(dict.fromkeys(rules.stems(name, widen=False), 2))
+    return vocab
+
+
+def _best_role(
+    text: str, roles: Sequence[CatalogEntry], vocab: dict[str, dict[str, int]]
+) -> str | None:
+    wanted = rules.stems(text, skip=rules.places(text))
+    best, best_score = None, 0
+    for entry in roles:  # ties go to the role listed first
+        score = sum(vocab[entry.role].get(s, 0) for s in wanted)
+        if score > best_score:
+            best, best_score = entry.role, score
+    return best
+
+
+def _fit(drafts: list[_Draft], limit: int) -> list[_Draft]:
+    """At most ``limit`` drafts: first merge those of one role, then fold the tail."""
+    if len(drafts) <= limit:
+        return drafts
+    merged: dict[tuple[str, bool], _Draft] = {}
+    for d in drafts:
+        key = (d.role, d.writer)
+        old = merged.get(key)
+        merged[key] = d if old is None else _Draft(d.role, old.clauses + d.clauses, d.writer)
+    drafts = list(merged.values())
+    if len(drafts) <= limit:
+        return drafts
+    tail = drafts[limit - 1 :]
+    folded = _Draft(
+        tail[0].role, tuple(c for d in tail for c in d.clauses), any(d.writer for d in tail)
+    )
+    return [*drafts[: limit - 1], folded]
+
+
+def _sentence(clause: str, task_places: Sequence[str]) -> str:
+    text = clause[0].upper() + clause[1:]
+    anaphoric = {w.lower() for w in rules.words(clause)} & _ANAPHORA
+    if task_places and anaphoric and not rules.places(clause):
+        text += f" ({', '.join(task_places)})"
+    return text + "."
+
+
+def _fix_plan(previous: str | None, roles: Sequence[str], limit: int) -> Plan | None:
+    """The rejected plan with unknown roles, bad ids and dangling deps dropped, cut to size."""
+    try:
+        items = json.loads((previous or "").strip().strip("`").removeprefix("json"))["subtasks"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(items, list):
+        return None
+    kept: list[Subtask] = []
+    for item in items:
+        if not isinstance(item, dict) or len(kept) == limit:
+            continue
+        sid, role = str(item.get("id", "")), item.get("role")
+        instruction = str(item.get("instruction", "")).strip()
+        earlier = {s.id for s in kept}
+        if role not in roles or not instruction or sid in earlier or not _ID.fullmatch(sid):
+            continue
+        listed = item.get("depends_on")
+        deps = (
+            tuple(str(d) for d in listed if str(d) in earlier) if isinstance(listed, list) else ()
+        )
+        kept.append(Subtask(id=sid, role=role, instruction=instruction, depends_on=deps))
+    return Plan(subtasks=tuple(kept)) if kept else None
+
+
+def task_text(request: ModelRequest) -> str:
+    messages = request.messages
+    if len(messages) > 1 and isinstance(messages[1], UserMessage):
+        return messages[1].content
+    return next((m.content for m in messages if isinstance(m, UserMessage)), "")
+
+
+def last_answer(request: ModelRequest) -> str | None:
+    answers = [m.content for m in request.messages if isinstance(m, AssistantMessage)]
+    return next((a for a in reversed(answers) if a), None)
