@@ -442,3 +442,33 @@ async def test_observations_reach_the_worker_model() -> None:
     )
     second = model.requests_for("r/s1")[1]
     assert [m.content for m in second.messages if isinstance(m, ToolMessage)] == ["v-k"]
+
+
+async def test_cancelling_run_stops_a_cooperative_sync_tool_thread() -> None:
+    import threading
+
+    from honeycomb import check_cancelled
+
+    stopped = threading.Event()
+    finished = threading.Event()
+
+    @tool
+    def crunch(n: int) -> str:
+        """Work in a thread, checking for cancellation as it goes."""
+        try:
+            for _ in range(500):
+                time.sleep(0.01)
+                check_cancelled()
+        except BaseException:
+            stopped.set()
+            raise
+        finished.set()
+        return "done"
+
+    model = ScriptedModel(lambda key: [call("crunch", {"n": 1}), "ok"])
+    roles = [Role(name="researcher", tools=("crunch",))]
+    executor = Executor(roles, model, tools=[crunch], aggregator="concat")
+    with anyio.move_on_after(0.2):
+        await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
+    assert await anyio.to_thread.run_sync(stopped.wait, 2.0), "the thread kept working"
+    assert not finished.is_set()
