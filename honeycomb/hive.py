@@ -287,12 +287,18 @@ def _check_references(
                     f"models: {', '.join(models)}",
                 )
             )
+    # Roles declared but invalid count too: their own errors are reported.
+    raw_roles = doc.data.get("roles")
+    declared = list(roles) + [
+        str(k) for k in (raw_roles if isinstance(raw_roles, Mapping) else {}) if k not in roles
+    ]
     for key in ("planner", "aggregator"):
         ref = getattr(spec, key)
-        if ref is None or (key == "aggregator" and ref == "concat") or ref in roles:
+        if ref is None or (key == "aggregator" and ref == "concat") or ref in declared:
             continue
         errors.append(
             doc.error(
-                (key,), f"unknown role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)}"
+                (key,),
+                f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
