@@ -4,8 +4,7 @@ framework, so the floor's process holds nothing of Honeycomb."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 __all__ = ["Params", "expected_observation", "pause"]
 
@@ -36,9 +35,6 @@ class Params:
     @property
     def tool_calls(self) -> int:
         return self.n * (self.k - 1) * self.t
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 async def pause(seconds: float) -> None:

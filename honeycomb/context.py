@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import anyio
 from pydantic import BaseModel
 
-from runtime import Budget, LockTable, Model, ToolRegistry, Tracer
+from runtime import Budget, LockTable, Model, Tracer
 from workers import Role, Worker, WorkerSetup
 
 __all__ = ["RunContext", "with_default_instructions"]
@@ -36,7 +36,6 @@ class RunContext:
     locks: LockTable
     tool_limiter: anyio.CapacityLimiter | None
     model_for: Callable[[Role], Model]
-    tools_for: Callable[[Role], ToolRegistry]
     setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
 
     def worker(

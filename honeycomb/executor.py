@@ -97,7 +97,7 @@ class Executor:
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         self.default_model = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self._check(role_list, model_map, registry, planner, aggregator)
+        self._tools = self._check(role_list, model_map, registry, planner, aggregator)
         self._model_limiter = _limiter(self.policy.model_concurrency)
         self._tool_limiter = _limiter(self.policy.tool_concurrency)
         limiter = self._model_limiter
@@ -105,7 +105,6 @@ class Executor:
             name: LimitedModel(m, limiter) if limiter is not None else m
             for name, m in model_map.items()
         }
-        self._tools = {r.name: r.resolve_tools(registry) for r in role_list}
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {}
         self._locks = LockTable()
         self._handlers = tuple(on_event)
@@ -196,8 +195,10 @@ class Executor:
         registry: ToolRegistry,
         planner: object,
         aggregator: object,
-    ) -> None:
+    ) -> dict[str, ToolRegistry]:
+        """Every role's tools, resolved; or every mistake at once."""
         errors: list[ConfigError] = []
+        tools: dict[str, ToolRegistry] = {}
         names = [r.name for r in roles]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
@@ -214,7 +215,7 @@ class Executor:
                     )
                 )
             try:
-                role.resolve_tools(registry)
+                tools[role.name] = role.resolve_tools(registry)
                 role.resolve_output()
             except HoneycombError as exc:
                 errors.append(ConfigError(f"role {role.name!r}: {exc}"))
@@ -227,6 +228,7 @@ class Executor:
                 )
         if errors:
             raise ConfigErrors(errors)
+        return tools
 
     def _model_for(self, role: Role) -> Model:
         return self.models[role.model or self.default_model]
@@ -266,7 +268,6 @@ class _Run:
             locks=executor._locks,
             tool_limiter=executor._tool_limiter,
             model_for=executor._model_for,
-            tools_for=executor._tools_for,
             setup_for=executor._setup_for,
         )
         self.plan = Plan(subtasks=())

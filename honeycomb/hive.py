@@ -23,7 +23,6 @@ from runtime import (
     Model,
     OpenAIModel,
     RetryPolicy,
-    Tool,
     ToolRegistry,
     YamlDocument,
     did_you_mean,
@@ -217,23 +216,11 @@ def _registry(doc: YamlDocument, spec: _HiveSpec, errors: list[ConfigError]) -> 
     for name, ref in spec.tools.items():
         try:
             found = ToolRegistry().resolve(ref)
-            registry.add(found if found.name == name else _renamed(found, name))
+            registry.add(found if found.name == name else found.renamed(name))
         except Exception as exc:  # every import problem is one located error
             message = exc.message if isinstance(exc, ConfigError) else str(exc)
             errors.append(doc.error(("tools", name), message))
     return registry
-
-
-def _renamed(found: Tool[Any, Any], name: str) -> Tool[Any, Any]:
-    return Tool(
-        found.fn,
-        name=name,
-        description=found.description,
-        side_effects=found.side_effects,
-        exclusive=found.exclusive,
-        timeout=found.timeout,
-        terminal=found.terminal,
-    )
 
 
 def _roles(

@@ -43,12 +43,11 @@ from runtime import (
     UserMessage,
 )
 from runtime.testing import estimate_usage
+from workers.worker import DEPENDENCY_HEADER
 
 __all__ = ["OfflineModel"]
 
 PREFIX = rules.PREFIX
-# Written by workers.worker.format_task above the results a subtask depends on.
-DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"
 _SUBJECT_PARAM = re.compile(r"subject|title|headline", re.I)
 _BODY_PARAM = re.compile(r"body|content|text|message|markdown|note", re.I)
 _RECIPIENT_PARAM = re.compile(r"^to$|recipient|address|email", re.I)

@@ -118,7 +118,9 @@ def _entry(role: Role, context: RunContext) -> CatalogEntry:
     return CatalogEntry(
         role.name,
         role.description or role.instructions.split("\n", 1)[0],
-        tuple((t.name, t.description.split("\n", 1)[0]) for t in context.tools_for(role)),
+        tuple(
+            (t.name, t.description.split("\n", 1)[0]) for t in context.setup_for(role, None).tools
+        ),
     )
 
 

@@ -21,7 +21,7 @@ from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
 from honeycomb.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime._concurrency import run_together
+from runtime._concurrency import deadline, run_together
 from runtime._values import trusted
 from workers import WorkerError, WorkerResult
 
@@ -48,6 +48,7 @@ class Scheduler:
         self._slots = None if fits else anyio.CapacityLimiter(policy.max_workers)
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
+        self._lost = 0  # subtasks that did not succeed
 
     async def run(self) -> dict[str, SubtaskResult]:
         """Run every subtask; raise what stopped the phase early, if anything did.
@@ -97,14 +98,10 @@ class Scheduler:
             started = self.elapsed_s
             worker = ctx.worker(subtask.role, name=subtask.id)
             result: WorkerResult | None = None
-            timeout = self.policy.worker_timeout_s
-            if timeout is None:
-                result = await worker.run(subtask.instruction, inputs=inputs)
-            else:
-                with anyio.move_on_after(timeout):
-                    result = await worker.run(subtask.instruction, inputs=inputs)
-        if result is None:
             limit = self.policy.worker_timeout_s
+            with deadline(limit):
+                result = await worker.run(subtask.instruction, inputs=inputs)
+        if result is None:
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
             self._finish(subtask, "failed", None, error, started)
             return
@@ -147,6 +144,7 @@ class Scheduler:
         if done is not None:
             done.set()
         if status != "ok":
+            self._lost += 1
             self._apply_failure_policy(subtask, error)
 
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
@@ -158,7 +156,7 @@ class Scheduler:
         elif policy.failure == "quorum":
             needed = policy.quorum or 0
             total = len(self.plan.subtasks)
-            lost = sum(1 for o in self.outcomes.values() if not o.ok)
+            lost = self._lost
             if total - lost < needed:
                 self._stop(
                     RunFailed(

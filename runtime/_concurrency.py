@@ -13,13 +13,22 @@ cancel scope, which cancels the host task) cancels every child and waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
 import sniffio
 
-__all__ = ["run_together"]
+__all__ = ["deadline", "run_together"]
+
+_NO_DEADLINE = contextlib.nullcontext()
+
+
+def deadline(seconds: float | None) -> contextlib.AbstractContextManager[anyio.CancelScope | None]:
+    """``anyio.move_on_after(seconds)``, or nothing at all for no limit (a cancel scope
+    costs time on every tool call and every worker)."""
+    return _NO_DEADLINE if seconds is None else anyio.move_on_after(seconds)
 
 
 async def run_together(

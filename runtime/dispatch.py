@@ -27,7 +27,7 @@ import anyio
 import anyio.to_thread
 import pydantic_core
 
-from runtime._concurrency import run_together
+from runtime._concurrency import deadline, run_together
 from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
@@ -170,8 +170,7 @@ class Dispatcher:
             for ready in serial:
                 results[ready.position] = await self._run(ready, turn)
         elif parallel:
-            last = parallel[-1]
-            results[last.position] = await self._run(last, turn, cap)
+            await self._run_into(parallel[-1], turn, results, cap)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -280,21 +279,13 @@ class Dispatcher:
     ) -> tuple[ObservationStatus, str, str | None]:
         """Status, observation text and error of one call, under its time limit."""
         try:
-            if limit is None:
-                value = (
-                    await found.fn(**kwargs) if found.is_async else await _in_thread(found, kwargs)
-                )
-                return "ok", self._render(value), None
-            with anyio.move_on_after(limit) as scope:
-                if found.is_async:
-                    value = await found.fn(**kwargs)
-                else:
-                    value = await _in_thread(found, kwargs)
-                content = self._render(value)
+            with deadline(limit) as scope:
+                running = found.fn(**kwargs) if found.is_async else _in_thread(found, kwargs)
+                content = self._render(await running)
             # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
             # for (see _in_thread), so it returns normally even after its deadline passed.
-            if scope.cancel_called:
-                text = _timeout_text(found, limit, time.perf_counter() - started)
+            if scope is not None and scope.cancel_called:
+                text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
                 return "timeout", text, text
             return "ok", content, None
         except ModelRetry as exc:

@@ -107,9 +107,6 @@ class Tracer:
         """Whether emitting can have any effect (skip building events when False)."""
         return bool(self._handlers) or (self._log and _logging.configured())
 
-    def with_handler(self, handler: EventHandler) -> Tracer:
-        return Tracer(*self._handlers, handler, log=self._log)
-
     def emit(self, event: Event) -> None:
         for handler in self._handlers:
             try:

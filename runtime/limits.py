@@ -36,13 +36,6 @@ class Limits:
             if value is not None and value <= 0:
                 raise ValueError(f"limit {name} must be positive, got {value}")
 
-    @property
-    def unlimited(self) -> bool:
-        return all(
-            v is None
-            for v in (self.model_calls, self.total_tokens, self.tool_calls, self.wall_time_s)
-        )
-
 
 class Budget:
     """The spending of one run against its :class:`Limits`.

@@ -93,9 +93,6 @@ class RetryPolicy:
         )
 
 
-NO_RETRY = RetryPolicy(attempts=1)
-
-
 class RetryingModel(WrapperModel):
     """A model that retries another model's failed calls under a :class:`RetryPolicy`."""
 

@@ -108,11 +108,21 @@ class Tool(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        flags = [f for f, on in (("side_effects", self.side_effects),) if on]
         if self.exclusive:
-            flags.append(f"exclusive={self.exclusive!r}")
-        extra = (", " + ", ".join(flags)) if flags else ""
-        return f"Tool({self.name!r}{extra})"
+            return f"Tool({self.name!r}, exclusive={self.exclusive!r})"
+        return f"Tool({self.name!r}, side_effects)" if self.side_effects else f"Tool({self.name!r})"
+
+    def renamed(self, name: str) -> Tool[P, R]:
+        """The same tool under another name (for a registry's own naming)."""
+        return Tool(
+            self.fn,
+            name=name,
+            description=self.description,
+            side_effects=self.side_effects,
+            exclusive=self.exclusive,
+            timeout=self.timeout,
+            terminal=self.terminal,
+        )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
         """Validate the model's JSON arguments into keyword arguments for the function.
@@ -249,13 +259,6 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({list(self._tools)})"
-
-
-def as_registry(
-    tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]],
-) -> ToolRegistry:
-    """Accept a registry or a list of tools/functions."""
-    return tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
 
 
 # --- schema building -----------------------------------------------------------------

@@ -87,15 +87,21 @@ class Role(BaseModel):
         Raises:
             ConfigError: when it cannot be imported or is not a pydantic model.
         """
-        if self.output_schema is None:
-            return None
-        found = import_object(self.output_schema)
-        if not (isinstance(found, type) and issubclass(found, BaseModel)):
-            raise ConfigError(
-                f"output_schema {self.output_schema!r} is not a pydantic model "
-                f"(it is {type(found).__name__})"
-            )
-        return found
+        return None if self.output_schema is None else import_output_schema(self.output_schema)
+
+
+def import_output_schema(path: str) -> type[BaseModel]:
+    """The pydantic model at import path ``path``.
+
+    Raises:
+        ConfigError: when it cannot be imported or is not a pydantic model.
+    """
+    found = import_object(path)
+    if not (isinstance(found, type) and issubclass(found, BaseModel)):
+        raise ConfigError(
+            f"output_schema {path!r} is not a pydantic model (it is {type(found).__name__})"
+        )
+    return found
 
 
 def check_role(
@@ -126,7 +132,7 @@ def check_role(
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:
-            Role(name="check", output_schema=schema).resolve_output()
+            import_output_schema(schema)
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
     return errors

@@ -28,7 +28,14 @@ from workers.context import ContextWindow
 from workers.loop import AgentLoop, Failed, LoopSettings
 from workers.role import Role
 
-__all__ = ["Worker", "WorkerError", "WorkerResult", "WorkerSetup", "format_task"]
+__all__ = [
+    "DEPENDENCY_HEADER",
+    "Worker",
+    "WorkerError",
+    "WorkerResult",
+    "WorkerSetup",
+    "format_task",
+]
 
 WorkerStatus = Literal["ok", "failed"]
 
@@ -262,11 +269,15 @@ class Worker:
         return trusted(WorkerResult, values)
 
 
+DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"
+"""Written under a task, above the results of the subtasks it depends on."""
+
+
 def format_task(task: str, inputs: Mapping[str, str]) -> str:
     """The task, followed by the results of the subtasks it depends on."""
     if not inputs:
         return task
-    parts = [task, "", "Results of the subtasks this one depends on:"]
+    parts = [task, "", DEPENDENCY_HEADER]
     for name, text in inputs.items():
         parts += ["", f"### {name}", text]
     return "\n".join(parts)
