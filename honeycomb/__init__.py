@@ -23,6 +23,7 @@ from honeycomb.plan import Plan, Subtask
 from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
 from honeycomb.policy import Budgets, Policy
 from honeycomb.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.store import RunStore, RunSummary
 from honeycomb.stream import RunStream
 from runtime import (
     BudgetExceeded,
@@ -38,6 +39,7 @@ from runtime import (
     ModelRetry,
     PlanError,
     RunFailed,
+    StoreError,
     Tool,
     ToolCallFinished,
     ToolCallStarted,
@@ -87,10 +89,13 @@ __all__ = [
     "RunFinished",
     "RunResult",
     "RunStarted",
+    "RunStore",
     "RunStream",
+    "RunSummary",
     "RunTimings",
     "ScriptedModel",
     "StaticPlanner",
+    "StoreError",
     "Subtask",
     "SubtaskResult",
     "Tool",

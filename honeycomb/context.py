@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import anyio
 from pydantic import BaseModel
 
-from runtime import Budget, LockTable, Model, Tracer
-from workers import Role, Worker, WorkerSetup
+from runtime import Budget, Journal, LockTable, Model, Tracer
+from workers import Checkpoint, Role, Worker, WorkerSetup
 
 __all__ = ["RunContext", "with_default_instructions"]
 
@@ -44,9 +44,11 @@ class RunContext:
         *,
         name: str | None = None,
         output_type: type[BaseModel] | None = None,
+        checkpoint: Checkpoint | None = None,
+        journal: Journal | None = None,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
-        limiter and tracer."""
+        limiter and tracer (and, for a stored run, its checkpoint and journal)."""
         found = self.roles[role] if isinstance(role, str) else role
         return Worker(
             self.setup_for(found, output_type),
@@ -57,6 +59,8 @@ class RunContext:
             budget=self.budget,
             tracer=self.tracer,
             run_id=self.run_id,
+            checkpoint=checkpoint,
+            journal=journal,
         )
 
 

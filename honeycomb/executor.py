@@ -3,6 +3,11 @@
 One Executor serves many concurrent :meth:`Executor.run` calls, each isolated (its
 own budget, plan and workers); they share the models, the exclusive-lock table and
 the global model and tool limiters.
+
+With a run store, every run is kept turn by turn, and ``run(task, run_id=...)`` (or
+:meth:`Executor.resume`) of a run that did not finish continues it: finished workers
+are not run again, started ones continue from their last turn, and no completed
+side-effecting call is executed twice.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pydantic import BaseModel
 
 from honeycomb.aggregator import AggregatorLike, as_aggregator
 from honeycomb.context import RunContext
+from honeycomb.durable import Resumed, RunRecord, restore, stored_result
 from honeycomb.events import (
     AggregationFinished,
     AggregationStarted,
@@ -32,6 +38,7 @@ from honeycomb.planner import PlannerLike, StaticPlanner, SubtaskSpec, as_planne
 from honeycomb.policy import Policy
 from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
 from honeycomb.scheduler import Scheduler
+from honeycomb.store import RunStore
 from honeycomb.stream import RunStream
 from runtime import (
     Budget,
@@ -44,6 +51,7 @@ from runtime import (
     LockTable,
     Model,
     RunFailed,
+    StoreError,
     Tool,
     ToolRegistry,
     Tracer,
@@ -72,6 +80,10 @@ class Executor:
         default_model: The model for roles that name none.
         on_event: Called with every event of every run.
         log_events: Also log events through structlog (when it is configured).
+        store: Keep every run in this SQLite file (or :class:`RunStore`), so that a
+            run that stopped can be resumed.
+        source: Where this Executor was declared (a hive file), kept with each run
+            so ``honeycomb resume`` can rebuild it.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -90,6 +102,8 @@ class Executor:
         default_model: str | None = None,
         on_event: Sequence[EventHandler] = (),
         log_events: bool = True,
+        store: RunStore | str | Path | None = None,
+        source: str | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         self.roles: dict[str, Role] = {r.name: r for r in role_list}
@@ -109,6 +123,9 @@ class Executor:
         self._locks = LockTable()
         self._handlers = tuple(on_event)
         self._log = log_events
+        self.store = store if isinstance(store, RunStore | None) else RunStore(store)
+        self.source = source
+        self.output_type = output_type
         self.planner = as_planner(planner, self.roles)
         self.aggregator = as_aggregator(aggregator, self.roles, output_type)
 
@@ -144,7 +161,21 @@ class Executor:
                 partial result.
         """
         run = _Run(self, task, run_id or os.urandom(6).hex(), on_event)
-        return await run.execute(subtasks)
+        return await run.execute(subtasks, resumable=run_id is not None)
+
+    async def resume(self, run_id: str, *, on_event: Sequence[EventHandler] = ()) -> RunResult:
+        """Continue the stored run ``run_id`` (or return its result, if it finished).
+
+        Raises:
+            StoreError: when there is no store, or it has no such run.
+            PlanError, RunFailed, BudgetExceeded: as :meth:`run`.
+        """
+        if self.store is None:
+            raise StoreError("no run store: give the Executor store=...", path="-")
+        stored = await self.store.load(run_id)
+        if stored is None:
+            raise StoreError(f"no run {run_id!r} in this store", path=str(self.store.path))
+        return await self.run(stored.task, run_id=run_id, on_event=on_event)
 
     @asynccontextmanager
     async def stream(
@@ -274,8 +305,17 @@ class _Run:
         self.scheduler: Scheduler | None = None
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
         self.started = time.perf_counter()
+        store = executor.store
+        self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
+        self.resumed: Resumed | None = None
 
-    async def execute(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
+    async def execute(
+        self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool
+    ) -> RunResult:
+        if self.record is not None:
+            done = await self._open_record(resumable)
+            if done is not None:
+                return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
         wall = self.executor.policy.budgets.wall_time_s
         try:
@@ -283,18 +323,52 @@ class _Run:
                 result = await self._phases(subtasks)
         except TimeoutError:
             exc = BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
-            self._fail(exc)
+            await self._fail(exc)
             raise exc from None
         except (BudgetExceeded, RunFailed) as exc:
-            self._fail(exc)
+            await self._fail(exc)
             raise
         except HoneycombError as exc:
-            self._finished("failed", None, exc)
+            await self._finished("failed", None, exc)
             raise
-        self._finished(result.status, result, None)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._close_record("interrupted", None, "cancelled")
+            raise
+        await self._finished(result.status, result, None)
         return result
 
+    async def _open_record(self, resumable: bool) -> RunResult | None:
+        """Start the run's record, or pick up the stored run of the same id: return
+        its result if it ended with one, else remember what to continue from."""
+        record = self.record
+        assert record is not None
+        stored = await record.store.load(self.run_id) if resumable else None
+        if stored is not None:
+            if stored.task != self.task:
+                raise ConfigError(
+                    f"run {self.run_id!r} in {record.store.path} was started with another "
+                    f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
+                    "new run_id"
+                )
+            done = stored_result(stored)
+            if done is not None:
+                return self._with_output_type(done)
+            self.resumed = restore(stored)
+            record.use_journals(self.resumed.journals)
+            self.context.budget.restore(self.resumed.spent)
+        record.started(self.task, self.executor.source, resumed=stored is not None)
+        return None
+
+    def _with_output_type(self, result: RunResult) -> RunResult:
+        wanted = self.executor.output_type
+        if wanted is None or result.answer is None or isinstance(result.answer, wanted):
+            return result
+        return result.model_copy(update={"answer": wanted.model_validate(result.answer)})
+
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
+        if self.resumed is not None and self.resumed.plan is not None:
+            subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
         planner = self.executor.planner if subtasks is None else StaticPlanner(subtasks)
         if planner is None:
             raise ConfigError(
@@ -307,8 +381,13 @@ class _Run:
         self.tracer.emit(
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
+        if self.record is not None:
+            self.record.planned(self.plan)
 
-        self.scheduler = Scheduler(self.plan, self.context, self.executor.policy)
+        self.scheduler = Scheduler(
+            self.plan, self.context, self.executor.policy, record=self.record,
+            resumed=self.resumed,
+        )  # fmt: skip
         began = time.perf_counter()
         try:
             outcomes = await self.scheduler.run()
@@ -359,24 +438,30 @@ class _Run:
             ),
         )
 
-    def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
+    async def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
             for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
                 outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status="cancelled"))
         exc.partial = self._result("failed", outcomes)
-        self._finished("failed", exc.partial, exc)
+        await self._finished("failed", exc.partial, exc)
 
-    def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
+    async def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
+        error = None if exc is None else f"{type(exc).__name__}: {exc}"
+        await self._close_record(status, result, error)
         self.tracer.emit(
             RunFinished(
                 run_id=self.run_id,
                 status=status,
                 wall_s=self._elapsed(),
                 result=result,
-                error=None if exc is None else f"{type(exc).__name__}: {exc}",
+                error=error,
             )
         )
+
+    async def _close_record(self, status: str, result: RunResult | None, error: str | None) -> None:
+        if self.record is not None:
+            await self.record.finished(status, result, self.context.budget.usage, error)
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -6,7 +6,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime import Limits
+from runtime import Limits, OnUnknown
 
 __all__ = ["Budgets", "FailurePolicy", "Policy"]
 
@@ -52,6 +52,9 @@ class Policy(BaseModel):
         model_concurrency: Model calls in flight across all runs of the Executor.
         tool_concurrency: Tool calls in flight across all runs of the Executor.
         budgets: Per-run spending limits.
+        on_unknown_outcome: In a resumed run, what to do about a side-effecting call
+            that was running when the run stopped (a non-idempotent tool is never run
+            again): ``tell`` the model its outcome is unknown, or ``fail`` the worker.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -65,6 +68,7 @@ class Policy(BaseModel):
     model_concurrency: int | None = Field(default=None, ge=1)
     tool_concurrency: int | None = Field(default=None, ge=1)
     budgets: Budgets = Field(default_factory=Budgets)
+    on_unknown_outcome: OnUnknown = "tell"
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

@@ -4,6 +4,9 @@ Every subtask gets a task at once; it waits for the subtasks it depends on, then
 one of ``max_workers`` slots, then runs its worker under the worker timeout. A
 subtask whose dependency failed is skipped. The failure policy may stop the phase
 early, cancelling whatever still runs.
+
+In a resumed run, subtasks that finished before are not run again (their stored
+results stand), and those that had started continue from their saved loop state.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from functools import partial
 import anyio
 
 from honeycomb.context import RunContext
+from honeycomb.durable import Resumed, RunRecord
 from honeycomb.events import WorkerFinished, WorkerStarted
 from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
@@ -33,8 +37,19 @@ _NO_SLOTS = contextlib.nullcontext()
 class Scheduler:
     """Runs one plan's subtasks; :attr:`outcomes` fills in as they finish."""
 
-    def __init__(self, plan: Plan, context: RunContext, policy: Policy) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        context: RunContext,
+        policy: Policy,
+        *,
+        record: RunRecord | None = None,
+        resumed: Resumed | None = None,
+    ) -> None:
         self.plan = plan
+        self.record = record
+        self._before = resumed.finished if resumed is not None else {}
+        self._states = resumed.states if resumed is not None else {}
         self.context = context
         self.policy = policy
         self.outcomes: dict[str, SubtaskResult] = {}
@@ -79,6 +94,13 @@ class Scheduler:
         return time.perf_counter() - self._started
 
     async def _run_subtask(self, subtask: Subtask) -> None:
+        before = self._before.get(subtask.id)
+        if before is not None:  # finished in an earlier life of this run
+            self._finish(
+                subtask, before.status, self._revalidated(subtask, before.worker), before.error,
+                before.started_s, stored=True,
+            )  # fmt: skip
+            return
         for dep in subtask.depends_on:
             await self._done[dep].wait()
         failed = [d for d in subtask.depends_on if not self.outcomes[d].ok]
@@ -96,11 +118,15 @@ class Scheduler:
                     WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
                 )
             started = self.elapsed_s
-            worker = ctx.worker(subtask.role, name=subtask.id)
+            state = self._states.get(subtask.id)
+            record = None
+            if self.record is not None:
+                record = self.record.worker(subtask.id, len(state.messages) if state else 0)
+            worker = ctx.worker(subtask.role, name=subtask.id, checkpoint=record, journal=record)
             result: WorkerResult | None = None
             limit = self.policy.worker_timeout_s
             with deadline(limit):
-                result = await worker.run(subtask.instruction, inputs=inputs)
+                result = await worker.run(subtask.instruction, inputs=inputs, resume=state)
         if result is None:
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
             self._finish(subtask, "failed", None, error, started)
@@ -116,6 +142,8 @@ class Scheduler:
         result: WorkerResult | None,
         error: WorkerError | None,
         started: float | None = None,
+        *,
+        stored: bool = False,
     ) -> None:
         now = self.elapsed_s
         duration = result.duration_s if result is not None else now - (started or now)
@@ -127,7 +155,9 @@ class Scheduler:
             "started_s": started if started is not None else now,
             "duration_s": duration,
         }
-        self.outcomes[subtask.id] = trusted(SubtaskResult, values)
+        outcome = self.outcomes[subtask.id] = trusted(SubtaskResult, values)
+        if self.record is not None and not stored:
+            self.record.subtask_finished(outcome)
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(
@@ -146,6 +176,16 @@ class Scheduler:
         if status != "ok":
             self._lost += 1
             self._apply_failure_policy(subtask, error)
+
+    def _revalidated(self, subtask: Subtask, result: WorkerResult | None) -> WorkerResult | None:
+        """A stored result, its output made the role's output type again."""
+        if result is None or result.output is None:
+            return result
+        setup = self.context.setup_for(self.context.roles[subtask.role], None)
+        wanted = setup.settings.output_type
+        if wanted is None or isinstance(result.output, wanted):
+            return result
+        return result.model_copy(update={"output": wanted.model_validate(result.output)})
 
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
         policy = self.policy

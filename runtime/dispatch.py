@@ -11,6 +11,8 @@
   tools, arguments that are not JSON or fail validation, and tools that raise become
   ``error`` observations; an identical repeat of a previous turn's call is ``skipped``.
 - Sync tools run in worker threads, so they never block the event loop.
+- With a :class:`~runtime.journal.Journal`, side-effecting calls are journaled (intent
+  before, outcome after), and a resumed worker never runs a completed one again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from runtime._concurrency import deadline, run_together
 from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
+from runtime.journal import Journal, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
 
@@ -103,6 +106,7 @@ class Dispatcher:
         tracer: Receives a started and a finished event per call.
         worker: Worker name for events and :class:`ToolContext`.
         run_id: Run id for events and :class:`ToolContext`.
+        journal: Where side-effecting calls are journaled, for a run that can resume.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Dispatcher:
         tracer: Tracer = NO_TRACE,
         worker: str | None = None,
         run_id: str | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.tools = tools
         self.policy = policy or DispatchPolicy()
@@ -123,6 +128,7 @@ class Dispatcher:
         self._tracer = tracer
         self._worker = worker
         self._run_id = run_id
+        self.journal = journal
         self._last: dict[str, tuple[str, dict[str, Any]]] = {}
 
     async def dispatch(
@@ -251,6 +257,28 @@ class Dispatcher:
             return await self._execute(ready, turn)
 
     async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
+        journal = self.journal
+        if journal is not None and ready.tool.side_effects:
+            return await self._journaled(ready, turn, journal)
+        return await self._call(ready, turn)
+
+    async def _journaled(self, ready: _Ready, turn: int, journal: Journal) -> ToolMessage:
+        """A side-effecting call, run at most once across crashes and resumes."""
+        call = ready.call
+        entry = journal.recorded(turn, call.id)
+        if entry is not None and entry.tool == call.name:
+            if entry.status is not None:  # it ended before the crash: never run it again
+                return _observe(call, entry.status, entry.content)
+            if not ready.tool.idempotent:  # it was running when the process died
+                observation = _observe(call, "unknown", unknown_outcome_text(call))
+                await journal.outcome(turn, observation)
+                return observation
+        await journal.intent(turn, call, ready.kwargs)
+        observation = await self._call(ready, turn)
+        await journal.outcome(turn, observation)
+        return observation
+
+    async def _call(self, ready: _Ready, turn: int) -> ToolMessage:
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:

@@ -18,9 +18,12 @@ The tree::
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
     │   ├── EmptyResponse           the model kept answering with nothing
-    │   └── OutputValidationError   the final answer kept failing its output schema
+    │   ├── OutputValidationError   the final answer kept failing its output schema
+    │   ├── RunawayLoop             the model kept repeating the same tool calls
+    │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
     ├── BudgetExceeded              a run went past a shared budget
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
+    ├── StoreError                  the run store could not be read or written
     └── RunFailed                   a run ended without an answer (failure policy, aggregator)
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
@@ -50,10 +53,13 @@ __all__ = [
     "ModelResponseError",
     "ModelRetry",
     "ModelTimeout",
+    "OutcomeUnknown",
     "OutputValidationError",
     "PlanError",
     "RunFailed",
+    "RunawayLoop",
     "ScriptExhausted",
+    "StoreError",
     "ToolDefinitionError",
     "ToolError",
     "ToolTimeout",
@@ -266,6 +272,41 @@ class OutputValidationError(AgentError):
         )
 
 
+class RunawayLoop(AgentError):
+    """The model asked for the same tool calls, with the same arguments, turn after turn.
+
+    Attributes:
+        tool_name: The tool it kept calling.
+        turns: Consecutive turns made of nothing but that repeat.
+    """
+
+    def __init__(self, tool_name: str, turns: int) -> None:
+        self.tool_name = tool_name
+        self.turns = turns
+        super().__init__(
+            f"stopped a runaway loop: the model called {tool_name!r} with the same "
+            f"arguments {turns} turns in a row, although it was told the result each time"
+        )
+
+
+class OutcomeUnknown(AgentError):
+    """A side-effecting call was running when its run stopped (a crash), so whether it
+    took effect is unknown; the run's policy says to fail rather than tell the model.
+
+    Attributes:
+        tool_name: The tool that was called.
+        call_id: The call's id.
+    """
+
+    def __init__(self, tool_name: str, call_id: str) -> None:
+        self.tool_name = tool_name
+        self.call_id = call_id
+        super().__init__(
+            f"the outcome of {tool_name!r} (call {call_id}) is unknown: the run stopped "
+            "while it was running; check its effect by hand (policy on_unknown_outcome=fail)"
+        )
+
+
 class BudgetExceeded(HoneycombError):
     """A run went past one of its shared budgets.
 
@@ -296,6 +337,18 @@ class PlanError(HoneycombError):
         self.attempts = attempts
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         super().__init__(f"invalid plan{tries}: " + "; ".join(self.problems))
+
+
+class StoreError(HoneycombError):
+    """The run store could not be opened, read or written, or holds no such run.
+
+    Attributes:
+        path: The store's file.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
 
 
 class RunFailed(HoneycombError):

@@ -101,6 +101,11 @@ class Budget:
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count
 
+    def restore(self, usage: Usage) -> None:
+        """Count what an earlier life of a resumed run spent, model calls included."""
+        self.charge(usage)
+        self._model_calls += usage.model_calls
+
 
 class LimitedModel(WrapperModel):
     """A model whose calls in flight are bounded by a limiter shared with other models."""

@@ -76,7 +76,9 @@ class AssistantMessage(_Frozen):
         return not self.tool_calls and not (self.content and self.content.strip())
 
 
-ObservationStatus = Literal["ok", "error", "timeout", "skipped"]
+ObservationStatus = Literal["ok", "error", "timeout", "skipped", "unknown"]
+"""``unknown``: a side-effecting call whose run crashed mid-call, so it may or may not
+have taken effect (see :mod:`runtime.journal`)."""
 
 
 class ToolMessage(_Frozen):

@@ -73,6 +73,8 @@ class Tool(Generic[P, R]):
             Implies ``side_effects``.
         timeout: Seconds a call may take before it is cancelled (None: the default).
         terminal: Its result ends the worker's loop as the final answer.
+        idempotent: Running it twice has the effect of running it once, so a call
+            whose outcome a crash lost is run again on resume (see :mod:`runtime.journal`).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class Tool(Generic[P, R]):
         exclusive: str | None = None,
         timeout: float | None = None,
         terminal: bool = False,
+        idempotent: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -100,6 +103,7 @@ class Tool(Generic[P, R]):
             raise ToolDefinitionError(self.name, f"timeout must be positive, got {timeout}")
         self.timeout = timeout
         self.terminal = terminal
+        self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
         self.schema = ToolSchema.of(self.name, self.description, _clean_schema(self.args_model))
@@ -122,6 +126,7 @@ class Tool(Generic[P, R]):
             exclusive=self.exclusive,
             timeout=self.timeout,
             terminal=self.terminal,
+            idempotent=self.idempotent,
         )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
@@ -153,6 +158,7 @@ def tool(
     exclusive: str | None = None,
     timeout: float | None = None,
     terminal: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -166,6 +172,7 @@ def tool(
     exclusive: str | None = None,
     timeout: float | None = None,
     terminal: bool = False,
+    idempotent: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -183,6 +190,7 @@ def tool(
             exclusive=exclusive,
             timeout=timeout,
             terminal=terminal,
+            idempotent=idempotent,
         )
 
     return make(fn) if fn is not None else make

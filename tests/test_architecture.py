@@ -62,8 +62,9 @@ def test_honeycomb_public_names() -> None:
 RUNTIME_NAMES = {
     "AgentError", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
-    "EmptyResponse", "Event", "EventHandler", "HoneycombError", "LimitedModel", "Limits",
-    "LockTable",
+    "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
+    "LimitedModel", "Limits", "LockTable", "MemoryJournal", "OnUnknown", "OutcomeUnknown",
+    "RunawayLoop", "StoreError",
     "Message", "Model", "ModelCallFinished", "ModelCallStarted", "ModelConnectionError",
     "ModelError", "ModelHTTPError", "ModelRequest", "ModelResponse", "ModelResponseError",
     "ModelRetry", "ModelTimeout", "ObservationStatus", "OpenAIModel", "OutputSchema",
@@ -77,7 +78,8 @@ RUNTIME_NAMES = {
 }  # fmt: skip
 
 WORKERS_NAMES = {
-    "AgentLoop", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings", "LoopState",
+    "AgentLoop", "Checkpoint", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings",
+    "LoopState",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
     "check_role",
     "format_task", "load_roles", "read_roles", "role_entries",
@@ -90,8 +92,9 @@ HONEYCOMB_NAMES = {
     "Model", "ModelCallFinished", "ModelCallStarted", "ModelError", "ModelRetry",
     "OfflineModel", "OpenAIModel", "Plan", "PlanError", "PlanReady", "Planner", "Policy",
     "RetryPolicy", "Role", "RoleAggregator", "RolePlanner", "RunContext", "RunFailed",
-    "RunFinished", "RunResult", "RunStarted", "RunStream", "RunTimings", "ScriptedModel",
-    "StaticPlanner", "Subtask", "SubtaskResult", "Tool", "ToolCallFinished",
+    "RunFinished", "RunResult", "RunStarted", "RunStore", "RunStream", "RunSummary",
+    "RunTimings", "ScriptedModel", "StaticPlanner", "StoreError", "Subtask", "SubtaskResult",
+    "Tool", "ToolCallFinished",
     "ToolCallStarted", "ToolContext", "ToolRegistry", "Worker", "WorkerFinished",
     "WorkerResult", "WorkerStarted", "check_cancelled", "load_roles", "tool",
 }  # fmt: skip

@@ -1,12 +1,22 @@
 """One agent: the AgentLoop, context assembly, Role and Worker. Imports only ``runtime``."""
 
 from workers.context import ContextWindow, assemble
-from workers.loop import AgentLoop, Continue, Failed, Final, LoopSettings, LoopState, Step
+from workers.loop import (
+    AgentLoop,
+    Checkpoint,
+    Continue,
+    Failed,
+    Final,
+    LoopSettings,
+    LoopState,
+    Step,
+)
 from workers.role import Role, check_role, load_roles, read_roles, role_entries
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [
     "AgentLoop",
+    "Checkpoint",
     "ContextWindow",
     "Continue",
     "Failed",

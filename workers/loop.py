@@ -3,13 +3,18 @@
 
 A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``, after
 which one tool-less call asks the model for its best answer from what it has.
+
+A :class:`Checkpoint` receives the state after every model answer and after every
+turn's observations, so a run store can resume the loop where it stopped: a state
+whose last message is an assistant message with tool calls has its calls pending,
+and :meth:`AgentLoop.step` runs them before asking the model again.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import pydantic
 from pydantic import BaseModel
@@ -26,8 +31,10 @@ from runtime import (
     ModelCallStarted,
     ModelRequest,
     ModelResponse,
+    OutcomeUnknown,
     OutputSchema,
     OutputValidationError,
+    RunawayLoop,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -40,7 +47,16 @@ from runtime import (
 from runtime._values import trusted
 from workers.context import ContextWindow, assemble
 
-__all__ = ["AgentLoop", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
+__all__ = [
+    "AgentLoop",
+    "Checkpoint",
+    "Continue",
+    "Failed",
+    "Final",
+    "LoopSettings",
+    "LoopState",
+    "Step",
+]
 
 NUDGE = "Your last reply was empty. Call a tool or give your final answer."
 WRAP_UP = (
@@ -63,6 +79,8 @@ class LoopSettings:
         output_retries: Times an invalid final answer is sent back with the error.
         window: How much transcript the model sees each turn.
         model_timeout: Seconds per model call, if limited.
+        max_repeats: Turns in a row made only of repeats of the previous turn's calls
+            (which are not run) before the loop stops as a runaway.
     """
 
     max_turns: int = 10
@@ -70,8 +88,11 @@ class LoopSettings:
     output_retries: int = 2
     window: ContextWindow = ContextWindow()
     model_timeout: float | None = None
+    max_repeats: int = 3
 
     def __post_init__(self) -> None:
+        if self.max_repeats < 1:
+            raise ValueError(f"max_repeats must be at least 1, got {self.max_repeats}")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
         if self.output_retries < 0:
@@ -93,6 +114,7 @@ class LoopState(NamedTuple):
         nudged: The last reply was empty and the model was nudged.
         output_attempts: Answers sent back for failing the output schema.
         wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
+        repeats: Turns in a row whose calls all repeated the turn before.
     """
 
     task: str
@@ -105,6 +127,14 @@ class LoopState(NamedTuple):
     nudged: bool = False
     output_attempts: int = 0
     wrapped_up: bool = False
+    repeats: int = 0
+
+    @property
+    def pending(self) -> tuple[ToolCall, ...]:
+        """Tool calls the model asked for whose observations are not in yet (only
+        in a state saved mid-turn, which a resumed loop starts from)."""
+        last = self.messages[-1] if self.messages else None
+        return last.tool_calls if isinstance(last, AssistantMessage) else ()
 
     @property
     def transcript(self) -> Transcript:
@@ -146,6 +176,13 @@ class Failed(NamedTuple):
 Step = Continue | Final | Failed
 
 
+class Checkpoint(Protocol):
+    """Receives a loop's state as it changes, to keep it (a run store). ``save`` must
+    not block: it is called on the event loop, every turn."""
+
+    def save(self, state: LoopState) -> None: ...
+
+
 class AgentLoop:
     """Think, call tools, observe, repeat: one worker's conversation with its model.
 
@@ -158,6 +195,7 @@ class AgentLoop:
         tracer: Receives an event per model call.
         worker: Name used in events and as the conversation key.
         run_id: Run id used in events and in the conversation key.
+        checkpoint: Receives the state after each model answer and each turn.
     """
 
     def __init__(
@@ -171,6 +209,7 @@ class AgentLoop:
         tracer: Tracer | None = None,
         worker: str | None = None,
         run_id: str | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self.model = model
         self.dispatcher = dispatcher
@@ -180,20 +219,26 @@ class AgentLoop:
         self.tracer = tracer or Tracer()
         self.worker = worker
         self.run_id = run_id
+        self.checkpoint = checkpoint
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
 
-    async def run(self, task: str) -> Final | Failed:
-        """Drive :meth:`step` until the loop ends."""
-        result: Step = Continue(LoopState(task=task))
+    async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
+        """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
+        result: Step = Continue(state if state is not None else LoopState(task=task))
+        checkpoint = self.checkpoint
         while isinstance(result, Continue):
             result = await self.step(result.state)
+            if checkpoint is not None:
+                checkpoint.save(result.state)
         return result
 
     async def step(self, state: LoopState) -> Step:
         """One model turn, and the tool calls it asks for."""
+        if state.pending:  # a state saved mid-turn: run its calls first
+            return await self._observe(state)
         wrap_up = state.turn >= self.settings.max_turns
         messages = state.messages
         if wrap_up:
@@ -209,7 +254,16 @@ class AgentLoop:
             message = AssistantMessage(content=message.content)
         spent = response.usage
         if message.tool_calls and not wrap_up:
-            return await self._observe(state, messages, message, spent)
+            asked = state._replace(
+                messages=(*messages, message),
+                turn=state.turn + 1,
+                input_tokens=state.input_tokens + spent.input_tokens,
+                output_tokens=state.output_tokens + spent.output_tokens,
+                nudged=False,
+            )
+            if self.checkpoint is not None:
+                self.checkpoint.save(asked)
+            return await self._observe(asked)
         state = state._replace(
             messages=(*messages, message),
             turn=state.turn + 1,
@@ -290,32 +344,34 @@ class AgentLoop:
             )
         )
 
-    async def _observe(
-        self,
-        state: LoopState,
-        messages: tuple[Message, ...],
-        message: AssistantMessage,
-        spent: Usage,
-    ) -> Step:
-        calls = message.tool_calls
-        with _logging.bound(turn=state.turn + 1):  # tools' own logs name the turn
+    async def _observe(self, state: LoopState) -> Step:
+        """Run the calls of the model's last answer and add their observations."""
+        calls = state.pending
+        with _logging.bound(turn=state.turn):  # tools' own logs name the turn
             observations = await self.dispatcher.dispatch(
-                calls, turn=state.turn + 1, previous=state.previous_calls
+                calls, turn=state.turn, previous=state.previous_calls
             )
-        executed = sum(1 for o in observations if o.status != "skipped")
+        executed = 0
+        repeated = True
+        for obs in observations:
+            if obs.status != "skipped":
+                executed += 1
+                repeated = False
         if self.budget is not None:
             self.budget.charge_tool_calls(executed)
-        state = LoopState(
-            task=state.task,
-            messages=(*messages, message, *observations),
-            turn=state.turn + 1,
-            input_tokens=state.input_tokens + spent.input_tokens,
-            output_tokens=state.output_tokens + spent.output_tokens,
+        state = state._replace(
+            messages=state.messages + observations,
             tool_calls=state.tool_calls + executed,
             previous_calls=calls,
-            nudged=False,
-            output_attempts=state.output_attempts,
+            repeats=state.repeats + 1 if repeated else 0,
         )
+        if state.repeats >= self.settings.max_repeats:
+            return Failed(state, RunawayLoop(calls[0].name, state.repeats + 1))
+        journal = self.dispatcher.journal
+        if journal is not None and journal.on_unknown == "fail":
+            for obs in observations:
+                if obs.status == "unknown":
+                    return Failed(state, OutcomeUnknown(obs.name, obs.tool_call_id))
         terminal = self._terminal(observations)
         if terminal is not None:
             return self._finish(state, terminal.content)

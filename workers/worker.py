@@ -14,6 +14,7 @@ from runtime import (
     Budget,
     Dispatcher,
     DispatchPolicy,
+    Journal,
     LockTable,
     Model,
     Tool,
@@ -25,7 +26,7 @@ from runtime import (
 )
 from runtime._values import trusted
 from workers.context import ContextWindow
-from workers.loop import AgentLoop, Failed, LoopSettings
+from workers.loop import AgentLoop, Checkpoint, Failed, LoopSettings, LoopState
 from workers.role import Role
 
 __all__ = [
@@ -156,6 +157,8 @@ class Worker:
         tracer: Receives model and tool call events.
         run_id: The run this worker belongs to.
         output_type: Overrides the role's ``output_schema``.
+        checkpoint: Receives the loop's state every turn (a run store).
+        journal: Journals side-effecting calls (a run store), so none runs twice.
     """
 
     def __init__(
@@ -171,6 +174,8 @@ class Worker:
         tracer: Tracer | None = None,
         run_id: str | None = None,
         output_type: type[BaseModel] | None = None,
+        checkpoint: Checkpoint | None = None,
+        journal: Journal | None = None,
     ) -> None:
         setup = role if isinstance(role, WorkerSetup) else WorkerSetup.of(role, tools, output_type)
         self.setup = setup
@@ -181,6 +186,7 @@ class Worker:
         self.run_id = run_id
         self.budget = budget
         self.tracer = tracer or Tracer()
+        self.checkpoint = checkpoint
         self._dispatcher = Dispatcher(
             setup.tools,
             policy=setup.policy,
@@ -189,15 +195,23 @@ class Worker:
             tracer=self.tracer,
             worker=self.name,
             run_id=run_id,
+            journal=journal,
         )
 
     def __repr__(self) -> str:
         return f"Worker({self.name!r}, role={self.role.name!r}, model={self.model!r})"
 
-    async def run(self, task: str, *, inputs: Mapping[str, str] | None = None) -> WorkerResult:
-        """Run one subtask. Never raises for a failure (the result says ``failed``);
-        cancellation propagates."""
-        prompt = format_task(task, inputs or {})
+    async def run(
+        self,
+        task: str,
+        *,
+        inputs: Mapping[str, str] | None = None,
+        resume: LoopState | None = None,
+    ) -> WorkerResult:
+        """Run one subtask, from the start or from a state saved by its checkpoint.
+        Never raises for a failure (the result says ``failed``); cancellation
+        propagates."""
+        prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = AgentLoop(
             self.model,
             self._dispatcher,
@@ -207,11 +221,12 @@ class Worker:
             tracer=self.tracer,
             worker=self.name,
             run_id=self.run_id,
+            checkpoint=self.checkpoint,
         )
         started_at, started = time.time(), time.perf_counter()
         with _logging.bound(run_id=self.run_id, worker=self.name):
             try:
-                outcome = await loop.run(prompt)
+                outcome = await loop.run(prompt, resume)
             except Exception as exc:  # a bug in a model or handler: this worker fails alone
                 return self._result(
                     "failed", Transcript(), Usage(), 0, started_at, started, error=exc

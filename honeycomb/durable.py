@@ -1,0 +1,301 @@
+"""What one run writes to its :class:`~honeycomb.store.RunStore`, and what a resumed
+run reads back.
+
+:class:`RunRecord` is one run's handle on the store. Each subtask's worker gets a
+:class:`WorkerRecord`, which is both the loop's checkpoint (new messages and the
+counters after every turn) and the dispatcher's journal of side-effecting calls.
+:func:`restore` turns a stored run back into what the scheduler needs: the results of
+finished workers, and the loop state each unfinished worker continues from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from honeycomb.plan import Plan
+from honeycomb.result import RunResult, SubtaskResult
+from honeycomb.store import RunStore, StoredRun, StoredWorker
+from runtime import (
+    JournalEntry,
+    Message,
+    OnUnknown,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
+from runtime.journal import arguments_text
+from workers import LoopState
+
+__all__ = ["Resumed", "RunRecord", "WorkerRecord", "restore"]
+
+_RESULT_EXCLUDE = {"worker": {"exception"}}
+
+
+@cache
+def _messages() -> TypeAdapter[Message]:
+    return TypeAdapter(Message)
+
+
+class RunRecord:
+    """One run's writes to the store."""
+
+    def __init__(self, store: RunStore, run_id: str, on_unknown: OnUnknown = "tell") -> None:
+        self.store = store
+        self.run_id = run_id
+        self.on_unknown: OnUnknown = on_unknown
+        self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
+
+    def started(self, task: str, source: str | None, *, resumed: bool) -> None:
+        if resumed:
+            sql = "UPDATE runs SET status = 'running', finished_at = NULL WHERE run_id = ?"
+            self.store.write((sql, (self.run_id,)))
+            return
+        self.store.write(
+            (
+                "INSERT INTO runs (run_id, task, status, source, started_at) "
+                "VALUES (?, ?, 'running', ?, ?)",
+                (self.run_id, task, source, time.time()),
+            )
+        )
+
+    def planned(self, plan: Plan) -> None:
+        self.store.write(
+            (
+                "UPDATE runs SET plan = ?, workers = ? WHERE run_id = ?",
+                (plan.model_dump_json(), len(plan.subtasks), self.run_id),
+            )
+        )
+
+    def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
+        """The checkpoint and journal of subtask ``name``'s worker."""
+        return WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
+
+    def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:
+        """Journal entries of an earlier life of this run, by worker."""
+        self._journals = journals
+
+    def subtask_finished(self, outcome: SubtaskResult) -> None:
+        if outcome.status == "cancelled":
+            return  # not finished: a resumed run continues it
+        self.store.write(
+            (
+                "INSERT INTO workers (run_id, worker, status, result, updated_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
+                "status = excluded.status, result = excluded.result, "
+                "updated_at = excluded.updated_at",
+                (
+                    self.run_id,
+                    outcome.subtask.id,
+                    outcome.status,
+                    outcome.model_dump_json(exclude=_RESULT_EXCLUDE),
+                    time.time(),
+                ),
+            )
+        )
+
+    async def finished(
+        self, status: str, result: RunResult | None, usage: Usage, error: str | None
+    ) -> None:
+        """Record how the run ended; return once that is committed."""
+        await self.store.commit(
+            (
+                "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
+                "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ? "
+                "WHERE run_id = ?",
+                (
+                    status,
+                    time.time(),
+                    result.model_dump_json(exclude={"subtasks": {"__all__": _RESULT_EXCLUDE}})
+                    if result is not None
+                    else None,
+                    error,
+                    usage.model_calls,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.tool_calls,
+                    self.run_id,
+                ),
+            )
+        )
+
+
+class WorkerRecord:
+    """One worker's checkpoint (its state after every turn) and journal (its
+    side-effecting calls)."""
+
+    def __init__(
+        self,
+        run: RunRecord,
+        worker: str,
+        journal: Mapping[tuple[int, str], JournalEntry],
+        saved: int,
+    ) -> None:
+        self._run = run
+        self._worker = worker
+        self._entries = journal
+        self._saved = saved  # messages already in the store
+        self.on_unknown: OnUnknown = run.on_unknown
+
+    # --- Checkpoint -----------------------------------------------------------------
+
+    def save(self, state: LoopState) -> None:
+        run_id, worker, messages = self._run.run_id, self._worker, state.messages
+        start = self._saved if len(messages) >= self._saved else 0
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            (
+                "INSERT OR REPLACE INTO messages (run_id, worker, seq, message) "
+                "VALUES (?, ?, ?, ?)",
+                (run_id, worker, seq, messages[seq].model_dump_json()),
+            )
+            for seq in range(start, len(messages))
+        ]
+        statements.append(
+            (
+                "INSERT INTO workers (run_id, worker, status, state, updated_at) "
+                "VALUES (?, ?, 'running', ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
+                "state = excluded.state, updated_at = excluded.updated_at",
+                (run_id, worker, _state_json(state), time.time()),
+            )
+        )
+        self._saved = len(messages)
+        self._run.store.write(*statements)
+
+    # --- Journal ----------------------------------------------------------------------
+
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        return self._entries.get((turn, call_id))
+
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        await self._run.store.commit(
+            (
+                "INSERT OR REPLACE INTO journal (run_id, worker, turn, call_id, tool, "
+                "arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self._run.run_id,
+                    self._worker,
+                    turn,
+                    call.id,
+                    call.name,
+                    arguments_text(arguments),
+                    time.time(),
+                ),
+            )
+        )
+
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        await self._run.store.commit(
+            (
+                "UPDATE journal SET status = ?, content = ?, finished_at = ? "
+                "WHERE run_id = ? AND worker = ? AND turn = ? AND call_id = ?",
+                (
+                    observation.status,
+                    observation.content,
+                    time.time(),
+                    self._run.run_id,
+                    self._worker,
+                    turn,
+                    observation.tool_call_id,
+                ),
+            )
+        )
+
+
+def _state_json(state: LoopState) -> str:
+    return json.dumps(
+        {
+            "task": state.task,
+            "messages": len(state.messages),
+            "turn": state.turn,
+            "input_tokens": state.input_tokens,
+            "output_tokens": state.output_tokens,
+            "tool_calls": state.tool_calls,
+            "previous_calls": [c.model_dump() for c in state.previous_calls],
+            "nudged": state.nudged,
+            "output_attempts": state.output_attempts,
+            "wrapped_up": state.wrapped_up,
+            "repeats": state.repeats,
+        }
+    )
+
+
+def _state(stored: StoredWorker) -> LoopState | None:
+    """The loop state a stored worker continues from (None: start afresh)."""
+    saved = stored.state
+    if saved is None:
+        return None
+    adapter = _messages()
+    count = saved["messages"]
+    messages = tuple(adapter.validate_json(m) for m in stored.messages[:count])
+    if len(messages) < count:
+        return None  # the store lost the tail: start this worker again
+    return LoopState(
+        task=saved["task"],
+        messages=messages,
+        turn=saved["turn"],
+        input_tokens=saved["input_tokens"],
+        output_tokens=saved["output_tokens"],
+        tool_calls=saved["tool_calls"],
+        previous_calls=tuple(ToolCall.model_validate(c) for c in saved["previous_calls"]),
+        nudged=saved["nudged"],
+        output_attempts=saved["output_attempts"],
+        wrapped_up=saved["wrapped_up"],
+        repeats=saved["repeats"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a resumed run starts from.
+
+    Attributes:
+        plan: The plan of the earlier life, if it got that far.
+        finished: Results of subtasks that finished (they are not run again).
+        states: Loop states of subtasks that had started, to continue from.
+        spent: What the earlier lives spent (the run's budget starts from it).
+        journals: Side-effecting calls journaled so far, by worker.
+    """
+
+    plan: Plan | None
+    finished: dict[str, SubtaskResult]
+    states: dict[str, LoopState]
+    spent: Usage
+    journals: dict[str, dict[tuple[int, str], JournalEntry]]
+
+
+def restore(stored: StoredRun) -> Resumed:
+    """Read a stored run back for the scheduler."""
+    plan = Plan.model_validate_json(stored.plan) if stored.plan else None
+    finished: dict[str, SubtaskResult] = {}
+    states: dict[str, LoopState] = {}
+    counts = dict.fromkeys(("input_tokens", "output_tokens", "model_calls", "tool_calls"), 0)
+    for name, worker in stored.workers.items():
+        if worker.result is not None:
+            outcome = SubtaskResult.model_validate_json(worker.result)
+            finished[name] = outcome
+            used = outcome.worker.usage if outcome.worker is not None else Usage()
+            for key in counts:
+                counts[key] += getattr(used, key)
+            continue
+        state = _state(worker)
+        if state is not None:
+            states[name] = state
+            counts["input_tokens"] += state.input_tokens
+            counts["output_tokens"] += state.output_tokens
+            counts["model_calls"] += state.turn
+            counts["tool_calls"] += state.tool_calls
+    journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
+    return Resumed(plan, finished, states, Usage(**counts), journals)
+
+
+def stored_result(stored: StoredRun) -> RunResult | None:
+    """The result of a run that ended with an answer."""
+    if stored.result is None or stored.status not in ("ok", "partial"):
+        return None
+    return RunResult.model_validate_json(stored.result)

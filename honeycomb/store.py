@@ -1,0 +1,317 @@
+"""``RunStore``: runs kept in one SQLite file, so a crashed run can be resumed.
+
+The store holds each run (task, plan, status, result), each worker's conversation
+after every turn, each finished worker's result, and the journal of side-effecting
+tool calls (see :mod:`runtime.journal`). The file is in WAL mode, so readers (``honeycomb
+runs``) never wait for the run that writes.
+
+Writes never block the event loop: they are queued to one writer thread per store,
+which commits them in batches, in order. Most writes are fire-and-forget; the ones a
+guarantee rests on are awaited until committed: a side effect's intent before it
+runs, its outcome after, and the end of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import sniffio
+
+from runtime import JournalEntry, StoreError
+
+__all__ = ["RunStore", "RunSummary", "StoredRun", "StoredWorker"]
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    status TEXT NOT NULL,
+    source TEXT,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    plan TEXT,
+    result TEXT,
+    error TEXT,
+    workers INTEGER NOT NULL DEFAULT 0,
+    model_calls INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    tool_calls INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS workers (
+    run_id TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    status TEXT NOT NULL,
+    state TEXT,
+    result TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (run_id, worker)
+);
+CREATE TABLE IF NOT EXISTS messages (
+    run_id TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, worker, seq)
+);
+CREATE TABLE IF NOT EXISTS journal (
+    run_id TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    status TEXT,
+    content TEXT,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    PRIMARY KEY (run_id, worker, turn, call_id)
+);
+"""
+
+Statement = tuple[str, Sequence[Any]]
+_STOP = object()
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One line of ``honeycomb runs``."""
+
+    run_id: str
+    task: str
+    status: str
+    started_at: float
+    finished_at: float | None
+    workers: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    source: str | None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+@dataclass(slots=True)
+class StoredWorker:
+    """What a store holds of one worker: its result once finished, else its last
+    saved state (counters as JSON, and its messages as JSON, in order)."""
+
+    status: str
+    result: str | None
+    state: dict[str, Any] | None
+    messages: list[str] = field(default_factory=list)
+    journal: dict[tuple[int, str], JournalEntry] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StoredRun:
+    """Everything a store holds of one run."""
+
+    run_id: str
+    task: str
+    status: str
+    source: str | None
+    plan: str | None
+    result: str | None
+    workers: dict[str, StoredWorker]
+
+
+class RunStore:
+    """Runs in one SQLite file (created with its folder on first use).
+
+    Args:
+        path: The file. Share one RunStore between Executors of one process.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._failure: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # --- writing ------------------------------------------------------------------------
+
+    def write(self, *statements: Statement) -> concurrent.futures.Future[None]:
+        """Queue statements to commit together; the future is done once they are."""
+        self._ensure_writer()
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._queue.put((statements, done))
+        return done
+
+    async def commit(self, *statements: Statement) -> None:
+        """Write ``statements`` and return once they (and all written before) are
+        committed.
+
+        Raises:
+            StoreError: when the store cannot be written.
+        """
+        await _wait(self.write(*statements))
+
+    async def flush(self) -> None:
+        """Return once everything written so far is committed."""
+        await self.commit()
+
+    def close(self) -> None:
+        """Commit what is queued and stop the writer thread."""
+        writer = self._writer
+        if writer is not None and writer.is_alive():
+            self._queue.put(_STOP)
+            writer.join()
+        self._writer = None
+
+    def _ensure_writer(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            return
+        with self._start_lock:
+            if self._writer is None or not self._writer.is_alive():
+                connection = self._connect()  # fail here, in the caller, if it cannot open
+                self._writer = threading.Thread(
+                    target=self._write_loop, args=(connection,), name="honeycomb-store",
+                    daemon=True,
+                )  # fmt: skip
+                self._writer.start()
+
+    def _write_loop(self, connection: sqlite3.Connection) -> None:
+        """The writer thread: take what is queued, commit it as one transaction."""
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if batch[-1] is _STOP:
+                stopping = True
+            items = [item for item in batch if item is not _STOP]
+            error: BaseException | None = None
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                for statements, _ in items:
+                    for sql, params in statements:
+                        connection.execute(sql, params)
+                connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
+                self._failure = error
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            for _, done in items:
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+        connection.close()
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def load(self, run_id: str) -> StoredRun | None:
+        """The run ``run_id``, or None if the store does not have it."""
+        if self._writer is not None:
+            await self.flush()
+        return await anyio.to_thread.run_sync(self._load, run_id)
+
+    def runs(self, limit: int = 50) -> list[RunSummary]:
+        """The latest runs, newest first (a quick read; fine to call from a CLI)."""
+        if not self.path.exists():
+            return []
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT run_id, task, status, started_at, finished_at, workers, model_calls, "
+                "input_tokens, output_tokens, tool_calls, source FROM runs "
+                "ORDER BY started_at DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [RunSummary(*row) for row in rows]
+
+    def _load(self, run_id: str) -> StoredRun | None:
+        if not self.path.exists():
+            return None
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT task, status, source, plan, result FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            workers: dict[str, StoredWorker] = {}
+            for name, status, state, result in db.execute(
+                "SELECT worker, status, state, result FROM workers WHERE run_id = ?", (run_id,)
+            ):
+                workers[name] = StoredWorker(status, result, json.loads(state) if state else None)
+            for name, message in db.execute(
+                "SELECT worker, message FROM messages WHERE run_id = ? ORDER BY worker, seq",
+                (run_id,),
+            ):
+                if name in workers:
+                    workers[name].messages.append(message)
+            for name, turn, call_id, tool, arguments, status, content in db.execute(
+                "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
+                "WHERE run_id = ?",
+                (run_id,),
+            ):
+                found = workers.setdefault(name, StoredWorker("running", None, None))
+                found.journal[turn, call_id] = JournalEntry(tool, arguments, status, content or "")
+        return StoredRun(run_id, row[0], row[1], row[2], row[3], row[4], workers)
+
+    # --- connections --------------------------------------------------------------------
+
+    def _connect(self, *, create: bool = True) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store was written by a newer Honeycomb (schema {version}); "
+                    "upgrade Honeycomb or use another store",
+                    path=str(self.path),
+                )
+            if create:
+                db.executescript(_SCHEMA)
+                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the run store: {exc}", path=str(self.path)) from exc
+        return db
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect(create=False)
+        try:
+            db.execute("BEGIN")  # one snapshot for the whole read
+            yield db
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
+        finally:
+            db.close()
+
+
+async def _wait(done: concurrent.futures.Future[None]) -> None:
+    """Wait for the writer without blocking the event loop."""
+    if sniffio.current_async_library() == "asyncio":
+        await asyncio.wrap_future(done)
+    else:
+        await anyio.to_thread.run_sync(done.result)

@@ -1,0 +1,98 @@
+"""The journal of side-effecting tool calls: what makes a resumed run never execute a
+completed side effect twice.
+
+Before a side-effecting call runs, its *intent* is written and made durable; when it
+ends, its *outcome* (the observation). When a resumed worker meets the same call
+again (same turn, same call id), the dispatcher looks it up first:
+
+- an outcome is recorded: the call is not executed again; the recorded observation
+  is what the model sees;
+- only an intent is recorded (the process died mid-call): nobody knows whether it
+  took effect. A tool declared ``idempotent`` is simply run again. Any other call is
+  not: the model gets an ``unknown`` observation saying so, or, under
+  ``on_unknown="fail"``, the worker fails with :class:`~runtime.errors.OutcomeUnknown`.
+
+:class:`MemoryJournal` keeps entries in memory; the run store keeps them in SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple, Protocol
+
+from runtime.messages import ObservationStatus, ToolCall, ToolMessage
+
+__all__ = ["Journal", "JournalEntry", "MemoryJournal", "OnUnknown", "unknown_outcome_text"]
+
+OnUnknown = Literal["tell", "fail"]
+"""What a resumed worker does about a side effect whose outcome a crash lost: tell
+the model (an ``unknown`` observation), or fail."""
+
+
+class JournalEntry(NamedTuple):
+    """One journaled call. ``status`` is None while only the intent is recorded."""
+
+    tool: str
+    arguments: str
+    status: ObservationStatus | None = None
+    content: str = ""
+
+
+class Journal(Protocol):
+    """Where one worker's side-effecting calls are journaled."""
+
+    on_unknown: OnUnknown
+
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        """The entry for a call of an earlier life of this run, if any."""
+        ...
+
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        """Record that ``call`` is about to run; return once that is durable."""
+        ...
+
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        """Record how the call ended; return once that is durable."""
+        ...
+
+
+def unknown_outcome_text(call: ToolCall) -> str:
+    """The observation for a call whose outcome was lost."""
+    return (
+        f"Outcome unknown: the run stopped while {call.name!r} was running (call "
+        f"{call.id}), so it may or may not have taken effect. It was not run again. "
+        "Check whether it took effect before calling it again."
+    )
+
+
+def arguments_text(arguments: Mapping[str, Any]) -> str:
+    """Validated arguments as JSON, for the record (values JSON cannot hold as text)."""
+    return json.dumps(arguments, default=str, sort_keys=True)
+
+
+class MemoryJournal:
+    """A journal held in memory: for tests, and for a process that resumes its own
+    workers.
+
+    Args:
+        on_unknown: What to do about a call with an intent and no outcome.
+    """
+
+    def __init__(self, on_unknown: OnUnknown = "tell") -> None:
+        self.on_unknown: OnUnknown = on_unknown
+        self.entries: dict[tuple[int, str], JournalEntry] = {}
+
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        return self.entries.get((turn, call_id))
+
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        self.entries[turn, call.id] = JournalEntry(call.name, arguments_text(arguments))
+
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        key = (turn, observation.tool_call_id)
+        before = self.entries.get(key)
+        arguments = before.arguments if before is not None else "{}"
+        self.entries[key] = JournalEntry(
+            observation.name, arguments, observation.status, observation.content
+        )
