@@ -1,11 +1,19 @@
-"""The ``honeycomb`` command: ``demo``, ``run``, ``validate`` and ``bench``."""
+"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``validate`` and
+``bench``.
+
+Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
+the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
+crash continues with ``honeycomb resume RUN_ID``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -15,10 +23,25 @@ from rich.console import Console
 
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
+from honeycomb.store import RunStore, RunSummary
 from honeycomb.view import JsonView, LiveView, PlainView, View, summary
-from runtime import BudgetExceeded, ConfigErrors, HoneycombError, Model, OpenAIModel, RunFailed
+from runtime import (
+    BudgetExceeded,
+    ConfigErrors,
+    HoneycombError,
+    Model,
+    OpenAIModel,
+    RunFailed,
+    StoreError,
+)
 
-__all__ = ["demo_hive_path", "main"]
+__all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
+
+DEFAULT_STORE = Path(".honeycomb") / "runs.db"
+"""Where the CLI keeps runs: under the current folder (the project), unless the hive
+sets ``store:`` or ``--store`` is given."""
+
+_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 DEMO_TASK = (
     "Plan a weekend in Lisbon, Porto and Madrid: compare the weather in each city, find "
@@ -68,6 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     _run_options(run)
     run.set_defaults(handler=_run)
 
+    resume = commands.add_parser("resume", help="continue a run that did not finish")
+    resume.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
+    _run_options(resume, run_id=False)
+    resume.set_defaults(handler=_resume)
+
+    runs = commands.add_parser("runs", help="list the runs in the store")
+    runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    runs.add_argument("--limit", type=int, default=20, help="how many (newest first)")
+    runs.set_defaults(handler=_runs)
+
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
     validate.set_defaults(handler=_validate)
@@ -80,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_options(parser: argparse.ArgumentParser) -> None:
+def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print events as JSON lines")
     out.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
@@ -95,7 +128,18 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("HONEYCOMB_BASE_URL"),
         help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
     )
-    parser.add_argument("--run-id", default=None, help="the run's id")
+    if run_id:
+        parser.add_argument(
+            "--run-id", default=None, help="the run's id (an unfinished one is resumed)"
+        )
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help=f"the run store file (default: the hive's store:, else {DEFAULT_STORE})",
+    )
+    keep.add_argument("--no-store", action="store_true", help="do not keep the run")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -106,6 +150,49 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     return _execute(args.hive, args.task, args)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    path = args.store or DEFAULT_STORE
+    try:
+        stored = anyio.run(RunStore(path).load, args.run_id)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if stored is None:
+        print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
+        return 2
+    if stored.source is None:
+        print(f"run {args.run_id!r} was not started from a hive file", file=sys.stderr)
+        return 2
+    args.store, args.run_id, args.no_store = path, args.run_id, False
+    return _execute(Path(stored.source), stored.task, args)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    try:
+        found = RunStore(args.store).runs(args.limit)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if not found:
+        print(f"no runs in {args.store}")
+        return 0
+    print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
+    for run in found:
+        print(_run_line(run))
+    return 0
+
+
+def _run_line(run: RunSummary) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
+    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
+    tokens = run.input_tokens + run.output_tokens
+    task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
+    return (
+        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {run.workers:>3} workers  "
+        f"{run.model_calls:>4} model calls  {tokens:>7} tokens  {task}"
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -158,7 +245,13 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     if offline and not args.json:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     view = _view(args, console, out, hive)
-    return anyio.run(_run_and_report, hive, task, model, view, args, out)
+    store = None if args.no_store else (args.store or _hive_store(hive) or DEFAULT_STORE)
+    return anyio.run(_run_and_report, hive, task, model, view, args, out, store)
+
+
+def _hive_store(hive: Hive) -> Path | None:
+    declared = hive.spec.store
+    return hive.file.parent / declared if declared is not None else None
 
 
 def _override(args: argparse.Namespace) -> Model | None:
@@ -179,17 +272,37 @@ def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -
 
 
 async def _run_and_report(
-    hive: Hive, task: str, model: Model | None, view: View, args: argparse.Namespace, out: TextIO
+    hive: Hive,
+    task: str,
+    model: Model | None,
+    view: View,
+    args: argparse.Namespace,
+    out: TextIO,
+    store: Path | None,
 ) -> int:
-    executor = hive.executor(model=model)
+    executor = hive.executor(model=model, store=store)
+    run_id = args.run_id or os.urandom(6).hex()
     error: HoneycombError | None = None
-    with view:
-        async with executor.stream(task, run_id=args.run_id) as events:
-            try:
-                async for event in events:
-                    view.handle(event)
-            except HoneycombError as exc:  # the run's own error, after its last event
-                error = exc
+    stopped_by: list[signal.Signals] = []
+    async with anyio.create_task_group() as tg:
+        # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
+        # keeps every finished turn, so ``honeycomb resume`` continues it.
+        tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
+        with view:
+            async with executor.stream(task, run_id=run_id) as events:
+                try:
+                    async for event in events:
+                        view.handle(event)
+                except HoneycombError as exc:  # the run's own error, after its last event
+                    error = exc
+        tg.cancel_scope.cancel()
+    if stopped_by:
+        print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
+        if store is not None:
+            print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
+        return _INTERRUPTED[stopped_by[0]]
+    if store is not None and not args.json:
+        print(f"run {run_id} · kept in {store}", file=sys.stderr)
     result = events.result
     if args.json:
         return 0 if result is not None else 1
@@ -203,3 +316,11 @@ async def _run_and_report(
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
     return 0
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[signal.Signals]) -> None:
+    with anyio.open_signal_receiver(*_INTERRUPTED) as signals:
+        async for received in signals:
+            stopped_by.append(signal.Signals(received))
+            scope.cancel()
+            return

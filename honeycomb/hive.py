@@ -103,6 +103,7 @@ class _HiveSpec(BaseModel):
     planner: str | None = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
+    store: str | None = None
 
 
 class Hive:
@@ -142,9 +143,13 @@ class Hive:
         Args:
             model: Use this model for every role instead of the declared ones.
             policy: Replace the declared policy.
-            options: Passed on to :class:`Executor` (``on_event``, ``output_type``...).
+            options: Passed on to :class:`Executor` (``on_event``, ``output_type``,
+                ``store``...). The hive's ``store:`` is a path relative to the file.
         """
         models = {"override": model} if model is not None else self.models()
+        if self.spec.store is not None:
+            options.setdefault("store", self.file.parent / self.spec.store)
+        options.setdefault("source", str(self.file.resolve()))
         return Executor(
             self.roles,
             models,

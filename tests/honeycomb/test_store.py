@@ -1,0 +1,158 @@
+"""The run store: runs kept turn by turn in a real SQLite file, and resumed without
+running finished work again or repeating a side effect."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError
+from runtime import ModelRequest, ToolMessage
+from tests.support.durable import TASK, Setup, calls_by_worker, plan
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    return tmp_path / "runs.db", tmp_path / "effects.txt", tmp_path / "calls.txt"
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def interrupted_run(
+    db: Path, effects: Path, calls: Path, *, idempotent: bool = False
+) -> None:
+    """w0 finishes; w1 is cancelled in the middle of its second append, after its
+    intent was journaled and before it wrote anything."""
+    setup = Setup(effects, calls, idempotent=idempotent)
+    setup.gate, setup.held = anyio.Event(), {"w1-2"}
+    executor = setup.executor(db)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: executor.run(TASK, subtasks=plan(2), run_id="r1"))
+        with anyio.fail_after(10):
+            await setup.holding.wait()
+            while ("w0", 3) not in [(w, t) for w, t, _ in _calls(calls)]:
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)  # let w0's result reach the store
+        tg.cancel_scope.cancel()
+
+
+def _calls(calls: Path) -> list[tuple[str, int, str]]:
+    return [(w, t, life) for w, made in calls_by_worker(calls).items() for t, life in made]
+
+
+async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
+    db, effects, calls = files
+    result = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(3), run_id="r1")
+    assert result.status == "ok"
+    stored = await RunStore(db).load("r1")
+    assert stored is not None and stored.status == "ok" and stored.task == TASK
+    assert set(stored.workers) == {"w0", "w1", "w2"}
+    for worker in stored.workers.values():
+        assert worker.status == "ok" and worker.result is not None
+        # system and task are rebuilt from the role; the store keeps the rest:
+        # assistant, 2 observations, assistant, 1 observation, final answer
+        assert len(worker.messages) == 6
+        assert sorted(e.status or "" for e in worker.journal.values()) == ["ok", "ok"]
+    [summary] = RunStore(db).runs()
+    assert (summary.run_id, summary.status, summary.workers) == ("r1", "ok", 3)
+    assert summary.model_calls == 9 and summary.tool_calls == 9
+    with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+
+    def never(request: ModelRequest) -> str:
+        raise AssertionError("a finished run called its model again")
+
+    executor = Executor(
+        [Role(name="worker", description="d")], FunctionModel(never), aggregator="concat",
+        store=db,
+    )  # fmt: skip
+    again = await executor.resume("r1")
+    assert again.answer_text == first.answer_text and again.status == "ok"
+
+
+async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    stored = await RunStore(db).load("r1")
+    assert stored is not None and stored.status == "interrupted"
+
+    setup = Setup(effects, calls, life="2")
+    result = await setup.executor(RunStore(db)).run(TASK, run_id="r1")
+
+    assert result.status == "ok"
+    made = calls_by_worker(calls)
+    assert [c for c in made["w0"] if c[1] == "2"] == []  # w0 had finished: not run again
+    # w1 had answered turns 1 and 2; its pending append was picked up, not re-asked
+    assert [t for t, life in made["w1"] if life == "2"] == [3]
+    assert sorted(lines(effects)) == ["w0-1", "w0-2", "w1-1"]  # each side effect once
+    w1 = result.subtasks["w1"].worker
+    assert w1 is not None
+    observations = [m for m in w1.transcript.messages if isinstance(m, ToolMessage)]
+    assert [o.status for o in observations] == ["ok", "ok", "unknown"]
+    assert "Outcome unknown" in observations[-1].content
+    assert result.usage.model_calls == 6  # both lives together
+
+
+async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls, idempotent=True)
+    setup = Setup(effects, calls, life="2", idempotent=True)
+    result = await setup.executor(db).run(TASK, run_id="r1")
+    assert result.status == "ok"
+    assert sorted(lines(effects)) == ["w0-1", "w0-2", "w1-1", "w1-2"]
+
+
+async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    setup = Setup(effects, calls, life="2")
+    executor = setup.executor(db, on_unknown_outcome="fail")
+    result = await executor.run(TASK, run_id="r1")
+    assert result.status == "partial"
+    failed = result.subtasks["w1"]
+    assert failed.status == "failed" and failed.error is not None
+    assert failed.error.type == "OutcomeUnknown" and "'append'" in failed.error.message
+
+
+async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    with pytest.raises(ConfigError, match="r1.*another task"):
+        await Setup(effects, calls).executor(db).run("something else", run_id="r1")
+
+
+async def test_a_new_run_id_starts_a_new_run_and_unknown_ids_are_named(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    executor = Setup(effects, calls).executor(db)
+    await executor.run(TASK, subtasks=plan(1), run_id="fresh")
+    with pytest.raises(StoreError, match="no run 'missing'") as caught:
+        await executor.resume("missing")
+    assert str(db) in str(caught.value)
+
+
+async def test_a_store_that_cannot_be_used_names_its_file(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-db.db"
+    bad.write_text("this is not sqlite " * 100)
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(bad)
+    with pytest.raises(StoreError, match="not-a-db.db"):
+        await executor.run(TASK, subtasks=plan(1), run_id="x")

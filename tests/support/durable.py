@@ -1,0 +1,136 @@
+"""A small stored run for the durability tests: N workers, each taking three turns.
+
+Turn 1 asks for a side-effecting ``append`` (a line to the effects file) and a
+parallel-safe ``lookup``; turn 2 for another ``append``; turn 3 answers. Call ids are
+random, as a real model's are, so only the store's checkpoints and journal can stop a
+resumed run from repeating a side effect. Every model call is logged (worker, turn,
+life) so a test can see which calls an earlier life had already made.
+
+Run as a script (``python -m tests.support.durable DB EFFECTS CALLS RUN_ID LIFE N``)
+it is the child process the crash test kills.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from honeycomb import Executor, FunctionModel, Policy, Role, RunStore, Subtask, tool
+from runtime import AssistantMessage, ModelRequest, ToolCall
+
+TASK = "append the lines, then answer"
+
+
+class Setup:
+    """The tools' and the model's files, the latency of each, and a gate that a test
+    can close to hold ``append`` calls mid-call."""
+
+    def __init__(
+        self,
+        effects: Path,
+        calls: Path,
+        *,
+        life: str = "1",
+        latency: float = 0.0,
+        idempotent: bool = False,
+    ) -> None:
+        self.effects = effects
+        self.calls = calls
+        self.life = life
+        self.latency = latency
+        self.idempotent = idempotent
+        self.gate: anyio.Event | None = None
+        self.held: set[str] = set()  # lines whose append waits for the gate
+        self.holding = anyio.Event()  # set once a held append is waiting
+
+    async def _pause(self) -> None:
+        if self.latency:
+            await anyio.sleep(random.uniform(0, self.latency))
+
+    def tools(self) -> list[Any]:
+        async def append(line: str) -> str:
+            """Append a line to the effects file."""
+            await self._pause()
+            if line in self.held and self.gate is not None:
+                self.holding.set()
+                await self.gate.wait()
+            with self.effects.open("a") as f:
+                f.write(line + "\n")
+                f.flush()
+            await self._pause()
+            return f"appended {line}"
+
+        async def lookup(key: str) -> str:
+            """Look a key up."""
+            await self._pause()
+            return f"value of {key}"
+
+        return [tool(append, side_effects=True, idempotent=self.idempotent), tool(lookup)]
+
+    def model(self) -> FunctionModel:
+        async def answer(request: ModelRequest) -> AssistantMessage | str:
+            worker = (request.conversation or "").rsplit("/", 1)[-1]
+            turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+            with self.calls.open("a") as f:
+                f.write(f"{worker} {turn} {self.life}\n")
+                f.flush()
+            await self._pause()
+            if turn == 1:
+                return AssistantMessage(
+                    tool_calls=(_call("append", line=f"{worker}-1"), _call("lookup", key=worker))
+                )
+            if turn == 2:
+                return AssistantMessage(tool_calls=(_call("append", line=f"{worker}-2"),))
+            seen = [m.content for m in request.messages if m.role == "tool"]
+            return f"done {worker}: " + " | ".join(seen)
+
+        return FunctionModel(answer)
+
+    def executor(self, store: RunStore | Path, **policy: Any) -> Executor:
+        return Executor(
+            [Role(name="worker", description="Appends lines.", tools=("append", "lookup"))],
+            self.model(),
+            tools=self.tools(),
+            aggregator="concat",
+            policy=Policy(max_workers=64, max_subtasks=64, **policy),
+            store=store,
+        )
+
+
+def _call(name: str, **arguments: str) -> ToolCall:
+    return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=json.dumps(arguments))
+
+
+def plan(workers: int) -> list[Subtask]:
+    return [
+        Subtask(id=f"w{i}", role="worker", instruction=f"append for w{i}") for i in range(workers)
+    ]
+
+
+def calls_by_worker(calls: Path) -> dict[str, list[tuple[int, str]]]:
+    """The model calls in the log: worker -> [(turn, life), ...]."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    if calls.exists():
+        for line in calls.read_text().splitlines():
+            worker, turn, life = line.split()
+            found.setdefault(worker, []).append((int(turn), life))
+    return found
+
+
+async def _child(db: Path, effects: Path, calls: Path, run_id: str, life: str, n: int) -> None:
+    setup = Setup(effects, calls, life=life, latency=0.02)
+    result = await setup.executor(db).run(TASK, subtasks=plan(n), run_id=run_id)
+    sys.stdout.write(json.dumps({"status": result.status, "answer": result.answer_text}) + "\n")
+
+
+if __name__ == "__main__":
+    db_, effects_, calls_, run_id_, life_, n_ = sys.argv[1:7]
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    anyio.run(_child, Path(db_), Path(effects_), Path(calls_), run_id_, life_, int(n_))
