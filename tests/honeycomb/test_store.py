@@ -35,14 +35,9 @@ async def interrupted_run(
         tg.start_soon(lambda: executor.run(TASK, subtasks=plan(2), run_id="r1"))
         with anyio.fail_after(10):
             await setup.holding.wait()
-            while ("w0", 3) not in [(w, t) for w, t, _ in _calls(calls)]:
-                await anyio.sleep(0.01)
+            await setup.answered("w0").wait()
             await anyio.sleep(0.05)  # let w0's result reach the store
         tg.cancel_scope.cancel()
-
-
-def _calls(calls: Path) -> list[tuple[str, int, str]]:
-    return [(w, t, life) for w, made in calls_by_worker(calls).items() for t, life in made]
 
 
 async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
@@ -50,17 +45,21 @@ async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> Non
     result = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(3), run_id="r1")
     assert result.status == "ok"
     stored = await RunStore(db).load("r1")
-    assert stored is not None and stored.status == "ok" and stored.task == TASK
+    assert stored is not None
+    assert stored.status == "ok"
+    assert stored.task == TASK
     assert set(stored.workers) == {"w0", "w1", "w2"}
     for worker in stored.workers.values():
-        assert worker.status == "ok" and worker.result is not None
+        assert worker.status == "ok"
+        assert worker.result is not None
         # system and task are rebuilt from the role; the store keeps the rest:
         # assistant, 2 observations, assistant, 1 observation, final answer
         assert len(worker.messages) == 6
         assert sorted(e.status or "" for e in worker.journal.values()) == ["ok", "ok"]
     [summary] = RunStore(db).runs()
     assert (summary.run_id, summary.status, summary.workers) == ("r1", "ok", 3)
-    assert summary.model_calls == 9 and summary.tool_calls == 9
+    assert summary.model_calls == 9
+    assert summary.tool_calls == 9
     with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -79,7 +78,8 @@ async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
         store=db,
     )  # fmt: skip
     again = await executor.resume("r1")
-    assert again.answer_text == first.answer_text and again.status == "ok"
+    assert again.answer_text == first.answer_text
+    assert again.status == "ok"
 
 
 async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
@@ -88,7 +88,8 @@ async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
     stored = await RunStore(db).load("r1")
-    assert stored is not None and stored.status == "interrupted"
+    assert stored is not None
+    assert stored.status == "interrupted"
 
     setup = Setup(effects, calls, life="2")
     result = await setup.executor(RunStore(db)).run(TASK, run_id="r1")
@@ -128,14 +129,16 @@ async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
     result = await executor.run(TASK, run_id="r1")
     assert result.status == "partial"
     failed = result.subtasks["w1"]
-    assert failed.status == "failed" and failed.error is not None
-    assert failed.error.type == "OutcomeUnknown" and "'append'" in failed.error.message
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.type == "OutcomeUnknown"
+    assert "'append'" in failed.error.message
 
 
 async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
-    with pytest.raises(ConfigError, match="r1.*another task"):
+    with pytest.raises(ConfigError, match=r"r1.*another task"):
         await Setup(effects, calls).executor(db).run("something else", run_id="r1")
 
 
@@ -154,5 +157,5 @@ async def test_a_store_that_cannot_be_used_names_its_file(tmp_path: Path) -> Non
     bad = tmp_path / "not-a-db.db"
     bad.write_text("this is not sqlite " * 100)
     executor = Setup(tmp_path / "e", tmp_path / "c").executor(bad)
-    with pytest.raises(StoreError, match="not-a-db.db"):
+    with pytest.raises(StoreError, match=r"not-a-db\.db"):
         await executor.run(TASK, subtasks=plan(1), run_id="x")

@@ -49,6 +49,11 @@ class Setup:
         self.gate: anyio.Event | None = None
         self.held: set[str] = set()  # lines whose append waits for the gate
         self.holding = anyio.Event()  # set once a held append is waiting
+        self._answered: dict[str, anyio.Event] = {}
+
+    def answered(self, worker: str) -> anyio.Event:
+        """Set once ``worker`` was given its final answer."""
+        return self._answered.setdefault(worker, anyio.Event())
 
     async def _pause(self) -> None:
         if self.latency:
@@ -89,6 +94,7 @@ class Setup:
             if turn == 2:
                 return AssistantMessage(tool_calls=(_call("append", line=f"{worker}-2"),))
             seen = [m.content for m in request.messages if m.role == "tool"]
+            self.answered(worker).set()
             return f"done {worker}: " + " | ".join(seen)
 
         return FunctionModel(answer)
