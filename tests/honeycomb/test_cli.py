@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from honeycomb.cli import main
+from honeycomb import RunStore
+from honeycomb.cli import demo_hive_path, main
 
 
 @pytest.fixture
 def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No simulated tool latency; the outbox goes to a temporary folder."""
+    """No simulated tool latency; the outbox and the run store go to a temporary folder."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
     monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
     return tmp_path / "outbox"
@@ -79,7 +82,7 @@ def test_run_a_hive_with_a_model_override(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["run", "examples/trip/hive.yaml", "Compare the weather in Oslo and Rome.", "--plain",
+        ["run", str(demo_hive_path()), "Compare the weather in Oslo and Rome.", "--plain",
          "--model", "offline"]
     )  # fmt: skip
     assert code == 0
@@ -102,3 +105,37 @@ def test_the_console_script_runs_the_demo(fast_demo: Path, tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "Answer:" in done.stdout
     assert "speedup" in done.stdout
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
+    env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.3", "PYTHONUNBUFFERED": "1"}
+    store = tmp_path / "runs.db"
+    command = [sys.executable, "-m", "honeycomb", "demo", "--plain", "--store", str(store)]
+    child = subprocess.Popen(
+        [*command, "--run-id", "stopped"], cwd=tmp_path, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    for line in child.stdout:  # stop it once workers are running
+        if "started" in line and "planner" not in line:
+            break
+    child.send_signal(stop)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == code, err
+    assert f"{stop.name}: run stopped stopped." in err
+    assert f"honeycomb resume stopped --store {store}" in err
+    [kept] = RunStore(store).runs()
+    assert (kept.run_id, kept.status) == ("stopped", "interrupted")
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "resume", "stopped", "--store", str(store), "--plain"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Answer:" in resumed.stdout
+    [done] = RunStore(store).runs()
+    assert (done.run_id, done.status) == ("stopped", "ok")
+    assert len(list((tmp_path / "outbox").glob("*.md"))) <= 1  # the courier sent at most once
