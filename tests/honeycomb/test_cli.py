@@ -123,7 +123,7 @@ def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(
         if "started" in line and "planner" not in line:
             break
     child.send_signal(stop)
-    out, err = child.communicate(timeout=30)
+    _out, err = child.communicate(timeout=30)
     assert child.returncode == code, err
     assert f"{stop.name}: run stopped stopped." in err
     assert f"honeycomb resume stopped --store {store}" in err

@@ -330,7 +330,8 @@ async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:
     loop.checkpoint = Keep()
     await loop.run("look up a")
     mid = saved[0]  # after the model asked for lookup(a), before it ran
-    assert mid.pending and mid.pending[0].name == "lookup"
+    assert mid.pending
+    assert mid.pending[0].name == "lookup"
     resumed_model = ScriptedModel(["done again"])
     resumed = await make_loop(resumed_model).run("look up a", mid)
     assert isinstance(resumed, Final)
