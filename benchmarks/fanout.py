@@ -82,6 +82,12 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
             Point("F", "B, events on", on, ("honeycomb", "events off"), inner=7, paired=True,
                   variants=(on, b))
         )  # fmt: skip
+    if "G" in scenarios:
+        stored = {**b, "store": True}
+        chosen.append(
+            Point("G", "B, run store on", stored, ("honeycomb", "store off"), inner=7,
+                  paired=True, variants=(stored, b))
+        )  # fmt: skip
     if "I" in scenarios:
         chosen.append(Point("I", "import honeycomb", {}, ("import",)))
     return chosen
@@ -93,7 +99,7 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
         spec: dict[str, Any] = {"import": "honeycomb"}
     elif point.paired:
         variants = list(point.variants) or [point.params] * len(impls)
-        names = ["honeycomb" if i == "events off" else i for i in impls]
+        names = ["honeycomb" if i.endswith(" off") else i for i in impls]
         spec = {"pair": names, "variants": variants, "inner": point.inner}
     else:
         (impl,) = impls
@@ -185,6 +191,12 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
             Row.of("F observability", label, "CPU us/model turn", s, _per_turn, None, ok,
                    baseline_impl="events off")
         ]  # fmt: skip
+    if scenario == "G":
+        cheap = ("<= 1.5x store off", lambda hc, fl: hc <= 1.5 * fl)
+        return [
+            Row.of("G durability", label, "CPU us/model turn", s, _per_turn, cheap, ok,
+                   baseline_impl="store off")
+        ]  # fmt: skip
     if scenario == "I":
         quick = ("<= 300 ms", lambda hc, fl: hc <= 300)
         return [Row.of("import time", label, "ms", s, _import_ms, quick, ok, impl="import")]
@@ -242,7 +254,9 @@ def _cpu_model() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default="A,B,C,D,E,F,I", help="scenarios to run, e.g. A,B,I")
+    parser.add_argument(
+        "--scenario", default="A,B,C,D,E,F,G,I", help="scenarios to run, e.g. A,B,I"
+    )
     parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")

@@ -20,6 +20,7 @@ class Params:
     lt: float = 0.02
     side_effects: bool = False
     events: bool = False
+    store: bool = False  # keep the run in a SQLite run store (a temporary file)
 
     @property
     def ideal_s(self) -> float:

@@ -10,11 +10,14 @@ real ``Model`` protocol and checks that every earlier observation came back.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from benchmarks.spec import Params, expected_observation, pause
-from honeycomb import Executor, Policy, Role, Subtask, SubtaskResult, tool
+from honeycomb import Executor, Policy, Role, RunStore, Subtask, SubtaskResult, tool
 from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, ToolMessage, Usage
 
 
@@ -58,8 +61,10 @@ class BenchModel:
             self.broken.append(f"worker {worker} turn {turn}: observations {seen[:3]}...")
 
 
-def build_executor(params: Params, handlers: Sequence[Any] = ()) -> tuple[Executor, BenchModel]:
-    """The Executor for the workload, with its fake model."""
+def build_executor(
+    params: Params, handlers: Sequence[Any] = (), store: RunStore | None = None
+) -> tuple[Executor, BenchModel]:
+    """The Executor for the workload, with its fake model (and run store)."""
     counter = {"tool_calls": 0}
 
     async def lookup(key: str) -> str:
@@ -81,6 +86,7 @@ def build_executor(params: Params, handlers: Sequence[Any] = ()) -> tuple[Execut
         policy=Policy(max_workers=params.n, max_subtasks=params.n),
         on_event=handlers,
         log_events=params.events,
+        store=store,
     )
     executor.bench_counter = counter  # type: ignore[attr-defined]
     return executor, model
@@ -98,8 +104,15 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
     """Run the workload once through Honeycomb; returns counts and validity."""
     events: list[object] = []
     handlers = [events.append] if params.events else []
-    executor, model = build_executor(params, handlers)
-    result = await executor.run("fan out", subtasks=plan(params))
+    folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-")) if params.store else None
+    store = RunStore(folder / "runs.db") if folder is not None else None
+    executor, model = build_executor(params, handlers, store)
+    try:
+        result = await executor.run("fan out", subtasks=plan(params), run_id="bench")
+    finally:
+        if store is not None and folder is not None:
+            store.close()
+            shutil.rmtree(folder)
     answers = result.answer_text.split("\n") if result.answer_text else []
     tool_calls = executor.bench_counter["tool_calls"]  # type: ignore[attr-defined]
     wanted = {f"done-{i}" for i in range(params.n)}

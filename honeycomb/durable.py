@@ -10,7 +10,6 @@ finished workers, and the loop state each unfinished worker continues from.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore, StoredRun, StoredWorker
 from runtime import (
+    AssistantMessage,
     JournalEntry,
     Message,
     OnUnknown,
@@ -36,11 +36,25 @@ from workers import LoopState
 __all__ = ["Resumed", "RunRecord", "WorkerRecord", "restore"]
 
 _RESULT_EXCLUDE = {"worker": {"exception"}}
+_SAVE_MESSAGES = (
+    "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
+)
+_SAVE_STATE = (
+    "INSERT INTO workers (run_id, worker, status, updated_at, task, messages, previous, turn, "
+    "input_tokens, output_tokens, tool_calls, nudged, output_attempts, wrapped_up, repeats) "
+    "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id, worker) DO UPDATE SET updated_at = excluded.updated_at, "
+    "task = excluded.task, messages = excluded.messages, previous = excluded.previous, "
+    "turn = excluded.turn, input_tokens = excluded.input_tokens, "
+    "output_tokens = excluded.output_tokens, tool_calls = excluded.tool_calls, "
+    "nudged = excluded.nudged, output_attempts = excluded.output_attempts, "
+    "wrapped_up = excluded.wrapped_up, repeats = excluded.repeats"
+)
 
 
 @cache
-def _messages() -> TypeAdapter[Message]:
-    return TypeAdapter(Message)
+def _messages() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
 
 
 class RunRecord:
@@ -148,24 +162,16 @@ class WorkerRecord:
     def save(self, state: LoopState) -> None:
         run_id, worker, messages = self._run.run_id, self._worker, state.messages
         start = self._saved if len(messages) >= self._saved else 0
-        statements: list[tuple[str, tuple[Any, ...]]] = [
-            (
-                "INSERT OR REPLACE INTO messages (run_id, worker, seq, message) "
-                "VALUES (?, ?, ?, ?)",
-                (run_id, worker, seq, messages[seq].model_dump_json()),
-            )
-            for seq in range(start, len(messages))
-        ]
-        statements.append(
-            (
-                "INSERT INTO workers (run_id, worker, status, state, updated_at) "
-                "VALUES (?, ?, 'running', ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
-                "state = excluded.state, updated_at = excluded.updated_at",
-                (run_id, worker, _state_json(state), time.time()),
-            )
-        )
+        # The turn's new messages go in one row: one insert per turn, not per message.
+        new = "[" + ",".join([_json(messages[seq]) for seq in range(start, len(messages))]) + "]"
         self._saved = len(messages)
-        self._run.store.write(*statements)
+        row = (
+            run_id, worker, time.time(), state.task, len(messages),
+            _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
+            state.output_tokens, state.tool_calls, state.nudged, state.output_attempts,
+            state.wrapped_up, state.repeats,
+        )  # fmt: skip
+        self._run.store.save((_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row))
 
     # --- Journal ----------------------------------------------------------------------
 
@@ -207,22 +213,9 @@ class WorkerRecord:
         )
 
 
-def _state_json(state: LoopState) -> str:
-    return json.dumps(
-        {
-            "task": state.task,
-            "messages": len(state.messages),
-            "turn": state.turn,
-            "input_tokens": state.input_tokens,
-            "output_tokens": state.output_tokens,
-            "tool_calls": state.tool_calls,
-            "previous_calls": [c.model_dump() for c in state.previous_calls],
-            "nudged": state.nudged,
-            "output_attempts": state.output_attempts,
-            "wrapped_up": state.wrapped_up,
-            "repeats": state.repeats,
-        }
-    )
+def _json(message: Message) -> str:
+    """A message as JSON (its own serializer: the union's costs twice as much)."""
+    return message.__pydantic_serializer__.to_json(message).decode()
 
 
 def _state(stored: StoredWorker) -> LoopState | None:
@@ -232,7 +225,12 @@ def _state(stored: StoredWorker) -> LoopState | None:
         return None
     adapter = _messages()
     count = saved["messages"]
-    messages = tuple(adapter.validate_json(m) for m in stored.messages[:count])
+    found: list[Message] = []
+    for seq, batch in stored.messages:
+        if seq > len(found):
+            return None  # a gap: start this worker again
+        found[seq:] = adapter.validate_json(batch)
+    messages = tuple(found[:count])
     if len(messages) < count:
         return None  # the store lost the tail: start this worker again
     return LoopState(
@@ -242,12 +240,27 @@ def _state(stored: StoredWorker) -> LoopState | None:
         input_tokens=saved["input_tokens"],
         output_tokens=saved["output_tokens"],
         tool_calls=saved["tool_calls"],
-        previous_calls=tuple(ToolCall.model_validate(c) for c in saved["previous_calls"]),
-        nudged=saved["nudged"],
+        previous_calls=_calls_at(saved["previous"], messages),
+        nudged=bool(saved["nudged"]),
         output_attempts=saved["output_attempts"],
-        wrapped_up=saved["wrapped_up"],
+        wrapped_up=bool(saved["wrapped_up"]),
         repeats=saved["repeats"],
     )
+
+
+def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
+    """Where the message holding ``calls`` is (-1: none), so they are stored once."""
+    if calls:
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AssistantMessage) and message.tool_calls is calls:
+                return index
+    return -1
+
+
+def _calls_at(index: int, messages: tuple[Message, ...]) -> tuple[ToolCall, ...]:
+    message = messages[index] if 0 <= index < len(messages) else None
+    return message.tool_calls if isinstance(message, AssistantMessage) else ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +31,11 @@ import sniffio
 
 from runtime import JournalEntry, StoreError
 
-__all__ = ["RunStore", "RunSummary", "StoredRun", "StoredWorker"]
+__all__ = ["STATE_FIELDS", "RunStore", "RunSummary", "StoredRun", "StoredWorker"]
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
+BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     task TEXT NOT NULL,
@@ -55,16 +56,26 @@ CREATE TABLE IF NOT EXISTS workers (
     run_id TEXT NOT NULL,
     worker TEXT NOT NULL,
     status TEXT NOT NULL,
-    state TEXT,
     result TEXT,
     updated_at REAL NOT NULL,
+    task TEXT,
+    messages INTEGER,
+    previous INTEGER,
+    turn INTEGER,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    tool_calls INTEGER,
+    nudged INTEGER,
+    output_attempts INTEGER,
+    wrapped_up INTEGER,
+    repeats INTEGER,
     PRIMARY KEY (run_id, worker)
 );
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL,
     worker TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    message TEXT NOT NULL,
+    messages TEXT NOT NULL,
     PRIMARY KEY (run_id, worker, seq)
 );
 CREATE TABLE IF NOT EXISTS journal (
@@ -80,9 +91,13 @@ CREATE TABLE IF NOT EXISTS journal (
     finished_at REAL,
     PRIMARY KEY (run_id, worker, turn, call_id)
 );
+PRAGMA user_version = 1;
+COMMIT;
 """
 
+_GATHER_S = 0.002
 Statement = tuple[str, Sequence[Any]]
+"""SQL and its parameters: a tuple for one row, a list of tuples for many."""
 _STOP = object()
 
 
@@ -107,15 +122,23 @@ class RunSummary:
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
+STATE_FIELDS = (
+    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "tool_calls",
+    "nudged", "output_attempts", "wrapped_up", "repeats",
+)  # fmt: skip
+"""A worker's saved loop state: its columns in the ``workers`` table."""
+
+
 @dataclass(slots=True)
 class StoredWorker:
     """What a store holds of one worker: its result once finished, else its last
-    saved state (counters as JSON, and its messages as JSON, in order)."""
+    saved state (the :data:`STATE_FIELDS`) and its messages: ``(seq, JSON array)``
+    rows in order, each holding the messages from index ``seq`` on."""
 
     status: str
     result: str | None
     state: dict[str, Any] | None
-    messages: list[str] = field(default_factory=list)
+    messages: list[tuple[int, str]] = field(default_factory=list)
     journal: dict[tuple[int, str], JournalEntry] = field(default_factory=dict)
 
 
@@ -152,11 +175,20 @@ class RunStore:
     # --- writing ------------------------------------------------------------------------
 
     def write(self, *statements: Statement) -> concurrent.futures.Future[None]:
-        """Queue statements to commit together; the future is done once they are."""
+        """Queue statements to commit together, in order with every other write; the
+        future is done once they are committed."""
         self._ensure_writer()
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._queue.put((statements, done))
+        self._queue.put((statements, done, False))
         return done
+
+    def save(self, *statements: Statement) -> None:
+        """Queue statements that commute with every other kind of statement (they
+        touch rows nothing else writes), to be committed soon. The writer runs all
+        such rows of a batch with one ``executemany`` per statement, in the order
+        they were saved: this is what keeps a checkpoint every turn cheap."""
+        self._ensure_writer()
+        self._queue.put((statements, None, True))
 
     async def commit(self, *statements: Statement) -> None:
         """Write ``statements`` and return once they (and all written before) are
@@ -196,6 +228,11 @@ class RunStore:
         stopping = False
         while not stopping:
             batch = [self._queue.get()]
+            if batch[0] is not _STOP and batch[0][1] is None:
+                # Group commit: gather what arrives in the next moment into the same
+                # transaction (a commit costs far more than a row). Not when someone
+                # waits for this write: a side effect waits for its intent.
+                time.sleep(_GATHER_S)
             while True:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -206,22 +243,39 @@ class RunStore:
             items = [item for item in batch if item is not _STOP]
             error: BaseException | None = None
             try:
-                connection.execute("BEGIN IMMEDIATE")
-                for statements, _ in items:
-                    for sql, params in statements:
-                        connection.execute(sql, params)
-                connection.execute("COMMIT")
+                self._commit(connection, items)
             except sqlite3.Error as exc:
                 error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
                 self._failure = error
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
-            for _, done in items:
+            for _, done, _ in items:
+                if done is None:
+                    continue
                 if error is None:
                     done.set_result(None)
                 else:
                     done.set_exception(error)
         connection.close()
+
+    @staticmethod
+    def _commit(connection: sqlite3.Connection, items: list[Any]) -> None:
+        """One transaction: ordered writes in order, then the saved rows merged."""
+        merged: dict[str, list[Sequence[Any]]] = {}
+        connection.execute("BEGIN IMMEDIATE")
+        for statements, _, merge in items:
+            for sql, params in statements:
+                many = isinstance(params, list)  # rows for one statement
+                if merge:
+                    rows = merged.setdefault(sql, [])
+                    rows.extend(params) if many else rows.append(params)
+                elif many:
+                    connection.executemany(sql, params)
+                else:
+                    connection.execute(sql, params)
+        for sql, rows in merged.items():
+            connection.executemany(sql, rows)
+        connection.execute("COMMIT")
 
     # --- reading ------------------------------------------------------------------------
 
@@ -254,16 +308,19 @@ class RunStore:
             if row is None:
                 return None
             workers: dict[str, StoredWorker] = {}
-            for name, status, state, result in db.execute(
-                "SELECT worker, status, state, result FROM workers WHERE run_id = ?", (run_id,)
+            columns = ", ".join(STATE_FIELDS)
+            for name, status, result, *state in db.execute(
+                f"SELECT worker, status, result, {columns} FROM workers WHERE run_id = ?",
+                (run_id,),
             ):
-                workers[name] = StoredWorker(status, result, json.loads(state) if state else None)
-            for name, message in db.execute(
-                "SELECT worker, message FROM messages WHERE run_id = ? ORDER BY worker, seq",
+                saved = dict(zip(STATE_FIELDS, state, strict=True))
+                workers[name] = StoredWorker(status, result, saved if state[0] else None)
+            for name, seq, messages in db.execute(
+                "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
                 (run_id,),
             ):
                 if name in workers:
-                    workers[name].messages.append(message)
+                    workers[name].messages.append((seq, messages))
             for name, turn, call_id, tool, arguments, status, content in db.execute(
                 "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
                 "WHERE run_id = ?",
@@ -275,7 +332,7 @@ class RunStore:
 
     # --- connections --------------------------------------------------------------------
 
-    def _connect(self, *, create: bool = True) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(
@@ -290,16 +347,15 @@ class RunStore:
                     "upgrade Honeycomb or use another store",
                     path=str(self.path),
                 )
-            if create:
-                db.executescript(_SCHEMA)
-                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            if version < _SCHEMA_VERSION:
+                db.executescript(_SCHEMA)  # one transaction: a crash leaves all or none
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the run store: {exc}", path=str(self.path)) from exc
         return db
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect(create=False)
+        db = self._connect()
         try:
             db.execute("BEGIN")  # one snapshot for the whole read
             yield db

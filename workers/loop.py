@@ -227,13 +227,15 @@ class AgentLoop:
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
-        result: Step = Continue(state if state is not None else LoopState(task=task))
+        current = state if state is not None else LoopState(task=task)
         checkpoint = self.checkpoint
-        while isinstance(result, Continue):
-            result = await self.step(result.state)
+        while True:
+            result = await self.step(current)
+            if not isinstance(result, Continue):
+                return result  # the worker's result is what is kept of a finished loop
+            current = result.state
             if checkpoint is not None:
-                checkpoint.save(result.state)
-        return result
+                checkpoint.save(current)
 
     async def step(self, state: LoopState) -> Step:
         """One model turn, and the tool calls it asks for."""
@@ -261,7 +263,9 @@ class AgentLoop:
                 output_tokens=state.output_tokens + spent.output_tokens,
                 nudged=False,
             )
-            if self.checkpoint is not None:
+            if self.checkpoint is not None and self._side_effects(message.tool_calls):
+                # Saved before any side effect runs, so a resumed loop runs these very
+                # calls (their ids are what the journal knows), not a new answer's.
                 self.checkpoint.save(asked)
             return await self._observe(asked)
         state = state._replace(
@@ -376,6 +380,14 @@ class AgentLoop:
         if terminal is not None:
             return self._finish(state, terminal.content)
         return Continue(state)
+
+    def _side_effects(self, calls: tuple[ToolCall, ...]) -> bool:
+        tools = self.dispatcher.tools
+        for c in calls:
+            found = tools.get(c.name)
+            if found is not None and found.side_effects:
+                return True
+        return False
 
     def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
         for obs in observations:

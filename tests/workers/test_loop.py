@@ -320,21 +320,29 @@ async def test_a_repeat_that_the_model_breaks_out_of_is_not_a_runaway() -> None:
 
 async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:
     saved: list[LoopState] = []
+    sent: list[str] = []
 
     class Keep:
         def save(self, state: LoopState) -> None:
             saved.append(state)
 
-    model = ScriptedModel([[call("lookup", {"key": "a"})], "done"])
-    loop = make_loop(model)
-    loop.checkpoint = Keep()
-    await loop.run("look up a")
-    mid = saved[0]  # after the model asked for lookup(a), before it ran
-    assert mid.pending
-    assert mid.pending[0].name == "lookup"
+    @tool(side_effects=True)
+    def send(to: str) -> str:
+        """Send."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def loop(model: ScriptedModel) -> AgentLoop:
+        return AgentLoop(model, Dispatcher(ToolRegistry([send])), checkpoint=Keep())
+
+    await loop(ScriptedModel([[call("send", {"to": "ana"})], "done"])).run("send it")
+    mid = saved[0]  # after the model asked for send(ana), before it ran
+    assert [c.name for c in mid.pending] == ["send"]
+    assert sent == ["ana"]
     resumed_model = ScriptedModel(["done again"])
-    resumed = await make_loop(resumed_model).run("look up a", mid)
+    resumed = await loop(resumed_model).run("send it", mid)
     assert isinstance(resumed, Final)
     assert resumed.output == "done again"
     [request] = resumed_model.requests  # the model was asked once: the pending call ran first
-    assert [m.content for m in request.messages if isinstance(m, ToolMessage)] == ["value-of-a"]
+    assert [m.content for m in request.messages if isinstance(m, ToolMessage)] == ["sent to ana"]
+    assert sent == ["ana", "ana"]  # no journal here: the dispatcher ran it again
