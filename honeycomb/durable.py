@@ -41,12 +41,13 @@ _SAVE_MESSAGES = (
 )
 _SAVE_STATE = (
     "INSERT INTO workers (run_id, worker, status, updated_at, task, messages, previous, turn, "
-    "input_tokens, output_tokens, tool_calls, nudged, output_attempts, wrapped_up, repeats) "
-    "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "input_tokens, output_tokens, cost, tool_calls, nudged, output_attempts, wrapped_up, "
+    "repeats) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id, worker) DO UPDATE SET updated_at = excluded.updated_at, "
     "task = excluded.task, messages = excluded.messages, previous = excluded.previous, "
     "turn = excluded.turn, input_tokens = excluded.input_tokens, "
-    "output_tokens = excluded.output_tokens, tool_calls = excluded.tool_calls, "
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, "
+    "tool_calls = excluded.tool_calls, "
     "nudged = excluded.nudged, output_attempts = excluded.output_attempts, "
     "wrapped_up = excluded.wrapped_up, repeats = excluded.repeats"
 )
@@ -121,7 +122,7 @@ class RunRecord:
         await self.store.commit(
             (
                 "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
-                "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ? "
+                "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "
                 "WHERE run_id = ?",
                 (
                     status,
@@ -134,6 +135,7 @@ class RunRecord:
                     usage.input_tokens,
                     usage.output_tokens,
                     usage.tool_calls,
+                    usage.cost,
                     self.run_id,
                 ),
             )
@@ -168,7 +170,7 @@ class WorkerRecord:
         row = (
             run_id, worker, time.time(), state.task, len(messages),
             _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
-            state.output_tokens, state.tool_calls, state.nudged, state.output_attempts,
+            state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
             state.wrapped_up, state.repeats,
         )  # fmt: skip
         self._run.store.save((_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row))
@@ -239,6 +241,7 @@ def _state(stored: StoredWorker) -> LoopState | None:
         turn=saved["turn"],
         input_tokens=saved["input_tokens"],
         output_tokens=saved["output_tokens"],
+        cost=saved["cost"] or 0.0,
         tool_calls=saved["tool_calls"],
         previous_calls=_calls_at(saved["previous"], messages),
         nudged=bool(saved["nudged"]),
@@ -287,7 +290,9 @@ def restore(stored: StoredRun) -> Resumed:
     plan = Plan.model_validate_json(stored.plan) if stored.plan else None
     finished: dict[str, SubtaskResult] = {}
     states: dict[str, LoopState] = {}
-    counts = dict.fromkeys(("input_tokens", "output_tokens", "model_calls", "tool_calls"), 0)
+    counts: dict[str, float] = dict.fromkeys(
+        ("input_tokens", "output_tokens", "model_calls", "tool_calls", "cost"), 0
+    )
     for name, worker in stored.workers.items():
         if worker.result is not None:
             outcome = SubtaskResult.model_validate_json(worker.result)
@@ -303,6 +308,7 @@ def restore(stored: StoredRun) -> Resumed:
             counts["output_tokens"] += state.output_tokens
             counts["model_calls"] += state.turn
             counts["tool_calls"] += state.tool_calls
+            counts["cost"] += state.cost
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
     return Resumed(plan, finished, states, Usage(**counts), journals)
 

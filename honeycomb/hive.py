@@ -22,6 +22,8 @@ from runtime import (
     ConfigErrors,
     Model,
     OpenAIModel,
+    Price,
+    PricedModel,
     RetryPolicy,
     ToolRegistry,
     YamlDocument,
@@ -42,6 +44,15 @@ class RetrySpec(BaseModel):
     max_wait_s: float = Field(default=30.0, gt=0)
 
 
+class PriceSpec(BaseModel):
+    """Dollars per million tokens (``price: {input_per_mtok: 0.15, output_per_mtok: 0.6}``)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class ModelSpec(BaseModel):
     """One model of the hive: an OpenAI-compatible endpoint, or the offline model."""
 
@@ -56,6 +67,7 @@ class ModelSpec(BaseModel):
     retry: RetrySpec = Field(default_factory=RetrySpec)
     latency: float = Field(default=0.15, ge=0)
     jitter: float = Field(default=0.0, ge=0)
+    price: PriceSpec | None = None
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:
@@ -64,6 +76,12 @@ class ModelSpec(BaseModel):
         return self
 
     def build(self) -> Model:
+        model = self._build()
+        if self.price is None:
+            return model
+        return PricedModel(model, Price(self.price.input_per_mtok, self.price.output_per_mtok))
+
+    def _build(self) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         r = self.retry

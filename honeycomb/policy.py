@@ -26,6 +26,8 @@ class Budgets(BaseModel):
     total_tokens: int | None = Field(default=None, ge=1)
     tool_calls: int | None = Field(default=None, ge=1)
     wall_time_s: float | None = Field(default=None, gt=0)
+    cost: float | None = Field(default=None, gt=0)
+    """Dollars, from the models' prices (``price:`` in the hive)."""
 
     def limits(self) -> Limits:
         return Limits(
@@ -33,6 +35,7 @@ class Budgets(BaseModel):
             total_tokens=self.total_tokens,
             tool_calls=self.tool_calls,
             wall_time_s=self.wall_time_s,
+            cost=self.cost,
         )
 
 

@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS runs (
     model_calls INTEGER NOT NULL DEFAULT 0,
     input_tokens INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
-    tool_calls INTEGER NOT NULL DEFAULT 0
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS workers (
     run_id TEXT NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS workers (
     turn INTEGER,
     input_tokens INTEGER,
     output_tokens INTEGER,
+    cost REAL,
     tool_calls INTEGER,
     nudged INTEGER,
     output_attempts INTEGER,
@@ -116,6 +118,7 @@ class RunSummary:
     output_tokens: int
     tool_calls: int
     source: str | None
+    cost: float
 
     @property
     def duration_s(self) -> float | None:
@@ -123,8 +126,8 @@ class RunSummary:
 
 
 STATE_FIELDS = (
-    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "tool_calls",
-    "nudged", "output_attempts", "wrapped_up", "repeats",
+    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
+    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats",
 )  # fmt: skip
 """A worker's saved loop state: its columns in the ``workers`` table."""
 
@@ -292,7 +295,7 @@ class RunStore:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT run_id, task, status, started_at, finished_at, workers, model_calls, "
-                "input_tokens, output_tokens, tool_calls, source FROM runs "
+                "input_tokens, output_tokens, tool_calls, source, cost FROM runs "
                 "ORDER BY started_at DESC LIMIT ?",
                 (limit,),
             ).fetchall()

@@ -58,6 +58,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
+from runtime.pricing import Price, PricedModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 from runtime.yaml_config import (
     YamlDocument,
@@ -108,6 +109,8 @@ __all__ = [
     "OutputSchema",
     "OutputValidationError",
     "PlanError",
+    "Price",
+    "PricedModel",
     "RetryPolicy",
     "RetryingModel",
     "RunFailed",

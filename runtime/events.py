@@ -60,6 +60,7 @@ class ModelCallFinished(Event):
     model: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float = 0.0
     tool_calls: int = 0
     error: str | None = None
 

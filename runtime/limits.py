@@ -23,15 +23,17 @@ class Limits:
         total_tokens: Input plus output tokens across all workers.
         tool_calls: Tool calls across all workers.
         wall_time_s: Seconds since the run started.
+        cost: Dollars across all workers (from the models' prices).
     """
 
     model_calls: int | None = None
     total_tokens: int | None = None
     tool_calls: int | None = None
     wall_time_s: float | None = None
+    cost: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("model_calls", "total_tokens", "tool_calls", "wall_time_s"):
+        for name in ("model_calls", "total_tokens", "tool_calls", "wall_time_s", "cost"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"limit {name} must be positive, got {value}")
@@ -45,11 +47,14 @@ class Budget:
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
     """
 
-    __slots__ = ("_input", "_model_calls", "_output", "_started", "_tool_calls", "limits")
+    __slots__ = (
+        "_cost", "_input", "_model_calls", "_output", "_started", "_tool_calls", "limits",
+    )  # fmt: skip
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
         self._input = self._output = self._model_calls = self._tool_calls = 0
+        self._cost = 0.0
         self._started = time.monotonic()
 
     @property
@@ -60,6 +65,7 @@ class Budget:
             output_tokens=self._output,
             model_calls=self._model_calls,
             tool_calls=self._tool_calls,
+            cost=self._cost,
         )
 
     @property
@@ -82,6 +88,8 @@ class Budget:
             raise BudgetExceeded("tool_calls", lim.tool_calls, self._tool_calls)
         if lim.wall_time_s is not None and self.elapsed_s >= lim.wall_time_s:
             raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
+        if lim.cost is not None and self._cost >= lim.cost:
+            raise BudgetExceeded("cost", lim.cost, round(self._cost, 6))
 
     def reserve_model_call(self) -> None:
         """Check every limit, then count one model call.
@@ -93,10 +101,11 @@ class Budget:
         self._model_calls += 1
 
     def charge(self, usage: Usage) -> None:
-        """Add tokens and tool calls spent (model calls are counted on reserve)."""
+        """Add tokens, tool calls and cost spent (model calls are counted on reserve)."""
         self._input += usage.input_tokens
         self._output += usage.output_tokens
         self._tool_calls += usage.tool_calls
+        self._cost += usage.cost
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count

@@ -26,12 +26,17 @@ class _Frozen(BaseModel):
 
 
 class Usage(_Frozen):
-    """Tokens and calls spent. Adds up with ``+``."""
+    """Tokens, calls and cost spent. Adds up with ``+``.
+
+    ``cost`` is in US dollars, from the prices configured for the model (0 when none
+    are: Honeycomb never guesses a price).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     model_calls: int = 0
     tool_calls: int = 0
+    cost: float = 0.0
 
     @property
     def total_tokens(self) -> int:
@@ -43,6 +48,7 @@ class Usage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             model_calls=self.model_calls + other.model_calls,
             tool_calls=self.tool_calls + other.tool_calls,
+            cost=self.cost + other.cost,
         )
 
 

@@ -109,6 +109,7 @@ class LoopState(NamedTuple):
         turn: Model calls made so far.
         input_tokens: Input tokens spent so far.
         output_tokens: Output tokens spent so far.
+        cost: Dollars spent so far (from the model's prices, if any).
         tool_calls: Tool calls run so far.
         previous_calls: The calls of the last turn (a repeat of one is not run).
         nudged: The last reply was empty and the model was nudged.
@@ -122,6 +123,7 @@ class LoopState(NamedTuple):
     turn: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float = 0.0
     tool_calls: int = 0
     previous_calls: tuple[ToolCall, ...] = ()
     nudged: bool = False
@@ -147,6 +149,7 @@ class LoopState(NamedTuple):
             "output_tokens": self.output_tokens,
             "model_calls": self.turn,
             "tool_calls": self.tool_calls,
+            "cost": self.cost,
         }
         return trusted(Usage, counts)
 
@@ -261,6 +264,7 @@ class AgentLoop:
                 turn=state.turn + 1,
                 input_tokens=state.input_tokens + spent.input_tokens,
                 output_tokens=state.output_tokens + spent.output_tokens,
+                cost=state.cost + spent.cost,
                 nudged=False,
             )
             if self.checkpoint is not None and self._side_effects(message.tool_calls):
@@ -273,6 +277,7 @@ class AgentLoop:
             turn=state.turn + 1,
             input_tokens=state.input_tokens + spent.input_tokens,
             output_tokens=state.output_tokens + spent.output_tokens,
+            cost=state.cost + spent.cost,
             wrapped_up=wrap_up,
         )
         if message.is_empty:
@@ -343,6 +348,7 @@ class AgentLoop:
                 model=response.model if response is not None else "",
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
+                cost=usage.cost,
                 tool_calls=len(response.message.tool_calls) if response is not None else 0,
                 error=None if exc is None else f"{type(exc).__name__}: {exc}",
             )

@@ -1,0 +1,52 @@
+"""What model calls cost: prices per million tokens, applied by a wrapping model.
+
+Honeycomb ships no price table (prices change and differ by provider); configure them
+per model (``price:`` in the hive, or :class:`PricedModel` in Python). Without a
+price, a call's cost is 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime._values import trusted
+from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+
+__all__ = ["Price", "PricedModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Dollars per million tokens.
+
+    Attributes:
+        input_per_mtok: Per million input (prompt) tokens.
+        output_per_mtok: Per million output (completion) tokens.
+    """
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def __post_init__(self) -> None:
+        for name in ("input_per_mtok", "output_per_mtok"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+
+    def of(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of a call with these token counts."""
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+class PricedModel(WrapperModel):
+    """A model whose answers carry their cost (``response.usage.cost``)."""
+
+    def __init__(self, inner: Model, price: Price) -> None:
+        super().__init__(inner)
+        self.price = price
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        response = await self.inner.complete(request)
+        usage = response.usage
+        cost = self.price.of(usage.input_tokens, usage.output_tokens)
+        priced = usage.model_copy(update={"cost": cost})
+        return trusted(ModelResponse, {**response.__dict__, "usage": priced})
