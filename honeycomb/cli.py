@@ -24,7 +24,7 @@ from rich.console import Console
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.view import JsonView, LiveView, PlainView, View, summary
+from honeycomb.view import JsonView, LiveView, PlainView, View, format_cost, summary
 from runtime import (
     BudgetExceeded,
     ConfigErrors,
@@ -191,7 +191,7 @@ def _run_line(run: RunSummary) -> str:
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
     return (
         f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {run.workers:>3} workers  "
-        f"{run.model_calls:>4} model calls  {tokens:>7} tokens  {task}"
+        f"{run.model_calls:>4} model calls  {tokens:>7} tokens  {format_cost(run.cost):>8}  {task}"
     )
 
 

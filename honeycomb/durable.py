@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from functools import cache
 from typing import Any
 
@@ -20,6 +20,8 @@ from pydantic import TypeAdapter
 
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
+from honeycomb.spans import FIELDS as SPAN_FIELDS
+from honeycomb.spans import Span
 from honeycomb.store import RunStore, StoredRun, StoredWorker
 from runtime import (
     AssistantMessage,
@@ -96,6 +98,10 @@ class RunRecord:
         """Journal entries of an earlier life of this run, by worker."""
         self._journals = journals
 
+    def span(self, span: Span) -> None:
+        """Keep a span that ended (see :mod:`honeycomb.spans`)."""
+        self.store.save((_SAVE_SPAN, (self.run_id, *astuple(span))))
+
     def subtask_finished(self, outcome: SubtaskResult) -> None:
         if outcome.status == "cancelled":
             return  # not finished: a resumed run continues it
@@ -140,6 +146,15 @@ class RunRecord:
                 ),
             )
         )
+
+
+_SAVE_SPAN = (
+    "INSERT OR REPLACE INTO spans (run_id, "
+    + ", ".join(f'"{name}"' for name in SPAN_FIELDS)
+    + ") VALUES (?, "
+    + ", ".join("?" for _ in SPAN_FIELDS)
+    + ")"
+)
 
 
 class WorkerRecord:

@@ -38,6 +38,7 @@ from honeycomb.planner import PlannerLike, StaticPlanner, SubtaskSpec, as_planne
 from honeycomb.policy import Policy
 from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
 from honeycomb.scheduler import Scheduler
+from honeycomb.spans import SpanRecorder
 from honeycomb.store import RunStore
 from honeycomb.stream import RunStream
 from runtime import (
@@ -84,6 +85,8 @@ class Executor:
             run that stopped can be resumed.
         source: Where this Executor was declared (a hive file), kept with each run
             so ``honeycomb resume`` can rebuild it.
+        trace: Record each run's spans (:mod:`honeycomb.spans`) in the store.
+            Default: when there is a store.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -104,6 +107,7 @@ class Executor:
         log_events: bool = True,
         store: RunStore | str | Path | None = None,
         source: str | None = None,
+        trace: bool | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         self.roles: dict[str, Role] = {r.name: r for r in role_list}
@@ -125,6 +129,7 @@ class Executor:
         self._log = log_events
         self.store = store if isinstance(store, RunStore | None) else RunStore(store)
         self.source = source
+        self.trace = trace if trace is not None else self.store is not None
         self.output_type = output_type
         self.planner = as_planner(planner, self.roles)
         self.aggregator = as_aggregator(aggregator, self.roles, output_type)
@@ -288,6 +293,11 @@ class _Run:
         self.task = task
         self.run_id = run_id
         policy = executor.policy
+        store = executor.store
+        self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
+        if executor.trace:
+            on_close = self.record.span if self.record is not None else None
+            handlers = (*handlers, SpanRecorder(on_close))
         self.tracer = Tracer(*executor._handlers, *handlers, log=executor._log)
         self.context = RunContext(
             run_id=run_id,
@@ -305,8 +315,6 @@ class _Run:
         self.scheduler: Scheduler | None = None
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
         self.started = time.perf_counter()
-        store = executor.store
-        self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
         self.resumed: Resumed | None = None
 
     async def execute(
@@ -333,7 +341,7 @@ class _Run:
             raise
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._close_record("interrupted", None, "cancelled")
+                await self._finished("interrupted", None, None)
             raise
         await self._finished(result.status, result, None)
         return result

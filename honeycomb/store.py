@@ -29,6 +29,8 @@ import anyio
 import anyio.to_thread
 import sniffio
 
+from honeycomb.spans import FIELDS as SPAN_FIELDS
+from honeycomb.spans import Span
 from runtime import JournalEntry, StoreError
 
 __all__ = ["STATE_FIELDS", "RunStore", "RunSummary", "StoredRun", "StoredWorker"]
@@ -92,6 +94,24 @@ CREATE TABLE IF NOT EXISTS journal (
     started_at REAL NOT NULL,
     finished_at REAL,
     PRIMARY KEY (run_id, worker, turn, call_id)
+);
+CREATE TABLE IF NOT EXISTS spans (
+    run_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    parent_id TEXT,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    start REAL NOT NULL,
+    "end" REAL NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    worker TEXT,
+    turn INTEGER,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (run_id, span_id)
 );
 PRAGMA user_version = 1;
 COMMIT;
@@ -300,6 +320,17 @@ class RunStore:
                 (limit,),
             ).fetchall()
         return [RunSummary(*row) for row in rows]
+
+    def spans(self, run_id: str) -> list[Span]:
+        """The spans kept for run ``run_id`` (every life of it), by start time."""
+        if not self.path.exists():
+            return []
+        columns = ", ".join(f'"{name}"' for name in SPAN_FIELDS)
+        with self._reading() as db:
+            rows = db.execute(
+                f"SELECT {columns} FROM spans WHERE run_id = ? ORDER BY start", (run_id,)
+            ).fetchall()
+        return [Span(*row) for row in rows]
 
     def _load(self, run_id: str) -> StoredRun | None:
         if not self.path.exists():

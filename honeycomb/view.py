@@ -215,6 +215,13 @@ def _describe(event: Event) -> str:
     return ""
 
 
+def format_cost(dollars: float) -> str:
+    """Dollars for people: ``$0.0123``; ``-`` when no price is configured."""
+    if not dollars:
+        return "-"
+    return f"${dollars:.4f}" if dollars < 1 else f"${dollars:,.2f}"
+
+
 def summary(result: RunResult) -> list[str]:
     """The closing lines: wall time, critical path, speedup, tokens and calls."""
     t, u = result.timings, result.usage
@@ -225,6 +232,7 @@ def summary(result: RunResult) -> list[str]:
         f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial",
         f"tokens         {u.total_tokens:7d}    ({u.input_tokens} in, {u.output_tokens} out)",
         f"calls          {u.model_calls:7d} model, {u.tool_calls} tool",
+        f"cost           {format_cost(u.cost):>7}",
     ]
     if result.failures:
         lines.append(

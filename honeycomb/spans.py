@@ -1,0 +1,312 @@
+"""Spans: what ran when, what it waited on, and what it cost.
+
+A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
+``model_call`` / ``tool_call``. :class:`SpanRecorder` builds them from the run's
+events as they happen (it is an event handler), so tracing needs no hook anywhere
+else. A run with a store keeps its spans there (``honeycomb trace RUN_ID``), and
+:func:`to_jsonl` exports them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from honeycomb.events import (
+    AggregationFinished,
+    AggregationStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    WorkerFinished,
+    WorkerStarted,
+)
+from runtime import (
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+__all__ = ["Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
+
+SpanKind = Literal["run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One timed piece of a run.
+
+    Attributes:
+        span_id: Unique in its run (16 hex digits).
+        parent_id: The enclosing span (None for the run).
+        kind: What it is.
+        name: The task (run), subtask id (worker), model (model call), tool (tool call).
+        start: Seconds since the epoch.
+        end: Seconds since the epoch.
+        status: ``ok``, ``error``, ``failed``, ``timeout``, ``skipped``, ``unknown``,
+            ``cancelled`` ... as its event said.
+        error: What went wrong, when something did.
+        worker: The worker it belongs to (planner and aggregator calls name their role).
+        turn: The worker's turn (turns, model and tool calls).
+        input_tokens: Tokens in (model calls; summed on turns, workers and the run).
+        output_tokens: Tokens out (idem).
+        cost: Dollars (idem), from the model's price.
+        detail: The tool call id (tool calls), the role (workers).
+    """
+
+    span_id: str
+    parent_id: str | None
+    kind: SpanKind
+    name: str
+    start: float
+    end: float
+    status: str = "ok"
+    error: str | None = None
+    worker: str | None = None
+    turn: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    detail: str = ""
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+FIELDS = tuple(f.name for f in fields(Span))
+"""Span attributes in order (the store's columns)."""
+
+
+class _Open:
+    """A span being recorded; it gathers the usage of what it encloses."""
+
+    __slots__ = (
+        "cost",
+        "detail",
+        "end",
+        "error",
+        "input_tokens",
+        "kind",
+        "name",
+        "output_tokens",
+        "parent",
+        "span_id",
+        "start",
+        "status",
+        "turn",
+        "worker",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        kind: SpanKind,
+        name: str,
+        start: float,
+        parent: _Open | None,
+        *,
+        worker: str | None = None,
+        turn: int | None = None,
+        detail: str = "",
+    ) -> None:
+        self.span_id = os.urandom(8).hex()
+        self.kind, self.name, self.start, self.parent = kind, name, start, parent
+        self.worker, self.turn, self.detail = worker, turn, detail
+        self.end = start
+        self.status, self.error = "ok", None
+        self.input_tokens = self.output_tokens = 0
+        self.cost = 0.0
+
+    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
+        span: _Open | None = self
+        while span is not None:
+            span.input_tokens += input_tokens
+            span.output_tokens += output_tokens
+            span.cost += cost
+            span = span.parent
+
+    def closed(self, end: float, status: str | None = None, error: str | None = None) -> Span:
+        return Span(
+            self.span_id,
+            self.parent.span_id if self.parent is not None else None,
+            self.kind,
+            self.name,
+            self.start,
+            max(end, self.end),
+            status or self.status,
+            error if error is not None else self.error,
+            self.worker,
+            self.turn,
+            self.input_tokens,
+            self.output_tokens,
+            self.cost,
+            self.detail,
+        )
+
+
+class SpanRecorder:
+    """An event handler that turns one run's events into spans.
+
+    Args:
+        on_close: Called with each span as it ends (a run store keeps them).
+        clock: Seconds since the epoch.
+    """
+
+    def __init__(
+        self,
+        on_close: Callable[[Span], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.spans: list[Span] = []
+        self._on_close = on_close
+        self._clock = clock
+        self._run: _Open | None = None
+        self._phase: _Open | None = None  # the plan or aggregate span, while open
+        self._workers: dict[str, _Open] = {}
+        self._turns: dict[str, _Open] = {}  # each worker's current turn
+        self._calls: dict[tuple[str, int, str], _Open] = {}  # model and tool calls
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            RunStarted: self._run_started,
+            PlanReady: self._plan_ready,
+            WorkerStarted: self._worker_started,
+            WorkerFinished: self._worker_finished,
+            ModelCallStarted: self._model_started,
+            ModelCallFinished: self._model_finished,
+            ToolCallStarted: self._tool_started,
+            ToolCallFinished: self._tool_finished,
+            AggregationStarted: self._aggregation_started,
+            AggregationFinished: self._aggregation_finished,
+            RunFinished: self._run_finished,
+        }
+
+    def __call__(self, event: Event) -> None:
+        handle = self._handlers.get(type(event))
+        if handle is not None:
+            handle(event)
+
+    # --- the run and its phases -----------------------------------------------------
+
+    def _run_started(self, event: RunStarted) -> None:
+        now = self._clock()
+        self._run = _Open("run", event.task, now, None)
+        self._phase = _Open("plan", "plan", now, self._run)
+
+    def _plan_ready(self, event: PlanReady) -> None:
+        if self._phase is not None and self._phase.kind == "plan":
+            self._close_phase(self._clock())
+
+    def _aggregation_started(self, event: AggregationStarted) -> None:
+        self._phase = _Open("aggregate", "aggregate", self._clock(), self._run)
+
+    def _aggregation_finished(self, event: AggregationFinished) -> None:
+        self._close_phase(self._clock())
+
+    def _close_phase(self, now: float) -> None:
+        phase, self._phase = self._phase, None
+        if phase is None:
+            return
+        for name in [n for n, turn in self._turns.items() if turn.parent is phase]:
+            self._close(self._turns.pop(name), now)
+        self._close(phase, now)
+
+    def _run_finished(self, event: RunFinished) -> None:
+        now = self._clock()
+        status = event.status
+        for call in list(self._calls.values()):
+            self._close(call, now, "cancelled")
+        for turn in list(self._turns.values()):
+            self._close(turn, now, "cancelled")
+        for worker in list(self._workers.values()):
+            self._close(worker, now, "cancelled")
+        self._calls.clear()
+        self._turns.clear()
+        self._workers.clear()
+        self._close_phase(now)
+        if self._run is not None:
+            self._close(self._run, now, status, event.error)
+            self._run = None
+
+    # --- workers, turns and calls ---------------------------------------------------
+
+    def _worker_started(self, event: WorkerStarted) -> None:
+        name = event.worker or "?"
+        self._workers[name] = _Open(
+            "worker", name, self._clock(), self._run, worker=name, detail=event.role
+        )
+
+    def _worker_finished(self, event: WorkerFinished) -> None:
+        name = event.worker or "?"
+        now = self._clock()
+        turn = self._turns.pop(name, None)
+        if turn is not None:
+            self._close(turn, now)
+        span = self._workers.pop(name, None)
+        if span is None:  # skipped, or finished in an earlier life: no time of its own
+            span = _Open("worker", name, now, self._run, worker=name, detail=event.role)
+        self._close(span, now, event.status, event.error)
+
+    def _owner(self, worker: str) -> _Open | None:
+        """The span a worker's turns belong to: its own, or the plan or aggregate."""
+        return self._workers.get(worker) or self._phase or self._run
+
+    def _model_started(self, event: ModelCallStarted) -> None:
+        worker, now = event.worker or "?", self._clock()
+        turn = self._turns.get(worker)
+        if turn is None or turn.turn != event.turn:
+            if turn is not None:
+                self._close(turn, now)
+            turn = self._turns[worker] = _Open(
+                "turn", f"turn {event.turn}", now, self._owner(worker), worker=worker,
+                turn=event.turn,
+            )  # fmt: skip
+        self._calls[worker, event.turn, ""] = _Open(
+            "model_call", "model", now, turn, worker=worker, turn=event.turn
+        )
+
+    def _model_finished(self, event: ModelCallFinished) -> None:
+        span = self._calls.pop((event.worker or "?", event.turn, ""), None)
+        if span is None:
+            return
+        span.name = event.model or "model"
+        span.add_usage(event.input_tokens, event.output_tokens, event.cost)
+        self._close(span, self._clock(), event.status, event.error)
+
+    def _tool_started(self, event: ToolCallStarted) -> None:
+        worker = event.worker or "?"
+        turn = self._turns.get(worker)
+        self._calls[worker, event.turn, event.call_id] = _Open(
+            "tool_call", event.tool, self._clock(), turn or self._owner(worker), worker=worker,
+            turn=event.turn, detail=event.call_id,
+        )  # fmt: skip
+
+    def _tool_finished(self, event: ToolCallFinished) -> None:
+        span = self._calls.pop((event.worker or "?", event.turn, event.call_id), None)
+        if span is not None:
+            self._close(span, self._clock(), event.status, event.error)
+
+    def _close(
+        self, span: _Open, end: float, status: str | None = None, error: str | None = None
+    ) -> None:
+        done = span.closed(end, status, error)
+        if span.parent is not None and done.end > span.parent.end:
+            span.parent.end = done.end
+        self.spans.append(done)
+        if self._on_close is not None:
+            self._on_close(done)
+
+
+def to_jsonl(spans: Iterable[Span]) -> str:
+    """Spans as JSON lines, one object per span."""
+    return "".join(json.dumps(asdict(s)) + "\n" for s in spans)
+
+
+def from_jsonl(text: str) -> list[Span]:
+    """Spans back from :func:`to_jsonl`."""
+    return [Span(**json.loads(line)) for line in text.splitlines() if line.strip()]
