@@ -77,10 +77,15 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
                   {"n": 1, "k": 2, "t": 4, "lm": 0.0, "lt": 0.05, "side_effects": True})
         )  # fmt: skip
     if "F" in scenarios:
-        on = {**b, "events": True}
+        traced = {**b, "trace": True}
         chosen.append(
-            Point("F", "B, events on", on, ("honeycomb", "events off"), inner=7, paired=True,
-                  variants=(on, b))
+            Point("F", "B, tracing on", traced, ("honeycomb", "tracing off"), inner=7,
+                  paired=True, variants=(traced, b))
+        )  # fmt: skip
+        logged = {**b, "events": True}
+        chosen.append(
+            Point("F", "B, every event logged", logged, ("honeycomb", "logging off"), inner=7,
+                  paired=True, variants=(logged, b))
         )  # fmt: skip
     if "G" in scenarios:
         stored = {**b, "store": True}
@@ -187,9 +192,12 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
         serial = (f"0.95-1.15 x 4 Lt ({low:.3f}-{high:.3f}s)", lambda hc, fl: low <= hc <= high)
         return [Row.of("D side effects", label, "wall s", s, _wall, serial, ok)]
     if scenario == "F":
+        traced = "tracing" in label
+        target: Target | None = ("<= 1.3x tracing off", lambda hc, fl: hc <= 1.3 * fl)
         return [
-            Row.of("F observability", label, "CPU us/model turn", s, _per_turn, None, ok,
-                   baseline_impl="events off")
+            Row.of("F observability", label, "CPU us/model turn", s, _per_turn,
+                   target if traced else None, ok,
+                   baseline_impl=s.point.impls[1])
         ]  # fmt: skip
     if scenario == "G":
         cheap = ("<= 1.5x store off", lambda hc, fl: hc <= 1.5 * fl)

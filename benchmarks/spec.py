@@ -21,6 +21,7 @@ class Params:
     side_effects: bool = False
     events: bool = False
     store: bool = False  # keep the run in a SQLite run store (a temporary file)
+    trace: bool = False  # record the run's spans
 
     @property
     def ideal_s(self) -> float:

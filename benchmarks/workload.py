@@ -87,6 +87,7 @@ def build_executor(
         on_event=handlers,
         log_events=params.events,
         store=store,
+        trace=params.trace or params.store,
     )
     executor.bench_counter = counter  # type: ignore[attr-defined]
     return executor, model

@@ -10,9 +10,10 @@ finished workers, and the loop state each unfinished worker continues from.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -20,7 +21,6 @@ from pydantic import TypeAdapter
 
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
-from honeycomb.spans import FIELDS as SPAN_FIELDS
 from honeycomb.spans import Span
 from honeycomb.store import RunStore, StoredRun, StoredWorker
 from runtime import (
@@ -68,6 +68,7 @@ class RunRecord:
         self.run_id = run_id
         self.on_unknown: OnUnknown = on_unknown
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
+        self._spans: list[Span] = []
 
     def started(self, task: str, source: str | None, *, resumed: bool) -> None:
         if resumed:
@@ -99,8 +100,16 @@ class RunRecord:
         self._journals = journals
 
     def span(self, span: Span) -> None:
-        """Keep a span that ended (see :mod:`honeycomb.spans`)."""
-        self.store.save((_SAVE_SPAN, (self.run_id, *astuple(span))))
+        """Keep a span that ended (see :mod:`honeycomb.spans`); spans are written in
+        batches, as JSON arrays, and at the end of the run."""
+        self._spans.append(span)
+        if len(self._spans) >= _SPAN_BATCH:
+            self._write_spans()
+
+    def _write_spans(self) -> None:
+        if self._spans:
+            batch, self._spans = self._spans, []
+            self.store.save((_SAVE_SPANS, (self.run_id, json.dumps(batch))))
 
     def subtask_finished(self, outcome: SubtaskResult) -> None:
         if outcome.status == "cancelled":
@@ -124,7 +133,8 @@ class RunRecord:
     async def finished(
         self, status: str, result: RunResult | None, usage: Usage, error: str | None
     ) -> None:
-        """Record how the run ended; return once that is committed."""
+        """Record how the run ended; return once that (and every span) is committed."""
+        self._write_spans()
         await self.store.commit(
             (
                 "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
@@ -148,13 +158,8 @@ class RunRecord:
         )
 
 
-_SAVE_SPAN = (
-    "INSERT OR REPLACE INTO spans (run_id, "
-    + ", ".join(f'"{name}"' for name in SPAN_FIELDS)
-    + ") VALUES (?, "
-    + ", ".join("?" for _ in SPAN_FIELDS)
-    + ")"
-)
+_SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+_SPAN_BATCH = 256
 
 
 class WorkerRecord:

@@ -27,26 +27,26 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "run.started"
     task: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class PlanReady(Event):
     kind: ClassVar[str] = "run.plan_ready"
     plan: Plan
     duration_s: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class WorkerStarted(Event):
     kind: ClassVar[str] = "worker.started"
     role: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class WorkerFinished(Event):
     kind: ClassVar[str] = "worker.finished"
     role: str
@@ -55,19 +55,19 @@ class WorkerFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AggregationStarted(Event):
     kind: ClassVar[str] = "run.aggregation_started"
     results: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AggregationFinished(Event):
     kind: ClassVar[str] = "run.aggregation_finished"
     duration_s: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class RunFinished(Event):
     """The last event of a run; ``result`` is None when the run raised ``error``."""
 

@@ -456,7 +456,6 @@ class _Run:
 
     async def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
         error = None if exc is None else f"{type(exc).__name__}: {exc}"
-        await self._close_record(status, result, error)
         self.tracer.emit(
             RunFinished(
                 run_id=self.run_id,
@@ -466,6 +465,7 @@ class _Run:
                 error=error,
             )
         )
+        await self._close_record(status, result, error)  # after the last span is queued
 
     async def _close_record(self, status: str, result: RunResult | None, error: str | None) -> None:
         if self.record is not None:

@@ -13,8 +13,8 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from itertools import count
+from typing import Any, Literal, NamedTuple
 
 from honeycomb.events import (
     AggregationFinished,
@@ -38,9 +38,9 @@ __all__ = ["Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
 SpanKind = Literal["run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"]
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One timed piece of a run.
+class Span(NamedTuple):
+    """One timed piece of a run (an immutable tuple: one is made per model and tool
+    call, so it must be cheap).
 
     Attributes:
         span_id: Unique in its run (16 hex digits).
@@ -80,7 +80,7 @@ class Span:
         return self.end - self.start
 
 
-FIELDS = tuple(f.name for f in fields(Span))
+FIELDS = Span._fields
 """Span attributes in order (the store's columns)."""
 
 
@@ -106,6 +106,7 @@ class _Open:
 
     def __init__(
         self,
+        span_id: str,
         kind: SpanKind,
         name: str,
         start: float,
@@ -115,7 +116,7 @@ class _Open:
         turn: int | None = None,
         detail: str = "",
     ) -> None:
-        self.span_id = os.urandom(8).hex()
+        self.span_id = span_id
         self.kind, self.name, self.start, self.parent = kind, name, start, parent
         self.worker, self.turn, self.detail = worker, turn, detail
         self.end = start
@@ -166,12 +167,16 @@ class SpanRecorder:
     ) -> None:
         self.spans: list[Span] = []
         self._on_close = on_close
+        # Ids: a random prefix for the run, then a counter (no system call per span).
+        self._prefix = os.urandom(4).hex()
+        self._counter = count(1)
         self._clock = clock
         self._run: _Open | None = None
         self._phase: _Open | None = None  # the plan or aggregate span, while open
         self._workers: dict[str, _Open] = {}
         self._turns: dict[str, _Open] = {}  # each worker's current turn
-        self._calls: dict[tuple[str, int, str], _Open] = {}  # model and tool calls
+        # Model and tool calls in flight: (start, parent, tool name) by (worker, turn, call id).
+        self._calls: dict[tuple[str, int, str], tuple[float, _Open | None, str]] = {}
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             RunStarted: self._run_started,
             PlanReady: self._plan_ready,
@@ -186,6 +191,20 @@ class SpanRecorder:
             RunFinished: self._run_finished,
         }
 
+    def _new(
+        self,
+        kind: SpanKind,
+        name: str,
+        start: float,
+        parent: _Open | None,
+        *,
+        worker: str | None = None,
+        turn: int | None = None,
+        detail: str = "",
+    ) -> _Open:
+        span_id = f"{self._prefix}{next(self._counter):08x}"
+        return _Open(span_id, kind, name, start, parent, worker=worker, turn=turn, detail=detail)
+
     def __call__(self, event: Event) -> None:
         handle = self._handlers.get(type(event))
         if handle is not None:
@@ -195,15 +214,15 @@ class SpanRecorder:
 
     def _run_started(self, event: RunStarted) -> None:
         now = self._clock()
-        self._run = _Open("run", event.task, now, None)
-        self._phase = _Open("plan", "plan", now, self._run)
+        self._run = self._new("run", event.task, now, None)
+        self._phase = self._new("plan", "plan", now, self._run)
 
     def _plan_ready(self, event: PlanReady) -> None:
         if self._phase is not None and self._phase.kind == "plan":
             self._close_phase(self._clock())
 
     def _aggregation_started(self, event: AggregationStarted) -> None:
-        self._phase = _Open("aggregate", "aggregate", self._clock(), self._run)
+        self._phase = self._new("aggregate", "aggregate", self._clock(), self._run)
 
     def _aggregation_finished(self, event: AggregationFinished) -> None:
         self._close_phase(self._clock())
@@ -219,8 +238,9 @@ class SpanRecorder:
     def _run_finished(self, event: RunFinished) -> None:
         now = self._clock()
         status = event.status
-        for call in list(self._calls.values()):
-            self._close(call, now, "cancelled")
+        for key, (start, parent, name) in list(self._calls.items()):
+            kind: SpanKind = "model_call" if not key[2] else "tool_call"
+            self._call_span(key, kind, name, start, parent, "cancelled", None)
         for turn in list(self._turns.values()):
             self._close(turn, now, "cancelled")
         for worker in list(self._workers.values()):
@@ -237,7 +257,7 @@ class SpanRecorder:
 
     def _worker_started(self, event: WorkerStarted) -> None:
         name = event.worker or "?"
-        self._workers[name] = _Open(
+        self._workers[name] = self._new(
             "worker", name, self._clock(), self._run, worker=name, detail=event.role
         )
 
@@ -249,7 +269,7 @@ class SpanRecorder:
             self._close(turn, now)
         span = self._workers.pop(name, None)
         if span is None:  # skipped, or finished in an earlier life: no time of its own
-            span = _Open("worker", name, now, self._run, worker=name, detail=event.role)
+            span = self._new("worker", name, now, self._run, worker=name, detail=event.role)
         self._close(span, now, event.status, event.error)
 
     def _owner(self, worker: str) -> _Open | None:
@@ -262,34 +282,64 @@ class SpanRecorder:
         if turn is None or turn.turn != event.turn:
             if turn is not None:
                 self._close(turn, now)
-            turn = self._turns[worker] = _Open(
+            turn = self._turns[worker] = self._new(
                 "turn", f"turn {event.turn}", now, self._owner(worker), worker=worker,
                 turn=event.turn,
             )  # fmt: skip
-        self._calls[worker, event.turn, ""] = _Open(
-            "model_call", "model", now, turn, worker=worker, turn=event.turn
-        )
+        self._calls[worker, event.turn, ""] = (now, turn, "model")
 
     def _model_finished(self, event: ModelCallFinished) -> None:
-        span = self._calls.pop((event.worker or "?", event.turn, ""), None)
-        if span is None:
-            return
-        span.name = event.model or "model"
-        span.add_usage(event.input_tokens, event.output_tokens, event.cost)
-        self._close(span, self._clock(), event.status, event.error)
+        key = (event.worker or "?", event.turn, "")
+        started = self._calls.pop(key, None)
+        if started is not None:
+            start, parent, _ = started
+            if parent is not None:
+                parent.add_usage(event.input_tokens, event.output_tokens, event.cost)
+            self._call_span(
+                key, "model_call", event.model or "model", start, parent, event.status,
+                event.error, event.input_tokens, event.output_tokens, event.cost,
+            )  # fmt: skip
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         worker = event.worker or "?"
-        turn = self._turns.get(worker)
-        self._calls[worker, event.turn, event.call_id] = _Open(
-            "tool_call", event.tool, self._clock(), turn or self._owner(worker), worker=worker,
-            turn=event.turn, detail=event.call_id,
-        )  # fmt: skip
+        parent = self._turns.get(worker) or self._owner(worker)
+        self._calls[worker, event.turn, event.call_id] = (self._clock(), parent, event.tool)
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
-        span = self._calls.pop((event.worker or "?", event.turn, event.call_id), None)
-        if span is not None:
-            self._close(span, self._clock(), event.status, event.error)
+        key = (event.worker or "?", event.turn, event.call_id)
+        started = self._calls.pop(key, None)
+        if started is not None:
+            start, parent, tool = started
+            self._call_span(key, "tool_call", tool, start, parent, event.status, event.error)
+
+    def _call_span(
+        self,
+        key: tuple[str, int, str],
+        kind: SpanKind,
+        name: str,
+        start: float,
+        parent: _Open | None,
+        status: str,
+        error: str | None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float = 0.0,
+    ) -> None:
+        """A model or tool call's span: made once, when it ends (the common case is
+        cheap: no open span object per call)."""
+        end = self._clock()
+        worker, turn, call_id = key
+        span = Span(
+            f"{self._prefix}{next(self._counter):08x}",
+            parent.span_id if parent is not None else None,
+            kind, name, start, end, status, error, worker, turn, input_tokens, output_tokens,
+            cost, call_id,
+        )  # fmt: skip
+        if parent is not None and end > parent.end:
+            parent.end = end
+        self.spans.append(span)
+        if self._on_close is not None:
+            self._on_close(span)
 
     def _close(
         self, span: _Open, end: float, status: str | None = None, error: str | None = None
@@ -304,7 +354,7 @@ class SpanRecorder:
 
 def to_jsonl(spans: Iterable[Span]) -> str:
     """Spans as JSON lines, one object per span."""
-    return "".join(json.dumps(asdict(s)) + "\n" for s in spans)
+    return "".join(json.dumps(s._asdict()) + "\n" for s in spans)
 
 
 def from_jsonl(text: str) -> list[Span]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import queue
 import sqlite3
 import threading
@@ -29,7 +30,6 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from honeycomb.spans import FIELDS as SPAN_FIELDS
 from honeycomb.spans import Span
 from runtime import JournalEntry, StoreError
 
@@ -97,22 +97,9 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 CREATE TABLE IF NOT EXISTS spans (
     run_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_id TEXT,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    start REAL NOT NULL,
-    "end" REAL NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    worker TEXT,
-    turn INTEGER,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cost REAL NOT NULL,
-    detail TEXT NOT NULL,
-    PRIMARY KEY (run_id, span_id)
+    spans TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS spans_of_run ON spans (run_id);
 PRAGMA user_version = 1;
 COMMIT;
 """
@@ -325,12 +312,10 @@ class RunStore:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
         if not self.path.exists():
             return []
-        columns = ", ".join(f'"{name}"' for name in SPAN_FIELDS)
         with self._reading() as db:
-            rows = db.execute(
-                f"SELECT {columns} FROM spans WHERE run_id = ? ORDER BY start", (run_id,)
-            ).fetchall()
-        return [Span(*row) for row in rows]
+            rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
+        found = [Span(*values) for (batch,) in rows for values in json.loads(batch)]
+        return sorted(found, key=lambda s: s.start)
 
     def _load(self, run_id: str) -> StoredRun | None:
         if not self.path.exists():

@@ -26,9 +26,14 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Event:
-    """Base of all events. ``kind`` names the event in logs (``model_call.finished``)."""
+    """Base of all events. ``kind`` names the event in logs (``model_call.finished``).
+
+    Events are values: handlers read them and must not change them (they are not
+    frozen only because a frozen dataclass costs three times as much to make, and
+    a traced run makes several per model turn).
+    """
 
     kind: ClassVar[str] = "event"
     worker: str | None = None
@@ -45,13 +50,13 @@ class Event:
 _FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ModelCallStarted(Event):
     kind: ClassVar[str] = "model_call.started"
     turn: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ModelCallFinished(Event):
     kind: ClassVar[str] = "model_call.finished"
     turn: int
@@ -65,7 +70,7 @@ class ModelCallFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ToolCallStarted(Event):
     kind: ClassVar[str] = "tool_call.started"
     turn: int
@@ -73,7 +78,7 @@ class ToolCallStarted(Event):
     tool: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ToolCallFinished(Event):
     kind: ClassVar[str] = "tool_call.finished"
     turn: int

@@ -1,0 +1,127 @@
+"""Spans: the tree a run's events make, its times and usage, and where it is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
+from honeycomb.spans import Span, SpanRecorder, from_jsonl, to_jsonl
+from runtime import AssistantMessage, ModelRequest, Price, PricedModel, ToolMessage
+from runtime.testing import call
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    await anyio.sleep(0.02)
+    if key == "bad":
+        raise ValueError("no such key")
+    return f"value of {key}"
+
+
+async def answer(request: ModelRequest) -> AssistantMessage | str:
+    await anyio.sleep(0.01)
+    if not any(isinstance(m, ToolMessage) for m in request.messages):
+        key = "bad" if (request.conversation or "").endswith("b") else "k"
+        return AssistantMessage(tool_calls=(call("lookup", {"key": key}),))
+    return f"done {request.conversation}"
+
+
+def executor(**options: object) -> Executor:
+    model = PricedModel(FunctionModel(answer), Price(input_per_mtok=2.0, output_per_mtok=8.0))
+    roles = [Role(name="worker", description="Looks things up.", tools=("lookup",))]
+    return Executor(roles, model, tools=[lookup], aggregator="concat", **options)  # type: ignore[arg-type]
+
+
+PLAN = [
+    Subtask(id="a", role="worker", instruction="first"),
+    Subtask(id="b", role="worker", instruction="second"),
+    Subtask(id="c", role="worker", instruction="after a", depends_on=("a",)),
+]
+
+
+def by_kind(spans: list[Span], kind: str) -> list[Span]:
+    return [s for s in spans if s.kind == kind]
+
+
+async def test_a_run_makes_one_tree_of_spans() -> None:
+    recorder = SpanRecorder()
+    result = await executor().run("look things up", subtasks=PLAN, on_event=[recorder])
+    spans = recorder.spans
+    ids = {s.span_id: s for s in spans}
+    assert len(ids) == len(spans)  # unique ids
+    [run] = by_kind(spans, "run")
+    assert run.parent_id is None
+    assert run.name == "look things up"
+    workers = by_kind(spans, "worker")
+    assert sorted(w.name for w in workers) == ["a", "b", "c"]
+    assert all(w.parent_id == run.span_id for w in workers)
+    assert [p.parent_id for p in by_kind(spans, "plan")] == [run.span_id]
+    for span in spans:  # every child lies within its parent
+        if span.parent_id is not None:
+            parent = ids[span.parent_id]
+            assert parent.start <= span.start + 1e-6
+            assert span.end <= parent.end + 1e-6
+    turns = by_kind(spans, "turn")
+    assert len(turns) == 6  # two turns per worker
+    for kind in ("model_call", "tool_call"):
+        assert all(ids[s.parent_id].kind == "turn" for s in by_kind(spans, kind) if s.parent_id)
+    # c waited for a: it starts after a ends
+    start = {w.name: w for w in workers}
+    assert start["c"].start >= start["a"].end - 1e-3
+    # b's tool raised: its span says so, and the others did not
+    tools = {s.worker: s for s in by_kind(spans, "tool_call")}
+    assert tools["b"].status == "error"
+    assert tools["b"].error is not None
+    assert "no such key" in tools["b"].error
+    assert tools["a"].status == "ok"
+    # usage adds up the tree, and matches the run's result
+    models = by_kind(spans, "model_call")
+    assert run.input_tokens == sum(m.input_tokens for m in models) == result.usage.input_tokens
+    assert run.output_tokens == result.usage.output_tokens
+    assert run.cost == pytest.approx(result.usage.cost)
+    assert result.usage.cost == pytest.approx(
+        (result.usage.input_tokens * 2.0 + result.usage.output_tokens * 8.0) / 1e6
+    )
+    assert result.usage.cost > 0
+
+
+async def test_a_stored_run_keeps_its_spans(tmp_path: Path) -> None:
+    recorder = SpanRecorder()
+    db = tmp_path / "runs.db"
+    await executor(store=db).run("look", subtasks=PLAN, run_id="r1", on_event=[recorder])
+    kept = RunStore(db).spans("r1")
+    assert sorted(kept, key=lambda s: s.span_id) != []
+    kinds = {"run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"}
+    assert {s.kind for s in kept} == kinds
+    assert len(kept) == len(recorder.spans)
+    [summary] = RunStore(db).runs()
+    assert summary.cost > 0
+
+
+async def test_spans_round_trip_through_json_lines() -> None:
+    recorder = SpanRecorder()
+    await executor().run("look", subtasks=PLAN[:1], on_event=[recorder])
+    text = to_jsonl(recorder.spans)
+    assert len(text.splitlines()) == len(recorder.spans)
+    assert from_jsonl(text) == recorder.spans
+
+
+async def test_a_cancelled_run_closes_its_open_spans() -> None:
+    recorder = SpanRecorder()
+
+    async def slow(request: ModelRequest) -> str:
+        await anyio.sleep(30)
+        return "never"
+
+    roles = [Role(name="worker", description="Waits.")]
+    stalled = Executor(roles, FunctionModel(slow), aggregator="concat")
+    with anyio.move_on_after(0.2):
+        await stalled.run("wait", subtasks=PLAN[:2], on_event=[recorder])
+    statuses = {s.kind: s.status for s in recorder.spans}
+    assert statuses["run"] == "interrupted"
+    assert statuses["model_call"] == "cancelled"
+    assert statuses["worker"] == "cancelled"
