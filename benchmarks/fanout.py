@@ -93,6 +93,11 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
             Point("G", "B, run store on", stored, ("honeycomb", "store off"), inner=7,
                   paired=True, variants=(stored, b))
         )  # fmt: skip
+        both = {**b, "store": True, "trace": True}
+        chosen.append(
+            Point("G", "B, store and tracing on", both, ("honeycomb", "both off"), inner=7,
+                  paired=True, variants=(both, b))
+        )  # fmt: skip
     if "I" in scenarios:
         chosen.append(Point("I", "import honeycomb", {}, ("import",)))
     return chosen
@@ -200,10 +205,11 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
                    baseline_impl=s.point.impls[1])
         ]  # fmt: skip
     if scenario == "G":
-        cheap = ("<= 1.5x store off", lambda hc, fl: hc <= 1.5 * fl)
+        cheap: Target | None = ("<= 1.5x store off", lambda hc, fl: hc <= 1.5 * fl)
         return [
-            Row.of("G durability", label, "CPU us/model turn", s, _per_turn, cheap, ok,
-                   baseline_impl="store off")
+            Row.of("G durability", label, "CPU us/model turn", s, _per_turn,
+                   cheap if "tracing" not in label else None, ok,
+                   baseline_impl=s.point.impls[1])
         ]  # fmt: skip
     if scenario == "I":
         quick = ("<= 300 ms", lambda hc, fl: hc <= 300)

@@ -87,7 +87,7 @@ def build_executor(
         on_event=handlers,
         log_events=params.events,
         store=store,
-        trace=params.trace or params.store,
+        trace=params.trace,
     )
     executor.bench_counter = counter  # type: ignore[attr-defined]
     return executor, model
