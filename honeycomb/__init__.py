@@ -19,6 +19,7 @@ from honeycomb.events import (
     WorkerStarted,
 )
 from honeycomb.executor import Executor
+from honeycomb.logs import configure_logging
 from honeycomb.plan import Plan, Subtask
 from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
 from honeycomb.policy import Budgets, Policy
@@ -108,6 +109,7 @@ __all__ = [
     "WorkerResult",
     "WorkerStarted",
     "check_cancelled",
+    "configure_logging",
     "load_roles",
     "tool",
 ]

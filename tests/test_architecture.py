@@ -97,5 +97,6 @@ HONEYCOMB_NAMES = {
     "RunTimings", "ScriptedModel", "StaticPlanner", "StoreError", "Subtask", "SubtaskResult",
     "Tool", "ToolCallFinished",
     "ToolCallStarted", "ToolContext", "ToolRegistry", "Worker", "WorkerFinished",
-    "WorkerResult", "WorkerStarted", "check_cancelled", "load_roles", "tool",
+    "WorkerResult", "WorkerStarted", "check_cancelled", "configure_logging", "load_roles",
+    "tool",
 }  # fmt: skip

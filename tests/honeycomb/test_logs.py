@@ -1,0 +1,72 @@
+"""Logging: nothing at import, and one call to see every model and tool call with
+its run, worker and turn."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from honeycomb import Executor, Role, ScriptedModel, Subtask, configure_logging, tool
+from runtime.testing import call
+
+
+def test_importing_honeycomb_configures_and_imports_no_logging() -> None:
+    code = (
+        "import logging, sys, honeycomb; "
+        "print('structlog' in sys.modules, logging.getLogger().handlers)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False []"
+    assert done.stderr == ""
+
+
+async def test_configured_json_logs_carry_run_worker_and_turn() -> None:
+    import structlog
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        structlog.get_logger("tools").info("looking up", key=key)
+        await anyio.lowlevel.checkpoint()
+        return key
+
+    out = io.StringIO()
+    configure_logging(json=True, stream=out)
+    model = ScriptedModel({"r1/a": [[call("lookup", {"key": "k"})], "done"]})
+    executor = Executor(
+        [Role(name="w", description="d", tools=("lookup",))], model, tools=[lookup],
+        aggregator="concat",
+    )  # fmt: skip
+    await executor.run("t", subtasks=[Subtask(id="a", role="w", instruction="i")], run_id="r1")
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    by_event: dict[str, dict[str, object]] = {}
+    for entry in entries:  # the first of each kind
+        by_event.setdefault(entry["event"], entry)
+    model_call = by_event["model_call.finished"]
+    assert (model_call["run_id"], model_call["worker"], model_call["turn"]) == ("r1", "a", 1)
+    assert model_call["level"] == "info"
+    assert "timestamp" in model_call
+    tool_call = by_event["tool_call.finished"]
+    assert (tool_call["tool"], tool_call["status"], tool_call["turn"]) == ("lookup", "ok", 1)
+    own = by_event["looking up"]  # the tool's own log line is bound too
+    assert (own["run_id"], own["worker"], own["turn"], own["key"]) == ("r1", "a", 1, "k")
+
+
+def test_console_logs_and_level_filter() -> None:
+    import structlog
+
+    out = io.StringIO()
+    configure_logging(level="warning", stream=out)
+    structlog.get_logger("x").info("hidden")
+    structlog.get_logger("x").warning("shown", n=1)
+    text = out.getvalue()
+    assert "hidden" not in text
+    assert "shown" in text
+    assert "n=1" in text
+    with pytest.raises(ValueError, match="unknown log level 'loud'"):
+        configure_logging(level="loud")

@@ -1,0 +1,34 @@
+"""docs/events.md documents every event kind and every field, so the schema apps
+build on cannot drift from the code unnoticed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import honeycomb.events
+import runtime.events
+from runtime import Event
+
+DOC = (Path(__file__).resolve().parent.parent / "docs" / "events.md").read_text()
+
+
+def events() -> list[type[Event]]:
+    found = []
+    for module in (runtime.events, honeycomb.events):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, Event) and value is not Event:
+                found.append(value)
+    return found
+
+
+def test_every_event_and_field_is_documented() -> None:
+    assert len(events()) == 11
+    for cls in events():
+        [row] = [line for line in DOC.splitlines() if line.startswith(f"| `{cls.kind}` |")]
+        assert f"`{cls.__name__}`" in row
+        for field in dataclasses.fields(cls):
+            if field.name in ("run_id", "worker"):
+                continue  # documented once, for every event
+            assert f"`{field.name}: " in row, f"{cls.kind}: field {field.name} is not documented"
