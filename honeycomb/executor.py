@@ -351,6 +351,7 @@ class _Run:
         its result if it ended with one, else remember what to continue from."""
         record = self.record
         assert record is not None
+        await record.store.open()
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
             if stored.task != self.task:

@@ -221,6 +221,16 @@ class RunStore:
             writer.join()
         self._writer = None
 
+    async def open(self) -> None:
+        """Open the file (creating it) in a worker thread, so a run learns at its
+        start, not its end, that the store cannot be used.
+
+        Raises:
+            StoreError: when the file cannot be opened or is not a run store.
+        """
+        if self._writer is None or not self._writer.is_alive():
+            await anyio.to_thread.run_sync(self._ensure_writer)
+
     def _ensure_writer(self) -> None:
         if self._writer is not None and self._writer.is_alive():
             return
