@@ -466,6 +466,10 @@ class _Run:
                 error=error,
             )
         )
+        if self.record is not None and self.executor.trace:
+            # The run's span closes on RunFinished, after the record was committed:
+            # wait for it too, or a process that exits now loses it.
+            await self.record.store.flush()
 
     async def _close_record(self, status: str, result: RunResult | None, error: str | None) -> None:
         if self.record is not None:
