@@ -1,5 +1,5 @@
-"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``validate`` and
-``bench``.
+"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
+``validate`` and ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -23,7 +23,12 @@ from rich.console import Console
 
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
+from honeycomb.plan import Plan
+from honeycomb.spans import to_jsonl
 from honeycomb.store import RunStore, RunSummary
+from honeycomb.timeline import build_timeline
+from honeycomb.timeline_html import to_html
+from honeycomb.timeline_view import render_timeline
 from honeycomb.view import JsonView, LiveView, PlainView, View, format_cost, summary
 from runtime import (
     BudgetExceeded,
@@ -100,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
     runs.add_argument("--limit", type=int, default=20, help="how many (newest first)")
     runs.set_defaults(handler=_runs)
+
+    trace = commands.add_parser("trace", help="show a run's timeline and critical path")
+    trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
+    trace.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    trace.add_argument("--html", type=Path, default=None, help="also write the timeline page")
+    trace.add_argument(
+        "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
+    )
+    trace.set_defaults(handler=_trace)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
@@ -193,6 +207,41 @@ def _run_line(run: RunSummary) -> str:
         f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {run.workers:>3} workers  "
         f"{run.model_calls:>4} model calls  {tokens:>7} tokens  {format_cost(run.cost):>8}  {task}"
     )
+
+
+def _trace(args: argparse.Namespace) -> int:
+    if not args.store.exists():
+        print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
+        return 2
+    store = RunStore(args.store)
+    try:
+        stored = anyio.run(store.load, args.run_id)
+        spans = store.spans(args.run_id) if stored is not None else []
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if stored is None:
+        known = f"honeycomb runs --store {args.store}"
+        print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
+        return 2
+    if not spans:
+        print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
+        return 2
+    plan = Plan.model_validate_json(stored.plan) if stored.plan else None
+    timeline = build_timeline(
+        spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
+    )
+    console = Console()
+    console.print(render_timeline(timeline, console.width))
+    try:
+        for path, text in ((args.jsonl, to_jsonl(spans)), (args.html, to_html(timeline))):
+            if path is not None:
+                path.write_text(text, encoding="utf-8")
+                print(f"wrote {path}", file=sys.stderr)
+    except OSError as exc:
+        print(f"cannot write: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -1,0 +1,325 @@
+"""A run's timeline: its spans laid out as one row per worker, with the critical path.
+
+:func:`build_timeline` turns the spans a run store keeps (:mod:`honeycomb.spans`) and
+the run's plan into a :class:`Timeline`: a row for the planner, one per subtask and
+one for the aggregator, each with its model and tool calls as bars (seconds since
+the run started), the chain of workers that bounds the run (the critical path), and
+the totals. :mod:`honeycomb.timeline_view` draws it in a terminal and
+:mod:`honeycomb.timeline_html` as a web page (``honeycomb trace RUN_ID``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from honeycomb.plan import Plan, topological_order
+from honeycomb.spans import Span
+
+__all__ = ["Bar", "Row", "RowKind", "Timeline", "build_timeline", "longest_chain"]
+
+RowKind = Literal["plan", "worker", "aggregate"]
+_PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One model or tool call on a row.
+
+    Attributes:
+        kind: ``model_call`` or ``tool_call``.
+        name: The model or the tool.
+        start: Seconds since the run started.
+        end: Seconds since the run started.
+        status: As its span said (``ok``, ``error``, ``timeout`` ...).
+        error: What went wrong, if something did.
+        turn: The worker's turn.
+        input_tokens: Tokens in (model calls).
+        output_tokens: Tokens out (model calls).
+        cost: Dollars (model calls).
+    """
+
+    kind: Literal["model_call", "tool_call"]
+    name: str
+    start: float
+    end: float
+    status: str = "ok"
+    error: str | None = None
+    turn: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """The planner, one worker, or the aggregator.
+
+    Attributes:
+        name: The subtask id, or ``plan`` / ``aggregate``.
+        kind: ``plan``, ``worker`` or ``aggregate``.
+        role: The worker's role ('' for the phases).
+        start: First moment it ran, in seconds since the run started.
+        end: Last moment it ran.
+        duration_s: Time it ran (the sum over the run's lives).
+        status: How it ended (``not started`` for a subtask with no span).
+        error: What went wrong, if something did.
+        depends_on: The subtasks it waited for.
+        critical: Whether it is on the critical path.
+        bars: Its model and tool calls, by start.
+    """
+
+    name: str
+    kind: RowKind
+    role: str
+    start: float
+    end: float
+    duration_s: float
+    status: str
+    error: str | None = None
+    depends_on: tuple[str, ...] = ()
+    critical: bool = False
+    bars: tuple[Bar, ...] = ()
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(b.input_tokens for b in self.bars)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(b.output_tokens for b in self.bars)
+
+    @property
+    def cost(self) -> float:
+        return sum(b.cost for b in self.bars)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A run laid out in time.
+
+    Attributes:
+        run_id: The run.
+        task: Its task.
+        status: How it ended.
+        rows: Planner, workers in plan order, aggregator (phases only if they ran).
+        critical_path: The chain of subtask ids that bounds the run, first to last.
+        length_s: The time axis: first span start to last span end.
+        wall_s: Time the run ran (the sum over its lives).
+        plan_s: Planning.
+        aggregate_s: Aggregation.
+        critical_path_s: Planning, the critical chain of workers, and aggregation.
+        sum_worker_s: Every worker's time added up.
+        serial_s: Planning, every worker one after another, and aggregation.
+        speedup: ``serial_s / wall_s``.
+        input_tokens: Tokens in, over every model call.
+        output_tokens: Tokens out.
+        cost: Dollars.
+        model_calls: How many model calls.
+        tool_calls: How many tool calls.
+        lives: How many times the run was started (resumes add one each).
+    """
+
+    run_id: str
+    task: str
+    status: str
+    rows: tuple[Row, ...]
+    critical_path: tuple[str, ...]
+    length_s: float
+    wall_s: float
+    plan_s: float
+    aggregate_s: float
+    critical_path_s: float
+    sum_worker_s: float
+    serial_s: float
+    speedup: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+    lives: int = 1
+
+    @property
+    def workers(self) -> tuple[Row, ...]:
+        return tuple(r for r in self.rows if r.kind == "worker")
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class _Gather:
+    """The spans of one row, while the timeline is built."""
+
+    kind: RowKind
+    name: str
+    role: str = ""
+    own: list[Span] = field(default_factory=list)  # its plan/worker/aggregate spans
+    calls: list[Span] = field(default_factory=list)
+
+
+def build_timeline(
+    spans: Iterable[Span],
+    plan: Plan | None = None,
+    *,
+    run_id: str = "",
+    task: str | None = None,
+    status: str | None = None,
+) -> Timeline:
+    """Lay out one run's spans (every life of it) with its plan's dependencies.
+
+    Args:
+        spans: The run's spans, as ``RunStore.spans`` gives them.
+        plan: The run's plan; without it workers count as independent.
+        run_id: The run's id, to show.
+        task: The run's task (default: the run span's name).
+        status: How the run ended (default: the last run span's status).
+    """
+    spans = sorted(spans, key=lambda s: (s.start, s.end))
+    runs = [s for s in spans if s.kind == "run"]
+    origin = min((s.start for s in spans), default=0.0)
+    length = max((s.end for s in spans), default=origin) - origin
+    groups = _group(spans, plan)
+    durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker"}
+    chain, chain_s = longest_chain(plan, durations)
+    plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
+    on_path = set(chain)
+    rows = tuple(_row(g, origin, plan, g.kind != "worker" or g.name in on_path) for g in groups)
+    calls = [s for s in spans if s.kind == "model_call"]
+    wall = sum(s.duration_s for s in runs) if runs else length
+    sum_worker = sum(durations.values())
+    serial = plan_s + sum_worker + aggregate_s
+    return Timeline(
+        run_id=run_id,
+        task=task if task is not None else (runs[0].name if runs else ""),
+        status=status or (runs[-1].status if runs else "unknown"),
+        rows=rows,
+        critical_path=chain,
+        length_s=length,
+        wall_s=wall,
+        plan_s=plan_s,
+        aggregate_s=aggregate_s,
+        critical_path_s=plan_s + chain_s + aggregate_s,
+        sum_worker_s=sum_worker,
+        serial_s=serial,
+        speedup=serial / wall if wall > 0 else 1.0,
+        input_tokens=sum(s.input_tokens for s in calls),
+        output_tokens=sum(s.output_tokens for s in calls),
+        cost=sum(s.cost for s in calls),
+        model_calls=len(calls),
+        tool_calls=sum(1 for s in spans if s.kind == "tool_call"),
+        lives=max(1, len(runs)),
+    )
+
+
+def longest_chain(
+    plan: Plan | None, durations: Mapping[str, float]
+) -> tuple[tuple[str, ...], float]:
+    """The chain of dependent subtasks whose durations add up the most, and that sum.
+
+    Without a plan (or with a cyclic one) every subtask counts as independent, so the
+    chain is the longest one alone. Ties go to the subtask listed first.
+    """
+    if plan is None or not plan.subtasks:
+        if not durations:
+            return (), 0.0
+        longest = max(durations, key=lambda k: durations[k])
+        return (longest,), durations[longest]
+    try:
+        order = topological_order(plan)
+    except ValueError:
+        return longest_chain(None, durations)
+    finish: dict[str, float] = {}
+    via: dict[str, str | None] = {}
+    for subtask_id in order:
+        deps = plan[subtask_id].depends_on
+        before = max(deps, key=lambda d: finish[d], default=None)
+        via[subtask_id] = before
+        finish[subtask_id] = (finish[before] if before else 0.0) + durations.get(subtask_id, 0.0)
+    last = max(plan.ids, key=lambda k: finish[k])
+    chain, step = [last], via[last]
+    while step is not None:
+        chain.append(step)
+        step = via[step]
+    return tuple(reversed(chain)), finish[last]
+
+
+def _group(spans: Sequence[Span], plan: Plan | None) -> list[_Gather]:
+    """Each span's row: the plan, worker or aggregate span it is under."""
+    by_id = {s.span_id: s for s in spans}
+    groups: dict[tuple[RowKind, str], _Gather] = {("plan", "plan"): _Gather("plan", "plan")}
+    for subtask in plan.subtasks if plan is not None else ():
+        groups["worker", subtask.id] = _Gather("worker", subtask.id, subtask.role)
+    for span in spans:
+        if span.kind == "run":
+            continue
+        top = _top(span, by_id)
+        if top.kind in _PHASES:
+            key: tuple[RowKind, str] = ("plan" if top.kind == "plan" else "aggregate", top.kind)
+        else:  # a worker, or a call made outside any phase: the worker it names
+            key = ("worker", top.worker or top.name)
+        group = groups.get(key) or groups.setdefault(key, _Gather(key[0], key[1]))
+        if span is top and span.kind in ("plan", "worker", "aggregate"):
+            group.own.append(span)
+            group.role = group.role or (span.detail if span.kind == "worker" else "")
+        elif span.kind in ("model_call", "tool_call"):
+            group.calls.append(span)
+    ordered = sorted(groups.values(), key=lambda g: ("plan", "worker", "aggregate").index(g.kind))
+    return [g for g in ordered if g.kind == "worker" or g.own or g.calls]
+
+
+def _top(span: Span, by_id: Mapping[str, Span]) -> Span:
+    """The outermost span under the run that encloses ``span``."""
+    for _ in range(16):  # the tree is a few levels deep; a broken one must not loop
+        parent = by_id.get(span.parent_id or "")
+        if parent is None or parent.kind == "run":
+            break
+        span = parent
+    return span
+
+
+def _busy(own: Sequence[Span]) -> float:
+    return sum(s.duration_s for s in own)
+
+
+def _row(group: _Gather, origin: float, plan: Plan | None, critical: bool) -> Row:
+    timed = group.own or group.calls
+    start = min((s.start for s in timed), default=origin) - origin
+    end = max((s.end for s in timed), default=origin) - origin
+    last = group.own[-1] if group.own else None
+    depends = plan[group.name].depends_on if plan and group.name in plan.ids else ()
+    return Row(
+        name=group.name,
+        kind=group.kind,
+        role=group.role,
+        start=start,
+        end=end,
+        duration_s=_busy(group.own) if group.own else end - start,
+        status=last.status if last is not None else "not started",
+        error=last.error if last is not None else None,
+        depends_on=depends if group.kind == "worker" else (),
+        critical=critical,
+        bars=tuple(_bar(s, origin) for s in group.calls),
+    )
+
+
+def _bar(span: Span, origin: float) -> Bar:
+    return Bar(
+        kind="model_call" if span.kind == "model_call" else "tool_call",
+        name=span.name,
+        start=span.start - origin,
+        end=span.end - origin,
+        status=span.status,
+        error=span.error,
+        turn=span.turn,
+        input_tokens=span.input_tokens,
+        output_tokens=span.output_tokens,
+        cost=span.cost,
+    )

@@ -1,0 +1,147 @@
+"""A :class:`~honeycomb.timeline.Timeline` in the terminal: one line per row, its calls
+drawn as bars scaled to the width, the critical path starred, the totals below.
+
+The renderable is plain :class:`rich.text.Text`, so a console that is not a terminal
+prints it without colour; characters alone tell model calls, tool calls and errors
+apart.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from rich.console import Group
+from rich.text import Text
+
+from honeycomb.timeline import Bar, Row, Timeline
+from honeycomb.view import format_cost
+
+__all__ = ["CHARS", "render_timeline"]
+
+CHARS = {"model_call": "█", "tool_call": "▒", "error": "x", "timeout": "!", "idle": "·"}
+"""What each cell of a bar line shows (in order of precedence, last wins)."""
+
+_STYLES = {
+    "model_call": "blue",
+    "tool_call": "yellow",
+    "error": "bold red",
+    "timeout": "bold red",
+    "idle": "dim",
+}
+_RANK = {"idle": 0, "model_call": 1, "tool_call": 2, "timeout": 3, "error": 4}
+_NAME_MAX = 24
+_STATS_W = 9  # " 12.34s  "
+
+
+def render_timeline(timeline: Timeline, width: int = 100) -> Group:
+    """The timeline as rich text ``width`` columns wide (at least 40)."""
+    width = max(width, 40)
+    name_w = min(max((len(r.name) for r in timeline.rows), default=4), _NAME_MAX) + 2
+    status_w = max((len(r.status) for r in timeline.rows), default=2)
+    bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
+    lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
+    lines += [_row_line(r, timeline.length_s, name_w, bar_w) for r in timeline.rows]
+    lines += [Text(""), *_footer(timeline), _legend()]
+    return Group(*lines)
+
+
+def _header(timeline: Timeline, width: int) -> Text:
+    lives = f" · {timeline.lives} lives" if timeline.lives > 1 else ""
+    head = f"run {_clean(timeline.run_id)} · {timeline.status}{lives} · "
+    text = Text()
+    text.append(head, style="bold")
+    text.append(_cut(_clean(timeline.task), max(width - len(head), 10)))
+    return text
+
+
+def _axis(timeline: Timeline, name_w: int, bar_w: int) -> Text:
+    right = f"{timeline.length_s:.2f}s"
+    return Text(" " * name_w + "0s".ljust(bar_w - len(right)) + right, style="dim")
+
+
+def _row_line(row: Row, length_s: float, name_w: int, bar_w: int) -> Text:
+    star = "★ " if row.critical else "  "
+    text = Text()
+    text.append(star, style="bold yellow")
+    name = _cut(_clean(row.name), name_w - 2).ljust(name_w - 2)
+    text.append(name, style="bold" if row.critical else "")
+    for kind, run in _runs(_cells(row, length_s, bar_w)):
+        text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
+    text.append(f" {row.duration_s:7.2f}s ")
+    text.append(row.status, style="green" if row.status == "ok" else "red")
+    return text
+
+
+def _cells(row: Row, length_s: float, bar_w: int) -> list[str]:
+    """What each column of the bar line shows: '' (nothing) or a key of CHARS."""
+    cells = [""] * bar_w
+    scale = bar_w / length_s if length_s > 0 else 0.0
+
+    def paint(start: float, end: float, kind: str) -> None:
+        first = min(int(start * scale), bar_w - 1)
+        last = max(first + 1, min(round(end * scale), bar_w))
+        for i in range(first, last):
+            if _RANK[kind] >= _RANK.get(cells[i], -1):
+                cells[i] = kind
+
+    if row.end > row.start:
+        paint(row.start, row.end, "idle")
+    for bar in row.bars:
+        paint(bar.start, bar.end, _kind(bar))
+    return cells
+
+
+def _kind(bar: Bar) -> str:
+    if bar.status == "ok":
+        return bar.kind
+    return "timeout" if bar.status == "timeout" else "error"
+
+
+def _runs(cells: list[str]) -> list[tuple[str, int]]:
+    runs: list[tuple[str, int]] = []
+    for cell in cells:
+        if runs and runs[-1][0] == cell:
+            runs[-1] = (cell, runs[-1][1] + 1)
+        else:
+            runs.append((cell, 1))
+    return runs
+
+
+def _footer(t: Timeline) -> list[Text]:
+    path = " → ".join(["plan", *(_clean(s) for s in t.critical_path), "aggregate"])
+    return [
+        Text(
+            f"wall time      {t.wall_s:7.2f}s   (plan {t.plan_s:.2f}s, "
+            f"aggregate {t.aggregate_s:.2f}s)"
+        ),
+        Text(f"critical path  {t.critical_path_s:7.2f}s   {path}"),
+        Text(f"workers        {t.sum_worker_s:7.2f}s   added up, {len(t.workers)} workers"),
+        Text(f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial"),
+        Text(f"tokens         {t.total_tokens:7d}    ({t.input_tokens} in, {t.output_tokens} out)"),
+        Text(f"calls          {t.model_calls:7d} model, {t.tool_calls} tool"),
+        Text(f"cost           {format_cost(t.cost):>7}"),
+    ]
+
+
+def _legend() -> Text:
+    text = Text("")
+    for kind, label in (
+        ("model_call", "model call"),
+        ("tool_call", "tool call"),
+        ("error", "error"),
+        ("timeout", "timeout"),
+        ("idle", "waiting"),
+    ):
+        text.append(CHARS[kind], style=_STYLES[kind])
+        text.append(f" {label}  ", style="dim")
+    text.append("★ critical path", style="dim")
+    return text
+
+
+def _clean(text: str) -> str:
+    """Text from a run, safe for a terminal: control characters become spaces."""
+    return "".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
