@@ -25,6 +25,7 @@ from honeycomb.policy import Budgets, Policy
 from honeycomb.result import RunResult, RunTimings, SubtaskResult
 from honeycomb.stream import RunStream
 from runtime import (
+    AdaptiveLimiter,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -51,6 +52,7 @@ from runtime.testing import FunctionModel, ScriptedModel
 from workers import Role, Worker, WorkerResult, load_roles
 
 __all__ = [
+    "AdaptiveLimiter",
     "AggregationFinished",
     "AggregationStarted",
     "Aggregator",

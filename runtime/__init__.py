@@ -54,6 +54,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
+from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 from runtime.yaml_config import (
     YamlDocument,
@@ -65,6 +66,7 @@ from runtime.yaml_config import (
 )
 
 __all__ = [
+    "AdaptiveLimiter",
     "AgentError",
     "ArgumentsError",
     "AssistantMessage",
@@ -99,6 +101,7 @@ __all__ = [
     "OutputSchema",
     "OutputValidationError",
     "PlanError",
+    "RateLimitedModel",
     "RetryPolicy",
     "RetryingModel",
     "RunFailed",
