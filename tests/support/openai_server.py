@@ -38,6 +38,7 @@ from starlette.routing import Route
 from tests.support.asgi_server import Lifecycle, ThreadedServer
 
 __all__ = [
+    "Behaviour",
     "Faults",
     "OpenAIServer",
     "Raw",
@@ -87,13 +88,16 @@ def text(content: str, *, delay_s: float = 0.0) -> Reply:
     return Reply(content=content, delay_s=delay_s)
 
 
-def tool_calls(*calls: tuple[str, Mapping[str, Any] | str], content: str | None = None) -> Reply:
+def tool_calls(
+    *calls: tuple[str, Mapping[str, Any] | str], content: str | None = None, delay_s: float = 0.0
+) -> Reply:
     """An answer asking for tool calls ``(name, arguments)``; ids are ``call_0``, ``call_1``...
 
     Arguments given as a mapping are sent as JSON; a string is sent as is.
     """
     return Reply(
         content=content,
+        delay_s=delay_s,
         tool_calls=tuple(
             (f"call_{i}", name, args if isinstance(args, str) else json.dumps(dict(args)))
             for i, (name, args) in enumerate(calls)
