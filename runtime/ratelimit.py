@@ -51,7 +51,7 @@ class AdaptiveLimiter:
         *,
         min_concurrency: int = 1,
         increase_after: int = 8,
-        cooldown_s: float = 1.0,
+        cooldown_s: float = 0.5,
         max_cooldown_s: float = 60.0,
     ) -> None:
         if not 1 <= min_concurrency <= max_concurrency:
