@@ -27,6 +27,7 @@ from honeycomb.result import RunResult, RunTimings, SubtaskResult
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.stream import RunStream
 from runtime import (
+    AdaptiveLimiter,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -54,6 +55,7 @@ from runtime.testing import FunctionModel, ScriptedModel
 from workers import Role, Worker, WorkerResult, load_roles
 
 __all__ = [
+    "AdaptiveLimiter",
     "AggregationFinished",
     "AggregationStarted",
     "Aggregator",

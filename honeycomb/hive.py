@@ -54,7 +54,11 @@ class PriceSpec(BaseModel):
 
 
 class ModelSpec(BaseModel):
-    """One model of the hive: an OpenAI-compatible endpoint, or the offline model."""
+    """One model of the hive: an OpenAI-compatible endpoint, or the offline model.
+
+    ``max_concurrency`` bounds an endpoint's calls in flight across every worker and
+    run using the model; the bound halves on a 429 and grows back (``null``: none).
+    """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
@@ -68,6 +72,7 @@ class ModelSpec(BaseModel):
     latency: float = Field(default=0.15, ge=0)
     jitter: float = Field(default=0.0, ge=0)
     price: PriceSpec | None = None
+    max_concurrency: int | None = Field(default=32, ge=1)
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:
@@ -97,6 +102,7 @@ class ModelSpec(BaseModel):
                 initial_wait_s=r.initial_wait_s,
                 max_wait_s=r.max_wait_s,
             ),
+            max_concurrency=self.max_concurrency,
         )
 
 

@@ -59,6 +59,7 @@ from runtime.messages import (
 )
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
 from runtime.pricing import Price, PricedModel
+from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 from runtime.yaml_config import (
     YamlDocument,
@@ -70,6 +71,7 @@ from runtime.yaml_config import (
 )
 
 __all__ = [
+    "AdaptiveLimiter",
     "AgentError",
     "ArgumentsError",
     "AssistantMessage",
@@ -111,6 +113,7 @@ __all__ = [
     "PlanError",
     "Price",
     "PricedModel",
+    "RateLimitedModel",
     "RetryPolicy",
     "RetryingModel",
     "RunFailed",

@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
-import pydantic_core
 
 from runtime._concurrency import deadline, run_together
+from runtime._render import render
 from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
@@ -306,34 +306,23 @@ class Dispatcher:
         self, found: Tool[Any, Any], kwargs: dict[str, Any], limit: float | None, started: float
     ) -> tuple[ObservationStatus, str, str | None]:
         """Status, observation text and error of one call, under its time limit."""
+        value: Any = None
         try:
             with deadline(limit) as scope:
                 running = found.fn(**kwargs) if found.is_async else _in_thread(found, kwargs)
-                content = self._render(await running)
+                value = await running
             # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
             # for (see _in_thread), so it returns normally even after its deadline passed.
             if scope is not None and scope.cancel_called:
                 text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
                 return "timeout", text, text
-            return "ok", content, None
         except ModelRetry as exc:
             return "error", f"Error: {exc.message}", exc.message
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             error = f"{type(exc).__name__}: {exc}"
             return "error", f"Error: tool {found.name!r} raised {error}", error
-
-    def _render(self, value: Any) -> str:
-        if isinstance(value, str):
-            text = value
-        elif value is None:
-            text = ""
-        else:
-            text = pydantic_core.to_json(value, fallback=str).decode()
-        limit = self.policy.max_output_chars
-        if len(text) <= limit:
-            return text
-        cut = len(text) - limit
-        return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
+        # Outside the try: whatever the tool returned, rendering it is not its failure.
+        return "ok", render(value, self.policy.max_output_chars), None
 
 
 async def _in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

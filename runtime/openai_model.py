@@ -2,7 +2,9 @@
 official ``openai.AsyncOpenAI`` client (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp).
 
 The SDK's own retries are turned off; :class:`~runtime.retry.RetryPolicy` is the one
-retry policy. ``openai`` errors are translated into :mod:`runtime.errors` here.
+retry policy. Every attempt, retries included, passes through the model's
+:class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share.
+``openai`` errors are translated into :mod:`runtime.errors` here.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from runtime.messages import (
     UserMessage,
 )
 from runtime.model import ModelRequest, ModelResponse
+from runtime.ratelimit import AdaptiveLimiter
 from runtime.retry import RetryPolicy
 
 __all__ = ["OpenAIModel"]
@@ -48,6 +51,10 @@ class OpenAIModel:
         retry: The retry policy; ``RetryPolicy(attempts=1)`` disables retries.
         settings: Extra parameters sent with every call (``temperature``, ``seed`` ...).
         client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are disabled).
+        max_concurrency: Attempts in flight at most; the limit halves on a 429 and
+            grows back (see :class:`~runtime.ratelimit.AdaptiveLimiter`). None: no limit.
+        limiter: A limiter to share with other models of the same endpoint; replaces
+            the one ``max_concurrency`` would make.
     """
 
     def __init__(
@@ -60,6 +67,8 @@ class OpenAIModel:
         retry: RetryPolicy | None = None,
         settings: Mapping[str, Any] | None = None,
         client: openai.AsyncOpenAI | None = None,
+        max_concurrency: int | None = 32,
+        limiter: AdaptiveLimiter | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -68,6 +77,9 @@ class OpenAIModel:
         self.retry = retry or RetryPolicy()
         self.settings = dict(settings or {})
         self._client = client.with_options(max_retries=0) if client is not None else None
+        if limiter is None and max_concurrency is not None:
+            limiter = AdaptiveLimiter(max_concurrency)
+        self.limiter = limiter
 
     def __repr__(self) -> str:
         at = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -95,7 +107,8 @@ class OpenAIModel:
         return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """One chat completion, retried under :attr:`retry`.
+        """One chat completion, retried under :attr:`retry`, each attempt through
+        :attr:`limiter`.
 
         Raises:
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
@@ -103,7 +116,10 @@ class OpenAIModel:
         """
         async for attempt in self.retry.retrying():
             with attempt:
-                return await self._complete_once(request)
+                if self.limiter is None:
+                    return await self._complete_once(request)
+                async with self.limiter.attempt():
+                    return await self._complete_once(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
     async def _complete_once(self, request: ModelRequest) -> ModelResponse:

@@ -60,7 +60,8 @@ def test_honeycomb_public_names() -> None:
 
 
 RUNTIME_NAMES = {
-    "AgentError", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded",
+    "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
+    "BudgetExceeded",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
     "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
     "LimitedModel", "Limits", "LockTable", "MemoryJournal", "OnUnknown", "OutcomeUnknown",
@@ -68,8 +69,8 @@ RUNTIME_NAMES = {
     "Message", "Model", "ModelCallFinished", "ModelCallStarted", "ModelConnectionError",
     "ModelError", "ModelHTTPError", "ModelRequest", "ModelResponse", "ModelResponseError",
     "ModelRetry", "ModelTimeout", "ObservationStatus", "OpenAIModel", "OutputSchema",
-    "OutputValidationError", "PlanError", "Price", "PricedModel", "RetryPolicy",
-    "RetryingModel", "RunFailed",
+    "OutputValidationError", "PlanError", "Price", "PricedModel", "RateLimitedModel",
+    "RetryPolicy", "RetryingModel", "RunFailed",
     "ScriptExhausted",
     "SystemMessage", "Tool", "ToolCall", "ToolCallFinished", "ToolCallStarted", "ToolContext",
     "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry", "ToolSchema",
@@ -87,7 +88,8 @@ WORKERS_NAMES = {
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
-    "AggregationFinished", "AggregationStarted", "Aggregator", "BudgetExceeded", "Budgets",
+    "AdaptiveLimiter", "AggregationFinished", "AggregationStarted", "Aggregator",
+    "BudgetExceeded", "Budgets",
     "ConcatAggregator", "ConfigError", "ConfigErrors", "Event", "Executor",
     "FunctionAggregator", "FunctionModel", "FunctionPlanner", "HoneycombError", "Limits",
     "Model", "ModelCallFinished", "ModelCallStarted", "ModelError", "ModelRetry",

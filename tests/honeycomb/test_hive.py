@@ -11,7 +11,7 @@ from honeycomb import ConfigErrors, Executor, Policy
 from honeycomb.cli import demo_hive_path
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
-from runtime import OpenAIModel
+from runtime import AdaptiveLimiter, OpenAIModel
 
 GOOD = """\
 name: test-hive
@@ -137,6 +137,25 @@ def test_policy_rules(tmp_path: Path) -> None:
 def test_openai_model_needs_a_name(tmp_path: Path) -> None:
     path = hive(tmp_path, GOOD.replace("    model: gpt-4o-mini\n", ""))
     assert one_error(path).startswith(f"{path}:4:3: models.gpt: an openai model needs 'model:")
+
+
+def test_max_concurrency_sets_the_models_shared_adaptive_limiter(tmp_path: Path) -> None:
+    def limiter_of(text: str) -> AdaptiveLimiter | None:
+        model = load_hive(hive(tmp_path, text)).executor().models["gpt"]
+        assert isinstance(model, OpenAIModel)
+        return model.limiter
+
+    default = limiter_of(GOOD)
+    assert default is not None
+    assert default.max_concurrency == 32
+    url = "    base_url: http://127.0.0.1:9/v1\n"
+    set_to_4 = limiter_of(GOOD.replace(url, url + "    max_concurrency: 4\n"))
+    assert set_to_4 is not None
+    assert set_to_4.max_concurrency == 4
+    assert limiter_of(GOOD.replace(url, url + "    max_concurrency: null\n")) is None
+    path = hive(tmp_path, GOOD.replace(url, url + "    max_concurrency: 0\n"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:7:5: models.gpt.max_concurrency: Input should be greater")
 
 
 def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

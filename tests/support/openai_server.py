@@ -11,6 +11,10 @@ loop the test runs on. Tests program it with behaviours, consumed one per reques
         model = OpenAIModel("gpt-test", base_url=server.base_url)
         ...
         assert len(server.requests) == 2
+
+:attr:`OpenAIServer.default` may also be a function of the request (a responder), and
+:meth:`OpenAIServer.inject` makes a share of requests fail at random, reproducibly
+(:class:`Faults`: 429 with Retry-After, 500, or an answer slower than the client waits).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +37,18 @@ from starlette.routing import Route
 
 from tests.support.asgi_server import Lifecycle, ThreadedServer
 
-__all__ = ["OpenAIServer", "Raw", "RecordedRequest", "Reply", "error", "text", "tool_calls"]
+__all__ = [
+    "Behaviour",
+    "Faults",
+    "OpenAIServer",
+    "Raw",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "error",
+    "text",
+    "tool_calls",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +88,16 @@ def text(content: str, *, delay_s: float = 0.0) -> Reply:
     return Reply(content=content, delay_s=delay_s)
 
 
-def tool_calls(*calls: tuple[str, Mapping[str, Any] | str], content: str | None = None) -> Reply:
+def tool_calls(
+    *calls: tuple[str, Mapping[str, Any] | str], content: str | None = None, delay_s: float = 0.0
+) -> Reply:
     """An answer asking for tool calls ``(name, arguments)``; ids are ``call_0``, ``call_1``...
 
     Arguments given as a mapping are sent as JSON; a string is sent as is.
     """
     return Reply(
         content=content,
+        delay_s=delay_s,
         tool_calls=tuple(
             (f"call_{i}", name, args if isinstance(args, str) else json.dumps(dict(args)))
             for i, (name, args) in enumerate(calls)
@@ -106,12 +125,66 @@ def error(
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One request as the server received it; ``at`` is ``time.monotonic()`` on arrival."""
+    """One request as the server received it.
+
+    ``at`` is ``time.monotonic()`` on arrival; ``number`` counts requests from 1;
+    ``in_flight`` is how many requests the server was handling on its arrival, itself
+    included; ``fault`` names the fault injected into it, if any.
+    """
 
     path: str
     body: Any
     headers: Mapping[str, str]  # lower-case names
     at: float
+    number: int = 0
+    in_flight: int = 1
+    fault: str | None = None
+
+
+Responder = Callable[[RecordedRequest], Behaviour]
+"""Chooses the answer to a request, when nothing is queued."""
+
+
+FAULT_KINDS = ("429", "500", "timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """Answer a share of requests with a fault instead of their behaviour.
+
+    Each request is faulted with probability ``rate``; the kind is drawn by
+    ``weights`` from ``429`` (with ``Retry-After: retry_after_s``), ``500``, and
+    ``timeout`` (an answer held ``hang_s`` seconds: longer than the client waits).
+    Draws come from ``random.Random(seed)``, one per request in order of arrival, so a
+    run is reproducible. A faulted request leaves the queue of behaviours untouched.
+    """
+
+    rate: float = 0.3
+    weights: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 1.0))
+    retry_after_s: float = 0.2
+    hang_s: float = 2.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rate <= 1:
+            raise ValueError(f"rate must be within [0, 1], got {self.rate}")
+        unknown = set(self.weights) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; kinds: {FAULT_KINDS}")
+
+    def draw(self, rng: random.Random) -> str | None:
+        """The fault for the next request, or None."""
+        if rng.random() >= self.rate:
+            return None
+        kinds = list(self.weights)
+        return rng.choices(kinds, weights=[self.weights[k] for k in kinds])[0]
+
+    def behaviour(self, kind: str) -> Behaviour:
+        if kind == "429":
+            return error(429, "rate limit reached (injected)", retry_after=self.retry_after_s)
+        if kind == "500":
+            return error(500, "the server had an error (injected)")
+        return text("too late (injected)", delay_s=self.hang_s)
 
 
 _ERROR_TYPES = {
@@ -125,14 +198,19 @@ class OpenAIServer(Lifecycle):
     """The server; use it as a context manager (or call :meth:`start` and :meth:`stop`).
 
     Attributes:
-        default: What to answer when no behaviour is queued.
+        default: What to answer when no behaviour is queued (or a responder).
     """
 
-    def __init__(self, default: Behaviour | None = None) -> None:
-        self.default: Behaviour = default or text("ok")
+    def __init__(
+        self, default: Behaviour | Responder | None = None, *, faults: Faults | None = None
+    ) -> None:
+        self.default: Behaviour | Responder = default or text("ok")
         self._queue: deque[Behaviour] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
+        self._faults = faults
+        self._rng = random.Random(faults.seed if faults else 0)
+        self._in_flight = 0
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
         app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
         self._server = ThreadedServer(app, name="openai-test-server")
@@ -156,11 +234,23 @@ class OpenAIServer(Lifecycle):
         with self._lock:
             self._queue.extend(behaviours)
 
+    def inject(self, faults: Faults | None) -> None:
+        """Fault requests from now on as ``faults`` says (None: stop), seeded anew."""
+        with self._lock:
+            self._faults = faults
+            self._rng = random.Random(faults.seed if faults else 0)
+
+    @property
+    def injected(self) -> Counter[str]:
+        """Faults injected so far, by kind."""
+        return Counter(r.fault for r in self.requests if r.fault is not None)
+
     def reset(self) -> None:
-        """Forget queued behaviours and recorded requests; restore the default."""
+        """Forget queued behaviours, faults and recorded requests; restore the default."""
         with self._lock:
             self._queue.clear()
             self._requests.clear()
+            self._faults = None
             self.default = text("ok")
 
     def start(self) -> None:
@@ -179,11 +269,34 @@ class OpenAIServer(Lifecycle):
         except ValueError:
             body = raw.decode(errors="replace")
         with self._lock:
-            self._requests.append(
-                RecordedRequest(request.url.path, body, dict(request.headers), arrived)
+            self._in_flight += 1
+            fault = self._faults.draw(self._rng) if self._faults is not None else None
+            number = len(self._requests) + 1
+            recorded = RecordedRequest(
+                request.url.path,
+                body,
+                dict(request.headers),
+                arrived,
+                number,
+                self._in_flight,
+                fault,
             )
-            behaviour = self._queue.popleft() if self._queue else self.default
-            number = len(self._requests)
+            self._requests.append(recorded)
+            queued = self._queue.popleft() if self._queue and fault is None else None
+        try:
+            return await self._answer(self._choose(recorded, queued), body, number)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _choose(self, recorded: RecordedRequest, queued: Behaviour | None) -> Behaviour:
+        if recorded.fault is not None and self._faults is not None:
+            return self._faults.behaviour(recorded.fault)
+        if queued is not None:
+            return queued
+        return self.default(recorded) if callable(self.default) else self.default
+
+    async def _answer(self, behaviour: Behaviour, body: Any, number: int) -> JSONResponse:
         await self._pause(behaviour.delay_s)
         if isinstance(behaviour, Raw):
             return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))

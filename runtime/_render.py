@@ -1,0 +1,82 @@
+"""A tool's result as observation text: any value, bounded in size, never raising.
+
+Strings go as they are; bytes are decoded (bytes that are not UTF-8 are replaced);
+other values go as JSON, and objects JSON cannot hold by their ``str()`` (else their
+``repr()``, else their type). Iterators (generators, ``map`` ...) and containers are
+read only as far as could be shown: a tool returning ``itertools.count()`` must not
+hang the event loop, nor a million-item list be serialized to show 20,000 characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pydantic_core
+
+__all__ = ["render"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def render(value: Any, limit: int) -> str:
+    """``value`` as text of at most ``limit`` characters, plus a marker when cut."""
+    if isinstance(value, str):
+        return _cut(value, limit, complete=True)
+    if value is None:
+        return ""
+    budget = _Budget(limit)
+    try:
+        text = pydantic_core.to_json(budget.bounded(value), fallback=_as_text).decode()
+    except (ValueError, RecursionError):  # PydanticSerializationError is a ValueError
+        text = _as_text(value)  # cycles, deep nesting: give up on structure
+    return _cut(text, limit, complete=not budget.clipped)
+
+
+class _Budget:
+    """Items left to take; each item shows as at least one character, so past
+    ``limit`` items the text would be cut anyway."""
+
+    __slots__ = ("clipped", "left")
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.clipped = False
+
+    def bounded(self, value: Any) -> Any:
+        """``value`` with iterators read into lists, and containers cut, within budget."""
+        self.left -= 1
+        if isinstance(value, _SCALARS):
+            return value
+        if isinstance(value, bytes | bytearray):
+            return bytes(value).decode("utf-8", errors="replace")
+        if isinstance(value, dict):
+            return {k: self.bounded(v) for k, v in self._take(iter(value.items()))}
+        if isinstance(value, list | tuple | set | frozenset | Iterator):
+            return [self.bounded(v) for v in self._take(iter(value))]
+        return value
+
+    def _take(self, items: Iterator[Any]) -> Iterator[Any]:
+        for item in items:
+            if self.left <= 0:
+                self.clipped = True
+                return
+            yield item
+
+
+def _as_text(value: Any) -> str:
+    for show in (str, repr):
+        try:
+            return show(value)
+        except Exception:
+            continue
+    return f"<{type(value).__name__} object that cannot be shown>"
+
+
+def _cut(text: str, limit: int, *, complete: bool) -> str:
+    if len(text) <= limit:
+        return text
+    if complete:
+        cut = len(text) - limit
+        return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
+    return f"{text[:limit]}\n[... output cut at {limit:,} characters; the rest not shown]"

@@ -1,0 +1,146 @@
+"""Model faults survived: Executor runs whose workers share one ``OpenAIModel`` talking
+over real HTTP to the local test server, which injects 429s (with Retry-After), 500s
+and answers slower than the client waits; and a burst of 429s that the shared
+adaptive limiter answers by slowing everyone down, then recovering."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from honeycomb import Executor, Policy, Role, RunResult, tool
+from runtime import AdaptiveLimiter, OpenAIModel, RetryPolicy
+from tests.support.openai_server import (
+    Behaviour,
+    Faults,
+    OpenAIServer,
+    RecordedRequest,
+    Responder,
+    error,
+    text,
+    tool_calls,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+TIMEOUT = 0.3  # the client's timeout; an injected "timeout" answers after 1.5s
+RETRY_AFTER = 0.2
+
+
+@tool
+async def lookup(query: str) -> str:
+    """Look something up."""
+    return f"found {query}"
+
+
+ROLES = [Role(name="researcher", tools=("lookup",))]
+
+
+def agent(turns: int, *, delay_s: float = 0.0) -> Responder:
+    """Answers like a model doing ``turns`` lookups, then ``done: <task>``."""
+
+    def answer(request: RecordedRequest) -> Behaviour:
+        messages = request.body["messages"]
+        task = messages[1]["content"]
+        observed = sum(1 for m in messages if m["role"] == "tool")
+        if observed >= turns:
+            return text(f"done: {task}", delay_s=delay_s)
+        return tool_calls(("lookup", {"query": f"{task} #{observed}"}), delay_s=delay_s)
+
+    return answer
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    # One server per test: answers held past the client's timeout from one test would
+    # count as in flight in the next.
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def models() -> AsyncIterator[list[OpenAIModel]]:
+    """Models made by a test; their HTTP clients are closed afterwards."""
+    made: list[OpenAIModel] = []
+    yield made
+    for model in made:
+        await model.client.close()
+
+
+async def run_workers(model: OpenAIModel, workers: int) -> RunResult:
+    executor = Executor(
+        ROLES,
+        model,
+        tools=[lookup],
+        aggregator="concat",
+        policy=Policy(max_workers=workers, max_subtasks=workers),
+    )
+    plan = [("researcher", f"part {i}") for i in range(workers)]
+    return await executor.run("research", subtasks=plan, run_id="r")
+
+
+def assert_every_worker_intact(result: RunResult, workers: int) -> None:
+    assert result.status == "ok", [str(f.error) for f in result.failures]
+    assert [s.text for s in result.subtasks.values()] == [f"done: part {i}" for i in range(workers)]
+
+
+async def test_a_run_survives_thirty_percent_injected_faults(
+    server: OpenAIServer, models: list[OpenAIModel]
+) -> None:
+    workers = 16
+    server.default = agent(turns=2)
+    server.inject(Faults(rate=0.3, retry_after_s=RETRY_AFTER, hang_s=1.5, seed=7))
+    retry = RetryPolicy(attempts=10, initial_wait_s=0.01, max_wait_s=0.05, jitter_s=0)
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=TIMEOUT, retry=retry)
+    models.append(model)
+
+    result = await run_workers(model, workers)
+
+    assert_every_worker_intact(result, workers)
+    assert result.usage.model_calls == workers * 3  # two lookups and an answer each
+    requests = server.requests
+    injected = server.injected
+    assert set(injected) == {"429", "500", "timeout"}, injected
+    assert sum(injected.values()) == len(requests) - workers * 3
+    assert 0.15 < sum(injected.values()) / len(requests) < 0.45
+    for faulted in (r for r in requests if r.fault is not None):
+        retried = next(r for r in requests if r.number > faulted.number and r.body == faulted.body)
+        if faulted.fault == "429":
+            assert retried.at - faulted.at >= RETRY_AFTER * 0.95, "Retry-After not honoured"
+        if faulted.fault == "timeout":
+            assert retried.at - faulted.at >= TIMEOUT * 0.95
+
+
+async def test_a_burst_of_429s_slows_every_worker_down_then_they_recover(
+    server: OpenAIServer, models: list[OpenAIModel]
+) -> None:
+    # Answers take 0.1s, long against the client's own work per request (a few ms), so
+    # that the server sees the concurrency the client allows.
+    # More workers than the limit allows until near the end, so demand never ebbs.
+    workers, turns, burst = 24, 3, range(30, 38)
+    script = agent(turns, delay_s=0.1)
+
+    def answer(request: RecordedRequest) -> Behaviour:
+        if request.number in burst:
+            return error(429, "rate limit reached", retry_after=0.1)
+        return script(request)
+
+    server.default = answer
+    limiter = AdaptiveLimiter(8, increase_after=2)
+    retry = RetryPolicy(attempts=10, initial_wait_s=0.01, max_wait_s=0.05, jitter_s=0)
+    model = OpenAIModel("gpt-test", base_url=server.base_url, retry=retry, limiter=limiter)
+    models.append(model)
+
+    result = await run_workers(model, workers)
+
+    assert_every_worker_intact(result, workers)
+    requests = server.requests
+    assert len(requests) == workers * (turns + 1) + len(burst)
+    assert limiter.throttled == len(burst)
+    concurrency = [r.in_flight for r in requests]
+    before, after = concurrency[: burst[0] - 1], concurrency[burst[-1] :]
+    assert max(before) == 8, "workers did not use the allowed concurrency"
+    assert max(after[:8]) <= 4, f"concurrency did not drop after the 429s: {after[:8]}"
+    assert max(after[20:60]) >= 7, f"concurrency did not recover: {after[20:60]}"
+    assert limiter.limit == 8

@@ -1,0 +1,307 @@
+"""The adaptive limiter: its arithmetic (halve on 429, grow back by one), its shared
+cool-down, its bound on calls in flight, and how models hold it.
+
+Timing claims are ratios against the test's own latencies, with generous bounds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import (
+    AdaptiveLimiter,
+    ModelHTTPError,
+    ModelRequest,
+    OpenAIModel,
+    RateLimitedModel,
+    RetryingModel,
+    RetryPolicy,
+    UserMessage,
+)
+from runtime.testing import FunctionModel
+
+L = 0.1  # latency of one model call, in seconds
+REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
+
+
+async def succeed(limiter: AdaptiveLimiter, times: int = 1) -> None:
+    for _ in range(times):
+        async with limiter.attempt():
+            pass
+
+
+async def throttle(limiter: AdaptiveLimiter, retry_after: float | None = 0.0) -> None:
+    with pytest.raises(ModelHTTPError):
+        async with limiter.attempt():
+            raise ModelHTTPError(429, "slow down", retry_after=retry_after)
+
+
+async def burst(limiter: AdaptiveLimiter, size: int, retry_after: float = 0.0) -> None:
+    """``size`` attempts in flight together, all answered 429."""
+    gate = anyio.Event()
+
+    async def one() -> None:
+        with contextlib.suppress(ModelHTTPError):
+            async with limiter.attempt():
+                await gate.wait()
+                raise ModelHTTPError(429, retry_after=retry_after)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(size):
+            tg.start_soon(one)
+        await anyio.wait_all_tasks_blocked()
+        assert limiter.in_flight == size
+        gate.set()
+
+
+# --- arithmetic ---------------------------------------------------------------------
+
+
+async def test_a_429_halves_the_limit_down_to_the_minimum() -> None:
+    limiter = AdaptiveLimiter(12, min_concurrency=2)
+    seen = []
+    for _ in range(4):
+        await throttle(limiter)
+        seen.append(limiter.limit)
+    assert seen == [6, 3, 2, 2]
+    assert limiter.throttled == 4
+
+
+async def test_the_limit_never_goes_below_one() -> None:
+    limiter = AdaptiveLimiter(3)
+    for _ in range(3):
+        await throttle(limiter)
+    assert limiter.limit == 1
+
+
+async def test_a_burst_of_429s_in_flight_together_halves_once() -> None:
+    limiter = AdaptiveLimiter(8)
+    await burst(limiter, 8)
+    assert limiter.limit == 4, "one congestion event, one halving"
+    assert limiter.throttled == 8
+    await throttle(limiter)  # started after the cut: a new event
+    assert limiter.limit == 2
+
+
+async def test_the_limit_grows_by_one_per_n_successes_up_to_the_maximum() -> None:
+    limiter = AdaptiveLimiter(8, increase_after=3)
+    await throttle(limiter)
+    await throttle(limiter)
+    assert limiter.limit == 2
+    limits = []
+    for _ in range(7):
+        await succeed(limiter, 3)
+        limits.append(limiter.limit)
+    assert limits == [3, 4, 5, 6, 7, 8, 8]
+    await succeed(limiter, 2)
+    await throttle(limiter)
+    await succeed(limiter, 2)
+    assert limiter.limit == 4, "successes before a cut do not count after it"
+
+
+async def test_other_errors_neither_cut_nor_grow_the_limit() -> None:
+    limiter = AdaptiveLimiter(4, increase_after=1)
+    await throttle(limiter)
+    for status in (500, 503, 400):
+        with pytest.raises(ModelHTTPError):
+            async with limiter.attempt():
+                raise ModelHTTPError(status)
+    with pytest.raises(ValueError, match="boom"):
+        async with limiter.attempt():
+            raise ValueError("boom")
+    assert limiter.limit == 2
+    assert limiter.in_flight == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_concurrency": 0}, "min_concurrency <= max_concurrency"),
+        ({"max_concurrency": 2, "min_concurrency": 3}, "min_concurrency <= max_concurrency"),
+        ({"increase_after": 0}, "increase_after"),
+        ({"cooldown_s": -1}, "cooldown_s"),
+        ({"cooldown_s": 5, "max_cooldown_s": 1}, "cooldown_s <= max_cooldown_s"),
+    ],
+)
+def test_bad_settings_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AdaptiveLimiter(**options)
+
+
+# --- in flight, cool-down, cancellation -----------------------------------------------
+
+
+class InFlight:
+    """A model of latency ``L`` that counts calls in flight and answers as told."""
+
+    def __init__(
+        self, answer: Callable[[int], str | BaseException] = lambda n: "ok", latency: float = L
+    ) -> None:
+        self.active = self.peak = self.calls = 0
+        self.starts: list[float] = []
+        self.answer = answer
+        self.latency = latency
+
+    async def complete(self, request: ModelRequest) -> Any:
+        self.calls += 1
+        number = self.calls
+        self.starts.append(time.perf_counter())
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            await anyio.sleep(self.latency)
+        finally:
+            self.active -= 1
+        reply = self.answer(number)
+        if isinstance(reply, BaseException):
+            raise reply
+        return await FunctionModel(lambda _: reply).complete(request)
+
+
+async def test_calls_in_flight_never_pass_the_limit() -> None:
+    model = InFlight()
+    limited = RateLimitedModel(model, AdaptiveLimiter(4))
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(12):
+            tg.start_soon(limited.complete, REQUEST)
+    wall = time.perf_counter() - started
+    assert model.peak == 4
+    assert 3 * L * 0.9 <= wall < 6 * L, "twelve calls four at a time take about 3L"
+
+
+async def test_a_429_makes_every_caller_sit_out_the_retry_after() -> None:
+    retry_after = 3 * L
+    model = InFlight(lambda n: ModelHTTPError(429, retry_after=retry_after) if n == 1 else "ok")
+    limiter = AdaptiveLimiter(8)
+    limited = RateLimitedModel(model, limiter)
+    with pytest.raises(ModelHTTPError):
+        await limited.complete(REQUEST)
+    throttled_at = time.perf_counter()
+    assert limiter.cooldown_left_s == pytest.approx(retry_after, abs=L)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(limited.complete, REQUEST)
+    later = model.starts[1:]
+    assert len(later) == 5
+    assert min(later) - throttled_at >= retry_after * 0.9, "a caller started during the cool-down"
+    assert max(later) - throttled_at < retry_after + 2 * L, "the cool-down did not end"
+
+
+async def test_a_429_without_retry_after_cools_down_for_the_default() -> None:
+    limiter = AdaptiveLimiter(4, cooldown_s=2 * L)
+    await throttle(limiter, retry_after=None)
+    started = time.perf_counter()
+    await succeed(limiter)
+    assert time.perf_counter() - started >= 2 * L * 0.9
+
+
+async def test_a_retry_after_is_capped_by_the_longest_cooldown() -> None:
+    limiter = AdaptiveLimiter(4, cooldown_s=L, max_cooldown_s=L)
+    await throttle(limiter, retry_after=3600)
+    started = time.perf_counter()
+    await succeed(limiter)
+    assert time.perf_counter() - started < 5 * L
+
+
+async def test_cancelled_waiters_give_their_slots_back() -> None:
+    limiter = AdaptiveLimiter(2)
+    hold = anyio.Event()
+
+    async def holder() -> None:
+        async with limiter.attempt():
+            await hold.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        tg.start_soon(holder)
+        with anyio.move_on_after(L):
+            async with anyio.create_task_group() as waiters:
+                for _ in range(5):
+                    waiters.start_soon(succeed, limiter)
+                await anyio.wait_all_tasks_blocked()
+                assert limiter.waiting == 5
+        assert limiter.waiting == 0
+        hold.set()
+    assert limiter.in_flight == 0
+    with anyio.fail_after(L):
+        await succeed(limiter, 3)
+
+
+async def test_a_cancelled_cooldown_gives_its_slot_back() -> None:
+    limiter = AdaptiveLimiter(1)
+    await throttle(limiter, retry_after=10 * L)
+    with anyio.move_on_after(L):
+        await succeed(limiter)
+    assert limiter.in_flight == 0
+    assert limiter.waiting == 0
+
+
+async def test_concurrency_drops_after_429s_and_recovers() -> None:
+    # Calls 30 to 37 answer 429; 16 callers keep the limiter busy throughout.
+    burst_calls = range(30, 38)
+    model = InFlight(
+        lambda n: ModelHTTPError(429, retry_after=0) if n in burst_calls else "ok", latency=L / 4
+    )
+    limiter = AdaptiveLimiter(8, increase_after=2)
+    retrying = RetryingModel(
+        RateLimitedModel(model, limiter), RetryPolicy(attempts=5, initial_wait_s=0, jitter_s=0)
+    )
+    in_flight_at_start: list[int] = []
+    original = model.complete
+
+    async def traced(request: ModelRequest) -> Any:
+        in_flight_at_start.append(model.active + 1)
+        return await original(request)
+
+    model.complete = traced  # type: ignore[method-assign]
+
+    async def caller() -> None:
+        for _ in range(10):
+            await retrying.complete(REQUEST)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(16):
+            tg.start_soon(caller)
+    first_429 = burst_calls[0] - 1
+    assert max(in_flight_at_start[:first_429]) == 8
+    after = in_flight_at_start[burst_calls[-1] : burst_calls[-1] + 8]
+    assert max(after) <= 4, f"concurrency did not drop after the 429s: {after}"
+    assert max(in_flight_at_start[-24:]) == 8, "concurrency did not recover"
+    assert limiter.limit == 8
+    assert model.calls == 160 + len(burst_calls)
+
+
+# --- models holding a limiter ----------------------------------------------------------
+
+
+async def test_a_retry_passes_through_the_limiter_and_waits_out_the_cooldown() -> None:
+    model = InFlight(lambda n: ModelHTTPError(429, retry_after=2 * L) if n == 1 else "done")
+    limiter = AdaptiveLimiter(4)
+    retrying = RetryingModel(
+        RateLimitedModel(model, limiter), RetryPolicy(attempts=2, initial_wait_s=0, jitter_s=0)
+    )
+    response = await retrying.complete(REQUEST)
+    assert response.message.content == "done"
+    assert model.starts[1] - model.starts[0] >= L + 2 * L * 0.9
+    assert limiter.throttled == 1
+    assert limiter.limit == 2
+
+
+def test_openai_model_holds_one_limiter_for_all_its_callers() -> None:
+    model = OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1")
+    assert model.limiter is not None
+    assert model.limiter.max_concurrency == 32
+    assert OpenAIModel("m", base_url="http://127.0.0.1:9/v1", max_concurrency=None).limiter is None
+    shared = AdaptiveLimiter(5)
+    a = OpenAIModel("a", base_url="http://127.0.0.1:9/v1", limiter=shared)
+    b = OpenAIModel("b", base_url="http://127.0.0.1:9/v1", limiter=shared, max_concurrency=99)
+    assert a.limiter is b.limiter is shared
+    assert OpenAIModel("c", max_concurrency=3).limiter.max_concurrency == 3  # type: ignore[union-attr]
