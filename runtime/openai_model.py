@@ -13,8 +13,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import openai
 
+from runtime._completion import parse_completion
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -23,12 +25,9 @@ from runtime.errors import (
     ModelTimeout,
 )
 from runtime.messages import (
-    AssistantMessage,
     Message,
     SystemMessage,
-    ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from runtime.model import ModelRequest, ModelResponse
@@ -109,7 +108,10 @@ class OpenAIModel:
     async def _complete_once(self, request: ModelRequest) -> ModelResponse:
         params = self._params(request)
         try:
-            completion = await self.client.chat.completions.create(**params)
+            # The raw body, parsed here: the SDK's lenient parsing lets malformed
+            # completions through as objects with missing or wrong-typed attributes.
+            raw = await self.client.chat.completions.with_raw_response.create(**params)
+            body = await _read(raw.http_response)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
@@ -123,7 +125,7 @@ class OpenAIModel:
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
-        return self._response(completion)
+        return parse_completion(body, self.model)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -162,27 +164,13 @@ class OpenAIModel:
             }
         return params
 
-    def _response(self, completion: Any) -> ModelResponse:
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise ModelResponseError(f"model {self.model!r} returned no choices")
-        choice = choices[0]
-        raw = choice.message
-        calls = tuple(
-            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-            for c in (raw.tool_calls or ())
-            if getattr(c, "type", "function") == "function"
-        )
-        usage = completion.usage
-        return ModelResponse(
-            message=AssistantMessage(content=raw.content, tool_calls=calls),
-            usage=Usage(
-                input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            ),
-            finish_reason=choice.finish_reason or "stop",
-            model=completion.model or self.model,
-        )
+
+async def _read(response: httpx.Response) -> bytes:
+    """The whole body; a connection that breaks while it is read is a connection error."""
+    try:
+        return await response.aread()
+    except httpx.TransportError as exc:
+        raise ModelConnectionError(f"the answer broke off: {exc}") from exc
 
 
 def _message_out(message: Message) -> dict[str, Any]:
