@@ -20,6 +20,7 @@ from runtime._completion import parse_completion
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
+    ModelError,
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,
@@ -106,6 +107,20 @@ class OpenAIModel:
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
     async def _complete_once(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await self._complete_raw(request)
+        except ModelError as exc:
+            # Some proxies and debugging servers echo the request's headers in their
+            # error bodies: mask the key, and drop the SDK's error that holds it too.
+            key = self._client.api_key if self._client is not None else ""
+            if not key or key == "unused" or key not in _all_text(exc):
+                raise
+            exc.args = _mask(exc.args, key)
+            if isinstance(exc, ModelHTTPError):
+                exc.body = _mask(exc.body, key)
+            raise exc from None
+
+    async def _complete_raw(self, request: ModelRequest) -> ModelResponse:
         params = self._params(request)
         try:
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
@@ -171,6 +186,30 @@ async def _read(response: httpx.Response) -> bytes:
         return await response.aread()
     except httpx.TransportError as exc:
         raise ModelConnectionError(f"the answer broke off: {exc}") from exc
+
+
+_MASKED = "[api key hidden]"
+
+
+def _all_text(exc: BaseException) -> str:
+    """Everything an error and the errors behind it would show."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        parts += [str(current), repr(current.args), repr(getattr(current, "body", None))]
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
+
+
+def _mask(value: Any, key: str) -> Any:
+    """``value`` with every occurrence of ``key`` in its strings masked."""
+    if isinstance(value, str):
+        return value.replace(key, _MASKED)
+    if isinstance(value, dict):
+        return {_mask(k, key): _mask(v, key) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_mask(v, key) for v in value)
+    return value
 
 
 def _message_out(message: Message) -> dict[str, Any]:
