@@ -275,8 +275,8 @@ class _Builder:
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
                 key = self._construct(key_node, path)
-                if not isinstance(key, str | int):
-                    key = str(key)
+                if isinstance(key, bool) or not isinstance(key, str | int):
+                    key = str(key)  # a bool key would equal 0 or 1 (and pass for a list index)
                 here = (*path, key)
                 if key in out:
                     first = self.marks[here][0]

@@ -222,7 +222,8 @@ def mutated_hives(draw: st.DrawFn) -> tuple[dict[str, Any], list[Mutation]]:
             if key in target:
                 continue
             target[key] = draw(values)
-            done.append((kind, (*path, "None" if key is None else key)))  # as YAML reads it
+            read = str(key) if key is None or isinstance(key, bool) else key  # as YAML reads it
+            done.append((kind, (*path, read)))
             continue
         if not candidates:
             continue
