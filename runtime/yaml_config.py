@@ -365,8 +365,9 @@ def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:
     a part that is a key or index of the data is kept even if it looks like one."""
     out: list[str | int] = []
     for part in loc:
-        if _has(value, part):
-            value = value[part]
+        found = _key(value, part)
+        if found is not _MISSING:
+            value, part = value[found], found
         elif _is_union_tag(part):
             continue
         else:
@@ -375,10 +376,19 @@ def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:
     return tuple(out)
 
 
-def _has(value: Any, part: Any) -> bool:
+_MISSING = object()
+
+
+def _key(value: Any, part: Any) -> Any:
+    """The key or index of ``value`` that ``part`` names (pydantic gives the keys it
+    cannot fit in a C integer as text), or ``_MISSING``."""
     if isinstance(value, Mapping):
-        return part in value
-    return isinstance(value, list | tuple) and isinstance(part, int) and 0 <= part < len(value)
+        if part in value:
+            return part
+        return next((k for k in value if isinstance(k, int) and str(k) == part), _MISSING)
+    if isinstance(value, list | tuple) and isinstance(part, int) and 0 <= part < len(value):
+        return part
+    return _MISSING
 
 
 def _is_union_tag(part: Any) -> bool:

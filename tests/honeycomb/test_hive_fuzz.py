@@ -27,7 +27,13 @@ MUTATION_EXAMPLES = 75
 
 # Errors about the file as a whole, which no field is involved in.
 WHOLE_FILE = ("invalid YAML", "a hive file must be a mapping", "the file is not UTF-8")
-ROOT_SCALAR = ("number too large", "'")  # "'x' is not a valid !!int"
+
+
+def root_is_mapping(path: Path) -> bool:
+    try:
+        return isinstance(yaml.safe_load(path.read_bytes()), dict)
+    except (yaml.YAMLError, ValueError, LookupError, AttributeError, TypeError, RecursionError):
+        return False  # PyYAML's own loader fails in all these ways on bad scalars
 
 
 def trip_hive() -> dict[str, Any]:
@@ -54,8 +60,8 @@ def check_loading(path: Path) -> ConfigErrors | None:
             assert error.file is not None, str(error)
             assert error.message, str(error)
             if error.file == str(path) and not error.message.startswith(WHOLE_FILE):
-                # only the document as a whole, or a bad scalar as the whole document, has none
-                assert error.field or error.message.startswith(ROOT_SCALAR), str(error)
+                # only an error about the document as a whole has no field
+                assert error.field or not root_is_mapping(path), str(error)
     failure = caught
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
