@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 from honeycomb.executor import Executor
 from honeycomb.offline import OfflineModel
@@ -65,7 +65,7 @@ class ModelSpec(BaseModel):
     provider: Literal["openai", "offline"] = "openai"
     model: str | None = None
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None  # masked in reprs, dumps and errors
     timeout: float = Field(default=120.0, gt=0)
     settings: dict[str, Any] = Field(default_factory=dict)
     retry: RetrySpec = Field(default_factory=RetrySpec)
@@ -90,10 +90,11 @@ class ModelSpec(BaseModel):
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         r = self.retry
+        key = self.api_key.get_secret_value() if self.api_key is not None else None
         return OpenAIModel(
             self.model or "",
             base_url=self.base_url or None,
-            api_key=self.api_key or None,
+            api_key=key or None,
             timeout=self.timeout,
             settings=self.settings,
             retry=RetryPolicy(

@@ -129,7 +129,7 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
-        self._last: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._last: dict[tuple[int, str], tuple[str, dict[str, Any]]] = {}
 
     async def dispatch(
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
@@ -153,8 +153,11 @@ class Dispatcher:
             partial(self._lane, serial, parallel, turn, results, cap),
             [partial(self._run_into, ready, turn, results, cap) for ready in spawned],
         )
-        # What this batch ran, so the next turn can spot a repeat without re-parsing.
-        self._last = {r.call.id: (r.call.name, r.kwargs) for r in (*parallel, *serial)}
+        # What this batch ran, so the next turn can spot a repeat without re-parsing;
+        # keyed by position too, as models do repeat call ids within a turn.
+        self._last = {
+            (r.position, r.call.id): (r.call.name, r.kwargs) for r in (*parallel, *serial)
+        }
         return tuple(r for r in results if r is not None)
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
@@ -394,12 +397,12 @@ class _Repeats:
     def __init__(
         self,
         previous: Sequence[ToolCall],
-        remembered: dict[str, tuple[str, dict[str, Any]]],
+        remembered: dict[tuple[int, str], tuple[str, dict[str, Any]]],
         tools: ToolRegistry,
     ) -> None:
         self._seen: dict[str, list[dict[str, Any]]] = {}
-        for call in previous:
-            known = remembered.get(call.id)
+        for position, call in enumerate(previous):
+            known = remembered.get((position, call.id))
             if known is not None and known[0] == call.name:
                 arguments = known[1]
             else:  # not dispatched here (a state from elsewhere): validate it again

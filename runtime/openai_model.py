@@ -15,22 +15,22 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import openai
 
+from runtime._completion import parse_completion
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
+    ModelError,
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,
 )
 from runtime.messages import (
-    AssistantMessage,
     Message,
     SystemMessage,
-    ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from runtime.model import ModelRequest, ModelResponse
@@ -123,9 +123,26 @@ class OpenAIModel:
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
     async def _complete_once(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await self._complete_raw(request)
+        except ModelError as exc:
+            # Some proxies and debugging servers echo the request's headers in their
+            # error bodies: mask the key, and drop the SDK's error that holds it too.
+            key = self._client.api_key if self._client is not None else ""
+            if not key or key == "unused" or key not in _all_text(exc):
+                raise
+            exc.args = _mask(exc.args, key)
+            if isinstance(exc, ModelHTTPError):
+                exc.body = _mask(exc.body, key)
+            raise exc from None
+
+    async def _complete_raw(self, request: ModelRequest) -> ModelResponse:
         params = self._params(request)
         try:
-            completion = await self.client.chat.completions.create(**params)
+            # The raw body, parsed here: the SDK's lenient parsing lets malformed
+            # completions through as objects with missing or wrong-typed attributes.
+            raw = await self.client.chat.completions.with_raw_response.create(**params)
+            body = await _read(raw.http_response)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
@@ -139,7 +156,7 @@ class OpenAIModel:
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
-        return self._response(completion)
+        return parse_completion(body, self.model)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -178,27 +195,37 @@ class OpenAIModel:
             }
         return params
 
-    def _response(self, completion: Any) -> ModelResponse:
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise ModelResponseError(f"model {self.model!r} returned no choices")
-        choice = choices[0]
-        raw = choice.message
-        calls = tuple(
-            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-            for c in (raw.tool_calls or ())
-            if getattr(c, "type", "function") == "function"
-        )
-        usage = completion.usage
-        return ModelResponse(
-            message=AssistantMessage(content=raw.content, tool_calls=calls),
-            usage=Usage(
-                input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            ),
-            finish_reason=choice.finish_reason or "stop",
-            model=completion.model or self.model,
-        )
+
+async def _read(response: httpx.Response) -> bytes:
+    """The whole body; a connection that breaks while it is read is a connection error."""
+    try:
+        return await response.aread()
+    except httpx.TransportError as exc:
+        raise ModelConnectionError(f"the answer broke off: {exc}") from exc
+
+
+_MASKED = "[api key hidden]"
+
+
+def _all_text(exc: BaseException) -> str:
+    """Everything an error and the errors behind it would show."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        parts += [str(current), repr(current.args), repr(getattr(current, "body", None))]
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
+
+
+def _mask(value: Any, key: str) -> Any:
+    """``value`` with every occurrence of ``key`` in its strings masked."""
+    if isinstance(value, str):
+        return value.replace(key, _MASKED)
+    if isinstance(value, dict):
+        return {_mask(k, key): _mask(v, key) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_mask(v, key) for v in value)
+    return value
 
 
 def _message_out(message: Message) -> dict[str, Any]:

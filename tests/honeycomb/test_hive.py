@@ -166,7 +166,9 @@ def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.Monkey
     error = one_error(path)
     assert error.startswith(f"{path}:6:14: models.gpt.api_key: environment variable HIVE_TEST_KEY")
     monkeypatch.setenv("HIVE_TEST_KEY", "sk-test")
-    assert load_hive(path).spec.models["gpt"].api_key == "sk-test"
+    key = load_hive(path).spec.models["gpt"].api_key
+    assert key is not None
+    assert key.get_secret_value() == "sk-test"
 
 
 def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.support.asgi_server import Lifecycle, ThreadedServer
@@ -71,13 +71,16 @@ class Reply:
 @dataclass(frozen=True, slots=True)
 class Raw:
     """Answer ``status`` with OpenAI's JSON error body, or with ``body`` when given
-    (so ``Raw(200, body={...})`` sends any completion, even a broken one)."""
+    (so ``Raw(200, body={...})`` sends any completion, even a broken one), or with the
+    bytes ``content`` as they are (truncated JSON, HTML ...) typed ``media_type``."""
 
     status: int
     message: str = "something went wrong"
     headers: Mapping[str, str] = field(default_factory=dict)
     body: Any = None  # replaces the standard {"error": {...}} body when given
     delay_s: float = 0.0
+    content: bytes | None = None  # replaces any JSON body when given
+    media_type: str = "application/json"
 
 
 Behaviour = Reply | Raw
@@ -261,7 +264,7 @@ class OpenAIServer(Lifecycle):
         self._server.call_soon(self._stopping.set)
         self._server.stop()
 
-    async def _handle(self, request: Request) -> JSONResponse:
+    async def _handle(self, request: Request) -> Response:
         arrived = time.monotonic()
         raw = await request.body()
         try:
@@ -298,6 +301,9 @@ class OpenAIServer(Lifecycle):
 
     async def _answer(self, behaviour: Behaviour, body: Any, number: int) -> JSONResponse:
         await self._pause(behaviour.delay_s)
+        if isinstance(behaviour, Raw) and behaviour.content is not None:
+            headers = dict(behaviour.headers)
+            return Response(behaviour.content, behaviour.status, headers, behaviour.media_type)
         if isinstance(behaviour, Raw):
             return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
         model = body.get("model", "") if isinstance(body, dict) else ""

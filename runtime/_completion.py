@@ -1,0 +1,126 @@
+"""Reading a chat completion's JSON body into a :class:`ModelResponse`, checking every
+field on the way: OpenAI-compatible servers (and proxies in front of them) do answer
+with truncated bodies, HTML error pages, missing fields and wrong types, and each of
+those must become a :class:`ModelResponseError` that says what was wrong, never a
+``KeyError`` or ``AttributeError`` from deep inside the adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.errors import ModelResponseError
+from runtime.messages import AssistantMessage, ToolCall, Usage
+from runtime.model import ModelResponse
+
+__all__ = ["parse_completion"]
+
+
+class _Malformed(Exception):
+    """One field of the body is missing or has the wrong type."""
+
+
+def parse_completion(body: bytes, model: str) -> ModelResponse:
+    """The response in a completion's body, as sent by the endpoint.
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the body.
+    """
+    try:
+        data = json.loads(body)
+    except ValueError as exc:  # also a body that is not UTF-8
+        raise ModelResponseError(
+            f"model {model!r} answered with a body that is not JSON ({exc}): {_shown(body)}"
+        ) from exc
+    if isinstance(data, dict) and "choices" not in data and "error" in data:
+        raise ModelResponseError(f"model {model!r} answered with an error: {_shown(data['error'])}")
+    try:
+        return _response(data, model)
+    except _Malformed as exc:
+        raise ModelResponseError(f"model {model!r} returned a malformed completion: {exc}") from exc
+
+
+def _response(data: Any, model: str) -> ModelResponse:
+    body = _object(data, "the body")
+    choices = body.get("choices")
+    if choices is None or choices == []:
+        raise ModelResponseError(f"model {model!r} returned no choices")
+    choice = _object(_list(choices, "choices")[0], "choices[0]")
+    raw = _object(choice.get("message"), "choices[0].message")
+    where = "choices[0].message"
+    content = _text(raw.get("content"), f"{where}.content")
+    calls = tuple(
+        _tool_call(item, f"{where}.tool_calls[{index}]")
+        for index, item in enumerate(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"))
+        if not isinstance(item, dict) or item.get("type", "function") == "function"
+    )
+    usage = _object(body.get("usage") or {}, "usage")
+    return ModelResponse(
+        message=AssistantMessage(content=content, tool_calls=calls),
+        usage=Usage(
+            input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+            output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+        ),
+        finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
+        model=_text(body.get("model"), "model") or model,
+    )
+
+
+def _tool_call(item: Any, where: str) -> ToolCall:
+    call = _object(item, where)
+    function = _object(call.get("function"), f"{where}.function")
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # some servers send the object itself
+        arguments = json.dumps(arguments)
+    return ToolCall(
+        id=_required(call.get("id"), f"{where}.id"),
+        name=_required(function.get("name"), f"{where}.function.name"),
+        arguments=_text(arguments, f"{where}.function.arguments") or "",
+    )
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where} is {_kind(value)}, not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Malformed(f"{where} is {_kind(value)}, not a list")
+    return value
+
+
+def _required(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Malformed(f"{where} is {_kind(value)}, not a non-empty string")
+    return value
+
+
+def _text(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _Malformed(f"{where} is {_kind(value)}, not a string")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _Malformed(f"{where} is {_kind(value)}, not a count of tokens")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "missing (or null)"
+    if isinstance(value, str) and not value:
+        return "an empty string"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({_shown(value, 40)})"
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
