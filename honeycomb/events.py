@@ -72,7 +72,7 @@ class RunFinished(Event):
     """The last event of a run; ``result`` is None when the run raised ``error``."""
 
     kind: ClassVar[str] = "run.finished"
-    status: str  # "ok", "partial", "failed", "cancelled"
+    status: str  # "ok", "partial", "failed", "interrupted"
     wall_s: float
     result: RunResult | None = None
     error: str | None = None
