@@ -144,8 +144,9 @@ def server() -> Iterator[OpenAIServer]:
 
 
 @pytest.mark.parametrize("case", list(BEHAVIOURS))
-async def test_the_api_key_appears_nowhere(server: OpenAIServer, case: str) -> None:
+async def test_the_api_key_appears_nowhere(server: OpenAIServer, case: str, tmp_path: Path) -> None:
     seen = Seen()
+    store = tmp_path / "runs.db"
     model = OpenAIModel(
         "gpt-test",
         base_url=server.base_url,
@@ -154,8 +155,9 @@ async def test_the_api_key_appears_nowhere(server: OpenAIServer, case: str) -> N
         retry=RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.02, jitter_s=0),
     )
     executor = Executor(
-        [Role(name="worker")], model, aggregator="concat", on_event=[seen.event], log_events=True
-    )
+        [Role(name="worker")], model, aggregator="concat", on_event=[seen.event],
+        log_events=True, store=store,
+    )  # fmt: skip
     seen.add(model, executor)
     with structlog.testing.capture_logs() as logs:
         for streamed in (False, True):
@@ -183,6 +185,10 @@ async def test_the_api_key_appears_nowhere(server: OpenAIServer, case: str) -> N
     # the key was sent, so the test would see it if anything echoed it
     assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)
     assert seen.leaks() == []
+    # the run store: every byte of the database and its write-ahead log
+    kept = b"".join(p.read_bytes() for p in tmp_path.glob("runs.db*"))  # noqa: ASYNC240
+    assert b"gpt-test" in kept or b"worker" in kept  # the store did keep the runs
+    assert KEY.encode() not in kept
     await model.client.close()
 
 

@@ -125,3 +125,19 @@ async def test_a_cancelled_run_closes_its_open_spans() -> None:
     assert statuses["run"] == "interrupted"
     assert statuses["model_call"] == "cancelled"
     assert statuses["worker"] == "cancelled"
+
+
+async def test_a_cost_budget_stops_a_run_that_would_spend_more() -> None:
+    from honeycomb import BudgetExceeded, Budgets, Policy
+
+    plan = [Subtask(id=f"w{i}", role="worker", instruction="go") for i in range(6)]
+    free = await executor().run("look", subtasks=plan)
+    per_worker = free.usage.cost / 6
+    capped = executor(policy=Policy(budgets=Budgets(cost=per_worker * 2), max_workers=1))
+    with pytest.raises(BudgetExceeded) as caught:
+        await capped.run("look", subtasks=plan)
+    assert caught.value.limit == "cost"
+    partial = caught.value.partial
+    assert partial is not None
+    assert 2 * per_worker <= partial.usage.cost < free.usage.cost
+    assert sum(1 for s in partial.subtasks.values() if s.ok) < 6
