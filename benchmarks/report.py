@@ -91,7 +91,7 @@ class Row:
 def markdown_table(rows: Sequence[Row], *, machine: str, repeats: int) -> str:
     lines = [
         f"Machine: {machine}. Median [min-max] of {repeats} runs, each in a fresh process; "
-        "the floor is the hand-written asyncio loop (for F: Honeycomb with events off).",
+        "the floor is the hand-written asyncio loop (for F and G: Honeycomb with the feature off).",
         "",
         "| scenario | workload | metric | Honeycomb | floor | ratio | target | result |",
         "|---|---|---|---|---|---|---|---|",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,27 +22,15 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from honeycomb._run import Run
 from honeycomb.aggregator import AggregatorLike, as_aggregator
-from honeycomb.context import RunContext
-from honeycomb.durable import Resumed, RunRecord, restore, stored_result
-from honeycomb.events import (
-    AggregationFinished,
-    AggregationStarted,
-    PlanReady,
-    RunFinished,
-    RunStarted,
-)
-from honeycomb.plan import Plan, critical_path
-from honeycomb.planner import PlannerLike, StaticPlanner, SubtaskSpec, as_planner
+from honeycomb.plan import Plan
+from honeycomb.planner import PlannerLike, SubtaskSpec, as_planner
 from honeycomb.policy import Policy
-from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
-from honeycomb.scheduler import Scheduler
-from honeycomb.spans import SpanRecorder
+from honeycomb.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.stream import RunStream
 from runtime import (
-    Budget,
-    BudgetExceeded,
     ConfigError,
     ConfigErrors,
     EventHandler,
@@ -51,11 +38,9 @@ from runtime import (
     LimitedModel,
     LockTable,
     Model,
-    RunFailed,
     StoreError,
     Tool,
     ToolRegistry,
-    Tracer,
     did_you_mean,
 )
 from workers import Role, WorkerSetup
@@ -165,7 +150,7 @@ class Executor:
             BudgetExceeded: when the run went past a budget; ``.partial`` holds the
                 partial result.
         """
-        run = _Run(self, task, run_id or os.urandom(6).hex(), on_event)
+        run = Run(self, task, run_id or os.urandom(6).hex(), on_event)
         return await run.execute(subtasks, resumable=run_id is not None)
 
     async def resume(self, run_id: str, *, on_event: Sequence[EventHandler] = ()) -> RunResult:
@@ -281,199 +266,6 @@ class Executor:
         if found is None:
             found = self._setups[key] = WorkerSetup.of(role, self._tools_for(role), output_type)
         return found
-
-
-class _Run:
-    """One call of :meth:`Executor.run`."""
-
-    def __init__(
-        self, executor: Executor, task: str, run_id: str, handlers: Sequence[EventHandler]
-    ) -> None:
-        self.executor = executor
-        self.task = task
-        self.run_id = run_id
-        policy = executor.policy
-        store = executor.store
-        self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
-        if executor.trace:
-            on_close = self.record.span if self.record is not None else None
-            handlers = (*handlers, SpanRecorder(on_close))
-        self.tracer = Tracer(*executor._handlers, *handlers, log=executor._log)
-        self.context = RunContext(
-            run_id=run_id,
-            roles=executor.roles,
-            max_subtasks=policy.max_subtasks,
-            plan_attempts=policy.plan_attempts,
-            budget=Budget(policy.budgets.limits()),
-            tracer=self.tracer,
-            locks=executor._locks,
-            tool_limiter=executor._tool_limiter,
-            model_for=executor._model_for,
-            setup_for=executor._setup_for,
-        )
-        self.plan = Plan(subtasks=())
-        self.scheduler: Scheduler | None = None
-        self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
-        self.started = time.perf_counter()
-        self.resumed: Resumed | None = None
-
-    async def execute(
-        self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool
-    ) -> RunResult:
-        if self.record is not None:
-            done = await self._open_record(resumable)
-            if done is not None:
-                return done
-        self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
-        wall = self.executor.policy.budgets.wall_time_s
-        try:
-            with anyio.fail_after(wall):
-                result = await self._phases(subtasks)
-        except TimeoutError:
-            exc = BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
-            await self._fail(exc)
-            raise exc from None
-        except (BudgetExceeded, RunFailed) as exc:
-            await self._fail(exc)
-            raise
-        except HoneycombError as exc:
-            await self._finished("failed", None, exc)
-            raise
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._finished("interrupted", None, None)
-            raise
-        await self._finished(result.status, result, None)
-        return result
-
-    async def _open_record(self, resumable: bool) -> RunResult | None:
-        """Start the run's record, or pick up the stored run of the same id: return
-        its result if it ended with one, else remember what to continue from."""
-        record = self.record
-        assert record is not None
-        await record.store.open()
-        stored = await record.store.load(self.run_id) if resumable else None
-        if stored is not None:
-            if stored.task != self.task:
-                raise ConfigError(
-                    f"run {self.run_id!r} in {record.store.path} was started with another "
-                    f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
-                    "new run_id"
-                )
-            done = stored_result(stored)
-            if done is not None:
-                return self._with_output_type(done)
-            self.resumed = restore(stored)
-            record.use_journals(self.resumed.journals)
-            self.context.budget.restore(self.resumed.spent)
-        record.started(self.task, self.executor.source, resumed=stored is not None)
-        return None
-
-    def _with_output_type(self, result: RunResult) -> RunResult:
-        wanted = self.executor.output_type
-        if wanted is None or result.answer is None or isinstance(result.answer, wanted):
-            return result
-        return result.model_copy(update={"answer": wanted.model_validate(result.answer)})
-
-    async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
-        if self.resumed is not None and self.resumed.plan is not None:
-            subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
-        planner = self.executor.planner if subtasks is None else StaticPlanner(subtasks)
-        if planner is None:
-            raise ConfigError(
-                "no planner: pass subtasks=..., define a role named 'planner', or give "
-                "the Executor a planner"
-            )
-        began = time.perf_counter()
-        self.plan = await planner.plan(self.task, self.context)
-        self.times["plan"] = time.perf_counter() - began
-        self.tracer.emit(
-            PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
-        )
-        if self.record is not None:
-            self.record.planned(self.plan)
-
-        self.scheduler = Scheduler(
-            self.plan, self.context, self.executor.policy, record=self.record,
-            resumed=self.resumed,
-        )  # fmt: skip
-        began = time.perf_counter()
-        try:
-            outcomes = await self.scheduler.run()
-        finally:
-            self.times["workers"] = time.perf_counter() - began
-        if not any(o.ok for o in outcomes.values()):
-            raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
-
-        began = time.perf_counter()
-        self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
-        answer = await self.executor.aggregator.aggregate(
-            self.task, list(outcomes.values()), self.context
-        )
-        self.times["aggregate"] = time.perf_counter() - began
-        self.tracer.emit(
-            AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])
-        )
-        status = "ok" if all(o.ok for o in outcomes.values()) else "partial"
-        return self._result(status, outcomes, answer)
-
-    def _result(
-        self, status: str, outcomes: Mapping[str, SubtaskResult], answer: Any = None
-    ) -> RunResult:
-        durations = {k: o.duration_s for k, o in outcomes.items()}
-        worker_sum = sum(durations.values())
-        wall = self._elapsed()
-        fixed = self.times["plan"] + self.times["aggregate"]
-        path = fixed + (critical_path(self.plan, durations) if self.plan.subtasks else 0.0)
-        serial = fixed + worker_sum
-        return RunResult(
-            run_id=self.run_id,
-            task=self.task,
-            status=status,
-            answer=answer,
-            answer_text=answer_as_text(answer),
-            plan=self.plan,
-            subtasks=dict(outcomes),
-            usage=self.context.budget.usage,
-            timings=RunTimings(
-                wall_s=wall,
-                plan_s=self.times["plan"],
-                workers_s=self.times["workers"],
-                aggregate_s=self.times["aggregate"],
-                critical_path_s=path,
-                sum_worker_s=worker_sum,
-                serial_s=serial,
-                speedup=serial / wall if wall > 0 else 1.0,
-            ),
-        )
-
-    async def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
-        outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
-        if self.scheduler is not None:
-            for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status="cancelled"))
-        exc.partial = self._result("failed", outcomes)
-        await self._finished("failed", exc.partial, exc)
-
-    async def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
-        error = None if exc is None else f"{type(exc).__name__}: {exc}"
-        self.tracer.emit(
-            RunFinished(
-                run_id=self.run_id,
-                status=status,
-                wall_s=self._elapsed(),
-                result=result,
-                error=error,
-            )
-        )
-        await self._close_record(status, result, error)  # after the last span is queued
-
-    async def _close_record(self, status: str, result: RunResult | None, error: str | None) -> None:
-        if self.record is not None:
-            await self.record.finished(status, result, self.context.budget.usage, error)
-
-    def _elapsed(self) -> float:
-        return time.perf_counter() - self.started
 
 
 def _limiter(capacity: int | None) -> anyio.CapacityLimiter | None:

@@ -18,9 +18,8 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -30,6 +29,7 @@ import anyio.to_thread
 
 from runtime._concurrency import deadline, run_together
 from runtime._render import render
+from runtime._threads import in_thread
 from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
@@ -312,10 +312,10 @@ class Dispatcher:
         value: Any = None
         try:
             with deadline(limit) as scope:
-                running = found.fn(**kwargs) if found.is_async else _in_thread(found, kwargs)
+                running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
                 value = await running
             # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
-            # for (see _in_thread), so it returns normally even after its deadline passed.
+            # for (see runtime._threads), so it returns normally even after its deadline passed.
             if scope is not None and scope.cancel_called:
                 text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
                 return "timeout", text, text
@@ -328,47 +328,9 @@ class Dispatcher:
         return "ok", render(value, self.policy.max_output_chars), None
 
 
-async def _in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
-    """Run a sync tool in a worker thread."""
-    run = partial(found.fn, **kwargs)
-    if found.side_effects:
-        return await _in_thread_to_the_end(run)
-    # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
-    # asyncio task group is cancelled natively, which anyio's scopes do not see:
-    # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
-    with anyio.CancelScope() as scope:
-        try:
-            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            scope.cancel()
-            raise
-
-
-async def _in_thread_to_the_end(run: Callable[[], Any]) -> Any:
-    """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
-    a side-effecting call must not overlap the next one, nor outlive its run."""
-    ended = threading.Event()
-
-    def guarded() -> Any:
-        try:
-            return run()
-        finally:
-            ended.set()
-
-    try:
-        # Shielded: anyio's cancellation waits for the thread by itself.
-        return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
-    except anyio.get_cancelled_exc_class():
-        # A native cancellation (asyncio task group) gets through the shield.
-        if not ended.is_set():
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(ended.wait)
-        raise
-
-
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
     if not found.is_async and found.side_effects:
-        # Such a thread is waited for (see _in_thread), so it ran to its end.
+        # Such a thread is waited for (see runtime._threads), so it ran to its end.
         return (
             f"Error: tool {found.name!r} timed out after {timeout:g}s. It is a synchronous "
             f"side-effecting tool, which cannot be interrupted: it ran to its end after "

@@ -5,9 +5,7 @@ the file, line, column and field path, with a "did you mean" for misspelt names.
 from __future__ import annotations
 
 import difflib
-import functools
 import os
-import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,25 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 if TYPE_CHECKING:
-    import yaml
+    pass
 
+from runtime._yaml_build import MAX_DEPTH, Builder, YamlPath, format_path, loader_class
 from runtime.errors import ConfigError
 
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
-
-YamlPath = tuple[str | int, ...]
-"""A location inside a document: mapping keys and list indexes."""
-
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
-
-_PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
-
-MAX_DEPTH = 100
-"""Deepest nesting of lists and mappings accepted (no configuration needs more)."""
-
-MAX_VALUES = 100_000
-"""Most values a document may expand to: aliases are copied where they are used, so
-a few lines of nested aliases could otherwise expand to billions ("billion laughs")."""
 
 
 @dataclass(frozen=True)
@@ -111,19 +96,6 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def format_path(path: Sequence[str | int]) -> str:
-    """``("roles", "writer", "tools", 1)`` -> ``roles.writer.tools[1]``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not _PLAIN_KEY.fullmatch(part):  # '', 'a.b', 'x y': quoted, so still readable
-            out += f"[{part!r}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 def load_yaml(
     path: str | Path, *, env: Mapping[str, str] | None = None, interpolate: bool = False
 ) -> YamlDocument:
@@ -162,7 +134,7 @@ def parse_yaml(
     import yaml  # here, not at the top: only configuration needs it
 
     try:
-        loader = _loader_class()(text)  # it checks every character already
+        loader = loader_class()(text)  # it checks every character already
     except yaml.reader.ReaderError as exc:
         bad_line = text.count("\n", 0, exc.position) + 1
         bad_column = exc.position - text.rfind("\n", 0, exc.position)
@@ -176,7 +148,7 @@ def parse_yaml(
         ) from exc
     try:
         node = loader.get_single_node()
-        builder = _Builder(loader, file, env if env is not None else os.environ, interpolate)
+        builder = Builder(loader, file, env if env is not None else os.environ, interpolate)
         data = builder.build(node, ()) if node is not None else None
     except RecursionError as exc:  # PyYAML's composer recurses once per nesting level
         raise ConfigError(
@@ -194,169 +166,6 @@ def parse_yaml(
     finally:
         loader.dispose()
     return YamlDocument(data, file, types.MappingProxyType(builder.marks if node else {}))
-
-
-@functools.cache
-def _loader_class() -> type[yaml.SafeLoader]:
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        """A SafeLoader that refuses nesting past :data:`MAX_DEPTH` as soon as it sees
-        it: PyYAML's scanner slows down with every open ``[``/``{`` (a few kilobytes of
-        brackets took seconds) and its composer recurses once per level."""
-
-        depth = 0
-
-        def fetch_flow_collection_start(self, token_class: Any) -> None:
-            if self.flow_level >= MAX_DEPTH:
-                raise yaml.scanner.ScannerError(
-                    None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
-                )
-            super().fetch_flow_collection_start(token_class)
-
-        def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-            self.depth += 1
-            try:
-                if self.depth > MAX_DEPTH:
-                    mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                    raise yaml.composer.ComposerError(
-                        None, None, f"nested more than {MAX_DEPTH} levels deep", mark
-                    )
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return Loader
-
-
-class _Builder:
-    def __init__(
-        self, loader: yaml.SafeLoader, file: str, env: Mapping[str, str], interpolate: bool
-    ) -> None:
-        self.loader = loader
-        self.file = file
-        self.env = env
-        self.interpolate = interpolate
-        self.marks: dict[YamlPath, tuple[int, int]] = {}
-        self.values = 0
-        self.open: set[int] = set()  # the collections being built (to spot a cycle)
-
-    def build(self, node: yaml.Node, path: YamlPath) -> Any:
-        import yaml
-
-        self.values += 1
-        if self.values > MAX_VALUES:
-            raise self._error(
-                node,
-                path,
-                f"the document expands to more than {MAX_VALUES:,} values "
-                "(aliases used too often?)",
-            )
-        if len(path) > MAX_DEPTH:
-            raise self._error(node, path[:MAX_DEPTH], f"nested more than {MAX_DEPTH} levels deep")
-        if isinstance(node, yaml.CollectionNode):
-            if id(node) in self.open:
-                raise self._error(node, path, "an alias refers to its own anchor (a cycle)")
-            self.open.add(id(node))
-            try:
-                return self._collection(node, path)
-            finally:
-                self.open.discard(id(node))
-        value = self._construct(node, path)
-        if self.interpolate and isinstance(value, str) and "${" in value:
-            value = self._substitute(value, node, path)
-        return value
-
-    def _collection(self, node: yaml.Node, path: YamlPath) -> Any:
-        import yaml
-
-        if isinstance(node, yaml.MappingNode):
-            self.loader.flatten_mapping(node)  # resolve YAML merge keys (<<)
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self._construct(key_node, path)
-                if isinstance(key, bool) or not isinstance(key, str | int):
-                    key = str(key)  # a bool key would equal 0 or 1 (and pass for a list index)
-                here = (*path, key)
-                if key in out:
-                    first = self.marks[here][0]
-                    raise ConfigError(
-                        f"key {key!r} appears twice (first on line {first})",
-                        file=self.file,
-                        line=key_node.start_mark.line + 1,
-                        column=key_node.start_mark.column + 1,
-                        field=format_path(here),
-                    )
-                self.marks[here] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                out[key] = self.build(value_node, here)
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            items = []
-            for index, item in enumerate(node.value):
-                self.marks[(*path, index)] = (item.start_mark.line + 1, item.start_mark.column + 1)
-                items.append(self.build(item, (*path, index)))
-            return items
-        raise AssertionError(f"unexpected YAML node {node!r}")  # pragma: no cover
-
-    def _construct(self, node: yaml.Node, path: YamlPath) -> Any:
-        """A scalar (or a complex key) as Python.
-
-        PyYAML's constructors trust explicit tags (``!!int abc``, ``!!bool maybe``) and
-        fail with Python's own errors; those, and integers too long to print, become
-        errors that point at the value.
-        """
-        import yaml
-
-        try:
-            value = self.loader.construct_object(node, deep=True)
-        except yaml.YAMLError:
-            raise
-        except (ValueError, LookupError, AttributeError, TypeError) as exc:
-            raise self._error(node, path, _bad_scalar(node, exc)) from exc
-        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
-            raise self._error(node, path, _TOO_LARGE)
-        return value
-
-    def _error(self, node: yaml.Node, path: YamlPath, message: str) -> ConfigError:
-        return ConfigError(
-            message,
-            file=self.file,
-            line=node.start_mark.line + 1,
-            column=node.start_mark.column + 1,
-            field=format_path(path) or None,
-        )
-
-    def _substitute(self, value: str, node: yaml.Node, path: YamlPath) -> str:
-        def replace(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            found = self.env.get(name)
-            if found:
-                return found
-            if default is not None:
-                return default
-            raise ConfigError(
-                f"environment variable {name} is not set (write ${{{name}:-default}} to give "
-                "a default)",
-                file=self.file,
-                line=node.start_mark.line + 1,
-                column=node.start_mark.column + 1,
-                field=format_path(path),
-            )
-
-        return _ENV.sub(replace, value)
-
-
-_MAX_INT_BITS = 4096
-_TOO_LARGE = f"number too large (more than {_MAX_INT_BITS} bits)"
-
-
-def _bad_scalar(node: yaml.Node, exc: Exception) -> str:
-    if isinstance(exc, ValueError) and "Exceeds the limit" in str(exc):
-        return _TOO_LARGE  # more digits than Python converts (sys.get_int_max_str_digits)
-    tag = str(node.tag).rsplit(":", 1)[-1]
-    shown = repr(node.value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return f"{shown} is not a valid !!{tag}"
 
 
 def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:

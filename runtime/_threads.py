@@ -1,0 +1,58 @@
+"""Sync tools in worker threads, so they never block the event loop.
+
+A parallel-safe call is abandoned when cancelled (its thread's ``check_cancelled()``
+stops it if it cooperates); a side-effecting call's thread is always waited for, so
+it never overlaps the next call nor outlives its run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from runtime.tools import Tool
+
+__all__ = ["in_thread"]
+
+
+async def in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool in a worker thread."""
+    run = partial(found.fn, **kwargs)
+    if found.side_effects:
+        return await to_the_end(run)
+    # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
+    # asyncio task group is cancelled natively, which anyio's scopes do not see:
+    # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
+    with anyio.CancelScope() as scope:
+        try:
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            scope.cancel()
+            raise
+
+
+async def to_the_end(run: Callable[[], Any]) -> Any:
+    """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
+    a side-effecting call must not overlap the next one, nor outlive its run."""
+    ended = threading.Event()
+
+    def guarded() -> Any:
+        try:
+            return run()
+        finally:
+            ended.set()
+
+    try:
+        # Shielded: anyio's cancellation waits for the thread by itself.
+        return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
+    except anyio.get_cancelled_exc_class():
+        # A native cancellation (asyncio task group) gets through the shield.
+        if not ended.is_set():
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ended.wait)
+        raise

@@ -1,0 +1,133 @@
+"""The values a loop is made of: its settings, its state (an immutable tuple, one per
+turn), the tagged results of a step, and the checkpoint protocol a run store
+implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from pydantic import BaseModel
+
+from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
+from runtime._values import trusted
+from workers.context import ContextWindow
+
+__all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """How one loop behaves.
+
+    Attributes:
+        max_turns: Model turns that may call tools; then one tool-less wrap-up call.
+        output_type: A pydantic model the final answer must validate against.
+        output_retries: Times an invalid final answer is sent back with the error.
+        window: How much transcript the model sees each turn.
+        model_timeout: Seconds per model call, if limited.
+        max_repeats: Turns in a row made only of repeats of the previous turn's calls
+            (which are not run) before the loop stops as a runaway.
+    """
+
+    max_turns: int = 10
+    output_type: type[BaseModel] | None = None
+    output_retries: int = 2
+    window: ContextWindow = ContextWindow()
+    model_timeout: float | None = None
+    max_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_repeats < 1:
+            raise ValueError(f"max_repeats must be at least 1, got {self.max_repeats}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+        if self.output_retries < 0:
+            raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
+
+
+class LoopState(NamedTuple):
+    """Everything a step needs; every step returns a new one (an immutable tuple:
+    cheap to make, which matters as one is made every turn).
+
+    Attributes:
+        task: The task, as the model is given it.
+        messages: The conversation after the task: assistant turns, observations, nudges.
+        turn: Model calls made so far.
+        input_tokens: Input tokens spent so far.
+        output_tokens: Output tokens spent so far.
+        cost: Dollars spent so far (from the model's prices, if any).
+        tool_calls: Tool calls run so far.
+        previous_calls: The calls of the last turn (a repeat of one is not run).
+        nudged: The last reply was empty and the model was nudged.
+        output_attempts: Answers sent back for failing the output schema.
+        wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
+        repeats: Turns in a row whose calls all repeated the turn before.
+    """
+
+    task: str
+    messages: tuple[Message, ...] = ()
+    turn: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    tool_calls: int = 0
+    previous_calls: tuple[ToolCall, ...] = ()
+    nudged: bool = False
+    output_attempts: int = 0
+    wrapped_up: bool = False
+    repeats: int = 0
+
+    @property
+    def pending(self) -> tuple[ToolCall, ...]:
+        """Tool calls the model asked for whose observations are not in yet (only
+        in a state saved mid-turn, which a resumed loop starts from)."""
+        last = self.messages[-1] if self.messages else None
+        return last.tool_calls if isinstance(last, AssistantMessage) else ()
+
+    @property
+    def transcript(self) -> Transcript:
+        return trusted(Transcript, {"messages": self.messages})
+
+    @property
+    def usage(self) -> Usage:
+        counts = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "model_calls": self.turn,
+            "tool_calls": self.tool_calls,
+            "cost": self.cost,
+        }
+        return trusted(Usage, counts)
+
+
+class Continue(NamedTuple):
+    """The loop goes on from ``state``."""
+
+    state: LoopState
+
+
+class Final(NamedTuple):
+    """The loop ended with an answer: ``text``, and ``output`` (the text, or the
+    validated output-schema object)."""
+
+    state: LoopState
+    text: str
+    output: Any
+
+
+class Failed(NamedTuple):
+    """The loop ended without an answer."""
+
+    state: LoopState
+    error: HoneycombError
+
+
+Step = Continue | Final | Failed
+
+
+class Checkpoint(Protocol):
+    """Receives a loop's state as it changes, to keep it (a run store). ``save`` must
+    not block: it is called on the event loop, every turn."""
+
+    def save(self, state: LoopState) -> None: ...
