@@ -1,17 +1,9 @@
 """One agent: the AgentLoop, context assembly, Role and Worker. Imports only ``runtime``."""
 
 from workers.context import ContextWindow, assemble
-from workers.loop import (
-    AgentLoop,
-    Checkpoint,
-    Continue,
-    Failed,
-    Final,
-    LoopSettings,
-    LoopState,
-    Step,
-)
+from workers.loop import AgentLoop
 from workers.role import Role, check_role, load_roles, read_roles, role_entries
+from workers.state import Checkpoint, Continue, Failed, Final, LoopSettings, LoopState, Step
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [

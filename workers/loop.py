@@ -52,16 +52,7 @@ from workers.state import (
     Step,
 )
 
-__all__ = [
-    "AgentLoop",
-    "Checkpoint",
-    "Continue",
-    "Failed",
-    "Final",
-    "LoopSettings",
-    "LoopState",
-    "Step",
-]
+__all__ = ["AgentLoop"]
 
 NUDGE = "Your last reply was empty. Call a tool or give your final answer."
 WRAP_UP = (

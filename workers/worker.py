@@ -26,8 +26,9 @@ from runtime import (
 )
 from runtime._values import trusted
 from workers.context import ContextWindow
-from workers.loop import AgentLoop, Checkpoint, Failed, LoopSettings, LoopState
+from workers.loop import AgentLoop
 from workers.role import Role
+from workers.state import Checkpoint, Failed, LoopSettings, LoopState
 
 __all__ = [
     "DEPENDENCY_HEADER",
