@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -253,19 +253,17 @@ class Dispatcher:
     ) -> ToolMessage:
         """One call, holding its slot, its exclusive lock and a shared-limiter token."""
         key = ready.tool.exclusive
+        journal = self.journal
+        execute: Callable[[_Ready, int], Awaitable[ToolMessage]] = self._execute
+        if journal is not None and ready.tool.side_effects:
+            execute = partial(self._journaled, journal=journal)
         if cap is None and key is None and self._limiter is None:
-            return await self._execute(ready, turn)  # the common case: nothing to hold
+            return await execute(ready, turn)  # the common case: nothing to hold
         lock = self.locks.lock(key) if key is not None else _NOTHING
         async with cap or _NOTHING, lock, self._limiter or _NOTHING:
-            return await self._execute(ready, turn)
+            return await execute(ready, turn)
 
-    async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
-        journal = self.journal
-        if journal is not None and ready.tool.side_effects:
-            return await self._journaled(ready, turn, journal)
-        return await self._call(ready, turn)
-
-    async def _journaled(self, ready: _Ready, turn: int, journal: Journal) -> ToolMessage:
+    async def _journaled(self, ready: _Ready, turn: int, *, journal: Journal) -> ToolMessage:
         """A side-effecting call, run at most once across crashes and resumes."""
         call = ready.call
         entry = journal.recorded(turn, call.id)
@@ -277,11 +275,11 @@ class Dispatcher:
                 await journal.outcome(turn, observation)
                 return observation
         await journal.intent(turn, call, ready.kwargs)
-        observation = await self._call(ready, turn)
+        observation = await self._execute(ready, turn)
         await journal.outcome(turn, observation)
         return observation
 
-    async def _call(self, ready: _Ready, turn: int) -> ToolMessage:
+    async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:

@@ -121,8 +121,9 @@ class AgentLoop:
 
     async def step(self, state: LoopState) -> Step:
         """One model turn, and the tool calls it asks for."""
-        if state.pending:  # a state saved mid-turn: run its calls first
-            return await self._observe(state)
+        pending = state.pending
+        if pending:  # a state saved mid-turn: run its calls first
+            return await self._observe(state, pending)
         wrap_up = state.turn >= self.settings.max_turns
         messages = state.messages
         if wrap_up:
@@ -150,7 +151,7 @@ class AgentLoop:
                 # Saved before any side effect runs, so a resumed loop runs these very
                 # calls (their ids are what the journal knows), not a new answer's.
                 self.checkpoint.save(asked)
-            return await self._observe(asked)
+            return await self._observe(asked, message.tool_calls)
         state = state._replace(
             messages=(*messages, message),
             turn=state.turn + 1,
@@ -233,9 +234,8 @@ class AgentLoop:
             )
         )
 
-    async def _observe(self, state: LoopState) -> Step:
-        """Run the calls of the model's last answer and add their observations."""
-        calls = state.pending
+    async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
+        """Run ``calls``, the model's last answer's, and add their observations."""
         with _logging.bound(turn=state.turn):  # tools' own logs name the turn
             observations = await self.dispatcher.dispatch(
                 calls, turn=state.turn, previous=state.previous_calls
