@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
 import openai
 
 from runtime._completion import parse_completion
@@ -196,12 +195,17 @@ class OpenAIModel:
         return params
 
 
-async def _read(response: httpx.Response) -> bytes:
-    """The whole body; a connection that breaks while it is read is a connection error."""
+async def _read(response: Any) -> bytes:
+    """The whole body; a connection that breaks while it is read is a connection error.
+
+    ``response`` is the SDK's HTTP response (from ``httpx`` or ``httpx2``, depending on
+    the ``openai`` version), so its errors are caught by what they are, not by class.
+    """
     try:
-        return await response.aread()
-    except httpx.TransportError as exc:
+        body: bytes = await response.aread()
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
         raise ModelConnectionError(f"the answer broke off: {exc}") from exc
+    return body
 
 
 _MASKED = "[api key hidden]"

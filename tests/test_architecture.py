@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -102,3 +105,40 @@ HONEYCOMB_NAMES = {
     "WorkerResult", "WorkerStarted", "check_cancelled", "configure_logging", "load_roles",
     "tool",
 }  # fmt: skip
+
+
+# What `pip install honeycomb-agents` brings, by the module names the code imports.
+BASE_MODULES = {
+    "openai", "anyio", "sniffio", "pydantic", "pydantic_core", "structlog", "tenacity",
+    "yaml", "rich",
+}  # fmt: skip
+EXTRA_MODULES = {"honeycomb/otel.py": {"opentelemetry"}}  # behind the `otel` extra
+
+
+def test_the_library_imports_only_its_declared_dependencies() -> None:
+    """The README's first command installs without the dev extra: a module that
+    imports a package only the tests bring (httpx, say) would break it."""
+    ours = {"runtime", "workers", "honeycomb"}
+    problems = []
+    for package in ours:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            allowed = BASE_MODULES | ours | EXTRA_MODULES.get(relative, set())
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in allowed and top not in sys.stdlib_module_names:
+                        problems.append(f"{relative}:{node.lineno} imports {name}")
+    assert problems == []
+
+
+def test_the_base_dependencies_are_declared() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~ \[]", d)[0].lower() for d in declared}
+    assert names == {"openai", "anyio", "sniffio", "pydantic", "structlog", "tenacity",
+                     "pyyaml", "rich"}  # fmt: skip
