@@ -331,6 +331,8 @@ async def _run_and_report(
 ) -> int:
     executor = hive.executor(model=model, store=store)
     run_id = args.run_id or os.urandom(6).hex()
+    if store is not None and not args.json:  # said first: a killed run is resumed by id
+        print(f"run {run_id} · kept in {store} (honeycomb resume {run_id})", file=sys.stderr)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     async with anyio.create_task_group() as tg:
@@ -350,8 +352,6 @@ async def _run_and_report(
         if store is not None:
             print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
-    if store is not None and not args.json:
-        print(f"run {run_id} · kept in {store}", file=sys.stderr)
     result = events.result
     if args.json:
         return 0 if result is not None else 1
