@@ -77,30 +77,23 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
                   {"n": 1, "k": 2, "t": 4, "lm": 0.0, "lt": 0.05, "side_effects": True})
         )  # fmt: skip
     if "F" in scenarios:
-        traced = {**b, "trace": True}
-        chosen.append(
-            Point("F", "B, tracing on", traced, ("honeycomb", "tracing off"), inner=7,
-                  paired=True, variants=(traced, b))
-        )  # fmt: skip
-        logged = {**b, "events": True}
-        chosen.append(
-            Point("F", "B, every event logged", logged, ("honeycomb", "logging off"), inner=7,
-                  paired=True, variants=(logged, b))
-        )  # fmt: skip
+        chosen.append(_switched("F", "B, tracing on", b, "tracing off", trace=True))
+        chosen.append(_switched("F", "B, every event logged", b, "logging off", events=True))
     if "G" in scenarios:
-        stored = {**b, "store": True}
+        chosen.append(_switched("G", "B, run store on", b, "store off", store=True))
         chosen.append(
-            Point("G", "B, run store on", stored, ("honeycomb", "store off"), inner=7,
-                  paired=True, variants=(stored, b))
-        )  # fmt: skip
-        both = {**b, "store": True, "trace": True}
-        chosen.append(
-            Point("G", "B, store and tracing on", both, ("honeycomb", "both off"), inner=7,
-                  paired=True, variants=(both, b))
-        )  # fmt: skip
+            _switched("G", "B, store and tracing on", b, "both off", store=True, trace=True)
+        )
     if "I" in scenarios:
         chosen.append(Point("I", "import honeycomb", {}, ("import",)))
     return chosen
+
+
+def _switched(scenario: str, label: str, base: dict[str, Any], off: str, **on: bool) -> Point:
+    """B with a feature on, measured in the same processes as B with it off (``off``)."""
+    switched = {**base, **on}
+    return Point(scenario, label, switched, ("honeycomb", off), inner=7, paired=True,
+                 variants=(switched, base))  # fmt: skip
 
 
 def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from honeycomb.context import RunContext
-from honeycomb.durable import Resumed, RunRecord, restore, stored_result
+from honeycomb.durable import Resumed, RunRecord, restore, retyped, stored_result
 from honeycomb.events import (
     AggregationFinished,
     AggregationStarted,
@@ -118,18 +118,12 @@ class Run:
                 )
             done = stored_result(stored)
             if done is not None:
-                return self._with_output_type(done)
+                return retyped(done, "answer", self.executor.output_type)
             self.resumed = restore(stored)
             record.use_journals(self.resumed.journals)
             self.context.budget.restore(self.resumed.spent)
         record.started(self.task, self.executor.source, resumed=stored is not None)
         return None
-
-    def _with_output_type(self, result: RunResult) -> RunResult:
-        wanted = self.executor.output_type
-        if wanted is None or result.answer is None or isinstance(result.answer, wanted):
-            return result
-        return result.model_copy(update={"answer": wanted.model_validate(result.answer)})
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
         if self.resumed is not None and self.resumed.plan is not None:

@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     path = args.store or DEFAULT_STORE
     try:
-        stored = anyio.run(RunStore(path).load, args.run_id)
+        stored = RunStore(path).find(args.run_id)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -294,13 +294,8 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     if offline and not args.json:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     view = _view(args, console, out, hive)
-    store = None if args.no_store else (args.store or _hive_store(hive) or DEFAULT_STORE)
+    store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
     return anyio.run(_run_and_report, hive, task, model, view, args, out, store)
-
-
-def _hive_store(hive: Hive) -> Path | None:
-    declared = hive.spec.store
-    return hive.file.parent / declared if declared is not None else None
 
 
 def _override(args: argparse.Namespace) -> Model | None:

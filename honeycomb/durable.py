@@ -15,9 +15,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
@@ -35,7 +35,7 @@ from runtime import (
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = ["Resumed", "RunRecord", "WorkerRecord", "restore"]
+__all__ = ["Resumed", "RunRecord", "WorkerRecord", "restore", "retyped", "stored_result"]
 
 _RESULT_EXCLUDE = {"worker": {"exception"}}
 _SAVE_MESSAGES = (
@@ -310,27 +310,31 @@ def restore(stored: StoredRun) -> Resumed:
     plan = Plan.model_validate_json(stored.plan) if stored.plan else None
     finished: dict[str, SubtaskResult] = {}
     states: dict[str, LoopState] = {}
-    counts: dict[str, float] = dict.fromkeys(
-        ("input_tokens", "output_tokens", "model_calls", "tool_calls", "cost"), 0
-    )
+    spent = Usage()
     for name, worker in stored.workers.items():
         if worker.result is not None:
-            outcome = SubtaskResult.model_validate_json(worker.result)
-            finished[name] = outcome
-            used = outcome.worker.usage if outcome.worker is not None else Usage()
-            for key in counts:
-                counts[key] += getattr(used, key)
+            outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
+            if outcome.worker is not None:
+                spent += outcome.worker.usage
             continue
         state = _state(worker)
         if state is not None:
             states[name] = state
-            counts["input_tokens"] += state.input_tokens
-            counts["output_tokens"] += state.output_tokens
-            counts["model_calls"] += state.turn
-            counts["tool_calls"] += state.tool_calls
-            counts["cost"] += state.cost
+            spent += state.usage
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
-    return Resumed(plan, finished, states, Usage(**counts), journals)
+    return Resumed(plan, finished, states, spent, journals)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def retyped(value: M, field: str, wanted: type[BaseModel] | None) -> M:
+    """``value`` whose ``field`` (an output read back from JSON) is made ``wanted``
+    again, if it has an output type and is not already one."""
+    current = getattr(value, field)
+    if wanted is None or current is None or isinstance(current, wanted):
+        return value
+    return value.model_copy(update={field: wanted.model_validate(current)})
 
 
 def stored_result(stored: StoredRun) -> RunResult | None:

@@ -162,7 +162,7 @@ class Executor:
         """
         if self.store is None:
             raise StoreError("no run store: give the Executor store=...", path="-")
-        stored = await self.store.load(run_id)
+        stored = await self.store.summary(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id!r} in this store", path=str(self.store.path))
         return await self.run(stored.task, run_id=run_id, on_event=on_event)

@@ -154,6 +154,12 @@ class Hive:
     def policy(self) -> Policy:
         return self.spec.policy
 
+    @property
+    def store(self) -> Path | None:
+        """The run store the hive declares (``store:``, relative to the hive file)."""
+        declared = self.spec.store
+        return self.file.parent / declared if declared is not None else None
+
     def models(self) -> dict[str, Model]:
         built: dict[str, Model] = {}
         for name, spec in self.spec.models.items():
@@ -172,8 +178,8 @@ class Hive:
                 ``store``...). The hive's ``store:`` is a path relative to the file.
         """
         models = {"override": model} if model is not None else self.models()
-        if self.spec.store is not None:
-            options.setdefault("store", self.file.parent / self.spec.store)
+        if self.store is not None:
+            options.setdefault("store", self.store)
         options.setdefault("source", str(self.file.resolve()))
         return Executor(
             self.roles,

@@ -19,7 +19,7 @@ from functools import partial
 import anyio
 
 from honeycomb.context import RunContext
-from honeycomb.durable import Resumed, RunRecord
+from honeycomb.durable import Resumed, RunRecord, retyped
 from honeycomb.events import WorkerFinished, WorkerStarted
 from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
@@ -179,13 +179,10 @@ class Scheduler:
 
     def _revalidated(self, subtask: Subtask, result: WorkerResult | None) -> WorkerResult | None:
         """A stored result, its output made the role's output type again."""
-        if result is None or result.output is None:
-            return result
+        if result is None:
+            return None
         setup = self.context.setup_for(self.context.roles[subtask.role], None)
-        wanted = setup.settings.output_type
-        if wanted is None or isinstance(result.output, wanted):
-            return result
-        return result.model_copy(update={"output": wanted.model_validate(result.output)})
+        return retyped(result, "output", setup.settings.output_type)
 
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
         policy = self.policy

@@ -91,7 +91,6 @@ class _Open:
         "cost",
         "detail",
         "end",
-        "error",
         "input_tokens",
         "kind",
         "name",
@@ -99,7 +98,6 @@ class _Open:
         "parent",
         "span_id",
         "start",
-        "status",
         "turn",
         "worker",
     )  # fmt: skip
@@ -120,7 +118,6 @@ class _Open:
         self.kind, self.name, self.start, self.parent = kind, name, start, parent
         self.worker, self.turn, self.detail = worker, turn, detail
         self.end = start
-        self.status, self.error = "ok", None
         self.input_tokens = self.output_tokens = 0
         self.cost = 0.0
 
@@ -132,7 +129,7 @@ class _Open:
             span.cost += cost
             span = span.parent
 
-    def closed(self, end: float, status: str | None = None, error: str | None = None) -> Span:
+    def closed(self, end: float, status: str, error: str | None) -> Span:
         return Span(
             self.span_id,
             self.parent.span_id if self.parent is not None else None,
@@ -140,8 +137,8 @@ class _Open:
             self.name,
             self.start,
             max(end, self.end),
-            status or self.status,
-            error if error is not None else self.error,
+            status,
+            error,
             self.worker,
             self.turn,
             self.input_tokens,
@@ -191,19 +188,8 @@ class SpanRecorder:
             RunFinished: self._run_finished,
         }
 
-    def _new(
-        self,
-        kind: SpanKind,
-        name: str,
-        start: float,
-        parent: _Open | None,
-        *,
-        worker: str | None = None,
-        turn: int | None = None,
-        detail: str = "",
-    ) -> _Open:
-        span_id = f"{self._prefix}{next(self._counter):08x}"
-        return _Open(span_id, kind, name, start, parent, worker=worker, turn=turn, detail=detail)
+    def _next_id(self) -> str:
+        return f"{self._prefix}{next(self._counter):08x}"
 
     def __call__(self, event: Event) -> None:
         handle = self._handlers.get(type(event))
@@ -214,15 +200,15 @@ class SpanRecorder:
 
     def _run_started(self, event: RunStarted) -> None:
         now = self._clock()
-        self._run = self._new("run", event.task, now, None)
-        self._phase = self._new("plan", "plan", now, self._run)
+        self._run = _Open(self._next_id(), "run", event.task, now, None)
+        self._phase = _Open(self._next_id(), "plan", "plan", now, self._run)
 
     def _plan_ready(self, event: PlanReady) -> None:
         if self._phase is not None and self._phase.kind == "plan":
             self._close_phase(self._clock())
 
     def _aggregation_started(self, event: AggregationStarted) -> None:
-        self._phase = self._new("aggregate", "aggregate", self._clock(), self._run)
+        self._phase = _Open(self._next_id(), "aggregate", "aggregate", self._clock(), self._run)
 
     def _aggregation_finished(self, event: AggregationFinished) -> None:
         self._close_phase(self._clock())
@@ -257,8 +243,14 @@ class SpanRecorder:
 
     def _worker_started(self, event: WorkerStarted) -> None:
         name = event.worker or "?"
-        self._workers[name] = self._new(
-            "worker", name, self._clock(), self._run, worker=name, detail=event.role
+        self._workers[name] = _Open(
+            self._next_id(),
+            "worker",
+            name,
+            self._clock(),
+            self._run,
+            worker=name,
+            detail=event.role,
         )
 
     def _worker_finished(self, event: WorkerFinished) -> None:
@@ -269,7 +261,9 @@ class SpanRecorder:
             self._close(turn, now)
         span = self._workers.pop(name, None)
         if span is None:  # skipped, or finished in an earlier life: no time of its own
-            span = self._new("worker", name, now, self._run, worker=name, detail=event.role)
+            span = _Open(
+                self._next_id(), "worker", name, now, self._run, worker=name, detail=event.role
+            )
         self._close(span, now, event.status, event.error)
 
     def _owner(self, worker: str) -> _Open | None:
@@ -282,7 +276,8 @@ class SpanRecorder:
         if turn is None or turn.turn != event.turn:
             if turn is not None:
                 self._close(turn, now)
-            turn = self._turns[worker] = self._new(
+            turn = self._turns[worker] = _Open(
+                self._next_id(),
                 "turn", f"turn {event.turn}", now, self._owner(worker), worker=worker,
                 turn=event.turn,
             )  # fmt: skip
@@ -330,26 +325,23 @@ class SpanRecorder:
         end = self._clock()
         worker, turn, call_id = key
         span = Span(
-            f"{self._prefix}{next(self._counter):08x}",
+            self._next_id(),
             parent.span_id if parent is not None else None,
             kind, name, start, end, status, error, worker, turn, input_tokens, output_tokens,
             cost, call_id,
         )  # fmt: skip
-        if parent is not None and end > parent.end:
-            parent.end = end
+        self._keep(span, parent)
+
+    def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
+        self._keep(span.closed(end, status, error), span.parent)
+
+    def _keep(self, span: Span, parent: _Open | None) -> None:
+        """A span that ended: it stretches its parent's end, and is kept."""
+        if parent is not None and span.end > parent.end:
+            parent.end = span.end
         self.spans.append(span)
         if self._on_close is not None:
             self._on_close(span)
-
-    def _close(
-        self, span: _Open, end: float, status: str | None = None, error: str | None = None
-    ) -> None:
-        done = span.closed(end, status, error)
-        if span.parent is not None and done.end > span.parent.end:
-            span.parent.end = done.end
-        self.spans.append(done)
-        if self._on_close is not None:
-            self._on_close(done)
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:

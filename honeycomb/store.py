@@ -21,90 +21,24 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import sniffio
 
+from honeycomb._schema import SCHEMA, SCHEMA_VERSION
 from honeycomb.spans import Span
 from runtime import JournalEntry, StoreError
 
 __all__ = ["STATE_FIELDS", "RunStore", "RunSummary", "StoredRun", "StoredWorker"]
 
-_SCHEMA_VERSION = 1
-_SCHEMA = """
-BEGIN;
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    task TEXT NOT NULL,
-    status TEXT NOT NULL,
-    source TEXT,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    plan TEXT,
-    result TEXT,
-    error TEXT,
-    workers INTEGER NOT NULL DEFAULT 0,
-    model_calls INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    tool_calls INTEGER NOT NULL DEFAULT 0,
-    cost REAL NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS workers (
-    run_id TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    status TEXT NOT NULL,
-    result TEXT,
-    updated_at REAL NOT NULL,
-    task TEXT,
-    messages INTEGER,
-    previous INTEGER,
-    turn INTEGER,
-    input_tokens INTEGER,
-    output_tokens INTEGER,
-    cost REAL,
-    tool_calls INTEGER,
-    nudged INTEGER,
-    output_attempts INTEGER,
-    wrapped_up INTEGER,
-    repeats INTEGER,
-    PRIMARY KEY (run_id, worker)
-);
-CREATE TABLE IF NOT EXISTS messages (
-    run_id TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    messages TEXT NOT NULL,
-    PRIMARY KEY (run_id, worker, seq)
-);
-CREATE TABLE IF NOT EXISTS journal (
-    run_id TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    call_id TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    status TEXT,
-    content TEXT,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    PRIMARY KEY (run_id, worker, turn, call_id)
-);
-CREATE TABLE IF NOT EXISTS spans (
-    run_id TEXT NOT NULL,
-    spans TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS spans_of_run ON spans (run_id);
-PRAGMA user_version = 1;
-COMMIT;
-"""
 
 _GATHER_S = 0.002
+T = TypeVar("T")
 Statement = tuple[str, Sequence[Any]]
 """SQL and its parameters: a tuple for one row, a list of tuples for many."""
 _STOP = object()
@@ -301,20 +235,35 @@ class RunStore:
 
     async def load(self, run_id: str) -> StoredRun | None:
         """The run ``run_id``, or None if the store does not have it."""
+        return await self._read(self._load, run_id)
+
+    async def summary(self, run_id: str) -> RunSummary | None:
+        """Run ``run_id``'s line, as :meth:`find`, from async code."""
+        return await self._read(self.find, run_id)
+
+    async def _read(self, read: Callable[[str], T], run_id: str) -> T:
+        """``read(run_id)`` in a worker thread, after what was written is committed."""
         if self._writer is not None:
             await self.flush()
-        return await anyio.to_thread.run_sync(self._load, run_id)
+        return await anyio.to_thread.run_sync(read, run_id)
 
     def runs(self, limit: int = 50) -> list[RunSummary]:
         """The latest runs, newest first (a quick read; fine to call from a CLI)."""
+        return self._summaries("ORDER BY started_at DESC LIMIT ?", (limit,))
+
+    def find(self, run_id: str) -> RunSummary | None:
+        """Run ``run_id``'s line (its task, source, status ...), or None."""
+        found = self._summaries("WHERE run_id = ?", (run_id,))
+        return found[0] if found else None
+
+    def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
         if not self.path.exists():
             return []
         with self._reading() as db:
             rows = db.execute(
                 "SELECT run_id, task, status, started_at, finished_at, workers, model_calls, "
-                "input_tokens, output_tokens, tool_calls, source, cost FROM runs "
-                "ORDER BY started_at DESC LIMIT ?",
-                (limit,),
+                f"input_tokens, output_tokens, tool_calls, source, cost FROM runs {where}",
+                params,
             ).fetchall()
         return [RunSummary(*row) for row in rows]
 
@@ -370,14 +319,14 @@ class RunStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"the store was written by a newer Honeycomb (schema {version}); "
                     "upgrade Honeycomb or use another store",
                     path=str(self.path),
                 )
-            if version < _SCHEMA_VERSION:
-                db.executescript(_SCHEMA)  # one transaction: a crash leaves all or none
+            if version < SCHEMA_VERSION:
+                db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the run store: {exc}", path=str(self.path)) from exc
         return db

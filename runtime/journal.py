@@ -46,15 +46,12 @@ class Journal(Protocol):
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
         """The entry for a call of an earlier life of this run, if any."""
-        ...
 
     async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         """Record that ``call`` is about to run; return once that is durable."""
-        ...
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
         """Record how the call ended; return once that is durable."""
-        ...
 
 
 def unknown_outcome_text(call: ToolCall) -> str:

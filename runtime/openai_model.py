@@ -9,6 +9,7 @@ retry policy. Every attempt, retries included, passes through the model's
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import os
 import time
@@ -115,9 +116,7 @@ class OpenAIModel:
         """
         async for attempt in self.retry.retrying():
             with attempt:
-                if self.limiter is None:
-                    return await self._complete_once(request)
-                async with self.limiter.attempt():
+                async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
                     return await self._complete_once(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
@@ -209,6 +208,7 @@ async def _read(response: Any) -> bytes:
 
 
 _MASKED = "[api key hidden]"
+_NO_LIMIT = contextlib.nullcontext()
 
 
 def _all_text(exc: BaseException) -> str:

@@ -138,28 +138,22 @@ class AgentLoop:
             # No tools were offered, so calls cannot be run; keep only the text.
             message = AssistantMessage(content=message.content)
         spent = response.usage
-        if message.tool_calls and not wrap_up:
-            asked = state._replace(
-                messages=(*messages, message),
-                turn=state.turn + 1,
-                input_tokens=state.input_tokens + spent.input_tokens,
-                output_tokens=state.output_tokens + spent.output_tokens,
-                cost=state.cost + spent.cost,
-                nudged=False,
-            )
-            if self.checkpoint is not None and self._side_effects(message.tool_calls):
-                # Saved before any side effect runs, so a resumed loop runs these very
-                # calls (their ids are what the journal knows), not a new answer's.
-                self.checkpoint.save(asked)
-            return await self._observe(asked, message.tool_calls)
+        calls = message.tool_calls
         state = state._replace(
             messages=(*messages, message),
             turn=state.turn + 1,
             input_tokens=state.input_tokens + spent.input_tokens,
             output_tokens=state.output_tokens + spent.output_tokens,
             cost=state.cost + spent.cost,
+            nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
         )
+        if calls:  # never after the wrap-up: its calls were dropped above
+            if self.checkpoint is not None and self._side_effects(calls):
+                # Saved before any side effect runs, so a resumed loop runs these very
+                # calls (their ids are what the journal knows), not a new answer's.
+                self.checkpoint.save(state)
+            return await self._observe(state, calls)
         if message.is_empty:
             if state.nudged or wrap_up:
                 return Failed(state, EmptyResponse(state.turn))

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from honeycomb.cli import demo_hive_path, main
 from honeycomb.hive import load_hive
-from runtime import ConfigError, ConfigErrors, HoneycombError, format_path
+from runtime import ConfigError, ConfigErrors, HoneycombError, YamlPath, format_path
 from tests.honeycomb.test_hive import GOOD
+from tests.support.data_paths import paths_in
 
 SLOW_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 TEXT_EXAMPLES = 200
@@ -172,38 +173,20 @@ bad_imports = st.one_of(
     ),
 )
 
-Path_ = tuple[str | int, ...]
 
-
-def paths_in(data: Any, here: Path_ = ()) -> list[Path_]:
-    """Every key and index path in ``data``."""
-    found: list[Path_] = []
-    items = (
-        data.items()
-        if isinstance(data, dict)
-        else enumerate(data)
-        if isinstance(data, list)
-        else ()
-    )
-    for key, value in items:
-        found.append((*here, key))
-        found.extend(paths_in(value, (*here, key)))
-    return found
-
-
-def tool_paths(data: dict[str, Any]) -> list[Path_]:
+def tool_paths(data: dict[str, Any]) -> list[YamlPath]:
     return [p for p in paths_in(data) if len(p) >= 3 and p[-2] == "tools"] + [
         p for p in paths_in(data) if len(p) == 2 and p[0] == "tools"
     ]
 
 
-def parent_of(data: Any, path: Path_) -> Any:
+def parent_of(data: Any, path: YamlPath) -> Any:
     for part in path[:-1]:
         data = data[part]
     return data
 
 
-Mutation = tuple[str, Path_]
+Mutation = tuple[str, YamlPath]
 
 
 @st.composite

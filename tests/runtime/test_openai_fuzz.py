@@ -24,7 +24,10 @@ from runtime import (
     OpenAIModel,
     RetryPolicy,
     UserMessage,
+    YamlPath,
+    format_path,
 )
+from tests.support.data_paths import paths_in
 from tests.support.openai_server import OpenAIServer, Raw, Reply, _completion
 
 EXAMPLES = 100
@@ -39,8 +42,6 @@ GOOD = _completion(
     "gpt-test",
     1,
 )
-
-Path_ = tuple[str | int, ...]
 
 
 class Client:
@@ -87,27 +88,6 @@ def check_response(response: ModelResponse) -> None:
     assert response.usage.output_tokens >= 0
 
 
-def dotted(path: Path_) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
-def paths_in(data: Any, here: Path_ = ()) -> list[Path_]:
-    found: list[Path_] = []
-    items = (
-        data.items()
-        if isinstance(data, dict)
-        else enumerate(data)
-        if isinstance(data, list)
-        else ()
-    )
-    for key, value in items:
-        found += [(*here, key), *paths_in(value, (*here, key))]
-    return found
-
-
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -122,7 +102,7 @@ json_values = st.recursive(
 
 
 @st.composite
-def mutated_completions(draw: st.DrawFn) -> tuple[dict[str, Any], str, Path_]:
+def mutated_completions(draw: st.DrawFn) -> tuple[dict[str, Any], str, YamlPath]:
     """The good completion with one field deleted or replaced by a random JSON value."""
     data = copy.deepcopy(GOOD)
     path = draw(st.sampled_from(paths_in(data)))
@@ -140,7 +120,7 @@ def mutated_completions(draw: st.DrawFn) -> tuple[dict[str, Any], str, Path_]:
 @FUZZ
 @given(mutated=mutated_completions())
 def test_a_mutated_completion_answers_or_says_which_field_is_wrong(
-    client: Client, mutated: tuple[dict[str, Any], str, Path_]
+    client: Client, mutated: tuple[dict[str, Any], str, YamlPath]
 ) -> None:
     data, _, path = mutated
     result = client.outcome(Raw(200, body=data))
@@ -152,7 +132,7 @@ def test_a_mutated_completion_answers_or_says_which_field_is_wrong(
     assert message.startswith("model 'gpt-test' "), message
     # it names the field it changed, or a field within the value put there
     detail = message.partition("malformed completion: ")[2]
-    prefixes = [dotted(path[:n]) for n in range(1, len(path) + 1)]
+    prefixes = [format_path(path[:n]) for n in range(1, len(path) + 1)]
     named = any(detail.startswith(p) for p in prefixes) or "no choices" in message
     assert named or (detail.startswith("the body") and path == ()), (path, message)
 
