@@ -142,7 +142,7 @@ class Tool(Generic[P, R]):
             errors = exc.errors(include_url=False)
             not_json = any(e["type"] == "json_invalid" for e in errors)
             raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
-        return parsed.__dict__.copy()  # the fields, as the function's keyword arguments
+        return parsed.__dict__  # the fields, as keyword arguments (the model is dropped)
 
 
 @overload

@@ -137,14 +137,10 @@ class AgentLoop:
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
             message = AssistantMessage(content=message.content)
-        spent = response.usage
         calls = message.tool_calls
-        state = state._replace(
-            messages=(*messages, message),
-            turn=state.turn + 1,
-            input_tokens=state.input_tokens + spent.input_tokens,
-            output_tokens=state.output_tokens + spent.output_tokens,
-            cost=state.cost + spent.cost,
+        state = state.answered(
+            (*messages, message),
+            response.usage,
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
         )
@@ -235,19 +231,12 @@ class AgentLoop:
                 calls, turn=state.turn, previous=state.previous_calls
             )
         executed = 0
-        repeated = True
         for obs in observations:
             if obs.status != "skipped":
                 executed += 1
-                repeated = False
         if self.budget is not None:
             self.budget.charge_tool_calls(executed)
-        state = state._replace(
-            messages=state.messages + observations,
-            tool_calls=state.tool_calls + executed,
-            previous_calls=calls,
-            repeats=state.repeats + 1 if repeated else 0,
-        )
+        state = state.observed(observations, calls, executed)
         if state.repeats >= self.settings.max_repeats:
             return Failed(state, RunawayLoop(calls[0].name, state.repeats + 1))
         journal = self.dispatcher.journal

@@ -78,6 +78,49 @@ class LoopState(NamedTuple):
     wrapped_up: bool = False
     repeats: int = 0
 
+    # The two transitions of every turn build the tuple positionally: a keyword call or
+    # ``_replace`` costs two to three times as much, twice a turn.
+
+    def answered(
+        self, messages: tuple[Message, ...], spent: Usage, *, nudged: bool, wrapped_up: bool
+    ) -> LoopState:
+        """After a model answer: ``messages`` end with it, and what it cost is counted."""
+        return LoopState(
+            self.task,
+            messages,
+            self.turn + 1,
+            self.input_tokens + spent.input_tokens,
+            self.output_tokens + spent.output_tokens,
+            self.cost + spent.cost,
+            self.tool_calls,
+            self.previous_calls,
+            nudged,
+            self.output_attempts,
+            wrapped_up,
+            self.repeats,
+        )
+
+    def observed(
+        self, observations: tuple[Message, ...], calls: tuple[ToolCall, ...], executed: int
+    ) -> LoopState:
+        """After running ``calls``: their observations are added, ``executed`` of them
+        ran (the rest were skipped as repeats, and a turn of nothing but repeats counts
+        towards a runaway)."""
+        return LoopState(
+            self.task,
+            self.messages + observations,
+            self.turn,
+            self.input_tokens,
+            self.output_tokens,
+            self.cost,
+            self.tool_calls + executed,
+            calls,
+            self.nudged,
+            self.output_attempts,
+            self.wrapped_up,
+            0 if executed else self.repeats + 1,
+        )
+
     @property
     def pending(self) -> tuple[ToolCall, ...]:
         """Tool calls the model asked for whose observations are not in yet (only
