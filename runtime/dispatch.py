@@ -130,12 +130,14 @@ class Dispatcher:
         self._run_id = run_id
         self.journal = journal
         self._last: dict[tuple[int, str], tuple[str, dict[str, Any]]] = {}
+        self._tracing = False  # whether the batch running now emits events
 
     async def dispatch(
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
     ) -> tuple[ToolMessage, ...]:
         """Run ``calls`` and return one observation per call, in call order."""
         results: list[ToolMessage | None] = [None] * len(calls)
+        self._tracing = self._tracer.enabled  # asked once a batch, not once a call
         repeats = None
         if previous and self.policy.skip_repeats:
             repeats = _Repeats(previous, self._last, self.tools)
@@ -217,7 +219,7 @@ class Dispatcher:
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int
     ) -> ToolMessage:
         """The observation for a call that was not run, also reported as an event."""
-        if self._tracer.enabled:
+        if self._tracing:
             self._finished(call, turn, status, 0.0, content)
         return _observe(call, status, content)
 
@@ -286,7 +288,7 @@ class Dispatcher:
             ctx = ToolContext(call.id, worker=self._worker, run_id=self._run_id, turn=turn)
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
-        tracing = self._tracer.enabled
+        tracing = self._tracing
         if tracing:
             self._tracer.emit(
                 ToolCallStarted(
