@@ -40,9 +40,11 @@ _VALIDATION = ConfigDict(extra="forbid")
 def value_class(cls: type[T]) -> type[T]:
     """``cls`` as an immutable value: a slotted, frozen, keyword-only dataclass.
 
-    The one place that decides how values are made: to make them mutable (a frozen
-    dataclass's ``__init__`` costs about twice a plain one's), set ``frozen=False`` here
-    and ``frozen_default=False`` in the decorator above.
+    The one place that decides how values are made. A frozen dataclass's ``__init__``
+    costs about twice a plain one's (each field is set through ``object.__setattr__``);
+    to trade immutability for that, set ``frozen=False`` here and
+    ``frozen_default=False`` above (the values then no longer hash, and
+    ``tests/runtime/test_values.py`` says so).
     """
     made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
     made.__pydantic_config__ = _VALIDATION  # type: ignore[attr-defined]

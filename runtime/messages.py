@@ -83,12 +83,16 @@ class ToolCall:
 
 @value_class
 class SystemMessage:
+    """The instructions a conversation starts with."""
+
     role: Literal["system"] = "system"
     content: str
 
 
 @value_class
 class UserMessage:
+    """The task, or what the loop tells the model (a nudge, an output error, wrap up)."""
+
     role: Literal["user"] = "user"
     content: str
 
