@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from honeycomb import Executor, HoneycombError, RunResult
+from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
 
@@ -82,7 +83,7 @@ def _payload(result: RunResult) -> dict[str, Any]:
         "answer": result.answer_text,
         "failures": {f.subtask.id: str(f.error) for f in result.failures},
         "timings": result.timings.model_dump(),
-        "usage": result.usage.model_dump(),
+        "usage": dump_value(result.usage),
     }
 
 

@@ -14,10 +14,9 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
@@ -31,6 +30,8 @@ from runtime import (
     ToolCall,
     ToolMessage,
     Usage,
+    dump_messages_json,
+    validate_messages,
 )
 from runtime.journal import arguments_text
 from workers import LoopState
@@ -53,11 +54,6 @@ _SAVE_STATE = (
     "nudged = excluded.nudged, output_attempts = excluded.output_attempts, "
     "wrapped_up = excluded.wrapped_up, repeats = excluded.repeats"
 )
-
-
-@cache
-def _messages() -> TypeAdapter[list[Message]]:
-    return TypeAdapter(list[Message])
 
 
 class RunRecord:
@@ -185,7 +181,7 @@ class WorkerRecord:
         run_id, worker, messages = self._run.run_id, self._worker, state.messages
         start = self._saved if len(messages) >= self._saved else 0
         # The turn's new messages go in one row: one insert per turn, not per message.
-        new = "[" + ",".join([_json(messages[seq]) for seq in range(start, len(messages))]) + "]"
+        new = dump_messages_json(messages[start:])
         self._saved = len(messages)
         row = (
             run_id, worker, time.time(), state.task, len(messages),
@@ -235,23 +231,17 @@ class WorkerRecord:
         )
 
 
-def _json(message: Message) -> str:
-    """A message as JSON (its own serializer: the union's costs twice as much)."""
-    return message.__pydantic_serializer__.to_json(message).decode()
-
-
 def _state(stored: StoredWorker) -> LoopState | None:
     """The loop state a stored worker continues from (None: start afresh)."""
     saved = stored.state
     if saved is None:
         return None
-    adapter = _messages()
     count = saved["messages"]
     found: list[Message] = []
     for seq, batch in stored.messages:
         if seq > len(found):
             return None  # a gap: start this worker again
-        found[seq:] = adapter.validate_json(batch)
+        found[seq:] = validate_messages(batch)
     messages = tuple(found[:count])
     if len(messages) < count:
         return None  # the store lost the tail: start this worker again

@@ -41,6 +41,7 @@ from runtime import (
     ToolMessage,
     ToolSchema,
     UserMessage,
+    dump_value_json,
 )
 from runtime.testing import estimate_usage
 from workers.worker import DEPENDENCY_HEADER
@@ -84,7 +85,7 @@ class OfflineModel:
         """Seconds this request waits: the latency plus its jitter."""
         if not self.jitter:
             return self.latency
-        digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+        digest = hashlib.sha256(dump_value_json(request).encode()).hexdigest()
         return self.latency + random.Random(f"{self.seed}:{digest}").uniform(0, self.jitter)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -49,6 +49,7 @@ from runtime.limits import Budget, LimitedModel, Limits
 from runtime.messages import (
     AssistantMessage,
     Message,
+    Messages,
     ObservationStatus,
     SystemMessage,
     ToolCall,
@@ -56,6 +57,12 @@ from runtime.messages import (
     Transcript,
     Usage,
     UserMessage,
+    dump_messages,
+    dump_messages_json,
+    dump_value,
+    dump_value_json,
+    validate_messages,
+    validate_value,
 )
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
 from runtime.pricing import Price, PricedModel
@@ -93,6 +100,7 @@ __all__ = [
     "LockTable",
     "MemoryJournal",
     "Message",
+    "Messages",
     "Model",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -142,10 +150,16 @@ __all__ = [
     "YamlPath",
     "check_cancelled",
     "did_you_mean",
+    "dump_messages",
+    "dump_messages_json",
+    "dump_value",
+    "dump_value_json",
     "format_path",
     "load_yaml",
     "parse_yaml",
     "tool",
+    "validate_messages",
+    "validate_value",
 ]
 
 if TYPE_CHECKING:

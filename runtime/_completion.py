@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runtime._checks import kind_of, shown
 from runtime.errors import ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelResponse
@@ -31,10 +32,10 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
         data = json.loads(body)
     except ValueError as exc:  # also a body that is not UTF-8
         raise ModelResponseError(
-            f"model {model!r} answered with a body that is not JSON ({exc}): {_shown(body)}"
+            f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}"
         ) from exc
     if isinstance(data, dict) and "choices" not in data and "error" in data:
-        raise ModelResponseError(f"model {model!r} answered with an error: {_shown(data['error'])}")
+        raise ModelResponseError(f"model {model!r} answered with an error: {shown(data['error'])}")
     try:
         return _response(data, model)
     except _Malformed as exc:
@@ -82,25 +83,25 @@ def _tool_call(item: Any, where: str) -> ToolCall:
 
 def _object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _Malformed(f"{where} is {_kind(value)}, not an object")
+        raise _Malformed(f"{where} is {kind_of(value)}, not an object")
     return value
 
 
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise _Malformed(f"{where} is {_kind(value)}, not a list")
+        raise _Malformed(f"{where} is {kind_of(value)}, not a list")
     return value
 
 
 def _required(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise _Malformed(f"{where} is {_kind(value)}, not a non-empty string")
+        raise _Malformed(f"{where} is {kind_of(value)}, not a non-empty string")
     return value
 
 
 def _text(value: Any, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise _Malformed(f"{where} is {_kind(value)}, not a string")
+        raise _Malformed(f"{where} is {kind_of(value)}, not a string")
     return value
 
 
@@ -108,19 +109,5 @@ def _count(value: Any, where: str) -> int:
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _Malformed(f"{where} is {_kind(value)}, not a count of tokens")
+        raise _Malformed(f"{where} is {kind_of(value)}, not a count of tokens")
     return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "missing (or null)"
-    if isinstance(value, str) and not value:
-        return "an empty string"
-    name = type(value).__name__
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({_shown(value, 40)})"
-
-
-def _shown(value: Any, limit: int = 200) -> str:
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

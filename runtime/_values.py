@@ -1,32 +1,62 @@
-"""Making frozen pydantic values that Honeycomb's own code has just built.
+"""Making the values Honeycomb passes around, cheaply.
 
 Validation is for what comes from outside: a model's answer, a user's YAML, a tool's
-arguments. Values the loop assembles from already-valid parts (an observation, a
-request, a result) are made with :func:`trusted`, several times a turn, at a fifth of
-the cost. ``tests/runtime/test_values.py`` checks that every such value equals its
-validated twin, so a change in pydantic's internals fails the tests, not the users.
+arguments, a stored run. Values the loop makes from already-valid parts (an
+observation, a request, a message) cost what making them costs, several times a turn:
+
+- The messages, usage and model requests and responses are classes made with
+  :func:`value_class`: slotted, frozen, keyword-only dataclasses (a constructor that
+  checks nothing, one object for the garbage collector to track). Pydantic validates
+  and dumps them where data crosses a boundary (see :mod:`runtime.messages`).
+- The pydantic models that results and configuration are made of are made with
+  :func:`trusted` when Honeycomb's own code has just built their values: a fifth of
+  the cost of validating them. ``tests/runtime/test_values.py`` checks that every such
+  value equals its validated twin, so a change in pydantic's internals fails the tests,
+  not the users.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import dataclasses
+from typing import Any, TypeVar, dataclass_transform
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
-__all__ = ["trusted"]
+__all__ = ["trusted", "value_class"]
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 _new = object.__new__
 _set = object.__setattr__
+
+_VALIDATION = ConfigDict(extra="forbid")
+"""How pydantic reads a value class from outside data: unknown fields are errors."""
+
+
+@dataclass_transform(
+    frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,)
+)
+def value_class(cls: type[T]) -> type[T]:
+    """``cls`` as an immutable value: a slotted, frozen, keyword-only dataclass.
+
+    The one place that decides how values are made. A frozen dataclass's ``__init__``
+    costs about twice a plain one's (each field is set through ``object.__setattr__``);
+    to trade immutability for that, set ``frozen=False`` here and
+    ``frozen_default=False`` above (the values then no longer hash, and
+    ``tests/runtime/test_values.py`` says so).
+    """
+    made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
+    made.__pydantic_config__ = _VALIDATION  # type: ignore[attr-defined]
+    return made
 
 
 _ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
 
 
 def trusted(cls: type[M], values: dict[str, Any]) -> M:
-    """An instance of ``cls`` holding ``values``, which must name every field with a
-    valid value; nothing is checked.
+    """An instance of the pydantic model ``cls`` holding ``values``, which must name
+    every field with a valid value; nothing is checked.
 
     Every such instance of a class shares one set of field names: the models are frozen,
     so nothing adds to it in place (a copy gets its own), and the values of a whole

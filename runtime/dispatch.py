@@ -30,7 +30,6 @@ import anyio.to_thread
 from runtime._concurrency import deadline, run_together
 from runtime._render import render
 from runtime._threads import in_thread
-from runtime._values import trusted
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
@@ -340,14 +339,7 @@ def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
 
 
 def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMessage:
-    values = {
-        "role": "tool",
-        "tool_call_id": call.id,
-        "name": call.name,
-        "status": status,
-        "content": content,
-    }
-    return trusted(ToolMessage, values)
+    return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
 
 class _Repeats:

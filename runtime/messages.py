@@ -1,11 +1,28 @@
-"""Messages: frozen values with a ``role`` discriminator, and the immutable transcript."""
+"""Messages: immutable values with a ``role`` discriminator, and the immutable transcript.
+
+Messages, :class:`ToolCall`, :class:`Usage` and :class:`Transcript` (and
+:class:`~runtime.model.ModelRequest` and :class:`~runtime.model.ModelResponse`) are
+slotted, frozen dataclasses: cheap to make, and their constructors check nothing (type
+checkers do). Data from outside is validated where it comes in, with pydantic:
+:func:`validate_messages` and :func:`validate_value` read dicts or JSON and fail with a
+``pydantic.ValidationError`` naming the field; :func:`dump_messages`,
+:func:`dump_messages_json`, :func:`dump_value` and :func:`dump_value_json` write
+JSON-compatible data. Pydantic models may hold them as fields (:data:`Messages` for a
+tuple of messages): they are validated and dumped with the model.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator
+
+from runtime._values import value_class
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+    from pydantic_core import SchemaSerializer
 
 __all__ = [
     "AssistantMessage",
@@ -18,14 +35,17 @@ __all__ = [
     "Transcript",
     "Usage",
     "UserMessage",
+    "dump_messages",
+    "dump_messages_json",
+    "dump_value",
+    "dump_value_json",
+    "validate_messages",
+    "validate_value",
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-
-class Usage(_Frozen):
+@value_class
+class Usage:
     """Tokens, calls and cost spent. Adds up with ``+``.
 
     ``cost`` is in US dollars, from the prices configured for the model (0 when none
@@ -52,7 +72,8 @@ class Usage(_Frozen):
         )
 
 
-class ToolCall(_Frozen):
+@value_class
+class ToolCall:
     """One call the model asked for. ``arguments`` is the raw JSON text the model wrote."""
 
     id: str
@@ -60,17 +81,24 @@ class ToolCall(_Frozen):
     arguments: str = "{}"
 
 
-class SystemMessage(_Frozen):
+@value_class
+class SystemMessage:
+    """The instructions a conversation starts with."""
+
     role: Literal["system"] = "system"
     content: str
 
 
-class UserMessage(_Frozen):
+@value_class
+class UserMessage:
+    """The task, or what the loop tells the model (a nudge, an output error, wrap up)."""
+
     role: Literal["user"] = "user"
     content: str
 
 
-class AssistantMessage(_Frozen):
+@value_class
+class AssistantMessage:
     """What the model said: text, tool calls, or both."""
 
     role: Literal["assistant"] = "assistant"
@@ -87,7 +115,8 @@ ObservationStatus = Literal["ok", "error", "timeout", "skipped", "unknown"]
 have taken effect (see :mod:`runtime.journal`)."""
 
 
-class ToolMessage(_Frozen):
+@value_class
+class ToolMessage:
     """The observation for one tool call; exactly one exists per call."""
 
     role: Literal["tool"] = "tool"
@@ -106,19 +135,21 @@ _MESSAGE_TYPES = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMe
 
 
 def _messages_as_given(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A tuple of message objects is already valid (they are frozen and were validated
-    when made): keep it as is instead of validating every message again, which would
-    make each request cost time in proportion to the conversation's length."""
+    """A tuple of message objects is kept as it is instead of being looked at message
+    by message, which would make each validation cost time in proportion to the
+    conversation's length."""
     if type(value) is tuple and _MESSAGE_TYPES.issuperset(map(type, value)):
         return value
     return handler(value)
 
 
 Messages = Annotated[tuple[Message, ...], WrapValidator(_messages_as_given)]
-"""A tuple of messages; dicts are validated into messages, message objects kept."""
+"""A tuple of messages, as a field of a pydantic model: dicts (or JSON) are validated
+into messages, a tuple of message objects is kept."""
 
 
-class Transcript(_Frozen):
+@value_class
+class Transcript:
     """An immutable sequence of messages; :meth:`add` returns a new transcript."""
 
     messages: Messages = ()
@@ -135,3 +166,81 @@ class Transcript(_Frozen):
     @property
     def last(self) -> Message | None:
         return self.messages[-1] if self.messages else None
+
+
+# --- the boundaries: validating and dumping, with pydantic -----------------------------
+# Adapters are built on first use: building one takes milliseconds, and importing
+# Honeycomb must not.
+
+V = TypeVar("V")
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+_SERIALIZERS: dict[type[Any], SchemaSerializer] = {}
+
+
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    found = _ADAPTERS.get(kind)
+    if found is None:
+        from pydantic import ConfigDict, TypeAdapter
+
+        # Errors are titled by the type ("1 validation error for Messages").
+        config = ConfigDict(title="Messages") if kind is Messages else None
+        found = _ADAPTERS[kind] = TypeAdapter(kind, config=config)
+    return found
+
+
+def _serializer(kind: type[Any]) -> SchemaSerializer:
+    """A message class's own serializer (the union's costs more than twice as much)."""
+    found = _SERIALIZERS.get(kind)
+    if found is None:
+        if kind not in _MESSAGE_TYPES:
+            raise TypeError(f"not a message: a {kind.__name__}")
+        found = _SERIALIZERS[kind] = _adapter(kind).serializer
+    return found
+
+
+def validate_messages(data: str | bytes | Iterable[Any]) -> tuple[Message, ...]:
+    """Messages from a JSON array, or from dicts (message objects are kept as they are).
+
+    Raises:
+        pydantic.ValidationError: naming the message and the field that is wrong
+            (``1.assistant.tool_calls.0.id``: the second message, an assistant message).
+    """
+    adapter: TypeAdapter[tuple[Message, ...]] = _adapter(Messages)
+    if isinstance(data, str | bytes):
+        return adapter.validate_json(data)
+    return adapter.validate_python(data if isinstance(data, tuple | list) else list(data))
+
+
+def dump_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as JSON-compatible dicts (what :func:`validate_messages` reads back)."""
+    return [_serializer(type(m)).to_python(m, mode="json") for m in messages]
+
+
+def dump_messages_json(messages: Iterable[Message]) -> str:
+    """Messages as a JSON array (what :func:`validate_messages` reads back)."""
+    return "[" + ",".join([_serializer(type(m)).to_json(m).decode() for m in messages]) + "]"
+
+
+def validate_value(cls: type[V], data: str | bytes | Mapping[str, Any]) -> V:
+    """A ``cls`` (a message class, :class:`ToolCall`, :class:`Usage`,
+    :class:`Transcript`, ``ModelRequest``, ``ModelResponse``) from JSON text or a dict.
+
+    Raises:
+        pydantic.ValidationError: naming the field that is wrong, or that is unknown.
+    """
+    adapter: TypeAdapter[V] = _adapter(cls)
+    if isinstance(data, str | bytes):
+        return adapter.validate_json(data)
+    return adapter.validate_python(data)
+
+
+def dump_value(value: object) -> dict[str, Any]:
+    """A value (see :func:`validate_value`) as a JSON-compatible dict."""
+    dumped: dict[str, Any] = _adapter(type(value)).dump_python(value, mode="json")
+    return dumped
+
+
+def dump_value_json(value: object) -> str:
+    """A value (see :func:`validate_value`) as JSON: the same value, the same text."""
+    return _adapter(type(value)).dump_json(value).decode()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict
 
-from runtime.messages import AssistantMessage, Messages, Usage, _Frozen
+from runtime._values import value_class
+from runtime.messages import AssistantMessage, Messages, Usage
 
 __all__ = [
     "Model",
@@ -25,6 +27,10 @@ __all__ = [
     "ToolSchema",
     "WrapperModel",
 ]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class ToolSchema(_Frozen):
@@ -75,7 +81,8 @@ def _schema_of(model: type[BaseModel]) -> OutputSchema:
 ToolChoice = Literal["auto", "none", "required"]
 
 
-class ModelRequest(_Frozen):
+@value_class
+class ModelRequest:
     """Everything a model needs for one call.
 
     Attributes:
@@ -98,11 +105,17 @@ class ModelRequest(_Frozen):
     conversation: str | None = None
 
 
-class ModelResponse(_Frozen):
-    """One model answer: the assistant message, what it cost, and why it stopped."""
+@value_class
+class ModelResponse:
+    """One model answer: the assistant message, what it cost, and why it stopped.
+
+    Like the messages, a slotted frozen dataclass that checks nothing when made: the
+    agent loop checks a model's answer where it receives it
+    (:func:`runtime._checks.check_response`).
+    """
 
     message: AssistantMessage
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
 

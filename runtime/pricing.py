@@ -7,9 +7,8 @@ price, a call's cost is 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from runtime._values import trusted
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
 __all__ = ["Price", "PricedModel"]
@@ -48,5 +47,4 @@ class PricedModel(WrapperModel):
         response = await self.inner.complete(request)
         usage = response.usage
         cost = self.price.of(usage.input_tokens, usage.output_tokens)
-        priced = usage.model_copy(update={"cost": cost})
-        return trusted(ModelResponse, {**response.__dict__, "usage": priced})
+        return replace(response, usage=replace(usage, cost=cost))

@@ -80,6 +80,9 @@ RUNTIME_NAMES = {
     "ToolTimeout", "Tracer", "Transcript", "UnknownToolError", "Usage", "UserMessage",
     "WrapperModel", "YamlDocument", "YamlPath", "check_cancelled", "did_you_mean",
     "format_path", "load_yaml", "parse_yaml", "tool",
+    # the messages' boundaries: reading and writing them as dicts and JSON
+    "Messages", "dump_messages", "dump_messages_json", "dump_value", "dump_value_json",
+    "validate_messages", "validate_value",
 }  # fmt: skip
 
 WORKERS_NAMES = {

@@ -40,7 +40,7 @@ from runtime import (
     UserMessage,
     _logging,
 )
-from runtime._values import trusted
+from runtime._checks import check_response
 from workers.context import assemble
 from workers.state import (
     Checkpoint,
@@ -162,24 +162,21 @@ class AgentLoop:
     ) -> ModelResponse:
         if self.budget is not None:
             self.budget.reserve_model_call()
-        request = trusted(
-            ModelRequest,
-            {
-                "messages": self._context(task, messages),
-                "tools": () if wrap_up else self.dispatcher.tools.schemas,
-                "tool_choice": "none" if wrap_up else "auto",
-                "parallel_tool_calls": True,
-                "output": self._output,
-                "timeout": self.settings.model_timeout,
-                "conversation": self._conversation,
-            },
+        request = ModelRequest(
+            messages=self._context(task, messages),
+            tools=() if wrap_up else self.dispatcher.tools.schemas,
+            tool_choice="none" if wrap_up else "auto",
+            output=self._output,
+            timeout=self.settings.model_timeout,
+            conversation=self._conversation,
         )
         tracing = self.tracer.enabled
         if tracing:
             self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
         started = time.perf_counter()
         try:
-            response = await self.model.complete(request)
+            # What a model returns is user code's: checked here, once, as it arrives.
+            response = check_response(await self.model.complete(request), self.model)
         except HoneycombError as exc:
             if tracing:
                 self._emit_finished(turn, started, None, exc)
@@ -195,8 +192,8 @@ class AgentLoop:
         cached = self._head
         if cached is None or cached[0] != task:
             first = (
-                trusted(SystemMessage, {"role": "system", "content": self.instructions}),
-                trusted(UserMessage, {"role": "user", "content": task}),
+                SystemMessage(content=self.instructions),
+                UserMessage(content=task),
             )
             cached = self._head = (task, first)
         return cached[1]

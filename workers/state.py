@@ -10,7 +10,6 @@ from typing import Any, NamedTuple, Protocol
 from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
-from runtime._values import trusted
 from workers.context import ContextWindow
 
 __all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
@@ -130,18 +129,17 @@ class LoopState(NamedTuple):
 
     @property
     def transcript(self) -> Transcript:
-        return trusted(Transcript, {"messages": self.messages})
+        return Transcript(messages=self.messages)
 
     @property
     def usage(self) -> Usage:
-        counts = {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "model_calls": self.turn,
-            "tool_calls": self.tool_calls,
-            "cost": self.cost,
-        }
-        return trusted(Usage, counts)
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            model_calls=self.turn,
+            tool_calls=self.tool_calls,
+            cost=self.cost,
+        )
 
 
 class Continue(NamedTuple):

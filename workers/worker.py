@@ -233,7 +233,7 @@ class Worker:
                     "failed", Transcript(), Usage(), 0, started_at, started, error=exc
                 )
         state = outcome.state
-        transcript = trusted(Transcript, {"messages": loop.head(prompt) + state.messages})
+        transcript = Transcript(messages=loop.head(prompt) + state.messages)
         if isinstance(outcome, Failed):
             return self._result(
                 "failed",

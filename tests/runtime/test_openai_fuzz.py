@@ -27,6 +27,7 @@ from runtime import (
     YamlPath,
     format_path,
 )
+from runtime._checks import check_response as checked
 from tests.support.data_paths import paths_in
 from tests.support.openai_server import OpenAIServer, Raw, Reply, _completion
 
@@ -80,6 +81,7 @@ def client(_running_openai_server: OpenAIServer) -> Iterator[Client]:
 
 
 def check_response(response: ModelResponse) -> None:
+    assert checked(response, "gpt-test") is response  # what the agent loop accepts as is
     assert response.message.role == "assistant"
     for call in response.message.tool_calls:
         assert call.id

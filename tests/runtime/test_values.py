@@ -1,42 +1,229 @@
-"""Values made with ``trusted`` equal their validated twins in every way users can see:
-equality, hashing, fields, dumps, copies, immutability. If pydantic changes how it
-stores a model, this fails here first."""
+"""The two ways Honeycomb makes values cheaply.
+
+- Messages, usage and model requests and responses are frozen, slotted dataclasses
+  whose constructors check nothing: they are immutable values, and pydantic reads and
+  writes them at the boundaries (dicts and JSON in, errors naming the field).
+- Pydantic models made with ``trusted`` equal their validated twins in every way users
+  can see: equality, hashing, fields, dumps, copies, immutability. If pydantic changes
+  how it stores a model, this fails here first.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from honeycomb import Subtask, SubtaskResult
+from honeycomb import Plan, RunResult, RunTimings, Subtask, SubtaskResult
 from runtime import (
+    AssistantMessage,
     ModelRequest,
+    ModelResponse,
+    OutputSchema,
     SystemMessage,
     ToolCall,
     ToolMessage,
+    ToolSchema,
     Transcript,
     Usage,
     UserMessage,
+    dump_messages,
+    dump_messages_json,
+    dump_value,
+    dump_value_json,
+    validate_messages,
+    validate_value,
 )
 from runtime._values import trusted
 from workers import WorkerResult
 
 CALL = ToolCall(id="c1", name="lookup", arguments='{"key": "a"}')
-MESSAGES = (SystemMessage(content="s"), UserMessage(content="u"))
+MESSAGES = (
+    SystemMessage(content="s"),
+    UserMessage(content="u"),
+    AssistantMessage(content="thinking", tool_calls=(CALL,)),
+    ToolMessage(tool_call_id="c1", name="lookup", status="error", content="v"),
+)
 RESULT = WorkerResult(worker="w", role="r", status="ok", output="x", text="x", turns=1)
+USAGE = Usage(input_tokens=1, output_tokens=2, model_calls=3, tool_calls=4, cost=0.5)
+REQUEST = ModelRequest(
+    messages=MESSAGES,
+    tools=(ToolSchema.of("lookup", "Looks up.", {"type": "object"}),),
+    tool_choice="required",
+    output=OutputSchema.of("Answer", {"type": "object"}),
+    timeout=2.5,
+    conversation="r/w",
+)
+RESPONSE = ModelResponse(message=MESSAGES[2], usage=USAGE, finish_reason="tool_calls", model="m")
+
+VALUES: list[Any] = [
+    CALL, *MESSAGES, AssistantMessage(), USAGE, Usage(), Transcript(messages=MESSAGES),
+    Transcript(), REQUEST, ModelRequest(messages=()), RESPONSE,
+    ModelResponse(message=AssistantMessage(content="hi")),
+]  # fmt: skip
+
+
+def _id(value: Any) -> str:
+    return type(value).__name__
+
+
+# --- the message values ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", VALUES, ids=_id)
+def test_a_value_is_immutable(value: Any) -> None:
+    name = dataclasses.fields(value)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, name, None)
+    with pytest.raises((AttributeError, TypeError)):
+        value.extra = 1  # slotted: no other attribute either
+
+
+@pytest.mark.parametrize("value", VALUES, ids=_id)
+def test_a_value_equals_and_hashes_like_its_copy(value: Any) -> None:
+    twin = dataclasses.replace(value)
+    assert twin == value
+    assert twin is not value
+    assert hash(twin) == hash(value)
+    assert repr(twin) == repr(value)
+    assert {value, twin} == {value}
+
+
+@pytest.mark.parametrize("value", VALUES, ids=_id)
+def test_a_value_round_trips_through_dicts_and_json(value: Any) -> None:
+    text = dump_value_json(value)
+    assert validate_value(type(value), text) == value
+    assert validate_value(type(value), json.loads(text)) == value
+    assert dump_value(value) == json.loads(text)
+    assert validate_value(type(value), dump_value(value)) == value
+
+
+@pytest.mark.parametrize("value", VALUES, ids=_id)
+def test_a_value_is_one_object_for_the_garbage_collector(value: Any) -> None:
+    # It refers to its fields' values and its class: no __dict__, no set of field names.
+    fields = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    assert sorted(map(id, gc.get_referents(value))) == sorted(map(id, [*fields, type(value)]))
+
+
+def test_values_are_made_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        ToolCall("c1", "lookup")  # type: ignore[call-arg]
+    assert UserMessage(content="u").role == "user"  # the discriminator has its default
+
+
+def test_values_of_different_types_with_the_same_fields_differ() -> None:
+    assert SystemMessage(content="x") != UserMessage(content="x")  # type: ignore[comparison-overlap]
+    assert AssistantMessage(content="x") != AssistantMessage(content="y")
+
+
+def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
+    text = dump_messages_json(MESSAGES)
+    assert json.loads(text) == dump_messages(MESSAGES)
+    assert json.loads(text)[2] == {
+        "role": "assistant",
+        "content": "thinking",
+        "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"key": "a"}'}],
+    }
+    assert validate_messages(text) == MESSAGES
+    assert validate_messages(text.encode()) == MESSAGES
+    assert validate_messages(dump_messages(MESSAGES)) == MESSAGES
+    assert validate_messages(iter(dump_messages(MESSAGES))) == MESSAGES
+    assert dump_messages_json(()) == "[]"
+    assert validate_messages("[]") == ()
+
+
+def test_a_tuple_of_message_objects_is_kept_as_it_is() -> None:
+    assert validate_messages(MESSAGES) is MESSAGES
+
+
+def test_dumping_a_value_that_is_not_a_message_as_one_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="not a message: a ToolCall"):
+        dump_messages_json([CALL])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ([{"role": "user", "content": "u"}, {"role": "assistant", "tool_calls": [{"id": 1}]}],
+         "1.assistant.tool_calls.0.id"),
+        ([{"role": "user"}], "0.user.content"),
+        ([{"role": "user", "content": "u", "mood": "curious"}], "0.user.mood"),
+        ([{"role": "robot", "content": "u"}], "0"),
+        ([{"role": "tool", "tool_call_id": "c", "name": "n", "status": "fine", "content": ""}],
+         "0.tool.status"),
+    ],
+)  # fmt: skip
+def test_invalid_messages_fail_naming_the_field(data: list[Any], where: str) -> None:
+    for given in (data, json.dumps(data)):
+        with pytest.raises(ValidationError) as caught:
+            validate_messages(given)
+        assert caught.value.title == "Messages"
+        assert where in [".".join(map(str, e["loc"])) for e in caught.value.errors()]
+
+
+def test_an_invalid_value_fails_naming_the_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate_value(Usage, {"input_tokens": "many", "cots": 0.5})
+    assert {".".join(map(str, e["loc"])) for e in caught.value.errors()} == {
+        "input_tokens",
+        "cots",
+    }
+    with pytest.raises(ValidationError, match=r"message\.tool_calls\.0\.name"):
+        validate_value(ModelResponse, '{"message": {"tool_calls": [{"id": "c"}]}}')
+
+
+# --- pydantic models holding them ------------------------------------------------------
+
+
+def test_pydantic_models_hold_values_without_copying_them() -> None:
+    transcript = Transcript(messages=MESSAGES)
+    result = WorkerResult(worker="w", role="r", status="ok", transcript=transcript, usage=USAGE)
+    assert result.transcript is transcript
+    assert result.usage is USAGE
+
+
+def test_results_holding_values_round_trip_through_json() -> None:
+    worker = WorkerResult(
+        worker="s1",
+        role="r",
+        status="ok",
+        output="x",
+        text="x",
+        transcript=Transcript(messages=MESSAGES),
+        usage=USAGE,
+        turns=2,
+    )
+    subtask = SubtaskResult(
+        subtask=Subtask(id="s1", role="r", instruction="i"), status="ok", worker=worker
+    )
+    run = RunResult(
+        run_id="run1",
+        task="t",
+        status="ok",
+        answer="x",
+        answer_text="x",
+        plan=Plan(subtasks=[subtask.subtask]),
+        subtasks={"s1": subtask},
+        usage=USAGE,
+        timings=RunTimings(**dict.fromkeys(RunTimings.model_fields, 1.0)),
+    )
+    for value in (worker, subtask, run):
+        again = type(value).model_validate_json(value.model_dump_json())
+        assert again == value
+    assert json.loads(worker.model_dump_json())["transcript"] == {
+        "messages": dump_messages(MESSAGES)
+    }
+    assert json.loads(run.model_dump_json())["usage"] == dump_value(USAGE)
+    assert type(WorkerResult.model_validate(worker.model_dump()).transcript) is Transcript
+
+
+# --- trusted pydantic models -----------------------------------------------------------
 
 CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
-    (ToolMessage, {"role": "tool", "tool_call_id": "c1", "name": "lookup", "status": "ok",
-                   "content": "v"}),
-    (SystemMessage, {"role": "system", "content": "s"}),
-    (UserMessage, {"role": "user", "content": "u"}),
-    (Usage, {"input_tokens": 1, "output_tokens": 2, "model_calls": 3, "tool_calls": 4,
-             "cost": 0.5}),
-    (Transcript, {"messages": MESSAGES}),
-    (ModelRequest, {"messages": MESSAGES, "tools": (), "tool_choice": "auto",
-                    "parallel_tool_calls": True, "output": None, "timeout": None,
-                    "conversation": "r/w"}),
     (WorkerResult, {"worker": "w", "role": "r", "status": "ok", "output": "x", "text": "x",
                     "transcript": Transcript(messages=MESSAGES), "usage": Usage(),
                     "turns": 1, "started_at": 1.0, "duration_s": 0.5, "error": None,

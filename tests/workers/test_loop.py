@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -17,11 +19,15 @@ from runtime import (
     Limits,
     ModelHTTPError,
     ModelRequest,
+    ModelResponse,
+    ModelResponseError,
     OutputValidationError,
     RunawayLoop,
+    ToolCall,
     ToolMessage,
     ToolRegistry,
     Tracer,
+    Usage,
     UserMessage,
     tool,
 )
@@ -178,6 +184,64 @@ async def test_model_error_fails_the_loop_without_raising() -> None:
     assert isinstance(result, Failed)
     assert isinstance(result.error, ModelHTTPError)
     assert result.error.status == 400
+
+
+class Returns:
+    """A model written by hand, returning whatever it was given."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+
+    def __repr__(self) -> str:
+        return "Returns()"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return self.answers.pop(0)  # type: ignore[return-value]
+
+
+def answer(message: Any = None, **fields: Any) -> ModelResponse:
+    return ModelResponse(message=message or AssistantMessage(content="ok"), **fields)
+
+
+@pytest.mark.parametrize(
+    ("returned", "problem"),
+    [
+        ("forty-two", "a str ('forty-two'), not a ModelResponse"),
+        (answer(UserMessage(content="x")), "message is a UserMessage"),
+        (answer(AssistantMessage(content=5)), "message.content is an int (5), not a string"),  # type: ignore[arg-type]
+        (answer(AssistantMessage(tool_calls=(ToolCall(id="c", name=None),))),  # type: ignore[arg-type]
+         "message.tool_calls[0].name is missing (or null), not a string"),
+        (answer(AssistantMessage(tool_calls=("lookup",))),  # type: ignore[arg-type]
+         "message.tool_calls[0] is a str ('lookup'), not a ToolCall"),
+        (answer(usage=Usage(input_tokens="3")),  # type: ignore[arg-type]
+         "usage.input_tokens is a str ('3'), not an integer"),
+        (answer(usage={"input_tokens": 3}), "usage is a dict ({'input_tokens': 3}), not a Usage"),
+        (answer(model=None), "model is missing (or null), not a string"),
+    ],
+)  # fmt: skip
+async def test_a_malformed_answer_fails_the_loop_naming_the_model_and_the_field(
+    returned: object, problem: str
+) -> None:
+    with structlog.testing.capture_logs() as logs:
+        result = await make_loop(Returns(returned)).run("t")  # type: ignore[arg-type]
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, ModelResponseError)
+    assert str(result.error).startswith("model Returns() returned ")
+    assert problem in str(result.error)
+    (event,) = [e for e in logs if e["event"] == "model_call.finished"]
+    assert event["status"] == "error"
+
+
+async def test_an_answer_with_a_list_of_tool_calls_or_a_whole_cost_is_taken() -> None:
+    calls = [ToolCall(id="c1", name="lookup", arguments='{"key": "a"}')]
+    model = Returns(
+        answer(AssistantMessage(tool_calls=calls), usage=Usage(cost=1)),  # type: ignore[arg-type]
+        answer(),
+    )
+    result = await make_loop(model).run("t")  # type: ignore[arg-type]
+    assert isinstance(result, Final)
+    assert result.state.messages[0] == AssistantMessage(tool_calls=tuple(calls))
+    assert result.state.cost == 1
 
 
 async def test_budget_is_checked_before_the_model_is_called() -> None:
