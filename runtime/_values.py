@@ -5,9 +5,10 @@ arguments, a stored run. Values the loop makes from already-valid parts (an
 observation, a request, a message) cost what making them costs, several times a turn:
 
 - The messages, usage and model requests and responses are classes made with
-  :func:`value_class`: slotted, frozen, keyword-only dataclasses (a constructor that
-  checks nothing, one object for the garbage collector to track). Pydantic validates
-  and dumps them where data crosses a boundary (see :mod:`runtime.messages`).
+  :func:`value_class`: slotted, keyword-only dataclasses, frozen for type checkers (a
+  constructor that checks nothing, one object for the garbage collector to track).
+  Pydantic validates and dumps them where data crosses a boundary (see
+  :mod:`runtime.messages`).
 - The pydantic models that results and configuration are made of are made with
   :func:`trusted` when Honeycomb's own code has just built their values: a fifth of
   the cost of validating them. ``tests/runtime/test_values.py`` checks that every such
@@ -38,15 +39,16 @@ _VALIDATION = ConfigDict(extra="forbid")
     frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,)
 )
 def value_class(cls: type[T]) -> type[T]:
-    """``cls`` as an immutable value: a slotted, frozen, keyword-only dataclass.
+    """``cls`` as a value: a slotted, keyword-only dataclass with equality and a hash.
 
-    The one place that decides how values are made. A frozen dataclass's ``__init__``
-    costs about twice a plain one's (each field is set through ``object.__setattr__``);
-    to trade immutability for that, set ``frozen=False`` here and
-    ``frozen_default=False`` above (the values then no longer hash, and
-    ``tests/runtime/test_values.py`` says so).
+    The one place that decides how values are made. Type checkers see the class as
+    frozen (``frozen_default=True`` above), so assigning to a field is a type error;
+    at run time it is not enforced, because a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, which doubles the cost of every message,
+    request and response (B measured 7% fewer instructions per turn frozen, 16%
+    unfrozen). Values are read-only by contract, like events.
     """
-    made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
+    made = dataclasses.dataclass(slots=True, kw_only=True, unsafe_hash=True)(cls)
     made.__pydantic_config__ = _VALIDATION  # type: ignore[attr-defined]
     return made
 

@@ -1,11 +1,11 @@
-"""Messages: immutable values with a ``role`` discriminator, and the immutable transcript.
+"""Messages: read-only values with a ``role`` discriminator, and the transcript.
 
 Messages, :class:`ToolCall`, :class:`Usage` and :class:`Transcript` (and
 :class:`~runtime.model.ModelRequest` and :class:`~runtime.model.ModelResponse`) are
-slotted, frozen dataclasses: cheap to make, and their constructors check nothing (type
-checkers do). Data from outside is validated where it comes in, with pydantic:
-:func:`validate_messages` and :func:`validate_value` read dicts or JSON and fail with a
-``pydantic.ValidationError`` naming the field; :func:`dump_messages`,
+slotted dataclasses: cheap to make, and their constructors check nothing (type checkers
+do, and treat them as frozen). Data from outside is validated where it comes in, with
+pydantic: :func:`validate_messages` and :func:`validate_value` read dicts or JSON and
+fail with a ``pydantic.ValidationError`` naming the field; :func:`dump_messages`,
 :func:`dump_messages_json`, :func:`dump_value` and :func:`dump_value_json` write
 JSON-compatible data. Pydantic models may hold them as fields (:data:`Messages` for a
 tuple of messages): they are validated and dumped with the model.

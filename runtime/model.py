@@ -109,7 +109,7 @@ class ModelRequest:
 class ModelResponse:
     """One model answer: the assistant message, what it cost, and why it stopped.
 
-    Like the messages, a slotted frozen dataclass that checks nothing when made: the
+    Like the messages, a slotted read-only dataclass that checks nothing when made: the
     agent loop checks a model's answer where it receives it
     (:func:`runtime._checks.check_response`).
     """
