@@ -85,8 +85,19 @@ class Scheduler:
             raise self.stopped
         return ordered
 
-    def _inputs(self, subtask: Subtask) -> dict[str, str]:
+    async def _inputs(self, subtask: Subtask) -> dict[str, str] | None:
+        """The results of the subtasks ``subtask`` depends on, once they have all
+        finished; None, and ``subtask`` is skipped, if one of them did not succeed."""
+        for dep in subtask.depends_on:
+            await self._done[dep].wait()
         by_id, outcomes = self._by_id, self.outcomes
+        failed = [d for d in subtask.depends_on if not outcomes[d].ok]
+        if failed:
+            why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
+            self._finish(
+                subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
+            )
+            return None
         return {f"{d} ({by_id[d].role})": outcomes[d].text for d in subtask.depends_on}
 
     @property
@@ -101,16 +112,11 @@ class Scheduler:
                 before.started_s, stored=True,
             )  # fmt: skip
             return
-        for dep in subtask.depends_on:
-            await self._done[dep].wait()
-        failed = [d for d in subtask.depends_on if not self.outcomes[d].ok]
-        if failed:
-            why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
-            self._finish(
-                subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
-            )
-            return
-        inputs = self._inputs(subtask) if subtask.depends_on else None
+        inputs = None
+        if subtask.depends_on:
+            inputs = await self._inputs(subtask)
+            if inputs is None:
+                return  # skipped
         ctx = self.context
         async with self._slots or _NO_SLOTS:
             if ctx.tracer.enabled:

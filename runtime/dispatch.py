@@ -128,7 +128,7 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
-        self._last: dict[tuple[int, str], tuple[str, dict[str, Any]]] = {}
+        self._last: tuple[_Ready, ...] = ()  # the calls the last batch ran
         self._tracing = False  # whether the batch running now emits events
 
     async def dispatch(
@@ -152,13 +152,11 @@ class Dispatcher:
         spawned = parallel if serial else parallel[:-1]
         await run_together(
             partial(self._lane, serial, parallel, turn, results, cap),
-            [partial(self._run_into, ready, turn, results, cap) for ready in spawned],
+            [partial(self._run, ready, turn, results, cap) for ready in spawned],
         )
-        # What this batch ran, so the next turn can spot a repeat without re-parsing;
-        # keyed by position too, as models do repeat call ids within a turn.
-        self._last = {
-            (r.position, r.call.id): (r.call.name, r.kwargs) for r in (*parallel, *serial)
-        }
+        # With their validated arguments, so the next turn spots a repeat without
+        # parsing these calls again.
+        self._last = (*parallel, *serial)
         return tuple(r for r in results if r is not None)
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
@@ -178,9 +176,9 @@ class Dispatcher:
         parallel call."""
         if serial:
             for ready in serial:
-                results[ready.position] = await self._run(ready, turn)
+                await self._run(ready, turn, results, None)
         elif parallel:
-            await self._run_into(parallel[-1], turn, results, cap)
+            await self._run(parallel[-1], turn, results, cap)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -240,29 +238,26 @@ class Dispatcher:
 
     # --- execution --------------------------------------------------------------------
 
-    async def _run_into(
+    async def _run(
         self,
         ready: _Ready,
         turn: int,
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
     ) -> None:
-        results[ready.position] = await self._run(ready, turn, cap)
-
-    async def _run(
-        self, ready: _Ready, turn: int, cap: anyio.CapacityLimiter | None = None
-    ) -> ToolMessage:
-        """One call, holding its slot, its exclusive lock and a shared-limiter token."""
+        """One call, holding its slot, its exclusive lock and a shared-limiter token;
+        its observation goes to its place in ``results``."""
         key = ready.tool.exclusive
         journal = self.journal
         execute: Callable[[_Ready, int], Awaitable[ToolMessage]] = self._execute
         if journal is not None and ready.tool.side_effects:
             execute = partial(self._journaled, journal=journal)
         if cap is None and key is None and self._limiter is None:
-            return await execute(ready, turn)  # the common case: nothing to hold
+            results[ready.position] = await execute(ready, turn)  # nothing to hold
+            return
         lock = self.locks.lock(key) if key is not None else _NOTHING
         async with cap or _NOTHING, lock, self._limiter or _NOTHING:
-            return await execute(ready, turn)
+            results[ready.position] = await execute(ready, turn)
 
     async def _journaled(self, ready: _Ready, turn: int, *, journal: Journal) -> ToolMessage:
         """A side-effecting call, run at most once across crashes and resumes."""
@@ -281,14 +276,14 @@ class Dispatcher:
         return observation
 
     async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
+        """One call under its time limit; whatever happens becomes its observation."""
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:
             ctx = ToolContext(call.id, worker=self._worker, run_id=self._run_id, turn=turn)
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
-        tracing = self._tracing
-        if tracing:
+        if self._tracing:
             self._tracer.emit(
                 ToolCallStarted(
                     worker=self._worker,
@@ -299,32 +294,38 @@ class Dispatcher:
                 )
             )
         started = time.perf_counter()
-        status, content, error = await self._outcome(found, kwargs, limit, started)
-        if tracing:
-            self._finished(call, turn, status, time.perf_counter() - started, error)
-        return _observe(call, status, content)
-
-    async def _outcome(
-        self, found: Tool[Any, Any], kwargs: dict[str, Any], limit: float | None, started: float
-    ) -> tuple[ObservationStatus, str, str | None]:
-        """Status, observation text and error of one call, under its time limit."""
         value: Any = None
         try:
             with deadline(limit) as scope:
                 running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
                 value = await running
-            # cancel_called, not cancelled_caught: a sync side-effecting tool is waited
-            # for (see runtime._threads), so it returns normally even after its deadline passed.
-            if scope is not None and scope.cancel_called:
-                text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
-                return "timeout", text, text
         except ModelRetry as exc:
-            return "error", f"Error: {exc.message}", exc.message
+            return self._ended(call, turn, started, "error", f"Error: {exc.message}", exc.message)
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             error = f"{type(exc).__name__}: {exc}"
-            return "error", f"Error: tool {found.name!r} raised {error}", error
-        # Outside the try: whatever the tool returned, rendering it is not its failure.
-        return "ok", render(value, self.policy.max_output_chars), None
+            text = f"Error: tool {found.name!r} raised {error}"
+            return self._ended(call, turn, started, "error", text, error)
+        # cancel_called, not cancelled_caught: a sync side-effecting tool is waited for
+        # (see runtime._threads), so it returns normally even after its deadline passed.
+        if scope is not None and scope.cancel_called:
+            text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
+            return self._ended(call, turn, started, "timeout", text, text)
+        # Whatever the tool returned, rendering it is not its failure.
+        text = render(value, self.policy.max_output_chars)
+        return self._ended(call, turn, started, "ok", text, None)
+
+    def _ended(
+        self,
+        call: ToolCall,
+        turn: int,
+        started: float,
+        status: ObservationStatus,
+        content: str,
+        error: str | None,
+    ) -> ToolMessage:
+        if self._tracing:
+            self._finished(call, turn, status, time.perf_counter() - started, error)
+        return _observe(call, status, content)
 
 
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
@@ -349,16 +350,14 @@ class _Repeats:
     __slots__ = ("_seen",)
 
     def __init__(
-        self,
-        previous: Sequence[ToolCall],
-        remembered: dict[tuple[int, str], tuple[str, dict[str, Any]]],
-        tools: ToolRegistry,
+        self, previous: Sequence[ToolCall], ran: Sequence[_Ready], tools: ToolRegistry
     ) -> None:
         self._seen: dict[str, list[dict[str, Any]]] = {}
+        known = {r.position: r for r in ran}  # by position: models do repeat call ids
         for position, call in enumerate(previous):
-            known = remembered.get((position, call.id))
-            if known is not None and known[0] == call.name:
-                arguments = known[1]
+            done = known.get(position)
+            if done is not None and done.call.id == call.id and done.call.name == call.name:
+                arguments = done.kwargs
             else:  # not dispatched here (a state from elsewhere): validate it again
                 found = tools.get(call.name)
                 try:

@@ -155,7 +155,9 @@ class AgentLoop:
                 return Failed(state, EmptyResponse(state.turn))
             nudge = UserMessage(content=NUDGE)
             return Continue(state._replace(messages=(*state.messages, nudge), nudged=True))
-        return self._finish(state._replace(nudged=False), message.content or "")
+        if state.nudged:
+            state = state._replace(nudged=False)
+        return self._finish(state, message.content or "")
 
     async def _call_model(
         self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool
