@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import anyio
 import anyio.to_thread
 
-from runtime._concurrency import deadline, run_together
+from runtime._concurrency import run_together
 from runtime._render import render
 from runtime._threads import in_thread
 from runtime.errors import ModelRetry
@@ -149,10 +149,16 @@ class Dispatcher:
         cap = self._cap_for(len(parallel))
         # The serial lane, or else one parallel call, runs in this task; the other
         # calls get a task each.
-        spawned = parallel if serial else parallel[:-1]
+        if serial:
+            inline: Callable[[], Awaitable[None]] | None = partial(
+                self._serial, serial, turn, results
+            )
+            spawned = parallel
+        else:
+            inline = partial(self._call, parallel[-1], turn, results, cap) if parallel else None
+            spawned = parallel[:-1]
         await run_together(
-            partial(self._lane, serial, parallel, turn, results, cap),
-            [partial(self._run, ready, turn, results, cap) for ready in spawned],
+            inline, [partial(self._call, ready, turn, results, cap) for ready in spawned]
         )
         # With their validated arguments, so the next turn spots a repeat without
         # parsing these calls again.
@@ -164,21 +170,12 @@ class Dispatcher:
         cap = self.policy.max_concurrency
         return anyio.CapacityLimiter(cap) if parallel > cap else None
 
-    async def _lane(
-        self,
-        serial: list[_Ready],
-        parallel: list[_Ready],
-        turn: int,
-        results: list[ToolMessage | None],
-        cap: anyio.CapacityLimiter | None,
+    async def _serial(
+        self, serial: list[_Ready], turn: int, results: list[ToolMessage | None]
     ) -> None:
-        """The work this task does itself: every serial call in order, or the last
-        parallel call."""
-        if serial:
-            for ready in serial:
-                await self._run(ready, turn, results, None)
-        elif parallel:
-            await self._run(parallel[-1], turn, results, cap)
+        """The side-effecting calls, one at a time, in the order the model gave them."""
+        for ready in serial:
+            await self._call(ready, turn, results, None)
 
     # --- preparation: everything that fails before the tool runs --------------------
 
@@ -238,45 +235,65 @@ class Dispatcher:
 
     # --- execution --------------------------------------------------------------------
 
-    async def _run(
+    def _call(
         self,
         ready: _Ready,
         turn: int,
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
+    ) -> Coroutine[Any, Any, Any]:
+        """One call, to await; its observation goes to its place in ``results``.
+
+        Straight to :meth:`_execute` when there is nothing to hold or journal (the
+        common case: one coroutine per call, not two)."""
+        journaled = self.journal is not None and ready.tool.side_effects
+        held = cap is not None or ready.tool.exclusive is not None or self._limiter is not None
+        if held or journaled:
+            return self._held(ready, turn, results, cap, journaled)
+        return self._execute(ready, turn, results)
+
+    async def _held(
+        self,
+        ready: _Ready,
+        turn: int,
+        results: list[ToolMessage | None],
+        cap: anyio.CapacityLimiter | None,
+        journaled: bool,
     ) -> None:
-        """One call, holding its slot, its exclusive lock and a shared-limiter token;
-        its observation goes to its place in ``results``."""
+        """One call holding its slot, its exclusive lock and a shared-limiter token,
+        and journaled if it has side effects and there is a journal."""
         key = ready.tool.exclusive
-        journal = self.journal
-        execute: Callable[[_Ready, int], Awaitable[ToolMessage]] = self._execute
-        if journal is not None and ready.tool.side_effects:
-            execute = partial(self._journaled, journal=journal)
-        if cap is None and key is None and self._limiter is None:
-            results[ready.position] = await execute(ready, turn)  # nothing to hold
-            return
         lock = self.locks.lock(key) if key is not None else _NOTHING
         async with cap or _NOTHING, lock, self._limiter or _NOTHING:
-            results[ready.position] = await execute(ready, turn)
+            if journaled and self.journal is not None:
+                await self._journaled(ready, turn, results, self.journal)
+            else:
+                await self._execute(ready, turn, results)
 
-    async def _journaled(self, ready: _Ready, turn: int, *, journal: Journal) -> ToolMessage:
+    async def _journaled(
+        self, ready: _Ready, turn: int, results: list[ToolMessage | None], journal: Journal
+    ) -> None:
         """A side-effecting call, run at most once across crashes and resumes."""
         call = ready.call
         entry = journal.recorded(turn, call.id)
         if entry is not None and entry.tool == call.name:
             if entry.status is not None:  # it ended before the crash: never run it again
-                return _observe(call, entry.status, entry.content)
+                results[ready.position] = _observe(call, entry.status, entry.content)
+                return
             if not ready.tool.idempotent:  # it was running when the process died
                 observation = _observe(call, "unknown", unknown_outcome_text(call))
+                results[ready.position] = observation
                 await journal.outcome(turn, observation)
-                return observation
+                return
         await journal.intent(turn, call, ready.kwargs)
-        observation = await self._execute(ready, turn)
+        observation = await self._execute(ready, turn, results)
         await journal.outcome(turn, observation)
-        return observation
 
-    async def _execute(self, ready: _Ready, turn: int) -> ToolMessage:
-        """One call under its time limit; whatever happens becomes its observation."""
+    async def _execute(
+        self, ready: _Ready, turn: int, results: list[ToolMessage | None]
+    ) -> ToolMessage:
+        """One call under its time limit; whatever happens becomes its observation,
+        returned and put in its place in ``results``."""
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:
@@ -294,38 +311,46 @@ class Dispatcher:
                 )
             )
         started = time.perf_counter()
-        value: Any = None
         try:
-            with deadline(limit) as scope:
-                running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
+            running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
+            if limit is None:  # no cancel scope: entering one costs time on every call
                 value = await running
+            else:
+                with anyio.move_on_after(limit) as scope:
+                    value = await running
+                # cancel_called, not cancelled_caught: a sync side-effecting tool is
+                # waited for (see runtime._threads), so it returns normally even after
+                # its deadline passed.
+                if scope.cancel_called:
+                    text = _timeout_text(found, limit, time.perf_counter() - started)
+                    return self._ended(ready, results, turn, started, "timeout", text, text)
         except ModelRetry as exc:
-            return self._ended(call, turn, started, "error", f"Error: {exc.message}", exc.message)
+            return self._ended(
+                ready, results, turn, started, "error", f"Error: {exc.message}", exc.message
+            )
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             error = f"{type(exc).__name__}: {exc}"
             text = f"Error: tool {found.name!r} raised {error}"
-            return self._ended(call, turn, started, "error", text, error)
-        # cancel_called, not cancelled_caught: a sync side-effecting tool is waited for
-        # (see runtime._threads), so it returns normally even after its deadline passed.
-        if scope is not None and scope.cancel_called:
-            text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
-            return self._ended(call, turn, started, "timeout", text, text)
+            return self._ended(ready, results, turn, started, "error", text, error)
         # Whatever the tool returned, rendering it is not its failure.
         text = render(value, self.policy.max_output_chars)
-        return self._ended(call, turn, started, "ok", text, None)
+        return self._ended(ready, results, turn, started, "ok", text, None)
 
     def _ended(
         self,
-        call: ToolCall,
+        ready: _Ready,
+        results: list[ToolMessage | None],
         turn: int,
         started: float,
         status: ObservationStatus,
         content: str,
         error: str | None,
     ) -> ToolMessage:
+        call = ready.call
         if self._tracing:
             self._finished(call, turn, status, time.perf_counter() - started, error)
-        return _observe(call, status, content)
+        observation = results[ready.position] = _observe(call, status, content)
+        return observation
 
 
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
