@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from functools import partial
 
 import anyio
 
@@ -75,7 +74,7 @@ class Scheduler:
         self._started = time.perf_counter()
         with anyio.CancelScope() as scope:
             self._cancel = scope.cancel
-            await run_together(None, [partial(self._run_subtask, s) for s in self.plan.subtasks])
+            await run_together(None, [self._run_subtask(s) for s in self.plan.subtasks])
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
                 self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status="cancelled")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -32,23 +32,30 @@ def deadline(seconds: float | None) -> contextlib.AbstractContextManager[anyio.C
 
 
 async def run_together(
-    inline: Callable[[], Awaitable[None]] | None,
-    others: Sequence[Callable[[], Coroutine[Any, Any, None]]],
+    inline: Awaitable[None] | None, others: Sequence[Coroutine[Any, Any, None]]
 ) -> None:
-    """Run ``inline`` (if any) in this task and each of ``others`` in a task of its own."""
+    """Await ``inline`` (if any) in this task and each of ``others`` in a task of its own.
+
+    Coroutines, not functions that make them: they are made anyway, and a partial per
+    task would live as long as the task (a worker's whole life, for the scheduler).
+    """
     if not others:
         if inline is not None:
-            await inline()
+            await inline
         return
     if sniffio.current_async_library() == "asyncio":
         async with asyncio.TaskGroup() as group:
-            for start in others:
-                group.create_task(start())
+            for coro in others:
+                group.create_task(coro)
             if inline is not None:
-                await inline()
+                await inline
         return
     async with anyio.create_task_group() as tg:
-        for start in others:
-            tg.start_soon(start)
+        for coro in others:
+            tg.start_soon(_awaited, coro)
         if inline is not None:
-            await inline()
+            await inline
+
+
+async def _awaited(coro: Coroutine[Any, Any, None]) -> None:
+    await coro

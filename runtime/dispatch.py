@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, NamedTuple
 
 import anyio
@@ -150,16 +149,12 @@ class Dispatcher:
         # The serial lane, or else one parallel call, runs in this task; the other
         # calls get a task each.
         if serial:
-            inline: Callable[[], Awaitable[None]] | None = partial(
-                self._serial, serial, turn, results
-            )
+            inline: Awaitable[None] | None = self._serial(serial, turn, results)
             spawned = parallel
         else:
-            inline = partial(self._call, parallel[-1], turn, results, cap) if parallel else None
+            inline = self._call(parallel[-1], turn, results, cap) if parallel else None
             spawned = parallel[:-1]
-        await run_together(
-            inline, [partial(self._call, ready, turn, results, cap) for ready in spawned]
-        )
+        await run_together(inline, [self._call(ready, turn, results, cap) for ready in spawned])
         # With their validated arguments, so the next turn spots a repeat without
         # parsing these calls again.
         self._last = (*parallel, *serial)
