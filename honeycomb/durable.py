@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
-from honeycomb.spans import Span
+from honeycomb.spans import SpanRow
 from honeycomb.store import RunStore, StoredRun, StoredWorker
 from runtime import (
     AssistantMessage,
@@ -64,7 +64,7 @@ class RunRecord:
         self.run_id = run_id
         self.on_unknown: OnUnknown = on_unknown
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
-        self._spans: list[Span] = []
+        self._spans: list[SpanRow] = []
 
     def started(self, task: str, source: str | None, *, resumed: bool) -> None:
         if resumed:
@@ -95,7 +95,7 @@ class RunRecord:
         """Journal entries of an earlier life of this run, by worker."""
         self._journals = journals
 
-    def span(self, span: Span) -> None:
+    def span(self, span: SpanRow) -> None:
         """Keep a span that ended (see :mod:`honeycomb.spans`); spans are written in
         batches, as JSON arrays, and at the end of the run."""
         self._spans.append(span)

@@ -33,7 +33,7 @@ from runtime import (
     ToolCallStarted,
 )
 
-__all__ = ["Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
+__all__ = ["Span", "SpanKind", "SpanRecorder", "SpanRow", "from_jsonl", "to_jsonl"]
 
 SpanKind = Literal["run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"]
 
@@ -129,8 +129,8 @@ class _Open:
             span.cost += cost
             span = span.parent
 
-    def closed(self, end: float, status: str, error: str | None) -> Span:
-        return Span(
+    def closed(self, end: float, status: str, error: str | None) -> SpanRow:
+        return (
             self.span_id,
             self.parent.span_id if self.parent is not None else None,
             self.kind,
@@ -148,6 +148,15 @@ class _Open:
         )
 
 
+SpanRow = tuple[Any, ...]
+"""A span's fields in :class:`Span`'s order, as a plain tuple: what a
+:class:`SpanRecorder` keeps and gives ``on_close``. The garbage collector stops tracking
+a plain tuple of plain values once it has seen it, so a run's thousands of spans cost
+it nothing; a named tuple it would walk in every full collection."""
+
+_END = Span._fields.index("end")
+
+
 class SpanRecorder:
     """An event handler that turns one run's events into spans.
 
@@ -158,11 +167,11 @@ class SpanRecorder:
 
     def __init__(
         self,
-        on_close: Callable[[Span], None] | None = None,
+        on_close: Callable[[SpanRow], None] | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.spans: list[Span] = []
+        self._rows: list[SpanRow] = []
         self._on_close = on_close
         # Ids: a random prefix for the run, then a counter (no system call per span).
         self._prefix = os.urandom(4).hex()
@@ -187,6 +196,11 @@ class SpanRecorder:
             AggregationFinished: self._aggregation_finished,
             RunFinished: self._run_finished,
         }
+
+    @property
+    def spans(self) -> list[Span]:
+        """The spans that have ended, in the order they ended."""
+        return [Span._make(row) for row in self._rows]
 
     def _next_id(self) -> str:
         return f"{self._prefix}{next(self._counter):08x}"
@@ -324,24 +338,25 @@ class SpanRecorder:
         cheap: no open span object per call)."""
         end = self._clock()
         worker, turn, call_id = key
-        span = Span(
+        row = (
             self._next_id(),
             parent.span_id if parent is not None else None,
             kind, name, start, end, status, error, worker, turn, input_tokens, output_tokens,
             cost, call_id,
         )  # fmt: skip
-        self._keep(span, parent)
+        self._keep(row, parent)
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
         self._keep(span.closed(end, status, error), span.parent)
 
-    def _keep(self, span: Span, parent: _Open | None) -> None:
+    def _keep(self, row: SpanRow, parent: _Open | None) -> None:
         """A span that ended: it stretches its parent's end, and is kept."""
-        if parent is not None and span.end > parent.end:
-            parent.end = span.end
-        self.spans.append(span)
+        end = row[_END]
+        if parent is not None and end > parent.end:
+            parent.end = end
+        self._rows.append(row)
         if self._on_close is not None:
-            self._on_close(span)
+            self._on_close(row)
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:
