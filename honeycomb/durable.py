@@ -65,6 +65,7 @@ class RunRecord:
         self.on_unknown: OnUnknown = on_unknown
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._spans: list[SpanRow] = []
+        self._outcomes: dict[str, tuple[SubtaskResult, str]] = {}  # as written: JSON
 
     def started(self, task: str, source: str | None, *, resumed: bool) -> None:
         if resumed:
@@ -110,6 +111,8 @@ class RunRecord:
     def subtask_finished(self, outcome: SubtaskResult) -> None:
         if outcome.status == "cancelled":
             return  # not finished: a resumed run continues it
+        text = outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
+        self._outcomes[outcome.subtask.id] = (outcome, text)
         self.store.write(
             (
                 "INSERT INTO workers (run_id, worker, status, result, updated_at) "
@@ -120,7 +123,7 @@ class RunRecord:
                     self.run_id,
                     outcome.subtask.id,
                     outcome.status,
-                    outcome.model_dump_json(exclude=_RESULT_EXCLUDE),
+                    text,
                     time.time(),
                 ),
             )
@@ -139,9 +142,7 @@ class RunRecord:
                 (
                     status,
                     time.time(),
-                    result.model_dump_json(exclude={"subtasks": {"__all__": _RESULT_EXCLUDE}})
-                    if result is not None
-                    else None,
+                    self._result_json(result) if result is not None else None,
                     error,
                     usage.model_calls,
                     usage.input_tokens,
@@ -153,7 +154,26 @@ class RunRecord:
             )
         )
 
+    def _result_json(self, result: RunResult) -> str:
+        """``result.model_dump_json()``, made of the JSON each subtask's result was
+        written as when it finished: dumping every transcript again at the end of a
+        run would cost as much as dumping them then."""
+        subtasks = []
+        for name, outcome in result.subtasks.items():
+            written = self._outcomes.get(name)
+            if written is not None and written[0] is outcome:
+                text = written[1]
+            else:  # finished in an earlier life, or cancelled
+                text = outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
+            subtasks.append(f"{json.dumps(name, ensure_ascii=False)}:{text}")
+        head = result.model_dump_json(include=_BEFORE_SUBTASKS)  # {"run_id": ... }
+        tail = result.model_dump_json(include=_AFTER_SUBTASKS)  # {"usage": ... }
+        return f'{head[:-1]},"subtasks":{{{",".join(subtasks)}}},{tail[1:]}'
 
+
+_FIELDS = list(RunResult.model_fields)
+_BEFORE_SUBTASKS = set(_FIELDS[: _FIELDS.index("subtasks")])
+_AFTER_SUBTASKS = set(_FIELDS[_FIELDS.index("subtasks") + 1 :])
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
 _SPAN_BATCH = 256
 

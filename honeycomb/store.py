@@ -110,6 +110,7 @@ class RunStore:
         self.path = Path(path)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._writing = False  # the writer thread runs (is_alive() costs a lock per write)
         self._start_lock = threading.Lock()
         self._failure: BaseException | None = None
 
@@ -118,13 +119,11 @@ class RunStore:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, *statements: Statement) -> concurrent.futures.Future[None]:
-        """Queue statements to commit together, in order with every other write; the
-        future is done once they are committed."""
+    def write(self, *statements: Statement) -> None:
+        """Queue statements to commit together, in order with every other write (see
+        :meth:`commit` to wait until they are)."""
         self._ensure_writer()
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._queue.put((statements, done, False))
-        return done
+        self._queue.put((statements, None, False))
 
     def save(self, *statements: Statement) -> None:
         """Queue statements that commute with every other kind of statement (they
@@ -141,7 +140,10 @@ class RunStore:
         Raises:
             StoreError: when the store cannot be written.
         """
-        await _wait(self.write(*statements))
+        self._ensure_writer()
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._queue.put((statements, done, False))
+        await _wait(done)
 
     async def flush(self) -> None:
         """Return once everything written so far is committed."""
@@ -162,54 +164,58 @@ class RunStore:
         Raises:
             StoreError: when the file cannot be opened or is not a run store.
         """
-        if self._writer is None or not self._writer.is_alive():
+        if not self._writing:
             await anyio.to_thread.run_sync(self._ensure_writer)
 
     def _ensure_writer(self) -> None:
-        if self._writer is not None and self._writer.is_alive():
+        if self._writing:
             return
         with self._start_lock:
-            if self._writer is None or not self._writer.is_alive():
+            if not self._writing:
                 connection = self._connect()  # fail here, in the caller, if it cannot open
                 self._writer = threading.Thread(
                     target=self._write_loop, args=(connection,), name="honeycomb-store",
                     daemon=True,
                 )  # fmt: skip
+                self._writing = True
                 self._writer.start()
 
     def _write_loop(self, connection: sqlite3.Connection) -> None:
         """The writer thread: take what is queued, commit it as one transaction."""
         stopping = False
-        while not stopping:
-            batch = [self._queue.get()]
-            if batch[0] is not _STOP and batch[0][1] is None:
-                # Group commit: gather what arrives in the next moment into the same
-                # transaction (a commit costs far more than a row). Not when someone
-                # waits for this write: a side effect waits for its intent.
-                time.sleep(_GATHER_S)
-            while True:
+        try:
+            while not stopping:
+                batch = [self._queue.get()]
+                if batch[0] is not _STOP and batch[0][1] is None:
+                    # Group commit: gather what arrives in the next moment into the same
+                    # transaction (a commit costs far more than a row). Not when someone
+                    # waits for this write: a side effect waits for its intent.
+                    time.sleep(_GATHER_S)
+                while True:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if batch[-1] is _STOP:
+                    stopping = True
+                items = [item for item in batch if item is not _STOP]
+                error: BaseException | None = None
                 try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if batch[-1] is _STOP:
-                stopping = True
-            items = [item for item in batch if item is not _STOP]
-            error: BaseException | None = None
-            try:
-                self._commit(connection, items)
-            except sqlite3.Error as exc:
-                error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
-                self._failure = error
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-            for _, done, _ in items:
-                if done is None:
-                    continue
-                if error is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(error)
+                    self._commit(connection, items)
+                except sqlite3.Error as exc:
+                    error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
+                    self._failure = error
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                for _, done, _ in items:
+                    if done is None:
+                        continue
+                    if error is None:
+                        done.set_result(None)
+                    else:
+                        done.set_exception(error)
+        finally:
+            self._writing = False  # stopped, or died: the next write starts another
         connection.close()
 
     @staticmethod

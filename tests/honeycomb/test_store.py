@@ -40,6 +40,12 @@ async def interrupted_run(
         tg.cancel_scope.cancel()
 
 
+def stored_result_text(db: Path, run_id: str) -> str:
+    with sqlite3.connect(db) as raw:
+        text: str = raw.execute("SELECT result FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+    return text
+
+
 async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
     db, effects, calls = files
     result = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(3), run_id="r1")
@@ -63,6 +69,8 @@ async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> Non
     assert summary.tool_calls == 9
     with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # the run's result is stored as its JSON (made of each subtask's, as written)
+    assert stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
@@ -107,6 +115,8 @@ async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
     assert [o.status for o in observations] == ["ok", "ok", "unknown"]
     assert "Outcome unknown" in observations[-1].content
     assert result.usage.model_calls == 6  # both lives together
+    # w0's result is the one of the first life, w1's was written in this one
+    assert stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
@@ -134,6 +144,7 @@ async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
     assert failed.error is not None
     assert failed.error.type == "OutcomeUnknown"
     assert "'append'" in failed.error.message
+    assert stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:

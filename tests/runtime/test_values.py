@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import warnings
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from honeycomb import Plan, RunResult, RunTimings, Subtask, SubtaskResult
 from runtime import (
@@ -139,6 +141,36 @@ def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
     assert validate_messages(iter(dump_messages(MESSAGES))) == MESSAGES
     assert dump_messages_json(()) == "[]"
     assert validate_messages("[]") == ()
+
+
+TRICKY = 'quotes " and \\ backslash, \n\t\b\f\r\x00\x1f\x7f controls, é ✓ \u2028 🐝 text'
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        *MESSAGES,
+        SystemMessage(content=TRICKY),
+        UserMessage(content=""),
+        AssistantMessage(),
+        AssistantMessage(content=TRICKY, tool_calls=(CALL, ToolCall(id=TRICKY, name="n"))),
+        ToolMessage(tool_call_id="c", name=TRICKY, status="unknown", content=TRICKY),
+        UserMessage(content=3),  # type: ignore[arg-type]  # not a string: pydantic writes it
+    ],
+    ids=_id,
+)
+def test_messages_are_dumped_as_pydantic_dumps_them(message: Any) -> None:
+    # The run store keeps this text: it must stay what it was when pydantic wrote it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns about the int
+        written = TypeAdapter(type(message)).dump_json(message).decode()
+        assert dump_messages_json([message]) == f"[{written}]"
+        assert dump_messages_json(iter([message, message])) == f"[{written},{written}]"
+
+
+def test_a_lone_surrogate_cannot_be_dumped() -> None:
+    with pytest.raises(PydanticSerializationError, match="surrogates"):
+        dump_messages_json([UserMessage(content="\ud800")])
 
 
 def test_a_tuple_of_message_objects_is_kept_as_it_is() -> None:
