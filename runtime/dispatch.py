@@ -86,6 +86,10 @@ class DispatchPolicy:
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
+_Ran = tuple[str, str, dict[str, Any]]
+"""A call that ran: its id, its tool's name and its validated arguments."""
+
+
 class _Ready(NamedTuple):
     position: int
     call: ToolCall
@@ -127,7 +131,7 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
-        self._last: tuple[_Ready, ...] = ()  # the calls the last batch ran
+        self._last: tuple[_Ran | None, ...] = ()  # the last batch, by position
         self._tracing = False  # whether the batch running now emits events
 
     async def dispatch(
@@ -155,9 +159,13 @@ class Dispatcher:
             inline = self._call(parallel[-1], turn, results, cap) if parallel else None
             spawned = parallel[:-1]
         await run_together(inline, [self._call(ready, turn, results, cap) for ready in spawned])
-        # With their validated arguments, so the next turn spots a repeat without
-        # parsing these calls again.
-        self._last = (*parallel, *serial)
+        # What ran, with its validated arguments, so the next turn spots a repeat
+        # without parsing these calls again; plain tuples of plain values, which the
+        # collector stops tracking (a worker keeps them through its next model call).
+        ran: list[_Ran | None] = [None] * len(calls)
+        for r in (*parallel, *serial):
+            ran[r.position] = (r.call.id, r.call.name, r.kwargs)
+        self._last = tuple(ran)
         return tuple(r for r in results if r is not None)
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
@@ -370,14 +378,13 @@ class _Repeats:
     __slots__ = ("_seen",)
 
     def __init__(
-        self, previous: Sequence[ToolCall], ran: Sequence[_Ready], tools: ToolRegistry
+        self, previous: Sequence[ToolCall], ran: Sequence[_Ran | None], tools: ToolRegistry
     ) -> None:
         self._seen: dict[str, list[dict[str, Any]]] = {}
-        known = {r.position: r for r in ran}  # by position: models do repeat call ids
-        for position, call in enumerate(previous):
-            done = known.get(position)
-            if done is not None and done.call.id == call.id and done.call.name == call.name:
-                arguments = done.kwargs
+        for position, call in enumerate(previous):  # by position: models repeat call ids
+            done = ran[position] if position < len(ran) else None
+            if done is not None and done[0] == call.id and done[1] == call.name:
+                arguments = done[2]
             else:  # not dispatched here (a state from elsewhere): validate it again
                 found = tools.get(call.name)
                 try:
