@@ -122,12 +122,11 @@ class _Open:
         self.cost = 0.0
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
-        span: _Open | None = self
-        while span is not None:
-            span.input_tokens += input_tokens
-            span.output_tokens += output_tokens
-            span.cost += cost
-            span = span.parent
+        """Count usage here; it reaches the enclosing spans as this one closes (every
+        span closes before its parent)."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cost += cost
 
     def closed(self, end: float, status: str, error: str | None) -> SpanRow:
         return (
@@ -347,7 +346,10 @@ class SpanRecorder:
         self._keep(row, parent)
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
-        self._keep(span.closed(end, status, error), span.parent)
+        parent = span.parent
+        if parent is not None:
+            parent.add_usage(span.input_tokens, span.output_tokens, span.cost)
+        self._keep(span.closed(end, status, error), parent)
 
     def _keep(self, row: SpanRow, parent: _Open | None) -> None:
         """A span that ended: it stretches its parent's end, and is kept."""
