@@ -27,7 +27,7 @@ _NO_DEADLINE = contextlib.nullcontext()
 
 def deadline(seconds: float | None) -> contextlib.AbstractContextManager[anyio.CancelScope | None]:
     """``anyio.move_on_after(seconds)``, or nothing at all for no limit (a cancel scope
-    costs time on every tool call and every worker)."""
+    costs time on every worker)."""
     return _NO_DEADLINE if seconds is None else anyio.move_on_after(seconds)
 
 

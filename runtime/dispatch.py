@@ -249,10 +249,10 @@ class Dispatcher:
 
         Straight to :meth:`_execute` when there is nothing to hold or journal (the
         common case: one coroutine per call, not two)."""
-        journaled = self.journal is not None and ready.tool.side_effects
+        journal = self.journal if ready.tool.side_effects else None
         held = cap is not None or ready.tool.exclusive is not None or self._limiter is not None
-        if held or journaled:
-            return self._held(ready, turn, results, cap, journaled)
+        if held or journal is not None:
+            return self._held(ready, turn, results, cap, journal)
         return self._execute(ready, turn, results)
 
     async def _held(
@@ -261,15 +261,15 @@ class Dispatcher:
         turn: int,
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
-        journaled: bool,
+        journal: Journal | None,
     ) -> None:
         """One call holding its slot, its exclusive lock and a shared-limiter token,
-        and journaled if it has side effects and there is a journal."""
+        and journaled in ``journal`` if given."""
         key = ready.tool.exclusive
         lock = self.locks.lock(key) if key is not None else _NOTHING
         async with cap or _NOTHING, lock, self._limiter or _NOTHING:
-            if journaled and self.journal is not None:
-                await self._journaled(ready, turn, results, self.journal)
+            if journal is not None:
+                await self._journaled(ready, turn, results, journal)
             else:
                 await self._execute(ready, turn, results)
 

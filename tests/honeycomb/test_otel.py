@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import anyio
 import pytest
@@ -25,7 +26,7 @@ from honeycomb import (
 )
 from honeycomb.otel import OpenTelemetryExporter
 from honeycomb.spans import Span
-from runtime import ModelHTTPError
+from runtime import Model, ModelHTTPError
 from runtime.testing import call
 
 ROLES = [Role(name="researcher", tools=("lookup",)), Role(name="aggregator")]
@@ -47,6 +48,12 @@ def exported() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     yield provider, memory
     provider.shutdown()
+
+
+def writers(provider: TracerProvider, model: Model, **options: Any) -> Executor:
+    """An executor of writers that exports to ``provider``, concatenating answers."""
+    exporter = OpenTelemetryExporter(tracer_provider=provider)
+    return Executor(WRITERS, model, aggregator="concat", on_event=[exporter], **options)
 
 
 def by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:
@@ -169,10 +176,7 @@ async def test_errors_mark_the_chat_worker_and_run_spans(
 ) -> None:
     provider, memory = exported
     model = ScriptedModel({"r/s1": [ModelHTTPError(401, "no key")]})
-    executor = Executor(
-        WRITERS, model, aggregator="concat", policy=Policy(failure="fail_fast"),
-        on_event=[OpenTelemetryExporter(tracer_provider=provider)],
-    )  # fmt: skip
+    executor = writers(provider, model, policy=Policy(failure="fail_fast"))
     with pytest.raises(RunFailed):
         await executor.run("t", subtasks=[("writer", "a")], run_id="r")
     spans = memory.get_finished_spans()
@@ -190,10 +194,7 @@ async def test_a_cancelled_run_is_still_exported(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     provider, memory = exported
-    executor = Executor(
-        WRITERS, ScriptedModel(lambda key: ["late"], latency=5), aggregator="concat",
-        on_event=[OpenTelemetryExporter(tracer_provider=provider)],
-    )  # fmt: skip
+    executor = writers(provider, ScriptedModel(lambda key: ["late"], latency=5))
     with anyio.move_on_after(0.1):
         await executor.run("t", subtasks=[("writer", "a")], run_id="r")
     spans = {s.name: s for s in memory.get_finished_spans()}
@@ -209,10 +210,7 @@ async def test_the_run_span_is_a_child_of_the_callers_span(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     provider, memory = exported
-    executor = Executor(
-        WRITERS, ScriptedModel(["done"]), aggregator="concat",
-        on_event=[OpenTelemetryExporter(tracer_provider=provider)],
-    )  # fmt: skip
+    executor = writers(provider, ScriptedModel(["done"]))
     with provider.get_tracer("app").start_as_current_span("request") as request:
         await executor.run("t", subtasks=[("writer", "a")])
     spans = memory.get_finished_spans()
@@ -228,10 +226,7 @@ async def test_concurrent_runs_are_separate_traces(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     provider, memory = exported
-    executor = Executor(
-        WRITERS, ScriptedModel(lambda key: ["done"], latency=0.05), aggregator="concat",
-        on_event=[OpenTelemetryExporter(tracer_provider=provider)],
-    )  # fmt: skip
+    executor = writers(provider, ScriptedModel(lambda key: ["done"], latency=0.05))
     async with anyio.create_task_group() as tg:
         for run_id in ("a", "b"):
             tg.start_soon(partial(executor.run, "t", subtasks=[("writer", run_id)], run_id=run_id))
