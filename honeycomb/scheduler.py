@@ -11,7 +11,6 @@ results stand), and those that had started continue from their saved loop state.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 
@@ -24,13 +23,11 @@ from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
 from honeycomb.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime._concurrency import deadline, run_together
+from runtime._concurrency import run_together
 from runtime._values import trusted
 from workers import WorkerError, WorkerResult
 
 __all__ = ["Scheduler"]
-
-_NO_SLOTS = contextlib.nullcontext()
 
 
 class Scheduler:
@@ -117,7 +114,10 @@ class Scheduler:
             if inputs is None:
                 return  # skipped
         ctx = self.context
-        async with self._slots or _NO_SLOTS:
+        slots = self._slots
+        if slots is not None:
+            await slots.acquire()
+        try:
             if ctx.tracer.enabled:
                 ctx.tracer.emit(
                     WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
@@ -130,8 +130,17 @@ class Scheduler:
             worker = ctx.worker(subtask.role, name=subtask.id, checkpoint=record, journal=record)
             result: WorkerResult | None = None
             limit = self.policy.worker_timeout_s
-            with deadline(limit):
-                result = await worker.run(subtask.instruction, inputs=inputs, resume=state)
+            running = worker.run(subtask.instruction, inputs=inputs, resume=state)
+            # No cancel scope without a limit, and no context managers at all on the
+            # stack of a worker that waits (a thousand waiting workers keep theirs).
+            if limit is None:
+                result = await running
+            else:
+                with anyio.move_on_after(limit):
+                    result = await running
+        finally:
+            if slots is not None:
+                slots.release()
         if result is None:
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
             self._finish(subtask, "failed", None, error, started)

@@ -13,22 +13,13 @@ cancel scope, which cancels the host task) cancels every child and waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
 
 import anyio
 import sniffio
 
-__all__ = ["deadline", "run_together"]
-
-_NO_DEADLINE = contextlib.nullcontext()
-
-
-def deadline(seconds: float | None) -> contextlib.AbstractContextManager[anyio.CancelScope | None]:
-    """``anyio.move_on_after(seconds)``, or nothing at all for no limit (a cancel scope
-    costs time on every worker)."""
-    return _NO_DEADLINE if seconds is None else anyio.move_on_after(seconds)
+__all__ = ["run_together"]
 
 
 async def run_together(

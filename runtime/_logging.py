@@ -6,11 +6,12 @@ it itself: unconfigured, structlog would print, and the import alone costs time.
 
 from __future__ import annotations
 
-import contextlib
 import sys
+from collections.abc import Mapping
+from contextvars import Token
 from typing import Any
 
-__all__ = ["bound", "configured", "log"]
+__all__ = ["bind", "configured", "log", "unbind"]
 
 LOGGER = "honeycomb"
 
@@ -28,14 +29,24 @@ def log(event: str, fields: dict[str, Any], *, level: str = "info") -> None:
         getattr(logger, level)(event, **fields)
 
 
-_UNBOUND = contextlib.nullcontext()
+Bound = Mapping[str, Token[Any]] | None
+"""What :func:`bind` bound, for :func:`unbind` to undo (None: nothing was bound)."""
 
 
-def bound(**values: Any) -> contextlib.AbstractContextManager[Any]:
-    """Bind log context for this task (``bound_contextvars``), if structlog is in use."""
+def bind(**values: Any) -> Bound:
+    """Bind log context for this task (``bind_contextvars``), if structlog is in use,
+    until :func:`unbind`. Called around an ``await`` with ``try``/``finally`` rather
+    than a ``with`` block, which keeps a context manager alive on every waiting
+    worker's stack even when there is nothing to bind."""
     if not configured():
-        return _UNBOUND
-    cm: contextlib.AbstractContextManager[Any] = sys.modules[
-        "structlog"
-    ].contextvars.bound_contextvars(**values)
-    return cm
+        return None
+    tokens: Mapping[str, Token[Any]] = sys.modules["structlog"].contextvars.bind_contextvars(
+        **values
+    )
+    return tokens
+
+
+def unbind(tokens: Bound) -> None:
+    """Restore what :func:`bind` changed (the values bound before it, if any)."""
+    if tokens is not None:
+        sys.modules["structlog"].contextvars.reset_contextvars(**tokens)

@@ -225,10 +225,13 @@ class AgentLoop:
 
     async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
         """Run ``calls``, the model's last answer's, and add their observations."""
-        with _logging.bound(turn=state.turn):  # tools' own logs name the turn
+        bound = _logging.bind(turn=state.turn)  # tools' own logs name the turn
+        try:
             observations = await self.dispatcher.dispatch(
                 calls, turn=state.turn, previous=state.previous_calls
             )
+        finally:
+            _logging.unbind(bound)
         executed = 0
         for obs in observations:
             if obs.status != "skipped":

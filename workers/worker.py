@@ -225,13 +225,13 @@ class Worker:
             checkpoint=self.checkpoint,
         )
         started_at, started = time.time(), time.perf_counter()
-        with _logging.bound(run_id=self.run_id, worker=self.name):
-            try:
-                outcome = await loop.run(prompt, resume)
-            except Exception as exc:  # a bug in a model or handler: this worker fails alone
-                return self._result(
-                    "failed", Transcript(), Usage(), 0, started_at, started, error=exc
-                )
+        bound = _logging.bind(run_id=self.run_id, worker=self.name)
+        try:
+            outcome = await loop.run(prompt, resume)
+        except Exception as exc:  # a bug in a model or handler: this worker fails alone
+            return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
+        finally:
+            _logging.unbind(bound)
         state = outcome.state
         transcript = Transcript(messages=loop.head(prompt) + state.messages)
         if isinstance(outcome, Failed):
