@@ -39,6 +39,11 @@ class Plan(BaseModel):
     subtasks: tuple[Subtask, ...]
 
     @property
+    def has_dependencies(self) -> bool:
+        """Whether any subtask waits for another (if none, all start at once)."""
+        return any(s.depends_on for s in self.subtasks)
+
+    @property
     def ids(self) -> tuple[str, ...]:
         return tuple(s.id for s in self.subtasks)
 
@@ -134,6 +139,8 @@ def topological_order(plan: Plan) -> list[str]:
 
 def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner."""
+    if not plan.has_dependencies:  # a flat fan-out: its longest subtask
+        return max((durations.get(s.id, 0.0) for s in plan.subtasks), default=0.0)
     by_id = {s.id: s for s in plan.subtasks}
     finish: dict[str, float] = {}
     for subtask_id in topological_order(plan):
@@ -143,6 +150,8 @@ def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
 
 
 def _find_cycle(plan: Plan) -> list[str]:
+    if not plan.has_dependencies:
+        return []
     graph = {s.id: [d for d in s.depends_on if d != s.id] for s in plan.subtasks}
     state: dict[str, int] = {}  # 1: on the stack, 2: finished
     stack: list[str] = []

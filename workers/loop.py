@@ -129,10 +129,22 @@ class AgentLoop:
         if wrap_up:
             prompt = UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
             messages = (*messages, prompt)
+        turn = state.turn + 1
+        tracing = self.tracer.enabled
+        request = None  # until the budget allows the call
         try:
-            response = await self._call_model(state.task, messages, state.turn + 1, wrap_up)
+            request = self._request(state.task, messages, turn, wrap_up, tracing)
+            started = time.perf_counter()
+            # What a model returns is user code's: checked here, once, as it arrives.
+            response = check_response(await self.model.complete(request), self.model)
         except HoneycombError as exc:
+            if tracing and request is not None:  # the call was made (and reported started)
+                self._emit_finished(turn, started, None, exc)
             return Failed(state._replace(messages=messages, wrapped_up=wrap_up), exc)
+        if self.budget is not None:
+            self.budget.charge(response.usage)
+        if tracing:
+            self._emit_finished(turn, started, response, None)
         message = response.message
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
@@ -159,9 +171,12 @@ class AgentLoop:
             state = state._replace(nudged=False)
         return self._finish(state, message.content or "")
 
-    async def _call_model(
-        self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool
-    ) -> ModelResponse:
+    def _request(
+        self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool, tracing: bool
+    ) -> ModelRequest:
+        """The request for this turn's model call, once the budget allows the call
+        (the call is awaited in :meth:`step` itself: a waiting worker's stack is one
+        coroutine shorter)."""
         if self.budget is not None:
             self.budget.reserve_model_call()
         request = ModelRequest(
@@ -172,22 +187,9 @@ class AgentLoop:
             timeout=self.settings.model_timeout,
             conversation=self._conversation,
         )
-        tracing = self.tracer.enabled
         if tracing:
             self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
-        started = time.perf_counter()
-        try:
-            # What a model returns is user code's: checked here, once, as it arrives.
-            response = check_response(await self.model.complete(request), self.model)
-        except HoneycombError as exc:
-            if tracing:
-                self._emit_finished(turn, started, None, exc)
-            raise
-        if self.budget is not None:
-            self.budget.charge(response.usage)
-        if tracing:
-            self._emit_finished(turn, started, response, None)
-        return response
+        return request
 
     def head(self, task: str) -> tuple[Message, ...]:
         """The system prompt and the task: the first two messages of every turn."""
