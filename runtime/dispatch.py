@@ -145,10 +145,15 @@ class Dispatcher:
             repeats = _Repeats(previous, self._last, self.tools)
         parallel: list[_Ready] = []
         serial: list[_Ready] = []
+        # What runs, with its validated arguments, so the next turn spots a repeat
+        # without parsing these calls again: plain tuples of plain values, by position.
+        ran: list[_Ran | None] = [None] * len(calls)
         for index, call in enumerate(calls):
             ready = self._prepare(index, call, repeats, results, turn)
             if ready is not None:
                 (serial if ready.tool.side_effects else parallel).append(ready)
+                ran[index] = (call.id, call.name, ready.kwargs)
+        self._last = tuple(ran)
         cap = self._cap_for(len(parallel))
         # The serial lane, or else one parallel call, runs in this task; the other
         # calls get a task each.
@@ -159,13 +164,6 @@ class Dispatcher:
             inline = self._call(parallel[-1], turn, results, cap) if parallel else None
             spawned = parallel[:-1]
         await run_together(inline, [self._call(ready, turn, results, cap) for ready in spawned])
-        # What ran, with its validated arguments, so the next turn spots a repeat
-        # without parsing these calls again; plain tuples of plain values, which the
-        # collector stops tracking (a worker keeps them through its next model call).
-        ran: list[_Ran | None] = [None] * len(calls)
-        for r in (*parallel, *serial):
-            ran[r.position] = (r.call.id, r.call.name, r.kwargs)
-        self._last = tuple(ran)
         return tuple(r for r in results if r is not None)
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
