@@ -38,13 +38,15 @@ class BenchModel:
         await pause(self.params.lm)
         if turn < self.params.k:
             calls = tuple(
-                ToolCall(
-                    id=f"c{turn}-{j}",
-                    name="lookup",
-                    arguments=json.dumps({"key": f"{worker}-{turn}-{j}"}),
-                )
-                for j in range(self.params.t)
-            )
+                [
+                    ToolCall(
+                        id=f"c{turn}-{j}",
+                        name="lookup",
+                        arguments=json.dumps({"key": f"{worker}-{turn}-{j}"}),
+                    )
+                    for j in range(self.params.t)
+                ]
+            )  # a list comprehension, as the floor's model makes its calls
             message = AssistantMessage(tool_calls=calls)
         else:
             message = AssistantMessage(content=f"done-{worker}")

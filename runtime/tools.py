@@ -107,6 +107,10 @@ class Tool(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
         self.schema = ToolSchema.of(self.name, self.description, _clean_schema(self.args_model))
+        # The model's own validator, looked up once: a pydantic model class answers
+        # attribute lookups through its metaclass's ``__getattr__`` hook, which costs
+        # as much as the validation itself on every call.
+        self._validate_json = self.args_model.__pydantic_validator__.validate_json
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -137,7 +141,7 @@ class Tool(Generic[P, R]):
         """
         text = arguments if arguments.strip() else "{}"
         try:
-            parsed = self.args_model.model_validate_json(text)
+            parsed = self._validate_json(text)
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False)
             not_json = any(e["type"] == "json_invalid" for e in errors)

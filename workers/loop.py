@@ -134,7 +134,7 @@ class AgentLoop:
         request = None  # until the budget allows the call
         try:
             request = self._request(state.task, messages, turn, wrap_up, tracing)
-            started = time.perf_counter()
+            started = time.perf_counter() if tracing else 0.0
             # What a model returns is user code's: checked here, once, as it arrives.
             response = check_response(await self.model.complete(request), self.model)
         except HoneycombError as exc:
