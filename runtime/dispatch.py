@@ -90,6 +90,9 @@ _Ran = tuple[str, str, dict[str, Any]]
 """A call that ran: its id, its tool's name and its validated arguments."""
 
 
+_new_ready = tuple.__new__
+
+
 class _Ready(NamedTuple):
     position: int
     call: ToolCall
@@ -164,7 +167,7 @@ class Dispatcher:
             inline = self._call(parallel[-1], turn, results, cap) if parallel else None
             spawned = parallel[:-1]
         await run_together(inline, [self._call(ready, turn, results, cap) for ready in spawned])
-        return tuple(r for r in results if r is not None)
+        return tuple([r for r in results if r is not None])
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
         """A limiter for this batch, only when it has more calls than the cap allows."""
@@ -208,7 +211,7 @@ class Dispatcher:
             )
             results[index] = self._refuse(call, "skipped", text, turn)
             return None
-        return _Ready(index, call, found, kwargs)
+        return _new_ready(_Ready, (index, call, found, kwargs))  # no Python-level __new__
 
     def _refuse(
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int

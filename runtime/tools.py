@@ -141,7 +141,7 @@ class Tool(Generic[P, R]):
         """
         text = arguments if arguments.strip() else "{}"
         try:
-            parsed = self._validate_json(text)
+            parsed: pydantic.BaseModel = self._validate_json(text)
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False)
             not_json = any(e["type"] == "json_invalid" for e in errors)

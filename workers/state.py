@@ -45,6 +45,9 @@ class LoopSettings:
             raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
 
 
+_new_state = tuple.__new__
+
+
 class LoopState(NamedTuple):
     """Everything a step needs; every step returns a new one (an immutable tuple:
     cheap to make, which matters as one is made every turn).
@@ -77,26 +80,30 @@ class LoopState(NamedTuple):
     wrapped_up: bool = False
     repeats: int = 0
 
-    # The two transitions of every turn build the tuple positionally: a keyword call or
-    # ``_replace`` costs two to three times as much, twice a turn.
+    # The two transitions of every turn build the tuple directly with ``tuple.__new__``:
+    # a keyword call or ``_replace`` costs two to three times as much, and even the
+    # positional constructor is a Python-level function call, twice a turn.
 
     def answered(
         self, messages: tuple[Message, ...], spent: Usage, *, nudged: bool, wrapped_up: bool
     ) -> LoopState:
         """After a model answer: ``messages`` end with it, and what it cost is counted."""
-        return LoopState(
-            self.task,
-            messages,
-            self.turn + 1,
-            self.input_tokens + spent.input_tokens,
-            self.output_tokens + spent.output_tokens,
-            self.cost + spent.cost,
-            self.tool_calls,
-            self.previous_calls,
-            nudged,
-            self.output_attempts,
-            wrapped_up,
-            self.repeats,
+        return _new_state(
+            LoopState,
+            (
+                self.task,
+                messages,
+                self.turn + 1,
+                self.input_tokens + spent.input_tokens,
+                self.output_tokens + spent.output_tokens,
+                self.cost + spent.cost,
+                self.tool_calls,
+                self.previous_calls,
+                nudged,
+                self.output_attempts,
+                wrapped_up,
+                self.repeats,
+            ),
         )
 
     def observed(
@@ -105,19 +112,22 @@ class LoopState(NamedTuple):
         """After running ``calls``: their observations are added, ``executed`` of them
         ran (the rest were skipped as repeats, and a turn of nothing but repeats counts
         towards a runaway)."""
-        return LoopState(
-            self.task,
-            self.messages + observations,
-            self.turn,
-            self.input_tokens,
-            self.output_tokens,
-            self.cost,
-            self.tool_calls + executed,
-            calls,
-            self.nudged,
-            self.output_attempts,
-            self.wrapped_up,
-            0 if executed else self.repeats + 1,
+        return _new_state(
+            LoopState,
+            (
+                self.task,
+                self.messages + observations,
+                self.turn,
+                self.input_tokens,
+                self.output_tokens,
+                self.cost,
+                self.tool_calls + executed,
+                calls,
+                self.nudged,
+                self.output_attempts,
+                self.wrapped_up,
+                0 if executed else self.repeats + 1,
+            ),
         )
 
     @property
