@@ -51,10 +51,10 @@ class Run:
         policy = executor.policy
         store = executor.store
         self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
+        recorder = None
         if executor.trace:
-            on_close = self.record.span if self.record is not None else None
-            handlers = (*handlers, SpanRecorder(on_close))
-        self.tracer = Tracer(*executor._handlers, *handlers, log=executor._log)
+            recorder = SpanRecorder(self.record.span if self.record is not None else None)
+        self.tracer = Tracer(*executor._handlers, *handlers, log=executor._log, recorder=recorder)
         self.context = RunContext(
             run_id=run_id,
             roles=executor.roles,

@@ -3,8 +3,10 @@
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call``. :class:`SpanRecorder` builds them from the run's
 events as they happen (it is an event handler), so tracing needs no hook anywhere
-else. A run with a store keeps its spans there (``honeycomb trace RUN_ID``), and
-:func:`to_jsonl` exports them.
+else; a run's own recorder is its tracer's ``recorder``
+(:class:`runtime.events.CallRecorder`), given the model and tool calls without their
+event objects. A run with a store keeps its spans there (``honeycomb trace RUN_ID``),
+and :func:`to_jsonl` exports them.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ FIELDS = Span._fields
 
 
 class _Open:
-    """A span being recorded; it gathers the usage of what it encloses."""
+    """A span being recorded; it gathers the usage of what it encloses, which reaches
+    the enclosing spans as it closes (every span closes before its parent)."""
 
     __slots__ = (
         "cost",
@@ -109,42 +112,18 @@ class _Open:
         name: str,
         start: float,
         parent: _Open | None,
-        *,
         worker: str | None = None,
         turn: int | None = None,
         detail: str = "",
     ) -> None:
+        # Called positionally: a class called with keywords costs twice as much on
+        # Python 3.11, and one is made per turn.
         self.span_id = span_id
         self.kind, self.name, self.start, self.parent = kind, name, start, parent
         self.worker, self.turn, self.detail = worker, turn, detail
         self.end = start
         self.input_tokens = self.output_tokens = 0
         self.cost = 0.0
-
-    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
-        """Count usage here; it reaches the enclosing spans as this one closes (every
-        span closes before its parent)."""
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.cost += cost
-
-    def closed(self, end: float, status: str, error: str | None) -> SpanRow:
-        return (
-            self.span_id,
-            self.parent.span_id if self.parent is not None else None,
-            self.kind,
-            self.name,
-            self.start,
-            max(end, self.end),
-            status,
-            error,
-            self.worker,
-            self.turn,
-            self.input_tokens,
-            self.output_tokens,
-            self.cost,
-            self.detail,
-        )
 
 
 SpanRow = tuple[Any, ...]
@@ -153,11 +132,11 @@ SpanRow = tuple[Any, ...]
 a plain tuple of plain values once it has seen it, so a run's thousands of spans cost
 it nothing; a named tuple it would walk in every full collection."""
 
-_END = Span._fields.index("end")
-
 
 class SpanRecorder:
-    """An event handler that turns one run's events into spans.
+    """An event handler that turns one run's events into spans; also a
+    :class:`~runtime.events.CallRecorder`, whose call methods make the same spans as
+    the events of those calls.
 
     Args:
         on_close: Called with each span as it ends (a run store keeps them).
@@ -172,9 +151,10 @@ class SpanRecorder:
     ) -> None:
         self._rows: list[SpanRow] = []
         self._on_close = on_close
-        # Ids: a random prefix for the run, then a counter (no system call per span).
-        self._prefix = os.urandom(4).hex()
-        self._counter = count(1)
+        # Ids: 16 hex digits, a random prefix for the run and then a counter, each made
+        # by builtins alone (no system call, no Python code).
+        prefix = int.from_bytes(os.urandom(4), "big")
+        self._ids = map("%016x".__mod__, count(prefix << 32 | 1))
         self._clock = clock
         self._run: _Open | None = None
         self._phase: _Open | None = None  # the plan or aggregate span, while open
@@ -201,9 +181,6 @@ class SpanRecorder:
         """The spans that have ended, in the order they ended."""
         return [Span._make(row) for row in self._rows]
 
-    def _next_id(self) -> str:
-        return f"{self._prefix}{next(self._counter):08x}"
-
     def __call__(self, event: Event) -> None:
         handle = self._handlers.get(type(event))
         if handle is not None:
@@ -213,15 +190,15 @@ class SpanRecorder:
 
     def _run_started(self, event: RunStarted) -> None:
         now = self._clock()
-        self._run = _Open(self._next_id(), "run", event.task, now, None)
-        self._phase = _Open(self._next_id(), "plan", "plan", now, self._run)
+        self._run = _Open(next(self._ids), "run", event.task, now, None)
+        self._phase = _Open(next(self._ids), "plan", "plan", now, self._run)
 
     def _plan_ready(self, event: PlanReady) -> None:
         if self._phase is not None and self._phase.kind == "plan":
             self._close_phase(self._clock())
 
     def _aggregation_started(self, event: AggregationStarted) -> None:
-        self._phase = _Open(self._next_id(), "aggregate", "aggregate", self._clock(), self._run)
+        self._phase = _Open(next(self._ids), "aggregate", "aggregate", self._clock(), self._run)
 
     def _aggregation_finished(self, event: AggregationFinished) -> None:
         self._close_phase(self._clock())
@@ -236,20 +213,22 @@ class SpanRecorder:
 
     def _run_finished(self, event: RunFinished) -> None:
         now = self._clock()
-        status = event.status
-        for key, (start, parent, name) in list(self._calls.items()):
-            kind: SpanKind = "model_call" if not key[2] else "tool_call"
-            self._call_span(key, kind, name, start, parent, "cancelled", None)
-        for turn in list(self._turns.values()):
-            self._close(turn, now, "cancelled")
-        for worker in list(self._workers.values()):
-            self._close(worker, now, "cancelled")
+        for (worker, turn, call_id), (start, parent, name) in self._calls.items():
+            kind: SpanKind = "tool_call" if call_id else "model_call"
+            self._keep(
+                next(self._ids), parent, kind, name, start, now, "cancelled", None, worker, turn,
+                0, 0, 0.0, call_id,
+            )  # fmt: skip
+        for turn_span in self._turns.values():
+            self._close(turn_span, now, "cancelled")
+        for worker_span in self._workers.values():
+            self._close(worker_span, now, "cancelled")
         self._calls.clear()
         self._turns.clear()
         self._workers.clear()
         self._close_phase(now)
         if self._run is not None:
-            self._close(self._run, now, status, event.error)
+            self._close(self._run, now, event.status, event.error)
             self._run = None
 
     # --- workers, turns and calls ---------------------------------------------------
@@ -257,13 +236,7 @@ class SpanRecorder:
     def _worker_started(self, event: WorkerStarted) -> None:
         name = event.worker or "?"
         self._workers[name] = _Open(
-            self._next_id(),
-            "worker",
-            name,
-            self._clock(),
-            self._run,
-            worker=name,
-            detail=event.role,
+            next(self._ids), "worker", name, self._clock(), self._run, name, None, event.role
         )
 
     def _worker_finished(self, event: WorkerFinished) -> None:
@@ -274,88 +247,125 @@ class SpanRecorder:
             self._close(turn, now)
         span = self._workers.pop(name, None)
         if span is None:  # skipped, or finished in an earlier life: no time of its own
-            span = _Open(
-                self._next_id(), "worker", name, now, self._run, worker=name, detail=event.role
-            )
+            span = _Open(next(self._ids), "worker", name, now, self._run, name, None, event.role)
         self._close(span, now, event.status, event.error)
 
     def _owner(self, worker: str) -> _Open | None:
         """The span a worker's turns belong to: its own, or the plan or aggregate."""
         return self._workers.get(worker) or self._phase or self._run
 
+    # The model and tool calls' events, and the same as plain arguments, as a Tracer
+    # gives them to its recorder (runtime.events.CallRecorder).
+
     def _model_started(self, event: ModelCallStarted) -> None:
-        worker, now = event.worker or "?", self._clock()
-        turn = self._turns.get(worker)
-        if turn is None or turn.turn != event.turn:
-            if turn is not None:
-                self._close(turn, now)
-            turn = self._turns[worker] = _Open(
-                self._next_id(),
-                "turn", f"turn {event.turn}", now, self._owner(worker), worker=worker,
-                turn=event.turn,
-            )  # fmt: skip
-        self._calls[worker, event.turn, ""] = (now, turn, "model")
+        self.model_call_started(event.worker, event.turn)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
-        key = (event.worker or "?", event.turn, "")
-        started = self._calls.pop(key, None)
-        if started is not None:
-            start, parent, _ = started
-            if parent is not None:
-                parent.add_usage(event.input_tokens, event.output_tokens, event.cost)
-            self._call_span(
-                key, "model_call", event.model or "model", start, parent, event.status,
-                event.error, event.input_tokens, event.output_tokens, event.cost,
-            )  # fmt: skip
+        self.model_call_finished(
+            event.worker, event.turn, event.model, event.status, event.error,
+            event.input_tokens, event.output_tokens, event.cost,
+        )  # fmt: skip
 
     def _tool_started(self, event: ToolCallStarted) -> None:
-        worker = event.worker or "?"
-        parent = self._turns.get(worker) or self._owner(worker)
-        self._calls[worker, event.turn, event.call_id] = (self._clock(), parent, event.tool)
+        self.tool_call_started(event.worker, event.turn, event.call_id, event.tool)
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
-        key = (event.worker or "?", event.turn, event.call_id)
-        started = self._calls.pop(key, None)
+        self.tool_call_finished(event.worker, event.turn, event.call_id, event.status, event.error)
+
+    def model_call_started(self, worker: str | None, turn: int) -> None:
+        """A model call started (its first in a turn starts the turn's span)."""
+        name, now = worker or "?", self._clock()
+        span = self._turns.get(name)
+        if span is None or span.turn != turn:
+            if span is not None:
+                self._close(span, now)
+            span = self._turns[name] = _Open(
+                next(self._ids), "turn", f"turn {turn}", now, self._owner(name), name, turn
+            )
+        self._calls[name, turn, ""] = (now, span, "model")
+
+    def model_call_finished(
+        self,
+        worker: str | None,
+        turn: int,
+        model: str,
+        status: str,
+        error: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+    ) -> None:
+        """A model call ended: its span, and its usage counted on its turn."""
+        name = worker or "?"
+        started = self._calls.pop((name, turn, ""), None)
+        if started is not None:
+            start, parent, _ = started
+            self._keep(
+                next(self._ids), parent, "model_call", model or "model", start, self._clock(),
+                status, error, name, turn, input_tokens, output_tokens, cost, "",
+            )  # fmt: skip
+
+    def tool_call_started(self, worker: str | None, turn: int, call_id: str, tool: str) -> None:
+        """A tool call started (in its worker's current turn)."""
+        name = worker or "?"
+        parent = self._turns.get(name) or self._owner(name)
+        self._calls[name, turn, call_id] = (self._clock(), parent, tool)
+
+    def tool_call_finished(
+        self, worker: str | None, turn: int, call_id: str, status: str, error: str | None
+    ) -> None:
+        """A tool call ended: its span (named by the tool its start named)."""
+        name = worker or "?"
+        started = self._calls.pop((name, turn, call_id), None)
         if started is not None:
             start, parent, tool = started
-            self._call_span(key, "tool_call", tool, start, parent, event.status, event.error)
+            self._keep(
+                next(self._ids), parent, "tool_call", tool, start, self._clock(), status, error,
+                name, turn, 0, 0, 0.0, call_id,
+            )  # fmt: skip
 
-    def _call_span(
+    # --- spans that end -------------------------------------------------------------
+
+    def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
+        self._keep(
+            span.span_id, span.parent, span.kind, span.name, span.start,
+            end if end > span.end else span.end, status, error, span.worker, span.turn,
+            span.input_tokens, span.output_tokens, span.cost, span.detail,
+        )  # fmt: skip
+
+    def _keep(
         self,
-        key: tuple[str, int, str],
+        span_id: str,
+        parent: _Open | None,
         kind: SpanKind,
         name: str,
         start: float,
-        parent: _Open | None,
+        end: float,
         status: str,
         error: str | None,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cost: float = 0.0,
+        worker: str | None,
+        turn: int | None,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        detail: str,
     ) -> None:
-        """A model or tool call's span: made once, when it ends (the common case is
-        cheap: no open span object per call)."""
-        end = self._clock()
-        worker, turn, call_id = key
+        """A span that ended: it stretches its parent's end and adds its usage to the
+        parent's, and is kept. (One function, called positionally, for every span: a
+        traced run ends several per model turn.)"""
+        if parent is None:
+            parent_id = None
+        else:
+            parent_id = parent.span_id
+            if end > parent.end:
+                parent.end = end
+            parent.input_tokens += input_tokens
+            parent.output_tokens += output_tokens
+            parent.cost += cost
         row = (
-            self._next_id(),
-            parent.span_id if parent is not None else None,
-            kind, name, start, end, status, error, worker, turn, input_tokens, output_tokens,
-            cost, call_id,
+            span_id, parent_id, kind, name, start, end, status, error, worker, turn,
+            input_tokens, output_tokens, cost, detail,
         )  # fmt: skip
-        self._keep(row, parent)
-
-    def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
-        parent = span.parent
-        if parent is not None:
-            parent.add_usage(span.input_tokens, span.output_tokens, span.cost)
-        self._keep(span.closed(end, status, error), parent)
-
-    def _keep(self, row: SpanRow, parent: _Open | None) -> None:
-        """A span that ended: it stretches its parent's end, and is kept."""
-        end = row[_END]
-        if parent is not None and end > parent.end:
-            parent.end = end
         self._rows.append(row)
         if self._on_close is not None:
             self._on_close(row)

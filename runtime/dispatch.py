@@ -30,7 +30,7 @@ from runtime._concurrency import run_together
 from runtime._render import render
 from runtime._threads import in_thread
 from runtime.errors import ModelRetry
-from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
+from runtime.events import NO_TRACE, Tracer
 from runtime.journal import Journal, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
@@ -224,17 +224,15 @@ class Dispatcher:
     def _finished(
         self, call: ToolCall, turn: int, status: str, duration_s: float, error: str | None
     ) -> None:
-        self._tracer.emit(
-            ToolCallFinished(
-                worker=self._worker,
-                run_id=self._run_id,
-                turn=turn,
-                call_id=call.id,
-                tool=call.name,
-                status=status,
-                duration_s=duration_s,
-                error=error,
-            )
+        self._tracer.tool_call_finished(
+            worker=self._worker,
+            run_id=self._run_id,
+            turn=turn,
+            call_id=call.id,
+            tool=call.name,
+            status=status,
+            duration_s=duration_s,
+            error=error,
         )
 
     # --- execution --------------------------------------------------------------------
@@ -305,14 +303,8 @@ class Dispatcher:
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         if self._tracing:
-            self._tracer.emit(
-                ToolCallStarted(
-                    worker=self._worker,
-                    run_id=self._run_id,
-                    turn=turn,
-                    call_id=call.id,
-                    tool=call.name,
-                )
+            self._tracer.tool_call_started(
+                worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id, tool=call.name
             )
         started = time.perf_counter()
         try:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from runtime import _logging
 
 __all__ = [
+    "CallRecorder",
     "Event",
     "EventHandler",
     "ModelCallFinished",
@@ -92,36 +93,177 @@ class ToolCallFinished(Event):
 EventHandler = Callable[[Event], None]
 
 
+class CallRecorder(Protocol):
+    """An event handler that also takes model and tool calls as plain arguments, as a
+    :class:`Tracer` gives them to its ``recorder``: a traced turn has several calls,
+    and making their event objects costs more than recording them (honeycomb's
+    ``SpanRecorder`` is one). It must give the same result either way.
+    """
+
+    def __call__(self, event: Event) -> None: ...
+
+    def model_call_started(self, worker: str | None, turn: int) -> None: ...
+
+    def model_call_finished(
+        self,
+        worker: str | None,
+        turn: int,
+        model: str,
+        status: str,
+        error: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+    ) -> None: ...
+
+    def tool_call_started(self, worker: str | None, turn: int, call_id: str, tool: str) -> None: ...
+
+    def tool_call_finished(
+        self, worker: str | None, turn: int, call_id: str, status: str, error: str | None
+    ) -> None: ...
+
+
 class Tracer:
     """Delivers events to handlers and, when structlog is configured, to a logger.
+
+    Model and tool calls are emitted with :meth:`model_call_started`,
+    :meth:`model_call_finished`, :meth:`tool_call_started` and
+    :meth:`tool_call_finished`, which make the event object only when a handler or
+    the log takes it: several are emitted per model turn, and a recorder needs their
+    fields, not the objects.
 
     Args:
         handlers: Called with every event, in order; they must be quick and not raise
             (an exception from a handler is logged and dropped).
         log: Send events to structlog (logger ``honeycomb``). Logging happens only if
             the application has configured structlog, never through its print default.
+        recorder: Takes every event after the handlers, as one more handler would,
+            and the model and tool calls as plain arguments.
     """
 
-    __slots__ = ("_handlers", "_log")
+    __slots__ = ("_handlers", "_log", "_recorder")
 
-    def __init__(self, *handlers: EventHandler, log: bool = True) -> None:
+    def __init__(
+        self, *handlers: EventHandler, log: bool = True, recorder: CallRecorder | None = None
+    ) -> None:
         self._handlers = handlers
         self._log = log
+        self._recorder = recorder
 
     @property
     def enabled(self) -> bool:
         """Whether emitting can have any effect (skip building events when False)."""
-        return bool(self._handlers) or (self._log and _logging.configured())
+        return (
+            self._recorder is not None
+            or bool(self._handlers)
+            or (self._log and _logging.configured())
+        )
 
     def emit(self, event: Event) -> None:
+        self._deliver(event)
+        if self._recorder is not None:
+            try:
+                self._recorder(event)
+            except Exception as exc:
+                _failed(exc, event.kind)
+
+    def _deliver(self, event: Event) -> None:
+        """To the handlers and the log (not the recorder)."""
         for handler in self._handlers:
             try:
                 handler(event)
-            except Exception as exc:  # a broken handler must not break a worker
-                fields = {"error": repr(exc), "event": event.kind}
-                _logging.log("event_handler.failed", fields, level="warning")
+            except Exception as exc:
+                _failed(exc, event.kind)
         if self._log and _logging.configured():
             _logging.log(event.kind, event.fields())
+
+    def model_call_started(self, *, worker: str | None, run_id: str | None, turn: int) -> None:
+        """Emit a :class:`ModelCallStarted`."""
+        if self._handlers or (self._log and _logging.configured()):
+            self._deliver(ModelCallStarted(worker=worker, run_id=run_id, turn=turn))
+        if self._recorder is not None:
+            try:
+                self._recorder.model_call_started(worker, turn)
+            except Exception as exc:
+                _failed(exc, ModelCallStarted.kind)
+
+    def model_call_finished(
+        self,
+        *,
+        worker: str | None,
+        run_id: str | None,
+        turn: int,
+        duration_s: float,
+        status: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        tool_calls: int,
+        error: str | None,
+    ) -> None:
+        """Emit a :class:`ModelCallFinished`."""
+        if self._handlers or (self._log and _logging.configured()):
+            self._deliver(
+                ModelCallFinished(
+                    worker=worker, run_id=run_id, turn=turn, duration_s=duration_s,
+                    status=status, model=model, input_tokens=input_tokens,
+                    output_tokens=output_tokens, cost=cost, tool_calls=tool_calls, error=error,
+                )
+            )  # fmt: skip
+        if self._recorder is not None:
+            try:
+                self._recorder.model_call_finished(
+                    worker, turn, model, status, error, input_tokens, output_tokens, cost
+                )
+            except Exception as exc:
+                _failed(exc, ModelCallFinished.kind)
+
+    def tool_call_started(
+        self, *, worker: str | None, run_id: str | None, turn: int, call_id: str, tool: str
+    ) -> None:
+        """Emit a :class:`ToolCallStarted`."""
+        if self._handlers or (self._log and _logging.configured()):
+            self._deliver(
+                ToolCallStarted(worker=worker, run_id=run_id, turn=turn, call_id=call_id, tool=tool)
+            )
+        if self._recorder is not None:
+            try:
+                self._recorder.tool_call_started(worker, turn, call_id, tool)
+            except Exception as exc:
+                _failed(exc, ToolCallStarted.kind)
+
+    def tool_call_finished(
+        self,
+        *,
+        worker: str | None,
+        run_id: str | None,
+        turn: int,
+        call_id: str,
+        tool: str,
+        status: str,
+        duration_s: float,
+        error: str | None,
+    ) -> None:
+        """Emit a :class:`ToolCallFinished`."""
+        if self._handlers or (self._log and _logging.configured()):
+            self._deliver(
+                ToolCallFinished(
+                    worker=worker, run_id=run_id, turn=turn, call_id=call_id, tool=tool,
+                    status=status, duration_s=duration_s, error=error,
+                )
+            )  # fmt: skip
+        if self._recorder is not None:
+            try:
+                self._recorder.tool_call_finished(worker, turn, call_id, status, error)
+            except Exception as exc:
+                _failed(exc, ToolCallFinished.kind)
+
+
+def _failed(exc: Exception, kind: str) -> None:
+    """A handler or the recorder raised: log it and go on (a broken handler must not
+    break a worker)."""
+    _logging.log("event_handler.failed", {"error": repr(exc), "event": kind}, level="warning")
 
 
 NO_TRACE = Tracer(log=False)

@@ -24,8 +24,6 @@ from runtime import (
     HoneycombError,
     Message,
     Model,
-    ModelCallFinished,
-    ModelCallStarted,
     ModelRequest,
     ModelResponse,
     OutcomeUnknown,
@@ -188,7 +186,7 @@ class AgentLoop:
             conversation=self._conversation,
         )
         if tracing:
-            self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
+            self.tracer.model_call_started(worker=self.worker, run_id=self.run_id, turn=turn)
         return request
 
     def head(self, task: str) -> tuple[Message, ...]:
@@ -209,20 +207,18 @@ class AgentLoop:
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
     ) -> None:
         usage = response.usage if response is not None else Usage()
-        self.tracer.emit(
-            ModelCallFinished(
-                worker=self.worker,
-                run_id=self.run_id,
-                turn=turn,
-                duration_s=time.perf_counter() - started,
-                status="ok" if exc is None else "error",
-                model=response.model if response is not None else "",
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost=usage.cost,
-                tool_calls=len(response.message.tool_calls) if response is not None else 0,
-                error=None if exc is None else f"{type(exc).__name__}: {exc}",
-            )
+        self.tracer.model_call_finished(
+            worker=self.worker,
+            run_id=self.run_id,
+            turn=turn,
+            duration_s=time.perf_counter() - started,
+            status="ok" if exc is None else "error",
+            model=response.model if response is not None else "",
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=usage.cost,
+            tool_calls=len(response.message.tool_calls) if response is not None else 0,
+            error=None if exc is None else f"{type(exc).__name__}: {exc}",
         )
 
     async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from collections.abc import Callable
+from itertools import count
 from pathlib import Path
 
 import anyio
 import pytest
 
 from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
+from honeycomb.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
+from honeycomb.plan import Plan
 from honeycomb.spans import Span, SpanRecorder, from_jsonl, to_jsonl
-from runtime import AssistantMessage, ModelRequest, Price, PricedModel, ToolMessage
+from runtime import AssistantMessage, ModelRequest, Price, PricedModel, ToolMessage, Tracer
 from runtime.testing import call
 
 
@@ -100,6 +106,62 @@ async def test_a_stored_run_keeps_its_spans(tmp_path: Path) -> None:
     assert len(kept) == len(recorder.spans)
     [summary] = RunStore(db).runs()
     assert summary.cost > 0
+
+
+def ticks() -> Callable[[], float]:
+    return map(float, count()).__next__
+
+
+def test_calls_given_as_arguments_make_the_spans_their_events_make(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's own recorder is given the model and tool calls by its tracer without
+    their event objects; a recorder in ``on_event`` is given the events."""
+    monkeypatch.setattr(os, "urandom", bytes)  # the same ids in both
+    from_events = SpanRecorder(clock=ticks())
+    from_calls = SpanRecorder(clock=ticks())
+    tracer = Tracer(from_events, log=False, recorder=from_calls)
+    tracer.emit(RunStarted(run_id="r", task="t"))
+    tracer.emit(PlanReady(run_id="r", plan=Plan(subtasks=()), duration_s=0.0))
+    for name in ("a", "b"):
+        tracer.emit(WorkerStarted(worker=name, run_id="r", role="worker"))
+    for turn in (1, 2):
+        tracer.model_call_started(worker="a", run_id="r", turn=turn)
+        tracer.model_call_finished(
+            worker="a", run_id="r", turn=turn, duration_s=0.1, status="ok", model="m",
+            input_tokens=10, output_tokens=5, cost=0.5, tool_calls=1, error=None,
+        )  # fmt: skip
+        tracer.tool_call_started(worker="a", run_id="r", turn=turn, call_id="c", tool="t")
+        tracer.tool_call_finished(
+            worker="a", run_id="r", turn=turn, call_id="c", tool="t", status="error",
+            duration_s=0.1, error="ValueError: no",
+        )  # fmt: skip
+    tracer.emit(WorkerFinished(worker="a", run_id="r", role="worker", status="ok", duration_s=1))
+    tracer.model_call_started(worker="b", run_id="r", turn=1)  # in flight when the run ends
+    tracer.tool_call_started(worker="b", run_id="r", turn=1, call_id="d", tool="t")
+    tracer.emit(RunFinished(run_id="r", status="interrupted", wall_s=1.0))
+
+    assert from_calls.spans == from_events.spans
+    assert len(from_calls.spans) == 13
+    assert {s.status for s in from_calls.spans if s.worker == "b"} == {"cancelled"}
+
+
+async def test_a_stored_run_keeps_the_spans_its_events_make(tmp_path: Path) -> None:
+    recorder = SpanRecorder()
+    db = tmp_path / "runs.db"
+    await executor(store=db).run("look", subtasks=PLAN, run_id="r1", on_event=[recorder])
+
+    def shape(spans: list[Span]) -> Counter[tuple[object, ...]]:
+        """Each span without its id and times, with its parent's kind and name."""
+        by_id = {s.span_id: s for s in spans}
+        parents = {s.span_id: by_id[s.parent_id] if s.parent_id else None for s in spans}
+        return Counter(
+            (*s[2:4], *s[6:], p.kind if p else None, p.name if p else None)
+            for s in spans
+            for p in [parents[s.span_id]]
+        )
+
+    assert shape(RunStore(db).spans("r1")) == shape(recorder.spans)
 
 
 async def test_spans_round_trip_through_json_lines() -> None:
