@@ -263,7 +263,9 @@ class Tracer:
 def _failed(exc: Exception, kind: str) -> None:
     """A handler or the recorder raised: log it and go on (a broken handler must not
     break a worker)."""
-    _logging.log("event_handler.failed", {"error": repr(exc), "event": kind}, level="warning")
+    # Not ``event``: structlog takes a log line's own name as the ``event`` argument.
+    fields = {"error": repr(exc), "event_kind": kind}
+    _logging.log("event_handler.failed", fields, level="warning")
 
 
 NO_TRACE = Tracer(log=False)

@@ -90,3 +90,24 @@ def test_the_log_gets_the_call_events_without_handlers() -> None:
         "tool_call.finished",
     ]
     assert logs[1]["input_tokens"] == 10
+
+
+def test_a_broken_handler_is_logged_while_structlog_is_in_use() -> None:
+    def broken(event: Event) -> None:
+        raise RuntimeError("broken")
+
+    recorder = Mock()
+    recorder.tool_call_started.side_effect = ValueError("also broken")
+    with capture_logs() as logs:
+        emit_one_turn(Tracer(broken, recorder=recorder))  # raises nothing
+    failures = [entry for entry in logs if entry["event"] == "event_handler.failed"]
+    assert [f["event_kind"] for f in failures] == [
+        "model_call.started",
+        "model_call.finished",
+        "tool_call.started",
+        "tool_call.started",
+        "tool_call.finished",
+    ]
+    assert failures[0]["error"] == "RuntimeError('broken')"
+    assert failures[3]["error"] == "ValueError('also broken')"
+    assert all(f["log_level"] == "warning" for f in failures)
