@@ -10,6 +10,7 @@ finished workers, and the loop state each unfinished worker continues from.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Mapping
@@ -66,6 +67,7 @@ class RunRecord:
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._spans: list[SpanRow] = []
         self._outcomes: dict[str, tuple[SubtaskResult, str]] = {}  # as written: JSON
+        self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
 
     def started(self, task: str, source: str | None, *, resumed: bool) -> None:
         if resumed:
@@ -90,7 +92,9 @@ class RunRecord:
 
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint and journal of subtask ``name``'s worker."""
-        return WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
+        record = WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
+        self._workers[name] = record
+        return record
 
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:
         """Journal entries of an earlier life of this run, by worker."""
@@ -109,9 +113,10 @@ class RunRecord:
             self.store.save((_SAVE_SPANS, (self.run_id, json.dumps(batch))))
 
     def subtask_finished(self, outcome: SubtaskResult) -> None:
+        record = self._workers.pop(outcome.subtask.id, None)
         if outcome.status == "cancelled":
             return  # not finished: a resumed run continues it
-        text = outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
+        text = _outcome_json(outcome, record)
         self._outcomes[outcome.subtask.id] = (outcome, text)
         self.store.write(
             (
@@ -164,16 +169,48 @@ class RunRecord:
             if written is not None and written[0] is outcome:
                 text = written[1]
             else:  # finished in an earlier life, or cancelled
-                text = outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
+                text = _outcome_json(outcome, None)
             subtasks.append(f"{json.dumps(name, ensure_ascii=False)}:{text}")
-        head = result.model_dump_json(include=_BEFORE_SUBTASKS)  # {"run_id": ... }
-        tail = result.model_dump_json(include=_AFTER_SUBTASKS)  # {"usage": ... }
-        return f'{head[:-1]},"subtasks":{{{",".join(subtasks)}}},{tail[1:]}'
+        return _spliced(result, "subtasks", f"{{{','.join(subtasks)}}}")
 
 
-_FIELDS = list(RunResult.model_fields)
-_BEFORE_SUBTASKS = set(_FIELDS[: _FIELDS.index("subtasks")])
-_AFTER_SUBTASKS = set(_FIELDS[_FIELDS.index("subtasks") + 1 :])
+def _outcome_json(outcome: SubtaskResult, record: WorkerRecord | None) -> str:
+    """``outcome.model_dump_json()``, its transcript made of the JSON its worker's
+    checkpoint wrote of each turn (``record``, if any): dumping the whole
+    conversation again when a worker finishes would cost about as much as all its
+    checkpoints did."""
+    worker = outcome.worker
+    if worker is None:
+        return outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
+    messages = worker.transcript.messages
+    array = record.messages_json(messages) if record is not None else None
+    transcript = f'{{"messages":{array or dump_messages_json(messages)}}}'
+    return _spliced(outcome, "worker", _spliced(worker, "transcript", transcript))
+
+
+def _spliced(value: BaseModel, field: str, text: str) -> str:
+    """``value.model_dump_json()`` with ``field`` written as ``text`` (its JSON,
+    made elsewhere): pydantic dumps only the fields before and after it (through the
+    model's serializer, as ``model_dump_json`` does without its keyword arguments,
+    which cost as much again as dumping these few fields)."""
+    before, after = _around(type(value), field)
+    dump = value.__pydantic_serializer__.to_json
+    parts = [
+        dump(value, include=before)[1:-1].decode() if before else "",
+        f'"{field}":{text}',
+        dump(value, include=after)[1:-1].decode() if after else "",
+    ]
+    return f"{{{','.join([part for part in parts if part])}}}"
+
+
+@functools.cache
+def _around(cls: type[BaseModel], field: str) -> tuple[set[str], set[str]]:
+    """The fields of ``cls`` before and after ``field``, as pydantic writes them."""
+    names = list(cls.model_fields)
+    at = names.index(field)
+    return set(names[:at]), set(names[at + 1 :])
+
+
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
 _SPAN_BATCH = 256
 
@@ -193,6 +230,10 @@ class WorkerRecord:
         self._worker = worker
         self._entries = journal
         self._saved = saved  # messages already in the store
+        # The messages this record wrote, and their JSON (a turn's text each, without
+        # the brackets), to write a finished worker's transcript from.
+        self._written: list[Message] = []
+        self._texts: list[str] = []
         self.on_unknown: OnUnknown = run.on_unknown
 
     # --- Checkpoint -----------------------------------------------------------------
@@ -201,8 +242,14 @@ class WorkerRecord:
         run_id, worker, messages = self._run.run_id, self._worker, state.messages
         start = self._saved if len(messages) >= self._saved else 0
         # The turn's new messages go in one row: one insert per turn, not per message.
-        new = dump_messages_json(messages[start:])
+        added = messages[start:]
+        new = dump_messages_json(added)
         self._saved = len(messages)
+        if start == 0:
+            self._written, self._texts = [], []
+        if added:
+            self._written += added
+            self._texts.append(new[1:-1])
         row = (
             run_id, worker, time.time(), state.task, len(messages),
             _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
@@ -210,6 +257,19 @@ class WorkerRecord:
             state.wrapped_up, state.repeats,
         )  # fmt: skip
         self._run.store.save((_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row))
+
+    def messages_json(self, messages: tuple[Message, ...]) -> str | None:
+        """``dump_messages_json(messages)``, with the JSON :meth:`save` wrote of the
+        messages it saved where ``messages`` hold those very objects, in a row (None
+        when they do not)."""
+        written = self._written
+        at = _position(written, messages)
+        if at < 0:
+            return None
+        end = at + len(written)
+        head = dump_messages_json(messages[:at])[1:-1]
+        tail = dump_messages_json(messages[end:])[1:-1]
+        return f"[{','.join([text for text in (head, *self._texts, tail) if text])}]"
 
     # --- Journal ----------------------------------------------------------------------
 
@@ -279,6 +339,20 @@ def _state(stored: StoredWorker) -> LoopState | None:
         wrapped_up=bool(saved["wrapped_up"]),
         repeats=saved["repeats"],
     )
+
+
+def _position(run: list[Message], messages: tuple[Message, ...]) -> int:
+    """Where ``run`` (the very message objects, in order) starts in ``messages`` (-1:
+    it is empty or not there)."""
+    if not run:
+        return -1
+    first = run[0]
+    for at, message in enumerate(messages):
+        if message is first:
+            found = messages[at : at + len(run)]
+            same = len(found) == len(run) and all(a is b for a, b in zip(found, run, strict=True))
+            return at if same else -1
+    return -1
 
 
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
