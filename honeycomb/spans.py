@@ -2,10 +2,10 @@
 
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call``. :class:`SpanRecorder` builds them from the run's
-events as they happen (it is an event handler), so tracing needs no hook anywhere
-else; a run's own recorder is its tracer's ``recorder``
-(:class:`runtime.events.CallRecorder`), given the model and tool calls without their
-event objects. A run with a store keeps its spans there (``honeycomb trace RUN_ID``),
+events as they happen: it is an event handler, and a run's own recorder is its
+tracer's ``recorder`` (:class:`runtime.events.CallRecorder`), which is given the model
+and tool calls as plain arguments instead of their event objects (the same spans,
+made for less). A run with a store keeps its spans there (``honeycomb trace RUN_ID``),
 and :func:`to_jsonl` exports them.
 """
 
