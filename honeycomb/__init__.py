@@ -24,7 +24,6 @@ from honeycomb.plan import Plan, Subtask
 from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
 from honeycomb.policy import Budgets, Policy
 from honeycomb.result import RunResult, RunTimings, SubtaskResult
-from honeycomb.store import RunStore, RunSummary
 from honeycomb.stream import RunStream
 from runtime import (
     AdaptiveLimiter,
@@ -118,14 +117,18 @@ __all__ = [
 
 if TYPE_CHECKING:
     from honeycomb.offline import OfflineModel
+    from honeycomb.store import RunStore, RunSummary
     from runtime import OpenAIModel, RetryPolicy
 
-# Models load on first use: their modules (and ``openai``, ``tenacity``) take time and
-# memory to import, and most programs need at most one of them.
+# Models and the run store load on first use: their modules (and ``openai``,
+# ``tenacity``, ``sqlite3``) take time and memory to import, and most programs need at
+# most one model and many no store.
 _LAZY = {
     "OfflineModel": "honeycomb.offline",
     "OpenAIModel": "runtime.openai_model",
     "RetryPolicy": "runtime.retry",
+    "RunStore": "honeycomb.store",
+    "RunSummary": "honeycomb.store",
 }
 
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from honeycomb.context import RunContext
-from honeycomb.durable import Resumed, RunRecord, restore, retyped, stored_result
 from honeycomb.events import (
     AggregationFinished,
     AggregationStarted,
@@ -34,6 +33,7 @@ from runtime import (
 )
 
 if TYPE_CHECKING:
+    from honeycomb.durable import Resumed, RunRecord
     from honeycomb.executor import Executor
 
 __all__ = ["Run"]
@@ -50,7 +50,12 @@ class Run:
         self.run_id = run_id
         policy = executor.policy
         store = executor.store
-        self.record = RunRecord(store, run_id, policy.on_unknown_outcome) if store else None
+        self.record: RunRecord | None = None
+        if store is not None:
+            # The run store's modules (and sqlite3) load with the first run that keeps one.
+            from honeycomb.durable import RunRecord
+
+            self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
         recorder = None
         if executor.trace:
             recorder = SpanRecorder(self.record.span if self.record is not None else None)
@@ -105,6 +110,8 @@ class Run:
     async def _open_record(self, resumable: bool) -> RunResult | None:
         """Start the run's record, or pick up the stored run of the same id: return
         its result if it ended with one, else remember what to continue from."""
+        from honeycomb.durable import restore, retyped, stored_result
+
         record = self.record
         assert record is not None
         await record.store.open()

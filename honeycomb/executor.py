@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import BaseModel
@@ -28,7 +28,6 @@ from honeycomb.plan import Plan
 from honeycomb.planner import PlannerLike, SubtaskSpec, as_planner
 from honeycomb.policy import Policy
 from honeycomb.result import RunResult
-from honeycomb.store import RunStore
 from honeycomb.stream import RunStream
 from runtime import (
     ConfigError,
@@ -44,6 +43,9 @@ from runtime import (
     did_you_mean,
 )
 from workers import Role, WorkerSetup
+
+if TYPE_CHECKING:
+    from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
 
@@ -112,7 +114,7 @@ class Executor:
         self._locks = LockTable()
         self._handlers = tuple(on_event)
         self._log = log_events
-        self.store = store if isinstance(store, RunStore | None) else RunStore(store)
+        self.store = _open_store(store)
         self.source = source
         self.trace = trace if trace is not None else self.store is not None
         self.output_type = output_type
@@ -270,3 +272,13 @@ class Executor:
 
 def _limiter(capacity: int | None) -> anyio.CapacityLimiter | None:
     return anyio.CapacityLimiter(capacity) if capacity is not None else None
+
+
+def _open_store(store: RunStore | str | Path | None) -> RunStore | None:
+    """The run store ``store`` names: a :class:`RunStore`, or the path of its file."""
+    if isinstance(store, str | os.PathLike):
+        # The run store's module (and sqlite3) load with the first Executor that keeps one.
+        from honeycomb.store import RunStore
+
+        return RunStore(store)
+    return store

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
 from honeycomb.context import RunContext
-from honeycomb.durable import Resumed, RunRecord, retyped
 from honeycomb.events import WorkerFinished, WorkerStarted
 from honeycomb.plan import Plan, Subtask
 from honeycomb.policy import Policy
@@ -26,6 +26,9 @@ from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime._concurrency import run_together
 from runtime._values import trusted
 from workers import WorkerError, WorkerResult
+
+if TYPE_CHECKING:
+    from honeycomb.durable import Resumed, RunRecord
 
 __all__ = ["Scheduler"]
 
@@ -195,6 +198,8 @@ class Scheduler:
         """A stored result, its output made the role's output type again."""
         if result is None:
             return None
+        from honeycomb.durable import retyped
+
         setup = self.context.setup_for(self.context.roles[subtask.role], None)
         return retyped(result, "output", setup.settings.output_type)
 

@@ -1,8 +1,8 @@
 """Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
 
-``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter and
-the retry policy load on first use (``openai`` and ``tenacity`` take time and memory
-to import, and many programs never need them).
+``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
+retry policy and the YAML reader load on first use (they, ``openai``, ``tenacity`` and
+``yaml`` take time and memory to import, and many programs never need them).
 """
 
 from typing import TYPE_CHECKING
@@ -34,6 +34,7 @@ from runtime.errors import (
     ToolError,
     ToolTimeout,
     UnknownToolError,
+    did_you_mean,
 )
 from runtime.events import (
     Event,
@@ -68,14 +69,6 @@ from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, Tool
 from runtime.pricing import Price, PricedModel
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
-from runtime.yaml_config import (
-    YamlDocument,
-    YamlPath,
-    did_you_mean,
-    format_path,
-    load_yaml,
-    parse_yaml,
-)
 
 __all__ = [
     "AdaptiveLimiter",
@@ -165,11 +158,17 @@ __all__ = [
 if TYPE_CHECKING:
     from runtime.openai_model import OpenAIModel
     from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
     "OpenAIModel": "runtime.openai_model",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
+    "YamlDocument": "runtime.yaml_config",
+    "YamlPath": "runtime.yaml_config",
+    "format_path": "runtime.yaml_config",
+    "load_yaml": "runtime.yaml_config",
+    "parse_yaml": "runtime.yaml_config",
 }
 
 

@@ -36,7 +36,7 @@ are translated where they enter and chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "UnknownToolError",
+    "did_you_mean",
 ]
 
 
@@ -383,3 +384,11 @@ class ModelRetry(Exception):
 def _short(body: Any, limit: int = 300) -> str:
     text = str(body) if body is not None else "(no body)"
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` when a choice is close to ``name``, else ``""``."""
+    import difflib  # loads with the first misspelt name, not with every program
+
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

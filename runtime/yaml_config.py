@@ -4,22 +4,18 @@ the file, line, column and field path, with a "did you mean" for misspelt names.
 
 from __future__ import annotations
 
-import difflib
 import os
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
-if TYPE_CHECKING:
-    pass
-
 from runtime._yaml_build import MAX_DEPTH, Builder, YamlPath, format_path, loader_class
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, did_you_mean
 
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
 
@@ -88,12 +84,6 @@ class YamlDocument:
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")
         return self.error(where, message)
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` when a choice is close to ``name``, else ``""``."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_yaml(

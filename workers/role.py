@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,12 +19,12 @@ from runtime import (
     HoneycombError,
     Tool,
     ToolRegistry,
-    YamlDocument,
-    YamlPath,
     did_you_mean,
-    load_yaml,
 )
 from runtime._imports import import_object
+
+if TYPE_CHECKING:
+    from runtime.yaml_config import YamlDocument, YamlPath
 
 __all__ = ["Role", "check_role", "load_roles", "read_roles", "role_entries"]
 
@@ -146,6 +146,8 @@ def load_roles(
     Raises:
         ConfigErrors: every problem found, each with file, line, column and field.
     """
+    from runtime.yaml_config import load_yaml  # the YAML reader loads when it is needed
+
     reg = registry if isinstance(registry, ToolRegistry | None) else ToolRegistry(registry)
     base = Path(source)
     files = (
