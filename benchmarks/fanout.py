@@ -2,6 +2,7 @@
 
     python -m benchmarks.fanout                      # every scenario, 3 repeats
     python -m benchmarks.fanout --scenario A,B --repeats 5
+    python -m benchmarks.fanout --smoke              # seconds: correctness, not timing
     honeycomb bench --scenario C,D
 
 Every measurement runs in a fresh process (``benchmarks.measure``), alternating
@@ -13,6 +14,7 @@ table is printed with every target marked met or missed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -59,14 +61,16 @@ class Samples:
         return all(r.get("valid", True) for rs in self.runs.values() for r in rs)
 
 
-def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
+def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) -> list[Point]:
+    """The points to measure; ``smoke``: B (and F, G) small, each process running once."""
     a = {"k": 3, "t": 3, "lm": 0.05, "lt": 0.02}
-    b = {"n": 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
+    b = {"n": 20 if smoke else 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
+    inner = 1 if smoke else 7
     chosen: list[Point] = []
     if "A" in scenarios or "E" in scenarios:
         chosen += [Point("A", f"N={n}", {**a, "n": n}) for n in sizes]
     if "B" in scenarios:
-        chosen.append(Point("B", "N=200 K=5 T=2", b, inner=7, paired=True))
+        chosen.append(Point("B", f"N={b['n']} K=5 T=2", b, inner=inner, paired=True))
     if "C" in scenarios:
         chosen.append(
             Point("C", "N=1 K=2 T=8 Lt=100ms", {"n": 1, "k": 2, "t": 8, "lm": 0.0, "lt": 0.1})
@@ -77,22 +81,24 @@ def points(scenarios: Sequence[str], sizes: Sequence[int]) -> list[Point]:
                   {"n": 1, "k": 2, "t": 4, "lm": 0.0, "lt": 0.05, "side_effects": True})
         )  # fmt: skip
     if "F" in scenarios:
-        chosen.append(_switched("F", "B, tracing on", b, "tracing off", trace=True))
-        chosen.append(_switched("F", "B, every event logged", b, "logging off", events=True))
+        chosen.append(_switched("F", "B, tracing on", b, "tracing off", inner, trace=True))
+        chosen.append(_switched("F", "B, every event logged", b, "logging off", inner, events=True))
     if "G" in scenarios:
-        chosen.append(_switched("G", "B, run store on", b, "store off", store=True))
+        chosen.append(_switched("G", "B, run store on", b, "store off", inner, store=True))
         chosen.append(
-            _switched("G", "B, store and tracing on", b, "both off", store=True, trace=True)
+            _switched("G", "B, store and tracing on", b, "both off", inner, store=True, trace=True)
         )
     if "I" in scenarios:
         chosen.append(Point("I", "import honeycomb", {}, ("import",)))
     return chosen
 
 
-def _switched(scenario: str, label: str, base: dict[str, Any], off: str, **on: bool) -> Point:
+def _switched(
+    scenario: str, label: str, base: dict[str, Any], off: str, inner: int, **on: bool
+) -> Point:
     """B with a feature on, measured in the same processes as B with it off (``off``)."""
     switched = {**base, **on}
-    return Point(scenario, label, switched, ("honeycomb", off), inner=7, paired=True,
+    return Point(scenario, label, switched, ("honeycomb", off), inner=inner, paired=True,
                  variants=(switched, base))  # fmt: skip
 
 
@@ -133,12 +139,17 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def compile_bytecode(python: str, *modules: str) -> None:
+    """Compile and cache the bytecode once, so import times measure importing."""
+    imported = ", ".join(("honeycomb", "benchmarks.workload", "benchmarks.floor", *modules))
+    subprocess.run([python, "-c", f"import {imported}"], cwd=ROOT, env=_environment(),
+                   check=True)  # fmt: skip
+
+
 def run(
     points_: Sequence[Point], repeats: int, python: str, log: Callable[[str], None]
 ) -> list[Samples]:
-    # Compile and cache the bytecode once, so import times measure importing.
-    subprocess.run([python, "-c", "import honeycomb, benchmarks.workload, benchmarks.floor"],
-                   cwd=ROOT, env=_environment(), check=True)  # fmt: skip
+    compile_bytecode(python)
     samples = [Samples(p) for p in points_]
     for repeat in range(repeats):
         for sample in samples:
@@ -271,10 +282,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--from", dest="source", type=Path, help="render the table and plot of a saved .jsonl"
     )
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="every scenario once, small (A at N=1,10; B at N=20): checks that every run is "
+        "valid; timing targets are not judged",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     scenarios = [s.strip().upper() for s in args.scenario.split(",") if s.strip()]
-    sizes = [int(n) for n in args.sizes.split(",")]
-    chosen = points(scenarios, sizes)
+    sizes = [1, 10] if args.smoke else [int(n) for n in args.sizes.split(",")]
+    if args.smoke:
+        args.repeats = 1
+    chosen = points(scenarios, sizes, args.smoke)
     if args.source is not None:
         return _render(_load(args.source, chosen), args.source.with_suffix(""), args.repeats)
 
@@ -294,21 +312,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples = run(chosen, args.repeats, sys.executable, log)
     if not args.json:
         print(file=sys.stderr)
-    code = _render(samples, args.out / f"fanout-{stamp}", args.repeats)
+    code = _render(samples, args.out / f"fanout-{stamp}", args.repeats, judge=not args.smoke)
     print(f"results: {lines} (.md, .svg beside it)")
     return code
 
 
-def _render(samples: Sequence[Samples], stem: Path, repeats: int) -> int:
-    """Print and save the table (and the plot of scenario A); 1 if a target is missed."""
+def _render(samples: Sequence[Samples], stem: Path, repeats: int, judge: bool = True) -> int:
+    """Print and save the table (and the plot of scenario A); 1 if a target is missed or
+    a run is invalid. Without ``judge`` (a smoke run), only validity counts."""
     rows = evaluate(samples)
+    if not judge:
+        rows = [dataclasses.replace(r, met=None, target="(smoke: not judged)") for r in rows]
     table = markdown_table(rows, machine=machine(), repeats=repeats)
     stem.with_suffix(".md").write_text(table)
     a_points = [s for s in samples if s.point.scenario == "A" and s.runs]
     if a_points:
         stem.with_suffix(".svg").write_text(svg_plot(a_points))
     print(table)
-    return 1 if any(r.met is False for r in rows) else 0
+    return 1 if any(r.met is False or not r.valid for r in rows) else 0
 
 
 def _load(source: Path, chosen: Sequence[Point]) -> list[Samples]:

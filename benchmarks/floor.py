@@ -13,24 +13,14 @@ import asyncio
 import json
 from typing import Any
 
-from benchmarks.spec import Params, expected_observation, pause
-
-
-class _Counts:
-    model_calls = 0
-    tool_calls = 0
-    broken = 0
+from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
 
 
 async def _model(
-    params: Params, worker: int, messages: list[dict[str, Any]], counts: _Counts
+    params: Params, worker: int, messages: list[dict[str, Any]], counts: Counts
 ) -> dict[str, Any]:
-    counts.model_calls += 1
     turn = 1 + sum(1 for m in messages if m["role"] == "assistant")
-    seen = [m["content"] for m in messages if m["role"] == "tool"]
-    wanted = [expected_observation(worker, d, j) for d in range(1, turn) for j in range(params.t)]
-    if seen != wanted:
-        counts.broken += 1
+    counts.model_call(params, worker, turn, [m["content"] for m in messages if m["role"] == "tool"])
     await pause(params.lm)
     if turn < params.k:
         calls = [
@@ -42,19 +32,17 @@ async def _model(
     return {"role": "assistant", "content": f"done-{worker}", "tool_calls": []}
 
 
-async def _lookup(params: Params, call: dict[str, Any], counts: _Counts) -> dict[str, Any]:
+async def _lookup(params: Params, call: dict[str, Any], counts: Counts) -> dict[str, Any]:
     args = json.loads(call["arguments"])
     key = args["key"]
     if not isinstance(key, str):
         raise TypeError("key must be a string")
     counts.tool_calls += 1
     await pause(params.lt)
-    worker, turn, index = key.split("-")
-    content = expected_observation(int(worker), int(turn), int(index))
-    return {"role": "tool", "tool_call_id": call["id"], "content": content}
+    return {"role": "tool", "tool_call_id": call["id"], "content": lookup_value(key)}
 
 
-async def _worker(params: Params, worker: int, counts: _Counts) -> str:
+async def _worker(params: Params, worker: int, counts: Counts) -> str:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a worker."},
         {"role": "user", "content": f"task {worker}"},
@@ -76,17 +64,6 @@ async def _worker(params: Params, worker: int, counts: _Counts) -> str:
 
 async def run_floor(params: Params) -> dict[str, Any]:
     """Run the workload once on the floor; returns counts and validity."""
-    counts = _Counts()
+    counts = Counts()
     answers = await asyncio.gather(*(_worker(params, i, counts) for i in range(params.n)))
-    joined = "\n".join(answers)
-    problems = []
-    if counts.broken:
-        problems.append(f"{counts.broken} model calls saw wrong observations")
-    if counts.model_calls != params.model_calls:
-        problems.append(f"model calls {counts.model_calls} != {params.model_calls}")
-    if counts.tool_calls != params.tool_calls:
-        problems.append(f"tool calls {counts.tool_calls} != {params.tool_calls}")
-    if set(joined.split("\n")) != {f"done-{i}" for i in range(params.n)}:
-        problems.append("answers missing from the aggregate")
-    return {"model_calls": counts.model_calls, "tool_calls": counts.tool_calls, "events": 0,
-            "valid": not problems, "problems": problems}  # fmt: skip
+    return verdict(params, counts, "\n".join(answers).split("\n"))

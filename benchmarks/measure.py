@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import importlib
+import importlib.metadata
 import json
 import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from benchmarks.peers import PEERS
 
 
 def _rss_mb() -> float:
@@ -48,6 +52,9 @@ def _runner(impl: str, params: Any) -> Runner:
         from benchmarks.floor import run_floor
 
         return run_floor
+    if impl in PEERS:
+        run: Runner = importlib.import_module(PEERS[impl]).run
+        return run
     from benchmarks.workload import run_honeycomb
 
     if params.events:
@@ -87,6 +94,7 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
         results.append(
             {
                 "impl": impl,
+                "version": _version(impl),
                 "params": dataclasses.asdict(params),
                 **outcome,
                 "valid": all(r[2]["valid"] for r in mine),
@@ -98,6 +106,15 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return results
+
+
+def _version(impl: str) -> str:
+    """The version of what was measured: a peer's, or Honeycomb's (the floor has none)."""
+    if impl in PEERS:
+        return str(importlib.import_module(PEERS[impl]).VERSION)
+    if impl == "floor":
+        return ""
+    return importlib.metadata.version("honeycomb-agents")
 
 
 def import_time(module: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spec import Params, expected_observation, pause
+from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
 from honeycomb import Executor, Policy, Role, RunStore, Subtask, SubtaskResult, tool
 from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, ToolMessage, Usage
 
@@ -25,16 +25,15 @@ class BenchModel:
     """The fake model: a real ``Model`` that scripts the workload and checks that the
     loop delivered every observation of earlier turns, in order."""
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: Params, counts: Counts) -> None:
         self.params = params
-        self.calls = 0
-        self.broken: list[str] = []
+        self.counts = counts
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.calls += 1
         worker = int((request.conversation or "w0").rsplit("/w", 1)[-1])
         turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
-        self._check(worker, turn, request)
+        seen = [m.content for m in request.messages if isinstance(m, ToolMessage)]
+        self.counts.model_call(self.params, worker, turn, seen)
         await pause(self.params.lm)
         if turn < self.params.k:
             calls = tuple(
@@ -52,37 +51,24 @@ class BenchModel:
             message = AssistantMessage(content=f"done-{worker}")
         return ModelResponse(message=message, usage=Usage(input_tokens=10, output_tokens=5))
 
-    def _check(self, worker: int, turn: int, request: ModelRequest) -> None:
-        seen = [m.content for m in request.messages if isinstance(m, ToolMessage)]
-        wanted = [
-            expected_observation(worker, done, j)
-            for done in range(1, turn)
-            for j in range(self.params.t)
-        ]
-        if seen != wanted:
-            self.broken.append(f"worker {worker} turn {turn}: observations {seen[:3]}...")
-
 
 def build_executor(
-    params: Params, handlers: Sequence[Any] = (), store: RunStore | None = None
-) -> tuple[Executor, BenchModel]:
-    """The Executor for the workload, with its fake model (and run store)."""
-    counter = {"tool_calls": 0}
+    params: Params, counts: Counts, handlers: Sequence[Any] = (), store: RunStore | None = None
+) -> Executor:
+    """The Executor for the workload, its fake model and tool counting into ``counts``."""
 
     async def lookup(key: str) -> str:
         """Look a key up."""
-        counter["tool_calls"] += 1
+        counts.tool_calls += 1
         await pause(params.lt)
-        worker, turn, call = key.split("-")
-        return expected_observation(int(worker), int(turn), int(call))
+        return lookup_value(key)
 
     lookup_tool = tool(lookup, side_effects=params.side_effects)
-    model = BenchModel(params)
     role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1, tool_timeout=None,
                 concurrency=max(params.t, 1))  # fmt: skip
-    executor = Executor(
+    return Executor(
         [role],
-        model,
+        BenchModel(params, counts),
         tools=[lookup_tool],
         aggregator=_aggregate,
         policy=Policy(max_workers=params.n, max_subtasks=params.n),
@@ -91,8 +77,6 @@ def build_executor(
         store=store,
         trace=params.trace,
     )
-    executor.bench_counter = counter  # type: ignore[attr-defined]
-    return executor, model
 
 
 async def _aggregate(task: str, results: Sequence[SubtaskResult]) -> str:
@@ -105,26 +89,16 @@ def plan(params: Params) -> list[Subtask]:
 
 async def run_honeycomb(params: Params) -> dict[str, Any]:
     """Run the workload once through Honeycomb; returns counts and validity."""
+    counts = Counts()
     events: list[object] = []
     handlers = [events.append] if params.events else []
     folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-")) if params.store else None
     store = RunStore(folder / "runs.db") if folder is not None else None
-    executor, model = build_executor(params, handlers, store)
+    executor = build_executor(params, counts, handlers, store)
     try:
         result = await executor.run("fan out", subtasks=plan(params), run_id="bench")
     finally:
         if store is not None and folder is not None:
             store.close()
             shutil.rmtree(folder)
-    answers = result.answer_text.split("\n") if result.answer_text else []
-    tool_calls = executor.bench_counter["tool_calls"]  # type: ignore[attr-defined]
-    wanted = {f"done-{i}" for i in range(params.n)}
-    problems = list(model.broken[:3])
-    if model.calls != params.model_calls:
-        problems.append(f"model calls {model.calls} != {params.model_calls}")
-    if tool_calls != params.tool_calls:
-        problems.append(f"tool calls {tool_calls} != {params.tool_calls}")
-    if set(answers) != wanted:
-        problems.append(f"{len(wanted - set(answers))} answers missing from the aggregate")
-    return {"model_calls": model.calls, "tool_calls": tool_calls, "events": len(events),
-            "valid": not problems, "problems": problems}  # fmt: skip
+    return verdict(params, counts, result.answer_text.split("\n"), events=len(events))

@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "bench",
         help="benchmark parallel fan-out against a hand-written asyncio floor "
-        "(honeycomb bench --help)",
+        "(honeycomb bench --help), or next to the peer frameworks (honeycomb bench --peers)",
     )
     return parser
 
@@ -264,14 +264,17 @@ def _bench(argv: list[str]) -> int:
     clone = Path(__file__).resolve().parent.parent
     if (clone / "benchmarks" / "fanout.py").is_file() and str(clone) not in sys.path:
         sys.path.insert(0, str(clone))
+    # ``--peers``: the peer frameworks next to Honeycomb and the floor (benchmarks.peers).
+    peers = any(a == "--peers" or a.startswith("--peers=") for a in argv)
     try:
-        fanout = importlib.import_module("benchmarks.fanout")
+        module = "benchmarks.peers.__main__" if peers else "benchmarks.fanout"
+        bench = importlib.import_module(module)
     except ImportError:
         print(
             "the benchmarks live in a clone of the repository: run it from there", file=sys.stderr
         )
         return 2
-    code: int = fanout.main(argv)
+    code: int = bench.main(argv)
     return code
 
 

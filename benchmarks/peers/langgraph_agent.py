@@ -46,20 +46,11 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from langsmith import tracing_context
 from pydantic import ConfigDict
 
-from benchmarks.spec import Params, expected_observation, pause
+from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
 VERSION: str = version("langgraph")
-
-
-class _Counts:
-    """What one run did, shared by the model and the tool."""
-
-    def __init__(self) -> None:
-        self.model_calls = 0
-        self.tool_calls = 0
-        self.broken = 0
 
 
 class BenchChatModel(BaseChatModel):
@@ -69,7 +60,7 @@ class BenchChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     params: Params
-    counts: _Counts
+    counts: Counts
 
     @property
     def _llm_type(self) -> str:
@@ -94,7 +85,6 @@ class BenchChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.counts.model_calls += 1
         worker, turn = self._check(messages)
         await pause(self.params.lm)
         return self._answer(worker, turn)
@@ -108,23 +98,16 @@ class BenchChatModel(BaseChatModel):
     ) -> ChatResult:
         # The agent is run with ainvoke, so only _agenerate is called; the sync path
         # answers the same way, without the latency.
-        self.counts.model_calls += 1
         worker, turn = self._check(messages)
         return self._answer(worker, turn)
 
     def _check(self, messages: list[BaseMessage]) -> tuple[int, int]:
-        """The worker and turn, from the history; counts a wrong observation."""
+        """The worker and turn, from the history; counts the call and checks it."""
         task = next(m for m in messages if isinstance(m, HumanMessage))
         worker = int(str(task.content).removeprefix("task "))
         turn = 1 + sum(1 for m in messages if isinstance(m, AIMessage))
         seen = [m.content for m in messages if isinstance(m, ToolMessage)]
-        wanted = [
-            expected_observation(worker, done, j)
-            for done in range(1, turn)
-            for j in range(self.params.t)
-        ]
-        if seen != wanted:
-            self.counts.broken += 1
+        self.counts.model_call(self.params, worker, turn, seen)
         return worker, turn
 
     def _answer(self, worker: int, turn: int) -> ChatResult:
@@ -147,21 +130,20 @@ class BenchChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def _lookup_tool(params: Params, counts: _Counts) -> BaseTool:
+def _lookup_tool(params: Params, counts: Counts) -> BaseTool:
     @tool
     async def lookup(key: str) -> str:
         """Look a key up."""
         counts.tool_calls += 1
         await pause(params.lt)
-        worker, turn, index = key.split("-")
-        return expected_observation(int(worker), int(turn), int(index))
+        return lookup_value(key)
 
     return lookup
 
 
 async def run(params: Params) -> dict[str, Any]:
     """Run the workload once through LangGraph; returns counts and validity."""
-    counts = _Counts()
+    counts = Counts()
     model = BenchChatModel(params=params, counts=counts)
     with warnings.catch_warnings():
         # create_react_agent still works in LangGraph 1.x but warns that it moved to
@@ -187,15 +169,4 @@ async def run(params: Params) -> dict[str, Any]:
     # worker's task inherits. LangGraph and langchain-core have no other telemetry.
     with tracing_context(enabled=False):
         answers = await asyncio.gather(*(worker(i) for i in range(params.n)))
-    joined = "\n".join(answers)
-    problems = []
-    if counts.broken:
-        problems.append(f"{counts.broken} model calls saw wrong observations")
-    if counts.model_calls != params.model_calls:
-        problems.append(f"model calls {counts.model_calls} != {params.model_calls}")
-    if counts.tool_calls != params.tool_calls:
-        problems.append(f"tool calls {counts.tool_calls} != {params.tool_calls}")
-    if set(joined.split("\n")) != {f"done-{i}" for i in range(params.n)}:
-        problems.append("answers missing from the aggregate")
-    return {"model_calls": counts.model_calls, "tool_calls": counts.tool_calls, "events": 0,
-            "valid": not problems, "problems": problems}  # fmt: skip
+    return verdict(params, counts, answers)

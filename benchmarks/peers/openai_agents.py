@@ -54,7 +54,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 
-from benchmarks.spec import Params, expected_observation, pause
+from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
@@ -67,17 +67,11 @@ VERSION: str = version("openai-agents")
 set_tracing_disabled(True)
 
 
-class _Counts:
-    model_calls = 0
-    tool_calls = 0
-    broken = 0
-
-
 class BenchModel(Model):
     """The fake model: a real SDK ``Model`` that scripts the workload and checks that the
     loop delivered every observation of earlier turns, in order."""
 
-    def __init__(self, params: Params, counts: _Counts) -> None:
+    def __init__(self, params: Params, counts: Counts) -> None:
         self.params = params
         self.counts = counts
 
@@ -96,17 +90,10 @@ class BenchModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
-        self.counts.model_calls += 1
         worker = _worker_of(items)
         turn = 1 + _earlier_responses(items)
         seen = [i["output"] for i in items if i.get("type") == "function_call_output"]
-        wanted = [
-            expected_observation(worker, done, j)
-            for done in range(1, turn)
-            for j in range(self.params.t)
-        ]
-        if seen != wanted:
-            self.counts.broken += 1
+        self.counts.model_call(self.params, worker, turn, seen)
         await pause(self.params.lm)
         output: list[TResponseOutputItem]
         if turn < self.params.k:
@@ -171,20 +158,19 @@ def _earlier_responses(items: Sequence[Any]) -> int:
     return responses
 
 
-def _lookup_tool(params: Params, counts: _Counts) -> FunctionTool:
+def _lookup_tool(params: Params, counts: Counts) -> FunctionTool:
     async def lookup(key: str) -> str:
         """Look a key up."""
         counts.tool_calls += 1
         await pause(params.lt)
-        worker, turn, index = key.split("-")
-        return expected_observation(int(worker), int(turn), int(index))
+        return lookup_value(key)
 
     return function_tool(lookup)
 
 
 async def run(params: Params) -> dict[str, Any]:
     """Run the workload once through the OpenAI Agents SDK; returns counts and validity."""
-    counts = _Counts()
+    counts = Counts()
     # One Agent shared by every worker's run, as the SDK's own parallelization example
     # does. (At every turn the SDK checks that no concurrent run of the same Agent has
     # changed its tools, which costs O(N) per turn; one Agent per worker avoids that.)
@@ -211,17 +197,4 @@ async def run(params: Params) -> dict[str, Any]:
     )
     answers = [str(o.final_output) for o in outcomes if not isinstance(o, BaseException)]
     failures = [o for o in outcomes if isinstance(o, BaseException)]
-    joined = "\n".join(answers)
-    problems = []
-    if failures:
-        problems.append(f"{len(failures)} runs failed, e.g. {failures[0]!r}")
-    if counts.broken:
-        problems.append(f"{counts.broken} model calls saw wrong observations")
-    if counts.model_calls != params.model_calls:
-        problems.append(f"model calls {counts.model_calls} != {params.model_calls}")
-    if counts.tool_calls != params.tool_calls:
-        problems.append(f"tool calls {counts.tool_calls} != {params.tool_calls}")
-    if set(joined.split("\n")) != {f"done-{i}" for i in range(params.n)}:
-        problems.append("answers missing from the aggregate")
-    return {"model_calls": counts.model_calls, "tool_calls": counts.tool_calls, "events": 0,
-            "valid": not problems, "problems": problems}  # fmt: skip
+    return verdict(params, counts, answers, failures)

@@ -40,7 +40,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from benchmarks.spec import Params, expected_observation, pause
+from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
@@ -53,13 +53,6 @@ VERSION: str = importlib.metadata.version("pydantic-ai-slim")
 # once-per-process first-run banner (printed to stderr, no network) is switched off
 # through its public flag to keep the output clean.
 pydantic_ai.BANNER_ENABLED = False
-
-
-class _Counts:
-    def __init__(self) -> None:
-        self.model_calls = 0
-        self.tool_calls = 0
-        self.broken: list[str] = []
 
 
 def _worker_of(messages: list[ModelMessage]) -> int:
@@ -83,21 +76,13 @@ def _observations(messages: list[ModelMessage]) -> list[Any]:
     ]
 
 
-def _build_agent(params: Params, counts: _Counts) -> Agent[None, str]:
+def _build_agent(params: Params, counts: Counts) -> Agent[None, str]:
     """One agent for the run: the fake model and the ``lookup`` tool."""
 
     async def fake_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        counts.model_calls += 1
         worker = _worker_of(messages)
         turn = 1 + sum(1 for m in messages if isinstance(m, ModelResponse))
-        seen = _observations(messages)
-        wanted = [
-            expected_observation(worker, done, j)
-            for done in range(1, turn)
-            for j in range(params.t)
-        ]
-        if seen != wanted:
-            counts.broken.append(f"worker {worker} turn {turn}: observations {seen[:3]}...")
+        counts.model_call(params, worker, turn, _observations(messages))
         await pause(params.lm)
         # Usage as a provider reports it (the floor and Honeycomb's model report it too);
         # without it FunctionModel estimates tokens from the whole history on every turn.
@@ -127,29 +112,17 @@ def _build_agent(params: Params, counts: _Counts) -> Agent[None, str]:
         """Look a key up."""
         counts.tool_calls += 1
         await pause(params.lt)
-        worker, turn, index = key.split("-")
-        return expected_observation(int(worker), int(turn), int(index))
+        return lookup_value(key)
 
     return agent
 
 
 async def run(params: Params) -> dict[str, Any]:
     """Run the workload once through pydantic-ai; returns counts and validity."""
-    counts = _Counts()
+    counts = Counts()
     agent = _build_agent(params, counts)
     limits = UsageLimits(request_limit=params.k + 1)  # K turns needed, K+1 allowed
     results = await asyncio.gather(
         *(agent.run(f"task {i}", usage_limits=limits) for i in range(params.n))
     )
-    joined = "\n".join(r.output for r in results)
-    problems = list(counts.broken[:3])
-    if counts.broken:
-        problems.append(f"{len(counts.broken)} model calls saw wrong observations")
-    if counts.model_calls != params.model_calls:
-        problems.append(f"model calls {counts.model_calls} != {params.model_calls}")
-    if counts.tool_calls != params.tool_calls:
-        problems.append(f"tool calls {counts.tool_calls} != {params.tool_calls}")
-    if set(joined.split("\n")) != {f"done-{i}" for i in range(params.n)}:
-        problems.append("answers missing from the aggregate")
-    return {"model_calls": counts.model_calls, "tool_calls": counts.tool_calls, "events": 0,
-            "valid": not problems, "problems": problems}  # fmt: skip
+    return verdict(params, counts, [r.output for r in results])

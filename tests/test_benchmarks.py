@@ -1,0 +1,112 @@
+"""The benchmarks: a smoke run of every scenario and of the peers (correctness, not
+timing), and the checks that make a run count only when the workload really ran."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.floor import run_floor
+from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
+from benchmarks.workload import run_honeycomb
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = Params(n=3, k=3, t=2, lm=0.0, lt=0.0)
+
+
+def _bench(*args: str, out: Path) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    """``honeycomb bench ...`` in a subprocess, with no API key: nothing may call out."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "bench", *args, "--out", str(out)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    (lines,) = out.glob("*.jsonl")
+    return done, [json.loads(line) for line in lines.read_text().splitlines()]
+
+
+def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: Path) -> None:
+    done, results = _bench("--smoke", out=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = done.stdout
+    for scenario in ("A latency-bound", "B overhead", "C tool parallelism", "D side effects",
+                     "F observability", "G durability", "import time"):  # fmt: skip
+        assert f"| {scenario} |" in table
+    assert "MISSED" not in table
+    assert "INVALID" not in table
+    runs = [r for r in results if "model_calls" in r]
+    assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
+                                         "store off", "both off"}  # fmt: skip
+    assert all(r["valid"] for r in runs)
+    for r in runs:
+        params = Params(**r["params"])
+        assert (r["model_calls"], r["tool_calls"]) == (params.model_calls, params.tool_calls)
+    assert {r["params"]["n"] for r in runs if r["scenario"] == "A"} == {1, 10}
+    assert (tmp_path / next(tmp_path.glob("*.jsonl")).name).with_suffix(".svg").is_file()
+
+
+def test_the_peers_run_the_same_workload_through_their_own_loops(tmp_path: Path) -> None:
+    done, results = _bench("--peers", "--smoke", out=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| scenario"))
+    for name in ("Honeycomb", "OpenAI Agents SDK", "LangGraph", "pydantic-ai"):
+        assert name in header
+    assert "INVALID" not in done.stdout
+    impls = {r["impl"] for r in results}
+    assert impls == {"floor", "honeycomb", "openai-agents", "langgraph", "pydantic-ai"}
+    for r in results:
+        params = Params(**r["params"])
+        assert r["valid"], r
+        assert (r["model_calls"], r["tool_calls"]) == (params.model_calls, params.tool_calls)
+
+
+def test_an_unknown_peer_is_named(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "bench", "--peers=crewai", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "unknown peer 'crewai'" in done.stderr
+
+
+@pytest.mark.parametrize("run", [run_floor, run_honeycomb], ids=["floor", "honeycomb"])
+def test_a_run_of_the_workload_is_valid(run: object) -> None:
+    outcome = asyncio.run(run(SMALL))  # type: ignore[operator]
+    assert outcome["valid"], outcome["problems"]
+    assert (outcome["model_calls"], outcome["tool_calls"]) == (9, 12)
+
+
+def test_a_model_that_saw_the_wrong_observations_makes_the_run_invalid() -> None:
+    counts = Counts()
+    counts.model_call(SMALL, worker=0, turn=1, seen=[])
+    good = [expected_observation(0, 1, 0), expected_observation(0, 1, 1)]
+    counts.model_call(SMALL, worker=0, turn=2, seen=good)
+    assert counts.broken == []
+    counts.model_call(SMALL, worker=0, turn=3, seen=good)  # turn 2's observations missing
+    assert counts.broken
+    assert "worker 0 turn 3" in counts.broken[0]
+    outcome = verdict(SMALL, counts, ["done-0", "done-1", "done-2"])
+    assert not outcome["valid"]
+    assert "1 model calls saw wrong observations" in outcome["problems"]
+
+
+def test_missing_calls_and_answers_make_the_run_invalid() -> None:
+    counts = Counts()
+    counts.model_calls, counts.tool_calls = SMALL.model_calls, SMALL.tool_calls
+    assert verdict(SMALL, counts, ["done-0", "done-1", "done-2"])["valid"]
+    problems = verdict(SMALL, counts, ["done-0", "done-2"])["problems"]
+    assert problems == ["1 answers missing from the aggregate"]
+    counts.tool_calls -= 1
+    failure = RuntimeError("boom")
+    problems = verdict(SMALL, counts, ["done-0", "done-1", "done-2"], [failure])["problems"]
+    assert problems == ["1 workers failed, e.g. RuntimeError('boom')", "tool calls 11 != 12"]
+
+
+def test_the_lookup_tool_returns_the_observation_its_key_names() -> None:
+    assert lookup_value("4-2-1") == expected_observation(4, 2, 1) == "value-4-2-1"
