@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from anyio.streams.memory import MemoryObjectReceiveStream
-
 from runtime import Event, HoneycombError
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
     from honeycomb.result import RunResult
 
 __all__ = ["RunStream"]
