@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -145,3 +146,29 @@ def test_the_base_dependencies_are_declared() -> None:
     names = {re.split(r"[<>=!~ \[]", d)[0].lower() for d in declared}
     assert names == {"openai", "anyio", "sniffio", "pydantic", "structlog", "tenacity",
                      "pyyaml", "rich"}  # fmt: skip
+
+
+# What ``import honeycomb`` must not load: each loads with the first program that uses it.
+LOADED_ON_FIRST_USE = (
+    "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
+    "honeycomb.store", "honeycomb.durable", "honeycomb.offline", "runtime.yaml_config",
+)  # fmt: skip
+
+
+def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
+    probe = "import sys, honeycomb; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    loaded = set(done.stdout.split())
+    assert {"honeycomb", "runtime", "workers", "anyio", "pydantic"} <= loaded
+    assert sorted(m for m in LOADED_ON_FIRST_USE if m in loaded) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
+     ("runtime", "YamlDocument"), ("runtime", "format_path")],
+)  # fmt: skip
+def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
+    value = getattr(sys.modules[module], name)
+    assert value.__name__ == name
