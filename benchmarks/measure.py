@@ -23,7 +23,20 @@ from benchmarks.peers import PEERS
 
 
 def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    """This process's peak resident memory, in MB.
+
+    On Linux, the high-water mark of this process's own address space (``VmHWM``):
+    ``ru_maxrss`` survives ``exec``, so a process started by a larger one (``honeycomb
+    bench``, which has imported Honeycomb and its CLI) would report its parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _quiet_structlog() -> None:

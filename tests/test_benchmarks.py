@@ -110,3 +110,13 @@ def test_missing_calls_and_answers_make_the_run_invalid() -> None:
 
 def test_the_lookup_tool_returns_the_observation_its_key_names() -> None:
     assert lookup_value("4-2-1") == expected_observation(4, 2, 1) == "value-4-2-1"
+
+
+def test_a_measuring_process_reports_its_own_peak_memory_not_its_parents() -> None:
+    ballast = bytearray(300 * 1024 * 1024)  # this process: over 300 MB resident
+    ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))
+    probe = "from benchmarks.measure import _rss_mb; print(_rss_mb())"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, check=True)  # fmt: skip
+    assert 5 < float(done.stdout) < 150  # an interpreter with the standard library
+    del ballast
