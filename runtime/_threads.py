@@ -47,12 +47,16 @@ async def to_the_end(run: Callable[[], Any]) -> Any:
         finally:
             ended.set()
 
-    try:
-        # Shielded: anyio's cancellation waits for the thread by itself.
-        return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
-    except anyio.get_cancelled_exc_class():
-        # A native cancellation (asyncio task group) gets through the shield.
-        if not ended.is_set():
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(ended.wait)
-        raise
+    with anyio.CancelScope() as scope:
+        try:
+            # Shielded: anyio's cancellation waits for the thread by itself.
+            return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
+        except anyio.get_cancelled_exc_class():
+            # A native cancellation (a timeout, an asyncio task group) gets through the
+            # shield, unseen by the thread: cancel the enclosing scope too, so its
+            # check_cancelled() stops it, and wait for it to end.
+            scope.cancel()
+            if not ended.is_set():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(ended.wait)
+            raise

@@ -411,6 +411,17 @@ async def test_the_policy_default_timeout_applies_to_tools_without_one() -> None
     assert "timed out after 0.05s" in result.content
 
 
+async def test_a_tool_raising_its_own_timeout_error_failed_and_did_not_time_out() -> None:
+    @tool(timeout=5)
+    async def fetch() -> str:
+        raise TimeoutError("upstream took too long")
+
+    (result,) = await dispatcher(fetch).dispatch([call("fetch", id="c1")])
+
+    assert result.status == "error"
+    assert result.content == ("Error: tool 'fetch' raised TimeoutError: upstream took too long")
+
+
 async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> None:
     stopped = threading.Event()
     finished = threading.Event()
