@@ -35,7 +35,6 @@ from runtime import (
     ConfigErrors,
     HoneycombError,
     Model,
-    OpenAIModel,
     RunFailed,
     StoreError,
 )
@@ -307,6 +306,8 @@ def _override(args: argparse.Namespace) -> Model | None:
     if args.model == "offline":
         latency = getattr(args, "latency", None)
         return OfflineModel(latency=latency) if latency is not None else OfflineModel()
+    from runtime.openai_model import OpenAIModel  # openai loads only when it is used
+
     return OpenAIModel(args.model, base_url=args.base_url)
 
 

@@ -21,10 +21,8 @@ from runtime import (
     ConfigError,
     ConfigErrors,
     Model,
-    OpenAIModel,
     Price,
     PricedModel,
-    RetryPolicy,
     ToolRegistry,
     YamlDocument,
     did_you_mean,
@@ -89,6 +87,11 @@ class ModelSpec(BaseModel):
     def _build(self) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
+        # The adapter (and ``openai``, about a second to import) loads with the first
+        # hive that uses it, not with every command.
+        from runtime.openai_model import OpenAIModel
+        from runtime.retry import RetryPolicy
+
         r = self.retry
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return OpenAIModel(

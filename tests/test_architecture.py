@@ -172,3 +172,12 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
 def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
     value = getattr(sys.modules[module], name)
     assert value.__name__ == name
+
+
+def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() -> None:
+    probe = "import sys, honeycomb.cli; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    loaded = set(done.stdout.split())
+    assert "honeycomb.hive" in loaded
+    assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []

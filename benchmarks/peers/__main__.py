@@ -1,6 +1,6 @@
 """Honeycomb and the floor next to the peer frameworks, on the standard workload.
 
-    python -m benchmarks.peers                    # B, A at N=100 and 1000, E (about 15 min)
+    python -m benchmarks.peers                    # B, A at N=100 and 1000, E (about 10 min)
     python -m benchmarks.peers --scenario B --peers langgraph --repeats 1
     python -m benchmarks.peers --smoke            # tiny runs: correctness only, seconds
     honeycomb bench --peers                       # the same, from the command line
@@ -81,8 +81,9 @@ def table(results: Sequence[dict[str, Any]], impls: Sequence[str], repeats: int)
     heads = ["floor", *(_title(i, versions.get(i, "")) for i in impls)]
     lines = [
         f"Machine: {machine()}. Median [min-max] of {repeats} runs, each in a fresh "
-        "process; (x) is the ratio to the floor (for B: per process, the floor run "
-        "by run in the same process).",
+        "process; (x) is the ratio to the floor. For B it is the median of each "
+        "process's ratio to the floor run by run in that same process, and the floor "
+        "column pools the floor of every process, so a B cell is not divided by it.",
         "",
         "| scenario | workload | metric | " + " | ".join(heads) + " |",
         "|---|---|---|" + "---|" * len(heads),
