@@ -23,7 +23,7 @@ class Params:
     lt: float = 0.02
     side_effects: bool = False
     events: bool = False
-    store: bool = False  # keep the run in a SQLite run store (a temporary file)
+    store: bool = False  # keep the run in the process's SQLite run store (a temporary file)
     trace: bool = False  # record the run's spans
 
     @property

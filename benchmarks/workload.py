@@ -9,6 +9,8 @@ real ``Model`` protocol and checks that every earlier observation came back.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import shutil
 import tempfile
@@ -92,13 +94,24 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
     counts = Counts()
     events: list[object] = []
     handlers = [events.append] if params.events else []
-    folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-")) if params.store else None
-    store = RunStore(folder / "runs.db") if folder is not None else None
+    store = _store() if params.store else None
     executor = build_executor(params, counts, handlers, store)
-    try:
-        result = await executor.run("fan out", subtasks=plan(params), run_id="bench")
-    finally:
-        if store is not None and folder is not None:
-            store.close()
-            shutil.rmtree(folder)
+    run_id = f"bench-{next(_RUN_IDS)}"
+    result = await executor.run("fan out", subtasks=plan(params), run_id=run_id)
     return verdict(params, counts, result.answer_text.split("\n"), events=len(events))
+
+
+_RUN_IDS = itertools.count(1)
+_STORES: list[RunStore] = []
+
+
+def _store() -> RunStore:
+    """The process's run store, in a temporary folder: opened once and shared by every
+    run, as a service shares one (each run has its own id)."""
+    if not _STORES:
+        folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-"))
+        store = RunStore(folder / "runs.db")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(store.close)  # runs first: the file is closed, then removed
+        _STORES.append(store)
+    return _STORES[0]
