@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import Row, Target, markdown_table, svg_plot
+from benchmarks.report import Row, Target, markdown_table, peak_rss, per_turn, svg_plot, wall
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -189,41 +189,41 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
     params = s.point.params
     if scenario == "A":
         n = params["n"]
-        rows = [Row.of("A latency-bound", label, "wall s", s, _wall, _a_target(n, ok), ok)]
+        rows = [Row.of("A latency-bound", label, "wall s", s, wall, _a_target(n, ok), ok)]
         if n in (1000, 10000):
             rss_target: Target | None = None
             if n == 1000:
                 rss_target = ("<= floor + 40 MB", lambda hc, fl: hc <= fl + 40)
-            rows.append(Row.of("E memory", label, "peak RSS MB", s, _rss, rss_target, ok))
+            rows.append(Row.of("E memory", label, "peak RSS MB", s, peak_rss, rss_target, ok))
             per_worker = partial(_rss_per_worker, n=n)
             rows.append(Row.of("E memory", label, "RSS KB/worker", s, per_worker, None, ok))
         return rows
     if scenario == "B":
         within = ("<= 2x floor", lambda hc, fl: hc <= 2 * fl)
         return [
-            Row.of("B overhead", label, "CPU us/model turn", s, _per_turn, within, ok),
+            Row.of("B overhead", label, "CPU us/model turn", s, per_turn, within, ok),
             Row.of("B overhead", label, "CPU us/tool call", s, _per_tool, None, ok),
         ]
     if scenario == "C":
         limit = 1.15 * params["lt"]
         fast = (f"<= 1.15 x Lt ({limit:.3f}s)", lambda hc, fl: hc <= limit)
-        return [Row.of("C tool parallelism", label, "wall s", s, _wall, fast, ok)]
+        return [Row.of("C tool parallelism", label, "wall s", s, wall, fast, ok)]
     if scenario == "D":
         low, high = 0.95 * 4 * params["lt"], 1.15 * 4 * params["lt"]
         serial = (f"0.95-1.15 x 4 Lt ({low:.3f}-{high:.3f}s)", lambda hc, fl: low <= hc <= high)
-        return [Row.of("D side effects", label, "wall s", s, _wall, serial, ok)]
+        return [Row.of("D side effects", label, "wall s", s, wall, serial, ok)]
     if scenario == "F":
         traced = "tracing" in label
         target: Target | None = ("<= 1.3x tracing off", lambda hc, fl: hc <= 1.3 * fl)
         return [
-            Row.of("F observability", label, "CPU us/model turn", s, _per_turn,
+            Row.of("F observability", label, "CPU us/model turn", s, per_turn,
                    target if traced else None, ok,
                    baseline_impl=s.point.impls[1])
         ]  # fmt: skip
     if scenario == "G":
         cheap: Target | None = ("<= 1.5x store off", lambda hc, fl: hc <= 1.5 * fl)
         return [
-            Row.of("G durability", label, "CPU us/model turn", s, _per_turn,
+            Row.of("G durability", label, "CPU us/model turn", s, per_turn,
                    cheap if "tracing" not in label else None, ok,
                    baseline_impl=s.point.impls[1])
         ]  # fmt: skip
@@ -241,20 +241,8 @@ def _a_target(n: int, ok: bool) -> Target | None:
     return None
 
 
-def _wall(r: dict[str, Any]) -> float:
-    return float(r["wall_s"])
-
-
-def _per_turn(r: dict[str, Any]) -> float:
-    return float(r["cpu_s"]) / r["model_calls"] * 1e6
-
-
 def _per_tool(r: dict[str, Any]) -> float:
     return float(r["cpu_s"]) / max(r["tool_calls"], 1) * 1e6
-
-
-def _rss(r: dict[str, Any]) -> float:
-    return float(r["peak_rss_mb"])
 
 
 def _rss_per_worker(r: dict[str, Any], *, n: int) -> float:

@@ -66,7 +66,7 @@ def _runner(impl: str, params: Any) -> Runner:
 
         return run_floor
     if impl in PEERS:
-        run: Runner = importlib.import_module(PEERS[impl]).run
+        run: Runner = importlib.import_module(PEERS[impl].module).run
         return run
     from benchmarks.workload import run_honeycomb
 
@@ -124,7 +124,7 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
 def _version(impl: str) -> str:
     """The version of what was measured: a peer's, or Honeycomb's (the floor has none)."""
     if impl in PEERS:
-        return str(importlib.import_module(PEERS[impl]).VERSION)
+        return str(importlib.import_module(PEERS[impl].module).VERSION)
     if impl == "floor":
         return ""
     return importlib.metadata.version("honeycomb-agents")

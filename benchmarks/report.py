@@ -15,6 +15,21 @@ Metric = Callable[[dict[str, Any]], float]
 Target = tuple[str, Callable[[float, float], bool]]
 
 
+def wall(r: dict[str, Any]) -> float:
+    """Wall time of a measured run, in seconds."""
+    return float(r["wall_s"])
+
+
+def per_turn(r: dict[str, Any]) -> float:
+    """CPU microseconds per model turn of a measured run."""
+    return float(r["cpu_s"]) / r["model_calls"] * 1e6
+
+
+def peak_rss(r: dict[str, Any]) -> float:
+    """Peak resident memory of a measuring process, in MB."""
+    return float(r["peak_rss_mb"])
+
+
 @dataclass(frozen=True)
 class Stat:
     median: float

@@ -5,11 +5,19 @@ Imports no framework, so the floor's process holds nothing of Honeycomb."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Counts", "Params", "expected_observation", "lookup_value", "pause", "verdict"]
+__all__ = [
+    "Counts",
+    "Params",
+    "expected_observation",
+    "lookup",
+    "lookup_value",
+    "pause",
+    "verdict",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,20 @@ class Counts:
         wanted = [expected_observation(worker, done, j) for done in range(1, turn)
                   for j in range(params.t)]  # fmt: skip
         if list(seen) != wanted:
-            self.broken.append(f"worker {worker} turn {turn}: observations {list(seen)[:3]}...")
+            self.broken.append(f"worker {worker} turn {turn}: observations {list(seen[:3])}...")
+
+
+def lookup(params: Params, counts: Counts) -> Callable[[str], Awaitable[str]]:
+    """The workload's ``lookup(key)`` tool, counting its calls into ``counts``: a plain
+    async function, for each framework to make a tool of its own way."""
+
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        counts.tool_calls += 1
+        await pause(params.lt)
+        return lookup_value(key)
+
+    return lookup
 
 
 def verdict(

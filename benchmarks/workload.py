@@ -10,6 +10,7 @@ real ``Model`` protocol and checks that every earlier observation came back.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import json
 import shutil
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
+from benchmarks.spec import Counts, Params, lookup, pause, verdict
 from honeycomb import Executor, Policy, Role, RunStore, Subtask, SubtaskResult, tool
 from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, ToolMessage, Usage
 
@@ -58,14 +59,7 @@ def build_executor(
     params: Params, counts: Counts, handlers: Sequence[Any] = (), store: RunStore | None = None
 ) -> Executor:
     """The Executor for the workload, its fake model and tool counting into ``counts``."""
-
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        counts.tool_calls += 1
-        await pause(params.lt)
-        return lookup_value(key)
-
-    lookup_tool = tool(lookup, side_effects=params.side_effects)
+    lookup_tool = tool(lookup(params, counts), side_effects=params.side_effects)
     role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1, tool_timeout=None,
                 concurrency=max(params.t, 1))  # fmt: skip
     return Executor(
@@ -102,16 +96,14 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
 
 
 _RUN_IDS = itertools.count(1)
-_STORES: list[RunStore] = []
 
 
+@functools.cache
 def _store() -> RunStore:
     """The process's run store, in a temporary folder: opened once and shared by every
     run, as a service shares one (each run has its own id)."""
-    if not _STORES:
-        folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-"))
-        store = RunStore(folder / "runs.db")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        atexit.register(store.close)  # runs first: the file is closed, then removed
-        _STORES.append(store)
-    return _STORES[0]
+    folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-"))
+    store = RunStore(folder / "runs.db")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    atexit.register(store.close)  # runs first: the file is closed, then removed
+    return store

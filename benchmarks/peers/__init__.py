@@ -9,18 +9,20 @@ same fake model, latencies and checks as Honeycomb and the floor, and exposes
 
 from __future__ import annotations
 
-__all__ = ["NAMES", "PEERS"]
+from typing import NamedTuple
+
+__all__ = ["PEERS", "Peer"]
+
+
+class Peer(NamedTuple):
+    module: str  # the module that runs the workload through it
+    title: str  # how the tables name it
+    package: str  # what it imports as, to tell whether it is installed
+
 
 PEERS = {
-    "openai-agents": "benchmarks.peers.openai_agents",
-    "langgraph": "benchmarks.peers.langgraph_agent",
-    "pydantic-ai": "benchmarks.peers.pydantic_ai_agent",
+    "openai-agents": Peer("benchmarks.peers.openai_agents", "OpenAI Agents SDK", "agents"),
+    "langgraph": Peer("benchmarks.peers.langgraph_agent", "LangGraph", "langgraph"),
+    "pydantic-ai": Peer("benchmarks.peers.pydantic_ai_agent", "pydantic-ai", "pydantic_ai"),
 }
-"""Each peer's name in results and on the command line, and its module."""
-
-NAMES = {
-    "openai-agents": "OpenAI Agents SDK",
-    "langgraph": "LangGraph",
-    "pydantic-ai": "pydantic-ai",
-}
-"""How the tables name them."""
+"""Each peer by its name in results and on the command line."""

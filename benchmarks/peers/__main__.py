@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fanout import RESULTS, Point, compile_bytecode, machine, measure
-from benchmarks.peers import NAMES, PEERS
-from benchmarks.report import Stat
+from benchmarks.peers import PEERS
+from benchmarks.report import Stat, peak_rss, per_turn, wall
 
 IMPLS = ("honeycomb", *PEERS)
 B = {"n": 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
@@ -60,14 +60,14 @@ def run(
     chosen: Sequence[Point], impls: Sequence[str], repeats: int, log: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     """Every measurement, ``repeats`` times over, each in a fresh process."""
-    compile_bytecode(sys.executable, *(PEERS[i] for i in impls if i in PEERS))
+    compile_bytecode(sys.executable, *(PEERS[i].module for i in impls if i in PEERS))
     results = []
     for _ in range(repeats):
         for point in chosen:
             found = measure(point, point.impls, sys.executable)
             if point.paired:  # the implementation and the floor, run by run in one process
                 mine, floor = found
-                mine["floor_ratio"] = _per_turn(mine) / _per_turn(floor)
+                mine["floor_ratio"] = per_turn(mine) / per_turn(floor)
                 floor["paired_with"] = mine["impl"]
             for result in found:
                 log(json.dumps(result))
@@ -93,11 +93,11 @@ def table(results: Sequence[dict[str, Any]], impls: Sequence[str], repeats: int)
                     key=lambda s: (s[0] != "B", s[2]))  # fmt: skip
     for scenario, label, n in labels:
         if scenario == "B":
-            rows.append((scenario, label, "CPU us/model turn", _per_turn))
+            rows.append((scenario, label, "CPU us/model turn", per_turn))
         else:
-            rows.append((scenario, label, "wall s", _wall))
+            rows.append((scenario, label, "wall s", wall))
             if n >= 1000:
-                rows.append(("E", label, "peak RSS MB", _rss))
+                rows.append(("E", label, "peak RSS MB", peak_rss))
     for scenario, label, metric, fn in rows:
         group = "B" if scenario == "B" else "A"
         mine = [r for r in results if r["scenario"] == group and r["label"] == label]
@@ -126,26 +126,13 @@ def _cell(found: Sequence[dict[str, Any]], fn: Metric, floor: Stat | None, paire
 
 
 def _title(impl: str, version: str) -> str:
-    name = "Honeycomb" if impl == "honeycomb" else NAMES[impl]
+    name = "Honeycomb" if impl == "honeycomb" else PEERS[impl].title
     return f"{name} {version}".strip()
-
-
-def _per_turn(r: dict[str, Any]) -> float:
-    return float(r["cpu_s"]) / r["model_calls"] * 1e6
-
-
-def _wall(r: dict[str, Any]) -> float:
-    return float(r["wall_s"])
-
-
-def _rss(r: dict[str, Any]) -> float:
-    return float(r["peak_rss_mb"])
 
 
 def missing_peers(impls: Sequence[str]) -> list[str]:
     """The peers asked for whose framework is not installed."""
-    packages = {"openai-agents": "agents", "langgraph": "langgraph", "pydantic-ai": "pydantic_ai"}
-    return [i for i in impls if i in PEERS and importlib.util.find_spec(packages[i]) is None]
+    return [i for i in impls if i in PEERS and importlib.util.find_spec(PEERS[i].package) is None]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,7 +46,7 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from langsmith import tracing_context
 from pydantic import ConfigDict
 
-from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
+from benchmarks.spec import Counts, Params, lookup, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
@@ -130,17 +130,6 @@ class BenchChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def _lookup_tool(params: Params, counts: Counts) -> BaseTool:
-    @tool
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        counts.tool_calls += 1
-        await pause(params.lt)
-        return lookup_value(key)
-
-    return lookup
-
-
 async def run(params: Params) -> dict[str, Any]:
     """Run the workload once through LangGraph; returns counts and validity."""
     counts = Counts()
@@ -150,7 +139,7 @@ async def run(params: Params) -> dict[str, Any]:
         # langchain.agents.create_agent (the langchain package, not installed here).
         warnings.simplefilter("ignore", LangGraphDeprecatedSinceV10)
         agent = create_react_agent(
-            model, [_lookup_tool(params, counts)], prompt="You are a worker."
+            model, [tool(lookup(params, counts))], prompt="You are a worker."
         )
     # A model turn and a tool step are one graph step each, and the agent stops
     # asking for tools when fewer than 2 steps remain: 2(K+1) steps allow K+1 turns.

@@ -32,7 +32,6 @@ from typing import Any
 from agents import (
     Agent,
     AgentOutputSchemaBase,
-    FunctionTool,
     Handoff,
     ModelResponse,
     ModelSettings,
@@ -54,7 +53,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 
-from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
+from benchmarks.spec import Counts, Params, lookup, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
@@ -158,16 +157,6 @@ def _earlier_responses(items: Sequence[Any]) -> int:
     return responses
 
 
-def _lookup_tool(params: Params, counts: Counts) -> FunctionTool:
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        counts.tool_calls += 1
-        await pause(params.lt)
-        return lookup_value(key)
-
-    return function_tool(lookup)
-
-
 async def run(params: Params) -> dict[str, Any]:
     """Run the workload once through the OpenAI Agents SDK; returns counts and validity."""
     counts = Counts()
@@ -178,7 +167,7 @@ async def run(params: Params) -> dict[str, Any]:
         name="worker",
         instructions="You are a worker.",
         model=BenchModel(params, counts),
-        tools=[_lookup_tool(params, counts)],
+        tools=[function_tool(lookup(params, counts))],
     )
     config = RunConfig(
         tracing_disabled=True,  # no trace export to api.openai.com (see above)

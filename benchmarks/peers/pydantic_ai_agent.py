@@ -40,7 +40,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from benchmarks.spec import Counts, Params, lookup_value, pause, verdict
+from benchmarks.spec import Counts, Params, lookup, pause, verdict
 
 __all__ = ["VERSION", "run"]
 
@@ -107,13 +107,7 @@ def _build_agent(params: Params, counts: Counts) -> Agent[None, str]:
 
     # sequential=True makes each call a barrier that runs alone, so the calls of a turn
     # run one after another in call order; otherwise they run concurrently (as tasks).
-    @agent.tool_plain(sequential=params.side_effects)
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        counts.tool_calls += 1
-        await pause(params.lt)
-        return lookup_value(key)
-
+    agent.tool_plain(sequential=params.side_effects)(lookup(params, counts))
     return agent
 
 
