@@ -144,6 +144,23 @@ class Dispatcher:
         """Run ``calls`` and return one observation per call, in call order."""
         results: list[ToolMessage | None] = [None] * len(calls)
         self._tracing = self._tracer.enabled  # asked once a batch, not once a call
+        inline, others = self._start(calls, previous, results, turn)
+        await run_together(inline, others)
+        return tuple([r for r in results if r is not None])
+
+    def _start(
+        self,
+        calls: Sequence[ToolCall],
+        previous: Sequence[ToolCall],
+        results: list[ToolMessage | None],
+        turn: int,
+    ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
+        """Prepare the batch: calls that cannot run get their observation now; of the
+        rest, the serial lane (or else one parallel call) is to run in the dispatching
+        task, and every other call in a task of its own.
+
+        A function of its own, so that what only preparing needs is gone before the
+        batch is awaited (a thousand waiting workers would keep it)."""
         repeats = None
         if previous and self.policy.skip_repeats:
             repeats = _Repeats(previous, self._last, self.tools)
@@ -159,16 +176,15 @@ class Dispatcher:
                 ran[index] = (call.id, call.name, ready.kwargs)
         self._last = tuple(ran)
         cap = self._cap_for(len(parallel))
-        # The serial lane, or else one parallel call, runs in this task; the other
-        # calls get a task each.
+        inline: Awaitable[None] | None = None
         if serial:
-            inline: Awaitable[None] | None = self._serial(serial, turn, results)
-            spawned = parallel
-        else:
-            inline = self._call(parallel[-1], turn, results, cap) if parallel else None
-            spawned = parallel[:-1]
-        await run_together(inline, [self._call(ready, turn, results, cap) for ready in spawned])
-        return tuple([r for r in results if r is not None])
+            inline = self._serial(serial, turn, results)
+        elif parallel:
+            inline = self._call(parallel.pop(), turn, results, cap)
+        others = []  # a loop, not a comprehension: one would close over four cells
+        for ready in parallel:
+            others.append(self._call(ready, turn, results, cap))
+        return inline, others
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
         """A limiter for this batch, only when it has more calls than the cap allows."""
