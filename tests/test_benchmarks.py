@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.fanout import points
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
@@ -35,8 +36,9 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     done, results = _bench("--smoke", out=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout
-    for scenario in ("A latency-bound", "B overhead", "C tool parallelism", "D side effects",
-                     "F observability", "G durability", "import time"):  # fmt: skip
+    scenarios = ("A latency-bound", "E memory", "B overhead", "C tool parallelism",
+                 "D side effects", "F observability", "G durability", "import time")  # fmt: skip
+    for scenario in scenarios:
         assert f"| {scenario} |" in table
     assert "MISSED" not in table
     assert "INVALID" not in table
@@ -48,7 +50,19 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
         params = Params(**r["params"])
         assert (r["model_calls"], r["tool_calls"]) == (params.model_calls, params.tool_calls)
     assert {r["params"]["n"] for r in runs if r["scenario"] == "A"} == {1, 10}
+    assert {r["params"]["n"] for r in runs if r["scenario"] == "E"} == {10}
     assert next(tmp_path.glob("*.jsonl")).with_suffix(".svg").is_file()
+
+
+def test_a_is_timed_next_to_the_floor_in_each_process_and_memory_in_a_process_of_its_own() -> None:
+    chosen = {(p.scenario, p.label): p for p in points(["A", "E"], [1000, 10000])}
+    for n in (1000, 10000):
+        a, e = chosen["A", f"N={n}"], chosen["E", f"N={n}"]
+        assert a.paired
+        assert a.impls == ("honeycomb", "floor")
+        assert not e.paired  # each implementation's peak is its own process's
+    assert chosen["A", "N=1000"].inner == 3
+    assert chosen["A", "N=10000"].inner == 1
 
 
 def test_the_peers_run_the_same_workload_through_their_own_loops(tmp_path: Path) -> None:
