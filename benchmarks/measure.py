@@ -130,13 +130,6 @@ def _version(impl: str) -> str:
     return importlib.metadata.version("honeycomb-agents")
 
 
-def import_time(module: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    __import__(module)
-    return {"impl": module, "import_s": time.perf_counter() - started, "peak_rss_mb": _rss_mb()}
-
-
 if __name__ == "__main__":
     request = json.loads(sys.argv[1])
-    results = [import_time(request["import"])] if "import" in request else measure(request)
-    sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))
+    sys.stdout.write("".join(json.dumps(r) + "\n" for r in measure(request)))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.fanout import points
+from benchmarks.fanout import IMPORT_PROBE, points
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
@@ -134,3 +134,15 @@ def test_a_measuring_process_reports_its_own_peak_memory_not_its_parents() -> No
                           cwd=ROOT, check=True)  # fmt: skip
     assert 5 < float(done.stdout) < 150  # an interpreter with the standard library
     del ballast
+
+
+def test_the_import_time_counts_everything_the_import_loads(tmp_path: Path) -> None:
+    """The probe imports nothing before the module it times, so asyncio, pydantic and
+    the rest are counted (a probe inside the measuring process had them loaded)."""
+    (tmp_path / "probe_target.py").write_text(
+        "import sys\nopen(sys.argv[-1] + '.seen', 'w').write('\\n'.join(sorted(sys.modules)))\n"
+    )
+    subprocess.run([sys.executable, "-c", IMPORT_PROBE, "probe_target"], cwd=tmp_path,
+                   check=True, capture_output=True)  # fmt: skip
+    seen = set((tmp_path / "probe_target.seen").read_text().split())
+    assert seen.isdisjoint({"asyncio", "json", "pydantic", "typing", "dataclasses", "honeycomb"})
