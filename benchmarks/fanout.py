@@ -21,7 +21,8 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -327,25 +328,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.source is not None:
         return _render(_load(args.source, chosen), args.source.with_suffix(""), args.repeats)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    lines = args.out / f"fanout-{stamp}.jsonl"
-    with lines.open("w") as sink:
+    stem = results_stem(args.out, "fanout")
+    with results_log(stem, echo=args.json) as log:
+        samples = run(chosen, args.repeats, sys.executable, log)
+    code = _render(samples, stem, args.repeats, judge=not args.smoke)
+    print(f"results: {stem}.jsonl (.md, .svg beside it)")
+    return code
+
+
+def results_stem(folder: Path, name: str) -> Path:
+    """Where a run's results go: ``folder/name-<time>`` (.jsonl, .md, .svg)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@contextmanager
+def results_log(stem: Path, *, echo: bool = False) -> Iterator[Callable[[str], None]]:
+    """A function that writes each result line to ``stem.jsonl`` as it comes, and
+    prints it (``echo``) or a progress dot."""
+    with stem.with_suffix(".jsonl").open("w") as sink:
 
         def log(line: str) -> None:
             sink.write(line + "\n")
             sink.flush()
-            if args.json:
+            if echo:
                 print(line, flush=True)
             else:
                 print(".", end="", file=sys.stderr, flush=True)
 
-        samples = run(chosen, args.repeats, sys.executable, log)
-    if not args.json:
+        yield log
+    if not echo:
         print(file=sys.stderr)
-    code = _render(samples, args.out / f"fanout-{stamp}", args.repeats, judge=not args.smoke)
-    print(f"results: {lines} (.md, .svg beside it)")
-    return code
 
 
 def _render(samples: Sequence[Samples], stem: Path, repeats: int, judge: bool = True) -> int:

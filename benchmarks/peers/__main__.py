@@ -20,12 +20,19 @@ import importlib.util
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fanout import RESULTS, Point, compile_bytecode, machine, measure
+from benchmarks.fanout import (
+    RESULTS,
+    Point,
+    compile_bytecode,
+    machine,
+    measure,
+    results_log,
+    results_stem,
+)
 from benchmarks.peers import PEERS
 from benchmarks.report import Stat, peak_rss, per_turn, wall
 
@@ -160,17 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = 1 if args.smoke else args.repeats
     impls = ("honeycomb", *peers)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
-    with stem.with_suffix(".jsonl").open("w") as sink:
-
-        def log(line: str) -> None:
-            sink.write(line + "\n")
-            sink.flush()
-            print(".", end="", file=sys.stderr, flush=True)
-
+    stem = results_stem(args.out, "peers")
+    with results_log(stem) as log:
         results = run(points(scenarios, impls, sizes, args.smoke), impls, repeats, log)
-    print(file=sys.stderr)
     shown = table(results, impls, repeats)
     stem.with_suffix(".md").write_text(shown)
     print(shown)
