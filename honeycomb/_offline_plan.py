@@ -7,12 +7,12 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from honeycomb import _offline_rules as rules
 from honeycomb.plan import Plan, Subtask
 from honeycomb.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
 from runtime import AssistantMessage, ModelRequest, UserMessage
+from runtime._values import record
 
 __all__ = ["last_answer", "plan_for", "task_text"]
 
@@ -23,7 +23,7 @@ _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class _Draft:
     role: str
     clauses: tuple[str, ...]

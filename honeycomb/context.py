@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import anyio
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
+from runtime._values import record
 from workers import Checkpoint, Role, Worker, WorkerSetup
 
 __all__ = ["RunContext", "with_default_instructions"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class RunContext:
     """One run's shared state; planners and aggregators use it to make workers.
 

@@ -14,7 +14,6 @@ import functools
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -34,6 +33,7 @@ from runtime import (
     dump_messages_json,
     validate_messages,
 )
+from runtime._values import record
 from runtime.journal import arguments_text
 from workers import LoopState
 
@@ -370,7 +370,7 @@ def _calls_at(index: int, messages: tuple[Message, ...]) -> tuple[ToolCall, ...]
     return message.tool_calls if isinstance(message, AssistantMessage) else ()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Resumed:
     """What a resumed run starts from.
 

@@ -7,10 +7,10 @@ done.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from runtime import Event
+from runtime._values import record
 
 if TYPE_CHECKING:
     from honeycomb.plan import Plan
@@ -27,26 +27,26 @@ __all__ = [
 ]
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "run.started"
     task: str
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class PlanReady(Event):
     kind: ClassVar[str] = "run.plan_ready"
     plan: Plan
     duration_s: float
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class WorkerStarted(Event):
     kind: ClassVar[str] = "worker.started"
     role: str
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class WorkerFinished(Event):
     kind: ClassVar[str] = "worker.finished"
     role: str
@@ -55,19 +55,19 @@ class WorkerFinished(Event):
     error: str | None = None
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class AggregationStarted(Event):
     kind: ClassVar[str] = "run.aggregation_started"
     results: int
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class AggregationFinished(Event):
     kind: ClassVar[str] = "run.aggregation_finished"
     duration_s: float
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class RunFinished(Event):
     """The last event of a run; ``result`` is None when the run raised ``error``."""
 

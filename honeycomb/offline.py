@@ -23,7 +23,6 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -43,6 +42,7 @@ from runtime import (
     UserMessage,
     dump_value_json,
 )
+from runtime._values import record
 from runtime.testing import estimate_usage
 from workers.worker import DEPENDENCY_HEADER
 
@@ -122,7 +122,7 @@ def respond(request: ModelRequest) -> AssistantMessage:
 # --- worker -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class _Task:
     instruction: str
     inputs: tuple[tuple[str, str], ...]  # (name, result) of the subtasks depended on

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from runtime._values import record
 
 __all__ = [
     "AGGREGATOR_INSTRUCTIONS",
@@ -36,7 +37,7 @@ CATALOG_HEADER = "Available roles:"
 RESULTS_HEADER = "Results of the subtasks:"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class CatalogEntry:
     """One role as the planner sees it."""
 
@@ -45,7 +46,7 @@ class CatalogEntry:
     tools: tuple[tuple[str, str], ...] = ()  # (name, description)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ResultEntry:
     """One subtask's result as the aggregator sees it."""
 

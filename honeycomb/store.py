@@ -33,6 +33,7 @@ import sniffio
 from honeycomb._schema import SCHEMA, SCHEMA_VERSION
 from honeycomb.spans import Span
 from runtime import JournalEntry, StoreError
+from runtime._values import record
 
 __all__ = ["STATE_FIELDS", "RunStore", "RunSummary", "StoredRun", "StoredWorker"]
 
@@ -44,7 +45,7 @@ Statement = tuple[str, Sequence[Any]]
 _STOP = object()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class RunSummary:
     """One line of ``honeycomb runs``."""
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 from honeycomb.plan import Plan, topological_order
 from honeycomb.spans import Span
+from runtime._values import record
 
 __all__ = ["Bar", "Row", "RowKind", "Timeline", "build_timeline", "longest_chain"]
 
@@ -23,7 +24,7 @@ RowKind = Literal["plan", "worker", "aggregate"]
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Bar:
     """One model or tool call on a row.
 
@@ -56,7 +57,7 @@ class Bar:
         return self.end - self.start
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Row:
     """The planner, one worker, or the aggregator.
 
@@ -99,7 +100,7 @@ class Row:
         return sum(b.cost for b in self.bars)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Timeline:
     """A run laid out in time.
 

@@ -9,6 +9,11 @@ observation, a request, a message) cost what making them costs, several times a 
   constructor that checks nothing, one object for the garbage collector to track).
   Pydantic validates and dumps them where data crosses a boundary (see
   :mod:`runtime.messages`).
+- Events and settings are made with :func:`record`, as are the value classes: a slotted
+  dataclass whose equality, hash and repr are three functions shared by every such
+  class. Python 3.11's ``dataclass`` writes each of those methods as source and
+  compiles it, for every class, as the class is made: for Honeycomb's 31 classes that
+  was 4% of the instructions of ``import honeycomb`` (see ``benchmarks/README.md``).
 - The pydantic models that results and configuration are made of are made with
   :func:`trusted` when Honeycomb's own code has just built their values: a fifth of
   the cost of validating them. ``tests/runtime/test_values.py`` checks that every such
@@ -19,11 +24,14 @@ observation, a request, a message) cost what making them costs, several times a 
 from __future__ import annotations
 
 import dataclasses
+import reprlib
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["trusted", "value_class"]
+__all__ = ["record", "trusted", "value_class"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -33,6 +41,69 @@ _set = object.__setattr__
 
 _VALIDATION = ConfigDict(extra="forbid")
 """How pydantic reads a value class from outside data: unknown fields are errors."""
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field,))
+def record(
+    *, frozen: bool = False, kw_only: bool = False, unsafe_hash: bool = False
+) -> Callable[[type[T]], type[T]]:
+    """A slotted dataclass, as ``dataclass(slots=True, ...)`` makes it, whose ``__eq__``,
+    ``__hash__`` and ``__repr__`` are shared functions that read the class's fields.
+
+    They behave as the dataclass's own would: equal when of the same class with equal
+    compared fields; hashable when frozen or ``unsafe_hash`` (else ``__hash__`` is
+    None); the repr names the class and each shown field. Only ``__init__`` (and, when
+    frozen, ``__setattr__`` and ``__delattr__``) is compiled for the class.
+    """
+
+    def make(cls: type[T]) -> type[T]:
+        made = dataclasses.dataclass(
+            slots=True, frozen=frozen, kw_only=kw_only, eq=False, repr=False
+        )(cls)
+        fields = dataclasses.fields(made)  # type: ignore[arg-type]
+        compared = [f.name for f in fields if f.compare]
+        hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+        made._compared = _getter(compared)  # type: ignore[attr-defined]
+        made._hashed = _getter(hashed)  # type: ignore[attr-defined]
+        made._shown = tuple(f.name for f in fields if f.repr)  # type: ignore[attr-defined]
+        own = vars(cls)  # what the class defines itself is kept, as dataclass keeps it
+        if "__eq__" not in own:
+            made.__eq__ = _fields_equal  # type: ignore[method-assign]
+        if "__hash__" not in own:
+            made.__hash__ = _fields_hash if frozen or unsafe_hash else None  # type: ignore[assignment]
+        if "__repr__" not in own:
+            made.__repr__ = _fields_repr  # type: ignore[method-assign]
+        return made
+
+    return make
+
+
+def _getter(names: list[str]) -> Callable[[Any], Any]:
+    """The named fields of an instance (a class attribute: neither binds to instances)."""
+    return attrgetter(*names) if names else staticmethod(_nothing)
+
+
+def _nothing(_: object) -> tuple[()]:
+    return ()
+
+
+def _fields_equal(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return self._compared(self) == self._compared(other)
+
+
+def _fields_hash(self: Any) -> int:
+    return hash(self._hashed(self))
+
+
+@reprlib.recursive_repr()
+def _fields_repr(self: Any) -> str:
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+    return f"{self.__class__.__qualname__}({shown})"
+
+
+_value = record(kw_only=True, unsafe_hash=True)
 
 
 @dataclass_transform(
@@ -48,7 +119,7 @@ def value_class(cls: type[T]) -> type[T]:
     request and response (B measured 7% fewer instructions per turn frozen, 16%
     unfrozen). Values are read-only by contract, like events.
     """
-    made = dataclasses.dataclass(slots=True, kw_only=True, unsafe_hash=True)(cls)
+    made = _value(cls)
     made.__pydantic_config__ = _VALIDATION  # type: ignore[attr-defined]
     return made
 

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import anyio
@@ -30,6 +29,7 @@ import anyio.to_thread
 from runtime._concurrency import run_together
 from runtime._render import render
 from runtime._threads import in_thread
+from runtime._values import record
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, Tracer
 from runtime.journal import Journal, unknown_outcome_text
@@ -61,7 +61,7 @@ class LockTable:
         return f"LockTable({sorted(self._locks)})"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class DispatchPolicy:
     """How one worker runs its tool calls.
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from runtime import _logging
+from runtime._values import record
 
 __all__ = [
     "CallRecorder",
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class Event:
     """Base of all events. ``kind`` names the event in logs (``model_call.finished``).
 
@@ -51,13 +51,13 @@ class Event:
 _FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class ModelCallStarted(Event):
     kind: ClassVar[str] = "model_call.started"
     turn: int
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class ModelCallFinished(Event):
     kind: ClassVar[str] = "model_call.finished"
     turn: int
@@ -71,7 +71,7 @@ class ModelCallFinished(Event):
     error: str | None = None
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class ToolCallStarted(Event):
     kind: ClassVar[str] = "tool_call.started"
     turn: int
@@ -79,7 +79,7 @@ class ToolCallStarted(Event):
     tool: str
 
 
-@dataclass(kw_only=True, slots=True)
+@record(kw_only=True)
 class ToolCallFinished(Event):
     kind: ClassVar[str] = "tool_call.finished"
     turn: int

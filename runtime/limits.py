@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import anyio
 
+from runtime._values import record
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
@@ -14,7 +14,7 @@ from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 __all__ = ["Budget", "LimitedModel", "Limits"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Limits:
     """What a run may spend; ``None`` means unlimited.
 

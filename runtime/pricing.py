@@ -7,14 +7,15 @@ price, a call's cost is 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from runtime._values import record
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
 __all__ = ["Price", "PricedModel"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Price:
     """Dollars per million tokens.
 

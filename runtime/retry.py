@@ -9,7 +9,6 @@ attempts or before a total deadline would be passed, whichever comes first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import anyio
 import tenacity
@@ -17,6 +16,7 @@ from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
 from runtime import _logging
+from runtime._values import record
 from runtime.errors import ModelError
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
@@ -47,7 +47,7 @@ class wait_retry_after(wait_base):
         return self.fallback(retry_state)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class RetryPolicy:
     """When and how long to retry a failed model call.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import pydantic
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from runtime._imports import import_object
+from runtime._values import record
 from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
 from runtime.model import ToolSchema
 
@@ -29,7 +29,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ToolContext:
     """Injected into a tool that declares a parameter of this type (not in the schema).
 

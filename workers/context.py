@@ -9,14 +9,14 @@ separated from its observation. When something is left out, a note says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from runtime import AssistantMessage, Message, ToolMessage, UserMessage
+from runtime._values import record
 
 __all__ = ["ContextWindow", "assemble"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ContextWindow:
     """How much of the transcript to show.
 

@@ -4,18 +4,18 @@ implements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
+from runtime._values import record
 from workers.context import ContextWindow
 
 __all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class LoopSettings:
     """How one loop behaves.
 

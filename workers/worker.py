@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -24,7 +23,7 @@ from runtime import (
     Usage,
     _logging,
 )
-from runtime._values import trusted
+from runtime._values import record, trusted
 from workers.context import ContextWindow
 from workers.loop import AgentLoop
 from workers.role import Role
@@ -92,7 +91,7 @@ class WorkerResult(BaseModel):
         return self.status == "ok"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class WorkerSetup:
     """What workers of one role need, resolved once and shared by all of them.
 
