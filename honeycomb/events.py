@@ -29,12 +29,16 @@ __all__ = [
 
 @record(kw_only=True)
 class RunStarted(Event):
+    """A run starts on its task."""
+
     kind: ClassVar[str] = "run.started"
     task: str
 
 
 @record(kw_only=True)
 class PlanReady(Event):
+    """The planner split the task into subtasks."""
+
     kind: ClassVar[str] = "run.plan_ready"
     plan: Plan
     duration_s: float
@@ -42,12 +46,16 @@ class PlanReady(Event):
 
 @record(kw_only=True)
 class WorkerStarted(Event):
+    """A subtask's worker starts."""
+
     kind: ClassVar[str] = "worker.started"
     role: str
 
 
 @record(kw_only=True)
 class WorkerFinished(Event):
+    """A subtask's worker ended: ok, failed or skipped."""
+
     kind: ClassVar[str] = "worker.finished"
     role: str
     status: str  # "ok", "failed", "skipped"
@@ -57,12 +65,16 @@ class WorkerFinished(Event):
 
 @record(kw_only=True)
 class AggregationStarted(Event):
+    """The aggregator starts merging the subtasks' results."""
+
     kind: ClassVar[str] = "run.aggregation_started"
     results: int
 
 
 @record(kw_only=True)
 class AggregationFinished(Event):
+    """The aggregator has merged the results."""
+
     kind: ClassVar[str] = "run.aggregation_finished"
     duration_s: float
 

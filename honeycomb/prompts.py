@@ -75,9 +75,10 @@ def aggregator_task(task: str, results: Sequence[ResultEntry]) -> str:
     return "\n".join(lines)
 
 
-_ROLE_LINE = re.compile(r"^- ([A-Za-z0-9_-]+): (.*)$")
-_TOOL_LINE = re.compile(r"^\s+tool ([A-Za-z0-9_-]+): (.*)$")
-_RESULT_HEAD = re.compile(r"^### (\S+) \(([^)]*)\)( FAILED)?$")
+# Patterns as strings: re compiles each on first use and keeps it (not at import).
+_ROLE_LINE = r"^- ([A-Za-z0-9_-]+): (.*)$"
+_TOOL_LINE = r"^\s+tool ([A-Za-z0-9_-]+): (.*)$"
+_RESULT_HEAD = r"^### (\S+) \(([^)]*)\)( FAILED)?$"
 
 
 def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
@@ -85,11 +86,11 @@ def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
     task = text.split("\n", 1)[0].removeprefix("Task: ")
     entries: list[CatalogEntry] = []
     for line in text.splitlines():
-        role = _ROLE_LINE.match(line)
+        role = re.match(_ROLE_LINE, line)
         if role:
             entries.append(CatalogEntry(role.group(1), role.group(2)))
             continue
-        found = _TOOL_LINE.match(line)
+        found = re.match(_TOOL_LINE, line)
         if found and entries:
             last = entries[-1]
             tools = (*last.tools, (found.group(1), found.group(2)))
@@ -104,7 +105,7 @@ def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
     entries: list[ResultEntry] = []
     current: list[str] = []
     for line in body.splitlines():
-        match = _RESULT_HEAD.match(line)
+        match = re.match(_RESULT_HEAD, line)
         if match:
             if entries:
                 entries[-1] = _with_text(entries[-1], current)

@@ -52,14 +52,13 @@ def record(
 
     They behave as the dataclass's own would: equal when of the same class with equal
     compared fields; hashable when frozen or ``unsafe_hash`` (else ``__hash__`` is
-    None); the repr names the class and each shown field. Only ``__init__`` (and, when
-    frozen, ``__setattr__`` and ``__delattr__``) is compiled for the class.
+    None); the repr names the class and each shown field. A frozen record's fields are
+    set once, by ``__init__``: assigning or deleting one after that raises
+    ``FrozenInstanceError``. Only ``__init__`` is compiled for the class.
     """
 
     def make(cls: type[T]) -> type[T]:
-        made = dataclasses.dataclass(
-            slots=True, frozen=frozen, kw_only=kw_only, eq=False, repr=False
-        )(cls)
+        made = dataclasses.dataclass(slots=True, kw_only=kw_only, eq=False, repr=False)(cls)
         fields = dataclasses.fields(made)  # type: ignore[arg-type]
         compared = [f.name for f in fields if f.compare]
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
@@ -73,6 +72,9 @@ def record(
             made.__hash__ = _fields_hash if frozen or unsafe_hash else None  # type: ignore[assignment]
         if "__repr__" not in own:
             made.__repr__ = _fields_repr  # type: ignore[method-assign]
+        if frozen:
+            made.__setattr__ = _set_once  # type: ignore[method-assign]
+            made.__delattr__ = _never_delete  # type: ignore[method-assign]
         return made
 
     return make
@@ -95,6 +97,17 @@ def _fields_equal(self: Any, other: Any) -> Any:
 
 def _fields_hash(self: Any) -> int:
     return hash(self._hashed(self))
+
+
+def _set_once(self: Any, name: str, value: Any) -> None:
+    """A frozen record's ``__setattr__``: its ``__init__`` sets each (slotted) field once."""
+    if hasattr(self, name):
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    _set(self, name, value)
+
+
+def _never_delete(self: Any, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 @reprlib.recursive_repr()

@@ -53,12 +53,16 @@ _FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 @record(kw_only=True)
 class ModelCallStarted(Event):
+    """A worker asks its model for the next turn."""
+
     kind: ClassVar[str] = "model_call.started"
     turn: int
 
 
 @record(kw_only=True)
 class ModelCallFinished(Event):
+    """The model answered (or failed): its time, tokens, cost and tool calls asked for."""
+
     kind: ClassVar[str] = "model_call.finished"
     turn: int
     duration_s: float
@@ -73,6 +77,8 @@ class ModelCallFinished(Event):
 
 @record(kw_only=True)
 class ToolCallStarted(Event):
+    """A tool call of a turn starts."""
+
     kind: ClassVar[str] = "tool_call.started"
     turn: int
     call_id: str
@@ -81,6 +87,8 @@ class ToolCallStarted(Event):
 
 @record(kw_only=True)
 class ToolCallFinished(Event):
+    """A tool call ended: its status (an observation status) and time."""
+
     kind: ClassVar[str] = "tool_call.finished"
     turn: int
     call_id: str

@@ -323,8 +323,9 @@ def _clean_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
-_ARG = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# Patterns as strings: re compiles each on first use and keeps it (not at import).
+_SECTION = r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$"
+_ARG = r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$"
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -334,14 +335,14 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     section: str | None = None
     current: str | None = None
     for line in doc.splitlines():
-        header = _SECTION.match(line)
+        header = re.match(_SECTION, line)
         if header:
             section, current = header.group(1), None
             continue
         if section is None:
             summary.append(line)
         elif section in ("Args", "Arguments", "Parameters"):
-            match = _ARG.match(line)
+            match = re.match(_ARG, line)
             if match:
                 current = match.group(1).lstrip("*")
                 args[current] = match.group(2).strip()

@@ -3,7 +3,9 @@ equality, hash and repr: each class here is checked against its dataclass twin."
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,10 +96,27 @@ def test_records_of_different_classes_never_equal() -> None:
 
 
 def test_a_frozen_record_refuses_assignment_and_a_mutable_one_is_unhashable() -> None:
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        Point(1).x = 2  # type: ignore[misc]
+    point = Point(1)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
+        point.x = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'y'"):
+        del point.y  # type: ignore[misc]
+    assert (point.x, point.y) == (1, 0)
     with pytest.raises(TypeError, match="unhashable"):
         hash(Note(text="a"))
+
+
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, lambda v: pickle.loads(pickle.dumps(v))]
+)
+def test_a_frozen_record_copies_and_pickles_as_its_twin_does(copier: Any) -> None:
+    point = Point(1, 2, "a")
+    copied = copier(point)
+    assert copied == point
+    assert copied.label == "a"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied.x = 3  # type: ignore[misc]
+    assert dataclasses.replace(point, y=5) == Point(1, 5)
 
 
 def test_a_record_without_fields_equals_its_kind_only() -> None:
