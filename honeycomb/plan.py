@@ -68,8 +68,7 @@ class Plan(BaseModel):
         return cls(subtasks=tuple(subtasks))
 
 
-# Patterns as strings: re compiles each on first use and keeps it (not at import).
-_ID = r"^[A-Za-z0-9_.-]+$"
+_ID = re.compile(r"^[A-Za-z0-9_.-]+$")  # checked for every subtask of every plan
 
 
 def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> list[str]:
@@ -86,7 +85,7 @@ def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> lis
         if subtask.id in seen:
             problems.append(f"subtask id {subtask.id!r} is used twice")
         seen.add(subtask.id)
-        if not re.match(_ID, subtask.id):
+        if not _ID.match(subtask.id):
             problems.append(
                 f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'"
             )
