@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -138,7 +139,8 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
         for _ in range(IMPORT_TRIES):
             for impl in impls:  # in turns, so a slow moment slows both
                 tries[impl].append(_import_seconds(modules[impl], python))
-        results = [{"import_s": min(tries[impl]), "tries_s": sorted(tries[impl]), "valid": True}
+        # Every try is kept in the order it ran: a try and the other's next to it pair.
+        results = [{"import_s": min(tries[impl]), "tries_s": tries[impl], "valid": True}
                    for impl in impls]  # fmt: skip
     elif point.paired:
         variants = list(point.variants) or [point.params] * len(impls)
@@ -293,8 +295,9 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
         ]  # fmt: skip
     if scenario == "I":
         quick = ("<= 300 ms", lambda hc, fl: hc <= 300)
-        return [Row.of("import time", label, "ms", s, _import_ms, quick, ok,
-                       impl=IMPORTS[0], baseline_impl=IMPORTS[1], absolute=True)]  # fmt: skip
+        row = Row.of("import time", label, "ms", s, _import_ms, quick, ok,
+                     impl=IMPORTS[0], baseline_impl=IMPORTS[1], absolute=True)  # fmt: skip
+        return [dataclasses.replace(row, paired_ratio=_import_ratio(s))]
     return []
 
 
@@ -316,6 +319,16 @@ def _rss_per_worker(r: dict[str, Any], *, n: int) -> float:
 
 def _import_ms(r: dict[str, Any]) -> float:
     return float(r["import_s"]) * 1000
+
+
+def _import_ratio(s: Samples) -> float | None:
+    """Honeycomb's import over its dependencies', the median over tries that ran next to
+    each other. Fastest over fastest is no ratio: the two fastest tries may come from
+    different moments, and on this machine a rare try runs a third faster than the rest."""
+    mine, theirs = (s.runs.get(impl, []) for impl in IMPORTS)
+    pairs = [m / t for a, b in zip(mine, theirs, strict=False)
+             for m, t in zip(a["tries_s"], b["tries_s"], strict=True)]  # fmt: skip
+    return statistics.median(pairs) if pairs else None
 
 
 def machine() -> str:
