@@ -11,9 +11,10 @@ observation, a request, a message) cost what making them costs, several times a 
   :mod:`runtime.messages`).
 - Events and settings are made with :func:`record`, as are the value classes: a slotted
   dataclass whose equality, hash and repr are three functions shared by every such
-  class. Python 3.11's ``dataclass`` writes each of those methods as source and
-  compiles it, for every class, as the class is made: for Honeycomb's 31 classes that
-  was 4% of the instructions of ``import honeycomb`` (see ``benchmarks/README.md``).
+  class. Python 3.11's ``dataclass`` writes each of
+  those methods as source and compiles it, for every class, as the class is made: for
+  Honeycomb's 31 classes that was 4% of the instructions of ``import honeycomb`` (item
+  23 in ``benchmarks/README.md``).
 - The pydantic models that results and configuration are made of are made with
   :func:`trusted` when Honeycomb's own code has just built their values: a fifth of
   the cost of validating them. ``tests/runtime/test_values.py`` checks that every such
@@ -51,14 +52,16 @@ def record(
     ``__hash__`` and ``__repr__`` are shared functions that read the class's fields.
 
     They behave as the dataclass's own would: equal when of the same class with equal
-    compared fields; hashable when frozen or ``unsafe_hash`` (else ``__hash__`` is
-    None); the repr names the class and each shown field. A frozen record's fields are
-    set once, by ``__init__``: assigning or deleting one after that raises
-    ``FrozenInstanceError``. Only ``__init__`` is compiled for the class.
+    compared fields (compared as a tuple, as a dataclass compares them); hashable when
+    frozen or ``unsafe_hash``, with the dataclass's hash (else ``__hash__`` is None);
+    the repr names the class and each shown field. Only ``__init__`` (and, frozen,
+    ``__setattr__`` and ``__delattr__``) is compiled for the class.
     """
 
     def make(cls: type[T]) -> type[T]:
-        made = dataclasses.dataclass(slots=True, kw_only=kw_only, eq=False, repr=False)(cls)
+        made = dataclasses.dataclass(
+            slots=True, frozen=frozen, kw_only=kw_only, eq=False, repr=False
+        )(cls)
         fields = dataclasses.fields(made)  # type: ignore[arg-type]
         compared = [f.name for f in fields if f.compare]
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
@@ -66,23 +69,29 @@ def record(
         made._hashed = _getter(hashed)  # type: ignore[attr-defined]
         made._shown = tuple(f.name for f in fields if f.repr)  # type: ignore[attr-defined]
         own = vars(cls)  # what the class defines itself is kept, as dataclass keeps it
+        # Python sets __hash__ to None in a class that defines __eq__: not a choice.
+        own_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
         if "__eq__" not in own:
             made.__eq__ = _fields_equal  # type: ignore[method-assign]
-        if "__hash__" not in own:
+        if not own_hash:
             made.__hash__ = _fields_hash if frozen or unsafe_hash else None  # type: ignore[assignment]
         if "__repr__" not in own:
             made.__repr__ = _fields_repr  # type: ignore[method-assign]
-        if frozen:
-            made.__setattr__ = _set_once  # type: ignore[method-assign]
-            made.__delattr__ = _never_delete  # type: ignore[method-assign]
         return made
 
     return make
 
 
-def _getter(names: list[str]) -> Callable[[Any], Any]:
-    """The named fields of an instance (a class attribute: neither binds to instances)."""
-    return attrgetter(*names) if names else staticmethod(_nothing)
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The named fields of an instance as a tuple, as a dataclass compares and hashes
+    them (kept as a class attribute: neither an ``attrgetter`` nor a ``staticmethod``
+    binds to the instance)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        (name,) = names
+        return staticmethod(lambda obj: (getattr(obj, name),))
+    return staticmethod(_nothing)
 
 
 def _nothing(_: object) -> tuple[()]:
@@ -97,17 +106,6 @@ def _fields_equal(self: Any, other: Any) -> Any:
 
 def _fields_hash(self: Any) -> int:
     return hash(self._hashed(self))
-
-
-def _set_once(self: Any, name: str, value: Any) -> None:
-    """A frozen record's ``__setattr__``: its ``__init__`` sets each (slotted) field once."""
-    if hasattr(self, name):
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-    _set(self, name, value)
-
-
-def _never_delete(self: Any, name: str) -> None:
-    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 @reprlib.recursive_repr()

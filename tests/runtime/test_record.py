@@ -77,7 +77,8 @@ def test_a_record_reads_equals_and_hashes_as_its_dataclass_twin(make: Any, twin:
     assert (a != b) is False
     assert (a.__hash__ is None) == (t.__hash__ is None)
     if a.__hash__ is not None:
-        assert hash(a) == hash(b)
+        assert hash(a) == hash(b) == hash(t)
+    assert type(a).__dataclass_params__.frozen == type(t).__dataclass_params__.frozen
     assert _described(a) == _described(t)
     assert type(a).__slots__ == type(t).__slots__
 
@@ -106,8 +107,47 @@ def test_a_frozen_record_refuses_assignment_and_a_mutable_one_is_unhashable() ->
         hash(Note(text="a"))
 
 
+@record(frozen=True)
+class Reading:
+    value: float
+
+
+def test_one_field_compares_as_a_dataclass_compares_it() -> None:
+    reading = Reading(float("nan"))
+    assert reading == reading  # a tuple of the same object, as the dataclass compares
+    assert hash(Reading(2.5)) == hash((2.5,))
+
+
+def test_a_frozen_record_can_be_subclassed_by_a_frozen_dataclass() -> None:
+    @dataclass(frozen=True)
+    class Labelled(Point):
+        note: str = ""
+
+    labelled = Labelled(1, 2, note="n")
+    assert labelled == Labelled(1, 2, note="n")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        labelled.note = "m"  # type: ignore[misc]
+
+
+def test_a_frozen_record_that_writes_its_own_equality_keeps_a_hash() -> None:
+    @record(frozen=True)
+    class Caseless:
+        name: str
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Caseless) and self.name.lower() == other.name.lower()
+
+    assert Caseless("A") == Caseless("a")
+    assert hash(Caseless("A")) == hash(("A",))
+
+
+def _pickled(protocol: int) -> Any:
+    return lambda value: pickle.loads(pickle.dumps(value, protocol=protocol))
+
+
 @pytest.mark.parametrize(
-    "copier", [copy.copy, copy.deepcopy, lambda v: pickle.loads(pickle.dumps(v))]
+    "copier",
+    [copy.copy, copy.deepcopy, *(_pickled(p) for p in range(pickle.HIGHEST_PROTOCOL + 1))],
 )
 def test_a_frozen_record_copies_and_pickles_as_its_twin_does(copier: Any) -> None:
     point = Point(1, 2, "a")
