@@ -310,7 +310,7 @@ def _a_target(n: int, ok: bool) -> Target | None:
 
 
 def _per_tool(r: dict[str, Any]) -> float:
-    return float(r["cpu_s"]) / max(r["tool_calls"], 1) * 1e6
+    return float(r["cpu_s"]) / max(int(r["tool_calls"]), 1) * 1e6
 
 
 def _rss_per_worker(r: dict[str, Any], *, n: int) -> float:

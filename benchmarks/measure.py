@@ -17,7 +17,7 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine, MutableMapping
 from typing import Any
 
 from benchmarks.peers import PEERS
@@ -44,7 +44,7 @@ def _quiet_structlog() -> None:
     """Events on: structlog configured as an application would, output dropped."""
     import structlog
 
-    def drop(logger: Any, name: str, event: dict[str, Any]) -> str:
+    def drop(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
         return ""
 
     structlog.configure(
@@ -58,7 +58,7 @@ def _quiet_structlog() -> None:
     )
 
 
-Runner = Callable[[Any], Awaitable[dict[str, Any]]]
+Runner = Callable[[Any], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _runner(impl: str, params: Any) -> Runner:

@@ -22,7 +22,7 @@ def wall(r: dict[str, Any]) -> float:
 
 def per_turn(r: dict[str, Any]) -> float:
     """CPU microseconds per model turn of a measured run."""
-    return float(r["cpu_s"]) / r["model_calls"] * 1e6
+    return float(r["cpu_s"]) / int(r["model_calls"]) * 1e6
 
 
 def peak_rss(r: dict[str, Any]) -> float:

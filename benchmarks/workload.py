@@ -59,7 +59,7 @@ def build_executor(
     params: Params, counts: Counts, handlers: Sequence[Any] = (), store: RunStore | None = None
 ) -> Executor:
     """The Executor for the workload, its fake model and tool counting into ``counts``."""
-    lookup_tool = tool(lookup(params, counts), side_effects=params.side_effects)
+    lookup_tool = tool(side_effects=params.side_effects)(lookup(params, counts))
     role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1, tool_timeout=None,
                 concurrency=max(params.t, 1))  # fmt: skip
     return Executor(
