@@ -29,7 +29,16 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import Row, Target, markdown_table, peak_rss, per_turn, svg_plot, wall
+from benchmarks.report import (
+    Row,
+    Target,
+    markdown_table,
+    peak_rss,
+    per_tool,
+    per_turn,
+    svg_plot,
+    wall,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -268,7 +277,7 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
         within = ("<= 2x floor", lambda hc, fl: hc <= 2 * fl)
         return [
             Row.of("B overhead", label, "CPU us/model turn", s, per_turn, within, ok),
-            Row.of("B overhead", label, "CPU us/tool call", s, _per_tool, None, ok),
+            Row.of("B overhead", label, "CPU us/tool call", s, per_tool, None, ok),
         ]
     if scenario == "C":
         limit = 1.15 * params["lt"]
@@ -307,10 +316,6 @@ def _a_target(n: int, ok: bool) -> Target | None:
     if n == 10000:
         return ("completes correctly", lambda hc, fl: ok)
     return None
-
-
-def _per_tool(r: dict[str, Any]) -> float:
-    return float(r["cpu_s"]) / max(int(r["tool_calls"]), 1) * 1e6
 
 
 def _rss_per_worker(r: dict[str, Any], *, n: int) -> float:

@@ -25,6 +25,11 @@ def per_turn(r: dict[str, Any]) -> float:
     return float(r["cpu_s"]) / int(r["model_calls"]) * 1e6
 
 
+def per_tool(r: dict[str, Any]) -> float:
+    """CPU microseconds per tool call of a measured run."""
+    return float(r["cpu_s"]) / max(int(r["tool_calls"]), 1) * 1e6
+
+
 def peak_rss(r: dict[str, Any]) -> float:
     """Peak resident memory of a measuring process, in MB."""
     return float(r["peak_rss_mb"])

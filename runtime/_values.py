@@ -49,7 +49,8 @@ def record(
     *, frozen: bool = False, kw_only: bool = False, unsafe_hash: bool = False
 ) -> Callable[[type[T]], type[T]]:
     """A slotted dataclass, as ``dataclass(slots=True, ...)`` makes it, whose ``__eq__``,
-    ``__hash__`` and ``__repr__`` are shared functions that read the class's fields.
+    ``__hash__`` and ``__repr__`` are shared functions that read the class's fields
+    (their names, in order, are the class attribute ``_names``).
 
     They behave as the dataclass's own would: equal when of the same class with equal
     compared fields (compared as a tuple, as a dataclass compares them); hashable when
@@ -67,6 +68,7 @@ def record(
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
         made._compared = _getter(compared)  # type: ignore[attr-defined]
         made._hashed = _getter(hashed)  # type: ignore[attr-defined]
+        made._names = tuple(f.name for f in fields)  # type: ignore[attr-defined]
         made._shown = tuple(f.name for f in fields if f.repr)  # type: ignore[attr-defined]
         own = vars(cls)  # what the class defines itself is kept, as dataclass keeps it
         # Python sets __hash__ to None in a class that defines __eq__: not a choice.

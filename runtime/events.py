@@ -8,7 +8,6 @@ event objects; the Executor's progress stream is one such handler.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -42,13 +41,8 @@ class Event:
 
     def fields(self) -> dict[str, Any]:
         """The event's fields by name (for logs and JSON)."""
-        names = _FIELD_NAMES.get(type(self))
-        if names is None:
-            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))
+        names: tuple[str, ...] = self._names  # type: ignore[attr-defined]  # set by record
         return {name: getattr(self, name) for name in names}
-
-
-_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
 @record(kw_only=True)
