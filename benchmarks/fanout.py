@@ -304,9 +304,10 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
         ]  # fmt: skip
     if scenario == "I":
         quick = ("<= 300 ms", lambda hc, fl: hc <= 300)
-        row = Row.of("import time", label, "ms", s, _import_ms, quick, ok,
-                     impl=IMPORTS[0], baseline_impl=IMPORTS[1], absolute=True)  # fmt: skip
-        return [dataclasses.replace(row, paired_ratio=_import_ratio(s))]
+        return [
+            Row.of("import time", label, "ms", s, _import_ms, quick, ok, impl=IMPORTS[0],
+                   baseline_impl=IMPORTS[1], absolute=True, paired=_import_ratio(s))
+        ]  # fmt: skip
     return []
 
 

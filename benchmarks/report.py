@@ -78,14 +78,16 @@ class Row:
         baseline: Samples | None = None,
         baseline_impl: str = "floor",
         absolute: bool = False,
+        paired: float | None = None,
     ) -> Row:
-        """``absolute``: the target judges Honeycomb's figure itself, not its ratio."""
+        """``absolute``: the target judges Honeycomb's figure itself, not its ratio.
+        ``paired``: the paired ratio, when the caller pairs finer than run by run (the
+        import pairs its tries)."""
         mine_values = samples.values(impl, fn)
         base_samples = baseline if baseline is not None else samples
         floor_values = base_samples.values(baseline_impl, fn)
         mine, floor = Stat.of(mine_values), Stat.of(floor_values)
-        paired: float | None = None
-        if samples.point.paired and len(mine_values) == len(floor_values) and all(floor_values):
+        if paired is None and samples.point.paired and _pairs(mine_values, floor_values):
             # Both ran in the same processes, run by run: the ratio of each pair cancels
             # out how busy the machine was at that moment.
             paired = statistics.median(
@@ -108,6 +110,11 @@ class Row:
         if self.honeycomb is None or self.floor is None or self.floor.median == 0:
             return ""
         return f"{self.honeycomb.median / self.floor.median:.2f}x"
+
+
+def _pairs(mine: Sequence[float], floor: Sequence[float]) -> bool:
+    """Whether the two sides' figures pair up, run by run, into ratios."""
+    return len(mine) == len(floor) and all(floor)
 
 
 def markdown_table(rows: Sequence[Row], *, machine: str, repeats: int) -> str:

@@ -11,10 +11,10 @@ observation, a request, a message) cost what making them costs, several times a 
   :mod:`runtime.messages`).
 - Events and settings are made with :func:`record`, as are the value classes: a slotted
   dataclass whose equality, hash and repr are three functions shared by every such
-  class. Python 3.11's ``dataclass`` writes each of
-  those methods as source and compiles it, for every class, as the class is made: for
-  Honeycomb's 31 classes that was 4% of the instructions of ``import honeycomb`` (item
-  23 in ``benchmarks/README.md``).
+  class. Python 3.11's ``dataclass`` writes each of those methods as source and
+  compiles it, for every class, as the class is made: for Honeycomb's 31 classes that
+  was 4% of the instructions of ``import honeycomb`` (item 23 in
+  ``benchmarks/README.md``).
 - The pydantic models that results and configuration are made of are made with
   :func:`trusted` when Honeycomb's own code has just built their values: a fifth of
   the cost of validating them. ``tests/runtime/test_values.py`` checks that every such
