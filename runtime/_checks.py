@@ -16,7 +16,7 @@ from runtime.errors import ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelResponse
 
-__all__ = ["check_response", "kind_of", "shown"]
+__all__ = ["check_message", "check_response", "kind_of", "shown"]
 
 _CALL_FIELDS = ("id", "name", "arguments")
 _COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls")
@@ -30,11 +30,9 @@ def check_response(response: object, model: object) -> ModelResponse:
         ModelResponseError: naming ``model`` and what is wrong.
     """
     if type(response) is ModelResponse:
-        message, usage = response.message, response.usage
+        usage = response.usage
         if (
-            type(message) is AssistantMessage
-            and type(message.tool_calls) is tuple
-            and (message.content is None or type(message.content) is str)
+            _well_formed(response.message)
             and type(usage) is Usage
             and type(usage.input_tokens) is int
             and type(usage.output_tokens) is int
@@ -44,43 +42,91 @@ def check_response(response: object, model: object) -> ModelResponse:
             and type(response.model) is str
             and type(response.finish_reason) is str
         ):
-            for c in message.tool_calls:
-                if not (
-                    type(c) is ToolCall
-                    and type(c.id) is str
-                    and type(c.name) is str
-                    and type(c.arguments) is str
-                ):
-                    break
-            else:
-                return response
-    return _checked_closely(response, model)
-
-
-def _checked_closely(response: object, model: object) -> ModelResponse:
-    """What :func:`check_response` does, the slow way, saying what is wrong."""
-    problem = _problem(response)
-    if problem is not None:
-        raise ModelResponseError(f"model {model!r} returned {problem}")
+            return response
+    _raise_if_wrong(_response_problems(response), model)
     assert isinstance(response, ModelResponse)
     message = response.message
     if type(message.tool_calls) is tuple:
         return response
-    calls = tuple(message.tool_calls)
-    return dataclasses.replace(response, message=dataclasses.replace(message, tool_calls=calls))
+    return dataclasses.replace(response, message=_with_tuple(message))
 
 
-def _problem(response: object) -> str | None:
+def check_message(message: object, model: object) -> AssistantMessage:
+    """``message``, if it is a well-formed :class:`AssistantMessage` (tool calls given
+    as a list come back as a tuple): the same check as :func:`check_response`, for
+    models that build their response from a message (the test models).
+
+    Raises:
+        ModelResponseError: naming ``model`` and what is wrong.
+    """
+    if _well_formed(message):
+        assert isinstance(message, AssistantMessage)
+        return message
+    _raise_if_wrong(_message_problems(message), model)
+    assert isinstance(message, AssistantMessage)
+    return _with_tuple(message)
+
+
+def _well_formed(message: Any) -> bool:
+    """The fast check: exact types everywhere (what every real answer has)."""
+    if not (
+        type(message) is AssistantMessage
+        and type(message.tool_calls) is tuple
+        and (message.content is None or type(message.content) is str)
+    ):
+        return False
+    for c in message.tool_calls:
+        if not (
+            type(c) is ToolCall
+            and type(c.id) is str
+            and type(c.name) is str
+            and type(c.arguments) is str
+        ):
+            return False
+    return True
+
+
+def _with_tuple(message: AssistantMessage) -> AssistantMessage:
+    if type(message.tool_calls) is tuple:
+        return message
+    return dataclasses.replace(message, tool_calls=tuple(message.tool_calls))
+
+
+def _raise_if_wrong(problem: str | None, model: object) -> None:
+    """The slow way: say what is wrong."""
+    if problem is not None:
+        raise ModelResponseError(f"model {model!r} returned {problem}")
+
+
+def _response_problems(response: object) -> str | None:
     if not isinstance(response, ModelResponse):
         return f"{kind_of(response)}, not a ModelResponse"
     message = response.message
     if not isinstance(message, AssistantMessage):
         return f"a response whose message is {kind_of(message)}, not an AssistantMessage"
     wrong = [
-        _not(message.content, str, "message.content", optional=True),
+        *_message_fields(message),
         _not(response.finish_reason, str, "finish_reason"),
         _not(response.model, str, "model"),
     ]
+    usage = response.usage
+    if not isinstance(usage, Usage):
+        wrong.append(f"usage is {kind_of(usage)}, not a Usage")
+    else:
+        wrong += [_not(getattr(usage, name), int, f"usage.{name}") for name in _COUNTS]
+        wrong.append(_not(usage.cost, int | float, "usage.cost"))
+    return _malformed(wrong)
+
+
+def _message_problems(message: object) -> str | None:
+    if not isinstance(message, AssistantMessage):
+        return f"a message that is {kind_of(message)}, not an AssistantMessage"
+    return _malformed(_message_fields(message))
+
+
+def _message_fields(message: AssistantMessage) -> list[str | None]:
+    """What is wrong with each field of ``message`` (None for a right one)."""
+    wrong = [_not(message.content, str, "message.content", optional=True)]
     calls: Any = message.tool_calls
     if not isinstance(calls, tuple | list):
         wrong.append(f"message.tool_calls is {kind_of(calls)}, not a tuple of ToolCalls")
@@ -91,12 +137,10 @@ def _problem(response: object) -> str | None:
             wrong.append(f"{where} is {kind_of(call)}, not a ToolCall")
             continue
         wrong += [_not(getattr(call, name), str, f"{where}.{name}") for name in _CALL_FIELDS]
-    usage = response.usage
-    if not isinstance(usage, Usage):
-        wrong.append(f"usage is {kind_of(usage)}, not a Usage")
-    else:
-        wrong += [_not(getattr(usage, name), int, f"usage.{name}") for name in _COUNTS]
-        wrong.append(_not(usage.cost, int | float, "usage.cost"))
+    return wrong
+
+
+def _malformed(wrong: list[str | None]) -> str | None:
     found = [w for w in wrong if w is not None]
     return f"a malformed response: {'; '.join(found)}" if found else None
 

@@ -18,7 +18,8 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from runtime.errors import ScriptExhausted
+from runtime._checks import check_message, kind_of
+from runtime.errors import ModelResponseError, ScriptExhausted
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelRequest, ModelResponse
 
@@ -58,9 +59,10 @@ class ScriptedModel:
     """Answers each call with the next step of a script.
 
     Args:
-        script: One script for every conversation in turn; or a mapping from
-            conversation key to its own script; or a function that makes the script
-            for a new key.
+        script: One script that every conversation follows from its first step, each
+            at its own position (requests naming no conversation share one
+            position); or a mapping from conversation key to its own script; or a
+            function that makes the script for a new key.
         latency: Seconds to wait before each answer (or a function of the request).
         key: How a request names its conversation; default ``request.conversation``.
         name: Reported as the model name.
@@ -102,7 +104,7 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
-        key = None if self._shared is not None else self._key(request)
+        key = self._key(request)
         script = self._script_for(key)
         position = self._positions.get(key, 0)
         self._positions[key] = position + 1
@@ -113,7 +115,7 @@ class ScriptedModel:
             await anyio.lowlevel.checkpoint()
         if position >= len(script):
             raise ScriptExhausted(key, position + 1)
-        return _as_response(script[position], request, self.name)
+        return _as_response(script[position], request, self)
 
     def _script_for(self, key: str | None) -> Script:
         if self._shared is not None:
@@ -159,14 +161,18 @@ class FunctionModel:
             answer = await answer
         else:
             await anyio.lowlevel.checkpoint()
-        return _as_response(answer, request, self.name)
+        return _as_response(answer, request, self)
 
 
-def _as_response(step: Any, request: ModelRequest, name: str) -> ModelResponse:
+def _as_response(
+    step: Any, request: ModelRequest, model: ScriptedModel | FunctionModel
+) -> ModelResponse:
+    """The response for one answer; a malformed one fails here as the loop would fail
+    it (a :class:`ModelResponseError` naming the field), before its usage is counted."""
     if isinstance(step, BaseException):
         raise step
     if isinstance(step, ModelResponse):
-        return step
+        return step  # checked by the loop, as any model's response
     if isinstance(step, str):
         message = AssistantMessage(content=step)
     elif isinstance(step, ToolCall):
@@ -176,8 +182,15 @@ def _as_response(step: Any, request: ModelRequest, name: str) -> ModelResponse:
     elif isinstance(step, Sequence) and all(isinstance(s, ToolCall) for s in step):
         message = AssistantMessage(tool_calls=tuple(step))
     else:
-        raise TypeError(f"cannot answer with a {type(step).__name__}: {step!r}")
+        raise ModelResponseError(
+            f"model {model!r} returned {kind_of(step)}, not a ModelResponse, an "
+            "AssistantMessage, tool calls or text"
+        )
+    message = check_message(message, model)
     finish = "tool_calls" if message.tool_calls else "stop"
     return ModelResponse(
-        message=message, usage=estimate_usage(request, message), finish_reason=finish, model=name
+        message=message,
+        usage=estimate_usage(request, message),
+        finish_reason=finish,
+        model=model.name,
     )
