@@ -15,9 +15,11 @@ The tree::
     │   ├── ModelConnectionError    the endpoint could not be reached
     │   ├── ModelTimeout            the endpoint did not answer in time
     │   ├── ModelResponseError      the answer could not be understood
+    │   ├── ModelCallError          a model raised an exception of its own (chained)
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
     │   ├── EmptyResponse           the model kept answering with nothing
+    │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
     │   ├── RunawayLoop             the model kept repeating the same tool calls
     │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
@@ -25,6 +27,10 @@ The tree::
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
     └── RunFailed                   a run ended without an answer (failure policy, aggregator)
+
+A model's exception always ends its call as a failure, never as a crash: a
+:class:`HoneycombError` as itself, anything else as a :class:`ModelCallError` with the
+original chained; cancellation always propagates.
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
 raised by a tool to send a message back to the model ("try again with a smaller
@@ -47,6 +53,8 @@ __all__ = [
     "DuplicateToolError",
     "EmptyResponse",
     "HoneycombError",
+    "MaxTurnsExceeded",
+    "ModelCallError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
@@ -235,6 +243,21 @@ class ModelResponseError(ModelError):
     """The model's answer could not be understood (no choices, bad structure)."""
 
 
+class ModelCallError(ModelError):
+    """A model raised an exception that is not a Honeycomb error (a bug in the model
+    or in code it calls); the original is chained as ``__cause__``.
+
+    Attributes:
+        model: The model, as its repr shows it.
+        error_type: The original exception's type name (``ValueError``).
+    """
+
+    def __init__(self, model: object, error: BaseException) -> None:
+        self.model = repr(model)
+        self.error_type = type(error).__name__
+        super().__init__(f"model {self.model} raised {self.error_type}: {_short(error)}")
+
+
 class ScriptExhausted(ModelError):
     """A :class:`~runtime.testing.ScriptedModel` was called more times than scripted."""
 
@@ -253,11 +276,38 @@ class AgentError(HoneycombError):
 
 
 class EmptyResponse(AgentError):
-    """The model answered with neither text nor tool calls, even after a nudge."""
+    """The model answered with neither text nor tool calls, even after a nudge (or to
+    the wrap-up call after ``max_turns``, which gets no nudge).
 
-    def __init__(self, turn: int) -> None:
+    Attributes:
+        turn: The turn of the empty answer.
+        wrap_up: Whether it answered the wrap-up call.
+    """
+
+    def __init__(self, turn: int, *, wrap_up: bool = False) -> None:
         self.turn = turn
-        super().__init__(f"the model returned an empty response at turn {turn}, twice")
+        self.wrap_up = wrap_up
+        when = "to the wrap-up call" if wrap_up else "twice, the second time"
+        super().__init__(f"the model returned an empty response {when} at turn {turn}")
+
+
+class MaxTurnsExceeded(AgentError):
+    """The model used all its turns, was told to give its final answer from what it
+    had, and asked for tools again instead (with no text to keep as the answer).
+
+    Attributes:
+        max_turns: The role's ``max_turns``.
+        tool_names: The tools it asked for in its wrap-up answer.
+    """
+
+    def __init__(self, max_turns: int, tool_names: Sequence[str]) -> None:
+        self.max_turns = max_turns
+        self.tool_names = tuple(tool_names)
+        super().__init__(
+            f"the model used all {max_turns} turns (max_turns) and, told to give its final "
+            f"answer, asked for tools again ({', '.join(self.tool_names)}); raise the role's "
+            "max_turns or ask it to answer sooner"
+        )
 
 
 class OutputValidationError(AgentError):

@@ -2,7 +2,13 @@
 ``Failed``; :meth:`AgentLoop.run` is the short driver that loops over it.
 
 A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``, after
-which one tool-less call asks the model for its best answer from what it has.
+which one tool-less call asks the model for its best answer from what it has (an
+answer of tool calls alone then is :class:`~runtime.MaxTurnsExceeded`).
+
+A model call that fails ends the loop with ``Failed``, never with an exception: a
+:class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
+:class:`~runtime.ModelCallError` naming the model and the exception's type, with the
+original chained. Cancellation always propagates.
 
 A :class:`Checkpoint` receives the state after every model answer and after every
 turn's observations, so a run store can resume the loop where it stopped: a state
@@ -22,8 +28,10 @@ from runtime import (
     Dispatcher,
     EmptyResponse,
     HoneycombError,
+    MaxTurnsExceeded,
     Message,
     Model,
+    ModelCallError,
     ModelRequest,
     ModelResponse,
     OutcomeUnknown,
@@ -133,8 +141,14 @@ class AgentLoop:
         try:
             request = self._request(state.task, messages, turn, wrap_up, tracing)
             started = time.perf_counter() if tracing else 0.0
+            try:
+                answer = await self.model.complete(request)
+            except HoneycombError:
+                raise
+            except Exception as exc:  # the model's own (cancellation is not an Exception)
+                raise ModelCallError(self.model, exc) from exc
             # What a model returns is user code's: checked here, once, as it arrives.
-            response = check_response(await self.model.complete(request), self.model)
+            response = check_response(answer, self.model)
         except HoneycombError as exc:
             if tracing and request is not None:  # the call was made (and reported started)
                 self._emit_finished(turn, started, None, exc)
@@ -146,7 +160,13 @@ class AgentLoop:
         message = response.message
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
+            asked = tuple(c.name for c in message.tool_calls)
             message = AssistantMessage(content=message.content)
+            if message.is_empty:  # nothing but calls: it did not answer, it kept going
+                state = state.answered(
+                    (*messages, message), response.usage, nudged=False, wrapped_up=True
+                )
+                return Failed(state, MaxTurnsExceeded(self.settings.max_turns, asked))
         calls = message.tool_calls
         state = state.answered(
             (*messages, message),
@@ -162,7 +182,7 @@ class AgentLoop:
             return await self._observe(state, calls)
         if message.is_empty:
             if state.nudged or wrap_up:
-                return Failed(state, EmptyResponse(state.turn))
+                return Failed(state, EmptyResponse(state.turn, wrap_up=not state.nudged))
             nudge = UserMessage(content=NUDGE)
             return Continue(state._replace(messages=(*state.messages, nudge), nudged=True))
         if state.nudged:

@@ -227,7 +227,7 @@ class Worker:
         bound = _logging.bind(run_id=self.run_id, worker=self.name)
         try:
             outcome = await loop.run(prompt, resume)
-        except Exception as exc:  # a bug in a model or handler: this worker fails alone
+        except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
             _logging.unbind(bound)

@@ -410,3 +410,76 @@ async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:
     [request] = resumed_model.requests  # the model was asked once: the pending call ran first
     assert [m.content for m in request.messages if isinstance(m, ToolMessage)] == ["sent to ana"]
     assert sent == ["ana", "ana"]  # no journal here: the dispatcher ran it again
+
+
+async def test_a_wrap_up_reply_of_only_tool_calls_says_the_model_kept_calling_tools() -> None:
+    from runtime import MaxTurnsExceeded
+
+    model = ScriptedModel(
+        [
+            call("lookup", {"key": "a"}),
+            [call("lookup", {"key": "b"}), call("submit", {"answer": "x"})],
+        ]
+    )
+    result = await make_loop(model, max_turns=1).run("t")
+    assert isinstance(result, Failed)
+    error = result.error
+    assert isinstance(error, MaxTurnsExceeded)
+    assert not isinstance(error, EmptyResponse)
+    assert (error.max_turns, error.tool_names) == (1, ("lookup", "submit"))
+    assert str(error) == (
+        "the model used all 1 turns (max_turns) and, told to give its final answer, asked "
+        "for tools again (lookup, submit); raise the role's max_turns or ask it to answer "
+        "sooner"
+    )
+    assert len(model.requests) == 2  # the wrap-up reply came once
+
+
+async def test_an_empty_wrap_up_reply_is_empty_once_not_twice() -> None:
+    model = ScriptedModel([call("lookup", {"key": "a"}), AssistantMessage()])
+    result = await make_loop(model, max_turns=1).run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, EmptyResponse)
+    assert "twice" not in str(result.error)
+    assert "wrap-up" in str(result.error)
+
+
+@pytest.mark.parametrize("raised", [ValueError("bad input"), KeyError("k"), RuntimeError("x")])
+async def test_a_models_own_exception_fails_the_loop_as_a_model_error(
+    raised: Exception,
+) -> None:
+    from runtime import ModelCallError, ModelError
+
+    def broken(request: ModelRequest) -> str:
+        raise raised
+
+    with structlog.testing.capture_logs() as logs:
+        result = await make_loop(FunctionModel(broken, name="fn")).run("t")
+    assert isinstance(result, Failed)
+    error = result.error
+    assert isinstance(error, ModelCallError)
+    assert isinstance(error, ModelError)
+    assert error.__cause__ is raised
+    assert error.error_type == type(raised).__name__
+    assert error.model == "FunctionModel('broken')"
+    assert str(error).startswith(f"model FunctionModel('broken') raised {type(raised).__name__}: ")
+    (event,) = [e for e in logs if e["event"] == "model_call.finished"]
+    assert event["status"] == "error"
+    assert type(raised).__name__ in event["error"]
+
+
+async def test_cancellation_inside_a_model_still_propagates() -> None:
+    started = anyio.Event()
+
+    async def waits(request: ModelRequest) -> str:
+        started.set()
+        await anyio.sleep(10)
+        return "never"
+
+    loop = make_loop(FunctionModel(waits))
+    with anyio.move_on_after(5) as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(loop.run, "t")
+            await started.wait()
+            tg.cancel_scope.cancel()
+    assert not scope.cancelled_caught

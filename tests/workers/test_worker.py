@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from runtime import ModelRequest, ToolRegistry, UserMessage, tool
+from runtime import ModelCallError, ModelRequest, ToolRegistry, UserMessage, tool
 from runtime.testing import FunctionModel, ScriptedModel, call
 from tests.support.role_tools import Summary
 from workers import Role, Worker
@@ -53,8 +53,12 @@ async def test_a_failed_model_call_is_a_failed_result_not_an_exception() -> None
     result = await Worker(Role(name="r"), FunctionModel(broken)).run("t")
     assert result.status == "failed"
     assert result.error is not None
-    assert str(result.error) == "RuntimeError: model adapter bug"
-    assert isinstance(result.exception, RuntimeError)
+    assert str(result.error) == (
+        "ModelCallError: model FunctionModel('broken') raised RuntimeError: model adapter bug"
+    )
+    assert isinstance(result.exception, ModelCallError)
+    assert isinstance(result.exception.__cause__, RuntimeError)
+    assert [m.role for m in result.transcript.messages] == ["system", "user"]
 
 
 async def test_inputs_from_dependencies_follow_the_task() -> None:
