@@ -354,9 +354,15 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _describe(errors: Sequence[Any]) -> str:
     parts = []
     for err in errors:
-        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        loc = ".".join(str(p) for p in err["loc"])
         if err["type"] == "json_invalid":
             parts.append(err["msg"])
+            continue
+        if not loc:  # about the arguments as a whole, which name no argument
+            if err["type"] == "model_type":
+                parts.append(f"the arguments must be a JSON object, got {_json_kind(err['input'])}")
+            else:
+                parts.append(f"the arguments: {err['msg']}")
             continue
         text = f"argument {loc!r}: {err['msg']}"
         if err["type"] not in ("missing",) and "input" in err:
@@ -366,3 +372,16 @@ def _describe(errors: Sequence[Any]) -> str:
             text += f" (got {shown})"
         parts.append(text)
     return "; ".join(parts)
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words: ``a list``, ``a number`` ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"

@@ -366,6 +366,27 @@ def test_json_that_is_not_an_object_fails_validation() -> None:
     assert not info.value.not_json
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("[1, 2]", "a list"),
+        ("[]", "a list"),
+        ("3", "a number"),
+        ("2.5", "a number"),
+        ('"Oslo"', "a string"),
+        ("null", "null"),
+        ("true", "a boolean"),
+    ],
+)
+def test_arguments_that_are_not_an_object_say_so_without_naming_an_argument(
+    text: str, kind: str
+) -> None:
+    with pytest.raises(ArgumentsError) as info:
+        book.parse_arguments(text)
+    assert info.value.detail == f"the arguments must be a JSON object, got {kind}"
+    assert "argument 'arguments'" not in str(info.value)
+
+
 def test_long_inputs_are_shortened_in_the_message() -> None:
     with pytest.raises(ArgumentsError) as info:
         book.parse_arguments('{"city": "Oslo", "nights": "' + "n" * 500 + '"}')
