@@ -34,7 +34,6 @@ from runtime.errors import (
     StoreError,
     ToolDefinitionError,
     ToolError,
-    ToolTimeout,
     UnknownToolError,
     did_you_mean,
 )
@@ -136,7 +135,6 @@ __all__ = [
     "ToolMessage",
     "ToolRegistry",
     "ToolSchema",
-    "ToolTimeout",
     "Tracer",
     "Transcript",
     "UnknownToolError",

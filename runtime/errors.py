@@ -8,8 +8,7 @@ The tree::
     ├── ToolError                   a tool could not be defined or called
     │   ├── ToolDefinitionError     @tool on a function whose signature cannot be a schema
     │   ├── DuplicateToolError      two tools with one name in a registry
-    │   ├── UnknownToolError        a tool name that is not registered
-    │   └── ToolTimeout             a tool call ran past its timeout
+    │   └── UnknownToolError        a tool name that is not registered
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
     │   ├── ModelConnectionError    the endpoint could not be reached
@@ -31,6 +30,10 @@ The tree::
 A model's exception always ends its call as a failure, never as a crash: a
 :class:`HoneycombError` as itself, anything else as a :class:`ModelCallError` with the
 original chained; cancellation always propagates.
+
+A tool call that fails or runs past its timeout is not an error raised: it becomes
+an observation the model reads (``Error: tool 'x' timed out after 5s ...``) and the
+loop goes on.
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
 raised by a tool to send a message back to the model ("try again with a smaller
@@ -70,7 +73,6 @@ __all__ = [
     "StoreError",
     "ToolDefinitionError",
     "ToolError",
-    "ToolTimeout",
     "UnknownToolError",
     "did_you_mean",
 ]
@@ -169,15 +171,6 @@ class UnknownToolError(ToolError):
         self.available = tuple(available)
         listed = ", ".join(self.available) if self.available else "none"
         super().__init__(f"unknown tool {tool_name!r}; available tools: {listed}")
-
-
-class ToolTimeout(ToolError):
-    """A tool call ran past its timeout and was cancelled."""
-
-    def __init__(self, tool_name: str, timeout_s: float) -> None:
-        self.tool_name = tool_name
-        self.timeout_s = timeout_s
-        super().__init__(f"tool {tool_name!r} timed out after {timeout_s:g}s")
 
 
 # --- models --------------------------------------------------------------------------
