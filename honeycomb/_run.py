@@ -192,6 +192,7 @@ class Run:
             plan=self.plan,
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,
+            max_workers=self.executor.policy.max_workers,
             timings=RunTimings(
                 wall_s=wall,
                 plan_s=self.times["plan"],

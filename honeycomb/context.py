@@ -21,7 +21,8 @@ class RunContext:
     Attributes:
         run_id: The run's id.
         roles: Every role of the Executor, by name.
-        max_subtasks: Largest plan accepted.
+        max_subtasks: Largest plan accepted from a planner model (a plan the caller
+            gives, or a splitter function makes, is not bounded).
         plan_attempts: Times a planner may try for a valid plan.
         budget: The run's budget, shared by all its workers.
         tracer: The run's event tracer.

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
 from runtime import did_you_mean
 
-__all__ = ["Plan", "Subtask", "critical_path", "plan_problems", "topological_order"]
+__all__ = [
+    "ID_PATTERN",
+    "Plan",
+    "Subtask",
+    "critical_path",
+    "plan_problems",
+    "plan_type",
+    "topological_order",
+]
+
+ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
+"""What a subtask id may be made of (and 1 to 64 characters long)."""
 
 
 class Subtask(BaseModel):
@@ -68,24 +80,60 @@ class Plan(BaseModel):
         return cls(subtasks=tuple(subtasks))
 
 
-_ID = re.compile(r"^[A-Za-z0-9_.-]+$")  # checked for every subtask of every plan
+@functools.lru_cache(maxsize=64)
+def plan_type(roles: tuple[str, ...], max_subtasks: int) -> type[Plan]:
+    """A :class:`Plan` as tight as JSON schema allows, for a planner that answers
+    through structured output: ``role`` is one of ``roles``, ids and dependencies match
+    :data:`ID_PATTERN` and are 1 to 64 characters, instructions are not empty, and
+    there are 1 to ``max_subtasks`` subtasks. Its schema is what the model is sent (a
+    grammar-constrained decoder cannot write a plan outside it), and it validates
+    what it sends: nothing it rejects gets through. Still check what it accepts with
+    :func:`plan_problems` (duplicates, dangling dependencies, cycles).
+    """
+    subtask_id = Annotated[str, StringConstraints(pattern=ID_PATTERN, min_length=1, max_length=64)]
+    role: Any = Literal[roles] if roles else str  # no roles: nothing to plan with
+    subtask = create_model(
+        "Subtask",
+        __base__=Subtask,
+        __doc__=Subtask.__doc__,
+        id=(subtask_id, ...),
+        role=(role, ...),
+        instruction=(str, Field(min_length=1)),
+        depends_on=(tuple[subtask_id, ...], ()),
+    )
+    return create_model(
+        "Plan",
+        __base__=Plan,
+        __doc__=Plan.__doc__,
+        subtasks=(tuple[subtask, ...], Field(min_length=1, max_length=max_subtasks)),
+    )
 
 
-def plan_problems(plan: Plan, roles: Sequence[str], *, max_subtasks: int) -> list[str]:
-    """Everything wrong with a plan, each problem naming the subtask; empty when valid."""
+def plan_problems(
+    plan: Plan, roles: Sequence[str], *, max_subtasks: int | None = None
+) -> list[str]:
+    """Everything wrong with a plan, each problem naming the subtask; empty when valid.
+
+    Args:
+        plan: The plan.
+        roles: The roles its subtasks may use.
+        max_subtasks: The most subtasks allowed (a bound for a model's plans; None
+            for a caller's own, which is not bounded).
+    """
     problems: list[str] = []
     if not plan.subtasks:
         problems.append("the plan has no subtasks")
-    if len(plan.subtasks) > max_subtasks:
+    if max_subtasks is not None and len(plan.subtasks) > max_subtasks:
         problems.append(
-            f"the plan has {len(plan.subtasks)} subtasks; at most {max_subtasks} allowed"
+            f"the plan has {len(plan.subtasks)} subtasks; at most {max_subtasks} allowed "
+            "(the policy's max_subtasks)"
         )
     seen: set[str] = set()
     for subtask in plan.subtasks:
         if subtask.id in seen:
             problems.append(f"subtask id {subtask.id!r} is used twice")
         seen.add(subtask.id)
-        if not _ID.match(subtask.id):
+        if not re.fullmatch(ID_PATTERN, subtask.id):
             problems.append(
                 f"subtask id {subtask.id!r} may use only letters, digits, '_', '-', '.'"
             )

@@ -4,6 +4,9 @@
   an invalid plan goes back to it with the problems, a set number of times.
 - :class:`FunctionPlanner`: a plain Python splitter.
 - :class:`StaticPlanner`: the same subtasks every time.
+
+The policy's ``max_subtasks`` bounds a model's plans; the caller's own (a list of
+subtasks, a splitter's) are as long as the caller made them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from honeycomb.context import RunContext, with_default_instructions
-from honeycomb.plan import Plan, Subtask, plan_problems
+from honeycomb.plan import Plan, Subtask, plan_problems, plan_type
 from honeycomb.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
 from runtime import BudgetExceeded, PlanError
 from workers import Role
@@ -72,6 +75,11 @@ class FunctionPlanner:
 class RolePlanner:
     """Asks a planner role for a plan (structured output) and checks it.
 
+    The schema it sends names the roles a subtask may use and bounds the plan's size
+    and ids (see :func:`~honeycomb.plan.plan_type`); what comes back is validated
+    against it, then checked for what a schema cannot say (cycles, dangling or
+    duplicate ids).
+
     Args:
         role: The planner role's name.
     """
@@ -85,30 +93,33 @@ class RolePlanner:
         names = [r.name for r in workable]
         prompt = planner_task(task, catalog, max_subtasks=context.max_subtasks)
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
+        schema = plan_type(tuple(names), context.max_subtasks)
         problems: list[str] = []
         for attempt in range(1, context.plan_attempts + 1):
-            worker = context.worker(role, output_type=Plan)
+            worker = context.worker(role, output_type=schema)
             result = await worker.run(prompt if not problems else _retry(prompt, problems))
             if isinstance(result.exception, BudgetExceeded):
                 raise result.exception
             if not result.ok or not isinstance(result.output, Plan):
                 problems = [f"the planner gave no usable plan ({result.error})"]
                 continue
-            problems = plan_problems(result.output, names, max_subtasks=context.max_subtasks)
+            plan = Plan.model_validate(result.output.model_dump())  # a Plan, not the schema's
+            problems = plan_problems(plan, names, max_subtasks=context.max_subtasks)
             if not problems:
-                return result.output
+                return plan
             if attempt == context.plan_attempts:
                 break
         raise PlanError(problems, attempts=context.plan_attempts)
 
 
 def checked(plan: Plan, context: RunContext) -> Plan:
-    """The plan, if valid for this run's roles.
+    """The caller's own plan, if valid for this run's roles (of any length: the
+    policy's ``max_subtasks`` bounds a model's plans).
 
     Raises:
         PlanError: naming every problem.
     """
-    problems = plan_problems(plan, list(context.roles), max_subtasks=context.max_subtasks)
+    problems = plan_problems(plan, list(context.roles))
     if problems:
         raise PlanError(problems)
     return plan

@@ -50,7 +50,8 @@ class Policy(BaseModel):
             raising ``RunFailed``, once that can no longer happen).
         quorum: Successes needed under ``failure: quorum``.
         worker_timeout_s: Seconds one worker may run; then it fails (others go on).
-        max_subtasks: Largest plan accepted.
+        max_subtasks: Largest plan accepted from a planner model (a plan the caller
+            gives, or a splitter function makes, is not bounded).
         plan_attempts: Times the planner may try for a valid plan.
         model_concurrency: Model calls in flight across all runs of the Executor.
         tool_concurrency: Tool calls in flight across all runs of the Executor.

@@ -91,6 +91,8 @@ class RunResult(BaseModel):
         subtasks: Each subtask's outcome, by id, in plan order.
         usage: Tokens, model calls and tool calls of the whole run.
         timings: Wall time, critical path, serial time and speedup.
+        max_workers: Subtasks that could run at once (the policy's ``max_workers``):
+            a plan of more ran in waves. None in results kept before it was recorded.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
@@ -104,6 +106,7 @@ class RunResult(BaseModel):
     subtasks: dict[str, SubtaskResult]
     usage: Usage
     timings: RunTimings
+    max_workers: int | None = None
 
     @property
     def failures(self) -> list[SubtaskResult]:
@@ -115,11 +118,15 @@ class RunResult(BaseModel):
         return [s for s in self.subtasks.values() if s.ok]
 
     def summary(self) -> str:
-        """One line: status, subtasks, wall time, critical path, speedup, usage."""
+        """One line: status, subtasks (and how many at a time, if they ran in waves),
+        wall time, critical path, speedup, usage."""
         t, u = self.timings, self.usage
         failed = f", {len(self.failures)} failed" if self.failures else ""
+        waves = self.max_workers is not None and len(self.subtasks) > self.max_workers
+        at_a_time = f", {self.max_workers} at a time" if waves else ""
         return (
-            f"{self.status}: {len(self.subtasks)} subtasks{failed} | wall {t.wall_s:.2f}s, "
+            f"{self.status}: {len(self.subtasks)} subtasks{at_a_time}{failed} | "
+            f"wall {t.wall_s:.2f}s, "
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )

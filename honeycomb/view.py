@@ -234,6 +234,11 @@ def summary(result: RunResult) -> list[str]:
         f"calls          {u.model_calls:7d} model, {u.tool_calls} tool",
         f"cost           {format_cost(u.cost):>7}",
     ]
+    count, at_once = len(result.subtasks), result.max_workers
+    if at_once is not None and count > at_once:  # they ran in waves: say why it took longer
+        lines.insert(
+            0, f"subtasks       {count:7d}    ({at_once} at a time: the policy's max_workers)"
+        )
     if result.failures:
         lines.append(
             "failed         " + "; ".join(f"{f.subtask.id}: {f.error}" for f in result.failures)

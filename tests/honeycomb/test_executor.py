@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import pytest
@@ -134,7 +135,12 @@ async def test_planner_role_gives_the_plan_through_structured_output() -> None:
 
 
 async def test_invalid_plan_goes_back_to_the_planner_with_the_problem() -> None:
-    bad = {"subtasks": [{"id": "x", "role": "reseacher", "instruction": "go"}]}
+    bad = {
+        "subtasks": [
+            {"id": "find", "role": "researcher", "instruction": "go"},
+            {"id": "write", "role": "writer", "instruction": "go", "depends_on": ["fnd"]},
+        ]
+    }
     good = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
     model = ScriptedModel(
         {"r/planner": [json.dumps(bad), json.dumps(good)], "r/x": ["y"], "r/aggregator": ["z"]}
@@ -142,7 +148,59 @@ async def test_invalid_plan_goes_back_to_the_planner_with_the_problem() -> None:
     result = await Executor(ROLES, model).run("t", run_id="r")
     assert result.plan.subtasks[0].role == "researcher"
     retry_prompt = model.requests_for("r/planner")[1].messages[1].content
-    assert "unknown role 'reseacher' (did you mean 'researcher'?)" in retry_prompt
+    assert "depends on 'fnd', which is not in the plan (did you mean 'find'?)" in retry_prompt
+
+
+def plan_schema(request: ModelRequest) -> dict[str, Any]:
+    assert request.output is not None
+    schema = request.output.json_schema
+    return {"plan": schema["properties"]["subtasks"], **schema["$defs"]["Subtask"]["properties"]}
+
+
+async def test_the_plan_schema_names_the_roles_and_bounds_ids_and_size() -> None:
+    plan = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
+    model = ScriptedModel({"r/planner": [json.dumps(plan)], "r/x": ["found"]})
+    executor = Executor(ROLES, model, aggregator="concat", policy=Policy(max_subtasks=7))
+    result = await executor.run("t", run_id="r")
+    schema = plan_schema(model.requests_for("r/planner")[0])
+    assert schema["role"]["enum"] == ["researcher", "writer"]  # not the planner or aggregator
+    id_rules = {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "minLength": 1, "maxLength": 64}
+    assert id_rules.items() <= schema["id"].items()
+    assert id_rules.items() <= schema["depends_on"]["items"].items()
+    assert (schema["plan"]["minItems"], schema["plan"]["maxItems"]) == (1, 7)
+    assert type(result.plan) is Plan
+    assert all(type(s) is Subtask for s in result.plan.subtasks)
+
+
+@pytest.mark.parametrize(
+    ("subtask", "problem"),
+    [
+        ({"id": "x", "role": "mock-role"}, "role: Input should be 'researcher' or 'writer'"),
+        ({"id": "two words", "role": "writer"}, "id: String should match pattern"),
+        ({"id": "x" * 65, "role": "writer"}, "id: String should have at most 64 characters"),
+        ({"id": "x", "role": "writer", "depends_on": ["a b"]}, "depends_on.0: String should"),
+        ({"id": "x", "role": "writer", "instruction": ""}, "instruction: String should have"),
+    ],
+)
+async def test_a_plan_outside_the_schema_is_refused_with_the_schemas_words(
+    subtask: dict[str, Any], problem: str
+) -> None:
+    bad = {"subtasks": [{"instruction": "go", **subtask}]}
+    good = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
+    model = ScriptedModel({"r/planner": [json.dumps(bad), json.dumps(good)], "r/x": ["found"]})
+    result = await Executor(ROLES, model, aggregator="concat").run("t", run_id="r")
+    assert result.plan.ids == ("x",)
+    fix = model.requests_for("r/planner")[1].messages[-1].content
+    assert "does not match the required Plan schema" in fix
+    assert f"subtasks.0.{problem}" in fix
+
+
+async def test_a_model_plan_is_bounded_by_max_subtasks() -> None:
+    many = {"subtasks": [{"id": f"s{i}", "role": "writer", "instruction": "go"} for i in range(4)]}
+    model = ScriptedModel({"r/planner": [json.dumps(many)] * 3})
+    executor = Executor(ROLES, model, policy=Policy(max_subtasks=3, plan_attempts=1))
+    with pytest.raises(PlanError, match="at most 3 items"):
+        await executor.run("t", run_id="r")
 
 
 async def test_plan_error_after_the_set_number_of_attempts() -> None:
@@ -472,3 +530,23 @@ async def test_cancelling_run_stops_a_cooperative_sync_tool_thread() -> None:
         await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
     assert await anyio.to_thread.run_sync(stopped.wait, 2.0), "the thread kept working"
     assert not finished.is_set()
+
+
+async def test_a_callers_own_plan_is_not_bounded_by_max_subtasks() -> None:
+    executor = Executor(ROLES, echo_model(), aggregator="concat")  # max_subtasks: 20
+    result = await executor.run("t", subtasks=[("researcher", f"part {i}") for i in range(50)])
+    assert result.status == "ok"
+    assert len(result.subtasks) == 50
+    split = Executor(ROLES, echo_model(), aggregator="concat", planner=lambda task: [
+        ("writer", str(i)) for i in range(30)
+    ])  # fmt: skip
+    assert len((await split.run("t")).subtasks) == 30
+
+
+async def test_the_summary_says_subtasks_ran_in_waves_of_max_workers() -> None:
+    executor = Executor(ROLES, echo_model(), aggregator="concat")  # max_workers: 8
+    result = await executor.run("t", subtasks=[("researcher", f"part {i}") for i in range(50)])
+    assert result.max_workers == 8
+    assert result.summary().startswith("ok: 50 subtasks, 8 at a time | ")
+    few = await executor.run("t", subtasks=[("researcher", "one"), ("writer", "two")])
+    assert few.summary().startswith("ok: 2 subtasks | ")

@@ -7,7 +7,7 @@ import json
 
 from rich.console import Console
 
-from honeycomb import Executor, Role, ScriptedModel, tool
+from honeycomb import Executor, Policy, Role, ScriptedModel, tool
 from honeycomb.view import JsonView, LiveView, PlainView, summary
 from runtime.testing import call
 
@@ -18,10 +18,10 @@ async def lookup(key: str) -> str:
     return f"v-{key}"
 
 
-def executor() -> Executor:
+def executor(policy: Policy | None = None) -> Executor:
     model = ScriptedModel(lambda key: [call("lookup", {"key": key}), f"done {key}"])
     return Executor([Role(name="researcher", tools=("lookup",))], model, tools=[lookup],
-                    aggregator="concat")  # fmt: skip
+                    aggregator="concat", policy=policy)  # fmt: skip
 
 
 async def test_live_view_draws_the_plan_and_a_row_per_worker() -> None:
@@ -67,3 +67,12 @@ async def test_plain_and_json_views_write_a_line_per_event() -> None:
     closing = "\n".join(summary(events.result))
     for label in ("wall time", "critical path", "speedup", "tokens", "calls"):
         assert label in closing
+
+
+async def test_the_closing_lines_say_when_subtasks_ran_in_waves() -> None:
+    result = await executor(Policy(max_workers=2)).run(
+        "t", subtasks=[("researcher", str(i)) for i in range(5)]
+    )
+    assert "subtasks             5    (2 at a time: the policy's max_workers)" in summary(result)
+    small = await executor().run("t", subtasks=[("researcher", "a")])
+    assert not any(line.startswith("subtasks") for line in summary(small))
