@@ -20,7 +20,7 @@ from honeycomb.events import (
 from honeycomb.plan import Plan, critical_path
 from honeycomb.planner import StaticPlanner, SubtaskSpec
 from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
-from honeycomb.scheduler import Scheduler
+from honeycomb.scheduler import Scheduler, stopped_status
 from honeycomb.spans import SpanRecorder
 from runtime import (
     Budget,
@@ -208,10 +208,12 @@ class Run:
     async def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
+            stopped = stopped_status(exc)
             for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status="cancelled"))
-        exc.partial = self._result("failed", outcomes)
-        await self._finished("failed", exc.partial, exc)
+                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status=stopped))
+        status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
+        exc.partial = self._result(status, outcomes)
+        await self._finished(status, exc.partial, exc)
 
     async def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
         error = None if exc is None else f"{type(exc).__name__}: {exc}"

@@ -114,7 +114,7 @@ class RunRecord:
 
     def subtask_finished(self, outcome: SubtaskResult) -> None:
         record = self._workers.pop(outcome.subtask.id, None)
-        if outcome.status == "cancelled":
+        if outcome.status in ("cancelled", "over_budget"):
             return  # not finished: a resumed run continues it
         text = _outcome_json(outcome, record)
         self._outcomes[outcome.subtask.id] = (outcome, text)

@@ -54,11 +54,11 @@ class WorkerStarted(Event):
 
 @record(kw_only=True)
 class WorkerFinished(Event):
-    """A subtask's worker ended: ok, failed or skipped."""
+    """A subtask's worker ended, with its subtask's status (ok, failed, skipped ...)."""
 
     kind: ClassVar[str] = "worker.finished"
     role: str
-    status: str  # "ok", "failed", "skipped"
+    status: str  # a SubtaskStatus: "ok", "failed", "skipped", "cancelled", "over_budget"
     duration_s: float
     error: str | None = None
 
@@ -84,7 +84,7 @@ class RunFinished(Event):
     """The last event of a run; ``result`` is None when the run raised ``error``."""
 
     kind: ClassVar[str] = "run.finished"
-    status: str  # "ok", "partial", "failed", "interrupted"
+    status: str  # a RunStatus: "ok", "partial", "failed", "over_budget", "interrupted"
     wall_s: float
     result: RunResult | None = None
     error: str | None = None

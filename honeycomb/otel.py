@@ -56,7 +56,9 @@ except ModuleNotFoundError as exc:  # the extra is not installed
 
 __all__ = ["OpenTelemetryExporter"]
 
-_FAILED = frozenset({"error", "failed", "timeout", "unknown", "cancelled", "interrupted"})
+_FAILED = frozenset(
+    {"error", "failed", "timeout", "unknown", "cancelled", "interrupted", "over_budget"}
+)
 """Span statuses that are errors in OpenTelemetry's sense (``partial`` and ``skipped``
 are outcomes, not failures of the span itself)."""
 

@@ -11,9 +11,20 @@ from honeycomb.plan import Plan, Subtask
 from runtime import Usage
 from workers import WorkerError, WorkerResult
 
-__all__ = ["RunResult", "RunTimings", "SubtaskResult", "SubtaskStatus", "answer_as_text"]
+__all__ = [
+    "RunResult",
+    "RunStatus",
+    "RunTimings",
+    "SubtaskResult",
+    "SubtaskStatus",
+    "answer_as_text",
+]
 
-SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled"]
+SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget"]
+"""How a subtask ended (see :class:`SubtaskResult`)."""
+
+RunStatus = Literal["ok", "partial", "failed", "over_budget", "interrupted"]
+"""How a run ended (see :class:`RunResult`)."""
 
 
 class SubtaskResult(BaseModel):
@@ -21,7 +32,11 @@ class SubtaskResult(BaseModel):
 
     Attributes:
         subtask: The subtask as planned.
-        status: ``ok``, ``failed``, ``skipped`` (a dependency failed) or ``cancelled``.
+        status: ``ok``; ``failed``; ``skipped`` (a subtask it depends on did not
+            succeed); ``cancelled`` (the run stopped before it finished: its failure
+            policy gave up, or it was cancelled); or ``over_budget`` (a budget of the
+            run stopped it: its own next model call would have gone past it, or
+            another worker's did and the run stopped, before it finished or started).
         worker: The worker's result, when it ran.
         error: Why it did not succeed.
         started_s: When it started, in seconds since the run's worker phase began.
@@ -83,8 +98,11 @@ class RunResult(BaseModel):
     Attributes:
         run_id: The run's id.
         task: The task as given.
-        status: ``ok`` (every subtask succeeded) or ``partial`` (some failed and the
-            failure policy allowed it).
+        status: ``ok`` (every subtask succeeded) or ``partial`` (some did not and
+            the failure policy allowed it) for a run that returned; in the
+            ``.partial`` of what a run raised, ``failed`` (``RunFailed``) or
+            ``over_budget`` (``BudgetExceeded``); ``interrupted`` is a run store's
+            word for a run that was cancelled (Ctrl-C, SIGTERM) and can be resumed.
         answer: The final answer: text, or the validated output-schema object.
         answer_text: The final answer as text.
         plan: The subtasks that ran.
@@ -99,7 +117,7 @@ class RunResult(BaseModel):
 
     run_id: str
     task: str
-    status: Literal["ok", "partial", "failed"]
+    status: RunStatus
     answer: Any = None
     answer_text: str = ""
     plan: Plan

@@ -30,7 +30,7 @@ from workers import WorkerError, WorkerResult
 if TYPE_CHECKING:
     from honeycomb.durable import Resumed, RunRecord
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "stopped_status"]
 
 
 class Scheduler:
@@ -75,9 +75,10 @@ class Scheduler:
         with anyio.CancelScope() as scope:
             self._cancel = scope.cancel
             await run_together(None, [self._run_subtask(s) for s in self.plan.subtasks])
+        stopped = stopped_status(self.stopped)
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
-                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status="cancelled")
+                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
         ordered = {s.id: self.outcomes[s.id] for s in self.plan.subtasks}
         self.outcomes = ordered
         if self.stopped is not None:
@@ -225,3 +226,10 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+def stopped_status(reason: BaseException | None) -> SubtaskStatus:
+    """The status of a subtask that the end of its run stopped: ``over_budget`` when a
+    budget ended the run, so every worker it stopped has the same status, else
+    ``cancelled``."""
+    return "over_budget" if isinstance(reason, BudgetExceeded) else "cancelled"

@@ -97,6 +97,7 @@ _STYLE = {
     "failed": "red",
     "skipped": "red dim",
     "cancelled": "red dim",
+    "over_budget": "red",
 }
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import (
     Budget,
+    BudgetExceeded,
     Dispatcher,
     DispatchPolicy,
     Journal,
@@ -38,7 +39,7 @@ __all__ = [
     "format_task",
 ]
 
-WorkerStatus = Literal["ok", "failed"]
+WorkerStatus = Literal["ok", "failed", "over_budget"]
 
 
 class WorkerError(BaseModel):
@@ -59,7 +60,8 @@ class WorkerResult(BaseModel):
     Attributes:
         worker: The worker's name (the subtask id under an Executor).
         role: The role it played.
-        status: ``ok`` or ``failed``.
+        status: ``ok``, ``failed``, or ``over_budget`` (its next model call would
+            have gone past the run's budget).
         output: The answer: text, or the validated output-schema object.
         text: The answer as text.
         transcript: The whole conversation, system prompt and task first.
@@ -235,7 +237,7 @@ class Worker:
         transcript = Transcript(messages=loop.head(prompt) + state.messages)
         if isinstance(outcome, Failed):
             return self._result(
-                "failed",
+                "over_budget" if isinstance(outcome.error, BudgetExceeded) else "failed",
                 transcript,
                 state.usage,
                 state.turn,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -284,6 +285,7 @@ async def test_fail_fast_cancels_the_rest() -> None:
         await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")], run_id="r")
     assert time.perf_counter() - started < 0.4
     partial = caught.value.partial
+    assert partial.status == "failed"
     assert partial.subtasks["s1"].status == "failed"
     assert partial.subtasks["s2"].status == "cancelled"
     await anyio.sleep(0.6)
@@ -550,3 +552,80 @@ async def test_the_summary_says_subtasks_ran_in_waves_of_max_workers() -> None:
     assert result.summary().startswith("ok: 50 subtasks, 8 at a time | ")
     few = await executor.run("t", subtasks=[("researcher", "one"), ("writer", "two")])
     assert few.summary().startswith("ok: 2 subtasks | ")
+
+
+def budgeted(tmp_path: Path | None = None, calls: int = 4, **policy: Any) -> Executor:
+    """Workers that each need three model calls, on a budget of four."""
+    model = ScriptedModel(lambda key: [call("noop", {}), call("noop", {"x": 1}), "done"])
+
+    @tool
+    def noop(x: int = 0) -> str:
+        """Do nothing."""
+        return "ok"
+
+    return Executor(
+        [Role(name="researcher", tools=("noop",))],
+        model,
+        tools=[noop],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(model_calls=calls), **policy),
+        store=tmp_path / "runs.db" if tmp_path is not None else None,
+    )
+
+
+@pytest.mark.parametrize("max_workers", [8, 1])
+async def test_every_subtask_the_budget_stopped_has_the_one_budget_status(
+    max_workers: int,
+) -> None:
+    plan = [("researcher", str(i)) for i in range(4)]
+    with pytest.raises(BudgetExceeded) as caught:
+        await budgeted(max_workers=max_workers).run("t", subtasks=plan)
+    partial = caught.value.partial
+    assert partial.status == "over_budget"
+    statuses = {s.status for s in partial.subtasks.values()}
+    assert statuses <= {"ok", "over_budget"}
+    assert "over_budget" in statuses
+    stopped = [s for s in partial.subtasks.values() if not s.ok]
+    assert {s.error.type for s in stopped if s.error is not None} <= {"BudgetExceeded"}
+
+
+async def test_the_wall_time_budget_stops_workers_with_the_budget_status() -> None:
+    executor = Executor(
+        ROLES, echo_model(latency=10), policy=Policy(budgets=Budgets(wall_time_s=0.2))
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=[("researcher", "a"), ("writer", "b")])
+    partial = caught.value.partial
+    assert partial.status == "over_budget"
+    assert {s.status for s in partial.subtasks.values()} == {"over_budget"}
+
+
+async def test_a_run_stopped_by_its_budget_is_stored_and_read_back_as_over_budget(
+    tmp_path: Path,
+) -> None:
+    from honeycomb import RunResult
+
+    executor = budgeted(tmp_path)
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")], run_id="b1")
+    assert executor.store is not None
+    stored = await executor.store.load("b1")
+    assert stored is not None
+    assert stored.status == "over_budget"
+    assert stored.result is not None
+    back = RunResult.model_validate_json(stored.result)
+    partial = caught.value.partial
+    assert back.status == partial.status == "over_budget"
+    assert {k: s.status for k, s in back.subtasks.items()} == {
+        k: s.status for k, s in partial.subtasks.items()
+    }
+    executor.store.close()
+
+
+async def test_a_run_stopped_by_its_budget_resumes_every_stopped_worker(tmp_path: Path) -> None:
+    plan = [("researcher", "a"), ("researcher", "b")]
+    with pytest.raises(BudgetExceeded):
+        await budgeted(tmp_path).run("t", subtasks=plan, run_id="b1")
+    result = await budgeted(tmp_path, calls=100).run("t", subtasks=plan, run_id="b1")
+    assert result.status == "ok"
+    assert {s.status for s in result.subtasks.values()} == {"ok"}
