@@ -122,15 +122,35 @@ class Executor:
         self.aggregator = as_aggregator(aggregator, self.roles, output_type)
 
     @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> Executor:
+    def from_yaml(
+        cls,
+        path: str | Path,
+        *,
+        model: Model | None = None,
+        models: Model | Mapping[str, Model] | None = None,
+        **options: Any,
+    ) -> Executor:
         """An Executor from a hive file (see :mod:`honeycomb.hive`).
 
+        ``from_yaml("hive.yaml", model=ScriptedModel([...]))`` runs the hive on a test
+        model.
+
+        Args:
+            path: The hive file.
+            model: One model for every role, instead of the declared ones.
+            models: The hive's models by name, instead of the declared ones of those
+                names; or one model, as ``model``.
+            options: ``policy`` and the Executor's own options (``store``,
+                ``on_event``, ``output_type`` ...).
+
         Raises:
-            ConfigErrors: every mistake in the file, with line, column and field.
+            ConfigErrors: every mistake in the file, with line, column and field; a
+                name in ``models`` the hive does not declare.
+            TypeError: when both ``model`` and ``models`` are given.
         """
         from honeycomb.hive import load_hive
 
-        return load_hive(path).executor(**overrides)
+        return load_hive(path).executor(model=model, models=models, **options)
 
     def __repr__(self) -> str:
         return f"Executor(roles={list(self.roles)}, models={list(self.models)})"

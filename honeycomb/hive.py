@@ -163,35 +163,78 @@ class Hive:
         declared = self.spec.store
         return self.file.parent / declared if declared is not None else None
 
-    def models(self) -> dict[str, Model]:
-        built: dict[str, Model] = {}
-        for name, spec in self.spec.models.items():
-            built[name] = spec.build()
-        return built
+    def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:
+        """The hive's models by name, built as declared, except those ``replace`` gives
+        (by the hive's names for them).
+
+        Raises:
+            ConfigErrors: for a name in ``replace`` that the hive does not declare.
+        """
+        given = dict(replace or {})
+        declared = list(self.spec.models)
+        unknown = [name for name in given if name not in declared]
+        if unknown:
+            raise ConfigErrors(
+                [
+                    ConfigError(
+                        f"models={{{name!r}: ...}}: the hive has no model {name!r}"
+                        f"{did_you_mean(name, declared)}; its models: {', '.join(declared)}",
+                        file=str(self.file),
+                    )
+                    for name in unknown
+                ]
+            )
+        return {
+            name: given[name] if name in given else spec.build()
+            for name, spec in self.spec.models.items()
+        }
 
     def executor(
-        self, *, model: Model | None = None, policy: Policy | None = None, **options: Any
+        self,
+        *,
+        model: Model | None = None,
+        models: Model | Mapping[str, Model] | None = None,
+        policy: Policy | None = None,
+        **options: Any,
     ) -> Executor:
         """The Executor this hive declares.
 
+        To run a hive on a test model (``ScriptedModel``, ``FunctionModel``), pass it
+        as ``model`` (or ``models``): every role then uses it.
+
         Args:
-            model: Use this model for every role instead of the declared ones.
+            model: One model for every role, instead of the declared ones.
+            models: The hive's models by name (``{"gpt": model}``), used instead of
+                the declared ones of those names (the rest are built as declared); or
+                one model, as ``model``.
             policy: Replace the declared policy.
             options: Passed on to :class:`Executor` (``on_event``, ``output_type``,
                 ``store``...). The hive's ``store:`` is a path relative to the file.
+
+        Raises:
+            TypeError: when both ``model`` and ``models`` are given.
+            ConfigErrors: for a name in ``models`` that the hive does not declare.
         """
-        models = {"override": model} if model is not None else self.models()
+        if model is not None and models is not None:
+            raise TypeError(
+                "pass model= (one model for every role) or models= (the hive's models "
+                "by name), not both"
+            )
+        if models is not None and not isinstance(models, Mapping):
+            model, models = models, None
+        if model is not None:  # under every name, so the roles' model: still resolve
+            models = dict.fromkeys(self.spec.models, model)
         if self.store is not None:
             options.setdefault("store", self.store)
         options.setdefault("source", str(self.file.resolve()))
         return Executor(
             self.roles,
-            models,
+            self.models(models),
             tools=self.registry,
             planner=self.spec.planner,
             aggregator=self.spec.aggregator,
             policy=policy or self.spec.policy,
-            default_model="override" if model is not None else self._default_model(),
+            default_model=self._default_model(),
             **options,
         )
 

@@ -91,6 +91,22 @@ def test_run_a_hive_with_a_model_override(
     assert "Rome" in out
 
 
+def test_a_model_override_serves_roles_that_name_a_model(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = fast_demo.parent / "named.yaml"
+    hive.write_text(
+        "models:\n  gpt: {model: gpt-4o-mini, base_url: 'http://127.0.0.1:9/v1'}\n"
+        "roles:\n  planner: {description: Plans.}\n"
+        "  counter: {description: Counts words., model: gpt}\n"
+        "  aggregator: {description: Merges., model: gpt}\n"
+    )
+    code = main(["run", str(hive), "Count the words of hello world.", "--plain", "--model",
+                 "offline", "--no-store"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "Answer:" in capsys.readouterr().out
+
+
 def test_the_console_script_runs_the_demo(fast_demo: Path, tmp_path: Path) -> None:
     env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.05"}
     done = subprocess.run(

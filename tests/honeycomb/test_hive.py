@@ -205,3 +205,48 @@ def test_the_demo_hive_is_valid() -> None:
     assert {"planner", "aggregator", "meteorologist", "courier"} <= set(loaded.roles)
     courier = loaded.roles["courier"].resolve_tools()
     assert any(t.side_effects for t in courier)
+
+
+def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> None:
+    from honeycomb import ScriptedModel
+
+    path = hive(tmp_path, GOOD)
+    for spelling in ("model", "models"):
+        scripted = ScriptedModel(["the answer"])
+        executor = Executor.from_yaml(path, **{spelling: scripted})
+        assert {executor._model_for(r).__class__ for r in executor.roles.values()} == {
+            ScriptedModel
+        }, spelling
+
+
+def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> None:
+    from honeycomb import ScriptedModel
+
+    scripted = ScriptedModel(["merged"])
+    executor = Executor.from_yaml(hive(tmp_path, GOOD), models={"gpt": scripted})
+    assert executor.models["gpt"] is scripted
+    assert isinstance(executor.models["default"], OfflineModel)
+    assert executor._model_for(executor.roles["aggregator"]) is scripted
+
+
+async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
+    from honeycomb import ScriptedModel
+
+    plan = '{"subtasks": [{"id": "c", "role": "counter", "instruction": "count"}]}'
+    model = ScriptedModel(lambda key: [plan] if key.endswith("/planner") else ["done"])
+    result = await Executor.from_yaml(hive(tmp_path, GOOD), models=model).run("t")
+    assert result.answer == "done"
+
+
+def test_from_yaml_says_which_model_names_the_hive_has(tmp_path: Path) -> None:
+    from honeycomb import ScriptedModel
+
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(hive(tmp_path, GOOD), models={"gtp": ScriptedModel(["x"])})
+    assert "models={'gtp': ...}: the hive has no model 'gtp' (did you mean 'gpt'?)" in str(
+        caught.value
+    )
+    with pytest.raises(TypeError, match=r"model= .* or models= .*, not both"):
+        Executor.from_yaml(
+            hive(tmp_path, GOOD), model=ScriptedModel(["x"]), models=ScriptedModel(["y"])
+        )
