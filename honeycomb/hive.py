@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
+import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 from honeycomb.executor import Executor
 from honeycomb.offline import OfflineModel
-from honeycomb.policy import Policy
+from honeycomb.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
     ConfigError,
     ConfigErrors,
@@ -264,8 +265,10 @@ def load_hive(path: str | Path) -> Hive:
     if spec is None:
         spec = _HiveSpec.model_validate(_salvage(doc.data))
     registry = _registry(doc, spec, errors)
-    roles = _roles(doc, spec, registry, file, errors)
-    _check_references(doc, spec, roles, errors)
+    models = _model_names(doc, spec)
+    roles = _roles(doc, spec, registry, models, file, errors)
+    _check_references(doc, spec, roles, models, errors)
+    _check_policy_rules(doc, errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     return Hive(file, spec, roles, registry)
@@ -305,10 +308,18 @@ def _registry(doc: YamlDocument, spec: _HiveSpec, errors: list[ConfigError]) -> 
     return registry
 
 
+def _model_names(doc: YamlDocument, spec: _HiveSpec) -> list[str]:
+    """The models a role may name: those declared, valid or not (an invalid one has
+    its own error; a role naming it has none)."""
+    raw = doc.data.get("models")
+    return [str(k) for k in raw] if isinstance(raw, Mapping) else list(spec.models)
+
+
 def _roles(
     doc: YamlDocument,
     spec: _HiveSpec,
     registry: ToolRegistry,
+    models: list[str],
     file: Path,
     errors: list[ConfigError],
 ) -> dict[str, Role]:
@@ -319,11 +330,11 @@ def _roles(
             errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
         else:
             try:
-                roles.update(load_roles(folder, registry=registry))
+                roles.update(load_roles(folder, registry=registry, models=models))
             except ConfigErrors as exc:
                 errors.extend(exc.errors)
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
-        for path, role in read_roles(doc, errors, registry, ("roles",)):
+        for path, role in read_roles(doc, errors, registry, ("roles",), models=models):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
             roles[role.name] = role
@@ -333,11 +344,13 @@ def _roles(
 
 
 def _check_references(
-    doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+    doc: YamlDocument,
+    spec: _HiveSpec,
+    roles: Mapping[str, Role],
+    models: list[str],
+    errors: list[ConfigError],
 ) -> None:
-    raw = doc.data.get("models")
-    # Names of models declared but invalid count too: their own error is reported.
-    models = [str(k) for k in raw] if isinstance(raw, Mapping) else list(spec.models)
+    # The roles' own model references are checked with their fields (check_role).
     if not models:
         errors.append(doc.error(("models",), "the hive defines no models (add 'default: offline')"))
     if spec.default_model is not None and spec.default_model not in models:
@@ -347,15 +360,6 @@ def _check_references(
                 f"unknown model {spec.default_model!r}{did_you_mean(spec.default_model, models)}",
             )
         )
-    for role in roles.values():
-        if role.model is not None and models and role.model not in models:
-            errors.append(
-                doc.error(
-                    ("roles", role.name, "model"),
-                    f"unknown model {role.model!r}{did_you_mean(role.model, models)}; "
-                    f"models: {', '.join(models)}",
-                )
-            )
     # Roles declared but invalid count too: their own errors are reported.
     raw_roles = doc.data.get("roles")
     declared = list(roles) + [
@@ -371,3 +375,25 @@ def _check_references(
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
+
+
+def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:
+    """The policy's rule across fields (quorum), on the values as written, when other
+    fields of the policy are invalid: pydantic runs such a rule only on a policy whose
+    fields are all valid, and every mistake is reported at once."""
+    raw = doc.data.get("policy")
+    if not isinstance(raw, Mapping):
+        return
+    try:
+        Policy.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        if all(not e["loc"] for e in exc.errors()):
+            return  # the fields are valid: the rule ran, and its error is reported
+    else:
+        return
+    failure = raw.get("failure", "best_effort")
+    if failure not in get_args(FailurePolicy):
+        return  # its own error says what to write
+    problem = quorum_problem(failure, raw.get("quorum"))
+    if problem is not None:
+        errors.append(doc.error(("policy",), problem))

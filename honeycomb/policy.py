@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime import Limits, OnUnknown
 
-__all__ = ["Budgets", "FailurePolicy", "Policy"]
+__all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
 
 FailurePolicy = Literal["fail_fast", "best_effort", "quorum"]
 
@@ -76,10 +76,21 @@ class Policy(BaseModel):
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:
-        if self.failure == "quorum" and self.quorum is None:
-            raise ValueError("failure: quorum needs 'quorum: K', the successes required")
-        if self.failure != "quorum" and self.quorum is not None:
-            raise ValueError(
-                f"'quorum' is set but failure is {self.failure!r}; set failure: quorum"
-            )
+        problem = quorum_problem(self.failure, self.quorum)
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def quorum_problem(failure: FailurePolicy, quorum: object) -> str | None:
+    """What is wrong with ``failure`` and ``quorum`` together, if anything.
+
+    A rule of :class:`Policy` that a hive also checks on the values as written when
+    other fields of the policy are invalid (and the rule did not run), so that every
+    mistake is reported at once.
+    """
+    if failure == "quorum" and quorum is None:
+        return "failure: quorum needs 'quorum: K', the successes required"
+    if failure != "quorum" and quorum is not None:
+        return f"'quorum' is set but failure is {failure!r}; set failure: quorum"
+    return None

@@ -105,14 +105,28 @@ def import_output_schema(path: str) -> type[BaseModel]:
 
 
 def check_role(
-    body: Mapping[str, Any], doc: YamlDocument, path: YamlPath, registry: ToolRegistry | None
+    body: Mapping[str, Any],
+    doc: YamlDocument,
+    path: YamlPath,
+    registry: ToolRegistry | None,
+    models: Sequence[str] | None = None,
 ) -> list[ConfigError]:
-    """Problems with a role's references (tools, output schema), located in ``doc``.
+    """Problems with a role's references (tools, output schema, and its model when
+    ``models`` names the ones there are), located in ``doc``.
 
     Works on the raw mapping, so references are checked even when other fields of
     the role are invalid, and every mistake is reported at once.
     """
     errors: list[ConfigError] = []
+    model = body.get("model")
+    if models and isinstance(model, str) and model not in models:
+        errors.append(
+            doc.error(
+                (*path, "model"),
+                f"unknown model {model!r}{did_you_mean(model, models)}; "
+                f"models: {', '.join(models)}",
+            )
+        )
     source = registry if registry is not None else ToolRegistry()
     tools = body.get("tools")
     for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
@@ -139,9 +153,18 @@ def check_role(
 
 
 def load_roles(
-    source: str | Path, *, registry: ToolRegistry | Sequence[Tool[Any, Any]] | None = None
+    source: str | Path,
+    *,
+    registry: ToolRegistry | Sequence[Tool[Any, Any]] | None = None,
+    models: Sequence[str] | None = None,
 ) -> dict[str, Role]:
     """Roles from a YAML file or from every ``*.yaml``/``*.yml`` file in a folder.
+
+    Args:
+        source: The file or folder.
+        registry: Where the roles' tool names are looked up.
+        models: The model names a role may use, to check its ``model:`` (None: not
+            checked).
 
     Raises:
         ConfigErrors: every problem found, each with file, line, column and field.
@@ -163,7 +186,7 @@ def load_roles(
         except ConfigError as exc:
             errors.append(exc)
             continue
-        for path, role in read_roles(doc, errors, reg):
+        for path, role in read_roles(doc, errors, reg, models=models):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
                 continue
@@ -174,15 +197,21 @@ def load_roles(
 
 
 def read_roles(
-    doc: YamlDocument, errors: list[ConfigError], registry: ToolRegistry | None, path: YamlPath = ()
+    doc: YamlDocument,
+    errors: list[ConfigError],
+    registry: ToolRegistry | None,
+    path: YamlPath = (),
+    *,
+    models: Sequence[str] | None = None,
 ) -> list[tuple[YamlPath, Role]]:
     """Every valid role in ``doc`` (at ``path``), with where it is; each problem found,
-    in a role's fields or its references, is added to ``errors``."""
+    in a role's fields or its references (``models``: the model names it may use), is
+    added to ``errors``."""
     found: list[tuple[YamlPath, Role]] = []
     for here, body in role_entries(doc, errors, path):
         role, problems = doc.validate(Role, body, here)
         errors.extend(problems)
-        errors.extend(check_role(body, doc, here, registry))
+        errors.extend(check_role(body, doc, here, registry, models))
         if role is not None:
             found.append((here, role))
     return found

@@ -250,3 +250,51 @@ def test_from_yaml_says_which_model_names_the_hive_has(tmp_path: Path) -> None:
         Executor.from_yaml(
             hive(tmp_path, GOOD), model=ScriptedModel(["x"]), models=ScriptedModel(["y"])
         )
+
+
+def test_a_roles_unknown_model_is_reported_beside_its_field_errors(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt\n", "    model: gtp\n    max_turns: 0\n"))
+    errors = errors_of(path)
+    assert any("roles.aggregator.max_turns: Input should be greater" in e for e in errors)
+    assert any(
+        "roles.aggregator.model: unknown model 'gtp' (did you mean 'gpt'?)" in e for e in errors
+    ), errors
+
+
+def test_a_roles_dir_roles_unknown_model_is_reported_beside_its_field_errors(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "extra.yaml").write_text(
+        "writer: {description: Writes., model: gtp, concurrency: 0}\n"
+    )
+    errors = errors_of(hive(tmp_path, GOOD + "roles_dir: roles\n"))
+    assert any("writer.concurrency: Input should be greater" in e for e in errors), errors
+    assert any("writer.model: unknown model 'gtp' (did you mean 'gpt'?)" in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (
+            "policy:\n  max_workers: 0\n  failure: quorum\n",
+            ["policy: failure: quorum needs 'quorum: K'",
+             "policy.max_workers: Input should be greater"],
+        ),
+        (
+            "policy:\n  max_workers: 0\n  quorum: 2\n",
+            ["policy: 'quorum' is set but failure is 'best_effort'",
+             "policy.max_workers: Input should be greater"],
+        ),
+        ("policy:\n  failure: quorum\n  quorum: 0\n", ["policy.quorum: Input should be greater"]),
+        ("policy:\n  failure: sometimes\n  quorum: 2\n", ["policy.failure: Input should be"]),
+    ],
+)  # fmt: skip
+def test_the_quorum_rule_is_reported_beside_the_policys_field_errors(
+    tmp_path: Path, policy: str, expected: list[str]
+) -> None:
+    text = GOOD[: GOOD.index("policy:")] + policy
+    errors = errors_of(hive(tmp_path, text))
+    assert len(errors) == len(expected), errors
+    for error, wanted in zip(errors, expected, strict=True):
+        assert wanted in error
