@@ -21,9 +21,11 @@ from typing import TextIO
 import anyio
 from rich.console import Console
 
+from honeycomb.events import RunFinished
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
 from honeycomb.plan import Plan
+from honeycomb.result import RunResult
 from honeycomb.spans import to_jsonl
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.timeline import build_timeline
@@ -65,7 +67,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return 130
+    except (BrokenPipeError, BaseExceptionGroup) as exc:
+        if not _broken_pipe(exc):
+            raise
+        # The reader went away (``honeycomb run ... --json | head``): stop quietly, as
+        # a Unix tool killed by SIGPIPE does, and let nothing flush into the closed
+        # pipe at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _BROKEN_PIPE
     return code
+
+
+_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""The exit status of a command whose output pipe closed: a shell's for SIGPIPE."""
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` is a closed output pipe, or a group of nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_broken_pipe(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
 
 
 def demo_hive_path() -> Path:
@@ -339,19 +360,23 @@ async def _run_and_report(
         # keeps every finished turn, so ``honeycomb resume`` continues it.
         tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
         with view:
+            finished = False
             async with executor.stream(task, run_id=run_id) as events:
                 try:
                     async for event in events:
                         view.handle(event)
+                        finished = isinstance(event, RunFinished)
                 except HoneycombError as exc:  # the run's own error, after its last event
                     error = exc
+            result = events.result
+            if result is not None and not finished:  # it had ended: its stored result
+                view.handle(_stored_finish(result))
         tg.cancel_scope.cancel()
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
             print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
-    result = events.result
     if args.json:
         return 0 if result is not None else 1
     if result is None:
@@ -364,6 +389,14 @@ async def _run_and_report(
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
     return 0
+
+
+def _stored_finish(result: RunResult) -> RunFinished:
+    """The end of a run that had ended before (it sends no events): what the views
+    show of a finished run, from its stored result."""
+    return RunFinished(
+        run_id=result.run_id, status=result.status, wall_s=result.timings.wall_s, result=result
+    )
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[signal.Signals]) -> None:

@@ -155,3 +155,37 @@ def test_a_signal_stops_the_run_cleanly_and_resume_finishes_it(
     [done] = RunStore(store).runs()
     assert (done.run_id, done.status) == ("stopped", "ok")
     assert len(list((tmp_path / "outbox").glob("*.md"))) <= 1  # the courier sent at most once
+
+
+def test_json_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
+    env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0.05"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", "run", str(demo_hive_path()), "--json",
+         "--no-store", "--model", "offline"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    assert child.stderr is not None
+    first = child.stdout.readline()  # what `| head -1` reads, before it closes the pipe
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    code = child.wait(timeout=60)
+    assert json.loads(first)["event"] == "run.started"
+    assert err == ""
+    assert code == 141  # as a Unix tool killed by SIGPIPE: 128 + 13
+
+
+def test_resume_json_of_a_run_that_ended_prints_its_stored_result(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = fast_demo.parent / "runs.db"
+    args = ["--store", str(store), "--json"]
+    assert main(["demo", "--latency", "0", "--run-id", "done", *args]) == 0
+    live = [json.loads(line) for line in capsys.readouterr().out.splitlines()][-1]
+    assert main(["resume", "done", *args]) == 0
+    out = capsys.readouterr().out
+    [record] = [json.loads(line) for line in out.splitlines()]
+    assert record["event"] == "run.finished"
+    assert record["status"] == "ok"
+    assert record["result"]["answer_text"] == live["result"]["answer_text"]
+    assert record["result"]["run_id"] == "done"
