@@ -1,6 +1,7 @@
 """Building values from YAML nodes, bounded: a loader that refuses deep nesting, and
 a builder that keeps every value's position, interpolates the environment, expands
-aliases within :data:`MAX_VALUES` and refuses numbers too large to be meant."""
+aliases within :data:`MAX_VALUES`, refuses numbers too large to be meant, and notes
+where secrets are (their values never go into an error)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,46 @@ if TYPE_CHECKING:
 
 from runtime.errors import ConfigError
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "Builder", "YamlPath", "format_path", "loader_class"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "Builder",
+    "SecretPaths",
+    "YamlPath",
+    "format_path",
+    "is_secret",
+    "loader_class",
+    "shown_path",
+]
 
 YamlPath = tuple[str | int, ...]
 """A location inside a document: mapping keys and list indexes."""
+
+SecretPaths = Sequence[Sequence[str]]
+"""Where secrets are: paths whose values (and everything under them) are secret,
+``"*"`` standing for any one key or index: ``[("models", "*", "api_key")]``."""
+
+
+def is_secret(path: YamlPath, secrets: SecretPaths) -> bool:
+    """Whether ``path`` is at or under one of ``secrets``."""
+    return _secret_root(path, secrets) is not None
+
+
+def shown_path(path: YamlPath, secrets: SecretPaths) -> YamlPath:
+    """``path`` as an error may name it: cut at the secret it is inside (a key of a
+    secret mapping is as secret as its values)."""
+    root = _secret_root(path, secrets)
+    return path if root is None else path[:root]
+
+
+def _secret_root(path: YamlPath, secrets: SecretPaths) -> int | None:
+    for pattern in secrets:
+        if len(path) >= len(pattern) and all(
+            want == "*" or want == got for want, got in zip(pattern, path, strict=False)
+        ):
+            return len(pattern)
+    return None
+
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -66,12 +103,18 @@ def loader_class() -> type[yaml.SafeLoader]:
 
 class Builder:
     def __init__(
-        self, loader: yaml.SafeLoader, file: str, env: Mapping[str, str], interpolate: bool
+        self,
+        loader: yaml.SafeLoader,
+        file: str,
+        env: Mapping[str, str],
+        interpolate: bool,
+        secrets: SecretPaths = (),
     ) -> None:
         self.loader = loader
         self.file = file
         self.env = env
         self.interpolate = interpolate
+        self.secrets = secrets
         self.marks: dict[YamlPath, tuple[int, int]] = {}
         self.values = 0
         self.open: set[int] = set()  # the collections being built (to spot a cycle)
@@ -115,12 +158,13 @@ class Builder:
                 here = (*path, key)
                 if key in out:
                     first = self.marks[here][0]
+                    shown = "a key" if self._secret(path) else f"key {key!r}"
                     raise ConfigError(
-                        f"key {key!r} appears twice (first on line {first})",
+                        f"{shown} appears twice (first on line {first})",
                         file=self.file,
                         line=key_node.start_mark.line + 1,
                         column=key_node.start_mark.column + 1,
-                        field=format_path(here),
+                        field=format_path(shown_path(here, self.secrets)),
                     )
                 self.marks[here] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 out[key] = self.build(value_node, here)
@@ -142,15 +186,23 @@ class Builder:
         """
         import yaml
 
+        failure = None
         try:
             value = self.loader.construct_object(node, deep=True)
         except yaml.YAMLError:
             raise
         except (ValueError, LookupError, AttributeError, TypeError) as exc:
-            raise self._error(node, path, _bad_scalar(node, exc)) from exc
+            if not self._secret(path):
+                raise self._error(node, path, _bad_scalar(node, exc)) from exc
+            failure = self._error(node, path, _bad_scalar(node, exc, secret=True))
+        if failure is not None:  # raised here, not chained: the exception shows the value
+            raise failure
         if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
             raise self._error(node, path, _TOO_LARGE)
         return value
+
+    def _secret(self, path: YamlPath) -> bool:
+        return bool(self.secrets) and is_secret(path, self.secrets)
 
     def _error(self, node: yaml.Node, path: YamlPath, message: str) -> ConfigError:
         return ConfigError(
@@ -158,7 +210,7 @@ class Builder:
             file=self.file,
             line=node.start_mark.line + 1,
             column=node.start_mark.column + 1,
-            field=format_path(path) or None,
+            field=format_path(shown_path(path, self.secrets)) or None,
         )
 
     def _substitute(self, value: str, node: yaml.Node, path: YamlPath) -> str:
@@ -175,7 +227,7 @@ class Builder:
                 file=self.file,
                 line=node.start_mark.line + 1,
                 column=node.start_mark.column + 1,
-                field=format_path(path),
+                field=format_path(shown_path(path, self.secrets)),
             )
 
         return _ENV.sub(replace, value)
@@ -185,10 +237,12 @@ _MAX_INT_BITS = 4096
 _TOO_LARGE = f"number too large (more than {_MAX_INT_BITS} bits)"
 
 
-def _bad_scalar(node: yaml.Node, exc: Exception) -> str:
+def _bad_scalar(node: yaml.Node, exc: Exception, *, secret: bool = False) -> str:
     if isinstance(exc, ValueError) and "Exceeds the limit" in str(exc):
         return _TOO_LARGE  # more digits than Python converts (sys.get_int_max_str_digits)
     tag = str(node.tag).rsplit(":", 1)[-1]
+    if secret:
+        return f"the value (a secret, not shown) is not a valid !!{tag}"
     shown = repr(node.value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return f"{shown} is not a valid !!{tag}"

@@ -1,10 +1,16 @@
 """YAML that remembers where every value came from, so configuration errors can name
 the file, line, column and field path, with a "did you mean" for misspelt names.
+
+Secrets (a hive's ``api_key``, header values) never go into an error: given their
+paths, an error about one names its field and its type only, and a YAML mistake on
+its line says what is wrong without quoting it, nor chaining PyYAML's error (whose
+text shows the line).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -14,8 +20,20 @@ from typing import Any
 
 import pydantic
 
-from runtime._yaml_build import MAX_DEPTH, Builder, YamlPath, format_path, loader_class
+from runtime._yaml_build import (
+    MAX_DEPTH,
+    Builder,
+    SecretPaths,
+    YamlPath,
+    format_path,
+    is_secret,
+    loader_class,
+    shown_path,
+)
 from runtime.errors import ConfigError, did_you_mean
+
+if typing.TYPE_CHECKING:
+    import yaml
 
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
 
@@ -27,11 +45,22 @@ class YamlDocument:
     Attributes:
         data: The plain Python value (dicts, lists, scalars).
         file: Where it was read from (for messages).
+        secrets: Where secrets are (see :func:`load_yaml`).
     """
 
-    data: Any
+    data: Any = field(repr=False)
     file: str
-    marks: Mapping[YamlPath, tuple[int, int]] = field(default_factory=dict)
+    marks: Mapping[YamlPath, tuple[int, int]] = field(default_factory=dict, repr=False)
+    secrets: SecretPaths = ()
+
+    def holds_secret(self, path: Sequence[str | int]) -> bool:
+        """Whether the value at ``path`` is a secret or holds one."""
+        where = tuple(path)
+        if not self.secrets:
+            return False
+        if is_secret(where, self.secrets):
+            return True
+        return any(p[: len(where)] == where and is_secret(p, self.secrets) for p in self.marks)
 
     def locate(self, path: Sequence[str | int]) -> tuple[int | None, int | None]:
         """Line and column (1-based) of ``path``, or of its closest known parent."""
@@ -47,9 +76,8 @@ class YamlDocument:
     def error(self, path: Sequence[str | int], message: str) -> ConfigError:
         """A :class:`ConfigError` pointing at ``path`` in this document."""
         line, column = self.locate(path)
-        return ConfigError(
-            message, file=self.file, line=line, column=column, field=format_path(path) or None
-        )
+        field = format_path(shown_path(tuple(path), self.secrets))
+        return ConfigError(message, file=self.file, line=line, column=column, field=field or None)
 
     def validate(
         self,
@@ -79,15 +107,23 @@ class YamlDocument:
         elif err["type"] == "missing":
             message = "this field is required"
         elif err["type"] not in ("value_error", "assertion_error") and "input" in err:
-            shown = repr(err["input"])
-            message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+            if self.holds_secret(where):  # its field and its type, never its value
+                what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
+                message += f" (got {_kind(err['input'])}; {what}, not shown)"
+            else:
+                shown = repr(err["input"])
+                message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")
         return self.error(where, message)
 
 
 def load_yaml(
-    path: str | Path, *, env: Mapping[str, str] | None = None, interpolate: bool = False
+    path: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    interpolate: bool = False,
+    secrets: SecretPaths = (),
 ) -> YamlDocument:
     """Read a YAML file, keeping positions.
 
@@ -95,6 +131,8 @@ def load_yaml(
         path: The file.
         env: Variables for ``${NAME}`` and ``${NAME:-default}`` (default: os.environ).
         interpolate: Replace those references in string values.
+        secrets: Paths of secret values, ``"*"`` for any key (``[("models", "*",
+            "api_key")]``): no error shows what is there.
 
     Raises:
         ConfigError: when the file cannot be read, is not YAML, repeats a key, or
@@ -110,7 +148,7 @@ def load_yaml(
             f"the file is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8",
             file=file,
         ) from exc
-    return parse_yaml(text, file=file, env=env, interpolate=interpolate)
+    return parse_yaml(text, file=file, env=env, interpolate=interpolate, secrets=secrets)
 
 
 def parse_yaml(
@@ -119,6 +157,7 @@ def parse_yaml(
     file: str = "<string>",
     env: Mapping[str, str] | None = None,
     interpolate: bool = False,
+    secrets: SecretPaths = (),
 ) -> YamlDocument:
     """Parse YAML text, keeping positions (see :func:`load_yaml`)."""
     import yaml  # here, not at the top: only configuration needs it
@@ -136,9 +175,10 @@ def parse_yaml(
             line=bad_line,
             column=bad_column,
         ) from exc
+    builder = Builder(loader, file, env if env is not None else os.environ, interpolate, secrets)
+    failure = None
     try:
         node = loader.get_single_node()
-        builder = Builder(loader, file, env if env is not None else os.environ, interpolate)
         data = builder.build(node, ()) if node is not None else None
     except RecursionError as exc:  # PyYAML's composer recurses once per nesting level
         raise ConfigError(
@@ -146,16 +186,104 @@ def parse_yaml(
             file=file,
         ) from exc
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        column = mark.column + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"invalid YAML: {problem}", file=file, line=line, column=column) from exc
+        failure = _syntax_error(exc, text, file, secrets)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=file) from exc
+        raise ConfigError(f"invalid YAML: {type(exc).__name__}", file=file) from None
     finally:
         loader.dispose()
-    return YamlDocument(data, file, types.MappingProxyType(builder.marks if node else {}))
+    if failure is not None:
+        # Raised here, not in the handler, so that PyYAML's own error, whose text shows
+        # the line (and a secret on it), is not its context either.
+        raise failure
+    marks = types.MappingProxyType(builder.marks if node else {})
+    return YamlDocument(data, file, marks, tuple(tuple(p) for p in secrets))
+
+
+def _syntax_error(
+    exc: yaml.MarkedYAMLError, text: str, file: str, secrets: SecretPaths
+) -> ConfigError:
+    """A YAML mistake as a ConfigError at its line and column, chained to a copy of
+    PyYAML's error without the lines it quotes; on a line that holds a secret, what
+    the problem quotes (an alias, a tag, a character) is left out too."""
+    import yaml
+
+    marks = [m for m in (exc.problem_mark, exc.context_mark) if m is not None]
+    keys = {pattern[-1] for pattern in secrets if pattern}
+    secret = any(_secret_line(text, m.line, keys) for m in marks)
+    problem, context = exc.problem, exc.context
+    if secret:
+        problem, context = _unquoted(problem), _unquoted(context)
+    cut = (problem, context) != (exc.problem, exc.context)
+
+    def bare(mark: yaml.Mark | None) -> yaml.Mark | None:
+        if mark is None:
+            return None
+        return yaml.Mark(mark.name, mark.index, mark.line, mark.column, None, 0)  # no snippet
+
+    cause = type(exc)(context, bare(exc.context_mark), problem, bare(exc.problem_mark))
+    mark = exc.problem_mark or exc.context_mark
+    error = ConfigError(
+        f"invalid YAML: {problem or context or 'invalid YAML'}"
+        + (" (what it quotes is left out: the line holds a secret)" if cut else ""),
+        file=file,
+        line=mark.line + 1 if mark is not None else None,
+        column=mark.column + 1 if mark is not None else None,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _secret_line(text: str, line: int, keys: set[str]) -> bool:
+    """Whether line ``line`` (0-based) of ``text`` is the key of a secret or inside
+    one: it, or a line it is indented under, names one of ``keys``."""
+    if not keys:
+        return False
+    names = "|".join(re.escape(k) for k in keys)
+    key = re.compile(rf"(?:^|[\s{{,\-])[\"']?(?:{names})[\"']?\s*:")
+    lines = text.split("\n")
+    indent: int | None = None
+    for index in range(min(line, len(lines) - 1), -1, -1):
+        current = lines[index]
+        if not current.strip() or current.lstrip().startswith("#"):
+            continue
+        width = len(current) - len(current.lstrip(" "))
+        if indent is not None and width >= indent:
+            continue  # a sibling or a child of a line seen: not above the mistake
+        if key.search(current):
+            return True
+        indent = width
+        if width == 0:
+            return False
+    return False
+
+
+def _unquoted(text: str | None) -> str | None:
+    """``text`` without what it quotes from the document (an alias, a tag, a
+    character), keeping what it quotes of YAML's own syntax (``','``, ``'<scalar>'``)."""
+    if text is None:
+        return None
+
+    def keep(match: re.Match[str]) -> str:
+        quoted = match.group(1) if match.group(1) is not None else match.group(2)
+        syntax = re.fullmatch(r"[^\w\s'\"]|<[\w ]+>", quoted) is not None
+        return match.group(0) if syntax else ""
+
+    return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
+
+
+def _kind(value: Any) -> str:
+    """What a value is, without showing it: ``a list``, ``a number`` ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
 
 
 def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:

@@ -1,0 +1,125 @@
+"""A hive's secrets (``api_key``, header values) never print: not in ``validate``'s or
+``run``'s output, not in the error ``from_yaml`` raises, nor anywhere in its chain,
+whatever shape the value has and whatever YAML mistake is made on its line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import ConfigErrors, Executor
+from honeycomb.cli import main
+
+KEY = "sk-FAKE7hT3xQ9zL2wV8bN4mK6pR1sD5fG0"
+DIGITS = "8675309123456789012345"
+
+HEAD = """\
+models:
+  default: offline
+  gpt:
+    model: gpt-4o-mini
+    base_url: http://127.0.0.1:9/v1
+"""
+TAIL = """\
+roles:
+  planner: {description: Plans.}
+  writer: {description: Writes., max_turns: 0}
+"""
+
+SHAPES = {
+    "a list": f"    api_key: [{KEY}, other]\n",
+    "a mapping": f"    api_key: {{{KEY}: 1}}\n",
+    "a mapping's value": f"    api_key: {{token: {KEY}}}\n",
+    "a block list": f"    api_key:\n      - {KEY}\n",
+    "digits": f"    api_key: {DIGITS}\n",
+    "a wrong tag": f"    api_key: !!int {KEY}\n",
+    "a tag of its own": f"    api_key: !{KEY} x\n",
+    "an undefined alias": f"    api_key: *{KEY}\n",
+    "an unclosed quote": f'    api_key: "{KEY}\n',
+    "an unclosed flow list": f"    api_key: [{KEY}\n",
+    "a bad escape": f'    api_key: "{KEY[:6]}\\q{KEY[6:]}"\n',
+    "a colon inside": f"    api_key: {KEY}: x\n",
+    "a key twice": f"    api_key: {{{KEY}: 1, {KEY}: 2}}\n",
+    "a header value": f"    settings: {{extra_headers: {{Authorization: [Bearer {KEY}]}}}}\n",
+    "headers as a list": f"    settings:\n      extra_headers: [{KEY}]\n",
+    "a header line broken": f'    settings:\n      extra_headers:\n        X-Key: "{KEY}\n',
+    "models as a list": None,
+}
+
+
+def hive(tmp_path: Path, shape: str) -> Path:
+    body = SHAPES[shape]
+    text = (
+        f"models:\n  - model: gpt-4o-mini\n    api_key: {KEY}\n{TAIL}"
+        if body is None
+        else HEAD + body + TAIL
+    )
+    path = tmp_path / "hive.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def chain(error: BaseException) -> list[BaseException]:
+    """The error and everything chained to it, as causes or contexts, and grouped in it."""
+    seen: list[BaseException] = []
+    todo = [error]
+    while todo:
+        current = todo.pop()
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += list(getattr(current, "errors", ()) or ())
+        todo += list(getattr(current, "exceptions", ()) or ())
+    return seen
+
+
+def assert_hidden(text: str) -> None:
+    for secret in (KEY, KEY[:12], KEY[-12:], DIGITS):
+        assert secret not in text, text
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_validate_and_run_never_print_the_key(
+    tmp_path: Path, shape: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = hive(tmp_path, shape)
+    assert main(["validate", str(path)]) == 1
+    validated = capsys.readouterr()
+    assert "error" in validated.out
+    assert main(["run", str(path), "task", "--no-store", "--plain"]) == 2
+    ran = capsys.readouterr()
+    assert "hive.yaml" in ran.err
+    for text in (validated.out, validated.err, ran.out, ran.err):
+        assert_hidden(text)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_from_yaml_errors_and_their_chain_never_hold_the_key(tmp_path: Path, shape: str) -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(hive(tmp_path, shape))
+    for error in chain(caught.value):
+        assert_hidden(str(error))
+        assert_hidden(repr(error))
+        assert_hidden(repr(error.args))
+
+
+def test_a_secret_of_the_wrong_type_is_named_with_its_field_and_type(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(hive(tmp_path, "a list"))
+    [error] = [e for e in caught.value.errors if e.field == "models.gpt.api_key"]
+    assert error.message == "Input should be a valid string (got a list; a secret, not shown)"
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(hive(tmp_path, "digits"))
+    [error] = [e for e in caught.value.errors if e.field == "models.gpt.api_key"]
+    assert error.message == "Input should be a valid string (got a number; a secret, not shown)"
+
+
+def test_other_values_are_still_shown(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(HEAD + "    timeout: soon\n" + TAIL)
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(path)
+    assert "(got 'soon')" in str(caught.value)
