@@ -243,7 +243,7 @@ class Hive:
         return self.spec.default_model or next(iter(self.spec.models), None)
 
 
-SECRETS = (("models", "*", "api_key"), ("models", "*", "settings", "extra_headers"))
+_SECRETS = (("models", "*", "api_key"), ("models", "*", "settings", "extra_headers"))
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
 
@@ -256,7 +256,7 @@ def load_hive(path: str | Path) -> Hive:
     """
     file = Path(path)
     try:
-        doc = load_yaml(file, interpolate=True, secrets=SECRETS)
+        doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
         raise ConfigErrors([exc]) from exc
     folder = str(file.resolve().parent)
