@@ -19,7 +19,7 @@ from runtime.model import ModelResponse
 __all__ = ["check_response", "kind_of", "shown"]
 
 _CALL_FIELDS = ("id", "name", "arguments")
-_COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls")
+_COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls", "reasoning_tokens")
 
 
 def check_response(response: object, model: object) -> ModelResponse:
@@ -35,11 +35,13 @@ def check_response(response: object, model: object) -> ModelResponse:
             type(message) is AssistantMessage
             and type(message.tool_calls) is tuple
             and (message.content is None or type(message.content) is str)
+            and (message.reasoning is None or type(message.reasoning) is str)
             and type(usage) is Usage
             and type(usage.input_tokens) is int
             and type(usage.output_tokens) is int
             and type(usage.model_calls) is int
             and type(usage.tool_calls) is int
+            and type(usage.reasoning_tokens) is int
             and type(usage.cost) is float
             and type(response.model) is str
             and type(response.finish_reason) is str
@@ -78,6 +80,7 @@ def _problem(response: object) -> str | None:
         return f"a response whose message is {kind_of(message)}, not an AssistantMessage"
     wrong = [
         _not(message.content, str, "message.content", optional=True),
+        _not(message.reasoning, str, "message.reasoning", optional=True),
         _not(response.finish_reason, str, "finish_reason"),
         _not(response.model, str, "model"),
     ]
