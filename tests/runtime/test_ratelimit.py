@@ -332,6 +332,8 @@ def test_a_loop_that_ended_with_slots_held_and_callers_waiting_leaves_none_behin
         assert not any(task.done() for task in stranded)
 
     ended = asyncio.new_event_loop()
+    destroyed: list[dict[str, Any]] = []  # what asyncio says of tasks left pending
+    ended.set_exception_handler(lambda _, context: destroyed.append(context))
     ended.run_until_complete(strand())
     ended.close()  # with both tasks pending
 
@@ -342,6 +344,8 @@ def test_a_loop_that_ended_with_slots_held_and_callers_waiting_leaves_none_behin
 
     asyncio.run(next_loop())
     del ended
+    gate.clear()
     gc.collect()  # the stranded attempts end now, and must not count against the new loop
     assert limiter.in_flight == 0
+    assert len(destroyed) == 2
     asyncio.run(next_loop())
