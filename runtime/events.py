@@ -310,7 +310,9 @@ class CallReport:
 
     __slots__ = ("attempts", "retry_wait_s", "run_id", "tracer", "turn", "worker")
 
-    def __init__(self, tracer: Tracer, *, worker: str | None, run_id: str | None, turn: int):
+    def __init__(
+        self, tracer: Tracer, *, worker: str | None, run_id: str | None, turn: int
+    ) -> None:
         self.tracer, self.worker, self.run_id, self.turn = tracer, worker, run_id, turn
         self.attempts = 1
         self.retry_wait_s = 0.0
