@@ -59,11 +59,11 @@ def _response(data: Any, model: str) -> ModelResponse:
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
     content = _text(raw.get("content"), f"{where}.content")
-    # DeepSeek and vLLM's reasoning parsers send reasoning_content; newer vLLM, reasoning.
-    reasoning = raw.get("reasoning_content")
-    field = "reasoning_content"
-    if reasoning is None:
-        reasoning, field = raw.get("reasoning"), "reasoning"
+    # DeepSeek and vLLM's reasoning parsers send reasoning_content; newer vLLM sends
+    # reasoning, a name other servers use for other shapes: only its text is taken.
+    reasoning = _text(raw.get("reasoning_content"), f"{where}.reasoning_content")
+    if reasoning is None and isinstance(raw.get("reasoning"), str):
+        reasoning = raw["reasoning"]
     calls = _tool_calls(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"), where)
     usage = _object(body.get("usage") or {}, "usage")
     details_at = "usage.completion_tokens_details"
@@ -72,7 +72,7 @@ def _response(data: Any, model: str) -> ModelResponse:
         message=AssistantMessage(
             content=content,
             tool_calls=calls,
-            reasoning=_text(reasoning, f"{where}.{field}"),
+            reasoning=reasoning,
         ),
         usage=Usage(
             input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),

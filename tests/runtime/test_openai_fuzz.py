@@ -221,6 +221,13 @@ CALL = (*MESSAGE, "tool_calls", 0)
         (Raw(200, body=at("usage", "prompt_tokens", value="3")), "usage.prompt_tokens is a str"),
         (Raw(200, body=at("usage", "prompt_tokens", value=-1)), "prompt_tokens is an int (-1)"),
         (Raw(200, body=at("model", value=["gpt"])), "model is a list"),
+        (Raw(200, body=at(*MESSAGE, "reasoning_content", value=3)), "reasoning_content is an int"),
+        (
+            Raw(
+                200, body=at("usage", "completion_tokens_details", value={"reasoning_tokens": "9"})
+            ),
+            "completion_tokens_details.reasoning_tokens is a str",
+        ),
     ],
 )
 def test_each_malformation_is_named(client: Client, behaviour: Raw, expected: str) -> None:
@@ -247,6 +254,10 @@ def test_each_malformation_is_named(client: Client, behaviour: Raw, expected: st
         # a call without an id gets one (Gemini's endpoint and LM Studio send "")
         (at(*CALL, "id"), lambda r: r.message.tool_calls[0].id.startswith("call_")),
         (at(*CALL, "id", value=""), lambda r: r.message.tool_calls[0].id.startswith("call_")),
+        # a reasoning model's thinking, under either name; another shape is not text
+        (at(*MESSAGE, "reasoning_content", value="hm"), lambda r: r.message.reasoning == "hm"),
+        (at(*MESSAGE, "reasoning", value="hm"), lambda r: r.message.reasoning == "hm"),
+        (at(*MESSAGE, "reasoning", value={"effort": "low"}), lambda r: r.message.reasoning is None),
         # calls of another type than "function" are left out
         (at(*CALL, "type", value="retrieval"), lambda r: len(r.message.tool_calls) == 1),
     ],
