@@ -31,7 +31,7 @@ from honeycomb.store import RunStore, RunSummary
 from honeycomb.timeline import build_timeline
 from honeycomb.timeline_html import to_html
 from honeycomb.timeline_view import render_timeline
-from honeycomb.view import JsonView, LiveView, PlainView, View, format_cost, summary
+from honeycomb.view import JsonView, LiveView, PlainView, View, counted, format_cost, summary
 from runtime import (
     BudgetExceeded,
     ConfigErrors,
@@ -224,8 +224,9 @@ def _run_line(run: RunSummary) -> str:
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
     return (
-        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {run.workers:>3} workers  "
-        f"{run.model_calls:>4} model calls  {tokens:>7} tokens  {format_cost(run.cost):>8}  {task}"
+        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {counted(run.workers, 'worker'):>11}  "
+        f"{counted(run.model_calls, 'model call'):>16}  {counted(tokens, 'token'):>14}  "
+        f"{format_cost(run.cost):>8}  {task}"
     )
 
 
@@ -275,7 +276,15 @@ def _validate(args: argparse.Namespace) -> int:
             for error in exc.errors:
                 print(f"  {error}")
             continue
-        print(f"{path}: OK ({len(hive.roles)} roles, {len(hive.spec.models)} models)")
+        roles, models = counted(len(hive.roles), "role"), counted(len(hive.spec.models), "model")
+        print(f"{path}: OK ({roles}, {models})")
+        for name, spec in hive.spec.models.items():
+            if spec.provider == "openai" and spec.settings:
+                sdk, extra = spec.settings_sent()
+                print(
+                    f"  model {name}: {', '.join(sdk) or 'none'} as SDK parameters; "
+                    f"{', '.join(extra) or 'none'} in extra_body"
+                )
     return 1 if failed else 0
 
 

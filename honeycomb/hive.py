@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
 
 import pydantic
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from honeycomb.executor import Executor
 from honeycomb.offline import OfflineModel
@@ -57,6 +65,8 @@ class ModelSpec(BaseModel):
 
     ``max_concurrency`` bounds an endpoint's calls in flight across every worker and
     run using the model; the bound halves on a 429 and grows back (``null``: none).
+    ``settings`` are sent with every call: those the ``openai`` SDK names as its
+    parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -72,6 +82,24 @@ class ModelSpec(BaseModel):
     jitter: float = Field(default=0.0, ge=0)
     price: PriceSpec | None = None
     max_concurrency: int | None = Field(default=32, ge=1)
+
+    @field_validator("settings")
+    @classmethod
+    def _settings_honeycomb_does_not_set(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from runtime._request import check_settings  # does not import openai
+
+        try:
+            check_settings(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
+        extra_body fields)``, as the installed ``openai`` names its parameters."""
+        from runtime._request import split_settings
+
+        return split_settings(self.settings)
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:

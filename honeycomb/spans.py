@@ -60,6 +60,9 @@ class Span(NamedTuple):
         output_tokens: Tokens out (idem).
         cost: Dollars (idem), from the model's price.
         detail: The tool call id (tool calls), the role (workers).
+        attempts: Attempts the model call took, retries included (1 for other spans).
+        reasoning_tokens: Of the output tokens, those spent reasoning (summed as
+            tokens are).
     """
 
     span_id: str
@@ -76,6 +79,8 @@ class Span(NamedTuple):
     output_tokens: int = 0
     cost: float = 0.0
     detail: str = ""
+    attempts: int = 1
+    reasoning_tokens: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -99,6 +104,7 @@ class _Open:
         "name",
         "output_tokens",
         "parent",
+        "reasoning_tokens",
         "span_id",
         "start",
         "turn",
@@ -122,7 +128,7 @@ class _Open:
         self.kind, self.name, self.start, self.parent = kind, name, start, parent
         self.worker, self.turn, self.detail = worker, turn, detail
         self.end = start
-        self.input_tokens = self.output_tokens = 0
+        self.input_tokens = self.output_tokens = self.reasoning_tokens = 0
         self.cost = 0.0
 
 
@@ -217,7 +223,7 @@ class SpanRecorder:
             kind: SpanKind = "tool_call" if call_id else "model_call"
             self._keep(
                 next(self._ids), parent, kind, name, start, now, "cancelled", None, worker, turn,
-                0, 0, 0.0, call_id,
+                0, 0, 0.0, call_id, 1, 0,
             )  # fmt: skip
         for turn_span in self._turns.values():
             self._close(turn_span, now, "cancelled")
@@ -263,7 +269,8 @@ class SpanRecorder:
     def _model_finished(self, event: ModelCallFinished) -> None:
         self.model_call_finished(
             event.worker, event.turn, event.model, event.status, event.error,
-            event.input_tokens, event.output_tokens, event.cost,
+            event.input_tokens, event.output_tokens, event.cost, event.attempts,
+            event.reasoning_tokens,
         )  # fmt: skip
 
     def _tool_started(self, event: ToolCallStarted) -> None:
@@ -294,6 +301,8 @@ class SpanRecorder:
         input_tokens: int,
         output_tokens: int,
         cost: float,
+        attempts: int = 1,
+        reasoning_tokens: int = 0,
     ) -> None:
         """A model call ended: its span, and its usage counted on its turn."""
         name = worker or "?"
@@ -302,7 +311,8 @@ class SpanRecorder:
             start, parent, _ = started
             self._keep(
                 next(self._ids), parent, "model_call", model or "model", start, self._clock(),
-                status, error, name, turn, input_tokens, output_tokens, cost, "",
+                status, error, name, turn, input_tokens, output_tokens, cost, "", attempts,
+                reasoning_tokens,
             )  # fmt: skip
 
     def tool_call_started(self, worker: str | None, turn: int, call_id: str, tool: str) -> None:
@@ -321,7 +331,7 @@ class SpanRecorder:
             start, parent, tool = started
             self._keep(
                 next(self._ids), parent, "tool_call", tool, start, self._clock(), status, error,
-                name, turn, 0, 0, 0.0, call_id,
+                name, turn, 0, 0, 0.0, call_id, 1, 0,
             )  # fmt: skip
 
     # --- spans that end -------------------------------------------------------------
@@ -330,7 +340,8 @@ class SpanRecorder:
         self._keep(
             span.span_id, span.parent, span.kind, span.name, span.start,
             end if end > span.end else span.end, status, error, span.worker, span.turn,
-            span.input_tokens, span.output_tokens, span.cost, span.detail,
+            span.input_tokens, span.output_tokens, span.cost, span.detail, 1,
+            span.reasoning_tokens,
         )  # fmt: skip
 
     def _keep(
@@ -349,6 +360,8 @@ class SpanRecorder:
         output_tokens: int,
         cost: float,
         detail: str,
+        attempts: int,
+        reasoning_tokens: int,
     ) -> None:
         """A span that ended: it stretches its parent's end and adds its usage to the
         parent's, and is kept. (One function, called positionally, for every span: a
@@ -362,9 +375,10 @@ class SpanRecorder:
             parent.input_tokens += input_tokens
             parent.output_tokens += output_tokens
             parent.cost += cost
+            parent.reasoning_tokens += reasoning_tokens
         row = (
             span_id, parent_id, kind, name, start, end, status, error, worker, turn,
-            input_tokens, output_tokens, cost, detail,
+            input_tokens, output_tokens, cost, detail, attempts, reasoning_tokens,
         )  # fmt: skip
         self._rows.append(row)
         if self._on_close is not None:

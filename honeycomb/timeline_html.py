@@ -16,7 +16,7 @@ from __future__ import annotations
 from html import escape
 
 from honeycomb.timeline import Bar, Row, Timeline
-from honeycomb.view import format_cost
+from honeycomb.view import counted, format_cost
 
 __all__ = ["to_html"]
 
@@ -179,7 +179,7 @@ def _totals(t: Timeline) -> str:
     cells = (
         ("wall time", f"{t.wall_s:.2f}s", f"plan {t.plan_s:.2f}s, aggregate {t.aggregate_s:.2f}s"),
         ("critical path", f"{t.critical_path_s:.2f}s", path),
-        ("workers", f"{t.sum_worker_s:.2f}s", f"added up, {len(t.workers)} workers"),
+        ("workers", f"{t.sum_worker_s:.2f}s", f"added up, {counted(len(t.workers), 'worker')}"),
         ("serial would", f"{t.serial_s:.2f}s", f"speedup x{t.speedup:.2f} over serial"),
         ("tokens", str(t.total_tokens), f"{t.input_tokens} in, {t.output_tokens} out"),
         ("calls", str(t.model_calls), f"model, {t.tool_calls} tool"),

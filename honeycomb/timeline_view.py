@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.text import Text
 
 from honeycomb.timeline import Bar, Row, Timeline
-from honeycomb.view import format_cost
+from honeycomb.view import counted, format_cost
 
 __all__ = ["CHARS", "render_timeline"]
 
@@ -115,7 +115,9 @@ def _footer(t: Timeline) -> list[Text]:
             f"aggregate {t.aggregate_s:.2f}s)"
         ),
         Text(f"critical path  {t.critical_path_s:7.2f}s   {path}"),
-        Text(f"workers        {t.sum_worker_s:7.2f}s   added up, {len(t.workers)} workers"),
+        Text(
+            f"workers        {t.sum_worker_s:7.2f}s   added up, {counted(len(t.workers), 'worker')}"
+        ),
         Text(f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial"),
         Text(f"tokens         {t.total_tokens:7d}    ({t.input_tokens} in, {t.output_tokens} out)"),
         Text(f"calls          {t.model_calls:7d} model, {t.tool_calls} tool"),

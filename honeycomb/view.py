@@ -5,6 +5,7 @@ or JSON lines. Each view consumes the run's events; :func:`summary` prints the e
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
@@ -25,9 +26,16 @@ from honeycomb.events import (
     WorkerStarted,
 )
 from honeycomb.result import RunResult
-from runtime import Event, ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from runtime import (
+    Event,
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 
-__all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
+__all__ = ["JsonView", "LiveView", "PlainView", "View", "counted", "summary"]
 
 
 class View(Protocol):
@@ -154,6 +162,9 @@ class PlainView:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.started = time.perf_counter()
+        self._turns: dict[str | None, int] = {}  # each worker's last turn
+        self._attempts: dict[str | None, int] = {}  # a worker that started over: the planner
+        self._retried: dict[tuple[str | None, int], list[str]] = {}  # statuses, by call
 
     def __enter__(self) -> PlainView:
         return self
@@ -162,10 +173,28 @@ class PlainView:
         self.out.flush()
 
     def handle(self, event: Event) -> None:
-        line = _describe(event)
+        if isinstance(event, ModelCallStarted):
+            line = self._started(event)
+        elif isinstance(event, ModelCallRetrying):
+            self._retried.setdefault((event.worker, event.turn), []).append(event.status)
+            line = _describe(event)
+        elif isinstance(event, ModelCallFinished):
+            line = _model_finished(event, self._retried.pop((event.worker, event.turn), []))
+        else:
+            line = _describe(event)
         if line:
             self.out.write(f"[{time.perf_counter() - self.started:6.2f}s] {line}\n")
             self.out.flush()
+
+    def _started(self, event: ModelCallStarted) -> str:
+        """A line when a worker starts over from its first turn: a planner trying again
+        for a valid plan is one worker of the same name, once per attempt."""
+        last = self._turns.get(event.worker)
+        self._turns[event.worker] = event.turn
+        if last is None or event.turn > last:
+            return ""
+        attempt = self._attempts[event.worker] = self._attempts.get(event.worker, 1) + 1
+        return f"{event.worker or 'model'} attempt {attempt}"
 
 
 class JsonView:
@@ -203,17 +232,40 @@ def _describe(event: Event) -> str:
         return f"{who} ({event.role}) {event.status} in {event.duration_s:.2f}s{error}"
     if isinstance(event, ToolCallFinished):
         return f"{who} turn {event.turn}: {event.tool} {event.status} in {event.duration_s:.2f}s"
+    if isinstance(event, ModelCallRetrying):
+        return (
+            f"{who} turn {event.turn}: model {event.status} (attempt {event.attempt}), "
+            f"retrying in {event.wait_s:.2f}s"
+        )
     if isinstance(event, ModelCallFinished):
-        calls = f", asked for {event.tool_calls} tool calls" if event.tool_calls else ""
-        return f"{who} turn {event.turn}: model {event.status} in {event.duration_s:.2f}s{calls}"
+        return _model_finished(event, ())
     if isinstance(event, AggregationStarted):
-        return f"aggregating {event.results} results"
+        return f"aggregating {counted(event.results, 'result')}"
     if isinstance(event, AggregationFinished):
         return f"aggregated in {event.duration_s:.2f}s"
     if isinstance(event, RunFinished):
         error = f": {event.error}" if event.error else ""
         return f"run {event.status} in {event.wall_s:.2f}s{error}"
     return ""
+
+
+def _model_finished(event: ModelCallFinished, statuses: Sequence[str]) -> str:
+    """``model ok after 2 retries (429, waited 1.5s) in 2.22s, asked for 1 tool call``."""
+    retried = ""
+    if event.attempts > 1:
+        why = "".join(f"{s}, " for s in dict.fromkeys(statuses))  # each status once
+        retries = counted(event.attempts - 1, "retry", "retries")
+        retried = f" after {retries} ({why}waited {event.retry_wait_s:.1f}s)"
+    calls = f", asked for {counted(event.tool_calls, 'tool call')}" if event.tool_calls else ""
+    return (
+        f"{event.worker or ''} turn {event.turn}: model {event.status}{retried} in "
+        f"{event.duration_s:.2f}s{calls}"
+    )
+
+
+def counted(count: int, one: str, many: str | None = None) -> str:
+    """``1 tool call``, ``2 tool calls``: a count and its noun, singular or plural."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def format_cost(dollars: float) -> str:

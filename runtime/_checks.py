@@ -19,7 +19,7 @@ from runtime.model import ModelResponse
 __all__ = ["check_message", "check_response", "kind_of", "shown"]
 
 _CALL_FIELDS = ("id", "name", "arguments")
-_COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls")
+_COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls", "reasoning_tokens")
 
 
 def check_response(response: object, model: object) -> ModelResponse:
@@ -38,6 +38,7 @@ def check_response(response: object, model: object) -> ModelResponse:
             and type(usage.output_tokens) is int
             and type(usage.model_calls) is int
             and type(usage.tool_calls) is int
+            and type(usage.reasoning_tokens) is int
             and type(usage.cost) is float
             and type(response.model) is str
             and type(response.finish_reason) is str
@@ -73,6 +74,7 @@ def _well_formed(message: Any) -> bool:
         type(message) is AssistantMessage
         and type(message.tool_calls) is tuple
         and (message.content is None or type(message.content) is str)
+        and (message.reasoning is None or type(message.reasoning) is str)
     ):
         return False
     for c in message.tool_calls:
@@ -126,7 +128,10 @@ def _message_problems(message: object) -> str | None:
 
 def _message_fields(message: AssistantMessage) -> list[str | None]:
     """What is wrong with each field of ``message`` (None for a right one)."""
-    wrong = [_not(message.content, str, "message.content", optional=True)]
+    wrong = [
+        _not(message.content, str, "message.content", optional=True),
+        _not(message.reasoning, str, "message.reasoning", optional=True),
+    ]
     calls: Any = message.tool_calls
     if not isinstance(calls, tuple | list):
         wrong.append(f"message.tool_calls is {kind_of(calls)}, not a tuple of ToolCalls")

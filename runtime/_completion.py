@@ -3,11 +3,17 @@ field on the way: OpenAI-compatible servers (and proxies in front of them) do an
 with truncated bodies, HTML error pages, missing fields and wrong types, and each of
 those must become a :class:`ModelResponseError` that says what was wrong, never a
 ``KeyError`` or ``AttributeError`` from deep inside the adapter.
+
+Some servers leave out what the next request needs: a tool call without an id
+(Gemini's OpenAI-compatible endpoint and LM Studio send ``""``) gets one here, where
+the answer enters, so the transcript, the journal, the observation and the wire all
+use the same id.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from runtime._checks import kind_of, shown
@@ -31,8 +37,10 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
     try:
         data = json.loads(body)
     except ValueError as exc:  # also a body that is not UTF-8
+        # Empty, an HTML page, cut off: a proxy's or a connection's fault, worth a retry.
         raise ModelResponseError(
-            f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}"
+            f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",
+            retryable=True,
         ) from exc
     if isinstance(data, dict) and "choices" not in data and "error" in data:
         raise ModelResponseError(f"model {model!r} answered with an error: {shown(data['error'])}")
@@ -51,21 +59,48 @@ def _response(data: Any, model: str) -> ModelResponse:
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
     content = _text(raw.get("content"), f"{where}.content")
-    calls = tuple(
-        _tool_call(item, f"{where}.tool_calls[{index}]")
-        for index, item in enumerate(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"))
-        if not isinstance(item, dict) or item.get("type", "function") == "function"
-    )
+    # DeepSeek and vLLM's reasoning parsers send reasoning_content; newer vLLM sends
+    # reasoning, a name other servers use for other shapes: only its text is taken.
+    reasoning = _text(raw.get("reasoning_content"), f"{where}.reasoning_content")
+    if reasoning is None and isinstance(raw.get("reasoning"), str):
+        reasoning = raw["reasoning"]
+    calls = _tool_calls(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"), where)
     usage = _object(body.get("usage") or {}, "usage")
+    details_at = "usage.completion_tokens_details"
+    details = _object(usage.get("completion_tokens_details") or {}, details_at)
     return ModelResponse(
-        message=AssistantMessage(content=content, tool_calls=calls),
+        message=AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            reasoning=reasoning,
+        ),
         usage=Usage(
             input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
             output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+            reasoning_tokens=_count(
+                details.get("reasoning_tokens"),
+                f"{details_at}.reasoning_tokens",
+            ),
         ),
         finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
         model=_text(body.get("model"), "model") or model,
     )
+
+
+def _tool_calls(items: list[Any], where: str) -> tuple[ToolCall, ...]:
+    """The function calls among ``items``; one without an id, or with an id an earlier
+    call of the answer has, gets a new one."""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type", "function") != "function":
+            continue
+        call = _tool_call(item, f"{where}.tool_calls[{index}]")
+        if not call.id or call.id in seen:
+            call = ToolCall(id=new_call_id(), name=call.name, arguments=call.arguments)
+        seen.add(call.id)
+        calls.append(call)
+    return tuple(calls)
 
 
 def _tool_call(item: Any, where: str) -> ToolCall:
@@ -75,10 +110,16 @@ def _tool_call(item: Any, where: str) -> ToolCall:
     if isinstance(arguments, dict):  # some servers send the object itself
         arguments = json.dumps(arguments)
     return ToolCall(
-        id=_required(call.get("id"), f"{where}.id"),
+        id=_text(call.get("id"), f"{where}.id") or "",
         name=_required(function.get("name"), f"{where}.function.name"),
         arguments=_text(arguments, f"{where}.function.arguments") or "",
     )
+
+
+def new_call_id() -> str:
+    """A tool call id for a call the server sent without one: random, so that it is
+    unique in its conversation across turns (and across the lives of a resumed run)."""
+    return "call_" + os.urandom(12).hex()
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

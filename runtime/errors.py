@@ -11,6 +11,7 @@ The tree::
     │   └── UnknownToolError        a tool name that is not registered
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
+    │   │   └── RetryAfterPastDeadline  it asked to wait past the retry deadline
     │   ├── ModelConnectionError    the endpoint could not be reached
     │   ├── ModelTimeout            the endpoint did not answer in time
     │   ├── ModelResponseError      the answer could not be understood
@@ -67,6 +68,7 @@ __all__ = [
     "OutcomeUnknown",
     "OutputValidationError",
     "PlanError",
+    "RetryAfterPastDeadline",
     "RunFailed",
     "RunawayLoop",
     "ScriptExhausted",
@@ -210,6 +212,28 @@ class ModelHTTPError(ModelError):
         super().__init__(f"HTTP {status}{on}: {_short(body)}")
 
 
+class RetryAfterPastDeadline(ModelHTTPError):
+    """The endpoint asked to wait (``Retry-After``) longer than the retry deadline has
+    left, so the call gave up at once instead of sitting out a wait that could not end
+    in time. The HTTP error it answered is its cause.
+
+    Attributes:
+        deadline_left_s: Seconds the retry deadline had left when it gave up.
+        attempts: Attempts made, the last one included.
+    """
+
+    def __init__(self, last: ModelHTTPError, *, deadline_left_s: float, attempts: int) -> None:
+        self.deadline_left_s = deadline_left_s
+        self.attempts = attempts
+        super().__init__(last.status, last.body, retry_after=last.retry_after, model=last.model)
+        self.retryable = False  # it was retryable; the deadline says no more
+        asked = last.retry_after if last.retry_after is not None else 0.0
+        self.args = (
+            f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}: asked to wait "
+            f"{asked:.3g}s, {deadline_left_s:.1f}s of the deadline left; {self.args[0]}",
+        )
+
+
 class ModelConnectionError(ModelError):
     """The endpoint could not be reached."""
 
@@ -233,7 +257,15 @@ class ModelTimeout(ModelError):
 
 
 class ModelResponseError(ModelError):
-    """The model's answer could not be understood (no choices, bad structure)."""
+    """The model's answer could not be understood (no choices, bad structure).
+
+    A body that is not JSON at all (empty, an HTML error page, cut off) is a proxy's
+    or a connection's fault, not the model's: that one is ``retryable``.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        self.retryable = retryable
+        super().__init__(message)
 
 
 class ModelCallError(ModelError):

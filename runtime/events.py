@@ -4,11 +4,18 @@ delivers them to handlers and to structlog.
 Events go to structlog only when the application has configured structlog (or a test
 captures logs), so the library never prints on its own. Handlers receive the typed
 event objects; the Executor's progress stream is one such handler.
+
+Retries happen inside a model (:class:`~runtime.OpenAIModel`,
+:class:`~runtime.RetryingModel`), which many workers share and which knows none of
+them: the caller of a model call says who it is by setting a :class:`CallReport` in
+:data:`current_call` for the call, and the retry policy tells it of each retry
+(:func:`report_retry`), which it emits as a :class:`ModelCallRetrying`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, ClassVar, Protocol
 
 from runtime import _logging
@@ -16,13 +23,17 @@ from runtime._values import record
 
 __all__ = [
     "CallRecorder",
+    "CallReport",
     "Event",
     "EventHandler",
     "ModelCallFinished",
+    "ModelCallRetrying",
     "ModelCallStarted",
     "ToolCallFinished",
     "ToolCallStarted",
     "Tracer",
+    "current_call",
+    "report_retry",
 ]
 
 
@@ -54,8 +65,22 @@ class ModelCallStarted(Event):
 
 
 @record(kw_only=True)
+class ModelCallRetrying(Event):
+    """An attempt of a model call failed and the call will be tried again after
+    ``wait_s`` seconds (a Retry-After honoured, or backoff)."""
+
+    kind: ClassVar[str] = "model_call.retrying"
+    turn: int
+    attempt: int  # the attempt that failed, from 1
+    status: str  # the HTTP status ("429"), or "timeout", "connection", "response"
+    wait_s: float
+    error: str
+
+
+@record(kw_only=True)
 class ModelCallFinished(Event):
-    """The model answered (or failed): its time, tokens, cost and tool calls asked for."""
+    """The model answered (or failed): its time, tokens, cost and tool calls asked for,
+    and the attempts it took."""
 
     kind: ClassVar[str] = "model_call.finished"
     turn: int
@@ -67,6 +92,9 @@ class ModelCallFinished(Event):
     cost: float = 0.0
     tool_calls: int = 0
     error: str | None = None
+    attempts: int = 1
+    retry_wait_s: float = 0.0
+    reasoning_tokens: int = 0
 
 
 @record(kw_only=True)
@@ -116,6 +144,8 @@ class CallRecorder(Protocol):
         input_tokens: int,
         output_tokens: int,
         cost: float,
+        attempts: int,
+        reasoning_tokens: int,
     ) -> None: ...
 
     def tool_call_started(self, worker: str | None, turn: int, call_id: str, tool: str) -> None: ...
@@ -203,6 +233,9 @@ class Tracer:
         cost: float,
         tool_calls: int,
         error: str | None,
+        attempts: int = 1,
+        retry_wait_s: float = 0.0,
+        reasoning_tokens: int = 0,
     ) -> None:
         """Emit a :class:`ModelCallFinished`."""
         if self._handlers or (self._log and _logging.configured()):
@@ -211,13 +244,16 @@ class Tracer:
                     worker=worker, run_id=run_id, turn=turn, duration_s=duration_s,
                     status=status, model=model, input_tokens=input_tokens,
                     output_tokens=output_tokens, cost=cost, tool_calls=tool_calls, error=error,
+                    attempts=attempts, retry_wait_s=retry_wait_s,
+                    reasoning_tokens=reasoning_tokens,
                 )
             )  # fmt: skip
         if self._recorder is not None:
             try:
                 self._recorder.model_call_finished(
-                    worker, turn, model, status, error, input_tokens, output_tokens, cost
-                )
+                    worker, turn, model, status, error, input_tokens, output_tokens, cost,
+                    attempts, reasoning_tokens,
+                )  # fmt: skip
             except Exception as exc:
                 _failed(exc, ModelCallFinished.kind)
 
@@ -260,6 +296,51 @@ class Tracer:
                 self._recorder.tool_call_finished(worker, turn, call_id, status, error)
             except Exception as exc:
                 _failed(exc, ToolCallFinished.kind)
+
+
+class CallReport:
+    """One model call's attempts, as the retry policy reports them: each retry is
+    emitted as a :class:`ModelCallRetrying` through ``tracer``, and counted for the
+    call's :class:`ModelCallFinished`.
+
+    Attributes:
+        attempts: Attempts made so far (1 until a retry).
+        retry_wait_s: Seconds waited between attempts.
+    """
+
+    __slots__ = ("attempts", "retry_wait_s", "run_id", "tracer", "turn", "worker")
+
+    def __init__(
+        self, tracer: Tracer, *, worker: str | None, run_id: str | None, turn: int
+    ) -> None:
+        self.tracer, self.worker, self.run_id, self.turn = tracer, worker, run_id, turn
+        self.attempts = 1
+        self.retry_wait_s = 0.0
+
+    def retrying(self, status: str, error: str, wait_s: float) -> None:
+        """The attempt made last failed with ``error``; the next starts in ``wait_s``."""
+        event = ModelCallRetrying(
+            worker=self.worker, run_id=self.run_id, turn=self.turn, attempt=self.attempts,
+            status=status, wait_s=wait_s, error=error,
+        )  # fmt: skip
+        self.attempts += 1
+        self.retry_wait_s += wait_s
+        self.tracer.emit(event)
+
+
+current_call: ContextVar[CallReport | None] = ContextVar("honeycomb_model_call", default=None)
+"""The report of the model call the current task is making, if its caller set one
+(an :class:`~workers.AgentLoop` does, for each call it traces)."""
+
+
+def report_retry(status: str, error: str, wait_s: float) -> bool:
+    """Tell the model call in progress that it is retried; False when no caller set a
+    report (then nobody listens)."""
+    report = current_call.get()
+    if report is None:
+        return False
+    report.retrying(status, error, wait_s)
+    return True
 
 
 def _failed(exc: Exception, kind: str) -> None:

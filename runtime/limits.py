@@ -48,12 +48,13 @@ class Budget:
     """
 
     __slots__ = (
-        "_cost", "_input", "_model_calls", "_output", "_started", "_tool_calls", "limits",
+        "_cost", "_input", "_model_calls", "_output", "_reasoning", "_started", "_tool_calls",
+        "limits",
     )  # fmt: skip
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self._input = self._output = self._model_calls = self._tool_calls = 0
+        self._input = self._output = self._model_calls = self._tool_calls = self._reasoning = 0
         self._cost = 0.0
         self._started = time.monotonic()
 
@@ -66,6 +67,7 @@ class Budget:
             model_calls=self._model_calls,
             tool_calls=self._tool_calls,
             cost=self._cost,
+            reasoning_tokens=self._reasoning,
         )
 
     @property
@@ -106,6 +108,7 @@ class Budget:
         self._output += usage.output_tokens
         self._tool_calls += usage.tool_calls
         self._cost += usage.cost
+        self._reasoning += usage.reasoning_tokens
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count

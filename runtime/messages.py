@@ -50,7 +50,8 @@ class Usage:
     """Tokens, calls and cost spent. Adds up with ``+``.
 
     ``cost`` is in US dollars, from the prices configured for the model (0 when none
-    are: Honeycomb never guesses a price).
+    are: Honeycomb never guesses a price). ``reasoning_tokens`` are those of the
+    ``output_tokens`` a reasoning model spent thinking, where the endpoint says.
     """
 
     input_tokens: int = 0
@@ -58,6 +59,7 @@ class Usage:
     model_calls: int = 0
     tool_calls: int = 0
     cost: float = 0.0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -70,6 +72,7 @@ class Usage:
             model_calls=self.model_calls + other.model_calls,
             tool_calls=self.tool_calls + other.tool_calls,
             cost=self.cost + other.cost,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -100,11 +103,17 @@ class UserMessage:
 
 @value_class
 class AssistantMessage:
-    """What the model said: text, tool calls, or both."""
+    """What the model said: text, tool calls, or both.
+
+    ``reasoning`` is a reasoning model's thinking, where the endpoint returns it
+    (``reasoning_content``: DeepSeek, vLLM's reasoning parsers); it goes back to the
+    endpoint with the message, as some require within a tool loop.
+    """
 
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -250,7 +259,11 @@ def _assistant_json(m: AssistantMessage) -> str:
             for c in m.tool_calls
         ]
     )
-    return f'{{"role":{_str(m.role)},"content":{content},"tool_calls":[{calls}]}}'
+    reasoning = "null" if m.reasoning is None else _str(m.reasoning)
+    return (
+        f'{{"role":{_str(m.role)},"content":{content},"tool_calls":[{calls}],'
+        f'"reasoning":{reasoning}}}'
+    )
 
 
 def _tool_json(m: ToolMessage) -> str:

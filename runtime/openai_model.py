@@ -5,20 +5,29 @@ The SDK's own retries are turned off; :class:`~runtime.retry.RetryPolicy` is the
 retry policy. Every attempt, retries included, passes through the model's
 :class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share.
 ``openai`` errors are translated into :mod:`runtime.errors` here.
+
+Structured output asks for ``response_format: json_schema``. An endpoint that refuses
+it (DeepSeek: "This response_format type is unavailable now") is asked again, and
+from then on, with ``json_object`` and the schema in the instructions, then with the
+instructions alone; the agent loop's validation of the answer stays the judge.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import email.utils
 import os
+import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import openai
 
+from runtime import _logging
 from runtime._completion import parse_completion
+from runtime._request import messages_out, output_instruction, split_settings
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -27,17 +36,18 @@ from runtime.errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from runtime.messages import (
-    Message,
-    SystemMessage,
-    ToolMessage,
-    UserMessage,
-)
+from runtime.events import report_retry
 from runtime.model import ModelRequest, ModelResponse
 from runtime.ratelimit import AdaptiveLimiter
 from runtime.retry import RetryPolicy
 
 __all__ = ["OpenAIModel"]
+
+OutputMode = Literal["json_schema", "json_object", "instructions"]
+_FALLBACK: dict[OutputMode, OutputMode] = {
+    "json_schema": "json_object",
+    "json_object": "instructions",
+}
 
 
 class OpenAIModel:
@@ -49,12 +59,19 @@ class OpenAIModel:
         api_key: Default ``OPENAI_API_KEY``. Not needed for a local ``base_url``.
         timeout: Seconds per HTTP request when the request sets none.
         retry: The retry policy; ``RetryPolicy(attempts=1)`` disables retries.
-        settings: Extra parameters sent with every call (``temperature``, ``seed`` ...).
-        client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are disabled).
+        settings: Extra parameters sent with every call (``temperature``, ``seed`` ...);
+            those the SDK does not name (``top_k``, ``min_p`` ...) are sent in the
+            request body (``extra_body``).
+        client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are
+            disabled). It is yours, and serves only the event loop it first runs on;
+            without one, the model makes a client for each event loop it is used in.
         max_concurrency: Attempts in flight at most; the limit halves on a 429 and
             grows back (see :class:`~runtime.ratelimit.AdaptiveLimiter`). None: no limit.
         limiter: A limiter to share with other models of the same endpoint; replaces
             the one ``max_concurrency`` would make.
+
+    Raises:
+        ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...).
     """
 
     def __init__(
@@ -76,10 +93,18 @@ class OpenAIModel:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.settings = dict(settings or {})
-        self._client = client.with_options(max_retries=0) if client is not None else None
+        self._sdk_settings, self._extra_body = split_settings(self.settings)
+        self._given = client.with_options(max_retries=0) if client is not None else None
+        # An httpx client serves the event loop it first ran on: one client per loop,
+        # dropped once its loop is closed.
+        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        self._unbound: openai.AsyncOpenAI | None = None  # made outside any loop
+        self._key: str | None = None
         if limiter is None and max_concurrency is not None:
             limiter = AdaptiveLimiter(max_concurrency)
         self.limiter = limiter
+        self.output_mode: OutputMode = "json_schema"
+        """How structured output is asked for; an endpoint's refusal moves it on."""
 
     def __repr__(self) -> str:
         at = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -87,24 +112,48 @@ class OpenAIModel:
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, made on first use (so configs validate without a key).
+        """The SDK client for the running event loop, made on first use in it (so
+        configs validate without a key), or the one given.
 
         Raises:
             ConfigError: when no API key is given or set and the endpoint is OpenAI's.
         """
-        if self._client is None:
-            key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            if not key:
-                if self.base_url is None:
-                    raise ConfigError(
-                        f"model {self.model!r} needs an API key: pass api_key=, set "
-                        "OPENAI_API_KEY, or point base_url at a local endpoint"
-                    )
-                key = "unused"  # local servers (Ollama, vLLM, llama.cpp) ignore the key
-            self._client = openai.AsyncOpenAI(
-                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-            )
-        return self._client
+        if self._given is not None:
+            return self._given
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        found = self._clients.get(loop) if loop is not None else self._unbound
+        if found is None:
+            found = self._new_client()
+            if loop is None:
+                self._unbound = found
+            else:
+                # A weak mapping would not do: a client's connections refer to its loop.
+                self._clients = {k: v for k, v in self._clients.items() if not k.is_closed()}
+                self._clients[loop] = found
+        return found
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if self.base_url is None:
+                raise ConfigError(
+                    f"model {self.model!r} needs an API key: pass api_key=, set "
+                    "OPENAI_API_KEY, or point base_url at a local endpoint"
+                )
+            key = "unused"  # local servers (Ollama, vLLM, llama.cpp) ignore the key
+        self._key = key
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout,
+            # Not the SDK's default client, whose __del__ closes it on whatever loop is
+            # running then: one of a loop that has ended fails on the next loop.
+            http_client=openai.DefaultAsyncHttpxClient(),
+        )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One chat completion, retried under :attr:`retry`, each attempt through
@@ -114,19 +163,40 @@ class OpenAIModel:
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
                 when the call fails and retrying did not help (or is not allowed).
         """
+        while True:
+            mode = self.output_mode
+            try:
+                return await self._retried(request, mode)
+            except ModelHTTPError as exc:
+                if request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
+                    raise
+                self._fall_back(mode, exc)
+
+    async def _retried(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
         async for attempt in self.retry.retrying():
             with attempt:
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
-                    return await self._complete_once(request)
+                    return await self._complete_once(request, mode)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
-    async def _complete_once(self, request: ModelRequest) -> ModelResponse:
+    def _fall_back(self, mode: OutputMode, exc: ModelHTTPError) -> None:
+        """The endpoint refused structured output asked for as ``mode``: ask the next
+        way, in this call and every later one (workers that asked at the same time
+        move it on once)."""
+        if self.output_mode == mode:
+            self.output_mode = _FALLBACK[mode]
+            if _logging.configured():
+                fields = {"model": self.model, "refused": mode, "now": self.output_mode}
+                _logging.log("model_call.output_fallback", fields | {"error": str(exc)})
+        report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
+
+    async def _complete_once(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
         try:
-            return await self._complete_raw(request)
+            return await self._complete_raw(request, mode)
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the key, and drop the SDK's error that holds it too.
-            key = self._client.api_key if self._client is not None else ""
+            key = self._given.api_key if self._given is not None else self._key
             if not key or key == "unused" or key not in _all_text(exc):
                 raise
             exc.args = _mask(exc.args, key)
@@ -134,8 +204,8 @@ class OpenAIModel:
                 exc.body = _mask(exc.body, key)
             raise exc from None
 
-    async def _complete_raw(self, request: ModelRequest) -> ModelResponse:
-        params = self._params(request)
+    async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+        params = self._params(request, mode)
         try:
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
             # completions through as objects with missing or wrong-typed attributes.
@@ -156,13 +226,19 @@ class OpenAIModel:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
         return parse_completion(body, self.model)
 
-    def _params(self, request: ModelRequest) -> dict[str, Any]:
+    def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
+        output = request.output
+        instruction = None
+        if output is not None and mode != "json_schema":
+            instruction = output_instruction(output)
         params: dict[str, Any] = {
-            **self.settings,
+            **self._sdk_settings,
             "model": self.model,
-            "messages": [_message_out(m) for m in request.messages],
+            "messages": messages_out(request.messages, instruction),
             "timeout": request.timeout if request.timeout is not None else self.timeout,
         }
+        if self._extra_body:
+            params["extra_body"] = self._extra_body
         if request.tools:
             params["tools"] = [
                 {
@@ -175,22 +251,28 @@ class OpenAIModel:
                 }
                 for t in request.tools
             ]
-            params["parallel_tool_calls"] = request.parallel_tool_calls
+            # The API's defaults are left out: LiteLLM (without drop_params) refuses
+            # either for several providers (ollama_chat, cerebras, cohere_chat ...).
+            if not request.parallel_tool_calls:
+                params["parallel_tool_calls"] = False
             choice = request.tool_choice
-            params["tool_choice"] = (
-                choice
-                if choice in ("auto", "none", "required")
-                else {"type": "function", "function": {"name": choice}}
-            )
-        if request.output is not None:
+            if choice != "auto":
+                params["tool_choice"] = (
+                    choice
+                    if choice in ("none", "required")
+                    else {"type": "function", "function": {"name": choice}}
+                )
+        if output is not None and mode == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {
-                    "name": request.output.name,
-                    "schema": request.output.json_schema,
-                    "strict": request.output.strict,
+                    "name": output.name,
+                    "schema": output.json_schema,
+                    "strict": output.strict,
                 },
             }
+        elif output is not None and mode == "json_object":
+            params["response_format"] = {"type": "json_object"}
         return params
 
 
@@ -232,35 +314,47 @@ def _mask(value: Any, key: str) -> Any:
     return value
 
 
-def _message_out(message: Message) -> dict[str, Any]:
-    if isinstance(message, SystemMessage | UserMessage):
-        return {"role": message.role, "content": message.content}
-    if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    return out
+_REFUSED_FORMAT = re.compile(r"response_format|json_schema|json_object|structured.?output", re.I)
+
+
+def _refuses_format(exc: ModelHTTPError) -> bool:
+    """Whether an error is the endpoint refusing the response format (a 400 or 422
+    that names it); any other 400 is the request's own fault."""
+    return exc.status in (400, 422) and _REFUSED_FORMAT.search(str(exc.body)) is not None
+
+
+# The endpoint's own headers first, then those a proxy forwards from the provider
+# behind it (LiteLLM's llm_provider-*); of each, milliseconds first.
+_RETRY_AFTER_HEADERS = (
+    "retry-after-ms",
+    "retry-after",
+    "llm_provider-retry-after-ms",
+    "llm_provider-retry-after",
+)
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms``, or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(float(millis) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
+    """Seconds to wait from the first of :data:`_RETRY_AFTER_HEADERS` that makes sense
+    (milliseconds, or seconds or an HTTP date)."""
+    for name in _RETRY_AFTER_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds = _seconds(value, millis=name.endswith("-ms"))
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _seconds(value: str, *, millis: bool) -> float | None:
     try:
-        return max(float(value), 0.0)
+        number = float(value)
     except ValueError:
         pass
+    else:
+        return max(number / 1000.0 if millis else number, 0.0)
+    if millis:
+        return None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -13,11 +13,17 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
 It applies per attempt, so retries pass through it: :class:`~runtime.OpenAIModel`
 holds one (``max_concurrency=`` or ``limiter=``), and :class:`RateLimitedModel` puts
 one in front of any model (inside a :class:`~runtime.RetryingModel`, so that each
-retry waits its turn). One limiter serves one event loop.
+retry waits its turn).
+
+One limiter serves one event loop at a time. Used on another (the next
+``asyncio.run()``), it keeps what it learnt (the limit, a cool-down) and forgets the
+slots and waiters of the last loop: a loop that was closed with attempts still in it
+never gives those back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -73,6 +79,7 @@ class AdaptiveLimiter:
         self.throttled = 0
         """429s seen so far."""
         self._limit = max_concurrency
+        self._loop: asyncio.AbstractEventLoop | None = None  # whose slots and waiters these are
         self._in_flight = 0
         self._waiters: deque[anyio.Event] = deque()
         self._cool_until = 0.0
@@ -107,7 +114,8 @@ class AdaptiveLimiter:
     @asynccontextmanager
     async def attempt(self) -> AsyncIterator[None]:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
-        epoch = await self._acquire()
+        loop = self._adopt()
+        epoch = await self._acquire(loop)
         try:
             yield
         except ModelHTTPError as exc:
@@ -117,9 +125,16 @@ class AdaptiveLimiter:
         else:
             self._on_success(epoch)
         finally:
-            self._release()
+            self._release(loop)
 
-    async def _acquire(self) -> int:
+    def _adopt(self) -> asyncio.AbstractEventLoop:
+        """The running loop, whose the slots and waiters are from now on."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._in_flight, self._waiters = loop, 0, deque()
+        return loop
+
+    async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down."""
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
@@ -130,8 +145,8 @@ class AdaptiveLimiter:
                 await waiter.wait()
             except BaseException:
                 if waiter.is_set():
-                    self._release()  # handed a slot this caller will not use
-                else:
+                    self._release(loop)  # handed a slot this caller will not use
+                elif loop is self._loop:
                     self._waiters.remove(waiter)
                 raise
         try:
@@ -139,13 +154,16 @@ class AdaptiveLimiter:
             while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
                 await anyio.sleep(left)
         except BaseException:
-            self._release()
+            self._release(loop)
             raise
         return self._epoch
 
-    def _release(self) -> None:
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop:
+            return  # a slot of a loop the limiter has left: it was forgotten with it
         self._in_flight -= 1
-        self._wake()
+        if not loop.is_closed():  # an attempt ended as its closed loop is collected
+            self._wake()
 
     def _wake(self) -> None:
         """Hand free slots to waiters, in order."""

@@ -1,14 +1,20 @@
 """Retrying model calls: one policy, built on tenacity, used by every model adapter.
 
 Only errors that say so are retried (``ModelError.retryable``: HTTP 408, 409, 429,
-5xx, connection errors, timeouts). Waits grow exponentially with jitter, except that
-a ``Retry-After`` the endpoint sent is honoured. The policy stops after a number of
-attempts or before a total deadline would be passed, whichever comes first.
+5xx, connection errors, timeouts, a 200 whose body is not JSON). Waits grow
+exponentially with jitter, except that a ``Retry-After`` the endpoint sent is
+honoured. The policy stops after a number of attempts or before a total deadline
+would be passed, whichever comes first; a ``Retry-After`` that would end past the
+deadline gives up at once with :class:`~runtime.errors.RetryAfterPastDeadline`.
+
+Each retry is reported to the model call's caller, if it asked
+(:func:`runtime.events.report_retry`), else logged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import tenacity
@@ -17,7 +23,14 @@ from tenacity.wait import wait_base
 
 from runtime import _logging
 from runtime._values import record
-from runtime.errors import ModelError
+from runtime.errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeout,
+    RetryAfterPastDeadline,
+)
+from runtime.events import report_retry
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 
 __all__ = ["RetryPolicy", "RetryingModel", "is_retryable", "wait_retry_after"]
@@ -89,8 +102,23 @@ class RetryPolicy:
             retry=tenacity.retry_if_exception(self.retry_on),
             sleep=anyio.sleep,
             reraise=True,
-            before_sleep=_log_retry,
+            before_sleep=_report_retry,
+            retry_error_callback=self._give_up,
         )
+
+    def _give_up(self, state: RetryCallState) -> Any:
+        """Raise the last error, saying so when a Retry-After past the deadline (not
+        the number of attempts) is why no retry follows."""
+        outcome = state.outcome
+        assert outcome is not None  # tenacity stops only after an attempt
+        exc = outcome.exception()
+        if isinstance(exc, ModelHTTPError) and state.attempt_number < self.attempts:
+            left = self.deadline_s - (state.seconds_since_start or 0.0)
+            if exc.retry_after is not None and exc.retry_after >= left:
+                left = max(left, 0.0)
+                attempts = state.attempt_number
+                raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
+        return outcome.result()  # raises the last error
 
 
 class RetryingModel(WrapperModel):
@@ -107,11 +135,25 @@ class RetryingModel(WrapperModel):
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
 
-def _log_retry(state: RetryCallState) -> None:
-    if not _logging.configured():
-        return
+def _report_retry(state: RetryCallState) -> None:
     outcome = state.outcome
     exc = outcome.exception() if outcome is not None and outcome.failed else None
     wait = state.next_action.sleep if state.next_action is not None else 0.0
-    fields = {"attempt": state.attempt_number, "wait_s": wait, "error": repr(exc)}
-    _logging.log("model_call.retry", fields, level="warning")
+    if exc is not None and report_retry(status_of(exc), f"{type(exc).__name__}: {exc}", wait):
+        return  # the caller's report emits it as an event (which is logged)
+    if _logging.configured():
+        fields = {"attempt": state.attempt_number, "wait_s": wait, "error": repr(exc)}
+        _logging.log("model_call.retry", fields, level="warning")
+
+
+def status_of(exc: BaseException) -> str:
+    """What went wrong with an attempt, in a word: the HTTP status, or the kind."""
+    if isinstance(exc, ModelHTTPError):
+        return str(exc.status)
+    if isinstance(exc, ModelTimeout):
+        return "timeout"
+    if isinstance(exc, ModelConnectionError):
+        return "connection"
+    if isinstance(exc, ModelError):
+        return "response"
+    return type(exc).__name__

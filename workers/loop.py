@@ -47,6 +47,7 @@ from runtime import (
     _logging,
 )
 from runtime._checks import check_response
+from runtime.events import CallReport, current_call
 from workers.context import assemble
 from workers.state import (
     Checkpoint,
@@ -161,7 +162,7 @@ class AgentLoop:
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
             asked = tuple(c.name for c in message.tool_calls)
-            message = AssistantMessage(content=message.content)
+            message = AssistantMessage(content=message.content, reasoning=message.reasoning)
             if message.is_empty:  # nothing but calls: it did not answer, it kept going
                 state = state.answered(
                     (*messages, message), response.usage, nudged=False, wrapped_up=True
@@ -207,6 +208,10 @@ class AgentLoop:
         )
         if tracing:
             self.tracer.model_call_started(worker=self.worker, run_id=self.run_id, turn=turn)
+            # The model's retry policy reports each retry to it (until _emit_finished).
+            current_call.set(
+                CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
+            )
         return request
 
     def head(self, task: str) -> tuple[Message, ...]:
@@ -227,6 +232,8 @@ class AgentLoop:
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
     ) -> None:
         usage = response.usage if response is not None else Usage()
+        report = current_call.get()
+        current_call.set(None)
         self.tracer.model_call_finished(
             worker=self.worker,
             run_id=self.run_id,
@@ -239,6 +246,9 @@ class AgentLoop:
             cost=usage.cost,
             tool_calls=len(response.message.tool_calls) if response is not None else 0,
             error=None if exc is None else f"{type(exc).__name__}: {exc}",
+            attempts=report.attempts if report is not None else 1,
+            retry_wait_s=report.retry_wait_s if report is not None else 0.0,
+            reasoning_tokens=usage.reasoning_tokens,
         )
 
     async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:

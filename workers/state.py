@@ -65,6 +65,7 @@ class LoopState(NamedTuple):
         output_attempts: Answers sent back for failing the output schema.
         wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
         repeats: Turns in a row whose calls all repeated the turn before.
+        reasoning_tokens: Of the output tokens, those spent reasoning.
     """
 
     task: str
@@ -79,6 +80,7 @@ class LoopState(NamedTuple):
     output_attempts: int = 0
     wrapped_up: bool = False
     repeats: int = 0
+    reasoning_tokens: int = 0
 
     # The two transitions of every turn build the tuple directly with ``tuple.__new__``:
     # a keyword call or ``_replace`` costs two to three times as much, and even the
@@ -103,6 +105,7 @@ class LoopState(NamedTuple):
                 self.output_attempts,
                 wrapped_up,
                 self.repeats,
+                self.reasoning_tokens + spent.reasoning_tokens,
             ),
         )
 
@@ -127,6 +130,7 @@ class LoopState(NamedTuple):
                 self.output_attempts,
                 self.wrapped_up,
                 0 if executed else self.repeats + 1,
+                self.reasoning_tokens,
             ),
         )
 
@@ -149,6 +153,7 @@ class LoopState(NamedTuple):
             model_calls=self.turn,
             tool_calls=self.tool_calls,
             cost=self.cost,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
 

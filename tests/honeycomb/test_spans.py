@@ -130,6 +130,7 @@ def test_calls_given_as_arguments_make_the_spans_their_events_make(
         tracer.model_call_finished(
             worker="a", run_id="r", turn=turn, duration_s=0.1, status="ok", model="m",
             input_tokens=10, output_tokens=5, cost=0.5, tool_calls=1, error=None,
+            attempts=turn, retry_wait_s=0.5 * (turn - 1), reasoning_tokens=3,
         )  # fmt: skip
         tracer.tool_call_started(worker="a", run_id="r", turn=turn, call_id="c", tool="t")
         tracer.tool_call_finished(
@@ -143,6 +144,10 @@ def test_calls_given_as_arguments_make_the_spans_their_events_make(
 
     assert from_calls.spans == from_events.spans
     assert len(from_calls.spans) == 13
+    model_calls = [s for s in from_calls.spans if s.kind == "model_call" and s.worker == "a"]
+    assert [(s.attempts, s.reasoning_tokens) for s in model_calls] == [(1, 3), (2, 3)]
+    [worker] = [s for s in from_calls.spans if s.kind == "worker" and s.name == "a"]
+    assert worker.reasoning_tokens == 6  # summed as tokens are
     assert {s.status for s in from_calls.spans if s.worker == "b"} == {"cancelled"}
 
 

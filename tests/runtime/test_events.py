@@ -8,12 +8,16 @@ from unittest.mock import Mock, call
 from structlog.testing import capture_logs
 
 from runtime.events import (
+    CallReport,
     Event,
     ModelCallFinished,
+    ModelCallRetrying,
     ModelCallStarted,
     ToolCallFinished,
     ToolCallStarted,
     Tracer,
+    current_call,
+    report_retry,
 )
 
 MODEL_FINISHED: dict[str, Any] = {
@@ -51,7 +55,7 @@ def test_handlers_get_the_events_and_the_recorder_their_fields() -> None:
     ]
     assert recorder.mock_calls == [
         call.model_call_started("w1", 2),
-        call.model_call_finished("w1", 2, "m", "ok", None, 10, 5, 0.25),
+        call.model_call_finished("w1", 2, "m", "ok", None, 10, 5, 0.25, 1, 0),
         call.tool_call_started("w1", 2, "c1", "lookup"),
         call.tool_call_finished("w1", 2, "c1", "error", "ValueError: no"),
         call(other),  # an event emitted as one reaches the recorder as one
@@ -111,3 +115,27 @@ def test_a_broken_handler_is_logged_while_structlog_is_in_use() -> None:
     assert failures[0]["error"] == "RuntimeError('broken')"
     assert failures[3]["error"] == "ValueError('also broken')"
     assert all(f["log_level"] == "warning" for f in failures)
+
+
+def test_a_call_report_emits_each_retry_and_counts_attempts_and_waits() -> None:
+    events: list[Event] = []
+    report = CallReport(Tracer(events.append, log=False), worker="w1", run_id="r1", turn=3)
+    token = current_call.set(report)
+    try:
+        assert report_retry("429", "ModelHTTPError: HTTP 429", 0.5)
+        assert report_retry("timeout", "ModelTimeout: timed out", 0.25)
+    finally:
+        current_call.reset(token)
+
+    assert not report_retry("429", "nobody listens", 1.0)
+    assert (report.attempts, report.retry_wait_s) == (3, 0.75)
+    assert events == [
+        ModelCallRetrying(
+            worker="w1", run_id="r1", turn=3, attempt=1, status="429", wait_s=0.5,
+            error="ModelHTTPError: HTTP 429",
+        ),
+        ModelCallRetrying(
+            worker="w1", run_id="r1", turn=3, attempt=2, status="timeout", wait_s=0.25,
+            error="ModelTimeout: timed out",
+        ),
+    ]  # fmt: skip

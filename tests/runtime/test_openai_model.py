@@ -3,8 +3,11 @@ OpenAI-compatible server in :mod:`tests.support.openai_server`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import json
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 from runtime import (
     AssistantMessage,
@@ -21,10 +25,12 @@ from runtime import (
     ModelConnectionError,
     ModelHTTPError,
     ModelRequest,
+    ModelResponse,
     ModelResponseError,
     ModelTimeout,
     OpenAIModel,
     OutputSchema,
+    RetryAfterPastDeadline,
     RetryPolicy,
     SystemMessage,
     ToolCall,
@@ -33,8 +39,17 @@ from runtime import (
     Usage,
     UserMessage,
 )
+from runtime._request import sdk_parameters, split_settings
 from tests.conftest import RealNetworkUsed
-from tests.support.openai_server import OpenAIServer, Raw, Reply, error, text, tool_calls
+from tests.support.openai_server import (
+    OpenAIServer,
+    Raw,
+    Reply,
+    _completion,
+    error,
+    text,
+    tool_calls,
+)
 
 MakeModel = Callable[..., OpenAIModel]
 
@@ -128,7 +143,6 @@ async def test_messages_tools_and_settings_are_sent_in_openai_shape(
             {"role": "tool", "tool_call_id": "call_a", "content": "18C, sunny"},
         ],
         "tools": [WEATHER_OUT],
-        "tool_choice": "auto",
         "parallel_tool_calls": False,
         "temperature": 0.2,
         "seed": 7,
@@ -149,7 +163,6 @@ async def test_a_request_without_tools_or_output_sends_none_of_their_fields(
 @pytest.mark.parametrize(
     ("choice", "sent"),
     [
-        ("auto", "auto"),
         ("none", "none"),
         ("required", "required"),
         ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
@@ -160,9 +173,19 @@ async def test_tool_choice_forms(
 ) -> None:
     await make_model().complete(ask(tools=(WEATHER,), tool_choice=choice))
 
+    assert openai_server.requests[0].body["tool_choice"] == sent
+
+
+async def test_the_api_defaults_auto_and_parallel_tool_calls_are_not_sent(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    # LiteLLM without drop_params rejects either for several providers (ollama_chat ...).
+    await make_model().complete(ask(tools=(WEATHER,), tool_choice="auto"))
+
     body = openai_server.requests[0].body
-    assert body["tool_choice"] == sent
-    assert body["parallel_tool_calls"] is True
+    assert body["tools"] == [WEATHER_OUT]
+    assert "tool_choice" not in body
+    assert "parallel_tool_calls" not in body
 
 
 class Forecast(BaseModel):
@@ -200,6 +223,151 @@ async def test_strict_output_schema_is_sent_strict(
 
     sent = openai_server.requests[0].body["response_format"]["json_schema"]
     assert sent == {"name": "count", "schema": schema, "strict": True}
+
+
+async def test_settings_the_sdk_does_not_name_are_sent_in_the_body(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    # vLLM, llama.cpp and Ollama take sampling keys that OpenAI's API does not have.
+    settings = {
+        "temperature": 0.2,
+        "top_k": 40,
+        "min_p": 0.05,
+        "extra_body": {"repetition_penalty": 1.1, "top_k": 20},
+        "extra_headers": {"x-team": "bees"},
+    }
+    await make_model(settings=settings).complete(ask())
+
+    [sent] = openai_server.requests
+    assert sent.body == {
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.2,
+        "top_k": 20,  # the settings' own extra_body wins
+        "min_p": 0.05,
+        "repetition_penalty": 1.1,
+    }
+    assert sent.headers["x-team"] == "bees"
+
+
+def test_known_settings_are_the_installed_sdks_own_parameters() -> None:
+    sdk, extra = split_settings({"temperature": 0.2, "seed": 1, "top_k": 40, "min_p": 0.1})
+    assert sdk == {"temperature": 0.2, "seed": 1}
+    assert extra == {"top_k": 40, "min_p": 0.1}
+    assert sdk_parameters() >= {"temperature", "top_p", "seed", "max_tokens", "stop"}
+    assert "self" not in sdk_parameters()
+
+
+@pytest.mark.parametrize("key", ["model", "messages", "tools", "tool_choice", "stream", "timeout"])
+def test_a_setting_honeycomb_sets_itself_is_a_config_error(key: str) -> None:
+    with pytest.raises(ConfigError, match=f"'{key}' cannot be a setting") as caught:
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings={key: 1})
+    assert caught.value.field == f"settings.{key}"
+
+
+def test_extra_body_that_is_not_a_mapping_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="extra_body must be a mapping"):
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings={"extra_body": [1]})
+
+
+# --- structured output: falling back when the endpoint refuses json_schema -------------
+
+REFUSED = error(400, "This response_format type is unavailable now")
+
+
+async def test_a_refused_json_schema_falls_back_to_json_object_once_and_remembers(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(REFUSED, text('{"city": "Paris", "celsius": 18.5}'))
+    model = make_model(retry=fast(attempts=1))  # the fallback is not one of the retries
+    output = OutputSchema.for_model(Forecast)
+    system = SystemMessage(content="Be terse.")
+
+    with capture_logs() as logs:
+        first = await model.complete(ask(system, UserMessage(content="Paris?"), output=output))
+    await model.complete(ask(UserMessage(content="Oslo?"), output=output))
+
+    assert first.message.content == '{"city": "Paris", "celsius": 18.5}'
+    refused, retried, later = (r.body for r in openai_server.requests)
+    assert refused["response_format"]["type"] == "json_schema"
+    for body in (retried, later):
+        assert body["response_format"] == {"type": "json_object"}
+        instructions = body["messages"][0]
+        assert instructions["role"] == "system"
+        assert (
+            json.dumps(Forecast.model_json_schema(), separators=(",", ":"))
+            in (instructions["content"])
+        )
+    assert retried["messages"][0]["content"].startswith("Be terse.\n\n")  # one system message
+    assert [m["role"] for m in retried["messages"]] == ["system", "user"]
+    assert [m["role"] for m in later["messages"]] == ["system", "user"]
+    assert model.output_mode == "json_object"
+    [fallback] = [e for e in logs if e["event"] == "model_call.output_fallback"]
+    assert (fallback["refused"], fallback["now"]) == ("json_schema", "json_object")
+
+
+async def test_a_refused_json_object_falls_back_to_instructions_alone(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(
+        REFUSED,
+        error(422, "response_format json_object is not supported by this model"),
+        text('{"city": "Oslo", "celsius": 4}'),
+    )
+    model = make_model()
+
+    await model.complete(ask(output=OutputSchema.for_model(Forecast)))
+
+    last = openai_server.requests[-1].body
+    assert len(openai_server.requests) == 3
+    assert "response_format" not in last
+    assert "JSON schema" in last["messages"][0]["content"]
+    assert model.output_mode == "instructions"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        error(400, "messages: field required"),  # a 400 about something else
+        error(401, "response_format needs a paid plan"),  # not a 400 or 422
+    ],
+    ids=["other-400", "401"],
+)
+async def test_other_client_errors_are_not_a_fallback(
+    openai_server: OpenAIServer, make_model: MakeModel, answer: Raw
+) -> None:
+    openai_server.enqueue(answer)
+    model = make_model()
+
+    with pytest.raises(ModelHTTPError):
+        await model.complete(ask(output=OutputSchema.for_model(Forecast)))
+
+    assert len(openai_server.requests) == 1
+    assert model.output_mode == "json_schema"
+
+
+async def test_a_refusal_with_plain_instructions_is_an_error(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.default = REFUSED
+    model = make_model()
+
+    with pytest.raises(ModelHTTPError, match="response_format"):
+        await model.complete(ask(output=OutputSchema.for_model(Forecast)))
+
+    assert len(openai_server.requests) == 3  # json_schema, json_object, instructions
+    assert model.output_mode == "instructions"
+
+
+async def test_a_request_without_an_output_schema_never_falls_back(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(REFUSED)
+    model = make_model()
+
+    with pytest.raises(ModelHTTPError):
+        await model.complete(ask())
+    assert model.output_mode == "json_schema"
 
 
 # --- mapping back: what the client makes of the answer --------------------------------
@@ -286,6 +454,94 @@ async def test_malformed_tool_arguments_pass_through_as_raw_text(
     with pytest.raises(json.JSONDecodeError):
         json.loads(response.message.tool_calls[0].arguments)
     assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"city": "Os', "", "[1, 2]", "null", '"Oslo"', "{} {}"],
+    ids=["cut-off", "empty", "list", "null", "string", "two-objects"],
+)
+async def test_bad_tool_arguments_go_back_on_the_wire_as_an_empty_object(
+    openai_server: OpenAIServer, make_model: MakeModel, arguments: str
+) -> None:
+    # llama.cpp's server answers every later turn with a 500 when they go back verbatim.
+    call = ToolCall(id="call_a", name="get_weather", arguments=arguments)
+    observation = ToolMessage(
+        tool_call_id="call_a", name="get_weather", status="error", content="bad arguments"
+    )
+
+    await make_model().complete(
+        ask(UserMessage(content="Weather?"), AssistantMessage(tool_calls=(call,)), observation)
+    )
+
+    [sent_call] = openai_server.requests[0].body["messages"][1]["tool_calls"]
+    assert sent_call["function"]["arguments"] == "{}"
+    assert call.arguments == arguments  # the transcript keeps what the model wrote
+
+
+@pytest.mark.parametrize("missing", ["", None], ids=["empty", "absent"])
+async def test_tool_calls_without_an_id_get_one_unique_in_the_conversation(
+    openai_server: OpenAIServer, make_model: MakeModel, missing: str | None
+) -> None:
+    def answer(*calls: tuple[str, str]) -> Raw:
+        body = _completion(Reply(tool_calls=tuple((c, n, "{}") for c, n in calls)), "m", 1)
+        for sent in body["choices"][0]["message"]["tool_calls"]:
+            if missing is None:
+                del sent["id"]
+            else:
+                sent["id"] = missing
+        return Raw(200, body=body)
+
+    # Gemini's OpenAI-compatible endpoint and LM Studio send "id": "".
+    openai_server.enqueue(
+        answer(("x", "get_weather"), ("x", "get_weather")), answer(("x", "get_weather"))
+    )
+    model = make_model()
+    conversation: list[Message] = [UserMessage(content="Weather in Paris and Oslo?")]
+    for _ in range(2):
+        response = await model.complete(ask(*conversation, tools=(WEATHER,)))
+        conversation.append(response.message)
+        conversation += [
+            ToolMessage(tool_call_id=c.id, name=c.name, content="18C")
+            for c in response.message.tool_calls
+        ]
+    await model.complete(ask(*conversation, tools=(WEATHER,)))
+
+    ids = [c.id for m in conversation if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(ids) == 3
+    assert all(ids)
+    assert len(set(ids)) == 3
+    sent = openai_server.requests[2].body["messages"]
+    assert [c["id"] for m in sent if m["role"] == "assistant" for c in m["tool_calls"]] == ids
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
+
+
+async def test_reasoning_is_kept_counted_and_sent_back_where_the_server_sent_it(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    # DeepSeek's thinking mode answers 400 on the next turn of a tool loop without it.
+    openai_server.enqueue(
+        Reply(
+            reasoning="The user wants Paris; call the tool.",
+            tool_calls=(("call_0", "get_weather", '{"city": "Paris"}'),),
+            completion_tokens=40,
+            reasoning_tokens=31,
+        ),
+    )
+    model = make_model()
+    first = UserMessage(content="Weather in Paris?")
+
+    response = await model.complete(ask(first, tools=(WEATHER,)))
+    observation = ToolMessage(tool_call_id="call_0", name="get_weather", content="18C")
+    plain = AssistantMessage(content="Noted.")
+    await model.complete(ask(first, response.message, observation, plain, tools=(WEATHER,)))
+
+    assert response.message.reasoning == "The user wants Paris; call the tool."
+    assert response.usage.reasoning_tokens == 31
+    assert response.usage.output_tokens == 40  # reasoning tokens are among the output's
+    sent = openai_server.requests[1].body["messages"]
+    assert sent[1]["reasoning_content"] == "The user wants Paris; call the tool."
+    assert "reasoning_content" not in sent[3]  # not made up where the server sent none
 
 
 async def test_an_answer_without_choices_raises_model_response_error(
@@ -375,8 +631,16 @@ async def test_429_then_200_succeeds_after_exactly_two_requests(
 
 @pytest.mark.parametrize(
     "answer",
-    [error(429, retry_after=0.3), error(429, retry_after_ms=300)],
-    ids=["retry-after", "retry-after-ms"],
+    [
+        error(429, retry_after=0.3),
+        error(429, retry_after_ms=300),
+        # A 503, not a 429: the limiter's own cool-down after a 429 would wait 0.5s anyway.
+        error(503, retry_after=0.3),
+        # LiteLLM's proxy forwards the provider's header under its own names.
+        error(503, headers={"llm_provider-retry-after": "0.3"}),
+        error(503, headers={"llm_provider-retry-after-ms": "300"}),
+    ],
+    ids=["retry-after", "retry-after-ms", "503", "llm_provider-retry-after", "llm_provider-ms"],
 )
 async def test_retry_after_is_honoured_even_past_the_backoff_cap(
     openai_server: OpenAIServer, make_model: MakeModel, answer: Raw
@@ -402,6 +666,52 @@ async def test_retry_after_ms_takes_precedence_over_retry_after(
     first, second = openai_server.requests
     assert second.at - first.at >= 0.2
     assert time.monotonic() - started < 5  # did not wait the 5s of Retry-After
+
+
+async def test_the_endpoints_own_retry_after_wins_over_a_proxys_forwarded_one(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    headers = {"llm_provider-retry-after": "5", "llm_provider-retry-after-ms": "5000"}
+    openai_server.enqueue(error(503, retry_after=0.2, headers=headers), text("done"))
+
+    started = time.monotonic()
+    await make_model().complete(ask())
+
+    first, second = openai_server.requests
+    assert second.at - first.at >= 0.2
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Raw(200, content=b""),
+        Raw(200, content=b"<html>502 Bad Gateway</html>", media_type="text/html"),
+        Raw(200, content=b'{"id": "chatcmpl-1", "choi'),
+    ],
+    ids=["empty", "html", "cut-off"],
+)
+async def test_a_200_whose_body_is_not_json_is_retried_like_a_5xx(
+    openai_server: OpenAIServer, make_model: MakeModel, answer: Raw
+) -> None:
+    openai_server.enqueue(answer, text("done"))
+
+    response = await make_model().complete(ask())
+
+    assert response.message.content == "done"
+    assert len(openai_server.requests) == 2
+
+
+async def test_a_200_whose_body_is_not_json_raises_once_retries_are_spent(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.default = Raw(200, content=b"")
+
+    with pytest.raises(ModelResponseError, match="not JSON") as caught:
+        await make_model(retry=fast(attempts=2)).complete(ask())
+
+    assert caught.value.retryable
+    assert len(openai_server.requests) == 2
 
 
 @pytest.mark.parametrize("status", [408, 409, 500, 502, 503])
@@ -502,6 +812,25 @@ async def test_a_retry_after_past_the_deadline_stops_at_once(
     assert caught.value.retry_after == 5
     assert len(openai_server.requests) == 1
     assert time.monotonic() - started < 5  # it did not sit out the Retry-After
+    assert isinstance(caught.value, RetryAfterPastDeadline)
+    assert caught.value.deadline_left_s == pytest.approx(1.0, abs=0.5)
+    assert re.search(r"asked to wait 5s, [01]\.\ds of the deadline left", str(caught.value))
+
+
+async def test_a_retry_after_past_the_deadline_after_some_retries_says_what_was_left(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(error(503, retry_after=0.3), error(429, retry_after=300))
+    policy = RetryPolicy(attempts=5, deadline_s=2.0, initial_wait_s=0.01, jitter_s=0)
+
+    with pytest.raises(RetryAfterPastDeadline) as caught:
+        await make_model(retry=policy).complete(ask())
+
+    assert caught.value.status == 429
+    assert caught.value.attempts == 2
+    assert 1.0 < caught.value.deadline_left_s < 1.8
+    assert "asked to wait 300s" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ModelHTTPError)
 
 
 # --- the network guard -----------------------------------------------------------------
@@ -515,11 +844,71 @@ async def test_the_network_guard_stops_a_call_to_the_real_openai(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
     model = OpenAIModel("gpt-4o-mini", retry=RetryPolicy(attempts=1))
 
-    with pytest.raises(RealNetworkUsed, match=r"api\.openai\.com"):
+    # The guard's error comes as it is, or (with some openai versions) as the connection error
+    # the SDK makes of any exception its transport raises.
+    with pytest.raises((RealNetworkUsed, ModelConnectionError)) as caught:
         await model.complete(ask())
     await model.client.close()
+
+    chain: list[BaseException] = []
+    error: BaseException | None = caught.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, RealNetworkUsed) and "api.openai.com" in str(e) for e in chain)
 
     assert no_real_network
     assert all("api.openai.com" in host for host in no_real_network)
     # Recorded, the attempt would fail this test at teardown; it was expected here.
     no_real_network.clear()
+
+
+# --- event loops: one model, used by several asyncio.run() in turn ----------------------
+
+
+def test_one_model_serves_consecutive_event_loops(openai_server: OpenAIServer) -> None:
+    # A client's connections belong to the loop they were made on: reused on the next
+    # loop they failed every other run with "RuntimeError: Event loop is closed".
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=fast(attempts=1))
+    openai_server.default = tool_calls(("get_weather", {"city": "Oslo"}))
+
+    ended: list[asyncio.AbstractEventLoop] = []  # loops that have run, kept until the next
+    loop_errors: list[dict[str, Any]] = []
+
+    async def call() -> ModelResponse:
+        asyncio.get_running_loop().set_exception_handler(lambda _, c: loop_errors.append(c))
+        answer = await model.complete(ask(tools=(WEATHER,)))
+        # The ended loop and its client go now, while this one runs: closing that
+        # client must not be left to a task on this loop, which would fail.
+        ended.clear()
+        gc.collect()
+        await asyncio.sleep(0.05)
+        gc.collect()
+        return answer
+
+    answers = []
+    for _ in range(4):
+        loop = asyncio.new_event_loop()
+        answers.append(loop.run_until_complete(call()))
+        loop.close()
+        ended.append(loop)
+
+    assert [a.message.tool_calls[0].name for a in answers] == ["get_weather"] * 4
+    assert len(openai_server.requests) == 4
+    assert model.limiter is not None
+    assert model.limiter.in_flight == 0
+    assert loop_errors == []
+
+
+def test_a_given_client_is_kept_as_it_is(openai_server: OpenAIServer) -> None:
+    client = openai.AsyncOpenAI(api_key="sk-x", base_url=openai_server.base_url)
+    model = OpenAIModel("gpt-test", client=client, retry=fast(attempts=1))
+
+    async def twice() -> list[ModelResponse]:
+        answers = [await model.complete(ask()), await model.complete(ask())]
+        assert model.client is model.client  # the same, retries off, on its loop
+        await model.client.close()
+        return answers
+
+    assert [a.message.content for a in asyncio.run(twice())] == ["ok", "ok"]
+    assert model.client.max_retries == 0

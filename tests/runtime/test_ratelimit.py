@@ -6,7 +6,9 @@ Timing claims are ratios against the test's own latencies, with generous bounds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import Callable
 from typing import Any
@@ -305,3 +307,45 @@ def test_openai_model_holds_one_limiter_for_all_its_callers() -> None:
     b = OpenAIModel("b", base_url="http://127.0.0.1:9/v1", limiter=shared, max_concurrency=99)
     assert a.limiter is b.limiter is shared
     assert OpenAIModel("c", max_concurrency=3).limiter.max_concurrency == 3  # type: ignore[union-attr]
+
+
+# --- event loops ------------------------------------------------------------------------
+
+
+def test_a_loop_that_ended_with_slots_held_and_callers_waiting_leaves_none_behind() -> None:
+    """A loop closed with attempts still in it (never cancelled) leaves slots counted
+    and waiters bound to it; the next loop must start clean, not wait for them forever
+    or wake them on the closed loop."""
+    limiter = AdaptiveLimiter(1)
+    gate: list[asyncio.Event] = []
+
+    async def hold() -> None:
+        async with limiter.attempt():
+            gate.append(asyncio.Event())
+            await gate[0].wait()
+
+    async def strand() -> None:
+        loop = asyncio.get_running_loop()
+        stranded = {loop.create_task(hold()), loop.create_task(succeed(limiter))}
+        await anyio.wait_all_tasks_blocked()
+        assert (limiter.in_flight, limiter.waiting) == (1, 1)
+        assert not any(task.done() for task in stranded)
+
+    ended = asyncio.new_event_loop()
+    destroyed: list[dict[str, Any]] = []  # what asyncio says of tasks left pending
+    ended.set_exception_handler(lambda _, context: destroyed.append(context))
+    ended.run_until_complete(strand())
+    ended.close()  # with both tasks pending
+
+    async def next_loop() -> None:
+        with anyio.fail_after(2):
+            await succeed(limiter, 3)
+        assert (limiter.in_flight, limiter.waiting) == (0, 0)
+
+    asyncio.run(next_loop())
+    del ended
+    gate.clear()
+    gc.collect()  # the stranded attempts end now, and must not count against the new loop
+    assert limiter.in_flight == 0
+    assert len(destroyed) == 2
+    asyncio.run(next_loop())

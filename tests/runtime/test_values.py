@@ -134,6 +134,7 @@ def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
         "role": "assistant",
         "content": "thinking",
         "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"key": "a"}'}],
+        "reasoning": None,
     }
     assert validate_messages(text) == MESSAGES
     assert validate_messages(text.encode()) == MESSAGES
@@ -141,6 +142,22 @@ def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
     assert validate_messages(iter(dump_messages(MESSAGES))) == MESSAGES
     assert dump_messages_json(()) == "[]"
     assert validate_messages("[]") == ()
+
+
+def test_an_assistant_messages_reasoning_round_trips_and_old_transcripts_still_load() -> None:
+    thought = AssistantMessage(content="42", reasoning="6 times 7")
+    assert validate_messages(dump_messages_json([thought])) == (thought,)
+    assert dump_messages([thought])[0]["reasoning"] == "6 times 7"
+    # Written before assistant messages had a reasoning field:
+    stored = '[{"role": "assistant", "content": "42", "tool_calls": []}]'
+    assert validate_messages(stored) == (AssistantMessage(content="42"),)
+    assert validate_messages(stored)[0].reasoning is None  # type: ignore[union-attr]
+
+
+def test_usage_adds_up_reasoning_tokens() -> None:
+    total = Usage(output_tokens=10, reasoning_tokens=4) + Usage(output_tokens=5, reasoning_tokens=3)
+    assert total == Usage(output_tokens=15, reasoning_tokens=7)
+    assert validate_value(Usage, '{"input_tokens": 1}') == Usage(input_tokens=1)
 
 
 TRICKY = 'quotes " and \\ backslash, \n\t\b\f\r\x00\x1f\x7f controls, é ✓ \u2028 🐝 text'
@@ -154,6 +171,7 @@ TRICKY = 'quotes " and \\ backslash, \n\t\b\f\r\x00\x1f\x7f controls, é ✓ \u2
         UserMessage(content=""),
         AssistantMessage(),
         AssistantMessage(content=TRICKY, tool_calls=(CALL, ToolCall(id=TRICKY, name="n"))),
+        AssistantMessage(content=None, reasoning=TRICKY),
         ToolMessage(tool_call_id="c", name=TRICKY, status="unknown", content=TRICKY),
         UserMessage(content=3),  # type: ignore[arg-type]  # not a string: pydantic writes it
     ],

@@ -56,13 +56,17 @@ class Reply:
     """Answer 200 with one chat completion (text, tool calls, or both).
 
     ``tool_calls`` holds ``(id, name, arguments)`` with the arguments as raw text, so a
-    test can send JSON that does not parse.
+    test can send JSON that does not parse. ``reasoning`` is sent as the message's
+    ``reasoning_content`` (as DeepSeek and vLLM's reasoning parsers do), and
+    ``reasoning_tokens`` as ``usage.completion_tokens_details.reasoning_tokens``.
     """
 
     content: str | None = None
     tool_calls: tuple[tuple[str, str, str], ...] = ()
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
     finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
     model: str | None = None  # default: the model the request named
     delay_s: float = 0.0
@@ -325,12 +329,21 @@ def _error_body(fail: Raw) -> Any:
 
 def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": id_, "type": "function", "function": {"name": name, "arguments": args}}
             for id_, name, args in reply.tool_calls
         ]
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    usage: dict[str, Any] = {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+    if reply.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
     return {
         "id": f"chatcmpl-test{number}",
         "object": "chat.completion",
@@ -338,9 +351,5 @@ def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
         "model": model,
         "system_fingerprint": "fp_test",
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-        },
+        "usage": usage,
     }

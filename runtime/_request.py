@@ -1,0 +1,143 @@
+"""Building a chat-completions request: the messages as the wire wants them, the
+model's settings split between the SDK's parameters and ``extra_body``, and the
+instruction that asks for structured output where ``response_format`` cannot.
+
+Nothing here imports ``openai`` until it must (the SDK's parameters are read from the
+installed SDK once, on first use), so a hive's settings are checked without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runtime.errors import ConfigError
+from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from runtime.model import OutputSchema
+
+__all__ = [
+    "RESERVED_SETTINGS",
+    "check_settings",
+    "messages_out",
+    "output_instruction",
+    "sdk_parameters",
+    "split_settings",
+]
+
+RESERVED_SETTINGS = frozenset(
+    {
+        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
+        "function_call", "response_format", "stream", "stream_options", "timeout",
+    }
+)  # fmt: skip
+"""Request fields Honeycomb sets itself, which a model's settings cannot."""
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """Raise if a model's settings name a field Honeycomb sets, or ``extra_body`` is
+    not a mapping.
+
+    Raises:
+        ConfigError: naming the key.
+    """
+    for key in settings:
+        if key in RESERVED_SETTINGS:
+            raise ConfigError(
+                f"{key!r} cannot be a setting: Honeycomb sets it on every request "
+                f"(settings cannot set any of {', '.join(sorted(RESERVED_SETTINGS))})",
+                field=f"settings.{key}",
+            )
+    extra = settings.get("extra_body", {})
+    if not isinstance(extra, Mapping):
+        raise ConfigError(
+            f"extra_body must be a mapping of fields to send, got {type(extra).__name__}",
+            field="settings.extra_body",
+        )
+
+
+@functools.cache
+def sdk_parameters() -> frozenset[str]:
+    """The keyword parameters of the installed SDK's ``chat.completions.create``: read
+    from its signature, so they are right for whichever ``openai`` is installed."""
+    import inspect
+
+    from openai.resources.chat.completions import AsyncCompletions
+
+    parameters = inspect.signature(AsyncCompletions.create).parameters
+    return frozenset(name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def split_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``settings`` as ``(SDK parameters, extra_body)``: keys the SDK does not name
+    (``top_k``, ``min_p``, ``repetition_penalty`` for vLLM, llama.cpp, Ollama) go in the
+    request body through ``extra_body``, merged with the settings' own ``extra_body``.
+
+    Raises:
+        ConfigError: see :func:`check_settings`.
+    """
+    check_settings(settings)
+    known = sdk_parameters()
+    sdk = {k: v for k, v in settings.items() if k in known and k != "extra_body"}
+    extra = {k: v for k, v in settings.items() if k not in known}
+    extra.update(settings.get("extra_body", {}))  # the settings' own extra_body wins
+    return sdk, extra
+
+
+def output_instruction(output: OutputSchema) -> str:
+    """What tells the model to answer with JSON of ``output``'s schema, for endpoints
+    that take no ``json_schema`` response format."""
+    schema = json.dumps(output.json_schema, separators=(",", ":"))
+    return (
+        "Answer with one JSON object and nothing else (no prose, no code fence). It must "
+        f"follow this JSON schema, named {output.name}:\n{schema}"
+    )
+
+
+def messages_out(messages: Sequence[Message], instruction: str | None) -> list[dict[str, Any]]:
+    """``messages`` as the wire wants them, with ``instruction`` added to the leading
+    system message (some chat templates take only one system message, and only first)."""
+    out = [_message_out(m) for m in messages]
+    if instruction is not None:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{instruction}"}
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+    return out
+
+
+def _message_out(message: Message) -> dict[str, Any]:
+    if isinstance(message, SystemMessage | UserMessage):
+        return {"role": message.role, "content": message.content}
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    return _assistant_out(message)
+
+
+def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": _wire_arguments(c.arguments)},
+            }
+            for c in message.tool_calls
+        ]
+    if message.reasoning is not None:
+        out["reasoning_content"] = message.reasoning
+    return out
+
+
+def _wire_arguments(arguments: str) -> str:
+    """The arguments as sent back: as the model wrote them when they are a JSON object,
+    else ``{}``. Servers parse them (llama.cpp's answers every later turn with a 500
+    when they do not parse); the transcript keeps what the model wrote, and the
+    observation has already told the model what was wrong."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return "{}"
+    return arguments if isinstance(parsed, dict) else "{}"

@@ -1,0 +1,199 @@
+"""What the command line says: of model calls, the retries they absorbed, the tool
+calls they asked for (one call, two calls) and each attempt of a planner; of a hive's
+models, where their settings go; of stored runs, their counts."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+
+import pytest
+
+from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel, tool
+from honeycomb.cli import _run_line, main
+from honeycomb.hive import load_hive
+from honeycomb.view import PlainView
+from runtime import (
+    Event,
+    ModelCallFinished,
+    ModelCallRetrying,
+    ModelCallStarted,
+    ModelHTTPError,
+    ModelRequest,
+    RetryingModel,
+    RetryPolicy,
+    UserMessage,
+)
+from runtime.testing import call
+from tests.support.openai_server import OpenAIServer
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"v-{key}"
+
+
+def lines(*events: Event) -> list[str]:
+    out = io.StringIO()
+    view = PlainView(out)
+    for event in events:
+        view.handle(event)
+    return [line.partition("] ")[2] for line in out.getvalue().splitlines()]
+
+
+def finished(**fields: object) -> ModelCallFinished:
+    values: dict[str, object] = {"worker": "w1", "turn": 1, "duration_s": 2.22, "status": "ok"}
+    return ModelCallFinished(**(values | fields))  # type: ignore[arg-type]
+
+
+def retrying(attempt: int, status: str, wait_s: float) -> ModelCallRetrying:
+    return ModelCallRetrying(
+        worker="w1", turn=1, attempt=attempt, status=status, wait_s=wait_s, error="HTTP"
+    )
+
+
+def test_a_call_that_absorbed_retries_says_how_many_why_and_how_long_it_waited() -> None:
+    shown = lines(
+        retrying(1, "429", 1.0),
+        retrying(2, "429", 0.5),
+        finished(attempts=3, retry_wait_s=1.5, tool_calls=2),
+    )
+
+    assert shown == [
+        "w1 turn 1: model 429 (attempt 1), retrying in 1.00s",
+        "w1 turn 1: model 429 (attempt 2), retrying in 0.50s",
+        "w1 turn 1: model ok after 2 retries (429, waited 1.5s) in 2.22s, asked for 2 tool calls",
+    ]
+
+
+def test_one_of_a_kind_is_said_in_the_singular() -> None:
+    shown = lines(
+        retrying(1, "503", 0.75),
+        finished(attempts=2, retry_wait_s=0.75, tool_calls=1),
+        AggregationStarted(results=1),
+    )
+
+    assert shown[1:] == [
+        "w1 turn 1: model ok after 1 retry (503, waited 0.8s) in 2.22s, asked for 1 tool call",
+        "aggregating 1 result",
+    ]
+    assert lines(finished(tool_calls=0)) == ["w1 turn 1: model ok in 2.22s"]
+
+
+async def test_each_plan_attempt_has_its_line() -> None:
+    # Valid for the plan's schema, so it is a whole new attempt: it depends on nothing there is.
+    dangling = {"id": "s1", "role": "researcher", "instruction": "x", "depends_on": ["s9"]}
+    bad_plan = Plan.of([dangling]).model_dump_json()
+    good_plan = Plan.of([("researcher", "look a up")]).model_dump_json()
+    model = ScriptedModel(
+        {
+            "r/planner": [bad_plan, good_plan],
+            "r/s1": [call("lookup", {"key": "a"}), "found"],
+        }
+    )
+    roles = [Role(name="planner"), Role(name="researcher", tools=("lookup",))]
+    out = io.StringIO()
+    view = PlainView(out)
+
+    await Executor(roles, model, tools=[lookup], aggregator="concat").run(
+        "t", run_id="r", on_event=[view.handle]
+    )
+
+    text = out.getvalue()
+    assert text.count("planner attempt 2") == 1
+    assert "planner attempt 1" not in text
+    assert "planner attempt 3" not in text
+    assert "s1 turn 1: model ok" in text
+    assert "asked for 1 tool call\n" in text
+
+
+async def test_the_retries_a_shared_model_absorbed_show_in_a_run() -> None:
+    flaky = ScriptedModel([ModelHTTPError(429, retry_after=0.05), "done"])
+    policy = RetryPolicy(initial_wait_s=0.01, jitter_s=0)
+    out = io.StringIO()
+    seen: list[Event] = []
+
+    await Executor([Role(name="researcher")], RetryingModel(flaky, policy)).run(
+        "t", subtasks=[("researcher", "a")], on_event=[PlainView(out).handle, seen.append]
+    )
+
+    assert "s1 turn 1: model ok after 1 retry (429, waited 0.1s)" in out.getvalue()
+    [started] = [e for e in seen if isinstance(e, ModelCallStarted) and e.worker == "s1"]
+    [retried] = [e for e in seen if isinstance(e, ModelCallRetrying)]
+    assert (retried.worker, retried.run_id, retried.turn) == ("s1", started.run_id, 1)
+
+
+HIVE = """\
+models:
+  local:
+    model: qwen2.5
+    base_url: http://127.0.0.1:9/v1
+    settings: {temperature: 0.2, top_k: 40, min_p: 0.05, extra_body: {repetition_penalty: 1.1}}
+  offline: offline
+roles:
+  researcher: {model: local}
+"""
+
+
+def test_validate_says_which_settings_go_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(HIVE)
+
+    assert main(["validate", str(hive)]) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"{hive}: OK (1 role, 2 models)",
+        "  model local: temperature as SDK parameters; top_k, min_p, repetition_penalty in "
+        "extra_body",
+    ]
+
+
+def test_a_setting_honeycomb_sets_is_a_located_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(HIVE.replace("temperature: 0.2", "stream: true"))
+
+    assert main(["validate", str(hive)]) == 1
+
+    out = capsys.readouterr().out
+    assert f"{hive}: 1 error" in out
+    assert f"{hive}:5:5: models.local.settings: 'stream' cannot be a setting" in out
+
+
+async def test_a_hive_models_unknown_settings_reach_the_endpoint_in_the_body(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        hive = tmp_path / "hive.yaml"
+        hive.write_text(HIVE.replace("http://127.0.0.1:9/v1", server.base_url))
+        model = load_hive(hive).models()["local"]
+
+        response = await model.complete(ModelRequest(messages=(UserMessage(content="hi"),)))
+        await model.client.close()  # type: ignore[attr-defined]
+
+        assert response.message.content == "ok"
+        [sent] = server.requests
+        assert sent.body["top_k"] == 40
+        assert sent.body["repetition_penalty"] == 1.1
+        assert sent.body["temperature"] == 0.2
+
+
+def test_the_list_of_runs_counts_in_the_singular_and_the_plural() -> None:
+    one = RunSummary(
+        run_id="r1", task="t", status="ok", started_at=0.0, finished_at=1.0, workers=1,
+        model_calls=1, input_tokens=1, output_tokens=0, tool_calls=1, source=None, cost=0.0,
+    )  # fmt: skip
+    line = _run_line(one)
+    assert "1 worker " in line
+    assert "1 model call " in line
+    assert "1 token " in line
+    two = _run_line(dataclasses.replace(one, workers=2, model_calls=3, input_tokens=5))
+    assert "2 workers" in two
+    assert "3 model calls" in two
+    assert "5 tokens" in two
