@@ -24,6 +24,7 @@ The tree::
     ├── BudgetExceeded              a run went past a shared budget
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
+    │   └── RunBusy                 another process carries the run on (it holds the lease)
     └── RunFailed                   a run ended without an answer (failure policy, aggregator)
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
@@ -56,6 +57,7 @@ __all__ = [
     "OutcomeUnknown",
     "OutputValidationError",
     "PlanError",
+    "RunBusy",
     "RunFailed",
     "RunawayLoop",
     "ScriptExhausted",
@@ -350,6 +352,59 @@ class StoreError(HoneycombError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class RunBusy(StoreError):
+    """Another process carries the run on: it holds the run's lease in the store, or
+    took it over from this one.
+
+    Attributes:
+        run_id: The run.
+        host: The host of the process that holds the lease (None: nobody now).
+        pid: That process's id (None: nobody now).
+        heartbeat_age_s: Seconds since that process last renewed the lease.
+        expired: The lease expired (its heartbeat stopped): ``steal=True`` (``honeycomb
+            resume --force``) takes it. A live lease is never taken over.
+        taken_over: This process held the lease and lost it to another: it stops
+            writing to the run (its side-effecting calls fail rather than run).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        path: str,
+        host: str | None,
+        pid: int | None,
+        heartbeat_age_s: float | None = None,
+        expired: bool = False,
+        taken_over: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.host = host
+        self.pid = pid
+        self.heartbeat_age_s = heartbeat_age_s
+        self.expired = expired
+        self.taken_over = taken_over
+        owner = f"pid {pid} on host {host!r}" if pid is not None else "nobody"
+        age = f"{heartbeat_age_s:.1f}s ago" if heartbeat_age_s is not None else "never"
+        if taken_over:
+            message = (
+                f"run {run_id!r} was taken over (it is now held by {owner}): this process "
+                "no longer carries it on and writes nothing more to it"
+            )
+        elif expired:
+            message = (
+                f"run {run_id!r} is leased to {owner}, whose lease expired (last heartbeat "
+                f"{age}): if that process is gone, take the run over with steal=True "
+                "(honeycomb resume --force)"
+            )
+        else:
+            message = (
+                f"run {run_id!r} is being carried on by {owner} (last heartbeat {age}); a "
+                "live run is not taken over: wait for it to end, or stop that process"
+            )
+        super().__init__(message, path=path)
 
 
 class RunFailed(HoneycombError):
