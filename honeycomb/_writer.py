@@ -5,15 +5,17 @@ commit costs far more than a row), and renews the leases of the runs under way w
 it waits: their heartbeat goes on however busy the event loop is, and stops when the
 process does. It checkpoints the file when a run ends and when it stops.
 
-A queued write is a tuple ``(work, done, merge, lease, checkpoint)``: statements, or
-an :data:`Action`; the future of whoever waits for it (None: nobody); whether the
-statements commute with every other write (see ``RunStore.save``); the lease they are
-written under (None: none), for they are committed only while it is still the run's;
-and whether to checkpoint the file once they are committed.
+A queued write is a tuple ``(work, done, merge, lease, checkpoint, urgent)``:
+statements, or an :data:`Action`; the future of whoever waits for it (None: nobody);
+whether the statements commute with every other write (see ``RunStore.save``); the
+lease they are written under (None: none), for they are committed only while it is
+still the run's; whether to checkpoint the file once they are committed; and whether
+to commit it at once, rather than with whatever else arrives in the next moment.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import queue
@@ -103,10 +105,10 @@ class Writer:
                     batch = [self._queue.get(timeout=max(0.0, due - time.monotonic()))]
                 except queue.Empty:
                     batch = []  # a heartbeat is due
-                if batch and batch[0] is not _STOP and batch[0][1] is None:
+                if batch and batch[0] is not _STOP and not batch[0][5]:
                     # Group commit: gather what arrives in the next moment into the same
-                    # transaction (a commit costs far more than a row). Not when someone
-                    # waits for this write: a side effect waits for its intent.
+                    # transaction (a commit costs far more than a row). Not for an urgent
+                    # write: a side effect waits for its intent.
                     time.sleep(_GATHER_S)
                 while True:
                     try:
@@ -141,10 +143,16 @@ class Writer:
         else:
             if any(item[4] for item in items):
                 _checkpoint(connection, "PASSIVE")
+        waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
         for index, item in enumerate(items):
             done = item[1]
-            if done is not None:
+            if isinstance(done, asyncio.Future):
+                waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
+            elif done is not None:
                 _settle(done, refused.get(index))
+        for loop, told in waiters.items():  # one wake-up of each loop, not one per write
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_tell, told)
 
     def _commit(
         self,
@@ -162,7 +170,7 @@ class Writer:
         connection.execute("BEGIN IMMEDIATE")
         if held:
             _lease.renew(connection, held)
-        for index, (work, _, merge, lease, _) in enumerate(items):
+        for index, (work, _, merge, lease, _, _) in enumerate(items):
             if lease is not None:
                 if lease not in owned:
                     owned[lease] = _lease.check(connection, lease, path)
@@ -197,6 +205,17 @@ def _checkpoint(connection: sqlite3.Connection, mode: str) -> None:
     next one (or to the next open)."""
     with contextlib.suppress(sqlite3.Error):
         connection.execute(f"PRAGMA wal_checkpoint({mode})")
+
+
+def _tell(waiters: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:
+    """In the waiters' event loop: how their writes went. One that stopped waiting
+    (cancelled) has nothing to be told: its write stands."""
+    for waiter, error in waiters:
+        if not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
 
 
 def _settle(done: concurrent.futures.Future[None], error: StoreError | None) -> None:

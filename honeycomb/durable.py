@@ -155,7 +155,8 @@ class RunRecord:
         self._outcomes[name] = (outcome, text)
         row = (self.run_id, name, outcome.status, text, time.time())
         try:
-            await self.store.commit((_SAVE_RESULT, row), lease=self.lease)
+            # With the results of the workers that end with it: one transaction for all.
+            await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
         except StoreError:
             self._unwritten.append((_SAVE_RESULT, row))
 

@@ -128,26 +128,32 @@ class RunStore:
     def write(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements to commit together, in order with every other write (see
         :meth:`commit` to wait until they are); under ``lease``, only while it holds."""
-        self._writer.put((statements, None, False, lease, False))
+        self._writer.put((statements, None, False, lease, False, False))
 
     def save(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements that commute with every other kind of statement (they
         touch rows nothing else writes), to be committed soon. The writer runs all
         such rows of a batch with one ``executemany`` per statement, in the order
         they were saved: this is what keeps a checkpoint every turn cheap."""
-        self._writer.put((statements, None, True, lease, False))
+        self._writer.put((statements, None, True, lease, False, False))
 
     async def commit(
-        self, *statements: Statement, lease: Lease | None = None, checkpoint: bool = False
+        self,
+        *statements: Statement,
+        lease: Lease | None = None,
+        checkpoint: bool = False,
+        urgent: bool = True,
     ) -> None:
         """Write ``statements`` and return once they (and all written before) are
         committed, and with ``checkpoint``, once the file holds them (not only its WAL).
+        Not ``urgent``, they are committed with whatever else arrives in the next
+        moment, as writes nobody waits for are: many waiters, few transactions.
 
         Raises:
             RunBusy: when ``lease`` is no longer the run's (nothing was written).
             StoreError: when the store cannot be written.
         """
-        await self._submit(statements, lease, checkpoint)
+        await self._submit(statements, lease, checkpoint, urgent)
 
     async def flush(self) -> None:
         """Return once everything written so far is committed."""
@@ -170,7 +176,7 @@ class RunStore:
             _lease.take, lease=lease, steal=steal, ttl_s=self.lease_ttl_s, path=str(self.path)
         )
         try:
-            await self._submit(take, None, False)
+            await self._submit(take, None, False, True)
         except StoreError:
             _lease.ended(lease)
             raise
@@ -192,11 +198,21 @@ class RunStore:
         return (_lease.RELEASE, (lease.run_id, lease.owner))
 
     async def _submit(
-        self, work: tuple[Statement, ...] | Action, lease: Lease | None, checkpoint: bool
+        self,
+        work: tuple[Statement, ...] | Action,
+        lease: Lease | None,
+        checkpoint: bool,
+        urgent: bool,
     ) -> None:
+        if sniffio.current_async_library() == "asyncio":
+            # Told by the writer with one call into the loop for a whole batch of waiters.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._writer.put((work, waiter, False, lease, checkpoint, urgent))
+            await waiter
+            return
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._writer.put((work, done, False, lease, checkpoint))
-        await _wait(done)
+        self._writer.put((work, done, False, lease, checkpoint, urgent))
+        await anyio.to_thread.run_sync(done.result)
 
     def close(self) -> None:
         """Commit what is queued, checkpoint the file and stop the writer thread."""
@@ -305,11 +321,3 @@ class RunStore:
             raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
         finally:
             db.close()
-
-
-async def _wait(done: concurrent.futures.Future[None]) -> None:
-    """Wait for the writer without blocking the event loop."""
-    if sniffio.current_async_library() == "asyncio":
-        await asyncio.wrap_future(done)
-    else:
-        await anyio.to_thread.run_sync(done.result)
