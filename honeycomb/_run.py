@@ -108,7 +108,10 @@ class Run:
         else:
             await self._finished(result.status, result, None)
             return result
-        await self._interrupted(stopped)
+        if isinstance(stopped, Exception):  # an error that came out of a task group
+            await self._finished("failed", None, stopped)
+        else:
+            await self._interrupted(stopped)
         raise stopped  # itself, not the exception group of a task it was raised in
 
     async def _interrupted(self, exc: BaseException) -> None:

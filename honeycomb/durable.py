@@ -14,6 +14,7 @@ finished: its result is not kept as final, and a resumed run runs it again.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -88,11 +89,15 @@ class RunRecord:
         self.lease = await self.store.take_lease(self.run_id, steal=steal)
 
     async def release(self) -> None:
-        """Let go of the lease of a run that ends without :meth:`finished`."""
+        """Let go of the lease of a run that ends without :meth:`finished`. Never
+        raises: the error that ends the run is the one to see, and a lease the store
+        could not delete is free anyway to this process's next run, and to any other
+        once this process is gone."""
         lease = self.lease
         if lease is not None:
             try:
-                await self.store.commit(self.store.released(lease))
+                with contextlib.suppress(StoreError):
+                    await self.store.commit(self.store.released(lease))
             finally:
                 self.store.let_go(lease)
 

@@ -66,7 +66,7 @@ class Scheduler:
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
         self._lost = 0  # subtasks that did not succeed
-        self._fatal: BaseException | None = None  # not an error: KeyboardInterrupt ...
+        self._fatal: BaseException | None = None  # what a worker's task raised (see run)
 
     async def run(self) -> dict[str, SubtaskResult]:
         """Run every subtask; raise what stopped the phase early, if anything did.
@@ -74,8 +74,9 @@ class Scheduler:
         Raises:
             RunFailed: when the failure policy gave up.
             BudgetExceeded: when a worker went past the run's budget.
-            BaseException: what a worker's tool or model raised that is not an error
-                (KeyboardInterrupt, SystemExit ...), once every other worker is cancelled.
+            BaseException: what a subtask's task raised rather than a result (a tool's or
+                model's KeyboardInterrupt or SystemExit ...), once every other worker is
+                cancelled.
         """
         self._started = time.perf_counter()
         with anyio.CancelScope() as scope:
@@ -151,7 +152,7 @@ class Scheduler:
                     result = await running
         except anyio.get_cancelled_exc_class():
             raise
-        except BaseException as exc:  # not an error (KeyboardInterrupt ...): stop them all
+        except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
             if self._fatal is None:
                 self._fatal = exc
             self._cancel()

@@ -386,12 +386,13 @@ class RunBusy(StoreError):
         self.heartbeat_age_s = heartbeat_age_s
         self.expired = expired
         self.taken_over = taken_over
-        owner = f"pid {pid} on host {host!r}" if pid is not None else "nobody"
+        owner = f"pid {pid} on host {host!r}"
         age = f"{heartbeat_age_s:.1f}s ago" if heartbeat_age_s is not None else "never"
         if taken_over:
+            by = f"by {owner}" if pid is not None else "by another process, since ended"
             message = (
-                f"run {run_id!r} was taken over (it is now held by {owner}): this process "
-                "no longer carries it on and writes nothing more to it"
+                f"run {run_id!r} was taken over {by}: this process no longer carries it "
+                "on and writes nothing more to it"
             )
         elif expired:
             message = (
