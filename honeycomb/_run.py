@@ -79,10 +79,10 @@ class Run:
         self.resumed: Resumed | None = None
 
     async def execute(
-        self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool
+        self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
     ) -> RunResult:
         if self.record is not None:
-            done = await self._open_record(resumable)
+            done = await self._open_record(resumable, steal)
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
@@ -100,21 +100,50 @@ class Run:
         except HoneycombError as exc:
             await self._finished("failed", None, exc)
             raise
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._finished("interrupted", None, None)
+        except anyio.get_cancelled_exc_class() as exc:
+            await self._interrupted(exc)
             raise
-        await self._finished(result.status, result, None)
-        return result
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit ... from a tool or model
+            stopped = _original(exc)
+        else:
+            await self._finished(result.status, result, None)
+            return result
+        if isinstance(stopped, Exception):  # an error that came out of a task group
+            await self._finished("failed", None, stopped)
+        else:
+            await self._interrupted(stopped)
+        raise stopped  # itself, not the exception group of a task it was raised in
 
-    async def _open_record(self, resumable: bool) -> RunResult | None:
-        """Start the run's record, or pick up the stored run of the same id: return
-        its result if it ended with one, else remember what to continue from."""
-        from honeycomb.durable import restore, retyped, stored_result
+    async def _interrupted(self, exc: BaseException) -> None:
+        """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
+        tool's SystemExit ...): every finished worker is kept, and a resume continues."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._finished("interrupted", None, None)
+            except HoneycombError as error:  # the run stops anyway, for what stops it
+                exc.add_note(f"Honeycomb could not record the run as interrupted: {error}")
 
+    async def _open_record(self, resumable: bool, steal: bool) -> RunResult | None:
+        """Take the run's lease and start its record, or pick up the stored run of the
+        same id: return its result if it ended with one, else remember what to
+        continue from."""
         record = self.record
         assert record is not None
         await record.store.open()
+        await record.take(steal=steal)
+        try:
+            done = await self._pick_up(record, resumable)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await record.release()
+            raise
+        if done is not None:
+            await record.release()
+        return done
+
+    async def _pick_up(self, record: RunRecord, resumable: bool) -> RunResult | None:
+        from honeycomb.durable import restore, retyped, stored_result
+
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
             if stored.task != self.task:
@@ -234,3 +263,10 @@ class Run:
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def _original(exc: BaseException) -> BaseException:
+    """What was raised, out of the exception groups of the tasks it went through."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

@@ -1,6 +1,19 @@
-"""The run store's tables (SQLite). A change to them bumps :data:`SCHEMA_VERSION`."""
+"""The run store's tables (SQLite), and how a file is known to hold them.
 
-SCHEMA_VERSION = 1
+A change to the tables bumps :data:`SCHEMA_VERSION`; :data:`SCHEMA` brings a store of
+any earlier version up to it. A store is known by its ``application_id``; stores of
+schema 1, written before there was one, by their tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from runtime import StoreError
+
+APPLICATION_ID = 0x48594342  # "HYCB"
+SCHEMA_VERSION = 2
 SCHEMA = f"""
 BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
@@ -65,8 +78,106 @@ CREATE TABLE IF NOT EXISTS spans (
     spans TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS spans_of_run ON spans (run_id);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    heartbeat REAL NOT NULL,
+    ttl_s REAL NOT NULL
+);
+PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+_FIRST_TABLES = {"runs", "workers", "messages", "journal", "spans"}
+"""The tables of schema 1, which had no application id."""
+
+
+def schema_of(db: sqlite3.Connection) -> int | None:
+    """The schema version of the run store ``db`` holds (0: an empty database, to
+    become one), or None when it holds something else. Reads only."""
+    application = db.execute("PRAGMA application_id").fetchone()[0]
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
+    if application == APPLICATION_ID:
+        return version
+    if application != 0:
+        return None
+    entries = db.execute("SELECT type, name FROM sqlite_master").fetchall()
+    if not entries and version == 0:
+        return 0
+    tables = {name for kind, name in entries if kind == "table" and not name.startswith("sqlite_")}
+    if version == 1 and tables == _FIRST_TABLES:
+        return 1
+    return None
+
+
+def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
+    """A connection to the run store in ``path``, once the file is known to be one.
+
+    To write, a missing file (and its folder) is created, and an empty one made a
+    store. To read, nothing is ever created or written: a missing or empty file is
+    None (no runs). A file that is not a store is refused before anything is written.
+
+    Raises:
+        StoreError: when the file cannot be opened, is not a Honeycomb run store, or
+            was written by a newer Honeycomb.
+    """
+    if not write and not path.exists():
+        return None
+    try:
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            target = str(path)
+        else:
+            target = f"{path.resolve().as_uri()}?mode=ro"
+        db = sqlite3.connect(
+            target, uri=not write, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    try:
+        version = _checked(db, path)
+        if write:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            if version < SCHEMA_VERSION:
+                db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
+        elif version == 0:
+            db.close()
+            return None
+    except sqlite3.Error as exc:
+        db.close()
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _checked(db: sqlite3.Connection, path: Path) -> int:
+    """The schema version of the store in ``db``, which must be one this Honeycomb
+    can use."""
+    try:
+        version = schema_of(db)
+    except sqlite3.DatabaseError as exc:  # not an SQLite file at all
+        version, why = None, f"{exc}"
+    else:
+        why = "an SQLite database with other tables"
+    if version is None:
+        raise StoreError(
+            f"the file is not a Honeycomb run store ({why}); it was left as it was: give "
+            "the run store a file of its own",
+            path=str(path),
+        )
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the store was written by a newer Honeycomb (schema {version}); upgrade "
+            "Honeycomb or use another store",
+            path=str(path),
+        )
+    return version
+
+
+__all__ = ["APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "connect", "schema_of"]

@@ -37,6 +37,7 @@ from runtime import (
     ConfigErrors,
     HoneycombError,
     Model,
+    RunBusy,
     RunFailed,
     StoreError,
 )
@@ -118,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
 
     resume = commands.add_parser("resume", help="continue a run that did not finish")
     resume.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
+    resume.add_argument(
+        "--force",
+        action="store_true",
+        help="take the run over from a process whose lease expired (never from a live one)",
+    )
     _run_options(resume, run_id=False)
     resume.set_defaults(handler=_resume)
 
@@ -370,7 +376,8 @@ async def _run_and_report(
         tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
         with view:
             finished = False
-            async with executor.stream(task, run_id=run_id) as events:
+            steal = getattr(args, "force", False)
+            async with executor.stream(task, run_id=run_id, steal=steal) as events:
                 try:
                     async for event in events:
                         view.handle(event)
@@ -386,6 +393,9 @@ async def _run_and_report(
         if store is not None:
             print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
+    if isinstance(error, RunBusy):  # another process has it: nothing ran here
+        print(str(error), file=sys.stderr)
+        return 2
     if args.json:
         return 0 if result is not None else 1
     if result is None:

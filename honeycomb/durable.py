@@ -1,15 +1,20 @@
 """What one run writes to its :class:`~honeycomb.store.RunStore`, and what a resumed
 run reads back.
 
-:class:`RunRecord` is one run's handle on the store. Each subtask's worker gets a
-:class:`WorkerRecord`, which is both the loop's checkpoint (new messages and the
-counters after every turn) and the dispatcher's journal of side-effecting calls.
-:func:`restore` turns a stored run back into what the scheduler needs: the results of
-finished workers, and the loop state each unfinished worker continues from.
+:class:`RunRecord` is one run's handle on the store: it holds the run's lease, and
+every write it makes is under it. Each subtask's worker gets a :class:`WorkerRecord`,
+which is both the loop's checkpoint (new messages and the counters after every turn)
+and the dispatcher's journal of side-effecting calls. :func:`restore` turns a stored
+run back into what the scheduler needs: the results of finished workers, and the loop
+state each unfinished worker continues from.
+
+A worker that failed because the store did (a full disk, a lock, a lost lease) has not
+finished: its result is not kept as final, and a resumed run runs it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -21,12 +26,13 @@ from pydantic import BaseModel
 from honeycomb.plan import Plan
 from honeycomb.result import RunResult, SubtaskResult
 from honeycomb.spans import SpanRow
-from honeycomb.store import RunStore, StoredRun, StoredWorker
+from honeycomb.store import Lease, RunStore, Statement, StoredRun, StoredWorker
 from runtime import (
     AssistantMessage,
     JournalEntry,
     Message,
     OnUnknown,
+    StoreError,
     ToolCall,
     ToolMessage,
     Usage,
@@ -37,7 +43,9 @@ from runtime._values import record
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = ["Resumed", "RunRecord", "WorkerRecord", "restore", "retyped", "stored_result"]
+__all__ = [
+    "Resumed", "RunRecord", "WorkerRecord", "restore", "retyped", "store_failure", "stored_result",
+]  # fmt: skip
 
 _RESULT_EXCLUDE = {"worker": {"exception"}}
 _SAVE_MESSAGES = (
@@ -58,28 +66,53 @@ _SAVE_STATE = (
 
 
 class RunRecord:
-    """One run's writes to the store."""
+    """One run's writes to the store, under the run's lease (see :meth:`take`)."""
 
     def __init__(self, store: RunStore, run_id: str, on_unknown: OnUnknown = "tell") -> None:
         self.store = store
         self.run_id = run_id
         self.on_unknown: OnUnknown = on_unknown
+        self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._spans: list[SpanRow] = []
         self._outcomes: dict[str, tuple[SubtaskResult, str]] = {}  # as written: JSON
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
+        self._unwritten: list[Statement] = []  # results the store did not take, to retry
+        self._rerun: set[str] = set()  # subtasks that failed because the store did
+
+    async def take(self, *, steal: bool = False) -> None:
+        """Take the run's lease: from now on this process carries the run on.
+
+        Raises:
+            RunBusy: when another process does.
+        """
+        self.lease = await self.store.take_lease(self.run_id, steal=steal)
+
+    async def release(self) -> None:
+        """Let go of the lease of a run that ends without :meth:`finished`. Never
+        raises: the error that ends the run is the one to see, and a lease the store
+        could not delete is free anyway to this process's next run, and to any other
+        once this process is gone."""
+        lease = self.lease
+        if lease is not None:
+            try:
+                with contextlib.suppress(StoreError):
+                    await self.store.commit(self.store.released(lease))
+            finally:
+                self.store.let_go(lease)
 
     def started(self, task: str, source: str | None, *, resumed: bool) -> None:
         if resumed:
             sql = "UPDATE runs SET status = 'running', finished_at = NULL WHERE run_id = ?"
-            self.store.write((sql, (self.run_id,)))
+            self.store.write((sql, (self.run_id,)), lease=self.lease)
             return
         self.store.write(
             (
                 "INSERT INTO runs (run_id, task, status, source, started_at) "
                 "VALUES (?, ?, 'running', ?, ?)",
                 (self.run_id, task, source, time.time()),
-            )
+            ),
+            lease=self.lease,
         )
 
     def planned(self, plan: Plan) -> None:
@@ -87,7 +120,8 @@ class RunRecord:
             (
                 "UPDATE runs SET plan = ?, workers = ? WHERE run_id = ?",
                 (plan.model_dump_json(), len(plan.subtasks), self.run_id),
-            )
+            ),
+            lease=self.lease,
         )
 
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
@@ -110,54 +144,64 @@ class RunRecord:
     def _write_spans(self) -> None:
         if self._spans:
             batch, self._spans = self._spans, []
-            self.store.save((_SAVE_SPANS, (self.run_id, json.dumps(batch))))
+            self.store.save((_SAVE_SPANS, (self.run_id, json.dumps(batch))), lease=self.lease)
 
-    def subtask_finished(self, outcome: SubtaskResult) -> None:
-        record = self._workers.pop(outcome.subtask.id, None)
+    async def subtask_finished(self, outcome: SubtaskResult) -> None:
+        """Keep a subtask's result; return once it is committed (or the store failed:
+        then it is written again with the end of the run)."""
+        name = outcome.subtask.id
+        record = self._workers.pop(name, None)
         if outcome.status in ("cancelled", "over_budget"):
             return  # not finished: a resumed run continues it
+        if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
+            self._rerun.add(name)  # not finished either: a resumed run runs it again
+            return
         text = _outcome_json(outcome, record)
-        self._outcomes[outcome.subtask.id] = (outcome, text)
-        self.store.write(
-            (
-                "INSERT INTO workers (run_id, worker, status, result, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
-                "status = excluded.status, result = excluded.result, "
-                "updated_at = excluded.updated_at",
-                (
-                    self.run_id,
-                    outcome.subtask.id,
-                    outcome.status,
-                    text,
-                    time.time(),
-                ),
-            )
-        )
+        self._outcomes[name] = (outcome, text)
+        row = (self.run_id, name, outcome.status, text, time.time())
+        try:
+            # With the results of the workers that end with it: one transaction for all.
+            await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
+        except StoreError:
+            self._unwritten.append((_SAVE_RESULT, row))
 
     async def finished(
         self, status: str, result: RunResult | None, usage: Usage, error: str | None
     ) -> None:
-        """Record how the run ended; return once that (and every span) is committed."""
+        """Record how the run ended and let go of its lease; return once that (and every
+        span) is committed and checkpointed.
+
+        A run some of whose workers the store failed keeps no result: a resume runs them
+        again, and aggregates anew.
+        """
         self._write_spans()
-        await self.store.commit(
+        kept = self._result_json(result) if result is not None and not self._rerun else None
+        ended = (
+            "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
+            "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "
+            "WHERE run_id = ?",
             (
-                "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
-                "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "
-                "WHERE run_id = ?",
-                (
-                    status,
-                    time.time(),
-                    self._result_json(result) if result is not None else None,
-                    error,
-                    usage.model_calls,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.tool_calls,
-                    usage.cost,
-                    self.run_id,
-                ),
-            )
+                status,
+                time.time(),
+                kept,
+                error,
+                usage.model_calls,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.tool_calls,
+                usage.cost,
+                self.run_id,
+            ),
         )
+        lease = self.lease
+        released = [self.store.released(lease)] if lease is not None else []
+        try:
+            await self.store.commit(
+                *self._unwritten, ended, *released, lease=lease, checkpoint=True
+            )
+        finally:
+            if lease is not None:
+                self.store.let_go(lease)
 
     def _result_json(self, result: RunResult) -> str:
         """``result.model_dump_json()``, made of the JSON each subtask's result was
@@ -211,8 +255,27 @@ def _around(cls: type[BaseModel], field: str) -> tuple[set[str], set[str]]:
     return set(names[:at]), set(names[at + 1 :])
 
 
+def store_failure(exc: BaseException | None) -> StoreError | None:
+    """The store's error that ``exc`` is or holds (in exception groups), if any: what
+    a worker failed of when the store failed it."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = store_failure(inner)
+            if found is not None:
+                return found
+    return None
+
+
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
 _SPAN_BATCH = 256
+_SAVE_RESULT = (
+    "INSERT INTO workers (run_id, worker, status, result, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
+    "status = excluded.status, result = excluded.result, "
+    "updated_at = excluded.updated_at"
+)
 
 
 class WorkerRecord:
@@ -256,7 +319,10 @@ class WorkerRecord:
             state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
             state.wrapped_up, state.repeats,
         )  # fmt: skip
-        self._run.store.save((_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row))
+        self._run.store.save(
+            (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
+            lease=self._run.lease,
+        )  # fmt: skip
 
     def messages_json(self, messages: tuple[Message, ...]) -> str | None:
         """``dump_messages_json(messages)``, with the JSON :meth:`save` wrote of the
@@ -290,7 +356,8 @@ class WorkerRecord:
                     arguments_text(arguments),
                     time.time(),
                 ),
-            )
+            ),
+            lease=self._run.lease,
         )
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
@@ -307,7 +374,8 @@ class WorkerRecord:
                     turn,
                     observation.tool_call_id,
                 ),
-            )
+            ),
+            lease=self._run.lease,
         )
 
 
@@ -396,6 +464,8 @@ def restore(stored: StoredRun) -> Resumed:
     states: dict[str, LoopState] = {}
     spent = Usage()
     for name, worker in stored.workers.items():
+        if worker.status == "skipped":
+            continue  # skipped again at once if what it depends on failed again
         if worker.result is not None:
             outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
             if outcome.worker is not None:

@@ -162,8 +162,12 @@ class Executor:
         subtasks: Plan | Sequence[SubtaskSpec] | None = None,
         run_id: str | None = None,
         on_event: Sequence[EventHandler] = (),
+        steal: bool = False,
     ) -> RunResult:
         """Plan (unless ``subtasks`` is given), run the workers, aggregate.
+
+        With a store, the run is leased to this process while it goes; ``run_id`` of a
+        stored run that did not finish continues it (see :meth:`resume`).
 
         Raises:
             PlanError: when no valid plan could be made.
@@ -171,15 +175,27 @@ class Executor:
                 ``.partial`` holds the partial result.
             BudgetExceeded: when the run went past a budget; ``.partial`` holds the
                 partial result.
+            RunBusy: when another process carries the run on (see :meth:`resume`).
         """
         run = Run(self, task, run_id or os.urandom(6).hex(), on_event)
-        return await run.execute(subtasks, resumable=run_id is not None)
+        return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
-    async def resume(self, run_id: str, *, on_event: Sequence[EventHandler] = ()) -> RunResult:
+    async def resume(
+        self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False
+    ) -> RunResult:
         """Continue the stored run ``run_id`` (or return its result, if it finished).
+
+        Args:
+            run_id: The run.
+            on_event: Called with every event of the run.
+            steal: Take the run over from a process whose lease expired (it stopped
+                renewing it: dead on another host, or hung). A live lease is never
+                taken; the lease of a process of this host that is gone needs no steal.
 
         Raises:
             StoreError: when there is no store, or it has no such run.
+            RunBusy: when another process carries the run on: its host and pid, and
+                whether its lease expired.
             PlanError, RunFailed, BudgetExceeded: as :meth:`run`.
         """
         if self.store is None:
@@ -187,7 +203,7 @@ class Executor:
         stored = await self.store.summary(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id!r} in this store", path=str(self.store.path))
-        return await self.run(stored.task, run_id=run_id, on_event=on_event)
+        return await self.run(stored.task, run_id=run_id, on_event=on_event, steal=steal)
 
     @asynccontextmanager
     async def stream(
@@ -196,6 +212,7 @@ class Executor:
         *,
         subtasks: Plan | Sequence[SubtaskSpec] | None = None,
         run_id: str | None = None,
+        steal: bool = False,
     ) -> AsyncIterator[RunStream]:
         """Run in the background and yield its events as they happen.
 
@@ -212,8 +229,9 @@ class Executor:
                 async with send:
                     try:
                         stream.result = await self.run(
-                            task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait]
-                        )
+                            task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait],
+                            steal=steal,
+                        )  # fmt: skip
                     except HoneycombError as exc:
                         stream.error = exc
 

@@ -7,6 +7,9 @@ early, cancelling whatever still runs.
 
 In a resumed run, subtasks that finished before are not run again (their stored
 results stand), and those that had started continue from their saved loop state.
+
+With a store, a subtask is reported finished (``worker.finished``) once its result is
+committed, so the event never runs ahead of what a resume would find.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class Scheduler:
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
         self._lost = 0  # subtasks that did not succeed
+        self._fatal: BaseException | None = None  # what a worker's task raised (see run)
 
     async def run(self) -> dict[str, SubtaskResult]:
         """Run every subtask; raise what stopped the phase early, if anything did.
@@ -70,11 +74,16 @@ class Scheduler:
         Raises:
             RunFailed: when the failure policy gave up.
             BudgetExceeded: when a worker went past the run's budget.
+            BaseException: what a subtask's task raised rather than a result (a tool's or
+                model's KeyboardInterrupt or SystemExit ...), once every other worker is
+                cancelled.
         """
         self._started = time.perf_counter()
         with anyio.CancelScope() as scope:
             self._cancel = scope.cancel
             await run_together(None, [self._run_subtask(s) for s in self.plan.subtasks])
+        if self._fatal is not None:
+            raise self._fatal
         stopped = stopped_status(self.stopped)
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
@@ -94,7 +103,7 @@ class Scheduler:
         failed = [d for d in subtask.depends_on if not outcomes[d].ok]
         if failed:
             why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
-            self._finish(
+            await self._finish(
                 subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
             )
             return None
@@ -107,7 +116,7 @@ class Scheduler:
     async def _run_subtask(self, subtask: Subtask) -> None:
         before = self._before.get(subtask.id)
         if before is not None:  # finished in an earlier life of this run
-            self._finish(
+            await self._finish(
                 subtask, before.status, self._revalidated(subtask, before.worker), before.error,
                 before.started_s, stored=True,
             )  # fmt: skip
@@ -142,18 +151,39 @@ class Scheduler:
             else:
                 with anyio.move_on_after(limit):
                     result = await running
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
+            if self._fatal is None:
+                self._fatal = exc
+            self._cancel()
+            # Raised by run(), in the run's own task: out of a task of its own, asyncio
+            # would let a KeyboardInterrupt or SystemExit escape its event loop.
+            return
         finally:
             if slots is not None:
                 slots.release()
         if result is None:
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
-            self._finish(subtask, "failed", None, error, started)
+            await self._finish(subtask, "failed", None, error, started)
             return
         if isinstance(result.exception, BudgetExceeded):
             self._stop(result.exception)
-        self._finish(subtask, result.status, result, result.error, started)
+        await self._finish(subtask, result.status, result, self._error_of(result), started)
 
-    def _finish(
+    def _error_of(self, result: WorkerResult) -> WorkerError | None:
+        """A worker's error; for one the store failed, the store's error, not that of
+        the task group it came out of."""
+        if self.record is None or result.exception is None:
+            return result.error
+        from honeycomb.durable import store_failure
+
+        failure = store_failure(result.exception)
+        if failure is None:
+            return result.error
+        return WorkerError(type=type(failure).__name__, message=str(failure))
+
+    async def _finish(
         self,
         subtask: Subtask,
         status: SubtaskStatus,
@@ -175,7 +205,7 @@ class Scheduler:
         }
         outcome = self.outcomes[subtask.id] = trusted(SubtaskResult, values)
         if self.record is not None and not stored:
-            self.record.subtask_finished(outcome)
+            await self.record.subtask_finished(outcome)  # durable before it is reported
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(

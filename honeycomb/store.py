@@ -1,14 +1,21 @@
 """``RunStore``: runs kept in one SQLite file, so a crashed run can be resumed.
 
 The store holds each run (task, plan, status, result), each worker's conversation
-after every turn, each finished worker's result, and the journal of side-effecting
-tool calls (see :mod:`runtime.journal`). The file is in WAL mode, so readers (``honeycomb
-runs``) never wait for the run that writes.
+after every turn, each finished worker's result, the journal of side-effecting tool
+calls (see :mod:`runtime.journal`) and the lease of each run under way (see
+:mod:`honeycomb._lease`). The file is in WAL mode, so readers (``honeycomb runs``)
+never wait for the run that writes; it is checkpointed when a run ends and when the
+store closes, so that the ``.db`` file alone (a copy of it) holds every run that ended.
+Only a Honeycomb store, or a new or empty file, is ever written to; reading never
+creates or changes a file.
 
-Writes never block the event loop: they are queued to one writer thread per store,
-which commits them in batches, in order. Most writes are fire-and-forget; the ones a
-guarantee rests on are awaited until committed: a side effect's intent before it
-runs, its outcome after, and the end of the run.
+Writes never block the event loop: they are queued to one writer thread per store
+(see :mod:`honeycomb._writer`), which commits them in batches, in order, and renews
+the leases of the runs under way. Most writes are fire-and-forget; the ones a
+guarantee rests on are awaited until committed: a side effect's intent before it runs,
+its outcome after, a worker's result before it is reported, and the end of the run. A
+run's writes carry its lease, and are committed only while the lease is still the
+run's.
 """
 
 from __future__ import annotations
@@ -16,12 +23,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import json
-import queue
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,19 +35,19 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from honeycomb._schema import SCHEMA, SCHEMA_VERSION
+from honeycomb import _lease
+from honeycomb._lease import Lease
+from honeycomb._schema import connect
+from honeycomb._writer import Action, Statement, Writer
 from honeycomb.spans import Span
 from runtime import JournalEntry, StoreError
 from runtime._values import record
 
-__all__ = ["STATE_FIELDS", "RunStore", "RunSummary", "StoredRun", "StoredWorker"]
+__all__ = [
+    "STATE_FIELDS", "Lease", "RunStore", "RunSummary", "Statement", "StoredRun", "StoredWorker",
+]  # fmt: skip
 
-
-_GATHER_S = 0.002
 T = TypeVar("T")
-Statement = tuple[str, Sequence[Any]]
-"""SQL and its parameters: a tuple for one row, a list of tuples for many."""
-_STOP = object()
 
 
 @record(frozen=True)
@@ -101,62 +106,117 @@ class StoredRun:
 
 
 class RunStore:
-    """Runs in one SQLite file (created with its folder on first use).
+    """Runs in one SQLite file (created with its folder on first write).
 
     Args:
         path: The file. Share one RunStore between Executors of one process.
+        lease_ttl_s: How long the lease of a run of this store outlives its last
+            heartbeat (renewed four times a TTL while the run goes): past it, another
+            process may take the run over with ``steal=True``.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, lease_ttl_s: float = 30.0) -> None:
         self.path = Path(path)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
-        self._writing = False  # the writer thread runs (is_alive() costs a lock per write)
-        self._start_lock = threading.Lock()
-        self._failure: BaseException | None = None
+        self.lease_ttl_s = lease_ttl_s
+        self._writer = Writer(self.path, lease_ttl_s)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, *statements: Statement) -> None:
+    def write(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements to commit together, in order with every other write (see
-        :meth:`commit` to wait until they are)."""
-        self._ensure_writer()
-        self._queue.put((statements, None, False))
+        :meth:`commit` to wait until they are); under ``lease``, only while it holds."""
+        self._writer.put((statements, None, False, lease, False, False))
 
-    def save(self, *statements: Statement) -> None:
+    def save(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements that commute with every other kind of statement (they
         touch rows nothing else writes), to be committed soon. The writer runs all
         such rows of a batch with one ``executemany`` per statement, in the order
         they were saved: this is what keeps a checkpoint every turn cheap."""
-        self._ensure_writer()
-        self._queue.put((statements, None, True))
+        self._writer.put((statements, None, True, lease, False, False))
 
-    async def commit(self, *statements: Statement) -> None:
+    async def commit(
+        self,
+        *statements: Statement,
+        lease: Lease | None = None,
+        checkpoint: bool = False,
+        urgent: bool = True,
+    ) -> None:
         """Write ``statements`` and return once they (and all written before) are
-        committed.
+        committed, and with ``checkpoint``, once the file holds them (not only its WAL).
+        Not ``urgent``, they are committed with whatever else arrives in the next
+        moment, as writes nobody waits for are: many waiters, few transactions.
 
         Raises:
+            RunBusy: when ``lease`` is no longer the run's (nothing was written).
             StoreError: when the store cannot be written.
         """
-        self._ensure_writer()
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._queue.put((statements, done, False))
-        await _wait(done)
+        await self._submit(statements, lease, checkpoint, urgent)
 
     async def flush(self) -> None:
         """Return once everything written so far is committed."""
         await self.commit()
 
+    async def take_lease(self, run_id: str, *, steal: bool = False) -> Lease:
+        """Lease run ``run_id`` to this process, in one transaction (see
+        :mod:`honeycomb._lease`); the writer renews it until :meth:`let_go`.
+
+        Args:
+            steal: Take the lease even from a process that may be alive, if its lease
+                has expired. A live lease is never taken.
+
+        Raises:
+            RunBusy: when another process holds the run.
+            StoreError: when the store cannot be written.
+        """
+        lease = _lease.new_lease(run_id)
+        take = functools.partial(
+            _lease.take, lease=lease, steal=steal, ttl_s=self.lease_ttl_s, path=str(self.path)
+        )
+        try:
+            await self._submit(take, None, False, True)
+        except StoreError:
+            _lease.ended(lease)
+            raise
+        except BaseException:  # cancelled: the lease may be taken all the same
+            _lease.ended(lease)
+            self.write(self.released(lease))
+            raise
+        self._writer.held = self._writer.held | {lease}
+        return lease
+
+    def let_go(self, lease: Lease) -> None:
+        """Stop renewing ``lease``: its run ended (and wrote :meth:`released`, or tried)."""
+        self._writer.held = self._writer.held - {lease}
+        _lease.ended(lease)
+
+    @staticmethod
+    def released(lease: Lease) -> Statement:
+        """The statement that deletes ``lease`` (if it is still the run's)."""
+        return (_lease.RELEASE, (lease.run_id, lease.owner))
+
+    async def _submit(
+        self,
+        work: tuple[Statement, ...] | Action,
+        lease: Lease | None,
+        checkpoint: bool,
+        urgent: bool,
+    ) -> None:
+        if sniffio.current_async_library() == "asyncio":
+            # Told by the writer with one call into the loop for a whole batch of waiters.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._writer.put((work, waiter, False, lease, checkpoint, urgent))
+            await waiter
+            return
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._writer.put((work, done, False, lease, checkpoint, urgent))
+        await anyio.to_thread.run_sync(done.result)
+
     def close(self) -> None:
-        """Commit what is queued and stop the writer thread."""
-        writer = self._writer
-        if writer is not None and writer.is_alive():
-            self._queue.put(_STOP)
-            writer.join()
-        self._writer = None
+        """Commit what is queued, checkpoint the file and stop the writer thread."""
+        self._writer.stop()
 
     async def open(self) -> None:
         """Open the file (creating it) in a worker thread, so a run learns at its
@@ -165,78 +225,8 @@ class RunStore:
         Raises:
             StoreError: when the file cannot be opened or is not a run store.
         """
-        if not self._writing:
-            await anyio.to_thread.run_sync(self._ensure_writer)
-
-    def _ensure_writer(self) -> None:
-        if self._writing:
-            return
-        with self._start_lock:
-            if not self._writing:
-                connection = self._connect()  # fail here, in the caller, if it cannot open
-                self._writer = threading.Thread(
-                    target=self._write_loop, args=(connection,), name="honeycomb-store",
-                    daemon=True,
-                )  # fmt: skip
-                self._writing = True
-                self._writer.start()
-
-    def _write_loop(self, connection: sqlite3.Connection) -> None:
-        """The writer thread: take what is queued, commit it as one transaction."""
-        stopping = False
-        try:
-            while not stopping:
-                batch = [self._queue.get()]
-                if batch[0] is not _STOP and batch[0][1] is None:
-                    # Group commit: gather what arrives in the next moment into the same
-                    # transaction (a commit costs far more than a row). Not when someone
-                    # waits for this write: a side effect waits for its intent.
-                    time.sleep(_GATHER_S)
-                while True:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                if batch[-1] is _STOP:
-                    stopping = True
-                items = [item for item in batch if item is not _STOP]
-                error: BaseException | None = None
-                try:
-                    self._commit(connection, items)
-                except sqlite3.Error as exc:
-                    error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
-                    self._failure = error
-                    if connection.in_transaction:
-                        connection.execute("ROLLBACK")
-                for _, done, _ in items:
-                    if done is None:
-                        continue
-                    if error is None:
-                        done.set_result(None)
-                    else:
-                        done.set_exception(error)
-        finally:
-            self._writing = False  # stopped, or died: the next write starts another
-        connection.close()
-
-    @staticmethod
-    def _commit(connection: sqlite3.Connection, items: list[Any]) -> None:
-        """One transaction: ordered writes in order, then the saved rows merged."""
-        merged: dict[str, list[Sequence[Any]]] = {}
-        connection.execute("BEGIN IMMEDIATE")
-        for statements, _, merge in items:
-            for sql, params in statements:
-                many = isinstance(params, list)  # rows for one statement
-                if merge:
-                    rows = merged.setdefault(sql, [])
-                    rows.extend(params) if many else rows.append(params)
-                elif many:
-                    connection.executemany(sql, params)
-                else:
-                    connection.execute(sql, params)
-        for sql, rows in merged.items():
-            connection.executemany(sql, rows)
-        connection.execute("COMMIT")
+        if not self._writer.running:
+            await anyio.to_thread.run_sync(self._writer.start)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -250,7 +240,7 @@ class RunStore:
 
     async def _read(self, read: Callable[[str], T], run_id: str) -> T:
         """``read(run_id)`` in a worker thread, after what was written is committed."""
-        if self._writer is not None:
+        if self._writer.started:
             await self.flush()
         return await anyio.to_thread.run_sync(read, run_id)
 
@@ -264,9 +254,9 @@ class RunStore:
         return found[0] if found else None
 
     def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
-        if not self.path.exists():
-            return []
         with self._reading() as db:
+            if db is None:
+                return []
             rows = db.execute(
                 "SELECT run_id, task, status, started_at, finished_at, workers, model_calls, "
                 f"input_tokens, output_tokens, tool_calls, source, cost FROM runs {where}",
@@ -276,17 +266,17 @@ class RunStore:
 
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
-        if not self.path.exists():
-            return []
         with self._reading() as db:
+            if db is None:
+                return []
             rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
         found = [Span(*values) for (batch,) in rows for values in json.loads(batch)]
         return sorted(found, key=lambda s: s.start)
 
     def _load(self, run_id: str) -> StoredRun | None:
-        if not self.path.exists():
-            return None
         with self._reading() as db:
+            if db is None:
+                return None
             row = db.execute(
                 "SELECT task, status, source, plan, result FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -317,30 +307,13 @@ class RunStore:
 
     # --- connections --------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the store was written by a newer Honeycomb (schema {version}); "
-                    "upgrade Honeycomb or use another store",
-                    path=str(self.path),
-                )
-            if version < SCHEMA_VERSION:
-                db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the run store: {exc}", path=str(self.path)) from exc
-        return db
-
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect()
+    def _reading(self) -> Iterator[sqlite3.Connection | None]:
+        """A read-only connection in one snapshot (None: no store there yet)."""
+        db = connect(self.path, write=False)
+        if db is None:
+            yield None
+            return
         try:
             db.execute("BEGIN")  # one snapshot for the whole read
             yield db
@@ -348,11 +321,3 @@ class RunStore:
             raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
         finally:
             db.close()
-
-
-async def _wait(done: concurrent.futures.Future[None]) -> None:
-    """Wait for the writer without blocking the event loop."""
-    if sniffio.current_async_library() == "asyncio":
-        await asyncio.wrap_future(done)
-    else:
-        await anyio.to_thread.run_sync(done.result)

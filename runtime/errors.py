@@ -26,6 +26,7 @@ The tree::
     ├── BudgetExceeded              a run went past a shared budget
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
+    │   └── RunBusy                 another process carries the run on (it holds the lease)
     └── RunFailed                   a run ended without an answer (failure policy, aggregator)
 
 A model's exception always ends its call as a failure, never as a crash: a
@@ -69,6 +70,7 @@ __all__ = [
     "OutputValidationError",
     "PlanError",
     "RetryAfterPastDeadline",
+    "RunBusy",
     "RunFailed",
     "RunawayLoop",
     "ScriptExhausted",
@@ -425,6 +427,60 @@ class StoreError(HoneycombError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class RunBusy(StoreError):
+    """Another process carries the run on: it holds the run's lease in the store, or
+    took it over from this one.
+
+    Attributes:
+        run_id: The run.
+        host: The host of the process that holds the lease (None: nobody now).
+        pid: That process's id (None: nobody now).
+        heartbeat_age_s: Seconds since that process last renewed the lease.
+        expired: The lease expired (its heartbeat stopped): ``steal=True`` (``honeycomb
+            resume --force``) takes it. A live lease is never taken over.
+        taken_over: This process held the lease and lost it to another: it stops
+            writing to the run (its side-effecting calls fail rather than run).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        path: str,
+        host: str | None,
+        pid: int | None,
+        heartbeat_age_s: float | None = None,
+        expired: bool = False,
+        taken_over: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.host = host
+        self.pid = pid
+        self.heartbeat_age_s = heartbeat_age_s
+        self.expired = expired
+        self.taken_over = taken_over
+        owner = f"pid {pid} on host {host!r}"
+        age = f"{heartbeat_age_s:.1f}s ago" if heartbeat_age_s is not None else "never"
+        if taken_over:
+            by = f"by {owner}" if pid is not None else "by another process, since ended"
+            message = (
+                f"run {run_id!r} was taken over {by}: this process no longer carries it "
+                "on and writes nothing more to it"
+            )
+        elif expired:
+            message = (
+                f"run {run_id!r} is leased to {owner}, whose lease expired (last heartbeat "
+                f"{age}): if that process is gone, take the run over with steal=True "
+                "(honeycomb resume --force)"
+            )
+        else:
+            message = (
+                f"run {run_id!r} is being carried on by {owner} (last heartbeat {age}); a "
+                "live run is not taken over: wait for it to end, or stop that process"
+            )
+        super().__init__(message, path=path)
 
 
 class RunFailed(HoneycombError):

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError
@@ -171,3 +172,22 @@ async def test_a_store_that_cannot_be_used_names_its_file(tmp_path: Path) -> Non
     executor = Setup(tmp_path / "e", tmp_path / "c").executor(bad)
     with pytest.raises(StoreError, match=r"not-a-db\.db"):
         await executor.run(TASK, subtasks=plan(1), run_id="x")
+
+
+async def test_a_write_whose_waiter_was_cancelled_stands_and_the_store_goes_on(
+    tmp_path: Path,
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    insert = "INSERT INTO spans (run_id, spans) VALUES (?, '[]')"
+    store.write((insert, ("gathered",)))  # the writer waits a moment to gather more
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.commit, (insert, ("abandoned",)))
+        await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()  # its waiter goes; the write is queued all the same
+    with anyio.fail_after(5):
+        await store.commit((insert, ("after",)))
+    store.close()
+    with sqlite3.connect(tmp_path / "runs.db") as raw:
+        rows = {r for (r,) in raw.execute("SELECT run_id FROM spans")}
+    assert rows == {"gathered", "abandoned", "after"}

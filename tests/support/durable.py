@@ -6,8 +6,10 @@ random, as a real model's are, so only the store's checkpoints and journal can s
 resumed run from repeating a side effect. Every model call is logged (worker, turn,
 life) so a test can see which calls an earlier life had already made.
 
-Run as a script (``python -m tests.support.durable DB EFFECTS CALLS RUN_ID LIFE N``)
-it is the child process the crash test kills.
+Run as a script (``python -m tests.support.durable DB EFFECTS CALLS RUN_ID LIFE N
+[LATENCY [TTL [steal]]]``) it is the child process the crash and lease tests kill, stop
+and race: it prints the result as a JSON line, or, when another process holds the
+run, ``{"busy": ...}`` and exits with status 3.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from honeycomb import Executor, FunctionModel, Policy, Role, RunStore, Subtask, tool
+from honeycomb import Executor, FunctionModel, Policy, Role, RunBusy, RunStore, Subtask, tool
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "append the lines, then answer"
@@ -105,7 +107,7 @@ class Setup:
             self.model(),
             tools=self.tools(),
             aggregator="concat",
-            policy=Policy(max_workers=64, max_subtasks=64, **policy),
+            policy=Policy(**{"max_workers": 64, "max_subtasks": 64, **policy}),
             store=store,
         )
 
@@ -130,13 +132,30 @@ def calls_by_worker(calls: Path) -> dict[str, list[tuple[int, str]]]:
     return found
 
 
-async def _child(db: Path, effects: Path, calls: Path, run_id: str, life: str, n: int) -> None:
-    setup = Setup(effects, calls, life=life, latency=0.02)
-    result = await setup.executor(db).run(TASK, subtasks=plan(n), run_id=run_id)
+BUSY = 3
+"""The child's exit status when another process holds the run's lease."""
+
+
+async def _child(paths: list[str], run_id: str, life: str, n: int, options: list[str]) -> int:
+    latency = float(options[0]) if options else 0.02
+    store = RunStore(paths[0], lease_ttl_s=float(options[1])) if len(options) > 1 else paths[0]
+    steal = options[2:] == ["steal"]
+    setup = Setup(Path(paths[1]), Path(paths[2]), life=life, latency=latency)
+    executor = setup.executor(store if isinstance(store, RunStore) else Path(store))
+    try:
+        if steal:
+            result = await executor.resume(run_id, steal=True)
+        else:
+            result = await executor.run(TASK, subtasks=plan(n), run_id=run_id)
+    except RunBusy as exc:
+        busy = {"busy": str(exc), "host": exc.host, "pid": exc.pid, "expired": exc.expired}
+        sys.stdout.write(json.dumps(busy) + "\n")
+        return BUSY
     sys.stdout.write(json.dumps({"status": result.status, "answer": result.answer_text}) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    db_, effects_, calls_, run_id_, life_, n_ = sys.argv[1:7]
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    anyio.run(_child, Path(db_), Path(effects_), Path(calls_), run_id_, life_, int(n_))
+    paths_, (run_id_, life_, n_, *options_) = sys.argv[1:4], sys.argv[4:]
+    sys.exit(anyio.run(_child, paths_, run_id_, life_, int(n_), options_))

@@ -1,0 +1,123 @@
+"""Leases: which process carries a stored run on.
+
+A run is leased to one process at a time. The lease is a row of the store's
+``leases`` table (the run, a random owner token, the owner's host and pid, its last
+heartbeat and its time to live), taken in one transaction when the run starts or
+resumes, renewed by the store's writer thread while the run goes, and deleted when the
+run ends, however it ends. Every write of a run is committed only while its lease is
+still its own, so an owner whose lease was taken over writes nothing more: its
+side-effecting calls fail, as their intent cannot be journaled.
+
+A lease is *live* while its heartbeat is younger than its TTL, and *expired* once it
+is older. A lease whose owner is certainly gone (a process of this host that no longer
+exists, or a run of this very process that ended without letting go) is free, so a
+resume right after a crash need not wait. An expired lease whose owner may still be
+alive (on another host, or stopped, or hung) is taken only with ``steal``; a live one
+never.
+
+These functions run in the store's writer thread, inside its transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable
+
+from runtime import RunBusy
+from runtime._values import record
+
+__all__ = ["HOST", "RELEASE", "Lease", "check", "ended", "new_lease", "renew", "take"]
+
+HOST = socket.gethostname()
+RELEASE = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
+_HOLDER = "SELECT owner, host, pid, heartbeat, ttl_s FROM leases WHERE run_id = ?"
+_TAKE = (
+    "INSERT OR REPLACE INTO leases (run_id, owner, host, pid, heartbeat, ttl_s) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_RENEW = "UPDATE leases SET heartbeat = ? WHERE run_id = ? AND owner = ?"
+
+_GOING: set[str] = set()
+"""The owner tokens of this process's runs that are still going."""
+
+
+@record(frozen=True)
+class Lease:
+    """A run's lease as its owner knows it: the run and the owner's token."""
+
+    run_id: str
+    owner: str
+
+
+def new_lease(run_id: str) -> Lease:
+    """A lease for a run of this process, to take (counted as going from now on, so that
+    no other run of this process mistakes it for one that ended)."""
+    lease = Lease(run_id=run_id, owner=os.urandom(8).hex())
+    _GOING.add(lease.owner)
+    return lease
+
+
+def ended(lease: Lease) -> None:
+    """The run holding ``lease`` has ended: if its lease was left behind, it is free."""
+    _GOING.discard(lease.owner)
+
+
+def take(db: sqlite3.Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> None:
+    """Make ``lease`` the run's, unless another holds it (in ``db``'s transaction).
+
+    Raises:
+        RunBusy: when another process holds it: live, or expired and not ``steal``.
+    """
+    row = db.execute(_HOLDER, (lease.run_id,)).fetchone()
+    now = time.time()
+    if row is not None and row[0] != lease.owner and not _gone(row[0], row[1], row[2]):
+        age = now - row[3]
+        expired = age > row[4]
+        if not (expired and steal):
+            raise RunBusy(
+                lease.run_id, path=path, host=row[1], pid=row[2], heartbeat_age_s=age,
+                expired=expired,
+            )  # fmt: skip
+    db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
+
+
+def check(db: sqlite3.Connection, lease: Lease, path: str) -> RunBusy | None:
+    """None while ``lease`` is still the run's, else the error saying who has it."""
+    row = db.execute(_HOLDER, (lease.run_id,)).fetchone()
+    if row is not None and row[0] == lease.owner:
+        return None
+    host, pid, age = (row[1], row[2], time.time() - row[3]) if row else (None, None, None)
+    return RunBusy(
+        lease.run_id, path=path, host=host, pid=pid, heartbeat_age_s=age, taken_over=True
+    )
+
+
+def renew(db: sqlite3.Connection, leases: Iterable[Lease]) -> None:
+    """A heartbeat for every lease in ``leases`` still held."""
+    now = time.time()
+    db.executemany(_RENEW, [(now, lease.run_id, lease.owner) for lease in leases])
+
+
+def _gone(owner: str, host: str, pid: int) -> bool:
+    """Whether the owner of a lease certainly no longer runs."""
+    if host != HOST:
+        return False  # another machine's processes cannot be seen: only the TTL tells
+    if pid == os.getpid():
+        return owner not in _GOING
+    return not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    if sys.platform == "win32":
+        return True  # os.kill would end the process: only the TTL tells
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, as another user's
+        return True
+    return True

@@ -1,0 +1,228 @@
+"""The writer thread of a :class:`~honeycomb.store.RunStore`.
+
+One thread per store commits what is queued, in order, in batches (group commit: a
+commit costs far more than a row), and renews the leases of the runs under way while
+it waits: their heartbeat goes on however busy the event loop is, and stops when the
+process does. It checkpoints the file when a run ends and when it stops.
+
+A queued write is a tuple ``(work, done, merge, lease, checkpoint, urgent)``:
+statements, or an :data:`Action`; the future of whoever waits for it (None: nobody);
+whether the statements commute with every other write (see ``RunStore.save``); the
+lease they are written under (None: none), for they are committed only while it is
+still the run's; whether to checkpoint the file once they are committed; and whether
+to commit it at once, rather than with whatever else arrives in the next moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from honeycomb import _lease
+from honeycomb._lease import Lease
+from honeycomb._schema import connect
+from runtime import StoreError
+
+__all__ = ["Action", "Statement", "Writer"]
+
+Statement = tuple[str, Sequence[Any]]
+"""SQL and its parameters: a tuple for one row, a list of tuples for many."""
+Action = Callable[[sqlite3.Connection], None]
+"""Work of a transaction that reads before it writes (taking a lease): it raises a
+StoreError before it writes anything, or not at all."""
+
+_GATHER_S = 0.002
+_STOP = object()
+
+
+class Writer:
+    """The thread that writes one store's file, started by the first write (and again
+    by the next one, if it stopped or died)."""
+
+    def __init__(self, path: Path, lease_ttl_s: float) -> None:
+        self.path = path
+        self.beat_s = lease_ttl_s / 4  # a few heartbeats a TTL
+        self.running = False  # the thread runs (is_alive() costs a lock per write)
+        self.started = False  # it was started once: reads wait for what it writes
+        # The leases renewed: replaced, never changed in place, as the thread reads it
+        # without a lock.
+        self.held: frozenset[Lease] = frozenset()
+        self.failure: BaseException | None = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def put(self, item: tuple[Any, ...]) -> None:
+        """Queue a write (see the module's docstring)."""
+        if not self.running:
+            self.start()
+        self._queue.put(item)
+
+    def stop(self) -> None:
+        """Commit what is queued, checkpoint and stop the thread."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._queue.put(_STOP)
+            thread.join()
+        self._thread = None
+        self.started = False  # nothing more to wait for
+
+    def start(self) -> None:
+        """Start the thread, unless it runs.
+
+        Raises:
+            StoreError: in the caller, when the file cannot be opened as a store.
+        """
+        if self.running:
+            return
+        with self._start_lock:
+            if not self.running:
+                connection = connect(self.path, write=True)
+                assert connection is not None  # None only for reading
+                self._thread = threading.Thread(
+                    target=self._loop, args=(connection,), name="honeycomb-store", daemon=True
+                )
+                self.running = self.started = True
+                self._thread.start()
+
+    def _loop(self, connection: sqlite3.Connection) -> None:
+        """The writer thread: take what is queued, commit it as one transaction, and
+        renew the leases held while it waits."""
+        beat = self.beat_s
+        due = time.monotonic() + beat
+        stopping = False
+        try:
+            while not stopping:
+                try:
+                    batch = [self._queue.get(timeout=max(0.0, due - time.monotonic()))]
+                except queue.Empty:
+                    batch = []  # a heartbeat is due
+                if batch and batch[0] is not _STOP and not batch[0][5]:
+                    # Group commit: gather what arrives in the next moment into the same
+                    # transaction (a commit costs far more than a row). Not for an urgent
+                    # write: a side effect waits for its intent.
+                    time.sleep(_GATHER_S)
+                while True:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stopping = any(item is _STOP for item in batch)
+                items = [item for item in batch if item is not _STOP]
+                held: frozenset[Lease] = frozenset()
+                if time.monotonic() >= due:
+                    held, due = self.held, time.monotonic() + beat
+                if items or held:
+                    self._batch(connection, items, held)
+            _checkpoint(connection, "TRUNCATE")
+        finally:
+            self.running = False  # stopped, or died: the next write starts another
+            connection.close()
+
+    def _batch(
+        self, connection: sqlite3.Connection, items: list[Any], held: frozenset[Lease]
+    ) -> None:
+        """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters."""
+        refused: dict[int, StoreError] = {}
+        try:
+            self._commit(connection, items, held, refused)
+        except sqlite3.Error as exc:
+            error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
+            self.failure = error
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            refused = dict.fromkeys(range(len(items)), error)
+        else:
+            if any(item[4] for item in items):
+                _checkpoint(connection, "PASSIVE")
+        waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
+        for index, item in enumerate(items):
+            done = item[1]
+            if isinstance(done, asyncio.Future):
+                waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
+            elif done is not None:
+                _settle(done, refused.get(index))
+        for loop, told in waiters.items():  # one wake-up of each loop, not one per write
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_tell, told)
+
+    def _commit(
+        self,
+        connection: sqlite3.Connection,
+        items: list[Any],
+        held: frozenset[Lease],
+        refused: dict[int, StoreError],
+    ) -> None:
+        """One transaction: ordered writes in order, then the saved rows merged. Writes
+        under a lease that is no longer the run's are left out, and said so in
+        ``refused`` (by index), as are actions that raised."""
+        merged: dict[str, list[Sequence[Any]]] = {}
+        owned: dict[Lease, StoreError | None] = {}  # each lease checked once a batch
+        path = str(self.path)
+        connection.execute("BEGIN IMMEDIATE")
+        if held:
+            _lease.renew(connection, held)
+        for index, (work, _, merge, lease, _, _) in enumerate(items):
+            if lease is not None:
+                if lease not in owned:
+                    owned[lease] = _lease.check(connection, lease, path)
+                lost = owned[lease]
+                if lost is not None:
+                    refused[index] = lost
+                    continue
+            if callable(work):
+                try:
+                    work(connection)
+                except StoreError as exc:
+                    refused[index] = exc
+                owned.clear()  # it may have taken a lease
+                continue
+            for sql, params in work:
+                many = isinstance(params, list)  # rows for one statement
+                if merge:
+                    rows = merged.setdefault(sql, [])
+                    rows.extend(params) if many else rows.append(params)
+                elif many:
+                    connection.executemany(sql, params)
+                else:
+                    connection.execute(sql, params)
+        for sql, rows in merged.items():
+            connection.executemany(sql, rows)
+        connection.execute("COMMIT")
+
+
+def _checkpoint(connection: sqlite3.Connection, mode: str) -> None:
+    """Move what the WAL holds into the file itself, as far as readers allow. What is
+    committed is durable either way; a checkpoint that cannot finish is left to the
+    next one (or to the next open)."""
+    with contextlib.suppress(sqlite3.Error):
+        connection.execute(f"PRAGMA wal_checkpoint({mode})")
+
+
+def _tell(waiters: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:
+    """In the waiters' event loop: how their writes went. One that stopped waiting
+    (cancelled) has nothing to be told: its write stands."""
+    for waiter, error in waiters:
+        if not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+
+def _settle(done: concurrent.futures.Future[None], error: StoreError | None) -> None:
+    """Tell the waiter how its write went. One that stopped waiting (cancelled) has
+    nothing to be told: its write stands."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
