@@ -7,9 +7,15 @@ One import gives the public API::
 
 from typing import TYPE_CHECKING
 
-from honeycomb.aggregator import Aggregator, ConcatAggregator, FunctionAggregator, RoleAggregator
-from honeycomb.context import RunContext
-from honeycomb.events import (
+from honeycomb.executor import Executor
+from honeycomb.run.aggregator import (
+    Aggregator,
+    ConcatAggregator,
+    FunctionAggregator,
+    RoleAggregator,
+)
+from honeycomb.run.context import RunContext
+from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
@@ -18,13 +24,12 @@ from honeycomb.events import (
     WorkerFinished,
     WorkerStarted,
 )
-from honeycomb.executor import Executor
-from honeycomb.logs import configure_logging
-from honeycomb.plan import Plan, Subtask
-from honeycomb.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
-from honeycomb.policy import Budgets, Policy
-from honeycomb.result import RunResult, RunTimings, SubtaskResult
-from honeycomb.stream import RunStream
+from honeycomb.run.plan import Plan, Subtask
+from honeycomb.run.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
+from honeycomb.run.policy import Budgets, Policy
+from honeycomb.run.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.run.stream import RunStream
+from honeycomb.trace.logs import configure_logging
 from runtime import (
     AdaptiveLimiter,
     BudgetExceeded,
@@ -128,11 +133,11 @@ if TYPE_CHECKING:
 # ``tenacity``, ``sqlite3``) take time and memory to import, and most programs need at
 # most one model and many no store.
 _LAZY = {
-    "OfflineModel": "honeycomb.offline",
+    "OfflineModel": "honeycomb.offline.model",
     "OpenAIModel": "runtime.openai_model",
     "RetryPolicy": "runtime.retry",
-    "RunStore": "honeycomb.store",
-    "RunSummary": "honeycomb.store",
+    "RunStore": "honeycomb.store.store",
+    "RunSummary": "honeycomb.store.store",
 }
 
 

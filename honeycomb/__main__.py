@@ -2,6 +2,6 @@
 
 import sys
 
-from honeycomb.cli import main
+from honeycomb.cli.main import main
 
 sys.exit(main())

@@ -22,29 +22,29 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel
 
-from honeycomb._run import Run
-from honeycomb.aggregator import AggregatorLike, as_aggregator
-from honeycomb.plan import Plan
-from honeycomb.planner import PlannerLike, SubtaskSpec, as_planner
-from honeycomb.policy import Policy
-from honeycomb.result import RunResult
-from honeycomb.stream import RunStream
+from honeycomb.run.aggregator import AggregatorLike, as_aggregator
+from honeycomb.run.plan import Plan
+from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
+from honeycomb.run.policy import Policy
+from honeycomb.run.result import RunResult
+from honeycomb.run.run import Run
+from honeycomb.run.shared import Shared
+from honeycomb.run.stream import RunStream
 from runtime import (
     ConfigError,
     ConfigErrors,
     EventHandler,
     HoneycombError,
-    LimitedModel,
-    LockTable,
     Model,
     StoreError,
     Tool,
     ToolRegistry,
     did_you_mean,
 )
-from workers import Role, WorkerSetup
+from workers import Role
 
 if TYPE_CHECKING:
+    from honeycomb.hive import Hive
     from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
@@ -72,7 +72,7 @@ class Executor:
             run that stopped can be resumed.
         source: Where this Executor was declared (a hive file), kept with each run
             so ``honeycomb resume`` can rebuild it.
-        trace: Record each run's spans (:mod:`honeycomb.spans`) in the store.
+        trace: Record each run's spans (:mod:`honeycomb.trace.spans`) in the store.
             Default: when there is a store.
 
     Raises:
@@ -97,29 +97,95 @@ class Executor:
         trace: bool | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
-        self.roles: dict[str, Role] = {r.name: r for r in role_list}
-        self.policy = policy or Policy()
+        by_name = {r.name: r for r in role_list}
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
-        self.default_model = default_model or next(iter(model_map), "default")
+        default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self._tools = self._check(role_list, model_map, registry, planner, aggregator)
-        self._model_limiter = _limiter(self.policy.model_concurrency)
-        self._tool_limiter = _limiter(self.policy.tool_concurrency)
-        limiter = self._model_limiter
-        self.models: dict[str, Model] = {
-            name: LimitedModel(m, limiter) if limiter is not None else m
-            for name, m in model_map.items()
-        }
-        self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {}
-        self._locks = LockTable()
-        self._handlers = tuple(on_event)
-        self._log = log_events
-        self.store = _open_store(store)
-        self.source = source
-        self.trace = trace if trace is not None else self.store is not None
-        self.output_type = output_type
-        self.planner = as_planner(planner, self.roles)
-        self.aggregator = as_aggregator(aggregator, self.roles, output_type)
+        resolved = _check(role_list, model_map, default, registry, planner, aggregator)
+        kept = _open_store(store)
+        self.shared = Shared(
+            roles=by_name,
+            models=model_map,
+            default_model=default,
+            tools=resolved,
+            policy=policy or Policy(),
+            planner=as_planner(planner, by_name),
+            aggregator=as_aggregator(aggregator, by_name, output_type),
+            output_type=output_type,
+            store=kept,
+            trace=trace if trace is not None else kept is not None,
+            handlers=on_event,
+            log_events=log_events,
+            source=source,
+        )
+
+    @property
+    def roles(self) -> dict[str, Role]:
+        return self.shared.roles
+
+    @property
+    def models(self) -> dict[str, Model]:
+        return self.shared.models
+
+    @property
+    def policy(self) -> Policy:
+        return self.shared.policy
+
+    @property
+    def store(self) -> RunStore | None:
+        return self.shared.store
+
+    @classmethod
+    def from_hive(
+        cls,
+        hive: Hive,
+        *,
+        model: Model | None = None,
+        models: Model | Mapping[str, Model] | None = None,
+        policy: Policy | None = None,
+        **options: Any,
+    ) -> Executor:
+        """The Executor a loaded hive declares.
+
+        To run a hive on a test model (``ScriptedModel``, ``FunctionModel``), pass it
+        as ``model`` (or ``models``): every role then uses it.
+
+        Args:
+            hive: The hive (:func:`~honeycomb.hive.load_hive`).
+            model: One model for every role, instead of the declared ones.
+            models: The hive's models by name (``{"gpt": model}``), used instead of
+                the declared ones of those names (the rest are built as declared); or
+                one model, as ``model``.
+            policy: Replace the declared policy.
+            options: The Executor's own options (``on_event``, ``output_type``,
+                ``store``...). The hive's ``store:`` is a path relative to the file.
+
+        Raises:
+            TypeError: when both ``model`` and ``models`` are given.
+            ConfigErrors: for a name in ``models`` that the hive does not declare.
+        """
+        if model is not None and models is not None:
+            raise TypeError(
+                "pass model= (one model for every role) or models= (the hive's models "
+                "by name), not both"
+            )
+        if models is not None and not isinstance(models, Mapping):
+            model, models = models, None
+        if model is not None:  # under every name, so the roles' model: still resolve
+            models = dict.fromkeys(hive.spec.models, model)
+        if hive.store is not None:
+            options.setdefault("store", hive.store)
+        options.setdefault("source", str(hive.file.resolve()))
+        return cls(
+            hive.roles,
+            hive.models(models),
+            tools=hive.registry,
+            planner=hive.spec.planner,
+            aggregator=hive.spec.aggregator,
+            policy=policy or hive.policy,
+            default_model=hive.default_model,
+            **options,
+        )
 
     @classmethod
     def from_yaml(
@@ -148,9 +214,9 @@ class Executor:
                 name in ``models`` the hive does not declare.
             TypeError: when both ``model`` and ``models`` are given.
         """
-        from honeycomb.hive import load_hive
+        from honeycomb.hive import load_hive  # the YAML reader loads with the first hive
 
-        return load_hive(path).executor(model=model, models=models, **options)
+        return cls.from_hive(load_hive(path), model=model, models=models, **options)
 
     def __repr__(self) -> str:
         return f"Executor(roles={list(self.roles)}, models={list(self.models)})"
@@ -177,7 +243,7 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
-        run = Run(self, task, run_id or os.urandom(6).hex(), on_event)
+        run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event)
         return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
     async def resume(
@@ -217,7 +283,7 @@ class Executor:
         """Run in the background and yield its events as they happen.
 
         ``async with executor.stream(task) as events: async for event in events: ...``
-        The last event is :class:`~honeycomb.events.RunFinished`; afterwards
+        The last event is :class:`~honeycomb.run.events.RunFinished`; afterwards
         ``events.result`` holds the result. Leaving the block early cancels the run.
         """
         send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
@@ -247,69 +313,50 @@ class Executor:
         if body_error is not None:
             raise body_error
 
-    # --- construction helpers -------------------------------------------------------
 
-    def _check(
-        self,
-        roles: list[Role],
-        models: Mapping[str, Model],
-        registry: ToolRegistry,
-        planner: object,
-        aggregator: object,
-    ) -> dict[str, ToolRegistry]:
-        """Every role's tools, resolved; or every mistake at once."""
-        errors: list[ConfigError] = []
-        tools: dict[str, ToolRegistry] = {}
-        names = [r.name for r in roles]
-        if len(set(names)) != len(names):
-            twice = sorted({n for n in names if names.count(n) > 1})
-            errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
-        if self.default_model not in models:
-            errors.append(ConfigError(f"default model {self.default_model!r} is not defined"))
-        for role in roles:
-            ref = role.model
-            if ref is not None and ref not in models:
-                errors.append(
-                    ConfigError(
-                        f"role {role.name!r} uses model {ref!r}, which is not defined"
-                        f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
-                    )
+def _check(
+    roles: list[Role],
+    models: Mapping[str, Model],
+    default_model: str,
+    registry: ToolRegistry,
+    planner: object,
+    aggregator: object,
+) -> dict[str, ToolRegistry]:
+    """Every role's tools, resolved; or every mistake at once.
+
+    Raises:
+        ConfigErrors: naming every unknown model, role or tool.
+    """
+    errors: list[ConfigError] = []
+    tools: dict[str, ToolRegistry] = {}
+    names = [r.name for r in roles]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
+    if default_model not in models:
+        errors.append(ConfigError(f"default model {default_model!r} is not defined"))
+    for role in roles:
+        ref = role.model
+        if ref is not None and ref not in models:
+            errors.append(
+                ConfigError(
+                    f"role {role.name!r} uses model {ref!r}, which is not defined"
+                    f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
                 )
-            try:
-                tools[role.name] = role.resolve_tools(registry)
-                role.resolve_output()
-            except HoneycombError as exc:
-                errors.append(ConfigError(f"role {role.name!r}: {exc}"))
-        for what, spec in (("planner", planner), ("aggregator", aggregator)):
-            if isinstance(spec, str) and spec != "concat" and spec not in self.roles:
-                errors.append(
-                    ConfigError(
-                        f"the {what} role {spec!r} is not defined{did_you_mean(spec, self.roles)}"
-                    )
-                )
-        if errors:
-            raise ConfigErrors(errors)
-        return tools
-
-    def _model_for(self, role: Role) -> Model:
-        return self.models[role.model or self.default_model]
-
-    def _tools_for(self, role: Role) -> ToolRegistry:
-        found = self._tools.get(role.name)
-        return found if found is not None else role.resolve_tools()
-
-    def _setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
-        """A role's resolved setup, made once and shared by all its workers and runs."""
-        # Key registered roles by name: hashing a role hashes all its fields.
-        key = (role.name if self.roles.get(role.name) is role else role, output_type)
-        found = self._setups.get(key)
-        if found is None:
-            found = self._setups[key] = WorkerSetup.of(role, self._tools_for(role), output_type)
-        return found
-
-
-def _limiter(capacity: int | None) -> anyio.CapacityLimiter | None:
-    return anyio.CapacityLimiter(capacity) if capacity is not None else None
+            )
+        try:
+            tools[role.name] = role.resolve_tools(registry)
+            role.resolve_output()
+        except HoneycombError as exc:
+            errors.append(ConfigError(f"role {role.name!r}: {exc}"))
+    for what, spec in (("planner", planner), ("aggregator", aggregator)):
+        if isinstance(spec, str) and spec != "concat" and spec not in names:
+            errors.append(
+                ConfigError(f"the {what} role {spec!r} is not defined{did_you_mean(spec, names)}")
+            )
+    if errors:
+        raise ConfigErrors(errors)
+    return tools
 
 
 def _open_store(store: RunStore | str | Path | None) -> RunStore | None:

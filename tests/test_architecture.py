@@ -16,31 +16,121 @@ import runtime
 import workers
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = {
-    "runtime": {"workers", "honeycomb"},
-    "workers": {"honeycomb"},
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {
+    module_name(path): path
+    for package in ("runtime", "workers", "honeycomb")
+    for path in sorted((ROOT / package).rglob("*.py"))
 }
 
 
-def imported_packages(package: str) -> set[tuple[str, str]]:
-    found: set[tuple[str, str]] = set()
-    for path in (ROOT / package).rglob("*.py"):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            found.update((str(path.relative_to(ROOT)), n.split(".")[0]) for n in names)
+def imports_of(module: str) -> set[str]:
+    """The modules of ours that ``module`` imports, anywhere in it (inside functions
+    and ``TYPE_CHECKING`` blocks too): ``from a.b import c`` imports ``a.b.c`` when
+    that is a module, else ``a.b``."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
+                ).strip(".")
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                       for alias in node.names]  # fmt: skip
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != module)
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_dependencies_point_downward(package: str) -> None:
-    bad = sorted((f, m) for f, m in imported_packages(package) if m in FORBIDDEN[package])
-    assert bad == [], f"{package} must not import {FORBIDDEN[package]}: {bad}"
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import cycles anywhere: every module of runtime, workers and honeycomb can
+    be ordered so that it comes after everything it imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for after in GRAPH[node]:
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+def unit(module: str) -> str:
+    """The part of the library a module belongs to: ``runtime``, ``workers``, a
+    subpackage of ``honeycomb``, or one of honeycomb's own top-level modules."""
+    parts = module.split(".")
+    if parts[0] != "honeycomb" or len(parts) == 1:
+        return parts[0]
+    return ".".join(parts[:2])
+
+
+LOW = {"runtime", "workers"}
+ALLOWED = {
+    "runtime": set(),
+    "workers": {"runtime"},
+    "honeycomb.trace": LOW,
+    "honeycomb.store": LOW | {"honeycomb.trace"},
+    "honeycomb.run": LOW | {"honeycomb.store", "honeycomb.trace"},
+    "honeycomb.offline": LOW | {"honeycomb.run"},
+    "honeycomb.hive": LOW | {"honeycomb.run", "honeycomb.offline"},
+    "honeycomb.executor": LOW | {"honeycomb.run", "honeycomb.hive", "honeycomb.store"},
+    "honeycomb": LOW | {"honeycomb.executor", "honeycomb.run", "honeycomb.hive",
+                        "honeycomb.store", "honeycomb.trace", "honeycomb.offline"},
+    "honeycomb.cli": LOW | {"honeycomb", "honeycomb.executor", "honeycomb.run", "honeycomb.hive",
+                            "honeycomb.store", "honeycomb.trace", "honeycomb.offline"},
+    "honeycomb.__main__": {"honeycomb.cli"},
+}  # fmt: skip
+"""What each part may import: the layers point downward (runtime <- workers <-
+honeycomb), and inside honeycomb trace <- store <- run <- offline <- hive <- the
+Executor <- the command line."""
+
+
+def test_each_part_imports_only_the_parts_below_it() -> None:
+    assert set(map(unit, MODULES)) == set(ALLOWED)
+    wrong = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if unit(target) != unit(module) and unit(target) not in ALLOWED[unit(module)]
+    )
+    assert wrong == []
 
 
 @pytest.mark.parametrize("module", [runtime, workers, honeycomb])
@@ -119,7 +209,7 @@ BASE_MODULES = {
     "openai", "anyio", "sniffio", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
-EXTRA_MODULES = {"honeycomb/otel.py": {"opentelemetry"}}  # behind the `otel` extra
+EXTRA_MODULES = {"honeycomb/trace/otel.py": {"opentelemetry"}}  # behind the `otel` extra
 
 
 def test_the_library_imports_only_its_declared_dependencies() -> None:
@@ -154,7 +244,8 @@ def test_the_base_dependencies_are_declared() -> None:
 # What ``import honeycomb`` must not load: each loads with the first program that uses it.
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
-    "honeycomb.store", "honeycomb.durable", "honeycomb.offline", "runtime.yaml_config",
+    "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
+    "runtime.yaml_config",
 )  # fmt: skip
 
 
@@ -178,9 +269,9 @@ def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
 
 
 def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() -> None:
-    probe = "import sys, honeycomb.cli; print(' '.join(sorted(sys.modules)))"
+    probe = "import sys, honeycomb.cli.main; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)  # fmt: skip
     loaded = set(done.stdout.split())
-    assert "honeycomb.hive" in loaded
+    assert "honeycomb.hive.hive" in loaded
     assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []

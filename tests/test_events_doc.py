@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import honeycomb.events
+import honeycomb.run.events
 import runtime.events
 from runtime import Event
 
@@ -15,7 +15,7 @@ DOC = (Path(__file__).resolve().parent.parent / "docs" / "events.md").read_text(
 
 def events() -> list[type[Event]]:
     found = []
-    for module in (runtime.events, honeycomb.events):
+    for module in (runtime.events, honeycomb.run.events):
         for name in module.__all__:
             value = getattr(module, name)
             if isinstance(value, type) and issubclass(value, Event) and value is not Event:

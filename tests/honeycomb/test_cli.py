@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb import RunStore
-from honeycomb.cli import demo_hive_path, main
+from honeycomb.cli.main import demo_hive_path, main
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel, tool
-from honeycomb.cli import _run_line, main
+from honeycomb.cli.main import _run_line, main
+from honeycomb.cli.view import PlainView
 from honeycomb.hive import load_hive
-from honeycomb.view import PlainView
 from runtime import (
     Event,
     ModelCallFinished,

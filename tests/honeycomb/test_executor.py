@@ -470,7 +470,7 @@ def test_unknown_references_are_all_reported_at_construction() -> None:
 
 
 def test_plan_is_validated_for_every_kind_of_mistake() -> None:
-    from honeycomb.plan import plan_problems
+    from honeycomb.run.plan import plan_problems
 
     plan = Plan.of(
         [

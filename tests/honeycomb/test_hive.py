@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb import ConfigErrors, Executor, Policy
-from honeycomb.cli import demo_hive_path
+from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
 from runtime import AdaptiveLimiter, OpenAIModel
@@ -56,7 +56,7 @@ def one_error(path: Path) -> str:
 
 def test_a_good_hive_builds_its_executor(tmp_path: Path) -> None:
     loaded = load_hive(hive(tmp_path, GOOD))
-    executor = loaded.executor()
+    executor = Executor.from_hive(loaded)
     assert isinstance(executor, Executor)
     assert set(executor.roles) == {"planner", "counter", "aggregator"}
     assert isinstance(executor.models["default"], OfflineModel)
@@ -141,7 +141,7 @@ def test_openai_model_needs_a_name(tmp_path: Path) -> None:
 
 def test_max_concurrency_sets_the_models_shared_adaptive_limiter(tmp_path: Path) -> None:
     def limiter_of(text: str) -> AdaptiveLimiter | None:
-        model = load_hive(hive(tmp_path, text)).executor().models["gpt"]
+        model = Executor.from_hive(load_hive(hive(tmp_path, text))).models["gpt"]
         assert isinstance(model, OpenAIModel)
         return model.limiter
 
@@ -214,7 +214,7 @@ def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> No
     for spelling in ("model", "models"):
         scripted = ScriptedModel(["the answer"])
         executor = Executor.from_yaml(path, **{spelling: scripted})
-        assert {executor._model_for(r).__class__ for r in executor.roles.values()} == {
+        assert {executor.shared.model_for(r).__class__ for r in executor.roles.values()} == {
             ScriptedModel
         }, spelling
 
@@ -226,7 +226,7 @@ def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> N
     executor = Executor.from_yaml(hive(tmp_path, GOOD), models={"gpt": scripted})
     assert executor.models["gpt"] is scripted
     assert isinstance(executor.models["default"], OfflineModel)
-    assert executor._model_for(executor.roles["aggregator"]) is scripted
+    assert executor.shared.model_for(executor.roles["aggregator"]) is scripted
 
 
 async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:

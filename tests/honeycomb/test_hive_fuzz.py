@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from honeycomb.cli import demo_hive_path, main
+from honeycomb.cli.main import demo_hive_path, main
 from honeycomb.hive import load_hive
 from runtime import ConfigError, ConfigErrors, HoneycombError, YamlPath, format_path
 from tests.honeycomb.test_hive import GOOD

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb import ConfigErrors, Executor
-from honeycomb.cli import main
+from honeycomb.cli.main import main
 
 KEY = "sk-FAKE7hT3xQ9zL2wV8bN4mK6pR1sD5fG0"
 DIGITS = "8675309123456789012345"

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from honeycomb import ConfigError, Executor, RunBusy, RunStore, StoreError
-from honeycomb.cli import main
+from honeycomb.cli.main import main
 from tests.support.durable import BUSY, TASK, Setup, plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -69,7 +69,7 @@ def nothing_left_behind() -> Iterator[None]:
 async def test_a_thousand_concurrent_runs_of_one_hive(tmp_path: Path) -> None:
     path = tmp_path / "hive.yaml"
     path.write_text(textwrap.dedent(HIVE))
-    executor = load_hive(path).executor(model=FunctionModel(answer))
+    executor = Executor.from_hive(load_hive(path), model=FunctionModel(answer))
     plan = [("researcher", "find"), ("researcher", "find more"), ("writer", "write")]
     results: dict[int, RunResult] = {}
 

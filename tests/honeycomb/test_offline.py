@@ -13,11 +13,11 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from honeycomb import _offline_rules as rules
-from honeycomb import _offline_schema as schema_rules
 from honeycomb.offline import OfflineModel
-from honeycomb.plan import Plan, plan_problems
-from honeycomb.prompts import (
+from honeycomb.offline import rules as rules
+from honeycomb.offline import schema as schema_rules
+from honeycomb.run.plan import Plan, plan_problems
+from honeycomb.run.prompts import (
     AGGREGATOR_INSTRUCTIONS,
     PLANNER_INSTRUCTIONS,
     CatalogEntry,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from honeycomb import Executor, Policy, Role, tool
-from honeycomb.spans import SpanRecorder
+from honeycomb.trace.spans import SpanRecorder
 from runtime import OpenAIModel, RetryPolicy
 from tests.support.openai_server import (
     Behaviour,

@@ -24,8 +24,8 @@ from honeycomb import (
     ScriptedModel,
     tool,
 )
-from honeycomb.otel import OpenTelemetryExporter
-from honeycomb.spans import Span
+from honeycomb.trace.otel import OpenTelemetryExporter
+from honeycomb.trace.spans import Span
 from runtime import Model, ModelHTTPError
 from runtime.testing import call
 

@@ -10,7 +10,7 @@ import pydantic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from honeycomb.plan import Plan, plan_problems, plan_type
+from honeycomb.run.plan import Plan, plan_problems, plan_type
 
 ROLES = ("researcher", "writer")
 MAX = 4

@@ -212,7 +212,7 @@ def test_a_hive_api_key_is_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert all(KEY not in s for s in shown), shown
     assert KEY not in repr(loaded.spec)
     assert KEY not in repr(loaded.models())
-    assert KEY not in repr(loaded.executor())
+    assert KEY not in repr(Executor.from_hive(loaded))
     built = loaded.models()["gpt"]
     assert isinstance(built, OpenAIModel)
     assert built.client.api_key == KEY  # masked, not lost

@@ -26,7 +26,7 @@ CITIES = ["Lisbon", "Porto", "Madrid", "Oslo", "Rome"]
 def demo_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
     monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0.02")
     monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path))
-    executor = load_hive(HIVE).executor(model=OfflineModel(latency=0.02))
+    executor = Executor.from_hive(load_hive(HIVE), model=OfflineModel(latency=0.02))
     with ThreadedServer(create_app(executor), name="service") as server:
         yield server.url
 

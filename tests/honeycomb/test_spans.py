@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
-from honeycomb.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
-from honeycomb.plan import Plan
-from honeycomb.spans import Span, SpanRecorder, from_jsonl, to_jsonl
+from honeycomb.run.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
+from honeycomb.run.plan import Plan
+from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from runtime import AssistantMessage, ModelRequest, Price, PricedModel, ToolMessage, Tracer
 from runtime.testing import call
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from honeycomb import RunStore, StoreError
-from honeycomb.cli import main
+from honeycomb.cli.main import main
 from tests.support.durable import TASK, Setup, plan
 
 

@@ -15,12 +15,13 @@ import pytest
 from rich.console import Console
 
 from honeycomb import Executor, FunctionModel, Plan, Policy, Role, RunStore, Subtask, tool
-from honeycomb.cli import main
-from honeycomb.plan import critical_path
-from honeycomb.spans import Span, SpanKind, from_jsonl
-from honeycomb.timeline import Timeline, build_timeline, longest_chain
-from honeycomb.timeline_html import to_html
-from honeycomb.timeline_view import CHARS, render_timeline
+from honeycomb.cli.main import main
+from honeycomb.run.plan import critical_path
+from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.html import to_html
+from honeycomb.trace.spans import Span, SpanKind, from_jsonl
+from honeycomb.trace.terminal import CHARS, render_timeline
+from honeycomb.trace.timeline import Timeline, build_timeline
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
 
@@ -74,7 +75,7 @@ async def dag_run(db: Path, *, trace: bool = True) -> Timeline:
     assert stored is not None
     assert stored.plan is not None
     plan = Plan.model_validate_json(stored.plan)
-    return build_timeline(store.spans("r1"), plan, run_id="r1", task=stored.task)
+    return build_timeline(store.spans("r1"), plan.subtasks, run_id="r1", task=stored.task)
 
 
 @pytest.fixture
@@ -169,10 +170,12 @@ def test_the_longest_chain_follows_the_dependencies() -> None:
         ]
     )
     durations = {"a": 1.0, "b": 1.0, "c": 3.0, "d": 1.0, "e": 4.5}
-    assert longest_chain(diamond, durations) == (("a", "c", "d"), 5.0)
-    assert longest_chain(diamond, {**durations, "e": 6.0}) == (("e",), 6.0)
-    assert longest_chain(None, {"x": 1.0, "y": 2.0}) == (("y",), 2.0)
-    assert longest_chain(None, {}) == ((), 0.0)
+    assert longest_chain(diamond.dependencies, durations) == (("a", "c", "d"), 5.0)
+    assert longest_chain(diamond.dependencies, {**durations, "e": 6.0}) == (("e",), 6.0)
+    assert longest_chain({}, {"x": 1.0, "y": 2.0}) == (("y",), 2.0)
+    assert longest_chain({}, {}) == ((), 0.0)
+    cyclic = {"a": ("b",), "b": ("a",)}
+    assert longest_chain(cyclic, {"a": 1.0, "b": 2.0}) == (("b",), 2.0)
 
 
 def test_spans_without_a_run_span_or_a_plan_still_lay_out() -> None:

@@ -8,7 +8,7 @@ import json
 from rich.console import Console
 
 from honeycomb import Executor, Policy, Role, ScriptedModel, tool
-from honeycomb.view import JsonView, LiveView, PlainView, summary
+from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
 from runtime.testing import call
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import honeycomb.events
+import honeycomb.run.events
 import runtime.events
 from runtime import DispatchPolicy, Limits, ModelCallStarted, ToolCall, Usage
 from runtime._values import record
@@ -184,7 +184,7 @@ def test_methods_a_class_writes_itself_are_kept() -> None:
 
 
 def _records() -> list[type]:
-    modules = (runtime.events, honeycomb.events)
+    modules = (runtime.events, honeycomb.run.events)
     events = [v for m in modules for v in vars(m).values()
               if isinstance(v, type) and issubclass(v, runtime.events.Event)]  # fmt: skip
     return [*events, Limits, DispatchPolicy, ToolCall, Usage]

@@ -21,17 +21,19 @@ from typing import TextIO
 import anyio
 from rich.console import Console
 
-from honeycomb.events import RunFinished
+from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
+from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
-from honeycomb.plan import Plan
-from honeycomb.result import RunResult
-from honeycomb.spans import to_jsonl
+from honeycomb.run.events import RunFinished
+from honeycomb.run.plan import Plan
+from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.timeline import build_timeline
-from honeycomb.timeline_html import to_html
-from honeycomb.timeline_view import render_timeline
-from honeycomb.view import JsonView, LiveView, PlainView, View, counted, format_cost, summary
+from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.html import to_html
+from honeycomb.trace.spans import to_jsonl
+from honeycomb.trace.terminal import render_timeline
+from honeycomb.trace.timeline import build_timeline
 from runtime import (
     BudgetExceeded,
     ConfigErrors,
@@ -92,8 +94,8 @@ def _broken_pipe(exc: BaseException) -> bool:
 
 def demo_hive_path() -> Path:
     """The bundled example hive (``examples/trip/hive.yaml``)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "examples" / "trip", here.parent / "examples" / "trip"):
+    package = Path(__file__).resolve().parents[1]  # honeycomb/
+    for candidate in (package / "examples" / "trip", package.parent / "examples" / "trip"):
         if (candidate / "hive.yaml").is_file():
             return candidate / "hive.yaml"
     raise FileNotFoundError("the example hive examples/trip/hive.yaml is not installed")
@@ -254,7 +256,7 @@ def _trace(args: argparse.Namespace) -> int:
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
         return 2
-    plan = Plan.model_validate_json(stored.plan) if stored.plan else None
+    plan = Plan.model_validate_json(stored.plan).subtasks if stored.plan else ()
     timeline = build_timeline(
         spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
     )
@@ -296,7 +298,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _bench(argv: list[str]) -> int:
     # The benchmarks live beside the package in a clone (editable install).
-    clone = Path(__file__).resolve().parent.parent
+    clone = Path(__file__).resolve().parents[2]
     if (clone / "benchmarks" / "fanout.py").is_file() and str(clone) not in sys.path:
         sys.path.insert(0, str(clone))
     # ``--peers``: the peer frameworks next to Honeycomb and the floor (benchmarks.peers).
@@ -364,7 +366,7 @@ async def _run_and_report(
     out: TextIO,
     store: Path | None,
 ) -> int:
-    executor = hive.executor(model=model, store=store)
+    executor = Executor.from_hive(hive, model=model, store=store)
     run_id = args.run_id or os.urandom(6).hex()
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         print(f"run {run_id} · kept in {store} (honeycomb resume {run_id})", file=sys.stderr)

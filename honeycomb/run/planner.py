@@ -1,4 +1,4 @@
-"""Planners turn a task into a :class:`~honeycomb.plan.Plan`.
+"""Planners turn a task into a :class:`~honeycomb.run.plan.Plan`.
 
 - :class:`RolePlanner`: a planner role asked for a plan through structured output;
   an invalid plan goes back to it with the problems, a set number of times.
@@ -15,9 +15,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from honeycomb.context import RunContext, with_default_instructions
-from honeycomb.plan import Plan, Subtask, plan_problems, plan_type
-from honeycomb.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
+from honeycomb.run.context import RunContext, with_default_instructions
+from honeycomb.run.plan import Plan, Subtask, plan_problems, plan_type
+from honeycomb.run.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
 from runtime import BudgetExceeded, PlanError
 from workers import Role
 
@@ -76,7 +76,7 @@ class RolePlanner:
     """Asks a planner role for a plan (structured output) and checks it.
 
     The schema it sends names the roles a subtask may use and bounds the plan's size
-    and ids (see :func:`~honeycomb.plan.plan_type`); what comes back is validated
+    and ids (see :func:`~honeycomb.run.plan.plan_type`); what comes back is validated
     against it, then checked for what a schema cannot say (cycles, dangling or
     duplicate ids).
 

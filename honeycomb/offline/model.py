@@ -2,7 +2,7 @@
 with no network and no key.
 
 It recognises four kinds of call and answers each by simple text rules (see
-:mod:`honeycomb._offline_rules`):
+:mod:`honeycomb.offline.rules`):
 
 - the planner (``output`` is the ``Plan`` schema): clauses of the task matched to roles
   by keyword overlap; a writer/sender subtask depends on all the others;
@@ -27,11 +27,11 @@ from typing import Any
 
 import anyio
 
-from honeycomb import _offline_rules as rules
-from honeycomb import _offline_schema as schema_rules
-from honeycomb._offline_plan import plan_for, task_text
-from honeycomb.prompts import RESULTS_HEADER
-from honeycomb.prompts import parse_results as parse_results_text
+from honeycomb.offline import rules as rules
+from honeycomb.offline import schema as schema_rules
+from honeycomb.offline.plan import plan_for, task_text
+from honeycomb.run.prompts import RESULTS_HEADER
+from honeycomb.run.prompts import parse_results as parse_results_text
 from runtime import (
     AssistantMessage,
     ModelRequest,

@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from honeycomb.context import RunContext
-from honeycomb.events import (
+from honeycomb.run.context import RunContext
+from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
     RunFinished,
     RunStarted,
 )
-from honeycomb.plan import Plan, critical_path
-from honeycomb.planner import StaticPlanner, SubtaskSpec
-from honeycomb.result import RunResult, RunTimings, SubtaskResult, answer_as_text
-from honeycomb.scheduler import Scheduler, stopped_status
-from honeycomb.spans import SpanRecorder
+from honeycomb.run.plan import Plan, critical_path
+from honeycomb.run.planner import StaticPlanner, SubtaskSpec
+from honeycomb.run.result import RunResult, RunTimings, SubtaskResult, answer_as_text
+from honeycomb.run.scheduler import Scheduler, stopped_status
+from honeycomb.trace.spans import SpanRecorder
 from runtime import (
     Budget,
     BudgetExceeded,
@@ -33,44 +33,51 @@ from runtime import (
 )
 
 if TYPE_CHECKING:
-    from honeycomb.durable import Resumed, RunRecord
-    from honeycomb.executor import Executor
+    from honeycomb.run.durable import Resumed, RunRecord
+    from honeycomb.run.shared import Shared
 
 __all__ = ["Run"]
 
 
 class Run:
-    """One call of :meth:`Executor.run`."""
+    """One call of :meth:`Executor.run`: its phases, record and result.
+
+    Args:
+        shared: What the Executor's runs share (roles, models, policy, store ...).
+        task: The task.
+        run_id: The run's id.
+        handlers: Called with every event of this run, after the Executor's own.
+    """
 
     def __init__(
-        self, executor: Executor, task: str, run_id: str, handlers: Sequence[EventHandler]
+        self, shared: Shared, task: str, run_id: str, handlers: Sequence[EventHandler]
     ) -> None:
-        self.executor = executor
+        self.shared = shared
         self.task = task
         self.run_id = run_id
-        policy = executor.policy
-        store = executor.store
+        policy = shared.policy
+        store = shared.store
         self.record: RunRecord | None = None
         if store is not None:
             # The run store's modules (and sqlite3) load with the first run that keeps one.
-            from honeycomb.durable import RunRecord
+            from honeycomb.run.durable import RunRecord
 
             self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
         recorder = None
-        if executor.trace:
+        if shared.trace:
             recorder = SpanRecorder(self.record.span if self.record is not None else None)
-        self.tracer = Tracer(*executor._handlers, *handlers, log=executor._log, recorder=recorder)
+        self.tracer = Tracer(*shared.handlers, *handlers, log=shared.log_events, recorder=recorder)
         self.context = RunContext(
             run_id=run_id,
-            roles=executor.roles,
+            roles=shared.roles,
             max_subtasks=policy.max_subtasks,
             plan_attempts=policy.plan_attempts,
             budget=Budget(policy.budgets.limits()),
             tracer=self.tracer,
-            locks=executor._locks,
-            tool_limiter=executor._tool_limiter,
-            model_for=executor._model_for,
-            setup_for=executor._setup_for,
+            locks=shared.locks,
+            tool_limiter=shared.tool_limiter,
+            model_for=shared.model_for,
+            setup_for=shared.setup_for,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -86,7 +93,7 @@ class Run:
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
-        wall = self.executor.policy.budgets.wall_time_s
+        wall = self.shared.policy.budgets.wall_time_s
         try:
             with anyio.fail_after(wall):
                 result = await self._phases(subtasks)
@@ -142,7 +149,7 @@ class Run:
         return done
 
     async def _pick_up(self, record: RunRecord, resumable: bool) -> RunResult | None:
-        from honeycomb.durable import restore, retyped, stored_result
+        from honeycomb.run.durable import restore, retyped, stored_result
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
@@ -154,17 +161,17 @@ class Run:
                 )
             done = stored_result(stored)
             if done is not None:
-                return retyped(done, "answer", self.executor.output_type)
+                return retyped(done, "answer", self.shared.output_type)
             self.resumed = restore(stored)
             record.use_journals(self.resumed.journals)
             self.context.budget.restore(self.resumed.spent)
-        record.started(self.task, self.executor.source, resumed=stored is not None)
+        record.started(self.task, self.shared.source, resumed=stored is not None)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
         if self.resumed is not None and self.resumed.plan is not None:
             subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
-        planner = self.executor.planner if subtasks is None else StaticPlanner(subtasks)
+        planner = self.shared.planner if subtasks is None else StaticPlanner(subtasks)
         if planner is None:
             raise ConfigError(
                 "no planner: pass subtasks=..., define a role named 'planner', or give "
@@ -180,7 +187,7 @@ class Run:
             self.record.planned(self.plan)
 
         self.scheduler = Scheduler(
-            self.plan, self.context, self.executor.policy, record=self.record,
+            self.plan, self.context, self.shared.policy, record=self.record,
             resumed=self.resumed,
         )  # fmt: skip
         began = time.perf_counter()
@@ -193,7 +200,7 @@ class Run:
 
         began = time.perf_counter()
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
-        answer = await self.executor.aggregator.aggregate(
+        answer = await self.shared.aggregator.aggregate(
             self.task, list(outcomes.values()), self.context
         )
         self.times["aggregate"] = time.perf_counter() - began
@@ -221,7 +228,7 @@ class Run:
             plan=self.plan,
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,
-            max_workers=self.executor.policy.max_workers,
+            max_workers=self.shared.policy.max_workers,
             timings=RunTimings(
                 wall_s=wall,
                 plan_s=self.times["plan"],

@@ -23,9 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from honeycomb.executor import Executor
 from honeycomb.offline import OfflineModel
-from honeycomb.policy import FailurePolicy, Policy, quorum_problem
+from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
     ConfigError,
     ConfigErrors,
@@ -164,7 +163,7 @@ class _HiveSpec(BaseModel):
 
 
 class Hive:
-    """A loaded, checked hive file; :meth:`executor` builds the Executor."""
+    """A loaded, checked hive file; ``Executor.from_hive`` builds its Executor."""
 
     def __init__(
         self,
@@ -218,56 +217,9 @@ class Hive:
             for name, spec in self.spec.models.items()
         }
 
-    def executor(
-        self,
-        *,
-        model: Model | None = None,
-        models: Model | Mapping[str, Model] | None = None,
-        policy: Policy | None = None,
-        **options: Any,
-    ) -> Executor:
-        """The Executor this hive declares.
-
-        To run a hive on a test model (``ScriptedModel``, ``FunctionModel``), pass it
-        as ``model`` (or ``models``): every role then uses it.
-
-        Args:
-            model: One model for every role, instead of the declared ones.
-            models: The hive's models by name (``{"gpt": model}``), used instead of
-                the declared ones of those names (the rest are built as declared); or
-                one model, as ``model``.
-            policy: Replace the declared policy.
-            options: Passed on to :class:`Executor` (``on_event``, ``output_type``,
-                ``store``...). The hive's ``store:`` is a path relative to the file.
-
-        Raises:
-            TypeError: when both ``model`` and ``models`` are given.
-            ConfigErrors: for a name in ``models`` that the hive does not declare.
-        """
-        if model is not None and models is not None:
-            raise TypeError(
-                "pass model= (one model for every role) or models= (the hive's models "
-                "by name), not both"
-            )
-        if models is not None and not isinstance(models, Mapping):
-            model, models = models, None
-        if model is not None:  # under every name, so the roles' model: still resolve
-            models = dict.fromkeys(self.spec.models, model)
-        if self.store is not None:
-            options.setdefault("store", self.store)
-        options.setdefault("source", str(self.file.resolve()))
-        return Executor(
-            self.roles,
-            self.models(models),
-            tools=self.registry,
-            planner=self.spec.planner,
-            aggregator=self.spec.aggregator,
-            policy=policy or self.spec.policy,
-            default_model=self._default_model(),
-            **options,
-        )
-
-    def _default_model(self) -> str | None:
+    @property
+    def default_model(self) -> str | None:
+        """The model of roles that name none: the declared default, else the first."""
         return self.spec.default_model or next(iter(self.spec.models), None)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
+from honeycomb.trace.critical import longest_chain
 from runtime import did_you_mean
 
 __all__ = [
@@ -18,7 +19,6 @@ __all__ = [
     "critical_path",
     "plan_problems",
     "plan_type",
-    "topological_order",
 ]
 
 ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
@@ -54,6 +54,11 @@ class Plan(BaseModel):
     def has_dependencies(self) -> bool:
         """Whether any subtask waits for another (if none, all start at once)."""
         return any(s.depends_on for s in self.subtasks)
+
+    @property
+    def dependencies(self) -> dict[str, tuple[str, ...]]:
+        """Each subtask's id, in plan order, with the ids it depends on."""
+        return {s.id: s.depends_on for s in self.subtasks}
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -160,41 +165,9 @@ def plan_problems(
     return problems
 
 
-def topological_order(plan: Plan) -> list[str]:
-    """Ids in an order where every subtask comes after what it depends on (Kahn).
-
-    Raises:
-        ValueError: when the dependencies form a cycle.
-    """
-    waiting = {s.id: len(set(s.depends_on)) for s in plan.subtasks}
-    dependents: dict[str, list[str]] = {}
-    for subtask in plan.subtasks:
-        for dep in set(subtask.depends_on):
-            dependents.setdefault(dep, []).append(subtask.id)
-    ready = [s.id for s in plan.subtasks if waiting[s.id] == 0]
-    order: list[str] = []
-    while ready:
-        current = ready.pop()
-        order.append(current)
-        for after in dependents.get(current, ()):
-            waiting[after] -= 1
-            if waiting[after] == 0:
-                ready.append(after)
-    if len(order) != len(plan.subtasks):
-        raise ValueError("the plan has a dependency cycle")
-    return order
-
-
 def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner."""
-    if not plan.has_dependencies:  # a flat fan-out: its longest subtask
-        return max((durations.get(s.id, 0.0) for s in plan.subtasks), default=0.0)
-    by_id = {s.id: s for s in plan.subtasks}
-    finish: dict[str, float] = {}
-    for subtask_id in topological_order(plan):
-        start = max((finish[d] for d in by_id[subtask_id].depends_on), default=0.0)
-        finish[subtask_id] = start + durations.get(subtask_id, 0.0)
-    return max(finish.values(), default=0.0)
+    return longest_chain(plan.dependencies, durations)[1]
 
 
 def _find_cycle(plan: Plan) -> list[str]:

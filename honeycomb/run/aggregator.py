@@ -14,9 +14,9 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel
 
-from honeycomb.context import RunContext, with_default_instructions
-from honeycomb.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
-from honeycomb.result import SubtaskResult
+from honeycomb.run.context import RunContext, with_default_instructions
+from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
+from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, RunFailed
 from workers import Role
 

@@ -2,13 +2,13 @@
 
 Install the extra (``pip install 'honeycomb-agents[otel]'``) and add one event handler::
 
-    from honeycomb.otel import OpenTelemetryExporter
+    from honeycomb.trace.otel import OpenTelemetryExporter
 
     executor = Executor(roles, model, on_event=[OpenTelemetryExporter()])
 
-How it works: Honeycomb's spans (:mod:`honeycomb.spans`) end children first, but an
+How it works: Honeycomb's spans (:mod:`honeycomb.trace.spans`) end children first, but an
 OpenTelemetry span needs its parent when it starts, and the SDK picks span ids itself.
-So the exporter keeps one :class:`~honeycomb.spans.SpanRecorder` per run (every event
+So the exporter keeps one :class:`~honeycomb.trace.spans.SpanRecorder` per run (every event
 names its run) and, when the run ends, creates that run's spans in one go, parents
 first, with the start and end times they were recorded with. A run reaches the tracer
 provider's processors only when it ends; a process that dies mid-run exports nothing
@@ -40,8 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from honeycomb.events import RunFinished, RunStarted
-from honeycomb.spans import Span, SpanRecorder
+from honeycomb.trace.spans import Span, SpanRecorder
 from runtime import Event
 
 try:
@@ -50,7 +49,7 @@ try:
     from opentelemetry.util.types import AttributeValue
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise ModuleNotFoundError(
-        "honeycomb.otel needs OpenTelemetry: pip install 'honeycomb-agents[otel]'",
+        "honeycomb.trace.otel needs OpenTelemetry: pip install 'honeycomb-agents[otel]'",
         name=exc.name,
     ) from exc
 
@@ -87,7 +86,7 @@ class OpenTelemetryExporter:
         run_id = event.run_id
         if run_id is None:
             return
-        if isinstance(event, RunStarted):
+        if event.kind == "run.started":  # the run's own events, by their documented kind
             # Events are emitted in the run's own task, so this is the caller's context.
             self._runs[run_id] = (SpanRecorder(), otel_context.get_current())
         found = self._runs.get(run_id)
@@ -95,7 +94,7 @@ class OpenTelemetryExporter:
             return
         recorder, parent = found
         recorder(event)
-        if isinstance(event, RunFinished):
+        if event.kind == "run.finished":
             del self._runs[run_id]
             self.export(recorder.spans, run_id=run_id, parent=parent)
 

@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from honeycomb.context import RunContext
-from honeycomb.events import WorkerFinished, WorkerStarted
-from honeycomb.plan import Plan, Subtask
-from honeycomb.policy import Policy
-from honeycomb.result import SubtaskResult, SubtaskStatus
+from honeycomb.run.context import RunContext
+from honeycomb.run.events import WorkerFinished, WorkerStarted
+from honeycomb.run.plan import Plan, Subtask
+from honeycomb.run.policy import Policy
+from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime._concurrency import run_together
 from runtime._values import trusted
 from workers import WorkerError, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.durable import Resumed, RunRecord
+    from honeycomb.run.durable import Resumed, RunRecord
 
 __all__ = ["Scheduler", "stopped_status"]
 
@@ -176,7 +176,7 @@ class Scheduler:
         the task group it came out of."""
         if self.record is None or result.exception is None:
             return result.error
-        from honeycomb.durable import store_failure
+        from honeycomb.run.durable import store_failure
 
         failure = store_failure(result.exception)
         if failure is None:
@@ -229,7 +229,7 @@ class Scheduler:
         """A stored result, its output made the role's output type again."""
         if result is None:
             return None
-        from honeycomb.durable import retyped
+        from honeycomb.run.durable import retyped
 
         setup = self.context.setup_for(self.context.roles[subtask.role], None)
         return retyped(result, "output", setup.settings.output_type)

@@ -1,5 +1,5 @@
 """The offline model's planner: clauses of the task matched to roles by the words they
-share (see :mod:`honeycomb.offline`)."""
+share (see :mod:`honeycomb.offline.model`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from honeycomb import _offline_rules as rules
-from honeycomb.plan import Plan, Subtask
-from honeycomb.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
+from honeycomb.offline import rules as rules
+from honeycomb.run.plan import Plan, Subtask
+from honeycomb.run.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
 from runtime import AssistantMessage, ModelRequest, UserMessage
 from runtime._values import record
 

@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from honeycomb.events import (
+from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
@@ -25,7 +25,8 @@ from honeycomb.events import (
     WorkerFinished,
     WorkerStarted,
 )
-from honeycomb.result import RunResult
+from honeycomb.run.result import RunResult
+from honeycomb.trace.format import counted, format_cost
 from runtime import (
     Event,
     ModelCallFinished,
@@ -35,7 +36,7 @@ from runtime import (
     ToolCallStarted,
 )
 
-__all__ = ["JsonView", "LiveView", "PlainView", "View", "counted", "summary"]
+__all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
 
 
 class View(Protocol):
@@ -261,18 +262,6 @@ def _model_finished(event: ModelCallFinished, statuses: Sequence[str]) -> str:
         f"{event.worker or ''} turn {event.turn}: model {event.status}{retried} in "
         f"{event.duration_s:.2f}s{calls}"
     )
-
-
-def counted(count: int, one: str, many: str | None = None) -> str:
-    """``1 tool call``, ``2 tool calls``: a count and its noun, singular or plural."""
-    return f"{count} {one if count == 1 else (many or one + 's')}"
-
-
-def format_cost(dollars: float) -> str:
-    """Dollars for people: ``$0.0123``; ``-`` when no price is configured."""
-    if not dollars:
-        return "-"
-    return f"${dollars:.4f}" if dollars < 1 else f"${dollars:,.2f}"
 
 
 def summary(result: RunResult) -> list[str]:

@@ -3,14 +3,14 @@
 The store holds each run (task, plan, status, result), each worker's conversation
 after every turn, each finished worker's result, the journal of side-effecting tool
 calls (see :mod:`runtime.journal`) and the lease of each run under way (see
-:mod:`honeycomb._lease`). The file is in WAL mode, so readers (``honeycomb runs``)
+:mod:`honeycomb.store.lease`). The file is in WAL mode, so readers (``honeycomb runs``)
 never wait for the run that writes; it is checkpointed when a run ends and when the
 store closes, so that the ``.db`` file alone (a copy of it) holds every run that ended.
 Only a Honeycomb store, or a new or empty file, is ever written to; reading never
 creates or changes a file.
 
 Writes never block the event loop: they are queued to one writer thread per store
-(see :mod:`honeycomb._writer`), which commits them in batches, in order, and renews
+(see :mod:`honeycomb.store.writer`), which commits them in batches, in order, and renews
 the leases of the runs under way. Most writes are fire-and-forget; the ones a
 guarantee rests on are awaited until committed: a side effect's intent before it runs,
 its outcome after, a worker's result before it is reported, and the end of the run. A
@@ -35,11 +35,11 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from honeycomb import _lease
-from honeycomb._lease import Lease
-from honeycomb._schema import connect
-from honeycomb._writer import Action, Statement, Writer
-from honeycomb.spans import Span
+from honeycomb.store import lease as _lease
+from honeycomb.store.lease import Lease
+from honeycomb.store.schema import connect
+from honeycomb.store.writer import Action, Statement, Writer
+from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
 from runtime._values import record
 
@@ -161,7 +161,7 @@ class RunStore:
 
     async def take_lease(self, run_id: str, *, steal: bool = False) -> Lease:
         """Lease run ``run_id`` to this process, in one transaction (see
-        :mod:`honeycomb._lease`); the writer renews it until :meth:`let_go`.
+        :mod:`honeycomb.store.lease`); the writer renews it until :meth:`let_go`.
 
         Args:
             steal: Take the lease even from a process that may be alive, if its lease

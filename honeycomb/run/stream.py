@@ -10,7 +10,7 @@ from runtime import Event, HoneycombError
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from honeycomb.result import RunResult
+    from honeycomb.run.result import RunResult
 
 __all__ = ["RunStream"]
 

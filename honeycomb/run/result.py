@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from honeycomb.plan import Plan, Subtask
+from honeycomb.run.plan import Plan, Subtask
 from runtime import Usage
 from workers import WorkerError, WorkerResult
 

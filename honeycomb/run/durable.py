@@ -1,4 +1,4 @@
-"""What one run writes to its :class:`~honeycomb.store.RunStore`, and what a resumed
+"""What one run writes to its :class:`~honeycomb.store.store.RunStore`, and what a resumed
 run reads back.
 
 :class:`RunRecord` is one run's handle on the store: it holds the run's lease, and
@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from honeycomb.plan import Plan
-from honeycomb.result import RunResult, SubtaskResult
-from honeycomb.spans import SpanRow
-from honeycomb.store import Lease, RunStore, Statement, StoredRun, StoredWorker
+from honeycomb.run.plan import Plan
+from honeycomb.run.result import RunResult, SubtaskResult
+from honeycomb.store.store import Lease, RunStore, Statement, StoredRun, StoredWorker
+from honeycomb.trace.spans import SpanRow
 from runtime import (
     AssistantMessage,
     JournalEntry,
@@ -135,7 +135,7 @@ class RunRecord:
         self._journals = journals
 
     def span(self, span: SpanRow) -> None:
-        """Keep a span that ended (see :mod:`honeycomb.spans`); spans are written in
+        """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
         batches, as JSON arrays, and at the end of the run."""
         self._spans.append(span)
         if len(self._spans) >= _SPAN_BATCH:

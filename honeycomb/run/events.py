@@ -13,8 +13,8 @@ from runtime import Event
 from runtime._values import record
 
 if TYPE_CHECKING:
-    from honeycomb.plan import Plan
-    from honeycomb.result import RunResult
+    from honeycomb.run.plan import Plan
+    from honeycomb.run.result import RunResult
 
 __all__ = [
     "AggregationFinished",

@@ -1,4 +1,4 @@
-"""A :class:`~honeycomb.timeline.Timeline` as one self-contained web page.
+"""A :class:`~honeycomb.trace.timeline.Timeline` as one self-contained web page.
 
 Inline CSS and a little inline JavaScript (details on hover), nothing fetched: a
 Content-Security-Policy forbids any other source. Every text from the run (task,
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from html import escape
 
-from honeycomb.timeline import Bar, Row, Timeline
-from honeycomb.view import counted, format_cost
+from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["to_html"]
 

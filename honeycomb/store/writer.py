@@ -1,4 +1,4 @@
-"""The writer thread of a :class:`~honeycomb.store.RunStore`.
+"""The writer thread of a :class:`~honeycomb.store.store.RunStore`.
 
 One thread per store commits what is queued, in order, in batches (group commit: a
 commit costs far more than a row), and renews the leases of the runs under way while
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from honeycomb import _lease
-from honeycomb._lease import Lease
-from honeycomb._schema import connect
+from honeycomb.store import lease as _lease
+from honeycomb.store.lease import Lease
+from honeycomb.store.schema import connect
 from runtime import StoreError
 
 __all__ = ["Action", "Statement", "Writer"]

@@ -1,4 +1,4 @@
-"""A :class:`~honeycomb.timeline.Timeline` in the terminal: one line per row, its calls
+"""A :class:`~honeycomb.trace.timeline.Timeline` in the terminal: one line per row, its calls
 drawn as bars scaled to the width, the critical path starred, the totals below.
 
 The renderable is plain :class:`rich.text.Text`, so a console that is not a terminal
@@ -13,8 +13,8 @@ import unicodedata
 from rich.console import Group
 from rich.text import Text
 
-from honeycomb.timeline import Bar, Row, Timeline
-from honeycomb.view import counted, format_cost
+from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["CHARS", "render_timeline"]
 

@@ -1,5 +1,5 @@
 """The offline model's argument rules: values for a tool's parameters, and JSON for an
-output schema, read from the text of a task (see :mod:`honeycomb.offline`)."""
+output schema, read from the text of a task (see :mod:`honeycomb.offline.model`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import re
 from typing import Any
 
-from honeycomb._offline_rules import (
+from honeycomb.offline.rules import (
     MAX_CALLS,
     PREFIX,
     bullets,

@@ -1,4 +1,4 @@
-"""Text rules for :class:`honeycomb.offline.OfflineModel`: words and crude stems, clauses,
+"""Text rules for :class:`honeycomb.offline.model.OfflineModel`: words and crude stems, clauses,
 place names, arithmetic expressions, key phrases, rendering observations, and filling a
 JSON schema. Plain string handling, no AI; good enough for a demo, not for real text.
 """

@@ -16,17 +16,8 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from itertools import count
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
-from honeycomb.events import (
-    AggregationFinished,
-    AggregationStarted,
-    PlanReady,
-    RunFinished,
-    RunStarted,
-    WorkerFinished,
-    WorkerStarted,
-)
 from runtime import (
     Event,
     ModelCallFinished,
@@ -36,6 +27,30 @@ from runtime import (
 )
 
 __all__ = ["Span", "SpanKind", "SpanRecorder", "SpanRow", "from_jsonl", "to_jsonl"]
+
+
+class _RunEvent(Protocol):
+    """What the recorder reads of a run's own events (``honeycomb.run.events``), which
+    it knows by their documented kind and fields."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class _WorkerEvent(Protocol):
+    @property
+    def worker(self) -> str | None: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+
 
 SpanKind = Literal["run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"]
 
@@ -168,18 +183,20 @@ class SpanRecorder:
         self._turns: dict[str, _Open] = {}  # each worker's current turn
         # Model and tool calls in flight: (start, parent, tool name) by (worker, turn, call id).
         self._calls: dict[tuple[str, int, str], tuple[float, _Open | None, str]] = {}
-        self._handlers: dict[type[Event], Callable[[Any], None]] = {
-            RunStarted: self._run_started,
-            PlanReady: self._plan_ready,
-            WorkerStarted: self._worker_started,
-            WorkerFinished: self._worker_finished,
-            ModelCallStarted: self._model_started,
-            ModelCallFinished: self._model_finished,
-            ToolCallStarted: self._tool_started,
-            ToolCallFinished: self._tool_finished,
-            AggregationStarted: self._aggregation_started,
-            AggregationFinished: self._aggregation_finished,
-            RunFinished: self._run_finished,
+        # By kind: the run's own events are documented by kind (docs/events.md), and
+        # this module stands below the package that defines them.
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "run.started": self._run_started,
+            "run.plan_ready": self._plan_ready,
+            "worker.started": self._worker_started,
+            "worker.finished": self._worker_finished,
+            ModelCallStarted.kind: self._model_started,
+            ModelCallFinished.kind: self._model_finished,
+            ToolCallStarted.kind: self._tool_started,
+            ToolCallFinished.kind: self._tool_finished,
+            "run.aggregation_started": self._aggregation_started,
+            "run.aggregation_finished": self._aggregation_finished,
+            "run.finished": self._run_finished,
         }
 
     @property
@@ -188,25 +205,25 @@ class SpanRecorder:
         return [Span._make(row) for row in self._rows]
 
     def __call__(self, event: Event) -> None:
-        handle = self._handlers.get(type(event))
+        handle = self._handlers.get(event.kind)
         if handle is not None:
             handle(event)
 
     # --- the run and its phases -----------------------------------------------------
 
-    def _run_started(self, event: RunStarted) -> None:
+    def _run_started(self, event: _RunEvent) -> None:
         now = self._clock()
         self._run = _Open(next(self._ids), "run", event.task, now, None)
         self._phase = _Open(next(self._ids), "plan", "plan", now, self._run)
 
-    def _plan_ready(self, event: PlanReady) -> None:
+    def _plan_ready(self, event: Event) -> None:
         if self._phase is not None and self._phase.kind == "plan":
             self._close_phase(self._clock())
 
-    def _aggregation_started(self, event: AggregationStarted) -> None:
+    def _aggregation_started(self, event: Event) -> None:
         self._phase = _Open(next(self._ids), "aggregate", "aggregate", self._clock(), self._run)
 
-    def _aggregation_finished(self, event: AggregationFinished) -> None:
+    def _aggregation_finished(self, event: Event) -> None:
         self._close_phase(self._clock())
 
     def _close_phase(self, now: float) -> None:
@@ -217,7 +234,7 @@ class SpanRecorder:
             self._close(self._turns.pop(name), now)
         self._close(phase, now)
 
-    def _run_finished(self, event: RunFinished) -> None:
+    def _run_finished(self, event: _RunEvent) -> None:
         now = self._clock()
         for (worker, turn, call_id), (start, parent, name) in self._calls.items():
             kind: SpanKind = "tool_call" if call_id else "model_call"
@@ -239,13 +256,13 @@ class SpanRecorder:
 
     # --- workers, turns and calls ---------------------------------------------------
 
-    def _worker_started(self, event: WorkerStarted) -> None:
+    def _worker_started(self, event: _WorkerEvent) -> None:
         name = event.worker or "?"
         self._workers[name] = _Open(
             next(self._ids), "worker", name, self._clock(), self._run, name, None, event.role
         )
 
-    def _worker_finished(self, event: WorkerFinished) -> None:
+    def _worker_finished(self, event: _WorkerEvent) -> None:
         name = event.worker or "?"
         now = self._clock()
         turn = self._turns.pop(name, None)

@@ -1,24 +1,36 @@
 """A run's timeline: its spans laid out as one row per worker, with the critical path.
 
-:func:`build_timeline` turns the spans a run store keeps (:mod:`honeycomb.spans`) and
+:func:`build_timeline` turns the spans a run store keeps (:mod:`honeycomb.trace.spans`) and
 the run's plan into a :class:`Timeline`: a row for the planner, one per subtask and
 one for the aggregator, each with its model and tool calls as bars (seconds since
 the run started), the chain of workers that bounds the run (the critical path), and
-the totals. :mod:`honeycomb.timeline_view` draws it in a terminal and
-:mod:`honeycomb.timeline_html` as a web page (``honeycomb trace RUN_ID``).
+the totals. :mod:`honeycomb.trace.terminal` draws it in a terminal and
+:mod:`honeycomb.trace.html` as a web page (``honeycomb trace RUN_ID``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
-from honeycomb.plan import Plan, topological_order
-from honeycomb.spans import Span
+from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.spans import Span
 from runtime._values import record
 
-__all__ = ["Bar", "Row", "RowKind", "Timeline", "build_timeline", "longest_chain"]
+__all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timeline"]
+
+
+class PlannedSubtask(Protocol):
+    """What a timeline reads of a plan's subtask (``honeycomb.Subtask`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+
 
 RowKind = Literal["plan", "worker", "aggregate"]
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
@@ -168,7 +180,7 @@ class _Gather:
 
 def build_timeline(
     spans: Iterable[Span],
-    plan: Plan | None = None,
+    subtasks: Sequence[PlannedSubtask] = (),
     *,
     run_id: str = "",
     task: str | None = None,
@@ -178,7 +190,8 @@ def build_timeline(
 
     Args:
         spans: The run's spans, as ``RunStore.spans`` gives them.
-        plan: The run's plan; without it workers count as independent.
+        subtasks: The run's plan (its subtasks); without it workers count as
+            independent.
         run_id: The run's id, to show.
         task: The run's task (default: the run span's name).
         status: How the run ended (default: the last run span's status).
@@ -187,12 +200,16 @@ def build_timeline(
     runs = [s for s in spans if s.kind == "run"]
     origin = min((s.start for s in spans), default=0.0)
     length = max((s.end for s in spans), default=origin) - origin
-    groups = _group(spans, plan)
+    groups = _group(spans, subtasks)
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker"}
-    chain, chain_s = longest_chain(plan, durations)
+    depends_on = {s.id: s.depends_on for s in subtasks}
+    chain, chain_s = longest_chain(depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
     on_path = set(chain)
-    rows = tuple(_row(g, origin, plan, g.kind != "worker" or g.name in on_path) for g in groups)
+    rows = tuple(
+        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path)
+        for g in groups
+    )
     calls = [s for s in spans if s.kind == "model_call"]
     wall = sum(s.duration_s for s in runs) if runs else length
     sum_worker = sum(durations.values())
@@ -220,43 +237,11 @@ def build_timeline(
     )
 
 
-def longest_chain(
-    plan: Plan | None, durations: Mapping[str, float]
-) -> tuple[tuple[str, ...], float]:
-    """The chain of dependent subtasks whose durations add up the most, and that sum.
-
-    Without a plan (or with a cyclic one) every subtask counts as independent, so the
-    chain is the longest one alone. Ties go to the subtask listed first.
-    """
-    if plan is None or not plan.subtasks:
-        if not durations:
-            return (), 0.0
-        longest = max(durations, key=lambda k: durations[k])
-        return (longest,), durations[longest]
-    try:
-        order = topological_order(plan)
-    except ValueError:
-        return longest_chain(None, durations)
-    finish: dict[str, float] = {}
-    via: dict[str, str | None] = {}
-    for subtask_id in order:
-        deps = plan[subtask_id].depends_on
-        before = max(deps, key=lambda d: finish[d], default=None)
-        via[subtask_id] = before
-        finish[subtask_id] = (finish[before] if before else 0.0) + durations.get(subtask_id, 0.0)
-    last = max(plan.ids, key=lambda k: finish[k])
-    chain, step = [last], via[last]
-    while step is not None:
-        chain.append(step)
-        step = via[step]
-    return tuple(reversed(chain)), finish[last]
-
-
-def _group(spans: Sequence[Span], plan: Plan | None) -> list[_Gather]:
+def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:
     """Each span's row: the plan, worker or aggregate span it is under."""
     by_id = {s.span_id: s for s in spans}
     groups: dict[tuple[RowKind, str], _Gather] = {("plan", "plan"): _Gather("plan", "plan")}
-    for subtask in plan.subtasks if plan is not None else ():
+    for subtask in subtasks:
         groups["worker", subtask.id] = _Gather("worker", subtask.id, subtask.role)
     for span in spans:
         if span.kind == "run":
@@ -290,12 +275,11 @@ def _busy(own: Sequence[Span]) -> float:
     return sum(s.duration_s for s in own)
 
 
-def _row(group: _Gather, origin: float, plan: Plan | None, critical: bool) -> Row:
+def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool) -> Row:
     timed = group.own or group.calls
     start = min((s.start for s in timed), default=origin) - origin
     end = max((s.end for s in timed), default=origin) - origin
     last = group.own[-1] if group.own else None
-    depends = plan[group.name].depends_on if plan and group.name in plan.ids else ()
     return Row(
         name=group.name,
         kind=group.kind,

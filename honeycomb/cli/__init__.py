@@ -1,0 +1,5 @@
+"""The ``honeycomb`` command."""
+
+from honeycomb.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,55 @@
+"""Running a task: the plan and its subtasks, the planners and aggregators, the
+scheduler of the plan's DAG, one run's phases and record, and what a run returns.
+
+The :class:`~honeycomb.Executor` drives these; most programs need only the names that
+``honeycomb`` re-exports.
+"""
+
+from honeycomb.run.aggregator import (
+    Aggregator,
+    ConcatAggregator,
+    FunctionAggregator,
+    RoleAggregator,
+)
+from honeycomb.run.context import RunContext
+from honeycomb.run.events import (
+    AggregationFinished,
+    AggregationStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    WorkerFinished,
+    WorkerStarted,
+)
+from honeycomb.run.plan import Plan, Subtask
+from honeycomb.run.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
+from honeycomb.run.policy import Budgets, Policy
+from honeycomb.run.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.run.stream import RunStream
+
+__all__ = [
+    "AggregationFinished",
+    "AggregationStarted",
+    "Aggregator",
+    "Budgets",
+    "ConcatAggregator",
+    "FunctionAggregator",
+    "FunctionPlanner",
+    "Plan",
+    "PlanReady",
+    "Planner",
+    "Policy",
+    "RoleAggregator",
+    "RolePlanner",
+    "RunContext",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "RunStream",
+    "RunTimings",
+    "StaticPlanner",
+    "Subtask",
+    "SubtaskResult",
+    "WorkerFinished",
+    "WorkerStarted",
+]
