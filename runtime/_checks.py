@@ -1,6 +1,6 @@
 """Checking what a model returns, where the agent loop receives it.
 
-The message values check nothing when they are made (see :mod:`runtime._values`), and
+The message values check nothing when they are made (see :mod:`runtime.value`), and
 a model is user code: a :class:`ModelResponse` holding a string where a tool call
 should be must fail the call there, as a :class:`ModelResponseError` naming the model
 and the field, not later as an ``AttributeError`` in the dispatcher or the run store.
@@ -9,8 +9,9 @@ Only the new answer is checked, never the conversation it answers.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from runtime.errors import ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
@@ -49,7 +50,7 @@ def check_response(response: object, model: object) -> ModelResponse:
     message = response.message
     if type(message.tool_calls) is tuple:
         return response
-    return dataclasses.replace(response, message=_with_tuple(message))
+    return msgspec.structs.replace(response, message=_with_tuple(message))
 
 
 def check_message(message: object, model: object) -> AssistantMessage:
@@ -91,7 +92,7 @@ def _well_formed(message: Any) -> bool:
 def _with_tuple(message: AssistantMessage) -> AssistantMessage:
     if type(message.tool_calls) is tuple:
         return message
-    return dataclasses.replace(message, tool_calls=tuple(message.tool_calls))
+    return msgspec.structs.replace(message, tool_calls=tuple(message.tool_calls))
 
 
 def _raise_if_wrong(problem: str | None, model: object) -> None:

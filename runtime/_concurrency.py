@@ -1,13 +1,9 @@
 """Running a batch of coroutines together, structured: all of them have ended when
 :func:`run_together` returns, an error in one cancels the others, and cancelling the
-caller cancels them all.
+caller cancels them all (``asyncio.TaskGroup``).
 
-On asyncio this uses ``asyncio.TaskGroup``; elsewhere anyio's task group. Measured on
-the benchmark machine, anyio's task group (4.16) costs about five times as much per
-task as asyncio's own, because it wraps every task in its own cancel scope, event and
-coroutine; with one spawn per model turn that alone was a third of a turn's overhead.
-asyncio's group has the same structure: a cancelled caller (including by an anyio
-cancel scope, which cancels the host task) cancels every child and waits for it.
+One coroutine runs in the calling task itself (the serial lane of a turn's tool
+calls, or its last parallel call): a turn with T calls starts T-1 tasks, not T.
 """
 
 from __future__ import annotations
@@ -15,9 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
-
-import anyio
-import sniffio
 
 __all__ = ["run_together"]
 
@@ -34,19 +27,8 @@ async def run_together(
         if inline is not None:
             await inline
         return
-    if sniffio.current_async_library() == "asyncio":
-        async with asyncio.TaskGroup() as group:
-            for coro in others:
-                group.create_task(coro)
-            if inline is not None:
-                await inline
-        return
-    async with anyio.create_task_group() as tg:
+    async with asyncio.TaskGroup() as group:
         for coro in others:
-            tg.start_soon(_awaited, coro)
+            group.create_task(coro)
         if inline is not None:
             await inline
-
-
-async def _awaited(coro: Coroutine[Any, Any, None]) -> None:
-    await coro

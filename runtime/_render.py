@@ -37,8 +37,6 @@ class _Budget:
     """Items left to take; each item shows as at least one character, so past
     ``limit`` items the text would be cut anyway."""
 
-    __slots__ = ("clipped", "left")
-
     def __init__(self, limit: int) -> None:
         self.left = limit
         self.clipped = False

@@ -17,24 +17,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from runtime._concurrency import run_together
+from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
-from runtime._values import record
 from runtime.errors import ModelRetry
-from runtime.events import NO_TRACE, Tracer
+from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
+from runtime.value import Value
 
 __all__ = ["DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
 
@@ -61,8 +61,7 @@ class LockTable:
         return f"LockTable({sorted(self._locks)})"
 
 
-@record(frozen=True)
-class DispatchPolicy:
+class DispatchPolicy(Value, frozen=True, kw_only=True):
     """How one worker runs its tool calls.
 
     Attributes:
@@ -91,10 +90,9 @@ _Ran = tuple[str, str, dict[str, Any]]
 """A call that ran: its id, its tool's name and its validated arguments."""
 
 
-_new_ready = tuple.__new__
+class _Ready(Value, frozen=True, gc=False, kw_only=True):
+    """A call that passed its checks, with its validated arguments: ready to run."""
 
-
-class _Ready(NamedTuple):
     position: int
     call: ToolCall
     tool: Tool[Any, Any]
@@ -228,7 +226,7 @@ class Dispatcher:
             )
             results[index] = self._refuse(call, "skipped", text, turn)
             return None
-        return _new_ready(_Ready, (index, call, found, kwargs))  # no Python-level __new__
+        return _Ready(position=index, call=call, tool=found, kwargs=kwargs)
 
     def _refuse(
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int
@@ -241,15 +239,17 @@ class Dispatcher:
     def _finished(
         self, call: ToolCall, turn: int, status: str, duration_s: float, error: str | None
     ) -> None:
-        self._tracer.tool_call_finished(
-            worker=self._worker,
-            run_id=self._run_id,
-            turn=turn,
-            call_id=call.id,
-            tool=call.name,
-            status=status,
-            duration_s=duration_s,
-            error=error,
+        self._tracer.emit(
+            ToolCallFinished(
+                worker=self._worker,
+                run_id=self._run_id,
+                turn=turn,
+                call_id=call.id,
+                tool=call.name,
+                status=status,
+                duration_s=duration_s,
+                error=error,
+            )
         )
 
     # --- execution --------------------------------------------------------------------
@@ -316,34 +316,25 @@ class Dispatcher:
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:
-            ctx = ToolContext(call.id, worker=self._worker, run_id=self._run_id, turn=turn)
+            ctx = ToolContext(call_id=call.id, worker=self._worker, run_id=self._run_id, turn=turn)
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         if self._tracing:
-            self._tracer.tool_call_started(
-                worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id, tool=call.name
-            )
+            self._tracer.emit(
+                ToolCallStarted(
+                    worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id,
+                    tool=call.name,
+                )
+            )  # fmt: skip
         started = time.perf_counter()
         try:
             running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
-            if limit is None:
-                value = await running
-            else:
-                # asyncio's own timeout: an anyio cancel scope costs three times as much
-                # on every call. The call is cancelled natively, which runtime._threads
-                # handles for sync tools.
-                deadline = asyncio.timeout(limit)
-                try:
-                    async with deadline:
-                        value = await running
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise  # the tool's own TimeoutError: a failure like any other
-                # Expired, whether cancelled or waited for to the end (a sync
-                # side-effecting tool's thread is, see runtime._threads).
-                if deadline.expired():
-                    text = _timeout_text(found, limit, time.perf_counter() - started)
-                    return self._ended(ready, results, turn, started, "timeout", text, text)
+            value = await (running if limit is None else within(limit, running))
+        except TimedOut:
+            # Cancelled, or waited for to its end (a sync side-effecting tool's thread
+            # is, see runtime._threads).
+            text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
+            return self._ended(ready, results, turn, started, "timeout", text, text)
         except ModelRetry as exc:
             return self._ended(
                 ready, results, turn, started, "error", f"Error: {exc.message}", exc.message
@@ -391,8 +382,6 @@ def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMes
 class _Repeats:
     """The previous turn's calls, to spot an identical repeat: same tool, same
     validated arguments (so ``{"a": 1, "b": 2}`` equals ``{"b": 2, "a": 1}``)."""
-
-    __slots__ = ("_seen",)
 
     def __init__(
         self, previous: Sequence[ToolCall], ran: Sequence[_Ran | None], tools: ToolRegistry

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
+from runtime.value import Value
 
 __all__ = ["Journal", "JournalEntry", "MemoryJournal", "OnUnknown", "unknown_outcome_text"]
 
@@ -30,7 +31,7 @@ OnUnknown = Literal["tell", "fail"]
 the model (an ``unknown`` observation), or fail."""
 
 
-class JournalEntry(NamedTuple):
+class JournalEntry(Value, frozen=True, gc=False, kw_only=True):
     """One journaled call. ``status`` is None while only the intent is recorded."""
 
     tool: str
@@ -84,12 +85,17 @@ class MemoryJournal:
         return self.entries.get((turn, call_id))
 
     async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        self.entries[turn, call.id] = JournalEntry(call.name, arguments_text(arguments))
+        self.entries[turn, call.id] = JournalEntry(
+            tool=call.name, arguments=arguments_text(arguments)
+        )
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
         key = (turn, observation.tool_call_id)
         before = self.entries.get(key)
         arguments = before.arguments if before is not None else "{}"
         self.entries[key] = JournalEntry(
-            observation.name, arguments, observation.status, observation.content
+            tool=observation.name,
+            arguments=arguments,
+            status=observation.status,
+            content=observation.content,
         )

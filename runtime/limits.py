@@ -6,16 +6,15 @@ import time
 
 import anyio
 
-from runtime._values import record
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.value import Value
 
 __all__ = ["Budget", "LimitedModel", "Limits"]
 
 
-@record(frozen=True)
-class Limits:
+class Limits(Value, frozen=True, kw_only=True):
     """What a run may spend; ``None`` means unlimited.
 
     Attributes:
@@ -46,11 +45,6 @@ class Budget:
     step (no await in between), so concurrent workers cannot all slip past the last
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
     """
-
-    __slots__ = (
-        "_cost", "_input", "_model_calls", "_output", "_reasoning", "_started", "_tool_calls",
-        "limits",
-    )  # fmt: skip
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()

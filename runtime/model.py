@@ -8,15 +8,15 @@ add behaviour (retries, limits, budgets) by holding another model.
 from __future__ import annotations
 
 import functools
-import json
-from dataclasses import field
-from functools import cached_property
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
-from runtime._values import value_class
 from runtime.messages import AssistantMessage, Messages, Usage
+from runtime.value import Value
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "Model",
@@ -29,60 +29,39 @@ __all__ = [
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-
-class ToolSchema(_Frozen):
-    """What a model is told about one tool. The JSON schema is kept as text so the
-    value stays immutable; :attr:`parameters` parses it (once)."""
+class ToolSchema(Value, frozen=True, gc=False, kw_only=True):
+    """What a model is told about one tool: its name, what it does, and the JSON
+    schema of its arguments (read-only, like every value)."""
 
     name: str
     description: str = ""
-    parameters_json: str = '{"type": "object", "properties": {}}'
-
-    @classmethod
-    def of(cls, name: str, description: str, parameters: dict[str, Any]) -> ToolSchema:
-        return cls(name=name, description=description, parameters_json=json.dumps(parameters))
-
-    @cached_property
-    def parameters(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.parameters_json)
-        return loaded
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
 
 
-class OutputSchema(_Frozen):
+class OutputSchema(Value, frozen=True, gc=False, kw_only=True):
     """A JSON schema the final answer must follow (structured output)."""
 
     name: str
-    json_schema_text: str
+    json_schema: dict[str, Any]
     strict: bool = True
-
-    @classmethod
-    def of(cls, name: str, schema: dict[str, Any], *, strict: bool = True) -> OutputSchema:
-        return cls(name=name, json_schema_text=json.dumps(schema), strict=strict)
 
     @classmethod
     def for_model(cls, model: type[BaseModel]) -> OutputSchema:
         """The schema of a pydantic model (made once per model class)."""
         return _schema_of(model)
 
-    @cached_property
-    def json_schema(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.json_schema_text)
-        return loaded
-
 
 @functools.cache
 def _schema_of(model: type[BaseModel]) -> OutputSchema:
-    return OutputSchema.of(model.__name__, model.model_json_schema(), strict=False)
+    return OutputSchema(name=model.__name__, json_schema=model.model_json_schema(), strict=False)
 
 
 ToolChoice = Literal["auto", "none", "required"]
 
 
-@value_class
-class ModelRequest:
+class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
     """Everything a model needs for one call.
 
     Attributes:
@@ -105,17 +84,15 @@ class ModelRequest:
     conversation: str | None = None
 
 
-@value_class
-class ModelResponse:
+class ModelResponse(Value, frozen=True, gc=False, kw_only=True):
     """One model answer: the assistant message, what it cost, and why it stopped.
 
-    Like the messages, a slotted read-only dataclass that checks nothing when made: the
-    agent loop checks a model's answer where it receives it
-    (:func:`runtime._checks.check_response`).
+    The agent loop checks a model's answer where it receives it
+    (:func:`runtime._checks.check_response`): a model is user code.
     """
 
     message: AssistantMessage
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Usage()
     finish_reason: str = "stop"
     model: str = ""
 

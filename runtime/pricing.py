@@ -7,16 +7,15 @@ price, a call's cost is 0.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
-from runtime._values import record
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.value import Value
 
 __all__ = ["Price", "PricedModel"]
 
 
-@record(frozen=True)
-class Price:
+class Price(Value, frozen=True, kw_only=True):
     """Dollars per million tokens.
 
     Attributes:

@@ -22,7 +22,6 @@ from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
 from runtime import _logging
-from runtime._values import record
 from runtime.errors import (
     ModelConnectionError,
     ModelError,
@@ -32,6 +31,7 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.value import Value
 
 __all__ = ["RetryPolicy", "RetryingModel", "is_retryable", "wait_retry_after"]
 
@@ -60,8 +60,7 @@ class wait_retry_after(wait_base):
         return self.fallback(retry_state)
 
 
-@record(frozen=True)
-class RetryPolicy:
+class RetryPolicy(Value, frozen=True, kw_only=True):
     """When and how long to retry a failed model call.
 
     Attributes:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import anyio
+import msgspec
 
 from runtime._checks import check_message, kind_of
 from runtime.errors import ModelResponseError, ScriptExhausted
@@ -35,6 +36,7 @@ Script: TypeAlias = Sequence[ScriptStep]
 Latency: TypeAlias = float | Callable[[ModelRequest], float]
 
 _ids = itertools.count(1)
+_JSON = msgspec.json.Encoder()
 
 
 def call(
@@ -48,7 +50,7 @@ def call(
 def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     """A deterministic token estimate (about four characters a token)."""
     prompt = sum(len(getattr(m, "content", None) or "") for m in request.messages)
-    prompt += sum(len(t.parameters_json) for t in request.tools)
+    prompt += sum(len(_JSON.encode(t.parameters)) for t in request.tools)
     answer = len(message.content or "") + sum(
         len(c.arguments) + len(c.name) for c in message.tool_calls
     )

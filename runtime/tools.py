@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from runtime._imports import import_object
-from runtime._values import record
 from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
 from runtime.model import ToolSchema
+from runtime.value import Value
 
 __all__ = ["ArgumentsError", "Tool", "ToolContext", "ToolRegistry", "tool"]
 
@@ -29,8 +29,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@record(frozen=True)
-class ToolContext:
+class ToolContext(Value, frozen=True, gc=False, kw_only=True):
     """Injected into a tool that declares a parameter of this type (not in the schema).
 
     Attributes:
@@ -106,7 +105,9 @@ class Tool(Generic[P, R]):
         self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
-        self.schema = ToolSchema.of(self.name, self.description, _clean_schema(self.args_model))
+        self.schema = ToolSchema(
+            name=self.name, description=self.description, parameters=_clean_schema(self.args_model)
+        )
         # The model's own validator, looked up once: a pydantic model class answers
         # attribute lookups through its metaclass's ``__getattr__`` hook, which costs
         # as much as the validation itself on every call.

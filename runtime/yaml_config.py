@@ -14,10 +14,10 @@ import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pydantic
 
 from runtime._yaml_build import (
@@ -31,6 +31,7 @@ from runtime._yaml_build import (
     shown_path,
 )
 from runtime.errors import ConfigError, did_you_mean
+from runtime.value import Value
 
 if typing.TYPE_CHECKING:
     import yaml
@@ -38,20 +39,23 @@ if typing.TYPE_CHECKING:
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
 
 
-@dataclass(frozen=True)
-class YamlDocument:
+class YamlDocument(Value, frozen=True, kw_only=True):
     """Parsed YAML plus the line and column of every key and item.
 
     Attributes:
         data: The plain Python value (dicts, lists, scalars).
         file: Where it was read from (for messages).
+        marks: The line and column of every key and item, by path.
         secrets: Where secrets are (see :func:`load_yaml`).
     """
 
-    data: Any = field(repr=False)
+    data: Any
     file: str
-    marks: Mapping[YamlPath, tuple[int, int]] = field(default_factory=dict, repr=False)
+    marks: Mapping[YamlPath, tuple[int, int]] = msgspec.field(default_factory=dict)
     secrets: SecretPaths = ()
+
+    def __repr__(self) -> str:  # never the data: it may hold secrets
+        return f"YamlDocument(file={self.file!r})"
 
     def holds_secret(self, path: Sequence[str | int]) -> bool:
         """Whether the value at ``path`` is a secret or holds one."""
@@ -196,7 +200,7 @@ def parse_yaml(
         # the line (and a secret on it), is not its context either.
         raise failure
     marks = types.MappingProxyType(builder.marks if node else {})
-    return YamlDocument(data, file, marks, tuple(tuple(p) for p in secrets))
+    return YamlDocument(data=data, file=file, marks=marks, secrets=tuple(tuple(p) for p in secrets))
 
 
 def _syntax_error(

@@ -206,7 +206,7 @@ HONEYCOMB_NAMES = {
 
 # What `pip install honeycomb-agents` brings, by the module names the code imports.
 BASE_MODULES = {
-    "openai", "anyio", "sniffio", "pydantic", "pydantic_core", "structlog", "tenacity",
+    "openai", "anyio", "msgspec", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
 EXTRA_MODULES = {"honeycomb/trace/otel.py": {"opentelemetry"}}  # behind the `otel` extra
@@ -237,7 +237,7 @@ def test_the_library_imports_only_its_declared_dependencies() -> None:
 def test_the_base_dependencies_are_declared() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {re.split(r"[<>=!~ \[]", d)[0].lower() for d in declared}
-    assert names == {"openai", "anyio", "sniffio", "pydantic", "structlog", "tenacity",
+    assert names == {"openai", "anyio", "msgspec", "pydantic", "structlog", "tenacity",
                      "pyyaml", "rich"}  # fmt: skip
 
 

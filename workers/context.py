@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runtime import AssistantMessage, Message, ToolMessage, UserMessage
-from runtime._values import record
+from runtime.value import Value
 
 __all__ = ["ContextWindow", "assemble"]
 
 
-@record(frozen=True)
-class ContextWindow:
+class ContextWindow(Value, frozen=True, kw_only=True):
     """How much of the transcript to show.
 
     Attributes:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 import pydantic
+from msgspec.structs import replace
 
 from runtime import (
     AssistantMessage,
@@ -47,7 +48,7 @@ from runtime import (
     _logging,
 )
 from runtime._checks import check_response
-from runtime.events import CallReport, current_call
+from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from workers.context import assemble
 from workers.state import (
     Checkpoint,
@@ -153,7 +154,7 @@ class AgentLoop:
         except HoneycombError as exc:
             if tracing and request is not None:  # the call was made (and reported started)
                 self._emit_finished(turn, started, None, exc)
-            return Failed(state._replace(messages=messages, wrapped_up=wrap_up), exc)
+            return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
         if self.budget is not None:
             self.budget.charge(response.usage)
         if tracing:
@@ -167,7 +168,7 @@ class AgentLoop:
                 state = state.answered(
                     (*messages, message), response.usage, nudged=False, wrapped_up=True
                 )
-                return Failed(state, MaxTurnsExceeded(self.settings.max_turns, asked))
+                return Failed(state=state, error=MaxTurnsExceeded(self.settings.max_turns, asked))
         calls = message.tool_calls
         state = state.answered(
             (*messages, message),
@@ -183,11 +184,13 @@ class AgentLoop:
             return await self._observe(state, calls)
         if message.is_empty:
             if state.nudged or wrap_up:
-                return Failed(state, EmptyResponse(state.turn, wrap_up=not state.nudged))
+                return Failed(
+                    state=state, error=EmptyResponse(state.turn, wrap_up=not state.nudged)
+                )
             nudge = UserMessage(content=NUDGE)
-            return Continue(state._replace(messages=(*state.messages, nudge), nudged=True))
+            return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
-            state = state._replace(nudged=False)
+            state = replace(state, nudged=False)
         return self._finish(state, message.content or "")
 
     def _request(
@@ -207,7 +210,7 @@ class AgentLoop:
             conversation=self._conversation,
         )
         if tracing:
-            self.tracer.model_call_started(worker=self.worker, run_id=self.run_id, turn=turn)
+            self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
             # The model's retry policy reports each retry to it (until _emit_finished).
             current_call.set(
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
@@ -234,7 +237,7 @@ class AgentLoop:
         usage = response.usage if response is not None else Usage()
         report = current_call.get()
         current_call.set(None)
-        self.tracer.model_call_finished(
+        finished = ModelCallFinished(
             worker=self.worker,
             run_id=self.run_id,
             turn=turn,
@@ -250,6 +253,7 @@ class AgentLoop:
             retry_wait_s=report.retry_wait_s if report is not None else 0.0,
             reasoning_tokens=usage.reasoning_tokens,
         )
+        self.tracer.emit(finished)
 
     async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
         """Run ``calls``, the model's last answer's, and add their observations."""
@@ -268,16 +272,16 @@ class AgentLoop:
             self.budget.charge_tool_calls(executed)
         state = state.observed(observations, calls, executed)
         if state.repeats >= self.settings.max_repeats:
-            return Failed(state, RunawayLoop(calls[0].name, state.repeats + 1))
+            return Failed(state=state, error=RunawayLoop(calls[0].name, state.repeats + 1))
         journal = self.dispatcher.journal
         if journal is not None and journal.on_unknown == "fail":
             for obs in observations:
                 if obs.status == "unknown":
-                    return Failed(state, OutcomeUnknown(obs.name, obs.tool_call_id))
+                    return Failed(state=state, error=OutcomeUnknown(obs.name, obs.tool_call_id))
         terminal = self._terminal(observations)
         if terminal is not None:
             return self._finish(state, terminal.content)
-        return Continue(state)
+        return Continue(state=state)
 
     def _side_effects(self, calls: tuple[ToolCall, ...]) -> bool:
         tools = self.dispatcher.tools
@@ -297,17 +301,21 @@ class AgentLoop:
     def _finish(self, state: LoopState, text: str) -> Step:
         out = self.settings.output_type
         if out is None:
-            return Final(state, text, text)
+            return Final(state=state, text=text, output=text)
         try:
-            return Final(state, text, out.model_validate_json(_strip_fences(text)))
+            return Final(
+                state=state, text=text, output=out.model_validate_json(_strip_fences(text))
+            )
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
             detail = _validation_summary(exc)
             if attempts > self.settings.output_retries or state.wrapped_up:
-                return Failed(state, OutputValidationError(out.__name__, attempts, detail))
+                return Failed(
+                    state=state, error=OutputValidationError(out.__name__, attempts, detail)
+                )
             retry = UserMessage(content=FIX_OUTPUT.format(schema=out.__name__, error=detail))
             return Continue(
-                state._replace(messages=(*state.messages, retry), output_attempts=attempts)
+                state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
             )
 
 

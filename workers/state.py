@@ -1,22 +1,21 @@
-"""The values a loop is made of: its settings, its state (an immutable tuple, one per
-turn), the tagged results of a step, and the checkpoint protocol a run store
-implements."""
+"""The values a loop is made of: its settings, its state (a new value every turn),
+the results of a step, and the checkpoint protocol a run store implements."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
+from msgspec.structs import replace
 from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
-from runtime._values import record
+from runtime.value import Value
 from workers.context import ContextWindow
 
 __all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
 
 
-@record(frozen=True)
-class LoopSettings:
+class LoopSettings(Value, frozen=True, kw_only=True):
     """How one loop behaves.
 
     Attributes:
@@ -45,12 +44,8 @@ class LoopSettings:
             raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
 
 
-_new_state = tuple.__new__
-
-
-class LoopState(NamedTuple):
-    """Everything a step needs; every step returns a new one (an immutable tuple:
-    cheap to make, which matters as one is made every turn).
+class LoopState(Value, frozen=True, gc=False, kw_only=True):
+    """Everything a step needs; every step returns a new one.
 
     Attributes:
         task: The task, as the model is given it.
@@ -82,31 +77,20 @@ class LoopState(NamedTuple):
     repeats: int = 0
     reasoning_tokens: int = 0
 
-    # The two transitions of every turn build the tuple directly with ``tuple.__new__``:
-    # a keyword call or ``_replace`` costs two to three times as much, and even the
-    # positional constructor is a Python-level function call, twice a turn.
-
     def answered(
         self, messages: tuple[Message, ...], spent: Usage, *, nudged: bool, wrapped_up: bool
     ) -> LoopState:
         """After a model answer: ``messages`` end with it, and what it cost is counted."""
-        return _new_state(
-            LoopState,
-            (
-                self.task,
-                messages,
-                self.turn + 1,
-                self.input_tokens + spent.input_tokens,
-                self.output_tokens + spent.output_tokens,
-                self.cost + spent.cost,
-                self.tool_calls,
-                self.previous_calls,
-                nudged,
-                self.output_attempts,
-                wrapped_up,
-                self.repeats,
-                self.reasoning_tokens + spent.reasoning_tokens,
-            ),
+        return replace(
+            self,
+            messages=messages,
+            turn=self.turn + 1,
+            input_tokens=self.input_tokens + spent.input_tokens,
+            output_tokens=self.output_tokens + spent.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + spent.reasoning_tokens,
+            cost=self.cost + spent.cost,
+            nudged=nudged,
+            wrapped_up=wrapped_up,
         )
 
     def observed(
@@ -115,23 +99,12 @@ class LoopState(NamedTuple):
         """After running ``calls``: their observations are added, ``executed`` of them
         ran (the rest were skipped as repeats, and a turn of nothing but repeats counts
         towards a runaway)."""
-        return _new_state(
-            LoopState,
-            (
-                self.task,
-                self.messages + observations,
-                self.turn,
-                self.input_tokens,
-                self.output_tokens,
-                self.cost,
-                self.tool_calls + executed,
-                calls,
-                self.nudged,
-                self.output_attempts,
-                self.wrapped_up,
-                0 if executed else self.repeats + 1,
-                self.reasoning_tokens,
-            ),
+        return replace(
+            self,
+            messages=self.messages + observations,
+            tool_calls=self.tool_calls + executed,
+            previous_calls=calls,
+            repeats=0 if executed else self.repeats + 1,
         )
 
     @property
@@ -157,13 +130,13 @@ class LoopState(NamedTuple):
         )
 
 
-class Continue(NamedTuple):
+class Continue(Value, frozen=True, gc=False, kw_only=True):
     """The loop goes on from ``state``."""
 
     state: LoopState
 
 
-class Final(NamedTuple):
+class Final(Value, frozen=True, kw_only=True):
     """The loop ended with an answer: ``text``, and ``output`` (the text, or the
     validated output-schema object)."""
 
@@ -172,7 +145,7 @@ class Final(NamedTuple):
     output: Any
 
 
-class Failed(NamedTuple):
+class Failed(Value, frozen=True, kw_only=True):
     """The loop ended without an answer."""
 
     state: LoopState

@@ -24,7 +24,7 @@ from runtime import (
     Usage,
     _logging,
 )
-from runtime._values import record, trusted
+from runtime.value import Value
 from workers.context import ContextWindow
 from workers.loop import AgentLoop
 from workers.role import Role
@@ -93,8 +93,7 @@ class WorkerResult(BaseModel):
         return self.status == "ok"
 
 
-@record(frozen=True)
-class WorkerSetup:
+class WorkerSetup(Value, frozen=True, kw_only=True):
     """What workers of one role need, resolved once and shared by all of them.
 
     Attributes:
@@ -136,7 +135,7 @@ class WorkerSetup:
                 max_turns=role.max_turns,
                 output_type=output_type or role.resolve_output(),
                 output_retries=role.output_retries,
-                window=ContextWindow(role.max_context_chars),
+                window=ContextWindow(max_chars=role.max_context_chars),
                 model_timeout=role.model_timeout,
             ),
             system_prompt=role.system_prompt,
@@ -269,21 +268,20 @@ class Worker:
         text: str = "",
         error: BaseException | None = None,
     ) -> WorkerResult:
-        values = {
-            "worker": self.name,
-            "role": self.role.name,
-            "status": status,
-            "output": output,
-            "text": text,
-            "transcript": transcript,
-            "usage": usage,
-            "turns": turns,
-            "started_at": started_at,
-            "duration_s": time.perf_counter() - started,
-            "error": WorkerError(type=type(error).__name__, message=str(error)) if error else None,
-            "exception": error,
-        }
-        return trusted(WorkerResult, values)
+        return WorkerResult(
+            worker=self.name,
+            role=self.role.name,
+            status=status,
+            output=output,
+            text=text,
+            transcript=transcript,
+            usage=usage,
+            turns=turns,
+            started_at=started_at,
+            duration_s=time.perf_counter() - started,
+            error=WorkerError(type=type(error).__name__, message=str(error)) if error else None,
+            exception=error,
+        )
 
 
 DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"

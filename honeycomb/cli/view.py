@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
+import msgspec
 import pydantic_core
 from rich.console import Console, Group
 from rich.live import Live
@@ -47,8 +47,7 @@ class View(Protocol):
     def handle(self, event: Event) -> None: ...
 
 
-@dataclass
-class _Row:
+class _Row(msgspec.Struct, kw_only=True):
     id: str
     role: str
     depends_on: tuple[str, ...]
@@ -60,13 +59,12 @@ class _Row:
     ended: float | None = None
 
 
-@dataclass
-class _RunState:
+class _RunState(msgspec.Struct, kw_only=True):
     """What the views know about a run, updated event by event."""
 
-    started: float = field(default_factory=time.perf_counter)
+    started: float = msgspec.field(default_factory=time.perf_counter)
     phase: str = "planning"
-    rows: dict[str, _Row] = field(default_factory=dict)
+    rows: dict[str, _Row] = msgspec.field(default_factory=dict)
 
     def apply(self, event: Event) -> None:
         now = time.perf_counter()
@@ -74,7 +72,7 @@ class _RunState:
         if isinstance(event, PlanReady):
             self.phase = "working"
             for s in event.plan.subtasks:
-                self.rows[s.id] = _Row(s.id, s.role, s.depends_on)
+                self.rows[s.id] = _Row(id=s.id, role=s.role, depends_on=s.depends_on)
         elif isinstance(event, WorkerStarted) and row:
             row.state, row.started = "running", now
         elif isinstance(event, WorkerFinished) and row:

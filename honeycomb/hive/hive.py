@@ -110,7 +110,12 @@ class ModelSpec(BaseModel):
         model = self._build()
         if self.price is None:
             return model
-        return PricedModel(model, Price(self.price.input_per_mtok, self.price.output_per_mtok))
+        return PricedModel(
+            model,
+            Price(
+                input_per_mtok=self.price.input_per_mtok, output_per_mtok=self.price.output_per_mtok
+            ),
+        )
 
     def _build(self) -> Model:
         if self.provider == "offline":

@@ -42,8 +42,8 @@ from runtime import (
     UserMessage,
     dump_value_json,
 )
-from runtime._values import record
 from runtime.testing import estimate_usage
+from runtime.value import Value
 from workers.worker import DEPENDENCY_HEADER
 
 __all__ = ["OfflineModel"]
@@ -122,8 +122,7 @@ def respond(request: ModelRequest) -> AssistantMessage:
 # --- worker -----------------------------------------------------------------------------
 
 
-@record(frozen=True)
-class _Task:
+class _Task(Value, frozen=True, gc=False, kw_only=True):
     instruction: str
     inputs: tuple[tuple[str, str], ...]  # (name, result) of the subtasks depended on
 
@@ -158,7 +157,7 @@ def _task(request: ModelRequest) -> _Task:
     for block in re.split(r"^### ", inputs, flags=re.M)[1:]:
         name, _, text = block.partition("\n")
         sections.append((name.strip(), _unprefixed(text)))
-    return _Task(instruction.strip(), tuple(sections))
+    return _Task(instruction=instruction.strip(), inputs=tuple(sections))
 
 
 def _tool_words(schema: ToolSchema, *, params: bool = True) -> str:

@@ -8,11 +8,13 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from msgspec.structs import replace
+
 from honeycomb.offline import rules as rules
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
 from runtime import AssistantMessage, ModelRequest, UserMessage
-from runtime._values import record
+from runtime.value import Value
 
 __all__ = ["last_answer", "plan_for", "task_text"]
 
@@ -23,8 +25,7 @@ _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
 
-@record(frozen=True)
-class _Draft:
+class _Draft(Value, frozen=True, gc=False, kw_only=True):
     role: str
     clauses: tuple[str, ...]
     writer: bool
@@ -51,7 +52,11 @@ def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
     vocab = {e.role: _role_vocabulary(e) for e in roles}
     overall = _best_role(task, roles, vocab) or roles[0].role
     drafts = [
-        _Draft(_best_role(c, roles, vocab) or overall, (c,), rules.mentions(c, rules.WRITER_WORDS))
+        _Draft(
+            role=_best_role(c, roles, vocab) or overall,
+            clauses=(c,),
+            writer=rules.mentions(c, rules.WRITER_WORDS),
+        )
         for c in rules.split_clauses(task) or [task]
     ]
     drafts = _fit(drafts, limit)
@@ -104,13 +109,15 @@ def _fit(drafts: list[_Draft], limit: int) -> list[_Draft]:
     for d in drafts:
         key = (d.role, d.writer)
         old = merged.get(key)
-        merged[key] = d if old is None else _Draft(d.role, old.clauses + d.clauses, d.writer)
+        merged[key] = d if old is None else replace(d, clauses=old.clauses + d.clauses)
     drafts = list(merged.values())
     if len(drafts) <= limit:
         return drafts
     tail = drafts[limit - 1 :]
     folded = _Draft(
-        tail[0].role, tuple(c for d in tail for c in d.clauses), any(d.writer for d in tail)
+        role=tail[0].role,
+        clauses=tuple(c for d in tail for c in d.clauses),
+        writer=any(d.writer for d in tail),
     )
     return [*drafts[: limit - 1], folded]
 

@@ -91,7 +91,9 @@ class RoleAggregator:
     ) -> Any:
         role = with_default_instructions(context.roles[self.role], AGGREGATOR_INSTRUCTIONS)
         entries = [
-            ResultEntry(r.subtask.id, r.subtask.role, r.ok, r.text if r.ok else str(r.error))
+            ResultEntry(
+                id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text if r.ok else str(r.error)
+            )
             for r in results
         ]
         worker = context.worker(role, output_type=self.output_type)

@@ -8,14 +8,13 @@ import anyio
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
-from runtime._values import record
+from runtime.value import Value
 from workers import Checkpoint, Role, Worker, WorkerSetup
 
 __all__ = ["RunContext", "with_default_instructions"]
 
 
-@record(frozen=True)
-class RunContext:
+class RunContext(Value, frozen=True, kw_only=True):
     """One run's shared state; planners and aggregators use it to make workers.
 
     Attributes:

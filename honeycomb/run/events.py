@@ -7,14 +7,11 @@ done.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
+from honeycomb.run.plan import Plan
+from honeycomb.run.result import RunResult
 from runtime import Event
-from runtime._values import record
-
-if TYPE_CHECKING:
-    from honeycomb.run.plan import Plan
-    from honeycomb.run.result import RunResult
 
 __all__ = [
     "AggregationFinished",
@@ -27,16 +24,14 @@ __all__ = [
 ]
 
 
-@record(kw_only=True)
-class RunStarted(Event):
+class RunStarted(Event, frozen=True, kw_only=True):
     """A run starts on its task."""
 
     kind: ClassVar[str] = "run.started"
     task: str
 
 
-@record(kw_only=True)
-class PlanReady(Event):
+class PlanReady(Event, frozen=True, kw_only=True, gc=True):
     """The planner split the task into subtasks."""
 
     kind: ClassVar[str] = "run.plan_ready"
@@ -44,16 +39,14 @@ class PlanReady(Event):
     duration_s: float
 
 
-@record(kw_only=True)
-class WorkerStarted(Event):
+class WorkerStarted(Event, frozen=True, kw_only=True):
     """A subtask's worker starts."""
 
     kind: ClassVar[str] = "worker.started"
     role: str
 
 
-@record(kw_only=True)
-class WorkerFinished(Event):
+class WorkerFinished(Event, frozen=True, kw_only=True):
     """A subtask's worker ended, with its subtask's status (ok, failed, skipped ...)."""
 
     kind: ClassVar[str] = "worker.finished"
@@ -63,24 +56,21 @@ class WorkerFinished(Event):
     error: str | None = None
 
 
-@record(kw_only=True)
-class AggregationStarted(Event):
+class AggregationStarted(Event, frozen=True, kw_only=True):
     """The aggregator starts merging the subtasks' results."""
 
     kind: ClassVar[str] = "run.aggregation_started"
     results: int
 
 
-@record(kw_only=True)
-class AggregationFinished(Event):
+class AggregationFinished(Event, frozen=True, kw_only=True):
     """The aggregator has merged the results."""
 
     kind: ClassVar[str] = "run.aggregation_finished"
     duration_s: float
 
 
-@record(kw_only=True)
-class RunFinished(Event):
+class RunFinished(Event, frozen=True, kw_only=True, gc=True):
     """The last event of a run; ``result`` is None when the run raised ``error``."""
 
     kind: ClassVar[str] = "run.finished"

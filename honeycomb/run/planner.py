@@ -126,12 +126,11 @@ def checked(plan: Plan, context: RunContext) -> Plan:
 
 
 def _entry(role: Role, context: RunContext) -> CatalogEntry:
+    tools = context.setup_for(role, None).tools
     return CatalogEntry(
-        role.name,
-        role.description or role.instructions.split("\n", 1)[0],
-        tuple(
-            (t.name, t.description.split("\n", 1)[0]) for t in context.setup_for(role, None).tools
-        ),
+        role=role.name,
+        description=role.description or role.instructions.split("\n", 1)[0],
+        tools=tuple((t.name, t.description.split("\n", 1)[0]) for t in tools),
     )
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from runtime._values import record
+import msgspec
+
+from runtime.value import Value
 
 __all__ = [
     "AGGREGATOR_INSTRUCTIONS",
@@ -37,8 +39,7 @@ CATALOG_HEADER = "Available roles:"
 RESULTS_HEADER = "Results of the subtasks:"
 
 
-@record(frozen=True)
-class CatalogEntry:
+class CatalogEntry(Value, frozen=True, gc=False, kw_only=True):
     """One role as the planner sees it."""
 
     role: str
@@ -46,8 +47,7 @@ class CatalogEntry:
     tools: tuple[tuple[str, str], ...] = ()  # (name, description)
 
 
-@record(frozen=True)
-class ResultEntry:
+class ResultEntry(Value, frozen=True, gc=False, kw_only=True):
     """One subtask's result as the aggregator sees it."""
 
     id: str
@@ -88,13 +88,13 @@ def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
     for line in text.splitlines():
         role = re.match(_ROLE_LINE, line)
         if role:
-            entries.append(CatalogEntry(role.group(1), role.group(2)))
+            entries.append(CatalogEntry(role=role.group(1), description=role.group(2)))
             continue
         found = re.match(_TOOL_LINE, line)
         if found and entries:
             last = entries[-1]
             tools = (*last.tools, (found.group(1), found.group(2)))
-            entries[-1] = CatalogEntry(last.role, last.description, tools)
+            entries[-1] = CatalogEntry(role=last.role, description=last.description, tools=tools)
     return task, entries
 
 
@@ -109,7 +109,9 @@ def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
         if match:
             if entries:
                 entries[-1] = _with_text(entries[-1], current)
-            entries.append(ResultEntry(match.group(1), match.group(2), not match.group(3), ""))
+            entries.append(
+                ResultEntry(id=match.group(1), role=match.group(2), ok=not match.group(3), text="")
+            )
             current = []
         elif entries:
             current.append(line)
@@ -119,4 +121,4 @@ def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
 
 
 def _with_text(entry: ResultEntry, lines: list[str]) -> ResultEntry:
-    return ResultEntry(entry.id, entry.role, entry.ok, "\n".join(lines).strip())
+    return msgspec.structs.replace(entry, text="\n".join(lines).strip())

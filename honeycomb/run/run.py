@@ -33,7 +33,8 @@ from runtime import (
 )
 
 if TYPE_CHECKING:
-    from honeycomb.run.durable import Resumed, RunRecord
+    from honeycomb.run.record import RunRecord
+    from honeycomb.run.restore import Resumed
     from honeycomb.run.shared import Shared
 
 __all__ = ["Run"]
@@ -60,13 +61,15 @@ class Run:
         self.record: RunRecord | None = None
         if store is not None:
             # The run store's modules (and sqlite3) load with the first run that keeps one.
-            from honeycomb.run.durable import RunRecord
+            from honeycomb.run.record import RunRecord
 
             self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
-        recorder = None
-        if shared.trace:
-            recorder = SpanRecorder(self.record.span if self.record is not None else None)
-        self.tracer = Tracer(*shared.handlers, *handlers, log=shared.log_events, recorder=recorder)
+        # The span recorder takes every event last, after the callers' handlers.
+        recorder = [SpanRecorder(self.record.span if self.record is not None else None)]
+        self.tracer = Tracer(
+            *shared.handlers, *handlers, *(recorder if shared.trace else ()),
+            log=shared.log_events,
+        )  # fmt: skip
         self.context = RunContext(
             run_id=run_id,
             roles=shared.roles,
@@ -149,7 +152,7 @@ class Run:
         return done
 
     async def _pick_up(self, record: RunRecord, resumable: bool) -> RunResult | None:
-        from honeycomb.run.durable import restore, retyped, stored_result
+        from honeycomb.run.restore import restore, retyped, stored_result
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:

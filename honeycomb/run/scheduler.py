@@ -27,11 +27,11 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime._concurrency import run_together
-from runtime._values import trusted
 from workers import WorkerError, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.run.durable import Resumed, RunRecord
+    from honeycomb.run.record import RunRecord
+    from honeycomb.run.restore import Resumed
 
 __all__ = ["Scheduler", "stopped_status"]
 
@@ -176,7 +176,7 @@ class Scheduler:
         the task group it came out of."""
         if self.record is None or result.exception is None:
             return result.error
-        from honeycomb.run.durable import store_failure
+        from honeycomb.run.record import store_failure
 
         failure = store_failure(result.exception)
         if failure is None:
@@ -195,15 +195,14 @@ class Scheduler:
     ) -> None:
         now = self.elapsed_s
         duration = result.duration_s if result is not None else now - (started or now)
-        values = {
-            "subtask": subtask,
-            "status": status,
-            "worker": result,
-            "error": error,
-            "started_s": started if started is not None else now,
-            "duration_s": duration,
-        }
-        outcome = self.outcomes[subtask.id] = trusted(SubtaskResult, values)
+        outcome = self.outcomes[subtask.id] = SubtaskResult(
+            subtask=subtask,
+            status=status,
+            worker=result,
+            error=error,
+            started_s=started if started is not None else now,
+            duration_s=duration,
+        )
         if self.record is not None and not stored:
             await self.record.subtask_finished(outcome)  # durable before it is reported
         ctx = self.context
@@ -229,7 +228,7 @@ class Scheduler:
         """A stored result, its output made the role's output type again."""
         if result is None:
             return None
-        from honeycomb.run.durable import retyped
+        from honeycomb.run.restore import retyped
 
         setup = self.context.setup_for(self.context.roles[subtask.role], None)
         return retyped(result, "output", setup.settings.output_type)

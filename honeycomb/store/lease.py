@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable
 
 from runtime import RunBusy
-from runtime._values import record
+from runtime.value import Value
 
 __all__ = ["HOST", "RELEASE", "Lease", "check", "ended", "new_lease", "renew", "take"]
 
@@ -45,8 +45,7 @@ _GOING: set[str] = set()
 """The owner tokens of this process's runs that are still going."""
 
 
-@record(frozen=True)
-class Lease:
+class Lease(Value, frozen=True, gc=False, kw_only=True):
     """A run's lease as its owner knows it: the run and the owner's token."""
 
     run_id: str

@@ -21,19 +21,16 @@ run's.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
-import json
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import sniffio
+import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
@@ -41,7 +38,10 @@ from honeycomb.store.schema import connect
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
-from runtime._values import record
+from runtime.value import Value
+
+_SPANS = msgspec.json.Decoder(list[Span])
+"""A batch of stored spans: a JSON array of spans, each an array of its fields."""
 
 __all__ = [
     "STATE_FIELDS", "Lease", "RunStore", "RunSummary", "Statement", "StoredRun", "StoredWorker",
@@ -50,8 +50,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@record(frozen=True)
-class RunSummary:
+class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     """One line of ``honeycomb runs``."""
 
     run_id: str
@@ -72,6 +71,8 @@ class RunSummary:
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
+_SUMMARY = ", ".join(RunSummary.__struct_fields__)  # the runs table's columns of the same names
+
 STATE_FIELDS = (
     "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
     "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats",
@@ -79,21 +80,20 @@ STATE_FIELDS = (
 """A worker's saved loop state: its columns in the ``workers`` table."""
 
 
-@dataclass(slots=True)
-class StoredWorker:
+class StoredWorker(Value, frozen=True, kw_only=True):
     """What a store holds of one worker: its result once finished, else its last
     saved state (the :data:`STATE_FIELDS`) and its messages: ``(seq, JSON array)``
-    rows in order, each holding the messages from index ``seq`` on."""
+    rows in order, each holding the messages from index ``seq`` on (the lists are
+    filled as the store is read)."""
 
     status: str
     result: str | None
     state: dict[str, Any] | None
-    messages: list[tuple[int, str]] = field(default_factory=list)
-    journal: dict[tuple[int, str], JournalEntry] = field(default_factory=dict)
+    messages: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    journal: dict[tuple[int, str], JournalEntry] = msgspec.field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class StoredRun:
+class StoredRun(Value, frozen=True, kw_only=True):
     """Everything a store holds of one run."""
 
     run_id: str
@@ -204,15 +204,10 @@ class RunStore:
         checkpoint: bool,
         urgent: bool,
     ) -> None:
-        if sniffio.current_async_library() == "asyncio":
-            # Told by the writer with one call into the loop for a whole batch of waiters.
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._writer.put((work, waiter, False, lease, checkpoint, urgent))
-            await waiter
-            return
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._writer.put((work, done, False, lease, checkpoint, urgent))
-        await anyio.to_thread.run_sync(done.result)
+        # Told by the writer with one call into the loop for a whole batch of waiters.
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writer.put((work, waiter, False, lease, checkpoint, urgent))
+        await waiter
 
     def close(self) -> None:
         """Commit what is queued, checkpoint the file and stop the writer thread."""
@@ -257,12 +252,10 @@ class RunStore:
         with self._reading() as db:
             if db is None:
                 return []
-            rows = db.execute(
-                "SELECT run_id, task, status, started_at, finished_at, workers, model_calls, "
-                f"input_tokens, output_tokens, tool_calls, source, cost FROM runs {where}",
-                params,
-            ).fetchall()
-        return [RunSummary(*row) for row in rows]
+            rows = db.execute(f"SELECT {_SUMMARY} FROM runs {where}", params).fetchall()
+        return [
+            RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True))) for row in rows
+        ]
 
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
@@ -270,7 +263,7 @@ class RunStore:
             if db is None:
                 return []
             rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
-        found = [Span(*values) for (batch,) in rows for values in json.loads(batch)]
+        found = [span for (batch,) in rows for span in _SPANS.decode(batch)]
         return sorted(found, key=lambda s: s.start)
 
     def _load(self, run_id: str) -> StoredRun | None:
@@ -289,7 +282,9 @@ class RunStore:
                 (run_id,),
             ):
                 saved = dict(zip(STATE_FIELDS, state, strict=True))
-                workers[name] = StoredWorker(status, result, saved if state[0] else None)
+                workers[name] = StoredWorker(
+                    status=status, result=result, state=saved if state[0] else None
+                )
             for name, seq, messages in db.execute(
                 "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
                 (run_id,),
@@ -301,9 +296,22 @@ class RunStore:
                 "WHERE run_id = ?",
                 (run_id,),
             ):
-                found = workers.setdefault(name, StoredWorker("running", None, None))
-                found.journal[turn, call_id] = JournalEntry(tool, arguments, status, content or "")
-        return StoredRun(run_id, row[0], row[1], row[2], row[3], row[4], workers)
+                found = workers.setdefault(
+                    name, StoredWorker(status="running", result=None, state=None)
+                )
+                found.journal[turn, call_id] = JournalEntry(
+                    tool=tool, arguments=arguments, status=status, content=content or ""
+                )
+        task, status, source, plan, result = row
+        return StoredRun(
+            run_id=run_id,
+            task=task,
+            status=status,
+            source=source,
+            plan=plan,
+            result=result,
+            workers=workers,
+        )
 
     # --- connections --------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ to commit it at once, rather than with whatever else arrives in the next moment.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import queue
 import sqlite3
@@ -146,10 +145,8 @@ class Writer:
         waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
         for index, item in enumerate(items):
             done = item[1]
-            if isinstance(done, asyncio.Future):
+            if done is not None:
                 waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
-            elif done is not None:
-                _settle(done, refused.get(index))
         for loop, told in waiters.items():  # one wake-up of each loop, not one per write
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(_tell, told)
@@ -216,13 +213,3 @@ def _tell(waiters: list[tuple[asyncio.Future[None], StoreError | None]]) -> None
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
-
-
-def _settle(done: concurrent.futures.Future[None], error: StoreError | None) -> None:
-    """Tell the waiter how its write went. One that stopped waiting (cancelled) has
-    nothing to be told: its write stands."""
-    with contextlib.suppress(concurrent.futures.InvalidStateError):
-        if error is None:
-            done.set_result(None)
-        else:
-            done.set_exception(error)

@@ -11,12 +11,13 @@ the totals. :mod:`honeycomb.trace.terminal` draws it in a terminal and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+import msgspec
 
 from honeycomb.trace.critical import longest_chain
 from honeycomb.trace.spans import Span
-from runtime._values import record
+from runtime.value import Value
 
 __all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timeline"]
 
@@ -36,8 +37,7 @@ RowKind = Literal["plan", "worker", "aggregate"]
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
 
-@record(frozen=True)
-class Bar:
+class Bar(Value, frozen=True, gc=False, kw_only=True):
     """One model or tool call on a row.
 
     Attributes:
@@ -69,8 +69,7 @@ class Bar:
         return self.end - self.start
 
 
-@record(frozen=True)
-class Row:
+class Row(Value, frozen=True, gc=False, kw_only=True):
     """The planner, one worker, or the aggregator.
 
     Attributes:
@@ -112,8 +111,7 @@ class Row:
         return sum(b.cost for b in self.bars)
 
 
-@record(frozen=True)
-class Timeline:
+class Timeline(Value, frozen=True, gc=False, kw_only=True):
     """A run laid out in time.
 
     Attributes:
@@ -167,15 +165,14 @@ class Timeline:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass
-class _Gather:
+class _Gather(msgspec.Struct, kw_only=True):
     """The spans of one row, while the timeline is built."""
 
     kind: RowKind
     name: str
     role: str = ""
-    own: list[Span] = field(default_factory=list)  # its plan/worker/aggregate spans
-    calls: list[Span] = field(default_factory=list)
+    own: list[Span] = msgspec.field(default_factory=list)  # its plan/worker/aggregate spans
+    calls: list[Span] = msgspec.field(default_factory=list)
 
 
 def build_timeline(
@@ -240,9 +237,11 @@ def build_timeline(
 def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:
     """Each span's row: the plan, worker or aggregate span it is under."""
     by_id = {s.span_id: s for s in spans}
-    groups: dict[tuple[RowKind, str], _Gather] = {("plan", "plan"): _Gather("plan", "plan")}
+    groups: dict[tuple[RowKind, str], _Gather] = {
+        ("plan", "plan"): _Gather(kind="plan", name="plan")
+    }
     for subtask in subtasks:
-        groups["worker", subtask.id] = _Gather("worker", subtask.id, subtask.role)
+        groups["worker", subtask.id] = _Gather(kind="worker", name=subtask.id, role=subtask.role)
     for span in spans:
         if span.kind == "run":
             continue
@@ -251,7 +250,7 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
             key: tuple[RowKind, str] = ("plan" if top.kind == "plan" else "aggregate", top.kind)
         else:  # a worker, or a call made outside any phase: the worker it names
             key = ("worker", top.worker or top.name)
-        group = groups.get(key) or groups.setdefault(key, _Gather(key[0], key[1]))
+        group = groups.get(key) or groups.setdefault(key, _Gather(kind=key[0], name=key[1]))
         if span is top and span.kind in ("plan", "worker", "aggregate"):
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")

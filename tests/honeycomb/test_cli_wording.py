@@ -4,10 +4,10 @@ models, where their settings go; of stored runs, their counts."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel, tool
@@ -193,7 +193,7 @@ def test_the_list_of_runs_counts_in_the_singular_and_the_plural() -> None:
     assert "1 worker " in line
     assert "1 model call " in line
     assert "1 token " in line
-    two = _run_line(dataclasses.replace(one, workers=2, model_calls=3, input_tokens=5))
+    two = _run_line(msgspec.structs.replace(one, workers=2, model_calls=3, input_tokens=5))
     assert "2 workers" in two
     assert "3 model calls" in two
     assert "5 tokens" in two

@@ -71,24 +71,24 @@ def catalog(trip: ModuleType) -> list[CatalogEntry]:
 
     return [
         CatalogEntry(
-            "weather",
-            "Looks up weather forecasts for cities.",
-            (("get_weather", first_line(trip.get_weather.description)),),
+            role="weather",
+            description="Looks up weather forecasts for cities.",
+            tools=(("get_weather", first_line(trip.get_weather.description)),),
         ),
         CatalogEntry(
-            "guide",
-            "Finds sights, food and things to do in the travel guide.",
-            (("search_guide", first_line(trip.search_guide.description)),),
+            role="guide",
+            description="Finds sights, food and things to do in the travel guide.",
+            tools=(("search_guide", first_line(trip.search_guide.description)),),
         ),
         CatalogEntry(
-            "budget",
-            "Does the arithmetic for trip costs.",
-            (("calculate", first_line(trip.calculate.description)),),
+            role="budget",
+            description="Does the arithmetic for trip costs.",
+            tools=(("calculate", first_line(trip.calculate.description)),),
         ),
         CatalogEntry(
-            "courier",
-            "Writes up the findings and delivers them.",
-            (("send_to_outbox", first_line(trip.send_to_outbox.description)),),
+            role="courier",
+            description="Writes up the findings and delivers them.",
+            tools=(("send_to_outbox", first_line(trip.send_to_outbox.description)),),
         ),
     ]
 
@@ -149,8 +149,8 @@ async def test_plan_uses_the_right_roles_and_the_sender_waits_for_the_rest(
 
 async def test_plan_never_uses_planner_or_aggregator(trip: ModuleType, model: OfflineModel) -> None:
     entries = [
-        CatalogEntry("planner", "Plans the weather, the guide and the outbox."),
-        CatalogEntry("aggregator", "Summarises and reports the weather."),
+        CatalogEntry(role="planner", description="Plans the weather, the guide and the outbox."),
+        CatalogEntry(role="aggregator", description="Summarises and reports the weather."),
         *catalog(trip),
     ]
     response = await model.complete(plan_request(TASK, entries))
@@ -305,10 +305,14 @@ async def test_each_tool_gets_the_clause_about_it(trip: ModuleType, model: Offli
 async def test_one_stray_shared_word_does_not_pull_a_tool_in(
     trip: ModuleType, model: OfflineModel
 ) -> None:
-    notes = ToolSchema.of(
-        "search_notes",
-        "Search my notes, for example about a rainy day.",
-        {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    notes = ToolSchema(
+        name="search_notes",
+        description="Search my notes, for example about a rainy day.",
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
     )
     task = "What is the weather forecast for Amsterdam?"
     calls = (await model.complete(request(task, tools=(notes, trip.get_weather.schema)))).message
@@ -407,9 +411,11 @@ async def test_a_worker_loop_runs_to_a_final_answer(trip: ModuleType) -> None:
 
 async def test_aggregator_merges_results_and_names_failures(model: OfflineModel) -> None:
     results = [
-        ResultEntry("weather-1", "weather", True, f"{PREFIX}Lisbon is sunny."),
-        ResultEntry("budget-1", "budget", True, "365 EUR in total."),
-        ResultEntry("guide-1", "guide", False, "ToolTimeout: search_guide timed out"),
+        ResultEntry(id="weather-1", role="weather", ok=True, text=f"{PREFIX}Lisbon is sunny."),
+        ResultEntry(id="budget-1", role="budget", ok=True, text="365 EUR in total."),
+        ResultEntry(
+            id="guide-1", role="guide", ok=False, text="ToolTimeout: search_guide timed out"
+        ),
     ]
     req = request(aggregator_task(TASK, results), system=AGGREGATOR_INSTRUCTIONS)
     text = (await model.complete(req)).message.content or ""

@@ -241,13 +241,19 @@ def test_export_keeps_recorded_times_and_links(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     provider, memory = exported
+    a, b, c, d, e, f = (letter * 16 for letter in "abcdef")
     stored = [  # as a store gives them back: by start; children end first
-        Span("a" * 16, None, "run", "task", 100.0, 109.0, status="partial"),
-        Span("b" * 16, "a" * 16, "worker", "s1", 101.0, 105.5, worker="s1", detail="writer"),
-        Span("c" * 16, "b" * 16, "turn", "turn 1", 101.25, 105.0, worker="s1", turn=1),
-        Span("d" * 16, "c" * 16, "tool_call", "search", 102.0, 102.5, status="timeout",
-             error="timed out after 0.5s", worker="s1", turn=1, detail="call_7"),
-        Span("e" * 16, "f" * 16, "worker", "s2", 103.0, 104.0, worker="s2"),  # parent lost
+        Span(span_id=a, parent_id=None, kind="run", name="task", start=100.0, end=109.0,
+             status="partial"),
+        Span(span_id=b, parent_id=a, kind="worker", name="s1", start=101.0, end=105.5,
+             worker="s1", detail="writer"),
+        Span(span_id=c, parent_id=b, kind="turn", name="turn 1", start=101.25, end=105.0,
+             worker="s1", turn=1),
+        Span(span_id=d, parent_id=c, kind="tool_call", name="search", start=102.0, end=102.5,
+             status="timeout", error="timed out after 0.5s", worker="s1", turn=1,
+             detail="call_7"),
+        Span(span_id=e, parent_id=f, kind="worker", name="s2", start=103.0, end=104.0,
+             worker="s2"),  # parent lost
     ]  # fmt: skip
     OpenTelemetryExporter(tracer_provider=provider, workflow="trip").export(
         reversed(stored), run_id="r9"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable
 from itertools import count
@@ -10,12 +9,24 @@ from pathlib import Path
 
 import anyio
 import pytest
+from msgspec.structs import astuple
 
 from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
 from honeycomb.run.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan
 from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
-from runtime import AssistantMessage, ModelRequest, Price, PricedModel, ToolMessage, Tracer
+from runtime import (
+    AssistantMessage,
+    ModelCallFinished,
+    ModelCallStarted,
+    ModelRequest,
+    Price,
+    PricedModel,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolMessage,
+    Tracer,
+)
 from runtime.testing import call
 
 
@@ -112,43 +123,47 @@ def ticks() -> Callable[[], float]:
     return map(float, count()).__next__
 
 
-def test_calls_given_as_arguments_make_the_spans_their_events_make(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A run's own recorder is given the model and tool calls by its tracer without
-    their event objects; a recorder in ``on_event`` is given the events."""
-    monkeypatch.setattr(os, "urandom", bytes)  # the same ids in both
-    from_events = SpanRecorder(clock=ticks())
-    from_calls = SpanRecorder(clock=ticks())
-    tracer = Tracer(from_events, log=False, recorder=from_calls)
+def test_a_runs_events_make_its_tree_of_spans() -> None:
+    recorder = SpanRecorder(clock=ticks())
+    tracer = Tracer(recorder, log=False)
     tracer.emit(RunStarted(run_id="r", task="t"))
     tracer.emit(PlanReady(run_id="r", plan=Plan(subtasks=()), duration_s=0.0))
     for name in ("a", "b"):
         tracer.emit(WorkerStarted(worker=name, run_id="r", role="worker"))
     for turn in (1, 2):
-        tracer.model_call_started(worker="a", run_id="r", turn=turn)
-        tracer.model_call_finished(
-            worker="a", run_id="r", turn=turn, duration_s=0.1, status="ok", model="m",
-            input_tokens=10, output_tokens=5, cost=0.5, tool_calls=1, error=None,
-            attempts=turn, retry_wait_s=0.5 * (turn - 1), reasoning_tokens=3,
+        tracer.emit(ModelCallStarted(worker="a", run_id="r", turn=turn))
+        tracer.emit(
+            ModelCallFinished(
+                worker="a", run_id="r", turn=turn, duration_s=0.1, status="ok", model="m",
+                input_tokens=10, output_tokens=5, cost=0.5, tool_calls=1, error=None,
+                attempts=turn, retry_wait_s=0.5 * (turn - 1), reasoning_tokens=3,
+            )
         )  # fmt: skip
-        tracer.tool_call_started(worker="a", run_id="r", turn=turn, call_id="c", tool="t")
-        tracer.tool_call_finished(
-            worker="a", run_id="r", turn=turn, call_id="c", tool="t", status="error",
-            duration_s=0.1, error="ValueError: no",
+        tracer.emit(ToolCallStarted(worker="a", run_id="r", turn=turn, call_id="c", tool="t"))
+        tracer.emit(
+            ToolCallFinished(
+                worker="a", run_id="r", turn=turn, call_id="c", tool="t", status="error",
+                duration_s=0.1, error="ValueError: no",
+            )
         )  # fmt: skip
     tracer.emit(WorkerFinished(worker="a", run_id="r", role="worker", status="ok", duration_s=1))
-    tracer.model_call_started(worker="b", run_id="r", turn=1)  # in flight when the run ends
-    tracer.tool_call_started(worker="b", run_id="r", turn=1, call_id="d", tool="t")
+    tracer.emit(ModelCallStarted(worker="b", run_id="r", turn=1))  # in flight when it ends
+    tracer.emit(ToolCallStarted(worker="b", run_id="r", turn=1, call_id="d", tool="t"))
     tracer.emit(RunFinished(run_id="r", status="interrupted", wall_s=1.0))
 
-    assert from_calls.spans == from_events.spans
-    assert len(from_calls.spans) == 13
-    model_calls = [s for s in from_calls.spans if s.kind == "model_call" and s.worker == "a"]
+    spans = recorder.spans
+    assert len(spans) == 13
+    by_id = {s.span_id: s for s in spans}
+    [run] = [s for s in spans if s.kind == "run"]
+    assert all(s.parent_id in by_id for s in spans if s is not run)
+    assert [s.status for s in spans if s.worker == "b" and s.kind != "worker"] == [
+        "cancelled", "cancelled", "cancelled",
+    ]  # fmt: skip
+    model_calls = [s for s in spans if s.kind == "model_call" and s.worker == "a"]
     assert [(s.attempts, s.reasoning_tokens) for s in model_calls] == [(1, 3), (2, 3)]
-    [worker] = [s for s in from_calls.spans if s.kind == "worker" and s.name == "a"]
+    [worker] = [s for s in spans if s.kind == "worker" and s.name == "a"]
     assert worker.reasoning_tokens == 6  # summed as tokens are
-    assert {s.status for s in from_calls.spans if s.worker == "b"} == {"cancelled"}
+    assert {s.status for s in spans if s.worker == "b"} == {"cancelled"}
 
 
 async def test_a_stored_run_keeps_the_spans_its_events_make(tmp_path: Path) -> None:
@@ -161,7 +176,7 @@ async def test_a_stored_run_keeps_the_spans_its_events_make(tmp_path: Path) -> N
         by_id = {s.span_id: s for s in spans}
         parents = {s.span_id: by_id[s.parent_id] if s.parent_id else None for s in spans}
         return Counter(
-            (*s[2:4], *s[6:], p.kind if p else None, p.name if p else None)
+            (*astuple(s)[2:4], *astuple(s)[6:], p.kind if p else None, p.name if p else None)
             for s in spans
             for p in [parents[s.span_id]]
         )

@@ -383,4 +383,7 @@ def _span(
     worker: str | None = None,
     error: str | None = None,
 ) -> Span:
-    return Span(span_id, parent, kind, name, start, end, worker=worker, error=error)
+    return Span(
+        span_id=span_id, parent_id=parent, kind=kind, name=name, start=start, end=end,
+        worker=worker, error=error,
+    )  # fmt: skip

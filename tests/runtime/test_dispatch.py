@@ -587,8 +587,8 @@ async def test_tool_context_is_injected() -> None:
     await d.dispatch([call("whoami", id="c1"), call("whoami_sync", {"note": "n"}, id="c2")], turn=4)
 
     assert sorted(seen, key=lambda c: c.call_id) == [
-        ToolContext("c1", worker="researcher", run_id="run-1", turn=4),
-        ToolContext("c2", worker="researcher", run_id="run-1", turn=4),
+        ToolContext(call_id="c1", worker="researcher", run_id="run-1", turn=4),
+        ToolContext(call_id="c2", worker="researcher", run_id="run-1", turn=4),
     ]
 
 

@@ -1,10 +1,10 @@
-"""The Tracer: events to handlers and the log, and model and tool calls to a recorder."""
+"""The Tracer: events to handlers and the log; retries reported during a model call."""
 
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import Mock, call
 
+import pytest
 from structlog.testing import capture_logs
 
 from runtime.events import (
@@ -31,62 +31,45 @@ TOOL_FINISHED: dict[str, Any] = {
 }  # fmt: skip
 
 
-def emit_one_turn(tracer: Tracer) -> None:
-    tracer.model_call_started(worker="w1", run_id="r1", turn=2)
-    tracer.model_call_finished(**MODEL_FINISHED)
-    tracer.tool_call_started(worker="w1", run_id="r1", turn=2, call_id="c1", tool="lookup")
-    tracer.tool_call_finished(**TOOL_FINISHED)
-
-
-def test_handlers_get_the_events_and_the_recorder_their_fields() -> None:
-    events: list[Event] = []
-    recorder = Mock()
-    tracer = Tracer(events.append, log=False, recorder=recorder)
-    emit_one_turn(tracer)
-    other = ModelCallStarted(worker="w2", run_id="r1", turn=1)
-    tracer.emit(other)
-
-    assert events == [
+def one_turn() -> list[Event]:
+    return [
         ModelCallStarted(worker="w1", run_id="r1", turn=2),
         ModelCallFinished(**MODEL_FINISHED),
         ToolCallStarted(worker="w1", run_id="r1", turn=2, call_id="c1", tool="lookup"),
         ToolCallFinished(**TOOL_FINISHED),
-        other,
-    ]
-    assert recorder.mock_calls == [
-        call.model_call_started("w1", 2),
-        call.model_call_finished("w1", 2, "m", "ok", None, 10, 5, 0.25, 1, 0),
-        call.tool_call_started("w1", 2, "c1", "lookup"),
-        call.tool_call_finished("w1", 2, "c1", "error", "ValueError: no"),
-        call(other),  # an event emitted as one reaches the recorder as one
     ]
 
 
-def test_a_recorder_alone_enables_the_tracer() -> None:
-    recorder = Mock()
-    tracer = Tracer(log=False, recorder=recorder)
-    assert tracer.enabled
-    emit_one_turn(tracer)
-    assert len(recorder.mock_calls) == 4
+def test_handlers_get_every_event_in_order() -> None:
+    first: list[Event] = []
+    second: list[Event] = []
+    tracer = Tracer(first.append, second.append, log=False)
+    for event in one_turn():
+        tracer.emit(event)
+    assert first == second == one_turn()
 
 
-def test_a_broken_recorder_does_not_stop_the_events() -> None:
-    events: list[Event] = []
-    recorder = Mock(side_effect=RuntimeError("broken"))
-    for method in (
-        "model_call_started", "model_call_finished", "tool_call_started", "tool_call_finished"
-    ):  # fmt: skip
-        getattr(recorder, method).side_effect = RuntimeError("broken")
-    tracer = Tracer(events.append, log=False, recorder=recorder)
-    emit_one_turn(tracer)
-    tracer.emit(ModelCallStarted(worker="w2", run_id="r1", turn=1))
-    assert len(events) == 5
-    assert len(recorder.mock_calls) == 5
+def test_events_are_values() -> None:
+    event = ModelCallFinished(**MODEL_FINISHED)
+    assert event == ModelCallFinished(**MODEL_FINISHED)
+    assert event.fields()["input_tokens"] == 10
+    assert set(event.fields()) == set(ModelCallFinished.__struct_fields__)
+    with pytest.raises(AttributeError):
+        event.turn = 3  # type: ignore[misc]
 
 
-def test_the_log_gets_the_call_events_without_handlers() -> None:
+def test_a_tracer_without_handlers_or_log_is_disabled() -> None:
+    assert not Tracer(log=False).enabled
+    assert Tracer(print, log=False).enabled
+    assert not Tracer().enabled  # structlog is not configured here
+
+
+def test_the_log_gets_the_events_without_handlers() -> None:
     with capture_logs() as logs:
-        emit_one_turn(Tracer(recorder=Mock()))
+        tracer = Tracer()
+        assert tracer.enabled
+        for event in one_turn():
+            tracer.emit(event)
     assert [entry["event"] for entry in logs] == [
         "model_call.started",
         "model_call.finished",
@@ -96,24 +79,19 @@ def test_the_log_gets_the_call_events_without_handlers() -> None:
     assert logs[1]["input_tokens"] == 10
 
 
-def test_a_broken_handler_is_logged_while_structlog_is_in_use() -> None:
+def test_a_broken_handler_does_not_stop_the_others_and_is_logged() -> None:
     def broken(event: Event) -> None:
         raise RuntimeError("broken")
 
-    recorder = Mock()
-    recorder.tool_call_started.side_effect = ValueError("also broken")
+    events: list[Event] = []
     with capture_logs() as logs:
-        emit_one_turn(Tracer(broken, recorder=recorder))  # raises nothing
+        tracer = Tracer(broken, events.append)
+        for event in one_turn():
+            tracer.emit(event)  # raises nothing
+    assert events == one_turn()
     failures = [entry for entry in logs if entry["event"] == "event_handler.failed"]
-    assert [f["event_kind"] for f in failures] == [
-        "model_call.started",
-        "model_call.finished",
-        "tool_call.started",
-        "tool_call.started",
-        "tool_call.finished",
-    ]
+    assert [f["event_kind"] for f in failures] == [e.kind for e in one_turn()]
     assert failures[0]["error"] == "RuntimeError('broken')"
-    assert failures[3]["error"] == "ValueError('also broken')"
     assert all(f["log_level"] == "warning" for f in failures)
 
 

@@ -33,14 +33,18 @@ async def test_side_effecting_calls_are_journaled_with_intent_then_outcome() -> 
     )
     assert (sent.status, read.status) == ("ok", "ok")
     assert journal.entries == {
-        (3, "c1"): JournalEntry("send", '{"to": "ana"}', "ok", "sent to ana")
+        (3, "c1"): JournalEntry(
+            tool="send", arguments='{"to": "ana"}', status="ok", content="sent to ana"
+        )
     }
 
 
 async def test_a_call_with_a_recorded_outcome_is_not_run_again() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
-    journal.entries[1, "c1"] = JournalEntry("send", '{"to": "ana"}', "ok", "sent to ana")
+    journal.entries[1, "c1"] = JournalEntry(
+        tool="send", arguments='{"to": "ana"}', status="ok", content="sent to ana"
+    )
     [observation] = await Dispatcher(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
@@ -51,7 +55,7 @@ async def test_a_call_with_a_recorded_outcome_is_not_run_again() -> None:
 async def test_a_lost_outcome_is_reported_unknown_and_not_run_again() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
-    journal.entries[1, "c1"] = JournalEntry("send", '{"to": "ana"}')  # intent only
+    journal.entries[1, "c1"] = JournalEntry(tool="send", arguments='{"to": "ana"}')  # intent only
     [observation] = await Dispatcher(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
@@ -64,7 +68,7 @@ async def test_a_lost_outcome_is_reported_unknown_and_not_run_again() -> None:
 async def test_an_idempotent_tool_with_a_lost_outcome_runs_again() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
-    journal.entries[1, "c1"] = JournalEntry("send", '{"to": "ana"}')
+    journal.entries[1, "c1"] = JournalEntry(tool="send", arguments='{"to": "ana"}')
     [observation] = await Dispatcher(registry(effects, idempotent=True), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
@@ -75,7 +79,9 @@ async def test_an_idempotent_tool_with_a_lost_outcome_runs_again() -> None:
 async def test_the_same_call_id_in_another_turn_is_another_call() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
-    journal.entries[1, "c1"] = JournalEntry("send", '{"to": "ana"}', "ok", "sent to ana")
+    journal.entries[1, "c1"] = JournalEntry(
+        tool="send", arguments='{"to": "ana"}', status="ok", content="sent to ana"
+    )
     await Dispatcher(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "bo"}, id="c1")], turn=2
     )

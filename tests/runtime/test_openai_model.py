@@ -53,10 +53,10 @@ from tests.support.openai_server import (
 
 MakeModel = Callable[..., OpenAIModel]
 
-WEATHER = ToolSchema.of(
-    "get_weather",
-    "Current weather for a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+WEATHER = ToolSchema(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
 WEATHER_OUT = {
     "type": "function",
@@ -219,7 +219,7 @@ async def test_strict_output_schema_is_sent_strict(
 ) -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
-    await make_model().complete(ask(output=OutputSchema.of("count", schema)))
+    await make_model().complete(ask(output=OutputSchema(name="count", json_schema=schema)))
 
     sent = openai_server.requests[0].body["response_format"]["json_schema"]
     assert sent == {"name": "count", "schema": schema, "strict": True}

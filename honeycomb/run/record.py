@@ -1,12 +1,10 @@
-"""What one run writes to its :class:`~honeycomb.store.store.RunStore`, and what a resumed
-run reads back.
+"""What one run writes to its :class:`~honeycomb.store.RunStore`.
 
 :class:`RunRecord` is one run's handle on the store: it holds the run's lease, and
 every write it makes is under it. Each subtask's worker gets a :class:`WorkerRecord`,
 which is both the loop's checkpoint (new messages and the counters after every turn)
-and the dispatcher's journal of side-effecting calls. :func:`restore` turns a stored
-run back into what the scheduler needs: the results of finished workers, and the loop
-state each unfinished worker continues from.
+and the dispatcher's journal of side-effecting calls. What a resumed run reads back
+is :mod:`honeycomb.run.restore`'s.
 
 A worker that failed because the store did (a full disk, a lock, a lost lease) has not
 finished: its result is not kept as final, and a resumed run runs it again.
@@ -15,18 +13,17 @@ finished: its result is not kept as final, and a resumed run runs it again.
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import time
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
+import msgspec
 
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
-from honeycomb.store.store import Lease, RunStore, Statement, StoredRun, StoredWorker
-from honeycomb.trace.spans import SpanRow
+from honeycomb.store import RunStore
+from honeycomb.store.store import Lease, Statement
+from honeycomb.trace.spans import Span
 from runtime import (
     AssistantMessage,
     JournalEntry,
@@ -37,17 +34,13 @@ from runtime import (
     ToolMessage,
     Usage,
     dump_messages_json,
-    validate_messages,
 )
-from runtime._values import record
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = [
-    "Resumed", "RunRecord", "WorkerRecord", "restore", "retyped", "store_failure", "stored_result",
-]  # fmt: skip
+__all__ = ["RunRecord", "WorkerRecord", "store_failure"]
 
-_RESULT_EXCLUDE = {"worker": {"exception"}}
+_JSON = msgspec.json.Encoder()
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
 )
@@ -74,8 +67,7 @@ class RunRecord:
         self.on_unknown: OnUnknown = on_unknown
         self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
-        self._spans: list[SpanRow] = []
-        self._outcomes: dict[str, tuple[SubtaskResult, str]] = {}  # as written: JSON
+        self._spans: list[Span] = []
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
@@ -134,9 +126,9 @@ class RunRecord:
         """Journal entries of an earlier life of this run, by worker."""
         self._journals = journals
 
-    def span(self, span: SpanRow) -> None:
+    def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
-        batches, as JSON arrays, and at the end of the run."""
+        batches, and at the end of the run."""
         self._spans.append(span)
         if len(self._spans) >= _SPAN_BATCH:
             self._write_spans()
@@ -144,21 +136,20 @@ class RunRecord:
     def _write_spans(self) -> None:
         if self._spans:
             batch, self._spans = self._spans, []
-            self.store.save((_SAVE_SPANS, (self.run_id, json.dumps(batch))), lease=self.lease)
+            text = _JSON.encode(batch).decode()
+            self.store.save((_SAVE_SPANS, (self.run_id, text)), lease=self.lease)
 
     async def subtask_finished(self, outcome: SubtaskResult) -> None:
         """Keep a subtask's result; return once it is committed (or the store failed:
         then it is written again with the end of the run)."""
         name = outcome.subtask.id
-        record = self._workers.pop(name, None)
+        self._workers.pop(name, None)
         if outcome.status in ("cancelled", "over_budget"):
             return  # not finished: a resumed run continues it
         if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
             self._rerun.add(name)  # not finished either: a resumed run runs it again
             return
-        text = _outcome_json(outcome, record)
-        self._outcomes[name] = (outcome, text)
-        row = (self.run_id, name, outcome.status, text, time.time())
+        row = (self.run_id, name, outcome.status, outcome.model_dump_json(), time.time())
         try:
             # With the results of the workers that end with it: one transaction for all.
             await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
@@ -175,7 +166,7 @@ class RunRecord:
         again, and aggregates anew.
         """
         self._write_spans()
-        kept = self._result_json(result) if result is not None and not self._rerun else None
+        kept = result.model_dump_json() if result is not None and not self._rerun else None
         ended = (
             "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
             "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "
@@ -202,57 +193,6 @@ class RunRecord:
         finally:
             if lease is not None:
                 self.store.let_go(lease)
-
-    def _result_json(self, result: RunResult) -> str:
-        """``result.model_dump_json()``, made of the JSON each subtask's result was
-        written as when it finished: dumping every transcript again at the end of a
-        run would cost as much as dumping them then."""
-        subtasks = []
-        for name, outcome in result.subtasks.items():
-            written = self._outcomes.get(name)
-            if written is not None and written[0] is outcome:
-                text = written[1]
-            else:  # finished in an earlier life, or cancelled
-                text = _outcome_json(outcome, None)
-            subtasks.append(f"{json.dumps(name, ensure_ascii=False)}:{text}")
-        return _spliced(result, "subtasks", f"{{{','.join(subtasks)}}}")
-
-
-def _outcome_json(outcome: SubtaskResult, record: WorkerRecord | None) -> str:
-    """``outcome.model_dump_json()``, its transcript made of the JSON its worker's
-    checkpoint wrote of each turn (``record``, if any): dumping the whole
-    conversation again when a worker finishes would cost about as much as all its
-    checkpoints did."""
-    worker = outcome.worker
-    if worker is None:
-        return outcome.model_dump_json(exclude=_RESULT_EXCLUDE)
-    messages = worker.transcript.messages
-    array = record.messages_json(messages) if record is not None else None
-    transcript = f'{{"messages":{array or dump_messages_json(messages)}}}'
-    return _spliced(outcome, "worker", _spliced(worker, "transcript", transcript))
-
-
-def _spliced(value: BaseModel, field: str, text: str) -> str:
-    """``value.model_dump_json()`` with ``field`` written as ``text`` (its JSON,
-    made elsewhere): pydantic dumps only the fields before and after it (through the
-    model's serializer, as ``model_dump_json`` does without its keyword arguments,
-    which cost as much again as dumping these few fields)."""
-    before, after = _around(type(value), field)
-    dump = value.__pydantic_serializer__.to_json
-    parts = [
-        dump(value, include=before)[1:-1].decode() if before else "",
-        f'"{field}":{text}',
-        dump(value, include=after)[1:-1].decode() if after else "",
-    ]
-    return f"{{{','.join([part for part in parts if part])}}}"
-
-
-@functools.cache
-def _around(cls: type[BaseModel], field: str) -> tuple[set[str], set[str]]:
-    """The fields of ``cls`` before and after ``field``, as pydantic writes them."""
-    names = list(cls.model_fields)
-    at = names.index(field)
-    return set(names[:at]), set(names[at + 1 :])
 
 
 def store_failure(exc: BaseException | None) -> StoreError | None:
@@ -293,10 +233,6 @@ class WorkerRecord:
         self._worker = worker
         self._entries = journal
         self._saved = saved  # messages already in the store
-        # The messages this record wrote, and their JSON (a turn's text each, without
-        # the brackets), to write a finished worker's transcript from.
-        self._written: list[Message] = []
-        self._texts: list[str] = []
         self.on_unknown: OnUnknown = run.on_unknown
 
     # --- Checkpoint -----------------------------------------------------------------
@@ -305,14 +241,8 @@ class WorkerRecord:
         run_id, worker, messages = self._run.run_id, self._worker, state.messages
         start = self._saved if len(messages) >= self._saved else 0
         # The turn's new messages go in one row: one insert per turn, not per message.
-        added = messages[start:]
-        new = dump_messages_json(added)
+        new = dump_messages_json(messages[start:])
         self._saved = len(messages)
-        if start == 0:
-            self._written, self._texts = [], []
-        if added:
-            self._written += added
-            self._texts.append(new[1:-1])
         row = (
             run_id, worker, time.time(), state.task, len(messages),
             _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
@@ -323,19 +253,6 @@ class WorkerRecord:
             (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
             lease=self._run.lease,
         )  # fmt: skip
-
-    def messages_json(self, messages: tuple[Message, ...]) -> str | None:
-        """``dump_messages_json(messages)``, with the JSON :meth:`save` wrote of the
-        messages it saved where ``messages`` hold those very objects, in a row (None
-        when they do not)."""
-        written = self._written
-        at = _position(written, messages)
-        if at < 0:
-            return None
-        end = at + len(written)
-        head = dump_messages_json(messages[:at])[1:-1]
-        tail = dump_messages_json(messages[end:])[1:-1]
-        return f"[{','.join([text for text in (head, *self._texts, tail) if text])}]"
 
     # --- Journal ----------------------------------------------------------------------
 
@@ -379,50 +296,6 @@ class WorkerRecord:
         )
 
 
-def _state(stored: StoredWorker) -> LoopState | None:
-    """The loop state a stored worker continues from (None: start afresh)."""
-    saved = stored.state
-    if saved is None:
-        return None
-    count = saved["messages"]
-    found: list[Message] = []
-    for seq, batch in stored.messages:
-        if seq > len(found):
-            return None  # a gap: start this worker again
-        found[seq:] = validate_messages(batch)
-    messages = tuple(found[:count])
-    if len(messages) < count:
-        return None  # the store lost the tail: start this worker again
-    return LoopState(
-        task=saved["task"],
-        messages=messages,
-        turn=saved["turn"],
-        input_tokens=saved["input_tokens"],
-        output_tokens=saved["output_tokens"],
-        cost=saved["cost"] or 0.0,
-        tool_calls=saved["tool_calls"],
-        previous_calls=_calls_at(saved["previous"], messages),
-        nudged=bool(saved["nudged"]),
-        output_attempts=saved["output_attempts"],
-        wrapped_up=bool(saved["wrapped_up"]),
-        repeats=saved["repeats"],
-    )
-
-
-def _position(run: list[Message], messages: tuple[Message, ...]) -> int:
-    """Where ``run`` (the very message objects, in order) starts in ``messages`` (-1:
-    it is empty or not there)."""
-    if not run:
-        return -1
-    first = run[0]
-    for at, message in enumerate(messages):
-        if message is first:
-            found = messages[at : at + len(run)]
-            same = len(found) == len(run) and all(a is b for a, b in zip(found, run, strict=True))
-            return at if same else -1
-    return -1
-
-
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
     """Where the message holding ``calls`` is (-1: none), so they are stored once."""
     if calls:
@@ -431,68 +304,3 @@ def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int
             if isinstance(message, AssistantMessage) and message.tool_calls is calls:
                 return index
     return -1
-
-
-def _calls_at(index: int, messages: tuple[Message, ...]) -> tuple[ToolCall, ...]:
-    message = messages[index] if 0 <= index < len(messages) else None
-    return message.tool_calls if isinstance(message, AssistantMessage) else ()
-
-
-@record(frozen=True)
-class Resumed:
-    """What a resumed run starts from.
-
-    Attributes:
-        plan: The plan of the earlier life, if it got that far.
-        finished: Results of subtasks that finished (they are not run again).
-        states: Loop states of subtasks that had started, to continue from.
-        spent: What the earlier lives spent (the run's budget starts from it).
-        journals: Side-effecting calls journaled so far, by worker.
-    """
-
-    plan: Plan | None
-    finished: dict[str, SubtaskResult]
-    states: dict[str, LoopState]
-    spent: Usage
-    journals: dict[str, dict[tuple[int, str], JournalEntry]]
-
-
-def restore(stored: StoredRun) -> Resumed:
-    """Read a stored run back for the scheduler."""
-    plan = Plan.model_validate_json(stored.plan) if stored.plan else None
-    finished: dict[str, SubtaskResult] = {}
-    states: dict[str, LoopState] = {}
-    spent = Usage()
-    for name, worker in stored.workers.items():
-        if worker.status == "skipped":
-            continue  # skipped again at once if what it depends on failed again
-        if worker.result is not None:
-            outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
-            if outcome.worker is not None:
-                spent += outcome.worker.usage
-            continue
-        state = _state(worker)
-        if state is not None:
-            states[name] = state
-            spent += state.usage
-    journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
-    return Resumed(plan, finished, states, spent, journals)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def retyped(value: M, field: str, wanted: type[BaseModel] | None) -> M:
-    """``value`` whose ``field`` (an output read back from JSON) is made ``wanted``
-    again, if it has an output type and is not already one."""
-    current = getattr(value, field)
-    if wanted is None or current is None or isinstance(current, wanted):
-        return value
-    return value.model_copy(update={field: wanted.model_validate(current)})
-
-
-def stored_result(stored: StoredRun) -> RunResult | None:
-    """The result of a run that ended with an answer."""
-    if stored.result is None or stored.status not in ("ok", "partial"):
-        return None
-    return RunResult.model_validate_json(stored.result)

@@ -1,0 +1,115 @@
+"""What a resumed run reads back from its :class:`~honeycomb.store.RunStore`.
+
+:func:`restore` turns a stored run into what the scheduler needs: the results of
+finished workers (not run again), the loop state each unfinished worker continues
+from, what the earlier lives spent, and the journal of side-effecting calls.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from honeycomb.run.plan import Plan
+from honeycomb.run.result import RunResult, SubtaskResult
+from honeycomb.store import StoredRun, StoredWorker
+from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
+from runtime.value import Value
+from workers import LoopState
+
+__all__ = ["Resumed", "restore", "retyped", "stored_result"]
+
+
+class Resumed(Value, frozen=True, kw_only=True):
+    """What a resumed run starts from.
+
+    Attributes:
+        plan: The plan of the earlier life, if it got that far.
+        finished: Results of subtasks that finished (they are not run again).
+        states: Loop states of subtasks that had started, to continue from.
+        spent: What the earlier lives spent (the run's budget starts from it).
+        journals: Side-effecting calls journaled so far, by worker.
+    """
+
+    plan: Plan | None
+    finished: dict[str, SubtaskResult]
+    states: dict[str, LoopState]
+    spent: Usage
+    journals: dict[str, dict[tuple[int, str], JournalEntry]]
+
+
+def restore(stored: StoredRun) -> Resumed:
+    """Read a stored run back for the scheduler."""
+    plan = Plan.model_validate_json(stored.plan) if stored.plan else None
+    finished: dict[str, SubtaskResult] = {}
+    states: dict[str, LoopState] = {}
+    spent = Usage()
+    for name, worker in stored.workers.items():
+        if worker.status == "skipped":
+            continue  # skipped again at once if what it depends on failed again
+        if worker.result is not None:
+            outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
+            if outcome.worker is not None:
+                spent += outcome.worker.usage
+            continue
+        state = _state(worker)
+        if state is not None:
+            states[name] = state
+            spent += state.usage
+    journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
+    return Resumed(plan=plan, finished=finished, states=states, spent=spent, journals=journals)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def retyped(value: M, field: str, wanted: type[BaseModel] | None) -> M:
+    """``value`` whose ``field`` (an output read back from JSON) is made ``wanted``
+    again, if it has an output type and is not already one."""
+    current = getattr(value, field)
+    if wanted is None or current is None or isinstance(current, wanted):
+        return value
+    return value.model_copy(update={field: wanted.model_validate(current)})
+
+
+def stored_result(stored: StoredRun) -> RunResult | None:
+    """The result of a run that ended with an answer."""
+    if stored.result is None or stored.status not in ("ok", "partial"):
+        return None
+    return RunResult.model_validate_json(stored.result)
+
+
+def _state(stored: StoredWorker) -> LoopState | None:
+    """The loop state a stored worker continues from (None: start afresh)."""
+    saved = stored.state
+    if saved is None:
+        return None
+    count = saved["messages"]
+    found: list[Message] = []
+    for seq, batch in stored.messages:
+        if seq > len(found):
+            return None  # a gap: start this worker again
+        found[seq:] = validate_messages(batch)
+    messages = tuple(found[:count])
+    if len(messages) < count:
+        return None  # the store lost the tail: start this worker again
+    return LoopState(
+        task=saved["task"],
+        messages=messages,
+        turn=saved["turn"],
+        input_tokens=saved["input_tokens"],
+        output_tokens=saved["output_tokens"],
+        cost=saved["cost"] or 0.0,
+        tool_calls=saved["tool_calls"],
+        previous_calls=_calls_at(saved["previous"], messages),
+        nudged=bool(saved["nudged"]),
+        output_attempts=saved["output_attempts"],
+        wrapped_up=bool(saved["wrapped_up"]),
+        repeats=saved["repeats"],
+    )
+
+
+def _calls_at(index: int, messages: tuple[Message, ...]) -> tuple[ToolCall, ...]:
+    message = messages[index] if 0 <= index < len(messages) else None
+    return message.tool_calls if isinstance(message, AssistantMessage) else ()
