@@ -41,7 +41,7 @@ from runtime import (
     ToolRegistry,
     did_you_mean,
 )
-from workers import Role
+from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -101,13 +101,13 @@ class Executor:
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        resolved = _check(role_list, model_map, default, registry, planner, aggregator)
+        setups = _check(role_list, model_map, default, registry, planner, aggregator)
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
             models=model_map,
             default_model=default,
-            tools=resolved,
+            setups=setups,
             policy=policy or Policy(),
             planner=as_planner(planner, by_name),
             aggregator=as_aggregator(aggregator, by_name, output_type),
@@ -176,16 +176,17 @@ class Executor:
         if hive.store is not None:
             options.setdefault("store", hive.store)
         options.setdefault("source", str(hive.file.resolve()))
-        return cls(
-            hive.roles,
-            hive.models(models),
-            tools=hive.registry,
-            planner=hive.spec.planner,
-            aggregator=hive.spec.aggregator,
-            policy=policy or hive.policy,
-            default_model=hive.default_model,
-            **options,
-        )
+        with hive.imports():  # the roles' import paths, resolved once, as the hive's
+            return cls(
+                hive.roles,
+                hive.models(models),
+                tools=hive.registry,
+                planner=hive.spec.planner,
+                aggregator=hive.spec.aggregator,
+                policy=policy or hive.policy,
+                default_model=hive.default_model,
+                **options,
+            )
 
     @classmethod
     def from_yaml(
@@ -321,14 +322,15 @@ def _check(
     registry: ToolRegistry,
     planner: object,
     aggregator: object,
-) -> dict[str, ToolRegistry]:
-    """Every role's tools, resolved; or every mistake at once.
+) -> dict[str, WorkerSetup]:
+    """Every role's setup, its tools and output schema resolved (imported) once, here;
+    or every mistake at once.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
     """
     errors: list[ConfigError] = []
-    tools: dict[str, ToolRegistry] = {}
+    setups: dict[str, WorkerSetup] = {}
     names = [r.name for r in roles]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -345,8 +347,9 @@ def _check(
                 )
             )
         try:
-            tools[role.name] = role.resolve_tools(registry)
-            role.resolve_output()
+            setups[role.name] = WorkerSetup.resolved(
+                role, role.resolve_tools(registry), role.resolve_output()
+            )
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
@@ -356,7 +359,7 @@ def _check(
             )
     if errors:
         raise ConfigErrors(errors)
-    return tools
+    return setups
 
 
 def _open_store(store: RunStore | str | Path | None) -> RunStore | None:

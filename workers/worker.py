@@ -125,15 +125,27 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
             ConfigError: for an import path or output schema that cannot be imported.
         """
         given = tools if isinstance(tools, ToolRegistry | None) else ToolRegistry(tools)
+        return cls.resolved(
+            role,
+            role.resolve_tools(given) if role.tools else (given or ToolRegistry()),
+            output_type or role.resolve_output(),
+        )
+
+    @classmethod
+    def resolved(
+        cls, role: Role, tools: ToolRegistry, output_type: type[BaseModel] | None
+    ) -> WorkerSetup:
+        """A role's setup from its tools and output type as resolved already: nothing
+        is looked up or imported again (an Executor resolves its roles once)."""
         return cls(
             role=role,
-            tools=role.resolve_tools(given) if role.tools else (given or ToolRegistry()),
+            tools=tools,
             policy=DispatchPolicy(
                 max_concurrency=role.concurrency, default_timeout=role.tool_timeout
             ),
             settings=LoopSettings(
                 max_turns=role.max_turns,
-                output_type=output_type or role.resolve_output(),
+                output_type=output_type,
                 output_retries=role.output_retries,
                 window=ContextWindow(max_chars=role.max_context_chars),
                 model_timeout=role.model_timeout,

@@ -1,5 +1,5 @@
 """The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
-``validate`` and ``bench``.
+``validate``, and in a clone of the repository ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -147,11 +147,12 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
     validate.set_defaults(handler=_validate)
 
-    commands.add_parser(
-        "bench",
-        help="benchmark parallel fan-out against a hand-written asyncio floor "
-        "(honeycomb bench --help), or next to the peer frameworks (honeycomb bench --peers)",
-    )
+    if _clone() is not None:
+        commands.add_parser(
+            "bench",
+            help="benchmark parallel fan-out against a hand-written asyncio floor "
+            "(honeycomb bench --help), or next to the peer frameworks (honeycomb bench --peers)",
+        )
     return parser
 
 
@@ -296,21 +297,34 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+_NO_BENCHMARKS = (
+    "honeycomb bench: the benchmarks are not installed with the package; they run from a "
+    "clone of the repository (benchmarks/): there, after pip install -e '.[dev]', run "
+    "honeycomb bench or python -m benchmarks.fanout (python -m benchmarks.peers next to "
+    "the peer frameworks)"
+)
+
+
+def _clone() -> Path | None:
+    """The clone of the repository this package runs from (an editable install), with
+    its ``benchmarks/``; None when the package is installed."""
+    root = Path(__file__).resolve().parents[2]
+    found = (root / "pyproject.toml").is_file() and (root / "benchmarks" / "fanout.py").is_file()
+    return root if found else None
+
+
 def _bench(argv: list[str]) -> int:
-    # The benchmarks live beside the package in a clone (editable install).
-    clone = Path(__file__).resolve().parents[2]
-    if (clone / "benchmarks" / "fanout.py").is_file() and str(clone) not in sys.path:
-        sys.path.insert(0, str(clone))
+    # The benchmarks are not part of the package: they measure it next to a floor and
+    # the peer frameworks from a clone, where their reference results are kept.
+    clone = _clone()
+    if clone is None:
+        print(_NO_BENCHMARKS, file=sys.stderr)
+        return 2
+    if sys.path[:1] != [str(clone)]:
+        sys.path.insert(0, str(clone))  # the clone's benchmarks, whatever the folder
     # ``--peers``: the peer frameworks next to Honeycomb and the floor (benchmarks.peers).
     peers = any(a == "--peers" or a.startswith("--peers=") for a in argv)
-    try:
-        module = "benchmarks.peers.__main__" if peers else "benchmarks.fanout"
-        bench = importlib.import_module(module)
-    except ImportError:
-        print(
-            "the benchmarks live in a clone of the repository: run it from there", file=sys.stderr
-        )
-        return 2
+    bench = importlib.import_module("benchmarks.peers.__main__" if peers else "benchmarks.fanout")
     code: int = bench.main(argv)
     return code
 

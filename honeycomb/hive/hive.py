@@ -1,14 +1,15 @@
 """The hive file: models, roles, planner, aggregator and policies in one YAML file.
 
 Every mistake is reported at once, each with file, line, column and field path, and
-a "did you mean" for misspelt names. The hive's folder is put on ``sys.path`` so
-tools next to it import as ``module:function``.
+a "did you mean" for misspelt names. Import paths (tools, output schemas) resolve in
+the hive's folder first, so tools next to it import as ``module:function``; the folder
+leads ``sys.path`` only while they are imported (:mod:`honeycomb.hive.imports`).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
 
@@ -23,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from honeycomb.hive.imports import imports_from
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
@@ -181,6 +183,12 @@ class Hive:
         self.spec = spec
         self.roles = roles
         self.registry = registry
+        self.folder = file.resolve().parent
+
+    def imports(self) -> AbstractContextManager[None]:
+        """A block in which import paths resolve as the hive's do: in its folder first,
+        to the modules its loading imported (``Executor.from_hive`` builds in one)."""
+        return imports_from(self.folder)
 
     @property
     def name(self) -> str:
@@ -244,9 +252,6 @@ def load_hive(path: str | Path) -> Hive:
         doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
         raise ConfigErrors([exc]) from exc
-    folder = str(file.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # tools next to the hive import as module:function
     errors: list[ConfigError] = []
     if not isinstance(doc.data, Mapping):
         raise ConfigErrors([doc.error((), "a hive file must be a mapping (models:, roles: ...)")])
@@ -254,9 +259,10 @@ def load_hive(path: str | Path) -> Hive:
     errors.extend(problems)
     if spec is None:
         spec = _HiveSpec.model_validate(_salvage(doc.data))
-    registry = _registry(doc, spec, errors)
     models = _model_names(doc, spec)
-    roles = _roles(doc, spec, registry, models, file, errors)
+    with imports_from(file.resolve().parent):  # tools and schemas next to the hive
+        registry = _registry(doc, spec, errors)
+        roles = _roles(doc, spec, registry, models, file, errors)
     _check_references(doc, spec, roles, models, errors)
     _check_policy_rules(doc, errors)
     if errors:

@@ -98,12 +98,12 @@ class Run:
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
         wall = self.shared.policy.budgets.wall_time_s
         try:
-            with anyio.fail_after(wall):
+            # The budget's own deadline, told apart from a TimeoutError raised inside
+            # the run (a planner's, an aggregator's, a store's), which stays itself.
+            with anyio.move_on_after(wall) as deadline:
                 result = await self._phases(subtasks)
-        except TimeoutError:
-            exc = BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
-            await self._fail(exc)
-            raise exc from None
+            if deadline.cancelled_caught:
+                raise BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
         except (BudgetExceeded, RunFailed) as exc:
             await self._fail(exc)
             raise

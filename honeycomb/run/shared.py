@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from honeycomb.run.aggregator import Aggregator
 from honeycomb.run.planner import Planner
 from honeycomb.run.policy import Policy
-from runtime import EventHandler, LimitedModel, LockTable, Model, ToolRegistry
+from runtime import EventHandler, LimitedModel, LockTable, Model
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Shared:
         roles: Mapping[str, Role],
         models: Mapping[str, Model],
         default_model: str,
-        tools: Mapping[str, ToolRegistry],
+        setups: Mapping[str, WorkerSetup],
         policy: Policy,
         planner: Planner | None,
         aggregator: Aggregator,
@@ -80,8 +80,9 @@ class Shared:
         self.source = source
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
-        self._tools = dict(tools)
-        self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {}
+        self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
+            (name, None): setup for name, setup in setups.items()
+        }
 
     def model_for(self, role: Role) -> Model:
         """The model ``role`` thinks with."""
@@ -93,9 +94,14 @@ class Shared:
         key = (role.name if self.roles.get(role.name) is role else role, output_type)
         found = self._setups.get(key)
         if found is None:
-            tools = self._tools.get(role.name) if key[0] == role.name else None
-            tools = tools if tools is not None else role.resolve_tools()
-            found = self._setups[key] = WorkerSetup.of(role, tools, output_type)
+            # A registered role's tools were resolved with the Executor: never again by
+            # import path at run time (a hive's paths resolve only as the hive loads).
+            own = self._setups.get((role.name, None)) if key[0] == role.name else None
+            found = self._setups[key] = (
+                WorkerSetup.of(role, None, output_type)
+                if own is None
+                else WorkerSetup.resolved(role, own.tools, output_type)
+            )
         return found
 
 

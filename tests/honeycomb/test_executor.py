@@ -359,6 +359,26 @@ async def test_wall_time_budget_interrupts_a_hung_run() -> None:
     assert time.perf_counter() - started < 2
 
 
+@pytest.mark.parametrize("wall_time_s", [None, 30.0])
+@pytest.mark.parametrize("where", ["planner", "aggregator"])
+async def test_a_timeout_raised_inside_a_run_is_not_the_wall_time_budget(
+    where: str, wall_time_s: float | None
+) -> None:
+    # Only the budget's own deadline is BudgetExceeded: a TimeoutError of a planner, an
+    # aggregator or a store is an error of the run and stays what it is.
+    def own_timeout(*args: object) -> list[Subtask]:
+        raise TimeoutError(f"the {where}'s own timeout")
+
+    executor = Executor(
+        ROLES,
+        echo_model(),
+        policy=Policy(budgets=Budgets(wall_time_s=wall_time_s)),
+        **{where: own_timeout},
+    )
+    with pytest.raises(TimeoutError, match=f"the {where}'s own timeout"):
+        await executor.run("t", subtasks=None if where == "planner" else [("researcher", "a")])
+
+
 async def test_cancelling_run_cancels_every_worker_and_tool() -> None:
     after_sleep: list[str] = []
 

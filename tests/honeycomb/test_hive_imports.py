@@ -1,0 +1,120 @@
+"""A hive's import paths resolve in the hive's folder while it loads: the folder does not
+stay on ``sys.path``, and hives in different folders with modules of the same names
+(``tools.py``, and the ``helpers.py`` it imports) each get their own."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor, ScriptedModel
+from honeycomb.hive import Hive, load_hive
+from runtime import ToolMessage
+from runtime.testing import call
+from workers import WorkerSetup
+
+HIVE = """\
+models: {default: offline}
+tools:
+  lookup: tools:lookup
+roles:
+  finder:
+    description: Finds.
+    tools: [lookup, tools:where]
+    output_schema: tools:Found
+"""
+
+TOOLS = '''\
+from pydantic import BaseModel
+
+from helpers import NAME
+
+LOADS = []
+LOADS.append(NAME)
+
+
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{NAME}:{key}"
+
+
+def where() -> str:
+    """Which hive's tools these are."""
+    return NAME
+
+
+class Found(BaseModel):
+    hive: str
+    tools_of: str = NAME
+'''
+
+
+@pytest.fixture(autouse=True)
+def _modules_put_back() -> Iterator[None]:
+    """The modules these hives import leave with the test."""
+    yield
+    for name in ("tools", "helpers"):
+        sys.modules.pop(name, None)
+
+
+def hive_in(folder: Path, name: str) -> Path:
+    folder.mkdir()
+    (folder / "tools.py").write_text(TOOLS)
+    (folder / "helpers.py").write_text(f"NAME = {name!r}\n")
+    (folder / "hive.yaml").write_text(textwrap.dedent(HIVE))
+    return folder / "hive.yaml"
+
+
+def test_loading_a_hive_leaves_sys_path_as_it_was(tmp_path: Path) -> None:
+    before = list(sys.path)
+    hive = load_hive(hive_in(tmp_path / "a", "a"))
+    assert sys.path == before
+    assert hive.registry["lookup"].fn("k") == "a:k"  # imported, and still working
+
+
+def test_two_hives_with_same_named_modules_each_load_their_own(tmp_path: Path) -> None:
+    a = load_hive(hive_in(tmp_path / "a", "a"))
+    b = load_hive(hive_in(tmp_path / "b", "b"))
+    assert a.registry["lookup"].fn("k") == "a:k"
+    assert b.registry["lookup"].fn("k") == "b:k"
+    # The executors resolve the roles' own import paths (a tool, the output schema) in
+    # their hive's folder, and their workers use what was resolved.
+    for hive, name in ((a, "a"), (b, "b"), (a, "a")):
+        setup = _setup(hive)
+        assert setup.tools["where"].fn() == name
+        assert setup.settings.output_type is not None
+        assert setup.settings.output_type(hive="x").tools_of == name
+
+
+def test_a_hive_loaded_again_reuses_the_modules_it_imported(tmp_path: Path) -> None:
+    first = load_hive(hive_in(tmp_path / "a", "a"))
+    load_hive(hive_in(tmp_path / "b", "b"))
+    again = load_hive(tmp_path / "a" / "hive.yaml")
+    # tools.py of a ran once: the same functions, not a second import of the file.
+    assert again.registry["lookup"].fn is first.registry["lookup"].fn
+    assert again.registry["lookup"].fn.__globals__["LOADS"] == ["a"]
+
+
+async def test_two_hives_with_same_named_modules_each_run_their_own_tools(
+    tmp_path: Path,
+) -> None:
+    hives = [load_hive(hive_in(tmp_path / n, n)) for n in ("a", "b")]
+    for hive, name in zip(hives, ("a", "b"), strict=True):
+        script = [call("lookup", {"key": "k"}), call("where"), f'{{"hive": "{name}"}}']
+        result = await Executor.from_hive(hive, model=ScriptedModel(script)).run(
+            "t", subtasks=[("finder", "find")]
+        )
+        (done,) = result.subtasks.values()
+        assert done.worker is not None
+        seen = [m.content for m in done.worker.transcript.messages if isinstance(m, ToolMessage)]
+        assert seen == [f"{name}:k", name]
+        assert done.worker.output.tools_of == name
+
+
+def _setup(hive: Hive) -> WorkerSetup:
+    executor = Executor.from_hive(hive)
+    return executor.shared.setup_for(executor.roles["finder"], None)
