@@ -12,6 +12,7 @@ side-effecting call is executed twice.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -41,6 +42,7 @@ from runtime import (
     ToolRegistry,
     did_you_mean,
 )
+from runtime._concurrency import require_asyncio
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -244,6 +246,7 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
+        require_asyncio("Executor.run")
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event)
         return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
@@ -289,20 +292,20 @@ class Executor:
         """
         send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
         stream = RunStream(receive)
+
+        async def produce() -> None:
+            async with send:
+                try:
+                    stream.result = await self.run(
+                        task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait],
+                        steal=steal,
+                    )  # fmt: skip
+                except HoneycombError as exc:
+                    stream.error = exc
+
         body_error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-
-            async def produce() -> None:
-                async with send:
-                    try:
-                        stream.result = await self.run(
-                            task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait],
-                            steal=steal,
-                        )  # fmt: skip
-                    except HoneycombError as exc:
-                        stream.error = exc
-
-            tg.start_soon(produce)
+        async with asyncio.TaskGroup() as group:
+            running = group.create_task(produce())
             try:
                 yield stream
             except Exception as exc:
@@ -310,7 +313,7 @@ class Executor:
                 # the task group's ExceptionGroup.
                 body_error = exc
             finally:
-                tg.cancel_scope.cancel()
+                running.cancel()  # the run has ended by now, unless the block left early
         if body_error is not None:
             raise body_error
 

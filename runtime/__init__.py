@@ -37,6 +37,7 @@ from runtime.errors import (
     ToolDefinitionError,
     ToolError,
     UnknownToolError,
+    UnsupportedEventLoop,
     did_you_mean,
 )
 from runtime.events import (
@@ -144,6 +145,7 @@ __all__ = [
     "Tracer",
     "Transcript",
     "UnknownToolError",
+    "UnsupportedEventLoop",
     "Usage",
     "UserMessage",
     "WrapperModel",

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from runtime._concurrency import run_together
+from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
@@ -140,6 +140,7 @@ class Dispatcher:
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
     ) -> tuple[ToolMessage, ...]:
         """Run ``calls`` and return one observation per call, in call order."""
+        require_asyncio("Dispatcher.dispatch")
         results: list[ToolMessage | None] = [None] * len(calls)
         self._tracing = self._tracer.enabled  # asked once a batch, not once a call
         inline, others = self._start(calls, previous, results, turn)

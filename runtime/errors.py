@@ -27,7 +27,8 @@ The tree::
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
     │   └── RunBusy                 another process carries the run on (it holds the lease)
-    └── RunFailed                   a run ended without an answer (failure policy, aggregator)
+    ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
+    └── UnsupportedEventLoop        awaited under another async library than asyncio
 
 A model's exception always ends its call as a failure, never as a crash: a
 :class:`HoneycombError` as itself, anything else as a :class:`ModelCallError` with the
@@ -78,6 +79,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
+    "UnsupportedEventLoop",
     "did_you_mean",
 ]
 
@@ -496,6 +498,23 @@ class RunFailed(HoneycombError):
         self.reason = reason
         self.partial: Any = None
         super().__init__(reason)
+
+
+class UnsupportedEventLoop(HoneycombError):
+    """Honeycomb runs on asyncio (uvloop included) and was awaited under another async
+    library (trio, curio ...).
+
+    Attributes:
+        what: What was awaited (``Executor.run``, ``AgentLoop.run`` ...).
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"{what} runs on asyncio (or uvloop), but no asyncio event loop is running: "
+            "run it with asyncio.run(), or from an asyncio application (under anyio, use "
+            "its asyncio backend)"
+        )
 
 
 # --- control signals -----------------------------------------------------------------

@@ -170,7 +170,7 @@ RUNTIME_NAMES = {
     "ScriptExhausted",
     "SystemMessage", "Tool", "ToolCall", "ToolCallFinished", "ToolCallStarted", "ToolContext",
     "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry", "ToolSchema",
-    "Tracer", "Transcript", "UnknownToolError", "Usage", "UserMessage",
+    "Tracer", "Transcript", "UnknownToolError", "UnsupportedEventLoop", "Usage", "UserMessage",
     "WrapperModel", "YamlDocument", "YamlPath", "check_cancelled", "did_you_mean",
     "format_path", "load_yaml", "parse_yaml", "tool",
     # the messages' boundaries: reading and writing them as dicts and JSON

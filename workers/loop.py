@@ -48,6 +48,7 @@ from runtime import (
     _logging,
 )
 from runtime._checks import check_response
+from runtime._concurrency import require_asyncio
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from workers.context import assemble
 from workers.state import (
@@ -117,6 +118,7 @@ class AgentLoop:
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
+        require_asyncio("AgentLoop.run")
         current = state if state is not None else LoopState(task=task)
         checkpoint = self.checkpoint
         while True:

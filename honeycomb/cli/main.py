@@ -9,16 +9,17 @@ crash continues with ``honeycomb resume RUN_ID``.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import importlib
 import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-import anyio
 from rich.console import Console
 
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
@@ -245,7 +246,7 @@ def _trace(args: argparse.Namespace) -> int:
         return 2
     store = RunStore(args.store)
     try:
-        stored = anyio.run(store.load, args.run_id)
+        stored = asyncio.run(store.load(args.run_id))
         spans = store.spans(args.run_id) if stored is not None else []
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
@@ -349,7 +350,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     view = _view(args, console, out, hive)
     store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    return anyio.run(_run_and_report, hive, task, model, view, args, out, store)
+    return asyncio.run(_run_and_report(hive, task, model, view, args, out, store))
 
 
 def _override(args: argparse.Namespace) -> Model | None:
@@ -386,11 +387,11 @@ async def _run_and_report(
         print(f"run {run_id} · kept in {store} (honeycomb resume {run_id})", file=sys.stderr)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
-    async with anyio.create_task_group() as tg:
+    result: RunResult | None = None
+    try:
         # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
         # keeps every finished turn, so ``honeycomb resume`` continues it.
-        tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
-        with view:
+        with _stopped_by_signals(stopped_by), view:
             finished = False
             steal = getattr(args, "force", False)
             async with executor.stream(task, run_id=run_id, steal=steal) as events:
@@ -403,7 +404,9 @@ async def _run_and_report(
             result = events.result
             if result is not None and not finished:  # it had ended: its stored result
                 view.handle(_stored_finish(result))
-        tg.cancel_scope.cancel()
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
@@ -434,9 +437,25 @@ def _stored_finish(result: RunResult) -> RunFinished:
     )
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[signal.Signals]) -> None:
-    with anyio.open_signal_receiver(*_INTERRUPTED) as signals:
-        async for received in signals:
-            stopped_by.append(signal.Signals(received))
-            scope.cancel()
-            return
+@contextlib.contextmanager
+def _stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
+    """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
+    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def stop(received: signal.Signals) -> None:
+        if not stopped_by:
+            stopped_by.append(received)
+            task.cancel()
+
+    for number in _INTERRUPTED:
+        loop.add_signal_handler(number, stop, number)
+    try:
+        yield
+    finally:
+        for number in _INTERRUPTED:
+            loop.remove_signal_handler(number)
+        if stopped_by:
+            task.uncancel()

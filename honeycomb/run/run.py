@@ -3,11 +3,10 @@ its record in the run store, and its result."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
@@ -31,6 +30,7 @@ from runtime import (
     RunFailed,
     Tracer,
 )
+from runtime._concurrency import shielded
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -96,21 +96,15 @@ class Run:
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
-        wall = self.shared.policy.budgets.wall_time_s
         try:
-            # The budget's own deadline, told apart from a TimeoutError raised inside
-            # the run (a planner's, an aggregator's, a store's), which stays itself.
-            with anyio.move_on_after(wall) as deadline:
-                result = await self._phases(subtasks)
-            if deadline.cancelled_caught:
-                raise BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
+            result = await self._within_wall_time(subtasks)
         except (BudgetExceeded, RunFailed) as exc:
             await self._fail(exc)
             raise
         except HoneycombError as exc:
             await self._finished("failed", None, exc)
             raise
-        except anyio.get_cancelled_exc_class() as exc:
+        except asyncio.CancelledError as exc:
             await self._interrupted(exc)
             raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit ... from a tool or model
@@ -124,14 +118,30 @@ class Run:
             await self._interrupted(stopped)
         raise stopped  # itself, not the exception group of a task it was raised in
 
+    async def _within_wall_time(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
+        """The run's phases under its wall-time budget, if it has one.
+
+        Raises:
+            BudgetExceeded: when the budget's own deadline passed (a TimeoutError raised
+                inside the run, by a planner, an aggregator or a store, stays itself).
+        """
+        wall = self.shared.policy.budgets.wall_time_s
+        deadline = asyncio.timeout(wall)
+        try:
+            async with deadline:
+                return await self._phases(subtasks)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        raise BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
+
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
         tool's SystemExit ...): every finished worker is kept, and a resume continues."""
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._finished("interrupted", None, None)
-            except HoneycombError as error:  # the run stops anyway, for what stops it
-                exc.add_note(f"Honeycomb could not record the run as interrupted: {error}")
+        try:
+            await shielded(self._finished("interrupted", None, None))
+        except HoneycombError as error:  # the run stops anyway, for what stops it
+            exc.add_note(f"Honeycomb could not record the run as interrupted: {error}")
 
     async def _open_record(self, resumable: bool, steal: bool) -> RunResult | None:
         """Take the run's lease and start its record, or pick up the stored run of the
@@ -144,8 +154,7 @@ class Run:
         try:
             done = await self._pick_up(record, resumable)
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await record.release()
+            await shielded(record.release())
             raise
         if done is not None:
             await record.release()

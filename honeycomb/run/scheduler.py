@@ -14,11 +14,10 @@ committed, so the event never runs ahead of what a resume would find.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-import anyio
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
@@ -26,7 +25,7 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime._concurrency import run_together
+from runtime._concurrency import run_together, stoppable
 from workers import WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -59,10 +58,10 @@ class Scheduler:
         self._by_id = {s.id: s for s in plan.subtasks}
         # An event only for subtasks that others wait for.
         awaited = {dep for s in plan.subtasks for dep in s.depends_on}
-        self._done = {subtask_id: anyio.Event() for subtask_id in awaited}
+        self._done = {subtask_id: asyncio.Event() for subtask_id in awaited}
         # No limiter when every subtask fits: acquiring one costs time per worker.
         fits = policy.max_workers >= len(plan.subtasks)
-        self._slots = None if fits else anyio.CapacityLimiter(policy.max_workers)
+        self._slots = None if fits else asyncio.Semaphore(policy.max_workers)
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
         self._lost = 0  # subtasks that did not succeed
@@ -79,8 +78,8 @@ class Scheduler:
                 cancelled.
         """
         self._started = time.perf_counter()
-        with anyio.CancelScope() as scope:
-            self._cancel = scope.cancel
+        async with stoppable() as stop:
+            self._cancel = stop
             await run_together(None, [self._run_subtask(s) for s in self.plan.subtasks])
         if self._fatal is not None:
             raise self._fatal
@@ -144,14 +143,17 @@ class Scheduler:
             result: WorkerResult | None = None
             limit = self.policy.worker_timeout_s
             running = worker.run(subtask.instruction, inputs=inputs, resume=state)
-            # No cancel scope without a limit, and no context managers at all on the
-            # stack of a worker that waits (a thousand waiting workers keep theirs).
             if limit is None:
                 result = await running
             else:
-                with anyio.move_on_after(limit):
-                    result = await running
-        except anyio.get_cancelled_exc_class():
+                deadline = asyncio.timeout(limit)
+                try:
+                    async with deadline:
+                        result = await running
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+        except asyncio.CancelledError:
             raise
         except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
             if self._fatal is None:

@@ -1,0 +1,196 @@
+"""Honeycomb's concurrency on asyncio: time limits for many calls with one timer, a
+stoppable block, shielded cleanup, and a clear error under another async library."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+import trio
+
+from honeycomb import Executor, Role, ScriptedModel, tool
+from runtime import (
+    Dispatcher,
+    DispatchPolicy,
+    ToolCall,
+    ToolRegistry,
+    UnsupportedEventLoop,
+)
+from runtime._concurrency import shielded, stoppable
+from runtime._deadlines import TimedOut, within
+from workers import AgentLoop
+
+
+async def test_a_call_past_its_limit_is_cancelled_and_timed_out() -> None:
+    cancelled = asyncio.Event()
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    started = time.perf_counter()
+    with pytest.raises(TimedOut):
+        await within(0.05, slow())
+    assert cancelled.is_set()
+    assert time.perf_counter() - started < 2  # cancelled at its limit, not run to the end
+    assert await within(1.0, asyncio.sleep(0, "on time")) == "on time"
+
+
+async def test_a_cancellation_from_elsewhere_is_not_a_timeout() -> None:
+    async def call() -> None:
+        await within(10.0, asyncio.sleep(10))
+
+    task = asyncio.create_task(call())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_tools_own_timeout_error_is_its_own() -> None:
+    async def raises() -> None:
+        raise TimeoutError("the tool's own")
+
+    with pytest.raises(TimeoutError, match="the tool's own"):
+        await within(10.0, raises())
+
+
+async def test_many_calls_under_a_limit_arm_one_timer_not_one_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        if getattr(callback, "__name__", "") == "_fire":  # the deadlines' timer, not a sleep's
+            armed.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counting)
+    for _ in range(500):
+        await within(60.0, asyncio.sleep(0))
+    await asyncio.gather(*(within(60.0, asyncio.sleep(0.001)) for _ in range(200)))
+    assert len(armed) <= 2  # the first deadline; later ones come after it
+
+
+async def test_dispatching_many_calls_under_the_default_limit_arms_one_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default time limit (60 s) is on for every call: its cost must not grow with
+    the calls (one timer each would be armed and cancelled for every call)."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        armed.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    @tool
+    async def lookup(key: str) -> str:
+        return key
+
+    dispatcher = Dispatcher(ToolRegistry([lookup]))
+    assert dispatcher.policy.default_timeout == 60.0
+    monkeypatch.setattr(loop, "call_at", counting)
+    for turn in range(100):
+        calls = [ToolCall(id=f"{turn}-{i}", name="lookup", arguments=f'{{"key": "{i}"}}')
+                 for i in range(3)]  # fmt: skip
+        observations = await dispatcher.dispatch(calls, turn=turn)
+        assert [o.status for o in observations] == ["ok"] * 3
+    assert len(armed) <= 2
+
+
+async def test_calls_with_different_limits_each_time_out_at_their_own() -> None:
+    started = time.perf_counter()
+    ends: dict[float, float] = {}
+
+    async def timed(limit: float) -> None:
+        try:
+            await within(limit, asyncio.sleep(10))
+        except TimedOut:
+            ends[limit] = time.perf_counter() - started
+
+    await asyncio.gather(timed(0.3), timed(0.05), timed(0.15))
+    assert sorted(ends, key=ends.__getitem__) == [0.05, 0.15, 0.3]
+    assert ends[0.05] < ends[0.3] / 2  # the short one did not wait for the long one
+
+
+async def test_a_dispatched_call_past_its_limit_is_a_timeout_observation() -> None:
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    @tool
+    async def quick() -> str:
+        return "done"
+
+    dispatcher = Dispatcher(ToolRegistry([slow, quick]), policy=DispatchPolicy())
+    calls = [ToolCall(id="a", name="slow"), ToolCall(id="b", name="quick")]
+    first, second = await dispatcher.dispatch(calls)
+    assert (first.status, second.status) == ("timeout", "ok")
+
+
+async def test_a_stoppable_block_ends_quietly_when_stopped_from_inside() -> None:
+    finished: list[str] = []
+
+    async def worker(name: str, stop: Any) -> None:
+        if name == "stopper":
+            stop()
+        await asyncio.sleep(10)
+        finished.append(name)
+
+    async with stoppable() as stop, asyncio.TaskGroup() as group:
+        for name in ("a", "b", "stopper"):
+            group.create_task(worker(name, stop))
+    assert finished == []
+
+
+async def test_a_timeout_error_inside_a_stoppable_block_stays_itself() -> None:
+    with pytest.raises(TimeoutError, match="its own"):
+        async with stoppable():
+            raise TimeoutError("its own")
+
+
+async def test_shielded_cleanup_finishes_though_its_task_is_cancelled() -> None:
+    done: list[str] = []
+
+    async def cleanup() -> None:
+        await asyncio.sleep(0.05)
+        done.append("recorded")
+
+    async def run() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await shielded(cleanup())
+            raise
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.sleep(0.01)
+    task.cancel()  # a second cancellation, while it cleans up
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == ["recorded"]
+
+
+def test_under_another_async_library_it_fails_at_once_and_says_why() -> None:
+    executor = Executor([Role(name="w")], ScriptedModel(["x"]), aggregator="concat")
+    loop = AgentLoop(ScriptedModel(["x"]), Dispatcher(ToolRegistry()))
+    for call in (
+        lambda: executor.run("t", subtasks=[("w", "do")]),
+        lambda: loop.run("t"),
+        lambda: Dispatcher(ToolRegistry()).dispatch([]),
+    ):
+        with pytest.raises(UnsupportedEventLoop, match="runs on asyncio"):
+            trio.run(call)
