@@ -1,0 +1,272 @@
+"""The documentation's code runs, and its links and command options are real.
+
+Every fenced block in README.md and docs/*.md has a language. Each ``python`` block is
+run: the blocks of one page in order, in one namespace (a block may use what an
+earlier one on the page defined), in a fresh folder that holds ``examples/`` (as the
+root of a clone does), offline (the network guard of ``conftest.py`` holds). A block
+may use top-level ``await``, as in ``python -m asyncio``; such blocks run on one
+event loop per page, the others outside any loop.
+
+A block that shows a real endpoint is marked, on the line before its fence, with::
+
+    <!-- docs-test: offline -->
+
+and runs with every ``OpenAIModel(...)`` call in it replaced by
+``OfflineModel(latency=0)``.
+
+Each ``yaml`` block is parsed; one that is a whole hive (it has ``models`` and
+``roles``) is loaded with :func:`~honeycomb.hive.load_hive`, beside the example's
+tools (``trip_tools``) and with ``OPENAI_API_KEY`` set, as a hive is used.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import inspect
+import io
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LANGUAGES = {"python", "yaml", "sh", "text", "json"}
+OFFLINE = "<!-- docs-test: offline -->"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # of the fence, 1-based
+    language: str
+    code: str
+    marker: str  # the line before the fence
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of a page, in order."""
+    found: list[Block] = []
+    lines = page.read_text(encoding="utf-8").splitlines()
+    index = 0
+    while index < len(lines):
+        opening = re.fullmatch(r"(\s*)```(\S*)\s*", lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        assert end < len(lines), f"{page.relative_to(ROOT)}:{index + 1}: a fence is not closed"
+        indent = len(opening[1])
+        code = "\n".join(line[indent:] for line in lines[index + 1 : end]) + "\n"
+        marker = lines[index - 1].strip() if index > 0 else ""
+        found.append(Block(page, index + 1, opening[2], code, marker))
+        index = end + 1
+    return found
+
+
+def of(language: str) -> list[Block]:
+    return [b for page in PAGES for b in blocks(page) if b.language == language]
+
+
+def test_every_block_has_a_known_language() -> None:
+    unknown = [
+        f"{block}: {block.language or 'no language'}"
+        for page in PAGES
+        for block in blocks(page)
+        if block.language not in LANGUAGES
+    ]
+    assert unknown == []
+
+
+class _Offline(ast.NodeTransformer):
+    """Every ``OpenAIModel(...)`` call becomes ``OfflineModel(latency=0)``."""
+
+    def __init__(self) -> None:
+        self.replaced = 0
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name != "OpenAIModel":
+            return node
+        self.replaced += 1
+        offline = ast.Call(
+            func=ast.Name("OfflineModel", ast.Load()),
+            args=[],
+            keywords=[ast.keyword("latency", ast.Constant(0))],
+        )
+        return ast.copy_location(offline, node)
+
+
+def compiled(block: Block) -> Any:
+    """The block as code whose line numbers and file name are the page's."""
+    source = "\n" * block.line + block.code
+    tree = ast.parse(source, filename=str(block.page))
+    if block.marker == OFFLINE:
+        offline = _Offline()
+        tree = ast.fix_missing_locations(offline.visit(tree))
+        assert offline.replaced, f"{block} is marked offline but makes no OpenAIModel"
+    return compile(tree, str(block.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh folder that has ``examples/`` as a clone's root does."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
+    return tmp_path
+
+
+PYTHON_PAGES = sorted({b.page for b in of("python")})
+
+
+@pytest.mark.parametrize("block", of("python"), ids=str)
+def test_each_python_block_compiles(block: Block) -> None:
+    compiled(block)
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_python_blocks_of_a_page_run(page: Path, folder: Path) -> None:
+    from honeycomb import OfflineModel
+
+    namespace: dict[str, Any] = {"__name__": "__docs__", "OfflineModel": OfflineModel}
+    with asyncio.Runner() as runner:
+        for block in (b for b in blocks(page) if b.language == "python"):
+            code = compiled(block)
+            if code.co_flags & inspect.CO_COROUTINE:
+                runner.run(eval(code, namespace))
+            else:
+                exec(code, namespace)
+
+
+YAML_BLOCKS = of("yaml")
+
+
+def whole_hive(data: object) -> bool:
+    return isinstance(data, dict) and "models" in data and "roles" in data
+
+
+@pytest.mark.parametrize("block", YAML_BLOCKS, ids=str)
+def test_each_yaml_block_parses_and_each_hive_loads(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = yaml.safe_load(block.code)
+    if not whole_hive(data):
+        return
+    folder = tmp_path / "trip"
+    shutil.copytree(ROOT / "examples" / "trip", folder)
+    hive = folder / "hive.yaml"
+    hive.write_text(block.code, encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
+    loaded = load_hive(hive)
+    assert set(loaded.roles) >= set(data["roles"])
+
+
+def test_the_hive_page_opens_with_a_whole_hive() -> None:
+    first = next(b for b in YAML_BLOCKS if b.page.name == "hive.md")
+    assert whole_hive(yaml.safe_load(first.code))
+
+
+# --- links --------------------------------------------------------------------------
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them."""
+    found = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"#{1,6} (.*)", line)
+        if heading:
+            text = re.sub(r"[^\w\- ]", "", heading[1].strip().lower().replace("`", ""))
+            found.add(text.replace(" ", "-"))
+    return found
+
+
+def links() -> Iterator[tuple[Path, str]]:
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in LINK.findall(text):
+            if not re.match(r"[a-z]+:", target):
+                yield page, target
+
+
+def test_every_link_leads_somewhere() -> None:
+    broken = []
+    for page, target in links():
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{page.relative_to(ROOT)}: {target}")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_index_lists_every_page() -> None:
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    listed = set(LINK.findall(index))
+    pages = {p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md"}
+    assert pages <= listed
+
+
+def test_the_readme_links_to_where_the_work_is_done() -> None:
+    linked = {target for page, target in links() if page == ROOT / "README.md"}
+    for file in (
+        "workers/loop.py",
+        "runtime/dispatch.py",
+        "honeycomb/executor.py",
+        "honeycomb/run/run.py",
+        "honeycomb/run/scheduler.py",
+        "honeycomb/store/store.py",
+        "docs/README.md",
+        "benchmarks/README.md",
+    ):
+        assert file in linked, file
+
+
+# --- the command line ---------------------------------------------------------------
+
+COMMANDS = [["demo"], ["run"], ["resume"], ["runs"], ["trace"], ["validate"], ["bench"],
+            ["bench", "--peers"]]  # fmt: skip
+
+
+def options(command: list[str]) -> set[str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main([*command, "--help"])
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out.getvalue())) - {"--help"}
+
+
+def section(command: list[str]) -> str:
+    """The part of docs/cli.md about one command (its heading down to the next)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    title = f"## `honeycomb {' '.join(command)}`"
+    assert title in text, f"docs/cli.md has no section {title!r}"
+    return text.split(title, 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_the_cli_page_names_every_option_of_a_command_and_no_other(command: list[str]) -> None:
+    documented = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", section(command)))
+    assert documented - {"--help", "--peers"} == options(command) - {"--peers"}
