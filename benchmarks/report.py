@@ -77,12 +77,10 @@ class Row:
         impl: str = "honeycomb",
         baseline: Samples | None = None,
         baseline_impl: str = "floor",
-        absolute: bool = False,
         paired: float | None = None,
     ) -> Row:
-        """``absolute``: the target judges Honeycomb's figure itself, not its ratio.
-        ``paired``: the paired ratio, when the caller pairs finer than run by run (the
-        import pairs its tries)."""
+        """``paired``: the paired ratio, when the caller pairs finer than run by run (the
+        import pairs its tries). A paired ratio is what its target judges."""
         mine_values = samples.values(impl, fn)
         base_samples = baseline if baseline is not None else samples
         floor_values = base_samples.values(baseline_impl, fn)
@@ -96,7 +94,7 @@ class Row:
         met: bool | None = None
         if target is not None and mine is not None:
             floor_median = floor.median if floor else math.nan
-            if paired is not None and not absolute:  # the ratio, with the floor as unit
+            if paired is not None:  # the ratio, with the floor as unit
                 met = valid and target[1](paired, 1.0)
             else:
                 met = valid and target[1](mine.median, floor_median)

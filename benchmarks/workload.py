@@ -21,7 +21,15 @@ from typing import Any
 
 from benchmarks.spec import Counts, Params, lookup, pause, verdict
 from honeycomb import Executor, Policy, Role, RunStore, Subtask, SubtaskResult, tool
-from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, ToolMessage, Usage
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    _logging,
+)
 
 
 class BenchModel:
@@ -60,8 +68,13 @@ def build_executor(
 ) -> Executor:
     """The Executor for the workload, its fake model and tool counting into ``counts``."""
     lookup_tool = tool(side_effects=params.side_effects)(lookup(params, counts))
-    role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1, tool_timeout=None,
+    # Honeycomb's defaults, as users get them: every tool call under the default time
+    # limit, events logged when the application configures structlog.
+    role = Role(name="worker", tools=("lookup",), max_turns=params.k + 1,
                 concurrency=max(params.t, 1))  # fmt: skip
+    # log_events is on by default and logs only once the application has configured
+    # structlog; the processes of F's logging figure do, and its baseline turns it off.
+    logging_baseline = not params.events and _logging.configured()
     return Executor(
         [role],
         BenchModel(params, counts),
@@ -69,7 +82,7 @@ def build_executor(
         aggregator=_aggregate,
         policy=Policy(max_workers=params.n, max_subtasks=params.n),
         on_event=handlers,
-        log_events=params.events,
+        log_events=not logging_baseline,
         store=store,
         trace=params.trace,
     )

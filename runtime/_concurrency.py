@@ -51,9 +51,14 @@ async def stoppable() -> AsyncIterator[Callable[[], None]]:
     then ends quietly. ``asyncio.timeout``, rescheduled to now, is the cancel scope."""
     loop = asyncio.get_running_loop()
     scope = asyncio.timeout(None)
+
+    def stop() -> None:
+        if not scope.expired():  # stopping again is stopping
+            scope.reschedule(loop.time())
+
     try:
         async with scope:
-            yield lambda: scope.reschedule(loop.time())
+            yield stop
     except TimeoutError:
         if not scope.expired():
             raise  # raised inside the block: not the stop

@@ -18,12 +18,9 @@ import asyncio
 import itertools
 import math
 import weakref
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 __all__ = ["TimedOut", "within"]
-
-T = TypeVar("T")
 
 
 class TimedOut(Exception):
@@ -34,20 +31,20 @@ class TimedOut(Exception):
 class _Deadlines:
     """The calls under a time limit on one event loop, and the one timer."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._calls: dict[float, dict[int, tuple[float, asyncio.Task[Any]]]] = {}
         self._keys = itertools.count()
         self._expired: set[int] = set()
-        self._timer: asyncio.TimerHandle | None = None
+        # Weakly: the loop holds its timer while it is due, and a timer holds its loop.
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._armed_for = math.inf
 
-    def start(self, limit: float, task: asyncio.Task[Any]) -> int:
-        when = self._loop.time() + limit
+    def start(self, loop: asyncio.AbstractEventLoop, limit: float, task: asyncio.Task[Any]) -> int:
+        when = loop.time() + limit
         key = next(self._keys)
         self._calls.setdefault(limit, {})[key] = (when, task)
         if when < self._armed_for:
-            self._arm(when)
+            self._arm(loop, when)
         return key
 
     def end(self, limit: float, key: int) -> bool:
@@ -58,15 +55,16 @@ class _Deadlines:
             return True
         return False
 
-    def _arm(self, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        armed = self._timer() if self._timer is not None else None
+        if armed is not None:
+            armed.cancel()
         self._armed_for = when
-        self._timer = self._loop.call_at(when, self._fire)
+        self._timer = weakref.ref(loop.call_at(when, self._fire, loop))
 
-    def _fire(self) -> None:
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer, self._armed_for = None, math.inf
-        now, earliest = self._loop.time(), math.inf
+        now, earliest = loop.time(), math.inf
         for calls in self._calls.values():
             while calls:
                 key, (when, task) = next(iter(calls.items()))
@@ -77,38 +75,59 @@ class _Deadlines:
                 self._expired.add(key)
                 task.cancel()
         if earliest < math.inf:
-            self._arm(earliest)
+            self._arm(loop, earliest)
 
 
 _TABLES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = (
     weakref.WeakKeyDictionary()
 )
+"""Each event loop's table (a table does not refer to its loop: the loop's entry goes
+with it)."""
+
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Deadlines] | None = None
+"""The table last used, and its loop: almost every look-up is for the same loop, and a
+weak mapping's look-up costs far more than this."""
 
 
-async def within(limit: float, running: Awaitable[T]) -> T:
-    """``await running``, cancelled once ``limit`` seconds have passed.
+def _table(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
+    table = _TABLES.get(loop)
+    if table is None:
+        table = _TABLES[loop] = _Deadlines()
+    _last = (weakref.ref(loop), table)
+    return table
+
+
+class within:  # used as a function would be: ``with within(5): ...``
+    """A block cancelled once ``limit`` seconds have passed: ``with within(limit):
+    await call``. A context manager, not a coroutine: a call waiting under it keeps one
+    small object alive, not a frame.
 
     Raises:
         TimedOut: when the limit passed (the call was cancelled, or ignored the
             cancellation and ended late: its result is dropped either way).
     """
-    loop = asyncio.get_running_loop()
-    table = _TABLES.get(loop)
-    if table is None:
-        table = _TABLES[loop] = _Deadlines(loop)
-    task = asyncio.current_task()
-    assert task is not None, "within() runs in a task"
-    key = table.start(limit, task)
-    try:
-        value = await running
-    except BaseException as exc:
-        if not table.end(limit, key):
-            raise
-        # The deadline passed and cancelled the call, which ended with this.
-        if task.uncancel() > 0 and isinstance(exc, asyncio.CancelledError):
-            raise  # cancelled from elsewhere too: that wins
+
+    __slots__ = ("_key", "_limit", "_table", "_task")  # one is alive per running call
+
+    def __init__(self, limit: float) -> None:
+        self._limit = limit
+
+    def __enter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None, "within() runs in a task"
+        self._table, self._task = _table(loop), task
+        self._key = self._table.start(loop, self._limit, task)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        if not self._table.end(self._limit, self._key):
+            return  # in time: whatever happened is the call's own
+        # The deadline passed and cancelled the call, which ended with ``exc`` (or
+        # swallowed the cancellation and returned).
+        if self._task.uncancel() > 0 and kind is asyncio.CancelledError:
+            return  # cancelled from elsewhere too: that wins
         raise TimedOut from None
-    if table.end(limit, key):  # it swallowed the cancellation and returned: too late
-        task.uncancel()
-        raise TimedOut
-    return value

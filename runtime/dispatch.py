@@ -86,8 +86,9 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
-_Ran = tuple[str, str, dict[str, Any]]
-"""A call that ran: its id, its tool's name and its validated arguments."""
+Seen = dict[str, list[dict[str, Any]]]
+"""Calls of a batch by tool name: the validated arguments of each (a repeat of one in
+the next turn is not run)."""
 
 
 class _Ready(Value, frozen=True, gc=False, kw_only=True):
@@ -133,7 +134,10 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
-        self._last: tuple[_Ran | None, ...] = ()  # the last batch, by position
+        # The last batch and what ran of it, so the next turn spots a repeat without
+        # validating those calls again.
+        self._last: Sequence[ToolCall] = ()
+        self._seen: Seen = {}
         self._tracing = False  # whether the batch running now emits events
 
     async def dispatch(
@@ -160,20 +164,18 @@ class Dispatcher:
 
         A function of its own, so that what only preparing needs is gone before the
         batch is awaited (a thousand waiting workers would keep it)."""
-        repeats = None
+        repeats: Seen | None = None
         if previous and self.policy.skip_repeats:
-            repeats = _Repeats(previous, self._last, self.tools)
+            # The batch this dispatcher ran last, or a state's from elsewhere (resumed).
+            repeats = self._seen if previous is self._last else _seen(previous, self.tools)
         parallel: list[_Ready] = []
         serial: list[_Ready] = []
-        # What runs, with its validated arguments, so the next turn spots a repeat
-        # without parsing these calls again: plain tuples of plain values, by position.
-        ran: list[_Ran | None] = [None] * len(calls)
+        seen: Seen = {}
         for index, call in enumerate(calls):
-            ready = self._prepare(index, call, repeats, results, turn)
+            ready = self._prepare(index, call, repeats, seen, results, turn)
             if ready is not None:
                 (serial if ready.tool.side_effects else parallel).append(ready)
-                ran[index] = (call.id, call.name, ready.kwargs)
-        self._last = tuple(ran)
+        self._last, self._seen = calls, seen
         cap = self._cap_for(len(parallel))
         inline: Awaitable[None] | None = None
         if serial:
@@ -203,10 +205,14 @@ class Dispatcher:
         self,
         index: int,
         call: ToolCall,
-        repeats: _Repeats | None,
+        repeats: Seen | None,
+        seen: Seen,
         results: list[ToolMessage | None],
         turn: int,
     ) -> _Ready | None:
+        """The call, ready to run; or None, and its observation is in ``results``.
+        Calls whose arguments validate are added to ``seen`` (repeats included: a
+        repeat of a repeat is one too)."""
         found = self.tools.get(call.name)
         if found is None:
             available = ", ".join(self.tools.names) or "none"
@@ -219,7 +225,8 @@ class Dispatcher:
             text = f"Error: {exc}. Fix the arguments and call again."
             results[index] = self._refuse(call, "error", text, turn)
             return None
-        if repeats is not None and repeats.match(call.name, kwargs):
+        seen.setdefault(call.name, []).append(kwargs)
+        if repeats is not None and kwargs in repeats.get(call.name, ()):
             text = (
                 f"Not executed: this repeats your previous call to {call.name!r} with the same "
                 "arguments; its result is above. Use that result, change the arguments, or "
@@ -330,7 +337,11 @@ class Dispatcher:
         started = time.perf_counter()
         try:
             running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
-            value = await (running if limit is None else within(limit, running))
+            if limit is None:
+                value = await running
+            else:
+                with within(limit):
+                    value = await running
         except TimedOut:
             # Cancelled, or waited for to its end (a sync side-effecting tool's thread
             # is, see runtime._threads).
@@ -380,26 +391,16 @@ def _observe(call: ToolCall, status: ObservationStatus, content: str) -> ToolMes
     return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
 
-class _Repeats:
-    """The previous turn's calls, to spot an identical repeat: same tool, same
-    validated arguments (so ``{"a": 1, "b": 2}`` equals ``{"b": 2, "a": 1}``)."""
-
-    def __init__(
-        self, previous: Sequence[ToolCall], ran: Sequence[_Ran | None], tools: ToolRegistry
-    ) -> None:
-        self._seen: dict[str, list[dict[str, Any]]] = {}
-        for position, call in enumerate(previous):  # by position: models repeat call ids
-            done = ran[position] if position < len(ran) else None
-            if done is not None and done[0] == call.id and done[1] == call.name:
-                arguments = done[2]
-            else:  # not dispatched here (a state from elsewhere): validate it again
-                found = tools.get(call.name)
-                try:
-                    arguments = found.parse_arguments(call.arguments) if found else {}
-                except ArgumentsError:
-                    continue
-            self._seen.setdefault(call.name, []).append(arguments)
-
-    def match(self, name: str, arguments: dict[str, Any]) -> bool:
-        seen = self._seen.get(name)
-        return seen is not None and arguments in seen
+def _seen(calls: Sequence[ToolCall], tools: ToolRegistry) -> Seen:
+    """What :class:`Dispatcher` keeps of a batch it ran, for calls it did not run (a
+    resumed state's): the same tool and the same validated arguments make a repeat
+    (``{"a": 1, "b": 2}`` repeats ``{"b": 2, "a": 1}``)."""
+    seen: Seen = {}
+    for call in calls:
+        found = tools.get(call.name)
+        try:
+            arguments = found.parse_arguments(call.arguments) if found else {}
+        except ArgumentsError:
+            continue
+        seen.setdefault(call.name, []).append(arguments)
+    return seen

@@ -1,5 +1,7 @@
 """The agent loop as a step function: ``step(state)`` returns ``Continue``, ``Final`` or
-``Failed``; :meth:`AgentLoop.run` is the short driver that loops over it.
+``Failed``; :meth:`AgentLoop.run` is the short driver that loops over it. A step
+either thinks (one model call) or acts (the tool calls the model's last answer asked
+for, which a state whose last message is such an answer has pending).
 
 A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``, after
 which one tool-less call asks the model for its best answer from what it has (an
@@ -10,10 +12,10 @@ A model call that fails ends the loop with ``Failed``, never with an exception: 
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
 original chained. Cancellation always propagates.
 
-A :class:`Checkpoint` receives the state after every model answer and after every
-turn's observations, so a run store can resume the loop where it stopped: a state
-whose last message is an assistant message with tool calls has its calls pending,
-and :meth:`AgentLoop.step` runs them before asking the model again.
+A :class:`Checkpoint` receives the state after every step, so a run store can resume
+the loop where it stopped: the model answer that asks for tool calls is saved before
+they run, so a resumed loop runs those very calls (their ids are what a journal of
+side effects knows), not a new answer's.
 """
 
 from __future__ import annotations
@@ -130,10 +132,18 @@ class AgentLoop:
                 checkpoint.save(current)
 
     async def step(self, state: LoopState) -> Step:
-        """One model turn, and the tool calls it asks for."""
+        """Think or act: one model turn, or, when the model's last answer asked for tool
+        calls, those calls."""
         pending = state.pending
-        if pending:  # a state saved mid-turn: run its calls first
-            return await self._observe(state, pending)
+        if pending:
+            bound = _logging.bind(turn=state.turn)  # tools' own logs name the turn
+            try:
+                observations = await self.dispatcher.dispatch(
+                    pending, turn=state.turn, previous=state.previous_calls
+                )
+            finally:
+                _logging.unbind(bound)
+            return self._observed(state, pending, observations)
         wrap_up = state.turn >= self.settings.max_turns
         messages = state.messages
         if wrap_up:
@@ -178,12 +188,8 @@ class AgentLoop:
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
         )
-        if calls:  # never after the wrap-up: its calls were dropped above
-            if self.checkpoint is not None and self._side_effects(calls):
-                # Saved before any side effect runs, so a resumed loop runs these very
-                # calls (their ids are what the journal knows), not a new answer's.
-                self.checkpoint.save(state)
-            return await self._observe(state, calls)
+        if calls:  # the next step runs them (never after the wrap-up: they were dropped)
+            return Continue(state=state)
         if message.is_empty:
             if state.nudged or wrap_up:
                 return Failed(
@@ -257,15 +263,10 @@ class AgentLoop:
         )
         self.tracer.emit(finished)
 
-    async def _observe(self, state: LoopState, calls: tuple[ToolCall, ...]) -> Step:
-        """Run ``calls``, the model's last answer's, and add their observations."""
-        bound = _logging.bind(turn=state.turn)  # tools' own logs name the turn
-        try:
-            observations = await self.dispatcher.dispatch(
-                calls, turn=state.turn, previous=state.previous_calls
-            )
-        finally:
-            _logging.unbind(bound)
+    def _observed(
+        self, state: LoopState, calls: tuple[ToolCall, ...], observations: tuple[ToolMessage, ...]
+    ) -> Step:
+        """The state once ``calls`` (the model's last answer's) have their observations."""
         executed = 0
         for obs in observations:
             if obs.status != "skipped":
@@ -284,14 +285,6 @@ class AgentLoop:
         if terminal is not None:
             return self._finish(state, terminal.content)
         return Continue(state=state)
-
-    def _side_effects(self, calls: tuple[ToolCall, ...]) -> bool:
-        tools = self.dispatcher.tools
-        for c in calls:
-            found = tools.get(c.name)
-            if found is not None and found.side_effects:
-                return True
-        return False
 
     def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
         for obs in observations:

@@ -4,6 +4,7 @@ stoppable block, shielded cleanup, and a clear error under another async library
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     UnsupportedEventLoop,
+    _deadlines,
 )
 from runtime._concurrency import shielded, stoppable
 from runtime._deadlines import TimedOut, within
@@ -35,16 +37,18 @@ async def test_a_call_past_its_limit_is_cancelled_and_timed_out() -> None:
         return "late"
 
     started = time.perf_counter()
-    with pytest.raises(TimedOut):
-        await within(0.05, slow())
+    with pytest.raises(TimedOut), within(0.05):
+        await slow()
     assert cancelled.is_set()
     assert time.perf_counter() - started < 2  # cancelled at its limit, not run to the end
-    assert await within(1.0, asyncio.sleep(0, "on time")) == "on time"
+    with within(1.0):
+        assert await asyncio.sleep(0, "on time") == "on time"
 
 
 async def test_a_cancellation_from_elsewhere_is_not_a_timeout() -> None:
     async def call() -> None:
-        await within(10.0, asyncio.sleep(10))
+        with within(10.0):
+            await asyncio.sleep(10)
 
     task = asyncio.create_task(call())
     await asyncio.sleep(0.01)
@@ -57,8 +61,8 @@ async def test_a_tools_own_timeout_error_is_its_own() -> None:
     async def raises() -> None:
         raise TimeoutError("the tool's own")
 
-    with pytest.raises(TimeoutError, match="the tool's own"):
-        await within(10.0, raises())
+    with pytest.raises(TimeoutError, match="the tool's own"), within(10.0):
+        await raises()
 
 
 async def test_many_calls_under_a_limit_arm_one_timer_not_one_each(
@@ -74,9 +78,14 @@ async def test_many_calls_under_a_limit_arm_one_timer_not_one_each(
         return call_at(when, callback, *args, **kwargs)
 
     monkeypatch.setattr(loop, "call_at", counting)
+
+    async def call(seconds: float) -> None:
+        with within(60.0):
+            await asyncio.sleep(seconds)
+
     for _ in range(500):
-        await within(60.0, asyncio.sleep(0))
-    await asyncio.gather(*(within(60.0, asyncio.sleep(0.001)) for _ in range(200)))
+        await call(0)
+    await asyncio.gather(*(call(0.001) for _ in range(200)))
     assert len(armed) <= 2  # the first deadline; later ones come after it
 
 
@@ -114,7 +123,8 @@ async def test_calls_with_different_limits_each_time_out_at_their_own() -> None:
 
     async def timed(limit: float) -> None:
         try:
-            await within(limit, asyncio.sleep(10))
+            with within(limit):
+                await asyncio.sleep(10)
         except TimedOut:
             ends[limit] = time.perf_counter() - started
 
@@ -145,6 +155,7 @@ async def test_a_stoppable_block_ends_quietly_when_stopped_from_inside() -> None
     async def worker(name: str, stop: Any) -> None:
         if name == "stopper":
             stop()
+            stop()  # twice, as two failures might
         await asyncio.sleep(10)
         finished.append(name)
 
@@ -194,3 +205,16 @@ def test_under_another_async_library_it_fails_at_once_and_says_why() -> None:
     ):
         with pytest.raises(UnsupportedEventLoop, match="runs on asyncio"):
             trio.run(call)
+
+
+def test_an_event_loops_deadlines_go_with_it() -> None:
+    async def call() -> None:
+        with within(60.0):
+            await asyncio.sleep(0)
+
+    gc.collect()
+    before = len(_deadlines._TABLES)
+    for _ in range(3):
+        asyncio.run(call())
+    gc.collect()
+    assert len(_deadlines._TABLES) <= before  # a table does not keep its loop alive

@@ -86,12 +86,18 @@ async def test_tool_results_come_back_in_call_order_before_the_next_turn() -> No
     assert result.state.usage.model_calls == 2
 
 
-async def test_step_returns_continue_while_tools_are_called() -> None:
+async def test_a_step_thinks_or_acts() -> None:
     loop = make_loop(ScriptedModel([call("lookup", {"key": "a"}), "done"]))
-    first = await loop.step(LoopState(task="t"))
-    assert isinstance(first, Continue)
-    assert first.state.turn == 1
-    second = await loop.step(first.state)
+    thought = await loop.step(LoopState(task="t"))  # the model asks for a call
+    assert isinstance(thought, Continue)
+    assert thought.state.turn == 1
+    assert [c.name for c in thought.state.pending] == ["lookup"]
+    acted = await loop.step(thought.state)  # the call runs; the model is not asked
+    assert isinstance(acted, Continue)
+    assert acted.state.turn == 1
+    assert acted.state.pending == ()
+    assert acted.state.tool_calls == 1
+    second = await loop.step(acted.state)
     assert isinstance(second, Final)
 
 
