@@ -160,10 +160,7 @@ class Dispatcher:
     ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
         """Prepare the batch: calls that cannot run get their observation now; of the
         rest, the serial lane (or else one parallel call) is to run in the dispatching
-        task, and every other call in a task of its own.
-
-        A function of its own, so that what only preparing needs is gone before the
-        batch is awaited (a thousand waiting workers would keep it)."""
+        task, and every other call in a task of its own."""
         repeats: Seen | None = None
         if previous and self.policy.skip_repeats:
             # The batch this dispatcher ran last, or a state's from elsewhere (resumed).
@@ -182,10 +179,7 @@ class Dispatcher:
             inline = self._serial(serial, turn, results)
         elif parallel:
             inline = self._call(parallel.pop(), turn, results, cap)
-        others = []  # a loop, not a comprehension: one would close over four cells
-        for ready in parallel:
-            others.append(self._call(ready, turn, results, cap))
-        return inline, others
+        return inline, [self._call(ready, turn, results, cap) for ready in parallel]
 
     def _cap_for(self, parallel: int) -> anyio.CapacityLimiter | None:
         """A limiter for this batch, only when it has more calls than the cap allows."""
@@ -269,10 +263,8 @@ class Dispatcher:
         results: list[ToolMessage | None],
         cap: anyio.CapacityLimiter | None,
     ) -> Coroutine[Any, Any, Any]:
-        """One call, to await; its observation goes to its place in ``results``.
-
-        Straight to :meth:`_execute` when there is nothing to hold or journal (the
-        common case: one coroutine per call, not two)."""
+        """One call, to await; its observation goes to its place in ``results``
+        (straight to :meth:`_execute` when there is nothing to hold or journal)."""
         journal = self.journal if ready.tool.side_effects else None
         held = cap is not None or ready.tool.exclusive is not None or self._limiter is not None
         if held or journal is not None:

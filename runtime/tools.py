@@ -108,9 +108,8 @@ class Tool(Generic[P, R]):
         self.schema = ToolSchema(
             name=self.name, description=self.description, parameters=_clean_schema(self.args_model)
         )
-        # The model's own validator, looked up once: a pydantic model class answers
-        # attribute lookups through its metaclass's ``__getattr__`` hook, which costs
-        # as much as the validation itself on every call.
+        # Looked up once: the model class answers attribute lookups through its
+        # metaclass, which is slow.
         self._validate_json = self.args_model.__pydantic_validator__.validate_json
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:

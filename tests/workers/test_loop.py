@@ -489,3 +489,22 @@ async def test_cancellation_inside_a_model_still_propagates() -> None:
             await started.wait()
             tg.cancel_scope.cancel()
     assert not scope.cancelled_caught
+
+
+async def test_each_kind_of_spending_is_counted_as_itself() -> None:
+    """Tokens in, tokens out, reasoning tokens, cost and calls, each with its own figure:
+    a count that lands in another's field cannot pass."""
+    spent = Usage(input_tokens=7, output_tokens=3, reasoning_tokens=2, cost=0.5)
+    answers = [AssistantMessage(tool_calls=(call("lookup", {"key": "a"}),)),
+               AssistantMessage(content="done")]  # fmt: skip
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        return ModelResponse(message=answers[turn], usage=spent)
+
+    result = await make_loop(FunctionModel(answer)).run("t")
+    assert isinstance(result, Final)
+    assert result.state.usage == Usage(
+        input_tokens=14, output_tokens=6, reasoning_tokens=4, cost=1.0, model_calls=2,
+        tool_calls=1,
+    )  # fmt: skip
