@@ -108,9 +108,7 @@ class Tool(Generic[P, R]):
         self.schema = ToolSchema(
             name=self.name, description=self.description, parameters=_clean_schema(self.args_model)
         )
-        # Looked up once: the model class answers attribute lookups through its
-        # metaclass, which is slow.
-        self._validate_json = self.args_model.__pydantic_validator__.validate_json
+        self._validate_json = self.args_model.model_validate_json
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:
         return self.fn(*args, **kwargs)

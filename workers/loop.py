@@ -12,10 +12,11 @@ A model call that fails ends the loop with ``Failed``, never with an exception: 
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
 original chained. Cancellation always propagates.
 
-A :class:`Checkpoint` receives the state after every step, so a run store can resume
-the loop where it stopped: the model answer that asks for tool calls is saved before
-they run, so a resumed loop runs those very calls (their ids are what a journal of
-side effects knows), not a new answer's.
+A :class:`Checkpoint` receives the state as the loop goes, so a run store can resume it
+where it stopped: after every step, but that an answer asking only for calls without
+side effects is kept together with their observations. One that asks for a side
+effect is saved before it runs, so a resumed loop runs those very calls (their ids
+are what a journal of side effects knows), not a new answer's.
 """
 
 from __future__ import annotations
@@ -128,8 +129,20 @@ class AgentLoop:
             if not isinstance(result, Continue):
                 return result  # the worker's result is what is kept of a finished loop
             current = result.state
-            if checkpoint is not None:
+            if checkpoint is not None and self._worth_saving(current):
                 checkpoint.save(current)
+
+    def _worth_saving(self, state: LoopState) -> bool:
+        """Every state is saved but an answer whose calls have no side effects, which
+        is saved with their observations one step later (a crash in between only asks
+        the model again). An answer asking for side effects is saved before they run,
+        so a resumed loop runs those very calls, whose ids the journal knows."""
+        tools = self.dispatcher.tools
+        for call in state.pending:
+            found = tools.get(call.name)
+            if found is None or found.side_effects:
+                return True
+        return not state.pending
 
     async def step(self, state: LoopState) -> Step:
         """Think or act: one model turn, or, when the model's last answer asked for tool
