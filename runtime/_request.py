@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from runtime._text import valid_text
 from runtime.errors import ConfigError
 from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from runtime.model import OutputSchema
@@ -107,27 +108,43 @@ def messages_out(messages: Sequence[Message], instruction: str | None) -> list[d
     return out
 
 
+# The text of every message goes out valid (``valid_text``): the body is UTF-8, and
+# a lone surrogate (a byte of argv or a file name that is not UTF-8) would fail the
+# call before it is sent.
+
+
 def _message_out(message: Message) -> dict[str, Any]:
     if isinstance(message, SystemMessage | UserMessage):
-        return {"role": message.role, "content": message.content}
+        return {"role": message.role, "content": valid_text(message.content)}
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        return {
+            "role": "tool",
+            "tool_call_id": valid_text(message.tool_call_id),
+            "content": valid_text(message.content),
+        }
     return _assistant_out(message)
 
 
 def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    content = message.content
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": valid_text(content) if content is not None else None,
+    }
     if message.tool_calls:
         out["tool_calls"] = [
             {
-                "id": c.id,
+                "id": valid_text(c.id),
                 "type": "function",
-                "function": {"name": c.name, "arguments": _wire_arguments(c.arguments)},
+                "function": {
+                    "name": valid_text(c.name),
+                    "arguments": valid_text(_wire_arguments(c.arguments)),
+                },
             }
             for c in message.tool_calls
         ]
     if message.reasoning is not None:
-        out["reasoning_content"] = message.reasoning
+        out["reasoning_content"] = valid_text(message.reasoning)
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+from runtime._text import encode_json
 from runtime.value import Value
 
 __all__ = [
@@ -177,10 +178,9 @@ def dump_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def dump_messages_json(messages: Iterable[Message]) -> str:
-    """Messages as a JSON array (what :func:`validate_messages` reads back)."""
-    return _ENCODER.encode(
-        messages if isinstance(messages, tuple | list) else list(messages)
-    ).decode()
+    """Messages as a JSON array (what :func:`validate_messages` reads back); lone
+    surrogates in their text are replaced by U+FFFD (see :mod:`runtime._text`)."""
+    return encode_json(messages if isinstance(messages, tuple | list) else list(messages)).decode()
 
 
 def validate_value(cls: type[V], data: str | bytes | Mapping[str, Any]) -> V:
@@ -199,13 +199,11 @@ def validate_value(cls: type[V], data: str | bytes | Mapping[str, Any]) -> V:
 def dump_value(value: object) -> dict[str, Any]:
     """A value (see :func:`validate_value`) as a JSON-compatible dict (lists, not
     tuples: what JSON reads back)."""
-    dumped: dict[str, Any] = msgspec.json.decode(_ENCODER.encode(value))
+    dumped: dict[str, Any] = msgspec.json.decode(encode_json(value))
     return dumped
 
 
 def dump_value_json(value: object) -> str:
-    """A value (see :func:`validate_value`) as JSON: the same value, the same text."""
-    return _ENCODER.encode(value).decode()
-
-
-_ENCODER = msgspec.json.Encoder()
+    """A value (see :func:`validate_value`) as JSON: the same value, the same text
+    (lone surrogates replaced, as by :func:`dump_messages_json`)."""
+    return encode_json(value).decode()

@@ -43,6 +43,7 @@ from runtime import (
     RunFailed,
     StoreError,
 )
+from runtime._text import valid_text
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
 
@@ -62,6 +63,7 @@ DEMO_TASK = (
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``honeycomb`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerant(sys.stdout, sys.stderr)
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
@@ -79,6 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE
     return code
+
+
+def _tolerant(*streams: TextIO) -> None:
+    """Text that cannot be encoded for the terminal (a lone surrogate from a file name
+    that is not UTF-8, in a tool's output) is shown escaped, not a crash."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and stream.errors == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 _BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -339,6 +350,9 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     if not task:
         print(f"no task given and {path} has no example_task", file=sys.stderr)
         return 2
+    # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
+    # character, as the store and the model would have it.
+    task = valid_text(task)
     model = _override(args)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())

@@ -149,6 +149,31 @@ async def test_messages_tools_and_settings_are_sent_in_openai_shape(
     }
 
 
+async def test_text_with_lone_surrogates_goes_out_as_valid_utf8(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    # Lone surrogates: what Python makes of bytes that are not UTF-8 (argv, file names).
+    call = ToolCall(id="call_a", name="ls", arguments='{"dir": "d\udcff"}')
+    response = await make_model().complete(
+        ask(
+            SystemMessage(content="Be terse \ud800."),
+            UserMessage(content="weather in Lisbon \udcff"),
+            AssistantMessage(content="looking \udcfe", tool_calls=(call,), reasoning="r\udcff"),
+            ToolMessage(tool_call_id="call_a", name="ls", content="report\udcff.txt"),
+        )
+    )
+
+    assert response.message.content == "ok"
+    [sent] = openai_server.requests
+    [system, user, assistant, observation] = sent.body["messages"]
+    assert system["content"] == "Be terse \ufffd."
+    assert user["content"] == "weather in Lisbon \ufffd"
+    assert assistant["content"] == "looking \ufffd"
+    assert assistant["reasoning_content"] == "r\ufffd"
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"dir": "d\ufffd"}'
+    assert observation["content"] == "report\ufffd.txt"
+
+
 async def test_a_request_without_tools_or_output_sends_none_of_their_fields(
     openai_server: OpenAIServer, make_model: MakeModel
 ) -> None:
