@@ -7,7 +7,11 @@ schema 1, written before there was one, by their tables.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sqlite3
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from runtime import StoreError
@@ -117,36 +121,28 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
     """A connection to the run store in ``path``, once the file is known to be one.
 
     To write, a missing file (and its folder) is created, and an empty one made a
-    store. To read, nothing is ever created or written: a missing or empty file is
-    None (no runs). A file that is not a store is refused before anything is written.
+    store. To read, see :func:`reader`. A file that is not a store is refused before
+    any connection that could change it is opened (:func:`refuse_foreign`).
 
     Raises:
         StoreError: when the file cannot be opened, is not a Honeycomb run store, or
             was written by a newer Honeycomb.
     """
-    if not write and not path.exists():
-        return None
+    if not write:
+        opened = reader(path, shared=True)
+        return opened[0] if opened is not None else None
+    refuse_foreign(path)
     try:
-        if write:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            target = str(path)
-        else:
-            target = f"{path.resolve().as_uri()}?mode=ro"
-        db = sqlite3.connect(
-            target, uri=not write, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     try:
         version = _checked(db, path)
-        if write:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            if version < SCHEMA_VERSION:
-                db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
-        elif version == 0:
-            db.close()
-            return None
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if version < SCHEMA_VERSION:
+            db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
     except sqlite3.Error as exc:
         db.close()
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
@@ -154,6 +150,129 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         db.close()
         raise
     return db
+
+
+Unchanged = Callable[[], bool]
+"""Whether a file read as immutable is still as it was when the read began."""
+
+
+def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged | None] | None:
+    """A read-only connection to the store in ``path`` (None: no store there yet: a
+    missing or empty file), which neither creates nor writes any file.
+
+    A store no process has open (no ``-wal`` or ``-shm`` beside it: the ``.db`` holds
+    everything) is opened as an immutable file, for SQLite would otherwise create the
+    ``-wal`` and ``-shm`` beside it to read it; then the second item tells whether the
+    file is still as it was (a run may open it meanwhile: what was read is then to be
+    read again). Else, or with ``shared``, it is opened as SQLite shares a file in use,
+    through the ``-shm`` of the process that has it open; the second item is None.
+
+    Raises:
+        StoreError: as :func:`connect` does.
+    """
+    if not path.exists():
+        return None
+    refuse_foreign(path)
+    unchanged: Unchanged | None = None
+    options = "mode=ro"
+    seen = None if shared else _idle(path)
+    if seen is not None:
+        options += "&immutable=1"
+
+        def unchanged() -> bool:
+            return _idle(path) == seen
+
+    try:
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None,
+            check_same_thread=False, timeout=30.0,
+        )  # fmt: skip
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    try:
+        version = _checked(db, path)
+    except sqlite3.Error as exc:
+        db.close()
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    except BaseException:
+        db.close()
+        raise
+    if version == 0:
+        db.close()
+        return None
+    return db, unchanged
+
+
+def _idle(path: Path) -> tuple[int, int, int] | None:
+    """The ``.db`` file's identity, size and time of change, if no process has the
+    store open (neither ``-wal`` nor ``-shm`` beside it); None if one may."""
+    if _sidecar(path, "-wal").exists() or _sidecar(path, "-shm").exists():
+        return None
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+_MAGIC = b"SQLite format 3\x00"
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse a file that is not a run store (nor empty) without changing it, nor the
+    ``-wal`` and ``-shm`` of its application: a connection to a database in WAL mode
+    would write its ``-shm``, and its close would move the ``-wal`` into the file.
+
+    The file's own header names a store (its application id) once a checkpoint has
+    written it there; else the file is read as an immutable one when it has no
+    ``-wal``, or, when its rows may be in its ``-wal``, a copy of both is read.
+
+    Raises:
+        StoreError: when the file is not a Honeycomb run store.
+    """
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+    except FileNotFoundError:
+        return  # to be created
+    except OSError as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    if header[:16] == _MAGIC and header[68:72] == APPLICATION_ID.to_bytes(4, "big"):
+        return  # a store (its version is checked by the connection)
+    wal = _sidecar(path, "-wal")
+    try:
+        pending = wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    if not header and not pending:
+        return  # an empty file: to become a store
+    with contextlib.ExitStack() as cleanup:
+        target = path
+        if pending:
+            folder = Path(cleanup.enter_context(tempfile.TemporaryDirectory()))
+            target = folder / "copy.db"
+            try:
+                shutil.copyfile(path, target)
+                shutil.copyfile(wal, _sidecar(target, "-wal"))
+            except OSError as exc:
+                raise StoreError(f"cannot read the run store: {exc}", path=str(path)) from exc
+            uri = f"{target.as_uri()}?mode=ro"
+        else:
+            uri = f"{target.resolve().as_uri()}?mode=ro&immutable=1"
+        try:
+            db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        try:
+            _checked(db, path)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+        finally:
+            db.close()
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:
@@ -180,4 +299,7 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
     return version
 
 
-__all__ = ["APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "connect", "schema_of"]
+__all__ = [
+    "APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "Unchanged", "connect", "reader",
+    "refuse_foreign", "schema_of",
+]  # fmt: skip
