@@ -71,7 +71,9 @@ class OpenAIModel:
             the one ``max_concurrency`` would make.
 
     Raises:
-        ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...).
+        ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...),
+            or ``extra_headers``, ``extra_query`` or ``extra_body`` of another shape
+            (ConfigErrors, one for each, when there are several).
     """
 
     def __init__(

@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from runtime import (
     AssistantMessage,
     ConfigError,
+    ConfigErrors,
     Message,
     ModelConnectionError,
     ModelHTTPError,
@@ -293,6 +294,43 @@ def test_a_setting_honeycomb_sets_itself_is_a_config_error(key: str) -> None:
 def test_extra_body_that_is_not_a_mapping_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="extra_body must be a mapping"):
         OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings={"extra_body": [1]})
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"extra_headers": ["x-team"]}, "settings.extra_headers"),
+        ({"extra_headers": {"x-ids": [1, 2]}}, "settings.extra_headers"),  # names no header
+        ({"extra_headers": {"x-none": None}}, "settings.extra_headers"),
+        ({"extra_query": ["a"]}, "settings.extra_query"),
+        ({"extra_query": {"a": {"b": 1}}}, "settings.extra_query.a"),
+    ],
+)
+def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
+    settings: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings=settings)
+    assert caught.value.field == field
+
+
+def test_every_setting_honeycomb_sets_is_reported_at_once() -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        OpenAIModel("m", base_url="http://127.0.0.1:9/v1", settings={"stream": 1, "tools": 2})
+    assert [e.field for e in caught.value.errors] == ["settings.stream", "settings.tools"]
+
+
+async def test_header_numbers_and_booleans_are_sent_as_text(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    headers = {"x-retries": 3, "x-debug": True, "x-ratio": 0.5}
+    await make_model(settings={"extra_headers": headers, "extra_query": {"n": [1, 2]}}).complete(
+        ask()
+    )
+
+    [sent] = openai_server.requests
+    assert (sent.headers["x-retries"], sent.headers["x-debug"]) == ("3", "true")
+    assert sent.headers["x-ratio"] == "0.5"
 
 
 # --- structured output: falling back when the endpoint refuses json_schema -------------
