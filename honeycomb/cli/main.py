@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import signal
 import sys
 import time
@@ -397,7 +398,7 @@ async def _run_and_report(
     executor = Executor.from_hive(hive, model=model, store=store)
     run_id = args.run_id or os.urandom(6).hex()
     if store is not None and not args.json:  # said first: a killed run is resumed by id
-        print(f"run {run_id} · kept in {store} (honeycomb resume {run_id})", file=sys.stderr)
+        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     async with anyio.create_task_group() as tg:
@@ -421,7 +422,7 @@ async def _run_and_report(
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
+            print(f"Continue it with: {_resume_command(run_id, store)}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
@@ -438,6 +439,15 @@ async def _run_and_report(
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
     return 0
+
+
+def _resume_command(run_id: str, store: Path) -> str:
+    """The command that continues run ``run_id`` of ``store`` from this folder: it
+    names the store unless it is the default one, where ``resume`` looks."""
+    words = ["honeycomb", "resume", run_id]
+    if store != DEFAULT_STORE:
+        words += ["--store", str(store)]
+    return shlex.join(words)
 
 
 def _stored_finish(result: RunResult) -> RunFinished:

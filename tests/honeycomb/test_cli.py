@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,3 +191,28 @@ def test_resume_json_of_a_run_that_ended_prints_its_stored_result(
     assert record["status"] == "ok"
     assert record["result"]["answer_text"] == live["result"]["answer_text"]
     assert record["result"]["run_id"] == "done"
+
+
+def resume_hint(err: str) -> list[str]:
+    """The resume command the first line names, as words."""
+    first = err.splitlines()[0]
+    return shlex.split(first[first.index("(honeycomb resume") + 1 : first.rindex(")")])
+
+
+def test_the_first_line_names_the_resume_command_that_finds_the_run(
+    fast_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trip = tmp_path / "my trip"
+    shutil.copytree(demo_hive_path().parent, trip)
+    with (trip / "hive.yaml").open("a") as hive:
+        hive.write("store: runs.db\n")  # beside the hive, not the default store
+    assert (
+        main(["run", "my trip/hive.yaml", "--plain", "--model", "offline", "--run-id", "r1"]) == 0
+    )
+    hint = resume_hint(capsys.readouterr().err)
+    assert hint == ["honeycomb", "resume", "r1", "--store", str(Path("my trip") / "runs.db")]
+    assert main(hint[1:]) == 0  # following it finds the run (it had ended: its result)
+    assert "Answer:" in capsys.readouterr().out
+
+    assert main(["demo", "--plain", "--latency", "0", "--run-id", "r2"]) == 0
+    assert resume_hint(capsys.readouterr().err) == ["honeycomb", "resume", "r2"]  # the default
