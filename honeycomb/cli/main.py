@@ -28,6 +28,7 @@ from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished
 from honeycomb.run.plan import Plan
+from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.format import counted, format_cost
@@ -217,11 +218,36 @@ def _resume(args: argparse.Namespace) -> int:
     if stored is None:
         print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
         return 2
-    if stored.source is None:
-        print(f"run {args.run_id!r} was not started from a hive file", file=sys.stderr)
-        return 2
+    if stored.source is None:  # made from Python: only its result can be shown here
+        return _show_ended(path, args)
     args.store, args.run_id, args.no_store = path, args.run_id, False
     return _execute(Path(stored.source), stored.task, args)
+
+
+def _show_ended(path: Path, args: argparse.Namespace) -> int:
+    """Show the stored result of run ``args.run_id``, which was not started from a
+    hive file: a run that ended needs none to show its result, one that did not can
+    only be continued by the code that made it."""
+    try:
+        stored = anyio.run(RunStore(path).load, args.run_id)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    result = stored_result(stored) if stored is not None else None
+    if result is None:
+        print(
+            f"run {args.run_id!r} was not started from a hive file: continue it from Python, "
+            f"with Executor.resume({args.run_id!r}) of an Executor like the one that made it",
+            file=sys.stderr,
+        )
+        return 2
+    out = sys.stdout
+    view: View = JsonView(out) if args.json else PlainView(out)
+    with view:
+        view.handle(_stored_finish(result))
+    if not args.json:
+        _print_answer(out, result)
+    return 0
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -436,9 +462,13 @@ async def _run_and_report(
         if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
             out.write("\n".join(summary(partial)) + "\n")
         return 1
+    _print_answer(out, result)
+    return 0
+
+
+def _print_answer(out: TextIO, result: RunResult) -> None:
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
-    return 0
 
 
 def _resume_command(run_id: str, store: Path) -> str:

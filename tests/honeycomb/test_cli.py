@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
-from honeycomb import RunStore
+from honeycomb import Executor, Role, RunFailed, RunStore, ScriptedModel
 from honeycomb.cli.main import demo_hive_path, main
 
 
@@ -216,3 +217,40 @@ def test_the_first_line_names_the_resume_command_that_finds_the_run(
 
     assert main(["demo", "--plain", "--latency", "0", "--run-id", "r2"]) == 0
     assert resume_hint(capsys.readouterr().err) == ["honeycomb", "resume", "r2"]  # the default
+
+
+def test_resume_of_a_run_made_from_python_that_ended_prints_its_stored_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel(["the answer"]), aggregator="concat",
+        store=db,
+    )  # fmt: skip
+    anyio.run(lambda: executor.run("task", subtasks=[("w", "go")], run_id="r0"))
+    executor.store.close()  # type: ignore[union-attr]
+
+    assert main(["resume", "r0", "--store", str(db), "--json"]) == 0
+    [record] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (record["event"], record["status"]) == ("run.finished", "ok")
+    assert record["result"]["answer_text"] == "## s1 (w)\nthe answer"
+
+    assert main(["resume", "r0", "--store", str(db)]) == 0
+    assert "\nAnswer:\n## s1 (w)\nthe answer\n" in capsys.readouterr().out
+
+
+def test_resume_of_a_run_made_from_python_that_did_not_end_says_where_it_continues(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel([]), aggregator="concat", store=db
+    )
+    with pytest.raises(RunFailed):  # the script has no answer: the run failed
+        anyio.run(lambda: executor.run("task", subtasks=[("w", "go")], run_id="r0"))
+    executor.store.close()  # type: ignore[union-attr]
+
+    assert main(["resume", "r0", "--store", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "run 'r0' was not started from a hive file" in err
+    assert "Executor.resume('r0')" in err
