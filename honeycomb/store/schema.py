@@ -7,13 +7,11 @@ schema 1, written before there was one, by their tables.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from honeycomb.store.files import idle, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
@@ -175,12 +173,12 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
     refuse_foreign(path)
     unchanged: Unchanged | None = None
     options = "mode=ro"
-    seen = None if shared else _idle(path)
+    seen = None if shared else idle(path)
     if seen is not None:
         options += "&immutable=1"
 
         def unchanged() -> bool:
-            return _idle(path) == seen
+            return idle(path) == seen
 
     try:
         db = sqlite3.connect(
@@ -203,76 +201,34 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
     return db, unchanged
 
 
-def _idle(path: Path) -> tuple[int, int, int] | None:
-    """The ``.db`` file's identity, size and time of change, if no process has the
-    store open (neither ``-wal`` nor ``-shm`` beside it); None if one may."""
-    if _sidecar(path, "-wal").exists() or _sidecar(path, "-shm").exists():
-        return None
-    try:
-        found = path.stat()
-    except OSError:
-        return None
-    return found.st_ino, found.st_size, found.st_mtime_ns
-
-
-def _sidecar(path: Path, suffix: str) -> Path:
-    return path.with_name(path.name + suffix)
-
-
-_MAGIC = b"SQLite format 3\x00"
-
-
 def refuse_foreign(path: Path) -> None:
-    """Refuse a file that is not a run store (nor empty) without changing it, nor the
-    ``-wal`` and ``-shm`` of its application: a connection to a database in WAL mode
-    would write its ``-shm``, and its close would move the ``-wal`` into the file.
-
-    The file's own header names a store (its application id) once a checkpoint has
-    written it there; else the file is read as an immutable one when it has no
-    ``-wal``, or, when its rows may be in its ``-wal``, a copy of both is read.
+    """Refuse a file that is not a run store (nor empty), without changing it or its
+    ``-wal`` and ``-shm`` (see :mod:`honeycomb.store.files`): the file is read as an
+    immutable one, and when it holds nothing yet, the first write its ``-wal`` holds
+    says whose it is (a store's first transaction gives it its application id).
 
     Raises:
-        StoreError: when the file is not a Honeycomb run store.
+        StoreError: when the file is not a Honeycomb run store, or was written by a
+            newer Honeycomb.
     """
-    try:
-        with path.open("rb") as file:
-            header = file.read(100)
-    except FileNotFoundError:
+    if not path.exists():
         return  # to be created
-    except OSError as exc:
-        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
-    if header[:16] == _MAGIC and header[68:72] == APPLICATION_ID.to_bytes(4, "big"):
-        return  # a store (its version is checked by the connection)
-    wal = _sidecar(path, "-wal")
     try:
-        pending = wal.stat().st_size > 0
-    except OSError:
-        pending = False
-    if not header and not pending:
-        return  # an empty file: to become a store
-    with contextlib.ExitStack() as cleanup:
-        target = path
-        if pending:
-            folder = Path(cleanup.enter_context(tempfile.TemporaryDirectory()))
-            target = folder / "copy.db"
-            try:
-                shutil.copyfile(path, target)
-                shutil.copyfile(wal, _sidecar(target, "-wal"))
-            except OSError as exc:
-                raise StoreError(f"cannot read the run store: {exc}", path=str(path)) from exc
-            uri = f"{target.as_uri()}?mode=ro"
-        else:
-            uri = f"{target.resolve().as_uri()}?mode=ro&immutable=1"
-        try:
-            db = sqlite3.connect(uri, uri=True, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
-        try:
-            _checked(db, path)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
-        finally:
-            db.close()
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    try:
+        version = _checked(db, path)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    finally:
+        db.close()
+    if version == 0:  # nothing in the file itself: its rows may all be in its -wal
+        found = wal_application_id(path)
+        if found is not None and found != APPLICATION_ID:
+            raise _foreign(path, "an SQLite database whose rows are in its -wal")
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:
@@ -285,11 +241,7 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
     else:
         why = "an SQLite database with other tables"
     if version is None:
-        raise StoreError(
-            f"the file is not a Honeycomb run store ({why}); it was left as it was: give "
-            "the run store a file of its own",
-            path=str(path),
-        )
+        raise _foreign(path, why)
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"the store was written by a newer Honeycomb (schema {version}); upgrade "
@@ -297,6 +249,14 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
             path=str(path),
         )
     return version
+
+
+def _foreign(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the file is not a Honeycomb run store ({why}); it was left as it was: give "
+        "the run store a file of its own",
+        path=str(path),
+    )
 
 
 __all__ = [

@@ -241,3 +241,26 @@ def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> N
         assert store._reading(read_while_a_run_writes, []) == ["r1"]
     finally:
         writer.close()
+
+
+PEEK = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM runs').fetchone()[0])"  # noqa: E501
+
+
+def test_reading_in_the_process_that_writes_keeps_its_connection_to_the_file_sound(
+    tmp_path: Path,
+) -> None:
+    # In POSIX, closing any descriptor of a file drops the process's locks on it: a
+    # read that opened the .db itself would take the writer's locks away, and another
+    # process would no longer see what it commits.
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)  # a new store: all of it in its -wal
+    insert = "INSERT INTO runs (run_id, task, status, started_at) VALUES (?, 't', 'ok', 0)"
+    for number in range(1, 4):
+        anyio.run(store.commit, (insert, (f"r{number}",)))
+        assert anyio.run(store.summary, f"r{number}") is not None
+        seen = subprocess.run(
+            [sys.executable, "-c", PEEK, str(db)], capture_output=True, text=True, check=True
+        )
+        assert int(seen.stdout) == number
+    store.close()
