@@ -53,7 +53,14 @@ T = TypeVar("T")
 
 
 class RunSummary(Value, frozen=True, gc=False, kw_only=True):
-    """One line of ``honeycomb runs``."""
+    """One line of ``honeycomb runs``.
+
+    ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
+    ``interrupted``), or ``running`` while a live process carries it on: one stored as
+    running whose process is gone, or whose lease expired, is ``interrupted``. Of a run
+    under way, the counters are what its workers have spent so far (planning not
+    included); of one that ended, all it spent.
+    """
 
     run_id: str
     task: str
@@ -253,10 +260,11 @@ class RunStore:
     def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
         def read(db: sqlite3.Connection) -> list[RunSummary]:
             rows = db.execute(f"SELECT {_SUMMARY} FROM runs {where}", params).fetchall()
-            return [
+            found = [
                 RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True)))
                 for row in rows
             ]
+            return [_under_way(db, run) if run.status == "running" else run for run in found]
 
         return self._reading(read, [])
 
@@ -297,6 +305,60 @@ class RunStore:
             if unchanged is None or unchanged():
                 return found
         raise AssertionError("unreachable: a shared read is never read again")  # pragma: no cover
+
+
+class _Spent(Value, frozen=True, gc=False):
+    """What a finished worker's stored result says it spent."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    cost: float = 0.0
+
+
+class _Worker(Value, frozen=True, gc=False):
+    usage: _Spent = _Spent()
+
+
+class _Outcome(Value, frozen=True, gc=False):
+    worker: _Worker | None = None
+
+
+_OUTCOME = msgspec.json.Decoder(_Outcome)
+
+
+def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
+    """A run stored as running (its counters are written when it ends): interrupted
+    if no live process carries it on any more (killed, or hung past its lease), and
+    what its workers have spent so far, as the store knows it."""
+    spent = _Spent()
+    for result, *counters in db.execute(
+        "SELECT result, turn, input_tokens, output_tokens, tool_calls, cost FROM workers "
+        "WHERE run_id = ?",
+        (run.run_id,),
+    ):
+        if result is not None:  # finished: its result says it all
+            worker = _OUTCOME.decode(result).worker
+            done = worker.usage if worker is not None else _Spent()
+        else:  # its last saved turn
+            calls, given, taken, tools, cost = (c or 0 for c in counters)
+            done = _Spent(
+                model_calls=calls, input_tokens=given, output_tokens=taken, tool_calls=tools,
+                cost=float(cost),
+            )  # fmt: skip
+        spent = _Spent(
+            input_tokens=spent.input_tokens + done.input_tokens,
+            output_tokens=spent.output_tokens + done.output_tokens,
+            model_calls=spent.model_calls + done.model_calls,
+            tool_calls=spent.tool_calls + done.tool_calls,
+            cost=spent.cost + done.cost,
+        )
+    return msgspec.structs.replace(
+        run,
+        status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
+        **msgspec.structs.asdict(spent),
+    )
 
 
 def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
