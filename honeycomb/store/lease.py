@@ -106,7 +106,10 @@ def renew(db: sqlite3.Connection, leases: Iterable[Lease]) -> None:
 def carried_on(db: sqlite3.Connection, run_id: str) -> bool:
     """Whether a process may still carry run ``run_id`` on: its lease is live (its
     heartbeat younger than its TTL) and its owner not certainly gone."""
-    row = db.execute(_HOLDER, (run_id,)).fetchone()
+    try:
+        row = db.execute(_HOLDER, (run_id,)).fetchone()
+    except sqlite3.OperationalError:  # a store of the first schema, read as it is: no leases
+        return False
     if row is None:
         return False
     owner, host, pid, heartbeat, ttl_s = row

@@ -107,11 +107,16 @@ def test_a_store_of_the_first_schema_without_an_application_id_is_accepted(
     executor.store.close()  # type: ignore[union-attr]
     with sqlite3.connect(db) as raw:  # as Honeycomb wrote it before leases existed
         raw.executescript("DROP TABLE leases; PRAGMA application_id = 0; PRAGMA user_version = 1;")
+        raw.execute(
+            "INSERT INTO runs (run_id, task, status, started_at) VALUES ('gone', 't', 'running', 0)"
+        )
     raw.close()
-    assert [r.run_id for r in RunStore(db).runs()] == ["old"]
+    assert {(r.run_id, r.status) for r in RunStore(db).runs()} == {
+        ("old", "ok"), ("gone", "interrupted"),
+    }  # fmt: skip
     again = Setup(tmp_path / "e", tmp_path / "c").executor(db)
     anyio.run(lambda: again.run(TASK, subtasks=plan(1), run_id="new"))
-    assert {r.run_id for r in RunStore(db).runs()} == {"old", "new"}
+    assert {r.run_id for r in RunStore(db).runs()} == {"old", "gone", "new"}
 
 
 async def test_a_copy_of_the_db_file_alone_holds_the_runs_that_ended(
