@@ -175,7 +175,7 @@ class OpenAIModel:
                 self._fall_back(mode, exc)
 
     async def _retried(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
-        async for attempt in self.retry.retrying():
+        async for attempt in self.retry.retrying(self.limiter):
             with attempt:
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
                     return await self._complete_once(request, mode)

@@ -19,9 +19,11 @@ from pydantic import BaseModel
 from structlog.testing import capture_logs
 
 from runtime import (
+    AdaptiveLimiter,
     AssistantMessage,
     ConfigError,
     ConfigErrors,
+    Event,
     Message,
     ModelConnectionError,
     ModelHTTPError,
@@ -37,10 +39,12 @@ from runtime import (
     ToolCall,
     ToolMessage,
     ToolSchema,
+    Tracer,
     Usage,
     UserMessage,
 )
 from runtime._request import sdk_parameters, split_settings
+from runtime.events import CallReport, ModelCallRetrying, current_call
 from tests.conftest import RealNetworkUsed
 from tests.support.openai_server import (
     OpenAIServer,
@@ -690,6 +694,24 @@ async def test_429_then_200_succeeds_after_exactly_two_requests(
 
     assert response.message.content == "done"
     assert len(openai_server.requests) == 2
+
+
+async def test_a_429_without_retry_after_reports_the_limiters_cooldown_as_its_wait(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(error(429), text("ok"))
+    model = make_model(limiter=AdaptiveLimiter(4, cooldown_s=0.3))
+    events: list[Event] = []
+    report = CallReport(Tracer(events.append, log=False), worker="w", run_id=None, turn=1)
+    current_call.set(report)
+    await model.complete(ask())
+    [retrying] = events
+    assert isinstance(retrying, ModelCallRetrying)
+    first, second = openai_server.requests
+    waited = second.at - first.at
+    assert retrying.wait_s >= 0.3 * 0.9  # the cool-down, not the 10 ms backoff
+    assert retrying.wait_s * 0.9 <= waited <= retrying.wait_s + 0.5
+    assert report.retry_wait_s == retrying.wait_s
 
 
 @pytest.mark.parametrize(
