@@ -35,6 +35,7 @@ __all__ = [
     "dump_value_json",
     "validate_messages",
     "validate_value",
+    "with_distinct_ids",
 ]
 
 
@@ -133,6 +134,39 @@ Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessag
 
 Messages: TypeAlias = tuple[Message, ...]
 """A conversation: messages, oldest first."""
+
+
+def with_distinct_ids(message: AssistantMessage, earlier: Messages, turn: int) -> AssistantMessage:
+    """``message`` whose tool calls each have an id no other call of the conversation
+    has: some servers number the calls of every turn from ``call_0`` (or send none),
+    and strict ones refuse a conversation that repeats an id. A repeated (or empty)
+    id becomes ``<id>_t<turn>`` (then ``_2``, ``_3`` ...): the same answer at the same
+    turn gets the same ids, and since they are in the transcript, the journal, the
+    observations and the wire all use them."""
+    calls = message.tool_calls
+    if not calls:
+        return message
+    taken = {c.id for m in earlier if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    fresh: list[ToolCall] = []
+    renamed = False
+    for c in calls:
+        new_id = c.id
+        if not new_id or new_id in taken:
+            base = f"{new_id or 'call'}_t{turn}"
+            new_id, n = base, 1
+            while new_id in taken or any(new_id == other.id for other in calls):
+                n += 1
+                new_id = f"{base}_{n}"
+            renamed = True
+        taken.add(new_id)
+        fresh.append(
+            ToolCall(id=new_id, name=c.name, arguments=c.arguments) if new_id != c.id else c
+        )
+    if not renamed:
+        return message
+    return AssistantMessage(
+        content=message.content, tool_calls=tuple(fresh), reasoning=message.reasoning
+    )
 
 
 class Transcript(Value, frozen=True, gc=False, kw_only=True):
