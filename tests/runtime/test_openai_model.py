@@ -668,6 +668,38 @@ async def test_no_api_key_for_openai_itself_is_a_config_error(
     assert no_real_network == []  # it failed before trying to connect
 
 
+NOT_FOUND = (
+    'model "llama3" not found, try pulling it first with `ollama pull llama3`; none of the '
+    "EMPTY slots match"
+)
+
+
+@pytest.mark.parametrize("placeholder", ["ollama", "EMPTY", "none", "unused"])
+async def test_a_placeholder_key_is_not_masked_in_the_words_of_an_error(
+    openai_server: OpenAIServer, make_model: MakeModel, placeholder: str
+) -> None:
+    # Local servers take any key: Ollama's docs use "ollama", vLLM's "EMPTY".
+    openai_server.enqueue(error(404, NOT_FOUND))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model(api_key=placeholder).complete(ask())
+    assert NOT_FOUND in str(caught.value)
+    assert "hidden" not in str(caught.value)
+
+
+async def test_a_key_an_error_echoes_is_masked_where_it_stands_whole(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    key = "sk-proj-abcdefghijklmnop"
+    echoed = f"Incorrect API key provided: {key}. Keys look like {key}_v2 or x{key}"
+    openai_server.enqueue(error(401, echoed))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model(api_key=key).complete(ask())
+    shown = str(caught.value)
+    assert "Incorrect API key provided: [api key hidden]." in shown
+    assert f"{key}_v2 or x{key}" in shown  # inside other words: not the key itself
+    assert caught.value.__cause__ is None  # the SDK's error, which holds it, is dropped
+
+
 async def test_a_given_client_has_its_sdk_retries_turned_off(
     openai_server: OpenAIServer,
 ) -> None:
