@@ -461,8 +461,8 @@ async def test_a_models_own_exception_fails_the_loop_as_a_model_error(
     assert isinstance(error, ModelError)
     assert error.__cause__ is raised
     assert error.error_type == type(raised).__name__
-    assert error.model == "FunctionModel('broken')"
-    assert str(error).startswith(f"model FunctionModel('broken') raised {type(raised).__name__}: ")
+    assert error.model == "FunctionModel('fn')"  # the name it was given
+    assert str(error).startswith(f"model FunctionModel('fn') raised {type(raised).__name__}: ")
     (event,) = [e for e in logs if e["event"] == "model_call.finished"]
     assert event["status"] == "error"
     assert type(raised).__name__ in event["error"]
