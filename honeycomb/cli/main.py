@@ -317,6 +317,7 @@ def _validate(args: argparse.Namespace) -> int:
     for path in args.hives:
         try:
             hive = load_hive(path)
+            hive.check_runnable()  # what validate checks is what run needs
         except ConfigErrors as exc:
             failed = True
             print(f"{path}: {len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}")
@@ -370,6 +371,7 @@ def _bench(argv: list[str]) -> int:
 def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     try:
         hive = load_hive(path)
+        hive.check_runnable()
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
         return 2

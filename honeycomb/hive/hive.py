@@ -218,6 +218,26 @@ class Hive:
             for name, spec in self.spec.models.items()
         }
 
+    def check_runnable(self) -> None:
+        """Raise if ``honeycomb run`` cannot run the hive: it plans every task, so the
+        hive needs a planner (from Python, ``run(task, subtasks=...)`` needs none).
+
+        Raises:
+            ConfigErrors: naming what to add.
+        """
+        if self.spec.planner is None and "planner" not in self.roles:
+            raise ConfigErrors(
+                [
+                    ConfigError(
+                        "the hive has no planner, and honeycomb run plans every task: define "
+                        "a role named 'planner', or name one with planner: (from Python, "
+                        "run(task, subtasks=[...]) needs none)",
+                        file=str(self.file),
+                        field="planner",
+                    )
+                ]
+            )
+
     @property
     def default_model(self) -> str | None:
         """The model of roles that name none: the declared default, else the first."""

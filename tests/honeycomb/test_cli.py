@@ -254,3 +254,24 @@ def test_resume_of_a_run_made_from_python_that_did_not_end_says_where_it_continu
     err = capsys.readouterr().err
     assert "run 'r0' was not started from a hive file" in err
     assert "Executor.resume('r0')" in err
+
+
+def test_a_hive_without_a_planner_is_reported_by_validate_and_run_does_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text("models: {default: offline}\nroles:\n  w: {description: Works.}\n")
+    assert main(["validate", str(hive)]) == 1
+    out = capsys.readouterr().out
+    assert f"{hive}: 1 error" in out
+    assert "the hive has no planner" in out
+    assert "define a role named 'planner', or name one with planner:" in out
+
+    store = tmp_path / "runs.db"
+    assert main(["run", str(hive), "a task", "--plain", "--store", str(store)]) == 2
+    assert "the hive has no planner" in capsys.readouterr().err
+    assert not store.exists()  # nothing started, so nothing is kept
+
+    named = tmp_path / "named.yaml"  # a planner: naming another role will do
+    named.write_text(hive.read_text() + "planner: w\n")
+    assert main(["validate", str(named)]) == 0

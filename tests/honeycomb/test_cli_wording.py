@@ -134,6 +134,7 @@ models:
   offline: offline
 roles:
   researcher: {model: local}
+planner: researcher
 """
 
 
