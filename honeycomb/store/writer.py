@@ -99,6 +99,7 @@ class Writer:
         beat = self.beat_s
         due = time.monotonic() + beat
         stopping = False
+        items: list[Any] = []  # the batch being written
         try:
             while not stopping:
                 try:
@@ -122,6 +123,7 @@ class Writer:
                     held, due = self.held, time.monotonic() + beat
                 if items or held:
                     self._batch(connection, items, held)
+                items = []
             _checkpoint(connection, "TRUNCATE")
         except BaseException as exc:  # not a batch's error (those are told): never silent
             died = StoreError(
@@ -129,15 +131,15 @@ class Writer:
                 path=str(self.path),
             )
             self.running = False  # the next write starts another
-            self._abandon(died)
+            self._abandon(items, died)
             raise
         finally:
             self.running = False  # stopped, or died: the next write starts another
             connection.close()
 
-    def _abandon(self, error: StoreError) -> None:
-        """Tell the waiters of every write still queued that it was not made."""
-        items = []
+    def _abandon(self, items: list[Any], error: StoreError) -> None:
+        """Tell the waiters of ``items`` (the batch being written), and of every write
+        still queued, that it was not made."""
         while True:
             try:
                 item = self._queue.get_nowait()

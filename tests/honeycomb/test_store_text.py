@@ -118,3 +118,30 @@ def test_a_byte_of_the_task_that_is_not_utf8_is_no_crash(tmp_path: Path) -> None
     assert "Traceback" not in err
     assert "Answer:" in done.stdout.decode("utf-8", "replace")
     assert stored(db, "SELECT task, status FROM runs") == [("weather in Lisbon \ufffd", "ok")]
+
+
+class Fatal(BaseException):
+    """Not an error of a write: what ends a thread (as a bug of the writer would)."""
+
+
+async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_another(
+    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    writer = store._writer
+    batch = writer._batch
+
+    def dies(*args: Any) -> None:
+        monkeypatch.setattr(writer, "_batch", batch)  # once
+        raise Fatal("the writer broke")
+
+    monkeypatch.setattr(writer, "_batch", dies)
+    insert = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+    with anyio.fail_after(20):
+        with pytest.raises(StoreError, match="writer stopped: Fatal: the writer broke"):
+            await store.commit((insert, ("r1", "[]")))
+        await store.commit((insert, ("r2", "[]")))  # a new writer
+    store.close()
+    assert stored(tmp_path / "runs.db", "SELECT run_id FROM spans") == [("r2",)]
+    assert len(thread_deaths) == 1  # and the thread's death was not silent either
