@@ -11,6 +11,12 @@ whether the statements commute with every other write (see ``RunStore.save``); t
 lease they are written under (None: none), for they are committed only while it is
 still the run's; whether to checkpoint the file once they are committed; and whether
 to commit it at once, rather than with whatever else arrives in the next moment.
+
+A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
+back, and each of its waiters is told with a StoreError; the thread goes on. Text is
+made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`).
+Should the thread itself die, the waiters of its batch and of every write queued are
+told too, and the next write starts another.
 """
 
 from __future__ import annotations
