@@ -13,7 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime._text import valid_text
+from runtime.errors import ConfigError, ConfigErrors
 from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from runtime.model import OutputSchema
 
@@ -23,6 +24,7 @@ __all__ = [
     "messages_out",
     "output_instruction",
     "sdk_parameters",
+    "settings_problems",
     "split_settings",
 ]
 
@@ -35,26 +37,126 @@ RESERVED_SETTINGS = frozenset(
 """Request fields Honeycomb sets itself, which a model's settings cannot."""
 
 
-def check_settings(settings: Mapping[str, Any]) -> None:
-    """Raise if a model's settings name a field Honeycomb sets, or ``extra_body`` is
-    not a mapping.
+SettingsPath = tuple[Any, ...]
+"""Where in a model's settings a problem is: keys (and list indexes), from the top."""
 
-    Raises:
-        ConfigError: naming the key.
-    """
-    for key in settings:
-        if key in RESERVED_SETTINGS:
-            raise ConfigError(
-                f"{key!r} cannot be a setting: Honeycomb sets it on every request "
-                f"(settings cannot set any of {', '.join(sorted(RESERVED_SETTINGS))})",
-                field=f"settings.{key}",
-            )
+_SCALARS = (str, int, float, bool)
+
+
+def settings_problems(settings: Mapping[str, Any]) -> list[tuple[SettingsPath, str]]:
+    """Every problem of a model's settings, each where it is: a field Honeycomb sets
+    itself, or a setting of the SDK whose type Honeycomb knows (``extra_headers``,
+    ``extra_query``, ``extra_body``) of another shape, which would fail every call.
+    A message never shows a header's name or value: headers hold secrets."""
+    problems: list[tuple[SettingsPath, str]] = [
+        (
+            (key,),
+            f"{key!r} cannot be a setting: Honeycomb sets it on every request "
+            f"(settings cannot set any of {', '.join(sorted(RESERVED_SETTINGS))})",
+        )
+        for key in settings
+        if key in RESERVED_SETTINGS
+    ]
     extra = settings.get("extra_body", {})
     if not isinstance(extra, Mapping):
-        raise ConfigError(
-            f"extra_body must be a mapping of fields to send, got {type(extra).__name__}",
-            field="settings.extra_body",
+        problems.append(
+            (
+                ("extra_body",),
+                f"extra_body must be a mapping of fields to send (got {_kind(extra)})",
+            )
         )
+    headers = settings.get("extra_headers", {})
+    if not isinstance(headers, Mapping):
+        problems.append(
+            (
+                ("extra_headers",),
+                "extra_headers must be a mapping of header names to text, numbers or booleans "
+                f"(got {_kind(headers)})",
+            )
+        )
+    else:
+        for name, value in headers.items():
+            if not isinstance(name, str):
+                problems.append((("extra_headers", name), "the name of a header must be text"))
+            elif not isinstance(value, _SCALARS):
+                problems.append(
+                    (
+                        ("extra_headers", name),
+                        "the value of a header must be text, a number or a boolean "
+                        f"(got {_kind(value)})",
+                    )
+                )
+    query = settings.get("extra_query", {})
+    if not isinstance(query, Mapping):
+        problems.append(
+            (
+                ("extra_query",),
+                "extra_query must be a mapping of parameter names to text, numbers, booleans "
+                f"or lists of them (got {_kind(query)})",
+            )
+        )
+    else:
+        for name, value in query.items():
+            if not isinstance(name, str):
+                problems.append(
+                    (("extra_query", name), "the name of a query parameter must be text")
+                )
+            elif not (
+                isinstance(value, _SCALARS)
+                or (isinstance(value, list | tuple) and all(isinstance(v, _SCALARS) for v in value))
+            ):
+                problems.append(
+                    (
+                        ("extra_query", name),
+                        "the value of a query parameter must be text, a number, a boolean or a "
+                        f"list of them (got {_kind(value)})",
+                    )
+                )
+    return problems
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """Raise if a model's settings have any of the :func:`settings_problems`.
+
+    Raises:
+        ConfigError: naming the setting (only up to ``extra_headers``: headers hold
+            secrets), or ConfigErrors (a ConfigError) for several.
+    """
+    errors = [
+        ConfigError(message, field=_field(where)) for where, message in settings_problems(settings)
+    ]
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
+def _field(where: SettingsPath) -> str:
+    shown = where[:1] if where[0] == "extra_headers" else where
+    return "settings." + ".".join(str(part) for part in shown)
+
+
+def _kind(value: Any) -> str:
+    """What a value is, without showing it (it may be a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
+
+
+def _header_text(value: str | int | float | bool) -> str:
+    """A header's value as HTTP sends it: numbers and booleans (as YAML writes them)
+    as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
 
 
 @functools.cache
@@ -80,6 +182,8 @@ def split_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     check_settings(settings)
     known = sdk_parameters()
     sdk = {k: v for k, v in settings.items() if k in known and k != "extra_body"}
+    if "extra_headers" in sdk:
+        sdk["extra_headers"] = {k: _header_text(v) for k, v in sdk["extra_headers"].items()}
     extra = {k: v for k, v in settings.items() if k not in known}
     extra.update(settings.get("extra_body", {}))  # the settings' own extra_body wins
     return sdk, extra
@@ -107,27 +211,43 @@ def messages_out(messages: Sequence[Message], instruction: str | None) -> list[d
     return out
 
 
+# The text of every message goes out valid (``valid_text``): the body is UTF-8, and
+# a lone surrogate (a byte of argv or a file name that is not UTF-8) would fail the
+# call before it is sent.
+
+
 def _message_out(message: Message) -> dict[str, Any]:
     if isinstance(message, SystemMessage | UserMessage):
-        return {"role": message.role, "content": message.content}
+        return {"role": message.role, "content": valid_text(message.content)}
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        return {
+            "role": "tool",
+            "tool_call_id": valid_text(message.tool_call_id),
+            "content": valid_text(message.content),
+        }
     return _assistant_out(message)
 
 
 def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    content = message.content
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": valid_text(content) if content is not None else None,
+    }
     if message.tool_calls:
         out["tool_calls"] = [
             {
-                "id": c.id,
+                "id": valid_text(c.id),
                 "type": "function",
-                "function": {"name": c.name, "arguments": _wire_arguments(c.arguments)},
+                "function": {
+                    "name": valid_text(c.name),
+                    "arguments": valid_text(_wire_arguments(c.arguments)),
+                },
             }
             for c in message.tool_calls
         ]
     if message.reasoning is not None:
-        out["reasoning_content"] = message.reasoning
+        out["reasoning_content"] = valid_text(message.reasoning)
     return out
 
 

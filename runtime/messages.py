@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+from runtime._text import encode_json
 from runtime.value import Value
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "dump_value_json",
     "validate_messages",
     "validate_value",
+    "with_distinct_ids",
 ]
 
 
@@ -134,6 +136,39 @@ Messages: TypeAlias = tuple[Message, ...]
 """A conversation: messages, oldest first."""
 
 
+def with_distinct_ids(message: AssistantMessage, earlier: Messages, turn: int) -> AssistantMessage:
+    """``message`` whose tool calls each have an id no other call of the conversation
+    has: some servers number the calls of every turn from ``call_0`` (or send none),
+    and strict ones refuse a conversation that repeats an id. A repeated (or empty)
+    id becomes ``<id>_t<turn>`` (then ``_2``, ``_3`` ...): the same answer at the same
+    turn gets the same ids, and since they are in the transcript, the journal, the
+    observations and the wire all use them."""
+    calls = message.tool_calls
+    if not calls:
+        return message
+    taken = {c.id for m in earlier if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    fresh: list[ToolCall] = []
+    renamed = False
+    for c in calls:
+        new_id = c.id
+        if not new_id or new_id in taken:
+            base = f"{new_id or 'call'}_t{turn}"
+            new_id, n = base, 1
+            while new_id in taken or any(new_id == other.id for other in calls):
+                n += 1
+                new_id = f"{base}_{n}"
+            renamed = True
+        taken.add(new_id)
+        fresh.append(
+            ToolCall(id=new_id, name=c.name, arguments=c.arguments) if new_id != c.id else c
+        )
+    if not renamed:
+        return message
+    return AssistantMessage(
+        content=message.content, tool_calls=tuple(fresh), reasoning=message.reasoning
+    )
+
+
 class Transcript(Value, frozen=True, gc=False, kw_only=True):
     """An immutable sequence of messages; :meth:`add` returns a new transcript."""
 
@@ -177,10 +212,9 @@ def dump_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def dump_messages_json(messages: Iterable[Message]) -> str:
-    """Messages as a JSON array (what :func:`validate_messages` reads back)."""
-    return _ENCODER.encode(
-        messages if isinstance(messages, tuple | list) else list(messages)
-    ).decode()
+    """Messages as a JSON array (what :func:`validate_messages` reads back); lone
+    surrogates in their text are replaced by U+FFFD (see :mod:`runtime._text`)."""
+    return encode_json(messages if isinstance(messages, tuple | list) else list(messages)).decode()
 
 
 def validate_value(cls: type[V], data: str | bytes | Mapping[str, Any]) -> V:
@@ -199,13 +233,11 @@ def validate_value(cls: type[V], data: str | bytes | Mapping[str, Any]) -> V:
 def dump_value(value: object) -> dict[str, Any]:
     """A value (see :func:`validate_value`) as a JSON-compatible dict (lists, not
     tuples: what JSON reads back)."""
-    dumped: dict[str, Any] = msgspec.json.decode(_ENCODER.encode(value))
+    dumped: dict[str, Any] = msgspec.json.decode(encode_json(value))
     return dumped
 
 
 def dump_value_json(value: object) -> str:
-    """A value (see :func:`validate_value`) as JSON: the same value, the same text."""
-    return _ENCODER.encode(value).decode()
-
-
-_ENCODER = msgspec.json.Encoder()
+    """A value (see :func:`validate_value`) as JSON: the same value, the same text
+    (lone surrogates replaced, as by :func:`dump_messages_json`)."""
+    return encode_json(value).decode()

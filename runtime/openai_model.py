@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import os
 import re
 import time
@@ -71,7 +72,9 @@ class OpenAIModel:
             the one ``max_concurrency`` would make.
 
     Raises:
-        ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...).
+        ConfigError: for a setting Honeycomb sets itself (``model``, ``tools`` ...),
+            or ``extra_headers``, ``extra_query`` or ``extra_body`` of another shape
+            (ConfigErrors, one for each, when there are several).
     """
 
     def __init__(
@@ -173,7 +176,7 @@ class OpenAIModel:
                 self._fall_back(mode, exc)
 
     async def _retried(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
-        async for attempt in self.retry.retrying():
+        async for attempt in self.retry.retrying(self.limiter):
             with attempt:
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
                     return await self._complete_once(request, mode)
@@ -197,11 +200,12 @@ class OpenAIModel:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the key, and drop the SDK's error that holds it too.
             key = self._given.api_key if self._given is not None else self._key
-            if not key or key == "unused" or key not in _all_text(exc):
+            found = _occurrences(key)
+            if found is None or found.search(_all_text(exc)) is None:
                 raise
-            exc.args = _mask(exc.args, key)
+            exc.args = _mask(exc.args, found)
             if isinstance(exc, ModelHTTPError):
-                exc.body = _mask(exc.body, key)
+                exc.body = _mask(exc.body, found)
             raise exc from None
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
@@ -303,10 +307,24 @@ def _all_text(exc: BaseException) -> str:
     return "\n".join(parts)
 
 
-def _mask(value: Any, key: str) -> Any:
-    """``value`` with every occurrence of ``key`` in its strings masked."""
+_SECRET_LENGTH = 8
+"""Keys shorter than this are placeholders, not secrets: local servers take any key,
+and their docs use ``ollama``, ``EMPTY``, ``none`` (words an error may well say)."""
+
+
+@functools.cache
+def _occurrences(key: str | None) -> re.Pattern[str] | None:
+    """What finds ``key`` where it stands whole (not inside a longer word), or None
+    for a key that is no secret."""
+    if key is None or len(key) < _SECRET_LENGTH:
+        return None
+    return re.compile(rf"(?<![\w-]){re.escape(key)}(?![\w-])")
+
+
+def _mask(value: Any, key: re.Pattern[str]) -> Any:
+    """``value`` with every whole occurrence of the key in its strings masked."""
     if isinstance(value, str):
-        return value.replace(key, _MASKED)
+        return key.sub(_MASKED, value)
     if isinstance(value, dict):
         return {_mask(k, key): _mask(v, key) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -3,9 +3,11 @@
 Only errors that say so are retried (``ModelError.retryable``: HTTP 408, 409, 429,
 5xx, connection errors, timeouts, a 200 whose body is not JSON). Waits grow
 exponentially with jitter, except that a ``Retry-After`` the endpoint sent is
-honoured. The policy stops after a number of attempts or before a total deadline
-would be passed, whichever comes first; a ``Retry-After`` that would end past the
-deadline gives up at once with :class:`~runtime.errors.RetryAfterPastDeadline`.
+honoured, and a retry through a rate limiter waits at least its cool-down (the
+limiter would hold it that long anyway: the wait reported is the wait made). The
+policy stops after a number of attempts or before a total deadline would be passed,
+whichever comes first; a ``Retry-After`` that would end past the deadline gives up
+at once with :class:`~runtime.errors.RetryAfterPastDeadline`.
 
 Each retry is reported to the model call's caller, if it asked
 (:func:`runtime.events.report_retry`), else logged.
@@ -31,9 +33,13 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.ratelimit import AdaptiveLimiter
 from runtime.value import Value
 
-__all__ = ["RetryPolicy", "RetryingModel", "is_retryable", "wait_retry_after"]
+__all__ = [
+    "RetryPolicy", "RetryingModel", "is_retryable", "limiter_of", "wait_at_least",
+    "wait_retry_after",
+]  # fmt: skip
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -58,6 +64,19 @@ class wait_retry_after(wait_base):
         if isinstance(asked, int | float) and asked >= 0:
             return min(float(asked), self.max_wait_s)
         return self.fallback(retry_state)
+
+
+class wait_at_least(wait_base):
+    """Wait what another wait says, but no less than ``floor()`` seconds: what a rate
+    limiter will hold the next attempt for anyway (its cool-down after a 429), so that
+    the wait a retry reports is the wait it makes."""
+
+    def __init__(self, wait: wait_base, floor: Callable[[], float]) -> None:
+        self.wait = wait
+        self.floor = floor
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        return max(self.wait(retry_state), self.floor())
 
 
 class RetryPolicy(Value, frozen=True, kw_only=True):
@@ -88,16 +107,24 @@ class RetryPolicy(Value, frozen=True, kw_only=True):
         if self.deadline_s <= 0:
             raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
 
-    def retrying(self) -> tenacity.AsyncRetrying:
-        """A tenacity controller for this policy (one per call: it holds state)."""
+    def retrying(self, limiter: AdaptiveLimiter | None = None) -> tenacity.AsyncRetrying:
+        """A tenacity controller for this policy (one per call: it holds state).
+
+        Args:
+            limiter: The limiter each attempt passes through: a retry waits at least
+                its cool-down (which would hold it anyway), and reports that wait.
+        """
         backoff = tenacity.wait_exponential(
             multiplier=self.initial_wait_s, max=self.max_wait_s
         ) + tenacity.wait_random(0, self.jitter_s)
+        # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
+        wait: wait_base = wait_retry_after(backoff, max_wait_s=self.deadline_s)
+        if limiter is not None:
+            wait = wait_at_least(wait, lambda: limiter.cooldown_left_s)
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.attempts)
             | tenacity.stop_before_delay(self.deadline_s),
-            # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
-            wait=wait_retry_after(backoff, max_wait_s=self.deadline_s),
+            wait=wait,
             retry=tenacity.retry_if_exception(self.retry_on),
             sleep=anyio.sleep,
             reraise=True,
@@ -128,10 +155,21 @@ class RetryingModel(WrapperModel):
         self.policy = policy or RetryPolicy()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        async for attempt in self.policy.retrying():
+        async for attempt in self.policy.retrying(limiter_of(self.inner)):
             with attempt:
                 return await self.inner.complete(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+def limiter_of(model: Model) -> AdaptiveLimiter | None:
+    """The limiter that ``model``, or a model it wraps, passes its calls through."""
+    current: object = model
+    while current is not None:
+        found = getattr(current, "limiter", None)
+        if isinstance(found, AdaptiveLimiter):
+            return found
+        current = current.inner if isinstance(current, WrapperModel) else None
+    return None
 
 
 def _report_retry(state: RetryCallState) -> None:

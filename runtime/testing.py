@@ -146,15 +146,21 @@ class FunctionModel:
     """Answers with ``fn(request)``, sync or async, returning a response, a message or text.
 
     Exceptions raised by ``fn`` propagate, so it can also simulate failures.
+
+    Args:
+        fn: Makes each answer.
+        name: Reported as the model name, and what its repr and errors call it
+            (default: the function's name there, ``function`` as the model name).
     """
 
-    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+    def __init__(self, fn: ModelFunction, *, name: str | None = None) -> None:
         self.fn = fn
-        self.name = name
+        self.name = name or "function"
+        self._shown = name if name is not None else getattr(fn, "__name__", repr(fn))
         self.requests: list[ModelRequest] = []
 
     def __repr__(self) -> str:
-        return f"FunctionModel({getattr(self.fn, '__name__', self.fn)!r})"
+        return f"FunctionModel({self._shown!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)

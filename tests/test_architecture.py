@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pydantic
 import pytest
 
 import honeycomb
@@ -286,3 +288,34 @@ def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() ->
     loaded = set(done.stdout.split())
     assert "honeycomb.hive.hive" in loaded
     assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []
+
+
+def pydantic_models() -> list[type[pydantic.BaseModel]]:
+    """Every pydantic model the packages define."""
+    found: list[type[pydantic.BaseModel]] = []
+    for name in MODULES:
+        if name.endswith("__main__"):
+            continue  # it runs the command
+        module = importlib.import_module(name)
+        found += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, pydantic.BaseModel)
+            and value.__module__ == name
+        ]
+    return found
+
+
+def test_models_with_fields_named_model_something_do_not_warn_at_the_pydantic_floor() -> None:
+    # pydantic before 2.10 warns of every field starting with "model_" (its protected
+    # namespace) unless the model turns the namespace off.
+    models = pydantic_models()
+    assert len(models) > 10
+    warned = [
+        f"{m.__module__}.{m.__qualname__}: {name}"
+        for m in models
+        for name in m.model_fields
+        if name.startswith("model_") and m.model_config.get("protected_namespaces") != ()
+    ]
+    assert warned == []

@@ -65,7 +65,7 @@ def test_the_installed_package_is_the_wheel_and_its_command_works(
     ).stdout  # fmt: skip
     assert Path(where).is_relative_to(installed.parent)
     (tmp_path / "hive.yaml").write_text(
-        "models: {default: offline}\nroles:\n  writer: {description: Writes.}\n"
+        "models: {default: offline}\nroles:\n  writer: {description: Writes.}\nplanner: writer\n"
     )
     done = _command(installed, "validate", "hive.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

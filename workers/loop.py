@@ -53,6 +53,7 @@ from runtime import (
 from runtime._checks import check_response
 from runtime._concurrency import require_asyncio
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
+from runtime.messages import with_distinct_ids
 from workers.context import assemble
 from workers.state import (
     Checkpoint,
@@ -184,7 +185,9 @@ class AgentLoop:
             self.budget.charge(response.usage)
         if tracing:
             self._emit_finished(turn, started, response, None)
-        message = response.message
+        # Ids unique in the conversation before anything uses them (the checkpoint,
+        # the journal, the observations, the wire).
+        message = with_distinct_ids(response.message, messages, turn)
         if wrap_up and message.tool_calls:
             # No tools were offered, so calls cannot be run; keep only the text.
             asked = tuple(c.name for c in message.tool_calls)

@@ -47,7 +47,9 @@ class Role(BaseModel):
         model_timeout: Seconds per model call (None: the model's own timeout).
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, extra="forbid", protected_namespaces=()
+    )  # fields named model_*: pydantic before 2.10 warns of each unless this is ()
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = ""

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import importlib
 import os
+import shlex
 import signal
 import sys
 import time
@@ -28,6 +29,7 @@ from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished
 from honeycomb.run.plan import Plan
+from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.format import counted, format_cost
@@ -44,6 +46,7 @@ from runtime import (
     RunFailed,
     StoreError,
 )
+from runtime._text import valid_text
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
 
@@ -63,6 +66,7 @@ DEMO_TASK = (
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``honeycomb`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerant(sys.stdout, sys.stderr)
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
@@ -80,6 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE
     return code
+
+
+def _tolerant(*streams: TextIO) -> None:
+    """Text that cannot be encoded for the terminal (a lone surrogate from a file name
+    that is not UTF-8, in a tool's output) is shown escaped, not a crash."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and stream.errors == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 _BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -206,11 +219,36 @@ def _resume(args: argparse.Namespace) -> int:
     if stored is None:
         print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
         return 2
-    if stored.source is None:
-        print(f"run {args.run_id!r} was not started from a hive file", file=sys.stderr)
-        return 2
+    if stored.source is None:  # made from Python: only its result can be shown here
+        return _show_ended(path, args)
     args.store, args.run_id, args.no_store = path, args.run_id, False
     return _execute(Path(stored.source), stored.task, args)
+
+
+def _show_ended(path: Path, args: argparse.Namespace) -> int:
+    """Show the stored result of run ``args.run_id``, which was not started from a
+    hive file: a run that ended needs none to show its result, one that did not can
+    only be continued by the code that made it."""
+    try:
+        stored = asyncio.run(RunStore(path).load(args.run_id))
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    result = stored_result(stored) if stored is not None else None
+    if result is None:
+        print(
+            f"run {args.run_id!r} was not started from a hive file: continue it from Python, "
+            f"with Executor.resume({args.run_id!r}) of an Executor like the one that made it",
+            file=sys.stderr,
+        )
+        return 2
+    out = sys.stdout
+    view: View = JsonView(out) if args.json else PlainView(out)
+    with view:
+        view.handle(_stored_finish(result))
+    if not args.json:
+        _print_answer(out, result)
+    return 0
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -280,6 +318,7 @@ def _validate(args: argparse.Namespace) -> int:
     for path in args.hives:
         try:
             hive = load_hive(path)
+            hive.check_runnable()  # what validate checks is what run needs
         except ConfigErrors as exc:
             failed = True
             print(f"{path}: {len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}")
@@ -333,6 +372,7 @@ def _bench(argv: list[str]) -> int:
 def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     try:
         hive = load_hive(path)
+        hive.check_runnable()
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -340,6 +380,9 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     if not task:
         print(f"no task given and {path} has no example_task", file=sys.stderr)
         return 2
+    # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
+    # character, as the store and the model would have it.
+    task = valid_text(task)
     model = _override(args)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
@@ -384,7 +427,7 @@ async def _run_and_report(
     executor = Executor.from_hive(hive, model=model, store=store)
     run_id = args.run_id or os.urandom(6).hex()
     if store is not None and not args.json:  # said first: a killed run is resumed by id
-        print(f"run {run_id} · kept in {store} (honeycomb resume {run_id})", file=sys.stderr)
+        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None
@@ -410,7 +453,7 @@ async def _run_and_report(
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            print(f"Continue it with: honeycomb resume {run_id} --store {store}", file=sys.stderr)
+            print(f"Continue it with: {_resume_command(run_id, store)}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
@@ -424,9 +467,22 @@ async def _run_and_report(
         if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
             out.write("\n".join(summary(partial)) + "\n")
         return 1
+    _print_answer(out, result)
+    return 0
+
+
+def _print_answer(out: TextIO, result: RunResult) -> None:
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
-    return 0
+
+
+def _resume_command(run_id: str, store: Path) -> str:
+    """The command that continues run ``run_id`` of ``store`` from this folder: it
+    names the store unless it is the default one, where ``resume`` looks."""
+    words = ["honeycomb", "resume", run_id]
+    if store != DEFAULT_STORE:
+        words += ["--store", str(store)]
+    return shlex.join(words)
 
 
 def _stored_finish(result: RunResult) -> RunFinished:

@@ -35,6 +35,7 @@ from runtime import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from runtime._text import valid_data
 
 __all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
 
@@ -210,7 +211,13 @@ class JsonView:
 
     def handle(self, event: Event) -> None:
         record: dict[str, Any] = {"event": event.kind, **event.fields()}
-        self.out.write(pydantic_core.to_json(record, fallback=str).decode() + "\n")
+        try:
+            line = pydantic_core.to_json(record, fallback=str)
+        except pydantic_core.PydanticSerializationError:  # text JSON cannot hold as it is
+            # Lone surrogates (a file name that is not UTF-8 ...): replaced, as stored.
+            builtins = pydantic_core.to_jsonable_python(record, fallback=str)
+            line = pydantic_core.to_json(valid_data(builtins))
+        self.out.write(line.decode() + "\n")
         self.out.flush()
 
 

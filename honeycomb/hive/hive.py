@@ -20,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    field_validator,
     model_validator,
 )
 
@@ -83,17 +82,6 @@ class ModelSpec(BaseModel):
     jitter: float = Field(default=0.0, ge=0)
     price: PriceSpec | None = None
     max_concurrency: int | None = Field(default=32, ge=1)
-
-    @field_validator("settings")
-    @classmethod
-    def _settings_honeycomb_does_not_set(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from runtime._request import check_settings  # does not import openai
-
-        try:
-            check_settings(value)
-        except ConfigError as exc:
-            raise ValueError(exc.message) from None
-        return value
 
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
@@ -230,6 +218,26 @@ class Hive:
             for name, spec in self.spec.models.items()
         }
 
+    def check_runnable(self) -> None:
+        """Raise if ``honeycomb run`` cannot run the hive: it plans every task, so the
+        hive needs a planner (from Python, ``run(task, subtasks=...)`` needs none).
+
+        Raises:
+            ConfigErrors: naming what to add.
+        """
+        if self.spec.planner is None and "planner" not in self.roles:
+            raise ConfigErrors(
+                [
+                    ConfigError(
+                        "the hive has no planner, and honeycomb run plans every task: define "
+                        "a role named 'planner', or name one with planner: (from Python, "
+                        "run(task, subtasks=[...]) needs none)",
+                        file=str(self.file),
+                        field="planner",
+                    )
+                ]
+            )
+
     @property
     def default_model(self) -> str | None:
         """The model of roles that name none: the declared default, else the first."""
@@ -264,6 +272,7 @@ def load_hive(path: str | Path) -> Hive:
         registry = _registry(doc, spec, errors)
         roles = _roles(doc, spec, registry, models, file, errors)
     _check_references(doc, spec, roles, models, errors)
+    _check_settings(doc, errors)
     _check_policy_rules(doc, errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
@@ -371,6 +380,19 @@ def _check_references(
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
+
+
+def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
+    """Every problem of every model's settings, each at its own key (the settings are
+    kept as written: pydantic would say one thing of the whole mapping)."""
+    from runtime._request import settings_problems  # does not import openai
+
+    models = doc.data.get("models")
+    for name, spec in (models if isinstance(models, Mapping) else {}).items():
+        settings = spec.get("settings") if isinstance(spec, Mapping) else None
+        if isinstance(settings, Mapping):
+            for where, message in settings_problems(settings):
+                errors.append(doc.error(("models", name, "settings", *where), message))
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

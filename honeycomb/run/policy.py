@@ -20,7 +20,9 @@ class Budgets(BaseModel):
     ``BudgetExceeded`` carrying the partial results.
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, extra="forbid", protected_namespaces=()
+    )  # fields named model_*: pydantic before 2.10 warns of each unless this is ()
 
     model_calls: int | None = Field(default=None, ge=1)
     total_tokens: int | None = Field(default=None, ge=1)
@@ -61,7 +63,9 @@ class Policy(BaseModel):
             again): ``tell`` the model its outcome is unknown, or ``fail`` the worker.
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, extra="forbid", protected_namespaces=()
+    )  # fields named model_*: pydantic before 2.10 warns of each unless this is ()
 
     max_workers: int = Field(default=8, ge=1)
     failure: FailurePolicy = "best_effort"

@@ -17,8 +17,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore
@@ -35,12 +33,12 @@ from runtime import (
     Usage,
     dump_messages_json,
 )
+from runtime._text import encode_json, model_json
 from runtime.journal import arguments_text
 from workers import LoopState
 
 __all__ = ["RunRecord", "WorkerRecord", "store_failure"]
 
-_JSON = msgspec.json.Encoder()
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
 )
@@ -111,7 +109,7 @@ class RunRecord:
         self.store.write(
             (
                 "UPDATE runs SET plan = ?, workers = ? WHERE run_id = ?",
-                (plan.model_dump_json(), len(plan.subtasks), self.run_id),
+                (model_json(plan), len(plan.subtasks), self.run_id),
             ),
             lease=self.lease,
         )
@@ -136,7 +134,7 @@ class RunRecord:
     def _write_spans(self) -> None:
         if self._spans:
             batch, self._spans = self._spans, []
-            text = _JSON.encode(batch).decode()
+            text = encode_json(batch).decode()
             self.store.save((_SAVE_SPANS, (self.run_id, text)), lease=self.lease)
 
     async def subtask_finished(self, outcome: SubtaskResult) -> None:
@@ -149,7 +147,7 @@ class RunRecord:
         if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
             self._rerun.add(name)  # not finished either: a resumed run runs it again
             return
-        row = (self.run_id, name, outcome.status, outcome.model_dump_json(), time.time())
+        row = (self.run_id, name, outcome.status, model_json(outcome), time.time())
         try:
             # With the results of the workers that end with it: one transaction for all.
             await self.store.commit((_SAVE_RESULT, row), lease=self.lease, urgent=False)
@@ -166,7 +164,7 @@ class RunRecord:
         again, and aggregates anew.
         """
         self._write_spans()
-        kept = result.model_dump_json() if result is not None and not self._rerun else None
+        kept = model_json(result) if result is not None and not self._rerun else None
         ended = (
             "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
             "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "

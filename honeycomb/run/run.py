@@ -31,6 +31,7 @@ from runtime import (
     Tracer,
 )
 from runtime._concurrency import shielded
+from runtime._text import valid_text
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -165,7 +166,7 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            if stored.task != self.task:
+            if stored.task != valid_text(self.task):  # as the store keeps text
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.path} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "

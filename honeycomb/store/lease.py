@@ -30,7 +30,9 @@ from collections.abc import Iterable
 from runtime import RunBusy
 from runtime.value import Value
 
-__all__ = ["HOST", "RELEASE", "Lease", "check", "ended", "new_lease", "renew", "take"]
+__all__ = [
+    "HOST", "RELEASE", "Lease", "carried_on", "check", "ended", "new_lease", "renew", "take",
+]  # fmt: skip
 
 HOST = socket.gethostname()
 RELEASE = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
@@ -99,6 +101,19 @@ def renew(db: sqlite3.Connection, leases: Iterable[Lease]) -> None:
     """A heartbeat for every lease in ``leases`` still held."""
     now = time.time()
     db.executemany(_RENEW, [(now, lease.run_id, lease.owner) for lease in leases])
+
+
+def carried_on(db: sqlite3.Connection, run_id: str) -> bool:
+    """Whether a process may still carry run ``run_id`` on: its lease is live (its
+    heartbeat younger than its TTL) and its owner not certainly gone."""
+    try:
+        row = db.execute(_HOLDER, (run_id,)).fetchone()
+    except sqlite3.OperationalError:  # a store of the first schema, read as it is: no leases
+        return False
+    if row is None:
+        return False
+    owner, host, pid, heartbeat, ttl_s = row
+    return time.time() - heartbeat <= ttl_s and not _gone(owner, host, pid)
 
 
 def _gone(owner: str, host: str, pid: int) -> bool:

@@ -8,8 +8,10 @@ schema 1, written before there was one, by their tables.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
+from honeycomb.store.files import idle, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
@@ -117,36 +119,28 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
     """A connection to the run store in ``path``, once the file is known to be one.
 
     To write, a missing file (and its folder) is created, and an empty one made a
-    store. To read, nothing is ever created or written: a missing or empty file is
-    None (no runs). A file that is not a store is refused before anything is written.
+    store. To read, see :func:`reader`. A file that is not a store is refused before
+    any connection that could change it is opened (:func:`refuse_foreign`).
 
     Raises:
         StoreError: when the file cannot be opened, is not a Honeycomb run store, or
             was written by a newer Honeycomb.
     """
-    if not write and not path.exists():
-        return None
+    if not write:
+        opened = reader(path, shared=True)
+        return opened[0] if opened is not None else None
+    refuse_foreign(path)
     try:
-        if write:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            target = str(path)
-        else:
-            target = f"{path.resolve().as_uri()}?mode=ro"
-        db = sqlite3.connect(
-            target, uri=not write, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     try:
         version = _checked(db, path)
-        if write:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            if version < SCHEMA_VERSION:
-                db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
-        elif version == 0:
-            db.close()
-            return None
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if version < SCHEMA_VERSION:
+            db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
     except sqlite3.Error as exc:
         db.close()
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
@@ -154,6 +148,87 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         db.close()
         raise
     return db
+
+
+Unchanged = Callable[[], bool]
+"""Whether a file read as immutable is still as it was when the read began."""
+
+
+def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged | None] | None:
+    """A read-only connection to the store in ``path`` (None: no store there yet: a
+    missing or empty file), which neither creates nor writes any file.
+
+    A store no process has open (no ``-wal`` or ``-shm`` beside it: the ``.db`` holds
+    everything) is opened as an immutable file, for SQLite would otherwise create the
+    ``-wal`` and ``-shm`` beside it to read it; then the second item tells whether the
+    file is still as it was (a run may open it meanwhile: what was read is then to be
+    read again). Else, or with ``shared``, it is opened as SQLite shares a file in use,
+    through the ``-shm`` of the process that has it open; the second item is None.
+
+    Raises:
+        StoreError: as :func:`connect` does.
+    """
+    if not path.exists():
+        return None
+    refuse_foreign(path)
+    unchanged: Unchanged | None = None
+    options = "mode=ro"
+    seen = None if shared else idle(path)
+    if seen is not None:
+        options += "&immutable=1"
+
+        def unchanged() -> bool:
+            return idle(path) == seen
+
+    try:
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None,
+            check_same_thread=False, timeout=30.0,
+        )  # fmt: skip
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    try:
+        version = _checked(db, path)
+    except sqlite3.Error as exc:
+        db.close()
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    except BaseException:
+        db.close()
+        raise
+    if version == 0:
+        db.close()
+        return None
+    return db, unchanged
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse a file that is not a run store (nor empty), without changing it or its
+    ``-wal`` and ``-shm`` (see :mod:`honeycomb.store.files`): the file is read as an
+    immutable one, and when it holds nothing yet, the first write its ``-wal`` holds
+    says whose it is (a store's first transaction gives it its application id).
+
+    Raises:
+        StoreError: when the file is not a Honeycomb run store, or was written by a
+            newer Honeycomb.
+    """
+    if not path.exists():
+        return  # to be created
+    try:
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    try:
+        version = _checked(db, path)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
+    finally:
+        db.close()
+    if version == 0:  # nothing in the file itself: its rows may all be in its -wal
+        found = wal_application_id(path)
+        if found is not None and found != APPLICATION_ID:
+            raise _foreign(path, "an SQLite database whose rows are in its -wal")
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:
@@ -166,11 +241,7 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
     else:
         why = "an SQLite database with other tables"
     if version is None:
-        raise StoreError(
-            f"the file is not a Honeycomb run store ({why}); it was left as it was: give "
-            "the run store a file of its own",
-            path=str(path),
-        )
+        raise _foreign(path, why)
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"the store was written by a newer Honeycomb (schema {version}); upgrade "
@@ -180,4 +251,15 @@ def _checked(db: sqlite3.Connection, path: Path) -> int:
     return version
 
 
-__all__ = ["APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "connect", "schema_of"]
+def _foreign(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the file is not a Honeycomb run store ({why}); it was left as it was: give "
+        "the run store a file of its own",
+        path=str(path),
+    )
+
+
+__all__ = [
+    "APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "Unchanged", "connect", "reader",
+    "refuse_foreign", "schema_of",
+]  # fmt: skip

@@ -6,8 +6,11 @@ calls (see :mod:`runtime.journal`) and the lease of each run under way (see
 :mod:`honeycomb.store.lease`). The file is in WAL mode, so readers (``honeycomb runs``)
 never wait for the run that writes; it is checkpointed when a run ends and when the
 store closes, so that the ``.db`` file alone (a copy of it) holds every run that ended.
-Only a Honeycomb store, or a new or empty file, is ever written to; reading never
-creates or changes a file.
+Only a Honeycomb store, or a new or empty file, is ever written to: another file is
+refused with its ``-wal`` and ``-shm`` as they were. Reading creates no file and never
+changes the ``.db`` or its ``-wal``: a store no process has open is read as it is
+(SQLite would otherwise create its ``-wal`` and ``-shm`` to read it), one a process
+has open through that process's ``-shm``, as SQLite shares it.
 
 Writes never block the event loop: they are queued to one writer thread per store
 (see :mod:`honeycomb.store.writer`), which commits them in batches, in order, and renews
@@ -21,10 +24,9 @@ run's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +36,7 @@ import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
-from honeycomb.store.schema import connect
+from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
@@ -51,7 +53,14 @@ T = TypeVar("T")
 
 
 class RunSummary(Value, frozen=True, gc=False, kw_only=True):
-    """One line of ``honeycomb runs``."""
+    """One line of ``honeycomb runs``.
+
+    ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
+    ``interrupted``), or ``running`` while a live process carries it on: one stored as
+    running whose process is gone, or whose lease expired, is ``interrupted``. Of a run
+    under way, the counters are what its workers have spent so far (planning not
+    included); of one that ended, all it spent.
+    """
 
     run_id: str
     task: str
@@ -249,83 +258,146 @@ class RunStore:
         return found[0] if found else None
 
     def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
-        with self._reading() as db:
-            if db is None:
-                return []
+        def read(db: sqlite3.Connection) -> list[RunSummary]:
             rows = db.execute(f"SELECT {_SUMMARY} FROM runs {where}", params).fetchall()
-        return [
-            RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True))) for row in rows
-        ]
+            found = [
+                RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True)))
+                for row in rows
+            ]
+            return [_under_way(db, run) if run.status == "running" else run for run in found]
+
+        return self._reading(read, [])
 
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
-        with self._reading() as db:
-            if db is None:
-                return []
+
+        def read(db: sqlite3.Connection) -> list[Span]:
             rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
-        found = [span for (batch,) in rows for span in _SPANS.decode(batch)]
+            return [span for (batch,) in rows for span in _SPANS.decode(batch)]
+
+        found: list[Span] = self._reading(read, [])
         return sorted(found, key=lambda s: s.start)
 
     def _load(self, run_id: str) -> StoredRun | None:
-        with self._reading() as db:
-            if db is None:
-                return None
-            row = db.execute(
-                "SELECT task, status, source, plan, result FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            workers: dict[str, StoredWorker] = {}
-            columns = ", ".join(STATE_FIELDS)
-            for name, status, result, *state in db.execute(
-                f"SELECT worker, status, result, {columns} FROM workers WHERE run_id = ?",
-                (run_id,),
-            ):
-                saved = dict(zip(STATE_FIELDS, state, strict=True))
-                workers[name] = StoredWorker(
-                    status=status, result=result, state=saved if state[0] else None
-                )
-            for name, seq, messages in db.execute(
-                "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
-                (run_id,),
-            ):
-                if name in workers:
-                    workers[name].messages.append((seq, messages))
-            for name, turn, call_id, tool, arguments, status, content in db.execute(
-                "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
-                "WHERE run_id = ?",
-                (run_id,),
-            ):
-                found = workers.setdefault(
-                    name, StoredWorker(status="running", result=None, state=None)
-                )
-                found.journal[turn, call_id] = JournalEntry(
-                    tool=tool, arguments=arguments, status=status, content=content or ""
-                )
-        task, status, source, plan, result = row
-        return StoredRun(
-            run_id=run_id,
-            task=task,
-            status=status,
-            source=source,
-            plan=plan,
-            result=result,
-            workers=workers,
-        )
+        return self._reading(functools.partial(_load, run_id=run_id), None)
 
     # --- connections --------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection | None]:
-        """A read-only connection in one snapshot (None: no store there yet)."""
-        db = connect(self.path, write=False)
-        if db is None:
-            yield None
-            return
-        try:
-            db.execute("BEGIN")  # one snapshot for the whole read
-            yield db
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
-        finally:
-            db.close()
+    def _reading(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        """``read(db)`` on a read-only connection, in one snapshot (``empty``: no store
+        there yet). A store no process has open is read as it is, creating no file;
+        if a run opens it meanwhile, it is read again as a store in use (see
+        :func:`~honeycomb.store.schema.reader`)."""
+        for shared in (False, True):
+            opened = reader(self.path, shared=shared)
+            if opened is None:
+                return empty
+            db, unchanged = opened
+            try:
+                db.execute("BEGIN")  # one snapshot for the whole read
+                found = read(db)
+            except sqlite3.Error as exc:
+                if unchanged is not None and not unchanged():
+                    continue  # read while it changed: read it again
+                raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
+            finally:
+                db.close()
+            if unchanged is None or unchanged():
+                return found
+        raise AssertionError("unreachable: a shared read is never read again")  # pragma: no cover
+
+
+class _Spent(Value, frozen=True, gc=False):
+    """What a finished worker's stored result says it spent."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    cost: float = 0.0
+
+
+class _Worker(Value, frozen=True, gc=False):
+    usage: _Spent = _Spent()
+
+
+class _Outcome(Value, frozen=True, gc=False):
+    worker: _Worker | None = None
+
+
+_OUTCOME = msgspec.json.Decoder(_Outcome)
+
+
+def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
+    """A run stored as running (its counters are written when it ends): interrupted
+    if no live process carries it on any more (killed, or hung past its lease), and
+    what its workers have spent so far, as the store knows it."""
+    spent = _Spent()
+    for result, *counters in db.execute(
+        "SELECT result, turn, input_tokens, output_tokens, tool_calls, cost FROM workers "
+        "WHERE run_id = ?",
+        (run.run_id,),
+    ):
+        if result is not None:  # finished: its result says it all
+            worker = _OUTCOME.decode(result).worker
+            done = worker.usage if worker is not None else _Spent()
+        else:  # its last saved turn
+            calls, given, taken, tools, cost = (c or 0 for c in counters)
+            done = _Spent(
+                model_calls=calls, input_tokens=given, output_tokens=taken, tool_calls=tools,
+                cost=float(cost),
+            )  # fmt: skip
+        spent = _Spent(
+            input_tokens=spent.input_tokens + done.input_tokens,
+            output_tokens=spent.output_tokens + done.output_tokens,
+            model_calls=spent.model_calls + done.model_calls,
+            tool_calls=spent.tool_calls + done.tool_calls,
+            cost=spent.cost + done.cost,
+        )
+    return msgspec.structs.replace(
+        run,
+        status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
+        **msgspec.structs.asdict(spent),
+    )
+
+
+def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
+    row = db.execute(
+        "SELECT task, status, source, plan, result FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    workers: dict[str, StoredWorker] = {}
+    columns = ", ".join(STATE_FIELDS)
+    for name, status, result, *state in db.execute(
+        f"SELECT worker, status, result, {columns} FROM workers WHERE run_id = ?",
+        (run_id,),
+    ):
+        saved = dict(zip(STATE_FIELDS, state, strict=True))
+        kept = saved if state[0] else None
+        workers[name] = StoredWorker(status=status, result=result, state=kept)
+    for name, seq, messages in db.execute(
+        "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
+        (run_id,),
+    ):
+        if name in workers:
+            workers[name].messages.append((seq, messages))
+    for name, turn, call_id, tool, arguments, status, content in db.execute(
+        "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
+        "WHERE run_id = ?",
+        (run_id,),
+    ):
+        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
+        found.journal[turn, call_id] = JournalEntry(
+            tool=tool, arguments=arguments, status=status, content=content or ""
+        )
+    task, status, source, plan, result = row
+    return StoredRun(
+        run_id=run_id,
+        task=task,
+        status=status,
+        source=source,
+        plan=plan,
+        result=result,
+        workers=workers,
+    )

@@ -11,6 +11,12 @@ whether the statements commute with every other write (see ``RunStore.save``); t
 lease they are written under (None: none), for they are committed only while it is
 still the run's; whether to checkpoint the file once they are committed; and whether
 to commit it at once, rather than with whatever else arrives in the next moment.
+
+A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
+back, and each of its waiters is told with a StoreError; the thread goes on. Text is
+made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`).
+Should the thread itself die, the waiters of its batch and of every write queued are
+told too, and the next write starts another.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
 from honeycomb.store.schema import connect
 from runtime import StoreError
+from runtime._text import valid_text
 
 __all__ = ["Action", "Statement", "Writer"]
 
@@ -98,6 +105,7 @@ class Writer:
         beat = self.beat_s
         due = time.monotonic() + beat
         stopping = False
+        items: list[Any] = []  # the batch being written
         try:
             while not stopping:
                 try:
@@ -121,10 +129,31 @@ class Writer:
                     held, due = self.held, time.monotonic() + beat
                 if items or held:
                     self._batch(connection, items, held)
+                items = []
             _checkpoint(connection, "TRUNCATE")
+        except BaseException as exc:  # not a batch's error (those are told): never silent
+            died = StoreError(
+                f"the run store's writer stopped: {type(exc).__name__}: {exc}",
+                path=str(self.path),
+            )
+            self.running = False  # the next write starts another
+            self._abandon(items, died)
+            raise
         finally:
             self.running = False  # stopped, or died: the next write starts another
             connection.close()
+
+    def _abandon(self, items: list[Any], error: StoreError) -> None:
+        """Tell the waiters of ``items`` (the batch being written), and of every write
+        still queued, that it was not made."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                items.append(item)
+        _tell_all(items, dict.fromkeys(range(len(items)), error))
 
     def _batch(
         self, connection: sqlite3.Connection, items: list[Any], held: frozenset[Lease]
@@ -133,23 +162,21 @@ class Writer:
         refused: dict[int, StoreError] = {}
         try:
             self._commit(connection, items, held, refused)
-        except sqlite3.Error as exc:
-            error = StoreError(f"cannot write the run store: {exc}", path=str(self.path))
+        except Exception as exc:  # any error of any write: the batch's writes are not made
+            # An sqlite3 error says what it is; another (a value sqlite3 cannot bind)
+            # says its type too.
+            why = str(exc) if isinstance(exc, sqlite3.Error) else f"{type(exc).__name__}: {exc}"
+            error = StoreError(f"cannot write the run store: {why}", path=str(self.path))
+            error.__cause__ = exc
             self.failure = error
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # a failed rollback leaves it to SQLite
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
             refused = dict.fromkeys(range(len(items)), error)
         else:
             if any(item[4] for item in items):
                 _checkpoint(connection, "PASSIVE")
-        waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
-        for index, item in enumerate(items):
-            done = item[1]
-            if done is not None:
-                waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
-        for loop, told in waiters.items():  # one wake-up of each loop, not one per write
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(_tell, told)
+        _tell_all(items, refused)
 
     def _commit(
         self,
@@ -182,8 +209,9 @@ class Writer:
                     refused[index] = exc
                 owned.clear()  # it may have taken a lease
                 continue
-            for sql, params in work:
-                many = isinstance(params, list)  # rows for one statement
+            for sql, given in work:
+                many = isinstance(given, list)  # rows for one statement
+                params = [_storable(row) for row in given] if many else _storable(given)
                 if merge:
                     rows = merged.setdefault(sql, [])
                     rows.extend(params) if many else rows.append(params)
@@ -202,6 +230,27 @@ def _checkpoint(connection: sqlite3.Connection, mode: str) -> None:
     next one (or to the next open)."""
     with contextlib.suppress(sqlite3.Error):
         connection.execute(f"PRAGMA wal_checkpoint({mode})")
+
+
+def _storable(row: Sequence[Any]) -> Sequence[Any]:
+    """A row's parameters as SQLite can take them: text with lone surrogates has them
+    replaced by U+FFFD (see :mod:`runtime._text`), for no UTF-8 encoder takes them."""
+    for value in row:
+        if type(value) is str and valid_text(value) is not value:
+            return tuple(valid_text(v) if type(v) is str else v for v in row)
+    return row
+
+
+def _tell_all(items: list[Any], refused: dict[int, StoreError]) -> None:
+    """Tell the waiters of ``items`` how their writes went (``refused``, by index)."""
+    waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
+    for index, item in enumerate(items):
+        done = item[1]
+        if done is not None:
+            waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
+    for loop, told in waiters.items():  # one wake-up of each loop, not one per write
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(_tell, told)
 
 
 def _tell(waiters: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:

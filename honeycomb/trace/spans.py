@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from runtime import Event, ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from runtime._text import encode_json
 from runtime.value import Value
 
 __all__ = ["FIELDS", "Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
@@ -337,9 +338,9 @@ def _id(span: _Open | None) -> str | None:
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:
-    """Spans as JSON lines, one object per span."""
-    encode = msgspec.json.encode
-    return "".join(encode(msgspec.structs.asdict(s)).decode() + "\n" for s in spans)
+    """Spans as JSON lines, one object per span (lone surrogates in their text replaced
+    by U+FFFD: JSON is UTF-8)."""
+    return "".join(encode_json(msgspec.structs.asdict(s)).decode() + "\n" for s in spans)
 
 
 _DEFAULTS = {f.name: f.default for f in msgspec.structs.fields(Span)}

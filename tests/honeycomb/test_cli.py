@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
-from honeycomb import RunStore
+from honeycomb import Executor, Role, RunFailed, RunStore, ScriptedModel
 from honeycomb.cli.main import demo_hive_path, main
 
 
@@ -189,3 +192,86 @@ def test_resume_json_of_a_run_that_ended_prints_its_stored_result(
     assert record["status"] == "ok"
     assert record["result"]["answer_text"] == live["result"]["answer_text"]
     assert record["result"]["run_id"] == "done"
+
+
+def resume_hint(err: str) -> list[str]:
+    """The resume command the first line names, as words."""
+    first = err.splitlines()[0]
+    return shlex.split(first[first.index("(honeycomb resume") + 1 : first.rindex(")")])
+
+
+def test_the_first_line_names_the_resume_command_that_finds_the_run(
+    fast_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trip = tmp_path / "my trip"
+    shutil.copytree(demo_hive_path().parent, trip)
+    with (trip / "hive.yaml").open("a") as hive:
+        hive.write("store: runs.db\n")  # beside the hive, not the default store
+    assert (
+        main(["run", "my trip/hive.yaml", "--plain", "--model", "offline", "--run-id", "r1"]) == 0
+    )
+    hint = resume_hint(capsys.readouterr().err)
+    assert hint == ["honeycomb", "resume", "r1", "--store", str(Path("my trip") / "runs.db")]
+    assert main(hint[1:]) == 0  # following it finds the run (it had ended: its result)
+    assert "Answer:" in capsys.readouterr().out
+
+    assert main(["demo", "--plain", "--latency", "0", "--run-id", "r2"]) == 0
+    assert resume_hint(capsys.readouterr().err) == ["honeycomb", "resume", "r2"]  # the default
+
+
+def test_resume_of_a_run_made_from_python_that_ended_prints_its_stored_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel(["the answer"]), aggregator="concat",
+        store=db,
+    )  # fmt: skip
+    anyio.run(lambda: executor.run("task", subtasks=[("w", "go")], run_id="r0"))
+    executor.store.close()  # type: ignore[union-attr]
+
+    assert main(["resume", "r0", "--store", str(db), "--json"]) == 0
+    [record] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (record["event"], record["status"]) == ("run.finished", "ok")
+    assert record["result"]["answer_text"] == "## s1 (w)\nthe answer"
+
+    assert main(["resume", "r0", "--store", str(db)]) == 0
+    assert "\nAnswer:\n## s1 (w)\nthe answer\n" in capsys.readouterr().out
+
+
+def test_resume_of_a_run_made_from_python_that_did_not_end_says_where_it_continues(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel([]), aggregator="concat", store=db
+    )
+    with pytest.raises(RunFailed):  # the script has no answer: the run failed
+        anyio.run(lambda: executor.run("task", subtasks=[("w", "go")], run_id="r0"))
+    executor.store.close()  # type: ignore[union-attr]
+
+    assert main(["resume", "r0", "--store", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "run 'r0' was not started from a hive file" in err
+    assert "Executor.resume('r0')" in err
+
+
+def test_a_hive_without_a_planner_is_reported_by_validate_and_run_does_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text("models: {default: offline}\nroles:\n  w: {description: Works.}\n")
+    assert main(["validate", str(hive)]) == 1
+    out = capsys.readouterr().out
+    assert f"{hive}: 1 error" in out
+    assert "the hive has no planner" in out
+    assert "define a role named 'planner', or name one with planner:" in out
+
+    store = tmp_path / "runs.db"
+    assert main(["run", str(hive), "a task", "--plain", "--store", str(store)]) == 2
+    assert "the hive has no planner" in capsys.readouterr().err
+    assert not store.exists()  # nothing started, so nothing is kept
+
+    named = tmp_path / "named.yaml"  # a planner: naming another role will do
+    named.write_text(hive.read_text() + "planner: w\n")
+    assert main(["validate", str(named)]) == 0

@@ -134,6 +134,7 @@ models:
   offline: offline
 roles:
   researcher: {model: local}
+planner: researcher
 """
 
 
@@ -163,7 +164,66 @@ def test_a_setting_honeycomb_sets_is_a_located_error(
 
     out = capsys.readouterr().out
     assert f"{hive}: 1 error" in out
-    assert f"{hive}:5:5: models.local.settings: 'stream' cannot be a setting" in out
+    assert f"{hive}:5:16: models.local.settings.stream: 'stream' cannot be a setting" in out
+
+
+def test_every_setting_honeycomb_sets_is_reported_at_its_own_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(HIVE.replace("temperature: 0.2", "stream: true, tools: [], model: m"))
+
+    assert main(["validate", str(hive)]) == 1
+
+    out = capsys.readouterr().out
+    assert f"{hive}: 3 errors" in out
+    for key, column in (("stream", 16), ("tools", 30), ("model", 41)):
+        assert f"{hive}:5:{column}: models.local.settings.{key}: '{key}' cannot be a setting" in out
+
+
+@pytest.mark.parametrize(
+    ("written", "where", "message"),
+    [
+        ("extra_headers: [x-team]", "5:16: models.local.settings.extra_headers",
+         "extra_headers must be a mapping of header names to text, numbers or booleans "
+         "(got a list)"),
+        ("extra_headers: {x-team: bees, x-ids: [1, 2]}",
+         "5:46: models.local.settings.extra_headers",
+         "the value of a header must be text, a number or a boolean (got a list)"),
+        ("extra_query: [a]", "5:16: models.local.settings.extra_query",
+         "extra_query must be a mapping of parameter names to text, numbers, booleans or lists "
+         "of them (got a list)"),
+        ("extra_query: {a: {b: 1}}", "5:30: models.local.settings.extra_query.a",
+         "the value of a query parameter must be text, a number, a boolean or a list of them "
+         "(got a mapping)"),
+    ],
+)  # fmt: skip
+def test_sdk_settings_of_the_wrong_shape_are_located_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], written: str, where: str, message: str
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(HIVE.replace("temperature: 0.2", written))
+
+    assert main(["validate", str(hive)]) == 1
+
+    out = capsys.readouterr().out
+    assert f"{hive}: 1 error" in out
+    assert f"{hive}:{where}: {message}" in out
+    assert "bees" not in out  # headers are secrets: no value is shown, nor any name
+    assert "x-ids" not in out
+
+
+def test_extra_body_that_is_not_a_mapping_is_a_located_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(HIVE.replace("extra_body: {repetition_penalty: 1.1}", "extra_body: 5"))
+
+    assert main(["validate", str(hive)]) == 1
+
+    out = capsys.readouterr().out
+    message = "extra_body must be a mapping of fields to send (got a number)"
+    assert f"{hive}:5:58: models.local.settings.extra_body: {message}" in out
 
 
 async def test_a_hive_models_unknown_settings_reach_the_endpoint_in_the_body(

@@ -292,3 +292,66 @@ def test_a_store_without_leases_from_the_first_schema_is_upgraded(tmp_path: Path
     result = anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="x"))
     assert result.status == "ok"
     assert leases(db) == []
+
+
+def saved_turns(db: Path) -> int:
+    """Turns the workers' saved states hold so far (0 before the store has any)."""
+    if not db.exists():
+        return 0
+    raw = sqlite3.connect(db)
+    try:
+        return raw.execute("SELECT coalesce(sum(turn), 0) FROM workers").fetchone()[0] or 0
+    except sqlite3.OperationalError:  # before the schema was written
+        return 0
+    finally:
+        raw.close()
+
+
+@posix_only
+def test_a_run_whose_process_died_is_listed_interrupted_with_what_it_had_spent(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = files[0]
+    process = subprocess.Popen(child(files, "1", "0.5"), cwd=ROOT, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while saved_turns(db) < 2:  # a few turns in, long before its end
+        assert process.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "the run saved no turn"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+    [run] = RunStore(db).runs()
+    assert run.status == "interrupted"  # not "running": its process is gone
+    assert run.model_calls >= 2
+    assert run.input_tokens > 0
+    assert main(["runs", "--store", str(db)]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert " interrupted " in line
+    assert " 0 model calls" not in line
+
+    # Another host's run: running while its lease is live, interrupted once it expired.
+    forge_lease(db, "r1", host="another-host", pid=1, age_s=0, ttl_s=30)
+    assert RunStore(db).runs()[0].status == "running"
+    forge_lease(db, "r1", host="another-host", pid=1, age_s=60, ttl_s=30)
+    assert RunStore(db).runs()[0].status == "interrupted"
+
+
+async def test_a_live_run_is_listed_running_with_what_its_workers_spent_so_far(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    setup = Setup(effects, calls)
+    setup.gate, setup.held = anyio.Event(), {"w0-2"}  # w0 waits in its second turn
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: setup.executor(RunStore(db)).run(TASK, subtasks=plan(2), run_id="r1"))
+        with anyio.fail_after(10):
+            await setup.holding.wait()
+            await setup.answered("w1").wait()
+            while (run := RunStore(db).find("r1")) is None or run.model_calls < 5:  # noqa: ASYNC110
+                await anyio.sleep(0.01)  # w1's result is committed just after its answer
+        # w0: two turns and two calls so far (its saved state); w1: three and three (its result)
+        assert (run.status, run.model_calls, run.tool_calls) == ("running", 5, 5)
+        assert run.input_tokens > 0
+        setup.gate.set()
+    assert RunStore(db).find("r1").status == "ok"  # type: ignore[union-attr]

@@ -84,3 +84,29 @@ async def test_a_runs_spans_carry_the_attempts_its_model_calls_took(
     assert result.status == "ok"
     calls = [s for s in recorder.spans if s.kind == "model_call"]
     assert [(s.turn, s.attempts) for s in calls] == [(1, 3), (2, 1)]
+
+
+def strict_numbering_from_zero(request: RecordedRequest) -> Behaviour:
+    """A server that names the calls of every turn from ``call_0``, as some Gemini and
+    Ollama bridges do, and refuses a conversation that repeats an id, as strict ones do."""
+    messages = request.body["messages"]
+    ids = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    if len(ids) != len(set(ids)):
+        return error(400, f"duplicate tool call ids {ids}")
+    turns = sum(m["role"] == "assistant" for m in messages)
+    if turns < 2:
+        return tool_calls(("lookup", {"query": f"q{turns}"}))  # its id: call_0, every turn
+    return text("done")
+
+
+async def test_call_ids_a_server_repeats_every_turn_go_back_distinct() -> None:
+    with OpenAIServer(strict_numbering_from_zero) as server:
+        model = OpenAIModel("gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1))
+        result = await executor(model).run("research", subtasks=[("researcher", "a")])
+        await model.client.close()
+
+    assert result.status == "ok", [str(f.error) for f in result.failures]
+    last = server.requests[-1].body["messages"]
+    sent = [c["id"] for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert sent == ["call_0", "call_0_t2"]
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == sent

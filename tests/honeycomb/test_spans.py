@@ -223,3 +223,11 @@ async def test_a_cost_budget_stops_a_run_that_would_spend_more() -> None:
     assert partial is not None
     assert 2 * per_worker <= partial.usage.cost < free.usage.cost
     assert sum(1 for s in partial.subtasks.values() if s.ok) < 6
+
+
+async def test_spans_with_lone_surrogates_go_to_json_lines_replaced() -> None:
+    recorder = SpanRecorder()
+    await executor().run("look \udcff", subtasks=PLAN[:1], on_event=[recorder])
+    text = to_jsonl(recorder.spans)
+    text.encode("utf-8")
+    assert [s.name for s in from_jsonl(text) if s.kind == "run"] == ["look \ufffd"]

@@ -3,6 +3,7 @@ running finished work again or repeating a side effect."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -10,8 +11,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError
-from runtime import ModelRequest, ToolMessage
+from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError, tool
+from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
 
 
@@ -191,3 +192,63 @@ async def test_a_write_whose_waiter_was_cancelled_stands_and_the_store_goes_on(
     with sqlite3.connect(tmp_path / "runs.db") as raw:
         rows = {r for (r,) in raw.execute("SELECT run_id FROM spans")}
     assert rows == {"gathered", "abandoned", "after"}
+
+
+async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so(
+    tmp_path: Path,
+) -> None:
+    # The model names its one call "call_0" every turn; the second is cut off mid-call.
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    gate, holding = anyio.Event(), anyio.Event()
+    held = {"2"}
+
+    @tool(side_effects=True)
+    async def append(line: str) -> str:
+        """Append a line."""
+        if line in held:
+            holding.set()
+            await gate.wait()
+        with effects.open("a") as f:
+            f.write(line + "\n")
+        return f"appended {line}"
+
+    requests: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        requests.append(request)
+        turn = 1 + sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if turn <= 2:
+            arguments = json.dumps({"line": str(turn)})
+            return AssistantMessage(
+                tool_calls=(ToolCall(id="call_0", name="append", arguments=arguments),)
+            )
+        return "done"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="w", description="d", tools=("append",))], FunctionModel(answer),
+            tools=[append], aggregator="concat", store=db,
+        )  # fmt: skip
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: executor().run("t", subtasks=[("w", "go")], run_id="r1"))
+        with anyio.fail_after(10):
+            await holding.wait()
+        tg.cancel_scope.cancel()
+    held.clear()
+    requests.clear()
+    result = await executor().resume("r1")
+
+    assert result.status == "ok"
+    with sqlite3.connect(db) as raw:
+        journal = raw.execute("SELECT turn, call_id FROM journal ORDER BY turn").fetchall()
+    raw.close()
+    assert journal == [(1, "call_0"), (2, "call_0_t2")]  # as the transcript names them
+    [last] = requests  # the resumed run: the cut-off call's outcome, then the answer
+    sent = [c.id for m in last.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert sent == ["call_0", "call_0_t2"]
+    observed = [m for m in last.messages if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.status) for m in observed] == [
+        ("call_0", "ok"), ("call_0_t2", "unknown"),
+    ]  # fmt: skip
+    assert lines(effects) == ["1"]  # the cut-off call is reported, never run again

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -15,6 +17,8 @@ import pytest
 from honeycomb import RunStore, StoreError
 from honeycomb.cli.main import main
 from tests.support.durable import TASK, Setup, plan
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def digest(path: Path) -> str:
@@ -103,11 +107,16 @@ def test_a_store_of_the_first_schema_without_an_application_id_is_accepted(
     executor.store.close()  # type: ignore[union-attr]
     with sqlite3.connect(db) as raw:  # as Honeycomb wrote it before leases existed
         raw.executescript("DROP TABLE leases; PRAGMA application_id = 0; PRAGMA user_version = 1;")
+        raw.execute(
+            "INSERT INTO runs (run_id, task, status, started_at) VALUES ('gone', 't', 'running', 0)"
+        )
     raw.close()
-    assert [r.run_id for r in RunStore(db).runs()] == ["old"]
+    assert {(r.run_id, r.status) for r in RunStore(db).runs()} == {
+        ("old", "ok"), ("gone", "interrupted"),
+    }  # fmt: skip
     again = Setup(tmp_path / "e", tmp_path / "c").executor(db)
     anyio.run(lambda: again.run(TASK, subtasks=plan(1), run_id="new"))
-    assert {r.run_id for r in RunStore(db).runs()} == {"old", "new"}
+    assert {r.run_id for r in RunStore(db).runs()} == {"old", "gone", "new"}
 
 
 async def test_a_copy_of_the_db_file_alone_holds_the_runs_that_ended(
@@ -128,3 +137,135 @@ async def test_a_copy_of_the_db_file_alone_holds_the_runs_that_ended(
     assert "r1" in capsys.readouterr().out
     store.close()
     assert not (tmp_path / "runs.db-wal").exists() or (tmp_path / "runs.db-wal").stat().st_size == 0
+
+
+def files_of(folder: Path) -> dict[str, str]:
+    """Every file of ``folder`` by name, with a digest of its bytes."""
+    return {p.name: digest(p) for p in sorted(folder.iterdir())}
+
+
+WAL_APPLICATION = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("CREATE TABLE users (name TEXT)")
+db.execute("INSERT INTO users VALUES ('alice')")
+db.commit()
+os._exit(0)  # ended without closing: its committed rows are still in its -wal
+"""
+
+
+def test_another_applications_wal_file_with_rows_in_its_wal_is_left_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    db = folder / "app.db"
+    subprocess.run([sys.executable, "-c", WAL_APPLICATION, str(db)], check=True)
+    before = files_of(folder)
+    assert set(before) == {"app.db", "app.db-wal", "app.db-shm"}
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        anyio.run(RunStore(db).open)
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        RunStore(db).runs()
+    assert main(["runs", "--store", str(db)]) == 2
+    assert "is not a Honeycomb run store" in capsys.readouterr().err
+    assert files_of(folder) == before
+    with sqlite3.connect(db) as raw:  # and it still holds what its application wrote
+        assert raw.execute("SELECT name FROM users").fetchall() == [("alice",)]
+    raw.close()
+
+
+STORE_KILLED = """
+import os, sys
+import anyio
+from honeycomb import RunStore
+store = RunStore(sys.argv[1])
+row = "INSERT INTO runs (run_id, task, status, started_at) VALUES ('r1', 't', 'ok', 0)"
+anyio.run(store.commit, (row, ()))
+os._exit(0)  # killed before any checkpoint: all of the store is in its -wal
+"""
+
+
+def test_a_store_killed_before_its_first_checkpoint_is_still_known_as_one(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    subprocess.run([sys.executable, "-c", STORE_KILLED, str(db)], check=True, cwd=ROOT)
+    assert (tmp_path / "runs.db-wal").stat().st_size > 0
+    assert [r.run_id for r in RunStore(db).runs()] == ["r1"]
+    store = RunStore(db)
+    anyio.run(store.open)  # a store, to write to
+    store.close()
+
+
+def test_reading_a_store_no_run_has_open_creates_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(made / "runs.db")
+    anyio.run(lambda: executor.run(TASK, subtasks=plan(2), run_id="r1"))
+    executor.store.close()  # type: ignore[union-attr]
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    copy = folder / "copy.db"
+    shutil.copyfile(made / "runs.db", copy)  # the .db alone, as people copy it
+    before = files_of(folder)
+    store = RunStore(copy)
+    assert [r.run_id for r in store.runs()] == ["r1"]
+    assert store.find("r1") is not None
+    assert store.spans("r1") != []
+    loaded = anyio.run(store.load, "r1")
+    assert loaded is not None
+    assert len(loaded.workers) == 2
+    assert main(["runs", "--store", str(copy)]) == 0
+    assert main(["trace", "r1", "--store", str(copy)]) == 0
+    assert "r1" in capsys.readouterr().out
+    assert files_of(folder) == before  # no -wal, no -shm, the .db as it was
+
+
+def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)
+    store.close()  # a store no run has open
+
+    def read_while_a_run_writes(connection: sqlite3.Connection) -> list[str]:
+        found = [row[0] for row in connection.execute("SELECT run_id FROM runs")]
+        if not found:  # a run of another process writes (and keeps the file open)
+            writer.execute(
+                "INSERT INTO runs (run_id, task, status, started_at) "
+                "VALUES ('r1', 't', 'running', 0)"
+            )
+        return found
+
+    writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert store._reading(read_while_a_run_writes, []) == ["r1"]
+    finally:
+        writer.close()
+
+
+PEEK = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM runs').fetchone()[0])"  # noqa: E501
+
+
+def test_reading_in_the_process_that_writes_keeps_its_connection_to_the_file_sound(
+    tmp_path: Path,
+) -> None:
+    # In POSIX, closing any descriptor of a file drops the process's locks on it: a
+    # read that opened the .db itself would take the writer's locks away, and another
+    # process would no longer see what it commits.
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)  # a new store: all of it in its -wal
+    insert = "INSERT INTO runs (run_id, task, status, started_at) VALUES (?, 't', 'ok', 0)"
+    for number in range(1, 4):
+        anyio.run(store.commit, (insert, (f"r{number}",)))
+        assert anyio.run(store.summary, f"r{number}") is not None
+        seen = subprocess.run(
+            [sys.executable, "-c", PEEK, str(db)], capture_output=True, text=True, check=True
+        )
+        assert int(seen.stdout) == number
+    store.close()

@@ -76,3 +76,25 @@ async def test_the_closing_lines_say_when_subtasks_ran_in_waves() -> None:
     assert "subtasks             5    (2 at a time: the policy's max_workers)" in summary(result)
     small = await executor().run("t", subtasks=[("researcher", "a")])
     assert not any(line.startswith("subtasks") for line in summary(small))
+
+
+@tool
+async def listing() -> str:
+    """List files (one of whose names is not UTF-8)."""
+    return "report\udcff.txt"
+
+
+async def test_the_json_view_writes_text_with_lone_surrogates_as_valid_json() -> None:
+    lines = io.StringIO()
+    view = JsonView(lines)
+    model = ScriptedModel([call("listing"), "found report\udcff.txt"])
+    runs = Executor([Role(name="w", tools=("listing",))], model, tools=[listing],
+                    aggregator="concat")  # fmt: skip
+    async with runs.stream("t \udcff", subtasks=[("w", "a")]) as events:
+        async for event in events:
+            view.handle(event)
+    text = lines.getvalue()
+    text.encode("utf-8")  # valid: each surrogate replaced
+    records = [json.loads(line) for line in text.splitlines()]
+    assert records[0]["task"] == "t \ufffd"
+    assert "found report\ufffd.txt" in records[-1]["result"]["answer_text"]

@@ -19,8 +19,11 @@ from pydantic import BaseModel
 from structlog.testing import capture_logs
 
 from runtime import (
+    AdaptiveLimiter,
     AssistantMessage,
     ConfigError,
+    ConfigErrors,
+    Event,
     Message,
     ModelConnectionError,
     ModelHTTPError,
@@ -36,10 +39,12 @@ from runtime import (
     ToolCall,
     ToolMessage,
     ToolSchema,
+    Tracer,
     Usage,
     UserMessage,
 )
 from runtime._request import sdk_parameters, split_settings
+from runtime.events import CallReport, ModelCallRetrying, current_call
 from tests.conftest import RealNetworkUsed
 from tests.support.openai_server import (
     OpenAIServer,
@@ -147,6 +152,31 @@ async def test_messages_tools_and_settings_are_sent_in_openai_shape(
         "temperature": 0.2,
         "seed": 7,
     }
+
+
+async def test_text_with_lone_surrogates_goes_out_as_valid_utf8(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    # Lone surrogates: what Python makes of bytes that are not UTF-8 (argv, file names).
+    call = ToolCall(id="call_a", name="ls", arguments='{"dir": "d\udcff"}')
+    response = await make_model().complete(
+        ask(
+            SystemMessage(content="Be terse \ud800."),
+            UserMessage(content="weather in Lisbon \udcff"),
+            AssistantMessage(content="looking \udcfe", tool_calls=(call,), reasoning="r\udcff"),
+            ToolMessage(tool_call_id="call_a", name="ls", content="report\udcff.txt"),
+        )
+    )
+
+    assert response.message.content == "ok"
+    [sent] = openai_server.requests
+    [system, user, assistant, observation] = sent.body["messages"]
+    assert system["content"] == "Be terse \ufffd."
+    assert user["content"] == "weather in Lisbon \ufffd"
+    assert assistant["content"] == "looking \ufffd"
+    assert assistant["reasoning_content"] == "r\ufffd"
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"dir": "d\ufffd"}'
+    assert observation["content"] == "report\ufffd.txt"
 
 
 async def test_a_request_without_tools_or_output_sends_none_of_their_fields(
@@ -268,6 +298,43 @@ def test_a_setting_honeycomb_sets_itself_is_a_config_error(key: str) -> None:
 def test_extra_body_that_is_not_a_mapping_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="extra_body must be a mapping"):
         OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings={"extra_body": [1]})
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"extra_headers": ["x-team"]}, "settings.extra_headers"),
+        ({"extra_headers": {"x-ids": [1, 2]}}, "settings.extra_headers"),  # names no header
+        ({"extra_headers": {"x-none": None}}, "settings.extra_headers"),
+        ({"extra_query": ["a"]}, "settings.extra_query"),
+        ({"extra_query": {"a": {"b": 1}}}, "settings.extra_query.a"),
+    ],
+)
+def test_headers_or_query_of_the_wrong_shape_are_a_config_error_at_once(
+    settings: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1", settings=settings)
+    assert caught.value.field == field
+
+
+def test_every_setting_honeycomb_sets_is_reported_at_once() -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        OpenAIModel("m", base_url="http://127.0.0.1:9/v1", settings={"stream": 1, "tools": 2})
+    assert [e.field for e in caught.value.errors] == ["settings.stream", "settings.tools"]
+
+
+async def test_header_numbers_and_booleans_are_sent_as_text(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    headers = {"x-retries": 3, "x-debug": True, "x-ratio": 0.5}
+    await make_model(settings={"extra_headers": headers, "extra_query": {"n": [1, 2]}}).complete(
+        ask()
+    )
+
+    [sent] = openai_server.requests
+    assert (sent.headers["x-retries"], sent.headers["x-debug"]) == ("3", "true")
+    assert sent.headers["x-ratio"] == "0.5"
 
 
 # --- structured output: falling back when the endpoint refuses json_schema -------------
@@ -601,6 +668,38 @@ async def test_no_api_key_for_openai_itself_is_a_config_error(
     assert no_real_network == []  # it failed before trying to connect
 
 
+NOT_FOUND = (
+    'model "llama3" not found, try pulling it first with `ollama pull llama3`; none of the '
+    "EMPTY slots match"
+)
+
+
+@pytest.mark.parametrize("placeholder", ["ollama", "EMPTY", "none", "unused"])
+async def test_a_placeholder_key_is_not_masked_in_the_words_of_an_error(
+    openai_server: OpenAIServer, make_model: MakeModel, placeholder: str
+) -> None:
+    # Local servers take any key: Ollama's docs use "ollama", vLLM's "EMPTY".
+    openai_server.enqueue(error(404, NOT_FOUND))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model(api_key=placeholder).complete(ask())
+    assert NOT_FOUND in str(caught.value)
+    assert "hidden" not in str(caught.value)
+
+
+async def test_a_key_an_error_echoes_is_masked_where_it_stands_whole(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    key = "sk-proj-abcdefghijklmnop"
+    echoed = f"Incorrect API key provided: {key}. Keys look like {key}_v2 or x{key}"
+    openai_server.enqueue(error(401, echoed))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model(api_key=key).complete(ask())
+    shown = str(caught.value)
+    assert "Incorrect API key provided: [api key hidden]." in shown
+    assert f"{key}_v2 or x{key}" in shown  # inside other words: not the key itself
+    assert caught.value.__cause__ is None  # the SDK's error, which holds it, is dropped
+
+
 async def test_a_given_client_has_its_sdk_retries_turned_off(
     openai_server: OpenAIServer,
 ) -> None:
@@ -627,6 +726,24 @@ async def test_429_then_200_succeeds_after_exactly_two_requests(
 
     assert response.message.content == "done"
     assert len(openai_server.requests) == 2
+
+
+async def test_a_429_without_retry_after_reports_the_limiters_cooldown_as_its_wait(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.enqueue(error(429), text("ok"))
+    model = make_model(limiter=AdaptiveLimiter(4, cooldown_s=0.3))
+    events: list[Event] = []
+    report = CallReport(Tracer(events.append, log=False), worker="w", run_id=None, turn=1)
+    current_call.set(report)
+    await model.complete(ask())
+    [retrying] = events
+    assert isinstance(retrying, ModelCallRetrying)
+    first, second = openai_server.requests
+    waited = second.at - first.at
+    assert retrying.wait_s >= 0.3 * 0.9  # the cool-down, not the 10 ms backoff
+    assert retrying.wait_s * 0.9 <= waited <= retrying.wait_s + 0.5
+    assert report.retry_wait_s == retrying.wait_s
 
 
 @pytest.mark.parametrize(

@@ -18,14 +18,17 @@ import pytest
 
 from runtime import (
     AdaptiveLimiter,
+    Event,
     ModelHTTPError,
     ModelRequest,
     OpenAIModel,
     RateLimitedModel,
     RetryingModel,
     RetryPolicy,
+    Tracer,
     UserMessage,
 )
+from runtime.events import CallReport, ModelCallRetrying, current_call
 from runtime.testing import FunctionModel
 
 L = 0.1  # latency of one model call, in seconds
@@ -295,6 +298,30 @@ async def test_a_retry_passes_through_the_limiter_and_waits_out_the_cooldown() -
     assert model.starts[1] - model.starts[0] >= L + 2 * L * 0.9
     assert limiter.throttled == 1
     assert limiter.limit == 2
+
+
+def reporting() -> tuple[CallReport, list[Event]]:
+    """A report for the model call to come, and the events it emits."""
+    events: list[Event] = []
+    report = CallReport(Tracer(events.append, log=False), worker="w", run_id=None, turn=1)
+    current_call.set(report)
+    return report, events
+
+
+async def test_a_retry_reports_the_wait_the_limiters_cooldown_makes_it_wait() -> None:
+    # A 429 without Retry-After: the backoff is 0.01 s, the limiter's cool-down 3 L.
+    model = InFlight(lambda n: ModelHTTPError(429) if n == 1 else "done", latency=0.0)
+    limiter = AdaptiveLimiter(4, cooldown_s=3 * L)
+    policy = RetryPolicy(attempts=2, initial_wait_s=0.01, jitter_s=0)
+    report, events = reporting()
+    await RetryingModel(RateLimitedModel(model, limiter), policy).complete(REQUEST)
+    [retrying] = events
+    assert isinstance(retrying, ModelCallRetrying)
+    waited = model.starts[1] - model.starts[0]
+    assert retrying.wait_s >= 3 * L * 0.9  # the cool-down, not the 0.01 s backoff
+    assert waited >= retrying.wait_s * 0.9
+    assert waited <= retrying.wait_s + L  # and it was what the retry waited
+    assert report.retry_wait_s == retrying.wait_s
 
 
 def test_openai_model_holds_one_limiter_for_all_its_callers() -> None:

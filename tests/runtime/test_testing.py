@@ -101,6 +101,18 @@ async def test_a_function_models_malformed_message_is_a_model_response_error(
     assert problem in str(result.error)
 
 
+async def test_a_function_model_is_shown_by_the_name_it_was_given() -> None:
+    def answer(request: ModelRequest) -> AssistantMessage:
+        return AssistantMessage(content=5)  # type: ignore[arg-type]
+
+    model = FunctionModel(answer, name="mymodel")
+    assert repr(model) == "FunctionModel('mymodel')"
+    result = await loop(model).run("t")
+    assert isinstance(result, Failed)
+    assert "model FunctionModel('mymodel') returned" in str(result.error)
+    assert repr(FunctionModel(answer)) == "FunctionModel('answer')"  # unnamed: its function's
+
+
 async def test_a_function_model_answering_with_a_wrong_type_is_a_model_response_error() -> None:
     result = await loop(FunctionModel(lambda request: 5)).run("t")  # type: ignore[arg-type, return-value]
     assert isinstance(result, Failed)

@@ -467,8 +467,8 @@ async def test_a_models_own_exception_fails_the_loop_as_a_model_error(
     assert isinstance(error, ModelError)
     assert error.__cause__ is raised
     assert error.error_type == type(raised).__name__
-    assert error.model == "FunctionModel('broken')"
-    assert str(error).startswith(f"model FunctionModel('broken') raised {type(raised).__name__}: ")
+    assert error.model == "FunctionModel('fn')"  # the name it was given
+    assert str(error).startswith(f"model FunctionModel('fn') raised {type(raised).__name__}: ")
     (event,) = [e for e in logs if e["event"] == "model_call.finished"]
     assert event["status"] == "error"
     assert type(raised).__name__ in event["error"]
@@ -508,3 +508,37 @@ async def test_each_kind_of_spending_is_counted_as_itself() -> None:
         input_tokens=14, output_tokens=6, reasoning_tokens=4, cost=1.0, model_calls=2,
         tool_calls=1,
     )  # fmt: skip
+
+
+def call_ids(messages: Any) -> list[str]:
+    """Every tool call id, and every observation's, in order."""
+    ids: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            ids += [c.id for c in m.tool_calls]
+        elif isinstance(m, ToolMessage):
+            ids.append(m.tool_call_id)
+    return ids
+
+
+async def test_a_tool_call_id_the_conversation_already_has_gets_a_new_one() -> None:
+    # Some servers (Gemini and Ollama bridges) number the calls of every turn from 0.
+    script = [
+        [call("lookup", {"key": "a"}, id="call_0"), call("lookup", {"key": "b"}, id="call_1")],
+        [call("lookup", {"key": "c"}, id="call_0"), call("lookup", {"key": "d"}, id="call_0")],
+        "done",
+    ]
+    model = ScriptedModel(script)
+    result = await make_loop(model).run("look up")
+    assert isinstance(result, Final)
+    calls = [c.id for m in result.state.messages if isinstance(m, AssistantMessage)
+             for c in m.tool_calls]  # fmt: skip
+    assert len(set(calls)) == 4  # one id, one call, in the whole conversation
+    assert calls[:2] == ["call_0", "call_1"]  # new ids are kept as they are
+    ids = call_ids(result.state.messages)
+    assert ids == calls[:2] + calls[:2] + calls[2:] + calls[2:]  # each observation, its call
+    assert call_ids(model.requests[-1].messages) == ids  # what the model is sent
+    # The same answers get the same new ids: a resumed run answered again agrees.
+    again = await make_loop(ScriptedModel(script)).run("look up")
+    assert isinstance(again, Final)
+    assert call_ids(again.state.messages) == ids
