@@ -3,64 +3,36 @@
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
-crash continues with ``honeycomb resume RUN_ID``.
+crash continues with ``honeycomb resume RUN_ID``. Running a hive is
+:mod:`honeycomb.cli.running`'s; looking at stored runs, :mod:`honeycomb.cli.runs`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import importlib
 import os
-import shlex
 import signal
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rich.console import Console
-
-from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
-from honeycomb.executor import Executor
-from honeycomb.hive import Hive, load_hive
-from honeycomb.offline import OfflineModel
-from honeycomb.run.events import RunFinished
-from honeycomb.run.plan import Plan
-from honeycomb.run.restore import stored_result
-from honeycomb.run.result import RunResult
-from honeycomb.store import RunStore, RunSummary
-from honeycomb.trace.format import counted, format_cost
-from honeycomb.trace.html import to_html
-from honeycomb.trace.spans import to_jsonl
-from honeycomb.trace.terminal import render_timeline
-from honeycomb.trace.timeline import build_timeline
-from runtime import (
-    BudgetExceeded,
-    ConfigErrors,
-    HoneycombError,
-    Model,
-    RunBusy,
-    RunFailed,
-    StoreError,
+from honeycomb.cli.running import (
+    DEFAULT_STORE,
+    demo_command,
+    demo_hive_path,
+    resume_command,
+    run_command,
 )
-from runtime._text import valid_text
+from honeycomb.cli.runs import runs_command, trace_command
+from honeycomb.hive import load_hive
+from honeycomb.trace.format import counted
+from runtime import (
+    ConfigErrors,
+)
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
-
-DEFAULT_STORE = Path(".honeycomb") / "runs.db"
-"""Where the CLI keeps runs: under the current folder (the project), unless the hive
-sets ``store:`` or ``--store`` is given."""
-
-_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-DEMO_TASK = (
-    "Plan a weekend in Lisbon, Porto and Madrid: compare the weather in each city, find "
-    "what the guide says about them, work out the cost of 3 nights at 95 euros plus 2 "
-    "train tickets at 38 euros, and send the summary to the outbox."
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,6 +68,8 @@ def _tolerant(*streams: TextIO) -> None:
 
 
 _BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
 """The exit status of a command whose output pipe closed: a shell's for SIGPIPE."""
 
 
@@ -104,15 +78,6 @@ def _broken_pipe(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_broken_pipe(e) for e in exc.exceptions)
     return isinstance(exc, BrokenPipeError)
-
-
-def demo_hive_path() -> Path:
-    """The bundled example hive (``examples/trip/hive.yaml``)."""
-    package = Path(__file__).resolve().parents[1]  # honeycomb/
-    for candidate in (package / "examples" / "trip", package.parent / "examples" / "trip"):
-        if (candidate / "hive.yaml").is_file():
-            return candidate / "hive.yaml"
-    raise FileNotFoundError("the example hive examples/trip/hive.yaml is not installed")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,13 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("task", nargs="?", default=None, help="the task (default: a trip plan)")
     demo.add_argument("--latency", type=float, default=None, help="offline model seconds per call")
     _run_options(demo)
-    demo.set_defaults(handler=_demo)
+    demo.set_defaults(handler=demo_command)
 
     run = commands.add_parser("run", help="run a hive file on a task")
     run.add_argument("hive", type=Path, help="the hive YAML file")
     run.add_argument("task", nargs="?", default=None, help="the task (default: the hive's)")
     _run_options(run)
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=run_command)
 
     resume = commands.add_parser("resume", help="continue a run that did not finish")
     resume.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
@@ -141,12 +106,12 @@ def _parser() -> argparse.ArgumentParser:
         help="take the run over from a process whose lease expired (never from a live one)",
     )
     _run_options(resume, run_id=False)
-    resume.set_defaults(handler=_resume)
+    resume.set_defaults(handler=resume_command)
 
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
     runs.add_argument("--limit", type=int, default=20, help="how many (newest first)")
-    runs.set_defaults(handler=_runs)
+    runs.set_defaults(handler=runs_command)
 
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")
     trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
@@ -155,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument(
         "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
     )
-    trace.set_defaults(handler=_trace)
+    trace.set_defaults(handler=trace_command)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
@@ -197,120 +162,6 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         help=f"the run store file (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
-
-
-def _demo(args: argparse.Namespace) -> int:
-    if args.latency is not None and args.model is None:
-        args.model = "offline"
-    return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    return _execute(args.hive, args.task, args)
-
-
-def _resume(args: argparse.Namespace) -> int:
-    path = args.store or DEFAULT_STORE
-    try:
-        stored = RunStore(path).find(args.run_id)
-    except StoreError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    if stored is None:
-        print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
-        return 2
-    if stored.source is None:  # made from Python: only its result can be shown here
-        return _show_ended(path, args)
-    args.store, args.run_id, args.no_store = path, args.run_id, False
-    return _execute(Path(stored.source), stored.task, args)
-
-
-def _show_ended(path: Path, args: argparse.Namespace) -> int:
-    """Show the stored result of run ``args.run_id``, which was not started from a
-    hive file: a run that ended needs none to show its result, one that did not can
-    only be continued by the code that made it."""
-    try:
-        stored = asyncio.run(RunStore(path).load(args.run_id))
-    except StoreError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    result = stored_result(stored) if stored is not None else None
-    if result is None:
-        print(
-            f"run {args.run_id!r} was not started from a hive file: continue it from Python, "
-            f"with Executor.resume({args.run_id!r}) of an Executor like the one that made it",
-            file=sys.stderr,
-        )
-        return 2
-    out = sys.stdout
-    view: View = JsonView(out) if args.json else PlainView(out)
-    with view:
-        view.handle(_stored_finish(result))
-    if not args.json:
-        _print_answer(out, result)
-    return 0
-
-
-def _runs(args: argparse.Namespace) -> int:
-    try:
-        found = RunStore(args.store).runs(args.limit)
-    except StoreError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    if not found:
-        print(f"no runs in {args.store}")
-        return 0
-    print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
-    for run in found:
-        print(_run_line(run))
-    return 0
-
-
-def _run_line(run: RunSummary) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
-    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
-    tokens = run.input_tokens + run.output_tokens
-    task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
-    return (
-        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {counted(run.workers, 'worker'):>11}  "
-        f"{counted(run.model_calls, 'model call'):>16}  {counted(tokens, 'token'):>14}  "
-        f"{format_cost(run.cost):>8}  {task}"
-    )
-
-
-def _trace(args: argparse.Namespace) -> int:
-    if not args.store.exists():
-        print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
-        return 2
-    store = RunStore(args.store)
-    try:
-        stored = asyncio.run(store.load(args.run_id))
-        spans = store.spans(args.run_id) if stored is not None else []
-    except StoreError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    if stored is None:
-        known = f"honeycomb runs --store {args.store}"
-        print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
-        return 2
-    if not spans:
-        print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
-        return 2
-    plan = Plan.model_validate_json(stored.plan).subtasks if stored.plan else ()
-    timeline = build_timeline(
-        spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
-    )
-    console = Console()
-    console.print(render_timeline(timeline, console.width))
-    try:
-        for path, text in ((args.jsonl, to_jsonl(spans)), (args.html, to_html(timeline))):
-            if path is not None:
-                path.write_text(text, encoding="utf-8")
-                print(f"wrote {path}", file=sys.stderr)
-    except OSError as exc:
-        print(f"cannot write: {exc}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -367,151 +218,3 @@ def _bench(argv: list[str]) -> int:
     bench = importlib.import_module("benchmarks.peers.__main__" if peers else "benchmarks.fanout")
     code: int = bench.main(argv)
     return code
-
-
-def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
-    try:
-        hive = load_hive(path)
-        hive.check_runnable()
-    except ConfigErrors as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    task = task or hive.spec.example_task
-    if not task:
-        print(f"no task given and {path} has no example_task", file=sys.stderr)
-        return 2
-    # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
-    # character, as the store and the model would have it.
-    task = valid_text(task)
-    model = _override(args)
-    offline = (args.model == "offline") or (
-        model is None and all(s.provider == "offline" for s in hive.spec.models.values())
-    )
-    console = Console(stderr=False)
-    out: TextIO = sys.stdout
-    if offline and not args.json:
-        print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
-    view = _view(args, console, out, hive)
-    store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    return asyncio.run(_run_and_report(hive, task, model, view, args, out, store))
-
-
-def _override(args: argparse.Namespace) -> Model | None:
-    if args.model is None:
-        return None
-    if args.model == "offline":
-        latency = getattr(args, "latency", None)
-        return OfflineModel(latency=latency) if latency is not None else OfflineModel()
-    from runtime.openai_model import OpenAIModel  # openai loads only when it is used
-
-    return OpenAIModel(args.model, base_url=args.base_url)
-
-
-def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:
-    if args.json:
-        return JsonView(out)
-    if args.plain or not console.is_terminal:
-        return PlainView(out)
-    return LiveView(console, f"honeycomb · {hive.name}")
-
-
-async def _run_and_report(
-    hive: Hive,
-    task: str,
-    model: Model | None,
-    view: View,
-    args: argparse.Namespace,
-    out: TextIO,
-    store: Path | None,
-) -> int:
-    executor = Executor.from_hive(hive, model=model, store=store)
-    run_id = args.run_id or os.urandom(6).hex()
-    if store is not None and not args.json:  # said first: a killed run is resumed by id
-        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
-    error: HoneycombError | None = None
-    stopped_by: list[signal.Signals] = []
-    result: RunResult | None = None
-    try:
-        # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
-        # keeps every finished turn, so ``honeycomb resume`` continues it.
-        with _stopped_by_signals(stopped_by), view:
-            finished = False
-            steal = getattr(args, "force", False)
-            async with executor.stream(task, run_id=run_id, steal=steal) as events:
-                try:
-                    async for event in events:
-                        view.handle(event)
-                        finished = isinstance(event, RunFinished)
-                except HoneycombError as exc:  # the run's own error, after its last event
-                    error = exc
-            result = events.result
-            if result is not None and not finished:  # it had ended: its stored result
-                view.handle(_stored_finish(result))
-    except asyncio.CancelledError:
-        if not stopped_by:
-            raise
-    if stopped_by:
-        print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
-        if store is not None:
-            print(f"Continue it with: {_resume_command(run_id, store)}", file=sys.stderr)
-        return _INTERRUPTED[stopped_by[0]]
-    if isinstance(error, RunBusy):  # another process has it: nothing ran here
-        print(str(error), file=sys.stderr)
-        return 2
-    if args.json:
-        return 0 if result is not None else 1
-    if result is None:
-        partial = getattr(error, "partial", None)
-        kind = "budget exceeded" if isinstance(error, BudgetExceeded) else "run failed"
-        out.write(f"\n{kind}: {error}\n")
-        if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
-            out.write("\n".join(summary(partial)) + "\n")
-        return 1
-    _print_answer(out, result)
-    return 0
-
-
-def _print_answer(out: TextIO, result: RunResult) -> None:
-    out.write(f"\nAnswer:\n{result.answer_text}\n\n")
-    out.write("\n".join(summary(result)) + "\n")
-
-
-def _resume_command(run_id: str, store: Path) -> str:
-    """The command that continues run ``run_id`` of ``store`` from this folder: it
-    names the store unless it is the default one, where ``resume`` looks."""
-    words = ["honeycomb", "resume", run_id]
-    if store != DEFAULT_STORE:
-        words += ["--store", str(store)]
-    return shlex.join(words)
-
-
-def _stored_finish(result: RunResult) -> RunFinished:
-    """The end of a run that had ended before (it sends no events): what the views
-    show of a finished run, from its stored result."""
-    return RunFinished(
-        run_id=result.run_id, status=result.status, wall_s=result.timings.wall_s, result=result
-    )
-
-
-@contextlib.contextmanager
-def _stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
-    """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
-    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def stop(received: signal.Signals) -> None:
-        if not stopped_by:
-            stopped_by.append(received)
-            task.cancel()
-
-    for number in _INTERRUPTED:
-        loop.add_signal_handler(number, stop, number)
-    try:
-        yield
-    finally:
-        for number in _INTERRUPTED:
-            loop.remove_signal_handler(number)
-        if stopped_by:
-            task.uncancel()

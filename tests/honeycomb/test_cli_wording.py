@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel, tool
-from honeycomb.cli.main import _run_line, main
+from honeycomb.cli.main import main
+from honeycomb.cli.runs import run_line
 from honeycomb.cli.view import PlainView
 from honeycomb.hive import load_hive
 from runtime import (
@@ -249,11 +250,11 @@ def test_the_list_of_runs_counts_in_the_singular_and_the_plural() -> None:
         run_id="r1", task="t", status="ok", started_at=0.0, finished_at=1.0, workers=1,
         model_calls=1, input_tokens=1, output_tokens=0, tool_calls=1, source=None, cost=0.0,
     )  # fmt: skip
-    line = _run_line(one)
+    line = run_line(one)
     assert "1 worker " in line
     assert "1 model call " in line
     assert "1 token " in line
-    two = _run_line(msgspec.structs.replace(one, workers=2, model_calls=3, input_tokens=5))
+    two = run_line(msgspec.structs.replace(one, workers=2, model_calls=3, input_tokens=5))
     assert "2 workers" in two
     assert "3 model calls" in two
     assert "5 tokens" in two

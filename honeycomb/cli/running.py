@@ -1,0 +1,263 @@
+"""Running a hive from the command line: ``demo``, ``run`` and ``resume``, with a live
+view of the run, Ctrl-C and SIGTERM stopping it cleanly, and the answer at the end."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+
+from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
+from honeycomb.executor import Executor
+from honeycomb.hive import Hive, load_hive
+from honeycomb.offline import OfflineModel
+from honeycomb.run.events import RunFinished
+from honeycomb.run.restore import stored_result
+from honeycomb.run.result import RunResult
+from honeycomb.store import RunStore
+from runtime import (
+    BudgetExceeded,
+    ConfigErrors,
+    HoneycombError,
+    Model,
+    RunBusy,
+    RunFailed,
+    StoreError,
+)
+from runtime._text import valid_text
+
+__all__ = [
+    "DEFAULT_STORE", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command", "run_command",
+]  # fmt: skip
+
+DEFAULT_STORE = Path(".honeycomb") / "runs.db"
+"""Where the CLI keeps runs: under the current folder (the project), unless the hive
+sets ``store:`` or ``--store`` is given."""
+
+
+_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+DEMO_TASK = (
+    "Plan a weekend in Lisbon, Porto and Madrid: compare the weather in each city, find "
+    "what the guide says about them, work out the cost of 3 nights at 95 euros plus 2 "
+    "train tickets at 38 euros, and send the summary to the outbox."
+)
+
+
+def demo_hive_path() -> Path:
+    """The bundled example hive (``examples/trip/hive.yaml``)."""
+    package = Path(__file__).resolve().parents[1]  # honeycomb/
+    for candidate in (package / "examples" / "trip", package.parent / "examples" / "trip"):
+        if (candidate / "hive.yaml").is_file():
+            return candidate / "hive.yaml"
+    raise FileNotFoundError("the example hive examples/trip/hive.yaml is not installed")
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    if args.latency is not None and args.model is None:
+        args.model = "offline"
+    return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return _execute(args.hive, args.task, args)
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    path = args.store or DEFAULT_STORE
+    try:
+        stored = RunStore(path).find(args.run_id)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if stored is None:
+        print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
+        return 2
+    if stored.source is None:  # made from Python: only its result can be shown here
+        return _show_ended(path, args)
+    args.store, args.run_id, args.no_store = path, args.run_id, False
+    return _execute(Path(stored.source), stored.task, args)
+
+
+def _show_ended(path: Path, args: argparse.Namespace) -> int:
+    """Show the stored result of run ``args.run_id``, which was not started from a
+    hive file: a run that ended needs none to show its result, one that did not can
+    only be continued by the code that made it."""
+    try:
+        stored = asyncio.run(RunStore(path).load(args.run_id))
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    result = stored_result(stored) if stored is not None else None
+    if result is None:
+        print(
+            f"run {args.run_id!r} was not started from a hive file: continue it from Python, "
+            f"with Executor.resume({args.run_id!r}) of an Executor like the one that made it",
+            file=sys.stderr,
+        )
+        return 2
+    out = sys.stdout
+    view: View = JsonView(out) if args.json else PlainView(out)
+    with view:
+        view.handle(_stored_finish(result))
+    if not args.json:
+        _print_answer(out, result)
+    return 0
+
+
+def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
+    try:
+        hive = load_hive(path)
+        hive.check_runnable()
+    except ConfigErrors as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    task = task or hive.spec.example_task
+    if not task:
+        print(f"no task given and {path} has no example_task", file=sys.stderr)
+        return 2
+    # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
+    # character, as the store and the model would have it.
+    task = valid_text(task)
+    model = _override(args)
+    offline = (args.model == "offline") or (
+        model is None and all(s.provider == "offline" for s in hive.spec.models.values())
+    )
+    console = Console(stderr=False)
+    out: TextIO = sys.stdout
+    if offline and not args.json:
+        print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
+    view = _view(args, console, out, hive)
+    store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
+    return asyncio.run(_run_and_report(hive, task, model, view, args, out, store))
+
+
+def _override(args: argparse.Namespace) -> Model | None:
+    if args.model is None:
+        return None
+    if args.model == "offline":
+        latency = getattr(args, "latency", None)
+        return OfflineModel(latency=latency) if latency is not None else OfflineModel()
+    from runtime.openai_model import OpenAIModel  # openai loads only when it is used
+
+    return OpenAIModel(args.model, base_url=args.base_url)
+
+
+def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:
+    if args.json:
+        return JsonView(out)
+    if args.plain or not console.is_terminal:
+        return PlainView(out)
+    return LiveView(console, f"honeycomb · {hive.name}")
+
+
+async def _run_and_report(
+    hive: Hive,
+    task: str,
+    model: Model | None,
+    view: View,
+    args: argparse.Namespace,
+    out: TextIO,
+    store: Path | None,
+) -> int:
+    executor = Executor.from_hive(hive, model=model, store=store)
+    run_id = args.run_id or os.urandom(6).hex()
+    if store is not None and not args.json:  # said first: a killed run is resumed by id
+        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
+    error: HoneycombError | None = None
+    stopped_by: list[signal.Signals] = []
+    result: RunResult | None = None
+    try:
+        # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
+        # keeps every finished turn, so ``honeycomb resume`` continues it.
+        with _stopped_by_signals(stopped_by), view:
+            finished = False
+            steal = getattr(args, "force", False)
+            async with executor.stream(task, run_id=run_id, steal=steal) as events:
+                try:
+                    async for event in events:
+                        view.handle(event)
+                        finished = isinstance(event, RunFinished)
+                except HoneycombError as exc:  # the run's own error, after its last event
+                    error = exc
+            result = events.result
+            if result is not None and not finished:  # it had ended: its stored result
+                view.handle(_stored_finish(result))
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+    if stopped_by:
+        print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
+        if store is not None:
+            print(f"Continue it with: {_resume_command(run_id, store)}", file=sys.stderr)
+        return _INTERRUPTED[stopped_by[0]]
+    if isinstance(error, RunBusy):  # another process has it: nothing ran here
+        print(str(error), file=sys.stderr)
+        return 2
+    if args.json:
+        return 0 if result is not None else 1
+    if result is None:
+        partial = getattr(error, "partial", None)
+        kind = "budget exceeded" if isinstance(error, BudgetExceeded) else "run failed"
+        out.write(f"\n{kind}: {error}\n")
+        if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
+            out.write("\n".join(summary(partial)) + "\n")
+        return 1
+    _print_answer(out, result)
+    return 0
+
+
+def _print_answer(out: TextIO, result: RunResult) -> None:
+    out.write(f"\nAnswer:\n{result.answer_text}\n\n")
+    out.write("\n".join(summary(result)) + "\n")
+
+
+def _resume_command(run_id: str, store: Path) -> str:
+    """The command that continues run ``run_id`` of ``store`` from this folder: it
+    names the store unless it is the default one, where ``resume`` looks."""
+    words = ["honeycomb", "resume", run_id]
+    if store != DEFAULT_STORE:
+        words += ["--store", str(store)]
+    return shlex.join(words)
+
+
+def _stored_finish(result: RunResult) -> RunFinished:
+    """The end of a run that had ended before (it sends no events): what the views
+    show of a finished run, from its stored result."""
+    return RunFinished(
+        run_id=result.run_id, status=result.status, wall_s=result.timings.wall_s, result=result
+    )
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
+    """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
+    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def stop(received: signal.Signals) -> None:
+        if not stopped_by:
+            stopped_by.append(received)
+            task.cancel()
+
+    for number in _INTERRUPTED:
+        loop.add_signal_handler(number, stop, number)
+    try:
+        yield
+    finally:
+        for number in _INTERRUPTED:
+            loop.remove_signal_handler(number)
+        if stopped_by:
+            task.uncancel()
