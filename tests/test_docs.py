@@ -14,6 +14,10 @@ A block that shows a real endpoint is marked, on the line before its fence, with
 and runs with every ``OpenAIModel(...)`` call in it replaced by
 ``OfflineModel(latency=0)``.
 
+A ``python`` block imports Honeycomb's names from ``honeycomb`` alone, as a program
+does: never from ``runtime``, ``workers`` or a subpackage of ``honeycomb``, which are
+there for reading the code.
+
 Each ``yaml`` block is parsed; one that is a whole hive (it has ``models`` and
 ``roles``) is loaded with :func:`~honeycomb.hive.load_hive`, beside the example's
 tools (``trip_tools``) and with ``OPENAI_API_KEY`` set, as a hive is used.
@@ -157,6 +161,30 @@ def test_the_python_blocks_of_a_page_run(page: Path, folder: Path) -> None:
                 runner.run(eval(code, namespace))
             else:
                 exec(code, namespace)
+
+
+PACKAGES = {"honeycomb", "runtime", "workers", "benchmarks"}
+"""The top-level packages of the repository; of them, a snippet imports ``honeycomb``."""
+
+
+def imports_of(block: Block) -> Iterator[tuple[int, str]]:
+    """The line (of the page) and module of each import in a block."""
+    for node in ast.walk(ast.parse(block.code)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield block.line + node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield block.line + node.lineno, "." * node.level + (node.module or "")
+
+
+def test_python_blocks_import_from_honeycomb_alone() -> None:
+    elsewhere = [
+        f"{block.page.relative_to(ROOT)}:{line}: {module}"
+        for block in of("python")
+        for line, module in imports_of(block)
+        if module != "honeycomb" and (module.startswith(".") or module.split(".")[0] in PACKAGES)
+    ]
+    assert elsewhere == []
 
 
 YAML_BLOCKS = of("yaml")
