@@ -2,23 +2,16 @@
 
 The store holds each run (task, plan, status, result), each worker's conversation
 after every turn, each finished worker's result, the journal of side-effecting tool
-calls (see :mod:`runtime.journal`) and the lease of each run under way (see
-:mod:`honeycomb.store.lease`). The file is in WAL mode, so readers (``honeycomb runs``)
-never wait for the run that writes; it is checkpointed when a run ends and when the
-store closes, so that the ``.db`` file alone (a copy of it) holds every run that ended.
-Only a Honeycomb store, or a new or empty file, is ever written to: another file is
-refused with its ``-wal`` and ``-shm`` as they were. Reading creates no file and never
-changes the ``.db`` or its ``-wal``: a store no process has open is read as it is
-(SQLite would otherwise create its ``-wal`` and ``-shm`` to read it), one a process
-has open through that process's ``-shm``, as SQLite shares it.
+calls (:mod:`runtime.journal`) and the lease of each run under way
+(:mod:`honeycomb.store.lease`). It is in WAL mode, checkpointed when a run ends and
+when it closes (so a copy of the ``.db`` alone holds every run that ended). Only a
+Honeycomb store, or a new or empty file, is ever written to; reading creates no file.
 
-Writes never block the event loop: they are queued to one writer thread per store
-(see :mod:`honeycomb.store.writer`), which commits them in batches, in order, and renews
-the leases of the runs under way. Most writes are fire-and-forget; the ones a
-guarantee rests on are awaited until committed: a side effect's intent before it runs,
-its outcome after, a worker's result before it is reported, and the end of the run. A
-run's writes carry its lease, and are committed only while the lease is still the
-run's.
+Writes never block the event loop: one writer thread per store commits them in
+batches, in order (:mod:`honeycomb.store.writer`). Only what a guarantee rests on is
+awaited: a side effect's intent before it runs, its outcome after, a worker's result
+before it is reported, and the end of the run; each is committed only while the run's
+lease is still its own.
 """
 
 from __future__ import annotations
