@@ -59,6 +59,9 @@ class Reply:
     test can send JSON that does not parse. ``reasoning`` is sent as the message's
     ``reasoning_content`` (as DeepSeek and vLLM's reasoning parsers do), and
     ``reasoning_tokens`` as ``usage.completion_tokens_details.reasoning_tokens``.
+    ``cached_tokens`` is sent as ``usage.prompt_tokens_details.cached_tokens``
+    (OpenAI's form), ``cache_hit_tokens`` as ``usage.prompt_cache_hit_tokens`` (with
+    the misses as ``prompt_cache_miss_tokens``: DeepSeek's).
     """
 
     content: str | None = None
@@ -67,6 +70,8 @@ class Reply:
     completion_tokens: int = 7
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_hit_tokens: int | None = None
     finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
     model: str | None = None  # default: the model the request named
     delay_s: float = 0.0
@@ -344,6 +349,11 @@ def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
     }
     if reply.reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    if reply.cache_hit_tokens is not None:
+        usage["prompt_cache_hit_tokens"] = reply.cache_hit_tokens
+        usage["prompt_cache_miss_tokens"] = reply.prompt_tokens - reply.cache_hit_tokens
     return {
         "id": f"chatcmpl-test{number}",
         "object": "chat.completion",
