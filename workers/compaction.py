@@ -104,9 +104,7 @@ def summary_request(
 
 def render_turns(messages: Sequence[Message]) -> str:
     """Turns as text: one ``### `` section a message, each result under its call."""
-    calls = {
-        c.id: c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls
-    }
+    calls = {c.id: c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     sections: list[str] = []
     for message in messages:
         if isinstance(message, AssistantMessage):
@@ -222,12 +220,11 @@ class Compactor:
         tracing = self.tracer.enabled
         folding = cut - state.summarized
         if tracing:
-            self.tracer.emit(
-                CompactionStarted(
-                    worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
-                    context_tokens=before, budget_tokens=limit,
-                )  # fmt: skip
-            )
+            event = CompactionStarted(
+                worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
+                context_tokens=before, budget_tokens=limit,
+            )  # fmt: skip
+            self.tracer.emit(event)
             current_call.set(
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
@@ -293,19 +290,18 @@ class Compactor:
         report = current_call.get()
         current_call.set(None)
         usage, error = outcome.usage, outcome.error
-        self.tracer.emit(
-            CompactionFinished(
-                worker=self.worker, run_id=self.run_id, turn=turn,
-                duration_s=time.perf_counter() - started,
-                status="ok" if error is None else "error",
-                model=outcome.model,
-                messages=folding if error is None else 0, summarized=state.summarized,
-                context_tokens=after, window=window is not None,
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                attempts=report.attempts if report is not None else 1,
-                retry_wait_s=report.retry_wait_s if report is not None else 0.0,
-                error=None if error is None else f"{type(error).__name__}: {error}",
-            )  # fmt: skip
-        )
+        event = CompactionFinished(
+            worker=self.worker, run_id=self.run_id, turn=turn,
+            duration_s=time.perf_counter() - started,
+            status="ok" if error is None else "error",
+            model=outcome.model,
+            messages=folding if error is None else 0, summarized=state.summarized,
+            context_tokens=after, window=window is not None,
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            attempts=report.attempts if report is not None else 1,
+            retry_wait_s=report.retry_wait_s if report is not None else 0.0,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )  # fmt: skip
+        self.tracer.emit(event)

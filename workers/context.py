@@ -141,9 +141,7 @@ def fold_point(messages: Sequence[Message], start: int, keep_turns: int) -> int:
     """Where a fold of ``messages[start:]`` ends so that the last ``keep_turns`` turns
     stay: the index of an assistant message (a turn starts with the model's answer and
     holds its observations), or ``start`` when there are not more turns than that."""
-    starts = [
-        i for i in range(start, len(messages)) if isinstance(messages[i], AssistantMessage)
-    ]
+    starts = [i for i in range(start, len(messages)) if isinstance(messages[i], AssistantMessage)]
     if len(starts) <= keep_turns:
         return start
     return starts[len(starts) - keep_turns]

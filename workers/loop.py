@@ -129,15 +129,13 @@ class AgentLoop:
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
         compaction = self.settings.compaction
-        self._compactor = (
-            None
-            if compaction is None
-            else Compactor(
+        self._compactor: Compactor | None = None
+        if compaction is not None:
+            self._compactor = Compactor(
                 compaction, summarizer or model, budget=budget, tracer=self.tracer,
                 worker=worker, run_id=run_id, conversation=self._conversation,
                 timeout=self.settings.model_timeout,
             )  # fmt: skip
-        )
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""

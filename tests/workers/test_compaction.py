@@ -5,6 +5,7 @@ the same between two turns."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 
@@ -133,16 +134,19 @@ async def test_the_oldest_turns_are_folded_into_one_summary_after_the_task() -> 
     assert compacted
     for request in compacted:
         system, task, summary, first, *_ = request.messages
-        assert isinstance(system, SystemMessage) and system.content == "You read logs."
+        assert isinstance(system, SystemMessage)
+        assert system.content == "You read logs."
         assert task == UserMessage(content="read the log")
-        assert isinstance(summary, UserMessage) and "facts: fact-1" in summary.content
+        assert isinstance(summary, UserMessage)
+        assert "facts: fact-1" in summary.content
         assert isinstance(first, AssistantMessage)  # the rest starts with a whole turn
     last = requests[-1].messages
     assert "fact-1" in last[2].content  # the first page's fact, in the summary at the end
     # What the model is sent changed, not what is kept: the whole transcript.
     state = result.state
     assert len([m for m in state.messages if isinstance(m, ToolMessage)]) == 12
-    assert state.summary.startswith("facts: ") and state.summarized > 0
+    assert state.summary.startswith("facts: ")
+    assert state.summarized > 0
 
 
 async def test_a_later_summary_folds_the_previous_one_in() -> None:
@@ -152,10 +156,11 @@ async def test_a_later_summary_folds_the_previous_one_in() -> None:
     ).run("read the log")
     assert len(summaries) >= 2
     first, second = (r.messages[1].content for r in summaries[:2])
-    assert PREVIOUS_HEADER not in first and FOLDED_HEADER in first
+    assert PREVIOUS_HEADER not in first
+    assert FOLDED_HEADER in first
     assert PREVIOUS_HEADER in second  # the summary so far, then only the turns since
     assert "facts: fact-1" in second
-    assert '### result read_page(page=1) [ok]' in first
+    assert "### result read_page(page=1) [ok]" in first
     assert "read_page(page=1)" not in second
 
 
@@ -184,7 +189,8 @@ async def test_when_the_summary_still_does_not_fit_the_window_is_the_last_resort
         events=events,
     ).run("read the log")
     finished = [e for e in events if isinstance(e, CompactionFinished)]
-    assert finished and all(e.status == "ok" and e.window for e in finished)
+    assert finished
+    assert all(e.status == "ok" and e.window for e in finished)
     request = worker_requests(model)[-1]
     notes = [m for m in request.messages if isinstance(m, UserMessage) and "left out" in m.content]
     assert notes  # the window's note: some of what follows the summary was left out
@@ -205,13 +211,16 @@ async def test_a_failing_summary_call_falls_back_to_the_window_and_the_worker_go
         events=events,
     ).run("read the log")
 
-    assert isinstance(result, Final) and result.text == "read them all"
+    assert isinstance(result, Final)
+    assert result.text == "read them all"
     started = [e for e in events if isinstance(e, CompactionStarted)]
     finished = [e for e in events if isinstance(e, CompactionFinished)]
-    assert started and len(finished) == len(started)
+    assert started
+    assert len(finished) == len(started)
     assert all(e.status == "error" and e.window for e in finished)
     assert "ModelHTTPError" in (finished[0].error or "")
-    assert result.state.summary == "" and result.state.summarized == 0
+    assert result.state.summary == ""
+    assert result.state.summarized == 0
     for request in worker_requests(model):
         assert sent_tokens(request) <= 2500
     assert result.state.usage.model_calls == 11 + len(started)  # failed calls are calls
@@ -228,7 +237,9 @@ async def test_an_empty_summary_is_a_failed_summary() -> None:
     ).run("read the log")
     assert isinstance(result, Final)
     finished = [e for e in events if isinstance(e, CompactionFinished)]
-    assert finished and finished[0].status == "error" and "empty" in (finished[0].error or "")
+    assert finished
+    assert finished[0].status == "error"
+    assert "empty" in (finished[0].error or "")
 
 
 async def test_a_budget_stops_the_summary_call_as_it_would_any_call() -> None:
@@ -261,7 +272,8 @@ async def test_the_summary_call_is_counted_in_the_usage_and_the_budget() -> None
     assert budget.usage.input_tokens == usage.input_tokens
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     assert [e.model for e in finished] == ["summarizer-1"] * len(summaries)
-    assert finished[0].input_tokens == 100 and finished[0].cost == 0.5
+    assert finished[0].input_tokens == 100
+    assert finished[0].cost == 0.5
     assert finished[-1].summarized == result.state.summarized
     assert isinstance(result.state.messages[result.state.summarized], AssistantMessage)
 
@@ -275,7 +287,7 @@ async def test_between_two_turns_the_request_only_grows_unless_it_was_compacted(
     ).run("read the log")  # fmt: skip
     requests = worker_requests(model)
     compacted_before = {e.turn for e in events if isinstance(e, CompactionFinished)}
-    for turn, (earlier, later) in enumerate(zip(requests, requests[1:], strict=False), start=2):
+    for turn, (earlier, later) in enumerate(itertools.pairwise(requests), start=2):
         before, after = dump_messages(earlier.messages), dump_messages(later.messages)
         assert after[:2] == before[:2]  # the system prompt and the task, always
         if turn in compacted_before:
@@ -300,9 +312,12 @@ async def test_a_loop_resumed_with_its_summary_does_not_summarize_again() -> Non
     await first.run("read the log")
     made = len(summaries)
     state = next(s for s in reversed(saved) if s.summary and not s.pending)
-    assert state.summarized and state.compactions
+    assert state.summarized
+    assert state.compactions
     model = FunctionModel(lambda request: "resumed")
-    again = loop(model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries))
+    again = loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries)
+    )
     result = await again.run("read the log", state)
     assert isinstance(result, Final)
     assert len(summaries) == made  # nothing folded again
@@ -318,7 +333,9 @@ async def test_the_context_is_measured_from_what_the_server_reported_plus_an_est
         turn = sum(1 for m in request.messages if isinstance(m, ToolMessage)) + 1
         message = (
             AssistantMessage(
-                tool_calls=(ToolCall(id=f"c{turn}", name="read_page", arguments=f'{{"page": {turn}}}'),)
+                tool_calls=(
+                    ToolCall(id=f"c{turn}", name="read_page", arguments=f'{{"page": {turn}}}'),
+                )
             )
             if turn <= 3
             else AssistantMessage(content="done")
