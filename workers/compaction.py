@@ -51,6 +51,7 @@ from workers.context import (
 from workers.state import LoopState
 
 __all__ = [
+    "END_HEADER",
     "FOLDED_HEADER",
     "PREVIOUS_HEADER",
     "SUMMARIZER",
@@ -69,6 +70,7 @@ SUMMARIZER = (
 """The summary call's system message: always the same, so it is recognised."""
 PREVIOUS_HEADER = "The summary so far:"
 FOLDED_HEADER = "The turns to fold into it, oldest first:"
+END_HEADER = "### end of the turns"
 
 
 def is_summary_request(request: ModelRequest) -> bool:
@@ -89,7 +91,7 @@ def summary_request(
     parts = []
     if previous:
         parts += [PREVIOUS_HEADER, previous, ""]
-    parts += [FOLDED_HEADER, "", render_turns(folded)]
+    parts += [FOLDED_HEADER, "", render_turns(folded), "", END_HEADER]
     if instructions:
         parts += ["", instructions]
     parts += ["", "Write the new summary now."]
