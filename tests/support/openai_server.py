@@ -141,7 +141,8 @@ class RecordedRequest:
 
     ``at`` is ``time.monotonic()`` on arrival; ``number`` counts requests from 1;
     ``in_flight`` is how many requests the server was handling on its arrival, itself
-    included; ``fault`` names the fault injected into it, if any.
+    included; ``fault`` names the fault injected into it, if any; ``raw`` is the body's
+    bytes as they came (what a provider's prompt cache compares).
     """
 
     path: str
@@ -151,6 +152,7 @@ class RecordedRequest:
     number: int = 0
     in_flight: int = 1
     fault: str | None = None
+    raw: bytes = b""
 
 
 Responder = Callable[[RecordedRequest], Behaviour]
@@ -292,6 +294,7 @@ class OpenAIServer(Lifecycle):
                 number,
                 self._in_flight,
                 fault,
+                raw,
             )
             self._requests.append(recorded)
             queued = self._queue.popleft() if self._queue and fault is None else None
