@@ -1,16 +1,16 @@
 """Rolling-summary compaction: the summary call that folds a worker's oldest turns.
 
-Before a model turn whose context would exceed the role's budget (see
-:class:`~workers.context.Compaction`), :meth:`Compactor.fit` folds every turn but the
-last ``keep_turns`` into the summary, with the summary before it, by one tool-less
-model call through the summarizer model (the worker's own by default). The call is
-a model call like any other: reserved in the run's budget first (a budget that stops
-it stops the worker, as it would the turn's call), retried by the model, reported as
-``compaction.started`` / ``compaction.finished`` events, and counted in the worker's
-usage and cost. A summary call that fails never fails the worker: the summary stays
-as it was, and the window keeps the context within the budget. The state records the
-summary and how many messages it stands for, so a checkpoint carries both and a
-resumed worker does not summarize again.
+Before a model turn whose context would exceed the role's trigger (its budget, unless
+set lower; see :class:`~workers.context.Compaction`), :meth:`Compactor.fit` folds
+every turn but the last ``keep_turns`` into the summary, with the summary before it,
+by one tool-less model call through the summarizer model (the worker's own by
+default). The call is a model call like any other: reserved in the run's budget
+first (a budget that stops it stops the worker, as it would the turn's call),
+retried by the model, reported as ``compaction.started`` / ``compaction.finished``
+events, and counted in the worker's usage and cost. A summary call that fails never
+fails the worker: the summary stays as it was, and the window keeps the context
+within the budget. The state records the summary and how many messages it stands
+for, so a checkpoint carries both and a resumed worker does not summarize again.
 """
 
 from __future__ import annotations
@@ -212,11 +212,11 @@ class Compactor:
         """
         limit = self.compaction.budget_tokens
         before = self.size(state, head, messages, tools)
-        if before <= limit:
+        if before <= self.compaction.trigger:
             return state, None
         cut = fold_point(messages, state.summarized, self.compaction.keep_turns)
-        if cut <= state.summarized:  # the turns kept verbatim alone are over the budget
-            return state, self._window(state, head, tools)
+        if cut <= state.summarized:  # nothing to fold but the turns kept verbatim
+            return state, self._window(state, head, tools) if before > limit else None
         if self.budget is not None:
             self.budget.reserve_model_call()
         tracing = self.tracer.enabled

@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime import AssistantMessage, Message, ToolMessage, ToolSchema, UserMessage
 from runtime.value import Value
@@ -43,10 +43,15 @@ class Compaction(BaseModel):
     would exceed ``budget_tokens``, the oldest turns, all but the last ``keep_turns``,
     are folded with the previous summary into one summary message (a model call of
     its own), placed after the system prompt and the task. When even that does not
-    fit, the window leaves out the oldest of the turns that remain.
+    fit, the window leaves out the oldest of the turns that remain. With
+    ``trigger_tokens`` below the budget, the fold comes as soon as the context would
+    exceed the trigger, which keeps every request small (and the tokens sent over a
+    long run few); the budget stays the ceiling the window enforces.
 
     Attributes:
         budget_tokens: Input tokens one model call may be sent.
+        trigger_tokens: The context size past which the oldest turns are folded
+            (None: ``budget_tokens``); at most the budget.
         keep_turns: The most recent turns (an answer with its observations) that stay
             as they are.
         model: The model that writes the summary, by its name in the hive (an
@@ -59,9 +64,24 @@ class Compaction(BaseModel):
     )
 
     budget_tokens: int = Field(ge=256)
+    trigger_tokens: int | None = Field(default=None, ge=256)
     keep_turns: int = Field(default=4, ge=1, le=1000)
     model: str | None = None
     instructions: str = ""
+
+    @model_validator(mode="after")
+    def _trigger_within_budget(self) -> Compaction:
+        if self.trigger_tokens is not None and self.trigger_tokens > self.budget_tokens:
+            raise ValueError(
+                f"trigger_tokens ({self.trigger_tokens}) must not exceed budget_tokens "
+                f"({self.budget_tokens}): the budget is the ceiling of every request"
+            )
+        return self
+
+    @property
+    def trigger(self) -> int:
+        """The context size past which the oldest turns are folded."""
+        return self.budget_tokens if self.trigger_tokens is None else self.trigger_tokens
 
 
 class ContextWindow(Value, frozen=True, kw_only=True):

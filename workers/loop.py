@@ -97,7 +97,8 @@ class AgentLoop:
         tracer: Receives an event per model call.
         worker: Name used in events and as the conversation key.
         run_id: Run id used in events and in the conversation key.
-        checkpoint: Receives the state after each model answer and each turn.
+        checkpoint: Receives the state after each model answer, each turn and each
+            compaction.
         summarizer: Writes the summaries of compaction (default: ``model``).
     """
 
@@ -184,6 +185,7 @@ class AgentLoop:
         tools = () if wrap_up else self.dispatcher.tools.schemas
         window = self.settings.window
         if self._compactor is not None:
+            before = state.compactions
             try:
                 state, fitted = await self._compactor.fit(
                     state, self.head(state.task), messages, tools, turn
@@ -192,6 +194,10 @@ class AgentLoop:
                 return Failed(
                     state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc
                 )
+            if state.compactions != before and self.checkpoint is not None:
+                # Saved before the turn's call: a crash during it resumes with the
+                # summary (and what it cost), not with another summary call.
+                self.checkpoint.save(state)
             if fitted is not None:
                 window = window.narrowest(fitted)
         tracing = self.tracer.enabled

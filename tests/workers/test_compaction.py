@@ -362,3 +362,24 @@ async def test_the_context_is_measured_from_what_the_server_reported_plus_an_est
 def _text(request: ModelRequest, index: int) -> str:
     message = request.messages[index]
     return message.content if isinstance(message, UserMessage) else ""
+
+
+async def test_a_trigger_below_the_budget_folds_early_and_the_window_still_waits_for_the_budget() -> None:
+    model, summaries = FunctionModel(pager(12)), []
+    events: list[Event] = []
+    compaction = Compaction(budget_tokens=4000, trigger_tokens=1500, keep_turns=2)
+    result = await loop(model, compaction, summarizer=summarizer(summaries), events=events).run(
+        "read the log"
+    )
+    assert isinstance(result, Final)
+    started = [e for e in events if isinstance(e, CompactionStarted)]
+    assert started
+    assert all(1500 < e.context_tokens <= 4000 for e in started)  # folded before the budget
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert not any(e.window for e in finished)
+    assert max(sent_tokens(r) for r in worker_requests(model)) <= 1500 + 500
+
+
+def test_a_trigger_over_the_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="trigger_tokens"):
+        Compaction(budget_tokens=1000, trigger_tokens=2000)
