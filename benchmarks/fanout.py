@@ -326,21 +326,22 @@ def _context_rows(label: str, s: Samples, ok: bool) -> list[Row]:
     share: Target = ("<= 35% of whole transcript", lambda hc, fl: hc <= 0.35 * fl)
     ceiling: Target = (f"<= budget ({budget:,})", lambda hc, fl: hc <= budget)
     kept: Target = (">= 90%", lambda hc, fl: hc >= 90)
-    whole = {"baseline_impl": "whole transcript"}
+    whole = "whole transcript"
     rows = [
         Row.of("H context", f"{label}: compaction", "input tokens in all", s,
-               _field("total_input_tokens"), share, ok, impl="compaction", **whole),
+               _field("total_input_tokens"), share, ok, impl="compaction", baseline_impl=whole),
         Row.of("H context", f"{label}: compaction", "largest request tokens", s,
-               _field("largest_request_tokens"), ceiling, ok, impl="compaction", **whole),
+               _field("largest_request_tokens"), ceiling, ok, impl="compaction",
+               baseline_impl=whole),
         Row.of("H context", f"{label}: compaction", "planted facts kept %", s,
-               _percent, kept, ok, impl="compaction", **whole),
+               _percent, kept, ok, impl="compaction", baseline_impl=whole),
     ]  # fmt: skip
     for impl in context.IMPLS[1:-1]:
         rows += [
             Row.of("H context", f"{label}: {impl}", "input tokens in all", s,
-                   _field("total_input_tokens"), None, ok, impl=impl, **whole),
+                   _field("total_input_tokens"), None, ok, impl=impl, baseline_impl=whole),
             Row.of("H context", f"{label}: {impl}", "planted facts kept %", s,
-                   _percent, None, ok, impl=impl, **whole),
+                   _percent, None, ok, impl=impl, baseline_impl=whole),
         ]  # fmt: skip
     return rows
 

@@ -36,6 +36,7 @@ from workers.compaction import is_summary_request
 
 PAGE = "x" * 1600  # about 400 tokens a page
 TASK = "read the log"
+ONE = [Subtask(id="reader", role="reader", instruction=TASK)]
 
 
 @tool
@@ -153,7 +154,7 @@ async def test_the_summary_call_is_retried_traced_as_a_compaction_and_costed() -
         {"worker": worker, "summarizer": summarizer},
         tools=[read_page], aggregator="concat", default_model="worker",
     )  # fmt: skip
-    result = await executor.run(TASK, subtasks=[Subtask(id="reader", role="reader", instruction=TASK)], on_event=[recorder])
+    result = await executor.run(TASK, subtasks=ONE, on_event=[recorder])
 
     assert result.status == "ok", [str(f.error) for f in result.failures]
     spans = [s for s in recorder.spans if s.kind == "compaction"]
@@ -203,8 +204,9 @@ async def test_a_run_resumed_after_a_compaction_does_not_summarize_again(tmp_pat
         )  # fmt: skip
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: executor(FunctionModel(first_life)).run(
-            TASK, subtasks=[Subtask(id="reader", role="reader", instruction=TASK)], run_id="r1"))  # fmt: skip
+        tg.start_soon(
+            lambda: executor(FunctionModel(first_life)).run(TASK, subtasks=ONE, run_id="r1")
+        )
         with anyio.fail_after(10):
             await stopped.wait()
         await anyio.sleep(0.05)

@@ -7,6 +7,7 @@ system message first."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -39,7 +40,8 @@ def reader(request: RecordedRequest) -> Behaviour:
         facts = sorted({w for w in messages[1]["content"].split() if w.startswith("fact-")})
         return Reply(content="facts: " + " ".join(facts), prompt_tokens=tokens)
     read = sum(1 for m in messages if m["role"] == "tool" and "fact-" in m["content"])
-    summary = next((m["content"] for m in messages if m["content"] and "[Summary" in m["content"]), "")
+    texts = [m["content"] or "" for m in messages]
+    summary = next((text for text in texts if "[Summary" in text), "")
     read += summary.count("fact-")
     if read >= PAGES:
         return Reply(content=f"read {read} pages: {messages[1]['content']}", prompt_tokens=tokens)
@@ -106,7 +108,7 @@ def test_each_request_of_a_worker_sends_the_one_before_it_again_byte_for_byte(
     run(server, role, [("reader", "the log")])
     (requests,) = by_worker(server.requests).values()
     assert len(requests) == PAGES + 1
-    for earlier, later in zip(requests, requests[1:], strict=False):
+    for earlier, later in itertools.pairwise(requests):
         before, after = wire_messages(earlier), wire_messages(later)
         assert after[: len(before)] == before
         assert len(after) == len(before) + 2  # the answer and its observation
@@ -125,7 +127,7 @@ def test_only_a_compaction_changes_what_a_worker_sent_before(server: OpenAIServe
     assert any(is_summary(r) for r in everything)
     (requests,) = by_worker(everything).values()
     compacted = unchanged = 0
-    for earlier, later in zip(requests, requests[1:], strict=False):
+    for earlier, later in itertools.pairwise(requests):
         before, after = wire_messages(earlier), wire_messages(later)
         assert after[:2] == before[:2]  # the system prompt and the task, always
         between = everything[everything.index(earlier) + 1 : everything.index(later)]
@@ -135,7 +137,8 @@ def test_only_a_compaction_changes_what_a_worker_sent_before(server: OpenAIServe
         else:
             unchanged += 1
             assert after[: len(before)] == before  # the summary message too
-    assert compacted and unchanged
+    assert compacted
+    assert unchanged
 
 
 def test_every_worker_of_a_role_sends_the_same_system_message_first(

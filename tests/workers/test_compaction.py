@@ -364,7 +364,7 @@ def _text(request: ModelRequest, index: int) -> str:
     return message.content if isinstance(message, UserMessage) else ""
 
 
-async def test_a_trigger_below_the_budget_folds_early_and_the_window_still_waits_for_the_budget() -> None:
+async def test_a_trigger_below_the_budget_folds_early_and_the_window_waits_for_the_budget() -> None:
     model, summaries = FunctionModel(pager(12)), []
     events: list[Event] = []
     compaction = Compaction(budget_tokens=4000, trigger_tokens=1500, keep_turns=2)
