@@ -236,3 +236,10 @@ async def test_a_run_resumed_after_a_compaction_does_not_summarize_again(tmp_pat
     summary = request.messages[2].content
     assert summary.startswith("[Summary of the first")
     assert summary.endswith(worker.state["summary"])
+
+
+def test_an_executor_names_a_summarizer_it_does_not_have() -> None:
+    role = reader(Compaction(budget_tokens=2500, model="sumariser"))
+    models = {"worker": FunctionModel(lambda r: "x"), "summariser": FunctionModel(facts)}
+    with pytest.raises(ConfigErrors, match="role 'reader' summarizes with model 'sumariser'"):
+        Executor([role], models, tools=[read_page], default_model="worker")
