@@ -29,6 +29,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks import context
 from benchmarks.report import (
     Row,
     Target,
@@ -106,6 +107,9 @@ def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) 
         chosen.append(
             _switched("G", "B, store and tracing on", b, "both off", inner, store=True, trace=True)
         )
+    if "H" in scenarios:
+        # Counts, not timings: one run of each, in this process, is the figure.
+        chosen.append(Point("H", context.LABEL, {}, context.IMPLS))
     if "I" in scenarios:
         # Next to the same modules imported without Honeycomb's own, in turns: the
         # machine's speed moves both alike, and their difference is Honeycomb's share.
@@ -151,6 +155,8 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
         # Every try is kept in the order it ran: a try and the other's next to it pair.
         results = [{"import_s": min(tries[impl]), "tries_s": tries[impl], "valid": True}
                    for impl in impls]  # fmt: skip
+    elif point.scenario == "H":
+        results = context.measure(impls)
     elif point.paired:
         variants = list(point.variants) or [point.params] * len(impls)
         names = ["honeycomb" if i.endswith(" off") else i for i in impls]
@@ -302,6 +308,8 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
                    cheap if "tracing" not in label else None, ok,
                    baseline_impl=s.point.impls[1])
         ]  # fmt: skip
+    if scenario == "H":
+        return _context_rows(label, s, ok)
     if scenario == "I":
         own = ("<= 1.25x its dependencies", lambda hc, fl: hc <= 1.25 * fl)
         return [
@@ -309,6 +317,41 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
                    baseline_impl=IMPORTS[1], paired=_import_ratio(s))
         ]  # fmt: skip
     return []
+
+
+def _context_rows(label: str, s: Samples, ok: bool) -> list[Row]:
+    """H: compaction next to the whole transcript (in the floor's column), then the
+    window only; the targets are the issue's (see :func:`benchmarks.context.targets`)."""
+    budget = context.BUDGET_TOKENS
+    share: Target = ("<= 35% of whole transcript", lambda hc, fl: hc <= 0.35 * fl)
+    ceiling: Target = (f"<= budget ({budget:,})", lambda hc, fl: hc <= budget)
+    kept: Target = (">= 90%", lambda hc, fl: hc >= 90)
+    whole = "whole transcript"
+    rows = [
+        Row.of("H context", f"{label}: compaction", "input tokens in all", s,
+               _field("total_input_tokens"), share, ok, impl="compaction", baseline_impl=whole),
+        Row.of("H context", f"{label}: compaction", "largest request tokens", s,
+               _field("largest_request_tokens"), ceiling, ok, impl="compaction",
+               baseline_impl=whole),
+        Row.of("H context", f"{label}: compaction", "planted facts kept %", s,
+               _percent, kept, ok, impl="compaction", baseline_impl=whole),
+    ]  # fmt: skip
+    for impl in context.IMPLS[1:-1]:
+        rows += [
+            Row.of("H context", f"{label}: {impl}", "input tokens in all", s,
+                   _field("total_input_tokens"), None, ok, impl=impl, baseline_impl=whole),
+            Row.of("H context", f"{label}: {impl}", "planted facts kept %", s,
+                   _percent, None, ok, impl=impl, baseline_impl=whole),
+        ]  # fmt: skip
+    return rows
+
+
+def _field(name: str) -> Callable[[dict[str, Any]], float]:
+    return lambda r: float(r[name])
+
+
+def _percent(r: dict[str, Any]) -> float:
+    return float(r["facts_retained"]) * 100
 
 
 def _a_target(n: int, ok: bool) -> Target | None:
@@ -357,7 +400,7 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--scenario", default="A,B,C,D,E,F,G,I", help="scenarios to run, e.g. A,B,I"
+        "--scenario", default="A,B,C,D,E,F,G,H,I", help="scenarios to run, e.g. A,B,I"
     )
     parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")

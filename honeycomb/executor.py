@@ -341,14 +341,15 @@ def _check(
     if default_model not in models:
         errors.append(ConfigError(f"default model {default_model!r} is not defined"))
     for role in roles:
-        ref = role.model
-        if ref is not None and ref not in models:
-            errors.append(
-                ConfigError(
-                    f"role {role.name!r} uses model {ref!r}, which is not defined"
-                    f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
+        summarizer = role.compaction.model if role.compaction is not None else None
+        for ref, use in ((role.model, "uses"), (summarizer, "summarizes with")):
+            if ref is not None and ref not in models:
+                errors.append(
+                    ConfigError(
+                        f"role {role.name!r} {use} model {ref!r}, which is not defined"
+                        f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
+                    )
                 )
-            )
         try:
             setups[role.name] = WorkerSetup.resolved(
                 role, role.resolve_tools(registry), role.resolve_output()

@@ -41,6 +41,8 @@ from runtime.errors import (
     did_you_mean,
 )
 from runtime.events import (
+    CompactionFinished,
+    CompactionStarted,
     Event,
     EventHandler,
     ModelCallFinished,
@@ -82,6 +84,8 @@ __all__ = [
     "AssistantMessage",
     "Budget",
     "BudgetExceeded",
+    "CompactionFinished",
+    "CompactionStarted",
     "ConfigError",
     "ConfigErrors",
     "DispatchPolicy",

@@ -20,7 +20,10 @@ from runtime.model import ModelResponse
 __all__ = ["check_message", "check_response", "kind_of", "shown"]
 
 _CALL_FIELDS = ("id", "name", "arguments")
-_COUNTS = ("input_tokens", "output_tokens", "model_calls", "tool_calls", "reasoning_tokens")
+_COUNTS = (
+    "input_tokens", "output_tokens", "model_calls", "tool_calls", "reasoning_tokens",
+    "cached_input_tokens",
+)  # fmt: skip
 
 
 def check_response(response: object, model: object) -> ModelResponse:
@@ -40,6 +43,7 @@ def check_response(response: object, model: object) -> ModelResponse:
             and type(usage.model_calls) is int
             and type(usage.tool_calls) is int
             and type(usage.reasoning_tokens) is int
+            and type(usage.cached_input_tokens) is int
             and type(usage.cost) is float
             and type(response.model) is str
             and type(response.finish_reason) is str

@@ -68,6 +68,7 @@ def _response(data: Any, model: str) -> ModelResponse:
     usage = _object(body.get("usage") or {}, "usage")
     details_at = "usage.completion_tokens_details"
     details = _object(usage.get("completion_tokens_details") or {}, details_at)
+    input_tokens = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
     return ModelResponse(
         message=AssistantMessage(
             content=content,
@@ -75,16 +76,28 @@ def _response(data: Any, model: str) -> ModelResponse:
             reasoning=reasoning,
         ),
         usage=Usage(
-            input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+            input_tokens=input_tokens,
             output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
             reasoning_tokens=_count(
                 details.get("reasoning_tokens"),
                 f"{details_at}.reasoning_tokens",
             ),
+            cached_input_tokens=min(_cached(usage), input_tokens),
         ),
         finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
         model=_text(body.get("model"), "model") or model,
     )
+
+
+def _cached(usage: dict[str, Any]) -> int:
+    """The input tokens read from the provider's cache: OpenAI's (and vLLM's, LiteLLM's)
+    ``prompt_tokens_details.cached_tokens``, or DeepSeek's ``prompt_cache_hit_tokens``."""
+    at = "usage.prompt_tokens_details"
+    details = _object(usage.get("prompt_tokens_details") or {}, at)
+    cached = _count(details.get("cached_tokens"), f"{at}.cached_tokens")
+    if not cached:
+        cached = _count(usage.get("prompt_cache_hit_tokens"), "usage.prompt_cache_hit_tokens")
+    return cached
 
 
 def _tool_calls(items: list[Any], where: str) -> tuple[ToolCall, ...]:

@@ -25,6 +25,8 @@ from runtime.value import Value
 
 __all__ = [
     "CallReport",
+    "CompactionFinished",
+    "CompactionStarted",
     "Event",
     "EventHandler",
     "ModelCallFinished",
@@ -87,6 +89,42 @@ class ModelCallFinished(Event, frozen=True, kw_only=True):
     attempts: int = 1
     retry_wait_s: float = 0.0
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class CompactionStarted(Event, frozen=True, kw_only=True):
+    """A worker's context would exceed its budget: its oldest turns are folded into
+    the summary by a model call of its own, before the turn's model call."""
+
+    kind: ClassVar[str] = "compaction.started"
+    turn: int
+    messages: int  # messages folded in by this compaction
+    context_tokens: int  # the context's estimated size before it
+    budget_tokens: int
+
+
+class CompactionFinished(Event, frozen=True, kw_only=True):
+    """The summary call ended: the summary folds ``summarized`` messages now (``ok``),
+    or it failed and the summary is as it was (``error``); ``window`` says whether the
+    window also leaves messages out of this turn's call, as the last resort."""
+
+    kind: ClassVar[str] = "compaction.finished"
+    turn: int
+    duration_s: float
+    status: str  # "ok" or "error"
+    model: str = ""
+    messages: int = 0
+    summarized: int = 0
+    context_tokens: int = 0  # the context's estimated size after it
+    window: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    attempts: int = 1
+    retry_wait_s: float = 0.0
+    error: str | None = None
 
 
 class ToolCallStarted(Event, frozen=True, kw_only=True):

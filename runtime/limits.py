@@ -49,6 +49,7 @@ class Budget:
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
         self._input = self._output = self._model_calls = self._tool_calls = self._reasoning = 0
+        self._cached = 0
         self._cost = 0.0
         self._started = time.monotonic()
 
@@ -62,6 +63,7 @@ class Budget:
             tool_calls=self._tool_calls,
             cost=self._cost,
             reasoning_tokens=self._reasoning,
+            cached_input_tokens=self._cached,
         )
 
     @property
@@ -103,6 +105,7 @@ class Budget:
         self._tool_calls += usage.tool_calls
         self._cost += usage.cost
         self._reasoning += usage.reasoning_tokens
+        self._cached += usage.cached_input_tokens
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count

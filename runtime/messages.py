@@ -44,7 +44,9 @@ class Usage(Value, frozen=True, gc=False, kw_only=True):
 
     ``cost`` is in US dollars, from the prices configured for the model (0 when none
     are: Honeycomb never guesses a price). ``reasoning_tokens`` are those of the
-    ``output_tokens`` a reasoning model spent thinking, where the endpoint says.
+    ``output_tokens`` a reasoning model spent thinking, and ``cached_input_tokens``
+    those of the ``input_tokens`` the provider read from its prompt cache, where the
+    endpoint says.
     """
 
     input_tokens: int = 0
@@ -53,10 +55,16 @@ class Usage(Value, frozen=True, gc=False, kw_only=True):
     tool_calls: int = 0
     cost: float = 0.0
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def cached_share(self) -> float:
+        """The share of the input tokens read from the provider's cache (0 to 1)."""
+        return self.cached_input_tokens / self.input_tokens if self.input_tokens else 0.0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -66,6 +74,7 @@ class Usage(Value, frozen=True, gc=False, kw_only=True):
             tool_calls=self.tool_calls + other.tool_calls,
             cost=self.cost + other.cost,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
 
 

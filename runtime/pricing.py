@@ -21,19 +21,32 @@ class Price(Value, frozen=True, kw_only=True):
     Attributes:
         input_per_mtok: Per million input (prompt) tokens.
         output_per_mtok: Per million output (completion) tokens.
+        cached_input_per_mtok: Per million input tokens the provider read from its
+            prompt cache (None: they cost ``input_per_mtok``, as any input token).
     """
 
     input_per_mtok: float
     output_per_mtok: float
+    cached_input_per_mtok: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input_per_mtok", "output_per_mtok"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        for name in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be 0 or more, got {value}")
 
-    def of(self, input_tokens: int, output_tokens: int) -> float:
-        """The cost of a call with these token counts."""
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+    def of(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
+        """The cost of a call with these token counts (``cached_input_tokens`` are
+        among the ``input_tokens``)."""
+        cached_price = self.cached_input_per_mtok
+        if cached_price is None:
+            cached_price, cached_input_tokens = self.input_per_mtok, 0
+        fresh = input_tokens - cached_input_tokens
+        return (
+            fresh * self.input_per_mtok
+            + cached_input_tokens * cached_price
+            + output_tokens * self.output_per_mtok
+        ) / 1e6
 
 
 class PricedModel(WrapperModel):
@@ -46,5 +59,5 @@ class PricedModel(WrapperModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self.inner.complete(request)
         usage = response.usage
-        cost = self.price.of(usage.input_tokens, usage.output_tokens)
+        cost = self.price.of(usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
         return replace(response, usage=replace(usage, cost=cost))

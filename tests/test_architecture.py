@@ -157,7 +157,7 @@ def test_honeycomb_public_names() -> None:
 
 RUNTIME_NAMES = {
     "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
-    "BudgetExceeded",
+    "BudgetExceeded", "CompactionFinished", "CompactionStarted",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
     "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
     "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "MemoryJournal",
@@ -181,8 +181,8 @@ RUNTIME_NAMES = {
 }  # fmt: skip
 
 WORKERS_NAMES = {
-    "AgentLoop", "Checkpoint", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings",
-    "LoopState",
+    "AgentLoop", "Checkpoint", "Compaction", "ContextWindow", "Continue", "Failed", "Final",
+    "LoopSettings", "LoopState",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
     "check_role",
     "format_task", "load_roles", "read_roles", "role_entries",
@@ -191,7 +191,8 @@ WORKERS_NAMES = {
 HONEYCOMB_NAMES = {
     "AdaptiveLimiter", "AgentError", "AgentLoop", "AggregationFinished", "AggregationStarted",
     "Aggregator", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded", "Budgets",
-    "Checkpoint", "ConcatAggregator", "ConfigError", "ConfigErrors", "ContextWindow",
+    "Checkpoint", "Compaction", "CompactionFinished", "CompactionStarted",
+    "ConcatAggregator", "ConfigError", "ConfigErrors", "ContextWindow",
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
     "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",

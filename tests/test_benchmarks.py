@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import context
 from benchmarks.fanout import IMPORT_PROBE, OWN_PACKAGES, Samples, dependencies, evaluate, points
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
@@ -37,12 +38,16 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout
     scenarios = ("A latency-bound", "E memory", "B overhead", "C tool parallelism",
-                 "D side effects", "F observability", "G durability", "import time")  # fmt: skip
+                 "D side effects", "F observability", "G durability", "H context",
+                 "import time")  # fmt: skip
     for scenario in scenarios:
         assert f"| {scenario} |" in table
     assert "MISSED" not in table
     assert "INVALID" not in table
-    runs = [r for r in results if "model_calls" in r]
+    contexts = [r for r in results if r["scenario"] == "H"]
+    assert [r["impl"] for r in contexts] == list(context.IMPLS)
+    assert all(r["valid"] for r in contexts)
+    runs = [r for r in results if "model_calls" in r and r["scenario"] != "H"]
     assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
                                          "store off", "both off"}  # fmt: skip
     assert all(r["valid"] for r in runs)
@@ -175,3 +180,28 @@ def test_the_import_target_judges_the_ratio_of_neighbouring_tries() -> None:
     runs["its dependencies"] = [{"import_s": 0.15, "tries_s": [0.15]}]
     (row,) = evaluate([Samples(point, runs)])
     assert row.met is False  # fast, but 1.33x what it must import
+
+
+def test_the_context_scenario_meets_its_targets() -> None:
+    """Counts, not timings: the same on any machine, so judged in the tests too."""
+    results = context.measure()
+    assert all(check.met for check in context.targets(results)), context.table(results)
+    by = {r["impl"]: r for r in results}
+    whole, window = by["whole transcript"], by["window only"]
+    assert whole["largest_request_tokens"] > context.BUDGET_TOKENS  # the budget binds
+    assert window["largest_request_tokens"] <= context.BUDGET_TOKENS
+    assert window["facts_retained"] < 0.9  # what the window cuts, the summary keeps
+    assert by["compaction"]["summary_calls"] > 0
+
+
+def test_a_fact_lost_by_the_summary_is_a_missed_target() -> None:
+    results = context.measure()
+    for result in results:
+        if result["impl"] == "compaction":
+            result["facts_retained"] = 0.8
+    checks = {c.name: c.met for c in context.targets(results)}
+    assert checks == {
+        "input tokens <= 35% of the whole transcript": True,
+        f"no request over the budget ({context.BUDGET_TOKENS:,})": True,
+        "planted facts retained at turn 60 >= 90%": False,
+    }

@@ -1,6 +1,6 @@
 """One agent: the AgentLoop, context assembly, Role and Worker. Imports only ``runtime``."""
 
-from workers.context import ContextWindow, assemble
+from workers.context import Compaction, ContextWindow, assemble
 from workers.loop import AgentLoop
 from workers.role import Role, check_role, load_roles, read_roles, role_entries
 from workers.state import Checkpoint, Continue, Failed, Final, LoopSettings, LoopState, Step
@@ -9,6 +9,7 @@ from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, forma
 __all__ = [
     "AgentLoop",
     "Checkpoint",
+    "Compaction",
     "ContextWindow",
     "Continue",
     "Failed",

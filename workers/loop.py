@@ -7,6 +7,10 @@ A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``,
 which one tool-less call asks the model for its best answer from what it has (an
 answer of tool calls alone then is :class:`~runtime.MaxTurnsExceeded`).
 
+With a :class:`~workers.context.Compaction` in its settings, a think step first keeps
+the context within the budget (:class:`~workers.compaction.Compactor`): the model is
+sent the summary of the oldest turns and the rest, while the state keeps them all.
+
 A model call that fails ends the loop with ``Failed``, never with an exception: a
 :class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
@@ -29,6 +33,7 @@ from msgspec.structs import replace
 from runtime import (
     AssistantMessage,
     Budget,
+    BudgetExceeded,
     Dispatcher,
     EmptyResponse,
     HoneycombError,
@@ -45,6 +50,7 @@ from runtime import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    ToolSchema,
     Tracer,
     Usage,
     UserMessage,
@@ -54,7 +60,8 @@ from runtime._checks import check_response
 from runtime._concurrency import require_asyncio
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.messages import with_distinct_ids
-from workers.context import assemble
+from workers.compaction import Compactor
+from workers.context import ContextWindow, assemble, summary_message
 from workers.state import (
     Checkpoint,
     Continue,
@@ -90,7 +97,9 @@ class AgentLoop:
         tracer: Receives an event per model call.
         worker: Name used in events and as the conversation key.
         run_id: Run id used in events and in the conversation key.
-        checkpoint: Receives the state after each model answer and each turn.
+        checkpoint: Receives the state after each model answer, each turn and each
+            compaction.
+        summarizer: Writes the summaries of compaction (default: ``model``).
     """
 
     def __init__(
@@ -105,6 +114,7 @@ class AgentLoop:
         worker: str | None = None,
         run_id: str | None = None,
         checkpoint: Checkpoint | None = None,
+        summarizer: Model | None = None,
     ) -> None:
         self.model = model
         self.dispatcher = dispatcher
@@ -119,6 +129,14 @@ class AgentLoop:
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
+        compaction = self.settings.compaction
+        self._compactor: Compactor | None = None
+        if compaction is not None:
+            self._compactor = Compactor(
+                compaction, summarizer or model, budget=budget, tracer=self.tracer,
+                worker=worker, run_id=run_id, conversation=self._conversation,
+                timeout=self.settings.model_timeout,
+            )  # fmt: skip
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
@@ -164,10 +182,29 @@ class AgentLoop:
             prompt = UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
             messages = (*messages, prompt)
         turn = state.turn + 1
+        tools = () if wrap_up else self.dispatcher.tools.schemas
+        window = self.settings.window
+        if self._compactor is not None:
+            before = state.compactions
+            try:
+                state, fitted = await self._compactor.fit(
+                    state, self.head(state.task), messages, tools, turn
+                )
+            except BudgetExceeded as exc:  # a budget stops the summary call as any call
+                return Failed(
+                    state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc
+                )
+            if state.compactions != before and self.checkpoint is not None:
+                # Saved before the turn's call: a crash during it resumes with the
+                # summary (and what it cost), not with another summary call.
+                self.checkpoint.save(state)
+            if fitted is not None:
+                window = window.narrowest(fitted)
         tracing = self.tracer.enabled
         request = None  # until the budget allows the call
         try:
-            request = self._request(state.task, messages, turn, wrap_up, tracing)
+            context, omitted = self._context(state, messages, window)
+            request = self._request(context, tools, turn, wrap_up, tracing)
             started = time.perf_counter() if tracing else 0.0
             try:
                 answer = await self.model.complete(request)
@@ -203,6 +240,7 @@ class AgentLoop:
             response.usage,
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
+            whole=not omitted,
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
             return Continue(state=state)
@@ -218,7 +256,12 @@ class AgentLoop:
         return self._finish(state, message.content or "")
 
     def _request(
-        self, task: str, messages: tuple[Message, ...], turn: int, wrap_up: bool, tracing: bool
+        self,
+        context: tuple[Message, ...],
+        tools: tuple[ToolSchema, ...],
+        turn: int,
+        wrap_up: bool,
+        tracing: bool,
     ) -> ModelRequest:
         """The request for this turn's model call, once the budget allows the call
         (the call is awaited in :meth:`step` itself: a waiting worker's stack is one
@@ -226,8 +269,8 @@ class AgentLoop:
         if self.budget is not None:
             self.budget.reserve_model_call()
         request = ModelRequest(
-            messages=self._context(task, messages),
-            tools=() if wrap_up else self.dispatcher.tools.schemas,
+            messages=context,
+            tools=tools,
             tool_choice="none" if wrap_up else "auto",
             output=self._output,
             timeout=self.settings.model_timeout,
@@ -252,8 +295,14 @@ class AgentLoop:
             cached = self._head = (task, first)
         return cached[1]
 
-    def _context(self, task: str, messages: tuple[Message, ...]) -> tuple[Message, ...]:
-        return assemble(self.head(task), messages, self.settings.window)
+    def _context(
+        self, state: LoopState, messages: tuple[Message, ...], window: ContextWindow
+    ) -> tuple[tuple[Message, ...], int]:
+        """What the model is sent: the head, the summary (if any), then the messages the
+        summary does not fold, windowed; and how many the window left out."""
+        folded = state.summarized
+        summary = summary_message(state.summary, folded) if state.summary else None
+        return assemble(self.head(state.task), messages[folded:], window, summary)
 
     def _emit_finished(
         self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
@@ -276,6 +325,7 @@ class AgentLoop:
             attempts=report.attempts if report is not None else 1,
             retry_wait_s=report.retry_wait_s if report is not None else 0.0,
             reasoning_tokens=usage.reasoning_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
         )
         self.tracer.emit(finished)
 

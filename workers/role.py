@@ -22,6 +22,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime._imports import import_object
+from workers.context import Compaction
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
@@ -45,6 +46,8 @@ class Role(BaseModel):
         output_retries: Times an answer failing ``output_schema`` is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
+        compaction: Keep the context within a budget of tokens by rolling summaries of
+            the oldest turns (None: the whole transcript, or ``max_context_chars``).
     """
 
     model_config = ConfigDict(
@@ -63,6 +66,7 @@ class Role(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=20)
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
+    compaction: Compaction | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -120,15 +124,18 @@ def check_role(
     the role are invalid, and every mistake is reported at once.
     """
     errors: list[ConfigError] = []
-    model = body.get("model")
-    if models and isinstance(model, str) and model not in models:
-        errors.append(
-            doc.error(
-                (*path, "model"),
-                f"unknown model {model!r}{did_you_mean(model, models)}; "
-                f"models: {', '.join(models)}",
+    compaction = body.get("compaction")
+    summarizer = compaction.get("model") if isinstance(compaction, Mapping) else None
+    for where, model in (((*path, "model"), body.get("model")),
+                         ((*path, "compaction", "model"), summarizer)):  # fmt: skip
+        if models and isinstance(model, str) and model not in models:
+            errors.append(
+                doc.error(
+                    where,
+                    f"unknown model {model!r}{did_you_mean(model, models)}; "
+                    f"models: {', '.join(models)}",
+                )
             )
-        )
     source = registry if registry is not None else ToolRegistry()
     tools = body.get("tools")
     for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):

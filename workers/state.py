@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
 from runtime.value import Value
-from workers.context import ContextWindow
+from workers.context import Compaction, ContextWindow
 
 __all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
 
@@ -26,6 +26,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
         model_timeout: Seconds per model call, if limited.
         max_repeats: Turns in a row made only of repeats of the previous turn's calls
             (which are not run) before the loop stops as a runaway.
+        compaction: The context budget kept by rolling summaries, if any.
     """
 
     max_turns: int = 10
@@ -34,6 +35,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
     window: ContextWindow = ContextWindow()
     model_timeout: float | None = None
     max_repeats: int = 3
+    compaction: Compaction | None = None
 
     def __post_init__(self) -> None:
         if self.max_repeats < 1:
@@ -49,8 +51,9 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
 
     Attributes:
         task: The task, as the model is given it.
-        messages: The conversation after the task: assistant turns, observations, nudges.
-        turn: Model calls made so far.
+        messages: The conversation after the task: assistant turns, observations, nudges
+            (all of it: compaction changes what the model is sent, not what is kept).
+        turn: Model turns made so far (the summary calls of compaction not included).
         input_tokens: Input tokens spent so far.
         output_tokens: Output tokens spent so far.
         cost: Dollars spent so far (from the model's prices, if any).
@@ -61,6 +64,14 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
         repeats: Turns in a row whose calls all repeated the turn before.
         reasoning_tokens: Of the output tokens, those spent reasoning.
+        cached_input_tokens: Of the input tokens, those the provider read from its cache.
+        summary: The rolling summary of ``messages[:summarized]`` ('' when none).
+        summarized: How many of ``messages``, from the first, the summary stands for.
+        compactions: Summary calls made (model calls, counted in the usage).
+        context_tokens: Input tokens the server reported for the last model turn, when
+            its request held all of ``messages[summarized:context_messages]`` (0: not
+            known); what was added since is estimated.
+        context_messages: How many of ``messages`` that request held.
     """
 
     task: str
@@ -76,21 +87,55 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
     wrapped_up: bool = False
     repeats: int = 0
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    summary: str = ""
+    summarized: int = 0
+    compactions: int = 0
+    context_tokens: int = 0
+    context_messages: int = 0
 
     def answered(
-        self, messages: tuple[Message, ...], spent: Usage, *, nudged: bool, wrapped_up: bool
+        self,
+        messages: tuple[Message, ...],
+        spent: Usage,
+        *,
+        nudged: bool,
+        wrapped_up: bool,
+        whole: bool = True,
     ) -> LoopState:
-        """After a model answer: ``messages`` end with it, and what it cost is counted."""
+        """After a model answer: ``messages`` end with it, and what it cost is counted.
+        ``whole``: the request held every message the summary does not fold (no window
+        left any out), so what the server reported measures the context."""
         return replace(
-            self,
+            self.spent(spent),
             messages=messages,
             turn=self.turn + 1,
-            input_tokens=self.input_tokens + spent.input_tokens,
-            output_tokens=self.output_tokens + spent.output_tokens,
-            reasoning_tokens=self.reasoning_tokens + spent.reasoning_tokens,
-            cost=self.cost + spent.cost,
             nudged=nudged,
             wrapped_up=wrapped_up,
+            context_tokens=spent.input_tokens if whole else 0,
+            context_messages=len(messages) - 1 if whole else 0,
+        )
+
+    def compacted(self, summary: str, summarized: int, spent: Usage) -> LoopState:
+        """After a summary call: the summary now stands for ``messages[:summarized]``."""
+        return replace(
+            self.spent(spent),
+            summary=summary,
+            summarized=summarized,
+            compactions=self.compactions + 1,
+            context_tokens=0,  # what the server reported held what is folded now
+            context_messages=0,
+        )
+
+    def spent(self, usage: Usage) -> LoopState:
+        """The state with what a model call cost counted."""
+        return replace(
+            self,
+            input_tokens=self.input_tokens + usage.input_tokens,
+            output_tokens=self.output_tokens + usage.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + usage.reasoning_tokens,
+            cached_input_tokens=self.cached_input_tokens + usage.cached_input_tokens,
+            cost=self.cost + usage.cost,
         )
 
     def observed(
@@ -123,10 +168,11 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         return Usage(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
-            model_calls=self.turn,
+            model_calls=self.turn + self.compactions,
             tool_calls=self.tool_calls,
             cost=self.cost,
             reasoning_tokens=self.reasoning_tokens,
+            cached_input_tokens=self.cached_input_tokens,
         )
 
 

@@ -149,6 +149,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 output_retries=role.output_retries,
                 window=ContextWindow(max_chars=role.max_context_chars),
                 model_timeout=role.model_timeout,
+                compaction=role.compaction,
             ),
             system_prompt=role.system_prompt,
         )
@@ -172,6 +173,7 @@ class Worker:
         output_type: Overrides the role's ``output_schema``.
         checkpoint: Receives the loop's state every turn (a run store).
         journal: Journals side-effecting calls (a run store), so none runs twice.
+        summarizer: Writes the summaries of the role's compaction (default: ``model``).
     """
 
     def __init__(
@@ -189,6 +191,7 @@ class Worker:
         output_type: type[BaseModel] | None = None,
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
+        summarizer: Model | None = None,
     ) -> None:
         setup = role if isinstance(role, WorkerSetup) else WorkerSetup.of(role, tools, output_type)
         self.setup = setup
@@ -200,6 +203,7 @@ class Worker:
         self.budget = budget
         self.tracer = tracer or Tracer()
         self.checkpoint = checkpoint
+        self.summarizer = summarizer
         self._dispatcher = Dispatcher(
             setup.tools,
             policy=setup.policy,
@@ -235,6 +239,7 @@ class Worker:
             worker=self.name,
             run_id=self.run_id,
             checkpoint=self.checkpoint,
+            summarizer=self.summarizer,
         )
         started_at, started = time.time(), time.perf_counter()
         bound = _logging.bind(run_id=self.run_id, worker=self.name)

@@ -89,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the bundled example hive offline")
     demo.add_argument("task", nargs="?", default=None, help="the task (default: a trip plan)")
     demo.add_argument("--latency", type=float, default=None, help="offline model seconds per call")
+    demo.add_argument(
+        "--compact",
+        action="store_true",
+        help="run the logbook example instead: a long read whose context is kept within "
+        "its budget by rolling summaries (compaction)",
+    )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
 

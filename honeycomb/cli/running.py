@@ -54,18 +54,21 @@ DEMO_TASK = (
 )
 
 
-def demo_hive_path() -> Path:
-    """The bundled example hive (``examples/trip/hive.yaml``)."""
+def demo_hive_path(example: str = "trip") -> Path:
+    """A bundled example hive: ``examples/trip/hive.yaml``, or ``examples/logbook``'s
+    (a long read that compaction keeps within its budget)."""
     package = Path(__file__).resolve().parents[1]  # honeycomb/
-    for candidate in (package / "examples" / "trip", package.parent / "examples" / "trip"):
+    for candidate in (package / "examples" / example, package.parent / "examples" / example):
         if (candidate / "hive.yaml").is_file():
             return candidate / "hive.yaml"
-    raise FileNotFoundError("the example hive examples/trip/hive.yaml is not installed")
+    raise FileNotFoundError(f"the example hive examples/{example}/hive.yaml is not installed")
 
 
 def demo_command(args: argparse.Namespace) -> int:
     if args.latency is not None and args.model is None:
         args.model = "offline"
+    if args.compact:  # the logbook: its reader's context is compacted as it reads
+        return _execute(demo_hive_path("logbook"), args.task, args)
     return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from honeycomb.run.plan import Plan
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import cached_share, counted, format_cost
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
@@ -46,7 +46,7 @@ def run_line(run: RunSummary) -> str:
     return (
         f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {counted(run.workers, 'worker'):>11}  "
         f"{counted(run.model_calls, 'model call'):>16}  {counted(tokens, 'token'):>14}  "
-        f"{format_cost(run.cost):>8}  {task}"
+        f"{cached_share(run) or '-':>10}  {format_cost(run.cost):>8}  {task}"
     )
 
 

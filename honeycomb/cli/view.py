@@ -26,8 +26,10 @@ from honeycomb.run.events import (
     WorkerStarted,
 )
 from honeycomb.run.result import RunResult
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, token_detail
 from runtime import (
+    CompactionFinished,
+    CompactionStarted,
     Event,
     ModelCallFinished,
     ModelCallRetrying,
@@ -80,7 +82,9 @@ class _RunState(msgspec.Struct, kw_only=True):
             row.state, row.ended = event.status, now
         elif isinstance(event, ModelCallStarted) and row:
             row.state, row.turn = "thinking", event.turn
-        elif isinstance(event, ModelCallFinished) and row:
+        elif isinstance(event, CompactionStarted) and row:
+            row.state, row.turn = "compacting", event.turn
+        elif isinstance(event, ModelCallFinished | CompactionFinished) and row:
             row.state = "running"
         elif isinstance(event, ToolCallStarted) and row:
             row.tools_running += 1
@@ -100,6 +104,7 @@ _STYLE = {
     "waiting": "dim",
     "running": "cyan",
     "thinking": "magenta",
+    "compacting": "magenta dim",
     "calling tools": "yellow",
     "ok": "green",
     "failed": "red",
@@ -180,6 +185,9 @@ class PlainView:
             line = _describe(event)
         elif isinstance(event, ModelCallFinished):
             line = _model_finished(event, self._retried.pop((event.worker, event.turn), []))
+        elif isinstance(event, CompactionFinished):
+            self._retried.pop((event.worker, event.turn), None)  # its retries are its own
+            line = _describe(event)
         else:
             line = _describe(event)
         if line:
@@ -245,6 +253,8 @@ def _describe(event: Event) -> str:
         )
     if isinstance(event, ModelCallFinished):
         return _model_finished(event, ())
+    if isinstance(event, CompactionFinished):
+        return _compacted(event)
     if isinstance(event, AggregationStarted):
         return f"aggregating {counted(event.results, 'result')}"
     if isinstance(event, AggregationFinished):
@@ -269,6 +279,22 @@ def _model_finished(event: ModelCallFinished, statuses: Sequence[str]) -> str:
     )
 
 
+def _compacted(event: CompactionFinished) -> str:
+    """``w1 turn 9: compacted 14 messages into a summary (now ~1900 tokens) in 0.20s``."""
+    who = f"{event.worker or ''} turn {event.turn}"
+    window = "; the window leaves out the oldest turns too" if event.window else ""
+    if event.status != "ok":
+        return (
+            f"{who}: compaction failed ({event.error}); the window keeps the context "
+            "within its budget"
+        )
+    return (
+        f"{who}: compacted {counted(event.messages, 'message')} into a summary of "
+        f"{counted(event.summarized, 'message')} (context now ~{event.context_tokens} tokens) "
+        f"in {event.duration_s:.2f}s{window}"
+    )
+
+
 def summary(result: RunResult) -> list[str]:
     """The closing lines: wall time, critical path, speedup, tokens and calls."""
     t, u = result.timings, result.usage
@@ -277,7 +303,7 @@ def summary(result: RunResult) -> list[str]:
         f"aggregate {t.aggregate_s:.2f}s)",
         f"critical path  {t.critical_path_s:7.2f}s",
         f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial",
-        f"tokens         {u.total_tokens:7d}    ({u.input_tokens} in, {u.output_tokens} out)",
+        f"tokens         {u.total_tokens:7d}    {token_detail(u)}",
         f"calls          {u.model_calls:7d} model, {u.tool_calls} tool",
         f"cost           {format_cost(u.cost):>7}",
     ]

@@ -52,12 +52,14 @@ class RetrySpec(BaseModel):
 
 
 class PriceSpec(BaseModel):
-    """Dollars per million tokens (``price: {input_per_mtok: 0.15, output_per_mtok: 0.6}``)."""
+    """Dollars per million tokens (``price: {input_per_mtok: 0.15, output_per_mtok: 0.6}``;
+    ``cached_input_per_mtok`` for input tokens read from the provider's cache)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class ModelSpec(BaseModel):
@@ -100,10 +102,13 @@ class ModelSpec(BaseModel):
         model = self._build()
         if self.price is None:
             return model
+        price = self.price
         return PricedModel(
             model,
             Price(
-                input_per_mtok=self.price.input_per_mtok, output_per_mtok=self.price.output_per_mtok
+                input_per_mtok=price.input_per_mtok,
+                output_per_mtok=price.output_per_mtok,
+                cached_input_per_mtok=price.cached_input_per_mtok,
             ),
         )
 

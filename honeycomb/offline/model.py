@@ -1,14 +1,17 @@
 """``OfflineModel``: a rule-based model, with no AI in it, so that a whole hive runs
 with no network and no key.
 
-It recognises four kinds of call and answers each by simple text rules (see
+It recognises five kinds of call and answers each by simple text rules (see
 :mod:`honeycomb.offline.rules`):
 
+- a summary call of compaction: the facts found so far (:mod:`honeycomb.offline.summary`);
 - the planner (``output`` is the ``Plan`` schema): clauses of the task matched to roles
   by keyword overlap; a writer/sender subtask depends on all the others;
 - a worker turn with tools: calls to the tools whose words match the instruction, with
-  arguments read from the text (one call per city, ...); once observations are in, a
-  side-effecting "send" tool if the task asks for one; then a summary of the results;
+  arguments read from the text (one call per city, ...); once observations are in, the
+  next page of a result that names one (a JSON result's ``next_page`` for a tool's
+  ``page``, any ``next_X`` for an ``X``), then a side-effecting "send" tool if the task
+  asks for one; then a summary of the results (and of the summary of earlier turns);
 - the aggregator (the results header in a user message): the results merged per subtask;
 - anything else (such as the wrap-up call): a summary of what the conversation holds.
 
@@ -30,6 +33,7 @@ import anyio
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
 from honeycomb.offline.plan import plan_for, task_text
+from honeycomb.offline.summary import summarize
 from honeycomb.run.prompts import RESULTS_HEADER
 from honeycomb.run.prompts import parse_results as parse_results_text
 from runtime import (
@@ -44,6 +48,8 @@ from runtime import (
 )
 from runtime.testing import estimate_usage
 from runtime.value import Value
+from workers.compaction import is_summary_request
+from workers.context import SUMMARY_HEADER
 from workers.worker import DEPENDENCY_HEADER
 
 __all__ = ["OfflineModel"]
@@ -101,6 +107,8 @@ class OfflineModel:
 
 def respond(request: ModelRequest) -> AssistantMessage:
     """The offline answer to one request."""
+    if is_summary_request(request):
+        return AssistantMessage(content=summarize(request))
     output = request.output
     if output is not None and output.name == "Plan":
         return AssistantMessage(content=plan_for(request).model_dump_json())
@@ -141,6 +149,9 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
         calls = _gather_calls(task.instruction, gather, turn)
         if calls:
             return AssistantMessage(tool_calls=calls)
+    following = _next_page(request, observed)
+    if following is not None:
+        return AssistantMessage(tool_calls=(following,))
     sent = {name for name, _, _ in observed} & {t.name for t in senders}
     if senders and not sent and rules.mentions(task.instruction, rules.SEND_WORDS):
         wanted = rules.stems(task.instruction)
@@ -199,6 +210,38 @@ def _call(name: str, arguments: dict[str, Any], turn: int, index: int) -> ToolCa
     return ToolCall(id=f"call_{turn}_{index + 1}_{digest}", name=name, arguments=text)
 
 
+def _next_page(
+    request: ModelRequest, observed: list[tuple[str, str, ToolMessage]]
+) -> ToolCall | None:
+    """The same call for the next page, when the last result names one: a JSON object
+    with ``next_X`` (not null) for a tool that takes ``X``."""
+    if not observed:
+        return None
+    name, _, last = observed[-1]
+    schema = next((t for t in request.tools if t.name == name), None)
+    try:
+        result = json.loads(last.content)
+    except ValueError:
+        return None
+    if schema is None or last.status != "ok" or not isinstance(result, dict):
+        return None
+    calls = {
+        c.id: c for m in request.messages if isinstance(m, AssistantMessage) for c in m.tool_calls
+    }
+    made = calls.get(last.tool_call_id)
+    taken = schema.parameters.get("properties", {})
+    for key, value in result.items():
+        if key.startswith("next_") and key[5:] in taken and value is not None:
+            try:
+                arguments = json.loads(made.arguments) if made is not None else {}
+            except ValueError:
+                arguments = {}
+            arguments = {**(arguments if isinstance(arguments, dict) else {}), key[5:]: value}
+            turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+            return _call(name, arguments, turn, 0)
+    return None
+
+
 def _send_call(
     schema: ToolSchema, task: _Task, observed: list[tuple[str, str, ToolMessage]], turn: int
 ) -> ToolCall | None:
@@ -244,9 +287,10 @@ def final_text(request: ModelRequest) -> str:
     task = _task(request)
     observed = _observations(request)
     topic = task.instruction.splitlines()[0] if task.instruction else "the task"
-    if observed:
+    earlier = _summarized(request)
+    if observed or earlier:
         failed = sum(1 for _, _, m in observed if m.status != "ok")
-        lines = [f"{PREFIX}Results for: {topic}", *(_bullet(*o) for o in observed)]
+        lines = [f"{PREFIX}Results for: {topic}", *earlier, *(_bullet(*o) for o in observed)]
         if failed:
             lines.append(f"{failed} of {len(observed)} tool calls did not succeed.")
         return "\n".join(lines)
@@ -256,6 +300,15 @@ def final_text(request: ModelRequest) -> str:
             lines += ["", f"## {name}", text]
         return "\n".join(lines)
     return f"{PREFIX}I have no tool results to go on. The task was: {task.instruction}"
+
+
+def _summarized(request: ModelRequest) -> list[str]:
+    """The facts of the summary of earlier turns, when compaction folded some."""
+    head = SUMMARY_HEADER.split("{", 1)[0]
+    for message in request.messages:
+        if isinstance(message, UserMessage) and message.content.startswith(head):
+            return [line for line in message.content.splitlines() if line.startswith("- ")]
+    return []
 
 
 def _observations(request: ModelRequest) -> list[tuple[str, str, ToolMessage]]:

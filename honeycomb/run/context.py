@@ -25,6 +25,9 @@ class RunContext(Value, frozen=True, kw_only=True):
         plan_attempts: Times a planner may try for a valid plan.
         budget: The run's budget, shared by all its workers.
         tracer: The run's event tracer.
+        model_for: The model a role thinks with.
+        summarizer_for: The model that writes a role's summaries, when it is not the
+            role's own (its ``compaction.model``).
     """
 
     run_id: str
@@ -37,6 +40,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     tool_limiter: anyio.CapacityLimiter | None
     model_for: Callable[[Role], Model]
     setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
+    summarizer_for: Callable[[Role], Model | None] = lambda role: None
 
     def worker(
         self,
@@ -61,6 +65,7 @@ class RunContext(Value, frozen=True, kw_only=True):
             run_id=self.run_id,
             checkpoint=checkpoint,
             journal=journal,
+            summarizer=self.summarizer_for(found),
         )
 
 

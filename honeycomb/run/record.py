@@ -20,7 +20,7 @@ from typing import Any
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore
-from honeycomb.store.store import Lease, Statement
+from honeycomb.store.store import STATE_FIELDS, Lease, Statement
 from honeycomb.trace.spans import Span
 from runtime import (
     AssistantMessage,
@@ -43,17 +43,12 @@ _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
 )
 _SAVE_STATE = (
-    "INSERT INTO workers (run_id, worker, status, updated_at, task, messages, previous, turn, "
-    "input_tokens, output_tokens, cost, tool_calls, nudged, output_attempts, wrapped_up, "
-    "repeats) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO workers (run_id, worker, status, updated_at, {', '.join(STATE_FIELDS)}) "
+    f"VALUES (?, ?, 'running', ?, {', '.join('?' * len(STATE_FIELDS))}) "
     "ON CONFLICT (run_id, worker) DO UPDATE SET updated_at = excluded.updated_at, "
-    "task = excluded.task, messages = excluded.messages, previous = excluded.previous, "
-    "turn = excluded.turn, input_tokens = excluded.input_tokens, "
-    "output_tokens = excluded.output_tokens, cost = excluded.cost, "
-    "tool_calls = excluded.tool_calls, "
-    "nudged = excluded.nudged, output_attempts = excluded.output_attempts, "
-    "wrapped_up = excluded.wrapped_up, repeats = excluded.repeats"
+    + ", ".join(f"{name} = excluded.{name}" for name in STATE_FIELDS)
 )
+"""A worker's checkpoint: its loop state (the :data:`STATE_FIELDS`), each turn."""
 
 
 class RunRecord:
@@ -167,8 +162,8 @@ class RunRecord:
         kept = model_json(result) if result is not None and not self._rerun else None
         ended = (
             "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
-            "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ? "
-            "WHERE run_id = ?",
+            "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ?, "
+            "cached_input_tokens = ? WHERE run_id = ?",
             (
                 status,
                 time.time(),
@@ -179,6 +174,7 @@ class RunRecord:
                 usage.output_tokens,
                 usage.tool_calls,
                 usage.cost,
+                usage.cached_input_tokens,
                 self.run_id,
             ),
         )
@@ -245,7 +241,9 @@ class WorkerRecord:
             run_id, worker, time.time(), state.task, len(messages),
             _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
             state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
-            state.wrapped_up, state.repeats,
+            state.wrapped_up, state.repeats, state.cached_input_tokens, state.reasoning_tokens,
+            state.summary, state.summarized, state.compactions, state.context_tokens,
+            state.context_messages,
         )  # fmt: skip
         self._run.store.save(
             (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),

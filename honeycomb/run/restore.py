@@ -107,6 +107,13 @@ def _state(stored: StoredWorker) -> LoopState | None:
         output_attempts=saved["output_attempts"],
         wrapped_up=bool(saved["wrapped_up"]),
         repeats=saved["repeats"],
+        cached_input_tokens=saved["cached_input_tokens"] or 0,
+        reasoning_tokens=saved["reasoning_tokens"] or 0,
+        summary=saved["summary"] or "",
+        summarized=min(saved["summarized"] or 0, count),
+        compactions=saved["compactions"] or 0,
+        context_tokens=saved["context_tokens"] or 0,
+        context_messages=saved["context_messages"] or 0,
     )
 
 

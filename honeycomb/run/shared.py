@@ -88,6 +88,11 @@ class Shared:
         """The model ``role`` thinks with."""
         return self.models[role.model or self.default_model]
 
+    def summarizer_for(self, role: Role) -> Model | None:
+        """The model that writes ``role``'s summaries, when its compaction names one."""
+        named = role.compaction.model if role.compaction is not None else None
+        return self.models[named] if named is not None else None
+
     def setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
         """A role's resolved setup, made once and shared by all its workers and runs."""
         # Key registered roles by name: hashing a role hashes all its fields.

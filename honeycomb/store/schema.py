@@ -1,23 +1,27 @@
 """The run store's tables (SQLite), and how a file is known to hold them.
 
-A change to the tables bumps :data:`SCHEMA_VERSION`; :data:`SCHEMA` brings a store of
-any earlier version up to it. A store is known by its ``application_id``; stores of
-schema 1, written before there was one, by their tables.
+A change to the tables bumps :data:`SCHEMA_VERSION` and adds its step to
+:data:`ADDED`; :func:`upgrade` brings a store of any earlier version up to the
+current one in one transaction. ``CREATE TABLE IF NOT EXISTS`` adds no column to a
+table that exists, so a version that adds columns adds them with ``ALTER TABLE``;
+reading a store of an earlier version (which is never changed by reading) gives each
+column it lacks the default the step adds it with (:func:`columns`). A store is known
+by its ``application_id``; stores of schema 1, written before there was one, by their
+tables.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from honeycomb.store.files import idle, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 2
-SCHEMA = f"""
-BEGIN;
+SCHEMA_VERSION = 3
+TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     task TEXT NOT NULL,
@@ -89,9 +93,68 @@ CREATE TABLE IF NOT EXISTS leases (
     ttl_s REAL NOT NULL
 );
 PRAGMA application_id = {APPLICATION_ID};
-PRAGMA user_version = {SCHEMA_VERSION};
-COMMIT;
 """
+"""The tables as of schema 2 (schema 1 had no leases and no application id): what a
+new store, and a store of schema 1, is made up to."""
+
+ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
+    3: {
+        # The share of input tokens read from the provider's cache.
+        "runs": (("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0", "0"),),
+        # The rest of a worker's loop state: its cache and reasoning counters, and
+        # its rolling summary (see workers.LoopState).
+        "workers": (
+            ("cached_input_tokens", "INTEGER", "0"),
+            ("reasoning_tokens", "INTEGER", "0"),
+            ("summary", "TEXT", "''"),
+            ("summarized", "INTEGER", "0"),
+            ("compactions", "INTEGER", "0"),
+            ("context_tokens", "INTEGER", "0"),
+            ("context_messages", "INTEGER", "0"),
+        ),
+    },
+}
+"""The columns each version adds, by table: ``(name, declaration, what a store of an
+earlier version reads for it)``."""
+
+
+def upgrade_statements(version: int) -> list[str]:
+    """The statements that bring a store of schema ``version`` (0: a new one) up to
+    :data:`SCHEMA_VERSION`."""
+    steps: list[str] = []
+    if version < 2:
+        steps += [part.strip() for part in TABLES.split(";") if part.strip()]
+    for added in range(max(version, 2) + 1, SCHEMA_VERSION + 1):
+        for table, new in ADDED[added].items():
+            steps += [f"ALTER TABLE {table} ADD COLUMN {name} {kind}" for name, kind, _ in new]
+    return [*steps, f"PRAGMA user_version = {SCHEMA_VERSION}"]
+
+
+def upgrade(db: sqlite3.Connection) -> None:
+    """Bring the store in ``db`` up to :data:`SCHEMA_VERSION`, in one transaction (a
+    crash leaves all or none of it), under the write lock: the version is read again
+    there, for another connection may have just upgraded it."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = schema_of(db)
+        if version is not None and version < SCHEMA_VERSION:
+            for statement in upgrade_statements(version):
+                db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def columns(db: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
+    """``names`` as a select list of ``table`` in ``db``: a column an earlier schema
+    lacks reads as the default its version adds it with."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    defaults = {
+        name: default for step in ADDED.values() for name, _, default in step.get(table, ())
+    }
+    return ", ".join(n if n in present else f"{defaults[n]} AS {n}" for n in names)
+
 
 _FIRST_TABLES = {"runs", "workers", "messages", "journal", "spans"}
 """The tables of schema 1, which had no application id."""
@@ -140,7 +203,7 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         if version < SCHEMA_VERSION:
-            db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
+            upgrade(db)
     except sqlite3.Error as exc:
         db.close()
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
@@ -260,6 +323,6 @@ def _foreign(path: Path, why: str) -> StoreError:
 
 
 __all__ = [
-    "APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "Unchanged", "connect", "reader",
-    "refuse_foreign", "schema_of",
+    "ADDED", "APPLICATION_ID", "SCHEMA_VERSION", "TABLES", "Unchanged", "columns", "connect",
+    "reader", "refuse_foreign", "schema_of", "upgrade", "upgrade_statements",
 ]  # fmt: skip

@@ -29,7 +29,7 @@ import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
-from honeycomb.store.schema import reader
+from honeycomb.store.schema import columns, reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
@@ -52,7 +52,8 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     ``interrupted``), or ``running`` while a live process carries it on: one stored as
     running whose process is gone, or whose lease expired, is ``interrupted``. Of a run
     under way, the counters are what its workers have spent so far (planning not
-    included); of one that ended, all it spent.
+    included); of one that ended, all it spent. ``cached_input_tokens`` are those of
+    the input tokens the providers read from their caches.
     """
 
     run_id: str
@@ -67,17 +68,20 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     tool_calls: int
     source: str | None
     cost: float
+    cached_input_tokens: int = 0
 
     @property
     def duration_s(self) -> float | None:
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
-_SUMMARY = ", ".join(RunSummary.__struct_fields__)  # the runs table's columns of the same names
+_SUMMARY = RunSummary.__struct_fields__  # the runs table's columns of the same names
 
 STATE_FIELDS = (
     "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
-    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats",
+    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats", "cached_input_tokens",
+    "reasoning_tokens", "summary", "summarized", "compactions", "context_tokens",
+    "context_messages",
 )  # fmt: skip
 """A worker's saved loop state: its columns in the ``workers`` table."""
 
@@ -252,7 +256,8 @@ class RunStore:
 
     def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
         def read(db: sqlite3.Connection) -> list[RunSummary]:
-            rows = db.execute(f"SELECT {_SUMMARY} FROM runs {where}", params).fetchall()
+            selected = columns(db, "runs", _SUMMARY)
+            rows = db.execute(f"SELECT {selected} FROM runs {where}", params).fetchall()
             found = [
                 RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True)))
                 for row in rows
@@ -308,6 +313,7 @@ class _Spent(Value, frozen=True, gc=False):
     model_calls: int = 0
     tool_calls: int = 0
     cost: float = 0.0
+    cached_input_tokens: int = 0
 
 
 class _Worker(Value, frozen=True, gc=False):
@@ -326,19 +332,21 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
     if no live process carries it on any more (killed, or hung past its lease), and
     what its workers have spent so far, as the store knows it."""
     spent = _Spent()
+    counted = columns(
+        db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
+                        "cost", "cached_input_tokens"),
+    )  # fmt: skip
     for result, *counters in db.execute(
-        "SELECT result, turn, input_tokens, output_tokens, tool_calls, cost FROM workers "
-        "WHERE run_id = ?",
-        (run.run_id,),
+        f"SELECT result, {counted} FROM workers WHERE run_id = ?", (run.run_id,)
     ):
         if result is not None:  # finished: its result says it all
             worker = _OUTCOME.decode(result).worker
             done = worker.usage if worker is not None else _Spent()
         else:  # its last saved turn
-            calls, given, taken, tools, cost = (c or 0 for c in counters)
+            turns, summaries, given, taken, tools, cost, cached = (c or 0 for c in counters)
             done = _Spent(
-                model_calls=calls, input_tokens=given, output_tokens=taken, tool_calls=tools,
-                cost=float(cost),
+                model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
+                tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
             )  # fmt: skip
         spent = _Spent(
             input_tokens=spent.input_tokens + done.input_tokens,
@@ -346,6 +354,7 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
             model_calls=spent.model_calls + done.model_calls,
             tool_calls=spent.tool_calls + done.tool_calls,
             cost=spent.cost + done.cost,
+            cached_input_tokens=spent.cached_input_tokens + done.cached_input_tokens,
         )
     return msgspec.structs.replace(
         run,
@@ -361,9 +370,9 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
     if row is None:
         return None
     workers: dict[str, StoredWorker] = {}
-    columns = ", ".join(STATE_FIELDS)
+    state_columns = columns(db, "workers", STATE_FIELDS)
     for name, status, result, *state in db.execute(
-        f"SELECT worker, status, result, {columns} FROM workers WHERE run_id = ?",
+        f"SELECT worker, status, result, {state_columns} FROM workers WHERE run_id = ?",
         (run_id,),
     ):
         saved = dict(zip(STATE_FIELDS, state, strict=True))

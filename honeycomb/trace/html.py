@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from html import escape
 
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, token_detail
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["to_html"]
@@ -69,6 +69,7 @@ h1 { font-size: 16px; margin: 0 0 4px; }
 .crit .span { background: #d08a00; }
 .bar { position: absolute; top: 1px; height: 12px; min-width: 2px; }
 .bar.model_call { background: #3d6fd6; }
+.bar.compaction { background: #8e44ad; }
 .bar.tool_call { background: #e0a526; top: 3px; height: 8px; }
 .bar.error { background: #d33b3b; }
 .bar.timeout { background: #8b1a1a; }
@@ -139,13 +140,14 @@ def _row(row: Row, length_s: float) -> str:
 def _bar(bar: Bar, length_s: float) -> str:
     state = "" if bar.status == "ok" else (" timeout" if bar.status == "timeout" else " error")
     lines = [
-        f"{'model' if bar.kind == 'model_call' else 'tool'} {bar.name}"
-        + (f" · turn {bar.turn}" if bar.turn is not None else ""),
+        f"{_CALLED[bar.kind]} {bar.name}" + (f" · turn {bar.turn}" if bar.turn is not None else ""),
         f"{bar.start:.3f}s → {bar.end:.3f}s ({bar.duration_s * 1000:.0f} ms) · {bar.status}",
     ]
-    if bar.kind == "model_call":
+    if bar.kind != "tool_call":
+        cached = f" ({bar.cached_input_tokens} cached)" if bar.cached_input_tokens else ""
         lines.append(
-            f"{bar.input_tokens} tokens in, {bar.output_tokens} out · {format_cost(bar.cost)}"
+            f"{bar.input_tokens} tokens in{cached}, {bar.output_tokens} out · "
+            f"{format_cost(bar.cost)}"
         )
     if bar.error:
         lines.append(bar.error)
@@ -153,6 +155,9 @@ def _bar(bar: Bar, length_s: float) -> str:
         f'<div class="bar {bar.kind}{state}" style="{_place(bar.start, bar.end, length_s)}" '
         f'data-tip="{_e(chr(10).join(lines))}"></div>'
     )
+
+
+_CALLED = {"model_call": "model", "compaction": "summary by", "tool_call": "tool"}
 
 
 def _place(start: float, end: float, length_s: float) -> str:
@@ -166,6 +171,7 @@ def _place(start: float, end: float, length_s: float) -> str:
 def _legend() -> str:
     items = (
         ("#3d6fd6", "model call"),
+        ("#8e44ad", "summary call"),
         ("#e0a526", "tool call"),
         ("#d33b3b", "error"),
         ("#8b1a1a", "timeout"),
@@ -181,7 +187,7 @@ def _totals(t: Timeline) -> str:
         ("critical path", f"{t.critical_path_s:.2f}s", path),
         ("workers", f"{t.sum_worker_s:.2f}s", f"added up, {counted(len(t.workers), 'worker')}"),
         ("serial would", f"{t.serial_s:.2f}s", f"speedup x{t.speedup:.2f} over serial"),
-        ("tokens", str(t.total_tokens), f"{t.input_tokens} in, {t.output_tokens} out"),
+        ("tokens", str(t.total_tokens), token_detail(t)[1:-1]),
         ("calls", str(t.model_calls), f"model, {t.tool_calls} tool"),
         ("cost", format_cost(t.cost), ""),
     )

@@ -167,6 +167,11 @@ def _describe(span: Span, workflow: str) -> tuple[str, trace.SpanKind, Attribute
                 return "chat", trace.SpanKind.CLIENT, attributes
             attributes["gen_ai.response.model"] = span.name
             return f"chat {span.name}", trace.SpanKind.CLIENT, attributes
+        case "compaction":  # a chat call of its own, which summarizes old turns
+            attributes = {"gen_ai.operation.name": "chat"} | _usage(span)
+            if span.name != "model":
+                attributes["gen_ai.response.model"] = span.name
+            return f"chat {span.name} (compaction)", trace.SpanKind.CLIENT, attributes
         case "tool_call":
             attributes = {
                 "gen_ai.operation.name": "execute_tool",

@@ -1,7 +1,8 @@
 """Spans: what ran when, what it waited on, and what it cost.
 
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
-``model_call`` / ``tool_call``. :class:`SpanRecorder` builds them from the run's
+``model_call`` / ``tool_call`` / ``compaction`` (the summary call that folded old turns
+before the turn's model call). :class:`SpanRecorder` builds them from the run's
 events as they happen (it is an event handler). A run with a store keeps its spans
 there (``honeycomb trace RUN_ID``), and :func:`to_jsonl` exports them.
 
@@ -20,13 +21,23 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from runtime import Event, ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from runtime import (
+    CompactionFinished,
+    CompactionStarted,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from runtime._text import encode_json
 from runtime.value import Value
 
 __all__ = ["FIELDS", "Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
 
-SpanKind = Literal["run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call"]
+SpanKind = Literal[
+    "run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call", "compaction"
+]
 
 
 class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
@@ -52,6 +63,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         attempts: Attempts the model call took, retries included (1 for other spans).
         reasoning_tokens: Of the output tokens, those spent reasoning (summed as
             tokens are).
+        cached_input_tokens: Of the input tokens, those read from the provider's cache
+            (summed as tokens are).
     """
 
     span_id: str
@@ -70,6 +83,7 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
     detail: str = ""
     attempts: int = 1
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -96,6 +110,7 @@ class _Open(msgspec.Struct, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
     cost: float = 0.0
 
 
@@ -163,6 +178,8 @@ class SpanRecorder:
             "worker.finished": self._worker_finished,
             ModelCallStarted.kind: self._model_started,
             ModelCallFinished.kind: self._model_finished,
+            CompactionStarted.kind: self._compaction_started,
+            CompactionFinished.kind: self._compaction_finished,
             ToolCallStarted.kind: self._tool_started,
             ToolCallFinished.kind: self._tool_finished,
             "run.aggregation_started": self._aggregation_started,
@@ -219,9 +236,12 @@ class SpanRecorder:
     def _run_finished(self, event: _RunEvent) -> None:
         now = self._clock()
         for (worker, turn, call_id), call in self._calls.items():
+            kind: SpanKind = "tool_call" if call_id else "model_call"
+            if call_id == _COMPACTION:
+                kind, call_id = "compaction", ""
             cut = Span(
                 span_id=next(self._ids), parent_id=_id(call.parent),
-                kind="tool_call" if call_id else "model_call", name=call.name, start=call.start,
+                kind=kind, name=call.name, start=call.start,
                 end=now, status="cancelled", worker=worker, turn=turn, detail=call_id,
             )  # fmt: skip
             self._keep(cut, call.parent)
@@ -260,9 +280,8 @@ class SpanRecorder:
         """The span a worker's turns belong to: its own, or the plan or aggregate."""
         return self._workers.get(worker) or self._phase or self._run
 
-    def _model_started(self, event: ModelCallStarted) -> None:
-        """A model call started (its first in a turn starts the turn's span)."""
-        name, turn, now = event.worker or "?", event.turn, self._clock()
+    def _turn(self, name: str, turn: int, now: float) -> _Open:
+        """The span of the worker's turn ``turn``, opened by its first call."""
         span = self._turns.get(name)
         if span is None or span.turn != turn:
             if span is not None:
@@ -270,7 +289,37 @@ class SpanRecorder:
             span = self._turns[name] = self._open(
                 "turn", f"turn {turn}", now, self._owner(name), worker=name, turn=turn
             )
-        self._calls[name, turn, ""] = _Call(start=now, parent=span, name="model")
+        return span
+
+    def _model_started(self, event: ModelCallStarted) -> None:
+        """A model call started (its first in a turn starts the turn's span)."""
+        name, turn, now = event.worker or "?", event.turn, self._clock()
+        self._calls[name, turn, ""] = _Call(
+            start=now, parent=self._turn(name, turn, now), name="model"
+        )
+
+    def _compaction_started(self, event: CompactionStarted) -> None:
+        """A summary call started, before the turn's model call (in the turn's span)."""
+        name, turn, now = event.worker or "?", event.turn, self._clock()
+        parent = self._turn(name, turn, now)
+        self._calls[name, turn, _COMPACTION] = _Call(start=now, parent=parent, name="model")
+
+    def _compaction_finished(self, event: CompactionFinished) -> None:
+        """A summary call ended: its span, and its usage counted on its turn."""
+        name = event.worker or "?"
+        call = self._calls.pop((name, event.turn, _COMPACTION), None)
+        if call is not None:
+            span = Span(
+                span_id=next(self._ids), parent_id=_id(call.parent), kind="compaction",
+                name=event.model or "model", start=call.start, end=self._clock(),
+                status=event.status, error=event.error, worker=name, turn=event.turn,
+                input_tokens=event.input_tokens, output_tokens=event.output_tokens,
+                cost=event.cost, attempts=event.attempts,
+                reasoning_tokens=event.reasoning_tokens,
+                cached_input_tokens=event.cached_input_tokens,
+                detail=f"{event.messages} messages folded",
+            )  # fmt: skip
+            self._keep(span, call.parent)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
         """A model call ended: its span, and its usage counted on its turn."""
@@ -284,6 +333,7 @@ class SpanRecorder:
                 input_tokens=event.input_tokens, output_tokens=event.output_tokens,
                 cost=event.cost, attempts=event.attempts,
                 reasoning_tokens=event.reasoning_tokens,
+                cached_input_tokens=event.cached_input_tokens,
             )  # fmt: skip
             self._keep(span, call.parent)
 
@@ -315,7 +365,7 @@ class SpanRecorder:
             start=span.start, end=max(end, span.end), status=status, error=error,
             worker=span.worker, turn=span.turn, input_tokens=span.input_tokens,
             output_tokens=span.output_tokens, cost=span.cost, detail=span.detail,
-            reasoning_tokens=span.reasoning_tokens,
+            reasoning_tokens=span.reasoning_tokens, cached_input_tokens=span.cached_input_tokens,
         )  # fmt: skip
         self._keep(closed, span.parent)
 
@@ -327,10 +377,15 @@ class SpanRecorder:
             parent.input_tokens += span.input_tokens
             parent.output_tokens += span.output_tokens
             parent.reasoning_tokens += span.reasoning_tokens
+            parent.cached_input_tokens += span.cached_input_tokens
             parent.cost += span.cost
         self.spans.append(span)
         if self._on_close is not None:
             self._on_close(span)
+
+
+_COMPACTION = "\0compaction"
+"""The key of a summary call in flight among the calls (no tool call has this id)."""
 
 
 def _id(span: _Open | None) -> str | None:

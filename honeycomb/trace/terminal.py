@@ -13,22 +13,26 @@ import unicodedata
 from rich.console import Group
 from rich.text import Text
 
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, token_detail
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["CHARS", "render_timeline"]
 
-CHARS = {"model_call": "█", "tool_call": "▒", "error": "x", "timeout": "!", "idle": "·"}
+CHARS = {
+    "model_call": "█", "compaction": "▓", "tool_call": "▒", "error": "x", "timeout": "!",
+    "idle": "·",
+}  # fmt: skip
 """What each cell of a bar line shows (in order of precedence, last wins)."""
 
 _STYLES = {
     "model_call": "blue",
+    "compaction": "magenta",
     "tool_call": "yellow",
     "error": "bold red",
     "timeout": "bold red",
     "idle": "dim",
 }
-_RANK = {"idle": 0, "model_call": 1, "tool_call": 2, "timeout": 3, "error": 4}
+_RANK = {"idle": 0, "model_call": 1, "compaction": 1, "tool_call": 2, "timeout": 3, "error": 4}
 _NAME_MAX = 24
 _STATS_W = 9  # " 12.34s  "
 
@@ -119,16 +123,22 @@ def _footer(t: Timeline) -> list[Text]:
             f"workers        {t.sum_worker_s:7.2f}s   added up, {counted(len(t.workers), 'worker')}"
         ),
         Text(f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial"),
-        Text(f"tokens         {t.total_tokens:7d}    ({t.input_tokens} in, {t.output_tokens} out)"),
-        Text(f"calls          {t.model_calls:7d} model, {t.tool_calls} tool"),
+        Text(f"tokens         {t.total_tokens:7d}    {token_detail(t)}"),
+        Text(f"calls          {t.model_calls:7d} model, {t.tool_calls} tool{summaries(t)}"),
         Text(f"cost           {format_cost(t.cost):>7}"),
     ]
+
+
+def summaries(t: Timeline) -> str:
+    """``(2 of them summary calls)`` when some model calls compacted a context."""
+    return f" ({counted(t.compactions, 'summary call')} among them)" if t.compactions else ""
 
 
 def _legend() -> Text:
     text = Text("")
     for kind, label in (
         ("model_call", "model call"),
+        ("compaction", "summary call"),
         ("tool_call", "tool call"),
         ("error", "error"),
         ("timeout", "timeout"),

@@ -41,7 +41,7 @@ class Bar(Value, frozen=True, gc=False, kw_only=True):
     """One model or tool call on a row.
 
     Attributes:
-        kind: ``model_call`` or ``tool_call``.
+        kind: ``model_call``, ``tool_call``, or ``compaction`` (a summary call).
         name: The model or the tool.
         start: Seconds since the run started.
         end: Seconds since the run started.
@@ -51,9 +51,10 @@ class Bar(Value, frozen=True, gc=False, kw_only=True):
         input_tokens: Tokens in (model calls).
         output_tokens: Tokens out (model calls).
         cost: Dollars (model calls).
+        cached_input_tokens: Of the tokens in, those read from the provider's cache.
     """
 
-    kind: Literal["model_call", "tool_call"]
+    kind: Literal["model_call", "tool_call", "compaction"]
     name: str
     start: float
     end: float
@@ -63,6 +64,7 @@ class Bar(Value, frozen=True, gc=False, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cached_input_tokens: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -128,12 +130,14 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``.
-        input_tokens: Tokens in, over every model call.
+        input_tokens: Tokens in, over every model call (summary calls included).
         output_tokens: Tokens out.
         cost: Dollars.
-        model_calls: How many model calls.
+        model_calls: How many model calls (summary calls included).
         tool_calls: How many tool calls.
         lives: How many times the run was started (resumes add one each).
+        cached_input_tokens: Of the tokens in, those read from the provider's cache.
+        compactions: How many of the model calls were summary calls.
     """
 
     run_id: str
@@ -155,6 +159,13 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
     model_calls: int = 0
     tool_calls: int = 0
     lives: int = 1
+    cached_input_tokens: int = 0
+    compactions: int = 0
+
+    @property
+    def cached_share(self) -> float:
+        """The share of the tokens in read from the provider's cache (0 to 1)."""
+        return self.cached_input_tokens / self.input_tokens if self.input_tokens else 0.0
 
     @property
     def workers(self) -> tuple[Row, ...]:
@@ -207,7 +218,7 @@ def build_timeline(
         _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path)
         for g in groups
     )
-    calls = [s for s in spans if s.kind == "model_call"]
+    calls = [s for s in spans if s.kind in ("model_call", "compaction")]
     wall = sum(s.duration_s for s in runs) if runs else length
     sum_worker = sum(durations.values())
     serial = plan_s + sum_worker + aggregate_s
@@ -231,6 +242,8 @@ def build_timeline(
         model_calls=len(calls),
         tool_calls=sum(1 for s in spans if s.kind == "tool_call"),
         lives=max(1, len(runs)),
+        cached_input_tokens=sum(s.cached_input_tokens for s in calls),
+        compactions=sum(1 for s in calls if s.kind == "compaction"),
     )
 
 
@@ -254,7 +267,7 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
         if span is top and span.kind in ("plan", "worker", "aggregate"):
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")
-        elif span.kind in ("model_call", "tool_call"):
+        elif span.kind in ("model_call", "tool_call", "compaction"):
             group.calls.append(span)
     ordered = sorted(groups.values(), key=lambda g: ("plan", "worker", "aggregate").index(g.kind))
     return [g for g in ordered if g.kind == "worker" or g.own or g.calls]
@@ -294,9 +307,14 @@ def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool
     )
 
 
+_BAR_KINDS: dict[str, Literal["model_call", "tool_call", "compaction"]] = {
+    "model_call": "model_call", "compaction": "compaction",
+}  # fmt: skip
+
+
 def _bar(span: Span, origin: float) -> Bar:
     return Bar(
-        kind="model_call" if span.kind == "model_call" else "tool_call",
+        kind=_BAR_KINDS.get(span.kind, "tool_call"),
         name=span.name,
         start=span.start - origin,
         end=span.end - origin,
@@ -306,4 +324,5 @@ def _bar(span: Span, origin: float) -> Bar:
         input_tokens=span.input_tokens,
         output_tokens=span.output_tokens,
         cost=span.cost,
+        cached_input_tokens=span.cached_input_tokens,
     )

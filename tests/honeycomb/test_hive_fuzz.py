@@ -50,7 +50,7 @@ def check_loading(path: Path) -> ConfigErrors | None:
     """Load ``path`` and validate it from the command line; the error, if any."""
     caught: HoneycombError | None = None
     try:
-        load_hive(path)
+        load_hive(path).check_runnable()  # what validate checks: that run can run it
     except HoneycombError as exc:  # anything else escaping fails the test
         caught = exc
     if caught is not None:

@@ -21,6 +21,7 @@ import pytest
 from honeycomb import ConfigError, Executor, RunBusy, RunStore, StoreError
 from honeycomb.cli.main import main
 from tests.support.durable import BUSY, TASK, Setup, plan
+from tests.support.old_stores import write_old_store
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = socket.gethostname()
@@ -285,9 +286,9 @@ def test_resume_names_the_owner_and_force_takes_an_expired_lease(
 def test_a_store_without_leases_from_the_first_schema_is_upgraded(tmp_path: Path) -> None:
     """A store written before leases existed gets its leases table on first write."""
     db = tmp_path / "runs.db"
-    anyio.run(RunStore(db).open)
-    with sqlite3.connect(db) as raw:
-        raw.executescript("DROP TABLE leases; PRAGMA application_id = 0; PRAGMA user_version = 1;")
+    empty = tmp_path / "empty.db"
+    anyio.run(RunStore(empty).open)
+    write_old_store(db, 1, empty)  # as Honeycomb wrote it before leases existed
     executor: Executor = Setup(tmp_path / "e", tmp_path / "c").executor(db)
     result = anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="x"))
     assert result.status == "ok"

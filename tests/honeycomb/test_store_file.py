@@ -17,6 +17,7 @@ import pytest
 from honeycomb import RunStore, StoreError
 from honeycomb.cli.main import main
 from tests.support.durable import TASK, Setup, plan
+from tests.support.old_stores import write_old_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,12 +102,12 @@ def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
 def test_a_store_of_the_first_schema_without_an_application_id_is_accepted(
     tmp_path: Path,
 ) -> None:
-    db = tmp_path / "runs.db"
-    executor = Setup(tmp_path / "e", tmp_path / "c").executor(db)
+    db, today = tmp_path / "runs.db", tmp_path / "today.db"
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(today)
     anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="old"))
     executor.store.close()  # type: ignore[union-attr]
-    with sqlite3.connect(db) as raw:  # as Honeycomb wrote it before leases existed
-        raw.executescript("DROP TABLE leases; PRAGMA application_id = 0; PRAGMA user_version = 1;")
+    write_old_store(db, 1, today)  # as Honeycomb wrote it before leases existed
+    with sqlite3.connect(db) as raw:
         raw.execute(
             "INSERT INTO runs (run_id, task, status, started_at) VALUES ('gone', 't', 'running', 0)"
         )

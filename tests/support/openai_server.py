@@ -59,6 +59,9 @@ class Reply:
     test can send JSON that does not parse. ``reasoning`` is sent as the message's
     ``reasoning_content`` (as DeepSeek and vLLM's reasoning parsers do), and
     ``reasoning_tokens`` as ``usage.completion_tokens_details.reasoning_tokens``.
+    ``cached_tokens`` is sent as ``usage.prompt_tokens_details.cached_tokens``
+    (OpenAI's form), ``cache_hit_tokens`` as ``usage.prompt_cache_hit_tokens`` (with
+    the misses as ``prompt_cache_miss_tokens``: DeepSeek's).
     """
 
     content: str | None = None
@@ -67,6 +70,8 @@ class Reply:
     completion_tokens: int = 7
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_hit_tokens: int | None = None
     finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
     model: str | None = None  # default: the model the request named
     delay_s: float = 0.0
@@ -136,7 +141,8 @@ class RecordedRequest:
 
     ``at`` is ``time.monotonic()`` on arrival; ``number`` counts requests from 1;
     ``in_flight`` is how many requests the server was handling on its arrival, itself
-    included; ``fault`` names the fault injected into it, if any.
+    included; ``fault`` names the fault injected into it, if any; ``raw`` is the body's
+    bytes as they came (what a provider's prompt cache compares).
     """
 
     path: str
@@ -146,6 +152,7 @@ class RecordedRequest:
     number: int = 0
     in_flight: int = 1
     fault: str | None = None
+    raw: bytes = b""
 
 
 Responder = Callable[[RecordedRequest], Behaviour]
@@ -287,6 +294,7 @@ class OpenAIServer(Lifecycle):
                 number,
                 self._in_flight,
                 fault,
+                raw,
             )
             self._requests.append(recorded)
             queued = self._queue.popleft() if self._queue and fault is None else None
@@ -344,6 +352,11 @@ def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
     }
     if reply.reasoning_tokens is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    if reply.cache_hit_tokens is not None:
+        usage["prompt_cache_hit_tokens"] = reply.cache_hit_tokens
+        usage["prompt_cache_miss_tokens"] = reply.prompt_tokens - reply.cache_hit_tokens
     return {
         "id": f"chatcmpl-test{number}",
         "object": "chat.completion",

@@ -1,0 +1,385 @@
+"""Rolling-summary compaction in the agent loop: where the summary goes, which turns
+are folded (never a call without its observation), the window as the last resort, a
+summary call that fails or is over budget, what it costs, and the prefix that stays
+the same between two turns."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+
+import pytest
+
+from runtime import (
+    AssistantMessage,
+    Budget,
+    BudgetExceeded,
+    CompactionFinished,
+    CompactionStarted,
+    Dispatcher,
+    Event,
+    Limits,
+    ModelHTTPError,
+    ModelRequest,
+    ModelResponse,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolRegistry,
+    Tracer,
+    Usage,
+    UserMessage,
+    dump_messages,
+    tool,
+)
+from runtime.testing import FunctionModel, estimate_usage
+from workers import AgentLoop, Final, LoopSettings, LoopState
+from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
+from workers.context import Compaction, fold_point
+
+PAGE = "x" * 1600  # about 400 tokens a page
+
+
+@tool
+def read_page(page: int) -> str:
+    """Read one page of the log."""
+    return f"page {page}: fact-{page}\n{PAGE}"
+
+
+def pager(pages: int) -> Callable[[ModelRequest], AssistantMessage | str]:
+    """A worker model that reads ``pages`` pages, one a turn, then answers; it counts
+    its own turns (what it is sent is compacted)."""
+    turns = {"done": 0}
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        assert not is_summary_request(request)
+        turns["done"] += 1
+        if turns["done"] > pages:
+            return "read them all"
+        page = turns["done"]
+        return AssistantMessage(
+            tool_calls=(ToolCall(id=f"c{page}", name="read_page", arguments=f'{{"page": {page}}}'),)
+        )
+
+    return answer
+
+
+def summarizer(calls: list[ModelRequest]) -> FunctionModel:
+    def summarize(request: ModelRequest) -> ModelResponse:
+        assert is_summary_request(request)
+        calls.append(request)
+        body = request.messages[1].content
+        facts = sorted({w for w in body.split() if w.startswith("fact-")})
+        return ModelResponse(
+            message=AssistantMessage(content="facts: " + " ".join(facts)),
+            usage=Usage(input_tokens=100, output_tokens=10, cached_input_tokens=40, cost=0.5),
+            model="summarizer-1",
+        )
+
+    return FunctionModel(summarize, name="summarizer")
+
+
+def loop(
+    model: FunctionModel,
+    compaction: Compaction,
+    *,
+    summarizer: FunctionModel | None = None,
+    events: list[Event] | None = None,
+    budget: Budget | None = None,
+    max_turns: int = 30,
+) -> AgentLoop:
+    return AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([read_page])),
+        instructions="You read logs.",
+        settings=LoopSettings(max_turns=max_turns, compaction=compaction),
+        budget=budget,
+        tracer=Tracer(events.append) if events is not None else None,
+        worker="w1",
+        run_id="r1",
+        summarizer=summarizer,
+    )
+
+
+def sent_tokens(request: ModelRequest) -> int:
+    """The input tokens the test models report for a request (the "server's" count)."""
+    return estimate_usage(request, AssistantMessage(content="")).input_tokens
+
+
+def worker_requests(model: FunctionModel) -> list[ModelRequest]:
+    return [r for r in model.requests if not is_summary_request(r)]
+
+
+def no_call_without_its_observation(messages: tuple[object, ...]) -> None:
+    asked = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    last = messages[-1]
+    pending = {c.id for c in last.tool_calls} if isinstance(last, AssistantMessage) else set()
+    assert answered == asked - pending
+
+
+async def test_the_oldest_turns_are_folded_into_one_summary_after_the_task() -> None:
+    model, summaries = FunctionModel(pager(12)), []
+    budget = Compaction(budget_tokens=2500, keep_turns=2)
+    result = await loop(model, budget, summarizer=summarizer(summaries)).run("read the log")
+
+    assert isinstance(result, Final)
+    assert summaries  # the summarizer was used, not the worker's model
+    requests = worker_requests(model)
+    for request in requests:
+        assert sent_tokens(request) <= 2500
+        no_call_without_its_observation(request.messages)
+    compacted = [r for r in requests if len(r.messages) > 2 and "[Summary" in _text(r, 2)]
+    assert compacted
+    for request in compacted:
+        system, task, summary, first, *_ = request.messages
+        assert isinstance(system, SystemMessage)
+        assert system.content == "You read logs."
+        assert task == UserMessage(content="read the log")
+        assert isinstance(summary, UserMessage)
+        assert "facts: fact-1" in summary.content
+        assert isinstance(first, AssistantMessage)  # the rest starts with a whole turn
+    last = requests[-1].messages
+    assert "fact-1" in last[2].content  # the first page's fact, in the summary at the end
+    # What the model is sent changed, not what is kept: the whole transcript.
+    state = result.state
+    assert len([m for m in state.messages if isinstance(m, ToolMessage)]) == 12
+    assert state.summary.startswith("facts: ")
+    assert state.summarized > 0
+
+
+async def test_a_later_summary_folds_the_previous_one_in() -> None:
+    model, summaries = FunctionModel(pager(14)), []
+    await loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries)
+    ).run("read the log")
+    assert len(summaries) >= 2
+    first, second = (r.messages[1].content for r in summaries[:2])
+    assert PREVIOUS_HEADER not in first
+    assert FOLDED_HEADER in first
+    assert PREVIOUS_HEADER in second  # the summary so far, then only the turns since
+    assert "facts: fact-1" in second
+    assert "### result read_page(page=1) [ok]" in first
+    assert "read_page(page=1)" not in second
+
+
+def test_a_fold_ends_where_a_turn_starts() -> None:
+    call = AssistantMessage(tool_calls=(ToolCall(id="a", name="t"), ToolCall(id="b", name="t")))
+    obs = [ToolMessage(tool_call_id=i, name="t", content="x") for i in ("a", "b")]
+    nudge = UserMessage(content="go on")
+    messages = (call, *obs, nudge, AssistantMessage(content="hm"), call, *obs)
+    assert fold_point(messages, 0, keep_turns=1) == 5  # before the last answer and its calls
+    assert fold_point(messages, 0, keep_turns=2) == 4
+    assert fold_point(messages, 0, keep_turns=3) == 0  # three turns: nothing to fold
+    assert fold_point(messages, 4, keep_turns=1) == 5
+
+
+async def test_when_the_summary_still_does_not_fit_the_window_is_the_last_resort() -> None:
+    events: list[Event] = []
+
+    def verbose(request: ModelRequest) -> str:
+        return "y" * 12000  # a summary over the budget on its own
+
+    model = FunctionModel(pager(8))
+    await loop(
+        model,
+        Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=FunctionModel(verbose),
+        events=events,
+    ).run("read the log")
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert finished
+    assert all(e.status == "ok" and e.window for e in finished)
+    request = worker_requests(model)[-1]
+    notes = [m for m in request.messages if isinstance(m, UserMessage) and "left out" in m.content]
+    assert notes  # the window's note: some of what follows the summary was left out
+    no_call_without_its_observation(request.messages)
+
+
+async def test_a_failing_summary_call_falls_back_to_the_window_and_the_worker_goes_on() -> None:
+    events: list[Event] = []
+
+    def broken(request: ModelRequest) -> str:
+        raise ModelHTTPError(503, "overloaded", model="summarizer")
+
+    model = FunctionModel(pager(10))
+    result = await loop(
+        model,
+        Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=FunctionModel(broken),
+        events=events,
+    ).run("read the log")
+
+    assert isinstance(result, Final)
+    assert result.text == "read them all"
+    started = [e for e in events if isinstance(e, CompactionStarted)]
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert started
+    assert len(finished) == len(started)
+    assert all(e.status == "error" and e.window for e in finished)
+    assert "ModelHTTPError" in (finished[0].error or "")
+    assert result.state.summary == ""
+    assert result.state.summarized == 0
+    for request in worker_requests(model):
+        assert sent_tokens(request) <= 2500
+    assert result.state.usage.model_calls == 11 + len(started)  # failed calls are calls
+
+
+async def test_an_empty_summary_is_a_failed_summary() -> None:
+    events: list[Event] = []
+    model = FunctionModel(pager(8))
+    result = await loop(
+        model,
+        Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=FunctionModel(lambda request: "   "),
+        events=events,
+    ).run("read the log")
+    assert isinstance(result, Final)
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert finished
+    assert finished[0].status == "error"
+    assert "empty" in (finished[0].error or "")
+
+
+async def test_a_budget_stops_the_summary_call_as_it_would_any_call() -> None:
+    summaries: list[ModelRequest] = []
+    budget = Budget(Limits(model_calls=6))
+    model = FunctionModel(pager(12))
+    result = await loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries),
+        budget=budget,
+    ).run("read the log")  # fmt: skip
+    assert not isinstance(result, Final)
+    assert isinstance(result.error, BudgetExceeded)
+    assert budget.usage.model_calls == 6
+
+
+async def test_the_summary_call_is_counted_in_the_usage_and_the_budget() -> None:
+    summaries: list[ModelRequest] = []
+    budget = Budget()
+    events: list[Event] = []
+    model = FunctionModel(pager(12))
+    result = await loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries),
+        budget=budget, events=events,
+    ).run("read the log")  # fmt: skip
+    assert isinstance(result, Final)
+    usage = result.state.usage
+    assert usage.model_calls == 13 + len(summaries) == budget.usage.model_calls
+    assert usage.cost == pytest.approx(0.5 * len(summaries))
+    assert usage.cached_input_tokens == 40 * len(summaries)
+    assert budget.usage.input_tokens == usage.input_tokens
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert [e.model for e in finished] == ["summarizer-1"] * len(summaries)
+    assert finished[0].input_tokens == 100
+    assert finished[0].cost == 0.5
+    assert finished[-1].summarized == result.state.summarized
+    assert isinstance(result.state.messages[result.state.summarized], AssistantMessage)
+
+
+async def test_between_two_turns_the_request_only_grows_unless_it_was_compacted() -> None:
+    model, summaries = FunctionModel(pager(12)), []
+    events: list[Event] = []
+    await loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries),
+        events=events,
+    ).run("read the log")  # fmt: skip
+    requests = worker_requests(model)
+    compacted_before = {e.turn for e in events if isinstance(e, CompactionFinished)}
+    for turn, (earlier, later) in enumerate(itertools.pairwise(requests), start=2):
+        before, after = dump_messages(earlier.messages), dump_messages(later.messages)
+        assert after[:2] == before[:2]  # the system prompt and the task, always
+        if turn in compacted_before:
+            assert after[: len(before)] != before
+        else:
+            assert [json.dumps(m) for m in after[: len(before)]] == [json.dumps(m) for m in before]
+
+
+async def test_a_loop_resumed_with_its_summary_does_not_summarize_again() -> None:
+    summaries: list[ModelRequest] = []
+    saved: list[LoopState] = []
+
+    class Keep:
+        def save(self, state: LoopState) -> None:
+            saved.append(state)
+
+    first = loop(
+        FunctionModel(pager(9)), Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=summarizer(summaries),
+    )  # fmt: skip
+    first.checkpoint = Keep()
+    await first.run("read the log")
+    made = len(summaries)
+    state = next(s for s in reversed(saved) if s.summary and not s.pending)
+    assert state.summarized
+    assert state.compactions
+    model = FunctionModel(lambda request: "resumed")
+    again = loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=summarizer(summaries)
+    )
+    result = await again.run("read the log", state)
+    assert isinstance(result, Final)
+    assert len(summaries) == made  # nothing folded again
+    (request,) = model.requests
+    assert request.messages[2].content.endswith(state.summary)
+    assert result.state.messages[: len(state.messages)] == state.messages
+
+
+async def test_the_context_is_measured_from_what_the_server_reported_plus_an_estimate() -> None:
+    reported = {"tokens": 10}
+
+    def cheap(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if isinstance(m, ToolMessage)) + 1
+        message = (
+            AssistantMessage(
+                tool_calls=(
+                    ToolCall(id=f"c{turn}", name="read_page", arguments=f'{{"page": {turn}}}'),
+                )
+            )
+            if turn <= 3
+            else AssistantMessage(content="done")
+        )
+        return ModelResponse(message=message, usage=Usage(input_tokens=reported["tokens"]))
+
+    summaries: list[ModelRequest] = []
+    # The pages (1,200 tokens in all by the estimate) would exceed the budget; the server
+    # says each request was 10 tokens: only what was added since counts on top.
+    result = await loop(
+        FunctionModel(cheap), Compaction(budget_tokens=1000, keep_turns=1),
+        summarizer=summarizer(summaries),
+    ).run("read the log")  # fmt: skip
+    assert isinstance(result, Final)
+    assert summaries == []
+    reported["tokens"] = 900
+    result = await loop(
+        FunctionModel(cheap), Compaction(budget_tokens=1000, keep_turns=1),
+        summarizer=summarizer(summaries),
+    ).run("read the log")  # fmt: skip
+    assert summaries  # 900 reported plus a page estimated: over the budget
+
+
+def _text(request: ModelRequest, index: int) -> str:
+    message = request.messages[index]
+    return message.content if isinstance(message, UserMessage) else ""
+
+
+async def test_a_trigger_below_the_budget_folds_early_and_the_window_waits_for_the_budget() -> None:
+    model, summaries = FunctionModel(pager(12)), []
+    events: list[Event] = []
+    compaction = Compaction(budget_tokens=4000, trigger_tokens=1500, keep_turns=2)
+    result = await loop(model, compaction, summarizer=summarizer(summaries), events=events).run(
+        "read the log"
+    )
+    assert isinstance(result, Final)
+    started = [e for e in events if isinstance(e, CompactionStarted)]
+    assert started
+    assert all(1500 < e.context_tokens <= 4000 for e in started)  # folded before the budget
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert not any(e.window for e in finished)
+    assert max(sent_tokens(r) for r in worker_requests(model)) <= 1500 + 500
+
+
+def test_a_trigger_over_the_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="trigger_tokens"):
+        Compaction(budget_tokens=1000, trigger_tokens=2000)

@@ -1,0 +1,309 @@
+"""Rolling-summary compaction: the summary call that folds a worker's oldest turns.
+
+Before a model turn whose context would exceed the role's trigger (its budget, unless
+set lower; see :class:`~workers.context.Compaction`), :meth:`Compactor.fit` folds
+every turn but the last ``keep_turns`` into the summary, with the summary before it,
+by one tool-less model call through the summarizer model (the worker's own by
+default). The call is a model call like any other: reserved in the run's budget
+first (a budget that stops it stops the worker, as it would the turn's call),
+retried by the model, reported as ``compaction.started`` / ``compaction.finished``
+events, and counted in the worker's usage and cost. A summary call that fails never
+fails the worker: the summary stays as it was, and the window keeps the context
+within the budget. The state records the summary and how many messages it stands
+for, so a checkpoint carries both and a resumed worker does not summarize again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from msgspec.structs import replace
+
+from runtime import (
+    AssistantMessage,
+    Budget,
+    HoneycombError,
+    Message,
+    Model,
+    ModelCallError,
+    ModelRequest,
+    ModelResponseError,
+    SystemMessage,
+    ToolMessage,
+    ToolSchema,
+    Tracer,
+    Usage,
+    UserMessage,
+)
+from runtime._checks import check_response
+from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
+from runtime.value import Value
+from workers.context import (
+    CHARS_PER_TOKEN,
+    Compaction,
+    ContextWindow,
+    estimate_tokens,
+    fold_point,
+    summary_message,
+)
+from workers.state import LoopState
+
+__all__ = [
+    "END_HEADER",
+    "FOLDED_HEADER",
+    "PREVIOUS_HEADER",
+    "SUMMARIZER",
+    "Compactor",
+    "is_summary_request",
+    "summary_request",
+]
+
+SUMMARIZER = (
+    "You keep the running summary of an agent's work on its task. You are given the "
+    "summary so far and the turns to fold into it. Write the new summary: every fact "
+    "found (names, numbers, dates, identifiers, results of tools, errors met), what was "
+    "tried, and what is still open. Keep each fact exact; drop chatter and repetition. "
+    "Answer with the summary alone."
+)
+"""The summary call's system message: always the same, so it is recognised."""
+PREVIOUS_HEADER = "The summary so far:"
+FOLDED_HEADER = "The turns to fold into it, oldest first:"
+END_HEADER = "### end of the turns"
+
+
+def is_summary_request(request: ModelRequest) -> bool:
+    """Whether ``request`` is a summary call (the offline model answers it by rules)."""
+    first = request.messages[0] if request.messages else None
+    return isinstance(first, SystemMessage) and first.content == SUMMARIZER
+
+
+def summary_request(
+    previous: str,
+    folded: Sequence[Message],
+    instructions: str = "",
+    *,
+    timeout: float | None = None,
+    conversation: str | None = None,
+) -> ModelRequest:
+    """The tool-less request that folds ``folded`` into the summary ``previous``."""
+    parts = []
+    if previous:
+        parts += [PREVIOUS_HEADER, previous, ""]
+    parts += [FOLDED_HEADER, "", render_turns(folded), "", END_HEADER]
+    if instructions:
+        parts += ["", instructions]
+    parts += ["", "Write the new summary now."]
+    return ModelRequest(
+        messages=(SystemMessage(content=SUMMARIZER), UserMessage(content="\n".join(parts))),
+        tools=(),
+        tool_choice="none",
+        timeout=timeout,
+        conversation=conversation,
+    )
+
+
+def render_turns(messages: Sequence[Message]) -> str:
+    """Turns as text: one ``### `` section a message, each result under its call."""
+    calls = {c.id: c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    sections: list[str] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            if message.content:
+                sections.append(f"### assistant\n{message.content}")
+        elif isinstance(message, ToolMessage):
+            call = calls.get(message.tool_call_id)
+            arguments = _brief(call.arguments) if call is not None else ""
+            sections.append(
+                f"### result {message.name}({arguments}) [{message.status}]\n{message.content}"
+            )
+        else:
+            sections.append(f"### {message.role}\n{message.content}")
+    return "\n\n".join(sections)
+
+
+def _brief(arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in parsed.items())
+
+
+class _Outcome(Value, frozen=True, kw_only=True):
+    """What a summary call gave: its cost, the summary, the model's name, or why it
+    failed."""
+
+    usage: Usage = Usage()
+    text: str = ""
+    model: str = ""
+    error: HoneycombError | None = None
+
+
+class Compactor:
+    """Keeps one worker's context within its budget (see the module's docstring).
+
+    Args:
+        compaction: The budget and what to keep.
+        model: The summarizer.
+        budget: The run's budget, which the summary call is reserved in and charged to.
+        tracer: Receives the compaction events.
+        worker: The worker's name in the events.
+        run_id: The run's id in the events.
+        conversation: The worker's conversation key (the summary call's is its own).
+        timeout: Seconds the summary call may take, if limited.
+    """
+
+    def __init__(
+        self,
+        compaction: Compaction,
+        model: Model,
+        *,
+        budget: Budget | None = None,
+        tracer: Tracer | None = None,
+        worker: str | None = None,
+        run_id: str | None = None,
+        conversation: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.compaction = compaction
+        self.model = model
+        self.budget = budget
+        self.tracer = tracer or Tracer()
+        self.worker = worker
+        self.run_id = run_id
+        self.conversation = f"{conversation}/compaction" if conversation else "compaction"
+        self.timeout = timeout
+
+    def size(
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+    ) -> int:
+        """The estimated input tokens of a request of ``messages`` (all the summary
+        does not fold): what the server reported for the last turn's request plus an
+        estimate of what was added since, or, when that is not known, an estimate of
+        the whole request."""
+        known, held = state.context_tokens, state.context_messages
+        if known and state.summarized <= held <= len(messages):
+            return known + estimate_tokens(messages[held:])
+        summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
+        return estimate_tokens((*head, *summary, *messages[state.summarized :]), tools)
+
+    async def fit(
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+        turn: int,
+    ) -> tuple[LoopState, ContextWindow | None]:
+        """The state once the context of ``messages`` fits the budget (its summary
+        folding more of them), and the window the turn's request needs on top of it
+        (None: none, it fits).
+
+        Raises:
+            BudgetExceeded: when the run's budget allows no summary call.
+        """
+        limit = self.compaction.budget_tokens
+        before = self.size(state, head, messages, tools)
+        if before <= self.compaction.trigger:
+            return state, None
+        cut = fold_point(messages, state.summarized, self.compaction.keep_turns)
+        if cut <= state.summarized:  # nothing to fold but the turns kept verbatim
+            return state, self._window(state, head, tools) if before > limit else None
+        if self.budget is not None:
+            self.budget.reserve_model_call()
+        tracing = self.tracer.enabled
+        folding = cut - state.summarized
+        if tracing:
+            event = CompactionStarted(
+                worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
+                context_tokens=before, budget_tokens=limit,
+            )  # fmt: skip
+            self.tracer.emit(event)
+            current_call.set(
+                CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
+            )
+        started = time.perf_counter()
+        request = summary_request(
+            state.summary,
+            messages[state.summarized : cut],
+            self.compaction.instructions,
+            timeout=self.timeout,
+            conversation=self.conversation,
+        )
+        outcome = await self._summarize(request)
+        usage, error = outcome.usage, outcome.error
+        if self.budget is not None:
+            self.budget.charge(usage)
+        if error is None:
+            state = state.compacted(outcome.text, cut, usage)
+        else:  # spent, and counted as a model call, but the summary is as it was
+            state = replace(state.spent(usage), compactions=state.compactions + 1)
+        after = self.size(state, head, messages, tools)
+        window = self._window(state, head, tools) if after > limit else None
+        if tracing:
+            self._finished(turn, started, outcome, folding, state, after, window)
+        return state, window
+
+    async def _summarize(self, request: ModelRequest) -> _Outcome:
+        """The summary call, which never raises but for cancellation."""
+        try:
+            try:
+                answer = await self.model.complete(request)
+            except HoneycombError:
+                raise
+            except Exception as exc:  # the model's own (cancellation is not an Exception)
+                raise ModelCallError(self.model, exc) from exc
+            response = check_response(answer, self.model)
+        except HoneycombError as exc:
+            return _Outcome(error=exc)
+        text = (response.message.content or "").strip()
+        error = None
+        if not text:
+            error = ModelResponseError(f"model {self.model!r} answered the summary call empty")
+        return _Outcome(usage=response.usage, text=text, model=response.model, error=error)
+
+    def _window(
+        self, state: LoopState, head: tuple[Message, ...], tools: Sequence[ToolSchema]
+    ) -> ContextWindow:
+        """The last resort: the window of what the budget leaves once the head, the
+        summary and the tools are counted (the newest turn is always kept)."""
+        summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
+        room = self.compaction.budget_tokens - estimate_tokens((*head, *summary), tools)
+        return ContextWindow(max_chars=max(room, 1) * CHARS_PER_TOKEN)
+
+    def _finished(
+        self,
+        turn: int,
+        started: float,
+        outcome: _Outcome,
+        folding: int,
+        state: LoopState,
+        after: int,
+        window: ContextWindow | None,
+    ) -> None:
+        report = current_call.get()
+        current_call.set(None)
+        usage, error = outcome.usage, outcome.error
+        event = CompactionFinished(
+            worker=self.worker, run_id=self.run_id, turn=turn,
+            duration_s=time.perf_counter() - started,
+            status="ok" if error is None else "error",
+            model=outcome.model,
+            messages=folding if error is None else 0, summarized=state.summarized,
+            context_tokens=after, window=window is not None,
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            attempts=report.attempts if report is not None else 1,
+            retry_wait_s=report.retry_wait_s if report is not None else 0.0,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )  # fmt: skip
+        self.tracer.emit(event)
