@@ -2,7 +2,7 @@
 
 One import gives everything a program needs, whatever part of the library defines it:
 the Executor and its plans, policies, results and events; roles, workers and the agent
-loop; models (OpenAI-compatible, the test models, the offline model, the wrappers
+loop; long-term memory; models (OpenAI-compatible, the test models, the offline model, the wrappers
 that add retries, rate limits, prices and budgets); tools and their dispatch;
 messages and the other values; the run store; spans, timelines and logging; and
 every error::
@@ -62,6 +62,7 @@ from runtime import (
     Dispatcher,
     DispatchPolicy,
     DuplicateToolError,
+    Embeddings,
     EmptyResponse,
     Event,
     EventHandler,
@@ -72,7 +73,12 @@ from runtime import (
     Limits,
     LockTable,
     MaxTurnsExceeded,
+    Memory,
+    MemoryFeatureMissing,
+    MemoryHit,
     MemoryJournal,
+    MemoryRecord,
+    MemoryStoreError,
     Message,
     Messages,
     Model,
@@ -102,6 +108,7 @@ from runtime import (
     RunBusy,
     RunFailed,
     ScriptExhausted,
+    SQLiteMemory,
     StoreError,
     SystemMessage,
     Tool,
@@ -145,7 +152,9 @@ from workers import (
     Final,
     LoopSettings,
     LoopState,
+    MemoryRecalled,
     Role,
+    RoleMemory,
     Step,
     Worker,
     WorkerError,
@@ -175,6 +184,7 @@ __all__ = [
     "DispatchPolicy",
     "Dispatcher",
     "DuplicateToolError",
+    "Embeddings",
     "EmptyResponse",
     "Event",
     "EventHandler",
@@ -194,7 +204,13 @@ __all__ = [
     "LoopSettings",
     "LoopState",
     "MaxTurnsExceeded",
+    "Memory",
+    "MemoryFeatureMissing",
+    "MemoryHit",
     "MemoryJournal",
+    "MemoryRecalled",
+    "MemoryRecord",
+    "MemoryStoreError",
     "Message",
     "Messages",
     "Model",
@@ -213,6 +229,7 @@ __all__ = [
     "ObservationStatus",
     "OfflineModel",
     "OnUnknown",
+    "OpenAIEmbeddings",
     "OpenAIModel",
     "OpenTelemetryExporter",
     "OutcomeUnknown",
@@ -231,6 +248,7 @@ __all__ = [
     "RetryingModel",
     "Role",
     "RoleAggregator",
+    "RoleMemory",
     "RolePlanner",
     "RunBusy",
     "RunContext",
@@ -243,6 +261,7 @@ __all__ = [
     "RunSummary",
     "RunTimings",
     "RunawayLoop",
+    "SQLiteMemory",
     "ScriptExhausted",
     "ScriptedModel",
     "Span",
@@ -308,10 +327,12 @@ if TYPE_CHECKING:
         to_html,
     )
     from runtime import OpenAIModel, RetryingModel, RetryPolicy
+    from runtime.embeddings import OpenAIEmbeddings
 
 _LAZY = {
     "Hive": "honeycomb.hive",
     "OfflineModel": "honeycomb.offline",
+    "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
     "RetryPolicy": "runtime.retry",

@@ -22,6 +22,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime._imports import import_object
+from workers.memory import RoleMemory
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
@@ -45,6 +46,8 @@ class Role(BaseModel):
         output_retries: Times an answer failing ``output_schema`` is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
+        memory: How its workers use the long-term memory (see :mod:`workers.memory`);
+            None: they do not.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -61,6 +64,7 @@ class Role(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=20)
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
+    memory: RoleMemory | None = None
 
     @property
     def system_prompt(self) -> str:
