@@ -345,6 +345,8 @@ class SQLiteMemory:
     ) -> tuple[MemoryRecord, ...]:
         from runtime import _memory_db as db
 
+        if namespace is not None:
+            _check_namespace(namespace)
         rows = await self._read(partial(db.listed, namespace=namespace, limit=limit))
         return tuple(_record(r) for r in rows)
 

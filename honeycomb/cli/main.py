@@ -1,5 +1,6 @@
 """The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
-``validate``, and in a clone of the repository ``bench``.
+``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a clone of the
+repository ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -22,6 +23,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from honeycomb.cli.memory import add_memory_command, demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -93,13 +95,13 @@ def _broken_pipe(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError)
 
 
-def demo_hive_path() -> Path:
-    """The bundled example hive (``examples/trip/hive.yaml``)."""
+def demo_hive_path(name: str = "hive.yaml") -> Path:
+    """A bundled example hive (``examples/trip/hive.yaml``, or another of that folder)."""
     package = Path(__file__).resolve().parents[1]  # honeycomb/
     for candidate in (package / "examples" / "trip", package.parent / "examples" / "trip"):
-        if (candidate / "hive.yaml").is_file():
-            return candidate / "hive.yaml"
-    raise FileNotFoundError("the example hive examples/trip/hive.yaml is not installed")
+        if (candidate / name).is_file():
+            return candidate / name
+    raise FileNotFoundError(f"the example hive examples/trip/{name} is not installed")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,6 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the bundled example hive offline")
     demo.add_argument("task", nargs="?", default=None, help="the task (default: a trip plan)")
     demo.add_argument("--latency", type=float, default=None, help="offline model seconds per call")
+    demo.add_argument(
+        "--memory",
+        action="store_true",
+        help="the example with long-term memory (examples/trip/memory.yaml): a second run "
+        "recalls what the first kept",
+    )
     _run_options(demo)
     demo.set_defaults(handler=_demo)
 
@@ -147,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
     validate.set_defaults(handler=_validate)
+
+    add_memory_command(commands)
 
     if _clone() is not None:
         commands.add_parser(
@@ -189,6 +199,10 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
 def _demo(args: argparse.Namespace) -> int:
     if args.latency is not None and args.model is None:
         args.model = "offline"
+    if args.memory:
+        return demo_with_memory(
+            demo_hive_path("memory.yaml"), args.task or DEMO_TASK, args, _execute
+        )
     return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
 
 
