@@ -196,8 +196,20 @@ def _version(db: Any) -> int | None:
 
 
 def _checked(module: ModuleType, db: Any, path: Path) -> int:
+    """The schema version of the file (0: empty), or MemoryStoreError when it is not a
+    memory file. Its reads are one transaction (unless the caller's is open): another
+    process may make the file between them, and an id read before with the tables read
+    after would look like another application's file."""
     try:
-        version = _version(db)
+        if db.in_transaction:
+            version = _version(db)
+        else:
+            db.execute("BEGIN")
+            try:
+                version = _version(db)
+            finally:
+                if db.in_transaction:  # it reads only: ending it either way is the same
+                    db.execute("ROLLBACK")
     except module.OperationalError:
         raise  # busy: the caller tries again
     except module.DatabaseError as exc:  # not an SQLite file at all

@@ -292,3 +292,34 @@ async def test_opening_waits_for_whoever_holds_the_new_file(tmp_path: Path) -> N
     assert time.monotonic() - started >= 0.2  # it waited for the lock to go
     assert kept.text == "after the other writer"
     other.close()
+
+
+def test_a_file_made_while_it_is_checked_is_not_taken_for_another_applications(
+    tmp_path: Path,
+) -> None:
+    """Opening reads the file's application id, schema version and tables to know it
+    is a memory file (or an empty one). Another process may make it a memory file
+    between those reads: they must see one moment of the file, not the id from before
+    and the tables from after."""
+    path = tmp_path / "m.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA journal_mode=WAL")  # an empty file, as a maker leaves it
+    checking = sqlite3.connect(path, isolation_level=None)
+    other = sqlite3.connect(path, isolation_level=None)
+
+    class MadeMidway:
+        """The checking connection; the other makes the file a memory file as soon as
+        the schema version has been read."""
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            cursor = checking.execute(sql, *args)
+            if sql == "PRAGMA user_version":
+                db._create(sqlite3, other, path)
+            return cursor
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(checking, name)
+
+    assert db._checked(sqlite3, MadeMidway(), path) in (0, db.SCHEMA_VERSION)
+    checking.close()
+    other.close()
