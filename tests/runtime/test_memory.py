@@ -198,12 +198,14 @@ def test_no_fts5_names_what_to_install(tmp_path: Path, monkeypatch: pytest.Monke
 def test_no_sqlite_vec_names_what_to_install(tmp_path: Path) -> None:
     # In a process of its own, where sqlite_vec cannot be imported.
     code = (
-        "import sys; sys.modules['sqlite_vec'] = None\n"
-        "from runtime import _memory_db as db, MemoryFeatureMissing\n"
-        "try:\n    db.driver(__import__('pathlib').Path('m.db'), vectors=True)\n"
+        "import asyncio, sys; sys.modules['sqlite_vec'] = None\n"
+        "from runtime import MemoryFeatureMissing, OpenAIEmbeddings, SQLiteMemory\n"
+        f"memory = SQLiteMemory({str(tmp_path / 'm.db')!r}, embeddings=OpenAIEmbeddings('e'))\n"
+        "try:\n    asyncio.run(memory.add('x'))\n"
         "except MemoryFeatureMissing as exc:\n    print(exc.feature, '|', exc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert not (tmp_path / "m.db").exists(), done.stderr  # refused before making the file
     feature, _, message = done.stdout.partition(" | ")
     assert feature == "sqlite-vec"
     assert "pip install 'honeycomb-agents[memory]'" in message
