@@ -207,3 +207,28 @@ async def test_a_hive_memory_file_that_is_not_one_is_refused_at_first_use(
     assert memory is not None
     with pytest.raises(MemoryStoreError, match="not a Honeycomb memory file"):
         await memory.list()
+
+
+async def test_a_recall_is_a_span_of_its_worker_and_a_bar_of_its_row(tmp_path: Path) -> None:
+    from honeycomb.trace.spans import SpanRecorder
+    from honeycomb.trace.timeline import build_timeline
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    await memory.add("Lisbon is sunny", namespace="trip")
+    recorder = SpanRecorder()
+    role = Role(name="guide", memory=RoleMemory(namespace="trip"))
+    executor = Executor([role], FunctionModel(answer), memory=memory, aggregator="concat")
+    await executor.run("t", subtasks=[("guide", "Lisbon")], on_event=[recorder])
+    [worker] = [s for s in recorder.spans if s.kind == "worker"]
+    [recall] = [s for s in recorder.spans if s.kind == "recall"]
+    assert (recall.parent_id, recall.worker, recall.detail, recall.status) == (
+        worker.span_id,
+        worker.name,
+        "trip",
+        "ok",
+    )
+    assert worker.start <= recall.start <= recall.end <= worker.end
+    [model_call] = [s for s in recorder.spans if s.kind == "model_call" and s.worker == "s1"]
+    assert recall.end <= model_call.start  # before its first turn
+    [row] = build_timeline(recorder.spans).workers
+    assert [bar.name for bar in row.bars][:1] == ["recall"]

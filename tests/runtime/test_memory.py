@@ -193,6 +193,9 @@ def test_no_fts5_names_what_to_install(tmp_path: Path, monkeypatch: pytest.Monke
     assert caught.value.feature == "FTS5"
     assert "pip install 'honeycomb-agents[memory]'" in str(caught.value)
     assert "FTS5" in str(caught.value)
+    with pytest.raises(MemoryFeatureMissing, match="FTS5 full-text search"):
+        asyncio.run(SQLiteMemory(tmp_path / "m.db").add("x"))
+    assert not (tmp_path / "m.db").exists()  # refused before the file was made
 
 
 def test_no_sqlite_vec_names_what_to_install(tmp_path: Path) -> None:
