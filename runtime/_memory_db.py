@@ -5,7 +5,8 @@ A memory file holds ``memories`` (one row a text, keyed by its content's hash), 
 FTS5 index of their text kept in step by triggers, and, once semantic search has
 stored a vector, a sqlite-vec ``vec0`` table of vectors partitioned by namespace.
 Rows are numbered by AUTOINCREMENT, never reused: a vector left behind by a delete
-made without sqlite-vec loaded matches no memory, and never a later one.
+made without sqlite-vec loaded matches no memory, never a later one, and is swept
+when a memory with embeddings next opens the file.
 
 The file is known by its ``application_id``; another application's file is refused
 before anything is written to it.
@@ -172,6 +173,8 @@ def open_connection(
             if version < SCHEMA_VERSION:
                 use_wal(db, **retry)
                 busy_retry(lambda: _create(module, db, path), **retry)
+            elif vectors:
+                busy_retry(lambda: _sweep(db), **retry)
         db.execute("PRAGMA synchronous=NORMAL")
     except module.Error as exc:
         db.close()
@@ -350,6 +353,19 @@ def vector_hits(
             (_packed(vector), limit, namespace),
         )
     )
+
+
+def _sweep(db: Any) -> None:
+    """Forget the vectors of memories forgotten without sqlite-vec loaded (which could
+    not delete them): they match no memory, but would take the places of real ones
+    among a search's nearest."""
+    if not _has_vectors(db):
+        return
+    with _transaction(db):
+        db.execute(
+            "DELETE FROM memory_vectors WHERE rowid IN (SELECT rowid FROM memory_vectors "
+            "WHERE rowid NOT IN (SELECT seq FROM memories))"
+        )
 
 
 def _has_vectors(db: Any) -> bool:

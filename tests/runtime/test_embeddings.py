@@ -119,3 +119,32 @@ async def test_an_endpoint_that_fails_is_a_model_error_and_keeps_nothing(
     with pytest.raises(ModelHTTPError):
         await semantic.add("an automobile")
     assert await semantic.list() == ()
+
+
+async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
+    semantic: SQLiteMemory, openai_server: OpenAIServer
+) -> None:
+    """``honeycomb memory forget --file`` forgets with no embeddings (and no sqlite-vec
+    loaded): the vectors stay behind, match no memory, and would take the places of
+    real ones among a search's nearest. The next memory with embeddings to open the
+    file sweeps them."""
+    import sqlite_vec
+
+    for text in ("an automobile", "a kitten", "a bridge"):
+        await semantic.add(text)
+    [car] = [r for r in await semantic.list() if r.text == "an automobile"]
+    assert await SQLiteMemory(semantic.path).delete(car.id)  # words only
+
+    def vectors() -> int:
+        raw = semantic._driver.connect(str(semantic.path))  # type: ignore[union-attr]
+        raw.enable_load_extension(True)
+        sqlite_vec.load(raw)
+        try:
+            return int(raw.execute("SELECT count(*) FROM memory_vectors").fetchone()[0])
+        finally:
+            raw.close()
+
+    assert vectors() == 3
+    again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
+    assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
+    assert vectors() == 2
