@@ -13,8 +13,6 @@ from runtime import MemoryStoreError, ModelHTTPError, OpenAIEmbeddings, SQLiteMe
 from runtime.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, embedding, error
 
-pytest.importorskip("sqlite_vec")  # the dev extra brings it (the memory extra)
-
 
 def embeddings_of(server: OpenAIServer, **options: Any) -> OpenAIEmbeddings:
     return OpenAIEmbeddings("embed-small", base_url=server.base_url, api_key="sk-test", **options)
@@ -58,6 +56,7 @@ async def test_server_errors_are_retried_and_others_are_not(openai_server: OpenA
 
 @pytest.fixture
 def semantic(tmp_path: Path, openai_server: OpenAIServer) -> SQLiteMemory:
+    pytest.importorskip("sqlite_vec")  # the dev extra brings it (the memory extra)
     return SQLiteMemory(tmp_path / "semantic.db", embeddings=embeddings_of(openai_server))
 
 
