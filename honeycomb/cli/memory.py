@@ -105,7 +105,7 @@ def _memory(args: argparse.Namespace) -> SQLiteMemory:
         return SQLiteMemory(args.file or DEFAULT_MEMORY)
     memory = load_hive(args.hive).memory()
     if not isinstance(memory, SQLiteMemory):
-        raise _NoMemory(f"{args.hive}: the hive declares no memory: (nothing to list)")
+        raise _NoMemory(f"{args.hive}: the hive declares no memory: (a top-level memory:)")
     return memory
 
 
