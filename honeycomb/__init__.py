@@ -2,7 +2,7 @@
 
 One import gives everything a program needs, whatever part of the library defines it:
 the Executor and its plans, policies, results and events; roles, workers and the agent
-loop; models (OpenAI-compatible, the test models, the offline model, the wrappers
+loop; long-term memory; models (OpenAI-compatible, the test models, the offline model, the wrappers
 that add retries, rate limits, prices and budgets); tools and their dispatch;
 messages and the other values; the run store; spans, timelines and logging; and
 every error::
@@ -64,6 +64,7 @@ from runtime import (
     Dispatcher,
     DispatchPolicy,
     DuplicateToolError,
+    Embeddings,
     EmptyResponse,
     Event,
     EventHandler,
@@ -74,7 +75,12 @@ from runtime import (
     Limits,
     LockTable,
     MaxTurnsExceeded,
+    Memory,
+    MemoryFeatureMissing,
+    MemoryHit,
     MemoryJournal,
+    MemoryRecord,
+    MemoryStoreError,
     Message,
     Messages,
     Model,
@@ -104,6 +110,7 @@ from runtime import (
     RunBusy,
     RunFailed,
     ScriptExhausted,
+    SQLiteMemory,
     StoreError,
     SystemMessage,
     Tool,
@@ -148,7 +155,9 @@ from workers import (
     Final,
     LoopSettings,
     LoopState,
+    MemoryRecalled,
     Role,
+    RoleMemory,
     Step,
     Worker,
     WorkerError,
@@ -181,6 +190,7 @@ __all__ = [
     "DispatchPolicy",
     "Dispatcher",
     "DuplicateToolError",
+    "Embeddings",
     "EmptyResponse",
     "Event",
     "EventHandler",
@@ -200,7 +210,13 @@ __all__ = [
     "LoopSettings",
     "LoopState",
     "MaxTurnsExceeded",
+    "Memory",
+    "MemoryFeatureMissing",
+    "MemoryHit",
     "MemoryJournal",
+    "MemoryRecalled",
+    "MemoryRecord",
+    "MemoryStoreError",
     "Message",
     "Messages",
     "Model",
@@ -219,6 +235,7 @@ __all__ = [
     "ObservationStatus",
     "OfflineModel",
     "OnUnknown",
+    "OpenAIEmbeddings",
     "OpenAIModel",
     "OpenTelemetryExporter",
     "OutcomeUnknown",
@@ -237,6 +254,7 @@ __all__ = [
     "RetryingModel",
     "Role",
     "RoleAggregator",
+    "RoleMemory",
     "RolePlanner",
     "RunBusy",
     "RunContext",
@@ -249,6 +267,7 @@ __all__ = [
     "RunSummary",
     "RunTimings",
     "RunawayLoop",
+    "SQLiteMemory",
     "ScriptExhausted",
     "ScriptedModel",
     "Span",
@@ -314,10 +333,12 @@ if TYPE_CHECKING:
         to_html,
     )
     from runtime import OpenAIModel, RetryingModel, RetryPolicy
+    from runtime.embeddings import OpenAIEmbeddings
 
 _LAZY = {
     "Hive": "honeycomb.hive",
     "OfflineModel": "honeycomb.offline",
+    "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
     "RetryPolicy": "runtime.retry",

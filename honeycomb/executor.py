@@ -36,6 +36,7 @@ from runtime import (
     ConfigErrors,
     EventHandler,
     HoneycombError,
+    Memory,
     Model,
     StoreError,
     Tool,
@@ -76,6 +77,9 @@ class Executor:
             so ``honeycomb resume`` can rebuild it.
         trace: Record each run's spans (:mod:`honeycomb.trace.spans`) in the store.
             Default: when there is a store.
+        memory: The long-term memory of the roles with ``memory:`` (a
+            :class:`~runtime.memory.Memory`, or the path of an SQLite memory file),
+            shared by every run.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -97,13 +101,15 @@ class Executor:
         store: RunStore | str | Path | None = None,
         source: str | None = None,
         trace: bool | None = None,
+        memory: Memory | str | Path | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        setups = _check(role_list, model_map, default, registry, planner, aggregator)
+        kept_memory = _open_memory(memory)
+        setups = _check(role_list, model_map, default, registry, planner, aggregator, kept_memory)
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
@@ -119,6 +125,7 @@ class Executor:
             handlers=on_event,
             log_events=log_events,
             source=source,
+            memory=kept_memory,
         )
 
     @property
@@ -136,6 +143,10 @@ class Executor:
     @property
     def store(self) -> RunStore | None:
         return self.shared.store
+
+    @property
+    def memory(self) -> Memory | None:
+        return self.shared.memory
 
     @classmethod
     def from_hive(
@@ -160,7 +171,8 @@ class Executor:
                 one model, as ``model``.
             policy: Replace the declared policy.
             options: The Executor's own options (``on_event``, ``output_type``,
-                ``store``...). The hive's ``store:`` is a path relative to the file.
+                ``store``, ``memory`` ...). The hive's ``store:`` is a path relative to
+                the file; so is its ``memory: path:``.
 
         Raises:
             TypeError: when both ``model`` and ``models`` are given.
@@ -177,6 +189,8 @@ class Executor:
             models = dict.fromkeys(hive.spec.models, model)
         if hive.store is not None:
             options.setdefault("store", hive.store)
+        if hive.spec.memory is not None and "memory" not in options:
+            options["memory"] = hive.memory()
         options.setdefault("source", str(hive.file.resolve()))
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
             return cls(
@@ -325,6 +339,7 @@ def _check(
     registry: ToolRegistry,
     planner: object,
     aggregator: object,
+    memory: Memory | None,
 ) -> dict[str, WorkerSetup]:
     """Every role's setup, its tools and output schema resolved (imported) once, here;
     or every mistake at once.
@@ -352,7 +367,7 @@ def _check(
                 )
         try:
             setups[role.name] = WorkerSetup.resolved(
-                role, role.resolve_tools(registry), role.resolve_output()
+                role, role.resolve_tools(registry), role.resolve_output(), memory
             )
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))
@@ -364,6 +379,16 @@ def _check(
     if errors:
         raise ConfigErrors(errors)
     return setups
+
+
+def _open_memory(memory: Memory | str | Path | None) -> Memory | None:
+    """The memory ``memory`` names: a :class:`~runtime.memory.Memory`, or the path of
+    an SQLite memory file (opened on first use)."""
+    if isinstance(memory, str | os.PathLike):
+        from runtime.memory import SQLiteMemory
+
+        return SQLiteMemory(memory)
+    return memory
 
 
 def _open_store(store: RunStore | str | Path | None) -> RunStore | None:

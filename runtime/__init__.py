@@ -18,6 +18,8 @@ from runtime.errors import (
     EmptyResponse,
     HoneycombError,
     MaxTurnsExceeded,
+    MemoryFeatureMissing,
+    MemoryStoreError,
     ModelCallError,
     ModelConnectionError,
     ModelError,
@@ -54,6 +56,7 @@ from runtime.events import (
 )
 from runtime.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 from runtime.limits import Budget, LimitedModel, Limits
+from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -91,6 +94,7 @@ __all__ = [
     "DispatchPolicy",
     "Dispatcher",
     "DuplicateToolError",
+    "Embeddings",
     "EmptyResponse",
     "Event",
     "EventHandler",
@@ -101,7 +105,12 @@ __all__ = [
     "Limits",
     "LockTable",
     "MaxTurnsExceeded",
+    "Memory",
+    "MemoryFeatureMissing",
+    "MemoryHit",
     "MemoryJournal",
+    "MemoryRecord",
+    "MemoryStoreError",
     "Message",
     "Messages",
     "Model",
@@ -119,6 +128,7 @@ __all__ = [
     "ModelTimeout",
     "ObservationStatus",
     "OnUnknown",
+    "OpenAIEmbeddings",
     "OpenAIModel",
     "OutcomeUnknown",
     "OutputSchema",
@@ -133,6 +143,7 @@ __all__ = [
     "RunBusy",
     "RunFailed",
     "RunawayLoop",
+    "SQLiteMemory",
     "ScriptExhausted",
     "StoreError",
     "SystemMessage",
@@ -170,11 +181,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from runtime.embeddings import OpenAIEmbeddings
     from runtime.openai_model import OpenAIModel
     from runtime.retry import RetryingModel, RetryPolicy
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pydantic_core
 
-__all__ = ["render"]
+__all__ = ["cut", "render"]
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -71,10 +71,19 @@ def _as_text(value: Any) -> str:
     return f"<{type(value).__name__} object that cannot be shown>"
 
 
-def _cut(text: str, limit: int, *, complete: bool) -> str:
+def cut(text: str, limit: int, *, what: str = "output", fate: str = "shown") -> str:
+    """``text`` of at most ``limit`` characters, plus a marker saying how much was cut
+    (``[... output cut: 1,200 of 21,200 characters not shown]``)."""
+    return _cut(text, limit, complete=True, what=what, fate=fate)
+
+
+def _cut(
+    text: str, limit: int, *, complete: bool, what: str = "output", fate: str = "shown"
+) -> str:
     if len(text) <= limit:
         return text
     if complete:
-        cut = len(text) - limit
-        return f"{text[:limit]}\n[... output cut: {cut:,} of {len(text):,} characters not shown]"
-    return f"{text[:limit]}\n[... output cut at {limit:,} characters; the rest not shown]"
+        dropped = len(text) - limit
+        marker = f"[... {what} cut: {dropped:,} of {len(text):,} characters not {fate}]"
+        return f"{text[:limit]}\n{marker}"
+    return f"{text[:limit]}\n[... {what} cut at {limit:,} characters; the rest not {fate}]"

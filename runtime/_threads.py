@@ -38,10 +38,18 @@ async def in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
 
 async def to_the_end(run: Callable[[], Any]) -> Any:
     """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
-    a side-effecting call must not overlap the next one, nor outlive its run."""
+    a side-effecting call must not overlap the next one, nor outlive its run. Cancelled
+    before its thread took it up, it never runs: it returns at once."""
     ended = threading.Event()
+    lock = threading.Lock()
+    begun = dropped = False
 
     def guarded() -> Any:
+        nonlocal begun
+        with lock:
+            if dropped:  # cancelled while it waited for its thread
+                return None
+            begun = True
         try:
             return run()
         finally:
@@ -54,9 +62,13 @@ async def to_the_end(run: Callable[[], Any]) -> Any:
         except anyio.get_cancelled_exc_class():
             # A native cancellation (a timeout, an asyncio task group) gets through the
             # shield, unseen by the thread: cancel the enclosing scope too, so its
-            # check_cancelled() stops it, and wait for it to end.
+            # check_cancelled() stops it, and wait for it to end. It may come before
+            # the thread took the call up (or before it was handed over at all): then
+            # the call is dropped, and nothing is waited for.
             scope.cancel()
-            if not ended.is_set():
+            with lock:
+                dropped = not begun
+            if not dropped and not ended.is_set():
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(ended.wait)
             raise

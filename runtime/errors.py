@@ -27,6 +27,8 @@ The tree::
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
     │   └── RunBusy                 another process carries the run on (it holds the lease)
+    ├── MemoryStoreError            a memory file could not be opened, read or written
+    │   └── MemoryFeatureMissing    SQLite lacks FTS5, or sqlite-vec is not installed
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
     └── UnsupportedEventLoop        awaited under another async library than asyncio
 
@@ -60,6 +62,8 @@ __all__ = [
     "EmptyResponse",
     "HoneycombError",
     "MaxTurnsExceeded",
+    "MemoryFeatureMissing",
+    "MemoryStoreError",
     "ModelCallError",
     "ModelConnectionError",
     "ModelError",
@@ -483,6 +487,33 @@ class RunBusy(StoreError):
                 "live run is not taken over: wait for it to end, or stop that process"
             )
         super().__init__(message, path=path)
+
+
+class MemoryStoreError(HoneycombError):
+    """A memory file could not be opened, read or written, or is not a memory file.
+
+    Attributes:
+        path: The memory's file.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class MemoryFeatureMissing(MemoryStoreError):
+    """What a memory needs is not there: SQLite's FTS5 full-text search (every memory),
+    or sqlite-vec and an SQLite that loads extensions (semantic search).
+
+    Attributes:
+        feature: ``FTS5`` or ``sqlite-vec``.
+        install: What to install to have it.
+    """
+
+    def __init__(self, feature: str, why: str, install: str, *, path: str) -> None:
+        self.feature = feature
+        self.install = install
+        super().__init__(f"{why}; {install}", path=path)
 
 
 class RunFailed(HoneycombError):

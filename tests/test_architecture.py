@@ -163,6 +163,9 @@ RUNTIME_NAMES = {
     "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "MemoryJournal",
     "ModelCallError", "OnUnknown", "OutcomeUnknown",
     "RunawayLoop", "StoreError",
+    # long-term memory
+    "Embeddings", "Memory", "MemoryFeatureMissing", "MemoryHit", "MemoryRecord",
+    "MemoryStoreError", "OpenAIEmbeddings", "SQLiteMemory",
     "Message", "Model", "ModelCallFinished", "ModelCallRetrying", "ModelCallStarted",
     "ModelConnectionError",
     "ModelError", "ModelHTTPError", "ModelRequest", "ModelResponse", "ModelResponseError",
@@ -186,6 +189,7 @@ WORKERS_NAMES = {
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
     "check_role",
     "format_task", "load_roles", "read_roles", "role_entries",
+    "MemoryRecalled", "RoleMemory", "memory_tools", "recall_text",
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
@@ -215,6 +219,8 @@ HONEYCOMB_NAMES = {
     "configure_logging", "dump_messages", "dump_messages_json", "dump_value",
     "dump_value_json", "from_jsonl", "load_hive", "load_roles", "render_timeline", "to_html",
     "to_jsonl", "tool", "validate_messages", "validate_value",
+    "Embeddings", "Memory", "MemoryFeatureMissing", "MemoryHit", "MemoryRecalled",
+    "MemoryRecord", "MemoryStoreError", "OpenAIEmbeddings", "RoleMemory", "SQLiteMemory",
 }  # fmt: skip
 
 
@@ -223,7 +229,10 @@ BASE_MODULES = {
     "openai", "anyio", "msgspec", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
-EXTRA_MODULES = {"honeycomb/trace/otel.py": {"opentelemetry"}}  # behind the `otel` extra
+EXTRA_MODULES = {
+    "honeycomb/trace/otel.py": {"opentelemetry"},  # behind the `otel` extra
+    "runtime/_memory_db.py": {"sqlite_vec"},  # behind the `memory` extra
+}
 
 
 def test_the_library_imports_only_its_declared_dependencies() -> None:
@@ -259,7 +268,7 @@ def test_the_base_dependencies_are_declared() -> None:
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
-    "runtime.yaml_config",
+    "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec",
 )  # fmt: skip
 
 
@@ -275,7 +284,8 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
 @pytest.mark.parametrize(
     ("module", "name"),
     [("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
-     ("runtime", "YamlDocument"), ("runtime", "format_path")],
+     ("runtime", "YamlDocument"), ("runtime", "format_path"),
+     ("honeycomb", "OpenAIEmbeddings"), ("runtime", "OpenAIEmbeddings")],
 )  # fmt: skip
 def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
     value = getattr(sys.modules[module], name)

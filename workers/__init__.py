@@ -1,7 +1,9 @@
-"""One agent: the AgentLoop, context assembly, Role and Worker. Imports only ``runtime``."""
+"""One agent: the AgentLoop, context assembly, Role, Worker and its use of memory.
+Imports only ``runtime``."""
 
 from workers.context import Compaction, ContextWindow, assemble
 from workers.loop import AgentLoop
+from workers.memory import MemoryRecalled, RoleMemory, memory_tools, recall_text
 from workers.role import Role, check_role, load_roles, read_roles, role_entries
 from workers.state import Checkpoint, Continue, Failed, Final, LoopSettings, LoopState, Step
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
@@ -16,7 +18,9 @@ __all__ = [
     "Final",
     "LoopSettings",
     "LoopState",
+    "MemoryRecalled",
     "Role",
+    "RoleMemory",
     "Step",
     "Worker",
     "WorkerError",
@@ -26,6 +30,8 @@ __all__ = [
     "check_role",
     "format_task",
     "load_roles",
+    "memory_tools",
     "read_roles",
+    "recall_text",
     "role_entries",
 ]

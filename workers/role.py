@@ -23,6 +23,7 @@ from runtime import (
 )
 from runtime._imports import import_object
 from workers.context import Compaction
+from workers.memory import RoleMemory
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
@@ -48,6 +49,8 @@ class Role(BaseModel):
         model_timeout: Seconds per model call (None: the model's own timeout).
         compaction: Keep the context within a budget of tokens by rolling summaries of
             the oldest turns (None: the whole transcript, or ``max_context_chars``).
+        memory: How its workers use the long-term memory (see :mod:`workers.memory`);
+            None: they do not.
     """
 
     model_config = ConfigDict(
@@ -67,6 +70,7 @@ class Role(BaseModel):
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
     compaction: Compaction | None = None
+    memory: RoleMemory | None = None
 
     @property
     def system_prompt(self) -> str:

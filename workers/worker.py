@@ -7,15 +7,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
+from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import (
     Budget,
     BudgetExceeded,
+    ConfigError,
     Dispatcher,
     DispatchPolicy,
     Journal,
     LockTable,
+    Memory,
     Model,
     Tool,
     ToolRegistry,
@@ -27,6 +30,7 @@ from runtime import (
 from runtime.value import Value
 from workers.context import ContextWindow
 from workers.loop import AgentLoop
+from workers.memory import memory_tools, recall_at_start
 from workers.role import Role
 from workers.state import Checkpoint, Failed, LoopSettings, LoopState
 
@@ -102,6 +106,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         policy: How the tools are dispatched (cap, timeout).
         settings: How the loop runs (turns, output type, window).
         system_prompt: The role's system prompt.
+        memory: The long-term memory its ``memory:`` uses (None: it has none).
     """
 
     role: Role
@@ -109,6 +114,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
     policy: DispatchPolicy
     settings: LoopSettings
     system_prompt: str
+    memory: Memory | None = None
 
     @classmethod
     def of(
@@ -116,27 +122,48 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         role: Role,
         tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] | None = None,
         output_type: type[BaseModel] | None = None,
+        memory: Memory | None = None,
     ) -> WorkerSetup:
         """Resolve a role: if it names tools, look them up in ``tools`` (import paths
         need none); if it names none, it gets exactly ``tools``.
 
         Raises:
             UnknownToolError: for a tool name that cannot be found.
-            ConfigError: for an import path or output schema that cannot be imported.
+            ConfigError: for an import path or output schema that cannot be imported,
+                or a role with ``memory:`` and no ``memory``.
         """
         given = tools if isinstance(tools, ToolRegistry | None) else ToolRegistry(tools)
         return cls.resolved(
             role,
             role.resolve_tools(given) if role.tools else (given or ToolRegistry()),
             output_type or role.resolve_output(),
+            memory,
         )
 
     @classmethod
     def resolved(
-        cls, role: Role, tools: ToolRegistry, output_type: type[BaseModel] | None
+        cls,
+        role: Role,
+        tools: ToolRegistry,
+        output_type: type[BaseModel] | None,
+        memory: Memory | None = None,
     ) -> WorkerSetup:
         """A role's setup from its tools and output type as resolved already: nothing
-        is looked up or imported again (an Executor resolves its roles once)."""
+        is looked up or imported again (an Executor resolves its roles once). A role
+        whose ``memory:`` says ``remember`` gets the memory's tools too.
+
+        Raises:
+            ConfigError: for a role with ``memory:`` and no ``memory``.
+            DuplicateToolError: when one of its tools is named ``recall`` or ``remember``.
+        """
+        uses = role.memory
+        if uses is not None and memory is None:
+            raise ConfigError(
+                f"role {role.name!r} has memory: but there is no memory to use: give the "
+                "hive a top-level memory: (or the Executor or Worker memory=...)"
+            )
+        if uses is not None and memory is not None and uses.remember:
+            tools = ToolRegistry([*tools, *memory_tools(memory, uses, role.name)])
         return cls(
             role=role,
             tools=tools,
@@ -152,7 +179,12 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 compaction=role.compaction,
             ),
             system_prompt=role.system_prompt,
+            memory=memory if uses is not None else None,
         )
+
+    def retyped(self, output_type: type[BaseModel] | None) -> WorkerSetup:
+        """The same setup, its answers of another output type."""
+        return replace(self, settings=replace(self.settings, output_type=output_type))
 
 
 class Worker:
@@ -174,6 +206,8 @@ class Worker:
         checkpoint: Receives the loop's state every turn (a run store).
         journal: Journals side-effecting calls (a run store), so none runs twice.
         summarizer: Writes the summaries of the role's compaction (default: ``model``).
+        memory: The long-term memory of a role with ``memory:`` (given a Role; a
+            WorkerSetup has its own).
     """
 
     def __init__(
@@ -192,8 +226,13 @@ class Worker:
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
         summarizer: Model | None = None,
+        memory: Memory | None = None,
     ) -> None:
-        setup = role if isinstance(role, WorkerSetup) else WorkerSetup.of(role, tools, output_type)
+        setup = (
+            role
+            if isinstance(role, WorkerSetup)
+            else WorkerSetup.of(role, tools, output_type, memory)
+        )
         self.setup = setup
         self.role = setup.role
         self.model = model
@@ -227,7 +266,8 @@ class Worker:
     ) -> WorkerResult:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
-        propagates."""
+        propagates. A role with ``memory:`` recalls what it holds for ``task`` first
+        (not when resumed: the recall is in the saved conversation)."""
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = AgentLoop(
             self.model,
@@ -244,6 +284,8 @@ class Worker:
         started_at, started = time.time(), time.perf_counter()
         bound = _logging.bind(run_id=self.run_id, worker=self.name)
         try:
+            if resume is None:
+                resume = await self._recalled(task, prompt)
             outcome = await loop.run(prompt, resume)
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
@@ -271,6 +313,17 @@ class Worker:
             output=outcome.output,
             text=outcome.text,
         )
+
+    async def _recalled(self, task: str, prompt: str) -> LoopState | None:
+        """The first state of a worker whose role recalls at its start: the memories
+        found for ``task``, as the first message after the task (None: no recall)."""
+        memory, uses = self.setup.memory, self.role.memory
+        if memory is None or uses is None or uses.recall == 0:
+            return None
+        message = await recall_at_start(
+            memory, uses, task, tracer=self.tracer, worker=self.name, run_id=self.run_id
+        )
+        return LoopState(task=prompt, messages=(message,)) if message is not None else None
 
     def _result(
         self,

@@ -1,5 +1,6 @@
 """The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
-``validate``, and in a clone of the repository ``bench``.
+``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a clone of the
+repository ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     demo_command,
@@ -95,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run the logbook example instead: a long read whose context is kept within "
         "its budget by rolling summaries (compaction)",
     )
+    demo.add_argument(
+        "--memory",
+        action="store_true",
+        help="the example with long-term memory (examples/trip/memory.yaml): a second run "
+        "recalls what the first kept",
+    )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
 
@@ -131,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")
     validate.set_defaults(handler=_validate)
+
+    add_memory_command(commands)
 
     if _clone() is not None:
         commands.add_parser(

@@ -16,6 +16,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -54,14 +55,15 @@ DEMO_TASK = (
 )
 
 
-def demo_hive_path(example: str = "trip") -> Path:
-    """A bundled example hive: ``examples/trip/hive.yaml``, or ``examples/logbook``'s
-    (a long read that compaction keeps within its budget)."""
+def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
+    """A bundled example hive: ``examples/trip/hive.yaml``, another of that folder
+    (``memory.yaml``: the trip with long-term memory), or ``examples/logbook``'s (a
+    long read that compaction keeps within its budget)."""
     package = Path(__file__).resolve().parents[1]  # honeycomb/
     for candidate in (package / "examples" / example, package.parent / "examples" / example):
-        if (candidate / "hive.yaml").is_file():
-            return candidate / "hive.yaml"
-    raise FileNotFoundError(f"the example hive examples/{example}/hive.yaml is not installed")
+        if (candidate / name).is_file():
+            return candidate / name
+    raise FileNotFoundError(f"the example hive examples/{example}/{name} is not installed")
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -69,6 +71,9 @@ def demo_command(args: argparse.Namespace) -> int:
         args.model = "offline"
     if args.compact:  # the logbook: its reader's context is compacted as it reads
         return _execute(demo_hive_path("logbook"), args.task, args)
+    if args.memory:  # a second run recalls what the first kept
+        hive = demo_hive_path(name="memory.yaml")
+        return demo_with_memory(hive, args.task or DEMO_TASK, args, _execute)
     return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
 
 

@@ -38,6 +38,7 @@ from runtime import (
     ToolCallStarted,
 )
 from runtime._text import valid_data
+from workers import MemoryRecalled
 
 __all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
 
@@ -246,6 +247,11 @@ def _describe(event: Event) -> str:
         return f"{who} ({event.role}) {event.status} in {event.duration_s:.2f}s{error}"
     if isinstance(event, ToolCallFinished):
         return f"{who} turn {event.turn}: {event.tool} {event.status} in {event.duration_s:.2f}s"
+    if isinstance(event, MemoryRecalled):
+        if event.error:
+            return f"{who} could not recall from memory {event.namespace}: {event.error}"
+        found = counted(len(event.memory_ids), "memory", "memories")
+        return f"{who} recalled {found} from memory {event.namespace}"
     if isinstance(event, ModelCallRetrying):
         return (
             f"{who} turn {event.turn}: model {event.status} (attempt {event.attempt}), "

@@ -1,4 +1,4 @@
-"""The hive file: models, roles, planner, aggregator and policies in one YAML file.
+"""The hive file: models, roles, planner, aggregator, policies and memory in one YAML file.
 
 Every mistake is reported at once, each with file, line, column and field path, and
 a "did you mean" for misspelt names. Import paths (tools, output schemas) resolve in
@@ -8,6 +8,7 @@ leads ``sys.path`` only while they are imported (:mod:`honeycomb.hive.imports`).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -29,6 +30,7 @@ from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
     ConfigError,
     ConfigErrors,
+    Memory,
     Model,
     Price,
     PricedModel,
@@ -39,7 +41,11 @@ from runtime import (
 )
 from workers import Role, load_roles, read_roles
 
-__all__ = ["Hive", "ModelSpec", "load_hive"]
+__all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
+
+DEFAULT_MEMORY = Path(".honeycomb") / "memory.db"
+"""The memory file of a hive whose ``memory:`` names none: under the current folder,
+beside the command line's run store."""
 
 
 class RetrySpec(BaseModel):
@@ -138,6 +144,31 @@ class ModelSpec(BaseModel):
         )
 
 
+class EmbeddingsSpec(BaseModel):
+    """An OpenAI-compatible embeddings endpoint, for semantic memory search."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: SecretStr | None = None  # masked in reprs, dumps and errors
+    dimensions: int | None = Field(default=None, ge=1, le=16384)
+    timeout: float = Field(default=60.0, gt=0)
+    max_concurrency: int | None = Field(default=8, ge=1)
+
+
+class MemorySpec(BaseModel):
+    """The hive's long-term memory (``memory:``): an SQLite file, searched by BM25 and,
+    with ``embeddings``, by meaning too. ``path`` is relative to the hive file; without
+    one, :data:`DEFAULT_MEMORY`."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    path: str | None = None
+    embeddings: EmbeddingsSpec | None = None
+    max_chars: int = Field(default=4000, ge=100, le=1_000_000)
+
+
 def _shorthand(value: Any) -> Any:
     """``default: offline`` is short for ``default: {provider: offline}``."""
     return {"provider": "offline"} if value == "offline" else value
@@ -160,6 +191,7 @@ class _HiveSpec(BaseModel):
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
     store: str | None = None
+    memory: MemorySpec | None = None
 
 
 class Hive:
@@ -196,6 +228,34 @@ class Hive:
         """The run store the hive declares (``store:``, relative to the hive file)."""
         declared = self.spec.store
         return self.file.parent / declared if declared is not None else None
+
+    @property
+    def memory_path(self) -> Path | None:
+        """The memory file the hive declares (``memory: path:``, relative to the hive
+        file; :data:`DEFAULT_MEMORY` when it names none); None without ``memory:``."""
+        declared = self.spec.memory
+        if declared is None:
+            return None
+        return self.file.parent / declared.path if declared.path else DEFAULT_MEMORY
+
+    def memory(self) -> Memory | None:
+        """The memory the hive declares, made anew (its file opens on first use)."""
+        declared, path = self.spec.memory, self.memory_path
+        if declared is None or path is None:
+            return None
+        from runtime.memory import SQLiteMemory
+
+        embeddings = None
+        if declared.embeddings is not None:
+            from runtime.embeddings import OpenAIEmbeddings  # loads openai
+
+            e = declared.embeddings
+            key = e.api_key.get_secret_value() if e.api_key is not None else None
+            embeddings = OpenAIEmbeddings(
+                e.model, base_url=e.base_url or None, api_key=key or None,
+                dimensions=e.dimensions, timeout=e.timeout, max_concurrency=e.max_concurrency,
+            )  # fmt: skip
+        return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 
     def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:
         """The hive's models by name, built as declared, except those ``replace`` gives
@@ -249,7 +309,11 @@ class Hive:
         return self.spec.default_model or next(iter(self.spec.models), None)
 
 
-_SECRETS = (("models", "*", "api_key"), ("models", "*", "settings", "extra_headers"))
+_SECRETS = (
+    ("models", "*", "api_key"),
+    ("models", "*", "settings", "extra_headers"),
+    ("memory", "embeddings", "api_key"),
+)
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
 
@@ -278,6 +342,7 @@ def load_hive(path: str | Path) -> Hive:
         roles = _roles(doc, spec, registry, models, file, errors)
     _check_references(doc, spec, roles, models, errors)
     _check_settings(doc, errors)
+    _check_memory(doc, spec, roles, errors)
     _check_policy_rules(doc, errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
@@ -398,6 +463,33 @@ def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
         if isinstance(settings, Mapping):
             for where, message in settings_problems(settings):
                 errors.append(doc.error(("models", name, "settings", *where), message))
+
+
+def _check_memory(
+    doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    """Roles that use a memory the hive does not declare; embeddings without sqlite-vec."""
+    if "memory" in doc.data:
+        embeddings = spec.memory.embeddings if spec.memory is not None else None
+        if embeddings is not None and importlib.util.find_spec("sqlite_vec") is None:
+            errors.append(
+                doc.error(
+                    ("memory", "embeddings"),
+                    "semantic search needs sqlite-vec, which is not installed: pip install "
+                    "'honeycomb-agents[memory]' (or remove embeddings: to search by words)",
+                )
+            )
+        return
+    raw = doc.data.get("roles")
+    inline = raw if isinstance(raw, Mapping) else {}
+    for name, role in roles.items():
+        if role.memory is not None:
+            where = ("roles", name, "memory") if name in inline else ("roles",)
+            message = (
+                f"role {name!r} has memory: but the hive declares no memory: add a "
+                "top-level 'memory: {path: memory.db}'"
+            )
+            errors.append(doc.error(where, message))
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

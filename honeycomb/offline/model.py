@@ -8,10 +8,13 @@ It recognises five kinds of call and answers each by simple text rules (see
 - the planner (``output`` is the ``Plan`` schema): clauses of the task matched to roles
   by keyword overlap; a writer/sender subtask depends on all the others;
 - a worker turn with tools: calls to the tools whose words match the instruction, with
-  arguments read from the text (one call per city, ...); once observations are in, the
-  next page of a result that names one (a JSON result's ``next_page`` for a tool's
-  ``page``, any ``next_X`` for an ``X``), then a side-effecting "send" tool if the task
-  asks for one; then a summary of the results (and of the summary of earlier turns);
+  arguments read from the text (one call per city, ...), and to ``recall`` (the memory
+  tool) with the instruction's key phrase unless the worker recalled at its start;
+  once observations are in, the next page of a result that names one (a JSON result's
+  ``next_page`` for a tool's ``page``, any ``next_X`` for an ``X``), then a
+  side-effecting "send" tool if the task asks for one, and ``remember`` with what the
+  tools found; then a summary of the results (and of the summary of earlier turns) and
+  of the memories recalled;
 - the aggregator (the results header in a user message): the results merged per subtask;
 - anything else (such as the wrap-up call): a summary of what the conversation holds.
 
@@ -50,6 +53,7 @@ from runtime.testing import estimate_usage
 from runtime.value import Value
 from workers.compaction import is_summary_request
 from workers.context import SUMMARY_HEADER
+from workers.memory import RECALL_HEADER
 from workers.worker import DEPENDENCY_HEADER
 
 __all__ = ["OfflineModel"]
@@ -58,6 +62,9 @@ PREFIX = rules.PREFIX
 _SUBJECT_PARAM = re.compile(r"subject|title|headline", re.I)
 _BODY_PARAM = re.compile(r"body|content|text|message|markdown|note", re.I)
 _RECIPIENT_PARAM = re.compile(r"^to$|recipient|address|email", re.I)
+_MEMORY_TOOLS = ("recall", "remember")
+"""The tools a role's ``memory:`` gives, used by their names, not by their words."""
+_NOTE_CHARS = 600
 
 
 class OfflineModel:
@@ -140,26 +147,72 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
     task = _task(request)
     observed = _observations(request)
     turn = 1 + sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+    tools = [t for t in request.tools if t.name not in _MEMORY_TOOLS]
+    offered = {t.name for t in request.tools}
     # Side effects are not in the schema; judge by the tool's name and description.
-    senders = [
-        t for t in request.tools if rules.mentions(_tool_words(t, params=False), rules.SEND_WORDS)
-    ]
+    senders = [t for t in tools if rules.mentions(_tool_words(t, params=False), rules.SEND_WORDS)]
     if not observed:
-        gather = [t for t in request.tools if t not in senders]
+        gather = [t for t in tools if t not in senders]
         calls = _gather_calls(task.instruction, gather, turn)
+        if "recall" in offered and not _recalled(request):
+            query = rules.key_phrase(task.instruction)
+            calls = (*calls, _call("recall", {"query": query, "k": 3}, turn, len(calls)))
         if calls:
             return AssistantMessage(tool_calls=calls)
     following = _next_page(request, observed)
     if following is not None:
         return AssistantMessage(tool_calls=(following,))
-    sent = {name for name, _, _ in observed} & {t.name for t in senders}
+    called = {name for name, _, _ in observed}
+    later: list[ToolCall] = []
+    sent = called & {t.name for t in senders}
     if senders and not sent and rules.mentions(task.instruction, rules.SEND_WORDS):
         wanted = rules.stems(task.instruction)
         sender = max(senders, key=lambda t: len(wanted & rules.stems(_tool_words(t), widen=False)))
         call = _send_call(sender, task, observed, turn)
         if call is not None:
-            return AssistantMessage(tool_calls=(call,))
+            later.append(call)
+    note = _note(task, observed)
+    if "remember" in offered and "remember" not in called and note:
+        later.append(_call("remember", {"text": note}, turn, len(later)))
+    if later:
+        return AssistantMessage(tool_calls=tuple(later))
     return final_text(request)
+
+
+def _note(task: _Task, observed: list[tuple[str, str, ToolMessage]]) -> str:
+    """What to remember of a subtask: what its tools (not the memory's) found."""
+    found = [
+        f"{name}({arguments}): {rules.render(message.content, limit=200)}"
+        for name, arguments, message in observed
+        if name not in _MEMORY_TOOLS and message.status == "ok"
+    ]
+    if not found:
+        return ""
+    topic = task.instruction.splitlines()[0] if task.instruction else "the task"
+    note = f"{topic}: " + "; ".join(found)
+    return note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 3] + "..."
+
+
+def _recalled(request: ModelRequest) -> list[str]:
+    """The memories recalled at the worker's start, one line each (``memory 3f2a...
+    (guide, run 9c1e...): Lisbon: sunny``)."""
+    found = next(
+        (
+            m.content
+            for m in request.messages
+            if isinstance(m, UserMessage) and m.content.startswith(RECALL_HEADER)
+        ),
+        None,
+    )
+    if found is None:
+        return []
+    lines = []
+    for block in found.split("\n\n[memory ")[1:]:
+        source, _, text = block.partition("]\n")
+        memory_id, _, origin = source.partition(" · ")
+        where = f" ({origin})" if origin else ""
+        lines.append(f"memory {memory_id}{where}: {rules.render(text, limit=200)}")
+    return lines
 
 
 def _task(request: ModelRequest) -> _Task:
@@ -288,17 +341,21 @@ def final_text(request: ModelRequest) -> str:
     observed = _observations(request)
     topic = task.instruction.splitlines()[0] if task.instruction else "the task"
     earlier = _summarized(request)
+    recalled = _recalled(request)
+    memories = ["", "Recalled from memory:", *(f"- {m}" for m in recalled)] if recalled else []
     if observed or earlier:
         failed = sum(1 for _, _, m in observed if m.status != "ok")
         lines = [f"{PREFIX}Results for: {topic}", *earlier, *(_bullet(*o) for o in observed)]
         if failed:
             lines.append(f"{failed} of {len(observed)} tool calls did not succeed.")
-        return "\n".join(lines)
+        return "\n".join(lines + memories)
     if task.inputs:
         lines = [f"{PREFIX}From the results I was given, for: {topic}"]
         for name, text in task.inputs:
             lines += ["", f"## {name}", text]
-        return "\n".join(lines)
+        return "\n".join(lines + memories)
+    if recalled:
+        return "\n".join([f"{PREFIX}From memory, for: {topic}", *memories[2:]])
     return f"{PREFIX}I have no tool results to go on. The task was: {task.instruction}"
 
 

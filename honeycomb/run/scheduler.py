@@ -8,6 +8,9 @@ early, cancelling whatever still runs.
 In a resumed run, subtasks that finished before are not run again (their stored
 results stand), and those that had started continue from their saved loop state.
 
+A worker whose role says ``memory: {store_result: true}`` has its answer kept in the
+memory once it ends well, before it is reported finished.
+
 With a store, a subtask is reported finished (``worker.finished``) once its result is
 committed, so the event never runs ahead of what a resume would find.
 """
@@ -26,7 +29,8 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime._concurrency import run_together, stoppable
-from workers import WorkerError, WorkerResult
+from workers import Worker, WorkerError, WorkerResult
+from workers.memory import keep_result
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -171,7 +175,18 @@ class Scheduler:
             return
         if isinstance(result.exception, BudgetExceeded):
             self._stop(result.exception)
+        if result.ok:
+            await self._keep(worker, result)
         await self._finish(subtask, result.status, result, self._error_of(result), started)
+
+    async def _keep(self, worker: Worker, result: WorkerResult) -> None:
+        """Keep a worker's answer in the memory, if its role says ``store_result``."""
+        memory, uses = worker.setup.memory, worker.role.memory
+        if memory is not None and uses is not None and uses.store_result:
+            await keep_result(
+                memory, uses, result.text, run_id=self.context.run_id, role=worker.role.name,
+                worker=worker.name,
+            )  # fmt: skip
 
     def _error_of(self, result: WorkerResult) -> WorkerError | None:
         """A worker's error; for one the store failed, the store's error, not that of

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from honeycomb.run.aggregator import Aggregator
 from honeycomb.run.planner import Planner
 from honeycomb.run.policy import Policy
-from runtime import EventHandler, LimitedModel, LockTable, Model
+from runtime import EventHandler, LimitedModel, LockTable, Memory, Model
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class Shared:
         handlers: Called with every event of every run.
         log_events: Events also go to structlog, when it is configured.
         source: Where the Executor was declared (a hive file), kept with each run.
+        memory: The long-term memory of the roles with ``memory:``.
         locks: The lock table of ``exclusive`` tools, shared by every worker.
         tool_limiter: Bounds the tool calls in flight across every run.
     """
@@ -61,6 +62,7 @@ class Shared:
         handlers: Sequence[EventHandler],
         log_events: bool,
         source: str | None,
+        memory: Memory | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -78,6 +80,7 @@ class Shared:
         self.handlers = tuple(handlers)
         self.log_events = log_events
         self.source = source
+        self.memory = memory
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
@@ -103,9 +106,9 @@ class Shared:
             # import path at run time (a hive's paths resolve only as the hive loads).
             own = self._setups.get((role.name, None)) if key[0] == role.name else None
             found = self._setups[key] = (
-                WorkerSetup.of(role, None, output_type)
+                WorkerSetup.of(role, None, output_type, self.memory)
                 if own is None
-                else WorkerSetup.resolved(role, own.tools, output_type)
+                else own.retyped(output_type)
             )
         return found
 

@@ -2,7 +2,8 @@
 
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call`` / ``compaction`` (the summary call that folded old turns
-before the turn's model call). :class:`SpanRecorder` builds them from the run's
+before the turn's model call); a worker's ``recall`` of its memory at its start is a
+span of the worker too. :class:`SpanRecorder` builds them from the run's
 events as they happen (it is an event handler). A run with a store keeps its spans
 there (``honeycomb trace RUN_ID``), and :func:`to_jsonl` exports them.
 
@@ -36,7 +37,15 @@ from runtime.value import Value
 __all__ = ["FIELDS", "Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
 
 SpanKind = Literal[
-    "run", "plan", "worker", "aggregate", "turn", "model_call", "tool_call", "compaction"
+    "run",
+    "plan",
+    "worker",
+    "aggregate",
+    "turn",
+    "model_call",
+    "tool_call",
+    "compaction",
+    "recall",
 ]
 
 
@@ -48,7 +57,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         span_id: Unique in its run (16 hex digits).
         parent_id: The enclosing span (None for the run).
         kind: What it is.
-        name: The task (run), subtask id (worker), model (model call), tool (tool call).
+        name: The task (run), subtask id (worker), model (model call), tool (tool call),
+            ``recall`` (a recall).
         start: Seconds since the epoch.
         end: Seconds since the epoch.
         status: ``ok``, ``error``, ``failed``, ``timeout``, ``skipped``, ``unknown``,
@@ -59,7 +69,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         input_tokens: Tokens in (model calls; summed on turns, workers and the run).
         output_tokens: Tokens out (idem).
         cost: Dollars (idem), from the model's price.
-        detail: The tool call id (tool calls), the role (workers).
+        detail: The tool call id (tool calls), the role (workers), the namespace
+            (recalls).
         attempts: Attempts the model call took, retries included (1 for other spans).
         reasoning_tokens: Of the output tokens, those spent reasoning (summed as
             tokens are).
@@ -146,6 +157,19 @@ class _WorkerEvent(Protocol):
     def error(self) -> str | None: ...
 
 
+class _RecallEvent(Protocol):
+    """What the recorder reads of ``memory.recalled``."""
+
+    @property
+    def worker(self) -> str | None: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+
+
 class SpanRecorder:
     """An event handler that turns one run's events into spans.
 
@@ -185,6 +209,7 @@ class SpanRecorder:
             "run.aggregation_started": self._aggregation_started,
             "run.aggregation_finished": self._aggregation_finished,
             "run.finished": self._run_finished,
+            "memory.recalled": self._recalled,
         }
 
     def __call__(self, event: Event) -> None:
@@ -356,6 +381,18 @@ class SpanRecorder:
                 error=event.error, worker=name, turn=event.turn, detail=event.call_id,
             )  # fmt: skip
             self._keep(span, call.parent)
+
+    def _recalled(self, event: _RecallEvent) -> None:
+        """A worker searched its memory at its start: a span of the worker, as long as
+        the search took."""
+        name, now = event.worker or "?", self._clock()
+        parent = self._owner(name)
+        span = Span(
+            span_id=next(self._ids), parent_id=_id(parent), kind="recall", name="recall",
+            start=now - event.duration_s, end=now, status="error" if event.error else "ok",
+            error=event.error, worker=name, detail=event.namespace,
+        )  # fmt: skip
+        self._keep(span, parent)
 
     # --- spans that end -------------------------------------------------------------
 

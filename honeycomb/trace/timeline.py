@@ -267,7 +267,12 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
         if span is top and span.kind in ("plan", "worker", "aggregate"):
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")
-        elif span.kind in ("model_call", "tool_call", "compaction"):
+        elif span.kind in (
+            "model_call",
+            "tool_call",
+            "compaction",
+            "recall",
+        ):  # a recall shows as a call
             group.calls.append(span)
     ordered = sorted(groups.values(), key=lambda g: ("plan", "worker", "aggregate").index(g.kind))
     return [g for g in ordered if g.kind == "worker" or g.own or g.calls]

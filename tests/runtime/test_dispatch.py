@@ -6,6 +6,7 @@ concurrency claims are also checked with a counter of calls in flight.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -504,6 +505,31 @@ async def test_sync_tools_run_in_worker_threads_without_blocking_the_loop() -> N
     assert loop_thread not in tool_threads
     # Ideally 40 ticks; a blocked loop would manage at most one or two.
     assert ticks >= 10
+
+
+async def test_a_sync_side_effect_cancelled_as_it_starts_ends_at_once_and_never_runs_after() -> (
+    None
+):
+    """Cancelled before its thread took it up, a side-effecting call ends at once (it
+    waited forever for a thread that would never run it), and does not run later."""
+    ran: list[int] = []
+
+    @tool(side_effects=True)
+    def effect(n: int) -> str:
+        ran.append(n)
+        return "done"
+
+    tools = dispatcher(effect)
+    for n in range(24):
+        task = asyncio.create_task(tools.dispatch([call("effect", {"n": n}, id=f"c{n}")]))
+        for _ in range(n % 6):  # cancelled at a different step of its start each time
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=5 * L)
+        assert done, f"call {n} still waits after its cancellation"
+        seen = list(ran)
+        await asyncio.sleep(L / 10)
+        assert ran == seen, f"call {n} ran after its cancellation was reported"
 
 
 async def test_sync_parallel_safe_calls_overlap() -> None:

@@ -1,6 +1,7 @@
 """A local OpenAI-compatible chat-completions server for tests.
 
-It serves ``POST /v1/chat/completions`` (non-streaming) on 127.0.0.1, on a free port,
+It serves ``POST /v1/chat/completions`` (non-streaming) and ``POST /v1/embeddings``
+(:func:`embedding`: vectors made from the words of each text) on 127.0.0.1, on a free port,
 from a background thread with its own event loop, so any test can use it whatever
 loop the test runs on. Tests program it with behaviours, consumed one per request
 (:meth:`OpenAIServer.enqueue`), and read back every request it received
@@ -20,9 +21,13 @@ loop the test runs on. Tests program it with behaviours, consumed one per reques
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import random
+import re
+import struct
 import threading
 import time
 from collections import Counter, deque
@@ -45,6 +50,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "Responder",
+    "embedding",
     "error",
     "text",
     "tool_calls",
@@ -226,7 +232,12 @@ class OpenAIServer(Lifecycle):
         self._rng = random.Random(faults.seed if faults else 0)
         self._in_flight = 0
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
-        app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._handle, methods=["POST"]),
+                Route("/v1/embeddings", self._handle, methods=["POST"]),
+            ]
+        )
         self._server = ThreadedServer(app, name="openai-test-server")
 
     @property
@@ -319,6 +330,8 @@ class OpenAIServer(Lifecycle):
         if isinstance(behaviour, Raw):
             return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
         model = body.get("model", "") if isinstance(body, dict) else ""
+        if isinstance(body, dict) and "input" in body:  # /v1/embeddings
+            return JSONResponse(_embeddings(body, model))
         return JSONResponse(_completion(behaviour, behaviour.model or model, number))
 
     async def _pause(self, seconds: float) -> None:
@@ -365,4 +378,41 @@ def _completion(reply: Reply, model: str, number: int) -> dict[str, Any]:
         "system_fingerprint": "fp_test",
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
         "usage": usage,
+    }
+
+
+EMBEDDING_DIMENSIONS = 64
+SYNONYMS = {"automobile": "car", "vehicle": "car", "cars": "car", "feline": "cat", "kitten": "cat"}
+"""Words the embeddings treat as one, so a test can find by meaning what no word of
+its query matches."""
+
+
+def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic vector for ``text``: a hashed bag of its lower-cased words (with
+    :data:`SYNONYMS` folded together), of length one."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        word = SYNONYMS.get(word, word)
+        slot = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dimensions
+        vector[slot] += 1.0
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else [1.0] + [0.0] * (dimensions - 1)
+
+
+def _embeddings(body: dict[str, Any], model: str) -> dict[str, Any]:
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
+    data = []
+    for index, text in enumerate(texts):
+        vector = embedding(str(text), dimensions)
+        sent: Any = vector
+        if body.get("encoding_format") == "base64":  # what the openai client asks for
+            sent = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": sent})
+    tokens = sum(len(str(t).split()) for t in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }

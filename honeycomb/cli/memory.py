@@ -1,0 +1,209 @@
+"""``honeycomb memory list|search|forget``: what a memory file holds.
+
+The file is ``--file``, else the memory of ``--hive`` (its ``memory:``, embeddings
+included, so that search is hybrid as the hive's workers' is), else
+``.honeycomb/memory.db`` under the current folder, where a hive whose ``memory:`` names
+no path keeps it. A missing file holds no memories and is not created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from honeycomb.hive import DEFAULT_MEMORY, load_hive
+from honeycomb.trace.format import counted
+from runtime import HoneycombError, MemoryRecord, SQLiteMemory
+from runtime.memory import DEFAULT_NAMESPACE
+
+__all__ = ["add_memory_command", "demo_with_memory"]
+
+
+def add_memory_command(commands: Any) -> None:
+    """Add ``memory`` and its actions to the command line's subcommands."""
+    memory = commands.add_parser("memory", help="list, search or forget long-term memories")
+    actions = memory.add_subparsers(required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", help="the newest memories first")
+    _where(listing)
+    listing.add_argument("--namespace", default=None, help="only this namespace (default: all)")
+    listing.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per memory")
+    listing.set_defaults(handler=_list)
+
+    search = actions.add_parser("search", help="the memories that match a query best")
+    search.add_argument("query", help="what to look for, in plain words")
+    _where(search)
+    search.add_argument(
+        "--namespace", default=DEFAULT_NAMESPACE, help=f"where (default: {DEFAULT_NAMESPACE})"
+    )
+    search.add_argument("-k", type=int, default=5, help="how many at most (default: 5)")
+    search.add_argument("--all", action="store_true", help="every word must match")
+    search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.set_defaults(handler=_search)
+
+    forget = actions.add_parser("forget", help="forget memories by id, or a whole namespace")
+    forget.add_argument("ids", nargs="*", metavar="ID", help="memory ids (memory list shows them)")
+    _where(forget)
+    forget.add_argument("--namespace", default=None, help="forget every memory of it")
+    forget.set_defaults(handler=_forget)
+
+
+def demo_with_memory(
+    hive: Path, task: str, args: argparse.Namespace, execute: Callable[..., int]
+) -> int:
+    """``honeycomb demo --memory``: ``execute(hive, task, args)``, the hive's workers
+    recalling what earlier runs kept. After a run that found its memory empty, a line
+    on stderr says that the next one will recall what this one kept."""
+    memory = load_hive(hive).memory()
+    assert isinstance(memory, SQLiteMemory), f"{hive} declares a memory file"
+    empty = True
+    if memory.path.exists():
+        try:
+            empty = not asyncio.run(memory.list(limit=1))
+        except HoneycombError:
+            empty = False  # the run says what is wrong with the file
+        finally:
+            memory.close()
+    code = execute(hive, task, args)
+    if code == 0 and empty:
+        print(
+            f"the workers kept what they found in {memory.path}: run it again to see the "
+            "workers recall it (honeycomb memory list shows it)",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--file", type=Path, default=None, help=f"the memory file (default: {DEFAULT_MEMORY})"
+    )
+    source.add_argument("--hive", type=Path, default=None, help="the memory of this hive file")
+
+
+class _NoMemory(Exception):
+    """The options name no memory file (a hive without ``memory:``)."""
+
+
+def _memory(args: argparse.Namespace) -> SQLiteMemory:
+    """The memory the options name (its file may not exist yet).
+
+    Raises:
+        ConfigErrors: for a hive that does not load.
+        _NoMemory: for a hive that declares no memory.
+    """
+    if args.hive is None:
+        return SQLiteMemory(args.file or DEFAULT_MEMORY)
+    memory = load_hive(args.hive).memory()
+    if not isinstance(memory, SQLiteMemory):
+        raise _NoMemory(f"{args.hive}: the hive declares no memory: (a top-level memory:)")
+    return memory
+
+
+def _run(args: argparse.Namespace, work: Callable[[SQLiteMemory], Coroutine[Any, Any, int]]) -> int:
+    """``work(memory)``, its errors told on stderr (exit status 2). A memory file that
+    does not exist holds no memories, and is not made."""
+    try:
+        memory = _memory(args)
+        if not memory.path.exists():
+            print(f"no memories: there is no memory file at {memory.path}")
+            return 0
+        try:
+            return asyncio.run(work(memory))
+        finally:
+            memory.close()
+    except (HoneycombError, _NoMemory) as exc:  # ConfigErrors among them
+        print(str(exc), file=sys.stderr)
+    except ValueError as exc:  # an option the memory refuses (a namespace ...)
+        print(f"honeycomb memory: {exc}", file=sys.stderr)
+    return 2
+
+
+def _list(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= _MAX_LIMIT:
+        print(f"--limit must be between 1 and {_MAX_LIMIT}", file=sys.stderr)
+        return 2
+
+    async def work(memory: SQLiteMemory) -> int:
+        found = await memory.list(args.namespace, limit=args.limit)
+        if args.json:
+            for record in found:
+                print(msgspec.json.encode(record).decode())
+            return 0
+        where = f" (namespace {args.namespace})" if args.namespace else ""
+        if not found:
+            print(f"no memories in {memory.path}{where}")
+            return 0
+        print(f"{counted(len(found), 'memory', 'memories')} in {memory.path}{where}, newest first")
+        for record in found:
+            print(_line(record))
+        return 0
+
+    return _run(args, work)
+
+
+def _search(args: argparse.Namespace) -> int:
+    async def work(memory: SQLiteMemory) -> int:
+        hits = await memory.search(
+            args.query, namespace=args.namespace, k=args.k, match="all" if args.all else "any"
+        )
+        if args.json:
+            for hit in hits:
+                print(msgspec.json.encode(hit).decode())
+            return 0
+        if not hits:
+            print(f"nothing in namespace {args.namespace} matches {args.query!r}")
+            return 0
+        print(f"{counted(len(hits), 'memory', 'memories')} match {args.query!r}, best first")
+        for hit in hits:
+            print(f"{hit.score:8.4f}  {_line(hit.record)}")
+        return 0
+
+    if not 1 <= args.k <= 100:
+        print("-k must be between 1 and 100", file=sys.stderr)
+        return 2
+    return _run(args, work)
+
+
+def _forget(args: argparse.Namespace) -> int:
+    if bool(args.ids) == (args.namespace is not None):
+        print(
+            "give memory ids, or --namespace NAME to forget all of it (not both)", file=sys.stderr
+        )
+        return 2
+
+    async def work(memory: SQLiteMemory) -> int:
+        if args.namespace is not None:
+            count = await memory.forget_namespace(args.namespace)
+            print(f"forgot {counted(count, 'memory', 'memories')} of namespace {args.namespace}")
+            return 0
+        missing = [i for i in args.ids if not await memory.delete(i)]
+        forgotten = len(args.ids) - len(missing)
+        print(f"forgot {counted(forgotten, 'memory', 'memories')}")
+        if missing:
+            print(f"no memory {', '.join(missing)} in {memory.path}", file=sys.stderr)
+            return 1
+        return 0
+
+    return _run(args, work)
+
+
+_MAX_LIMIT = 100_000
+
+
+def _line(record: MemoryRecord) -> str:
+    """``3f2a9c1e0b7d4a55  2026-05-01 10:12  trip  note  guide  Lisbon: sunny ...``"""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
+    text = " ".join(record.text.split())
+    text = text if len(text) <= 72 else text[:71] + "…"
+    by = record.role or "-"
+    return f"{record.id}  {when}  {record.namespace}  {record.kind:<6}  {by}  {text}"

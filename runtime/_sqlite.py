@@ -1,0 +1,78 @@
+"""SQLite files that many threads and processes write at once.
+
+SQLite waits for a lock another connection holds (the busy timeout) in most places,
+but not in all. Two matter here:
+
+- switching a file to WAL (``PRAGMA journal_mode=WAL``) needs the file to itself, and
+  fails at once with "database is locked" while another process has it open: two
+  processes that create the same new file, or open one not yet in WAL mode, collide
+  there;
+- a transaction that read before it writes fails at once when another connection
+  wrote meanwhile (its snapshot is stale), and so may the first read of a WAL file
+  another process is recovering.
+
+:func:`busy_retry` runs such a step again, after a growing pause with jitter, until a
+deadline; :func:`use_wal` is the WAL switch done so, skipped when the file is in WAL
+mode already (the mode is kept in the file, so every later open skips it). The caller
+checks a file is its own before either: the switch writes to the file.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["busy_retry", "is_busy", "use_wal"]
+
+T = TypeVar("T")
+
+_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary codes of the extended ones)
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether an SQLite error is another connection holding a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _BUSY
+    text = str(exc)
+    return "database is locked" in text or "database table is locked" in text
+
+
+def busy_retry(
+    step: Callable[[], T], *, errors: type[BaseException] | tuple[type[BaseException], ...],
+    timeout_s: float,
+) -> T:  # fmt: skip
+    """``step()``, run again while it fails with a busy error of ``errors``, until
+    ``timeout_s`` seconds have passed; then its last error is raised."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.002
+    while True:
+        try:
+            return step()
+        except errors as exc:
+            if not is_busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        # Jittered, so processes that collided once do not collide again in step.
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.1)
+
+
+def use_wal(
+    db: Any, *, errors: type[BaseException] | tuple[type[BaseException], ...], timeout_s: float
+) -> str:
+    """Put the file of connection ``db`` in WAL mode, unless it is already; return the
+    mode it is in then (``wal``, unless the file cannot be: ``memory`` ...).
+
+    Raises:
+        errors: when the file stays locked past ``timeout_s``.
+    """
+
+    def switch() -> str:
+        mode = str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode != "wal":
+            mode = str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+        return mode
+
+    return busy_retry(switch, errors=errors, timeout_s=timeout_s)

@@ -1,0 +1,149 @@
+"""OpenAIEmbeddings through the real ``openai`` client against the local server's
+``/v1/embeddings``, and SQLiteMemory's hybrid search (BM25 and sqlite-vec vectors
+merged) on real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import MemoryStoreError, ModelHTTPError, OpenAIEmbeddings, SQLiteMemory
+from runtime.retry import RetryPolicy
+from tests.support.openai_server import OpenAIServer, embedding, error
+
+
+def embeddings_of(server: OpenAIServer, **options: Any) -> OpenAIEmbeddings:
+    return OpenAIEmbeddings("embed-small", base_url=server.base_url, api_key="sk-test", **options)
+
+
+async def test_vectors_come_back_in_the_order_of_the_texts(openai_server: OpenAIServer) -> None:
+    vectors = await embeddings_of(openai_server).embed(["a car", "a cat", "a car"])
+    assert vectors[0] == pytest.approx(embedding("a car"))
+    assert vectors[1] == pytest.approx(embedding("a cat"))
+    assert vectors[0] == pytest.approx(vectors[2])
+    [request] = openai_server.requests
+    assert request.path == "/v1/embeddings"
+    assert request.body["model"] == "embed-small"
+    assert request.body["input"] == ["a car", "a cat", "a car"]
+    assert request.headers["authorization"] == "Bearer sk-test"
+
+
+async def test_dimensions_are_asked_for_and_named(openai_server: OpenAIServer) -> None:
+    model = embeddings_of(openai_server, dimensions=16)
+    [vector] = await model.embed(["lisbon"])
+    assert len(vector) == 16
+    assert openai_server.requests[0].body["dimensions"] == 16
+    assert model.name == "embed-small:16"
+    assert await model.embed([]) == []
+    assert len(openai_server.requests) == 1  # nothing to embed, nothing sent
+
+
+async def test_server_errors_are_retried_and_others_are_not(openai_server: OpenAIServer) -> None:
+    model = embeddings_of(
+        openai_server, retry=RetryPolicy(attempts=3, initial_wait_s=0.01, jitter_s=0)
+    )
+    openai_server.enqueue(error(500), error(503))
+    assert len(await model.embed(["x"])) == 1
+    assert len(openai_server.requests) == 3
+    openai_server.enqueue(error(400, "bad model"))
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.embed(["x"])
+    assert caught.value.status == 400
+    assert len(openai_server.requests) == 4
+
+
+@pytest.fixture
+def semantic(tmp_path: Path, openai_server: OpenAIServer) -> SQLiteMemory:
+    pytest.importorskip("sqlite_vec")  # the dev extra brings it (the memory extra)
+    return SQLiteMemory(tmp_path / "semantic.db", embeddings=embeddings_of(openai_server))
+
+
+async def test_meaning_finds_what_no_word_matches(semantic: SQLiteMemory) -> None:
+    car = await semantic.add("a red automobile is parked by the station")
+    await semantic.add("kittens sleep all afternoon")
+    # No word of the query is in the memory: only its vector finds it.
+    [hit] = await semantic.search("vehicle", k=1)
+    assert hit.record == car
+    words_only = SQLiteMemory(semantic.path)  # the same file, searched by words only
+    assert await words_only.search("vehicle") == ()
+
+
+async def test_a_memory_found_both_ways_comes_first(semantic: SQLiteMemory) -> None:
+    await semantic.add("cars are fast")  # the same meaning, no word in common
+    both = await semantic.add("trains to Porto and cars to Lisbon")  # words and meaning
+    await semantic.add("Porto has a famous bridge")  # words only
+    await semantic.add("the opera house is closed")
+    hits = await semantic.search("vehicle porto", k=3)
+    assert hits[0].record == both
+    assert {h.record.text for h in hits[1:]} == {"cars are fast", "Porto has a famous bridge"}
+    assert hits[0].score > hits[1].score
+
+
+async def test_a_text_is_embedded_once_and_namespaces_stay_apart(
+    semantic: SQLiteMemory, openai_server: OpenAIServer
+) -> None:
+    await semantic.add("a car for rent", namespace="a")
+    await semantic.add("a car  for rent", namespace="a")  # the same memory
+    assert len(openai_server.requests) == 1
+    await semantic.add("a car for rent", namespace="b")
+    assert [h.record.namespace for h in await semantic.search("automobile", namespace="b")] == ["b"]
+
+
+async def test_a_forgotten_memory_is_not_found_by_meaning(semantic: SQLiteMemory) -> None:
+    car = await semantic.add("an automobile")
+    assert await semantic.delete(car.id)
+    assert await semantic.search("vehicle") == ()
+    await semantic.add("a kitten")
+    assert await semantic.forget_namespace("default") == 1
+    assert await semantic.search("cat") == ()
+
+
+async def test_vectors_of_another_model_are_refused(
+    semantic: SQLiteMemory, openai_server: OpenAIServer
+) -> None:
+    await semantic.add("an automobile")
+    other = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server, dimensions=16))
+    with pytest.raises(MemoryStoreError, match="vectors of two models do not compare") as caught:
+        await other.search("vehicle")
+    assert "'embed-small' (64 dimensions)" in str(caught.value)
+    assert "'embed-small:16' (16 dimensions)" in str(caught.value)
+
+
+async def test_an_endpoint_that_fails_is_a_model_error_and_keeps_nothing(
+    semantic: SQLiteMemory, openai_server: OpenAIServer
+) -> None:
+    openai_server.enqueue(error(401, "bad key"))
+    with pytest.raises(ModelHTTPError):
+        await semantic.add("an automobile")
+    assert await semantic.list() == ()
+
+
+async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
+    semantic: SQLiteMemory, openai_server: OpenAIServer
+) -> None:
+    """``honeycomb memory forget --file`` forgets with no embeddings (and no sqlite-vec
+    loaded): the vectors stay behind, match no memory, and would take the places of
+    real ones among a search's nearest. The next memory with embeddings to open the
+    file sweeps them."""
+    import sqlite_vec
+
+    for text in ("an automobile", "a kitten", "a bridge"):
+        await semantic.add(text)
+    [car] = [r for r in await semantic.list() if r.text == "an automobile"]
+    assert await SQLiteMemory(semantic.path).delete(car.id)  # words only
+
+    def vectors() -> int:
+        raw = semantic._driver.connect(str(semantic.path))  # type: ignore[union-attr]
+        raw.enable_load_extension(True)
+        sqlite_vec.load(raw)
+        try:
+            return int(raw.execute("SELECT count(*) FROM memory_vectors").fetchone()[0])
+        finally:
+            raw.close()
+
+    assert vectors() == 3
+    again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
+    assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
+    assert vectors() == 2

@@ -1,0 +1,188 @@
+"""Long-term memory in a worker: what a role's ``memory:`` asks for.
+
+- ``recall: N`` (default 3; 0: none): before its first turn, a worker searches its
+  namespace for its subtask; when something is found, the best N memories go into its
+  context as one user message right after the task (:func:`recall_text` is how it
+  reads). The search is a :class:`MemoryRecalled` event, so a trace shows it. A
+  resumed worker does not recall again: the message is part of its saved conversation.
+- ``remember: true`` (the default): the role has two more tools, ``recall(query, k)``,
+  parallel-safe, and ``remember(text)``, side-effecting and idempotent: journaled like
+  any side effect, and the same text is one memory however often it is kept.
+- ``store_result: true``: each finished worker's answer is kept, with its run, role and
+  subtask (:func:`keep_result`, called by the Executor's scheduler once the worker ends).
+
+A memory that fails (a locked file, an embeddings endpoint that is down) never fails
+the worker: the recall is an event with the error, a tool call an error observation,
+and a result that cannot be kept a warning in the log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import (
+    Event,
+    HoneycombError,
+    Memory,
+    MemoryHit,
+    Tool,
+    ToolContext,
+    Tracer,
+    UserMessage,
+    _logging,
+    tool,
+)
+from runtime._render import cut
+from runtime.memory import DEFAULT_NAMESPACE
+
+__all__ = [
+    "RECALL_HEADER",
+    "MemoryRecalled",
+    "RoleMemory",
+    "keep_result",
+    "memory_tools",
+    "recall_at_start",
+    "recall_text",
+]
+
+RECALL_HEADER = "From memory (what earlier work kept; it may be out of date):"
+"""The first line of the message that brings recalled memories into a worker's context."""
+RECALLED_CHARS = 1500
+"""Characters of each memory a recall shows."""
+
+
+class RoleMemory(BaseModel):
+    """A role's use of the memory (``memory:`` in its YAML).
+
+    Attributes:
+        namespace: Where its memories are kept and searched.
+        recall: Memories put into a worker's context at its start (0: none).
+        remember: Give the role the ``recall`` and ``remember`` tools.
+        store_result: Keep each finished worker's answer.
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=r"^[\w.:/@-]{1,200}$")
+    recall: int = Field(default=3, ge=0, le=20)
+    remember: bool = True
+    store_result: bool = False
+
+
+class MemoryRecalled(Event, frozen=True, kw_only=True):
+    """A worker searched its memory at its start, for its subtask."""
+
+    kind: ClassVar[str] = "memory.recalled"
+    namespace: str
+    query: str
+    memory_ids: tuple[str, ...]  # the memories put into its context, best first
+    duration_s: float
+    error: str | None = None
+
+
+def recall_text(hits: Sequence[MemoryHit], header: str = RECALL_HEADER) -> str:
+    """Memories as a worker reads them: the header, then each memory under a line that
+    says where it came from (``[memory 3f2a… · guide, run 9c1e…]``)."""
+    lines = [header]
+    for hit in hits:
+        record = hit.record
+        origin = [
+            *((record.role,) if record.role else ()),
+            *((f"run {record.run_id}",) if record.run_id else ()),
+        ]
+        source = f" · {', '.join(origin)}" if origin else ""
+        lines += ["", f"[memory {record.id}{source}]", cut(record.text, RECALLED_CHARS)]
+    return "\n".join(lines)
+
+
+async def recall_at_start(
+    memory: Memory,
+    settings: RoleMemory,
+    task: str,
+    *,
+    tracer: Tracer,
+    worker: str | None,
+    run_id: str | None,
+) -> UserMessage | None:
+    """The message of what ``memory`` holds for ``task`` (None: nothing found, or the
+    search failed); the search is emitted as a :class:`MemoryRecalled`."""
+    started = time.perf_counter()
+    hits: Sequence[MemoryHit] = ()
+    error = None
+    try:
+        hits = await memory.search(task, namespace=settings.namespace, k=settings.recall)
+    except (HoneycombError, ValueError) as exc:  # the worker goes on without it
+        error = f"{type(exc).__name__}: {exc}"
+    if tracer.enabled:
+        tracer.emit(
+            MemoryRecalled(
+                worker=worker, run_id=run_id, namespace=settings.namespace, query=task,
+                memory_ids=tuple(h.record.id for h in hits),
+                duration_s=time.perf_counter() - started, error=error,
+            )
+        )  # fmt: skip
+    return UserMessage(content=recall_text(hits)) if hits else None
+
+
+def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[Any, Any], ...]:
+    """The ``recall`` and ``remember`` tools of a role, on its namespace."""
+    namespace = settings.namespace
+
+    async def recall(
+        query: str, k: Annotated[int, Field(ge=1, le=20)] = 3
+    ) -> str:  # fmt: skip
+        """Search long-term memory (what earlier work kept) for what matches the query;
+        the best k memories, best first.
+
+        Args:
+            query: What to look for, in plain words.
+            k: How many memories at most.
+        """
+        hits = await memory.search(query, namespace=namespace, k=k)
+        if not hits:
+            return f"No memory matches {query!r}."
+        return recall_text(hits, header=f"Memories for {query!r}, best first:")
+
+    async def remember(text: str, context: ToolContext) -> str:
+        """Keep a note in long-term memory, for later work: a fact, a finding or a
+        decision worth knowing next time. The same note is kept once.
+
+        Args:
+            text: The note, self-contained (it is read without this conversation).
+        """
+        record = await memory.add(
+            text, namespace=namespace, run_id=context.run_id, role=role, worker=context.worker
+        )
+        return f"Remembered (memory {record.id})."
+
+    return (
+        tool(recall),
+        tool(side_effects=True, idempotent=True)(remember),
+    )
+
+
+async def keep_result(
+    memory: Memory,
+    settings: RoleMemory,
+    text: str,
+    *,
+    run_id: str | None,
+    role: str,
+    worker: str,
+) -> None:
+    """Keep a finished worker's answer (``store_result``). A memory that fails is logged
+    (``memory.store_failed``, a warning), never raised: the worker's result stands."""
+    if not text.strip():
+        return
+    try:
+        await memory.add(
+            text, namespace=settings.namespace, kind="result", run_id=run_id, role=role,
+            worker=worker,
+        )  # fmt: skip
+    except (HoneycombError, ValueError) as exc:
+        fields = {"run_id": run_id, "worker": worker, "error": f"{type(exc).__name__}: {exc}"}
+        _logging.log("memory.store_failed", fields, level="warning")
