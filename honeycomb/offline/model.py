@@ -9,7 +9,8 @@ It recognises four kinds of call and answers each by simple text rules (see
 - a worker turn with tools: calls to the tools whose words match the instruction, with
   arguments read from the text (one call per city, ...); once observations are in, a
   side-effecting "send" tool if the task asks for one; then a summary of the results;
-- the aggregator (the results header in a user message): the results merged per subtask;
+- the aggregator (the results header in a user message): a short answer in prose from
+  the lead of every subtask's result (:mod:`honeycomb.offline.answer`);
 - anything else (such as the wrap-up call): a summary of what the conversation holds.
 
 All final text starts with ``[offline simulation]``. Every answer is derived from the
@@ -27,11 +28,11 @@ from typing import Any
 
 import anyio
 
+from honeycomb.offline import answer as answer
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
 from honeycomb.offline.plan import plan_for, task_text
 from honeycomb.run.prompts import RESULTS_HEADER
-from honeycomb.run.prompts import parse_results as parse_results_text
 from runtime import (
     AssistantMessage,
     ModelRequest,
@@ -240,22 +241,9 @@ def _compose(task: _Task, observed: list[tuple[str, str, ToolMessage]]) -> str:
 
 
 def final_text(request: ModelRequest) -> str:
-    """A final answer from the conversation's observations, or its task's inputs."""
+    """A final answer in prose from the conversation's observations, or its task's inputs."""
     task = _task(request)
-    observed = _observations(request)
-    topic = task.instruction.splitlines()[0] if task.instruction else "the task"
-    if observed:
-        failed = sum(1 for _, _, m in observed if m.status != "ok")
-        lines = [f"{PREFIX}Results for: {topic}", *(_bullet(*o) for o in observed)]
-        if failed:
-            lines.append(f"{failed} of {len(observed)} tool calls did not succeed.")
-        return "\n".join(lines)
-    if task.inputs:
-        lines = [f"{PREFIX}From the results I was given, for: {topic}"]
-        for name, text in task.inputs:
-            lines += ["", f"## {name}", text]
-        return "\n".join(lines)
-    return f"{PREFIX}I have no tool results to go on. The task was: {task.instruction}"
+    return answer.worker_answer(task.instruction, task.inputs, answer.seen(request))
 
 
 def _observations(request: ModelRequest) -> list[tuple[str, str, ToolMessage]]:
@@ -281,22 +269,7 @@ def _bullet(name: str, arguments: str, observation: ToolMessage) -> str:
     return f"- {name}({arguments}){outcome} {rules.render(observation.content)}"
 
 
-def aggregate(text: str) -> str:
-    """The aggregator's answer: every subtask's result under its id, failures named."""
-    task, results = parse_results_text(text)
-    lines = [f"{PREFIX}Final answer to: {task}"]
-    for entry in results:
-        if entry.ok:
-            lines += ["", f"## {entry.id} ({entry.role})", _unprefixed(entry.text)]
-    failed = [e for e in results if not e.ok]
-    if failed:
-        lines += ["", "Failed subtasks (their part of the answer is missing):"]
-        lines += [
-            f"- {e.id} ({e.role}): {_unprefixed(e.text)[:200] or '(no detail)'}" for e in failed
-        ]
-    if not results:
-        lines += ["", "No subtask produced a result."]
-    return "\n".join(lines)
+aggregate = answer.aggregate
 
 
 def _unprefixed(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import time
 from pathlib import Path
 from types import ModuleType
@@ -249,8 +250,8 @@ async def test_after_observations_the_answer_summarises_each_result(
     assert not response.message.tool_calls
     assert text.startswith(PREFIX)
     for city, conditions in (("Paris", "partly cloudy"), ("Rome", "sunny"), ("Berlin", "showers")):
-        assert f"city={city}" in text
-        assert conditions in text
+        assert re.search(rf"{city}\b[^\n.]*{conditions}", text), text
+    assert "{" not in text  # sentences, not JSON
 
 
 async def test_failed_and_timed_out_calls_are_summarised(
@@ -267,9 +268,9 @@ async def test_failed_and_timed_out_calls_are_summarised(
     ]
     text = (await model.complete(request(task, first, *observations, tools=tools))).message.content
     assert text is not None
-    assert "city=Paris): city: Paris; conditions: overcast" in text
-    assert "(city=Atlantis) failed: Error:" in text
-    assert "(city=Rome) timed out" in text
+    assert "Paris: overcast" in text
+    assert re.search(r"city=Atlantis failed: no forecast", text)
+    assert re.search(r"city=Rome failed: .*timed out", text)
     assert "2 of 3 tool calls did not succeed" in text
 
 
@@ -382,9 +383,9 @@ async def test_wrap_up_answers_from_the_observations(model: OfflineModel) -> Non
             UserMessage(content=WRAP_UP.format(turns=1)),
         )
     )
-    assert (
-        response.message.content == f"{PREFIX}Results for: Look up a.\n- lookup(key=a): value-of-a"
-    )
+    text = response.message.content or ""
+    assert text.startswith(PREFIX)
+    assert re.search(r"key=a: value-of-a", text), text
 
 
 async def test_a_plain_call_restates_the_task(model: OfflineModel) -> None:
@@ -403,7 +404,8 @@ async def test_a_worker_loop_runs_to_a_final_answer(trip: ModuleType) -> None:
     assert isinstance(result, Final)
     assert result.state.turn == 2
     assert result.state.usage.tool_calls == 3
-    assert all(f"city={c}" in result.text for c in ("Lisbon", "Porto", "Madrid"))
+    assert all(f"\n- {c}, Saturday: " in result.text for c in ("Lisbon", "Porto", "Madrid"))
+    assert "Best weather" in result.text
 
 
 # --- aggregator and output schemas ------------------------------------------------------
@@ -419,11 +421,11 @@ async def test_aggregator_merges_results_and_names_failures(model: OfflineModel)
     ]
     req = request(aggregator_task(TASK, results), system=AGGREGATOR_INSTRUCTIONS)
     text = (await model.complete(req)).message.content or ""
-    assert text.startswith(f"{PREFIX}Final answer to: Compare the weather")
+    assert text.startswith(PREFIX)
+    assert "Compare the weather" in text
     assert text.count(PREFIX) == 1
-    assert "## weather-1 (weather)\nLisbon is sunny." in text
-    assert "## budget-1 (budget)\n365 EUR in total." in text
-    assert "- guide-1 (guide): ToolTimeout: search_guide timed out" in text
+    assert "\n\nLisbon is sunny.\n\n365 EUR in total." in text
+    assert "guide-1 (guide): ToolTimeout: search_guide timed out" in text
 
 
 class Report(BaseModel):
@@ -445,10 +447,10 @@ async def test_output_schema_answers_with_fitting_json(model: OfflineModel) -> N
         output=OutputSchema.for_model(Report),
     )
     report = Report.model_validate_json((await model.complete(req)).message.content or "")
-    assert report.title == "Results for: Work out 3 nights at 95 EUR."
+    assert "285" in report.title
     assert report.summary.startswith(PREFIX)
-    assert report.total == 3
-    assert report.points == ["calculate(expression=3 * 95): 285"]
+    assert report.total == 3 * 95
+    assert report.points == [report.summary]
     assert report.done is False
 
 
