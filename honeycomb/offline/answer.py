@@ -28,7 +28,7 @@ NOTE = "put together by rules, with no language model (a real model writes this 
 _UNITS = (
     ("_pct", "%"), ("_percent", "%"), ("_c", " °C"), ("_f", " °F"), ("_eur", " EUR"),
     ("_usd", " USD"), ("_ms", " ms"), ("_s", " s"), ("_min", " min"), ("_km", " km"),
-    ("_kg", " kg"),
+    ("_kg", " kg"), ("_m", " million"),
 )  # fmt: skip
 # Numbers that are better low ("rain chance", "cost", "severity"); others are better high.
 _WORSE_WHEN_HIGH = rules.stems(
@@ -84,6 +84,7 @@ def worker_answer(
         if observed:
             sentences.append(f"It holds the results of {names}.")  # what was sent
         else:
+            sentences.append(f"From {names}:")
             sentences += [lead(text) for _, text in inputs]
     text = PREFIX + " ".join(s for s in sentences if s)
     details = [f"- {_detail(s, instruction)}" for s in observed] if len(observed) > 1 else []
@@ -104,7 +105,11 @@ def aggregate(text: str) -> str:
     topic = re.split(r"[:;.]", task, maxsplit=1)[0].strip() or "the task"
     found = f"what {_count(len(done), 'worker')} found" if done else "the results"
     paragraphs = [f"{PREFIX}Here is {found} for “{topic}”, {NOTE}."]
-    paragraphs += [lead(e.text) for e in done if lead(e.text)]
+    leads = [lead(e.text) for e in done if lead(e.text)]
+    # A synthesis that already holds other results' leads stands for them.
+    paragraphs += [
+        t for i, t in enumerate(leads) if not any(t in o for j, o in enumerate(leads) if j != i)
+    ]
     if failed:
         missing = "; ".join(
             f"{e.id} ({e.role}): {lead(e.text)[:200] or 'no detail'}" for e in failed
@@ -173,14 +178,16 @@ def _record(s: Seen) -> str:
         for k, v in s.value.items()
         if not (isinstance(v, str) and v.lower() in asked) and _fact(k, v)
     ]
-    name = ", ".join(_capital(v) for v in label) or _noun(s.tool).capitalize()
+    name = ", ".join(_capital(v) for v in label) or _capital(_noun(s.tool))
     return f"{name}: {', '.join(rest)}" if rest else name
 
 
 def _fact(key: str, value: Any) -> str:
     if _number(value):
+        if not _unit(key) and key.endswith("s") and "_" not in key:
+            return f"{value:g} {key}"  # a count: "3 issues"
         return f"{_field(key)} {value:g}{_unit(key)}"
-    if isinstance(value, str) and len(value) <= 120:
+    if isinstance(value, str) and len(value) <= 400:
         return value
     return ""
 
@@ -190,14 +197,21 @@ def _top_match(s: Seen) -> str:
     if not s.value:
         return f"Nothing found for {looked_for}."
     top = s.value[0]
-    if not isinstance(top, dict):
-        shown = ", ".join(str(v) for v in s.value[:5])
-        return f"{_noun(s.tool).capitalize()} for {looked_for}: {shown}."
+    if not isinstance(top, dict) or not s.arguments:  # a listing, not a search
+        shown = "; ".join(_title(v) for v in s.value[:12])
+        more = f" and {len(s.value) - 12} more" if len(s.value) > 12 else ""
+        return f"{_capital(_noun(s.tool))} ({len(s.value)}): {shown}{more}."
     title = next((str(v) for k, v in top.items() if _TITLE_KEY.search(k)), "")
     body = next((str(v) for k, v in top.items() if _TEXT_KEY.search(k)), "")
     if title and body:
         return f"{title.rstrip('.')} — {_sentence(body)}"
     return _sentence(_record(Seen(tool=s.tool, arguments=s.arguments, ok=True, value=top)))
+
+
+def _title(item: Any) -> str:
+    if isinstance(item, dict):
+        return next((str(v) for k, v in item.items() if _TITLE_KEY.search(k)), _shown(item))
+    return str(item)
 
 
 def _scalar(s: Seen, instruction: str) -> str:
@@ -231,7 +245,8 @@ def _detail(s: Seen, instruction: str) -> str:
 def _noun(tool: str) -> str:
     """``get_weather`` -> "weather": the tool's name without a leading verb."""
     parts = tool.split("_")
-    return " ".join(parts[1:] if len(parts) > 1 and rules.mentions(parts[0], "get") else parts)
+    verb = len(parts) > 1 and rules.mentions(parts[0], "get list read fetch search find look")
+    return " ".join(parts[1:] if verb else parts)
 
 
 def _field(key: str) -> str:
@@ -251,7 +266,8 @@ def _number(value: Any) -> bool:
 
 
 def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    """ "saturday" -> "Saturday"; names such as "billing.py" or "MSG-1" stay as they are."""
+    return text[:1].upper() + text[1:] if re.fullmatch(r"[a-z][a-z ]*", text) else text
 
 
 def _sentence(text: str) -> str:

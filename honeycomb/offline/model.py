@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 
 from honeycomb.offline import answer as answer
+from honeycomb.offline import follow as follow
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
 from honeycomb.offline.plan import plan_for, task_text
@@ -142,10 +143,22 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
         calls = _gather_calls(task.instruction, gather, turn)
         if calls:
             return AssistantMessage(tool_calls=calls)
+    messages = [m for _, _, m in observed]
+    later = follow.follow_ups([t for t in request.tools if t not in senders], messages)
+    if later:  # "list the files, then review each": one call per item the results name
+        return AssistantMessage(
+            tool_calls=tuple(_call(n, a, turn, i) for i, (n, a) in enumerate(later))
+        )
     sent = {name for name, _, _ in observed} & {t.name for t in senders}
     if senders and not sent and rules.mentions(task.instruction, rules.SEND_WORDS):
         wanted = rules.stems(task.instruction)
         sender = max(senders, key=lambda t: len(wanted & rules.stems(_tool_words(t), widen=False)))
+        subject = re.split(r"\s+(?:to|into|for)\s+", rules.key_phrase(task.instruction))[0]
+        each = follow.per_item(sender, messages, subject.capitalize() or "Item")
+        if each:  # side effects per item: the dispatcher runs them one at a time, in order
+            return AssistantMessage(
+                tool_calls=tuple(_call(sender.name, a, turn, i) for i, a in enumerate(each))
+            )
         call = _send_call(sender, task, observed, turn)
         if call is not None:
             return AssistantMessage(tool_calls=(call,))
@@ -173,6 +186,8 @@ def _gather_calls(text: str, tools: Sequence[ToolSchema], turn: int) -> tuple[To
     wanted = rules.stems(text, skip=rules.places(text))
     vocabularies = [rules.stems(_tool_words(t), widen=False) for t in tools]
     scores = [len(wanted & v) for v in vocabularies]
+    if not any(scores):  # nothing matches by name: a search tool can look anything up
+        scores = [int(schema_rules.searches(t.parameters)) for t in tools]
     enough = max(1, max(scores, default=0) / 3)
     calls: list[ToolCall] = []
     for schema, vocabulary, score in zip(tools, vocabularies, scores, strict=True):
