@@ -8,7 +8,8 @@ It recognises four kinds of call and answers each by simple text rules (see
   by keyword overlap; a writer/sender subtask depends on all the others;
 - a worker turn with tools: calls to the tools whose words match the instruction, with
   arguments read from the text (one call per city, ...); once observations are in, a
-  side-effecting "send" tool if the task asks for one; then a summary of the results;
+  tool that takes a file or an id for each one they name (:mod:`honeycomb.offline.follow`),
+  a side-effecting "send" tool if the task asks for one; then the answer in sentences;
 - the aggregator (the results header in a user message): a short answer in prose from
   the lead of every subtask's result (:mod:`honeycomb.offline.answer`);
 - anything else (such as the wrap-up call): a summary of what the conversation holds.

@@ -560,3 +560,64 @@ def test_places_skip_verbs_days_and_currency() -> None:
 )
 def test_expression(text: str, expected: str | None) -> None:
     assert rules.expression(text) == expected
+
+
+# --- follow-ups: one call per item the results name ---------------------------------
+
+
+def _schema(name: str, description: str, *required: str) -> ToolSchema:
+    props = {p: {"type": "string"} for p in required}
+    return ToolSchema(
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": props, "required": list(required)},
+    )
+
+
+async def test_a_listing_is_followed_by_one_call_per_file(model: OfflineModel) -> None:
+    tools = (
+        _schema("list_files", "List the files of the folder to review."),
+        _schema("review_file", "Review one file of the folder.", "path"),
+    )
+    task = "Review every file of the folder."
+    first = (await model.complete(request(task, tools=tools))).message
+    assert [c.name for c in first.tool_calls] == ["list_files"]  # no made-up path
+    listing = observe(first.tool_calls[0], '["a.py", "lib/b.py"]')
+    second = (await model.complete(request(task, first, listing, tools=tools))).message
+    assert [(c.name, arguments(c)) for c in second.tool_calls] == [
+        ("review_file", {"path": "a.py"}),
+        ("review_file", {"path": "lib/b.py"}),
+    ]
+
+
+async def test_a_side_effect_per_item_takes_each_items_fields(model: OfflineModel) -> None:
+    tools = (
+        _schema("read_queue", "Read the queue of requests."),
+        _schema("open_ticket", "Open a ticket for one request.", "request_id", "priority"),
+    )
+    task = "Read the queue and open a ticket for each."
+    first = (await model.complete(request(task, tools=tools))).message
+    queue = observe(
+        first.tool_calls[0],
+        json.dumps([{"request_id": "R-1", "priority": "high"}, {"request_id": "R-2"}]),
+    )
+    second = (await model.complete(request(task, first, queue, tools=tools))).message
+    calls = [arguments(c) for c in second.tool_calls]
+    assert [c["request_id"] for c in calls] == ["R-1", "R-2"]
+    assert calls[0]["priority"] == "high"
+    assert len({c.id for c in second.tool_calls}) == 2
+
+
+async def test_a_clause_with_no_roles_words_stays_with_the_role_before(
+    model: OfflineModel,
+) -> None:
+    entries = [
+        CatalogEntry(role="researcher", description="Researches a question in the corpus."),
+        CatalogEntry(role="writer", description="Writes a synthesis of the findings."),
+    ]
+    task = "Research how bees dance, how they keep warm, then write a synthesis."
+    plan = Plan.model_validate_json(
+        (await model.complete(plan_request(task, entries))).message.content or ""
+    )
+    assert [s.role for s in plan.subtasks] == ["researcher", "researcher", "writer"]
+    assert plan.subtasks[2].depends_on == ("researcher-1", "researcher-2")
