@@ -82,7 +82,7 @@ def worker_answer(
     if inputs:
         names = _listed([name.split(" (")[0] for name, _ in inputs])
         if observed:
-            sentences.append(f"It holds the results of {names}.")  # what was sent
+            sentences.append(f"It holds the results of {names}.")  # what it sent on
         else:
             sentences.append(f"From {names}:")
             sentences += [lead(text) for _, text in inputs]
@@ -106,9 +106,12 @@ def aggregate(text: str) -> str:
     found = f"what {_count(len(done), 'worker')} found" if done else "the results"
     paragraphs = [f"{PREFIX}Here is {found} for “{topic}”, {NOTE}."]
     leads = [lead(e.text) for e in done if lead(e.text)]
-    # A synthesis that already holds other results' leads stands for them.
+    # A synthesis that already holds other results' leads stands for them; a lead said
+    # twice is said once.
     paragraphs += [
-        t for i, t in enumerate(leads) if not any(t in o for j, o in enumerate(leads) if j != i)
+        t
+        for i, t in enumerate(leads)
+        if not any(t in o and (len(o) > len(t) or j < i) for j, o in enumerate(leads) if j != i)
     ]
     if failed:
         missing = "; ".join(

@@ -102,3 +102,20 @@ def test_the_aggregator_joins_each_lead_and_names_what_failed() -> None:
     assert "- detail" not in text  # only the lead paragraph
     assert "b-1" in text
     assert "timed out" in text
+
+
+def test_a_lead_said_twice_is_said_once_and_a_synthesis_stands_for_its_inputs() -> None:
+    results = [
+        ResultEntry(id="a-1", role="a", ok=True, text=f"{PREFIX}Same words."),
+        ResultEntry(id="a-2", role="a", ok=True, text=f"{PREFIX}Same words."),
+        ResultEntry(id="w-1", role="w", ok=True, text=f"{PREFIX}From a-1: Other. Fine."),
+        ResultEntry(id="a-3", role="a", ok=True, text=f"{PREFIX}Other."),
+    ]
+    task = aggregator_task("Do it.", results)
+    request = ModelRequest(
+        messages=(SystemMessage(content="You merge."), UserMessage(content=task))
+    )
+    text = respond(request).content or ""
+    assert text.count("Same words.") == 1
+    assert text.count("Other.") == 1
+    assert "From a-1: Other. Fine." in text
