@@ -26,7 +26,9 @@ from honeycomb import Executor, HoneycombError, RunResult
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
-_EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; "run_id" is optional)'
+_EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; "run_id", a string, optional)'
+    'send a JSON body like {"task": "..."} (a non-empty task; a "run_id" string is optional)'
+)
 
 
 def create_app(executor: Executor) -> Starlette:
@@ -39,7 +41,8 @@ def create_app(executor: Executor) -> Starlette:
         except ValueError:  # not JSON, or not UTF-8: the client's mistake, not ours
             body = None
         task = body.get("task") if isinstance(body, dict) else None
-        if not isinstance(task, str) or not task.strip():
+        run_id = body.get("run_id") if isinstance(body, dict) else None
+        if not isinstance(task, str) or not task.strip() or not isinstance(run_id, str | None):
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         result: RunResult | None = None
         error: HoneycombError | None = None
@@ -49,7 +52,7 @@ def create_app(executor: Executor) -> Starlette:
             tg.start_soon(_cancel_on_disconnect, request, tg.cancel_scope)
             active.value += 1
             try:
-                result = await executor.run(task, run_id=body.get("run_id") or None)
+                result = await executor.run(task, run_id=run_id or None)
             except HoneycombError as exc:
                 error = exc
             finally:

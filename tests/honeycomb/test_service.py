@@ -125,3 +125,10 @@ async def test_the_request_its_docstring_shows_answers_sensibly(demo_service: st
     assert "did not succeed" not in answer
     assert "Best weather" in answer
     assert all(city in answer for city in named)
+
+
+async def test_a_run_id_that_is_not_a_string_gets_422(demo_service: str) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", json={"task": "x", "run_id": 7})
+    assert response.status_code == 422
+    assert "run_id" in response.json()["error"]
