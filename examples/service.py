@@ -26,9 +26,7 @@ from honeycomb import Executor, HoneycombError, RunResult
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
-_EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; "run_id", a string, optional)'
-    'send a JSON body like {"task": "..."} (a non-empty task; a "run_id" string is optional)'
-)
+_EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; an optional "run_id")'
 
 
 def create_app(executor: Executor) -> Starlette:
