@@ -27,8 +27,8 @@ def list_files() -> list[str]:
 
 @tool
 def review_file(path: str) -> dict[str, Any]:
-    """Review one Python file of the bundled code folder: bare excepts, eval, print
-    calls, mutable default arguments and TODO notes.
+    """Review one Python file of the bundled code folder: bare excepts, files opened
+    outside a with block, print calls, mutable default arguments and TODO notes.
 
     Args:
         path: The file's name, as list_files gives it.
@@ -43,19 +43,23 @@ def review_file(path: str) -> dict[str, Any]:
     source = file.read_text(encoding="utf-8")
     found = [f"line {n}: a TODO note" for n, line in enumerate(source.splitlines(), 1)
              if "TODO" in line]  # fmt: skip
-    for node in ast.walk(ast.parse(source)):
-        found += _check(node)
+    tree = ast.parse(source)
+    managed = {
+        id(i.context_expr) for n in ast.walk(tree) if isinstance(n, ast.With) for i in n.items
+    }
+    for node in ast.walk(tree):
+        found += _check(node, managed)
     found.sort(key=lambda f: int(f.split()[1].rstrip(":")))
     return {"file": file.name, "issues": len(found), "findings": "; ".join(found) or "none"}
 
 
-def _check(node: ast.AST) -> list[str]:
+def _check(node: ast.AST, managed: set[int]) -> list[str]:
     line = getattr(node, "lineno", 0)
     if isinstance(node, ast.ExceptHandler) and node.type is None:
         return [f"line {line}: a bare except hides every error"]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        if node.func.id == "eval":
-            return [f"line {line}: eval runs whatever text it is given"]
+        if node.func.id == "open" and id(node) not in managed:
+            return [f"line {line}: a file opened outside a with block is never closed"]
         if node.func.id == "print":
             return [f"line {line}: print in library code"]
     mutable = ast.List | ast.Dict | ast.Set

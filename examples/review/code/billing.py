@@ -14,6 +14,3 @@ def load(path):
     except:
         return []
 
-
-def apply_discount(amount, rule):
-    return eval(rule, {"amount": amount})
