@@ -94,3 +94,13 @@ def test_version_and_the_guide_with_no_arguments() -> None:
     for command in ("honeycomb demo", "honeycomb init", "honeycomb run", "honeycomb trace"):
         assert command in guide.stdout
     assert len(guide.stdout.splitlines()) < 20
+
+
+def test_init_with_no_folder_makes_the_hive_here(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--template", "review"]) == 0
+    assert (here / "hive.yaml").is_file()
+    assert (here / "code" / "billing.py").is_file()  # the template's data comes along
+    assert main(["init"]) == 1  # hive.yaml is there now
+    assert "hive.yaml" in capsys.readouterr().err
