@@ -4,7 +4,7 @@ Run it with the demo hive on the offline model::
 
     pip install uvicorn starlette
     uvicorn examples.service:app --port 8000
-    curl -s localhost:8000/run -d '{"task": "Compare the weather in Oslo and Rome."}'
+    curl -s localhost:8000/run -d '{"task": "Compare the weather in Rome and Paris this weekend."}'
 
 Many requests run at once on one event loop, each its own isolated run. A client that
 disconnects cancels its run: every worker and tool call of it stops.
@@ -12,6 +12,7 @@ disconnects cancels its run: every worker and tool call of it stops.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from honeycomb import Executor, HoneycombError, RunResult
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
+_EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; an optional "run_id")'
 
 
 def create_app(executor: Executor) -> Starlette:
@@ -32,10 +34,14 @@ def create_app(executor: Executor) -> Starlette:
     active = _Counter()
 
     async def run(request: Request) -> Response:
-        body = await request.json()
+        try:
+            body = json.loads(await request.body())
+        except ValueError:  # not JSON, or not UTF-8: the client's mistake, not ours
+            body = None
         task = body.get("task") if isinstance(body, dict) else None
-        if not isinstance(task, str) or not task.strip():
-            return JSONResponse({"error": 'send JSON like {"task": "..."}'}, status_code=422)
+        run_id = body.get("run_id") if isinstance(body, dict) else None
+        if not isinstance(task, str) or not task.strip() or not isinstance(run_id, str | None):
+            return JSONResponse({"error": _EXPECTED}, status_code=422)
         result: RunResult | None = None
         error: HoneycombError | None = None
         async with anyio.create_task_group() as tg:
@@ -44,7 +50,7 @@ def create_app(executor: Executor) -> Starlette:
             tg.start_soon(_cancel_on_disconnect, request, tg.cancel_scope)
             active.value += 1
             try:
-                result = await executor.run(task, run_id=body.get("run_id") or None)
+                result = await executor.run(task, run_id=run_id or None)
             except HoneycombError as exc:
                 error = exc
             finally:

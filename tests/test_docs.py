@@ -18,6 +18,11 @@ A ``python`` block imports Honeycomb's names from ``honeycomb`` alone, as a prog
 does: never from ``runtime``, ``workers`` or a subpackage of ``honeycomb``, which are
 there for reading the code.
 
+Each ``honeycomb`` command of an ``sh`` block (in README.md, docs/ and the examples'
+READMEs) and of a hive's header comments runs, in order, and succeeds; ``RUN_ID``
+stands for the run before it. Commands that need a network (a ``--model`` other than
+``offline``, a ``--base-url``) or take long (``bench``) are left out.
+
 Each ``yaml`` block is parsed; one that is a whole hive (it has ``models`` and
 ``roles``) is loaded with :func:`~honeycomb.hive.load_hive`, beside the example's
 tools (``trip_tools``) and with ``OPENAI_API_KEY`` set, as a hive is used.
@@ -30,7 +35,9 @@ import asyncio
 import contextlib
 import inspect
 import io
+import os
 import re
+import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -275,8 +282,8 @@ def test_the_readme_links_to_where_the_work_is_done() -> None:
 
 # --- the command line ---------------------------------------------------------------
 
-COMMANDS = [["demo"], ["run"], ["resume"], ["runs"], ["trace"], ["validate"], ["bench"],
-            ["bench", "--peers"], ["memory", "list"], ["memory", "search"],
+COMMANDS = [["demo"], ["init"], ["run"], ["resume"], ["runs"], ["trace"], ["validate"],
+            ["bench"], ["bench", "--peers"], ["memory", "list"], ["memory", "search"],
             ["memory", "forget"]]  # fmt: skip
 
 
@@ -299,3 +306,61 @@ def section(command: list[str]) -> str:
 def test_the_cli_page_names_every_option_of_a_command_and_no_other(command: list[str]) -> None:
     documented = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", section(command)))
     assert documented - {"--help", "--peers"} == options(command) - {"--peers"}
+
+
+# --- the commands shown -------------------------------------------------------------
+
+EXAMPLE_PAGES = sorted(ROOT.glob("examples/*/README.md"))
+HIVES = sorted(ROOT.glob("examples/*/hive.yaml"))
+_NEEDS_NETWORK = ("--base-url", "bench")
+_COMMAND = re.compile(r'honeycomb(?: (?:[^\s"]+|"[^"]*"))+')
+
+
+def shown_commands(page: Path) -> list[list[str]]:
+    """The ``honeycomb`` commands a page shows that run offline, as argument lists."""
+    if page.suffix == ".yaml":  # "#   honeycomb demo      or   honeycomb run x.yaml"
+        comments = (c for c in page.read_text().splitlines() if c.startswith("#"))
+        text = "\n".join(m for c in comments for m in _COMMAND.findall(c))
+    else:
+        text = "\n".join(b.code for b in blocks(page) if b.language == "sh")
+    found: list[list[str]] = []
+    for line in text.splitlines():
+        for part in line.split("  #")[0].split("&&"):
+            argv = shlex.split(part.strip())
+            if not argv or Path(argv[0]).name != "honeycomb":
+                continue
+            model = argv[argv.index("--model") + 1] if "--model" in argv else "offline"
+            if model == "offline" and not any(a in argv for a in _NEEDS_NETWORK):
+                found.append(argv[1:])
+    return found
+
+
+SHOWN = [p for p in [*PAGES, *EXAMPLE_PAGES, *HIVES] if shown_commands(p)]
+
+
+def test_the_pages_show_commands_to_run() -> None:
+    shown = {p.relative_to(ROOT).as_posix() for p in SHOWN}
+    assert {"README.md", "docs/first-steps.md", "examples/starter/README.md"} <= shown
+    assert {f"examples/{e}/hive.yaml" for e in ("research", "review", "triage")} <= shown
+
+
+@pytest.mark.parametrize("page", SHOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_commands_a_page_shows_run(
+    page: Path, folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from honeycomb import RunStore
+
+    if any("hive.yaml" in argv for argv in shown_commands(page)):
+        # An example's README and hive speak from its folder ("honeycomb run hive.yaml").
+        shutil.copytree(page.parent, folder / "here")
+        os.chdir(folder / "here")
+    for argv in shown_commands(page):
+        if "RUN_ID" in argv:
+            (last,) = RunStore(Path(".honeycomb/runs.db")).runs(limit=1)
+            argv = [last.run_id if a == "RUN_ID" else a for a in argv]
+        code = main(argv)
+        out = capsys.readouterr()
+        assert code == 0, f"{page.relative_to(ROOT)}: honeycomb {shlex.join(argv)}\n{out}"
+        if argv[0] in ("run", "demo"):
+            assert "[offline simulation]" in out.out
+            assert "did not succeed" not in out.out, out.out

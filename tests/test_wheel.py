@@ -93,3 +93,24 @@ def test_a_clones_command_has_bench() -> None:
         capture_output=True, text=True, cwd=ROOT, check=True,
     )  # fmt: skip
     assert "bench" in listed.stdout
+
+
+def test_the_installed_command_makes_a_hive_that_runs_offline(
+    installed: Path, tmp_path: Path
+) -> None:
+    listed = _command(installed, "init", "--list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    for name in ("starter", "research", "review", "triage", "trip"):
+        assert name in listed.stdout
+    made = _command(installed, "init", "myhive", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    for name in ("hive.yaml", "tools.py", "README.md"):
+        assert (tmp_path / "myhive" / name).is_file()
+    assert _command(installed, "validate", "myhive/hive.yaml", cwd=tmp_path).returncode == 0
+    done = _command(installed, "run", "myhive/hive.yaml", "--plain", "--no-store", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[offline simulation]" in done.stdout
+    assert "Lisbon" in done.stdout
+    again = _command(installed, "init", "myhive", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "not overwritten" in again.stderr

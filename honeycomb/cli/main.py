@@ -1,6 +1,6 @@
-"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
+"""The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``runs``, ``trace``,
 ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a clone of the
-repository ``bench``.
+repository ``bench``; with no arguments, a short guide (:mod:`honeycomb.cli.init`).
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
@@ -41,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``honeycomb`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _tolerant(sys.stdout, sys.stderr)
+    if not argv:
+        print(GUIDE.format(version=version()))
+        return 0
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
@@ -86,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="honeycomb", description="Run LLM agents in parallel: plan, fan out, aggregate."
     )
+    parser.add_argument("--version", action="version", version=f"honeycomb {version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="run the bundled example hive offline")
@@ -105,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
+
+    add_init_parser(commands)
 
     run = commands.add_parser("run", help="run a hive file on a task")
     run.add_argument("hive", type=Path, help="the hive YAML file")

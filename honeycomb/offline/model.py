@@ -11,11 +11,13 @@ It recognises five kinds of call and answers each by simple text rules (see
   arguments read from the text (one call per city, ...), and to ``recall`` (the memory
   tool) with the instruction's key phrase unless the worker recalled at its start;
   once observations are in, the next page of a result that names one (a JSON result's
-  ``next_page`` for a tool's ``page``, any ``next_X`` for an ``X``), then a
+  ``next_page`` for a tool's ``page``, any ``next_X`` for an ``X``), a tool that takes
+  a file or an id for each one they name (:mod:`honeycomb.offline.follow`), then a
   side-effecting "send" tool if the task asks for one, and ``remember`` with what the
-  tools found; then a summary of the results (and of the summary of earlier turns) and
-  of the memories recalled;
-- the aggregator (the results header in a user message): the results merged per subtask;
+  tools found; then the answer in sentences, with the facts of the summary of earlier
+  turns and the memories recalled;
+- the aggregator (the results header in a user message): a short answer in prose from
+  the lead of every subtask's result (:mod:`honeycomb.offline.answer`);
 - anything else (such as the wrap-up call): a summary of what the conversation holds.
 
 All final text starts with ``[offline simulation]``. Every answer is derived from the
@@ -33,12 +35,13 @@ from typing import Any
 
 import anyio
 
+from honeycomb.offline import answer as answer
+from honeycomb.offline import follow as follow
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
 from honeycomb.offline.plan import plan_for, task_text
 from honeycomb.offline.summary import summarize
 from honeycomb.run.prompts import RESULTS_HEADER
-from honeycomb.run.prompts import parse_results as parse_results_text
 from runtime import (
     AssistantMessage,
     ModelRequest,
@@ -162,12 +165,24 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
     following = _next_page(request, observed)
     if following is not None:
         return AssistantMessage(tool_calls=(following,))
+    messages = [m for _, _, m in observed]
+    each_item = follow.follow_ups([t for t in tools if t not in senders], messages)
+    if each_item:  # "list the files, then review each": one call per item the results name
+        return AssistantMessage(
+            tool_calls=tuple(_call(n, a, turn, i) for i, (n, a) in enumerate(each_item))
+        )
     called = {name for name, _, _ in observed}
     later: list[ToolCall] = []
     sent = called & {t.name for t in senders}
     if senders and not sent and rules.mentions(task.instruction, rules.SEND_WORDS):
         wanted = rules.stems(task.instruction)
         sender = max(senders, key=lambda t: len(wanted & rules.stems(_tool_words(t), widen=False)))
+        subject = re.split(r"\s+(?:to|into|for)\s+", rules.key_phrase(task.instruction))[0]
+        each = follow.per_item(sender, messages, subject.capitalize() or "Item")
+        if each:  # side effects per item: the dispatcher runs them one at a time, in order
+            return AssistantMessage(
+                tool_calls=tuple(_call(sender.name, a, turn, i) for i, a in enumerate(each))
+            )
         call = _send_call(sender, task, observed, turn)
         if call is not None:
             later.append(call)
@@ -236,6 +251,8 @@ def _gather_calls(text: str, tools: Sequence[ToolSchema], turn: int) -> tuple[To
     wanted = rules.stems(text, skip=rules.places(text))
     vocabularies = [rules.stems(_tool_words(t), widen=False) for t in tools]
     scores = [len(wanted & v) for v in vocabularies]
+    if not any(scores):  # nothing matches by name: a search tool can look anything up
+        scores = [int(schema_rules.searches(t.parameters)) for t in tools]
     enough = max(1, max(scores, default=0) / 3)
     calls: list[ToolCall] = []
     for schema, vocabulary, score in zip(tools, vocabularies, scores, strict=True):
@@ -336,27 +353,25 @@ def _compose(task: _Task, observed: list[tuple[str, str, ToolMessage]]) -> str:
 
 
 def final_text(request: ModelRequest) -> str:
-    """A final answer from the conversation's observations, or its task's inputs."""
+    """A final answer in prose from the conversation's observations, or its task's inputs."""
     task = _task(request)
-    observed = _observations(request)
-    topic = task.instruction.splitlines()[0] if task.instruction else "the task"
     earlier = _summarized(request)
     recalled = _recalled(request)
-    memories = ["", "Recalled from memory:", *(f"- {m}" for m in recalled)] if recalled else []
-    if observed or earlier:
-        failed = sum(1 for _, _, m in observed if m.status != "ok")
-        lines = [f"{PREFIX}Results for: {topic}", *earlier, *(_bullet(*o) for o in observed)]
-        if failed:
-            lines.append(f"{failed} of {len(observed)} tool calls did not succeed.")
-        return "\n".join(lines + memories)
-    if task.inputs:
-        lines = [f"{PREFIX}From the results I was given, for: {topic}"]
-        for name, text in task.inputs:
-            lines += ["", f"## {name}", text]
-        return "\n".join(lines + memories)
+    observed = answer.seen(request)
+    if observed or task.inputs or not (earlier or recalled):
+        text = answer.worker_answer(task.instruction, task.inputs, observed)
+    else:
+        topic = task.instruction.splitlines()[0] if task.instruction else "the task"
+        source = "what earlier turns found" if earlier else "memory"
+        text = f"{PREFIX}From {source}, for: {topic}"
+    if earlier:  # in the lead, which is what an aggregator keeps of an answer
+        lead, _, rest = text.partition("\n\n")
+        facts = "; ".join(line.removeprefix("- ") for line in earlier)
+        text = "\n\n".join(p for p in (f"{lead} Earlier turns found: {facts}.", rest) if p)
+    more = []
     if recalled:
-        return "\n".join([f"{PREFIX}From memory, for: {topic}", *memories[2:]])
-    return f"{PREFIX}I have no tool results to go on. The task was: {task.instruction}"
+        more.append("\n".join(["Recalled from memory:", *(f"- {m}" for m in recalled)]))
+    return "\n\n".join([text, *more])
 
 
 def _summarized(request: ModelRequest) -> list[str]:
@@ -391,22 +406,7 @@ def _bullet(name: str, arguments: str, observation: ToolMessage) -> str:
     return f"- {name}({arguments}){outcome} {rules.render(observation.content)}"
 
 
-def aggregate(text: str) -> str:
-    """The aggregator's answer: every subtask's result under its id, failures named."""
-    task, results = parse_results_text(text)
-    lines = [f"{PREFIX}Final answer to: {task}"]
-    for entry in results:
-        if entry.ok:
-            lines += ["", f"## {entry.id} ({entry.role})", _unprefixed(entry.text)]
-    failed = [e for e in results if not e.ok]
-    if failed:
-        lines += ["", "Failed subtasks (their part of the answer is missing):"]
-        lines += [
-            f"- {e.id} ({e.role}): {_unprefixed(e.text)[:200] or '(no detail)'}" for e in failed
-        ]
-    if not results:
-        lines += ["", "No subtask produced a result."]
-    return "\n".join(lines)
+aggregate = answer.aggregate
 
 
 def _unprefixed(text: str) -> str:

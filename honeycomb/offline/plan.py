@@ -51,14 +51,18 @@ def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
         return Plan(subtasks=())
     vocab = {e.role: _role_vocabulary(e) for e in roles}
     overall = _best_role(task, roles, vocab) or roles[0].role
-    drafts = [
-        _Draft(
-            role=_best_role(c, roles, vocab) or overall,
-            clauses=(c,),
-            writer=rules.mentions(c, rules.WRITER_WORDS),
+    drafts: list[_Draft] = []
+    for clause in rules.split_clauses(task) or [task]:
+        # A clause that names no role's words goes on with the one before it ("research
+        # how bees dance, how they keep warm, ..."), else to the task's best role.
+        previous = drafts[-1].role if drafts else overall
+        drafts.append(
+            _Draft(
+                role=_best_role(clause, roles, vocab) or previous,
+                clauses=(clause,),
+                writer=rules.mentions(clause, rules.WRITER_WORDS),
+            )
         )
-        for c in rules.split_clauses(task) or [task]
-    ]
     drafts = _fit(drafts, limit)
     counts: Counter[str] = Counter()
     ids: list[str] = []

@@ -58,9 +58,9 @@ _GROUPS = (
     "send email mail outbox deliver notify share inbox",
     "write summary summarise summarize report draft compose",
 )
-SEND_WORDS = "send write save outbox email mail notify post deliver"
+SEND_WORDS = "send write save outbox email mail notify post deliver ticket"
 _NUMBERS = "zero one two three four five six seven eight nine ten"
-WRITER_WORDS = "send write report summary summarise summarize email outbox"
+WRITER_WORDS = "send write save report summary summarise summarize email outbox"
 NUMBER_WORDS = {w: str(n) for n, w in enumerate(_NUMBERS.split())}
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")

@@ -19,11 +19,16 @@ from honeycomb.offline.rules import (
     words,
 )
 
-__all__ = ["arguments", "fill_schema", "resolve", "values"]
+__all__ = ["FILE_NAME", "ID_PARAM", "arguments", "fill_schema", "resolve", "searches", "values"]
 
 _PLACE_PARAM = re.compile(r"city|place|location|town|destination", re.I)
 _EXPR_PARAM = re.compile(r"expr", re.I)
 _QUERY_PARAM = re.compile(r"query|topic|text|keyword|search|^q$|term", re.I)
+ID_PARAM = re.compile(r"(?:^|_)id$|path|file", re.I)
+"""Parameters that name one item: a file, a path, an id. Their values are the items a
+text or a result names (see :mod:`honeycomb.offline.follow`), never a phrase of it."""
+FILE_NAME = re.compile(r"(?<![\w/.-])[\w-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,6}(?![\w/-])")
+_ID_TOKEN = re.compile(r"\b[A-Z]{2,}-\d+\b")
 
 
 def arguments(root: dict[str, Any], text: str) -> list[dict[str, Any]]:
@@ -46,6 +51,12 @@ def arguments(root: dict[str, Any], text: str) -> list[dict[str, Any]]:
     return [{**fixed, **dict(zip(names, c, strict=True))} for c in combos][:MAX_CALLS]
 
 
+def searches(root: dict[str, Any]) -> bool:
+    """Whether a tool takes a free-text query (a search)."""
+    required = root.get("required", ())
+    return any(_QUERY_PARAM.search(n) and not ID_PARAM.search(n) for n in required)
+
+
 def values(
     name: str, prop: dict[str, Any], text: str, required: bool, has_place: bool = True
 ) -> list[Any]:
@@ -53,6 +64,9 @@ def values(
     kind = prop.get("type", "string")
     if prop.get("enum"):
         return mentioned(prop["enum"], text) or ([prop["enum"][0]] if required else [])
+    if kind == "string" and ID_PARAM.search(name):
+        pattern = FILE_NAME if re.search("path|file", name, re.I) else _ID_TOKEN
+        return list(dict.fromkeys(pattern.findall(text)))
     if kind == "string" and _PLACE_PARAM.search(name):
         return list(places(text))
     if _EXPR_PARAM.search(name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import time
 from pathlib import Path
 from types import ModuleType
@@ -249,8 +250,8 @@ async def test_after_observations_the_answer_summarises_each_result(
     assert not response.message.tool_calls
     assert text.startswith(PREFIX)
     for city, conditions in (("Paris", "partly cloudy"), ("Rome", "sunny"), ("Berlin", "showers")):
-        assert f"city={city}" in text
-        assert conditions in text
+        assert re.search(rf"{city}\b[^\n.]*{conditions}", text), text
+    assert "{" not in text  # sentences, not JSON
 
 
 async def test_failed_and_timed_out_calls_are_summarised(
@@ -267,9 +268,9 @@ async def test_failed_and_timed_out_calls_are_summarised(
     ]
     text = (await model.complete(request(task, first, *observations, tools=tools))).message.content
     assert text is not None
-    assert "city=Paris): city: Paris; conditions: overcast" in text
-    assert "(city=Atlantis) failed: Error:" in text
-    assert "(city=Rome) timed out" in text
+    assert "Paris: overcast" in text
+    assert re.search(r"city=Atlantis failed: no forecast", text)
+    assert re.search(r"city=Rome failed: .*timed out", text)
     assert "2 of 3 tool calls did not succeed" in text
 
 
@@ -382,9 +383,9 @@ async def test_wrap_up_answers_from_the_observations(model: OfflineModel) -> Non
             UserMessage(content=WRAP_UP.format(turns=1)),
         )
     )
-    assert (
-        response.message.content == f"{PREFIX}Results for: Look up a.\n- lookup(key=a): value-of-a"
-    )
+    text = response.message.content or ""
+    assert text.startswith(PREFIX)
+    assert re.search(r"key=a: value-of-a", text), text
 
 
 async def test_a_plain_call_restates_the_task(model: OfflineModel) -> None:
@@ -403,7 +404,8 @@ async def test_a_worker_loop_runs_to_a_final_answer(trip: ModuleType) -> None:
     assert isinstance(result, Final)
     assert result.state.turn == 2
     assert result.state.usage.tool_calls == 3
-    assert all(f"city={c}" in result.text for c in ("Lisbon", "Porto", "Madrid"))
+    assert all(f"\n- {c}, Saturday: " in result.text for c in ("Lisbon", "Porto", "Madrid"))
+    assert "Best weather" in result.text
 
 
 # --- aggregator and output schemas ------------------------------------------------------
@@ -419,11 +421,11 @@ async def test_aggregator_merges_results_and_names_failures(model: OfflineModel)
     ]
     req = request(aggregator_task(TASK, results), system=AGGREGATOR_INSTRUCTIONS)
     text = (await model.complete(req)).message.content or ""
-    assert text.startswith(f"{PREFIX}Final answer to: Compare the weather")
+    assert text.startswith(PREFIX)
+    assert "Compare the weather" in text
     assert text.count(PREFIX) == 1
-    assert "## weather-1 (weather)\nLisbon is sunny." in text
-    assert "## budget-1 (budget)\n365 EUR in total." in text
-    assert "- guide-1 (guide): ToolTimeout: search_guide timed out" in text
+    assert "\n\nLisbon is sunny.\n\n365 EUR in total." in text
+    assert "guide-1 (guide): ToolTimeout: search_guide timed out" in text
 
 
 class Report(BaseModel):
@@ -445,10 +447,10 @@ async def test_output_schema_answers_with_fitting_json(model: OfflineModel) -> N
         output=OutputSchema.for_model(Report),
     )
     report = Report.model_validate_json((await model.complete(req)).message.content or "")
-    assert report.title == "Results for: Work out 3 nights at 95 EUR."
+    assert "285" in report.title
     assert report.summary.startswith(PREFIX)
-    assert report.total == 3
-    assert report.points == ["calculate(expression=3 * 95): 285"]
+    assert report.total == 3 * 95
+    assert report.points == [report.summary]
     assert report.done is False
 
 
@@ -558,3 +560,64 @@ def test_places_skip_verbs_days_and_currency() -> None:
 )
 def test_expression(text: str, expected: str | None) -> None:
     assert rules.expression(text) == expected
+
+
+# --- follow-ups: one call per item the results name ---------------------------------
+
+
+def _schema(name: str, description: str, *required: str) -> ToolSchema:
+    props = {p: {"type": "string"} for p in required}
+    return ToolSchema(
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": props, "required": list(required)},
+    )
+
+
+async def test_a_listing_is_followed_by_one_call_per_file(model: OfflineModel) -> None:
+    tools = (
+        _schema("list_files", "List the files of the folder to review."),
+        _schema("review_file", "Review one file of the folder.", "path"),
+    )
+    task = "Review every file of the folder."
+    first = (await model.complete(request(task, tools=tools))).message
+    assert [c.name for c in first.tool_calls] == ["list_files"]  # no made-up path
+    listing = observe(first.tool_calls[0], '["a.py", "lib/b.py"]')
+    second = (await model.complete(request(task, first, listing, tools=tools))).message
+    assert [(c.name, arguments(c)) for c in second.tool_calls] == [
+        ("review_file", {"path": "a.py"}),
+        ("review_file", {"path": "lib/b.py"}),
+    ]
+
+
+async def test_a_side_effect_per_item_takes_each_items_fields(model: OfflineModel) -> None:
+    tools = (
+        _schema("read_queue", "Read the queue of requests."),
+        _schema("open_ticket", "Open a ticket for one request.", "request_id", "priority"),
+    )
+    task = "Read the queue and open a ticket for each."
+    first = (await model.complete(request(task, tools=tools))).message
+    queue = observe(
+        first.tool_calls[0],
+        json.dumps([{"request_id": "R-1", "priority": "high"}, {"request_id": "R-2"}]),
+    )
+    second = (await model.complete(request(task, first, queue, tools=tools))).message
+    calls = [arguments(c) for c in second.tool_calls]
+    assert [c["request_id"] for c in calls] == ["R-1", "R-2"]
+    assert calls[0]["priority"] == "high"
+    assert len({c.id for c in second.tool_calls}) == 2
+
+
+async def test_a_clause_with_no_roles_words_stays_with_the_role_before(
+    model: OfflineModel,
+) -> None:
+    entries = [
+        CatalogEntry(role="researcher", description="Researches a question in the corpus."),
+        CatalogEntry(role="writer", description="Writes a synthesis of the findings."),
+    ]
+    task = "Research how bees dance, how they keep warm, then write a synthesis."
+    plan = Plan.model_validate_json(
+        (await model.complete(plan_request(task, entries))).message.content or ""
+    )
+    assert [s.role for s in plan.subtasks] == ["researcher", "researcher", "writer"]
+    assert plan.subtasks[2].depends_on == ("researcher-1", "researcher-2")

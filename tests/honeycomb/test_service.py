@@ -91,3 +91,44 @@ async def test_bad_request_names_what_to_send(demo_service: str) -> None:
         response = await client.post(f"{demo_service}/run", json={"tusk": "x"})
     assert response.status_code == 422
     assert '{"task": "..."}' in response.json()["error"]
+
+
+@pytest.mark.parametrize("body", [b"task=Compare the weather", b"{not json", b"\xff\xfe"])
+async def test_a_body_that_is_not_json_gets_422_naming_the_shape(
+    demo_service: str, body: bytes
+) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", content=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert '{"task": "..."}' in error
+    assert "JSON" in error
+
+
+async def test_the_request_its_docstring_shows_answers_sensibly(demo_service: str) -> None:
+    import json
+    import re
+
+    import examples.service
+
+    shown = re.search(r"curl -s localhost:8000/run -d '(.*)'", examples.service.__doc__ or "")
+    assert shown is not None
+    body = json.loads(shown.group(1))
+    known = json.loads((HIVE.parent / "data" / "weather.json").read_text())["cities"]
+    named = [c for c in known if c in body["task"]]
+    assert len(named) >= 2
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(f"{demo_service}/run", json=body)
+    assert response.status_code == 200
+    answer = response.json()["answer"]
+    assert response.json()["status"] == "ok"
+    assert "did not succeed" not in answer
+    assert "Best weather" in answer
+    assert all(city in answer for city in named)
+
+
+async def test_a_run_id_that_is_not_a_string_gets_422(demo_service: str) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", json={"task": "x", "run_id": 7})
+    assert response.status_code == 422
+    assert "run_id" in response.json()["error"]

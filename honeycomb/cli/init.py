@@ -1,0 +1,159 @@
+"""``honeycomb init``: a new hive folder from a template, and the short guide that
+``honeycomb`` with no arguments prints.
+
+The templates are the example hives (``examples/`` in a clone; shipped in the package
+as ``honeycomb/examples/``): each folder with a ``hive.yaml`` is one, named after its
+folder. Every one runs offline as it is, so a new folder validates and runs at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "GUIDE",
+    "add_init_parser",
+    "examples_folder",
+    "scaffold",
+    "templates",
+    "version",
+]
+
+DEFAULT_TEMPLATE = "starter"
+_SKIPPED = ("__pycache__", ".honeycomb", ".mypy_cache", ".pytest_cache")
+
+GUIDE = """\
+honeycomb {version}: run LLM agents in parallel (plan, fan out, aggregate).
+
+  honeycomb demo                    watch the bundled trip hive run offline (no key)
+  honeycomb init myhive             make a hive of your own from a template
+                                    (honeycomb init --list names the templates)
+  honeycomb run myhive/hive.yaml    run a hive on its example task, or on yours:
+                                    honeycomb run myhive/hive.yaml "your task"
+  honeycomb runs                    list the stored runs
+  honeycomb trace RUN_ID            a run's timeline and critical path
+
+Every command has --help; honeycomb --help lists them all."""
+
+
+def version() -> str:
+    """The installed package's version."""
+    try:
+        return metadata.version("honeycomb-agents")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def examples_folder() -> Path:
+    """The folder the templates are in: the package's copy, else the clone's
+    ``examples/``.
+
+    Raises:
+        FileNotFoundError: when neither is there.
+    """
+    package = Path(__file__).resolve().parents[1]  # honeycomb/
+    for candidate in (package / "examples", package.parent / "examples"):
+        if (candidate / DEFAULT_TEMPLATE / "hive.yaml").is_file():
+            return candidate
+    raise FileNotFoundError("the example hives (examples/) are not installed")
+
+
+def templates() -> dict[str, str]:
+    """Each template's name and the description its hive gives, sorted by name."""
+    found: dict[str, str] = {}
+    for hive in sorted(examples_folder().glob("*/hive.yaml")):
+        try:
+            loaded: Any = yaml.safe_load(hive.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            loaded = None
+        described = loaded.get("description") if isinstance(loaded, dict) else None
+        found[hive.parent.name] = str(described or "")
+    return found
+
+
+class InitError(Exception):
+    """Why a folder was not made: an unknown template, or files already there."""
+
+
+def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
+    """Copy a template into ``target`` (made if missing) and return the files written.
+
+    Raises:
+        InitError: for an unknown template, or when any file it would write exists
+            already (then nothing is written).
+    """
+    known = templates()
+    if template not in known:
+        raise InitError(f"no template {template!r}; the templates are: {', '.join(known)}")
+    source = examples_folder() / template
+    files = [
+        p
+        for p in sorted(source.rglob("*"))
+        if p.is_file()
+        and not any(part in _SKIPPED for part in p.relative_to(source).parts)
+        and p.suffix != ".pyc"
+    ]
+    there = [
+        target / p.relative_to(source) for p in files if (target / p.relative_to(source)).exists()
+    ]
+    if there:
+        shown = ", ".join(str(p) for p in there[:5]) + (" ..." if len(there) > 5 else "")
+        raise InitError(
+            f"{len(there)} file{'s' if len(there) != 1 else ''} already there, not "
+            f"overwritten: {shown}; choose another folder or move them away"
+        )
+    written: list[Path] = []
+    for path in files:
+        destination = target / path.relative_to(source)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+        written.append(destination)
+    return written
+
+
+def add_init_parser(commands: Any) -> None:
+    """The ``init`` subcommand, on the ``honeycomb`` parser's subparsers."""
+    init = commands.add_parser(
+        "init", help="make a new hive folder from a template (it runs offline at once)"
+    )
+    init.add_argument(
+        "dir", nargs="?", type=Path, default=Path("."), help="the folder (default: here)"
+    )
+    init.add_argument(
+        "--template",
+        default=DEFAULT_TEMPLATE,
+        help=f"which template (default: {DEFAULT_TEMPLATE}; --list names them)",
+    )
+    init.add_argument("--list", action="store_true", help="list the templates and stop")
+    init.set_defaults(handler=init_command)
+
+
+def init_command(args: argparse.Namespace) -> int:
+    if args.list:
+        known = templates()
+        width = max(map(len, known), default=0)
+        for name, description in known.items():
+            default = " (default)" if name == DEFAULT_TEMPLATE else ""
+            print(f"{name:<{width}}  {description}{default}")
+        return 0
+    target: Path = args.dir
+    try:
+        written = scaffold(target, args.template)
+    except InitError as exc:
+        print(f"honeycomb init: {exc}", file=sys.stderr)
+        return 1
+    print(f"made {target} from the {args.template} template:")
+    for path in written:
+        print(f"  {path}")
+    hive = target / "hive.yaml"
+    print(f"\nnext:\n  honeycomb validate {hive}\n  honeycomb run {hive}")
+    print(f"then read {target / 'README.md'} to make it yours or switch to a real model.")
+    return 0

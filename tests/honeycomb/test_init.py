@@ -1,0 +1,106 @@
+"""``honeycomb init``, ``--version`` and the guide ``honeycomb`` prints with no arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.init import templates
+from honeycomb.cli.main import main
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in ("OUTBOX", "NOTES", "REPORTS", "TICKETS"):
+        monkeypatch.setenv(f"HONEYCOMB_{name}", str(tmp_path / name.lower()))
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    return tmp_path
+
+
+def test_init_makes_a_hive_that_validates_and_runs(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "myhive"]) == 0
+    made = capsys.readouterr().out
+    assert "honeycomb run myhive/hive.yaml" in made
+    hive = (here / "myhive" / "hive.yaml").read_text()
+    assert hive.count("\n#") + hive.count("  # ") >= 10  # commented for a newcomer
+    for section in ("models:", "default_model:", "roles:", "planner:", "aggregator:", "policy:"):
+        assert section in hive
+    tools = (here / "myhive" / "tools.py").read_text()
+    assert "@tool\n" in tools
+    assert "@tool(side_effects=True)" in tools
+    readme = (here / "myhive" / "README.md").read_text()
+    assert "--model" in readme
+    assert "--base-url" in readme
+    assert main(["validate", "myhive/hive.yaml"]) == 0
+    assert main(["run", "myhive/hive.yaml", "--plain", "--no-store", "--model", "offline"]) == 0
+    out = capsys.readouterr().out
+    assert "\nAnswer:\n[offline simulation]" in out
+    assert "Kyoto: Japan" in out
+
+
+@pytest.mark.parametrize("name", sorted(templates()))
+def test_every_template_validates_once_made(
+    name: str, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", name, "--template", name]) == 0
+    assert main(["validate", f"{name}/hive.yaml"]) == 0
+    assert "OK" in capsys.readouterr().out
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (here / "myhive").mkdir()
+    (here / "myhive" / "tools.py").write_text("# mine\n")
+    assert main(["init", "myhive"]) == 1
+    err = capsys.readouterr().err
+    assert "myhive/tools.py" in err
+    assert "not overwritten" in err
+    assert (here / "myhive" / "tools.py").read_text() == "# mine\n"
+    assert sorted(p.name for p in (here / "myhive").iterdir()) == ["tools.py"]
+
+
+def test_init_names_the_templates(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", "--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("starter", "research", "review", "triage", "trip"):
+        assert f"\n{name} " in f"\n{listed}"
+    assert main(["init", "x", "--template", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "no template 'nope'" in err
+    assert "research, review" in err
+    assert not (here / "x").exists()
+
+
+def test_version_and_the_guide_with_no_arguments() -> None:
+    def honeycomb(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "honeycomb", *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    version = honeycomb("--version")
+    assert version.returncode == 0
+    assert version.stdout.strip() == f"honeycomb {metadata.version('honeycomb-agents')}"
+    guide = honeycomb()
+    assert guide.returncode == 0
+    for command in ("honeycomb demo", "honeycomb init", "honeycomb run", "honeycomb trace"):
+        assert command in guide.stdout
+    assert len(guide.stdout.splitlines()) < 20
+
+
+def test_init_with_no_folder_makes_the_hive_here(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--template", "review"]) == 0
+    assert (here / "hive.yaml").is_file()
+    assert (here / "code" / "billing.py").is_file()  # the template's data comes along
+    assert main(["init"]) == 1  # hive.yaml is there now
+    assert "hive.yaml" in capsys.readouterr().err
