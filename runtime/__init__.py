@@ -18,6 +18,7 @@ from runtime.errors import (
     EmptyResponse,
     HoneycombError,
     MaxTurnsExceeded,
+    McpServerError,
     ModelCallError,
     ModelConnectionError,
     ModelError,
@@ -52,6 +53,7 @@ from runtime.events import (
 )
 from runtime.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 from runtime.limits import Budget, LimitedModel, Limits
+from runtime.mcp import McpServer, McpServers, McpToolSettings
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -97,6 +99,10 @@ __all__ = [
     "Limits",
     "LockTable",
     "MaxTurnsExceeded",
+    "McpServer",
+    "McpServerError",
+    "McpServers",
+    "McpToolSettings",
     "MemoryJournal",
     "Message",
     "Messages",

@@ -160,7 +160,8 @@ RUNTIME_NAMES = {
     "BudgetExceeded",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
     "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
-    "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "MemoryJournal",
+    "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "McpServer", "McpServerError",
+    "McpServers", "McpToolSettings", "MemoryJournal",
     "ModelCallError", "OnUnknown", "OutcomeUnknown",
     "RunawayLoop", "StoreError",
     "Message", "Model", "ModelCallFinished", "ModelCallRetrying", "ModelCallStarted",
@@ -195,7 +196,8 @@ HONEYCOMB_NAMES = {
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
     "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",
-    "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "MemoryJournal",
+    "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "McpServer",
+    "McpServerError", "McpServers", "McpToolSettings", "MemoryJournal",
     "Message", "Messages", "Model", "ModelCallError", "ModelCallFinished", "ModelCallRetrying",
     "ModelCallStarted", "ModelConnectionError", "ModelError", "ModelHTTPError", "ModelRequest",
     "ModelResponse", "ModelResponseError", "ModelRetry", "ModelTimeout", "ObservationStatus",
@@ -222,7 +224,10 @@ BASE_MODULES = {
     "openai", "anyio", "msgspec", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
-EXTRA_MODULES = {"honeycomb/trace/otel.py": {"opentelemetry"}}  # behind the `otel` extra
+EXTRA_MODULES = {
+    "honeycomb/trace/otel.py": {"opentelemetry"},  # behind the `otel` extra
+    "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # behind the `mcp` extra (httpx2 comes with mcp)
+}
 
 
 def test_the_library_imports_only_its_declared_dependencies() -> None:
@@ -258,7 +263,7 @@ def test_the_base_dependencies_are_declared() -> None:
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
-    "runtime.yaml_config",
+    "runtime.yaml_config", "mcp", "mcp_types", "httpx2", "runtime._mcp_sdk",
 )  # fmt: skip
 
 

@@ -96,6 +96,7 @@ class RoleAggregator:
             )
             for r in results
         ]
+        await context.prepare([context.roles[self.role]])
         worker = context.worker(role, output_type=self.output_type)
         result = await worker.run(aggregator_task(task, entries))
         if isinstance(result.exception, BudgetExceeded):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
+import msgspec
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
@@ -25,6 +26,9 @@ class RunContext(Value, frozen=True, kw_only=True):
         plan_attempts: Times a planner may try for a valid plan.
         budget: The run's budget, shared by all its workers.
         tracer: The run's event tracer.
+        prepare: Gives roles their tools from MCP servers (starting those servers
+            when first needed): await it before :meth:`worker` makes a worker of a
+            role that names MCP tools, or a catalog lists the roles' tools.
     """
 
     run_id: str
@@ -37,6 +41,9 @@ class RunContext(Value, frozen=True, kw_only=True):
     tool_limiter: anyio.CapacityLimiter | None
     model_for: Callable[[Role], Model]
     setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
+    prepare: Callable[[Sequence[Role]], Awaitable[None]] = msgspec.field(
+        default_factory=lambda: _nothing_to_prepare
+    )
 
     def worker(
         self,
@@ -62,6 +69,10 @@ class RunContext(Value, frozen=True, kw_only=True):
             checkpoint=checkpoint,
             journal=journal,
         )
+
+
+async def _nothing_to_prepare(roles: Sequence[Role]) -> None:
+    """No role of this run names MCP tools."""
 
 
 def with_default_instructions(role: Role, instructions: str) -> Role:

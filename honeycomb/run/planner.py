@@ -89,6 +89,7 @@ class RolePlanner:
 
     async def plan(self, task: str, context: RunContext) -> Plan:
         workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
+        await context.prepare([*workable, context.roles[self.role]])  # the catalog's tools
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
         prompt = planner_task(task, catalog, max_subtasks=context.max_subtasks)

@@ -82,6 +82,7 @@ class Run:
             tool_limiter=shared.tool_limiter,
             model_for=shared.model_for,
             setup_for=shared.setup_for,
+            prepare=shared.prepare,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

@@ -14,9 +14,18 @@ import anyio
 from pydantic import BaseModel
 
 from honeycomb.run.aggregator import Aggregator
+from honeycomb.run.mcp import McpTools
 from honeycomb.run.planner import Planner
 from honeycomb.run.policy import Policy
-from runtime import EventHandler, LimitedModel, LockTable, Model
+from runtime import (
+    ConfigError,
+    DuplicateToolError,
+    EventHandler,
+    LimitedModel,
+    LockTable,
+    Model,
+    ToolRegistry,
+)
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -43,6 +52,7 @@ class Shared:
         source: Where the Executor was declared (a hive file), kept with each run.
         locks: The lock table of ``exclusive`` tools, shared by every worker.
         tool_limiter: Bounds the tool calls in flight across every run.
+        mcp: The MCP servers, and the roles' tools from them.
     """
 
     def __init__(
@@ -61,6 +71,7 @@ class Shared:
         handlers: Sequence[EventHandler],
         log_events: bool,
         source: str | None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -83,6 +94,39 @@ class Shared:
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
             (name, None): setup for name, setup in setups.items()
         }
+        self.mcp = mcp or McpTools(())
+        # Roles whose setups lack their MCP tools yet: their servers list them.
+        self._unlisted = {name for name, role in self.roles.items() if self.mcp.refs(role)}
+
+    async def prepare(self, roles: Sequence[Role]) -> None:
+        """Give these roles their MCP tools, as their servers list them (each server
+        starts when first needed): before a worker of the role, or a catalog of roles,
+        is made.
+
+        Raises:
+            McpServerError: when a server cannot be started.
+            ConfigError: when a server has no tool a role names, or two of a role's
+                tools have one name.
+        """
+        for role in roles:
+            if role.name not in self._unlisted or self.roles.get(role.name) is not role:
+                continue
+            tools = await self.mcp.tools_of(role)
+            own = self._setups[(role.name, None)]
+            try:
+                registry = ToolRegistry([*own.tools, *tools])
+            except DuplicateToolError as exc:
+                raise ConfigError(
+                    f"role {role.name!r}: two of its tools are named {exc.tool_name!r} (one "
+                    "of them from an MCP server): give one another name"
+                ) from exc
+            # Setups made for the role before (another output type) lack these tools.
+            for key in [k for k in self._setups if k[0] == role.name]:
+                del self._setups[key]
+            self._setups[(role.name, None)] = WorkerSetup.resolved(
+                role, registry, own.settings.output_type
+            )
+            self._unlisted.discard(role.name)
 
     def model_for(self, role: Role) -> Model:
         """The model ``role`` thinks with."""
