@@ -251,7 +251,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def _size(base64: str) -> str:
-    return f"{len(base64) * 3 // 4} bytes"
+    padding = len(base64) - len(base64.rstrip("="))
+    return f"{len(base64) * 3 // 4 - padding} bytes"
 
 
 class _Watched:
