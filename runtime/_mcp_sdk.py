@@ -148,6 +148,7 @@ async def connect(
     async with AsyncExitStack() as stack:
         ended: asyncio.Event | None = None
         errlog: IO[str] | None = None
+        refused: _Refused | None = None
         if command is not None:
             # What it writes to stderr is kept (not shown): its end tells why it died.
             errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
@@ -155,8 +156,14 @@ async def connect(
             params = StdioServerParameters(command=command, args=list(args), env=dict(env), cwd=cwd)
             transport: Any = _Watched(stdio_client(params, errlog=errlog), ended)
         else:
-            # The SDK's own timeouts: a response stream may stay open for a while.
-            http = httpx2.AsyncClient(headers=dict(headers), timeout=_HTTP_TIMEOUT)
+            # The SDK's own timeouts: a response stream may stay open for a while. It
+            # turns an HTTP error status into a message without it: the hook keeps it.
+            refused = _Refused()
+            http = httpx2.AsyncClient(
+                headers=dict(headers),
+                timeout=_HTTP_TIMEOUT,
+                event_hooks={"response": [refused.note]},
+            )
             transport = streamable_http_client(url or "", http_client=http)
             await stack.enter_async_context(http)
         client = Client(transport)
@@ -172,9 +179,8 @@ async def connect(
         except OSError as exc:  # the command cannot be run
             raise McpServerError(server, f"cannot be started: {exc}") from exc
         except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
-            raise McpServerError(
-                server, f"could not be started: {_reason(exc)}{stderr_tail(errlog)}"
-            ) from exc
+            said = stderr_tail(errlog) if refused is None else refused.status()
+            raise McpServerError(server, f"could not be started: {_reason(exc)}{said}") from exc
         yield session
 
 
@@ -253,6 +259,24 @@ def _reason(exc: BaseException) -> str:
 def _size(base64: str) -> str:
     padding = len(base64) - len(base64.rstrip("="))
     return f"{len(base64) * 3 // 4 - padding} bytes"
+
+
+class _Refused:
+    """The first HTTP error status a streamable-HTTP server answered with."""
+
+    def __init__(self) -> None:
+        self.code: int | None = None
+        self.phrase = ""
+
+    async def note(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400 and self.code is None:
+            self.code, self.phrase = response.status_code, response.reason_phrase
+
+    def status(self) -> str:
+        """`` (HTTP 401 Unauthorized)``, or ``""`` when none was an error."""
+        if self.code is None:
+            return ""
+        return f" (HTTP {self.code}{f' {self.phrase}' if self.phrase else ''})"
 
 
 class _Watched:

@@ -153,7 +153,7 @@ async def test_a_role_naming_a_tool_the_server_lacks_fails_alone() -> None:
     assert error is not None
     assert error.message == (
         "role 'typo': MCP server 't' has no tool 'lokup' (did you mean 'lookup'?); its tools: "
-        "append_note, die, lookup, picture, pid, refuse, set_flag, slow"
+        "append_note, die, lookup, picture, pid, refuse, set_flag, slow, where"
     )
 
 
@@ -184,3 +184,43 @@ async def test_the_planner_sees_the_mcp_tools_of_every_role() -> None:
         result = await ex.run("look a word up")
     assert result.status == "ok"
     assert "    tool lookup: Look a word up in a tiny dictionary." in prompts[0]
+
+
+async def test_an_error_in_the_executor_s_block_is_itself_and_leaves_no_process() -> None:
+    before = child_pids()
+
+    class Stop(Exception):
+        pass
+
+    async def fail() -> None:
+        model = ScriptedModel([call("pid"), "done"])
+        async with Executor([CLERK], model, mcp_servers=[sdk_server()]) as executor:
+            await executor.run("t", subtasks=plan("clerk"))
+            assert len(child_pids() - before) == 1
+            raise Stop
+
+    with pytest.raises(Stop):  # itself, not wrapped in an exception group
+        await fail()
+    assert child_pids() - before == set()
+
+
+async def test_cancelling_the_executor_s_block_leaves_no_process() -> None:
+    before = child_pids()
+    called = asyncio.Event()
+
+    def slow(request: ModelRequest) -> object:
+        called.set()
+        return call("slow", {"seconds": 60})
+
+    async def serve() -> None:
+        async with Executor([CLERK], FunctionModel(slow), mcp_servers=[sdk_server()]) as ex:  # type: ignore[arg-type]
+            await ex.run("t", subtasks=plan("clerk"))
+
+    task = asyncio.create_task(serve())
+    await called.wait()
+    await asyncio.sleep(0.5)  # the call is in flight
+    assert len(child_pids() - before) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert child_pids() - before == set()

@@ -287,8 +287,10 @@ async def test_a_streamable_http_server_gets_its_headers() -> None:
             with pytest.raises(McpServerError) as info:
                 await run.listed("nope")
     assert (looked.status, looked.content) == ("ok", "where bees live")
-    assert "could not be started" in str(info.value)
-    assert "wrong" not in str(info.value)
+    assert str(info.value) == (
+        "MCP server 'nope' could not be started: Server returned an error response "
+        "(HTTP 401 Unauthorized)"
+    )
 
 
 # --- nothing keeps running ---------------------------------------------------------

@@ -6,7 +6,8 @@ PORT`` over streamable HTTP on 127.0.0.1 (every request must then carry the head
 Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
 destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
 with ``isError`` (``refuse``), a slow one (``slow``), one that returns an image and an
-embedded resource (``picture``), its process id (``pid``), and a way to die (``die``).
+embedded resource (``picture``), its process id (``pid``), its folder and
+environment (``where``), and a way to die (``die``).
 ``append_note`` and ``set_flag`` write to the file ``$MCP_TEST_NOTES`` (one line a
 call), so a test can see what ran and in which order.
 """
@@ -90,6 +91,12 @@ def picture() -> list[object]:
 @server.tool(description="The server's process id.", annotations=READ_ONLY)
 def pid() -> str:
     return str(os.getpid())
+
+
+@server.tool(description="Where the server runs, and what it sees.", annotations=READ_ONLY)
+def where() -> dict[str, str | None]:
+    seen = ("MCP_TEST_GREETING", "MCP_TEST_PARENT_ONLY")
+    return {"cwd": os.getcwd(), **{name: os.environ.get(name) for name in seen}}
 
 
 @server.tool(description="Exit the server process at once.", annotations=READ_ONLY)
