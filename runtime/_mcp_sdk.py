@@ -65,12 +65,14 @@ class Session:
         self.tools: tuple[Listed, ...] = ()
         self._client = client
         self._ended = ended
+        self._lost = False
         self.errlog: IO[str] | None = None
 
     @property
     def ended(self) -> bool:
-        """Whether the server's output has ended: its process exited (stdio only)."""
-        return self._ended is not None and self._ended.is_set()
+        """Whether the connection has ended: a call found it lost, or a stdio server's
+        output ended (its process exited)."""
+        return self._lost or (self._ended is not None and self._ended.is_set())
 
     def said(self) -> str:
         """`` (it said: ...)`` with the end of what it wrote to stderr, or ``""``."""
@@ -121,6 +123,9 @@ class Session:
         return text
 
     def _gone(self, tool: str, mark: int) -> ServerGone:
+        # A streamable-HTTP connection has no process to watch: it is lost once a call
+        # finds it so, and the next call makes it again.
+        self._lost = True
         said = stderr_tail(self.errlog, since=mark)  # what it wrote as it died
         return ServerGone(self.server, f"stopped during the call to {tool!r}{said}")
 

@@ -293,6 +293,27 @@ async def test_a_streamable_http_server_gets_its_headers() -> None:
     )
 
 
+async def test_a_streamable_http_server_that_went_away_is_reached_again_once() -> None:
+    """The connection to a server that went away is made again once a run: it says
+    the server cannot be reached, and then that it is down; never that it will be
+    started again while the same dead connection is used."""
+    with http_test_server("s3cret") as url:
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            dispatcher = Dispatcher(await registry(run, web))
+            died = await one(dispatcher, "die")
+            unreachable = await one(dispatcher, "lookup", '{"word": "bee"}')
+            down = await one(dispatcher, "lookup", '{"word": "bee"}')
+    assert died.content.endswith("it is started again for the next call")
+    assert unreachable.content == (
+        "Error: cannot call 'lookup': MCP server 'web' could not be started: "
+        "ConnectError: All connection attempts failed"
+    )
+    assert down.content.startswith(
+        "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run"
+    )
+
+
 # --- nothing keeps running ---------------------------------------------------------
 
 
