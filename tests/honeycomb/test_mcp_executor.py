@@ -224,3 +224,22 @@ async def test_cancelling_the_executor_s_block_leaves_no_process() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert child_pids() - before == set()
+
+
+async def test_with_a_planner_a_server_that_cannot_start_fails_only_its_workers() -> None:
+    plan_json = (
+        '{"subtasks": [{"id": "a", "role": "clerk", "instruction": "look"},'
+        ' {"id": "b", "role": "writer", "instruction": "write"}]}'
+    )
+    roles = [Role(name="planner"), CLERK, Role(name="writer")]
+    model = ScriptedModel({"r/planner": [plan_json], "r/b": ["written"], "r/aggregator": ["ok"]})
+    broken = sdk_server(args=("--fail-at-start",))
+    policy = Policy(failure="best_effort")
+    executor = Executor(roles, model, mcp_servers=[broken], policy=policy)
+    result = await executor.run("t", run_id="r")
+    assert result.status == "partial"
+    assert result.subtasks["b"].ok
+    error = result.subtasks["a"].error
+    assert error is not None
+    assert error.type == "McpServerError"
+    assert "the test server was told to fail at start" in error.message
