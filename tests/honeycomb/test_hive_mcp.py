@@ -29,10 +29,10 @@ roles:
   planner: {description: Plans.}
   clock:
     description: Tells the time in one place.
-    tools: ["time:get_current_time"]
+    tools: [time:get_current_time]
   traveller:
     description: Converts a time from one place to another.
-    tools: ["time:*"]
+    tools: [time:*]
   aggregator: {description: Merges.}
 """
 
