@@ -243,3 +243,19 @@ async def test_with_a_planner_a_server_that_cannot_start_fails_only_its_workers(
     assert error is not None
     assert error.type == "McpServerError"
     assert "the test server was told to fail at start" in error.message
+
+
+async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggregator_does() -> (
+    None
+):
+    roles = [Role(name="writer"), Role(name="aggregator", tools=["t:lookup"])]
+    executor = Executor(
+        roles, ScriptedModel(["written"]), mcp_servers=[sdk_server(args=("--fail-at-start",))]
+    )
+    with pytest.raises(
+        RunFailed, match="the aggregator failed: MCP server 't' could not be"
+    ) as info:
+        await executor.run("t", subtasks=plan("writer"))
+    partial = info.value.partial
+    assert partial is not None
+    assert partial.subtasks["s1"].ok  # the workers' results are kept
