@@ -259,3 +259,42 @@ async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggre
     partial = info.value.partial
     assert partial is not None
     assert partial.subtasks["s1"].ok  # the workers' results are kept
+
+
+async def test_a_resumed_run_never_calls_a_completed_side_effecting_mcp_tool_again(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    writer = Role(name="writer", tools=["t:append_note"])
+    called = asyncio.Event()  # the call is done: the model is asked for the next turn
+    hold = asyncio.Event()  # never set: the first life stops there
+
+    async def first_life(request: ModelRequest) -> object:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            called.set()
+            await hold.wait()
+        return call("append_note", {"text": "once"})
+
+    def second_life(request: ModelRequest) -> object:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "written"
+        return call("append_note", {"text": "once"})  # a repeat, if the turn were lost
+
+    store = tmp_path / "runs.db"
+    first = Executor(
+        [writer], FunctionModel(first_life), mcp_servers=[sdk_server(notes=notes)], store=store
+    )
+    running = asyncio.create_task(first.run("t", subtasks=plan("writer"), run_id="r"))
+    await called.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    second = Executor(
+        [writer], FunctionModel(second_life), mcp_servers=[sdk_server(notes=notes)], store=store
+    )
+    result = await second.resume("r")
+    assert result.status == "ok"
+    assert [line.split()[:2] for line in notes.read_text().splitlines()] == [
+        ["start", "once"],
+        ["end", "once"],
+    ]
