@@ -268,6 +268,8 @@ class _Live:
 
     def why(self) -> str:
         if self.session is not None and self.session.ended:
+            if self.server.url is not None:  # no process: its connection went
+                return "its connection was lost"
             return f"it exited{self.session.said()}"
         return self.error.reason if self.error is not None else "it was stopped"
 

@@ -314,6 +314,24 @@ async def test_a_streamable_http_server_that_went_away_is_reached_again_once() -
     )
 
 
+async def test_a_streamable_http_server_back_after_going_away_is_reached_again() -> None:
+    with http_test_server("s3cret") as url:
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            dispatcher = Dispatcher(await registry(run, web))
+            await one(dispatcher, "die")
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            with http_test_server("s3cret", port=port):  # back, at the same address
+                back = await one(dispatcher, "lookup", '{"word": "hive"}')
+                await one(dispatcher, "die")
+            down = await one(dispatcher, "lookup", '{"word": "hive"}')
+    assert (back.status, back.content) == ("ok", "where bees live")
+    assert down.content == (
+        "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run: "
+        "its connection was lost, and was started again once already"
+    )
+
+
 # --- nothing keeps running ---------------------------------------------------------
 
 
