@@ -8,6 +8,10 @@ With a run store, every run is kept turn by turn, and ``run(task, run_id=...)`` 
 :meth:`Executor.resume`) of a run that did not finish continues it: finished workers
 are not run again, started ones continue from their last turn, and no completed
 side-effecting call is executed twice.
+
+With MCP servers, ``async with Executor(...) as executor:`` shares them between runs:
+each starts when a worker first needs its tools and every one stops as the block
+ends. A run outside such a block starts those it needs and stops them as it ends.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from pydantic import BaseModel
 
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
+from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
 from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
 from honeycomb.run.policy import Policy
@@ -44,6 +50,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime._concurrency import require_asyncio
+from runtime.mcp import McpServer
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -80,6 +87,8 @@ class Executor:
         memory: The long-term memory of the roles with ``memory:`` (a
             :class:`~runtime.memory.Memory`, or the path of an SQLite memory file),
             shared by every run.
+        mcp_servers: MCP servers whose tools roles name as ``server:tool`` or
+            ``server:*`` (see :mod:`runtime.mcp`).
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -102,6 +111,7 @@ class Executor:
         source: str | None = None,
         trace: bool | None = None,
         memory: Memory | str | Path | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -109,7 +119,10 @@ class Executor:
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = _open_memory(memory)
-        setups = _check(role_list, model_map, default, registry, planner, aggregator, kept_memory)
+        mcp = McpTools(mcp_servers)
+        setups = _check(
+            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp
+        )
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
@@ -126,7 +139,25 @@ class Executor:
             log_events=log_events,
             source=source,
             memory=kept_memory,
+            mcp=mcp,
         )
+
+    async def __aenter__(self) -> Self:
+        """Share the MCP servers between the runs of the block (none starts yet)."""
+        await self.shared.mcp.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop every MCP server the Executor's runs started (``async with`` does)."""
+        await self.shared.mcp.close()
 
     @property
     def roles(self) -> dict[str, Role]:
@@ -201,6 +232,7 @@ class Executor:
                 aggregator=hive.spec.aggregator,
                 policy=policy or hive.policy,
                 default_model=hive.default_model,
+                mcp_servers=hive.mcp_servers,
                 **options,
             )
 
@@ -262,7 +294,8 @@ class Executor:
         """
         require_asyncio("Executor.run")
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event)
-        return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
+        async with self.shared.mcp.scope():  # the servers its tool calls reach
+            return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
     async def resume(
         self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False
@@ -340,9 +373,11 @@ def _check(
     planner: object,
     aggregator: object,
     memory: Memory | None,
+    mcp: McpTools,
 ) -> dict[str, WorkerSetup]:
     """Every role's setup, its tools and output schema resolved (imported) once, here;
-    or every mistake at once.
+    or every mistake at once. MCP tools join the setups when their servers list them
+    (:meth:`Shared.prepare <honeycomb.run.shared.Shared.prepare>`).
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -367,7 +402,10 @@ def _check(
                 )
         try:
             setups[role.name] = WorkerSetup.resolved(
-                role, role.resolve_tools(registry), role.resolve_output(), memory
+                role,
+                role.resolve_tools(registry, servers=mcp.servers),
+                role.resolve_output(),
+                memory,
             )
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))

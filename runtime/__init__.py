@@ -18,6 +18,7 @@ from runtime.errors import (
     EmptyResponse,
     HoneycombError,
     MaxTurnsExceeded,
+    McpServerError,
     MemoryFeatureMissing,
     MemoryStoreError,
     ModelCallError,
@@ -56,6 +57,7 @@ from runtime.events import (
 )
 from runtime.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 from runtime.limits import Budget, LimitedModel, Limits
+from runtime.mcp import McpServer, McpServers, McpToolSettings
 from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
@@ -105,6 +107,10 @@ __all__ = [
     "Limits",
     "LockTable",
     "MaxTurnsExceeded",
+    "McpServer",
+    "McpServerError",
+    "McpServers",
+    "McpToolSettings",
     "Memory",
     "MemoryFeatureMissing",
     "MemoryHit",

@@ -8,7 +8,8 @@ The tree::
     ├── ToolError                   a tool could not be defined or called
     │   ├── ToolDefinitionError     @tool on a function whose signature cannot be a schema
     │   ├── DuplicateToolError      two tools with one name in a registry
-    │   └── UnknownToolError        a tool name that is not registered
+    │   ├── UnknownToolError        a tool name that is not registered
+    │   └── McpServerError          an MCP server could not be started, listed or reached
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
     │   │   └── RetryAfterPastDeadline  it asked to wait past the retry deadline
@@ -62,6 +63,7 @@ __all__ = [
     "EmptyResponse",
     "HoneycombError",
     "MaxTurnsExceeded",
+    "McpServerError",
     "MemoryFeatureMissing",
     "MemoryStoreError",
     "ModelCallError",
@@ -181,6 +183,21 @@ class UnknownToolError(ToolError):
         self.available = tuple(available)
         listed = ", ".join(self.available) if self.available else "none"
         super().__init__(f"unknown tool {tool_name!r}; available tools: {listed}")
+
+
+class McpServerError(ToolError):
+    """An MCP server could not be started, could not list its tools, or went away.
+
+    Attributes:
+        server: The server's name.
+        reason: What happened (the end of what the server wrote to stderr, when it
+            said why).
+    """
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"MCP server {server!r} {reason}")
 
 
 # --- models --------------------------------------------------------------------------

@@ -74,6 +74,10 @@ class Tool(Generic[P, R]):
         terminal: Its result ends the worker's loop as the final answer.
         idempotent: Running it twice has the effect of running it once, so a call
             whose outcome a crash lost is run again on resume (see :mod:`runtime.journal`).
+        parameters: The JSON schema of the arguments, for a tool whose schema comes
+            from elsewhere than its signature (an MCP server's): the function takes
+            the model's JSON object as keyword arguments, as they are, checked only for
+            being an object with the required keys (its own server checks the rest).
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         terminal: bool = False,
         idempotent: bool = False,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -104,11 +109,18 @@ class Tool(Generic[P, R]):
         self.terminal = terminal
         self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
+        self.parameters = parameters
+        self.context_param: str | None = None
+        self._validate_json: Callable[[str], BaseModel | dict[str, Any]]
+        if parameters is None:
+            model, self.context_param = _arguments_model(self.name, fn, doc_args)
+            self._validate_json = model.model_validate_json
+            parameters = _clean_schema(model)
+        else:
+            self._validate_json = _ObjectWith(self.name, parameters.get("required", ())).validate
         self.schema = ToolSchema(
-            name=self.name, description=self.description, parameters=_clean_schema(self.args_model)
+            name=self.name, description=self.description, parameters=parameters
         )
-        self._validate_json = self.args_model.model_validate_json
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -129,6 +141,7 @@ class Tool(Generic[P, R]):
             timeout=self.timeout,
             terminal=self.terminal,
             idempotent=self.idempotent,
+            parameters=self.parameters,
         )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
@@ -139,11 +152,13 @@ class Tool(Generic[P, R]):
         """
         text = arguments if arguments.strip() else "{}"
         try:
-            parsed: pydantic.BaseModel = self._validate_json(text)
+            parsed: pydantic.BaseModel | dict[str, Any] = self._validate_json(text)
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False)
             not_json = any(e["type"] == "json_invalid" for e in errors)
             raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
+        if isinstance(parsed, dict):  # a given schema's: the object as it is
+            return parsed
         return parsed.__dict__  # the fields, as keyword arguments (the model is dropped)
 
 
@@ -269,6 +284,33 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({list(self._tools)})"
+
+
+class _ObjectWith:
+    """Checks a tool's JSON arguments against a schema given as it is: a JSON object,
+    with the required keys."""
+
+    def __init__(self, tool_name: str, required: Iterable[str]) -> None:
+        self.tool_name = tool_name
+        self.required = tuple(required)
+
+    def validate(self, text: str) -> dict[str, Any]:
+        """The arguments as a dict.
+
+        Raises:
+            ArgumentsError: when the text is not JSON, not an object, or lacks a key.
+        """
+        try:
+            value = pydantic_core.from_json(text)
+        except ValueError as exc:
+            raise ArgumentsError(self.tool_name, f"Invalid JSON: {exc}", not_json=True) from exc
+        if not isinstance(value, dict):
+            detail = f"the arguments must be a JSON object, got {_json_kind(value)}"
+            raise ArgumentsError(self.tool_name, detail, not_json=False)
+        missing = [f"argument {k!r}: Field required" for k in self.required if k not in value]
+        if missing:
+            raise ArgumentsError(self.tool_name, "; ".join(missing), not_json=False)
+        return value
 
 
 # --- schema building -----------------------------------------------------------------

@@ -160,7 +160,8 @@ RUNTIME_NAMES = {
     "BudgetExceeded", "CompactionFinished", "CompactionStarted",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
     "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
-    "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "MemoryJournal",
+    "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "McpServer", "McpServerError",
+    "McpServers", "McpToolSettings", "MemoryJournal",
     "ModelCallError", "OnUnknown", "OutcomeUnknown",
     "RunawayLoop", "StoreError",
     # long-term memory
@@ -200,7 +201,8 @@ HONEYCOMB_NAMES = {
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
     "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",
-    "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "MemoryJournal",
+    "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "McpServer",
+    "McpServerError", "McpServers", "McpToolSettings", "MemoryJournal",
     "Message", "Messages", "Model", "ModelCallError", "ModelCallFinished", "ModelCallRetrying",
     "ModelCallStarted", "ModelConnectionError", "ModelError", "ModelHTTPError", "ModelRequest",
     "ModelResponse", "ModelResponseError", "ModelRetry", "ModelTimeout", "ObservationStatus",
@@ -232,6 +234,7 @@ BASE_MODULES = {
 EXTRA_MODULES = {
     "honeycomb/trace/otel.py": {"opentelemetry"},  # behind the `otel` extra
     "runtime/_memory_db.py": {"sqlite_vec"},  # behind the `memory` extra
+    "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # behind the `mcp` extra (httpx2 comes with mcp)
 }
 
 
@@ -268,7 +271,8 @@ def test_the_base_dependencies_are_declared() -> None:
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
-    "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec",
+    "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec", "mcp",
+    "mcp_types", "httpx2", "runtime._mcp_sdk",
 )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ role (a mapping with ``name:``) or many (a mapping of name to role, optionally u
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime._imports import import_object
+from runtime.mcp import mcp_ref
 from workers.context import Compaction
 from workers.memory import RoleMemory
 
@@ -39,7 +40,8 @@ class Role(BaseModel):
         description: One line on what it is good at (planners read it).
         instructions: The system prompt.
         model: Name of a model in the hive (``offline``, ``gpt``...); None: the default.
-        tools: Registry names or import paths (``package.module:function``).
+        tools: Registry names, import paths (``package.module:function``), or tools
+            of a declared MCP server (``server:tool``, ``server:*`` for all of them).
         max_turns: Model turns that may call tools before the wrap-up call.
         tool_timeout: Seconds per tool call when the tool sets none.
         concurrency: Parallel-safe tool calls in flight at once.
@@ -81,15 +83,20 @@ class Role(BaseModel):
             parts.append(self.instructions)
         return "\n\n".join(parts)
 
-    def resolve_tools(self, registry: ToolRegistry | None = None) -> ToolRegistry:
-        """The role's tools, looked up in ``registry`` or imported by path.
+    def resolve_tools(
+        self, registry: ToolRegistry | None = None, *, servers: Collection[str] = ()
+    ) -> ToolRegistry:
+        """The role's tools, looked up in ``registry`` or imported by path; those of the
+        MCP ``servers`` are not among them (their servers list them).
 
         Raises:
             UnknownToolError: for a name that is neither registered nor an import path.
             ConfigError: for an import path that cannot be imported.
         """
         source = registry if registry is not None else ToolRegistry()
-        return ToolRegistry(source.resolve(ref) for ref in self.tools)
+        return ToolRegistry(
+            source.resolve(ref) for ref in self.tools if mcp_ref(ref, servers) is None
+        )
 
     def resolve_output(self) -> type[BaseModel] | None:
         """The pydantic model named by ``output_schema``.
@@ -120,9 +127,11 @@ def check_role(
     path: YamlPath,
     registry: ToolRegistry | None,
     models: Sequence[str] | None = None,
+    servers: Collection[str] = (),
 ) -> list[ConfigError]:
     """Problems with a role's references (tools, output schema, and its model when
-    ``models`` names the ones there are), located in ``doc``.
+    ``models`` names the ones there are), located in ``doc``. Tools of the MCP
+    ``servers`` are checked when the servers list them (``honeycomb validate``).
 
     Works on the raw mapping, so references are checked even when other fields of
     the role are invalid, and every mistake is reported at once.
@@ -145,6 +154,17 @@ def check_role(
     for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
         if not isinstance(ref, str):
             continue  # field validation reports the wrong type
+        found = mcp_ref(ref, servers)
+        if found is not None:
+            if not found[1]:
+                errors.append(
+                    doc.error(
+                        (*path, "tools", index),
+                        f"{ref!r} names the MCP server {found[0]!r} but no tool: write "
+                        f"'{found[0]}:TOOL', or '{found[0]}:*' for all of its tools",
+                    )
+                )
+            continue
         try:
             source.resolve(ref)
         except HoneycombError as exc:
@@ -154,6 +174,14 @@ def check_role(
                     f"unknown tool {ref!r}{did_you_mean(ref, source.names)}; "
                     f"available: {', '.join(source.names) or 'none'} "
                     "(or write an import path 'package.module:function')"
+                )
+            elif servers or ref.partition(":")[2] == "*":
+                # 'name:tool' is an MCP tool only when 'name' is a declared server.
+                prefix = ref.partition(":")[0]
+                message += (
+                    f"; {prefix!r} is not a declared MCP server"
+                    f"{did_you_mean(prefix, servers)}, so {ref!r} is read as an import path"
+                    f" (MCP servers: {', '.join(servers) or 'none'})"
                 )
             errors.append(doc.error((*path, "tools", index), message))
     schema = body.get("output_schema")
@@ -170,6 +198,7 @@ def load_roles(
     *,
     registry: ToolRegistry | Sequence[Tool[Any, Any]] | None = None,
     models: Sequence[str] | None = None,
+    servers: Collection[str] = (),
 ) -> dict[str, Role]:
     """Roles from a YAML file or from every ``*.yaml``/``*.yml`` file in a folder.
 
@@ -178,6 +207,7 @@ def load_roles(
         registry: Where the roles' tool names are looked up.
         models: The model names a role may use, to check its ``model:`` (None: not
             checked).
+        servers: The MCP servers a role's ``server:tool`` may name.
 
     Raises:
         ConfigErrors: every problem found, each with file, line, column and field.
@@ -199,7 +229,7 @@ def load_roles(
         except ConfigError as exc:
             errors.append(exc)
             continue
-        for path, role in read_roles(doc, errors, reg, models=models):
+        for path, role in read_roles(doc, errors, reg, models=models, servers=servers):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
                 continue
@@ -216,15 +246,16 @@ def read_roles(
     path: YamlPath = (),
     *,
     models: Sequence[str] | None = None,
+    servers: Collection[str] = (),
 ) -> list[tuple[YamlPath, Role]]:
     """Every valid role in ``doc`` (at ``path``), with where it is; each problem found,
-    in a role's fields or its references (``models``: the model names it may use), is
-    added to ``errors``."""
+    in a role's fields or its references (``models``: the model names it may use;
+    ``servers``: the MCP servers it may name), is added to ``errors``."""
     found: list[tuple[YamlPath, Role]] = []
     for here, body in role_entries(doc, errors, path):
         role, problems = doc.validate(Role, body, here)
         errors.extend(problems)
-        errors.extend(check_role(body, doc, here, registry, models))
+        errors.extend(check_role(body, doc, here, registry, models, servers))
         if role is not None:
             found.append((here, role))
     return found

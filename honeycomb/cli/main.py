@@ -11,6 +11,7 @@ crash continues with ``honeycomb resume RUN_ID``. Running a hive is
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import os
 import signal
@@ -193,6 +194,8 @@ def _validate(args: argparse.Namespace) -> int:
         try:
             hive = load_hive(path)
             hive.check_runnable()  # what validate checks is what run needs
+            # Each MCP server is started, listed and stopped: its tools are checked.
+            tools = asyncio.run(hive.check_servers()) if hive.spec.mcp_servers else {}
         except ConfigErrors as exc:
             failed = True
             print(f"{path}: {len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}")
@@ -200,7 +203,10 @@ def _validate(args: argparse.Namespace) -> int:
                 print(f"  {error}")
             continue
         roles, models = counted(len(hive.roles), "role"), counted(len(hive.spec.models), "model")
-        print(f"{path}: OK ({roles}, {models})")
+        servers = "".join(
+            f", MCP server {name}: {counted(count, 'tool')}" for name, count in tools.items()
+        )
+        print(f"{path}: OK ({roles}, {models}{servers})")
         for name, spec in hive.spec.models.items():
             if spec.provider == "openai" and spec.settings:
                 sdk, extra = spec.settings_sent()

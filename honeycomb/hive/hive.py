@@ -25,11 +25,13 @@ from pydantic import (
 )
 
 from honeycomb.hive.imports import imports_from
+from honeycomb.hive.mcp import McpServerSpec, check_servers
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
     ConfigError,
     ConfigErrors,
+    McpServer,
     Memory,
     Model,
     Price,
@@ -185,6 +187,7 @@ class _HiveSpec(BaseModel):
     )
     default_model: str | None = None
     tools: dict[str, str] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
     roles: dict[str, Any] = Field(default_factory=dict)
     roles_dir: str | None = None
     planner: str | None = None
@@ -203,12 +206,36 @@ class Hive:
         spec: _HiveSpec,
         roles: dict[str, Role],
         registry: ToolRegistry,
+        doc: YamlDocument | None = None,
     ) -> None:
         self.file = file
         self.spec = spec
         self.roles = roles
         self.registry = registry
         self.folder = file.resolve().parent
+        self._doc = doc or YamlDocument(data={}, file=str(file))
+
+    @property
+    def mcp_servers(self) -> list[McpServer]:
+        """The MCP servers the hive declares (``mcp_servers:``)."""
+        return [spec.build(name, self.folder) for name, spec in self.spec.mcp_servers.items()]
+
+    async def check_servers(self) -> dict[str, int]:
+        """Start every MCP server, list its tools, check that each tool the roles name
+        is there, and stop them (``honeycomb validate`` does this).
+
+        Returns:
+            The number of tools of each server.
+
+        Raises:
+            ConfigErrors: a server that does not start, a tool it does not have.
+        """
+        raw = self._doc.data.get("roles") if isinstance(self._doc.data, Mapping) else None
+        inline = [str(k) for k in raw] if isinstance(raw, Mapping) else []
+        counts, errors = await check_servers(self.mcp_servers, self.roles, self._doc, inline)
+        if errors:
+            raise ConfigErrors(sorted(errors, key=lambda e: (e.line or 0, e.column or 0)))
+        return counts
 
     def imports(self) -> AbstractContextManager[None]:
         """A block in which import paths resolve as the hive's do: in its folder first,
@@ -313,6 +340,8 @@ _SECRETS = (
     ("models", "*", "api_key"),
     ("models", "*", "settings", "extra_headers"),
     ("memory", "embeddings", "api_key"),
+    ("mcp_servers", "*", "env"),
+    ("mcp_servers", "*", "headers"),
 )
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
@@ -346,7 +375,7 @@ def load_hive(path: str | Path) -> Hive:
     _check_policy_rules(doc, errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
-    return Hive(file, spec, roles, registry)
+    return Hive(file, spec, roles, registry, doc)
 
 
 def _salvage(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -356,7 +385,7 @@ def _salvage(data: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in data.items():
         if key not in _HiveSpec.model_fields:
             continue
-        if isinstance(value, Mapping) and key in ("models", "tools", "roles"):
+        if isinstance(value, Mapping) and key in ("models", "tools", "mcp_servers", "roles"):
             value = {k: v for k, v in value.items() if _valid({key: {k: v}})}
         if _valid({key: value}):
             keep[key] = value
@@ -383,6 +412,12 @@ def _registry(doc: YamlDocument, spec: _HiveSpec, errors: list[ConfigError]) -> 
     return registry
 
 
+def _server_names(doc: YamlDocument, spec: _HiveSpec) -> list[str]:
+    """The MCP servers a role may name: those declared, valid or not (as models)."""
+    raw = doc.data.get("mcp_servers")
+    return [str(k) for k in raw] if isinstance(raw, Mapping) else list(spec.mcp_servers)
+
+
 def _model_names(doc: YamlDocument, spec: _HiveSpec) -> list[str]:
     """The models a role may name: those declared, valid or not (an invalid one has
     its own error; a role naming it has none)."""
@@ -405,11 +440,15 @@ def _roles(
             errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
         else:
             try:
-                roles.update(load_roles(folder, registry=registry, models=models))
+                servers = _server_names(doc, spec)
+                roles.update(load_roles(folder, registry=registry, models=models, servers=servers))
             except ConfigErrors as exc:
                 errors.extend(exc.errors)
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
-        for path, role in read_roles(doc, errors, registry, ("roles",), models=models):
+        servers = _server_names(doc, spec)
+        for path, role in read_roles(
+            doc, errors, registry, ("roles",), models=models, servers=servers
+        ):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
             roles[role.name] = role

@@ -364,14 +364,13 @@ def final_text(request: ModelRequest) -> str:
         topic = task.instruction.splitlines()[0] if task.instruction else "the task"
         source = "what earlier turns found" if earlier else "memory"
         text = f"{PREFIX}From {source}, for: {topic}"
-    if earlier:  # in the lead, which is what an aggregator keeps of an answer
-        lead, _, rest = text.partition("\n\n")
-        facts = "; ".join(line.removeprefix("- ") for line in earlier)
-        text = "\n\n".join(p for p in (f"{lead} Earlier turns found: {facts}.", rest) if p)
-    more = []
+    # In the lead, which is what an aggregator keeps of an answer.
+    lead, _, rest = text.partition("\n\n")
+    if earlier:
+        lead += " Earlier turns found: " + "; ".join(f.removeprefix("- ") for f in earlier) + "."
     if recalled:
-        more.append("\n".join(["Recalled from memory:", *(f"- {m}" for m in recalled)]))
-    return "\n\n".join([text, *more])
+        lead += " Recalled from memory: " + "; ".join(m.rstrip(".") for m in recalled) + "."
+    return "\n\n".join(p for p in (lead, rest) if p)
 
 
 def _summarized(request: ModelRequest) -> list[str]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.run.result import SubtaskResult
-from runtime import BudgetExceeded, RunFailed
+from runtime import BudgetExceeded, HoneycombError, RunFailed
 from workers import Role
 
 __all__ = [
@@ -96,6 +96,10 @@ class RoleAggregator:
             )
             for r in results
         ]
+        try:
+            await context.prepare([context.roles[self.role]])
+        except HoneycombError as exc:  # its MCP tools cannot be had: it fails as a worker
+            raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)
         result = await worker.run(aggregator_task(task, entries))
         if isinstance(result.exception, BudgetExceeded):

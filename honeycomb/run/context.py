@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
+import msgspec
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
@@ -28,6 +29,9 @@ class RunContext(Value, frozen=True, kw_only=True):
         model_for: The model a role thinks with.
         summarizer_for: The model that writes a role's summaries, when it is not the
             role's own (its ``compaction.model``).
+        prepare: Gives roles their tools from MCP servers (starting those servers
+            when first needed): await it before :meth:`worker` makes a worker of a
+            role that names MCP tools, or a catalog lists the roles' tools.
     """
 
     run_id: str
@@ -41,6 +45,9 @@ class RunContext(Value, frozen=True, kw_only=True):
     model_for: Callable[[Role], Model]
     setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
     summarizer_for: Callable[[Role], Model | None] = lambda role: None
+    prepare: Callable[[Sequence[Role]], Awaitable[None]] = msgspec.field(
+        default_factory=lambda: _nothing_to_prepare
+    )
 
     def worker(
         self,
@@ -67,6 +74,10 @@ class RunContext(Value, frozen=True, kw_only=True):
             journal=journal,
             summarizer=self.summarizer_for(found),
         )
+
+
+async def _nothing_to_prepare(roles: Sequence[Role]) -> None:
+    """No role of this run names MCP tools."""
 
 
 def with_default_instructions(role: Role, instructions: str) -> Role:

@@ -11,6 +11,7 @@ subtasks, a splitter's) are as long as the caller made them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -18,7 +19,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.plan import Plan, Subtask, plan_problems, plan_type
 from honeycomb.run.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
-from runtime import BudgetExceeded, PlanError
+from runtime import BudgetExceeded, HoneycombError, PlanError
 from workers import Role
 
 __all__ = [
@@ -89,6 +90,12 @@ class RolePlanner:
 
     async def plan(self, task: str, context: RunContext) -> Plan:
         workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
+        await context.prepare([context.roles[self.role]])  # its own tools
+        for other in workable:  # the catalog's tools
+            # A role whose MCP server cannot start is listed without those tools: its
+            # workers fail alone, with why, under the failure policy.
+            with contextlib.suppress(HoneycombError):
+                await context.prepare([other])
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
         prompt = planner_task(task, catalog, max_subtasks=context.max_subtasks)

@@ -83,6 +83,7 @@ class Run:
             model_for=shared.model_for,
             setup_for=shared.setup_for,
             summarizer_for=shared.summarizer_for,
+            prepare=shared.prepare,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

@@ -139,6 +139,12 @@ class Scheduler:
                     WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
                 )
             started = self.elapsed_s
+            try:
+                await ctx.prepare([ctx.roles[subtask.role]])
+            except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
+                error = WorkerError(type=type(exc).__name__, message=str(exc))
+                await self._finish(subtask, "failed", None, error, started)
+                return
             state = self._states.get(subtask.id)
             record = None
             if self.record is not None:

@@ -11,12 +11,23 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 from pydantic import BaseModel
 
 from honeycomb.run.aggregator import Aggregator
+from honeycomb.run.mcp import McpTools
 from honeycomb.run.planner import Planner
 from honeycomb.run.policy import Policy
-from runtime import EventHandler, LimitedModel, LockTable, Memory, Model
+from runtime import (
+    ConfigError,
+    DuplicateToolError,
+    EventHandler,
+    LimitedModel,
+    LockTable,
+    Memory,
+    Model,
+    ToolRegistry,
+)
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -44,6 +55,7 @@ class Shared:
         memory: The long-term memory of the roles with ``memory:``.
         locks: The lock table of ``exclusive`` tools, shared by every worker.
         tool_limiter: Bounds the tool calls in flight across every run.
+        mcp: The MCP servers, and the roles' tools from them.
     """
 
     def __init__(
@@ -63,6 +75,7 @@ class Shared:
         log_events: bool,
         source: str | None,
         memory: Memory | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -86,6 +99,38 @@ class Shared:
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
             (name, None): setup for name, setup in setups.items()
         }
+        self.mcp = mcp or McpTools(())
+        # Roles whose setups lack their MCP tools yet: their servers list them.
+        self._unlisted = {name for name, role in self.roles.items() if self.mcp.refs(role)}
+
+    async def prepare(self, roles: Sequence[Role]) -> None:
+        """Give these roles their MCP tools, as their servers list them (each server
+        starts when first needed): before a worker of the role, or a catalog of roles,
+        is made.
+
+        Raises:
+            McpServerError: when a server cannot be started.
+            ConfigError: when a server has no tool a role names, or two of a role's
+                tools have one name.
+        """
+        for role in roles:
+            if role.name not in self._unlisted or self.roles.get(role.name) is not role:
+                continue
+            tools = await self.mcp.tools_of(role)
+            own = self._setups[(role.name, None)]
+            try:
+                registry = ToolRegistry([*own.tools, *tools])
+            except DuplicateToolError as exc:
+                raise ConfigError(
+                    f"role {role.name!r}: two of its tools are named {exc.tool_name!r} (one "
+                    "of them from an MCP server): give one another name"
+                ) from exc
+            # Setups made for the role before (another output type) lack these tools.
+            for key in [k for k in self._setups if k[0] == role.name]:
+                del self._setups[key]
+            # The role's setup as it was made (its memory tools and all), with these too.
+            self._setups[(role.name, None)] = msgspec.structs.replace(own, tools=registry)
+            self._unlisted.discard(role.name)
 
     def model_for(self, role: Role) -> Model:
         """The model ``role`` thinks with."""

@@ -395,6 +395,62 @@ def test_long_inputs_are_shortened_in_the_message() -> None:
     assert len(info.value.detail) < 200
 
 
+# --- a schema given, not read from the signature (an MCP server's) ------------------
+
+GIVEN = {
+    "type": "object",
+    "properties": {"word": {"type": "string"}, "max-hits": {"type": "integer"}},
+    "required": ["word"],
+}
+
+
+async def _echo(**arguments: Any) -> dict[str, Any]:
+    return arguments
+
+
+def test_a_given_schema_is_told_to_the_model_as_it_is() -> None:
+    given = Tool(_echo, name="lookup", description="Look a word up.", parameters=GIVEN)
+    assert given.schema.parameters == GIVEN
+    assert given.schema.description == "Look a word up."
+    assert given.context_param is None
+    assert given.is_async
+
+
+def test_a_given_schema_passes_the_arguments_as_they_are() -> None:
+    given = Tool(_echo, name="lookup", parameters=GIVEN)
+    # Names that are not Python identifiers, and values the schema would not check here
+    # (the tool's own server validates them): passed through unchanged.
+    assert given.parse_arguments('{"word": "bee", "max-hits": "3"}') == {
+        "word": "bee",
+        "max-hits": "3",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "not_json", "detail"),
+    [
+        ('{"word": ', True, "EOF while parsing"),
+        ("[1]", False, "the arguments must be a JSON object, got a list"),
+        ('{"max-hits": 2}', False, "argument 'word': Field required"),
+    ],
+)
+def test_a_given_schema_still_checks_json_objects_and_required_arguments(
+    text: str, not_json: bool, detail: str
+) -> None:
+    given = Tool(_echo, name="lookup", parameters=GIVEN)
+    with pytest.raises(ArgumentsError) as info:
+        given.parse_arguments(text)
+    assert info.value.not_json is not_json
+    assert detail in info.value.detail
+
+
+def test_a_renamed_tool_keeps_its_given_schema() -> None:
+    given = Tool(_echo, name="lookup", parameters=GIVEN, side_effects=True, idempotent=True)
+    again = given.renamed("find")
+    assert again.schema.parameters == GIVEN
+    assert (again.side_effects, again.idempotent) == (True, True)
+
+
 # --- ToolRegistry -------------------------------------------------------------------
 
 

@@ -1,0 +1,92 @@
+"""``McpTools``: the MCP servers of an Executor, and the tools its roles take from them.
+
+Inside ``async with executor:`` the servers are the Executor's: each starts when a
+worker first needs its tools, is shared by every worker of every run, and stops when
+the block ends. A run outside such a block starts the servers it needs itself and
+stops them when it ends. Either way, each run may start a server that went away again
+once (:class:`runtime.mcp.McpRun`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from runtime import ConfigError, Tool
+from runtime.mcp import McpServer, McpServers, current_mcp_run, mcp_ref, mcp_tools, pick_tools
+from workers import Role
+
+__all__ = ["McpTools"]
+
+
+class McpTools:
+    """The MCP servers of an Executor, started lazily; their tools by server.
+
+    Args:
+        servers: The servers the roles may name (``server:tool``, ``server:*``).
+    """
+
+    def __init__(self, servers: Sequence[McpServer]) -> None:
+        self.servers = {s.name: s for s in servers}
+        self._host: McpServers | None = None
+        self._tools: dict[str, dict[str, Tool[..., Any]]] = {}
+
+    def __repr__(self) -> str:
+        return f"McpTools({list(self.servers)})"
+
+    def refs(self, role: Role) -> list[tuple[str, str]]:
+        """The role's MCP tools, as ``(server, tool or "*")``."""
+        found = (mcp_ref(ref, self.servers) for ref in role.tools)
+        return [ref for ref in found if ref is not None]
+
+    async def open(self) -> None:
+        """Hold the servers for every run until :meth:`close` (none starts yet)."""
+        if self.servers and self._host is None:
+            host = McpServers(self.servers.values())
+            await host.__aenter__()
+            self._host = host
+
+    async def close(self) -> None:
+        """Stop every server that started (each process ends)."""
+        host, self._host = self._host, None
+        if host is not None:
+            await host.__aexit__(None, None, None)
+
+    @asynccontextmanager
+    async def scope(self) -> AsyncIterator[None]:
+        """A run's block: its tool calls reach the Executor's servers (inside
+        ``async with executor``), or servers of its own, stopped as the block ends."""
+        if not self.servers:
+            yield
+            return
+        if self._host is not None:
+            with self._host.run():
+                yield
+            return
+        async with McpServers(self.servers.values()) as own:
+            with own.run():
+                yield
+
+    async def tools_of(self, role: Role) -> list[Tool[..., Any]]:
+        """The role's MCP tools, from its servers' lists (each starts if it has not;
+        its list is read once, for every run).
+
+        Raises:
+            McpServerError: when a server cannot be started.
+            ConfigError: when a server has no tool the role names.
+        """
+        run = current_mcp_run()
+        picked: list[Tool[..., Any]] = []
+        for server, wanted in self.refs(role):
+            tools = self._tools.get(server)
+            if tools is None:
+                if run is None:  # the Executor opens a run's block before its workers
+                    raise RuntimeError("MCP tools are listed in a run's block (McpTools.scope)")
+                listed = await run.listed(server)
+                tools = self._tools.setdefault(server, mcp_tools(self.servers[server], listed))
+            try:
+                picked += pick_tools(server, tools, wanted)
+            except ConfigError as exc:
+                raise ConfigError(f"role {role.name!r}: {exc.message}") from exc
+        return picked

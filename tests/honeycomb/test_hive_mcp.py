@@ -1,0 +1,270 @@
+"""MCP servers in a hive: ``mcp_servers:`` (stdio and streamable HTTP, secrets from
+``${ENV}``), roles naming ``server:tool`` and ``server:*``, per-tool overrides, and
+``honeycomb validate`` starting each server to check the tools the roles name. The
+servers are real subprocesses: the third-party ``mcp-server-time`` and the
+SDK-written server of ``tests/support/mcp_server.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import ConfigErrors, Executor, ScriptedModel, Subtask, ToolMessage
+from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
+from runtime.testing import call
+from tests.support.mcp_servers import ROOT, child_pids, http_test_server
+
+pytestmark = pytest.mark.timeout(120)
+
+TIME_HIVE = """\
+models: {default: offline}
+mcp_servers:
+  time: {command: python, args: [-m, mcp_server_time]}
+roles:
+  planner: {description: Plans.}
+  clock:
+    description: Tells the time in one place.
+    tools: [time:get_current_time]
+  traveller:
+    description: Converts a time from one place to another.
+    tools: [time:*]
+  aggregator: {description: Merges.}
+"""
+
+PLAN = json.dumps(
+    {
+        "subtasks": [
+            {"id": "tokyo", "role": "clock", "instruction": "What time is it in Tokyo?"},
+            {"id": "noon", "role": "traveller", "instruction": "Noon in UTC, in Lisbon?"},
+        ]
+    }
+)
+
+
+@pytest.fixture
+def python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python`` is the interpreter running the tests (where ``mcp-server-time`` is
+    installed), as it is in an activated virtual environment."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hive.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def seen(result: object, subtask: str) -> list[ToolMessage]:
+    worker = result.subtasks[subtask].worker  # type: ignore[attr-defined]
+    return [m for m in worker.transcript.messages if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.usefixtures("python_on_path")
+async def test_a_hive_using_the_third_party_time_server_runs_end_to_end(tmp_path: Path) -> None:
+    before = child_pids()
+    convert = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Lisbon"}
+    model = ScriptedModel(
+        {
+            "r/planner": [PLAN],
+            "r/tokyo": [call("get_current_time", {"timezone": "Asia/Tokyo"}), "It is night."],
+            "r/noon": [call("convert_time", convert), "Noon in Lisbon too."],
+            "r/aggregator": ["Night in Tokyo; noon in Lisbon."],
+        }
+    )
+    async with Executor.from_hive(load_hive(write(tmp_path, TIME_HIVE)), model=model) as hive:
+        result = await hive.run("Tokyo's time, and UTC noon in Lisbon", run_id="r")
+        assert len(child_pids() - before) == 1  # one server for both workers
+    assert child_pids() - before == set()
+    assert result.status == "ok"
+    assert result.answer == "Night in Tokyo; noon in Lisbon."
+    (tokyo,) = seen(result, "tokyo")
+    assert tokyo.status == "ok"
+    assert json.loads(tokyo.content)["timezone"] == "Asia/Tokyo"
+    (noon,) = seen(result, "noon")
+    assert noon.status == "ok"
+    converted = json.loads(noon.content)
+    assert converted["target"]["timezone"] == "Europe/Lisbon"
+    # time:get_current_time is one tool; time:* is all the server lists.
+    (asked,) = model.requests_for("r/tokyo")[:1]
+    assert [t.name for t in asked.tools] == ["get_current_time"]
+    assert {t.name for t in model.requests_for("r/noon")[0].tools} == {
+        "get_current_time",
+        "convert_time",
+    }
+    catalog = str(model.requests_for("r/planner")[0].messages[-1].content)
+    assert "tool convert_time:" in catalog
+
+
+async def test_a_stdio_server_runs_with_its_env_and_cwd_and_nothing_else_inherited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GREETING", "hello from the environment")
+    monkeypatch.setenv("MCP_TEST_PARENT_ONLY", "not for the server")
+    (tmp_path / "work").mkdir()
+    path = write(
+        tmp_path,
+        f"""\
+        models: {{default: offline}}
+        mcp_servers:
+          t:
+            command: {sys.executable}
+            args: [-m, tests.support.mcp_server]
+            env: {{PYTHONPATH: {ROOT}, MCP_TEST_GREETING: "${{GREETING}}"}}
+            cwd: work
+        roles:
+          finder: {{description: Finds., tools: ["t:where"]}}
+        """,
+    )
+    model = ScriptedModel([call("where"), "found"])
+    executor = Executor.from_hive(load_hive(path), model=model)
+    result = await executor.run("t", subtasks=[Subtask(id="s1", role="finder", instruction="go")])
+    (where,) = seen(result, "s1")
+    assert json.loads(where.content) == {
+        "cwd": str(tmp_path / "work"),
+        "MCP_TEST_GREETING": "hello from the environment",
+        "MCP_TEST_PARENT_ONLY": None,
+    }
+
+
+async def test_a_streamable_http_server_with_a_secret_header_and_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOTES_TOKEN", "t0ken-from-env")
+    with http_test_server("t0ken-from-env") as url:
+        monkeypatch.setenv("NOTES_URL", url)
+        path = write(
+            tmp_path,
+            """\
+            models: {default: offline}
+            mcp_servers:
+              notes:
+                url: ${NOTES_URL}
+                headers: {Authorization: "Bearer ${NOTES_TOKEN}"}
+                tools:
+                  lookup: {side_effects: true, timeout: 2}
+                  append_note: {side_effects: false, exclusive: notes}
+                  picture: {idempotent: true}
+            roles:
+              clerk: {description: Writes notes., tools: ["notes:*"]}
+            """,
+        )
+        hive = load_hive(path)
+        assert "t0ken-from-env" not in repr(hive.spec)
+        assert "t0ken-from-env" not in repr(hive.mcp_servers)
+        model = ScriptedModel([call("lookup", {"word": "bee"}), "done"])
+        async with Executor.from_hive(hive, model=model) as executor:
+            result = await executor.run(
+                "t", subtasks=[Subtask(id="s1", role="clerk", instruction="look")]
+            )
+    (looked,) = seen(result, "s1")
+    assert (looked.status, looked.content) == ("ok", "an insect that makes honey")
+    tools = executor.shared.setup_for(executor.roles["clerk"], None).tools
+    lookup, note, picture = tools["lookup"], tools["append_note"], tools["picture"]
+    flag = tools["set_flag"]
+    assert (lookup.side_effects, lookup.timeout) == (True, 2)  # read-only, made serial
+    # An exclusive key makes it serial whatever side_effects says.
+    assert (note.side_effects, note.exclusive) == (True, "notes")
+    assert (picture.side_effects, picture.idempotent) == (False, True)
+    assert (flag.side_effects, flag.idempotent) == (True, True)  # as its hints say
+
+
+def test_validate_starts_each_server_and_counts_its_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    path = write(tmp_path, TIME_HIVE)
+    before = child_pids()
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: OK (4 roles, 1 model, MCP server time: 2 tools)\n"
+    assert child_pids() - before == set()
+
+
+def test_validate_names_each_tool_a_server_lacks_with_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        mcp_servers:
+          time:
+            command: python
+            args: [-m, mcp_server_time]
+            tools:
+              convert_tim: {side_effects: true}
+        roles:
+          planner: {description: Plans.}
+          clock: {tools: ["time:get_curent_time", "time:*"]}
+        """,
+    )
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"{path}: 2 errors",
+        f"  {path}:7:7: mcp_servers.time.tools.convert_tim: MCP server 'time' has no tool "
+        "'convert_tim' (did you mean 'convert_time'?); its tools: convert_time, "
+        "get_current_time",
+        f"  {path}:10:19: roles.clock.tools[0]: MCP server 'time' has no tool "
+        "'get_curent_time' (did you mean 'get_current_time'?); its tools: convert_time, "
+        "get_current_time",
+    ]
+
+
+def test_validate_says_why_a_server_does_not_start_and_never_shows_its_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOTES_TOKEN", "wr0ng-t0ken")
+    with http_test_server("the-right-one") as url:
+        path = write(
+            tmp_path,
+            f"""\
+            models: {{default: offline}}
+            mcp_servers:
+              notes:
+                url: {url}
+                headers: {{Authorization: "Bearer ${{NOTES_TOKEN}}"}}
+              gone: {{command: no-such-mcp-server-command, env: {{TOKEN: "${{NOTES_TOKEN}}"}}}}
+            roles:
+              planner: {{description: Plans.}}
+              clerk: {{tools: ["notes:lookup", "gone:*"]}}
+            """,
+        )
+        assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "wr0ng-t0ken" not in out
+    assert out.splitlines() == [
+        f"{path}: 2 errors",
+        f"  {path}:3:3: mcp_servers.notes: MCP server 'notes' could not be started: Server "
+        "returned an error response (HTTP 401 Unauthorized)",
+        f"  {path}:6:3: mcp_servers.gone: MCP server 'gone' cannot be started: [Errno 2] No "
+        "such file or directory: 'no-such-mcp-server-command'",
+    ]
+
+
+def test_a_role_naming_a_server_without_a_tool_or_an_undeclared_one(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        mcp_servers:
+          time: {command: python, args: [-m, mcp_server_time]}
+        roles:
+          clock: {tools: ["time:", "tme:*"]}
+        """,
+    )
+    with pytest.raises(ConfigErrors) as info:
+        load_hive(path)
+    errors = [str(e) for e in info.value.errors]
+    assert errors[0] == (
+        f"{path}:5:19: roles.clock.tools[0]: 'time:' names the MCP server 'time' but no "
+        "tool: write 'time:TOOL', or 'time:*' for all of its tools"
+    )
+    assert errors[1] == (
+        f"{path}:5:28: roles.clock.tools[1]: cannot import 'tme:*': no module named 'tme'; "
+        "'tme' is not a declared MCP server (did you mean 'time'?), so 'tme:*' is read as "
+        "an import path (MCP servers: time)"
+    )

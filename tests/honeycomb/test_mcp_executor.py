@@ -1,0 +1,300 @@
+"""An Executor with MCP servers: roles name their tools, workers share one server
+process, which starts when first needed and never outlives the Executor's block (or,
+outside one, its run), whatever ends it. Against the SDK-written test server, run as a
+real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from honeycomb import (
+    Executor,
+    FunctionModel,
+    McpToolSettings,
+    Policy,
+    Role,
+    RunFailed,
+    ScriptedModel,
+    Subtask,
+)
+from runtime import ModelRequest, ToolMessage
+from runtime.testing import call
+from tests.support.mcp_servers import child_pids, sdk_server
+
+pytestmark = pytest.mark.timeout(120)
+
+CLERK = Role(name="clerk", tools=["t:lookup", "t:pid", "t:die", "t:slow"])
+
+
+def plan(*roles: str) -> list[Subtask]:
+    return [Subtask(id=f"s{i}", role=r, instruction="work") for i, r in enumerate(roles, 1)]
+
+
+def observations(result: object, subtask: str) -> list[ToolMessage]:
+    worker = result.subtasks[subtask].worker  # type: ignore[attr-defined]
+    return [m for m in worker.transcript.messages if isinstance(m, ToolMessage)]
+
+
+async def test_workers_call_the_tools_their_roles_name_through_one_shared_process() -> None:
+    before = child_pids()
+    everything = Role(name="everything", tools=["t:*"])
+    model = ScriptedModel([[call("lookup", {"word": "bee"}), call("pid")], "done"])
+    async with Executor([CLERK, everything], model, mcp_servers=[sdk_server()]) as executor:
+        assert child_pids() - before == set()  # nothing starts with the block
+        result = await executor.run("t", subtasks=plan("clerk", "clerk", "clerk"))
+        assert len(child_pids() - before) == 1
+        everything_seen = await executor.run(
+            "t", subtasks=[Subtask(id="e", role="everything", instruction="list")]
+        )
+    assert child_pids() - before == set()
+    assert result.status == "ok"
+    pids = set()
+    for subtask in ("s1", "s2", "s3"):
+        looked, pid = observations(result, subtask)
+        assert (looked.status, looked.content) == ("ok", "an insect that makes honey")
+        pids.add(pid.content)
+    assert len(pids) == 1  # one process served every worker
+    assert everything_seen.status == "ok"
+    setup = executor.shared.setup_for(everything, None)
+    assert {"lookup", "append_note", "set_flag", "refuse", "slow", "picture", "pid", "die"} <= set(
+        setup.tools.names
+    )
+    assert set(executor.shared.setup_for(CLERK, None).tools.names) == {
+        "lookup", "pid", "die", "slow"
+    }  # fmt: skip
+
+
+async def test_a_run_outside_a_block_starts_and_stops_its_own_server() -> None:
+    before = child_pids()
+    model = ScriptedModel([call("pid"), "done"])
+    executor = Executor([CLERK], model, mcp_servers=[sdk_server()])
+    first = await executor.run("t", subtasks=plan("clerk"))
+    assert child_pids() - before == set()
+    second = await executor.run("t", subtasks=plan("clerk"))
+    assert child_pids() - before == set()
+    (a,), (b,) = observations(first, "s1"), observations(second, "s1")
+    assert a.status == b.status == "ok"
+    assert a.content != b.content  # a process of each run's own
+
+
+async def test_cancelling_a_run_mid_call_leaves_no_process() -> None:
+    before = child_pids()
+    asked = asyncio.Event()
+
+    def slow_then_done(request: ModelRequest) -> object:
+        asked.set()
+        return call("slow", {"seconds": 60})
+
+    executor = Executor([CLERK], FunctionModel(slow_then_done), mcp_servers=[sdk_server()])  # type: ignore[arg-type]
+    running = asyncio.create_task(executor.run("t", subtasks=plan("clerk")))
+    await asked.wait()  # the server is up: the model has its tools
+    await asyncio.sleep(0.5)  # the call is in flight
+    assert len(child_pids() - before) == 1
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert child_pids() - before == set()
+
+
+async def test_a_failed_run_raises_its_own_error_and_leaves_no_process() -> None:
+    before = child_pids()
+
+    def broken(request: ModelRequest) -> str:
+        if not any(isinstance(m, ToolMessage) for m in request.messages):
+            return call("pid")  # type: ignore[return-value]
+        raise ValueError("the model broke")
+
+    executor = Executor([CLERK], FunctionModel(broken), mcp_servers=[sdk_server()])
+    with pytest.raises(RunFailed):  # itself, not an exception group
+        await executor.run("t", subtasks=plan("clerk"))
+    assert child_pids() - before == set()
+
+
+async def test_each_run_may_start_a_dead_server_again_once() -> None:
+    first = [call("die"), call("pid"), call("die"), call("lookup", {"word": "bee"}), "done"]
+    model = ScriptedModel({"r1/s1": first, "r2/s1": [call("pid"), "done"]})
+    async with Executor([CLERK], model, mcp_servers=[sdk_server()]) as executor:
+        one = await executor.run("t", subtasks=plan("clerk"), run_id="r1")
+        two = await executor.run("t", subtasks=plan("clerk"), run_id="r2")
+    died, pid, died_again, down = observations(one, "s1")
+    assert died.content.endswith("it is started again for the next call")
+    assert pid.status == "ok"
+    assert died_again.content.endswith("it stays down for the rest of this run")
+    assert "is down for the rest of this run" in down.content
+    (again,) = observations(two, "s1")  # the next run starts it again
+    assert again.status == "ok"
+    assert again.content != pid.content
+
+
+async def test_hints_can_be_overridden_and_a_slow_call_times_out() -> None:
+    server = sdk_server(tools={"slow": McpToolSettings(timeout=0.3, exclusive="slowness")})
+    model = ScriptedModel([call("slow", {"seconds": 30}), "done"])
+    async with Executor([CLERK], model, mcp_servers=[server]) as executor:
+        result = await executor.run("t", subtasks=plan("clerk"))
+    (slow,) = observations(result, "s1")
+    assert slow.status == "timeout"
+    tool = executor.shared.setup_for(CLERK, None).tools["slow"]
+    assert (tool.exclusive, tool.side_effects, tool.timeout) == ("slowness", True, 0.3)
+
+
+async def test_a_role_naming_a_tool_the_server_lacks_fails_alone() -> None:
+    typo = Role(name="typo", tools=["t:lokup"])
+    model = ScriptedModel([call("pid"), "done"])
+    async with Executor(
+        [CLERK, typo], model, mcp_servers=[sdk_server()], policy=Policy(failure="best_effort")
+    ) as executor:
+        result = await executor.run("t", subtasks=plan("clerk", "typo"))
+    assert result.status == "partial"
+    assert result.subtasks["s1"].ok
+    error = result.subtasks["s2"].error
+    assert error is not None
+    assert error.message == (
+        "role 'typo': MCP server 't' has no tool 'lokup' (did you mean 'lookup'?); its tools: "
+        "append_note, die, lookup, picture, pid, refuse, set_flag, slow, where"
+    )
+
+
+async def test_a_server_that_cannot_start_fails_its_workers_with_why(tmp_path: Path) -> None:
+    broken = sdk_server(args=("--fail-at-start",))
+    model = ScriptedModel(["done"])
+    executor = Executor([CLERK], model, mcp_servers=[broken])
+    with pytest.raises(RunFailed) as info:
+        await executor.run("t", subtasks=plan("clerk"))
+    partial = info.value.partial
+    assert partial is not None
+    error = partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "McpServerError"
+    assert "the test server was told to fail at start" in error.message
+
+
+async def test_the_planner_sees_the_mcp_tools_of_every_role() -> None:
+    prompts: list[str] = []
+
+    def planner(request: ModelRequest) -> str:
+        prompts.append(str(request.messages[-1].content))
+        return '{"subtasks": [{"id": "s1", "role": "clerk", "instruction": "look"}]}'
+
+    roles = [Role(name="planner", model="planner"), CLERK]
+    models = {"planner": FunctionModel(planner), "work": ScriptedModel(["done"])}
+    async with Executor(roles, models, default_model="work", mcp_servers=[sdk_server()]) as ex:
+        result = await ex.run("look a word up")
+    assert result.status == "ok"
+    assert "    tool lookup: Look a word up in a tiny dictionary." in prompts[0]
+
+
+async def test_an_error_in_the_executor_s_block_is_itself_and_leaves_no_process() -> None:
+    before = child_pids()
+
+    class Stop(Exception):
+        pass
+
+    async def fail() -> None:
+        model = ScriptedModel([call("pid"), "done"])
+        async with Executor([CLERK], model, mcp_servers=[sdk_server()]) as executor:
+            await executor.run("t", subtasks=plan("clerk"))
+            assert len(child_pids() - before) == 1
+            raise Stop
+
+    with pytest.raises(Stop):  # itself, not wrapped in an exception group
+        await fail()
+    assert child_pids() - before == set()
+
+
+async def test_cancelling_the_executor_s_block_leaves_no_process() -> None:
+    before = child_pids()
+    called = asyncio.Event()
+
+    def slow(request: ModelRequest) -> object:
+        called.set()
+        return call("slow", {"seconds": 60})
+
+    async def serve() -> None:
+        async with Executor([CLERK], FunctionModel(slow), mcp_servers=[sdk_server()]) as ex:  # type: ignore[arg-type]
+            await ex.run("t", subtasks=plan("clerk"))
+
+    task = asyncio.create_task(serve())
+    await called.wait()
+    await asyncio.sleep(0.5)  # the call is in flight
+    assert len(child_pids() - before) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert child_pids() - before == set()
+
+
+async def test_with_a_planner_a_server_that_cannot_start_fails_only_its_workers() -> None:
+    plan_json = (
+        '{"subtasks": [{"id": "a", "role": "clerk", "instruction": "look"},'
+        ' {"id": "b", "role": "writer", "instruction": "write"}]}'
+    )
+    roles = [Role(name="planner"), CLERK, Role(name="writer")]
+    model = ScriptedModel({"r/planner": [plan_json], "r/b": ["written"], "r/aggregator": ["ok"]})
+    broken = sdk_server(args=("--fail-at-start",))
+    policy = Policy(failure="best_effort")
+    executor = Executor(roles, model, mcp_servers=[broken], policy=policy)
+    result = await executor.run("t", run_id="r")
+    assert result.status == "partial"
+    assert result.subtasks["b"].ok
+    error = result.subtasks["a"].error
+    assert error is not None
+    assert error.type == "McpServerError"
+    assert "the test server was told to fail at start" in error.message
+
+
+async def test_an_aggregator_whose_server_cannot_start_fails_the_run_as_an_aggregator_does() -> (
+    None
+):
+    roles = [Role(name="writer"), Role(name="aggregator", tools=["t:lookup"])]
+    executor = Executor(
+        roles, ScriptedModel(["written"]), mcp_servers=[sdk_server(args=("--fail-at-start",))]
+    )
+    with pytest.raises(
+        RunFailed, match="the aggregator failed: MCP server 't' could not be"
+    ) as info:
+        await executor.run("t", subtasks=plan("writer"))
+    partial = info.value.partial
+    assert partial is not None
+    assert partial.subtasks["s1"].ok  # the workers' results are kept
+
+
+async def test_a_resumed_run_never_calls_a_completed_side_effecting_mcp_tool_again(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    writer = Role(name="writer", tools=["t:append_note"])
+    called = asyncio.Event()  # the call is done: the model is asked for the next turn
+    hold = asyncio.Event()  # never set: the first life stops there
+
+    async def first_life(request: ModelRequest) -> object:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            called.set()
+            await hold.wait()
+        return call("append_note", {"text": "once"})
+
+    def second_life(request: ModelRequest) -> object:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "written"
+        return call("append_note", {"text": "once"})  # a repeat, if the turn were lost
+
+    store = tmp_path / "runs.db"
+    first = Executor(
+        [writer], FunctionModel(first_life), mcp_servers=[sdk_server(notes=notes)], store=store
+    )
+    running = asyncio.create_task(first.run("t", subtasks=plan("writer"), run_id="r"))
+    await called.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    second = Executor(
+        [writer], FunctionModel(second_life), mcp_servers=[sdk_server(notes=notes)], store=store
+    )
+    result = await second.resume("r")
+    assert result.status == "ok"
+    assert [line.split()[:2] for line in notes.read_text().splitlines()] == [
+        ["start", "once"],
+        ["end", "once"],
+    ]

@@ -1,0 +1,427 @@
+"""Tools from MCP servers (``runtime.mcp``), against real servers run as subprocesses:
+the SDK-written server of ``tests/support/mcp_server.py`` and the third-party
+``mcp-server-time``. Calls go through the real dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import (
+    ConfigError,
+    Dispatcher,
+    DispatchPolicy,
+    McpServer,
+    McpServerError,
+    McpServers,
+    McpToolSettings,
+    MemoryJournal,
+    ModelRetry,
+    ToolCall,
+    ToolMessage,
+    ToolRegistry,
+)
+from runtime.mcp import McpRun, mcp_ref, mcp_tools
+from tests.support.mcp_servers import child_pids, http_test_server, sdk_server, time_server
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@asynccontextmanager
+async def running(*servers: McpServer) -> AsyncIterator[McpRun]:
+    """A block with these servers, as one run."""
+    async with McpServers(servers) as live:
+        with live.run() as run:
+            yield run
+
+
+async def registry(run: McpRun, server: McpServer) -> ToolRegistry:
+    return ToolRegistry(mcp_tools(server, await run.listed(server.name)).values())
+
+
+def calls(*specs: tuple[str, str]) -> list[ToolCall]:
+    return [ToolCall(id=f"c{i}", name=name, arguments=args) for i, (name, args) in enumerate(specs)]
+
+
+async def one(dispatcher: Dispatcher, name: str, arguments: str = "{}") -> ToolMessage:
+    (observation,) = await dispatcher.dispatch(calls((name, arguments)))
+    return observation
+
+
+# --- the server's list: schemas and how each tool is run ------------------------------
+
+
+async def test_tools_come_from_the_list_with_their_schemas_and_hints(tmp_path: Path) -> None:
+    server = sdk_server(tools={"lookup": McpToolSettings(side_effects=True, timeout=2.5)})
+    async with running(server) as run:
+        tools = mcp_tools(server, await run.listed("t"))
+    lookup, note, flag, refuse, slow = (
+        tools[n] for n in ("lookup", "append_note", "set_flag", "refuse", "slow")
+    )
+    assert lookup.schema.parameters["required"] == ["word"]
+    assert lookup.schema.description == "Look a word up in a tiny dictionary."
+    assert (lookup.side_effects, lookup.timeout) == (True, 2.5)  # the override wins
+    assert not slow.side_effects  # readOnlyHint: parallel-safe
+    assert note.side_effects
+    assert not note.idempotent
+    assert flag.side_effects
+    assert flag.idempotent
+    assert refuse.side_effects
+    assert not refuse.idempotent
+
+
+async def test_the_third_party_time_server_is_listed_and_called() -> None:
+    server = time_server()
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server))
+        assert set(dispatcher.tools.names) == {"convert_time", "get_current_time"}
+        assert not dispatcher.tools["get_current_time"].side_effects  # it says read-only
+        now = await one(dispatcher, "get_current_time", '{"timezone": "Europe/Lisbon"}')
+        assert now.status == "ok"
+        assert '"timezone": "Europe/Lisbon"' in now.content
+        bad = await one(dispatcher, "get_current_time", '{"timezone": "Mars/Olympus"}')
+    assert bad.status == "error"
+    assert "tool 'get_current_time' of MCP server 'time' reported an error" in bad.content
+    assert "Mars/Olympus" in bad.content
+
+
+# --- results and errors as observations ----------------------------------------------
+
+
+async def test_results_errors_and_bad_arguments_become_observations() -> None:
+    server = sdk_server()
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server))
+        looked, picture, refused, missing = await dispatcher.dispatch(
+            calls(
+                ("lookup", '{"word": "bee"}'),
+                ("picture", "{}"),
+                ("refuse", '{"reason": "closed on Sundays"}'),
+                ("lookup", '{"wrd": "bee"}'),
+            )
+        )
+    assert (looked.status, looked.content) == ("ok", "an insect that makes honey")
+    assert picture.status == "ok"
+    assert picture.content.splitlines() == [
+        "a picture of a bee:",
+        "[image of type image/png, 8 bytes: not shown]",
+        "[resource file:///bee.txt]",
+        "bees are insects",
+    ]
+    assert refused.status == "error"
+    assert refused.content == (
+        "Error: tool 'refuse' of MCP server 't' reported an error: "
+        "Error executing tool refuse: refused: closed on Sundays"
+    )
+    # Checked before the call: the schema's required argument is missing.
+    assert missing.status == "error"
+    assert "argument 'word': Field required" in missing.content
+
+
+async def test_a_protocol_error_is_the_call_s_error_observation() -> None:
+    server = time_server()
+    async with running(server) as run:
+        with pytest.raises(ModelRetry) as info:  # the message the observation carries
+            await run.call("time", "no_such_tool", {})
+    assert str(info.value) == (
+        "MCP server 'time' refused the call to 'no_such_tool': Unknown tool: no_such_tool "
+        "(error -32602)"
+    )
+
+
+# --- dispatch's semantics hold: timeouts, ordering, parallelism, the journal ---------
+
+
+async def test_a_slow_call_times_out_is_cancelled_and_the_server_goes_on() -> None:
+    server = sdk_server(tools={"slow": McpToolSettings(timeout=0.3)})
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server))
+        began = time.perf_counter()
+        timed_out = await one(dispatcher, "slow", '{"seconds": 30}')
+        waited = time.perf_counter() - began
+        after = await one(dispatcher, "lookup", '{"word": "hive"}')
+    assert timed_out.status == "timeout"
+    assert timed_out.content == "Error: tool 'slow' timed out after 0.3s and was cancelled."
+    assert waited < 5  # not the 30 s the server would have slept
+    assert (after.status, after.content) == ("ok", "where bees live")
+
+
+async def test_side_effects_run_one_at_a_time_in_order_and_reads_together(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    server = sdk_server(notes=notes)
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server))
+        began = time.perf_counter()
+        await one(dispatcher, "slow", '{"seconds": 0.4}')
+        alone = time.perf_counter() - began
+        began = time.perf_counter()
+        observations = await dispatcher.dispatch(
+            calls(
+                ("append_note", '{"text": "first", "delay": 0.2}'),
+                ("slow", '{"seconds": 0.4}'),
+                ("append_note", '{"text": "second", "delay": 0.2}'),
+                ("slow", '{"seconds": 0.4}'),
+            )
+        )
+        together = time.perf_counter() - began
+    assert [o.status for o in observations] == ["ok"] * 4
+    assert [o.tool_call_id for o in observations] == ["c0", "c1", "c2", "c3"]
+    events = [line.split()[:2] for line in notes.read_text().splitlines()]
+    assert events == [["start", "first"], ["end", "first"], ["start", "second"], ["end", "second"]]
+    # The two reads overlapped each other and the writes: well under the serial sum.
+    assert together < 2 * alone + 0.4
+
+
+async def test_side_effecting_calls_are_journaled_and_reads_are_not(tmp_path: Path) -> None:
+    server = sdk_server(notes=tmp_path / "notes.txt")
+    journal = MemoryJournal()
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server), journal=journal)
+        await dispatcher.dispatch(
+            calls(("set_flag", '{"name": "ready"}'), ("lookup", '{"word": "bee"}')), turn=1
+        )
+    kept = journal.recorded(1, "c0")
+    assert kept is not None
+    assert kept.tool == "set_flag"
+    assert kept.status == "ok"
+    assert journal.recorded(1, "c1") is None
+
+
+# --- a server that dies --------------------------------------------------------------
+
+
+async def test_a_dead_server_is_started_again_once_a_run_then_said_to_be_down() -> None:
+    server = sdk_server()
+    async with McpServers([server]) as live:
+        with live.run() as run:
+            dispatcher = Dispatcher(await registry(run, server))
+            first = (await one(dispatcher, "pid")).content
+            died = await one(dispatcher, "die")
+            second = await one(dispatcher, "pid")
+            died_again = await one(dispatcher, "die")
+            down = await one(dispatcher, "lookup", '{"word": "bee"}')
+        with live.run():  # another run may start it again
+            third = await one(dispatcher, "pid")
+    assert died.status == "error"
+    assert died.content == (
+        "Error: MCP server 't' stopped during the call to 'die'; whether the call did "
+        "anything is unknown; it is started again for the next call"
+    )
+    assert second.status == "ok"
+    assert second.content != first
+    assert died_again.content.endswith("it stays down for the rest of this run")
+    assert down.status == "error"
+    assert down.content.startswith(
+        "Error: cannot call 'lookup': MCP server 't' is down for the rest of this run: it exited"
+    )
+    assert third.status == "ok"
+    assert third.content not in (first, second.content)
+
+
+async def test_a_call_to_a_server_found_dead_goes_to_it_started_again() -> None:
+    """A server that died between calls never got the next one: it is sent to the
+    server started again, not reported as lost."""
+    server = sdk_server()
+    async with running(server) as run:
+        dispatcher = Dispatcher(await registry(run, server))
+        pid = int((await one(dispatcher, "pid")).content)
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # its end is seen
+        after = await one(dispatcher, "pid")
+    assert after.status == "ok"
+    assert int(after.content) != pid
+
+
+# --- starting: failures, timeouts, HTTP ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("server", "expected"),
+    [
+        (
+            McpServer(name="t", command="no-such-mcp-server-command"),
+            "MCP server 't' cannot be started: [Errno 2] No such file or directory",
+        ),
+        (
+            sdk_server(args=("--fail-at-start",)),
+            "(it said: the test server was told to fail at start)",
+        ),
+        (
+            McpServer(
+                name="t", command=sys.executable, args=("-c", "import time; time.sleep(60)"),
+                start_timeout=0.5,
+            ),
+            "MCP server 't' did not start and list its tools within 0.5s",
+        ),
+    ],
+    ids=["no such command", "exits at start", "never answers"],
+)  # fmt: skip
+async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
+    server: McpServer, expected: str
+) -> None:
+    before = child_pids()
+    async with running(server) as run:
+        with pytest.raises(McpServerError) as info:
+            await run.listed("t")
+        assert expected in str(info.value)
+        assert child_pids() - before == set()
+
+
+async def test_a_streamable_http_server_gets_its_headers() -> None:
+    with http_test_server("s3cret") as url:
+        good = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        bad = McpServer(name="nope", url=url, headers={"Authorization": "Bearer wrong"})
+        async with running(good, bad) as run:
+            dispatcher = Dispatcher(await registry(run, good))
+            looked = await one(dispatcher, "lookup", '{"word": "hive"}')
+            with pytest.raises(McpServerError) as info:
+                await run.listed("nope")
+    assert (looked.status, looked.content) == ("ok", "where bees live")
+    assert str(info.value) == (
+        "MCP server 'nope' could not be started: Server returned an error response "
+        "(HTTP 401 Unauthorized)"
+    )
+
+
+async def test_a_streamable_http_server_that_went_away_is_reached_again_once() -> None:
+    """The connection to a server that went away is made again once a run: it says
+    the server cannot be reached, and then that it is down; never that it will be
+    started again while the same dead connection is used."""
+    with http_test_server("s3cret") as url:
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            dispatcher = Dispatcher(await registry(run, web))
+            died = await one(dispatcher, "die")
+            unreachable = await one(dispatcher, "lookup", '{"word": "bee"}')
+            down = await one(dispatcher, "lookup", '{"word": "bee"}')
+    assert died.content.endswith("it is started again for the next call")
+    assert unreachable.content == (
+        "Error: cannot call 'lookup': MCP server 'web' could not be started: "
+        "ConnectError: All connection attempts failed"
+    )
+    assert down.content.startswith(
+        "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run"
+    )
+
+
+async def test_a_streamable_http_server_back_after_going_away_is_reached_again() -> None:
+    with http_test_server("s3cret") as url:
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            dispatcher = Dispatcher(await registry(run, web))
+            await one(dispatcher, "die")
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            with http_test_server("s3cret", port=port):  # back, at the same address
+                back = await one(dispatcher, "lookup", '{"word": "hive"}')
+                await one(dispatcher, "die")
+            down = await one(dispatcher, "lookup", '{"word": "hive"}')
+    assert (back.status, back.content) == ("ok", "where bees live")
+    assert down.content == (
+        "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run: "
+        "its connection was lost, and was started again once already"
+    )
+
+
+# --- nothing keeps running ---------------------------------------------------------
+
+
+async def test_the_processes_end_with_the_block_after_cancellation_and_errors() -> None:
+    before = child_pids()
+    server = sdk_server()
+
+    async def hold(started: asyncio.Event) -> None:
+        async with running(server) as run:
+            dispatcher = Dispatcher(await registry(run, server))
+            started.set()
+            await one(dispatcher, "slow", '{"seconds": 60}')
+
+    started = asyncio.Event()
+    task = asyncio.create_task(hold(started))
+    await started.wait()
+    assert len(child_pids() - before) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert child_pids() - before == set()
+
+    class Boom(Exception):
+        pass
+
+    async def fail() -> None:
+        async with running(server) as run:
+            await run.listed("t")
+            assert len(child_pids() - before) == 1
+            raise Boom
+
+    with pytest.raises(Boom):  # itself, not wrapped in the block's task group
+        await fail()
+    assert child_pids() - before == set()
+
+
+async def test_an_mcp_tool_called_outside_a_run_is_an_error_observation() -> None:
+    server = sdk_server()
+    async with McpServers([server]) as live:
+        with live.run() as run:
+            tools = await registry(run, server)
+        observation = await one(Dispatcher(tools, policy=DispatchPolicy()), "pid")
+    assert observation.status == "error"
+    assert "MCP tools are called in a run of their Executor" in observation.content
+
+
+# --- the values ---------------------------------------------------------------------
+
+
+def test_a_server_never_shows_its_env_or_header_values() -> None:
+    stdio = McpServer(name="git", command="uvx", args=("mcp-server-git",), env={"TOKEN": "t0k"})
+    http = McpServer(name="web", url="http://127.0.0.1:1/mcp", headers={"Authorization": "B x"})
+    assert repr(stdio) == (
+        "McpServer('git', command='uvx', args=('mcp-server-git',), env={'TOKEN': ***})"
+    )
+    assert (
+        repr(http)
+        == "McpServer('web', url='http://127.0.0.1:1/mcp', headers={'Authorization': ***})"
+    )
+    assert "t0k" not in repr(stdio)
+    assert "B x" not in repr(http)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"name": "t"}, "give a command (a stdio server) or a url"),
+        ({"name": "t", "command": "x", "url": "http://127.0.0.1/"}, "not both"),
+        ({"name": "a b", "command": "x"}, "a name uses only letters"),
+        ({"name": "t", "command": "x", "start_timeout": 0}, "start_timeout must be positive"),
+    ],
+)
+def test_a_server_is_declared_right_or_told_what_to_fix(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        McpServer(**options)
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("time:get_current_time", ("time", "get_current_time")),
+        ("time:*", ("time", "*")),
+        ("time:", ("time", "")),
+        ("tools.clock:now", None),  # an import path: no server of that name
+        ("lookup", None),
+    ],
+)
+def test_a_role_names_an_mcp_tool_by_a_declared_server(
+    ref: str, expected: tuple[str, str] | None
+) -> None:
+    assert mcp_ref(ref, ["time"]) == expected

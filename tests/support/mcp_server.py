@@ -1,0 +1,135 @@
+"""A small MCP server for the tests, written with the ``mcp`` SDK and run as a real
+subprocess: ``python -m tests.support.mcp_server`` serves it over stdio, ``--http
+PORT`` over streamable HTTP on 127.0.0.1 (every request must then carry the header
+``Authorization: Bearer $MCP_TEST_TOKEN``).
+
+Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
+destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
+with ``isError`` (``refuse``), a slow one (``slow``), one that returns an image and an
+embedded resource (``picture``), its process id (``pid``), its folder and
+environment (``where``), and a way to die (``die``).
+``append_note`` and ``set_flag`` write to the file ``$MCP_TEST_NOTES`` (one line a
+call), so a test can see what ran and in which order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import EmbeddedResource, TextResourceContents, ToolAnnotations
+
+server = MCPServer("honeycomb-test")
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
+IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+
+
+def _note(line: str) -> None:
+    notes = os.environ.get("MCP_TEST_NOTES")
+    if notes:
+        with Path(notes).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+
+@server.tool(description="Look a word up in a tiny dictionary.", annotations=READ_ONLY)
+def lookup(word: str) -> str:
+    return {"bee": "an insect that makes honey", "hive": "where bees live"}.get(
+        word, f"no entry for {word!r}"
+    )
+
+
+@server.tool(description="Append a line to the notes file.", annotations=DESTRUCTIVE)
+async def append_note(text: str, delay: float = 0.0) -> str:
+    _note(f"start {text} {time.monotonic():.6f}")
+    await anyio.sleep(delay)
+    _note(f"end {text} {time.monotonic():.6f}")
+    return f"noted {text}"
+
+
+@server.tool(
+    description="Set a named flag (setting it twice is setting it once).", annotations=IDEMPOTENT
+)
+def set_flag(name: str) -> str:
+    _note(f"flag {name}")
+    return f"flag {name} is set"
+
+
+@server.tool(description="Always fails, as a tool reporting an error does.")
+def refuse(reason: str = "no reason given") -> str:
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool(description="Sleep, then answer.", annotations=READ_ONLY)
+async def slow(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return f"slept {seconds}s"
+
+
+@server.tool(
+    description="An image and an embedded text resource.",
+    annotations=READ_ONLY,
+    structured_output=False,
+)
+def picture() -> list[object]:
+    return [
+        "a picture of a bee:",
+        Image(data=b"\x89PNG\r\n\x1a\n", format="png"),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(uri="file:///bee.txt", text="bees are insects"),
+        ),
+    ]
+
+
+@server.tool(description="The server's process id.", annotations=READ_ONLY)
+def pid() -> str:
+    return str(os.getpid())
+
+
+@server.tool(description="Where the server runs, and what it sees.", annotations=READ_ONLY)
+def where() -> dict[str, str | None]:
+    seen = ("MCP_TEST_GREETING", "MCP_TEST_PARENT_ONLY")
+    return {"cwd": os.getcwd(), **{name: os.environ.get(name) for name in seen}}
+
+
+@server.tool(description="Exit the server process at once.", annotations=READ_ONLY)
+def die() -> str:
+    os._exit(3)
+
+
+def _http(port: int) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app()
+    token = f"Bearer {os.environ['MCP_TEST_TOKEN']}".encode()
+
+    async def guarded(scope: dict[str, object], receive: object, send: object) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])  # type: ignore[arg-type]
+            if headers.get(b"authorization") != token:
+                await send({"type": "http.response.start", "status": 401, "headers": []})  # type: ignore[operator]
+                await send({"type": "http.response.body", "body": b"unauthorized"})  # type: ignore[operator]
+                return
+        await app(scope, receive, send)  # type: ignore[arg-type]
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
+    parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
+    options = parser.parse_args()
+    if options.fail_at_start:
+        raise SystemExit("the test server was told to fail at start")
+    if options.http is not None:
+        _http(options.http)
+    else:
+        server.run()
