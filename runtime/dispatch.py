@@ -13,6 +13,8 @@
 - Sync tools run in worker threads, so they never block the event loop.
 - With a :class:`~runtime.journal.Journal`, side-effecting calls are journaled (intent
   before, outcome after), and a resumed worker never runs a completed one again.
+- With an :class:`~runtime.approvals.ApprovalGate`, the calls that need approval get
+  a decision before any call of the turn runs (see :mod:`runtime.approvals`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
+from runtime.approvals import ApprovalGate, Decision
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
-from runtime.journal import Journal, unknown_outcome_text
+from runtime.journal import Journal, arguments_text, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
 from runtime.value import Value
@@ -98,6 +101,7 @@ class _Ready(Value, frozen=True, gc=False, kw_only=True):
     call: ToolCall
     tool: Tool[Any, Any]
     kwargs: dict[str, Any]
+    note: str = ""  # put before its observation (edited arguments)
 
 
 class Dispatcher:
@@ -112,6 +116,7 @@ class Dispatcher:
         worker: Worker name for events and :class:`ToolContext`.
         run_id: Run id for events and :class:`ToolContext`.
         journal: Where side-effecting calls are journaled, for a run that can resume.
+        approvals: Decides on the calls that need a person's approval.
     """
 
     def __init__(
@@ -125,6 +130,7 @@ class Dispatcher:
         worker: str | None = None,
         run_id: str | None = None,
         journal: Journal | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.tools = tools
         self.policy = policy or DispatchPolicy()
@@ -134,6 +140,7 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
+        self.approvals = approvals
         # The last batch and what ran of it, so the next turn spots a repeat without
         # validating those calls again.
         self._last: Sequence[ToolCall] = ()
@@ -143,36 +150,93 @@ class Dispatcher:
     async def dispatch(
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
     ) -> tuple[ToolMessage, ...]:
-        """Run ``calls`` and return one observation per call, in call order."""
+        """Run ``calls`` and return one observation per call, in call order.
+
+        Raises:
+            ApprovalNeeded: when calls wait for a person's decision (none of the
+                batch ran).
+        """
         require_asyncio("Dispatcher.dispatch")
         results: list[ToolMessage | None] = [None] * len(calls)
         self._tracing = self._tracer.enabled  # asked once a batch, not once a call
-        inline, others = self._start(calls, previous, results, turn)
+        ready = self._ready(calls, previous, results, turn)
+        if self.approvals is not None:
+            ready = await self._approved(ready, results, turn)
+        inline, others = self._start(ready, results, turn)
         await run_together(inline, others)
         return tuple([r for r in results if r is not None])
 
-    def _start(
+    def asks_approval(self, tool: Tool[Any, Any]) -> bool:
+        """Whether a call to ``tool`` needs a person's approval."""
+        return self.approvals is not None and self.approvals.asks(tool)
+
+    def _ready(
         self,
         calls: Sequence[ToolCall],
         previous: Sequence[ToolCall],
         results: list[ToolMessage | None],
         turn: int,
-    ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
-        """Prepare the batch: calls that cannot run get their observation now; of the
-        rest, the serial lane (or else one parallel call) is to run in the dispatching
-        task, and every other call in a task of its own."""
+    ) -> list[_Ready]:
+        """The calls that can run; the others get their observation now."""
         repeats: Seen | None = None
         if previous and self.policy.skip_repeats:
             # The batch this dispatcher ran last, or a state's from elsewhere (resumed).
             repeats = self._seen if previous is self._last else _seen(previous, self.tools)
-        parallel: list[_Ready] = []
-        serial: list[_Ready] = []
+        ready: list[_Ready] = []
         seen: Seen = {}
         for index, call in enumerate(calls):
-            ready = self._prepare(index, call, repeats, seen, results, turn)
-            if ready is not None:
-                (serial if ready.tool.side_effects else parallel).append(ready)
+            found = self._prepare(index, call, repeats, seen, results, turn)
+            if found is not None:
+                ready.append(found)
         self._last, self._seen = calls, seen
+        return ready
+
+    async def _approved(
+        self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
+    ) -> list[_Ready]:
+        """The calls that may run once the approval gate decided: a denied call gets
+        ``denied: <reason>``; an approved one with edited arguments runs with them,
+        validated again."""
+        assert self.approvals is not None
+        decisions = await self.approvals.decide([(r.call, r.tool, r.kwargs) for r in ready], turn)
+        kept: list[_Ready] = []
+        for item, decision in zip(ready, decisions, strict=True):
+            if decision is None or (decision.approve and decision.arguments is None):
+                kept.append(item)
+            elif not decision.approve:
+                text = f"denied: {decision.reason or 'no reason given'}"
+                results[item.position] = self._refuse(item.call, "error", text, turn)
+            else:
+                edited = self._edited(item, decision, results, turn)
+                if edited is not None:
+                    kept.append(edited)
+        return kept
+
+    def _edited(
+        self, item: _Ready, decision: Decision, results: list[ToolMessage | None], turn: int
+    ) -> _Ready | None:
+        """The call with the arguments a person approved, once they validate."""
+        text = arguments_text(decision.arguments or {})
+        try:
+            kwargs = item.tool.parse_arguments(text)
+        except ArgumentsError as exc:
+            error = f"Error: the edited arguments approved failed validation: {exc.detail}."
+            results[item.position] = self._refuse(item.call, "error", error, turn)
+            return None
+        note = f"(A person approved this call with edited arguments: {text})\n"
+        return _Ready(
+            position=item.position, call=item.call, tool=item.tool, kwargs=kwargs, note=note
+        )
+
+    def _start(
+        self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
+    ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
+        """Of the calls ready, the serial lane (or else one parallel call) is to run in
+        the dispatching task, and every other call in a task of its own."""
+        parallel: list[_Ready] = []
+        serial: list[_Ready] = []
+        for item in ready:
+            (serial if item.tool.side_effects else parallel).append(item)
         cap = self._cap_for(len(parallel))
         inline: Awaitable[None] | None = None
         if serial:
@@ -364,7 +428,7 @@ class Dispatcher:
         call = ready.call
         if self._tracing:
             self._finished(call, turn, status, time.perf_counter() - started, error)
-        observation = results[ready.position] = _observe(call, status, content)
+        observation = results[ready.position] = _observe(call, status, ready.note + content)
         return observation
 
 

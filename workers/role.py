@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,11 +22,33 @@ from runtime import (
     did_you_mean,
 )
 from runtime._imports import import_object
+from runtime.approvals import ApprovalRule
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
 
-__all__ = ["Role", "check_role", "load_roles", "read_roles", "role_entries"]
+__all__ = ["Approvals", "Role", "check_role", "load_roles", "read_roles", "role_entries"]
+
+
+class Approvals(BaseModel):
+    """Which of a role's tool calls wait for a person's approval (tools marked
+    ``approval=True`` always do).
+
+    Attributes:
+        tools: Tool names whose every call needs approval.
+        default: ``ask``: every side-effecting tool needs approval too; ``allow``:
+            only the tools named (and those marked).
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    tools: tuple[str, ...] = ()
+    default: Literal["allow", "ask"] = "allow"
+
+    def rule(self, owner: str) -> ApprovalRule:
+        return ApprovalRule(
+            tools=frozenset(self.tools), side_effects=self.default == "ask", owner=owner
+        )
 
 
 class Role(BaseModel):
@@ -45,6 +67,8 @@ class Role(BaseModel):
         output_retries: Times an answer failing ``output_schema`` is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
+        approvals: Which tool calls wait for a person's approval (None: only those
+            of tools marked ``approval=True``; a hive's ``approvals:`` is the default).
     """
 
     model_config = ConfigDict(
@@ -63,6 +87,7 @@ class Role(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=20)
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
+    approvals: Approvals | None = None
 
     @property
     def system_prompt(self) -> str:

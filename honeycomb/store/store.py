@@ -33,6 +33,7 @@ from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
+from runtime.approvals import ApprovalEntry, Decision, PendingApproval
 from runtime.value import Value
 
 _SPANS = msgspec.json.Decoder(list[Span])
@@ -93,6 +94,7 @@ class StoredWorker(Value, frozen=True, kw_only=True):
     state: dict[str, Any] | None
     messages: list[tuple[int, str]] = msgspec.field(default_factory=list)
     journal: dict[tuple[int, str], JournalEntry] = msgspec.field(default_factory=dict)
+    approvals: dict[tuple[int, str], ApprovalEntry] = msgspec.field(default_factory=dict)
 
 
 class StoredRun(Value, frozen=True, kw_only=True):
@@ -274,6 +276,15 @@ class RunStore:
     def _load(self, run_id: str) -> StoredRun | None:
         return self._reading(functools.partial(_load, run_id=run_id), None)
 
+    def approvals(self, run_id: str) -> list[ApprovalEntry]:
+        """The calls of run ``run_id`` that asked for approval, decided or not, in
+        the order they asked (a quick read; fine to call from a CLI)."""
+        return self._reading(functools.partial(_approvals, run_id=run_id), [])
+
+    async def approvals_of(self, run_id: str) -> list[ApprovalEntry]:
+        """:meth:`approvals`, from async code, after what was written is committed."""
+        return await self._read(self.approvals, run_id)
+
     # --- connections --------------------------------------------------------------------
 
     def _reading(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
@@ -384,6 +395,10 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         found.journal[turn, call_id] = JournalEntry(
             tool=tool, arguments=arguments, status=status, content=content or ""
         )
+    for entry in _approvals(db, run_id):
+        name = entry.pending.worker
+        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
+        found.approvals[entry.pending.turn, entry.pending.call_id] = entry
     task, status, source, plan, result = row
     return StoredRun(
         run_id=run_id,
@@ -394,3 +409,38 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         result=result,
         workers=workers,
     )
+
+
+_APPROVAL_COLUMNS = (
+    "worker, turn, call_id, role, tool, arguments, why, asked_at, deadline, approved, reason, "
+    "edited, decided_at"
+)
+
+
+def _approvals(db: sqlite3.Connection, run_id: str) -> list[ApprovalEntry]:
+    """The approvals table's rows of a run (none in a store made before it had one)."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'"
+    ).fetchone()
+    if exists is None:
+        return []
+    entries: list[ApprovalEntry] = []
+    for row in db.execute(
+        f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY asked_at",
+        (run_id,),
+    ):
+        worker, turn, call_id, role, tool, arguments, why, asked, deadline, *decided = row
+        approved, reason, edited, decided_at = decided
+        pending = PendingApproval(
+            call_id=call_id, worker=worker, role=role, turn=turn, tool=tool,
+            arguments=msgspec.json.decode(arguments), why=why, asked_at=asked, deadline=deadline,
+        )  # fmt: skip
+        decision = None
+        if approved is not None:
+            decision = Decision(
+                approve=bool(approved),
+                reason=reason,
+                arguments=msgspec.json.decode(edited) if edited is not None else None,
+            )
+        entries.append(ApprovalEntry(pending=pending, decision=decision, decided_at=decided_at))
+    return entries
