@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from honeycomb import ApprovalError
@@ -93,7 +94,7 @@ async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None
     waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
     (pending,) = waiting.pending
     assert pending.deadline == pytest.approx(pending.asked_at + 0.05)
-    time.sleep(0.1)
+    await anyio.sleep(0.1)
     with pytest.raises(ApprovalError, match="ran out"):
         await first.decide("r1", "pay_1", approve=True)
     done = await executor(db, effects, approval_timeout_s=0.05).resume("r1")
