@@ -4,8 +4,9 @@ or JSON lines. Each view consumes the run's events; :func:`summary` prints the e
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TextIO
 
 import msgspec
@@ -131,6 +132,16 @@ class LiveView:
 
     def handle(self, event: Event) -> None:
         self.state.apply(event)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The live table stops redrawing while the block asks something on the
+        terminal, and goes on after it."""
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._live.start()
 
     def __rich__(self) -> Panel:
         now = time.perf_counter()
