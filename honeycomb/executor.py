@@ -424,6 +424,8 @@ def _check(
             )
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))
+        else:
+            errors += _approval_problems(role, setups[role.name])
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
         if isinstance(spec, str) and spec != "concat" and spec not in names:
             errors.append(
@@ -432,6 +434,20 @@ def _check(
     if errors:
         raise ConfigErrors(errors)
     return setups
+
+
+def _approval_problems(role: Role, setup: WorkerSetup) -> list[ConfigError]:
+    """Tools a role's ``approvals`` names that it does not use (they would never ask)."""
+    names = setup.tools.names
+    listed = role.approvals.tools if role.approvals is not None else ()
+    return [
+        ConfigError(
+            f"role {role.name!r}: approvals names tool {name!r}{did_you_mean(name, names)}, "
+            f"which the role does not use; its tools: {', '.join(names) or 'none'}"
+        )
+        for name in listed
+        if name not in names
+    ]
 
 
 def _open_store(store: RunStore | str | Path | None) -> RunStore | None:

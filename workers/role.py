@@ -27,7 +27,15 @@ from runtime.approvals import ApprovalRule
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
 
-__all__ = ["Approvals", "Role", "check_role", "load_roles", "read_roles", "role_entries"]
+__all__ = [
+    "Approvals",
+    "Role",
+    "approval_problems",
+    "check_role",
+    "load_roles",
+    "read_roles",
+    "role_entries",
+]
 
 
 class Approvals(BaseModel):
@@ -156,12 +164,17 @@ def check_role(
         )
     source = registry if registry is not None else ToolRegistry()
     tools = body.get("tools")
+    names: list[str] | None = []  # the role's tool names (None: not all are known)
     for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
         if not isinstance(ref, str):
+            names = None
             continue  # field validation reports the wrong type
         try:
-            source.resolve(ref)
+            found = source.resolve(ref)
+            if names is not None:
+                names.append(found.name)
         except HoneycombError as exc:
+            names = None
             message = exc.message if isinstance(exc, ConfigError) else str(exc)
             if ":" not in ref:
                 message = (
@@ -170,12 +183,37 @@ def check_role(
                     "(or write an import path 'package.module:function')"
                 )
             errors.append(doc.error((*path, "tools", index), message))
+    if names is not None:
+        errors.extend(approval_problems(body.get("approvals"), names, doc, path))
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:
             import_output_schema(schema)
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
+    return errors
+
+
+def approval_problems(
+    approvals: Any,
+    names: Sequence[str],
+    doc: YamlDocument,
+    path: YamlPath,
+    unused: str = "which the role does not use",
+) -> list[ConfigError]:
+    """Names in ``approvals: {tools: [...]}`` (at ``path``) that are none of ``names``:
+    a misspelt one would never ask."""
+    listed = approvals.get("tools") if isinstance(approvals, Mapping) else None
+    errors: list[ConfigError] = []
+    for index, name in enumerate(listed if isinstance(listed, list | tuple) else ()):
+        if isinstance(name, str) and name not in names:
+            errors.append(
+                doc.error(
+                    (*path, "approvals", "tools", index),
+                    f"approvals names tool {name!r}{did_you_mean(name, names)}, {unused}; "
+                    f"its tools: {', '.join(names) or 'none'}",
+                )
+            )
     return errors
 
 

@@ -79,10 +79,11 @@ OUTBOX_TOOL = "send_to_outbox"
 
 
 def _asking(hive: Hive, tool: str) -> None:
-    """Every role of ``hive`` asks for approval of ``tool`` (too)."""
+    """The roles of ``hive`` that use ``tool`` ask for approval of it (too)."""
     for name, role in hive.roles.items():
         own = role.approvals or Approvals()
-        if tool not in own.tools:
+        uses = any(ref == tool or ref.endswith(f":{tool}") for ref in role.tools)
+        if uses and tool not in own.tools:
             asking = own.model_copy(update={"tools": (*own.tools, tool)})
             hive.roles[name] = role.model_copy(update={"approvals": asking})
 
