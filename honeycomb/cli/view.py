@@ -78,7 +78,9 @@ class _RunState(msgspec.Struct, kw_only=True):
         elif isinstance(event, WorkerStarted) and row:
             row.state, row.started = "running", now
         elif isinstance(event, WorkerFinished) and row:
-            row.state, row.ended = event.status, now
+            # Not yet started is "waiting" in this table: a paused worker says why.
+            paused = event.status == "waiting"
+            row.state, row.ended = "needs approval" if paused else event.status, now
         elif isinstance(event, ModelCallStarted) and row:
             row.state, row.turn = "thinking", event.turn
         elif isinstance(event, ModelCallFinished) and row:
@@ -107,6 +109,7 @@ _STYLE = {
     "skipped": "red dim",
     "cancelled": "red dim",
     "over_budget": "red",
+    "needs approval": "bold yellow",
 }
 
 

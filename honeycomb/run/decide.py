@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from honeycomb.run.record import approval_row
+from honeycomb.run.record import approval_rows
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
 from runtime.approvals import ApprovalEntry, Decision, PendingApproval
@@ -84,7 +84,7 @@ async def decide(
         arguments=arguments,
     )
     entry = ApprovalEntry(pending=pending, decision=decision, decided_at=now)
-    await store.commit(approval_row(run_id, entry))
+    await store.commit(*approval_rows(run_id, entry))
     return pending
 
 

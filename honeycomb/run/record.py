@@ -21,6 +21,7 @@ from typing import Any
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore
+from honeycomb.store.schema import APPROVALS
 from honeycomb.store.store import Lease, Statement
 from honeycomb.trace.spans import Span
 from runtime import (
@@ -39,7 +40,7 @@ from runtime.approvals import ApprovalEntry
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = ["RunRecord", "WorkerRecord", "approval_log", "approval_row", "store_failure"]
+__all__ = ["RunRecord", "WorkerRecord", "approval_log", "approval_rows", "store_failure"]
 
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
@@ -310,7 +311,7 @@ class WorkerRecord:
         return self.approvals.get((turn, call_id))
 
     async def record_approval(self, entry: ApprovalEntry) -> None:
-        await self._run.store.commit(approval_row(self._run.run_id, entry), lease=self._run.lease)
+        await self._run.store.commit(*approval_rows(self._run.run_id, entry), lease=self._run.lease)
         self.approvals[entry.pending.turn, entry.pending.call_id] = entry
 
 
@@ -333,11 +334,12 @@ def approval_log(record: WorkerRecord) -> _ApprovalLog:
     return _ApprovalLog(record)
 
 
-def approval_row(run_id: str, entry: ApprovalEntry) -> Statement:
-    """The statement that keeps ``entry`` (a new pending call, or its decision)."""
+def approval_rows(run_id: str, entry: ApprovalEntry) -> tuple[Statement, Statement]:
+    """The statements that keep ``entry`` (a new pending call, or its decision): the
+    table is made with the first (see :data:`~honeycomb.store.schema.APPROVALS`)."""
     p, d = entry.pending, entry.decision
     edited = None if d is None or d.arguments is None else arguments_text(d.arguments)
-    return (
+    return (APPROVALS, ()), (
         "INSERT INTO approvals (run_id, worker, turn, call_id, role, tool, arguments, why, "
         "asked_at, deadline, approved, reason, edited, decided_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "

@@ -113,7 +113,8 @@ CREATE TABLE IF NOT EXISTS approvals (
 )
 """
 """Calls that waited for a person's approval, and the decisions: a table of its own,
-made in a store of any schema when a writer opens it (older stores lack it)."""
+made with the first approval a store keeps, in a store of any schema (so a store
+that never kept one is as it was, and readers take a missing table for none)."""
 
 _FIRST_TABLES = {"runs", "workers", "messages", "journal", "spans"}
 """The tables of schema 1, which had no application id."""
@@ -163,7 +164,6 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         db.execute("PRAGMA synchronous=NORMAL")
         if version < SCHEMA_VERSION:
             db.executescript(SCHEMA)  # one transaction: a crash leaves all or none
-        db.execute(APPROVALS)
     except sqlite3.Error as exc:
         db.close()
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
