@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from runtime._deadlines import TimedOut, within
 from runtime.journal import arguments_text
 from runtime.messages import ToolCall
-from runtime.tools import Tool
+from runtime.tools import ArgumentsError, Tool
 from runtime.value import Value
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "Decision",
     "MemoryApprovalLog",
     "PendingApproval",
+    "Verdict",
 ]
 
 
@@ -175,6 +176,16 @@ class MemoryApprovalLog:
         self.entries[entry.pending.turn, entry.pending.call_id] = entry
 
 
+class Verdict(Value, frozen=True, gc=False, kw_only=True):
+    """What the dispatcher does with a call that needed approval: refuse it with
+    ``refusal`` as its observation, or run it with ``kwargs`` (``note`` goes before
+    its observation)."""
+
+    refusal: str | None = None
+    kwargs: dict[str, Any] | None = None
+    note: str = ""
+
+
 class ApprovalNeeded(Exception):
     """A control signal: calls of this turn wait for a decision, so the worker pauses.
 
@@ -227,12 +238,23 @@ class ApprovalGate:
 
     async def decide(
         self, calls: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
-    ) -> list[Decision | None]:
-        """A decision for each call that needs one (None for the others), in order.
+    ) -> list[Verdict | None]:
+        """A verdict for each call that needed approval (None for the others), in
+        order: denied, ``denied: <reason>``; approved with edited arguments, those,
+        validated again (or refused when they fail).
 
         Raises:
-            ApprovalNeeded: when some call has none yet and there is no approver.
+            ApprovalNeeded: when some call has no decision yet and no approver.
         """
+        decisions = await self._decisions(calls, turn)
+        return [
+            None if d is None else _verdict(d, tool, kwargs)
+            for d, (_, tool, kwargs) in zip(decisions, calls, strict=True)
+        ]
+
+    async def _decisions(
+        self, calls: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[Decision | None]:
         decisions: list[Decision | None] = []
         waiting: list[PendingApproval] = []
         for call, tool, kwargs in calls:
@@ -305,6 +327,23 @@ class ApprovalGate:
             tool=call.name, arguments=_plain(kwargs), why=why or "", asked_at=now,
             deadline=None if self._timeout_s is None else now + self._timeout_s,
         )  # fmt: skip
+
+
+def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -> Verdict:
+    if not decision.approve:
+        return Verdict(refusal=f"denied: {decision.reason or 'no reason given'}")
+    if decision.arguments is None:
+        return Verdict(kwargs=kwargs)
+    text = arguments_text(decision.arguments)
+    try:
+        edited = tool.parse_arguments(text)
+    except ArgumentsError as exc:
+        return Verdict(
+            refusal=f"Error: the edited arguments approved failed validation: {exc.detail}."
+        )
+    return Verdict(
+        kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
+    )
 
 
 def _timed_out(timeout_s: float) -> Decision:

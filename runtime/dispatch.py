@@ -26,15 +26,16 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from msgspec.structs import replace
 
 from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
-from runtime.approvals import ApprovalGate, Decision
+from runtime.approvals import ApprovalGate
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
-from runtime.journal import Journal, arguments_text, unknown_outcome_text
+from runtime.journal import Journal, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
 from runtime.value import Value
@@ -194,39 +195,19 @@ class Dispatcher:
     async def _approved(
         self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
     ) -> list[_Ready]:
-        """The calls that may run once the approval gate decided: a denied call gets
-        ``denied: <reason>``; an approved one with edited arguments runs with them,
-        validated again."""
+        """The calls that may run, as the approval gate decided: a refused one gets
+        its observation now; one approved with edited arguments runs with them."""
         assert self.approvals is not None
-        decisions = await self.approvals.decide([(r.call, r.tool, r.kwargs) for r in ready], turn)
+        verdicts = await self.approvals.decide([(r.call, r.tool, r.kwargs) for r in ready], turn)
         kept: list[_Ready] = []
-        for item, decision in zip(ready, decisions, strict=True):
-            if decision is None or (decision.approve and decision.arguments is None):
+        for item, verdict in zip(ready, verdicts, strict=True):
+            if verdict is None:
                 kept.append(item)
-            elif not decision.approve:
-                text = f"denied: {decision.reason or 'no reason given'}"
-                results[item.position] = self._refuse(item.call, "error", text, turn)
+            elif verdict.refusal is not None:
+                results[item.position] = self._refuse(item.call, "error", verdict.refusal, turn)
             else:
-                edited = self._edited(item, decision, results, turn)
-                if edited is not None:
-                    kept.append(edited)
+                kept.append(replace(item, kwargs=verdict.kwargs, note=verdict.note))
         return kept
-
-    def _edited(
-        self, item: _Ready, decision: Decision, results: list[ToolMessage | None], turn: int
-    ) -> _Ready | None:
-        """The call with the arguments a person approved, once they validate."""
-        text = arguments_text(decision.arguments or {})
-        try:
-            kwargs = item.tool.parse_arguments(text)
-        except ArgumentsError as exc:
-            error = f"Error: the edited arguments approved failed validation: {exc.detail}."
-            results[item.position] = self._refuse(item.call, "error", error, turn)
-            return None
-        note = f"(A person approved this call with edited arguments: {text})\n"
-        return _Ready(
-            position=item.position, call=item.call, tool=item.tool, kwargs=kwargs, note=note
-        )
 
     def _start(
         self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
