@@ -230,12 +230,13 @@ async def _run_and_report(
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
         return 2
+    if result is not None and result.status == "waiting":
+        if not args.json:  # its run.finished line holds the calls that wait
+            out.write("\n".join(summary(result)) + "\n")
+            print_waiting(out, result, store, DEFAULT_STORE)
+        return WAITING
     if args.json:
         return 0 if result is not None else 1
-    if result is not None and result.status == "waiting":
-        out.write("\n".join(summary(result)) + "\n")
-        print_waiting(out, result, store, DEFAULT_STORE)
-        return WAITING
     if result is None:
         partial = getattr(error, "partial", None)
         kind = "budget exceeded" if isinstance(error, BudgetExceeded) else "run failed"
