@@ -50,8 +50,9 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     """One line of ``honeycomb runs``.
 
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
-    ``interrupted``), or ``running`` while a live process carries it on: one stored as
-    running whose process is gone, or whose lease expired, is ``interrupted``. Of a run
+    ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
+    carries it on: one stored as running whose process is gone, or whose lease
+    expired, is ``interrupted``. Of a run
     under way, the counters are what its workers have spent so far (planning not
     included); of one that ended, all it spent.
     """
