@@ -28,12 +28,13 @@ import anyio.to_thread
 import msgspec
 
 from honeycomb.store import lease as _lease
+from honeycomb.store.approvals import read_approvals
 from honeycomb.store.lease import Lease
 from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
-from runtime.approvals import ApprovalEntry, Decision, PendingApproval
+from runtime.approvals import ApprovalEntry
 from runtime.value import Value
 
 _SPANS = msgspec.json.Decoder(list[Span])
@@ -52,9 +53,8 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
     ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
     carries it on: one stored as running whose process is gone, or whose lease
-    expired, is ``interrupted``. Of a run
-    under way, the counters are what its workers have spent so far (planning not
-    included); of one that ended, all it spent.
+    expired, is ``interrupted``. Of a run under way, the counters are what its workers
+    have spent so far (planning not included); of one that ended, all it spent.
     """
 
     run_id: str
@@ -280,7 +280,7 @@ class RunStore:
     def approvals(self, run_id: str) -> list[ApprovalEntry]:
         """The calls of run ``run_id`` that asked for approval, decided or not, in
         the order they asked (a quick read; fine to call from a CLI)."""
-        return self._reading(functools.partial(_approvals, run_id=run_id), [])
+        return self._reading(functools.partial(read_approvals, run_id=run_id), [])
 
     async def approvals_of(self, run_id: str) -> list[ApprovalEntry]:
         """:meth:`approvals`, from async code, after what was written is committed."""
@@ -396,7 +396,7 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         found.journal[turn, call_id] = JournalEntry(
             tool=tool, arguments=arguments, status=status, content=content or ""
         )
-    for entry in _approvals(db, run_id):
+    for entry in read_approvals(db, run_id):
         name = entry.pending.worker
         found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
         found.approvals[entry.pending.turn, entry.pending.call_id] = entry
@@ -410,38 +410,3 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         result=result,
         workers=workers,
     )
-
-
-_APPROVAL_COLUMNS = (
-    "worker, turn, call_id, role, tool, arguments, why, asked_at, deadline, approved, reason, "
-    "edited, decided_at"
-)
-
-
-def _approvals(db: sqlite3.Connection, run_id: str) -> list[ApprovalEntry]:
-    """The approvals table's rows of a run (none in a store made before it had one)."""
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'"
-    ).fetchone()
-    if exists is None:
-        return []
-    entries: list[ApprovalEntry] = []
-    for row in db.execute(
-        f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY asked_at",
-        (run_id,),
-    ):
-        worker, turn, call_id, role, tool, arguments, why, asked, deadline, *decided = row
-        approved, reason, edited, decided_at = decided
-        pending = PendingApproval(
-            call_id=call_id, worker=worker, role=role, turn=turn, tool=tool,
-            arguments=msgspec.json.decode(arguments), why=why, asked_at=asked, deadline=deadline,
-        )  # fmt: skip
-        decision = None
-        if approved is not None:
-            decision = Decision(
-                approve=bool(approved),
-                reason=reason,
-                arguments=msgspec.json.decode(edited) if edited is not None else None,
-            )
-        entries.append(ApprovalEntry(pending=pending, decision=decision, decided_at=decided_at))
-    return entries
