@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import ApprovalError
+from honeycomb import ApprovalError, Subtask
 from tests.support.approvals import TASK, executor, payer_saw, plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +143,33 @@ async def test_a_crash_between_decision_and_outcome_never_repeats_the_effect(
     else:
         assert effects.read_text() == "paid 120 to ann\n"
     assert result["payer"].startswith("payer saw: unknown: Outcome unknown")
+
+
+async def test_a_subtask_after_a_waiting_one_waits_too_and_runs_on_resume(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    subtasks = [
+        *plan(1),
+        Subtask(id="after", role="reader", instruction="read", depends_on=("payer",)),
+    ]
+    first = executor(db, effects, failure="fail_fast")  # waiting is not a failure
+    waiting = await first.run(TASK, subtasks=subtasks, run_id="r1")
+    assert waiting.status == "waiting"
+    assert {k: s.status for k, s in waiting.subtasks.items()} == {
+        "payer": "waiting", "r0": "ok", "after": "waiting",
+    }  # fmt: skip
+    assert waiting.failures == []
+    await first.decide("r1", "pay_1", approve=True)
+    done = await executor(db, effects, failure="fail_fast").resume("r1")
+    assert {k: s.status for k, s in done.subtasks.items()} == {
+        "payer": "ok", "r0": "ok", "after": "ok",
+    }  # fmt: skip
+    assert "payer (payer)" in done.subtasks["after"].worker.transcript.messages[1].content  # type: ignore[union-attr]
+
+
+async def test_a_call_still_undecided_waits_again_on_resume(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    waiting = await executor(db, effects).run(TASK, subtasks=plan(1), run_id="r1")
+    again = await executor(db, effects).resume("r1")
+    assert again.status == "waiting"
+    assert again.pending == waiting.pending  # the same call, asked at the same time
+    assert again.subtasks["r0"].ok  # finished before: not run again
