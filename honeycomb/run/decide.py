@@ -58,8 +58,10 @@ async def decide(
         if e.pending.call_id == call_id and (worker is None or e.pending.worker == worker)
     ]
     if not entries:
+        if await store.summary(run_id) is None:
+            raise ApprovalError(run_id, call_id, f"{store.path} has no such run")
         raise ApprovalError(
-            run_id, call_id, f"run {run_id!r} has no call {call_id!r} that asked for approval"
+            run_id, call_id, "the run has no call of this id that asked for approval"
         )
     undecided = [e for e in entries if e.decision is None]
     if not undecided:

@@ -59,6 +59,10 @@ async def test_approve_then_resume_runs_the_call_once(tmp_path: Path) -> None:
     assert effects.read_text() == "paid 120 to ann\n"
     with pytest.raises(ApprovalError, match="decided already"):
         await first.decide("r1", "pay_1", approve=False)
+    with pytest.raises(ApprovalError, match="no call of this id that asked"):
+        await first.decide("r1", "pay_2", approve=True)
+    with pytest.raises(ApprovalError, match="has no such run"):
+        await first.decide("r2", "pay_1", approve=True)
 
 
 async def test_deny_tells_the_model_the_reason_and_the_run_goes_on(tmp_path: Path) -> None:
