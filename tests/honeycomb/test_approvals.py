@@ -59,7 +59,7 @@ async def test_approve_then_resume_runs_the_call_once(tmp_path: Path) -> None:
     assert effects.read_text() == "paid 120 to ann\n"
     with pytest.raises(ApprovalError, match="decided already"):
         await first.decide("r1", "pay_1", approve=False)
-    with pytest.raises(ApprovalError, match="no call of this id asked for approval"):
+    with pytest.raises(ApprovalError, match="no call of this id that asked for approval"):
         await first.decide("r1", "pay_2", approve=True)
     with pytest.raises(ApprovalError, match="has no such run"):
         await first.decide("r2", "pay_1", approve=True)
