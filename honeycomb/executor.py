@@ -305,9 +305,9 @@ class Executor:
         arguments: dict[str, Any] | None = None,
         worker: str | None = None,
     ) -> PendingApproval:
-        """Record a decision on a call of run ``run_id`` that waits for approval; the
-        run continues from there when resumed (:meth:`resume`, here or in another
-        process).
+        """Record a decision on a call of run ``run_id`` that waits for approval. A run
+        this Executor carries on goes on with it at once; one that ended ``waiting``
+        continues from there when resumed (:meth:`resume`, here or in another process).
 
         Args:
             run_id: The run.
@@ -328,10 +328,14 @@ class Executor:
         """
         from honeycomb.run.decide import decide
 
-        return await decide(
+        decided = await decide(
             self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
             arguments=arguments, worker=worker, tool_for=self._tool_for,
         )  # fmt: skip
+        live = self.shared.paused.get(run_id)
+        if live is not None:  # under way here: its paused worker goes on at once
+            live()
+        return decided
 
     def _store_for(self, run_id: str) -> RunStore:
         if self.store is None:

@@ -91,6 +91,8 @@ class WorkerResult(BaseModel):
     pending: tuple[PendingApproval, ...] = ()
     exception: BaseException | None = Field(default=None, exclude=True, repr=False)
     """The exception behind ``error``, for callers that want to re-raise it."""
+    state: Any = Field(default=None, exclude=True, repr=False)
+    """The loop state a ``waiting`` worker continues from, once its calls are decided."""
 
     @property
     def ok(self) -> bool:
@@ -278,10 +280,11 @@ class Worker:
         state = outcome.state
         transcript = Transcript(messages=loop.head(prompt) + state.messages)
         if isinstance(outcome, Waiting):
-            return self._result(
+            waiting = self._result(
                 "waiting", transcript, state.usage, state.turn, started_at, started,
                 pending=outcome.pending,
             )  # fmt: skip
+            return waiting.model_copy(update={"state": state})
         if isinstance(outcome, Failed):
             return self._result(
                 "over_budget" if isinstance(outcome.error, BudgetExceeded) else "failed",

@@ -207,9 +207,11 @@ class Run:
             resumed=self.resumed,
         )  # fmt: skip
         began = time.perf_counter()
+        self.shared.paused[self.run_id] = self.scheduler.notify
         try:
             outcomes = await self.scheduler.run()
         finally:
+            self.shared.paused.pop(self.run_id, None)
             self.times["workers"] = time.perf_counter() - began
         if any(o.status == "waiting" for o in outcomes.values()):
             return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet

@@ -7,7 +7,7 @@ share its lock table for exclusive tools, its limiters and the setups of its rol
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -82,6 +82,9 @@ class Shared:
         self.log_events = log_events
         self.source = source
         self.approver = approver
+        self.paused: dict[str, Callable[[], None]] = {}
+        """Runs under way in this process, by id: what tells their paused workers that
+        a decision was recorded."""
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {

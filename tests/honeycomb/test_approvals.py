@@ -177,3 +177,27 @@ async def test_a_call_still_undecided_waits_again_on_resume(tmp_path: Path) -> N
     assert again.status == "waiting"
     assert again.pending == waiting.pending  # the same call, asked at the same time
     assert again.subtasks["r0"].ok  # finished before: not run again
+
+
+async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_on(
+    tmp_path: Path,
+) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    service = executor(db, effects, read_s=0.2)
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run(TASK, subtasks=plan(2), run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not await service.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+                await anyio.sleep(0.01)
+        assert not results  # the readers still read
+        await service.decide("r1", "pay_1", approve=True)
+    (done,) = results
+    assert done.status == "ok"  # one run: no resume needed
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    assert done.pending == []
