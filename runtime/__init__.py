@@ -8,9 +8,21 @@ retry policy and the YAML reader load on first use (they, ``openai``, ``tenacity
 from typing import TYPE_CHECKING
 
 from runtime._lazy import lazy_attributes
+from runtime.approvals import (
+    ApprovalEntry,
+    ApprovalLog,
+    ApprovalNeeded,
+    ApprovalRequest,
+    ApprovalRule,
+    Approver,
+    Decision,
+    MemoryApprovalLog,
+    PendingApproval,
+)
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
+    ApprovalError,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -85,6 +97,13 @@ from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 __all__ = [
     "AdaptiveLimiter",
     "AgentError",
+    "ApprovalEntry",
+    "ApprovalError",
+    "ApprovalLog",
+    "ApprovalNeeded",
+    "ApprovalRequest",
+    "ApprovalRule",
+    "Approver",
     "ArgumentsError",
     "AssistantMessage",
     "Budget",
@@ -93,6 +112,7 @@ __all__ = [
     "CompactionStarted",
     "ConfigError",
     "ConfigErrors",
+    "Decision",
     "DispatchPolicy",
     "Dispatcher",
     "DuplicateToolError",
@@ -112,6 +132,7 @@ __all__ = [
     "McpServers",
     "McpToolSettings",
     "Memory",
+    "MemoryApprovalLog",
     "MemoryFeatureMissing",
     "MemoryHit",
     "MemoryJournal",
@@ -139,6 +160,7 @@ __all__ = [
     "OutcomeUnknown",
     "OutputSchema",
     "OutputValidationError",
+    "PendingApproval",
     "PlanError",
     "Price",
     "PricedModel",

@@ -78,6 +78,8 @@ class Tool(Generic[P, R]):
             from elsewhere than its signature (an MCP server's): the function takes
             the model's JSON object as keyword arguments, as they are, checked only for
             being an object with the required keys (its own server checks the rest).
+        approval: A person must approve each call before it runs (see
+            :mod:`runtime.approvals`).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Tool(Generic[P, R]):
         terminal: bool = False,
         idempotent: bool = False,
         parameters: dict[str, Any] | None = None,
+        approval: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -108,6 +111,7 @@ class Tool(Generic[P, R]):
         self.timeout = timeout
         self.terminal = terminal
         self.idempotent = idempotent
+        self.approval = approval
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -142,6 +146,7 @@ class Tool(Generic[P, R]):
             terminal=self.terminal,
             idempotent=self.idempotent,
             parameters=self.parameters,
+            approval=self.approval,
         )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
@@ -176,6 +181,7 @@ def tool(
     timeout: float | None = None,
     terminal: bool = False,
     idempotent: bool = False,
+    approval: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -190,6 +196,7 @@ def tool(
     timeout: float | None = None,
     terminal: bool = False,
     idempotent: bool = False,
+    approval: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -208,6 +215,7 @@ def tool(
             timeout=timeout,
             terminal=terminal,
             idempotent=idempotent,
+            approval=approval,
         )
 
     return make(fn) if fn is not None else make

@@ -156,6 +156,8 @@ def test_honeycomb_public_names() -> None:
 
 
 RUNTIME_NAMES = {
+    "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded", "ApprovalRequest",
+    "ApprovalRule", "Approver", "Decision", "MemoryApprovalLog", "PendingApproval",
     "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
     "BudgetExceeded", "CompactionFinished", "CompactionStarted",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
@@ -185,8 +187,8 @@ RUNTIME_NAMES = {
 }  # fmt: skip
 
 WORKERS_NAMES = {
-    "AgentLoop", "Checkpoint", "Compaction", "ContextWindow", "Continue", "Failed", "Final",
-    "LoopSettings", "LoopState",
+    "AgentLoop", "Approvals", "Checkpoint", "Compaction", "ContextWindow", "Continue",
+    "Failed", "Final", "LoopSettings", "LoopState", "Waiting",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
     "check_role",
     "format_task", "load_roles", "read_roles", "role_entries",
@@ -194,6 +196,8 @@ WORKERS_NAMES = {
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
+    "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision", "PendingApproval",
+    "Waiting",
     "AdaptiveLimiter", "AgentError", "AgentLoop", "AggregationFinished", "AggregationStarted",
     "Aggregator", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded", "Budgets",
     "Checkpoint", "Compaction", "CompactionFinished", "CompactionStarted",

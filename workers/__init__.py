@@ -4,12 +4,22 @@ Imports only ``runtime``."""
 from workers.context import Compaction, ContextWindow, assemble
 from workers.loop import AgentLoop
 from workers.memory import MemoryRecalled, RoleMemory, memory_tools, recall_text
-from workers.role import Role, check_role, load_roles, read_roles, role_entries
-from workers.state import Checkpoint, Continue, Failed, Final, LoopSettings, LoopState, Step
+from workers.role import Approvals, Role, check_role, load_roles, read_roles, role_entries
+from workers.state import (
+    Checkpoint,
+    Continue,
+    Failed,
+    Final,
+    LoopSettings,
+    LoopState,
+    Step,
+    Waiting,
+)
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [
     "AgentLoop",
+    "Approvals",
     "Checkpoint",
     "Compaction",
     "ContextWindow",
@@ -22,6 +32,7 @@ __all__ = [
     "Role",
     "RoleMemory",
     "Step",
+    "Waiting",
     "Worker",
     "WorkerError",
     "WorkerResult",

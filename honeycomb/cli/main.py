@@ -1,6 +1,7 @@
-"""The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``runs``, ``trace``,
-``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a clone of the
-repository ``bench``; with no arguments, a short guide (:mod:`honeycomb.cli.init`).
+"""The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``approve``,
+``runs``, ``trace``, ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a
+clone of the repository ``bench``; with no arguments, a short guide
+(:mod:`honeycomb.cli.init`).
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from honeycomb.cli.approve import approve_command
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
@@ -109,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the example with long-term memory (examples/trip/memory.yaml): a second run "
         "recalls what the first kept",
     )
+    demo.add_argument(
+        "--approve", action="store_true", help="the outbox tool asks for approval before it sends"
+    )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
 
@@ -129,6 +134,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _run_options(resume, run_id=False)
     resume.set_defaults(handler=resume_command)
+
+    approve = commands.add_parser("approve", help="decide on a call waiting for approval")
+    approve.add_argument("run_id", help="the run's id")
+    approve.add_argument("call_id", help="the call's id (a waiting run prints it)")
+    approve.add_argument("--deny", action="store_true", help="deny the call instead")
+    approve.add_argument("--reason", default=None, help="why (the model is told, with --deny)")
+    approve.add_argument(
+        "--arguments", default=None, help="approve with these arguments instead (a JSON object)"
+    )
+    approve.add_argument("--worker", default=None, help="the worker, if several share the id")
+    approve.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    approve.set_defaults(handler=approve_command)
 
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")

@@ -9,6 +9,7 @@ import msgspec
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
+from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
 from workers import Checkpoint, Role, Worker, WorkerSetup
 
@@ -32,6 +33,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         prepare: Gives roles their tools from MCP servers (starting those servers
             when first needed): await it before :meth:`worker` makes a worker of a
             role that names MCP tools, or a catalog lists the roles' tools.
+        approver: Decides on calls that need approval (None: they wait in the store).
+        approval_timeout_s: Seconds a call waits for a decision before it is denied.
     """
 
     run_id: str
@@ -48,6 +51,8 @@ class RunContext(Value, frozen=True, kw_only=True):
     prepare: Callable[[Sequence[Role]], Awaitable[None]] = msgspec.field(
         default_factory=lambda: _nothing_to_prepare
     )
+    approver: Approver | None = None
+    approval_timeout_s: float | None = None
 
     def worker(
         self,
@@ -57,6 +62,7 @@ class RunContext(Value, frozen=True, kw_only=True):
         output_type: type[BaseModel] | None = None,
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
+        approvals: ApprovalLog | None = None,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
         limiter and tracer (and, for a stored run, its checkpoint and journal)."""
@@ -73,6 +79,9 @@ class RunContext(Value, frozen=True, kw_only=True):
             checkpoint=checkpoint,
             journal=journal,
             summarizer=self.summarizer_for(found),
+            approver=self.approver,
+            approvals=approvals,
+            approval_timeout_s=self.approval_timeout_s,
         )
 
 

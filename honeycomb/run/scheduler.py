@@ -11,6 +11,12 @@ results stand), and those that had started continue from their saved loop state.
 A worker whose role says ``memory: {store_result: true}`` has its answer kept in the
 memory once it ends well, before it is reported finished.
 
+A worker whose calls wait for a person's approval pauses, out of its slot: the others
+go on, and subtasks that depend on it wait. A decision recorded by this process
+(:meth:`notify`) lets it go on; once nothing else can proceed, the paused workers end
+``waiting`` (not a failure), and so do the subtasks after them: a resumed run
+continues them.
+
 With a store, a subtask is reported finished (``worker.finished``) once its result is
 committed, so the event never runs ahead of what a resume would find.
 """
@@ -20,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
@@ -33,7 +39,7 @@ from workers import Worker, WorkerError, WorkerResult
 from workers.memory import keep_result
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import RunRecord
+    from honeycomb.run.record import RunRecord, WorkerRecord
     from honeycomb.run.restore import Resumed
 
 __all__ = ["Scheduler", "stopped_status"]
@@ -70,6 +76,9 @@ class Scheduler:
         self._cancel: Callable[[], None] = lambda: None
         self._lost = 0  # subtasks that did not succeed
         self._fatal: BaseException | None = None  # what a worker's task raised (see run)
+        self._paused: set[str] = set()  # waiting for decisions on their calls
+        self._idle = False  # some are paused, and nothing else can proceed
+        self._wake = asyncio.Event()  # set (and replaced) when paused workers look again
 
     async def run(self) -> dict[str, SubtaskResult]:
         """Run every subtask; raise what stopped the phase early, if anything did.
@@ -88,6 +97,8 @@ class Scheduler:
         if self._fatal is not None:
             raise self._fatal
         stopped = stopped_status(self.stopped)
+        if self.stopped is None and self._waiting():
+            stopped = "waiting"  # blocked behind a subtask that waits
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
                 self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
@@ -103,6 +114,8 @@ class Scheduler:
         for dep in subtask.depends_on:
             await self._done[dep].wait()
         by_id, outcomes = self._by_id, self.outcomes
+        if any(outcomes[d].status == "waiting" for d in subtask.depends_on):
+            return None  # it waits too: not finished, a resumed run runs it
         failed = [d for d in subtask.depends_on if not outcomes[d].ok]
         if failed:
             why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
@@ -130,39 +143,33 @@ class Scheduler:
             if inputs is None:
                 return  # skipped
         ctx = self.context
-        slots = self._slots
-        if slots is not None:
-            await slots.acquire()
         try:
-            if ctx.tracer.enabled:
-                ctx.tracer.emit(
-                    WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
-                )
-            started = self.elapsed_s
-            try:
-                await ctx.prepare([ctx.roles[subtask.role]])
-            except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
-                error = WorkerError(type=type(exc).__name__, message=str(exc))
-                await self._finish(subtask, "failed", None, error, started)
-                return
-            state = self._states.get(subtask.id)
-            record = None
-            if self.record is not None:
-                record = self.record.worker(subtask.id, len(state.messages) if state else 0)
-            worker = ctx.worker(subtask.role, name=subtask.id, checkpoint=record, journal=record)
-            result: WorkerResult | None = None
-            limit = self.policy.worker_timeout_s
-            running = worker.run(subtask.instruction, inputs=inputs, resume=state)
-            if limit is None:
-                result = await running
-            else:
-                deadline = asyncio.timeout(limit)
-                try:
-                    async with deadline:
-                        result = await running
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise
+            await ctx.prepare([ctx.roles[subtask.role]])
+        except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
+            error = WorkerError(type=type(exc).__name__, message=str(exc))
+            await self._finish(subtask, "failed", None, error, self.elapsed_s)
+            return
+        state = self._states.get(subtask.id)
+        record = None
+        log = None
+        if self.record is not None:
+            from honeycomb.run.record import approval_log
+
+            record = self.record.worker(subtask.id, len(state.messages) if state else 0)
+            log = approval_log(record)
+        worker = ctx.worker(
+            subtask.role, name=subtask.id, checkpoint=record, journal=record, approvals=log
+        )
+        limit = self.policy.worker_timeout_s
+        started = None
+        try:
+            started, result = await self._work(subtask, worker, inputs, state, first=True)
+            # Paused for approval: on again once its calls are decided in this process,
+            # unless nothing else can proceed first (then it ends waiting).
+            while result is not None and result.status == "waiting" and record is not None:
+                if not await self._decided(subtask, result, record):
+                    break
+                _, result = await self._work(subtask, worker, inputs, result.state)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
@@ -172,9 +179,6 @@ class Scheduler:
             # Raised by run(), in the run's own task: out of a task of its own, asyncio
             # would let a KeyboardInterrupt or SystemExit escape its event loop.
             return
-        finally:
-            if slots is not None:
-                slots.release()
         if result is None:
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
             await self._finish(subtask, "failed", None, error, started)
@@ -193,6 +197,88 @@ class Scheduler:
                 memory, uses, result.text, run_id=self.context.run_id, role=worker.role.name,
                 worker=worker.name,
             )  # fmt: skip
+
+    async def _work(
+        self,
+        subtask: Subtask,
+        worker: Worker,
+        inputs: dict[str, str] | None,
+        state: Any,
+        *,
+        first: bool = False,
+    ) -> tuple[float, WorkerResult | None]:
+        """When the worker started (reported, the ``first`` time), and its result: its
+        run (from ``state``, if given) in one of the slots, under the worker timeout
+        (None: it ran past it)."""
+        slots = self._slots
+        if slots is not None:
+            await slots.acquire()
+        try:
+            ctx = self.context
+            if first and ctx.tracer.enabled:
+                ctx.tracer.emit(
+                    WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
+                )
+            started = self.elapsed_s
+            running = worker.run(subtask.instruction, inputs=inputs, resume=state)
+            limit = self.policy.worker_timeout_s
+            if limit is None:
+                return started, await running
+            deadline = asyncio.timeout(limit)
+            try:
+                async with deadline:
+                    return started, await running
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+            return started, None
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
+        """Wait, paused, until every call ``result`` waits on is decided (True), or
+        until nothing else in the run can proceed (False)."""
+        assert self.record is not None
+        wanted = {(p.turn, p.call_id) for p in result.pending}
+        self._paused.add(subtask.id)
+        try:
+            while True:
+                self._check_idle()
+                wake = self._wake  # taken before the store is read: no decision is missed
+                if self._idle:
+                    return False
+                found = await self.record.store.approvals_of(self.context.run_id)
+                mine = {
+                    (e.pending.turn, e.pending.call_id): e
+                    for e in found
+                    if e.pending.worker == subtask.id and e.decision is not None
+                }
+                if wanted <= set(mine):
+                    record.approvals.update(mine)
+                    return True
+                await wake.wait()
+        finally:
+            self._paused.discard(subtask.id)
+
+    def notify(self) -> None:
+        """A decision on one of this run's calls was recorded (``Executor.decide``):
+        paused workers look again."""
+        woken, self._wake = self._wake, asyncio.Event()
+        woken.set()
+
+    def _check_idle(self) -> None:
+        """Once some workers are paused and no other subtask can proceed, the phase
+        is over: the paused ones end waiting."""
+        if self._idle or not self._paused:
+            return
+        for subtask in self.plan.subtasks:
+            if subtask.id in self.outcomes or subtask.id in self._paused:
+                continue
+            if all(d in self.outcomes for d in subtask.depends_on):
+                return  # it runs, or is about to
+        self._idle = True
+        self.notify()
 
     def _error_of(self, result: WorkerResult) -> WorkerError | None:
         """A worker's error; for one the store failed, the store's error, not that of
@@ -243,9 +329,13 @@ class Scheduler:
         done = self._done.get(subtask.id)
         if done is not None:
             done.set()
-        if status != "ok":
+        if status not in ("ok", "waiting"):
             self._lost += 1
             self._apply_failure_policy(subtask, error)
+        self._check_idle()
+
+    def _waiting(self) -> bool:
+        return any(o.status == "waiting" for o in self.outcomes.values())
 
     def _revalidated(self, subtask: Subtask, result: WorkerResult | None) -> WorkerResult | None:
         """A stored result, its output made the role's output type again."""

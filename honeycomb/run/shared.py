@@ -7,7 +7,7 @@ share its lock table for exclusive tools, its limiters and the setups of its rol
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,6 +28,7 @@ from runtime import (
     Model,
     ToolRegistry,
 )
+from runtime.approvals import Approver
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Shared:
         locks: The lock table of ``exclusive`` tools, shared by every worker.
         tool_limiter: Bounds the tool calls in flight across every run.
         mcp: The MCP servers, and the roles' tools from them.
+        approver: Decides on calls that need approval (None: they wait in the store).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Shared:
         source: str | None,
         memory: Memory | None = None,
         mcp: McpTools | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -94,6 +97,10 @@ class Shared:
         self.log_events = log_events
         self.source = source
         self.memory = memory
+        self.approver = approver
+        self.paused: dict[str, Callable[[], None]] = {}
+        """Runs under way in this process, by id: what tells their paused workers that
+        a decision was recorded."""
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
