@@ -1,5 +1,5 @@
 """The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
-``validate``, and in a clone of the repository ``bench``.
+``serve``, ``validate``, and in a clone of the repository ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -26,6 +26,7 @@ from honeycomb.cli.running import (
     run_command,
 )
 from honeycomb.cli.runs import runs_command, trace_command
+from honeycomb.cli.serve import add_serve
 from honeycomb.hive import load_hive
 from honeycomb.trace.format import counted
 from runtime import (
@@ -121,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
     )
     trace.set_defaults(handler=trace_command)
+
+    add_serve(commands, DEFAULT_STORE)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")

@@ -66,6 +66,7 @@ class RunRecord:
         self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._spans: list[Span] = []
+        self._spans_since = 0.0  # when the oldest span not yet written ended
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
@@ -126,9 +127,12 @@ class RunRecord:
 
     def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
-        batches, and at the end of the run."""
+        batches, at least once a second while they come (so a page watching the run
+        sees it go: ``honeycomb serve``), and at the end of the run."""
+        if not self._spans:
+            self._spans_since = time.monotonic()
         self._spans.append(span)
-        if len(self._spans) >= _SPAN_BATCH:
+        if len(self._spans) >= _SPAN_BATCH or time.monotonic() - self._spans_since >= _SPAN_EVERY_S:
             self._write_spans()
 
     def _write_spans(self) -> None:
@@ -208,6 +212,7 @@ def store_failure(exc: BaseException | None) -> StoreError | None:
 
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
 _SPAN_BATCH = 256
+_SPAN_EVERY_S = 1.0
 _SAVE_RESULT = (
     "INSERT INTO workers (run_id, worker, status, result, updated_at) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "
