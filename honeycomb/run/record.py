@@ -12,6 +12,7 @@ finished: its result is not kept as final, and a resumed run runs it again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
@@ -66,7 +67,7 @@ class RunRecord:
         self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._spans: list[Span] = []
-        self._spans_since = 0.0  # when the oldest span not yet written ended
+        self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
@@ -130,12 +131,16 @@ class RunRecord:
         batches, at least once a second while they come (so a page watching the run
         sees it go: ``honeycomb serve``), and at the end of the run."""
         if not self._spans:
-            self._spans_since = time.monotonic()
+            loop = asyncio.get_running_loop()
+            self._spans_due = loop.call_later(_SPAN_EVERY_S, self._write_spans)
         self._spans.append(span)
-        if len(self._spans) >= _SPAN_BATCH or time.monotonic() - self._spans_since >= _SPAN_EVERY_S:
+        if len(self._spans) >= _SPAN_BATCH:
             self._write_spans()
 
     def _write_spans(self) -> None:
+        if self._spans_due is not None:
+            self._spans_due.cancel()
+            self._spans_due = None
         if self._spans:
             batch, self._spans = self._spans, []
             text = encode_json(batch).decode()

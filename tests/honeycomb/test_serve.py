@@ -340,3 +340,20 @@ def _keep_screenshot(made: Path) -> None:
         kept = Path(__file__).resolve().parents[2] / "docs" / "images" / "serve-run.png"
         kept.parent.mkdir(exist_ok=True)
         shutil.copyfile(made, kept)
+
+
+async def test_spans_reach_the_store_while_the_run_goes(db: Path) -> None:
+    """A page watching a run draws it from the spans kept so far, so they cannot wait
+    for the end of the run (or for a batch to fill)."""
+    gate = asyncio.Event()
+    running = asyncio.create_task(_executor(db, 0.0, gate).run("t", subtasks=PLAN, run_id="s"))
+    store = RunStore(db)
+    deadline = time.monotonic() + 20
+    try:
+        while not [s for s in store.spans("s") if s.kind == "model_call"]:
+            assert time.monotonic() < deadline, "no span reached the store while the run went"
+            assert not running.done()
+            await asyncio.sleep(0.1)
+    finally:
+        gate.set()
+    assert (await running).status == "ok"
