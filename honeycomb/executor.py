@@ -8,6 +8,10 @@ With a run store, every run is kept turn by turn, and ``run(task, run_id=...)`` 
 :meth:`Executor.resume`) of a run that did not finish continues it: finished workers
 are not run again, started ones continue from their last turn, and no completed
 side-effecting call is executed twice.
+
+A call that needs a person's approval is decided by the Executor's ``approver``; with
+none, it waits in the store: the run ends ``waiting`` once nothing else can proceed,
+:meth:`Executor.decide` records a decision, and :meth:`Executor.resume` continues.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime._concurrency import require_asyncio
+from runtime.approvals import Approver, PendingApproval
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -76,6 +81,9 @@ class Executor:
             so ``honeycomb resume`` can rebuild it.
         trace: Record each run's spans (:mod:`honeycomb.trace.spans`) in the store.
             Default: when there is a store.
+        approver: Decides on tool calls that need approval (see
+            :mod:`runtime.approvals`); None: they wait in the store for
+            :meth:`decide`.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -97,6 +105,7 @@ class Executor:
         store: RunStore | str | Path | None = None,
         source: str | None = None,
         trace: bool | None = None,
+        approver: Approver | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -119,6 +128,7 @@ class Executor:
             handlers=on_event,
             log_events=log_events,
             source=source,
+            approver=approver,
         )
 
     @property
@@ -275,6 +285,65 @@ class Executor:
             raise StoreError(f"no run {run_id!r} in this store", path=str(self.store.path))
         return await self.run(stored.task, run_id=run_id, on_event=on_event, steal=steal)
 
+    async def pending(self, run_id: str) -> list[PendingApproval]:
+        """The calls of run ``run_id`` waiting for a decision, in the order they asked.
+
+        Raises:
+            StoreError: when there is no store.
+        """
+        from honeycomb.run.decide import pending_of
+
+        return await pending_of(self._store_for(run_id), run_id)
+
+    async def decide(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        worker: str | None = None,
+    ) -> PendingApproval:
+        """Record a decision on a call of run ``run_id`` that waits for approval; the
+        run continues from there when resumed (:meth:`resume`, here or in another
+        process).
+
+        Args:
+            run_id: The run.
+            call_id: The call (``RunResult.pending``, :meth:`pending`).
+            approve: Run the call, or deny it.
+            reason: Told to the model with a denial (``denied: <reason>``).
+            arguments: With an approval, run the call with these instead; they are
+                validated against the tool's schema now and again when it runs.
+            worker: The worker, when several wait on calls of one id.
+
+        Returns:
+            The call decided on.
+
+        Raises:
+            ApprovalError: naming what is wrong (no such call waiting, decided
+                already, timed out, arguments that fail validation ...).
+            StoreError: when there is no store.
+        """
+        from honeycomb.run.decide import decide
+
+        return await decide(
+            self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
+            arguments=arguments, worker=worker, tool_for=self._tool_for,
+        )  # fmt: skip
+
+    def _store_for(self, run_id: str) -> RunStore:
+        if self.store is None:
+            raise StoreError(
+                f"no run store to find run {run_id!r} in: give the Executor store=...", path="-"
+            )
+        return self.store
+
+    def _tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
+        role = self.roles.get(pending.role)
+        return None if role is None else self.shared.setup_for(role, None).tools.get(pending.tool)
+
     @asynccontextmanager
     async def stream(
         self,
@@ -355,6 +424,8 @@ def _check(
             )
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))
+        else:
+            errors += _approval_problems(role, setups[role.name])
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
         if isinstance(spec, str) and spec != "concat" and spec not in names:
             errors.append(
@@ -363,6 +434,20 @@ def _check(
     if errors:
         raise ConfigErrors(errors)
     return setups
+
+
+def _approval_problems(role: Role, setup: WorkerSetup) -> list[ConfigError]:
+    """Tools a role's ``approvals`` names that it does not use (they would never ask)."""
+    names = setup.tools.names
+    listed = role.approvals.tools if role.approvals is not None else ()
+    return [
+        ConfigError(
+            f"role {role.name!r}: approvals names tool {name!r}{did_you_mean(name, names)}, "
+            f"which the role does not use; its tools: {', '.join(names) or 'none'}"
+        )
+        for name in listed
+        if name not in names
+    ]
 
 
 def _open_store(store: RunStore | str | Path | None) -> RunStore | None:

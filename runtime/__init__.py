@@ -8,9 +8,21 @@ retry policy and the YAML reader load on first use (they, ``openai``, ``tenacity
 from typing import TYPE_CHECKING
 
 from runtime._lazy import lazy_attributes
+from runtime.approvals import (
+    ApprovalEntry,
+    ApprovalLog,
+    ApprovalNeeded,
+    ApprovalRequest,
+    ApprovalRule,
+    Approver,
+    Decision,
+    MemoryApprovalLog,
+    PendingApproval,
+)
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
+    ApprovalError,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -78,12 +90,20 @@ from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 __all__ = [
     "AdaptiveLimiter",
     "AgentError",
+    "ApprovalEntry",
+    "ApprovalError",
+    "ApprovalLog",
+    "ApprovalNeeded",
+    "ApprovalRequest",
+    "ApprovalRule",
+    "Approver",
     "ArgumentsError",
     "AssistantMessage",
     "Budget",
     "BudgetExceeded",
     "ConfigError",
     "ConfigErrors",
+    "Decision",
     "DispatchPolicy",
     "Dispatcher",
     "DuplicateToolError",
@@ -97,6 +117,7 @@ __all__ = [
     "Limits",
     "LockTable",
     "MaxTurnsExceeded",
+    "MemoryApprovalLog",
     "MemoryJournal",
     "Message",
     "Messages",
@@ -119,6 +140,7 @@ __all__ = [
     "OutcomeUnknown",
     "OutputSchema",
     "OutputValidationError",
+    "PendingApproval",
     "PlanError",
     "Price",
     "PricedModel",

@@ -13,6 +13,8 @@
 - Sync tools run in worker threads, so they never block the event loop.
 - With a :class:`~runtime.journal.Journal`, side-effecting calls are journaled (intent
   before, outcome after), and a resumed worker never runs a completed one again.
+- With an :class:`~runtime.approvals.ApprovalGate`, the calls that need approval get
+  a decision before any call of the turn runs (see :mod:`runtime.approvals`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from msgspec.structs import replace
 
 from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
+from runtime.approvals import ApprovalGate
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
@@ -98,6 +102,7 @@ class _Ready(Value, frozen=True, gc=False, kw_only=True):
     call: ToolCall
     tool: Tool[Any, Any]
     kwargs: dict[str, Any]
+    note: str = ""  # put before its observation (edited arguments)
 
 
 class Dispatcher:
@@ -112,6 +117,7 @@ class Dispatcher:
         worker: Worker name for events and :class:`ToolContext`.
         run_id: Run id for events and :class:`ToolContext`.
         journal: Where side-effecting calls are journaled, for a run that can resume.
+        approvals: Decides on the calls that need a person's approval.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class Dispatcher:
         worker: str | None = None,
         run_id: str | None = None,
         journal: Journal | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.tools = tools
         self.policy = policy or DispatchPolicy()
@@ -134,6 +141,7 @@ class Dispatcher:
         self._worker = worker
         self._run_id = run_id
         self.journal = journal
+        self.approvals = approvals
         # The last batch and what ran of it, so the next turn spots a repeat without
         # validating those calls again.
         self._last: Sequence[ToolCall] = ()
@@ -143,36 +151,73 @@ class Dispatcher:
     async def dispatch(
         self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
     ) -> tuple[ToolMessage, ...]:
-        """Run ``calls`` and return one observation per call, in call order."""
+        """Run ``calls`` and return one observation per call, in call order.
+
+        Raises:
+            ApprovalNeeded: when calls wait for a person's decision (none of the
+                batch ran).
+        """
         require_asyncio("Dispatcher.dispatch")
         results: list[ToolMessage | None] = [None] * len(calls)
         self._tracing = self._tracer.enabled  # asked once a batch, not once a call
-        inline, others = self._start(calls, previous, results, turn)
+        ready = self._ready(calls, previous, results, turn)
+        if self.approvals is not None:
+            ready = await self._approved(ready, results, turn)
+        inline, others = self._start(ready, results, turn)
         await run_together(inline, others)
         return tuple([r for r in results if r is not None])
 
-    def _start(
+    def asks_approval(self, tool: Tool[Any, Any]) -> bool:
+        """Whether a call to ``tool`` needs a person's approval."""
+        return self.approvals is not None and self.approvals.asks(tool)
+
+    def _ready(
         self,
         calls: Sequence[ToolCall],
         previous: Sequence[ToolCall],
         results: list[ToolMessage | None],
         turn: int,
-    ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
-        """Prepare the batch: calls that cannot run get their observation now; of the
-        rest, the serial lane (or else one parallel call) is to run in the dispatching
-        task, and every other call in a task of its own."""
+    ) -> list[_Ready]:
+        """The calls that can run; the others get their observation now."""
         repeats: Seen | None = None
         if previous and self.policy.skip_repeats:
             # The batch this dispatcher ran last, or a state's from elsewhere (resumed).
             repeats = self._seen if previous is self._last else _seen(previous, self.tools)
-        parallel: list[_Ready] = []
-        serial: list[_Ready] = []
+        ready: list[_Ready] = []
         seen: Seen = {}
         for index, call in enumerate(calls):
-            ready = self._prepare(index, call, repeats, seen, results, turn)
-            if ready is not None:
-                (serial if ready.tool.side_effects else parallel).append(ready)
+            found = self._prepare(index, call, repeats, seen, results, turn)
+            if found is not None:
+                ready.append(found)
         self._last, self._seen = calls, seen
+        return ready
+
+    async def _approved(
+        self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
+    ) -> list[_Ready]:
+        """The calls that may run, as the approval gate decided: a refused one gets
+        its observation now; one approved with edited arguments runs with them."""
+        assert self.approvals is not None
+        verdicts = await self.approvals.decide([(r.call, r.tool, r.kwargs) for r in ready], turn)
+        kept: list[_Ready] = []
+        for item, verdict in zip(ready, verdicts, strict=True):
+            if verdict is None:
+                kept.append(item)
+            elif verdict.refusal is not None:
+                results[item.position] = self._refuse(item.call, "error", verdict.refusal, turn)
+            else:
+                kept.append(replace(item, kwargs=verdict.kwargs, note=verdict.note))
+        return kept
+
+    def _start(
+        self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
+    ) -> tuple[Awaitable[None] | None, list[Coroutine[Any, Any, Any]]]:
+        """Of the calls ready, the serial lane (or else one parallel call) is to run in
+        the dispatching task, and every other call in a task of its own."""
+        parallel: list[_Ready] = []
+        serial: list[_Ready] = []
+        for item in ready:
+            (serial if item.tool.side_effects else parallel).append(item)
         cap = self._cap_for(len(parallel))
         inline: Awaitable[None] | None = None
         if serial:
@@ -364,7 +409,7 @@ class Dispatcher:
         call = ready.call
         if self._tracing:
             self._finished(call, turn, status, time.perf_counter() - started, error)
-        observation = results[ready.position] = _observe(call, status, content)
+        observation = results[ready.position] = _observe(call, status, ready.note + content)
         return observation
 
 

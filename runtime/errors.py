@@ -28,6 +28,7 @@ The tree::
     ├── StoreError                  the run store could not be read or written
     │   └── RunBusy                 another process carries the run on (it holds the lease)
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
+    ├── ApprovalError               a decision on a call waiting for approval was refused
     └── UnsupportedEventLoop        awaited under another async library than asyncio
 
 A model's exception always ends its call as a failure, never as a crash: a
@@ -40,7 +41,8 @@ loop goes on.
 
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
 raised by a tool to send a message back to the model ("try again with a smaller
-date range") and never counts as a crash.
+date range") and never counts as a crash; ``ApprovalNeeded``
+(:mod:`runtime.approvals`) pauses a worker whose calls wait for a person.
 
 Third-party errors (``openai.*``, ``pydantic.ValidationError``, ``yaml.YAMLError``)
 are translated where they enter and chained with ``raise ... from exc``.
@@ -53,6 +55,7 @@ from typing import Any
 
 __all__ = [
     "AgentError",
+    "ApprovalError",
     "BudgetExceeded",
     "ConfigError",
     "ConfigErrors",
@@ -518,6 +521,22 @@ class UnsupportedEventLoop(HoneycombError):
 
 
 # --- control signals -----------------------------------------------------------------
+
+
+class ApprovalError(HoneycombError):
+    """A decision on a call waiting for approval could not be recorded.
+
+    Attributes:
+        run_id: The run.
+        call_id: The call.
+        reason: Why.
+    """
+
+    def __init__(self, run_id: str, call_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.call_id = call_id
+        self.reason = reason
+        super().__init__(f"cannot decide on call {call_id!r} of run {run_id!r}: {reason}")
 
 
 class ModelRetry(Exception):

@@ -74,6 +74,8 @@ class Tool(Generic[P, R]):
         terminal: Its result ends the worker's loop as the final answer.
         idempotent: Running it twice has the effect of running it once, so a call
             whose outcome a crash lost is run again on resume (see :mod:`runtime.journal`).
+        approval: A person must approve each call before it runs (see
+            :mod:`runtime.approvals`).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         terminal: bool = False,
         idempotent: bool = False,
+        approval: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -103,6 +106,7 @@ class Tool(Generic[P, R]):
         self.timeout = timeout
         self.terminal = terminal
         self.idempotent = idempotent
+        self.approval = approval
         self.is_async = inspect.iscoroutinefunction(fn)
         self.args_model, self.context_param = _arguments_model(self.name, fn, doc_args)
         self.schema = ToolSchema(
@@ -129,6 +133,7 @@ class Tool(Generic[P, R]):
             timeout=self.timeout,
             terminal=self.terminal,
             idempotent=self.idempotent,
+            approval=self.approval,
         )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
@@ -161,6 +166,7 @@ def tool(
     timeout: float | None = None,
     terminal: bool = False,
     idempotent: bool = False,
+    approval: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -175,6 +181,7 @@ def tool(
     timeout: float | None = None,
     terminal: bool = False,
     idempotent: bool = False,
+    approval: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -193,6 +200,7 @@ def tool(
             timeout=timeout,
             terminal=terminal,
             idempotent=idempotent,
+            approval=approval,
         )
 
     return make(fn) if fn is not None else make

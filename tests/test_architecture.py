@@ -158,6 +158,8 @@ def test_honeycomb_public_names() -> None:
 
 
 RUNTIME_NAMES = {
+    "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded", "ApprovalRequest",
+    "ApprovalRule", "Approver", "Decision", "MemoryApprovalLog", "PendingApproval",
     "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
     "BudgetExceeded",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
@@ -183,6 +185,7 @@ RUNTIME_NAMES = {
 }  # fmt: skip
 
 WORKERS_NAMES = {
+    "Approvals", "Waiting",
     "AgentLoop", "Checkpoint", "ContextWindow", "Continue", "Failed", "Final", "LoopSettings",
     "LoopState",
     "Role", "Step", "Worker", "WorkerError", "WorkerResult", "WorkerSetup", "assemble",
@@ -191,6 +194,8 @@ WORKERS_NAMES = {
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
+    "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision", "PendingApproval",
+    "Waiting",
     "AdaptiveLimiter", "AgentError", "AgentLoop", "AggregationFinished", "AggregationStarted",
     "Aggregator", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded", "Budgets",
     "Checkpoint", "ConcatAggregator", "ConfigError", "ConfigErrors", "ContextWindow",

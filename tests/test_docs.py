@@ -275,8 +275,8 @@ def test_the_readme_links_to_where_the_work_is_done() -> None:
 
 # --- the command line ---------------------------------------------------------------
 
-COMMANDS = [["demo"], ["run"], ["resume"], ["runs"], ["trace"], ["serve"], ["validate"],
-            ["bench"], ["bench", "--peers"]]  # fmt: skip
+COMMANDS = [["demo"], ["run"], ["resume"], ["approve"], ["runs"], ["trace"], ["serve"],
+            ["validate"], ["bench"], ["bench", "--peers"]]  # fmt: skip
 
 
 def options(command: list[str]) -> set[str]:

@@ -2,12 +2,22 @@
 
 from workers.context import ContextWindow, assemble
 from workers.loop import AgentLoop
-from workers.role import Role, check_role, load_roles, read_roles, role_entries
-from workers.state import Checkpoint, Continue, Failed, Final, LoopSettings, LoopState, Step
+from workers.role import Approvals, Role, check_role, load_roles, read_roles, role_entries
+from workers.state import (
+    Checkpoint,
+    Continue,
+    Failed,
+    Final,
+    LoopSettings,
+    LoopState,
+    Step,
+    Waiting,
+)
 from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup, format_task
 
 __all__ = [
     "AgentLoop",
+    "Approvals",
     "Checkpoint",
     "ContextWindow",
     "Continue",
@@ -17,6 +27,7 @@ __all__ = [
     "LoopState",
     "Role",
     "Step",
+    "Waiting",
     "Worker",
     "WorkerError",
     "WorkerResult",

@@ -52,6 +52,7 @@ from runtime import (
 )
 from runtime._checks import check_response
 from runtime._concurrency import require_asyncio
+from runtime.approvals import ApprovalNeeded
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.messages import with_distinct_ids
 from workers.context import assemble
@@ -63,6 +64,7 @@ from workers.state import (
     LoopSettings,
     LoopState,
     Step,
+    Waiting,
 )
 
 __all__ = ["AgentLoop"]
@@ -120,7 +122,7 @@ class AgentLoop:
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
 
-    async def run(self, task: str, state: LoopState | None = None) -> Final | Failed:
+    async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
         require_asyncio("AgentLoop.run")
         current = state if state is not None else LoopState(task=task)
@@ -141,13 +143,13 @@ class AgentLoop:
         tools = self.dispatcher.tools
         for call in state.pending:
             found = tools.get(call.name)
-            if found is None or found.side_effects:
-                return True
+            if found is None or found.side_effects or self.dispatcher.asks_approval(found):
+                return True  # a call that waits for approval must be found again too
         return not state.pending
 
     async def step(self, state: LoopState) -> Step:
         """Think or act: one model turn, or, when the model's last answer asked for tool
-        calls, those calls."""
+        calls, those calls (or ``Waiting``, when some wait for a person's approval)."""
         pending = state.pending
         if pending:
             bound = _logging.bind(turn=state.turn)  # tools' own logs name the turn
@@ -155,6 +157,8 @@ class AgentLoop:
                 observations = await self.dispatcher.dispatch(
                     pending, turn=state.turn, previous=state.previous_calls
                 )
+            except ApprovalNeeded as paused:  # a control signal: none of the calls ran
+                return Waiting(state=state, pending=paused.pending)
             finally:
                 _logging.unbind(bound)
             return self._observed(state, pending, observations)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,11 +22,41 @@ from runtime import (
     did_you_mean,
 )
 from runtime._imports import import_object
+from runtime.approvals import ApprovalRule
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
 
-__all__ = ["Role", "check_role", "load_roles", "read_roles", "role_entries"]
+__all__ = [
+    "Approvals",
+    "Role",
+    "approval_problems",
+    "check_role",
+    "load_roles",
+    "read_roles",
+    "role_entries",
+]
+
+
+class Approvals(BaseModel):
+    """Which of a role's tool calls wait for a person's approval (tools marked
+    ``approval=True`` always do).
+
+    Attributes:
+        tools: Tool names whose every call needs approval.
+        default: ``ask``: every side-effecting tool needs approval too; ``allow``:
+            only the tools named (and those marked).
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    tools: tuple[str, ...] = ()
+    default: Literal["allow", "ask"] = "allow"
+
+    def rule(self, owner: str) -> ApprovalRule:
+        return ApprovalRule(
+            tools=frozenset(self.tools), side_effects=self.default == "ask", owner=owner
+        )
 
 
 class Role(BaseModel):
@@ -45,6 +75,8 @@ class Role(BaseModel):
         output_retries: Times an answer failing ``output_schema`` is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
+        approvals: Which tool calls wait for a person's approval (None: only those
+            of tools marked ``approval=True``; a hive's ``approvals:`` is the default).
     """
 
     model_config = ConfigDict(
@@ -63,6 +95,7 @@ class Role(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=20)
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
+    approvals: Approvals | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -131,12 +164,17 @@ def check_role(
         )
     source = registry if registry is not None else ToolRegistry()
     tools = body.get("tools")
+    names: list[str] | None = []  # the role's tool names (None: not all are known)
     for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
         if not isinstance(ref, str):
+            names = None
             continue  # field validation reports the wrong type
         try:
-            source.resolve(ref)
+            found = source.resolve(ref)
+            if names is not None:
+                names.append(found.name)
         except HoneycombError as exc:
+            names = None
             message = exc.message if isinstance(exc, ConfigError) else str(exc)
             if ":" not in ref:
                 message = (
@@ -145,12 +183,37 @@ def check_role(
                     "(or write an import path 'package.module:function')"
                 )
             errors.append(doc.error((*path, "tools", index), message))
+    if names is not None:
+        errors.extend(approval_problems(body.get("approvals"), names, doc, path))
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:
             import_output_schema(schema)
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
+    return errors
+
+
+def approval_problems(
+    approvals: Any,
+    names: Sequence[str],
+    doc: YamlDocument,
+    path: YamlPath,
+    unused: str = "which the role does not use",
+) -> list[ConfigError]:
+    """Names in ``approvals: {tools: [...]}`` (at ``path``) that are none of ``names``:
+    a misspelt one would never ask."""
+    listed = approvals.get("tools") if isinstance(approvals, Mapping) else None
+    errors: list[ConfigError] = []
+    for index, name in enumerate(listed if isinstance(listed, list | tuple) else ()):
+        if isinstance(name, str) and name not in names:
+            errors.append(
+                doc.error(
+                    (*path, "approvals", "tools", index),
+                    f"approvals names tool {name!r}{did_you_mean(name, names)}, {unused}; "
+                    f"its tools: {', '.join(names) or 'none'}",
+                )
+            )
     return errors
 
 

@@ -9,10 +9,13 @@ from msgspec.structs import replace
 from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
+from runtime.approvals import PendingApproval
 from runtime.value import Value
 from workers.context import ContextWindow
 
-__all__ = ["Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step"]
+__all__ = [
+    "Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step", "Waiting",
+]  # fmt: skip
 
 
 class LoopSettings(Value, frozen=True, kw_only=True):
@@ -152,7 +155,15 @@ class Failed(Value, frozen=True, kw_only=True):
     error: HoneycombError
 
 
-Step = Continue | Final | Failed
+class Waiting(Value, frozen=True, kw_only=True):
+    """The loop paused: calls of the model's last answer wait for a person's decision
+    (``state`` still has them pending, and a resumed loop runs them once decided)."""
+
+    state: LoopState
+    pending: tuple[PendingApproval, ...]
+
+
+Step = Continue | Final | Failed | Waiting
 
 
 class Checkpoint(Protocol):

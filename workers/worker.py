@@ -24,11 +24,12 @@ from runtime import (
     Usage,
     _logging,
 )
+from runtime.approvals import ApprovalGate, ApprovalLog, ApprovalRule, Approver, PendingApproval
 from runtime.value import Value
 from workers.context import ContextWindow
 from workers.loop import AgentLoop
 from workers.role import Role
-from workers.state import Checkpoint, Failed, LoopSettings, LoopState
+from workers.state import Checkpoint, Failed, LoopSettings, LoopState, Waiting
 
 __all__ = [
     "DEPENDENCY_HEADER",
@@ -39,7 +40,7 @@ __all__ = [
     "format_task",
 ]
 
-WorkerStatus = Literal["ok", "failed", "over_budget"]
+WorkerStatus = Literal["ok", "failed", "over_budget", "waiting"]
 
 
 class WorkerError(BaseModel):
@@ -61,7 +62,8 @@ class WorkerResult(BaseModel):
         worker: The worker's name (the subtask id under an Executor).
         role: The role it played.
         status: ``ok``, ``failed``, or ``over_budget`` (its next model call would
-            have gone past the run's budget).
+            have gone past the run's budget), or ``waiting`` (calls wait for a
+            person's approval: ``pending``; a resumed run continues it).
         output: The answer: text, or the validated output-schema object.
         text: The answer as text.
         transcript: The whole conversation, system prompt and task first.
@@ -70,6 +72,7 @@ class WorkerResult(BaseModel):
         started_at: Wall-clock start (``time.time()``).
         duration_s: How long it ran.
         error: Why it failed, when it did.
+        pending: The calls waiting for approval, when it is ``waiting``.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
@@ -85,6 +88,7 @@ class WorkerResult(BaseModel):
     started_at: float = 0.0
     duration_s: float = 0.0
     error: WorkerError | None = None
+    pending: tuple[PendingApproval, ...] = ()
     exception: BaseException | None = Field(default=None, exclude=True, repr=False)
     """The exception behind ``error``, for callers that want to re-raise it."""
 
@@ -102,6 +106,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         policy: How the tools are dispatched (cap, timeout).
         settings: How the loop runs (turns, output type, window).
         system_prompt: The role's system prompt.
+        approvals: Which of its calls need a person's approval.
     """
 
     role: Role
@@ -109,6 +114,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
     policy: DispatchPolicy
     settings: LoopSettings
     system_prompt: str
+    approvals: ApprovalRule = ApprovalRule()
 
     @classmethod
     def of(
@@ -151,6 +157,11 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 model_timeout=role.model_timeout,
             ),
             system_prompt=role.system_prompt,
+            approvals=(
+                role.approvals.rule(role.name)
+                if role.approvals is not None
+                else ApprovalRule(owner=role.name)
+            ),
         )
 
 
@@ -172,6 +183,9 @@ class Worker:
         output_type: Overrides the role's ``output_schema``.
         checkpoint: Receives the loop's state every turn (a run store).
         journal: Journals side-effecting calls (a run store), so none runs twice.
+        approver: Decides on calls that need approval (None: they wait, in ``approvals``).
+        approvals: Where calls asked about and their decisions are kept (a run store).
+        approval_timeout_s: Seconds a call waits for a decision before it is denied.
     """
 
     def __init__(
@@ -189,6 +203,9 @@ class Worker:
         output_type: type[BaseModel] | None = None,
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
+        approver: Approver | None = None,
+        approvals: ApprovalLog | None = None,
+        approval_timeout_s: float | None = None,
     ) -> None:
         setup = role if isinstance(role, WorkerSetup) else WorkerSetup.of(role, tools, output_type)
         self.setup = setup
@@ -209,6 +226,20 @@ class Worker:
             worker=self.name,
             run_id=run_id,
             journal=journal,
+            approvals=(
+                ApprovalGate(
+                    setup.approvals,
+                    approver=approver,
+                    log=approvals,
+                    worker=self.name,
+                    role=setup.role.name,
+                    run_id=run_id,
+                    timeout_s=approval_timeout_s,
+                )
+                # A stored run's log too: a call asked about keeps its decision.
+                if approvals is not None or _may_ask(setup)
+                else None
+            ),
         )
 
     def __repr__(self) -> str:
@@ -246,6 +277,11 @@ class Worker:
             _logging.unbind(bound)
         state = outcome.state
         transcript = Transcript(messages=loop.head(prompt) + state.messages)
+        if isinstance(outcome, Waiting):
+            return self._result(
+                "waiting", transcript, state.usage, state.turn, started_at, started,
+                pending=outcome.pending,
+            )  # fmt: skip
         if isinstance(outcome, Failed):
             return self._result(
                 "over_budget" if isinstance(outcome.error, BudgetExceeded) else "failed",
@@ -279,6 +315,7 @@ class Worker:
         output: Any = None,
         text: str = "",
         error: BaseException | None = None,
+        pending: tuple[PendingApproval, ...] = (),
     ) -> WorkerResult:
         return WorkerResult(
             worker=self.name,
@@ -293,7 +330,14 @@ class Worker:
             duration_s=time.perf_counter() - started,
             error=WorkerError(type=type(error).__name__, message=str(error)) if error else None,
             exception=error,
+            pending=pending,
         )
+
+
+def _may_ask(setup: WorkerSetup) -> bool:
+    """Whether any call of the setup's tools can need approval."""
+    rule = setup.approvals
+    return any(rule.why(t) is not None for t in setup.tools)
 
 
 DEPENDENCY_HEADER = "Results of the subtasks this one depends on:"

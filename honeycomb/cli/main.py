@@ -1,5 +1,5 @@
-"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``runs``, ``trace``,
-``serve``, ``validate``, and in a clone of the repository ``bench``.
+"""The ``honeycomb`` command: ``demo``, ``run``, ``resume``, ``approve``, ``runs``,
+``trace``, ``serve``, ``validate``, and in a clone of the repository ``bench``.
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
 the hive or ``--store`` says otherwise), so that one stopped by Ctrl-C, SIGTERM or a
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from honeycomb.cli.approve import approve_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     demo_command,
@@ -90,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the bundled example hive offline")
     demo.add_argument("task", nargs="?", default=None, help="the task (default: a trip plan)")
     demo.add_argument("--latency", type=float, default=None, help="offline model seconds per call")
+    demo.add_argument(
+        "--approve", action="store_true", help="the outbox tool asks for approval before it sends"
+    )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
 
@@ -108,6 +112,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _run_options(resume, run_id=False)
     resume.set_defaults(handler=resume_command)
+
+    approve = commands.add_parser("approve", help="decide on a call waiting for approval")
+    approve.add_argument("run_id", help="the run's id")
+    approve.add_argument("call_id", help="the call's id (a waiting run prints it)")
+    approve.add_argument("--deny", action="store_true", help="deny the call instead")
+    approve.add_argument("--reason", default=None, help="why (the model is told, with --deny)")
+    approve.add_argument(
+        "--arguments", default=None, help="approve with these arguments instead (a JSON object)"
+    )
+    approve.add_argument("--worker", default=None, help="the worker, if several share the id")
+    approve.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    approve.set_defaults(handler=approve_command)
 
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")

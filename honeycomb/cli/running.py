@@ -16,6 +16,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -34,6 +35,7 @@ from runtime import (
     StoreError,
 )
 from runtime._text import valid_text
+from workers import Approvals
 
 __all__ = [
     "DEFAULT_STORE", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command", "run_command",
@@ -45,6 +47,9 @@ sets ``store:`` or ``--store`` is given."""
 
 
 _INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+WAITING = 3
+"""The exit status of a run that ended waiting for approval."""
 
 
 DEMO_TASK = (
@@ -67,6 +72,20 @@ def demo_command(args: argparse.Namespace) -> int:
     if args.latency is not None and args.model is None:
         args.model = "offline"
     return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
+
+
+OUTBOX_TOOL = "send_to_outbox"
+"""The demo hive's side effect, which ``honeycomb demo --approve`` asks about."""
+
+
+def _asking(hive: Hive, tool: str) -> None:
+    """The roles of ``hive`` that use ``tool`` ask for approval of it (too)."""
+    for name, role in hive.roles.items():
+        own = role.approvals or Approvals()
+        uses = any(ref == tool or ref.endswith(f":{tool}") for ref in role.tools)
+        if uses and tool not in own.tools:
+            asking = own.model_copy(update={"tools": (*own.tools, tool)})
+            hive.roles[name] = role.model_copy(update={"approvals": asking})
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -122,6 +141,8 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    if getattr(args, "approve", False):
+        _asking(hive, OUTBOX_TOOL)
     task = task or hive.spec.example_task
     if not task:
         print(f"no task given and {path} has no example_task", file=sys.stderr)
@@ -170,7 +191,12 @@ async def _run_and_report(
     out: TextIO,
     store: Path | None,
 ) -> int:
-    executor = Executor.from_hive(hive, model=model, store=store)
+    # On a terminal, a call that needs approval is asked about there; else the run
+    # ends waiting and says how to decide it.
+    asks = sys.stdin.isatty() and not args.json
+    pause = view.paused if isinstance(view, LiveView) else None
+    approver = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
+    executor = Executor.from_hive(hive, model=model, store=store, approver=approver)
     run_id = args.run_id or os.urandom(6).hex()
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
@@ -204,6 +230,11 @@ async def _run_and_report(
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
         return 2
+    if result is not None and result.status == "waiting":
+        if not args.json:  # its run.finished line holds the calls that wait
+            out.write("\n".join(summary(result)) + "\n")
+            print_waiting(out, result, store, DEFAULT_STORE)
+        return WAITING
     if args.json:
         return 0 if result is not None else 1
     if result is None:

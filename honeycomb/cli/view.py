@@ -4,8 +4,9 @@ or JSON lines. Each view consumes the run's events; :func:`summary` prints the e
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TextIO
 
 import msgspec
@@ -77,7 +78,9 @@ class _RunState(msgspec.Struct, kw_only=True):
         elif isinstance(event, WorkerStarted) and row:
             row.state, row.started = "running", now
         elif isinstance(event, WorkerFinished) and row:
-            row.state, row.ended = event.status, now
+            # Not yet started is "waiting" in this table: a paused worker says why.
+            paused = event.status == "waiting"
+            row.state, row.ended = "needs approval" if paused else event.status, now
         elif isinstance(event, ModelCallStarted) and row:
             row.state, row.turn = "thinking", event.turn
         elif isinstance(event, ModelCallFinished) and row:
@@ -106,6 +109,7 @@ _STYLE = {
     "skipped": "red dim",
     "cancelled": "red dim",
     "over_budget": "red",
+    "needs approval": "bold yellow",
 }
 
 
@@ -131,6 +135,16 @@ class LiveView:
 
     def handle(self, event: Event) -> None:
         self.state.apply(event)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The live table stops redrawing while the block asks something on the
+        terminal, and goes on after it."""
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._live.start()
 
     def __rich__(self) -> Panel:
         now = time.perf_counter()

@@ -37,7 +37,8 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
-from workers import Role, load_roles, read_roles
+from workers import Approvals, Role, load_roles, read_roles
+from workers.role import approval_problems
 
 __all__ = ["Hive", "ModelSpec", "load_hive"]
 
@@ -155,6 +156,7 @@ class _HiveSpec(BaseModel):
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
     store: str | None = None
+    approvals: Approvals | None = None
 
 
 class Hive:
@@ -271,6 +273,7 @@ def load_hive(path: str | Path) -> Hive:
     with imports_from(file.resolve().parent):  # tools and schemas next to the hive
         registry = _registry(doc, spec, errors)
         roles = _roles(doc, spec, registry, models, file, errors)
+        roles = _with_approvals(doc, spec, roles, registry, errors)
     _check_references(doc, spec, roles, models, errors)
     _check_settings(doc, errors)
     _check_policy_rules(doc, errors)
@@ -346,6 +349,36 @@ def _roles(
     if not roles and not errors:
         errors.append(doc.error(("roles",), "the hive defines no roles"))
     return roles
+
+
+def _with_approvals(
+    doc: YamlDocument,
+    spec: _HiveSpec,
+    roles: dict[str, Role],
+    registry: ToolRegistry,
+    errors: list[ConfigError],
+) -> dict[str, Role]:
+    """The roles, those without ``approvals:`` of their own given the hive's (each
+    with the tools it names that the role uses)."""
+    hive = spec.approvals
+    if hive is None:
+        return roles
+    used: dict[str, tuple[str, ...]] = {}
+    for name, role in roles.items():
+        try:
+            used[name] = role.resolve_tools(registry).names
+        except Exception:  # its own error is reported with the role
+            return roles
+    every = sorted({tool for names in used.values() for tool in names})
+    unused = "which no role of the hive uses"
+    errors.extend(approval_problems(doc.data.get("approvals"), every, doc, (), unused))
+    given: dict[str, Role] = {}
+    for name, role in roles.items():
+        if role.approvals is None:
+            tools = tuple(t for t in hive.tools if t in used[name])
+            role = role.model_copy(update={"approvals": hive.model_copy(update={"tools": tools})})
+        given[name] = role
+    return given
 
 
 def _check_references(

@@ -8,6 +8,7 @@ import anyio
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
+from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
 from workers import Checkpoint, Role, Worker, WorkerSetup
 
@@ -25,6 +26,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         plan_attempts: Times a planner may try for a valid plan.
         budget: The run's budget, shared by all its workers.
         tracer: The run's event tracer.
+        approver: Decides on calls that need approval (None: they wait in the store).
+        approval_timeout_s: Seconds a call waits for a decision before it is denied.
     """
 
     run_id: str
@@ -37,6 +40,8 @@ class RunContext(Value, frozen=True, kw_only=True):
     tool_limiter: anyio.CapacityLimiter | None
     model_for: Callable[[Role], Model]
     setup_for: Callable[[Role, type[BaseModel] | None], WorkerSetup]
+    approver: Approver | None = None
+    approval_timeout_s: float | None = None
 
     def worker(
         self,
@@ -46,6 +51,7 @@ class RunContext(Value, frozen=True, kw_only=True):
         output_type: type[BaseModel] | None = None,
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
+        approvals: ApprovalLog | None = None,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
         limiter and tracer (and, for a stored run, its checkpoint and journal)."""
@@ -61,6 +67,9 @@ class RunContext(Value, frozen=True, kw_only=True):
             run_id=self.run_id,
             checkpoint=checkpoint,
             journal=journal,
+            approver=self.approver,
+            approvals=approvals,
+            approval_timeout_s=self.approval_timeout_s,
         )
 
 

@@ -61,6 +61,8 @@ class Policy(BaseModel):
         on_unknown_outcome: In a resumed run, what to do about a side-effecting call
             that was running when the run stopped (a non-idempotent tool is never run
             again): ``tell`` the model its outcome is unknown, or ``fail`` the worker.
+        approval_timeout_s: Seconds a call may wait for a person's approval; then it
+            is denied (None: it waits as long as it takes).
     """
 
     model_config = ConfigDict(
@@ -77,6 +79,7 @@ class Policy(BaseModel):
     tool_concurrency: int | None = Field(default=None, ge=1)
     budgets: Budgets = Field(default_factory=Budgets)
     on_unknown_outcome: OnUnknown = "tell"
+    approval_timeout_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

@@ -2,8 +2,9 @@
 
 :class:`RunRecord` is one run's handle on the store: it holds the run's lease, and
 every write it makes is under it. Each subtask's worker gets a :class:`WorkerRecord`,
-which is both the loop's checkpoint (new messages and the counters after every turn)
-and the dispatcher's journal of side-effecting calls. What a resumed run reads back
+which is the loop's checkpoint (new messages and the counters after every turn), the
+dispatcher's journal of side-effecting calls, and its log of calls waiting for a
+person's approval. What a resumed run reads back
 is :mod:`honeycomb.run.restore`'s.
 
 A worker that failed because the store did (a full disk, a lock, a lost lease) has not
@@ -21,6 +22,7 @@ from typing import Any
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore
+from honeycomb.store.schema import APPROVALS
 from honeycomb.store.store import Lease, Statement
 from honeycomb.trace.spans import Span
 from runtime import (
@@ -35,10 +37,11 @@ from runtime import (
     dump_messages_json,
 )
 from runtime._text import encode_json, model_json
+from runtime.approvals import ApprovalEntry
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = ["RunRecord", "WorkerRecord", "store_failure"]
+__all__ = ["RunRecord", "WorkerRecord", "approval_log", "approval_rows", "store_failure"]
 
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
@@ -66,6 +69,7 @@ class RunRecord:
         self.on_unknown: OnUnknown = on_unknown
         self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
+        self._approvals: Mapping[str, Mapping[tuple[int, str], ApprovalEntry]] = {}
         self._spans: list[Span] = []
         self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
@@ -119,12 +123,19 @@ class RunRecord:
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint and journal of subtask ``name``'s worker."""
         record = WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
+        record.approvals.update(self._approvals.get(name, {}))
         self._workers[name] = record
         return record
 
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:
         """Journal entries of an earlier life of this run, by worker."""
         self._journals = journals
+
+    def use_approvals(
+        self, approvals: Mapping[str, Mapping[tuple[int, str], ApprovalEntry]]
+    ) -> None:
+        """Calls asked about (and decisions) of earlier lives of this run, by worker."""
+        self._approvals = approvals
 
     def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
@@ -151,7 +162,7 @@ class RunRecord:
         then it is written again with the end of the run)."""
         name = outcome.subtask.id
         self._workers.pop(name, None)
-        if outcome.status in ("cancelled", "over_budget"):
+        if outcome.status in ("cancelled", "over_budget", "waiting"):
             return  # not finished: a resumed run continues it
         if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
             self._rerun.add(name)  # not finished either: a resumed run runs it again
@@ -227,8 +238,8 @@ _SAVE_RESULT = (
 
 
 class WorkerRecord:
-    """One worker's checkpoint (its state after every turn) and journal (its
-    side-effecting calls)."""
+    """One worker's checkpoint (its state after every turn), journal (its
+    side-effecting calls) and approval log (its calls asked about)."""
 
     def __init__(
         self,
@@ -242,6 +253,7 @@ class WorkerRecord:
         self._entries = journal
         self._saved = saved  # messages already in the store
         self.on_unknown: OnUnknown = run.on_unknown
+        self.approvals: dict[tuple[int, str], ApprovalEntry] = {}
 
     # --- Checkpoint -----------------------------------------------------------------
 
@@ -302,6 +314,54 @@ class WorkerRecord:
             ),
             lease=self._run.lease,
         )
+
+    # --- ApprovalLog ------------------------------------------------------------------
+
+    def recorded_approval(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self.approvals.get((turn, call_id))
+
+    async def record_approval(self, entry: ApprovalEntry) -> None:
+        await self._run.store.commit(*approval_rows(self._run.run_id, entry), lease=self._run.lease)
+        self.approvals[entry.pending.turn, entry.pending.call_id] = entry
+
+
+class _ApprovalLog:
+    """A worker record seen as the dispatcher's approval log (its ``recorded`` is the
+    journal's)."""
+
+    def __init__(self, record: WorkerRecord) -> None:
+        self._record = record
+
+    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self._record.recorded_approval(turn, call_id)
+
+    async def record(self, entry: ApprovalEntry) -> None:
+        await self._record.record_approval(entry)
+
+
+def approval_log(record: WorkerRecord) -> _ApprovalLog:
+    """The approval log of a worker's record."""
+    return _ApprovalLog(record)
+
+
+def approval_rows(run_id: str, entry: ApprovalEntry) -> tuple[Statement, Statement]:
+    """The statements that keep ``entry`` (a new pending call, or its decision): the
+    table is made with the first (see :data:`~honeycomb.store.schema.APPROVALS`)."""
+    p, d = entry.pending, entry.decision
+    edited = None if d is None or d.arguments is None else arguments_text(d.arguments)
+    return (APPROVALS, ()), (
+        "INSERT INTO approvals (run_id, worker, turn, call_id, role, tool, arguments, why, "
+        "asked_at, deadline, approved, reason, edited, decided_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (run_id, worker, turn, call_id) DO UPDATE SET "
+        "approved = excluded.approved, reason = excluded.reason, edited = excluded.edited, "
+        "decided_at = excluded.decided_at",
+        (
+            run_id, p.worker, p.turn, p.call_id, p.role, p.tool, arguments_text(p.arguments),
+            p.why, p.asked_at, p.deadline, None if d is None else int(d.approve),
+            None if d is None else d.reason, edited, entry.decided_at,
+        ),
+    )  # fmt: skip
 
 
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:

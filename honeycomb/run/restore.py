@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+import msgspec
 from pydantic import BaseModel
 
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
 from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
+from runtime.approvals import ApprovalEntry
 from runtime.value import Value
 from workers import LoopState
 
@@ -30,6 +32,7 @@ class Resumed(Value, frozen=True, kw_only=True):
         states: Loop states of subtasks that had started, to continue from.
         spent: What the earlier lives spent (the run's budget starts from it).
         journals: Side-effecting calls journaled so far, by worker.
+        approvals: Calls asked about so far (and their decisions), by worker.
     """
 
     plan: Plan | None
@@ -37,6 +40,7 @@ class Resumed(Value, frozen=True, kw_only=True):
     states: dict[str, LoopState]
     spent: Usage
     journals: dict[str, dict[tuple[int, str], JournalEntry]]
+    approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = msgspec.field(default_factory=dict)
 
 
 def restore(stored: StoredRun) -> Resumed:
@@ -58,7 +62,11 @@ def restore(stored: StoredRun) -> Resumed:
             states[name] = state
             spent += state.usage
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
-    return Resumed(plan=plan, finished=finished, states=states, spent=spent, journals=journals)
+    approvals = {name: w.approvals for name, w in stored.workers.items() if w.approvals}
+    return Resumed(
+        plan=plan, finished=finished, states=states, spent=spent, journals=journals,
+        approvals=approvals,
+    )  # fmt: skip
 
 
 M = TypeVar("M", bound=BaseModel)

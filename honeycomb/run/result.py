@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from honeycomb.run.plan import Plan, Subtask
 from runtime import Usage
+from runtime.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
 
 __all__ = [
@@ -20,10 +21,10 @@ __all__ = [
     "answer_as_text",
 ]
 
-SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget"]
+SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
 """How a subtask ended (see :class:`SubtaskResult`)."""
 
-RunStatus = Literal["ok", "partial", "failed", "over_budget", "interrupted"]
+RunStatus = Literal["ok", "partial", "failed", "over_budget", "interrupted", "waiting"]
 """How a run ended (see :class:`RunResult`)."""
 
 
@@ -36,7 +37,9 @@ class SubtaskResult(BaseModel):
             succeed); ``cancelled`` (the run stopped before it finished: its failure
             policy gave up, or it was cancelled); or ``over_budget`` (a budget of the
             run stopped it: its own next model call would have gone past it, or
-            another worker's did and the run stopped, before it finished or started).
+            another worker's did and the run stopped, before it finished or started);
+            or ``waiting`` (its worker's calls wait for approval, or a subtask it
+            depends on does).
         worker: The worker's result, when it ran.
         error: Why it did not succeed.
         started_s: When it started, in seconds since the run's worker phase began.
@@ -102,7 +105,9 @@ class RunResult(BaseModel):
             the failure policy allowed it) for a run that returned; in the
             ``.partial`` of what a run raised, ``failed`` (``RunFailed``) or
             ``over_budget`` (``BudgetExceeded``); ``interrupted`` is a run store's
-            word for a run that was cancelled (Ctrl-C, SIGTERM) and can be resumed.
+            word for a run that was cancelled (Ctrl-C, SIGTERM) and can be resumed;
+            ``waiting``: calls wait for a person's approval (``pending``) and nothing
+            else could proceed; decide them and resume the run.
         answer: The final answer: text, or the validated output-schema object.
         answer_text: The final answer as text.
         plan: The subtasks that ran.
@@ -111,6 +116,7 @@ class RunResult(BaseModel):
         timings: Wall time, critical path, serial time and speedup.
         max_workers: Subtasks that could run at once (the policy's ``max_workers``):
             a plan of more ran in waves. None in results kept before it was recorded.
+        pending: The calls waiting for approval, when the run is ``waiting``.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
@@ -125,11 +131,12 @@ class RunResult(BaseModel):
     usage: Usage
     timings: RunTimings
     max_workers: int | None = None
+    pending: list[PendingApproval] = []
 
     @property
     def failures(self) -> list[SubtaskResult]:
         """The subtasks that did not succeed, with their errors."""
-        return [s for s in self.subtasks.values() if not s.ok]
+        return [s for s in self.subtasks.values() if not s.ok and s.status != "waiting"]
 
     @property
     def succeeded(self) -> list[SubtaskResult]:

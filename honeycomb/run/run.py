@@ -82,6 +82,8 @@ class Run:
             tool_limiter=shared.tool_limiter,
             model_for=shared.model_for,
             setup_for=shared.setup_for,
+            approver=shared.approver,
+            approval_timeout_s=policy.approval_timeout_s,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -177,6 +179,7 @@ class Run:
                 return retyped(done, "answer", self.shared.output_type)
             self.resumed = restore(stored)
             record.use_journals(self.resumed.journals)
+            record.use_approvals(self.resumed.approvals)
             self.context.budget.restore(self.resumed.spent)
         record.started(self.task, self.shared.source, resumed=stored is not None)
         return None
@@ -208,6 +211,8 @@ class Run:
             outcomes = await self.scheduler.run()
         finally:
             self.times["workers"] = time.perf_counter() - began
+        if any(o.status == "waiting" for o in outcomes.values()):
+            return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet
         if not any(o.ok for o in outcomes.values()):
             raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
 
@@ -232,8 +237,10 @@ class Run:
         fixed = self.times["plan"] + self.times["aggregate"]
         path = fixed + (critical_path(self.plan, durations) if self.plan.subtasks else 0.0)
         serial = fixed + worker_sum
+        pending = [p for o in outcomes.values() if o.worker is not None for p in o.worker.pending]
         return RunResult(
             run_id=self.run_id,
+            pending=pending,
             task=self.task,
             status=status,
             answer=answer,

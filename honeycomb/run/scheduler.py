@@ -8,6 +8,10 @@ early, cancelling whatever still runs.
 In a resumed run, subtasks that finished before are not run again (their stored
 results stand), and those that had started continue from their saved loop state.
 
+A worker whose calls wait for a person's approval ends ``waiting`` (it is not a
+failure): the others go on, subtasks that depend on it do not start, and once nothing
+else can proceed the phase ends; a resumed run continues them.
+
 With a store, a subtask is reported finished (``worker.finished``) once its result is
 committed, so the event never runs ahead of what a resume would find.
 """
@@ -84,6 +88,8 @@ class Scheduler:
         if self._fatal is not None:
             raise self._fatal
         stopped = stopped_status(self.stopped)
+        if self.stopped is None and self._waiting():
+            stopped = "waiting"  # blocked behind a subtask that waits
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
                 self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
@@ -99,6 +105,8 @@ class Scheduler:
         for dep in subtask.depends_on:
             await self._done[dep].wait()
         by_id, outcomes = self._by_id, self.outcomes
+        if any(outcomes[d].status == "waiting" for d in subtask.depends_on):
+            return None  # it waits too: not finished, a resumed run runs it
         failed = [d for d in subtask.depends_on if not outcomes[d].ok]
         if failed:
             why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
@@ -139,7 +147,14 @@ class Scheduler:
             record = None
             if self.record is not None:
                 record = self.record.worker(subtask.id, len(state.messages) if state else 0)
-            worker = ctx.worker(subtask.role, name=subtask.id, checkpoint=record, journal=record)
+            log = None
+            if record is not None:
+                from honeycomb.run.record import approval_log
+
+                log = approval_log(record)
+            worker = ctx.worker(
+                subtask.role, name=subtask.id, checkpoint=record, journal=record, approvals=log
+            )
             result: WorkerResult | None = None
             limit = self.policy.worker_timeout_s
             running = worker.run(subtask.instruction, inputs=inputs, resume=state)
@@ -222,9 +237,12 @@ class Scheduler:
         done = self._done.get(subtask.id)
         if done is not None:
             done.set()
-        if status != "ok":
+        if status not in ("ok", "waiting"):
             self._lost += 1
             self._apply_failure_policy(subtask, error)
+
+    def _waiting(self) -> bool:
+        return any(o.status == "waiting" for o in self.outcomes.values())
 
     def _revalidated(self, subtask: Subtask, result: WorkerResult | None) -> WorkerResult | None:
         """A stored result, its output made the role's output type again."""

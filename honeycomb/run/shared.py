@@ -17,6 +17,7 @@ from honeycomb.run.aggregator import Aggregator
 from honeycomb.run.planner import Planner
 from honeycomb.run.policy import Policy
 from runtime import EventHandler, LimitedModel, LockTable, Model
+from runtime.approvals import Approver
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Shared:
         source: Where the Executor was declared (a hive file), kept with each run.
         locks: The lock table of ``exclusive`` tools, shared by every worker.
         tool_limiter: Bounds the tool calls in flight across every run.
+        approver: Decides on calls that need approval (None: they wait in the store).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Shared:
         handlers: Sequence[EventHandler],
         log_events: bool,
         source: str | None,
+        approver: Approver | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -78,6 +81,7 @@ class Shared:
         self.handlers = tuple(handlers)
         self.log_events = log_events
         self.source = source
+        self.approver = approver
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {

@@ -93,6 +93,29 @@ PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
 
+APPROVALS = """
+CREATE TABLE IF NOT EXISTS approvals (
+    run_id TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    why TEXT NOT NULL,
+    asked_at REAL NOT NULL,
+    deadline REAL,
+    approved INTEGER,
+    reason TEXT,
+    edited TEXT,
+    decided_at REAL,
+    PRIMARY KEY (run_id, worker, turn, call_id)
+)
+"""
+"""Calls that waited for a person's approval, and the decisions: a table of its own,
+made with the first approval a store keeps, in a store of any schema (so a store
+that never kept one is as it was, and readers take a missing table for none)."""
+
 _FIRST_TABLES = {"runs", "workers", "messages", "journal", "spans"}
 """The tables of schema 1, which had no application id."""
 
@@ -260,6 +283,6 @@ def _foreign(path: Path, why: str) -> StoreError:
 
 
 __all__ = [
-    "APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "Unchanged", "connect", "reader",
+    "APPLICATION_ID", "APPROVALS", "SCHEMA", "SCHEMA_VERSION", "Unchanged", "connect", "reader",
     "refuse_foreign", "schema_of",
 ]  # fmt: skip

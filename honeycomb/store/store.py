@@ -28,11 +28,13 @@ import anyio.to_thread
 import msgspec
 
 from honeycomb.store import lease as _lease
+from honeycomb.store.approvals import read_approvals
 from honeycomb.store.lease import Lease
 from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import JournalEntry, StoreError
+from runtime.approvals import ApprovalEntry
 from runtime.value import Value
 
 _SPANS = msgspec.json.Decoder(list[Span])
@@ -49,10 +51,10 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     """One line of ``honeycomb runs``.
 
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
-    ``interrupted``), or ``running`` while a live process carries it on: one stored as
-    running whose process is gone, or whose lease expired, is ``interrupted``. Of a run
-    under way, the counters are what its workers have spent so far (planning not
-    included); of one that ended, all it spent.
+    ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
+    carries it on: one stored as running whose process is gone, or whose lease
+    expired, is ``interrupted``. Of a run under way, the counters are what its workers
+    have spent so far (planning not included); of one that ended, all it spent.
     """
 
     run_id: str
@@ -93,6 +95,7 @@ class StoredWorker(Value, frozen=True, kw_only=True):
     state: dict[str, Any] | None
     messages: list[tuple[int, str]] = msgspec.field(default_factory=list)
     journal: dict[tuple[int, str], JournalEntry] = msgspec.field(default_factory=dict)
+    approvals: dict[tuple[int, str], ApprovalEntry] = msgspec.field(default_factory=dict)
 
 
 class StoredRun(Value, frozen=True, kw_only=True):
@@ -285,6 +288,15 @@ class RunStore:
     def _load(self, run_id: str) -> StoredRun | None:
         return self._reading(functools.partial(_load, run_id=run_id), None)
 
+    def approvals(self, run_id: str) -> list[ApprovalEntry]:
+        """The calls of run ``run_id`` that asked for approval, decided or not, in
+        the order they asked (a quick read; fine to call from a CLI)."""
+        return self._reading(functools.partial(read_approvals, run_id=run_id), [])
+
+    async def approvals_of(self, run_id: str) -> list[ApprovalEntry]:
+        """:meth:`approvals`, from async code, after what was written is committed."""
+        return await self._read(self.approvals, run_id)
+
     # --- connections --------------------------------------------------------------------
 
     def _reading(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
@@ -403,6 +415,10 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         found.journal[turn, call_id] = JournalEntry(
             tool=tool, arguments=arguments, status=status, content=content or ""
         )
+    for entry in read_approvals(db, run_id):
+        name = entry.pending.worker
+        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
+        found.approvals[entry.pending.turn, entry.pending.call_id] = entry
     task, status, source, plan, result = row
     return StoredRun(
         run_id=run_id,

@@ -1,0 +1,180 @@
+"""People in the loop from the command line: ``honeycomb approve``, the prompt that
+asks about a call on a terminal, and what a run that ends waiting prints."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, TextIO
+
+from honeycomb.executor import Executor
+from honeycomb.hive import Hive, load_hive
+from honeycomb.run.decide import decide
+from honeycomb.run.result import RunResult
+from honeycomb.store import RunStore
+from runtime import ApprovalRequest, ConfigErrors, Decision, HoneycombError, PendingApproval
+
+__all__ = ["TerminalApprover", "approve_command", "print_waiting"]
+
+
+class TerminalApprover:
+    """Asks on a terminal about each call that needs approval, one call at a time:
+    approve, deny with a reason, or edit the arguments as JSON.
+
+    Args:
+        read: The terminal's input (a line at a time, read without blocking the loop).
+        out: Where the questions go.
+        pause: Holds a live view still while a question is asked.
+    """
+
+    def __init__(
+        self,
+        read: TextIO,
+        out: TextIO,
+        pause: Callable[[], AbstractContextManager[None]] | None = None,
+    ) -> None:
+        self._in = read
+        self._out = out
+        self._pause = pause or contextlib.nullcontext
+        self._one_at_a_time = asyncio.Lock()
+        self._typed = b""  # read, not yet asked for
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        async with self._one_at_a_time:
+            with self._pause():
+                return await self._decision(request)
+
+    async def _decision(self, request: ApprovalRequest) -> Decision:
+        arguments = json.dumps(request.arguments, ensure_ascii=False)
+        self._out.write(
+            f"\nApproval needed: {request.worker} ({request.role}) calls {request.tool}\n"
+            f"  why: {request.why}\n  arguments: {arguments}\n"
+        )
+        while True:
+            answer = (await self._ask("[a]pprove, [d]eny, [e]dit arguments? ")).lower()
+            if answer in ("a", "approve", "y", "yes"):
+                return Decision.approved()
+            if answer in ("d", "deny", "n", "no"):
+                reason = await self._ask("reason: ")
+                return Decision.denied(reason or "denied by a person")
+            if answer in ("e", "edit"):
+                edited = await self._edited()
+                if edited is not None:
+                    return Decision.approved(edited)
+
+    async def _edited(self) -> dict[str, Any] | None:
+        text = await self._ask("arguments (JSON object): ")
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            self._out.write(f"  not JSON: {exc}\n")
+            return None
+        if not isinstance(value, dict):
+            self._out.write("  the arguments must be a JSON object\n")
+            return None
+        return value
+
+    async def _ask(self, prompt: str) -> str:
+        """A line from the terminal, awaited on the event loop (so Ctrl-C still stops
+        the run while it asks). Read from the file descriptor, not through the
+        stream's buffer: lines typed ahead wait here for the next question.
+
+        Raises:
+            EOFError: when the input ends before a line.
+        """
+        self._out.write(prompt)
+        self._out.flush()
+        while b"\n" not in self._typed:
+            chunk = await self._chunk()
+            if not chunk:
+                raise EOFError("the input ended while a call waited for approval")
+            self._typed += chunk
+        line, _, self._typed = self._typed.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+    async def _chunk(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        readable: asyncio.Future[None] = loop.create_future()
+        fd = self._in.fileno()
+
+        def ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(fd, ready)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(fd)
+        return os.read(fd, 4096)
+
+
+_SHOWN = 200
+"""Characters of a waiting call's arguments shown in the list (the prompt shows all)."""
+
+
+def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: Path) -> None:
+    """What a run that ends waiting prints: each call that waits, and the commands that
+    decide it and continue the run."""
+    out.write(f"\nWaiting for approval ({len(result.pending)}):\n")
+    ids = [p.call_id for p in result.pending]
+    where = [] if store is None or store == default else ["--store", str(store)]
+    for p in result.pending:
+        arguments = json.dumps(p.arguments, ensure_ascii=False)
+        if len(arguments) > _SHOWN:
+            arguments = arguments[: _SHOWN - 1] + "…"
+        out.write(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool} {arguments}\n    {p.why}\n")
+    out.write("Decide each, then continue the run:\n")
+    for p in result.pending:
+        words = ["honeycomb", "approve", result.run_id, p.call_id, *where]
+        if ids.count(p.call_id) > 1:
+            words += ["--worker", p.worker]
+        out.write(f"  {shlex.join(words)}   (or add --deny --reason '...')\n")
+    out.write(f"  {shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
+
+
+def approve_command(args: argparse.Namespace) -> int:
+    arguments = None
+    if args.arguments is not None:
+        try:
+            arguments = json.loads(args.arguments)
+        except ValueError as exc:
+            print(f"--arguments is not JSON: {exc}", file=sys.stderr)
+            return 2
+    try:
+        store = RunStore(args.store)
+        found = store.find(args.run_id)
+        hive = None
+        if found is not None and found.source is not None and Path(found.source).is_file():
+            hive = load_hive(found.source)  # the run's hive knows its tools: arguments are checked
+        decided = asyncio.run(_decide(store, hive, args, arguments))
+    except (HoneycombError, ConfigErrors) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    verb = "denied" if args.deny else "approved"
+    print(f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}")
+    return 0
+
+
+async def _decide(
+    store: RunStore, hive: Hive | None, args: argparse.Namespace, arguments: dict[str, Any] | None
+) -> PendingApproval:
+    options: dict[str, Any] = {
+        "approve": not args.deny, "reason": args.reason, "arguments": arguments,
+        "worker": args.worker,
+    }  # fmt: skip
+    try:
+        if hive is not None:
+            executor = Executor.from_hive(hive, store=store)
+            return await executor.decide(args.run_id, args.call_id, **options)
+        return await decide(store, args.run_id, args.call_id, **options)
+    finally:
+        store.close()

@@ -1,0 +1,108 @@
+"""Approvals declared in a hive: per role, for the whole hive, ``default: ask`` for
+every side-effecting tool, and misspelt tool names reported where they are written."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Approvals, ConfigErrors, Executor, Role, ScriptedModel, tool
+from honeycomb.cli.main import demo_hive_path
+from honeycomb.cli.running import OUTBOX_TOOL, _asking
+from honeycomb.hive import load_hive
+from runtime.approvals import ApprovalRule
+
+HIVE = """\
+models:
+  default: offline
+tools:
+  count: tests.support.role_tools:word_count
+  shout: tests.support.role_tools:shout
+roles:
+  planner:
+    description: Plans.
+  counter:
+    tools: [count, shout]
+    approvals: {tools: [count]}
+  shouter:
+    tools: [shout]
+"""
+
+
+def load(tmp_path: Path, text: str) -> Executor:
+    path = tmp_path / "hive.yaml"
+    path.write_text(textwrap.dedent(text))
+    return Executor.from_hive(load_hive(path))
+
+
+def rule_of(executor: Executor, role: str) -> ApprovalRule:
+    return executor.shared.setup_for(executor.roles[role], None).approvals
+
+
+def test_a_role_names_the_tools_that_ask(tmp_path: Path) -> None:
+    executor = load(tmp_path, HIVE)
+    assert rule_of(executor, "counter").tools == frozenset({"count"})
+    assert rule_of(executor, "shouter") == ApprovalRule(owner="shouter")
+
+
+def test_the_hives_approvals_are_the_default_of_roles_without_their_own(tmp_path: Path) -> None:
+    executor = load(tmp_path, HIVE + "approvals: {tools: [shout], default: ask}\n")
+    assert rule_of(executor, "counter").tools == frozenset({"count"})  # its own
+    shouter = rule_of(executor, "shouter")
+    assert shouter.tools == frozenset({"shout"})
+    assert shouter.side_effects
+    assert rule_of(executor, "planner").tools == frozenset()  # uses no shout
+
+
+def test_default_ask_asks_for_every_side_effecting_tool() -> None:
+    @tool(side_effects=True)
+    def wipe(path: str) -> str:
+        """Wipe a path."""
+        return path
+
+    @tool
+    def look(path: str) -> str:
+        """Look at a path."""
+        return path
+
+    rule = Approvals(default="ask").rule("ops")
+    assert rule.why(wipe) == "role 'ops' asks for approval of every side-effecting tool"
+    assert rule.why(look) is None
+
+
+def test_a_misspelt_tool_in_a_roles_approvals_is_an_error_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        load(tmp_path, HIVE.replace("approvals: {tools: [count]}", "approvals: {tools: [cuont]}"))
+    (error,) = caught.value.errors
+    assert error.line == 11
+    assert error.field == "roles.counter.approvals.tools[0]"
+    assert "approvals names tool 'cuont' (did you mean 'count'?)" in str(error)
+
+
+def test_a_misspelt_tool_in_the_hives_approvals_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        load(tmp_path, HIVE + "approvals: {tools: [shuot]}\n")
+    (error,) = caught.value.errors
+    assert error.field == "approvals.tools[0]"
+    assert "approvals names tool 'shuot' (did you mean 'shout'?), which no role" in str(error)
+
+
+def test_an_executor_refuses_approvals_naming_a_tool_the_role_does_not_use() -> None:
+    @tool
+    def look(path: str) -> str:
+        """Look at a path."""
+        return path
+
+    role = Role(name="ops", tools=("look",), approvals=Approvals(tools=("wipe",)))
+    with pytest.raises(ConfigErrors, match="approvals names tool 'wipe'"):
+        Executor([role], ScriptedModel(["done"]), tools=[look])
+
+
+def test_demo_approve_asks_only_the_roles_that_use_the_outbox() -> None:
+    hive = load_hive(demo_hive_path())
+    _asking(hive, OUTBOX_TOOL)
+    asking = {name for name, role in hive.roles.items() if role.approvals is not None}
+    assert asking == {"courier"}
+    Executor.from_hive(hive)  # and it is a valid executor

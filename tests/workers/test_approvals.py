@@ -1,0 +1,165 @@
+"""Approvals in one worker: approve, deny, edit (validated again), timeout, and a call
+that waits when no approver is attached."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+
+from runtime import ToolMessage, tool
+from runtime.approvals import ApprovalEntry, ApprovalRequest, Decision, MemoryApprovalLog
+from runtime.testing import ScriptedModel, call
+from workers import Approvals, LoopState, Role, Worker
+
+sent: list[dict[str, object]] = []
+
+
+@tool(side_effects=True)
+def send(to: str, amount: int) -> str:
+    """Send money."""
+    sent.append({"to": to, "amount": amount})
+    return f"sent {amount} to {to}"
+
+
+@tool(approval=True)
+def peek(key: str) -> str:
+    """Read a secret."""
+    return f"secret-{key}"
+
+
+def asking_role(**approvals: object) -> Role:
+    return Role(name="payer", tools=("send",), approvals=Approvals.model_validate(approvals))
+
+
+def observation(result_messages: tuple[object, ...]) -> ToolMessage:
+    found = [m for m in result_messages if isinstance(m, ToolMessage)]
+    assert len(found) == 1
+    return found[0]
+
+
+async def test_an_approved_call_runs_and_the_approver_is_told_who_asks_and_why() -> None:
+    sent.clear()
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.approved()
+
+    model = ScriptedModel([call("send", {"to": "ann", "amount": 5}), "done"])
+    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approver=approver)
+    result = await worker.run("pay ann")
+    assert result.ok
+    assert sent == [{"to": "ann", "amount": 5}]
+    (request,) = asked
+    assert (request.worker, request.role, request.tool) == ("payer", "payer", "send")
+    assert request.arguments == {"to": "ann", "amount": 5}
+    assert request.why == "role 'payer' asks for approval of 'send'"
+
+
+async def test_a_denied_call_is_an_error_observation_and_the_loop_goes_on() -> None:
+    sent.clear()
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        return Decision.denied("too much")
+
+    model = ScriptedModel([call("send", {"to": "bob", "amount": 900}), "I could not pay"])
+    worker = Worker(asking_role(default="ask"), model, tools=[send], approver=approver)
+    result = await worker.run("pay bob")
+    assert result.ok
+    assert result.text == "I could not pay"
+    assert sent == []
+    seen = observation(result.transcript.messages)
+    assert (seen.status, seen.content) == ("error", "denied: too much")
+
+
+async def test_edited_arguments_run_instead_of_the_models_and_are_validated_again() -> None:
+    sent.clear()
+    answers = iter(
+        [
+            Decision.approved({"to": "ann", "amount": "lots"}),
+            Decision.approved({"to": "ann", "amount": 3}),
+        ]
+    )
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        return next(answers)
+
+    model = ScriptedModel(
+        [
+            call("send", {"to": "ann", "amount": 50}),
+            call("send", {"to": "ann", "amount": 40}),
+            "paid",
+        ]
+    )
+    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approver=approver)
+    result = await worker.run("pay ann")
+    first, second = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
+    assert first.status == "error"
+    assert "edited arguments approved failed validation" in first.content
+    assert "'amount'" in first.content
+    assert second.status == "ok"
+    assert json.dumps({"amount": 3, "to": "ann"}) in second.content
+    assert second.content.endswith("sent 3 to ann")
+    assert sent == [{"to": "ann", "amount": 3}]
+
+
+async def test_an_approver_that_does_not_answer_in_time_is_a_denial() -> None:
+    async def slow(request: ApprovalRequest) -> Decision:
+        await anyio.sleep(30)
+        return Decision.approved()
+
+    model = ScriptedModel([call("peek", {"key": "k"}), "no luck"])
+    worker = Worker(
+        Role(name="reader"), model, tools=[peek], approver=slow, approval_timeout_s=0.05
+    )
+    with anyio.fail_after(5):
+        result = await worker.run("read k")
+    seen = observation(result.transcript.messages)
+    assert (seen.status, seen.content) == ("error", "denied: no decision within 0.05s")
+
+
+async def test_a_failing_approver_denies_the_call_without_crashing_the_worker() -> None:
+    async def broken(request: ApprovalRequest) -> Decision:
+        raise RuntimeError("chat is down")
+
+    model = ScriptedModel([call("peek", {"key": "k"}), "no luck"])
+    result = await Worker(Role(name="reader"), model, tools=[peek], approver=broken).run("t")
+    assert result.ok
+    seen = observation(result.transcript.messages)
+    assert seen.content == "denied: the approver failed (RuntimeError: chat is down)"
+
+
+async def test_without_an_approver_the_worker_waits_and_continues_once_decided() -> None:
+    sent.clear()
+    log = MemoryApprovalLog()
+    model = ScriptedModel([call("send", {"to": "cy", "amount": 7}, id="c1"), "paid cy"])
+    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approvals=log)
+    waiting = await worker.run("pay cy")
+    assert waiting.status == "waiting"
+    assert sent == []
+    (pending,) = waiting.pending
+    assert (pending.call_id, pending.tool, pending.arguments) == (
+        "c1",
+        "send",
+        {"to": "cy", "amount": 7},
+    )
+    assert pending.asked_at > 0
+    assert pending.deadline is None
+    entry = log.recorded(pending.turn, "c1")
+    assert entry is not None
+    assert entry.decision is None
+    await log.record(ApprovalEntry(pending=pending, decision=Decision.approved()))
+    messages = waiting.transcript.messages[2:]  # after the system prompt and the task
+    state = LoopState(task="pay cy", messages=messages, turn=waiting.turns)
+    done = await worker.run("pay cy", resume=state)
+    assert done.ok
+    assert done.text == "paid cy"
+    assert sent == [{"to": "cy", "amount": 7}]
+
+
+async def test_without_an_approver_or_a_log_a_call_needing_approval_is_denied() -> None:
+    model = ScriptedModel([call("peek", {"key": "k"}), "ok"])
+    result = await Worker(Role(name="reader"), model, tools=[peek]).run("t")
+    seen = observation(result.transcript.messages)
+    assert seen.content == ("denied: no approver is attached and the run has no store to wait in")
