@@ -12,7 +12,11 @@ import socket
 import sys
 from pathlib import Path
 
-__all__ = ["TOKEN_ENV", "add_serve", "serve_command"]
+from honeycomb.executor import Executor
+from honeycomb.store import RunStore
+from runtime import HoneycombError
+
+__all__ = ["TOKEN_ENV", "Resumer", "add_serve", "serve_command"]
 
 TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
 
@@ -35,6 +39,7 @@ def serve_command(args: argparse.Namespace) -> int:
         import uvicorn
 
         from honeycomb.web import create_app
+        from honeycomb.web.approvals import StoreApprovals
     except ImportError as exc:
         print(
             f"honeycomb serve needs Starlette and uvicorn ({exc.name} is missing): "
@@ -63,7 +68,8 @@ def serve_command(args: argparse.Namespace) -> int:
     shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
     print(f"serving the runs of {args.store} at {shown}", flush=True)
     print("(Ctrl-C stops it)", flush=True)
-    app = create_app(args.store, token=token)
+    store = RunStore(args.store)
+    app = create_app(store, token=token, approvals=StoreApprovals(store, Resumer(args.store)))
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
     )
@@ -90,3 +96,36 @@ def _listen(host: str, port: int) -> socket.socket:
     listening.bind((host, port))
     listening.listen(128)
     return listening
+
+
+class Resumer:
+    """Continues, in the server's process, a run of ``store`` once a decision left it
+    waiting on nothing, as ``honeycomb resume`` would (from its hive file). What
+    happens is said on stderr: the run itself is in the store."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.going: set[asyncio.Task[None]] = set()
+
+    def __call__(self, run_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.resume(run_id))
+        self.going.add(task)
+        task.add_done_callback(self.going.discard)
+
+    async def resume(self, run_id: str) -> None:
+        found = RunStore(self.store).find(run_id)
+        if found is None or found.source is None:
+            print(
+                f"run {run_id}: decided; it was not started from a hive file, so continue it "
+                f"with Executor.resume({run_id!r}) from the code that made it",
+                file=sys.stderr,
+            )
+            return
+        print(f"run {run_id}: decided; continuing it", file=sys.stderr, flush=True)
+        try:
+            executor = Executor.from_yaml(found.source, store=self.store)
+            result = await executor.resume(run_id)
+        except (HoneycombError, OSError) as exc:
+            print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+            return
+        print(f"run {run_id}: {result.status}", file=sys.stderr, flush=True)

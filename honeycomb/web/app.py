@@ -33,8 +33,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.web.pages import Pending, live_part, page, run_page, runs_page
-from runtime import StoreError
+from honeycomb.web.pages import live_part, page, run_page, runs_page
+from runtime import HoneycombError
+from runtime.approvals import PendingApproval
 
 __all__ = ["COOKIE", "Approvals", "create_app", "csrf_value"]
 
@@ -51,15 +52,17 @@ _SECURITY_HEADERS = {
         "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: with it, a browser names its forms' origin "null" (foreign).
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 
 
 class Approvals(Protocol):
-    """Where the pending calls of a run are read and decided (the run store's)."""
+    """Where the pending calls of a run are read and decided
+    (:class:`~honeycomb.web.approvals.StoreApprovals`: in the run store)."""
 
-    async def pending(self, run_id: str) -> list[Pending]: ...
+    async def pending(self, run_id: str) -> list[PendingApproval]: ...
 
     async def decide(
         self,
@@ -67,9 +70,15 @@ class Approvals(Protocol):
         call_id: str,
         *,
         approve: bool,
+        worker: str | None = None,
         reason: str = "",
         arguments: dict[str, Any] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Record the decision.
+
+        Raises:
+            HoneycombError: naming why the call cannot be decided.
+        """
 
 
 def csrf_value(token: str) -> str:
@@ -141,7 +150,7 @@ class _Site:
         show = run_page if whole else live_part
         return show(summary, stored, spans, pending, self.csrf)
 
-    async def _pending(self, run_id: str) -> list[Pending]:
+    async def _pending(self, run_id: str) -> list[PendingApproval]:
         return await self.approvals.pending(run_id) if self.approvals is not None else []
 
     async def events(self, request: Request) -> Response:
@@ -186,16 +195,20 @@ class _Site:
         choice = form.get("decision")
         if choice not in ("approve", "deny"):
             raise _Refused(422, "decision: give 'approve' or 'deny'")
-        arguments = _arguments(form.get("arguments"))
+        approve = choice == "approve"
+        # Arguments go with an approval; a denial sends the form's back unread.
+        arguments = _arguments(form.get("arguments")) if approve else None
+        worker = form.get("worker")
         try:
             await self.approvals.decide(
                 run_id,
                 call_id,
-                approve=choice == "approve",
+                approve=approve,
+                worker=worker if isinstance(worker, str) and worker else None,
                 reason=str(form.get("reason") or ""),
                 arguments=arguments,
             )
-        except (KeyError, ValueError, StoreError) as exc:
+        except HoneycombError as exc:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 

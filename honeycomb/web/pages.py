@@ -21,12 +21,9 @@ from honeycomb.trace.format import counted, format_cost
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
 from honeycomb.trace.timeline import build_timeline
+from runtime.approvals import PendingApproval
 
-__all__ = ["Pending", "live_part", "page", "run_page", "runs_page"]
-
-Pending = dict[str, Any]
-"""A call waiting for a person's decision: ``call_id``, ``worker``, ``tool``,
-``arguments`` (a JSON object), ``why`` and ``asked_at``."""
+__all__ = ["live_part", "page", "run_page", "runs_page"]
 
 
 def page(title: str, body: str, *, live: str | None = None) -> str:
@@ -83,7 +80,7 @@ def run_page(
     summary: RunSummary,
     run: StoredRun,
     spans: Sequence[Span],
-    pending: Sequence[Pending],
+    pending: Sequence[PendingApproval],
     csrf: str,
 ) -> str:
     """One run: what it is, then the part that changes while it goes."""
@@ -98,7 +95,7 @@ def live_part(
     summary: RunSummary,
     run: StoredRun,
     spans: Sequence[Span],
-    pending: Sequence[Pending],
+    pending: Sequence[PendingApproval],
     csrf: str,
 ) -> str:
     """What the run page shows that changes while the run goes: its status, pending
@@ -132,22 +129,24 @@ def _answer(result: str | None) -> str:
     return f'<h2>answer</h2><pre class="answer">{_e(text)}</pre>' if text else ""
 
 
-def _approvals(run_id: str, pending: Sequence[Pending], csrf: str) -> str:
+def _approvals(run_id: str, pending: Sequence[PendingApproval], csrf: str) -> str:
     if not pending:
         return ""
     items = "\n".join(_approval(run_id, call, csrf) for call in pending)
     return f'<h2>waiting for you</h2><div class="approvals">{items}</div>'
 
 
-def _approval(run_id: str, call: Pending, csrf: str) -> str:
-    call_id = str(call["call_id"])
-    arguments = json.dumps(call.get("arguments", {}), indent=2, ensure_ascii=False)
-    action = f"{_run_href(run_id)}/calls/{quote(call_id, safe='')}/decision"
+def _approval(run_id: str, call: PendingApproval, csrf: str) -> str:
+    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+    action = f"{_run_href(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
+    deadline = f" · decide by {_e(_when(call.deadline))}" if call.deadline is not None else ""
     return (
-        f'<form class="approval" method="post" action="{_e(action)}" data-call="{_e(call_id)}">'
-        f"<p><b>{_e(str(call.get('tool', '')))}</b> by {_e(str(call.get('worker', '')))}"
-        f" · {_e(str(call.get('why', '')))}</p>"
+        f'<form class="approval" method="post" action="{_e(action)}" '
+        f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
+        f"<p><b>{_e(call.tool)}</b> by {_e(call.worker)} ({_e(call.role)}), turn {call.turn}"
+        f" · asked {_e(_when(call.asked_at))}{deadline}</p><p>{_e(call.why)}</p>"
         f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
+        f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
         f'<label>arguments<textarea name="arguments" rows="4">{_e(arguments)}</textarea></label>'
         f'<label>reason (for a denial)<input type="text" name="reason"></label>'
         '<button type="submit" name="decision" value="approve">approve</button> '

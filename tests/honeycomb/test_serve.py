@@ -19,9 +19,13 @@ import httpx
 import pytest
 
 from honeycomb import Executor, FunctionModel, Plan, Policy, Role, RunStore, Subtask, tool
+from honeycomb.cli.serve import Resumer
 from honeycomb.web import COOKIE, create_app, csrf_value
+from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
+from runtime.approvals import PendingApproval
 from runtime.testing import call
+from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
 
 TOKEN = "test-token-0123456789"
@@ -156,12 +160,14 @@ async def test_events_of_a_finished_run_say_so_and_end(
 
 class _Decisions:
     def __init__(self) -> None:
-        self.made: list[tuple[str, str, bool, str, dict[str, Any] | None]] = []
+        self.made: list[tuple[str, str, str | None, bool, str, dict[str, Any] | None]] = []
 
-    async def pending(self, run_id: str) -> list[dict[str, Any]]:
+    async def pending(self, run_id: str) -> list[PendingApproval]:
         return [
-            {"call_id": "c1", "worker": "a", "tool": "send", "arguments": {"to": EVIL},
-             "why": "send needs approval", "asked_at": 0.0}
+            PendingApproval(
+                call_id="c1", worker="a", role="worker", turn=1, tool="send",
+                arguments={"to": EVIL}, why="send needs approval", asked_at=0.0,
+            )
         ]  # fmt: skip
 
     async def decide(
@@ -170,10 +176,11 @@ class _Decisions:
         call_id: str,
         *,
         approve: bool,
+        worker: str | None = None,
         reason: str = "",
         arguments: dict[str, Any] | None = None,
     ) -> None:
-        self.made.append((run_id, call_id, approve, reason, arguments))
+        self.made.append((run_id, call_id, worker, approve, reason, arguments))
 
 
 async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path, db: Path) -> None:
@@ -188,7 +195,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
         assert csrf is not None
         assert csrf[1] == csrf_value(TOKEN)
         url = "/runs/r1/calls/c1/decision"
-        form = {"decision": "deny", "reason": "not now", "csrf": csrf[1]}
+        form = {"decision": "deny", "reason": "not now", "csrf": csrf[1], "worker": "a"}
         assert client.post(url, data=form).status_code == 401  # no token
         client.cookies.set(COOKIE, TOKEN)
         assert client.post(url, data={**form, "csrf": "forged"}).status_code == 403
@@ -197,7 +204,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
         assert decisions.made == []
         edited = {**form, "decision": "approve", "arguments": '{"to": "ops"}'}
         assert client.post(url, data=edited).status_code == 303
-        bad = client.post(url, data={**form, "arguments": "{not json"})
+        bad = client.post(url, data={**edited, "arguments": "{not json"})
         assert bad.status_code == 422
         assert "arguments: not JSON" in bad.text
         with _client(server) as script:
@@ -208,8 +215,8 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
             )
         assert by_script.status_code == 303
     assert decisions.made == [
-        ("r1", "c1", True, "not now", {"to": "ops"}),
-        ("r1", "c1", False, "scripted", None),
+        ("r1", "c1", "a", True, "not now", {"to": "ops"}),
+        ("r1", "c1", None, False, "scripted", None),
     ]
 
 
@@ -322,6 +329,41 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     await context.close()
 
 
+async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
+    db: Path, browser: Any, tmp_path: Path
+) -> None:
+    """The payer's ``pay`` waits for a person; the page shows it, the arguments are
+    edited and approved there, and the run, continued, pays what the person chose."""
+    effects = tmp_path / "effects.txt"
+    executor = approvals.executor(db, effects)
+    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(2), run_id="pay")
+    assert waiting.status == "waiting"
+    here = asyncio.get_running_loop()
+    resumed: list[asyncio.Task[Any]] = []
+
+    def resume(run_id: str) -> None:  # called on the server's loop: continue on ours
+        here.call_soon_threadsafe(lambda: resumed.append(here.create_task(executor.resume(run_id))))
+
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db), resume), poll_s=0.1)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/pay?token={TOKEN}")
+        form = "form.approval[data-call='pay_1']"
+        assert "pay" in await page.inner_text(form)
+        await page.fill(f"{form} textarea[name=arguments]", '{"to": "ann", "amount": 100}')
+        await page.click(f"{form} button[value=approve]")
+        await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
+        assert await page.query_selector(form) is None
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+    assert len(resumed) == 1
+    result = await resumed[0]
+    assert result.status == "ok"
+    assert effects.read_text() == "paid 100 to ann\n"  # once, as the person edited it
+
+
 async def test_in_chromium_a_page_without_the_token_is_refused(
     finished: Path, server: ThreadedServer, browser: Any
 ) -> None:
@@ -357,3 +399,41 @@ async def test_spans_reach_the_store_while_the_run_goes(db: Path) -> None:
     finally:
         gate.set()
     assert (await running).status == "ok"
+
+
+async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    demo = [sys.executable, "-m", "honeycomb", "demo", "--approve", "--plain", "--latency", "0"]
+    waiting = await asyncio.to_thread(
+        subprocess.run, [*demo, "--store", str(db), "--run-id", "d1"], capture_output=True,
+        text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert waiting.returncode == 3, waiting.stderr  # off a terminal: the run waits
+    store = RunStore(db)
+    resumer = Resumer(db)
+    decided = StoreApprovals(store, resumer)
+    [call_] = await decided.pending("d1")
+    assert call_.tool == "send_to_outbox"
+    await decided.decide("d1", call_.call_id, approve=True)
+    going = list(resumer.going)
+    assert len(going) == 1
+    await going[0]
+    found = store.find("d1")
+    assert found is not None
+    assert found.status == "ok"
+    assert "run d1: ok" in capsys.readouterr().err
+
+
+async def test_a_run_made_in_python_is_left_waiting_with_a_hint(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="py")
+    assert waiting.status == "waiting"
+    await Resumer(db).resume("py")
+    assert "Executor.resume('py')" in capsys.readouterr().err
+    found = RunStore(db).find("py")
+    assert found is not None
+    assert found.status == "waiting"

@@ -57,13 +57,12 @@
         if (again) { again = false; refresh(); }
       });
   }
-  var first = true;
-  events.addEventListener('change', function () {
-    if (first) { first = false; return; }  // the page was made from this state
-    refresh();
-  });
+  // The first change may already differ from what the page was made from (the run
+  // went on before the events connected): every change is fetched.
+  events.addEventListener('change', refresh);
   events.addEventListener('end', function () {
     events.close();
-    root.dataset.ended = 'true';
+    var wait = fetching || Promise.resolve();
+    wait.then(function () { root.dataset.ended = 'true'; });
   });
 })();
