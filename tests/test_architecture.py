@@ -115,8 +115,10 @@ ALLOWED = {
     "honeycomb.executor": LOW | {"honeycomb.run", "honeycomb.hive", "honeycomb.store"},
     "honeycomb": LOW | {"honeycomb.executor", "honeycomb.run", "honeycomb.hive",
                         "honeycomb.store", "honeycomb.trace", "honeycomb.offline"},
+    "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace"},
     "honeycomb.cli": LOW | {"honeycomb", "honeycomb.executor", "honeycomb.run", "honeycomb.hive",
-                            "honeycomb.store", "honeycomb.trace", "honeycomb.offline"},
+                            "honeycomb.store", "honeycomb.trace", "honeycomb.offline",
+                            "honeycomb.web"},
     "honeycomb.__main__": {"honeycomb.cli"},
 }  # fmt: skip
 """What each part may import: the layers point downward (runtime <- workers <-
@@ -235,10 +237,12 @@ BASE_MODULES = {
     "openai", "anyio", "msgspec", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
-EXTRA_MODULES = {
-    "honeycomb/trace/otel.py": {"opentelemetry"},  # behind the `otel` extra
-    "runtime/_memory_db.py": {"sqlite_vec"},  # behind the `memory` extra
-    "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # behind the `mcp` extra (httpx2 comes with mcp)
+EXTRA_MODULES = {  # each behind an extra
+    "honeycomb/trace/otel.py": {"opentelemetry"},  # `otel`
+    "runtime/_memory_db.py": {"sqlite_vec"},  # `memory`
+    "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
+    "honeycomb/web/app.py": {"starlette"},  # `web`
+    "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
 }
 
 

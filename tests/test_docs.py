@@ -283,7 +283,7 @@ def test_the_readme_links_to_where_the_work_is_done() -> None:
 # --- the command line ---------------------------------------------------------------
 
 COMMANDS = [["demo"], ["init"], ["run"], ["resume"], ["approve"], ["runs"], ["trace"],
-            ["validate"], ["bench"], ["bench", "--peers"], ["memory", "list"],
+            ["serve"], ["validate"], ["bench"], ["bench", "--peers"], ["memory", "list"],
             ["memory", "search"], ["memory", "forget"]]  # fmt: skip
 
 

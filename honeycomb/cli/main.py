@@ -1,6 +1,6 @@
 """The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``approve``,
-``runs``, ``trace``, ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`), and in a
-clone of the repository ``bench``; with no arguments, a short guide
+``runs``, ``trace``, ``serve``, ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`),
+and in a clone of the repository ``bench``; with no arguments, a short guide
 (:mod:`honeycomb.cli.init`).
 
 Runs are kept in a run store (``.honeycomb/runs.db`` under the current folder unless
@@ -32,6 +32,7 @@ from honeycomb.cli.running import (
     run_command,
 )
 from honeycomb.cli.runs import runs_command, trace_command
+from honeycomb.cli.serve import add_serve
 from honeycomb.hive import load_hive
 from honeycomb.trace.format import counted
 from runtime import (
@@ -160,6 +161,8 @@ def _parser() -> argparse.ArgumentParser:
         "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
     )
     trace.set_defaults(handler=trace_command)
+
+    add_serve(commands, DEFAULT_STORE)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")

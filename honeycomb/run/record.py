@@ -13,6 +13,7 @@ finished: its result is not kept as final, and a resumed run runs it again.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
@@ -65,6 +66,7 @@ class RunRecord:
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._approvals: Mapping[str, Mapping[tuple[int, str], ApprovalEntry]] = {}
         self._spans: list[Span] = []
+        self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
         self._unwritten: list[Statement] = []  # results the store did not take, to retry
         self._rerun: set[str] = set()  # subtasks that failed because the store did
@@ -132,12 +134,19 @@ class RunRecord:
 
     def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
-        batches, and at the end of the run."""
+        batches, at least once a second while they come (so a page watching the run
+        sees it go: ``honeycomb serve``), and at the end of the run."""
+        if not self._spans:
+            loop = asyncio.get_running_loop()
+            self._spans_due = loop.call_later(_SPAN_EVERY_S, self._write_spans)
         self._spans.append(span)
         if len(self._spans) >= _SPAN_BATCH:
             self._write_spans()
 
     def _write_spans(self) -> None:
+        if self._spans_due is not None:
+            self._spans_due.cancel()
+            self._spans_due = None
         if self._spans:
             batch, self._spans = self._spans, []
             text = encode_json(batch).decode()
@@ -215,6 +224,7 @@ def store_failure(exc: BaseException | None) -> StoreError | None:
 
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
 _SPAN_BATCH = 256
+_SPAN_EVERY_S = 1.0
 _SAVE_RESULT = (
     "INSERT INTO workers (run_id, worker, status, result, updated_at) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, worker) DO UPDATE SET "

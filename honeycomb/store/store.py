@@ -280,6 +280,17 @@ class RunStore:
         found: list[Span] = self._reading(read, [])
         return sorted(found, key=lambda s: s.start)
 
+    def progress(self, run_id: str) -> tuple[int, ...]:
+        """Numbers that change whenever run ``run_id`` makes progress (batches of spans
+        kept, worker rows updated, transcript rows and journal entries written): what a
+        page watching the run compares to know when to read it again."""
+
+        def read(db: sqlite3.Connection) -> tuple[int, ...]:
+            found = db.execute(_PROGRESS, (run_id,) * 4).fetchone()
+            return tuple(int(n or 0) for n in found)
+
+        return self._reading(read, ())
+
     def _load(self, run_id: str) -> StoredRun | None:
         return self._reading(functools.partial(_load, run_id=run_id), None)
 
@@ -374,6 +385,14 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
         status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
         **msgspec.structs.asdict(spent),
     )
+
+
+_PROGRESS = (
+    "SELECT (SELECT count(*) FROM spans WHERE run_id = ?), "
+    "(SELECT CAST(coalesce(sum(updated_at), 0) * 1000 AS INTEGER) FROM workers WHERE run_id = ?), "
+    "(SELECT count(*) FROM messages WHERE run_id = ?), "
+    "(SELECT count(*) FROM journal WHERE run_id = ?)"
+)
 
 
 def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:

@@ -18,7 +18,7 @@ from html import escape
 from honeycomb.trace.format import counted, format_cost, token_detail
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
-__all__ = ["to_html"]
+__all__ = ["STYLE", "timeline_section", "to_html"]
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
@@ -55,7 +55,7 @@ _MAIN = """
 })();
 """
 
-_CSS = """
+STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; }
 h1 { font-size: 16px; margin: 0 0 4px; }
 .task { color: #555; margin: 0 0 16px; white-space: pre-wrap; }
@@ -88,7 +88,6 @@ table.totals td { padding: 1px 12px 1px 0; }
 def to_html(timeline: Timeline) -> str:
     """The page for ``timeline``."""
     t = timeline
-    rows = "\n".join(_row(r, t.length_s) for r in t.rows)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -96,21 +95,27 @@ def to_html(timeline: Timeline) -> str:
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <script>{_CATCH_ERRORS}</script>
 <title>honeycomb trace {_e(t.run_id)}</title>
-<style>{_CSS}</style>
+<style>{STYLE}</style>
 </head>
 <body>
 <h1>run {_e(t.run_id)} · {_e(t.status)}{f" · {t.lives} lives" if t.lives > 1 else ""}</h1>
 <p class="task">{_e(t.task)}</p>
-<div class="timeline">
-{rows}
-</div>
-<p class="legend">{_legend()}</p>
-{_totals(t)}
+{timeline_section(t)}
 <div id="tip" hidden></div>
 <script>{_MAIN}</script>
 </body>
 </html>
 """
+
+
+def timeline_section(timeline: Timeline) -> str:
+    """The rows, legend and totals of ``timeline``, as HTML to put in a page whose
+    styles include :data:`STYLE` (``honeycomb serve``'s run page is one)."""
+    rows = "\n".join(_row(r, timeline.length_s) for r in timeline.rows)
+    return (
+        f'<div class="timeline">\n{rows}\n</div>\n'
+        f'<p class="legend">{_legend()}</p>\n{_totals(timeline)}'
+    )
 
 
 def _row(row: Row, length_s: float) -> str:

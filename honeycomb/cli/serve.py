@@ -1,0 +1,131 @@
+"""``honeycomb serve``: the runs of a run store in a browser (see :mod:`honeycomb.web`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+from honeycomb.executor import Executor
+from honeycomb.store import RunStore
+from runtime import HoneycombError
+
+__all__ = ["TOKEN_ENV", "Resumer", "add_serve", "serve_command"]
+
+TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
+
+
+def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], store: Path) -> None:
+    serve = commands.add_parser("serve", help="watch runs and approve calls in a browser")
+    serve.add_argument("--store", type=Path, default=store, help="the run store file")
+    serve.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
+    serve.add_argument("--port", type=int, default=8321, help="the port (0: any free one)")
+    serve.add_argument(
+        "--token",
+        default=None,
+        help=f"what every request must carry (env {TOKEN_ENV}; default: a new one, printed)",
+    )
+    serve.set_defaults(handler=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from honeycomb.web import create_app
+        from honeycomb.web.approvals import StoreApprovals
+    except ImportError as exc:
+        print(
+            f"honeycomb serve needs Starlette and uvicorn ({exc.name} is missing): "
+            "pip install 'honeycomb-agents[web]'",
+            file=sys.stderr,
+        )
+        return 2
+    given = args.token or os.environ.get(TOKEN_ENV) or None
+    if given is None and not _loopback(args.host):
+        print(
+            f"honeycomb serve: listening on {args.host} needs a token of your own "
+            f"(--token or {TOKEN_ENV}): without one, anyone who can reach it could "
+            "approve calls",
+            file=sys.stderr,
+        )
+        return 2
+    token = given or secrets.token_urlsafe(24)
+    try:
+        listening = _listen(args.host, args.port)
+    except OSError as exc:
+        print(f"honeycomb serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    port = listening.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    address = f"http://{host}:{port}/"
+    shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
+    print(f"serving the runs of {args.store} at {shown}", flush=True)
+    print("(Ctrl-C stops it)", flush=True)
+    store = RunStore(args.store)
+    app = create_app(store, token=token, approvals=StoreApprovals(store, Resumer(args.store)))
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
+    )
+    # Ctrl-C is how it stops: uvicorn hands it on once it shut down.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(uvicorn.Server(config).serve(sockets=[listening]))
+    print("stopped", flush=True)
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening.bind((host, port))
+    listening.listen(128)
+    return listening
+
+
+class Resumer:
+    """Continues, in the server's process, a run of ``store`` once a decision left it
+    waiting on nothing, as ``honeycomb resume`` would (from its hive file). What
+    happens is said on stderr: the run itself is in the store."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.going: set[asyncio.Task[None]] = set()
+
+    def __call__(self, run_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.resume(run_id))
+        self.going.add(task)
+        task.add_done_callback(self.going.discard)
+
+    async def resume(self, run_id: str) -> None:
+        found = RunStore(self.store).find(run_id)
+        if found is None or found.source is None:
+            print(
+                f"run {run_id}: decided; it was not started from a hive file, so continue it "
+                f"with Executor.resume({run_id!r}) from the code that made it",
+                file=sys.stderr,
+            )
+            return
+        print(f"run {run_id}: decided; continuing it", file=sys.stderr, flush=True)
+        try:
+            executor = Executor.from_yaml(found.source, store=self.store)
+            result = await executor.resume(run_id)
+        except (HoneycombError, OSError) as exc:
+            print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+            return
+        print(f"run {run_id}: {result.status}", file=sys.stderr, flush=True)

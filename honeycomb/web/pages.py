@@ -1,0 +1,221 @@
+"""The pages of ``honeycomb serve``, as HTML: the runs, and one run with its timeline,
+its workers' transcripts and its pending approvals.
+
+Everything a run holds (task, answers, tool results, errors) is untrusted and is
+escaped here, once; the page's script puts the live part it fetches into the page as
+the HTML this module made, and reads nothing else as HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from honeycomb.run.plan import Plan
+from honeycomb.store import RunSummary, StoredRun, StoredWorker
+from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.html import timeline_section
+from honeycomb.trace.spans import Span
+from honeycomb.trace.timeline import build_timeline
+from runtime.approvals import PendingApproval
+
+__all__ = ["live_part", "page", "run_page", "runs_page"]
+
+
+def page(title: str, body: str, *, live: str | None = None) -> str:
+    """A whole page; ``live``: the address of the run events that keep it up to date."""
+    watch = f' data-live="{_e(live)}"' if live is not None else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"{watch}>
+<head>
+<meta charset="utf-8">
+<title>{_e(title)} · honeycomb</title>
+<link rel="icon" href="/static/icon.svg">
+<link rel="stylesheet" href="/static/serve.css">
+<script src="/static/serve.js" defer></script>
+</head>
+<body>
+<nav><a href="/">runs</a></nav>
+{body}
+<div id="tip" hidden></div>
+</body>
+</html>
+"""
+
+
+def runs_page(runs: Sequence[RunSummary], store: str) -> str:
+    """The runs in the store, newest first."""
+    if not runs:
+        return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>")
+    head = "".join(
+        f"<th>{name}</th>"
+        for name in ("run", "started", "status", "took", "workers", "calls", "cost", "task")
+    )
+    rows = "\n".join(_run_row(run) for run in runs)
+    body = (
+        f'<h1>runs</h1><p class="muted">{_e(store)}, newest first</p>'
+        f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
+    )
+    return page("runs", body)
+
+
+def _run_row(run: RunSummary) -> str:
+    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
+    return (
+        f'<tr data-run="{_e(run.run_id)}">'
+        f'<td><a href="{_run_href(run.run_id)}">{_e(run.run_id)}</a></td>'
+        f"<td>{_e(_when(run.started_at))}</td>"
+        f'<td class="status {_e(run.status)}">{_e(run.status)}</td>'
+        f"<td>{took}</td><td>{run.workers}</td><td>{run.model_calls}</td>"
+        f'<td>{_e(format_cost(run.cost))}</td><td class="task">{_e(_cut(run.task, 120))}</td>'
+        "</tr>"
+    )
+
+
+def run_page(
+    summary: RunSummary,
+    run: StoredRun,
+    spans: Sequence[Span],
+    pending: Sequence[PendingApproval],
+    csrf: str,
+) -> str:
+    """One run: what it is, then the part that changes while it goes."""
+    body = (
+        f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>'
+        f'<div id="live">{live_part(summary, run, spans, pending, csrf)}</div>'
+    )
+    return page(f"run {run.run_id}", body, live=f"{_run_href(run.run_id)}/events")
+
+
+def live_part(
+    summary: RunSummary,
+    run: StoredRun,
+    spans: Sequence[Span],
+    pending: Sequence[PendingApproval],
+    csrf: str,
+) -> str:
+    """What the run page shows that changes while the run goes: its status, pending
+    approvals, timeline and workers."""
+    plan = Plan.model_validate_json(run.plan).subtasks if run.plan else ()
+    timeline = build_timeline(spans, plan, run_id=run.run_id, task=run.task, status=run.status)
+    lives = f" · {timeline.lives} lives" if timeline.lives > 1 else ""
+    took = f" · {summary.duration_s:.1f}s" if summary.duration_s is not None else ""
+    status = (
+        f'<p class="state" data-status="{_e(summary.status)}">'
+        f'<span class="status {_e(summary.status)}">{_e(summary.status)}</span>{took}{lives}'
+        f" · {counted(summary.model_calls, 'model call')} · "
+        f"{counted(summary.input_tokens + summary.output_tokens, 'token')} · "
+        f"{_e(format_cost(summary.cost))}</p>"
+    )
+    answer = _answer(run.result)
+    trace = timeline_section(timeline) if spans else '<p class="muted">No spans yet.</p>'
+    return (
+        status
+        + _approvals(run.run_id, pending, csrf)
+        + answer
+        + f"<h2>timeline</h2>{trace}"
+        + _workers(run.workers)
+    )
+
+
+def _answer(result: str | None) -> str:
+    if result is None:
+        return ""
+    text = json.loads(result).get("answer_text") or ""
+    return f'<h2>answer</h2><pre class="answer">{_e(text)}</pre>' if text else ""
+
+
+def _approvals(run_id: str, pending: Sequence[PendingApproval], csrf: str) -> str:
+    if not pending:
+        return ""
+    items = "\n".join(_approval(run_id, call, csrf) for call in pending)
+    return f'<h2>waiting for you</h2><div class="approvals">{items}</div>'
+
+
+def _approval(run_id: str, call: PendingApproval, csrf: str) -> str:
+    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+    action = f"{_run_href(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
+    deadline = f" · decide by {_e(_when(call.deadline))}" if call.deadline is not None else ""
+    return (
+        f'<form class="approval" method="post" action="{_e(action)}" '
+        f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
+        f"<p><b>{_e(call.tool)}</b> by {_e(call.worker)} ({_e(call.role)}), turn {call.turn}"
+        f" · asked {_e(_when(call.asked_at))}{deadline}</p><p>{_e(call.why)}</p>"
+        f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
+        f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
+        f'<label>arguments<textarea name="arguments" rows="4">{_e(arguments)}</textarea></label>'
+        f'<label>reason (for a denial)<input type="text" name="reason"></label>'
+        '<button type="submit" name="decision" value="approve">approve</button> '
+        '<button type="submit" name="decision" value="deny">deny</button>'
+        "</form>"
+    )
+
+
+def _workers(workers: dict[str, StoredWorker]) -> str:
+    if not workers:
+        return ""
+    parts = "\n".join(_worker(name, worker) for name, worker in sorted(workers.items()))
+    return f"<h2>workers</h2>{parts}"
+
+
+def _worker(name: str, worker: StoredWorker) -> str:
+    finished = json.loads(worker.result) if worker.result is not None else None
+    done = (finished or {}).get("worker") or {}
+    if done.get("transcript"):
+        messages = list(done["transcript"].get("messages", ()))
+    else:
+        messages = [m for _, batch in sorted(worker.messages) for m in json.loads(batch)]
+    error = (finished or {}).get("error")
+    why = f'<p class="error">{_e(error["type"])}: {_e(error["message"])}</p>' if error else ""
+    turns = done.get("turns") or (worker.state or {}).get("turn") or 0
+    return (
+        f'<details class="worker" data-worker="{_e(name)}">'
+        f'<summary><b>{_e(name)}</b> <span class="status {_e(worker.status)}">'
+        f"{_e(worker.status)}</span> · {counted(int(turns), 'turn')}</summary>"
+        f"{why}{_transcript(messages)}</details>"
+    )
+
+
+def _transcript(messages: Iterable[dict[str, Any]]) -> str:
+    shown = "\n".join(_message(m) for m in messages)
+    return f'<div class="transcript">{shown}</div>'
+
+
+def _message(message: dict[str, Any]) -> str:
+    role = str(message.get("role", "?"))
+    parts: list[str] = []
+    if message.get("content"):
+        parts.append(f"<pre>{_e(_text(message['content']))}</pre>")
+    for call in message.get("tool_calls") or ():
+        parts.append(
+            f'<p class="call">→ {_e(str(call.get("name", "")))}'
+            f"({_e(str(call.get('arguments', '')))})</p>"
+        )
+    label = role
+    if role == "tool":
+        label = f"{message.get('name', 'tool')} · {message.get('status', '')}"
+    return f'<div class="msg {_e(role)}"><span class="who">{_e(label)}</span>{"".join(parts)}</div>'
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _run_href(run_id: str) -> str:
+    return "/runs/" + quote(run_id, safe="")
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _e(text: str) -> str:
+    return escape(text, quote=True)
