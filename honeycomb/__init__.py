@@ -97,6 +97,7 @@ from runtime import (
     Price,
     PricedModel,
     RateLimitedModel,
+    ReasoningItem,
     RetryAfterPastDeadline,
     RunawayLoop,
     RunBusy,
@@ -214,6 +215,7 @@ __all__ = [
     "OfflineModel",
     "OnUnknown",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OpenTelemetryExporter",
     "OutcomeUnknown",
     "OutputSchema",
@@ -226,6 +228,7 @@ __all__ = [
     "Price",
     "PricedModel",
     "RateLimitedModel",
+    "ReasoningItem",
     "RetryAfterPastDeadline",
     "RetryPolicy",
     "RetryingModel",
@@ -307,12 +310,13 @@ if TYPE_CHECKING:
         render_timeline,
         to_html,
     )
-    from runtime import OpenAIModel, RetryingModel, RetryPolicy
+    from runtime import OpenAIModel, OpenAIResponsesModel, RetryingModel, RetryPolicy
 
 _LAZY = {
     "Hive": "honeycomb.hive",
     "OfflineModel": "honeycomb.offline",
     "OpenAIModel": "runtime.openai_model",
+    "OpenAIResponsesModel": "runtime.openai_responses",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",

@@ -57,6 +57,7 @@ from runtime.messages import (
     Message,
     Messages,
     ObservationStatus,
+    ReasoningItem,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -116,6 +117,7 @@ __all__ = [
     "ObservationStatus",
     "OnUnknown",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OutcomeUnknown",
     "OutputSchema",
     "OutputValidationError",
@@ -123,6 +125,7 @@ __all__ = [
     "Price",
     "PricedModel",
     "RateLimitedModel",
+    "ReasoningItem",
     "RetryAfterPastDeadline",
     "RetryPolicy",
     "RetryingModel",
@@ -167,11 +170,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.openai_model import OpenAIModel
+    from runtime.openai_responses import OpenAIResponsesModel
     from runtime.retry import RetryingModel, RetryPolicy
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
     "OpenAIModel": "runtime.openai_model",
+    "OpenAIResponsesModel": "runtime.openai_responses",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
     "YamlDocument": "runtime.yaml_config",

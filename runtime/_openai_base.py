@@ -298,7 +298,9 @@ def _mask(value: Any, key: re.Pattern[str]) -> Any:
     return value
 
 
-_REFUSED_FORMAT = re.compile(r"response_format|json_schema|json_object|structured.?output", re.I)
+_REFUSED_FORMAT = re.compile(
+    r"response_format|text\.format|json_schema|json_object|structured.?output", re.I
+)
 
 
 def _refuses_format(exc: ModelHTTPError) -> bool:

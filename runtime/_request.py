@@ -29,6 +29,7 @@ __all__ = [
     "sdk_parameters",
     "settings_problems",
     "split_settings",
+    "wire_arguments",
 ]
 
 RESERVED_SETTINGS = frozenset(
@@ -275,7 +276,7 @@ def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": valid_text(c.name),
-                    "arguments": valid_text(_wire_arguments(c.arguments)),
+                    "arguments": valid_text(wire_arguments(c.arguments)),
                 },
             }
             for c in message.tool_calls
@@ -285,7 +286,7 @@ def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-def _wire_arguments(arguments: str) -> str:
+def wire_arguments(arguments: str) -> str:
     """The arguments as sent back: as the model wrote them when they are a JSON object,
     else ``{}``. Servers parse them (llama.cpp's answers every later turn with a 500
     when they do not parse); the transcript keeps what the model wrote, and the
