@@ -2,10 +2,10 @@
 
 One import gives everything a program needs, whatever part of the library defines it:
 the Executor and its plans, policies, results and events; roles, workers and the agent
-loop; models (OpenAI-compatible, the test models, the offline model, the wrappers
-that add retries, rate limits, prices and budgets); tools and their dispatch;
-messages and the other values; the run store; spans, timelines and logging; and
-every error::
+loop; models (OpenAI-compatible chat completions and the Responses API, the test
+models, the offline model, the wrappers that add retries, rate limits, prices, budgets
+and the text tool protocol); tools and their dispatch; messages and the other values;
+the run store; spans, timelines and logging; and every error::
 
     from honeycomb import Executor, Role, tool, OpenAIModel
 
@@ -105,6 +105,7 @@ from runtime import (
     ScriptExhausted,
     StoreError,
     SystemMessage,
+    TextToolModel,
     Tool,
     ToolCall,
     ToolCallFinished,
@@ -256,6 +257,7 @@ __all__ = [
     "Subtask",
     "SubtaskResult",
     "SystemMessage",
+    "TextToolModel",
     "Timeline",
     "Tool",
     "ToolCall",

@@ -74,6 +74,7 @@ from runtime.messages import (
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
 from runtime.pricing import Price, PricedModel
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
+from runtime.text_tools import TextToolModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
@@ -135,6 +136,7 @@ __all__ = [
     "ScriptExhausted",
     "StoreError",
     "SystemMessage",
+    "TextToolModel",
     "Tool",
     "ToolCall",
     "ToolCallFinished",

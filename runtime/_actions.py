@@ -1,0 +1,314 @@
+"""Reading the actions out of a reply written for the text tool protocol
+(:mod:`runtime.text_tools`).
+
+An action is a JSON object naming a tool, ``{"tool": "<name>", "arguments": {...}}``,
+in a code fence or in the prose. Reading is lenient where models are sloppy: any
+fence (or none), prose around and between the actions, single quotes, unquoted keys,
+Python's ``True``/``False``/``None``, trailing commas, raw newlines in strings, several
+actions as a JSON array, and the shapes other formats use (``{"name": ..., "arguments"
+or "parameters": ...}``, ``{"function": {"name": ..., "arguments": ...}}``). It is
+strict where it matters: an action naming a tool nobody has, or with arguments that
+are not an object, or a block that looks like an action but is not JSON even so, is
+still an action, never dropped, so the dispatcher answers it with an error
+observation. A reply with no action is the final answer.
+
+A reply is cut at a line starting with "Observation" after its first action: the
+model went on to write the tool's answer itself, and whatever follows rests on it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from runtime.value import Value
+
+__all__ = ["Action", "Reply", "loads_lenient", "read_reply"]
+
+
+class Action(Value, frozen=True, gc=False, kw_only=True):
+    """One action: the tool it names and its arguments as JSON text (the text as
+    written, when the block is not JSON)."""
+
+    name: str
+    arguments: str
+
+
+class Reply(Value, frozen=True, gc=False, kw_only=True):
+    """What a reply says: its actions, in order, and the prose outside them."""
+
+    content: str | None
+    actions: tuple[Action, ...] = ()
+    thinking: str | None = None
+
+
+_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.S)
+_THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
+_OBSERVATION = re.compile(r"^[ \t>*_#]*observation\b", re.I | re.M)
+# A block that is not JSON but meant as an action: a tool key near its start.
+_ACTION_LIKE = re.compile(r"""\s*[\[{]\s*\{?\s*["']?(?:tool|name|function)["']?\s*:""")
+_NAMED = re.compile(r"""["']?(?:tool|name)["']?\s*:\s*["']?([\w.:/-]+)""")
+_TOOL_KEYS = ("tool", "tool_name")
+_ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
+
+
+def read_reply(text: str) -> Reply:
+    """The actions of ``text`` and the prose around them (a leading ``<think>`` block,
+    as some local reasoning models write, is their thinking, not read for actions)."""
+    thinking = None
+    found = _THINK.match(text)
+    if found is not None:
+        thinking, text = found[1].strip() or None, text[found.end() :].lstrip()
+    spans = _spans(text)
+    if spans:
+        cut = _OBSERVATION.search(text, spans[0][1])
+        if cut is not None:
+            text = text[: cut.start()]
+            spans = [s for s in spans if s[0] < cut.start()]
+    prose: list[str] = []
+    at = 0
+    for start, end, _ in spans:
+        prose.append(text[at:start])
+        at = end
+    prose.append(text[at:])
+    content = re.sub(r"\n{3,}", "\n\n", "".join(prose)).strip() if spans else text
+    actions = tuple(a for _, _, found_actions in spans for a in found_actions)
+    return Reply(content=content or None, actions=actions, thinking=thinking)
+
+
+Span = tuple[int, int, list[Action]]
+"""Where in the text actions were read (start, end), and the actions."""
+
+
+def _spans(text: str) -> list[Span]:
+    """Every stretch of ``text`` that holds actions: fences first, then the prose."""
+    spans: list[Span] = []
+    at = 0
+    for fence in _FENCE.finditer(text):
+        spans += _in_prose(text, at, fence.start())
+        inner = fence[2]
+        actions = _actions_in(inner)
+        if actions is None:
+            inner_spans = _in_prose(inner, 0, len(inner))
+            actions = [a for _, _, found in inner_spans for a in found]
+            if not actions and _ACTION_LIKE.match(inner):
+                actions = [_unreadable(inner)]
+        if actions:
+            spans.append((fence.start(), fence.end(), actions))
+        at = fence.end()
+    spans += _in_prose(text, at, len(text))
+    return spans
+
+
+def _in_prose(text: str, start: int, end: int) -> list[Span]:
+    """The actions written as bare JSON between ``start`` and ``end``."""
+    spans: list[Span] = []
+    i = start
+    while i < end:
+        if text[i] not in "{[":
+            i += 1
+            continue
+        close = _balanced_end(text, i, end)
+        if close is None:  # never closed: an action cut off, or a brace in prose
+            if _ACTION_LIKE.match(text, i):
+                spans.append((i, end, [_unreadable(text[i:end])]))
+                break
+            i += 1
+            continue
+        block = text[i:close]
+        try:
+            value = loads_lenient(block)
+        except ValueError:
+            if _ACTION_LIKE.match(block):
+                spans.append((*_with_backticks(text, i, close), [_unreadable(block)]))
+                i = close
+            else:
+                i += 1
+            continue
+        actions = _actions_of(value)
+        if actions:
+            spans.append((*_with_backticks(text, i, close), actions))
+        i = close if actions or isinstance(value, dict) else i + 1
+    return spans
+
+
+def _with_backticks(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span, with the single backticks around it (inline code) if any."""
+    if start > 0 and end < len(text) and text[start - 1] == "`" and text[end] == "`":
+        return start - 1, end + 1
+    return start, end
+
+
+def _actions_in(block: str) -> list[Action] | None:
+    """The actions a whole fenced block holds; None when it is not JSON, [] when it
+    is JSON but no action (a code sample, or a JSON answer in a fence)."""
+    try:
+        value = loads_lenient(block)
+    except ValueError:
+        return None
+    return _actions_of(value)
+
+
+def _actions_of(value: Any) -> list[Action]:
+    """``value`` as actions: one action object, a list of them, or ``{"actions": [...]}``."""
+    if isinstance(value, dict):
+        action = _action(value)
+        if action is not None:
+            return [action]
+        listed = value.get("actions", value.get("tool_calls")) if len(value) == 1 else None
+        return _actions_of(listed) if isinstance(listed, list) else []
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        actions = [_action(v) for v in value]
+        return [a for a in actions if a is not None] if all(actions) else []
+    return []
+
+
+def _action(value: dict[str, Any]) -> Action | None:
+    function = value.get("function")
+    if isinstance(function, dict) and "name" in function:  # the OpenAI shape
+        value = function
+    key = next((k for k in _TOOL_KEYS if k in value), None)
+    if key is None and "name" in value and any(k in value for k in _ARGUMENT_KEYS):
+        key = "name"
+    if key is None:
+        return None
+    name = value[key]
+    arguments = next((value[k] for k in _ARGUMENT_KEYS if k in value), None)
+    return Action(
+        name=name.strip() if isinstance(name, str) else json.dumps(name),
+        arguments=_arguments_text(arguments),
+    )
+
+
+def _arguments_text(arguments: Any) -> str:
+    """The arguments as JSON text: an object as it is; an object written as a string
+    of JSON as that object; anything else as it is, for the tool to refuse."""
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        try:
+            inner = loads_lenient(arguments)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            arguments = inner
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def _unreadable(block: str) -> Action:
+    """A block meant as an action that is not JSON: the tool it names (if it can be
+    read) with the block as its arguments, which the tool refuses, saying why."""
+    named = _NAMED.search(block)
+    return Action(name=named[1] if named else "", arguments=block.strip())
+
+
+# --- lenient JSON ----------------------------------------------------------------------
+
+_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def loads_lenient(text: str) -> Any:
+    """JSON, as strict JSON or as models write it (see the module's docstring).
+
+    Raises:
+        ValueError: when the text is not JSON even so.
+    """
+    try:
+        return json.loads(text, strict=False)
+    except ValueError:
+        pass
+    return json.loads(_normalised(text), strict=False)
+
+
+def _normalised(text: str) -> str:
+    """``text`` with single-quoted strings, unquoted keys, Python's constants and
+    trailing commas written as JSON (text inside double quotes is left as it is)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "\"'":
+            end = _string_end(text, i)
+            if end is None:
+                return text  # an open string: not JSON
+            body = text[i + 1 : end - 1]
+            out.append(text[i:end] if ch == '"' else _double_quoted(body))
+            i = end
+        elif ch == ",":
+            j = i + 1
+            while j < n and text[j].isspace():
+                j += 1
+            if j >= n or text[j] not in "}]":
+                out.append(ch)
+            i += 1
+        elif ch.isalpha() or ch == "_":
+            j = i
+            while j < n and (text[j].isalnum() or text[j] in "_-"):
+                j += 1
+            word = text[i:j]
+            k = j
+            while k < n and text[k].isspace():
+                k += 1
+            is_key = k < n and text[k] == ":"
+            out.append(json.dumps(word) if is_key else _WORDS.get(word, word))
+            i = j
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _double_quoted(body: str) -> str:
+    """The body of a single-quoted string as a double-quoted JSON string."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append("'" if nxt == "'" else ch + nxt)
+            i += 2
+            continue
+        out.append('\\"' if ch == '"' else ch)
+        i += 1
+    return '"' + "".join(out) + '"'
+
+
+def _string_end(text: str, start: int, end: int | None = None) -> int | None:
+    """The index after the string that opens at ``start``, or None if it does not
+    close (before ``end``)."""
+    quote = text[start]
+    stop = len(text) if end is None else end
+    i = start + 1
+    while i < stop:
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == quote:
+            return i + 1
+        i += 1
+    return None
+
+
+def _balanced_end(text: str, start: int, end: int) -> int | None:
+    """The index after the bracket that closes the one at ``start`` (strings skipped),
+    or None if it does not close before ``end``."""
+    depth = 0
+    i = start
+    while i < end:
+        ch = text[i]
+        if ch in "\"'":
+            close = _string_end(text, i, end)
+            if close is None:
+                return None
+            i = close
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
