@@ -18,8 +18,10 @@ model went on to write the tool's answer itself, and whatever follows rests on i
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from typing import Any
 
 from runtime.value import Value
@@ -89,11 +91,8 @@ def _spans(text: str) -> list[Span]:
         spans += _in_prose(text, at, fence.start())
         inner = fence[2]
         actions = _actions_in(inner)
-        if actions is None:
-            inner_spans = _in_prose(inner, 0, len(inner))
-            actions = [a for _, _, found in inner_spans for a in found]
-            if not actions and _ACTION_LIKE.match(inner):
-                actions = [_unreadable(inner)]
+        if actions is None:  # not JSON as a whole: actions among lines of prose
+            actions = [a for _, _, found in _in_prose(inner, 0, len(inner)) for a in found]
         if actions:
             spans.append((fence.start(), fence.end(), actions))
         at = fence.end()
@@ -232,8 +231,7 @@ def _normalised(text: str) -> str:
             end = _string_end(text, i)
             if end is None:
                 return text  # an open string: not JSON
-            body = text[i + 1 : end - 1]
-            out.append(text[i:end] if ch == '"' else _double_quoted(body))
+            out.append(_json_string(text[i:end]))
             i = end
         elif ch == ",":
             j = i + 1
@@ -257,6 +255,26 @@ def _normalised(text: str) -> str:
             out.append(ch)
             i += 1
     return "".join(out)
+
+
+_NOT_JSON_ESCAPE = re.compile(r'\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
+
+
+def _json_string(literal: str) -> str:
+    """A quoted string (quotes included) as a JSON string: one in double quotes with
+    JSON's escapes as it is; else decoded as Python decodes it (``repr`` is where
+    single quotes and ``\\x`` escapes come from), else with its double quotes escaped."""
+    if literal[0] == '"' and _NOT_JSON_ESCAPE.search(literal) is None:
+        return literal
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an escape Python does not know either
+            decoded = ast.literal_eval(literal)
+    except (SyntaxError, ValueError):
+        decoded = None
+    if isinstance(decoded, str):
+        return json.dumps(decoded, ensure_ascii=False)
+    return _double_quoted(literal[1:-1]) if literal[0] == "'" else literal
 
 
 def _double_quoted(body: str) -> str:
