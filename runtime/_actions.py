@@ -14,6 +14,10 @@ observation. A reply with no action is the final answer.
 
 A reply is cut at a line starting with "Observation" after its first action: the
 model went on to write the tool's answer itself, and whatever follows rests on it.
+
+A fence inside an action's arguments (a markdown body) does not close the action's
+fence. Degenerate output (thousands of brackets) is read in one pass, and JSON nested
+too deeply to read is prose: reading never raises and never stalls the event loop.
 """
 
 from __future__ import annotations
@@ -45,11 +49,12 @@ class Reply(Value, frozen=True, gc=False, kw_only=True):
     thinking: str | None = None
 
 
-_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.S)
+_FENCE_OPEN = re.compile(r"```[ \t]*[\w+.-]*[ \t]*\n?")
 _THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
 _OBSERVATION = re.compile(r"^[ \t>*_#]*observation\b", re.I | re.M)
 # A block that is not JSON but meant as an action: a tool key near its start.
 _ACTION_LIKE = re.compile(r"""\s*[\[{]\s*\{?\s*["']?(?:tool|name|function)["']?\s*:""")
+_ACTION_START = re.compile(_ACTION_LIKE.pattern[3:])  # where in a text one may start
 _NAMED = re.compile(r"""["']?(?:tool|name)["']?\s*:\s*["']?([\w.:/-]+)""")
 _TOOL_KEYS = ("tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
@@ -85,35 +90,74 @@ Span = tuple[int, int, list[Action]]
 
 def _spans(text: str) -> list[Span]:
     """Every stretch of ``text`` that holds actions: fences first, then the prose."""
+    ends = _Ends(text)
     spans: list[Span] = []
     at = 0
-    for fence in _FENCE.finditer(text):
-        spans += _in_prose(text, at, fence.start())
-        inner = fence[2]
+    while (fence := _FENCE_OPEN.search(text, at)) is not None:
+        around = _action_around(ends, at, fence.start())
+        if around is not None:  # the "fence" is inside an action written in the prose
+            spans += _in_prose(ends, at, around)
+            at = around
+            continue
+        spans += _in_prose(ends, at, fence.start())
+        inner_end, end = _fence_end(ends, fence.end())
+        inner = text[fence.end() : inner_end]
         actions = _actions_in(inner)
         if actions is None:  # not JSON as a whole: actions among lines of prose
-            actions = [a for _, _, found in _in_prose(inner, 0, len(inner)) for a in found]
+            inside = _in_prose(_Ends(inner), 0, len(inner))
+            actions = [a for _, _, found in inside for a in found]
         if actions:
-            spans.append((fence.start(), fence.end(), actions))
-        at = fence.end()
-    spans += _in_prose(text, at, len(text))
+            spans.append((fence.start(), end, actions))
+        at = end
+    spans += _in_prose(ends, at, len(text))
     return spans
 
 
-def _in_prose(text: str, start: int, end: int) -> list[Span]:
-    """The actions written as bare JSON between ``start`` and ``end``."""
+def _action_around(ends: _Ends, start: int, at: int) -> int | None:
+    """The end of an action that opens in the prose between ``start`` and ``at`` and
+    closes past ``at``, or None if ``at`` is inside none."""
+    i = start
+    while (found := _ACTION_START.search(ends.text, i, at)) is not None:
+        close = ends.close(found.start())
+        if close is not None and close > at:
+            return close
+        i = close if close is not None else found.start() + 1
+    return None
+
+
+def _fence_end(ends: _Ends, start: int) -> tuple[int, int]:
+    """Where the fenced block whose body starts at ``start`` ends: its body's end and
+    the fence's. The closing fence is looked for past the JSON values the body opens
+    with, so one inside an argument (a markdown body) does not close it."""
+    text, i, n = ends.text, start, len(ends.text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        close = ends.close(i) if i < n and text[i] in "{[" else None
+        if close is None:
+            break
+        i = close
+    found = text.find("```", i)
+    return (found, found + 3) if found >= 0 else (n, n)
+
+
+def _in_prose(ends: _Ends, start: int, end: int) -> list[Span]:
+    """The actions written as bare JSON between ``start`` and ``end``. A bracketed
+    block that holds none is looked into only where an action may start, so each
+    block is read once, however deep it nests."""
+    text = ends.text
     spans: list[Span] = []
     i = start
     while i < end:
         if text[i] not in "{[":
             i += 1
             continue
-        close = _balanced_end(text, i, end)
+        close = ends.close(i, end)
         if close is None:  # never closed: an action cut off, or a brace in prose
             if _ACTION_LIKE.match(text, i):
                 spans.append((i, end, [_unreadable(text[i:end])]))
                 break
-            i += 1
+            i = _next_action(text, i, end)
             continue
         block = text[i:close]
         try:
@@ -123,13 +167,20 @@ def _in_prose(text: str, start: int, end: int) -> list[Span]:
                 spans.append((*_with_backticks(text, i, close), [_unreadable(block)]))
                 i = close
             else:
-                i += 1
+                i = _next_action(text, i, close)
             continue
         actions = _actions_of(value)
         if actions:
             spans.append((*_with_backticks(text, i, close), actions))
-        i = close if actions or isinstance(value, dict) else i + 1
+        i = close if actions or isinstance(value, dict) else _next_action(text, i, close)
     return spans
+
+
+def _next_action(text: str, start: int, end: int) -> int:
+    """Where the next action may start after the bracket at ``start`` and before
+    ``end`` (``end`` if nowhere)."""
+    found = _ACTION_START.search(text, start + 1, end)
+    return found.start() if found is not None else end
 
 
 def _with_backticks(text: str, start: int, end: int) -> tuple[int, int]:
@@ -211,13 +262,16 @@ def loads_lenient(text: str) -> Any:
     """JSON, as strict JSON or as models write it (see the module's docstring).
 
     Raises:
-        ValueError: when the text is not JSON even so.
+        ValueError: when the text is not JSON even so, or nests too deeply to read.
     """
     try:
-        return json.loads(text, strict=False)
-    except ValueError:
-        pass
-    return json.loads(_normalised(text), strict=False)
+        try:
+            return json.loads(text, strict=False)
+        except ValueError:
+            pass
+        return json.loads(_normalised(text), strict=False)
+    except RecursionError as exc:  # thousands of brackets: degenerate output, not JSON
+        raise ValueError(f"JSON nested too deeply to read: {exc}") from None
 
 
 def _normalised(text: str) -> str:
@@ -309,24 +363,48 @@ def _string_end(text: str, start: int, end: int | None = None) -> int | None:
     return None
 
 
-def _balanced_end(text: str, start: int, end: int) -> int | None:
-    """The index after the bracket that closes the one at ``start`` (strings skipped),
-    or None if it does not close before ``end``."""
-    depth = 0
-    i = start
-    while i < end:
-        ch = text[i]
-        if ch in "\"'":
-            close = _string_end(text, i, end)
-            if close is None:
-                return None
-            i = close
-            continue
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
+class _Ends:
+    """Where each bracket of ``text`` closes (strings skipped), found once: one scan
+    from a bracket settles every bracket it passes, which a later scan skips over, so
+    reading a text of many brackets takes one pass, not one per bracket."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._ends: dict[int, int | None] = {}
+
+    def close(self, start: int, end: int | None = None) -> int | None:
+        """The index after the bracket that closes the one at ``start``, or None if it
+        does not close before ``end``."""
+        if start not in self._ends:
+            self._scan(start)
+        close = self._ends[start]
+        limit = len(self.text) if end is None else end
+        return close if close is not None and close <= limit else None
+
+    def _scan(self, start: int) -> None:
+        text, ends = self.text, self._ends
+        opened: list[int] = []
+        i, n = start, len(text)
+        while i < n:
+            ch = text[i]
+            if ch in "\"'":
+                string_end = _string_end(text, i)
+                if string_end is None:
+                    break
+                i = string_end
+                continue
+            if ch in "{[":
+                if i in ends:  # settled by an earlier scan, from the same state
+                    known = ends[i]
+                    if known is None:
+                        break  # it never closes, so neither does any bracket around it
+                    i = known
+                    continue
+                opened.append(i)
+            elif ch in "}]":
+                ends[opened.pop()] = i + 1
+                if not opened:
+                    return
+            i += 1
+        for at in opened:
+            ends[at] = None

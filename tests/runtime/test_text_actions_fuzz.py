@@ -34,6 +34,8 @@ scalars = (
     | st.booleans()
     | st.integers(min_value=-(10**9), max_value=10**9)
     | st.text(max_size=12)
+    # what a markdown argument holds: fences, and braces and quotes of its own
+    | st.sampled_from(["```", "```python\nprint('{')\n```", "a ``` b", "{", "'", '"}'])
 )
 json_objects = st.dictionaries(
     keys,

@@ -254,6 +254,42 @@ def test_a_python_literal_with_escapes_python_writes_reads_as_the_string_it_mean
     assert json.loads(action.arguments) == {"key": "a\x1fb", "q": "it's"}
 
 
+def test_a_fence_inside_an_arguments_string_does_not_close_the_actions_fence() -> None:
+    body = "Use:\n```python\nprint(1)\n```\nDone."
+    text = f"Sending.\n{block('record', note=body)}\nThat is all."
+    reply = read_reply(text)
+    assert [(a.name, json.loads(a.arguments)) for a in reply.actions] == [
+        ("record", {"note": body})
+    ]
+    assert reply.content == "Sending.\n\nThat is all."
+
+
+@pytest.mark.parametrize(
+    "nested", ["[" * 3000 + "]" * 3000, '{"a": ' * 3000 + "1" + "}" * 3000], ids=["list", "dict"]
+)
+def test_json_nested_past_the_recursion_limit_is_prose_not_an_error(nested: str) -> None:
+    for text in (nested, f"```json\n{nested}\n```", f"{nested}\n{block('fetch', key='a')}"):
+        reply = read_reply(text)
+        assert [a.name for a in reply.actions] == (["fetch"] if "fetch" in text else [])
+
+
+@pytest.mark.parametrize("unit", ["{", "{ a ", "don't {", '{"a": '], ids=repr)
+def test_reading_degenerate_output_takes_time_in_proportion_to_its_length(unit: str) -> None:
+    """A model stuck repeating a bracket: reading 8 times the text takes about 8 times
+    as long (linear), far from the 64 times of a bracket-by-bracket rescan."""
+
+    def seconds(repeats: int) -> float:
+        text = unit * repeats + block("fetch", key="a")
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            assert [a.name for a in read_reply(text).actions] == ["fetch"]
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    assert seconds(8000) < 24 * seconds(1000)
+
+
 def test_unknown_tools_and_blocks_that_are_not_json_stay_actions() -> None:
     text = (
         '```json\n{"tool": "teleport", "arguments": {}}\n```\n'
