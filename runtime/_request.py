@@ -293,6 +293,6 @@ def wire_arguments(arguments: str) -> str:
     observation has already told the model what was wrong."""
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply to parse is not JSON either
         return "{}"
     return arguments if isinstance(parsed, dict) else "{}"

@@ -164,7 +164,7 @@ def _action(call: ToolCall) -> str:
     (the observation says what is wrong with them)."""
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply to parse is not JSON either
         return call.arguments
     return json.dumps({"tool": call.name, "arguments": arguments}, ensure_ascii=False)
 

@@ -525,8 +525,8 @@ async def test_malformed_tool_arguments_pass_through_as_raw_text(
 
 @pytest.mark.parametrize(
     "arguments",
-    ['{"city": "Os', "", "[1, 2]", "null", '"Oslo"', "{} {}"],
-    ids=["cut-off", "empty", "list", "null", "string", "two-objects"],
+    ['{"city": "Os', "", "[1, 2]", "null", '"Oslo"', "{} {}", "[" * 3000 + "]" * 3000],
+    ids=["cut-off", "empty", "list", "null", "string", "two-objects", "nested-too-deep"],
 )
 async def test_bad_tool_arguments_go_back_on_the_wire_as_an_empty_object(
     openai_server: OpenAIServer, make_model: MakeModel, arguments: str

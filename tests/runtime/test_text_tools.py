@@ -276,18 +276,19 @@ def test_json_nested_past_the_recursion_limit_is_prose_not_an_error(nested: str)
 @pytest.mark.parametrize("unit", ["{", "{ a ", "don't {", '{"a": '], ids=repr)
 def test_reading_degenerate_output_takes_time_in_proportion_to_its_length(unit: str) -> None:
     """A model stuck repeating a bracket: reading 8 times the text takes about 8 times
-    as long (linear), far from the 64 times of a bracket-by-bracket rescan."""
+    as long (linear), far from the 64 times of a bracket-by-bracket rescan (the bound
+    sits between, for a loaded machine)."""
 
     def seconds(repeats: int) -> float:
         text = unit * repeats + block("fetch", key="a")
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5):
             started = time.perf_counter()
             assert [a.name for a in read_reply(text).actions] == ["fetch"]
             best = min(best, time.perf_counter() - started)
         return best
 
-    assert seconds(8000) < 24 * seconds(1000)
+    assert seconds(8000) < 32 * seconds(1000)
 
 
 def test_unknown_tools_and_blocks_that_are_not_json_stay_actions() -> None:
@@ -392,6 +393,17 @@ async def test_unknown_tools_bad_arguments_and_bad_json_are_error_observations_i
     assert "failed validation" in observations[1].content
     assert "not valid JSON" in observations[2].content
     assert observations[3].content == "value-of-ok"
+
+
+async def test_arguments_nested_too_deeply_are_an_error_observation_the_next_turn_reads() -> None:
+    deep = '{"tool": "fetch", "arguments": ' + "[" * 3000 + "]" * 3000 + "}"
+    model = ScriptedModel([deep, "gave up"])
+    result = await loop_on(model).run("t")
+    assert isinstance(result, Final), result
+    (observation,) = [m for m in result.state.messages if isinstance(m, ToolMessage)]
+    assert (observation.name, observation.status) == ("fetch", "error")
+    assert "not valid JSON" in observation.content
+    assert "Observation for call_1 (fetch, error)" in model.requests[1].messages[-1].content  # type: ignore[union-attr]
 
 
 async def test_structured_output_with_tools_validates_the_final_answer() -> None:
