@@ -388,10 +388,13 @@ async def test_a_refused_connection_is_a_model_connection_error(make_model: Make
 async def test_a_200_that_is_not_json_is_retried(
     openai_server: OpenAIServer, make_model: MakeModel
 ) -> None:
-    openai_server.enqueue(Raw(200, content=b"<html>bad gateway</html>"), text("ok"))
+    nested = b'{"output": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # past the recursion limit
+    openai_server.enqueue(
+        Raw(200, content=b"<html>bad gateway</html>"), Raw(200, content=nested), text("ok")
+    )
     response = await make_model().complete(ask())
     assert response.message.content == "ok"
-    assert len(openai_server.requests) == 2
+    assert len(openai_server.requests) == 3
 
 
 async def test_a_failed_response_is_an_error_retried_when_the_server_failed(
