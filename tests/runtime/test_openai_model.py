@@ -805,8 +805,9 @@ async def test_the_endpoints_own_retry_after_wins_over_a_proxys_forwarded_one(
         Raw(200, content=b""),
         Raw(200, content=b"<html>502 Bad Gateway</html>", media_type="text/html"),
         Raw(200, content=b'{"id": "chatcmpl-1", "choi'),
+        Raw(200, content=b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
     ],
-    ids=["empty", "html", "cut-off"],
+    ids=["empty", "html", "cut-off", "nested-too-deep"],
 )
 async def test_a_200_whose_body_is_not_json_is_retried_like_a_5xx(
     openai_server: OpenAIServer, make_model: MakeModel, answer: Raw
