@@ -161,3 +161,21 @@ async def test_a_hive_with_api_responses_runs_over_http(tmp_path: Path) -> None:
     assert {r.path for r in server.requests} == {"/v1/responses"}
     first = server.requests[0].body
     assert [(t["type"], t["name"]) for t in first["tools"]] == [("function", "lookup")]
+
+
+def test_a_setting_the_responses_api_reserves_is_named_at_its_line(tmp_path: Path) -> None:
+    path = hive(
+        tmp_path,
+        """\
+        r:
+          model: o4-mini
+          api: responses
+          settings: {max_output_tokens: 100, previous_response_id: resp_1}
+        c: {model: gpt-4o-mini, settings: {previous_response_id: resp_1}}
+        """,
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    (error,) = [str(e) for e in caught.value.errors]
+    assert error.startswith(f"{path}:5:")
+    assert "models.r.settings.previous_response_id: 'previous_response_id' cannot be a" in error
