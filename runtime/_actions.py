@@ -54,7 +54,12 @@ _THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
 _OBSERVATION = re.compile(r"^[ \t>*_#]*observation\b", re.I | re.M)
 # A block that is not JSON but meant as an action: a tool key near its start.
 _ACTION_LIKE = re.compile(r"""\s*[\[{]\s*\{?\s*["']?(?:tool|name|function)["']?\s*:""")
-_ACTION_START = re.compile(_ACTION_LIKE.pattern[3:])  # where in a text one may start
+# Where in a text an action may start: an object (or a list of them) whose first key
+# is one an action has.
+_ACTION_START = re.compile(
+    r"""[\[{]\s*\{?\s*["']?(?:tool|tool_name|tool_calls|actions|name|function|arguments|args"""
+    r"""|parameters|input)["']?\s*:"""
+)
 _NAMED = re.compile(r"""["']?(?:tool|name)["']?\s*:\s*["']?([\w.:/-]+)""")
 _TOOL_KEYS = ("tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
@@ -162,12 +167,12 @@ def _in_prose(ends: _Ends, start: int, end: int) -> list[Span]:
         block = text[i:close]
         try:
             value = loads_lenient(block)
-        except ValueError:
+        except ValueError as exc:
             if _ACTION_LIKE.match(block):
                 spans.append((*_with_backticks(text, i, close), [_unreadable(block)]))
                 i = close
             else:
-                i = _next_action(text, i, close)
+                i = close if isinstance(exc, _TooDeep) else _next_action(text, i, close)
             continue
         actions = _actions_of(value)
         if actions:
@@ -271,7 +276,11 @@ def loads_lenient(text: str) -> Any:
             pass
         return json.loads(_normalised(text), strict=False)
     except RecursionError as exc:  # thousands of brackets: degenerate output, not JSON
-        raise ValueError(f"JSON nested too deeply to read: {exc}") from None
+        raise _TooDeep(f"JSON nested too deeply to read: {exc}") from None
+
+
+class _TooDeep(ValueError):
+    """JSON nested past the recursion limit: no action is read inside it."""
 
 
 def _normalised(text: str) -> str:

@@ -234,6 +234,13 @@ READ_ALIKE = [
     ),
     pytest.param('`{"name": "fetch", "parameters": {"key": "a"}}`', id="inline-name-parameters"),
     pytest.param(
+        'A stray { brace, then {"arguments": {"key": "a"}, "tool": "fetch"}',
+        id="after-a-stray-brace",
+    ),
+    pytest.param(
+        '{ (see {"actions": [{"tool": "fetch", "arguments": {"key": "a"}}]}', id="wrapped"
+    ),
+    pytest.param(
         '{"function": {"name": "fetch", "arguments": "{\\"key\\": \\"a\\"}"}}', id="openai-shape"
     ),
 ]
@@ -273,14 +280,14 @@ def test_json_nested_past_the_recursion_limit_is_prose_not_an_error(nested: str)
         assert [a.name for a in reply.actions] == (["fetch"] if "fetch" in text else [])
 
 
-@pytest.mark.parametrize("unit", ["{", "{ a ", "don't {", '{"a": '], ids=repr)
+@pytest.mark.parametrize("unit", ["{", "{ a ", "don't {", '{"a": ', '{"arguments": '], ids=repr)
 def test_reading_degenerate_output_takes_time_in_proportion_to_its_length(unit: str) -> None:
     """A model stuck repeating a bracket: reading 8 times the text takes about 8 times
     as long (linear), far from the 64 times of a bracket-by-bracket rescan (the bound
     sits between, for a loaded machine)."""
 
     def seconds(repeats: int) -> float:
-        text = unit * repeats + block("fetch", key="a")
+        text = unit * repeats + "1" + "}" * repeats * unit.count(":") + block("fetch", key="a")
         best = float("inf")
         for _ in range(5):
             started = time.perf_counter()
