@@ -50,6 +50,7 @@ class Reply(Value, frozen=True, gc=False, kw_only=True):
 
 
 _FENCE_OPEN = re.compile(r"```[ \t]*[\w+.-]*[ \t]*\n?")
+_FENCE_CLOSE = re.compile(r"\s*(?:(```)|(?=[\[{]))")  # the closing fence, or another value
 _THINK = re.compile(r"\s*<think>(.*?)</think>", re.S)
 _OBSERVATION = re.compile(r"^[ \t>*_#]*observation\b", re.I | re.M)
 # A block that is not JSON but meant as an action: a tool key near its start.
@@ -132,17 +133,18 @@ def _action_around(ends: _Ends, start: int, at: int) -> int | None:
 
 def _fence_end(ends: _Ends, start: int) -> tuple[int, int]:
     """Where the fenced block whose body starts at ``start`` ends: its body's end and
-    the fence's. The closing fence is looked for past the JSON values the body opens
-    with, so one inside an argument (a markdown body) does not close it."""
+    the fence's. A body of JSON values ends at the fence right after them, so one
+    inside an argument (a markdown body) does not close it; any other at the first."""
     text, i, n = ends.text, start, len(ends.text)
-    while True:
-        while i < n and text[i].isspace():
-            i += 1
-        close = ends.close(i) if i < n and text[i] in "{[" else None
+    while (value := _FENCE_CLOSE.match(text, i)) is not None and value[1] is None:
+        close = ends.close(value.end())
         if close is None:
             break
         i = close
-    found = text.find("```", i)
+    else:
+        if value is not None and i > start:  # JSON values, then the closing fence
+            return value.start(1), value.end(1)
+    found = text.find("```", start)
     return (found, found + 3) if found >= 0 else (n, n)
 
 
