@@ -22,7 +22,8 @@ from runtime import (
     ToolSchema,
     UserMessage,
 )
-from runtime._actions import loads_lenient, read_reply
+from runtime._actions import read_reply
+from runtime._lenient_json import loads_lenient
 from runtime._text_protocol import native_request, text_request
 
 FUZZ = settings(max_examples=200, deadline=None)
