@@ -12,6 +12,9 @@ are not an object, or a block that looks like an action but is not JSON even so,
 still an action, never dropped, so the dispatcher answers it with an error
 observation. A reply with no action is the final answer.
 
+The classic ReAct format (``Action: <tool>``, then ``Action Input: <JSON>``) is read
+in a reply that has no JSON action.
+
 A reply is cut at a line starting with "Observation" after its first action: the
 model went on to write the tool's answer itself, and whatever follows rests on it.
 
@@ -61,6 +64,10 @@ _ACTION_START = re.compile(
     r"""|parameters|input)["']?\s*:"""
 )
 _NAMED = re.compile(r"""["']?(?:tool|name)["']?\s*:\s*["']?([\w.:/-]+)""")
+_REACT = re.compile(
+    r"^[ \t]*action[ \t]*:[ \t]*`?([\w.:/-]+)`?[ \t]*\n[ \t]*action[ \t]+input[ \t]*:[ \t]*",
+    re.I | re.M,
+)
 _TOOL_KEYS = ("tool", "tool_name")
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
 
@@ -72,7 +79,7 @@ def read_reply(text: str) -> Reply:
     found = _THINK.match(text)
     if found is not None:
         thinking, text = found[1].strip() or None, text[found.end() :].lstrip()
-    spans = _spans(text)
+    spans = _spans(text) or _react_spans(text)
     if spans:
         cut = _OBSERVATION.search(text, spans[0][1])
         if cut is not None:
@@ -115,6 +122,31 @@ def _spans(text: str) -> list[Span]:
             spans.append((fence.start(), end, actions))
         at = end
     spans += _in_prose(ends, at, len(text))
+    return spans
+
+
+def _react_spans(text: str) -> list[Span]:
+    """The actions of a reply in the classic ReAct format (``Action: <tool>`` then
+    ``Action Input: <JSON>``), read when it has no JSON action: models prompted that way
+    before keep writing it."""
+    ends = BracketEnds(text)
+    spans: list[Span] = []
+    at = 0
+    for found in _REACT.finditer(text):
+        if found.start() < at:  # inside the previous action's input
+            continue
+        start = found.end()
+        close = ends.close(start) if start < len(text) and text[start] in "{[" else None
+        if close is None:  # not a bracketed value: the rest of the line
+            line_end = text.find("\n", start)
+            close = len(text) if line_end < 0 else line_end
+        raw = text[start:close].strip()
+        try:
+            arguments = _arguments_text(loads_lenient(raw)) if raw else "{}"
+        except ValueError:
+            arguments = raw  # the tool refuses it, saying why
+        spans.append((found.start(), close, [Action(name=found[1], arguments=arguments)]))
+        at = close
     return spans
 
 

@@ -252,6 +252,30 @@ def test_sloppy_actions_read_as_the_well_written_one(text: str) -> None:
     assert (action.name, json.loads(action.arguments)) == ("fetch", {"key": "a"})
 
 
+def test_the_classic_react_format_is_read_too() -> None:
+    text = (
+        "Thought: I need both forecasts.\n"
+        'Action: fetch\nAction Input: {"key": "a"}\n'
+        "action: `record`\naction input: {'note': 'n1'}\n"
+        "Action: fetch\nAction Input: not json\n"
+        "Observation: a made-up answer\nAction: fetch\nAction Input: {}"
+    )
+    reply = read_reply(text)
+    assert [(a.name, a.arguments) for a in reply.actions] == [
+        ("fetch", '{"key": "a"}'),
+        ("record", '{"note": "n1"}'),
+        ("fetch", "not json"),
+    ]
+    assert reply.content == "Thought: I need both forecasts."
+
+
+def test_json_actions_win_over_react_lines_and_prose_mentioning_actions_is_not_one() -> None:
+    text = f"Action: fetch\nAction Input: {{}}\n{block('record', note='n1')}"
+    assert [a.name for a in read_reply(text).actions] == ["record"]
+    prose = "The Action: column lists what was done.\nAction Input: is the next one."
+    assert read_reply(prose).actions == ()
+
+
 def test_a_python_literal_with_escapes_python_writes_reads_as_the_string_it_means() -> None:
     # repr() writes control characters as \x.. escapes, which JSON does not have
     text = (
