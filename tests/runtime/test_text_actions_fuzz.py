@@ -224,3 +224,13 @@ def test_a_conversation_written_as_text_reads_back_into_itself(request: ModelReq
     assert written.tools == ()
     assert not any(isinstance(m, ToolMessage) for m in written.messages)
     assert native_request(written) == request
+
+
+@FUZZ
+@given(written=actions, lead=prose, trail=prose, style=st.sampled_from(["json", "python"]))
+def test_actions_in_the_react_format_are_read_in_order(
+    written: list[tuple[str, dict[str, Any]]], lead: str, trail: str, style: str
+) -> None:
+    dump = json.dumps if style == "json" else python_literal
+    lines = "\n".join(f"Action: {name}\nAction Input: {dump(args)}" for name, args in written)
+    assert read(f"{lead}\n{lines}\n{trail}") == written
