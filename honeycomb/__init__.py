@@ -2,10 +2,10 @@
 
 One import gives everything a program needs, whatever part of the library defines it:
 the Executor and its plans, policies, results and events; roles, workers and the agent
-loop; long-term memory; models (OpenAI-compatible, the test models, the offline model, the wrappers
-that add retries, rate limits, prices and budgets); tools and their dispatch;
-messages and the other values; the run store; spans, timelines and logging; and
-every error::
+loop; long-term memory; models (OpenAI-compatible chat completions and the Responses
+API, the test models, the offline model, the wrappers that add retries, rate limits,
+prices, budgets and the text tool protocol); tools and their dispatch; messages and the
+other values; the run store; spans, timelines and logging; and every error::
 
     from honeycomb import Executor, Role, tool, OpenAIModel
 
@@ -114,6 +114,7 @@ from runtime import (
     Price,
     PricedModel,
     RateLimitedModel,
+    ReasoningItem,
     RetryAfterPastDeadline,
     RunawayLoop,
     RunBusy,
@@ -122,6 +123,7 @@ from runtime import (
     SQLiteMemory,
     StoreError,
     SystemMessage,
+    TextToolModel,
     Tool,
     ToolCall,
     ToolCallFinished,
@@ -257,6 +259,7 @@ __all__ = [
     "OnUnknown",
     "OpenAIEmbeddings",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OpenTelemetryExporter",
     "OutcomeUnknown",
     "OutputSchema",
@@ -270,6 +273,7 @@ __all__ = [
     "Price",
     "PricedModel",
     "RateLimitedModel",
+    "ReasoningItem",
     "RetryAfterPastDeadline",
     "RetryPolicy",
     "RetryingModel",
@@ -299,6 +303,7 @@ __all__ = [
     "Subtask",
     "SubtaskResult",
     "SystemMessage",
+    "TextToolModel",
     "Timeline",
     "Tool",
     "ToolCall",
@@ -354,7 +359,7 @@ if TYPE_CHECKING:
         render_timeline,
         to_html,
     )
-    from runtime import OpenAIModel, RetryingModel, RetryPolicy
+    from runtime import OpenAIModel, OpenAIResponsesModel, RetryingModel, RetryPolicy
     from runtime.embeddings import OpenAIEmbeddings
 
 _LAZY = {
@@ -362,6 +367,7 @@ _LAZY = {
     "OfflineModel": "honeycomb.offline",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
+    "OpenAIResponsesModel": "runtime.openai_responses",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",

@@ -76,6 +76,7 @@ from runtime.messages import (
     Message,
     Messages,
     ObservationStatus,
+    ReasoningItem,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -92,6 +93,7 @@ from runtime.messages import (
 from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
 from runtime.pricing import Price, PricedModel
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
+from runtime.text_tools import TextToolModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
@@ -157,6 +159,7 @@ __all__ = [
     "OnUnknown",
     "OpenAIEmbeddings",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OutcomeUnknown",
     "OutputSchema",
     "OutputValidationError",
@@ -165,6 +168,7 @@ __all__ = [
     "Price",
     "PricedModel",
     "RateLimitedModel",
+    "ReasoningItem",
     "RetryAfterPastDeadline",
     "RetryPolicy",
     "RetryingModel",
@@ -175,6 +179,7 @@ __all__ = [
     "ScriptExhausted",
     "StoreError",
     "SystemMessage",
+    "TextToolModel",
     "Tool",
     "ToolCall",
     "ToolCallFinished",
@@ -211,12 +216,14 @@ __all__ = [
 if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
     from runtime.openai_model import OpenAIModel
+    from runtime.openai_responses import OpenAIResponsesModel
     from runtime.retry import RetryingModel, RetryPolicy
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
+    "OpenAIResponsesModel": "runtime.openai_responses",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
     "YamlDocument": "runtime.yaml_config",

@@ -36,7 +36,7 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
     """
     try:
         data = json.loads(body)
-    except ValueError as exc:  # also a body that is not UTF-8
+    except (ValueError, RecursionError) as exc:  # also not UTF-8, or nested too deeply
         # Empty, an HTML page, cut off: a proxy's or a connection's fault, worth a retry.
         raise ModelResponseError(
             f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",

@@ -1,6 +1,7 @@
 """Building a chat-completions request: the messages as the wire wants them, the
-model's settings split between the SDK's parameters and ``extra_body``, and the
-instruction that asks for structured output where ``response_format`` cannot.
+model's settings split between the SDK's parameters and ``extra_body`` (for the
+Responses API too: ``api="responses"``), and the instruction that asks for structured
+output where ``response_format`` cannot.
 
 Nothing here imports ``openai`` until it must (the SDK's parameters are read from the
 installed SDK once, on first use), so a hive's settings are checked without it.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from runtime._text import valid_text
 from runtime.errors import ConfigError, ConfigErrors
@@ -19,13 +20,16 @@ from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessa
 from runtime.model import OutputSchema
 
 __all__ = [
+    "RESERVED_RESPONSES_SETTINGS",
     "RESERVED_SETTINGS",
+    "Api",
     "check_settings",
     "messages_out",
     "output_instruction",
     "sdk_parameters",
     "settings_problems",
     "split_settings",
+    "wire_arguments",
 ]
 
 RESERVED_SETTINGS = frozenset(
@@ -36,6 +40,24 @@ RESERVED_SETTINGS = frozenset(
 )  # fmt: skip
 """Request fields Honeycomb sets itself, which a model's settings cannot."""
 
+RESERVED_RESPONSES_SETTINGS = frozenset(
+    {
+        "model", "input", "tools", "tool_choice", "parallel_tool_calls", "stream",
+        "stream_options", "timeout", "previous_response_id", "conversation", "background",
+    }
+)  # fmt: skip
+"""The same for the Responses API: Honeycomb sends the whole conversation every call
+(``previous_response_id`` and ``conversation`` would send it twice), and waits for the
+answer (``background``)."""
+
+Api = Literal["chat", "responses"]
+"""Which OpenAI API a model speaks: chat completions, or the Responses API."""
+
+_RESERVED: dict[Api, frozenset[str]] = {
+    "chat": RESERVED_SETTINGS,
+    "responses": RESERVED_RESPONSES_SETTINGS,
+}
+
 
 SettingsPath = tuple[Any, ...]
 """Where in a model's settings a problem is: keys (and list indexes), from the top."""
@@ -43,19 +65,22 @@ SettingsPath = tuple[Any, ...]
 _SCALARS = (str, int, float, bool)
 
 
-def settings_problems(settings: Mapping[str, Any]) -> list[tuple[SettingsPath, str]]:
-    """Every problem of a model's settings, each where it is: a field Honeycomb sets
+def settings_problems(
+    settings: Mapping[str, Any], api: Api = "chat"
+) -> list[tuple[SettingsPath, str]]:
+    """Every problem of a model's settings for ``api``, each where it is: a field Honeycomb sets
     itself, or a setting of the SDK whose type Honeycomb knows (``extra_headers``,
     ``extra_query``, ``extra_body``) of another shape, which would fail every call.
     A message never shows a header's name or value: headers hold secrets."""
+    reserved = _RESERVED[api]
     problems: list[tuple[SettingsPath, str]] = [
         (
             (key,),
             f"{key!r} cannot be a setting: Honeycomb sets it on every request "
-            f"(settings cannot set any of {', '.join(sorted(RESERVED_SETTINGS))})",
+            f"(settings cannot set any of {', '.join(sorted(reserved))})",
         )
         for key in settings
-        if key in RESERVED_SETTINGS
+        if key in reserved
     ]
     extra = settings.get("extra_body", {})
     if not isinstance(extra, Mapping):
@@ -115,7 +140,7 @@ def settings_problems(settings: Mapping[str, Any]) -> list[tuple[SettingsPath, s
     return problems
 
 
-def check_settings(settings: Mapping[str, Any]) -> None:
+def check_settings(settings: Mapping[str, Any], api: Api = "chat") -> None:
     """Raise if a model's settings have any of the :func:`settings_problems`.
 
     Raises:
@@ -123,7 +148,8 @@ def check_settings(settings: Mapping[str, Any]) -> None:
             secrets), or ConfigErrors (a ConfigError) for several.
     """
     errors = [
-        ConfigError(message, field=_field(where)) for where, message in settings_problems(settings)
+        ConfigError(message, field=_field(where))
+        for where, message in settings_problems(settings, api)
     ]
     if len(errors) == 1:
         raise errors[0]
@@ -160,18 +186,27 @@ def _header_text(value: str | int | float | bool) -> str:
 
 
 @functools.cache
-def sdk_parameters() -> frozenset[str]:
-    """The keyword parameters of the installed SDK's ``chat.completions.create``: read
-    from its signature, so they are right for whichever ``openai`` is installed."""
+def sdk_parameters(api: Api = "chat") -> frozenset[str]:
+    """The keyword parameters of the installed SDK's ``chat.completions.create`` (or
+    ``responses.create``): read from its signature, so they are right for whichever
+    ``openai`` is installed."""
     import inspect
 
-    from openai.resources.chat.completions import AsyncCompletions
+    if api == "responses":
+        from openai.resources.responses import AsyncResponses
 
-    parameters = inspect.signature(AsyncCompletions.create).parameters
+        create: Any = AsyncResponses.create
+    else:
+        from openai.resources.chat.completions import AsyncCompletions
+
+        create = AsyncCompletions.create
+    parameters = inspect.signature(create).parameters
     return frozenset(name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY)
 
 
-def split_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_settings(
+    settings: Mapping[str, Any], api: Api = "chat"
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``settings`` as ``(SDK parameters, extra_body)``: keys the SDK does not name
     (``top_k``, ``min_p``, ``repetition_penalty`` for vLLM, llama.cpp, Ollama) go in the
     request body through ``extra_body``, merged with the settings' own ``extra_body``.
@@ -179,8 +214,8 @@ def split_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     Raises:
         ConfigError: see :func:`check_settings`.
     """
-    check_settings(settings)
-    known = sdk_parameters()
+    check_settings(settings, api)
+    known = sdk_parameters(api)
     sdk = {k: v for k, v in settings.items() if k in known and k != "extra_body"}
     if "extra_headers" in sdk:
         sdk["extra_headers"] = {k: _header_text(v) for k, v in sdk["extra_headers"].items()}
@@ -241,7 +276,7 @@ def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": valid_text(c.name),
-                    "arguments": valid_text(_wire_arguments(c.arguments)),
+                    "arguments": valid_text(wire_arguments(c.arguments)),
                 },
             }
             for c in message.tool_calls
@@ -251,13 +286,13 @@ def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-def _wire_arguments(arguments: str) -> str:
+def wire_arguments(arguments: str) -> str:
     """The arguments as sent back: as the model wrote them when they are a JSON object,
     else ``{}``. Servers parse them (llama.cpp's answers every later turn with a 500
     when they do not parse); the transcript keeps what the model wrote, and the
     observation has already told the model what was wrong."""
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply to parse is not JSON either
         return "{}"
     return arguments if isinstance(parsed, dict) else "{}"

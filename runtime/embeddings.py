@@ -15,13 +15,14 @@ from typing import Any
 
 import openai
 
+from runtime._openai_base import _retry_after
 from runtime.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,
 )
-from runtime.openai_model import OpenAIModel, _retry_after
+from runtime.openai_model import OpenAIModel
 from runtime.retry import RetryPolicy
 
 __all__ = ["OpenAIEmbeddings"]

@@ -23,6 +23,7 @@ __all__ = [
     "Message",
     "Messages",
     "ObservationStatus",
+    "ReasoningItem",
     "SystemMessage",
     "ToolCall",
     "ToolMessage",
@@ -86,6 +87,20 @@ class ToolCall(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only
     arguments: str = "{}"
 
 
+class ReasoningItem(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
+    """A reasoning model's thinking as the Responses API returns it: an item to pass
+    back, as it came, with the message that followed it (the API wants it within a
+    tool loop). ``encrypted_content`` is there when the request asked for it
+    (``include: [reasoning.encrypted_content]``, needed where the endpoint keeps
+    nothing: ``store: false``). ``summary`` holds the summary's texts, ``content`` the
+    reasoning's own texts where the endpoint returns them (open-weight models)."""
+
+    id: str
+    summary: tuple[str, ...] = ()
+    content: tuple[str, ...] = ()
+    encrypted_content: str | None = None
+
+
 class _Message(
     Value, frozen=True, gc=False, tag_field="role", forbid_unknown_fields=True, kw_only=True
 ):
@@ -111,13 +126,16 @@ class AssistantMessage(_Message, frozen=True, tag="assistant", kw_only=True):
 
     ``reasoning`` is a reasoning model's thinking, where the endpoint returns it
     (``reasoning_content``: DeepSeek, vLLM's reasoning parsers); it goes back to the
-    endpoint with the message, as some require within a tool loop.
+    endpoint with the message, as some require within a tool loop. The Responses API
+    returns it as ``reasoning_items`` (kept as they came, to pass back), whose summaries
+    are also its ``reasoning``.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: str | None = None
+    reasoning_items: tuple[ReasoningItem, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -173,9 +191,7 @@ def with_distinct_ids(message: AssistantMessage, earlier: Messages, turn: int) -
         )
     if not renamed:
         return message
-    return AssistantMessage(
-        content=message.content, tool_calls=tuple(fresh), reasoning=message.reasoning
-    )
+    return msgspec.structs.replace(message, tool_calls=tuple(fresh))
 
 
 class Transcript(Value, frozen=True, gc=False, kw_only=True):

@@ -194,6 +194,13 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         default=os.environ.get("HONEYCOMB_BASE_URL"),
         help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
     )
+    parser.add_argument(
+        "--tool-protocol",
+        choices=("native", "text"),
+        default=None,
+        help="how --model calls tools: native function calling, or 'text' for a model "
+        "without it (actions written as JSON blocks)",
+    )
     if run_id:
         parser.add_argument(
             "--run-id", default=None, help="the run's id (an unfinished one is resumed)"

@@ -34,6 +34,7 @@ from runtime import (
     RunBusy,
     RunFailed,
     StoreError,
+    TextToolModel,
 )
 from runtime._text import valid_text
 from workers import Approvals
@@ -72,7 +73,7 @@ def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    if args.latency is not None and args.model is None:
+    if (args.latency is not None or args.tool_protocol is not None) and args.model is None:
         args.model = "offline"
     if args.compact:  # the logbook: its reader's context is compacted as it reads
         return _execute(demo_hive_path("logbook"), args.task, args)
@@ -143,6 +144,13 @@ def _show_ended(path: Path, args: argparse.Namespace) -> int:
 
 
 def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
+    if args.tool_protocol is not None and args.model is None:
+        print(
+            "--tool-protocol is for --model: name the model too (a hive's own models say "
+            "theirs with tool_protocol:)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         hive = load_hive(path)
         hive.check_runnable()
@@ -172,6 +180,13 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
 
 
 def _override(args: argparse.Namespace) -> Model | None:
+    model = _named_model(args)
+    if model is not None and args.tool_protocol == "text":
+        return TextToolModel(model)
+    return model
+
+
+def _named_model(args: argparse.Namespace) -> Model | None:
     if args.model is None:
         return None
     if args.model == "offline":

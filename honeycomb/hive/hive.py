@@ -36,6 +36,7 @@ from runtime import (
     Model,
     Price,
     PricedModel,
+    TextToolModel,
     ToolRegistry,
     YamlDocument,
     did_you_mean,
@@ -78,11 +79,16 @@ class ModelSpec(BaseModel):
     run using the model; the bound halves on a 429 and grows back (``null``: none).
     ``settings`` are sent with every call: those the ``openai`` SDK names as its
     parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
+    ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
+    ``tool_protocol: text`` gives tools to a model without function calling, as text
+    (:class:`~runtime.text_tools.TextToolModel`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     provider: Literal["openai", "offline"] = "openai"
+    api: Literal["chat", "responses"] = "chat"
+    tool_protocol: Literal["native", "text"] = "native"
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None  # masked in reprs, dumps and errors
@@ -99,16 +105,20 @@ class ModelSpec(BaseModel):
         extra_body fields)``, as the installed ``openai`` names its parameters."""
         from runtime._request import split_settings
 
-        return split_settings(self.settings)
+        return split_settings(self.settings, self.api)
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:
         if self.provider == "openai" and not self.model:
             raise ValueError("an openai model needs 'model: <name>' (gpt-4o-mini, llama3.1, ...)")
+        if self.provider == "offline" and self.api != "chat":
+            raise ValueError("'api: responses' is for an openai model, not the offline one")
         return self
 
     def build(self) -> Model:
         model = self._build()
+        if self.tool_protocol == "text":
+            model = TextToolModel(model)
         if self.price is None:
             return model
         price = self.price
@@ -127,11 +137,13 @@ class ModelSpec(BaseModel):
         # The adapter (and ``openai``, about a second to import) loads with the first
         # hive that uses it, not with every command.
         from runtime.openai_model import OpenAIModel
+        from runtime.openai_responses import OpenAIResponsesModel
         from runtime.retry import RetryPolicy
 
         r = self.retry
         key = self.api_key.get_secret_value() if self.api_key is not None else None
-        return OpenAIModel(
+        adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
+        return adapter(
             self.model or "",
             base_url=self.base_url or None,
             api_key=key or None,
@@ -527,13 +539,14 @@ def _check_references(
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
     """Every problem of every model's settings, each at its own key (the settings are
     kept as written: pydantic would say one thing of the whole mapping)."""
-    from runtime._request import settings_problems  # does not import openai
+    from runtime._request import Api, settings_problems  # does not import openai
 
     models = doc.data.get("models")
     for name, spec in (models if isinstance(models, Mapping) else {}).items():
         settings = spec.get("settings") if isinstance(spec, Mapping) else None
         if isinstance(settings, Mapping):
-            for where, message in settings_problems(settings):
+            api: Api = "responses" if spec.get("api") == "responses" else "chat"
+            for where, message in settings_problems(settings, api):
                 errors.append(doc.error(("models", name, "settings", *where), message))
 
 

@@ -22,6 +22,10 @@ It recognises five kinds of call and answers each by simple text rules (see
 
 All final text starts with ``[offline simulation]``. Every answer is derived from the
 request alone, so one instance can serve many concurrent workers and is deterministic.
+
+It follows the text tool protocol too (:class:`~runtime.text_tools.TextToolModel`): a
+tool-less request that lists tools in its instructions is read back into the request
+it was written from, and the calls of the answer are written as actions.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from runtime import (
     UserMessage,
     dump_value_json,
 )
+from runtime._text_protocol import native_request, written_answer
 from runtime.testing import estimate_usage
 from runtime.value import Value
 from workers.compaction import is_summary_request
@@ -106,7 +111,10 @@ class OfflineModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         await anyio.sleep(self.delay(request))
-        message = respond(request)
+        native = request if request.tools else native_request(request)
+        message = respond(native)
+        if native is not request:  # written for the text tool protocol: answer in kind
+            message = written_answer(message)
         return ModelResponse(
             message=message,
             usage=estimate_usage(request, message),

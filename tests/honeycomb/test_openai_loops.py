@@ -11,11 +11,12 @@ import pytest
 
 from honeycomb import Executor, Policy, Role, tool
 from honeycomb.trace.spans import SpanRecorder
-from runtime import OpenAIModel, RetryPolicy
+from runtime import Model, OpenAIModel, OpenAIResponsesModel, RetryPolicy
 from tests.support.openai_server import (
     Behaviour,
     OpenAIServer,
     RecordedRequest,
+    Reply,
     error,
     text,
     tool_calls,
@@ -44,7 +45,7 @@ def server() -> Iterator[OpenAIServer]:
         yield server
 
 
-def executor(model: OpenAIModel) -> Executor:
+def executor(model: Model) -> Executor:
     return Executor(
         [Role(name="researcher", tools=("lookup",))],
         model,
@@ -110,3 +111,27 @@ async def test_call_ids_a_server_repeats_every_turn_go_back_distinct() -> None:
     sent = [c["id"] for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
     assert sent == ["call_0", "call_0_t2"]
     assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == sent
+
+
+def responses_agent(request: RecordedRequest) -> Behaviour:
+    """The Responses API's ``agent``: one lookup (after thinking), then ``done: <task>``."""
+    items = request.body["input"]
+    if any(i.get("type") == "function_call_output" for i in items):
+        assert items[2]["type"] == "reasoning"  # passed back, before its call
+        return text(f"done: {items[1]['content']}")
+    return Reply(reasoning="look it up", tool_calls=(("call_0", "lookup", '{"query": "x"}'),))
+
+
+async def test_an_executor_runs_its_workers_on_the_responses_api() -> None:
+    with OpenAIServer(responses_agent) as server:
+        model = OpenAIResponsesModel(
+            "gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1)
+        )
+        plan = [("researcher", f"part {i}") for i in range(3)]
+        result = await executor(model).run("research", subtasks=plan)
+        await model.client.close()
+
+    assert result.status == "ok", [str(f.error) for f in result.failures]
+    assert [s.text for s in result.subtasks.values()] == [f"done: part {i}" for i in range(3)]
+    assert {r.path for r in server.requests} == {"/v1/responses"}
+    assert len(server.requests) == 3 * 2

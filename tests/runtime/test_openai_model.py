@@ -525,8 +525,8 @@ async def test_malformed_tool_arguments_pass_through_as_raw_text(
 
 @pytest.mark.parametrize(
     "arguments",
-    ['{"city": "Os', "", "[1, 2]", "null", '"Oslo"', "{} {}"],
-    ids=["cut-off", "empty", "list", "null", "string", "two-objects"],
+    ['{"city": "Os', "", "[1, 2]", "null", '"Oslo"', "{} {}", "[" * 3000 + "]" * 3000],
+    ids=["cut-off", "empty", "list", "null", "string", "two-objects", "nested-too-deep"],
 )
 async def test_bad_tool_arguments_go_back_on_the_wire_as_an_empty_object(
     openai_server: OpenAIServer, make_model: MakeModel, arguments: str
@@ -805,8 +805,9 @@ async def test_the_endpoints_own_retry_after_wins_over_a_proxys_forwarded_one(
         Raw(200, content=b""),
         Raw(200, content=b"<html>502 Bad Gateway</html>", media_type="text/html"),
         Raw(200, content=b'{"id": "chatcmpl-1", "choi'),
+        Raw(200, content=b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
     ],
-    ids=["empty", "html", "cut-off"],
+    ids=["empty", "html", "cut-off", "nested-too-deep"],
 )
 async def test_a_200_whose_body_is_not_json_is_retried_like_a_5xx(
     openai_server: OpenAIServer, make_model: MakeModel, answer: Raw

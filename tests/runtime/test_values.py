@@ -18,6 +18,7 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     OutputSchema,
+    ReasoningItem,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -32,6 +33,7 @@ from runtime import (
     validate_messages,
     validate_value,
 )
+from runtime.messages import with_distinct_ids
 from runtime.value import Value
 from workers import WorkerResult
 
@@ -125,6 +127,7 @@ def test_messages_round_trip_through_dicts_and_json_as_one_array() -> None:
         "content": "thinking",
         "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"key": "a"}'}],
         "reasoning": None,
+        "reasoning_items": [],
     }
     assert validate_messages(text) == MESSAGES
     assert validate_messages(text.encode()) == MESSAGES
@@ -142,6 +145,39 @@ def test_an_assistant_messages_reasoning_round_trips_and_old_transcripts_still_l
     stored = '[{"role": "assistant", "content": "42", "tool_calls": []}]'
     assert validate_messages(stored) == (AssistantMessage(content="42"),)
     assert validate_messages(stored)[0].reasoning is None  # type: ignore[union-attr]
+
+
+def test_reasoning_items_round_trip_and_transcripts_without_them_still_load() -> None:
+    item = ReasoningItem(id="rs_1", summary=("six", "times seven"), encrypted_content="gAAA")
+    thought = AssistantMessage(
+        content="42", reasoning="six\n\ntimes seven", reasoning_items=(item,)
+    )
+    assert validate_messages(dump_messages_json([thought])) == (thought,)
+    assert dump_messages([thought])[0]["reasoning_items"] == [
+        {
+            "id": "rs_1",
+            "summary": ["six", "times seven"],
+            "content": [],
+            "encrypted_content": "gAAA",
+        }
+    ]
+    stored = '[{"role": "assistant", "content": "42", "reasoning": null}]'
+    assert validate_messages(stored)[0].reasoning_items == ()  # type: ignore[union-attr]
+
+
+def test_call_ids_made_distinct_keep_the_rest_of_the_message() -> None:
+    item = ReasoningItem(id="rs_1", summary=("look it up",))
+    earlier = (AssistantMessage(tool_calls=(CALL,)),)
+    again = AssistantMessage(
+        content="again", tool_calls=(CALL,), reasoning="look it up", reasoning_items=(item,)
+    )
+    renamed = with_distinct_ids(again, earlier, turn=2)
+    assert [c.id for c in renamed.tool_calls] == ["c1_t2"]
+    assert (renamed.content, renamed.reasoning, renamed.reasoning_items) == (
+        "again",
+        "look it up",
+        (item,),
+    )
 
 
 def test_usage_adds_up_reasoning_tokens() -> None:

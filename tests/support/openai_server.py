@@ -1,7 +1,8 @@
-"""A local OpenAI-compatible chat-completions server for tests.
+"""A local OpenAI-compatible server for tests: chat completions and the Responses API.
 
-It serves ``POST /v1/chat/completions`` (non-streaming) and ``POST /v1/embeddings``
-(:func:`embedding`: vectors made from the words of each text) on 127.0.0.1, on a free port,
+It serves ``POST /v1/chat/completions`` and ``POST /v1/responses`` (non-streaming), and
+``POST /v1/embeddings`` (:func:`embedding`: vectors made from the words of each text)
+on 127.0.0.1, on a free port,
 from a background thread with its own event loop, so any test can use it whatever
 loop the test runs on. Tests program it with behaviours, consumed one per request
 (:meth:`OpenAIServer.enqueue`), and read back every request it received
@@ -16,6 +17,10 @@ loop the test runs on. Tests program it with behaviours, consumed one per reques
 :attr:`OpenAIServer.default` may also be a function of the request (a responder), and
 :meth:`OpenAIServer.inject` makes a share of requests fail at random, reproducibly
 (:class:`Faults`: 429 with Retry-After, 500, or an answer slower than the client waits).
+
+A :class:`Reply` is sent in the shape of the path asked: a chat completion, or a
+Responses API response (its text as a ``message`` item, its calls as ``function_call``
+items, its reasoning as a ``reasoning`` item); ``RecordedRequest.path`` says which.
 """
 
 from __future__ import annotations
@@ -68,6 +73,11 @@ class Reply:
     ``cached_tokens`` is sent as ``usage.prompt_tokens_details.cached_tokens``
     (OpenAI's form), ``cache_hit_tokens`` as ``usage.prompt_cache_hit_tokens`` (with
     the misses as ``prompt_cache_miss_tokens``: DeepSeek's).
+
+    On ``/v1/responses``: ``reasoning`` is the summary of a ``reasoning`` item (with
+    ``reasoning_encrypted`` as its ``encrypted_content``), ``cached_tokens`` goes in
+    ``usage.input_tokens_details``, and ``finish_reason="length"`` makes the response
+    ``incomplete`` (``max_output_tokens``).
     """
 
     content: str | None = None
@@ -81,6 +91,7 @@ class Reply:
     finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
     model: str | None = None  # default: the model the request named
     delay_s: float = 0.0
+    reasoning_encrypted: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +247,7 @@ class OpenAIServer(Lifecycle):
             routes=[
                 Route("/v1/chat/completions", self._handle, methods=["POST"]),
                 Route("/v1/embeddings", self._handle, methods=["POST"]),
+                Route("/v1/responses", self._handle, methods=["POST"]),
             ]
         )
         self._server = ThreadedServer(app, name="openai-test-server")
@@ -310,7 +322,7 @@ class OpenAIServer(Lifecycle):
             self._requests.append(recorded)
             queued = self._queue.popleft() if self._queue and fault is None else None
         try:
-            return await self._answer(self._choose(recorded, queued), body, number)
+            return await self._answer(self._choose(recorded, queued), recorded)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -322,17 +334,21 @@ class OpenAIServer(Lifecycle):
             return queued
         return self.default(recorded) if callable(self.default) else self.default
 
-    async def _answer(self, behaviour: Behaviour, body: Any, number: int) -> JSONResponse:
+    async def _answer(self, behaviour: Behaviour, recorded: RecordedRequest) -> Response:
         await self._pause(behaviour.delay_s)
+        body, number = recorded.body, recorded.number
         if isinstance(behaviour, Raw) and behaviour.content is not None:
             headers = dict(behaviour.headers)
             return Response(behaviour.content, behaviour.status, headers, behaviour.media_type)
         if isinstance(behaviour, Raw):
             return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
-        model = body.get("model", "") if isinstance(body, dict) else ""
-        if isinstance(body, dict) and "input" in body:  # /v1/embeddings
-            return JSONResponse(_embeddings(body, model))
-        return JSONResponse(_completion(behaviour, behaviour.model or model, number))
+        named = body.get("model", "") if isinstance(body, dict) else ""
+        if isinstance(body, dict) and recorded.path.endswith("/embeddings"):
+            return JSONResponse(_embeddings(body, named))
+        model = behaviour.model or named
+        if recorded.path.endswith("/responses"):
+            return JSONResponse(_response(behaviour, model, number))
+        return JSONResponse(_completion(behaviour, model, number))
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the server stops meanwhile."""
@@ -415,4 +431,60 @@ def _embeddings(body: dict[str, Any], model: str) -> dict[str, Any]:
         "data": data,
         "model": model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def _response(reply: Reply, model: str, number: int) -> dict[str, Any]:
+    """``reply`` as the Responses API answers: output items, usage, status."""
+    output: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        reasoning: dict[str, Any] = {
+            "type": "reasoning",
+            "id": f"rs_test{number}",
+            "summary": [{"type": "summary_text", "text": reply.reasoning}],
+        }
+        if reply.reasoning_encrypted is not None:
+            reasoning["encrypted_content"] = reply.reasoning_encrypted
+        output.append(reasoning)
+    if reply.content is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_test{number}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+            }
+        )
+    output += [
+        {
+            "type": "function_call",
+            "id": f"fc_test{number}_{index}",
+            "call_id": id_,
+            "name": name,
+            "arguments": args,
+            "status": "completed",
+        }
+        for index, (id_, name, args) in enumerate(reply.tool_calls)
+    ]
+    cut = reply.finish_reason == "length"
+    return {
+        "id": f"resp_test{number}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "error": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": reply.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": reply.cached_tokens or 0},
+            "output_tokens": reply.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens or 0},
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
     }

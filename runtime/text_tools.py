@@ -1,0 +1,56 @@
+"""``TextToolModel``: tools for a model without function calling, through text.
+
+A request with tools reaches the inner model without any: its instructions list the
+tools and say how to ask for one (an action: a JSON object in a code block, naming
+the tool and its arguments), and the conversation's earlier calls and observations
+are written as text (see :mod:`runtime._text_protocol`). The reply is read back into
+tool calls, one per action (see :mod:`runtime._actions` for what is read, and how
+leniently), so the agent loop and the dispatcher see what they see of a model with
+function calling: parallel-safe calls run together, side-effecting ones one at a
+time in order, one observation per call in order, and an action naming an unknown
+tool, or with arguments that are not an object, is an error observation. A reply
+with no action is the final answer.
+
+Use it for a local model whose server or chat template has no tools (Ollama,
+llama.cpp, vLLM without a tool parser), or one that calls tools badly::
+
+    model = TextToolModel(OpenAIModel("llama3.1:8b", base_url="http://localhost:11434/v1"))
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from runtime._checks import check_response
+from runtime._text_protocol import replied, text_request
+from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+
+__all__ = ["TextToolModel"]
+
+
+class TextToolModel(WrapperModel):
+    """A model that calls tools by writing actions as text, for ``inner``, which is
+    never sent a tool.
+
+    Args:
+        inner: The model that answers, whatever it is (its retries, limits and usage
+            are its own: this model only writes the request and reads the reply).
+    """
+
+    def __init__(self, inner: Model) -> None:
+        super().__init__(inner)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The inner model's answer to ``request`` written out, its actions read back
+        as tool calls.
+
+        Raises:
+            ModelError: as the inner model raises it; ModelResponseError for an answer
+                that is not a well-formed response.
+        """
+        response = check_response(await self.inner.complete(text_request(request)), self.inner)
+        message = replied(response.message, request)
+        if message is response.message:
+            return response
+        finish = "tool_calls" if message.tool_calls else response.finish_reason
+        return msgspec.structs.replace(response, message=message, finish_reason=finish)
