@@ -34,6 +34,7 @@ from runtime.errors import (
     RunFailed,
     ScriptExhausted,
     StoreError,
+    StreamInterrupted,
     ToolDefinitionError,
     ToolError,
     UnknownToolError,
@@ -46,6 +47,7 @@ from runtime.events import (
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     Tracer,
@@ -71,7 +73,15 @@ from runtime.messages import (
     validate_messages,
     validate_value,
 )
-from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
+from runtime.model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    StreamingModel,
+    ToolSchema,
+    WrapperModel,
+)
 from runtime.pricing import Price, PricedModel
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.text_tools import TextToolModel
@@ -135,7 +145,10 @@ __all__ = [
     "RunawayLoop",
     "ScriptExhausted",
     "StoreError",
+    "StreamInterrupted",
+    "StreamingModel",
     "SystemMessage",
+    "TextDelta",
     "TextToolModel",
     "Tool",
     "ToolCall",
