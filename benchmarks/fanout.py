@@ -106,6 +106,8 @@ def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) 
         chosen.append(
             _switched("G", "B, store and tracing on", b, "both off", inner, store=True, trace=True)
         )
+    if "H" in scenarios:
+        chosen.append(_switched("H", "B, streamed", b, "streaming off", inner, stream=True))
     if "I" in scenarios:
         # Next to the same modules imported without Honeycomb's own, in turns: the
         # machine's speed moves both alike, and their difference is Honeycomb's share.
@@ -152,7 +154,9 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
         results = [{"import_s": min(tries[impl]), "tries_s": tries[impl], "valid": True}
                    for impl in impls]  # fmt: skip
     elif point.paired:
-        variants = list(point.variants) or [point.params] * len(impls)
+        # Each side's own params, whichever goes first (repeats alternate the order).
+        own = dict(zip(point.impls, point.variants, strict=True)) if point.variants else {}
+        variants = [own.get(impl, point.params) for impl in impls]
         names = ["honeycomb" if i.endswith(" off") else i for i in impls]
         results = _spawn({"pair": names, "variants": variants, "inner": point.inner}, python, point)
     else:
@@ -302,6 +306,12 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
                    cheap if "tracing" not in label else None, ok,
                    baseline_impl=s.point.impls[1])
         ]  # fmt: skip
+    if scenario == "H":
+        streamed: Target = ("<= 1.3x streaming off", lambda hc, fl: hc <= 1.3 * fl)
+        return [
+            Row.of("H streaming", label, "CPU us/model turn", s, per_turn, streamed, ok,
+                   baseline_impl=s.point.impls[1])
+        ]  # fmt: skip
     if scenario == "I":
         own = ("<= 1.25x its dependencies", lambda hc, fl: hc <= 1.25 * fl)
         return [
@@ -357,7 +367,7 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--scenario", default="A,B,C,D,E,F,G,I", help="scenarios to run, e.g. A,B,I"
+        "--scenario", default="A,B,C,D,E,F,G,H,I", help="scenarios to run, e.g. A,B,I"
     )
     parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")

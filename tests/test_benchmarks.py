@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,14 +38,15 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout
     scenarios = ("A latency-bound", "E memory", "B overhead", "C tool parallelism",
-                 "D side effects", "F observability", "G durability", "import time")  # fmt: skip
+                 "D side effects", "F observability", "G durability", "H streaming",
+                 "import time")  # fmt: skip
     for scenario in scenarios:
         assert f"| {scenario} |" in table
     assert "MISSED" not in table
     assert "INVALID" not in table
     runs = [r for r in results if "model_calls" in r]
     assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
-                                         "store off", "both off"}  # fmt: skip
+                                         "store off", "both off", "streaming off"}  # fmt: skip
     assert all(r["valid"] for r in runs)
     for r in runs:
         params = Params(**r["params"])
@@ -175,3 +177,25 @@ def test_the_import_target_judges_the_ratio_of_neighbouring_tries() -> None:
     runs["its dependencies"] = [{"import_s": 0.15, "tries_s": [0.15]}]
     (row,) = evaluate([Samples(point, runs)])
     assert row.met is False  # fast, but 1.33x what it must import
+
+
+def test_a_switched_pair_keeps_each_side_its_own_params_in_either_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Repeats alternate which side goes first: the params must follow the side."""
+    from benchmarks import fanout
+
+    sent: list[dict[str, Any]] = []
+
+    def spawn(spec: dict[str, Any], python: str, point: Any) -> list[dict[str, Any]]:
+        sent.append(spec)
+        return [{} for _ in spec["pair"]]
+
+    monkeypatch.setattr(fanout, "_spawn", spawn)
+    [point] = [p for p in points(["H"], [1]) if p.scenario == "H"]
+    for impls in (point.impls, point.impls[::-1]):
+        results = fanout.measure(point, impls, "python")
+        assert [r["impl"] for r in results] == list(impls)
+        variants = sent[-1]["variants"]
+        streamed = {i: v.get("stream", False) for i, v in zip(impls, variants, strict=True)}
+        assert streamed == {"honeycomb": True, "streaming off": False}
