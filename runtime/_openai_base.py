@@ -24,7 +24,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
 import openai
@@ -286,7 +286,7 @@ async def _read(response: Any) -> bytes:
     return body
 
 
-async def read_lines(response: Any, timeout_s: float) -> AsyncIterator[str]:
+async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
     """The lines of a streamed body as they come; a stream that stalls past the
     timeout, or breaks, is a timeout or a connection error (see :func:`_read`)."""
     try:

@@ -17,7 +17,7 @@ answer cut off, worth a retry (if nothing of it was shown: see
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from runtime._checks import shown
@@ -28,7 +28,7 @@ from runtime.model import ModelResponse
 __all__ = ["CompletionStream", "event_data"]
 
 
-async def event_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """The data of each server-sent event in ``lines`` (its ``data:`` lines joined);
     comments and other fields are skipped."""
     data: list[str] = []

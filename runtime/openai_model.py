@@ -18,6 +18,7 @@ like a one-shot call until some text was shown; a stream cut after that is a
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any
 
 import openai
@@ -87,12 +88,15 @@ class OpenAIModel(OpenAIEndpoint):
         with self._translated(params):
             create = self.client.chat.completions.with_streaming_response.create
             async with create(**params) as response:
-                async for data in event_data(read_lines(response, params["timeout"])):
-                    text = answer.add(data)
-                    if text:
-                        on_text(text)
-                    if answer.done:
-                        break
+                lines = read_lines(response, params["timeout"])
+                # Closed here, not whenever they are collected: the stream may end early.
+                async with aclosing(lines), aclosing(event_data(lines)) as events:
+                    async for data in events:
+                        text = answer.add(data)
+                        if text:
+                            on_text(text)
+                        if answer.done:
+                            break
         return answer.response()
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
