@@ -226,3 +226,15 @@ async def test_a_wrapper_that_adds_to_complete_alone_keeps_its_behaviour_when_st
     plain: list[str] = []
     await call_model(WrapperModel(ScriptedModel(["passed on"])), request(), plain.append)
     assert plain == ["passed ", "on"]
+
+
+async def test_a_text_tool_model_answers_a_request_with_tools_whole() -> None:
+    """Its text may be actions, not an answer: nothing of it is shown."""
+    from runtime import ToolSchema
+
+    inner = ScriptedModel(['```json\n{"tool": "look", "arguments": {}}\n```'])
+    shown: list[str] = []
+    with_tools = ModelRequest(messages=(), tools=(ToolSchema(name="look"),))
+    response = await call_model(TextToolModel(inner), with_tools, shown.append)
+    assert [c.name for c in response.message.tool_calls] == ["look"]
+    assert shown == []
