@@ -5,9 +5,9 @@ aggregator. Each worker takes K model turns; on turns 1..K-1 the fake model asks
 parallel calls to an async ``lookup(key)`` tool (JSON-string arguments, so parsing and
 validation run); on turn K it answers ``done-<i>``. The fake model goes through the
 real ``Model`` protocol and checks that every earlier observation came back. It can
-stream: its answers' text comes a character at a time (a token is seldom shorter), and
-a streamed run (``Params.stream``) goes through ``Executor.stream`` with text deltas,
-consuming every event as a live view would.
+stream: its answers' text comes a character at a time (a token is seldom shorter). A
+watched run (``Params.watched``) goes through ``Executor.stream``, consuming every
+event as a live view would; a streamed one (``Params.stream``) too, with text deltas.
 """
 
 from __future__ import annotations
@@ -116,15 +116,17 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
     store = _store() if params.store else None
     executor = build_executor(params, counts, handlers, store)
     run_id = f"bench-{next(_RUN_IDS)}"
-    if params.stream:
+    if params.watched or params.stream:
         deltas = 0
-        async with executor.stream("fan out", subtasks=plan(params), run_id=run_id) as streamed:
+        async with executor.stream(
+            "fan out", subtasks=plan(params), run_id=run_id, text_deltas=params.stream
+        ) as streamed:
             async for event in streamed:
                 events.append(event)
                 deltas += isinstance(event, TextDelta)
         result = streamed.result
         assert result is not None, streamed.error
-        if deltas < params.n:  # every answer streams
+        if params.stream and deltas < params.n:  # every answer streams
             counts.broken.append(f"{deltas} text deltas for {params.n} answers")
         return verdict(params, counts, result.answer_text.split("\n"), events=len(events))
     result = await executor.run("fan out", subtasks=plan(params), run_id=run_id)

@@ -46,7 +46,8 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert "INVALID" not in table
     runs = [r for r in results if "model_calls" in r]
     assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
-                                         "store off", "both off", "streaming off"}  # fmt: skip
+                                         "store off", "both off", "streaming off",
+                                         "deltas off"}  # fmt: skip
     assert all(r["valid"] for r in runs)
     for r in runs:
         params = Params(**r["params"])
@@ -192,7 +193,7 @@ def test_a_switched_pair_keeps_each_side_its_own_params_in_either_order(
         return [{} for _ in spec["pair"]]
 
     monkeypatch.setattr(fanout, "_spawn", spawn)
-    [point] = [p for p in points(["H"], [1]) if p.scenario == "H"]
+    point = next(p for p in points(["H"], [1]) if p.label == "B, streamed")
     for impls in (point.impls, point.impls[::-1]):
         results = fanout.measure(point, impls, "python")
         assert [r["impl"] for r in results] == list(impls)
