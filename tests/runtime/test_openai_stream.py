@@ -161,3 +161,24 @@ async def test_a_loop_on_the_endpoint_emits_its_deltas(openai_server: OpenAIServ
     deltas = [e for e in seen if isinstance(e, TextDelta)]
     assert "".join(d.text for d in deltas) == "Found: seen x."
     assert {(d.worker, d.turn) for d in deltas} == {("w", 2)}
+
+
+async def test_a_worker_whose_stream_breaks_after_text_fails_with_it(
+    openai_server: OpenAIServer,
+) -> None:
+    from runtime import Dispatcher, ToolRegistry
+    from workers import Failed
+
+    openai_server.enqueue(Reply(content="a partial answer", cut_after=2))
+    seen: list[Event] = []
+    loop = AgentLoop(
+        model(openai_server),
+        Dispatcher(ToolRegistry([])),
+        tracer=Tracer(seen.append, text=True, log=False),
+        worker="w",
+    )
+    result = await loop.run("answer")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, StreamInterrupted)
+    assert [e.text for e in seen if isinstance(e, TextDelta)] == ["a "]
+    assert len(openai_server.requests) == 1
