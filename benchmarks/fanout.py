@@ -110,6 +110,13 @@ def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) 
     if "H" in scenarios:
         # Counts, not timings: one run of each, in this process, is the figure.
         chosen.append(Point("H", context.LABEL, {}, context.IMPLS))
+    if "J" in scenarios:
+        chosen.append(_switched("J", "B, streamed", b, "streaming off", inner, stream=True))
+        # The share of the deltas alone: next to B watched the same way, without them.
+        watched = {**b, "watched": True}
+        chosen.append(
+            _switched("J", "B, streamed vs watched", watched, "deltas off", inner, stream=True)
+        )
     if "I" in scenarios:
         # Next to the same modules imported without Honeycomb's own, in turns: the
         # machine's speed moves both alike, and their difference is Honeycomb's share.
@@ -158,7 +165,9 @@ def measure(point: Point, impls: Sequence[str], python: str) -> list[dict[str, A
     elif point.scenario == "H":
         results = context.measure(impls)
     elif point.paired:
-        variants = list(point.variants) or [point.params] * len(impls)
+        # Each side's own params, whichever goes first (repeats alternate the order).
+        own = dict(zip(point.impls, point.variants, strict=True)) if point.variants else {}
+        variants = [own.get(impl, point.params) for impl in impls]
         names = ["honeycomb" if i.endswith(" off") else i for i in impls]
         results = _spawn({"pair": names, "variants": variants, "inner": point.inner}, python, point)
     else:
@@ -310,6 +319,13 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
         ]  # fmt: skip
     if scenario == "H":
         return _context_rows(label, s, ok)
+    if scenario == "J":
+        streamed: Target | None = ("<= 1.3x streaming off", lambda hc, fl: hc <= 1.3 * fl)
+        return [
+            Row.of("J streaming", label, "CPU us/model turn", s, per_turn,
+                   streamed if "watched" not in label else None, ok,
+                   baseline_impl=s.point.impls[1])
+        ]  # fmt: skip
     if scenario == "I":
         own = ("<= 1.25x its dependencies", lambda hc, fl: hc <= 1.25 * fl)
         return [
@@ -400,7 +416,7 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--scenario", default="A,B,C,D,E,F,G,H,I", help="scenarios to run, e.g. A,B,I"
+        "--scenario", default="A,B,C,D,E,F,G,H,I,J", help="scenarios to run, e.g. A,B,I"
     )
     parser.add_argument("--sizes", default=",".join(map(str, A_SIZES)), help="N values for A/E")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per figure")

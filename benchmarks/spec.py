@@ -33,6 +33,8 @@ class Params:
     events: bool = False
     store: bool = False  # keep the run in the process's SQLite run store (a temporary file)
     trace: bool = False  # record the run's spans
+    watched: bool = False  # every event consumed through Executor.stream
+    stream: bool = False  # watched, with text deltas: the fake model streams
 
     @property
     def ideal_s(self) -> float:

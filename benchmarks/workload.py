@@ -4,7 +4,10 @@ N workers under one Executor run with a static plan of N subtasks and a trivial
 aggregator. Each worker takes K model turns; on turns 1..K-1 the fake model asks for T
 parallel calls to an async ``lookup(key)`` tool (JSON-string arguments, so parsing and
 validation run); on turn K it answers ``done-<i>``. The fake model goes through the
-real ``Model`` protocol and checks that every earlier observation came back.
+real ``Model`` protocol and checks that every earlier observation came back. It can
+stream: its answers' text comes a character at a time (a token is seldom shorter). A
+watched run (``Params.watched``) goes through ``Executor.stream``, consuming every
+event as a live view would; a streamed one (``Params.stream``) too, with text deltas.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from runtime import (
     Usage,
     _logging,
 )
+from runtime.events import TextDelta
+from runtime.model import TextSink
 
 
 class BenchModel:
@@ -61,6 +66,13 @@ class BenchModel:
         else:
             message = AssistantMessage(content=f"done-{worker}")
         return ModelResponse(message=message, usage=Usage(input_tokens=10, output_tokens=5))
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, its text then shown a character at a time."""
+        response = await self.complete(request)
+        for piece in response.message.content or "":
+            on_text(piece)
+        return response
 
 
 def build_executor(
@@ -104,6 +116,19 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
     store = _store() if params.store else None
     executor = build_executor(params, counts, handlers, store)
     run_id = f"bench-{next(_RUN_IDS)}"
+    if params.watched or params.stream:
+        deltas = 0
+        async with executor.stream(
+            "fan out", subtasks=plan(params), run_id=run_id, text_deltas=params.stream
+        ) as streamed:
+            async for event in streamed:
+                events.append(event)
+                deltas += isinstance(event, TextDelta)
+        result = streamed.result
+        assert result is not None, streamed.error
+        if params.stream and deltas < params.n:  # every answer streams
+            counts.broken.append(f"{deltas} text deltas for {params.n} answers")
+        return verdict(params, counts, result.answer_text.split("\n"), events=len(events))
     result = await executor.run("fan out", subtasks=plan(params), run_id=run_id)
     return verdict(params, counts, result.answer_text.split("\n"), events=len(events))
 

@@ -1,10 +1,16 @@
-"""A small ASGI service whose endpoint awaits ``Executor.run()``.
+"""A small ASGI service whose endpoints await ``Executor.run()`` or stream
+``Executor.stream()`` as server-sent events.
 
 Run it with the demo hive on the offline model::
 
     pip install uvicorn starlette
     uvicorn examples.service:app --port 8000
     curl -s localhost:8000/run -d '{"task": "Compare the weather in Rome and Paris this weekend."}'
+    curl -sN localhost:8000/stream -d '{"task": "Compare the weather in Rome and Paris."}'
+
+``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
+its fields as JSON), the answers' text as it is written among them
+(``model_call.text``), then ``result`` (what ``/run`` answers) or ``error``.
 
 Many requests run at once on one event loop, each its own isolated run. A client that
 disconnects cancels its run: every worker and tool call of it stops.
@@ -13,16 +19,21 @@ disconnects cancels its run: every worker and tool call of it stops.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pydantic_core
+from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from honeycomb import Executor, HoneycombError, RunResult
+from honeycomb import Event, Executor, HoneycombError, RunFinished, RunResult
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
@@ -34,14 +45,10 @@ def create_app(executor: Executor) -> Starlette:
     active = _Counter()
 
     async def run(request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError:  # not JSON, or not UTF-8: the client's mistake, not ours
-            body = None
-        task = body.get("task") if isinstance(body, dict) else None
-        run_id = body.get("run_id") if isinstance(body, dict) else None
-        if not isinstance(task, str) or not task.strip() or not isinstance(run_id, str | None):
+        asked = await _asked(request)
+        if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
+        task, run_id = asked
         result: RunResult | None = None
         error: HoneycombError | None = None
         async with anyio.create_task_group() as tg:
@@ -62,12 +69,110 @@ def create_app(executor: Executor) -> Starlette:
             return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=500)
         return Response(status_code=499)  # the client went away
 
+    async def stream(request: Request) -> Response:
+        asked = await _asked(request)
+        if asked is None:
+            return JSONResponse({"error": _EXPECTED}, status_code=422)
+        task, run_id = asked
+
+        async def produce(send: MemoryObjectSendStream[bytes]) -> None:
+            active.value += 1
+            try:
+                async with send, executor.stream(task, run_id=run_id or None) as run:
+                    try:
+                        async for event in run:
+                            await send.send(_sse(event.kind, _fields(event)))
+                    except HoneycombError as exc:
+                        await send.send(_sse("error", {"error": f"{type(exc).__name__}: {exc}"}))
+                        return
+                    if run.result is not None:
+                        await send.send(_sse("result", _payload(run.result)))
+            finally:
+                active.value -= 1
+
+        return EventStream(produce)
+
     async def health(request: Request) -> Response:
         return JSONResponse({"active_runs": active.value})
 
     return Starlette(
-        routes=[Route("/run", run, methods=["POST"]), Route("/health", health, methods=["GET"])]
+        routes=[
+            Route("/run", run, methods=["POST"]),
+            Route("/stream", stream, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+        ]
     )
+
+
+async def _asked(request: Request) -> tuple[str, str | None] | None:
+    """The task and run id a request's body asks for; None for a body of another shape
+    (not JSON, not UTF-8, no task: the client's mistake, not ours)."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return None
+    task = body.get("task") if isinstance(body, dict) else None
+    run_id = body.get("run_id") if isinstance(body, dict) else None
+    if not isinstance(task, str) or not task.strip() or not isinstance(run_id, str | None):
+        return None
+    return task, run_id
+
+
+Producer = Callable[[MemoryObjectSendStream[bytes]], Coroutine[Any, Any, None]]
+
+
+class EventStream(Response):
+    """A ``text/event-stream`` answer: what ``produce`` sends, sent on as it comes.
+
+    ``produce`` runs in a task group with the sending, so the run is never left going
+    in an async generator; a client that disconnects cancels both.
+    """
+
+    def __init__(self, produce: Producer) -> None:
+        # Not Response's own headers: they would declare a length, of an empty body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+        ]
+        self.produce = produce
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        sender, receiver = anyio.create_memory_object_stream[bytes](max_buffer_size=math.inf)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_disconnect_asgi, receive, tg.cancel_scope)
+            tg.start_soon(self.produce, sender)
+            async with receiver:
+                async for chunk in receiver:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+
+
+async def _cancel_on_disconnect_asgi(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    """An event's fields for the stream; a run's end without its result, which
+    follows on its own (``result``)."""
+    fields = event.fields()
+    if isinstance(event, RunFinished):
+        fields.pop("result", None)
+    return fields
+
+
+def _sse(kind: str, data: Any) -> bytes:
+    """One server-sent event: its name and its data as one line of JSON."""
+    payload = pydantic_core.to_json(data, fallback=str).decode()
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
 class _Counter:

@@ -287,11 +287,15 @@ class Executor:
         run_id: str | None = None,
         on_event: Sequence[EventHandler] = (),
         steal: bool = False,
+        text_deltas: bool = False,
     ) -> RunResult:
         """Plan (unless ``subtasks`` is given), run the workers, aggregate.
 
         With a store, the run is leased to this process while it goes; ``run_id`` of a
         stored run that did not finish continues it (see :meth:`resume`).
+
+        With ``text_deltas``, the handlers also get each answer's text as it is written
+        (:class:`~runtime.events.TextDelta`): models that can stream are asked to.
 
         Raises:
             PlanError: when no valid plan could be made.
@@ -302,7 +306,7 @@ class Executor:
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
         require_asyncio("Executor.run")
-        run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event)
+        run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
         async with self.shared.mcp.scope():  # the servers its tool calls reach
             return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
@@ -402,12 +406,17 @@ class Executor:
         subtasks: Plan | Sequence[SubtaskSpec] | None = None,
         run_id: str | None = None,
         steal: bool = False,
+        text_deltas: bool = True,
     ) -> AsyncIterator[RunStream]:
         """Run in the background and yield its events as they happen.
 
         ``async with executor.stream(task) as events: async for event in events: ...``
         The last event is :class:`~honeycomb.run.events.RunFinished`; afterwards
         ``events.result`` holds the result. Leaving the block early cancels the run.
+
+        The events include each answer's text as it is written
+        (:class:`~runtime.events.TextDelta`), from models that can stream; pass
+        ``text_deltas=False`` for one-shot model calls and no deltas.
         """
         send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
         stream = RunStream(receive)
@@ -417,7 +426,7 @@ class Executor:
                 try:
                     stream.result = await self.run(
                         task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait],
-                        steal=steal,
+                        steal=steal, text_deltas=text_deltas,
                     )  # fmt: skip
                 except HoneycombError as exc:
                     stream.error = exc

@@ -49,6 +49,7 @@ from runtime.errors import (
     RunFailed,
     ScriptExhausted,
     StoreError,
+    StreamInterrupted,
     ToolDefinitionError,
     ToolError,
     UnknownToolError,
@@ -63,6 +64,7 @@ from runtime.events import (
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     Tracer,
@@ -90,7 +92,15 @@ from runtime.messages import (
     validate_messages,
     validate_value,
 )
-from runtime.model import Model, ModelRequest, ModelResponse, OutputSchema, ToolSchema, WrapperModel
+from runtime.model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    StreamingModel,
+    ToolSchema,
+    WrapperModel,
+)
 from runtime.pricing import Price, PricedModel
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.text_tools import TextToolModel
@@ -178,7 +188,10 @@ __all__ = [
     "SQLiteMemory",
     "ScriptExhausted",
     "StoreError",
+    "StreamInterrupted",
+    "StreamingModel",
     "SystemMessage",
+    "TextDelta",
     "TextToolModel",
     "Tool",
     "ToolCall",

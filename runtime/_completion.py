@@ -21,7 +21,7 @@ from runtime.errors import ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelResponse
 
-__all__ = ["parse_completion"]
+__all__ = ["completion_response", "parse_completion"]
 
 
 class _Malformed(Exception):
@@ -44,6 +44,15 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
         ) from exc
     if isinstance(data, dict) and "choices" not in data and "error" in data:
         raise ModelResponseError(f"model {model!r} answered with an error: {shown(data['error'])}")
+    return completion_response(data, model)
+
+
+def completion_response(data: Any, model: str) -> ModelResponse:
+    """The response in a completion's decoded body (or a streamed one, assembled).
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the completion.
+    """
     try:
         return _response(data, model)
     except _Malformed as exc:

@@ -10,7 +10,9 @@ policy. Every attempt, retries included, passes through the model's
 masked where an error echoes it. An endpoint that refuses structured output as asked
 is asked the next way (``json_schema``, ``json_object``, the instructions alone), in
 that call and every later one; the agent loop's validation of the answer stays the
-judge. An adapter says how to build a request, send it and read the answer.
+judge. An adapter says how to build a request, send it and read the answer; one
+that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
+retried, under the same policy, only until some of its text was shown.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
 import openai
@@ -40,7 +42,7 @@ from runtime.errors import (
 from runtime.events import report_retry
 from runtime.model import ModelRequest, ModelResponse
 from runtime.ratelimit import AdaptiveLimiter
-from runtime.retry import RetryPolicy
+from runtime.retry import RetryPolicy, ShownText
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
 
@@ -153,20 +155,28 @@ class OpenAIEndpoint:
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
                 when the call fails and retrying did not help (or is not allowed).
         """
+        return await self._call(request, None)
+
+    async def _call(self, request: ModelRequest, shown: ShownText | None) -> ModelResponse:
+        """The call, streamed to ``shown`` if given, asking for structured output the
+        next way while the endpoint refuses it."""
         while True:
             mode = self.output_mode
             try:
-                return await self._retried(request, mode)
+                return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
                 if request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
                     raise
                 self._fall_back(mode, exc)
 
-    async def _retried(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+    async def _retried(
+        self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
+    ) -> ModelResponse:
         async for attempt in self.retry.retrying(self.limiter):
-            with attempt:
+            # A streamed attempt that fails after showing text is StreamInterrupted.
+            with attempt, shown.guard(repr(self)) if shown is not None else _NO_GUARD:
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
-                    return await self._complete_once(request, mode)
+                    return await self._complete_once(request, mode, shown)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
     def _fall_back(self, mode: OutputMode, exc: ModelHTTPError) -> None:
@@ -180,8 +190,12 @@ class OpenAIEndpoint:
                 _logging.log("model_call.output_fallback", fields | {"error": str(exc)})
         report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
 
-    async def _complete_once(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+    async def _complete_once(
+        self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
+    ) -> ModelResponse:
         try:
+            if shown is not None:
+                return await self._stream_raw(request, mode, shown)
             return await self._complete_raw(request, mode)
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
@@ -197,11 +211,25 @@ class OpenAIEndpoint:
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
         params = self._params(request, mode)
-        try:
+        with self._translated(params):
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
             # answers through as objects with missing or wrong-typed attributes.
             raw = await self._send(self.client, params)
             body = await _read(raw.http_response)
+        return self._parse(body)
+
+    async def _stream_raw(
+        self, request: ModelRequest, mode: OutputMode, on_text: ShownText
+    ) -> ModelResponse:
+        """One streamed attempt: its text to ``on_text`` as it comes, then the answer.
+        Only adapters that stream have it (they have a public ``stream``)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def _translated(self, params: Mapping[str, Any]) -> Iterator[None]:
+        """The ``openai`` errors raised in the block as :mod:`runtime.errors`."""
+        try:
+            yield
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
@@ -215,7 +243,6 @@ class OpenAIEndpoint:
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
-        return self._parse(body)
 
     def _base_params(self, request: ModelRequest) -> dict[str, Any]:
         """The parameters every request has: the settings, the model and the timeout."""
@@ -259,8 +286,21 @@ async def _read(response: Any) -> bytes:
     return body
 
 
+async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
+    """The lines of a streamed body as they come; a stream that stalls past the
+    timeout, or breaks, is a timeout or a connection error (see :func:`_read`)."""
+    try:
+        async for line in response.iter_lines():
+            yield line
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
+        if "Timeout" in type(exc).__name__:
+            raise ModelTimeout(timeout_s) from exc
+        raise ModelConnectionError(f"the stream broke off: {exc}") from exc
+
+
 _MASKED = "[api key hidden]"
 _NO_LIMIT = contextlib.nullcontext()
+_NO_GUARD = contextlib.nullcontext()
 
 
 def _all_text(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ The tree::
     │   ├── ModelConnectionError    the endpoint could not be reached
     │   ├── ModelTimeout            the endpoint did not answer in time
     │   ├── ModelResponseError      the answer could not be understood
+    │   ├── StreamInterrupted       a streamed answer broke off after text was shown
     │   ├── ModelCallError          a model raised an exception of its own (chained)
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
@@ -85,6 +86,7 @@ __all__ = [
     "RunawayLoop",
     "ScriptExhausted",
     "StoreError",
+    "StreamInterrupted",
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
@@ -294,6 +296,27 @@ class ModelResponseError(ModelError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         self.retryable = retryable
         super().__init__(message)
+
+
+class StreamInterrupted(ModelError):
+    """A streamed answer broke off after some of its text was shown. It is not
+    retried: whoever listened has seen text that a second attempt would show again,
+    differently. The error that cut the stream is its cause.
+
+    Attributes:
+        model: The model, as its repr or name shows it.
+        shown_chars: Characters of text shown before the stream broke off.
+        reason: What cut it, ``"Type: message"``.
+    """
+
+    def __init__(self, model: str, *, shown_chars: int, reason: str) -> None:
+        self.model = model
+        self.shown_chars = shown_chars
+        self.reason = reason
+        super().__init__(
+            f"the answer of model {model} broke off after {shown_chars} characters of text "
+            f"were shown, so it is not retried: {reason}"
+        )
 
 
 class ModelCallError(ModelError):

@@ -32,6 +32,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallRetrying",
     "ModelCallStarted",
+    "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
     "Tracer",
@@ -45,6 +46,8 @@ class Event(Value, frozen=True, gc=False, kw_only=True):
     (``model_call.finished``)."""
 
     kind: ClassVar[str] = "event"
+    logged: ClassVar[bool] = True
+    """Whether the event is also a log entry (when structlog is configured)."""
     worker: str | None = None
     run_id: str | None = None
 
@@ -70,6 +73,17 @@ class ModelCallRetrying(Event, frozen=True, kw_only=True):
     status: str  # the HTTP status ("429"), or "timeout", "connection", "response"
     wait_s: float
     error: str
+
+
+class TextDelta(Event, frozen=True, kw_only=True):
+    """A piece of a streamed answer's text, as the model wrote it: joined in order, a
+    turn's deltas are its answer's content. Only runs that ask for them stream (see
+    :class:`Tracer`); they go to handlers, never to the log (one line per piece)."""
+
+    kind: ClassVar[str] = "model_call.text"
+    logged: ClassVar[bool] = False
+    turn: int
+    text: str
 
 
 class ModelCallFinished(Event, frozen=True, kw_only=True):
@@ -161,11 +175,15 @@ class Tracer:
             (an exception from a handler is logged and dropped).
         log: Send events to structlog (logger ``honeycomb``). Logging happens only if
             the application has configured structlog, never through its print default.
+        text: The handlers want the text of answers as it is written: models that
+            can stream do, and each piece is a :class:`TextDelta`.
     """
 
-    def __init__(self, *handlers: EventHandler, log: bool = True) -> None:
+    def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
         self._handlers = handlers
         self._log = log
+        self.text = text and bool(handlers)
+        """Whether model calls stream their text to the handlers (as :class:`TextDelta`)."""
 
     @property
     def enabled(self) -> bool:
@@ -179,7 +197,7 @@ class Tracer:
                 handler(event)
             except Exception as exc:
                 _failed(exc, event.kind)
-        if self._log and _logging.configured():
+        if self._log and event.logged and _logging.configured():
             _logging.log(event.kind, event.fields())
 
 

@@ -8,7 +8,7 @@ import anyio
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
-from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
 
 __all__ = ["Budget", "LimitedModel", "Limits"]
@@ -126,3 +126,7 @@ class LimitedModel(WrapperModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         async with self.limiter:
             return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        async with self.limiter:
+            return await call_model(self.inner, request, on_text)

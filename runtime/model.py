@@ -3,11 +3,20 @@
 Anything that can answer a :class:`ModelRequest` is a model: the OpenAI adapter, the
 test models in :mod:`runtime.testing`, the offline rule-based model, and wrappers that
 add behaviour (retries, limits, budgets) by holding another model.
+
+A model may also stream (:class:`StreamingModel`): its ``stream`` method answers as
+``complete`` does, and hands each piece of the answer's text to a callback as it
+arrives. It is optional: :func:`answer` calls it when someone listens and the model
+has it, and ``complete`` otherwise.
+
+The loop streams when its run asks for the text as it is written (see
+:class:`~runtime.events.Tracer`); otherwise every call is one-shot.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -23,9 +32,12 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OutputSchema",
+    "StreamingModel",
+    "TextSink",
     "ToolChoice",
     "ToolSchema",
     "WrapperModel",
+    "call_model",
 ]
 
 
@@ -109,10 +121,44 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
-class WrapperModel:
-    """A model that holds another model and passes calls through.
+TextSink = Callable[[str], None]
+"""Receives the pieces of an answer's text as they arrive (quick, never raising)."""
 
-    Subclass it and override :meth:`complete` to add behaviour around the inner call.
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can also stream: :meth:`stream` answers as ``complete`` does and
+    calls ``on_text`` with each piece of the answer's text, in order, as it arrives
+    (joined, the pieces are the message's content). Tool calls and reasoning are
+    not shown; they are in the response.
+
+    Raises:
+        ModelError: as ``complete``; :class:`~runtime.errors.StreamInterrupted` when
+            the answer broke off after some of its text was shown.
+    """
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
+
+
+async def call_model(
+    model: Model, request: ModelRequest, on_text: TextSink | None
+) -> ModelResponse:
+    """``model``'s answer, streamed to ``on_text`` when one is given and the model can
+    stream; one-shot (``complete``) otherwise."""
+    stream = getattr(model, "stream", None) if on_text is not None else None
+    if on_text is None or not callable(stream):
+        return await model.complete(request)
+    response: ModelResponse = await stream(request, on_text)
+    return response
+
+
+class WrapperModel:
+    """A model that holds another model and passes calls through, streamed or not.
+
+    Subclass it and override :meth:`complete` to add behaviour around the inner call;
+    override :meth:`stream` too for that behaviour around a streamed call. A subclass
+    that overrides only ``complete`` is called through it when asked to stream (its
+    behaviour holds; the text comes all at once, in the response).
     """
 
     def __init__(self, inner: Model) -> None:
@@ -120,6 +166,13 @@ class WrapperModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        own = type(self)
+        if own.complete is not WrapperModel.complete and own.stream is WrapperModel.stream:
+            # A subclass that adds behaviour to complete alone: keep that behaviour.
+            return await self.complete(request)
+        return await call_model(self.inner, request, on_text)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"

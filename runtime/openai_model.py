@@ -8,18 +8,27 @@ Structured output asks for ``response_format: json_schema``. An endpoint that re
 it (DeepSeek: "This response_format type is unavailable now") is asked again, and
 from then on, with ``json_object`` and the schema in the instructions, then with the
 instructions alone; the agent loop's validation of the answer stays the judge.
+
+:meth:`OpenAIModel.stream` asks for the answer as server-sent events (``stream: true``,
+usage in the last chunk through ``stream_options``) and shows its text as it comes;
+tool calls are assembled from their pieces (see :mod:`runtime._stream`). It is retried
+like a one-shot call until some text was shown; a stream cut after that is a
+:class:`~runtime.errors.StreamInterrupted`.
 """
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any
 
 import openai
 
 from runtime._completion import parse_completion
-from runtime._openai_base import OpenAIEndpoint, OutputMode
+from runtime._openai_base import OpenAIEndpoint, OutputMode, read_lines
 from runtime._request import messages_out, output_instruction
-from runtime.model import ModelRequest, ModelResponse
+from runtime._stream import CompletionStream, event_data
+from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.retry import ShownText
 
 __all__ = ["OpenAIModel"]
 
@@ -57,6 +66,38 @@ class OpenAIModel(OpenAIEndpoint):
 
     def _parse(self, body: bytes) -> ModelResponse:
         return parse_completion(body, self.model)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, streamed: the answer's text goes to ``on_text`` as it comes.
+
+        Raises:
+            StreamInterrupted: when the stream broke off after some text was shown
+                (before that, a cut stream is retried like any failed attempt).
+            ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
+                as :meth:`complete`.
+        """
+        return await self._call(request, ShownText(on_text))
+
+    async def _stream_raw(
+        self, request: ModelRequest, mode: OutputMode, on_text: ShownText
+    ) -> ModelResponse:
+        params = self._params(request, mode)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        answer = CompletionStream(self.model)
+        with self._translated(params):
+            create = self.client.chat.completions.with_streaming_response.create
+            async with create(**params) as response:
+                lines = read_lines(response, params["timeout"])
+                # Closed here, not whenever they are collected: the stream may end early.
+                async with aclosing(lines), aclosing(event_data(lines)) as events:
+                    async for data in events:
+                        text = answer.add(data)
+                        if text:
+                            on_text(text)
+                        if answer.done:
+                            break
+        return answer.response()
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
 
 __all__ = ["Price", "PricedModel"]
@@ -57,7 +57,12 @@ class PricedModel(WrapperModel):
         self.price = price
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        response = await self.inner.complete(request)
+        return self._priced(await self.inner.complete(request))
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        return self._priced(await call_model(self.inner, request, on_text))
+
+    def _priced(self, response: ModelResponse) -> ModelResponse:
         usage = response.usage
         cost = self.price.of(usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
         return replace(response, usage=replace(usage, cost=cost))

@@ -32,7 +32,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from runtime.errors import ModelHTTPError
-from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 
 __all__ = ["AdaptiveLimiter", "RateLimitedModel"]
 
@@ -205,3 +205,7 @@ class RateLimitedModel(WrapperModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         async with self.limiter.attempt():
             return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        async with self.limiter.attempt():
+            return await call_model(self.inner, request, on_text)

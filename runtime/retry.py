@@ -11,11 +11,16 @@ at once with :class:`~runtime.errors.RetryAfterPastDeadline`.
 
 Each retry is reported to the model call's caller, if it asked
 (:func:`runtime.events.report_retry`), else logged.
+
+A streamed call is retried only before any of its text was shown: an attempt that
+fails after is a :class:`~runtime.errors.StreamInterrupted`, which is never retried
+(whoever listened would see the text again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -30,14 +35,15 @@ from runtime.errors import (
     ModelHTTPError,
     ModelTimeout,
     RetryAfterPastDeadline,
+    StreamInterrupted,
 )
 from runtime.events import report_retry
-from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.ratelimit import AdaptiveLimiter
 from runtime.value import Value
 
 __all__ = [
-    "RetryPolicy", "RetryingModel", "is_retryable", "limiter_of", "wait_at_least",
+    "RetryPolicy", "RetryingModel", "ShownText", "is_retryable", "limiter_of", "wait_at_least",
     "wait_retry_after",
 ]  # fmt: skip
 
@@ -125,12 +131,16 @@ class RetryPolicy(Value, frozen=True, kw_only=True):
             stop=tenacity.stop_after_attempt(self.attempts)
             | tenacity.stop_before_delay(self.deadline_s),
             wait=wait,
-            retry=tenacity.retry_if_exception(self.retry_on),
+            retry=tenacity.retry_if_exception(self._retries),
             sleep=anyio.sleep,
             reraise=True,
             before_sleep=_report_retry,
             retry_error_callback=self._give_up,
         )
+
+    def _retries(self, exc: BaseException) -> bool:
+        """Whether to retry after ``exc``: never once a stream has shown text."""
+        return not isinstance(exc, StreamInterrupted) and self.retry_on(exc)
 
     def _give_up(self, state: RetryCallState) -> Any:
         """Raise the last error, saying so when a Retry-After past the deadline (not
@@ -159,6 +169,49 @@ class RetryingModel(WrapperModel):
             with attempt:
                 return await self.inner.complete(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The inner model's streamed answer, retried until some text is shown.
+
+        Raises:
+            StreamInterrupted: when an attempt failed after it had shown text.
+        """
+        shown = ShownText(on_text)
+        async for attempt in self.policy.retrying(limiter_of(self.inner)):
+            with attempt, shown.guard(repr(self.inner)):
+                return await call_model(self.inner, request, shown)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+class ShownText:
+    """Passes a streamed call's text on to ``on_text``, counting what was shown, so
+    that a failure after some text is told apart from one before any (:meth:`guard`)."""
+
+    def __init__(self, on_text: TextSink) -> None:
+        self.on_text = on_text
+        self.chars = 0
+
+    def __call__(self, text: str) -> None:
+        self.chars += len(text)
+        self.on_text(text)
+
+    @contextlib.contextmanager
+    def guard(self, model: str) -> Iterator[None]:
+        """A model error raised in the block once text was shown becomes a
+        :class:`StreamInterrupted` (the error its cause); before, it stays itself.
+
+        Raises:
+            StreamInterrupted: for a model error after text was shown.
+        """
+        try:
+            yield
+        except StreamInterrupted:
+            raise
+        except ModelError as exc:
+            if not self.chars:
+                raise
+            reason = f"{type(exc).__name__}: {exc}"
+            raise StreamInterrupted(model, shown_chars=self.chars, reason=reason) from exc
 
 
 def limiter_of(model: Model) -> AdaptiveLimiter | None:

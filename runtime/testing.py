@@ -5,7 +5,9 @@
   its own copy of the script.
 - :class:`FunctionModel` answers with a function of the request.
 
-Both record every request they get, so tests can assert on what the model saw.
+Both record every request they get, so tests can assert on what the model saw. Both
+stream too (``stream``): the answer's text goes to the listener word by word
+(:func:`stream_text`), so tests and demos see text deltas as a real model sends them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -22,9 +25,12 @@ import msgspec
 from runtime._checks import check_message, kind_of
 from runtime.errors import ModelResponseError, ScriptExhausted
 from runtime.messages import AssistantMessage, ToolCall, Usage
-from runtime.model import ModelRequest, ModelResponse
+from runtime.model import ModelRequest, ModelResponse, TextSink
 
-__all__ = ["FunctionModel", "ScriptStep", "ScriptedModel", "call", "estimate_usage"]
+__all__ = [
+    "FunctionModel", "ScriptStep", "ScriptedModel", "call", "estimate_usage", "stream_text",
+    "text_pieces",
+]  # fmt: skip
 
 ScriptStep: TypeAlias = (
     str | ToolCall | Sequence[ToolCall] | AssistantMessage | ModelResponse | BaseException
@@ -55,6 +61,28 @@ def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
         len(c.arguments) + len(c.name) for c in message.tool_calls
     )
     return Usage(input_tokens=max(1, prompt // 4), output_tokens=max(1, answer // 4))
+
+
+_PIECE = re.compile(r"\s*\S+\s*|\s+")
+
+
+def text_pieces(text: str) -> list[str]:
+    """``text`` in word-sized pieces (each word with the spaces around it), as a model
+    streams it; joined, they are the text."""
+    return _PIECE.findall(text)
+
+
+async def stream_text(text: str | None, on_text: TextSink, *, over_s: float = 0.0) -> None:
+    """Give ``text`` to ``on_text`` piece by piece (:func:`text_pieces`), the pieces
+    spread over ``over_s`` seconds (or one event-loop yield apart)."""
+    pieces = text_pieces(text or "")
+    gap = over_s / len(pieces) if pieces else 0.0
+    for piece in pieces:
+        if gap > 0:
+            await anyio.sleep(gap)
+        else:
+            await anyio.lowlevel.checkpoint()
+        on_text(piece)
 
 
 class ScriptedModel:
@@ -119,6 +147,12 @@ class ScriptedModel:
             raise ScriptExhausted(key, position + 1)
         return _as_response(script[position], request, self)
 
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, its text then given to ``on_text`` word by word."""
+        response = await self.complete(request)
+        await stream_text(response.message.content, on_text)
+        return response
+
     def _script_for(self, key: str | None) -> Script:
         if self._shared is not None:
             return self._shared
@@ -170,6 +204,12 @@ class FunctionModel:
         else:
             await anyio.lowlevel.checkpoint()
         return _as_response(answer, request, self)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, its text then given to ``on_text`` word by word."""
+        response = await self.complete(request)
+        await stream_text(response.message.content, on_text)
+        return response
 
 
 def _as_response(

@@ -23,7 +23,7 @@ import msgspec
 
 from runtime._checks import check_response
 from runtime._text_protocol import replied, text_request
-from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 
 __all__ = ["TextToolModel"]
 
@@ -48,7 +48,18 @@ class TextToolModel(WrapperModel):
             ModelError: as the inner model raises it; ModelResponseError for an answer
                 that is not a well-formed response.
         """
-        response = check_response(await self.inner.complete(text_request(request)), self.inner)
+        return self._read(await self.inner.complete(text_request(request)), request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """A tool-less request streamed through the inner model; one with tools is
+        answered in one go (:meth:`complete`): its text may be actions, not an answer."""
+        if request.tools:
+            return await self.complete(request)
+        return self._read(await call_model(self.inner, text_request(request), on_text), request)
+
+    def _read(self, answer: ModelResponse, request: ModelRequest) -> ModelResponse:
+        """The inner model's answer with its actions read back as tool calls."""
+        response = check_response(answer, self.inner)
         message = replied(response.message, request)
         if message is response.message:
             return response

@@ -167,7 +167,7 @@ RUNTIME_NAMES = {
     "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "McpServer", "McpServerError",
     "McpServers", "McpToolSettings", "MemoryJournal",
     "ModelCallError", "OnUnknown", "OutcomeUnknown",
-    "RunawayLoop", "StoreError",
+    "RunawayLoop", "StoreError", "StreamInterrupted", "StreamingModel", "TextDelta",
     # long-term memory
     "Embeddings", "Memory", "MemoryFeatureMissing", "MemoryHit", "MemoryRecord",
     "MemoryStoreError", "OpenAIEmbeddings", "SQLiteMemory",
@@ -223,7 +223,8 @@ HONEYCOMB_NAMES = {
     "RetryPolicy", "RetryingModel", "Role", "RoleAggregator", "RolePlanner", "RunBusy",
     "RunContext", "RunFailed", "RunFinished", "RunResult", "RunStarted", "RunStore",
     "RunStream", "RunSummary", "RunTimings", "RunawayLoop", "ScriptExhausted", "ScriptedModel",
-    "Span", "SpanRecorder", "StaticPlanner", "Step", "StoreError", "Subtask", "SubtaskResult",
+    "Span", "SpanRecorder", "StaticPlanner", "Step", "StoreError", "StreamInterrupted",
+    "StreamingModel", "Subtask", "SubtaskResult", "TextDelta",
     "SystemMessage", "TextToolModel", "Timeline", "Tool", "ToolCall", "ToolCallFinished",
     "ToolCallStarted",
     "ToolContext", "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry",

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,7 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     table = done.stdout
     scenarios = ("A latency-bound", "E memory", "B overhead", "C tool parallelism",
                  "D side effects", "F observability", "G durability", "H context",
+                 "J streaming",
                  "import time")  # fmt: skip
     for scenario in scenarios:
         assert f"| {scenario} |" in table
@@ -49,7 +51,8 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert all(r["valid"] for r in contexts)
     runs = [r for r in results if "model_calls" in r and r["scenario"] != "H"]
     assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
-                                         "store off", "both off"}  # fmt: skip
+                                         "store off", "both off", "streaming off",
+                                         "deltas off"}  # fmt: skip
     assert all(r["valid"] for r in runs)
     for r in runs:
         params = Params(**r["params"])
@@ -205,3 +208,25 @@ def test_a_fact_lost_by_the_summary_is_a_missed_target() -> None:
         f"no request over the budget ({context.BUDGET_TOKENS:,})": True,
         "planted facts retained at turn 60 >= 90%": False,
     }
+
+
+def test_a_switched_pair_keeps_each_side_its_own_params_in_either_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Repeats alternate which side goes first: the params must follow the side."""
+    from benchmarks import fanout
+
+    sent: list[dict[str, Any]] = []
+
+    def spawn(spec: dict[str, Any], python: str, point: Any) -> list[dict[str, Any]]:
+        sent.append(spec)
+        return [{} for _ in spec["pair"]]
+
+    monkeypatch.setattr(fanout, "_spawn", spawn)
+    point = next(p for p in points(["J"], [1]) if p.label == "B, streamed")
+    for impls in (point.impls, point.impls[::-1]):
+        results = fanout.measure(point, impls, "python")
+        assert [r["impl"] for r in results] == list(impls)
+        variants = sent[-1]["variants"]
+        streamed = {i: v.get("stream", False) for i, v in zip(impls, variants, strict=True)}
+        assert streamed == {"honeycomb": True, "streaming off": False}

@@ -16,6 +16,10 @@ A model call that fails ends the loop with ``Failed``, never with an exception: 
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
 original chained. Cancellation always propagates.
 
+When the tracer's handlers want the text as it is written (``Tracer(text=True)``), a
+model that can stream is asked to (``stream``), and each piece of its answer's text is
+a :class:`~runtime.events.TextDelta`; otherwise every call is one-shot (``complete``).
+
 A :class:`Checkpoint` receives the state as the loop goes, so a run store can resume it
 where it stopped: after every step, but that an answer asking only for calls without
 side effects is kept together with their observations. One that asks for a side
@@ -59,8 +63,15 @@ from runtime import (
 from runtime._checks import check_response
 from runtime._concurrency import require_asyncio
 from runtime.approvals import ApprovalNeeded
-from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
+from runtime.events import (
+    CallReport,
+    ModelCallFinished,
+    ModelCallStarted,
+    TextDelta,
+    current_call,
+)
 from runtime.messages import with_distinct_ids
+from runtime.model import TextSink, call_model
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.state import (
@@ -211,7 +222,10 @@ class AgentLoop:
             request = self._request(context, tools, turn, wrap_up, tracing)
             started = time.perf_counter() if tracing else 0.0
             try:
-                answer = await self.model.complete(request)
+                if self.tracer.text:  # someone reads the text as it is written
+                    answer = await call_model(self.model, request, self._text_sink(turn))
+                else:
+                    answer = await self.model.complete(request)
             except HoneycombError:
                 raise
             except Exception as exc:  # the model's own (cancellation is not an Exception)
@@ -287,6 +301,16 @@ class AgentLoop:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         return request
+
+    def _text_sink(self, turn: int) -> TextSink:
+        """Where a streamed answer's pieces go: one :class:`TextDelta` each."""
+        emit, worker, run_id = self.tracer.emit, self.worker, self.run_id
+
+        def sink(text: str) -> None:
+            if text:
+                emit(TextDelta(worker=worker, run_id=run_id, turn=turn, text=text))
+
+        return sink
 
     def head(self, task: str) -> tuple[Message, ...]:
         """The system prompt and the task: the first two messages of every turn."""

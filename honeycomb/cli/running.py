@@ -232,7 +232,11 @@ async def _run_and_report(
         with _stopped_by_signals(stopped_by), view:
             finished = False
             steal = getattr(args, "force", False)
-            async with executor.stream(task, run_id=run_id, steal=steal) as events:
+            # Text deltas for the views that show them (not the plain lines).
+            deltas = not isinstance(view, PlainView)
+            async with executor.stream(
+                task, run_id=run_id, steal=steal, text_deltas=deltas
+            ) as events:
                 try:
                     async for event in events:
                         view.handle(event)

@@ -1,5 +1,6 @@
 """Showing a run in the terminal: a live rich view on a TTY, plain lines otherwise,
 or JSON lines. Each view consumes the run's events; :func:`summary` prints the end.
+The live view also shows the aggregator's answer as it is written (its text deltas).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from runtime import (
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -70,11 +72,18 @@ class _RunState(msgspec.Struct, kw_only=True):
     started: float = msgspec.field(default_factory=time.perf_counter)
     phase: str = "planning"
     rows: dict[str, _Row] = msgspec.field(default_factory=dict)
+    answer: str = ""  # the aggregator's answer so far, as it is written
+    answer_turn: int = 0
 
     def apply(self, event: Event) -> None:
         now = time.perf_counter()
         row = self.rows.get(event.worker or "")
-        if isinstance(event, PlanReady):
+        if isinstance(event, TextDelta):
+            if self.phase == "aggregating":  # only the aggregator's calls run then
+                if event.turn != self.answer_turn:  # a later turn writes a new answer
+                    self.answer, self.answer_turn = "", event.turn
+                self.answer += event.text
+        elif isinstance(event, PlanReady):
             self.phase = "working"
             for s in event.plan.subtasks:
                 self.rows[s.id] = _Row(id=s.id, role=s.role, depends_on=s.depends_on)
@@ -119,9 +128,13 @@ _STYLE = {
 }
 
 
+ANSWER_LINES = 12
+"""Lines of the answer being written that the live view shows (its last ones)."""
+
+
 class LiveView:
     """A live table: the plan, then one row per worker with state, turn, tool calls
-    and elapsed time."""
+    and elapsed time; below it, the aggregator's answer as it is written."""
 
     def __init__(self, console: Console, title: str) -> None:
         self.console = console
@@ -173,7 +186,11 @@ class LiveView:
             )
         wall = now - self.state.started
         header = Text(f"{self.state.phase} · {wall:5.2f}s", style="bold")
-        return Panel(Group(header, table), title=self.title, border_style="blue")
+        parts: list[Any] = [header, table]
+        if self.state.answer:
+            lines = self.state.answer.splitlines()[-ANSWER_LINES:]
+            parts.append(Panel(Text("\n".join(lines)), title="answer", border_style="green"))
+        return Panel(Group(*parts), title=self.title, border_style="blue")
 
 
 class PlainView:

@@ -23,6 +23,9 @@ It recognises five kinds of call and answers each by simple text rules (see
 All final text starts with ``[offline simulation]``. Every answer is derived from the
 request alone, so one instance can serve many concurrent workers and is deterministic.
 
+It streams (``stream``): after half its latency, the answer's text comes word by word
+over the other half, so a live view shows it being written, in the same time.
+
 It follows the text tool protocol too (:class:`~runtime.text_tools.TextToolModel`): a
 tool-less request that lists tools in its instructions is read back into the request
 it was written from, and the calls of the answer are written as actions.
@@ -57,7 +60,8 @@ from runtime import (
     dump_value_json,
 )
 from runtime._text_protocol import native_request, written_answer
-from runtime.testing import estimate_usage
+from runtime.model import TextSink
+from runtime.testing import estimate_usage, stream_text
 from runtime.value import Value
 from workers.compaction import is_summary_request
 from workers.context import SUMMARY_HEADER
@@ -111,6 +115,18 @@ class OfflineModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         await anyio.sleep(self.delay(request))
+        return self._answer(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """:meth:`complete`, its text written word by word over the second half of
+        the delay."""
+        delay = self.delay(request)
+        await anyio.sleep(delay / 2)
+        response = self._answer(request)
+        await stream_text(response.message.content, on_text, over_s=delay / 2)
+        return response
+
+    def _answer(self, request: ModelRequest) -> ModelResponse:
         native = request if request.tools else native_request(request)
         message = respond(native)
         if native is not request:  # written for the text tool protocol: answer in kind

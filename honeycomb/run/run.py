@@ -49,10 +49,18 @@ class Run:
         task: The task.
         run_id: The run's id.
         handlers: Called with every event of this run, after the Executor's own.
+        text: The handlers also get the answers' text as it is written (models that
+            can stream do, as :class:`~runtime.events.TextDelta` events).
     """
 
     def __init__(
-        self, shared: Shared, task: str, run_id: str, handlers: Sequence[EventHandler]
+        self,
+        shared: Shared,
+        task: str,
+        run_id: str,
+        handlers: Sequence[EventHandler],
+        *,
+        text: bool = False,
     ) -> None:
         self.shared = shared
         self.task = task
@@ -69,7 +77,7 @@ class Run:
         recorder = [SpanRecorder(self.record.span if self.record is not None else None)]
         self.tracer = Tracer(
             *shared.handlers, *handlers, *(recorder if shared.trace else ()),
-            log=shared.log_events,
+            log=shared.log_events, text=text,
         )  # fmt: skip
         self.context = RunContext(
             run_id=run_id,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+import anyio
+
 from runtime import Event, HoneycombError
 
 if TYPE_CHECKING:
@@ -31,8 +33,20 @@ class RunStream:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
-        async with self._receive:
-            async for event in self._receive:
+        receive = self._receive
+        async with receive:
+            while True:
+                # The events already sent are taken at once; only an empty stream is
+                # waited on (each wait is a turn of the event loop, per event).
+                try:
+                    event = receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        event = await receive.receive()
+                    except anyio.EndOfStream:
+                        break
+                except anyio.EndOfStream:
+                    break
                 yield event
         if self.error is not None:
             raise self.error

@@ -57,6 +57,19 @@ def test_demo_json_lines_are_every_event(
     } <= kinds
 
 
+def test_demo_json_streams_the_answer_as_it_is_written(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--json", "--latency", "0.01"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    deltas = [r for r in records if r["event"] == "model_call.text"]
+    written = "".join(r["text"] for r in deltas if r["worker"] == "aggregator")
+    assert written == records[-1]["result"]["answer_text"]
+    assert len([r for r in deltas if r["worker"] == "aggregator"]) > 10
+    aggregated = next(i for i, r in enumerate(records) if r["event"] == "run.aggregation_finished")
+    assert all(i < aggregated for i, r in enumerate(records) if r["event"] == "model_call.text")
+
+
 def test_validate_ok_and_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = Path("examples/trip/hive.yaml")
     bad = tmp_path / "bad.yaml"

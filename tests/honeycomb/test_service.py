@@ -3,9 +3,11 @@ requests get their own answers; a client that disconnects cancels its run."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -93,12 +95,13 @@ async def test_bad_request_names_what_to_send(demo_service: str) -> None:
     assert '{"task": "..."}' in response.json()["error"]
 
 
+@pytest.mark.parametrize("path", ["/run", "/stream"])
 @pytest.mark.parametrize("body", [b"task=Compare the weather", b"{not json", b"\xff\xfe"])
 async def test_a_body_that_is_not_json_gets_422_naming_the_shape(
-    demo_service: str, body: bytes
+    demo_service: str, body: bytes, path: str
 ) -> None:
     async with httpx.AsyncClient() as client:
-        response = await client.post(f"{demo_service}/run", content=body)
+        response = await client.post(f"{demo_service}{path}", content=body)
     assert response.status_code == 422
     error = response.json()["error"]
     assert '{"task": "..."}' in error
@@ -132,3 +135,80 @@ async def test_a_run_id_that_is_not_a_string_gets_422(demo_service: str) -> None
         response = await client.post(f"{demo_service}/run", json={"task": "x", "run_id": 7})
     assert response.status_code == 422
     assert "run_id" in response.json()["error"]
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """The (event, data) pairs of a server-sent event stream, as they come."""
+    kind, data = "", ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+        elif not line and kind:
+            yield kind, json.loads(data)
+            kind, data = "", ""
+
+
+async def test_the_stream_endpoint_sends_events_and_the_answer_as_it_is_written(
+    demo_service: str,
+) -> None:
+    task = {"task": "Compare the weather in Rome and Paris this weekend."}
+    seen: list[tuple[str, Any]] = []
+    async with (
+        httpx.AsyncClient(timeout=60) as client,
+        client.stream("POST", f"{demo_service}/stream", json=task) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for event in sse_events(response):
+            seen.append(event)
+    kinds = [kind for kind, _ in seen]
+    assert kinds[0] == "run.started"
+    assert kinds[-2:] == ["run.finished", "result"]
+    result = seen[-1][1]
+    assert result["status"] == "ok"
+    deltas = [data for kind, data in seen if kind == "model_call.text"]
+    written = "".join(d["text"] for d in deltas if d["worker"] == "aggregator")
+    assert written == result["answer"]
+    assert len([d for d in deltas if d["worker"] == "aggregator"]) > 5  # in pieces
+    # The answer was being written before the run ended, not sent with its end.
+    first = kinds.index("model_call.text")
+    assert first < kinds.index("run.aggregation_finished")
+
+
+async def test_a_client_that_leaves_the_stream_cancels_its_run() -> None:
+    started: list[float] = []
+    finished: list[float] = []
+
+    @tool
+    async def slow_lookup(key: str) -> str:
+        """Look something up, slowly."""
+        started.append(time.monotonic())
+        await anyio.sleep(1.0)
+        finished.append(time.monotonic())
+        return "found"
+
+    model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
+    executor = Executor(
+        [Role(name="researcher", tools=("slow_lookup",))],
+        model,
+        tools=[slow_lookup],
+        planner=lambda task: [("researcher", task)] * 2,
+        aggregator="concat",
+    )
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=10) as client:
+            async with client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as sent:
+                async for kind, _ in sse_events(sent):
+                    if kind == "tool_call.started":
+                        break  # and leave
+            deadline = time.monotonic() + 2
+            active = 1
+            while active and time.monotonic() < deadline:
+                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
+                await anyio.sleep(0.02)
+            assert active == 0, "the run kept going after its client left"
+        await anyio.sleep(1.2)
+    assert started
+    assert finished == [], "a tool of the cancelled run kept running"

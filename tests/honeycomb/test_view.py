@@ -98,3 +98,31 @@ async def test_the_json_view_writes_text_with_lone_surrogates_as_valid_json() ->
     records = [json.loads(line) for line in text.splitlines()]
     assert records[0]["task"] == "t \ufffd"
     assert "found report\ufffd.txt" in records[-1]["result"]["answer_text"]
+
+
+async def test_live_view_shows_the_aggregators_answer_as_it_is_written() -> None:
+    answer = "Lisbon is sunny. Porto is rainy. Take a coat."
+
+    def script(key: str) -> list[object]:
+        return [answer] if key.endswith("/aggregator") else [f"done {key}"]
+
+    roles = [Role(name="researcher"), Role(name="aggregator")]
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=True, width=100, color_system=None), "h")
+    partial: list[str] = []  # the answer panel's text after each event, drawn
+    with view:
+        async with Executor(roles, model).stream(
+            "t", subtasks=[("researcher", "a"), ("researcher", "b")]
+        ) as events:
+            async for event in events:
+                view.handle(event)
+                drawn = io.StringIO()
+                Console(file=drawn, width=100, color_system=None).print(view)
+                if "answer" in drawn.getvalue() and view.state.answer:
+                    partial.append(view.state.answer)
+    assert partial[-1] == answer
+    assert partial[0] != answer  # drawn while it was being written
+    assert answer.startswith(partial[0])
+    assert "Take a coat." in out.getvalue()
+    assert "done" not in view.state.answer  # the workers' answers are not the answer

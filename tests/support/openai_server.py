@@ -1,6 +1,7 @@
 """A local OpenAI-compatible server for tests: chat completions and the Responses API.
 
-It serves ``POST /v1/chat/completions`` and ``POST /v1/responses`` (non-streaming), and
+It serves ``POST /v1/chat/completions`` (one-shot, or streamed as server-sent events
+when the request says ``stream: true``), ``POST /v1/responses`` (one-shot) and
 ``POST /v1/embeddings`` (:func:`embedding`: vectors made from the words of each text)
 on 127.0.0.1, on a free port,
 from a background thread with its own event loop, so any test can use it whatever
@@ -21,6 +22,10 @@ loop the test runs on. Tests program it with behaviours, consumed one per reques
 A :class:`Reply` is sent in the shape of the path asked: a chat completion, or a
 Responses API response (its text as a ``message`` item, its calls as ``function_call``
 items, its reasoning as a ``reasoning`` item); ``RecordedRequest.path`` says which.
+A streamed chat completion sends a :class:`Reply` in chunks as OpenAI does: the role,
+the reasoning and the text word by word, the tool calls' pieces interleaved by
+``index``, the finish reason, the usage (if ``stream_options.include_usage``), then
+``[DONE]``; ``cut_after`` breaks it off after that many chunks (see :class:`Reply`).
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from runtime.testing import text_pieces
 from tests.support.asgi_server import Lifecycle, ThreadedServer
 
 __all__ = [
@@ -78,6 +84,11 @@ class Reply:
     ``reasoning_encrypted`` as its ``encrypted_content``), ``cached_tokens`` goes in
     ``usage.input_tokens_details``, and ``finish_reason="length"`` makes the response
     ``incomplete`` (``max_output_tokens``).
+
+    Streamed: ``chunk_delay_s`` is the pause before each chunk; ``cut_after`` breaks
+    the stream off after that many chunks (0: before the first, 1: after the role,
+    before any text), by resetting the connection (``cut="reset"``) or by ending the
+    stream without a finish reason or ``[DONE]`` (``cut="end"``).
     """
 
     content: str | None = None
@@ -92,6 +103,9 @@ class Reply:
     model: str | None = None  # default: the model the request named
     delay_s: float = 0.0
     reasoning_encrypted: str | None = None
+    chunk_delay_s: float = 0.0
+    cut_after: int | None = None
+    cut: str = "reset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,13 +362,71 @@ class OpenAIServer(Lifecycle):
         model = behaviour.model or named
         if recorded.path.endswith("/responses"):
             return JSONResponse(_response(behaviour, model, number))
+        if isinstance(body, dict) and body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                self._events(behaviour, _chunks(behaviour, model, number, usage=usage)),
+                media_type="text/event-stream",
+            )
         return JSONResponse(_completion(behaviour, model, number))
+
+    async def _events(self, reply: Reply, chunks: list[dict[str, Any]]) -> Any:
+        """The chunks as server-sent events, cut off as ``reply`` says."""
+        for sent, chunk in enumerate(chunks):
+            if reply.cut_after is not None and sent >= reply.cut_after:
+                if reply.cut == "end":
+                    return
+                raise _StreamCut(f"the stream is cut after {sent} chunks (as asked)")
+            await self._pause(reply.chunk_delay_s)
+            yield f"data: {json.dumps(chunk)}\n\n"
+        yield "data: [DONE]\n\n"
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the server stops meanwhile."""
         if seconds > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), seconds)
+
+
+class _StreamCut(Exception):
+    """Raised in a streamed answer to break the connection off (uvicorn resets it)."""
+
+
+def _chunks(reply: Reply, model: str, number: int, *, usage: bool) -> list[dict[str, Any]]:
+    """``reply`` as the chunks of a streamed chat completion."""
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"reasoning_content": piece} for piece in text_pieces(reply.reasoning or "")]
+    deltas += [{"content": piece} for piece in text_pieces(reply.content or "")]
+    # Every call's first piece (id, name), then their arguments in turns, interleaved.
+    calls = reply.tool_calls
+    deltas += [
+        {"tool_calls": [{"index": i, "id": id_, "type": "function",
+                         "function": {"name": name, "arguments": ""}}]}
+        for i, (id_, name, _) in enumerate(calls)
+    ]  # fmt: skip
+    pieces = [[args[at : at + 4] for at in range(0, len(args), 4)] for _, _, args in calls]
+    for round_ in range(max((len(p) for p in pieces), default=0)):
+        deltas += [
+            {"tool_calls": [{"index": i, "function": {"arguments": p[round_]}}]}
+            for i, p in enumerate(pieces)
+            if round_ < len(p)
+        ]
+    finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+    base = {"id": f"chatcmpl-test{number}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}  # fmt: skip
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None}]}
+        for d in deltas
+    ]
+    chunks.append(
+        {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]}
+    )
+    if usage:
+        for chunk in chunks:
+            chunk["usage"] = None
+        whole = _completion(reply, model, number)["usage"]
+        chunks.append({**base, "choices": [], "usage": whole})
+    return chunks
 
 
 def _error_body(fail: Raw) -> Any:

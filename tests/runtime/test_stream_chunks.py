@@ -1,0 +1,72 @@
+"""Assembling a streamed chat completion from its chunks, as servers send them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runtime import ModelResponseError
+from runtime._stream import CompletionStream
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    return json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
+
+
+def piece(arguments: str, **call: Any) -> dict[str, Any]:
+    return {"tool_calls": [{**call, "function": {"arguments": arguments, **call.pop("f", {})}}]}
+
+
+def test_calls_without_an_index_are_told_apart_by_their_ids() -> None:
+    stream = CompletionStream("m")
+    stream.add(chunk(piece("", id="a", f={"name": "one"})))
+    stream.add(chunk(piece('{"x"')))
+    stream.add(chunk(piece(": 1}")))
+    stream.add(chunk(piece("", id="b", f={"name": "two"})))
+    stream.add(chunk(piece("{}")))
+    stream.add(chunk({}, "tool_calls"))
+    calls = stream.response().message.tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "one", '{"x": 1}'), ("b", "two", "{}"),
+    ]  # fmt: skip
+
+
+def test_a_name_repeated_in_every_piece_and_arguments_sent_whole_are_read() -> None:
+    stream = CompletionStream("m")
+    first = {"index": 0, "id": "c", "function": {"name": "look", "arguments": {"q": "x"}}}
+    stream.add(chunk({"tool_calls": [first]}))
+    stream.add(chunk({"tool_calls": [{"index": 0, "function": {"name": "look"}}]}))
+    stream.add(chunk({}, "tool_calls", usage={"prompt_tokens": 3, "completion_tokens": 2}))
+    response = stream.response()
+    [only] = response.message.tool_calls
+    assert (only.name, json.loads(only.arguments)) == ("look", {"q": "x"})
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
+
+
+def test_done_ends_the_stream_and_a_stream_without_a_finish_is_cut_off() -> None:
+    stream = CompletionStream("m")
+    assert stream.add(chunk({"content": "hel"})) == "hel"
+    assert stream.add(chunk({"content": "lo"})) == "lo"
+    with pytest.raises(ModelResponseError) as caught:
+        stream.response()
+    assert caught.value.retryable
+    assert "no finish_reason in 2 chunks" in str(caught.value)
+    stream.add(chunk({}, "stop"))
+    assert stream.add("[DONE]") == ""
+    assert stream.done
+    assert stream.response().message.content == "hello"
+
+
+def test_an_error_in_the_stream_and_a_chunk_that_is_not_json_are_model_errors() -> None:
+    with pytest.raises(ModelResponseError) as caught:
+        CompletionStream("m").add(json.dumps({"error": {"message": "overloaded"}}))
+    assert "overloaded" in str(caught.value)
+    assert not caught.value.retryable
+    with pytest.raises(ModelResponseError) as cut:
+        CompletionStream("m").add('{"choices": [')
+    assert cut.value.retryable
+    with pytest.raises(ModelResponseError) as bad:
+        CompletionStream("m").add(chunk(piece("", index=True)))
+    assert "tool_calls[0].index" in str(bad.value)
