@@ -43,8 +43,10 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert "MISSED" not in table
     assert "INVALID" not in table
     runs = [r for r in results if "model_calls" in r]
-    assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
-                                         "store off", "both off"}  # fmt: skip
+    assert {r["impl"] for r in runs} == {"honeycomb", "floor", "uvloop", "tracing off",
+                                         "logging off", "store off", "both off"}  # fmt: skip
+    assert "| uvloop |" in table  # A's column, uvloop being installed (the dev extra)
+    assert "A also on uvloop" in done.stderr
     assert all(r["valid"] for r in runs)
     for r in runs:
         params = Params(**r["params"])
@@ -175,3 +177,22 @@ def test_the_import_target_judges_the_ratio_of_neighbouring_tries() -> None:
     runs["its dependencies"] = [{"import_s": 0.15, "tries_s": [0.15]}]
     (row,) = evaluate([Samples(point, runs)])
     assert row.met is False  # fast, but 1.33x what it must import
+
+
+def test_a_at_1000_on_uvloop_is_judged_against_the_ideal_not_the_floor() -> None:
+    (point,) = points(["A"], [1000], uvloop=True)
+    assert point.impls == ("honeycomb", "floor", "uvloop")  # in the same processes
+    ideal = Params(n=1000).ideal_s  # 0.19 s
+
+    def runs(uvloop_s: float) -> dict[str, list[dict[str, float]]]:
+        return {"honeycomb": [{"wall_s": 0.65}], "floor": [{"wall_s": 0.6}],
+                "uvloop": [{"wall_s": uvloop_s}]}  # fmt: skip
+
+    a, on_uvloop = evaluate([Samples(point, runs(2.4 * ideal))])
+    assert a.uvloop is not None
+    assert a.uvloop.median == pytest.approx(2.4 * ideal)
+    assert on_uvloop.scenario == "A on uvloop"
+    assert on_uvloop.ideal_ratio == pytest.approx(2.4)
+    assert on_uvloop.met is True
+    _, on_uvloop = evaluate([Samples(point, runs(2.6 * ideal))])
+    assert on_uvloop.met is False  # within 1.1x of the floor, but 2.6x the ideal
