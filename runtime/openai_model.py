@@ -3,7 +3,8 @@ official ``openai.AsyncOpenAI`` client (OpenAI, DeepSeek, vLLM, Ollama, llama.cp
 
 The SDK's own retries are turned off; :class:`~runtime.retry.RetryPolicy` is the one
 retry policy. Every attempt, retries included, passes through the model's
-:class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share.
+:class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share,
+and tells it what the endpoint's ``x-ratelimit-*`` headers say is left of its quota.
 ``openai`` errors are translated into :mod:`runtime.errors` here.
 
 Structured output asks for ``response_format: json_schema``. An endpoint that refuses
@@ -39,7 +40,7 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.model import ModelRequest, ModelResponse
-from runtime.ratelimit import AdaptiveLimiter
+from runtime.ratelimit import AdaptiveLimiter, quota_from_headers
 from runtime.retry import RetryPolicy
 
 __all__ = ["OpenAIModel"]
@@ -220,6 +221,8 @@ class OpenAIModel:
         except openai.APIConnectionError as exc:
             raise ModelConnectionError(str(exc), base_url=self.base_url) from exc
         except openai.APIStatusError as exc:
+            if self.limiter is not None:
+                self.limiter.observe(quota_from_headers(exc.response.headers))
             raise ModelHTTPError(
                 exc.status_code,
                 exc.body if exc.body is not None else exc.message,
@@ -228,7 +231,12 @@ class OpenAIModel:
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
-        return parse_completion(body, self.model)
+        response = parse_completion(body, self.model)
+        if self.limiter is not None:  # what is left of the endpoint's quota, if it says
+            usage = response.usage
+            tokens = usage.input_tokens + usage.output_tokens
+            self.limiter.observe(quota_from_headers(raw.headers), tokens=tokens)
+        return response
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

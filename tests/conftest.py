@@ -87,12 +87,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]] | None:
-    """Tests marked ``both_loops`` run twice: on asyncio's loop and on uvloop (the
-    ``fast`` extra), which the CLI uses when it is installed. uvloop connects through
-    libuv, past the network guard's socket patches: such tests use no sockets."""
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Async tests run on asyncio's own loop; those marked ``both_loops`` on uvloop too
+    (the ``fast`` extra, which the CLI uses when it is installed). uvloop connects
+    through libuv, past the network guard's socket patches: such tests use no sockets."""
     if item.get_closest_marker("both_loops") is None:
-        return None
+        return {"asyncio": asyncio.new_event_loop}
     import uvloop
 
     return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
