@@ -33,15 +33,14 @@ def test_the_ratelimit_headers_are_read_as_openai_writes_them() -> None:
         requests=499, requests_reset_s=0.12, requests_limit=500,
         tokens=29950, tokens_reset_s=360.5, tokens_limit=30000,
     )  # fmt: skip
-    assert quota_from_headers(
-        {"x-ratelimit-remaining-tokens": "7", "x-ratelimit-reset-tokens": "2"}
-    )
+    tokens_only = {"x-ratelimit-remaining-tokens": "7", "x-ratelimit-reset-tokens": "2"}
+    assert quota_from_headers(tokens_only) == QuotaLeft(tokens=7, tokens_reset_s=2)
     assert quota_from_headers({"retry-after": "1"}) is None
     # Nonsense is ignored, not guessed at.
     odd = {"x-ratelimit-remaining-requests": "many", "x-ratelimit-reset-requests": "soon"}
     assert quota_from_headers(odd) is None
-    assert quota_from_headers({"x-ratelimit-remaining-requests": "3",
-                               "x-ratelimit-reset-requests": "-1s"}) == QuotaLeft(requests=3)  # fmt: skip
+    negative = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "-1s"}
+    assert quota_from_headers(negative) == QuotaLeft(requests=3)
 
 
 def _post(server: OpenAIServer) -> httpx.Response:
