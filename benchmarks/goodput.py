@@ -235,7 +235,9 @@ async def run_bare(scenario: Scenario, base_url: str, tally: Tally) -> dict[str,
         messages: list[dict[str, Any]] = [{"role": "user", "content": f"task {index}"}]
         for _ in range(scenario.turns):
             completion = await client.chat.completions.create(
-                model="bench", messages=messages, tools=[TOOL]  # type: ignore[list-item]
+                model="bench",
+                messages=messages,
+                tools=[TOOL],  # type: ignore[list-item]
             )
             calls += 1
             if completion.usage is not None:

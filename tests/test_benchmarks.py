@@ -196,3 +196,25 @@ def test_a_at_1000_on_uvloop_is_judged_against_the_ideal_not_the_floor() -> None
     assert on_uvloop.met is True
     _, on_uvloop = evaluate([Samples(point, runs(2.6 * ideal))])
     assert on_uvloop.met is False  # within 1.1x of the floor, but 2.6x the ideal
+
+
+def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.goodput", "--smoke", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (lines,) = tmp_path.glob("goodput-*.jsonl")
+    results = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert {(r["headers"], r["impl"]) for r in results} == {
+        (headers, impl) for headers in ("x-ratelimit", "retry-after", "bare")
+        for impl in ("honeycomb", "openai client")
+    }  # fmt: skip
+    for r in results:
+        if r["impl"] == "honeycomb":
+            assert r["failed_workers"] == 0
+            assert r["answers"] - r["throttled"] == 100  # 20 workers x 5 turns, all answered
+        assert r["lower_bound_s"] > 0  # the quota binds, even this small
+    assert "| x-ratelimit | honeycomb |" in done.stdout
