@@ -222,7 +222,10 @@ BASE_MODULES = {
     "openai", "anyio", "msgspec", "pydantic", "pydantic_core", "structlog", "tenacity",
     "yaml", "rich",
 }  # fmt: skip
-EXTRA_MODULES = {"honeycomb/trace/otel.py": {"opentelemetry"}}  # behind the `otel` extra
+EXTRA_MODULES = {
+    "honeycomb/trace/otel.py": {"opentelemetry"},  # behind the `otel` extra
+    "honeycomb/cli/loop.py": {"uvloop"},  # behind the `fast` extra, when it is installed
+}
 
 
 def test_the_library_imports_only_its_declared_dependencies() -> None:
