@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -30,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import context
+from benchmarks.measure import UVLOOP
 from benchmarks.report import (
     Row,
+    Stat,
     Target,
     markdown_table,
     peak_rss,
@@ -40,6 +44,7 @@ from benchmarks.report import (
     svg_plot,
     wall,
 )
+from benchmarks.spec import Params
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -73,8 +78,16 @@ class Samples:
         return all(r.get("valid", True) for rs in self.runs.values() for r in rs)
 
 
-def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) -> list[Point]:
-    """The points to measure; ``smoke``: B (and F, G) small, each process running once."""
+def has_uvloop() -> bool:
+    """Whether uvloop is installed (the ``fast`` extra): A then has a uvloop column."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def points(
+    scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False, *, uvloop: bool = False
+) -> list[Point]:
+    """The points to measure; ``smoke``: B (and F, G) small, each process running once;
+    ``uvloop``: A also runs Honeycomb on uvloop, in the same processes."""
     a = {"k": 3, "t": 3, "lm": 0.05, "lt": 0.02}
     b = {"n": 20 if smoke else 200, "k": 5, "t": 2, "lm": 0.0, "lt": 0.0}
     inner = 1 if smoke else 7
@@ -82,7 +95,8 @@ def points(scenarios: Sequence[str], sizes: Sequence[int], smoke: bool = False) 
     if "A" in scenarios:
         # Honeycomb and the floor in the same processes, run by run, as B: at N=1000 a
         # run is CPU-bound, and a ratio of runs minutes apart measured the machine.
-        chosen += [Point("A", f"N={n}", {**a, "n": n}, inner=_a_runs(n, smoke), paired=True)
+        impls = ("honeycomb", "floor", UVLOOP) if uvloop else ("honeycomb", "floor")
+        chosen += [Point("A", f"N={n}", {**a, "n": n}, impls, inner=_a_runs(n, smoke), paired=True)
                    for n in sizes]  # fmt: skip
     if "E" in scenarios:
         # Peak memory needs a process to itself: one per implementation.
@@ -277,7 +291,12 @@ def _rows(scenario: str, label: str, s: Samples, by: dict[tuple[str, str], Sampl
     ok = s.valid()
     params = s.point.params
     if scenario == "A":
-        return [Row.of("A latency-bound", label, "wall s", s, wall, _a_target(params["n"], ok), ok)]
+        rows = [Row.of("A latency-bound", label, "wall s", s, wall, _a_target(params["n"], ok), ok)]
+        if UVLOOP in s.runs:
+            rows[0] = dataclasses.replace(rows[0], uvloop=Stat.of(s.values(UVLOOP, wall)))
+            if params["n"] == 1000:
+                rows.append(_uvloop_row(label, s, ok))
+        return rows
     if scenario == "E":
         n = params["n"]
         rss_target: Target | None = None
@@ -370,6 +389,21 @@ def _percent(r: dict[str, Any]) -> float:
     return float(r["facts_retained"]) * 100
 
 
+UVLOOP_IDEAL = 2.5
+"""Target of A at N=1000 on uvloop: at most this many times the ideal wall time."""
+
+
+def _uvloop_row(label: str, s: Samples, ok: bool) -> Row:
+    """A at N=1000 on uvloop against the ideal (the physical limit), not the floor."""
+    ideal = Params(**s.point.params).ideal_s
+    limit = UVLOOP_IDEAL * ideal
+    target: Target = (f"wall <= {UVLOOP_IDEAL}x ideal ({limit:.3f}s)", lambda hc, _: hc <= limit)
+    row = Row.of("A on uvloop", label, "wall s", s, wall, target, ok, impl=UVLOOP,
+                 baseline_impl="ideal")  # fmt: skip
+    over = statistics.median(v / ideal for v in s.values(UVLOOP, wall))
+    return dataclasses.replace(row, ideal_ratio=over)
+
+
 def _a_target(n: int, ok: bool) -> Target | None:
     if n == 1000:
         return ("wall <= 1.25x floor", lambda hc, fl: hc <= 1.25 * fl)
@@ -435,7 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [1, 10] if args.smoke else [int(n) for n in args.sizes.split(",")]
     if args.smoke:
         args.repeats = 1
-    chosen = points(scenarios, sizes, args.smoke)
+    uvloop = has_uvloop() and "A" in scenarios
+    if args.source is None:
+        print(_loop_note(uvloop, "A" in scenarios), file=sys.stderr)
+    chosen = points(scenarios, sizes, args.smoke, uvloop=uvloop or args.source is not None)
     if args.source is not None:
         return _render(_load(args.source, chosen), args.source.with_suffix(""), args.repeats)
 
@@ -445,6 +482,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = _render(samples, stem, args.repeats, judge=not args.smoke)
     print(f"results: {stem}.jsonl (.md, .svg beside it)")
     return code
+
+
+def _loop_note(uvloop: bool, a: bool) -> str:
+    """What the run says of its event loops."""
+    if uvloop:
+        version = importlib.metadata.version("uvloop")
+        return f"event loop: asyncio's; A also on uvloop {version} (the uvloop column)"
+    if a:
+        return (
+            "event loop: asyncio's; uvloop is not installed, so A has no uvloop column "
+            "(pip install -e '.[fast]')"
+        )
+    return "event loop: asyncio's"
 
 
 def results_stem(folder: Path, name: str) -> Path:

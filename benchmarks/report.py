@@ -62,6 +62,8 @@ class Row:
     met: bool | None
     valid: bool
     paired_ratio: float | None = None  # median of per-process ratios, when paired
+    uvloop: Stat | None = None  # the same figure of Honeycomb on uvloop (A)
+    ideal_ratio: float | None = None  # the figure over the ideal, when that is the unit
 
     @classmethod
     def of(
@@ -103,6 +105,8 @@ class Row:
 
     @property
     def ratio(self) -> str:
+        if self.ideal_ratio is not None:
+            return f"{self.ideal_ratio:.2f}x ideal"
         if self.paired_ratio is not None:
             return f"{self.paired_ratio:.2f}x (paired)"
         if self.honeycomb is None or self.floor is None or self.floor.median == 0:
@@ -119,10 +123,11 @@ def markdown_table(rows: Sequence[Row], *, machine: str, repeats: int) -> str:
     lines = [
         f"Machine: {machine}. Median [min-max] of {repeats} runs, each in a fresh process; "
         "the floor is the hand-written asyncio loop (for F and G: Honeycomb with the feature off; "
-        "for the import: the same modules without Honeycomb's own).",
+        "for the import: the same modules without Honeycomb's own); uvloop: Honeycomb on "
+        "uvloop, in the same processes as the other two.",
         "",
-        "| scenario | workload | metric | Honeycomb | floor | ratio | target | result |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scenario | workload | metric | Honeycomb | uvloop | floor | ratio | target | result |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         result = "" if r.met is None else ("met" if r.met else "MISSED")
@@ -130,14 +135,16 @@ def markdown_table(rows: Sequence[Row], *, machine: str, repeats: int) -> str:
             result = "INVALID RUN"
         mine = r.honeycomb.show() if r.honeycomb else "-"
         floor = r.floor.show() if r.floor else "-"
-        cells = [r.scenario, r.label, r.metric, mine, floor, r.ratio, r.target, result]
+        on_uvloop = r.uvloop.show() if r.uvloop else ""
+        cells = [r.scenario, r.label, r.metric, mine, on_uvloop, floor, r.ratio, r.target, result]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def svg_plot(samples: Sequence[Samples]) -> str:
-    """Wall time over ideal against N (log scale), Honeycomb and the floor."""
-    series: dict[str, list[tuple[int, float]]] = {"honeycomb": [], "floor": []}
+    """Wall time over ideal against N (log scale): Honeycomb, the floor, and Honeycomb
+    on uvloop when it ran."""
+    series: dict[str, list[tuple[int, float]]] = {"honeycomb": [], "floor": [], "uvloop": []}
     for s in samples:
         n = s.point.params["n"]
         for impl in series:
@@ -173,7 +180,7 @@ def svg_plot(samples: Sequence[Samples]) -> str:
         out.append(f'<line x1="{pad}" y1="{y:.1f}" x2="{width - pad}" y2="{y:.1f}" '
                    'stroke="#ddd"/>')  # fmt: skip
         out.append(f'<text x="{pad - 8}" y="{y + 4:.1f}" text-anchor="end">{tick:g}x</text>')
-    colours = {"honeycomb": "#d97706", "floor": "#2563eb"}
+    colours = {"honeycomb": "#d97706", "floor": "#2563eb", "uvloop": "#059669"}
     for index, (impl, pts) in enumerate(series.items()):
         if not pts:
             continue

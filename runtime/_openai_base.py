@@ -5,11 +5,13 @@
 It holds the official ``openai.AsyncOpenAI`` client (one per event loop), with the
 SDK's own retries turned off: :class:`~runtime.retry.RetryPolicy` is the one retry
 policy. Every attempt, retries included, passes through the model's
-:class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share.
-``openai`` errors are translated into :mod:`runtime.errors` here, with the API key
-masked where an error echoes it. An endpoint that refuses structured output as asked
-is asked the next way (``json_schema``, ``json_object``, the instructions alone), in
-that call and every later one; the agent loop's validation of the answer stays the
+:class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share,
+and every answer (429s included) tells it what the endpoint's ``x-ratelimit-*``
+headers say is left of its quota. ``openai`` errors are translated into
+:mod:`runtime.errors` here, with the API key masked where an error echoes it. An
+endpoint that refuses structured output as asked is asked the next way
+(``json_schema``, ``json_object``, the instructions alone), in that call and every
+later one; the agent loop's validation of the answer stays the
 judge. An adapter says how to build a request, send it and read the answer; one
 that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
 retried, under the same policy, only until some of its text was shown.
@@ -41,7 +43,7 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.model import ModelRequest, ModelResponse
-from runtime.ratelimit import AdaptiveLimiter
+from runtime.ratelimit import AdaptiveLimiter, quota_from_headers
 from runtime.retry import RetryPolicy, ShownText
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
@@ -216,7 +218,16 @@ class OpenAIEndpoint:
             # answers through as objects with missing or wrong-typed attributes.
             raw = await self._send(self.client, params)
             body = await _read(raw.http_response)
-        return self._parse(body)
+        response = self._parse(body)
+        self._observe(raw.headers, response)
+        return response
+
+    def _observe(self, headers: Mapping[str, str], answer: ModelResponse | None = None) -> None:
+        """Tell the limiter what the endpoint's ``x-ratelimit-*`` headers say is left of
+        its quota, and what the ``answer`` cost (see :meth:`AdaptiveLimiter.observe`)."""
+        if self.limiter is not None:
+            tokens = answer.usage.input_tokens + answer.usage.output_tokens if answer else None
+            self.limiter.observe(quota_from_headers(headers), tokens=tokens)
 
     async def _stream_raw(
         self, request: ModelRequest, mode: OutputMode, on_text: ShownText
@@ -235,6 +246,7 @@ class OpenAIEndpoint:
         except openai.APIConnectionError as exc:
             raise ModelConnectionError(str(exc), base_url=self.base_url) from exc
         except openai.APIStatusError as exc:
+            self._observe(exc.response.headers)
             raise ModelHTTPError(
                 exc.status_code,
                 exc.body if exc.body is not None else exc.message,

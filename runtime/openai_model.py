@@ -97,7 +97,9 @@ class OpenAIModel(OpenAIEndpoint):
                             on_text(text)
                         if answer.done:
                             break
-        return answer.response()
+        found = answer.response()
+        self._observe(response.headers, found)
+        return found
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

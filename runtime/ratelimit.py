@@ -9,6 +9,12 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   cut do not cut it again, so a burst of 429s is one halving, not one per request.
 - Every ``increase_after`` successes at the current limit grow it by one, up to
   ``max_concurrency``.
+- Where the endpoint says what is left of its quota (``x-ratelimit-remaining-*`` and
+  ``x-ratelimit-reset-*`` for requests and tokens, read by :func:`quota_from_headers`
+  and given to :meth:`AdaptiveLimiter.observe`), attempts start freely while enough
+  is left, and once it runs low they are spaced at the rate the quota refills (from
+  ``x-ratelimit-limit-*``; without it, they wait for the reset): the limiter slows
+  down before the first 429, not after it.
 
 It applies per attempt, so retries pass through it: :class:`~runtime.OpenAIModel`
 holds one (``max_concurrency=`` or ``limiter=``), and :class:`RateLimitedModel` puts
@@ -24,17 +30,83 @@ never gives those back.
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import anyio
 
 from runtime.errors import ModelHTTPError
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.value import Value
 
-__all__ = ["AdaptiveLimiter", "RateLimitedModel"]
+__all__ = ["AdaptiveLimiter", "QuotaLeft", "RateLimitedModel", "quota_from_headers"]
+
+
+class QuotaLeft(Value, frozen=True, kw_only=True):
+    """What an endpoint said is left of its rate limits, after one answer.
+
+    Attributes:
+        requests: Requests left now.
+        requests_reset_s: Seconds until the requests limit is whole again.
+        requests_limit: The requests limit itself.
+        tokens: Tokens left now.
+        tokens_reset_s: Seconds until the tokens limit is whole again.
+        tokens_limit: The tokens limit itself.
+    """
+
+    requests: float | None = None
+    requests_reset_s: float | None = None
+    requests_limit: float | None = None
+    tokens: float | None = None
+    tokens_reset_s: float | None = None
+    tokens_limit: float | None = None
+
+
+def quota_from_headers(headers: Mapping[str, str]) -> QuotaLeft | None:
+    """The ``x-ratelimit-{remaining,reset,limit}-{requests,tokens}`` headers (OpenAI's,
+    also sent by Groq, Together, vLLM behind a gateway ...), or None when none of them
+    makes sense. Resets are read as OpenAI writes them (``1s``, ``6m0s``, ``250ms``) or
+    as plain seconds."""
+    found: dict[str, float] = {}
+    for kind in ("requests", "tokens"):
+        for part, field in (("remaining", kind), ("reset", f"{kind}_reset_s"),
+                            ("limit", f"{kind}_limit")):  # fmt: skip
+            value = headers.get(f"x-ratelimit-{part}-{kind}")
+            number = None if value is None else _number(value, duration=part == "reset")
+            if number is not None:
+                found[field] = number
+    if "requests" not in found and "tokens" not in found:
+        return None
+    return QuotaLeft(**found)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _number(value: str, *, duration: bool) -> float | None:
+    """A non-negative number; for a duration, seconds from ``1m30.5s`` or ``20ms``."""
+    text = value.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        if not duration or not text or _DURATION.sub("", text):
+            return None
+        number = sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(text))
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+_PACE = 0.97
+"""Share of the quota's refill rate that paced attempts start at: a little below it,
+so that jitter in when requests arrive does not empty the quota."""
+
+_RESERVE = 0.02
+"""Share of a limit that is left unspent before pacing starts (at least two calls'
+worth): what requests on their way when the quota was read may still take."""
 
 
 class AdaptiveLimiter:
@@ -85,6 +157,15 @@ class AdaptiveLimiter:
         self._cool_until = 0.0
         self._epoch = 0  # bumped at every decrease
         self._successes = 0
+        # What the endpoint said of its quota (observe): attempts that may start
+        # freely, and then the seconds between attempts (None: wait for the reset).
+        self._allowance = math.inf
+        self._interval: float | None = None
+        self._refilled_at = 0.0
+        self._next_start = 0.0
+        self._tokens_per_call: float | None = None
+        self.paced = 0
+        """Attempts held back to keep within the quota the endpoint reported."""
 
     def __repr__(self) -> str:
         return (
@@ -153,10 +234,62 @@ class AdaptiveLimiter:
             # Looped, not an Event: the cool-down is a deadline a new 429 may extend.
             while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
                 await anyio.sleep(left)
+            await self._pace()
         except BaseException:
             self._release(loop)
             raise
         return self._epoch
+
+    async def _pace(self) -> None:
+        """Start now while the quota has room, else at the next paced moment."""
+        if self._allowance >= 1:
+            self._allowance -= 1
+            return
+        now = time.monotonic()
+        if self._interval is None:
+            start = self._refilled_at  # no rate known: the quota is whole again then
+        else:
+            start = max(now, self._next_start)
+            self._next_start = start + self._interval
+        if start > now:
+            self.paced += 1
+            await anyio.sleep(start - now)
+
+    def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
+        """Take in what an answer said of the endpoint's quota, and the tokens it cost.
+
+        Called by a model adapter within an attempt (:meth:`attempt`), for every answer,
+        429s included. Attempts still out besides this one count as spent: the quota
+        may not have counted them yet.
+
+        Args:
+            quota: What is left (:func:`quota_from_headers`); None: nothing was said.
+            tokens: The answer's input plus output tokens, which a tokens limit counts.
+        """
+        if tokens is not None and tokens > 0:
+            known = self._tokens_per_call
+            self._tokens_per_call = tokens if known is None else 0.7 * known + 0.3 * tokens
+        if quota is None:
+            return
+        now = time.monotonic()
+        others = max(self._in_flight - 1, 0)
+        allowance, interval, refilled_at = math.inf, None, now
+        for left, reset_s, limit, cost in (
+            (quota.requests, quota.requests_reset_s, quota.requests_limit, 1.0),
+            (quota.tokens, quota.tokens_reset_s, quota.tokens_limit, self._tokens_per_call),
+        ):
+            if left is None or cost is None:
+                continue
+            reserve = max(2 * cost, _RESERVE * (limit or 0.0))
+            allowance = min(allowance, (left - reserve) / cost - others)
+            if reset_s is not None:
+                refilled_at = max(refilled_at, now + reset_s)
+                if limit is not None and limit > left and reset_s > 0:
+                    calls_per_s = (limit - left) / reset_s / cost
+                    interval = max(interval or 0.0, 1 / (calls_per_s * _PACE))
+        self._allowance, self._refilled_at = allowance, refilled_at
+        if interval is not None:
+            self._interval = interval  # a quota's rate stays; a full quota does not say it
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         if loop is not self._loop:

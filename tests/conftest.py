@@ -4,9 +4,10 @@ fail the test: tests run on the models in ``runtime.testing`` and on servers bou
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -76,3 +77,22 @@ def unconfigured_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_loops: run an async test on asyncio's own event loop and on uvloop"
+    )
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Async tests run on asyncio's own loop; those marked ``both_loops`` on uvloop too
+    (the ``fast`` extra, which the CLI uses when it is installed). uvloop connects
+    through libuv, past the network guard's socket patches: such tests use no sockets."""
+    if item.get_closest_marker("both_loops") is None:
+        return {"asyncio": asyncio.new_event_loop}
+    import uvloop
+
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}

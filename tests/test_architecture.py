@@ -250,6 +250,7 @@ EXTRA_MODULES = {  # each behind an extra
     "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
+    "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
 }
 
 

@@ -50,9 +50,11 @@ def test_the_smoke_run_measures_every_scenario_and_every_run_is_valid(tmp_path: 
     assert [r["impl"] for r in contexts] == list(context.IMPLS)
     assert all(r["valid"] for r in contexts)
     runs = [r for r in results if "model_calls" in r and r["scenario"] != "H"]
-    assert {r["impl"] for r in runs} == {"honeycomb", "floor", "tracing off", "logging off",
-                                         "store off", "both off", "streaming off",
-                                         "deltas off"}  # fmt: skip
+    assert {r["impl"] for r in runs} == {"honeycomb", "floor", "uvloop", "tracing off",
+                                         "logging off", "store off", "both off",
+                                         "streaming off", "deltas off"}  # fmt: skip
+    assert "| uvloop |" in table  # A's column, uvloop being installed (the dev extra)
+    assert "A also on uvloop" in done.stderr
     assert all(r["valid"] for r in runs)
     for r in runs:
         params = Params(**r["params"])
@@ -230,3 +232,44 @@ def test_a_switched_pair_keeps_each_side_its_own_params_in_either_order(
         variants = sent[-1]["variants"]
         streamed = {i: v.get("stream", False) for i, v in zip(impls, variants, strict=True)}
         assert streamed == {"honeycomb": True, "streaming off": False}
+
+
+def test_a_at_1000_on_uvloop_is_judged_against_the_ideal_not_the_floor() -> None:
+    (point,) = points(["A"], [1000], uvloop=True)
+    assert point.impls == ("honeycomb", "floor", "uvloop")  # in the same processes
+    ideal = Params(n=1000).ideal_s  # 0.19 s
+
+    def runs(uvloop_s: float) -> dict[str, list[dict[str, float]]]:
+        return {"honeycomb": [{"wall_s": 0.65}], "floor": [{"wall_s": 0.6}],
+                "uvloop": [{"wall_s": uvloop_s}]}  # fmt: skip
+
+    a, on_uvloop = evaluate([Samples(point, runs(2.4 * ideal))])
+    assert a.uvloop is not None
+    assert a.uvloop.median == pytest.approx(2.4 * ideal)
+    assert on_uvloop.scenario == "A on uvloop"
+    assert on_uvloop.ideal_ratio == pytest.approx(2.4)
+    assert on_uvloop.met is True
+    _, on_uvloop = evaluate([Samples(point, runs(2.6 * ideal))])
+    assert on_uvloop.met is False  # within 1.1x of the floor, but 2.6x the ideal
+
+
+def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.goodput", "--smoke", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (lines,) = tmp_path.glob("goodput-*.jsonl")
+    results = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert {(r["headers"], r["impl"]) for r in results} == {
+        (headers, impl) for headers in ("x-ratelimit", "retry-after", "bare")
+        for impl in ("honeycomb", "openai client")
+    }  # fmt: skip
+    for r in results:
+        if r["impl"] == "honeycomb":
+            assert r["failed_workers"] == 0
+            assert r["answers"] - r["throttled"] == 100  # 20 workers x 5 turns, all answered
+        assert r["lower_bound_s"] > 0  # the quota binds, even this small
+    assert "| x-ratelimit | honeycomb |" in done.stdout

@@ -17,6 +17,7 @@ from typing import TextIO
 from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
+from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
@@ -122,7 +123,7 @@ def _show_ended(path: Path, args: argparse.Namespace) -> int:
     hive file: a run that ended needs none to show its result, one that did not can
     only be continued by the code that made it."""
     try:
-        stored = asyncio.run(RunStore(path).load(args.run_id))
+        stored = run_on_loop(RunStore(path).load(args.run_id))
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -176,7 +177,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     view = _view(args, console, out, hive)
     store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    return asyncio.run(_run_and_report(hive, task, model, view, args, out, store))
+    return run_on_loop(_run_and_report(hive, task, model, view, args, out, store))
 
 
 def _override(args: argparse.Namespace) -> Model | None:
@@ -223,6 +224,8 @@ async def _run_and_report(
     run_id = args.run_id or os.urandom(6).hex()
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
+    if not args.json and loop_factory() is not None:
+        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None

@@ -288,3 +288,52 @@ def test_a_hive_without_a_planner_is_reported_by_validate_and_run_does_not_start
     named = tmp_path / "named.yaml"  # a planner: naming another role will do
     named.write_text(hive.read_text() + "planner: w\n")
     assert main(["validate", str(named)]) == 0
+
+
+def test_the_cli_runs_on_uvloop_when_it_is_installed_and_says_so(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    import uvloop
+
+    from honeycomb.cli import running
+
+    loops: list[type[asyncio.AbstractEventLoop]] = []
+    real = running._run_and_report
+
+    async def spy(*args: object, **kwargs: object) -> int:
+        loops.append(type(asyncio.get_running_loop()))
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(running, "_run_and_report", spy)
+    assert main(["demo", "--plain", "--latency", "0", "--no-store"]) == 0
+    assert loops == [uvloop.Loop]
+    assert "event loop: uvloop " in capsys.readouterr().err
+
+
+def test_without_uvloop_the_cli_runs_on_asyncios_loop_and_says_nothing(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import importlib.util
+
+    from honeycomb.cli import running
+
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "uvloop" else real_find(name, *a),
+    )
+    loops: list[type[asyncio.AbstractEventLoop]] = []
+    real = running._run_and_report
+
+    async def spy(*args: object, **kwargs: object) -> int:
+        loops.append(type(asyncio.get_running_loop()))
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(running, "_run_and_report", spy)
+    assert main(["demo", "--plain", "--latency", "0", "--no-store"]) == 0
+    assert loops == [asyncio.SelectorEventLoop]  # asyncio's own on Unix
+    assert "event loop" not in capsys.readouterr().err

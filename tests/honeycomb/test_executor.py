@@ -34,6 +34,9 @@ from honeycomb import (
 from runtime import ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
 
+# The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
+pytestmark = pytest.mark.both_loops
+
 ROLES = [
     Role(name="planner", description="Plans."),
     Role(name="aggregator", description="Merges."),

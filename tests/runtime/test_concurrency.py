@@ -24,6 +24,9 @@ from runtime._concurrency import shielded, stoppable
 from runtime._deadlines import TimedOut, within
 from workers import AgentLoop
 
+# The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
+pytestmark = pytest.mark.both_loops
+
 
 async def test_a_call_past_its_limit_is_cancelled_and_timed_out() -> None:
     cancelled = asyncio.Event()

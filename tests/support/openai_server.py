@@ -26,6 +26,8 @@ A streamed chat completion sends a :class:`Reply` in chunks as OpenAI does: the 
 the reasoning and the text word by word, the tool calls' pieces interleaved by
 ``index``, the finish reason, the usage (if ``stream_options.include_usage``), then
 ``[DONE]``; ``cut_after`` breaks it off after that many chunks (see :class:`Reply`).
+
+A :class:`Quota` makes it enforce requests and tokens per minute as providers do.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 import random
 import re
 import struct
@@ -43,7 +46,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,6 +60,7 @@ __all__ = [
     "Behaviour",
     "Faults",
     "OpenAIServer",
+    "Quota",
     "Raw",
     "RecordedRequest",
     "Reply",
@@ -232,6 +236,67 @@ class Faults:
         return text("too late (injected)", delay_s=self.hang_s)
 
 
+QuotaHeaders = Literal["retry-after", "bare", "x-ratelimit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A provider's rate limit: ``requests`` and ``tokens`` per ``window_s`` seconds
+    (None: no limit of that kind), each a bucket that holds that many and refills
+    evenly over the window, as OpenAI's limits do.
+
+    A request takes one request and its reply's tokens (prompt plus completion) from
+    the buckets when it arrives; if either holds too little it is answered 429 and
+    takes nothing. What the server tells the client, by ``headers``:
+
+    - ``"retry-after"``: a 429 says when to retry (``Retry-After`` in whole seconds,
+      ``retry-after-ms`` exactly); nothing else.
+    - ``"bare"``: a 429 and nothing more.
+    - ``"x-ratelimit"``: every answer, 429s included, carries ``x-ratelimit-limit-*``,
+      ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (the time until the bucket
+      is full again, as ``"1.5s"`` or ``"250ms"``) for requests and tokens; a 429 sends
+      no ``Retry-After``.
+    """
+
+    requests: int | None = None
+    tokens: int | None = None
+    window_s: float = 60.0
+    headers: QuotaHeaders = "retry-after"
+
+    def __post_init__(self) -> None:
+        if self.window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {self.window_s}")
+        for name in ("requests", "tokens"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+
+
+class _Bucket:
+    """One limit of a :class:`Quota`: ``size`` refilled over ``window_s``."""
+
+    def __init__(self, size: int, window_s: float, now: float) -> None:
+        self.size, self.rate = size, size / window_s
+        self.level, self._at = float(size), now
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.size, self.level + (now - self._at) * self.rate)
+        self._at = now
+
+    def wait_s(self, cost: float) -> float:
+        """Seconds until ``cost`` fits."""
+        return max(cost - self.level, 0.0) / self.rate
+
+    def reset_s(self) -> float:
+        """Seconds until the bucket is full."""
+        return (self.size - self.level) / self.rate
+
+
+def _duration(seconds: float) -> str:
+    """``"1.5s"``, ``"250ms"``: how OpenAI writes a reset time."""
+    return f"{seconds:.3g}s" if seconds >= 1 else f"{math.ceil(seconds * 1000)}ms"
+
+
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -247,7 +312,11 @@ class OpenAIServer(Lifecycle):
     """
 
     def __init__(
-        self, default: Behaviour | Responder | None = None, *, faults: Faults | None = None
+        self,
+        default: Behaviour | Responder | None = None,
+        *,
+        faults: Faults | None = None,
+        quota: Quota | None = None,
     ) -> None:
         self.default: Behaviour | Responder = default or text("ok")
         self._queue: deque[Behaviour] = deque()
@@ -256,6 +325,11 @@ class OpenAIServer(Lifecycle):
         self._faults = faults
         self._rng = random.Random(faults.seed if faults else 0)
         self._in_flight = 0
+        self._quota: Quota | None = None
+        self._buckets: dict[str, _Bucket] = {}
+        self.throttled = 0
+        """Requests answered 429 because the quota was spent."""
+        self.limit(quota)
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
         app = Starlette(
             routes=[
@@ -291,6 +365,18 @@ class OpenAIServer(Lifecycle):
             self._faults = faults
             self._rng = random.Random(faults.seed if faults else 0)
 
+    def limit(self, quota: Quota | None) -> None:
+        """Enforce ``quota`` from now on (None: stop), its buckets full."""
+        now = time.monotonic()
+        with self._lock:
+            self._quota, self.throttled = quota, 0
+            sizes = {"requests": quota.requests, "tokens": quota.tokens} if quota else {}
+            self._buckets = {
+                kind: _Bucket(size, quota.window_s, now)
+                for kind, size in sizes.items()
+                if quota is not None and size is not None
+            }
+
     @property
     def injected(self) -> Counter[str]:
         """Faults injected so far, by kind."""
@@ -303,6 +389,7 @@ class OpenAIServer(Lifecycle):
             self._requests.clear()
             self._faults = None
             self.default = text("ok")
+        self.limit(None)
 
     def start(self) -> None:
         self._server.start()
@@ -336,7 +423,9 @@ class OpenAIServer(Lifecycle):
             self._requests.append(recorded)
             queued = self._queue.popleft() if self._queue and fault is None else None
         try:
-            return await self._answer(self._choose(recorded, queued), recorded)
+            behaviour = self._choose(recorded, queued)
+            behaviour, headers = self._charge(behaviour)
+            return await self._answer(behaviour, recorded, headers)
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -348,27 +437,64 @@ class OpenAIServer(Lifecycle):
             return queued
         return self.default(recorded) if callable(self.default) else self.default
 
-    async def _answer(self, behaviour: Behaviour, recorded: RecordedRequest) -> Response:
+    def _charge(self, behaviour: Behaviour) -> tuple[Behaviour, dict[str, str]]:
+        """Take the request's cost from the quota: the behaviour to answer with (a 429
+        when the quota is spent) and the rate-limit headers to send with it."""
+        if self._quota is None:
+            return behaviour, {}
+        quota = self._quota
+        tokens = 0
+        if isinstance(behaviour, Reply):
+            tokens = behaviour.prompt_tokens + behaviour.completion_tokens
+        costs = {"requests": 1.0, "tokens": float(tokens)}
+        with self._lock:
+            now = time.monotonic()
+            for bucket in self._buckets.values():
+                bucket.refill(now)
+            wait = max(b.wait_s(costs[k]) for k, b in self._buckets.items()) if self._buckets else 0
+            if wait == 0:
+                for kind, bucket in self._buckets.items():
+                    bucket.level -= costs[kind]
+            else:
+                self.throttled += 1
+            headers: dict[str, str] = {}
+            if quota.headers == "x-ratelimit":
+                for kind, bucket in self._buckets.items():
+                    headers[f"x-ratelimit-limit-{kind}"] = str(bucket.size)
+                    headers[f"x-ratelimit-remaining-{kind}"] = str(max(math.floor(bucket.level), 0))
+                    headers[f"x-ratelimit-reset-{kind}"] = _duration(bucket.reset_s())
+        if wait == 0:
+            return behaviour, headers
+        if quota.headers == "retry-after":
+            headers = {"Retry-After": str(math.ceil(wait)), "retry-after-ms": f"{wait * 1000:.0f}"}
+        message = "Rate limit reached: requests or tokens per minute used up (quota)"
+        return Raw(429, message, headers=headers), {}
+
+    async def _answer(
+        self, behaviour: Behaviour, recorded: RecordedRequest, headers: Mapping[str, str]
+    ) -> Response:
         await self._pause(behaviour.delay_s)
         body, number = recorded.body, recorded.number
         if isinstance(behaviour, Raw) and behaviour.content is not None:
             headers = dict(behaviour.headers)
             return Response(behaviour.content, behaviour.status, headers, behaviour.media_type)
         if isinstance(behaviour, Raw):
-            return JSONResponse(_error_body(behaviour), behaviour.status, dict(behaviour.headers))
+            sent = {**behaviour.headers, **headers}
+            return JSONResponse(_error_body(behaviour), behaviour.status, sent)
         named = body.get("model", "") if isinstance(body, dict) else ""
         if isinstance(body, dict) and recorded.path.endswith("/embeddings"):
-            return JSONResponse(_embeddings(body, named))
+            return JSONResponse(_embeddings(body, named), 200, headers)
         model = behaviour.model or named
         if recorded.path.endswith("/responses"):
-            return JSONResponse(_response(behaviour, model, number))
+            return JSONResponse(_response(behaviour, model, number), 200, headers)
         if isinstance(body, dict) and body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
                 self._events(behaviour, _chunks(behaviour, model, number, usage=usage)),
+                headers=dict(headers),
                 media_type="text/event-stream",
             )
-        return JSONResponse(_completion(behaviour, model, number))
+        return JSONResponse(_completion(behaviour, model, number), 200, headers)
 
     async def _events(self, reply: Reply, chunks: list[dict[str, Any]]) -> Any:
         """The chunks as server-sent events, cut off as ``reply`` says."""
