@@ -82,14 +82,20 @@ def test_the_tokens_quota_counts_each_replys_tokens() -> None:
     assert codes == [200, 200, 429]  # 40 + 40, and 20 left
 
 
-async def _calls(model: OpenAIModel, count: int) -> float:
+async def _calls(model: OpenAIModel, count: int, *, streamed: bool = False) -> float:
     started = time.perf_counter()
-    await asyncio.gather(*(model.complete(REQUEST) for _ in range(count)))
+    if streamed:
+        await asyncio.gather(*(model.stream(REQUEST, lambda _: None) for _ in range(count)))
+    else:
+        await asyncio.gather(*(model.complete(REQUEST) for _ in range(count)))
     return time.perf_counter() - started
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["complete", "stream"])
 @pytest.mark.parametrize("limit", ["requests", "tokens"])
-async def test_the_limiter_paces_at_the_quota_before_the_first_429(limit: str) -> None:
+async def test_the_limiter_paces_at_the_quota_before_the_first_429(
+    limit: str, streamed: bool
+) -> None:
     """30 calls at once against a quota of 10 that refills 10 a second, 8 in flight at
     most (fewer than the quota: before its first answer the limiter knows nothing of
     it): the first ones start at once, the rest at the rate the headers tell, and
@@ -104,7 +110,7 @@ async def test_the_limiter_paces_at_the_quota_before_the_first_429(limit: str) -
         limiter = AdaptiveLimiter(8)
         model = OpenAIModel("m", base_url=server.base_url, limiter=limiter,
                             retry=RetryPolicy(attempts=8, initial_wait_s=0.05))  # fmt: skip
-        wall = await _calls(model, 30)
+        wall = await _calls(model, 30, streamed=streamed)
     assert server.throttled == 0
     assert limiter.paced > 0
     # The quota's own bound: 20 more calls at 10 a second (2 s), a bit below it when
