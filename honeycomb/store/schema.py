@@ -12,11 +12,14 @@ tables.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from honeycomb.store.files import idle, wal_application_id
+from honeycomb.store.files import idle, sidecar, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
@@ -218,6 +221,8 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
     refuse_foreign(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            _create(path)
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
@@ -234,6 +239,31 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
         db.close()
         raise
     return db
+
+
+def _create(path: Path) -> None:
+    """Make a new store at ``path``, whole, unless another process makes it first.
+
+    The store is made in a file of its own beside ``path``, then linked to ``path`` in
+    one step that fails if ``path`` exists: no connection ever sees a half-made store
+    (its tables there before its application id), which it would take for another
+    application's database. A file system without hard links makes it in place.
+    """
+    made = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    try:
+        db = sqlite3.connect(str(made), isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
+            upgrade(db)
+        finally:
+            db.close()  # the last connection: what its -wal holds moves into the file
+        with contextlib.suppress(FileExistsError):  # another made it: that is the store
+            os.link(made, path)
+    except OSError:
+        pass  # no hard links here (or no room): the store is made in place, as it opens
+    finally:
+        for leftover in (made, sidecar(made, "-wal"), sidecar(made, "-shm")):
+            leftover.unlink(missing_ok=True)
 
 
 Unchanged = Callable[[], bool]
