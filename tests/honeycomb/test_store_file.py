@@ -285,7 +285,7 @@ def test_a_new_store_made_by_many_at_once_is_never_seen_half_made(tmp_path: Path
         errors: list[BaseException] = []
         start = threading.Barrier(6)
 
-        def open_it() -> None:
+        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
             start.wait()
             try:
                 db = connect(path, write=True)
