@@ -276,30 +276,37 @@ def test_a_new_store_made_by_many_at_once_is_never_seen_half_made(tmp_path: Path
     """Processes (here threads, each with its own connections) that open one new store
     at once each find a whole store: none sees another's half-made file, whose tables
     are there before its application id, and takes it for another application's."""
-    import threading
-
-    from honeycomb.store.schema import SCHEMA_VERSION, connect, schema_of
+    from honeycomb.store.schema import SCHEMA_VERSION, schema_of
 
     for round_ in range(12):
         path = tmp_path / f"round{round_}" / "runs.db"
-        errors: list[BaseException] = []
-        start = threading.Barrier(6)
-
-        def open_it(path: Path = path, start: threading.Barrier = start) -> None:
-            start.wait()
-            try:
-                db = connect(path, write=True)
-                assert db is not None
-                db.close()
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=open_it) for _ in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert _opened_at_once(path, 6) == []
         db = sqlite3.connect(path)
         assert schema_of(db) == SCHEMA_VERSION
         db.close()
+
+
+def _opened_at_once(path: Path, openers: int) -> list[BaseException]:
+    """What ``openers`` threads opening the store in ``path`` at once raised."""
+    import threading
+
+    from honeycomb.store.schema import connect
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(openers)
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            db = connect(path, write=True)
+            assert db is not None
+            db.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(openers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
