@@ -103,3 +103,38 @@ async def test_the_starter_looks_up_in_parallel_and_saves_a_note(tmp_path: Path)
     (note,) = (tmp_path / "notes").glob("*.md")
     assert "Kyoto" in note.read_text()
     assert str(note.resolve()) in result.answer_text
+
+
+async def test_triage_with_approvals_opens_only_the_tickets_a_person_approves(
+    tmp_path: Path,
+) -> None:
+    """The triage hive with ``approvals: {tools: [open_ticket]}`` on its desk (what its
+    README shows): every ticket waits for a person, the run ends waiting, the decisions
+    are recorded, and the resumed run opens the approved tickets only, each once."""
+    text = (EXAMPLES / "triage" / "hive.yaml").read_text()
+    folder = tmp_path / "triage"
+    folder.mkdir()
+    for name in ("tools.py", "inbox.json"):
+        (folder / name).write_bytes((EXAMPLES / "triage" / name).read_bytes())
+    asking = text.replace(
+        "    max_turns: 5\n", "    max_turns: 5\n    approvals: {tools: [open_ticket]}\n"
+    )
+    assert asking != text
+    (folder / "hive.yaml").write_text(asking)
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor.from_yaml(folder / "hive.yaml", model=OfflineModel(latency=0), store=store)
+    waiting = await executor.run(load_hive(folder / "hive.yaml").spec.example_task or "")
+    assert waiting.status == "waiting"
+    assert not (tmp_path / "tickets").exists()  # nothing opened before a decision
+    pending = {p.arguments["message_id"]: p for p in waiting.pending}
+    assert set(pending) == {"MSG-101", "MSG-102", "MSG-103", "MSG-104"}
+    for message, call in pending.items():
+        approve = message != "MSG-103"
+        await executor.decide(
+            waiting.run_id, call.call_id, approve=approve, worker=call.worker,
+            reason=None if approve else "feature requests go to the roadmap, not a ticket",
+        )  # fmt: skip
+    result = await executor.resume(waiting.run_id)
+    assert result.status == "ok"
+    opened = sorted(p.stem for p in (tmp_path / "tickets").glob("*.md"))
+    assert opened == ["MSG-101", "MSG-102", "MSG-104"]
