@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -321,6 +322,9 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
             dispatcher = Dispatcher(await registry(run, web))
             await one(dispatcher, "die")
             port = int(url.rsplit(":", 1)[1].split("/")[0])
+            # Gone before it comes back: a dying server still listening would take the
+            # new one's connection test, and the new one would find the port in use.
+            await asyncio.to_thread(_closed, port)
             with http_test_server("s3cret", port=port):  # back, at the same address
                 back = await one(dispatcher, "lookup", '{"word": "hive"}')
                 await one(dispatcher, "die")
@@ -330,6 +334,18 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
         "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run: "
         "its connection was lost, and was started again once already"
     )
+
+
+def _closed(port: int) -> None:
+    """Wait until nothing listens on ``port`` of 127.0.0.1 any more."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"something still listens on port {port}")
 
 
 # --- nothing keeps running ---------------------------------------------------------
