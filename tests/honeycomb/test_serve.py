@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +278,15 @@ async def browser() -> AsyncIterator[Any]:
             await launched.close()
 
 
+async def _until(read: Callable[[], Awaitable[str | None]], wanted: str) -> None:
+    """Wait until ``read()`` gives ``wanted`` (polled from here: the page's CSP forbids
+    the string evaluation Playwright's own waiting uses)."""
+    deadline = time.monotonic() + 30
+    while (found := await read()) != wanted:
+        assert time.monotonic() < deadline, f"still {found!r}, not {wanted!r}"
+        await asyncio.sleep(0.05)
+
+
 class _Watched:
     """A browser page with every console error and failed request it had."""
 
@@ -316,7 +325,7 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     assert (await running).status == "ok"
     assert int(await watched.dataset("updates") or 0) >= 2  # updated without a reload
     assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
-    await page.wait_for_function("document.documentElement.dataset.ended === 'true'")
+    await _until(lambda: watched.dataset("ended"), "true")
     rows = await page.eval_on_selector_all(".row[data-worker]", "e => e.map(r => r.dataset.worker)")
     assert rows == ["a", "b"]
     await page.click("details[data-worker='a'] summary")
