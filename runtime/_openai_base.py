@@ -19,6 +19,7 @@ retried, under the same policy, only until some of its text was shown.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import email.utils
@@ -55,7 +56,7 @@ _FALLBACK: dict[OutputMode, OutputMode] = {
 }
 
 
-class OpenAIEndpoint:
+class OpenAIEndpoint(abc.ABC):
     """A model behind an endpoint of one of OpenAI's APIs (see the adapters for the
     arguments); subclasses say how to build a request (:meth:`_params`), send it
     (:meth:`_send`) and read the answer's body (:meth:`_parse`).
@@ -233,8 +234,9 @@ class OpenAIEndpoint:
         self, request: ModelRequest, mode: OutputMode, on_text: ShownText
     ) -> ModelResponse:
         """One streamed attempt: its text to ``on_text`` as it comes, then the answer.
-        Only adapters that stream have it (they have a public ``stream``)."""
-        raise NotImplementedError
+        Only adapters that stream have it (they have a public ``stream``): the others
+        are never asked to."""
+        raise TypeError(f"{type(self).__name__} does not stream")
 
     @contextlib.contextmanager
     def _translated(self, params: Mapping[str, Any]) -> Iterator[None]:
@@ -267,22 +269,22 @@ class OpenAIEndpoint:
             params["extra_body"] = self._extra_body
         return params
 
+    @abc.abstractmethod
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         """The SDK call's keyword arguments for ``request``, structured output asked
         for as ``mode``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
         """Send the request; the SDK's raw response (``with_raw_response``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _parse(self, body: bytes) -> ModelResponse:
         """The response in the answer's body.
 
         Raises:
             ModelResponseError: naming the model and what is wrong with the body.
         """
-        raise NotImplementedError
 
 
 async def _read(response: Any) -> bytes:
