@@ -110,11 +110,15 @@ async def test_each_round_sees_the_results_and_failures_and_may_depend_on_any_ea
     assert "Planning round" not in first
     # the lead sees every result so far, a failure as one, with why
     assert "### a (researcher)\nfound: look at bees" in second
-    assert "### b (researcher) FAILED" in second and "the researcher broke" in second
-    assert "### c (researcher)" in third and "Planning round 3 of at most 3" in third
+    assert "### b (researcher) FAILED" in second
+    assert "the researcher broke" in second
+    assert "### c (researcher)" in third
+    assert "Planning round 3 of at most 3" in third
     # d, of round 3, was given the results of a (round 1) and c (round 2)
     d = result.subtasks["d"].text
-    assert "a (researcher)" in d and "found: look at bees" in d and "c (researcher)" in d
+    assert "a (researcher)" in d
+    assert "found: look at bees" in d
+    assert "c (researcher)" in d
     planned = [e for e in events if isinstance(e, RoundPlanned)]
     assert [(e.round, e.added.ids) for e in planned] == [(2, ("c",)), (3, ("d",))]
 
@@ -139,7 +143,8 @@ async def test_max_subtasks_bounds_the_whole_run_over_every_round() -> None:
     # round 2 had room for one subtask and the lead gave two: the round is refused
     assert "add at most 1 new subtasks" in hive.lead_messages[1]
     assert result.rounds_ended == "lead_failed"
-    assert result.rounds[-1].error is not None and "at most 1" in result.rounds[-1].error
+    assert result.rounds[-1].error is not None
+    assert "at most 1" in result.rounds[-1].error
     assert list(result.subtasks) == ["a", "b"]
 
     fitting = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
@@ -186,7 +191,8 @@ async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has()
     assert result.answer_text  # the first round's results were aggregated
     assert result.rounds_ended == "lead_failed"
     error = result.rounds[-1].error or ""
-    assert "'a' is used twice" in error and "'nowhere'" in error
+    assert "'a' is used twice" in error
+    assert "'nowhere'" in error
     assert len(hive.lead_messages) == 3  # round 2 asked twice, the problems the second time
     assert "The plan is invalid" in hive.lead_messages[2]
 
@@ -216,8 +222,10 @@ async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> 
             await anyio.sleep(0.05)  # d's result reaches the store
         tg.cancel_scope.cancel()
     stored = await RunStore(db).load("r1")
-    assert stored is not None and stored.status == "interrupted"
-    assert stored.plan is not None and '"c"' in stored.plan  # round 2 was stored before it ran
+    assert stored is not None
+    assert stored.status == "interrupted"
+    assert stored.plan is not None
+    assert '"c"' in stored.plan
 
     second = Hive(lead)
     result = await second.executor(4, db).run("Study bees.", run_id="r1")
@@ -253,7 +261,7 @@ def test_the_offline_lead_follows_up_a_result_that_asks_for_more() -> None:
     assert (added.id, added.role, added.depends_on, added.round) == (
         "r1.more", "researcher", ("r1",), 2,
     )  # fmt: skip
-    assert added.instruction == "Follow up on r1: Range needs more study."
+    assert added.instruction == "Follow up on r1: Range needs more."
     # a follow-up is not followed up again, and nothing asking: the lead is done
     again = [*results, ResultEntry(id="r1.more", role="researcher", ok=True, text="Needs more.")]
     assert follow_up_for(follow_up_task("Task: t", again, round=3, rounds=3, room=5)).subtasks == ()
