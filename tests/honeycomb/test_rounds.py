@@ -261,7 +261,7 @@ def test_the_offline_lead_follows_up_a_result_that_asks_for_more() -> None:
     assert (added.id, added.role, added.depends_on, added.round) == (
         "r1.more", "researcher", ("r1",), 2,
     )  # fmt: skip
-    assert added.instruction == "Follow up on r1: Range needs more."
+    assert added.instruction == "Follow up on r1: Range needs more study."
     # a follow-up is not followed up again, and nothing asking: the lead is done
     again = [*results, ResultEntry(id="r1.more", role="researcher", ok=True, text="Needs more.")]
     assert follow_up_for(follow_up_task("Task: t", again, round=3, rounds=3, room=5)).subtasks == ()
