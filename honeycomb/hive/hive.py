@@ -195,6 +195,11 @@ class PlannerSpec(BaseModel):
     rounds: int = Field(default=1, ge=1, le=100)
 
 
+def _planner_shorthand(value: Any) -> Any:
+    """``planner: NAME`` is short for ``planner: {role: NAME}`` (it plans once)."""
+    return {"role": value} if isinstance(value, str) else value
+
+
 def _shorthand(value: Any) -> Any:
     """``default: offline`` is short for ``default: {provider: offline}``."""
     return {"provider": "offline"} if value == "offline" else value
@@ -214,7 +219,7 @@ class _HiveSpec(BaseModel):
     mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
     roles: dict[str, Any] = Field(default_factory=dict)
     roles_dir: str | None = None
-    planner: str | PlannerSpec | None = None
+    planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
     store: str | None = None
@@ -359,9 +364,9 @@ class Hive:
     def planner(self) -> str | RolePlanner | None:
         """The hive's planner: a role's name, or a lead that plans in rounds."""
         spec = self.spec.planner
-        if isinstance(spec, PlannerSpec):
-            return RolePlanner(spec.role, rounds=spec.rounds)
-        return spec
+        if spec is None or spec.rounds == 1:
+            return spec.role if spec is not None else None
+        return RolePlanner(spec.role, rounds=spec.rounds)
 
     @property
     def default_model(self) -> str | None:
@@ -547,7 +552,9 @@ def _check_references(
         ref = getattr(spec, key)
         at: tuple[str, ...] = (key,)
         if isinstance(ref, PlannerSpec):
-            ref, at = ref.role, (key, "role")
+            ref = ref.role
+            if isinstance(doc.data.get(key), Mapping):  # as written: {role: ..., rounds: ...}
+                at = (key, "role")
         if ref is None or (key == "aggregator" and ref == "concat") or ref in declared:
             continue
         errors.append(
