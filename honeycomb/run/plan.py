@@ -173,8 +173,17 @@ def plan_problems(
 
 
 def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
-    """The longest chain of dependent durations: no schedule can finish sooner."""
-    return longest_chain(plan.dependencies, durations)[1]
+    """The longest chain of dependent durations: no schedule can finish sooner. A plan
+    made in rounds runs one round after another, so its rounds' chains add up (a
+    dependency on an earlier round has finished before the round starts)."""
+    rounds: dict[int, dict[str, tuple[str, ...]]] = {}
+    for subtask in plan.subtasks:
+        rounds.setdefault(subtask.round, {})[subtask.id] = subtask.depends_on
+    total = 0.0
+    for depends_on in rounds.values():
+        own = {k: tuple(d for d in deps if d in depends_on) for k, deps in depends_on.items()}
+        total += longest_chain(own, {k: durations.get(k, 0.0) for k in own})[1]
+    return total
 
 
 def _find_cycle(plan: Plan) -> list[str]:

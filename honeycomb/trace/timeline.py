@@ -217,7 +217,7 @@ def build_timeline(
     groups = _group(spans, subtasks)
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker"}
     depends_on = {s.id: s.depends_on for s in subtasks}
-    chain, chain_s = longest_chain(depends_on, durations)
+    chain, chain_s = _chain(subtasks, depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
     on_path = set(chain)
     rows = tuple(
@@ -251,6 +251,27 @@ def build_timeline(
         cached_input_tokens=sum(s.cached_input_tokens for s in calls),
         compactions=sum(1 for s in calls if s.kind == "compaction"),
     )
+
+
+def _chain(
+    subtasks: Sequence[PlannedSubtask],
+    depends_on: Mapping[str, tuple[str, ...]],
+    durations: Mapping[str, float],
+) -> tuple[tuple[str, ...], float]:
+    """The critical chain: in a run planned in rounds, which run one after another,
+    each round's longest chain, one after the other."""
+    rounds: dict[int, list[str]] = {}
+    for subtask in subtasks:
+        rounds.setdefault(getattr(subtask, "round", 1), []).append(subtask.id)
+    if len(rounds) < 2:
+        return longest_chain(depends_on, durations)
+    chain: tuple[str, ...] = ()
+    total = 0.0
+    for ids in rounds.values():
+        own = {i: tuple(d for d in depends_on[i] if d in ids) for i in ids}
+        found, length = longest_chain(own, {i: durations.get(i, 0.0) for i in ids})
+        chain, total = chain + found, total + length
+    return chain, total
 
 
 def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:

@@ -26,9 +26,11 @@ from honeycomb import (
     RoundPlanned,
     RunFailed,
     RunStore,
+    Span,
     build_timeline,
 )
 from honeycomb.offline.plan import follow_up_for
+from honeycomb.run.plan import Plan, Subtask, critical_path
 from honeycomb.run.prompts import ResultEntry, follow_up_task
 from runtime import Event, ModelRequest, UserMessage
 
@@ -265,3 +267,35 @@ def test_the_offline_lead_follows_up_a_result_that_asks_for_more() -> None:
     # a follow-up is not followed up again, and nothing asking: the lead is done
     again = [*results, ResultEntry(id="r1.more", role="researcher", ok=True, text="Needs more.")]
     assert follow_up_for(follow_up_task("Task: t", again, round=3, rounds=3, room=5)).subtasks == ()
+
+
+def test_the_critical_path_adds_up_the_rounds_which_run_one_after_another() -> None:
+    plan = Plan(
+        subtasks=(
+            Subtask(id="a", role="r", instruction="i"),
+            Subtask(id="b", role="r", instruction="i"),
+            Subtask(id="c", role="r", instruction="i", round=2),  # independent, but after a, b
+            Subtask(id="d", role="r", instruction="i", depends_on=("a", "c"), round=2),
+        )
+    )
+    durations = {"a": 1.0, "b": 3.0, "c": 2.0, "d": 1.0}
+    # round 1 ends with b (3 s); in round 2, c then d (3 s)
+    assert critical_path(plan, durations) == pytest.approx(6.0)
+    single = Plan(subtasks=plan.subtasks[:2])
+    assert critical_path(single, durations) == pytest.approx(3.0)
+
+
+def test_the_timeline_s_critical_chain_goes_through_every_round() -> None:
+    subtasks = [
+        Subtask(id="a", role="r", instruction="i"),
+        Subtask(id="b", role="r", instruction="i", round=2),  # after a, though independent
+    ]
+    spans = [
+        Span(span_id="1", parent_id=None, kind="run", name="t", start=0.0, end=6.0),
+        Span(span_id="2", parent_id="1", kind="worker", name="a", start=0.0, end=3.0, worker="a"),
+        Span(span_id="3", parent_id="1", kind="plan", name="round 2", start=3.0, end=4.0),
+        Span(span_id="4", parent_id="1", kind="worker", name="b", start=4.0, end=6.0, worker="b"),
+    ]
+    timeline = build_timeline(spans, subtasks)
+    assert timeline.critical_path == ("a", "b")
+    assert timeline.critical_path_s == pytest.approx(6.0)  # a, round 2's planning, b
