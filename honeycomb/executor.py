@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
-from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
+from honeycomb.run.planner import PlannerLike, RolePlanner, SubtaskSpec, as_planner
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import RunResult
 from honeycomb.run.run import Run
@@ -237,7 +237,7 @@ class Executor:
                 hive.roles,
                 hive.models(models),
                 tools=hive.registry,
-                planner=hive.spec.planner,
+                planner=hive.planner,
                 aggregator=hive.spec.aggregator,
                 policy=policy or hive.policy,
                 default_model=hive.default_model,
@@ -493,6 +493,8 @@ def _check(
         else:
             if not mcp.refs(role):  # MCP tools are known once their servers list them
                 errors += _approval_problems(role, setups[role.name])
+    if isinstance(planner, RolePlanner):
+        planner = planner.role  # a role, checked like one named
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
         if isinstance(spec, str) and spec != "concat" and spec not in names:
             errors.append(

@@ -26,8 +26,8 @@ def _outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(f"HONEYCOMB_{name}", str(tmp_path / name.lower()))
 
 
-async def _run(name: str, store: RunStore | None = None) -> RunResult:
-    hive = EXAMPLES / name / "hive.yaml"
+async def _run(name: str, store: RunStore | None = None, file: str = "hive.yaml") -> RunResult:
+    hive = EXAMPLES / name / file
     executor = Executor.from_yaml(hive, model=OfflineModel(latency=0), store=store)
     return await executor.run(load_hive(hive).spec.example_task or "")
 
@@ -54,6 +54,20 @@ async def test_research_fans_out_then_synthesises() -> None:
     for title in ("Scent and pheromones", "Keeping the brood warm", "Pesticides and forage"):
         assert title in answer
     assert "34 and 36 °C" in answer
+
+
+async def test_research_in_rounds_follows_up_what_needs_more() -> None:
+    result = await _run("research", file="rounds.yaml")
+    assert result.status == "ok"
+    assert [(r.round, r.added) for r in result.rounds] == [
+        (1, ("researcher-1", "researcher-2", "researcher-3")),
+        (2, ("researcher-3.more",)),
+        (3, ()),
+    ]
+    assert result.rounds_ended == "done"
+    follow_up = result.plan["researcher-3.more"]
+    assert follow_up.depends_on == ("researcher-3",)
+    assert "needs more research" in follow_up.instruction
 
 
 async def test_review_reviews_each_file_and_merges_the_findings(tmp_path: Path) -> None:

@@ -115,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--approve", action="store_true", help="the outbox tool asks for approval before it sends"
     )
+    demo.add_argument(
+        "--rounds",
+        action="store_true",
+        help="run the research example in rounds instead (examples/research/rounds.yaml): "
+        "a lead reads what its researchers found and sends out more where a finding "
+        "needs more",
+    )
     _run_options(demo)
     demo.set_defaults(handler=demo_command)
 

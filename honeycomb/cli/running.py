@@ -64,8 +64,9 @@ DEMO_TASK = (
 
 def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
     """A bundled example hive: ``examples/trip/hive.yaml``, another of that folder
-    (``memory.yaml``: the trip with long-term memory), or ``examples/logbook``'s (a
-    long read that compaction keeps within its budget)."""
+    (``memory.yaml``: the trip with long-term memory), ``examples/logbook``'s (a
+    long read that compaction keeps within its budget), or
+    ``examples/research/rounds.yaml`` (a lead planning in rounds)."""
     package = Path(__file__).resolve().parents[1]  # honeycomb/
     for candidate in (package / "examples" / example, package.parent / "examples" / example):
         if (candidate / name).is_file():
@@ -78,6 +79,8 @@ def demo_command(args: argparse.Namespace) -> int:
         args.model = "offline"
     if args.compact:  # the logbook: its reader's context is compacted as it reads
         return _execute(demo_hive_path("logbook"), args.task, args)
+    if args.rounds:  # a lead planning in rounds: a second round follows a finding up
+        return _execute(demo_hive_path("research", "rounds.yaml"), args.task, args)
     if args.memory:  # a second run recalls what the first kept
         hive = demo_hive_path(name="memory.yaml")
         return demo_with_memory(hive, args.task or DEMO_TASK, args, _execute)

@@ -22,6 +22,8 @@ from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
+    RoundPlanned,
+    RoundStarted,
     RunFinished,
     RunStarted,
     WorkerFinished,
@@ -83,10 +85,13 @@ class _RunState(msgspec.Struct, kw_only=True):
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
                     self.answer, self.answer_turn = "", event.turn
                 self.answer += event.text
-        elif isinstance(event, PlanReady):
+        elif isinstance(event, PlanReady | RoundPlanned):
             self.phase = "working"
-            for s in event.plan.subtasks:
+            plan = event.plan if isinstance(event, PlanReady) else event.added
+            for s in plan.subtasks:
                 self.rows[s.id] = _Row(id=s.id, role=s.role, depends_on=s.depends_on)
+        elif isinstance(event, RoundStarted):
+            self.phase = f"planning round {event.round}"
         elif isinstance(event, WorkerStarted) and row:
             row.state, row.started = "running", now
         elif isinstance(event, WorkerFinished) and row:
@@ -210,6 +215,9 @@ class PlainView:
         self.out.flush()
 
     def handle(self, event: Event) -> None:
+        if isinstance(event, RoundStarted):  # the lead starts again: not an attempt
+            self._turns.clear()
+            self._attempts.clear()
         if isinstance(event, ModelCallStarted):
             line = self._started(event)
         elif isinstance(event, ModelCallRetrying):
@@ -271,6 +279,18 @@ def _describe(event: Event) -> str:
             for s in event.plan.subtasks
         ]
         return f"plan ready in {event.duration_s:.2f}s: " + "; ".join(parts)
+    if isinstance(event, RoundStarted):
+        return f"round {event.round}: the lead reads the results so far"
+    if isinstance(event, RoundPlanned):
+        if event.error is not None:
+            return f"round {event.round}: the lead failed: {event.error}"
+        if not event.added.subtasks:
+            return f"round {event.round}: the lead is done"
+        parts = [
+            f"{s.id}={s.role}" + (f" after {','.join(s.depends_on)}" if s.depends_on else "")
+            for s in event.added.subtasks
+        ]
+        return f"round {event.round} ready in {event.duration_s:.2f}s: " + "; ".join(parts)
     if isinstance(event, WorkerStarted):
         return f"{who} ({event.role}) started"
     if isinstance(event, WorkerFinished):

@@ -27,6 +27,7 @@ from pydantic import (
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import McpServerSpec, check_servers
 from honeycomb.offline import OfflineModel
+from honeycomb.run.planner import RolePlanner
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import (
     ConfigError,
@@ -184,6 +185,21 @@ class MemorySpec(BaseModel):
     max_chars: int = Field(default=4000, ge=100, le=1_000_000)
 
 
+class PlannerSpec(BaseModel):
+    """``planner: {role: lead, rounds: 4}``: a lead that plans in rounds, reading each
+    round's results before it adds more subtasks (``planner: NAME`` plans once)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    role: str = Field(min_length=1)
+    rounds: int = Field(default=1, ge=1, le=100)
+
+
+def _planner_shorthand(value: Any) -> Any:
+    """``planner: NAME`` is short for ``planner: {role: NAME}`` (it plans once)."""
+    return {"role": value} if isinstance(value, str) else value
+
+
 def _shorthand(value: Any) -> Any:
     """``default: offline`` is short for ``default: {provider: offline}``."""
     return {"provider": "offline"} if value == "offline" else value
@@ -203,7 +219,7 @@ class _HiveSpec(BaseModel):
     mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
     roles: dict[str, Any] = Field(default_factory=dict)
     roles_dir: str | None = None
-    planner: str | None = None
+    planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
     store: str | None = None
@@ -343,6 +359,14 @@ class Hive:
                     )
                 ]
             )
+
+    @property
+    def planner(self) -> str | RolePlanner | None:
+        """The hive's planner: a role's name, or a lead that plans in rounds."""
+        spec = self.spec.planner
+        if spec is None or spec.rounds == 1:
+            return spec.role if spec is not None else None
+        return RolePlanner(spec.role, rounds=spec.rounds)
 
     @property
     def default_model(self) -> str | None:
@@ -526,11 +550,16 @@ def _check_references(
     ]
     for key in ("planner", "aggregator"):
         ref = getattr(spec, key)
+        at: tuple[str, ...] = (key,)
+        if isinstance(ref, PlannerSpec):
+            ref = ref.role
+            if isinstance(doc.data.get(key), Mapping):  # as written: {role: ..., rounds: ...}
+                at = (key, "role")
         if ref is None or (key == "aggregator" and ref == "concat") or ref in declared:
             continue
         errors.append(
             doc.error(
-                (key,),
+                at,
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )

@@ -1,5 +1,6 @@
 """The offline model's planner: clauses of the task matched to roles by the words they
-share (see :mod:`honeycomb.offline.model`)."""
+share (see :mod:`honeycomb.offline.model`); as a lead planning a later round, a
+follow-up for each result that asks for one (:func:`follow_up_for`)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,33 @@ from msgspec.structs import replace
 
 from honeycomb.offline import rules as rules
 from honeycomb.run.plan import Plan, Subtask
-from honeycomb.run.prompts import CATALOG_HEADER, CatalogEntry, parse_catalog
+from honeycomb.run.prompts import (
+    CATALOG_HEADER,
+    ROUND_HEADER,
+    CatalogEntry,
+    parse_catalog,
+    parse_results,
+)
 from runtime import AssistantMessage, ModelRequest, UserMessage
 from runtime.value import Value
 
-__all__ = ["last_answer", "plan_for", "task_text"]
+__all__ = ["follow_up_for", "last_answer", "plan_for", "task_text"]
 
 _RESERVED_ROLES = frozenset({"planner", "aggregator"})
 _REJECTED = re.compile(r"invalid plan|the plan is invalid", re.I)
 _AT_MOST = re.compile(r"at most (\d+)", re.I)
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ROOM = re.compile(r"add at most (\d+)", re.I)
+_ROUND = re.compile(ROUND_HEADER + r" (\d+)")
+# A sentence of a result that asks for more work: "needs follow-up", "more research is
+# needed", "calls for further study", "remains unclear" ...
+_ASKS_FOR_MORE = re.compile(
+    r"\bfollow[- ]?ups?\b|\b(?:needs?|requires?|calls? for|asks? for|wants?)\s+"
+    r"(?:\w+\s+)?(?:more|further|deeper)\b|\b(?:more|further)\s+\w+\s+(?:is|are)\s+"
+    r"needed\b|\bremains?\s+(?:unclear|unknown|open)\b",
+    re.I,
+)
+_SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
 
@@ -35,6 +53,8 @@ def plan_for(request: ModelRequest) -> Plan:
     """A plan for the planner's request, or the previous plan fixed if it was rejected."""
     users = [m.content for m in request.messages if isinstance(m, UserMessage)]
     catalog_text = next((u for u in users if CATALOG_HEADER in u), task_text(request))
+    if ROUND_HEADER in catalog_text:  # a lead planning a later round
+        return follow_up_for(catalog_text)
     task, catalog = parse_catalog(catalog_text)
     roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
     found = [int(n) for u in users for n in _AT_MOST.findall(u)]
@@ -44,6 +64,44 @@ def plan_for(request: ModelRequest) -> Plan:
         if fixed is not None:
             return fixed
     return _rule_plan(task, roles, limit)
+
+
+def follow_up_for(text: str) -> Plan:
+    """A lead's later round: for each result that asks for more (its first sentence
+    that does), a subtask of the same role that follows it up and depends on it,
+    unless one already does (a follow-up, ``ID.more``, is not followed up again);
+    none (done) when no result asks."""
+    _, results = parse_results(text)
+    room = min((int(n) for n in _ROOM.findall(text)), default=1)
+    found = _ROUND.search(text)
+    number = int(found.group(1)) if found else 2
+    ids = {r.id for r in results}
+    added: list[Subtask] = []
+    for result in results:
+        asking = _asking_sentence(result.text) if result.ok else None
+        follow_id = f"{result.id[:56]}.more"
+        again = result.id.endswith(".more")
+        if asking is None or again or follow_id in ids or len(added) == room:
+            continue
+        added.append(
+            Subtask(
+                id=follow_id,
+                role=result.role,
+                instruction=f"Follow up on {result.id}: {asking}",
+                depends_on=(result.id,),
+                round=number,
+            )
+        )
+        ids.add(follow_id)
+    return Plan(subtasks=tuple(added))
+
+
+def _asking_sentence(text: str) -> str | None:
+    for found in _SENTENCE.finditer(text):
+        sentence = found.group(0)
+        if _ASKS_FOR_MORE.search(sentence):
+            return sentence.strip()
+    return None
 
 
 def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:

@@ -16,15 +16,23 @@ from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
+    RoundPlanned,
+    RoundStarted,
     RunFinished,
     RunStarted,
     WorkerFinished,
     WorkerStarted,
 )
 from honeycomb.run.plan import Plan, Subtask
-from honeycomb.run.planner import FunctionPlanner, Planner, RolePlanner, StaticPlanner
+from honeycomb.run.planner import (
+    FunctionPlanner,
+    Planner,
+    RolePlanner,
+    RoundPlanner,
+    StaticPlanner,
+)
 from honeycomb.run.policy import Budgets, Policy
-from honeycomb.run.result import RunResult, RunTimings, SubtaskResult
+from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult
 from honeycomb.run.stream import RunStream
 
 __all__ = [
@@ -37,10 +45,14 @@ __all__ = [
     "FunctionPlanner",
     "Plan",
     "PlanReady",
+    "PlanRound",
     "Planner",
     "Policy",
     "RoleAggregator",
     "RolePlanner",
+    "RoundPlanned",
+    "RoundPlanner",
+    "RoundStarted",
     "RunContext",
     "RunFinished",
     "RunResult",

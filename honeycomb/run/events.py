@@ -17,6 +17,8 @@ __all__ = [
     "AggregationFinished",
     "AggregationStarted",
     "PlanReady",
+    "RoundPlanned",
+    "RoundStarted",
     "RunFinished",
     "RunStarted",
     "WorkerFinished",
@@ -37,6 +39,24 @@ class PlanReady(Event, frozen=True, kw_only=True, gc=True):
     kind: ClassVar[str] = "run.plan_ready"
     plan: Plan
     duration_s: float
+
+
+class RoundStarted(Event, frozen=True, kw_only=True):
+    """The lead reads what the last round found, to plan round ``round`` (2 on)."""
+
+    kind: ClassVar[str] = "run.round_started"
+    round: int
+
+
+class RoundPlanned(Event, frozen=True, kw_only=True, gc=True):
+    """The lead planned round ``round``: the subtasks it added (``added``; none: it is
+    done), or the ``error`` it failed with."""
+
+    kind: ClassVar[str] = "run.round_planned"
+    round: int
+    added: Plan
+    duration_s: float = 0.0
+    error: str | None = None
 
 
 class WorkerStarted(Event, frozen=True, kw_only=True):

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from honeycomb.trace.critical import longest_chain
 from runtime import did_you_mean
@@ -32,7 +33,9 @@ class Subtask(BaseModel):
         id: Unique within the plan; results are keyed by it.
         role: The role that runs it (must exist).
         instruction: What the worker is asked to do.
-        depends_on: Ids whose results this subtask needs; it starts after them.
+        depends_on: Ids whose results this subtask needs; it starts after them (in a
+            run planned in rounds, ids of any round up to its own).
+        round: The planning round that added it (1: the first plan).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -41,6 +44,7 @@ class Subtask(BaseModel):
     role: str
     instruction: str
     depends_on: tuple[str, ...] = ()
+    round: int = Field(default=1, ge=1)
 
 
 class Plan(BaseModel):
@@ -86,11 +90,13 @@ class Plan(BaseModel):
 
 
 @functools.lru_cache(maxsize=64)
-def plan_type(roles: tuple[str, ...], max_subtasks: int) -> type[Plan]:
+def plan_type(roles: tuple[str, ...], max_subtasks: int, least: int = 1) -> type[Plan]:
     """A :class:`Plan` as tight as JSON schema allows, for a planner that answers
     through structured output: ``role`` is one of ``roles``, ids and dependencies match
     :data:`ID_PATTERN` and are 1 to 64 characters, instructions are not empty, and
-    there are 1 to ``max_subtasks`` subtasks. Its schema is what the model is sent (a
+    there are ``least`` (1, or 0 for a follow-up round that may add none) to
+    ``max_subtasks`` subtasks. The round a subtask belongs to is not the model's to
+    say: it is not in the schema, and the planner sets it. Its schema is what the model is sent (a
     grammar-constrained decoder cannot write a plan outside it), and it validates
     what it sends: nothing it rejects gets through. Still check what it accepts with
     :func:`plan_problems` (duplicates, dangling dependencies, cycles).
@@ -105,12 +111,13 @@ def plan_type(roles: tuple[str, ...], max_subtasks: int) -> type[Plan]:
         role=(role, ...),
         instruction=(str, Field(min_length=1)),
         depends_on=(tuple[subtask_id, ...], ()),
+        round=(SkipJsonSchema[int], 1),
     )
     return create_model(
         "Plan",
         __base__=Plan,
         __doc__=Plan.__doc__,
-        subtasks=(tuple[subtask, ...], Field(min_length=1, max_length=max_subtasks)),
+        subtasks=(tuple[subtask, ...], Field(min_length=least, max_length=max_subtasks)),
     )
 
 
@@ -166,8 +173,17 @@ def plan_problems(
 
 
 def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
-    """The longest chain of dependent durations: no schedule can finish sooner."""
-    return longest_chain(plan.dependencies, durations)[1]
+    """The longest chain of dependent durations: no schedule can finish sooner. A plan
+    made in rounds runs one round after another, so its rounds' chains add up (a
+    dependency on an earlier round has finished before the round starts)."""
+    rounds: dict[int, dict[str, tuple[str, ...]]] = {}
+    for subtask in plan.subtasks:
+        rounds.setdefault(subtask.round, {})[subtask.id] = subtask.depends_on
+    total = 0.0
+    for depends_on in rounds.values():
+        own = {k: tuple(d for d in deps if d in depends_on) for k, deps in depends_on.items()}
+        total += longest_chain(own, {k: durations.get(k, 0.0) for k in own})[1]
+    return total
 
 
 def _find_cycle(plan: Plan) -> list[str]:

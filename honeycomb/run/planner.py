@@ -1,7 +1,10 @@
 """Planners turn a task into a :class:`~honeycomb.run.plan.Plan`.
 
 - :class:`RolePlanner`: a planner role asked for a plan through structured output;
-  an invalid plan goes back to it with the problems, a set number of times.
+  an invalid plan goes back to it with the problems, a set number of times. With
+  ``rounds`` above 1 it is a lead that plans in rounds (a :class:`RoundPlanner`):
+  after each round's workers finish it reads their results and adds subtasks, or
+  says it is done.
 - :class:`FunctionPlanner`: a plain Python splitter.
 - :class:`StaticPlanner`: the same subtasks every time.
 
@@ -18,7 +21,14 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.plan import Plan, Subtask, plan_problems, plan_type
-from honeycomb.run.prompts import PLANNER_INSTRUCTIONS, CatalogEntry, planner_task
+from honeycomb.run.prompts import (
+    PLANNER_INSTRUCTIONS,
+    CatalogEntry,
+    ResultEntry,
+    follow_up_task,
+    planner_task,
+)
+from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, HoneycombError, PlanError
 from workers import Role
 
@@ -27,6 +37,7 @@ __all__ = [
     "Planner",
     "PlannerLike",
     "RolePlanner",
+    "RoundPlanner",
     "StaticPlanner",
     "SubtaskSpec",
     "as_planner",
@@ -45,6 +56,33 @@ class Planner(Protocol):
     """
 
     async def plan(self, task: str, context: RunContext) -> Plan: ...
+
+
+@runtime_checkable
+class RoundPlanner(Planner, Protocol):
+    """A planner that plans in rounds: :meth:`plan` makes the first round, then after
+    each round's workers finish the run asks :meth:`follow_up`, up to ``rounds``
+    rounds in all."""
+
+    rounds: int
+
+    async def follow_up(
+        self,
+        task: str,
+        plan: Plan,
+        results: Sequence[SubtaskResult],
+        *,
+        round: int,
+        room: int,
+        context: RunContext,
+    ) -> Plan:
+        """The subtasks of round ``round`` (none: done), at most ``room`` of them,
+        given the ``plan`` so far and every result (and failure) of it.
+
+        Raises:
+            PlanError: when no valid round can be made.
+        """
+        ...
 
 
 class StaticPlanner:
@@ -81,14 +119,46 @@ class RolePlanner:
     against it, then checked for what a schema cannot say (cycles, dangling or
     duplicate ids).
 
+    With ``rounds`` above 1 it is a lead: after each round it sees every result so
+    far (and every failure) and answers with more subtasks, which may depend on any
+    subtask before them, or with none when it is done.
+
     Args:
         role: The planner role's name.
+        rounds: Planning rounds at most (1: plan once).
     """
 
-    def __init__(self, role: str = "planner") -> None:
+    def __init__(self, role: str = "planner", *, rounds: int = 1) -> None:
+        if rounds < 1:
+            raise ValueError(f"rounds must be 1 or more, not {rounds}")
         self.role = role
+        self.rounds = rounds
+
+    def __repr__(self) -> str:
+        return f"RolePlanner({self.role!r}, rounds={self.rounds})"
 
     async def plan(self, task: str, context: RunContext) -> Plan:
+        prompt, names = await self._catalog(task, context)
+        return await self._ask(prompt, names, context, least=1, room=context.max_subtasks)
+
+    async def follow_up(
+        self,
+        task: str,
+        plan: Plan,
+        results: Sequence[SubtaskResult],
+        *,
+        round: int,
+        room: int,
+        context: RunContext,
+    ) -> Plan:
+        planned, names = await self._catalog(task, context)
+        entries = [_result_entry(r) for r in results]
+        prompt = follow_up_task(planned, entries, round=round, rounds=self.rounds, room=room)
+        added = await self._ask(prompt, names, context, least=0, room=room, before=plan)
+        return Plan(subtasks=tuple(s.model_copy(update={"round": round}) for s in added.subtasks))
+
+    async def _catalog(self, task: str, context: RunContext) -> tuple[str, list[str]]:
+        """The planner's first message (the task, the roles it may use) and the roles."""
         workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
         await context.prepare([context.roles[self.role]])  # its own tools
         for other in workable:  # the catalog's tools
@@ -98,9 +168,23 @@ class RolePlanner:
                 await context.prepare([other])
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
-        prompt = planner_task(task, catalog, max_subtasks=context.max_subtasks)
+        return planner_task(task, catalog, max_subtasks=context.max_subtasks), names
+
+    async def _ask(
+        self,
+        prompt: str,
+        names: list[str],
+        context: RunContext,
+        *,
+        least: int,
+        room: int,
+        before: Plan | None = None,
+    ) -> Plan:
+        """A valid plan from the role (with ``before``, the subtasks it adds to it),
+        asked again with the problems of an invalid one, up to ``plan_attempts`` times."""
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
-        schema = plan_type(tuple(names), context.max_subtasks)
+        schema = plan_type(tuple(names), room, least)
+        earlier = before.subtasks if before is not None else ()
         problems: list[str] = []
         for attempt in range(1, context.plan_attempts + 1):
             worker = context.worker(role, output_type=schema)
@@ -111,7 +195,13 @@ class RolePlanner:
                 problems = [f"the planner gave no usable plan ({result.error})"]
                 continue
             plan = Plan.model_validate(result.output.model_dump())  # a Plan, not the schema's
-            problems = plan_problems(plan, names, max_subtasks=context.max_subtasks)
+            if before is None:
+                problems = plan_problems(plan, names, max_subtasks=room)
+            elif len(plan.subtasks) > room:
+                problems = [f"the round adds {len(plan.subtasks)} subtasks; at most {room} allowed"]
+            else:  # checked with the subtasks before it (ids, dependencies, cycles)
+                whole = Plan(subtasks=(*earlier, *plan.subtasks))
+                problems = [p for p in plan_problems(whole, names) if p != _EMPTY]
             if not problems:
                 return plan
             if attempt == context.plan_attempts:
@@ -139,6 +229,15 @@ def _entry(role: Role, context: RunContext) -> CatalogEntry:
         description=role.description or role.instructions.split("\n", 1)[0],
         tools=tuple((t.name, t.description.split("\n", 1)[0]) for t in tools),
     )
+
+
+_EMPTY = "the plan has no subtasks"
+
+
+def _result_entry(result: SubtaskResult) -> ResultEntry:
+    """A result as the lead reads it: its answer, or why it failed."""
+    text = result.text if result.ok else f"{result.status}: {result.error or 'no answer'}"
+    return ResultEntry(id=result.subtask.id, role=result.subtask.role, ok=result.ok, text=text)
 
 
 def _retry(prompt: str, problems: list[str]) -> str:

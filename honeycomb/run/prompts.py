@@ -20,6 +20,7 @@ __all__ = [
     "CatalogEntry",
     "ResultEntry",
     "aggregator_task",
+    "follow_up_task",
     "parse_catalog",
     "parse_results",
     "planner_task",
@@ -72,6 +73,28 @@ def aggregator_task(task: str, results: Sequence[ResultEntry]) -> str:
     for entry in results:
         status = "" if entry.ok else " FAILED"
         lines += ["", f"### {entry.id} ({entry.role}){status}", entry.text.strip() or "(empty)"]
+    return "\n".join(lines)
+
+
+ROUND_HEADER = "Planning round"
+
+
+def follow_up_task(
+    planned: str, results: Sequence[ResultEntry], *, round: int, rounds: int, room: int
+) -> str:
+    """The lead's user message for round ``round``: what it was told for the first
+    plan (``planned``: the task, the roles), every result so far, and what it may add."""
+    lines = [planned, "", RESULTS_HEADER]
+    for entry in results:
+        status = "" if entry.ok else " FAILED"
+        lines += ["", f"### {entry.id} ({entry.role}){status}", entry.text.strip() or "(empty)"]
+    lines += [
+        "",
+        f"{ROUND_HEADER} {round} of at most {rounds}. If the results answer the task, "
+        "answer with no subtasks: you are done. Otherwise add at most "
+        f"{room} new subtasks, with ids not used above; they may depend on any subtask "
+        "above. Answer with the new subtasks as JSON.",
+    ]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from runtime.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
 
 __all__ = [
+    "PlanRound",
     "RunResult",
     "RunStatus",
     "RunTimings",
@@ -68,6 +69,22 @@ class SubtaskResult(BaseModel):
         return self.worker.output if self.worker is not None else None
 
 
+class PlanRound(BaseModel):
+    """One planning round of a run planned in rounds (see ``docs/rounds.md``).
+
+    Attributes:
+        round: Its number (1: the first plan).
+        added: The ids of the subtasks it added, in plan order (none: the lead was done).
+        error: Why the lead gave no usable round, if it did not.
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
+    round: int
+    added: tuple[str, ...] = ()
+    error: str | None = None
+
+
 class RunTimings(BaseModel):
     """Where the time went.
 
@@ -117,6 +134,12 @@ class RunResult(BaseModel):
         max_workers: Subtasks that could run at once (the policy's ``max_workers``):
             a plan of more ran in waves. None in results kept before it was recorded.
         pending: The calls waiting for approval, when the run is ``waiting``.
+        rounds: What each planning round added (one round for a run planned once);
+            the lead's last answer, if it added nothing, is a round of its own.
+        rounds_ended: Why a run planned in rounds planned no more: ``done`` (the lead
+            said so), ``rounds`` (its planner's rounds were used up), ``max_subtasks``
+            (the plan is as large as the policy allows), ``lead_failed``; None for a
+            run planned once, or one that stopped before it got there.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
@@ -132,6 +155,8 @@ class RunResult(BaseModel):
     timings: RunTimings
     max_workers: int | None = None
     pending: list[PendingApproval] = []
+    rounds: list[PlanRound] = []
+    rounds_ended: str | None = None
 
     @property
     def failures(self) -> list[SubtaskResult]:

@@ -13,12 +13,14 @@ from honeycomb.run.events import (
     AggregationFinished,
     AggregationStarted,
     PlanReady,
+    RoundPlanned,
+    RoundStarted,
     RunFinished,
     RunStarted,
 )
-from honeycomb.run.plan import Plan, critical_path
-from honeycomb.run.planner import StaticPlanner, SubtaskSpec
-from honeycomb.run.result import RunResult, RunTimings, SubtaskResult, answer_as_text
+from honeycomb.run.plan import Plan, critical_path, plan_problems
+from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
+from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult, answer_as_text
 from honeycomb.run.scheduler import Scheduler, stopped_status
 from honeycomb.trace.spans import SpanRecorder
 from runtime import (
@@ -27,6 +29,7 @@ from runtime import (
     ConfigError,
     EventHandler,
     HoneycombError,
+    PlanError,
     RunFailed,
     Tracer,
 )
@@ -100,6 +103,8 @@ class Run:
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
         self.started = time.perf_counter()
         self.resumed: Resumed | None = None
+        self.rounds: list[PlanRound] = []
+        self.rounds_ended: str | None = None
 
     async def execute(
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
@@ -195,6 +200,9 @@ class Run:
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
+        lead = self.shared.planner if subtasks is None else None
+        if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
+            lead = None  # planned once
         if self.resumed is not None and self.resumed.plan is not None:
             subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
         planner = self.shared.planner if subtasks is None else StaticPlanner(subtasks)
@@ -211,19 +219,16 @@ class Run:
         )
         if self.record is not None:
             self.record.planned(self.plan)
+        for subtask in self.plan.subtasks:  # a resumed run's rounds, from its stored plan
+            if not self.rounds or self.rounds[-1].round != subtask.round:
+                self.rounds.append(PlanRound(round=subtask.round))
+            last = self.rounds[-1]
+            self.rounds[-1] = last.model_copy(update={"added": (*last.added, subtask.id)})
 
-        self.scheduler = Scheduler(
-            self.plan, self.context, self.shared.policy, record=self.record,
-            resumed=self.resumed,
-        )  # fmt: skip
-        began = time.perf_counter()
-        self.shared.paused[self.run_id] = self.scheduler.notify
-        try:
-            outcomes = await self.scheduler.run()
-        finally:
-            self.shared.paused.pop(self.run_id, None)
-            self.times["workers"] = time.perf_counter() - began
-        if any(o.status == "waiting" for o in outcomes.values()):
+        outcomes = await self._workers({}, self.resumed)
+        if lead is not None and not _waiting(outcomes):
+            outcomes = await self._rounds(lead, outcomes)
+        if _waiting(outcomes):
             return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet
         if not any(o.ok for o in outcomes.values()):
             raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
@@ -240,6 +245,106 @@ class Run:
         status = "ok" if all(o.ok for o in outcomes.values()) else "partial"
         return self._result(status, outcomes, answer)
 
+    async def _workers(
+        self, earlier: dict[str, SubtaskResult], resumed: Resumed | None = None
+    ) -> dict[str, SubtaskResult]:
+        """Run the subtasks of the plan not in ``earlier`` (the rounds before); every
+        outcome so far, in plan order."""
+        self.scheduler = Scheduler(
+            self.plan, self.context, self.shared.policy, record=self.record,
+            resumed=resumed, earlier=earlier,
+        )  # fmt: skip
+        began = time.perf_counter()
+        self.shared.paused[self.run_id] = self.scheduler.notify
+        try:
+            return await self.scheduler.run()
+        finally:
+            self.shared.paused.pop(self.run_id, None)
+            self.times["workers"] += time.perf_counter() - began
+
+    async def _rounds(
+        self, lead: RoundPlanner, outcomes: dict[str, SubtaskResult]
+    ) -> dict[str, SubtaskResult]:
+        """Ask the lead for more rounds until it is done, or ``rounds``, ``max_subtasks``
+        or a budget stop it; every outcome so far, in plan order.
+
+        Raises:
+            RunFailed: when the lead fails to plan a round and the failure policy is
+                ``fail_fast`` (else the run goes on with what it has).
+            BudgetExceeded: when the lead's calls go past the run's budget.
+        """
+        policy = self.shared.policy
+        number = self.rounds[-1].round if self.rounds else 1
+        while not _waiting(outcomes):
+            room = policy.max_subtasks - len(self.plan.subtasks)
+            if number >= lead.rounds or room <= 0:
+                self.rounds_ended = "rounds" if number >= lead.rounds else "max_subtasks"
+                break
+            number += 1
+            self.tracer.emit(RoundStarted(run_id=self.run_id, round=number))
+            began = time.perf_counter()
+            try:
+                added = await lead.follow_up(
+                    self.task, self.plan, list(outcomes.values()), round=number, room=room,
+                    context=self.context,
+                )  # fmt: skip
+                added = self._checked_round(added, number, room)
+            except PlanError as exc:
+                took = time.perf_counter() - began
+                self.times["plan"] += took
+                error = f"{type(exc).__name__}: {exc}"
+                self.rounds.append(PlanRound(round=number, error=error))
+                self.tracer.emit(
+                    RoundPlanned(
+                        run_id=self.run_id, round=number, added=Plan(subtasks=()),
+                        duration_s=took, error=error,
+                    )
+                )  # fmt: skip
+                self.rounds_ended = "lead_failed"
+                if policy.failure == "fail_fast":
+                    raise RunFailed(
+                        f"the lead failed to plan round {number} ({exc}); failure policy is "
+                        "fail_fast"
+                    ) from exc
+                break
+            took = time.perf_counter() - began
+            self.times["plan"] += took
+            ids = added.ids
+            self.rounds.append(PlanRound(round=number, added=ids))
+            self.tracer.emit(
+                RoundPlanned(run_id=self.run_id, round=number, added=added, duration_s=took)
+            )
+            if not ids:
+                self.rounds_ended = "done"
+                break
+            self.plan = Plan(subtasks=(*self.plan.subtasks, *added.subtasks))
+            if self.record is not None:
+                self.record.planned(self.plan)  # the round is in the store before it runs
+            outcomes = await self._workers(outcomes)
+        return outcomes
+
+    def _checked_round(self, added: Plan, number: int, room: int) -> Plan:
+        """The lead's round, its subtasks marked with it, if it fits the plan so far.
+
+        Raises:
+            PlanError: naming every problem (ids used before, unknown roles,
+                dependencies on nothing, cycles, too many subtasks).
+        """
+        own = tuple(s.model_copy(update={"round": number}) for s in added.subtasks)
+        marked = Plan(subtasks=own)
+        if not marked.subtasks:
+            return marked  # the lead is done
+        whole = Plan(subtasks=(*self.plan.subtasks, *marked.subtasks))
+        problems = plan_problems(whole, list(self.context.roles))
+        if len(marked.subtasks) > room:
+            problems.append(
+                f"round {number} adds {len(marked.subtasks)} subtasks; {room} more allowed "
+                "(the policy's max_subtasks)"
+            )
+        if problems:
+            raise PlanError(problems)
+        return marked
+
     def _result(
         self, status: str, outcomes: Mapping[str, SubtaskResult], answer: Any = None
     ) -> RunResult:
@@ -253,6 +358,8 @@ class Run:
         return RunResult(
             run_id=self.run_id,
             pending=pending,
+            rounds=list(self.rounds),
+            rounds_ended=self.rounds_ended,
             task=self.task,
             status=status,
             answer=answer,
@@ -302,6 +409,10 @@ class Run:
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def _waiting(outcomes: Mapping[str, SubtaskResult]) -> bool:
+    return any(o.status == "waiting" for o in outcomes.values())
 
 
 def _original(exc: BaseException) -> BaseException:

@@ -17,6 +17,10 @@ go on, and subtasks that depend on it wait. A decision recorded by this process
 ``waiting`` (not a failure), and so do the subtasks after them: a resumed run
 continues them.
 
+In a run planned in rounds, each round's scheduler gets the whole plan so far and the
+outcomes of the rounds before (``earlier``): those stand as they are (no worker, no
+event), and the new subtasks may wait for them.
+
 With a store, a subtask is reported finished (``worker.finished``) once its result is
 committed, so the event never runs ahead of what a resume would find.
 """
@@ -56,6 +60,7 @@ class Scheduler:
         *,
         record: RunRecord | None = None,
         resumed: Resumed | None = None,
+        earlier: dict[str, SubtaskResult] | None = None,
     ) -> None:
         self.plan = plan
         self.record = record
@@ -63,18 +68,21 @@ class Scheduler:
         self._states = resumed.states if resumed is not None else {}
         self.context = context
         self.policy = policy
-        self.outcomes: dict[str, SubtaskResult] = {}
+        self.outcomes: dict[str, SubtaskResult] = dict(earlier or {})
         self.stopped: HoneycombError | None = None
         self._by_id = {s.id: s for s in plan.subtasks}
+        self._new = [s for s in plan.subtasks if s.id not in self.outcomes]
         # An event only for subtasks that others wait for.
-        awaited = {dep for s in plan.subtasks for dep in s.depends_on}
+        awaited = {dep for s in self._new for dep in s.depends_on}
         self._done = {subtask_id: asyncio.Event() for subtask_id in awaited}
+        for subtask_id in awaited & self.outcomes.keys():
+            self._done[subtask_id].set()  # finished in an earlier round
         # No limiter when every subtask fits: acquiring one costs time per worker.
-        fits = policy.max_workers >= len(plan.subtasks)
+        fits = policy.max_workers >= len(self._new)
         self._slots = None if fits else asyncio.Semaphore(policy.max_workers)
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
-        self._lost = 0  # subtasks that did not succeed
+        self._lost = sum(1 for o in self.outcomes.values() if o.status not in ("ok", "waiting"))
         self._fatal: BaseException | None = None  # what a worker's task raised (see run)
         self._paused: set[str] = set()  # waiting for decisions on their calls
         self._idle = False  # some are paused, and nothing else can proceed
@@ -93,7 +101,7 @@ class Scheduler:
         self._started = time.perf_counter()
         async with stoppable() as stop:
             self._cancel = stop
-            await run_together(None, [self._run_subtask(s) for s in self.plan.subtasks])
+            await run_together(None, [self._run_subtask(s) for s in self._new])
         if self._fatal is not None:
             raise self._fatal
         stopped = stopped_status(self.stopped)
@@ -272,7 +280,7 @@ class Scheduler:
         is over: the paused ones end waiting."""
         if self._idle or not self._paused:
             return
-        for subtask in self.plan.subtasks:
+        for subtask in self._new:
             if subtask.id in self.outcomes or subtask.id in self._paused:
                 continue
             if all(d in self.outcomes for d in subtask.depends_on):

@@ -198,6 +198,8 @@ class SpanRecorder:
         self._handlers: dict[str, Callable[[Any], None]] = {
             "run.started": self._run_started,
             "run.plan_ready": self._plan_ready,
+            "run.round_started": self._round_started,
+            "run.round_planned": self._round_planned,
             "worker.started": self._worker_started,
             "worker.finished": self._worker_finished,
             ModelCallStarted.kind: self._model_started,
@@ -244,19 +246,28 @@ class SpanRecorder:
         if self._phase is not None and self._phase.kind == "plan":
             self._close_phase(self._clock())
 
+    def _round_started(self, event: Any) -> None:
+        """A lead plans a later round: a plan span of its own, ``round N``."""
+        self._phase = self._open("plan", f"round {event.round}", self._clock(), self._run)
+
+    def _round_planned(self, event: Any) -> None:
+        if self._phase is not None and self._phase.kind == "plan":
+            failed = event.error is not None
+            self._close_phase(self._clock(), "error" if failed else "ok", event.error)
+
     def _aggregation_started(self, event: Event) -> None:
         self._phase = self._open("aggregate", "aggregate", self._clock(), self._run)
 
     def _aggregation_finished(self, event: Event) -> None:
         self._close_phase(self._clock())
 
-    def _close_phase(self, now: float) -> None:
+    def _close_phase(self, now: float, status: str = "ok", error: str | None = None) -> None:
         phase, self._phase = self._phase, None
         if phase is None:
             return
         for name in [n for n, turn in self._turns.items() if turn.parent is phase]:
             self._close(self._turns.pop(name), now)
-        self._close(phase, now)
+        self._close(phase, now, status, error)
 
     def _run_finished(self, event: _RunEvent) -> None:
         now = self._clock()

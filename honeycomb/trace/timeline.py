@@ -2,7 +2,8 @@
 
 :func:`build_timeline` turns the spans a run store keeps (:mod:`honeycomb.trace.spans`) and
 the run's plan into a :class:`Timeline`: a row for the planner, one per subtask and
-one for the aggregator, each with its model and tool calls as bars (seconds since
+one for the aggregator (in a run planned in rounds, a row for each round's planning
+before that round's subtasks), each with its model and tool calls as bars (seconds since
 the run started), the chain of workers that bounds the run (the critical path), and
 the totals. :mod:`honeycomb.trace.terminal` draws it in a terminal and
 :mod:`honeycomb.trace.html` as a web page (``honeycomb trace RUN_ID``).
@@ -86,6 +87,8 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
         depends_on: The subtasks it waited for.
         critical: Whether it is on the critical path.
         bars: Its model and tool calls, by start.
+        round: The planning round it belongs to (1 unless the run planned in rounds;
+            the aggregator's is the last).
     """
 
     name: str
@@ -99,6 +102,7 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
     depends_on: tuple[str, ...] = ()
     critical: bool = False
     bars: tuple[Bar, ...] = ()
+    round: int = 1
 
     @property
     def input_tokens(self) -> int:
@@ -120,7 +124,8 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         run_id: The run.
         task: Its task.
         status: How it ended.
-        rows: Planner, workers in plan order, aggregator (phases only if they ran).
+        rows: Planner, workers in plan order, aggregator (phases only if they ran);
+            a later round's planning row (``round N``) comes before its workers.
         critical_path: The chain of subtask ids that bounds the run, first to last.
         length_s: The time axis: first span start to last span end.
         wall_s: Time the run ran (the sum over its lives).
@@ -182,6 +187,7 @@ class _Gather(msgspec.Struct, kw_only=True):
     kind: RowKind
     name: str
     role: str = ""
+    round: int = 1
     own: list[Span] = msgspec.field(default_factory=list)  # its plan/worker/aggregate spans
     calls: list[Span] = msgspec.field(default_factory=list)
 
@@ -211,7 +217,7 @@ def build_timeline(
     groups = _group(spans, subtasks)
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker"}
     depends_on = {s.id: s.depends_on for s in subtasks}
-    chain, chain_s = longest_chain(depends_on, durations)
+    chain, chain_s = _chain(subtasks, depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
     on_path = set(chain)
     rows = tuple(
@@ -247,6 +253,27 @@ def build_timeline(
     )
 
 
+def _chain(
+    subtasks: Sequence[PlannedSubtask],
+    depends_on: Mapping[str, tuple[str, ...]],
+    durations: Mapping[str, float],
+) -> tuple[tuple[str, ...], float]:
+    """The critical chain: in a run planned in rounds, which run one after another,
+    each round's longest chain, one after the other."""
+    rounds: dict[int, list[str]] = {}
+    for subtask in subtasks:
+        rounds.setdefault(getattr(subtask, "round", 1), []).append(subtask.id)
+    if len(rounds) < 2:
+        return longest_chain(depends_on, durations)
+    chain: tuple[str, ...] = ()
+    total = 0.0
+    for ids in rounds.values():
+        own = {i: tuple(d for d in depends_on[i] if d in ids) for i in ids}
+        found, length = longest_chain(own, {i: durations.get(i, 0.0) for i in ids})
+        chain, total = chain + found, total + length
+    return chain, total
+
+
 def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:
     """Each span's row: the plan, worker or aggregate span it is under."""
     by_id = {s.span_id: s for s in spans}
@@ -254,16 +281,22 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
         ("plan", "plan"): _Gather(kind="plan", name="plan")
     }
     for subtask in subtasks:
-        groups["worker", subtask.id] = _Gather(kind="worker", name=subtask.id, role=subtask.role)
+        groups["worker", subtask.id] = _Gather(
+            kind="worker", name=subtask.id, role=subtask.role, round=getattr(subtask, "round", 1)
+        )
     for span in spans:
         if span.kind == "run":
             continue
         top = _top(span, by_id)
-        if top.kind in _PHASES:
-            key: tuple[RowKind, str] = ("plan" if top.kind == "plan" else "aggregate", top.kind)
+        if top.kind == "plan":  # the first plan, or a later round's (``round N``)
+            key: tuple[RowKind, str] = ("plan", top.name if _round_of(top.name) else "plan")
+        elif top.kind == "aggregate":
+            key = ("aggregate", "aggregate")
         else:  # a worker, or a call made outside any phase: the worker it names
             key = ("worker", top.worker or top.name)
-        group = groups.get(key) or groups.setdefault(key, _Gather(kind=key[0], name=key[1]))
+        group = groups.get(key) or groups.setdefault(
+            key, _Gather(kind=key[0], name=key[1], round=_round_of(key[1]) or 1)
+        )
         if span is top and span.kind in ("plan", "worker", "aggregate"):
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")
@@ -274,8 +307,19 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
             "recall",
         ):  # a recall shows as a call
             group.calls.append(span)
-    ordered = sorted(groups.values(), key=lambda g: ("plan", "worker", "aggregate").index(g.kind))
+    last = max((g.round for g in groups.values()), default=1)
+    aggregate = groups.get(("aggregate", "aggregate"))
+    if aggregate is not None:
+        aggregate.round = last
+    order = ("plan", "worker", "aggregate")
+    ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
     return [g for g in ordered if g.kind == "worker" or g.own or g.calls]
+
+
+def _round_of(name: str) -> int:
+    """The round a later round's plan span names (``round 2``: 2); 0 for others."""
+    number = name.removeprefix("round ")
+    return int(number) if number != name and number.isdigit() else 0
 
 
 def _top(span: Span, by_id: Mapping[str, Span]) -> Span:
@@ -309,6 +353,7 @@ def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool
         depends_on=depends if group.kind == "worker" else (),
         critical=critical,
         bars=tuple(_bar(s, origin) for s in group.calls),
+        round=group.round,
     )
 
 

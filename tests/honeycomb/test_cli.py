@@ -40,6 +40,17 @@ def test_demo_prints_the_answer_and_the_summary(
     assert len(list(fast_demo.glob("*.md"))) == 1  # the courier sent one message
 
 
+def test_demo_rounds_shows_a_second_round(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--rounds", "--plain", "--latency", "0", "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert "round 2 ready" in out
+    assert "researcher-3.more=researcher after researcher-3" in out
+    assert "round 3: the lead is done" in out
+    assert "attempt" not in out  # a round is not a planner's retry
+
+
 def test_demo_json_lines_are_every_event(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

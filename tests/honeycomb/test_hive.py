@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import ConfigErrors, Executor, Policy
+from honeycomb import ConfigErrors, Executor, Policy, RolePlanner
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
@@ -125,6 +125,19 @@ def test_unknown_planner_role(tmp_path: Path) -> None:
     error = one_error(path)
     assert error.startswith(f"{path}:21:1: planner: unknown role 'planer'")
     assert "(did you mean 'planner'?)" in error
+
+
+def test_a_lead_that_plans_in_rounds(tmp_path: Path) -> None:
+    loaded = load_hive(hive(tmp_path, GOOD + "planner: {role: planner, rounds: 4}\n"))
+    planner = Executor.from_hive(loaded).shared.planner
+    assert isinstance(planner, RolePlanner)
+    assert (planner.role, planner.rounds) == ("planner", 4)
+    path = hive(tmp_path, GOOD + "planner: {role: planer, rounds: 4}\n")
+    error = one_error(path)
+    assert error.startswith(f"{path}:21:11: planner.role: unknown role 'planer'")
+    assert "(did you mean 'planner'?)" in error
+    path = hive(tmp_path, GOOD + "planner: {role: planner, rounds: 0}\n")
+    assert one_error(path).startswith(f"{path}:21:26: planner.rounds: Input should be greater")
 
 
 def test_policy_rules(tmp_path: Path) -> None:

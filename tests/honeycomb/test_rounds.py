@@ -1,0 +1,301 @@
+"""Planning in rounds: a lead reads each round's results and adds subtasks (which may
+depend on subtasks of any earlier round) until it is done, bounded by its rounds, the
+policy's max_subtasks and the run's budgets; every round is in the store, and a run
+cut off mid-round resumes there."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    Executor,
+    FunctionModel,
+    PlanRound,
+    Policy,
+    Role,
+    RolePlanner,
+    RoundPlanned,
+    RunFailed,
+    RunStore,
+    Span,
+    build_timeline,
+)
+from honeycomb.offline.plan import follow_up_for
+from honeycomb.run.plan import Plan, Subtask, critical_path
+from honeycomb.run.prompts import ResultEntry, follow_up_task
+from runtime import Event, ModelRequest, UserMessage
+
+Lead = Callable[[int, str], list[dict[str, Any]]]
+"""The test's lead: given the round and its message, the subtasks it adds."""
+
+
+def _subtask(sid: str, instruction: str, *after: str) -> dict[str, Any]:
+    return {"id": sid, "role": "researcher", "instruction": instruction, "depends_on": after}
+
+
+class Hive:
+    """A lead and researchers on one function model: the lead's answers come from
+    ``lead``; a researcher answers ``found: <instruction>`` (with the results it was
+    given), or fails when its instruction says ``fail``, or waits at ``gate`` when its
+    instruction says ``hold``."""
+
+    def __init__(self, lead: Lead) -> None:
+        self.lead = lead
+        self.lead_messages: list[str] = []  # what the lead was told, call by call
+        self.worked: list[str] = []  # the researchers' instructions, call by call
+        self.gate: anyio.Event | None = None
+        self.holding = anyio.Event()
+
+    async def answer(self, request: ModelRequest) -> str:
+        users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        if request.output is not None and request.output.name == "Plan":
+            text = users[-1]
+            self.lead_messages.append(text)
+            found = re.search(r"Planning round (\d+)", text)
+            return json.dumps({"subtasks": self.lead(int(found.group(1)) if found else 1, text)})
+        instruction = users[0]
+        self.worked.append(instruction.split("\n", 1)[0])
+        if "fail" in instruction.split("\n", 1)[0]:
+            raise ValueError("the researcher broke")
+        if "hold" in instruction and self.gate is not None:
+            self.holding.set()
+            await self.gate.wait()
+        return "found: " + instruction
+
+    def executor(self, rounds: int, store: Path | None = None, **policy: Any) -> Executor:
+        return Executor(
+            [
+                Role(name="lead", description="Plans in rounds."),
+                Role(name="researcher", description="Researches one question."),
+            ],
+            FunctionModel(self.answer),
+            planner=RolePlanner("lead", rounds=rounds),
+            aggregator="concat",
+            policy=Policy(**policy),
+            store=store,
+        )
+
+
+async def test_each_round_sees_the_results_and_failures_and_may_depend_on_any_earlier_round() -> (
+    None
+):
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("a", "look at bees"), _subtask("b", "fail at wasps")]
+        if round == 2:
+            return [_subtask("c", "compare with a", "a")]
+        return [_subtask("d", "sum up a and c", "a", "c")]
+
+    hive = Hive(lead)
+    events: list[Event] = []
+    result = await hive.executor(3).run("Study insects.", on_event=[events.append])
+
+    assert result.status == "partial"  # b failed; the rest went on
+    assert result.rounds == [
+        PlanRound(round=1, added=("a", "b")),
+        PlanRound(round=2, added=("c",)),
+        PlanRound(round=3, added=("d",)),
+    ]
+    assert result.rounds_ended == "rounds"  # 3 rounds: the lead is not asked a 4th time
+    assert [s.round for s in result.plan.subtasks] == [1, 1, 2, 3]
+    assert [s.status for s in result.subtasks.values()] == ["ok", "failed", "ok", "ok"]
+    first, second, third = hive.lead_messages
+    assert "Planning round" not in first
+    # the lead sees every result so far, a failure as one, with why
+    assert "### a (researcher)\nfound: look at bees" in second
+    assert "### b (researcher) FAILED" in second
+    assert "the researcher broke" in second
+    assert "### c (researcher)" in third
+    assert "Planning round 3 of at most 3" in third
+    # d, of round 3, was given the results of a (round 1) and c (round 2)
+    d = result.subtasks["d"].text
+    assert "a (researcher)" in d
+    assert "found: look at bees" in d
+    assert "c (researcher)" in d
+    planned = [e for e in events if isinstance(e, RoundPlanned)]
+    assert [(e.round, e.added.ids) for e in planned] == [(2, ("c",)), (3, ("d",))]
+
+
+async def test_the_lead_says_it_is_done() -> None:
+    hive = Hive(lambda round, text: [_subtask("a", "look")] if round == 1 else [])
+    result = await hive.executor(4).run("Study bees.")
+    assert result.status == "ok"
+    assert result.rounds == [PlanRound(round=1, added=("a",)), PlanRound(round=2, added=())]
+    assert result.rounds_ended == "done"
+    assert len(hive.lead_messages) == 2
+
+
+async def test_max_subtasks_bounds_the_whole_run_over_every_round() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("a", "one"), _subtask("b", "two")]
+        return [_subtask(f"r{round}-{i}", "more") for i in range(2)]  # one too many
+
+    hive = Hive(lead)
+    result = await hive.executor(5, max_subtasks=3, plan_attempts=1).run("Study bees.")
+    # round 2 had room for one subtask and the lead gave two: the round is refused
+    assert "add at most 1 new subtasks" in hive.lead_messages[1]
+    assert result.rounds_ended == "lead_failed"
+    assert result.rounds[-1].error is not None
+    assert "at most 1" in result.rounds[-1].error
+    assert list(result.subtasks) == ["a", "b"]
+
+    fitting = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
+    done = await fitting.executor(9, max_subtasks=3).run("Study bees.")
+    assert list(done.subtasks) == ["s1", "s2", "s3"]
+    assert done.rounds_ended == "max_subtasks"  # full: the lead is not asked again
+    assert len(fitting.lead_messages) == 3
+
+
+async def test_the_budget_bounds_the_rounds() -> None:
+    hive = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
+    # each round costs the lead one call and its researcher one: the 6th, round 3's
+    # researcher's, would go past the budget
+    executor = hive.executor(9, budgets=Budgets(model_calls=5))
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("Study bees.")
+    partial = caught.value.partial
+    assert partial is not None
+    assert [r.added for r in partial.rounds] == [("s1",), ("s2",), ("s3",)]
+    assert [s.status for s in partial.subtasks.values()] == ["ok", "ok", "over_budget"]
+    assert partial.usage.model_calls == 5
+    assert len(hive.lead_messages) == 3  # no round after the budget stopped the run
+
+    # 4 calls: the lead's own call for round 3 is the one past the budget
+    short = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
+    with pytest.raises(BudgetExceeded) as caught:
+        await short.executor(9, budgets=Budgets(model_calls=4)).run("Study bees.")
+    partial = caught.value.partial
+    assert partial is not None
+    assert [r.added for r in partial.rounds] == [("s1",), ("s2",)]
+    assert [s.status for s in partial.subtasks.values()] == ["ok", "ok"]
+    assert len(short.lead_messages) == 2
+
+
+async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("a", "look")]
+        return [_subtask("a", "again"), _subtask("x", "y", "nowhere")]  # id twice, dangling
+
+    hive = Hive(lead)
+    result = await hive.executor(3, plan_attempts=2).run("Study bees.")
+    assert result.status == "ok"
+    assert result.answer_text  # the first round's results were aggregated
+    assert result.rounds_ended == "lead_failed"
+    error = result.rounds[-1].error or ""
+    assert "'a' is used twice" in error
+    assert "'nowhere'" in error
+    assert len(hive.lead_messages) == 3  # round 2 asked twice, the problems the second time
+    assert "The plan is invalid" in hive.lead_messages[2]
+
+    strict = Hive(lead)
+    with pytest.raises(RunFailed, match="the lead failed to plan round 2") as caught:
+        await strict.executor(3, plan_attempts=1, failure="fail_fast").run("Study bees.")
+    assert caught.value.partial is not None
+    assert caught.value.partial.subtasks["a"].ok
+
+
+async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("a", "look"), _subtask("b", "look again")]
+        if round == 2:
+            return [_subtask("c", "hold on, then compare", "a"), _subtask("d", "quick")]
+        return [_subtask("e", "wrap up", "b", "c")] if round == 3 else []
+
+    first = Hive(lead)
+    first.gate = anyio.Event()  # c waits: the run is cancelled in the middle of round 2
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: first.executor(4, db).run("Study bees.", run_id="r1"))
+        with anyio.fail_after(10):
+            await first.holding.wait()
+            await anyio.sleep(0.05)  # d's result reaches the store
+        tg.cancel_scope.cancel()
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    assert stored.status == "interrupted"
+    assert stored.plan is not None
+    assert '"c"' in stored.plan
+
+    second = Hive(lead)
+    result = await second.executor(4, db).run("Study bees.", run_id="r1")
+    assert result.status == "ok"
+    # only c, cut off, ran again; a, b (round 1) and d (round 2) stood as they were
+    assert [w for w in second.worked if not w.startswith("wrap")] == ["hold on, then compare"]
+    # the lead was not asked for round 2 again: first for round 3, then for round 4
+    assert [re.findall(r"Planning round (\d)", m) for m in second.lead_messages] == [["3"], ["4"]]
+    assert [(r.round, r.added) for r in result.rounds] == [
+        (1, ("a", "b")), (2, ("c", "d")), (3, ("e",)), (4, ()),
+    ]  # fmt: skip
+    assert result.rounds_ended == "done"
+    # the timeline shows each round's planning before its subtasks
+    spans = RunStore(db).spans("r1")
+    timeline = build_timeline(spans, result.plan.subtasks)
+    assert [(r.name, r.round) for r in timeline.rows] == [
+        ("plan", 1), ("a", 1), ("b", 1), ("round 2", 2), ("c", 2), ("d", 2),
+        ("round 3", 3), ("e", 3), ("round 4", 4), ("aggregate", 4),
+    ]  # fmt: skip
+
+
+def test_the_offline_lead_follows_up_a_result_that_asks_for_more() -> None:
+    results = [
+        ResultEntry(
+            id="r1", role="researcher", ok=True, text="Bees dance. Range needs more study."
+        ),
+        ResultEntry(id="r2", role="researcher", ok=True, text="Brood is kept at 35 C."),
+        ResultEntry(id="r3", role="writer", ok=False, text="failed: more research is needed"),
+    ]
+    text = follow_up_task("Task: t", results, round=2, rounds=3, room=5)
+    plan = follow_up_for(text)
+    [added] = plan.subtasks  # r2 asks for nothing, r3 failed
+    assert (added.id, added.role, added.depends_on, added.round) == (
+        "r1.more", "researcher", ("r1",), 2,
+    )  # fmt: skip
+    assert added.instruction == "Follow up on r1: Range needs more study."
+    # a follow-up is not followed up again, and nothing asking: the lead is done
+    again = [*results, ResultEntry(id="r1.more", role="researcher", ok=True, text="Needs more.")]
+    assert follow_up_for(follow_up_task("Task: t", again, round=3, rounds=3, room=5)).subtasks == ()
+
+
+def test_the_critical_path_adds_up_the_rounds_which_run_one_after_another() -> None:
+    plan = Plan(
+        subtasks=(
+            Subtask(id="a", role="r", instruction="i"),
+            Subtask(id="b", role="r", instruction="i"),
+            Subtask(id="c", role="r", instruction="i", round=2),  # independent, but after a, b
+            Subtask(id="d", role="r", instruction="i", depends_on=("a", "c"), round=2),
+        )
+    )
+    durations = {"a": 1.0, "b": 3.0, "c": 2.0, "d": 1.0}
+    # round 1 ends with b (3 s); in round 2, c then d (3 s)
+    assert critical_path(plan, durations) == pytest.approx(6.0)
+    single = Plan(subtasks=plan.subtasks[:2])
+    assert critical_path(single, durations) == pytest.approx(3.0)
+
+
+def test_the_timeline_s_critical_chain_goes_through_every_round() -> None:
+    subtasks = [
+        Subtask(id="a", role="r", instruction="i"),
+        Subtask(id="b", role="r", instruction="i", round=2),  # after a, though independent
+    ]
+    spans = [
+        Span(span_id="1", parent_id=None, kind="run", name="t", start=0.0, end=6.0),
+        Span(span_id="2", parent_id="1", kind="worker", name="a", start=0.0, end=3.0, worker="a"),
+        Span(span_id="3", parent_id="1", kind="plan", name="round 2", start=3.0, end=4.0),
+        Span(span_id="4", parent_id="1", kind="worker", name="b", start=4.0, end=6.0, worker="b"),
+    ]
+    timeline = build_timeline(spans, subtasks)
+    assert timeline.critical_path == ("a", "b")
+    assert timeline.critical_path_s == pytest.approx(6.0)  # a, round 2's planning, b
