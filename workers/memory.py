@@ -67,7 +67,11 @@ class RoleMemory(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=r"^[\w.:/@-]{1,200}$")
+    # Not {1,200} in the pattern: Rust's regex compiles a Unicode \w repeated up to 200
+    # times into some 27 MB, which every process that builds a Role would carry.
+    namespace: str = Field(
+        default=DEFAULT_NAMESPACE, pattern=r"^[\w.:/@-]+$", min_length=1, max_length=200
+    )
     recall: int = Field(default=3, ge=0, le=20)
     remember: bool = True
     store_result: bool = False
