@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 from pydantic import BaseModel
 
+from honeycomb.run.agents import agent_tools
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
@@ -56,6 +57,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from workers import Role, WorkerSetup
+from workers.nesting import MAX_DEPTH, agent_ref, nesting_problems
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -128,16 +130,18 @@ class Executor:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = _open_memory(memory)
         mcp = McpTools(mcp_servers)
+        kept_policy = policy or Policy()
         setups = _check(
-            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp
-        )
+            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
+            kept_policy.max_nesting,
+        )  # fmt: skip
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
             models=model_map,
             default_model=default,
             setups=setups,
-            policy=policy or Policy(),
+            policy=kept_policy,
             planner=as_planner(planner, by_name),
             aggregator=as_aggregator(aggregator, by_name, output_type),
             output_type=output_type,
@@ -455,17 +459,26 @@ def _check(
     aggregator: object,
     memory: Memory | None,
     mcp: McpTools,
+    max_nesting: int = MAX_DEPTH,
 ) -> dict[str, WorkerSetup]:
     """Every role's setup, its tools and output schema resolved (imported) once, here;
     or every mistake at once. MCP tools join the setups when their servers list them
     (:meth:`Shared.prepare <honeycomb.run.shared.Shared.prepare>`).
 
     Raises:
-        ConfigErrors: naming every unknown model, role or tool.
+        ConfigErrors: naming every unknown model, role or tool, and every cycle or
+            too deep chain of agent tools (``agent:ROLE``).
     """
     errors: list[ConfigError] = []
     setups: dict[str, WorkerSetup] = {}
     names = [r.name for r in roles]
+    by_name = {r.name: r for r in roles}
+    nested = {r.name: r.tools for r in roles if any(agent_ref(t) is not None for t in r.tools)}
+    if nested:
+        errors += [
+            ConfigError(f"role {p.role!r}: tools[{p.index}]: {p.message}")
+            for p in nesting_problems({r.name: r.tools for r in roles}, max_nesting)
+        ]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
@@ -482,9 +495,10 @@ def _check(
                     )
                 )
         try:
+            own = role.resolve_tools(registry, servers=mcp.servers)
             setups[role.name] = WorkerSetup.resolved(
                 role,
-                role.resolve_tools(registry, servers=mcp.servers),
+                ToolRegistry([*own, *agent_tools(role, by_name)]) if nested else own,
                 role.resolve_output(),
                 memory,
             )

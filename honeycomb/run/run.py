@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from honeycomb.run.agents import NestedRuns
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
     AggregationFinished,
@@ -109,8 +110,10 @@ class Run:
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
+        nested = NestedRuns(self.context, self.record, self.resumed)
         try:
-            result = await self._within_wall_time(subtasks)
+            with nested.active():  # the run's agent tools run their workers in it
+                result = await self._within_wall_time(subtasks)
         except (BudgetExceeded, RunFailed) as exc:
             await self._fail(exc)
             raise
