@@ -43,6 +43,7 @@ from runtime import (
     load_yaml,
 )
 from workers import Approvals, Role, load_roles, read_roles
+from workers.nesting import nesting_problems
 from workers.role import approval_problems
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
@@ -385,6 +386,7 @@ def load_hive(path: str | Path) -> Hive:
         roles = _roles(doc, spec, registry, models, file, errors)
         roles = _with_approvals(doc, spec, roles, registry, errors)
     _check_references(doc, spec, roles, models, errors)
+    _check_nesting(doc, spec, roles, errors)
     _check_settings(doc, errors)
     _check_memory(doc, spec, roles, errors)
     _check_policy_rules(doc, errors)
@@ -534,6 +536,27 @@ def _check_references(
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
+
+
+def _check_nesting(
+    doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    """Agent tools (``agent:ROLE``) that name no role, make a cycle, or nest past
+    ``policy: max_nesting``: each at the tool that starts it (a role of ``roles_dir``
+    at that field)."""
+    raw = doc.data.get("roles")
+    inline = raw if isinstance(raw, Mapping) else {}
+    tools = {name: role.tools for name, role in roles.items()}
+    for problem in nesting_problems(tools, spec.policy.max_nesting):
+        where: tuple[str | int, ...] = (
+            ("roles", problem.role, "tools", problem.index)
+            if problem.role in inline
+            else ("roles_dir",)
+        )
+        message = (
+            problem.message if where[0] == "roles" else f"role {problem.role!r}: {problem.message}"
+        )
+        errors.append(doc.error(where, message))
 
 
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:

@@ -23,6 +23,7 @@ from honeycomb import (
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted, ToolMessage
+from runtime.approvals import ApprovalRequest, Decision
 from runtime.testing import call
 
 LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
@@ -303,3 +304,36 @@ async def test_a_resumed_run_continues_inside_a_nested_worker(tmp_path: Path) ->
         ("researcher", 0),
         ("researcher", 1),
     ]
+
+
+async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
+    asked: list[ApprovalRequest] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        raise AssertionError("a denied call ran")
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.denied("not today")
+
+    def sender(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if seen:
+            return f"sent? {seen[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("send",))],
+        by_role(lead=lead_asks("send hi"), researcher=sender),
+        tools=[send],
+        aggregator="concat",
+        approver=approver,
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    [request] = asked
+    assert request.role == "researcher"
+    assert request.worker is not None
+    assert request.worker.startswith("s1/")
+    assert "not today" in result.subtasks["s1"].text
