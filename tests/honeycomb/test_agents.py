@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rich.console import Console
 
 from honeycomb import (
     BudgetExceeded,
@@ -22,6 +23,9 @@ from honeycomb import (
 )
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
+from honeycomb.trace.spans import SpanRecorder
+from honeycomb.trace.terminal import render_timeline
+from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted, ToolMessage
 from runtime.approvals import ApprovalRequest, Decision
 from runtime.testing import call
@@ -337,3 +341,46 @@ async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
     assert request.worker is not None
     assert request.worker.startswith("s1/")
     assert "not today" in result.subtasks["s1"].text
+
+
+async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_caller() -> None:
+    recorder = SpanRecorder()
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("a", "b"), researcher=researcher),
+        aggregator="concat",
+        on_event=[recorder],
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    spans = recorder.spans
+    by_id = {s.span_id: s for s in spans}
+    nested = [s for s in spans if s.kind == "worker" and s.name.startswith("s1/")]
+    assert len(nested) == 2
+    for span in nested:
+        call_span = by_id[span.parent_id or ""]
+        assert call_span.kind == "tool_call"
+        assert call_span.worker == "s1"
+        assert span.name == f"s1/{call_span.detail}"  # the call it ran for
+        assert span.detail == "researcher"
+        [model] = [s for s in spans if s.kind == "model_call" and s.worker == span.name]
+        assert by_id[by_id[model.parent_id or ""].parent_id or ""] is span  # model → turn → it
+    lead_span = next(s for s in spans if s.kind == "worker" and s.name == "s1")
+    assert lead_span.parent_id == next(s for s in spans if s.kind == "run").span_id
+
+    timeline = build_timeline(spans, result.plan.subtasks)
+    rows = [(r.name, r.depth, r.parent) for r in timeline.workers]
+    assert rows == [
+        ("s1", 0, None),
+        (nested[0].name, 1, "s1"),
+        (nested[1].name, 1, "s1"),
+    ] or rows == [("s1", 0, None), (nested[1].name, 1, "s1"), (nested[0].name, 1, "s1")]
+    assert timeline.critical_path == ("s1",)
+    assert timeline.sum_worker_s == timeline.workers[0].duration_s  # theirs is inside it
+    lead_row = timeline.workers[0]
+    assert [b.kind for b in lead_row.bars].count("model_call") == 2  # its own, not theirs
+    text = Console(width=100, record=True)
+    text.print(render_timeline(timeline))
+    lines = text.export_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("★ s1 "))
+    assert lines[at + 1].startswith("  ↳ researcher")
+    assert lines[at + 2].startswith("  ↳ researcher")
