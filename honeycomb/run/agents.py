@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
 
-__all__ = ["NestedRuns", "agent_tool", "agent_tools", "nested_name"]
+__all__ = ["Instruction", "NestedRuns", "agent_tool", "agent_tools", "current_run", "nested_name"]
 
 
 class NestedRuns:
@@ -117,6 +117,12 @@ Instruction = Annotated[str, Field(description="What the worker is to do, said i
 
 _current_run: ContextVar[NestedRuns | None] = ContextVar("honeycomb_nested_runs", default=None)
 """The run whose task (or one of its tasks) is running now."""
+
+
+def current_run() -> NestedRuns | None:
+    """The run the current task is part of, if any (for a tool that starts a sub-run
+    under its budget: a hive called as a tool)."""
+    return _current_run.get()
 
 
 def nested_name(caller: str, call_id: str) -> str:

@@ -52,6 +52,8 @@ class Run:
         handlers: Called with every event of this run, after the Executor's own.
         text: The handlers also get the answers' text as it is written (models that
             can stream do, as :class:`~runtime.events.TextDelta` events).
+        within: The run this one is a sub-run of (a hive called as a tool): it
+            spends that run's budget and holds its locks and tool limiter.
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class Run:
         handlers: Sequence[EventHandler],
         *,
         text: bool = False,
+        within: RunContext | None = None,
     ) -> None:
         self.shared = shared
         self.task = task
@@ -85,10 +88,10 @@ class Run:
             roles=shared.roles,
             max_subtasks=policy.max_subtasks,
             plan_attempts=policy.plan_attempts,
-            budget=Budget(policy.budgets.limits()),
+            budget=within.budget if within is not None else Budget(policy.budgets.limits()),
             tracer=self.tracer,
-            locks=shared.locks,
-            tool_limiter=shared.tool_limiter,
+            locks=within.locks if within is not None else shared.locks,
+            tool_limiter=within.tool_limiter if within is not None else shared.tool_limiter,
             model_for=shared.model_for,
             setup_for=shared.setup_for,
             summarizer_for=shared.summarizer_for,
