@@ -192,7 +192,11 @@ def _totals(t: Timeline) -> str:
     cells = (
         ("wall time", f"{t.wall_s:.2f}s", f"plan {t.plan_s:.2f}s, aggregate {t.aggregate_s:.2f}s"),
         ("critical path", f"{t.critical_path_s:.2f}s", path),
-        ("workers", f"{t.sum_worker_s:.2f}s", f"added up, {counted(len(t.workers), 'worker')}"),
+        (
+            "workers",
+            f"{t.sum_worker_s:.2f}s",
+            f"added up, {counted(len(t.subtask_workers), 'worker')}",
+        ),
         ("serial would", f"{t.serial_s:.2f}s", f"speedup x{t.speedup:.2f} over serial"),
         ("tokens", str(t.total_tokens), token_detail(t)[1:-1]),
         ("calls", str(t.model_calls), f"model, {t.tool_calls} tool"),

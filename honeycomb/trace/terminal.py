@@ -120,7 +120,8 @@ def _footer(t: Timeline) -> list[Text]:
         ),
         Text(f"critical path  {t.critical_path_s:7.2f}s   {path}"),
         Text(
-            f"workers        {t.sum_worker_s:7.2f}s   added up, {counted(len(t.workers), 'worker')}"
+            f"workers        {t.sum_worker_s:7.2f}s   added up, "
+            f"{counted(len(t.subtask_workers), 'worker')}"
         ),
         Text(f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial"),
         Text(f"tokens         {t.total_tokens:7d}    {token_detail(t)}"),

@@ -186,6 +186,11 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         return tuple(r for r in self.rows if r.kind == "worker")
 
     @property
+    def subtask_workers(self) -> tuple[Row, ...]:
+        """The subtasks' workers, not those nested in them (called as tools)."""
+        return tuple(r for r in self.rows if r.kind == "worker" and not r.depth)
+
+    @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 

@@ -380,7 +380,9 @@ async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_c
     assert [b.kind for b in lead_row.bars].count("model_call") == 2  # its own, not theirs
     text = Console(width=100, record=True)
     text.print(render_timeline(timeline))
-    lines = text.export_text().splitlines()
+    shown = text.export_text()
+    lines = shown.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("★ s1 "))
     assert lines[at + 1].startswith("  ↳ researcher")
     assert lines[at + 2].startswith("  ↳ researcher")
+    assert "added up, 1 worker" in shown  # the subtask's: theirs are inside its time
