@@ -28,6 +28,7 @@ from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime import ModelRetry, Tool, ToolContext
+from runtime.approvals import ApprovalNeeded
 from workers import Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
@@ -66,6 +67,7 @@ class NestedRuns:
         Raises:
             ModelRetry: when the nested worker did not succeed (the call's error
                 observation says why).
+            ApprovalNeeded: when its calls wait in the run store for a decision.
         """
         name = nested_name(ctx.worker or role, ctx.call_id)
         resumed = self.resumed
@@ -109,6 +111,10 @@ class NestedRuns:
                     parent=ctx.worker, call_id=ctx.call_id, turn=ctx.turn,
                 )
             )  # fmt: skip
+        if result.status == "waiting" and self.record is not None:
+            # Its calls wait in the store: its caller waits with it, and a resumed run
+            # makes the call again and continues it from there, once decided.
+            raise ApprovalNeeded(result.pending)
         return _answer(role, result)
 
 

@@ -386,3 +386,92 @@ async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_c
     assert lines[at + 1].startswith("  ↳ researcher")
     assert lines[at + 2].startswith("  ↳ researcher")
     assert "added up, 1 worker" in shown  # the subtask's: theirs are inside its time
+
+
+async def test_a_nested_call_waiting_in_the_store_makes_the_run_wait_then_resumes(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    sent: list[str] = []
+    made: list[tuple[str, int]] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    def sender(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        made.append(("researcher", len(seen)))
+        if seen:
+            return f"sent: {seen[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    def lead(request: ModelRequest) -> Answer:
+        made.append(("lead", len(observations(request))))
+        return lead_asks("send hi")(request)
+
+    def executor() -> Executor:
+        return Executor(
+            [LEAD, Role(name="researcher", tools=("send",))],
+            by_role(lead=lead, researcher=sender),
+            tools=[send],
+            aggregator="concat",
+            store=db,
+        )
+
+    first = await executor().run("bees", subtasks=ONE, run_id="r1")
+    assert first.status == "waiting"
+    [pending] = first.pending
+    assert pending.tool == "send"
+    assert pending.worker.startswith("s1/")  # the nested worker's call
+    assert sent == []
+
+    later = executor()
+    await later.decide("r1", pending.call_id, approve=True, worker=pending.worker)
+    made.clear()
+    result = await later.resume("r1")
+
+    assert result.status == "ok"
+    assert sent == ["hi"]
+    assert result.subtasks["s1"].text == "lead: ok:sent: sent"
+    # neither the lead nor the nested worker is asked again for the turns they had made
+    assert made == [("researcher", 1), ("lead", 1)]
+
+
+async def test_parallel_nested_calls_waiting_in_the_store_each_run_once_decided(
+    tmp_path: Path,
+) -> None:
+    sent: list[str] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return "done"
+        return AssistantMessage(tool_calls=(call("send", {"text": task_of(request)}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("send",))],
+        by_role(lead=lead_asks("one", "two"), researcher=sender),
+        tools=[send],
+        aggregator="concat",
+        store=tmp_path / "runs.db",
+    )
+    result = await executor.run("bees", subtasks=ONE, run_id="r1")
+    lives = 1
+    # The first call to wait pauses the batch; a sibling cut off asks in the next life.
+    while result.status == "waiting" and lives < 4:
+        assert result.pending
+        for pending in result.pending:
+            await executor.decide("r1", pending.call_id, approve=True, worker=pending.worker)
+        result = await executor.resume("r1")
+        lives += 1
+    assert result.status == "ok"
+    assert sorted(sent) == ["one", "two"]  # each once, and only once decided
+    assert result.subtasks["s1"].text == "lead: ok:done | ok:done"
