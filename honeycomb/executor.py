@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 from pydantic import BaseModel
 
+from honeycomb.run.agents import Instruction, agent_tools, current_run
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
@@ -49,6 +50,7 @@ from runtime import (
     Model,
     StoreError,
     Tool,
+    ToolContext,
     ToolRegistry,
     did_you_mean,
 )
@@ -56,6 +58,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from workers import Role, WorkerSetup
+from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -128,16 +131,18 @@ class Executor:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = _open_memory(memory)
         mcp = McpTools(mcp_servers)
+        kept_policy = policy or Policy()
         setups = _check(
-            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp
-        )
+            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
+            kept_policy.max_nesting,
+        )  # fmt: skip
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
             models=model_map,
             default_model=default,
             setups=setups,
-            policy=policy or Policy(),
+            policy=kept_policy,
             planner=as_planner(planner, by_name),
             aggregator=as_aggregator(aggregator, by_name, output_type),
             output_type=output_type,
@@ -225,6 +230,7 @@ class Executor:
             )
         if models is not None and not isinstance(models, Mapping):
             model, models = models, None
+        one = model
         if model is not None:  # under every name, so the roles' model: still resolve
             models = dict.fromkeys(hive.spec.models, model)
         if hive.store is not None:
@@ -232,11 +238,24 @@ class Executor:
         if hive.spec.memory is not None and "memory" not in options:
             options["memory"] = hive.memory()
         options.setdefault("source", str(hive.file.resolve()))
+        registry = hive.registry
+        if hive.hives:  # the hives its roles call as tools, each an Executor of its own
+            subs = [
+                cls.from_hive(
+                    sub,
+                    model=one,
+                    models=None if one else _declared(models, sub),
+                    store=None,
+                    trace=False,
+                ).as_tool(nested_tool_name(ref))
+                for ref, sub in hive.hives.items()
+            ]
+            registry = ToolRegistry([*registry, *subs])
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
             return cls(
                 hive.roles,
                 hive.models(models),
-                tools=hive.registry,
+                tools=registry,
                 planner=hive.planner,
                 aggregator=hive.spec.aggregator,
                 policy=policy or hive.policy,
@@ -278,6 +297,31 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"Executor(roles={list(self.roles)}, models={list(self.models)})"
+
+    def as_tool(self, name: str, description: str = "") -> Tool[..., Any]:
+        """This Executor as a tool of another's roles: a call plans, runs and
+        aggregates a sub-run on the instruction given, and its answer is the
+        observation. Called inside a run, the sub-run spends that run's budget and
+        holds its exclusive locks and tool limiter; it is cancelled with the call. It
+        keeps no store of its own: a resumed caller runs the call again.
+
+        Raises:
+            ToolDefinitionError: for a name a tool cannot have.
+        """
+
+        async def call(instruction: Instruction, context: ToolContext) -> str:
+            outer = current_run()
+            run_id = f"{context.run_id}/{context.worker}/{context.call_id}"
+            run = Run(
+                self.shared, instruction, run_id if outer else os.urandom(6).hex(), (),
+                within=outer.context if outer is not None else None,
+            )  # fmt: skip
+            async with self.shared.mcp.scope():
+                result = await run.execute(None, resumable=False, steal=False)
+            return result.answer_text
+
+        about = description or f"Run the {name} hive on a task: it plans, works and merges."
+        return Tool(call, name=name, description=f"{about} Give it the task as an instruction.")
 
     async def run(
         self,
@@ -446,6 +490,13 @@ class Executor:
             raise body_error
 
 
+def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:
+    """Of the models given by name, those ``hive`` declares too."""
+    if models is None:
+        return None
+    return {name: m for name, m in models.items() if name in hive.spec.models}
+
+
 def _check(
     roles: list[Role],
     models: Mapping[str, Model],
@@ -455,17 +506,26 @@ def _check(
     aggregator: object,
     memory: Memory | None,
     mcp: McpTools,
+    max_nesting: int = MAX_DEPTH,
 ) -> dict[str, WorkerSetup]:
     """Every role's setup, its tools and output schema resolved (imported) once, here;
     or every mistake at once. MCP tools join the setups when their servers list them
     (:meth:`Shared.prepare <honeycomb.run.shared.Shared.prepare>`).
 
     Raises:
-        ConfigErrors: naming every unknown model, role or tool.
+        ConfigErrors: naming every unknown model, role or tool, and every cycle or
+            too deep chain of agent tools (``agent:ROLE``).
     """
     errors: list[ConfigError] = []
     setups: dict[str, WorkerSetup] = {}
     names = [r.name for r in roles]
+    by_name = {r.name: r for r in roles}
+    nested = {r.name: r.tools for r in roles if any(agent_ref(t) is not None for t in r.tools)}
+    if nested:
+        errors += [
+            ConfigError(f"role {p.role!r}: tools[{p.index}]: {p.message}")
+            for p in nesting_problems({r.name: r.tools for r in roles}, max_nesting)
+        ]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
@@ -482,9 +542,11 @@ def _check(
                     )
                 )
         try:
+            own = role.resolve_tools(registry, servers=mcp.servers)
+            more = [*agent_tools(role, by_name), *_hive_tools(role, registry)]
             setups[role.name] = WorkerSetup.resolved(
                 role,
-                role.resolve_tools(registry, servers=mcp.servers),
+                ToolRegistry([*own, *more]) if more else own,
                 role.resolve_output(),
                 memory,
             )
@@ -503,6 +565,27 @@ def _check(
     if errors:
         raise ConfigErrors(errors)
     return setups
+
+
+def _hive_tools(role: Role, registry: ToolRegistry) -> list[Tool[Any, Any]]:
+    """The hive tools ``role`` names (``hive:PATH``), as a hive made them (each a
+    sub-Executor's :meth:`Executor.as_tool`, in the registry by its name).
+
+    Raises:
+        ConfigError: for one that no hive made.
+    """
+    found: list[Tool[Any, Any]] = []
+    for ref in role.tools:
+        if hive_ref(ref) is None:
+            continue
+        made = registry.get(nested_tool_name(ref))
+        if made is None:
+            raise ConfigError(
+                f"{ref!r} is a hive tool, which a hive file makes (Executor.from_yaml): "
+                "from Python, give the Executor tools=[other.as_tool('name')] and name it"
+            )
+        found.append(made)
+    return found
 
 
 def _open_memory(memory: Memory | str | Path | None) -> Memory | None:

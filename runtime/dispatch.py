@@ -32,7 +32,7 @@ from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
 from runtime._threads import in_thread
-from runtime.approvals import ApprovalGate
+from runtime.approvals import ApprovalGate, ApprovalNeeded, PendingApproval
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
@@ -155,7 +155,7 @@ class Dispatcher:
 
         Raises:
             ApprovalNeeded: when calls wait for a person's decision (none of the
-                batch ran).
+                batch ran), or calls a tool made (a nested worker's) do.
         """
         require_asyncio("Dispatcher.dispatch")
         results: list[ToolMessage | None] = [None] * len(calls)
@@ -164,7 +164,14 @@ class Dispatcher:
         if self.approvals is not None:
             ready = await self._approved(ready, results, turn)
         inline, others = self._start(ready, results, turn)
-        await run_together(inline, others)
+        try:
+            await run_together(inline, others)
+        except ExceptionGroup as group:
+            # A call's own calls wait for approval (a nested worker's): the batch waits.
+            waiting, rest = group.split(ApprovalNeeded)
+            if waiting is None or rest is not None:
+                raise
+            raise ApprovalNeeded(_pending_of(waiting)) from None
         return tuple([r for r in results if r is not None])
 
     def asks_approval(self, tool: Tool[Any, Any]) -> bool:
@@ -384,6 +391,8 @@ class Dispatcher:
             # is, see runtime._threads).
             text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
             return self._ended(ready, results, turn, started, "timeout", text, text)
+        except ApprovalNeeded:
+            raise  # calls the tool made wait for a decision (a nested worker's): it pauses
         except ModelRetry as exc:
             return self._ended(
                 ready, results, turn, started, "error", f"Error: {exc.message}", exc.message
@@ -411,6 +420,17 @@ class Dispatcher:
             self._finished(call, turn, status, time.perf_counter() - started, error)
         observation = results[ready.position] = _observe(call, status, ready.note + content)
         return observation
+
+
+def _pending_of(group: BaseExceptionGroup[ApprovalNeeded]) -> tuple[PendingApproval, ...]:
+    """The calls waiting of every :class:`ApprovalNeeded` in ``group``, in order."""
+    found: list[PendingApproval] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found += _pending_of(exc)
+        elif isinstance(exc, ApprovalNeeded):
+            found += exc.pending
+    return tuple(found)
 
 
 def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:

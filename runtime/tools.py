@@ -80,6 +80,10 @@ class Tool(Generic[P, R]):
             being an object with the required keys (its own server checks the rest).
         approval: A person must approve each call before it runs (see
             :mod:`runtime.approvals`).
+        durable: A worker's state asking for a call is saved before the call runs
+            (as one asking for a side effect is), so a resumed worker runs that very
+            call again, by its id: a nested worker's (``agent:ROLE``) continues
+            where it stopped.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Tool(Generic[P, R]):
         idempotent: bool = False,
         parameters: dict[str, Any] | None = None,
         approval: bool = False,
+        durable: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -112,6 +117,7 @@ class Tool(Generic[P, R]):
         self.terminal = terminal
         self.idempotent = idempotent
         self.approval = approval
+        self.durable = durable
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -147,6 +153,7 @@ class Tool(Generic[P, R]):
             idempotent=self.idempotent,
             parameters=self.parameters,
             approval=self.approval,
+            durable=self.durable,
         )
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import pytest
 from honeycomb import Executor, OfflineModel, RunResult, RunStore
 from honeycomb.cli.init import examples_folder, templates
 from honeycomb.hive import load_hive
+from honeycomb.run.events import WorkerStarted
+from runtime import Event, ToolCallFinished
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -152,3 +154,21 @@ async def test_triage_with_approvals_opens_only_the_tickets_a_person_approves(
     assert result.status == "ok"
     opened = sorted(p.stem for p in (tmp_path / "tickets").glob("*.md"))
     assert opened == ["MSG-101", "MSG-102", "MSG-104"]
+
+
+async def test_lead_calls_a_role_and_a_hive_as_its_tools_at_once() -> None:
+    events: list[Event] = []
+    hive = EXAMPLES / "lead" / "hive.yaml"
+    executor = Executor.from_yaml(hive, model=OfflineModel(latency=0), on_event=[events.append])
+    result = await executor.run(load_hive(hive).spec.example_task or "")
+    assert result.status == "ok"
+    assert [s.role for s in result.plan.subtasks] == ["lead"]
+    (lead,) = result.plan.subtasks
+    calls = [e for e in events if isinstance(e, ToolCallFinished) and e.worker == lead.id]
+    assert sorted(c.tool for c in calls) == ["facts", "researcher"]
+    assert all(c.turn == 1 and c.status == "ok" for c in calls)  # one turn: together
+    nested = [e for e in events if isinstance(e, WorkerStarted) and e.parent == lead.id]
+    assert [e.role for e in nested] == ["researcher"]
+    answer = result.answer_text
+    assert "Researcher for" in answer  # the nested worker's answer, through the lead's
+    assert "Facts for" in answer  # the sub-run's aggregated answer

@@ -172,7 +172,9 @@ class AgentLoop:
         tools = self.dispatcher.tools
         for call in state.pending:
             found = tools.get(call.name)
-            if found is None or found.side_effects or self.dispatcher.asks_approval(found):
+            if found is None or found.side_effects or found.durable:
+                return True  # a nested worker's call must be found again, by its id
+            if self.dispatcher.asks_approval(found):
                 return True  # a call that waits for approval must be found again too
         return not state.pending
 

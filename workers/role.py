@@ -26,6 +26,7 @@ from runtime.approvals import ApprovalRule
 from runtime.mcp import mcp_ref
 from workers.context import Compaction
 from workers.memory import RoleMemory
+from workers.nesting import is_nested_ref, nested_tool_name
 
 if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath
@@ -71,7 +72,8 @@ class Role(BaseModel):
         instructions: The system prompt.
         model: Name of a model in the hive (``offline``, ``gpt``...); None: the default.
         tools: Registry names, import paths (``package.module:function``), or tools
-            of a declared MCP server (``server:tool``, ``server:*`` for all of them).
+            of a declared MCP server (``server:tool``, ``server:*`` for all of them),
+            other roles (``agent:ROLE``) or hives (``hive:PATH``) as tools.
         max_turns: Model turns that may call tools before the wrap-up call.
         tool_timeout: Seconds per tool call when the tool sets none.
         concurrency: Parallel-safe tool calls in flight at once.
@@ -120,7 +122,8 @@ class Role(BaseModel):
         self, registry: ToolRegistry | None = None, *, servers: Collection[str] = ()
     ) -> ToolRegistry:
         """The role's tools, looked up in ``registry`` or imported by path; those of the
-        MCP ``servers`` are not among them (their servers list them).
+        MCP ``servers`` are not among them (their servers list them), nor agent and
+        hive tools (``agent:ROLE``, ``hive:PATH``: the Executor makes them).
 
         Raises:
             UnknownToolError: for a name that is neither registered nor an import path.
@@ -128,7 +131,9 @@ class Role(BaseModel):
         """
         source = registry if registry is not None else ToolRegistry()
         return ToolRegistry(
-            source.resolve(ref) for ref in self.tools if mcp_ref(ref, servers) is None
+            source.resolve(ref)
+            for ref in self.tools
+            if mcp_ref(ref, servers) is None and not is_nested_ref(ref)
         )
 
     def resolve_output(self) -> type[BaseModel] | None:
@@ -189,6 +194,10 @@ def check_role(
         if not isinstance(ref, str):
             names = None
             continue  # field validation reports the wrong type
+        if is_nested_ref(ref):  # an agent or hive tool: checked with every role (nesting)
+            if names is not None:
+                names.append(nested_tool_name(ref))
+            continue
         served = mcp_ref(ref, servers)
         if served is not None:
             if not served[1]:

@@ -44,6 +44,7 @@ from runtime import (
     load_yaml,
 )
 from workers import Approvals, Role, load_roles, read_roles
+from workers.nesting import hive_ref, nesting_problems
 from workers.role import approval_problems
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
@@ -237,8 +238,11 @@ class Hive:
         roles: dict[str, Role],
         registry: ToolRegistry,
         doc: YamlDocument | None = None,
+        hives: dict[str, Hive] | None = None,
     ) -> None:
         self.file = file
+        self.hives = hives or {}
+        """The hives its roles call as tools, by their reference (``hive:PATH``)."""
         self.spec = spec
         self.roles = roles
         self.registry = registry
@@ -386,12 +390,18 @@ value's type."""
 
 
 def load_hive(path: str | Path) -> Hive:
-    """Read and check a hive file.
+    """Read and check a hive file, and the hives its roles call as tools (``hive:PATH``,
+    relative to the file).
 
     Raises:
         ConfigErrors: every problem, each with file, line, column and field path.
     """
-    file = Path(path)
+    return _load(Path(path), ())
+
+
+def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
+    """A hive file, called as a tool through the hive files of ``chain`` (outermost
+    first)."""
     try:
         doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
@@ -409,12 +419,14 @@ def load_hive(path: str | Path) -> Hive:
         roles = _roles(doc, spec, registry, models, file, errors)
         roles = _with_approvals(doc, spec, roles, registry, errors)
     _check_references(doc, spec, roles, models, errors)
+    _check_nesting(doc, spec, roles, errors)
+    hives = _sub_hives(doc, spec, roles, file, (*chain, file.resolve()), errors)
     _check_settings(doc, errors)
     _check_memory(doc, spec, roles, errors)
     _check_policy_rules(doc, errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
-    return Hive(file, spec, roles, registry, doc)
+    return Hive(file, spec, roles, registry, doc, hives)
 
 
 def _salvage(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -563,6 +575,69 @@ def _check_references(
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
+
+
+def _check_nesting(
+    doc: YamlDocument, spec: _HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+) -> None:
+    """Agent tools (``agent:ROLE``) that name no role, make a cycle, or nest past
+    ``policy: max_nesting``: each at the tool that starts it (a role of ``roles_dir``
+    at that field)."""
+    raw = doc.data.get("roles")
+    inline = raw if isinstance(raw, Mapping) else {}
+    tools = {name: role.tools for name, role in roles.items()}
+    for problem in nesting_problems(tools, spec.policy.max_nesting):
+        where: tuple[str | int, ...] = (
+            ("roles", problem.role, "tools", problem.index)
+            if problem.role in inline
+            else ("roles_dir",)
+        )
+        message = (
+            problem.message if where[0] == "roles" else f"role {problem.role!r}: {problem.message}"
+        )
+        errors.append(doc.error(where, message))
+
+
+def _sub_hives(
+    doc: YamlDocument,
+    spec: _HiveSpec,
+    roles: Mapping[str, Role],
+    file: Path,
+    chain: tuple[Path, ...],
+    errors: list[ConfigError],
+) -> dict[str, Hive]:
+    """The hives the roles call as tools, loaded (their own errors are told as
+    theirs); a cycle of hive files, or a chain of them past ``max_nesting``, is told
+    at the tool that starts it."""
+    raw = doc.data.get("roles")
+    inline = raw if isinstance(raw, Mapping) else {}
+    found: dict[str, Hive] = {}
+    for name, role in roles.items():
+        for index, ref in enumerate(role.tools):
+            target = hive_ref(ref)
+            if target is None or ref in found:
+                continue
+            where = ("roles", name, "tools", index) if name in inline else ("roles_dir",)
+            path = (file.parent / target).resolve()
+            shown = " → ".join(p.name for p in (*chain, path))
+            if path in chain:
+                errors.append(doc.error(where, f"hive tools make a cycle: {shown}"))
+            elif len(chain) > spec.policy.max_nesting:
+                errors.append(
+                    doc.error(
+                        where,
+                        f"hive tools nest {len(chain)} deep, past the limit of "
+                        f"{spec.policy.max_nesting}: {shown}",
+                    )
+                )
+            elif not path.is_file():
+                errors.append(doc.error(where, f"{ref!r}: no hive file {path}"))
+            else:
+                try:
+                    found[ref] = _load(path, chain)
+                except ConfigErrors as exc:
+                    errors.extend(exc.errors)
+    return found
 
 
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:

@@ -60,10 +60,14 @@ class RoundPlanned(Event, frozen=True, kw_only=True, gc=True):
 
 
 class WorkerStarted(Event, frozen=True, kw_only=True):
-    """A subtask's worker starts."""
+    """A subtask's worker starts; or a nested one, called as a tool (``agent:ROLE``):
+    then ``parent`` is the calling worker, and ``call_id`` and ``turn`` its call."""
 
     kind: ClassVar[str] = "worker.started"
     role: str
+    parent: str | None = None
+    call_id: str | None = None
+    turn: int | None = None
 
 
 class WorkerFinished(Event, frozen=True, kw_only=True):
@@ -74,6 +78,9 @@ class WorkerFinished(Event, frozen=True, kw_only=True):
     status: str  # a SubtaskStatus: "ok", "failed", "skipped", "cancelled", "over_budget"
     duration_s: float
     error: str | None = None
+    parent: str | None = None
+    call_id: str | None = None
+    turn: int | None = None
 
 
 class AggregationStarted(Event, frozen=True, kw_only=True):

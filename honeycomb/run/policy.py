@@ -63,6 +63,8 @@ class Policy(BaseModel):
             again): ``tell`` the model its outcome is unknown, or ``fail`` the worker.
         approval_timeout_s: Seconds a call may wait for a person's approval; then it
             is denied (None: it waits as long as it takes).
+        max_nesting: Agent tools (``agent:ROLE``) that may be nested inside one
+            another: with 3, ``a → b → c → d`` is the deepest chain.
     """
 
     model_config = ConfigDict(
@@ -80,6 +82,7 @@ class Policy(BaseModel):
     budgets: Budgets = Field(default_factory=Budgets)
     on_unknown_outcome: OnUnknown = "tell"
     approval_timeout_s: float | None = Field(default=None, gt=0)
+    max_nesting: int = Field(default=3, ge=1, le=20)
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

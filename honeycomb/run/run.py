@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from honeycomb.run.agents import NestedRuns
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
     AggregationFinished,
@@ -54,6 +55,8 @@ class Run:
         handlers: Called with every event of this run, after the Executor's own.
         text: The handlers also get the answers' text as it is written (models that
             can stream do, as :class:`~runtime.events.TextDelta` events).
+        within: The run this one is a sub-run of (a hive called as a tool): it
+            spends that run's budget and holds its locks and tool limiter.
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class Run:
         handlers: Sequence[EventHandler],
         *,
         text: bool = False,
+        within: RunContext | None = None,
     ) -> None:
         self.shared = shared
         self.task = task
@@ -87,10 +91,10 @@ class Run:
             roles=shared.roles,
             max_subtasks=policy.max_subtasks,
             plan_attempts=policy.plan_attempts,
-            budget=Budget(policy.budgets.limits()),
+            budget=within.budget if within is not None else Budget(policy.budgets.limits()),
             tracer=self.tracer,
-            locks=shared.locks,
-            tool_limiter=shared.tool_limiter,
+            locks=within.locks if within is not None else shared.locks,
+            tool_limiter=within.tool_limiter if within is not None else shared.tool_limiter,
             model_for=shared.model_for,
             setup_for=shared.setup_for,
             summarizer_for=shared.summarizer_for,
@@ -114,8 +118,10 @@ class Run:
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
+        nested = NestedRuns(self.context, self.record, self.resumed)
         try:
-            result = await self._within_wall_time(subtasks)
+            with nested.active():  # the run's agent tools run their workers in it
+                result = await self._within_wall_time(subtasks)
         except (BudgetExceeded, RunFailed) as exc:
             await self._fail(exc)
             raise

@@ -61,7 +61,7 @@ h1 { font-size: 16px; margin: 0 0 4px; }
 .task { color: #555; margin: 0 0 16px; white-space: pre-wrap; }
 .row, .phase { display: flex; align-items: center; height: 22px; }
 .name { width: 220px; flex: none; overflow: hidden; text-overflow: ellipsis;
-        white-space: nowrap; padding-right: 8px; }
+        white-space: pre; padding-right: 8px; }
 .crit .name { font-weight: 600; }
 .crit .name::before { content: "\\2605 "; color: #d08a00; }
 .track { position: relative; flex: 1; height: 14px; background: #f3f4f7; }
@@ -124,6 +124,8 @@ def _row(row: Row, length_s: float) -> str:
     title = f"{row.name} ({row.role})" if row.role else row.name
     if row.depends_on:
         title += " after " + ", ".join(row.depends_on)
+    if row.parent is not None:
+        title += f" called by {row.parent}"
     extent = (
         f'<div class="span" style="{_place(row.start, row.end, length_s)}"></div>'
         if row.end > row.start
@@ -135,7 +137,7 @@ def _row(row: Row, length_s: float) -> str:
     critical = "true" if row.critical else "false"
     return (
         f'<div class="{classes}" {key}="{_e(row.name)}" data-critical="{critical}">'
-        f'<div class="name" title="{_e(title)}">{_e(row.name)}</div>'
+        f'<div class="name" title="{_e(title)}">{_e(row.label)}</div>'
         f'<div class="track">{extent}{bars}</div>'
         f'<div class="time">{row.duration_s:.2f}s</div>'
         f'<div class="status{bad}"{error}>{_e(row.status)}</div></div>'
@@ -190,7 +192,11 @@ def _totals(t: Timeline) -> str:
     cells = (
         ("wall time", f"{t.wall_s:.2f}s", f"plan {t.plan_s:.2f}s, aggregate {t.aggregate_s:.2f}s"),
         ("critical path", f"{t.critical_path_s:.2f}s", path),
-        ("workers", f"{t.sum_worker_s:.2f}s", f"added up, {counted(len(t.workers), 'worker')}"),
+        (
+            "workers",
+            f"{t.sum_worker_s:.2f}s",
+            f"added up, {counted(len(t.subtask_workers), 'worker')}",
+        ),
         ("serial would", f"{t.serial_s:.2f}s", f"speedup x{t.speedup:.2f} over serial"),
         ("tokens", str(t.total_tokens), token_detail(t)[1:-1]),
         ("calls", str(t.model_calls), f"model, {t.tool_calls} tool"),

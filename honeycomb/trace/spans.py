@@ -3,9 +3,11 @@
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call`` / ``compaction`` (the summary call that folded old turns
 before the turn's model call); a worker's ``recall`` of its memory at its start is a
-span of the worker too. :class:`SpanRecorder` builds them from the run's
-events as they happen (it is an event handler). A run with a store keeps its spans
-there (``honeycomb trace RUN_ID``), and :func:`to_jsonl` exports them.
+span of the worker too. A nested worker (a role called as a tool, ``agent:ROLE``) is
+a ``worker`` span under the ``tool_call`` it runs for. :class:`SpanRecorder` builds
+them from the run's events as they happen (it is an event handler). A run with a
+store keeps its spans there (``honeycomb trace RUN_ID``), and :func:`to_jsonl`
+exports them.
 
 The recorder knows the run's own events (``run.started``, ``worker.finished`` ...) by
 their documented kind and fields (docs/events.md): they are defined by the package
@@ -117,6 +119,7 @@ class _Open(msgspec.Struct, kw_only=True):
     worker: str | None = None
     turn: int | None = None
     detail: str = ""
+    via: str | None = None  # the tool call a nested worker runs for: its span's parent
     end: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -126,11 +129,13 @@ class _Open(msgspec.Struct, kw_only=True):
 
 
 class _Call(msgspec.Struct, gc=False, kw_only=True):
-    """A model or tool call in flight: when it started, its span's parent, its name."""
+    """A model or tool call in flight: when it started, its span's parent, its name,
+    and its span's id (known from its start: a nested worker's span names it)."""
 
     start: float
     parent: _Open | None
     name: str
+    span_id: str = ""
 
 
 class _RunEvent(Protocol):
@@ -155,6 +160,18 @@ class _WorkerEvent(Protocol):
     def status(self) -> str: ...
     @property
     def error(self) -> str | None: ...
+
+
+class _NestedEvent(_WorkerEvent, Protocol):
+    """What the recorder reads of ``worker.started`` for a nested worker: the call
+    of its caller it runs for (all None for a subtask's worker)."""
+
+    @property
+    def parent(self) -> str | None: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def turn(self) -> int | None: ...
 
 
 class _RecallEvent(Protocol):
@@ -276,7 +293,7 @@ class SpanRecorder:
             if call_id == _COMPACTION:
                 kind, call_id = "compaction", ""
             cut = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent),
+                span_id=call.span_id or next(self._ids), parent_id=_id(call.parent),
                 kind=kind, name=call.name, start=call.start,
                 end=now, status="cancelled", worker=worker, turn=turn, detail=call_id,
             )  # fmt: skip
@@ -295,11 +312,19 @@ class SpanRecorder:
 
     # --- workers, turns and calls ---------------------------------------------------
 
-    def _worker_started(self, event: _WorkerEvent) -> None:
+    def _worker_started(self, event: _NestedEvent) -> None:
+        """A worker starts: a subtask's, under the run; or a nested one, under the
+        tool call of its caller it runs for (its usage counts on the caller's turn)."""
         name = event.worker or "?"
-        self._workers[name] = self._open(
-            "worker", name, self._clock(), self._run, worker=name, detail=event.role
-        )
+        parent, via = self._run, None
+        caller = getattr(event, "parent", None)
+        if caller is not None:
+            call = self._calls.get((caller, event.turn or 0, event.call_id or ""))
+            if call is not None:
+                parent, via = call.parent, call.span_id
+        span = self._open("worker", name, self._clock(), parent, worker=name, detail=event.role)
+        span.via = via
+        self._workers[name] = span
 
     def _worker_finished(self, event: _WorkerEvent) -> None:
         name = event.worker or "?"
@@ -378,7 +403,7 @@ class SpanRecorder:
         name = event.worker or "?"
         parent = self._turns.get(name) or self._owner(name)
         self._calls[name, event.turn, event.call_id] = _Call(
-            start=self._clock(), parent=parent, name=event.tool
+            start=self._clock(), parent=parent, name=event.tool, span_id=next(self._ids)
         )
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
@@ -387,7 +412,7 @@ class SpanRecorder:
         call = self._calls.pop((name, event.turn, event.call_id), None)
         if call is not None:
             span = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent), kind="tool_call",
+                span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
                 name=call.name, start=call.start, end=self._clock(), status=event.status,
                 error=event.error, worker=name, turn=event.turn, detail=event.call_id,
             )  # fmt: skip
@@ -409,7 +434,8 @@ class SpanRecorder:
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
         closed = Span(
-            span_id=span.span_id, parent_id=_id(span.parent), kind=span.kind, name=span.name,
+            span_id=span.span_id, parent_id=span.via or _id(span.parent), kind=span.kind,
+            name=span.name,
             start=span.start, end=max(end, span.end), status=status, error=error,
             worker=span.worker, turn=span.turn, input_tokens=span.input_tokens,
             output_tokens=span.output_tokens, cost=span.cost, detail=span.detail,

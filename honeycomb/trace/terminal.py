@@ -40,7 +40,7 @@ _STATS_W = 9  # " 12.34s  "
 def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     """The timeline as rich text ``width`` columns wide (at least 40)."""
     width = max(width, 40)
-    name_w = min(max((len(r.name) for r in timeline.rows), default=4), _NAME_MAX) + 2
+    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 2
     status_w = max((len(r.status) for r in timeline.rows), default=2)
     bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
     lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
@@ -67,7 +67,7 @@ def _row_line(row: Row, length_s: float, name_w: int, bar_w: int) -> Text:
     star = "★ " if row.critical else "  "
     text = Text()
     text.append(star, style="bold yellow")
-    name = _cut(_clean(row.name), name_w - 2).ljust(name_w - 2)
+    name = _cut(_clean(row.label), name_w - 2).ljust(name_w - 2)
     text.append(name, style="bold" if row.critical else "")
     for kind, run in _runs(_cells(row, length_s, bar_w)):
         text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
@@ -120,7 +120,8 @@ def _footer(t: Timeline) -> list[Text]:
         ),
         Text(f"critical path  {t.critical_path_s:7.2f}s   {path}"),
         Text(
-            f"workers        {t.sum_worker_s:7.2f}s   added up, {counted(len(t.workers), 'worker')}"
+            f"workers        {t.sum_worker_s:7.2f}s   added up, "
+            f"{counted(len(t.subtask_workers), 'worker')}"
         ),
         Text(f"serial would   {t.serial_s:7.2f}s   speedup x{t.speedup:.2f} over serial"),
         Text(f"tokens         {t.total_tokens:7d}    {token_detail(t)}"),

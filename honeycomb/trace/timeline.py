@@ -89,6 +89,10 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
         bars: Its model and tool calls, by start.
         round: The planning round it belongs to (1 unless the run planned in rounds;
             the aggregator's is the last).
+        parent: For a nested worker (a role called as a tool), the row of its
+            caller; it comes right after its caller's row (and its earlier nested
+            ones).
+        depth: How deep it is nested (0: a subtask's worker, or a phase).
     """
 
     name: str
@@ -103,6 +107,16 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
     critical: bool = False
     bars: tuple[Bar, ...] = ()
     round: int = 1
+    parent: str | None = None
+    depth: int = 0
+
+    @property
+    def label(self) -> str:
+        """How the row is named on screen: a nested worker indented under its
+        caller, by its role."""
+        if not self.depth:
+            return self.name
+        return f"{'  ' * (self.depth - 1)}↳ {self.role or self.name}"
 
     @property
     def input_tokens(self) -> int:
@@ -177,6 +191,11 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         return tuple(r for r in self.rows if r.kind == "worker")
 
     @property
+    def subtask_workers(self) -> tuple[Row, ...]:
+        """The subtasks' workers, not those nested in them (called as tools)."""
+        return tuple(r for r in self.rows if r.kind == "worker" and not r.depth)
+
+    @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
@@ -190,6 +209,8 @@ class _Gather(msgspec.Struct, kw_only=True):
     round: int = 1
     own: list[Span] = msgspec.field(default_factory=list)  # its plan/worker/aggregate spans
     calls: list[Span] = msgspec.field(default_factory=list)
+    parent: str | None = None  # the caller's row, for a nested worker
+    depth: int = 0
 
 
 def build_timeline(
@@ -215,7 +236,8 @@ def build_timeline(
     origin = min((s.start for s in spans), default=0.0)
     length = max((s.end for s in spans), default=origin) - origin
     groups = _group(spans, subtasks)
-    durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker"}
+    # A nested worker's time is inside its caller's: only subtasks' workers count.
+    durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
     depends_on = {s.id: s.depends_on for s in subtasks}
     chain, chain_s = _chain(subtasks, depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
@@ -226,7 +248,7 @@ def build_timeline(
     )
     calls = [s for s in spans if s.kind in ("model_call", "compaction")]
     wall = sum(s.duration_s for s in runs) if runs else length
-    sum_worker = sum(durations.values())
+    sum_worker = sum(durations.values())  # nested workers' time is in their callers
     serial = plan_s + sum_worker + aggregate_s
     return Timeline(
         run_id=run_id,
@@ -288,18 +310,16 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
         if span.kind == "run":
             continue
         top = _top(span, by_id)
-        if top.kind == "plan":  # the first plan, or a later round's (``round N``)
-            key: tuple[RowKind, str] = ("plan", top.name if _round_of(top.name) else "plan")
-        elif top.kind == "aggregate":
-            key = ("aggregate", "aggregate")
-        else:  # a worker, or a call made outside any phase: the worker it names
-            key = ("worker", top.worker or top.name)
+        key = _key(top)
         group = groups.get(key) or groups.setdefault(
             key, _Gather(kind=key[0], name=key[1], round=_round_of(key[1]) or 1)
         )
         if span is top and span.kind in ("plan", "worker", "aggregate"):
             group.own.append(span)
             group.role = group.role or (span.detail if span.kind == "worker" else "")
+            caller = _top(by_id[span.parent_id], by_id) if span.parent_id in by_id else None
+            if caller is not None and caller.kind != "run" and group.parent is None:
+                group.parent = _key(caller)[1]
         elif span.kind in (
             "model_call",
             "tool_call",
@@ -313,7 +333,40 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
         aggregate.round = last
     order = ("plan", "worker", "aggregate")
     ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
-    return [g for g in ordered if g.kind == "worker" or g.own or g.calls]
+    return _nested_after_callers([g for g in ordered if g.kind == "worker" or g.own or g.calls])
+
+
+def _key(top: Span) -> tuple[RowKind, str]:
+    """The row of a span that is (or encloses others as) a row's own."""
+    if top.kind == "plan":  # the first plan, or a later round's (``round N``)
+        return ("plan", top.name if _round_of(top.name) else "plan")
+    if top.kind == "aggregate":
+        return ("aggregate", "aggregate")
+    return ("worker", top.worker or top.name)  # a worker, or a call outside any phase
+
+
+def _nested_after_callers(groups: list[_Gather]) -> list[_Gather]:
+    """The rows in order, each nested worker's right after its caller's (and the
+    earlier nested ones), its depth one more than its caller's."""
+    by_name = {g.name: g for g in groups}
+    children: dict[str, list[_Gather]] = {}
+    roots: list[_Gather] = []
+    for group in groups:
+        if group.parent in by_name and group.parent != group.name:
+            children.setdefault(group.parent or "", []).append(group)
+        else:
+            group.parent = None
+            roots.append(group)
+    ordered: list[_Gather] = []
+    stack = [(g, 0) for g in reversed(roots)]
+    while stack:
+        group, depth = stack.pop()
+        if depth > 64:
+            continue  # a broken tree must not loop
+        group.depth = depth
+        ordered.append(group)
+        stack += [(c, depth + 1) for c in reversed(children.get(group.name, []))]
+    return ordered
 
 
 def _round_of(name: str) -> int:
@@ -323,8 +376,11 @@ def _round_of(name: str) -> int:
 
 
 def _top(span: Span, by_id: Mapping[str, Span]) -> Span:
-    """The outermost span under the run that encloses ``span``."""
-    for _ in range(16):  # the tree is a few levels deep; a broken one must not loop
+    """The nearest span that is a row's own (a plan, worker or aggregate span) and
+    encloses ``span`` (or is it); the outermost under the run when there is none."""
+    for _ in range(64):  # a few levels a nesting; a broken tree must not loop
+        if span.kind in ("plan", "worker", "aggregate"):
+            break
         parent = by_id.get(span.parent_id or "")
         if parent is None or parent.kind == "run":
             break
@@ -351,9 +407,11 @@ def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool
         status=last.status if last is not None else "not started",
         error=last.error if last is not None else None,
         depends_on=depends if group.kind == "worker" else (),
-        critical=critical,
+        critical=critical and not group.depth,
         bars=tuple(_bar(s, origin) for s in group.calls),
         round=group.round,
+        parent=group.parent,
+        depth=group.depth,
     )
 
 

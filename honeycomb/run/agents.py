@@ -1,0 +1,180 @@
+"""Agents as tools: a role's ``agent:ROLE`` tool runs a nested worker of ``ROLE`` on
+the instruction the model gives; its answer is the call's observation.
+
+The tools are made once, with the Executor's setups, and serve every run: a call
+finds the run it belongs to in :data:`_current_run` (set by the run for its whole
+life, so every task of the run sees it). The nested worker is one of the run's own:
+its budget, limiters, exclusive locks, tracer, approver and store are the run's.
+It is named after its call (``s1/call_1``), is kept in the run store under that
+name, and a resumed run continues it: the caller's state asking for the call is
+saved before the call runs (the tool is ``durable``), so a resumed caller makes that
+very call again, and the nested worker goes on from its last turn (or, if it had
+finished, its answer is given at once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from honeycomb.run.context import RunContext
+from honeycomb.run.events import WorkerFinished, WorkerStarted
+from honeycomb.run.plan import Subtask
+from honeycomb.run.result import SubtaskResult
+from runtime import ModelRetry, Tool, ToolContext
+from runtime.approvals import ApprovalNeeded
+from workers import Role, WorkerResult
+from workers.nesting import AGENT_PREFIX, agent_ref
+
+if TYPE_CHECKING:
+    from honeycomb.run.record import RunRecord
+    from honeycomb.run.restore import Resumed
+
+__all__ = ["Instruction", "NestedRuns", "agent_tool", "agent_tools", "current_run", "nested_name"]
+
+
+class NestedRuns:
+    """What one run's nested workers need of it: its context, its store record and
+    what an earlier life of it left."""
+
+    def __init__(
+        self, context: RunContext, record: RunRecord | None, resumed: Resumed | None
+    ) -> None:
+        self.context = context
+        self.record = record
+        self.resumed = resumed
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The agent tools called inside the block (in any task it starts) run their
+        nested workers in this run."""
+        token = _current_run.set(self)
+        try:
+            yield
+        finally:
+            _current_run.reset(token)
+
+    async def call(self, role: str, instruction: str, ctx: ToolContext) -> str:
+        """Run a nested worker of ``role`` on ``instruction`` for the call ``ctx``;
+        its answer.
+
+        Raises:
+            ModelRetry: when the nested worker did not succeed (the call's error
+                observation says why).
+            ApprovalNeeded: when its calls wait in the run store for a decision.
+        """
+        name = nested_name(ctx.worker or role, ctx.call_id)
+        resumed = self.resumed
+        before = resumed.finished.get(name) if resumed is not None else None
+        if before is not None and before.worker is not None:  # it ended in an earlier life
+            return _answer(role, before.worker)
+        state = resumed.states.get(name) if resumed is not None else None
+        record = log = None
+        if self.record is not None:
+            from honeycomb.run.record import approval_log
+
+            record = self.record.worker(name, len(state.messages) if state else 0)
+            log = approval_log(record)
+        ctx_run = self.context
+        worker = ctx_run.worker(role, name=name, checkpoint=record, journal=record, approvals=log)
+        tracer = ctx_run.tracer
+        if tracer.enabled:
+            tracer.emit(
+                WorkerStarted(
+                    worker=name, run_id=ctx_run.run_id, role=role, parent=ctx.worker,
+                    call_id=ctx.call_id, turn=ctx.turn,
+                )
+            )  # fmt: skip
+        started = time.perf_counter()
+        result = await worker.run(instruction, resume=state)
+        outcome = SubtaskResult(
+            subtask=Subtask(id=name, role=role, instruction=instruction),
+            status=result.status,
+            worker=result,
+            error=result.error,
+            duration_s=time.perf_counter() - started,
+        )
+        if self.record is not None:
+            await self.record.subtask_finished(outcome)  # durable before it is reported
+        if tracer.enabled:
+            tracer.emit(
+                WorkerFinished(
+                    worker=name, run_id=ctx_run.run_id, role=role, status=result.status,
+                    duration_s=outcome.duration_s,
+                    error=str(result.error) if result.error is not None else None,
+                    parent=ctx.worker, call_id=ctx.call_id, turn=ctx.turn,
+                )
+            )  # fmt: skip
+        if result.status == "waiting" and self.record is not None:
+            # Its calls wait in the store: its caller waits with it, and a resumed run
+            # makes the call again and continues it from there, once decided.
+            raise ApprovalNeeded(result.pending)
+        return _answer(role, result)
+
+
+Instruction = Annotated[str, Field(description="What the worker is to do, said in full.")]
+"""The one argument of an agent tool."""
+
+_current_run: ContextVar[NestedRuns | None] = ContextVar("honeycomb_nested_runs", default=None)
+"""The run whose task (or one of its tasks) is running now."""
+
+
+def current_run() -> NestedRuns | None:
+    """The run the current task is part of, if any (for a tool that starts a sub-run
+    under its budget: a hive called as a tool)."""
+    return _current_run.get()
+
+
+def nested_name(caller: str, call_id: str) -> str:
+    """The name of the nested worker a call of ``caller`` runs: ``caller/call_id``
+    (unique in the run, as call ids are in a conversation), shortened by a hash of
+    its call when that is longer than a worker name may be (64 characters)."""
+    name = f"{caller}/{call_id}"
+    if len(name) <= 64:
+        return name
+    digest = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+    return f"{caller[:51]}/{digest}"
+
+
+def _answer(role: str, result: WorkerResult) -> str:
+    if result.ok:
+        return result.text
+    if result.status == "waiting":
+        raise ModelRetry(
+            f"the {role} worker waits for a person's approval of a call: it cannot "
+            "answer now; go on without it"
+        )
+    raise ModelRetry(f"the {role} worker did not answer ({result.status}): {result.error}")
+
+
+def agent_tool(role: Role) -> Tool[..., Any]:
+    """The tool that runs a nested worker of ``role``: one argument, the instruction;
+    named after the role, described by its description."""
+    name = role.name
+
+    async def call(instruction: Instruction, context: ToolContext) -> str:
+        runs = _current_run.get()
+        if runs is None:
+            raise ModelRetry(f"the {name} worker can be called only inside an Executor's run")
+        return await runs.call(name, instruction, context)
+
+    about = role.description or f"Ask the {name} worker."
+    return Tool(
+        call,
+        name=name,
+        description=f"{about} Give it an instruction; its answer comes back.",
+        durable=True,
+    )
+
+
+def agent_tools(role: Role, roles: Mapping[str, Role]) -> list[Tool[..., Any]]:
+    """The agent tools ``role`` names (``agent:ROLE``), of the roles in ``roles``
+    (a name that is none of them is skipped: the nesting check reports it)."""
+    found = (agent_ref(ref) for ref in role.tools if ref.startswith(AGENT_PREFIX))
+    return [agent_tool(roles[name]) for name in found if name is not None and name in roles]

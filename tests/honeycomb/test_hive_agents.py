@@ -1,0 +1,138 @@
+"""Agent tools in a hive file: ``tools: [agent:ROLE]``, and ``honeycomb validate``
+naming a cycle or a chain too deep, at the tool that starts it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy
+from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
+from honeycomb.run.policy import Budgets
+from runtime import Event, ModelCallFinished
+from runtime.testing import ScriptedModel, call
+
+CYCLE = """\
+models: {default: offline}
+roles:
+  planner: {description: Plans.}
+  a:
+    tools: [agent:b]
+  b:
+    tools: [agent:a]
+"""
+
+
+def test_validate_names_a_cycle_of_agent_tools_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(CYCLE)
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: 1 error" in out
+    assert f"{path}:5:13: roles.a.tools[0]: agent tools make a cycle: a → b → a" in out
+
+
+def test_a_hive_names_a_chain_past_its_max_nesting(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\npolicy: {max_nesting: 1}\nroles:\n"
+        "  a: {tools: [agent:b]}\n  b: {tools: [agent:c]}\n  c: {}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    [error] = caught.value.errors
+    assert str(error).startswith(f"{path}:4:15: roles.a.tools[0]: agent tools nest 2 deep")
+    assert "a → b → c" in str(error)
+
+
+def test_a_hive_role_calls_another_as_a_tool(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "models: {default: offline}\nroles:\n"
+        "  lead: {tools: [agent:researcher], approvals: {tools: [researcher]}}\n"  # a known name
+        "  researcher: {description: Finds things out.}\n"
+    )
+    hive = load_hive(path)
+    assert hive.roles["lead"].tools == ("agent:researcher",)
+    model = ScriptedModel([[call("researcher", {"instruction": "look"})], "found", "done"])
+    executor = Executor.from_hive(hive, model=model)
+    setup = executor.shared.setup_for(executor.roles["lead"], None)
+    assert setup.tools.names == ("researcher",)
+    assert "Finds things out." in setup.tools["researcher"].description
+
+
+OUTER = """\
+models: {default: offline}
+roles:
+  planner: {description: Plans.}
+  lead:
+    description: Leads the research.
+    tools: [hive:sub/facts.yaml]
+  aggregator: {description: Merges.}
+"""
+INNER = """\
+name: facts
+models: {default: offline}
+roles:
+  planner: {description: Plans.}
+  checker: {description: Checks facts about a topic.}
+  aggregator: {description: Merges.}
+"""
+LEAD_TASK = [{"id": "s1", "role": "lead", "instruction": "check the facts about bees"}]
+
+
+def hives(tmp_path: Path, outer: str = OUTER, inner: str = INNER) -> Path:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "facts.yaml").write_text(inner)
+    path = tmp_path / "hive.yaml"
+    path.write_text(outer)
+    return path
+
+
+def own_calls(events: list[Event]) -> int:
+    return sum(1 for e in events if isinstance(e, ModelCallFinished))
+
+
+async def test_a_hive_tool_runs_a_sub_run_under_the_runs_budget(tmp_path: Path) -> None:
+    path = hives(tmp_path)
+    events: list[Event] = []
+    executor = Executor.from_yaml(path, on_event=[events.append])
+    assert "facts" in executor.shared.setup_for(executor.roles["lead"], None).tools
+    result = await executor.run("bees", subtasks=LEAD_TASK)
+    assert result.status == "ok"
+    assert "Facts for" in result.subtasks["s1"].text  # the sub-run's aggregated answer
+    outer = own_calls(events)
+    # the sub-run's planner, worker and aggregator calls are the run's too
+    assert result.usage.model_calls >= outer + 2
+
+    events.clear()
+    tight = Policy(budgets=Budgets(model_calls=outer + 1))
+    with pytest.raises(BudgetExceeded) as caught:
+        await Executor.from_yaml(path, policy=tight, on_event=[events.append]).run(
+            "bees", subtasks=LEAD_TASK
+        )
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.usage.model_calls <= outer + 1
+
+
+def test_hive_tools_that_make_a_cycle_or_name_no_file_are_told(tmp_path: Path) -> None:
+    back = INNER.replace(
+        "  checker: {description: Checks facts about a topic.}\n",
+        "  checker: {description: Checks., tools: ['hive:../hive.yaml']}\n",
+    )
+    path = hives(tmp_path, inner=back)
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    [error] = caught.value.errors
+    assert str(error).startswith(f"{tmp_path / 'sub' / 'facts.yaml'}:5:")
+    assert "hive tools make a cycle: hive.yaml → facts.yaml → hive.yaml" in str(error)
+
+    path.write_text(OUTER.replace("sub/facts.yaml", "sub/fact.yaml"))
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    assert "'hive:sub/fact.yaml': no hive file" in str(caught.value)
