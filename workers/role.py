@@ -25,6 +25,7 @@ from runtime._imports import import_object
 from runtime.approvals import ApprovalRule
 from runtime.mcp import mcp_ref
 from workers.context import Compaction
+from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "Role",
     "approval_problems",
     "check_role",
+    "guard_problems",
     "load_roles",
     "read_roles",
     "role_entries",
@@ -85,6 +87,8 @@ class Role(BaseModel):
             None: they do not.
         approvals: Which tool calls wait for a person's approval (None: only those
             of tools marked ``approval=True``; a hive's ``approvals:`` is the default).
+        guards: Checks on its subtask's instruction, its answer and its tool calls'
+            arguments (see :mod:`workers.guards`).
     """
 
     model_config = ConfigDict(
@@ -106,6 +110,7 @@ class Role(BaseModel):
     compaction: Compaction | None = None
     memory: RoleMemory | None = None
     approvals: Approvals | None = None
+    guards: Guards | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -225,12 +230,32 @@ def check_role(
             errors.append(doc.error((*path, "tools", index), message))
     if names is not None:
         errors.extend(approval_problems(body.get("approvals"), names, doc, path))
+    errors.extend(guard_problems(body.get("guards"), doc, path))
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:
             import_output_schema(schema)
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
+    return errors
+
+
+def guard_problems(
+    guards: Any, doc: YamlDocument, path: YamlPath, roles: Sequence[str] | None = None
+) -> list[ConfigError]:
+    """Guards in ``guards: {input: [...], ...}`` (at ``path``) whose import path does
+    not import a callable, or whose judge is none of ``roles`` (None: not checked)."""
+    errors: list[ConfigError] = []
+    if not isinstance(guards, Mapping):
+        return errors  # field validation reports the wrong type
+    for kind in ("input", "output", "arguments"):
+        refs = guards.get(kind)
+        for index, ref in enumerate(refs if isinstance(refs, list | tuple) else ()):
+            if not isinstance(ref, str):
+                continue  # field validation reports the wrong type
+            problem = guard_problem(ref, roles)
+            if problem is not None:
+                errors.append(doc.error((*path, "guards", kind, index), problem))
     return errors
 
 
