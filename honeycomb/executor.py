@@ -56,6 +56,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from workers import Role, WorkerSetup
+from workers.guards import Guards, ResolvedGuards, resolve_guards
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -96,6 +97,9 @@ class Executor:
         approver: Decides on tool calls that need approval (see
             :mod:`runtime.approvals`); None: they wait in the store for
             :meth:`decide`.
+        guards: The runs' own guards (see :mod:`workers.guards`): ``input`` on each
+            run's task and ``output`` on its final answer, which stop the run with
+            ``GuardrailTripped``; ``arguments`` on every tool call of every worker.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -120,6 +124,7 @@ class Executor:
         memory: Memory | str | Path | None = None,
         mcp_servers: Sequence[McpServer] = (),
         approver: Approver | None = None,
+        guards: Guards | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -128,9 +133,10 @@ class Executor:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = _open_memory(memory)
         mcp = McpTools(mcp_servers)
-        setups = _check(
-            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp
-        )
+        setups, run_guards = _check(
+            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
+            guards,
+        )  # fmt: skip
         kept = _open_store(store)
         self.shared = Shared(
             roles=by_name,
@@ -149,6 +155,7 @@ class Executor:
             memory=kept_memory,
             mcp=mcp,
             approver=approver,
+            guards=run_guards,
         )
 
     async def __aenter__(self) -> Self:
@@ -242,6 +249,7 @@ class Executor:
                 policy=policy or hive.policy,
                 default_model=hive.default_model,
                 mcp_servers=hive.mcp_servers,
+                guards=hive.spec.guards,
                 **options,
             )
 
@@ -455,17 +463,24 @@ def _check(
     aggregator: object,
     memory: Memory | None,
     mcp: McpTools,
-) -> dict[str, WorkerSetup]:
-    """Every role's setup, its tools and output schema resolved (imported) once, here;
-    or every mistake at once. MCP tools join the setups when their servers list them
-    (:meth:`Shared.prepare <honeycomb.run.shared.Shared.prepare>`).
+    guards: Guards | None = None,
+) -> tuple[dict[str, WorkerSetup], ResolvedGuards]:
+    """Every role's setup, its tools, output schema and guards resolved (imported)
+    once, here, and the runs' own guards; or every mistake at once. MCP tools join the
+    setups when their servers list them (:meth:`Shared.prepare
+    <honeycomb.run.shared.Shared.prepare>`).
 
     Raises:
-        ConfigErrors: naming every unknown model, role or tool.
+        ConfigErrors: naming every unknown model, role, tool or guard.
     """
     errors: list[ConfigError] = []
     setups: dict[str, WorkerSetup] = {}
     names = [r.name for r in roles]
+    run_guards = ResolvedGuards()
+    try:
+        run_guards = resolve_guards(guards, names)
+    except ConfigError as exc:
+        errors.append(ConfigError(f"guards: {exc.message}"))
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
@@ -493,6 +508,14 @@ def _check(
         else:
             if not mcp.refs(role):  # MCP tools are known once their servers list them
                 errors += _approval_problems(role, setups[role.name])
+        for judge in role.guards.judges() if role.guards is not None else ():
+            if judge not in names:
+                errors.append(
+                    ConfigError(
+                        f"role {role.name!r}: its guard names the judge role {judge!r}, which "
+                        f"is not defined{did_you_mean(judge, names)}; roles: {', '.join(names)}"
+                    )
+                )
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
         if isinstance(spec, str) and spec != "concat" and spec not in names:
             errors.append(
@@ -500,7 +523,7 @@ def _check(
             )
     if errors:
         raise ConfigErrors(errors)
-    return setups
+    return setups, run_guards
 
 
 def _open_memory(memory: Memory | str | Path | None) -> Memory | None:

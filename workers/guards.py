@@ -154,8 +154,8 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
 
 
 class GuardChecked(Event, frozen=True, kw_only=True):
-    """A guard checked something: ``pass``, ``tripped`` (it gave a reason) or
-    ``error`` (it raised); with its time and what a judge's model call cost."""
+    """A guard checked something: ``ok`` (it passed), ``tripped`` (it gave a reason)
+    or ``error`` (it raised); with its time and what a judge's model call cost."""
 
     kind: ClassVar[str] = "guard.checked"
     guard: str
@@ -407,7 +407,7 @@ class GuardRunner:
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
-        status = "pass" if reason is None else "error" if broken else "tripped"
+        status = "ok" if reason is None else "error" if broken else "tripped"
         self._report(guard, check, turn, call_id, started, status, reason, usage, model)
         return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
 

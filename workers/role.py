@@ -244,17 +244,17 @@ def guard_problems(
     guards: Any, doc: YamlDocument, path: YamlPath, roles: Sequence[str] | None = None
 ) -> list[ConfigError]:
     """Guards in ``guards: {input: [...], ...}`` (at ``path``) whose import path does
-    not import a callable, or whose judge is none of ``roles`` (None: not checked)."""
+    not import a callable; with ``roles``, only the judges that are none of them."""
     errors: list[ConfigError] = []
     if not isinstance(guards, Mapping):
         return errors  # field validation reports the wrong type
     for kind in ("input", "output", "arguments"):
         refs = guards.get(kind)
         for index, ref in enumerate(refs if isinstance(refs, list | tuple) else ()):
-            if not isinstance(ref, str):
-                continue  # field validation reports the wrong type
+            if not isinstance(ref, str) or (roles is not None and ":" in ref):
+                continue  # field validation reports the wrong type; paths are checked
             problem = guard_problem(ref, roles)
-            if problem is not None:
+            if problem is not None and (roles is None or "unknown judge" in problem):
                 errors.append(doc.error((*path, "guards", kind, index), problem))
     return errors
 

@@ -26,12 +26,14 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     EventHandler,
+    GuardrailTripped,
     HoneycombError,
     RunFailed,
     Tracer,
 )
 from runtime._concurrency import shielded
 from runtime._text import valid_text
+from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -79,12 +81,15 @@ class Run:
             *shared.handlers, *handlers, *(recorder if shared.trace else ()),
             log=shared.log_events, text=text,
         )  # fmt: skip
+        budget = Budget(policy.budgets.limits())
+        judge = Judge(shared.roles, shared.model_for, budget)
+        self.guards = GuardRunner(shared.guards, tracer=self.tracer, judge=judge, run_id=run_id)
         self.context = RunContext(
             run_id=run_id,
             roles=shared.roles,
             max_subtasks=policy.max_subtasks,
             plan_attempts=policy.plan_attempts,
-            budget=Budget(policy.budgets.limits()),
+            budget=budget,
             tracer=self.tracer,
             locks=shared.locks,
             tool_limiter=shared.tool_limiter,
@@ -94,6 +99,8 @@ class Run:
             prepare=shared.prepare,
             approver=shared.approver,
             approval_timeout_s=policy.approval_timeout_s,
+            guards=shared.guards,
+            judge=judge,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -111,7 +118,7 @@ class Run:
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
         try:
             result = await self._within_wall_time(subtasks)
-        except (BudgetExceeded, RunFailed) as exc:
+        except (BudgetExceeded, RunFailed, GuardrailTripped) as exc:
             await self._fail(exc)
             raise
         except HoneycombError as exc:
@@ -204,6 +211,8 @@ class Run:
                 "the Executor a planner"
             )
         began = time.perf_counter()
+        if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
+            _tripwire("input", await self.guards.input(self.task))  # before anything runs
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
         self.tracer.emit(
@@ -233,6 +242,8 @@ class Run:
         answer = await self.shared.aggregator.aggregate(
             self.task, list(outcomes.values()), self.context
         )
+        if self.guards.guards.output:  # the final answer, whatever made it
+            _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
         self.times["aggregate"] = time.perf_counter() - began
         self.tracer.emit(
             AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])
@@ -273,7 +284,7 @@ class Run:
             ),
         )
 
-    async def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
+    async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
             stopped = stopped_status(exc)
@@ -302,6 +313,17 @@ class Run:
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def _tripwire(kind: str, refusals: list[Refusal]) -> None:
+    """Stop the run if a run's own guard refused its task or its final answer.
+
+    Raises:
+        GuardrailTripped: naming the first guard that refused, and its reason.
+    """
+    if refusals:
+        first = refusals[0]
+        raise GuardrailTripped(first.guard, kind, first.reason)
 
 
 def _original(exc: BaseException) -> BaseException:

@@ -147,7 +147,7 @@ async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -
     assert "Check for politeness." in (judged[0].messages[0].content or "")
     assert budget.usage.model_calls == 4  # two answers, two verdicts
     checks = [e for e in events if isinstance(e, GuardChecked)]
-    assert [(c.guard, c.status) for c in checks] == [("reviewer", "tripped"), ("reviewer", "pass")]
+    assert [(c.guard, c.status) for c in checks] == [("reviewer", "tripped"), ("reviewer", "ok")]
     assert all(c.input_tokens > 0 and c.guard_kind == "output" for c in checks)
 
 
