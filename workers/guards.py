@@ -23,7 +23,6 @@ judge's call cost; that call is charged to the run's budget.
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
@@ -50,6 +49,7 @@ from runtime import (
 from runtime._checks import check_response
 from runtime._concurrency import run_together
 from runtime._imports import import_object
+from runtime.journal import arguments_text
 from runtime.value import Value
 
 __all__ = [
@@ -350,7 +350,7 @@ class GuardRunner:
 
         async def one(index: int, call: ToolCall, kwargs: dict[str, Any]) -> None:
             check = self._check(
-                "arguments", _arguments_text(kwargs), tool=call.name, arguments=kwargs
+                "arguments", arguments_text(kwargs), tool=call.name, arguments=kwargs
             )
             try:
                 found[index] = await self._all(
@@ -438,12 +438,13 @@ class GuardRunner:
 
 
 async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:
-    """``fn(check)``: an async guard awaited, a sync one in a thread (it may block)."""
+    """``fn(check)``: an async guard awaited, a sync one in a thread (it may block),
+    which a cancelled run does not wait for (a guard only looks)."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 (an object whose __call__ is async)
     ):
         return await fn(check)
-    value = await anyio.to_thread.run_sync(fn, check)
+    value = await anyio.to_thread.run_sync(fn, check, abandon_on_cancel=True)
     return await value if inspect.isawaitable(value) else value
 
 
@@ -469,13 +470,6 @@ def _refused_call(refusals: Sequence[Refusal]) -> str | None:
         return None
     why = "; ".join(f"guard {r.guard!r}: {r.reason}" for r in refusals)
     return f"Error: this call was refused, not run ({why}). Change the call or do without it."
-
-
-def _arguments_text(kwargs: Mapping[str, Any]) -> str:
-    try:
-        return json.dumps(kwargs, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(dict(kwargs))
 
 
 def refusal_text(refusals: Sequence[Refusal]) -> str:

@@ -10,16 +10,28 @@ import pytest
 from runtime import (
     Budget,
     ConfigError,
+    Dispatcher,
     Event,
     GuardrailTripped,
+    JournalEntry,
     Limits,
+    MemoryJournal,
     ModelRequest,
+    ToolRegistry,
     Tracer,
     tool,
 )
 from runtime.testing import FunctionModel, ScriptedModel, call
-from workers import Role, Worker
-from workers.guards import GuardCheck, GuardChecked, Guards, Judge
+from workers import LoopState, Role, Worker
+from workers.guards import (
+    Guard,
+    GuardCheck,
+    GuardChecked,
+    GuardRunner,
+    Guards,
+    Judge,
+    ResolvedGuards,
+)
 
 ran: list[str] = []
 
@@ -29,6 +41,13 @@ async def send(to: str) -> str:
     """Send a message."""
     ran.append(to)
     return f"sent to {to}"
+
+
+@tool(side_effects=True)
+async def post(to: str) -> str:
+    """Post a letter (journaled: it has side effects)."""
+    ran.append(to)
+    return f"posted to {to}"
 
 
 def only_example(check: GuardCheck) -> str | None:
@@ -169,3 +188,48 @@ def test_a_guard_path_that_is_not_a_callable_is_a_config_error() -> None:
         role = Role(name="w", guards=Guards(input=(ref,)))
         with pytest.raises(ConfigError, match=said):
             Worker(role, ScriptedModel(["x"]))
+
+
+async def test_a_resumed_worker_does_not_check_its_instruction_again() -> None:
+    role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
+    state = LoopState(task="reset the password")  # it passed before the crash
+    result = await Worker(role, ScriptedModel(["done"])).run("", resume=state)
+    assert result.ok
+
+
+async def test_a_call_the_journal_holds_is_not_checked_again_but_a_new_one_is() -> None:
+    ran.clear()
+    checked: list[str] = []
+
+    def refuse(check: GuardCheck) -> str:
+        checked.append(check.text)
+        return "refused"
+
+    journal = MemoryJournal()
+    journal.entries[1, "c1"] = JournalEntry(
+        tool="post", arguments='{"to": "a"}', status="ok", content="posted to a"
+    )
+    runner = GuardRunner(
+        ResolvedGuards(arguments=(Guard(name="refuse", fn=refuse),)), tracer=Tracer()
+    )
+    dispatcher = Dispatcher(ToolRegistry([post]), journal=journal, guard=runner)
+    first, second = await dispatcher.dispatch(
+        [call("post", {"to": "a"}, id="c1"), call("post", {"to": "b"}, id="c2")], turn=1
+    )
+    assert (first.status, first.content) == ("ok", "posted to a")
+    assert second.status == "error"
+    assert checked == ['{"to": "b"}']
+    assert ran == []
+
+
+async def test_cancelling_a_worker_does_not_wait_for_a_sync_guard() -> None:
+    hold = 2.0
+
+    def slow(check: GuardCheck) -> None:
+        time.sleep(hold)
+
+    role = Role(name="w", guards=Guards(output=(slow,)))
+    started = time.perf_counter()
+    with anyio.move_on_after(hold / 10):
+        await Worker(role, ScriptedModel(["x"])).run("t")
+    assert time.perf_counter() - started < hold / 2
