@@ -23,9 +23,10 @@ judge's call cost; that call is charged to the run's budget.
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
@@ -45,12 +46,16 @@ from runtime import (
     Tracer,
     Usage,
     UserMessage,
+    did_you_mean,
 )
 from runtime._checks import check_response
 from runtime._concurrency import run_together
 from runtime._imports import import_object
 from runtime.journal import arguments_text
 from runtime.value import Value
+
+if TYPE_CHECKING:
+    from workers.role import Role
 
 __all__ = [
     "GuardCheck",
@@ -192,13 +197,9 @@ def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None
         except ConfigError as exc:
             return exc.message
         return None if callable(found) else f"guard {ref!r} is not callable"
-    import re
-
     if not re.fullmatch(_ROLE_NAME, ref):
         return f"guard {ref!r} is neither an import path 'module:name' nor a role name"
     if roles is not None and ref not in roles:
-        from runtime import did_you_mean
-
         return (
             f"unknown judge role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)} "
             "(or write an import path 'module:name')"
@@ -248,8 +249,8 @@ class Judge:
 
     def __init__(
         self,
-        roles: Mapping[str, Any],
-        model_for: Callable[[Any], Model],
+        roles: Mapping[str, Role],
+        model_for: Callable[[Role], Model],
         budget: Budget | None = None,
     ) -> None:
         self.roles = roles
