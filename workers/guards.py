@@ -26,7 +26,7 @@ import inspect
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
@@ -53,9 +53,6 @@ from runtime._concurrency import run_together
 from runtime._imports import import_object
 from runtime.journal import arguments_text
 from runtime.value import Value
-
-if TYPE_CHECKING:
-    from workers.role import Role
 
 __all__ = [
     "GuardCheck",
@@ -238,19 +235,28 @@ def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) ->
     )
 
 
+class JudgeRole(Protocol):
+    """What a judge reads of its role (a :class:`~workers.Role`)."""
+
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def model_timeout(self) -> float | None: ...
+
+
 class Judge:
     """Asks judge roles: one tool-less model call each, under the run's budget.
 
     Args:
         roles: The roles a guard may name as its judge, by name.
-        model_for: The model a role thinks with.
+        model_for: The model a role thinks with (given one of ``roles``).
         budget: Checked before each call and charged with what it cost.
     """
 
     def __init__(
         self,
-        roles: Mapping[str, Role],
-        model_for: Callable[[Role], Model],
+        roles: Mapping[str, JudgeRole],
+        model_for: Callable[[Any], Model],
         budget: Budget | None = None,
     ) -> None:
         self.roles = roles
