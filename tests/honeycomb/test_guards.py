@@ -22,6 +22,7 @@ from honeycomb import (
     RunFailed,
     ScriptedModel,
     SpanRecorder,
+    build_timeline,
     call,
     tool,
 )
@@ -125,6 +126,12 @@ async def test_a_judges_call_is_in_the_runs_usage_and_in_a_guard_span() -> None:
     turn = next(s for s in spans.spans if s.span_id == guard.parent_id)
     assert turn.kind == "turn"
     assert turn.input_tokens > guard.input_tokens  # counted in the turn that it checked
+    timeline = build_timeline(spans.spans)
+    [row] = [r for r in timeline.rows if r.kind == "worker"]
+    assert len(row.bars) == 2  # the model call and the check
+    model_call = next(s for s in spans.spans if s.kind == "model_call")
+    assert timeline.input_tokens == model_call.input_tokens + guard.input_tokens
+    assert [r.name for r in timeline.rows] == ["plan", "s1", "aggregate"]  # no row of its own
 
 
 def test_an_unknown_judge_role_is_a_config_error() -> None:
