@@ -11,6 +11,10 @@ With a :class:`~workers.context.Compaction` in its settings, a think step first 
 the context within the budget (:class:`~workers.compaction.Compactor`): the model is
 sent the summary of the oldest turns and the rest, while the state keeps them all.
 
+An answer is final once it matches the output schema (if any) and the output guards
+(:mod:`workers.guards`) accept it; one that does not goes back to the model with what
+is wrong, up to ``output_retries`` times.
+
 A model call that fails ends the loop with ``Failed``, never with an exception: a
 :class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the

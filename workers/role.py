@@ -78,7 +78,8 @@ class Role(BaseModel):
         tool_timeout: Seconds per tool call when the tool sets none.
         concurrency: Parallel-safe tool calls in flight at once.
         output_schema: Import path of a pydantic model the final answer must match.
-        output_retries: Times an answer failing ``output_schema`` is sent back.
+        output_retries: Times an answer failing ``output_schema`` or an output guard
+            is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
         compaction: Keep the context within a budget of tokens by rolling summaries of
