@@ -58,6 +58,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from workers import Role, WorkerSetup
+from workers.guards import Guards, ResolvedGuards, resolve_guards
 from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ class Executor:
         approver: Decides on tool calls that need approval (see
             :mod:`runtime.approvals`); None: they wait in the store for
             :meth:`decide`.
+        guards: The runs' own guards (see :mod:`workers.guards`): ``input`` on each
+            run's task and ``output`` on its final answer, which stop the run with
+            ``GuardrailTripped``; ``arguments`` on every tool call of every worker.
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -123,6 +127,7 @@ class Executor:
         memory: Memory | str | Path | None = None,
         mcp_servers: Sequence[McpServer] = (),
         approver: Approver | None = None,
+        guards: Guards | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -132,9 +137,9 @@ class Executor:
         kept_memory = _open_memory(memory)
         mcp = McpTools(mcp_servers)
         kept_policy = policy or Policy()
-        setups = _check(
+        setups, run_guards = _check(
             role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
-            kept_policy.max_nesting,
+            guards, kept_policy.max_nesting,
         )  # fmt: skip
         kept = _open_store(store)
         self.shared = Shared(
@@ -154,6 +159,7 @@ class Executor:
             memory=kept_memory,
             mcp=mcp,
             approver=approver,
+            guards=run_guards,
         )
 
     async def __aenter__(self) -> Self:
@@ -261,6 +267,7 @@ class Executor:
                 policy=policy or hive.policy,
                 default_model=hive.default_model,
                 mcp_servers=hive.mcp_servers,
+                guards=hive.spec.guards,
                 **options,
             )
 
@@ -506,15 +513,17 @@ def _check(
     aggregator: object,
     memory: Memory | None,
     mcp: McpTools,
+    guards: Guards | None = None,
     max_nesting: int = MAX_DEPTH,
-) -> dict[str, WorkerSetup]:
-    """Every role's setup, its tools and output schema resolved (imported) once, here;
-    or every mistake at once. MCP tools join the setups when their servers list them
-    (:meth:`Shared.prepare <honeycomb.run.shared.Shared.prepare>`).
+) -> tuple[dict[str, WorkerSetup], ResolvedGuards]:
+    """Every role's setup, its tools, output schema and guards resolved (imported)
+    once, here, and the runs' own guards; or every mistake at once. MCP tools join the
+    setups when their servers list them (:meth:`Shared.prepare
+    <honeycomb.run.shared.Shared.prepare>`).
 
     Raises:
-        ConfigErrors: naming every unknown model, role or tool, and every cycle or
-            too deep chain of agent tools (``agent:ROLE``).
+        ConfigErrors: naming every unknown model, role, tool or guard, and every cycle
+            or too deep chain of agent tools (``agent:ROLE``).
     """
     errors: list[ConfigError] = []
     setups: dict[str, WorkerSetup] = {}
@@ -526,6 +535,11 @@ def _check(
             ConfigError(f"role {p.role!r}: tools[{p.index}]: {p.message}")
             for p in nesting_problems({r.name: r.tools for r in roles}, max_nesting)
         ]
+    run_guards = ResolvedGuards()
+    try:
+        run_guards = resolve_guards(guards, names)
+    except ConfigError as exc:
+        errors.append(ConfigError(f"guards: {exc.message}"))
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
@@ -555,6 +569,14 @@ def _check(
         else:
             if not mcp.refs(role):  # MCP tools are known once their servers list them
                 errors += _approval_problems(role, setups[role.name])
+        for judge in role.guards.judges() if role.guards is not None else ():
+            if judge not in names:
+                errors.append(
+                    ConfigError(
+                        f"role {role.name!r}: its guard names the judge role {judge!r}, which "
+                        f"is not defined{did_you_mean(judge, names)}; roles: {', '.join(names)}"
+                    )
+                )
     if isinstance(planner, RolePlanner):
         planner = planner.role  # a role, checked like one named
     for what, spec in (("planner", planner), ("aggregator", aggregator)):
@@ -564,7 +586,7 @@ def _check(
             )
     if errors:
         raise ConfigErrors(errors)
-    return setups
+    return setups, run_guards
 
 
 def _hive_tools(role: Role, registry: ToolRegistry) -> list[Tool[Any, Any]]:

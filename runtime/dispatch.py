@@ -13,6 +13,8 @@
 - Sync tools run in worker threads, so they never block the event loop.
 - With a :class:`~runtime.journal.Journal`, side-effecting calls are journaled (intent
   before, outcome after), and a resumed worker never runs a completed one again.
+- With a :class:`CallGuard` (a role's argument guards), every call gets a verdict
+  before any call of the turn runs: a refused one becomes an ``error`` observation.
 - With an :class:`~runtime.approvals.ApprovalGate`, the calls that need approval get
   a decision before any call of the turn runs (see :mod:`runtime.approvals`).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -40,7 +42,7 @@ from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
 from runtime.value import Value
 
-__all__ = ["DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
+__all__ = ["CallGuard", "DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
 
 _NOTHING = contextlib.nullcontext()
 
@@ -90,6 +92,16 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
+class CallGuard(Protocol):
+    """Checks the calls of a turn, their arguments validated, before any of them runs."""
+
+    async def check(
+        self, calls: Sequence[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[str | None]:
+        """For each call, None (it may run) or the text of its error observation."""
+        ...
+
+
 Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
 the next turn is not run)."""
@@ -118,6 +130,7 @@ class Dispatcher:
         run_id: Run id for events and :class:`ToolContext`.
         journal: Where side-effecting calls are journaled, for a run that can resume.
         approvals: Decides on the calls that need a person's approval.
+        guard: Checks every call's arguments before the turn's calls run.
     """
 
     def __init__(
@@ -132,6 +145,7 @@ class Dispatcher:
         run_id: str | None = None,
         journal: Journal | None = None,
         approvals: ApprovalGate | None = None,
+        guard: CallGuard | None = None,
     ) -> None:
         self.tools = tools
         self.policy = policy or DispatchPolicy()
@@ -142,6 +156,7 @@ class Dispatcher:
         self._run_id = run_id
         self.journal = journal
         self.approvals = approvals
+        self.guard = guard
         # The last batch and what ran of it, so the next turn spots a repeat without
         # validating those calls again.
         self._last: Sequence[ToolCall] = ()
@@ -161,6 +176,8 @@ class Dispatcher:
         results: list[ToolMessage | None] = [None] * len(calls)
         self._tracing = self._tracer.enabled  # asked once a batch, not once a call
         ready = self._ready(calls, previous, results, turn)
+        if self.guard is not None and ready:  # before a person is asked about a call
+            ready = await self._guarded(ready, results, turn)
         if self.approvals is not None:
             ready = await self._approved(ready, results, turn)
         inline, others = self._start(ready, results, turn)
@@ -198,6 +215,32 @@ class Dispatcher:
                 ready.append(found)
         self._last, self._seen = calls, seen
         return ready
+
+    async def _guarded(
+        self, ready: list[_Ready], results: list[ToolMessage | None], turn: int
+    ) -> list[_Ready]:
+        """The calls the guard lets run; a refused one gets its observation now. A call
+        the journal knows was checked before it ran (a resumed worker's): not again."""
+        assert self.guard is not None
+        journal = self.journal
+        checked = [
+            r for r in ready
+            if journal is None or journal.recorded(turn, r.call.id) is None
+        ]  # fmt: skip
+        verdicts = await self.guard.check([(r.call, r.tool, r.kwargs) for r in checked], turn)
+        refusals = {
+            item.position: text
+            for item, text in zip(checked, verdicts, strict=True)
+            if text is not None
+        }
+        kept: list[_Ready] = []
+        for item in ready:
+            text = refusals.get(item.position)
+            if text is None:
+                kept.append(item)
+            else:
+                results[item.position] = self._refuse(item.call, "error", text, turn)
+        return kept
 
     async def _approved(
         self, ready: list[_Ready], results: list[ToolMessage | None], turn: int

@@ -32,6 +32,7 @@ The tree::
     ├── MemoryStoreError            a memory file could not be opened, read or written
     │   └── MemoryFeatureMissing    SQLite lacks FTS5, or sqlite-vec is not installed
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
+    ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
     └── UnsupportedEventLoop        awaited under another async library than asyncio
 
@@ -65,6 +66,7 @@ __all__ = [
     "ConfigErrors",
     "DuplicateToolError",
     "EmptyResponse",
+    "GuardrailTripped",
     "HoneycombError",
     "MaxTurnsExceeded",
     "McpServerError",
@@ -572,6 +574,30 @@ class RunFailed(HoneycombError):
         self.reason = reason
         self.partial: Any = None
         super().__init__(reason)
+
+
+class GuardrailTripped(HoneycombError):
+    """A guard refused what it checks: a subtask's instruction (the worker fails), a
+    worker's answer after its retries (the worker fails), or a run's task or final
+    answer (the run stops).
+
+    Attributes:
+        guard: The guard's name (its import path, function name or judge role).
+        kind: ``input``, ``output`` or ``arguments``.
+        reason: What the guard said.
+        attempts: Answers it refused (output guards; 1 for the others).
+        partial: The run's partial result, when the guard stopped a run (set by the
+            Executor).
+    """
+
+    def __init__(self, guard: str, kind: str, reason: str, *, attempts: int = 1) -> None:
+        self.guard = guard
+        self.kind = kind
+        self.reason = reason
+        self.attempts = attempts
+        self.partial: Any = None
+        tries = f" ({attempts} answers refused)" if attempts > 1 else ""
+        super().__init__(f"{kind} guard {guard!r} tripped{tries}: {reason}")
 
 
 class UnsupportedEventLoop(HoneycombError):

@@ -189,6 +189,7 @@ RUNTIME_NAMES = {
     # the messages' boundaries: reading and writing them as dicts and JSON
     "Messages", "dump_messages", "dump_messages_json", "dump_value", "dump_value_json",
     "validate_messages", "validate_value",
+    "GuardrailTripped",  # guardrails
 }  # fmt: skip
 
 WORKERS_NAMES = {
@@ -198,6 +199,7 @@ WORKERS_NAMES = {
     "check_role",
     "format_task", "load_roles", "read_roles", "role_entries",
     "MemoryRecalled", "RoleMemory", "memory_tools", "recall_text",
+    "GuardCheck", "GuardChecked", "Guards",  # guardrails
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
@@ -238,6 +240,7 @@ HONEYCOMB_NAMES = {
     "to_jsonl", "tool", "validate_messages", "validate_value",
     "Embeddings", "Memory", "MemoryFeatureMissing", "MemoryHit", "MemoryRecalled",
     "MemoryRecord", "MemoryStoreError", "OpenAIEmbeddings", "RoleMemory", "SQLiteMemory",
+    "GuardCheck", "GuardChecked", "GuardrailTripped", "Guards",  # guardrails
 }  # fmt: skip
 
 

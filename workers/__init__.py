@@ -2,6 +2,7 @@
 Imports only ``runtime``."""
 
 from workers.context import Compaction, ContextWindow, assemble
+from workers.guards import GuardCheck, GuardChecked, Guards
 from workers.loop import AgentLoop
 from workers.memory import MemoryRecalled, RoleMemory, memory_tools, recall_text
 from workers.role import Approvals, Role, check_role, load_roles, read_roles, role_entries
@@ -26,6 +27,9 @@ __all__ = [
     "Continue",
     "Failed",
     "Final",
+    "GuardCheck",
+    "GuardChecked",
+    "Guards",
     "LoopSettings",
     "LoopState",
     "MemoryRecalled",

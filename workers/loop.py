@@ -11,6 +11,10 @@ With a :class:`~workers.context.Compaction` in its settings, a think step first 
 the context within the budget (:class:`~workers.compaction.Compactor`): the model is
 sent the summary of the oldest turns and the rest, while the state keeps them all.
 
+An answer is final once it matches the output schema (if any) and the output guards
+(:mod:`workers.guards`) accept it; one that does not goes back to the model with what
+is wrong, up to ``output_retries`` times.
+
 A model call that fails ends the loop with ``Failed``, never with an exception: a
 :class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
@@ -40,6 +44,7 @@ from runtime import (
     BudgetExceeded,
     Dispatcher,
     EmptyResponse,
+    GuardrailTripped,
     HoneycombError,
     MaxTurnsExceeded,
     Message,
@@ -74,6 +79,7 @@ from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, call_model
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
+from workers.guards import GuardRunner, refusal_text
 from workers.state import (
     Checkpoint,
     Continue,
@@ -113,6 +119,7 @@ class AgentLoop:
         checkpoint: Receives the state after each model answer, each turn and each
             compaction.
         summarizer: Writes the summaries of compaction (default: ``model``).
+        guards: Its output guards check each answer before it is accepted.
     """
 
     def __init__(
@@ -128,6 +135,7 @@ class AgentLoop:
         run_id: str | None = None,
         checkpoint: Checkpoint | None = None,
         summarizer: Model | None = None,
+        guards: GuardRunner | None = None,
     ) -> None:
         self.model = model
         self.dispatcher = dispatcher
@@ -138,6 +146,7 @@ class AgentLoop:
         self.worker = worker
         self.run_id = run_id
         self.checkpoint = checkpoint
+        self.guards = guards if guards is not None and guards.guards.output else None
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
@@ -192,7 +201,7 @@ class AgentLoop:
                 return Waiting(state=state, pending=paused.pending)
             finally:
                 _logging.unbind(bound)
-            return self._observed(state, pending, observations)
+            return await self._observed(state, pending, observations)
         wrap_up = state.turn >= self.settings.max_turns
         messages = state.messages
         if wrap_up:
@@ -273,7 +282,7 @@ class AgentLoop:
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
             state = replace(state, nudged=False)
-        return self._finish(state, message.content or "")
+        return await self._finish(state, message.content or "")
 
     def _request(
         self,
@@ -359,7 +368,7 @@ class AgentLoop:
         )
         self.tracer.emit(finished)
 
-    def _observed(
+    async def _observed(
         self, state: LoopState, calls: tuple[ToolCall, ...], observations: tuple[ToolMessage, ...]
     ) -> Step:
         """The state once ``calls`` (the model's last answer's) have their observations."""
@@ -379,7 +388,7 @@ class AgentLoop:
                     return Failed(state=state, error=OutcomeUnknown(obs.name, obs.tool_call_id))
         terminal = self._terminal(observations)
         if terminal is not None:
-            return self._finish(state, terminal.content)
+            return await self._finish(state, terminal.content)
         return Continue(state=state)
 
     def _terminal(self, observations: tuple[ToolMessage, ...]) -> ToolMessage | None:
@@ -389,12 +398,14 @@ class AgentLoop:
                 return obs
         return None
 
-    def _finish(self, state: LoopState, text: str) -> Step:
+    async def _finish(self, state: LoopState, text: str) -> Step:
+        """The answer ``text``, once it matches the output schema and its output guards
+        accept it; else sent back with what is wrong, or, out of retries, a failure."""
         out = self.settings.output_type
         if out is None:
-            return Final(state=state, text=text, output=text)
+            return await self._guarded(Final(state=state, text=text, output=text))
         try:
-            return Final(
+            final = Final(
                 state=state, text=text, output=out.model_validate_json(_strip_fences(text))
             )
         except pydantic.ValidationError as exc:
@@ -408,6 +419,29 @@ class AgentLoop:
             return Continue(
                 state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
             )
+        return await self._guarded(final)
+
+    async def _guarded(self, final: Final) -> Step:
+        """``final``, if the output guards accept it; else the answer goes back as a
+        correction, sharing the output schema's retries (a broken guard fails at once)."""
+        if self.guards is None:
+            return final
+        state = final.state
+        try:
+            refusals = await self.guards.output(final.text, final.output, state.turn)
+        except BudgetExceeded as exc:
+            return Failed(state=state, error=exc)
+        if not refusals:
+            return final
+        attempts = state.output_attempts + 1
+        first = refusals[0]
+        if first.broken or attempts > self.settings.output_retries or state.wrapped_up:
+            error = GuardrailTripped(first.guard, "output", first.reason, attempts=attempts)
+            return Failed(state=state, error=error)
+        retry = UserMessage(content=refusal_text(refusals))
+        return Continue(
+            state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
+        )
 
 
 def _strip_fences(text: str) -> str:

@@ -25,6 +25,7 @@ from runtime._imports import import_object
 from runtime.approvals import ApprovalRule
 from runtime.mcp import mcp_ref
 from workers.context import Compaction
+from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
 from workers.nesting import is_nested_ref, nested_tool_name
 
@@ -36,6 +37,7 @@ __all__ = [
     "Role",
     "approval_problems",
     "check_role",
+    "guard_problems",
     "load_roles",
     "read_roles",
     "role_entries",
@@ -78,7 +80,8 @@ class Role(BaseModel):
         tool_timeout: Seconds per tool call when the tool sets none.
         concurrency: Parallel-safe tool calls in flight at once.
         output_schema: Import path of a pydantic model the final answer must match.
-        output_retries: Times an answer failing ``output_schema`` is sent back.
+        output_retries: Times an answer failing ``output_schema`` or an output guard
+            is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
         compaction: Keep the context within a budget of tokens by rolling summaries of
@@ -87,6 +90,8 @@ class Role(BaseModel):
             None: they do not.
         approvals: Which tool calls wait for a person's approval (None: only those
             of tools marked ``approval=True``; a hive's ``approvals:`` is the default).
+        guards: Checks on its subtask's instruction, its answer and its tool calls'
+            arguments (see :mod:`workers.guards`).
     """
 
     model_config = ConfigDict(
@@ -108,6 +113,7 @@ class Role(BaseModel):
     compaction: Compaction | None = None
     memory: RoleMemory | None = None
     approvals: Approvals | None = None
+    guards: Guards | None = None
 
     @property
     def system_prompt(self) -> str:
@@ -234,12 +240,32 @@ def check_role(
             errors.append(doc.error((*path, "tools", index), message))
     if names is not None:
         errors.extend(approval_problems(body.get("approvals"), names, doc, path))
+    errors.extend(guard_problems(body.get("guards"), doc, path))
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:
             import_output_schema(schema)
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
+    return errors
+
+
+def guard_problems(
+    guards: Any, doc: YamlDocument, path: YamlPath, roles: Sequence[str] | None = None
+) -> list[ConfigError]:
+    """Guards in ``guards: {input: [...], ...}`` (at ``path``) whose import path does
+    not import a callable; with ``roles``, only the judges that are none of them."""
+    errors: list[ConfigError] = []
+    if not isinstance(guards, Mapping):
+        return errors  # field validation reports the wrong type
+    for kind in ("input", "output", "arguments"):
+        refs = guards.get(kind)
+        for index, ref in enumerate(refs if isinstance(refs, list | tuple) else ()):
+            if not isinstance(ref, str) or (roles is not None and ":" in ref):
+                continue  # field validation reports the wrong type; paths are checked
+            problem = guard_problem(ref, roles)
+            if problem is not None and (roles is None or "unknown judge" in problem):
+                errors.append(doc.error((*path, "guards", kind, index), problem))
     return errors
 
 

@@ -24,7 +24,8 @@ class LoopSettings(Value, frozen=True, kw_only=True):
     Attributes:
         max_turns: Model turns that may call tools; then one tool-less wrap-up call.
         output_type: A pydantic model the final answer must validate against.
-        output_retries: Times an invalid final answer is sent back with the error.
+        output_retries: Times an invalid final answer is sent back with the error (one
+            that fails the output schema or an output guard).
         window: How much transcript the model sees each turn.
         model_timeout: Seconds per model call, if limited.
         max_repeats: Turns in a row made only of repeats of the previous turn's calls
@@ -63,7 +64,8 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         tool_calls: Tool calls run so far.
         previous_calls: The calls of the last turn (a repeat of one is not run).
         nudged: The last reply was empty and the model was nudged.
-        output_attempts: Answers sent back for failing the output schema.
+        output_attempts: Answers sent back for failing the output schema or an output
+            guard (they share ``output_retries``).
         wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
         repeats: Turns in a row whose calls all repeated the turn before.
         reasoning_tokens: Of the output tokens, those spent reasoning.

@@ -16,6 +16,8 @@ from runtime import (
     ConfigError,
     Dispatcher,
     DispatchPolicy,
+    GuardrailTripped,
+    HoneycombError,
     Journal,
     LockTable,
     Memory,
@@ -30,6 +32,7 @@ from runtime import (
 from runtime.approvals import ApprovalGate, ApprovalLog, ApprovalRule, Approver, PendingApproval
 from runtime.value import Value
 from workers.context import ContextWindow
+from workers.guards import GuardRunner, Judge, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
 from workers.memory import memory_tools, recall_at_start
 from workers.role import Role
@@ -114,6 +117,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         system_prompt: The role's system prompt.
         memory: The long-term memory its ``memory:`` uses (None: it has none).
         approvals: Which of its calls need a person's approval.
+        guards: Its role's guards, resolved.
     """
 
     role: Role
@@ -123,6 +127,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
     system_prompt: str
     memory: Memory | None = None
     approvals: ApprovalRule = ApprovalRule()
+    guards: ResolvedGuards = ResolvedGuards()
 
     @classmethod
     def of(
@@ -161,7 +166,8 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         whose ``memory:`` says ``remember`` gets the memory's tools too.
 
         Raises:
-            ConfigError: for a role with ``memory:`` and no ``memory``.
+            ConfigError: for a role with ``memory:`` and no ``memory``, or a guard
+                whose import path does not import a callable.
             DuplicateToolError: when one of its tools is named ``recall`` or ``remember``.
         """
         uses = role.memory
@@ -193,6 +199,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 if role.approvals is not None
                 else ApprovalRule(owner=role.name)
             ),
+            guards=resolve_guards(role.guards),
         )
 
     def retyped(self, output_type: type[BaseModel] | None) -> WorkerSetup:
@@ -224,6 +231,8 @@ class Worker:
         approver: Decides on calls that need approval (None: they wait, in ``approvals``).
         approvals: Where calls asked about and their decisions are kept (a run store).
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
+        guards: The run's argument guards, on every call of this worker too.
+        judge: Asks the roles its judge guards name (the run's).
     """
 
     def __init__(
@@ -246,6 +255,8 @@ class Worker:
         approver: Approver | None = None,
         approvals: ApprovalLog | None = None,
         approval_timeout_s: float | None = None,
+        guards: ResolvedGuards | None = None,
+        judge: Judge | None = None,
     ) -> None:
         setup = (
             role
@@ -262,6 +273,13 @@ class Worker:
         self.tracer = tracer or Tracer()
         self.checkpoint = checkpoint
         self.summarizer = summarizer
+        own = setup.guards.with_arguments(guards.arguments if guards is not None else ())
+        self._guards: GuardRunner | None = None
+        if not own.empty:
+            self._guards = GuardRunner(
+                own, tracer=self.tracer, judge=judge, role=setup.role.name, worker=self.name,
+                run_id=run_id,
+            )  # fmt: skip
         self._dispatcher = Dispatcher(
             setup.tools,
             policy=setup.policy,
@@ -285,6 +303,7 @@ class Worker:
                 if approvals is not None or _may_ask(setup)
                 else None
             ),
+            guard=self._guards if own.arguments else None,
         )
 
     def __repr__(self) -> str:
@@ -313,11 +332,18 @@ class Worker:
             run_id=self.run_id,
             checkpoint=self.checkpoint,
             summarizer=self.summarizer,
+            guards=self._guards,
         )
         started_at, started = time.time(), time.perf_counter()
         bound = _logging.bind(run_id=self.run_id, worker=self.name)
         try:
-            if resume is None:
+            if resume is None:  # a resumed worker passed its input guards before
+                refused = await self._refused(task)
+                if refused is not None:
+                    return self._result(
+                        refused[0], Transcript(), Usage(), 0, started_at, started,
+                        error=refused[1],
+                    )  # fmt: skip
                 resume = await self._recalled(task, prompt)
             outcome = await loop.run(prompt, resume)
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
@@ -352,6 +378,21 @@ class Worker:
             output=outcome.output,
             text=outcome.text,
         )
+
+    async def _refused(self, task: str) -> tuple[WorkerStatus, HoneycombError] | None:
+        """Why the input guards refuse the instruction ``task``, if they do: the
+        worker's status and error (None: it may start)."""
+        runner = self._guards
+        if runner is None or not runner.guards.input:
+            return None
+        try:
+            refusals = await runner.input(task)
+        except BudgetExceeded as exc:
+            return "over_budget", exc
+        if not refusals:
+            return None
+        first = refusals[0]
+        return "failed", GuardrailTripped(first.guard, "input", first.reason)
 
     async def _recalled(self, task: str, prompt: str) -> LoopState | None:
         """The first state of a worker whose role recalls at its start: the memories

@@ -44,8 +44,9 @@ from runtime import (
     load_yaml,
 )
 from workers import Approvals, Role, load_roles, read_roles
+from workers.guards import Guards
 from workers.nesting import hive_ref, nesting_problems
-from workers.role import approval_problems
+from workers.role import approval_problems, guard_problems
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
 
@@ -226,6 +227,7 @@ class _HiveSpec(BaseModel):
     store: str | None = None
     memory: MemorySpec | None = None
     approvals: Approvals | None = None
+    guards: Guards | None = None
 
 
 class Hive:
@@ -560,6 +562,12 @@ def _check_references(
     declared = list(roles) + [
         str(k) for k in (raw_roles if isinstance(raw_roles, Mapping) else {}) if k not in roles
     ]
+    # Guards: import paths (the roles' are checked with their fields), then judges.
+    errors.extend(guard_problems(doc.data.get("guards"), doc, ()))
+    errors.extend(guard_problems(doc.data.get("guards"), doc, (), declared))
+    for name, body in (raw_roles if isinstance(raw_roles, Mapping) else {}).items():
+        if isinstance(body, Mapping):
+            errors.extend(guard_problems(body.get("guards"), doc, ("roles", name), declared))
     for key in ("planner", "aggregator"):
         ref = getattr(spec, key)
         at: tuple[str, ...] = (key,)

@@ -12,6 +12,7 @@ from runtime import Budget, Journal, LockTable, Model, Tracer
 from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
 from workers import Checkpoint, Role, Worker, WorkerSetup
+from workers.guards import Judge, ResolvedGuards
 
 __all__ = ["RunContext", "with_default_instructions"]
 
@@ -35,6 +36,8 @@ class RunContext(Value, frozen=True, kw_only=True):
             role that names MCP tools, or a catalog lists the roles' tools.
         approver: Decides on calls that need approval (None: they wait in the store).
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
+        guards: The run's own guards (its argument guards check every worker's calls).
+        judge: Asks the roles that guards name as their judges, under the run's budget.
     """
 
     run_id: str
@@ -53,6 +56,8 @@ class RunContext(Value, frozen=True, kw_only=True):
     )
     approver: Approver | None = None
     approval_timeout_s: float | None = None
+    guards: ResolvedGuards = ResolvedGuards()
+    judge: Judge | None = None
 
     def worker(
         self,
@@ -82,6 +87,8 @@ class RunContext(Value, frozen=True, kw_only=True):
             approver=self.approver,
             approvals=approvals,
             approval_timeout_s=self.approval_timeout_s,
+            guards=self.guards,
+            judge=self.judge,
         )
 
 

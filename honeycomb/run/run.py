@@ -29,6 +29,7 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     EventHandler,
+    GuardrailTripped,
     HoneycombError,
     PlanError,
     RunFailed,
@@ -36,6 +37,7 @@ from runtime import (
 )
 from runtime._concurrency import shielded
 from runtime._text import valid_text
+from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -86,12 +88,15 @@ class Run:
             *shared.handlers, *handlers, *(recorder if shared.trace else ()),
             log=shared.log_events, text=text,
         )  # fmt: skip
+        budget = within.budget if within is not None else Budget(policy.budgets.limits())
+        judge = Judge(shared.roles, shared.model_for, budget)
+        self.guards = GuardRunner(shared.guards, tracer=self.tracer, judge=judge, run_id=run_id)
         self.context = RunContext(
             run_id=run_id,
             roles=shared.roles,
             max_subtasks=policy.max_subtasks,
             plan_attempts=policy.plan_attempts,
-            budget=within.budget if within is not None else Budget(policy.budgets.limits()),
+            budget=budget,
             tracer=self.tracer,
             locks=within.locks if within is not None else shared.locks,
             tool_limiter=within.tool_limiter if within is not None else shared.tool_limiter,
@@ -101,6 +106,8 @@ class Run:
             prepare=shared.prepare,
             approver=shared.approver,
             approval_timeout_s=policy.approval_timeout_s,
+            guards=shared.guards,
+            judge=judge,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -122,7 +129,7 @@ class Run:
         try:
             with nested.active():  # the run's agent tools run their workers in it
                 result = await self._within_wall_time(subtasks)
-        except (BudgetExceeded, RunFailed) as exc:
+        except (BudgetExceeded, RunFailed, GuardrailTripped) as exc:
             await self._fail(exc)
             raise
         except HoneycombError as exc:
@@ -218,6 +225,8 @@ class Run:
                 "the Executor a planner"
             )
         began = time.perf_counter()
+        if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
+            _tripwire("input", await self.guards.input(self.task))  # before anything runs
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
         self.tracer.emit(
@@ -244,6 +253,8 @@ class Run:
         answer = await self.shared.aggregator.aggregate(
             self.task, list(outcomes.values()), self.context
         )
+        if self.guards.guards.output:  # the final answer, whatever made it
+            _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
         self.times["aggregate"] = time.perf_counter() - began
         self.tracer.emit(
             AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])
@@ -386,7 +397,7 @@ class Run:
             ),
         )
 
-    async def _fail(self, exc: BudgetExceeded | RunFailed) -> None:
+    async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
             stopped = stopped_status(exc)
@@ -419,6 +430,17 @@ class Run:
 
 def _waiting(outcomes: Mapping[str, SubtaskResult]) -> bool:
     return any(o.status == "waiting" for o in outcomes.values())
+
+
+def _tripwire(kind: str, refusals: list[Refusal]) -> None:
+    """Stop the run if a run's own guard refused its task or its final answer.
+
+    Raises:
+        GuardrailTripped: naming the first guard that refused, and its reason.
+    """
+    if refusals:
+        first = refusals[0]
+        raise GuardrailTripped(first.guard, kind, first.reason)
 
 
 def _original(exc: BaseException) -> BaseException:

@@ -30,6 +30,7 @@ from runtime import (
 )
 from runtime.approvals import Approver
 from workers import Role, WorkerSetup
+from workers.guards import ResolvedGuards
 
 if TYPE_CHECKING:
     from honeycomb.store import RunStore
@@ -58,6 +59,7 @@ class Shared:
         tool_limiter: Bounds the tool calls in flight across every run.
         mcp: The MCP servers, and the roles' tools from them.
         approver: Decides on calls that need approval (None: they wait in the store).
+        guards: The runs' own guards: on the task, the final answer and every call.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class Shared:
         memory: Memory | None = None,
         mcp: McpTools | None = None,
         approver: Approver | None = None,
+        guards: ResolvedGuards | None = None,
     ) -> None:
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
@@ -98,6 +101,7 @@ class Shared:
         self.source = source
         self.memory = memory
         self.approver = approver
+        self.guards = guards or ResolvedGuards()
         self.paused: dict[str, Callable[[], None]] = {}
         """Runs under way in this process, by id: what tells their paused workers that
         a decision was recorded."""

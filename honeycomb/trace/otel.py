@@ -26,8 +26,8 @@ How Honeycomb spans map to the conventions (which are still in development statu
   the response reported, not the one requested, so ``gen_ai.request.model`` and
   ``gen_ai.provider.name`` are left out rather than guessed;
 - tool call: ``execute_tool {tool}`` (``gen_ai.tool.name``, ``gen_ai.tool.call.id``);
-- aggregate, turn and recall (a worker's search of its memory) spans keep their
-  Honeycomb names.
+- aggregate, turn, recall (a worker's search of its memory) and guard spans keep
+  their Honeycomb names.
 
 Every span also has ``honeycomb.*`` attributes: run id, span id (as ``honeycomb
 trace`` shows it), kind, status, worker, turn, cost, error. Statuses ``error``,
@@ -182,7 +182,7 @@ def _describe(span: Span, workflow: str) -> tuple[str, trace.SpanKind, Attribute
             if span.detail:
                 attributes["gen_ai.tool.call.id"] = span.detail
             return f"execute_tool {span.name}", internal, attributes
-        case _:  # aggregate, turn, recall: no GenAI operation of their own
+        case _:  # aggregate, turn, recall, guard: no GenAI operation of their own
             return span.name, internal, {}
 
 

@@ -3,11 +3,13 @@
 A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → ``turn`` →
 ``model_call`` / ``tool_call`` / ``compaction`` (the summary call that folded old turns
 before the turn's model call); a worker's ``recall`` of its memory at its start is a
-span of the worker too. A nested worker (a role called as a tool, ``agent:ROLE``) is
-a ``worker`` span under the ``tool_call`` it runs for. :class:`SpanRecorder` builds
-them from the run's events as they happen (it is an event handler). A run with a
-store keeps its spans there (``honeycomb trace RUN_ID``), and :func:`to_jsonl`
-exports them.
+span of the worker too, and each check of a ``guard`` is a span of what it checked
+(the worker before its first turn, the turn of the answer or calls it checked, or the
+plan or aggregate phase for a run's own guards), with what a judge's call cost. A
+nested worker (a role called as a tool, ``agent:ROLE``) is a ``worker`` span under the
+``tool_call`` it runs for. :class:`SpanRecorder` builds them from the run's events as
+they happen (it is an event handler). A run with a store keeps its spans there
+(``honeycomb trace RUN_ID``), and :func:`to_jsonl` exports them.
 
 The recorder knows the run's own events (``run.started``, ``worker.finished`` ...) by
 their documented kind and fields (docs/events.md): they are defined by the package
@@ -48,6 +50,7 @@ SpanKind = Literal[
     "tool_call",
     "compaction",
     "recall",
+    "guard",
 ]
 
 
@@ -72,7 +75,7 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
         output_tokens: Tokens out (idem).
         cost: Dollars (idem), from the model's price.
         detail: The tool call id (tool calls), the role (workers), the namespace
-            (recalls).
+            (recalls), the kind and the call id checked (guards: ``arguments call_1``).
         attempts: Attempts the model call took, retries included (1 for other spans).
         reasoning_tokens: Of the output tokens, those spent reasoning (summed as
             tokens are).
@@ -187,6 +190,33 @@ class _RecallEvent(Protocol):
     def error(self) -> str | None: ...
 
 
+class _GuardEvent(Protocol):
+    """What the recorder reads of ``guard.checked``."""
+
+    @property
+    def worker(self) -> str | None: ...
+    @property
+    def guard(self) -> str: ...
+    @property
+    def guard_kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cost(self) -> float: ...
+
+
 class SpanRecorder:
     """An event handler that turns one run's events into spans.
 
@@ -229,6 +259,7 @@ class SpanRecorder:
             "run.aggregation_finished": self._aggregation_finished,
             "run.finished": self._run_finished,
             "memory.recalled": self._recalled,
+            "guard.checked": self._guarded,
         }
 
     def __call__(self, event: Event) -> None:
@@ -427,6 +458,21 @@ class SpanRecorder:
             span_id=next(self._ids), parent_id=_id(parent), kind="recall", name="recall",
             start=now - event.duration_s, end=now, status="error" if event.error else "ok",
             error=event.error, worker=name, detail=event.namespace,
+        )  # fmt: skip
+        self._keep(span, parent)
+
+    def _guarded(self, event: _GuardEvent) -> None:
+        """A guard checked an instruction, an answer or a call: a span of the worker's
+        turn (or of the worker, or the phase), as long as the check took."""
+        name, now = event.worker or "?", self._clock()
+        turn = self._turns.get(name)
+        parent = turn if turn is not None and turn.turn == event.turn else self._owner(name)
+        detail = f"{event.guard_kind} {event.call_id}".strip()
+        span = Span(
+            span_id=next(self._ids), parent_id=_id(parent), kind="guard", name=event.guard,
+            start=now - event.duration_s, end=now, status=event.status, error=event.reason,
+            worker=event.worker, turn=event.turn or None, detail=detail,
+            input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
         )  # fmt: skip
         self._keep(span, parent)
 

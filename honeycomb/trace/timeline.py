@@ -149,7 +149,8 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``.
-        input_tokens: Tokens in, over every model call (summary calls included).
+        input_tokens: Tokens in, over every model call (summary calls and judges
+            included).
         output_tokens: Tokens out.
         cost: Dollars.
         model_calls: How many model calls (summary calls included).
@@ -247,6 +248,7 @@ def build_timeline(
         for g in groups
     )
     calls = [s for s in spans if s.kind in ("model_call", "compaction")]
+    spent = [*calls, *(s for s in spans if s.kind == "guard")]  # and what judges cost
     wall = sum(s.duration_s for s in runs) if runs else length
     sum_worker = sum(durations.values())  # nested workers' time is in their callers
     serial = plan_s + sum_worker + aggregate_s
@@ -264,9 +266,9 @@ def build_timeline(
         sum_worker_s=sum_worker,
         serial_s=serial,
         speedup=serial / wall if wall > 0 else 1.0,
-        input_tokens=sum(s.input_tokens for s in calls),
-        output_tokens=sum(s.output_tokens for s in calls),
-        cost=sum(s.cost for s in calls),
+        input_tokens=sum(s.input_tokens for s in spent),
+        output_tokens=sum(s.output_tokens for s in spent),
+        cost=sum(s.cost for s in spent),
         model_calls=len(calls),
         tool_calls=sum(1 for s in spans if s.kind == "tool_call"),
         lives=max(1, len(runs)),
@@ -325,7 +327,8 @@ def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_G
             "tool_call",
             "compaction",
             "recall",
-        ):  # a recall shows as a call
+            "guard",
+        ):  # a recall or a guard's check shows as a call
             group.calls.append(span)
     last = max((g.round for g in groups.values()), default=1)
     aggregate = groups.get(("aggregate", "aggregate"))

@@ -1,0 +1,205 @@
+"""Guards in an Executor and a hive: a run's own (on its task, its final answer and
+every call), a role's in its workers, judges under the run's budget, and their spans."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import (
+    ConfigErrors,
+    Event,
+    Executor,
+    FunctionModel,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    ModelRequest,
+    Policy,
+    Role,
+    RunFailed,
+    ScriptedModel,
+    SpanRecorder,
+    build_timeline,
+    call,
+    tool,
+)
+from honeycomb.hive import load_hive
+
+sent: list[str] = []
+
+
+@tool
+async def send(to: str) -> str:
+    """Send a message."""
+    sent.append(to)
+    return f"sent to {to}"
+
+
+def no_evil(check: GuardCheck) -> str | None:
+    return "evil address" if "evil" in check.text else None
+
+
+async def test_a_runs_input_guard_stops_it_before_anything_runs() -> None:
+    model = ScriptedModel(["never"])
+    executor = Executor(
+        [Role(name="w")], model, guards=Guards(input=("tests.support.guards:no_secrets",))
+    )
+    with pytest.raises(GuardrailTripped) as caught:
+        await executor.run("tell me the password", subtasks=[("w", "a")])
+    assert (caught.value.guard, caught.value.kind) == ("tests.support.guards:no_secrets", "input")
+    assert caught.value.reason == "it mentions a password"
+    assert model.requests == []
+    assert caught.value.partial is not None
+    assert caught.value.partial.status == "failed"
+
+
+async def test_a_runs_output_guard_on_the_final_answer_stops_it_with_the_partial_result() -> None:
+    executor = Executor(
+        [Role(name="w")],
+        ScriptedModel(["the password is hunter2"]),
+        guards=Guards(output=("tests.support.guards:no_secrets",)),
+    )
+    with pytest.raises(GuardrailTripped) as caught:
+        await executor.run("t", subtasks=[("w", "a")])
+    assert caught.value.kind == "output"
+    partial = caught.value.partial
+    assert partial.subtasks["s1"].ok  # the worker's own answer had no guard of its own
+    assert partial.answer is None  # the refused answer is not handed out
+
+
+async def test_a_runs_argument_guards_check_every_workers_calls() -> None:
+    sent.clear()
+    model = ScriptedModel(
+        {
+            "r/s1": [call("send", {"to": "good"}), "done a"],
+            "r/s2": [call("send", {"to": "evil"}), "done b"],
+        }
+    )
+    executor = Executor(
+        [Role(name="w", tools=("send",))], model, tools=[send],
+        guards=Guards(arguments=(no_evil,)),
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("w", "a"), ("w", "b")], run_id="r")
+    assert result.status == "ok"
+    assert sent == ["good"]
+    refused = result.subtasks["s2"].worker.transcript.messages[3]
+    assert refused.status == "error"
+    assert "guard 'no_evil': evil address" in refused.content
+
+
+async def test_a_roles_input_guard_fails_its_worker_under_the_failure_policy() -> None:
+    role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
+    model = ScriptedModel(["fine"])
+    executor = Executor([role], model)
+    result = await executor.run("t", subtasks=[("w", "say hi"), ("w", "say the password")])
+    assert result.status == "partial"
+    failed = result.subtasks["s2"]
+    assert failed.error is not None
+    assert failed.error.type == "GuardrailTripped"
+    strict = Executor([role], model, policy=Policy(failure="fail_fast"))
+    with pytest.raises(RunFailed, match="GuardrailTripped"):
+        await strict.run("t", subtasks=[("w", "say the password")])
+
+
+async def test_a_judges_call_is_in_the_runs_usage_and_in_a_guard_span() -> None:
+    def answer(request: ModelRequest) -> str:
+        system = request.messages[0].content or ""
+        if "You are a guard" in system:
+            return "PASS"
+        return "an answer"
+
+    spans = SpanRecorder()
+    events: list[Event] = []
+    roles = [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")]
+    executor = Executor(roles, FunctionModel(answer), on_event=[spans, events.append])
+    result = await executor.run("t", subtasks=[("w", "a")])
+    assert result.status == "ok"
+    assert result.usage.model_calls == 2  # the answer and the verdict
+    [guard] = [s for s in spans.spans if s.kind == "guard"]
+    assert (guard.name, guard.status, guard.detail, guard.worker) == (
+        "reviewer", "ok", "output", "s1",
+    )  # fmt: skip
+    assert guard.input_tokens > 0
+    turn = next(s for s in spans.spans if s.span_id == guard.parent_id)
+    assert turn.kind == "turn"
+    assert turn.input_tokens > guard.input_tokens  # counted in the turn that it checked
+    timeline = build_timeline(spans.spans)
+    [row] = [r for r in timeline.rows if r.kind == "worker"]
+    assert len(row.bars) == 2  # the model call and the check
+    model_call = next(s for s in spans.spans if s.kind == "model_call")
+    assert timeline.input_tokens == model_call.input_tokens + guard.input_tokens
+    assert [r.name for r in timeline.rows] == ["plan", "s1", "aggregate"]  # no row of its own
+
+
+def test_an_unknown_judge_role_is_a_config_error() -> None:
+    with pytest.raises(ConfigErrors, match=r"judge role 'reviwer'.*did you mean 'reviewer'"):
+        Executor(
+            [Role(name="w", guards=Guards(output=("reviwer",))), Role(name="reviewer")],
+            ScriptedModel([]),
+        )
+    with pytest.raises(ConfigErrors, match="guards: unknown judge role 'nobody'"):
+        Executor([Role(name="w")], ScriptedModel([]), guards=Guards(input=("nobody",)))
+
+
+HIVE = """\
+models:
+  default: offline
+guards:
+  input: [tests.support.guards:no_secrets]
+roles:
+  planner:
+    description: Plans.
+  reviewer:
+    description: Judges.
+  writer:
+    guards:
+      output: [reviewer, tests.support.guards:short]
+      arguments: [tests.support.guards:no_secrets]
+"""
+
+
+def test_a_hive_declares_guards_on_roles_and_on_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(HIVE)
+    executor = Executor.from_hive(load_hive(path))
+    setup = executor.shared.setup_for(executor.roles["writer"], None)
+    assert [g.name for g in setup.guards.output] == ["reviewer", "tests.support.guards:short"]
+    assert [g.judge for g in setup.guards.output] == ["reviewer", None]
+    assert [g.name for g in executor.shared.guards.input] == ["tests.support.guards:no_secrets"]
+
+
+def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            models:
+              default: offline
+            guards:
+              output: [revewer]
+            roles:
+              reviewer: {}
+              writer:
+                guards:
+                  input: [tests.support.guards:nope]
+                  output: [tests.support.guards:NOT_CALLABLE, reviewr]
+            """
+        )
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    found = {(e.line, e.field): e.message for e in caught.value.errors}
+    assert set(found) == {
+        (4, "guards.output[0]"),
+        (9, "roles.writer.guards.input[0]"),
+        (10, "roles.writer.guards.output[0]"),
+        (10, "roles.writer.guards.output[1]"),
+    }
+    assert "unknown judge role 'revewer' (did you mean 'reviewer'?)" in found[4, "guards.output[0]"]
+    assert "has no attribute 'nope'" in found[9, "roles.writer.guards.input[0]"]
+    assert "is not callable" in found[10, "roles.writer.guards.output[0]"]
+    assert "unknown judge role 'reviewr'" in found[10, "roles.writer.guards.output[1]"]
+    assert all(e.file == str(path) for e in caught.value.errors)

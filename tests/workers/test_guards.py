@@ -1,0 +1,235 @@
+"""Guards on a worker: its instruction, its answer and its tool calls' arguments."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from runtime import (
+    Budget,
+    ConfigError,
+    Dispatcher,
+    Event,
+    GuardrailTripped,
+    JournalEntry,
+    Limits,
+    MemoryJournal,
+    ModelRequest,
+    ToolRegistry,
+    Tracer,
+    tool,
+)
+from runtime.testing import FunctionModel, ScriptedModel, call
+from workers import LoopState, Role, Worker
+from workers.guards import (
+    Guard,
+    GuardCheck,
+    GuardChecked,
+    GuardRunner,
+    Guards,
+    Judge,
+    ResolvedGuards,
+)
+
+ran: list[str] = []
+
+
+@tool
+async def send(to: str) -> str:
+    """Send a message."""
+    ran.append(to)
+    return f"sent to {to}"
+
+
+@tool(side_effects=True)
+async def post(to: str) -> str:
+    """Post a letter (journaled: it has side effects)."""
+    ran.append(to)
+    return f"posted to {to}"
+
+
+def only_example(check: GuardCheck) -> str | None:
+    assert check.arguments is not None
+    to = check.arguments["to"]
+    return None if to.endswith("@example.com") else f"{to} is outside example.com"
+
+
+async def test_an_output_guards_reason_goes_back_as_a_correction() -> None:
+    model = ScriptedModel(["a rather long answer that goes on and on and on", "short one"])
+    role = Role(name="w", guards=Guards(output=("tests.support.guards:short",)))
+    result = await Worker(role, model).run("t")
+    assert result.ok
+    assert result.text == "short one"
+    correction = model.requests[1].messages[-1].content
+    assert "tests.support.guards:short: it is 47 characters long, over 40" in correction
+    assert result.usage.model_calls == 2
+
+
+async def test_an_output_guard_that_keeps_refusing_fails_the_worker_naming_it() -> None:
+    model = ScriptedModel(["my password is x"] * 3)
+    role = Role(
+        name="w", output_retries=2, guards=Guards(output=("tests.support.guards:no_secrets",))
+    )
+    result = await Worker(role, model).run("t")
+    assert result.status == "failed"
+    error = result.exception
+    assert isinstance(error, GuardrailTripped)
+    assert (error.guard, error.kind, error.attempts) == (
+        "tests.support.guards:no_secrets", "output", 3,
+    )  # fmt: skip
+    assert "it mentions a password" in str(error)
+    assert len(model.requests) == 3
+
+
+async def test_an_input_guard_fails_the_worker_before_any_model_call() -> None:
+    model = ScriptedModel(["never"])
+    role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
+    result = await Worker(role, model).run("print the admin password")
+    assert result.status == "failed"
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.kind == "input"
+    assert str(result.error) == (
+        "GuardrailTripped: input guard 'tests.support.guards:no_secrets' tripped: "
+        "it mentions a password"
+    )
+    assert model.requests == []
+    passing = await Worker(role, ScriptedModel(["fine"])).run("say hi")
+    assert passing.ok
+
+
+async def test_an_argument_guards_reason_is_the_calls_error_observation() -> None:
+    ran.clear()
+    model = ScriptedModel(
+        [[call("send", {"to": "a@example.com"}), call("send", {"to": "b@evil.test"})], "done"]
+    )
+    role = Role(name="w", guards=Guards(arguments=(only_example,)))
+    result = await Worker(role, model, tools=[send]).run("t")
+    assert result.ok
+    assert ran == ["a@example.com"]  # the refused call never ran
+    observations = [m for m in result.transcript.messages if m.role == "tool"]
+    assert [o.status for o in observations] == ["ok", "error"]
+    assert "b@evil.test is outside example.com" in observations[1].content
+    assert "guard 'only_example'" in observations[1].content
+
+
+async def test_guards_of_one_kind_run_together_sync_and_async() -> None:
+    delay = 0.2
+
+    async def slow_async(check: GuardCheck) -> None:
+        await anyio.sleep(delay)
+
+    def slow_sync(check: GuardCheck) -> bool:
+        time.sleep(delay)  # in a thread: the event loop goes on
+        return True
+
+    role = Role(name="w", guards=Guards(output=(slow_async, slow_sync, slow_async)))
+    started = time.perf_counter()
+    result = await Worker(role, ScriptedModel(["ok"])).run("t")
+    elapsed = time.perf_counter() - started
+    assert result.ok
+    assert elapsed < delay * 2.5  # three guards of `delay` each, at once
+
+
+async def test_a_guard_that_raises_trips_at_once_without_retries() -> None:
+    def broken(check: GuardCheck) -> None:
+        raise KeyError("oops")
+
+    model = ScriptedModel(["a", "b", "c"])
+    role = Role(name="w", guards=Guards(output=(broken,)))
+    result = await Worker(role, model).run("t")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert "the guard raised KeyError" in result.exception.reason
+    assert len(model.requests) == 1
+
+
+async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -> None:
+    events: list[Event] = []
+    judged: list[ModelRequest] = []
+
+    def judge_model(request: ModelRequest) -> str:
+        judged.append(request)
+        answer = request.messages[-1].content or ""
+        return "PASS" if "kind" in answer else "It is rude."
+
+    reviewer = Role(name="reviewer", instructions="Check for politeness.")
+    budget = Budget(Limits())
+    judge = Judge({"reviewer": reviewer}, lambda role: FunctionModel(judge_model), budget)
+    role = Role(name="w", guards=Guards(output=("reviewer",)))
+    model = ScriptedModel(["go away", "you are kind"])
+    worker = Worker(role, model, judge=judge, budget=budget, tracer=Tracer(events.append))
+    result = await worker.run("t")
+    assert result.ok
+    assert result.text == "you are kind"
+    assert "It is rude." in (model.requests[1].messages[-1].content or "")
+    assert "Check for politeness." in (judged[0].messages[0].content or "")
+    assert budget.usage.model_calls == 4  # two answers, two verdicts
+    checks = [e for e in events if isinstance(e, GuardChecked)]
+    assert [(c.guard, c.status) for c in checks] == [("reviewer", "tripped"), ("reviewer", "ok")]
+    assert all(c.input_tokens > 0 and c.guard_kind == "output" for c in checks)
+
+
+async def test_a_judges_call_past_the_budget_stops_the_worker_over_budget() -> None:
+    budget = Budget(Limits(model_calls=1))
+    reviewer = Role(name="reviewer")
+    judge = Judge({"reviewer": reviewer}, lambda role: ScriptedModel(["PASS"]), budget)
+    role = Role(name="w", guards=Guards(output=("reviewer",)))
+    result = await Worker(role, ScriptedModel(["x"]), judge=judge, budget=budget).run("t")
+    assert result.status == "over_budget"
+
+
+def test_a_guard_path_that_is_not_a_callable_is_a_config_error() -> None:
+    for ref, said in (
+        ("tests.support.guards:NOT_CALLABLE", "is not callable"),
+        ("tests.support.guards:nope", "has no attribute 'nope'"),
+        ("no such role!", "neither an import path"),
+    ):
+        role = Role(name="w", guards=Guards(input=(ref,)))
+        with pytest.raises(ConfigError, match=said):
+            Worker(role, ScriptedModel(["x"]))
+
+
+async def test_a_resumed_worker_does_not_check_its_instruction_again() -> None:
+    role = Role(name="w", guards=Guards(input=("tests.support.guards:no_secrets",)))
+    state = LoopState(task="reset the password")  # it passed before the crash
+    result = await Worker(role, ScriptedModel(["done"])).run("", resume=state)
+    assert result.ok
+
+
+async def test_a_call_the_journal_holds_is_not_checked_again_but_a_new_one_is() -> None:
+    ran.clear()
+    checked: list[str] = []
+
+    def refuse(check: GuardCheck) -> str:
+        checked.append(check.text)
+        return "refused"
+
+    journal = MemoryJournal()
+    journal.entries[1, "c1"] = JournalEntry(
+        tool="post", arguments='{"to": "a"}', status="ok", content="posted to a"
+    )
+    runner = GuardRunner(
+        ResolvedGuards(arguments=(Guard(name="refuse", fn=refuse),)), tracer=Tracer()
+    )
+    dispatcher = Dispatcher(ToolRegistry([post]), journal=journal, guard=runner)
+    first, second = await dispatcher.dispatch(
+        [call("post", {"to": "a"}, id="c1"), call("post", {"to": "b"}, id="c2")], turn=1
+    )
+    assert (first.status, first.content) == ("ok", "posted to a")
+    assert second.status == "error"
+    assert checked == ['{"to": "b"}']
+    assert ran == []
+
+
+async def test_cancelling_a_worker_does_not_wait_for_a_sync_guard() -> None:
+    hold = 2.0
+
+    def slow(check: GuardCheck) -> None:
+        time.sleep(hold)
+
+    role = Role(name="w", guards=Guards(output=(slow,)))
+    started = time.perf_counter()
+    with anyio.move_on_after(hold / 10):
+        await Worker(role, ScriptedModel(["x"])).run("t")
+    assert time.perf_counter() - started < hold / 2

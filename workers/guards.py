@@ -1,0 +1,485 @@
+"""Guards: checks on what a worker is given, what it answers and the calls it makes.
+
+A guard is a Python callable (given itself, or by import path ``module:name``), sync
+or async, or the name of a role that judges (one model call of that role, answering
+``PASS`` or a reason). It is given a :class:`GuardCheck` and returns None (or True) to
+pass, or a reason (a string; False is a reason too).
+
+- ``input`` guards check a subtask's instruction before its worker starts: a reason
+  fails the worker (:class:`~runtime.GuardrailTripped`).
+- ``output`` guards check a worker's answer before it is accepted (after its output
+  schema): a reason goes back to the model as a correction, up to the role's
+  ``output_retries``; then the worker fails naming the guard.
+- ``arguments`` guards check each tool call, its arguments validated, before any call
+  of the turn runs: a reason is the call's error observation.
+
+The guards of one kind run together, and only when nothing can change what they
+check. A guard that raises trips at once (the model cannot fix a broken guard), but
+for a budget the judge's call went past, which stops the worker as any model call
+would. Each check is a :class:`GuardChecked` event (a ``guard`` span), with what a
+judge's call cost; that call is charged to the run's budget.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Protocol
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict
+
+from runtime import (
+    Budget,
+    BudgetExceeded,
+    ConfigError,
+    Event,
+    HoneycombError,
+    Model,
+    ModelCallError,
+    ModelRequest,
+    SystemMessage,
+    Tool,
+    ToolCall,
+    Tracer,
+    Usage,
+    UserMessage,
+    did_you_mean,
+)
+from runtime._checks import check_response
+from runtime._concurrency import run_together
+from runtime._imports import import_object
+from runtime.journal import arguments_text
+from runtime.value import Value
+
+__all__ = [
+    "GuardCheck",
+    "GuardChecked",
+    "GuardKind",
+    "GuardRunner",
+    "Guards",
+    "Judge",
+    "Refusal",
+    "ResolvedGuards",
+    "guard_problem",
+    "resolve_guards",
+]
+
+GuardKind = Literal["input", "output", "arguments"]
+GuardRef = str | Callable[..., Any]
+"""A guard as declared: a callable, its import path, or the name of a judge role."""
+
+_ROLE_NAME = r"[A-Za-z0-9_-]{1,64}"
+
+JUDGE_INSTRUCTIONS = (
+    "You are a guard. You are shown {what}. If it is acceptable, answer with the single "
+    "word PASS. If it is not, answer with one short sentence saying why, and nothing else."
+)
+_WHAT = {
+    "input": "the instruction a worker was given",
+    "output": "a worker's answer",
+    "arguments": "a tool call a worker wants to make, with its arguments",
+}
+
+
+class Guards(BaseModel):
+    """A role's (or a run's) guards, by kind; each a callable, an import path
+    (``module:name``) or a judge role's name."""
+
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
+    )
+
+    input: tuple[GuardRef, ...] = ()
+    output: tuple[GuardRef, ...] = ()
+    arguments: tuple[GuardRef, ...] = ()
+
+    def judges(self) -> list[str]:
+        """The judge roles the guards name."""
+        refs = (*self.input, *self.output, *self.arguments)
+        return [r for r in refs if isinstance(r, str) and ":" not in r]
+
+
+class GuardCheck(Value, frozen=True, kw_only=True):
+    """What a guard is asked to check.
+
+    Attributes:
+        kind: ``input``, ``output`` or ``arguments``.
+        text: The instruction, the answer as text, or the call's arguments as JSON.
+        output: The answer's validated output-schema object (output guards of a role
+            with one), else the text.
+        tool: The tool called (argument guards).
+        arguments: The call's validated arguments (argument guards).
+        role: The worker's role (None for a run's own guards).
+        worker: The worker (None for a run's own guards).
+        run_id: The run.
+    """
+
+    kind: GuardKind
+    text: str
+    output: Any = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    role: str | None = None
+    worker: str | None = None
+    run_id: str | None = None
+
+
+class Guard(Value, frozen=True, kw_only=True):
+    """A resolved guard: a function to call, or a judge role to ask."""
+
+    name: str
+    fn: Callable[[GuardCheck], Any] | None = None
+    judge: str | None = None
+
+
+class ResolvedGuards(Value, frozen=True, kw_only=True):
+    """Guards by kind, resolved (imported) once."""
+
+    input: tuple[Guard, ...] = ()
+    output: tuple[Guard, ...] = ()
+    arguments: tuple[Guard, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.input or self.output or self.arguments)
+
+    def with_arguments(self, more: Sequence[Guard]) -> ResolvedGuards:
+        """These guards, and ``more`` argument guards (a run's, for every worker)."""
+        if not more:
+            return self
+        return ResolvedGuards(
+            input=self.input, output=self.output, arguments=(*self.arguments, *more)
+        )
+
+
+class GuardChecked(Event, frozen=True, kw_only=True):
+    """A guard checked something: ``ok`` (it passed), ``tripped`` (it gave a reason)
+    or ``error`` (it raised); with its time and what a judge's model call cost."""
+
+    kind: ClassVar[str] = "guard.checked"
+    guard: str
+    guard_kind: str  # input, output or arguments
+    status: str
+    duration_s: float
+    turn: int = 0
+    call_id: str = ""
+    reason: str | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+class Refusal(Value, frozen=True, kw_only=True):
+    """A guard that did not pass: its reason, and whether it raised (``broken``)."""
+
+    guard: str
+    reason: str
+    broken: bool = False
+
+
+def guard_problem(ref: object, roles: Sequence[str] | None = None) -> str | None:
+    """What is wrong with a guard reference, if anything: an import path that does not
+    import a callable, or a judge that is none of ``roles`` (None: not checked)."""
+    if callable(ref):
+        return None
+    if not isinstance(ref, str):
+        return f"a guard is a callable, an import path or a role name, not {type(ref).__name__}"
+    if ":" in ref:
+        try:
+            found = import_object(ref)
+        except ConfigError as exc:
+            return exc.message
+        return None if callable(found) else f"guard {ref!r} is not callable"
+    if not re.fullmatch(_ROLE_NAME, ref):
+        return f"guard {ref!r} is neither an import path 'module:name' nor a role name"
+    if roles is not None and ref not in roles:
+        return (
+            f"unknown judge role {ref!r}{did_you_mean(ref, roles)}; roles: {', '.join(roles)} "
+            "(or write an import path 'module:name')"
+        )
+    return None
+
+
+def resolve_guards(guards: Guards | None, roles: Sequence[str] | None = None) -> ResolvedGuards:
+    """The guards, their import paths imported once.
+
+    Raises:
+        ConfigError: for a path that does not import a callable, or a judge that is
+            none of ``roles`` (None: judges are not checked).
+    """
+    if guards is None:
+        return ResolvedGuards()
+
+    def resolved(refs: tuple[GuardRef, ...]) -> tuple[Guard, ...]:
+        out = []
+        for ref in refs:
+            problem = guard_problem(ref, roles)
+            if problem is not None:
+                raise ConfigError(problem)
+            if not isinstance(ref, str):
+                out.append(Guard(name=getattr(ref, "__qualname__", repr(ref)), fn=ref))
+            elif ":" in ref:
+                out.append(Guard(name=ref, fn=import_object(ref)))
+            else:
+                out.append(Guard(name=ref, judge=ref))
+        return tuple(out)
+
+    return ResolvedGuards(
+        input=resolved(guards.input),
+        output=resolved(guards.output),
+        arguments=resolved(guards.arguments),
+    )
+
+
+class JudgeRole(Protocol):
+    """What a judge reads of its role (a :class:`~workers.Role`)."""
+
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def model_timeout(self) -> float | None: ...
+
+
+class Judge:
+    """Asks judge roles: one tool-less model call each, under the run's budget.
+
+    Args:
+        roles: The roles a guard may name as its judge, by name.
+        model_for: The model a role thinks with (given one of ``roles``).
+        budget: Checked before each call and charged with what it cost.
+    """
+
+    def __init__(
+        self,
+        roles: Mapping[str, JudgeRole],
+        model_for: Callable[[Any], Model],
+        budget: Budget | None = None,
+    ) -> None:
+        self.roles = roles
+        self.model_for = model_for
+        self.budget = budget
+
+    async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
+        """The judge's verdict (None: pass, or its reason), its usage and model name.
+
+        Raises:
+            BudgetExceeded: when the call would go past the run's budget.
+            HoneycombError: when the judge is not a role here, or its model call failed.
+        """
+        role = self.roles.get(role_name)
+        if role is None:
+            raise ConfigError(f"the judge role {role_name!r} is not defined")
+        model = self.model_for(role)
+        prompt = f"{role.system_prompt}\n\n{JUDGE_INSTRUCTIONS.format(what=_WHAT[check.kind])}"
+        request = ModelRequest(
+            messages=(SystemMessage(content=prompt), UserMessage(content=_shown(check))),
+            tool_choice="none",
+            timeout=role.model_timeout,
+        )
+        if self.budget is not None:
+            self.budget.reserve_model_call()
+        try:
+            answer = await model.complete(request)
+        except HoneycombError:
+            raise
+        except Exception as exc:  # the model's own (cancellation is not an Exception)
+            raise ModelCallError(model, exc) from exc
+        response = check_response(answer, model)
+        if self.budget is not None:
+            self.budget.charge(response.usage)
+        text = (response.message.content or "").strip()
+        first = text.split(maxsplit=1)[0].strip(".!:,").upper() if text else ""
+        verdict = None if first == "PASS" else (text or "the judge gave no answer")
+        return verdict, response.usage, response.model
+
+
+def _shown(check: GuardCheck) -> str:
+    """What a judge reads of a check."""
+    if check.kind == "arguments":
+        return f"Tool: {check.tool}\nArguments: {check.text}"
+    return check.text
+
+
+class GuardRunner:
+    """Runs one worker's (or one run's) guards and reports each check.
+
+    Args:
+        guards: The guards.
+        tracer: Receives a :class:`GuardChecked` per check.
+        judge: Asks the judge roles (None: a judge guard trips, having none to ask).
+        role: The worker's role (None: a run's own guards).
+        worker: The worker's name.
+        run_id: The run.
+    """
+
+    def __init__(
+        self,
+        guards: ResolvedGuards,
+        *,
+        tracer: Tracer,
+        judge: Judge | None = None,
+        role: str | None = None,
+        worker: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.guards = guards
+        self.tracer = tracer
+        self.judge = judge
+        self.role = role
+        self.worker = worker
+        self.run_id = run_id
+
+    def _check(self, kind: GuardKind, text: str, **fields: Any) -> GuardCheck:
+        return GuardCheck(
+            kind=kind, text=text, role=self.role, worker=self.worker, run_id=self.run_id,
+            **fields,
+        )  # fmt: skip
+
+    async def input(self, text: str) -> list[Refusal]:
+        """The refusals of the input guards for an instruction (none: it passes)."""
+        return await self._all(self.guards.input, self._check("input", text), turn=0)
+
+    async def output(self, text: str, output: Any, turn: int) -> list[Refusal]:
+        """The refusals of the output guards for an answer (none: it is accepted)."""
+        check = self._check("output", text, output=output)
+        return await self._all(self.guards.output, check, turn=turn)
+
+    async def check(
+        self, calls: Sequence[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[str | None]:
+        """The argument guards on a turn's calls, all together: for each call, None or
+        the text of its error observation (a :class:`~runtime.dispatch.CallGuard`)."""
+        found: list[list[Refusal]] = [[] for _ in calls]
+
+        async def one(index: int, call: ToolCall, kwargs: dict[str, Any]) -> None:
+            check = self._check(
+                "arguments", arguments_text(kwargs), tool=call.name, arguments=kwargs
+            )
+            try:
+                found[index] = await self._all(
+                    self.guards.arguments, check, turn=turn, call_id=call.id
+                )
+            except BudgetExceeded as exc:  # the next model call stops the worker
+                found[index] = [Refusal(guard="budget", reason=str(exc), broken=True)]
+
+        coros = [one(i, call, kwargs) for i, (call, _, kwargs) in enumerate(calls)]
+        await run_together(None, coros)
+        return [_refused_call(refusals) for refusals in found]
+
+    async def _all(
+        self, guards: Sequence[Guard], check: GuardCheck, *, turn: int, call_id: str = ""
+    ) -> list[Refusal]:
+        """Every guard on ``check`` at once; the refusals in the guards' order.
+
+        Raises:
+            BudgetExceeded: when a judge's call would go past the run's budget.
+        """
+        results: list[Refusal | BaseException | None] = [None] * len(guards)
+
+        async def one(index: int, guard: Guard) -> None:
+            try:
+                results[index] = await self._one(guard, check, turn, call_id)
+            except BudgetExceeded as exc:
+                results[index] = exc
+
+        await run_together(None, [one(i, g) for i, g in enumerate(guards)])
+        refusals: list[Refusal] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            if result is not None:
+                refusals.append(result)
+        return refusals
+
+    async def _one(
+        self, guard: Guard, check: GuardCheck, turn: int, call_id: str
+    ) -> Refusal | None:
+        started = time.perf_counter()
+        usage, model = Usage(), ""
+        broken = False
+        try:
+            if guard.judge is not None:
+                if self.judge is None:
+                    raise ConfigError(f"no judge to ask: {guard.judge!r} is not a role here")
+                reason, usage, model = await self.judge.ask(guard.judge, check)
+            else:
+                assert guard.fn is not None
+                reason = _reason(await _called(guard.fn, check))
+        except BudgetExceeded:
+            self._report(guard, check, turn, call_id, started, "error", "budget exceeded")
+            raise
+        except Exception as exc:  # a broken guard trips: the model cannot fix it
+            reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
+        status = "ok" if reason is None else "error" if broken else "tripped"
+        self._report(guard, check, turn, call_id, started, status, reason, usage, model)
+        return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
+
+    def _report(
+        self,
+        guard: Guard,
+        check: GuardCheck,
+        turn: int,
+        call_id: str,
+        started: float,
+        status: str,
+        reason: str | None,
+        usage: Usage | None = None,
+        model: str = "",
+    ) -> None:
+        if not self.tracer.enabled:
+            return
+        spent = usage or Usage()
+        self.tracer.emit(
+            GuardChecked(
+                worker=self.worker, run_id=self.run_id, guard=guard.name,
+                guard_kind=check.kind, status=status,
+                duration_s=time.perf_counter() - started, turn=turn, call_id=call_id,
+                reason=reason, model=model, input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens, cost=spent.cost,
+            )
+        )  # fmt: skip
+
+
+async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:
+    """``fn(check)``: an async guard awaited, a sync one in a thread (it may block),
+    which a cancelled run does not wait for (a guard only looks)."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (an object whose __call__ is async)
+    ):
+        return await fn(check)
+    value = await anyio.to_thread.run_sync(fn, check, abandon_on_cancel=True)
+    return await value if inspect.isawaitable(value) else value
+
+
+def _reason(value: Any) -> str | None:
+    """A guard's answer as a reason (None: it passed).
+
+    Raises:
+        TypeError: for an answer that is neither a pass nor a reason.
+    """
+    if value is None or value is True:
+        return None
+    if value is False:
+        return "the guard refused it"
+    if isinstance(value, str):
+        return value.strip() or None
+    raise TypeError(
+        f"a guard returns None, True or a reason (a string), not {type(value).__name__}"
+    )
+
+
+def _refused_call(refusals: Sequence[Refusal]) -> str | None:
+    if not refusals:
+        return None
+    why = "; ".join(f"guard {r.guard!r}: {r.reason}" for r in refusals)
+    return f"Error: this call was refused, not run ({why}). Change the call or do without it."
+
+
+def refusal_text(refusals: Sequence[Refusal]) -> str:
+    """The correction a worker is sent for an answer its output guards refused."""
+    why = "\n".join(f"- {r.guard}: {r.reason}" for r in refusals)
+    return f"Your answer was not accepted:\n{why}\nAnswer again, fixing that."
