@@ -59,6 +59,7 @@ from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
+    from honeycomb.run.context import Backend
     from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
@@ -96,6 +97,8 @@ class Executor:
         approver: Decides on tool calls that need approval (see
             :mod:`runtime.approvals`); None: they wait in the store for
             :meth:`decide`.
+        backend: Where subtask workers run: None runs them in each run's event loop;
+            ``RayBackend(...)`` in a pool of Ray actors (see docs/ray.md).
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -120,6 +123,7 @@ class Executor:
         memory: Memory | str | Path | None = None,
         mcp_servers: Sequence[McpServer] = (),
         approver: Approver | None = None,
+        backend: Backend | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -149,6 +153,7 @@ class Executor:
             memory=kept_memory,
             mcp=mcp,
             approver=approver,
+            backend=backend,
         )
 
     async def __aenter__(self) -> Self:

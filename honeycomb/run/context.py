@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import msgspec
@@ -11,9 +12,31 @@ from pydantic import BaseModel
 from runtime import Budget, Journal, LockTable, Model, Tracer
 from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
-from workers import Checkpoint, Role, Worker, WorkerSetup
+from workers import Checkpoint, LoopState, Role, Worker, WorkerResult, WorkerSetup
 
-__all__ = ["RunContext", "with_default_instructions"]
+if TYPE_CHECKING:
+    from honeycomb.run.record import WorkerRecord
+
+__all__ = ["Backend", "RunContext", "with_default_instructions"]
+
+
+class Backend(Protocol):
+    """Where a run's subtask workers run, when not in the run's own event loop (the
+    Ray backend): the run itself (its plan, budget, locks, store, events) stays here."""
+
+    async def run_worker(
+        self,
+        context: RunContext,
+        worker: Worker,
+        task: str,
+        *,
+        inputs: Mapping[str, str] | None,
+        resume: LoopState | None,
+        record: WorkerRecord | None,
+    ) -> WorkerResult:
+        """Run ``worker`` (made by ``context``) on ``task``, as ``worker.run`` would;
+        ``record`` is its checkpoint and journal, for a stored run."""
+        ...
 
 
 class RunContext(Value, frozen=True, kw_only=True):
@@ -35,6 +58,7 @@ class RunContext(Value, frozen=True, kw_only=True):
             role that names MCP tools, or a catalog lists the roles' tools.
         approver: Decides on calls that need approval (None: they wait in the store).
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
+        backend: Where subtask workers run (None: here, in the run's event loop).
     """
 
     run_id: str
@@ -53,6 +77,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     )
     approver: Approver | None = None
     approval_timeout_s: float | None = None
+    backend: Backend | None = None
 
     def worker(
         self,

@@ -94,6 +94,7 @@ class Run:
             prepare=shared.prepare,
             approver=shared.approver,
             approval_timeout_s=policy.approval_timeout_s,
+            backend=shared.backend,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

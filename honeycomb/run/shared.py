@@ -32,6 +32,7 @@ from runtime.approvals import Approver
 from workers import Role, WorkerSetup
 
 if TYPE_CHECKING:
+    from honeycomb.run.context import Backend
     from honeycomb.store import RunStore
 
 __all__ = ["Shared"]
@@ -58,6 +59,7 @@ class Shared:
         tool_limiter: Bounds the tool calls in flight across every run.
         mcp: The MCP servers, and the roles' tools from them.
         approver: Decides on calls that need approval (None: they wait in the store).
+        backend: Where subtask workers run (None: in each run's own event loop).
     """
 
     def __init__(
@@ -79,7 +81,9 @@ class Shared:
         memory: Memory | None = None,
         mcp: McpTools | None = None,
         approver: Approver | None = None,
+        backend: Backend | None = None,
     ) -> None:
+        self.backend = backend
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
         self.models: dict[str, Model] = {
