@@ -216,8 +216,9 @@ class RayBackend:
         live = [a for a in self._pool if not a.dead]
         return list(await asyncio.gather(*(a.handle.pid.remote() for a in live)))
 
-    async def stop(self) -> None:
-        """Kill the pool's actors (a later worker makes a new pool)."""
+    def stop(self) -> None:
+        """Kill the pool's actors (a later worker makes a new pool); Ray itself goes on
+        (``ray.shutdown()`` stops a Ray this process started)."""
         import ray
 
         pool, self._pool = self._pool, None
@@ -374,26 +375,26 @@ class _Driver:
 
         stream = actor.run.remote(key, spec)
         drops: dict[int, anyio.Event] = {}
+        helpers: set[asyncio.Task[None]] = set()
         try:
-            async with anyio.create_task_group() as group:
-                try:
-                    result = await self._serve(actor, key, stream, group, drops)
-                finally:
-                    group.cancel_scope.cancel()  # every lock and token held is let go
-            return result
+            return await self._serve(actor, key, stream, helpers, drops)
         except BaseException:
             # Cancelled (or the driver failed): the actor's task, the worker and its
             # tool calls are cancelled there too.
             with contextlib.suppress(Exception):
                 ray.cancel(stream)
             raise
+        finally:
+            for helper in helpers:  # every lock and token held for it is let go
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
 
     async def _serve(
         self,
         actor: Any,
         key: str,
         stream: AsyncIterator[Any],
-        group: anyio.abc.TaskGroup,
+        helpers: set[asyncio.Task[None]],
         drops: dict[int, anyio.Event],
     ) -> WorkerResult:
         budget = self.worker.budget
@@ -420,7 +421,11 @@ class _Driver:
                     if op == "reserve":  # at once, in order: no await in between
                         answers.append(self._reserve(number))
                     else:
-                        group.start_soon(self._answer, actor, key, number, op, args, drops)
+                        helper = asyncio.ensure_future(
+                            self._answer(actor, key, number, op, args, drops)
+                        )
+                        helpers.add(helper)
+                        helper.add_done_callback(helpers.discard)
                 elif kind == "done":
                     plain, error = message[1]
                     exception = raised(error) if error is not None else None

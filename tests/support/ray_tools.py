@@ -18,6 +18,13 @@ def _append(path: str, line: str) -> None:
         out.write(line + "\n")
 
 
+def _read(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as given:
+        return given.read()
+
+
 @tool(exclusive="ledger")
 async def ledger(path: str, entry: str) -> str:
     """Write an entry to the ledger, holding its exclusive key for a while.
@@ -68,7 +75,7 @@ async def wait(path: str, seconds: float) -> str:
         path: The file.
         seconds: How long.
     """
-    before = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    before = _read(path)
     _append(path, f"waiting {os.getpid()}")
     if "waiting" in before:
         return "waited again"
