@@ -195,6 +195,16 @@ class RayBackend:
             options["_node_ip_address"] = "127.0.0.1"
             if self.num_cpus is not None:
                 options["num_cpus"] = self.num_cpus
+        elif "RAY_AUTH_MODE" not in os.environ and _token_given():
+            # A cluster with token authentication: Ray's driver sends the token only
+            # when told to, and a head started with one refuses drivers without it.
+            os.environ["RAY_AUTH_MODE"] = "token"
+            # Ray reads its configuration as it is imported: read it again (as Ray does
+            # itself when it turns token authentication on; a Ray without it has none).
+            with contextlib.suppress(ImportError, AttributeError):
+                from ray._raylet import Config
+
+                Config.initialize("")
         ray.init(**options)
 
     def _new_actor(self) -> _Actor:
@@ -542,6 +552,14 @@ def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:
         error=WorkerError(type=type(exc).__name__, message=str(exc)),
         exception=exc,
     )
+
+
+def _token_given() -> bool:
+    """Whether a Ray authentication token is at hand, where Ray looks for one (its
+    environment variables, then ``~/.ray/auth_token``)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
 
 
 def _reason(exc: BaseException) -> str:

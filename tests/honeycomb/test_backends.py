@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +257,57 @@ async def _until(done: Any, within_s: float = 30.0) -> None:
     while not done():
         assert time.monotonic() < deadline, "timed out waiting"
         await asyncio.sleep(0.02)
+
+
+def test_a_driver_joins_a_two_process_cluster_by_address(tmp_path: Path) -> None:
+    """``ray start --head`` as a child process, with token authentication; a driver
+    process given only the token joins it by address and runs its workers there; the
+    head is stopped by its pid."""
+    port = _free_port()
+    token = secrets.token_hex(32)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_TOKEN": token}
+    ray_cli = Path(sys.executable).parent / "ray"
+    head = subprocess.Popen(
+        [
+            str(ray_cli), "start", "--head", "--block", f"--port={port}",
+            "--node-ip-address=127.0.0.1", "--num-cpus=1", "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**env, "RAY_AUTH_MODE": "token"},
+    )  # fmt: skip
+    try:
+        _wait_for_port(port)
+        driver = subprocess.run(
+            [sys.executable, "-m", "tests.support.ray_driver", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
+    finally:
+        head.terminate()  # ray start --block stops what it started
+        try:
+            head.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+    assert driver.returncode == 0, driver.stderr[-2000:]
+    out = json.loads(driver.stdout.strip().splitlines()[-1])
+    assert out["answers"] == ["a", "a"]
+    assert len(out["pids"]) == 2
+    assert os.getpid() not in out["pids"]
+
+
+def _wait_for_port(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline, "the head did not start"
+        time.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
