@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import pickle
 from collections.abc import AsyncIterator, Mapping
@@ -202,9 +203,7 @@ class RayBackend:
             # Ray reads its configuration as it is imported: read it again (as Ray does
             # itself when it turns token authentication on; a Ray without it has none).
             with contextlib.suppress(ImportError, AttributeError):
-                from ray._raylet import Config
-
-                Config.initialize("")
+                importlib.import_module("ray._raylet").Config.initialize("")
         ray.init(**options)
 
     def _new_actor(self) -> _Actor:
