@@ -211,6 +211,7 @@ HONEYCOMB_NAMES = {
     "ConcatAggregator", "ConfigError", "ConfigErrors", "ContextWindow",
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
+    "RayBackend", "WorkerLost",
     "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",
     "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "McpServer",
     "McpServerError", "McpServers", "McpToolSettings", "MemoryJournal",
@@ -253,6 +254,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
+    "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
 }
 
 

@@ -92,6 +92,8 @@ class WorkerSpec:
         checkpoint: Whether its state is sent to the driver every turn.
         events: Whether its events are sent to the driver; ``text`` for streamed text.
         text: The driver's handlers want answers' text as it is written.
+        reserve: Whether model calls are reserved at the driver before they are made
+            (the run has limits); else each is counted there as it is made.
         tool_limiter: Whether the run bounds tool calls in flight (at the driver).
         model_limiter: Whether the model's calls in flight are bounded at the driver.
     """
@@ -109,6 +111,7 @@ class WorkerSpec:
     checkpoint: bool
     events: bool
     text: bool
+    reserve: bool
     tool_limiter: bool
     model_limiter: bool
 
@@ -225,20 +228,27 @@ class _Reserved(WrapperModel):
     """A model whose every call is first reserved in the run's budget at the driver
     (and, when the driver bounds the model's calls in flight, holds a token there)."""
 
-    def __init__(self, inner: Model, link: _Link, limited: bool) -> None:
+    def __init__(self, inner: Model, link: _Link, limited: bool, reserve: bool) -> None:
         super().__init__(inner)
         self._link = link
         self._limited = limited
+        self._reserve = reserve
+
+    async def _reserved(self) -> None:
+        if self._reserve:
+            await self._link.ask("reserve")
+        else:  # no limit to check: counted, without waiting for the driver
+            self._link.send("count")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        await self._link.ask("reserve")
+        await self._reserved()
         if not self._limited:
             return await self.inner.complete(request)
         async with _Held(self._link, "model", ""):
             return await self.inner.complete(request)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        await self._link.ask("reserve")
+        await self._reserved()
         if not self._limited:
             return await call_model(self.inner, request, on_text)
         async with _Held(self._link, "model", ""):
@@ -340,9 +350,9 @@ class Hive:
             self._links.pop(key, None)
 
     async def _work(self, link: _Link, spec: WorkerSpec) -> None:
-        model = _Reserved(self._models[spec.model], link, spec.model_limiter)
+        model = _Reserved(self._models[spec.model], link, spec.model_limiter, spec.reserve)
         summarizer = (
-            _Reserved(self._models[spec.summarizer], link, spec.model_limiter)
+            _Reserved(self._models[spec.summarizer], link, spec.model_limiter, spec.reserve)
             if spec.summarizer is not None
             else None
         )

@@ -23,8 +23,7 @@ import asyncio
 import contextlib
 import importlib
 import os
-import pickle
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +32,13 @@ import anyio
 from honeycomb.backends._remote import Hive, Message, WorkerSpec, portable_error, raised
 from honeycomb.run.context import RunContext
 from runtime import (
+    Budget,
     BudgetExceeded,
     ConfigError,
     HoneycombError,
     JournalEntry,
     LimitedModel,
+    Limits,
     Model,
     ToolCall,
     ToolMessage,
@@ -96,8 +97,10 @@ def recipe(model: Model) -> tuple[str, Any]:
             "settings": model.settings,
         }
         return ("made", (f"{cls.__module__}.{cls.__qualname__}", options))
+    # cloudpickle: functions of __main__ too, by value.
+    dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
     try:
-        return ("pickled", pickle.dumps(model))
+        return ("pickled", dumps(model))
     except Exception as exc:
         raise ConfigError(
             f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
@@ -166,14 +169,17 @@ class RayBackend:
 
     async def start(self) -> None:
         """Join (or start) Ray and make the actors; the first worker does it if this
-        was not awaited before."""
+        was not awaited before. Starting a Ray blocks the event loop for its first
+        seconds: a service awaits this (or calls ``ray.init`` itself) before it serves."""
         if self._pool is not None:
             return
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._pool is None:
-                await asyncio.to_thread(self._init)
+                # In this thread, blocking the loop once for a few seconds: a Ray
+                # started from another thread loses its connection to its own GCS.
+                self._init()
                 self._pool = [self._new_actor() for _ in range(self.actors)]
                 # Ready once each has started (its imports done): a failure shows here.
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
@@ -346,6 +352,7 @@ class RayBackend:
             checkpoint=record is not None,
             events=tracer.enabled,
             text=tracer.text,
+            reserve=_limited(worker.budget),
             tool_limiter=context.tool_limiter is not None,
             model_limiter=link.model_limiter is not None,
         )
@@ -419,6 +426,8 @@ class _Driver:
                     self.last_state = message[1]
                     if self.record is not None:
                         self.record.save(message[1])
+                elif kind == "count" and budget is not None:
+                    budget.reserve_model_call()  # no limit: it cannot refuse
                 elif kind == "charge" and budget is not None:
                     budget.charge(message[1])
                 elif kind == "tool_calls" and budget is not None:
@@ -524,6 +533,11 @@ class _Driver:
 
 async def _awaited(ref: Any) -> None:
     await ref
+
+
+def _limited(budget: Budget | None) -> bool:
+    """Whether a budget has any limit a model call must be reserved against."""
+    return budget is not None and budget.limits != Limits()
 
 
 def _unlimited(model: Model) -> tuple[Model, anyio.CapacityLimiter | None]:
