@@ -302,24 +302,32 @@ class Hive:
     def installed(self) -> set[str]:
         return {*self._setups, *self._models}
 
-    def install_setup(self, key: str, role: Role, output_type: type[BaseModel] | None) -> None:
-        """Resolve a role here, its tools by import path.
+    def install_setup(
+        self, key: str, role: Role, output_type: type[BaseModel] | None
+    ) -> str | None:
+        """Resolve a role here, its tools by import path; what went wrong, if anything
+        did (as text: not every error can be unpickled at the driver)."""
+        try:
+            self._setups[key] = WorkerSetup.of(role, None, output_type)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
-        Raises:
-            UnknownToolError, ConfigError: as :meth:`WorkerSetup.of` does.
-        """
-        self._setups[key] = WorkerSetup.of(role, None, output_type)
-
-    def install_model(self, key: str, recipe: tuple[str, Any]) -> None:
-        """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``)."""
-        kind, value = recipe
-        if kind == "pickled":
-            self._models[key] = cast(Model, pickle.loads(value))
-            return
-        path, options = value
-        module, _, name = path.rpartition(".")
-        cls = getattr(__import__(module, fromlist=[name]), name)
-        self._models[key] = cast(Model, cls(**options))
+    def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
+        """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``); what
+        went wrong, if anything did."""
+        try:
+            kind, value = recipe
+            if kind == "pickled":
+                self._models[key] = cast(Model, pickle.loads(value))
+                return None
+            path, options = value
+            module, _, name = path.rpartition(".")
+            cls = getattr(__import__(module, fromlist=[name]), name)
+            self._models[key] = cast(Model, cls(**options))
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def answer(self, key: str, answers: list[tuple[int, bool, Any]]) -> None:
         """The driver's answers to a worker's requests."""

@@ -301,7 +301,12 @@ class RayBackend:
             actor = self._pick(avoid)
             actor.running += 1
             try:
-                spec = await self._prepare(actor, context, worker, task, inputs, state, link, made)
+                try:
+                    spec = await self._prepare(
+                        actor, context, worker, task, inputs, state, link, made
+                    )
+                except _SetupFailed as exc:  # its role or model, there
+                    return _failed(worker, ConfigError(_setup_failed(worker, exc.why)))
                 self._runs += 1
                 return await link.follow(actor.handle, f"w{self._runs}", spec)
             except ray.exceptions.RayActorError as exc:
@@ -532,7 +537,9 @@ class _Driver:
 
 
 async def _awaited(ref: Any) -> None:
-    await ref
+    why = await ref
+    if why is not None:
+        raise _SetupFailed(why)
 
 
 def _limited(budget: Budget | None) -> bool:
@@ -573,6 +580,21 @@ def _token_given() -> bool:
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
         return True
     return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+
+
+class _SetupFailed(Exception):
+    """A role or model could not be installed in an actor: ``why``."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _setup_failed(worker: Worker, why: str) -> str:
+    return (
+        f"role {worker.role.name!r} could not be set up in a Ray actor ({why}): on "
+        "Ray, tools, output schemas and models are imported by path in each actor"
+    )
 
 
 def _reason(exc: BaseException) -> str:

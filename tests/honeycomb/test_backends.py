@@ -311,3 +311,36 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def test_a_tool_not_given_by_import_path_fails_its_worker_alone(
+    ray_session: None,
+) -> None:
+    from honeycomb import tool
+
+    @tool
+    def local_only(text: str) -> str:
+        """Not importable by path.
+
+        Args:
+            text: Anything.
+        """
+        return text
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        role = Role(name="q", tools=("local_only",))
+        ex = Executor(
+            [role, ROLE], FunctionModel(scripted), tools=[local_only], aggregator="concat",
+            backend=pool, policy=Policy(failure="best_effort"),
+        )  # fmt: skip
+        calls = script([("echo", {"text": "a", "delay": 0.0})])
+        result = await ex.run("t", subtasks=[("q", calls), ("r", calls)])
+    finally:
+        pool.stop()
+    failed, done = result.subtasks.values()
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.type == "ConfigError"
+    assert "role 'q' could not be set up in a Ray actor" in failed.error.message
+    assert done.ok
