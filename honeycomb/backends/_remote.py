@@ -19,10 +19,10 @@ This module imports no Ray: the driver makes the actor class of :class:`Hive`.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import json
 import os
-import pickle
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -318,12 +318,12 @@ class Hive:
         went wrong, if anything did."""
         try:
             kind, value = recipe
-            if kind == "pickled":
-                self._models[key] = cast(Model, pickle.loads(value))
+            if kind == "object":  # Ray sent the model itself (with cloudpickle)
+                self._models[key] = cast(Model, value)
                 return None
             path, options = value
             module, _, name = path.rpartition(".")
-            cls = getattr(__import__(module, fromlist=[name]), name)
+            cls = getattr(importlib.import_module(module), name)
             self._models[key] = cast(Model, cls(**options))
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"

@@ -73,7 +73,7 @@ class WorkerLost(HoneycombError):
 def recipe(model: Model) -> tuple[str, Any]:
     """How an actor makes ``model`` again: an OpenAI-compatible endpoint from its
     settings (its API key from the actor's environment, never sent), any other model
-    pickled.
+    sent as it is (Ray pickles it).
 
     Raises:
         ConfigError: for an endpoint given its API key as an argument (it would cross
@@ -100,12 +100,13 @@ def recipe(model: Model) -> tuple[str, Any]:
     # cloudpickle: functions of __main__ too, by value.
     dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
     try:
-        return ("pickled", dumps(model))
+        dumps(model)  # as Ray will, to send it: a model that cannot be sent fails here
     except Exception as exc:
         raise ConfigError(
             f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
             "use a model that can be pickled, or an OpenAI-compatible endpoint"
         ) from exc
+    return ("object", model)
 
 
 @dataclass
