@@ -289,6 +289,7 @@ __all__ = [
     "Price",
     "PricedModel",
     "RateLimitedModel",
+    "RayBackend",
     "ReasoningItem",
     "RetryAfterPastDeadline",
     "RetryPolicy",
@@ -347,6 +348,7 @@ __all__ = [
     "Worker",
     "WorkerError",
     "WorkerFinished",
+    "WorkerLost",
     "WorkerResult",
     "WorkerSetup",
     "WorkerStarted",
@@ -371,6 +373,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from honeycomb.backends import RayBackend, WorkerLost
     from honeycomb.hive import Hive, load_hive
     from honeycomb.offline import OfflineModel
     from honeycomb.store import RunStore, RunSummary
@@ -391,10 +394,12 @@ _LAZY = {
     "OpenAIModel": "runtime.openai_model",
     "OpenAIResponsesModel": "runtime.openai_responses",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
+    "RayBackend": "honeycomb.backends",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
     "RunStore": "honeycomb.store",
     "RunSummary": "honeycomb.store",
+    "WorkerLost": "honeycomb.backends",
     "Timeline": "honeycomb.trace.timeline",
     "build_timeline": "honeycomb.trace.timeline",
     "load_hive": "honeycomb.hive",

@@ -63,6 +63,7 @@ from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, ne
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
+    from honeycomb.run.context import Backend
     from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
@@ -103,6 +104,8 @@ class Executor:
         guards: The runs' own guards (see :mod:`workers.guards`): ``input`` on each
             run's task and ``output`` on its final answer, which stop the run with
             ``GuardrailTripped``; ``arguments`` on every tool call of every worker.
+        backend: Where subtask workers run: None runs them in each run's event loop;
+            ``RayBackend(...)`` in a pool of Ray actors (see docs/ray.md).
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
@@ -128,6 +131,7 @@ class Executor:
         mcp_servers: Sequence[McpServer] = (),
         approver: Approver | None = None,
         guards: Guards | None = None,
+        backend: Backend | None = None,
     ) -> None:
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
@@ -160,6 +164,7 @@ class Executor:
             mcp=mcp,
             approver=approver,
             guards=run_guards,
+            backend=backend,
         )
 
     async def __aenter__(self) -> Self:

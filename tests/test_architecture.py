@@ -112,9 +112,11 @@ ALLOWED = {
     "honeycomb.run": LOW | {"honeycomb.store", "honeycomb.trace"},
     "honeycomb.offline": LOW | {"honeycomb.run"},
     "honeycomb.hive": LOW | {"honeycomb.run", "honeycomb.offline"},
+    "honeycomb.backends": LOW | {"honeycomb.run"},
     "honeycomb.executor": LOW | {"honeycomb.run", "honeycomb.hive", "honeycomb.store"},
     "honeycomb": LOW | {"honeycomb.executor", "honeycomb.run", "honeycomb.hive",
-                        "honeycomb.store", "honeycomb.trace", "honeycomb.offline"},
+                        "honeycomb.store", "honeycomb.trace", "honeycomb.offline",
+                        "honeycomb.backends"},
     "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace"},
     "honeycomb.cli": LOW | {"honeycomb", "honeycomb.executor", "honeycomb.run", "honeycomb.hive",
                             "honeycomb.store", "honeycomb.trace", "honeycomb.offline",
@@ -211,6 +213,7 @@ HONEYCOMB_NAMES = {
     "ConcatAggregator", "ConfigError", "ConfigErrors", "ContextWindow",
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
+    "RayBackend", "WorkerLost",
     "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",
     "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "McpServer",
     "McpServerError", "McpServers", "McpToolSettings", "MemoryJournal",
@@ -256,6 +259,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
+    "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import msgspec
@@ -11,10 +12,32 @@ from pydantic import BaseModel
 from runtime import Budget, Journal, LockTable, Model, Tracer
 from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
-from workers import Checkpoint, Role, Worker, WorkerSetup
+from workers import Checkpoint, LoopState, Role, Worker, WorkerResult, WorkerSetup
 from workers.guards import Judge, ResolvedGuards
 
-__all__ = ["RunContext", "with_default_instructions"]
+if TYPE_CHECKING:
+    from honeycomb.run.record import WorkerRecord
+
+__all__ = ["Backend", "RunContext", "with_default_instructions"]
+
+
+class Backend(Protocol):
+    """Where a run's subtask workers run, when not in the run's own event loop (the
+    Ray backend): the run itself (its plan, budget, locks, store, events) stays here."""
+
+    async def run_worker(
+        self,
+        context: RunContext,
+        worker: Worker,
+        task: str,
+        *,
+        inputs: Mapping[str, str] | None,
+        resume: LoopState | None,
+        record: WorkerRecord | None,
+    ) -> WorkerResult:
+        """Run ``worker`` (made by ``context``) on ``task``, as ``worker.run`` would;
+        ``record`` is its checkpoint and journal, for a stored run."""
+        ...
 
 
 class RunContext(Value, frozen=True, kw_only=True):
@@ -38,6 +61,7 @@ class RunContext(Value, frozen=True, kw_only=True):
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
         guards: The run's own guards (its argument guards check every worker's calls).
         judge: Asks the roles that guards name as their judges, under the run's budget.
+        backend: Where subtask workers run (None: here, in the run's event loop).
     """
 
     run_id: str
@@ -58,6 +82,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     approval_timeout_s: float | None = None
     guards: ResolvedGuards = ResolvedGuards()
     judge: Judge | None = None
+    backend: Backend | None = None
 
     def worker(
         self,

@@ -277,6 +277,11 @@ class WorkerRecord:
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
         return self._entries.get((turn, call_id))
 
+    @property
+    def entries(self) -> Mapping[tuple[int, str], JournalEntry]:
+        """The journal of this worker's earlier lives, by turn and call id."""
+        return self._entries
+
     async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         await self._run.store.commit(
             (

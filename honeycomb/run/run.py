@@ -108,6 +108,7 @@ class Run:
             approval_timeout_s=policy.approval_timeout_s,
             guards=shared.guards,
             judge=judge,
+            backend=shared.backend,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

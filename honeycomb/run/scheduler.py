@@ -171,13 +171,15 @@ class Scheduler:
         limit = self.policy.worker_timeout_s
         started = None
         try:
-            started, result = await self._work(subtask, worker, inputs, state, first=True)
+            started, result = await self._work(
+                subtask, worker, inputs, state, first=True, record=record
+            )
             # Paused for approval: on again once its calls are decided in this process,
             # unless nothing else can proceed first (then it ends waiting).
             while result is not None and result.status == "waiting" and record is not None:
                 if not await self._decided(subtask, result, record):
                     break
-                _, result = await self._work(subtask, worker, inputs, result.state)
+                _, result = await self._work(subtask, worker, inputs, result.state, record=record)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
@@ -214,6 +216,7 @@ class Scheduler:
         state: Any,
         *,
         first: bool = False,
+        record: WorkerRecord | None = None,
     ) -> tuple[float, WorkerResult | None]:
         """When the worker started (reported, the ``first`` time), and its result: its
         run (from ``state``, if given) in one of the slots, under the worker timeout
@@ -228,7 +231,14 @@ class Scheduler:
                     WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
                 )
             started = self.elapsed_s
-            running = worker.run(subtask.instruction, inputs=inputs, resume=state)
+            backend = ctx.backend
+            running = (
+                worker.run(subtask.instruction, inputs=inputs, resume=state)
+                if backend is None
+                else backend.run_worker(
+                    ctx, worker, subtask.instruction, inputs=inputs, resume=state, record=record
+                )
+            )
             limit = self.policy.worker_timeout_s
             if limit is None:
                 return started, await running

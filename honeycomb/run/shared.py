@@ -33,6 +33,7 @@ from workers import Role, WorkerSetup
 from workers.guards import ResolvedGuards
 
 if TYPE_CHECKING:
+    from honeycomb.run.context import Backend
     from honeycomb.store import RunStore
 
 __all__ = ["Shared"]
@@ -60,6 +61,7 @@ class Shared:
         mcp: The MCP servers, and the roles' tools from them.
         approver: Decides on calls that need approval (None: they wait in the store).
         guards: The runs' own guards: on the task, the final answer and every call.
+        backend: Where subtask workers run (None: in each run's own event loop).
     """
 
     def __init__(
@@ -82,7 +84,9 @@ class Shared:
         mcp: McpTools | None = None,
         approver: Approver | None = None,
         guards: ResolvedGuards | None = None,
+        backend: Backend | None = None,
     ) -> None:
+        self.backend = backend
         self.roles = dict(roles)
         limiter = _limiter(policy.model_concurrency)
         self.models: dict[str, Model] = {

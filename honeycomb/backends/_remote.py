@@ -1,0 +1,397 @@
+"""The actor side of the Ray backend: workers running in an actor's event loop, each
+talking to the driver through one stream of messages.
+
+A worker here is an ordinary :class:`~workers.Worker`; what it shares with the rest of
+the run lives at the driver and is reached through stand-ins:
+
+- its budget: each model call is reserved at the driver before it is made (the
+  model is wrapped); what calls spent is sent back as it is known;
+- exclusive locks and the run's tool and model limiters: held at the driver, for
+  the time the call runs;
+- its journal: an intent is made durable at the driver before the call runs, and so
+  is the outcome; the entries of earlier lives come with the worker;
+- its checkpoint and events: sent in order, in batches (a turn's state before the
+  next turn's journal intents, since the stream keeps order).
+
+This module imports no Ray: the driver makes the actor class of :class:`Hive`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, cast
+
+import anyio
+from pydantic import BaseModel
+
+from runtime import (
+    Budget,
+    BudgetExceeded,
+    HoneycombError,
+    JournalEntry,
+    LockTable,
+    Model,
+    ToolCall,
+    ToolMessage,
+    Tracer,
+    Usage,
+)
+from runtime.journal import OnUnknown, arguments_text
+from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from workers import LoopState, Role, Worker, WorkerResult, WorkerSetup
+
+__all__ = ["Hive", "RemoteFailure", "WorkerSpec", "portable_error", "raised"]
+
+Message = tuple[Any, ...]
+"""One message of a worker's stream: ``(kind, *payload)``."""
+
+
+class RemoteFailure(HoneycombError):
+    """What the driver answered a worker's request with, when it failed there (other
+    than a budget, which comes back as :class:`BudgetExceeded` itself)."""
+
+
+def portable_error(exc: BaseException) -> tuple[str, Any]:
+    """An error as plain values: one that crosses a process and comes back the same
+    (see :func:`raised`)."""
+    if isinstance(exc, BudgetExceeded):
+        return ("budget", (exc.limit, exc.allowed, exc.used))
+    return ("error", f"{type(exc).__name__}: {exc}")
+
+
+def raised(error: tuple[str, Any]) -> HoneycombError:
+    """The error :func:`portable_error` made plain."""
+    kind, value = error
+    if kind == "budget":
+        return BudgetExceeded(*value)
+    return RemoteFailure(str(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSpec:
+    """One worker to run in an actor: what it is and what it starts from.
+
+    Attributes:
+        name: The worker's name (the subtask id).
+        run_id: The run it belongs to.
+        setup: The key of its role's setup, installed in the actor before.
+        model: The key of its model, installed before.
+        summarizer: The key of its summarizer, if it has one of its own.
+        task: The subtask's instruction.
+        inputs: The results of the subtasks it depends on.
+        resume: The state it continues from (a checkpoint, or a paused worker's).
+        journal: Its journaled calls so far (None: it has no journal).
+        on_unknown: What a call with an intent and no outcome does.
+        checkpoint: Whether its state is sent to the driver every turn.
+        events: Whether its events are sent to the driver; ``text`` for streamed text.
+        text: The driver's handlers want answers' text as it is written.
+        reserve: Whether model calls are reserved at the driver before they are made
+            (the run has limits); else each is counted there as it is made.
+        tool_limiter: Whether the run bounds tool calls in flight (at the driver).
+        model_limiter: Whether the model's calls in flight are bounded at the driver.
+    """
+
+    name: str
+    run_id: str
+    setup: str
+    model: str
+    summarizer: str | None
+    task: str
+    inputs: Mapping[str, str] | None
+    resume: LoopState | None
+    journal: Mapping[tuple[int, str], JournalEntry] | None
+    on_unknown: OnUnknown
+    checkpoint: bool
+    events: bool
+    text: bool
+    reserve: bool
+    tool_limiter: bool
+    model_limiter: bool
+
+
+@dataclass
+class _Link:
+    """One worker's side of its stream to the driver: what it sends, and the answers
+    it waits for."""
+
+    outbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
+    waiting: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def send(self, *message: Any) -> None:
+        """Send without waiting for an answer (the stream keeps the order)."""
+        self.outbox.put_nowait(message)
+
+    async def ask(self, op: str, *args: Any) -> Any:
+        """Send a request and wait for the driver's answer.
+
+        Raises:
+            BudgetExceeded: when the driver's budget refused it.
+            RemoteFailure: when it failed at the driver.
+        """
+        number = next(self.ids)
+        answer = self.waiting[number] = asyncio.get_running_loop().create_future()
+        self.outbox.put_nowait(("ask", number, op, args))
+        try:
+            return await answer
+        finally:
+            self.waiting.pop(number, None)
+
+    def answer(self, number: int, ok: bool, value: Any) -> None:
+        found = self.waiting.get(number)
+        if found is None or found.done():
+            return  # the request was given up (its caller cancelled)
+        if ok:
+            found.set_result(value)
+        else:
+            found.set_exception(raised(value))
+
+
+class _Held:
+    """Something held at the driver for the length of an ``async with`` here: an
+    exclusive key, or a token of a limiter."""
+
+    def __init__(self, link: _Link, what: str, key: str) -> None:
+        self._link, self._what, self._key = link, what, key
+        self._number: int | None = None
+
+    async def __aenter__(self) -> None:
+        self._number = await self._link.ask("hold", self._what, self._key)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._number is not None:
+            self._link.send("drop", self._number)
+
+
+class _Locks(LockTable):
+    """The driver's lock table, seen from an actor."""
+
+    def __init__(self, link: _Link) -> None:
+        super().__init__()
+        self._link = link
+
+    def lock(self, key: str) -> anyio.Lock:
+        return cast(anyio.Lock, _Held(self._link, "lock", key))
+
+
+class _Limiter:
+    """A limiter of the driver's, seen from an actor (for ``async with`` only)."""
+
+    def __init__(self, link: _Link, what: str, key: str) -> None:
+        self._link, self._what, self._key = link, what, key
+        self._held: list[_Held] = []
+
+    async def __aenter__(self) -> None:
+        held = _Held(self._link, self._what, self._key)
+        await held.__aenter__()
+        self._held.append(held)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._held.pop().__aexit__(kind, exc, tb)
+
+
+class _Budget(Budget):
+    """The run's budget, seen from an actor: the driver reserves each model call (see
+    :class:`_Reserved`) and is told what was spent."""
+
+    def __init__(self, link: _Link) -> None:
+        super().__init__()
+        self._link = link
+
+    def check(self) -> None:
+        """Nothing to check here: the driver checks as it reserves."""
+
+    def reserve_model_call(self) -> None:
+        """Counted at the driver, as the model call is made."""
+
+    def charge(self, usage: Usage) -> None:
+        super().charge(usage)
+        self._link.send("charge", usage)
+
+    def charge_tool_calls(self, count: int) -> None:
+        super().charge_tool_calls(count)
+        self._link.send("tool_calls", count)
+
+
+class _Reserved(WrapperModel):
+    """A model whose every call is first reserved in the run's budget at the driver
+    (and, when the driver bounds the model's calls in flight, holds a token there)."""
+
+    def __init__(self, inner: Model, link: _Link, limited: bool, reserve: bool) -> None:
+        super().__init__(inner)
+        self._link = link
+        self._limited = limited
+        self._reserve = reserve
+
+    async def _reserved(self) -> None:
+        if self._reserve:
+            await self._link.ask("reserve")
+        else:  # no limit to check: counted, without waiting for the driver
+            self._link.send("count")
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await self._reserved()
+        if not self._limited:
+            return await self.inner.complete(request)
+        async with _Held(self._link, "model", ""):
+            return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        await self._reserved()
+        if not self._limited:
+            return await call_model(self.inner, request, on_text)
+        async with _Held(self._link, "model", ""):
+            return await call_model(self.inner, request, on_text)
+
+
+class _Journal:
+    """A worker's journal at the driver: intents and outcomes are durable there
+    before this returns."""
+
+    def __init__(
+        self, link: _Link, entries: Mapping[tuple[int, str], JournalEntry], on_unknown: OnUnknown
+    ) -> None:
+        self._link = link
+        self._entries = entries
+        self.on_unknown: OnUnknown = on_unknown
+
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        return self._entries.get((turn, call_id))
+
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        await self._link.ask("intent", turn, call, json.loads(arguments_text(arguments)))
+
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        await self._link.ask("outcome", turn, observation)
+
+
+class _Checkpoint:
+    """A worker's checkpoint at the driver: each turn's state, sent in order."""
+
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+
+    def save(self, state: LoopState) -> None:
+        self._link.send("save", state)
+
+
+class Hive:
+    """The actor: many workers at once on its event loop; roles, tools (resolved by
+    import path) and models are installed once, then shared by its workers."""
+
+    def __init__(self) -> None:
+        self._setups: dict[str, WorkerSetup] = {}
+        self._models: dict[str, Model] = {}
+        self._links: dict[str, _Link] = {}
+
+    def pid(self) -> int:
+        """The actor's process id (what a fault test kills)."""
+        return os.getpid()
+
+    def installed(self) -> set[str]:
+        return {*self._setups, *self._models}
+
+    def install_setup(
+        self, key: str, role: Role, output_type: type[BaseModel] | None
+    ) -> str | None:
+        """Resolve a role here, its tools by import path; what went wrong, if anything
+        did (as text: not every error can be unpickled at the driver)."""
+        try:
+            self._setups[key] = WorkerSetup.of(role, None, output_type)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
+        """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``); what
+        went wrong, if anything did."""
+        try:
+            kind, value = recipe
+            if kind == "object":  # Ray sent the model itself (with cloudpickle)
+                self._models[key] = cast(Model, value)
+                return None
+            path, options = value
+            module, _, name = path.rpartition(".")
+            cls = getattr(importlib.import_module(module), name)
+            self._models[key] = cast(Model, cls(**options))
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def answer(self, key: str, answers: list[tuple[int, bool, Any]]) -> None:
+        """The driver's answers to a worker's requests."""
+        link = self._links.get(key)
+        if link is None:
+            return  # it ended (or was cancelled) meanwhile
+        for number, ok, value in answers:
+            link.answer(number, ok, value)
+
+    async def run(self, key: str, spec: WorkerSpec) -> AsyncIterator[list[Message]]:
+        """Run one worker, yielding its messages in batches; the last is ``done``.
+
+        Cancelling this (``ray.cancel``) cancels the worker and its tool calls.
+        """
+        link = self._links[key] = _Link()
+        task = asyncio.ensure_future(self._work(link, spec))
+        try:
+            while True:
+                batch = [await link.outbox.get()]
+                while not link.outbox.empty():
+                    batch.append(link.outbox.get_nowait())
+                yield batch
+                if batch[-1][0] == "done":
+                    return
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            self._links.pop(key, None)
+
+    async def _work(self, link: _Link, spec: WorkerSpec) -> None:
+        model = _Reserved(self._models[spec.model], link, spec.model_limiter, spec.reserve)
+        summarizer = (
+            _Reserved(self._models[spec.summarizer], link, spec.model_limiter, spec.reserve)
+            if spec.summarizer is not None
+            else None
+        )
+        tracer = Tracer(lambda e: link.send("event", e), log=False, text=spec.text)
+        journal = (
+            _Journal(link, spec.journal, spec.on_unknown) if spec.journal is not None else None
+        )
+        worker = Worker(
+            self._setups[spec.setup],
+            model,
+            name=spec.name,
+            locks=_Locks(link),
+            tool_limiter=(
+                cast(anyio.CapacityLimiter, _Limiter(link, "tools", ""))
+                if spec.tool_limiter
+                else None
+            ),
+            budget=_Budget(link),
+            tracer=tracer if spec.events else None,
+            run_id=spec.run_id,
+            checkpoint=_Checkpoint(link) if spec.checkpoint else None,
+            journal=journal,
+            summarizer=summarizer,
+        )
+        result = await worker.run(spec.task, inputs=spec.inputs, resume=spec.resume)
+        link.send("done", _portable(result))
+
+
+def _portable(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any] | None]:
+    """A result that crosses a process: its exception as plain values (many
+    exceptions cannot be unpickled)."""
+    exc = result.exception
+    plain = result.model_copy(update={"exception": None})
+    return plain, portable_error(exc) if exc is not None else None

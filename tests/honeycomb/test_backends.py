@@ -1,0 +1,349 @@
+"""The semantics that must hold wherever workers run: the same tests on the local
+backend and on Ray (a real local Ray, started once for the session; the actors are
+other processes, so the tools write what they see to files the tests read)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    ConfigError,
+    Executor,
+    FunctionModel,
+    Policy,
+    RayBackend,
+    Role,
+    RunFailed,
+    RunStore,
+)
+from honeycomb.backends.ray import recipe
+from honeycomb.cli.main import main as cli
+from tests.support.ray_tools import scripted
+
+ray = pytest.importorskip("ray")
+
+# One test process for the file: each process would start a Ray of its own.
+pytestmark = pytest.mark.xdist_group("ray")
+
+TOOLS = "tests.support.ray_tools"
+ROLE = Role(
+    name="r",
+    tools=tuple(f"{TOOLS}:{name}" for name in ("ledger", "note", "intent_seen", "wait", "echo")),
+)
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One real local Ray for the session: its own, on 127.0.0.1, no dashboard, no
+    usage statistics."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(params=["local", "ray"])
+def backend(request: pytest.FixtureRequest) -> Iterator[RayBackend | None]:
+    """None (the local backend), or a pool of two Ray actors, stopped after the test."""
+    if request.param == "local":
+        yield None
+        return
+    request.getfixturevalue("ray_session")
+    pool = RayBackend(actors=2, actor_cpus=0)
+    yield pool
+    pool.stop()
+
+
+def script(*turns: list[tuple[str, dict[str, Any]]], log: Path | None = None) -> str:
+    """A subtask for :func:`scripted`: its calls, turn by turn."""
+    return json.dumps({"turns": [list(t) for t in turns], "log": str(log) if log else None})
+
+
+def executor(backend: RayBackend | None, **options: Any) -> Executor:
+    return Executor(
+        [ROLE], FunctionModel(scripted), aggregator="concat", backend=backend, **options
+    )
+
+
+async def test_observations_in_order(backend: RayBackend | None) -> None:
+    calls = [("echo", {"text": str(i), "delay": 0.05 * (3 - i)}) for i in range(4)]
+    result = await executor(backend).run("t", subtasks=[("r", script(calls)) for _ in range(3)])
+    assert [s.worker.text for s in result.subtasks.values() if s.worker] == ["0|1|2|3"] * 3
+
+
+async def test_exclusive_keys_never_overlap(backend: RayBackend | None, tmp_path: Path) -> None:
+    path = tmp_path / "ledger"
+    subtasks = [("r", script([("ledger", {"path": str(path), "entry": str(i)})])) for i in range(6)]
+    result = await executor(backend).run("t", subtasks=subtasks)
+    assert all(s.ok for s in result.subtasks.values())
+    lines = path.read_text().split("\n")[:-1]
+    assert len(lines) == 12
+    # Each start is followed by its own end: no two calls were ever inside at once.
+    for start, end in zip(lines[::2], lines[1::2], strict=True):
+        assert start.split()[0] == "start"
+        assert end.split()[0] == "end"
+        assert start.split()[2] == end.split()[2]
+
+
+async def test_budget_is_shared(backend: RayBackend | None, tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    two_turns = script([("echo", {"text": "x", "delay": 0.0})], log=log)
+    policy = Policy(budgets=Budgets(model_calls=3))
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor(backend, policy=policy).run("t", subtasks=[("r", two_turns)] * 4)
+    assert caught.value.limit == "model_calls"
+    # Reserved before each call: the models were called no more than the budget allows
+    # (4 workers of 2 calls each would make 8). A call reserved as the run stopped may
+    # be cancelled before it is made.
+    assert 1 <= len(log.read_text().split("\n")[:-1]) <= 3
+
+
+async def test_intent_is_durable_before_the_call(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.db"
+    subtasks = [("r", script([("intent_seen", {"store": str(store)})]))]
+    result = await executor(backend, store=store).run("t", subtasks=subtasks)
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == "intent seen"
+
+
+async def test_cancelling_run_cancels_remote_tools(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    paths = [tmp_path / f"waits{i}" for i in range(2)]
+    subtasks = [("r", script([("wait", {"path": str(p), "seconds": 60})])) for p in paths]
+    running = asyncio.create_task(executor(backend).run("t", subtasks=subtasks))
+    await _until(lambda: all("waiting" in _text(p) for p in paths))
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await _until(lambda: all("cancelled" in _text(p) for p in paths))
+
+
+async def test_events_and_checkpoints_reach_the_driver(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.db"
+    seen: list[Any] = []
+    ex = executor(backend, store=store, on_event=[seen.append])
+    calls = [
+        ("echo", {"text": "a", "delay": 0.0}),
+        ("note", {"path": str(tmp_path / "n"), "text": "b"}),
+    ]
+    await ex.run("t", subtasks=[("r", script(calls))] * 2, run_id="run1")
+    kinds = [(e.kind, getattr(e, "worker", None)) for e in seen]
+    for worker in ("s1", "s2"):
+        assert ("model_call.started", worker) in kinds
+        assert ("tool_call.finished", worker) in kinds
+    stored = await RunStore(store).load("run1")
+    assert stored is not None
+    for saved in stored.workers.values():  # checkpointed: the calls and observations
+        assert sum(len(json.loads(rows)) for _, rows in saved.messages) >= 3
+    jsonl = tmp_path / "spans.jsonl"
+    assert (
+        await asyncio.to_thread(
+            cli, ["trace", "run1", "--store", str(store), "--jsonl", str(jsonl)]
+        )
+        == 0
+    )
+    assert '"echo"' in jsonl.read_text()
+    assert '"note"' in jsonl.read_text()
+
+
+async def test_a_killed_actor_s_worker_continues_elsewhere(
+    ray_session: None, tmp_path: Path
+) -> None:
+    pool = RayBackend(actors=2, actor_cpus=0)
+    try:
+        notes, waits = tmp_path / "notes", tmp_path / "waits"
+        calls = script(
+            [("note", {"path": str(notes), "text": "once"})],
+            [("wait", {"path": str(waits), "seconds": 60})],
+        )
+        ex = executor(pool, store=tmp_path / "runs.db")
+        running = asyncio.create_task(ex.run("t", subtasks=[("r", calls)]))
+        await _until(lambda: "waiting" in _text(waits))
+        pid = int(_text(waits).split()[1])
+        os.kill(pid, signal.SIGKILL)
+        result = await asyncio.wait_for(running, 60)
+    finally:
+        pool.stop()
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    assert worker.ok
+    assert worker.text == "noted once|waited again"  # on from turn 1's checkpoint
+    assert _text(notes) == "once\n"  # the side effect ran once
+    assert int(_text(waits).split("\n")[1].split()[1]) != pid  # in another process
+
+
+async def test_a_killed_actor_s_worker_is_lost_without_a_store(
+    ray_session: None, tmp_path: Path
+) -> None:
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        waits = tmp_path / "waits"
+        calls = script([("wait", {"path": str(waits), "seconds": 60})])
+        finished: list[Any] = []
+        ex = executor(
+            pool, on_event=[lambda e: finished.append(e) if e.kind == "worker.finished" else None]
+        )
+        running = asyncio.create_task(ex.run("t", subtasks=[("r", calls)]))
+        await _until(lambda: "waiting" in _text(waits))
+        os.kill(int(_text(waits).split()[1]), signal.SIGKILL)
+        with pytest.raises(RunFailed):  # its only subtask failed
+            await asyncio.wait_for(running, 60)
+    finally:
+        pool.stop()
+    (event,) = finished
+    assert event.status == "failed"
+    assert event.error.startswith("WorkerLost: worker 's1' was lost with its Ray actor")
+    assert "run store" in event.error
+
+
+def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    given: dict[str, Any] = {}
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: given.update(options))
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    RayBackend()._init()
+    assert given["address"] == "local"  # never "auto", never RAY_ADDRESS
+    assert given["include_dashboard"] is False
+    assert given["_node_ip_address"] == "127.0.0.1"
+    assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+    given.clear()
+    RayBackend("10.0.0.5:6379")._init()
+    assert given["address"] == "10.0.0.5:6379"
+    assert "_node_ip_address" not in given
+
+
+def test_an_api_key_is_never_sent_to_the_actors() -> None:
+    from honeycomb import OpenAIModel
+
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY") as caught:
+        recipe(OpenAIModel("gpt-4o-mini", api_key="sk-secret-123"))
+    assert "sk-secret-123" not in str(caught.value)
+    kind, (path, options) = recipe(OpenAIModel("gpt-4o-mini", base_url="http://127.0.0.1:1/v1"))
+    assert (kind, path) == ("made", "runtime.openai_model.OpenAIModel")
+    assert "api_key" not in options
+    assert options["model"] == "gpt-4o-mini"
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def _until(done: Any, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+def test_a_driver_joins_a_two_process_cluster_by_address(tmp_path: Path) -> None:
+    """``ray start --head`` as a child process, with token authentication; a driver
+    process given only the token joins it by address and runs its workers there; the
+    head is stopped by its pid."""
+    port = _free_port()
+    token = secrets.token_hex(32)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_TOKEN": token}
+    ray_cli = Path(sys.executable).parent / "ray"
+    head = subprocess.Popen(
+        [
+            str(ray_cli), "start", "--head", "--block", f"--port={port}",
+            "--node-ip-address=127.0.0.1", "--num-cpus=1", "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**env, "RAY_AUTH_MODE": "token"},
+    )  # fmt: skip
+    try:
+        _wait_for_port(port)
+        driver = subprocess.run(
+            [sys.executable, "-m", "tests.support.ray_driver", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
+    finally:
+        head.terminate()  # ray start --block stops what it started
+        try:
+            head.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+    assert driver.returncode == 0, driver.stderr[-2000:]
+    out = json.loads(driver.stdout.strip().splitlines()[-1])
+    assert out["answers"] == ["a", "a"]
+    assert len(out["pids"]) == 2
+    assert os.getpid() not in out["pids"]
+
+
+def _wait_for_port(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline, "the head did not start"
+        time.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_tool_not_given_by_import_path_fails_its_worker_alone(
+    ray_session: None,
+) -> None:
+    from honeycomb import tool
+
+    @tool
+    def local_only(text: str) -> str:
+        """Not importable by path.
+
+        Args:
+            text: Anything.
+        """
+        return text
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        role = Role(name="q", tools=("local_only",))
+        ex = Executor(
+            [role, ROLE], FunctionModel(scripted), tools=[local_only], aggregator="concat",
+            backend=pool, policy=Policy(failure="best_effort"),
+        )  # fmt: skip
+        calls = script([("echo", {"text": "a", "delay": 0.0})])
+        result = await ex.run("t", subtasks=[("q", calls), ("r", calls)])
+    finally:
+        pool.stop()
+    failed, done = result.subtasks.values()
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.type == "ConfigError"
+    assert "role 'q' could not be set up in a Ray actor" in failed.error.message
+    assert done.ok
