@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from runtime._text import valid_text
-from runtime.errors import ConfigError, ConfigErrors
+from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from runtime.model import OutputSchema
 
@@ -87,7 +87,7 @@ def settings_problems(
         problems.append(
             (
                 ("extra_body",),
-                f"extra_body must be a mapping of fields to send (got {_kind(extra)})",
+                f"extra_body must be a mapping of fields to send (got {kind_of(extra)})",
             )
         )
     headers = settings.get("extra_headers", {})
@@ -96,7 +96,7 @@ def settings_problems(
             (
                 ("extra_headers",),
                 "extra_headers must be a mapping of header names to text, numbers or booleans "
-                f"(got {_kind(headers)})",
+                f"(got {kind_of(headers)})",
             )
         )
     else:
@@ -108,7 +108,7 @@ def settings_problems(
                     (
                         ("extra_headers", name),
                         "the value of a header must be text, a number or a boolean "
-                        f"(got {_kind(value)})",
+                        f"(got {kind_of(value)})",
                     )
                 )
     query = settings.get("extra_query", {})
@@ -117,7 +117,7 @@ def settings_problems(
             (
                 ("extra_query",),
                 "extra_query must be a mapping of parameter names to text, numbers, booleans "
-                f"or lists of them (got {_kind(query)})",
+                f"or lists of them (got {kind_of(query)})",
             )
         )
     else:
@@ -134,7 +134,7 @@ def settings_problems(
                     (
                         ("extra_query", name),
                         "the value of a query parameter must be text, a number, a boolean or a "
-                        f"list of them (got {_kind(value)})",
+                        f"list of them (got {kind_of(value)})",
                     )
                 )
     return problems
@@ -160,21 +160,6 @@ def check_settings(settings: Mapping[str, Any], api: Api = "chat") -> None:
 def _field(where: SettingsPath) -> str:
     shown = where[:1] if where[0] == "extra_headers" else where
     return "settings." + ".".join(str(part) for part in shown)
-
-
-def _kind(value: Any) -> str:
-    """What a value is, without showing it (it may be a secret)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
 
 
 def _header_text(value: str | int | float | bool) -> str:

@@ -55,7 +55,7 @@ are translated where they enter and chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "UnknownToolError",
     "UnsupportedEventLoop",
     "did_you_mean",
+    "kind_of",
 ]
 
 
@@ -658,3 +659,19 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def kind_of(value: Any) -> str:
+    """What a value is, for an error, without showing it (it may be a secret): ``a
+    list``, ``a number`` ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"

@@ -30,7 +30,7 @@ from runtime._yaml_build import (
     loader_class,
     shown_path,
 )
-from runtime.errors import ConfigError, did_you_mean
+from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.value import Value
 
 if typing.TYPE_CHECKING:
@@ -113,7 +113,7 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         elif err["type"] not in ("value_error", "assertion_error") and "input" in err:
             if self.holds_secret(where):  # its field and its type, never its value
                 what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
-                message += f" (got {_kind(err['input'])}; {what}, not shown)"
+                message += f" (got {kind_of(err['input'])}; {what}, not shown)"
             else:
                 shown = repr(err["input"])
                 message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
@@ -273,21 +273,6 @@ def _unquoted(text: str | None) -> str | None:
         return match.group(0) if syntax else ""
 
     return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
-
-
-def _kind(value: Any) -> str:
-    """What a value is, without showing it: ``a list``, ``a number`` ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return "a list" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
 
 
 def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:
