@@ -13,20 +13,26 @@ the run lives at the driver and is reached through stand-ins:
 - its checkpoint and events: sent in order, in batches (a turn's state before the
   next turn's journal intents, since the stream keeps order).
 
+Every worker of an actor shares the actor's two calls with the driver (see
+:class:`Hive`), so a message costs no call of its own: what piles up while the driver
+reads one batch is the next batch.
+
 This module imports no Ray: the driver makes the actor class of :class:`Hive`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 from pydantic import BaseModel
@@ -45,9 +51,11 @@ from runtime import (
 )
 from runtime.journal import OnUnknown, arguments_text
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from workers import LoopState, Role, Worker, WorkerResult, WorkerSetup
+from workers import LoopState, Role, Worker, WorkerError, WorkerResult, WorkerSetup
 
 __all__ = ["Hive", "RemoteFailure", "WorkerSpec", "portable_error", "raised"]
+
+T = TypeVar("T")
 
 Message = tuple[Any, ...]
 """One message of a worker's stream: ``(kind, *payload)``."""
@@ -116,18 +124,42 @@ class WorkerSpec:
     model_limiter: bool
 
 
-@dataclass
+class _Outbox:
+    """What an actor's workers have sent one driver and it has not taken yet: every
+    worker's messages in one list, in the order they were sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, Message]] = []
+        self.ready = asyncio.Event()
+
+    def post(self, key: str, message: Message) -> None:
+        self.messages.append((key, message))
+        self.ready.set()
+
+    async def take(self, wait_s: float) -> list[tuple[str, Message]]:
+        """Everything posted so far, once there is something (or ``wait_s`` passed)."""
+        if not self.messages:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self.ready.wait()
+        taken, self.messages = self.messages, []
+        self.ready.clear()
+        return taken
+
+
 class _Link:
     """One worker's side of its stream to the driver: what it sends, and the answers
     it waits for."""
 
-    outbox: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
-    waiting: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
-    ids: itertools.count[int] = field(default_factory=itertools.count)
+    def __init__(self, key: str, outbox: _Outbox) -> None:
+        self._key = key
+        self._outbox = outbox
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count()
 
     def send(self, *message: Any) -> None:
         """Send without waiting for an answer (the stream keeps the order)."""
-        self.outbox.put_nowait(message)
+        self._outbox.post(self._key, message)
 
     async def ask(self, op: str, *args: Any) -> Any:
         """Send a request and wait for the driver's answer.
@@ -136,16 +168,16 @@ class _Link:
             BudgetExceeded: when the driver's budget refused it.
             RemoteFailure: when it failed at the driver.
         """
-        number = next(self.ids)
-        answer = self.waiting[number] = asyncio.get_running_loop().create_future()
-        self.outbox.put_nowait(("ask", number, op, args))
+        number = next(self._ids)
+        answer = self._waiting[number] = asyncio.get_running_loop().create_future()
+        self._outbox.post(self._key, ("ask", number, op, args))
         try:
             return await answer
         finally:
-            self.waiting.pop(number, None)
+            self._waiting.pop(number, None)
 
     def answer(self, number: int, ok: bool, value: Any) -> None:
-        found = self.waiting.get(number)
+        found = self._waiting.get(number)
         if found is None or found.done():
             return  # the request was given up (its caller cancelled)
         if ok:
@@ -288,34 +320,67 @@ class _Checkpoint:
 
 class Hive:
     """The actor: many workers at once on its event loop; roles, tools (resolved by
-    import path) and models are installed once, then shared by its workers."""
+    import path) and models are installed once, then shared by its workers.
+
+    A driver talks to it through two calls, whatever the number of workers:
+    :meth:`deliver` brings its messages (workers to start, answers, cancellations) and
+    :meth:`take` returns what the workers sent since the last take. Each driver's
+    messages go in their own outbox (a ``channel``), so a take left waiting by a driver
+    that went away never takes another's.
+
+    The workers run on an event loop of the actor's own, in a thread of its own, started
+    by ``asyncio.run`` as in any program, not on the loop Ray runs the actor's calls on:
+    anyio, which runs sync tools in threads, looks for the loop's root task on every
+    such call, and on a loop with none (Ray's) it searches every task, each time.
+    """
 
     def __init__(self) -> None:
         self._setups: dict[str, WorkerSetup] = {}
         self._models: dict[str, Model] = {}
-        self._links: dict[str, _Link] = {}
+        self._outboxes: dict[str, _Outbox] = {}
+        self._workers: dict[str, tuple[_Link, asyncio.Task[None]]] = {}
+        started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            started.set()
+            await asyncio.Event().wait()  # the actor's life: it ends with its process
+
+        threading.Thread(target=asyncio.run, args=(main(),), name="hive", daemon=True).start()
+        started.wait()
+
+    async def _there(self, call: Coroutine[Any, Any, T]) -> T:
+        """Run ``call`` on the workers' loop and wait for it here, on Ray's."""
+        assert self._loop is not None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, self._loop))
 
     def pid(self) -> int:
         """The actor's process id (what a fault test kills)."""
         return os.getpid()
 
-    def installed(self) -> set[str]:
-        return {*self._setups, *self._models}
-
-    def install_setup(
+    async def install_setup(
         self, key: str, role: Role, output_type: type[BaseModel] | None
     ) -> str | None:
         """Resolve a role here, its tools by import path; what went wrong, if anything
         did (as text: not every error can be unpickled at the driver)."""
+        return await self._there(self._install_setup(key, role, output_type))
+
+    async def _install_setup(
+        self, key: str, role: Role, output_type: type[BaseModel] | None
+    ) -> str | None:
         try:
             self._setups[key] = WorkerSetup.of(role, None, output_type)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return None
 
-    def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
+    async def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
         """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``); what
         went wrong, if anything did."""
+        return await self._there(self._install_model(key, recipe))
+
+    async def _install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
         try:
             kind, value = recipe
             if kind == "object":  # Ray sent the model itself (with cloudpickle)
@@ -329,35 +394,55 @@ class Hive:
             return f"{type(exc).__name__}: {exc}"
         return None
 
-    def answer(self, key: str, answers: list[tuple[int, bool, Any]]) -> None:
-        """The driver's answers to a worker's requests."""
-        link = self._links.get(key)
-        if link is None:
-            return  # it ended (or was cancelled) meanwhile
-        for number, ok, value in answers:
-            link.answer(number, ok, value)
+    async def deliver(self, channel: str, messages: list[Message]) -> None:
+        """A driver's messages, in order: ``("start", key, spec)`` runs a worker,
+        ``("answer", key, answers)`` answers its requests, ``("cancel", key)`` cancels
+        it and its tool calls."""
+        await self._there(self._deliver(channel, messages))
 
-    async def run(self, key: str, spec: WorkerSpec) -> AsyncIterator[list[Message]]:
-        """Run one worker, yielding its messages in batches; the last is ``done``.
+    async def _deliver(self, channel: str, messages: list[Message]) -> None:
+        outbox = self._outboxes.setdefault(channel, _Outbox())
+        for kind, key, *payload in messages:
+            if kind == "start":
+                link = _Link(key, outbox)
+                task = asyncio.ensure_future(self._work(key, link, payload[0]))
+                self._workers[key] = (link, task)
+                continue
+            found = self._workers.get(key)
+            if found is None:
+                continue  # it ended meanwhile
+            if kind == "answer":
+                for number, ok, value in payload[0]:
+                    found[0].answer(number, ok, value)
+            elif kind == "cancel":
+                found[1].cancel()
 
-        Cancelling this (``ray.cancel``) cancels the worker and its tool calls.
-        """
-        link = self._links[key] = _Link()
-        task = asyncio.ensure_future(self._work(link, spec))
+    async def take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
+        """What this driver's workers sent since its last take, as ``(key, message)``
+        in the order they were sent; waits for the first (at most ``wait_s``)."""
+        return await self._there(self._take(channel, wait_s))
+
+    async def _take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
+        return await self._outboxes.setdefault(channel, _Outbox()).take(wait_s)
+
+    async def _work(self, key: str, link: _Link, spec: WorkerSpec) -> None:
         try:
-            while True:
-                batch = [await link.outbox.get()]
-                while not link.outbox.empty():
-                    batch.append(link.outbox.get_nowait())
-                yield batch
-                if batch[-1][0] == "done":
-                    return
+            result = await self._worker(link, spec).run(
+                spec.task, inputs=spec.inputs, resume=spec.resume
+            )
+        except Exception as exc:  # a defect here: the worker fails, saying so
+            result = WorkerResult(
+                worker=spec.name,
+                role=self._setups[spec.setup].role.name,
+                status="failed",
+                error=WorkerError(type=type(exc).__name__, message=str(exc)),
+                exception=exc,
+            )
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            self._links.pop(key, None)
+            self._workers.pop(key, None)
+        link.send("done", _portable(result))
 
-    async def _work(self, link: _Link, spec: WorkerSpec) -> None:
+    def _worker(self, link: _Link, spec: WorkerSpec) -> Worker:
         model = _Reserved(self._models[spec.model], link, spec.model_limiter, spec.reserve)
         summarizer = (
             _Reserved(self._models[spec.summarizer], link, spec.model_limiter, spec.reserve)
@@ -368,7 +453,7 @@ class Hive:
         journal = (
             _Journal(link, spec.journal, spec.on_unknown) if spec.journal is not None else None
         )
-        worker = Worker(
+        return Worker(
             self._setups[spec.setup],
             model,
             name=spec.name,
@@ -385,8 +470,6 @@ class Hive:
             journal=journal,
             summarizer=summarizer,
         )
-        result = await worker.run(spec.task, inputs=spec.inputs, resume=spec.resume)
-        link.send("done", _portable(result))
 
 
 def _portable(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any] | None]:

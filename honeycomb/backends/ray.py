@@ -22,14 +22,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import itertools
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from honeycomb.backends._remote import Hive, Message, WorkerSpec, portable_error, raised
+from honeycomb.backends._remote import (
+    Hive,
+    Message,
+    RemoteFailure,
+    WorkerSpec,
+    portable_error,
+    raised,
+)
 from honeycomb.run.context import RunContext
 from runtime import (
     Budget,
@@ -111,12 +119,84 @@ def recipe(model: Model) -> tuple[str, Any]:
 
 @dataclass
 class _Actor:
-    """One actor of the pool: its handle, what is installed in it, its load."""
+    """One actor of the pool: its handle, what is installed in it, its load, and its
+    channel to this process's event loop."""
 
     handle: Any
     installing: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     running: int = 0
     dead: bool = False
+    channel: _Channel | None = None
+
+    def channel_here(self, names: Iterator[int]) -> _Channel:
+        """Its channel for the running event loop (a new loop gets a new one)."""
+        loop = asyncio.get_running_loop()
+        if self.channel is None or self.channel.loop is not loop:
+            self.channel = _Channel(self.handle, f"c{next(names)}-{os.getpid()}", loop)
+        return self.channel
+
+
+class _Channel:
+    """Every message between this process and one actor, for all the workers running
+    there: what is to be sent goes in one batch per call (one call at a time, so they
+    arrive in order), and one call at a time takes what the workers sent, so what
+    piles up while a batch is read here is the next batch.
+
+    The actor dying fails every worker on it with Ray's error (see
+    :meth:`_Driver.lost`).
+    """
+
+    TAKE_WAIT_S = 2.0  # a take with nothing to return comes back after this
+
+    def __init__(self, handle: Any, name: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.handle = handle
+        self.name = name
+        self.loop = loop
+        self.drivers: dict[str, _Driver] = {}
+        self._outgoing: list[Message] = []
+        self._sending: asyncio.Task[None] | None = None
+        self._taking: asyncio.Task[None] | None = None
+
+    def join(self, key: str, driver: _Driver) -> None:
+        self.drivers[key] = driver
+        if self._taking is None:
+            self._taking = self.loop.create_task(self._take())
+
+    def leave(self, key: str) -> None:
+        self.drivers.pop(key, None)
+
+    def send(self, message: Message) -> None:
+        self._outgoing.append(message)
+        if self._sending is None:
+            self._sending = self.loop.create_task(self._send())
+
+    async def _send(self) -> None:
+        try:
+            while self._outgoing:
+                batch, self._outgoing = self._outgoing, []
+                await self.handle.deliver.remote(self.name, batch)
+        except Exception as exc:  # the actor died (the take sees it too), or a batch failed
+            self._fail(exc)
+        finally:
+            self._sending = None
+
+    async def _take(self) -> None:
+        try:
+            while self.drivers:  # none left: no take waits at the actor
+                batch = await self.handle.take.remote(self.name, self.TAKE_WAIT_S)
+                for key, message in batch:
+                    driver = self.drivers.get(key)
+                    if driver is not None:
+                        driver.receive(message)
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._taking = None
+
+    def _fail(self, exc: Exception) -> None:
+        drivers, self.drivers = self.drivers, {}
+        for driver in drivers.values():
+            driver.lost(exc)
 
 
 class RayBackend:
@@ -128,7 +208,8 @@ class RayBackend:
             attaching by accident to a cluster already running on the machine. A Ray
             this process already started (``ray.init`` before) is used as it is.
         actors: Actors in the pool (each one process, with its own event loop).
-        workers_per_actor: Workers one actor runs at once.
+        workers_per_actor: Workers one actor runs at once, at most (None: as many as
+            the run's policy lets run at once).
         runtime_env: Ray's runtime environment for the actors (``env_vars``,
             ``working_dir``, ``pip`` ...): the actors import roles' tools, output
             schemas and models by import path.
@@ -141,14 +222,14 @@ class RayBackend:
         address: str | None = None,
         *,
         actors: int = 2,
-        workers_per_actor: int = 1000,
+        workers_per_actor: int | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         actor_cpus: float = 1.0,
         num_cpus: int | None = None,
     ) -> None:
         if actors < 1:
             raise ConfigError(f"RayBackend: actors must be at least 1, got {actors}")
-        if workers_per_actor < 1:
+        if workers_per_actor is not None and workers_per_actor < 1:
             raise ConfigError(
                 f"RayBackend: workers_per_actor must be at least 1, got {workers_per_actor}"
             )
@@ -162,6 +243,9 @@ class RayBackend:
         self._starting: asyncio.Lock | None = None
         self._keys: dict[int, tuple[object, str]] = {}  # id -> (the object, its key)
         self._runs = 0
+        self._channels = itertools.count()
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._recipes: dict[int, tuple[Model, tuple[str, Any]]] = {}
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address or 'local'!r}, actors={self.actors})"
@@ -218,7 +302,9 @@ class RayBackend:
 
         cls = ray.remote(Hive)
         options: dict[str, Any] = {
-            "max_concurrency": self.workers_per_actor,
+            # Its calls at once: a take and a delivery for each event loop of this
+            # process that runs workers there, and installs (not one per worker).
+            "max_concurrency": 32,
             "num_cpus": self.actor_cpus,
         }
         if self.runtime_env:
@@ -292,32 +378,53 @@ class RayBackend:
         model, model_limiter = _unlimited(worker.model)
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
-            made = recipe(model), recipe(summarizer) if summarizer is not None else None
+            made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
         except ConfigError as exc:
             return _failed(worker, exc)
         link = _Driver(context, worker, record, model_limiter)
         state = resume
         avoid: _Actor | None = None
-        while True:
-            actor = self._pick(avoid)
-            actor.running += 1
-            try:
+        async with self._slots_here():
+            while True:
+                actor = self._pick(avoid)
+                actor.running += 1
                 try:
-                    spec = await self._prepare(
-                        actor, context, worker, task, inputs, state, link, made
-                    )
-                except _SetupFailed as exc:  # its role or model, there
-                    return _failed(worker, ConfigError(_setup_failed(worker, exc.why)))
-                self._runs += 1
-                return await link.follow(actor.handle, f"w{self._runs}", spec)
-            except ray.exceptions.RayActorError as exc:
-                actor.dead = True
-                if record is None:
-                    return _failed(worker, WorkerLost(worker.name, _reason(exc)))
-                state = link.last_state or state  # on from its last checkpoint
-                avoid = actor
-            finally:
-                actor.running -= 1
+                    try:
+                        spec = await self._prepare(
+                            actor, context, worker, task, inputs, state, link, made
+                        )
+                    except _SetupFailed as exc:  # its role or model, there
+                        return _failed(worker, ConfigError(_setup_failed(worker, exc.why)))
+                    self._runs += 1
+                    channel = actor.channel_here(self._channels)
+                    return await link.follow(channel, f"w{self._runs}", spec)
+                except ray.exceptions.RayActorError as exc:
+                    actor.dead = True
+                    if record is None:
+                        return _failed(worker, WorkerLost(worker.name, _reason(exc)))
+                    state = link.last_state or state  # on from its last checkpoint
+                    avoid = actor
+                except Exception as exc:  # a message that could not be sent, say
+                    return _failed(worker, RemoteFailure(f"{type(exc).__name__}: {exc}"))
+                finally:
+                    actor.running -= 1
+
+    def _slots_here(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Room for ``workers_per_actor`` workers an actor (the least loaded actor is
+        picked), in the running event loop."""
+        if self.workers_per_actor is None:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
+        return self._slots[1]
+
+    def _recipe(self, model: Model) -> tuple[str, Any]:
+        """:func:`recipe`, once a model (a model is pickled to check it can be)."""
+        found = self._recipes.get(id(model))
+        if found is None or found[0] is not model:
+            found = self._recipes[id(model)] = (model, recipe(model))
+        return found[1]
 
     async def _prepare(
         self,
@@ -386,99 +493,89 @@ class _Driver:
             dict(record.entries) if record is not None else {}
         )
         self.last_state: LoopState | None = None
+        self._drops: dict[int, anyio.Event] = {}
+        self._helpers: set[asyncio.Task[None]] = set()
+        self._channel: _Channel
+        self._key: str
+        self._finished: asyncio.Future[WorkerResult]
 
-    async def follow(self, actor: Any, key: str, spec: WorkerSpec) -> WorkerResult:
-        """Run the worker in ``actor``, serving its stream until its result comes.
+    async def follow(self, channel: _Channel, key: str, spec: WorkerSpec) -> WorkerResult:
+        """Run the worker in ``channel``'s actor, serving its stream until its result
+        comes.
 
         Raises:
             RayActorError: when the actor died.
         """
-        import ray
-
-        stream = actor.run.remote(key, spec)
-        drops: dict[int, anyio.Event] = {}
-        helpers: set[asyncio.Task[None]] = set()
+        self._channel, self._key = channel, key
+        self._finished = channel.loop.create_future()
+        channel.join(key, self)
+        channel.send(("start", key, spec))
         try:
-            return await self._serve(actor, key, stream, helpers, drops)
+            return await asyncio.shield(self._finished)  # cancelling this leaves it
         except BaseException:
-            # Cancelled (or the driver failed): the actor's task, the worker and its
-            # tool calls are cancelled there too.
-            with contextlib.suppress(Exception):
-                ray.cancel(stream)
+            if not self._finished.done():
+                # Cancelled (or the driver failed): the worker and its tool calls are
+                # cancelled there too.
+                channel.send(("cancel", key))
             raise
         finally:
-            for helper in helpers:  # every lock and token held for it is let go
+            channel.leave(key)
+            for helper in self._helpers:  # every lock and token held for it is let go
                 helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await asyncio.gather(*self._helpers, return_exceptions=True)
 
-    async def _serve(
-        self,
-        actor: Any,
-        key: str,
-        stream: AsyncIterator[Any],
-        helpers: set[asyncio.Task[None]],
-        drops: dict[int, anyio.Event],
-    ) -> WorkerResult:
+    def lost(self, exc: Exception) -> None:
+        """Its actor died (or the channel to it failed)."""
+        if not self._finished.done():
+            self._finished.set_exception(exc)
+
+    def receive(self, message: Message) -> None:
+        """One message of the worker's, in the order it sent them."""
+        kind = message[0]
         budget = self.worker.budget
-        tracer = self.context.tracer
-        async for ref in stream:
-            batch: list[Message] = await ref
-            answers: list[tuple[int, bool, Any]] = []
-            for message in batch:
-                kind = message[0]
-                if kind == "event":
-                    tracer.emit(message[1])
-                elif kind == "save":
-                    self.last_state = message[1]
-                    if self.record is not None:
-                        self.record.save(message[1])
-                elif kind == "count" and budget is not None:
-                    budget.reserve_model_call()  # no limit: it cannot refuse
-                elif kind == "charge" and budget is not None:
-                    budget.charge(message[1])
-                elif kind == "tool_calls" and budget is not None:
-                    budget.charge_tool_calls(message[1])
-                elif kind == "drop":
-                    drops.pop(message[1], anyio.Event()).set()
-                elif kind == "ask":
-                    _, number, op, args = message
-                    if op == "reserve":  # at once, in order: no await in between
-                        answers.append(self._reserve(number))
-                    else:
-                        helper = asyncio.ensure_future(
-                            self._answer(actor, key, number, op, args, drops)
-                        )
-                        helpers.add(helper)
-                        helper.add_done_callback(helpers.discard)
-                elif kind == "done":
-                    plain, error = message[1]
-                    exception = raised(error) if error is not None else None
-                    return plain.model_copy(update={"exception": exception})  # type: ignore[no-any-return]
-            if answers:
-                actor.answer.remote(key, answers)
-        raise HoneycombError(f"worker {self.worker.name!r}: its stream ended with no result")
+        if kind == "event":
+            self.context.tracer.emit(message[1])
+        elif kind == "save":
+            self.last_state = message[1]
+            if self.record is not None:
+                self.record.save(message[1])
+        elif kind == "count" and budget is not None:
+            budget.reserve_model_call()  # no limit: it cannot refuse
+        elif kind == "charge" and budget is not None:
+            budget.charge(message[1])
+        elif kind == "tool_calls" and budget is not None:
+            budget.charge_tool_calls(message[1])
+        elif kind == "drop":
+            self._drops.pop(message[1], anyio.Event()).set()
+        elif kind == "ask":
+            _, number, op, args = message
+            if op == "reserve":  # at once, in order: no await in between
+                self._answer_now(number, *self._reserve())
+            else:
+                helper = asyncio.ensure_future(self._answer(number, op, args))
+                self._helpers.add(helper)
+                helper.add_done_callback(self._helpers.discard)
+        elif kind == "done" and not self._finished.done():
+            plain, error = message[1]
+            exception = raised(error) if error is not None else None
+            self._finished.set_result(plain.model_copy(update={"exception": exception}))
 
-    def _reserve(self, number: int) -> tuple[int, bool, Any]:
+    def _answer_now(self, number: int, ok: bool, value: Any) -> None:
+        self._channel.send(("answer", self._key, [(number, ok, value)]))
+
+    def _reserve(self) -> tuple[bool, Any]:
         budget = self.worker.budget
         try:
             if budget is not None:
                 budget.reserve_model_call()
         except BudgetExceeded as exc:
-            return (number, False, portable_error(exc))
-        return (number, True, None)
+            return (False, portable_error(exc))
+        return (True, None)
 
-    async def _answer(
-        self,
-        actor: Any,
-        key: str,
-        number: int,
-        op: str,
-        args: tuple[Any, ...],
-        drops: dict[int, anyio.Event],
-    ) -> None:
+    async def _answer(self, number: int, op: str, args: tuple[Any, ...]) -> None:
         """Answer one request that waits (a lock, a token, a durable write)."""
         if op == "hold":
-            await self._hold(actor, key, number, args, drops)
+            await self._hold(number, *args)
             return
         try:
             if op == "intent":
@@ -488,22 +585,14 @@ class _Driver:
             else:
                 raise HoneycombError(f"unknown request {op!r}")
         except Exception as exc:
-            actor.answer.remote(key, [(number, False, portable_error(exc))])
+            self._answer_now(number, False, portable_error(exc))
             return
-        actor.answer.remote(key, [(number, True, None)])
+        self._answer_now(number, True, None)
 
-    async def _hold(
-        self,
-        actor: Any,
-        key: str,
-        number: int,
-        args: tuple[Any, ...],
-        drops: dict[int, anyio.Event],
-    ) -> None:
+    async def _hold(self, number: int, what: str, name: str) -> None:
         """Hold a lock or a limiter's token for the worker until it drops it (or its
         stream ends); the holding and the letting go are in this one task."""
-        what, name = args
-        drop = drops[number] = anyio.Event()
+        drop = self._drops[number] = anyio.Event()
         held: Any
         if what == "lock":
             held = self.context.locks.lock(name)
@@ -512,10 +601,10 @@ class _Driver:
         else:
             held = self.model_limiter
         if held is None:
-            actor.answer.remote(key, [(number, True, number)])
+            self._answer_now(number, True, number)
             return
         async with held:
-            actor.answer.remote(key, [(number, True, number)])
+            self._answer_now(number, True, number)
             await drop.wait()
 
     async def _intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
