@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 import msgspec
 
 from runtime._text import encode_json
-from runtime.value import Value
+from runtime.value import Value, packed
 
 __all__ = [
     "AssistantMessage",
@@ -207,6 +207,9 @@ class Transcript(Value, frozen=True, gc=False, kw_only=True):
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    def __reduce__(self) -> Any:
+        return packed(self)
 
     @property
     def last(self) -> Message | None:

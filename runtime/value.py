@@ -13,11 +13,15 @@ value validates from its dict or JSON and dumps to them, through msgspec.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["Value"]
+__all__ = ["Value", "packed"]
+
+V = TypeVar("V", bound=msgspec.Struct)
 
 
 class Value(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,3 +43,23 @@ class Value(msgspec.Struct, frozen=True, kw_only=True):
             validate,
             serialization=core_schema.plain_serializer_function_ser_schema(msgspec.to_builtins),
         )
+
+
+def packed(value: msgspec.Struct) -> tuple[Callable[[type[V], bytes], V], tuple[Any, ...]]:
+    """``__reduce__`` for a value every field of which msgspec encodes exactly (no
+    ``Any``): pickled as one msgpack string rather than struct by struct, which is
+    several times faster to send to another process (a Ray actor's results, say)."""
+    return _unpacked, (type(value), _PACKER.encode(value))
+
+
+def _unpacked(cls: type[V], data: bytes) -> V:
+    decoder: msgspec.msgpack.Decoder[V] = _unpacker(cls)
+    return decoder.decode(data)
+
+
+@functools.cache
+def _unpacker(cls: type[msgspec.Struct]) -> msgspec.msgpack.Decoder[Any]:
+    return msgspec.msgpack.Decoder(cls)
+
+
+_PACKER = msgspec.msgpack.Encoder()

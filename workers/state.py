@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
 from runtime.approvals import PendingApproval
-from runtime.value import Value
+from runtime.value import Value, packed
 from workers.context import Compaction, ContextWindow
 
 __all__ = [
@@ -98,6 +98,9 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
     compactions: int = 0
     context_tokens: int = 0
     context_messages: int = 0
+
+    def __reduce__(self) -> Any:
+        return packed(self)
 
     def answered(
         self,

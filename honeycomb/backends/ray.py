@@ -350,7 +350,10 @@ class RayBackend:
         if pending is None:
             ref = getattr(actor.handle, method).remote(key, *args)
             pending = actor.installing[key] = asyncio.ensure_future(_awaited(ref))
-        await asyncio.shield(pending)
+        if pending.done():
+            pending.result()  # raises what the install raised
+        else:
+            await asyncio.shield(pending)
 
     # --- one worker --------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import pickle
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from honeycomb import Plan, RunResult, RunTimings, Subtask, SubtaskResult
 from runtime import (
     AssistantMessage,
+    Message,
     ModelRequest,
     ModelResponse,
     OutputSchema,
@@ -287,3 +289,25 @@ def test_a_result_holding_bad_values_fails_naming_them() -> None:
         WorkerResult.model_validate(
             {"worker": "w", "role": "r", "status": "ok", "usage": {"input_tokens": "x"}}
         )
+
+
+def test_a_transcript_and_a_loop_state_pickle_as_one_msgpack_string() -> None:
+    """They cross to Ray actors and back with every worker: pickled struct by struct,
+    they cost several times as much (each message's class named in the pickle)."""
+    from workers import LoopState
+
+    calls = tuple(ToolCall(id=f"c{i}", name="lookup", arguments="{}") for i in range(3))
+    messages: tuple[Message, ...] = (
+        SystemMessage(content="sys"),
+        UserMessage(content="task"),
+        AssistantMessage(tool_calls=calls),
+        *(ToolMessage(tool_call_id=f"c{i}", name="lookup", content=str(i)) for i in range(3)),
+    )
+    transcript = Transcript(messages=messages)
+    state = LoopState(task="t", messages=messages[2:], turn=1, cost=0.25, previous_calls=calls)
+    for value in (transcript, state):
+        pickled = pickle.dumps(value)
+        assert b"ToolMessage" not in pickled
+        again = pickle.loads(pickled)
+        assert again == value
+        assert type(again.messages) is tuple  # decoded to its declared types
