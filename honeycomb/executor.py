@@ -333,7 +333,12 @@ class Executor:
             return result.answer_text
 
         about = description or f"Run the {name} hive on a task: it plans, works and merges."
-        return Tool(call, name=name, description=f"{about} Give it the task as an instruction.")
+        return Tool(
+            call,
+            name=name,
+            description=f"{about} Give it the task as an instruction.",
+            pinned=True,  # a sub-run of this process's run
+        )
 
     async def run(
         self,

@@ -8,16 +8,22 @@ it never overlaps the next call nor outlives its run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
 
 from runtime.tools import Tool
 
-__all__ = ["in_thread"]
+__all__ = ["in_thread", "run_tool"]
+
+
+def run_tool(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Awaitable[Any]:
+    """A call of ``found`` with validated arguments: an async tool's coroutine, a sync
+    tool in a worker thread."""
+    return cast(Awaitable[Any], found.fn(**kwargs)) if found.is_async else in_thread(found, kwargs)
 
 
 async def in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

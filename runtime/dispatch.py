@@ -33,7 +33,7 @@ from msgspec.structs import replace
 from runtime._concurrency import require_asyncio, run_together
 from runtime._deadlines import TimedOut, within
 from runtime._render import render
-from runtime._threads import in_thread
+from runtime._threads import run_tool
 from runtime.approvals import ApprovalGate, ApprovalNeeded, PendingApproval
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
@@ -423,7 +423,7 @@ class Dispatcher:
             )  # fmt: skip
         started = time.perf_counter()
         try:
-            running = found.fn(**kwargs) if found.is_async else in_thread(found, kwargs)
+            running = run_tool(found, kwargs)
             if limit is None:
                 value = await running
             else:

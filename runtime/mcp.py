@@ -179,6 +179,7 @@ def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
         exclusive=settings.exclusive,
         idempotent=idempotent,
         timeout=settings.timeout,
+        pinned=True,  # the server's session is the run's process's
     )
 
 

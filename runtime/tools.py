@@ -84,6 +84,9 @@ class Tool(Generic[P, R]):
             (as one asking for a side effect is), so a resumed worker runs that very
             call again, by its id: a nested worker's (``agent:ROLE``) continues
             where it stopped.
+        pinned: Its calls need the run's own process (an MCP server's session, a
+            nested worker's run): where a run's workers run in other processes (on
+            Ray), their calls of it are made back in the run's process.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class Tool(Generic[P, R]):
         parameters: dict[str, Any] | None = None,
         approval: bool = False,
         durable: bool = False,
+        pinned: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -118,6 +122,7 @@ class Tool(Generic[P, R]):
         self.idempotent = idempotent
         self.approval = approval
         self.durable = durable
+        self.pinned = pinned
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -142,19 +147,7 @@ class Tool(Generic[P, R]):
 
     def renamed(self, name: str) -> Tool[P, R]:
         """The same tool under another name (for a registry's own naming)."""
-        return Tool(
-            self.fn,
-            name=name,
-            description=self.description,
-            side_effects=self.side_effects,
-            exclusive=self.exclusive,
-            timeout=self.timeout,
-            terminal=self.terminal,
-            idempotent=self.idempotent,
-            parameters=self.parameters,
-            approval=self.approval,
-            durable=self.durable,
-        )
+        return Tool(self.fn, **{**self.options(), "name": name})
 
     def parse_arguments(self, arguments: str) -> dict[str, Any]:
         """Validate the model's JSON arguments into keyword arguments for the function.
@@ -172,6 +165,31 @@ class Tool(Generic[P, R]):
         if isinstance(parsed, dict):  # a given schema's: the object as it is
             return parsed
         return parsed.__dict__  # the fields, as keyword arguments (the model is dropped)
+
+    def __reduce__(self) -> tuple[Callable[..., Tool[Any, Any]], tuple[Any, ...]]:
+        """Pickled as its function and options, made again where it is unpickled (its
+        arguments' model is made from the function, not sent)."""
+        return _remade, (self.fn, self.options())
+
+    def options(self) -> dict[str, Any]:
+        """What it was made with besides its function (``Tool(fn, **options)``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "side_effects": self.side_effects,
+            "exclusive": self.exclusive,
+            "timeout": self.timeout,
+            "terminal": self.terminal,
+            "idempotent": self.idempotent,
+            "parameters": self.parameters,
+            "approval": self.approval,
+            "durable": self.durable,
+            "pinned": self.pinned,
+        }
+
+
+def _remade(fn: Callable[..., Any], options: dict[str, Any]) -> Tool[..., Any]:
+    return Tool(fn, **options)
 
 
 @overload

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import importlib
 import itertools
 import json
 import os
+import pickle
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -38,22 +41,31 @@ import anyio
 from pydantic import BaseModel
 
 from runtime import (
+    ApprovalEntry,
+    ApprovalRequest,
     Budget,
     BudgetExceeded,
+    Decision,
     HoneycombError,
     JournalEntry,
     LockTable,
+    MemoryHit,
+    MemoryRecord,
     Model,
+    Tool,
     ToolCall,
     ToolMessage,
+    ToolRegistry,
     Tracer,
     Usage,
 )
 from runtime.journal import OnUnknown, arguments_text
+from runtime.memory import DEFAULT_NAMESPACE, MemoryKind
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from workers import LoopState, Role, Worker, WorkerError, WorkerResult, WorkerSetup
+from workers.guards import GuardCheck, Judge, ResolvedGuards
 
-__all__ = ["Hive", "RemoteFailure", "WorkerSpec", "portable_error", "raised"]
+__all__ = ["Hive", "Pinned", "RemoteFailure", "WorkerSpec", "portable_error", "raised"]
 
 T = TypeVar("T")
 
@@ -67,18 +79,28 @@ class RemoteFailure(HoneycombError):
 
 
 def portable_error(exc: BaseException) -> tuple[str, Any]:
-    """An error as plain values: one that crosses a process and comes back the same
-    (see :func:`raised`)."""
+    """An error that crosses a process and comes back the same (see :func:`raised`):
+    itself, when it pickles and is made again as itself (a tool's ``ModelRetry``, say),
+    else as plain values."""
     if isinstance(exc, BudgetExceeded):
         return ("budget", (exc.limit, exc.allowed, exc.used))
+    try:
+        pickle.dumps(exc)  # its class importable where it goes ...
+        again = copy.deepcopy(exc)  # ... and made again from what is pickled
+    except Exception:
+        again = None
+    if type(again) is type(exc) and str(again) == str(exc):
+        return ("raised", again)
     return ("error", f"{type(exc).__name__}: {exc}")
 
 
-def raised(error: tuple[str, Any]) -> HoneycombError:
-    """The error :func:`portable_error` made plain."""
+def raised(error: tuple[str, Any]) -> Exception:
+    """The error :func:`portable_error` made portable."""
     kind, value = error
     if kind == "budget":
         return BudgetExceeded(*value)
+    if kind == "raised":
+        return cast(Exception, value)
     return RemoteFailure(str(value))
 
 
@@ -104,6 +126,13 @@ class WorkerSpec:
             (the run has limits); else each is counted there as it is made.
         tool_limiter: Whether the run bounds tool calls in flight (at the driver).
         model_limiter: Whether the model's calls in flight are bounded at the driver.
+        approvals: Its calls asked about so far and their decisions (None: it keeps
+            no approval log); new ones are kept at the driver.
+        approver: Whether calls needing approval are decided by the run's approver
+            (at the driver; else they wait).
+        approval_timeout_s: Seconds a call waits for a decision.
+        guards: The run's argument guards (its role's come with its setup).
+        judge: Whether guards naming a judge role ask the driver's judge.
     """
 
     name: str
@@ -122,6 +151,11 @@ class WorkerSpec:
     reserve: bool
     tool_limiter: bool
     model_limiter: bool
+    approvals: Mapping[tuple[int, str], ApprovalEntry] | None = None
+    approver: bool = False
+    approval_timeout_s: float | None = None
+    guards: ResolvedGuards | None = None
+    judge: bool = False
 
 
 class _Outbox:
@@ -173,6 +207,10 @@ class _Link:
         self._outbox.post(self._key, ("ask", number, op, args))
         try:
             return await answer
+        except asyncio.CancelledError:
+            if not answer.done() or answer.cancelled():
+                self.send("forget", number)  # what the driver does for it is cancelled
+            raise
         finally:
             self._waiting.pop(number, None)
 
@@ -318,6 +356,117 @@ class _Checkpoint:
         self._link.send("save", state)
 
 
+_here: ContextVar[_Link] = ContextVar("honeycomb_ray_worker")
+"""The stream of the worker whose task is running (for what a role's setup, shared by
+all its workers in the actor, does at the driver)."""
+
+
+async def _at_driver(op: str, *args: Any) -> Any:
+    """Ask the driver to do ``op`` for the current worker, and wait for its answer."""
+    return await _here.get().ask(op, *args)
+
+
+class _Memory:
+    """The run's long-term memory, seen from an actor: each call is made at the driver
+    (where the memory's file is)."""
+
+    async def add(
+        self,
+        text: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        kind: MemoryKind = "note",
+        run_id: str | None = None,
+        role: str | None = None,
+        worker: str | None = None,
+    ) -> MemoryRecord:
+        options = {"namespace": namespace, "kind": kind, "run_id": run_id, "role": role}
+        return cast(
+            MemoryRecord, await _at_driver("memory", "add", (text,), options | {"worker": worker})
+        )
+
+    async def get(self, memory_id: str) -> MemoryRecord | None:
+        return cast(MemoryRecord | None, await _at_driver("memory", "get", (memory_id,), {}))
+
+    async def search(
+        self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        options = {"namespace": namespace, "k": k}
+        return cast(tuple[MemoryHit, ...], await _at_driver("memory", "search", (query,), options))
+
+    async def delete(self, memory_id: str) -> bool:
+        return cast(bool, await _at_driver("memory", "delete", (memory_id,), {}))
+
+    async def list(
+        self, namespace: str | None = None, *, limit: int = 100
+    ) -> tuple[MemoryRecord, ...]:
+        return cast(
+            tuple[MemoryRecord, ...],
+            await _at_driver("memory", "list", (namespace,), {"limit": limit}),
+        )
+
+
+async def _approver(request: ApprovalRequest) -> Decision:
+    """The run's approver, at the driver."""
+    return cast(Decision, await _at_driver("approve", request))
+
+
+class _Approvals:
+    """A worker's approval log at the driver: what was asked and decided in its earlier
+    lives comes with it; what is kept now is durable there before this returns."""
+
+    def __init__(self, entries: Mapping[tuple[int, str], ApprovalEntry]) -> None:
+        self._entries = dict(entries)
+
+    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self._entries.get((turn, call_id))
+
+    async def record(self, entry: ApprovalEntry) -> None:
+        await _at_driver("approval", entry)
+        self._entries[entry.pending.turn, entry.pending.call_id] = entry
+
+
+class _Judge(Judge):
+    """The run's judge, at the driver: judge roles think with the run's models, under
+    its budget."""
+
+    def __init__(self) -> None:
+        super().__init__({}, _no_model)
+
+    async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
+        return cast(tuple[str | None, Usage, str], await _at_driver("judge", role_name, check))
+
+
+def _no_model(role: Any) -> Model:
+    raise HoneycombError("a judge's model is at the driver")
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A pinned tool (see ``Tool.pinned``) as an actor gets it: what the model is told
+    of it and how its calls are scheduled, not its function (which holds what is the
+    run's process's): its calls are made at the driver, by the tool itself."""
+
+    options: dict[str, Any]
+    context_param: str | None
+
+    @classmethod
+    def of(cls, found: Tool[Any, Any]) -> Pinned:
+        return cls({**found.options(), "parameters": found.schema.parameters}, found.context_param)
+
+    def stand_in(self) -> Tool[Any, Any]:
+        """The tool in the actor: it checks only that the arguments are an object with
+        the required keys (the driver validates them as the tool does)."""
+        name = self.options["name"]
+
+        async def call(**kwargs: Any) -> Any:
+            return await _at_driver("tool", name, kwargs)
+
+        made: Tool[..., Any] = Tool(call, **self.options)
+        made.context_param = self.context_param
+        return made
+
+
 class Hive:
     """The actor: many workers at once on its event loop; roles, tools (resolved by
     import path) and models are installed once, then shared by its workers.
@@ -360,17 +509,29 @@ class Hive:
         return os.getpid()
 
     async def install_setup(
-        self, key: str, role: Role, output_type: type[BaseModel] | None
+        self,
+        key: str,
+        role: Role,
+        tools: Sequence[Tool[Any, Any] | Pinned],
+        output_type: type[BaseModel] | None,
     ) -> str | None:
-        """Resolve a role here, its tools by import path; what went wrong, if anything
-        did (as text: not every error can be unpickled at the driver)."""
-        return await self._there(self._install_setup(key, role, output_type))
+        """A role's setup, from its tools as the driver resolved them (made again here
+        from their functions; a pinned tool's calls go back to the driver, and so do a
+        memory's); what went wrong, if anything did (as text: not every error can be
+        unpickled at the driver)."""
+        return await self._there(self._install_setup(key, role, tools, output_type))
 
     async def _install_setup(
-        self, key: str, role: Role, output_type: type[BaseModel] | None
+        self,
+        key: str,
+        role: Role,
+        tools: Sequence[Tool[Any, Any] | Pinned],
+        output_type: type[BaseModel] | None,
     ) -> str | None:
         try:
-            self._setups[key] = WorkerSetup.of(role, None, output_type)
+            here = ToolRegistry([t.stand_in() if isinstance(t, Pinned) else t for t in tools])
+            memory = _Memory() if role.memory is not None else None
+            self._setups[key] = WorkerSetup.resolved(role, here, output_type, memory)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return None
@@ -426,6 +587,7 @@ class Hive:
         return await self._outboxes.setdefault(channel, _Outbox()).take(wait_s)
 
     async def _work(self, key: str, link: _Link, spec: WorkerSpec) -> None:
+        _here.set(link)  # in this worker's task (and the tasks it starts) only
         try:
             result = await self._worker(link, spec).run(
                 spec.task, inputs=spec.inputs, resume=spec.resume
@@ -469,6 +631,11 @@ class Hive:
             checkpoint=_Checkpoint(link) if spec.checkpoint else None,
             journal=journal,
             summarizer=summarizer,
+            approver=_approver if spec.approver else None,
+            approvals=_Approvals(spec.approvals) if spec.approvals is not None else None,
+            approval_timeout_s=spec.approval_timeout_s,
+            guards=spec.guards,
+            judge=_Judge() if spec.judge else None,
         )
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ import anyio
 from honeycomb.backends._remote import (
     Hive,
     Message,
+    Pinned,
     RemoteFailure,
     WorkerSpec,
     portable_error,
@@ -48,9 +51,11 @@ from runtime import (
     LimitedModel,
     Limits,
     Model,
+    Tool,
     ToolCall,
     ToolMessage,
 )
+from runtime._threads import run_tool
 from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 
@@ -246,6 +251,7 @@ class RayBackend:
         self._channels = itertools.count()
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._recipes: dict[int, tuple[Model, tuple[str, Any]]] = {}
+        self._sent_tools: dict[int, tuple[WorkerSetup, list[Tool[Any, Any] | Pinned]]] = {}
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address or 'local'!r}, actors={self.actors})"
@@ -374,14 +380,12 @@ class RayBackend:
         """
         import ray.exceptions
 
-        unsupported = _unsupported(worker.setup)
-        if unsupported is not None:
-            return _failed(worker, ConfigError(unsupported))
         await self.start()
         model, model_limiter = _unlimited(worker.model)
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
             made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
+            tools = self._tools(worker.setup)
         except ConfigError as exc:
             return _failed(worker, exc)
         link = _Driver(context, worker, record, model_limiter)
@@ -394,7 +398,7 @@ class RayBackend:
                 try:
                     try:
                         spec = await self._prepare(
-                            actor, context, worker, task, inputs, state, link, made
+                            actor, context, worker, task, inputs, state, link, made, tools
                         )
                     except _SetupFailed as exc:  # its role or model, there
                         return _failed(worker, ConfigError(_setup_failed(worker, exc.why)))
@@ -422,6 +426,35 @@ class RayBackend:
             self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
         return self._slots[1]
 
+    def _tools(self, setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
+        """The tools of a setup an actor makes again (its memory's tools are made there,
+        on the memory at the driver; a pinned tool's calls come back here), once a
+        setup.
+
+        Raises:
+            ConfigError: naming a tool that cannot be sent to the actors.
+        """
+        found = self._sent_tools.get(id(setup))
+        if found is not None and found[0] is setup:
+            return found[1]
+        mine = {"recall", "remember"} if setup.memory is not None else set()
+        tools = [
+            Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine or t.pinned
+        ]
+        dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
+        for each in tools:
+            try:
+                dumps(each)  # as Ray will, to send it: a tool that cannot be sent fails here
+            except Exception as exc:
+                name = each.name if isinstance(each, Tool) else each.options["name"]
+                raise ConfigError(
+                    f"role {setup.role.name!r}: tool {name!r} cannot be sent to Ray "
+                    f"actors ({type(exc).__name__}: {exc}): give it by import path "
+                    "(tools: ['package.module:function']), or make what it holds picklable"
+                ) from exc
+        self._sent_tools[id(setup)] = (setup, tools)
+        return tools
+
     def _recipe(self, model: Model) -> tuple[str, Any]:
         """:func:`recipe`, once a model (a model is pickled to check it can be)."""
         found = self._recipes.get(id(model))
@@ -439,12 +472,13 @@ class RayBackend:
         state: LoopState | None,
         link: _Driver,
         made: tuple[tuple[str, Any], tuple[str, Any] | None],
+        tools: list[Tool[Any, Any] | Pinned],
     ) -> WorkerSpec:
         """The worker's spec for ``actor``, its setup and models installed there."""
         setup = worker.setup
         setup_key = self._key(setup, "setup")
         await self._install(
-            actor, setup_key, "install_setup", setup.role, setup.settings.output_type
+            actor, setup_key, "install_setup", setup.role, tools, setup.settings.output_type
         )
         model_key = self._key(worker.model, "model")
         await self._install(actor, model_key, "install_model", made[0])
@@ -471,6 +505,15 @@ class RayBackend:
             reserve=_limited(worker.budget),
             tool_limiter=context.tool_limiter is not None,
             model_limiter=link.model_limiter is not None,
+            approvals=(
+                dict(record.approvals)
+                if record is not None and worker.approvals is not None
+                else None
+            ),
+            approver=worker.approver is not None,
+            approval_timeout_s=worker.approval_timeout_s,
+            guards=worker.guards,
+            judge=worker.judge is not None,
         )
 
 
@@ -497,7 +540,8 @@ class _Driver:
         )
         self.last_state: LoopState | None = None
         self._drops: dict[int, anyio.Event] = {}
-        self._helpers: set[asyncio.Task[None]] = set()
+        self._helpers: dict[int, asyncio.Task[None]] = {}
+        self._context = contextvars.copy_context()
         self._channel: _Channel
         self._key: str
         self._finished: asyncio.Future[WorkerResult]
@@ -523,9 +567,10 @@ class _Driver:
             raise
         finally:
             channel.leave(key)
-            for helper in self._helpers:  # every lock and token held for it is let go
+            helpers = list(self._helpers.values())
+            for helper in helpers:  # every lock and token held for it is let go
                 helper.cancel()
-            await asyncio.gather(*self._helpers, return_exceptions=True)
+            await asyncio.gather(*helpers, return_exceptions=True)
 
     def lost(self, exc: Exception) -> None:
         """Its actor died (or the channel to it failed)."""
@@ -555,9 +600,16 @@ class _Driver:
             if op == "reserve":  # at once, in order: no await in between
                 self._answer_now(number, *self._reserve())
             else:
-                helper = asyncio.ensure_future(self._answer(number, op, args))
-                self._helpers.add(helper)
-                helper.add_done_callback(self._helpers.discard)
+                # In the worker's own context here: a pinned tool finds its run.
+                helper = self._channel.loop.create_task(
+                    self._answer(number, op, args), context=self._context
+                )
+                self._helpers[number] = helper
+                helper.add_done_callback(lambda _: self._helpers.pop(number, None))
+        elif kind == "forget":  # its worker gave the request up
+            given_up = self._helpers.get(message[1])
+            if given_up is not None:
+                given_up.cancel()
         elif kind == "done" and not self._finished.done():
             plain, error = message[1]
             exception = raised(error) if error is not None else None
@@ -581,16 +633,33 @@ class _Driver:
             await self._hold(number, *args)
             return
         try:
-            if op == "intent":
-                await self._intent(*args)
-            elif op == "outcome":
-                await self._outcome(*args)
-            else:
-                raise HoneycombError(f"unknown request {op!r}")
+            value = await self._done_here(op, args)
         except Exception as exc:
             self._answer_now(number, False, portable_error(exc))
             return
-        self._answer_now(number, True, None)
+        self._answer_now(number, True, value)
+
+    async def _done_here(self, op: str, args: tuple[Any, ...]) -> Any:
+        """What a worker asks the driver to do for it: a durable write, or a call of
+        something that is the run's (its memory, approver, judge, a pinned tool)."""
+        worker = self.worker
+        if op == "intent":
+            return await self._intent(*args)
+        if op == "outcome":
+            return await self._outcome(*args)
+        if op == "memory" and worker.setup.memory is not None:
+            method, positional, options = args
+            return await getattr(worker.setup.memory, method)(*positional, **options)
+        if op == "approve" and worker.approver is not None:
+            return await worker.approver(*args)
+        if op == "approval" and worker.approvals is not None:
+            return await worker.approvals.record(*args)
+        if op == "judge" and worker.judge is not None:
+            return await worker.judge.ask(*args)
+        if op == "tool":
+            name, kwargs = args
+            return await _call_pinned(worker.setup.tools[name], kwargs)
+        raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
 
     async def _hold(self, number: int, what: str, name: str) -> None:
         """Hold a lock or a limiter's token for the worker until it drops it (or its
@@ -629,6 +698,18 @@ class _Driver:
         )
 
 
+async def _call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+    """A pinned tool's call for a worker in an actor, its arguments validated here as
+    the tool validates them (the actor checked only their shape)."""
+    if found.parameters is None:  # its schema is its function's: validate by it
+        name = found.context_param
+        context = kwargs.pop(name) if name is not None else None
+        kwargs = found.parse_arguments(json.dumps(kwargs))
+        if name is not None:
+            kwargs = {**kwargs, name: context}
+    return await run_tool(found, kwargs)
+
+
 async def _awaited(ref: Any) -> None:
     why = await ref
     if why is not None:
@@ -645,16 +726,6 @@ def _unlimited(model: Model) -> tuple[Model, anyio.CapacityLimiter | None]:
     if isinstance(model, LimitedModel):
         return model.inner, model.limiter
     return model, None
-
-
-def _unsupported(setup: WorkerSetup) -> str | None:
-    """Why a role's workers cannot run on Ray yet, if they cannot."""
-    role = setup.role
-    if role.memory is not None:
-        return f"role {role.name!r}: roles with memory: do not run on Ray yet"
-    if role.approvals is not None:
-        return f"role {role.name!r}: roles with approvals: do not run on Ray yet"
-    return None
 
 
 def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:

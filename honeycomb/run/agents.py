@@ -170,6 +170,7 @@ def agent_tool(role: Role) -> Tool[..., Any]:
         name=name,
         description=f"{about} Give it an instruction; its answer comes back.",
         durable=True,
+        pinned=True,  # a nested worker of this process's run
     )
 
 

@@ -33,6 +33,7 @@ from honeycomb import (
 )
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
+from runtime import ModelRequest
 from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
@@ -316,25 +317,57 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_a_tool_not_given_by_import_path_fails_its_worker_alone(
-    ray_session: None,
-) -> None:
+async def test_a_tool_given_as_an_object_runs_in_the_actor(ray_session: None) -> None:
+    """A tool given to the Executor as a Python object (a function of a test, not
+    importable by path) is sent to the actors and made again there."""
     from honeycomb import tool
 
     @tool
-    def local_only(text: str) -> str:
-        """Not importable by path.
+    def where(text: str) -> str:
+        """Say which process runs the call.
 
         Args:
             text: Anything.
         """
-        return text
+        return f"{text} {os.getpid()}"
 
     pool = RayBackend(actors=1, actor_cpus=0)
     try:
-        role = Role(name="q", tools=("local_only",))
+        role = Role(name="q", tools=("where",))
         ex = Executor(
-            [role, ROLE], FunctionModel(scripted), tools=[local_only], aggregator="concat",
+            [role], FunctionModel(scripted), tools=[where], aggregator="concat", backend=pool
+        )
+        result = await ex.run("t", subtasks=[("q", script([("where", {"text": "in"})]))])
+        (actor,) = await pool.pids()
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == f"in {actor}"
+    assert actor != os.getpid()
+
+
+async def test_a_tool_that_cannot_be_sent_fails_its_worker_alone(ray_session: None) -> None:
+    import threading
+
+    from honeycomb import tool
+
+    held = threading.Lock()
+
+    @tool
+    def locked(text: str) -> str:
+        """Hold a lock of this process (which cannot be pickled).
+
+        Args:
+            text: Anything.
+        """
+        with held:
+            return text
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        role = Role(name="q", tools=("locked",))
+        ex = Executor(
+            [role, ROLE], FunctionModel(scripted), tools=[locked], aggregator="concat",
             backend=pool, policy=Policy(failure="best_effort"),
         )  # fmt: skip
         calls = script([("echo", {"text": "a", "delay": 0.0})])
@@ -345,5 +378,133 @@ async def test_a_tool_not_given_by_import_path_fails_its_worker_alone(
     assert failed.status == "failed"
     assert failed.error is not None
     assert failed.error.type == "ConfigError"
-    assert "role 'q' could not be set up in a Ray actor" in failed.error.message
+    assert "role 'q': tool 'locked' cannot be sent to Ray actors" in failed.error.message
+    assert "import path" in failed.error.message
     assert done.ok
+
+
+# --- what is the run's, reached from the actors: memory, approvals, guards, pinned tools
+
+
+async def test_memory_is_the_runs(backend: RayBackend | None, tmp_path: Path) -> None:
+    from honeycomb import RoleMemory, SQLiteMemory
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    role = Role(name="m", memory=RoleMemory(namespace="bees", recall=0))
+    ex = Executor(
+        [role], FunctionModel(scripted), memory=memory, aggregator="concat", backend=backend
+    )
+    await ex.run("t", subtasks=[("m", script([("remember", {"text": "queens lay eggs"})]))])
+    (kept,) = await memory.list("bees")
+    assert (kept.text, kept.worker, kept.role) == ("queens lay eggs", "s1", "m")
+    result = await ex.run("t", subtasks=[("m", script([("recall", {"query": "queens"})]))])
+    assert result.subtasks["s1"].worker is not None
+    assert "queens lay eggs" in result.subtasks["s1"].worker.text
+
+
+async def test_a_call_needing_approval_goes_to_the_runs_approver(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    from honeycomb import ApprovalRequest, Decision
+
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)  # in this process: the approver is the run's
+        return Decision.denied("not today")
+
+    notes = tmp_path / "notes"
+    role = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=backend, approver=approver
+    )
+    calls = script([("guarded_note", {"path": str(notes), "text": "hi"})])
+    result = await ex.run("t", subtasks=[("a", calls)])
+    (request,) = asked
+    assert (request.worker, request.tool) == ("s1", "guarded_note")
+    assert result.subtasks["s1"].worker is not None
+    assert "not today" in result.subtasks["s1"].worker.text
+    assert not notes.exists()
+
+
+async def test_a_waiting_worker_is_decided_and_resumed(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    from tests.support.approvals import TASK, executor, payer_saw, plan
+
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects, backend=backend)
+    waiting = await first.run(TASK, subtasks=plan(2), run_id="r1")
+    assert waiting.status == "waiting"
+    assert [p.call_id for p in await first.pending("r1")] == ["pay_1"]
+    await first.decide("r1", "pay_1", approve=True)
+    done = await executor(db, effects, backend=backend).resume("r1")
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"  # once
+
+
+async def test_the_runs_argument_guards_check_remote_calls(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    from honeycomb import Guards
+
+    notes = tmp_path / "notes"
+    ex = executor(backend, guards=Guards(arguments=("tests.support.guards:no_secrets",)))
+    calls = script([("note", {"path": str(notes), "text": "the password is 1234"})])
+    result = await ex.run("t", subtasks=[("r", calls)])
+    assert result.subtasks["s1"].worker is not None
+    assert "it mentions a password" in result.subtasks["s1"].worker.text
+    assert not notes.exists()
+
+
+async def test_an_agent_tool_runs_its_nested_worker_for_a_remote_caller(
+    backend: RayBackend | None,
+) -> None:
+    lead = Role(name="lead", tools=("agent:r",))
+    ex = Executor([lead, ROLE], FunctionModel(scripted), aggregator="concat", backend=backend)
+    inner = script([("echo", {"text": "deep", "delay": 0.0})])
+    result = await ex.run("t", subtasks=[("lead", script([("r", {"instruction": inner})]))])
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == "deep"
+
+
+async def test_mcp_tools_are_called_through_the_runs_server(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    from tests.support.mcp_servers import sdk_server
+
+    role = Role(name="q", tools=("t:lookup", "t:pid"))
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=backend,
+        mcp_servers=[sdk_server("t")],
+    )  # fmt: skip
+    async with ex:
+        calls = script([("lookup", {"word": "bee"}), ("pid", {})])
+        result = await ex.run("t", subtasks=[("q", calls)] * 2)
+    texts = {s.worker.text for s in result.subtasks.values() if s.worker is not None}
+    (text,) = texts  # one server for the run: the same process answered both
+    looked_up, pid = text.split("|")
+    assert looked_up == "an insect that makes honey"
+    assert int(pid) != os.getpid()
+
+
+async def test_a_judge_role_checks_a_remote_answer_at_the_driver(
+    backend: RayBackend | None,
+) -> None:
+    from honeycomb import Guards
+
+    judged: list[int] = []
+
+    def answer(request: ModelRequest) -> str:
+        if "You are a guard" in (request.messages[0].content or ""):
+            judged.append(os.getpid())  # seen here only when the judge asks from here
+            return "PASS"
+        return "an answer"
+
+    roles = [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")]
+    ex = Executor(roles, FunctionModel(answer), aggregator="concat", backend=backend)
+    result = await ex.run("t", subtasks=[("w", "a")])
+    assert result.status == "ok"
+    assert judged == [os.getpid()]
+    assert result.usage.model_calls == 2  # the answer and the verdict, in the run's usage

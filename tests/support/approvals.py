@@ -31,13 +31,20 @@ from honeycomb import (
     ToolMessage,
     tool,
 )
+from honeycomb.run.context import Backend
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "pay the invoice and read the news"
 
 
 def executor(
-    db: Path, effects: Path, *, crash: str = "", read_s: float = 0.0, **policy: Any
+    db: Path,
+    effects: Path,
+    *,
+    crash: str = "",
+    read_s: float = 0.0,
+    backend: Backend | None = None,
+    **policy: Any,
 ) -> Executor:
     async def pay(to: str, amount: int) -> str:
         """Pay someone."""
@@ -81,6 +88,7 @@ def executor(
         aggregator="concat",
         policy=Policy(**policy),
         store=db,
+        backend=backend,
     )
 
 

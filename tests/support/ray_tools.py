@@ -87,6 +87,18 @@ async def wait(path: str, seconds: float) -> str:
     return "waited"
 
 
+@tool(side_effects=True, approval=True)
+def guarded_note(path: str, text: str) -> str:
+    """Append ``text`` to a file, once a person approves.
+
+    Args:
+        path: The file.
+        text: The line.
+    """
+    _append(path, text)
+    return f"noted {text}"
+
+
 @tool
 async def echo(text: str, delay: float) -> str:
     """Answer ``text`` after ``delay`` seconds.
