@@ -8,8 +8,10 @@ nested models and lists all work. Arguments are validated before the function ru
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
@@ -167,8 +169,13 @@ class Tool(Generic[P, R]):
         return parsed.__dict__  # the fields, as keyword arguments (the model is dropped)
 
     def __reduce__(self) -> tuple[Callable[..., Tool[Any, Any]], tuple[Any, ...]]:
-        """Pickled as its function and options, made again where it is unpickled (its
-        arguments' model is made from the function, not sent)."""
+        """Pickled by its import path when a module holds it (``@tool`` on a module's
+        function), else as its function and options, made again where it is unpickled
+        (its arguments' model is made from the function, not sent)."""
+        module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
+        qualname = getattr(self.fn, "__qualname__", "")
+        if module is not None and getattr(module, qualname, None) is self:
+            return _imported, (module.__name__, qualname)
         return _remade, (self.fn, self.options())
 
     def options(self) -> dict[str, Any]:
@@ -186,6 +193,11 @@ class Tool(Generic[P, R]):
             "durable": self.durable,
             "pinned": self.pinned,
         }
+
+
+def _imported(module: str, name: str) -> Tool[Any, Any]:
+    found: Tool[Any, Any] = getattr(importlib.import_module(module), name)
+    return found
 
 
 def _remade(fn: Callable[..., Any], options: dict[str, Any]) -> Tool[..., Any]:

@@ -545,3 +545,21 @@ def test_unknown_names_list_the_available_ones() -> None:
 def test_unknown_name_in_an_empty_registry() -> None:
     with pytest.raises(UnknownToolError, match="available tools: none"):
         ToolRegistry().resolve("anything")
+
+
+def test_a_tool_pickles_by_its_import_path_or_as_its_function_and_options() -> None:
+    """A tool crosses to another process (a Ray actor): one a module holds as its
+    import path, any other as its function and options, made again there with the same
+    schema and scheduling."""
+    import pickle
+
+    from tests.support import ray_tools
+
+    assert pickle.loads(pickle.dumps(ray_tools.ledger)) is ray_tools.ledger
+    made = Tool(ray_tools.record_line, exclusive="lines", timeout=2.0)
+    again = pickle.loads(pickle.dumps(made))
+    assert again is not made
+    assert again.schema == made.schema
+    assert again.options() == made.options()
+    assert (again.exclusive, again.side_effects, again.timeout) == ("lines", True, 2.0)
+    assert again.parse_arguments('{"path": "p", "line": "l"}') == {"path": "p", "line": "l"}

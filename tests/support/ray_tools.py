@@ -18,6 +18,16 @@ def _append(path: str, line: str) -> None:
         out.write(line + "\n")
 
 
+def record_line(path: str, line: str) -> None:
+    """Append a line to a file (a plain function, made a tool by a test).
+
+    Args:
+        path: The file.
+        line: The line.
+    """
+    _append(path, line)
+
+
 def _read(path: str) -> str:
     if not os.path.exists(path):
         return ""
