@@ -92,7 +92,14 @@ class NestedRuns:
                 )
             )  # fmt: skip
         started = time.perf_counter()
-        result = await worker.run(instruction, resume=state)
+        backend = ctx_run.backend  # where the run's workers run: its nested ones too
+        result = await (
+            worker.run(instruction, resume=state)
+            if backend is None
+            else backend.run_worker(
+                ctx_run, worker, instruction, inputs=None, resume=state, record=record
+            )
+        )
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),
             status=result.status,

@@ -44,7 +44,9 @@ pytestmark = pytest.mark.xdist_group("ray")
 TOOLS = "tests.support.ray_tools"
 ROLE = Role(
     name="r",
-    tools=tuple(f"{TOOLS}:{name}" for name in ("ledger", "note", "intent_seen", "wait", "echo")),
+    tools=tuple(
+        f"{TOOLS}:{name}" for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid")
+    ),
 )
 
 
@@ -461,12 +463,20 @@ async def test_the_runs_argument_guards_check_remote_calls(
 async def test_an_agent_tool_runs_its_nested_worker_for_a_remote_caller(
     backend: RayBackend | None,
 ) -> None:
-    lead = Role(name="lead", tools=("agent:r",))
+    """The call is made at the driver (the nested worker is the run's), and the nested
+    worker runs where the run's workers run."""
+    lead = Role(name="lead", tools=("agent:r", f"{TOOLS}:pid"))
     ex = Executor([lead, ROLE], FunctionModel(scripted), aggregator="concat", backend=backend)
-    inner = script([("echo", {"text": "deep", "delay": 0.0})])
-    result = await ex.run("t", subtasks=[("lead", script([("r", {"instruction": inner})]))])
+    inner = script([("echo", {"text": "deep", "delay": 0.0}), ("pid", {})])
+    calls = script([("r", {"instruction": inner}), ("pid", {})])
+    result = await ex.run("t", subtasks=[("lead", calls)])
     assert result.subtasks["s1"].worker is not None
-    assert result.subtasks["s1"].worker.text == "deep"
+    deep, inner_pid, outer_pid = result.subtasks["s1"].worker.text.split("|")
+    assert deep == "deep"
+    if backend is None:
+        assert int(inner_pid) == int(outer_pid) == os.getpid()
+    else:
+        assert os.getpid() not in (int(inner_pid), int(outer_pid))
 
 
 async def test_mcp_tools_are_called_through_the_runs_server(

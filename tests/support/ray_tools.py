@@ -110,6 +110,12 @@ def guarded_note(path: str, text: str) -> str:
 
 
 @tool
+def pid() -> str:
+    """The process that runs the call."""
+    return str(os.getpid())
+
+
+@tool
 async def echo(text: str, delay: float) -> str:
     """Answer ``text`` after ``delay`` seconds.
 
