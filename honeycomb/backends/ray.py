@@ -176,14 +176,41 @@ class _Channel:
             self._sending = self.loop.create_task(self._send())
 
     async def _send(self) -> None:
+        import ray.exceptions
+
         try:
             while self._outgoing:
                 batch, self._outgoing = self._outgoing, []
-                await self.handle.deliver.remote(self.name, batch)
-        except Exception as exc:  # the actor died (the take sees it too), or a batch failed
+                try:
+                    await self.handle.deliver.remote(self.name, batch)
+                except ray.exceptions.RayActorError:
+                    raise
+                except Exception:  # a message that cannot be sent: find it, each alone
+                    for message in batch:
+                        try:
+                            await self.handle.deliver.remote(self.name, [message])
+                        except ray.exceptions.RayActorError:
+                            raise
+                        except Exception as exc:
+                            self._undeliverable(message, exc)
+        except Exception as exc:  # the actor died (the take sees it too)
             self._fail(exc)
         finally:
             self._sending = None
+
+    def _undeliverable(self, message: Message, exc: Exception) -> None:
+        """A message Ray could not send (something in it does not pickle): its worker
+        alone fails (a worker to start), or its requests do (answers)."""
+        kind, key, *payload = message
+        driver = self.drivers.get(key)
+        if kind == "start" and driver is not None:
+            self.drivers.pop(key)
+            driver.lost(exc)
+        elif kind == "answer":
+            error = portable_error(
+                RemoteFailure(f"its answer could not be sent ({type(exc).__name__}: {exc})")
+            )
+            self._outgoing.append(("answer", key, [(n, False, error) for n, _, _ in payload[0]]))
 
     async def _take(self) -> None:
         try:

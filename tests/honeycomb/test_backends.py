@@ -518,3 +518,39 @@ async def test_a_judge_role_checks_a_remote_answer_at_the_driver(
     assert result.status == "ok"
     assert judged == [os.getpid()]
     assert result.usage.model_calls == 2  # the answer and the verdict, in the run's usage
+
+
+async def test_an_answer_that_cannot_be_sent_fails_its_request_alone(ray_session: None) -> None:
+    """A pinned tool (called at the driver) that returns what cannot be pickled: its
+    call fails, saying why; the worker and the other workers on the actor go on."""
+    import threading
+
+    from honeycomb import Tool
+
+    def lock() -> object:
+        """A lock of the driver's process."""
+        return threading.Lock()
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        role = Role(name="q", tools=("lock", f"{TOOLS}:echo"))
+        ex = Executor(
+            [role], FunctionModel(scripted), tools=[Tool(lock, pinned=True)],
+            aggregator="concat", backend=pool,
+        )  # fmt: skip
+        result = await ex.run(
+            "t",
+            subtasks=[
+                ("q", script([("lock", {})], [("echo", {"text": "after", "delay": 0.0})])),
+                ("q", script([("echo", {"text": "other", "delay": 0.1})])),
+            ],
+        )
+    finally:
+        pool.stop()
+    first, other = (s.worker for s in result.subtasks.values())
+    assert first is not None
+    assert other is not None
+    failed, after = first.text.split("|")
+    assert "its answer could not be sent" in failed
+    assert after == "after"
+    assert other.text == "other"
