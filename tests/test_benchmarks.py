@@ -276,3 +276,18 @@ def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota
             assert r["answers"] - r["throttled"] == 100  # 20 workers x 5 turns, all answered
         assert r["lower_bound_s"] > 0  # the quota binds, even this small
     assert "| x-ratelimit | honeycomb |" in done.stdout
+
+
+@pytest.mark.xdist_group("ray")
+def test_the_ray_smoke_runs_each_workload_on_both_backends() -> None:
+    pytest.importorskip("ray")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.on_ray", "--smoke"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "CPU-heavy A, N=20, 2 actors" in out  # every worker checked, on both backends
+    assert "A, N=20: local" in out
+    assert "ms of CPU a subtask" in out
+    assert "MISSED" not in out  # a smoke run judges no target
