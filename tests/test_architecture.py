@@ -260,6 +260,8 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
+    "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as the backend starts
+    "honeycomb/backends/_driver.py": {"ray"},  # `ray`, as its workers run
 }
 
 

@@ -4,7 +4,7 @@ The driver (the process that called ``Executor.run``) keeps the run: the plan, t
 scheduler, aggregation, the run store and journal, budgets, exclusive locks,
 limiters and events. Each worker runs in one of the pool's actors, many at once on
 the actor's event loop, and talks to the driver through one stream (see
-:mod:`honeycomb.backends._remote`): a model call is reserved in the budget here
+:mod:`honeycomb.backends._driver`): a model call is reserved in the budget here
 before it is made there; an exclusive key is held here while the call runs there; a
 side-effecting call's intent is durable here before it runs there; its checkpoints
 and events arrive here in order, in batches.
@@ -21,42 +21,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import importlib
 import itertools
-import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from honeycomb.backends._remote import (
-    Hive,
-    Message,
+from honeycomb.backends._actor import Hive
+from honeycomb.backends._driver import Channel, Driver
+from honeycomb.backends._setup import recipe, sendable_tools, start_ray
+from honeycomb.backends._wire import (
     Pinned,
     RemoteFailure,
     WorkerSpec,
-    portable_error,
-    raised,
 )
 from honeycomb.run.context import RunContext
 from runtime import (
     Budget,
-    BudgetExceeded,
     ConfigError,
     HoneycombError,
-    JournalEntry,
     LimitedModel,
     Limits,
     Model,
     Tool,
-    ToolCall,
-    ToolMessage,
 )
-from runtime._threads import run_tool
-from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 
 if TYPE_CHECKING:
@@ -83,45 +73,6 @@ class WorkerLost(HoneycombError):
         )
 
 
-def recipe(model: Model) -> tuple[str, Any]:
-    """How an actor makes ``model`` again: an OpenAI-compatible endpoint from its
-    settings (its API key from the actor's environment, never sent), any other model
-    sent as it is (Ray pickles it).
-
-    Raises:
-        ConfigError: for an endpoint given its API key as an argument (it would cross
-            the cluster in the clear), or a model that cannot be pickled.
-    """
-    from runtime._openai_base import OpenAIEndpoint
-
-    if isinstance(model, OpenAIEndpoint):
-        if model._api_key is not None or model._given is not None:
-            raise ConfigError(
-                f"model {model!r}: on Ray, give the API key in the actors' environment "
-                "(OPENAI_API_KEY, set on the cluster's nodes), not as api_key= or "
-                "client=: it would be sent to every actor in the clear"
-            )
-        cls = type(model)
-        options = {
-            "model": model.model,
-            "base_url": model.base_url,
-            "timeout": model.timeout,
-            "retry": model.retry,
-            "settings": model.settings,
-        }
-        return ("made", (f"{cls.__module__}.{cls.__qualname__}", options))
-    # cloudpickle: functions of __main__ too, by value.
-    dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
-    try:
-        dumps(model)  # as Ray will, to send it: a model that cannot be sent fails here
-    except Exception as exc:
-        raise ConfigError(
-            f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
-            "use a model that can be pickled, or an OpenAI-compatible endpoint"
-        ) from exc
-    return ("object", model)
-
-
 @dataclass
 class _Actor:
     """One actor of the pool: its handle, what is installed in it, its load, and its
@@ -131,104 +82,14 @@ class _Actor:
     installing: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     running: int = 0
     dead: bool = False
-    channel: _Channel | None = None
+    channel: Channel | None = None
 
-    def channel_here(self, names: Iterator[int]) -> _Channel:
+    def channel_here(self, names: Iterator[int]) -> Channel:
         """Its channel for the running event loop (a new loop gets a new one)."""
         loop = asyncio.get_running_loop()
         if self.channel is None or self.channel.loop is not loop:
-            self.channel = _Channel(self.handle, f"c{next(names)}-{os.getpid()}", loop)
+            self.channel = Channel(self.handle, f"c{next(names)}-{os.getpid()}", loop)
         return self.channel
-
-
-class _Channel:
-    """Every message between this process and one actor, for all the workers running
-    there: what is to be sent goes in one batch per call (one call at a time, so they
-    arrive in order), and one call at a time takes what the workers sent, so what
-    piles up while a batch is read here is the next batch.
-
-    The actor dying fails every worker on it with Ray's error (see
-    :meth:`_Driver.lost`).
-    """
-
-    TAKE_WAIT_S = 2.0  # a take with nothing to return comes back after this
-
-    def __init__(self, handle: Any, name: str, loop: asyncio.AbstractEventLoop) -> None:
-        self.handle = handle
-        self.name = name
-        self.loop = loop
-        self.drivers: dict[str, _Driver] = {}
-        self._outgoing: list[Message] = []
-        self._sending: asyncio.Task[None] | None = None
-        self._taking: asyncio.Task[None] | None = None
-
-    def join(self, key: str, driver: _Driver) -> None:
-        self.drivers[key] = driver
-        if self._taking is None:
-            self._taking = self.loop.create_task(self._take())
-
-    def leave(self, key: str) -> None:
-        self.drivers.pop(key, None)
-
-    def send(self, message: Message) -> None:
-        self._outgoing.append(message)
-        if self._sending is None:
-            self._sending = self.loop.create_task(self._send())
-
-    async def _send(self) -> None:
-        import ray.exceptions
-
-        try:
-            while self._outgoing:
-                batch, self._outgoing = self._outgoing, []
-                try:
-                    await self.handle.deliver.remote(self.name, batch)
-                except ray.exceptions.RayActorError:
-                    raise
-                except Exception:  # a message that cannot be sent: find it, each alone
-                    for message in batch:
-                        try:
-                            await self.handle.deliver.remote(self.name, [message])
-                        except ray.exceptions.RayActorError:
-                            raise
-                        except Exception as exc:
-                            self._undeliverable(message, exc)
-        except Exception as exc:  # the actor died (the take sees it too)
-            self._fail(exc)
-        finally:
-            self._sending = None
-
-    def _undeliverable(self, message: Message, exc: Exception) -> None:
-        """A message Ray could not send (something in it does not pickle): its worker
-        alone fails (a worker to start), or its requests do (answers)."""
-        kind, key, *payload = message
-        driver = self.drivers.get(key)
-        if kind == "start" and driver is not None:
-            self.drivers.pop(key)
-            driver.lost(exc)
-        elif kind == "answer":
-            error = portable_error(
-                RemoteFailure(f"its answer could not be sent ({type(exc).__name__}: {exc})")
-            )
-            self._outgoing.append(("answer", key, [(n, False, error) for n, _, _ in payload[0]]))
-
-    async def _take(self) -> None:
-        try:
-            while self.drivers:  # none left: no take waits at the actor
-                batch = await self.handle.take.remote(self.name, self.TAKE_WAIT_S)
-                for key, message in batch:
-                    driver = self.drivers.get(key)
-                    if driver is not None:
-                        driver.receive(message)
-        except Exception as exc:
-            self._fail(exc)
-        finally:
-            self._taking = None
-
-    def _fail(self, exc: Exception) -> None:
-        drivers, self.drivers = self.drivers, {}
-        for driver in drivers.values():
-            driver.lost(exc)
 
 
 class RayBackend:
@@ -303,32 +164,7 @@ class RayBackend:
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
 
     def _init(self) -> None:
-        import ray
-
-        if ray.is_initialized():
-            return
-        # Ray's usage statistics are off unless the user turned them on.
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        options: dict[str, Any] = {
-            "address": self.address or "local",
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        if self.address is None:
-            # A private Ray for this process listens on this machine only.
-            options["_node_ip_address"] = "127.0.0.1"
-            if self.num_cpus is not None:
-                options["num_cpus"] = self.num_cpus
-        elif "RAY_AUTH_MODE" not in os.environ and _token_given():
-            # A cluster with token authentication: Ray's driver sends the token only
-            # when told to, and a head started with one refuses drivers without it.
-            os.environ["RAY_AUTH_MODE"] = "token"
-            # Ray reads its configuration as it is imported: read it again (as Ray does
-            # itself when it turns token authentication on; a Ray without it has none).
-            with contextlib.suppress(ImportError, AttributeError):
-                importlib.import_module("ray._raylet").Config.initialize("")
-        ray.init(**options)
+        start_ray(self.address, self.num_cpus)
 
     def _new_actor(self) -> _Actor:
         import ray
@@ -415,7 +251,7 @@ class RayBackend:
             tools = self._tools(worker.setup)
         except ConfigError as exc:
             return _failed(worker, exc)
-        link = _Driver(context, worker, record, model_limiter)
+        link = Driver(context, worker, record, model_limiter)
         state = resume
         avoid: _Actor | None = None
         async with self._slots_here():
@@ -454,9 +290,7 @@ class RayBackend:
         return self._slots[1]
 
     def _tools(self, setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
-        """The tools of a setup an actor makes again (its memory's tools are made there,
-        on the memory at the driver; a pinned tool's calls come back here), once a
-        setup.
+        """:func:`sendable_tools`, once a setup.
 
         Raises:
             ConfigError: naming a tool that cannot be sent to the actors.
@@ -464,21 +298,7 @@ class RayBackend:
         found = self._sent_tools.get(id(setup))
         if found is not None and found[0] is setup:
             return found[1]
-        mine = {"recall", "remember"} if setup.memory is not None else set()
-        tools = [
-            Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine or t.pinned
-        ]
-        dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
-        for each in tools:
-            try:
-                dumps(each)  # as Ray will, to send it: a tool that cannot be sent fails here
-            except Exception as exc:
-                name = each.name if isinstance(each, Tool) else each.options["name"]
-                raise ConfigError(
-                    f"role {setup.role.name!r}: tool {name!r} cannot be sent to Ray "
-                    f"actors ({type(exc).__name__}: {exc}): give it by import path "
-                    "(tools: ['package.module:function']), or make what it holds picklable"
-                ) from exc
+        tools = sendable_tools(setup)
         self._sent_tools[id(setup)] = (setup, tools)
         return tools
 
@@ -497,7 +317,7 @@ class RayBackend:
         task: str,
         inputs: Mapping[str, str] | None,
         state: LoopState | None,
-        link: _Driver,
+        link: Driver,
         made: tuple[tuple[str, Any], tuple[str, Any] | None],
         tools: list[Tool[Any, Any] | Pinned],
     ) -> WorkerSpec:
@@ -544,199 +364,6 @@ class RayBackend:
         )
 
 
-class _Driver:
-    """The driver's side of one worker's stream: it answers the worker's requests
-    from the run's budget, locks, limiters and journal, and takes its checkpoints,
-    events and result."""
-
-    def __init__(
-        self,
-        context: RunContext,
-        worker: Worker,
-        record: WorkerRecord | None,
-        model_limiter: anyio.CapacityLimiter | None,
-    ) -> None:
-        self.context = context
-        self.worker = worker
-        self.record = record
-        self.model_limiter = model_limiter
-        # The journal so far: earlier lives', then this one's (a worker that moves to
-        # another actor takes it along).
-        self.entries: dict[tuple[int, str], JournalEntry] = (
-            dict(record.entries) if record is not None else {}
-        )
-        self.last_state: LoopState | None = None
-        self._drops: dict[int, anyio.Event] = {}
-        self._helpers: dict[int, asyncio.Task[None]] = {}
-        self._context = contextvars.copy_context()
-        self._channel: _Channel
-        self._key: str
-        self._finished: asyncio.Future[WorkerResult]
-
-    async def follow(self, channel: _Channel, key: str, spec: WorkerSpec) -> WorkerResult:
-        """Run the worker in ``channel``'s actor, serving its stream until its result
-        comes.
-
-        Raises:
-            RayActorError: when the actor died.
-        """
-        self._channel, self._key = channel, key
-        self._finished = channel.loop.create_future()
-        channel.join(key, self)
-        channel.send(("start", key, spec))
-        try:
-            return await asyncio.shield(self._finished)  # cancelling this leaves it
-        except BaseException:
-            if not self._finished.done():
-                # Cancelled (or the driver failed): the worker and its tool calls are
-                # cancelled there too.
-                channel.send(("cancel", key))
-            raise
-        finally:
-            channel.leave(key)
-            helpers = list(self._helpers.values())
-            for helper in helpers:  # every lock and token held for it is let go
-                helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-
-    def lost(self, exc: Exception) -> None:
-        """Its actor died (or the channel to it failed)."""
-        if not self._finished.done():
-            self._finished.set_exception(exc)
-
-    def receive(self, message: Message) -> None:
-        """One message of the worker's, in the order it sent them."""
-        kind = message[0]
-        budget = self.worker.budget
-        if kind == "event":
-            self.context.tracer.emit(message[1])
-        elif kind == "save":
-            self.last_state = message[1]
-            if self.record is not None:
-                self.record.save(message[1])
-        elif kind == "count" and budget is not None:
-            budget.reserve_model_call()  # no limit: it cannot refuse
-        elif kind == "charge" and budget is not None:
-            budget.charge(message[1])
-        elif kind == "tool_calls" and budget is not None:
-            budget.charge_tool_calls(message[1])
-        elif kind == "drop":
-            self._drops.pop(message[1], anyio.Event()).set()
-        elif kind == "ask":
-            _, number, op, args = message
-            if op == "reserve":  # at once, in order: no await in between
-                self._answer_now(number, *self._reserve())
-            else:
-                # In the worker's own context here: a pinned tool finds its run.
-                helper = self._channel.loop.create_task(
-                    self._answer(number, op, args), context=self._context
-                )
-                self._helpers[number] = helper
-                helper.add_done_callback(lambda _: self._helpers.pop(number, None))
-        elif kind == "forget":  # its worker gave the request up
-            given_up = self._helpers.get(message[1])
-            if given_up is not None:
-                given_up.cancel()
-        elif kind == "done" and not self._finished.done():
-            plain, error = message[1]
-            exception = raised(error) if error is not None else None
-            self._finished.set_result(plain.model_copy(update={"exception": exception}))
-
-    def _answer_now(self, number: int, ok: bool, value: Any) -> None:
-        self._channel.send(("answer", self._key, [(number, ok, value)]))
-
-    def _reserve(self) -> tuple[bool, Any]:
-        budget = self.worker.budget
-        try:
-            if budget is not None:
-                budget.reserve_model_call()
-        except BudgetExceeded as exc:
-            return (False, portable_error(exc))
-        return (True, None)
-
-    async def _answer(self, number: int, op: str, args: tuple[Any, ...]) -> None:
-        """Answer one request that waits (a lock, a token, a durable write)."""
-        if op == "hold":
-            await self._hold(number, *args)
-            return
-        try:
-            value = await self._done_here(op, args)
-        except Exception as exc:
-            self._answer_now(number, False, portable_error(exc))
-            return
-        self._answer_now(number, True, value)
-
-    async def _done_here(self, op: str, args: tuple[Any, ...]) -> Any:
-        """What a worker asks the driver to do for it: a durable write, or a call of
-        something that is the run's (its memory, approver, judge, a pinned tool)."""
-        worker = self.worker
-        if op == "intent":
-            return await self._intent(*args)
-        if op == "outcome":
-            return await self._outcome(*args)
-        if op == "memory" and worker.setup.memory is not None:
-            method, positional, options = args
-            return await getattr(worker.setup.memory, method)(*positional, **options)
-        if op == "approve" and worker.approver is not None:
-            return await worker.approver(*args)
-        if op == "approval" and worker.approvals is not None:
-            return await worker.approvals.record(*args)
-        if op == "judge" and worker.judge is not None:
-            return await worker.judge.ask(*args)
-        if op == "tool":
-            name, kwargs = args
-            return await _call_pinned(worker.setup.tools[name], kwargs)
-        raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
-
-    async def _hold(self, number: int, what: str, name: str) -> None:
-        """Hold a lock or a limiter's token for the worker until it drops it (or its
-        stream ends); the holding and the letting go are in this one task."""
-        drop = self._drops[number] = anyio.Event()
-        held: Any
-        if what == "lock":
-            held = self.context.locks.lock(name)
-        elif what == "tools":
-            held = self.context.tool_limiter
-        else:
-            held = self.model_limiter
-        if held is None:
-            self._answer_now(number, True, number)
-            return
-        async with held:
-            self._answer_now(number, True, number)
-            await drop.wait()
-
-    async def _intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        if self.record is not None:
-            await self.record.intent(turn, call, arguments)
-        self.entries[turn, call.id] = JournalEntry(
-            tool=call.name, arguments=arguments_text(arguments)
-        )
-
-    async def _outcome(self, turn: int, observation: ToolMessage) -> None:
-        if self.record is not None:
-            await self.record.outcome(turn, observation)
-        before = self.entries.get((turn, observation.tool_call_id))
-        self.entries[turn, observation.tool_call_id] = JournalEntry(
-            tool=observation.name,
-            arguments=before.arguments if before is not None else "{}",
-            status=observation.status,
-            content=observation.content,
-        )
-
-
-async def _call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
-    """A pinned tool's call for a worker in an actor, its arguments validated here as
-    the tool validates them (the actor checked only their shape)."""
-    if found.parameters is None:  # its schema is its function's: validate by it
-        name = found.context_param
-        context = kwargs.pop(name) if name is not None else None
-        kwargs = found.parse_arguments(json.dumps(kwargs))
-        if name is not None:
-            kwargs = {**kwargs, name: context}
-    return await run_tool(found, kwargs)
-
-
 async def _awaited(ref: Any) -> None:
     why = await ref
     if why is not None:
@@ -763,14 +390,6 @@ def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:
         error=WorkerError(type=type(exc).__name__, message=str(exc)),
         exception=exc,
     )
-
-
-def _token_given() -> bool:
-    """Whether a Ray authentication token is at hand, where Ray looks for one (its
-    environment variables, then ``~/.ray/auth_token``)."""
-    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
-        return True
-    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
 
 
 class _SetupFailed(Exception):

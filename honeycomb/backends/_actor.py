@@ -1,0 +1,213 @@
+"""The actor of the Ray backend: many workers at once on an event loop of its own,
+each talking to the driver through one stream of messages (see :mod:`._link`), and
+every worker of the actor sharing two Ray calls with the driver, so a message costs no
+call of its own: what piles up while the driver reads one batch is the next batch.
+
+This module imports no Ray: the driver makes the actor class of :class:`Hive`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar, cast
+
+import anyio
+from pydantic import BaseModel
+
+from honeycomb.backends._link import Link, Outbox, here
+from honeycomb.backends._standins import (
+    DriverApprovals,
+    DriverBudget,
+    DriverCheckpoint,
+    DriverJournal,
+    DriverJudge,
+    DriverLimiter,
+    DriverLocks,
+    DriverMemory,
+    ReservedModel,
+    driver_approver,
+    stand_in,
+)
+from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
+from runtime import (
+    Model,
+    Tool,
+    ToolRegistry,
+    Tracer,
+)
+from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
+
+T = TypeVar("T")
+
+
+class Hive:
+    """The actor: many workers at once on its event loop; roles, tools (resolved by
+    import path) and models are installed once, then shared by its workers.
+
+    A driver talks to it through two calls, whatever the number of workers:
+    :meth:`deliver` brings its messages (workers to start, answers, cancellations) and
+    :meth:`take` returns what the workers sent since the last take. Each driver's
+    messages go in their own outbox (a ``channel``), so a take left waiting by a driver
+    that went away never takes another's.
+
+    The workers run on an event loop of the actor's own, in a thread of its own, started
+    by ``asyncio.run`` as in any program, not on the loop Ray runs the actor's calls on:
+    anyio, which runs sync tools in threads, looks for the loop's root task on every
+    such call, and on a loop with none (Ray's) it searches every task, each time.
+    """
+
+    def __init__(self) -> None:
+        self._setups: dict[str, WorkerSetup] = {}
+        self._models: dict[str, Model] = {}
+        self._outboxes: dict[str, Outbox] = {}
+        self._workers: dict[str, tuple[Link, asyncio.Task[None]]] = {}
+        started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            started.set()
+            await asyncio.Event().wait()  # the actor's life: it ends with its process
+
+        threading.Thread(target=asyncio.run, args=(main(),), name="hive", daemon=True).start()
+        started.wait()
+
+    async def _there(self, call: Coroutine[Any, Any, T]) -> T:
+        """Run ``call`` on the workers' loop and wait for it here, on Ray's."""
+        assert self._loop is not None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, self._loop))
+
+    def pid(self) -> int:
+        """The actor's process id (what a fault test kills)."""
+        return os.getpid()
+
+    async def install_setup(
+        self,
+        key: str,
+        role: Role,
+        tools: Sequence[Tool[Any, Any] | Pinned],
+        output_type: type[BaseModel] | None,
+    ) -> str | None:
+        """A role's setup, from its tools as the driver resolved them (made again here
+        from their functions; a pinned tool's calls go back to the driver, and so do a
+        memory's); what went wrong, if anything did."""
+
+        def install() -> None:
+            made = ToolRegistry([stand_in(t) if isinstance(t, Pinned) else t for t in tools])
+            memory = DriverMemory() if role.memory is not None else None
+            self._setups[key] = WorkerSetup.resolved(role, made, output_type, memory)
+
+        return await self._there(_failure_of(install))
+
+    async def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
+        """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``); what
+        went wrong, if anything did."""
+
+        def install() -> None:
+            kind, value = recipe
+            if kind == "object":  # Ray sent the model itself (with cloudpickle)
+                self._models[key] = cast(Model, value)
+                return
+            path, options = value
+            module, _, name = path.rpartition(".")
+            cls = getattr(importlib.import_module(module), name)
+            self._models[key] = cast(Model, cls(**options))
+
+        return await self._there(_failure_of(install))
+
+    async def deliver(self, channel: str, messages: list[Message]) -> None:
+        """A driver's messages, in order: ``("start", key, spec)`` runs a worker,
+        ``("answer", key, answers)`` answers its requests, ``("cancel", key)`` cancels
+        it and its tool calls."""
+        await self._there(self._deliver(channel, messages))
+
+    async def _deliver(self, channel: str, messages: list[Message]) -> None:
+        outbox = self._outboxes.setdefault(channel, Outbox())
+        for kind, key, *payload in messages:
+            if kind == "start":
+                link = Link(key, outbox)
+                task = asyncio.ensure_future(self._work(key, link, payload[0]))
+                self._workers[key] = (link, task)
+                continue
+            found = self._workers.get(key)
+            if found is None:
+                continue  # it ended meanwhile
+            if kind == "answer":
+                for number, ok, value in payload[0]:
+                    found[0].answer(number, ok, value)
+            elif kind == "cancel":
+                found[1].cancel()
+
+    async def take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
+        """What this driver's workers sent since its last take, as ``(key, message)``
+        in the order they were sent; waits for the first (at most ``wait_s``)."""
+        return await self._there(self._take(channel, wait_s))
+
+    async def _take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
+        return await self._outboxes.setdefault(channel, Outbox()).take(wait_s)
+
+    async def _work(self, key: str, link: Link, spec: WorkerSpec) -> None:
+        here.set(link)  # in this worker's task (and the tasks it starts) only
+        try:
+            result = await self._worker(link, spec).run(
+                spec.task, inputs=spec.inputs, resume=spec.resume
+            )
+        except Exception as exc:  # a defect here: the worker fails, saying so
+            result = WorkerResult(
+                worker=spec.name,
+                role=self._setups[spec.setup].role.name,
+                status="failed",
+                error=WorkerError(type=type(exc).__name__, message=str(exc)),
+                exception=exc,
+            )
+        finally:
+            self._workers.pop(key, None)
+        link.send("done", portable_result(result))
+
+    def _worker(self, link: Link, spec: WorkerSpec) -> Worker:
+        model = ReservedModel(self._models[spec.model], link, spec.model_limiter, spec.reserve)
+        summarizer = (
+            ReservedModel(self._models[spec.summarizer], link, spec.model_limiter, spec.reserve)
+            if spec.summarizer is not None
+            else None
+        )
+        tracer = Tracer(lambda e: link.send("event", e), log=False, text=spec.text)
+        journal = (
+            DriverJournal(link, spec.journal, spec.on_unknown) if spec.journal is not None else None
+        )
+        return Worker(
+            self._setups[spec.setup],
+            model,
+            name=spec.name,
+            locks=DriverLocks(link),
+            tool_limiter=(
+                cast(anyio.CapacityLimiter, DriverLimiter(link, "tools", ""))
+                if spec.tool_limiter
+                else None
+            ),
+            budget=DriverBudget(link),
+            tracer=tracer if spec.events else None,
+            run_id=spec.run_id,
+            checkpoint=DriverCheckpoint(link) if spec.checkpoint else None,
+            journal=journal,
+            summarizer=summarizer,
+            approver=driver_approver if spec.approver else None,
+            approvals=DriverApprovals(spec.approvals) if spec.approvals is not None else None,
+            approval_timeout_s=spec.approval_timeout_s,
+            guards=spec.guards,
+            judge=DriverJudge() if spec.judge else None,
+        )
+
+
+async def _failure_of(install: Callable[[], None]) -> str | None:
+    """What went wrong installing, if anything did: as text, since not every error can
+    be unpickled at the driver."""
+    try:
+        install()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

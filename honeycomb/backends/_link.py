@@ -1,0 +1,88 @@
+"""The actor's side of one worker's stream to the driver: what it sends goes in its
+driver's outbox, in order; what it asks waits for the driver's answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from contextvars import ContextVar
+from typing import Any
+
+from honeycomb.backends._wire import Message, raised
+
+
+class Outbox:
+    """What an actor's workers have sent one driver and it has not taken yet: every
+    worker's messages in one list, in the order they were sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, Message]] = []
+        self.ready = asyncio.Event()
+
+    def post(self, key: str, message: Message) -> None:
+        self.messages.append((key, message))
+        self.ready.set()
+
+    async def take(self, wait_s: float) -> list[tuple[str, Message]]:
+        """Everything posted so far, once there is something (or ``wait_s`` passed)."""
+        if not self.messages:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self.ready.wait()
+        taken, self.messages = self.messages, []
+        self.ready.clear()
+        return taken
+
+
+class Link:
+    """One worker's side of its stream to the driver: what it sends, and the answers
+    it waits for."""
+
+    def __init__(self, key: str, outbox: Outbox) -> None:
+        self._key = key
+        self._outbox = outbox
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count()
+
+    def send(self, *message: Any) -> None:
+        """Send without waiting for an answer (the stream keeps the order)."""
+        self._outbox.post(self._key, message)
+
+    async def ask(self, op: str, *args: Any) -> Any:
+        """Send a request and wait for the driver's answer.
+
+        Raises:
+            BudgetExceeded: when the driver's budget refused it.
+            RemoteFailure: when it failed at the driver.
+        """
+        number = next(self._ids)
+        answer = self._waiting[number] = asyncio.get_running_loop().create_future()
+        self._outbox.post(self._key, ("ask", number, op, args))
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if not answer.done() or answer.cancelled():
+                self.send("forget", number)  # what the driver does for it is cancelled
+            raise
+        finally:
+            self._waiting.pop(number, None)
+
+    def answer(self, number: int, ok: bool, value: Any) -> None:
+        found = self._waiting.get(number)
+        if found is None or found.done():
+            return  # the request was given up (its caller cancelled)
+        if ok:
+            found.set_result(value)
+        else:
+            found.set_exception(raised(value))
+
+
+here: ContextVar[Link] = ContextVar("honeycomb_ray_worker")
+"""The stream of the worker whose task is running (for what a role's setup, shared by
+all its workers in the actor, does at the driver)."""
+
+
+async def at_driver(op: str, *args: Any) -> Any:
+    """Ask the driver to do ``op`` for the current worker, and wait for its answer."""
+    return await here.get().ask(op, *args)

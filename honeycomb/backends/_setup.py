@@ -1,0 +1,117 @@
+"""What a Ray backend sets up before its workers run: Ray itself (joined, or started
+for the process, never by accident a stranger's), and what an actor is sent to make a
+role's setup and a model again."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from honeycomb.backends._wire import Pinned
+from runtime import ConfigError, Model, Tool
+from workers import WorkerSetup
+
+
+def recipe(model: Model) -> tuple[str, Any]:
+    """How an actor makes ``model`` again: an OpenAI-compatible endpoint from its
+    settings (its API key from the actor's environment, never sent), any other model
+    sent as it is (Ray pickles it).
+
+    Raises:
+        ConfigError: for an endpoint given its API key as an argument (it would cross
+            the cluster in the clear), or a model that cannot be pickled.
+    """
+    from runtime._openai_base import OpenAIEndpoint
+
+    if isinstance(model, OpenAIEndpoint):
+        if model._api_key is not None or model._given is not None:
+            raise ConfigError(
+                f"model {model!r}: on Ray, give the API key in the actors' environment "
+                "(OPENAI_API_KEY, set on the cluster's nodes), not as api_key= or "
+                "client=: it would be sent to every actor in the clear"
+            )
+        cls = type(model)
+        options = {
+            "model": model.model,
+            "base_url": model.base_url,
+            "timeout": model.timeout,
+            "retry": model.retry,
+            "settings": model.settings,
+        }
+        return ("made", (f"{cls.__module__}.{cls.__qualname__}", options))
+    # cloudpickle: functions of __main__ too, by value.
+    dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
+    try:
+        dumps(model)  # as Ray will, to send it: a model that cannot be sent fails here
+    except Exception as exc:
+        raise ConfigError(
+            f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
+            "use a model that can be pickled, or an OpenAI-compatible endpoint"
+        ) from exc
+    return ("object", model)
+
+
+def start_ray(address: str | None, num_cpus: int | None) -> None:
+    """Join the cluster at ``address``, or start a private Ray for this process (None);
+    nothing when this process started a Ray already."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    # Ray's usage statistics are off unless the user turned them on.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    options: dict[str, Any] = {
+        "address": address or "local",
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "configure_logging": False,
+    }
+    if address is None:
+        # A private Ray for this process listens on this machine only.
+        options["_node_ip_address"] = "127.0.0.1"
+        if num_cpus is not None:
+            options["num_cpus"] = num_cpus
+    elif "RAY_AUTH_MODE" not in os.environ and _token_given():
+        # A cluster with token authentication: Ray's driver sends the token only
+        # when told to, and a head started with one refuses drivers without it.
+        os.environ["RAY_AUTH_MODE"] = "token"
+        # Ray reads its configuration as it is imported: read it again (as Ray does
+        # itself when it turns token authentication on; a Ray without it has none).
+        with contextlib.suppress(ImportError, AttributeError):
+            importlib.import_module("ray._raylet").Config.initialize("")
+    ray.init(**options)
+
+
+def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
+    """The tools of a setup an actor makes again: its memory's tools are made there, on
+    the memory at the driver; a pinned tool goes as its description (its calls come
+    back to the driver).
+
+    Raises:
+        ConfigError: naming a tool that cannot be sent to the actors.
+    """
+    mine = {"recall", "remember"} if setup.memory is not None else set()
+    tools = [Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine or t.pinned]
+    dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
+    for each in tools:
+        try:
+            dumps(each)  # as Ray will, to send it: a tool that cannot be sent fails here
+        except Exception as exc:
+            name = each.name if isinstance(each, Tool) else each.options["name"]
+            raise ConfigError(
+                f"role {setup.role.name!r}: tool {name!r} cannot be sent to Ray "
+                f"actors ({type(exc).__name__}: {exc}): give it by import path "
+                "(tools: ['package.module:function']), or make what it holds picklable"
+            ) from exc
+    return tools
+
+
+def _token_given() -> bool:
+    """Whether a Ray authentication token is at hand, where Ray looks for one (its
+    environment variables, then ``~/.ray/auth_token``)."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))

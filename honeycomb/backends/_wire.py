@@ -1,0 +1,131 @@
+"""What crosses between a Ray backend's driver and its actors: messages, errors made
+portable, a worker's spec, a pinned tool's description, a result."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from runtime import (
+    ApprovalEntry,
+    BudgetExceeded,
+    HoneycombError,
+    JournalEntry,
+    Tool,
+)
+from runtime.journal import OnUnknown
+from workers import LoopState, WorkerResult
+from workers.guards import ResolvedGuards
+
+Message = tuple[Any, ...]
+"""One message of a worker's stream: ``(kind, *payload)``."""
+
+
+class RemoteFailure(HoneycombError):
+    """What the driver answered a worker's request with, when it failed there (other
+    than a budget, which comes back as :class:`BudgetExceeded` itself)."""
+
+
+def portable_error(exc: BaseException) -> tuple[str, Any]:
+    """An error that crosses a process and comes back the same (see :func:`raised`):
+    itself, when it pickles and is made again as itself (a tool's ``ModelRetry``, say),
+    else as plain values."""
+    if isinstance(exc, BudgetExceeded):
+        return ("budget", (exc.limit, exc.allowed, exc.used))
+    try:
+        pickle.dumps(exc)  # its class importable where it goes ...
+        again = copy.deepcopy(exc)  # ... and made again from what is pickled
+    except Exception:
+        again = None
+    if type(again) is type(exc) and str(again) == str(exc):
+        return ("raised", again)
+    return ("error", f"{type(exc).__name__}: {exc}")
+
+
+def raised(error: tuple[str, Any]) -> Exception:
+    """The error :func:`portable_error` made portable."""
+    kind, value = error
+    if kind == "budget":
+        return BudgetExceeded(*value)
+    if kind == "raised":
+        return cast(Exception, value)
+    return RemoteFailure(str(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSpec:
+    """One worker to run in an actor: what it is and what it starts from.
+
+    Attributes:
+        name: The worker's name (the subtask id).
+        run_id: The run it belongs to.
+        setup: The key of its role's setup, installed in the actor before.
+        model: The key of its model, installed before.
+        summarizer: The key of its summarizer, if it has one of its own.
+        task: The subtask's instruction.
+        inputs: The results of the subtasks it depends on.
+        resume: The state it continues from (a checkpoint, or a paused worker's).
+        journal: Its journaled calls so far (None: it has no journal).
+        on_unknown: What a call with an intent and no outcome does.
+        checkpoint: Whether its state is sent to the driver every turn.
+        events: Whether its events are sent to the driver; ``text`` for streamed text.
+        text: The driver's handlers want answers' text as it is written.
+        reserve: Whether model calls are reserved at the driver before they are made
+            (the run has limits); else each is counted there as it is made.
+        tool_limiter: Whether the run bounds tool calls in flight (at the driver).
+        model_limiter: Whether the model's calls in flight are bounded at the driver.
+        approvals: Its calls asked about so far and their decisions (None: it keeps
+            no approval log); new ones are kept at the driver.
+        approver: Whether calls needing approval are decided by the run's approver
+            (at the driver; else they wait).
+        approval_timeout_s: Seconds a call waits for a decision.
+        guards: The run's argument guards (its role's come with its setup).
+        judge: Whether guards naming a judge role ask the driver's judge.
+    """
+
+    name: str
+    run_id: str
+    setup: str
+    model: str
+    summarizer: str | None
+    task: str
+    inputs: Mapping[str, str] | None
+    resume: LoopState | None
+    journal: Mapping[tuple[int, str], JournalEntry] | None
+    on_unknown: OnUnknown
+    checkpoint: bool
+    events: bool
+    text: bool
+    reserve: bool
+    tool_limiter: bool
+    model_limiter: bool
+    approvals: Mapping[tuple[int, str], ApprovalEntry] | None = None
+    approver: bool = False
+    approval_timeout_s: float | None = None
+    guards: ResolvedGuards | None = None
+    judge: bool = False
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A pinned tool (see ``Tool.pinned``) as an actor gets it: what the model is told
+    of it and how its calls are scheduled, not its function (which holds what is the
+    run's process's): its calls are made at the driver, by the tool itself."""
+
+    options: dict[str, Any]
+    context_param: str | None
+
+    @classmethod
+    def of(cls, found: Tool[Any, Any]) -> Pinned:
+        return cls({**found.options(), "parameters": found.schema.parameters}, found.context_param)
+
+
+def portable_result(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any] | None]:
+    """A result that crosses a process: its exception as plain values (many
+    exceptions cannot be unpickled)."""
+    exc = result.exception
+    plain = result.model_copy(update={"exception": None})
+    return plain, portable_error(exc) if exc is not None else None
