@@ -70,19 +70,27 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         "configure_logging": False,
     }
     if address is None:
-        # A private Ray for this process listens on this machine only.
+        # A private Ray for this process listens on this machine only, with token
+        # authentication (Ray's default for a new local Ray, which it warns of when
+        # nobody chose it).
         options["_node_ip_address"] = "127.0.0.1"
         if num_cpus is not None:
             options["num_cpus"] = num_cpus
+        if "RAY_AUTH_MODE" not in os.environ:
+            _use_token_auth()
     elif "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
-        os.environ["RAY_AUTH_MODE"] = "token"
-        # Ray reads its configuration as it is imported: read it again (as Ray does
-        # itself when it turns token authentication on; a Ray without it has none).
-        with contextlib.suppress(ImportError, AttributeError):
-            importlib.import_module("ray._raylet").Config.initialize("")
+        _use_token_auth()
     ray.init(**options)
+
+
+def _use_token_auth() -> None:
+    os.environ["RAY_AUTH_MODE"] = "token"
+    # Ray reads its configuration as it is imported: read it again (as Ray does itself
+    # when it turns token authentication on; a Ray without it has none).
+    with contextlib.suppress(ImportError, AttributeError):
+        importlib.import_module("ray._raylet").Config.initialize("")
 
 
 def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:

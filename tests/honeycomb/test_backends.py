@@ -231,8 +231,10 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **options: given.update(options))
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     RayBackend()._init()
     assert given["address"] == "local"  # never "auto", never RAY_ADDRESS
+    assert os.environ["RAY_AUTH_MODE"] == "token"  # chosen, so Ray does not warn of it
     assert given["include_dashboard"] is False
     assert given["_node_ip_address"] == "127.0.0.1"
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
