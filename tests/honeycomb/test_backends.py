@@ -556,3 +556,31 @@ async def test_an_answer_that_cannot_be_sent_fails_its_request_alone(ray_session
     assert "its answer could not be sent" in failed
     assert after == "after"
     assert other.text == "other"
+
+
+async def test_a_run_whose_driver_was_killed_resumes(ray_session: None, tmp_path: Path) -> None:
+    """The driver (with its private Ray) killed mid-run: ``resume`` continues the run
+    from the store, here on Ray, and the side effect it had made is not made again."""
+    from tests.support.ray_driver import lost_run
+
+    db, notes, waits = (str(tmp_path / name) for name in ("runs.db", "notes", "waits"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    driver = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.support.ray_driver", "--stored", db, notes, waits,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**env, "RAY_USAGE_STATS_ENABLED": "0"},
+    )  # fmt: skip
+    try:
+        await _until(lambda: "waiting" in _text(Path(waits)), within_s=90)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
+        await driver.wait()
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        result = await lost_run(db, notes, waits, pool).resume("lost")
+    finally:
+        pool.stop()
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    assert worker.text == "noted once|waited again"  # on from its last checkpoint
+    assert _text(Path(notes)) == "once\n"  # the side effect ran once

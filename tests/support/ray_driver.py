@@ -1,5 +1,11 @@
-"""A driver process for the cluster test: it joins the Ray cluster at ``argv[1]``,
-runs two subtasks on it, and prints what each answered and the actors' pids, as JSON.
+"""Driver processes for the Ray tests.
+
+``python -m tests.support.ray_driver ADDRESS``: joins the Ray cluster at ADDRESS, runs
+two subtasks on it, and prints what each answered and the actors' pids, as JSON.
+
+``python -m tests.support.ray_driver --stored DB NOTES WAITS``: on a private Ray, a
+stored run (id ``lost``) of one worker that writes a note (a side effect), then waits a
+minute: the test kills this process meanwhile, and resumes the run.
 """
 
 from __future__ import annotations
@@ -23,5 +29,33 @@ async def main(address: str) -> None:
     backend.stop()
 
 
+LOST_CALLS = [
+    [["note", {"path": "{notes}", "text": "once"}]],
+    [["wait", {"path": "{waits}", "seconds": 60}]],
+]
+
+
+def lost_run(db: str, notes: str, waits: str, backend: RayBackend | None) -> Executor:
+    """The executor of the run ``--stored`` starts and the test resumes."""
+    tools = tuple(f"tests.support.ray_tools:{t}" for t in ("note", "wait"))
+    return Executor(
+        [Role(name="r", tools=tools)], FunctionModel(scripted), aggregator="concat",
+        backend=backend, store=db,
+    )  # fmt: skip
+
+
+def lost_task(notes: str, waits: str) -> str:
+    turns = json.dumps(LOST_CALLS).replace("{notes}", notes).replace("{waits}", waits)
+    return json.dumps({"turns": json.loads(turns)})
+
+
+async def stored(db: str, notes: str, waits: str) -> None:
+    executor = lost_run(db, notes, waits, RayBackend(actors=1, actor_cpus=0))
+    await executor.run("t", subtasks=[("r", lost_task(notes, waits))], run_id="lost")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    if sys.argv[1] == "--stored":
+        asyncio.run(stored(*sys.argv[2:5]))
+    else:
+        asyncio.run(main(sys.argv[1]))
