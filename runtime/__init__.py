@@ -102,9 +102,6 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
-from runtime.pricing import Price, PricedModel
-from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
-from runtime.text_tools import TextToolModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
@@ -232,15 +229,23 @@ if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
+    from runtime.pricing import Price, PricedModel
+    from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
     from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.text_tools import TextToolModel
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "AdaptiveLimiter": "runtime.ratelimit",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenAIResponsesModel": "runtime.openai_responses",
+    "Price": "runtime.pricing",
+    "PricedModel": "runtime.pricing",
+    "RateLimitedModel": "runtime.ratelimit",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
+    "TextToolModel": "runtime.text_tools",
     "YamlDocument": "runtime.yaml_config",
     "YamlPath": "runtime.yaml_config",
     "format_path": "runtime.yaml_config",
