@@ -9,9 +9,11 @@ other values; the run store; spans, timelines and logging; and every error::
 
     from honeycomb import Executor, Role, tool, OpenAIModel
 
-The OpenAI adapter, the offline model, the run store, the hive reader and the
-timeline's renderers load on first use: they (and ``openai``, ``sqlite3``, ``yaml``,
-``rich``, ``opentelemetry``) take time to import, and many programs need none of them.
+The OpenAI adapter, the offline model, the run store, the hive reader, the timeline's
+renderers, spans and logging, the test models, the text tool protocol and the models
+that add prices and rate limits load on first use: they (and ``openai``, ``sqlite3``,
+``yaml``, ``rich``, ``opentelemetry``) take time to import, and many programs need none
+of them.
 """
 
 from typing import TYPE_CHECKING

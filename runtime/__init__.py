@@ -1,8 +1,9 @@
 """Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
 
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
-retry policy and the YAML reader load on first use (they, ``openai``, ``tenacity`` and
-``yaml`` take time and memory to import, and many programs never need them).
+retry policy, the YAML reader, the text tool protocol and the models that add prices
+and rate limits load on first use (they, ``openai``, ``tenacity`` and ``yaml`` take
+time and memory to import, and many programs never need them).
 """
 
 from typing import TYPE_CHECKING
