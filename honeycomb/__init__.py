@@ -9,9 +9,11 @@ other values; the run store; spans, timelines and logging; and every error::
 
     from honeycomb import Executor, Role, tool, OpenAIModel
 
-The OpenAI adapter, the offline model, the run store, the hive reader and the
-timeline's renderers load on first use: they (and ``openai``, ``sqlite3``, ``yaml``,
-``rich``, ``opentelemetry``) take time to import, and many programs need none of them.
+The OpenAI adapter, the offline model, the run store, the hive reader, the timeline's
+renderers, spans and logging, the test models, the text tool protocol and the models
+that add prices and rate limits load on first use: they (and ``openai``, ``sqlite3``,
+``yaml``, ``rich``, ``opentelemetry``) take time to import, and many programs need none
+of them.
 """
 
 from typing import TYPE_CHECKING
@@ -47,15 +49,7 @@ from honeycomb.run import (
     WorkerFinished,
     WorkerStarted,
 )
-from honeycomb.trace import (
-    Span,
-    SpanRecorder,
-    configure_logging,
-    from_jsonl,
-    to_jsonl,
-)
 from runtime import (
-    AdaptiveLimiter,
     AgentError,
     ApprovalError,
     ApprovalRequest,
@@ -116,9 +110,6 @@ from runtime import (
     OutputValidationError,
     PendingApproval,
     PlanError,
-    Price,
-    PricedModel,
-    RateLimitedModel,
     ReasoningItem,
     RetryAfterPastDeadline,
     RunawayLoop,
@@ -131,7 +122,6 @@ from runtime import (
     StreamInterrupted,
     SystemMessage,
     TextDelta,
-    TextToolModel,
     Tool,
     ToolCall,
     ToolCallFinished,
@@ -159,11 +149,6 @@ from runtime import (
     validate_value,
 )
 from runtime._lazy import lazy_attributes
-from runtime.testing import (
-    FunctionModel,
-    ScriptedModel,
-    call,
-)
 from workers import (
     AgentLoop,
     Approvals,
@@ -379,32 +364,61 @@ if TYPE_CHECKING:
     from honeycomb.store import RunStore, RunSummary
     from honeycomb.trace import (
         OpenTelemetryExporter,
+        Span,
+        SpanRecorder,
         Timeline,
         build_timeline,
+        configure_logging,
+        from_jsonl,
         render_timeline,
         to_html,
+        to_jsonl,
     )
-    from runtime import OpenAIModel, OpenAIResponsesModel, RetryingModel, RetryPolicy
+    from runtime import (
+        AdaptiveLimiter,
+        OpenAIModel,
+        OpenAIResponsesModel,
+        Price,
+        PricedModel,
+        RateLimitedModel,
+        RetryingModel,
+        RetryPolicy,
+        TextToolModel,
+    )
     from runtime.embeddings import OpenAIEmbeddings
+    from runtime.testing import FunctionModel, ScriptedModel, call
 
 _LAZY = {
+    "AdaptiveLimiter": "runtime.ratelimit",
+    "FunctionModel": "runtime.testing",
     "Hive": "honeycomb.hive",
     "OfflineModel": "honeycomb.offline",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenAIResponsesModel": "runtime.openai_responses",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
+    "Price": "runtime.pricing",
+    "PricedModel": "runtime.pricing",
+    "RateLimitedModel": "runtime.ratelimit",
     "RayBackend": "honeycomb.backends",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
     "RunStore": "honeycomb.store",
     "RunSummary": "honeycomb.store",
-    "WorkerLost": "honeycomb.backends",
+    "ScriptedModel": "runtime.testing",
+    "Span": "honeycomb.trace.spans",
+    "SpanRecorder": "honeycomb.trace.spans",
+    "TextToolModel": "runtime.text_tools",
     "Timeline": "honeycomb.trace.timeline",
+    "WorkerLost": "honeycomb.backends",
     "build_timeline": "honeycomb.trace.timeline",
+    "call": "runtime.testing",
+    "configure_logging": "honeycomb.trace.logs",
+    "from_jsonl": "honeycomb.trace.spans",
     "load_hive": "honeycomb.hive",
     "render_timeline": "honeycomb.trace.terminal",
     "to_html": "honeycomb.trace.html",
+    "to_jsonl": "honeycomb.trace.spans",
 }
 
 __getattr__ = lazy_attributes("honeycomb", _LAZY, globals())

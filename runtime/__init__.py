@@ -1,8 +1,9 @@
 """Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
 
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
-retry policy and the YAML reader load on first use (they, ``openai``, ``tenacity`` and
-``yaml`` take time and memory to import, and many programs never need them).
+retry policy, the YAML reader, the text tool protocol and the models that add prices
+and rate limits load on first use (they, ``openai``, ``tenacity`` and ``yaml`` take
+time and memory to import, and many programs never need them).
 """
 
 from typing import TYPE_CHECKING
@@ -102,9 +103,6 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
-from runtime.pricing import Price, PricedModel
-from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
-from runtime.text_tools import TextToolModel
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
@@ -232,15 +230,23 @@ if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
+    from runtime.pricing import Price, PricedModel
+    from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
     from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.text_tools import TextToolModel
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "AdaptiveLimiter": "runtime.ratelimit",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenAIResponsesModel": "runtime.openai_responses",
+    "Price": "runtime.pricing",
+    "PricedModel": "runtime.pricing",
+    "RateLimitedModel": "runtime.ratelimit",
     "RetryPolicy": "runtime.retry",
     "RetryingModel": "runtime.retry",
+    "TextToolModel": "runtime.text_tools",
     "YamlDocument": "runtime.yaml_config",
     "YamlPath": "runtime.yaml_config",
     "format_path": "runtime.yaml_config",

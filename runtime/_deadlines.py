@@ -15,7 +15,6 @@ for it, so a cancellation from anywhere else still propagates.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 import weakref
 from typing import Any
@@ -32,28 +31,22 @@ class _Deadlines:
     """The calls under a time limit on one event loop, and the one timer."""
 
     def __init__(self) -> None:
-        self._calls: dict[float, dict[int, tuple[float, asyncio.Task[Any]]]] = {}
-        self._keys = itertools.count()
-        self._expired: set[int] = set()
+        # Per limit, each running block and its deadline: the block is the key, and
+        # holds its task (no key or tuple is made per call).
+        self._calls: dict[float, dict[within, float]] = {}
         # Weakly: the loop holds its timer while it is due, and a timer holds its loop.
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._armed_for = math.inf
 
-    def start(self, loop: asyncio.AbstractEventLoop, limit: float, task: asyncio.Task[Any]) -> int:
+    def start(self, loop: asyncio.AbstractEventLoop, limit: float, block: within) -> None:
         when = loop.time() + limit
-        key = next(self._keys)
-        self._calls.setdefault(limit, {})[key] = (when, task)
+        self._calls.setdefault(limit, {})[block] = when
         if when < self._armed_for:
             self._arm(loop, when)
-        return key
 
-    def end(self, limit: float, key: int) -> bool:
-        """Forget a call; True when its deadline passed (its task was cancelled)."""
-        self._calls[limit].pop(key, None)
-        if key in self._expired:
-            self._expired.discard(key)
-            return True
-        return False
+    def end(self, limit: float, block: within) -> None:
+        """Forget a block (whose deadline may have passed)."""
+        self._calls[limit].pop(block, None)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         armed = self._timer() if self._timer is not None else None
@@ -67,13 +60,13 @@ class _Deadlines:
         now, earliest = loop.time(), math.inf
         for calls in self._calls.values():
             while calls:
-                key, (when, task) = next(iter(calls.items()))
+                block, when = next(iter(calls.items()))
                 if when > now:
                     earliest = min(earliest, when)
                     break
-                del calls[key]
-                self._expired.add(key)
-                task.cancel()
+                del calls[block]
+                block._expired = True
+                block._task.cancel()
         if earliest < math.inf:
             self._arm(loop, earliest)
 
@@ -111,20 +104,22 @@ class within:  # used as a function would be: ``with within(5): ...``
             cancellation and ended late: its result is dropped either way).
     """
 
-    __slots__ = ("_key", "_limit", "_table", "_task")  # one is alive per running call
+    __slots__ = ("_expired", "_limit", "_table", "_task")  # one is alive per running call
 
     def __init__(self, limit: float) -> None:
         self._limit = limit
+        self._expired = False  # its deadline passed and cancelled its task
 
     def __enter__(self) -> None:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None, "within() runs in a task"
         self._table, self._task = _table(loop), task
-        self._key = self._table.start(loop, self._limit, task)
+        self._table.start(loop, self._limit, self)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
-        if not self._table.end(self._limit, self._key):
+        self._table.end(self._limit, self)
+        if not self._expired:
             return  # in time: whatever happened is the call's own
         # The deadline passed and cancelled the call, which ended with ``exc`` (or
         # swallowed the cancellation and returned).

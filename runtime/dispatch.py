@@ -133,6 +133,10 @@ class Dispatcher:
         guard: Checks every call's arguments before the turn's calls run.
     """
 
+    # One dispatcher per worker: no instance dict.
+    __slots__ = ("_last", "_limiter", "_run_id", "_seen", "_tracer", "_tracing", "_worker",
+                 "approvals", "guard", "journal", "locks", "policy", "tools")  # fmt: skip
+
     def __init__(
         self,
         tools: ToolRegistry,

@@ -122,6 +122,11 @@ class AgentLoop:
         guards: Its output guards check each answer before it is accepted.
     """
 
+    # One loop per running worker: no instance dict.
+    __slots__ = ("_compactor", "_conversation", "_head", "_output", "budget", "checkpoint",
+                 "dispatcher", "guards", "instructions", "model", "run_id", "settings",
+                 "tracer", "worker")  # fmt: skip
+
     def __init__(
         self,
         model: Model,

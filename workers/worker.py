@@ -21,6 +21,7 @@ from runtime import (
     Journal,
     LockTable,
     Memory,
+    Message,
     Model,
     Tool,
     ToolRegistry,
@@ -36,7 +37,7 @@ from workers.guards import GuardRunner, Judge, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
 from workers.memory import memory_tools, recall_at_start
 from workers.role import Role
-from workers.state import Checkpoint, Failed, LoopSettings, LoopState, Waiting
+from workers.state import Checkpoint, Failed, Final, LoopSettings, LoopState, Waiting
 
 __all__ = [
     "DEPENDENCY_HEADER",
@@ -235,6 +236,10 @@ class Worker:
         judge: Asks the roles its judge guards name (the run's).
     """
 
+    # One worker per subtask, alive while it runs: no instance dict.
+    __slots__ = ("_dispatcher", "_guards", "budget", "checkpoint", "model", "name", "role",
+                 "run_id", "setup", "summarizer", "tools", "tracer")  # fmt: skip
+
     def __init__(
         self,
         role: Role | WorkerSetup,
@@ -328,19 +333,7 @@ class Worker:
         propagates. A role with ``memory:`` recalls what it holds for ``task`` first
         (not when resumed: the recall is in the saved conversation)."""
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
-        loop = AgentLoop(
-            self.model,
-            self._dispatcher,
-            instructions=self.setup.system_prompt,
-            settings=self.setup.settings,
-            budget=self.budget,
-            tracer=self.tracer,
-            worker=self.name,
-            run_id=self.run_id,
-            checkpoint=self.checkpoint,
-            summarizer=self.summarizer,
-            guards=self._guards,
-        )
+        loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
         bound = _logging.bind(run_id=self.run_id, worker=self.name)
         try:
@@ -357,8 +350,37 @@ class Worker:
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
             _logging.unbind(bound)
+        return self._ended(outcome, loop.head(prompt), started_at, started)
+
+    # Helpers of run(): what is in its own frame is held by every worker while it runs.
+
+    def _loop(self) -> AgentLoop:
+        """A loop for one run of this worker."""
+        return AgentLoop(
+            self.model,
+            self._dispatcher,
+            instructions=self.setup.system_prompt,
+            settings=self.setup.settings,
+            budget=self.budget,
+            tracer=self.tracer,
+            worker=self.name,
+            run_id=self.run_id,
+            checkpoint=self.checkpoint,
+            summarizer=self.summarizer,
+            guards=self._guards,
+        )
+
+    def _ended(
+        self,
+        outcome: Final | Failed | Waiting,
+        head: tuple[Message, ...],
+        started_at: float,
+        started: float,
+    ) -> WorkerResult:
+        """The result of a run whose loop ended with ``outcome``; ``head``: the messages
+        before the loop's state (the system prompt and the task)."""
         state = outcome.state
-        transcript = Transcript(messages=loop.head(prompt) + state.messages)
+        transcript = Transcript(messages=head + state.messages)
         if isinstance(outcome, Waiting):
             waiting = self._result(
                 "waiting", transcript, state.usage, state.turn, started_at, started,

@@ -23,7 +23,6 @@ from honeycomb.run.plan import Plan, critical_path, plan_problems
 from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
 from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult, answer_as_text
 from honeycomb.run.scheduler import Scheduler, stopped_status
-from honeycomb.trace.spans import SpanRecorder
 from runtime import (
     Budget,
     BudgetExceeded,
@@ -82,12 +81,13 @@ class Run:
             from honeycomb.run.record import RunRecord
 
             self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
-        # The span recorder takes every event last, after the callers' handlers.
-        recorder = [SpanRecorder(self.record.span if self.record is not None else None)]
-        self.tracer = Tracer(
-            *shared.handlers, *handlers, *(recorder if shared.trace else ()),
-            log=shared.log_events, text=text,
-        )  # fmt: skip
+        every = [*shared.handlers, *handlers]
+        if shared.trace:  # spans (and their module) only for a run that records them
+            from honeycomb.trace.spans import SpanRecorder
+
+            # The span recorder takes every event last, after the callers' handlers.
+            every.append(SpanRecorder(self.record.span if self.record is not None else None))
+        self.tracer = Tracer(*every, log=shared.log_events, text=text)
         budget = within.budget if within is not None else Budget(policy.budgets.limits())
         judge = Judge(shared.roles, shared.model_for, budget)
         self.guards = GuardRunner(shared.guards, tracer=self.tracer, judge=judge, run_id=run_id)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
@@ -45,6 +45,7 @@ from workers.memory import keep_result
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord, WorkerRecord
     from honeycomb.run.restore import Resumed
+    from workers.state import LoopState
 
 __all__ = ["Scheduler", "stopped_status"]
 
@@ -138,25 +139,81 @@ class Scheduler:
         return time.perf_counter() - self._started
 
     async def _run_subtask(self, subtask: Subtask) -> None:
+        """A subtask's whole life. Its worker runs in this coroutine itself, not in one
+        it awaits: while they run, workers hold one frame of the scheduler's each."""
+        prepared = await self._prepared(subtask)
+        if prepared is None:
+            return  # finished before, skipped, or failed to start
+        worker, inputs, state, record = prepared
+        del prepared  # the tuple would be held as long as the worker runs
+        slots, limit = self._slots, self.policy.worker_timeout_s
+        started: float | None = None
+        result: WorkerResult | None = None
+        try:
+            while True:  # in one of the slots, under the worker timeout (None: past it)
+                if slots is not None:
+                    await slots.acquire()
+                try:
+                    if started is None:
+                        started = self._started_now(subtask)
+                    running = self._running(subtask, worker, inputs, state, record)
+                    if limit is None:
+                        result = await running
+                    else:
+                        deadline = asyncio.timeout(limit)
+                        try:
+                            async with deadline:
+                                result = await running
+                        except TimeoutError:
+                            if not deadline.expired():
+                                raise
+                            result = None
+                finally:
+                    if slots is not None:
+                        slots.release()
+                # Paused for approval: on again once its calls are decided in this
+                # process, unless nothing else can proceed first (then it ends waiting).
+                if result is None or result.status != "waiting" or record is None:
+                    break
+                if not await self._decided(subtask, result, record):
+                    break
+                state = result.state
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
+            if self._fatal is None:
+                self._fatal = exc
+            self._cancel()
+            # Raised by run(), in the run's own task: out of a task of its own, asyncio
+            # would let a KeyboardInterrupt or SystemExit escape its event loop.
+            return
+        await self._ended(subtask, worker, result, started)
+
+    async def _prepared(
+        self, subtask: Subtask
+    ) -> tuple[Worker, dict[str, str] | None, LoopState | None, WorkerRecord | None] | None:
+        """The subtask's worker, its inputs, the state it resumes from and its record;
+        None when it is not to run: it finished in an earlier life of this run, a
+        dependency did not succeed, or its tools cannot be had (it has its outcome)."""
         before = self._before.get(subtask.id)
         if before is not None:  # finished in an earlier life of this run
             await self._finish(
                 subtask, before.status, self._revalidated(subtask, before.worker), before.error,
                 before.started_s, stored=True,
             )  # fmt: skip
-            return
+            return None
         inputs = None
         if subtask.depends_on:
             inputs = await self._inputs(subtask)
             if inputs is None:
-                return  # skipped
+                return None  # skipped
         ctx = self.context
         try:
             await ctx.prepare([ctx.roles[subtask.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
             error = WorkerError(type=type(exc).__name__, message=str(exc))
             await self._finish(subtask, "failed", None, error, self.elapsed_s)
-            return
+            return None
         state = self._states.get(subtask.id)
         record = None
         log = None
@@ -168,28 +225,37 @@ class Scheduler:
         worker = ctx.worker(
             subtask.role, name=subtask.id, checkpoint=record, journal=record, approvals=log
         )
-        limit = self.policy.worker_timeout_s
-        started = None
-        try:
-            started, result = await self._work(
-                subtask, worker, inputs, state, first=True, record=record
-            )
-            # Paused for approval: on again once its calls are decided in this process,
-            # unless nothing else can proceed first (then it ends waiting).
-            while result is not None and result.status == "waiting" and record is not None:
-                if not await self._decided(subtask, result, record):
-                    break
-                _, result = await self._work(subtask, worker, inputs, result.state, record=record)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
-            if self._fatal is None:
-                self._fatal = exc
-            self._cancel()
-            # Raised by run(), in the run's own task: out of a task of its own, asyncio
-            # would let a KeyboardInterrupt or SystemExit escape its event loop.
-            return
+        return worker, inputs, state, record
+
+    def _started_now(self, subtask: Subtask) -> float:
+        """When the subtask's worker starts (now), reported as an event."""
+        ctx = self.context
+        if ctx.tracer.enabled:
+            ctx.tracer.emit(WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role))
+        return self.elapsed_s
+
+    def _running(
+        self,
+        subtask: Subtask,
+        worker: Worker,
+        inputs: dict[str, str] | None,
+        state: LoopState | None,
+        record: WorkerRecord | None,
+    ) -> Awaitable[WorkerResult]:
+        """The worker's run, from ``state`` if given, here or on the run's backend."""
+        ctx = self.context
+        if ctx.backend is None:
+            return worker.run(subtask.instruction, inputs=inputs, resume=state)
+        return ctx.backend.run_worker(
+            ctx, worker, subtask.instruction, inputs=inputs, resume=state, record=record
+        )
+
+    async def _ended(
+        self, subtask: Subtask, worker: Worker, result: WorkerResult | None, started: float | None
+    ) -> None:
+        """Record how the worker ended: its result (None: past the worker timeout)."""
         if result is None:
+            limit = self.policy.worker_timeout_s or 0.0
             error = WorkerError(type="WorkerTimeout", message=f"the worker ran past {limit:g}s")
             await self._finish(subtask, "failed", None, error, started)
             return
@@ -207,52 +273,6 @@ class Scheduler:
                 memory, uses, result.text, run_id=self.context.run_id, role=worker.role.name,
                 worker=worker.name,
             )  # fmt: skip
-
-    async def _work(
-        self,
-        subtask: Subtask,
-        worker: Worker,
-        inputs: dict[str, str] | None,
-        state: Any,
-        *,
-        first: bool = False,
-        record: WorkerRecord | None = None,
-    ) -> tuple[float, WorkerResult | None]:
-        """When the worker started (reported, the ``first`` time), and its result: its
-        run (from ``state``, if given) in one of the slots, under the worker timeout
-        (None: it ran past it)."""
-        slots = self._slots
-        if slots is not None:
-            await slots.acquire()
-        try:
-            ctx = self.context
-            if first and ctx.tracer.enabled:
-                ctx.tracer.emit(
-                    WorkerStarted(worker=subtask.id, run_id=ctx.run_id, role=subtask.role)
-                )
-            started = self.elapsed_s
-            backend = ctx.backend
-            running = (
-                worker.run(subtask.instruction, inputs=inputs, resume=state)
-                if backend is None
-                else backend.run_worker(
-                    ctx, worker, subtask.instruction, inputs=inputs, resume=state, record=record
-                )
-            )
-            limit = self.policy.worker_timeout_s
-            if limit is None:
-                return started, await running
-            deadline = asyncio.timeout(limit)
-            try:
-                async with deadline:
-                    return started, await running
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-            return started, None
-        finally:
-            if slots is not None:
-                slots.release()
 
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or

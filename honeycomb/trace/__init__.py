@@ -1,13 +1,13 @@
 """Seeing what a run did: its spans, its timeline drawn in a terminal or as a web
 page, OpenTelemetry export, and logging.
 
-Spans load with the package; the timeline's renderers, OpenTelemetry and logging load
-on first use (``rich``, ``opentelemetry`` and ``structlog`` take time to import).
+Everything loads on first use: spans are made only for runs that record them, and the
+timeline's renderers, OpenTelemetry and logging need ``rich``, ``opentelemetry`` and
+``structlog``, which take time to import.
 """
 
 from typing import TYPE_CHECKING
 
-from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from runtime._lazy import lazy_attributes
 
 __all__ = [
@@ -27,16 +27,21 @@ if TYPE_CHECKING:
     from honeycomb.trace.html import to_html
     from honeycomb.trace.logs import configure_logging
     from honeycomb.trace.otel import OpenTelemetryExporter
+    from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
     from honeycomb.trace.terminal import render_timeline
     from honeycomb.trace.timeline import Timeline, build_timeline
 
 _LAZY = {
     "OpenTelemetryExporter": "honeycomb.trace.otel",
+    "Span": "honeycomb.trace.spans",
+    "SpanRecorder": "honeycomb.trace.spans",
     "Timeline": "honeycomb.trace.timeline",
     "build_timeline": "honeycomb.trace.timeline",
     "configure_logging": "honeycomb.trace.logs",
+    "from_jsonl": "honeycomb.trace.spans",
     "render_timeline": "honeycomb.trace.terminal",
     "to_html": "honeycomb.trace.html",
+    "to_jsonl": "honeycomb.trace.spans",
 }
 
 __getattr__ = lazy_attributes("honeycomb.trace", _LAZY, globals())
