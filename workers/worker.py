@@ -278,13 +278,6 @@ class Worker:
         self.tracer = tracer or Tracer()
         self.checkpoint = checkpoint
         self.summarizer = summarizer
-        # What it decides and checks its calls with, as given (a backend that runs the
-        # worker in another process makes stand-ins of them there).
-        self.approver = approver
-        self.approvals = approvals
-        self.approval_timeout_s = approval_timeout_s
-        self.guards = guards
-        self.judge = judge
         own = setup.guards.with_arguments(guards.arguments if guards is not None else ())
         self._guards: GuardRunner | None = None
         if not own.empty:

@@ -259,12 +259,13 @@ class Driver:
         if op == "memory" and worker.setup.memory is not None:
             method, positional, options = args
             return await getattr(worker.setup.memory, method)(*positional, **options)
-        if op == "approve" and worker.approver is not None:
-            return await worker.approver(*args)
-        if op == "approval" and worker.approvals is not None:
-            return await worker.approvals.record(*args)
-        if op == "judge" and worker.judge is not None:
-            return await worker.judge.ask(*args)
+        context = self.context
+        if op == "approve" and context.approver is not None:
+            return await context.approver(*args)
+        if op == "approval" and self.record is not None:
+            return await self.record.record_approval(*args)
+        if op == "judge" and context.judge is not None:
+            return await context.judge.ask(*args)
         if op == "tool":
             name, kwargs = args
             return await call_pinned(worker.setup.tools[name], kwargs)

@@ -352,15 +352,11 @@ class RayBackend:
             reserve=_limited(worker.budget),
             tool_limiter=context.tool_limiter is not None,
             model_limiter=link.model_limiter is not None,
-            approvals=(
-                dict(record.approvals)
-                if record is not None and worker.approvals is not None
-                else None
-            ),
-            approver=worker.approver is not None,
-            approval_timeout_s=worker.approval_timeout_s,
-            guards=worker.guards,
-            judge=worker.judge is not None,
+            approvals=dict(record.approvals) if record is not None else None,
+            approver=context.approver is not None,
+            approval_timeout_s=context.approval_timeout_s,
+            guards=context.guards,
+            judge=context.judge is not None,
         )
 
 
