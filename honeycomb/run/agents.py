@@ -29,7 +29,7 @@ from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime import ModelRetry, Tool, ToolContext
 from runtime.approvals import ApprovalNeeded
-from workers import Role, WorkerResult
+from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ class NestedRuns:
         self.context = context
         self.record = record
         self.resumed = resumed
+        # Nested workers paused for approval in this life, by name: the call that runs
+        # one again once its calls are decided continues it from there.
+        self._paused: dict[str, LoopState] = {}
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -74,7 +77,9 @@ class NestedRuns:
         before = resumed.finished.get(name) if resumed is not None else None
         if before is not None and before.worker is not None:  # it ended in an earlier life
             return _answer(role, before.worker)
-        state = resumed.states.get(name) if resumed is not None else None
+        state = self._paused.pop(name, None)
+        if state is None and resumed is not None:
+            state = resumed.states.get(name)
         record = log = None
         if self.record is not None:
             from honeycomb.run.record import approval_log
@@ -119,8 +124,9 @@ class NestedRuns:
                 )
             )  # fmt: skip
         if result.status == "waiting" and self.record is not None:
-            # Its calls wait in the store: its caller waits with it, and a resumed run
-            # makes the call again and continues it from there, once decided.
+            # Its calls wait in the store: its caller waits with it, and the call made
+            # again (in this life, or a resumed run) continues it from there, decided.
+            self._paused[name] = result.state
             raise ApprovalNeeded(result.pending)
         return _answer(role, result)
 

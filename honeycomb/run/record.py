@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from honeycomb.run.plan import Plan
@@ -64,7 +64,7 @@ class RunRecord:
         self.on_unknown: OnUnknown = on_unknown
         self.lease: Lease | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
-        self._approvals: Mapping[str, Mapping[tuple[int, str], ApprovalEntry]] = {}
+        self._approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = {}
         self._spans: list[Span] = []
         self._spans_due: asyncio.TimerHandle | None = None  # writes what waits
         self._workers: dict[str, WorkerRecord] = {}  # running, by subtask
@@ -130,7 +130,14 @@ class RunRecord:
         self, approvals: Mapping[str, Mapping[tuple[int, str], ApprovalEntry]]
     ) -> None:
         """Calls asked about (and decisions) of earlier lives of this run, by worker."""
-        self._approvals = approvals
+        self._approvals = {worker: dict(entries) for worker, entries in approvals.items()}
+
+    def decided(self, entries: Iterable[ApprovalEntry]) -> None:
+        """Decisions recorded while the run goes (``Executor.decide``): a worker's record
+        made from now on reads them (a nested worker's, as its caller goes on)."""
+        for entry in entries:
+            pending = entry.pending
+            self._approvals.setdefault(pending.worker, {})[pending.turn, pending.call_id] = entry
 
     def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in

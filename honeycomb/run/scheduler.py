@@ -278,7 +278,8 @@ class Scheduler:
         """Wait, paused, until every call ``result`` waits on is decided (True), or
         until nothing else in the run can proceed (False)."""
         assert self.record is not None
-        wanted = {(p.turn, p.call_id) for p in result.pending}
+        # By worker too: a call it waits on may be a nested worker's (agent:ROLE).
+        wanted = {(p.worker, p.turn, p.call_id) for p in result.pending}
         self._paused.add(subtask.id)
         try:
             while True:
@@ -287,13 +288,18 @@ class Scheduler:
                 if self._idle:
                     return False
                 found = await self.record.store.approvals_of(self.context.run_id)
-                mine = {
-                    (e.pending.turn, e.pending.call_id): e
+                decided = {
+                    (e.pending.worker, e.pending.turn, e.pending.call_id): e
                     for e in found
-                    if e.pending.worker == subtask.id and e.decision is not None
+                    if e.decision is not None
                 }
-                if wanted <= set(mine):
-                    record.approvals.update(mine)
+                if wanted <= set(decided):
+                    entries = [decided[key] for key in wanted]
+                    record.approvals.update(
+                        {(e.pending.turn, e.pending.call_id): e for e in entries
+                         if e.pending.worker == subtask.id}
+                    )  # fmt: skip
+                    self.record.decided(entries)  # a nested worker's record reads them
                     return True
                 await wake.wait()
         finally:

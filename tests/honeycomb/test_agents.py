@@ -475,3 +475,55 @@ async def test_parallel_nested_calls_waiting_in_the_store_each_run_once_decided(
     assert result.status == "ok"
     assert sorted(sent) == ["one", "two"]  # each once, and only once decided
     assert result.subtasks["s1"].text == "lead: ok:done | ok:done"
+
+
+async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
+    tmp_path: Path,
+) -> None:
+    sent: list[str] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    async def read(topic: str) -> str:
+        """Read slowly."""
+        await anyio.sleep(0.3)
+        return f"read {topic}"
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"sent: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    def reader(request: ModelRequest) -> Answer:
+        if len(observations(request)) < 3:  # keeps the run going meanwhile
+            return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
+        return "read it all"
+
+    service = Executor(
+        [LEAD, Role(name="researcher", tools=("send",)), Role(name="reader", tools=("read",))],
+        by_role(lead=lead_asks("send hi"), researcher=sender, reader=reader),
+        tools=[send, tool(read)], aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    plan = [*ONE, {"id": "s2", "role": "reader", "instruction": "read"}]
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run("bees", subtasks=plan, run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not (pending := await service.pending("r1")):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert not results  # the reader still reads
+        (waiting,) = pending
+        assert waiting.worker.startswith("s1/")  # the nested worker's call
+        await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
+    (done,) = results
+    assert done.status == "ok"  # one run: no resume needed
+    assert sent == ["hi"]
+    assert done.subtasks["s1"].text == "lead: ok:sent: sent"
