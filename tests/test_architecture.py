@@ -261,6 +261,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
+    "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
 }
 
 

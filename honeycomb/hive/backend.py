@@ -106,10 +106,9 @@ class RaySpec(BaseModel):
         )
 
     def described(self) -> str:
-        """What runs, in a few words: ``Ray at head:6379, 4 actors``."""
-        where = f"at {self.address}" if self.address else "(a private local Ray)"
-        actors = f"{self.actors} actor{'s' if self.actors != 1 else ''}"
-        return f"Ray {where}, {actors}"
+        """What runs, in a few words: ``Ray, 4 actors at head:6379``."""
+        where = f" at {self.address}" if self.address else ", a private local Ray"
+        return f"Ray, {self.actors} actor{'s' if self.actors != 1 else ''}{where}"
 
 
 class BackendSpec(BaseModel):

@@ -86,7 +86,7 @@ def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
 def test_a_local_ray_takes_num_cpus_and_address_local_is_no_address(tmp_path: Path) -> None:
     path = hive(tmp_path, "backend: {ray: {address: local, num_cpus: 1, actors: 1}}\n")
     loaded = load_hive(path)
-    assert loaded.backend.described() == "Ray (a private local Ray), 1 actor"
+    assert loaded.backend.described() == "Ray, 1 actor, a private local Ray"
     backend = Executor.from_hive(loaded).shared.backend
     assert isinstance(backend, RayBackend)
     assert (backend.address, backend.num_cpus) == (None, 1)
