@@ -227,8 +227,9 @@ class Executor:
                 one model, as ``model``.
             policy: Replace the declared policy.
             options: The Executor's own options (``on_event``, ``output_type``,
-                ``store``, ``memory`` ...). The hive's ``store:`` is a path relative to
-                the file; so is its ``memory: path:``.
+                ``store``, ``memory``, ``backend`` ...). The hive's ``store:`` is a
+                path relative to the file; so is its ``memory: path:``. Its
+                ``backend:`` is used unless ``backend`` is given (None: the local one).
 
         Raises:
             TypeError: when both ``model`` and ``models`` are given.
@@ -249,6 +250,8 @@ class Executor:
         if hive.spec.memory is not None and "memory" not in options:
             options["memory"] = hive.memory()
         options.setdefault("source", str(hive.file.resolve()))
+        if "backend" not in options:  # backend: ray makes a pool (it starts with a worker)
+            options["backend"] = hive.backend.build(hive.folder)
         registry = hive.registry
         if hive.hives:  # the hives its roles call as tools, each an Executor of its own
             subs = [
@@ -258,6 +261,7 @@ class Executor:
                     models=None if one else _declared(models, sub),
                     store=None,
                     trace=False,
+                    backend=None,  # its workers run where the worker calling it runs
                 ).as_tool(nested_tool_name(ref))
                 for ref, sub in hive.hives.items()
             ]

@@ -7,6 +7,10 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   cool-down: no caller starts an attempt until the 429's ``Retry-After`` (else
   ``cooldown_s``) has passed. Attempts that were already in flight when the limit was
   cut do not cut it again, so a burst of 429s is one halving, not one per request.
+- The callers leaving a cool-down (those that sat it out, and the retries that waited
+  out the same ``Retry-After``) start one by one, paced at the rate the endpoint
+  answered at between its last two bursts of 429s, not all at once to meet the same
+  empty quota; once none is waiting for its turn, attempts start freely again.
 - Every ``increase_after`` successes at the current limit grow it by one, up to
   ``max_concurrency``.
 - Where the endpoint says what is left of its quota (``x-ratelimit-remaining-*`` and
@@ -164,8 +168,19 @@ class AdaptiveLimiter:
         self._refilled_at = 0.0
         self._next_start = 0.0
         self._tokens_per_call: float | None = None
+        # What 429s alone tell (no headers): the attempts started since the last burst
+        # of 429s that were not answered 429, and from when; the seconds between such
+        # attempts that makes (0: nothing learnt yet); when the next caller leaving a
+        # cool-down may start (None: no one is leaving one), and how many are to.
+        self._passed = 0
+        self._passed_from: float | None = None
+        self._spacing = 0.0
+        self._departure: float | None = None
+        self._leaving = 0
+        self._out = 0  # attempts started and not yet answered
         self.paced = 0
-        """Attempts held back to keep within the quota the endpoint reported."""
+        """Attempts held back: to keep within the quota the endpoint reported, or to
+        leave a cool-down in turn."""
 
     def __repr__(self) -> str:
         return (
@@ -197,6 +212,7 @@ class AdaptiveLimiter:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
         loop = self._adopt()
         epoch = await self._acquire(loop)
+        self._out += 1
         try:
             yield
         except ModelHTTPError as exc:
@@ -206,17 +222,22 @@ class AdaptiveLimiter:
         else:
             self._on_success(epoch)
         finally:
+            if loop is self._loop:  # else forgotten with the loop it left
+                self._out -= 1
             self._release(loop)
 
     def _adopt(self) -> asyncio.AbstractEventLoop:
         """The running loop, whose the slots and waiters are from now on."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            self._loop, self._in_flight, self._waiters = loop, 0, deque()
+            self._loop, self._in_flight, self._out, self._waiters = loop, 0, 0, deque()
         return loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
-        """Take a slot (first come, first served), then sit out any cool-down."""
+        """Take a slot (first come, first served), then sit out any cool-down, and
+        leave it in turn."""
+        if self._passed_from is None:
+            self._passed_from = time.monotonic()
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
         else:
@@ -231,14 +252,47 @@ class AdaptiveLimiter:
                     self._waiters.remove(waiter)
                 raise
         try:
-            # Looped, not an Event: the cool-down is a deadline a new 429 may extend.
-            while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
-                await anyio.sleep(left)
+            await self._cool_down()
             await self._pace()
         except BaseException:
             self._release(loop)
             raise
+        self._passed += 1
         return self._epoch
+
+    async def _cool_down(self) -> None:
+        """Sit out any cool-down, then wait for this caller's turn to leave it."""
+        if self._cool_until > time.monotonic():
+            self._leaving += 1
+        while True:
+            # Looped, not an Event: the cool-down is a deadline a new 429 may extend,
+            # also while a caller waits for its turn.
+            while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
+                await anyio.sleep(left)
+            wait = self._turn()
+            if wait <= 0:
+                return
+            await anyio.sleep(wait)
+            if self._cool_until <= time.monotonic():
+                return
+
+    def _turn(self) -> float:
+        """Seconds until this caller's turn to leave a cool-down (0: now, or there is
+        no cool-down to leave); taking a turn books the next one, a spacing later."""
+        if self._departure is None:
+            return 0.0
+        now = time.monotonic()
+        if self._leaving <= 0 or now - self._departure > self._spacing:
+            # All have left, or none was waiting for a turn (with no rate learnt yet,
+            # none ever is: they leave together).
+            self._departure, self._leaving = None, 0
+            return 0.0
+        self._leaving -= 1
+        start = max(now, self._departure)
+        self._departure = start + self._spacing
+        if start > now:
+            self.paced += 1
+        return start - now
 
     async def _pace(self) -> None:
         """Start now while the quota has room, else at the next paced moment."""
@@ -306,13 +360,33 @@ class AdaptiveLimiter:
 
     def _on_throttled(self, epoch: int, retry_after: float | None) -> None:
         self.throttled += 1
+        now = time.monotonic()
         wait = self.cooldown_s if retry_after is None else retry_after
-        until = time.monotonic() + min(max(wait, 0.0), self.max_cooldown_s)
+        until = now + min(max(wait, 0.0), self.max_cooldown_s)
         self._cool_until = max(self._cool_until, until)
         if epoch == self._epoch:  # started after the last cut: a new congestion event
+            self._passed -= 1  # the quota had no room for it
+            self._learn_rate(now)
             self._limit = max(self._limit // 2, self.min_concurrency)
             self._epoch += 1
             self._successes = 0
+        # The first caller leaves as the cool-down ends, the others a spacing apart:
+        # this call's retry, and each caller that sits the cool-down out.
+        if self._departure is None or self._departure < self._cool_until:
+            self._departure = self._cool_until
+        self._leaving += 1
+
+    def _learn_rate(self, now: float) -> None:
+        """The rate of the attempts the endpoint took (started, not answered 429)
+        between its last two bursts of 429s: at each burst its quota is spent, so that
+        is the rate it refills at (the first stretch also spends a full quota, and
+        overstates it)."""
+        since = self._passed_from
+        # Those still out when the quota ran dry are not counted: most meet it dry too.
+        passed = self._passed - max(self._out - 1, 0)
+        if passed > 0 and since is not None and now > since:
+            self._spacing = (now - since) / passed / _PACE
+        self._passed, self._passed_from = 0, now
 
     def _on_success(self, epoch: int) -> None:
         if epoch != self._epoch or self._limit >= self.max_concurrency:

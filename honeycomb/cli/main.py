@@ -34,6 +34,7 @@ from honeycomb.cli.running import (
 from honeycomb.cli.runs import runs_command, trace_command
 from honeycomb.cli.serve import add_serve
 from honeycomb.hive import load_hive
+from honeycomb.hive.backend import BACKENDS
 from honeycomb.trace.format import counted
 from runtime import (
     ConfigErrors,
@@ -208,6 +209,20 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         help="how --model calls tools: native function calling, or 'text' for a model "
         "without it (actions written as JSON blocks)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="where the subtask workers run: 'local' (in this process) or 'ray' (a pool of "
+        "Ray actors, the ray extra); default: the hive's backend:",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="join the Ray cluster at ADDR (host:port or ray://host:port) instead of "
+        "starting a local Ray; implies --backend ray",
+    )
     if run_id:
         parser.add_argument(
             "--run-id", default=None, help="the run's id (an unfinished one is resumed)"
@@ -240,7 +255,8 @@ def _validate(args: argparse.Namespace) -> int:
         servers = "".join(
             f", MCP server {name}: {counted(count, 'tool')}" for name, count in tools.items()
         )
-        print(f"{path}: OK ({roles}, {models}{servers})")
+        ray = f"; backend: {hive.backend.described()}" if hive.backend.ray is not None else ""
+        print(f"{path}: OK ({roles}, {models}{servers}{ray})")
         for name, spec in hive.spec.models.items():
             if spec.provider == "openai" and spec.settings:
                 sdk, extra = spec.settings_sent()

@@ -6,22 +6,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import shlex
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
+from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
+from honeycomb.hive.backend import BackendSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished
 from honeycomb.run.restore import stored_result
@@ -29,6 +32,7 @@ from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from runtime import (
     BudgetExceeded,
+    ConfigError,
     ConfigErrors,
     HoneycombError,
     Model,
@@ -39,6 +43,9 @@ from runtime import (
 )
 from runtime._text import valid_text
 from workers import Approvals
+
+if TYPE_CHECKING:
+    from honeycomb import RayBackend
 
 __all__ = [
     "DEFAULT_STORE", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command", "run_command",
@@ -170,6 +177,11 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
     # character, as the store and the model would have it.
     task = valid_text(task)
+    try:
+        backend = chosen_backend(hive.backend, args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     model = _override(args)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
@@ -178,9 +190,9 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
     if offline and not args.json:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
-    view = _view(args, console, out, hive)
     store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    return run_on_loop(_run_and_report(hive, task, model, view, args, out, store))
+    new_view = functools.partial(_view, args, console, out, hive)
+    return run_on_loop(_run_and_report(hive, task, model, new_view, args, out, store, backend))
 
 
 def _override(args: argparse.Namespace) -> Model | None:
@@ -213,22 +225,47 @@ async def _run_and_report(
     hive: Hive,
     task: str,
     model: Model | None,
+    new_view: Callable[[], View],
+    args: argparse.Namespace,
+    out: TextIO,
+    store: Path | None,
+    backend: BackendSpec,
+) -> int:
+    run_id = args.run_id or os.urandom(6).hex()
+    if store is not None and not args.json:  # said first: a killed run is resumed by id
+        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
+    if not args.json and loop_factory() is not None:
+        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
+    pool = backend.build(hive.folder)
+    if pool is None:
+        return await _run(hive, task, model, new_view(), args, out, store, run_id, None)
+    if not args.json:
+        print(f"backend: {backend.described()}", file=sys.stderr)
+    async with pool_running(pool) as problem:
+        if problem is not None:
+            print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+            return 2
+        # The view's clock starts with the run, once Ray has started.
+        return await _run(hive, task, model, new_view(), args, out, store, run_id, pool)
+
+
+async def _run(
+    hive: Hive,
+    task: str,
+    model: Model | None,
     view: View,
     args: argparse.Namespace,
     out: TextIO,
     store: Path | None,
+    run_id: str,
+    pool: RayBackend | None,
 ) -> int:
     # On a terminal, a call that needs approval is asked about there; else the run
     # ends waiting and says how to decide it.
     asks = sys.stdin.isatty() and not args.json
     pause = view.paused if isinstance(view, LiveView) else None
     approver = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
-    executor = Executor.from_hive(hive, model=model, store=store, approver=approver)
-    run_id = args.run_id or os.urandom(6).hex()
-    if store is not None and not args.json:  # said first: a killed run is resumed by id
-        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
-    if not args.json and loop_factory() is not None:
-        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
+    executor = Executor.from_hive(hive, model=model, store=store, approver=approver, backend=pool)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from honeycomb.hive.backend import RAY_MISSING, BackendSpec, backend_shorthand, ray_missing
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import McpServerSpec, check_servers
 from honeycomb.offline import OfflineModel
@@ -228,6 +229,9 @@ class _HiveSpec(BaseModel):
     memory: MemorySpec | None = None
     approvals: Approvals | None = None
     guards: Guards | None = None
+    backend: Annotated[BackendSpec, BeforeValidator(backend_shorthand)] = Field(
+        default_factory=BackendSpec
+    )
 
 
 class Hive:
@@ -375,6 +379,11 @@ class Hive:
         return RolePlanner(spec.role, rounds=spec.rounds)
 
     @property
+    def backend(self) -> BackendSpec:
+        """Where the hive's subtask workers run (``backend:``); ``build`` makes it."""
+        return self.spec.backend
+
+    @property
     def default_model(self) -> str | None:
         """The model of roles that name none: the declared default, else the first."""
         return self.spec.default_model or next(iter(self.spec.models), None)
@@ -386,6 +395,7 @@ _SECRETS = (
     ("memory", "embeddings", "api_key"),
     ("mcp_servers", "*", "env"),
     ("mcp_servers", "*", "headers"),
+    ("backend", "ray", "runtime_env", "env_vars"),
 )
 """Where a hive holds secrets: no error shows what is there, only the field and the
 value's type."""
@@ -426,6 +436,8 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     _check_settings(doc, errors)
     _check_memory(doc, spec, roles, errors)
     _check_policy_rules(doc, errors)
+    if spec.backend.ray is not None and ray_missing():
+        errors.append(doc.error(("backend",), RAY_MISSING))
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     return Hive(file, spec, roles, registry, doc, hives)

@@ -108,7 +108,8 @@ class Run:
             approval_timeout_s=policy.approval_timeout_s,
             guards=shared.guards,
             judge=judge,
-            backend=shared.backend,
+            # A sub-run (a hive called as a tool) runs its workers where its caller's do.
+            backend=within.backend if within is not None else shared.backend,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

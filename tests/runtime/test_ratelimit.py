@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -198,6 +199,58 @@ async def test_a_429_makes_every_caller_sit_out_the_retry_after() -> None:
     assert len(later) == 5
     assert min(later) - throttled_at >= retry_after * 0.9, "a caller started during the cool-down"
     assert max(later) - throttled_at < retry_after + 2 * L, "the cool-down did not end"
+
+
+async def served_at_five_a_latency(limiter: AdaptiveLimiter) -> None:
+    """Ten answers in 2 L, one after another: what the limiter learns the endpoint
+    serves (5 a L) when a 429 with no quota headers ends the stretch."""
+    for _ in range(10):
+        async with limiter.attempt():
+            await anyio.sleep(L / 5)
+
+
+async def test_callers_leave_a_cooldown_one_by_one_at_the_rate_learnt() -> None:
+    # Told only by 429s, all the callers that sat out a cool-down would leave it at
+    # the same instant and meet the same empty quota: they leave paced at the rate
+    # the endpoint answered at before its 429 (5 a L here).
+    limiter = AdaptiveLimiter(16)
+    await served_at_five_a_latency(limiter)
+    await throttle(limiter, retry_after=L)
+    throttled_at = time.perf_counter()
+    starts: list[float] = []
+
+    async def one() -> None:
+        async with limiter.attempt():
+            starts.append(time.perf_counter())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(one)
+    assert min(starts) - throttled_at >= L * 0.9, "a caller started during the cool-down"
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= L / 5 * 0.7, f"callers left the cool-down together: {gaps}"
+    assert max(starts) - throttled_at < L + 6 * L / 5 * 1.5 + L, "the pacing is too slow"
+
+
+async def test_retries_of_a_burst_of_429s_start_paced_not_together() -> None:
+    # Six calls answered 429 with the same Retry-After: their retries wait it out
+    # together (no jitter), then pass the limiter one by one, at the rate learnt.
+    model = InFlight(lambda n: ModelHTTPError(429, retry_after=L) if 11 <= n <= 16 else "ok",
+                     latency=0.0)  # fmt: skip
+    limiter = AdaptiveLimiter(16)
+    await served_at_five_a_latency(limiter)
+    model.calls = 10  # the ten answered above were this endpoint's
+    retrying = RetryingModel(
+        RateLimitedModel(model, limiter), RetryPolicy(attempts=2, initial_wait_s=0, jitter_s=0)
+    )
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(retrying.complete, REQUEST)
+    first, retries = model.starts[:6], sorted(model.starts[6:])
+    assert len(retries) == 6
+    assert min(retries) - max(first) >= L * 0.9  # the Retry-After was honoured
+    gaps = [b - a for a, b in itertools.pairwise(retries)]
+    assert min(gaps) >= L / 5 * 0.7, f"the retries started together: {gaps}"
 
 
 async def test_a_429_without_retry_after_cools_down_for_the_default() -> None:
