@@ -20,7 +20,6 @@ none, it waits in the store: the run ends ``waiting`` once nothing else can proc
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -28,7 +27,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import anyio
 from pydantic import BaseModel
 
 from honeycomb.run.agents import Instruction, agent_tools, current_run
@@ -483,18 +481,18 @@ class Executor:
         (:class:`~runtime.events.TextDelta`), from models that can stream; pass
         ``text_deltas=False`` for one-shot model calls and no deltas.
         """
-        send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
-        stream = RunStream(receive)
+        stream = RunStream()
 
         async def produce() -> None:
-            async with send:
-                try:
-                    stream.result = await self.run(
-                        task, subtasks=subtasks, run_id=run_id, on_event=[send.send_nowait],
-                        steal=steal, text_deltas=text_deltas,
-                    )  # fmt: skip
-                except HoneycombError as exc:
-                    stream.error = exc
+            try:
+                stream.result = await self.run(
+                    task, subtasks=subtasks, run_id=run_id, on_event=[stream.put],
+                    steal=steal, text_deltas=text_deltas,
+                )  # fmt: skip
+            except HoneycombError as exc:
+                stream.error = exc
+            finally:
+                stream.close()
 
         body_error: Exception | None = None
         async with asyncio.TaskGroup() as group:

@@ -63,12 +63,15 @@ class ApprovalRule(Value, frozen=True, kw_only=True):
         """Why a call to ``tool`` needs approval; None when it does not."""
         if tool.approval:
             return f"tool {tool.name!r} is marked approval=True"
-        who = f"role {self.owner!r}" if self.owner else "the worker"
         if tool.name in self.tools:
-            return f"{who} asks for approval of {tool.name!r}"
+            return f"{self._who} asks for approval of {tool.name!r}"
         if self.side_effects and tool.side_effects:
-            return f"{who} asks for approval of every side-effecting tool"
-        return None
+            return f"{self._who} asks for approval of every side-effecting tool"
+        return None  # asked of every call a worker makes: nothing is formatted for it
+
+    @property
+    def _who(self) -> str:
+        return f"role {self.owner!r}" if self.owner else "the worker"
 
 
 class ApprovalRequest(Value, frozen=True, kw_only=True):
@@ -235,6 +238,14 @@ class ApprovalGate:
     def asks(self, tool: Tool[Any, Any]) -> bool:
         """Whether calls to ``tool`` need approval under the rule."""
         return self.rule.why(tool) is not None
+
+    def involves(self, call: ToolCall, tool: Tool[Any, Any], turn: int) -> bool:
+        """Whether the call needs a decision: its tool needs approval, or it was asked
+        about before (its decision stands, whatever the rule says now). A turn none of
+        whose calls does skips :meth:`decide` altogether."""
+        if self.rule.why(tool) is not None:
+            return True
+        return self.log is not None and self.log.recorded(turn, call.id) is not None
 
     async def decide(
         self, calls: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int

@@ -182,7 +182,8 @@ class Dispatcher:
         ready = self._ready(calls, previous, results, turn)
         if self.guard is not None and ready:  # before a person is asked about a call
             ready = await self._guarded(ready, results, turn)
-        if self.approvals is not None:
+        gate = self.approvals
+        if gate is not None and any(gate.involves(r.call, r.tool, turn) for r in ready):
             ready = await self._approved(ready, results, turn)
         inline, others = self._start(ready, results, turn)
         try:

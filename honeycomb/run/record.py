@@ -341,9 +341,10 @@ class _ApprovalLog:
 
     def __init__(self, record: WorkerRecord) -> None:
         self._record = record
+        self._entries = record.approvals  # updated in place, never replaced
 
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
-        return self._record.recorded_approval(turn, call_id)
+        return self._entries.get((turn, call_id))  # asked of every call of every turn
 
     async def record(self, entry: ApprovalEntry) -> None:
         await self._record.record_approval(entry)

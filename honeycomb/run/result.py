@@ -20,6 +20,7 @@ __all__ = [
     "SubtaskResult",
     "SubtaskStatus",
     "answer_as_text",
+    "rounds_of",
 ]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
@@ -180,6 +181,17 @@ class RunResult(BaseModel):
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )
+
+
+def rounds_of(plan: Plan) -> list[PlanRound]:
+    """The rounds a plan's subtasks were added in, each with its subtasks' ids in plan
+    order (a resumed run's, from its stored plan)."""
+    added: list[tuple[int, list[str]]] = []  # each round's ids, gathered before it is made
+    for subtask in plan.subtasks:
+        if not added or added[-1][0] != subtask.round:
+            added.append((subtask.round, []))
+        added[-1][1].append(subtask.id)
+    return [PlanRound(round=number, added=tuple(ids)) for number, ids in added]
 
 
 def answer_as_text(answer: Any) -> str:

@@ -21,7 +21,14 @@ from honeycomb.run.events import (
 )
 from honeycomb.run.plan import Plan, critical_path, plan_problems
 from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
-from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult, answer_as_text
+from honeycomb.run.result import (
+    PlanRound,
+    RunResult,
+    RunTimings,
+    SubtaskResult,
+    answer_as_text,
+    rounds_of,
+)
 from honeycomb.run.scheduler import Scheduler, stopped_status
 from runtime import (
     Budget,
@@ -236,11 +243,7 @@ class Run:
         )
         if self.record is not None:
             self.record.planned(self.plan)
-        for subtask in self.plan.subtasks:  # a resumed run's rounds, from its stored plan
-            if not self.rounds or self.rounds[-1].round != subtask.round:
-                self.rounds.append(PlanRound(round=subtask.round))
-            last = self.rounds[-1]
-            self.rounds[-1] = last.model_copy(update={"added": (*last.added, subtask.id)})
+        self.rounds = rounds_of(self.plan)
 
         outcomes = await self._workers({}, self.resumed)
         if lead is not None and not _waiting(outcomes):

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
-
-import anyio
 
 from runtime import Event, HoneycombError
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream
-
     from honeycomb.run.result import RunResult
 
 __all__ = ["RunStream"]
@@ -22,31 +20,48 @@ class RunStream:
 
     When the events end, :attr:`result` holds the run's result; if the run raised, the
     iteration re-raises that error after the last event (``RunFinished``).
+
+    The run gives it each event (:meth:`put`, an event handler) and says when it is
+    done (:meth:`close`); events wait in a queue without bound until they are read.
     """
 
-    def __init__(self, receive: MemoryObjectReceiveStream[Event]) -> None:
-        self._receive = receive
+    def __init__(self) -> None:
         self.result: RunResult | None = None
         self.error: HoneycombError | None = None
+        self._queue: deque[Event] = deque()
+        self._closed = False
+        self._wake: asyncio.Future[None] | None = None  # set while the reader waits
+
+    def put(self, event: Event) -> None:
+        """Queue ``event`` for the reader (waking it, if it waits)."""
+        self._queue.append(event)
+        if self._wake is not None:
+            self._woken()
+
+    def close(self) -> None:
+        """No more events: the iteration ends once the queued ones are read."""
+        self._closed = True
+        if self._wake is not None:
+            self._woken()
+
+    def _woken(self) -> None:
+        wake, self._wake = self._wake, None
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
-        receive = self._receive
-        async with receive:
-            while True:
-                # The events already sent are taken at once; only an empty stream is
-                # waited on (each wait is a turn of the event loop, per event).
-                try:
-                    event = receive.receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        event = await receive.receive()
-                    except anyio.EndOfStream:
-                        break
-                except anyio.EndOfStream:
-                    break
-                yield event
+        queue = self._queue
+        while True:
+            # The events already queued are taken at once; only an empty queue is
+            # waited on (each wait is a turn of the event loop, per event).
+            while queue:
+                yield queue.popleft()
+            if self._closed:
+                break
+            self._wake = asyncio.get_running_loop().create_future()
+            await self._wake
         if self.error is not None:
             raise self.error

@@ -236,7 +236,8 @@ def _storable(row: Sequence[Any]) -> Sequence[Any]:
     """A row's parameters as SQLite can take them: text with lone surrogates has them
     replaced by U+FFFD (see :mod:`runtime._text`), for no UTF-8 encoder takes them."""
     for value in row:
-        if type(value) is str and valid_text(value) is not value:
+        # isascii() first: valid_text's own first test, without a call for each value.
+        if type(value) is str and not value.isascii() and valid_text(value) is not value:
             return tuple(valid_text(v) if type(v) is str else v for v in row)
     return row
 

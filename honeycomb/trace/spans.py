@@ -405,13 +405,9 @@ class SpanRecorder:
                 span_id=next(self._ids), parent_id=_id(call.parent), kind="compaction",
                 name=event.model or "model", start=call.start, end=self._clock(),
                 status=event.status, error=event.error, worker=name, turn=event.turn,
-                input_tokens=event.input_tokens, output_tokens=event.output_tokens,
-                cost=event.cost, attempts=event.attempts,
-                reasoning_tokens=event.reasoning_tokens,
-                cached_input_tokens=event.cached_input_tokens,
-                detail=f"{event.messages} messages folded",
+                attempts=event.attempts, detail=f"{event.messages} messages folded",
             )  # fmt: skip
-            self._keep(span, call.parent)
+            self._keep(_with_usage(span, event), call.parent)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
         """A model call ended: its span, and its usage counted on its turn."""
@@ -422,12 +418,9 @@ class SpanRecorder:
                 span_id=next(self._ids), parent_id=_id(call.parent), kind="model_call",
                 name=event.model or "model", start=call.start, end=self._clock(),
                 status=event.status, error=event.error, worker=name, turn=event.turn,
-                input_tokens=event.input_tokens, output_tokens=event.output_tokens,
-                cost=event.cost, attempts=event.attempts,
-                reasoning_tokens=event.reasoning_tokens,
-                cached_input_tokens=event.cached_input_tokens,
+                attempts=event.attempts,
             )  # fmt: skip
-            self._keep(span, call.parent)
+            self._keep(_with_usage(span, event), call.parent)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         """A tool call started (in its worker's current turn)."""
@@ -483,22 +476,26 @@ class SpanRecorder:
             span_id=span.span_id, parent_id=span.via or _id(span.parent), kind=span.kind,
             name=span.name,
             start=span.start, end=max(end, span.end), status=status, error=error,
-            worker=span.worker, turn=span.turn, input_tokens=span.input_tokens,
-            output_tokens=span.output_tokens, cost=span.cost, detail=span.detail,
-            reasoning_tokens=span.reasoning_tokens, cached_input_tokens=span.cached_input_tokens,
+            worker=span.worker, turn=span.turn, detail=span.detail,
         )  # fmt: skip
-        self._keep(closed, span.parent)
+        self._keep(_with_usage(closed, span), span.parent)
 
     def _keep(self, span: Span, parent: _Open | None) -> None:
         """A span that ended: it stretches its parent's end and adds its usage to the
         parent's, and is kept."""
         if parent is not None:
-            parent.end = max(parent.end, span.end)
-            parent.input_tokens += span.input_tokens
-            parent.output_tokens += span.output_tokens
-            parent.reasoning_tokens += span.reasoning_tokens
-            parent.cached_input_tokens += span.cached_input_tokens
-            parent.cost += span.cost
+            if span.end > parent.end:
+                parent.end = span.end
+            # Most spans spent nothing (every tool call): only checked, not added.
+            if (
+                span.input_tokens or span.output_tokens or span.cost
+                or span.reasoning_tokens or span.cached_input_tokens
+            ):  # fmt: skip
+                parent.input_tokens += span.input_tokens
+                parent.output_tokens += span.output_tokens
+                parent.reasoning_tokens += span.reasoning_tokens
+                parent.cached_input_tokens += span.cached_input_tokens
+                parent.cost += span.cost
         self.spans.append(span)
         if self._on_close is not None:
             self._on_close(span)
@@ -510,6 +507,39 @@ _COMPACTION = "\0compaction"
 
 def _id(span: _Open | None) -> str | None:
     return span.span_id if span is not None else None
+
+
+class _Usage(Protocol):
+    """What a span's usage is read from: a model call's event, or an open span."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cost(self) -> float: ...
+    @property
+    def reasoning_tokens(self) -> int: ...
+    @property
+    def cached_input_tokens(self) -> int: ...
+
+
+def _with_usage(span: Span, usage: _Usage) -> Span:
+    """``span`` with the usage of what it stands for (most spans spent nothing).
+
+    Set apart from the span's other fields: CPython builds a dict for the keywords of a
+    call that has sixteen or more, which costs more than two calls with fewer.
+    """
+    if not (
+        usage.input_tokens or usage.output_tokens or usage.cost
+        or usage.reasoning_tokens or usage.cached_input_tokens
+    ):  # fmt: skip
+        return span
+    return msgspec.structs.replace(
+        span, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        cost=usage.cost, reasoning_tokens=usage.reasoning_tokens,
+        cached_input_tokens=usage.cached_input_tokens,
+    )  # fmt: skip
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:

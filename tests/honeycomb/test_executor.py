@@ -31,7 +31,7 @@ from honeycomb import (
     SubtaskResult,
     tool,
 )
-from runtime import ModelHTTPError, ModelRequest, ToolMessage, UserMessage
+from runtime import Event, ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
 
 # The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
@@ -426,6 +426,32 @@ async def test_stream_reraises_the_run_error_after_the_last_event() -> None:
                 last = event
     assert isinstance(last, RunFinished)
     assert last.status == "failed"
+
+
+async def test_a_stream_read_as_the_run_goes_gets_every_event_once_in_order() -> None:
+    """The reader waits for events again and again (the model takes its time), and
+    gets exactly what the run's handlers got."""
+    handled: list[Event] = []
+    executor = Executor(
+        ROLES, echo_model(latency=0.01), aggregator="concat", on_event=[handled.append]
+    )
+    read: list[Event] = []
+    async with executor.stream("t", subtasks=[("researcher", "a"), ("writer", "b")]) as events:
+        async for event in events:
+            read.append(event)
+    assert len(read) > 10
+    assert [id(e) for e in read] == [id(e) for e in handled]
+    assert events.result is not None
+
+
+async def test_leaving_a_stream_early_cancels_its_run() -> None:
+    executor = Executor(ROLES, echo_model(latency=0.05), aggregator="concat")
+    with anyio.fail_after(5):
+        async with executor.stream("t", subtasks=[("researcher", "a")]) as events:
+            async for event in events:
+                if event.kind == "model_call.started":
+                    break
+    assert events.result is None
 
 
 async def test_one_executor_serves_many_concurrent_runs_in_isolation() -> None:

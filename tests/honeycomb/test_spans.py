@@ -231,3 +231,50 @@ async def test_spans_with_lone_surrogates_go_to_json_lines_replaced() -> None:
     text = to_jsonl(recorder.spans)
     text.encode("utf-8")
     assert [s.name for s in from_jsonl(text) if s.kind == "run"] == ["look \ufffd"]
+
+
+def test_every_kind_of_usage_reaches_the_spans_above_its_call() -> None:
+    """Each usage field of a model call is on its span, its turn, its worker and the
+    run, even one a call reports alone; a tool call's span spends nothing."""
+    recorder = SpanRecorder(clock=ticks())
+    tracer = Tracer(recorder, log=False)
+    tracer.emit(RunStarted(run_id="r", task="t"))
+    tracer.emit(PlanReady(run_id="r", plan=Plan(subtasks=()), duration_s=0.0))
+    tracer.emit(WorkerStarted(worker="a", run_id="r", role="worker"))
+    usages = [
+        {"input_tokens": 10, "output_tokens": 5, "cost": 0.25, "reasoning_tokens": 2,
+         "cached_input_tokens": 4},
+        {"cost": 0.5}, {"reasoning_tokens": 3}, {"cached_input_tokens": 6},
+    ]  # fmt: skip
+    for turn, usage in enumerate(usages, start=1):
+        tracer.emit(ModelCallStarted(worker="a", run_id="r", turn=turn))
+        tracer.emit(
+            ModelCallFinished(
+                worker="a", run_id="r", turn=turn, duration_s=0.1, status="ok", **usage
+            )
+        )
+        tracer.emit(ToolCallStarted(worker="a", run_id="r", turn=turn, call_id="c", tool="t"))
+        tracer.emit(
+            ToolCallFinished(
+                worker="a", run_id="r", turn=turn, call_id="c", tool="t", status="ok",
+                duration_s=0.1,
+            )
+        )  # fmt: skip
+    tracer.emit(WorkerFinished(worker="a", run_id="r", role="worker", status="ok", duration_s=1))
+    tracer.emit(RunFinished(run_id="r", status="ok", wall_s=1.0))
+
+    fields = ("input_tokens", "output_tokens", "cost", "reasoning_tokens", "cached_input_tokens")
+
+    def spent(span: Span) -> dict[str, float]:
+        return {f: getattr(span, f) for f in fields if getattr(span, f)}
+
+    by_kind: dict[str, list[Span]] = {}
+    for span in recorder.spans:
+        by_kind.setdefault(span.kind, []).append(span)
+    assert [spent(s) for s in by_kind["model_call"]] == usages
+    assert [spent(s) for s in by_kind["turn"]] == usages
+    assert [spent(s) for s in by_kind["tool_call"]] == [{}] * 4
+    total = {"input_tokens": 10, "output_tokens": 5, "cost": 0.75, "reasoning_tokens": 5,
+             "cached_input_tokens": 10}  # fmt: skip
+    assert spent(by_kind["worker"][0]) == total
+    assert spent(by_kind["run"][0]) == total

@@ -163,3 +163,23 @@ async def test_without_an_approver_or_a_log_a_call_needing_approval_is_denied() 
     result = await Worker(Role(name="reader"), model, tools=[peek]).run("t")
     seen = observation(result.transcript.messages)
     assert seen.content == ("denied: no approver is attached and the run has no store to wait in")
+
+
+async def test_a_recorded_decision_stands_when_the_rule_no_longer_asks() -> None:
+    """A call asked about in an earlier life keeps its decision: a turn whose tools no
+    longer need approval still goes through the gate for it, and only for it."""
+    sent.clear()
+    log = MemoryApprovalLog()
+    model = ScriptedModel([call("send", {"to": "di", "amount": 3}, id="c1"), "tried"])
+    asking = Worker(asking_role(tools=["send"]), model, tools=[send], approvals=log)
+    waiting = await asking.run("pay di")
+    (pending,) = waiting.pending
+    await log.record(ApprovalEntry(pending=pending, decision=Decision.denied("not di")))
+    messages = waiting.transcript.messages[2:]
+    state = LoopState(task="pay di", messages=messages, turn=waiting.turns)
+    # The same worker's role, now asking for nothing.
+    lenient = Worker(asking_role(), model, tools=[send], approvals=log)
+    done = await lenient.run("pay di", resume=state)
+    assert done.ok
+    assert sent == []
+    assert observation(done.transcript.messages).content == "denied: not di"
