@@ -74,14 +74,16 @@ def _normalised(text: str) -> str:
     return "".join(out)
 
 
-_NOT_JSON_ESCAPE = re.compile(r'\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
+# An escape, read from its backslash on (so the backslash of ``\\`` starts none):
+# JSON's, or another one (its character captured; empty at the very end).
+_ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}|(.?))', re.S)
 
 
 def _json_string(literal: str) -> str:
     """A quoted string (quotes included) as a JSON string: one in double quotes with
     JSON's escapes as it is; else decoded as Python decodes it (``repr`` is where
     single quotes and ``\\x`` escapes come from), else with its double quotes escaped."""
-    if literal[0] == '"' and _NOT_JSON_ESCAPE.search(literal) is None:
+    if literal[0] == '"' and all(m[1] is None for m in _ESCAPE.finditer(literal)):
         return literal
     try:
         with warnings.catch_warnings():
@@ -90,7 +92,9 @@ def _json_string(literal: str) -> str:
     except (SyntaxError, ValueError):
         decoded = None
     if isinstance(decoded, str):
-        return json.dumps(decoded, ensure_ascii=False)
+        # Python reads a surrogate pair's escapes as two lone surrogates: pair them.
+        paired = decoded.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+        return json.dumps(paired, ensure_ascii=False)
     return _double_quoted(literal[1:-1]) if literal[0] == "'" else literal
 
 

@@ -156,7 +156,6 @@ class AgentLoop:
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
-        self._saved_first: dict[str, bool] = {}  # by tool name, see _must_save_first
         compaction = self.settings.compaction
         self._compactor: Compactor | None = None
         if compaction is not None:
@@ -184,25 +183,14 @@ class AgentLoop:
         is saved with their observations one step later (a crash in between only asks
         the model again). An answer asking for side effects is saved before they run,
         so a resumed loop runs those very calls, whose ids the journal knows."""
-        pending = state.pending
-        if not pending:
-            return True
-        known = self._saved_first
-        for call in pending:
-            first = known.get(call.name)
-            if first is None:
-                first = known[call.name] = self._must_save_first(call.name)
-            if first:
-                return True
-        return False
-
-    def _must_save_first(self, name: str) -> bool:
-        """Whether a call to tool ``name`` is saved before it runs (see
-        :meth:`_worth_saving`); the same for every call of the tool, so asked once."""
-        found = self.dispatcher.tools.get(name)
-        if found is None or found.side_effects or found.durable:
-            return True  # a nested worker's call must be found again, by its id
-        return self.dispatcher.asks_approval(found)  # one that waits must be found too
+        tools = self.dispatcher.tools
+        for call in state.pending:
+            found = tools.get(call.name)
+            if found is None or found.side_effects or found.durable:
+                return True  # a nested worker's call must be found again, by its id
+            if self.dispatcher.asks_approval(found):
+                return True  # a call that waits for approval must be found too
+        return not state.pending
 
     async def step(self, state: LoopState) -> Step:
         """Think or act: one model turn, or, when the model's last answer asked for tool

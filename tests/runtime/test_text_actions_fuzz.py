@@ -234,3 +234,12 @@ def test_actions_in_the_react_format_are_read_in_order(
     dump = json.dumps if style == "json" else python_literal
     lines = "\n".join(f"Action: {name}\nAction Input: {dump(args)}" for name, args in written)
     assert read(f"{lead}\n{lines}\n{trail}") == written
+
+
+def test_a_surrogate_pair_after_an_escaped_backslash_is_read_as_its_character() -> None:
+    """Found by the fuzzing above: in ``"\\ud800\\udc00\\\\0"`` the ``\\0`` is an escaped
+    backslash and a 0, not an escape; read as if it were, the string was decoded the way
+    Python reads it, whose surrogate pair escapes are two lone surrogates."""
+    assert loads_lenient('{"a": ["\\ud800\\udc00\\\\0"],}') == {"a": ["\U00010000\\0"]}
+    assert loads_lenient("{'a': '\\ud800\\udc00'}") == {"a": "\U00010000"}
+    assert loads_lenient('{"a": "x\\q",}') == {"a": "x\\q"}  # an escape JSON lacks, kept
