@@ -55,7 +55,7 @@ class RaySpec(BaseModel):
 
     address: str | None = Field(default=None, min_length=1)
     actors: int = Field(default=2, ge=1)
-    workers_per_actor: int = Field(default=1000, ge=1)
+    workers_per_actor: int | None = Field(default=None, ge=1)
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     actor_cpus: float = Field(default=1.0, ge=0)
     num_cpus: int | None = Field(default=None, ge=1)

@@ -51,7 +51,7 @@ def test_backend_ray_is_ray_with_its_defaults(tmp_path: Path) -> None:
         backend = Executor.from_hive(load_hive(hive(tmp_path, text))).shared.backend
         assert isinstance(backend, RayBackend)
         assert backend.address is None  # a private local Ray
-        assert (backend.actors, backend.workers_per_actor) == (2, 1000)
+        assert (backend.actors, backend.workers_per_actor) == (2, None)
         assert (backend.actor_cpus, backend.num_cpus) == (1.0, None)
         assert backend._pool is None  # nothing started
 
