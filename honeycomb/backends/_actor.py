@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
@@ -60,7 +61,9 @@ class Hive:
     such call, and on a loop with none (Ray's) it searches every task, each time.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, switch_interval_s: float | None = None) -> None:
+        if switch_interval_s is not None:  # the actor's process is its own
+            sys.setswitchinterval(switch_interval_s)
         self._setups: dict[str, WorkerSetup] = {}
         self._models: dict[str, Model] = {}
         self._outboxes: dict[str, Outbox] = {}
@@ -84,6 +87,10 @@ class Hive:
     def pid(self) -> int:
         """The actor's process id (what a fault test kills)."""
         return os.getpid()
+
+    def switch_interval(self) -> float:
+        """The actor's process's ``sys.getswitchinterval()``."""
+        return sys.getswitchinterval()
 
     async def install_setup(
         self,

@@ -59,6 +59,7 @@ class RaySpec(BaseModel):
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     actor_cpus: float = Field(default=1.0, ge=0)
     num_cpus: int | None = Field(default=None, ge=1)
+    switch_interval_s: float | None = Field(default=0.05, gt=0)
 
     @field_validator("runtime_env")
     @classmethod
@@ -103,6 +104,7 @@ class RaySpec(BaseModel):
             runtime_env=_runtime_env(self.runtime_env, folder),
             actor_cpus=self.actor_cpus,
             num_cpus=self.num_cpus,
+            switch_interval_s=self.switch_interval_s,
         )
 
     def described(self) -> str:

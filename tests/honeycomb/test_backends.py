@@ -584,3 +584,24 @@ async def test_a_run_whose_driver_was_killed_resumes(ray_session: None, tmp_path
     assert worker is not None
     assert worker.text == "noted once|waited again"  # on from its last checkpoint
     assert _text(Path(notes)) == "once\n"  # the side effect ran once
+
+
+async def test_an_actor_s_process_takes_the_switch_interval_it_is_given(
+    ray_session: None,
+) -> None:
+    """Sync tools run in an actor's threads: CPU-bound ones hand the GIL over less
+    often at the backend's interval than at Python's 5 ms (docs/ray.md, Figures)."""
+    pool = RayBackend(actors=1, actor_cpus=0)
+    python_s = RayBackend(actors=1, actor_cpus=0, switch_interval_s=None)
+    try:
+        await pool.start()
+        await python_s.start()
+        assert pool._pool is not None
+        assert python_s._pool is not None
+        assert await pool._pool[0].handle.switch_interval.remote() == pytest.approx(0.05)
+        assert await python_s._pool[0].handle.switch_interval.remote() == pytest.approx(0.005)
+    finally:
+        pool.stop()
+        python_s.stop()
+    with pytest.raises(ConfigError, match="switch_interval_s must be positive"):
+        RayBackend(switch_interval_s=0)
