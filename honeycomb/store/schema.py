@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -329,6 +330,28 @@ def refuse_foreign(path: Path) -> None:
     """
     if not path.exists():
         return  # to be created
+    for tries_left in reversed(range(_IN_USE_TRIES)):
+        try:
+            version = _version_of(path)
+            break
+        except StoreError:
+            # Read as immutable while a run checkpoints into it, a store in use can
+            # look malformed for a moment: read it again before calling it foreign.
+            if tries_left == 0 or idle(path) is not None:
+                raise
+            time.sleep(_IN_USE_WAIT_S)
+    if version == 0:  # nothing in the file itself: its rows may all be in its -wal
+        found = wal_application_id(path)
+        if found is not None and found != APPLICATION_ID:
+            raise _foreign(path, "an SQLite database whose rows are in its -wal")
+
+
+_IN_USE_TRIES = 3
+_IN_USE_WAIT_S = 0.05
+
+
+def _version_of(path: Path) -> int:
+    """The schema version of the store in ``path``, read as an immutable file."""
     try:
         db = sqlite3.connect(
             f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, isolation_level=None
@@ -336,15 +359,11 @@ def refuse_foreign(path: Path) -> None:
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     try:
-        version = _checked(db, path)
+        return _checked(db, path)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     finally:
         db.close()
-    if version == 0:  # nothing in the file itself: its rows may all be in its -wal
-        found = wal_application_id(path)
-        if found is not None and found != APPLICATION_ID:
-            raise _foreign(path, "an SQLite database whose rows are in its -wal")
 
 
 def _checked(db: sqlite3.Connection, path: Path) -> int:

@@ -310,3 +310,34 @@ def _opened_at_once(path: Path, openers: int) -> list[BaseException]:
     for thread in threads:
         thread.join()
     return errors
+
+
+def test_a_store_in_use_that_looks_malformed_for_a_moment_is_read_again_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read as an immutable file while a run checkpoints into it, a store can look
+    malformed for a moment; it was refused as another application's (seen once, with
+    the web page reading a run its server was continuing)."""
+    from honeycomb.store import schema
+
+    path = tmp_path / "runs.db"
+    writer = sqlite3.connect(path, isolation_level=None)  # a run's, holding it open
+    writer.execute("PRAGMA journal_mode=WAL")
+    schema.upgrade(writer)
+    read = schema.schema_of
+    looks: list[str] = ["malformed"]
+
+    def racing(db: sqlite3.Connection) -> int | None:
+        if looks:
+            raise sqlite3.DatabaseError(f"database disk image is {looks.pop()}")
+        return read(db)
+
+    monkeypatch.setattr(schema, "schema_of", racing)
+    try:
+        schema.refuse_foreign(path)  # read again: a store
+    finally:
+        writer.close()
+    assert looks == []
+    looks.extend(["malformed"] * schema._IN_USE_TRIES)
+    with pytest.raises(StoreError, match="not a Honeycomb run store"):
+        schema.refuse_foreign(path)  # not in use now, and still malformed: refused
