@@ -42,16 +42,24 @@ def recipe(model: Model) -> tuple[str, Any]:
             "settings": model.settings,
         }
         return ("made", (f"{cls.__module__}.{cls.__qualname__}", options))
-    # cloudpickle: functions of __main__ too, by value.
+    why = _unsendable(model)
+    if why is not None:
+        raise ConfigError(
+            f"model {model!r} cannot be sent to Ray actors ({why}): use a model that "
+            "can be pickled, or an OpenAI-compatible endpoint"
+        )
+    return ("object", model)
+
+
+def _unsendable(thing: object) -> str | None:
+    """Why Ray cannot send ``thing`` to an actor, if it cannot: it is pickled as Ray
+    will (with cloudpickle: functions of ``__main__`` too, by value), so it fails here."""
     dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
     try:
-        dumps(model)  # as Ray will, to send it: a model that cannot be sent fails here
+        dumps(thing)
     except Exception as exc:
-        raise ConfigError(
-            f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
-            "use a model that can be pickled, or an OpenAI-compatible endpoint"
-        ) from exc
-    return ("object", model)
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> None:
@@ -102,18 +110,16 @@ def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
         ConfigError: naming a tool that cannot be sent to the actors.
     """
     mine = {"recall", "remember"} if setup.memory is not None else set()
-    tools = [Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine or t.pinned]
-    dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
+    tools = [Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine]
     for each in tools:
-        try:
-            dumps(each)  # as Ray will, to send it: a tool that cannot be sent fails here
-        except Exception as exc:
+        why = _unsendable(each)
+        if why is not None:
             name = each.name if isinstance(each, Tool) else each.options["name"]
             raise ConfigError(
-                f"role {setup.role.name!r}: tool {name!r} cannot be sent to Ray "
-                f"actors ({type(exc).__name__}: {exc}): give it by import path "
-                "(tools: ['package.module:function']), or make what it holds picklable"
-            ) from exc
+                f"role {setup.role.name!r}: tool {name!r} cannot be sent to Ray actors "
+                f"({why}): give it by import path (tools: ['package.module:function']), "
+                "or make what it holds picklable"
+            )
     return tools
 
 

@@ -23,9 +23,9 @@ import asyncio
 import contextlib
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -47,12 +47,14 @@ from runtime import (
     Model,
     Tool,
 )
-from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
+from workers import LoopState, Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
     from honeycomb.run.record import WorkerRecord
 
 __all__ = ["RayBackend", "WorkerLost", "recipe"]
+
+T = TypeVar("T")
 
 
 class WorkerLost(HoneycombError):
@@ -146,12 +148,14 @@ class RayBackend:
         self.switch_interval_s = switch_interval_s
         self._pool: list[_Actor] | None = None
         self._starting: asyncio.Lock | None = None
-        self._keys: dict[int, tuple[object, str]] = {}  # id -> (the object, its key)
+        # What each object (a setup, a model) comes to, made once: by id, the object
+        # kept alive beside it so that its id is not another's.
+        self._keys: dict[int, tuple[object, str]] = {}
         self._runs = 0
         self._channels = itertools.count()
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._recipes: dict[int, tuple[Model, tuple[str, Any]]] = {}
-        self._sent_tools: dict[int, tuple[WorkerSetup, list[Tool[Any, Any] | Pinned]]] = {}
+        self._recipes: dict[int, tuple[object, tuple[str, Any]]] = {}
+        self._sent: dict[int, tuple[object, list[Tool[Any, Any] | Pinned]]] = {}
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address or 'local'!r}, actors={self.actors})"
@@ -220,10 +224,7 @@ class RayBackend:
         return min(choices, key=lambda a: a.running)
 
     def _key(self, thing: object, prefix: str) -> str:
-        found = self._keys.get(id(thing))
-        if found is None:
-            found = self._keys[id(thing)] = (thing, f"{prefix}{len(self._keys)}")
-        return found[1]
+        return _once(self._keys, thing, lambda: f"{prefix}{len(self._keys)}")
 
     async def _install(self, actor: _Actor, key: str, method: str, *args: Any) -> None:
         """Install a setup or model in an actor once (every later worker shares it)."""
@@ -260,7 +261,7 @@ class RayBackend:
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
             made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
-            tools = self._tools(worker.setup)
+            tools = _once(self._sent, worker.setup, lambda: sendable_tools(worker.setup))
         except ConfigError as exc:
             return _failed(worker, exc)
         link = Driver(context, worker, record, model_limiter)
@@ -301,25 +302,9 @@ class RayBackend:
             self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
         return self._slots[1]
 
-    def _tools(self, setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
-        """:func:`sendable_tools`, once a setup.
-
-        Raises:
-            ConfigError: naming a tool that cannot be sent to the actors.
-        """
-        found = self._sent_tools.get(id(setup))
-        if found is not None and found[0] is setup:
-            return found[1]
-        tools = sendable_tools(setup)
-        self._sent_tools[id(setup)] = (setup, tools)
-        return tools
-
     def _recipe(self, model: Model) -> tuple[str, Any]:
         """:func:`recipe`, once a model (a model is pickled to check it can be)."""
-        found = self._recipes.get(id(model))
-        if found is None or found[0] is not model:
-            found = self._recipes[id(model)] = (model, recipe(model))
-        return found[1]
+        return _once(self._recipes, model, lambda: recipe(model))
 
     async def _prepare(
         self,
@@ -370,6 +355,14 @@ class RayBackend:
             guards=context.guards,
             judge=context.judge is not None,
         )
+
+
+def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], T]) -> T:
+    """What ``make`` makes of ``thing``, made the first time only."""
+    found = cache.get(id(thing))
+    if found is None:
+        found = cache[id(thing)] = (thing, make())
+    return found[1]
 
 
 async def _awaited(ref: Any) -> None:
