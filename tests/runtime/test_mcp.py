@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -276,6 +277,20 @@ async def test_a_server_that_does_not_start_says_why_and_leaves_nothing(
             await run.listed("t")
         assert expected in str(info.value)
         assert child_pids() - before == set()
+
+
+def test_counting_child_processes_passes_over_a_thread_that_ended_after_it_was_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed: list[str] = []
+    ended = threading.Thread(target=lambda: listed.extend(os.listdir("/proc/self/task")))
+    ended.start()
+    ended.join()
+    assert str(ended.native_id) in listed  # the listing names a thread that is gone now
+    monkeypatch.setattr(os, "listdir", lambda path: listed)
+    counted = child_pids()
+    monkeypatch.undo()
+    assert counted <= child_pids()
 
 
 async def test_a_streamable_http_server_gets_its_headers() -> None:

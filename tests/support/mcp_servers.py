@@ -52,8 +52,11 @@ def child_pids() -> set[int]:
     """The processes this one started that have not been reaped yet."""
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children", encoding="ascii") as listed:
-            found |= {int(pid) for pid in listed.read().split()}
+        try:
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as listed:
+                found |= {int(pid) for pid in listed.read().split()}
+        except FileNotFoundError:
+            continue  # a thread that ended after it was listed; its children moved on
     return found
 
 
