@@ -44,7 +44,8 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.model import ModelRequest, ModelResponse
-from runtime.ratelimit import AdaptiveLimiter, quota_from_headers
+from runtime.quota import quota_from_headers
+from runtime.ratelimit import AdaptiveLimiter
 from runtime.retry import RetryPolicy, ShownText
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]

@@ -7,16 +7,23 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   cool-down: no caller starts an attempt until the 429's ``Retry-After`` (else
   ``cooldown_s``) has passed. Attempts that were already in flight when the limit was
   cut do not cut it again, so a burst of 429s is one halving, not one per request.
-- The callers leaving a cool-down (those that sat it out, and the retries that waited
-  out the same ``Retry-After``) start one by one, paced at the rate the endpoint
-  answered at between its last two bursts of 429s, not all at once to meet the same
-  empty quota; once none is waiting for its turn, attempts start freely again.
+- A 429 also teaches the rate the endpoint takes: the answers it gave since the last
+  429 that taught one, over the time since (at each of the two its quota was spent, so
+  that is the rate it refills at, whatever was sent in between). From then on attempts
+  start paced, at 90% of that rate, and the pace grows by 2% of it every
+  ``increase_after`` successes: the quota refills a little between two probes, and a
+  probe past it costs one 429 or two, not a storm. Callers leaving a cool-down start
+  one by one at that pace, not all at once to meet the same empty quota. The pace never
+  holds attempts back more than ``min_concurrency`` calls in flight would (at the
+  latency the answers took), and at twice the rate learnt, with no 429 since, it is
+  dropped: attempts start freely again.
 - Every ``increase_after`` successes at the current limit grow it by one, up to
   ``max_concurrency``.
 - Where the endpoint says what is left of its quota (``x-ratelimit-remaining-*`` and
-  ``x-ratelimit-reset-*`` for requests and tokens, read by :func:`quota_from_headers`
-  and given to :meth:`AdaptiveLimiter.observe`), attempts start freely while enough
-  is left, and once it runs low they are spaced at the rate the quota refills (from
+  ``x-ratelimit-reset-*`` for requests and tokens, read by
+  :func:`~runtime.quota.quota_from_headers` and given to
+  :meth:`AdaptiveLimiter.observe`), attempts start freely while enough is left, and
+  once it runs low they are spaced at the rate the quota refills (from
   ``x-ratelimit-limit-*``; without it, they wait for the reset): the limiter slows
   down before the first 429, not after it.
 
@@ -26,82 +33,27 @@ one in front of any model (inside a :class:`~runtime.RetryingModel`, so that eac
 retry waits its turn).
 
 One limiter serves one event loop at a time. Used on another (the next
-``asyncio.run()``), it keeps what it learnt (the limit, a cool-down) and forgets the
-slots and waiters of the last loop: a loop that was closed with attempts still in it
-never gives those back.
+``asyncio.run()``), it keeps what it learnt (the limit, the pace, a cool-down) and
+forgets the slots and waiters of the last loop: a loop that was closed with attempts
+still in it never gives those back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 
 from runtime.errors import ModelHTTPError
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.value import Value
+from runtime.quota import QuotaLeft
 
-__all__ = ["AdaptiveLimiter", "QuotaLeft", "RateLimitedModel", "quota_from_headers"]
-
-
-class QuotaLeft(Value, frozen=True, kw_only=True):
-    """What an endpoint said is left of its rate limits, after one answer.
-
-    Attributes:
-        requests: Requests left now.
-        requests_reset_s: Seconds until the requests limit is whole again.
-        requests_limit: The requests limit itself.
-        tokens: Tokens left now.
-        tokens_reset_s: Seconds until the tokens limit is whole again.
-        tokens_limit: The tokens limit itself.
-    """
-
-    requests: float | None = None
-    requests_reset_s: float | None = None
-    requests_limit: float | None = None
-    tokens: float | None = None
-    tokens_reset_s: float | None = None
-    tokens_limit: float | None = None
-
-
-def quota_from_headers(headers: Mapping[str, str]) -> QuotaLeft | None:
-    """The ``x-ratelimit-{remaining,reset,limit}-{requests,tokens}`` headers (OpenAI's,
-    also sent by Groq, Together, vLLM behind a gateway ...), or None when none of them
-    makes sense. Resets are read as OpenAI writes them (``1s``, ``6m0s``, ``250ms``) or
-    as plain seconds."""
-    found: dict[str, float] = {}
-    for kind in ("requests", "tokens"):
-        for part, field in (("remaining", kind), ("reset", f"{kind}_reset_s"),
-                            ("limit", f"{kind}_limit")):  # fmt: skip
-            value = headers.get(f"x-ratelimit-{part}-{kind}")
-            number = None if value is None else _number(value, duration=part == "reset")
-            if number is not None:
-                found[field] = number
-    if "requests" not in found and "tokens" not in found:
-        return None
-    return QuotaLeft(**found)
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
-_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def _number(value: str, *, duration: bool) -> float | None:
-    """A non-negative number; for a duration, seconds from ``1m30.5s`` or ``20ms``."""
-    text = value.strip()
-    try:
-        number = float(text)
-    except ValueError:
-        if not duration or not text or _DURATION.sub("", text):
-            return None
-        number = sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(text))
-    return number if math.isfinite(number) and number >= 0 else None
+__all__ = ["AdaptiveLimiter", "RateLimitedModel"]
 
 
 _PACE = 0.97
@@ -111,6 +63,17 @@ so that jitter in when requests arrive does not empty the quota."""
 _RESERVE = 0.02
 """Share of a limit that is left unspent before pacing starts (at least two calls'
 worth): what requests on their way when the quota was read may still take."""
+
+_BACKOFF = 0.9
+"""Share of the rate a 429 taught that attempts are paced at just after it."""
+
+_PROBE = 0.02
+"""Share of the rate a 429 taught that the pace grows by every ``increase_after``
+successes."""
+
+_EVIDENCE = 8
+"""Answers a rate is learnt from, at the least: a 429 that comes sooner (the first
+ones after a burst of many in flight) halves the pace instead."""
 
 
 class AdaptiveLimiter:
@@ -168,16 +131,16 @@ class AdaptiveLimiter:
         self._refilled_at = 0.0
         self._next_start = 0.0
         self._tokens_per_call: float | None = None
-        # What 429s alone tell (no headers): the attempts started since the last burst
-        # of 429s that were not answered 429, and from when; the seconds between such
-        # attempts that makes (0: nothing learnt yet); when the next caller leaving a
-        # cool-down may start (None: no one is leaving one), and how many are to.
-        self._passed = 0
-        self._passed_from: float | None = None
-        self._spacing = 0.0
-        self._departure: float | None = None
-        self._leaving = 0
-        self._out = 0  # attempts started and not yet answered
+        # What 429s alone tell (no headers): the answers since the last 429 that taught
+        # a rate, and from when; the rate taught (answers a second); the pace attempts
+        # start at (None: freely) and the next paced start; the latency of answers.
+        self._answered = 0
+        self._answered_from: float | None = None
+        self._learnt = 0.0
+        self._rate: float | None = None
+        self._next_paced = 0.0
+        self._repaced = anyio.Event()  # set when a 429 changes the pace: book again
+        self._latency: float | None = None
         self.paced = 0
         """Attempts held back: to keep within the quota the endpoint reported, or to
         leave a cool-down in turn."""
@@ -185,7 +148,8 @@ class AdaptiveLimiter:
     def __repr__(self) -> str:
         return (
             f"AdaptiveLimiter(limit={self._limit}/{self.max_concurrency}, "
-            f"in_flight={self._in_flight}, waiting={len(self._waiters)})"
+            f"in_flight={self._in_flight}, waiting={len(self._waiters)}, "
+            f"pace={'none' if self._rate is None else f'{self._rate:.3g}/s'})"
         )
 
     @property
@@ -196,6 +160,11 @@ class AdaptiveLimiter:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    @property
+    def pace(self) -> float | None:
+        """Attempts a second that start, at most, by what 429s taught (None: no pace)."""
+        return self._rate
 
     @property
     def waiting(self) -> int:
@@ -212,7 +181,7 @@ class AdaptiveLimiter:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
         loop = self._adopt()
         epoch = await self._acquire(loop)
-        self._out += 1
+        started = time.monotonic()
         try:
             yield
         except ModelHTTPError as exc:
@@ -220,24 +189,23 @@ class AdaptiveLimiter:
                 self._on_throttled(epoch, exc.retry_after)
             raise
         else:
-            self._on_success(epoch)
+            self._on_success(epoch, time.monotonic() - started)
         finally:
-            if loop is self._loop:  # else forgotten with the loop it left
-                self._out -= 1
             self._release(loop)
 
     def _adopt(self) -> asyncio.AbstractEventLoop:
         """The running loop, whose the slots and waiters are from now on."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            self._loop, self._in_flight, self._out, self._waiters = loop, 0, 0, deque()
+            self._loop, self._in_flight, self._waiters = loop, 0, deque()
+            self._repaced = anyio.Event()
         return loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down, and
-        leave it in turn."""
-        if self._passed_from is None:
-            self._passed_from = time.monotonic()
+        wait for this attempt's paced start."""
+        if self._answered_from is None:
+            self._answered_from = time.monotonic()
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
         else:
@@ -252,62 +220,60 @@ class AdaptiveLimiter:
                     self._waiters.remove(waiter)
                 raise
         try:
-            await self._cool_down()
-            await self._pace()
+            # Looped, not an Event: the cool-down is a deadline a new 429 may extend,
+            # also while a caller waits for its paced start.
+            while True:
+                while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
+                    await anyio.sleep(left)
+                await self._pace()
+                if self._cool_until <= time.monotonic():
+                    break
         except BaseException:
             self._release(loop)
             raise
-        self._passed += 1
         return self._epoch
 
-    async def _cool_down(self) -> None:
-        """Sit out any cool-down, then wait for this caller's turn to leave it."""
-        if self._cool_until > time.monotonic():
-            self._leaving += 1
-        while True:
-            # Looped, not an Event: the cool-down is a deadline a new 429 may extend,
-            # also while a caller waits for its turn.
-            while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
-                await anyio.sleep(left)
-            wait = self._turn()
-            if wait <= 0:
-                return
-            await anyio.sleep(wait)
-            if self._cool_until <= time.monotonic():
-                return
-
-    def _turn(self) -> float:
-        """Seconds until this caller's turn to leave a cool-down (0: now, or there is
-        no cool-down to leave); taking a turn books the next one, a spacing later."""
-        if self._departure is None:
-            return 0.0
-        now = time.monotonic()
-        if self._leaving <= 0 or now - self._departure > self._spacing:
-            # All have left, or none was waiting for a turn (with no rate learnt yet,
-            # none ever is: they leave together).
-            self._departure, self._leaving = None, 0
-            return 0.0
-        self._leaving -= 1
-        start = max(now, self._departure)
-        self._departure = start + self._spacing
-        if start > now:
-            self.paced += 1
-        return start - now
-
     async def _pace(self) -> None:
-        """Start now while the quota has room, else at the next paced moment."""
+        """Wait for this attempt's start: by the quota the endpoint reported, then by
+        the pace 429s taught."""
+        held = await self._pace_by_quota()
+        held = await self._pace_by_429s() or held
+        if held:
+            self.paced += 1
+
+    async def _pace_by_quota(self) -> bool:
+        """Start now while the quota has room, else at the next moment paced at its
+        refill rate; True if this attempt was held back."""
         if self._allowance >= 1:
             self._allowance -= 1
-            return
+            return False
         now = time.monotonic()
         if self._interval is None:
             start = self._refilled_at  # no rate known: the quota is whole again then
         else:
             start = max(now, self._next_start)
             self._next_start = start + self._interval
-        if start > now:
-            self.paced += 1
-            await anyio.sleep(start - now)
+        if start <= now:
+            return False
+        await anyio.sleep(start - now)
+        return True
+
+    async def _pace_by_429s(self) -> bool:
+        """Start at the next paced moment, booked again if a 429 changes the pace
+        meanwhile; True if this attempt was held back."""
+        held = False
+        while self._rate is not None:
+            now = time.monotonic()
+            start = max(now, self._next_paced)
+            self._next_paced = start + 1 / self._rate
+            if start <= now:
+                break
+            held, repaced = True, self._repaced
+            with anyio.move_on_after(start - now):
+                await repaced.wait()
+            if not repaced.is_set():
+                break
+        return held
 
     def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
         """Take in what an answer said of the endpoint's quota, and the tokens it cost.
@@ -365,30 +331,39 @@ class AdaptiveLimiter:
         until = now + min(max(wait, 0.0), self.max_cooldown_s)
         self._cool_until = max(self._cool_until, until)
         if epoch == self._epoch:  # started after the last cut: a new congestion event
-            self._passed -= 1  # the quota had no room for it
             self._learn_rate(now)
             self._limit = max(self._limit // 2, self.min_concurrency)
             self._epoch += 1
             self._successes = 0
-        # The first caller leaves as the cool-down ends, the others a spacing apart:
-        # this call's retry, and each caller that sits the cool-down out.
-        if self._departure is None or self._departure < self._cool_until:
-            self._departure = self._cool_until
-        self._leaving += 1
+            # Starts booked at the old pace are void: the next starts at the cool-down's
+            # end, and every attempt waiting for one books again at the new pace.
+            self._next_paced = self._cool_until
+            self._repaced.set()
+            self._repaced = anyio.Event()
 
     def _learn_rate(self, now: float) -> None:
-        """The rate of the attempts the endpoint took (started, not answered 429)
-        between its last two bursts of 429s: at each burst its quota is spent, so that
-        is the rate it refills at (the first stretch also spends a full quota, and
-        overstates it)."""
-        since = self._passed_from
-        # Those still out when the quota ran dry are not counted: most meet it dry too.
-        passed = self._passed - max(self._out - 1, 0)
-        if passed > 0 and since is not None and now > since:
-            self._spacing = (now - since) / passed / _PACE
-        self._passed, self._passed_from = 0, now
+        """The rate of the answers since the last 429 that taught one: at each of the
+        two the endpoint's quota was spent, so that is the rate it refills at (the
+        first stretch also spends a quota that was full, and overstates it). Too few
+        answers to tell (the 429s of one burst): the stretch goes on."""
+        since = self._answered_from
+        if self._answered >= _EVIDENCE and since is not None and now > since:
+            self._learnt = self._answered / (now - since)
+            self._rate = _BACKOFF * self._learnt
+            self._answered, self._answered_from = 0, now
+        if self._rate is not None and self._latency:
+            # No slower than min_concurrency calls one after another: a 429 that is
+            # not of a quota (an endpoint at its capacity, a fault) cannot stall it.
+            self._rate = max(self._rate, self.min_concurrency / self._latency)
 
-    def _on_success(self, epoch: int) -> None:
+    def _on_success(self, epoch: int, latency: float) -> None:
+        self._answered += 1
+        known = self._latency
+        self._latency = latency if known is None else 0.8 * known + 0.2 * latency
+        if self._rate is not None:
+            self._rate += _PROBE * self._learnt / self.increase_after
+            if self._rate >= 2 * self._learnt:
+                self._rate = None  # twice what the endpoint took, and no 429: let go
         if epoch != self._epoch or self._limit >= self.max_concurrency:
             return  # started before the last cut: says nothing about the new limit
         self._successes += 1

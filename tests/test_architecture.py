@@ -303,8 +303,9 @@ LOADED_ON_FIRST_USE = (
     "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec", "mcp",
     "mcp_types", "httpx2", "runtime._mcp_sdk",
     # Models that wrap others, the text tool protocol, the test models, spans and logging.
-    "runtime.pricing", "runtime.ratelimit", "runtime.text_tools", "runtime._text_protocol",
-    "runtime._actions", "runtime._lenient_json", "runtime._request", "runtime.testing",
+    "runtime.pricing", "runtime.ratelimit", "runtime.quota", "runtime.text_tools",
+    "runtime._text_protocol", "runtime._actions", "runtime._lenient_json", "runtime._request",
+    "runtime.testing",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
 )  # fmt: skip
 

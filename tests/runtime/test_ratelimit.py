@@ -253,6 +253,105 @@ async def test_retries_of_a_burst_of_429s_start_paced_not_together() -> None:
     assert min(gaps) >= L / 5 * 0.7, f"the retries started together: {gaps}"
 
 
+async def starts_of(limiter: AdaptiveLimiter, callers: int) -> list[float]:
+    """When each of ``callers`` attempts, made together, started."""
+    starts: list[float] = []
+
+    async def one() -> None:
+        async with limiter.attempt():
+            starts.append(time.perf_counter())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(callers):
+            tg.start_soon(one)
+    return starts
+
+
+async def test_once_a_429_taught_a_rate_every_attempt_starts_paced_at_it() -> None:
+    # Not only the callers that sat out the cool-down: long after it, attempts made
+    # together still start a pace apart (90% of the 5 a L learnt), so that the quota
+    # that was spent refills instead of being met again at once.
+    limiter = AdaptiveLimiter(16)
+    await served_at_five_a_latency(limiter)
+    await throttle(limiter, retry_after=0)
+    await anyio.sleep(2 * L)
+    assert limiter.pace == pytest.approx(0.9 * 5 / L, rel=0.2)
+    starts = await starts_of(limiter, 6)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= L / 5 * 0.9, f"attempts started together: {gaps}"
+    assert max(gaps) < L / 5 / 0.9 * 1.5, f"the pace is slower than taught: {gaps}"
+    assert limiter.paced >= 5
+
+
+async def test_attempts_waiting_for_their_start_book_again_when_a_429_slows_the_pace() -> None:
+    # A fast pace is taught (20 a L), then the endpoint answers slowly and a 429 comes:
+    # the callers already booked at the fast pace start at the slow one instead.
+    limiter = AdaptiveLimiter(16)
+    for _ in range(10):
+        async with limiter.attempt():
+            await anyio.sleep(L / 20)
+    await throttle(limiter, retry_after=0)
+
+    async def slowly() -> None:
+        for _ in range(5):
+            async with limiter.attempt():
+                await anyio.sleep(L / 2)
+
+    async with anyio.create_task_group() as tg:  # 4 a L: what the next 429 teaches
+        tg.start_soon(slowly)
+        tg.start_soon(slowly)
+    starts: list[float] = []
+
+    booked = anyio.Event()
+
+    async def one(index: int) -> None:
+        with contextlib.suppress(ModelHTTPError):
+            async with limiter.attempt():
+                starts.append(time.perf_counter())
+                if index == 0:
+                    await booked.wait()
+                    raise ModelHTTPError(429, retry_after=0)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(5):
+            tg.start_soon(one, index)
+            await anyio.wait_all_tasks_blocked()  # booked in this order
+        booked.set()
+    # The first after the 429 starts as its cool-down (of 0) ends; the others a slow
+    # pace apart, not the fast one they were booked at.
+    gaps = [b - a for a, b in itertools.pairwise(starts)][1:]
+    slow = L / (0.9 * 4)
+    assert min(gaps) >= slow * 0.8, f"booked starts kept the old pace: {gaps}"
+
+
+async def test_the_pace_grows_back_and_is_let_go_at_twice_the_rate_learnt() -> None:
+    limiter = AdaptiveLimiter(16, increase_after=1)
+    await served_at_five_a_latency(limiter)
+    await throttle(limiter, retry_after=0)
+    # 90% of the rate, and 2% of it more at every success: twice the rate after 55.
+    await succeed(limiter, 54)
+    assert limiter.paced > 0
+    paced = limiter.paced
+    await succeed(limiter, 2)
+    assert limiter.pace is None
+    starts = await starts_of(limiter, 6)
+    assert limiter.paced == paced, "the pace held attempts back after it was let go"
+    assert max(starts) - min(starts) < L / 5, "attempts did not start freely again"
+
+
+async def test_a_pace_never_holds_back_more_than_min_concurrency_calls_in_flight() -> None:
+    # Answers a L each, one after another, then a 429: the rate learnt is 1 a L, but
+    # with min_concurrency=4 the pace is at least 4 a L (what 4 calls in flight do), so
+    # a 429 of an endpoint at capacity, or of a fault, never stalls the callers.
+    limiter = AdaptiveLimiter(8, min_concurrency=4)
+    for _ in range(8):
+        async with limiter.attempt():
+            await anyio.sleep(L)
+    await throttle(limiter, retry_after=0)
+    starts = await starts_of(limiter, 4)
+    assert max(starts) - min(starts) < 3 * L / 4 * 1.5, "paced below min_concurrency"
+
+
 async def test_a_429_without_retry_after_cools_down_for_the_default() -> None:
     limiter = AdaptiveLimiter(4, cooldown_s=2 * L)
     await throttle(limiter, retry_after=None)
