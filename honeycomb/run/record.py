@@ -106,14 +106,17 @@ class RunRecord:
             lease=self.lease,
         )
 
-    def planned(self, plan: Plan) -> None:
+    def planned(self, plan: Plan, *, given: bool) -> None:
+        """Keep the plan, and whether the run was ``given`` it (its subtasks) or its
+        planner made it."""
         self.store.write(
             (
-                "UPDATE runs SET plan = ?, workers = ? WHERE run_id = ?",
-                (model_json(plan), len(plan.subtasks), self.run_id),
+                "UPDATE runs SET plan = ?, workers = ?, planned_by = ? WHERE run_id = ?",
+                (model_json(plan), len(plan.subtasks), "given" if given else "planner",
+                 self.run_id),
             ),
             lease=self.lease,
-        )
+        )  # fmt: skip
 
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint and journal of subtask ``name``'s worker."""

@@ -28,6 +28,8 @@ class Resumed(Value, frozen=True, kw_only=True):
 
     Attributes:
         plan: The plan of the earlier life, if it got that far.
+        given: Whether the earlier life was given its subtasks (then it planned once),
+            not planned by its planner.
         finished: Results of subtasks that finished (they are not run again).
         states: Loop states of subtasks that had started, to continue from.
         spent: What the earlier lives spent (the run's budget starts from it).
@@ -36,6 +38,7 @@ class Resumed(Value, frozen=True, kw_only=True):
     """
 
     plan: Plan | None
+    given: bool = False
     finished: dict[str, SubtaskResult]
     states: dict[str, LoopState]
     spent: Usage
@@ -64,8 +67,8 @@ def restore(stored: StoredRun) -> Resumed:
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
     approvals = {name: w.approvals for name, w in stored.workers.items() if w.approvals}
     return Resumed(
-        plan=plan, finished=finished, states=states, spent=spent, journals=journals,
-        approvals=approvals,
+        plan=plan, given=stored.planned_by == "given", finished=finished, states=states,
+        spent=spent, journals=journals, approvals=approvals,
     )  # fmt: skip
 
 

@@ -222,11 +222,13 @@ class Run:
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
-        lead = self.shared.planner if subtasks is None else None
+        given = subtasks is not None
+        if self.resumed is not None and self.resumed.plan is not None:
+            given = self.resumed.given  # as the earlier life was: given it, or planned
+            subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
+        lead = None if given else self.shared.planner
         if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
             lead = None  # planned once
-        if self.resumed is not None and self.resumed.plan is not None:
-            subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
         planner = self.shared.planner if subtasks is None else StaticPlanner(subtasks)
         if planner is None:
             raise ConfigError(
@@ -242,7 +244,7 @@ class Run:
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
         if self.record is not None:
-            self.record.planned(self.plan)
+            self.record.planned(self.plan, given=given)
         self.rounds = rounds_of(self.plan)
 
         outcomes = await self._workers({}, self.resumed)
@@ -341,7 +343,7 @@ class Run:
                 break
             self.plan = Plan(subtasks=(*self.plan.subtasks, *added.subtasks))
             if self.record is not None:
-                self.record.planned(self.plan)  # the round is in the store before it runs
+                self.record.planned(self.plan, given=False)  # in the store before it runs
             outcomes = await self._workers(outcomes)
         return outcomes
 

@@ -24,7 +24,7 @@ from honeycomb.store.files import idle, sidecar, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -116,6 +116,11 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
             ("context_tokens", "INTEGER", "0"),
             ("context_messages", "INTEGER", "0"),
         ),
+    },
+    4: {
+        # Who made the plan: 'given' (the run was given its subtasks: it plans once,
+        # also when resumed) or 'planner'; NULL in a store of schema 3 (not known).
+        "runs": (("planned_by", "TEXT", "NULL"),),
     },
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an

@@ -113,6 +113,9 @@ class StoredRun(Value, frozen=True, kw_only=True):
     plan: str | None
     result: str | None
     workers: dict[str, StoredWorker]
+    planned_by: str | None = None
+    """``given`` (the run was given its subtasks), ``planner``, or None: not known (a
+    store of schema 3)."""
 
 
 class RunStore:
@@ -396,9 +399,8 @@ _PROGRESS = (
 
 
 def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
-    row = db.execute(
-        "SELECT task, status, source, plan, result FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
+    selected = columns(db, "runs", ("task", "status", "source", "plan", "result", "planned_by"))
+    row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         return None
     workers: dict[str, StoredWorker] = {}
@@ -429,7 +431,7 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         name = entry.pending.worker
         found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
         found.approvals[entry.pending.turn, entry.pending.call_id] = entry
-    task, status, source, plan, result = row
+    task, status, source, plan, result, planned_by = row
     return StoredRun(
         run_id=run_id,
         task=task,
@@ -438,4 +440,5 @@ def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         plan=plan,
         result=result,
         workers=workers,
+        planned_by=planned_by,
     )

@@ -251,6 +251,34 @@ async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> 
     ]  # fmt: skip
 
 
+async def test_a_run_given_its_subtasks_resumes_without_asking_the_lead(tmp_path: Path) -> None:
+    # Given subtasks=, a run plans once, whatever its planner: resumed without them (as
+    # `honeycomb resume` does), it must not turn into a run planned in rounds.
+    db = tmp_path / "runs.db"
+    given = [Subtask(id="a", role="researcher", instruction="look"),
+             Subtask(id="b", role="researcher", instruction="hold on")]  # fmt: skip
+
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        return [_subtask("more", "something the lead would add")]
+
+    first = Hive(lead)
+    first.gate = anyio.Event()  # b waits: the run is cancelled before it ends
+    async with anyio.create_task_group() as tg:
+        run = first.executor(3, db).run
+        tg.start_soon(lambda: run("Study bees.", subtasks=given, run_id="r1"))
+        with anyio.fail_after(10):
+            await first.holding.wait()
+        tg.cancel_scope.cancel()
+    assert first.lead_messages == []
+
+    second = Hive(lead)
+    result = await second.executor(3, db).run("Study bees.", run_id="r1")
+    assert result.status == "ok"
+    assert second.lead_messages == [], "the resumed run asked the lead for more rounds"
+    assert list(result.subtasks) == ["a", "b"]
+    assert [(r.round, r.added) for r in result.rounds] == [(1, ("a", "b"))]
+
+
 def test_the_offline_lead_follows_up_a_result_that_asks_for_more() -> None:
     results = [
         ResultEntry(

@@ -1,4 +1,4 @@
-"""Stores written by earlier versions: real files of schema 1 and 2 are read as they
+"""Stores written by earlier versions: real files of schema 1, 2 and 3 are read as they
 are (reading never changes them), and upgraded to the current schema, in place and in
 one transaction, by the first process that writes to them; their runs are still
 there, and an unfinished one resumes."""
@@ -56,7 +56,7 @@ def today(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_old_store_is_read_as_it_is_without_being_changed(
     tmp_path: Path, today: Path, version: int
 ) -> None:
@@ -70,11 +70,12 @@ def test_an_old_store_is_read_as_it_is_without_being_changed(
     stored = anyio.run(store.load, "old")
     assert stored is not None
     assert set(stored.workers) == {"w0", "w1"}
+    assert stored.planned_by is None  # not known before schema 4
     assert digest(db) == before
     assert pragmas(db)[1] == version
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_old_store_is_upgraded_by_its_first_write_and_keeps_its_runs(
     tmp_path: Path, today: Path, version: int
 ) -> None:
@@ -93,7 +94,7 @@ def test_an_old_store_is_upgraded_by_its_first_write_and_keeps_its_runs(
     assert {r.run_id for r in RunStore(db).runs()} == {"old", "next"}
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_unfinished_run_of_an_old_store_resumes_from_its_saved_turns(
     tmp_path: Path, today: Path, version: int
 ) -> None:

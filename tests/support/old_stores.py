@@ -1,13 +1,13 @@
 """Run stores as earlier versions of Honeycomb wrote them: the very tables of schema 1
-(no leases, no application id) and schema 2, with the rows of a run copied in from a
-store of today, so a test can open a real old file and watch it being upgraded."""
+(no leases, no application id), schema 2 and schema 3, with the rows of a run copied in
+from a store of today, so a test can open a real old file and watch it being upgraded."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-__all__ = ["SCHEMA_1", "SCHEMA_2", "write_old_store"]
+__all__ = ["SCHEMA_1", "SCHEMA_2", "SCHEMA_3", "write_old_store"]
 
 SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -93,13 +93,30 @@ PRAGMA user_version = 2;
 )
 """The tables of schema 2: schema 1's, the leases, and the application id."""
 
+SCHEMA_3 = (
+    SCHEMA_2.replace("PRAGMA user_version = 2;", "")
+    + """
+ALTER TABLE runs ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN cached_input_tokens INTEGER;
+ALTER TABLE workers ADD COLUMN reasoning_tokens INTEGER;
+ALTER TABLE workers ADD COLUMN summary TEXT;
+ALTER TABLE workers ADD COLUMN summarized INTEGER;
+ALTER TABLE workers ADD COLUMN compactions INTEGER;
+ALTER TABLE workers ADD COLUMN context_tokens INTEGER;
+ALTER TABLE workers ADD COLUMN context_messages INTEGER;
+PRAGMA user_version = 3;
+"""
+)
+"""The tables of schema 3: schema 2's, with the cache, reasoning and context counters
+(runs did not say who made their plan)."""
+
 
 def write_old_store(path: Path, version: int, source: Path, *, unfinished: bool = False) -> None:
-    """A store of schema ``version`` (1 or 2) at ``path`` holding the runs of the store
+    """A store of schema ``version`` (1, 2 or 3) at ``path`` holding the runs of the store
     ``source`` (of today), in the columns that schema had. ``unfinished``: its runs as
     a crash leaves them (running, their workers' results not written, their last saved
     turns kept)."""
-    script = SCHEMA_1 if version == 1 else SCHEMA_2
+    script = {1: SCHEMA_1, 2: SCHEMA_2, 3: SCHEMA_3}[version]
     old = sqlite3.connect(path)
     try:
         old.executescript(script)
