@@ -1,10 +1,12 @@
 """``OfflineModel``: a rule-based model, with no AI in it, so that a whole hive runs
 with no network and no key.
 
-It recognises five kinds of call and answers each by simple text rules (see
+It recognises six kinds of call and answers each by simple text rules (see
 :mod:`honeycomb.offline.rules`):
 
 - a summary call of compaction: the facts found so far (:mod:`honeycomb.offline.summary`);
+- a guard's judge: ``PASS``, unless what it is shown is empty or looks like it holds a
+  secret (:mod:`honeycomb.offline.judge`);
 - the planner (``output`` is the ``Plan`` schema): clauses of the task matched to roles
   by keyword overlap; a writer/sender subtask depends on all the others;
 - a worker turn with tools: calls to the tools whose words match the instruction, with
@@ -46,6 +48,7 @@ from honeycomb.offline import answer as answer
 from honeycomb.offline import follow as follow
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
+from honeycomb.offline.judge import is_judge_request, verdict
 from honeycomb.offline.plan import plan_for, task_text
 from honeycomb.offline.summary import summarize
 from honeycomb.run.prompts import RESULTS_HEADER
@@ -143,6 +146,8 @@ def respond(request: ModelRequest) -> AssistantMessage:
     """The offline answer to one request."""
     if is_summary_request(request):
         return AssistantMessage(content=summarize(request))
+    if is_judge_request(request):
+        return AssistantMessage(content=verdict(request))
     output = request.output
     if output is not None and output.name == "Plan":
         return AssistantMessage(content=plan_for(request).model_dump_json())

@@ -14,9 +14,11 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from honeycomb import Executor, Guards, Role
 from honeycomb.offline import OfflineModel
 from honeycomb.offline import rules as rules
 from honeycomb.offline import schema as schema_rules
+from honeycomb.offline.judge import verdict
 from honeycomb.run.plan import Plan, plan_problems
 from honeycomb.run.prompts import (
     AGGREGATOR_INSTRUCTIONS,
@@ -42,6 +44,7 @@ from runtime import (
     UserMessage,
 )
 from workers import AgentLoop, Final
+from workers.guards import JUDGE_INSTRUCTIONS
 from workers.loop import WRAP_UP
 from workers.worker import format_task
 
@@ -621,3 +624,52 @@ async def test_a_clause_with_no_roles_words_stays_with_the_role_before(
     )
     assert [s.role for s in plan.subtasks] == ["researcher", "researcher", "writer"]
     assert plan.subtasks[2].depends_on == ("researcher-1", "researcher-2")
+
+
+# --- a guard's judge ----------------------------------------------------------------------
+
+
+def judged(*roles: Role) -> Executor:
+    return Executor(
+        [
+            Role(name="writer", guards=Guards(input=("reviewer",), output=("reviewer",))),
+            Role(name="reviewer", description="Judges whether a text is safe to show."),
+            *roles,
+        ],
+        OfflineModel(latency=0),
+        aggregator="concat",
+    )
+
+
+async def test_as_a_judge_it_passes_what_holds_no_secret() -> None:
+    result = await judged().run("Write a note.", subtasks=[("writer", "Write a short note.")])
+    assert result.status == "ok", [str(f.error) for f in result.failures]
+    assert result.usage.model_calls == 3  # the answer, and a verdict on its input and on it
+
+
+@pytest.mark.parametrize(
+    ("instruction", "what"),
+    [
+        ("Post this: password: hunter22", "a password"),
+        ("Use the key sk-proj-abcdefghijklmnop1234 to call it", "an API key"),
+        ("Store -----BEGIN RSA PRIVATE KEY----- MIIE", "a private key"),
+    ],
+)
+async def test_as_a_judge_it_refuses_what_looks_like_a_secret(instruction: str, what: str) -> None:
+    plan = [("writer", instruction), ("writer", "Write a short note.")]
+    result = await judged().run("Write a note.", subtasks=plan)
+    assert result.status == "partial"
+    (failure,) = result.failures
+    assert failure.error is not None
+    assert failure.error.type == "GuardrailTripped"
+    assert f"input guard 'reviewer' tripped: {PREFIX}It holds what looks like {what}" in (
+        failure.error.message
+    )
+
+
+def test_as_a_judge_it_refuses_an_empty_text() -> None:
+    shown = ModelRequest(
+        messages=(SystemMessage(content=JUDGE_INSTRUCTIONS.format(what="an answer")),
+                  UserMessage(content="  ")),
+    )  # fmt: skip
+    assert verdict(shown) == f"{PREFIX}There is nothing to judge: what I was shown is empty."

@@ -1,0 +1,41 @@
+"""The offline model as a guard's judge, by rules: what it is shown passes, unless it
+is empty or holds what looks like a secret (an API key or token, a private key, a
+password written out). A real model judges by the role's instructions; these rules
+know nothing of them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from runtime import ModelRequest, SystemMessage, UserMessage
+from workers.guards import JUDGE_INSTRUCTIONS
+
+__all__ = ["is_judge_request", "verdict"]
+
+_MARK = JUDGE_INSTRUCTIONS.split("{what}")[0]  # what every judge's prompt says first
+_PREFIX = "[offline simulation] "
+
+_SECRETS = (
+    ("an API key", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")),
+    ("an access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
+    ("a token", re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abpr])[-_][A-Za-z0-9_-]{16,}")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a password", re.compile(r"(?i)\bpass(?:word|wd)?\s*[:=]\s*\S{4,}")),
+)
+
+
+def is_judge_request(request: ModelRequest) -> bool:
+    """Whether ``request`` is a judge's call (see :class:`workers.guards.Judge`)."""
+    return any(isinstance(m, SystemMessage) and _MARK in m.content for m in request.messages)
+
+
+def verdict(request: ModelRequest) -> str:
+    """``PASS``, or one sentence saying why not."""
+    shown = next((m.content for m in reversed(request.messages) if isinstance(m, UserMessage)), "")
+    if not shown.strip():
+        return f"{_PREFIX}There is nothing to judge: what I was shown is empty."
+    for what, pattern in _SECRETS:
+        if pattern.search(shown):
+            return f"{_PREFIX}It holds what looks like {what}, which must not go further."
+    return "PASS"
