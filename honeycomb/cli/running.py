@@ -134,10 +134,10 @@ def _show_ended(path: Path, args: argparse.Namespace) -> int:
     only be continued by the code that made it."""
     try:
         stored = run_on_loop(RunStore(path).load(args.run_id))
+        result = stored_result(stored, path) if stored is not None else None
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    result = stored_result(stored) if stored is not None else None
     if result is None:
         print(
             f"run {args.run_id!r} was not started from a hive file: continue it from Python, "

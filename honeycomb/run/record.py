@@ -167,7 +167,7 @@ class RunRecord:
         then it is written again with the end of the run)."""
         name = outcome.subtask.id
         self._workers.pop(name, None)
-        if outcome.status in ("cancelled", "over_budget", "waiting"):
+        if not finished(outcome):
             return  # not finished: a resumed run continues it
         if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
             self._rerun.add(name)  # not finished either: a resumed run runs it again
@@ -186,10 +186,15 @@ class RunRecord:
         span) is committed and checkpointed.
 
         A run some of whose workers the store failed keeps no result: a resume runs them
-        again, and aggregates anew.
+        again, and aggregates anew. The result is kept without the outcomes of the
+        subtasks that finished: each is in its worker's row already
+        (:func:`~honeycomb.run.restore.stored_result` puts them back).
         """
         self._write_spans()
-        kept = model_json(result) if result is not None and not self._rerun else None
+        kept = None
+        if result is not None and not self._rerun:
+            unfinished = {k: v for k, v in result.subtasks.items() if not finished(v)}
+            kept = model_json(result.model_copy(update={"subtasks": unfinished}))
         ended = (
             "UPDATE runs SET status = ?, finished_at = ?, result = ?, error = ?, "
             "model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, cost = ?, "
@@ -217,6 +222,12 @@ class RunRecord:
         finally:
             if lease is not None:
                 self.store.let_go(lease)
+
+
+def finished(outcome: SubtaskResult) -> bool:
+    """Whether a subtask's outcome is final, and so kept in its worker's row: not one a
+    resumed run continues (cancelled, over its budget, waiting for a person)."""
+    return outcome.status not in ("cancelled", "over_budget", "waiting")
 
 
 def store_failure(exc: BaseException | None) -> StoreError | None:

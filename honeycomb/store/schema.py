@@ -120,6 +120,9 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
     4: {
         # Who made the plan: 'given' (the run was given its subtasks: it plans once,
         # also when resumed) or 'planner'; NULL in a store of schema 3 (not known).
+        # Schema 4 also keeps a run's result without the outcomes of the subtasks that
+        # finished (each is in its worker's row), which a reader of schema 3 would
+        # take for the whole result.
         "runs": (("planned_by", "TEXT", "NULL"),),
     },
 }

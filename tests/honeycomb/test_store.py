@@ -12,6 +12,7 @@ import anyio.lowlevel
 import pytest
 
 from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError, tool
+from honeycomb.run.restore import stored_result
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
 
@@ -42,10 +43,13 @@ async def interrupted_run(
         tg.cancel_scope.cancel()
 
 
-def stored_result_text(db: Path, run_id: str) -> str:
-    with sqlite3.connect(db) as raw:
-        text: str = raw.execute("SELECT result FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    return text
+async def stored_result_text(db: Path, run_id: str) -> str:
+    """The run's result as the store gives it back, as JSON."""
+    stored = await RunStore(db).load(run_id)
+    assert stored is not None
+    result = stored_result(stored, db)
+    assert result is not None
+    return result.model_dump_json()
 
 
 async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
@@ -71,8 +75,8 @@ async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> Non
     assert summary.tool_calls == 9
     with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    # the run's result is stored as its JSON (made of each subtask's, as written)
-    assert stored_result_text(db, "r1") == result.model_dump_json()
+    # the run's result reads back as it was (each subtask's outcome from its row)
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
@@ -91,6 +95,66 @@ async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
     again = await executor.resume("r1")
     assert again.answer_text == first.answer_text
     assert again.status == "ok"
+
+
+async def test_a_finished_run_keeps_each_subtasks_outcome_once(
+    files: tuple[Path, Path, Path],
+) -> None:
+    # Each subtask's outcome (its transcript with it) is in its worker's row; the run's
+    # result is kept without them, not with every transcript a second time.
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    raw = sqlite3.connect(db)
+    try:
+        (kept,) = raw.execute("SELECT result FROM runs WHERE run_id = 'r1'").fetchone()
+        rows = dict(raw.execute("SELECT worker, result FROM workers WHERE run_id = 'r1'"))
+    finally:
+        raw.close()
+    assert json.loads(kept)["subtasks"] == {}
+    assert {name: json.loads(row)["status"] for name, row in rows.items()} == {
+        "w0": "ok", "w1": "ok",
+    }  # fmt: skip
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    again = stored_result(stored, db)
+    assert again is not None
+    assert again.model_dump() == first.model_dump()
+
+
+async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    raw = sqlite3.connect(db)
+    try:
+        with raw:
+            raw.execute("UPDATE runs SET result = ?", (first.model_dump_json(),))
+            raw.execute("UPDATE workers SET result = NULL")  # the result alone must do
+    finally:
+        raw.close()
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    again = stored_result(stored, db)
+    assert again is not None
+    assert again.model_dump() == first.model_dump()
+
+
+async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    raw = sqlite3.connect(db)
+    try:
+        with raw:
+            raw.execute("DELETE FROM workers WHERE worker = 'w1'")
+    finally:
+        raw.close()
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    with pytest.raises(StoreError, match="holds no outcome of its subtask 'w1'"):
+        stored_result(stored, db)
 
 
 async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
@@ -118,7 +182,7 @@ async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
     assert "Outcome unknown" in observations[-1].content
     assert result.usage.model_calls == 6  # both lives together
     # w0's result is the one of the first life, w1's was written in this one
-    assert stored_result_text(db, "r1") == result.model_dump_json()
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
@@ -146,7 +210,7 @@ async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
     assert failed.error is not None
     assert failed.error.type == "OutcomeUnknown"
     assert "'append'" in failed.error.message
-    assert stored_result_text(db, "r1") == result.model_dump_json()
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:
