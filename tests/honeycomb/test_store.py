@@ -43,6 +43,17 @@ async def interrupted_run(
         tg.cancel_scope.cancel()
 
 
+def change(db: Path, *statements: tuple[str, tuple[object, ...]]) -> None:
+    """Run ``statements`` on the store's file directly, in one transaction."""
+    raw = sqlite3.connect(db)
+    try:
+        with raw:
+            for sql, parameters in statements:
+                raw.execute(sql, parameters)
+    finally:
+        raw.close()
+
+
 async def stored_result_text(db: Path, run_id: str) -> str:
     """The run's result as the store gives it back, as JSON."""
     stored = await RunStore(db).load(run_id)
@@ -114,11 +125,7 @@ async def test_a_finished_run_keeps_each_subtasks_outcome_once(
     assert {name: json.loads(row)["status"] for name, row in rows.items()} == {
         "w0": "ok", "w1": "ok",
     }  # fmt: skip
-    stored = await RunStore(db).load("r1")
-    assert stored is not None
-    again = stored_result(stored, db)
-    assert again is not None
-    assert again.model_dump() == first.model_dump()
+    assert await stored_result_text(db, "r1") == first.model_dump_json()
 
 
 async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
@@ -126,18 +133,10 @@ async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
 ) -> None:
     db, effects, calls = files
     first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
-    raw = sqlite3.connect(db)
-    try:
-        with raw:
-            raw.execute("UPDATE runs SET result = ?", (first.model_dump_json(),))
-            raw.execute("UPDATE workers SET result = NULL")  # the result alone must do
-    finally:
-        raw.close()
-    stored = await RunStore(db).load("r1")
-    assert stored is not None
-    again = stored_result(stored, db)
-    assert again is not None
-    assert again.model_dump() == first.model_dump()
+    # The whole result in the run's row, as schema 3 kept it: it alone must do.
+    whole = ("UPDATE runs SET result = ?", (first.model_dump_json(),))
+    change(db, whole, ("UPDATE workers SET result = NULL", ()))
+    assert await stored_result_text(db, "r1") == first.model_dump_json()
 
 
 async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
@@ -145,12 +144,7 @@ async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
 ) -> None:
     db, effects, calls = files
     await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
-    raw = sqlite3.connect(db)
-    try:
-        with raw:
-            raw.execute("DELETE FROM workers WHERE worker = 'w1'")
-    finally:
-        raw.close()
+    change(db, ("DELETE FROM workers WHERE worker = 'w1'", ()))
     stored = await RunStore(db).load("r1")
     assert stored is not None
     with pytest.raises(StoreError, match="holds no outcome of its subtask 'w1'"):
