@@ -72,8 +72,8 @@ _PROBE = 0.02
 successes."""
 
 _EVIDENCE = 8
-"""Answers a rate is learnt from, at the least: a 429 that comes sooner (the first
-ones after a burst of many in flight) halves the pace instead."""
+"""Answers a rate is learnt from, at the least: a 429 that comes sooner (the later
+ones of a burst) leaves the pace as it is, and the stretch goes on."""
 
 
 class AdaptiveLimiter:
