@@ -134,7 +134,7 @@ def _show_ended(path: Path, args: argparse.Namespace) -> int:
     only be continued by the code that made it."""
     try:
         stored = run_on_loop(RunStore(path).load(args.run_id))
-        result = stored_result(stored, path) if stored is not None else None
+        result = stored_result(stored) if stored is not None else None
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -187,8 +187,8 @@ class RunRecord:
 
         A run some of whose workers the store failed keeps no result: a resume runs them
         again, and aggregates anew. The result is kept without the outcomes of the
-        subtasks that finished: each is in its worker's row already
-        (:func:`~honeycomb.run.restore.stored_result` puts them back).
+        subtasks that finished: each is in its worker's row already (reading the run
+        puts them back: :mod:`honeycomb.store.results`).
         """
         self._write_spans()
         kept = None

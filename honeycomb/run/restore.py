@@ -7,7 +7,6 @@ from, what the earlier lives spent, and the journal of side-effecting calls.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TypeVar
 
 import msgspec
@@ -16,15 +15,7 @@ from pydantic import BaseModel
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
-from runtime import (
-    AssistantMessage,
-    JournalEntry,
-    Message,
-    StoreError,
-    ToolCall,
-    Usage,
-    validate_messages,
-)
+from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
 from runtime.approvals import ApprovalEntry
 from runtime.value import Value
 from workers import LoopState
@@ -93,32 +84,11 @@ def retyped(value: M, field: str, wanted: type[BaseModel] | None) -> M:
     return value.model_copy(update={field: wanted.model_validate(current)})
 
 
-def stored_result(stored: StoredRun, path: str | Path) -> RunResult | None:
-    """The result of a run that ended with an answer, with the outcome of each of its
-    subtasks: kept in the result itself (by stores of schema 3 and before, and for
-    those not finished), or else in the subtask's worker row. ``path``: the store's
-    file, for the error.
-
-    Raises:
-        StoreError: when a subtask's outcome is in neither (a damaged store).
-    """
+def stored_result(stored: StoredRun) -> RunResult | None:
+    """The result of a run that ended with an answer."""
     if stored.result is None or stored.status not in ("ok", "partial"):
         return None
-    result = RunResult.model_validate_json(stored.result)
-    subtasks: dict[str, SubtaskResult] = {}
-    for subtask in result.plan.subtasks:
-        found = result.subtasks.get(subtask.id)
-        if found is None:
-            row = stored.workers.get(subtask.id)
-            if row is None or row.result is None:
-                raise StoreError(
-                    f"run {stored.run_id!r} ended {stored.status}, but the store holds no "
-                    f"outcome of its subtask {subtask.id!r}: the store is damaged",
-                    path=str(path),
-                )
-            found = SubtaskResult.model_validate_json(row.result)
-        subtasks[subtask.id] = found
-    return result.model_copy(update={"subtasks": {**subtasks, **result.subtasks}})
+    return RunResult.model_validate_json(stored.result)
 
 
 def _state(stored: StoredWorker) -> LoopState | None:

@@ -211,7 +211,7 @@ class Run:
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
                     "new run_id"
                 )
-            done = stored_result(stored, record.store.path)
+            done = stored_result(stored)
             if done is not None:
                 return retyped(done, "answer", self.shared.output_type)
             self.resumed = restore(stored)

@@ -30,6 +30,7 @@ import msgspec
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
 from honeycomb.store.lease import Lease
+from honeycomb.store.results import whole_result
 from honeycomb.store.schema import columns, reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
@@ -295,7 +296,20 @@ class RunStore:
         return self._reading(read, ())
 
     def _load(self, run_id: str) -> StoredRun | None:
-        return self._reading(functools.partial(_load, run_id=run_id), None)
+        stored = self._reading(functools.partial(_load, run_id=run_id), None)
+        if stored is None or stored.result is None:
+            return stored
+
+        def damaged(subtask: str) -> StoreError:
+            return StoreError(
+                f"run {run_id!r} ended {stored.status}, but the store holds no outcome of "
+                f"its subtask {subtask!r}: the store is damaged",
+                path=str(self.path),
+            )
+
+        outcomes = {name: worker.result for name, worker in stored.workers.items()}
+        result = whole_result(stored.result, outcomes, damaged=damaged)
+        return msgspec.structs.replace(stored, result=result)
 
     def approvals(self, run_id: str) -> list[ApprovalEntry]:
         """The calls of run ``run_id`` that asked for approval, decided or not, in

@@ -13,6 +13,7 @@ import pytest
 
 from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError, tool
 from honeycomb.run.restore import stored_result
+from honeycomb.store.results import whole_result
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
 
@@ -58,7 +59,7 @@ async def stored_result_text(db: Path, run_id: str) -> str:
     """The run's result as the store gives it back, as JSON."""
     stored = await RunStore(db).load(run_id)
     assert stored is not None
-    result = stored_result(stored, db)
+    result = stored_result(stored)
     assert result is not None
     return result.model_dump_json()
 
@@ -145,10 +146,9 @@ async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
     db, effects, calls = files
     await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
     change(db, ("DELETE FROM workers WHERE worker = 'w1'", ()))
-    stored = await RunStore(db).load("r1")
-    assert stored is not None
-    with pytest.raises(StoreError, match="holds no outcome of its subtask 'w1'"):
-        stored_result(stored, db)
+    with pytest.raises(StoreError, match="holds no outcome of its subtask 'w1'") as caught:
+        await RunStore(db).load("r1")
+    assert str(db) in str(caught.value)
 
 
 async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
@@ -310,3 +310,22 @@ async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so
         ("call_0", "ok"), ("call_0_t2", "unknown"),
     ]  # fmt: skip
     assert lines(effects) == ["1"]  # the cut-off call is reported, never run again
+
+
+def test_a_result_gets_back_the_outcomes_of_its_finished_subtasks_in_plan_order() -> None:
+    # b was stopped by a budget: its outcome is in the run's result, not in a row.
+    plan = {"subtasks": [{"id": sid} for sid in ("a", "b", "c")]}
+    kept = json.dumps({"plan": plan, "subtasks": {"b": {"status": "over_budget"}}})
+    rows = {"a": json.dumps({"status": "ok"}), "b": None, "c": json.dumps({"status": "failed"})}
+
+    def damaged(subtask: str) -> StoreError:
+        return StoreError(f"no {subtask}", path="runs.db")
+
+    whole = json.loads(whole_result(kept, rows, damaged=damaged))
+    assert list(whole["subtasks"].items()) == [
+        ("a", {"status": "ok"}), ("b", {"status": "over_budget"}), ("c", {"status": "failed"}),
+    ]  # fmt: skip
+    full = json.dumps({"plan": plan, "subtasks": {sid: {} for sid in "abc"}})
+    assert whole_result(full, {}, damaged=damaged) == full  # kept whole: read as it is
+    with pytest.raises(StoreError, match="no c"):
+        whole_result(kept, {"a": "{}"}, damaged=damaged)
