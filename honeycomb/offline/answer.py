@@ -20,7 +20,7 @@ from honeycomb.run.prompts import parse_results
 from runtime import AssistantMessage, ModelRequest, ToolMessage
 from runtime.value import Value
 
-__all__ = ["Seen", "aggregate", "lead", "seen", "worker_answer"]
+__all__ = ["Seen", "aggregate", "lead", "observed", "seen", "worker_answer"]
 
 PREFIX = rules.PREFIX
 NOTE = "put together by rules, with no language model (a real model writes this answer itself)"
@@ -52,8 +52,9 @@ class Seen(Value, frozen=True, gc=False, kw_only=True):
     value: Any  # the JSON the tool returned, or its text
 
 
-def seen(request: ModelRequest) -> list[Seen]:
-    """The observations of a conversation, each with its call's arguments."""
+def observed(request: ModelRequest) -> list[tuple[ToolMessage, str]]:
+    """The observations of a conversation, each with its call's JSON arguments ("" if
+    the call is not in the conversation)."""
     calls = {
         c.id: c.arguments
         for m in request.messages
@@ -61,14 +62,20 @@ def seen(request: ModelRequest) -> list[Seen]:
         for c in m.tool_calls
     }
     return [
+        (m, calls.get(m.tool_call_id, "")) for m in request.messages if isinstance(m, ToolMessage)
+    ]
+
+
+def seen(request: ModelRequest) -> list[Seen]:
+    """The observations of a conversation, each with its call's arguments."""
+    return [
         Seen(
             tool=m.name,
-            arguments=_loads_dict(calls.get(m.tool_call_id, "")),
+            arguments=_loads_dict(arguments),
             ok=m.status == "ok",
             value=_loads(m.content) if m.status == "ok" else _error_text(m),
         )
-        for m in request.messages
-        if isinstance(m, ToolMessage)
+        for m, arguments in observed(request)
     ]
 
 

@@ -287,16 +287,8 @@ def _summarized(request: ModelRequest) -> list[str]:
 
 def _observations(request: ModelRequest) -> list[tuple[str, str, ToolMessage]]:
     """(tool name, its arguments shown briefly, observation) for each observation."""
-    calls = {
-        c.id: c.arguments
-        for m in request.messages
-        if isinstance(m, AssistantMessage)
-        for c in m.tool_calls
-    }
     return [
-        (m.name, rules.brief_arguments(calls.get(m.tool_call_id, "")), m)
-        for m in request.messages
-        if isinstance(m, ToolMessage)
+        (m.name, rules.brief_arguments(arguments), m) for m, arguments in answer.observed(request)
     ]
 
 
