@@ -19,45 +19,41 @@ none, it waits in the store: the run ends ``waiting`` once nothing else can proc
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel
 
-from honeycomb.run.agents import Instruction, agent_tools, current_run
+from honeycomb.run.agents import Instruction, current_run
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
-from honeycomb.run.planner import PlannerLike, RolePlanner, SubtaskSpec, as_planner
+from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import RunResult
 from honeycomb.run.run import Run
+from honeycomb.run.setups import open_memory, open_store, resolve_setups
 from honeycomb.run.shared import Shared
-from honeycomb.run.stream import RunStream
+from honeycomb.run.stream import RunStream, streamed
 from runtime import (
-    ConfigError,
-    ConfigErrors,
     EventHandler,
-    HoneycombError,
     Memory,
     Model,
     StoreError,
     Tool,
     ToolContext,
     ToolRegistry,
-    did_you_mean,
 )
 from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
-from workers import Role, WorkerSetup
-from workers.guards import Guards, ResolvedGuards, resolve_guards
-from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
+from workers import Role
+from workers.guards import Guards
+from workers.nesting import nested_tool_name
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -136,14 +132,14 @@ class Executor:
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
         default = default_model or next(iter(model_map), "default")
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        kept_memory = _open_memory(memory)
+        kept_memory = open_memory(memory)
         mcp = McpTools(mcp_servers)
         kept_policy = policy or Policy()
-        setups, run_guards = _check(
+        setups, run_guards = resolve_setups(
             role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
             guards, kept_policy.max_nesting,
         )  # fmt: skip
-        kept = _open_store(store)
+        kept = open_store(store)
         self.shared = Shared(
             roles=by_name,
             models=model_map,
@@ -461,8 +457,7 @@ class Executor:
         role = self.roles.get(pending.role)
         return None if role is None else self.shared.setup_for(role, None).tools.get(pending.tool)
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         task: str,
         *,
@@ -470,7 +465,7 @@ class Executor:
         run_id: str | None = None,
         steal: bool = False,
         text_deltas: bool = True,
-    ) -> AsyncIterator[RunStream]:
+    ) -> AbstractAsyncContextManager[RunStream]:
         """Run in the background and yield its events as they happen.
 
         ``async with executor.stream(task) as events: async for event in events: ...``
@@ -481,32 +476,14 @@ class Executor:
         (:class:`~runtime.events.TextDelta`), from models that can stream; pass
         ``text_deltas=False`` for one-shot model calls and no deltas.
         """
-        stream = RunStream()
 
-        async def produce() -> None:
-            try:
-                stream.result = await self.run(
-                    task, subtasks=subtasks, run_id=run_id, on_event=[stream.put],
-                    steal=steal, text_deltas=text_deltas,
-                )  # fmt: skip
-            except HoneycombError as exc:
-                stream.error = exc
-            finally:
-                stream.close()
+        def run(put: EventHandler) -> Awaitable[RunResult]:
+            return self.run(
+                task, subtasks=subtasks, run_id=run_id, on_event=[put], steal=steal,
+                text_deltas=text_deltas,
+            )  # fmt: skip
 
-        body_error: Exception | None = None
-        async with asyncio.TaskGroup() as group:
-            running = group.create_task(produce())
-            try:
-                yield stream
-            except Exception as exc:
-                # Raised by the caller's block: re-raise it as itself, not wrapped in
-                # the task group's ExceptionGroup.
-                body_error = exc
-            finally:
-                running.cancel()  # the run has ended by now, unless the block left early
-        if body_error is not None:
-            raise body_error
+        return streamed(run)
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:
@@ -514,143 +491,3 @@ def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model
     if models is None:
         return None
     return {name: m for name, m in models.items() if name in hive.spec.models}
-
-
-def _check(
-    roles: list[Role],
-    models: Mapping[str, Model],
-    default_model: str,
-    registry: ToolRegistry,
-    planner: object,
-    aggregator: object,
-    memory: Memory | None,
-    mcp: McpTools,
-    guards: Guards | None = None,
-    max_nesting: int = MAX_DEPTH,
-) -> tuple[dict[str, WorkerSetup], ResolvedGuards]:
-    """Every role's setup, its tools, output schema and guards resolved (imported)
-    once, here, and the runs' own guards; or every mistake at once. MCP tools join the
-    setups when their servers list them (:meth:`Shared.prepare
-    <honeycomb.run.shared.Shared.prepare>`).
-
-    Raises:
-        ConfigErrors: naming every unknown model, role, tool or guard, and every cycle
-            or too deep chain of agent tools (``agent:ROLE``).
-    """
-    errors: list[ConfigError] = []
-    setups: dict[str, WorkerSetup] = {}
-    names = [r.name for r in roles]
-    by_name = {r.name: r for r in roles}
-    nested = {r.name: r.tools for r in roles if any(agent_ref(t) is not None for t in r.tools)}
-    if nested:
-        errors += [
-            ConfigError(f"role {p.role!r}: tools[{p.index}]: {p.message}")
-            for p in nesting_problems({r.name: r.tools for r in roles}, max_nesting)
-        ]
-    run_guards = ResolvedGuards()
-    try:
-        run_guards = resolve_guards(guards, names)
-    except ConfigError as exc:
-        errors.append(ConfigError(f"guards: {exc.message}"))
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
-    if default_model not in models:
-        errors.append(ConfigError(f"default model {default_model!r} is not defined"))
-    for role in roles:
-        summarizer = role.compaction.model if role.compaction is not None else None
-        for ref, use in ((role.model, "uses"), (summarizer, "summarizes with")):
-            if ref is not None and ref not in models:
-                errors.append(
-                    ConfigError(
-                        f"role {role.name!r} {use} model {ref!r}, which is not defined"
-                        f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
-                    )
-                )
-        try:
-            own = role.resolve_tools(registry, servers=mcp.servers)
-            more = [*agent_tools(role, by_name), *_hive_tools(role, registry)]
-            setups[role.name] = WorkerSetup.resolved(
-                role,
-                ToolRegistry([*own, *more]) if more else own,
-                role.resolve_output(),
-                memory,
-            )
-        except HoneycombError as exc:
-            errors.append(ConfigError(f"role {role.name!r}: {exc}"))
-        else:
-            if not mcp.refs(role):  # MCP tools are known once their servers list them
-                errors += _approval_problems(role, setups[role.name])
-        for judge in role.guards.judges() if role.guards is not None else ():
-            if judge not in names:
-                errors.append(
-                    ConfigError(
-                        f"role {role.name!r}: its guard names the judge role {judge!r}, which "
-                        f"is not defined{did_you_mean(judge, names)}; roles: {', '.join(names)}"
-                    )
-                )
-    if isinstance(planner, RolePlanner):
-        planner = planner.role  # a role, checked like one named
-    for what, spec in (("planner", planner), ("aggregator", aggregator)):
-        if isinstance(spec, str) and spec != "concat" and spec not in names:
-            errors.append(
-                ConfigError(f"the {what} role {spec!r} is not defined{did_you_mean(spec, names)}")
-            )
-    if errors:
-        raise ConfigErrors(errors)
-    return setups, run_guards
-
-
-def _hive_tools(role: Role, registry: ToolRegistry) -> list[Tool[Any, Any]]:
-    """The hive tools ``role`` names (``hive:PATH``), as a hive made them (each a
-    sub-Executor's :meth:`Executor.as_tool`, in the registry by its name).
-
-    Raises:
-        ConfigError: for one that no hive made.
-    """
-    found: list[Tool[Any, Any]] = []
-    for ref in role.tools:
-        if hive_ref(ref) is None:
-            continue
-        made = registry.get(nested_tool_name(ref))
-        if made is None:
-            raise ConfigError(
-                f"{ref!r} is a hive tool, which a hive file makes (Executor.from_yaml): "
-                "from Python, give the Executor tools=[other.as_tool('name')] and name it"
-            )
-        found.append(made)
-    return found
-
-
-def _open_memory(memory: Memory | str | Path | None) -> Memory | None:
-    """The memory ``memory`` names: a :class:`~runtime.memory.Memory`, or the path of
-    an SQLite memory file (opened on first use)."""
-    if isinstance(memory, str | os.PathLike):
-        from runtime.memory import SQLiteMemory
-
-        return SQLiteMemory(memory)
-    return memory
-
-
-def _approval_problems(role: Role, setup: WorkerSetup) -> list[ConfigError]:
-    """Tools a role's ``approvals`` names that it does not use (they would never ask)."""
-    names = setup.tools.names
-    listed = role.approvals.tools if role.approvals is not None else ()
-    return [
-        ConfigError(
-            f"role {role.name!r}: approvals names tool {name!r}{did_you_mean(name, names)}, "
-            f"which the role does not use; its tools: {', '.join(names) or 'none'}"
-        )
-        for name in listed
-        if name not in names
-    ]
-
-
-def _open_store(store: RunStore | str | Path | None) -> RunStore | None:
-    """The run store ``store`` names: a :class:`RunStore`, or the path of its file."""
-    if isinstance(store, str | os.PathLike):
-        # The run store's module (and sqlite3) load with the first Executor that keeps one.
-        from honeycomb.store import RunStore
-
-        return RunStore(store)
-    return store

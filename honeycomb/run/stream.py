@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from runtime import Event, HoneycombError
+from runtime import Event, EventHandler, HoneycombError
 
 if TYPE_CHECKING:
     from honeycomb.run.result import RunResult
 
-__all__ = ["RunStream"]
+__all__ = ["RunStream", "streamed"]
 
 
 class RunStream:
@@ -65,3 +66,36 @@ class RunStream:
             await self._wake
         if self.error is not None:
             raise self.error
+
+
+@asynccontextmanager
+async def streamed(
+    run: Callable[[EventHandler], Awaitable[RunResult]],
+) -> AsyncIterator[RunStream]:
+    """A block over ``run(handler)``, started in the background: the block gets the
+    stream of the events given to ``handler``, then the run's result (or its error).
+    Leaving the block early cancels the run; an error raised in the block is raised as
+    itself."""
+    stream = RunStream()
+
+    async def produce() -> None:
+        try:
+            stream.result = await run(stream.put)
+        except HoneycombError as exc:
+            stream.error = exc
+        finally:
+            stream.close()
+
+    body_error: Exception | None = None
+    async with asyncio.TaskGroup() as group:
+        running = group.create_task(produce())
+        try:
+            yield stream
+        except Exception as exc:
+            # Raised by the caller's block: re-raise it as itself, not wrapped in the
+            # task group's ExceptionGroup.
+            body_error = exc
+        finally:
+            running.cancel()  # the run has ended by now, unless the block left early
+    if body_error is not None:
+        raise body_error

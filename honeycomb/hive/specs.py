@@ -1,0 +1,232 @@
+"""What a hive file may say, field by field: the pydantic models a hive is checked
+against (:func:`honeycomb.hive.load_hive` adds the checks across fields and files)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+
+from honeycomb.hive.backend import BackendSpec, backend_shorthand
+from honeycomb.hive.mcp import McpServerSpec
+from honeycomb.offline import OfflineModel
+from honeycomb.run.policy import Policy
+from runtime import Model, Price, PricedModel, TextToolModel
+from workers import Approvals
+from workers.guards import Guards
+
+__all__ = [
+    "DEFAULT_MEMORY",
+    "EmbeddingsSpec",
+    "HiveSpec",
+    "MemorySpec",
+    "ModelSpec",
+    "PlannerSpec",
+    "salvaged",
+]
+
+DEFAULT_MEMORY = Path(".honeycomb") / "memory.db"
+"""The memory file of a hive whose ``memory:`` names none: under the current folder,
+beside the command line's run store."""
+
+
+class RetrySpec(BaseModel):
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    attempts: int = Field(default=4, ge=1, le=20)
+    deadline_s: float = Field(default=90.0, gt=0)
+    initial_wait_s: float = Field(default=0.5, ge=0)
+    max_wait_s: float = Field(default=30.0, gt=0)
+
+
+class PriceSpec(BaseModel):
+    """Dollars per million tokens (``price: {input_per_mtok: 0.15, output_per_mtok: 0.6}``;
+    ``cached_input_per_mtok`` for input tokens read from the provider's cache)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+
+
+class ModelSpec(BaseModel):
+    """One model of the hive: an OpenAI-compatible endpoint, or the offline model.
+
+    ``max_concurrency`` bounds an endpoint's calls in flight across every worker and
+    run using the model; the bound halves on a 429 and grows back (``null``: none).
+    ``settings`` are sent with every call: those the ``openai`` SDK names as its
+    parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
+    ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
+    ``tool_protocol: text`` gives tools to a model without function calling, as text
+    (:class:`~runtime.text_tools.TextToolModel`).
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    provider: Literal["openai", "offline"] = "openai"
+    api: Literal["chat", "responses"] = "chat"
+    tool_protocol: Literal["native", "text"] = "native"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None  # masked in reprs, dumps and errors
+    timeout: float = Field(default=120.0, gt=0)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+    latency: float = Field(default=0.15, ge=0)
+    jitter: float = Field(default=0.0, ge=0)
+    price: PriceSpec | None = None
+    max_concurrency: int | None = Field(default=32, ge=1)
+
+    def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
+        extra_body fields)``, as the installed ``openai`` names its parameters."""
+        from runtime._request import split_settings
+
+        return split_settings(self.settings, self.api)
+
+    @model_validator(mode="after")
+    def _openai_needs_a_model_name(self) -> Self:
+        if self.provider == "openai" and not self.model:
+            raise ValueError("an openai model needs 'model: <name>' (gpt-4o-mini, llama3.1, ...)")
+        if self.provider == "offline" and self.api != "chat":
+            raise ValueError("'api: responses' is for an openai model, not the offline one")
+        return self
+
+    def build(self) -> Model:
+        model = self._build()
+        if self.tool_protocol == "text":
+            model = TextToolModel(model)
+        if self.price is None:
+            return model
+        price = self.price
+        return PricedModel(
+            model,
+            Price(
+                input_per_mtok=price.input_per_mtok,
+                output_per_mtok=price.output_per_mtok,
+                cached_input_per_mtok=price.cached_input_per_mtok,
+            ),
+        )
+
+    def _build(self) -> Model:
+        if self.provider == "offline":
+            return OfflineModel(latency=self.latency, jitter=self.jitter)
+        # The adapter (and ``openai``, about a second to import) loads with the first
+        # hive that uses it, not with every command.
+        from runtime.openai_model import OpenAIModel
+        from runtime.openai_responses import OpenAIResponsesModel
+        from runtime.retry import RetryPolicy
+
+        r = self.retry
+        key = self.api_key.get_secret_value() if self.api_key is not None else None
+        adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
+        return adapter(
+            self.model or "",
+            base_url=self.base_url or None,
+            api_key=key or None,
+            timeout=self.timeout,
+            settings=self.settings,
+            retry=RetryPolicy(
+                attempts=r.attempts,
+                deadline_s=r.deadline_s,
+                initial_wait_s=r.initial_wait_s,
+                max_wait_s=r.max_wait_s,
+            ),
+            max_concurrency=self.max_concurrency,
+        )
+
+
+class EmbeddingsSpec(BaseModel):
+    """An OpenAI-compatible embeddings endpoint, for semantic memory search."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: SecretStr | None = None  # masked in reprs, dumps and errors
+    dimensions: int | None = Field(default=None, ge=1, le=16384)
+    timeout: float = Field(default=60.0, gt=0)
+    max_concurrency: int | None = Field(default=8, ge=1)
+
+
+class MemorySpec(BaseModel):
+    """The hive's long-term memory (``memory:``): an SQLite file, searched by BM25 and,
+    with ``embeddings``, by meaning too. ``path`` is relative to the hive file; without
+    one, :data:`DEFAULT_MEMORY`."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    path: str | None = None
+    embeddings: EmbeddingsSpec | None = None
+    max_chars: int = Field(default=4000, ge=100, le=1_000_000)
+
+
+class PlannerSpec(BaseModel):
+    """``planner: {role: lead, rounds: 4}``: a lead that plans in rounds, reading each
+    round's results before it adds more subtasks (``planner: NAME`` plans once)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    role: str = Field(min_length=1)
+    rounds: int = Field(default=1, ge=1, le=100)
+
+
+def _planner_shorthand(value: Any) -> Any:
+    """``planner: NAME`` is short for ``planner: {role: NAME}`` (it plans once)."""
+    return {"role": value} if isinstance(value, str) else value
+
+
+def _shorthand(value: Any) -> Any:
+    """``default: offline`` is short for ``default: {provider: offline}``."""
+    return {"provider": "offline"} if value == "offline" else value
+
+
+class HiveSpec(BaseModel):
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    name: str = "hive"
+    description: str = ""
+    example_task: str | None = None
+    models: dict[str, Annotated[ModelSpec, BeforeValidator(_shorthand)]] = Field(
+        default_factory=dict
+    )
+    default_model: str | None = None
+    tools: dict[str, str] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
+    roles: dict[str, Any] = Field(default_factory=dict)
+    roles_dir: str | None = None
+    planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
+    aggregator: str | None = None
+    policy: Policy = Field(default_factory=Policy)
+    store: str | None = None
+    memory: MemorySpec | None = None
+    approvals: Approvals | None = None
+    guards: Guards | None = None
+    backend: Annotated[BackendSpec, BeforeValidator(backend_shorthand)] = Field(
+        default_factory=BackendSpec
+    )
+
+
+def salvaged(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a broken hive that are valid on their own, so that references
+    (roles, models, tools) are still checked and every mistake is reported at once."""
+    keep: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in HiveSpec.model_fields:
+            continue
+        if isinstance(value, Mapping) and key in ("models", "tools", "mcp_servers", "roles"):
+            value = {k: v for k, v in value.items() if _valid({key: {k: v}})}
+        if _valid({key: value}):
+            keep[key] = value
+    return keep
+
+
+def _valid(fields: dict[str, Any]) -> bool:
+    try:
+        HiveSpec.model_validate(fields)
+    except ValueError:
+        return False
+    return True
