@@ -31,12 +31,20 @@ from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
 from honeycomb.store.lease import Lease
 from honeycomb.store.results import whole_result
-from honeycomb.store.schema import columns, reader
+from honeycomb.store.runs import (
+    PROGRESS,
+    STATE_FIELDS,
+    RunSummary,
+    StoredRun,
+    StoredWorker,
+    read_run,
+    read_summaries,
+)
+from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
-from runtime import JournalEntry, StoreError
+from runtime import StoreError
 from runtime.approvals import ApprovalEntry
-from runtime.value import Value
 
 _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""
@@ -46,77 +54,6 @@ __all__ = [
 ]  # fmt: skip
 
 T = TypeVar("T")
-
-
-class RunSummary(Value, frozen=True, gc=False, kw_only=True):
-    """One line of ``honeycomb runs``.
-
-    ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
-    ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
-    carries it on: one stored as running whose process is gone, or whose lease
-    expired, is ``interrupted``. Of a run under way, the counters are what its workers
-    have spent so far (planning not included); of one that ended, all it spent.
-    ``cached_input_tokens`` are those of the input tokens the providers read from their
-    caches.
-    """
-
-    run_id: str
-    task: str
-    status: str
-    started_at: float
-    finished_at: float | None
-    workers: int
-    model_calls: int
-    input_tokens: int
-    output_tokens: int
-    tool_calls: int
-    source: str | None
-    cost: float
-    cached_input_tokens: int = 0
-
-    @property
-    def duration_s(self) -> float | None:
-        return None if self.finished_at is None else self.finished_at - self.started_at
-
-
-_SUMMARY = RunSummary.__struct_fields__  # the runs table's columns of the same names
-
-STATE_FIELDS = (
-    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
-    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats", "cached_input_tokens",
-    "reasoning_tokens", "summary", "summarized", "compactions", "context_tokens",
-    "context_messages",
-)  # fmt: skip
-"""A worker's saved loop state: its columns in the ``workers`` table."""
-
-
-class StoredWorker(Value, frozen=True, kw_only=True):
-    """What a store holds of one worker: its result once finished, else its last
-    saved state (the :data:`STATE_FIELDS`) and its messages: ``(seq, JSON array)``
-    rows in order, each holding the messages from index ``seq`` on (the lists are
-    filled as the store is read)."""
-
-    status: str
-    result: str | None
-    state: dict[str, Any] | None
-    messages: list[tuple[int, str]] = msgspec.field(default_factory=list)
-    journal: dict[tuple[int, str], JournalEntry] = msgspec.field(default_factory=dict)
-    approvals: dict[tuple[int, str], ApprovalEntry] = msgspec.field(default_factory=dict)
-
-
-class StoredRun(Value, frozen=True, kw_only=True):
-    """Everything a store holds of one run."""
-
-    run_id: str
-    task: str
-    status: str
-    source: str | None
-    plan: str | None
-    result: str | None
-    workers: dict[str, StoredWorker]
-    planned_by: str | None = None
-    """``given`` (the run was given its subtasks), ``planner``, or None: not known (a
-    store of schema 3)."""
 
 
 class RunStore:
@@ -263,16 +200,7 @@ class RunStore:
         return found[0] if found else None
 
     def _summaries(self, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
-        def read(db: sqlite3.Connection) -> list[RunSummary]:
-            selected = columns(db, "runs", _SUMMARY)
-            rows = db.execute(f"SELECT {selected} FROM runs {where}", params).fetchall()
-            found = [
-                RunSummary(**dict(zip(RunSummary.__struct_fields__, row, strict=True)))
-                for row in rows
-            ]
-            return [_under_way(db, run) if run.status == "running" else run for run in found]
-
-        return self._reading(read, [])
+        return self._reading(functools.partial(read_summaries, where=where, params=params), [])
 
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
@@ -290,13 +218,13 @@ class RunStore:
         page watching the run compares to know when to read it again."""
 
         def read(db: sqlite3.Connection) -> tuple[int, ...]:
-            found = db.execute(_PROGRESS, (run_id,) * 4).fetchone()
+            found = db.execute(PROGRESS, (run_id,) * 4).fetchone()
             return tuple(int(n or 0) for n in found)
 
         return self._reading(read, ())
 
     def _load(self, run_id: str) -> StoredRun | None:
-        stored = self._reading(functools.partial(_load, run_id=run_id), None)
+        stored = self._reading(functools.partial(read_run, run_id=run_id), None)
         if stored is None or stored.result is None:
             return stored
 
@@ -344,115 +272,3 @@ class RunStore:
             if unchanged is None or unchanged():
                 return found
         raise AssertionError("unreachable: a shared read is never read again")  # pragma: no cover
-
-
-class _Spent(Value, frozen=True, gc=False):
-    """What a finished worker's stored result says it spent."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    model_calls: int = 0
-    tool_calls: int = 0
-    cost: float = 0.0
-    cached_input_tokens: int = 0
-
-
-class _Worker(Value, frozen=True, gc=False):
-    usage: _Spent = _Spent()
-
-
-class _Outcome(Value, frozen=True, gc=False):
-    worker: _Worker | None = None
-
-
-_OUTCOME = msgspec.json.Decoder(_Outcome)
-
-
-def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
-    """A run stored as running (its counters are written when it ends): interrupted
-    if no live process carries it on any more (killed, or hung past its lease), and
-    what its workers have spent so far, as the store knows it."""
-    spent = _Spent()
-    counted = columns(
-        db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
-                        "cost", "cached_input_tokens"),
-    )  # fmt: skip
-    for result, *counters in db.execute(
-        f"SELECT result, {counted} FROM workers WHERE run_id = ?", (run.run_id,)
-    ):
-        if result is not None:  # finished: its result says it all
-            worker = _OUTCOME.decode(result).worker
-            done = worker.usage if worker is not None else _Spent()
-        else:  # its last saved turn
-            turns, summaries, given, taken, tools, cost, cached = (c or 0 for c in counters)
-            done = _Spent(
-                model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
-                tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
-            )  # fmt: skip
-        spent = _Spent(
-            input_tokens=spent.input_tokens + done.input_tokens,
-            output_tokens=spent.output_tokens + done.output_tokens,
-            model_calls=spent.model_calls + done.model_calls,
-            tool_calls=spent.tool_calls + done.tool_calls,
-            cost=spent.cost + done.cost,
-            cached_input_tokens=spent.cached_input_tokens + done.cached_input_tokens,
-        )
-    return msgspec.structs.replace(
-        run,
-        status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
-        **msgspec.structs.asdict(spent),
-    )
-
-
-_PROGRESS = (
-    "SELECT (SELECT count(*) FROM spans WHERE run_id = ?), "
-    "(SELECT CAST(coalesce(sum(updated_at), 0) * 1000 AS INTEGER) FROM workers WHERE run_id = ?), "
-    "(SELECT count(*) FROM messages WHERE run_id = ?), "
-    "(SELECT count(*) FROM journal WHERE run_id = ?)"
-)
-
-
-def _load(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
-    selected = columns(db, "runs", ("task", "status", "source", "plan", "result", "planned_by"))
-    row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    if row is None:
-        return None
-    workers: dict[str, StoredWorker] = {}
-    state_columns = columns(db, "workers", STATE_FIELDS)
-    for name, status, result, *state in db.execute(
-        f"SELECT worker, status, result, {state_columns} FROM workers WHERE run_id = ?",
-        (run_id,),
-    ):
-        saved = dict(zip(STATE_FIELDS, state, strict=True))
-        kept = saved if state[0] else None
-        workers[name] = StoredWorker(status=status, result=result, state=kept)
-    for name, seq, messages in db.execute(
-        "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
-        (run_id,),
-    ):
-        if name in workers:
-            workers[name].messages.append((seq, messages))
-    for name, turn, call_id, tool, arguments, status, content in db.execute(
-        "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
-        "WHERE run_id = ?",
-        (run_id,),
-    ):
-        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
-        found.journal[turn, call_id] = JournalEntry(
-            tool=tool, arguments=arguments, status=status, content=content or ""
-        )
-    for entry in read_approvals(db, run_id):
-        name = entry.pending.worker
-        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
-        found.approvals[entry.pending.turn, entry.pending.call_id] = entry
-    task, status, source, plan, result, planned_by = row
-    return StoredRun(
-        run_id=run_id,
-        task=task,
-        status=status,
-        source=source,
-        plan=plan,
-        result=result,
-        workers=workers,
-        planned_by=planned_by,
-    )

@@ -1,0 +1,199 @@
+"""What a run store holds of a run, and the reads that give it back: a run's line
+(:class:`RunSummary`), its workers' rows (:class:`StoredWorker`) and the whole of it
+(:class:`StoredRun`), each read in one transaction of :class:`~honeycomb.store.RunStore`."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import msgspec
+
+from honeycomb.store import lease as _lease
+from honeycomb.store.approvals import read_approvals
+from honeycomb.store.schema import columns
+from runtime import JournalEntry, Usage
+from runtime.approvals import ApprovalEntry
+from runtime.value import Value
+
+__all__ = [
+    "PROGRESS", "STATE_FIELDS", "RunSummary", "StoredRun", "StoredWorker", "read_run",
+    "read_summaries",
+]  # fmt: skip
+
+
+class RunSummary(Value, frozen=True, gc=False, kw_only=True):
+    """One line of ``honeycomb runs``.
+
+    ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
+    ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
+    carries it on: one stored as running whose process is gone, or whose lease
+    expired, is ``interrupted``. Of a run under way, the counters are what its workers
+    have spent so far (planning not included); of one that ended, all it spent.
+    ``cached_input_tokens`` are those of the input tokens the providers read from their
+    caches.
+    """
+
+    run_id: str
+    task: str
+    status: str
+    started_at: float
+    finished_at: float | None
+    workers: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    tool_calls: int
+    source: str | None
+    cost: float
+    cached_input_tokens: int = 0
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.finished_at is None else self.finished_at - self.started_at
+
+
+_SUMMARY = RunSummary.__struct_fields__  # the runs table's columns of the same names
+
+STATE_FIELDS = (
+    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
+    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats", "cached_input_tokens",
+    "reasoning_tokens", "summary", "summarized", "compactions", "context_tokens",
+    "context_messages",
+)  # fmt: skip
+"""A worker's saved loop state: its columns in the ``workers`` table."""
+
+
+class StoredWorker(Value, frozen=True, kw_only=True):
+    """What a store holds of one worker: its result once finished, else its last
+    saved state (the :data:`STATE_FIELDS`) and its messages: ``(seq, JSON array)``
+    rows in order, each holding the messages from index ``seq`` on (the lists are
+    filled as the store is read)."""
+
+    status: str
+    result: str | None
+    state: dict[str, Any] | None
+    messages: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    journal: dict[tuple[int, str], JournalEntry] = msgspec.field(default_factory=dict)
+    approvals: dict[tuple[int, str], ApprovalEntry] = msgspec.field(default_factory=dict)
+
+
+class StoredRun(Value, frozen=True, kw_only=True):
+    """Everything a store holds of one run."""
+
+    run_id: str
+    task: str
+    status: str
+    source: str | None
+    plan: str | None
+    result: str | None
+    workers: dict[str, StoredWorker]
+    planned_by: str | None = None
+    """``given`` (the run was given its subtasks), ``planner``, or None: not known (a
+    store of schema 3)."""
+
+
+class _Worker(Value, frozen=True, gc=False):
+    usage: Usage = Usage()
+
+
+class _Outcome(Value, frozen=True, gc=False):
+    """Of a finished worker's stored result, what it says it spent."""
+
+    worker: _Worker | None = None
+
+
+_OUTCOME = msgspec.json.Decoder(_Outcome)
+
+
+def read_summaries(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
+    """The runs' lines that ``where`` (a clause after ``FROM runs``) selects; those
+    under way with what their workers have spent so far."""
+    selected = columns(db, "runs", _SUMMARY)
+    rows = db.execute(f"SELECT {selected} FROM runs {where}", params).fetchall()
+    found = [RunSummary(**dict(zip(_SUMMARY, row, strict=True))) for row in rows]
+    return [_under_way(db, run) if run.status == "running" else run for run in found]
+
+
+def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
+    """A run stored as running (its counters are written when it ends): interrupted
+    if no live process carries it on any more (killed, or hung past its lease), and
+    what its workers have spent so far, as the store knows it."""
+    counted = columns(
+        db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
+                        "cost", "cached_input_tokens"),
+    )  # fmt: skip
+    spent = Usage()
+    for result, *counters in db.execute(
+        f"SELECT result, {counted} FROM workers WHERE run_id = ?", (run.run_id,)
+    ):
+        if result is not None:  # finished: its result says it all
+            worker = _OUTCOME.decode(result).worker
+            spent += worker.usage if worker is not None else Usage()
+        else:  # its last saved turn
+            turns, summaries, given, taken, tools, cost, cached = (c or 0 for c in counters)
+            spent += Usage(
+                model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
+                tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
+            )  # fmt: skip
+    return msgspec.structs.replace(
+        run,
+        status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
+        input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+        model_calls=spent.model_calls, tool_calls=spent.tool_calls, cost=spent.cost,
+        cached_input_tokens=spent.cached_input_tokens,
+    )  # fmt: skip
+
+
+PROGRESS = (
+    "SELECT (SELECT count(*) FROM spans WHERE run_id = ?), "
+    "(SELECT CAST(coalesce(sum(updated_at), 0) * 1000 AS INTEGER) FROM workers WHERE run_id = ?), "
+    "(SELECT count(*) FROM messages WHERE run_id = ?), "
+    "(SELECT count(*) FROM journal WHERE run_id = ?)"
+)
+
+
+def read_run(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
+    selected = columns(db, "runs", ("task", "status", "source", "plan", "result", "planned_by"))
+    row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        return None
+    workers: dict[str, StoredWorker] = {}
+    state_columns = columns(db, "workers", STATE_FIELDS)
+    for name, status, result, *state in db.execute(
+        f"SELECT worker, status, result, {state_columns} FROM workers WHERE run_id = ?",
+        (run_id,),
+    ):
+        saved = dict(zip(STATE_FIELDS, state, strict=True))
+        kept = saved if state[0] else None
+        workers[name] = StoredWorker(status=status, result=result, state=kept)
+    for name, seq, messages in db.execute(
+        "SELECT worker, seq, messages FROM messages WHERE run_id = ? ORDER BY worker, seq",
+        (run_id,),
+    ):
+        if name in workers:
+            workers[name].messages.append((seq, messages))
+    for name, turn, call_id, tool, arguments, status, content in db.execute(
+        "SELECT worker, turn, call_id, tool, arguments, status, content FROM journal "
+        "WHERE run_id = ?",
+        (run_id,),
+    ):
+        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
+        found.journal[turn, call_id] = JournalEntry(
+            tool=tool, arguments=arguments, status=status, content=content or ""
+        )
+    for entry in read_approvals(db, run_id):
+        name = entry.pending.worker
+        found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
+        found.approvals[entry.pending.turn, entry.pending.call_id] = entry
+    task, status, source, plan, result, planned_by = row
+    return StoredRun(
+        run_id=run_id,
+        task=task,
+        status=status,
+        source=source,
+        plan=plan,
+        result=result,
+        workers=workers,
+        planned_by=planned_by,
+    )
