@@ -410,7 +410,10 @@ async def test_a_cancelled_cooldown_gives_its_slot_back() -> None:
 
 
 async def test_concurrency_drops_after_429s_and_recovers() -> None:
-    # Calls 30 to 37 answer 429; 16 callers keep the limiter busy throughout.
+    # Calls 30 to 37 answer 429; 16 callers keep the limiter busy throughout. After the
+    # burst, attempts are paced at what it taught, growing 1% of it a success, and let
+    # go at twice it: 110 successes on, whatever the machine's load. The run goes on
+    # long past that, so that its last calls judge the limit alone.
     burst_calls = range(30, 38)
     model = InFlight(
         lambda n: ModelHTTPError(429, retry_after=0) if n in burst_calls else "ok", latency=L / 4
@@ -429,7 +432,7 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     model.complete = traced  # type: ignore[method-assign]
 
     async def caller() -> None:
-        for _ in range(10):
+        for _ in range(14):
             await retrying.complete(REQUEST)
 
     async with anyio.create_task_group() as tg:
@@ -439,9 +442,10 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     assert max(in_flight_at_start[:first_429]) == 8
     after = in_flight_at_start[burst_calls[-1] : burst_calls[-1] + 8]
     assert max(after) <= 4, f"concurrency did not drop after the 429s: {after}"
+    assert limiter.pace is None, "the pace learnt from the burst was not let go"
     assert max(in_flight_at_start[-24:]) == 8, "concurrency did not recover"
     assert limiter.limit == 8
-    assert model.calls == 160 + len(burst_calls)
+    assert model.calls == 16 * 14 + len(burst_calls)
 
 
 # --- models holding a limiter ----------------------------------------------------------
