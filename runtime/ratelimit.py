@@ -51,9 +51,11 @@ import anyio
 
 from runtime.errors import ModelHTTPError
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.quota import QuotaLeft
+from runtime.quota import QuotaLeft, quota_from_headers
 
-__all__ = ["AdaptiveLimiter", "RateLimitedModel"]
+# QuotaLeft and quota_from_headers are runtime.quota's; named here too, beside
+# observe(), which reads them.
+__all__ = ["AdaptiveLimiter", "QuotaLeft", "RateLimitedModel", "quota_from_headers"]
 
 
 _PACE = 0.97
@@ -143,7 +145,7 @@ class AdaptiveLimiter:
         self._latency: float | None = None
         self.paced = 0
         """Attempts held back: to keep within the quota the endpoint reported, or to
-        leave a cool-down in turn."""
+        the pace its 429s taught."""
 
     def __repr__(self) -> str:
         return (

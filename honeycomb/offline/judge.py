@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 
+from honeycomb.offline.rules import PREFIX
 from runtime import ModelRequest, SystemMessage, UserMessage
 from workers.guards import JUDGE_INSTRUCTIONS
 
 __all__ = ["is_judge_request", "verdict"]
 
 _MARK = JUDGE_INSTRUCTIONS.split("{what}")[0]  # what every judge's prompt says first
-_PREFIX = "[offline simulation] "
 
 _SECRETS = (
     ("an API key", re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")),
@@ -34,8 +34,8 @@ def verdict(request: ModelRequest) -> str:
     """``PASS``, or one sentence saying why not."""
     shown = next((m.content for m in reversed(request.messages) if isinstance(m, UserMessage)), "")
     if not shown.strip():
-        return f"{_PREFIX}There is nothing to judge: what I was shown is empty."
+        return f"{PREFIX}There is nothing to judge: what I was shown is empty."
     for what, pattern in _SECRETS:
         if pattern.search(shown):
-            return f"{_PREFIX}It holds what looks like {what}, which must not go further."
+            return f"{PREFIX}It holds what looks like {what}, which must not go further."
     return "PASS"
