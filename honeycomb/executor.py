@@ -311,9 +311,10 @@ class Executor:
     def as_tool(self, name: str, description: str = "") -> Tool[..., Any]:
         """This Executor as a tool of another's roles: a call plans, runs and
         aggregates a sub-run on the instruction given, and its answer is the
-        observation. Called inside a run, the sub-run spends that run's budget and
-        holds its exclusive locks and tool limiter; it is cancelled with the call. It
-        keeps no store of its own: a resumed caller runs the call again.
+        observation. Called inside a run, the sub-run spends that run's budget and is
+        under its exclusive locks and tool and model limiters (a call holds no tool
+        slot: the sub-run's own calls do); it is cancelled with the call. It keeps no
+        store of its own: a resumed caller runs the call again.
 
         Raises:
             ToolDefinitionError: for a name a tool cannot have.
@@ -336,6 +337,7 @@ class Executor:
             name=name,
             description=f"{about} Give it the task as an instruction.",
             pinned=True,  # a sub-run of this process's run
+            nests=True,  # the sub-run's calls hold the run's tool slots, not this one
         )
 
     async def run(

@@ -2,7 +2,9 @@
 
 - Parallel-safe calls start together, bounded by the worker's cap and an optional
   limiter shared with other workers, each under its own timeout; a timed-out call is
-  cancelled and becomes a ``timeout`` observation.
+  cancelled and becomes a ``timeout`` observation. A call of a tool that ``nests``
+  (it runs nested workers, whose own calls take the shared limiter's tokens) takes
+  none, so a nested call never waits for a token its ancestor holds.
 - Side-effecting calls (``side_effects=True`` or ``exclusive=...``) run one at a time
   in the order the model emitted them, alongside the parallel-safe ones. Calls sharing
   an exclusive key also hold that key's lock in a :class:`LockTable` that several
@@ -123,7 +125,8 @@ class Dispatcher:
     Args:
         tools: The tools this worker may call.
         policy: Concurrency cap, timeouts and output size.
-        limiter: Shared by workers to bound all tool calls in flight (the Executor's).
+        limiter: Shared by workers to bound the leaf tool calls in flight (the
+            Executor's); calls of a tool that ``nests`` take no token of it.
         locks: Shared by workers for ``exclusive`` keys (the Executor's).
         tracer: Receives a started and a finished event per call.
         worker: Worker name for events and :class:`ToolContext`.
@@ -366,9 +369,11 @@ class Dispatcher:
         """One call, to await; its observation goes to its place in ``results``
         (straight to :meth:`_execute` when there is nothing to hold or journal)."""
         journal = self.journal if ready.tool.side_effects else None
-        held = cap is not None or ready.tool.exclusive is not None or self._limiter is not None
+        # A call that only waits for nested workers holds no shared slot: theirs do.
+        limiter = None if ready.tool.nests else self._limiter
+        held = cap is not None or ready.tool.exclusive is not None or limiter is not None
         if held or journal is not None:
-            return self._held(ready, turn, results, cap, journal)
+            return self._held(ready, turn, results, (cap, limiter), journal)
         return self._execute(ready, turn, results)
 
     async def _held(
@@ -376,14 +381,16 @@ class Dispatcher:
         ready: _Ready,
         turn: int,
         results: list[ToolMessage | None],
-        cap: anyio.CapacityLimiter | None,
+        limiters: tuple[anyio.CapacityLimiter | None, anyio.CapacityLimiter | None],
         journal: Journal | None,
     ) -> None:
-        """One call holding its slot, its exclusive lock and a shared-limiter token,
-        and journaled in ``journal`` if given."""
+        """One call holding its slot in the batch's cap, its exclusive lock and a
+        token of the shared limiter (``limiters``: the cap and the shared one, each if
+        any), and journaled in ``journal`` if given."""
         key = ready.tool.exclusive
         lock = self.locks.lock(key) if key is not None else _NOTHING
-        async with cap or _NOTHING, lock, self._limiter or _NOTHING:
+        cap, shared = limiters
+        async with cap or _NOTHING, lock, shared or _NOTHING:
             if journal is not None:
                 await self._journaled(ready, turn, results, journal)
             else:

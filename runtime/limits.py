@@ -11,7 +11,7 @@ from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
 
-__all__ = ["Budget", "LimitedModel", "Limits"]
+__all__ = ["Budget", "LimitedModel", "Limits", "limited"]
 
 
 class Limits(Value, frozen=True, kw_only=True):
@@ -130,3 +130,10 @@ class LimitedModel(WrapperModel):
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         async with self.limiter:
             return await call_model(self.inner, request, on_text)
+
+
+def limited(model: Model, limiter: anyio.CapacityLimiter | None) -> Model:
+    """``model`` with its calls in flight bounded by ``limiter`` (None: unbounded)
+    instead of by the limiter a :class:`LimitedModel` bounded them with."""
+    inner = model.inner if isinstance(model, LimitedModel) else model
+    return inner if limiter is None else LimitedModel(inner, limiter)

@@ -89,6 +89,11 @@ class Tool(Generic[P, R]):
         pinned: Its calls need the run's own process (an MCP server's session, a
             nested worker's run): where a run's workers run in other processes (on
             Ray), their calls of it are made back in the run's process.
+        nests: Its calls only wait for nested workers or a sub-run (``agent:`` and
+            ``hive:`` tools), whose own calls hold the run's limits: a call of it
+            holds no ``tool_concurrency`` slot, so no nested call ever waits for a
+            slot its ancestor holds. It cannot be ``exclusive`` (its workers' calls
+            would wait for its lock).
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class Tool(Generic[P, R]):
         approval: bool = False,
         durable: bool = False,
         pinned: bool = False,
+        nests: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -115,6 +121,12 @@ class Tool(Generic[P, R]):
             )
         doc_summary, doc_args = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else doc_summary
+        if nests and exclusive is not None:
+            raise ToolDefinitionError(
+                self.name,
+                f"a tool that runs nested workers cannot be exclusive ({exclusive!r}): "
+                "their own calls would wait for its lock",
+            )
         self.exclusive = exclusive
         self.side_effects = side_effects or exclusive is not None
         if timeout is not None and timeout <= 0:
@@ -125,6 +137,7 @@ class Tool(Generic[P, R]):
         self.approval = approval
         self.durable = durable
         self.pinned = pinned
+        self.nests = nests
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -192,6 +205,7 @@ class Tool(Generic[P, R]):
             "approval": self.approval,
             "durable": self.durable,
             "pinned": self.pinned,
+            "nests": self.nests,
         }
 
 

@@ -184,6 +184,7 @@ def agent_tool(role: Role) -> Tool[..., Any]:
         description=f"{about} Give it an instruction; its answer comes back.",
         durable=True,
         pinned=True,  # a nested worker of this process's run
+        nests=True,  # its nested worker's calls hold the run's tool slots, not this one
     )
 
 

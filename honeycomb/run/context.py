@@ -61,6 +61,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         approval_timeout_s: Seconds a call waits for a decision before it is denied.
         guards: The run's own guards (its argument guards check every worker's calls).
         judge: Asks the roles that guards name as their judges, under the run's budget.
+        model_limiter: Bounds the model calls in flight (the Executor's, or the
+            calling run's for a sub-run; ``model_for`` already applies it).
         backend: Where subtask workers run (None: here, in the run's event loop).
     """
 
@@ -83,6 +85,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     guards: ResolvedGuards = ResolvedGuards()
     judge: Judge | None = None
     backend: Backend | None = None
+    model_limiter: anyio.CapacityLimiter | None = None
 
     def worker(
         self,

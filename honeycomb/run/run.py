@@ -64,7 +64,7 @@ class Run:
         text: The handlers also get the answers' text as it is written (models that
             can stream do, as :class:`~runtime.events.TextDelta` events).
         within: The run this one is a sub-run of (a hive called as a tool): it
-            spends that run's budget and holds its locks and tool limiter.
+            spends that run's budget and holds its locks and tool and model limiters.
     """
 
     def __init__(
@@ -96,7 +96,12 @@ class Run:
             every.append(SpanRecorder(self.record.span if self.record is not None else None))
         self.tracer = Tracer(*every, log=shared.log_events, text=text)
         budget = within.budget if within is not None else Budget(policy.budgets.limits())
-        judge = Judge(shared.roles, shared.model_for, budget)
+        model_for, summarizer_for = (
+            shared.models_under(within.model_limiter)
+            if within is not None
+            else (shared.model_for, shared.summarizer_for)
+        )
+        judge = Judge(shared.roles, model_for, budget)
         self.guards = GuardRunner(shared.guards, tracer=self.tracer, judge=judge, run_id=run_id)
         self.context = RunContext(
             run_id=run_id,
@@ -107,9 +112,9 @@ class Run:
             tracer=self.tracer,
             locks=within.locks if within is not None else shared.locks,
             tool_limiter=within.tool_limiter if within is not None else shared.tool_limiter,
-            model_for=shared.model_for,
+            model_for=model_for,
             setup_for=shared.setup_for,
-            summarizer_for=shared.summarizer_for,
+            summarizer_for=summarizer_for,
             prepare=shared.prepare,
             approver=shared.approver,
             approval_timeout_s=policy.approval_timeout_s,
@@ -117,6 +122,7 @@ class Run:
             judge=judge,
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
+            model_limiter=within.model_limiter if within is not None else shared.model_limiter,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

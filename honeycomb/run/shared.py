@@ -29,6 +29,7 @@ from runtime import (
     ToolRegistry,
 )
 from runtime.approvals import Approver
+from runtime.limits import limited
 from workers import Role, WorkerSetup
 from workers.guards import ResolvedGuards
 
@@ -57,7 +58,9 @@ class Shared:
         source: Where the Executor was declared (a hive file), kept with each run.
         memory: The long-term memory of the roles with ``memory:``.
         locks: The lock table of ``exclusive`` tools, shared by every worker.
-        tool_limiter: Bounds the tool calls in flight across every run.
+        model_limiter: Bounds the model calls in flight across every run (the
+            models' own, here).
+        tool_limiter: Bounds the leaf tool calls in flight across every run.
         mcp: The MCP servers, and the roles' tools from them.
         approver: Decides on calls that need approval (None: they wait in the store).
         guards: The runs' own guards: on the task, the final answer and every call.
@@ -88,7 +91,7 @@ class Shared:
     ) -> None:
         self.backend = backend
         self.roles = dict(roles)
-        limiter = _limiter(policy.model_concurrency)
+        limiter = self.model_limiter = _limiter(policy.model_concurrency)
         self.models: dict[str, Model] = {
             name: LimitedModel(m, limiter) if limiter is not None else m
             for name, m in models.items()
@@ -155,6 +158,22 @@ class Shared:
         """The model that writes ``role``'s summaries, when its compaction names one."""
         named = role.compaction.model if role.compaction is not None else None
         return self.models[named] if named is not None else None
+
+    def models_under(
+        self, limiter: anyio.CapacityLimiter | None
+    ) -> tuple[Callable[[Role], Model], Callable[[Role], Model | None]]:
+        """:meth:`model_for` and :meth:`summarizer_for` for a sub-run (a hive called
+        as a tool), whose model calls are bounded by its caller's ``limiter``, as its
+        tool calls are by its caller's tool limiter."""
+
+        def model_for(role: Role) -> Model:
+            return limited(self.model_for(role), limiter)
+
+        def summarizer_for(role: Role) -> Model | None:
+            found = self.summarizer_for(role)
+            return limited(found, limiter) if found is not None else None
+
+        return model_for, summarizer_for
 
     def setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
         """A role's resolved setup, made once and shared by all its workers and runs."""

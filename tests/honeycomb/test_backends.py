@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from honeycomb import (
@@ -479,6 +480,25 @@ async def test_an_agent_tool_runs_its_nested_worker_for_a_remote_caller(
         assert int(inner_pid) == int(outer_pid) == os.getpid()
     else:
         assert os.getpid() not in (int(inner_pid), int(outer_pid))
+
+
+async def test_an_agent_tool_under_a_tool_limit_of_one_holds_no_slot_its_worker_needs(
+    backend: RayBackend | None,
+) -> None:
+    """The call waits for its nested worker, whose calls take the run's one slot (held
+    at the driver for a remote worker): it takes none itself."""
+    lead = Role(name="lead", tools=("agent:r", f"{TOOLS}:pid"))
+    ex = Executor(
+        [lead, ROLE], FunctionModel(scripted), aggregator="concat", backend=backend,
+        policy=Policy(tool_concurrency=1),
+    )  # fmt: skip
+    inner = script([("echo", {"text": "deep", "delay": 0.0})])
+    calls = script([("r", {"instruction": inner}), ("r", {"instruction": inner}), ("pid", {})])
+    with anyio.fail_after(30):
+        result = await ex.run("t", subtasks=[("lead", calls)])
+    assert result.subtasks["s1"].worker is not None
+    deep, deep_too, _ = result.subtasks["s1"].worker.text.split("|")
+    assert deep == deep_too == "deep"
 
 
 async def test_mcp_tools_are_called_through_the_runs_server(

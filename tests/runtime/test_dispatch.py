@@ -143,6 +143,28 @@ async def test_shared_limiter_bounds_calls_across_dispatchers() -> None:
     assert [r.status for r in results["abcd"] + results["wxyz"]] == ["ok"] * 8
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+async def test_a_call_that_nests_holds_no_token_its_nested_calls_need(slots: int) -> None:
+    """A tool that ``nests`` runs calls of its own through a dispatcher sharing the
+    limiter (a nested worker's): they take the tokens, it takes none, so as many of
+    it as there are tokens (one in the dispatching task) neither fail nor wait."""
+    probe = Probe()
+    limiter = anyio.CapacityLimiter(slots)
+    leaf = sleeper(probe, L / 4)
+
+    async def ask(label: str) -> str:
+        inner = dispatcher(leaf, limiter=limiter, worker=f"nested {label}")
+        done = await inner.dispatch(calls("nap", f"{label}1", f"{label}2"))
+        return "+".join(r.content for r in done)
+
+    outer = dispatcher(Tool(ask, nests=True), leaf, limiter=limiter)
+    with anyio.fail_after(10 * L):
+        results = await outer.dispatch([*calls("ask", "a", "b", "c"), *calls("nap", "d")])
+
+    assert [r.content for r in results] == ["a1+a2", "b1+b2", "c1+c2", "d"]
+    assert probe.peak == slots  # the leaf calls are bounded, and fill every slot
+
+
 async def test_each_call_has_its_own_timeout_not_counting_the_wait_for_a_slot() -> None:
     probe = Probe()
     # One at a time: the third call waits 0.2 s for its slot, then runs 0.1 s, 0.3 s in
