@@ -40,6 +40,8 @@ from honeycomb.run.setups import open_memory, open_store, resolve_setups
 from honeycomb.run.shared import Shared
 from honeycomb.run.stream import RunStream, streamed
 from runtime import (
+    ConfigError,
+    ConfigErrors,
     EventHandler,
     Memory,
     Model,
@@ -51,6 +53,7 @@ from runtime import (
 from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
+from runtime.model import missing_key
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -320,25 +323,53 @@ class Executor:
             ToolDefinitionError: for a name a tool cannot have.
         """
 
-        async def call(instruction: Instruction, context: ToolContext) -> str:
-            outer = current_run()
-            run_id = f"{context.run_id}/{context.worker}/{context.call_id}"
-            run = Run(
-                self.shared, instruction, run_id if outer else os.urandom(6).hex(), (),
-                within=outer.context if outer is not None else None,
-            )  # fmt: skip
-            async with self.shared.mcp.scope():
-                result = await run.execute(None, resumable=False, steal=False)
-            return result.answer_text
-
         about = description or f"Run the {name} hive on a task: it plans, works and merges."
         return Tool(
-            call,
+            self._sub_run,  # a method: check_keys finds the Executor behind the tool
             name=name,
             description=f"{about} Give it the task as an instruction.",
             pinned=True,  # a sub-run of this process's run
             nests=True,  # the sub-run's calls hold the run's tool slots, not this one
         )
+
+    async def _sub_run(self, instruction: Instruction, context: ToolContext) -> str:
+        """A call of :meth:`as_tool`'s tool: a sub-run on ``instruction``; its answer."""
+        outer = current_run()
+        run_id = f"{context.run_id}/{context.worker}/{context.call_id}"
+        run = Run(
+            self.shared, instruction, run_id if outer else os.urandom(6).hex(), (),
+            within=outer.context if outer is not None else None,
+        )  # fmt: skip
+        async with self.shared.mcp.scope():
+            result = await run.execute(None, resumable=False, steal=False)
+        return result.answer_text
+
+    def check_keys(self) -> None:
+        """Raise if a model of its roles (or of the hives they call as tools) needs an
+        API key that is neither given nor set: :meth:`run` asks before a run starts.
+
+        Raises:
+            ConfigErrors: naming each such model and the variable to set.
+        """
+        errors = self._missing_keys(set())
+        if errors:
+            raise ConfigErrors(errors)
+
+    def _missing_keys(self, seen: set[int]) -> list[ConfigError]:
+        """What :meth:`check_keys` reports, each model and Executor once (``seen``)."""
+        found: list[ConfigError] = []
+        shared = self.shared
+        for role in shared.roles.values():
+            for model in (shared.model_for(role), shared.summarizer_for(role)):
+                if model is not None and id(model) not in seen:
+                    seen.add(id(model))
+                    found += filter(None, [missing_key(model)])
+            for made in shared.setup_for(role, None).tools:
+                sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
+                if isinstance(sub, Executor) and id(sub) not in seen:
+                    seen.add(id(sub))
+                    found += sub._missing_keys(seen)
+        return found
 
     async def run(
         self,
@@ -359,6 +390,8 @@ class Executor:
         (:class:`~runtime.events.TextDelta`): models that can stream are asked to.
 
         Raises:
+            ConfigErrors: before the run starts, when a model needs an API key that is
+                not set (:meth:`check_keys`).
             PlanError: when no valid plan could be made.
             RunFailed: when the failure policy gave up or aggregation failed;
                 ``.partial`` holds the partial result.
@@ -367,6 +400,7 @@ class Executor:
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
         require_asyncio("Executor.run")
+        self.check_keys()
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
         async with self.shared.mcp.scope():  # the servers its tool calls reach
             return await run.execute(subtasks, resumable=run_id is not None, steal=steal)

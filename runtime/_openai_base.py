@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 import openai
 
 from runtime import _logging
-from runtime._request import Api, split_settings
+from runtime._request import Api, key_missing, split_settings
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -132,15 +132,19 @@ class OpenAIEndpoint(abc.ABC):
                 self._clients[loop] = found
         return found
 
+    def missing_key(self) -> ConfigError | None:
+        """The error its calls would fail with for want of an API key, if they would
+        (an Executor asks before a run starts)."""
+        if self._given is not None:
+            return None
+        return key_missing(self.model, self._api_key, self.base_url)
+
     def _new_client(self) -> openai.AsyncOpenAI:
-        key = self._api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if self.base_url is None:
-                raise ConfigError(
-                    f"model {self.model!r} needs an API key: pass api_key=, set "
-                    "OPENAI_API_KEY, or point base_url at a local endpoint"
-                )
-            key = "unused"  # local servers (Ollama, vLLM, llama.cpp) ignore the key
+        missing = self.missing_key()
+        if missing is not None:
+            raise missing
+        # Local servers (Ollama, vLLM, llama.cpp) ignore the key.
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or "unused"
         self._key = key
         return openai.AsyncOpenAI(
             api_key=key,
@@ -247,7 +251,9 @@ class OpenAIEndpoint(abc.ABC):
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
-            raise ModelConnectionError(str(exc), base_url=self.base_url) from exc
+            # The endpoint it tried, OpenAI's own included (no base_url given).
+            at = self.base_url or str(self.client.base_url).rstrip("/")
+            raise ModelConnectionError(str(exc), base_url=at) from exc
         except openai.APIStatusError as exc:
             self._observe(exc.response.headers)
             raise ModelHTTPError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ __all__ = [
     "RESERVED_SETTINGS",
     "Api",
     "check_settings",
+    "key_missing",
     "messages_out",
     "output_instruction",
     "sdk_parameters",
@@ -281,3 +283,20 @@ def wire_arguments(arguments: str) -> str:
     except (ValueError, RecursionError):  # nested too deeply to parse is not JSON either
         return "{}"
     return arguments if isinstance(parsed, dict) else "{}"
+
+
+KEY_VARIABLE = "OPENAI_API_KEY"
+"""Where an OpenAI-compatible model finds its API key when it is given none."""
+
+
+def key_missing(model: str, api_key: str | None, base_url: str | None) -> ConfigError | None:
+    """The error for a model whose calls need an API key that nothing gives: OpenAI's
+    own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``) needs one, from
+    ``api_key`` or :data:`KEY_VARIABLE`; a local server takes any. None when it has
+    what it needs (read now: the environment may change)."""
+    if api_key or base_url or os.environ.get(KEY_VARIABLE) or os.environ.get("OPENAI_BASE_URL"):
+        return None
+    return ConfigError(
+        f"model {model!r} needs an API key: set {KEY_VARIABLE} (or give the model an "
+        "api_key, or the base_url of a local endpoint)"
+    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import msgspec
 
@@ -26,6 +26,8 @@ from runtime.value import Value
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from runtime.errors import ConfigError
 
 __all__ = [
     "Model",
@@ -38,6 +40,7 @@ __all__ = [
     "ToolSchema",
     "WrapperModel",
     "call_model",
+    "missing_key",
 ]
 
 
@@ -176,3 +179,17 @@ class WrapperModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
+
+
+def missing_key(model: Model) -> ConfigError | None:
+    """The error ``model``'s calls (or those of a model it wraps) would fail with for
+    want of an API key, found before any call: a model that needs one says so with a
+    ``missing_key()`` method of its own (the OpenAI adapters have one)."""
+    current: object = model
+    while current is not None:
+        check = getattr(current, "missing_key", None)
+        found = check() if callable(check) else None
+        if found is not None:
+            return cast("ConfigError", found)
+        current = getattr(current, "inner", None)
+    return None

@@ -266,6 +266,11 @@ async def _run(
     pause = view.paused if isinstance(view, LiveView) else None
     approver = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
     executor = Executor.from_hive(hive, model=model, store=store, approver=approver, backend=pool)
+    try:
+        executor.check_keys()  # before the run starts (and is kept), not as its failure
+    except ConfigErrors as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None

@@ -153,6 +153,22 @@ class Hive:
             for name, spec in self.spec.models.items()
         }
 
+    def missing_keys(self) -> list[ConfigError]:
+        """The models its roles use (and those of the hives they call as tools) whose
+        calls need an API key that is neither given nor set, each at its declaration:
+        ``honeycomb validate`` warns of them, and a run does not start without."""
+        roles = self.roles.values()
+        used = {role.model or self.default_model for role in roles}
+        used |= {r.compaction.model for r in roles if r.compaction is not None}
+        found: list[ConfigError] = []
+        for name, spec in self.spec.models.items():
+            missing = spec.missing_key() if name in used else None
+            if missing is not None:
+                found.append(self._doc.error(("models", name), missing.message))
+        for sub in self.hives.values():
+            found += sub.missing_keys()
+        return found
+
     def check_runnable(self) -> None:
         """Raise if ``honeycomb run`` cannot run the hive: it plans every task, so the
         hive needs a planner (from Python, ``run(task, subtasks=...)`` needs none).

@@ -13,7 +13,7 @@ from honeycomb.hive.backend import BackendSpec, backend_shorthand
 from honeycomb.hive.mcp import McpServerSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
-from runtime import Model, Price, PricedModel, TextToolModel
+from runtime import ConfigError, Model, Price, PricedModel, TextToolModel
 from workers import Approvals
 from workers.guards import Guards
 
@@ -86,6 +86,16 @@ class ModelSpec(BaseModel):
         from runtime._request import split_settings
 
         return split_settings(self.settings, self.api)
+
+    def missing_key(self) -> ConfigError | None:
+        """The error its calls would fail with for want of an API key (read from the
+        environment now), if they would."""
+        if self.provider != "openai":
+            return None
+        from runtime._request import key_missing
+
+        key = self.api_key.get_secret_value() if self.api_key is not None else None
+        return key_missing(self.model or "", key, self.base_url)
 
     @model_validator(mode="after")
     def _openai_needs_a_model_name(self) -> Self:

@@ -96,12 +96,19 @@ class RunContext(Value, frozen=True, kw_only=True):
         checkpoint: Checkpoint | None = None,
         journal: Journal | None = None,
         approvals: ApprovalLog | None = None,
+        output_retries: int | None = None,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
-        limiter and tracer (and, for a stored run, its checkpoint and journal)."""
+        limiter and tracer (and, for a stored run, its checkpoint and journal); its
+        answers sent back for failing ``output_type`` at most ``output_retries`` times,
+        when that is fewer than its role's own."""
         found = self.roles[role] if isinstance(role, str) else role
+        setup = self.setup_for(found, output_type)
+        if output_retries is not None and output_retries < setup.settings.output_retries:
+            settings = msgspec.structs.replace(setup.settings, output_retries=output_retries)
+            setup = msgspec.structs.replace(setup, settings=settings)
         return Worker(
-            self.setup_for(found, output_type),
+            setup,
             self.model_for(found),
             name=name or found.name,
             locks=self.locks,

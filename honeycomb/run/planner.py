@@ -29,8 +29,8 @@ from honeycomb.run.prompts import (
     planner_task,
 )
 from honeycomb.run.result import SubtaskResult
-from runtime import BudgetExceeded, HoneycombError, PlanError
-from workers import Role
+from runtime import AgentError, AssistantMessage, GuardrailTripped, HoneycombError, PlanError
+from workers import Role, WorkerResult
 
 __all__ = [
     "FunctionPlanner",
@@ -180,18 +180,31 @@ class RolePlanner:
         room: int,
         before: Plan | None = None,
     ) -> Plan:
-        """A valid plan from the role (with ``before``, the subtasks it adds to it),
-        asked again with the problems of an invalid one, up to ``plan_attempts`` times."""
+        """A valid plan from the role (with ``before``, the subtasks it adds to it).
+
+        ``plan_attempts`` bounds the answers the role gives, whatever refuses them: its
+        output schema (an answer sent back to it, as its ``output_retries`` allow) or
+        the plan's own checks (a new conversation with the problems). A call that
+        fails on its way to the model is not an answer: its error ends the plan.
+
+        Raises:
+            PlanError: when no answer of the attempts made a valid plan.
+            ModelError, ConfigError, BudgetExceeded ...: as the planner's model call
+                raised it (once the model's own retries gave up).
+        """
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
         schema = plan_type(tuple(names), room, least)
         earlier = before.subtasks if before is not None else ()
         problems: list[str] = []
-        for attempt in range(1, context.plan_attempts + 1):
-            worker = context.worker(role, output_type=schema)
+        left = context.plan_attempts
+        while left > 0:
+            # Its answers sent back for failing the schema count as attempts too.
+            worker = context.worker(role, output_type=schema, output_retries=left - 1)
             result = await worker.run(prompt if not problems else _retry(prompt, problems))
-            if isinstance(result.exception, BudgetExceeded):
-                raise result.exception
+            left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):
+                if result.exception is not None and not _about_the_answer(result.exception):
+                    raise result.exception  # the model could not be asked: not a bad plan
                 problems = [f"the planner gave no usable plan ({result.error})"]
                 continue
             plan = Plan.model_validate(result.output.model_dump())  # a Plan, not the schema's
@@ -204,8 +217,6 @@ class RolePlanner:
                 problems = [p for p in plan_problems(whole, names) if p != _EMPTY]
             if not problems:
                 return plan
-            if attempt == context.plan_attempts:
-                break
         raise PlanError(problems, attempts=context.plan_attempts)
 
 
@@ -238,6 +249,20 @@ def _result_entry(result: SubtaskResult) -> ResultEntry:
     """A result as the lead reads it: its answer, or why it failed."""
     text = result.text if result.ok else f"{result.status}: {result.error or 'no answer'}"
     return ResultEntry(id=result.subtask.id, role=result.subtask.role, ok=result.ok, text=text)
+
+
+def _answers(result: WorkerResult) -> int:
+    """The answers a planner worker gave (its model's replies that asked for no tool,
+    each judged or sent back), at least one: every worker counts as an attempt."""
+    messages = result.transcript.messages
+    return max(1, sum(1 for m in messages if isinstance(m, AssistantMessage) and not m.tool_calls))
+
+
+def _about_the_answer(exc: BaseException) -> bool:
+    """Whether a planner worker failed for what its model answered (another answer
+    may do), not for a call that could not be made (a transport error, a missing key,
+    a budget: asking again only repeats it)."""
+    return isinstance(exc, AgentError | GuardrailTripped)
 
 
 def _retry(prompt: str, problems: list[str]) -> str:

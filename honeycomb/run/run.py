@@ -37,6 +37,7 @@ from runtime import (
     EventHandler,
     GuardrailTripped,
     HoneycombError,
+    ModelError,
     PlanError,
     RunFailed,
     Tracer,
@@ -299,8 +300,9 @@ class Run:
         or a budget stop it; every outcome so far, in plan order.
 
         Raises:
-            RunFailed: when the lead fails to plan a round and the failure policy is
-                ``fail_fast`` (else the run goes on with what it has).
+            RunFailed: when the lead fails to plan a round (an invalid round, or its
+                model could not be reached) and the failure policy is ``fail_fast``
+                (else the run goes on with what it has).
             BudgetExceeded: when the lead's calls go past the run's budget.
         """
         policy = self.shared.policy
@@ -319,7 +321,7 @@ class Run:
                     context=self.context,
                 )  # fmt: skip
                 added = self._checked_round(added, number, room)
-            except PlanError as exc:
+            except (PlanError, ModelError) as exc:  # no valid round, or no answer at all
                 took = time.perf_counter() - began
                 self.times["plan"] += took
                 error = f"{type(exc).__name__}: {exc}"

@@ -34,7 +34,7 @@ from honeycomb.offline.plan import follow_up_for
 from honeycomb.run.plan import Plan, Subtask, critical_path
 from honeycomb.run.prompts import ResultEntry, follow_up_task
 from honeycomb.run.result import rounds_of
-from runtime import Event, ModelRequest, UserMessage
+from runtime import Event, ModelConnectionError, ModelRequest, UserMessage
 
 Lead = Callable[[int, str], list[dict[str, Any]]]
 """The test's lead: given the round and its message, the subtasks it adds."""
@@ -205,6 +205,40 @@ async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has()
         await strict.executor(3, plan_attempts=1, failure="fail_fast").run("Study bees.")
     assert caught.value.partial is not None
     assert caught.value.partial.subtasks["a"].ok
+
+
+async def test_an_invalid_round_costs_the_lead_at_most_plan_attempts_answers() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if len(hive.lead_messages) == 1:  # its first answer: round 1
+            return [_subtask("a", "look")]
+        return [{"id": "b", "role": "nobody", "instruction": "go"}]  # fails the schema
+
+    hive = Hive(lead)
+    result = await hive.executor(3, plan_attempts=3).run("Study bees.")
+    assert result.rounds_ended == "lead_failed"
+    assert "after 3 attempts" in (result.rounds[-1].error or "")
+    # One answer for round 1, three for round 2: not 3 × (1 + the lead's output_retries).
+    assert len(hive.lead_messages) == 1 + 3
+
+
+async def test_a_lead_whose_model_cannot_be_reached_ends_the_rounds_with_that_error() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("a", "look")]
+        raise ModelConnectionError("Connection refused", base_url="http://127.0.0.1:9/v1")
+
+    hive = Hive(lead)
+    result = await hive.executor(3, plan_attempts=3).run("Study bees.")
+    assert result.status == "ok"  # the first round's results, aggregated
+    assert result.rounds_ended == "lead_failed"
+    error = result.rounds[-1].error or ""
+    assert error.startswith("ModelConnectionError: cannot reach the model endpoint")
+    assert "invalid plan" not in error
+    assert len(hive.lead_messages) == 2  # round 2 was asked once: plan attempts do not retry it
+
+    strict = Hive(lead)
+    with pytest.raises(RunFailed, match="cannot reach the model endpoint"):
+        await strict.executor(3, failure="fail_fast").run("Study bees.")
 
 
 async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from pydantic import BaseModel
@@ -914,6 +915,20 @@ async def test_a_refused_connection_raises_model_connection_error(make_model: Ma
     assert caught.value.base_url == base_url
     assert caught.value.retryable
     assert isinstance(caught.value.__cause__, openai.APIConnectionError)
+
+
+async def test_a_connection_error_names_openais_endpoint_when_no_base_url_is_given() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    client = openai.AsyncOpenAI(
+        api_key="sk-test", http_client=httpx.AsyncClient(transport=httpx.MockTransport(refuse))
+    )
+    model = OpenAIModel("gpt-4o-mini", client=client, retry=fast(attempts=1))
+
+    with pytest.raises(ModelConnectionError) as caught:
+        await model.complete(ask())
+    assert "cannot reach the model endpoint (https://api.openai.com/v1)" in str(caught.value)
 
 
 async def test_a_retry_after_past_the_deadline_stops_at_once(
