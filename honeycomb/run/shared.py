@@ -114,6 +114,7 @@ class Shared:
         a decision was recorded."""
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
+        self._under: dict[tuple[int, int], Model] = {}  # models_under's, made once
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
             (name, None): setup for name, setup in setups.items()
         }
@@ -166,14 +167,19 @@ class Shared:
         as a tool), whose model calls are bounded by its caller's ``limiter``, as its
         tool calls are by its caller's tool limiter."""
 
-        def model_for(role: Role) -> Model:
-            return limited(self.model_for(role), limiter)
+        def under(model: Model) -> Model:
+            # One model for every worker of such runs (a backend installs each once).
+            key = (id(model), id(limiter))
+            found = self._under.get(key)
+            if found is None:
+                found = self._under[key] = limited(model, limiter)
+            return found
 
         def summarizer_for(role: Role) -> Model | None:
             found = self.summarizer_for(role)
-            return limited(found, limiter) if found is not None else None
+            return under(found) if found is not None else None
 
-        return model_for, summarizer_for
+        return lambda role: under(self.model_for(role)), summarizer_for
 
     def setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
         """A role's resolved setup, made once and shared by all its workers and runs."""

@@ -199,3 +199,33 @@ async def test_a_plan_that_keeps_failing_its_schema_costs_plan_attempts_answers(
         await executor.run("t")
     assert caught.value.attempts == 3
     assert len(asked) == 3  # not plan_attempts × (1 + the planner's output_retries)
+
+
+TEXT_HIVE = """\
+models:
+  local:
+    model: m
+    base_url: http://127.0.0.1:%d/v1
+    tool_protocol: text
+    timeout: 0.3
+    retry: {attempts: 2, initial_wait_s: 0.01, max_wait_s: 0.01}
+roles:
+  planner: {description: Plans.}
+  researcher: {description: Researches one question.}
+"""
+
+
+def test_run_against_an_endpoint_that_never_answers_says_it_timed_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hive.yaml"
+    with Listener("never").running() as server:
+        path.write_text(TEXT_HIVE % server.port)
+        assert main(["validate", str(path)]) == 0
+        assert "warning" not in capsys.readouterr().out  # a local endpoint needs no key
+        code = main(["run", str(path), "Study bees.", "--plain", "--no-store"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "run failed: the model call timed out after 0.3s" in out + err
+    assert "invalid plan" not in out + err
+    assert server.connections == 2  # the model's two attempts, once
