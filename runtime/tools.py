@@ -184,10 +184,16 @@ class Tool(Generic[P, R]):
     def __reduce__(self) -> tuple[Callable[..., Tool[Any, Any]], tuple[Any, ...]]:
         """Pickled by its import path when a module holds it (``@tool`` on a module's
         function), else as its function and options, made again where it is unpickled
-        (its arguments' model is made from the function, not sent)."""
+        (its arguments' model is made from the function, not sent). ``__main__`` is
+        another program in the process that unpickles it: a tool of the program goes
+        as its function (which cloudpickle sends by value)."""
         module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
         qualname = getattr(self.fn, "__qualname__", "")
-        if module is not None and getattr(module, qualname, None) is self:
+        if (
+            module is not None
+            and module.__name__ != "__main__"
+            and getattr(module, qualname, None) is self
+        ):
             return _imported, (module.__name__, qualname)
         return _remade, (self.fn, self.options())
 

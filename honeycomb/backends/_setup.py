@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from honeycomb.backends._warden import my_children, ward
 from honeycomb.backends._wire import Pinned
 from runtime import ConfigError, Model, Tool
 from workers import WorkerSetup
@@ -51,6 +52,39 @@ def recipe(model: Model) -> tuple[str, Any]:
     return ("object", model)
 
 
+class SetupFailed(Exception):
+    """A role or model could not be installed in an actor: ``why``."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def told(self, role: str) -> ConfigError:
+        """The error its role's workers fail with."""
+        return ConfigError(
+            f"role {role!r} could not be set up in a Ray actor ({self.why}): on Ray, "
+            "tools, output schemas and models are imported by path in each actor"
+        )
+
+
+async def installed(ref: Any) -> None:
+    """Wait for an install in an actor (its call's ``ref``).
+
+    Raises:
+        SetupFailed: saying why, when what was sent could not be made there (a tool's
+            module the actor cannot import, say) or the install itself failed.
+    """
+    import ray.exceptions
+
+    try:
+        why = await ref
+    except ray.exceptions.RayTaskError as exc:  # its arguments could not be unpickled
+        lines = str(exc).strip().splitlines()  # the error is at the traceback's end
+        raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__) from exc
+    if why is not None:
+        raise SetupFailed(why)
+
+
 def _unsendable(thing: object) -> str | None:
     """Why Ray cannot send ``thing`` to an actor, if it cannot: it is pickled as Ray
     will (with cloudpickle: functions of ``__main__`` too, by value), so it fails here."""
@@ -63,8 +97,9 @@ def _unsendable(thing: object) -> str | None:
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> None:
-    """Join the cluster at ``address``, or start a private Ray for this process (None);
-    nothing when this process started a Ray already."""
+    """Join the cluster at ``address``, or start a private Ray for this process (None):
+    it listens on 127.0.0.1 only, and its processes end with this one (on Linux).
+    Nothing when this process started a Ray already."""
     import ray
 
     if ray.is_initialized():
@@ -86,11 +121,35 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
             options["num_cpus"] = num_cpus
         if "RAY_AUTH_MODE" not in os.environ:
             _use_token_auth()
-    elif "RAY_AUTH_MODE" not in os.environ and _token_given():
+        before = set(my_children())
+        with _on_loopback():
+            ray.init(**options)
+        ward(set(my_children()) - before)  # the processes ray.init started
+        return
+    if "RAY_AUTH_MODE" not in os.environ and _token_given():
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
         _use_token_auth()
     ray.init(**options)
+
+
+@contextlib.contextmanager
+def _on_loopback() -> Iterator[None]:
+    """Ray's servers listen on the loopback interface only when their node's address
+    is 127.0.0.1, but Ray gives a new node the machine's address even when told
+    127.0.0.1 (so that other machines may join it), unless its clusters are off (as on
+    macOS; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, which Ray reads as it is imported).
+    They are off while a private Ray starts."""
+    constants = importlib.import_module("ray._private.ray_constants")
+    before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if before is None:  # a Ray that decides it otherwise (the tests say if it listens wide)
+        yield
+        return
+    setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (a module of Ray's)
+    try:
+        yield
+    finally:
+        setattr(constants, "ENABLE_RAY_CLUSTER", before)  # noqa: B010
 
 
 def _use_token_auth() -> None:

@@ -31,7 +31,8 @@ import anyio
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Channel, Driver
-from honeycomb.backends._setup import recipe, sendable_tools, start_ray
+from honeycomb.backends._setup import SetupFailed, installed, recipe, sendable_tools, start_ray
+from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
     RemoteFailure,
@@ -178,6 +179,7 @@ class RayBackend:
                 self._pool = [self._new_actor() for _ in range(self.actors)]
                 # Ready once each has started (its imports done): a failure shows here.
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
+                ward()  # a private Ray's processes started since, its actors among them
 
     def _init(self) -> None:
         start_ray(self.address, self.num_cpus)
@@ -231,7 +233,7 @@ class RayBackend:
         pending = actor.installing.get(key)
         if pending is None:
             ref = getattr(actor.handle, method).remote(key, *args)
-            pending = actor.installing[key] = asyncio.ensure_future(_awaited(ref))
+            pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
         if pending.done():
             pending.result()  # raises what the install raised
         else:
@@ -276,8 +278,8 @@ class RayBackend:
                         spec = await self._prepare(
                             actor, context, worker, task, inputs, state, link, made, tools
                         )
-                    except _SetupFailed as exc:  # its role or model, there
-                        return _failed(worker, ConfigError(_setup_failed(worker, exc.why)))
+                    except SetupFailed as exc:  # its role or model, there
+                        return _failed(worker, exc.told(worker.role.name))
                     self._runs += 1
                     channel = actor.channel_here(self._channels)
                     return await link.follow(channel, f"w{self._runs}", spec)
@@ -365,12 +367,6 @@ def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], 
     return found[1]
 
 
-async def _awaited(ref: Any) -> None:
-    why = await ref
-    if why is not None:
-        raise _SetupFailed(why)
-
-
 def _limited(budget: Budget | None) -> bool:
     """Whether a budget has any limit a model call must be reserved against."""
     return budget is not None and budget.limits != Limits()
@@ -390,21 +386,6 @@ def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:
         status="failed",
         error=WorkerError(type=type(exc).__name__, message=str(exc)),
         exception=exc,
-    )
-
-
-class _SetupFailed(Exception):
-    """A role or model could not be installed in an actor: ``why``."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
-
-
-def _setup_failed(worker: Worker, why: str) -> str:
-    return (
-        f"role {worker.role.name!r} could not be set up in a Ray actor ({why}): on "
-        "Ray, tools, output schemas and models are imported by path in each actor"
     )
 
 

@@ -192,7 +192,13 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
     new_view = functools.partial(_view, args, console, out, hive)
-    return run_on_loop(_run_and_report(hive, task, model, new_view, args, out, store, backend))
+    run = _run_and_report(hive, task, model, new_view, args, out, store, backend)
+    if not args.json:
+        return run_on_loop(run)
+    # Standard output holds the JSON lines alone: whatever else writes there meanwhile
+    # (Ray's driver, which prints what its cluster reports) goes to standard error.
+    with contextlib.redirect_stdout(sys.stderr):
+        return run_on_loop(run)
 
 
 def _override(args: argparse.Namespace) -> Model | None:

@@ -32,6 +32,7 @@ from honeycomb import (
     RunFailed,
     RunStore,
 )
+from honeycomb.backends._setup import start_ray
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from runtime import ModelRequest
@@ -53,17 +54,9 @@ ROLE = Role(
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    """One real local Ray for the session: its own, on 127.0.0.1, no dashboard, no
-    usage statistics."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    """One real local Ray for the session, the private Ray a backend starts (on
+    127.0.0.1, no dashboard, no usage statistics), with two CPUs."""
+    start_ray(None, num_cpus=2)
     yield
     ray.shutdown()
 
@@ -385,6 +378,49 @@ async def test_a_tool_that_cannot_be_sent_fails_its_worker_alone(ray_session: No
     assert failed.error.type == "ConfigError"
     assert "role 'q': tool 'locked' cannot be sent to Ray actors" in failed.error.message
     assert "import path" in failed.error.message
+    assert done.ok
+
+
+async def test_a_tool_the_actors_cannot_import_fails_its_worker_naming_its_role(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool goes by its import path when a module holds it: a module the actors do
+    not have (not installed on the nodes) is told as a ConfigError naming the role."""
+    import types
+
+    from honeycomb import tool
+
+    module = types.ModuleType("tools_of_this_process_only")
+
+    def nowhere(text: str) -> str:
+        """Answer the text.
+
+        Args:
+            text: Anything.
+        """
+        return text
+
+    nowhere.__module__, nowhere.__qualname__ = module.__name__, "nowhere"
+    module.nowhere = tool(nowhere)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        ex = Executor(
+            [Role(name="q", tools=(f"{module.__name__}:nowhere",)), ROLE],
+            FunctionModel(scripted), aggregator="concat", backend=pool,
+            policy=Policy(failure="best_effort"),
+        )  # fmt: skip
+        calls = script([("echo", {"text": "a", "delay": 0.0})])
+        result = await ex.run("t", subtasks=[("q", calls), ("r", calls)])
+    finally:
+        pool.stop()
+    failed, done = result.subtasks.values()
+    assert failed.error is not None
+    assert failed.error.type == "ConfigError"
+    assert failed.error.message.startswith(
+        "role 'q' could not be set up in a Ray actor (ModuleNotFoundError: "
+        "No module named 'tools_of_this_process_only')"
+    )
     assert done.ok
 
 

@@ -5,6 +5,7 @@ stops (a subprocess: the command's own Ray, not the test process's)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -288,6 +289,55 @@ def test_a_hive_runs_on_a_local_ray_the_command_starts_and_stops(tmp_path: Path)
     while _alive(int(actor)):
         assert time.monotonic() < deadline, f"the actor {actor} outlived the command"
         time.sleep(0.1)
+
+
+FATAL_TOOLS = '''\
+"""A tool next to the hive that kills the process it runs in (a Ray actor)."""
+
+import os
+import signal
+
+from honeycomb import tool
+
+
+@tool
+def city_facts(city: str) -> str:
+    """Look up facts about a city.
+
+    Args:
+        city: The city.
+    """
+    os.kill(os.getpid(), signal.SIGKILL)
+    return city
+'''
+
+
+@pytest.mark.xdist_group("ray")
+def test_with_json_standard_output_holds_only_json_lines_whatever_ray_says(
+    tmp_path: Path,
+) -> None:
+    """Ray's driver prints what its cluster reports (here, an actor that died) on
+    standard output: with ``--json``, that goes to standard error."""
+    path = hive(tmp_path, "backend: {ray: {actors: 1, num_cpus: 1}}\n")
+    (tmp_path / "pid_tools.py").write_text(FATAL_TOOLS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path.cwd())}
+    child = subprocess.run(
+        [sys.executable, "-m", "honeycomb", "run", str(path), TASK, "--json", "--no-store"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert "WorkerLost" in child.stdout, child.stderr[-2000:]
+    not_json = [line for line in child.stdout.splitlines() if not _is_json(line)]
+    assert not_json == []
+    assert "A worker died" in child.stderr
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:

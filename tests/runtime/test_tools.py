@@ -542,6 +542,33 @@ def test_unknown_names_list_the_available_ones() -> None:
         registry["boook"]
 
 
+def test_a_tool_of_the_program_goes_as_its_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``__main__`` where a tool is unpickled (a Ray actor's process) is another
+    program: a tool the program itself holds goes as its function and options, not as
+    an attribute of ``__main__`` there."""
+    import sys
+    import types
+
+    def shout(text: str) -> str:
+        """Say it louder.
+
+        Args:
+            text: What to say.
+        """
+        return text.upper()
+
+    shout.__module__, shout.__qualname__ = "__main__", "shout"
+    program = types.ModuleType("__main__")
+    made = program.shout = tool(shout)
+    monkeypatch.setitem(sys.modules, "__main__", program)
+    remake, arguments = made.__reduce__()
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # elsewhere
+    again = remake(*arguments)
+    assert again.fn is shout
+    assert again.options() == made.options()
+    assert again.schema == made.schema
+
+
 def test_unknown_name_in_an_empty_registry() -> None:
     with pytest.raises(UnknownToolError, match="available tools: none"):
         ToolRegistry().resolve("anything")
