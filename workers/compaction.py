@@ -41,12 +41,14 @@ from runtime._checks import check_response
 from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
 from runtime.value import Value
 from workers.context import (
-    CHARS_PER_TOKEN,
+    TOKENS_PER_MESSAGE,
     Compaction,
     ContextWindow,
+    cut_text,
     estimate_tokens,
-    fold_point,
+    omission_note,
     summary_message,
+    token_counter,
 )
 from workers.state import LoopState
 
@@ -86,6 +88,7 @@ def summary_request(
     *,
     timeout: float | None = None,
     conversation: str | None = None,
+    max_output_tokens: int | None = None,
 ) -> ModelRequest:
     """The tool-less request that folds ``folded`` into the summary ``previous``."""
     parts = []
@@ -101,6 +104,7 @@ def summary_request(
         tool_choice="none",
         timeout=timeout,
         conversation=conversation,
+        max_output_tokens=max_output_tokens,
     )
 
 
@@ -155,6 +159,9 @@ class Compactor:
         run_id: The run's id in the events.
         conversation: The worker's conversation key (the summary call's is its own).
         timeout: Seconds the summary call may take, if limited.
+
+    Raises:
+        ConfigError: for a ``token_counter`` path that does not import a callable.
     """
 
     def __init__(
@@ -177,6 +184,11 @@ class Compactor:
         self.run_id = run_id
         self.conversation = f"{conversation}/compaction" if conversation else "compaction"
         self.timeout = timeout
+        self.count = token_counter(compaction)
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
+        """The tokens of ``messages`` and ``tools``, by the role's counter or the estimate."""
+        return estimate_tokens(messages, tools, self.count)
 
     def size(
         self,
@@ -191,9 +203,9 @@ class Compactor:
         the whole request."""
         known, held = state.context_tokens, state.context_messages
         if known and state.summarized <= held <= len(messages):
-            return known + estimate_tokens(messages[held:])
+            return known + self.estimate(messages[held:])
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        return estimate_tokens((*head, *summary, *messages[state.summarized :]), tools)
+        return self.estimate((*head, *summary, *messages[state.summarized :]), tools)
 
     async def fit(
         self,
@@ -210,47 +222,121 @@ class Compactor:
         Raises:
             BudgetExceeded: when the run's budget allows no summary call.
         """
-        limit = self.compaction.budget_tokens
         before = self.size(state, head, messages, tools)
         if before <= self.compaction.trigger:
             return state, None
-        cut = fold_point(messages, state.summarized, self.compaction.keep_turns)
-        if cut <= state.summarized:  # nothing to fold but the turns kept verbatim
-            return state, self._window(state, head, tools) if before > limit else None
+        fixed = self.estimate(head, tools)
+        cut = self._fold_point(messages, state.summarized, fixed)
+        while cut > state.summarized:  # a summary call a time, each within the budget
+            state, ok = await self._fold(state, head, messages, tools, cut, turn, before)
+            before = self.size(state, head, messages, tools)
+            if not ok or before <= self.compaction.trigger:
+                break
+            cut = self._fold_point(messages, state.summarized, fixed)
+        if before <= self.compaction.budget_tokens:
+            return state, None
+        return state, self._window(state, head, tools)
+
+    def _allowance(self, fixed: int) -> int:
+        """The summary's length at most: half of what the head and the tools leave of
+        the budget (the turns kept have the other half), or the role's, if less."""
+        half = (self.compaction.budget_tokens - fixed) // 2
+        own = self.compaction.summary_tokens
+        return max(half if own is None else min(own, half), 16)
+
+    def _fold_point(self, messages: tuple[Message, ...], start: int, fixed: int) -> int:
+        """Where the next fold of ``messages[start:]`` ends: before the last
+        ``keep_turns`` turns, or fewer of them (never less than the newest) when they
+        would not fit the budget beside the head, the tools and the summary."""
+        starts = [
+            i for i, m in enumerate(messages) if i >= start and isinstance(m, AssistantMessage)
+        ]
+        header = self.estimate((summary_message("", len(messages)),))
+        room = self.compaction.budget_tokens - fixed - self._allowance(fixed) - header
+        kept, size = 0, 0
+        for index in range(len(starts) - 1, -1, -1):
+            if kept == self.compaction.keep_turns:
+                break
+            end = starts[index + 1] if index + 1 < len(starts) else len(messages)
+            turn = self.estimate(messages[starts[index] : end])
+            if kept and size + turn > room:
+                break
+            kept, size = kept + 1, size + turn
+        return start if kept == len(starts) else starts[len(starts) - kept]
+
+    def _request(
+        self, state: LoopState, messages: tuple[Message, ...], cut: int, allowance: int
+    ) -> tuple[int, ModelRequest]:
+        """The summary call that folds the most of ``messages[state.summarized:cut]``
+        its request can hold within the budget (whole turns; the first one's text cut
+        to fit when it alone cannot), and where its fold ends."""
+        start, limit = state.summarized, self.compaction.budget_tokens
+        ends = [i for i in range(start + 1, cut) if isinstance(messages[i], AssistantMessage)]
+        ends.append(cut)
+
+        def request(end: int) -> ModelRequest:
+            return summary_request(
+                state.summary, messages[start:end], self.compaction.instructions,
+                timeout=self.timeout, conversation=self.conversation,
+                max_output_tokens=allowance,
+            )  # fmt: skip
+
+        low, high = 0, len(ends) - 1  # the last end whose request fits: a binary search
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.estimate(request(ends[middle]).messages) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        found = request(ends[low])
+        over = self.estimate(found.messages) - limit
+        if over > 0:  # one turn alone over the budget: its text is cut to fit
+            system, body = found.messages
+            room = self.estimate((body,)) - TOKENS_PER_MESSAGE - over
+            text = cut_text(body.content or "", room, self.count)
+            found = replace(found, messages=(system, UserMessage(content=text)))
+        return ends[low], found
+
+    async def _fold(
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+        cut: int,
+        turn: int,
+        before: int,
+    ) -> tuple[LoopState, bool]:
+        """One summary call, folding the oldest turns up to ``cut`` (or as many as
+        its request can hold) into the summary; whether it succeeded."""
         if self.budget is not None:
             self.budget.reserve_model_call()
+        allowance = self._allowance(self.estimate(head, tools))
+        end, request = self._request(state, messages, cut, allowance)
         tracing = self.tracer.enabled
-        folding = cut - state.summarized
+        folding = end - state.summarized
         if tracing:
             event = CompactionStarted(
                 worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
-                context_tokens=before, budget_tokens=limit,
+                context_tokens=before, budget_tokens=self.compaction.budget_tokens,
             )  # fmt: skip
             self.tracer.emit(event)
             current_call.set(
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        request = summary_request(
-            state.summary,
-            messages[state.summarized : cut],
-            self.compaction.instructions,
-            timeout=self.timeout,
-            conversation=self.conversation,
-        )
         outcome = await self._summarize(request)
         usage, error = outcome.usage, outcome.error
         if self.budget is not None:
             self.budget.charge(usage)
-        if error is None:
-            state = state.compacted(outcome.text, cut, usage)
+        if error is None:  # a summary longer than asked for is cut to its allowance
+            state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
         else:  # spent, and counted as a model call, but the summary is as it was
             state = replace(state.spent(usage), compactions=state.compactions + 1)
-        after = self.size(state, head, messages, tools)
-        window = self._window(state, head, tools) if after > limit else None
         if tracing:
-            self._finished(turn, started, outcome, folding, state, after, window)
-        return state, window
+            after = self.size(state, head, messages, tools)
+            self._finished(turn, started, outcome, folding, state, after)
+        return state, error is None
 
     async def _summarize(self, request: ModelRequest) -> _Outcome:
         """The summary call, which never raises but for cancellation."""
@@ -274,21 +360,17 @@ class Compactor:
         self, state: LoopState, head: tuple[Message, ...], tools: Sequence[ToolSchema]
     ) -> ContextWindow:
         """The last resort: the window of what the budget leaves once the head, the
-        summary and the tools are counted (the newest turn is always kept)."""
+        summary, the window's note and the tools are counted (the newest turn is
+        always kept, its longest texts cut when it alone does not fit)."""
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        room = self.compaction.budget_tokens - estimate_tokens((*head, *summary), tools)
-        return ContextWindow(max_chars=max(room, 1) * CHARS_PER_TOKEN)
+        note = omission_note(10 * (len(state.messages) + 1))  # the widest it can be
+        room = self.compaction.budget_tokens - self.estimate((*head, *summary, note), tools)
+        return ContextWindow(max_tokens=max(room, 1), count=self.count)
 
     def _finished(
-        self,
-        turn: int,
-        started: float,
-        outcome: _Outcome,
-        folding: int,
-        state: LoopState,
+        self, turn: int, started: float, outcome: _Outcome, folding: int, state: LoopState,
         after: int,
-        window: ContextWindow | None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         report = current_call.get()
         current_call.set(None)
         usage, error = outcome.usage, outcome.error
@@ -298,7 +380,7 @@ class Compactor:
             status="ok" if error is None else "error",
             model=outcome.model,
             messages=folding if error is None else 0, summarized=state.summarized,
-            context_tokens=after, window=window is not None,
+            context_tokens=after, window=after > self.compaction.budget_tokens,
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,

@@ -283,7 +283,8 @@ class AgentLoop:
             response.usage,
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
-            whole=not omitted,
+            # A budget's window may cut texts too: the report then measures less.
+            whole=not omitted and window.max_tokens is None,
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
             if held is not None:  # text beside calls is no answer: no guard checks it

@@ -32,7 +32,9 @@ from honeycomb import (
     tool,
 )
 from honeycomb.hive import load_hive
+from tests.support.tokens import cjk
 from workers.compaction import is_summary_request
+from workers.context import token_counter
 
 PAGE = "x" * 1600  # about 400 tokens a page
 TASK = "read the log"
@@ -128,6 +130,21 @@ def test_a_mistake_in_a_compaction_names_its_line_and_field(
     assert f"hive.yaml:{line}" in text, text
     assert "roles.reader.compaction" in text
     assert message in text
+
+
+def test_a_hive_role_names_its_token_counter_by_import_path(tmp_path: Path) -> None:
+    counted = (HIVE % "short").replace(
+        "keep_turns: 2", "keep_turns: 2\n      token_counter: tests.support.tokens:cjk"
+    )
+    role = load_hive(hive(tmp_path, counted)).roles["reader"]
+    assert role.compaction is not None
+    assert token_counter(role.compaction) is cjk
+    broken = counted.replace("tokens:cjk", "tokens:NOT_CALLABLE")
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(hive(tmp_path, broken))
+    assert "hive.yaml:13:7" in str(caught.value)
+    assert "roles.reader.compaction.token_counter" in str(caught.value)
+    assert "is not callable" in str(caught.value)
 
 
 def test_a_trigger_over_the_budget_names_both(tmp_path: Path) -> None:
