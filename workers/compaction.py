@@ -2,9 +2,13 @@
 
 Before a model turn whose context would exceed the role's trigger (its budget, unless
 set lower; see :class:`~workers.context.Compaction`), :meth:`Compactor.fit` folds
-every turn but the last ``keep_turns`` into the summary, with the summary before it,
-by one tool-less model call through the summarizer model (the worker's own by
-default). The call is a model call like any other: reserved in the run's budget
+every turn but the last ``keep_turns`` (fewer, when those would not fit beside the
+summary) into the summary, with the summary before it, by a tool-less model call
+through the summarizer model (the worker's own by default): one, or more when one
+request within the budget cannot hold all the turns to fold. The summary call is
+asked for at most the summary's allowance, and a longer summary is cut to it, so the
+budget is the ceiling of every request. It is a model call like any other: reserved
+in the run's budget
 first (a budget that stops it stops the worker, as it would the turn's call),
 retried by the model, reported as ``compaction.started`` / ``compaction.finished``
 events, and counted in the worker's usage and cost. A summary call that fails never
@@ -228,11 +232,9 @@ class Compactor:
         fixed = self.estimate(head, tools)
         cut = self._fold_point(messages, state.summarized, fixed)
         while cut > state.summarized:  # a summary call a time, each within the budget
-            state, ok = await self._fold(state, head, messages, tools, cut, turn, before)
-            before = self.size(state, head, messages, tools)
-            if not ok or before <= self.compaction.trigger:
-                break
-            cut = self._fold_point(messages, state.summarized, fixed)
+            state, cut, before = await self._fold(
+                state, head, messages, tools, cut, turn=turn, before=before, fixed=fixed
+            )
         if before <= self.compaction.budget_tokens:
             return state, None
         return state, self._window(state, head, tools)
@@ -304,14 +306,19 @@ class Compactor:
         messages: tuple[Message, ...],
         tools: Sequence[ToolSchema],
         cut: int,
+        *,
         turn: int,
         before: int,
-    ) -> tuple[LoopState, bool]:
-        """One summary call, folding the oldest turns up to ``cut`` (or as many as
-        its request can hold) into the summary; whether it succeeded."""
+        fixed: int,
+    ) -> tuple[LoopState, int, int]:
+        """One summary call before ``turn``, folding the oldest turns up to ``cut`` (or
+        as many as its request can hold) into the summary of a context of ``before``
+        tokens, ``fixed`` of them the head's and the tools'. Returns the state, where
+        the turn's next fold ends (the state's ``summarized``: none follows), and the
+        context's size now."""
         if self.budget is not None:
             self.budget.reserve_model_call()
-        allowance = self._allowance(self.estimate(head, tools))
+        allowance = self._allowance(fixed)
         end, request = self._request(state, messages, cut, allowance)
         tracing = self.tracer.enabled
         folding = end - state.summarized
@@ -333,10 +340,14 @@ class Compactor:
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
         else:  # spent, and counted as a model call, but the summary is as it was
             state = replace(state.spent(usage), compactions=state.compactions + 1)
+        after = self.size(state, head, messages, tools)
+        following = state.summarized  # none, unless it worked and the context is still over
+        if error is None and after > self.compaction.trigger:
+            following = self._fold_point(messages, state.summarized, fixed)
         if tracing:
-            after = self.size(state, head, messages, tools)
-            self._finished(turn, started, outcome, folding, state, after)
-        return state, error is None
+            window = after > self.compaction.budget_tokens and following <= state.summarized
+            self._finished(turn, started, outcome, (folding, after, window), state)
+        return state, following, after
 
     async def _summarize(self, request: ModelRequest) -> _Outcome:
         """The summary call, which never raises but for cancellation."""
@@ -368,9 +379,12 @@ class Compactor:
         return ContextWindow(max_tokens=max(room, 1), count=self.count)
 
     def _finished(
-        self, turn: int, started: float, outcome: _Outcome, folding: int, state: LoopState,
-        after: int,
+        self, turn: int, started: float, outcome: _Outcome, folded: tuple[int, int, bool],
+        state: LoopState,
     ) -> None:  # fmt: skip
+        """Emit the ``compaction.finished`` of a summary call that folded (or failed to
+        fold) messages, leaving a context of a size and needing the window, or not."""
+        folding, after, window = folded
         report = current_call.get()
         current_call.set(None)
         usage, error = outcome.usage, outcome.error
@@ -380,7 +394,7 @@ class Compactor:
             status="ok" if error is None else "error",
             model=outcome.model,
             messages=folding if error is None else 0, summarized=state.summarized,
-            context_tokens=after, window=after > self.compaction.budget_tokens,
+            context_tokens=after, window=window,
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,

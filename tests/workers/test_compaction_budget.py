@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from runtime import (
     AssistantMessage,
+    CompactionStarted,
     Dispatcher,
     Event,
     Message,
@@ -179,3 +180,28 @@ def test_the_estimate_counts_what_tokenizers_split_finely() -> None:
     assert tokens("The wind turned north-east at noon.") <= 12  # English: about as many
     numbers = ", ".join(str(n) for n in range(100_000, 100_100))  # 100 six-digit numbers
     assert tokens(numbers) >= 300  # two tokens a number, and the commas
+
+
+@tool
+def read_note(page: int) -> str:
+    """Read one note of the log: short ones, then a long one."""
+    return f"page {page}: fact-{page}\n" + "x" * (6000 if page == 11 else 300)
+
+
+async def test_turns_one_summary_request_cannot_hold_are_folded_by_another() -> None:
+    events: list[Event] = []
+    model = reader(11, "read_note", by_estimate)
+    summarizer = wordy(50, by_estimate)
+    # Long instructions go in every summary request: a few notes fit in one.
+    instructions = "Keep facts. " * 930
+    compaction = Compaction(
+        budget_tokens=4000, trigger_tokens=2000, keep_turns=1, instructions=instructions
+    )
+    result = await make_loop(model, summarizer, compaction, [read_note], events).run("read")
+
+    assert isinstance(result, Final)
+    turns = [e.turn for e in events if isinstance(e, CompactionStarted)]
+    assert turns.count(turns[-1]) > 1  # the long note's turn took two summary calls
+    assert over(summarizer.requests, 4000, by_estimate) == []
+    assert over(model.requests, 4000, by_estimate) == []
+    assert result.state.summary.startswith("facts: fact-")
