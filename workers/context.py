@@ -114,6 +114,17 @@ class Compaction(BaseModel):
         """The context size past which the oldest turns are folded."""
         return self.budget_tokens if self.trigger_tokens is None else self.trigger_tokens
 
+    def resolved(self) -> Compaction:
+        """This compaction, its token counter imported if named by path (as a hive's
+        paths resolve: while it loads).
+
+        Raises:
+            ConfigError: for a path that does not import a callable.
+        """
+        if not isinstance(self.token_counter, str):
+            return self
+        return self.model_copy(update={"token_counter": token_counter(self)})
+
 
 def token_counter_problem(ref: object) -> str | None:
     """What is wrong with a ``token_counter``, if anything: an import path that does

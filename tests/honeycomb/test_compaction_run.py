@@ -5,6 +5,7 @@ summary without summarizing again, its store holding the whole transcript."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -145,6 +146,26 @@ def test_a_hive_role_names_its_token_counter_by_import_path(tmp_path: Path) -> N
     assert "hive.yaml:13:7" in str(caught.value)
     assert "roles.reader.compaction.token_counter" in str(caught.value)
     assert "is not callable" in str(caught.value)
+
+
+async def test_a_token_counter_next_to_the_hive_measures_its_workers(tmp_path: Path) -> None:
+    counted = (HIVE % "short").replace(
+        "keep_turns: 2", "keep_turns: 2\n      token_counter: hive_tokens:count"
+    )
+    loaded = {}
+    for name in ("one", "two"):  # two hives, each with a hive_tokens.py of its own
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hive_tokens.py").write_text(
+            "seen = []\n\n\ndef count(text):\n    seen.append(text)\n    return len(text)\n"
+        )
+        loaded[name] = load_hive(hive(tmp_path / name, counted))
+    executor = Executor.from_hive(loaded["two"], model=FunctionModel(lambda request: "done"))
+    result = await executor.run("t", subtasks=[("reader", "read the log")])
+    assert result.status == "ok"
+    for name, used in (("one", False), ("two", True)):
+        with loaded[name].imports():
+            seen = importlib.import_module("hive_tokens").seen
+        assert ("read the log" in seen) is used
 
 
 def test_a_trigger_over_the_budget_names_both(tmp_path: Path) -> None:
