@@ -10,7 +10,9 @@ Run it with the demo hive on the offline model::
 
 ``/stream`` sends every event of the run as it happens (``event:`` its kind, ``data:``
 its fields as JSON), the answers' text as it is written among them
-(``model_call.text``), then ``result`` (what ``/run`` answers) or ``error``.
+(``model_call.text``), then ``result`` (what ``/run`` answers) or ``error``. The text
+is only ever accepted text: that of an answer output guards check comes once they
+pass it, and never if they refuse it, so a client shows the deltas as they come.
 
 Many requests run at once on one event loop, each its own isolated run. A client that
 disconnects cancels its run: every worker and tool call of it stops.

@@ -276,6 +276,12 @@ class OpenAIEndpoint(abc.ABC):
             params["extra_body"] = self._extra_body
         return params
 
+    def _limit_output(self, params: dict[str, Any], key: str, limit: int | None) -> None:
+        """Set the output limit ``key`` to ``limit``, unless the settings set a lower one."""
+        if limit is not None:
+            given = params.get(key)
+            params[key] = limit if not isinstance(given, int) else min(given, limit)
+
     @abc.abstractmethod
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         """The SDK call's keyword arguments for ``request``, structured output asked

@@ -29,6 +29,7 @@ __all__ = [
     "CompactionStarted",
     "Event",
     "EventHandler",
+    "HeldText",
     "ModelCallFinished",
     "ModelCallRetrying",
     "ModelCallStarted",
@@ -78,7 +79,9 @@ class ModelCallRetrying(Event, frozen=True, kw_only=True):
 class TextDelta(Event, frozen=True, kw_only=True):
     """A piece of a streamed answer's text, as the model wrote it: joined in order, a
     turn's deltas are its answer's content. Only runs that ask for them stream (see
-    :class:`Tracer`); they go to handlers, never to the log (one line per piece)."""
+    :class:`Tracer`); they go to handlers, never to the log (one line per piece). The
+    deltas of an answer that guards check are held until the guards pass it
+    (:class:`HeldText`)."""
 
     kind: ClassVar[str] = "model_call.text"
     logged: ClassVar[bool] = False
@@ -199,6 +202,42 @@ class Tracer:
                 _failed(exc, event.kind)
         if self._log and event.logged and _logging.configured():
             _logging.log(event.kind, event.fields())
+
+
+class HeldText(Tracer):
+    """A tracer in front of ``parent`` that passes every event on at once but the text
+    deltas, which it holds, in order, until :meth:`release` sends them on or
+    :meth:`drop` forgets them: the text of an answer that guards may still refuse.
+
+    Holds compose: what one releases into another is held there until that one's
+    guards pass too.
+    """
+
+    def __init__(self, parent: Tracer) -> None:
+        super().__init__(log=False)
+        self.parent = parent
+        self.text = parent.text
+        self._held: list[TextDelta] = []
+
+    @property
+    def enabled(self) -> bool:
+        return self.parent.enabled
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self._held.append(event)
+        else:
+            self.parent.emit(event)
+
+    def release(self) -> None:
+        """Send the held deltas on, in the order they came."""
+        held, self._held = self._held, []
+        for event in held:
+            self.parent.emit(event)
+
+    def drop(self) -> None:
+        """Forget the held deltas: nobody sees them."""
+        self._held.clear()
 
 
 class CallReport:

@@ -88,6 +88,9 @@ class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
         timeout: Seconds the call may take, if limited.
         conversation: Identifies the conversation (run and worker), so that one model
             instance shared by many workers can keep state per conversation.
+        max_output_tokens: The most tokens the answer may take, if limited (sent as
+            the endpoint's output limit, below any the model's settings give; a model
+            that cannot be told may write more, which the caller copes with).
     """
 
     messages: Messages
@@ -97,6 +100,7 @@ class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
     output: OutputSchema | None = None
     timeout: float | None = None
     conversation: str | None = None
+    max_output_tokens: int | None = None
 
 
 class ModelResponse(Value, frozen=True, gc=False, kw_only=True):

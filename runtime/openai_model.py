@@ -18,6 +18,7 @@ like a one-shot call until some text was shown; a stream cut after that is a
 
 from __future__ import annotations
 
+import functools
 from contextlib import aclosing
 from typing import Any
 
@@ -60,6 +61,17 @@ class OpenAIModel(OpenAIEndpoint):
     """
 
     api = "chat"
+
+    @functools.cached_property
+    def _limit_key(self) -> str:
+        """The name of the output limit: the one the settings use; else OpenAI's own
+        API's (``max_completion_tokens``, which its reasoning models require), or the
+        one every compatible server takes (``max_tokens``)."""
+        for key in ("max_completion_tokens", "max_tokens"):
+            if key in self.settings:
+                return key
+        openai_own = self.base_url is None or "api.openai.com" in self.base_url
+        return "max_completion_tokens" if openai_own else "max_tokens"
 
     async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
         return await client.chat.completions.with_raw_response.create(**params)
@@ -108,6 +120,7 @@ class OpenAIModel(OpenAIEndpoint):
             instruction = output_instruction(output)
         params = self._base_params(request)
         params["messages"] = messages_out(request.messages, instruction)
+        self._limit_output(params, self._limit_key, request.max_output_tokens)
         if request.tools:
             params["tools"] = [
                 {

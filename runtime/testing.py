@@ -23,6 +23,7 @@ import anyio
 import msgspec
 
 from runtime._checks import check_message, kind_of
+from runtime._tokens import simple_quarter_tokens as quarter_tokens
 from runtime.errors import ModelResponseError, ScriptExhausted
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelRequest, ModelResponse, TextSink
@@ -54,11 +55,12 @@ def call(
 
 
 def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
-    """A deterministic token estimate (about four characters a token)."""
-    prompt = sum(len(getattr(m, "content", None) or "") for m in request.messages)
+    """A deterministic token estimate (about four ASCII characters a token, and one a
+    character of other scripts: see :mod:`runtime._tokens`)."""
+    prompt = sum(quarter_tokens(getattr(m, "content", None) or "") for m in request.messages)
     prompt += sum(len(_JSON.encode(t.parameters)) for t in request.tools)
-    answer = len(message.content or "") + sum(
-        len(c.arguments) + len(c.name) for c in message.tool_calls
+    answer = quarter_tokens(message.content or "") + sum(
+        quarter_tokens(c.arguments) + len(c.name) for c in message.tool_calls
     )
     return Usage(input_tokens=max(1, prompt // 4), output_tokens=max(1, answer // 4))
 

@@ -2,9 +2,13 @@
 
 Before a model turn whose context would exceed the role's trigger (its budget, unless
 set lower; see :class:`~workers.context.Compaction`), :meth:`Compactor.fit` folds
-every turn but the last ``keep_turns`` into the summary, with the summary before it,
-by one tool-less model call through the summarizer model (the worker's own by
-default). The call is a model call like any other: reserved in the run's budget
+every turn but the last ``keep_turns`` (fewer, when those would not fit beside the
+summary) into the summary, with the summary before it, by a tool-less model call
+through the summarizer model (the worker's own by default): one, or more when one
+request within the budget cannot hold all the turns to fold. The summary call is
+asked for at most the summary's allowance, and a longer summary is cut to it, so the
+budget is the ceiling of every request. It is a model call like any other: reserved
+in the run's budget
 first (a budget that stops it stops the worker, as it would the turn's call),
 retried by the model, reported as ``compaction.started`` / ``compaction.finished``
 events, and counted in the worker's usage and cost. A summary call that fails never
@@ -41,12 +45,14 @@ from runtime._checks import check_response
 from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
 from runtime.value import Value
 from workers.context import (
-    CHARS_PER_TOKEN,
+    TOKENS_PER_MESSAGE,
     Compaction,
     ContextWindow,
+    cut_text,
     estimate_tokens,
-    fold_point,
+    omission_note,
     summary_message,
+    token_counter,
 )
 from workers.state import LoopState
 
@@ -86,6 +92,7 @@ def summary_request(
     *,
     timeout: float | None = None,
     conversation: str | None = None,
+    max_output_tokens: int | None = None,
 ) -> ModelRequest:
     """The tool-less request that folds ``folded`` into the summary ``previous``."""
     parts = []
@@ -101,6 +108,7 @@ def summary_request(
         tool_choice="none",
         timeout=timeout,
         conversation=conversation,
+        max_output_tokens=max_output_tokens,
     )
 
 
@@ -155,6 +163,9 @@ class Compactor:
         run_id: The run's id in the events.
         conversation: The worker's conversation key (the summary call's is its own).
         timeout: Seconds the summary call may take, if limited.
+
+    Raises:
+        ConfigError: for a ``token_counter`` path that does not import a callable.
     """
 
     def __init__(
@@ -177,6 +188,11 @@ class Compactor:
         self.run_id = run_id
         self.conversation = f"{conversation}/compaction" if conversation else "compaction"
         self.timeout = timeout
+        self.count = token_counter(compaction)
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
+        """The tokens of ``messages`` and ``tools``, by the role's counter or the estimate."""
+        return estimate_tokens(messages, tools, self.count)
 
     def size(
         self,
@@ -191,9 +207,9 @@ class Compactor:
         the whole request."""
         known, held = state.context_tokens, state.context_messages
         if known and state.summarized <= held <= len(messages):
-            return known + estimate_tokens(messages[held:])
+            return known + self.estimate(messages[held:])
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        return estimate_tokens((*head, *summary, *messages[state.summarized :]), tools)
+        return self.estimate((*head, *summary, *messages[state.summarized :]), tools)
 
     async def fit(
         self,
@@ -210,47 +226,128 @@ class Compactor:
         Raises:
             BudgetExceeded: when the run's budget allows no summary call.
         """
-        limit = self.compaction.budget_tokens
         before = self.size(state, head, messages, tools)
         if before <= self.compaction.trigger:
             return state, None
-        cut = fold_point(messages, state.summarized, self.compaction.keep_turns)
-        if cut <= state.summarized:  # nothing to fold but the turns kept verbatim
-            return state, self._window(state, head, tools) if before > limit else None
+        fixed = self.estimate(head, tools)
+        cut = self._fold_point(messages, state.summarized, fixed)
+        while cut > state.summarized:  # a summary call a time, each within the budget
+            state, cut, before = await self._fold(
+                state, head, messages, tools, cut, turn=turn, before=before, fixed=fixed
+            )
+        if before <= self.compaction.budget_tokens:
+            return state, None
+        return state, self._window(state, head, tools)
+
+    def _allowance(self, fixed: int) -> int:
+        """The summary's length at most: half of what the head and the tools leave of
+        the budget (the turns kept have the other half), or the role's, if less."""
+        half = (self.compaction.budget_tokens - fixed) // 2
+        own = self.compaction.summary_tokens
+        return max(half if own is None else min(own, half), 16)
+
+    def _fold_point(self, messages: tuple[Message, ...], start: int, fixed: int) -> int:
+        """Where the next fold of ``messages[start:]`` ends: before the last
+        ``keep_turns`` turns, or fewer of them (never less than the newest) when they
+        would not fit the budget beside the head, the tools and the summary."""
+        starts = [
+            i for i, m in enumerate(messages) if i >= start and isinstance(m, AssistantMessage)
+        ]
+        header = self.estimate((summary_message("", len(messages)),))
+        room = self.compaction.budget_tokens - fixed - self._allowance(fixed) - header
+        kept, size = 0, 0
+        for index in range(len(starts) - 1, -1, -1):
+            if kept == self.compaction.keep_turns:
+                break
+            end = starts[index + 1] if index + 1 < len(starts) else len(messages)
+            turn = self.estimate(messages[starts[index] : end])
+            if kept and size + turn > room:
+                break
+            kept, size = kept + 1, size + turn
+        return start if kept == len(starts) else starts[len(starts) - kept]
+
+    def _request(
+        self, state: LoopState, messages: tuple[Message, ...], cut: int, allowance: int
+    ) -> tuple[int, ModelRequest]:
+        """The summary call that folds the most of ``messages[state.summarized:cut]``
+        its request can hold within the budget (whole turns; the first one's text cut
+        to fit when it alone cannot), and where its fold ends."""
+        start, limit = state.summarized, self.compaction.budget_tokens
+        ends = [i for i in range(start + 1, cut) if isinstance(messages[i], AssistantMessage)]
+        ends.append(cut)
+
+        def request(end: int) -> ModelRequest:
+            return summary_request(
+                state.summary, messages[start:end], self.compaction.instructions,
+                timeout=self.timeout, conversation=self.conversation,
+                max_output_tokens=allowance,
+            )  # fmt: skip
+
+        low, high = 0, len(ends) - 1  # the last end whose request fits: a binary search
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.estimate(request(ends[middle]).messages) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        found = request(ends[low])
+        over = self.estimate(found.messages) - limit
+        if over > 0:  # one turn alone over the budget: its text is cut to fit
+            system, body = found.messages
+            room = self.estimate((body,)) - TOKENS_PER_MESSAGE - over
+            text = cut_text(body.content or "", room, self.count)
+            found = replace(found, messages=(system, UserMessage(content=text)))
+        return ends[low], found
+
+    async def _fold(
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+        cut: int,
+        *,
+        turn: int,
+        before: int,
+        fixed: int,
+    ) -> tuple[LoopState, int, int]:
+        """One summary call before ``turn``, folding the oldest turns up to ``cut`` (or
+        as many as its request can hold) into the summary of a context of ``before``
+        tokens, ``fixed`` of them the head's and the tools'. Returns the state, where
+        the turn's next fold ends (the state's ``summarized``: none follows), and the
+        context's size now."""
         if self.budget is not None:
             self.budget.reserve_model_call()
+        allowance = self._allowance(fixed)
+        end, request = self._request(state, messages, cut, allowance)
         tracing = self.tracer.enabled
-        folding = cut - state.summarized
+        folding = end - state.summarized
         if tracing:
             event = CompactionStarted(
                 worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
-                context_tokens=before, budget_tokens=limit,
+                context_tokens=before, budget_tokens=self.compaction.budget_tokens,
             )  # fmt: skip
             self.tracer.emit(event)
             current_call.set(
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        request = summary_request(
-            state.summary,
-            messages[state.summarized : cut],
-            self.compaction.instructions,
-            timeout=self.timeout,
-            conversation=self.conversation,
-        )
         outcome = await self._summarize(request)
         usage, error = outcome.usage, outcome.error
         if self.budget is not None:
             self.budget.charge(usage)
-        if error is None:
-            state = state.compacted(outcome.text, cut, usage)
+        if error is None:  # a summary longer than asked for is cut to its allowance
+            state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
         else:  # spent, and counted as a model call, but the summary is as it was
             state = replace(state.spent(usage), compactions=state.compactions + 1)
         after = self.size(state, head, messages, tools)
-        window = self._window(state, head, tools) if after > limit else None
+        following = state.summarized  # none, unless it worked and the context is still over
+        if error is None and after > self.compaction.trigger:
+            following = self._fold_point(messages, state.summarized, fixed)
         if tracing:
-            self._finished(turn, started, outcome, folding, state, after, window)
-        return state, window
+            window = after > self.compaction.budget_tokens and following <= state.summarized
+            self._finished(turn, started, outcome, (folding, after, window), state)
+        return state, following, after
 
     async def _summarize(self, request: ModelRequest) -> _Outcome:
         """The summary call, which never raises but for cancellation."""
@@ -274,21 +371,20 @@ class Compactor:
         self, state: LoopState, head: tuple[Message, ...], tools: Sequence[ToolSchema]
     ) -> ContextWindow:
         """The last resort: the window of what the budget leaves once the head, the
-        summary and the tools are counted (the newest turn is always kept)."""
+        summary, the window's note and the tools are counted (the newest turn is
+        always kept, its longest texts cut when it alone does not fit)."""
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        room = self.compaction.budget_tokens - estimate_tokens((*head, *summary), tools)
-        return ContextWindow(max_chars=max(room, 1) * CHARS_PER_TOKEN)
+        note = omission_note(10 * (len(state.messages) + 1))  # the widest it can be
+        room = self.compaction.budget_tokens - self.estimate((*head, *summary, note), tools)
+        return ContextWindow(max_tokens=max(room, 1), count=self.count)
 
     def _finished(
-        self,
-        turn: int,
-        started: float,
-        outcome: _Outcome,
-        folding: int,
+        self, turn: int, started: float, outcome: _Outcome, folded: tuple[int, int, bool],
         state: LoopState,
-        after: int,
-        window: ContextWindow | None,
-    ) -> None:
+    ) -> None:  # fmt: skip
+        """Emit the ``compaction.finished`` of a summary call that folded (or failed to
+        fold) messages, leaving a context of a size and needing the window, or not."""
+        folding, after, window = folded
         report = current_call.get()
         current_call.set(None)
         usage, error = outcome.usage, outcome.error
@@ -298,7 +394,7 @@ class Compactor:
             status="ok" if error is None else "error",
             model=outcome.model,
             messages=folding if error is None else 0, summarized=state.summarized,
-            context_tokens=after, window=window is not None,
+            context_tokens=after, window=window,
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,

@@ -6,34 +6,51 @@ the window, newest first. The transcript is cut only between groups (an assistan
 message with its tool observations, or a lone user message), so a tool call is never
 separated from its observation. When something is left out, a note says so.
 
-Context size is estimated by :func:`estimate_tokens`: four characters a token, plus
-four tokens a message. The loop adds that estimate of what was added since the last
-model call to the input tokens the server reported for it (no tokenizer is needed).
+Context size is estimated by :func:`estimate_tokens`: four ASCII characters a token
+and one a character of other scripts (:mod:`runtime._tokens`), or a role's own token
+counter; plus four tokens a message. The loop adds that estimate of what was added
+since the last model call to the input tokens the server reported for it (no
+tokenizer is needed).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
+from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime import AssistantMessage, Message, ToolMessage, ToolSchema, UserMessage
+from runtime import (
+    AssistantMessage,
+    ConfigError,
+    Message,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from runtime._imports import import_object
+from runtime._tokens import quarter_tokens
 from runtime.value import Value
 
 __all__ = [
     "Compaction",
     "ContextWindow",
+    "TokenCounter",
     "assemble",
+    "cut_text",
     "estimate_tokens",
     "fold_point",
+    "omission_note",
     "summary_message",
+    "token_counter",
+    "token_counter_problem",
 ]
 
-CHARS_PER_TOKEN = 4
-"""The estimate's rule: characters of text a token (English prose and JSON average
-about four with the tokenizers of current models)."""
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of a text, as a model's tokenizer does (with ``tiktoken``:
+``lambda text: len(encoding.encode(text))``)."""
 TOKENS_PER_MESSAGE = 4
 """What a message's framing (its role, separators) adds, in tokens."""
 
@@ -46,17 +63,23 @@ class Compaction(BaseModel):
     fit, the window leaves out the oldest of the turns that remain. With
     ``trigger_tokens`` below the budget, the fold comes as soon as the context would
     exceed the trigger, which keeps every request small (and the tokens sent over a
-    long run few); the budget stays the ceiling the window enforces.
+    long run few); the budget stays the ceiling of every request, the summary calls'
+    too.
 
     Attributes:
         budget_tokens: Input tokens one model call may be sent.
         trigger_tokens: The context size past which the oldest turns are folded
             (None: ``budget_tokens``); at most the budget.
         keep_turns: The most recent turns (an answer with its observations) that stay
-            as they are.
+            as they are, when they fit beside the summary.
         model: The model that writes the summary, by its name in the hive (an
             Executor's ``models``); None: the worker's own.
         instructions: Added to the summary prompt: what matters to keep.
+        summary_tokens: The summary's length at most, the summary call's output limit
+            (None: half of what the system prompt, the task and the tools leave of the
+            budget); at most half the budget.
+        token_counter: Counts a text's tokens (a callable, or its import path
+            ``module:name``); None: the estimate of :func:`estimate_tokens`.
     """
 
     model_config = ConfigDict(
@@ -68,13 +91,21 @@ class Compaction(BaseModel):
     keep_turns: int = Field(default=4, ge=1, le=1000)
     model: str | None = None
     instructions: str = ""
+    summary_tokens: int | None = Field(default=None, ge=32)
+    token_counter: str | TokenCounter | None = None
 
     @model_validator(mode="after")
-    def _trigger_within_budget(self) -> Compaction:
+    def _within_budget(self) -> Compaction:
         if self.trigger_tokens is not None and self.trigger_tokens > self.budget_tokens:
             raise ValueError(
                 f"trigger_tokens ({self.trigger_tokens}) must not exceed budget_tokens "
                 f"({self.budget_tokens}): the budget is the ceiling of every request"
+            )
+        if self.summary_tokens is not None and self.summary_tokens > self.budget_tokens // 2:
+            raise ValueError(
+                f"summary_tokens ({self.summary_tokens}) must be at most half of "
+                f"budget_tokens ({self.budget_tokens}): the summary and the recent turns "
+                "share the budget"
             )
         return self
 
@@ -83,44 +114,152 @@ class Compaction(BaseModel):
         """The context size past which the oldest turns are folded."""
         return self.budget_tokens if self.trigger_tokens is None else self.trigger_tokens
 
+    def resolved(self) -> Compaction:
+        """This compaction, its token counter imported if named by path (as a hive's
+        paths resolve: while it loads).
+
+        Raises:
+            ConfigError: for a path that does not import a callable.
+        """
+        if not isinstance(self.token_counter, str):
+            return self
+        return self.model_copy(update={"token_counter": token_counter(self)})
+
+
+def token_counter_problem(ref: object) -> str | None:
+    """What is wrong with a ``token_counter``, if anything: an import path that does
+    not import a callable."""
+    if ref is None or callable(ref):
+        return None
+    if not isinstance(ref, str):
+        return f"a token counter is a callable or an import path, not {type(ref).__name__}"
+    try:
+        found = import_object(ref)
+    except ConfigError as exc:
+        return exc.message
+    return None if callable(found) else f"token counter {ref!r} is not callable"
+
+
+def token_counter(compaction: Compaction) -> TokenCounter | None:
+    """The compaction's token counter, imported (None: the estimate).
+
+    Raises:
+        ConfigError: for an import path that does not import a callable.
+    """
+    ref = compaction.token_counter
+    problem = token_counter_problem(ref)
+    if problem is not None:
+        raise ConfigError(problem)
+    if isinstance(ref, str):
+        found: TokenCounter = import_object(ref)
+        return found
+    return ref
+
 
 class ContextWindow(Value, frozen=True, kw_only=True):
     """How much of the transcript to show.
 
     Attributes:
-        max_chars: Characters of transcript to keep (about four per token); None
-            keeps everything. The newest group is always kept, whatever its size.
+        max_chars: Characters of transcript to keep; None: not limited by characters.
+            The newest group is always kept, whatever its size.
+        max_tokens: Tokens of transcript to keep (by :func:`estimate_tokens` and
+            ``count``); None: not limited by tokens. The newest group is always kept;
+            when it alone is over, its longest texts are cut to fit.
+        count: The token counter of ``max_tokens`` (None: the estimate).
     """
 
     max_chars: int | None = None
+    max_tokens: int | None = None
+    count: TokenCounter | None = None
 
     def __post_init__(self) -> None:
         if self.max_chars is not None and self.max_chars < 1:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
 
     def narrowest(self, other: ContextWindow) -> ContextWindow:
-        """This window or ``other``, whichever keeps fewer characters."""
-        if other.max_chars is None or (
-            self.max_chars is not None and self.max_chars <= other.max_chars
-        ):
-            return self
-        return other
+        """The window that keeps within both this one's limits and ``other``'s."""
+        tokens = other if self.max_tokens is None else self
+        if other.max_tokens is not None and self.max_tokens is not None:
+            tokens = self if self.max_tokens <= other.max_tokens else other
+        return ContextWindow(
+            max_chars=_least(self.max_chars, other.max_chars),
+            max_tokens=tokens.max_tokens,
+            count=tokens.count,
+        )
 
     def fit(self, messages: Sequence[Message]) -> tuple[tuple[Message, ...], int]:
         """The messages that fit, and how many were left out."""
-        if self.max_chars is None:
+        chars, tokens = self.max_chars, self.max_tokens
+        if chars is None and tokens is None:
             return tuple(messages), 0
-        groups = _groups(messages)
         kept: list[tuple[Message, ...]] = []
-        size = 0
-        for group in reversed(groups):
-            group_size = sum(_size(m) for m in group)
-            if kept and size + group_size > self.max_chars:
+        size = weight = 0
+        for group in reversed(_groups(messages)):
+            group_size = sum(_size(m) for m in group) if chars is not None else 0
+            group_weight = estimate_tokens(group, count=self.count) if tokens is not None else 0
+            if kept and (
+                (chars is not None and size + group_size > chars)
+                or (tokens is not None and weight + group_weight > tokens)
+            ):
                 break
             kept.append(group)
             size += group_size
+            weight += group_weight
+        if tokens is not None and weight > tokens:  # the newest group alone is over
+            kept[0] = _shortened(kept[0], tokens, self.count)
         shown = tuple(m for group in reversed(kept) for m in group)
         return shown, len(messages) - len(shown)
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _shortened(
+    group: tuple[Message, ...], tokens: int, count: TokenCounter | None
+) -> tuple[Message, ...]:
+    """``group`` within ``tokens``, its longest texts (results, answers) cut in the
+    middle; calls' arguments are never cut (the server must read them as JSON)."""
+    messages = list(group)
+    longest = sorted(range(len(messages)), key=lambda i: -len(messages[i].content or ""))
+    for index in longest:
+        over = estimate_tokens(messages, count=count) - tokens
+        message = messages[index]
+        text = message.content or ""
+        if over <= 0 or not text:
+            break
+        kept = cut_text(text, max(_measure((text,), count) - over, 0), count)
+        messages[index] = replace(message, content=kept)
+    return tuple(messages)
+
+
+CUT = "\n[... {chars:,} of {total:,} characters cut to fit the context budget]\n"
+"""What stands in the middle of a text cut to fit (:func:`cut_text`)."""
+
+
+def cut_text(text: str, tokens: int, count: TokenCounter | None = None) -> str:
+    """``text`` within ``tokens`` (by ``count``, else the estimate): its start and its
+    end, the middle replaced by a note of how much was cut ('' when not even the
+    note fits)."""
+    if _measure((text,), count) <= tokens:
+        return text
+
+    def kept(chars: int) -> str:
+        head = chars - chars // 2
+        tail = text[len(text) - chars // 2 :] if chars // 2 else ""
+        return text[:head] + CUT.format(chars=len(text) - chars, total=len(text)) + tail
+
+    low, high = 0, len(text) - 1  # the most characters kept that fit: a binary search
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _measure((kept(middle),), count) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    cut = kept(low)
+    return cut if _measure((cut,), count) <= tokens else ""
 
 
 def assemble(
@@ -133,16 +272,20 @@ def assemble(
     one, then the conversation (what the summary does not fold), windowed; and how many
     of ``messages`` the window left out."""
     first = head if summary is None else (*head, summary)
-    if window.max_chars is None:
+    if window.max_chars is None and window.max_tokens is None:
         return first + messages, 0
     shown, omitted = window.fit(messages)
     if not omitted:
         return first + shown, 0
-    note = UserMessage(
+    return (*first, omission_note(omitted), *shown), omitted
+
+
+def omission_note(omitted: int) -> UserMessage:
+    """The note that stands where the window left ``omitted`` messages out."""
+    return UserMessage(
         content=f"[{omitted} earlier messages of this conversation were left out to fit the "
         "context window; the most recent ones follow.]"
     )
-    return (*first, note, *shown), omitted
 
 
 SUMMARY_HEADER = "[Summary of the first {folded} messages of this conversation, folded to fit "
@@ -167,12 +310,35 @@ def fold_point(messages: Sequence[Message], start: int, keep_turns: int) -> int:
     return starts[len(starts) - keep_turns]
 
 
-def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
-    """The input tokens ``messages`` (and ``tools``' schemas) take, by the rule of
-    :data:`CHARS_PER_TOKEN` and :data:`TOKENS_PER_MESSAGE`."""
-    chars = sum(_size(m) for m in messages)
-    chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
-    return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
+def estimate_tokens(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSchema] = (),
+    count: TokenCounter | None = None,
+) -> int:
+    """The input tokens ``messages`` (and ``tools``' schemas) take: their texts'
+    tokens by ``count`` (None: four ASCII characters a token, one a character of other
+    scripts), plus :data:`TOKENS_PER_MESSAGE` a message."""
+    texts = [text for m in messages for text in _texts(m)]
+    texts += [text for t in tools for text in (t.name, t.description, json.dumps(t.parameters))]
+    return _measure(texts, count) + TOKENS_PER_MESSAGE * len(messages)
+
+
+def _measure(texts: Sequence[str], count: TokenCounter | None) -> int:
+    """The tokens of ``texts``, by ``count`` or the estimate (which rounds once)."""
+    if count is None:
+        return math.ceil(sum(quarter_tokens(t) for t in texts) / 4)
+    return sum(count(t) for t in texts if t)
+
+
+def _texts(message: Message) -> Iterator[str]:
+    if isinstance(message, AssistantMessage):
+        yield message.content or ""
+        yield message.reasoning or ""
+        for call in message.tool_calls:
+            yield call.name
+            yield call.arguments
+    else:
+        yield message.content
 
 
 def _groups(messages: Sequence[Message]) -> list[tuple[Message, ...]]:

@@ -23,6 +23,9 @@ original chained. Cancellation always propagates.
 When the tracer's handlers want the text as it is written (``Tracer(text=True)``), a
 model that can stream is asked to (``stream``), and each piece of its answer's text is
 a :class:`~runtime.events.TextDelta`; otherwise every call is one-shot (``complete``).
+A loop with output guards holds a turn's deltas (:class:`~runtime.events.HeldText`)
+until the turn's answer is accepted, or is tool calls (which no guard checks), and
+drops those of an answer the guards refuse, or that fails.
 
 A :class:`Checkpoint` receives the state as the loop goes, so a run store can resume it
 where it stopped: after every step, but that an answer asking only for calls without
@@ -70,6 +73,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import ApprovalNeeded
 from runtime.events import (
     CallReport,
+    HeldText,
     ModelCallFinished,
     ModelCallStarted,
     TextDelta,
@@ -233,13 +237,18 @@ class AgentLoop:
                 window = window.narrowest(fitted)
         tracing = self.tracer.enabled
         request = None  # until the budget allows the call
+        held: HeldText | None = None
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up, tracing)
             started = time.perf_counter() if tracing else 0.0
             try:
                 if self.tracer.text:  # someone reads the text as it is written
-                    answer = await call_model(self.model, request, self._text_sink(turn))
+                    # The text of an answer output guards will check is held until
+                    # they pass it (text that a guard refuses never reaches a listener).
+                    held = HeldText(self.tracer) if self.guards is not None else None
+                    sink = self._text_sink(turn, held or self.tracer)
+                    answer = await call_model(self.model, request, sink)
                 else:
                     answer = await self.model.complete(request)
             except HoneycombError:
@@ -274,9 +283,12 @@ class AgentLoop:
             response.usage,
             nudged=state.nudged and not calls,  # a call is a reply: the nudge worked
             wrapped_up=wrap_up,
-            whole=not omitted,
+            # A budget's window may cut texts too: the report then measures less.
+            whole=not omitted and window.max_tokens is None,
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
+            if held is not None:  # text beside calls is no answer: no guard checks it
+                held.release()
             return Continue(state=state)
         if message.is_empty:
             if state.nudged or wrap_up:
@@ -287,7 +299,10 @@ class AgentLoop:
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
             state = replace(state, nudged=False)
-        return await self._finish(state, message.content or "")
+        step = await self._finish(state, message.content or "")
+        if held is not None and isinstance(step, Final):  # accepted: its text is shown
+            held.release()
+        return step
 
     def _request(
         self,
@@ -318,9 +333,10 @@ class AgentLoop:
             )
         return request
 
-    def _text_sink(self, turn: int) -> TextSink:
-        """Where a streamed answer's pieces go: one :class:`TextDelta` each."""
-        emit, worker, run_id = self.tracer.emit, self.worker, self.run_id
+    def _text_sink(self, turn: int, tracer: Tracer) -> TextSink:
+        """Where a streamed answer's pieces go: one :class:`TextDelta` each, to
+        ``tracer`` (the loop's, or a hold in front of it)."""
+        emit, worker, run_id = tracer.emit, self.worker, self.run_id
 
         def sink(text: str) -> None:
             if text:

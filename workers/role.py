@@ -24,7 +24,7 @@ from runtime import (
 from runtime._imports import import_object
 from runtime.approvals import ApprovalRule
 from runtime.mcp import mcp_ref
-from workers.context import Compaction
+from workers.context import Compaction, token_counter_problem
 from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
 from workers.nesting import is_nested_ref, nested_tool_name
@@ -241,6 +241,10 @@ def check_role(
     if names is not None:
         errors.extend(approval_problems(body.get("approvals"), names, doc, path))
     errors.extend(guard_problems(body.get("guards"), doc, path))
+    counter = compaction.get("token_counter") if isinstance(compaction, Mapping) else None
+    problem = token_counter_problem(counter) if isinstance(counter, str) else None
+    if problem is not None:
+        errors.append(doc.error((*path, "compaction", "token_counter"), problem))
     schema = body.get("output_schema")
     if isinstance(schema, str):
         try:

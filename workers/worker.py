@@ -167,8 +167,8 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
         whose ``memory:`` says ``remember`` gets the memory's tools too.
 
         Raises:
-            ConfigError: for a role with ``memory:`` and no ``memory``, or a guard
-                whose import path does not import a callable.
+            ConfigError: for a role with ``memory:`` and no ``memory``, or a guard or
+                a token counter whose import path does not import a callable.
             DuplicateToolError: when one of its tools is named ``recall`` or ``remember``.
         """
         uses = role.memory
@@ -191,7 +191,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 output_retries=role.output_retries,
                 window=ContextWindow(max_chars=role.max_context_chars),
                 model_timeout=role.model_timeout,
-                compaction=role.compaction,
+                compaction=role.compaction.resolved() if role.compaction is not None else None,
             ),
             system_prompt=role.system_prompt,
             memory=memory if uses is not None else None,

@@ -8,6 +8,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
 from honeycomb.run.agents import NestedRuns
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
@@ -44,6 +46,7 @@ from runtime import (
 )
 from runtime._concurrency import shielded
 from runtime._text import valid_text
+from runtime.events import HeldText
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
@@ -264,11 +267,16 @@ class Run:
 
         began = time.perf_counter()
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
-        answer = await self.shared.aggregator.aggregate(
-            self.task, list(outcomes.values()), self.context
-        )
+        context, held = self.context, None
+        if self.guards.guards.output and self.tracer.text:
+            # The final answer's text is held until the run's output guards pass it.
+            held = HeldText(self.tracer)
+            context = replace(context, tracer=held)
+        answer = await self.shared.aggregator.aggregate(self.task, list(outcomes.values()), context)
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
+        if held is not None:
+            held.release()
         self.times["aggregate"] = time.perf_counter() - began
         self.tracer.emit(
             AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])

@@ -5,6 +5,7 @@ summary without summarizing again, its store holding the whole transcript."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -32,7 +33,9 @@ from honeycomb import (
     tool,
 )
 from honeycomb.hive import load_hive
+from tests.support.tokens import cjk
 from workers.compaction import is_summary_request
+from workers.context import token_counter
 
 PAGE = "x" * 1600  # about 400 tokens a page
 TASK = "read the log"
@@ -128,6 +131,41 @@ def test_a_mistake_in_a_compaction_names_its_line_and_field(
     assert f"hive.yaml:{line}" in text, text
     assert "roles.reader.compaction" in text
     assert message in text
+
+
+def test_a_hive_role_names_its_token_counter_by_import_path(tmp_path: Path) -> None:
+    counted = (HIVE % "short").replace(
+        "keep_turns: 2", "keep_turns: 2\n      token_counter: tests.support.tokens:cjk"
+    )
+    role = load_hive(hive(tmp_path, counted)).roles["reader"]
+    assert role.compaction is not None
+    assert token_counter(role.compaction) is cjk
+    broken = counted.replace("tokens:cjk", "tokens:NOT_CALLABLE")
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(hive(tmp_path, broken))
+    assert "hive.yaml:13:7" in str(caught.value)
+    assert "roles.reader.compaction.token_counter" in str(caught.value)
+    assert "is not callable" in str(caught.value)
+
+
+async def test_a_token_counter_next_to_the_hive_measures_its_workers(tmp_path: Path) -> None:
+    counted = (HIVE % "short").replace(
+        "keep_turns: 2", "keep_turns: 2\n      token_counter: hive_tokens:count"
+    )
+    loaded = {}
+    for name in ("one", "two"):  # two hives, each with a hive_tokens.py of its own
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hive_tokens.py").write_text(
+            "seen = []\n\n\ndef count(text):\n    seen.append(text)\n    return len(text)\n"
+        )
+        loaded[name] = load_hive(hive(tmp_path / name, counted))
+    executor = Executor.from_hive(loaded["two"], model=FunctionModel(lambda request: "done"))
+    result = await executor.run("t", subtasks=[("reader", "read the log")])
+    assert result.status == "ok"
+    for name, used in (("one", False), ("two", True)):
+        with loaded[name].imports():
+            seen = importlib.import_module("hive_tokens").seen
+        assert ("read the log" in seen) is used
 
 
 def test_a_trigger_over_the_budget_names_both(tmp_path: Path) -> None:

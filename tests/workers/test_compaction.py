@@ -36,7 +36,7 @@ from runtime import (
 from runtime.testing import FunctionModel, estimate_usage
 from workers import AgentLoop, Final, LoopSettings, LoopState
 from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
-from workers.context import Compaction, fold_point
+from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens, fold_point
 
 PAGE = "x" * 1600  # about 400 tokens a page
 
@@ -175,26 +175,57 @@ def test_a_fold_ends_where_a_turn_starts() -> None:
     assert fold_point(messages, 4, keep_turns=1) == 5
 
 
-async def test_when_the_summary_still_does_not_fit_the_window_is_the_last_resort() -> None:
+async def test_a_summary_longer_than_asked_for_is_cut_to_its_allowance() -> None:
     events: list[Event] = []
 
     def verbose(request: ModelRequest) -> str:
-        return "y" * 12000  # a summary over the budget on its own
+        return "facts: fact-1\n" + "y" * 12000 + "\nstill open: page 9"  # over the budget
 
-    model = FunctionModel(pager(8))
-    await loop(
-        model,
-        Compaction(budget_tokens=2500, keep_turns=2),
-        summarizer=FunctionModel(verbose),
-        events=events,
+    model, writer = FunctionModel(pager(8)), FunctionModel(verbose)
+    result = await loop(
+        model, Compaction(budget_tokens=2500, keep_turns=2), summarizer=writer, events=events
     ).run("read the log")
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     assert finished
-    assert all(e.status == "ok" and e.window for e in finished)
-    request = worker_requests(model)[-1]
-    notes = [m for m in request.messages if isinstance(m, UserMessage) and "left out" in m.content]
-    assert notes  # the window's note: some of what follows the summary was left out
-    no_call_without_its_observation(request.messages)
+    assert all(e.status == "ok" and not e.window for e in finished)
+    summary = result.state.summary
+    asked = writer.requests[-1].max_output_tokens
+    assert asked is not None
+    assert asked <= 2500 // 2
+    assert estimate_tokens((UserMessage(content=summary),)) <= asked + TOKENS_PER_MESSAGE
+    assert summary.startswith("facts: fact-1")  # its start and its end are kept
+    assert summary.endswith("still open: page 9")
+    assert "characters cut to fit the context budget" in summary
+    for request in worker_requests(model):
+        assert sent_tokens(request) <= 2500
+        no_call_without_its_observation(request.messages)
+
+
+async def test_a_turn_over_the_budget_on_its_own_is_sent_cut_to_fit() -> None:
+    @tool
+    def read_all() -> str:
+        """Read the whole log at once."""
+        return "start of the log\n" + "z" * 15000 + "\nend of the log"
+
+    def once(request: ModelRequest) -> AssistantMessage | str:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "read it"
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name="read_all", arguments="{}"),))
+
+    model = FunctionModel(once)
+    result = await AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([read_all])),
+        settings=LoopSettings(compaction=Compaction(budget_tokens=2000)),
+    ).run("read the log")
+    assert isinstance(result, Final)
+    last = model.requests[-1]
+    assert estimate_tokens(last.messages, last.tools) <= 2000
+    (observation,) = (m for m in last.messages if isinstance(m, ToolMessage))
+    assert observation.content.startswith("start of the log")
+    assert observation.content.endswith("end of the log")
+    assert "characters cut to fit the context budget" in observation.content
+    assert len(result.state.messages[1].content) > 15000  # the state keeps it whole
 
 
 async def test_a_failing_summary_call_falls_back_to_the_window_and_the_worker_goes_on() -> None:

@@ -1,0 +1,183 @@
+"""Streaming meets output guards: the text of an answer a guard may still refuse is
+held until its guards pass, so no listener (an ``on_event`` handler, a ``RunStream``,
+the example service's clients) ever sees refused text; an answer that passes is
+delivered whole, in its pieces; an answer nobody guards streams as it is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+import pytest
+
+from examples.service import create_app
+from honeycomb import (
+    AssistantMessage,
+    Event,
+    Executor,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    ModelCallFinished,
+    Role,
+    RunFailed,
+    RunFinished,
+    RunStream,
+    ScriptedModel,
+    TextDelta,
+)
+from runtime.testing import call
+from tests.support.asgi_server import ThreadedServer
+
+SECRET = "The password is hunter2."
+REFUSAL = "I cannot share that."
+
+
+def no_secrets(check: GuardCheck) -> str | None:
+    return "it mentions a password" if "password" in check.text.lower() else None
+
+
+def deltas(events: list[Event], worker: str | None = None) -> str:
+    return "".join(
+        e.text for e in events if isinstance(e, TextDelta) and worker in (None, e.worker)
+    )
+
+
+def guarded_writer() -> Executor:
+    """A writer whose output guard refuses its first answer; it answers again."""
+    return Executor(
+        [Role(name="writer", guards=Guards(output=(no_secrets,)))],
+        ScriptedModel([SECRET, REFUSAL]),
+        planner=lambda task: [("writer", task)],
+        aggregator="concat",
+    )
+
+
+async def test_a_worker_guard_refusal_never_reaches_an_event_handler() -> None:
+    seen: list[Event] = []
+    result = await guarded_writer().run(
+        "What is the password?", on_event=[seen.append], text_deltas=True
+    )
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == REFUSAL
+    written = deltas(seen, "s1")
+    assert "hunter2" not in written
+    assert written == REFUSAL  # the retry's text, accepted, is delivered once
+
+
+async def test_a_worker_guard_refusal_never_reaches_a_run_stream() -> None:
+    seen: list[Event] = []
+    async with guarded_writer().stream("What is the password?") as events:
+        async for event in events:
+            seen.append(event)
+    assert events.result is not None
+    assert events.result.status == "ok"
+    assert deltas(seen) == REFUSAL
+    assert sum(isinstance(e, TextDelta) for e in seen) > 1  # still in pieces
+
+
+def leaky_aggregator(*, guarded: bool) -> Executor:
+    """Workers answer safely; the aggregator writes the secret; the run's output
+    guard (a tripwire) refuses it, when ``guarded``."""
+
+    def script(key: str) -> list[object]:
+        return [SECRET] if key.endswith("/aggregator") else ["a safe finding"]
+
+    return Executor(
+        [Role(name="researcher"), Role(name="aggregator")],
+        ScriptedModel(script),  # type: ignore[arg-type]
+        guards=Guards(output=(no_secrets,)) if guarded else None,
+    )
+
+
+async def test_a_run_output_tripwire_lets_no_delta_of_the_refused_answer_out() -> None:
+    seen: list[Event] = []
+    with pytest.raises(GuardrailTripped):
+        await leaky_aggregator(guarded=True).run(
+            "t", subtasks=[("researcher", "look")], on_event=[seen.append], text_deltas=True
+        )
+    assert "hunter2" not in deltas(seen)
+    assert deltas(seen, "s1") == "a safe finding"  # a worker's accepted answer is its own
+    streamed: list[Event] = []
+    stream = leaky_aggregator(guarded=True).stream("t", subtasks=[("researcher", "look")])
+    with pytest.raises(GuardrailTripped):
+        await read_all(stream, streamed)
+    assert "hunter2" not in deltas(streamed)
+    assert isinstance(streamed[-1], RunFinished)
+    assert streamed[-1].status == "failed"
+
+
+async def read_all(stream: AbstractAsyncContextManager[RunStream], into: list[Event]) -> None:
+    async with stream as events:
+        async for event in events:
+            into.append(event)
+
+
+async def test_an_answer_its_guards_pass_is_delivered_whole_in_its_pieces() -> None:
+    def polite(check: GuardCheck) -> str | None:
+        return None
+
+    executor = Executor(
+        [Role(name="researcher", guards=Guards(output=(polite,))), Role(name="aggregator")],
+        ScriptedModel(lambda key: ["The merged answer, word by word." if "agg" in key else "ok"]),
+        guards=Guards(output=(polite,)),
+    )
+    seen: list[Event] = []
+    result = await executor.run(
+        "t", subtasks=[("researcher", "look")], on_event=[seen.append], text_deltas=True
+    )
+    assert deltas(seen, "aggregator") == result.answer_text == "The merged answer, word by word."
+    assert deltas(seen, "s1") == "ok"
+    assert sum(isinstance(e, TextDelta) and e.worker == "aggregator" for e in seen) > 3
+
+
+async def test_an_unguarded_answer_still_streams_before_its_call_finishes() -> None:
+    seen: list[Event] = []
+    executor = leaky_aggregator(guarded=False)
+    await executor.run("t", subtasks=[("researcher", "look")], on_event=[seen.append],
+                       text_deltas=True)  # fmt: skip
+    first = next(i for i, e in enumerate(seen) if isinstance(e, TextDelta))
+    finished = next(
+        i for i, e in enumerate(seen) if isinstance(e, ModelCallFinished) and e.worker == "s1"
+    )
+    assert first < finished
+
+
+async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    kind = ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            yield kind, json.loads(line[len("data: ") :])
+
+
+async def test_the_service_sends_its_clients_no_refused_text() -> None:
+    with ThreadedServer(create_app(guarded_writer()), name="service") as server:
+        async with (
+            httpx.AsyncClient(timeout=30) as client,
+            client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as response,
+        ):
+            seen = [event async for event in sse(response)]
+    written = "".join(data["text"] for kind, data in seen if kind == "model_call.text")
+    assert "hunter2" not in written
+    assert written == REFUSAL
+    assert seen[-1][0] == "result"
+    assert seen[-1][1]["answer"].endswith(REFUSAL)
+
+
+async def test_text_beside_tool_calls_is_shown_and_a_refused_last_try_is_not() -> None:
+    answers = [AssistantMessage(content="Looking it up. ", tool_calls=(call("nothing"),)), SECRET]
+    executor = Executor(
+        [Role(name="writer", output_retries=0, guards=Guards(output=(no_secrets,)))],
+        ScriptedModel(answers),  # type: ignore[arg-type]
+        planner=lambda task: [("writer", task)],
+        aggregator="concat",
+    )
+    seen: list[Event] = []
+    with pytest.raises(RunFailed):  # its only subtask failed
+        await executor.run("t", on_event=[seen.append], text_deltas=True)
+    assert deltas(seen) == "Looking it up. "

@@ -1,0 +1,63 @@
+"""A request's output limit (``ModelRequest.max_output_tokens``) on the wire: the
+chat adapter sends it as ``max_tokens`` to a compatible server and as
+``max_completion_tokens`` to OpenAI's own API (or as the name the model's settings
+use), the Responses adapter as ``max_output_tokens``; a lower limit in the settings
+stays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from runtime import ModelRequest, OpenAIModel, OpenAIResponsesModel, RetryPolicy, UserMessage
+from tests.support.openai_server import OpenAIServer
+
+ONCE = RetryPolicy(attempts=1)
+
+
+def ask(limit: int | None) -> ModelRequest:
+    return ModelRequest(messages=(UserMessage(content="hi"),), max_output_tokens=limit)
+
+
+@pytest.mark.parametrize(
+    ("settings", "limit", "sent"),
+    [
+        ({}, 300, {"max_tokens": 300}),
+        ({}, None, {}),
+        ({"max_tokens": 100}, 300, {"max_tokens": 100}),  # the settings' lower one stays
+        ({"max_tokens": 900}, 300, {"max_tokens": 300}),
+        ({"max_completion_tokens": 900}, 300, {"max_completion_tokens": 300}),
+    ],
+)
+async def test_a_compatible_server_is_sent_max_tokens(
+    openai_server: OpenAIServer, settings: dict[str, Any], limit: int | None, sent: dict[str, int]
+) -> None:
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=ONCE, settings=settings)
+    await model.complete(ask(limit))
+    await model.client.close()
+    body = openai_server.requests[-1].body
+    assert {k: v for k, v in body.items() if k.startswith("max_")} == sent
+
+
+async def test_openais_own_api_is_sent_max_completion_tokens(openai_server: OpenAIServer) -> None:
+    # No base_url: OpenAI's own API (the client given here reaches the test server).
+    client = openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test")
+    model = OpenAIModel("gpt-test", client=client, retry=ONCE)
+    assert model.base_url is None
+    await model.complete(ask(300))
+    await client.close()
+    body = openai_server.requests[-1].body
+    assert body["max_completion_tokens"] == 300
+    assert "max_tokens" not in body
+
+
+async def test_the_responses_api_is_sent_max_output_tokens(openai_server: OpenAIServer) -> None:
+    model = OpenAIResponsesModel(
+        "gpt-test", base_url=openai_server.base_url, retry=ONCE,
+        settings={"max_output_tokens": 4000},
+    )  # fmt: skip
+    await model.complete(ask(300))
+    await model.client.close()
+    assert openai_server.requests[-1].body["max_output_tokens"] == 300

@@ -1,0 +1,207 @@
+"""The compaction budget is the ceiling of every request a compacting worker sends,
+its summary calls' included: whatever the summary's length (the summary call is
+given an output limit from the budget, and a summary that comes back longer is cut
+to fit), for text where a character is about a token (CJK), and by a role's own
+token counter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from runtime import (
+    AssistantMessage,
+    CompactionStarted,
+    Dispatcher,
+    Event,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolRegistry,
+    ToolSchema,
+    Tracer,
+    Usage,
+    UserMessage,
+    tool,
+)
+from runtime.testing import FunctionModel
+from tests.support.tokens import cjk, one_per_character
+from workers import AgentLoop, Final, LoopSettings
+from workers.compaction import is_summary_request
+from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens
+
+PAGE = "x" * 1600  # about 400 tokens a page
+CJK_PAGE = "航海日志第页记录风向与水深" * 32  # 416 characters: about 416 tokens
+
+
+@tool
+def read_page(page: int) -> str:
+    """Read one page of the log."""
+    return f"page {page}: fact-{page}\n{PAGE}"
+
+
+@tool
+def read_cjk_page(page: int) -> str:
+    """Read one page of the log, in Chinese."""
+    return f"page {page}: fact-{page}\n{CJK_PAGE}"
+
+
+Counter = Callable[[Sequence[Message], Sequence[ToolSchema]], int]
+
+
+def by_estimate(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
+    return estimate_tokens(messages, tools)
+
+
+def by(count: Callable[[str], int]) -> Counter:
+    """A request's tokens as a server whose tokenizer is ``count`` reports them."""
+
+    def tokens(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
+        total = 0
+        for m in messages:
+            total += count(m.content or "") + 4
+            if isinstance(m, AssistantMessage):
+                total += sum(count(c.name + c.arguments) for c in m.tool_calls)
+        return total + sum(count(t.name + t.description + str(t.parameters)) for t in tools)
+
+    return tokens
+
+
+def reader(pages: int, tool_name: str, counter: Counter) -> FunctionModel:
+    """A worker model that reads ``pages`` pages, one a turn, then answers; it reports
+    the input tokens as ``counter`` counts them (a server's own count)."""
+
+    turns = {"done": 0}
+
+    def turn(request: ModelRequest) -> ModelResponse:
+        assert not is_summary_request(request)
+        turns["done"] += 1
+        page = turns["done"]
+        if page > pages:
+            message = AssistantMessage(content="read them all")
+        else:
+            arguments = f'{{"page": {page}}}'
+            call = ToolCall(id=f"c{page}", name=tool_name, arguments=arguments)
+            message = AssistantMessage(tool_calls=(call,))
+        usage = Usage(input_tokens=counter(request.messages, request.tools), output_tokens=5)
+        return ModelResponse(message=message, usage=usage)
+
+    return FunctionModel(turn, name="reader")
+
+
+def wordy(tokens: int, counter: Counter) -> FunctionModel:
+    """A summarizer that writes about ``tokens`` tokens whatever it is asked."""
+
+    def summarize(request: ModelRequest) -> ModelResponse:
+        assert is_summary_request(request)
+        facts = " ".join(sorted({w for w in request.messages[1].content.split() if "fact-" in w}))
+        text = f"facts: {facts}\n" + "y" * (tokens * 4)
+        usage = Usage(input_tokens=counter(request.messages, request.tools), output_tokens=tokens)
+        return ModelResponse(message=AssistantMessage(content=text), usage=usage)
+
+    return FunctionModel(summarize, name="wordy")
+
+
+def make_loop(
+    model: FunctionModel,
+    summarizer: FunctionModel,
+    compaction: Compaction,
+    tools: Sequence[object],
+    events: list[Event] | None = None,
+) -> AgentLoop:
+    return AgentLoop(
+        model,
+        Dispatcher(ToolRegistry(list(tools))),  # type: ignore[arg-type]
+        instructions="You read logs.",
+        settings=LoopSettings(max_turns=60, compaction=compaction),
+        tracer=Tracer(events.append) if events is not None else None,
+        worker="w1",
+        run_id="r1",
+        summarizer=summarizer,
+    )
+
+
+def over(requests: Sequence[ModelRequest], budget: int, counter: Counter) -> list[int]:
+    return [n for r in requests if (n := counter(r.messages, r.tools)) > budget]
+
+
+async def test_a_summary_far_over_the_budget_never_takes_a_request_over_it() -> None:
+    # The issue's figures: a 3,000-token budget, a summarizer writing ~5,000 tokens.
+    model = reader(48, "read_page", by_estimate)
+    summarizer = wordy(5000, by_estimate)
+    compaction = Compaction(budget_tokens=3000, keep_turns=2)
+    result = await make_loop(model, summarizer, compaction, [read_page]).run("read the log")
+
+    assert isinstance(result, Final)
+    assert summarizer.requests  # it was used
+    first = next(i for i, r in enumerate(model.requests) if len(r.messages) > 2
+                 and "[Summary" in (r.messages[2].content or ""))  # fmt: skip
+    assert len(model.requests) - first >= 41  # the requests after the first compaction
+    assert over(model.requests, 3000, by_estimate) == []
+    assert over(summarizer.requests, 3000, by_estimate) == []
+    for request in summarizer.requests:  # asked to write no more than the budget leaves
+        assert request.max_output_tokens is not None
+        assert 0 < request.max_output_tokens <= 3000 // 2
+    # What the summary keeps of the facts it was given (its start) is still there.
+    assert result.state.summary.startswith("facts: fact-1 ")
+
+
+async def test_cjk_text_stays_within_the_budget_by_a_cjk_tokenizers_count() -> None:
+    server = by(cjk)  # the server counts about one token a Chinese character
+    model = reader(20, "read_cjk_page", server)
+    summarizer = wordy(200, server)
+    compaction = Compaction(budget_tokens=3000, keep_turns=2)
+    result = await make_loop(model, summarizer, compaction, [read_cjk_page]).run("read the log")
+
+    assert isinstance(result, Final)
+    assert summarizer.requests
+    assert over(model.requests, 3000, server) == []
+    assert over(summarizer.requests, 3000, server) == []
+
+
+async def test_a_roles_own_token_counter_measures_its_context() -> None:
+    server = by(one_per_character)  # a tokenizer far from four characters a token
+    model = reader(12, "read_page", server)
+    summarizer = wordy(100, server)
+    compaction = Compaction(budget_tokens=6000, keep_turns=2, token_counter=one_per_character)
+    result = await make_loop(model, summarizer, compaction, [read_page]).run("read the log")
+
+    assert isinstance(result, Final)
+    assert summarizer.requests  # pages of 1,600 tokens each: folded from the fourth on
+    assert over(model.requests, 6000, server) == []
+    assert over(summarizer.requests, 6000, server) == []
+
+
+def test_the_estimate_counts_what_tokenizers_split_finely() -> None:
+    def tokens(text: str) -> int:
+        return estimate_tokens((UserMessage(content=text),)) - TOKENS_PER_MESSAGE
+
+    assert tokens("航海日志" * 100) == 400  # a token a Chinese character
+    assert tokens("The wind turned north-east at noon.") <= 12  # English: about as many
+    numbers = ", ".join(str(n) for n in range(100_000, 100_100))  # 100 six-digit numbers
+    assert tokens(numbers) >= 300  # two tokens a number, and the commas
+
+
+@tool
+def read_note(page: int) -> str:
+    """Read one note of the log: short ones, then a long one."""
+    return f"page {page}: fact-{page}\n" + "x" * (6000 if page == 11 else 300)
+
+
+async def test_turns_one_summary_request_cannot_hold_are_folded_by_another() -> None:
+    events: list[Event] = []
+    model = reader(11, "read_note", by_estimate)
+    summarizer = wordy(50, by_estimate)
+    # Long instructions go in every summary request: a few notes fit in one.
+    instructions = "Keep facts. " * 930
+    compaction = Compaction(
+        budget_tokens=4000, trigger_tokens=2000, keep_turns=1, instructions=instructions
+    )
+    result = await make_loop(model, summarizer, compaction, [read_note], events).run("read")
+
+    assert isinstance(result, Final)
+    turns = [e.turn for e in events if isinstance(e, CompactionStarted)]
+    assert turns.count(turns[-1]) > 1  # the long note's turn took two summary calls
+    assert over(summarizer.requests, 4000, by_estimate) == []
+    assert over(model.requests, 4000, by_estimate) == []
+    assert result.state.summary.startswith("facts: fact-")
