@@ -12,6 +12,8 @@ side-effecting call is executed twice.
 With MCP servers, ``async with Executor(...) as executor:`` shares them between runs:
 each starts when a worker first needs its tools and every one stops as the block
 ends. A run outside such a block starts those it needs and stops them as it ends.
+Models served from this process (``LlamaModel``, llama.cpp) are alike: the server
+starts with the first call, and stops with the block, or with the run outside one.
 A call that needs a person's approval is decided by the Executor's ``approver``; with
 none, it waits in the store: the run ends ``waiting`` once nothing else can proceed,
 :meth:`Executor.decide` records a decision, and :meth:`Executor.resume` continues.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -53,7 +55,7 @@ from runtime import (
 from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
-from runtime.model import missing_key
+from runtime.model import held, missing_key
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -143,6 +145,7 @@ class Executor:
             guards, kept_policy.max_nesting,
         )  # fmt: skip
         kept = open_store(store)
+        self._held: AsyncExitStack | None = None  # the models held by ``async with``
         self.shared = Shared(
             roles=by_name,
             models=model_map,
@@ -165,8 +168,13 @@ class Executor:
         )
 
     async def __aenter__(self) -> Self:
-        """Share the MCP servers between the runs of the block (none starts yet)."""
+        """Share the MCP servers and the models' own servers (llama.cpp) between the
+        runs of the block (none starts yet)."""
         await self.shared.mcp.open()
+        if self._held is None:
+            stack = AsyncExitStack()
+            await stack.enter_async_context(held(self.shared.models.values()))
+            self._held = stack
         return self
 
     async def __aexit__(
@@ -178,8 +186,14 @@ class Executor:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop every MCP server the Executor's runs started (``async with`` does)."""
-        await self.shared.mcp.close()
+        """Stop every MCP server the Executor's runs started, and the models' servers
+        (``async with`` does)."""
+        held_models, self._held = self._held, None
+        try:
+            if held_models is not None:
+                await held_models.aclose()
+        finally:
+            await self.shared.mcp.close()
 
     @property
     def roles(self) -> dict[str, Role]:
@@ -340,7 +354,7 @@ class Executor:
             self.shared, instruction, run_id if outer else os.urandom(6).hex(), (),
             within=outer.context if outer is not None else None,
         )  # fmt: skip
-        async with self.shared.mcp.scope():
+        async with self.shared.scope():
             result = await run.execute(None, resumable=False, steal=False)
         return result.answer_text
 
@@ -402,7 +416,7 @@ class Executor:
         require_asyncio("Executor.run")
         self.check_keys()
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
-        async with self.shared.mcp.scope():  # the servers its tool calls reach
+        async with self.shared.scope():  # the servers its calls reach
             return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
 
     async def resume(

@@ -41,6 +41,7 @@ from runtime.errors import (
     ModelHTTPError,
     ModelResponseError,
     ModelRetry,
+    ModelServerError,
     ModelTimeout,
     OutcomeUnknown,
     OutputValidationError,
@@ -137,6 +138,7 @@ __all__ = [
     "JournalEntry",
     "LimitedModel",
     "Limits",
+    "LlamaModel",
     "LockTable",
     "MaxTurnsExceeded",
     "McpServer",
@@ -164,6 +166,7 @@ __all__ = [
     "ModelResponse",
     "ModelResponseError",
     "ModelRetry",
+    "ModelServerError",
     "ModelTimeout",
     "ObservationStatus",
     "OnUnknown",
@@ -228,6 +231,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
+    from runtime.llama import LlamaModel
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
     from runtime.pricing import Price, PricedModel
@@ -238,6 +242,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "AdaptiveLimiter": "runtime.ratelimit",
+    "LlamaModel": "runtime.llama",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",
     "OpenAIResponsesModel": "runtime.openai_responses",

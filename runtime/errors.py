@@ -18,6 +18,7 @@ The tree::
     │   ├── ModelResponseError      the answer could not be understood
     │   ├── StreamInterrupted       a streamed answer broke off after text was shown
     │   ├── ModelCallError          a model raised an exception of its own (chained)
+    │   ├── ModelServerError        a model's server in this process could not start
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
     │   ├── EmptyResponse           the model kept answering with nothing
@@ -78,6 +79,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelResponseError",
     "ModelRetry",
+    "ModelServerError",
     "ModelTimeout",
     "OutcomeUnknown",
     "OutputValidationError",
@@ -335,6 +337,21 @@ class ModelCallError(ModelError):
         self.model = repr(model)
         self.error_type = type(error).__name__
         super().__init__(f"model {self.model} raised {self.error_type}: {_short(error)}")
+
+
+class ModelServerError(ModelError):
+    """A model served in this process (llama.cpp, ``provider: llama``) could not be
+    loaded or started, or was used while stopped.
+
+    Attributes:
+        path: The model's file.
+        reason: What happened.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"model {path} {reason}")
 
 
 class ScriptExhausted(ModelError):

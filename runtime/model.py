@@ -11,12 +11,17 @@ has it, and ``complete`` otherwise.
 
 The loop streams when its run asks for the text as it is written (see
 :class:`~runtime.events.Tracer`); otherwise every call is one-shot.
+
+A model may serve itself from this process (:class:`ServedModel`, llama.cpp's
+:class:`~runtime.llama.LlamaModel`): whoever uses it holds it (:func:`held`) for as
+long as its server should stay up.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 import msgspec
@@ -34,12 +39,14 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OutputSchema",
+    "ServedModel",
     "StreamingModel",
     "TextSink",
     "ToolChoice",
     "ToolSchema",
     "WrapperModel",
     "call_model",
+    "held",
     "missing_key",
 ]
 
@@ -157,6 +164,35 @@ async def call_model(
         return await model.complete(request)
     response: ModelResponse = await stream(request, on_text)
     return response
+
+
+@runtime_checkable
+class ServedModel(Model, Protocol):
+    """A model served from this process (llama.cpp in-process): its server starts
+    with the first call, and stops once the last block of :meth:`held` ends."""
+
+    def held(self) -> AbstractAsyncContextManager[None]: ...
+
+
+@asynccontextmanager
+async def held(models: Iterable[Model]) -> AsyncIterator[None]:
+    """Hold, for the block, each :class:`ServedModel` among ``models`` and the models
+    they wrap, once each (an Executor holds its models for its block, a run for its
+    own)."""
+    served: dict[int, ServedModel] = {}
+    for model in models:
+        current: object = model
+        while current is not None:
+            if isinstance(current, ServedModel):
+                served.setdefault(id(current), current)
+            current = getattr(current, "inner", None)
+    if not served:
+        yield
+        return
+    async with AsyncExitStack() as stack:
+        for model in served.values():
+            await stack.enter_async_context(model.held())
+        yield
 
 
 class WrapperModel:

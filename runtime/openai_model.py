@@ -62,6 +62,12 @@ class OpenAIModel(OpenAIEndpoint):
 
     api = "chat"
 
+    stream_calls: bool = False
+    """Send one-shot calls as streams too (their text shown to no one): a server that
+    stops generating only when a stream's reader goes away (llama.cpp's, which keeps
+    generating a one-shot answer nobody waits for any more) then stops a cancelled
+    call at once. :class:`~runtime.llama.LlamaModel` sets it."""
+
     @functools.cached_property
     def _limit_key(self) -> str:
         """The name of the output limit: the one the settings use; else OpenAI's own
@@ -78,6 +84,11 @@ class OpenAIModel(OpenAIEndpoint):
 
     def _parse(self, body: bytes) -> ModelResponse:
         return parse_completion(body, self.model)
+
+    async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+        if self.stream_calls:  # retried as a one-shot call is: no text was shown
+            return await self._stream_raw(request, mode, ShownText(_unread))
+        return await super()._complete_raw(request, mode)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         """:meth:`complete`, streamed: the answer's text goes to ``on_text`` as it comes.
@@ -156,3 +167,7 @@ class OpenAIModel(OpenAIEndpoint):
         elif output is not None and mode == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
+
+
+def _unread(text: str) -> None:
+    """Where the text of a one-shot call sent as a stream goes: nowhere."""

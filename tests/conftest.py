@@ -8,10 +8,14 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
+
+if TYPE_CHECKING:
+    from runtime._llama_server import LlamaServer
+    from tests.support.llama import SentBodies
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -83,6 +87,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_loops: run an async test on asyncio's own event loop and on uvloop"
     )
+    config.addinivalue_line(
+        "markers",
+        "real_model: runs SmolLM2-135M on llama.cpp in the test process (tests/support/llama.py)",
+    )
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[LlamaServer]:
+    """The real model's server, one for the test process (4 slots, a fixed seed)."""
+    from tests.support.llama import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def sent_to_models() -> SentBodies:
+    """Every request body the real-model tests of this process sent, in order."""
+    from tests.support.llama import SentBodies
+
+    return SentBodies()
+
+
+@pytest.fixture(autouse=True)
+def _recorded_when_real(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A real-model test's requests are recorded (:func:`sent_to_models`)."""
+    if request.node.get_closest_marker("real_model") is None:
+        yield
+        return
+    from tests.support.llama import record_bodies
+
+    with record_bodies(request.getfixturevalue("sent_to_models")):
+        yield
 
 
 def pytest_asyncio_loop_factories(

@@ -178,6 +178,7 @@ RUNTIME_NAMES = {
     "ModelConnectionError",
     "ModelError", "ModelHTTPError", "ModelRequest", "ModelResponse", "ModelResponseError",
     "ModelRetry", "ModelTimeout", "ObservationStatus", "OpenAIModel", "OpenAIResponsesModel",
+    "LlamaModel", "ModelServerError",  # llama.cpp in this process
     "OutputSchema",
     "OutputValidationError", "PlanError", "Price", "PricedModel", "RateLimitedModel",
     "ReasoningItem", "RetryAfterPastDeadline", "RetryPolicy", "RetryingModel", "RunBusy",
@@ -221,6 +222,7 @@ HONEYCOMB_NAMES = {
     "Message", "Messages", "Model", "ModelCallError", "ModelCallFinished", "ModelCallRetrying",
     "ModelCallStarted", "ModelConnectionError", "ModelError", "ModelHTTPError", "ModelRequest",
     "ModelResponse", "ModelResponseError", "ModelRetry", "ModelTimeout", "ObservationStatus",
+    "LlamaModel", "ModelServerError",  # llama.cpp in this process
     "OfflineModel", "OnUnknown", "OpenAIModel", "OpenAIResponsesModel", "OpenTelemetryExporter",
     "OutcomeUnknown",
     "OutputSchema", "OutputValidationError", "Plan", "PlanError", "PlanReady", "PlanRound",
@@ -257,6 +259,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/trace/otel.py": {"opentelemetry"},  # `otel`
     "runtime/_memory_db.py": {"sqlite_vec"},  # `memory`
     "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
+    "runtime/_llama_server.py": {"xllamacpp"},  # `local`, as a server starts
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
@@ -305,7 +308,7 @@ LOADED_ON_FIRST_USE = (
     # Models that wrap others, the text tool protocol, the test models, spans and logging.
     "runtime.pricing", "runtime.ratelimit", "runtime.quota", "runtime.text_tools",
     "runtime._text_protocol", "runtime._actions", "runtime._lenient_json", "runtime._request",
-    "runtime.testing",
+    "runtime.testing", "runtime.llama", "runtime._llama_server", "xllamacpp",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
 )  # fmt: skip
 
@@ -325,6 +328,7 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
      ("runtime", "YamlDocument"), ("runtime", "format_path"),
      ("honeycomb", "OpenAIEmbeddings"), ("runtime", "OpenAIEmbeddings"),
      ("honeycomb", "TextToolModel"), ("honeycomb", "RateLimitedModel"), ("honeycomb", "Price"),
+     ("honeycomb", "LlamaModel"), ("runtime", "LlamaModel"),
      ("honeycomb", "ScriptedModel"), ("honeycomb", "call"), ("honeycomb", "Span"),
      ("honeycomb", "configure_logging"), ("runtime", "AdaptiveLimiter"),
      ("honeycomb.trace", "to_jsonl")],

@@ -23,6 +23,7 @@ from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
 from honeycomb.cli.init import GUIDE, add_init_parser, version
+from honeycomb.cli.local import add_local_options
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
@@ -194,8 +195,8 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     parser.add_argument(
         "--model",
         default=os.environ.get("HONEYCOMB_MODEL"),
-        help="use this model for every role: 'offline' or an OpenAI-compatible model name "
-        "(env HONEYCOMB_MODEL)",
+        help="use this model for every role: 'offline', 'local' (llama.cpp in this "
+        "process, the local extra) or an OpenAI-compatible model name (env HONEYCOMB_MODEL)",
     )
     parser.add_argument(
         "--base-url",
@@ -235,6 +236,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         help=f"the run store file (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
+    add_local_options(parser)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
+from honeycomb.cli.local import LOCAL, local_model
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
@@ -179,10 +180,10 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
     task = valid_text(task)
     try:
         backend = chosen_backend(hive.backend, args)
+        model = _override(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    model = _override(args)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
     )
@@ -211,6 +212,8 @@ def _override(args: argparse.Namespace) -> Model | None:
 def _named_model(args: argparse.Namespace) -> Model | None:
     if args.model is None:
         return None
+    if args.model == LOCAL or getattr(args, "gguf", None) is not None:
+        return local_model(args)
     if args.model == "offline":
         latency = getattr(args, "latency", None)
         return OfflineModel(latency=latency) if latency is not None else OfflineModel()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 from typing import get_args
 
 import pydantic
@@ -35,6 +36,7 @@ def check_across_fields(
     _check_settings(doc, errors)
     _check_memory(doc, spec, roles, errors)
     _check_policy_rules(doc, errors)
+    _check_local_models(doc, spec, errors)
     if spec.backend.ray is not None and ray_missing():
         errors.append(doc.error(("backend",), RAY_MISSING))
 
@@ -144,6 +146,32 @@ def _check_memory(
                 "top-level 'memory: {path: memory.db}'"
             )
             errors.append(doc.error(where, message))
+
+
+def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:
+    """Models llama.cpp is to run in this process: xllamacpp installed, and a GGUF file
+    to run (``path:``, relative to the hive file, or SmolLM2's)."""
+    from runtime._llama_server import (  # imports no xllamacpp
+        LLAMA_MISSING,
+        NO_GGUF,
+        bundled_gguf,
+        gguf_problem,
+        llama_missing,
+    )
+
+    folder = Path(doc.file).resolve().parent
+    for name, model in spec.models.items():
+        if model.provider != "llama":
+            continue
+        if llama_missing():
+            errors.append(doc.error(("models", name, "provider"), LLAMA_MISSING))
+        if model.path is None:
+            if bundled_gguf() is None:
+                errors.append(doc.error(("models", name), NO_GGUF))
+            continue
+        problem = gguf_problem(folder / model.path)
+        if problem is not None:
+            errors.append(doc.error(("models", name, "path"), problem))
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

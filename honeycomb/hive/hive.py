@@ -149,7 +149,7 @@ class Hive:
                 ]
             )
         return {
-            name: given[name] if name in given else spec.build()
+            name: given[name] if name in given else spec.build(self.folder)
             for name, spec in self.spec.models.items()
         }
 

