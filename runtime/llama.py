@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 
 from runtime._llama_server import NO_GGUF, LlamaServer, bundled_gguf
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ModelServerError
 from runtime.model import ModelRequest, ModelResponse, TextSink
 
 if TYPE_CHECKING:
@@ -154,9 +154,14 @@ class LlamaModel:
         """The adapter that speaks to the running server, started if need be (in a
         thread: loading takes a second or more; a cancelled caller leaves it loading,
         and the model holds what it loaded)."""
-        if not self.server.running:
-            await anyio.to_thread.run_sync(self.server.start, abandon_on_cancel=True)
-        base_url = self.server.base_url
+        while True:
+            if not self.server.running:
+                await anyio.to_thread.run_sync(self.server.start, abandon_on_cancel=True)
+            try:
+                base_url = self.server.base_url
+            except ModelServerError:  # its last holder stopped it meanwhile: start again
+                continue
+            break
         adapter = self._adapter
         if adapter is None or adapter.base_url != base_url:  # a new port after a restart
             from runtime.openai_model import OpenAIModel

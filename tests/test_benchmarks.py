@@ -253,16 +253,22 @@ def test_a_at_1000_on_uvloop_is_judged_against_the_ideal_not_the_floor() -> None
     assert on_uvloop.met is False  # within 1.1x of the floor, but 2.6x the ideal
 
 
-def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota(
-    tmp_path: Path,
-) -> None:
+def smoke(name: str, out: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Run ``python -m benchmarks.<name> --smoke``, which must succeed: what it printed,
+    and the JSON lines of its results."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.goodput", "--smoke", "--out", str(tmp_path)],
+        [sys.executable, "-m", f"benchmarks.{name}", "--smoke", "--out", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    (lines,) = tmp_path.glob("goodput-*.jsonl")
-    results = [json.loads(line) for line in lines.read_text().splitlines()]
+    (lines,) = out.glob(f"{name}-*.jsonl")
+    return done.stdout, [json.loads(line) for line in lines.read_text().splitlines()]
+
+
+def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota(
+    tmp_path: Path,
+) -> None:
+    printed, results = smoke("goodput", tmp_path)
     assert {(r["headers"], r["impl"]) for r in results} == {
         (headers, impl) for headers in ("x-ratelimit", "retry-after", "bare")
         for impl in ("honeycomb", "openai client")
@@ -276,7 +282,7 @@ def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota
             assert r["failed_workers"] == 0, r
             assert r["answers"] - r["throttled"] == 100  # 20 workers x 5 turns, all answered
         assert r["lower_bound_s"] > 0  # the quota binds, even this small
-    assert "| x-ratelimit | honeycomb |" in done.stdout
+    assert "| x-ratelimit | honeycomb |" in printed
 
 
 @pytest.mark.xdist_group("ray")
@@ -292,3 +298,18 @@ def test_the_ray_smoke_runs_each_workload_on_both_backends() -> None:
     assert "A, N=20: local" in out
     assert "ms of CPU a subtask" in out
     assert "MISSED" not in out  # a smoke run judges no target
+
+
+@pytest.mark.real_model
+@pytest.mark.xdist_group("real_model")
+def test_the_real_model_smoke_runs_honeycomb_the_gather_and_serial_on_the_same_bodies(
+    tmp_path: Path,
+) -> None:
+    printed, records = smoke("real_model", tmp_path)
+    runs = [r for r in records if "impl" in r]
+    assert sorted(r["impl"] for r in runs) == ["gather", "honeycomb", "serial"]
+    assert all(r["tokens"] == 4 * 4 for r in runs)  # 4 workers, 4 tokens each, every run
+    assert all(r["busy"]["readings"] > 0 for r in runs)
+    assert {"ratio", "speedup", "load"} <= set(records[-1])
+    assert "| Honeycomb |" in printed
+    assert "MISSED" not in printed  # a smoke run judges no target
