@@ -9,9 +9,11 @@ the very same request bodies over ``httpx``.
 Each worker makes one call that writes exactly ``--tokens`` tokens (``ignore_eos``),
 with the prompt cache off (``cache_prompt: false``), so every run does the same work.
 Honeycomb runs an ``Executor`` of N subtasks of one role on a ``LlamaModel`` that shares
-the server (its defaults; the ``concat`` aggregator, which calls no model); the bodies
+the server (its defaults; the ``concat`` aggregator, which calls no model), one
+Executor for every run, as a service keeps one, warmed by a first run; the bodies
 it sends are recorded, and the bare loop sends exactly those: all at once
-(``asyncio.gather`` over one ``httpx.AsyncClient``) and one at a time (serial). The
+(``asyncio.gather`` over one ``httpx.AsyncClient``, a connection a call, as
+Honeycomb's calls go) and one at a time (serial). The
 two run one after the other, alternating which goes first; Honeycomb's figure is the
 median of its ratios to the gather next to it. While each runs, a thread reads the
 server's ``/slots`` every 10 ms: the share of readings in which every slot decoded.
@@ -115,19 +117,22 @@ class SlotWatch:
                 self.busy.all_busy += busy == self.server.parallel
 
 
-def executor(model: LlamaModel, setup: Setup) -> Executor:
+def executor(server: LlamaServer, setup: Setup) -> Executor:
+    """The Executor every Honeycomb run of the benchmark shares, as a service would."""
+    settings = {"max_tokens": setup.tokens, "ignore_eos": True, "cache_prompt": False}
+    model = LlamaModel(server=server, settings=settings)
     role = Role(name="writer", description="Writes about a topic.")
     policy = Policy(max_workers=setup.workers, max_subtasks=setup.workers)
     return Executor([role], model, aggregator="concat", policy=policy)
 
 
-async def honeycomb(server: LlamaServer, setup: Setup, repeat: int, sent: SentBodies) -> Run:
-    settings = {"max_tokens": setup.tokens, "ignore_eos": True, "cache_prompt": False}
-    model = LlamaModel(server=server, settings=settings)
+async def honeycomb(
+    server: LlamaServer, runs: Executor, setup: Setup, repeat: int, sent: SentBodies
+) -> Run:
     subtasks = [("writer", f"Write about topic number {i}.") for i in range(setup.workers)]
     with SlotWatch(server) as busy, record_bodies(sent):
         started, cpu = time.perf_counter(), time.thread_time()
-        result = await executor(model, setup).run("Write.", subtasks=subtasks)
+        result = await runs.run("Write.", subtasks=subtasks)
         wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
     if result.status != "ok" or result.usage.output_tokens != setup.workers * setup.tokens:
         raise SystemExit(f"an invalid run: {result.status}, {result.usage}")
@@ -139,7 +144,10 @@ async def bare(
 ) -> Run:
     headers = {"Authorization": f"Bearer {server.api_key}"}
     url = f"{server.base_url}/chat/completions"
-    async with httpx.AsyncClient(headers=headers, timeout=600) as client:
+    # A connection a call: llama.cpp's server now and then closes one it said it would
+    # keep after a stream read to its end, and the next call on it would fail.
+    fresh = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(headers=headers, timeout=600, limits=fresh) as client:
 
         async def send(body: dict[str, Any]) -> int:
             """The completion tokens of one call, read from its stream to the end."""
@@ -170,8 +178,9 @@ async def measure(setup: Setup) -> list[Run]:
     server = LlamaServer(path, parallel=setup.slots, context=setup.context, threads=setup.threads)
     await asyncio.to_thread(server.start)
     try:
+        shared = executor(server, setup)
         first = SentBodies()
-        await honeycomb(server, setup, -1, first)  # warm: first-use costs paid, bodies known
+        await honeycomb(server, shared, setup, -1, first)  # warm; the bodies it sends
         bodies = first.bodies
         runs: list[Run] = []
         for repeat in range(setup.repeats):
@@ -179,7 +188,7 @@ async def measure(setup: Setup) -> list[Run]:
             for impl in order:
                 sent = SentBodies()
                 if impl == "honeycomb":
-                    runs.append(await honeycomb(server, setup, repeat, sent))
+                    runs.append(await honeycomb(server, shared, setup, repeat, sent))
                     if sorted(map(json.dumps, sent.bodies)) != sorted(map(json.dumps, bodies)):
                         raise SystemExit("Honeycomb sent other bodies than in its first run")
                 else:
