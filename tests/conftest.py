@@ -91,6 +91,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "real_model: runs SmolLM2-135M on llama.cpp in the test process (tests/support/llama.py)",
     )
+    config.addinivalue_line(
+        "markers", "after_real_model: runs after the other real-model tests (it checks them)"
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``after_real_model`` go last: they check what the real-model tests
+    before them sent (those of one xdist group run in this order, on one worker)."""
+    items.sort(key=lambda item: item.get_closest_marker("after_real_model") is not None)
 
 
 @pytest.fixture(scope="session")

@@ -184,6 +184,7 @@ roles:
     assert all(isinstance(c["city"], str) and c["city"] for c in weather_calls)
 
 
+@pytest.mark.after_real_model
 @pytest.mark.xfail(
     not HAS_OUTPUT_LIMITS, strict=True, reason="issue 29 item 2: every call has an output limit"
 )
@@ -191,7 +192,7 @@ async def test_no_model_call_goes_out_without_an_output_limit(
     llama_server: LlamaServer, sent_to_models: SentBodies
 ) -> None:
     # A run of its own whose models set no limit: the library's must be there. Then
-    # every body the real-model tests of this process sent so far.
+    # every body the real-model tests of this process sent: it runs after them.
     model = LlamaModel(server=llama_server, settings={"temperature": 0.2})
     executor = Executor(
         [*(r.model_copy(update={"model": None}) for r in ROLES)],
