@@ -9,6 +9,7 @@ import time
 
 from rich.console import Console
 
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.run.plan import Plan
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.format import cached_share, counted, format_cost
@@ -23,19 +24,19 @@ from runtime import (
 __all__ = ["run_line", "runs_command", "trace_command"]
 
 
-def runs_command(args: argparse.Namespace) -> int:
+def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
         found = RunStore(args.store).runs(args.limit)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if not found:
         print(f"no runs in {args.store}")
-        return 0
+        return ExitStatus.OK
     print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
     for run in found:
         print(run_line(run))
-    return 0
+    return ExitStatus.OK
 
 
 def run_line(run: RunSummary) -> str:
@@ -50,24 +51,24 @@ def run_line(run: RunSummary) -> str:
     )
 
 
-def trace_command(args: argparse.Namespace) -> int:
+def trace_command(args: argparse.Namespace) -> ExitStatus:
     if not args.store.exists():
         print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     store = RunStore(args.store)
     try:
         stored = asyncio.run(store.load(args.run_id))
         spans = store.spans(args.run_id) if stored is not None else []
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if stored is None:
         known = f"honeycomb runs --store {args.store}"
         print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     plan = Plan.model_validate_json(stored.plan).subtasks if stored.plan else ()
     timeline = build_timeline(
         spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
@@ -81,5 +82,5 @@ def trace_command(args: argparse.Namespace) -> int:
                 print(f"wrote {path}", file=sys.stderr)
     except OSError as exc:
         print(f"cannot write: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return ExitStatus.UNUSABLE
+    return ExitStatus.OK
