@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -164,7 +165,7 @@ def _search(args: argparse.Namespace) -> ExitStatus:
                 print(msgspec.json.encode(hit).decode())
             return ExitStatus.OK
         if not hits:
-            print(f"nothing in namespace {args.namespace} matches {args.query!r}")
+            print(_found_nothing(args, await memory.namespaces()))
             return ExitStatus.OK
         print(f"{counted(len(hits), 'memory', 'memories')} match {args.query!r}, best first")
         for hit in hits:
@@ -201,6 +202,25 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
 
 
 _MAX_LIMIT = 100_000
+
+
+def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:
+    """What a search that found nothing says: how many memories the namespace holds,
+    and which other namespaces hold some, with the command that searches the first."""
+    here = held.get(args.namespace, 0)
+    holds = f"it holds {counted(here, 'memory', 'memories')}" if here else "it holds no memories"
+    said = f"nothing in namespace {args.namespace} matches {args.query!r} ({holds})"
+    others = {name: count for name, count in sorted(held.items()) if name != args.namespace}
+    if not others:
+        return said
+    listed = ", ".join(f"{name} ({counted(n, 'memory', 'memories')})" for name, n in others.items())
+    where = (
+        ["--file", str(args.file)] if args.file else ["--hive", str(args.hive)] if args.hive else []
+    )
+    again = shlex.join(
+        ["honeycomb", "memory", "search", args.query, "--namespace", next(iter(others)), *where]
+    )
+    return f"{said}; other namespaces: {listed}\n(search one with: {again})"
 
 
 def _line(record: MemoryRecord) -> str:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 
 from rich.console import Console
 
@@ -34,21 +35,39 @@ def runs_command(args: argparse.Namespace) -> ExitStatus:
         print(f"no runs in {args.store}")
         return ExitStatus.OK
     print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
+    print(_row([label for label, _, _ in _COLUMNS]))
     for run in found:
         print(run_line(run))
     return ExitStatus.OK
 
 
+_COLUMNS = (
+    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 6, ">"),
+    ("workers", 11, ">"), ("model calls", 16, ">"), ("tokens", 14, ">"), ("cached", 10, ">"),
+    ("cost", 8, ">"), ("task", 0, "<"),
+)  # fmt: skip
+"""The columns of ``honeycomb runs``: the header's label, the width, the alignment."""
+
+
+def _row(cells: Sequence[str]) -> str:
+    """One line of the list of runs: the header's, or a run's."""
+    shown = (
+        f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)
+    )
+    return "  ".join(shown).rstrip()
+
+
 def run_line(run: RunSummary) -> str:
+    """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
     took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
-    return (
-        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {counted(run.workers, 'worker'):>11}  "
-        f"{counted(run.model_calls, 'model call'):>16}  {counted(tokens, 'token'):>14}  "
-        f"{cached_share(run) or '-':>10}  {format_cost(run.cost):>8}  {task}"
-    )
+    return _row([
+        run.run_id, when, run.status, took, counted(run.workers, "worker"),
+        counted(run.model_calls, "model call"), counted(tokens, "token"),
+        cached_share(run) or "-", format_cost(run.cost), task,
+    ])  # fmt: skip
 
 
 def trace_command(args: argparse.Namespace) -> ExitStatus:

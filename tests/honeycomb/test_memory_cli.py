@@ -60,6 +60,22 @@ def test_search_ranks_within_a_namespace_and_any_query_is_fine(
     assert "1 memory match 'lisbon'" in capsys.readouterr().out.splitlines()[-2]
 
 
+def test_a_search_that_finds_nothing_says_which_namespaces_hold_memories(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "search", "Lisbon"]) == 0  # namespace default holds nothing
+    said = capsys.readouterr().out
+    assert "nothing in namespace default matches 'Lisbon'" in said
+    assert "it holds no memories" in said
+    assert "red (1 memory), trip (2 memories)" in said
+    assert "honeycomb memory search Lisbon --namespace red" in said
+    assert main(["memory", "search", "Madrid", "--namespace", "trip"]) == 0
+    said = capsys.readouterr().out
+    assert "nothing in namespace trip matches 'Madrid' (it holds 2 memories)" in said
+    assert "red (1 memory)" in said
+    assert "trip (2" not in said
+
+
 def test_forget_by_id_or_by_namespace(
     kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
 ) -> None:
