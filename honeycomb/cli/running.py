@@ -33,6 +33,7 @@ from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from runtime import (
+    Approver,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
@@ -280,7 +281,9 @@ async def _run(
     # ends waiting and says how to decide it.
     asks = sys.stdin.isatty() and not args.json
     pause = view.paused if isinstance(view, LiveView) else None
-    approver = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
+    approver: Approver | None = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
+    if approver is not None and isinstance(view, LiveView):
+        approver = view.asked(approver)
     executor = Executor.from_hive(hive, model=model, store=store, approver=approver, backend=pool)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
