@@ -32,9 +32,9 @@ MEANINGS: dict[ExitStatus, str] = {
     "`trace`, `resume` or `approve` finds no such store or run; `approve` of a call that is "
     "not waiting, decided already or out of time, or with arguments that fail the tool's "
     "schema; `resume` of a run made from Python that did not end; another process carries "
-    "the run on; the Ray cluster cannot be joined; an example hive or a template is not "
-    "installed; `serve` cannot listen, or lacks the `web` extra; an option out of its range, "
-    "or without the one it needs (and argparse's usage errors)",
+    "the run on; the Ray cluster cannot be joined; `init` of an unknown template; an "
+    "example hive the package lacks; `serve` cannot listen, or lacks the `web` extra; an "
+    "option out of its range, or without the one it needs (and argparse's usage errors)",
     ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
     "then `honeycomb resume`)",
     ExitStatus.INTERRUPTED: "stopped by Ctrl-C (SIGINT)",
