@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -299,7 +300,8 @@ def test_the_base_dependencies_are_declared() -> None:
 # What ``import honeycomb`` must not load: each loads with the first program that uses it.
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
-    "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
+    "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
+    "honeycomb.offline", "honeycomb.hive",
     "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec", "mcp",
     "mcp_types", "httpx2", "runtime._mcp_sdk",
     # Models that wrap others, the text tool protocol, the test models, spans and logging.
@@ -319,16 +321,17 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
     assert sorted(m for m in LOADED_ON_FIRST_USE if m in loaded) == []
 
 
-@pytest.mark.parametrize(
-    ("module", "name"),
-    [("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
+FIRST_USE_NAMES = [
+     ("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
      ("runtime", "YamlDocument"), ("runtime", "format_path"),
      ("honeycomb", "OpenAIEmbeddings"), ("runtime", "OpenAIEmbeddings"),
      ("honeycomb", "TextToolModel"), ("honeycomb", "RateLimitedModel"), ("honeycomb", "Price"),
      ("honeycomb", "ScriptedModel"), ("honeycomb", "call"), ("honeycomb", "Span"),
      ("honeycomb", "configure_logging"), ("runtime", "AdaptiveLimiter"),
-     ("honeycomb.trace", "to_jsonl")],
-)  # fmt: skip
+     ("honeycomb.trace", "to_jsonl")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("module", "name"), FIRST_USE_NAMES)
 def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
     value = getattr(sys.modules[module], name)
     assert value.__name__ == name
@@ -341,6 +344,35 @@ def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() ->
     loaded = set(done.stdout.split())
     assert "honeycomb.hive.hive" in loaded
     assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []
+
+
+def named_modules() -> list[str]:
+    """Every module this file names: each of ours it spells anywhere, and the
+    third-party ones of its lists. A check about a module that does not exist cannot
+    fail, so each must be there."""
+    ours = re.compile(r"(runtime|workers|honeycomb)(\.\w+)*")
+    spelt = {
+        node.value
+        for node in ast.walk(ast.parse(Path(__file__).read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and ours.fullmatch(node.value)
+    }
+    listed = {*LOADED_ON_FIRST_USE, *BASE_MODULES,
+              *(m for modules in EXTRA_MODULES.values() for m in modules)}  # fmt: skip
+    return sorted(spelt | listed)
+
+
+@pytest.mark.parametrize("module", named_modules())
+def test_every_module_this_file_names_exists(module: str) -> None:
+    if module.split(".")[0] in ("runtime", "workers", "honeycomb"):
+        assert module in MODULES
+    else:
+        assert importlib.util.find_spec(module) is not None
+
+
+def test_every_file_this_file_names_exists() -> None:
+    assert sorted(p for p in EXTRA_MODULES if not (ROOT / p).is_file()) == []
 
 
 def pydantic_models() -> list[type[pydantic.BaseModel]]:

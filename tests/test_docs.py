@@ -364,3 +364,22 @@ def test_the_commands_a_page_shows_run(
         if argv[0] in ("run", "demo"):
             assert "[offline simulation]" in out.out
             assert "did not succeed" not in out.out, out.out
+
+
+def _awaits_at_top_level(code: str) -> bool:
+    try:
+        compile(code, "<block>", "exec")
+    except SyntaxError:
+        compile(code, "<block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "first-steps.md"])
+def test_the_pages_a_newcomer_starts_from_say_how_to_run_what_they_show(page: Path) -> None:
+    """Their commands are the environment's, which they say how to activate; a block
+    with top-level ``await`` says where it runs as it stands."""
+    text = page.read_text(encoding="utf-8")
+    assert "source .venv/bin/activate" in text
+    if any(_awaits_at_top_level(b.code) for b in blocks(page) if b.language == "python"):
+        assert "python -m\nasyncio" in text or "python -m asyncio" in text

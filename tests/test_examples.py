@@ -45,6 +45,12 @@ def test_every_example_is_a_template_with_a_readme() -> None:
         assert "honeycomb run hive.yaml" in readme or "honeycomb demo" in readme
 
 
+def test_first_steps_lists_every_template() -> None:
+    page = (EXAMPLES.parent / "docs" / "first-steps.md").read_text()
+    listed = re.findall(r"^\| `([\w-]+)` \|", page, flags=re.M)
+    assert sorted(listed) == sorted(templates())
+
+
 async def test_research_fans_out_then_synthesises() -> None:
     result = await _run("research")
     assert result.status == "ok"

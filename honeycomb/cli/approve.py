@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TextIO
 
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.run.decide import decide
@@ -141,14 +142,14 @@ def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: P
     out.write(f"  {shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
 
 
-def approve_command(args: argparse.Namespace) -> int:
+def approve_command(args: argparse.Namespace) -> ExitStatus:
     arguments = None
     if args.arguments is not None:
         try:
             arguments = json.loads(args.arguments)
         except ValueError as exc:
             print(f"--arguments is not JSON: {exc}", file=sys.stderr)
-            return 2
+            return ExitStatus.UNUSABLE
     try:
         store = RunStore(args.store)
         found = store.find(args.run_id)
@@ -158,10 +159,10 @@ def approve_command(args: argparse.Namespace) -> int:
         decided = asyncio.run(_decide(store, hive, args, arguments))
     except (HoneycombError, ConfigErrors) as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     verb = "denied" if args.deny else "approved"
     print(f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}")
-    return 0
+    return ExitStatus.OK
 
 
 async def _decide(

@@ -15,13 +15,13 @@ import argparse
 import asyncio
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant(sys.stdout, sys.stderr)
     if not argv:
         print(GUIDE.format(version=version()))
-        return 0
+        return ExitStatus.OK
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
-        return 130
+        return ExitStatus.INTERRUPTED
     except (BrokenPipeError, BaseExceptionGroup) as exc:
         if not _broken_pipe(exc):
             raise
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a Unix tool killed by SIGPIPE does, and let nothing flush into the closed
         # pipe at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return _BROKEN_PIPE
+        return ExitStatus.BROKEN_PIPE
     return code
 
 
@@ -76,12 +76,6 @@ def _tolerant(*streams: TextIO) -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and stream.errors == "strict":
             reconfigure(errors="backslashreplace")
-
-
-_BROKEN_PIPE = 128 + signal.SIGPIPE
-
-
-"""The exit status of a command whose output pipe closed: a shell's for SIGPIPE."""
 
 
 def _broken_pipe(exc: BaseException) -> bool:
@@ -237,7 +231,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
 
 
-def _validate(args: argparse.Namespace) -> int:
+def _validate(args: argparse.Namespace) -> ExitStatus:
     failed = False
     for path in args.hives:
         try:
@@ -266,7 +260,7 @@ def _validate(args: argparse.Namespace) -> int:
                     f"  model {name}: {', '.join(sdk) or 'none'} as SDK parameters; "
                     f"{', '.join(extra) or 'none'} in extra_body"
                 )
-    return 1 if failed else 0
+    return ExitStatus.FAILED if failed else ExitStatus.OK
 
 
 _NO_BENCHMARKS = (
@@ -291,7 +285,7 @@ def _bench(argv: list[str]) -> int:
     clone = _clone()
     if clone is None:
         print(_NO_BENCHMARKS, file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if sys.path[:1] != [str(clone)]:
         sys.path.insert(0, str(clone))  # the clone's benchmarks, whatever the folder
     # ``--peers``: the peer frameworks next to Honeycomb and the floor (benchmarks.peers).

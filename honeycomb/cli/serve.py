@@ -12,6 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
 from runtime import HoneycombError
@@ -34,7 +35,7 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], sto
     serve.set_defaults(handler=serve_command)
 
 
-def serve_command(args: argparse.Namespace) -> int:
+def serve_command(args: argparse.Namespace) -> ExitStatus:
     try:
         import uvicorn
 
@@ -46,7 +47,7 @@ def serve_command(args: argparse.Namespace) -> int:
             "pip install 'honeycomb-agents[web]'",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.UNUSABLE
     given = args.token or os.environ.get(TOKEN_ENV) or None
     if given is None and not _loopback(args.host):
         print(
@@ -55,13 +56,13 @@ def serve_command(args: argparse.Namespace) -> int:
             "approve calls",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.UNUSABLE
     token = given or secrets.token_urlsafe(24)
     try:
         listening = _listen(args.host, args.port)
     except OSError as exc:
         print(f"honeycomb serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     port = listening.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
     address = f"http://{host}:{port}/"
@@ -77,7 +78,7 @@ def serve_command(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(uvicorn.Server(config).serve(sockets=[listening]))
     print("stopped", flush=True)
-    return 0
+    return ExitStatus.OK
 
 
 def _loopback(host: str) -> bool:

@@ -87,13 +87,23 @@ def follow_up_for(text: str) -> Plan:
             Subtask(
                 id=follow_id,
                 role=result.role,
-                instruction=f"Follow up on {result.id}: {asking}",
+                instruction=_follow_up(result.id, asking),
                 depends_on=(result.id,),
                 round=number,
             )
         )
         ids.add(follow_id)
     return Plan(subtasks=tuple(added))
+
+
+def _follow_up(result_id: str, asking: str) -> str:
+    """The instruction that follows up the sentence ``asking`` of result ``result_id``:
+    by the heading it is under, when it has one (``Pesticides and forage — ...``), which
+    is what a search for more looks for."""
+    heading, dash, says = asking.replace(rules.PREFIX, "").strip().partition(" — ")
+    if not dash:
+        return f"Follow up on {result_id}: {heading}"
+    return f"{heading}: follow up on {result_id}, which says {says[:1].lower()}{says[1:]}"
 
 
 def _asking_sentence(text: str) -> str | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,13 @@ from honeycomb import (
     Span,
     build_timeline,
 )
+from honeycomb.cli.main import main
 from honeycomb.offline.plan import follow_up_for
 from honeycomb.run.plan import Plan, Subtask, critical_path
 from honeycomb.run.prompts import ResultEntry, follow_up_task
 from honeycomb.run.result import rounds_of
 from runtime import Event, ModelConnectionError, ModelRequest, UserMessage
+from tests.support.cpu_time import cpu_seconds
 
 Lead = Callable[[int, str], list[dict[str, Any]]]
 """The test's lead: given the round and its message, the subtasks it adds."""
@@ -377,20 +378,40 @@ def test_a_plans_rounds_are_its_subtasks_grouped_in_order() -> None:
 
 def test_reading_a_plans_rounds_takes_time_in_proportion_to_its_subtasks() -> None:
     """A run reads its rounds from its plan (10,000 subtasks in the benchmark): eight
-    times the subtasks take about eight times as long (linear), far from the 64 times
-    of copying a round's ids for each subtask (the bound sits between, for a loaded
-    machine)."""
+    times the subtasks take about eight times the processor time (linear), far from the
+    64 times of copying a round's ids for each subtask (the bound sits between)."""
 
     def seconds(count: int) -> float:
         plan = Plan(subtasks=tuple(
             Subtask(id=f"s{i}", role="worker", instruction="x") for i in range(count)
         ))  # fmt: skip
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
-            (only,) = rounds_of(plan)
-            best = min(best, time.perf_counter() - started)
+        (only,) = rounds_of(plan)
         assert len(only.added) == count
-        return best
+        return cpu_seconds(lambda: rounds_of(plan), repeats=3)
 
     assert seconds(16000) < 32 * seconds(2000)
+
+
+def test_the_offline_lead_follows_up_a_finding_by_its_heading_without_the_offline_marker() -> None:
+    asking = "[offline simulation] Pesticides and forage — How long harm lasts needs more research."
+    results = [ResultEntry(id="r3", role="researcher", ok=True, text=asking)]
+    [added] = follow_up_for(follow_up_task("Task: t", results, round=2, rounds=3, room=5)).subtasks
+    assert added.instruction == (
+        "Pesticides and forage: follow up on r3, which says how long harm lasts needs more "
+        "research."
+    )
+
+
+def test_the_rounds_demo_says_each_heading_once_and_the_follow_up_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--rounds", "--plain", "--latency", "0", "--no-store"]) == 0
+    answer = capsys.readouterr().out.split("\nAnswer:\n", 1)[1].split("\n\nwall time")[0]
+    headings = re.findall(r"(?:^|\. )([A-Z][\w ]+) — ", answer, re.M)
+    assert len(headings) == len(set(headings)) >= 3, headings
+    follow_up = "Neonicotinoid pesticides threaten colonies even in small doses"
+    (paragraph,) = [p for p in answer.split("\n\n") if follow_up in p]
+    assert paragraph.startswith("Pesticides and forage — How long pesticide harm lasts")
+    assert "The waggle dance" not in paragraph  # the follow-up searched for its topic
+    assert "It holds the results of" not in answer  # said of what a worker sends on
