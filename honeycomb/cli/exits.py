@@ -28,7 +28,8 @@ MEANINGS: dict[ExitStatus, str] = {
     "up); with `--json`, the run gave no answer; `validate`: a file has errors; `init`: a "
     "file it would write is there already; `memory forget`: an id was not found",
     ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
-    "or a model it uses needs an API key that is not set; there is no task; a run store or a memory file cannot be opened, or is not one; "
+    "or a model it uses needs an API key that is not set; there is no task; a run store "
+    "or a memory file cannot be opened, or is not one; "
     "`trace`, `resume` or `approve` finds no such store or run; `approve` of a call that is "
     "not waiting, decided already or out of time, or with arguments that fail the tool's "
     "schema; `resume` of a run made from Python that did not end; another process carries "
