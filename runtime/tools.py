@@ -89,6 +89,8 @@ class Tool(Generic[P, R]):
         pinned: Its calls need the run's own process (an MCP server's session, a
             nested worker's run): where a run's workers run in other processes (on
             Ray), their calls of it are made back in the run's process.
+        describe: Says what a call will do, in the tool's own words, from its
+            arguments (as JSON values): shown to the person asked to approve it.
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class Tool(Generic[P, R]):
         approval: bool = False,
         durable: bool = False,
         pinned: bool = False,
+        describe: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -125,6 +128,7 @@ class Tool(Generic[P, R]):
         self.approval = approval
         self.durable = durable
         self.pinned = pinned
+        self.describe = describe
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -192,6 +196,7 @@ class Tool(Generic[P, R]):
             "approval": self.approval,
             "durable": self.durable,
             "pinned": self.pinned,
+            "describe": self.describe,
         }
 
 
@@ -219,6 +224,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -234,6 +240,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -253,6 +260,7 @@ def tool(
             terminal=terminal,
             idempotent=idempotent,
             approval=approval,
+            describe=describe,
         )
 
     return make(fn) if fn is not None else make
