@@ -16,7 +16,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.critical import figures
+from honeycomb.trace.lives import Life, lives_of
 from honeycomb.trace.spans import Span
 from runtime.value import Value
 
@@ -93,6 +94,8 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
             caller; it comes right after its caller's row (and its earlier nested
             ones).
         depth: How deep it is nested (0: a subtask's worker, or a phase).
+        periods: The stretches it ran (one a life it ran in), each a start and an
+            end in seconds since the run started.
     """
 
     name: str
@@ -109,6 +112,7 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
     round: int = 1
     parent: str | None = None
     depth: int = 0
+    periods: tuple[tuple[float, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -140,7 +144,8 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         status: How it ended.
         rows: Planner, workers in plan order, aggregator (phases only if they ran);
             a later round's planning row (``round N``) comes before its workers.
-        critical_path: The chain of subtask ids that bounds the run, first to last.
+        critical_path: The chain of subtask ids that bounds the run, first to last
+            (of the workers that ran).
         length_s: The time axis: first span start to last span end.
         wall_s: Time the run ran (the sum over its lives).
         plan_s: Planning.
@@ -149,15 +154,13 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``.
-        input_tokens: Tokens in, over every model call (summary calls and judges
-            included).
-        output_tokens: Tokens out.
-        cost: Dollars.
-        model_calls: How many model calls (summary calls included).
-        tool_calls: How many tool calls.
-        lives: How many times the run was started (resumes add one each).
-        cached_input_tokens: Of the tokens in, those read from the provider's cache.
+        lives: Each time the run was started or resumed, with what it spent;
+            ``model_calls``, ``tool_calls``, ``input_tokens`` (summary calls and
+            judges included), ``output_tokens``, ``cost`` and
+            ``cached_input_tokens`` add them up.
         compactions: How many of the model calls were summary calls.
+        workers_s: The worker phases, first worker start to last worker end (the
+            sum over the lives).
     """
 
     run_id: str
@@ -173,14 +176,33 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
     sum_worker_s: float
     serial_s: float
     speedup: float
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    model_calls: int = 0
-    tool_calls: int = 0
-    lives: int = 1
-    cached_input_tokens: int = 0
+    lives: tuple[Life, ...] = ()
     compactions: int = 0
+    workers_s: float = 0.0
+
+    @property
+    def model_calls(self) -> int:
+        return sum(life.model_calls for life in self.lives)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(life.tool_calls for life in self.lives)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(life.input_tokens for life in self.lives)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(life.output_tokens for life in self.lives)
+
+    @property
+    def cost(self) -> float:
+        return sum(life.cost for life in self.lives)
+
+    @property
+    def cached_input_tokens(self) -> int:
+        return sum(life.cached_input_tokens for life in self.lives)
 
     @property
     def cached_share(self) -> float:
@@ -199,6 +221,16 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The critical path with the phases that ran: ``plan``, workers, ``aggregate``."""
+        ran = {r.kind for r in self.rows if r.kind != "worker" and r.duration_s > 0}
+        return (
+            *(("plan",) if "plan" in ran else ()),
+            *self.critical_path,
+            *(("aggregate",) if "aggregate" in ran else ()),
+        )
 
 
 class _Gather(msgspec.Struct, kw_only=True):
@@ -221,6 +253,7 @@ def build_timeline(
     run_id: str = "",
     task: str | None = None,
     status: str | None = None,
+    statuses: Mapping[str, str] | None = None,
 ) -> Timeline:
     """Lay out one run's spans (every life of it) with its plan's dependencies.
 
@@ -231,71 +264,49 @@ def build_timeline(
         run_id: The run's id, to show.
         task: The run's task (default: the run span's name).
         status: How the run ended (default: the last run span's status).
+        statuses: What each worker is at, by name, where something knows better
+            than its spans (a stored run: :func:`honeycomb.run.shown.worker_statuses`).
     """
     spans = sorted(spans, key=lambda s: (s.start, s.end))
     runs = [s for s in spans if s.kind == "run"]
     origin = min((s.start for s in spans), default=0.0)
     length = max((s.end for s in spans), default=origin) - origin
+    lives = lives_of(spans, origin)
     groups = _group(spans, subtasks)
     # A nested worker's time is inside its caller's: only subtasks' workers count.
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
     depends_on = {s.id: s.depends_on for s in subtasks}
-    chain, chain_s = _chain(subtasks, depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
-    on_path = set(chain)
+    found = figures(
+        wall_s=sum(life.wall_s for life in lives), plan_s=plan_s, aggregate_s=aggregate_s,
+        durations=durations, subtasks=subtasks,
+    )  # fmt: skip
+    on_path = set(found.critical_path)
+    told = statuses or {}
     rows = tuple(
-        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path)
+        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path,
+             told.get(g.name) if g.kind == "worker" else None)
         for g in groups
-    )
+    )  # fmt: skip
     calls = [s for s in spans if s.kind in ("model_call", "compaction")]
-    spent = [*calls, *(s for s in spans if s.kind == "guard")]  # and what judges cost
-    wall = sum(s.duration_s for s in runs) if runs else length
-    sum_worker = sum(durations.values())  # nested workers' time is in their callers
-    serial = plan_s + sum_worker + aggregate_s
     return Timeline(
         run_id=run_id,
         task=task if task is not None else (runs[0].name if runs else ""),
         status=status or (runs[-1].status if runs else "unknown"),
         rows=rows,
-        critical_path=chain,
+        critical_path=found.critical_path,
         length_s=length,
-        wall_s=wall,
+        wall_s=found.wall_s,
         plan_s=plan_s,
         aggregate_s=aggregate_s,
-        critical_path_s=plan_s + chain_s + aggregate_s,
-        sum_worker_s=sum_worker,
-        serial_s=serial,
-        speedup=serial / wall if wall > 0 else 1.0,
-        input_tokens=sum(s.input_tokens for s in spent),
-        output_tokens=sum(s.output_tokens for s in spent),
-        cost=sum(s.cost for s in spent),
-        model_calls=len(calls),
-        tool_calls=sum(1 for s in spans if s.kind == "tool_call"),
-        lives=max(1, len(runs)),
-        cached_input_tokens=sum(s.cached_input_tokens for s in calls),
+        critical_path_s=found.critical_path_s,
+        sum_worker_s=found.sum_worker_s,
+        serial_s=found.serial_s,
+        speedup=found.speedup,
+        lives=lives,
         compactions=sum(1 for s in calls if s.kind == "compaction"),
+        workers_s=sum(life.workers_s for life in lives),
     )
-
-
-def _chain(
-    subtasks: Sequence[PlannedSubtask],
-    depends_on: Mapping[str, tuple[str, ...]],
-    durations: Mapping[str, float],
-) -> tuple[tuple[str, ...], float]:
-    """The critical chain: in a run planned in rounds, which run one after another,
-    each round's longest chain, one after the other."""
-    rounds: dict[int, list[str]] = {}
-    for subtask in subtasks:
-        rounds.setdefault(getattr(subtask, "round", 1), []).append(subtask.id)
-    if len(rounds) < 2:
-        return longest_chain(depends_on, durations)
-    chain: tuple[str, ...] = ()
-    total = 0.0
-    for ids in rounds.values():
-        own = {i: tuple(d for d in depends_on[i] if d in ids) for i in ids}
-        found, length = longest_chain(own, {i: durations.get(i, 0.0) for i in ids})
-        chain, total = chain + found, total + length
-    return chain, total
 
 
 def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:
@@ -395,11 +406,16 @@ def _busy(own: Sequence[Span]) -> float:
     return sum(s.duration_s for s in own)
 
 
-def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool) -> Row:
+def _row(
+    group: _Gather, origin: float, depends: tuple[str, ...], critical: bool, told: str | None
+) -> Row:
     timed = group.own or group.calls
     start = min((s.start for s in timed), default=origin) - origin
     end = max((s.end for s in timed), default=origin) - origin
     last = group.own[-1] if group.own else None
+    periods = tuple((s.start - origin, s.end - origin) for s in group.own if s.end > s.start)
+    if not group.own and end > start:  # calls outside any phase: the stretch they span
+        periods = ((start, end),)
     return Row(
         name=group.name,
         kind=group.kind,
@@ -407,14 +423,15 @@ def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool
         start=start,
         end=end,
         duration_s=_busy(group.own) if group.own else end - start,
-        status=last.status if last is not None else "not started",
+        status=told or (last.status if last is not None else "not started"),
         error=last.error if last is not None else None,
         depends_on=depends if group.kind == "worker" else (),
-        critical=critical and not group.depth,
+        critical=critical and not group.depth and bool(timed),
         bars=tuple(_bar(s, origin) for s in group.calls),
         round=group.round,
         parent=group.parent,
         depth=group.depth,
+        periods=periods,
     )
 
 
