@@ -4,6 +4,7 @@ escaping, live events), and in a real headless Chromium."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import shutil
@@ -18,9 +19,20 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import Executor, FunctionModel, Plan, Policy, Role, RunStore, Subtask, tool
+from honeycomb import (
+    Approvals,
+    Executor,
+    FunctionModel,
+    Plan,
+    Policy,
+    Role,
+    RunStore,
+    Subtask,
+    ToolMessage,
+    tool,
+)
 from honeycomb.cli.serve import Resumer
-from honeycomb.web import COOKIE, create_app, csrf_value
+from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
 from runtime.approvals import PendingApproval
@@ -86,6 +98,11 @@ def _client(server: ThreadedServer, **cookies: str) -> httpx.Client:
     return httpx.Client(base_url=server.url, cookies=cookies, follow_redirects=False)
 
 
+def _signed_in(server: ThreadedServer, key: str = session_key(TOKEN)) -> httpx.Client:
+    """A client holding the cookie the server gives for its token (or ``key``)."""
+    return _client(server, **{cookie_name(TOKEN, server.port): key})
+
+
 # --- over HTTP ------------------------------------------------------------------------
 
 
@@ -100,9 +117,9 @@ async def test_every_page_needs_the_token(
         assert client.get(path, headers={"authorization": "Bearer wrong"}).status_code == 401
         let_in = client.get(path, headers={"authorization": f"Bearer {TOKEN}"})
         assert let_in.status_code == 200
-    with _client(server, **{COOKIE: "wrong"}) as client:
+    with _signed_in(server, "wrong") as client:
         assert client.get(path).status_code == 401
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         assert client.get(path).status_code == 200
 
 
@@ -124,7 +141,7 @@ async def test_the_printed_address_trades_the_token_for_a_cookie(
 async def test_run_text_is_escaped_and_the_page_fetches_nothing_elsewhere(
     finished: Path, server: ThreadedServer
 ) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         listed = client.get("/")
         page = client.get("/runs/r1")
     assert 'href="/runs/r1"' in listed.text
@@ -140,7 +157,7 @@ async def test_run_text_is_escaped_and_the_page_fetches_nothing_elsewhere(
 
 
 async def test_a_run_page_names_a_missing_run(finished: Path, server: ThreadedServer) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         missing = client.get("/runs/nope")
     assert missing.status_code == 404
     assert "no run &#x27;nope&#x27; in runs.db" in missing.text
@@ -149,7 +166,7 @@ async def test_a_run_page_names_a_missing_run(finished: Path, server: ThreadedSe
 async def test_events_of_a_finished_run_say_so_and_end(
     finished: Path, server: ThreadedServer
 ) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         events = client.get("/runs/r1/events", timeout=10)
     assert events.headers["content-type"].startswith("text/event-stream")
     assert events.text.split("\n\n")[:2] == [
@@ -187,7 +204,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
     decisions = _Decisions()
     app = create_app(db, token=TOKEN, approvals=decisions, poll_s=0.1)
     with ThreadedServer(app, name="serve") as server, _client(server) as client:
-        with _client(server, **{COOKIE: TOKEN}) as reader:
+        with _signed_in(server) as reader:
             page = reader.get("/runs/r1")
         assert "&lt;script&gt;" in page.text
         assert EVIL not in page.text
@@ -197,7 +214,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
         url = "/runs/r1/calls/c1/decision"
         form = {"decision": "deny", "reason": "not now", "csrf": csrf[1], "worker": "a"}
         assert client.post(url, data=form).status_code == 401  # no token
-        client.cookies.set(COOKIE, TOKEN)
+        client.cookies.set(cookie_name(TOKEN, server.port), session_key(TOKEN))
         assert client.post(url, data={**form, "csrf": "forged"}).status_code == 403
         elsewhere = client.post(url, data=form, headers={"origin": "http://evil.example"})
         assert elsewhere.status_code == 403
@@ -237,7 +254,7 @@ def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        address = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line)
+        address = re.search(r"(http://127\.0\.0\.1:\d+/hc-[0-9a-f]{16}/)\?token=(\S+)", line)
         assert address is not None, line
         answer = httpx.get(address[1], headers={"authorization": f"Bearer {address[2]}"})
         assert answer.status_code == 200
@@ -338,39 +355,130 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     await context.close()
 
 
+MEMO = "Invoice 42\nfor the March trip\n  - train: 38 euros"
+
+
+def _paying(db: Path, effects: Path, steps: asyncio.Semaphore) -> Executor:
+    """A payer whose ``pay`` waits for a person, and a reader that reads three times,
+    each read waiting for a step the test allows: the page's updates come when the
+    test says."""
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if worker == "payer":
+            if not seen:
+                asked = {"to": "ann", "amount": 120, "memo": MEMO}
+                return AssistantMessage(tool_calls=(call("pay", asked, id="pay_1"),))
+            return f"payer saw: {seen[-1].content}"
+        if len(seen) < 3:
+            return AssistantMessage(
+                tool_calls=(call("read", {"n": len(seen)}, id=f"r{len(seen)}"),)
+            )
+        return "read it all"
+
+    async def pay(to: str, amount: int, memo: str) -> str:
+        """Pay someone."""
+        with effects.open("a") as f:
+            f.write(f"paid {amount} to {to}\n")
+        return f"paid {amount} to {to}"
+
+    async def read(n: int) -> str:
+        """Read something."""
+        await steps.acquire()
+        return f"page {n}"
+
+    def says(arguments: dict[str, Any]) -> str:
+        return f"Pay {arguments['amount']} euros to {arguments['to']}."
+
+    return Executor(
+        [
+            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
+            Role(name="reader", tools=("read",)),
+        ],
+        FunctionModel(answer),
+        tools=[tool(pay, side_effects=True, describe=says), tool(read)],
+        aggregator="concat",
+        store=db,
+    )
+
+
+async def _value(page: Any, selector: str) -> str:
+    found: str = await page.input_value(selector)
+    return found
+
+
 async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
     db: Path, browser: Any, tmp_path: Path
 ) -> None:
-    """The payer's ``pay`` waits for a person; the page shows it, the arguments are
-    edited and approved there, and the run, continued, pays what the person chose."""
+    """The payer's ``pay`` waits for a person while the reader goes on; the page shows
+    the call as a person reads it (the tool's own summary, the multi-line memo as
+    text), the person edits its arguments while updates of the page arrive, which
+    leave what they typed alone, and approves; the run, continued, pays what the
+    person chose."""
     effects = tmp_path / "effects.txt"
-    executor = approvals.executor(db, effects)
-    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(2), run_id="pay")
-    assert waiting.status == "waiting"
+    steps = asyncio.Semaphore(0)
+    executor = _paying(db, effects, steps)
+    plan = [
+        Subtask(id="payer", role="payer", instruction="pay"),
+        Subtask(id="reader", role="reader", instruction="read"),
+    ]
+    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
+    store = RunStore(db)
+    deadline = time.monotonic() + 30
+    while not await store.approvals_of("pay"):
+        assert time.monotonic() < deadline, "the payer never asked"
+        await asyncio.sleep(0.05)
     here = asyncio.get_running_loop()
     resumed: list[asyncio.Task[Any]] = []
 
     def resume(run_id: str) -> None:  # called on the server's loop: continue on ours
         here.call_soon_threadsafe(lambda: resumed.append(here.create_task(executor.resume(run_id))))
 
-    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db), resume), poll_s=0.1)
+    decided = StoreApprovals(RunStore(db), resume, tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided, poll_s=0.1)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         watched = _Watched(await context.new_page())
         page = watched.page
         await page.goto(f"{server.url}/runs/pay?token={TOKEN}")
         form = "form.approval[data-call='pay_1']"
-        assert "pay" in await page.inner_text(form)
-        await page.fill(f"{form} textarea[name=arguments]", '{"to": "ann", "amount": 100}')
+        assert "Pay 120 euros to ann." in await page.inner_text(f"{form} .summary")
+        memo = await page.inner_text(f"{form} dd[data-argument=memo] pre")
+        assert memo == MEMO  # its lines as lines, not one string of escapes
+        box, reason = f"{form} textarea[name=arguments]", f"{form} input[name=reason]"
+        await page.click(f"{form} details.edit summary")
+        edited = '{"to": "ann", "amount": 100, "memo": "paid in full"}'
+        typed = [edited[:20], edited[20:40], edited[40:]]
+        await page.fill(box, "")
+        for part in typed:  # a part typed, then an update of the page arrives
+            before = int(await watched.dataset("updates") or 0)
+            for field, text in ((box, part), (reason, part[:3])):
+                await page.press(field, "End")  # typing goes on where it stopped
+                await page.type(field, text)
+            steps.release()  # the reader reads once more: the page changes
+            await _until(functools.partial(_later, watched, before), "yes")
+        assert await _value(page, box) == edited
+        assert await _value(page, reason) == "".join(p[:3] for p in typed)
+        waiting = await running
+        assert waiting.status == "waiting"
+        await page.wait_for_selector("#live [data-status='waiting']")
+        assert await _value(page, box) == edited
         await page.click(f"{form} button[value=approve]")
         await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
         assert await page.query_selector(form) is None
+        assert await watched.dataset("errors") is None
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
     assert len(resumed) == 1
     result = await resumed[0]
     assert result.status == "ok"
-    assert effects.read_text() == "paid 100 to ann\n"  # once, as the person edited it
+    assert effects.read_text() == "paid 100 to ann\n"  # once, as the person typed it
+
+
+async def _later(watched: _Watched, before: int) -> str:
+    """``yes`` once the page took an update after ``before`` of them."""
+    return "yes" if int(await watched.dataset("updates") or 0) > before else "no"
 
 
 async def test_in_chromium_a_page_without_the_token_is_refused(
