@@ -247,7 +247,17 @@ def _slug(text: str, limit: int = 40) -> str:
     return slug or "message"
 
 
-@tool(side_effects=True)
+def _outbox_says(arguments: dict[str, Any]) -> str:
+    """What a call of :func:`send_to_outbox` will do, for the person asked to approve it."""
+    body = str(arguments.get("body", ""))
+    return (
+        f"Write the message {str(arguments.get('subject', '')).strip()!r} "
+        f"({len(body.splitlines())} lines) to the outbox folder, "
+        f"{os.environ.get('HONEYCOMB_OUTBOX', 'outbox')}/."
+    )
+
+
+@tool(side_effects=True, describe=_outbox_says)
 async def send_to_outbox(subject: str, body: str, ctx: ToolContext) -> str:
     """Send a message to the outbox: writes it as a markdown file and returns its path.
 

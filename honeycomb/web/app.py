@@ -149,8 +149,6 @@ def create_app(
         Route(base + "runs/{run_id}/events", site.events),
         Route(base + "runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
     ]
-    if base != "/":
-        routes.append(Route("/", lambda request: RedirectResponse(base, status_code=303)))
     handlers = {_Refused: _refused, StoreError: _store_failed}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.links = links  # for the pages that say why a request was refused
@@ -328,6 +326,9 @@ class _Guard:
 
     def _checked(self, request: Request) -> Response | None:
         """None for a request to let through; a response for one answered here."""
+        if not request.url.path.startswith(self.base):  # the pages are all under it
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(self.base + query, status_code=303)
         given = request.query_params.get("token")
         cookie = cookie_name(self.token, request.url.port)
         if given is not None and request.method == "GET":

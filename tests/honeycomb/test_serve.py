@@ -4,11 +4,13 @@ escaping, live events), and in a real headless Chromium."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ import httpx
 import pytest
 
 from honeycomb import (
+    ApprovalError,
     Approvals,
     Executor,
     FunctionModel,
@@ -31,7 +34,7 @@ from honeycomb import (
     ToolMessage,
     tool,
 )
-from honeycomb.cli.serve import Resumer
+from honeycomb.cli.serve import Resumer, store_approvals
 from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
@@ -237,15 +240,112 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
     ]
 
 
-def test_serve_refuses_another_interface_without_a_token(db: Path) -> None:
+def test_serve_refuses_another_interface_without_a_long_token(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from honeycomb.cli.main import main
 
-    env = os.environ.pop("HONEYCOMB_SERVE_TOKEN", None)
-    try:
-        assert main(["serve", "--store", str(db), "--host", "0.0.0.0", "--port", "0"]) == 2
-    finally:
-        if env is not None:
-            os.environ["HONEYCOMB_SERVE_TOKEN"] = env
+    monkeypatch.delenv("HONEYCOMB_SERVE_TOKEN", raising=False)
+    elsewhere = ["serve", "--store", str(db), "--host", "0.0.0.0", "--port", "0"]
+    assert main(elsewhere) == 2
+    assert "needs a token of your own" in capsys.readouterr().err
+    assert main([*elsewhere, "--token", "fifteen-chars!!"]) == 2
+    assert "at least 16 characters (--token or HONEYCOMB_SERVE_TOKEN has 15)" in (
+        capsys.readouterr().err
+    )
+
+
+def _not_a_run_store(tmp_path: Path) -> Path:
+    """An SQLite database of something else."""
+    other = tmp_path / "notes.db"
+    with contextlib.closing(sqlite3.connect(other)) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+        db.commit()
+    return other
+
+
+def test_serve_refuses_a_file_that_is_not_a_run_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from honeycomb.cli.main import main
+
+    other = _not_a_run_store(tmp_path)
+    assert main(["serve", "--store", str(other), "--port", "0"]) == 2
+    said = capsys.readouterr().err
+    assert main(["runs", "--store", str(other)]) == 2
+    assert said == capsys.readouterr().err  # as `honeycomb runs` says it
+    assert "is not a Honeycomb run store (an SQLite database with other tables)" in said
+
+
+def test_a_page_over_a_file_that_is_not_a_run_store_says_so_with_its_headers(
+    tmp_path: Path,
+) -> None:
+    other = _not_a_run_store(tmp_path)
+    with (
+        ThreadedServer(create_app(other, token=TOKEN), name="serve") as server,
+        _signed_in(server) as client,
+    ):
+        for path in ("/", "/runs/r1", "/runs/r1/live", "/runs/r1/events"):
+            answer = client.get(path, timeout=10)
+            assert answer.status_code == 500, path
+            assert "is not a Honeycomb run store" in answer.text
+            assert "default-src 'none'" in answer.headers["content-security-policy"]
+            assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_edited_arguments_the_tools_schema_refuses_are_refused_when_decided(
+    db: Path, tmp_path: Path
+) -> None:
+    """As ``honeycomb approve`` refuses them: nothing is recorded, the call still waits."""
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="pay")
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided, poll_s=0.1)
+    url = "/runs/pay/calls/pay_1/decision"
+    form = {"decision": "approve", "worker": "payer", "csrf": csrf_value(TOKEN)}
+    with ThreadedServer(app, name="serve") as server, _signed_in(server) as client:
+        wrong = client.post(url, data={**form, "arguments": '{"to": "ann", "amount": "lots"}'})
+        assert wrong.status_code == 422
+        assert "argument &#x27;amount&#x27;" in wrong.text
+        assert [p.call_id for p in await decided.pending("pay")] == ["pay_1"]
+        right = client.post(url, data={**form, "arguments": '{"to": "bob", "amount": 7}'})
+        assert right.status_code == 303
+        again = client.post(url, data={**form, "arguments": '{"to": "bob", "amount": 7}'})
+        assert again.status_code == 409
+        assert "decided already" in again.text
+    assert await decided.pending("pay") == []
+    result = await executor.resume("pay")
+    assert approvals.payer_saw(result).endswith("paid 7 to bob")
+
+
+def test_two_servers_on_one_host_keep_their_own_cookies(db: Path) -> None:
+    """A browser keeps one cookie jar for every port of a host: each server's cookie
+    has a name of its own, is scoped to its path, and holds no token."""
+    other = "another-token-0123456789"
+    first = create_app(db, token=TOKEN, base="/hc-first/")
+    second = create_app(db, token=other, base="/hc-second/")
+    with (
+        ThreadedServer(first, name="a") as a,
+        ThreadedServer(second, name="b") as b,
+        httpx.Client(follow_redirects=False) as browser,  # one jar, as a browser's
+    ):
+        made = browser.get(f"{a.url}/hc-first/?token={TOKEN}")
+        assert made.status_code == 303
+        cookie = made.headers["set-cookie"]
+        assert cookie.startswith(f"{cookie_name(TOKEN, a.port)}={session_key(TOKEN)};")
+        assert "Path=/hc-first/" in cookie
+        assert TOKEN not in cookie
+        assert browser.get(f"{b.url}/hc-second/?token={other}").status_code == 303
+        assert browser.get(f"{a.url}/hc-first/").status_code == 200  # still signed in
+        assert browser.get(f"{b.url}/hc-second/").status_code == 200
+        # The cookie goes to the paths it was made for only: not to the root of the
+        # host (where another server may answer), nor to the other server's.
+        sent = browser.build_request("GET", f"{a.url}/").headers.get("cookie", "")
+        assert session_key(TOKEN) not in sent
+        assert browser.get(f"{a.url}/").headers["location"] == "/hc-first/"
+        moved = browser.get(f"{a.url}/?token={TOKEN}")
+        assert moved.headers["location"] == f"/hc-first/?token={TOKEN}"
 
 
 def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path) -> None:
@@ -529,10 +629,16 @@ async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decide
     )  # fmt: skip
     assert waiting.returncode == 3, waiting.stderr  # off a terminal: the run waits
     store = RunStore(db)
-    resumer = Resumer(db)
-    decided = StoreApprovals(store, resumer)
+    decided = store_approvals(store)  # as `honeycomb serve` decides: the hive's tools known
+    resumer = decided.resume
+    assert isinstance(resumer, Resumer)
     [call_] = await decided.pending("d1")
     assert call_.tool == "send_to_outbox"
+    assert call_.summary is not None
+    assert call_.summary.startswith("Write the message ")  # the tool's own words
+    with pytest.raises(ApprovalError, match="argument 'subject'"):
+        await decided.decide("d1", call_.call_id, approve=True, arguments={"subject": 5})
+    assert await decided.pending("d1") == [call_]  # nothing recorded
     await decided.decide("d1", call_.call_id, approve=True)
     going = list(resumer.going)
     assert len(going) == 1
