@@ -249,12 +249,9 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def _outbox_says(arguments: dict[str, Any]) -> str:
     """What a call of :func:`send_to_outbox` will do, for the person asked to approve it."""
-    body = str(arguments.get("body", ""))
-    return (
-        f"Write the message {str(arguments.get('subject', '')).strip()!r} "
-        f"({len(body.splitlines())} lines) to the outbox folder, "
-        f"{os.environ.get('HONEYCOMB_OUTBOX', 'outbox')}/."
-    )
+    lines = len(str(arguments.get("body", "")).splitlines())
+    subject = str(arguments.get("subject", "")).strip()
+    return f"Write the message {subject!r} ({lines} lines) to the outbox, as a markdown file."
 
 
 @tool(side_effects=True, describe=_outbox_says)

@@ -85,9 +85,9 @@ h1 { font-size: 16px; margin: 0 0 4px; }
   135deg, #fff 0 3px, #d5d9e2 3px 5px); }
 .lives .track { background: none; height: 18px; }
 .life { position: absolute; top: 0; height: 16px; border-bottom: 2px solid #8a93a6;
+        box-sizing: border-box; padding: 0 4px;
         overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-size: 11px; }
-.lives .gap { font-size: 11px; text-align: center; overflow: visible; white-space: nowrap;
-              background: none; border-left: 1px dashed #8a93a6; border-right: 1px dashed #8a93a6; }
+.lives .gap { border-left: 1px dashed #8a93a6; border-right: 1px dashed #8a93a6; }
 table.lives { margin-top: 12px; border-collapse: collapse; }
 table.lives td, table.lives th { padding: 1px 12px 1px 0; text-align: left; }
 table.lives tr.pause td { color: #777; font-style: italic; }
@@ -148,12 +148,14 @@ def _lives_row(lives: tuple[Life, ...], axis: Axis) -> str:
     bands = "".join(
         f'<div class="life" data-life="{life.number}" '
         f'style="{_at(*axis.extent(life.start, life.end))}" title="{_e(_life_said(life))}">'
-        f"life {life.number} · {format_duration(life.wall_s)}</div>"
+        f"life {life.number} · {format_duration(life.wall_s)}"
+        + (f" (after a pause of {format_duration(life.gap_s)})" if life.number > 1 else "")
+        + "</div>"
         for life in lives
     )
     pauses = "".join(
         f'<div class="gap" data-gap-s="{took:.3f}" style="{_at(left, right - left)}" '
-        f'title="paused {_e(format_duration(took))}">⏸ {_e(format_duration(took))}</div>'
+        f'title="paused {_e(format_duration(took))}"></div>'
         for left, right, took in axis.gaps
     )
     return (

@@ -54,7 +54,7 @@ def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
     lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
     lines += [_row_line(r, axis, name_w, bar_w) for r in timeline.rows]
-    lines += [Text(""), *_footer(timeline), _legend()]
+    lines += [Text(""), *_footer(timeline), _legend(paused=len(timeline.lives) > 1)]
     return Group(*lines)
 
 
@@ -164,7 +164,7 @@ def summaries(t: Timeline) -> str:
     return f" ({counted(t.compactions, 'summary call')} among them)" if t.compactions else ""
 
 
-def _legend() -> Text:
+def _legend(*, paused: bool) -> Text:
     text = Text("")
     for kind, label in (
         ("model_call", "model call"),
@@ -173,7 +173,7 @@ def _legend() -> Text:
         ("error", "error"),
         ("timeout", "timeout"),
         ("idle", "waiting"),
-        ("paused", "run paused"),
+        *((("paused", "paused"),) if paused else ()),
     ):
         text.append(CHARS[kind], style=_STYLES[kind])
         text.append(f" {label}  ", style="dim")

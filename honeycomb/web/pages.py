@@ -5,10 +5,12 @@ Everything a run holds (task, answers, tool results, errors, a call's arguments)
 untrusted and is escaped here, once; the page's script puts the parts it fetches into
 the page as the HTML this module made, and reads nothing else as HTML.
 
-A run page has two parts that change while the run goes, each fetched again on a
-change (:func:`live_parts`): ``#approvals``, the calls waiting for a person, whose
-forms the script keeps as they are while their calls wait (what a person typed
-stays), adding and removing forms only; and ``#live``, all else, replaced whole.
+A run page has parts that change while the run goes, fetched again on a change
+(:func:`live_parts`): ``#state`` (its status and spending) and ``#live`` (its answer,
+timeline and workers), which the page's script replaces whole; and, between them,
+``#approvals``, the calls waiting for a person, whose forms the script keeps as they
+are while their calls wait (what a person typed stays), adding and removing forms
+only.
 """
 
 from __future__ import annotations
@@ -117,9 +119,9 @@ def live_parts(
     csrf: str,
     links: Links,
 ) -> str:
-    """What the run page shows that changes while the run goes: the calls waiting
-    for a person (``#approvals``), and its status, answer, timeline and workers
-    (``#live``)."""
+    """What the run page shows that changes while the run goes: its status
+    (``#state``), the calls waiting for a person (``#approvals``), and its answer,
+    timeline and workers (``#live``)."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
     took = (
@@ -137,8 +139,9 @@ def live_parts(
     trace = timeline_section(timeline) if spans else '<p class="muted">No spans yet.</p>'
     statuses = worker_statuses(run, summary.status)
     return (
-        _approvals(run.run_id, pending, csrf, links)
-        + f'<div id="live">{status}{_answer(run.result)}<h2>timeline</h2>{trace}'
+        f'<div id="state" class="part">{status}</div>'
+        + _approvals(run.run_id, pending, csrf, links)
+        + f'<div id="live" class="part">{_answer(run.result)}<h2>timeline</h2>{trace}'
         + f"{_workers(run.workers, statuses)}</div>"
     )
 
@@ -168,7 +171,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links) -> st
     action = f"{links.run(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
     deadline = f" · decide by {_e(_when(call.deadline))}" if call.deadline is not None else ""
     summary = f'<p class="summary">{_e(call.summary)}</p>' if call.summary else ""
-    rows = arguments.count("\n") + 1
+    rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
     return (
         f'<form class="approval" method="post" action="{_e(action)}" '
         f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'

@@ -80,7 +80,7 @@ def test_each_life_is_a_band_and_the_pause_between_them_is_said() -> None:
     )
     assert pause is not None
     assert float(pause[1]) == pytest.approx(HOUR)
-    assert "paused 1h 00m" in html
+    assert "life 2 · 1.00s (after a pause of 1h 00m)" in html
     # A band a life, side by side, the pause a narrow strip between them: not an hour
     # of empty track with both lives squeezed at its two ends.
     assert width1 > 40

@@ -436,9 +436,9 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     await page.goto(f"{server.url}/?token={TOKEN}")
     assert page.url == server.url + "/"  # the token left the address bar
     await page.click('a[href="/runs/live"]')
-    await page.wait_for_selector("#live [data-status='running']")
+    await page.wait_for_selector("#state [data-status='running']")
     gate.set()  # the workers go on while the page is open
-    await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
+    await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
     assert (await running).status == "ok"
     assert int(await watched.dataset("updates") or 0) >= 2  # updated without a reload
     assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
@@ -562,10 +562,10 @@ async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
         assert await _value(page, reason) == "".join(p[:3] for p in typed)
         waiting = await running
         assert waiting.status == "waiting"
-        await page.wait_for_selector("#live [data-status='waiting']")
+        await page.wait_for_selector("#state [data-status='waiting']")
         assert await _value(page, box) == edited
         await page.click(f"{form} button[value=approve]")
-        await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
+        await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
         assert await page.query_selector(form) is None
         assert await watched.dataset("errors") is None
         assert watched.errors == [], "\n".join(watched.errors)

@@ -65,8 +65,10 @@
       .then(function (html) {
         var fresh = document.createElement('template');
         fresh.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
-        var part = fresh.content.getElementById('live');
-        live.replaceChildren.apply(live, Array.prototype.slice.call(part.childNodes));
+        fresh.content.querySelectorAll('.part').forEach(function (part) {
+          var here = document.getElementById(part.id);
+          here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+        });
         live.querySelectorAll('details').forEach(function (d) {
           if (open[d.dataset.worker]) { d.open = true; }
         });
