@@ -86,7 +86,7 @@ def argument_lines(
             lines.append(f"{_printable(name)}: {parts[0]}")
         else:
             lines.append(f"{_printable(name)}:")
-            lines += [f"  {part}" for part in parts]
+            lines += [f"  {part}".rstrip() for part in parts]
     return lines
 
 
