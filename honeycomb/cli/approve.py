@@ -20,7 +20,7 @@ from honeycomb.hive import load_hive
 from honeycomb.run.decide import ToolFinder, decide
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
-from honeycomb.trace.format import argument_lines
+from honeycomb.trace.format import argument_lines, printable
 from runtime import ApprovalRequest, ConfigErrors, Decision, HoneycombError, PendingApproval
 
 __all__ = ["HiveTools", "TerminalApprover", "approve_command", "asked", "print_waiting"]
@@ -125,6 +125,7 @@ def asked(call: ApprovalRequest | PendingApproval) -> str:
     if call.summary:
         lines.append(f"  will: {call.summary}")
     lines.append(f"  why: {call.why}")
+    lines = [printable(line, lines=False) for line in lines]  # the model's text, made inert
     shown = argument_lines(call.arguments)
     lines += ["  arguments:", *(f"    {line}" for line in shown)] if shown else ["  no arguments"]
     return "\n" + "\n".join(lines) + "\n"
@@ -141,9 +142,10 @@ def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: P
     ids = [p.call_id for p in result.pending]
     where = [] if store is None or store == default else ["--store", str(store)]
     for p in result.pending:
-        out.write(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}\n")
+        out.write(printable(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}", lines=False))
         for line in [*([p.summary] if p.summary else []), p.why]:
-            out.write(f"    {line}\n")
+            out.write(f"\n    {printable(line, lines=False)}")
+        out.write("\n")
         for line in argument_lines(p.arguments, limit=_SHOWN, max_lines=4):
             out.write(f"    {line}\n")
     out.write("Decide each, then continue the run:\n")

@@ -14,6 +14,7 @@ __all__ = [
     "counted",
     "format_cost",
     "format_duration",
+    "printable",
     "shown_value",
     "token_detail",
 ]
@@ -79,13 +80,13 @@ def argument_lines(
     lines: list[str] = []
     for name, value in arguments.items():
         text, _ = shown_value(value)
-        shown, left = _cut_text(_printable(text), limit, max_lines)
+        shown, left = _cut_text(printable(text), limit, max_lines)
         more = [f"… {counted(left, 'more character')}"] if left else []
         parts = shown.split("\n") + more
         if len(parts) == 1:
-            lines.append(f"{_printable(name)}: {parts[0]}")
+            lines.append(f"{printable(name)}: {parts[0]}")
         else:
-            lines.append(f"{_printable(name)}:")
+            lines.append(f"{printable(name)}:")
             lines += [f"  {part}".rstrip() for part in parts]
     return lines
 
@@ -100,11 +101,12 @@ def _cut_text(text: str, limit: int, max_lines: int) -> tuple[str, int]:
     return kept, len(text) - len(kept)
 
 
-def _printable(text: str) -> str:
-    """Text from a run, safe for a terminal: control characters but the line break
-    become spaces."""
+def printable(text: str, *, lines: bool = True) -> str:
+    """Text from a run, safe for a terminal: control characters (a terminal's
+    escapes) become spaces, line breaks too unless ``lines``."""
+    kept = "\n" if lines else ""
     return "".join(
-        " " if c != "\n" and unicodedata.category(c) in ("Cc", "Cf") else c for c in text
+        " " if c not in kept and unicodedata.category(c) in ("Cc", "Cf") else c for c in text
     )
 
 

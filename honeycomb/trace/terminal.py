@@ -10,12 +10,16 @@ apart.
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich.console import Group
 from rich.text import Text
 
-from honeycomb.trace.format import counted, format_cost, format_duration, token_detail
+from honeycomb.trace.format import (
+    counted,
+    format_cost,
+    format_duration,
+    printable,
+    token_detail,
+)
 from honeycomb.trace.lives import Axis
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
@@ -48,7 +52,9 @@ _STATS_W = 9  # " 12.34s  "
 def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     """The timeline as rich text ``width`` columns wide (at least 40)."""
     width = max(width, 40)
-    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 2
+    # The star (2 columns), the name, and a space before the bars: a bar that starts at
+    # once must not run into the name.
+    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 3
     status_w = max((len(r.status) for r in timeline.rows), default=2)
     bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
     axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
@@ -76,7 +82,7 @@ def _row_line(row: Row, axis: Axis, name_w: int, bar_w: int) -> Text:
     star = "★ " if row.critical else "  "
     text = Text()
     text.append(star, style="bold yellow")
-    name = _cut(_clean(row.label), name_w - 2).ljust(name_w - 2)
+    name = _cut(_clean(row.label), name_w - 3).ljust(name_w - 2)
     text.append(name, style="bold" if row.critical else "")
     for kind, run in _runs(_cells(row, axis, bar_w)):
         text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
@@ -182,8 +188,7 @@ def _legend(*, paused: bool) -> Text:
 
 
 def _clean(text: str) -> str:
-    """Text from a run, safe for a terminal: control characters become spaces."""
-    return "".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+    return printable(text, lines=False)
 
 
 def _cut(text: str, width: int) -> str:

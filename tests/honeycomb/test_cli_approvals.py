@@ -143,7 +143,7 @@ async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
         run_id="r", worker="courier-1", role="courier", call_id="c", turn=1,
         tool="send_to_outbox", arguments={"subject": "Trip \x1b[31m", "body": BODY},
         why="role 'courier' asks for approval of 'send_to_outbox'",
-        summary="Send 'Trip' to the outbox.",
+        summary="Send 'Trip\x1b[2J' to the outbox.",
     )  # fmt: skip
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"a\n")
@@ -153,7 +153,7 @@ async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
     os.close(write_fd)
     shown = out.getvalue()
     assert "Approval needed: courier-1 (courier) calls send_to_outbox" in shown
-    assert "  will: Send 'Trip' to the outbox.\n" in shown
+    assert "  will: Send 'Trip [2J' to the outbox.\n" in shown
     assert "    body:\n      ## meteorologist-1 (meteorologist)\n      Best weather" in shown
     assert "\\n" not in shown  # no escapes
     assert "\x1b" not in shown

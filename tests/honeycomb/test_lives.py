@@ -176,3 +176,15 @@ async def test_a_resumed_runs_figures_are_those_of_its_trace(tmp_path: Path) -> 
     assert result.usage.model_calls == timeline.model_calls
     assert result.usage.total_tokens == timeline.total_tokens
     assert result.usage.tool_calls == timeline.tool_calls
+
+
+def test_a_bar_that_starts_at_once_does_not_run_into_the_row_name() -> None:
+    at_once = [_span(1, 1, "worker", "meteorologist-1", 0.0, 1.0, worker="meteorologist-1")]
+    at_once.append(
+        _span(
+            1, 2, "model_call", "m", 0.0, 0.5, parent="0000000100000001", worker="meteorologist-1"
+        )
+    )
+    out = io.StringIO()
+    Console(file=out, width=80).print(render_timeline(build_timeline(at_once), 80))
+    assert "meteorologist-1 █" in out.getvalue()
