@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
 from honeycomb.run.decide import ToolFinder, decide
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
@@ -208,7 +209,11 @@ class HiveTools:
             return None
         if key not in self._loaded:
             try:
-                self._loaded[key] = Executor.from_hive(load_hive(found.source), store=self.store)
+                # Its tools are what is wanted: no model is called (so none needs its
+                # key or endpoint here), no worker runs (so no backend starts).
+                self._loaded[key] = Executor.from_hive(
+                    load_hive(found.source), model=OfflineModel(), store=self.store, backend=None
+                )
             except (HoneycombError, ConfigErrors, OSError):
                 self._loaded[key] = None
         executor = self._loaded[key]
