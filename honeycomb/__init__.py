@@ -222,6 +222,7 @@ __all__ = [
     "HoneycombError",
     "Journal",
     "JournalEntry",
+    "Life",
     "LimitedModel",
     "Limits",
     "LockTable",
@@ -363,6 +364,7 @@ if TYPE_CHECKING:
     from honeycomb.offline import OfflineModel
     from honeycomb.store import RunStore, RunSummary
     from honeycomb.trace import (
+        Life,
         OpenTelemetryExporter,
         Span,
         SpanRecorder,
@@ -392,6 +394,7 @@ _LAZY = {
     "AdaptiveLimiter": "runtime.ratelimit",
     "FunctionModel": "runtime.testing",
     "Hive": "honeycomb.hive",
+    "Life": "honeycomb.trace.lives",
     "OfflineModel": "honeycomb.offline",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",

@@ -475,7 +475,7 @@ class Executor:
 
         decided = await decide(
             self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
-            arguments=arguments, worker=worker, tool_for=self._tool_for,
+            arguments=arguments, worker=worker, tool_for=self.tool_for,
         )  # fmt: skip
         live = self.shared.paused.get(run_id)
         if live is not None:  # under way here: its paused worker goes on at once
@@ -489,7 +489,10 @@ class Executor:
             )
         return self.store
 
-    def _tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
+    def tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
+        """The tool a call waiting for approval is to (None: its role or tool is not
+        this Executor's): what checks its edited arguments and tells what it will do
+        (``honeycomb.web.StoreApprovals`` takes it)."""
         role = self.roles.get(pending.role)
         return None if role is None else self.shared.setup_for(role, None).tools.get(pending.tool)
 

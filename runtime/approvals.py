@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from msgspec.structs import replace
+
 from runtime._deadlines import TimedOut, within
 from runtime.journal import arguments_text
 from runtime.messages import ToolCall
@@ -43,6 +45,7 @@ __all__ = [
     "MemoryApprovalLog",
     "PendingApproval",
     "Verdict",
+    "described",
 ]
 
 
@@ -86,6 +89,8 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
         tool: The tool's name.
         arguments: The validated arguments.
         why: Why the call needs approval.
+        summary: What the call will do, in the tool's own words (its ``describe``);
+            None when the tool gives none.
     """
 
     run_id: str | None
@@ -96,6 +101,7 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
     tool: str
     arguments: dict[str, Any]
     why: str
+    summary: str | None = None
 
 
 class Decision(Value, frozen=True, kw_only=True):
@@ -134,6 +140,9 @@ class PendingApproval(Value, frozen=True, kw_only=True):
         why: Why it needs approval.
         asked_at: When it was first asked about (``time.time()``).
         deadline: When no decision becomes a denial (None: never).
+        summary: What the call will do, in the tool's own words (its ``describe``),
+            told by whoever knows the tool (the run, a server given the run's
+            tools); the run store does not keep it.
     """
 
     call_id: str
@@ -145,6 +154,7 @@ class PendingApproval(Value, frozen=True, kw_only=True):
     why: str
     asked_at: float
     deadline: float | None = None
+    summary: str | None = None
 
 
 class ApprovalEntry(Value, frozen=True, kw_only=True):
@@ -274,7 +284,10 @@ class ApprovalGate:
             if entry is None and why is None:
                 decisions.append(None)
                 continue
-            pending = entry.pending if entry is not None else self._pending(call, kwargs, turn, why)
+            if entry is None:
+                pending = self._pending(call, tool, kwargs, turn, why)
+            else:  # the store keeps no summary: the tool tells it again
+                pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
             decision = await self._decision(pending, entry)
             if decision is None:
                 if entry is None and self.log is not None:
@@ -313,6 +326,7 @@ class ApprovalGate:
         request = ApprovalRequest(
             run_id=self._run_id, worker=pending.worker, role=pending.role, call_id=pending.call_id,
             turn=pending.turn, tool=pending.tool, arguments=pending.arguments, why=pending.why,
+            summary=pending.summary,
         )  # fmt: skip
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
@@ -330,13 +344,16 @@ class ApprovalGate:
         return answer
 
     def _pending(
-        self, call: ToolCall, kwargs: dict[str, Any], turn: int, why: str | None
-    ) -> PendingApproval:
+        self, call: ToolCall, tool: Tool[Any, Any], kwargs: dict[str, Any], turn: int,
+        why: str | None,
+    ) -> PendingApproval:  # fmt: skip
         now = time.time()
+        arguments = _plain(kwargs)
         return PendingApproval(
             call_id=call.id, worker=self._worker or "", role=self._role, turn=turn,
-            tool=call.name, arguments=_plain(kwargs), why=why or "", asked_at=now,
+            tool=call.name, arguments=arguments, why=why or "", asked_at=now,
             deadline=None if self._timeout_s is None else now + self._timeout_s,
+            summary=described(tool, arguments),
         )  # fmt: skip
 
 
@@ -355,6 +372,18 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
     return Verdict(
         kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
     )
+
+
+def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
+    """What a call to ``tool`` with ``arguments`` (JSON values) will do, in the tool's
+    own words (its ``describe``); None when it gives none. A ``describe`` that fails
+    says so instead: the person still sees the arguments."""
+    if tool.describe is None:
+        return None
+    try:
+        return str(tool.describe(arguments))
+    except Exception as exc:  # a summary is a courtesy: it never stops the call being asked
+        return f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -94,6 +94,8 @@ class Tool(Generic[P, R]):
             holds no ``tool_concurrency`` slot, so no nested call ever waits for a
             slot its ancestor holds. It cannot be ``exclusive`` (its workers' calls
             would wait for its lock).
+        describe: Says what a call will do, in the tool's own words, from its
+            arguments (as JSON values): shown to the person asked to approve it.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Tool(Generic[P, R]):
         durable: bool = False,
         pinned: bool = False,
         nests: bool = False,
+        describe: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -138,6 +141,7 @@ class Tool(Generic[P, R]):
         self.durable = durable
         self.pinned = pinned
         self.nests = nests
+        self.describe = describe
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -212,6 +216,7 @@ class Tool(Generic[P, R]):
             "durable": self.durable,
             "pinned": self.pinned,
             "nests": self.nests,
+            "describe": self.describe,
         }
 
 
@@ -239,6 +244,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -254,6 +260,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -273,6 +280,7 @@ def tool(
             terminal=terminal,
             idempotent=idempotent,
             approval=approval,
+            describe=describe,
         )
 
     return make(fn) if fn is not None else make

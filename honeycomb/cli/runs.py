@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.run.plan import Plan
+from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.format import cached_share, counted, format_cost
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
-from honeycomb.trace.timeline import build_timeline
 from runtime import (
     StoreError,
 )
@@ -88,10 +87,8 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
         return ExitStatus.UNUSABLE
-    plan = Plan.model_validate_json(stored.plan).subtasks if stored.plan else ()
-    timeline = build_timeline(
-        spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
-    )
+    found = store.find(args.run_id)  # a run whose process is gone reads `interrupted`
+    timeline = stored_timeline(stored, spans, found.status if found is not None else None)
     console = Console()
     console.print(render_timeline(timeline, console.width))
     try:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from pydantic.json_schema import SkipJsonSchema
 
-from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.critical import figures
 from runtime import did_you_mean
 
 __all__ = [
@@ -176,14 +176,9 @@ def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner. A plan
     made in rounds runs one round after another, so its rounds' chains add up (a
     dependency on an earlier round has finished before the round starts)."""
-    rounds: dict[int, dict[str, tuple[str, ...]]] = {}
-    for subtask in plan.subtasks:
-        rounds.setdefault(subtask.round, {})[subtask.id] = subtask.depends_on
-    total = 0.0
-    for depends_on in rounds.values():
-        own = {k: tuple(d for d in deps if d in depends_on) for k, deps in depends_on.items()}
-        total += longest_chain(own, {k: durations.get(k, 0.0) for k in own})[1]
-    return total
+    found = figures(wall_s=0.0, plan_s=0.0, aggregate_s=0.0, durations=durations,
+                    subtasks=plan.subtasks)  # fmt: skip
+    return found.critical_path_s
 
 
 def _find_cycle(plan: Plan) -> list[str]:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from honeycomb.run.plan import Plan, Subtask
+from honeycomb.trace.critical import figures
 from runtime import Usage
 from runtime.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
+
+if TYPE_CHECKING:
+    from honeycomb.trace.timeline import Timeline
 
 __all__ = [
     "PlanRound",
@@ -21,6 +26,7 @@ __all__ = [
     "SubtaskStatus",
     "answer_as_text",
     "rounds_of",
+    "run_timings",
 ]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
@@ -87,15 +93,17 @@ class PlanRound(BaseModel):
 
 
 class RunTimings(BaseModel):
-    """Where the time went.
+    """Where the time went, over every life of the run (a resumed run's earlier lives
+    included, the time between them not): the figures ``honeycomb trace`` and the
+    web page show for it too (:func:`run_timings`).
 
     Attributes:
         wall_s: The whole run, planning and aggregation included.
         plan_s: Planning.
         workers_s: The worker phase, first start to last finish.
         aggregate_s: Aggregation.
-        critical_path_s: Planning, the longest chain of dependent workers, and
-            aggregation: no schedule can be faster.
+        critical_path_s: Planning, the longest chain of dependent workers that ran,
+            and aggregation if it ran: no schedule can be faster.
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``: the gain over running subtasks one by one.
@@ -181,6 +189,59 @@ class RunResult(BaseModel):
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )
+
+
+def run_timings(
+    *,
+    wall_s: float,
+    plan_s: float,
+    workers_s: float,
+    aggregate_s: float,
+    outcomes: Mapping[str, SubtaskResult],
+    plan: Plan,
+    earlier: Timeline | None = None,
+    restored: Collection[str] = (),
+) -> RunTimings:
+    """A run's timings from what its life measured and, for a resumed run, what its
+    earlier lives' spans say (``earlier``): computed as every view computes them
+    (:func:`honeycomb.trace.critical.figures`).
+
+    Args:
+        wall_s: This life's time.
+        plan_s: This life's planning.
+        workers_s: This life's worker phase.
+        aggregate_s: This life's aggregation.
+        outcomes: Each subtask's outcome.
+        plan: The plan.
+        earlier: The timeline of the earlier lives (None: the first life, or a
+            resumed run that kept no spans).
+        restored: The subtasks that finished in an earlier life: their time is
+            theirs, not this life's.
+    """
+    before = {r.name: r.duration_s for r in earlier.subtask_workers} if earlier else {}
+    durations = {
+        name: before.get(name, o.duration_s)
+        if name in restored
+        else before.get(name, 0.0) + o.duration_s
+        for name, o in outcomes.items()
+    }
+    found = figures(
+        wall_s=wall_s + (earlier.wall_s if earlier else 0.0),
+        plan_s=plan_s + (earlier.plan_s if earlier else 0.0),
+        aggregate_s=aggregate_s + (earlier.aggregate_s if earlier else 0.0),
+        durations=durations,
+        subtasks=plan.subtasks,
+    )
+    return RunTimings(
+        wall_s=found.wall_s,
+        plan_s=found.plan_s,
+        workers_s=workers_s + (earlier.workers_s if earlier else 0.0),
+        aggregate_s=found.aggregate_s,
+        critical_path_s=found.critical_path_s,
+        sum_worker_s=found.sum_worker_s,
+        serial_s=found.serial_s,
+        speedup=found.speedup,
+    )
 
 
 def rounds_of(plan: Plan) -> list[PlanRound]:

@@ -21,15 +21,15 @@ from honeycomb.run.events import (
     RunFinished,
     RunStarted,
 )
-from honeycomb.run.plan import Plan, critical_path, plan_problems
+from honeycomb.run.plan import Plan, plan_problems
 from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
 from honeycomb.run.result import (
     PlanRound,
     RunResult,
-    RunTimings,
     SubtaskResult,
     answer_as_text,
     rounds_of,
+    run_timings,
 )
 from honeycomb.run.scheduler import Scheduler, stopped_status
 from runtime import (
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
     from honeycomb.run.shared import Shared
+    from honeycomb.trace.spans import Span
+    from honeycomb.trace.timeline import Timeline
 
 __all__ = ["Run"]
 
@@ -133,6 +135,7 @@ class Run:
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
         self.started = time.perf_counter()
         self.resumed: Resumed | None = None
+        self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
 
@@ -225,6 +228,8 @@ class Run:
             if done is not None:
                 return retyped(done, "answer", self.shared.output_type)
             self.resumed = restore(stored)
+            # What the earlier lives took, for the figures of every life (run_timings).
+            self.earlier_spans = await asyncio.to_thread(record.store.spans, self.run_id)
             record.use_journals(self.resumed.journals)
             record.use_approvals(self.resumed.approvals)
             self.context.budget.restore(self.resumed.spent)
@@ -388,12 +393,11 @@ class Run:
     def _result(
         self, status: str, outcomes: Mapping[str, SubtaskResult], answer: Any = None
     ) -> RunResult:
-        durations = {k: o.duration_s for k, o in outcomes.items()}
-        worker_sum = sum(durations.values())
-        wall = self._elapsed()
-        fixed = self.times["plan"] + self.times["aggregate"]
-        path = fixed + (critical_path(self.plan, durations) if self.plan.subtasks else 0.0)
-        serial = fixed + worker_sum
+        timings = run_timings(
+            wall_s=self._elapsed(), plan_s=self.times["plan"], workers_s=self.times["workers"],
+            aggregate_s=self.times["aggregate"], outcomes=outcomes, plan=self.plan,
+            earlier=self._earlier(), restored=self.resumed.finished if self.resumed else (),
+        )  # fmt: skip
         pending = [p for o in outcomes.values() if o.worker is not None for p in o.worker.pending]
         return RunResult(
             run_id=self.run_id,
@@ -408,17 +412,16 @@ class Run:
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,
             max_workers=self.shared.policy.max_workers,
-            timings=RunTimings(
-                wall_s=wall,
-                plan_s=self.times["plan"],
-                workers_s=self.times["workers"],
-                aggregate_s=self.times["aggregate"],
-                critical_path_s=path,
-                sum_worker_s=worker_sum,
-                serial_s=serial,
-                speedup=serial / wall if wall > 0 else 1.0,
-            ),
+            timings=timings,
         )
+
+    def _earlier(self) -> Timeline | None:
+        """The earlier lives of a resumed run, as their spans tell them."""
+        if not self.earlier_spans:
+            return None
+        from honeycomb.trace.timeline import build_timeline
+
+        return build_timeline(self.earlier_spans, self.plan.subtasks)
 
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
