@@ -36,6 +36,7 @@ from honeycomb.store import RunStore, RunSummary
 from honeycomb.web.pages import live_part, page, run_page, runs_page
 from runtime import HoneycombError
 from runtime.approvals import PendingApproval
+from runtime.secrets import add_secret
 
 __all__ = ["COOKIE", "Approvals", "create_app", "csrf_value"]
 
@@ -119,6 +120,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, exception_handlers={_Refused: _refused})
     app.add_middleware(_Guard, token=token)
+    add_secret(token, "token", owner=app)  # masked in what the runs it resumes show
     return app
 
 
