@@ -9,6 +9,7 @@ configured JSON log), the command line's output (``run``, ``run --json``, ``runs
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -38,6 +39,7 @@ from honeycomb import (
     tool,
 )
 from runtime import Event, HoneycombError
+from runtime.secrets import known, masked
 from runtime.testing import FunctionModel
 from tests.support.openai_server import (
     Behaviour,
@@ -324,3 +326,14 @@ def test_a_configured_log_masks_the_applications_own_entries_and_tracebacks() ->
     assert TOOL_SECRET not in out.getvalue()
     assert entry["dsn"] == "postgresql://app:[password hidden]@db/app"
     assert "cannot log in with [password hidden]" in entry["exception"]
+
+
+def test_the_serve_token_is_a_secret_while_its_app_lives(tmp_path: Path) -> None:
+    from honeycomb.web import create_app
+
+    token = "serve-token-Wm4Kd8Qz2Lp6"
+    app = create_app(tmp_path / "runs.db", token=token)
+    assert masked(f"GET /?token={token}") == "GET /?token=[token hidden]"
+    del app
+    gc.collect()
+    assert token not in known()

@@ -17,6 +17,7 @@ from runtime import (
     BudgetExceeded,
     ModelRequest,
     ModelResponse,
+    OpenAIEmbeddings,
     OpenAIModel,
     RetryingModel,
     RetryPolicy,
@@ -219,3 +220,14 @@ async def test_an_endpoint_streaming_its_key_in_pieces_never_shows_it(
     assert "".join(shown) == response.message.content == "Here it is: [api key hidden]. Bye."
     assert len(shown) > 3  # it still came in pieces
     await model.client.close()
+
+
+def test_the_keys_of_embeddings_and_headers_of_endpoints_are_secrets() -> None:
+    local = "http://127.0.0.1:9/v1"
+    embeddings = OpenAIEmbeddings("text-embedding-3-small", base_url=local, api_key=KEY)
+    headers = {"extra_headers": {"X-Proxy-Auth": "Bearer pr0xy-t0ken-55"}}
+    proxied = OpenAIModel("gpt-test", base_url=local, settings=headers)
+    assert {KEY, "Bearer pr0xy-t0ken-55", "pr0xy-t0ken-55"} <= known()
+    del embeddings, proxied
+    gc.collect()
+    assert not {KEY, "pr0xy-t0ken-55"} & known()
