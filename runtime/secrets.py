@@ -102,8 +102,11 @@ def _rebuild() -> None:
     JSON string holds it when that differs (a quote or a backslash in a password)."""
     global _texts, _bytes
     with _lock:
+        known = dict(_kept)
+        for held in list(_owned.values()):
+            known.update(held)
         found: dict[str, str] = {}
-        for value, what in [*_kept.items(), *(i for h in list(_owned.values()) for i in h.items())]:
+        for value, what in known.items():
             mask = f"[{what} hidden]"
             for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
                 found.setdefault(form, mask)
@@ -131,91 +134,6 @@ def mask_error(exc: E) -> E:
     return exc
 
 
-def shows_secret(text: str) -> bool:
-    """Whether ``text`` holds a secret."""
-    return bool(_texts) and _found(text)
-
-
-def _masked(value: Any, seen: set[int]) -> Any:
-    """``value`` masked; ``seen``: the errors masked already (a result holds the error
-    that holds it)."""
-    kind = type(value)
-    if kind is str:
-        return _text(value)
-    if kind is int or kind is float or kind is bool or value is None:
-        return value
-    if kind is bytes:
-        return _bytes_of(value)
-    if kind is tuple or kind is list:
-        items = [_masked(v, seen) for v in value]
-        same = all(a is b for a, b in zip(items, value, strict=True))
-        return value if same else kind(items)
-    if kind is dict:
-        pairs = [(_masked(k, seen), _masked(v, seen)) for k, v in value.items()]
-        same = all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items(), strict=True))
-        return value if same else dict(pairs)
-    if isinstance(value, msgspec.Struct):
-        changed = _changed(value, value.__struct_fields__, seen)
-        return msgspec.structs.replace(value, **changed) if changed else value
-    if isinstance(value, BaseModel):
-        changed = _changed(value, type(value).model_fields, seen)
-        return value.model_copy(update=changed) if changed else value
-    if isinstance(value, BaseException):
-        _error(value, seen)
-        return value
-    if isinstance(value, str) and _found(value):  # a str subclass
-        return _text(str(value))
-    return value
-
-
-def _changed(value: object, names: Iterable[str], seen: set[int]) -> dict[str, Any]:
-    """The fields of ``value`` that hold a secret, masked."""
-    changed: dict[str, Any] = {}
-    for name in names:
-        field = getattr(value, name, None)
-        new = _masked(field, seen)
-        if new is not field:
-            changed[name] = new
-    return changed
-
-
-def _error(exc: BaseException, seen: set[int]) -> None:
-    """Mask ``exc`` in place, and the errors chained to it or grouped in it."""
-    todo = [exc]
-    while todo:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        current.args = _masked(current.args, seen)
-        for name, field in list(vars(current).items()):
-            new = _masked(field, seen)
-            if new is not field:
-                with contextlib.suppress(AttributeError):  # a read-only property's
-                    setattr(current, name, new)
-        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
-        if isinstance(current, BaseExceptionGroup):
-            todo += list(current.exceptions)
-
-
-def _found(text: str) -> bool:
-    return any(form in text for form, _ in _texts)
-
-
-def _text(text: str) -> str:
-    for form, mask in _texts:
-        if form in text:
-            text = text.replace(form, mask)
-    return text
-
-
-def _bytes_of(data: bytes) -> bytes:
-    for form, mask in _bytes:
-        if form in data:
-            data = data.replace(form, mask)
-    return data
-
-
 @contextlib.contextmanager
 def masked_errors() -> Iterator[None]:
     """Errors raised in the block leave it masked (:func:`mask_error`)."""
@@ -224,6 +142,11 @@ def masked_errors() -> Iterator[None]:
     except Exception as exc:
         mask_error(exc)
         raise
+
+
+def shows_secret(text: str) -> bool:
+    """Whether ``text`` holds a secret."""
+    return bool(_texts) and _found(text)
 
 
 class HeldText:
@@ -269,3 +192,116 @@ def _start_of_secret(text: str) -> int:
                 break
             at = text.find(form[0], at + 1)
     return cut
+
+
+def _masked(value: Any, seen: set[int]) -> Any:
+    """``value`` masked; ``seen``: the errors masked already (a result holds the error
+    that holds it)."""
+    kind = type(value)
+    if kind is str:
+        return _text(value)
+    if kind in _PLAIN:
+        return value
+    if kind is bytes:
+        return _bytes_of(value)
+    if _clean(value):  # most values, whole, at C speed
+        return value
+    if kind is tuple or kind is list:
+        return _items(value, seen)
+    if kind is dict:
+        pairs = tuple(value.items())
+        new = _items(pairs, seen)
+        return value if new is pairs else dict(new)
+    if isinstance(value, msgspec.Struct):
+        changed = _changed(value, value.__struct_fields__, seen)
+        return msgspec.structs.replace(value, **changed) if changed else value
+    if isinstance(value, BaseModel):
+        changed = _changed(value, type(value).model_fields, seen)
+        return value.model_copy(update=changed) if changed else value
+    if isinstance(value, BaseException):
+        _error(value, seen)
+        return value
+    if isinstance(value, str) and _found(value):  # a str subclass
+        return _text(str(value))
+    return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+"""Types that hold no text: passed over without a call."""
+
+
+def _clean(value: object) -> bool:
+    """Whether ``value`` surely holds no secret, found at C speed: msgpack writes every
+    text and bytes of a value as they are, so its encoding holds any secret they do.
+    False too for a value it cannot encode (an error, a pydantic model): walk it."""
+    try:
+        encoded = _encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return all(form not in encoded for form, _ in _bytes)
+
+
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def _items(items: Any, seen: set[int]) -> Any:
+    """A tuple or list masked: itself when no item changes (most do not, and the walk
+    makes nothing for them)."""
+    for index, item in enumerate(items):
+        if type(item) in _PLAIN:
+            continue
+        new = _masked(item, seen)
+        if new is not item:
+            rest = [_masked(v, seen) for v in items[index + 1 :]]
+            return type(items)([*items[:index], new, *rest])
+    return items
+
+
+def _changed(value: object, names: Iterable[str], seen: set[int]) -> dict[str, Any]:
+    """The fields of ``value`` that hold a secret, masked."""
+    changed: dict[str, Any] = {}
+    for name in names:
+        field = getattr(value, name, None)
+        if type(field) in _PLAIN:
+            continue
+        new = _masked(field, seen)
+        if new is not field:
+            changed[name] = new
+    return changed
+
+
+def _error(exc: BaseException, seen: set[int]) -> None:
+    """Mask ``exc`` in place, and the errors chained to it or grouped in it."""
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.args = _masked(current.args, seen)
+        for name, field in list(vars(current).items()):
+            new = _masked(field, seen)
+            if new is not field:
+                with contextlib.suppress(AttributeError):  # a read-only property's
+                    setattr(current, name, new)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            todo += list(current.exceptions)
+
+
+def _found(text: str) -> bool:
+    return any(form in text for form, _ in _texts)
+
+
+def _text(text: str) -> str:
+    for form, mask in _texts:
+        if form in text:
+            text = text.replace(form, mask)
+    return text
+
+
+def _bytes_of(data: bytes) -> bytes:
+    for form, mask in _bytes:
+        if form in data:
+            data = data.replace(form, mask)
+    return data

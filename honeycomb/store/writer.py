@@ -72,7 +72,7 @@ class Writer:
         """Queue a write (see the module's docstring)."""
         if not self.running:
             self.start()
-        self._queue.put(masked(item))
+        self._queue.put((masked(item[0]), *item[1:]))  # the statements' secrets
 
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread."""
