@@ -33,14 +33,18 @@ from honeycomb import (
     Executor,
     ModelRequest,
     Role,
+    ScriptedModel,
     ToolCall,
     add_secret,
+    call,
     configure_logging,
     tool,
 )
+from honeycomb.cli.main import main
 from runtime import Event, HoneycombError
 from runtime.secrets import known, masked
 from runtime.testing import FunctionModel
+from tests.support.mcp_servers import sdk_server
 from tests.support.openai_server import (
     Behaviour,
     OpenAIServer,
@@ -337,3 +341,40 @@ def test_the_serve_token_is_a_secret_while_its_app_lives(tmp_path: Path) -> None
     del app
     gc.collect()
     assert token not in known()
+
+
+def test_validate_shows_no_token_an_mcp_server_says_as_it_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "mcp-token-Hx5Rt9Kw3Jq7"
+    failing = "import os, sys; sys.exit('refused the token ' + os.environ['TOKEN'])"
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            models: {{default: offline}}
+            mcp_servers:
+              bad: {{command: {sys.executable}, args: [-c, "{failing}"], env: {{TOKEN: {token}}}}}
+            roles:
+              planner: {{description: Plans.}}
+              worker: {{description: Works., tools: ["bad:*"]}}
+            """
+        )
+    )
+    assert main(["validate", str(path)]) != 0
+    shown = capsys.readouterr()
+    assert "refused the token [secret hidden]" in shown.out + shown.err
+    assert token not in shown.out + shown.err
+
+
+async def test_what_an_mcp_server_sends_back_is_masked_before_the_model_reads_it() -> None:
+    greeting = "greeting-secret-Zk4Mw8"
+    model = ScriptedModel([call("where"), "found"])
+    executor = Executor(
+        [Role(name="finder", tools=("t:where",))], model, aggregator="concat",
+        mcp_servers=[sdk_server(env={"MCP_TEST_GREETING": greeting})],
+    )  # fmt: skip
+    await executor.run("Where?", subtasks=[("finder", "look")])
+    read = repr(model.requests[-1].messages)
+    assert greeting not in read
+    assert '"MCP_TEST_GREETING": "[secret hidden]"' in read
