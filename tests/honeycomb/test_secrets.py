@@ -378,3 +378,21 @@ async def test_what_an_mcp_server_sends_back_is_masked_before_the_model_reads_it
     read = repr(model.requests[-1].messages)
     assert greeting not in read
     assert '"MCP_TEST_GREETING": "[secret hidden]"' in read
+
+
+async def test_a_run_whose_task_holds_a_secret_is_picked_up_by_its_own_task(
+    tmp_path: Path,
+) -> None:
+    class Service:
+        """What keeps the password known while it lives."""
+
+    service = Service()
+    add_secret(TOOL_SECRET, "password", owner=service)
+    task = f"Log in with {TOOL_SECRET}."
+    executor = Executor(
+        [Role(name="worker")], ScriptedModel(["in"]), aggregator="concat",
+        store=tmp_path / "runs.db",
+    )  # fmt: skip
+    first = await executor.run(task, subtasks=[("worker", "log in")], run_id="login")
+    again = await executor.run(task, subtasks=[("worker", "log in")], run_id="login")
+    assert again.answer_text == first.answer_text  # the stored result, not an error
