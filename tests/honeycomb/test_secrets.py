@@ -1,11 +1,14 @@
 """A probe of secrets: an endpoint that plants the run's API key in every field a
-server controls (a tool call's name, id and arguments, the content, reasoning and
-refusal, the model's name, the finish reason, usage, headers, error bodies), in a
-hive with a run store and a budget that trips, run by ``honeycomb run`` in a
-subprocess and by ``Executor.run`` in-process; then every sink is searched for the
-key: the store's file and its -wal and -shm, the events, structlog (captured and a
-configured JSON log), the command line's output (``run``, ``run --json``, ``runs``,
-``trace`` and its HTML and JSON lines), the error raised and its ``.partial``."""
+server controls (a tool call's name and arguments, the content, reasoning and refusal,
+the answer's id, model name, fingerprint and logprobs, the finish reason, a usage
+field, the headers, an error body), for a task that quotes it too, in a hive with a run
+store and a budget that trips, run by ``honeycomb run`` in a subprocess and by
+``Executor.run`` in-process (one-shot, streamed, the Responses API); then every sink is
+searched for the key: the store's file and its -wal and -shm, the events, structlog
+(captured and a configured JSON log), the command line's output (``run``, ``run
+--json``, ``runs``, ``trace`` and its HTML and JSON lines), the error raised and its
+``.partial``. Then the sinks alone, whatever the source (a tool, a test model, an MCP
+server), and the sources that mask as they read."""
 
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ from tests.support.openai_server import (
 )
 
 KEY = "sk-probe-7Qm2Xv9Lr4Tz8Kp1Wd6Hn3Bc5"
+TASK = f"Probe the endpoint (its key: {KEY})."
 ROOT = Path(__file__).resolve().parents[2]
 
 HIVE = """\
@@ -188,7 +192,7 @@ def test_the_command_line_shows_and_keeps_no_secret(tmp_path: Path, server: Open
     seen = Seen()
     path = hive(tmp_path, server)
     for view in ("--plain", "--json"):
-        done = cli(tmp_path, "run", str(path), "Probe the endpoint.", view)
+        done = cli(tmp_path, "run", str(path), TASK, view)
         assert done.returncode == 1, done.stderr  # the budget tripped
         seen.add(f"run {view}", done.stdout, done.stderr)
     assert "budget exceeded" in seen.texts["run --plain"][0]
@@ -205,17 +209,18 @@ def test_the_command_line_shows_and_keeps_no_secret(tmp_path: Path, server: Open
     seen.files("store", tmp_path, "runs.db*")
     assert any(KEY in str(r.headers) for r in server.requests)  # it was sent: a leak would show
     assert seen.leaks() == [], f"the key shows in: {seen.leaks()}"
+    assert "[api key hidden]" in seen.texts["run --plain"][0]  # where it was is said
 
 
 async def stopped_by_budget(executor: Executor, streamed: bool, seen: Seen) -> BudgetExceeded:
     """One run of the probe, which its budget stops."""
     try:
         if streamed:
-            async with executor.stream("Probe the endpoint.") as events:
+            async with executor.stream(TASK) as events:
                 async for event in events:
                     seen.event(event)
         else:
-            await executor.run("Probe the endpoint.")
+            await executor.run(TASK)
     except BudgetExceeded as exc:
         stopped = exc
     else:
