@@ -60,10 +60,13 @@ def add_secret(value: str | None, what: str = "secret", *, owner: object | None 
     """Mask ``value`` wherever Honeycomb writes or shows it, as ``[<what> hidden]``.
 
     Args:
-        value: The secret; None, or one shorter than :data:`MIN_LENGTH`, is ignored.
+        value: The secret, without the spaces and line ends around it (read from a
+            file, a key often has one); None, or one shorter than :data:`MIN_LENGTH`,
+            is ignored.
         what: What it is, as the mask says (``api key``, ``token``).
         owner: Keep it while this object lives (None: for the life of the process).
     """
+    value = value.strip() if value is not None else None
     if value is None or len(value) < MIN_LENGTH:
         return
     with _lock:
@@ -102,11 +105,11 @@ def _rebuild() -> None:
     JSON string holds it when that differs (a quote or a backslash in a password)."""
     global _texts, _bytes
     with _lock:
-        known = dict(_kept)
+        values = dict(_kept)
         for held in list(_owned.values()):
-            known.update(held)
+            values.update(held)
         found: dict[str, str] = {}
-        for value, what in known.items():
+        for value, what in values.items():
             mask = f"[{what} hidden]"
             for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
                 found.setdefault(form, mask)

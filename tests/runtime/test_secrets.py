@@ -62,6 +62,12 @@ def test_values_shorter_than_eight_characters_are_no_secrets(placeholder: str) -
     assert masked(text) is text
 
 
+def test_a_secret_read_with_its_line_end_is_masked_without_it() -> None:
+    holder = Owner()
+    add_secret(f"  {KEY}\n", owner=holder)
+    assert masked(f"key={KEY};") == "key=[secret hidden];"
+
+
 def test_a_secret_is_forgotten_with_its_owner() -> None:
     holder = Owner()
     add_secret(KEY, owner=holder)
