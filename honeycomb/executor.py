@@ -54,6 +54,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from runtime.model import missing_key
+from runtime.secrets import masked, masked_errors
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -403,7 +404,10 @@ class Executor:
         self.check_keys()
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
         async with self.shared.mcp.scope():  # the servers its tool calls reach
-            return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
+            with masked_errors():  # what a run returns and raises shows no secret
+                return masked(
+                    await run.execute(subtasks, resumable=run_id is not None, steal=steal)
+                )
 
     async def resume(
         self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False

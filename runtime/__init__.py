@@ -103,6 +103,7 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
+from runtime.secrets import add_secret
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
@@ -212,6 +213,7 @@ __all__ = [
     "WrapperModel",
     "YamlDocument",
     "YamlPath",
+    "add_secret",
     "check_cancelled",
     "did_you_mean",
     "dump_messages",

@@ -30,6 +30,7 @@ from msgspec.structs import replace
 from runtime._deadlines import TimedOut, within
 from runtime.journal import arguments_text
 from runtime.messages import ToolCall
+from runtime.secrets import masked
 from runtime.tools import ArgumentsError, Tool
 from runtime.value import Value
 
@@ -323,11 +324,11 @@ class ApprovalGate:
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
-        request = ApprovalRequest(
+        request = masked(ApprovalRequest(  # a person reads it: no secret
             run_id=self._run_id, worker=pending.worker, role=pending.role, call_id=pending.call_id,
             turn=pending.turn, tool=pending.tool, arguments=pending.arguments, why=pending.why,
             summary=pending.summary,
-        )  # fmt: skip
+        ))  # fmt: skip
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
             if left is None:

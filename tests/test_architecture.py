@@ -188,7 +188,7 @@ RUNTIME_NAMES = {
     "ToolContext",
     "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry", "ToolSchema",
     "Tracer", "Transcript", "UnknownToolError", "UnsupportedEventLoop", "Usage", "UserMessage",
-    "WrapperModel", "YamlDocument", "YamlPath", "check_cancelled", "did_you_mean",
+    "WrapperModel", "YamlDocument", "YamlPath", "add_secret", "check_cancelled", "did_you_mean",
     "format_path", "load_yaml", "parse_yaml", "tool",
     # the messages' boundaries: reading and writing them as dicts and JSON
     "Messages", "dump_messages", "dump_messages_json", "dump_value", "dump_value_json",
@@ -240,7 +240,7 @@ HONEYCOMB_NAMES = {
     "ToolContext", "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry",
     "ToolSchema", "Tracer", "Transcript", "UnknownToolError", "UnsupportedEventLoop", "Usage",
     "UserMessage", "Worker", "WorkerError", "WorkerFinished", "WorkerResult", "WorkerSetup",
-    "WorkerStarted", "WrapperModel", "build_timeline", "call", "check_cancelled",
+    "WorkerStarted", "WrapperModel", "add_secret", "build_timeline", "call", "check_cancelled",
     "configure_logging", "dump_messages", "dump_messages_json", "dump_value",
     "dump_value_json", "from_jsonl", "load_hive", "load_roles", "render_timeline", "to_html",
     "to_jsonl", "tool", "validate_messages", "validate_value",

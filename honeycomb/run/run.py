@@ -47,6 +47,7 @@ from runtime import (
 from runtime._concurrency import shielded
 from runtime._text import valid_text
 from runtime.events import HeldText
+from runtime.secrets import masked
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            if stored.task != valid_text(self.task):  # as the store keeps text
+            if stored.task != masked(valid_text(self.task)):  # as the store keeps text
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.path} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "

@@ -14,7 +14,8 @@ to commit it at once, rather than with whatever else arrives in the next moment.
 
 A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
 back, and each of its waiters is told with a StoreError; the thread goes on. Text is
-made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`).
+made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`),
+and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write queued are
 told too, and the next write starts another.
 """
@@ -36,6 +37,7 @@ from honeycomb.store.lease import Lease
 from honeycomb.store.schema import connect
 from runtime import StoreError
 from runtime._text import valid_text
+from runtime.secrets import masked
 
 __all__ = ["Action", "Statement", "Writer"]
 
@@ -70,7 +72,7 @@ class Writer:
         """Queue a write (see the module's docstring)."""
         if not self.running:
             self.start()
-        self._queue.put(item)
+        self._queue.put((masked(item[0]), *item[1:]))  # the statements' secrets
 
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread."""

@@ -39,6 +39,7 @@ from honeycomb.store import RunStore, RunSummary
 from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.approvals import PendingApproval
+from runtime.secrets import add_secret
 
 __all__ = ["Approvals", "base_path", "cookie_name", "create_app", "csrf_value", "session_key"]
 
@@ -153,6 +154,7 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.links = links  # for the pages that say why a request was refused
     app.add_middleware(_Guard, token=token, base=base)
+    add_secret(token, "token", owner=app)  # masked in what the runs it resumes show
     return app
 
 

@@ -124,9 +124,10 @@ async def test_a_stdio_server_runs_with_its_env_and_cwd_and_nothing_else_inherit
     executor = Executor.from_hive(load_hive(path), model=model)
     result = await executor.run("t", subtasks=[Subtask(id="s1", role="finder", instruction="go")])
     (where,) = seen(result, "s1")
+    # An env value is a secret: the server saw it whole, and the result masks it.
     assert json.loads(where.content) == {
         "cwd": str(tmp_path / "work"),
-        "MCP_TEST_GREETING": "hello from the environment",
+        "MCP_TEST_GREETING": "[secret hidden]",
         "MCP_TEST_PARENT_ONLY": None,
     }
 
