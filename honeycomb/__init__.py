@@ -51,6 +51,7 @@ from honeycomb.run import (
 )
 from runtime import (
     AgentError,
+    AlreadyDecided,
     ApprovalError,
     ApprovalRequest,
     Approver,
@@ -182,6 +183,7 @@ __all__ = [
     "AggregationFinished",
     "AggregationStarted",
     "Aggregator",
+    "AlreadyDecided",
     "ApprovalError",
     "ApprovalRequest",
     "Approvals",

@@ -16,6 +16,10 @@ Before a turn's calls run, each call that needs approval gets a :class:`Decision
 A denied call becomes the error observation ``denied: <reason>`` and the loop goes
 on; an approval with edited arguments runs the call with them, validated again. With
 a timeout, no decision in time is a denial.
+
+A decision is final: a log keeps the first decision on a call and hands back the one
+that stands, so a worker never acts on a decision that lost to another (a person's,
+recorded in the store meanwhile).
 """
 
 from __future__ import annotations
@@ -148,11 +152,13 @@ class PendingApproval(Value, frozen=True, kw_only=True):
 
 
 class ApprovalEntry(Value, frozen=True, kw_only=True):
-    """A call asked about, and its decision once there is one."""
+    """A call asked about, and its decision once there is one: when, and by whom (a
+    person's name, the approver, or the time limit)."""
 
     pending: PendingApproval
     decision: Decision | None = None
     decided_at: float | None = None
+    decided_by: str | None = None
 
 
 class ApprovalLog(Protocol):
@@ -162,8 +168,9 @@ class ApprovalLog(Protocol):
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         """The entry for a call asked about in this or an earlier life of the run."""
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        """Keep ``entry`` (a new pending call, or its decision); return once durable."""
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry`` (a new pending call, or its decision); return once durable,
+        with the entry that stands: a call decided already keeps its first decision."""
 
 
 class MemoryApprovalLog:
@@ -175,8 +182,12 @@ class MemoryApprovalLog:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.entries.get((turn, call_id))
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        self.entries[entry.pending.turn, entry.pending.call_id] = entry
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        key = entry.pending.turn, entry.pending.call_id
+        kept = self.entries.get(key)
+        if kept is None or kept.decision is None:
+            kept = self.entries[key] = entry
+        return kept
 
 
 class Verdict(Value, frozen=True, gc=False, kw_only=True):
@@ -294,19 +305,20 @@ class ApprovalGate:
             return entry.decision
         if self.approver is not None:
             decision = await self._from_approver(pending)
+            by = f"the approver {_name_of(self.approver)}"
         elif self.log is None:
-            decision = Decision.denied(
-                "no approver is attached and the run has no store to wait in"
-            )
+            return Decision.denied("no approver is attached and the run has no store to wait in")
         elif pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
+            by = "the time limit (approval_timeout_s)"
         else:
             return None
-        if self.log is not None:
-            await self.log.record(
-                ApprovalEntry(pending=pending, decision=decision, decided_at=time.time())
-            )
-        return decision
+        if self.log is None:
+            return decision
+        stands = await self.log.record(
+            ApprovalEntry(pending=pending, decision=decision, decided_at=time.time(), decided_by=by)
+        )
+        return stands.decision or decision  # the first decision recorded stands
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
@@ -355,6 +367,12 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
     return Verdict(
         kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
     )
+
+
+def _name_of(approver: Approver) -> str:
+    """An approver as a decision names it: its function's or its class's name."""
+    name = getattr(approver, "__qualname__", None) or type(approver).__qualname__
+    return str(name)
 
 
 def _timed_out(timeout_s: float) -> Decision:

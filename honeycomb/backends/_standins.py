@@ -234,9 +234,10 @@ class DriverApprovals:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self._entries.get((turn, call_id))
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        await at_driver("approval", entry)
-        self._entries[entry.pending.turn, entry.pending.call_id] = entry
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        stands = cast(ApprovalEntry, await at_driver("approval", entry))
+        self._entries[entry.pending.turn, entry.pending.call_id] = stands
+        return stands
 
 
 class DriverJudge(Judge):

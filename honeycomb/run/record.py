@@ -22,10 +22,10 @@ from typing import Any
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import RunStore
-from honeycomb.store.schema import APPROVALS
 from honeycomb.store.store import STATE_FIELDS, Lease, Statement
 from honeycomb.trace.spans import Span
 from runtime import (
+    AlreadyDecided,
     AssistantMessage,
     JournalEntry,
     Message,
@@ -41,7 +41,7 @@ from runtime.approvals import ApprovalEntry
 from runtime.journal import arguments_text
 from workers import LoopState
 
-__all__ = ["RunRecord", "WorkerRecord", "approval_log", "approval_rows", "store_failure"]
+__all__ = ["RunRecord", "WorkerRecord", "approval_log", "store_failure"]
 
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
@@ -344,9 +344,22 @@ class WorkerRecord:
     def recorded_approval(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.approvals.get((turn, call_id))
 
-    async def record_approval(self, entry: ApprovalEntry) -> None:
-        await self._run.store.commit(*approval_rows(self._run.run_id, entry), lease=self._run.lease)
+    async def record_approval(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry``; the entry that stands (a decision recorded first, by a person
+        meanwhile, stands over this one)."""
+        run = self._run
+        try:
+            await run.store.keep_approval(run.run_id, entry, lease=run.lease)
+        except AlreadyDecided:
+            p = entry.pending
+            entry = next(
+                e
+                for e in await run.store.approvals_of(run.run_id)
+                if (e.pending.worker, e.pending.turn, e.pending.call_id)
+                == (p.worker, p.turn, p.call_id)
+            )
         self.approvals[entry.pending.turn, entry.pending.call_id] = entry
+        return entry
 
 
 class _ApprovalLog:
@@ -360,33 +373,13 @@ class _ApprovalLog:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self._entries.get((turn, call_id))  # asked of every call of every turn
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        await self._record.record_approval(entry)
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        return await self._record.record_approval(entry)
 
 
 def approval_log(record: WorkerRecord) -> _ApprovalLog:
     """The approval log of a worker's record."""
     return _ApprovalLog(record)
-
-
-def approval_rows(run_id: str, entry: ApprovalEntry) -> tuple[Statement, Statement]:
-    """The statements that keep ``entry`` (a new pending call, or its decision): the
-    table is made with the first (see :data:`~honeycomb.store.schema.APPROVALS`)."""
-    p, d = entry.pending, entry.decision
-    edited = None if d is None or d.arguments is None else arguments_text(d.arguments)
-    return (APPROVALS, ()), (
-        "INSERT INTO approvals (run_id, worker, turn, call_id, role, tool, arguments, why, "
-        "asked_at, deadline, approved, reason, edited, decided_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (run_id, worker, turn, call_id) DO UPDATE SET "
-        "approved = excluded.approved, reason = excluded.reason, edited = excluded.edited, "
-        "decided_at = excluded.decided_at",
-        (
-            run_id, p.worker, p.turn, p.call_id, p.role, p.tool, arguments_text(p.arguments),
-            p.why, p.asked_at, p.deadline, None if d is None else int(d.approve),
-            None if d is None else d.reason, edited, entry.decided_at,
-        ),
-    )  # fmt: skip
 
 
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
