@@ -50,7 +50,7 @@ from runtime import (
 from workers import LoopState, Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import WorkerRecord
+    from honeycomb.run.worker_record import WorkerRecord
 
 __all__ = ["RayBackend", "WorkerLost", "recipe"]
 

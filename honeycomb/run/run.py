@@ -125,6 +125,7 @@ class Run:
         self.resumed: Resumed | None = None
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
+        self.within = within is not None
 
     async def execute(
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
@@ -218,7 +219,10 @@ class Run:
             record.use_journals(self.resumed.journals)
             record.use_approvals(self.resumed.approvals)
             self.context.budget.restore(self.resumed.spent)
-        record.started(self.task, self.shared.source, resumed=stored is not None)
+        # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
+        # record keeps it.
+        budget = None if self.within else self.context.budget
+        record.started(self.task, self.shared.source, resumed=self.resumed, budget=budget)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:

@@ -43,8 +43,9 @@ from workers import Worker, WorkerError, WorkerResult
 from workers.memory import keep_result
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import RunRecord, WorkerRecord
+    from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
+    from honeycomb.run.worker_record import WorkerRecord
     from workers.state import LoopState
 
 __all__ = ["Scheduler", "stopped_status"]
@@ -218,7 +219,7 @@ class Scheduler:
         record = None
         log = None
         if self.record is not None:
-            from honeycomb.run.record import approval_log
+            from honeycomb.run.worker_record import approval_log
 
             record = self.record.worker(subtask.id, len(state.messages) if state else 0)
             log = approval_log(record)
