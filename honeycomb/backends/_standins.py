@@ -153,11 +153,16 @@ class DriverJournal:
     before this returns."""
 
     def __init__(
-        self, link: Link, entries: Mapping[tuple[int, str], JournalEntry], on_unknown: OnUnknown
+        self,
+        link: Link,
+        entries: Mapping[tuple[int, str], JournalEntry],
+        on_unknown: OnUnknown,
+        scope: str,
     ) -> None:
         self._link = link
         self._entries = entries
         self.on_unknown: OnUnknown = on_unknown
+        self.scope = scope
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
         return self._entries.get((turn, call_id))

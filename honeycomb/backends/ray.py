@@ -343,6 +343,7 @@ class RayBackend:
             resume=state,
             journal=dict(link.entries) if record is not None else None,
             on_unknown=record.on_unknown if record is not None else "tell",
+            scope=record.scope if record is not None else "",
             checkpoint=record is not None,
             events=tracer.enabled,
             text=tracer.text,

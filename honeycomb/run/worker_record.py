@@ -31,6 +31,7 @@ class RunRecord(Protocol):
 
     store: RunStore
     run_id: str
+    started_at: float
     lease: Lease | None
     on_unknown: OnUnknown
 
@@ -69,6 +70,9 @@ class WorkerRecord:
         self._saved = saved  # messages already in the store
         self.on_unknown: OnUnknown = run.on_unknown
         self.approvals: dict[tuple[int, str], ApprovalEntry] = {}
+        # The run's identity for its calls' idempotency keys: its id, and when its first
+        # life started (a run of the same id in another store is another run).
+        self.scope = f"{run.run_id}\0{run.started_at!r}"
 
     # --- Checkpoint -----------------------------------------------------------------
 
