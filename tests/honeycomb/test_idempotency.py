@@ -7,27 +7,20 @@ the very same call has another key."""
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.support.payments import TASK, Payments
+from tests.support.processes import killed
 
-ROOT = Path(__file__).resolve().parents[2]
 PLAN = [("payer", "Pay ann 120.")]
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 async def test_a_call_cut_off_by_a_crash_is_made_again_with_the_same_key(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    with anyio.fail_after(120):
-        killed = await anyio.run_process(
-            [sys.executable, "-m", "tests.support.payments", str(db), str(tmp_path), "r1"],
-            cwd=ROOT, check=False,
-        )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    await killed("tests.support.payments", str(db), str(tmp_path), "r1")
     payments = Payments(tmp_path)
     assert len(payments.charges()) == 1  # the charge was made; its outcome is lost
 

@@ -5,16 +5,14 @@ was interrupted or killed is counted after it is resumed, never forgotten."""
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from honeycomb import BudgetExceeded, RunStore, Usage
+from tests.support.processes import killed
 from tests.support.spending import TASK, Spending, spent
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def counted(usage: Usage) -> tuple[int, int, int, float]:
@@ -77,12 +75,7 @@ async def test_a_run_resumed_after_a_crash_counts_what_the_killed_life_spent(
     tmp_path: Path,
 ) -> None:
     db, calls = tmp_path / "runs.db", tmp_path / "calls.jsonl"
-    with anyio.fail_after(120):
-        killed = await anyio.run_process(
-            [sys.executable, "-m", "tests.support.spending", str(db), str(calls), "r1"],
-            cwd=ROOT, check=False,
-        )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    await killed("tests.support.spending", str(db), str(calls), "r1")
     before = spent(calls)
     assert before.model_calls == 3  # the planner, the payer, the reader's first
     assert kept(db, "r1") == counted(before)  # honeycomb runs: interrupted, all it spent
