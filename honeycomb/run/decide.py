@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from honeycomb.store import RunStore
@@ -22,10 +22,30 @@ from runtime.approvals import ApprovalEntry, Decision, PendingApproval
 from runtime.errors import AlreadyDecided, ApprovalError
 from runtime.journal import arguments_text
 
-__all__ = ["decide", "pending_of"]
+__all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
 
 ToolFinder = Callable[[PendingApproval], Tool[Any, Any] | None]
 """The tool a pending call is to, to validate edited arguments (None: unknown here)."""
+
+
+CallKey = tuple[str, int, str]
+"""A call that asked for approval, as the store knows it: its worker, turn and id."""
+
+
+def waits_on(pending: Iterable[PendingApproval]) -> set[CallKey]:
+    """The calls a paused worker waits on (a nested worker's among them)."""
+    return {(p.worker, p.turn, p.call_id) for p in pending}
+
+
+def decided_among(entries: Iterable[ApprovalEntry], wanted: set[CallKey]) -> list[ApprovalEntry]:
+    """The entries of the calls ``wanted``, once every one of them is decided (else
+    none): a paused worker that waits on them can go on."""
+    decided = {
+        (e.pending.worker, e.pending.turn, e.pending.call_id): e
+        for e in entries
+        if e.decision is not None
+    }
+    return [decided[key] for key in wanted] if wanted and wanted <= decided.keys() else []
 
 
 async def pending_of(store: RunStore, run_id: str) -> list[PendingApproval]:

@@ -8,13 +8,14 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from honeycomb import ApprovalError, Subtask
+from honeycomb import ApprovalError, Event, Subtask, WorkerFinished
 from tests.support.approvals import TASK, executor, payer_saw, plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,3 +202,63 @@ async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_o
     assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
     assert effects.read_text() == "paid 120 to ann\n"
     assert done.pending == []
+
+
+async def test_a_decision_recorded_elsewhere_while_the_run_goes_on_is_taken_at_once(
+    tmp_path: Path,
+) -> None:
+    """Recorded through the store (another process, the web page's server), not by the
+    Executor that carries the run: the paused worker goes on all the same, in the same
+    run, which ends with an answer, not ``waiting`` with nothing left to decide."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    service, elsewhere = executor(db, effects, read_s=0.3), executor(db, effects)
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run(TASK, subtasks=plan(2), run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not await elsewhere.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+                await anyio.sleep(0.01)
+        assert not results  # the readers still read
+        await elsewhere.decide("r1", "pay_1", approve=True)
+    (done,) = results
+    assert done.status == "ok"
+    assert done.pending == []
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+
+
+async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    """Decided elsewhere once the payer ended waiting and before the run records its
+    end: the run, ended ``waiting`` with nothing undecided, continues at once."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+
+    def decide_elsewhere(event: Event) -> None:
+        if not isinstance(event, WorkerFinished):
+            return
+        if (event.worker, event.status) == ("payer", "waiting"):  # decided before it returns
+            deciding = threading.Thread(target=anyio.run, args=(decide, db, effects))
+            deciding.start()
+            deciding.join()
+
+    service = executor(db, effects)
+    done = await service.run(TASK, subtasks=plan(1), run_id="r1", on_event=[decide_elsewhere])
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    summary = service.store.find("r1")  # type: ignore[union-attr]
+    assert summary is not None
+    assert summary.status == "ok"
+
+
+async def decide(db: Path, effects: Path) -> None:
+    elsewhere = executor(db, effects)
+    try:
+        await elsewhere.decide("r1", "pay_1", approve=True)
+    finally:
+        elsewhere.store.close()  # type: ignore[union-attr]
