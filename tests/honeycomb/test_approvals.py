@@ -180,11 +180,16 @@ async def test_a_call_still_undecided_waits_again_on_resume(tmp_path: Path) -> N
     assert again.subtasks["r0"].ok  # finished before: not run again
 
 
+@pytest.mark.parametrize("where", ["here", "elsewhere"])
 async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_on(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
+    """Made with the Executor that carries the run, or recorded through the store by
+    another (another process, the web page's server): the paused worker goes on, in the
+    same run, which ends with an answer, not ``waiting`` with nothing left to decide."""
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    service = executor(db, effects, read_s=0.2)
+    service = executor(db, effects, read_s=0.3)
+    deciding = service if where == "here" else executor(db, effects)
     results = []
 
     async def run() -> None:
@@ -193,42 +198,15 @@ async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_o
     async with anyio.create_task_group() as group:
         group.start_soon(run)
         with anyio.fail_after(30):
-            while not await service.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+            while not await deciding.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
                 await anyio.sleep(0.01)
         assert not results  # the readers still read
-        await service.decide("r1", "pay_1", approve=True)
+        await deciding.decide("r1", "pay_1", approve=True)
     (done,) = results
     assert done.status == "ok"  # one run: no resume needed
     assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
     assert effects.read_text() == "paid 120 to ann\n"
     assert done.pending == []
-
-
-async def test_a_decision_recorded_elsewhere_while_the_run_goes_on_is_taken_at_once(
-    tmp_path: Path,
-) -> None:
-    """Recorded through the store (another process, the web page's server), not by the
-    Executor that carries the run: the paused worker goes on all the same, in the same
-    run, which ends with an answer, not ``waiting`` with nothing left to decide."""
-    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    service, elsewhere = executor(db, effects, read_s=0.3), executor(db, effects)
-    results = []
-
-    async def run() -> None:
-        results.append(await service.run(TASK, subtasks=plan(2), run_id="r1"))
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        with anyio.fail_after(30):
-            while not await elsewhere.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
-                await anyio.sleep(0.01)
-        assert not results  # the readers still read
-        await elsewhere.decide("r1", "pay_1", approve=True)
-    (done,) = results
-    assert done.status == "ok"
-    assert done.pending == []
-    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
-    assert effects.read_text() == "paid 120 to ann\n"
 
 
 async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
