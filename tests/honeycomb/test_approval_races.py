@@ -8,8 +8,12 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from honeycomb import Decision
+import httpx
+
+from honeycomb import Decision, RunStore
 from honeycomb.run.record import RunRecord
+from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
 from runtime.approvals import ApprovalEntry
 from tests.support.approvals import TASK, decide_with_others, executor, payer_saw, plan
 
@@ -83,3 +87,22 @@ async def test_a_decision_recorded_first_stands_over_the_one_a_worker_records_af
     await record.release()
     assert (stands.decision, stands.decided_by) == (Decision.denied("not ann"), "ann")
     assert first.store.approvals("r1") == [stands]  # type: ignore[union-attr]
+
+
+async def test_the_page_of_honeycomb_serve_says_who_decided_first(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "runs.effects"
+    first = executor(db, effects)
+    await first.run(TASK, subtasks=plan(1), run_id="r1")
+    await first.decide("r1", "pay_1", approve=True, by="ann")
+
+    store = RunStore(db)
+    app = create_app(store, token="t" * 32, approvals=StoreApprovals(store))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as page:
+        late = await page.post(
+            "/runs/r1/calls/pay_1/decision",
+            data={"decision": "deny", "reason": "no"},
+            headers={"authorization": "Bearer " + "t" * 32},
+        )
+    assert late.status_code == 409
+    assert "it was decided already (approved by ann at " in late.text
