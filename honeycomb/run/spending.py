@@ -14,15 +14,19 @@ import asyncio
 import time
 
 from honeycomb.store import RunStore
-from honeycomb.store.store import Lease
+from honeycomb.store.store import Lease, Statement
 from runtime import Budget
 
 __all__ = ["LifeSpending"]
 
-_SAVE_LIFE = (
+_START_LIFE = (
     "INSERT OR REPLACE INTO lives (run_id, life, started_at, model_calls, input_tokens, "
     "output_tokens, tool_calls, cost, reasoning_tokens, cached_input_tokens) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SPENT = (
+    "UPDATE lives SET model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, "
+    "cost = ?, reasoning_tokens = ?, cached_input_tokens = ? WHERE run_id = ? AND life = ?"
 )
 
 
@@ -41,7 +45,13 @@ class LifeSpending:
         self._lease = lease
         self._due: asyncio.Handle | None = None
         budget.on_spend = self._spent
-        self._write()
+        spent = budget.usage  # what the earlier lives spent, if it resumes the run
+        row = (
+            run_id, life, self._started, spent.model_calls, spent.input_tokens,
+            spent.output_tokens, spent.tool_calls, spent.cost, spent.reasoning_tokens,
+            spent.cached_input_tokens,
+        )  # fmt: skip
+        store.save((_START_LIFE, row), lease=lease)
 
     def _spent(self) -> None:
         if self._due is None:
@@ -49,12 +59,14 @@ class LifeSpending:
 
     def _write(self) -> None:
         self._due = None
+        self._store.save(self._row(), lease=self._lease)
+
+    def _row(self) -> Statement:
         u = self._budget.usage
-        row = (
-            self._run_id, self._life, self._started, u.model_calls, u.input_tokens,
-            u.output_tokens, u.tool_calls, u.cost, u.reasoning_tokens, u.cached_input_tokens,
+        return _SPENT, (
+            u.model_calls, u.input_tokens, u.output_tokens, u.tool_calls, u.cost,
+            u.reasoning_tokens, u.cached_input_tokens, self._run_id, self._life,
         )  # fmt: skip
-        self._store.save((_SAVE_LIFE, row), lease=self._lease)
 
     def flush(self) -> None:
         """Write what the run spent since the row was last written, now: before a write

@@ -94,7 +94,6 @@ class WorkerRecord:
             (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
             lease=self._run.lease,
         )  # fmt: skip
-        self._run.spent_so_far()  # never behind what its checkpoint says it spent
 
     # --- Journal ----------------------------------------------------------------------
 
