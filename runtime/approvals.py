@@ -305,7 +305,7 @@ class ApprovalGate:
             return entry.decision
         if self.approver is not None:
             decision = await self._from_approver(pending)
-            by = f"the approver {_name_of(self.approver)}"
+            by = "the run's approver"
         elif self.log is None:
             return Decision.denied("no approver is attached and the run has no store to wait in")
         elif pending.deadline is not None and time.time() >= pending.deadline:
@@ -367,12 +367,6 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
     return Verdict(
         kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
     )
-
-
-def _name_of(approver: Approver) -> str:
-    """An approver as a decision names it: its function's or its class's name."""
-    name = getattr(approver, "__qualname__", None) or type(approver).__qualname__
-    return str(name)
 
 
 def _timed_out(timeout_s: float) -> Decision:
