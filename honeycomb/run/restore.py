@@ -35,7 +35,8 @@ class Resumed(Value, frozen=True, kw_only=True):
         states: Loop states of subtasks that had started, to continue from.
         spent: What the earlier lives spent, the planner's, aggregator's, judges' and
             summaries' included (the run's budget starts from it).
-        life: The number of the life that resumes it (the first is 1).
+        life: The number of the life that resumes it (the first is 1; of a run whose
+            lives were not recorded, a store of schema 4's, 2).
         started_at: When its first life started (what makes its calls' idempotency
             keys its own, see :mod:`runtime.tools`).
         journals: Side-effecting calls journaled so far, by worker.
@@ -77,7 +78,7 @@ def restore(stored: StoredRun) -> Resumed:
         plan=plan, given=stored.planned_by == "given", finished=finished, states=states,
         # What the run recorded as it spent holds its workers' spending, unless a crash
         # cut off its last write, or its lives were not recorded (a store of schema 4).
-        spent=most(stored.spent, by_workers), life=stored.lives + 1,
+        spent=most(stored.spent, by_workers), life=max(stored.lives, 1) + 1,
         started_at=stored.started_at, journals=journals, approvals=approvals,
     )  # fmt: skip
 

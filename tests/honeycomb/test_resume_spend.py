@@ -4,7 +4,9 @@ was interrupted or killed is counted after it is resumed, never forgotten."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -42,6 +44,9 @@ async def test_a_run_resumed_after_a_decision_counts_what_its_planner_spent(
     assert done.usage.model_calls == waiting.usage.model_calls + 2
     assert done.usage.input_tokens > waiting.usage.input_tokens
     assert kept(db, "r1") == counted(done.usage)
+    with contextlib.closing(sqlite3.connect(db)) as raw:
+        lives = raw.execute("SELECT life, model_calls FROM lives ORDER BY life").fetchall()
+    assert lives == [(1, 4), (2, 6)]  # each life's row: the whole run's spending by its end
 
 
 async def test_a_run_resumed_after_an_interruption_counts_what_it_spent_before(
