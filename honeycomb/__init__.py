@@ -51,6 +51,7 @@ from honeycomb.run import (
 )
 from runtime import (
     AgentError,
+    AlreadyDecided,
     ApprovalError,
     ApprovalRequest,
     Approver,
@@ -183,6 +184,7 @@ __all__ = [
     "AggregationFinished",
     "AggregationStarted",
     "Aggregator",
+    "AlreadyDecided",
     "ApprovalError",
     "ApprovalRequest",
     "Approvals",

@@ -453,10 +453,12 @@ class Executor:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
         worker: str | None = None,
+        by: str | None = None,
     ) -> PendingApproval:
         """Record a decision on a call of run ``run_id`` that waits for approval. A run
         this Executor carries on goes on with it at once; one that ended ``waiting``
         continues from there when resumed (:meth:`resume`, here or in another process).
+        A decision is final: the first one recorded stands.
 
         Args:
             run_id: The run.
@@ -466,20 +468,24 @@ class Executor:
             arguments: With an approval, run the call with these instead; they are
                 validated against the tool's schema now and again when it runs.
             worker: The worker, when several wait on calls of one id.
+            by: Who decides, kept with the decision and told to whoever decides the
+                call after (default: this process's user and host, ``ann@laptop``).
 
         Returns:
             The call decided on.
 
         Raises:
-            ApprovalError: naming what is wrong (no such call waiting, decided
-                already, timed out, arguments that fail validation ...).
+            AlreadyDecided: when the call was decided already, here or by another
+                process a moment ago: it says what was decided, by whom and when.
+            ApprovalError: naming what is wrong (no such call waiting, timed out,
+                arguments that fail validation ...).
             StoreError: when there is no store.
         """
         from honeycomb.run.decide import decide
 
         decided = await decide(
             self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
-            arguments=arguments, worker=worker, tool_for=self.tool_for,
+            arguments=arguments, worker=worker, tool_for=self.tool_for, by=by,
         )  # fmt: skip
         live = self.shared.paused.get(run_id)
         if live is not None:  # under way here: its paused worker goes on at once

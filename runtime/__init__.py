@@ -23,6 +23,7 @@ from runtime.approvals import (
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
+    AlreadyDecided,
     ApprovalError,
     BudgetExceeded,
     ConfigError,
@@ -109,6 +110,7 @@ from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 __all__ = [
     "AdaptiveLimiter",
     "AgentError",
+    "AlreadyDecided",
     "ApprovalEntry",
     "ApprovalError",
     "ApprovalLog",

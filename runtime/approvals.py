@@ -16,6 +16,10 @@ Before a turn's calls run, each call that needs approval gets a :class:`Decision
 A denied call becomes the error observation ``denied: <reason>`` and the loop goes
 on; an approval with edited arguments runs the call with them, validated again. With
 a timeout, no decision in time is a denial.
+
+A decision is final: a log keeps the first decision on a call and hands back the one
+that stands, so a worker never acts on a decision that lost to another (a person's,
+recorded in the store meanwhile).
 """
 
 from __future__ import annotations
@@ -159,11 +163,13 @@ class PendingApproval(Value, frozen=True, kw_only=True):
 
 
 class ApprovalEntry(Value, frozen=True, kw_only=True):
-    """A call asked about, and its decision once there is one."""
+    """A call asked about, and its decision once there is one: when, and by whom (a
+    person's name, the approver, or the time limit)."""
 
     pending: PendingApproval
     decision: Decision | None = None
     decided_at: float | None = None
+    decided_by: str | None = None
 
 
 class ApprovalLog(Protocol):
@@ -173,8 +179,9 @@ class ApprovalLog(Protocol):
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         """The entry for a call asked about in this or an earlier life of the run."""
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        """Keep ``entry`` (a new pending call, or its decision); return once durable."""
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry`` (a new pending call, or its decision); return once durable,
+        with the entry that stands: a call decided already keeps its first decision."""
 
 
 class MemoryApprovalLog:
@@ -186,8 +193,12 @@ class MemoryApprovalLog:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.entries.get((turn, call_id))
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        self.entries[entry.pending.turn, entry.pending.call_id] = entry
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        key = entry.pending.turn, entry.pending.call_id
+        kept = self.entries.get(key)
+        if kept is None or kept.decision is None:
+            kept = self.entries[key] = entry
+        return kept
 
 
 class Verdict(Value, frozen=True, gc=False, kw_only=True):
@@ -308,19 +319,20 @@ class ApprovalGate:
             return entry.decision
         if self.approver is not None:
             decision = await self._from_approver(pending)
+            by = "the run's approver"
         elif self.log is None:
-            decision = Decision.denied(
-                "no approver is attached and the run has no store to wait in"
-            )
+            return Decision.denied("no approver is attached and the run has no store to wait in")
         elif pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
+            by = "the time limit (approval_timeout_s)"
         else:
             return None
-        if self.log is not None:
-            await self.log.record(
-                ApprovalEntry(pending=pending, decision=decision, decided_at=time.time())
-            )
-        return decision
+        if self.log is None:
+            return decision
+        stands = await self.log.record(
+            ApprovalEntry(pending=pending, decision=decision, decided_at=time.time(), decided_by=by)
+        )
+        return stands.decision or decision  # the first decision recorded stands
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None

@@ -34,6 +34,7 @@ The tree::
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
     ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
+    │   └── AlreadyDecided          the call was decided already: the first decision stands
     └── UnsupportedEventLoop        awaited under another async library than asyncio
 
 A model's exception always ends its call as a failure, never as a crash: a
@@ -55,11 +56,13 @@ are translated where they enter and chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "AgentError",
+    "AlreadyDecided",
     "ApprovalError",
     "BudgetExceeded",
     "ConfigError",
@@ -635,6 +638,37 @@ class ApprovalError(HoneycombError):
         self.call_id = call_id
         self.reason = reason
         super().__init__(f"cannot decide on call {call_id!r} of run {run_id!r}: {reason}")
+
+
+class AlreadyDecided(ApprovalError):
+    """The call was decided already, by someone else or earlier: a decision is final,
+    and the first one recorded stands.
+
+    Attributes:
+        approved: What the decision that stands says.
+        decided_by: Who made it (None: not recorded, as in a store of schema 4).
+        decided_at: When (``time.time()``).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        decided_by: str | None,
+        decided_at: float | None,
+    ) -> None:
+        self.approved = approved
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+        what = "approved" if approved else "denied"
+        if decided_by:
+            what += f" by {decided_by}"
+        if decided_at is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(decided_at))
+            what += f" at {when}"
+        super().__init__(run_id, call_id, f"it was decided already ({what})")
 
 
 class ModelRetry(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 
@@ -44,6 +45,13 @@ class Budget:
     :meth:`reserve_model_call` checks every limit and counts the call in the same
     step (no await in between), so concurrent workers cannot all slip past the last
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
+
+    A resumed run's budget starts from what its earlier lives spent (:meth:`restore`);
+    its wall time is this life's.
+
+    Attributes:
+        on_spend: Called (in the event loop, with nothing) after each spend is counted:
+            what keeps a stored run's spending in its store as it goes.
     """
 
     def __init__(self, limits: Limits | None = None) -> None:
@@ -52,6 +60,7 @@ class Budget:
         self._cached = 0
         self._cost = 0.0
         self._started = time.monotonic()
+        self.on_spend: Callable[[], None] | None = None
 
     @property
     def usage(self) -> Usage:
@@ -97,6 +106,8 @@ class Budget:
         """
         self.check()
         self._model_calls += 1
+        if self.on_spend is not None:
+            self.on_spend()
 
     def charge(self, usage: Usage) -> None:
         """Add tokens, tool calls and cost spent (model calls are counted on reserve)."""
@@ -106,12 +117,16 @@ class Budget:
         self._cost += usage.cost
         self._reasoning += usage.reasoning_tokens
         self._cached += usage.cached_input_tokens
+        if self.on_spend is not None:
+            self.on_spend()
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count
+        if self.on_spend is not None:
+            self.on_spend()
 
     def restore(self, usage: Usage) -> None:
-        """Count what an earlier life of a resumed run spent, model calls included."""
+        """Count what the earlier lives of a resumed run spent, model calls included."""
         self.charge(usage)
         self._model_calls += usage.model_calls
 

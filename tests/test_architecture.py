@@ -162,7 +162,8 @@ def test_honeycomb_public_names() -> None:
 
 
 RUNTIME_NAMES = {
-    "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded", "ApprovalRequest",
+    "AlreadyDecided", "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded",
+    "ApprovalRequest",
     "ApprovalRule", "Approver", "Decision", "MemoryApprovalLog", "PendingApproval",
     "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
     "BudgetExceeded", "CompactionFinished", "CompactionStarted",
@@ -207,7 +208,8 @@ WORKERS_NAMES = {
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
-    "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision", "PendingApproval",
+    "AlreadyDecided", "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision",
+    "PendingApproval",
     "Waiting",
     "AdaptiveLimiter", "AgentError", "AgentLoop", "AggregationFinished", "AggregationStarted",
     "Aggregator", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded", "Budgets",

@@ -16,7 +16,7 @@ from workers import Checkpoint, LoopState, Role, Worker, WorkerResult, WorkerSet
 from workers.guards import Judge, ResolvedGuards
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import WorkerRecord
+    from honeycomb.run.worker_record import WorkerRecord
 
 __all__ = ["Backend", "RunContext", "with_default_instructions"]
 

@@ -41,6 +41,7 @@ from runtime import (
     HoneycombError,
     ModelError,
     PlanError,
+    RunBusy,
     RunFailed,
     Tracer,
 )
@@ -87,6 +88,7 @@ class Run:
         self.shared = shared
         self.task = task
         self.run_id = run_id
+        self.handlers, self.text = handlers, text  # for a life that continues this one
         policy = shared.policy
         store = shared.store
         self.record: RunRecord | None = None
@@ -139,6 +141,7 @@ class Run:
         self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
+        self.within = within is not None
 
     async def execute(
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
@@ -165,12 +168,40 @@ class Run:
             stopped = _original(exc)
         else:
             await self._finished(result.status, result, None)
+            if result.status == "waiting":
+                return await self._decided_meanwhile(result)
             return result
         if isinstance(stopped, Exception):  # an error that came out of a task group
             await self._finished("failed", None, stopped)
         else:
             await self._interrupted(stopped)
         raise stopped  # itself, not the exception group of a task it was raised in
+
+    async def _decided_meanwhile(self, waiting: RunResult) -> RunResult:
+        """The result of a run that ended waiting, unless the calls a paused worker
+        waits on were all decided meanwhile, elsewhere (another process), too late for
+        its scheduler to see: then the run goes on at once, in a life of its own (the
+        end of this one is recorded: a process that decided after it, seeing the run
+        waiting, may take it on first, and then it is that one's to continue).
+
+        Raises:
+            PlanError, RunFailed, BudgetExceeded: as the continued run raises them.
+        """
+        from honeycomb.run.decide import decided_among, waits_on
+
+        if self.record is None or self.within:
+            return waiting
+        found = await self.record.store.approvals_of(self.run_id)
+        paused = [o.worker.pending for o in waiting.subtasks.values() if o.worker is not None]
+        if not any(decided_among(found, waits_on(pending)) for pending in paused):
+            return waiting
+        going_on = Run(self.shared, self.task, self.run_id, self.handlers, text=self.text)
+        try:
+            return await going_on.execute(None, resumable=True, steal=False)
+        except RunBusy as exc:
+            if exc.taken_over:
+                raise
+            return waiting  # another process took it on
 
     async def _within_wall_time(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
         """The run's phases under its wall-time budget, if it has one.
@@ -234,7 +265,10 @@ class Run:
             record.use_journals(self.resumed.journals)
             record.use_approvals(self.resumed.approvals)
             self.context.budget.restore(self.resumed.spent)
-        record.started(self.task, self.shared.source, resumed=stored is not None)
+        # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
+        # record keeps it.
+        budget = None if self.within else self.context.budget
+        record.started(self.task, self.shared.source, resumed=self.resumed, budget=budget)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
