@@ -45,6 +45,7 @@ from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import StoreError
 from runtime.approvals import ApprovalEntry
+from runtime.secrets import masked
 
 _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""
@@ -158,7 +159,8 @@ class RunStore:
         if entry.decision is None:
             await self.commit((ASK, asked_row(run_id, entry.pending)), lease=lease)
             return
-        keep = functools.partial(keep_decision, run_id=run_id, entry=entry)
+        # An action, not statements: its secrets are masked here, as put() masks those.
+        keep = functools.partial(keep_decision, run_id=run_id, entry=masked(entry))
         await self._submit(keep, lease, False, True)
 
     @staticmethod
