@@ -36,8 +36,8 @@ import msgspec
 from pydantic import BaseModel
 
 __all__ = [
-    "MIN_LENGTH", "HeldText", "add_header", "add_secret", "known", "mask_error", "masked",
-    "masked_errors", "shows_secret",
+    "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
+    "masked", "masked_errors", "shows_secret",
 ]  # fmt: skip
 
 MIN_LENGTH = 8
@@ -98,6 +98,23 @@ def known() -> frozenset[str]:
     """The secrets masked now."""
     with _lock:
         return frozenset(_kept).union(*(held.keys() for held in list(_owned.values())))
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Inside the block only the secrets added in it are known; after it, those known
+    before again. For tests: what one masks must not depend on what others added."""
+    global _kept, _owned
+    with _lock:
+        before = _kept, _owned
+        _kept, _owned = {}, weakref.WeakKeyDictionary()
+        _rebuild()
+    try:
+        yield
+    finally:
+        with _lock:
+            _kept, _owned = before
+            _rebuild()
 
 
 def _rebuild() -> None:

@@ -28,7 +28,7 @@ from runtime import (
 )
 from runtime.errors import ModelConnectionError
 from runtime.retry import ShownText
-from runtime.secrets import HeldText, add_header, known, mask_error, masked, shows_secret
+from runtime.secrets import HeldText, add_header, isolated, known, mask_error, masked, shows_secret
 from tests.support.openai_server import OpenAIServer, Raw
 
 KEY = "sk-unit-4Fh8Lq2Zx7Vb1Nm9"
@@ -237,3 +237,14 @@ def test_the_keys_of_embeddings_and_headers_of_endpoints_are_secrets() -> None:
     del embeddings, proxied
     gc.collect()
     assert not {KEY, "pr0xy-t0ken-55"} & known()
+
+
+def test_an_isolated_block_knows_only_the_secrets_added_in_it() -> None:
+    add_secret("sk-outside-0123456789", "api key")
+    with isolated():
+        assert known() == frozenset()
+        assert masked("sk-outside-0123456789") == "sk-outside-0123456789"
+        add_secret("inside-secret-value", owner=None)
+        assert known() == {"inside-secret-value"}
+    assert known() == {"sk-outside-0123456789"}
+    assert masked("key sk-outside-0123456789") == "key [api key hidden]"
