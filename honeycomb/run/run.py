@@ -31,7 +31,7 @@ from honeycomb.run.result import (
     answer_as_text,
     rounds_of,
 )
-from honeycomb.run.scheduler import Scheduler, stopped_status
+from honeycomb.run.scheduler import Scheduler, stopped_error, stopped_status
 from runtime import (
     Budget,
     BudgetExceeded,
@@ -423,9 +423,11 @@ class Run:
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
-            stopped = stopped_status(exc)
+            stopped, why = stopped_status(exc), stopped_error(exc)
             for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status=stopped))
+                outcomes.setdefault(
+                    subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
+                )
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)

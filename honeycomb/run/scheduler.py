@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from honeycomb.run.restore import Resumed
     from workers.state import LoopState
 
-__all__ = ["Scheduler", "stopped_status"]
+__all__ = ["Scheduler", "stopped_error", "stopped_status"]
 
 
 class Scheduler:
@@ -108,9 +108,12 @@ class Scheduler:
         stopped = stopped_status(self.stopped)
         if self.stopped is None and self._waiting():
             stopped = "waiting"  # blocked behind a subtask that waits
+        why = stopped_error(self.stopped)
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
-                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
+                self.outcomes[subtask.id] = SubtaskResult(
+                    subtask=subtask, status=stopped, error=why
+                )
         ordered = {s.id: self.outcomes[s.id] for s in self.plan.subtasks}
         self.outcomes = ordered
         if self.stopped is not None:
@@ -412,6 +415,14 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+def stopped_error(reason: BaseException | None) -> WorkerError | None:
+    """Why a subtask that the end of its run stopped did not finish: what ended the
+    run (None: nothing did, it waits)."""
+    if reason is None:
+        return None
+    return WorkerError(type=type(reason).__name__, message=f"the run stopped: {reason}")
 
 
 def stopped_status(reason: BaseException | None) -> SubtaskStatus:
