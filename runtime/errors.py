@@ -23,6 +23,7 @@ The tree::
     │   ├── EmptyResponse           the model kept answering with nothing
     │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
+    │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
     │   ├── RunawayLoop             the model kept repeating the same tool calls
     │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
     ├── BudgetExceeded              a run went past a shared budget
@@ -80,6 +81,7 @@ __all__ = [
     "ModelRetry",
     "ModelTimeout",
     "OutcomeUnknown",
+    "OutputCutOff",
     "OutputValidationError",
     "PlanError",
     "RetryAfterPastDeadline",
@@ -399,6 +401,26 @@ class OutputValidationError(AgentError):
         super().__init__(
             f"the final answer failed the {schema_name} schema {attempts} times; last error: "
             f"{detail}"
+        )
+
+
+class OutputCutOff(AgentError):
+    """The model's answer ended at its output limit (``finish_reason: length``) with
+    nothing to use: no text and no tool call, as a reasoning model that spends the
+    whole limit thinking gives. Asking again under the same limit would end the same.
+
+    Attributes:
+        turn: The turn of the answer.
+        limit: The output limit it was sent (None: the endpoint's own).
+    """
+
+    def __init__(self, turn: int, limit: int | None) -> None:
+        self.turn = turn
+        self.limit = limit
+        at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
+        super().__init__(
+            f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
+            "call: give the role a higher max_output_tokens (or the policy's for every role)"
         )
 
 

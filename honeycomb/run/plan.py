@@ -19,6 +19,7 @@ __all__ = [
     "Plan",
     "Subtask",
     "critical_path",
+    "plan_output_tokens",
     "plan_problems",
     "plan_type",
     "repaired",
@@ -148,6 +149,16 @@ def plan_type(
         __doc__=Plan.__doc__,
         subtasks=(tuple[subtask, ...], Field(min_length=least, max_length=max_subtasks)),
     )
+
+
+def plan_output_tokens(subtasks: int, earlier: int = 0) -> int:
+    """The output limit of a planner's call: what the longest plan its schema allows
+    can take, ``subtasks`` subtasks each with an instruction of
+    :data:`INSTRUCTION_CHARS` (a token for every three characters), its role, its id
+    and every dependency it may have (on the ``earlier`` subtasks too), with room for
+    the JSON around them. A model that loops inside the plan stops there."""
+    per_subtask = INSTRUCTION_CHARS // 3 + 64 + 4 * (earlier + subtasks)
+    return 64 + subtasks * per_subtask
 
 
 def repaired(plan: Plan, earlier: Collection[str] = ()) -> tuple[Plan, tuple[str, ...]]:

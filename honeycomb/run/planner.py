@@ -21,7 +21,15 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.events import PlanRepaired
-from honeycomb.run.plan import Plan, Subtask, plan_problems, plan_type, repaired, subtask_ids
+from honeycomb.run.plan import (
+    Plan,
+    Subtask,
+    plan_output_tokens,
+    plan_problems,
+    plan_type,
+    repaired,
+    subtask_ids,
+)
 from honeycomb.run.prompts import (
     PLANNER_INSTRUCTIONS,
     CatalogEntry,
@@ -206,11 +214,14 @@ class RolePlanner:
         earlier = before.subtasks if before is not None else ()
         earlier_ids = tuple(s.id for s in earlier)
         schema = plan_type(tuple(names), room, least, earlier_ids)
+        limit = plan_output_tokens(room, len(earlier_ids))  # unless its role sets its own
         problems: list[str] = []
         left = context.plan_attempts
         while left > 0:
             # Its answers sent back for failing the schema count as attempts too.
-            worker = context.worker(role, output_type=schema, output_retries=left - 1)
+            worker = context.worker(
+                role, output_type=schema, output_retries=left - 1, max_output_tokens=limit
+            )
             result = await worker.run(prompt if not problems else _retry(prompt, problems))
             left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):

@@ -127,6 +127,7 @@ class Run:
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
             model_limiter=within.model_limiter if within is not None else shared.model_limiter,
+            max_output_tokens=policy.max_output_tokens,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
