@@ -224,6 +224,7 @@ __all__ = [
     "HoneycombError",
     "Journal",
     "JournalEntry",
+    "JsonToolModel",
     "LimitedModel",
     "Limits",
     "LockTable",
@@ -380,6 +381,7 @@ if TYPE_CHECKING:
     )
     from runtime import (
         AdaptiveLimiter,
+        JsonToolModel,
         OpenAIModel,
         OpenAIResponsesModel,
         Price,
@@ -396,6 +398,7 @@ _LAZY = {
     "AdaptiveLimiter": "runtime.ratelimit",
     "FunctionModel": "runtime.testing",
     "Hive": "honeycomb.hive",
+    "JsonToolModel": "runtime.json_tools",
     "OfflineModel": "honeycomb.offline",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",

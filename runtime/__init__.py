@@ -136,6 +136,7 @@ __all__ = [
     "HoneycombError",
     "Journal",
     "JournalEntry",
+    "JsonToolModel",
     "LimitedModel",
     "Limits",
     "LockTable",
@@ -230,6 +231,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
+    from runtime.json_tools import JsonToolModel
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
     from runtime.pricing import Price, PricedModel
@@ -239,6 +241,7 @@ if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "JsonToolModel": "runtime.json_tools",
     "AdaptiveLimiter": "runtime.ratelimit",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",

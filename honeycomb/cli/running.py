@@ -35,6 +35,7 @@ from runtime import (
     ConfigError,
     ConfigErrors,
     HoneycombError,
+    JsonToolModel,
     Model,
     RunBusy,
     RunFailed,
@@ -205,6 +206,8 @@ def _override(args: argparse.Namespace) -> Model | None:
     model = _named_model(args)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
+    if model is not None and args.tool_protocol == "json":
+        return JsonToolModel(model)
     return model
 
 
