@@ -467,14 +467,20 @@ class BudgetExceeded(HoneycombError):
         allowed: The configured limit.
         used: What had been used when the check failed.
         partial: Whatever results the run had when it stopped (set by the Executor).
+        in_flight: The model calls under way when the wall-time budget ran out (who,
+            for how long, the tokens they had streamed), which it cut off.
     """
 
-    def __init__(self, limit: str, allowed: float, used: float) -> None:
+    def __init__(
+        self, limit: str, allowed: float, used: float, in_flight: Sequence[Any] = ()
+    ) -> None:
         self.limit = limit
         self.allowed = allowed
         self.used = used
+        self.in_flight = tuple(in_flight)
         self.partial: Any = None
-        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed")
+        cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{cut}")
 
 
 class PlanError(HoneycombError):

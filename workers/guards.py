@@ -289,14 +289,19 @@ class Judge:
             timeout=role.model_timeout,
             max_output_tokens=role.max_output_tokens or VERDICT_TOKENS,
         )
-        if self.budget is not None:
-            self.budget.reserve_model_call()
+        budget = self.budget
+        if budget is not None:
+            budget.reserve_model_call()
+        flight = budget.call_started(role_name, 0, "judge") if budget else None
         try:
             answer = await model.complete(request)
         except HoneycombError:
             raise
         except Exception as exc:  # the model's own (cancellation is not an Exception)
             raise ModelCallError(model, exc) from exc
+        finally:
+            if budget is not None and flight is not None:
+                budget.call_ended(flight)
         response = check_response(answer, model)
         if self.budget is not None:
             self.budget.charge(response.usage)

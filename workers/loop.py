@@ -86,6 +86,7 @@ from runtime.events import (
     TextDelta,
     current_call,
 )
+from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, call_model
 from workers.compaction import Compactor
@@ -254,13 +255,15 @@ class AgentLoop:
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up, tracing)
+            budget = self.budget
+            flight = budget.call_started(self.worker, turn) if budget is not None else None
             started = time.perf_counter() if tracing else 0.0
             try:
                 if self.tracer.text:  # someone reads the text as it is written
                     # The text of an answer output guards will check is held until
                     # they pass it (text that a guard refuses never reaches a listener).
                     held = HeldText(self.tracer) if self.guards is not None else None
-                    sink = self._text_sink(turn, held or self.tracer)
+                    sink = self._text_sink(turn, held or self.tracer, flight)
                     answer = await call_model(self.model, request, sink)
                 else:
                     answer = await self.model.complete(request)
@@ -268,6 +271,9 @@ class AgentLoop:
                 raise
             except Exception as exc:  # the model's own (cancellation is not an Exception)
                 raise ModelCallError(self.model, exc) from exc
+            finally:
+                if budget is not None and flight is not None:
+                    budget.call_ended(flight)
             # What a model returns is user code's: checked here, once, as it arrives.
             response = check_response(answer, self.model)
         except HoneycombError as exc:
@@ -351,13 +357,16 @@ class AgentLoop:
             )
         return request
 
-    def _text_sink(self, turn: int, tracer: Tracer) -> TextSink:
+    def _text_sink(self, turn: int, tracer: Tracer, flight: CallInFlight | None) -> TextSink:
         """Where a streamed answer's pieces go: one :class:`TextDelta` each, to
-        ``tracer`` (the loop's, or a hold in front of it)."""
+        ``tracer`` (the loop's, or a hold in front of it), counted in ``flight``."""
         emit, worker, run_id = tracer.emit, self.worker, self.run_id
+        count = flight.streamed if flight is not None else None
 
         def sink(text: str) -> None:
             if text:
+                if count is not None:
+                    count(text)
                 emit(TextDelta(worker=worker, run_id=run_id, turn=turn, text=text))
 
         return sink

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 
 from honeycomb import (
     AssistantMessage,
+    BudgetExceeded,
+    Budgets,
     Compaction,
     Executor,
     FunctionModel,
@@ -19,6 +22,8 @@ from honeycomb import (
     ModelRequest,
     ModelResponse,
     OpenAIModel,
+    Plan,
+    PlanReady,
     Policy,
     RetryPolicy,
     Role,
@@ -27,7 +32,7 @@ from honeycomb import (
     ToolMessage,
 )
 from honeycomb.run.plan import plan_output_tokens
-from runtime import OutputCutOff
+from runtime import Event, ModelCallStarted, OutputCutOff, TextDelta
 from tests.honeycomb.test_compaction_run import read_page
 from tests.support.openai_server import OpenAIServer, Reply
 from workers.compaction import is_summary_request
@@ -177,3 +182,55 @@ def test_output_cut_off_is_an_agent_error() -> None:
     from runtime import AgentError
 
     assert issubclass(OutputCutOff, AgentError)
+
+
+class Runaway:
+    """A planner that loops inside its answer: it streams a piece every 10 ms and
+    never ends (a small model inside a grammar, with no output limit to stop it)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def stream(self, request: ModelRequest, on_text: Any) -> ModelResponse:
+        while True:
+            on_text('{"subtasks": [')
+            await anyio.sleep(0.01)
+
+
+async def test_a_run_stopped_by_its_wall_time_says_which_calls_were_in_flight() -> None:
+    executor = Executor(
+        [Role(name="planner"), Role(name="reader")], Runaway(),
+        policy=Policy(budgets=Budgets(wall_time_s=0.5)),
+    )  # fmt: skip
+    events: list[Event] = []
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", on_event=[events.append], text_deltas=True)
+    error = caught.value
+    (call,) = error.in_flight
+    assert (call.who, call.kind, call.turn) == ("planner", "turn", 1)
+    assert 0.3 < call.seconds <= 0.5 + 0.5  # from its start to the deadline
+    assert call.streamed is not None
+    assert call.streamed >= 5  # what it had written when it was cut off
+    assert "cut off in flight: planner turn 1 (" in str(error)
+    assert f"~{call.streamed} tokens streamed" in str(error)
+    partial = error.partial
+    assert partial is not None
+    assert partial.timings.plan_s > 0.3  # the time went to planning: it says so
+    assert partial.timings.plan_s <= partial.timings.wall_s
+
+
+async def test_the_live_view_shows_the_planners_progress_while_it_plans() -> None:
+    from honeycomb.cli.view import _RunState, planning_progress
+
+    state = _RunState()
+    assert planning_progress(state) == ""
+    state.apply(ModelCallStarted(worker="planner", run_id="r", turn=1))
+    assert planning_progress(state) == "planner turn 1"
+    for _ in range(3):
+        state.apply(TextDelta(worker="planner", run_id="r", turn=1, text="{"))
+    assert planning_progress(state) == "planner turn 1 · ~3 tokens so far"
+    state.apply(ModelCallStarted(worker="planner", run_id="r", turn=2))
+    assert planning_progress(state) == "planner turn 2"
+    state.apply(PlanReady(run_id="r", plan=Plan.of([("reader", "read")]), duration_s=1.0))
+    assert planning_progress(state) == ""
