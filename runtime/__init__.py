@@ -44,6 +44,7 @@ from runtime.errors import (
     ModelRetry,
     ModelTimeout,
     OutcomeUnknown,
+    OutputCutOff,
     OutputValidationError,
     PlanError,
     RetryAfterPastDeadline,
@@ -138,6 +139,7 @@ __all__ = [
     "HoneycombError",
     "Journal",
     "JournalEntry",
+    "JsonToolModel",
     "LimitedModel",
     "Limits",
     "LockTable",
@@ -174,6 +176,7 @@ __all__ = [
     "OpenAIModel",
     "OpenAIResponsesModel",
     "OutcomeUnknown",
+    "OutputCutOff",
     "OutputSchema",
     "OutputValidationError",
     "PendingApproval",
@@ -232,6 +235,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
+    from runtime.json_tools import JsonToolModel
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
     from runtime.pricing import Price, PricedModel
@@ -241,6 +245,7 @@ if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "JsonToolModel": "runtime.json_tools",
     "AdaptiveLimiter": "runtime.ratelimit",
     "OpenAIEmbeddings": "runtime.embeddings",
     "OpenAIModel": "runtime.openai_model",

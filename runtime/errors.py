@@ -23,6 +23,7 @@ The tree::
     │   ├── EmptyResponse           the model kept answering with nothing
     │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
+    │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
     │   ├── RunawayLoop             the model kept repeating the same tool calls
     │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
     ├── BudgetExceeded              a run went past a shared budget
@@ -83,6 +84,7 @@ __all__ = [
     "ModelRetry",
     "ModelTimeout",
     "OutcomeUnknown",
+    "OutputCutOff",
     "OutputValidationError",
     "PlanError",
     "RetryAfterPastDeadline",
@@ -405,6 +407,26 @@ class OutputValidationError(AgentError):
         )
 
 
+class OutputCutOff(AgentError):
+    """The model's answer ended at its output limit (``finish_reason: length``) with
+    nothing to use: no text and no tool call, as a reasoning model that spends the
+    whole limit thinking gives. Asking again under the same limit would end the same.
+
+    Attributes:
+        turn: The turn of the answer.
+        limit: The output limit it was sent (None: the endpoint's own).
+    """
+
+    def __init__(self, turn: int, limit: int | None) -> None:
+        self.turn = turn
+        self.limit = limit
+        at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
+        super().__init__(
+            f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
+            "call: give the role a higher max_output_tokens (or the policy's for every role)"
+        )
+
+
 class RunawayLoop(AgentError):
     """The model asked for the same tool calls, with the same arguments, turn after turn.
 
@@ -448,14 +470,20 @@ class BudgetExceeded(HoneycombError):
         allowed: The configured limit.
         used: What had been used when the check failed.
         partial: Whatever results the run had when it stopped (set by the Executor).
+        in_flight: The model calls under way when the wall-time budget ran out (who,
+            for how long, the tokens they had streamed), which it cut off.
     """
 
-    def __init__(self, limit: str, allowed: float, used: float) -> None:
+    def __init__(
+        self, limit: str, allowed: float, used: float, in_flight: Sequence[Any] = ()
+    ) -> None:
         self.limit = limit
         self.allowed = allowed
         self.used = used
+        self.in_flight = tuple(in_flight)
         self.partial: Any = None
-        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed")
+        cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{cut}")
 
 
 class PlanError(HoneycombError):

@@ -68,13 +68,13 @@ async def test_research_in_rounds_follows_up_what_needs_more() -> None:
     result = await _run("research", file="rounds.yaml")
     assert result.status == "ok"
     assert [(r.round, r.added) for r in result.rounds] == [
-        (1, ("researcher-1", "researcher-2", "researcher-3")),
-        (2, ("researcher-3.more",)),
+        (1, ("s1", "s2", "s3")),
+        (2, ("s4",)),
         (3, ()),
     ]
     assert result.rounds_ended == "done"
-    follow_up = result.plan["researcher-3.more"]
-    assert follow_up.depends_on == ("researcher-3",)
+    follow_up = result.plan["s4"]
+    assert follow_up.depends_on == ("s3",)
     assert "needs more research" in follow_up.instruction
 
 

@@ -198,10 +198,11 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     )
     parser.add_argument(
         "--tool-protocol",
-        choices=("native", "text"),
+        choices=("native", "text", "json"),
         default=None,
-        help="how --model calls tools: native function calling, or 'text' for a model "
-        "without it (actions written as JSON blocks)",
+        help="how --model calls tools: native function calling; 'text' for a model "
+        "without it (actions written as JSON blocks); 'json' for one whose server "
+        "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
     )
     parser.add_argument(
         "--backend",

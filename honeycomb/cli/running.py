@@ -38,6 +38,7 @@ from runtime import (
     ConfigError,
     ConfigErrors,
     HoneycombError,
+    JsonToolModel,
     Model,
     RunBusy,
     RunFailed,
@@ -216,6 +217,8 @@ def _override(args: argparse.Namespace) -> Model | None:
     model = _named_model(args)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
+    if model is not None and args.tool_protocol == "json":
+        return JsonToolModel(model)
     return model
 
 
@@ -314,10 +317,10 @@ async def _run(
         with _stopped_by_signals(stopped_by), view:
             finished = False
             steal = getattr(args, "force", False)
-            # Text deltas for the views that show them (not the plain lines).
-            deltas = not isinstance(view, PlainView)
+            # Streamed, for every view: the live one shows the text, and a run stopped
+            # by its wall-time budget says how far each call it cut off had got.
             async with executor.stream(
-                task, run_id=run_id, steal=steal, text_deltas=deltas
+                task, run_id=run_id, steal=steal, text_deltas=True
             ) as events:
                 try:
                     async for event in events:

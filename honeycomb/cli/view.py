@@ -80,17 +80,26 @@ class _RunState(msgspec.Struct, kw_only=True):
     answer: str = ""  # the aggregator's answer so far, as it is written
     answer_turn: int = 0
     asking: set[str] = msgspec.field(default_factory=set)  # workers whose call is asked about
+    planner: str = ""  # the planner (or lead), while it plans
+    planner_turn: int = 0  # its call under way
+    planner_pieces: int = 0  # the pieces of text that call streamed so far
 
     def apply(self, event: Event) -> None:
         now = time.perf_counter()
         row = self.rows.get(event.worker or "")
+        planning = self.phase.startswith("planning") and row is None
+        if planning and isinstance(event, ModelCallStarted):
+            self.planner, self.planner_turn = event.worker or "planner", event.turn
+            self.planner_pieces = 0
+        elif planning and isinstance(event, TextDelta) and event.worker == self.planner:
+            self.planner_pieces += 1
         if isinstance(event, TextDelta):
             if self.phase == "aggregating":  # only the aggregator's calls run then
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
                     self.answer, self.answer_turn = "", event.turn
                 self.answer += event.text
         elif isinstance(event, PlanReady | RoundPlanned):
-            self.phase = "working"
+            self.phase, self.planner = "working", ""
             plan = event.plan if isinstance(event, PlanReady) else event.added
             for s in plan.subtasks:
                 self.rows[s.id] = _Row(id=s.id, role=s.role, depends_on=s.depends_on)
@@ -215,11 +224,23 @@ class LiveView:
             )
         wall = now - self.state.started
         header = Text(f"{self.state.phase} · {wall:5.2f}s", style="bold")
+        progress = planning_progress(self.state)
+        if progress:
+            header.append(f" · {progress}", style="magenta")
         parts: list[Any] = [header, table]
         if self.state.answer and not self._closed:
             lines = self.state.answer.splitlines()[-ANSWER_LINES:]
             parts.append(Panel(Text("\n".join(lines)), title="answer", border_style="green"))
         return Panel(Group(*parts), title=self.title, border_style="blue")
+
+
+def planning_progress(state: _RunState) -> str:
+    """``planner turn 1 · ~340 tokens so far``: the planner's call under way (its
+    tokens counted as they stream), while the run plans; else nothing."""
+    if not state.planner or not state.phase.startswith("planning"):
+        return ""
+    streamed = f" · ~{state.planner_pieces} tokens so far" if state.planner_pieces else ""
+    return f"{state.planner} turn {state.planner_turn}{streamed}"
 
 
 class PlainView:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.trace.critical import figures
@@ -49,7 +49,8 @@ class SubtaskResult(BaseModel):
             or ``waiting`` (its worker's calls wait for approval, or a subtask it
             depends on does).
         worker: The worker's result, when it ran.
-        error: Why it did not succeed.
+        error: Why it did not succeed (every subtask that did not, and does not
+            wait, has one: its worker's error, or what stopped it).
         started_s: When it started, in seconds since the run's worker phase began.
         duration_s: How long its worker ran.
     """
@@ -63,6 +64,20 @@ class SubtaskResult(BaseModel):
     started_s: float = 0.0
     duration_s: float = 0.0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _with_a_reason(cls, data: Any) -> Any:
+        """A subtask that did not succeed says why: its worker's error, or what its
+        status means (a result kept by an older version may have had none)."""
+        if not isinstance(data, dict) or data.get("error") is not None:
+            return data
+        status = data.get("status")
+        worker = data.get("worker")
+        error = getattr(worker, "error", None)
+        if error is None and status in _REASONS:
+            error = WorkerError(type=_REASONS[status][0], message=_REASONS[status][1])
+        return data if error is None else {**data, "error": error}
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -74,6 +89,15 @@ class SubtaskResult(BaseModel):
     @property
     def output(self) -> Any:
         return self.worker.output if self.worker is not None else None
+
+
+_REASONS: dict[str, tuple[str, str]] = {
+    "failed": ("WorkerFailed", "the worker failed without an error to say why"),
+    "skipped": ("DependencyFailed", "not run: a subtask it depends on did not succeed"),
+    "cancelled": ("Cancelled", "the run stopped before it finished"),
+    "over_budget": ("BudgetExceeded", "a budget of the run stopped it before it finished"),
+}
+"""What a status says when nothing more is known of why a subtask did not succeed."""
 
 
 class PlanRound(BaseModel):

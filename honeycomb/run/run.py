@@ -31,7 +31,7 @@ from honeycomb.run.result import (
     rounds_of,
     run_timings,
 )
-from honeycomb.run.scheduler import Scheduler, stopped_status
+from honeycomb.run.scheduler import Scheduler, stopped_error, stopped_status
 from runtime import (
     Budget,
     BudgetExceeded,
@@ -48,6 +48,7 @@ from runtime import (
 from runtime._concurrency import shielded
 from runtime._text import valid_text
 from runtime.events import HeldText
+from runtime.limits import InFlight
 from runtime.secrets import masked
 from workers.guards import GuardRunner, Judge, Refusal
 
@@ -132,6 +133,7 @@ class Run:
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
             model_limiter=within.model_limiter if within is not None else shared.model_limiter,
+            max_output_tokens=policy.max_output_tokens,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -142,6 +144,7 @@ class Run:
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
         self.within = within is not None
+        self._current: tuple[str, float] | None = None  # the phase under way, since when
 
     async def execute(
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
@@ -211,14 +214,25 @@ class Run:
                 inside the run, by a planner, an aggregator or a store, stays itself).
         """
         wall = self.shared.policy.budgets.wall_time_s
-        deadline = asyncio.timeout(wall)
+        if wall is None:
+            return await self._phases(subtasks)
+        loop = asyncio.get_running_loop()
+        when = loop.time() + wall
+        # What was in flight when the deadline passed, seen before the calls it
+        # cancels end (this timer comes first, in the same turn of the event loop).
+        cut: list[tuple[InFlight, ...]] = []
+        seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
+        deadline = asyncio.timeout_at(when)
         try:
             async with deadline:
                 return await self._phases(subtasks)
         except TimeoutError:
             if not deadline.expired():
                 raise
-        raise BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
+        finally:
+            seen.cancel()
+        in_flight = cut[0] if cut else ()
+        raise BudgetExceeded("wall_time_s", wall, round(self._elapsed(), 3), in_flight)
 
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
@@ -285,11 +299,12 @@ class Run:
                 "no planner: pass subtasks=..., define a role named 'planner', or give "
                 "the Executor a planner"
             )
-        began = time.perf_counter()
+        began = self._phase("plan")
         if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
             _tripwire("input", await self.guards.input(self.task))  # before anything runs
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
+        self._phase(None)
         self.tracer.emit(
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
@@ -305,7 +320,7 @@ class Run:
         if not any(o.ok for o in outcomes.values()):
             raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
 
-        began = time.perf_counter()
+        began = self._phase("aggregate")
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
         context, held = self.context, None
         if self.guards.guards.output and self.tracer.text:
@@ -318,6 +333,7 @@ class Run:
         if held is not None:
             held.release()
         self.times["aggregate"] = time.perf_counter() - began
+        self._phase(None)
         self.tracer.emit(
             AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])
         )
@@ -362,7 +378,7 @@ class Run:
                 break
             number += 1
             self.tracer.emit(RoundStarted(run_id=self.run_id, round=number))
-            began = time.perf_counter()
+            began = self._phase("plan")
             try:
                 added = await lead.follow_up(
                     self.task, self.plan, list(outcomes.values()), round=number, room=room,
@@ -372,6 +388,7 @@ class Run:
             except (PlanError, ModelError) as exc:  # no valid round, or no answer at all
                 took = time.perf_counter() - began
                 self.times["plan"] += took
+                self._phase(None)
                 error = f"{type(exc).__name__}: {exc}"
                 self.rounds.append(PlanRound(round=number, error=error))
                 self.tracer.emit(
@@ -389,6 +406,7 @@ class Run:
                 break
             took = time.perf_counter() - began
             self.times["plan"] += took
+            self._phase(None)
             ids = added.ids
             self.rounds.append(PlanRound(round=number, added=ids))
             self.tracer.emit(
@@ -458,12 +476,25 @@ class Run:
 
         return build_timeline(self.earlier_spans, self.plan.subtasks)
 
+    def _phase(self, phase: str | None) -> float:
+        """Now; the run is in ``phase`` (plan, aggregate) from now on (None: in none of
+        them), so that a run stopped in the middle of one counts its time there."""
+        now = time.perf_counter()
+        self._current = (phase, now) if phase is not None else None
+        return now
+
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
+        if self._current is not None:  # stopped in the middle of planning or aggregating
+            phase, began = self._current
+            self.times[phase] += time.perf_counter() - began
+            self._current = None
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
-            stopped = stopped_status(exc)
+            stopped, why = stopped_status(exc), stopped_error(exc)
             for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status=stopped))
+                outcomes.setdefault(
+                    subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
+                )
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
     from workers.state import LoopState
 
-__all__ = ["LOOK_EVERY_S", "Scheduler", "stopped_status"]
+__all__ = ["LOOK_EVERY_S", "Scheduler", "stopped_error", "stopped_status"]
 
 LOOK_EVERY_S = 0.5
 """How often a paused worker looks in the store for decisions recorded elsewhere."""
@@ -113,9 +113,12 @@ class Scheduler:
         stopped = stopped_status(self.stopped)
         if self.stopped is None and self._waiting():
             stopped = "waiting"  # blocked behind a subtask that waits
+        why = stopped_error(self.stopped)
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
-                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
+                self.outcomes[subtask.id] = SubtaskResult(
+                    subtask=subtask, status=stopped, error=why
+                )
         ordered = {s.id: self.outcomes[s.id] for s in self.plan.subtasks}
         self.outcomes = ordered
         if self.stopped is not None:
@@ -419,6 +422,14 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+def stopped_error(reason: BaseException | None) -> WorkerError | None:
+    """Why a subtask that the end of its run stopped did not finish: what ended the
+    run (None: nothing did, it waits)."""
+    if reason is None:
+        return None
+    return WorkerError(type=type(reason).__name__, message=f"the run stopped: {reason}")
 
 
 def stopped_status(reason: BaseException | None) -> SubtaskStatus:

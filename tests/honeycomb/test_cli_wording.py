@@ -84,9 +84,9 @@ def test_one_of_a_kind_is_said_in_the_singular() -> None:
 
 
 async def test_each_plan_attempt_has_its_line() -> None:
-    # Valid for the plan's schema, so it is a whole new attempt: it depends on nothing there is.
-    dangling = {"id": "s1", "role": "researcher", "instruction": "x", "depends_on": ["s9"]}
-    bad_plan = Plan.of([dangling]).model_dump_json()
+    # Valid for the plan's schema, so it is a whole new attempt: it uses one id twice.
+    twice = {"id": "s1", "role": "researcher", "instruction": "x"}
+    bad_plan = Plan.of([twice, twice]).model_dump_json()
     good_plan = Plan.of([("researcher", "look a up")]).model_dump_json()
     model = ScriptedModel(
         {

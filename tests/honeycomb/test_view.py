@@ -185,11 +185,11 @@ def test_on_a_terminal_a_call_asked_about_needs_approval_and_the_answer_is_shown
     shown = _on_a_terminal(
         ["demo", "--approve", "--latency", "0.2", "--no-store"], b"a\n", tmp_path
     )
-    asked = shown.index("Approval needed: courier-1")
-    (row,) = re.findall(r"courier-1 .*", shown[:asked])[-1:]
+    asked = shown.index("Approval needed: s4 (courier)")
+    (row,) = re.findall(r"s4 +courier .*", shown[:asked])[-1:]
     assert "needs approval" in row, row  # the frame left on screen while it asks
     final_frame = shown[shown.rindex("honeycomb · trip-planner") : shown.index("\nAnswer:")]
-    assert "courier-1" in final_frame
+    assert re.search(r"s4 +courier", final_frame)
     assert "The cost comes to 361" not in final_frame  # the answer follows it, once
     assert shown.count("\nAnswer:") == 1
     assert "The cost comes to 361" in shown[shown.index("\nAnswer:") :]

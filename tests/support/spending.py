@@ -40,8 +40,8 @@ from runtime import AssistantMessage, ModelRequest, ToolCall
 TASK = "pay ann and read the news"
 PLAN = {
     "subtasks": [
-        {"id": "payer", "role": "payer", "instruction": "pay ann"},
-        {"id": "reader", "role": "reader", "instruction": "read the news"},
+        {"id": "s1", "role": "payer", "instruction": "pay ann"},
+        {"id": "s2", "role": "reader", "instruction": "read the news"},
     ]
 }
 
@@ -89,6 +89,7 @@ class Spending:
 
     async def _answer(self, request: ModelRequest) -> ModelResponse:
         who = (request.conversation or "").rsplit("/", 1)[-1]
+        who = {"s1": "payer", "s2": "reader"}.get(who, who)  # the workers, by their subtask
         seen = [m for m in request.messages if isinstance(m, ToolMessage)]
         message = AssistantMessage(content=f"{who} is done: " + " | ".join(m.content for m in seen))
         if who == "planner":
