@@ -40,7 +40,7 @@ _ASKS_FOR_MORE = re.compile(
     r"needed\b|\bremains?\s+(?:unclear|unknown|open)\b",
     re.I,
 )
-_FOLLOW_UP = re.compile(r"Follow up on (\S+):")
+_FOLLOW_UP = re.compile(r"\b[Ff]ollow up on (\S+?)[:,]")  # either form _follow_up writes
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
@@ -95,12 +95,12 @@ def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
     number = int(found.group(1)) if found else 2
     known = {r.id for r in results}
     # What was followed up already: a follow-up says so in what it was asked.
-    followed = {found[1] for r in results if (found := _FOLLOW_UP.match(r.asked))}
+    followed = {found[1] for r in results if (found := _FOLLOW_UP.search(r.asked))}
     added: list[Subtask] = []
     for result in results:
         asking = _asking_sentence(result.text) if result.ok else None
         follow_id = f"{result.id[:56]}.more"
-        again = result.id.endswith(".more") or _FOLLOW_UP.match(result.asked) is not None
+        again = result.id.endswith(".more") or _FOLLOW_UP.search(result.asked) is not None
         if asking is None or again or follow_id in known or result.id in followed:
             continue
         if len(added) == room:
