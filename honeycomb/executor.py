@@ -56,6 +56,7 @@ from runtime._concurrency import require_asyncio
 from runtime.approvals import Approver, PendingApproval
 from runtime.mcp import McpServer
 from runtime.model import held, missing_key
+from runtime.secrets import masked, masked_errors
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -417,7 +418,10 @@ class Executor:
         self.check_keys()
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
         async with self.shared.scope():  # the servers its calls reach
-            return await run.execute(subtasks, resumable=run_id is not None, steal=steal)
+            with masked_errors():  # what a run returns and raises shows no secret
+                return masked(
+                    await run.execute(subtasks, resumable=run_id is not None, steal=steal)
+                )
 
     async def resume(
         self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False
@@ -463,10 +467,12 @@ class Executor:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
         worker: str | None = None,
+        by: str | None = None,
     ) -> PendingApproval:
         """Record a decision on a call of run ``run_id`` that waits for approval. A run
         this Executor carries on goes on with it at once; one that ended ``waiting``
         continues from there when resumed (:meth:`resume`, here or in another process).
+        A decision is final: the first one recorded stands.
 
         Args:
             run_id: The run.
@@ -476,20 +482,24 @@ class Executor:
             arguments: With an approval, run the call with these instead; they are
                 validated against the tool's schema now and again when it runs.
             worker: The worker, when several wait on calls of one id.
+            by: Who decides, kept with the decision and told to whoever decides the
+                call after (default: this process's user and host, ``ann@laptop``).
 
         Returns:
             The call decided on.
 
         Raises:
-            ApprovalError: naming what is wrong (no such call waiting, decided
-                already, timed out, arguments that fail validation ...).
+            AlreadyDecided: when the call was decided already, here or by another
+                process a moment ago: it says what was decided, by whom and when.
+            ApprovalError: naming what is wrong (no such call waiting, timed out,
+                arguments that fail validation ...).
             StoreError: when there is no store.
         """
         from honeycomb.run.decide import decide
 
         decided = await decide(
             self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
-            arguments=arguments, worker=worker, tool_for=self._tool_for,
+            arguments=arguments, worker=worker, tool_for=self.tool_for, by=by,
         )  # fmt: skip
         live = self.shared.paused.get(run_id)
         if live is not None:  # under way here: its paused worker goes on at once
@@ -503,7 +513,10 @@ class Executor:
             )
         return self.store
 
-    def _tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
+    def tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
+        """The tool a call waiting for approval is to (None: its role or tool is not
+        this Executor's): what checks its edited arguments and tells what it will do
+        (``honeycomb.web.StoreApprovals`` takes it)."""
         role = self.roles.get(pending.role)
         return None if role is None else self.shared.setup_for(role, None).tools.get(pending.tool)
 

@@ -23,6 +23,7 @@ from runtime.approvals import (
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
+    AlreadyDecided,
     ApprovalError,
     BudgetExceeded,
     ConfigError,
@@ -44,6 +45,7 @@ from runtime.errors import (
     ModelServerError,
     ModelTimeout,
     OutcomeUnknown,
+    OutputCutOff,
     OutputValidationError,
     PlanError,
     RetryAfterPastDeadline,
@@ -104,11 +106,13 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
+from runtime.secrets import add_secret
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
 
 __all__ = [
     "AdaptiveLimiter",
     "AgentError",
+    "AlreadyDecided",
     "ApprovalEntry",
     "ApprovalError",
     "ApprovalLog",
@@ -136,6 +140,7 @@ __all__ = [
     "HoneycombError",
     "Journal",
     "JournalEntry",
+    "JsonToolModel",
     "LimitedModel",
     "Limits",
     "LlamaModel",
@@ -174,6 +179,7 @@ __all__ = [
     "OpenAIModel",
     "OpenAIResponsesModel",
     "OutcomeUnknown",
+    "OutputCutOff",
     "OutputSchema",
     "OutputValidationError",
     "PendingApproval",
@@ -215,6 +221,7 @@ __all__ = [
     "WrapperModel",
     "YamlDocument",
     "YamlPath",
+    "add_secret",
     "check_cancelled",
     "did_you_mean",
     "dump_messages",
@@ -231,6 +238,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.embeddings import OpenAIEmbeddings
+    from runtime.json_tools import JsonToolModel
     from runtime.llama import LlamaModel
     from runtime.openai_model import OpenAIModel
     from runtime.openai_responses import OpenAIResponsesModel
@@ -241,6 +249,7 @@ if TYPE_CHECKING:
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
 _LAZY = {
+    "JsonToolModel": "runtime.json_tools",
     "AdaptiveLimiter": "runtime.ratelimit",
     "LlamaModel": "runtime.llama",
     "OpenAIEmbeddings": "runtime.embeddings",

@@ -60,7 +60,7 @@ _ACTION_LIKE = re.compile(r"""\s*[\[{]\s*\{?\s*["']?(?:tool|name|function)["']?\
 # Where in a text an action may start: an object (or a list of them) whose first key
 # is one an action has.
 _ACTION_START = re.compile(
-    r"""[\[{]\s*\{?\s*["']?(?:tool|tool_name|tool_calls|actions|name|function|arguments|args"""
+    r"""[\[{]\s*\{?\s*["']?(?:tool|tool_name|tool_calls|actions|calls|name|function|arguments|args"""
     r"""|parameters|input)["']?\s*:"""
 )
 _NAMED = re.compile(r"""["']?(?:tool|name)["']?\s*:\s*["']?([\w.:/-]+)""")
@@ -69,6 +69,7 @@ _REACT = re.compile(
     re.I | re.M,
 )
 _TOOL_KEYS = ("tool", "tool_name")
+_LIST_KEYS = ("actions", "tool_calls", "calls")
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
 
 
@@ -239,12 +240,15 @@ def _actions_in(block: str) -> list[Action] | None:
 
 
 def _actions_of(value: Any) -> list[Action]:
-    """``value`` as actions: one action object, a list of them, or ``{"actions": [...]}``."""
+    """``value`` as actions: one action object, a list of them, or ``{"actions": [...]}``
+    (``tool_calls`` or ``calls`` for ``actions``)."""
     if isinstance(value, dict):
         action = _action(value)
         if action is not None:
             return [action]
-        listed = value.get("actions", value.get("tool_calls")) if len(value) == 1 else None
+        listed = (
+            next((value[k] for k in _LIST_KEYS if k in value), None) if len(value) == 1 else None
+        )
         return _actions_of(listed) if isinstance(listed, list) else []
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         actions = [_action(v) for v in value]

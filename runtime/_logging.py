@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from contextvars import Token
 from typing import Any
 
+from runtime.secrets import masked
+
 __all__ = ["bind", "configured", "log", "unbind"]
 
 LOGGER = "honeycomb"
@@ -23,10 +25,11 @@ def configured() -> bool:
 
 
 def log(event: str, fields: dict[str, Any], *, level: str = "info") -> None:
-    """Log ``event`` through structlog, if the application configured it."""
+    """Log ``event`` through structlog, if the application configured it, secrets
+    masked."""
     if configured():
         logger = sys.modules["structlog"].get_logger(LOGGER)
-        getattr(logger, level)(event, **fields)
+        getattr(logger, level)(event, **masked(fields))
 
 
 Bound = Mapping[str, Token[Any]] | None
@@ -41,7 +44,7 @@ def bind(**values: Any) -> Bound:
     if not configured():
         return None
     tokens: Mapping[str, Token[Any]] = sys.modules["structlog"].contextvars.bind_contextvars(
-        **values
+        **masked(values)
     )
     return tokens
 

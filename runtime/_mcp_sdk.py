@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runtime.errors import McpServerError, ModelRetry
+from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = ["Listed", "ServerGone", "Session", "connect", "observation_text"]
@@ -105,16 +106,18 @@ class Session:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED or self.ended:
                 raise self._gone(tool, mark) from exc
+            said = masked(exc.message)
             raise McpServerError(
-                self.server, f"refused the call to {tool!r}: {exc.message} (error {exc.code})"
+                self.server, f"refused the call to {tool!r}: {said} (error {exc.code})"
             ) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise self._gone(tool, mark) from exc
         except pydantic.ValidationError as exc:
             raise McpServerError(
-                self.server, f"answered the call to {tool!r} with an invalid result: {exc}"
+                self.server,
+                f"answered the call to {tool!r} with an invalid result: " + masked(str(exc)),
             ) from exc
-        text = observation_text(result)
+        text = masked(observation_text(result))  # as it arrives: no tool or model sees one
         if result.is_error:
             raise ModelRetry(
                 f"tool {tool!r} of MCP server {self.server!r} reported an error: "
@@ -216,13 +219,14 @@ def observation_text(result: types.CallToolResult) -> str:
 
 def stderr_tail(errlog: IO[str] | None, *, since: int = 0) -> str:
     """`` (it said: ...)`` with the end of what the server wrote to stderr (after
-    position ``since``), or ``""``."""
+    position ``since``), or ``""``; secrets masked before it is cut (a server may say
+    its token)."""
     if errlog is None:
         return ""
     try:
         size = _end(errlog)
         errlog.seek(max(since, size - 4 * _STDERR_TAIL))
-        text = " ".join(errlog.read().split())
+        text = masked(" ".join(errlog.read().split()))
     except (OSError, ValueError):  # closed, or not text
         return ""
     if not text:

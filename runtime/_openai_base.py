@@ -8,7 +8,9 @@ policy. Every attempt, retries included, passes through the model's
 :class:`~runtime.ratelimit.AdaptiveLimiter`, which all workers using the model share,
 and every answer (429s included) tells it what the endpoint's ``x-ratelimit-*``
 headers say is left of its quota. ``openai`` errors are translated into
-:mod:`runtime.errors` here, with the API key masked where an error echoes it. An
+:mod:`runtime.errors` here. Its API key and the values of its extra headers are
+secrets (:mod:`runtime.secrets`): masked in its answers and its errors as they
+arrive, whatever the endpoint echoes, so nothing past the adapter sees them. An
 endpoint that refuses structured output as asked is asked the next way
 (``json_schema``, ``json_object``, the instructions alone), in that call and every
 later one; the agent loop's validation of the answer stays the
@@ -23,7 +25,6 @@ import abc
 import asyncio
 import contextlib
 import email.utils
-import functools
 import os
 import re
 import time
@@ -47,6 +48,7 @@ from runtime.model import ModelRequest, ModelResponse
 from runtime.quota import quota_from_headers
 from runtime.ratelimit import AdaptiveLimiter
 from runtime.retry import RetryPolicy, ShownText
+from runtime.secrets import add_header, add_secret, mask_error, masked, shows_secret
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
 
@@ -102,6 +104,9 @@ class OpenAIEndpoint(abc.ABC):
         self.limiter = limiter
         self.output_mode: OutputMode = "json_schema"
         """How structured output is asked for; an endpoint's refusal moves it on."""
+        add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
+        for value in self._sdk_settings.get("extra_headers", {}).values():
+            add_header(value, owner=self)
 
     def __repr__(self) -> str:
         at = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -145,6 +150,7 @@ class OpenAIEndpoint(abc.ABC):
             raise missing
         # Local servers (Ollama, vLLM, llama.cpp) ignore the key.
         key = self._api_key or os.environ.get("OPENAI_API_KEY") or "unused"
+        add_secret(key, _KEY, owner=self)  # from the environment, or given
         self._key = key
         return openai.AsyncOpenAI(
             api_key=key,
@@ -203,19 +209,17 @@ class OpenAIEndpoint(abc.ABC):
     ) -> ModelResponse:
         try:
             if shown is not None:
-                return await self._stream_raw(request, mode, shown)
-            return await self._complete_raw(request, mode)
+                response = await self._stream_raw(request, mode, shown)
+            else:
+                response = await self._complete_raw(request, mode)
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
-            # error bodies: mask the key, and drop the SDK's error that holds it too.
-            key = self._given.api_key if self._given is not None else self._key
-            found = _occurrences(key)
-            if found is None or found.search(_all_text(exc)) is None:
+            # error bodies: mask the secrets, and drop the SDK's error that holds them.
+            if not shows_secret(_all_text(exc)):
                 raise
-            exc.args = _mask(exc.args, found)
-            if isinstance(exc, ModelHTTPError):
-                exc.body = _mask(exc.body, found)
-            raise exc from None
+            raise mask_error(exc) from None
+        # A misbehaving proxy, or a model that was told the key, may send it back.
+        return masked(response)
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
         params = self._params(request, mode)
@@ -325,7 +329,7 @@ async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, Non
         raise ModelConnectionError(f"the stream broke off: {exc}") from exc
 
 
-_MASKED = "[api key hidden]"
+_KEY = "api key"
 _NO_LIMIT = contextlib.nullcontext()
 _NO_GUARD = contextlib.nullcontext()
 
@@ -338,31 +342,6 @@ def _all_text(exc: BaseException) -> str:
         parts += [str(current), repr(current.args), repr(getattr(current, "body", None))]
         current = current.__cause__ or current.__context__
     return "\n".join(parts)
-
-
-_SECRET_LENGTH = 8
-"""Keys shorter than this are placeholders, not secrets: local servers take any key,
-and their docs use ``ollama``, ``EMPTY``, ``none`` (words an error may well say)."""
-
-
-@functools.cache
-def _occurrences(key: str | None) -> re.Pattern[str] | None:
-    """What finds ``key`` where it stands whole (not inside a longer word), or None
-    for a key that is no secret."""
-    if key is None or len(key) < _SECRET_LENGTH:
-        return None
-    return re.compile(rf"(?<![\w-]){re.escape(key)}(?![\w-])")
-
-
-def _mask(value: Any, key: re.Pattern[str]) -> Any:
-    """``value`` with every whole occurrence of the key in its strings masked."""
-    if isinstance(value, str):
-        return key.sub(_MASKED, value)
-    if isinstance(value, dict):
-        return {_mask(k, key): _mask(v, key) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_mask(v, key) for v in value)
-    return value
 
 
 _REFUSED_FORMAT = re.compile(

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from typing import get_args
 
 import msgspec
 
-from runtime._actions import read_reply
+from runtime._actions import Reply, read_reply
 from runtime._request import output_instruction
 from runtime.messages import (
     AssistantMessage,
@@ -37,12 +38,12 @@ from runtime.messages import (
 from runtime.model import ModelRequest, OutputSchema, ToolSchema
 
 __all__ = [
-    "TOOLS_HEADING", "native_request", "offers_tools", "replied", "text_request", "uses_tools",
-    "written_answer",
+    "CATALOGUE", "TOOLS_HEADING", "catalogue", "native_request", "offers_tools", "replied",
+    "text_request", "tool_less", "uses_tools", "with_actions", "written", "written_answer",
 ]  # fmt: skip
 
 TOOLS_HEADING = "# Tools"
-_CATALOGUE = (
+CATALOGUE = (
     "You have these tools, one a line, each as JSON: its name, what it does, and the JSON "
     "schema of its arguments."
 )
@@ -86,16 +87,28 @@ def uses_tools(request: ModelRequest) -> bool:
 def text_request(request: ModelRequest) -> ModelRequest:
     """``request`` without tools: the catalogue and the format in its instructions,
     the conversation's calls and observations as text."""
-    messages = _written(request.messages)
-    output = request.output
-    if offers_tools(request):
-        protocol = _protocol(request)
+    messages = written(request.messages, written_answer)
+    protocol = _protocol(request) if offers_tools(request) else None
+    # With tools offered, structured output is asked for in the instructions: a
+    # response format would forbid the actions.
+    output = None if protocol is not None else request.output
+    return tool_less(request, messages, protocol, output)
+
+
+def tool_less(
+    request: ModelRequest,
+    messages: list[Message],
+    protocol: str | None,
+    output: OutputSchema | None,
+) -> ModelRequest:
+    """``request`` with no tools: ``messages``, the ``protocol``'s instructions (if
+    any) added to its leading system message (or one of its own), and ``output``."""
+    if protocol is not None:
         first = messages[0] if messages else None
         if isinstance(first, SystemMessage):
             messages[0] = SystemMessage(content=f"{first.content}\n\n{protocol}")
         else:
             messages.insert(0, SystemMessage(content=protocol))
-        output = None  # asked for in the instructions: a format would forbid the actions
     return msgspec.structs.replace(
         request,
         messages=tuple(messages),
@@ -106,14 +119,19 @@ def text_request(request: ModelRequest) -> ModelRequest:
     )
 
 
-def _protocol(request: ModelRequest) -> str:
-    tools = "\n".join(
+def catalogue(tools: Sequence[ToolSchema]) -> str:
+    """The tools as the protocols write them: one line of JSON a tool."""
+    return "\n".join(
         json.dumps(
             {"name": t.name, "description": t.description, "parameters": t.parameters},
             ensure_ascii=False,
         )
-        for t in request.tools
+        for t in tools
     )
+
+
+def _protocol(request: ModelRequest) -> str:
+    tools = catalogue(request.tools)
     rules = [_PARALLEL if request.parallel_tool_calls else _SERIAL, _RESULTS]
     choice = request.tool_choice
     if choice == "required":
@@ -122,10 +140,14 @@ def _protocol(request: ModelRequest) -> str:
         rules.append(f"This reply must hold an action using the tool {choice}.")
     output = request.output
     final = _FINAL if output is None else _OUTPUT + output_instruction(output)
-    return f"{TOOLS_HEADING}\n\n{_CATALOGUE}\n{tools}\n\n{_FORMAT}\n{' '.join(rules)}\n\n{final}"
+    return f"{TOOLS_HEADING}\n\n{CATALOGUE}\n{tools}\n\n{_FORMAT}\n{' '.join(rules)}\n\n{final}"
 
 
-def _written(messages: tuple[Message, ...]) -> list[Message]:
+def written(
+    messages: tuple[Message, ...], answer: Callable[[AssistantMessage], AssistantMessage]
+) -> list[Message]:
+    """``messages`` as text: each answer with tool calls as ``answer`` writes it, the
+    observations of one turn as one user message."""
     out: list[Message] = []
     observations: list[str] = []
     for message in messages:
@@ -136,7 +158,7 @@ def _written(messages: tuple[Message, ...]) -> list[Message]:
             out.append(UserMessage(content="\n\n".join(observations)))
             observations = []
         if isinstance(message, AssistantMessage) and message.tool_calls:
-            out.append(written_answer(message))
+            out.append(answer(message))
         else:
             out.append(message)
     if observations:
@@ -174,7 +196,14 @@ def replied(message: AssistantMessage, request: ModelRequest) -> AssistantMessag
     each with an id no other call of the conversation has."""
     if not uses_tools(request) or not message.content:
         return message
-    reply = read_reply(message.content)
+    return with_actions(message, request, read_reply(message.content))
+
+
+def with_actions(
+    message: AssistantMessage, request: ModelRequest, reply: Reply
+) -> AssistantMessage:
+    """``message`` with ``reply``'s prose as its text and its actions as tool calls,
+    each with an id no other call of ``request``'s conversation has."""
     if not reply.actions and reply.thinking is None:
         return message
     earlier = [
@@ -208,7 +237,7 @@ def native_request(request: ModelRequest) -> ModelRequest:
     tools: tuple[ToolSchema, ...] = ()
     output = request.output
     first = messages[0] if messages else None
-    marker = f"{TOOLS_HEADING}\n\n{_CATALOGUE}\n"
+    marker = f"{TOOLS_HEADING}\n\n{CATALOGUE}\n"
     if isinstance(first, SystemMessage) and marker in first.content:
         head, _, protocol = first.content.rpartition(marker)
         catalogue = protocol.split("\n\n", 1)[0].splitlines()

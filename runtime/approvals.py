@@ -16,6 +16,10 @@ Before a turn's calls run, each call that needs approval gets a :class:`Decision
 A denied call becomes the error observation ``denied: <reason>`` and the loop goes
 on; an approval with edited arguments runs the call with them, validated again. With
 a timeout, no decision in time is a denial.
+
+A decision is final: a log keeps the first decision on a call and hands back the one
+that stands, so a worker never acts on a decision that lost to another (a person's,
+recorded in the store meanwhile).
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from msgspec.structs import replace
+
 from runtime._deadlines import TimedOut, within
 from runtime.journal import arguments_text
 from runtime.messages import ToolCall
+from runtime.secrets import masked
 from runtime.tools import ArgumentsError, Tool
 from runtime.value import Value
 
@@ -43,6 +50,7 @@ __all__ = [
     "MemoryApprovalLog",
     "PendingApproval",
     "Verdict",
+    "described",
 ]
 
 
@@ -86,6 +94,8 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
         tool: The tool's name.
         arguments: The validated arguments.
         why: Why the call needs approval.
+        summary: What the call will do, in the tool's own words (its ``describe``);
+            None when the tool gives none.
     """
 
     run_id: str | None
@@ -96,6 +106,7 @@ class ApprovalRequest(Value, frozen=True, kw_only=True):
     tool: str
     arguments: dict[str, Any]
     why: str
+    summary: str | None = None
 
 
 class Decision(Value, frozen=True, kw_only=True):
@@ -134,6 +145,9 @@ class PendingApproval(Value, frozen=True, kw_only=True):
         why: Why it needs approval.
         asked_at: When it was first asked about (``time.time()``).
         deadline: When no decision becomes a denial (None: never).
+        summary: What the call will do, in the tool's own words (its ``describe``),
+            told by whoever knows the tool (the run, a server given the run's
+            tools); the run store does not keep it.
     """
 
     call_id: str
@@ -145,14 +159,17 @@ class PendingApproval(Value, frozen=True, kw_only=True):
     why: str
     asked_at: float
     deadline: float | None = None
+    summary: str | None = None
 
 
 class ApprovalEntry(Value, frozen=True, kw_only=True):
-    """A call asked about, and its decision once there is one."""
+    """A call asked about, and its decision once there is one: when, and by whom (a
+    person's name, the approver, or the time limit)."""
 
     pending: PendingApproval
     decision: Decision | None = None
     decided_at: float | None = None
+    decided_by: str | None = None
 
 
 class ApprovalLog(Protocol):
@@ -162,8 +179,9 @@ class ApprovalLog(Protocol):
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         """The entry for a call asked about in this or an earlier life of the run."""
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        """Keep ``entry`` (a new pending call, or its decision); return once durable."""
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry`` (a new pending call, or its decision); return once durable,
+        with the entry that stands: a call decided already keeps its first decision."""
 
 
 class MemoryApprovalLog:
@@ -175,8 +193,12 @@ class MemoryApprovalLog:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self.entries.get((turn, call_id))
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        self.entries[entry.pending.turn, entry.pending.call_id] = entry
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        key = entry.pending.turn, entry.pending.call_id
+        kept = self.entries.get(key)
+        if kept is None or kept.decision is None:
+            kept = self.entries[key] = entry
+        return kept
 
 
 class Verdict(Value, frozen=True, gc=False, kw_only=True):
@@ -274,7 +296,10 @@ class ApprovalGate:
             if entry is None and why is None:
                 decisions.append(None)
                 continue
-            pending = entry.pending if entry is not None else self._pending(call, kwargs, turn, why)
+            if entry is None:
+                pending = self._pending(call, tool, kwargs, turn, why)
+            else:  # the store keeps no summary: the tool tells it again
+                pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
             decision = await self._decision(pending, entry)
             if decision is None:
                 if entry is None and self.log is not None:
@@ -294,26 +319,28 @@ class ApprovalGate:
             return entry.decision
         if self.approver is not None:
             decision = await self._from_approver(pending)
+            by = "the run's approver"
         elif self.log is None:
-            decision = Decision.denied(
-                "no approver is attached and the run has no store to wait in"
-            )
+            return Decision.denied("no approver is attached and the run has no store to wait in")
         elif pending.deadline is not None and time.time() >= pending.deadline:
             decision = _timed_out(pending.deadline - pending.asked_at)
+            by = "the time limit (approval_timeout_s)"
         else:
             return None
-        if self.log is not None:
-            await self.log.record(
-                ApprovalEntry(pending=pending, decision=decision, decided_at=time.time())
-            )
-        return decision
+        if self.log is None:
+            return decision
+        stands = await self.log.record(
+            ApprovalEntry(pending=pending, decision=decision, decided_at=time.time(), decided_by=by)
+        )
+        return stands.decision or decision  # the first decision recorded stands
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
-        request = ApprovalRequest(
+        request = masked(ApprovalRequest(  # a person reads it: no secret
             run_id=self._run_id, worker=pending.worker, role=pending.role, call_id=pending.call_id,
             turn=pending.turn, tool=pending.tool, arguments=pending.arguments, why=pending.why,
-        )  # fmt: skip
+            summary=pending.summary,
+        ))  # fmt: skip
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
             if left is None:
@@ -330,13 +357,16 @@ class ApprovalGate:
         return answer
 
     def _pending(
-        self, call: ToolCall, kwargs: dict[str, Any], turn: int, why: str | None
-    ) -> PendingApproval:
+        self, call: ToolCall, tool: Tool[Any, Any], kwargs: dict[str, Any], turn: int,
+        why: str | None,
+    ) -> PendingApproval:  # fmt: skip
         now = time.time()
+        arguments = _plain(kwargs)
         return PendingApproval(
             call_id=call.id, worker=self._worker or "", role=self._role, turn=turn,
-            tool=call.name, arguments=_plain(kwargs), why=why or "", asked_at=now,
+            tool=call.name, arguments=arguments, why=why or "", asked_at=now,
             deadline=None if self._timeout_s is None else now + self._timeout_s,
+            summary=described(tool, arguments),
         )  # fmt: skip
 
 
@@ -355,6 +385,18 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
     return Verdict(
         kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
     )
+
+
+def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
+    """What a call to ``tool`` with ``arguments`` (JSON values) will do, in the tool's
+    own words (its ``describe``); None when it gives none. A ``describe`` that fails
+    says so instead: the person still sees the arguments."""
+    if tool.describe is None:
+        return None
+    try:
+        return str(tool.describe(arguments))
+    except Exception as exc:  # a summary is a courtesy: it never stops the call being asked
+        return f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Protocol
@@ -41,7 +42,7 @@ from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
-from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry
+from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, idempotency_key
 from runtime.value import Value
 
 __all__ = ["CallGuard", "DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
@@ -137,8 +138,9 @@ class Dispatcher:
     """
 
     # One dispatcher per worker: no instance dict.
-    __slots__ = ("_last", "_limiter", "_run_id", "_seen", "_tracer", "_tracing", "_worker",
-                 "approvals", "guard", "journal", "locks", "policy", "tools")  # fmt: skip
+    __slots__ = ("_last", "_limiter", "_run_id", "_scope", "_seen", "_tracer", "_tracing",
+                 "_worker", "approvals", "guard", "journal", "locks", "policy",
+                 "tools")  # fmt: skip
 
     def __init__(
         self,
@@ -161,6 +163,7 @@ class Dispatcher:
         self._tracer = tracer
         self._worker = worker
         self._run_id = run_id
+        self._scope = ""  # its calls' idempotency keys' own, without a journal
         self.journal = journal
         self.approvals = approvals
         self.guard = guard
@@ -415,6 +418,15 @@ class Dispatcher:
         observation = await self._execute(ready, turn, results)
         await journal.outcome(turn, observation)
 
+    def _key_scope(self) -> str:
+        """What its calls' idempotency keys are made from: the journal's scope (the
+        run's, in every life of it), or, with nothing to resume, one of its own."""
+        if self.journal is not None:
+            return self.journal.scope
+        if not self._scope:
+            self._scope = os.urandom(16).hex()
+        return self._scope
+
     async def _execute(
         self, ready: _Ready, turn: int, results: list[ToolMessage | None]
     ) -> ToolMessage:
@@ -423,7 +435,10 @@ class Dispatcher:
         call, found = ready.call, ready.tool
         kwargs = ready.kwargs
         if found.context_param is not None:
-            ctx = ToolContext(call_id=call.id, worker=self._worker, run_id=self._run_id, turn=turn)
+            ctx = ToolContext(
+                call_id=call.id, worker=self._worker, run_id=self._run_id, turn=turn,
+                idempotency_key=idempotency_key(self._key_scope(), self._worker, turn, call.id),
+            )  # fmt: skip
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         if self._tracing:

@@ -24,6 +24,7 @@ The tree::
     │   ├── EmptyResponse           the model kept answering with nothing
     │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
+    │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
     │   ├── RunawayLoop             the model kept repeating the same tool calls
     │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
     ├── BudgetExceeded              a run went past a shared budget
@@ -35,6 +36,7 @@ The tree::
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
     ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
+    │   └── AlreadyDecided          the call was decided already: the first decision stands
     └── UnsupportedEventLoop        awaited under another async library than asyncio
 
 A model's exception always ends its call as a failure, never as a crash: a
@@ -56,11 +58,13 @@ are translated where they enter and chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "AgentError",
+    "AlreadyDecided",
     "ApprovalError",
     "BudgetExceeded",
     "ConfigError",
@@ -82,6 +86,7 @@ __all__ = [
     "ModelServerError",
     "ModelTimeout",
     "OutcomeUnknown",
+    "OutputCutOff",
     "OutputValidationError",
     "PlanError",
     "RetryAfterPastDeadline",
@@ -419,6 +424,26 @@ class OutputValidationError(AgentError):
         )
 
 
+class OutputCutOff(AgentError):
+    """The model's answer ended at its output limit (``finish_reason: length``) with
+    nothing to use: no text and no tool call, as a reasoning model that spends the
+    whole limit thinking gives. Asking again under the same limit would end the same.
+
+    Attributes:
+        turn: The turn of the answer.
+        limit: The output limit it was sent (None: the endpoint's own).
+    """
+
+    def __init__(self, turn: int, limit: int | None) -> None:
+        self.turn = turn
+        self.limit = limit
+        at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
+        super().__init__(
+            f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
+            "call: give the role a higher max_output_tokens (or the policy's for every role)"
+        )
+
+
 class RunawayLoop(AgentError):
     """The model asked for the same tool calls, with the same arguments, turn after turn.
 
@@ -462,14 +487,20 @@ class BudgetExceeded(HoneycombError):
         allowed: The configured limit.
         used: What had been used when the check failed.
         partial: Whatever results the run had when it stopped (set by the Executor).
+        in_flight: The model calls under way when the wall-time budget ran out (who,
+            for how long, the tokens they had streamed), which it cut off.
     """
 
-    def __init__(self, limit: str, allowed: float, used: float) -> None:
+    def __init__(
+        self, limit: str, allowed: float, used: float, in_flight: Sequence[Any] = ()
+    ) -> None:
         self.limit = limit
         self.allowed = allowed
         self.used = used
+        self.in_flight = tuple(in_flight)
         self.partial: Any = None
-        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed")
+        cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{cut}")
 
 
 class PlanError(HoneycombError):
@@ -652,6 +683,37 @@ class ApprovalError(HoneycombError):
         self.call_id = call_id
         self.reason = reason
         super().__init__(f"cannot decide on call {call_id!r} of run {run_id!r}: {reason}")
+
+
+class AlreadyDecided(ApprovalError):
+    """The call was decided already, by someone else or earlier: a decision is final,
+    and the first one recorded stands.
+
+    Attributes:
+        approved: What the decision that stands says.
+        decided_by: Who made it (None: not recorded, as in a store of schema 4).
+        decided_at: When (``time.time()``).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        decided_by: str | None,
+        decided_at: float | None,
+    ) -> None:
+        self.approved = approved
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+        what = "approved" if approved else "denied"
+        if decided_by:
+            what += f" by {decided_by}"
+        if decided_at is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(decided_at))
+            what += f" at {when}"
+        super().__init__(run_id, call_id, f"it was decided already ({what})")
 
 
 class ModelRetry(Exception):

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from runtime import _logging
+from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = [
@@ -194,7 +195,8 @@ class Tracer:
         return bool(self._handlers) or (self._log and _logging.configured())
 
     def emit(self, event: Event) -> None:
-        """Give ``event`` to every handler, then to the log."""
+        """Give ``event`` to every handler, then to the log, secrets masked."""
+        event = masked(event)
         for handler in self._handlers:
             try:
                 handler(event)

@@ -18,6 +18,7 @@ again (same turn, same call id), the dispatcher looks it up first:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
@@ -41,9 +42,17 @@ class JournalEntry(Value, frozen=True, gc=False, kw_only=True):
 
 
 class Journal(Protocol):
-    """Where one worker's side-effecting calls are journaled."""
+    """Where one worker's side-effecting calls are journaled.
+
+    Attributes:
+        on_unknown: What a resumed worker does about a call whose outcome was lost.
+        scope: What the calls' idempotency keys are made from besides the worker, turn
+            and call id: the identity of the run, the same in each of its lives and
+            another for any other run (see :class:`~runtime.tools.ToolContext`).
+    """
 
     on_unknown: OnUnknown
+    scope: str
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
         """The entry for a call of an earlier life of this run, if any."""
@@ -75,10 +84,12 @@ class MemoryJournal:
 
     Args:
         on_unknown: What to do about a call with an intent and no outcome.
+        scope: The calls' idempotency keys' scope (default: one of its own).
     """
 
-    def __init__(self, on_unknown: OnUnknown = "tell") -> None:
+    def __init__(self, on_unknown: OnUnknown = "tell", *, scope: str | None = None) -> None:
         self.on_unknown: OnUnknown = on_unknown
+        self.scope = scope if scope is not None else os.urandom(16).hex()
         self.entries: dict[tuple[int, str], JournalEntry] = {}
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 
@@ -11,7 +12,7 @@ from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
 
-__all__ = ["Budget", "LimitedModel", "Limits", "limited"]
+__all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "limited"]
 
 
 class Limits(Value, frozen=True, kw_only=True):
@@ -38,12 +39,62 @@ class Limits(Value, frozen=True, kw_only=True):
                 raise ValueError(f"limit {name} must be positive, got {value}")
 
 
+class InFlight(Value, frozen=True, gc=False, kw_only=True):
+    """A model call that was under way at some moment: whose, what it was, for how
+    long, and the tokens it had streamed (None: not streamed, not known)."""
+
+    who: str
+    kind: str
+    turn: int
+    seconds: float
+    streamed: int | None = None
+
+    def __str__(self) -> str:
+        """``planner turn 1 (119.9s, ~2650 tokens streamed)``."""
+        streamed = f", ~{self.streamed} tokens streamed" if self.streamed is not None else ""
+        detail = f"({self.seconds:.1f}s{streamed})"
+        if self.kind == "turn":
+            return f"{self.who} turn {self.turn} {detail}"
+        if self.kind == "summary":
+            return f"{self.who}'s summary call before turn {self.turn} {detail}"
+        return f"{self.kind} {self.who} {detail}"
+
+
+class CallInFlight:
+    """One model call under way, while it is (see :meth:`Budget.call_started`)."""
+
+    __slots__ = ("kind", "pieces", "started", "turn", "who")
+
+    def __init__(self, who: str, kind: str, turn: int) -> None:
+        self.who, self.kind, self.turn = who, kind, turn
+        self.started = time.monotonic()
+        self.pieces: int | None = None  # streamed pieces of text, once one came
+
+    def streamed(self, text: str) -> None:
+        """One more piece of the answer's text came (about a token, as servers send)."""
+        if text:
+            self.pieces = (self.pieces or 0) + 1
+
+    def seen(self, now: float) -> InFlight:
+        return InFlight(
+            who=self.who, kind=self.kind, turn=self.turn, seconds=now - self.started,
+            streamed=self.pieces,
+        )  # fmt: skip
+
+
 class Budget:
     """The spending of one run against its :class:`Limits`.
 
     :meth:`reserve_model_call` checks every limit and counts the call in the same
     step (no await in between), so concurrent workers cannot all slip past the last
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
+
+    A resumed run's budget starts from what its earlier lives spent (:meth:`restore`);
+    its wall time is this life's.
+
+    Attributes:
+        on_spend: Called (in the event loop, with nothing) after each spend is counted:
+            what keeps a stored run's spending in its store as it goes.
     """
 
     def __init__(self, limits: Limits | None = None) -> None:
@@ -52,6 +103,8 @@ class Budget:
         self._cached = 0
         self._cost = 0.0
         self._started = time.monotonic()
+        self.on_spend: Callable[[], None] | None = None
+        self._calls: set[CallInFlight] = set()
 
     @property
     def usage(self) -> Usage:
@@ -97,6 +150,23 @@ class Budget:
         """
         self.check()
         self._model_calls += 1
+        if self.on_spend is not None:
+            self.on_spend()
+
+    def call_started(self, who: str | None, turn: int, kind: str = "turn") -> CallInFlight:
+        """A model call of ``who`` (a worker, ``planner``, ``aggregator``) starts: it is
+        in flight until :meth:`call_ended` (what a stopped run reports of its calls)."""
+        call = CallInFlight(who or "model", kind, turn)
+        self._calls.add(call)
+        return call
+
+    def call_ended(self, call: CallInFlight) -> None:
+        self._calls.discard(call)
+
+    def in_flight(self) -> tuple[InFlight, ...]:
+        """The model calls under way now, the longest first."""
+        now = time.monotonic()
+        return tuple(sorted((c.seen(now) for c in self._calls), key=lambda c: -c.seconds))
 
     def charge(self, usage: Usage) -> None:
         """Add tokens, tool calls and cost spent (model calls are counted on reserve)."""
@@ -106,12 +176,16 @@ class Budget:
         self._cost += usage.cost
         self._reasoning += usage.reasoning_tokens
         self._cached += usage.cached_input_tokens
+        if self.on_spend is not None:
+            self.on_spend()
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count
+        if self.on_spend is not None:
+            self.on_spend()
 
     def restore(self, usage: Usage) -> None:
-        """Count what an earlier life of a resumed run spent, model calls included."""
+        """Count what the earlier lives of a resumed run spent, model calls included."""
         self.charge(usage)
         self._model_calls += usage.model_calls
 

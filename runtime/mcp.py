@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Self
 import msgspec
 
 from runtime.errors import ConfigError, McpServerError, ModelRetry, did_you_mean
+from runtime.secrets import add_header, add_secret
 from runtime.tools import Tool
 from runtime.value import Value
 
@@ -285,6 +286,11 @@ class McpServers:
 
     def __init__(self, servers: Iterable[McpServer]) -> None:
         self.servers = {s.name: s for s in servers}
+        for server in self.servers.values():  # secrets: masked wherever a run shows one
+            for value in server.env.values():
+                add_secret(value, owner=self)
+            for value in server.headers.values():
+                add_header(value, owner=self)
         self._group: asyncio.TaskGroup | None = None
         self._live: dict[str, _Live] = {}
         self._locks: dict[str, asyncio.Lock] = {}

@@ -32,7 +32,7 @@ import anyio.to_thread
 
 from runtime._render import cut
 from runtime._threads import to_the_end
-from runtime.errors import MemoryStoreError
+from runtime.errors import MemoryStoreError, ModelResponseError
 from runtime.value import Value
 
 if TYPE_CHECKING:
@@ -132,6 +132,20 @@ class Embeddings(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """One vector per text, in order."""
+
+
+async def _vector_of(embeddings: Embeddings, text: str) -> Sequence[float]:
+    """The vector of one text.
+
+    Raises:
+        ModelResponseError: when the embeddings give other than one vector for it.
+    """
+    vectors = await embeddings.embed([text])
+    if len(vectors) != 1:
+        raise ModelResponseError(
+            f"the embeddings {embeddings.name!r} gave {len(vectors)} vectors for 1 text"
+        )
+    return vectors[0]
 
 
 def memory_id(namespace: str, text: str) -> str:
@@ -274,7 +288,7 @@ class SQLiteMemory:
             known = await self._read(partial(db.get, memory_id=found_id))
             if known is not None:
                 return _record(known)
-            [vector] = await self.embeddings.embed([kept])
+            vector = await _vector_of(self.embeddings, kept)
         model = self.embeddings.name if self.embeddings is not None else None
         return _record(await self._write(partial(db.insert, row=row, vector=vector, model=model)))
 
@@ -316,7 +330,7 @@ class SQLiteMemory:
         )
         if self.embeddings is None or not query.strip():
             return tuple(MemoryHit(record=_record(r), score=r[-1]) for r in by_text[:k])
-        [vector] = await self.embeddings.embed([query[: self.max_chars]])
+        vector = await _vector_of(self.embeddings, query[: self.max_chars])
         model = self.embeddings.name
         near = await self._read(
             partial(db.vector_hits, vector=vector, namespace=namespace, limit=wide, model=model)

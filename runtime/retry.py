@@ -40,6 +40,7 @@ from runtime.errors import (
 from runtime.events import report_retry
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.ratelimit import AdaptiveLimiter
+from runtime.secrets import HeldText
 from runtime.value import Value
 
 __all__ = [
@@ -185,13 +186,19 @@ class RetryingModel(WrapperModel):
 
 class ShownText:
     """Passes a streamed call's text on to ``on_text``, counting what was shown, so
-    that a failure after some text is told apart from one before any (:meth:`guard`)."""
+    that a failure after some text is told apart from one before any (:meth:`guard`).
+    Secrets are masked on the way (:class:`~runtime.secrets.HeldText`): what could
+    begin one waits for the next piece, or the attempt's end."""
 
     def __init__(self, on_text: TextSink) -> None:
         self.on_text = on_text
         self.chars = 0
+        self._held = HeldText(self._show)
 
     def __call__(self, text: str) -> None:
+        self._held(text)
+
+    def _show(self, text: str) -> None:
         self.chars += len(text)
         self.on_text(text)
 
@@ -203,8 +210,10 @@ class ShownText:
         Raises:
             StreamInterrupted: for a model error after text was shown.
         """
+        self._held.drop()  # what a failed attempt held back was never shown
         try:
             yield
+            self._held.flush()
         except StreamInterrupted:
             raise
         except ModelError as exc:

@@ -23,45 +23,67 @@ import msgspec
 
 from runtime._checks import check_response
 from runtime._text_protocol import replied, text_request
+from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 
-__all__ = ["TextToolModel"]
+__all__ = ["ProtocolModel", "TextToolModel"]
 
 
-class TextToolModel(WrapperModel):
+class ProtocolModel(WrapperModel):
+    """What the tool protocols' models share: the request written out (:meth:`_written`)
+    for the inner model, which is never sent a tool, and its reply read back
+    (:meth:`_replied`) into tool calls or the answer."""
+
+    def __init__(self, inner: Model) -> None:
+        super().__init__(inner)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The inner model's answer to ``request`` written out, read back.
+
+        Raises:
+            ModelError: as the inner model raises it; ModelResponseError for an answer
+                that is not a well-formed response.
+        """
+        return self._read(await self.inner.complete(self._written(request)), request)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The request streamed through the inner model, when its text is the answer;
+        answered in one go (:meth:`complete`) when it may be calls, not an answer."""
+        if self._in_one_go(request):
+            return await self.complete(request)
+        answer = await call_model(self.inner, self._written(request), on_text)
+        return self._read(answer, request)
+
+    def _written(self, request: ModelRequest) -> ModelRequest:
+        raise NotImplementedError
+
+    def _replied(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
+        raise NotImplementedError
+
+    def _in_one_go(self, request: ModelRequest) -> bool:
+        return bool(request.tools)
+
+    def _read(self, answer: ModelResponse, request: ModelRequest) -> ModelResponse:
+        """The inner model's answer with its calls read back as tool calls."""
+        response = check_response(answer, self.inner)
+        message = self._replied(response.message, request)
+        if message is response.message:
+            return response
+        finish = "tool_calls" if message.tool_calls else response.finish_reason
+        return msgspec.structs.replace(response, message=message, finish_reason=finish)
+
+
+class TextToolModel(ProtocolModel):
     """A model that calls tools by writing actions as text, for ``inner``, which is
-    never sent a tool.
+    never sent a tool; a request without tools is streamed (its text is the answer).
 
     Args:
         inner: The model that answers, whatever it is (its retries, limits and usage
             are its own: this model only writes the request and reads the reply).
     """
 
-    def __init__(self, inner: Model) -> None:
-        super().__init__(inner)
+    def _written(self, request: ModelRequest) -> ModelRequest:
+        return text_request(request)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The inner model's answer to ``request`` written out, its actions read back
-        as tool calls.
-
-        Raises:
-            ModelError: as the inner model raises it; ModelResponseError for an answer
-                that is not a well-formed response.
-        """
-        return self._read(await self.inner.complete(text_request(request)), request)
-
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        """A tool-less request streamed through the inner model; one with tools is
-        answered in one go (:meth:`complete`): its text may be actions, not an answer."""
-        if request.tools:
-            return await self.complete(request)
-        return self._read(await call_model(self.inner, text_request(request), on_text), request)
-
-    def _read(self, answer: ModelResponse, request: ModelRequest) -> ModelResponse:
-        """The inner model's answer with its actions read back as tool calls."""
-        response = check_response(answer, self.inner)
-        message = replied(response.message, request)
-        if message is response.message:
-            return response
-        finish = "tool_calls" if message.tool_calls else response.finish_reason
-        return msgspec.structs.replace(response, message=message, finish_reason=finish)
+    def _replied(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
+        return replied(message, request)

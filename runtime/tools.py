@@ -8,6 +8,7 @@ nested models and lists all work. Arguments are validated before the function ru
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import re
@@ -25,7 +26,7 @@ from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolE
 from runtime.model import ToolSchema
 from runtime.value import Value
 
-__all__ = ["ArgumentsError", "Tool", "ToolContext", "ToolRegistry", "tool"]
+__all__ = ["ArgumentsError", "Tool", "ToolContext", "ToolRegistry", "idempotency_key", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,12 +40,27 @@ class ToolContext(Value, frozen=True, gc=False, kw_only=True):
         worker: The worker making the call, if known.
         run_id: The run the call belongs to, if known.
         turn: The loop turn (1-based).
+        idempotency_key: This call's key for a service that deduplicates requests (a
+            payment API's ``Idempotency-Key``): the same every time this call is made,
+            retried or made again by a resumed run (a side-effecting call of a stored
+            run is, see :mod:`runtime.journal`), and another for every other call, of
+            this run or any other (a run of the same id in another store, or without
+            one, included). Empty only in a context made by hand.
     """
 
     call_id: str
     worker: str | None = None
     run_id: str | None = None
     turn: int = 0
+    idempotency_key: str = ""
+
+
+def idempotency_key(scope: str, worker: str | None, turn: int, call_id: str) -> str:
+    """The idempotency key of call ``call_id`` of ``worker``'s turn ``turn``, in the run
+    ``scope`` names (see :attr:`ToolContext.idempotency_key`): a digest, so that it
+    says nothing of the run to the service it is sent to."""
+    named = "\0".join((scope, worker or "", str(turn), call_id))
+    return "honeycomb-" + hashlib.sha256(named.encode()).hexdigest()[:32]
 
 
 class ArgumentsError(ValueError):
@@ -94,6 +110,8 @@ class Tool(Generic[P, R]):
             holds no ``tool_concurrency`` slot, so no nested call ever waits for a
             slot its ancestor holds. It cannot be ``exclusive`` (its workers' calls
             would wait for its lock).
+        describe: Says what a call will do, in the tool's own words, from its
+            arguments (as JSON values): shown to the person asked to approve it.
     """
 
     def __init__(
@@ -112,6 +130,7 @@ class Tool(Generic[P, R]):
         durable: bool = False,
         pinned: bool = False,
         nests: bool = False,
+        describe: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -138,6 +157,7 @@ class Tool(Generic[P, R]):
         self.durable = durable
         self.pinned = pinned
         self.nests = nests
+        self.describe = describe
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -212,6 +232,7 @@ class Tool(Generic[P, R]):
             "durable": self.durable,
             "pinned": self.pinned,
             "nests": self.nests,
+            "describe": self.describe,
         }
 
 
@@ -239,6 +260,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -254,6 +276,7 @@ def tool(
     terminal: bool = False,
     idempotent: bool = False,
     approval: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a sync or async function a tool; use bare (``@tool``) or with options.
 
@@ -273,6 +296,7 @@ def tool(
             terminal=terminal,
             idempotent=idempotent,
             approval=approval,
+            describe=describe,
         )
 
     return make(fn) if fn is not None else make

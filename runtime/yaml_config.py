@@ -100,11 +100,10 @@ class YamlDocument(Value, frozen=True, kw_only=True):
     def _from_pydantic(
         self, model: type[pydantic.BaseModel], err: Any, value: Any, base: YamlPath
     ) -> ConfigError:
-        loc = _data_path(value, err["loc"])
+        loc, allowed = _located(model, value, err["loc"])
         where = base + loc
         message = str(err["msg"])
         if err["type"] == "extra_forbidden" and loc:
-            allowed = _fields_at(model, loc[:-1])
             message = f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), allowed)}"
             if allowed:
                 message += f"; allowed: {', '.join(sorted(allowed))}"
@@ -275,21 +274,31 @@ def _unquoted(text: str | None) -> str | None:
     return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
 
 
-def _data_path(value: Any, loc: Sequence[Any]) -> YamlPath:
-    """The path into the data of a pydantic error location: pydantic also puts the
-    names of union members (``str``, ``list[str]``) and ``[key]`` into locations, but
-    a part that is a key or index of the data is kept even if it looks like one."""
+def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list[str]]:
+    """The path into the data of a pydantic error location, and the fields of the
+    model its last part is a key of (none if it is not a model's). pydantic also puts
+    a tag into the location of an error inside a union: the member's name (``str``,
+    ``list[str]``, a model's class name) or a tagged union's tag; a tag picks the
+    member the rest of the location is in, and a part that is a key or index of the
+    data is kept even if it looks like one."""
     out: list[str | int] = []
+    holder: Any = None
+    current: Any = model
     for part in loc:
+        members = _members(current)
         found = _key(value, part)
+        if found is _MISSING and (len(members) > 1 or _is_union_tag(part)):
+            current = _member_tagged(members, part)
+            continue
+        holder = _only_model(members)
         if found is not _MISSING:
             value, part = value[found], found
-        elif _is_union_tag(part):
-            continue
         else:
             value = None
         out.append(part if isinstance(part, str | int) else str(part))
-    return tuple(out)
+        current = _inner(holder if holder is not None else current, part)
+    fields = list(holder.model_fields) if holder is not None else []
+    return tuple(out), fields
 
 
 _MISSING = object()
@@ -308,40 +317,57 @@ def _key(value: Any, part: Any) -> Any:
 
 
 def _is_union_tag(part: Any) -> bool:
-    # pydantic puts the member type's name into the location of union errors
+    # a union member's name, where the annotation is not known (``Any``, a validator's)
     return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
 
 
-def _fields_at(model: Any, loc: Sequence[str | int]) -> list[str]:
-    """The field names a pydantic model accepts at ``loc`` (for "did you mean")."""
-    current: Any = model
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(current, type) and issubclass(current, pydantic.BaseModel):
-            info = current.model_fields.get(str(part))
-            if info is None:
-                return []
-            current = info.annotation
-        else:
-            args = typing.get_args(current)
-            if not args:
-                return []
-            current = args[-1]  # dict values, list/tuple items
-    current = _unwrap(current)
-    if isinstance(current, type) and issubclass(current, pydantic.BaseModel):
-        return list(current.model_fields)
-    return []
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Strip ``Optional``/unions down to the one model type, if there is one."""
+def _members(annotation: Any) -> list[Any]:
+    """The types a value of ``annotation`` may be: one, or a union's members (never
+    None, which an error is not about; ``Annotated`` stripped)."""
     origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            if isinstance(arg, type) and issubclass(arg, pydantic.BaseModel):
-                return arg
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return members[0] if len(members) == 1 else annotation
     if origin is typing.Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
-    return annotation
+        return _members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) if a is not type(None) for m in _members(a)]
+    return [annotation]
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
+def _only_model(members: list[Any]) -> Any:
+    """The one model among ``members`` (a model, or a model or a scalar), else None."""
+    models = [m for m in members if _is_model(m)]
+    return models[0] if len(models) == 1 else None
+
+
+def _member_tagged(members: list[Any], tag: Any) -> Any:
+    """The member of a union that pydantic's location ``tag`` names: a model by its
+    class name, or by the literal its discriminating field holds; else the union."""
+    for member in members:
+        if _is_model(member):
+            if member.__name__ == tag:
+                return member
+            for info in member.model_fields.values():
+                if typing.get_origin(info.annotation) is typing.Literal and tag in typing.get_args(
+                    info.annotation
+                ):
+                    return member
+    return typing.Union[tuple(members)] if len(members) > 1 else members[0]  # noqa: UP007
+
+
+def _inner(annotation: Any, part: str | int) -> Any:
+    """The annotation of what ``part`` names inside a value of ``annotation``: a
+    model's field, a mapping's values, a sequence's items (Any where not known)."""
+    members = _members(annotation)
+    model = _only_model(members)
+    if model is not None:
+        info = model.model_fields.get(str(part))
+        return info.annotation if info is not None else Any
+    args = typing.get_args(members[0]) if len(members) == 1 else ()
+    if not args:
+        return Any
+    if typing.get_origin(members[0]) is tuple and args[-1] is not Ellipsis:
+        return args[part] if isinstance(part, int) and part < len(args) else Any
+    return args[-1] if args[-1] is not Ellipsis else args[0]  # mapping values, items

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from runtime.secrets import isolated
+
 if TYPE_CHECKING:
     from runtime._llama_server import LlamaServer
     from tests.support.llama import SentBodies
@@ -81,6 +83,14 @@ def unconfigured_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def own_secrets() -> Iterator[None]:
+    """Each test knows only the secrets it adds: text held back as the start of a key
+    another test registered would make what a test sees depend on the order."""
+    with isolated():
+        yield
 
 
 def pytest_configure(config: pytest.Config) -> None:

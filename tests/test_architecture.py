@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -161,13 +162,15 @@ def test_honeycomb_public_names() -> None:
 
 
 RUNTIME_NAMES = {
-    "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded", "ApprovalRequest",
+    "AlreadyDecided", "ApprovalEntry", "ApprovalError", "ApprovalLog", "ApprovalNeeded",
+    "ApprovalRequest",
     "ApprovalRule", "Approver", "Decision", "MemoryApprovalLog", "PendingApproval",
     "AdaptiveLimiter", "AgentError", "ArgumentsError", "AssistantMessage", "Budget",
     "BudgetExceeded", "CompactionFinished", "CompactionStarted",
     "ConfigError", "ConfigErrors", "DispatchPolicy", "Dispatcher", "DuplicateToolError",
     "EmptyResponse", "Event", "EventHandler", "HoneycombError", "Journal", "JournalEntry",
-    "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "McpServer", "McpServerError",
+    "JsonToolModel", "LimitedModel", "Limits", "LockTable", "MaxTurnsExceeded", "McpServer",
+    "McpServerError",
     "McpServers", "McpToolSettings", "MemoryJournal",
     "ModelCallError", "OnUnknown", "OutcomeUnknown",
     "RunawayLoop", "StoreError", "StreamInterrupted", "StreamingModel", "TextDelta",
@@ -180,7 +183,8 @@ RUNTIME_NAMES = {
     "ModelRetry", "ModelTimeout", "ObservationStatus", "OpenAIModel", "OpenAIResponsesModel",
     "LlamaModel", "ModelServerError",  # llama.cpp in this process
     "OutputSchema",
-    "OutputValidationError", "PlanError", "Price", "PricedModel", "RateLimitedModel",
+    "OutputCutOff", "OutputValidationError", "PlanError", "Price", "PricedModel",
+    "RateLimitedModel",
     "ReasoningItem", "RetryAfterPastDeadline", "RetryPolicy", "RetryingModel", "RunBusy",
     "RunFailed",
     "ScriptExhausted",
@@ -188,7 +192,7 @@ RUNTIME_NAMES = {
     "ToolContext",
     "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry", "ToolSchema",
     "Tracer", "Transcript", "UnknownToolError", "UnsupportedEventLoop", "Usage", "UserMessage",
-    "WrapperModel", "YamlDocument", "YamlPath", "check_cancelled", "did_you_mean",
+    "WrapperModel", "YamlDocument", "YamlPath", "add_secret", "check_cancelled", "did_you_mean",
     "format_path", "load_yaml", "parse_yaml", "tool",
     # the messages' boundaries: reading and writing them as dicts and JSON
     "Messages", "dump_messages", "dump_messages_json", "dump_value", "dump_value_json",
@@ -207,7 +211,8 @@ WORKERS_NAMES = {
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {
-    "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision", "PendingApproval",
+    "AlreadyDecided", "Approvals", "ApprovalError", "ApprovalRequest", "Approver", "Decision",
+    "PendingApproval",
     "Waiting",
     "AdaptiveLimiter", "AgentError", "AgentLoop", "AggregationFinished", "AggregationStarted",
     "Aggregator", "ArgumentsError", "AssistantMessage", "Budget", "BudgetExceeded", "Budgets",
@@ -216,7 +221,9 @@ HONEYCOMB_NAMES = {
     "Continue", "DispatchPolicy", "Dispatcher", "DuplicateToolError", "EmptyResponse", "Event",
     "EventHandler", "Executor", "Failed", "Final", "FunctionAggregator", "FunctionModel",
     "RayBackend", "WorkerLost",
-    "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "LimitedModel",
+    "FunctionPlanner", "Hive", "HoneycombError", "Journal", "JournalEntry", "JsonToolModel",
+    "Life",
+    "LimitedModel",
     "Limits", "LockTable", "LoopSettings", "LoopState", "MaxTurnsExceeded", "McpServer",
     "McpServerError", "McpServers", "McpToolSettings", "MemoryJournal",
     "Message", "Messages", "Model", "ModelCallError", "ModelCallFinished", "ModelCallRetrying",
@@ -225,7 +232,8 @@ HONEYCOMB_NAMES = {
     "LlamaModel", "ModelServerError",  # llama.cpp in this process
     "OfflineModel", "OnUnknown", "OpenAIModel", "OpenAIResponsesModel", "OpenTelemetryExporter",
     "OutcomeUnknown",
-    "OutputSchema", "OutputValidationError", "Plan", "PlanError", "PlanReady", "PlanRound",
+    "OutputCutOff", "OutputSchema", "OutputValidationError", "Plan", "PlanError", "PlanReady",
+    "PlanRepaired", "PlanRound",
     "Planner",
     "Policy", "Price", "PricedModel", "RateLimitedModel", "ReasoningItem",
     "RetryAfterPastDeadline",
@@ -240,7 +248,7 @@ HONEYCOMB_NAMES = {
     "ToolContext", "ToolDefinitionError", "ToolError", "ToolMessage", "ToolRegistry",
     "ToolSchema", "Tracer", "Transcript", "UnknownToolError", "UnsupportedEventLoop", "Usage",
     "UserMessage", "Worker", "WorkerError", "WorkerFinished", "WorkerResult", "WorkerSetup",
-    "WorkerStarted", "WrapperModel", "build_timeline", "call", "check_cancelled",
+    "WorkerStarted", "WrapperModel", "add_secret", "build_timeline", "call", "check_cancelled",
     "configure_logging", "dump_messages", "dump_messages_json", "dump_value",
     "dump_value_json", "from_jsonl", "load_hive", "load_roles", "render_timeline", "to_html",
     "to_jsonl", "tool", "validate_messages", "validate_value",
@@ -302,7 +310,8 @@ def test_the_base_dependencies_are_declared() -> None:
 # What ``import honeycomb`` must not load: each loads with the first program that uses it.
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
-    "honeycomb.store", "honeycomb.run.durable", "honeycomb.offline", "honeycomb.hive",
+    "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
+    "honeycomb.offline", "honeycomb.hive",
     "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec", "mcp",
     "mcp_types", "httpx2", "runtime._mcp_sdk",
     # Models that wrap others, the text tool protocol, the test models, spans and logging.
@@ -322,17 +331,19 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
     assert sorted(m for m in LOADED_ON_FIRST_USE if m in loaded) == []
 
 
-@pytest.mark.parametrize(
-    ("module", "name"),
-    [("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
+FIRST_USE_NAMES = [
+     ("honeycomb", "RunStore"), ("honeycomb", "RunSummary"), ("runtime", "load_yaml"),
      ("runtime", "YamlDocument"), ("runtime", "format_path"),
      ("honeycomb", "OpenAIEmbeddings"), ("runtime", "OpenAIEmbeddings"),
-     ("honeycomb", "TextToolModel"), ("honeycomb", "RateLimitedModel"), ("honeycomb", "Price"),
+     ("honeycomb", "TextToolModel"), ("honeycomb", "JsonToolModel"),
+     ("honeycomb", "RateLimitedModel"), ("honeycomb", "Price"),
      ("honeycomb", "LlamaModel"), ("runtime", "LlamaModel"),
      ("honeycomb", "ScriptedModel"), ("honeycomb", "call"), ("honeycomb", "Span"),
      ("honeycomb", "configure_logging"), ("runtime", "AdaptiveLimiter"),
-     ("honeycomb.trace", "to_jsonl")],
-)  # fmt: skip
+     ("honeycomb.trace", "to_jsonl")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("module", "name"), FIRST_USE_NAMES)
 def test_names_that_load_on_first_use_are_there(module: str, name: str) -> None:
     value = getattr(sys.modules[module], name)
     assert value.__name__ == name
@@ -345,6 +356,35 @@ def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() ->
     loaded = set(done.stdout.split())
     assert "honeycomb.hive.hive" in loaded
     assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []
+
+
+def named_modules() -> list[str]:
+    """Every module this file names: each of ours it spells anywhere, and the
+    third-party ones of its lists. A check about a module that does not exist cannot
+    fail, so each must be there."""
+    ours = re.compile(r"(runtime|workers|honeycomb)(\.\w+)*")
+    spelt = {
+        node.value
+        for node in ast.walk(ast.parse(Path(__file__).read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and ours.fullmatch(node.value)
+    }
+    listed = {*LOADED_ON_FIRST_USE, *BASE_MODULES,
+              *(m for modules in EXTRA_MODULES.values() for m in modules)}  # fmt: skip
+    return sorted(spelt | listed)
+
+
+@pytest.mark.parametrize("module", named_modules())
+def test_every_module_this_file_names_exists(module: str) -> None:
+    if module.split(".")[0] in ("runtime", "workers", "honeycomb"):
+        assert module in MODULES
+    else:
+        assert importlib.util.find_spec(module) is not None
+
+
+def test_every_file_this_file_names_exists() -> None:
+    assert sorted(p for p in EXTRA_MODULES if not (ROOT / p).is_file()) == []
 
 
 def pydantic_models() -> list[type[pydantic.BaseModel]]:

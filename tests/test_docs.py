@@ -3,7 +3,9 @@
 Every fenced block in README.md and docs/*.md has a language. Each ``python`` block is
 run: the blocks of one page in order, in one namespace (a block may use what an
 earlier one on the page defined), in a fresh folder that holds ``examples/`` (as the
-root of a clone does), offline (the network guard of ``conftest.py`` holds). A block
+root of a clone does), offline (the network guard of ``conftest.py`` holds); then once
+more, in the same folder, where it must print the same (a page's example may be run
+twice: what it leaves behind must not change what it does). A block
 may use top-level ``await``, as in ``python -m asyncio``; such blocks run on one
 event loop per page, the others outside any loop.
 
@@ -156,18 +158,39 @@ def test_each_python_block_compiles(block: Block) -> None:
     compiled(block)
 
 
-@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_python_blocks_of_a_page_run(page: Path, folder: Path) -> None:
+def run_page(page: Path) -> str:
+    """Run the python blocks of a page in order, in one namespace; what they print."""
     from honeycomb import OfflineModel
 
     namespace: dict[str, Any] = {"__name__": "__docs__", "OfflineModel": OfflineModel}
-    with asyncio.Runner() as runner:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), asyncio.Runner() as runner:
         for block in (b for b in blocks(page) if b.language == "python"):
             code = compiled(block)
             if code.co_flags & inspect.CO_COROUTINE:
                 runner.run(eval(code, namespace))
             else:
                 exec(code, namespace)
+    return printed.getvalue()
+
+
+_VARYING = re.compile(r"\b[0-9a-f]{12}\b|\d+(?:\.\d+)?(?:e-?\d+)?|[█▒░·]+")
+"""What differs from one run of a page to the next: run ids, timings, timeline bars."""
+
+
+def unvarying(printed: str) -> str:
+    """What a page printed, what differs from one run to the next made alike (and the
+    spaces that set timeline bars where they fall)."""
+    return re.sub(r"~( ~)+", "~", re.sub(r"[ \t]+", " ", _VARYING.sub("~", printed)))
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_python_blocks_of_a_page_run_and_run_again_alike(page: Path, folder: Path) -> None:
+    """A page run a second time in the same folder (with what the first run left there,
+    stores and memory files) runs, and prints what it printed the first time."""
+    first = run_page(page)
+    again = run_page(page)
+    assert unvarying(again) == unvarying(first)
 
 
 PACKAGES = {"honeycomb", "runtime", "workers", "benchmarks"}
@@ -364,3 +387,22 @@ def test_the_commands_a_page_shows_run(
         if argv[0] in ("run", "demo"):
             assert "[offline simulation]" in out.out
             assert "did not succeed" not in out.out, out.out
+
+
+def _awaits_at_top_level(code: str) -> bool:
+    try:
+        compile(code, "<block>", "exec")
+    except SyntaxError:
+        compile(code, "<block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "first-steps.md"])
+def test_the_pages_a_newcomer_starts_from_say_how_to_run_what_they_show(page: Path) -> None:
+    """Their commands are the environment's, which they say how to activate; a block
+    with top-level ``await`` says where it runs as it stands."""
+    text = page.read_text(encoding="utf-8")
+    assert "source .venv/bin/activate" in text
+    if any(_awaits_at_top_level(b.code) for b in blocks(page) if b.language == "python"):
+        assert "python -m\nasyncio" in text or "python -m asyncio" in text

@@ -45,6 +45,12 @@ def test_every_example_is_a_template_with_a_readme() -> None:
         assert "honeycomb run hive.yaml" in readme or "honeycomb demo" in readme
 
 
+def test_first_steps_lists_every_template() -> None:
+    page = (EXAMPLES.parent / "docs" / "first-steps.md").read_text()
+    listed = re.findall(r"^\| `([\w-]+)` \|", page, flags=re.M)
+    assert sorted(listed) == sorted(templates())
+
+
 async def test_research_fans_out_then_synthesises() -> None:
     result = await _run("research")
     assert result.status == "ok"
@@ -62,13 +68,13 @@ async def test_research_in_rounds_follows_up_what_needs_more() -> None:
     result = await _run("research", file="rounds.yaml")
     assert result.status == "ok"
     assert [(r.round, r.added) for r in result.rounds] == [
-        (1, ("researcher-1", "researcher-2", "researcher-3")),
-        (2, ("researcher-3.more",)),
+        (1, ("s1", "s2", "s3")),
+        (2, ("s4",)),
         (3, ()),
     ]
     assert result.rounds_ended == "done"
-    follow_up = result.plan["researcher-3.more"]
-    assert follow_up.depends_on == ("researcher-3",)
+    follow_up = result.plan["s4"]
+    assert follow_up.depends_on == ("s3",)
     assert "needs more research" in follow_up.instruction
 
 

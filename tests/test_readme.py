@@ -36,3 +36,27 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "[offline simulation]" in done.stdout
     assert "speedup" in done.stdout
+
+
+def test_the_readme_says_how_to_activate_the_environment_before_it_says_honeycomb() -> None:
+    """The setup runs ``.venv/bin/honeycomb``; what follows says ``honeycomb``, which a
+    shell finds only with the environment active."""
+    activate = README.index("source .venv/bin/activate")
+    bare = re.search(r"(?<![/\w-])honeycomb (?:init|run|demo|validate|trace)\b", README)
+    assert bare is not None
+    assert activate < bare.start()
+
+
+def test_the_development_section_says_how_to_get_chromium_for_the_browser_tests() -> None:
+    development = README.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
+    assert "sudo apt-get install chromium" in development
+    assert "pytest -rs" in development  # how to see which tests it skipped
+    needs = 'shutil.which("chromium")'
+    browser_tests = sorted(
+        p.name
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if needs in p.read_text() and p != Path(__file__)
+    )
+    assert browser_tests == ["test_serve.py", "test_timeline.py"]
+    assert "`honeycomb serve`" in development
+    assert "trace page" in development

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from honeycomb.cli.running import DEMOS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,26 +50,32 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python.parent
 
 
-def _command(installed: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _command(
+    installed: Path, program: str, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``program`` of the environment (``honeycomb``, ``python``), run as a user would:
+    without this one's PYTHONPATH, which could put the clone first."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run(
-        [installed / "honeycomb", *args],
+        [installed / program, *args],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False,
     )  # fmt: skip
+
+
+def _package(installed: Path, cwd: Path) -> Path:
+    """The folder of the ``honeycomb`` package the environment imports."""
+    probe = "import honeycomb; print(honeycomb.__file__)"
+    return Path(_command(installed, "python", "-c", probe, cwd=cwd).stdout.strip()).parent
 
 
 def test_the_installed_package_is_the_wheel_and_its_command_works(
     installed: Path, tmp_path: Path
 ) -> None:
-    where = subprocess.run(
-        [installed / "python", "-c", "import honeycomb; print(honeycomb.__file__)"],
-        capture_output=True, text=True, cwd=tmp_path, check=True,
-    ).stdout  # fmt: skip
-    assert Path(where).is_relative_to(installed.parent)
+    assert _package(installed, tmp_path).is_relative_to(installed.parent)
     (tmp_path / "hive.yaml").write_text(
         "models: {default: offline}\nroles:\n  writer: {description: Writes.}\nplanner: writer\n"
     )
-    done = _command(installed, "validate", "hive.yaml", cwd=tmp_path)
+    done = _command(installed, "honeycomb", "validate", "hive.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "hive.yaml: OK" in done.stdout
 
@@ -75,11 +83,11 @@ def test_the_installed_package_is_the_wheel_and_its_command_works(
 def test_the_installed_command_has_no_bench_and_says_where_the_benchmarks_run(
     installed: Path, tmp_path: Path
 ) -> None:
-    listed = _command(installed, "--help", cwd=tmp_path)
+    listed = _command(installed, "honeycomb", "--help", cwd=tmp_path)
     assert listed.returncode == 0
     assert "validate" in listed.stdout
     assert "bench" not in listed.stdout
-    done = _command(installed, "bench", "--smoke", cwd=tmp_path)
+    done = _command(installed, "honeycomb", "bench", "--smoke", cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "not installed with the package" in done.stderr
@@ -98,19 +106,61 @@ def test_a_clones_command_has_bench() -> None:
 def test_the_installed_command_makes_a_hive_that_runs_offline(
     installed: Path, tmp_path: Path
 ) -> None:
-    listed = _command(installed, "init", "--list", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
-    for name in ("starter", "research", "review", "triage", "trip"):
-        assert name in listed.stdout
-    made = _command(installed, "init", "myhive", cwd=tmp_path)
+    made = _command(installed, "honeycomb", "init", "myhive", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     for name in ("hive.yaml", "tools.py", "README.md"):
         assert (tmp_path / "myhive" / name).is_file()
-    assert _command(installed, "validate", "myhive/hive.yaml", cwd=tmp_path).returncode == 0
-    done = _command(installed, "run", "myhive/hive.yaml", "--plain", "--no-store", cwd=tmp_path)
+    assert (
+        _command(installed, "honeycomb", "validate", "myhive/hive.yaml", cwd=tmp_path).returncode
+        == 0
+    )
+    done = _command(
+        installed, "honeycomb", "run", "myhive/hive.yaml", "--plain", "--no-store", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[offline simulation]" in done.stdout
     assert "Lisbon" in done.stdout
-    again = _command(installed, "init", "myhive", cwd=tmp_path)
+    again = _command(installed, "honeycomb", "init", "myhive", cwd=tmp_path)
     assert again.returncode == 1
     assert "not overwritten" in again.stderr
+
+
+def test_the_wheel_ships_every_example_of_the_clone(installed: Path, tmp_path: Path) -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "examples"], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    wanted = sorted(path.removeprefix("examples/") for path in tracked if path.count("/") > 1)
+    shipped = _package(installed, tmp_path) / "examples"
+    files = [p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file()]
+    # (the examples' own imports leave bytecode in the installed package as they run)
+    assert sorted(f.as_posix() for f in files if "__pycache__" not in f.parts) == wanted
+
+
+def test_the_installed_command_knows_every_example_and_runs_each_demo(
+    installed: Path, tmp_path: Path
+) -> None:
+    names = sorted(p.parent.name for p in (ROOT / "examples").glob("*/hive.yaml"))
+    listed = _command(installed, "honeycomb", "init", "--list", cwd=tmp_path)
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == names
+    shipped = _package(installed, tmp_path) / "examples"
+    hives = sorted({*(f"{name}/hive.yaml" for name in names),
+                    *(f"{example}/{file}" for example, file in DEMOS.values())})  # fmt: skip
+    done = _command(
+        installed, "honeycomb", "validate", *(str(shipped / h) for h in hives), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": OK") == len(hives)
+    for option in (f"--{name}" for name in DEMOS if name != "trip"):
+        ran = _command(
+            installed,
+            "honeycomb",
+            "demo",
+            option,
+            "--latency",
+            "0",
+            "--plain",
+            "--no-store",
+            cwd=tmp_path,
+        )
+        assert ran.returncode == 0, f"demo {option}: {ran.stdout[-500:]}{ran.stderr}"
+        assert "\nAnswer:\n" in ran.stdout

@@ -332,7 +332,13 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        outcome = await self._summarize(request)
+        budget = self.budget
+        flight = budget.call_started(self.worker, turn, "summary") if budget else None
+        try:
+            outcome = await self._summarize(request)
+        finally:
+            if budget is not None and flight is not None:
+                budget.call_ended(flight)
         usage, error = outcome.usage, outcome.error
         if self.budget is not None:
             self.budget.charge(usage)

@@ -242,10 +242,18 @@ class JudgeRole(Protocol):
     def system_prompt(self) -> str: ...
     @property
     def model_timeout(self) -> float | None: ...
+    @property
+    def max_output_tokens(self) -> int | None: ...
+
+
+VERDICT_TOKENS = 256
+"""The output limit of a judge's call (a role's own ``max_output_tokens`` wins): a
+verdict is ``PASS`` or a reason in a sentence or two."""
 
 
 class Judge:
-    """Asks judge roles: one tool-less model call each, under the run's budget.
+    """Asks judge roles: one tool-less model call each, under the run's budget, its
+    answer limited to what a verdict needs (:data:`VERDICT_TOKENS`).
 
     Args:
         roles: The roles a guard may name as its judge, by name.
@@ -279,15 +287,21 @@ class Judge:
             messages=(SystemMessage(content=prompt), UserMessage(content=_shown(check))),
             tool_choice="none",
             timeout=role.model_timeout,
+            max_output_tokens=role.max_output_tokens or VERDICT_TOKENS,
         )
-        if self.budget is not None:
-            self.budget.reserve_model_call()
+        budget = self.budget
+        if budget is not None:
+            budget.reserve_model_call()
+        flight = budget.call_started(role_name, 0, "judge") if budget else None
         try:
             answer = await model.complete(request)
         except HoneycombError:
             raise
         except Exception as exc:  # the model's own (cancellation is not an Exception)
             raise ModelCallError(model, exc) from exc
+        finally:
+            if budget is not None and flight is not None:
+                budget.call_ended(flight)
         response = check_response(answer, model)
         if self.budget is not None:
             self.budget.charge(response.usage)

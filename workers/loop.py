@@ -15,6 +15,12 @@ An answer is final once it matches the output schema (if any) and the output gua
 (:mod:`workers.guards`) accept it; one that does not goes back to the model with what
 is wrong, up to ``output_retries`` times.
 
+Every call carries the settings' output limit (``max_output_tokens``). An answer that
+ends there (``finish_reason: length``) is cut off: a structured one that does not
+validate goes back saying so (answer shorter), as any invalid answer; one with no
+text and no call at all is :class:`~runtime.OutputCutOff` (the same limit would cut it
+again); text alone is the answer, as far as it goes.
+
 A model call that fails ends the loop with ``Failed``, never with an exception: a
 :class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
 :class:`~runtime.ModelCallError` naming the model and the exception's type, with the
@@ -56,6 +62,7 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     OutcomeUnknown,
+    OutputCutOff,
     OutputSchema,
     OutputValidationError,
     RunawayLoop,
@@ -79,6 +86,7 @@ from runtime.events import (
     TextDelta,
     current_call,
 )
+from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, call_model
 from workers.compaction import Compactor
@@ -105,6 +113,12 @@ WRAP_UP = (
 FIX_OUTPUT = (
     "Your answer does not match the required {schema} schema: {error}\n"
     "Answer again with JSON that matches the schema exactly."
+)
+CUT_OFF = "it was cut off at the output limit of {limit} tokens before it was complete"
+FIX_CUT_OFF = (
+    "Your answer was cut off at the output limit of {limit} tokens before it was complete, "
+    "so it does not match the required {schema} schema. Answer again, shorter, with JSON "
+    "that matches the schema exactly."
 )
 
 
@@ -241,13 +255,15 @@ class AgentLoop:
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up, tracing)
+            budget = self.budget
+            flight = budget.call_started(self.worker, turn) if budget is not None else None
             started = time.perf_counter() if tracing else 0.0
             try:
                 if self.tracer.text:  # someone reads the text as it is written
                     # The text of an answer output guards will check is held until
                     # they pass it (text that a guard refuses never reaches a listener).
                     held = HeldText(self.tracer) if self.guards is not None else None
-                    sink = self._text_sink(turn, held or self.tracer)
+                    sink = self._text_sink(turn, held or self.tracer, flight)
                     answer = await call_model(self.model, request, sink)
                 else:
                     answer = await self.model.complete(request)
@@ -255,6 +271,9 @@ class AgentLoop:
                 raise
             except Exception as exc:  # the model's own (cancellation is not an Exception)
                 raise ModelCallError(self.model, exc) from exc
+            finally:
+                if budget is not None and flight is not None:
+                    budget.call_ended(flight)
             # What a model returns is user code's: checked here, once, as it arrives.
             response = check_response(answer, self.model)
         except HoneycombError as exc:
@@ -290,7 +309,11 @@ class AgentLoop:
             if held is not None:  # text beside calls is no answer: no guard checks it
                 held.release()
             return Continue(state=state)
+        cut = response.finish_reason == "length"
         if message.is_empty:
+            if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
+                limit = self.settings.max_output_tokens
+                return Failed(state=state, error=OutputCutOff(state.turn, limit))
             if state.nudged or wrap_up:
                 return Failed(
                     state=state, error=EmptyResponse(state.turn, wrap_up=not state.nudged)
@@ -299,7 +322,7 @@ class AgentLoop:
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
             state = replace(state, nudged=False)
-        step = await self._finish(state, message.content or "")
+        step = await self._finish(state, message.content or "", cut=cut)
         if held is not None and isinstance(step, Final):  # accepted: its text is shown
             held.release()
         return step
@@ -324,6 +347,7 @@ class AgentLoop:
             output=self._output,
             timeout=self.settings.model_timeout,
             conversation=self._conversation,
+            max_output_tokens=self.settings.max_output_tokens,
         )
         if tracing:
             self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
@@ -333,13 +357,16 @@ class AgentLoop:
             )
         return request
 
-    def _text_sink(self, turn: int, tracer: Tracer) -> TextSink:
+    def _text_sink(self, turn: int, tracer: Tracer, flight: CallInFlight | None) -> TextSink:
         """Where a streamed answer's pieces go: one :class:`TextDelta` each, to
-        ``tracer`` (the loop's, or a hold in front of it)."""
+        ``tracer`` (the loop's, or a hold in front of it), counted in ``flight``."""
         emit, worker, run_id = tracer.emit, self.worker, self.run_id
+        count = flight.streamed if flight is not None else None
 
         def sink(text: str) -> None:
             if text:
+                if count is not None:
+                    count(text)
                 emit(TextDelta(worker=worker, run_id=run_id, turn=turn, text=text))
 
         return sink
@@ -419,9 +446,11 @@ class AgentLoop:
                 return obs
         return None
 
-    async def _finish(self, state: LoopState, text: str) -> Step:
+    async def _finish(self, state: LoopState, text: str, *, cut: bool = False) -> Step:
         """The answer ``text``, once it matches the output schema and its output guards
-        accept it; else sent back with what is wrong, or, out of retries, a failure."""
+        accept it; else sent back with what is wrong, or, out of retries, a failure.
+        ``cut``: the answer ended at the output limit (what is wrong, if it does not
+        validate)."""
         out = self.settings.output_type
         if out is None:
             return await self._guarded(Final(state=state, text=text, output=text))
@@ -431,12 +460,14 @@ class AgentLoop:
             )
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
-            detail = _validation_summary(exc)
+            limit = self.settings.max_output_tokens
+            detail = CUT_OFF.format(limit=limit) if cut else _validation_summary(exc)
             if attempts > self.settings.output_retries or state.wrapped_up:
                 return Failed(
                     state=state, error=OutputValidationError(out.__name__, attempts, detail)
                 )
-            retry = UserMessage(content=FIX_OUTPUT.format(schema=out.__name__, error=detail))
+            fix = FIX_CUT_OFF if cut else FIX_OUTPUT
+            retry = UserMessage(content=fix.format(schema=out.__name__, error=detail, limit=limit))
             return Continue(
                 state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
             )

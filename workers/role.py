@@ -84,6 +84,10 @@ class Role(BaseModel):
             is sent back.
         max_context_chars: Transcript characters the model sees each turn (None: all).
         model_timeout: Seconds per model call (None: the model's own timeout).
+        max_output_tokens: The most tokens one answer of its model may take (None:
+            the run's default, the policy's ``max_output_tokens``; outside a run,
+            :data:`~workers.state.DEFAULT_OUTPUT_TOKENS`). A reasoning model counts
+            its thinking in it.
         compaction: Keep the context within a budget of tokens by rolling summaries of
             the oldest turns (None: the whole transcript, or ``max_context_chars``).
         memory: How its workers use the long-term memory (see :mod:`workers.memory`);
@@ -110,6 +114,7 @@ class Role(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=20)
     max_context_chars: int | None = Field(default=None, ge=1000)
     model_timeout: float | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, ge=1)
     compaction: Compaction | None = None
     memory: RoleMemory | None = None
     approvals: Approvals | None = None

@@ -14,8 +14,14 @@ from runtime.value import Value, packed
 from workers.context import Compaction, ContextWindow
 
 __all__ = [
-    "Checkpoint", "Continue", "Failed", "Final", "LoopSettings", "LoopState", "Step", "Waiting",
+    "DEFAULT_OUTPUT_TOKENS", "Checkpoint", "Continue", "Failed", "Final", "LoopSettings",
+    "LoopState", "Step", "Waiting",
 ]  # fmt: skip
+
+DEFAULT_OUTPUT_TOKENS = 4096
+"""The output limit of a model call that nothing else limits: enough for a long answer
+or a turn's tool calls, and a bound on a model that loops (a reasoning model wants
+more: its thinking counts)."""
 
 
 class LoopSettings(Value, frozen=True, kw_only=True):
@@ -31,6 +37,8 @@ class LoopSettings(Value, frozen=True, kw_only=True):
         max_repeats: Turns in a row made only of repeats of the previous turn's calls
             (which are not run) before the loop stops as a runaway.
         compaction: The context budget kept by rolling summaries, if any.
+        max_output_tokens: The most tokens one answer may take (sent with every
+            call; an answer that ends there is handled as cut off).
     """
 
     max_turns: int = 10
@@ -40,6 +48,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
     model_timeout: float | None = None
     max_repeats: int = 3
     compaction: Compaction | None = None
+    max_output_tokens: int = DEFAULT_OUTPUT_TOKENS
 
     def __post_init__(self) -> None:
         if self.max_repeats < 1:
@@ -48,6 +57,8 @@ class LoopSettings(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
         if self.output_retries < 0:
             raise ValueError(f"output_retries must be 0 or more, got {self.output_retries}")
+        if self.max_output_tokens < 1:
+            raise ValueError(f"max_output_tokens must be 1 or more, got {self.max_output_tokens}")
 
 
 class LoopState(Value, frozen=True, gc=False, kw_only=True):

@@ -37,7 +37,15 @@ from workers.guards import GuardRunner, Judge, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
 from workers.memory import memory_tools, recall_at_start
 from workers.role import Role
-from workers.state import Checkpoint, Failed, Final, LoopSettings, LoopState, Waiting
+from workers.state import (
+    DEFAULT_OUTPUT_TOKENS,
+    Checkpoint,
+    Failed,
+    Final,
+    LoopSettings,
+    LoopState,
+    Waiting,
+)
 
 __all__ = [
     "DEPENDENCY_HEADER",
@@ -191,6 +199,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
                 output_retries=role.output_retries,
                 window=ContextWindow(max_chars=role.max_context_chars),
                 model_timeout=role.model_timeout,
+                max_output_tokens=role.max_output_tokens or DEFAULT_OUTPUT_TOKENS,
                 compaction=role.compaction.resolved() if role.compaction is not None else None,
             ),
             system_prompt=role.system_prompt,

@@ -247,7 +247,14 @@ def _slug(text: str, limit: int = 40) -> str:
     return slug or "message"
 
 
-@tool(side_effects=True)
+def _outbox_says(arguments: dict[str, Any]) -> str:
+    """What a call of :func:`send_to_outbox` will do, for the person asked to approve it."""
+    lines = len(str(arguments.get("body", "")).splitlines())
+    subject = str(arguments.get("subject", "")).strip()
+    return f"Write the message {subject!r} ({lines} lines) to the outbox, as a markdown file."
+
+
+@tool(side_effects=True, describe=_outbox_says)
 async def send_to_outbox(subject: str, body: str, ctx: ToolContext) -> str:
     """Send a message to the outbox: writes it as a markdown file and returns its path.
 

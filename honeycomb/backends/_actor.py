@@ -184,7 +184,9 @@ class Hive:
         )
         tracer = Tracer(lambda e: link.send("event", e), log=False, text=spec.text)
         journal = (
-            DriverJournal(link, spec.journal, spec.on_unknown) if spec.journal is not None else None
+            DriverJournal(link, spec.journal, spec.on_unknown, spec.scope)
+            if spec.journal is not None
+            else None
         )
         return Worker(
             self._setups[spec.setup],

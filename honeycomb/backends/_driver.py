@@ -33,7 +33,7 @@ from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import WorkerRecord
+    from honeycomb.run.worker_record import WorkerRecord
 
 
 class Channel:

@@ -153,11 +153,16 @@ class DriverJournal:
     before this returns."""
 
     def __init__(
-        self, link: Link, entries: Mapping[tuple[int, str], JournalEntry], on_unknown: OnUnknown
+        self,
+        link: Link,
+        entries: Mapping[tuple[int, str], JournalEntry],
+        on_unknown: OnUnknown,
+        scope: str,
     ) -> None:
         self._link = link
         self._entries = entries
         self.on_unknown: OnUnknown = on_unknown
+        self.scope = scope
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
         return self._entries.get((turn, call_id))
@@ -234,9 +239,10 @@ class DriverApprovals:
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self._entries.get((turn, call_id))
 
-    async def record(self, entry: ApprovalEntry) -> None:
-        await at_driver("approval", entry)
-        self._entries[entry.pending.turn, entry.pending.call_id] = entry
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        stands = cast(ApprovalEntry, await at_driver("approval", entry))
+        self._entries[entry.pending.turn, entry.pending.call_id] = stands
+        return stands
 
 
 class DriverJudge(Judge):

@@ -70,6 +70,7 @@ class WorkerSpec:
         resume: The state it continues from (a checkpoint, or a paused worker's).
         journal: Its journaled calls so far (None: it has no journal).
         on_unknown: What a call with an intent and no outcome does.
+        scope: Its journal's scope, for its calls' idempotency keys.
         checkpoint: Whether its state is sent to the driver every turn.
         events: Whether its events are sent to the driver; ``text`` for streamed text.
         text: The driver's handlers want answers' text as it is written.
@@ -107,6 +108,7 @@ class WorkerSpec:
     approval_timeout_s: float | None = None
     guards: ResolvedGuards | None = None
     judge: bool = False
+    scope: str = ""
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from runtime import (
 from workers import LoopState, Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import WorkerRecord
+    from honeycomb.run.worker_record import WorkerRecord
 
 __all__ = ["RayBackend", "WorkerLost", "recipe"]
 
@@ -345,6 +345,7 @@ class RayBackend:
             resume=state,
             journal=dict(link.entries) if record is not None else None,
             on_unknown=record.on_unknown if record is not None else "tell",
+            scope=record.scope if record is not None else "",
             checkpoint=record is not None,
             events=tracer.enabled,
             text=tracer.text,

@@ -15,14 +15,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TextIO
 
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.executor import Executor
-from honeycomb.hive import Hive, load_hive
-from honeycomb.run.decide import decide
+from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
+from honeycomb.run.decide import ToolFinder, decide
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
+from honeycomb.trace.format import argument_lines, printable
 from runtime import ApprovalRequest, ConfigErrors, Decision, HoneycombError, PendingApproval
 
-__all__ = ["TerminalApprover", "approve_command", "print_waiting"]
+__all__ = ["HiveTools", "TerminalApprover", "approve_command", "asked", "print_waiting"]
 
 
 class TerminalApprover:
@@ -53,11 +56,7 @@ class TerminalApprover:
                 return await self._decision(request)
 
     async def _decision(self, request: ApprovalRequest) -> Decision:
-        arguments = json.dumps(request.arguments, ensure_ascii=False)
-        self._out.write(
-            f"\nApproval needed: {request.worker} ({request.role}) calls {request.tool}\n"
-            f"  why: {request.why}\n  arguments: {arguments}\n"
-        )
+        self._out.write(asked(request))
         while True:
             answer = (await self._ask("[a]pprove, [d]eny, [e]dit arguments? ")).lower()
             if answer in ("a", "approve", "y", "yes"):
@@ -66,11 +65,13 @@ class TerminalApprover:
                 reason = await self._ask("reason: ")
                 return Decision.denied(reason or "denied by a person")
             if answer in ("e", "edit"):
-                edited = await self._edited()
+                edited = await self._edited(request)
                 if edited is not None:
                     return Decision.approved(edited)
 
-    async def _edited(self) -> dict[str, Any] | None:
+    async def _edited(self, request: ApprovalRequest) -> dict[str, Any] | None:
+        now = json.dumps(request.arguments, ensure_ascii=False)
+        self._out.write(f"  as JSON now: {now}\n")
         text = await self._ask("arguments (JSON object): ")
         try:
             value = json.loads(text)
@@ -117,8 +118,23 @@ class TerminalApprover:
         return os.read(fd, 4096)
 
 
+def asked(call: ApprovalRequest | PendingApproval) -> str:
+    """How a call waiting for approval reads on a terminal: who calls which tool,
+    what it will do (in the tool's words, if it says), why it asks, and each argument
+    as text, long ones cut."""
+    who = f"{call.worker} ({call.role})" if call.worker else call.role
+    lines = [f"Approval needed: {who} calls {call.tool}"]
+    if call.summary:
+        lines.append(f"  will: {call.summary}")
+    lines.append(f"  why: {call.why}")
+    lines = [printable(line, lines=False) for line in lines]  # the model's text, made inert
+    shown = argument_lines(call.arguments)
+    lines += ["  arguments:", *(f"    {line}" for line in shown)] if shown else ["  no arguments"]
+    return "\n" + "\n".join(lines) + "\n"
+
+
 _SHOWN = 200
-"""Characters of a waiting call's arguments shown in the list (the prompt shows all)."""
+"""Characters of an argument of a waiting call shown in the list (the prompt shows more)."""
 
 
 def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: Path) -> None:
@@ -128,10 +144,12 @@ def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: P
     ids = [p.call_id for p in result.pending]
     where = [] if store is None or store == default else ["--store", str(store)]
     for p in result.pending:
-        arguments = json.dumps(p.arguments, ensure_ascii=False)
-        if len(arguments) > _SHOWN:
-            arguments = arguments[: _SHOWN - 1] + "…"
-        out.write(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool} {arguments}\n    {p.why}\n")
+        out.write(printable(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}", lines=False))
+        for line in [*([p.summary] if p.summary else []), p.why]:
+            out.write(f"\n    {printable(line, lines=False)}")
+        out.write("\n")
+        for line in argument_lines(p.arguments, limit=_SHOWN, max_lines=4):
+            out.write(f"    {line}\n")
     out.write("Decide each, then continue the run:\n")
     for p in result.pending:
         words = ["honeycomb", "approve", result.run_id, p.call_id, *where]
@@ -141,40 +159,63 @@ def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: P
     out.write(f"  {shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
 
 
-def approve_command(args: argparse.Namespace) -> int:
+def approve_command(args: argparse.Namespace) -> ExitStatus:
     arguments = None
     if args.arguments is not None:
         try:
             arguments = json.loads(args.arguments)
         except ValueError as exc:
             print(f"--arguments is not JSON: {exc}", file=sys.stderr)
-            return 2
+            return ExitStatus.UNUSABLE
     try:
         store = RunStore(args.store)
-        found = store.find(args.run_id)
-        hive = None
-        if found is not None and found.source is not None and Path(found.source).is_file():
-            hive = load_hive(found.source)  # the run's hive knows its tools: arguments are checked
-        decided = asyncio.run(_decide(store, hive, args, arguments))
+        try:
+            # The run's hive knows its tools: edited arguments are checked against them.
+            tools = HiveTools(store)(args.run_id) if arguments is not None else None
+            decided = asyncio.run(
+                decide(
+                    store, args.run_id, args.call_id, approve=not args.deny, reason=args.reason,
+                    arguments=arguments, worker=args.worker, tool_for=tools,
+                )
+            )  # fmt: skip
+        finally:
+            store.close()
     except (HoneycombError, ConfigErrors) as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     verb = "denied" if args.deny else "approved"
     print(f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}")
-    return 0
+    return ExitStatus.OK
 
 
-async def _decide(
-    store: RunStore, hive: Hive | None, args: argparse.Namespace, arguments: dict[str, Any] | None
-) -> PendingApproval:
-    options: dict[str, Any] = {
-        "approve": not args.deny, "reason": args.reason, "arguments": arguments,
-        "worker": args.worker,
-    }  # fmt: skip
-    try:
-        if hive is not None:
-            executor = Executor.from_hive(hive, store=store)
-            return await executor.decide(args.run_id, args.call_id, **options)
-        return await decide(store, args.run_id, args.call_id, **options)
-    finally:
-        store.close()
+class HiveTools:
+    """The tools of the runs of ``store`` started from a hive file, from that file
+    (loaded once, again when it changes): what ``honeycomb approve`` and ``honeycomb
+    serve`` check edited arguments against, and whose ``describe`` says what a call
+    will do. A run with no hive file, or one that no longer loads, has none here
+    (its calls' arguments are checked when they run).
+    """
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._loaded: dict[tuple[str, float], Executor | None] = {}
+
+    def __call__(self, run_id: str) -> ToolFinder | None:
+        found = self.store.find(run_id)
+        if found is None or found.source is None:
+            return None
+        try:
+            key = (found.source, Path(found.source).stat().st_mtime)
+        except OSError:
+            return None
+        if key not in self._loaded:
+            try:
+                # Its tools are what is wanted: no model is called (so none needs its
+                # key or endpoint here), no worker runs (so no backend starts).
+                self._loaded[key] = Executor.from_hive(
+                    load_hive(found.source), model=OfflineModel(), store=self.store, backend=None
+                )
+            except (HoneycombError, ConfigErrors, OSError):
+                self._loaded[key] = None
+        executor = self._loaded[key]
+        return executor.tool_for if executor is not None else None

@@ -17,10 +17,14 @@ from typing import Any
 
 import yaml
 
+from honeycomb.cli.exits import ExitStatus
+
 __all__ = [
     "DEFAULT_TEMPLATE",
     "GUIDE",
+    "NotInstalled",
     "add_init_parser",
+    "example_file",
     "examples_folder",
     "scaffold",
     "templates",
@@ -52,18 +56,38 @@ def version() -> str:
         return "unknown"
 
 
+class NotInstalled(Exception):
+    """An example hive (or all of them) that the installed package lacks."""
+
+
+_REINSTALL = "reinstall honeycomb-agents (pip install --force-reinstall honeycomb-agents)"
+
+
 def examples_folder() -> Path:
     """The folder the templates are in: the package's copy, else the clone's
     ``examples/``.
 
     Raises:
-        FileNotFoundError: when neither is there.
+        NotInstalled: when neither is there.
     """
     package = Path(__file__).resolve().parents[1]  # honeycomb/
     for candidate in (package / "examples", package.parent / "examples"):
         if (candidate / DEFAULT_TEMPLATE / "hive.yaml").is_file():
             return candidate
-    raise FileNotFoundError("the example hives (examples/) are not installed")
+    raise NotInstalled(f"the example hives (examples/) are not installed: {_REINSTALL}")
+
+
+def example_file(example: str, name: str = "hive.yaml") -> Path:
+    """A file of a bundled example hive (``examples/trip/memory.yaml``).
+
+    Raises:
+        NotInstalled: when the package lacks it.
+    """
+    path = examples_folder() / example / name
+    if not path.is_file():
+        missing = f"examples/{example}/{name}"
+        raise NotInstalled(f"the example hive {missing} is not installed: {_REINSTALL}")
+    return path
 
 
 def templates() -> dict[str, str]:
@@ -80,19 +104,25 @@ def templates() -> dict[str, str]:
 
 
 class InitError(Exception):
-    """Why a folder was not made: an unknown template, or files already there."""
+    """Why a folder was not made: files already there."""
+
+
+class UnknownTemplate(InitError):
+    """A template name that is none of the templates."""
 
 
 def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
     """Copy a template into ``target`` (made if missing) and return the files written.
 
     Raises:
-        InitError: for an unknown template, or when any file it would write exists
-            already (then nothing is written).
+        UnknownTemplate: for a name that is none of the templates.
+        InitError: when any file it would write exists already (then nothing is
+            written).
+        NotInstalled: when the templates are not installed.
     """
     known = templates()
     if template not in known:
-        raise InitError(f"no template {template!r}; the templates are: {', '.join(known)}")
+        raise UnknownTemplate(f"no template {template!r}; the templates are: {', '.join(known)}")
     source = examples_folder() / template
     files = [
         p
@@ -136,24 +166,31 @@ def add_init_parser(commands: Any) -> None:
     init.set_defaults(handler=init_command)
 
 
-def init_command(args: argparse.Namespace) -> int:
-    if args.list:
-        known = templates()
-        width = max(map(len, known), default=0)
-        for name, description in known.items():
-            default = " (default)" if name == DEFAULT_TEMPLATE else ""
-            print(f"{name:<{width}}  {description}{default}")
-        return 0
+def init_command(args: argparse.Namespace) -> ExitStatus:
     target: Path = args.dir
     try:
+        if args.list:
+            _list_templates()
+            return ExitStatus.OK
         written = scaffold(target, args.template)
+    except (UnknownTemplate, NotInstalled) as exc:
+        print(f"honeycomb init: {exc}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
     except InitError as exc:
         print(f"honeycomb init: {exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.FAILED
     print(f"made {target} from the {args.template} template:")
     for path in written:
         print(f"  {path}")
     hive = target / "hive.yaml"
     print(f"\nnext:\n  honeycomb validate {hive}\n  honeycomb run {hive}")
     print(f"then read {target / 'README.md'} to make it yours or switch to a real model.")
-    return 0
+    return ExitStatus.OK
+
+
+def _list_templates() -> None:
+    known = templates()
+    width = max(map(len, known), default=0)
+    for name, description in known.items():
+        default = " (default)" if name == DEFAULT_TEMPLATE else ""
+        print(f"{name:<{width}}  {description}{default}")

@@ -15,13 +15,13 @@ import argparse
 import asyncio
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_local_options
 from honeycomb.cli.memory import add_memory_command
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant(sys.stdout, sys.stderr)
     if not argv:
         print(GUIDE.format(version=version()))
-        return 0
+        return ExitStatus.OK
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
-        return 130
+        return ExitStatus.INTERRUPTED
     except (BrokenPipeError, BaseExceptionGroup) as exc:
         if not _broken_pipe(exc):
             raise
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a Unix tool killed by SIGPIPE does, and let nothing flush into the closed
         # pipe at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return _BROKEN_PIPE
+        return ExitStatus.BROKEN_PIPE
     return code
 
 
@@ -77,12 +77,6 @@ def _tolerant(*streams: TextIO) -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and stream.errors == "strict":
             reconfigure(errors="backslashreplace")
-
-
-_BROKEN_PIPE = 128 + signal.SIGPIPE
-
-
-"""The exit status of a command whose output pipe closed: a shell's for SIGPIPE."""
 
 
 def _broken_pipe(exc: BaseException) -> bool:
@@ -205,10 +199,11 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     )
     parser.add_argument(
         "--tool-protocol",
-        choices=("native", "text"),
+        choices=("native", "text", "json"),
         default=None,
-        help="how --model calls tools: native function calling, or 'text' for a model "
-        "without it (actions written as JSON blocks)",
+        help="how --model calls tools: native function calling; 'text' for a model "
+        "without it (actions written as JSON blocks); 'json' for one whose server "
+        "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
     )
     parser.add_argument(
         "--backend",
@@ -239,7 +234,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     add_local_options(parser)
 
 
-def _validate(args: argparse.Namespace) -> int:
+def _validate(args: argparse.Namespace) -> ExitStatus:
     failed = False
     for path in args.hives:
         try:
@@ -268,7 +263,7 @@ def _validate(args: argparse.Namespace) -> int:
                     f"  model {name}: {', '.join(sdk) or 'none'} as SDK parameters; "
                     f"{', '.join(extra) or 'none'} in extra_body"
                 )
-    return 1 if failed else 0
+    return ExitStatus.FAILED if failed else ExitStatus.OK
 
 
 _NO_BENCHMARKS = (
@@ -293,7 +288,7 @@ def _bench(argv: list[str]) -> int:
     clone = _clone()
     if clone is None:
         print(_NO_BENCHMARKS, file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if sys.path[:1] != [str(clone)]:
         sys.path.insert(0, str(clone))  # the clone's benchmarks, whatever the folder
     # ``--peers``: the peer frameworks next to Honeycomb and the floor (benchmarks.peers).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
@@ -57,8 +59,8 @@ def add_memory_command(commands: Any) -> None:
 
 
 def demo_with_memory(
-    hive: Path, task: str, args: argparse.Namespace, execute: Callable[..., int]
-) -> int:
+    hive: Path, task: str, args: argparse.Namespace, execute: Callable[..., ExitStatus]
+) -> ExitStatus:
     """``honeycomb demo --memory``: ``execute(hive, task, args)``, the hive's workers
     recalling what earlier runs kept. After a run that found its memory empty, a line
     on stderr says that the next one will recall what this one kept."""
@@ -109,14 +111,16 @@ def _memory(args: argparse.Namespace) -> SQLiteMemory:
     return memory
 
 
-def _run(args: argparse.Namespace, work: Callable[[SQLiteMemory], Coroutine[Any, Any, int]]) -> int:
-    """``work(memory)``, its errors told on stderr (exit status 2). A memory file that
+def _run(
+    args: argparse.Namespace, work: Callable[[SQLiteMemory], Coroutine[Any, Any, ExitStatus]]
+) -> ExitStatus:
+    """``work(memory)``, its errors told on stderr (``UNUSABLE``). A memory file that
     does not exist holds no memories, and is not made."""
     try:
         memory = _memory(args)
         if not memory.path.exists():
             print(f"no memories: there is no memory file at {memory.path}")
-            return 0
+            return ExitStatus.OK
         try:
             return asyncio.run(work(memory))
         finally:
@@ -125,79 +129,98 @@ def _run(args: argparse.Namespace, work: Callable[[SQLiteMemory], Coroutine[Any,
         print(str(exc), file=sys.stderr)
     except ValueError as exc:  # an option the memory refuses (a namespace ...)
         print(f"honeycomb memory: {exc}", file=sys.stderr)
-    return 2
+    return ExitStatus.UNUSABLE
 
 
-def _list(args: argparse.Namespace) -> int:
+def _list(args: argparse.Namespace) -> ExitStatus:
     if not 1 <= args.limit <= _MAX_LIMIT:
         print(f"--limit must be between 1 and {_MAX_LIMIT}", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
 
-    async def work(memory: SQLiteMemory) -> int:
+    async def work(memory: SQLiteMemory) -> ExitStatus:
         found = await memory.list(args.namespace, limit=args.limit)
         if args.json:
             for record in found:
                 print(msgspec.json.encode(record).decode())
-            return 0
+            return ExitStatus.OK
         where = f" (namespace {args.namespace})" if args.namespace else ""
         if not found:
             print(f"no memories in {memory.path}{where}")
-            return 0
+            return ExitStatus.OK
         print(f"{counted(len(found), 'memory', 'memories')} in {memory.path}{where}, newest first")
         for record in found:
             print(_line(record))
-        return 0
+        return ExitStatus.OK
 
     return _run(args, work)
 
 
-def _search(args: argparse.Namespace) -> int:
-    async def work(memory: SQLiteMemory) -> int:
+def _search(args: argparse.Namespace) -> ExitStatus:
+    async def work(memory: SQLiteMemory) -> ExitStatus:
         hits = await memory.search(
             args.query, namespace=args.namespace, k=args.k, match="all" if args.all else "any"
         )
         if args.json:
             for hit in hits:
                 print(msgspec.json.encode(hit).decode())
-            return 0
+            return ExitStatus.OK
         if not hits:
-            print(f"nothing in namespace {args.namespace} matches {args.query!r}")
-            return 0
+            print(_found_nothing(args, await memory.namespaces()))
+            return ExitStatus.OK
         print(f"{counted(len(hits), 'memory', 'memories')} match {args.query!r}, best first")
         for hit in hits:
             print(f"{hit.score:8.4f}  {_line(hit.record)}")
-        return 0
+        return ExitStatus.OK
 
     if not 1 <= args.k <= 100:
         print("-k must be between 1 and 100", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     return _run(args, work)
 
 
-def _forget(args: argparse.Namespace) -> int:
+def _forget(args: argparse.Namespace) -> ExitStatus:
     if bool(args.ids) == (args.namespace is not None):
         print(
             "give memory ids, or --namespace NAME to forget all of it (not both)", file=sys.stderr
         )
-        return 2
+        return ExitStatus.UNUSABLE
 
-    async def work(memory: SQLiteMemory) -> int:
+    async def work(memory: SQLiteMemory) -> ExitStatus:
         if args.namespace is not None:
             count = await memory.forget_namespace(args.namespace)
             print(f"forgot {counted(count, 'memory', 'memories')} of namespace {args.namespace}")
-            return 0
+            return ExitStatus.OK
         missing = [i for i in args.ids if not await memory.delete(i)]
         forgotten = len(args.ids) - len(missing)
         print(f"forgot {counted(forgotten, 'memory', 'memories')}")
         if missing:
             print(f"no memory {', '.join(missing)} in {memory.path}", file=sys.stderr)
-            return 1
-        return 0
+            return ExitStatus.FAILED
+        return ExitStatus.OK
 
     return _run(args, work)
 
 
 _MAX_LIMIT = 100_000
+
+
+def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:
+    """What a search that found nothing says: how many memories the namespace holds,
+    and which other namespaces hold some, with the command that searches the first."""
+    here = held.get(args.namespace, 0)
+    holds = f"it holds {counted(here, 'memory', 'memories')}" if here else "it holds no memories"
+    said = f"nothing in namespace {args.namespace} matches {args.query!r} ({holds})"
+    others = {name: count for name, count in sorted(held.items()) if name != args.namespace}
+    if not others:
+        return said
+    listed = ", ".join(f"{name} ({counted(n, 'memory', 'memories')})" for name, n in others.items())
+    where = (
+        ["--file", str(args.file)] if args.file else ["--hive", str(args.hive)] if args.hive else []
+    )
+    again = shlex.join(
+        ["honeycomb", "memory", "search", args.query, "--namespace", next(iter(others)), *where]
+    )
+    return f"{said}; other namespaces: {listed}\n(search one with: {again})"
 
 
 def _line(record: MemoryRecord) -> str:

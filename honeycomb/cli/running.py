@@ -19,6 +19,8 @@ from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
@@ -32,10 +34,12 @@ from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from runtime import (
+    Approver,
     BudgetExceeded,
     ConfigError,
     ConfigErrors,
     HoneycombError,
+    JsonToolModel,
     Model,
     RunBusy,
     RunFailed,
@@ -43,13 +47,15 @@ from runtime import (
     TextToolModel,
 )
 from runtime._text import valid_text
+from runtime.model import missing_key
 from workers import Approvals
 
 if TYPE_CHECKING:
     from honeycomb import RayBackend
 
 __all__ = [
-    "DEFAULT_STORE", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command", "run_command",
+    "DEFAULT_STORE", "DEMOS", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command",
+    "run_command",
 ]  # fmt: skip
 
 DEFAULT_STORE = Path(".honeycomb") / "runs.db"
@@ -57,10 +63,7 @@ DEFAULT_STORE = Path(".honeycomb") / "runs.db"
 sets ``store:`` or ``--store`` is given."""
 
 
-_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-WAITING = 3
-"""The exit status of a run that ended waiting for approval."""
+_INTERRUPTED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 
 
 DEMO_TASK = (
@@ -70,29 +73,38 @@ DEMO_TASK = (
 )
 
 
+DEMOS: dict[str, tuple[str, str]] = {
+    "trip": ("trip", "hive.yaml"),  # honeycomb demo
+    "compact": ("logbook", "hive.yaml"),  # a long read that compaction keeps in its budget
+    "rounds": ("research", "rounds.yaml"),  # a lead planning in rounds
+    "memory": ("trip", "memory.yaml"),  # the trip with long-term memory
+}
+"""The example hive each form of ``honeycomb demo`` runs (by its option): each ships
+in the package (tests/test_wheel.py checks them)."""
+
+
 def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
-    """A bundled example hive: ``examples/trip/hive.yaml``, another of that folder
-    (``memory.yaml``: the trip with long-term memory), ``examples/logbook``'s (a
-    long read that compaction keeps within its budget), or
-    ``examples/research/rounds.yaml`` (a lead planning in rounds)."""
-    package = Path(__file__).resolve().parents[1]  # honeycomb/
-    for candidate in (package / "examples" / example, package.parent / "examples" / example):
-        if (candidate / name).is_file():
-            return candidate / name
-    raise FileNotFoundError(f"the example hive examples/{example}/{name} is not installed")
+    """A bundled example hive (:data:`DEMOS` names those the demo runs).
+
+    Raises:
+        NotInstalled: when the package lacks it.
+    """
+    return example_file(example, name)
 
 
-def demo_command(args: argparse.Namespace) -> int:
+def demo_command(args: argparse.Namespace) -> ExitStatus:
     if (args.latency is not None or args.tool_protocol is not None) and args.model is None:
         args.model = "offline"
-    if args.compact:  # the logbook: its reader's context is compacted as it reads
-        return _execute(demo_hive_path("logbook"), args.task, args)
-    if args.rounds:  # a lead planning in rounds: a second round follows a finding up
-        return _execute(demo_hive_path("research", "rounds.yaml"), args.task, args)
-    if args.memory:  # a second run recalls what the first kept
-        hive = demo_hive_path(name="memory.yaml")
+    chosen = next((option for option in DEMOS if getattr(args, option, False)), "trip")
+    try:
+        hive = demo_hive_path(*DEMOS[chosen])
+    except NotInstalled as exc:
+        print(f"honeycomb demo: {exc}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    if chosen == "memory":  # a second run recalls what the first kept
         return demo_with_memory(hive, args.task or DEMO_TASK, args, _execute)
-    return _execute(demo_hive_path(), args.task or DEMO_TASK, args)
+    # The trip has a task of its own; the others run their hive's example task.
+    return _execute(hive, args.task or (DEMO_TASK if chosen == "trip" else None), args)
 
 
 OUTBOX_TOOL = "send_to_outbox"
@@ -109,27 +121,27 @@ def _asking(hive: Hive, tool: str) -> None:
             hive.roles[name] = role.model_copy(update={"approvals": asking})
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> ExitStatus:
     return _execute(args.hive, args.task, args)
 
 
-def resume_command(args: argparse.Namespace) -> int:
+def resume_command(args: argparse.Namespace) -> ExitStatus:
     path = args.store or DEFAULT_STORE
     try:
         stored = RunStore(path).find(args.run_id)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if stored is None:
         print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)
     args.store, args.run_id, args.no_store = path, args.run_id, False
     return _execute(Path(stored.source), stored.task, args)
 
 
-def _show_ended(path: Path, args: argparse.Namespace) -> int:
+def _show_ended(path: Path, args: argparse.Namespace) -> ExitStatus:
     """Show the stored result of run ``args.run_id``, which was not started from a
     hive file: a run that ended needs none to show its result, one that did not can
     only be continued by the code that made it."""
@@ -138,43 +150,43 @@ def _show_ended(path: Path, args: argparse.Namespace) -> int:
         result = stored_result(stored) if stored is not None else None
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if result is None:
         print(
             f"run {args.run_id!r} was not started from a hive file: continue it from Python, "
             f"with Executor.resume({args.run_id!r}) of an Executor like the one that made it",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.UNUSABLE
     out = sys.stdout
     view: View = JsonView(out) if args.json else PlainView(out)
     with view:
         view.handle(_stored_finish(result))
     if not args.json:
         _print_answer(out, result)
-    return 0
+    return ExitStatus.OK
 
 
-def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
+def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStatus:
     if args.tool_protocol is not None and args.model is None:
         print(
             "--tool-protocol is for --model: name the model too (a hive's own models say "
             "theirs with tool_protocol:)",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.UNUSABLE
     try:
         hive = load_hive(path)
         hive.check_runnable()
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if getattr(args, "approve", False):
         _asking(hive, OUTBOX_TOOL)
     task = task or hive.spec.example_task
     if not task:
         print(f"no task given and {path} has no example_task", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
     # character, as the store and the model would have it.
     task = valid_text(task)
@@ -183,7 +195,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> int:
         model = _override(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
     )
@@ -206,6 +218,8 @@ def _override(args: argparse.Namespace) -> Model | None:
     model = _named_model(args)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
+    if model is not None and args.tool_protocol == "json":
+        return JsonToolModel(model)
     return model
 
 
@@ -220,6 +234,15 @@ def _named_model(args: argparse.Namespace) -> Model | None:
     from runtime.openai_model import OpenAIModel  # openai loads only when it is used
 
     return OpenAIModel(args.model, base_url=args.base_url)
+
+
+def _missing_keys(hive: Hive, model: Model | None) -> list[ConfigError]:
+    """The API keys the run would need and lacks: of the hive's models, or of the one
+    model given instead of them."""
+    if model is None:
+        return hive.missing_keys()
+    found = missing_key(model)
+    return [found] if found is not None else []
 
 
 def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:
@@ -239,23 +262,34 @@ async def _run_and_report(
     out: TextIO,
     store: Path | None,
     backend: BackendSpec,
-) -> int:
+) -> ExitStatus:
+    missing = _missing_keys(hive, model)
+    if missing:  # before the run starts (and is kept), not as its failure
+        print(str(ConfigErrors(missing)), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     run_id = args.run_id or os.urandom(6).hex()
+    kept = None if store is None else RunStore(store)
+    if kept is not None:
+        try:
+            await kept.open()  # a store that cannot be used stops the command here
+        except StoreError as exc:
+            print(str(exc), file=sys.stderr)
+            return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
     if pool is None:
-        return await _run(hive, task, model, new_view(), args, out, store, run_id, None)
+        return await _run(hive, task, model, new_view(), args, out, kept, run_id, None)
     if not args.json:
         print(f"backend: {backend.described()}", file=sys.stderr)
     async with pool_running(pool) as problem:
         if problem is not None:
             print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
-            return 2
+            return ExitStatus.UNUSABLE
         # The view's clock starts with the run, once Ray has started.
-        return await _run(hive, task, model, new_view(), args, out, store, run_id, pool)
+        return await _run(hive, task, model, new_view(), args, out, kept, run_id, pool)
 
 
 async def _run(
@@ -265,21 +299,18 @@ async def _run(
     view: View,
     args: argparse.Namespace,
     out: TextIO,
-    store: Path | None,
+    store: RunStore | None,
     run_id: str,
     pool: RayBackend | None,
-) -> int:
+) -> ExitStatus:
     # On a terminal, a call that needs approval is asked about there; else the run
     # ends waiting and says how to decide it.
     asks = sys.stdin.isatty() and not args.json
     pause = view.paused if isinstance(view, LiveView) else None
-    approver = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
+    approver: Approver | None = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
+    if approver is not None and isinstance(view, LiveView):
+        approver = view.asked(approver)
     executor = Executor.from_hive(hive, model=model, store=store, approver=approver, backend=pool)
-    try:
-        executor.check_keys()  # before the run starts (and is kept), not as its failure
-    except ConfigErrors as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None
@@ -289,10 +320,10 @@ async def _run(
         with _stopped_by_signals(stopped_by), view:
             finished = False
             steal = getattr(args, "force", False)
-            # Text deltas for the views that show them (not the plain lines).
-            deltas = not isinstance(view, PlainView)
+            # Streamed, for every view: the live one shows the text, and a run stopped
+            # by its wall-time budget says how far each call it cut off had got.
             async with executor.stream(
-                task, run_id=run_id, steal=steal, text_deltas=deltas
+                task, run_id=run_id, steal=steal, text_deltas=True
             ) as events:
                 try:
                     async for event in events:
@@ -309,27 +340,27 @@ async def _run(
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            print(f"Continue it with: {_resume_command(run_id, store)}", file=sys.stderr)
+            print(f"Continue it with: {_resume_command(run_id, store.path)}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if result is not None and result.status == "waiting":
         if not args.json:  # its run.finished line holds the calls that wait
             out.write("\n".join(summary(result)) + "\n")
-            print_waiting(out, result, store, DEFAULT_STORE)
-        return WAITING
+            print_waiting(out, result, None if store is None else store.path, DEFAULT_STORE)
+        return ExitStatus.WAITING
     if args.json:
-        return 0 if result is not None else 1
+        return ExitStatus.OK if result is not None else ExitStatus.FAILED
     if result is None:
         partial = getattr(error, "partial", None)
         kind = "budget exceeded" if isinstance(error, BudgetExceeded) else "run failed"
         out.write(f"\n{kind}: {error}\n")
         if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
             out.write("\n".join(summary(partial)) + "\n")
-        return 1
+        return ExitStatus.FAILED
     _print_answer(out, result)
-    return 0
+    return ExitStatus.OK
 
 
 def _print_answer(out: TextIO, result: RunResult) -> None:

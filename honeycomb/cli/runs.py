@@ -6,16 +6,17 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 
 from rich.console import Console
 
-from honeycomb.run.plan import Plan
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.format import cached_share, counted, format_cost
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
-from honeycomb.trace.timeline import build_timeline
 from runtime import (
     StoreError,
 )
@@ -23,55 +24,71 @@ from runtime import (
 __all__ = ["run_line", "runs_command", "trace_command"]
 
 
-def runs_command(args: argparse.Namespace) -> int:
+def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
         found = RunStore(args.store).runs(args.limit)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if not found:
         print(f"no runs in {args.store}")
-        return 0
+        return ExitStatus.OK
     print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
+    print(_row([label for label, _, _ in _COLUMNS]))
     for run in found:
         print(run_line(run))
-    return 0
+    return ExitStatus.OK
+
+
+_COLUMNS = (
+    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 6, ">"),
+    ("workers", 11, ">"), ("model calls", 16, ">"), ("tokens", 14, ">"), ("cached", 10, ">"),
+    ("cost", 8, ">"), ("task", 0, "<"),
+)  # fmt: skip
+"""The columns of ``honeycomb runs``: the header's label, the width, the alignment."""
+
+
+def _row(cells: Sequence[str]) -> str:
+    """One line of the list of runs: the header's, or a run's."""
+    shown = (
+        f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)
+    )
+    return "  ".join(shown).rstrip()
 
 
 def run_line(run: RunSummary) -> str:
+    """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
     took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
-    return (
-        f"{run.run_id}  {when}  {run.status:<11} {took:>7}  {counted(run.workers, 'worker'):>11}  "
-        f"{counted(run.model_calls, 'model call'):>16}  {counted(tokens, 'token'):>14}  "
-        f"{cached_share(run) or '-':>10}  {format_cost(run.cost):>8}  {task}"
-    )
+    return _row([
+        run.run_id, when, run.status, took, counted(run.workers, "worker"),
+        counted(run.model_calls, "model call"), counted(tokens, "token"),
+        cached_share(run) or "-", format_cost(run.cost), task,
+    ])  # fmt: skip
 
 
-def trace_command(args: argparse.Namespace) -> int:
+def trace_command(args: argparse.Namespace) -> ExitStatus:
     if not args.store.exists():
         print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     store = RunStore(args.store)
     try:
         stored = asyncio.run(store.load(args.run_id))
         spans = store.spans(args.run_id) if stored is not None else []
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if stored is None:
         known = f"honeycomb runs --store {args.store}"
         print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)
-        return 2
-    plan = Plan.model_validate_json(stored.plan).subtasks if stored.plan else ()
-    timeline = build_timeline(
-        spans, plan, run_id=args.run_id, task=stored.task, status=stored.status
-    )
+        return ExitStatus.UNUSABLE
+    found = store.find(args.run_id)  # a run whose process is gone reads `interrupted`
+    timeline = stored_timeline(stored, spans, found.status if found is not None else None)
     console = Console()
     console.print(render_timeline(timeline, console.width))
     try:
@@ -81,5 +98,5 @@ def trace_command(args: argparse.Namespace) -> int:
                 print(f"wrote {path}", file=sys.stderr)
     except OSError as exc:
         print(f"cannot write: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return ExitStatus.UNUSABLE
+    return ExitStatus.OK

@@ -11,12 +11,18 @@ import secrets
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from honeycomb.cli.approve import HiveTools
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
-from runtime import HoneycombError
+from runtime import HoneycombError, StoreError
 
-__all__ = ["TOKEN_ENV", "Resumer", "add_serve", "serve_command"]
+if TYPE_CHECKING:
+    from honeycomb.web import StoreApprovals
+
+__all__ = ["MIN_TOKEN", "TOKEN_ENV", "Resumer", "add_serve", "serve_command", "store_approvals"]
 
 TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
 
@@ -34,42 +40,48 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], sto
     serve.set_defaults(handler=serve_command)
 
 
-def serve_command(args: argparse.Namespace) -> int:
+MIN_TOKEN = 16
+"""The shortest token of your own ``honeycomb serve`` takes on another interface than
+loopback (a short one is guessed: every request may try one)."""
+
+
+def serve_command(args: argparse.Namespace) -> ExitStatus:
     try:
         import uvicorn
 
-        from honeycomb.web import create_app
-        from honeycomb.web.approvals import StoreApprovals
+        from honeycomb.web import base_path, create_app
     except ImportError as exc:
         print(
             f"honeycomb serve needs Starlette and uvicorn ({exc.name} is missing): "
             "pip install 'honeycomb-agents[web]'",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.UNUSABLE
     given = args.token or os.environ.get(TOKEN_ENV) or None
-    if given is None and not _loopback(args.host):
-        print(
-            f"honeycomb serve: listening on {args.host} needs a token of your own "
-            f"(--token or {TOKEN_ENV}): without one, anyone who can reach it could "
-            "approve calls",
-            file=sys.stderr,
-        )
-        return 2
+    refused = _refused_token(given, args.host)
+    if refused is not None:
+        print(f"honeycomb serve: {refused}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
     token = given or secrets.token_urlsafe(24)
+    store = RunStore(args.store)
+    try:
+        store.runs(1)  # a file that is not a run store is said now, as `honeycomb runs` says it
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     try:
         listening = _listen(args.host, args.port)
     except OSError as exc:
         print(f"honeycomb serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     port = listening.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
-    address = f"http://{host}:{port}/"
+    base = base_path(token)
+    address = f"http://{host}:{port}{base}"
     shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
     print(f"serving the runs of {args.store} at {shown}", flush=True)
     print("(Ctrl-C stops it)", flush=True)
-    store = RunStore(args.store)
-    app = create_app(store, token=token, approvals=StoreApprovals(store, Resumer(args.store)))
+    app = create_app(store, token=token, approvals=store_approvals(store), base=base)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
     )
@@ -77,7 +89,35 @@ def serve_command(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(uvicorn.Server(config).serve(sockets=[listening]))
     print("stopped", flush=True)
-    return 0
+    return ExitStatus.OK
+
+
+def store_approvals(store: RunStore) -> StoreApprovals:
+    """The approvals ``honeycomb serve`` decides: in ``store``, edited arguments
+    checked against the tools of the run's hive file, and a run left with no call
+    undecided continued from it (:class:`Resumer`)."""
+    from honeycomb.web import StoreApprovals
+
+    return StoreApprovals(store, Resumer(store.path), tools=HiveTools(store))
+
+
+def _refused_token(given: str | None, host: str) -> str | None:
+    """Why ``honeycomb serve`` will not listen on ``host`` with the token ``given``
+    (None: it will)."""
+    if _loopback(host):
+        return None
+    if given is None:
+        return (
+            f"listening on {host} needs a token of your own (--token or {TOKEN_ENV}): "
+            "without one, anyone who can reach it could approve calls"
+        )
+    if len(given) < MIN_TOKEN:
+        return (
+            f"listening on {host} needs a token of at least {MIN_TOKEN} characters "
+            f"(--token or {TOKEN_ENV} has {len(given)}): a short one is guessed; "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))' makes one"
+        )
+    return None
 
 
 def _loopback(host: str) -> bool:

@@ -32,8 +32,11 @@ from honeycomb.run.events import (
 from honeycomb.run.result import RunResult
 from honeycomb.trace.format import counted, format_cost, token_detail
 from runtime import (
+    ApprovalRequest,
+    Approver,
     CompactionFinished,
     CompactionStarted,
+    Decision,
     Event,
     ModelCallFinished,
     ModelCallRetrying,
@@ -76,17 +79,27 @@ class _RunState(msgspec.Struct, kw_only=True):
     rows: dict[str, _Row] = msgspec.field(default_factory=dict)
     answer: str = ""  # the aggregator's answer so far, as it is written
     answer_turn: int = 0
+    asking: set[str] = msgspec.field(default_factory=set)  # workers whose call is asked about
+    planner: str = ""  # the planner (or lead), while it plans
+    planner_turn: int = 0  # its call under way
+    planner_pieces: int = 0  # the pieces of text that call streamed so far
 
     def apply(self, event: Event) -> None:
         now = time.perf_counter()
         row = self.rows.get(event.worker or "")
+        planning = self.phase.startswith("planning") and row is None
+        if planning and isinstance(event, ModelCallStarted):
+            self.planner, self.planner_turn = event.worker or "planner", event.turn
+            self.planner_pieces = 0
+        elif planning and isinstance(event, TextDelta) and event.worker == self.planner:
+            self.planner_pieces += 1
         if isinstance(event, TextDelta):
             if self.phase == "aggregating":  # only the aggregator's calls run then
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
                     self.answer, self.answer_turn = "", event.turn
                 self.answer += event.text
         elif isinstance(event, PlanReady | RoundPlanned):
-            self.phase = "working"
+            self.phase, self.planner = "working", ""
             plan = event.plan if isinstance(event, PlanReady) else event.added
             for s in plan.subtasks:
                 self.rows[s.id] = _Row(id=s.id, role=s.role, depends_on=s.depends_on)
@@ -139,12 +152,15 @@ ANSWER_LINES = 12
 
 class LiveView:
     """A live table: the plan, then one row per worker with state, turn, tool calls
-    and elapsed time; below it, the aggregator's answer as it is written."""
+    and elapsed time; below it, the aggregator's answer as it is written. The table
+    stays on the terminal once the run ends; the answer does not (the command prints
+    it whole after the table)."""
 
     def __init__(self, console: Console, title: str) -> None:
         self.console = console
         self.title = title
         self.state = _RunState()
+        self._closed = False
         # Live draws this view (its __rich__) at its own pace, so events only update
         # the state and a run of thousands of workers is not redrawn per event.
         self._live = Live(self, console=console, refresh_per_second=8, transient=False)
@@ -154,11 +170,27 @@ class LiveView:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closed = True  # the frame left on the terminal: the table, without the answer
         self._live.refresh()
         self._live.__exit__(None, None, None)
 
     def handle(self, event: Event) -> None:
         self.state.apply(event)
+
+    def asked(self, approver: Approver) -> Approver:
+        """``approver``, with the worker whose call it is asked about shown as needing
+        approval until it decides (its events, which come through the run's stream,
+        may not have been handled yet when it asks)."""
+
+        async def asking(request: ApprovalRequest) -> Decision:
+            worker = request.worker or ""
+            self.state.asking.add(worker)
+            try:
+                return await approver(request)
+            finally:
+                self.state.asking.discard(worker)
+
+        return asking
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -180,22 +212,35 @@ class LiveView:
         for row in self.state.rows.values():
             end = row.ended or now
             elapsed = f"{end - row.started:5.2f}s" if row.started is not None else ""
+            state = "needs approval" if row.id in self.state.asking else row.state
             table.add_row(
                 row.id,
                 row.role,
                 ", ".join(row.depends_on) or "-",
-                Text(row.state, style=_STYLE.get(row.state, "")),
+                Text(state, style=_STYLE.get(state, "")),
                 str(row.turn or ""),
                 str(row.tool_calls or ""),
                 elapsed,
             )
         wall = now - self.state.started
         header = Text(f"{self.state.phase} · {wall:5.2f}s", style="bold")
+        progress = planning_progress(self.state)
+        if progress:
+            header.append(f" · {progress}", style="magenta")
         parts: list[Any] = [header, table]
-        if self.state.answer:
+        if self.state.answer and not self._closed:
             lines = self.state.answer.splitlines()[-ANSWER_LINES:]
             parts.append(Panel(Text("\n".join(lines)), title="answer", border_style="green"))
         return Panel(Group(*parts), title=self.title, border_style="blue")
+
+
+def planning_progress(state: _RunState) -> str:
+    """``planner turn 1 · ~340 tokens so far``: the planner's call under way (its
+    tokens counted as they stream), while the run plans; else nothing."""
+    if not state.planner or not state.phase.startswith("planning"):
+        return ""
+    streamed = f" · ~{state.planner_pieces} tokens so far" if state.planner_pieces else ""
+    return f"{state.planner} turn {state.planner_turn}{streamed}"
 
 
 class PlainView:

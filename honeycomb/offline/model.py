@@ -30,7 +30,8 @@ over the other half, so a live view shows it being written, in the same time.
 
 It follows the text tool protocol too (:class:`~runtime.text_tools.TextToolModel`): a
 tool-less request that lists tools in its instructions is read back into the request
-it was written from, and the calls of the answer are written as actions.
+it was written from, and the calls of the answer are written as actions; and the JSON
+one (:class:`~runtime.json_tools.JsonToolModel`), answering JSON of the turn's schema.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ from runtime import (
     UserMessage,
     dump_value_json,
 )
+from runtime._json_protocol import is_json_turn, written_reply
+from runtime._json_protocol import native_request as native_json_request
 from runtime._text_protocol import native_request, written_answer
 from runtime.model import TextSink
 from runtime.testing import estimate_usage, stream_text
@@ -111,16 +114,26 @@ class OfflineModel:
         return response
 
     def _answer(self, request: ModelRequest) -> ModelResponse:
-        native = request if request.tools else native_request(request)
-        message = respond(native)
-        if native is not request:  # written for the text tool protocol: answer in kind
-            message = written_answer(message)
+        message = follow_protocol(request)
         return ModelResponse(
             message=message,
             usage=estimate_usage(request, message),
             finish_reason="tool_calls" if message.tool_calls else "stop",
             model=self.name,
         )
+
+
+def follow_protocol(request: ModelRequest) -> AssistantMessage:
+    """The offline answer to ``request``, in kind: a request written for the text or
+    the JSON tool protocol is read back into the one it was written from, and its
+    answer written as the protocol says."""
+    if request.tools:
+        return respond(request)
+    if is_json_turn(request):
+        return written_reply(respond(native_json_request(request)), request)
+    native = native_request(request)
+    message = respond(native)
+    return written_answer(message) if native is not request else message
 
 
 def respond(request: ModelRequest) -> AssistantMessage:

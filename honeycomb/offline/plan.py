@@ -8,6 +8,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from msgspec.structs import replace
 
@@ -39,6 +40,7 @@ _ASKS_FOR_MORE = re.compile(
     r"needed\b|\bremains?\s+(?:unclear|unknown|open)\b",
     re.I,
 )
+_FOLLOW_UP = re.compile(r"\b[Ff]ollow up on (\S+?)[:,]")  # either form _follow_up writes
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
@@ -50,50 +52,80 @@ class _Draft(Value, frozen=True, gc=False, kw_only=True):
 
 
 def plan_for(request: ModelRequest) -> Plan:
-    """A plan for the planner's request, or the previous plan fixed if it was rejected."""
+    """A plan for the planner's request, or the previous plan fixed if it was rejected;
+    its ids those the plan's schema allows, in order, when it names them (as a model
+    whose decoding follows the schema would)."""
     users = [m.content for m in request.messages if isinstance(m, UserMessage)]
     catalog_text = next((u for u in users if CATALOG_HEADER in u), task_text(request))
+    ids = schema_ids(request.output.json_schema) if request.output is not None else ()
     if ROUND_HEADER in catalog_text:  # a lead planning a later round
-        return follow_up_for(catalog_text)
+        return follow_up_for(catalog_text, ids)
     task, catalog = parse_catalog(catalog_text)
     roles = [e for e in catalog if e.role.lower() not in _RESERVED_ROLES]
     found = [int(n) for u in users for n in _AT_MOST.findall(u)]
     limit = max(1, min(found)) if found else 10
     if any(_REJECTED.search(u) for u in users):  # in a later message, or added to the first
-        fixed = _fix_plan(last_answer(request), [e.role for e in roles], limit)
+        fixed = _fix_plan(last_answer(request), [e.role for e in roles], limit, ids)
         if fixed is not None:
             return fixed
-    return _rule_plan(task, roles, limit)
+    return _rule_plan(task, roles, limit, ids)
 
 
-def follow_up_for(text: str) -> Plan:
+def schema_ids(schema: dict[str, Any]) -> tuple[str, ...]:
+    """The subtask ids a plan's JSON schema allows (its subtasks' ``id`` enum), in
+    order; none when it allows any."""
+    items = schema.get("properties", {}).get("subtasks", {}).get("items", {})
+    ref = items.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        items = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+    found = items.get("properties", {}).get("id", {})
+    if "const" in found:
+        return (str(found["const"]),)
+    return tuple(str(i) for i in found.get("enum", ()))
+
+
+def follow_up_for(text: str, ids: Sequence[str] = ()) -> Plan:
     """A lead's later round: for each result that asks for more (its first sentence
     that does), a subtask of the same role that follows it up and depends on it,
-    unless one already does (a follow-up, ``ID.more``, is not followed up again);
-    none (done) when no result asks."""
+    unless one already does (a follow-up, asked to "Follow up on ID: ...", or an
+    ``ID.more``, is not followed up again); none (done) when no result asks."""
     _, results = parse_results(text)
     room = min((int(n) for n in _ROOM.findall(text)), default=1)
     found = _ROUND.search(text)
     number = int(found.group(1)) if found else 2
-    ids = {r.id for r in results}
+    known = {r.id for r in results}
+    # What was followed up already: a follow-up says so in what it was asked.
+    followed = {found[1] for r in results if (found := _FOLLOW_UP.search(r.asked))}
     added: list[Subtask] = []
     for result in results:
         asking = _asking_sentence(result.text) if result.ok else None
         follow_id = f"{result.id[:56]}.more"
-        again = result.id.endswith(".more")
-        if asking is None or again or follow_id in ids or len(added) == room:
+        again = result.id.endswith(".more") or _FOLLOW_UP.search(result.asked) is not None
+        if asking is None or again or follow_id in known or result.id in followed:
+            continue
+        if len(added) == room:
             continue
         added.append(
             Subtask(
-                id=follow_id,
+                id=ids[len(added)] if len(added) < len(ids) else follow_id,
                 role=result.role,
-                instruction=f"Follow up on {result.id}: {asking}",
+                instruction=_follow_up(result.id, asking),
                 depends_on=(result.id,),
                 round=number,
             )
         )
-        ids.add(follow_id)
+        known.add(follow_id)
     return Plan(subtasks=tuple(added))
+
+
+def _follow_up(result_id: str, asking: str) -> str:
+    """The instruction that follows up the sentence ``asking`` of result ``result_id``:
+    by the heading it is under, when it has one (``Pesticides and forage — ...``), which
+    is what a search for more looks for."""
+    heading, dash, says = asking.replace(rules.PREFIX, "").strip().partition(" — ")
+    if not dash:
+        return f"Follow up on {result_id}: {heading}"
+    return f"{heading}: follow up on {result_id}, which says {says[:1].lower()}{says[1:]}"
 
 
 def _asking_sentence(text: str) -> str | None:
@@ -104,7 +136,9 @@ def _asking_sentence(text: str) -> str | None:
     return None
 
 
-def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
+def _rule_plan(
+    task: str, roles: Sequence[CatalogEntry], limit: int, given: Sequence[str] = ()
+) -> Plan:
     if not roles:
         return Plan(subtasks=())
     vocab = {e.role: _role_vocabulary(e) for e in roles}
@@ -124,9 +158,11 @@ def _rule_plan(task: str, roles: Sequence[CatalogEntry], limit: int) -> Plan:
     drafts = _fit(drafts, limit)
     counts: Counter[str] = Counter()
     ids: list[str] = []
-    for draft in drafts:
+    for index, draft in enumerate(drafts):
         counts[draft.role] += 1
-        ids.append(f"{draft.role[:40]}-{counts[draft.role]}")
+        ids.append(
+            given[index] if index < len(given) else f"{draft.role[:40]}-{counts[draft.role]}"
+        )
     others = tuple(i for i, d in zip(ids, drafts, strict=True) if not d.writer)
     task_places = rules.places(task)
     return Plan(
@@ -192,8 +228,11 @@ def _sentence(clause: str, task_places: Sequence[str]) -> str:
     return text + "."
 
 
-def _fix_plan(previous: str | None, roles: Sequence[str], limit: int) -> Plan | None:
-    """The rejected plan with unknown roles, bad ids and dangling deps dropped, cut to size."""
+def _fix_plan(
+    previous: str | None, roles: Sequence[str], limit: int, ids: Sequence[str] = ()
+) -> Plan | None:
+    """The rejected plan with unknown roles, bad ids (none of ``ids``, when given) and
+    dangling deps dropped, cut to size."""
     try:
         items = json.loads((previous or "").strip().strip("`").removeprefix("json"))["subtasks"]
     except (ValueError, KeyError, TypeError):
@@ -208,6 +247,8 @@ def _fix_plan(previous: str | None, roles: Sequence[str], limit: int) -> Plan | 
         instruction = str(item.get("instruction", "")).strip()
         earlier = {s.id for s in kept}
         if role not in roles or not instruction or sid in earlier or not _ID.fullmatch(sid):
+            continue
+        if ids and sid not in ids:
             continue
         listed = item.get("depends_on")
         deps = (

@@ -274,8 +274,18 @@ def render(content: str, *, limit: int = 400) -> str:
         value = json.loads(content)
     except ValueError:
         value = content
-    text = " ".join(_render_value(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(" ".join(_render_value(value).split()), limit)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut after its last whole word that
+    fits, with "…" saying so."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if text[limit - 1].isalnum() and " " in cut:  # mid-word: back to the word's start
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.—-") + "…"
 
 
 def brief_arguments(arguments: str, *, limit: int = 48) -> str:

@@ -38,6 +38,7 @@ _RECIPIENT_PARAM = re.compile(r"^to$|recipient|address|email", re.I)
 _MEMORY_TOOLS = ("recall", "remember")
 """The tools a role's ``memory:`` gives, used by their names, not by their words."""
 _NOTE_CHARS = 600
+_RECALLED_CHARS = 240
 
 
 # --- worker -----------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
         call = _send_call(sender, task, observed, turn)
         if call is not None:
             later.append(call)
-    note = _note(task, observed)
+    note = _note(task, request)
     if "remember" in offered and "remember" not in called and note:
         later.append(_call("remember", {"text": note}, turn, len(later)))
     if later:
@@ -97,40 +98,61 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
     return final_text(request)
 
 
-def _note(task: _Task, observed: list[tuple[str, str, ToolMessage]]) -> str:
-    """What to remember of a subtask: what its tools (not the memory's) found."""
-    found = [
-        f"{name}({arguments}): {rules.render(message.content, limit=200)}"
-        for name, arguments, message in observed
-        if name not in _MEMORY_TOOLS and message.status == "ok"
-    ]
+def _note(task: _Task, request: ModelRequest) -> str:
+    """What to remember of a subtask: its topic, and the lead of the answer that what
+    its tools (not the memory's) found makes."""
+    found = [s for s in _seen(request) if s.ok]
     if not found:
         return ""
-    topic = task.instruction.splitlines()[0] if task.instruction else "the task"
-    note = f"{topic}: " + "; ".join(found)
-    return note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 3] + "..."
+    topic = task.instruction.splitlines()[0].rstrip(" .:") if task.instruction else "the task"
+    found_text = answer.lead(answer.worker_answer(task.instruction, (), found))
+    return rules.shorten(f"{topic}: {found_text}", _NOTE_CHARS)
 
 
-def _recalled(request: ModelRequest) -> list[str]:
-    """The memories recalled at the worker's start, one line each (``memory 3f2a...
-    (guide, run 9c1e...): Lisbon: sunny``)."""
-    found = next(
-        (
-            m.content
-            for m in request.messages
-            if isinstance(m, UserMessage) and m.content.startswith(RECALL_HEADER)
-        ),
-        None,
-    )
-    if found is None:
-        return []
-    lines = []
-    for block in found.split("\n\n[memory ")[1:]:
-        source, _, text = block.partition("]\n")
-        memory_id, _, origin = source.partition(" · ")
-        where = f" ({origin})" if origin else ""
-        lines.append(f"memory {memory_id}{where}: {rules.render(text, limit=200)}")
-    return lines
+def _seen(request: ModelRequest) -> list[answer.Seen]:
+    """What the tools of the conversation found, but the memory's: a recall and a
+    remember are how a worker works, not what it found."""
+    return [s for s in answer.seen(request) if s.tool not in _MEMORY_TOOLS]
+
+
+class _Recalled(Value, frozen=True, gc=False, kw_only=True):
+    memory: str  # its id, and where it came from: ``3f2a... (guide, run 9c1e...)``
+    text: str  # the lead of what it holds, on one line
+
+
+def _recalled(request: ModelRequest) -> list[_Recalled]:
+    """The memories recalled, at the worker's start or by its recall tool."""
+    texts = [
+        m.content
+        for m in request.messages
+        if (isinstance(m, UserMessage) and m.content.startswith(RECALL_HEADER))
+        or (isinstance(m, ToolMessage) and m.name == "recall" and m.status == "ok")
+    ]
+    found = []
+    for text in texts:
+        for block in text.split("\n\n[memory ")[1:]:
+            source, _, kept = block.partition("]\n")
+            memory_id, _, origin = source.partition(" · ")
+            where = f" ({origin})" if origin else ""
+            lead = " ".join(answer.lead(kept).split())
+            found.append(_Recalled(memory=f"{memory_id}{where}", text=lead))
+    return found
+
+
+def _recall_sentences(recalled: list[_Recalled], found_now: str) -> list[str]:
+    """What an answer says of the memories recalled: each one's finding (shortened at a
+    word), or, for those that hold what the tools found now, that they agree."""
+    same = [r.memory.split(" ")[0] for r in recalled if found_now and found_now in r.text]
+    sentences = [
+        f"Recalled from memory {r.memory}: {rules.shorten(r.text, _RECALLED_CHARS)}"
+        for r in recalled
+        if not (found_now and found_now in r.text)
+    ]
+    sentences = [t if t.endswith(("…", ".", "!", "?")) else f"{t}." for t in sentences]
+    if same:
+        memories = ", ".join(dict.fromkeys(same))
+        sentences.append(f"What earlier work kept says the same (memory {memories}).")
+    return sentences
 
 
 def _task(request: ModelRequest) -> _Task:
@@ -260,7 +282,7 @@ def final_text(request: ModelRequest) -> str:
     task = _task(request)
     earlier = _summarized(request)
     recalled = _recalled(request)
-    observed = answer.seen(request)
+    observed = _seen(request)
     if observed or task.inputs or not (earlier or recalled):
         text = answer.worker_answer(task.instruction, task.inputs, observed)
     else:
@@ -272,7 +294,8 @@ def final_text(request: ModelRequest) -> str:
     if earlier:
         lead += " Earlier turns found: " + "; ".join(f.removeprefix("- ") for f in earlier) + "."
     if recalled:
-        lead += " Recalled from memory: " + "; ".join(m.rstrip(".") for m in recalled) + "."
+        found_now = lead.replace(PREFIX, "").strip() if observed or task.inputs else ""
+        lead += " " + " ".join(_recall_sentences(recalled, found_now))
     return "\n\n".join(p for p in (lead, rest) if p)
 
 

@@ -82,7 +82,7 @@ class NestedRuns:
             state = resumed.states.get(name)
         record = log = None
         if self.record is not None:
-            from honeycomb.run.record import approval_log
+            from honeycomb.run.worker_record import approval_log
 
             record = self.record.worker(name, len(state.messages) if state else 0)
             log = approval_log(record)

@@ -14,9 +14,10 @@ from runtime.approvals import ApprovalLog, Approver
 from runtime.value import Value
 from workers import Checkpoint, LoopState, Role, Worker, WorkerResult, WorkerSetup
 from workers.guards import Judge, ResolvedGuards
+from workers.state import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import WorkerRecord
+    from honeycomb.run.worker_record import WorkerRecord
 
 __all__ = ["Backend", "RunContext", "with_default_instructions"]
 
@@ -64,6 +65,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         model_limiter: Bounds the model calls in flight (the Executor's, or the
             calling run's for a sub-run; ``model_for`` already applies it).
         backend: Where subtask workers run (None: here, in the run's event loop).
+        max_output_tokens: The output limit of every model call whose role sets none
+            (the policy's ``max_output_tokens``).
     """
 
     run_id: str
@@ -86,6 +89,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     judge: Judge | None = None
     backend: Backend | None = None
     model_limiter: anyio.CapacityLimiter | None = None
+    max_output_tokens: int = DEFAULT_OUTPUT_TOKENS
 
     def worker(
         self,
@@ -97,15 +101,22 @@ class RunContext(Value, frozen=True, kw_only=True):
         journal: Journal | None = None,
         approvals: ApprovalLog | None = None,
         output_retries: int | None = None,
+        max_output_tokens: int | None = None,
     ) -> Worker:
         """A worker for ``role`` (a name, or a Role) wired to this run's budget, locks,
         limiter and tracer (and, for a stored run, its checkpoint and journal); its
         answers sent back for failing ``output_type`` at most ``output_retries`` times,
-        when that is fewer than its role's own."""
+        when that is fewer than its role's own. Its calls' output limit is its role's,
+        else ``max_output_tokens`` (what its answers can need), else the run's."""
         found = self.roles[role] if isinstance(role, str) else role
         setup = self.setup_for(found, output_type)
-        if output_retries is not None and output_retries < setup.settings.output_retries:
-            settings = msgspec.structs.replace(setup.settings, output_retries=output_retries)
+        settings = setup.settings
+        if output_retries is not None and output_retries < settings.output_retries:
+            settings = msgspec.structs.replace(settings, output_retries=output_retries)
+        limit = max_output_tokens or self.max_output_tokens
+        if found.max_output_tokens is None and settings.max_output_tokens != limit:
+            settings = msgspec.structs.replace(settings, max_output_tokens=limit)
+        if settings is not setup.settings:
             setup = msgspec.structs.replace(setup, settings=settings)
         return Worker(
             setup,

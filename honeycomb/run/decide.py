@@ -3,26 +3,49 @@
 
 A decision is one row of the run store's ``approvals`` table; the run's workers read
 it when the run is resumed (in this process or another), and a call decided once is
-never asked about again.
+never asked about again. A decision is final: of several made at once (in any
+processes: a web page, ``honeycomb approve``, a service), the first recorded stands and
+the others get :class:`~runtime.errors.AlreadyDecided`, saying who made it and when.
 """
 
 from __future__ import annotations
 
+import getpass
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from honeycomb.run.record import approval_rows
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
 from runtime.approvals import ApprovalEntry, Decision, PendingApproval
-from runtime.errors import ApprovalError
+from runtime.errors import AlreadyDecided, ApprovalError
 from runtime.journal import arguments_text
 
-__all__ = ["decide", "pending_of"]
+__all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
 
 ToolFinder = Callable[[PendingApproval], Tool[Any, Any] | None]
 """The tool a pending call is to, to validate edited arguments (None: unknown here)."""
+
+
+CallKey = tuple[str, int, str]
+"""A call that asked for approval, as the store knows it: its worker, turn and id."""
+
+
+def waits_on(pending: Iterable[PendingApproval]) -> set[CallKey]:
+    """The calls a paused worker waits on (a nested worker's among them)."""
+    return {(p.worker, p.turn, p.call_id) for p in pending}
+
+
+def decided_among(entries: Iterable[ApprovalEntry], wanted: set[CallKey]) -> list[ApprovalEntry]:
+    """The entries of the calls ``wanted``, once every one of them is decided (else
+    none): a paused worker that waits on them can go on."""
+    decided = {
+        (e.pending.worker, e.pending.turn, e.pending.call_id): e
+        for e in entries
+        if e.decision is not None
+    }
+    return [decided[key] for key in wanted] if wanted and wanted <= decided.keys() else []
 
 
 async def pending_of(store: RunStore, run_id: str) -> list[PendingApproval]:
@@ -40,14 +63,21 @@ async def decide(
     arguments: dict[str, Any] | None = None,
     worker: str | None = None,
     tool_for: ToolFinder | None = None,
+    by: str | None = None,
 ) -> PendingApproval:
     """Record a decision on a call waiting for approval; return the call.
 
+    Args:
+        by: Who decides, kept with the decision (default: this process's user and
+            host, as ``ann@laptop``).
+
     Raises:
+        AlreadyDecided: when the call was decided already (here or in another
+            process, even a moment ago): the first decision stands.
         ApprovalError: when the run has no such call waiting, the call id is the
-            waiting call of several workers and ``worker`` is not given, it was
-            decided already, its time to decide ran out, arguments come with a
-            denial, or the edited arguments fail the tool's validation.
+            waiting call of several workers and ``worker`` is not given, its time to
+            decide ran out, arguments come with a denial, or the edited arguments fail
+            the tool's validation.
         StoreError: when the store cannot be read or written.
     """
     if arguments is not None and not approve:
@@ -65,7 +95,12 @@ async def decide(
         )
     undecided = [e for e in entries if e.decision is None]
     if not undecided:
-        raise ApprovalError(run_id, call_id, "it was decided already")
+        first = entries[0]
+        assert first.decision is not None
+        raise AlreadyDecided(
+            run_id, call_id, approved=first.decision.approve, decided_by=first.decided_by,
+            decided_at=first.decided_at,
+        )  # fmt: skip
     if len(undecided) > 1:
         workers = ", ".join(sorted(e.pending.worker for e in undecided))
         raise ApprovalError(
@@ -85,9 +120,20 @@ async def decide(
         reason=reason if reason or approve else "denied by a person",
         arguments=arguments,
     )
-    entry = ApprovalEntry(pending=pending, decision=decision, decided_at=now)
-    await store.commit(*approval_rows(run_id, entry))
+    entry = ApprovalEntry(
+        pending=pending, decision=decision, decided_at=now, decided_by=by or _who()
+    )
+    await store.keep_approval(run_id, entry)  # AlreadyDecided: another was first
     return pending
+
+
+def _who() -> str:
+    """This process's user and host: who decides, unless told."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = "uid-unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def _check(

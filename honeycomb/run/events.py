@@ -17,6 +17,7 @@ __all__ = [
     "AggregationFinished",
     "AggregationStarted",
     "PlanReady",
+    "PlanRepaired",
     "RoundPlanned",
     "RoundStarted",
     "RunFinished",
@@ -39,6 +40,16 @@ class PlanReady(Event, frozen=True, kw_only=True, gc=True):
     kind: ClassVar[str] = "run.plan_ready"
     plan: Plan
     duration_s: float
+
+
+class PlanRepaired(Event, frozen=True, kw_only=True):
+    """A warning: the planner's plan (of round ``round``) named dependencies it cannot
+    have, on the subtask itself or on an id not in the plan, and they were dropped
+    (``dropped``, one line each) rather than the plan refused."""
+
+    kind: ClassVar[str] = "run.plan_repaired"
+    round: int
+    dropped: tuple[str, ...]
 
 
 class RoundStarted(Event, frozen=True, kw_only=True):

@@ -4,26 +4,34 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.json_schema import SkipJsonSchema
 
-from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.critical import figures
 from runtime import did_you_mean
 
 __all__ = [
     "ID_PATTERN",
+    "INSTRUCTION_CHARS",
     "Plan",
     "Subtask",
     "critical_path",
+    "plan_output_tokens",
     "plan_problems",
     "plan_type",
+    "repaired",
+    "subtask_ids",
 ]
 
 ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 """What a subtask id may be made of (and 1 to 64 characters long)."""
+
+INSTRUCTION_CHARS = 1000
+"""The longest instruction a planner model may write for one subtask (in the plan's
+schema: a model looping inside an instruction is stopped by its grammar)."""
 
 
 class Subtask(BaseModel):
@@ -89,19 +97,38 @@ class Plan(BaseModel):
         return cls(subtasks=tuple(subtasks))
 
 
+def subtask_ids(count: int, taken: Collection[str] = ()) -> tuple[str, ...]:
+    """The first ``count`` ids ``s1``, ``s2`` ... that none of ``taken`` is."""
+    used = set(taken)
+    found: list[str] = []
+    number = 0
+    while len(found) < count:
+        number += 1
+        if f"s{number}" not in used:
+            found.append(f"s{number}")
+    return tuple(found)
+
+
 @functools.lru_cache(maxsize=64)
-def plan_type(roles: tuple[str, ...], max_subtasks: int, least: int = 1) -> type[Plan]:
+def plan_type(
+    roles: tuple[str, ...], max_subtasks: int, least: int = 1, earlier: tuple[str, ...] = ()
+) -> type[Plan]:
     """A :class:`Plan` as tight as JSON schema allows, for a planner that answers
-    through structured output: ``role`` is one of ``roles``, ids and dependencies match
-    :data:`ID_PATTERN` and are 1 to 64 characters, instructions are not empty, and
-    there are ``least`` (1, or 0 for a follow-up round that may add none) to
-    ``max_subtasks`` subtasks. The round a subtask belongs to is not the model's to
-    say: it is not in the schema, and the planner sets it. Its schema is what the model is sent (a
-    grammar-constrained decoder cannot write a plan outside it), and it validates
-    what it sends: nothing it rejects gets through. Still check what it accepts with
-    :func:`plan_problems` (duplicates, dangling dependencies, cycles).
+    through structured output: ids are drawn from a fixed set (``s1`` ... ``sN``,
+    N = ``max_subtasks``, skipping the ``earlier`` ids of the rounds before), each
+    dependency is one of those ids or an earlier one, ``role`` is one of ``roles``,
+    instructions are 1 to :data:`INSTRUCTION_CHARS` characters, and there are
+    ``least`` (1, or 0 for a follow-up round that may add none) to ``max_subtasks``
+    subtasks. The round a subtask belongs to is not the model's to say: it is not in
+    the schema, and the planner sets it. Its schema is what the model is sent (a
+    grammar-constrained decoder cannot write a plan outside it, nor a plan without
+    end), and it validates what it sends: nothing it rejects gets through. What no
+    schema can say is checked after: duplicate ids, cycles, and dependencies on
+    itself or on an id the plan does not use (:func:`repaired` drops those).
     """
-    subtask_id = Annotated[str, StringConstraints(pattern=ID_PATTERN, min_length=1, max_length=64)]
+    ids = subtask_ids(max_subtasks, earlier)
+    subtask_id: Any = Literal[ids]
+    dependency: Any = Literal[(*earlier, *ids)]
     role: Any = Literal[roles] if roles else str  # no roles: nothing to plan with
     subtask = create_model(
         "Subtask",
@@ -109,8 +136,11 @@ def plan_type(roles: tuple[str, ...], max_subtasks: int, least: int = 1) -> type
         __doc__=Subtask.__doc__,
         id=(subtask_id, ...),
         role=(role, ...),
-        instruction=(str, Field(min_length=1)),
-        depends_on=(tuple[subtask_id, ...], ()),
+        instruction=(str, Field(min_length=1, max_length=INSTRUCTION_CHARS)),
+        depends_on=(
+            tuple[dependency, ...],
+            Field(default=(), max_length=max(len(earlier) + max_subtasks - 1, 0)),
+        ),
         round=(SkipJsonSchema[int], 1),
     )
     return create_model(
@@ -119,6 +149,47 @@ def plan_type(roles: tuple[str, ...], max_subtasks: int, least: int = 1) -> type
         __doc__=Plan.__doc__,
         subtasks=(tuple[subtask, ...], Field(min_length=least, max_length=max_subtasks)),
     )
+
+
+def plan_output_tokens(subtasks: int, earlier: int = 0) -> int:
+    """The output limit of a planner's call: what the longest plan its schema allows
+    can take, ``subtasks`` subtasks each with an instruction of
+    :data:`INSTRUCTION_CHARS` (a token for every three characters), its role, its id
+    and every dependency it may have (on the ``earlier`` subtasks too), with room for
+    the JSON around them. A model that loops inside the plan stops there."""
+    per_subtask = INSTRUCTION_CHARS // 3 + 64 + 4 * (earlier + subtasks)
+    return 64 + subtasks * per_subtask
+
+
+def repaired(plan: Plan, earlier: Collection[str] = ()) -> tuple[Plan, tuple[str, ...]]:
+    """``plan`` without the dependencies it cannot have: on the subtask itself, or on
+    an id that is neither in the plan nor among the ``earlier`` ones (the rounds
+    before); and what was dropped, one line each (none: the plan as it was).
+
+    A dependency on nothing is a slip a model makes, not a plan worth refusing: the
+    subtask simply does not wait for it.
+    """
+    known = {*plan.ids, *earlier}
+    dropped: list[str] = []
+    subtasks: list[Subtask] = []
+    for subtask in plan.subtasks:
+        impossible = _impossible(subtask, known)
+        if not impossible:
+            subtasks.append(subtask)
+            continue
+        for dep in impossible:
+            on = "itself" if dep == subtask.id else f"{dep!r}, which is not in the plan"
+            dropped.append(f"subtask {subtask.id!r} depended on {on}")
+        kept = tuple(d for d in subtask.depends_on if d not in impossible)
+        subtasks.append(subtask.model_copy(update={"depends_on": kept}))
+    if not dropped:
+        return plan, ()
+    return Plan(subtasks=tuple(subtasks)), tuple(dropped)
+
+
+def _impossible(subtask: Subtask, known: Collection[str]) -> list[str]:
+    """The dependencies of ``subtask`` that cannot be: on itself, or on none of ``known``."""
+    return [d for d in subtask.depends_on if d == subtask.id or d not in known]
 
 
 def plan_problems(
@@ -158,14 +229,10 @@ def plan_problems(
             problems.append(f"subtask {subtask.id!r}: the instruction is empty")
     ids = set(plan.ids)
     for subtask in plan.subtasks:
-        for dep in subtask.depends_on:
-            if dep == subtask.id:
-                problems.append(f"subtask {subtask.id!r} depends on itself")
-            elif dep not in ids:
-                problems.append(
-                    f"subtask {subtask.id!r} depends on {dep!r}, which is not in the plan"
-                    f"{did_you_mean(dep, ids)}"
-                )
+        for dep in _impossible(subtask, ids):
+            on = "itself" if dep == subtask.id else f"{dep!r}, which is not in the plan"
+            hint = did_you_mean(dep, ids) if dep != subtask.id else ""
+            problems.append(f"subtask {subtask.id!r} depends on {on}{hint}")
     cycle = _find_cycle(plan)
     if cycle:
         problems.append("the dependencies form a cycle: " + " -> ".join(cycle))
@@ -176,14 +243,9 @@ def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner. A plan
     made in rounds runs one round after another, so its rounds' chains add up (a
     dependency on an earlier round has finished before the round starts)."""
-    rounds: dict[int, dict[str, tuple[str, ...]]] = {}
-    for subtask in plan.subtasks:
-        rounds.setdefault(subtask.round, {})[subtask.id] = subtask.depends_on
-    total = 0.0
-    for depends_on in rounds.values():
-        own = {k: tuple(d for d in deps if d in depends_on) for k, deps in depends_on.items()}
-        total += longest_chain(own, {k: durations.get(k, 0.0) for k in own})[1]
-    return total
+    found = figures(wall_s=0.0, plan_s=0.0, aggregate_s=0.0, durations=durations,
+                    subtasks=plan.subtasks)  # fmt: skip
+    return found.critical_path_s
 
 
 def _find_cycle(plan: Plan) -> list[str]:

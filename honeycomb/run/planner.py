@@ -20,7 +20,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from honeycomb.run.context import RunContext, with_default_instructions
-from honeycomb.run.plan import Plan, Subtask, plan_problems, plan_type
+from honeycomb.run.events import PlanRepaired
+from honeycomb.run.plan import (
+    Plan,
+    Subtask,
+    plan_output_tokens,
+    plan_problems,
+    plan_type,
+    repaired,
+    subtask_ids,
+)
 from honeycomb.run.prompts import (
     PLANNER_INSTRUCTIONS,
     CatalogEntry,
@@ -114,10 +123,13 @@ class FunctionPlanner:
 class RolePlanner:
     """Asks a planner role for a plan (structured output) and checks it.
 
-    The schema it sends names the roles a subtask may use and bounds the plan's size
-    and ids (see :func:`~honeycomb.run.plan.plan_type`); what comes back is validated
-    against it, then checked for what a schema cannot say (cycles, dangling or
-    duplicate ids).
+    The schema it sends names the roles a subtask may use, the ids it may give
+    (``s1`` ... ``sN``) and depend on, and bounds the plan's size (see
+    :func:`~honeycomb.run.plan.plan_type`); what comes back is validated against it,
+    then checked for what a schema cannot say. A dependency on the subtask itself or
+    on an id the plan does not use is dropped, with a
+    :class:`~honeycomb.run.events.PlanRepaired` warning; duplicate ids and cycles
+    send the plan back with the problems.
 
     With ``rounds`` above 1 it is a lead: after each round it sees every result so
     far (and every failure) and answers with more subtasks, which may depend on any
@@ -139,7 +151,7 @@ class RolePlanner:
 
     async def plan(self, task: str, context: RunContext) -> Plan:
         prompt, names = await self._catalog(task, context)
-        return await self._ask(prompt, names, context, least=1, room=context.max_subtasks)
+        return await self._ask(prompt, names, context, least=1, room=context.max_subtasks, round=1)
 
     async def follow_up(
         self,
@@ -153,8 +165,13 @@ class RolePlanner:
     ) -> Plan:
         planned, names = await self._catalog(task, context)
         entries = [_result_entry(r) for r in results]
-        prompt = follow_up_task(planned, entries, round=round, rounds=self.rounds, room=room)
-        added = await self._ask(prompt, names, context, least=0, room=room, before=plan)
+        ids = subtask_ids(room, plan.ids)
+        prompt = follow_up_task(
+            planned, entries, round=round, rounds=self.rounds, room=room, ids=ids
+        )
+        added = await self._ask(
+            prompt, names, context, least=0, room=room, round=round, before=plan
+        )
         return Plan(subtasks=tuple(s.model_copy(update={"round": round}) for s in added.subtasks))
 
     async def _catalog(self, task: str, context: RunContext) -> tuple[str, list[str]]:
@@ -178,6 +195,7 @@ class RolePlanner:
         *,
         least: int,
         room: int,
+        round: int,
         before: Plan | None = None,
     ) -> Plan:
         """A valid plan from the role (with ``before``, the subtasks it adds to it).
@@ -193,13 +211,17 @@ class RolePlanner:
                 raised it (once the model's own retries gave up).
         """
         role = with_default_instructions(context.roles[self.role], PLANNER_INSTRUCTIONS)
-        schema = plan_type(tuple(names), room, least)
         earlier = before.subtasks if before is not None else ()
+        earlier_ids = tuple(s.id for s in earlier)
+        schema = plan_type(tuple(names), room, least, earlier_ids)
+        limit = plan_output_tokens(room, len(earlier_ids))  # unless its role sets its own
         problems: list[str] = []
         left = context.plan_attempts
         while left > 0:
             # Its answers sent back for failing the schema count as attempts too.
-            worker = context.worker(role, output_type=schema, output_retries=left - 1)
+            worker = context.worker(
+                role, output_type=schema, output_retries=left - 1, max_output_tokens=limit
+            )
             result = await worker.run(prompt if not problems else _retry(prompt, problems))
             left -= _answers(result)
             if not result.ok or not isinstance(result.output, Plan):
@@ -208,6 +230,7 @@ class RolePlanner:
                 problems = [f"the planner gave no usable plan ({result.error})"]
                 continue
             plan = Plan.model_validate(result.output.model_dump())  # a Plan, not the schema's
+            plan, dropped = repaired(plan, earlier_ids)
             if before is None:
                 problems = plan_problems(plan, names, max_subtasks=room)
             elif len(plan.subtasks) > room:
@@ -216,6 +239,10 @@ class RolePlanner:
                 whole = Plan(subtasks=(*earlier, *plan.subtasks))
                 problems = [p for p in plan_problems(whole, names) if p != _EMPTY]
             if not problems:
+                if dropped:
+                    context.tracer.emit(
+                        PlanRepaired(run_id=context.run_id, round=round, dropped=dropped)
+                    )
                 return plan
         raise PlanError(problems, attempts=context.plan_attempts)
 
@@ -248,7 +275,10 @@ _EMPTY = "the plan has no subtasks"
 def _result_entry(result: SubtaskResult) -> ResultEntry:
     """A result as the lead reads it: its answer, or why it failed."""
     text = result.text if result.ok else f"{result.status}: {result.error or 'no answer'}"
-    return ResultEntry(id=result.subtask.id, role=result.subtask.role, ok=result.ok, text=text)
+    subtask = result.subtask
+    return ResultEntry(
+        id=subtask.id, role=subtask.role, ok=result.ok, text=text, asked=subtask.instruction
+    )
 
 
 def _answers(result: WorkerResult) -> int:

@@ -7,6 +7,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime import Limits, OnUnknown
+from workers.state import DEFAULT_OUTPUT_TOKENS
 
 __all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
 
@@ -65,6 +66,11 @@ class Policy(BaseModel):
             is denied (None: it waits as long as it takes).
         max_nesting: Agent tools (``agent:ROLE``) that may be nested inside one
             another: with 3, ``a → b → c → d`` is the deepest chain.
+        max_output_tokens: The most tokens one answer of a model may take, for every
+            role that sets no ``max_output_tokens`` of its own (its workers, and the
+            aggregator). The planner's calls and the judges' are limited by what a
+            plan of ``max_subtasks`` subtasks or a verdict can need, and compaction's
+            summaries by their budget. A reasoning model counts its thinking in it.
     """
 
     model_config = ConfigDict(
@@ -83,6 +89,7 @@ class Policy(BaseModel):
     on_unknown_outcome: OnUnknown = "tell"
     approval_timeout_s: float | None = Field(default=None, gt=0)
     max_nesting: int = Field(default=3, ge=1, le=20)
+    max_output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1)
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

@@ -28,8 +28,8 @@ __all__ = [
 
 PLANNER_INSTRUCTIONS = """\
 You split a task into subtasks for specialised workers that run in parallel.
-Give each subtask a short unique id, one role from the list, and a self-contained
-instruction. Make a subtask depend on another (depends_on) only when it needs that
+Give each subtask an id (s1, s2 ... in order), one role from the list, and a short,
+self-contained instruction. Make a subtask depend on another (depends_on) only when it needs that
 subtask's result; independent subtasks run at the same time, so prefer them."""
 
 AGGREGATOR_INSTRUCTIONS = """\
@@ -49,12 +49,14 @@ class CatalogEntry(Value, frozen=True, gc=False, kw_only=True):
 
 
 class ResultEntry(Value, frozen=True, gc=False, kw_only=True):
-    """One subtask's result as the aggregator sees it."""
+    """One subtask's result as the aggregator (or a lead) sees it; ``asked``: its
+    instruction, which a lead planning in rounds is shown too."""
 
     id: str
     role: str
     ok: bool
     text: str
+    asked: str = ""
 
 
 def planner_task(task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: int) -> str:
@@ -77,25 +79,43 @@ def aggregator_task(task: str, results: Sequence[ResultEntry]) -> str:
 
 
 ROUND_HEADER = "Planning round"
+ASKED = "Asked:"
 
 
 def follow_up_task(
-    planned: str, results: Sequence[ResultEntry], *, round: int, rounds: int, room: int
+    planned: str,
+    results: Sequence[ResultEntry],
+    *,
+    round: int,
+    rounds: int,
+    room: int,
+    ids: Sequence[str] = (),
 ) -> str:
     """The lead's user message for round ``round``: what it was told for the first
-    plan (``planned``: the task, the roles), every result so far, and what it may add."""
+    plan (``planned``: the task, the roles), every result so far, and what it may add
+    (``ids``: those its new subtasks take, in order)."""
     lines = [planned, "", RESULTS_HEADER]
     for entry in results:
         status = "" if entry.ok else " FAILED"
-        lines += ["", f"### {entry.id} ({entry.role}){status}", entry.text.strip() or "(empty)"]
+        lines += ["", f"### {entry.id} ({entry.role}){status}"]
+        if entry.asked:
+            lines.append(f"{ASKED} {' '.join(entry.asked.split())}")
+        lines.append(entry.text.strip() or "(empty)")
     lines += [
         "",
         f"{ROUND_HEADER} {round} of at most {rounds}. If the results answer the task, "
         "answer with no subtasks: you are done. Otherwise add at most "
-        f"{room} new subtasks, with ids not used above; they may depend on any subtask "
-        "above. Answer with the new subtasks as JSON.",
+        f"{room} new subtasks, with "
+        + (_ids_named(ids) if ids else "ids not used above")
+        + "; they may depend on any subtask above. Answer with the new subtasks as JSON.",
     ]
     return "\n".join(lines)
+
+
+def _ids_named(ids: Sequence[str]) -> str:
+    """``the ids s3, s4, s5 ... in order``: the first few of those a round may give."""
+    more = " ..." if len(ids) > 3 else ""
+    return f"the ids {', '.join(ids[:3])}{more} in order"
 
 
 # Patterns as strings: re compiles each on first use and keeps it (not at import).
@@ -144,4 +164,7 @@ def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
 
 
 def _with_text(entry: ResultEntry, lines: list[str]) -> ResultEntry:
-    return msgspec.structs.replace(entry, text="\n".join(lines).strip())
+    asked = ""
+    if lines and lines[0].startswith(ASKED):
+        asked, lines = lines[0].removeprefix(ASKED).strip(), lines[1:]
+    return msgspec.structs.replace(entry, text="\n".join(lines).strip(), asked=asked)

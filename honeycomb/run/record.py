@@ -1,11 +1,16 @@
 """What one run writes to its :class:`~honeycomb.store.RunStore`.
 
 :class:`RunRecord` is one run's handle on the store: it holds the run's lease, and
-every write it makes is under it. Each subtask's worker gets a :class:`WorkerRecord`,
-which is the loop's checkpoint (new messages and the counters after every turn), the
+every write it makes is under it. Each subtask's worker gets a
+:class:`~honeycomb.run.worker_record.WorkerRecord`, which is the loop's checkpoint, the
 dispatcher's journal of side-effecting calls, and its log of calls waiting for a
 person's approval. What a resumed run reads back
 is :mod:`honeycomb.run.restore`'s.
+
+Each life of the run (a ``run`` or ``resume`` that carries it on) has a row of the
+``lives`` table, kept as the run's budget spends (:mod:`honeycomb.run.spending`): a
+resumed run's budget starts from all that its earlier lives spent, a crashed one's
+included.
 
 A worker that failed because the store did (a full disk, a lock, a lost lease) has not
 finished: its result is not kept as final, and a resumed run runs it again.
@@ -17,42 +22,29 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
+from honeycomb.run.spending import LifeSpending
+from honeycomb.run.worker_record import WorkerRecord
 from honeycomb.store import RunStore
-from honeycomb.store.schema import APPROVALS
-from honeycomb.store.store import STATE_FIELDS, Lease, Statement
+from honeycomb.store.store import Lease, Statement
 from honeycomb.trace.spans import Span
 from runtime import (
-    AssistantMessage,
+    Budget,
     JournalEntry,
-    Message,
     OnUnknown,
     StoreError,
-    ToolCall,
-    ToolMessage,
     Usage,
-    dump_messages_json,
 )
 from runtime._text import encode_json, model_json
 from runtime.approvals import ApprovalEntry
-from runtime.journal import arguments_text
-from workers import LoopState
 
-__all__ = ["RunRecord", "WorkerRecord", "approval_log", "approval_rows", "store_failure"]
+if TYPE_CHECKING:
+    from honeycomb.run.restore import Resumed
 
-_SAVE_MESSAGES = (
-    "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
-)
-_SAVE_STATE = (
-    f"INSERT INTO workers (run_id, worker, status, updated_at, {', '.join(STATE_FIELDS)}) "
-    f"VALUES (?, ?, 'running', ?, {', '.join('?' * len(STATE_FIELDS))}) "
-    "ON CONFLICT (run_id, worker) DO UPDATE SET updated_at = excluded.updated_at, "
-    + ", ".join(f"{name} = excluded.{name}" for name in STATE_FIELDS)
-)
-"""A worker's checkpoint: its loop state (the :data:`STATE_FIELDS`), each turn."""
+__all__ = ["RunRecord", "store_failure"]
 
 
 class RunRecord:
@@ -63,6 +55,9 @@ class RunRecord:
         self.run_id = run_id
         self.on_unknown: OnUnknown = on_unknown
         self.lease: Lease | None = None
+        self.life = 1  # this life's number
+        self.started_at = 0.0  # when the run's first life started
+        self._spending: LifeSpending | None = None
         self._journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]] = {}
         self._approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = {}
         self._spans: list[Span] = []
@@ -84,6 +79,8 @@ class RunRecord:
         raises: the error that ends the run is the one to see, and a lease the store
         could not delete is free anyway to this process's next run, and to any other
         once this process is gone."""
+        if self._spending is not None:
+            self._spending.stop()
         lease = self.lease
         if lease is not None:
             try:
@@ -92,19 +89,35 @@ class RunRecord:
             finally:
                 self.store.let_go(lease)
 
-    def started(self, task: str, source: str | None, *, resumed: bool) -> None:
-        if resumed:
+    def started(
+        self, task: str, source: str | None, *, resumed: Resumed | None, budget: Budget | None
+    ) -> None:
+        """Start this life of the run: the run's row (a resumed run's is marked running
+        again) and the life's; given the run's ``budget`` (not a sub-run's, which spends
+        its caller's), what it spends is kept in the life's row as it spends it."""
+        now = time.time()
+        if resumed is not None:
+            self.life, self.started_at = resumed.life, resumed.started_at
             sql = "UPDATE runs SET status = 'running', finished_at = NULL WHERE run_id = ?"
             self.store.write((sql, (self.run_id,)), lease=self.lease)
-            return
-        self.store.write(
-            (
-                "INSERT INTO runs (run_id, task, status, source, started_at) "
-                "VALUES (?, ?, 'running', ?, ?)",
-                (self.run_id, task, source, time.time()),
-            ),
-            lease=self.lease,
-        )
+        else:
+            self.life, self.started_at = 1, now
+            self.store.write(
+                (
+                    "INSERT INTO runs (run_id, task, status, source, started_at) "
+                    "VALUES (?, ?, 'running', ?, ?)",
+                    (self.run_id, task, source, now),
+                ),
+                lease=self.lease,
+            )
+        if budget is not None:
+            self._spending = LifeSpending(self.store, self.run_id, self.life, budget, self.lease)
+
+    def spent_so_far(self) -> None:
+        """Write what the run has spent, if it spent since it was last written: before
+        a write the run waits for (see :mod:`honeycomb.run.spending`)."""
+        if self._spending is not None:
+            self._spending.flush()
 
     def planned(self, plan: Plan, *, given: bool) -> None:
         """Keep the plan, and whether the run was ``given`` it (its subtasks) or its
@@ -167,6 +180,7 @@ class RunRecord:
         then it is written again with the end of the run)."""
         name = outcome.subtask.id
         self._workers.pop(name, None)
+        self.spent_so_far()
         if not finished(outcome):
             return  # not finished: a resumed run continues it
         if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
@@ -191,6 +205,8 @@ class RunRecord:
         puts them back: :mod:`honeycomb.store.results`).
         """
         self._write_spans()
+        if self._spending is not None:
+            self._spending.end()  # the last word on what it spent, with the end of the run
         kept = None
         if result is not None and not self._rerun:
             unfinished = {k: v for k, v in result.subtasks.items() if not finished(v)}
@@ -244,6 +260,7 @@ def store_failure(exc: BaseException | None) -> StoreError | None:
 
 
 _SAVE_SPANS = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+
 _SPAN_BATCH = 256
 _SPAN_EVERY_S = 1.0
 _SAVE_RESULT = (
@@ -252,148 +269,3 @@ _SAVE_RESULT = (
     "status = excluded.status, result = excluded.result, "
     "updated_at = excluded.updated_at"
 )
-
-
-class WorkerRecord:
-    """One worker's checkpoint (its state after every turn), journal (its
-    side-effecting calls) and approval log (its calls asked about)."""
-
-    def __init__(
-        self,
-        run: RunRecord,
-        worker: str,
-        journal: Mapping[tuple[int, str], JournalEntry],
-        saved: int,
-    ) -> None:
-        self._run = run
-        self._worker = worker
-        self._entries = journal
-        self._saved = saved  # messages already in the store
-        self.on_unknown: OnUnknown = run.on_unknown
-        self.approvals: dict[tuple[int, str], ApprovalEntry] = {}
-
-    # --- Checkpoint -----------------------------------------------------------------
-
-    def save(self, state: LoopState) -> None:
-        run_id, worker, messages = self._run.run_id, self._worker, state.messages
-        start = self._saved if len(messages) >= self._saved else 0
-        # The turn's new messages go in one row: one insert per turn, not per message.
-        new = dump_messages_json(messages[start:])
-        self._saved = len(messages)
-        row = (
-            run_id, worker, time.time(), state.task, len(messages),
-            _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
-            state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
-            state.wrapped_up, state.repeats, state.cached_input_tokens, state.reasoning_tokens,
-            state.summary, state.summarized, state.compactions, state.context_tokens,
-            state.context_messages,
-        )  # fmt: skip
-        self._run.store.save(
-            (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
-            lease=self._run.lease,
-        )  # fmt: skip
-
-    # --- Journal ----------------------------------------------------------------------
-
-    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
-        return self._entries.get((turn, call_id))
-
-    @property
-    def entries(self) -> Mapping[tuple[int, str], JournalEntry]:
-        """The journal of this worker's earlier lives, by turn and call id."""
-        return self._entries
-
-    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        await self._run.store.commit(
-            (
-                "INSERT OR REPLACE INTO journal (run_id, worker, turn, call_id, tool, "
-                "arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self._run.run_id,
-                    self._worker,
-                    turn,
-                    call.id,
-                    call.name,
-                    arguments_text(arguments),
-                    time.time(),
-                ),
-            ),
-            lease=self._run.lease,
-        )
-
-    async def outcome(self, turn: int, observation: ToolMessage) -> None:
-        await self._run.store.commit(
-            (
-                "UPDATE journal SET status = ?, content = ?, finished_at = ? "
-                "WHERE run_id = ? AND worker = ? AND turn = ? AND call_id = ?",
-                (
-                    observation.status,
-                    observation.content,
-                    time.time(),
-                    self._run.run_id,
-                    self._worker,
-                    turn,
-                    observation.tool_call_id,
-                ),
-            ),
-            lease=self._run.lease,
-        )
-
-    # --- ApprovalLog ------------------------------------------------------------------
-
-    def recorded_approval(self, turn: int, call_id: str) -> ApprovalEntry | None:
-        return self.approvals.get((turn, call_id))
-
-    async def record_approval(self, entry: ApprovalEntry) -> None:
-        await self._run.store.commit(*approval_rows(self._run.run_id, entry), lease=self._run.lease)
-        self.approvals[entry.pending.turn, entry.pending.call_id] = entry
-
-
-class _ApprovalLog:
-    """A worker record seen as the dispatcher's approval log (its ``recorded`` is the
-    journal's)."""
-
-    def __init__(self, record: WorkerRecord) -> None:
-        self._record = record
-        self._entries = record.approvals  # updated in place, never replaced
-
-    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
-        return self._entries.get((turn, call_id))  # asked of every call of every turn
-
-    async def record(self, entry: ApprovalEntry) -> None:
-        await self._record.record_approval(entry)
-
-
-def approval_log(record: WorkerRecord) -> _ApprovalLog:
-    """The approval log of a worker's record."""
-    return _ApprovalLog(record)
-
-
-def approval_rows(run_id: str, entry: ApprovalEntry) -> tuple[Statement, Statement]:
-    """The statements that keep ``entry`` (a new pending call, or its decision): the
-    table is made with the first (see :data:`~honeycomb.store.schema.APPROVALS`)."""
-    p, d = entry.pending, entry.decision
-    edited = None if d is None or d.arguments is None else arguments_text(d.arguments)
-    return (APPROVALS, ()), (
-        "INSERT INTO approvals (run_id, worker, turn, call_id, role, tool, arguments, why, "
-        "asked_at, deadline, approved, reason, edited, decided_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (run_id, worker, turn, call_id) DO UPDATE SET "
-        "approved = excluded.approved, reason = excluded.reason, edited = excluded.edited, "
-        "decided_at = excluded.decided_at",
-        (
-            run_id, p.worker, p.turn, p.call_id, p.role, p.tool, arguments_text(p.arguments),
-            p.why, p.asked_at, p.deadline, None if d is None else int(d.approve),
-            None if d is None else d.reason, edited, entry.decided_at,
-        ),
-    )  # fmt: skip
-
-
-def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
-    """Where the message holding ``calls`` is (-1: none), so they are stored once."""
-    if calls:
-        for index in range(len(messages) - 1, -1, -1):
-            message = messages[index]
-            if isinstance(message, AssistantMessage) and message.tool_calls is calls:
-                return index
-    return -1

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
+from honeycomb.store.runs import most
 from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
 from runtime.approvals import ApprovalEntry
 from runtime.value import Value
@@ -32,7 +33,12 @@ class Resumed(Value, frozen=True, kw_only=True):
             not planned by its planner.
         finished: Results of subtasks that finished (they are not run again).
         states: Loop states of subtasks that had started, to continue from.
-        spent: What the earlier lives spent (the run's budget starts from it).
+        spent: What the earlier lives spent, the planner's, aggregator's, judges' and
+            summaries' included (the run's budget starts from it).
+        life: The number of the life that resumes it (the first is 1; of a run whose
+            lives were not recorded, a store of schema 4's, 2).
+        started_at: When its first life started (what makes its calls' idempotency
+            keys its own, see :mod:`runtime.tools`).
         journals: Side-effecting calls journaled so far, by worker.
         approvals: Calls asked about so far (and their decisions), by worker.
     """
@@ -42,6 +48,8 @@ class Resumed(Value, frozen=True, kw_only=True):
     finished: dict[str, SubtaskResult]
     states: dict[str, LoopState]
     spent: Usage
+    life: int
+    started_at: float
     journals: dict[str, dict[tuple[int, str], JournalEntry]]
     approvals: dict[str, dict[tuple[int, str], ApprovalEntry]] = msgspec.field(default_factory=dict)
 
@@ -51,24 +59,27 @@ def restore(stored: StoredRun) -> Resumed:
     plan = Plan.model_validate_json(stored.plan) if stored.plan else None
     finished: dict[str, SubtaskResult] = {}
     states: dict[str, LoopState] = {}
-    spent = Usage()
+    by_workers = Usage()
     for name, worker in stored.workers.items():
         if worker.status == "skipped":
             continue  # skipped again at once if what it depends on failed again
         if worker.result is not None:
             outcome = finished[name] = SubtaskResult.model_validate_json(worker.result)
             if outcome.worker is not None:
-                spent += outcome.worker.usage
+                by_workers += outcome.worker.usage
             continue
         state = _state(worker)
         if state is not None:
             states[name] = state
-            spent += state.usage
+            by_workers += state.usage
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
     approvals = {name: w.approvals for name, w in stored.workers.items() if w.approvals}
     return Resumed(
         plan=plan, given=stored.planned_by == "given", finished=finished, states=states,
-        spent=spent, journals=journals, approvals=approvals,
+        # What the run recorded as it spent holds its workers' spending, unless a crash
+        # cut off its last write, or its lives were not recorded (a store of schema 4).
+        spent=most(stored.spent, by_workers), life=max(stored.lives, 1) + 1,
+        started_at=stored.started_at, journals=journals, approvals=approvals,
     )  # fmt: skip
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from honeycomb.run.plan import Plan, Subtask
+from honeycomb.trace.critical import figures
 from runtime import Usage
 from runtime.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
+
+if TYPE_CHECKING:
+    from honeycomb.trace.timeline import Timeline
 
 __all__ = [
     "PlanRound",
@@ -21,6 +26,7 @@ __all__ = [
     "SubtaskStatus",
     "answer_as_text",
     "rounds_of",
+    "run_timings",
 ]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
@@ -43,7 +49,8 @@ class SubtaskResult(BaseModel):
             or ``waiting`` (its worker's calls wait for approval, or a subtask it
             depends on does).
         worker: The worker's result, when it ran.
-        error: Why it did not succeed.
+        error: Why it did not succeed (every subtask that did not, and does not
+            wait, has one: its worker's error, or what stopped it).
         started_s: When it started, in seconds since the run's worker phase began.
         duration_s: How long its worker ran.
     """
@@ -57,6 +64,20 @@ class SubtaskResult(BaseModel):
     started_s: float = 0.0
     duration_s: float = 0.0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _with_a_reason(cls, data: Any) -> Any:
+        """A subtask that did not succeed says why: its worker's error, or what its
+        status means (a result kept by an older version may have had none)."""
+        if not isinstance(data, dict) or data.get("error") is not None:
+            return data
+        status = data.get("status")
+        worker = data.get("worker")
+        error = getattr(worker, "error", None)
+        if error is None and status in _REASONS:
+            error = WorkerError(type=_REASONS[status][0], message=_REASONS[status][1])
+        return data if error is None else {**data, "error": error}
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -68,6 +89,15 @@ class SubtaskResult(BaseModel):
     @property
     def output(self) -> Any:
         return self.worker.output if self.worker is not None else None
+
+
+_REASONS: dict[str, tuple[str, str]] = {
+    "failed": ("WorkerFailed", "the worker failed without an error to say why"),
+    "skipped": ("DependencyFailed", "not run: a subtask it depends on did not succeed"),
+    "cancelled": ("Cancelled", "the run stopped before it finished"),
+    "over_budget": ("BudgetExceeded", "a budget of the run stopped it before it finished"),
+}
+"""What a status says when nothing more is known of why a subtask did not succeed."""
 
 
 class PlanRound(BaseModel):
@@ -87,15 +117,17 @@ class PlanRound(BaseModel):
 
 
 class RunTimings(BaseModel):
-    """Where the time went.
+    """Where the time went, over every life of the run (a resumed run's earlier lives
+    included, the time between them not): the figures ``honeycomb trace`` and the
+    web page show for it too (:func:`run_timings`).
 
     Attributes:
         wall_s: The whole run, planning and aggregation included.
         plan_s: Planning.
         workers_s: The worker phase, first start to last finish.
         aggregate_s: Aggregation.
-        critical_path_s: Planning, the longest chain of dependent workers, and
-            aggregation: no schedule can be faster.
+        critical_path_s: Planning, the longest chain of dependent workers that ran,
+            and aggregation if it ran: no schedule can be faster.
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``: the gain over running subtasks one by one.
@@ -181,6 +213,59 @@ class RunResult(BaseModel):
             f"critical path {t.critical_path_s:.2f}s, speedup x{t.speedup:.1f} over serial | "
             f"{u.total_tokens} tokens, {u.model_calls} model calls, {u.tool_calls} tool calls"
         )
+
+
+def run_timings(
+    *,
+    wall_s: float,
+    plan_s: float,
+    workers_s: float,
+    aggregate_s: float,
+    outcomes: Mapping[str, SubtaskResult],
+    plan: Plan,
+    earlier: Timeline | None = None,
+    restored: Collection[str] = (),
+) -> RunTimings:
+    """A run's timings from what its life measured and, for a resumed run, what its
+    earlier lives' spans say (``earlier``): computed as every view computes them
+    (:func:`honeycomb.trace.critical.figures`).
+
+    Args:
+        wall_s: This life's time.
+        plan_s: This life's planning.
+        workers_s: This life's worker phase.
+        aggregate_s: This life's aggregation.
+        outcomes: Each subtask's outcome.
+        plan: The plan.
+        earlier: The timeline of the earlier lives (None: the first life, or a
+            resumed run that kept no spans).
+        restored: The subtasks that finished in an earlier life: their time is
+            theirs, not this life's.
+    """
+    before = {r.name: r.duration_s for r in earlier.subtask_workers} if earlier else {}
+    durations = {
+        name: before.get(name, o.duration_s)
+        if name in restored
+        else before.get(name, 0.0) + o.duration_s
+        for name, o in outcomes.items()
+    }
+    found = figures(
+        wall_s=wall_s + (earlier.wall_s if earlier else 0.0),
+        plan_s=plan_s + (earlier.plan_s if earlier else 0.0),
+        aggregate_s=aggregate_s + (earlier.aggregate_s if earlier else 0.0),
+        durations=durations,
+        subtasks=plan.subtasks,
+    )
+    return RunTimings(
+        wall_s=found.wall_s,
+        plan_s=found.plan_s,
+        workers_s=workers_s + (earlier.workers_s if earlier else 0.0),
+        aggregate_s=found.aggregate_s,
+        critical_path_s=found.critical_path_s,
+        sum_worker_s=found.sum_worker_s,
+        serial_s=found.serial_s,
+        speedup=found.speedup,
+    )
 
 
 def rounds_of(plan: Plan) -> list[PlanRound]:

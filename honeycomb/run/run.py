@@ -21,17 +21,17 @@ from honeycomb.run.events import (
     RunFinished,
     RunStarted,
 )
-from honeycomb.run.plan import Plan, critical_path, plan_problems
+from honeycomb.run.plan import Plan, plan_problems
 from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
 from honeycomb.run.result import (
     PlanRound,
     RunResult,
-    RunTimings,
     SubtaskResult,
     answer_as_text,
     rounds_of,
+    run_timings,
 )
-from honeycomb.run.scheduler import Scheduler, stopped_status
+from honeycomb.run.scheduler import Scheduler, stopped_error, stopped_status
 from runtime import (
     Budget,
     BudgetExceeded,
@@ -41,18 +41,23 @@ from runtime import (
     HoneycombError,
     ModelError,
     PlanError,
+    RunBusy,
     RunFailed,
     Tracer,
 )
 from runtime._concurrency import shielded
 from runtime._text import valid_text
 from runtime.events import HeldText
+from runtime.limits import InFlight
+from runtime.secrets import masked
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
     from honeycomb.run.shared import Shared
+    from honeycomb.trace.spans import Span
+    from honeycomb.trace.timeline import Timeline
 
 __all__ = ["Run"]
 
@@ -84,6 +89,7 @@ class Run:
         self.shared = shared
         self.task = task
         self.run_id = run_id
+        self.handlers, self.text = handlers, text  # for a life that continues this one
         policy = shared.policy
         store = shared.store
         self.record: RunRecord | None = None
@@ -127,14 +133,18 @@ class Run:
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
             model_limiter=within.model_limiter if within is not None else shared.model_limiter,
+            max_output_tokens=policy.max_output_tokens,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
         self.started = time.perf_counter()
         self.resumed: Resumed | None = None
+        self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
+        self.within = within is not None
+        self._current: tuple[str, float] | None = None  # the phase under way, since when
 
     async def execute(
         self, subtasks: Plan | Sequence[SubtaskSpec] | None, *, resumable: bool, steal: bool
@@ -161,12 +171,40 @@ class Run:
             stopped = _original(exc)
         else:
             await self._finished(result.status, result, None)
+            if result.status == "waiting":
+                return await self._decided_meanwhile(result)
             return result
         if isinstance(stopped, Exception):  # an error that came out of a task group
             await self._finished("failed", None, stopped)
         else:
             await self._interrupted(stopped)
         raise stopped  # itself, not the exception group of a task it was raised in
+
+    async def _decided_meanwhile(self, waiting: RunResult) -> RunResult:
+        """The result of a run that ended waiting, unless the calls a paused worker
+        waits on were all decided meanwhile, elsewhere (another process), too late for
+        its scheduler to see: then the run goes on at once, in a life of its own (the
+        end of this one is recorded: a process that decided after it, seeing the run
+        waiting, may take it on first, and then it is that one's to continue).
+
+        Raises:
+            PlanError, RunFailed, BudgetExceeded: as the continued run raises them.
+        """
+        from honeycomb.run.decide import decided_among, waits_on
+
+        if self.record is None or self.within:
+            return waiting
+        found = await self.record.store.approvals_of(self.run_id)
+        paused = [o.worker.pending for o in waiting.subtasks.values() if o.worker is not None]
+        if not any(decided_among(found, waits_on(pending)) for pending in paused):
+            return waiting
+        going_on = Run(self.shared, self.task, self.run_id, self.handlers, text=self.text)
+        try:
+            return await going_on.execute(None, resumable=True, steal=False)
+        except RunBusy as exc:
+            if exc.taken_over:
+                raise
+            return waiting  # another process took it on
 
     async def _within_wall_time(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
         """The run's phases under its wall-time budget, if it has one.
@@ -176,14 +214,25 @@ class Run:
                 inside the run, by a planner, an aggregator or a store, stays itself).
         """
         wall = self.shared.policy.budgets.wall_time_s
-        deadline = asyncio.timeout(wall)
+        if wall is None:
+            return await self._phases(subtasks)
+        loop = asyncio.get_running_loop()
+        when = loop.time() + wall
+        # What was in flight when the deadline passed, seen before the calls it
+        # cancels end (this timer comes first, in the same turn of the event loop).
+        cut: list[tuple[InFlight, ...]] = []
+        seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
+        deadline = asyncio.timeout_at(when)
         try:
             async with deadline:
                 return await self._phases(subtasks)
         except TimeoutError:
             if not deadline.expired():
                 raise
-        raise BudgetExceeded("wall_time_s", wall or 0.0, round(self._elapsed(), 3))
+        finally:
+            seen.cancel()
+        in_flight = cut[0] if cut else ()
+        raise BudgetExceeded("wall_time_s", wall, round(self._elapsed(), 3), in_flight)
 
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
@@ -215,7 +264,7 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            if stored.task != valid_text(self.task):  # as the store keeps text
+            if stored.task != masked(valid_text(self.task)):  # as the store keeps text
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.path} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
@@ -225,10 +274,15 @@ class Run:
             if done is not None:
                 return retyped(done, "answer", self.shared.output_type)
             self.resumed = restore(stored)
+            # What the earlier lives took, for the figures of every life (run_timings).
+            self.earlier_spans = await asyncio.to_thread(record.store.spans, self.run_id)
             record.use_journals(self.resumed.journals)
             record.use_approvals(self.resumed.approvals)
             self.context.budget.restore(self.resumed.spent)
-        record.started(self.task, self.shared.source, resumed=stored is not None)
+        # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
+        # record keeps it.
+        budget = None if self.within else self.context.budget
+        record.started(self.task, self.shared.source, resumed=self.resumed, budget=budget)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
@@ -245,11 +299,12 @@ class Run:
                 "no planner: pass subtasks=..., define a role named 'planner', or give "
                 "the Executor a planner"
             )
-        began = time.perf_counter()
+        began = self._phase("plan")
         if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
             _tripwire("input", await self.guards.input(self.task))  # before anything runs
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
+        self._phase(None)
         self.tracer.emit(
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
@@ -265,7 +320,7 @@ class Run:
         if not any(o.ok for o in outcomes.values()):
             raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
 
-        began = time.perf_counter()
+        began = self._phase("aggregate")
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
         context, held = self.context, None
         if self.guards.guards.output and self.tracer.text:
@@ -278,6 +333,7 @@ class Run:
         if held is not None:
             held.release()
         self.times["aggregate"] = time.perf_counter() - began
+        self._phase(None)
         self.tracer.emit(
             AggregationFinished(run_id=self.run_id, duration_s=self.times["aggregate"])
         )
@@ -322,7 +378,7 @@ class Run:
                 break
             number += 1
             self.tracer.emit(RoundStarted(run_id=self.run_id, round=number))
-            began = time.perf_counter()
+            began = self._phase("plan")
             try:
                 added = await lead.follow_up(
                     self.task, self.plan, list(outcomes.values()), round=number, room=room,
@@ -332,6 +388,7 @@ class Run:
             except (PlanError, ModelError) as exc:  # no valid round, or no answer at all
                 took = time.perf_counter() - began
                 self.times["plan"] += took
+                self._phase(None)
                 error = f"{type(exc).__name__}: {exc}"
                 self.rounds.append(PlanRound(round=number, error=error))
                 self.tracer.emit(
@@ -349,6 +406,7 @@ class Run:
                 break
             took = time.perf_counter() - began
             self.times["plan"] += took
+            self._phase(None)
             ids = added.ids
             self.rounds.append(PlanRound(round=number, added=ids))
             self.tracer.emit(
@@ -388,12 +446,11 @@ class Run:
     def _result(
         self, status: str, outcomes: Mapping[str, SubtaskResult], answer: Any = None
     ) -> RunResult:
-        durations = {k: o.duration_s for k, o in outcomes.items()}
-        worker_sum = sum(durations.values())
-        wall = self._elapsed()
-        fixed = self.times["plan"] + self.times["aggregate"]
-        path = fixed + (critical_path(self.plan, durations) if self.plan.subtasks else 0.0)
-        serial = fixed + worker_sum
+        timings = run_timings(
+            wall_s=self._elapsed(), plan_s=self.times["plan"], workers_s=self.times["workers"],
+            aggregate_s=self.times["aggregate"], outcomes=outcomes, plan=self.plan,
+            earlier=self._earlier(), restored=self.resumed.finished if self.resumed else (),
+        )  # fmt: skip
         pending = [p for o in outcomes.values() if o.worker is not None for p in o.worker.pending]
         return RunResult(
             run_id=self.run_id,
@@ -408,24 +465,36 @@ class Run:
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,
             max_workers=self.shared.policy.max_workers,
-            timings=RunTimings(
-                wall_s=wall,
-                plan_s=self.times["plan"],
-                workers_s=self.times["workers"],
-                aggregate_s=self.times["aggregate"],
-                critical_path_s=path,
-                sum_worker_s=worker_sum,
-                serial_s=serial,
-                speedup=serial / wall if wall > 0 else 1.0,
-            ),
+            timings=timings,
         )
 
+    def _earlier(self) -> Timeline | None:
+        """The earlier lives of a resumed run, as their spans tell them."""
+        if not self.earlier_spans:
+            return None
+        from honeycomb.trace.timeline import build_timeline
+
+        return build_timeline(self.earlier_spans, self.plan.subtasks)
+
+    def _phase(self, phase: str | None) -> float:
+        """Now; the run is in ``phase`` (plan, aggregate) from now on (None: in none of
+        them), so that a run stopped in the middle of one counts its time there."""
+        now = time.perf_counter()
+        self._current = (phase, now) if phase is not None else None
+        return now
+
     async def _fail(self, exc: BudgetExceeded | RunFailed | GuardrailTripped) -> None:
+        if self._current is not None:  # stopped in the middle of planning or aggregating
+            phase, began = self._current
+            self.times[phase] += time.perf_counter() - began
+            self._current = None
         outcomes = self.scheduler.outcomes if self.scheduler is not None else {}
         if self.scheduler is not None:
-            stopped = stopped_status(exc)
+            stopped, why = stopped_status(exc), stopped_error(exc)
             for subtask in self.plan.subtasks:  # the wall-time budget interrupts mid-phase
-                outcomes.setdefault(subtask.id, SubtaskResult(subtask=subtask, status=stopped))
+                outcomes.setdefault(
+                    subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
+                )
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)

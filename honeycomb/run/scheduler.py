@@ -13,9 +13,9 @@ memory once it ends well, before it is reported finished.
 
 A worker whose calls wait for a person's approval pauses, out of its slot: the others
 go on, and subtasks that depend on it wait. A decision recorded by this process
-(:meth:`notify`) lets it go on; once nothing else can proceed, the paused workers end
-``waiting`` (not a failure), and so do the subtasks after them: a resumed run
-continues them.
+(:meth:`notify`) or elsewhere (found in the store) lets it go on; once nothing else
+can proceed, the paused workers end ``waiting`` (not a failure), and so do the
+subtasks after them: a resumed run continues them.
 
 In a run planned in rounds, each round's scheduler gets the whole plan so far and the
 outcomes of the rounds before (``earlier``): those stand as they are (no worker, no
@@ -28,6 +28,7 @@ committed, so the event never runs ahead of what a resume would find.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -43,11 +44,15 @@ from workers import Worker, WorkerError, WorkerResult
 from workers.memory import keep_result
 
 if TYPE_CHECKING:
-    from honeycomb.run.record import RunRecord, WorkerRecord
+    from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
+    from honeycomb.run.worker_record import WorkerRecord
     from workers.state import LoopState
 
-__all__ = ["Scheduler", "stopped_status"]
+__all__ = ["LOOK_EVERY_S", "Scheduler", "stopped_error", "stopped_status"]
+
+LOOK_EVERY_S = 0.5
+"""How often a paused worker looks in the store for decisions recorded elsewhere."""
 
 
 class Scheduler:
@@ -108,9 +113,12 @@ class Scheduler:
         stopped = stopped_status(self.stopped)
         if self.stopped is None and self._waiting():
             stopped = "waiting"  # blocked behind a subtask that waits
+        why = stopped_error(self.stopped)
         for subtask in self.plan.subtasks:
             if subtask.id not in self.outcomes:
-                self.outcomes[subtask.id] = SubtaskResult(subtask=subtask, status=stopped)
+                self.outcomes[subtask.id] = SubtaskResult(
+                    subtask=subtask, status=stopped, error=why
+                )
         ordered = {s.id: self.outcomes[s.id] for s in self.plan.subtasks}
         self.outcomes = ordered
         if self.stopped is not None:
@@ -218,7 +226,7 @@ class Scheduler:
         record = None
         log = None
         if self.record is not None:
-            from honeycomb.run.record import approval_log
+            from honeycomb.run.worker_record import approval_log
 
             record = self.record.worker(subtask.id, len(state.messages) if state else 0)
             log = approval_log(record)
@@ -276,32 +284,34 @@ class Scheduler:
 
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or
-        until nothing else in the run can proceed (False)."""
+        until nothing else in the run can proceed (False). A decision of this process
+        wakes it at once (:meth:`notify`); one recorded elsewhere (another process: a
+        web page's server, ``honeycomb approve``) is found in the store, which it reads
+        every :data:`LOOK_EVERY_S`, and once more before it gives up."""
+        from honeycomb.run.decide import decided_among, waits_on
+
         assert self.record is not None
         # By worker too: a call it waits on may be a nested worker's (agent:ROLE).
-        wanted = {(p.worker, p.turn, p.call_id) for p in result.pending}
+        wanted = waits_on(result.pending)
         self._paused.add(subtask.id)
         try:
             while True:
-                self._check_idle()
                 wake = self._wake  # taken before the store is read: no decision is missed
-                if self._idle:
-                    return False
                 found = await self.record.store.approvals_of(self.context.run_id)
-                decided = {
-                    (e.pending.worker, e.pending.turn, e.pending.call_id): e
-                    for e in found
-                    if e.decision is not None
-                }
-                if wanted <= set(decided):
-                    entries = [decided[key] for key in wanted]
+                entries = decided_among(found, wanted)
+                if entries:
                     record.approvals.update(
                         {(e.pending.turn, e.pending.call_id): e for e in entries
                          if e.pending.worker == subtask.id}
                     )  # fmt: skip
                     self.record.decided(entries)  # a nested worker's record reads them
                     return True
-                await wake.wait()
+                self._check_idle()
+                if self._idle:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(LOOK_EVERY_S):
+                        await wake.wait()
         finally:
             self._paused.discard(subtask.id)
 
@@ -412,6 +422,14 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+def stopped_error(reason: BaseException | None) -> WorkerError | None:
+    """Why a subtask that the end of its run stopped did not finish: what ended the
+    run (None: nothing did, it waits)."""
+    if reason is None:
+        return None
+    return WorkerError(type=type(reason).__name__, message=f"the run stopped: {reason}")
 
 
 def stopped_status(reason: BaseException | None) -> SubtaskStatus:

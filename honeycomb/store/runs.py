@@ -17,8 +17,8 @@ from runtime.approvals import ApprovalEntry
 from runtime.value import Value
 
 __all__ = [
-    "PROGRESS", "STATE_FIELDS", "RunSummary", "StoredRun", "StoredWorker", "read_run",
-    "read_summaries",
+    "PROGRESS", "STATE_FIELDS", "RunSummary", "StoredRun", "StoredWorker", "last_life", "most",
+    "read_run", "read_summaries",
 ]  # fmt: skip
 
 
@@ -28,8 +28,8 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
     ``interrupted``, ``waiting`` for approvals), or ``running`` while a live process
     carries it on: one stored as running whose process is gone, or whose lease
-    expired, is ``interrupted``. Of a run under way, the counters are what its workers
-    have spent so far (planning not included); of one that ended, all it spent.
+    expired, is ``interrupted``. The counters are all the run has spent, in every life
+    of it: of a run under way (or cut off), as far as the store has it.
     ``cached_input_tokens`` are those of the input tokens the providers read from their
     caches.
     """
@@ -91,6 +91,14 @@ class StoredRun(Value, frozen=True, kw_only=True):
     planned_by: str | None = None
     """``given`` (the run was given its subtasks), ``planner``, or None: not known (a
     store of schema 3)."""
+    started_at: float = 0.0
+    """When its first life started (``time.time()``)."""
+    lives: int = 0
+    """How many lives of it the store recorded (none before schema 5)."""
+    spent: Usage = Usage()
+    """What it had spent by the end of its last life, every life before included, as
+    the store knows it: its last life's row; of a run no life of which was recorded
+    (a store of schema 4), the run's own counters, written when a life ended."""
 
 
 class _Worker(Value, frozen=True, gc=False):
@@ -118,7 +126,8 @@ def read_summaries(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) 
 def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
     """A run stored as running (its counters are written when it ends): interrupted
     if no live process carries it on any more (killed, or hung past its lease), and
-    what its workers have spent so far, as the store knows it."""
+    what it has spent so far, as the store knows it: its life's row, or what its
+    workers' own rows say, if more (a store of schema 4 records no lives)."""
     counted = columns(
         db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
                         "cost", "cached_input_tokens"),
@@ -136,6 +145,9 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
                 model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
                 tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
             )  # fmt: skip
+    _, recorded = last_life(db, run.run_id)
+    if recorded is not None:
+        spent = most(recorded, spent)
     return msgspec.structs.replace(
         run,
         status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
@@ -153,8 +165,46 @@ PROGRESS = (
 )
 
 
+_SPENT = (
+    "model_calls", "input_tokens", "output_tokens", "tool_calls", "cost", "cached_input_tokens",
+)  # fmt: skip
+"""The counters of what a run spent that both its row and its lives' rows have."""
+
+
+def most(one: Usage, other: Usage) -> Usage:
+    """The larger of two counts of one spending (each a count of part of it, or all
+    of it as far as one record knows), counter by counter."""
+    return Usage(
+        input_tokens=max(one.input_tokens, other.input_tokens),
+        output_tokens=max(one.output_tokens, other.output_tokens),
+        model_calls=max(one.model_calls, other.model_calls),
+        tool_calls=max(one.tool_calls, other.tool_calls),
+        cost=max(one.cost, other.cost),
+        reasoning_tokens=max(one.reasoning_tokens, other.reasoning_tokens),
+        cached_input_tokens=max(one.cached_input_tokens, other.cached_input_tokens),
+    )
+
+
+def last_life(db: sqlite3.Connection, run_id: str) -> tuple[int, Usage | None]:
+    """How many lives of run ``run_id`` the store recorded, and what the run had spent by
+    the end of the last (None: none recorded, as in a store of schema 4)."""
+    exists = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'lives'").fetchone()
+    if exists is None:
+        return 0, None
+    row = db.execute(
+        f"SELECT life, reasoning_tokens, {', '.join(_SPENT)} FROM lives WHERE run_id = ? "
+        "ORDER BY life DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    if row is None:
+        return 0, None
+    life, reasoning, *counters = row
+    return life, Usage(reasoning_tokens=reasoning, **dict(zip(_SPENT, counters, strict=True)))
+
+
 def read_run(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
-    selected = columns(db, "runs", ("task", "status", "source", "plan", "result", "planned_by"))
+    names = ("task", "status", "source", "plan", "result", "planned_by", "started_at", *_SPENT)
+    selected = columns(db, "runs", names)
     row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         return None
@@ -186,7 +236,10 @@ def read_run(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         name = entry.pending.worker
         found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
         found.approvals[entry.pending.turn, entry.pending.call_id] = entry
-    task, status, source, plan, result, planned_by = row
+    task, status, source, plan, result, planned_by, started_at, *counters = row
+    lives, spent = last_life(db, run_id)
+    if spent is None:
+        spent = Usage(**dict(zip(_SPENT, counters, strict=True)))
     return StoredRun(
         run_id=run_id,
         task=task,
@@ -196,4 +249,7 @@ def read_run(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
         result=result,
         workers=workers,
         planned_by=planned_by,
+        started_at=started_at,
+        lives=lives,
+        spent=spent,
     )

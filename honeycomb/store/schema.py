@@ -1,9 +1,10 @@
 """The run store's tables (SQLite), and how a file is known to hold them.
 
 A change to the tables bumps :data:`SCHEMA_VERSION` and adds its step to
-:data:`ADDED`; :func:`upgrade` brings a store of any earlier version up to the
-current one in one transaction. ``CREATE TABLE IF NOT EXISTS`` adds no column to a
-table that exists, so a version that adds columns adds them with ``ALTER TABLE``;
+:data:`ADDED` (and its new tables to :data:`CREATED`); :func:`upgrade` brings a store
+of any earlier version up to the current one in one transaction. ``CREATE TABLE IF NOT
+EXISTS`` adds no column to a table that exists, so a version that adds columns adds
+them with ``ALTER TABLE``;
 reading a store of an earlier version (which is never changed by reading) gives each
 column it lacks the default the step adds it with (:func:`columns`). A store is known
 by its ``application_id``; stores of schema 1, written before there was one, by their
@@ -24,7 +25,7 @@ from honeycomb.store.files import idle, sidecar, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -125,9 +126,61 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         # take for the whole result.
         "runs": (("planned_by", "TEXT", "NULL"),),
     },
+    5: {
+        # Who decided a call that asked for approval (a decision is final: the first
+        # one stands, and whoever decides after is told who made it).
+        "approvals": (("decided_by", "TEXT", "NULL"),),
+    },
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
+
+APPROVALS = """
+CREATE TABLE IF NOT EXISTS approvals (
+    run_id TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    why TEXT NOT NULL,
+    asked_at REAL NOT NULL,
+    deadline REAL,
+    approved INTEGER,
+    reason TEXT,
+    edited TEXT,
+    decided_at REAL,
+    PRIMARY KEY (run_id, worker, turn, call_id)
+)
+"""
+"""Calls that waited for a person's approval, and the decisions. Stores of schema 4
+and before made it with the first approval they kept (a store that never kept one
+lacks it: readers take a missing table for none); schema 5 makes it with the others."""
+
+LIVES = """
+CREATE TABLE IF NOT EXISTS lives (
+    run_id TEXT NOT NULL,
+    life INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    model_calls INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    tool_calls INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, life)
+)
+"""
+"""One row per life of a run (each ``run`` or ``resume`` that carried it on, from 1):
+when it started, and what the whole run had spent, every earlier life included, when
+it ended, or, for a life cut off (a crash), at its last spend. Written as the life
+spends: a resumed run's budget starts from its last life's row (see
+``honeycomb/run/record.py``). A life's own spending is its row less the one before."""
+
+CREATED: dict[int, tuple[str, ...]] = {5: (APPROVALS, LIVES)}
+"""The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
 
 
 def upgrade_statements(version: int) -> list[str]:
@@ -137,6 +190,7 @@ def upgrade_statements(version: int) -> list[str]:
     if version < 2:
         steps += [part.strip() for part in TABLES.split(";") if part.strip()]
     for added in range(max(version, 2) + 1, SCHEMA_VERSION + 1):
+        steps += [table.strip() for table in CREATED.get(added, ())]
         for table, new in ADDED[added].items():
             steps += [f"ALTER TABLE {table} ADD COLUMN {name} {kind}" for name, kind, _ in new]
     return [*steps, f"PRAGMA user_version = {SCHEMA_VERSION}"]
@@ -167,29 +221,6 @@ def columns(db: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
     }
     return ", ".join(n if n in present else f"{defaults[n]} AS {n}" for n in names)
 
-
-APPROVALS = """
-CREATE TABLE IF NOT EXISTS approvals (
-    run_id TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    call_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    why TEXT NOT NULL,
-    asked_at REAL NOT NULL,
-    deadline REAL,
-    approved INTEGER,
-    reason TEXT,
-    edited TEXT,
-    decided_at REAL,
-    PRIMARY KEY (run_id, worker, turn, call_id)
-)
-"""
-"""Calls that waited for a person's approval, and the decisions: a table of its own,
-made with the first approval a store keeps, in a store of any schema (so a store
-that never kept one is as it was, and readers take a missing table for none)."""
 
 _FIRST_TABLES = {"runs", "workers", "messages", "journal", "spans"}
 """The tables of schema 1, which had no application id."""
@@ -403,6 +434,7 @@ def _foreign(path: Path, why: str) -> StoreError:
 
 
 __all__ = [
-    "ADDED", "APPLICATION_ID", "APPROVALS", "SCHEMA_VERSION", "TABLES", "Unchanged", "columns",
+    "ADDED", "APPLICATION_ID", "APPROVALS", "CREATED", "LIVES", "SCHEMA_VERSION", "TABLES",
+    "Unchanged", "columns",
     "connect", "reader", "refuse_foreign", "schema_of", "upgrade", "upgrade_statements",
 ]  # fmt: skip

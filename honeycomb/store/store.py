@@ -28,7 +28,7 @@ import anyio.to_thread
 import msgspec
 
 from honeycomb.store import lease as _lease
-from honeycomb.store.approvals import read_approvals
+from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
 from honeycomb.store.lease import Lease
 from honeycomb.store.results import whole_result
 from honeycomb.store.runs import (
@@ -45,6 +45,7 @@ from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import StoreError
 from runtime.approvals import ApprovalEntry
+from runtime.secrets import masked
 
 _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""
@@ -142,6 +143,25 @@ class RunStore:
         """Stop renewing ``lease``: its run ended (and wrote :meth:`released`, or tried)."""
         self._writer.held = self._writer.held - {lease}
         _lease.ended(lease)
+
+    async def keep_approval(
+        self, run_id: str, entry: ApprovalEntry, *, lease: Lease | None = None
+    ) -> None:
+        """Keep a call asked about (``entry`` without a decision; one asked before is
+        left as it is), or its decision; return once it is committed. A decision is
+        final: of several made at once, in any processes, the first stands.
+
+        Raises:
+            AlreadyDecided: when the call was decided already (nothing was written).
+            RunBusy: when ``lease`` is no longer the run's.
+            StoreError: when the store cannot be written.
+        """
+        if entry.decision is None:
+            await self.commit((ASK, asked_row(run_id, entry.pending)), lease=lease)
+            return
+        # An action, not statements: its secrets are masked here, as put() masks those.
+        keep = functools.partial(keep_decision, run_id=run_id, entry=masked(entry))
+        await self._submit(keep, lease, False, True)
 
     @staticmethod
     def released(lease: Lease) -> Statement:

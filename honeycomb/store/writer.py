@@ -14,7 +14,8 @@ to commit it at once, rather than with whatever else arrives in the next moment.
 
 A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
 back, and each of its waiters is told with a StoreError; the thread goes on. Text is
-made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`).
+made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`),
+and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write queued are
 told too, and the next write starts another.
 """
@@ -34,16 +35,18 @@ from typing import Any
 from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
 from honeycomb.store.schema import connect
-from runtime import StoreError
+from runtime import HoneycombError, StoreError
 from runtime._text import valid_text
+from runtime.secrets import masked
 
 __all__ = ["Action", "Statement", "Writer"]
 
 Statement = tuple[str, Sequence[Any]]
 """SQL and its parameters: a tuple for one row, a list of tuples for many."""
 Action = Callable[[sqlite3.Connection], None]
-"""Work of a transaction that reads before it writes (taking a lease): it raises a
-StoreError before it writes anything, or not at all."""
+"""Work of a transaction that reads before it writes (taking a lease, keeping a
+decision): it raises a HoneycombError before it writes anything (told to its waiter,
+the rest of the batch is committed), or not at all."""
 
 _GATHER_S = 0.002
 _STOP = object()
@@ -70,7 +73,7 @@ class Writer:
         """Queue a write (see the module's docstring)."""
         if not self.running:
             self.start()
-        self._queue.put(item)
+        self._queue.put((masked(item[0]), *item[1:]))  # the statements' secrets
 
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread."""
@@ -159,7 +162,7 @@ class Writer:
         self, connection: sqlite3.Connection, items: list[Any], held: frozenset[Lease]
     ) -> None:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters."""
-        refused: dict[int, StoreError] = {}
+        refused: dict[int, HoneycombError] = {}
         try:
             self._commit(connection, items, held, refused)
         except Exception as exc:  # any error of any write: the batch's writes are not made
@@ -183,7 +186,7 @@ class Writer:
         connection: sqlite3.Connection,
         items: list[Any],
         held: frozenset[Lease],
-        refused: dict[int, StoreError],
+        refused: dict[int, HoneycombError],
     ) -> None:
         """One transaction: ordered writes in order, then the saved rows merged. Writes
         under a lease that is no longer the run's are left out, and said so in
@@ -205,7 +208,7 @@ class Writer:
             if callable(work):
                 try:
                     work(connection)
-                except StoreError as exc:
+                except HoneycombError as exc:
                     refused[index] = exc
                 owned.clear()  # it may have taken a lease
                 continue
@@ -242,9 +245,9 @@ def _storable(row: Sequence[Any]) -> Sequence[Any]:
     return row
 
 
-def _tell_all(items: list[Any], refused: dict[int, StoreError]) -> None:
+def _tell_all(items: list[Any], refused: dict[int, HoneycombError]) -> None:
     """Tell the waiters of ``items`` how their writes went (``refused``, by index)."""
-    waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, StoreError | None]]] = {}
+    waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, HoneycombError | None]]] = {}
     for index, item in enumerate(items):
         done = item[1]
         if done is not None:
@@ -254,7 +257,7 @@ def _tell_all(items: list[Any], refused: dict[int, StoreError]) -> None:
             loop.call_soon_threadsafe(_tell, told)
 
 
-def _tell(waiters: list[tuple[asyncio.Future[None], StoreError | None]]) -> None:
+def _tell(waiters: list[tuple[asyncio.Future[None], HoneycombError | None]]) -> None:
     """In the waiters' event loop: how their writes went. One that stopped waiting
     (cancelled) has nothing to be told: its write stands."""
     for waiter, error in waiters:

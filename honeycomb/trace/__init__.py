@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from runtime._lazy import lazy_attributes
 
 __all__ = [
+    "Life",
     "OpenTelemetryExporter",
     "Span",
     "SpanRecorder",
@@ -25,6 +26,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from honeycomb.trace.html import to_html
+    from honeycomb.trace.lives import Life
     from honeycomb.trace.logs import configure_logging
     from honeycomb.trace.otel import OpenTelemetryExporter
     from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from honeycomb.trace.timeline import Timeline, build_timeline
 
 _LAZY = {
+    "Life": "honeycomb.trace.lives",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
     "Span": "honeycomb.trace.spans",
     "SpanRecorder": "honeycomb.trace.spans",

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+import unicodedata
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-__all__ = ["Spent", "cached_share", "counted", "format_cost", "token_detail"]
+__all__ = [
+    "Spent",
+    "argument_lines",
+    "cached_share",
+    "counted",
+    "format_cost",
+    "format_duration",
+    "printable",
+    "shown_value",
+    "token_detail",
+]
 
 
 class Spent(Protocol):
@@ -43,3 +56,69 @@ def format_cost(dollars: float) -> str:
     if not dollars:
         return "-"
     return f"${dollars:.4f}" if dollars < 1 else f"${dollars:,.2f}"
+
+
+def shown_value(value: Any) -> tuple[str, bool]:
+    """An argument's value as a person reads it, and whether it is text: a string as
+    its own text (its lines as lines, no escapes), any other value as JSON (indented
+    when it does not fit on a short line)."""
+    if isinstance(value, str):
+        return value, True
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > 60 and isinstance(value, (dict, list)):
+        text = json.dumps(value, ensure_ascii=False, indent=2)
+    return text, False
+
+
+def argument_lines(
+    arguments: Mapping[str, Any], *, limit: int = 600, max_lines: int = 12
+) -> list[str]:
+    """A call's arguments for a terminal, one ``name: value`` a line; a value of
+    several lines goes under its name, indented; a value longer than ``limit``
+    characters or ``max_lines`` lines is cut, saying how much was left out. Control
+    characters (a terminal's escapes) become spaces."""
+    lines: list[str] = []
+    for name, value in arguments.items():
+        text, _ = shown_value(value)
+        shown, left = _cut_text(printable(text), limit, max_lines)
+        more = [f"… {counted(left, 'more character')}"] if left else []
+        parts = shown.split("\n") + more
+        if len(parts) == 1:
+            lines.append(f"{printable(name)}: {parts[0]}")
+        else:
+            lines.append(f"{printable(name)}:")
+            lines += [f"  {part}".rstrip() for part in parts]
+    return lines
+
+
+def _cut_text(text: str, limit: int, max_lines: int) -> tuple[str, int]:
+    """``text`` cut to ``limit`` characters and ``max_lines`` lines, and how many
+    characters were left out."""
+    kept = text[:limit]
+    head = kept.split("\n")
+    if len(head) > max_lines:
+        kept = "\n".join(head[:max_lines])
+    return kept, len(text) - len(kept)
+
+
+def printable(text: str, *, lines: bool = True) -> str:
+    """Text from a run, safe for a terminal: control characters (a terminal's
+    escapes) become spaces, line breaks too unless ``lines``."""
+    kept = "\n" if lines else ""
+    return "".join(
+        " " if c not in kept and unicodedata.category(c) in ("Cc", "Cf") else c for c in text
+    )
+
+
+def format_duration(seconds: float) -> str:
+    """A stretch of time for people: ``0.52s``, ``3m 12s``, ``2h 05m``, ``3d 4h``."""
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"

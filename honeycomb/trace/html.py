@@ -6,16 +6,20 @@ names, errors) is untrusted and is escaped; the script reads it back only throug
 ``dataset`` and ``textContent``, never as HTML.
 
 Each worker is one ``<div class="row" data-worker="ID">`` (the planner and the
-aggregator are ``class="phase"``), bars are positioned in percent of the run's
-length, and the page marks ``<html data-ready="N">`` (N worker rows) once its script
-ran; the first script records any script error in ``<html data-errors>``.
+aggregator are ``class="phase"``), bars are positioned in percent of the width along
+the run's :class:`~honeycomb.trace.lives.Axis`: a run of several lives has a band a
+life (``<div class="life" data-life="N">`` above the rows) and between two lives a
+strip, ``<div class="gap">``, in every row, saying how long the run was paused. The
+page marks ``<html data-ready="N">`` (N worker rows) once its script ran; the first
+script records any script error in ``<html data-errors>``.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from honeycomb.trace.format import counted, format_cost, token_detail
+from honeycomb.trace.format import counted, format_cost, format_duration, token_detail
+from honeycomb.trace.lives import Axis, Life
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["STYLE", "timeline_section", "to_html"]
@@ -77,6 +81,16 @@ h1 { font-size: 16px; margin: 0 0 4px; }
 .status { width: 90px; flex: none; padding-left: 8px; color: #2a7d3b; }
 .status.bad { color: #c02a2a; }
 .legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; }
+.gap { position: absolute; top: 0; bottom: 0; background: repeating-linear-gradient(
+  135deg, #fff 0 3px, #d5d9e2 3px 5px); }
+.lives .track { background: none; height: 18px; }
+.life { position: absolute; top: 0; height: 16px; border-bottom: 2px solid #8a93a6;
+        box-sizing: border-box; padding: 0 4px;
+        overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-size: 11px; }
+.lives .gap { border-left: 1px dashed #8a93a6; border-right: 1px dashed #8a93a6; }
+table.lives { margin-top: 12px; border-collapse: collapse; }
+table.lives td, table.lives th { padding: 1px 12px 1px 0; text-align: left; }
+table.lives tr.pause td { color: #777; font-style: italic; }
 table.totals { margin-top: 16px; border-collapse: collapse; }
 table.totals td { padding: 1px 12px 1px 0; }
 #tip { position: fixed; background: #1d2330; color: #fff; padding: 6px 8px;
@@ -98,7 +112,7 @@ def to_html(timeline: Timeline) -> str:
 <style>{STYLE}</style>
 </head>
 <body>
-<h1>run {_e(t.run_id)} · {_e(t.status)}{f" · {t.lives} lives" if t.lives > 1 else ""}</h1>
+<h1>run {_e(t.run_id)} · {_e(t.status)}{_lives_said(t)}</h1>
 <p class="task">{_e(t.task)}</p>
 {timeline_section(t)}
 <div id="tip" hidden></div>
@@ -108,17 +122,91 @@ def to_html(timeline: Timeline) -> str:
 """
 
 
+def _lives_said(t: Timeline) -> str:
+    return f" · {len(t.lives)} lives" if len(t.lives) > 1 else ""
+
+
 def timeline_section(timeline: Timeline) -> str:
     """The rows, legend and totals of ``timeline``, as HTML to put in a page whose
     styles include :data:`STYLE` (``honeycomb serve``'s run page is one)."""
-    rows = "\n".join(_row(r, timeline.length_s) for r in timeline.rows)
+    axis = Axis(timeline.lives, timeline.length_s)
+    gaps = "".join(
+        f'<div class="gap" style="{_at(left, right - left)}"></div>' for left, right, _ in axis.gaps
+    )
+    rows = "\n".join(_row(r, axis, gaps) for r in timeline.rows)
     return (
-        f'<div class="timeline">\n{rows}\n</div>\n'
-        f'<p class="legend">{_legend()}</p>\n{_totals(timeline)}'
+        f'<div class="timeline">\n{_lives_row(timeline.lives, axis)}{rows}\n</div>\n'
+        f'<p class="legend">{_legend(bool(axis.gaps))}</p>\n{_lives_table(timeline)}'
+        f"{_totals(timeline)}"
     )
 
 
-def _row(row: Row, length_s: float) -> str:
+def _lives_row(lives: tuple[Life, ...], axis: Axis) -> str:
+    """Above the rows of a run of several lives: a band a life, and each pause."""
+    if len(lives) < 2:
+        return ""
+    bands = "".join(
+        f'<div class="life" data-life="{life.number}" '
+        f'style="{_at(*axis.extent(life.start, life.end))}" title="{_e(_life_said(life))}">'
+        f"life {life.number} · {format_duration(life.wall_s)}"
+        + (f" (after a pause of {format_duration(life.gap_s)})" if life.number > 1 else "")
+        + "</div>"
+        for life in lives
+    )
+    pauses = "".join(
+        f'<div class="gap" data-gap-s="{took:.3f}" style="{_at(left, right - left)}" '
+        f'title="paused {_e(format_duration(took))}"></div>'
+        for left, right, took in axis.gaps
+    )
+    return (
+        '<div class="phase lives"><div class="name">lives</div>'
+        f'<div class="track">{bands}{pauses}</div><div class="time"></div>'
+        '<div class="status"></div></div>\n'
+    )
+
+
+def _life_said(life: Life) -> str:
+    return (
+        f"life {life.number}: ran {format_duration(life.wall_s)}, {life.status}; "
+        f"{counted(life.model_calls, 'model call')}, {counted(life.tool_calls, 'tool call')}, "
+        f"{counted(life.total_tokens, 'token')}, {format_cost(life.cost)}"
+    )
+
+
+def _lives_table(t: Timeline) -> str:
+    """What each life ran and spent, the pauses between them, and the whole run."""
+    lives = t.lives
+    if len(lives) < 2:
+        return ""
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("life", "ran", "ended", "model calls", "tool calls", "tokens", "cost")
+    )
+    rows: list[str] = []
+    for life in lives:
+        if life.number > 1:
+            rows.append(
+                f'<tr class="pause"><td></td><td colspan="6">paused '
+                f"{_e(format_duration(life.gap_s))}</td></tr>"
+            )
+        cells = (
+            str(life.number), format_duration(life.wall_s), life.status, str(life.model_calls),
+            str(life.tool_calls), str(life.total_tokens), format_cost(life.cost),
+        )  # fmt: skip
+        rows.append(
+            f'<tr data-life="{life.number}">'
+            + "".join(f"<td>{_e(c)}</td>" for c in cells)
+            + "</tr>"
+        )
+    total = (
+        "all", format_duration(t.wall_s), t.status, str(t.model_calls), str(t.tool_calls),
+        str(t.total_tokens), format_cost(t.cost),
+    )  # fmt: skip
+    rows.append('<tr class="total">' + "".join(f"<th>{_e(c)}</th>" for c in total) + "</tr>")
+    return f'<table class="lives"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _row(row: Row, axis: Axis, gaps: str) -> str:
     classes = ("row" if row.kind == "worker" else "phase") + (" crit" if row.critical else "")
     key = "data-worker" if row.kind == "worker" else "data-phase"
     title = f"{row.name} ({row.role})" if row.role else row.name
@@ -126,25 +214,24 @@ def _row(row: Row, length_s: float) -> str:
         title += " after " + ", ".join(row.depends_on)
     if row.parent is not None:
         title += f" called by {row.parent}"
-    extent = (
-        f'<div class="span" style="{_place(row.start, row.end, length_s)}"></div>'
-        if row.end > row.start
-        else ""
+    extent = "".join(
+        f'<div class="span" style="{_at(*axis.extent(start, end))}"></div>'
+        for start, end in row.periods
     )
-    bars = "".join(_bar(b, length_s) for b in row.bars)
+    bars = "".join(_bar(b, axis) for b in row.bars)
     bad = "" if row.status == "ok" else " bad"
     error = f' title="{_e(row.error)}"' if row.error else ""
     critical = "true" if row.critical else "false"
     return (
         f'<div class="{classes}" {key}="{_e(row.name)}" data-critical="{critical}">'
         f'<div class="name" title="{_e(title)}">{_e(row.label)}</div>'
-        f'<div class="track">{extent}{bars}</div>'
+        f'<div class="track">{gaps}{extent}{bars}</div>'
         f'<div class="time">{row.duration_s:.2f}s</div>'
         f'<div class="status{bad}"{error}>{_e(row.status)}</div></div>'
     )
 
 
-def _bar(bar: Bar, length_s: float) -> str:
+def _bar(bar: Bar, axis: Axis) -> str:
     state = "" if bar.status == "ok" else (" timeout" if bar.status == "timeout" else " error")
     lines = [
         f"{_CALLED[bar.kind]} {bar.name}" + (f" · turn {bar.turn}" if bar.turn is not None else ""),
@@ -159,7 +246,7 @@ def _bar(bar: Bar, length_s: float) -> str:
     if bar.error:
         lines.append(bar.error)
     return (
-        f'<div class="bar {bar.kind}{state}" style="{_place(bar.start, bar.end, length_s)}" '
+        f'<div class="bar {bar.kind}{state}" style="{_at(*axis.extent(bar.start, bar.end))}" '
         f'data-tip="{_e(chr(10).join(lines))}"></div>'
     )
 
@@ -167,15 +254,14 @@ def _bar(bar: Bar, length_s: float) -> str:
 _CALLED = {"model_call": "model", "compaction": "summary by", "tool_call": "tool"}
 
 
-def _place(start: float, end: float, length_s: float) -> str:
-    if length_s <= 0:
-        return "left:0%;width:0%"
-    left = min(max(start / length_s, 0.0), 1.0) * 100
-    width = min(max((end - start) / length_s, 0.0), 1.0) * 100
+def _at(left: float, width: float) -> str:
+    """A piece's place across the track, from its left edge and width (0 to 1)."""
+    left = min(max(left, 0.0), 1.0) * 100
+    width = min(max(width, 0.0), 1.0) * 100
     return f"left:{left:.3f}%;width:{min(width, 100 - left):.3f}%"
 
 
-def _legend() -> str:
+def _legend(paused: bool) -> str:
     items = (
         ("#3d6fd6", "model call"),
         ("#8e44ad", "summary call"),
@@ -184,13 +270,14 @@ def _legend() -> str:
         ("#8b1a1a", "timeout"),
     )
     swatches = "".join(f'<span style="background:{c}"></span>{label}' for c, label in items)
-    return swatches + " &nbsp; ★ critical path"
+    pause = '<span class="gap" style="position:static"></span>run paused' if paused else ""
+    return swatches + pause + " &nbsp; ★ critical path"
 
 
 def _totals(t: Timeline) -> str:
-    path = " → ".join(["plan", *t.critical_path, "aggregate"])
+    path = " → ".join(t.path)
     cells = (
-        ("wall time", f"{t.wall_s:.2f}s", f"plan {t.plan_s:.2f}s, aggregate {t.aggregate_s:.2f}s"),
+        ("wall time", f"{t.wall_s:.2f}s", _wall_detail(t)),
         ("critical path", f"{t.critical_path_s:.2f}s", path),
         (
             "workers",
@@ -206,6 +293,14 @@ def _totals(t: Timeline) -> str:
         f"<tr><td>{_e(a)}</td><td>{_e(b)}</td><td>{_e(c)}</td></tr>" for a, b, c in cells
     )
     return f'<table class="totals">{body}</table>'
+
+
+def _wall_detail(t: Timeline) -> str:
+    phases = f"plan {t.plan_s:.2f}s, aggregate {t.aggregate_s:.2f}s"
+    if len(t.lives) < 2:
+        return phases
+    paused = sum(life.gap_s for life in t.lives)
+    return f"{phases}; {len(t.lives)} lives, paused {format_duration(paused)} between them"
 
 
 def _e(text: str) -> str:

@@ -5,14 +5,18 @@ Honeycomb logs through structlog, and only once the application has configured i
 importing Honeycomb configures nothing. Every model call and tool call is then one
 entry (``model_call.finished``, ``tool_call.finished`` ...) carrying ``run_id``,
 ``worker`` and ``turn``, and a tool's own structlog calls carry them too (they are
-bound with ``structlog.contextvars`` while the tool runs).
+bound with ``structlog.contextvars`` while the tool runs). Secrets are masked in every
+entry, the application's own and their tracebacks included (see
+:mod:`runtime.secrets`).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
+
+from runtime.secrets import masked
 
 __all__ = ["configure_logging"]
 
@@ -45,9 +49,15 @@ def configure_logging(
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _masked,
             render,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(number),
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def _masked(logger: Any, method: str, entry: Any) -> Any:
+    """A processor: the entry with every secret masked."""
+    return masked(entry)

@@ -59,7 +59,8 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
     order, so spans written before a field was added still read, with its default.
 
     Attributes:
-        span_id: Unique in its run (16 hex digits).
+        span_id: Unique in its run (16 hex digits: the first 8 are its life's, drawn
+            at random as the life starts, the rest count its spans).
         parent_id: The enclosing span (None for the run).
         kind: What it is.
         name: The task (run), subtask id (worker), model (model call), tool (tool call),

@@ -1,5 +1,7 @@
 """A :class:`~honeycomb.trace.timeline.Timeline` in the terminal: one line per row, its calls
-drawn as bars scaled to the width, the critical path starred, the totals below.
+drawn as bars scaled to the width, the critical path starred, the totals below. A run
+of several lives is drawn life after life, a ``┊`` column between two lives standing
+for the pause between them, whatever its length (said below the totals).
 
 The renderable is plain :class:`rich.text.Text`, so a console that is not a terminal
 prints it without colour; characters alone tell model calls, tool calls and errors
@@ -8,19 +10,24 @@ apart.
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich.console import Group
 from rich.text import Text
 
-from honeycomb.trace.format import counted, format_cost, token_detail
+from honeycomb.trace.format import (
+    counted,
+    format_cost,
+    format_duration,
+    printable,
+    token_detail,
+)
+from honeycomb.trace.lives import Axis
 from honeycomb.trace.timeline import Bar, Row, Timeline
 
 __all__ = ["CHARS", "render_timeline"]
 
 CHARS = {
     "model_call": "█", "compaction": "▓", "tool_call": "▒", "error": "x", "timeout": "!",
-    "idle": "·",
+    "idle": "·", "paused": "┊",
 }  # fmt: skip
 """What each cell of a bar line shows (in order of precedence, last wins)."""
 
@@ -31,8 +38,13 @@ _STYLES = {
     "error": "bold red",
     "timeout": "bold red",
     "idle": "dim",
+    "paused": "dim",
 }
-_RANK = {"idle": 0, "model_call": 1, "compaction": 1, "tool_call": 2, "timeout": 3, "error": 4}
+_RANK = {
+    "paused": 0, "idle": 0, "model_call": 1, "compaction": 1, "tool_call": 2, "timeout": 3,
+    "error": 4,
+}  # fmt: skip
+_GAP_COLUMNS = 3
 _NAME_MAX = 24
 _STATS_W = 9  # " 12.34s  "
 
@@ -40,17 +52,20 @@ _STATS_W = 9  # " 12.34s  "
 def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     """The timeline as rich text ``width`` columns wide (at least 40)."""
     width = max(width, 40)
-    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 2
+    # The star (2 columns), the name, and a space before the bars: a bar that starts at
+    # once must not run into the name.
+    name_w = min(max((len(r.label) for r in timeline.rows), default=4), _NAME_MAX) + 3
     status_w = max((len(r.status) for r in timeline.rows), default=2)
     bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
+    axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
     lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
-    lines += [_row_line(r, timeline.length_s, name_w, bar_w) for r in timeline.rows]
-    lines += [Text(""), *_footer(timeline), _legend()]
+    lines += [_row_line(r, axis, name_w, bar_w) for r in timeline.rows]
+    lines += [Text(""), *_footer(timeline), _legend(paused=len(timeline.lives) > 1)]
     return Group(*lines)
 
 
 def _header(timeline: Timeline, width: int) -> Text:
-    lives = f" · {timeline.lives} lives" if timeline.lives > 1 else ""
+    lives = f" · {len(timeline.lives)} lives" if len(timeline.lives) > 1 else ""
     head = f"run {_clean(timeline.run_id)} · {timeline.status}{lives} · "
     text = Text()
     text.append(head, style="bold")
@@ -59,39 +74,40 @@ def _header(timeline: Timeline, width: int) -> Text:
 
 
 def _axis(timeline: Timeline, name_w: int, bar_w: int) -> Text:
-    right = f"{timeline.length_s:.2f}s"
+    right = format_duration(timeline.length_s)
     return Text(" " * name_w + "0s".ljust(bar_w - len(right)) + right, style="dim")
 
 
-def _row_line(row: Row, length_s: float, name_w: int, bar_w: int) -> Text:
+def _row_line(row: Row, axis: Axis, name_w: int, bar_w: int) -> Text:
     star = "★ " if row.critical else "  "
     text = Text()
     text.append(star, style="bold yellow")
-    name = _cut(_clean(row.label), name_w - 2).ljust(name_w - 2)
+    name = _cut(_clean(row.label), name_w - 3).ljust(name_w - 2)
     text.append(name, style="bold" if row.critical else "")
-    for kind, run in _runs(_cells(row, length_s, bar_w)):
+    for kind, run in _runs(_cells(row, axis, bar_w)):
         text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
     text.append(f" {row.duration_s:7.2f}s ")
     text.append(row.status, style="green" if row.status == "ok" else "red")
     return text
 
 
-def _cells(row: Row, length_s: float, bar_w: int) -> list[str]:
+def _cells(row: Row, axis: Axis, bar_w: int) -> list[str]:
     """What each column of the bar line shows: '' (nothing) or a key of CHARS."""
     cells = [""] * bar_w
-    scale = bar_w / length_s if length_s > 0 else 0.0
 
-    def paint(start: float, end: float, kind: str) -> None:
-        first = min(int(start * scale), bar_w - 1)
-        last = max(first + 1, min(round(end * scale), bar_w))
+    def paint(left: float, right: float, kind: str) -> None:
+        first = min(int(left * bar_w), bar_w - 1)
+        last = max(first + 1, min(round(right * bar_w), bar_w))
         for i in range(first, last):
             if _RANK[kind] >= _RANK.get(cells[i], -1):
                 cells[i] = kind
 
-    if row.end > row.start:
-        paint(row.start, row.end, "idle")
+    for left, right, _ in axis.gaps:
+        paint(left + (right - left) / 2, left + (right - left) / 2, "paused")
+    for start, end in row.periods:
+        paint(axis.at(start), axis.at(end), "idle")
     for bar in row.bars:
-        paint(bar.start, bar.end, _kind(bar))
+        paint(axis.at(bar.start), axis.at(bar.end), _kind(bar))
     return cells
 
 
@@ -112,8 +128,8 @@ def _runs(cells: list[str]) -> list[tuple[str, int]]:
 
 
 def _footer(t: Timeline) -> list[Text]:
-    path = " → ".join(["plan", *(_clean(s) for s in t.critical_path), "aggregate"])
-    return [
+    path = " → ".join(_clean(s) for s in t.path)
+    lines = [
         Text(
             f"wall time      {t.wall_s:7.2f}s   (plan {t.plan_s:.2f}s, "
             f"aggregate {t.aggregate_s:.2f}s)"
@@ -128,6 +144,25 @@ def _footer(t: Timeline) -> list[Text]:
         Text(f"calls          {t.model_calls:7d} model, {t.tool_calls} tool{summaries(t)}"),
         Text(f"cost           {format_cost(t.cost):>7}"),
     ]
+    if len(t.lives) > 1:
+        lines += [line for n in range(len(t.lives)) for line in _life_lines(t, n)]
+    return lines
+
+
+def _life_lines(t: Timeline, index: int) -> list[Text]:
+    """``life 2         0.52s   ok · 3 model calls, 1 tool call, 420 tokens, -``,
+    after the pause before it."""
+    life = t.lives[index]
+    pause = [Text(f"  paused       {format_duration(life.gap_s):>8}", style="dim")] if index else []
+    return [
+        *pause,
+        Text(
+            f"life {life.number:<9} {format_duration(life.wall_s):>8}   {life.status} · "
+            f"{counted(life.model_calls, 'model call')}, "
+            f"{counted(life.tool_calls, 'tool call')}, "
+            f"{counted(life.total_tokens, 'token')}, {format_cost(life.cost)}"
+        ),
+    ]
 
 
 def summaries(t: Timeline) -> str:
@@ -135,7 +170,7 @@ def summaries(t: Timeline) -> str:
     return f" ({counted(t.compactions, 'summary call')} among them)" if t.compactions else ""
 
 
-def _legend() -> Text:
+def _legend(*, paused: bool) -> Text:
     text = Text("")
     for kind, label in (
         ("model_call", "model call"),
@@ -144,6 +179,7 @@ def _legend() -> Text:
         ("error", "error"),
         ("timeout", "timeout"),
         ("idle", "waiting"),
+        *((("paused", "paused"),) if paused else ()),
     ):
         text.append(CHARS[kind], style=_STYLES[kind])
         text.append(f" {label}  ", style="dim")
@@ -152,8 +188,7 @@ def _legend() -> Text:
 
 
 def _clean(text: str) -> str:
-    """Text from a run, safe for a terminal: control characters become spaces."""
-    return "".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+    return printable(text, lines=False)
 
 
 def _cut(text: str, width: int) -> str:

@@ -12,29 +12,16 @@ the totals. :mod:`honeycomb.trace.terminal` draws it in a terminal and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
-import msgspec
-
-from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.critical import figures
+from honeycomb.trace.lives import Life, lives_of
+from honeycomb.trace.rows import Gather, PlannedSubtask, RowKind, group_rows
 from honeycomb.trace.spans import Span
 from runtime.value import Value
 
 __all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timeline"]
 
-
-class PlannedSubtask(Protocol):
-    """What a timeline reads of a plan's subtask (``honeycomb.Subtask`` is one)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def depends_on(self) -> tuple[str, ...]: ...
-
-
-RowKind = Literal["plan", "worker", "aggregate"]
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
 
@@ -93,6 +80,8 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
             caller; it comes right after its caller's row (and its earlier nested
             ones).
         depth: How deep it is nested (0: a subtask's worker, or a phase).
+        periods: The stretches it ran (one a life it ran in), each a start and an
+            end in seconds since the run started.
     """
 
     name: str
@@ -109,6 +98,7 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
     round: int = 1
     parent: str | None = None
     depth: int = 0
+    periods: tuple[tuple[float, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -140,7 +130,8 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         status: How it ended.
         rows: Planner, workers in plan order, aggregator (phases only if they ran);
             a later round's planning row (``round N``) comes before its workers.
-        critical_path: The chain of subtask ids that bounds the run, first to last.
+        critical_path: The chain of subtask ids that bounds the run, first to last
+            (of the workers that ran).
         length_s: The time axis: first span start to last span end.
         wall_s: Time the run ran (the sum over its lives).
         plan_s: Planning.
@@ -149,15 +140,13 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
         sum_worker_s: Every worker's time added up.
         serial_s: Planning, every worker one after another, and aggregation.
         speedup: ``serial_s / wall_s``.
-        input_tokens: Tokens in, over every model call (summary calls and judges
-            included).
-        output_tokens: Tokens out.
-        cost: Dollars.
-        model_calls: How many model calls (summary calls included).
-        tool_calls: How many tool calls.
-        lives: How many times the run was started (resumes add one each).
-        cached_input_tokens: Of the tokens in, those read from the provider's cache.
+        lives: Each time the run was started or resumed, with what it spent;
+            ``model_calls``, ``tool_calls``, ``input_tokens`` (summary calls and
+            judges included), ``output_tokens``, ``cost`` and
+            ``cached_input_tokens`` add them up.
         compactions: How many of the model calls were summary calls.
+        workers_s: The worker phases, first worker start to last worker end (the
+            sum over the lives).
     """
 
     run_id: str
@@ -173,14 +162,33 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
     sum_worker_s: float
     serial_s: float
     speedup: float
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    model_calls: int = 0
-    tool_calls: int = 0
-    lives: int = 1
-    cached_input_tokens: int = 0
+    lives: tuple[Life, ...] = ()
     compactions: int = 0
+    workers_s: float = 0.0
+
+    @property
+    def model_calls(self) -> int:
+        return sum(life.model_calls for life in self.lives)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(life.tool_calls for life in self.lives)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(life.input_tokens for life in self.lives)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(life.output_tokens for life in self.lives)
+
+    @property
+    def cost(self) -> float:
+        return sum(life.cost for life in self.lives)
+
+    @property
+    def cached_input_tokens(self) -> int:
+        return sum(life.cached_input_tokens for life in self.lives)
 
     @property
     def cached_share(self) -> float:
@@ -200,18 +208,15 @@ class Timeline(Value, frozen=True, gc=False, kw_only=True):
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-
-class _Gather(msgspec.Struct, kw_only=True):
-    """The spans of one row, while the timeline is built."""
-
-    kind: RowKind
-    name: str
-    role: str = ""
-    round: int = 1
-    own: list[Span] = msgspec.field(default_factory=list)  # its plan/worker/aggregate spans
-    calls: list[Span] = msgspec.field(default_factory=list)
-    parent: str | None = None  # the caller's row, for a nested worker
-    depth: int = 0
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The critical path with the phases that ran: ``plan``, workers, ``aggregate``."""
+        ran = {r.kind for r in self.rows if r.kind != "worker" and r.duration_s > 0}
+        return (
+            *(("plan",) if "plan" in ran else ()),
+            *self.critical_path,
+            *(("aggregate",) if "aggregate" in ran else ()),
+        )
 
 
 def build_timeline(
@@ -221,6 +226,7 @@ def build_timeline(
     run_id: str = "",
     task: str | None = None,
     status: str | None = None,
+    statuses: Mapping[str, str] | None = None,
 ) -> Timeline:
     """Lay out one run's spans (every life of it) with its plan's dependencies.
 
@@ -231,175 +237,65 @@ def build_timeline(
         run_id: The run's id, to show.
         task: The run's task (default: the run span's name).
         status: How the run ended (default: the last run span's status).
+        statuses: What each worker is at, by name, where something knows better
+            than its spans (a stored run: :func:`honeycomb.run.shown.worker_statuses`).
     """
     spans = sorted(spans, key=lambda s: (s.start, s.end))
     runs = [s for s in spans if s.kind == "run"]
     origin = min((s.start for s in spans), default=0.0)
     length = max((s.end for s in spans), default=origin) - origin
-    groups = _group(spans, subtasks)
+    lives = lives_of(spans, origin)
+    groups = group_rows(spans, subtasks)
     # A nested worker's time is inside its caller's: only subtasks' workers count.
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
     depends_on = {s.id: s.depends_on for s in subtasks}
-    chain, chain_s = _chain(subtasks, depends_on, durations)
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
-    on_path = set(chain)
+    found = figures(
+        wall_s=sum(life.wall_s for life in lives), plan_s=plan_s, aggregate_s=aggregate_s,
+        durations=durations, subtasks=subtasks,
+    )  # fmt: skip
+    on_path = set(found.critical_path)
+    told = statuses or {}
     rows = tuple(
-        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path)
+        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path,
+             told.get(g.name) if g.kind == "worker" else None)
         for g in groups
-    )
+    )  # fmt: skip
     calls = [s for s in spans if s.kind in ("model_call", "compaction")]
-    spent = [*calls, *(s for s in spans if s.kind == "guard")]  # and what judges cost
-    wall = sum(s.duration_s for s in runs) if runs else length
-    sum_worker = sum(durations.values())  # nested workers' time is in their callers
-    serial = plan_s + sum_worker + aggregate_s
     return Timeline(
         run_id=run_id,
         task=task if task is not None else (runs[0].name if runs else ""),
         status=status or (runs[-1].status if runs else "unknown"),
         rows=rows,
-        critical_path=chain,
+        critical_path=found.critical_path,
         length_s=length,
-        wall_s=wall,
+        wall_s=found.wall_s,
         plan_s=plan_s,
         aggregate_s=aggregate_s,
-        critical_path_s=plan_s + chain_s + aggregate_s,
-        sum_worker_s=sum_worker,
-        serial_s=serial,
-        speedup=serial / wall if wall > 0 else 1.0,
-        input_tokens=sum(s.input_tokens for s in spent),
-        output_tokens=sum(s.output_tokens for s in spent),
-        cost=sum(s.cost for s in spent),
-        model_calls=len(calls),
-        tool_calls=sum(1 for s in spans if s.kind == "tool_call"),
-        lives=max(1, len(runs)),
-        cached_input_tokens=sum(s.cached_input_tokens for s in calls),
+        critical_path_s=found.critical_path_s,
+        sum_worker_s=found.sum_worker_s,
+        serial_s=found.serial_s,
+        speedup=found.speedup,
+        lives=lives,
         compactions=sum(1 for s in calls if s.kind == "compaction"),
+        workers_s=sum(life.workers_s for life in lives),
     )
-
-
-def _chain(
-    subtasks: Sequence[PlannedSubtask],
-    depends_on: Mapping[str, tuple[str, ...]],
-    durations: Mapping[str, float],
-) -> tuple[tuple[str, ...], float]:
-    """The critical chain: in a run planned in rounds, which run one after another,
-    each round's longest chain, one after the other."""
-    rounds: dict[int, list[str]] = {}
-    for subtask in subtasks:
-        rounds.setdefault(getattr(subtask, "round", 1), []).append(subtask.id)
-    if len(rounds) < 2:
-        return longest_chain(depends_on, durations)
-    chain: tuple[str, ...] = ()
-    total = 0.0
-    for ids in rounds.values():
-        own = {i: tuple(d for d in depends_on[i] if d in ids) for i in ids}
-        found, length = longest_chain(own, {i: durations.get(i, 0.0) for i in ids})
-        chain, total = chain + found, total + length
-    return chain, total
-
-
-def _group(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[_Gather]:
-    """Each span's row: the plan, worker or aggregate span it is under."""
-    by_id = {s.span_id: s for s in spans}
-    groups: dict[tuple[RowKind, str], _Gather] = {
-        ("plan", "plan"): _Gather(kind="plan", name="plan")
-    }
-    for subtask in subtasks:
-        groups["worker", subtask.id] = _Gather(
-            kind="worker", name=subtask.id, role=subtask.role, round=getattr(subtask, "round", 1)
-        )
-    for span in spans:
-        if span.kind == "run":
-            continue
-        top = _top(span, by_id)
-        key = _key(top)
-        group = groups.get(key) or groups.setdefault(
-            key, _Gather(kind=key[0], name=key[1], round=_round_of(key[1]) or 1)
-        )
-        if span is top and span.kind in ("plan", "worker", "aggregate"):
-            group.own.append(span)
-            group.role = group.role or (span.detail if span.kind == "worker" else "")
-            caller = _top(by_id[span.parent_id], by_id) if span.parent_id in by_id else None
-            if caller is not None and caller.kind != "run" and group.parent is None:
-                group.parent = _key(caller)[1]
-        elif span.kind in (
-            "model_call",
-            "tool_call",
-            "compaction",
-            "recall",
-            "guard",
-        ):  # a recall or a guard's check shows as a call
-            group.calls.append(span)
-    last = max((g.round for g in groups.values()), default=1)
-    aggregate = groups.get(("aggregate", "aggregate"))
-    if aggregate is not None:
-        aggregate.round = last
-    order = ("plan", "worker", "aggregate")
-    ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
-    return _nested_after_callers([g for g in ordered if g.kind == "worker" or g.own or g.calls])
-
-
-def _key(top: Span) -> tuple[RowKind, str]:
-    """The row of a span that is (or encloses others as) a row's own."""
-    if top.kind == "plan":  # the first plan, or a later round's (``round N``)
-        return ("plan", top.name if _round_of(top.name) else "plan")
-    if top.kind == "aggregate":
-        return ("aggregate", "aggregate")
-    return ("worker", top.worker or top.name)  # a worker, or a call outside any phase
-
-
-def _nested_after_callers(groups: list[_Gather]) -> list[_Gather]:
-    """The rows in order, each nested worker's right after its caller's (and the
-    earlier nested ones), its depth one more than its caller's."""
-    by_name = {g.name: g for g in groups}
-    children: dict[str, list[_Gather]] = {}
-    roots: list[_Gather] = []
-    for group in groups:
-        if group.parent in by_name and group.parent != group.name:
-            children.setdefault(group.parent or "", []).append(group)
-        else:
-            group.parent = None
-            roots.append(group)
-    ordered: list[_Gather] = []
-    stack = [(g, 0) for g in reversed(roots)]
-    while stack:
-        group, depth = stack.pop()
-        if depth > 64:
-            continue  # a broken tree must not loop
-        group.depth = depth
-        ordered.append(group)
-        stack += [(c, depth + 1) for c in reversed(children.get(group.name, []))]
-    return ordered
-
-
-def _round_of(name: str) -> int:
-    """The round a later round's plan span names (``round 2``: 2); 0 for others."""
-    number = name.removeprefix("round ")
-    return int(number) if number != name and number.isdigit() else 0
-
-
-def _top(span: Span, by_id: Mapping[str, Span]) -> Span:
-    """The nearest span that is a row's own (a plan, worker or aggregate span) and
-    encloses ``span`` (or is it); the outermost under the run when there is none."""
-    for _ in range(64):  # a few levels a nesting; a broken tree must not loop
-        if span.kind in ("plan", "worker", "aggregate"):
-            break
-        parent = by_id.get(span.parent_id or "")
-        if parent is None or parent.kind == "run":
-            break
-        span = parent
-    return span
 
 
 def _busy(own: Sequence[Span]) -> float:
     return sum(s.duration_s for s in own)
 
 
-def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool) -> Row:
+def _row(
+    group: Gather, origin: float, depends: tuple[str, ...], critical: bool, told: str | None
+) -> Row:
     timed = group.own or group.calls
     start = min((s.start for s in timed), default=origin) - origin
     end = max((s.end for s in timed), default=origin) - origin
     last = group.own[-1] if group.own else None
+    periods = tuple((s.start - origin, s.end - origin) for s in group.own if s.end > s.start)
+    if not group.own and end > start:  # calls outside any phase: the stretch they span
+        periods = ((start, end),)
     return Row(
         name=group.name,
         kind=group.kind,
@@ -407,14 +303,15 @@ def _row(group: _Gather, origin: float, depends: tuple[str, ...], critical: bool
         start=start,
         end=end,
         duration_s=_busy(group.own) if group.own else end - start,
-        status=last.status if last is not None else "not started",
+        status=told or (last.status if last is not None else "not started"),
         error=last.error if last is not None else None,
         depends_on=depends if group.kind == "worker" else (),
-        critical=critical and not group.depth,
+        critical=critical and not group.depth and bool(timed),
         bars=tuple(_bar(s, origin) for s in group.calls),
         round=group.round,
         parent=group.parent,
         depth=group.depth,
+        periods=periods,
     )
 
 

@@ -2,13 +2,16 @@
 kept up to date while it goes (server-sent events), and its pending approvals.
 
 Safe by default. Every request needs the server's token: the address printed at the
-start carries it once (``?token=``), which the app trades for a cookie (HttpOnly,
-SameSite=Strict) and a redirect to the same address without it; scripts send it as
-``Authorization: Bearer``. A request that changes something, made with the cookie,
-must also carry the page's CSRF value (a digest of the token the page holds and a
-page of another site cannot read) and come from this origin. Pages fetch nothing
-from elsewhere: a Content-Security-Policy forbids it, and every text of a run is
-escaped (:mod:`honeycomb.web.pages`).
+start carries it once (``?token=``), which the app trades for a cookie and a redirect
+to the same address without it; scripts send it as ``Authorization: Bearer``. The
+cookie is this server's alone: named with its port and a digest of its token (two
+servers never log each other out), scoped to the app's path (``base``: the browser
+sends it nowhere else on the host), HttpOnly, SameSite=Strict, and holding a key
+derived from the token, never the token itself. A request that changes something,
+made with the cookie, must also carry the page's CSRF value (a digest of the token
+the page holds and a page of another site cannot read) and come from this origin.
+Pages fetch nothing from elsewhere: a Content-Security-Policy forbids it, and every
+text of a run is escaped (:mod:`honeycomb.web.pages`).
 """
 
 from __future__ import annotations
@@ -33,13 +36,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.web.pages import live_part, page, run_page, runs_page
-from runtime import HoneycombError
+from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
+from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.approvals import PendingApproval
+from runtime.secrets import add_secret
 
-__all__ = ["COOKIE", "Approvals", "create_app", "csrf_value"]
-
-COOKIE = "honeycomb_token"
+__all__ = ["Approvals", "base_path", "cookie_name", "create_app", "csrf_value", "session_key"]
 
 _FINISHED = frozenset({"ok", "partial", "failed", "over_budget", "interrupted", "cancelled"})
 """Statuses after which a run's page changes no more (a resume makes it running)."""
@@ -83,7 +85,31 @@ class Approvals(Protocol):
 
 def csrf_value(token: str) -> str:
     """The CSRF value of the pages of a server with ``token``."""
-    return hmac.new(token.encode(), b"honeycomb csrf", hashlib.sha256).hexdigest()
+    return _digest(token, "honeycomb csrf")
+
+
+def session_key(token: str) -> str:
+    """What the cookie of a server with ``token`` holds: a key to this server, not the
+    token (which a cookie on a shared host may carry further than meant)."""
+    return _digest(token, "honeycomb session")
+
+
+def cookie_name(token: str, port: int | None) -> str:
+    """The cookie of the server with ``token`` listening on ``port``: its own, so two
+    servers on one host (whose cookies the browser does not tell apart by port)
+    never replace each other's."""
+    return f"honeycomb-{port or 0}-{_digest(token, 'honeycomb cookie')[:10]}"
+
+
+def base_path(token: str) -> str:
+    """The path ``honeycomb serve`` serves its pages under: the cookie is scoped to
+    it, so the browser sends it to no other server of the host at another path, and
+    the path, a digest of the token, is not one another server could ask for."""
+    return f"/hc-{_digest(token, 'honeycomb path')[:16]}/"
+
+
+def _digest(token: str, purpose: str) -> str:
+    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def create_app(
@@ -92,6 +118,7 @@ def create_app(
     token: str,
     approvals: Approvals | None = None,
     poll_s: float = 0.5,
+    base: str = "/",
 ) -> Starlette:
     """The web app over ``store``.
 
@@ -100,25 +127,34 @@ def create_app(
         token: What every request must carry (see the module's docstring).
         approvals: Where pending calls are decided; without it runs show none.
         poll_s: How often a run page's events read the store.
+        base: The path the pages live under (``/`` or ``/a/path/``); the cookie is
+            scoped to it.
     """
     if not token:
         raise ValueError("the web app needs a token")
+    if not (base.startswith("/") and base.endswith("/")):
+        raise ValueError(f"base: a path that starts and ends with '/', not {base!r}")
+    links = Links(base=base)
     site = _Site(
         store=store if isinstance(store, RunStore) else RunStore(store),
         csrf=csrf_value(token),
         approvals=approvals,
         poll_s=poll_s,
+        links=links,
     )
     routes = [
-        Route("/", site.runs),
-        Route("/static/{name}", site.static),
-        Route("/runs/{run_id}", site.run),
-        Route("/runs/{run_id}/live", site.live),
-        Route("/runs/{run_id}/events", site.events),
-        Route("/runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
+        Route(base, site.runs),
+        Route(base + "static/{name}", site.static),
+        Route(base + "runs/{run_id}", site.run),
+        Route(base + "runs/{run_id}/live", site.live),
+        Route(base + "runs/{run_id}/events", site.events),
+        Route(base + "runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={_Refused: _refused})
-    app.add_middleware(_Guard, token=token)
+    handlers = {_Refused: _refused, StoreError: _store_failed}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.state.links = links  # for the pages that say why a request was refused
+    app.add_middleware(_Guard, token=token, base=base)
+    add_secret(token, "token", owner=app)  # masked in what the runs it resumes show
     return app
 
 
@@ -128,10 +164,11 @@ class _Site:
     csrf: str
     approvals: Approvals | None
     poll_s: float
+    links: Links
 
     async def runs(self, request: Request) -> Response:
         found = await asyncio.to_thread(self.store.runs, 200)
-        return HTMLResponse(runs_page(found, self.store.path.name))
+        return HTMLResponse(runs_page(found, self.store.path.name, self.links))
 
     async def run(self, request: Request) -> Response:
         shown = await self._live(request.path_params["run_id"], whole=True)
@@ -147,8 +184,8 @@ class _Site:
             raise _Refused(404, f"no run {run_id!r} in {self.store.path.name}")
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
-        show = run_page if whole else live_part
-        return show(summary, stored, spans, pending, self.csrf)
+        show = run_page if whole else live_parts
+        return show(summary, stored, spans, pending, self.csrf, self.links)
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
         return await self.approvals.pending(run_id) if self.approvals is not None else []
@@ -164,7 +201,11 @@ class _Site:
             seen: object = None
             quiet = 0.0
             while not await request.is_disconnected():
-                summary, progress = await self._progress(run_id)
+                try:
+                    summary, progress = await self._progress(run_id)
+                except StoreError as exc:  # said to the page, which keeps what it shows
+                    yield _event("failed", {"error": str(exc)})
+                    return
                 now = (summary, progress, await self._pending(run_id))
                 if now != seen:
                     seen, quiet = now, 0.0
@@ -208,9 +249,14 @@ class _Site:
                 reason=str(form.get("reason") or ""),
                 arguments=arguments,
             )
+        except ApprovalError as exc:
+            # Arguments the tool refuses are the form's to mend; anything else (decided
+            # already, no such call, too late) is the call's state.
+            edit = isinstance(exc.__cause__, ArgumentsError)
+            raise _Refused(422 if edit else 409, str(exc)) from exc
         except HoneycombError as exc:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
-        return RedirectResponse(f"/runs/{run_id}", status_code=303)
+        return RedirectResponse(self.links.run(run_id), status_code=303)
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -260,9 +306,11 @@ class _Guard:
     ``cookie`` or ``bearer``), for a request that changes something and came with the
     cookie must pass :func:`_check_forgery` as well."""
 
-    def __init__(self, app: ASGIApp, *, token: str) -> None:
+    def __init__(self, app: ASGIApp, *, token: str, base: str) -> None:
         self.app = app
         self.token = token
+        self.session = session_key(token)
+        self.base = base
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -272,7 +320,7 @@ class _Guard:
         try:
             response = self._checked(request)
         except _Refused as refused:
-            response = _refusal(refused)
+            response = _refusal(refused, Links(base=self.base))
         if response is None:
             await self.app(scope, receive, _with_headers(send))
         else:
@@ -280,26 +328,32 @@ class _Guard:
 
     def _checked(self, request: Request) -> Response | None:
         """None for a request to let through; a response for one answered here."""
+        if not request.url.path.startswith(self.base):  # the pages are all under it
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(self.base + query, status_code=303)
         given = request.query_params.get("token")
+        cookie = cookie_name(self.token, request.url.port)
         if given is not None and request.method == "GET":
-            if not self._is_token(given):
+            if not _same(given, self.token):
                 raise _Refused(401, "that token is not this server's")
             bare = URL(str(request.url)).remove_query_params("token")
             response = RedirectResponse(str(bare), status_code=303)
-            response.set_cookie(COOKIE, given, httponly=True, samesite="strict", path="/")
+            path = (request.scope.get("root_path") or "").rstrip("/") + self.base
+            response.set_cookie(cookie, self.session, httponly=True, samesite="strict", path=path)
             return response
         bearer = request.headers.get("authorization", "")
         state = request.scope.setdefault("state", {})
-        if bearer.startswith("Bearer ") and self._is_token(bearer[len("Bearer ") :]):
+        if bearer.startswith("Bearer ") and _same(bearer[len("Bearer ") :], self.token):
             state["by"] = "bearer"  # a script's: no page of another site can send it
             return None
-        if not self._is_token(request.cookies.get(COOKIE, "")):
+        if not _same(request.cookies.get(cookie, ""), self.session):
             raise _Refused(401, "this server needs its token: open the address it printed")
         state["by"] = "cookie"
         return None
 
-    def _is_token(self, given: str) -> bool:
-        return hmac.compare_digest(given.encode(), self.token.encode())
+
+def _same(given: str, wanted: str) -> bool:
+    return hmac.compare_digest(given.encode(), wanted.encode())
 
 
 def _check_forgery(request: Request, given: str, csrf: str) -> None:
@@ -317,12 +371,18 @@ def _check_forgery(request: Request, given: str, csrf: str) -> None:
 
 async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _Refused)
-    return _refusal(exc)
+    return _refusal(exc, request.app.state.links)
 
 
-def _refusal(refused: _Refused) -> Response:
+async def _store_failed(request: Request, exc: Exception) -> Response:
+    """A store that cannot be read (not a run store, newer, gone): said as
+    ``honeycomb runs`` says it, as a page with the usual headers."""
+    return _refusal(_Refused(500, str(exc)), request.app.state.links)
+
+
+def _refusal(refused: _Refused, links: Links) -> Response:
     body = f"<h1>{refused.status}</h1><p>{escape(refused.why, quote=True)}</p>"
-    return HTMLResponse(page(str(refused.status), body), status_code=refused.status)
+    return HTMLResponse(page(str(refused.status), body, links), status_code=refused.status)
 
 
 def _with_headers(send: Send) -> Send:

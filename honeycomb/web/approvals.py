@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from honeycomb.run.decide import decide, pending_of
-from honeycomb.store import RunStore
-from runtime.approvals import PendingApproval
+from msgspec.structs import replace
 
-__all__ = ["StoreApprovals"]
+from honeycomb.run.decide import ToolFinder, decide, pending_of
+from honeycomb.store import RunStore
+from runtime.approvals import PendingApproval, described
+
+__all__ = ["RunTools", "StoreApprovals"]
+
+RunTools = Callable[[str], ToolFinder | None]
+"""The tools of a run, by its id (None: not known here). With an Executor at hand,
+``lambda run_id: executor.tool_for``."""
 
 
 class StoreApprovals:
@@ -21,14 +28,35 @@ class StoreApprovals:
         resume: Called with a run's id once a decision leaves a waiting run with no
             call undecided (``honeycomb serve`` continues the run then); None: the
             run waits for ``honeycomb resume``.
+        tools: The tools of a run: with them, edited arguments are checked against
+            the tool's schema when decided (as ``honeycomb approve`` checks them),
+            and a tool's ``describe`` tells what a call will do. Without them,
+            edited arguments are checked when the call runs.
     """
 
-    def __init__(self, store: RunStore, resume: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        resume: Callable[[str], None] | None = None,
+        tools: RunTools | None = None,
+    ) -> None:
         self.store = store
         self.resume = resume
+        self.tools = tools
 
     async def pending(self, run_id: str) -> list[PendingApproval]:
-        return await pending_of(self.store, run_id)
+        """The calls of the run waiting for a decision, each with what it will do when
+        its tool says."""
+        found = await pending_of(self.store, run_id)
+        finder = await self._finder(run_id) if found else None
+        if finder is None:
+            return found
+        told: list[PendingApproval] = []
+        for call in found:
+            tool = finder(call)
+            summary = described(tool, call.arguments) if tool is not None else None
+            told.append(replace(call, summary=summary) if summary is not None else call)
+        return told
 
     async def decide(
         self,
@@ -43,14 +71,26 @@ class StoreApprovals:
         """Record a decision (see :func:`honeycomb.run.decide.decide`).
 
         Raises:
-            ApprovalError: naming why the call cannot be decided.
+            ApprovalError: naming why the call cannot be decided (edited arguments
+                the tool's schema refuses among them).
         """
+        if arguments is not None and any(
+            p.call_id == call_id and p.arguments == arguments and worker in (None, p.worker)
+            for p in await pending_of(self.store, run_id)
+        ):
+            arguments = None  # the form sends its box as it was: the model's, no edit
+        finder = await self._finder(run_id) if arguments is not None else None
         await decide(
             self.store, run_id, call_id, approve=approve, worker=worker,
-            reason=reason or None, arguments=arguments,
+            reason=reason or None, arguments=arguments, tool_for=finder,
         )  # fmt: skip
-        if self.resume is None or await self.pending(run_id):
+        if self.resume is None or await pending_of(self.store, run_id):
             return
         summary = await self.store.summary(run_id)
         if summary is not None and summary.status == "waiting":
             self.resume(run_id)
+
+    async def _finder(self, run_id: str) -> ToolFinder | None:
+        if self.tools is None:
+            return None
+        return await asyncio.to_thread(self.tools, run_id)  # it may load a hive file

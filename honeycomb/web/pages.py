@@ -1,9 +1,16 @@
 """The pages of ``honeycomb serve``, as HTML: the runs, and one run with its timeline,
 its workers' transcripts and its pending approvals.
 
-Everything a run holds (task, answers, tool results, errors) is untrusted and is
-escaped here, once; the page's script puts the live part it fetches into the page as
-the HTML this module made, and reads nothing else as HTML.
+Everything a run holds (task, answers, tool results, errors, a call's arguments) is
+untrusted and is escaped here, once; the page's script puts the parts it fetches into
+the page as the HTML this module made, and reads nothing else as HTML.
+
+A run page has parts that change while the run goes, fetched again on a change
+(:func:`live_parts`): ``#state`` (its status and spending) and ``#live`` (its answer,
+timeline and workers), which the page's script replaces whole; and, between them,
+``#approvals``, the calls waiting for a person, whose forms the script keeps as they
+are while their calls wait (what a person typed stays), adding and removing forms
+only.
 """
 
 from __future__ import annotations
@@ -15,31 +22,44 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from honeycomb.run.plan import Plan
+from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, shown_value
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
-from honeycomb.trace.timeline import build_timeline
 from runtime.approvals import PendingApproval
+from runtime.value import Value
 
-__all__ = ["live_part", "page", "run_page", "runs_page"]
+__all__ = ["Links", "live_parts", "page", "run_page", "runs_page"]
 
 
-def page(title: str, body: str, *, live: str | None = None) -> str:
+class Links(Value, frozen=True, kw_only=True):
+    """The addresses of the app's pages, under the path it is served at."""
+
+    base: str = "/"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.base}runs/{quote(run_id, safe='')}"
+
+    def static(self, name: str) -> str:
+        return f"{self.base}static/{name}"
+
+
+def page(title: str, body: str, links: Links | None = None, *, live: str | None = None) -> str:
     """A whole page; ``live``: the address of the run events that keep it up to date."""
+    links = links or Links()
     watch = f' data-live="{_e(live)}"' if live is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en"{watch}>
 <head>
 <meta charset="utf-8">
 <title>{_e(title)} · honeycomb</title>
-<link rel="icon" href="/static/icon.svg">
-<link rel="stylesheet" href="/static/serve.css">
-<script src="/static/serve.js" defer></script>
+<link rel="icon" href="{_e(links.static("icon.svg"))}">
+<link rel="stylesheet" href="{_e(links.static("serve.css"))}">
+<script src="{_e(links.static("serve.js"))}" defer></script>
 </head>
 <body>
-<nav><a href="/">runs</a></nav>
+<nav><a href="{_e(links.base)}">runs</a></nav>
 {body}
 <div id="tip" hidden></div>
 </body>
@@ -47,27 +67,27 @@ def page(title: str, body: str, *, live: str | None = None) -> str:
 """
 
 
-def runs_page(runs: Sequence[RunSummary], store: str) -> str:
+def runs_page(runs: Sequence[RunSummary], store: str, links: Links) -> str:
     """The runs in the store, newest first."""
     if not runs:
-        return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>")
+        return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>", links)
     head = "".join(
         f"<th>{name}</th>"
         for name in ("run", "started", "status", "took", "workers", "calls", "cost", "task")
     )
-    rows = "\n".join(_run_row(run) for run in runs)
+    rows = "\n".join(_run_row(run, links) for run in runs)
     body = (
         f'<h1>runs</h1><p class="muted">{_e(store)}, newest first</p>'
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
     )
-    return page("runs", body)
+    return page("runs", body, links)
 
 
-def _run_row(run: RunSummary) -> str:
+def _run_row(run: RunSummary, links: Links) -> str:
     took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
     return (
         f'<tr data-run="{_e(run.run_id)}">'
-        f'<td><a href="{_run_href(run.run_id)}">{_e(run.run_id)}</a></td>'
+        f'<td><a href="{_e(links.run(run.run_id))}">{_e(run.run_id)}</a></td>'
         f"<td>{_e(_when(run.started_at))}</td>"
         f'<td class="status {_e(run.status)}">{_e(run.status)}</td>'
         f"<td>{took}</td><td>{run.workers}</td><td>{run.model_calls}</td>"
@@ -82,43 +102,47 @@ def run_page(
     spans: Sequence[Span],
     pending: Sequence[PendingApproval],
     csrf: str,
+    links: Links,
 ) -> str:
-    """One run: what it is, then the part that changes while it goes."""
-    body = (
-        f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>'
-        f'<div id="live">{live_part(summary, run, spans, pending, csrf)}</div>'
+    """One run: what it is, then the parts that change while it goes."""
+    body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
+        summary, run, spans, pending, csrf, links
     )
-    return page(f"run {run.run_id}", body, live=f"{_run_href(run.run_id)}/events")
+    return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
 
 
-def live_part(
+def live_parts(
     summary: RunSummary,
     run: StoredRun,
     spans: Sequence[Span],
     pending: Sequence[PendingApproval],
     csrf: str,
+    links: Links,
 ) -> str:
-    """What the run page shows that changes while the run goes: its status, pending
-    approvals, timeline and workers."""
-    plan = Plan.model_validate_json(run.plan).subtasks if run.plan else ()
-    timeline = build_timeline(spans, plan, run_id=run.run_id, task=run.task, status=run.status)
-    lives = f" · {timeline.lives} lives" if timeline.lives > 1 else ""
-    took = f" · {summary.duration_s:.1f}s" if summary.duration_s is not None else ""
+    """What the run page shows that changes while the run goes: its status
+    (``#state``), the calls waiting for a person (``#approvals``), and its answer,
+    timeline and workers (``#live``)."""
+    timeline = stored_timeline(run, spans, summary.status)
+    lives = len(timeline.lives)
+    took = (
+        f" · ran {timeline.wall_s:.1f}s in {lives} lives"
+        if lives > 1
+        else (f" · {summary.duration_s:.1f}s" if summary.duration_s is not None else "")
+    )
     status = (
         f'<p class="state" data-status="{_e(summary.status)}">'
-        f'<span class="status {_e(summary.status)}">{_e(summary.status)}</span>{took}{lives}'
+        f'<span class="status {_e(summary.status)}">{_e(summary.status)}</span>{took}'
         f" · {counted(summary.model_calls, 'model call')} · "
         f"{counted(summary.input_tokens + summary.output_tokens, 'token')} · "
         f"{_e(format_cost(summary.cost))}</p>"
     )
-    answer = _answer(run.result)
     trace = timeline_section(timeline) if spans else '<p class="muted">No spans yet.</p>'
+    statuses = worker_statuses(run, summary.status)
     return (
-        status
-        + _approvals(run.run_id, pending, csrf)
-        + answer
-        + f"<h2>timeline</h2>{trace}"
-        + _workers(run.workers)
+        f'<div id="state" class="part">{status}</div>'
+        + _approvals(run.run_id, pending, csrf, links)
+        + f'<div id="live" class="part">{_answer(run.result)}<h2>timeline</h2>{trace}'
+        + f"{_workers(run.workers, statuses)}</div>"
     )
 
 
@@ -129,40 +153,68 @@ def _answer(result: str | None) -> str:
     return f'<h2>answer</h2><pre class="answer">{_e(text)}</pre>' if text else ""
 
 
-def _approvals(run_id: str, pending: Sequence[PendingApproval], csrf: str) -> str:
-    if not pending:
-        return ""
-    items = "\n".join(_approval(run_id, call, csrf) for call in pending)
-    return f'<h2>waiting for you</h2><div class="approvals">{items}</div>'
+def _approvals(run_id: str, pending: Sequence[PendingApproval], csrf: str, links: Links) -> str:
+    items = "\n".join(_approval(run_id, call, csrf, links) for call in pending)
+    hidden = "" if pending else " hidden"
+    return (
+        f'<section id="approvals"{hidden}><h2>waiting for you</h2>'
+        f'<div class="approvals">{items}</div></section>'
+    )
 
 
-def _approval(run_id: str, call: PendingApproval, csrf: str) -> str:
+def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links) -> str:
+    """A call waiting for a person: who calls which tool, what it will do (in the
+    tool's words, if it says), why it asks, its arguments as a person reads them (a
+    string as its text), and the form: the arguments to edit as JSON, a reason, the
+    two choices."""
     arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-    action = f"{_run_href(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
+    action = f"{links.run(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
     deadline = f" · decide by {_e(_when(call.deadline))}" if call.deadline is not None else ""
+    summary = f'<p class="summary">{_e(call.summary)}</p>' if call.summary else ""
+    rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
     return (
         f'<form class="approval" method="post" action="{_e(action)}" '
         f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
         f"<p><b>{_e(call.tool)}</b> by {_e(call.worker)} ({_e(call.role)}), turn {call.turn}"
-        f" · asked {_e(_when(call.asked_at))}{deadline}</p><p>{_e(call.why)}</p>"
+        f" · asked {_e(_when(call.asked_at))}{deadline}</p>{summary}"
+        f'<p class="why">{_e(call.why)}</p>{_arguments(call.arguments)}'
         f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
         f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
-        f'<label>arguments<textarea name="arguments" rows="4">{_e(arguments)}</textarea></label>'
-        f'<label>reason (for a denial)<input type="text" name="reason"></label>'
+        '<details class="edit"><summary>edit the arguments (JSON)</summary>'
+        f'<textarea name="arguments" rows="{min(max(rows, 3), 16)}" spellcheck="false">'
+        f"{_e(arguments)}</textarea></details>"
+        '<label>reason (for a denial)<input type="text" name="reason"></label>'
         '<button type="submit" name="decision" value="approve">approve</button> '
         '<button type="submit" name="decision" value="deny">deny</button>'
         "</form>"
     )
 
 
-def _workers(workers: dict[str, StoredWorker]) -> str:
+def _arguments(arguments: dict[str, Any]) -> str:
+    if not arguments:
+        return '<p class="muted">no arguments</p>'
+    items = []
+    for name, value in arguments.items():
+        text, is_text = shown_value(value)
+        kind = "text" if is_text else "json"
+        items.append(
+            f'<dt>{_e(name)}</dt><dd data-argument="{_e(name)}"><pre class="{kind}">'
+            f"{_e(text)}</pre></dd>"
+        )
+    return f'<dl class="arguments">{"".join(items)}</dl>'
+
+
+def _workers(workers: dict[str, StoredWorker], statuses: dict[str, str]) -> str:
     if not workers:
         return ""
-    parts = "\n".join(_worker(name, worker) for name, worker in sorted(workers.items()))
+    parts = "\n".join(
+        _worker(name, worker, statuses.get(name, worker.status))
+        for name, worker in sorted(workers.items())
+    )
     return f"<h2>workers</h2>{parts}"
 
 
-def _worker(name: str, worker: StoredWorker) -> str:
+def _worker(name: str, worker: StoredWorker, status: str) -> str:
     finished = json.loads(worker.result) if worker.result is not None else None
     done = (finished or {}).get("worker") or {}
     if done.get("transcript"):
@@ -174,8 +226,8 @@ def _worker(name: str, worker: StoredWorker) -> str:
     turns = done.get("turns") or (worker.state or {}).get("turn") or 0
     return (
         f'<details class="worker" data-worker="{_e(name)}">'
-        f'<summary><b>{_e(name)}</b> <span class="status {_e(worker.status)}">'
-        f"{_e(worker.status)}</span> · {counted(int(turns), 'turn')}</summary>"
+        f'<summary><b>{_e(name)}</b> <span class="status {_e(status)}">'
+        f"{_e(status)}</span> · {counted(int(turns), 'turn')}</summary>"
         f"{why}{_transcript(messages)}</details>"
     )
 
@@ -203,10 +255,6 @@ def _message(message: dict[str, Any]) -> str:
 
 def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-
-
-def _run_href(run_id: str) -> str:
-    return "/runs/" + quote(run_id, safe="")
 
 
 def _when(at: float) -> str:

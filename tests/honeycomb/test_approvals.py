@@ -8,13 +8,14 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from honeycomb import ApprovalError, Subtask
+from honeycomb import ApprovalError, Event, Subtask, WorkerFinished
 from tests.support.approvals import TASK, executor, payer_saw, plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,11 +180,16 @@ async def test_a_call_still_undecided_waits_again_on_resume(tmp_path: Path) -> N
     assert again.subtasks["r0"].ok  # finished before: not run again
 
 
+@pytest.mark.parametrize("where", ["here", "elsewhere"])
 async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_on(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
+    """Made with the Executor that carries the run, or recorded through the store by
+    another (another process, the web page's server): the paused worker goes on, in the
+    same run, which ends with an answer, not ``waiting`` with nothing left to decide."""
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    service = executor(db, effects, read_s=0.2)
+    service = executor(db, effects, read_s=0.3)
+    deciding = service if where == "here" else executor(db, effects)
     results = []
 
     async def run() -> None:
@@ -192,12 +198,45 @@ async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_o
     async with anyio.create_task_group() as group:
         group.start_soon(run)
         with anyio.fail_after(30):
-            while not await service.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+            while not await deciding.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
                 await anyio.sleep(0.01)
         assert not results  # the readers still read
-        await service.decide("r1", "pay_1", approve=True)
+        await deciding.decide("r1", "pay_1", approve=True)
     (done,) = results
     assert done.status == "ok"  # one run: no resume needed
     assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
     assert effects.read_text() == "paid 120 to ann\n"
     assert done.pending == []
+
+
+async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    """Decided elsewhere once the payer ended waiting and before the run records its
+    end: the run, ended ``waiting`` with nothing undecided, continues at once."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+
+    def decide_elsewhere(event: Event) -> None:
+        if not isinstance(event, WorkerFinished):
+            return
+        if (event.worker, event.status) == ("payer", "waiting"):  # decided before it returns
+            deciding = threading.Thread(target=anyio.run, args=(decide, db, effects))
+            deciding.start()
+            deciding.join()
+
+    service = executor(db, effects)
+    done = await service.run(TASK, subtasks=plan(1), run_id="r1", on_event=[decide_elsewhere])
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    summary = service.store.find("r1")  # type: ignore[union-attr]
+    assert summary is not None
+    assert summary.status == "ok"
+
+
+async def decide(db: Path, effects: Path) -> None:
+    elsewhere = executor(db, effects)
+    try:
+        await elsewhere.decide("r1", "pay_1", approve=True)
+    finally:
+        elsewhere.store.close()  # type: ignore[union-attr]

@@ -36,6 +36,7 @@ from honeycomb.backends._setup import start_ray
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from runtime import ModelRequest
+from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
@@ -47,7 +48,8 @@ TOOLS = "tests.support.ray_tools"
 ROLE = Role(
     name="r",
     tools=tuple(
-        f"{TOOLS}:{name}" for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid")
+        f"{TOOLS}:{name}"
+        for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid", "key")
     ),
 )
 
@@ -125,6 +127,18 @@ async def test_intent_is_durable_before_the_call(
     result = await executor(backend, store=store).run("t", subtasks=subtasks)
     assert result.subtasks["s1"].worker is not None
     assert result.subtasks["s1"].worker.text == "intent seen"
+
+
+async def test_a_remote_calls_idempotency_key_is_its_runs(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.db"
+    subtasks = [("r", script([("key", {})]))]
+    result = await executor(backend, store=store).run("t", subtasks=subtasks, run_id="k1")
+    stored = await RunStore(store).load("k1")
+    assert stored is not None
+    run = f"k1\0{stored.started_at!r}"  # its id, and when its first life started
+    assert result.subtasks["s1"].text == idempotency_key(run, "s1", 1, "c0_0")
 
 
 async def test_cancelling_run_cancels_remote_tools(

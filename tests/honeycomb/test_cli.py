@@ -46,7 +46,7 @@ def test_demo_rounds_shows_a_second_round(
     assert main(["demo", "--rounds", "--plain", "--latency", "0", "--no-store"]) == 0
     out = capsys.readouterr().out
     assert "round 2 ready" in out
-    assert "researcher-3.more=researcher after researcher-3" in out
+    assert "s4=researcher after s3" in out
     assert "round 3: the lead is done" in out
     assert "attempt" not in out  # a round is not a planner's retry
 

@@ -48,7 +48,8 @@ def test_off_a_terminal_the_run_waits_and_says_how_to_decide_and_resume(
     assert main(["approve", run_id, call_id, "--deny", "--reason", "not today"]) == 0
     assert "denied: send_to_outbox" in capsys.readouterr().out
     assert main(["approve", run_id, call_id]) == 2
-    assert "decided already" in capsys.readouterr().err
+    refused = capsys.readouterr().err
+    assert re.search(r"it was decided already \(denied by \S+@\S+ at \d{4}-\d\d-\d\d ", refused)
     assert main(["resume", run_id, "--plain"]) == 0
     assert "Answer:" in capsys.readouterr().out
     assert not fast_demo.exists()  # denied: still nothing sent
@@ -130,3 +131,33 @@ def test_on_a_terminal_the_demo_asks_and_runs_the_call_with_the_arguments_typed(
     assert b"Answer:" in out
     (sent,) = (tmp_path / "outbox").glob("*.md")
     assert sent.read_text().startswith("# Typed\n\nfrom the terminal\n")
+
+
+BODY = "## meteorologist-1 (meteorologist)\nBest weather of the 6 looked up:\n" + "sun " * 500
+
+
+async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
+    """The tool, what it will do in its own words, why it asks, each argument as text
+    (a string's lines as lines, a terminal's escapes made harmless), long values cut,
+    and the choices: not one line of escaped JSON."""
+    request = ApprovalRequest(
+        run_id="r", worker="courier-1", role="courier", call_id="c", turn=1,
+        tool="send_to_outbox", arguments={"subject": "Trip \x1b[31m", "body": BODY},
+        why="role 'courier' asks for approval of 'send_to_outbox'",
+        summary="Send 'Trip\x1b[2J' to the outbox.",
+    )  # fmt: skip
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"a\n")
+    out = io.StringIO()
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(5):
+        assert await TerminalApprover(typed_in, out)(request) == Decision.approved()
+    os.close(write_fd)
+    shown = out.getvalue()
+    assert "Approval needed: courier-1 (courier) calls send_to_outbox" in shown
+    assert "  will: Send 'Trip [2J' to the outbox.\n" in shown
+    assert "    body:\n      ## meteorologist-1 (meteorologist)\n      Best weather" in shown
+    assert "\\n" not in shown  # no escapes
+    assert "\x1b" not in shown
+    assert "more characters" in shown  # the body, cut
+    assert len(shown) < 1000
+    assert shown.rstrip().endswith("[a]pprove, [d]eny, [e]dit arguments?")

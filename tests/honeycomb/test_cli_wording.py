@@ -84,9 +84,9 @@ def test_one_of_a_kind_is_said_in_the_singular() -> None:
 
 
 async def test_each_plan_attempt_has_its_line() -> None:
-    # Valid for the plan's schema, so it is a whole new attempt: it depends on nothing there is.
-    dangling = {"id": "s1", "role": "researcher", "instruction": "x", "depends_on": ["s9"]}
-    bad_plan = Plan.of([dangling]).model_dump_json()
+    # Valid for the plan's schema, so it is a whole new attempt: it uses one id twice.
+    twice = {"id": "s1", "role": "researcher", "instruction": "x"}
+    bad_plan = Plan.of([twice, twice]).model_dump_json()
     good_plan = Plan.of([("researcher", "look a up")]).model_dump_json()
     model = ScriptedModel(
         {
@@ -258,3 +258,27 @@ def test_the_list_of_runs_counts_in_the_singular_and_the_plural() -> None:
     assert "2 workers" in two
     assert "3 model calls" in two
     assert "5 tokens" in two
+
+
+def test_the_list_of_runs_has_a_header_that_labels_every_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
+    assert main(["demo", "--plain", "--latency", "0"]) == 0
+    capsys.readouterr()
+    assert main(["runs"]) == 0
+    title, header, row = capsys.readouterr().out.splitlines()
+    assert title.startswith("1 run in ")
+    labels = ["run", "started", "status", "took", "workers", "model calls", "tokens", "cached",
+              "cost", "task"]  # fmt: skip
+    assert header.split() == " ".join(labels).split()
+    # No cached tokens and no price: each "-" stands right under its label.
+    for label, end in (("cached", -2), ("cost", -1)):
+        dash = [i for i, c in enumerate(row) if row[i - 1 : i + 2] == " - "][end]
+        assert header.index(label) + len(label) - 1 == dash, label
+    assert row.index("Plan a weekend") == header.index("task")
+    # docs/cli.md shows the same header.
+    cli_md = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert f"\n{header}\n" in cli_md

@@ -31,6 +31,7 @@ from honeycomb import (
     SubtaskResult,
     tool,
 )
+from honeycomb.cli.view import summary
 from runtime import Event, ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
 
@@ -124,12 +125,12 @@ async def test_critical_path_follows_the_longest_chain() -> None:
 
 
 async def test_planner_role_gives_the_plan_through_structured_output() -> None:
-    plan = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go", "depends_on": []}]}
+    plan = {"subtasks": [{"id": "s1", "role": "researcher", "instruction": "go", "depends_on": []}]}
     model = ScriptedModel(
-        {"r/planner": [json.dumps(plan)], "r/x": ["found"], "r/aggregator": ["ok"]}
+        {"r/planner": [json.dumps(plan)], "r/s1": ["found"], "r/aggregator": ["ok"]}
     )
     result = await Executor(ROLES, model).run("research something", run_id="r")
-    assert result.plan.ids == ("x",)
+    assert result.plan.ids == ("s1",)
     request = model.requests_for("r/planner")[0]
     assert request.output is not None
     assert request.output.name == "Plan"
@@ -141,37 +142,66 @@ async def test_planner_role_gives_the_plan_through_structured_output() -> None:
 async def test_invalid_plan_goes_back_to_the_planner_with_the_problem() -> None:
     bad = {
         "subtasks": [
-            {"id": "find", "role": "researcher", "instruction": "go"},
-            {"id": "write", "role": "writer", "instruction": "go", "depends_on": ["fnd"]},
+            {"id": "s1", "role": "researcher", "instruction": "go"},
+            {"id": "s1", "role": "writer", "instruction": "go"},
         ]
     }
-    good = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
+    good = {"subtasks": [{"id": "s1", "role": "researcher", "instruction": "go"}]}
     model = ScriptedModel(
-        {"r/planner": [json.dumps(bad), json.dumps(good)], "r/x": ["y"], "r/aggregator": ["z"]}
+        {"r/planner": [json.dumps(bad), json.dumps(good)], "r/s1": ["y"], "r/aggregator": ["z"]}
     )
     result = await Executor(ROLES, model).run("t", run_id="r")
     assert result.plan.subtasks[0].role == "researcher"
     retry_prompt = model.requests_for("r/planner")[1].messages[1].content
-    assert "depends on 'fnd', which is not in the plan (did you mean 'find'?)" in retry_prompt
+    assert "subtask id 's1' is used twice" in retry_prompt
+
+
+async def test_a_dangling_or_self_dependency_is_dropped_with_a_warning_not_refused() -> None:
+    # The plan a small model wrote under a looser schema, its ids now from the set.
+    sloppy = {
+        "subtasks": [
+            {"id": "s1", "role": "researcher", "instruction": "go", "depends_on": ["s1"]},
+            {"id": "s2", "role": "writer", "instruction": "write", "depends_on": ["s1", "s5"]},
+        ]
+    }
+    model = ScriptedModel({"r/planner": [json.dumps(sloppy)], "r/s1": ["x"], "r/s2": ["y"]})
+    events: list[Event] = []
+    executor = Executor(ROLES, model, aggregator="concat", on_event=[events.append])
+    result = await executor.run("t", run_id="r")
+    assert result.status == "ok"
+    assert result.plan.dependencies == {"s1": (), "s2": ("s1",)}
+    assert len(model.requests_for("r/planner")) == 1  # one answer: not sent back
+    (warning,) = [e for e in events if e.kind == "run.plan_repaired"]
+    assert warning.fields()["dropped"] == (
+        "subtask 's1' depended on itself",
+        "subtask 's2' depended on 's5', which is not in the plan",
+    )
+    kinds = [e.kind for e in events]
+    assert kinds.index("run.plan_repaired") < kinds.index("run.plan_ready")
 
 
 def plan_schema(request: ModelRequest) -> dict[str, Any]:
     assert request.output is not None
     schema = request.output.json_schema
-    return {"plan": schema["properties"]["subtasks"], **schema["$defs"]["Subtask"]["properties"]}
+    subtasks = schema["properties"]["subtasks"]
+    items = subtasks["items"]
+    if "$ref" in items:
+        items = schema["$defs"][items["$ref"].rpartition("/")[2]]
+    return {"plan": subtasks, **items["properties"]}
 
 
 async def test_the_plan_schema_names_the_roles_and_bounds_ids_and_size() -> None:
-    plan = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
-    model = ScriptedModel({"r/planner": [json.dumps(plan)], "r/x": ["found"]})
-    executor = Executor(ROLES, model, aggregator="concat", policy=Policy(max_subtasks=7))
+    plan = {"subtasks": [{"id": "s1", "role": "researcher", "instruction": "go"}]}
+    model = ScriptedModel({"r/planner": [json.dumps(plan)], "r/s1": ["found"]})
+    executor = Executor(ROLES, model, aggregator="concat", policy=Policy(max_subtasks=3))
     result = await executor.run("t", run_id="r")
     schema = plan_schema(model.requests_for("r/planner")[0])
     assert schema["role"]["enum"] == ["researcher", "writer"]  # not the planner or aggregator
-    id_rules = {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "minLength": 1, "maxLength": 64}
-    assert id_rules.items() <= schema["id"].items()
-    assert id_rules.items() <= schema["depends_on"]["items"].items()
-    assert (schema["plan"]["minItems"], schema["plan"]["maxItems"]) == (1, 7)
+    assert schema["id"]["enum"] == ["s1", "s2", "s3"]
+    assert schema["depends_on"]["items"]["enum"] == ["s1", "s2", "s3"]
+    assert schema["depends_on"]["maxItems"] == 2
+    assert schema["instruction"]["maxLength"] == 1000
+    assert (schema["plan"]["minItems"], schema["plan"]["maxItems"]) == (1, 3)
     assert type(result.plan) is Plan
     assert all(type(s) is Subtask for s in result.plan.subtasks)
 
@@ -179,28 +209,29 @@ async def test_the_plan_schema_names_the_roles_and_bounds_ids_and_size() -> None
 @pytest.mark.parametrize(
     ("subtask", "problem"),
     [
-        ({"id": "x", "role": "mock-role"}, "role: Input should be 'researcher' or 'writer'"),
-        ({"id": "two words", "role": "writer"}, "id: String should match pattern"),
-        ({"id": "x" * 65, "role": "writer"}, "id: String should have at most 64 characters"),
-        ({"id": "x", "role": "writer", "depends_on": ["a b"]}, "depends_on.0: String should"),
-        ({"id": "x", "role": "writer", "instruction": ""}, "instruction: String should have"),
+        ({"id": "s1", "role": "mock-role"}, "role: Input should be 'researcher' or 'writer'"),
+        ({"id": "two words", "role": "writer"}, "id: Input should be 's1', 's2'"),
+        ({"id": "18447", "role": "writer"}, "id: Input should be 's1', 's2'"),
+        ({"id": "s1", "role": "writer", "depends_on": ["Lasenella"]}, "depends_on.0: Input"),
+        ({"id": "s1", "role": "writer", "instruction": ""}, "instruction: String should have"),
     ],
 )
 async def test_a_plan_outside_the_schema_is_refused_with_the_schemas_words(
     subtask: dict[str, Any], problem: str
 ) -> None:
     bad = {"subtasks": [{"instruction": "go", **subtask}]}
-    good = {"subtasks": [{"id": "x", "role": "researcher", "instruction": "go"}]}
-    model = ScriptedModel({"r/planner": [json.dumps(bad), json.dumps(good)], "r/x": ["found"]})
+    good = {"subtasks": [{"id": "s1", "role": "researcher", "instruction": "go"}]}
+    model = ScriptedModel({"r/planner": [json.dumps(bad), json.dumps(good)], "r/s1": ["found"]})
     result = await Executor(ROLES, model, aggregator="concat").run("t", run_id="r")
-    assert result.plan.ids == ("x",)
+    assert result.plan.ids == ("s1",)
     fix = model.requests_for("r/planner")[1].messages[-1].content
     assert "does not match the required Plan schema" in fix
     assert f"subtasks.0.{problem}" in fix
 
 
 async def test_a_model_plan_is_bounded_by_max_subtasks() -> None:
-    many = {"subtasks": [{"id": f"s{i}", "role": "writer", "instruction": "go"} for i in range(4)]}
+    ids = ["s1", "s2", "s3", "s1"]  # each one the schema allows, one too many of them
+    many = {"subtasks": [{"id": i, "role": "writer", "instruction": "go"} for i in ids]}
     model = ScriptedModel({"r/planner": [json.dumps(many)] * 3})
     executor = Executor(ROLES, model, policy=Policy(max_subtasks=3, plan_attempts=1))
     with pytest.raises(PlanError, match="at most 3 items"):
@@ -210,13 +241,13 @@ async def test_a_model_plan_is_bounded_by_max_subtasks() -> None:
 async def test_plan_error_after_the_set_number_of_attempts() -> None:
     cyclic = {
         "subtasks": [
-            {"id": "a", "role": "researcher", "instruction": "1", "depends_on": ["b"]},
-            {"id": "b", "role": "researcher", "instruction": "2", "depends_on": ["a"]},
+            {"id": "s1", "role": "researcher", "instruction": "1", "depends_on": ["s2"]},
+            {"id": "s2", "role": "researcher", "instruction": "2", "depends_on": ["s1"]},
         ]
     }
     model = ScriptedModel(lambda key: [json.dumps(cyclic)] * 2)
     executor = Executor(ROLES, model, policy=Policy(plan_attempts=2))
-    with pytest.raises(PlanError, match="cycle: a -> b -> a") as caught:
+    with pytest.raises(PlanError, match="cycle: s1 -> s2 -> s1") as caught:
         await executor.run("t", run_id="r")
     assert caught.value.attempts == 2
     assert len(model.requests) == 2
@@ -647,6 +678,26 @@ async def test_the_wall_time_budget_stops_workers_with_the_budget_status() -> No
     partial = caught.value.partial
     assert partial.status == "over_budget"
     assert {s.status for s in partial.subtasks.values()} == {"over_budget"}
+    # every stopped subtask says why, wherever it is shown
+    for stopped in partial.failures:
+        assert stopped.error is not None
+        assert stopped.error.type == "BudgetExceeded"
+        assert "wall_time_s" in stopped.error.message
+    failed_line = [line for line in summary(partial) if line.startswith("failed")]
+    assert failed_line
+    assert "None" not in failed_line[0]
+
+
+@pytest.mark.parametrize("status", ["failed", "skipped", "cancelled", "over_budget"])
+def test_a_subtask_that_did_not_succeed_always_has_a_reason(status: str) -> None:
+    # as a stored result from before reasons were kept reads back, or one made bare
+    made = SubtaskResult(subtask=Subtask(id="s1", role="r", instruction="i"), status=status)
+    assert made.error is not None
+    assert made.error.message
+    read = SubtaskResult.model_validate_json(made.model_dump_json(exclude={"error"}))
+    assert read.error == made.error
+    ok = SubtaskResult(subtask=Subtask(id="s1", role="r", instruction="i"), status="ok")
+    assert ok.error is None
 
 
 async def test_a_run_stopped_by_its_budget_is_stored_and_read_back_as_over_budget(

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import textwrap
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from pydantic import BaseModel
 
 from honeycomb import ConfigErrors, Executor, Policy, RolePlanner
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
+from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
 from runtime import AdaptiveLimiter, OpenAIModel
+from workers import Role
 
 GOOD = """\
 name: test-hive
@@ -245,7 +251,7 @@ def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> N
 async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
     from honeycomb import ScriptedModel
 
-    plan = '{"subtasks": [{"id": "c", "role": "counter", "instruction": "count"}]}'
+    plan = '{"subtasks": [{"id": "s1", "role": "counter", "instruction": "count"}]}'
     model = ScriptedModel(lambda key: [plan] if key.endswith("/planner") else ["done"])
     result = await Executor.from_yaml(hive(tmp_path, GOOD), models=model).run("t")
     assert result.answer == "done"
@@ -311,3 +317,39 @@ def test_the_quorum_rule_is_reported_beside_the_policys_field_errors(
     assert len(errors) == len(expected), errors
     for error, wanted in zip(errors, expected, strict=True):
         assert wanted in error
+
+
+def _places(model: type[BaseModel], path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    """Every place under ``path`` where a hive file holds a mapping of ``model``'s
+    fields (a mapping's values under the key ``k``), with the model."""
+    found: list[tuple[tuple[str, ...], Any]] = [(path, model)]
+    for name, info in model.model_fields.items():
+        annotation, where = info.annotation, (*path, name)
+        while typing.get_origin(annotation) is not None:
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if typing.get_origin(annotation) is dict:
+                where = (*where, "k")
+            annotation = args[-1] if typing.get_origin(annotation) is dict else args[0]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += _places(annotation, where)
+    return found
+
+
+HIVE_PLACES = _places(HiveSpec, ()) + _places(Role, ("roles", "counter"))
+
+
+@pytest.mark.parametrize(("where", "model"), HIVE_PLACES, ids=[".".join(p) for p, _ in HIVE_PLACES])
+def test_an_unknown_field_anywhere_in_a_hive_lists_every_field_allowed_there(
+    tmp_path: Path, where: tuple[str, ...], model: type[BaseModel]
+) -> None:
+    data = yaml.safe_load(GOOD)
+    holder = data
+    for key in where:
+        if not isinstance(holder.get(key), dict):
+            holder[key] = {}
+        holder = holder[key]
+    holder["bogus_field"] = 1
+    errors = errors_of(hive(tmp_path, yaml.safe_dump(data)))
+    field = ".".join((*where, "bogus_field"))
+    (error,) = [e for e in errors if f": {field}: unknown field 'bogus_field'" in e]
+    assert error.endswith(f"; allowed: {', '.join(sorted(model.model_fields))}")

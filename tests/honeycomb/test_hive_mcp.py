@@ -39,8 +39,8 @@ roles:
 PLAN = json.dumps(
     {
         "subtasks": [
-            {"id": "tokyo", "role": "clock", "instruction": "What time is it in Tokyo?"},
-            {"id": "noon", "role": "traveller", "instruction": "Noon in UTC, in Lisbon?"},
+            {"id": "s1", "role": "clock", "instruction": "What time is it in Tokyo?"},
+            {"id": "s2", "role": "traveller", "instruction": "Noon in UTC, in Lisbon?"},
         ]
     }
 )
@@ -71,8 +71,8 @@ async def test_a_hive_using_the_third_party_time_server_runs_end_to_end(tmp_path
     model = ScriptedModel(
         {
             "r/planner": [PLAN],
-            "r/tokyo": [call("get_current_time", {"timezone": "Asia/Tokyo"}), "It is night."],
-            "r/noon": [call("convert_time", convert), "Noon in Lisbon too."],
+            "r/s1": [call("get_current_time", {"timezone": "Asia/Tokyo"}), "It is night."],
+            "r/s2": [call("convert_time", convert), "Noon in Lisbon too."],
             "r/aggregator": ["Night in Tokyo; noon in Lisbon."],
         }
     )
@@ -82,17 +82,17 @@ async def test_a_hive_using_the_third_party_time_server_runs_end_to_end(tmp_path
     assert child_pids() - before == set()
     assert result.status == "ok"
     assert result.answer == "Night in Tokyo; noon in Lisbon."
-    (tokyo,) = seen(result, "tokyo")
+    (tokyo,) = seen(result, "s1")
     assert tokyo.status == "ok"
     assert json.loads(tokyo.content)["timezone"] == "Asia/Tokyo"
-    (noon,) = seen(result, "noon")
+    (noon,) = seen(result, "s2")
     assert noon.status == "ok"
     converted = json.loads(noon.content)
     assert converted["target"]["timezone"] == "Europe/Lisbon"
     # time:get_current_time is one tool; time:* is all the server lists.
-    (asked,) = model.requests_for("r/tokyo")[:1]
+    (asked,) = model.requests_for("r/s1")[:1]
     assert [t.name for t in asked.tools] == ["get_current_time"]
-    assert {t.name for t in model.requests_for("r/noon")[0].tools} == {
+    assert {t.name for t in model.requests_for("r/s2")[0].tools} == {
         "get_current_time",
         "convert_time",
     }
@@ -124,9 +124,10 @@ async def test_a_stdio_server_runs_with_its_env_and_cwd_and_nothing_else_inherit
     executor = Executor.from_hive(load_hive(path), model=model)
     result = await executor.run("t", subtasks=[Subtask(id="s1", role="finder", instruction="go")])
     (where,) = seen(result, "s1")
+    # An env value is a secret: the server saw it whole, and the result masks it.
     assert json.loads(where.content) == {
         "cwd": str(tmp_path / "work"),
-        "MCP_TEST_GREETING": "hello from the environment",
+        "MCP_TEST_GREETING": "[secret hidden]",
         "MCP_TEST_PARENT_ONLY": None,
     }
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from honeycomb.cli import init
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import templates
 from honeycomb.cli.main import main
 
@@ -72,7 +74,7 @@ def test_init_names_the_templates(here: Path, capsys: pytest.CaptureFixture[str]
     listed = capsys.readouterr().out
     for name in ("starter", "research", "review", "triage", "trip"):
         assert f"\n{name} " in f"\n{listed}"
-    assert main(["init", "x", "--template", "nope"]) == 1
+    assert main(["init", "x", "--template", "nope"]) == ExitStatus.UNUSABLE
     err = capsys.readouterr().err
     assert "no template 'nope'" in err
     assert "research, review" in err
@@ -104,3 +106,25 @@ def test_init_with_no_folder_makes_the_hive_here(
     assert (here / "code" / "billing.py").is_file()  # the template's data comes along
     assert main(["init"]) == 1  # hive.yaml is there now
     assert "hive.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "missing"),
+    [(["demo", "--compact"], "examples/logbook/hive.yaml"),
+     (["demo", "--rounds"], "examples/research/rounds.yaml"),
+     (["init", "x", "--template", "logbook"], "no template 'logbook'")],
+)  # fmt: skip
+def test_an_example_the_package_lacks_is_one_line_of_error(
+    command: list[str],
+    missing: str,
+    here: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    only_starter = here / "installed"
+    (only_starter / "starter").mkdir(parents=True)
+    (only_starter / "starter" / "hive.yaml").write_text("name: starter\n")
+    monkeypatch.setattr(init, "examples_folder", lambda: only_starter)
+    assert main(command) == ExitStatus.UNUSABLE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert missing in line

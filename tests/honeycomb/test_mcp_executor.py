@@ -228,18 +228,18 @@ async def test_cancelling_the_executor_s_block_leaves_no_process() -> None:
 
 async def test_with_a_planner_a_server_that_cannot_start_fails_only_its_workers() -> None:
     plan_json = (
-        '{"subtasks": [{"id": "a", "role": "clerk", "instruction": "look"},'
-        ' {"id": "b", "role": "writer", "instruction": "write"}]}'
+        '{"subtasks": [{"id": "s1", "role": "clerk", "instruction": "look"},'
+        ' {"id": "s2", "role": "writer", "instruction": "write"}]}'
     )
     roles = [Role(name="planner"), CLERK, Role(name="writer")]
-    model = ScriptedModel({"r/planner": [plan_json], "r/b": ["written"], "r/aggregator": ["ok"]})
+    model = ScriptedModel({"r/planner": [plan_json], "r/s2": ["written"], "r/aggregator": ["ok"]})
     broken = sdk_server(args=("--fail-at-start",))
     policy = Policy(failure="best_effort")
     executor = Executor(roles, model, mcp_servers=[broken], policy=policy)
     result = await executor.run("t", run_id="r")
     assert result.status == "partial"
-    assert result.subtasks["b"].ok
-    error = result.subtasks["a"].error
+    assert result.subtasks["s2"].ok
+    error = result.subtasks["s1"].error
     assert error is not None
     assert error.type == "McpServerError"
     assert "the test server was told to fail at start" in error.message

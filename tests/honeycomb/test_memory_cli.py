@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,22 @@ def test_search_ranks_within_a_namespace_and_any_query_is_fine(
         assert main(["memory", "search", query, "--namespace", "trip"]) == 0
     assert main(["memory", "search", "lisbon", "--namespace", "trip", "--all", "-k", "1"]) == 0
     assert "1 memory match 'lisbon'" in capsys.readouterr().out.splitlines()[-2]
+
+
+def test_a_search_that_finds_nothing_says_which_namespaces_hold_memories(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "search", "Lisbon"]) == 0  # namespace default holds nothing
+    said = capsys.readouterr().out
+    assert "nothing in namespace default matches 'Lisbon'" in said
+    assert "it holds no memories" in said
+    assert "red (1 memory), trip (2 memories)" in said
+    assert "honeycomb memory search Lisbon --namespace red" in said
+    assert main(["memory", "search", "Madrid", "--namespace", "trip"]) == 0
+    said = capsys.readouterr().out
+    assert "nothing in namespace trip matches 'Madrid' (it holds 2 memories)" in said
+    assert "red (1 memory)" in said
+    assert "trip (2" not in said
 
 
 def test_forget_by_id_or_by_namespace(
@@ -152,5 +169,20 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
     assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 0
     second = capsys.readouterr()
     assert "recalled 2 memories from memory trip" in second.out
-    assert "Recalled from memory:" in second.out  # the workers used what they recalled
     assert "run it again" not in second.err
+    answer = second.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
+    # The workers used what they recalled, said in sentences: no tool traces, no
+    # memory cut inside a word.
+    for trace in ("Recall for", "Remember for", "Remembered (memory", "k=3", "get_weather("):
+        assert trace not in answer
+    assert "What earlier work kept says the same (memory " in answer
+    texts = [
+        r.text for r in asyncio.run(SQLiteMemory(fast_demo / ".honeycomb" / "memory.db").list())
+    ]
+    for shown in re.findall(
+        r"Recalled from memory \w+ \([^)]*\): (.*?)(?= Recalled| What|$)", answer, re.M
+    ):
+        whole = shown.removesuffix("…")
+        kept = next(t for t in texts if " ".join(t.split()).find(whole) >= 0)
+        rest = " ".join(kept.split()).split(whole, 1)[1]
+        assert not rest[:1].isalnum(), f"cut inside a word: {shown!r}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,13 @@ from honeycomb import (
     Span,
     build_timeline,
 )
+from honeycomb.cli.main import main
 from honeycomb.offline.plan import follow_up_for
 from honeycomb.run.plan import Plan, Subtask, critical_path
 from honeycomb.run.prompts import ResultEntry, follow_up_task
 from honeycomb.run.result import rounds_of
 from runtime import Event, ModelConnectionError, ModelRequest, UserMessage
+from tests.support.cpu_time import cpu_seconds
 
 Lead = Callable[[int, str], list[dict[str, Any]]]
 """The test's lead: given the round and its message, the subtasks it adds."""
@@ -92,10 +93,10 @@ async def test_each_round_sees_the_results_and_failures_and_may_depend_on_any_ea
 ):
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
-            return [_subtask("a", "look at bees"), _subtask("b", "fail at wasps")]
+            return [_subtask("s1", "look at bees"), _subtask("s2", "fail at wasps")]
         if round == 2:
-            return [_subtask("c", "compare with a", "a")]
-        return [_subtask("d", "sum up a and c", "a", "c")]
+            return [_subtask("s3", "compare with s1", "s1")]
+        return [_subtask("s4", "sum up s1 and s3", "s1", "s3")]
 
     hive = Hive(lead)
     events: list[Event] = []
@@ -103,9 +104,9 @@ async def test_each_round_sees_the_results_and_failures_and_may_depend_on_any_ea
 
     assert result.status == "partial"  # b failed; the rest went on
     assert result.rounds == [
-        PlanRound(round=1, added=("a", "b")),
-        PlanRound(round=2, added=("c",)),
-        PlanRound(round=3, added=("d",)),
+        PlanRound(round=1, added=("s1", "s2")),
+        PlanRound(round=2, added=("s3",)),
+        PlanRound(round=3, added=("s4",)),
     ]
     assert result.rounds_ended == "rounds"  # 3 rounds: the lead is not asked a 4th time
     assert [s.round for s in result.plan.subtasks] == [1, 1, 2, 3]
@@ -113,25 +114,27 @@ async def test_each_round_sees_the_results_and_failures_and_may_depend_on_any_ea
     first, second, third = hive.lead_messages
     assert "Planning round" not in first
     # the lead sees every result so far, a failure as one, with why
-    assert "### a (researcher)\nfound: look at bees" in second
-    assert "### b (researcher) FAILED" in second
+    # (and what it asked of each)
+    assert "### s1 (researcher)\nAsked: look at bees\nfound: look at bees" in second
+    assert "### s2 (researcher) FAILED" in second
     assert "the researcher broke" in second
-    assert "### c (researcher)" in third
+    assert "with the ids s3, s4, s5 ... in order" in second  # what the schema allows too
+    assert "### s3 (researcher)" in third
     assert "Planning round 3 of at most 3" in third
-    # d, of round 3, was given the results of a (round 1) and c (round 2)
-    d = result.subtasks["d"].text
-    assert "a (researcher)" in d
+    # s4, of round 3, was given the results of s1 (round 1) and s3 (round 2)
+    d = result.subtasks["s4"].text
+    assert "s1 (researcher)" in d
     assert "found: look at bees" in d
-    assert "c (researcher)" in d
+    assert "s3 (researcher)" in d
     planned = [e for e in events if isinstance(e, RoundPlanned)]
-    assert [(e.round, e.added.ids) for e in planned] == [(2, ("c",)), (3, ("d",))]
+    assert [(e.round, e.added.ids) for e in planned] == [(2, ("s3",)), (3, ("s4",))]
 
 
 async def test_the_lead_says_it_is_done() -> None:
-    hive = Hive(lambda round, text: [_subtask("a", "look")] if round == 1 else [])
+    hive = Hive(lambda round, text: [_subtask("s1", "look")] if round == 1 else [])
     result = await hive.executor(4).run("Study bees.")
     assert result.status == "ok"
-    assert result.rounds == [PlanRound(round=1, added=("a",)), PlanRound(round=2, added=())]
+    assert result.rounds == [PlanRound(round=1, added=("s1",)), PlanRound(round=2, added=())]
     assert result.rounds_ended == "done"
     assert len(hive.lead_messages) == 2
 
@@ -139,8 +142,8 @@ async def test_the_lead_says_it_is_done() -> None:
 async def test_max_subtasks_bounds_the_whole_run_over_every_round() -> None:
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
-            return [_subtask("a", "one"), _subtask("b", "two")]
-        return [_subtask(f"r{round}-{i}", "more") for i in range(2)]  # one too many
+            return [_subtask("s1", "one"), _subtask("s2", "two")]
+        return [_subtask("s3", "more"), _subtask("s3", "more")]  # one too many
 
     hive = Hive(lead)
     result = await hive.executor(5, max_subtasks=3, plan_attempts=1).run("Study bees.")
@@ -149,7 +152,7 @@ async def test_max_subtasks_bounds_the_whole_run_over_every_round() -> None:
     assert result.rounds_ended == "lead_failed"
     assert result.rounds[-1].error is not None
     assert "at most 1" in result.rounds[-1].error
-    assert list(result.subtasks) == ["a", "b"]
+    assert list(result.subtasks) == ["s1", "s2"]
 
     fitting = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
     done = await fitting.executor(9, max_subtasks=3).run("Study bees.")
@@ -186,8 +189,9 @@ async def test_the_budget_bounds_the_rounds() -> None:
 async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has() -> None:
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
-            return [_subtask("a", "look")]
-        return [_subtask("a", "again"), _subtask("x", "y", "nowhere")]  # id twice, dangling
+            return [_subtask("s1", "look")]
+        # an id used before (which the schema allows too, for a dependency), dangling
+        return [_subtask("s2", "again"), _subtask("s2", "y", "s1")]
 
     hive = Hive(lead)
     result = await hive.executor(3, plan_attempts=2).run("Study bees.")
@@ -195,8 +199,7 @@ async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has()
     assert result.answer_text  # the first round's results were aggregated
     assert result.rounds_ended == "lead_failed"
     error = result.rounds[-1].error or ""
-    assert "'a' is used twice" in error
-    assert "'nowhere'" in error
+    assert "'s2' is used twice" in error
     assert len(hive.lead_messages) == 3  # round 2 asked twice, the problems the second time
     assert "The plan is invalid" in hive.lead_messages[2]
 
@@ -204,14 +207,14 @@ async def test_a_lead_that_fails_a_round_ends_the_rounds_with_what_the_run_has()
     with pytest.raises(RunFailed, match="the lead failed to plan round 2") as caught:
         await strict.executor(3, plan_attempts=1, failure="fail_fast").run("Study bees.")
     assert caught.value.partial is not None
-    assert caught.value.partial.subtasks["a"].ok
+    assert caught.value.partial.subtasks["s1"].ok
 
 
 async def test_an_invalid_round_costs_the_lead_at_most_plan_attempts_answers() -> None:
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if len(hive.lead_messages) == 1:  # its first answer: round 1
-            return [_subtask("a", "look")]
-        return [{"id": "b", "role": "nobody", "instruction": "go"}]  # fails the schema
+            return [_subtask("s1", "look")]
+        return [{"id": "s2", "role": "nobody", "instruction": "go"}]  # fails the schema
 
     hive = Hive(lead)
     result = await hive.executor(3, plan_attempts=3).run("Study bees.")
@@ -224,7 +227,7 @@ async def test_an_invalid_round_costs_the_lead_at_most_plan_attempts_answers() -
 async def test_a_lead_whose_model_cannot_be_reached_ends_the_rounds_with_that_error() -> None:
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
-            return [_subtask("a", "look")]
+            return [_subtask("s1", "look")]
         raise ModelConnectionError("Connection refused", base_url="http://127.0.0.1:9/v1")
 
     hive = Hive(lead)
@@ -246,10 +249,10 @@ async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> 
 
     def lead(round: int, text: str) -> list[dict[str, Any]]:
         if round == 1:
-            return [_subtask("a", "look"), _subtask("b", "look again")]
+            return [_subtask("s1", "look"), _subtask("s2", "look again")]
         if round == 2:
-            return [_subtask("c", "hold on, then compare", "a"), _subtask("d", "quick")]
-        return [_subtask("e", "wrap up", "b", "c")] if round == 3 else []
+            return [_subtask("s3", "hold on, then compare", "s1"), _subtask("s4", "quick")]
+        return [_subtask("s5", "wrap up", "s2", "s3")] if round == 3 else []
 
     first = Hive(lead)
     first.gate = anyio.Event()  # c waits: the run is cancelled in the middle of round 2
@@ -263,25 +266,25 @@ async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> 
     assert stored is not None
     assert stored.status == "interrupted"
     assert stored.plan is not None
-    assert '"c"' in stored.plan
+    assert '"s3"' in stored.plan
 
     second = Hive(lead)
     result = await second.executor(4, db).run("Study bees.", run_id="r1")
     assert result.status == "ok"
-    # only c, cut off, ran again; a, b (round 1) and d (round 2) stood as they were
+    # only s3, cut off, ran again; s1, s2 (round 1) and s4 (round 2) stood as they were
     assert [w for w in second.worked if not w.startswith("wrap")] == ["hold on, then compare"]
     # the lead was not asked for round 2 again: first for round 3, then for round 4
     assert [re.findall(r"Planning round (\d)", m) for m in second.lead_messages] == [["3"], ["4"]]
     assert [(r.round, r.added) for r in result.rounds] == [
-        (1, ("a", "b")), (2, ("c", "d")), (3, ("e",)), (4, ()),
+        (1, ("s1", "s2")), (2, ("s3", "s4")), (3, ("s5",)), (4, ()),
     ]  # fmt: skip
     assert result.rounds_ended == "done"
     # the timeline shows each round's planning before its subtasks
     spans = RunStore(db).spans("r1")
     timeline = build_timeline(spans, result.plan.subtasks)
     assert [(r.name, r.round) for r in timeline.rows] == [
-        ("plan", 1), ("a", 1), ("b", 1), ("round 2", 2), ("c", 2), ("d", 2),
-        ("round 3", 3), ("e", 3), ("round 4", 4), ("aggregate", 4),
+        ("plan", 1), ("s1", 1), ("s2", 1), ("round 2", 2), ("s3", 2), ("s4", 2),
+        ("round 3", 3), ("s5", 3), ("round 4", 4), ("aggregate", 4),
     ]  # fmt: skip
 
 
@@ -377,20 +380,40 @@ def test_a_plans_rounds_are_its_subtasks_grouped_in_order() -> None:
 
 def test_reading_a_plans_rounds_takes_time_in_proportion_to_its_subtasks() -> None:
     """A run reads its rounds from its plan (10,000 subtasks in the benchmark): eight
-    times the subtasks take about eight times as long (linear), far from the 64 times
-    of copying a round's ids for each subtask (the bound sits between, for a loaded
-    machine)."""
+    times the subtasks take about eight times the processor time (linear), far from the
+    64 times of copying a round's ids for each subtask (the bound sits between)."""
 
     def seconds(count: int) -> float:
         plan = Plan(subtasks=tuple(
             Subtask(id=f"s{i}", role="worker", instruction="x") for i in range(count)
         ))  # fmt: skip
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
-            (only,) = rounds_of(plan)
-            best = min(best, time.perf_counter() - started)
+        (only,) = rounds_of(plan)
         assert len(only.added) == count
-        return best
+        return cpu_seconds(lambda: rounds_of(plan), repeats=3)
 
     assert seconds(16000) < 32 * seconds(2000)
+
+
+def test_the_offline_lead_follows_up_a_finding_by_its_heading_without_the_offline_marker() -> None:
+    asking = "[offline simulation] Pesticides and forage — How long harm lasts needs more research."
+    results = [ResultEntry(id="r3", role="researcher", ok=True, text=asking)]
+    [added] = follow_up_for(follow_up_task("Task: t", results, round=2, rounds=3, room=5)).subtasks
+    assert added.instruction == (
+        "Pesticides and forage: follow up on r3, which says how long harm lasts needs more "
+        "research."
+    )
+
+
+def test_the_rounds_demo_says_each_heading_once_and_the_follow_up_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--rounds", "--plain", "--latency", "0", "--no-store"]) == 0
+    answer = capsys.readouterr().out.split("\nAnswer:\n", 1)[1].split("\n\nwall time")[0]
+    headings = re.findall(r"(?:^|\. )([A-Z][\w ]+) — ", answer, re.M)
+    assert len(headings) == len(set(headings)) >= 3, headings
+    follow_up = "Neonicotinoid pesticides threaten colonies even in small doses"
+    (paragraph,) = [p for p in answer.split("\n\n") if follow_up in p]
+    assert paragraph.startswith("Pesticides and forage — How long pesticide harm lasts")
+    assert "The waggle dance" not in paragraph  # the follow-up searched for its topic
+    assert "It holds the results of" not in answer  # said of what a worker sends on

@@ -4,10 +4,13 @@ escaping, live events), and in a real headless Chromium."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,9 +21,21 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import Executor, FunctionModel, Plan, Policy, Role, RunStore, Subtask, tool
-from honeycomb.cli.serve import Resumer
-from honeycomb.web import COOKIE, create_app, csrf_value
+from honeycomb import (
+    ApprovalError,
+    Approvals,
+    Executor,
+    FunctionModel,
+    Plan,
+    Policy,
+    Role,
+    RunStore,
+    Subtask,
+    ToolMessage,
+    tool,
+)
+from honeycomb.cli.serve import Resumer, store_approvals
+from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
 from runtime.approvals import PendingApproval
@@ -86,6 +101,11 @@ def _client(server: ThreadedServer, **cookies: str) -> httpx.Client:
     return httpx.Client(base_url=server.url, cookies=cookies, follow_redirects=False)
 
 
+def _signed_in(server: ThreadedServer, key: str = session_key(TOKEN)) -> httpx.Client:
+    """A client holding the cookie the server gives for its token (or ``key``)."""
+    return _client(server, **{cookie_name(TOKEN, server.port): key})
+
+
 # --- over HTTP ------------------------------------------------------------------------
 
 
@@ -100,9 +120,9 @@ async def test_every_page_needs_the_token(
         assert client.get(path, headers={"authorization": "Bearer wrong"}).status_code == 401
         let_in = client.get(path, headers={"authorization": f"Bearer {TOKEN}"})
         assert let_in.status_code == 200
-    with _client(server, **{COOKIE: "wrong"}) as client:
+    with _signed_in(server, "wrong") as client:
         assert client.get(path).status_code == 401
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         assert client.get(path).status_code == 200
 
 
@@ -124,7 +144,7 @@ async def test_the_printed_address_trades_the_token_for_a_cookie(
 async def test_run_text_is_escaped_and_the_page_fetches_nothing_elsewhere(
     finished: Path, server: ThreadedServer
 ) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         listed = client.get("/")
         page = client.get("/runs/r1")
     assert 'href="/runs/r1"' in listed.text
@@ -140,7 +160,7 @@ async def test_run_text_is_escaped_and_the_page_fetches_nothing_elsewhere(
 
 
 async def test_a_run_page_names_a_missing_run(finished: Path, server: ThreadedServer) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         missing = client.get("/runs/nope")
     assert missing.status_code == 404
     assert "no run &#x27;nope&#x27; in runs.db" in missing.text
@@ -149,7 +169,7 @@ async def test_a_run_page_names_a_missing_run(finished: Path, server: ThreadedSe
 async def test_events_of_a_finished_run_say_so_and_end(
     finished: Path, server: ThreadedServer
 ) -> None:
-    with _client(server, **{COOKIE: TOKEN}) as client:
+    with _signed_in(server) as client:
         events = client.get("/runs/r1/events", timeout=10)
     assert events.headers["content-type"].startswith("text/event-stream")
     assert events.text.split("\n\n")[:2] == [
@@ -187,7 +207,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
     decisions = _Decisions()
     app = create_app(db, token=TOKEN, approvals=decisions, poll_s=0.1)
     with ThreadedServer(app, name="serve") as server, _client(server) as client:
-        with _client(server, **{COOKIE: TOKEN}) as reader:
+        with _signed_in(server) as reader:
             page = reader.get("/runs/r1")
         assert "&lt;script&gt;" in page.text
         assert EVIL not in page.text
@@ -197,7 +217,7 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
         url = "/runs/r1/calls/c1/decision"
         form = {"decision": "deny", "reason": "not now", "csrf": csrf[1], "worker": "a"}
         assert client.post(url, data=form).status_code == 401  # no token
-        client.cookies.set(COOKIE, TOKEN)
+        client.cookies.set(cookie_name(TOKEN, server.port), session_key(TOKEN))
         assert client.post(url, data={**form, "csrf": "forged"}).status_code == 403
         elsewhere = client.post(url, data=form, headers={"origin": "http://evil.example"})
         assert elsewhere.status_code == 403
@@ -220,15 +240,112 @@ async def test_a_decision_needs_the_token_and_the_page_csrf_value(finished: Path
     ]
 
 
-def test_serve_refuses_another_interface_without_a_token(db: Path) -> None:
+def test_serve_refuses_another_interface_without_a_long_token(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from honeycomb.cli.main import main
 
-    env = os.environ.pop("HONEYCOMB_SERVE_TOKEN", None)
-    try:
-        assert main(["serve", "--store", str(db), "--host", "0.0.0.0", "--port", "0"]) == 2
-    finally:
-        if env is not None:
-            os.environ["HONEYCOMB_SERVE_TOKEN"] = env
+    monkeypatch.delenv("HONEYCOMB_SERVE_TOKEN", raising=False)
+    elsewhere = ["serve", "--store", str(db), "--host", "0.0.0.0", "--port", "0"]
+    assert main(elsewhere) == 2
+    assert "needs a token of your own" in capsys.readouterr().err
+    assert main([*elsewhere, "--token", "fifteen-chars!!"]) == 2
+    assert "at least 16 characters (--token or HONEYCOMB_SERVE_TOKEN has 15)" in (
+        capsys.readouterr().err
+    )
+
+
+def _not_a_run_store(tmp_path: Path) -> Path:
+    """An SQLite database of something else."""
+    other = tmp_path / "notes.db"
+    with contextlib.closing(sqlite3.connect(other)) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+        db.commit()
+    return other
+
+
+def test_serve_refuses_a_file_that_is_not_a_run_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from honeycomb.cli.main import main
+
+    other = _not_a_run_store(tmp_path)
+    assert main(["serve", "--store", str(other), "--port", "0"]) == 2
+    said = capsys.readouterr().err
+    assert main(["runs", "--store", str(other)]) == 2
+    assert said == capsys.readouterr().err  # as `honeycomb runs` says it
+    assert "is not a Honeycomb run store (an SQLite database with other tables)" in said
+
+
+def test_a_page_over_a_file_that_is_not_a_run_store_says_so_with_its_headers(
+    tmp_path: Path,
+) -> None:
+    other = _not_a_run_store(tmp_path)
+    with (
+        ThreadedServer(create_app(other, token=TOKEN), name="serve") as server,
+        _signed_in(server) as client,
+    ):
+        for path in ("/", "/runs/r1", "/runs/r1/live", "/runs/r1/events"):
+            answer = client.get(path, timeout=10)
+            assert answer.status_code == 500, path
+            assert "is not a Honeycomb run store" in answer.text
+            assert "default-src 'none'" in answer.headers["content-security-policy"]
+            assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_edited_arguments_the_tools_schema_refuses_are_refused_when_decided(
+    db: Path, tmp_path: Path
+) -> None:
+    """As ``honeycomb approve`` refuses them: nothing is recorded, the call still waits."""
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="pay")
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided, poll_s=0.1)
+    url = "/runs/pay/calls/pay_1/decision"
+    form = {"decision": "approve", "worker": "payer", "csrf": csrf_value(TOKEN)}
+    with ThreadedServer(app, name="serve") as server, _signed_in(server) as client:
+        wrong = client.post(url, data={**form, "arguments": '{"to": "ann", "amount": "lots"}'})
+        assert wrong.status_code == 422
+        assert "argument &#x27;amount&#x27;" in wrong.text
+        assert [p.call_id for p in await decided.pending("pay")] == ["pay_1"]
+        right = client.post(url, data={**form, "arguments": '{"to": "bob", "amount": 7}'})
+        assert right.status_code == 303
+        again = client.post(url, data={**form, "arguments": '{"to": "bob", "amount": 7}'})
+        assert again.status_code == 409
+        assert "decided already" in again.text
+    assert await decided.pending("pay") == []
+    result = await executor.resume("pay")
+    assert approvals.payer_saw(result).endswith("paid 7 to bob")
+
+
+def test_two_servers_on_one_host_keep_their_own_cookies(db: Path) -> None:
+    """A browser keeps one cookie jar for every port of a host: each server's cookie
+    has a name of its own, is scoped to its path, and holds no token."""
+    other = "another-token-0123456789"
+    first = create_app(db, token=TOKEN, base="/hc-first/")
+    second = create_app(db, token=other, base="/hc-second/")
+    with (
+        ThreadedServer(first, name="a") as a,
+        ThreadedServer(second, name="b") as b,
+        httpx.Client(follow_redirects=False) as browser,  # one jar, as a browser's
+    ):
+        made = browser.get(f"{a.url}/hc-first/?token={TOKEN}")
+        assert made.status_code == 303
+        cookie = made.headers["set-cookie"]
+        assert cookie.startswith(f"{cookie_name(TOKEN, a.port)}={session_key(TOKEN)};")
+        assert "Path=/hc-first/" in cookie
+        assert TOKEN not in cookie
+        assert browser.get(f"{b.url}/hc-second/?token={other}").status_code == 303
+        assert browser.get(f"{a.url}/hc-first/").status_code == 200  # still signed in
+        assert browser.get(f"{b.url}/hc-second/").status_code == 200
+        # The cookie goes to the paths it was made for only: not to the root of the
+        # host (where another server may answer), nor to the other server's.
+        sent = browser.build_request("GET", f"{a.url}/").headers.get("cookie", "")
+        assert session_key(TOKEN) not in sent
+        assert browser.get(f"{a.url}/").headers["location"] == "/hc-first/"
+        moved = browser.get(f"{a.url}/?token={TOKEN}")
+        assert moved.headers["location"] == f"/hc-first/?token={TOKEN}"
 
 
 def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path) -> None:
@@ -237,7 +354,7 @@ def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        address = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line)
+        address = re.search(r"(http://127\.0\.0\.1:\d+/hc-[0-9a-f]{16}/)\?token=(\S+)", line)
         assert address is not None, line
         answer = httpx.get(address[1], headers={"authorization": f"Bearer {address[2]}"})
         assert answer.status_code == 200
@@ -319,9 +436,9 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     await page.goto(f"{server.url}/?token={TOKEN}")
     assert page.url == server.url + "/"  # the token left the address bar
     await page.click('a[href="/runs/live"]')
-    await page.wait_for_selector("#live [data-status='running']")
+    await page.wait_for_selector("#state [data-status='running']")
     gate.set()  # the workers go on while the page is open
-    await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
+    await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
     assert (await running).status == "ok"
     assert int(await watched.dataset("updates") or 0) >= 2  # updated without a reload
     assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
@@ -338,39 +455,130 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     await context.close()
 
 
+MEMO = "Invoice 42\nfor the March trip\n  - train: 38 euros"
+
+
+def _paying(db: Path, effects: Path, steps: asyncio.Semaphore) -> Executor:
+    """A payer whose ``pay`` waits for a person, and a reader that reads three times,
+    each read waiting for a step the test allows: the page's updates come when the
+    test says."""
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if worker == "payer":
+            if not seen:
+                asked = {"to": "ann", "amount": 120, "memo": MEMO}
+                return AssistantMessage(tool_calls=(call("pay", asked, id="pay_1"),))
+            return f"payer saw: {seen[-1].content}"
+        if len(seen) < 3:
+            return AssistantMessage(
+                tool_calls=(call("read", {"n": len(seen)}, id=f"r{len(seen)}"),)
+            )
+        return "read it all"
+
+    async def pay(to: str, amount: int, memo: str) -> str:
+        """Pay someone."""
+        with effects.open("a") as f:
+            f.write(f"paid {amount} to {to}\n")
+        return f"paid {amount} to {to}"
+
+    async def read(n: int) -> str:
+        """Read something."""
+        await steps.acquire()
+        return f"page {n}"
+
+    def says(arguments: dict[str, Any]) -> str:
+        return f"Pay {arguments['amount']} euros to {arguments['to']}."
+
+    return Executor(
+        [
+            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
+            Role(name="reader", tools=("read",)),
+        ],
+        FunctionModel(answer),
+        tools=[tool(pay, side_effects=True, describe=says), tool(read)],
+        aggregator="concat",
+        store=db,
+    )
+
+
+async def _value(page: Any, selector: str) -> str:
+    found: str = await page.input_value(selector)
+    return found
+
+
 async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
     db: Path, browser: Any, tmp_path: Path
 ) -> None:
-    """The payer's ``pay`` waits for a person; the page shows it, the arguments are
-    edited and approved there, and the run, continued, pays what the person chose."""
+    """The payer's ``pay`` waits for a person while the reader goes on; the page shows
+    the call as a person reads it (the tool's own summary, the multi-line memo as
+    text), the person edits its arguments while updates of the page arrive, which
+    leave what they typed alone, and approves; the run, continued, pays what the
+    person chose."""
     effects = tmp_path / "effects.txt"
-    executor = approvals.executor(db, effects)
-    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(2), run_id="pay")
-    assert waiting.status == "waiting"
+    steps = asyncio.Semaphore(0)
+    executor = _paying(db, effects, steps)
+    plan = [
+        Subtask(id="payer", role="payer", instruction="pay"),
+        Subtask(id="reader", role="reader", instruction="read"),
+    ]
+    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
+    store = RunStore(db)
+    deadline = time.monotonic() + 30
+    while not await store.approvals_of("pay"):
+        assert time.monotonic() < deadline, "the payer never asked"
+        await asyncio.sleep(0.05)
     here = asyncio.get_running_loop()
     resumed: list[asyncio.Task[Any]] = []
 
     def resume(run_id: str) -> None:  # called on the server's loop: continue on ours
         here.call_soon_threadsafe(lambda: resumed.append(here.create_task(executor.resume(run_id))))
 
-    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db), resume), poll_s=0.1)
+    decided = StoreApprovals(RunStore(db), resume, tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided, poll_s=0.1)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         watched = _Watched(await context.new_page())
         page = watched.page
         await page.goto(f"{server.url}/runs/pay?token={TOKEN}")
         form = "form.approval[data-call='pay_1']"
-        assert "pay" in await page.inner_text(form)
-        await page.fill(f"{form} textarea[name=arguments]", '{"to": "ann", "amount": 100}')
+        assert "Pay 120 euros to ann." in await page.inner_text(f"{form} .summary")
+        memo = await page.inner_text(f"{form} dd[data-argument=memo] pre")
+        assert memo == MEMO  # its lines as lines, not one string of escapes
+        box, reason = f"{form} textarea[name=arguments]", f"{form} input[name=reason]"
+        await page.click(f"{form} details.edit summary")
+        edited = '{"to": "ann", "amount": 100, "memo": "paid in full"}'
+        typed = [edited[:20], edited[20:40], edited[40:]]
+        await page.fill(box, "")
+        for part in typed:  # a part typed, then an update of the page arrives
+            before = int(await watched.dataset("updates") or 0)
+            for field, text in ((box, part), (reason, part[:3])):
+                await page.press(field, "End")  # typing goes on where it stopped
+                await page.type(field, text)
+            steps.release()  # the reader reads once more: the page changes
+            await _until(functools.partial(_later, watched, before), "yes")
+        assert await _value(page, box) == edited
+        assert await _value(page, reason) == "".join(p[:3] for p in typed)
+        waiting = await running
+        assert waiting.status == "waiting"
+        await page.wait_for_selector("#state [data-status='waiting']")
+        assert await _value(page, box) == edited
         await page.click(f"{form} button[value=approve]")
-        await page.wait_for_selector("#live [data-status='ok']", timeout=30_000)
+        await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
         assert await page.query_selector(form) is None
+        assert await watched.dataset("errors") is None
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
     assert len(resumed) == 1
     result = await resumed[0]
     assert result.status == "ok"
-    assert effects.read_text() == "paid 100 to ann\n"  # once, as the person edited it
+    assert effects.read_text() == "paid 100 to ann\n"  # once, as the person typed it
+
+
+async def _later(watched: _Watched, before: int) -> str:
+    """``yes`` once the page took an update after ``before`` of them."""
+    return "yes" if int(await watched.dataset("updates") or 0) > before else "no"
 
 
 async def test_in_chromium_a_page_without_the_token_is_refused(
@@ -421,10 +629,16 @@ async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decide
     )  # fmt: skip
     assert waiting.returncode == 3, waiting.stderr  # off a terminal: the run waits
     store = RunStore(db)
-    resumer = Resumer(db)
-    decided = StoreApprovals(store, resumer)
+    decided = store_approvals(store)  # as `honeycomb serve` decides: the hive's tools known
+    resumer = decided.resume
+    assert isinstance(resumer, Resumer)
     [call_] = await decided.pending("d1")
     assert call_.tool == "send_to_outbox"
+    assert call_.summary is not None
+    assert call_.summary.startswith("Write the message ")  # the tool's own words
+    with pytest.raises(ApprovalError, match="argument 'subject'"):
+        await decided.decide("d1", call_.call_id, approve=True, arguments={"subject": 5})
+    assert await decided.pending("d1") == [call_]  # nothing recorded
     await decided.decide("d1", call_.call_id, approve=True)
     going = list(resumer.going)
     assert len(going) == 1

@@ -19,7 +19,7 @@ from honeycomb.hive import load_hive
 from runtime import OpenAIModel, OpenAIResponsesModel, RetryPolicy
 from tests.honeycomb.test_openai_loops import responses_agent
 from tests.support.openai_server import OpenAIServer
-from tests.support.tool_less import offline_answer, tool_less
+from tests.support.tool_less import offline_answer, spy_on, tool_less
 
 DOCUMENTED = ["demo", "--model", "llama3.1:8b", "--base-url", "http://localhost:11434/v1",
               "--tool-protocol", "text"]  # fmt: skip
@@ -59,15 +59,7 @@ def test_the_demo_runs_end_to_end_on_a_model_without_function_calling(
 def test_the_demo_with_only_tool_protocol_runs_the_offline_model_through_the_text_protocol(
     fast_demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[Any] = []
-    real = TextToolModel.complete
-
-    async def spied(self: TextToolModel, request: Any) -> Any:
-        response = await real(self, request)
-        seen.append((self.inner, response))
-        return response
-
-    monkeypatch.setattr(TextToolModel, "complete", spied)
+    seen = spy_on(monkeypatch, TextToolModel)
     assert main(["demo", "--plain", "--latency", "0", "--tool-protocol", "text"]) == 0
     assert "\nAnswer:\n[offline simulation]" in capsys.readouterr().out
     assert all(isinstance(inner, OfflineModel) for inner, _ in seen)
@@ -135,7 +127,7 @@ def test_a_wrong_api_or_tool_protocol_is_named_at_its_line(tmp_path: Path) -> No
         tmp_path,
         """\
         a: {model: m, api: completions}
-        b: {model: m, tool_protocol: json}
+        b: {model: m, tool_protocol: grammar}
         c: {provider: offline, api: responses}
         """,
     )

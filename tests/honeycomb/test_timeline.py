@@ -245,7 +245,7 @@ def test_trace_after_a_demo_prints_rows_and_writes_files(
     out = capsys.readouterr().out
     assert out.startswith(f"run {run.run_id} · ok")
     for subtask_id in ids:
-        assert any(line[2:].startswith(subtask_id + " ") for line in out.splitlines())
+        assert any(line[2:].startswith(subtask_id + " ") for line in out.splitlines()), out
     assert from_jsonl(lines.read_text()) == RunStore(db).spans(run.run_id)
     assert sorted(_Page.of(page.read_text()).workers) == sorted(ids)
 

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from honeycomb import Executor, Policy, Role, ScriptedModel, tool
@@ -124,5 +136,60 @@ async def test_live_view_shows_the_aggregators_answer_as_it_is_written() -> None
     assert partial[-1] == answer
     assert partial[0] != answer  # drawn while it was being written
     assert answer.startswith(partial[0])
-    assert "Take a coat." in out.getvalue()
+    after = io.StringIO()  # the frame left on the terminal: the command prints the answer
+    Console(file=after, width=100, color_system=None).print(view)
+    assert "Take a coat." not in after.getvalue()
+    assert "s1" in after.getvalue()
     assert "done" not in view.state.answer  # the workers' answers are not the answer
+
+
+def _on_a_terminal(args: list[str], typed: bytes, cwd: Path, limit_s: float = 90.0) -> str:
+    """What ``honeycomb ARGS`` shows on a terminal 120 columns wide (escape sequences
+    left out), with ``typed`` typed ahead."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 120, 0, 0))
+    env = {**os.environ, "HONEYCOMB_DEMO_TOOL_LATENCY": "0",
+           "HONEYCOMB_OUTBOX": str(cwd / "outbox"), "COLUMNS": "120"}  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", *args],
+        cwd=cwd, env=env, stdin=terminal, stdout=terminal, stderr=terminal,
+    )  # fmt: skip
+    os.close(terminal)
+    os.write(controller, typed)
+    shown = bytearray()
+    ends = time.monotonic() + limit_s
+    try:
+        while time.monotonic() < ends:
+            if select.select([controller], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            elif child.poll() is not None:
+                break
+        assert child.wait(timeout=10) == 0, shown.decode(errors="replace")[-3000:]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        os.close(controller)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_on_a_terminal_a_call_asked_about_needs_approval_and_the_answer_is_shown_once(
+    tmp_path: Path,
+) -> None:
+    shown = _on_a_terminal(
+        ["demo", "--approve", "--latency", "0.2", "--no-store"], b"a\n", tmp_path
+    )
+    asked = shown.index("Approval needed: s4 (courier)")
+    (row,) = re.findall(r"s4 +courier .*", shown[:asked])[-1:]
+    assert "needs approval" in row, row  # the frame left on screen while it asks
+    final_frame = shown[shown.rindex("honeycomb · trip-planner") : shown.index("\nAnswer:")]
+    assert re.search(r"s4 +courier", final_frame)
+    assert "The cost comes to 361" not in final_frame  # the answer follows it, once
+    assert shown.count("\nAnswer:") == 1
+    assert "The cost comes to 361" in shown[shown.index("\nAnswer:") :]

@@ -7,6 +7,7 @@ concurrency claims are also checked with a counter of calls in flight.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import threading
 import time
@@ -23,9 +24,10 @@ from structlog.testing import capture_logs
 from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import ModelRetry
 from runtime.events import Event, ToolCallFinished, ToolCallStarted, Tracer
+from runtime.journal import MemoryJournal
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
-from runtime.tools import Tool, ToolContext, ToolRegistry, tool
+from runtime.tools import Tool, ToolContext, ToolRegistry, idempotency_key, tool
 
 L = 0.2  # the latency of a slow tool call, in seconds
 
@@ -631,13 +633,36 @@ async def test_tool_context_is_injected() -> None:
         seen.append(context)
         return note
 
-    d = dispatcher(whoami, whoami_sync, worker="researcher", run_id="run-1")
+    journal = MemoryJournal(scope="run-1 of this store")
+    d = dispatcher(whoami, whoami_sync, worker="researcher", run_id="run-1", journal=journal)
     await d.dispatch([call("whoami", id="c1"), call("whoami_sync", {"note": "n"}, id="c2")], turn=4)
 
+    key = functools.partial(idempotency_key, "run-1 of this store", "researcher", 4)
+    context = functools.partial(ToolContext, worker="researcher", run_id="run-1", turn=4)
     assert sorted(seen, key=lambda c: c.call_id) == [
-        ToolContext(call_id="c1", worker="researcher", run_id="run-1", turn=4),
-        ToolContext(call_id="c2", worker="researcher", run_id="run-1", turn=4),
+        context(call_id="c1", idempotency_key=key("c1")),
+        context(call_id="c2", idempotency_key=key("c2")),
     ]
+
+
+async def test_a_calls_idempotency_key_is_its_runs_own_and_the_same_each_time() -> None:
+    keys: list[str] = []
+
+    @tool(side_effects=True, idempotent=True)
+    async def charge(context: ToolContext) -> str:
+        keys.append(context.idempotency_key)
+        return "charged"
+
+    # The journals of two lives of run-1 (the second lost the call's outcome), one of
+    # another run, and none (a run with nothing to resume), twice.
+    lives = [MemoryJournal(scope="run-1"), MemoryJournal(scope="run-1")]
+    for journal in (*lives, MemoryJournal(scope="run-2"), None, None):
+        d = dispatcher(charge, worker="payer", run_id="run-1", journal=journal)
+        await d.dispatch([call("charge", id="c1")], turn=1)
+    first, again, other_run, *unjournaled = keys
+    assert first == again  # made again by a resumed run: under the same key
+    assert len({first, other_run, *unjournaled}) == 4
+    assert all(k.startswith("honeycomb-") and len(k) == 42 for k in keys)
 
 
 async def test_each_call_emits_started_and_finished_events_to_handlers() -> None:

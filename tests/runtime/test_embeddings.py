@@ -4,12 +4,19 @@ merged) on real files."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime import MemoryStoreError, ModelHTTPError, OpenAIEmbeddings, SQLiteMemory
+from runtime import (
+    MemoryStoreError,
+    ModelHTTPError,
+    ModelResponseError,
+    OpenAIEmbeddings,
+    SQLiteMemory,
+)
 from runtime.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, embedding, error
 
@@ -147,3 +154,19 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
     again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
     assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
     assert vectors() == 2
+
+
+class _Empty:
+    """Embeddings of one's own that answer with no vector at all."""
+
+    name = "empty-embeddings"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return []
+
+
+async def test_embeddings_that_give_no_vector_are_named_not_unpacked(tmp_path: Path) -> None:
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=_Empty())
+    for trying in (memory.add("Lisbon is sunny"), memory.search("sunny Lisbon")):
+        with pytest.raises(ModelResponseError, match="'empty-embeddings' gave 0 vectors for 1"):
+            await trying

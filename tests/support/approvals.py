@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from honeycomb import (
+    ApprovalError,
     Approvals,
     Executor,
     FunctionModel,
@@ -110,3 +111,28 @@ async def _child(db: str, effects: str, run_id: str, crash: str) -> None:
 if __name__ == "__main__":
     db, effects, run_id, *rest = sys.argv[1:]
     anyio.run(_child, db, effects, run_id, rest[0] if rest else "")
+
+
+def decide_with_others(
+    db: str, approve: bool, by: str, ready: Any, told: Any
+) -> None:  # pragma: no cover (run in a process of its own)
+    """One of several processes deciding ``pay_1`` of run ``r1`` at once: each waits at
+    ``ready`` (a barrier) and puts ``(by, "decided")`` or ``(by, error)`` on ``told``."""
+
+    async def decide() -> None:
+        deciding = executor(Path(db), Path(db).with_suffix(".effects"))
+        assert deciding.store is not None
+        await deciding.store.open()
+        ready.wait()
+        try:
+            await deciding.decide(
+                "r1", "pay_1", approve=approve, reason=None if approve else f"no, says {by}", by=by
+            )
+        except ApprovalError as exc:
+            told.put((by, f"{type(exc).__name__}: {exc}"))
+        else:
+            told.put((by, "decided"))
+        finally:
+            deciding.store.close()
+
+    anyio.run(decide)

@@ -1,13 +1,16 @@
 """Run stores as earlier versions of Honeycomb wrote them: the very tables of schema 1
-(no leases, no application id), schema 2 and schema 3, with the rows of a run copied in
+(no leases, no application id), schema 2, 3 and 4, with the rows of a run copied in
 from a store of today, so a test can open a real old file and watch it being upgraded."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
-__all__ = ["SCHEMA_1", "SCHEMA_2", "SCHEMA_3", "write_old_store"]
+from honeycomb.store.schema import APPROVALS
+
+__all__ = ["APPROVALS_4", "SCHEMA_1", "SCHEMA_2", "SCHEMA_3", "SCHEMA_4", "write_old_store"]
 
 SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -110,18 +113,38 @@ PRAGMA user_version = 3;
 """The tables of schema 3: schema 2's, with the cache, reasoning and context counters
 (runs did not say who made their plan)."""
 
+SCHEMA_4 = (
+    SCHEMA_3.replace("PRAGMA user_version = 3;", "")
+    + """
+ALTER TABLE runs ADD COLUMN planned_by TEXT;
+PRAGMA user_version = 4;
+"""
+)
+"""The tables of schema 4: schema 3's, and who made a run's plan (no table of lives;
+the approvals table, when a run had asked for one, without who decided)."""
+
+APPROVALS_4 = APPROVALS
+"""The approvals table as stores of schema 4 and before made it, with the first call
+that asked for approval (schema 5 makes it so too, then adds who decided)."""
+
 
 def write_old_store(path: Path, version: int, source: Path, *, unfinished: bool = False) -> None:
-    """A store of schema ``version`` (1, 2 or 3) at ``path`` holding the runs of the store
-    ``source`` (of today), in the columns that schema had. ``unfinished``: its runs as
-    a crash leaves them (running, their workers' results not written, their last saved
-    turns kept)."""
-    script = {1: SCHEMA_1, 2: SCHEMA_2, 3: SCHEMA_3}[version]
+    """A store of schema ``version`` (1 to 4) at ``path`` holding the runs of the store
+    ``source`` (of today), in the columns that schema had (with its approvals, in a
+    store of schema 2 or more). ``unfinished``: its runs as a crash leaves them
+    (running, their workers' results not written, their last saved turns kept)."""
+    script = {1: SCHEMA_1, 2: SCHEMA_2, 3: SCHEMA_3, 4: SCHEMA_4}[version]
+    with contextlib.closing(sqlite3.connect(source)) as today:
+        asked = today.execute("SELECT count(*) FROM approvals").fetchone()[0]
     old = sqlite3.connect(path)
     try:
         old.executescript(script)
+        tables = ["runs", "workers", "messages", "journal", "spans"]
+        if asked and version > 1:
+            old.execute(APPROVALS_4)
+            tables.append("approvals")
         old.execute("ATTACH DATABASE ? AS today", (str(source),))
-        for table in ("runs", "workers", "messages", "journal", "spans"):
+        for table in tables:
             names = [row[1] for row in old.execute(f"PRAGMA main.table_info({table})")]
             listed = ", ".join(names)
             old.execute(f"INSERT INTO main.{table} ({listed}) SELECT {listed} FROM today.{table}")

@@ -10,7 +10,15 @@ import os
 import sqlite3
 import time
 
-from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage, UserMessage, tool
+from runtime import (
+    AssistantMessage,
+    ModelRequest,
+    ToolCall,
+    ToolContext,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
 
 
 def _append(path: str, line: str) -> None:
@@ -74,6 +82,12 @@ def intent_seen(store: str) -> str:
             "SELECT count(*) FROM journal WHERE tool = 'intent_seen' AND status IS NULL"
         ).fetchone()
     return "intent seen" if count else "no intent"
+
+
+@tool(side_effects=True)
+def key(context: ToolContext) -> str:
+    """Say this call's idempotency key."""
+    return context.idempotency_key
 
 
 @tool

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from honeycomb.offline.model import respond
+import pytest
+
+from honeycomb.offline.model import follow_protocol
 from runtime import (
     AssistantMessage,
     Message,
     ModelRequest,
+    ModelResponse,
     OutputSchema,
     SystemMessage,
     UserMessage,
 )
-from runtime._text_protocol import native_request, written_answer
+from runtime.text_tools import ProtocolModel
 from tests.support.openai_server import Behaviour, RecordedRequest, Responder, error, text
 
-__all__ = ["NO_TOOLS", "offline_answer", "scripted", "tool_less"]
+__all__ = ["NO_TOOLS", "offline_answer", "scripted", "spy_on", "tool_less"]
 
 NO_TOOLS = "this model does not support tools"
 
@@ -54,17 +57,14 @@ def scripted(*replies: str) -> Responder:
 
 
 def offline_answer(request: RecordedRequest) -> Behaviour:
-    """The offline model's answer to a chat request written for the text protocol."""
+    """The offline model's answer to a chat request written for the text (or the
+    JSON) tool protocol."""
     body = request.body
     asked = ModelRequest(
         messages=tuple(_message(m) for m in body["messages"]),
         output=_output(body.get("response_format")),
     )
-    native = native_request(asked)
-    message = respond(native)
-    if native is not asked:
-        message = written_answer(message)
-    return text(message.content or "")
+    return text(follow_protocol(asked).content or "")
 
 
 def _message(sent: dict[str, Any]) -> Message:
@@ -83,3 +83,17 @@ def _output(response_format: dict[str, Any] | None) -> OutputSchema | None:
         return None
     schema = response_format["json_schema"]
     return OutputSchema(name=schema["name"], json_schema=schema["schema"])
+
+
+def spy_on(monkeypatch: pytest.MonkeyPatch, cls: type[ProtocolModel]) -> list[Any]:
+    """Every ``(inner model, response)`` of ``cls.complete`` from now on (the test's)."""
+    seen: list[Any] = []
+    real = cls.complete
+
+    async def spied(self: ProtocolModel, request: ModelRequest) -> ModelResponse:
+        response = await real(self, request)
+        seen.append((self.inner, response))
+        return response
+
+    monkeypatch.setattr(cls, "complete", spied)
+    return seen

@@ -183,3 +183,44 @@ async def test_a_recorded_decision_stands_when_the_rule_no_longer_asks() -> None
     assert done.ok
     assert sent == []
     assert observation(done.transcript.messages).content == "denied: not di"
+
+
+@tool(
+    side_effects=True,
+    describe=lambda a: f"Send {a['amount']} to {a['to']}, who cannot send it back.",
+)
+def wire(to: str, amount: int) -> str:
+    """Wire money."""
+    return f"wired {amount} to {to}"
+
+
+@tool(side_effects=True, describe=lambda a: f"Wire {a['currency']}")  # no such argument
+def wire_badly(to: str, amount: int) -> str:
+    """Wire money."""
+    return f"wired {amount} to {to}"
+
+
+async def test_a_tools_describe_says_what_the_call_will_do_to_the_person_asked() -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.denied("not today")
+
+    role = Role(name="payer", tools=("wire", "wire_badly"), approvals=Approvals(default="ask"))
+    model = ScriptedModel(
+        [
+            call("wire", {"to": "ann", "amount": 5}),
+            call("wire_badly", {"to": "bo", "amount": 1}),
+            "ok",
+        ]
+    )
+    await Worker(role, model, tools=[wire, wire_badly], approver=approver).run("pay")
+    told, failed = (request.summary for request in asked)
+    assert told == "Send 5 to ann, who cannot send it back."
+    assert failed == "(wire_badly's describe failed: KeyError: 'currency')"  # still asked
+    log = MemoryApprovalLog()
+    model = ScriptedModel([call("wire", {"to": "cy", "amount": 7}), "ok"])
+    waiting = await Worker(role, model, tools=[wire, wire_badly], approvals=log).run("pay cy")
+    (pending,) = waiting.pending
+    assert pending.summary == "Send 7 to cy, who cannot send it back."

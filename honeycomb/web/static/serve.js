@@ -32,6 +32,27 @@
   var events = new EventSource(source);
   var fetching = null;
   var again = false;
+
+  function key(form) { return form.dataset.worker + '\n' + form.dataset.call; }
+
+  // The forms of the calls that still wait stay as they are (what a person typed in
+  // them stays); forms of calls decided go, forms of new calls come.
+  function mergeApprovals(fresh) {
+    var here = document.getElementById('approvals');
+    if (!here || !fresh) { return; }
+    var list = here.querySelector('.approvals');
+    var waiting = {};
+    fresh.querySelectorAll('form.approval').forEach(function (f) { waiting[key(f)] = true; });
+    var shown = {};
+    list.querySelectorAll('form.approval').forEach(function (f) {
+      if (waiting[key(f)]) { shown[key(f)] = true; } else { f.remove(); }
+    });
+    fresh.querySelectorAll('form.approval').forEach(function (f) {
+      if (!shown[key(f)]) { list.appendChild(document.importNode(f, true)); }
+    });
+    here.hidden = list.querySelector('form.approval') === null;
+  }
+
   function refresh() {
     if (fetching) { again = true; return; }
     var open = {};
@@ -42,10 +63,16 @@
         return r.text();
       })
       .then(function (html) {
-        live.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
+        var fresh = document.createElement('template');
+        fresh.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
+        fresh.content.querySelectorAll('.part').forEach(function (part) {
+          var here = document.getElementById(part.id);
+          here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+        });
         live.querySelectorAll('details').forEach(function (d) {
           if (open[d.dataset.worker]) { d.open = true; }
         });
+        mergeApprovals(fresh.content.getElementById('approvals'));
         updates += 1;
         root.dataset.updates = String(updates);
       })
@@ -60,6 +87,10 @@
   // The first change may already differ from what the page was made from (the run
   // went on before the events connected): every change is fetched.
   events.addEventListener('change', refresh);
+  events.addEventListener('failed', function (e) {
+    events.close();
+    root.dataset.failed = JSON.parse(e.data).error;
+  });
   events.addEventListener('end', function () {
     events.close();
     var wait = fetching || Promise.resolve();

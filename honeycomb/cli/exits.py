@@ -1,0 +1,52 @@
+"""The exit statuses of every ``honeycomb`` command, in one table: the commands return
+these, and docs/cli.md's table is this one (a test holds them together)."""
+
+from __future__ import annotations
+
+import enum
+import signal
+
+__all__ = ["MEANINGS", "ExitStatus", "exit_status_table"]
+
+
+class ExitStatus(enum.IntEnum):
+    """What a command's exit status says (:data:`MEANINGS` says when each is given)."""
+
+    OK = 0
+    FAILED = 1
+    UNUSABLE = 2
+    WAITING = 3
+    INTERRUPTED = 128 + signal.SIGINT
+    BROKEN_PIPE = 128 + signal.SIGPIPE
+    TERMINATED = 128 + signal.SIGTERM
+
+
+MEANINGS: dict[ExitStatus, str] = {
+    ExitStatus.OK: "the run gave an answer; the other commands did what they were asked "
+    "(`validate`: every file is valid)",
+    ExitStatus.FAILED: "the run failed or went over a budget (its partial result is summed "
+    "up); with `--json`, the run gave no answer; `validate`: a file has errors; `init`: a "
+    "file it would write is there already; `memory forget`: an id was not found",
+    ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
+    "or a model it uses needs an API key that is not set; there is no task; a run store "
+    "or a memory file cannot be opened, or is not one; "
+    "`trace`, `resume` or `approve` finds no such store or run; `approve` of a call that is "
+    "not waiting, decided already or out of time, or with arguments that fail the tool's "
+    "schema; `resume` of a run made from Python that did not end; another process carries "
+    "the run on; the Ray cluster cannot be joined; `init` of an unknown template; an "
+    "example hive the package lacks; `serve` cannot listen, or lacks the `web` extra; an "
+    "option out of its range, or without the one it needs (and argparse's usage errors)",
+    ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
+    "then `honeycomb resume`)",
+    ExitStatus.INTERRUPTED: "stopped by Ctrl-C (SIGINT)",
+    ExitStatus.BROKEN_PIPE: "the output went into a pipe that closed early (`honeycomb run "
+    "... --json \\| head`): the command ends quietly",
+    ExitStatus.TERMINATED: "stopped by SIGTERM",
+}
+"""When each status is given, as docs/cli.md says it."""
+
+
+def exit_status_table() -> str:
+    """The table of docs/cli.md's "Exit status", in Markdown."""
+    rows = [f"| {int(status)} | {MEANINGS[status]} |" for status in ExitStatus]
+    return "\n".join(["| status | when |", "|---|---|", *rows]) + "\n"

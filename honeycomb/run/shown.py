@@ -1,0 +1,49 @@
+"""A stored run as every view shows it (``honeycomb trace``, ``honeycomb serve``'s
+page): one status per worker and one timeline, made here from the store, so no two
+views of a run say different things."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from honeycomb.run.plan import Plan
+from honeycomb.store import StoredRun
+from honeycomb.trace.spans import Span
+from honeycomb.trace.timeline import Timeline, build_timeline
+
+__all__ = ["stored_timeline", "worker_statuses"]
+
+_LEFT_AS = {"running": "running", "waiting": "waiting", "interrupted": "interrupted"}
+"""What a worker with no outcome is at, by what its run is at (else: ``cancelled``)."""
+
+
+def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]:
+    """What each worker of ``run`` is at: its outcome once it has one (``ok``,
+    ``failed`` ...); ``waiting`` while a call of it waits for a person; else what its
+    run is at (``running``, ``interrupted``; ``cancelled`` for a run that ended).
+
+    Args:
+        run: The stored run.
+        status: The run's status, if known better than the store's row says (a run
+            whose process is gone reads ``interrupted``: ``RunStore.summary``).
+    """
+    now = status or run.status
+    statuses: dict[str, str] = {}
+    for name, worker in run.workers.items():
+        if worker.result is not None:
+            statuses[name] = worker.status
+        elif any(e.decision is None for e in worker.approvals.values()):
+            statuses[name] = "waiting"
+        else:
+            statuses[name] = _LEFT_AS.get(now, "cancelled")
+    return statuses
+
+
+def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = None) -> Timeline:
+    """The timeline of a stored run: its spans laid out with its plan, each worker
+    with the status :func:`worker_statuses` gives it."""
+    plan = Plan.model_validate_json(run.plan).subtasks if run.plan else ()
+    return build_timeline(
+        spans, plan, run_id=run.run_id, task=run.task, status=status or run.status,
+        statuses=worker_statuses(run, status),
+    )  # fmt: skip

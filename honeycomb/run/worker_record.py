@@ -1,0 +1,196 @@
+"""One worker's part of a run's record in the store (see :mod:`honeycomb.run.record`):
+its loop's checkpoint (new messages and the counters after every turn), the
+dispatcher's journal of side-effecting calls, and its log of calls that asked for a
+person's approval."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from honeycomb.store import RunStore
+from honeycomb.store.store import STATE_FIELDS, Lease
+from runtime import (
+    AlreadyDecided,
+    AssistantMessage,
+    JournalEntry,
+    Message,
+    OnUnknown,
+    ToolCall,
+    ToolMessage,
+    dump_messages_json,
+)
+from runtime.approvals import ApprovalEntry
+from runtime.journal import arguments_text
+from workers import LoopState
+
+
+class RunRecord(Protocol):
+    """What a worker's record uses of its run's (:class:`honeycomb.run.record.RunRecord`)."""
+
+    store: RunStore
+    run_id: str
+    started_at: float
+    lease: Lease | None
+    on_unknown: OnUnknown
+
+    def spent_so_far(self) -> None:
+        """Write what the run spent, before a write the run waits for."""
+
+
+__all__ = ["WorkerRecord", "approval_log"]
+
+_SAVE_MESSAGES = (
+    "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
+)
+_SAVE_STATE = (
+    f"INSERT INTO workers (run_id, worker, status, updated_at, {', '.join(STATE_FIELDS)}) "
+    f"VALUES (?, ?, 'running', ?, {', '.join('?' * len(STATE_FIELDS))}) "
+    "ON CONFLICT (run_id, worker) DO UPDATE SET updated_at = excluded.updated_at, "
+    + ", ".join(f"{name} = excluded.{name}" for name in STATE_FIELDS)
+)
+"""A worker's checkpoint: its loop state (the :data:`STATE_FIELDS`), each turn."""
+
+
+class WorkerRecord:
+    """One worker's checkpoint (its state after every turn), journal (its
+    side-effecting calls) and approval log (its calls asked about)."""
+
+    def __init__(
+        self,
+        run: RunRecord,
+        worker: str,
+        journal: Mapping[tuple[int, str], JournalEntry],
+        saved: int,
+    ) -> None:
+        self._run = run
+        self._worker = worker
+        self._entries = journal
+        self._saved = saved  # messages already in the store
+        self.on_unknown: OnUnknown = run.on_unknown
+        self.approvals: dict[tuple[int, str], ApprovalEntry] = {}
+        # The run's identity for its calls' idempotency keys: its id, and when its first
+        # life started (a run of the same id in another store is another run).
+        self.scope = f"{run.run_id}\0{run.started_at!r}"
+
+    # --- Checkpoint -----------------------------------------------------------------
+
+    def save(self, state: LoopState) -> None:
+        run_id, worker, messages = self._run.run_id, self._worker, state.messages
+        start = self._saved if len(messages) >= self._saved else 0
+        # The turn's new messages go in one row: one insert per turn, not per message.
+        new = dump_messages_json(messages[start:])
+        self._saved = len(messages)
+        row = (
+            run_id, worker, time.time(), state.task, len(messages),
+            _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
+            state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
+            state.wrapped_up, state.repeats, state.cached_input_tokens, state.reasoning_tokens,
+            state.summary, state.summarized, state.compactions, state.context_tokens,
+            state.context_messages,
+        )  # fmt: skip
+        self._run.store.save(
+            (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
+            lease=self._run.lease,
+        )  # fmt: skip
+
+    # --- Journal ----------------------------------------------------------------------
+
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        return self._entries.get((turn, call_id))
+
+    @property
+    def entries(self) -> Mapping[tuple[int, str], JournalEntry]:
+        """The journal of this worker's earlier lives, by turn and call id."""
+        return self._entries
+
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        self._run.spent_so_far()
+        await self._run.store.commit(
+            (
+                "INSERT OR REPLACE INTO journal (run_id, worker, turn, call_id, tool, "
+                "arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self._run.run_id,
+                    self._worker,
+                    turn,
+                    call.id,
+                    call.name,
+                    arguments_text(arguments),
+                    time.time(),
+                ),
+            ),
+            lease=self._run.lease,
+        )
+
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        await self._run.store.commit(
+            (
+                "UPDATE journal SET status = ?, content = ?, finished_at = ? "
+                "WHERE run_id = ? AND worker = ? AND turn = ? AND call_id = ?",
+                (
+                    observation.status,
+                    observation.content,
+                    time.time(),
+                    self._run.run_id,
+                    self._worker,
+                    turn,
+                    observation.tool_call_id,
+                ),
+            ),
+            lease=self._run.lease,
+        )
+
+    # --- ApprovalLog ------------------------------------------------------------------
+
+    def recorded_approval(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self.approvals.get((turn, call_id))
+
+    async def record_approval(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry``; the entry that stands (a decision recorded first, by a person
+        meanwhile, stands over this one)."""
+        run = self._run
+        run.spent_so_far()
+        try:
+            await run.store.keep_approval(run.run_id, entry, lease=run.lease)
+        except AlreadyDecided:
+            p = entry.pending
+            entry = next(
+                e
+                for e in await run.store.approvals_of(run.run_id)
+                if (e.pending.worker, e.pending.turn, e.pending.call_id)
+                == (p.worker, p.turn, p.call_id)
+            )
+        self.approvals[entry.pending.turn, entry.pending.call_id] = entry
+        return entry
+
+
+class _ApprovalLog:
+    """A worker record seen as the dispatcher's approval log (its ``recorded`` is the
+    journal's)."""
+
+    def __init__(self, record: WorkerRecord) -> None:
+        self._record = record
+        self._entries = record.approvals  # updated in place, never replaced
+
+    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self._entries.get((turn, call_id))  # asked of every call of every turn
+
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        return await self._record.record_approval(entry)
+
+
+def approval_log(record: WorkerRecord) -> _ApprovalLog:
+    """The approval log of a worker's record."""
+    return _ApprovalLog(record)
+
+
+def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:
+    """Where the message holding ``calls`` is (-1: none), so they are stored once."""
+    if calls:
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AssistantMessage) and message.tool_calls is calls:
+                return index
+    return -1

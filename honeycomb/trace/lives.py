@@ -1,0 +1,180 @@
+"""A run's lives: each time it was started or resumed, until it stopped (finished,
+waited for a person, was interrupted, or its process died), and what each spent.
+
+The spans of one life have ids of one prefix (each life records its own), so the
+spans a run store keeps tell the lives apart, even a life whose process died before
+its ``run`` span was written (then its extent is that of the spans it left). An
+:class:`Axis` lays the lives side by side across a drawing, each in a band of its own
+and the time between them a narrow strip whatever its length, so a run resumed an
+hour later is drawn as two lives and the hour said, not as a line across the page.
+"""
+
+from __future__ import annotations
+
+import itertools
+import string
+from collections.abc import Iterable, Mapping, Sequence
+
+from msgspec.structs import replace
+
+from honeycomb.trace.spans import Span
+from runtime.value import Value
+
+__all__ = ["Axis", "Life", "lives_of"]
+
+
+class Life(Value, frozen=True, gc=False, kw_only=True):
+    """One life of a run.
+
+    Attributes:
+        number: Its number (1: the first start).
+        start: When it started, in seconds since the run first started.
+        end: When it stopped.
+        status: How it stopped: its ``run`` span's status (``waiting``, ``ok`` ...),
+            or ``cut off`` when its process died before it could say.
+        gap_s: Time between the end of the life before and its start (0 for the
+            first).
+        workers_s: Its worker phase: first worker start to last worker end.
+        model_calls: Model calls it made (summary calls included).
+        tool_calls: Tool calls it made.
+        input_tokens: Tokens in (summary calls and judges included).
+        output_tokens: Tokens out.
+        cost: Dollars.
+        cached_input_tokens: Of the tokens in, those read from the provider's cache.
+    """
+
+    number: int
+    start: float
+    end: float
+    status: str
+    gap_s: float = 0.0
+    workers_s: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cached_input_tokens: int = 0
+
+    @property
+    def wall_s(self) -> float:
+        return self.end - self.start
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+_SPENDING = frozenset({"model_call", "compaction", "guard"})  # a guard's span: its judge's cost
+_CALLS = frozenset({"model_call", "compaction"})
+
+
+def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
+    """The lives of the run whose spans are ``spans``, in order; ``origin``: when it
+    first started (seconds since the epoch), what the lives' times count from."""
+    spans = list(spans)
+    by_id = {s.span_id: s for s in spans}
+    grouped: dict[str, list[Span]] = {}
+    for span in spans:
+        grouped.setdefault(_life_of(span, by_id), []).append(span)
+    found = sorted((_life(own, origin) for own in grouped.values()),
+                   key=lambda life: (life.start, life.end))  # fmt: skip
+    lives: list[Life] = []
+    for number, life in enumerate(found, start=1):
+        gap = max(life.start - lives[-1].end, 0.0) if lives else 0.0
+        lives.append(replace(life, number=number, gap_s=gap))
+    return tuple(lives)
+
+
+_LIFE_DIGITS = 8
+"""The digits a span's id begins with that are its life's (see :class:`Span`)."""
+
+
+def _life_of(span: Span, by_id: Mapping[str, Span]) -> str:
+    """What tells ``span``'s life: its id's first digits; for spans made otherwise
+    (by hand, by another tool), the ``run`` span above it, kept or not."""
+    if len(span.span_id) == 16 and all(c in string.hexdigits for c in span.span_id):
+        return span.span_id[:_LIFE_DIGITS]
+    for _ in range(256):  # a broken tree must not loop
+        parent = by_id.get(span.parent_id or "")
+        if parent is None:
+            break
+        span = parent
+    return span.span_id if span.kind == "run" else (span.parent_id or "")
+
+
+def _life(own: Sequence[Span], origin: float) -> Life:
+    run = next((s for s in own if s.kind == "run"), None)
+    start = run.start if run is not None else min(s.start for s in own)
+    end = run.end if run is not None else max(s.end for s in own)
+    calls = [s for s in own if s.kind in _CALLS]
+    spent = [s for s in own if s.kind in _SPENDING]
+    ids = {s.span_id for s in own if s.kind in ("worker", "turn", "model_call", "tool_call")}
+    workers = [s for s in own if s.kind == "worker" and s.parent_id not in ids]  # not nested
+    phase = max(s.end for s in workers) - min(s.start for s in workers) if workers else 0.0
+    return Life(
+        number=0,
+        start=start - origin,
+        end=end - origin,
+        status=run.status if run is not None else "cut off",
+        workers_s=phase,
+        model_calls=len(calls),
+        tool_calls=sum(1 for s in own if s.kind == "tool_call"),
+        input_tokens=sum(s.input_tokens for s in spent),
+        output_tokens=sum(s.output_tokens for s in spent),
+        cost=sum(s.cost for s in spent),
+        cached_input_tokens=sum(s.cached_input_tokens for s in calls),
+    )
+
+
+class Axis:
+    """Where a moment of a run goes across a drawing (0: the left edge, 1: the
+    right): the time its lives ran, each life in proportion to its length, and
+    between two lives a strip of ``gap_share`` of the width, whatever the time
+    between them (said beside it).
+
+    Args:
+        lives: The run's lives (none: the axis is ``length_s`` long, plainly).
+        length_s: The run's length, first start to last end.
+        gap_share: The width of the strip between two lives.
+    """
+
+    def __init__(self, lives: Sequence[Life], length_s: float, gap_share: float = 0.04) -> None:
+        # The stretches of time something ran: the lives, those that overlap (a
+        # process taken over while its old one still wrote) as one.
+        stretches: list[list[float]] = []
+        for life in sorted(lives, key=lambda life: life.start):
+            if stretches and life.start <= stretches[-1][1]:
+                stretches[-1][1] = max(stretches[-1][1], life.end)
+            else:
+                stretches.append([life.start, life.end])
+        if not stretches:
+            stretches = [[0.0, length_s]]
+        gaps = len(stretches) - 1
+        share = min(gap_share, 0.5 / gaps) if gaps else 0.0
+        ran = sum(end - start for start, end in stretches)
+        room = 1.0 - share * gaps
+        self._pieces: list[tuple[float, float, float, float]] = []  # start, end, left, width
+        left = 0.0
+        for start, end in stretches:
+            width = room * ((end - start) / ran if ran > 0 else 1.0 / len(stretches))
+            self._pieces.append((start, end, left, width))
+            left += width + share
+        self.gaps: tuple[tuple[float, float, float], ...] = tuple(
+            (a[2] + a[3], b[2], b[0] - a[1]) for a, b in itertools.pairwise(self._pieces)
+        )
+        """Each strip between lives: its left and right edges, and the time it stands for."""
+
+    def at(self, t: float) -> float:
+        """Where moment ``t`` (seconds since the run first started) is drawn."""
+        for start, end, left, width in self._pieces:
+            if t <= end:
+                if t <= start:
+                    return left
+                return left + width * (t - start) / (end - start)
+        return 1.0
+
+    def extent(self, start: float, end: float) -> tuple[float, float]:
+        """Where a piece of time is drawn: its left edge and its width."""
+        left = self.at(start)
+        return left, max(self.at(end) - left, 0.0)

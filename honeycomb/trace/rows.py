@@ -1,0 +1,132 @@
+"""Which row of a timeline each span of a run belongs to: the planner's, a worker's
+(a nested worker's right after its caller's), or the aggregator's; in a run planned
+in rounds, each round's planning before that round's workers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal, Protocol
+
+import msgspec
+
+from honeycomb.trace.spans import Span
+
+__all__ = ["Gather", "PlannedSubtask", "RowKind", "group_rows"]
+
+
+class PlannedSubtask(Protocol):
+    """What a timeline reads of a plan's subtask (``honeycomb.Subtask`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+
+
+RowKind = Literal["plan", "worker", "aggregate"]
+
+
+class Gather(msgspec.Struct, kw_only=True):
+    """The spans of one row, while the timeline is built."""
+
+    kind: RowKind
+    name: str
+    role: str = ""
+    round: int = 1
+    own: list[Span] = msgspec.field(default_factory=list)  # its plan/worker/aggregate spans
+    calls: list[Span] = msgspec.field(default_factory=list)
+    parent: str | None = None  # the caller's row, for a nested worker
+    depth: int = 0
+
+
+def group_rows(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[Gather]:
+    """Each span's row: the plan, worker or aggregate span it is under."""
+    by_id = {s.span_id: s for s in spans}
+    groups: dict[tuple[RowKind, str], Gather] = {("plan", "plan"): Gather(kind="plan", name="plan")}
+    for subtask in subtasks:
+        groups["worker", subtask.id] = Gather(
+            kind="worker", name=subtask.id, role=subtask.role, round=getattr(subtask, "round", 1)
+        )
+    for span in spans:
+        if span.kind == "run":
+            continue
+        top = _top(span, by_id)
+        key = _key(top)
+        group = groups.get(key) or groups.setdefault(
+            key, Gather(kind=key[0], name=key[1], round=_round_of(key[1]) or 1)
+        )
+        if span is top and span.kind in ("plan", "worker", "aggregate"):
+            group.own.append(span)
+            group.role = group.role or (span.detail if span.kind == "worker" else "")
+            caller = _top(by_id[span.parent_id], by_id) if span.parent_id in by_id else None
+            if caller is not None and caller.kind != "run" and group.parent is None:
+                group.parent = _key(caller)[1]
+        elif span.kind in (
+            "model_call",
+            "tool_call",
+            "compaction",
+            "recall",
+            "guard",
+        ):  # a recall or a guard's check shows as a call
+            group.calls.append(span)
+    last = max((g.round for g in groups.values()), default=1)
+    aggregate = groups.get(("aggregate", "aggregate"))
+    if aggregate is not None:
+        aggregate.round = last
+    order = ("plan", "worker", "aggregate")
+    ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
+    return _nested_after_callers([g for g in ordered if g.kind == "worker" or g.own or g.calls])
+
+
+def _key(top: Span) -> tuple[RowKind, str]:
+    """The row of a span that is (or encloses others as) a row's own."""
+    if top.kind == "plan":  # the first plan, or a later round's (``round N``)
+        return ("plan", top.name if _round_of(top.name) else "plan")
+    if top.kind == "aggregate":
+        return ("aggregate", "aggregate")
+    return ("worker", top.worker or top.name)  # a worker, or a call outside any phase
+
+
+def _nested_after_callers(groups: list[Gather]) -> list[Gather]:
+    """The rows in order, each nested worker's right after its caller's (and the
+    earlier nested ones), its depth one more than its caller's."""
+    by_name = {g.name: g for g in groups}
+    children: dict[str, list[Gather]] = {}
+    roots: list[Gather] = []
+    for group in groups:
+        if group.parent in by_name and group.parent != group.name:
+            children.setdefault(group.parent or "", []).append(group)
+        else:
+            group.parent = None
+            roots.append(group)
+    ordered: list[Gather] = []
+    stack = [(g, 0) for g in reversed(roots)]
+    while stack:
+        group, depth = stack.pop()
+        if depth > 64:
+            continue  # a broken tree must not loop
+        group.depth = depth
+        ordered.append(group)
+        stack += [(c, depth + 1) for c in reversed(children.get(group.name, []))]
+    return ordered
+
+
+def _round_of(name: str) -> int:
+    """The round a later round's plan span names (``round 2``: 2); 0 for others."""
+    number = name.removeprefix("round ")
+    return int(number) if number != name and number.isdigit() else 0
+
+
+def _top(span: Span, by_id: Mapping[str, Span]) -> Span:
+    """The nearest span that is a row's own (a plan, worker or aggregate span) and
+    encloses ``span`` (or is it); the outermost under the run when there is none."""
+    for _ in range(64):  # a few levels a nesting; a broken tree must not loop
+        if span.kind in ("plan", "worker", "aggregate"):
+            break
+        parent = by_id.get(span.parent_id or "")
+        if parent is None or parent.kind == "run":
+            break
+        span = parent
+    return span

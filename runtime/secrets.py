@@ -1,0 +1,327 @@
+"""The secrets this process knows, and the one filter that masks them wherever
+Honeycomb writes or shows something.
+
+Secrets are registered where they are configured (:func:`add_secret`): an
+OpenAI-compatible endpoint's API key and the values of its extra headers (so an
+embeddings model's too), the ``env`` and ``headers`` values of MCP servers, the token
+of ``honeycomb serve``'s page; an application adds its own (a database password a
+tool uses). Each stays known while what registered it lives (``owner``), or for the
+life of the process.
+
+Everything Honeycomb writes or shows goes through :func:`masked`: the run store's
+rows, the events given to handlers and to the log, structlog entries, and what
+``Executor.run`` returns and raises (the result, an error's text and fields, its
+``.partial``). An endpoint's answers are masked as they arrive, errors included, so
+no other model and no tool sees a secret an endpoint sends back; their streamed text
+too, the end of what came held back while it could be the start of a secret
+(:class:`HeldText`).
+
+The rule: every occurrence of a secret is masked as ``[<what> hidden]`` (``[api key
+hidden]``), whether other text is glued to it or not, as CI systems mask theirs; a
+value shorter than :data:`MIN_LENGTH` characters is no secret to mask (local servers
+take any key, and their placeholders, ``ollama``, ``EMPTY``, ``none``, are words
+ordinary text says). With no secret known, masking costs one test of a global.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import msgspec
+from pydantic import BaseModel
+
+__all__ = [
+    "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
+    "masked", "masked_errors", "shows_secret",
+]  # fmt: skip
+
+MIN_LENGTH = 8
+"""Values shorter than this are not masked: placeholders, not secrets."""
+
+T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
+
+# The forms of every secret known, longest first, each with its mask: replaced whole,
+# never changed in place, as they are read without a lock. Empty: nothing to mask.
+_texts: tuple[tuple[str, str], ...] = ()
+_bytes: tuple[tuple[bytes, bytes], ...] = ()
+
+_lock = threading.RLock()  # a finalizer may run while the registering thread holds it
+_kept: dict[str, str] = {}  # secrets for the life of the process, and what they are
+_owned: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def add_secret(value: str | None, what: str = "secret", *, owner: object | None = None) -> None:
+    """Mask ``value`` wherever Honeycomb writes or shows it, as ``[<what> hidden]``.
+
+    Args:
+        value: The secret, without the spaces and line ends around it (read from a
+            file, a key often has one); None, or one shorter than :data:`MIN_LENGTH`,
+            is ignored.
+        what: What it is, as the mask says (``api key``, ``token``).
+        owner: Keep it while this object lives (None: for the life of the process).
+    """
+    value = value.strip() if value is not None else None
+    if value is None or len(value) < MIN_LENGTH:
+        return
+    with _lock:
+        if owner is None:
+            _kept.setdefault(value, what)
+        else:
+            held = _owned.get(owner)
+            if held is None:
+                held = _owned[owner] = {}
+                weakref.finalize(owner, _rebuild)  # forgotten with it
+            if value in held:
+                return
+            held[value] = what
+        _rebuild()
+
+
+def add_header(value: str | None, *, owner: object | None = None) -> None:
+    """A header's value as a secret, and its credentials alone when it names its
+    scheme first (``Bearer <token>``, ``Basic <credentials>``)."""
+    if value is None:
+        return
+    add_secret(value, "header", owner=owner)
+    scheme, _, credentials = value.strip().partition(" ")
+    if credentials and scheme.isalpha():
+        add_secret(credentials.strip(), "header", owner=owner)
+
+
+def known() -> frozenset[str]:
+    """The secrets masked now."""
+    with _lock:
+        return frozenset(_kept).union(*(held.keys() for held in list(_owned.values())))
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Inside the block only the secrets added in it are known; after it, those known
+    before again. For tests: what one masks must not depend on what others added."""
+    global _kept, _owned
+    with _lock:
+        before = _kept, _owned
+        _kept, _owned = {}, weakref.WeakKeyDictionary()
+        _rebuild()
+    try:
+        yield
+    finally:
+        with _lock:
+            _kept, _owned = before
+            _rebuild()
+
+
+def _rebuild() -> None:
+    """The forms to mask, from the secrets known now: each value, and the value as a
+    JSON string holds it when that differs (a quote or a backslash in a password)."""
+    global _texts, _bytes
+    with _lock:
+        values = dict(_kept)
+        for held in list(_owned.values()):
+            values.update(held)
+        found: dict[str, str] = {}
+        for value, what in values.items():
+            mask = f"[{what} hidden]"
+            for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
+                found.setdefault(form, mask)
+        ordered = sorted(found.items(), key=lambda item: -len(item[0]))
+        _texts = tuple(ordered)
+        _bytes = tuple((form.encode(), mask.encode()) for form, mask in ordered)
+
+
+def masked(value: T) -> T:
+    """``value`` with every secret in it masked: text, bytes, and what lists, tuples,
+    dicts, msgspec structs, pydantic models and exceptions hold (other objects are
+    left as they are). The same object when it holds none; a copy otherwise (an
+    exception is masked in place)."""
+    if not _texts:
+        return value
+    return _masked(value, set())  # type: ignore[no-any-return]
+
+
+def mask_error(exc: E) -> E:
+    """``exc`` with every secret masked in place, in its arguments and its fields
+    (``body``, ``partial``, notes ...), and so in the errors chained to it or grouped
+    in it. Returns it."""
+    if _texts:
+        _error(exc, set())
+    return exc
+
+
+@contextlib.contextmanager
+def masked_errors() -> Iterator[None]:
+    """Errors raised in the block leave it masked (:func:`mask_error`)."""
+    try:
+        yield
+    except Exception as exc:
+        mask_error(exc)
+        raise
+
+
+def shows_secret(text: str) -> bool:
+    """Whether ``text`` holds a secret."""
+    return bool(_texts) and _found(text)
+
+
+class HeldText:
+    """Streamed text, passed on to ``sink`` with every secret masked. The end of what
+    came that could be the start of a secret is held back until the next piece
+    says, or :meth:`flush` (at the stream's end) passes it on; :meth:`drop` forgets
+    it (an attempt that failed)."""
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self.held = ""
+
+    def __call__(self, text: str) -> None:
+        if not _texts and not self.held:
+            self.sink(text)
+            return
+        text = _text(self.held + text)
+        cut = _start_of_secret(text)
+        self.held = text[cut:]
+        if cut:
+            self.sink(text[:cut])
+
+    def flush(self) -> None:
+        """Pass on what is held back: the stream ended."""
+        held, self.held = self.held, ""
+        if held:
+            self.sink(_text(held))
+
+    def drop(self) -> None:
+        """Forget what is held back."""
+        self.held = ""
+
+
+def _start_of_secret(text: str) -> int:
+    """Where the longest end of ``text`` that begins a secret starts (``len(text)``:
+    none does)."""
+    cut = len(text)
+    for form, _ in _texts:
+        at = text.find(form[0], max(len(text) - len(form) + 1, 0))
+        while -1 < at < cut:
+            if form.startswith(text[at:]):
+                cut = at
+                break
+            at = text.find(form[0], at + 1)
+    return cut
+
+
+def _masked(value: Any, seen: set[int]) -> Any:
+    """``value`` masked; ``seen``: the errors masked already (a result holds the error
+    that holds it)."""
+    kind = type(value)
+    if kind is str:
+        return _text(value)
+    if kind in _PLAIN:
+        return value
+    if kind is bytes:
+        return _bytes_of(value)
+    if _clean(value):  # most values, whole, at C speed
+        return value
+    if kind is tuple or kind is list:
+        return _items(value, seen)
+    if kind is dict:
+        pairs = tuple(value.items())
+        new = _items(pairs, seen)
+        return value if new is pairs else dict(new)
+    if isinstance(value, msgspec.Struct):
+        changed = _changed(value, value.__struct_fields__, seen)
+        return msgspec.structs.replace(value, **changed) if changed else value
+    if isinstance(value, BaseModel):
+        changed = _changed(value, type(value).model_fields, seen)
+        return value.model_copy(update=changed) if changed else value
+    if isinstance(value, BaseException):
+        _error(value, seen)
+        return value
+    if isinstance(value, str) and _found(value):  # a str subclass
+        return _text(str(value))
+    return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+"""Types that hold no text: passed over without a call."""
+
+
+def _clean(value: object) -> bool:
+    """Whether ``value`` surely holds no secret, found at C speed: msgpack writes every
+    text and bytes of a value as they are, so its encoding holds any secret they do.
+    False too for a value it cannot encode (an error, a pydantic model): walk it."""
+    try:
+        encoded = _encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return all(form not in encoded for form, _ in _bytes)
+
+
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def _items(items: Any, seen: set[int]) -> Any:
+    """A tuple or list masked: itself when no item changes (most do not, and the walk
+    makes nothing for them)."""
+    for index, item in enumerate(items):
+        if type(item) in _PLAIN:
+            continue
+        new = _masked(item, seen)
+        if new is not item:
+            rest = [_masked(v, seen) for v in items[index + 1 :]]
+            return type(items)([*items[:index], new, *rest])
+    return items
+
+
+def _changed(value: object, names: Iterable[str], seen: set[int]) -> dict[str, Any]:
+    """The fields of ``value`` that hold a secret, masked."""
+    changed: dict[str, Any] = {}
+    for name in names:
+        field = getattr(value, name, None)
+        if type(field) in _PLAIN:
+            continue
+        new = _masked(field, seen)
+        if new is not field:
+            changed[name] = new
+    return changed
+
+
+def _error(exc: BaseException, seen: set[int]) -> None:
+    """Mask ``exc`` in place, and the errors chained to it or grouped in it."""
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.args = _masked(current.args, seen)
+        for name, field in list(vars(current).items()):
+            new = _masked(field, seen)
+            if new is not field:
+                with contextlib.suppress(AttributeError):  # a read-only property's
+                    setattr(current, name, new)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            todo += list(current.exceptions)
+
+
+def _found(text: str) -> bool:
+    return any(form in text for form, _ in _texts)
+
+
+def _text(text: str) -> str:
+    for form, mask in _texts:
+        if form in text:
+            text = text.replace(form, mask)
+    return text
+
+
+def _bytes_of(data: bytes) -> bytes:
+    for form, mask in _bytes:
+        if form in data:
+            data = data.replace(form, mask)
+    return data

@@ -1,0 +1,117 @@
+"""Every spend of every life of a run counts, in its result and in its budget: what the
+planner, the workers and the aggregator spent before the run waited for a person,
+was interrupted or killed is counted after it is resumed, never forgotten."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import BudgetExceeded, RunStore, Usage
+from tests.support.processes import killed
+from tests.support.spending import TASK, Spending, spent
+
+
+def counted(usage: Usage) -> tuple[int, int, int, float]:
+    return usage.model_calls, usage.input_tokens, usage.output_tokens, round(usage.cost, 6)
+
+
+def kept(db: Path, run_id: str) -> tuple[int, int, int, float]:
+    """What ``honeycomb runs`` says the run spent."""
+    found = RunStore(db).find(run_id)
+    assert found is not None
+    return found.model_calls, found.input_tokens, found.output_tokens, round(found.cost, 6)
+
+
+async def test_a_run_resumed_after_a_decision_counts_what_its_planner_spent(
+    tmp_path: Path,
+) -> None:
+    db, calls = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    first = Spending(calls).executor(db)
+    waiting = await first.run(TASK, run_id="r1")
+    assert waiting.status == "waiting"
+    assert counted(waiting.usage) == counted(spent(calls))  # planner, payer, reader x2
+    await first.decide("r1", "pay_1", approve=True)
+
+    done = await Spending(calls).executor(db).resume("r1")
+    assert done.status == "ok"
+    assert counted(done.usage) == counted(spent(calls))  # and the payer, the aggregator
+    assert done.usage.model_calls == waiting.usage.model_calls + 2
+    assert done.usage.input_tokens > waiting.usage.input_tokens
+    assert kept(db, "r1") == counted(done.usage)
+    with contextlib.closing(sqlite3.connect(db)) as raw:
+        lives = raw.execute("SELECT life, model_calls FROM lives ORDER BY life").fetchall()
+    assert lives == [(1, 4), (2, 6)]  # each life's row: the whole run's spending by its end
+
+
+async def test_a_run_resumed_after_an_interruption_counts_what_it_spent_before(
+    tmp_path: Path,
+) -> None:
+    db, calls = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    spending = Spending(calls)
+    spending.gate = anyio.Event()  # never set: the read waits until the run is cancelled
+    service = spending.executor(db)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: service.run(TASK, run_id="r1"))
+            await spending.holding.wait()
+            group.cancel_scope.cancel()
+    before = spent(calls)
+    assert before.model_calls == 3  # the planner, the payer, the reader's first
+    assert kept(db, "r1") == counted(before)
+
+    again = Spending(calls).executor(db)
+    waiting = await again.resume("r1")
+    assert counted(waiting.usage) == counted(spent(calls))
+    await again.decide("r1", "pay_1", approve=True)
+    done = await again.resume("r1")
+    assert done.status == "ok"
+    assert counted(done.usage) == counted(spent(calls))
+    assert kept(db, "r1") == counted(done.usage)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+async def test_a_run_resumed_after_a_crash_counts_what_the_killed_life_spent(
+    tmp_path: Path,
+) -> None:
+    db, calls = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    await killed("tests.support.spending", str(db), str(calls), "r1")
+    before = spent(calls)
+    assert before.model_calls == 3  # the planner, the payer, the reader's first
+    assert kept(db, "r1") == counted(before)  # honeycomb runs: interrupted, all it spent
+
+    again = Spending(calls).executor(db)
+    waiting = await again.resume("r1")
+    assert waiting.status == "waiting"
+    assert counted(waiting.usage) == counted(spent(calls))
+    await again.decide("r1", "pay_1", approve=True)
+    done = await again.resume("r1")
+    assert counted(done.usage) == counted(spent(calls))
+    assert kept(db, "r1") == counted(done.usage)
+
+
+async def test_a_resumed_run_stops_at_its_budget_counting_its_earlier_lives(
+    tmp_path: Path,
+) -> None:
+    db, calls = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    first = Spending(calls).executor(db, budgets={"model_calls": 5})
+    waiting = await first.run(TASK, run_id="r1")
+    assert waiting.usage.model_calls == 4
+    await first.decide("r1", "pay_1", approve=True)
+
+    # The payer's call is the 5th; the aggregator's would be the 6th.
+    again = Spending(calls).executor(db, budgets={"model_calls": 5})
+    with pytest.raises(BudgetExceeded) as stopped:
+        await again.resume("r1")
+    assert (stopped.value.limit, stopped.value.used) == ("model_calls", 5)
+    assert stopped.value.partial is not None
+    assert stopped.value.partial.status == "over_budget"
+    assert counted(stopped.value.partial.usage) == counted(spent(calls))
+    summary = RunStore(db).find("r1")
+    assert summary is not None
+    assert (summary.status, summary.model_calls) == ("over_budget", 5)
