@@ -7,13 +7,25 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime import ConfigError, Model
 
-__all__ = ["LOCAL", "add_local_options", "local_model"]
+if TYPE_CHECKING:
+    from honeycomb.hive import Hive
+
+__all__ = ["ANSWER_TOKENS", "LOCAL", "SEED", "add_local_options", "local_model", "short_answers"]
 
 LOCAL = "local"
 """The ``--model`` that runs llama.cpp in this process."""
+
+SEED = 29
+"""The sampling seed of ``--model local``: the same command samples alike again (as
+far as the batches the calls share allow)."""
+
+ANSWER_TOKENS = 256
+"""The run-wide output limit on ``--model local``: a CPU writes tens of tokens a
+second, and a small model rambles on to whatever limit it is given."""
 
 
 class _Gguf(argparse.Action):
@@ -59,12 +71,23 @@ def local_model(args: argparse.Namespace) -> Model:
         )
     from runtime.llama import LlamaModel  # xllamacpp itself loads with the first call
 
-    model = LlamaModel(args.gguf)
+    model = LlamaModel(args.gguf, seed=SEED)
     server = model.server
     if not args.json:
         print(
             f"llama.cpp in this process: {server.path.name} ({server.parallel} slots, "
-            f"{server.threads} thread{'s' if server.threads != 1 else ''}; no network, no key)",
+            f"{server.threads} thread{'s' if server.threads != 1 else ''}, answers of at most "
+            f"{ANSWER_TOKENS} tokens; no network, no key)",
             file=sys.stderr,
         )
     return model
+
+
+def short_answers(hive: Hive) -> None:
+    """Lower ``hive``'s run-wide output limit (its policy's ``max_output_tokens``) to
+    :data:`ANSWER_TOKENS`, for ``--model local``: roles that set a limit of their own
+    keep it, and the planner's calls are sized by the plan they may write."""
+    policy = hive.spec.policy
+    if policy.max_output_tokens > ANSWER_TOKENS:
+        shorter = policy.model_copy(update={"max_output_tokens": ANSWER_TOKENS})
+        hive.spec = hive.spec.model_copy(update={"policy": shorter})

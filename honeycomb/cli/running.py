@@ -21,7 +21,7 @@ from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import NotInstalled, example_file
-from honeycomb.cli.local import LOCAL, local_model
+from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
@@ -196,6 +196,8 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    if args.model == LOCAL:
+        short_answers(hive)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
     )

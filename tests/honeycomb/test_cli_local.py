@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb.cli.main import main
+from honeycomb.cli.local import ANSWER_TOKENS, short_answers
+from honeycomb.cli.main import demo_hive_path, main
+from honeycomb.hive import load_hive
 
 
 @pytest.fixture
@@ -48,3 +50,19 @@ def test_without_xllamacpp_the_local_model_says_what_to_install(
     monkeypatch.setattr("runtime._llama_server.llama_missing", lambda: True)
     assert main(["demo", "--model", "local", "--no-store"]) == 2
     assert "pip install 'honeycomb-agents[local]'" in capsys.readouterr().err
+
+
+def test_the_local_model_lowers_the_run_wide_output_limit_but_never_raises_it(
+    tmp_path: Path,
+) -> None:
+    demo = load_hive(demo_hive_path())
+    assert demo.policy.max_output_tokens > ANSWER_TOKENS
+    short_answers(demo)
+    assert demo.policy.max_output_tokens == ANSWER_TOKENS
+    assert demo.policy.max_subtasks == 8  # the rest of the policy as it was
+    terse = tmp_path / "hive.yaml"
+    terse.write_text("models: {default: offline}\nroles: {planner: {}}\n"
+                     "policy: {max_output_tokens: 100}\n")  # fmt: skip
+    hive = load_hive(terse)
+    short_answers(hive)
+    assert hive.policy.max_output_tokens == 100
