@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.local import ANSWER_TOKENS, short_answers
-from honeycomb.cli.main import demo_hive_path, main
-from honeycomb.hive import load_hive
+from honeycomb.cli.main import main
+from honeycomb.hive import Hive, load_hive
 
 
 @pytest.fixture
@@ -55,14 +55,16 @@ def test_without_xllamacpp_the_local_model_says_what_to_install(
 def test_the_local_model_lowers_the_run_wide_output_limit_but_never_raises_it(
     tmp_path: Path,
 ) -> None:
-    demo = load_hive(demo_hive_path())
-    assert demo.policy.max_output_tokens > ANSWER_TOKENS
-    short_answers(demo)
-    assert demo.policy.max_output_tokens == ANSWER_TOKENS
-    assert demo.policy.max_subtasks == 8  # the rest of the policy as it was
-    terse = tmp_path / "hive.yaml"
-    terse.write_text("models: {default: offline}\nroles: {planner: {}}\n"
-                     "policy: {max_output_tokens: 100}\n")  # fmt: skip
-    hive = load_hive(terse)
-    short_answers(hive)
-    assert hive.policy.max_output_tokens == 100
+    def hive(policy: str) -> Hive:
+        path = tmp_path / "hive.yaml"
+        path.write_text(f"models: {{default: offline}}\nroles: {{planner: {{}}}}\n{policy}")
+        return load_hive(path)
+
+    default = hive("policy: {max_subtasks: 5}\n")
+    assert default.policy.max_output_tokens > ANSWER_TOKENS
+    short_answers(default)
+    assert default.policy.max_output_tokens == ANSWER_TOKENS
+    assert default.policy.max_subtasks == 5  # the rest of the policy as it was
+    terse = hive("policy: {max_output_tokens: 100}\n")
+    short_answers(terse)
+    assert terse.policy.max_output_tokens == 100
