@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -77,6 +78,25 @@ def unconfigured_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One real local Ray for the session: its own, on 127.0.0.1, no dashboard, no
+    usage statistics. The tests that use it go to one test process
+    (``pytest.mark.xdist_group("ray")``), which then starts one Ray."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield
+    ray.shutdown()
 
 
 def pytest_configure(config: pytest.Config) -> None:

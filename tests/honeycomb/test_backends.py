@@ -38,7 +38,8 @@ from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
 
-# One test process for the file: each process would start a Ray of its own.
+# One test process for the file, and for every test that uses Ray: each process would
+# start a Ray of its own (``ray_session``, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("ray")
 
 TOOLS = "tests.support.ray_tools"
@@ -48,23 +49,6 @@ ROLE = Role(
         f"{TOOLS}:{name}" for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid")
     ),
 )
-
-
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[None]:
-    """One real local Ray for the session: its own, on 127.0.0.1, no dashboard, no
-    usage statistics."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(params=["local", "ray"])

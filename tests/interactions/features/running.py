@@ -1,0 +1,246 @@
+"""How a run goes: its store and resume, side effects and exclusive keys, planning in
+rounds, the text tool protocol, and the Ray backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from honeycomb import Role, Tool, ToolContext, WorkerFinished
+from tests.interactions.brain import Call
+from tests.interactions.drive import Outcome
+from tests.interactions.features.base import Env, Feature, finished, observations, top_observations
+from tests.interactions.hive import Hive
+from tests.interactions.invariants import Report
+from tests.interactions.toolkit import main_module_tool
+
+__all__ = ["Ray", "Resume", "Rounds", "SideEffects", "TextProtocol"]
+
+
+class Resume(Feature):
+    name = "resume"
+    title = "run store and resume"
+    about = (
+        "a run store; every working role's second turn calls a tool that holds the first "
+        "life, which the test cancels there (`interrupted`); a new Executor resumes the run"
+    )
+    promises = "a resumed run never asks again a worker that finished in an earlier life"
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.store = True
+        hive.interrupt = True
+        hive.tools.add("halt")
+        hive.add_calls(1, Call("halt"))
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        if outcome.hive.ledger.halted.exists():
+            report.expect(
+                outcome.lives[0].interrupted and len(outcome.lives) > 1,
+                "resume",
+                f"the run was held, then its lives were {[life.status for life in outcome.lives]}",
+            )
+        done: dict[str, int] = {}
+        for life in outcome.lives:
+            for event in life.events:
+                if isinstance(event, WorkerFinished) and event.status == "ok" and event.worker:
+                    done.setdefault(f"{outcome.hive.run_id}/{event.worker}", life.number)
+        for call in outcome.hive.ledger.model_calls():
+            ended = done.get(call["conversation"])
+            report.expect(
+                ended is None or call["life"] <= ended,
+                "resume",
+                f"{call['conversation']} finished in life {ended}, and was asked again in life "
+                f"{call['life']}",
+            )
+
+
+class SideEffects(Feature):
+    name = "side_effects"
+    title = "side effects and exclusive keys"
+    about = (
+        "every working role's first turn makes two side effects (`side_effects=True`) and "
+        "writes a ledger entry under an exclusive key, beside its parallel-safe calls"
+    )
+    promises = (
+        "every side effect of a worker that finished ran; each call's `ToolContext` has an "
+        "idempotency key of its own"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.tools.update({"effect", "ledger"})
+        hive.add_calls(
+            0,
+            Call("effect", {"n": 1, "tag": "{w}-1"}),
+            Call("effect", {"n": 2, "tag": "{w}-2"}),
+            Call("ledger", {"entry": "{w}"}),
+        )
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        ledger = outcome.hive.ledger
+        ran = {(c["worker"], c["call"]) for c in ledger.tool_calls()}
+        cut = {(c["worker"], c["call"]) for c in ledger.tool_starts()} - ran
+        for sid, message in [
+            *top_observations(outcome, "effect"),
+            *top_observations(outcome, "ledger"),
+        ]:
+            call = (sid, message.tool_call_id)
+            # A call cut off mid-effect in an earlier life is reported unknown, never re-run.
+            ok = (message.status == "ok" and call in ran) or (
+                message.status == "unknown" and call in cut
+            )
+            how = "ran" if call in ran else "cut off" if call in cut else "never started"
+            report.expect(
+                ok,
+                "side effects",
+                f"{sid}'s side effect {message.tool_call_id} ({how}): {message.status}: "
+                f"{message.content[:200]}",
+            )
+        keys: dict[object, tuple[str, str]] = {}
+        for call in outcome.hive.ledger.tool_calls():
+            if call["tool"] not in ("effect", "ledger"):
+                continue
+            key = call["key"]
+            report.expect(
+                key is not None, "idempotency key", f"{call['tool']} ran without an idempotency key"
+            )
+            if key is not None:
+                first = keys.setdefault(key, (call["worker"], call["call"]))
+                report.expect(
+                    first == (call["worker"], call["call"]),
+                    "idempotency key",
+                    f"calls {first} and {(call['worker'], call['call'])} share the key {key!r}",
+                )
+
+
+class Rounds(Feature):
+    name = "rounds"
+    title = "planning in rounds"
+    about = (
+        "the planner leads in up to 3 rounds: round 2 adds `part 3`, which depends on "
+        "`part 1`; in round 3 the lead never answers with a plan"
+    )
+    promises = (
+        "the rounds are in the result; part 3 reads part 1's result; the failed round "
+        "costs at most `plan_attempts` lead calls"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.rounds = {
+            2: [
+                {"id": "s3", "role": "bee", "instruction": "Work on part 3.", "depends_on": ["s1"]}
+            ],
+            3: None,
+        }
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        result = outcome.result
+        if result is None or result.status not in ("ok", "partial"):
+            return
+        shown = [(r.round, r.added, r.error is not None) for r in result.rounds]
+        report.expect(
+            shown[1:] == [(2, ("s3",), False), (3, (), True)]
+            and result.rounds_ended == "lead_failed",
+            "rounds",
+            f"rounds {shown}, ended {result.rounds_ended}",
+        )
+        third = [
+            c for c in outcome.hive.ledger.model_calls() if c["kind"] == "plan" and c["round"] == 3
+        ]
+        attempts = outcome.executor.policy.plan_attempts if outcome.executor else 3
+        report.expect(
+            len(third) <= attempts,
+            "rounds",
+            f"the lead's failed round 3 took {len(third)} model calls; plan_attempts is {attempts}",
+        )
+        later = finished(outcome).get("s3")
+        if later is not None and later.worker is not None:
+            task = later.worker.transcript.messages[1]
+            report.expect(
+                "done with part 1" in getattr(task, "content", ""),
+                "rounds",
+                "part 3 was not given part 1's result",
+            )
+
+
+class TextProtocol(Feature):
+    name = "text_protocol"
+    title = "text tool protocol"
+    about = (
+        "the model is wrapped in `TextToolModel`: the model function never sees a tool and "
+        "writes its calls as JSON actions in its text"
+    )
+    promises = "the model is never sent a tool; its actions are read back and run"
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.text = True
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        calls = outcome.hive.ledger.model_calls()
+        sent = [c["conversation"] for c in calls if c["tools"]]
+        report.expect(not sent, "text protocol", f"the model was sent tools in {sent}")
+        report.expect(
+            outcome.hive.ledger.tool_calls() or not calls or outcome.last.error is not None,
+            "text protocol",
+            "no action the model wrote was run",
+        )
+
+
+def stamp_tool() -> Tool[..., Any]:
+    """A tool given by value, as a test or a notebook makes one: a closure whose
+    signature names ``ToolContext`` in a postponed annotation (this module has
+    ``from __future__ import annotations``, as most code does)."""
+
+    async def stamp(text: str, context: ToolContext) -> str:
+        """Stamp the text with the call's worker."""
+        return f"stamped {text} for {context.worker}"
+
+    return Tool(stamp)
+
+
+class Ray(Feature):
+    name = "ray"
+    title = "Ray backend"
+    about = (
+        "the subtask workers run in a pool of two Ray actors, and the same cell on the local "
+        "backend; two more subtasks call a `@tool` of `__main__` (`scribe`) and a tool given "
+        "by value whose signature is a postponed annotation (`typist`)"
+    )
+    promises = (
+        "the same outcome as on the local backend (statuses, answers, observations, model "
+        "calls); both tools run"
+    )
+    needs = frozenset({"ray"})
+    ASIDE = ("s7", "s8")
+    """The subtasks of the two tools, left out of the comparison."""
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.backend = env.backend
+        hive.extra_tools += [hive.exits.enter_context(main_module_tool()), stamp_tool()]
+        hive.roles += [
+            Role(name="scribe", description="Scribbles.", tools=("scribble",), tool_timeout=3.0),
+            Role(name="typist", description="Stamps.", tools=("stamp",), tool_timeout=3.0),
+        ]
+        hive.other_scripts["scribe"] = ((Call("scribble", {"text": "{w}"}),),)
+        hive.other_scripts["typist"] = ((Call("stamp", {"text": "{w}"}),),)
+        hive.plan += [
+            {"id": "s7", "role": "typist", "instruction": "Stamp part 7."},
+            {"id": "s8", "role": "scribe", "instruction": "Scribble part 8."},
+        ]
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        result = outcome.result
+        if result is None:
+            return
+        for sid, invariant, tool in (
+            ("s7", "tool by value", "stamp"),
+            ("s8", "main tool", "scribble"),
+        ):
+            subtask = result.subtasks.get(sid)
+            if subtask is None or subtask.status in ("over_budget", "cancelled", "skipped"):
+                continue
+            seen = observations(subtask, tool)
+            report.expect(
+                subtask.ok and seen and all(m.status == "ok" for m in seen),
+                invariant,
+                f"{sid} ({tool}) ended {subtask.status}: "
+                f"{(str(subtask.error) if subtask.error else seen)!s:.400}",
+            )
