@@ -225,7 +225,8 @@ class LoggedModel(FunctionModel):
     def _log(self, request: ModelRequest, response: ModelResponse, start: float) -> None:
         kind, role = describe(request)
         users = _users(request)
-        found = re.search(r"Planning round (\d+)", users[-1]) if kind == "plan" and users else None
+        # A planner worker's task (its first message) says the round; corrections follow.
+        found = re.search(r"Planning round (\d+)", users[0]) if kind == "plan" and users else None
         append(
             self.ledger,
             {

@@ -61,7 +61,7 @@ async def _twin(
     cell: Cell, env: Env, folder: Path, report: Report, twin: str = ""
 ) -> Outcome | None:
     folder.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before the run)
-    hive = Hive(ledger=Ledger(folder))
+    hive = Hive(ledger=Ledger(folder), cell=cell.id, env=env)
     mine = Report()
     try:
         for feature in cell.features:

@@ -20,7 +20,7 @@ from runtime import Event
 from tests.interactions.hive import TASK, Hive
 from tests.interactions.toolkit import toolkit
 
-__all__ = ["LIVES", "Decided", "Life", "Outcome", "drive", "wanted"]
+__all__ = ["LIVES", "Decided", "Life", "Outcome", "drive", "live", "wanted"]
 
 LIVES = 6
 """Lives a run may take before the cell gives up on it."""
@@ -44,11 +44,15 @@ class Life:
     error: BaseException | None = None
     interrupted: bool = False
     events: list[Event] = field(default_factory=list)
+    said: str | None = None
+    """How a life that ran in another process ended, as it said."""
 
     @property
     def status(self) -> str:
         if self.interrupted:
             return "interrupted"
+        if self.said is not None:
+            return self.said
         if self.result is not None:
             return self.result.status
         return f"raised {type(self.error).__name__}"
@@ -98,23 +102,36 @@ class Outcome:
 async def drive(hive: Hive) -> Outcome:
     """Run the cell's hive to its end, through as many lives as it takes."""
     outcome = Outcome(hive=hive)
-    for number in range(1, LIVES + 1):
+    first = 1
+    if hive.crash:  # the first life in a child process, killed where a tool holds it
+        from tests.interactions.crash import killed_first_life
+
+        outcome.lives.append(await killed_first_life(hive))
+        first = 2
+    for number in range(first, LIVES + 1):
+        if outcome.lives and not _goes_on(outcome.lives[-1], hive):
+            break
         executor = hive.executor(number, toolkit)
         outcome.executor = executor
         try:
             before = outcome.lives[-1] if outcome.lives else None
             if before is not None and before.status == "waiting" and hive.decide:
                 await _decide(executor, hive.run_id, outcome)
-            life = await _live(executor, hive, number)
+            life = await live(executor, hive, number)
         finally:
             _close(executor)
         outcome.lives.append(life)
-        if not (life.interrupted or (life.status == "waiting" and hive.decide)):
-            break
     return outcome
 
 
-async def _live(executor: Executor, hive: Hive, number: int) -> Life:
+def _goes_on(life: Life, hive: Hive) -> bool:
+    """Whether the run is to be resumed after ``life``."""
+    return life.interrupted or (life.status == "waiting" and hive.decide)
+
+
+async def live(executor: Executor, hive: Hive, number: int) -> Life:
+    """Life ``number`` of the run, on ``executor`` (the first one stopped where a tool
+    holds it, when the hive says so)."""
     life = Life(number=number)
 
     async def run() -> None:

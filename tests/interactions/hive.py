@@ -91,6 +91,13 @@ class Hive:
     pause: bool = False
     stream: bool = False
     interrupt: bool = False
+    """Stop the first life where a tool holds it (the test cancels it there)."""
+    crash: bool = False
+    """Run the first life in a child process, killed with SIGKILL where a tool holds it."""
+    cell: str = ""
+    """The cell's id (a child process makes the same hive from it)."""
+    env: Any = None
+    """What the session gave the cell (a child process is given it too)."""
     decide: bool = False
     """Decide the calls a waiting run asks about, then resume it."""
     exits: ExitStack = field(default_factory=ExitStack)

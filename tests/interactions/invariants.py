@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -145,47 +144,45 @@ def _shortfall(
     calls: list[dict[str, Any]], short_calls: int, short_tokens: int, reserved: bool
 ) -> str:
     """What the calls the result does not count are, as far as the model's log tells:
-    in the lives before the last, the calls of the planner, the aggregator and the
-    judges, those of hive tools' sub-runs, and the answers a later life asked for
-    again (no checkpoint had kept them); or none of these."""
+    of the lives before the last, the calls of the planner, the aggregator and the
+    judges, those of hive tools' sub-runs, and answers of workers that no checkpoint
+    kept (asked for again, or lost with the life); or none of these."""
     last = max((c["life"] for c in calls), default=1)
-    asked = {(c["life"], c["conversation"], _turn(c["text"])) for c in calls if c["kind"] == "work"}
     earlier = [c for c in calls if c["life"] < last]
-    staff = [
-        c for c in earlier if c["scope"] == "run" and c["kind"] in ("plan", "aggregate", "judge")
-    ]
-    subruns = [c for c in earlier if c["scope"] == "sub"]
-    again = [
-        c
-        for c in earlier
-        if c["kind"] == "work"
-        and c["scope"] == "run"
-        and any(
-            (later, c["conversation"], _turn(c["text"])) in asked
-            for later in range(c["life"] + 1, last + 1)
-        )
-    ]
     named = {
-        "the earlier lives' planner, aggregator and judge calls": staff,
-        "the earlier lives' calls of hive tools' sub-runs": subruns,
-        "the answers an earlier life got and a later one asked for again": again,
+        "the earlier lives' planner, aggregator and judge calls": [
+            c
+            for c in earlier
+            if c["scope"] == "run" and c["kind"] in ("plan", "aggregate", "judge")
+        ],
+        "the earlier lives' calls of hive tools' sub-runs": [
+            c for c in earlier if c["scope"] == "sub"
+        ],
     }
-    for size in (1, 2, 3):
+    named = {part: spent for part, spent in named.items() if spent}
+    answers = [c for c in earlier if c["scope"] == "run" and c["kind"] in ("work", "summary")]
+    lost = _sums(c["input"] + c["output"] for c in answers)
+    for size in range(len(named), -1, -1):  # the known losses first
         for parts in itertools.combinations(named, size):
             chosen = [c for part in parts for c in named[part]]
-            tokens = sum(c["input"] + c["output"] for c in chosen)
-            if (
-                chosen
-                and tokens == short_tokens
-                and (len(chosen) == short_calls or (reserved and len(chosen) >= short_calls))
-            ):
-                return "short by exactly " + " and ".join(parts)
+            calls_left = short_calls - len(chosen)
+            tokens_left = short_tokens - sum(c["input"] + c["output"] for c in chosen)
+            said = list(parts)
+            if calls_left > 0 and (calls_left, tokens_left) in lost:
+                said.append(f"{calls_left} answers of earlier lives that no checkpoint kept")
+            elif tokens_left != 0 or (calls_left != 0 and not (reserved and calls_left < 0)):
+                continue
+            if said:
+                return "short by exactly " + " and ".join(said)
     return f"short by {short_calls} calls and {short_tokens} tokens, which no known loss explains"
 
 
-def _turn(text: str) -> str:
-    found = re.match(r"\[turn \d+\]", text)
-    return found.group(0) if found else text
+def _sums(sizes: Iterable[int]) -> set[tuple[int, int]]:
+    """Every (how many, their total) that some of ``sizes`` make."""
+    made = {(0, 0)}
+    for size in sizes:
+        made |= {(count + 1, total + size) for count, total in made}
+    return made
 
 
 def _budget(outcome: Outcome, report: Report) -> None:

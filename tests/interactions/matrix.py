@@ -20,7 +20,14 @@ from tests.interactions.features.base import Feature
 from tests.interactions.features.context import CompactionFeature, Mcp, Memory, Streaming
 from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard
 from tests.interactions.features.limits import AgentTools, Budget, HiveTools, ModelLimit, ToolLimit
-from tests.interactions.features.running import Ray, Resume, Rounds, SideEffects, TextProtocol
+from tests.interactions.features.running import (
+    Ray,
+    Resume,
+    Rounds,
+    SideEffects,
+    Sigkill,
+    TextProtocol,
+)
 from tests.interactions.invariants import Violation
 
 __all__ = ["FEATURES", "KNOWN", "NOT_APPLICABLE", "Cell", "Known", "cells"]
@@ -41,6 +48,7 @@ FEATURES: tuple[Feature, ...] = (
     Memory(),
     Mcp(),
     Resume(),
+    Sigkill(),
     SideEffects(),
     Rounds(),
     TextProtocol(),
@@ -54,6 +62,14 @@ def pair(a: str, b: str) -> frozenset[str]:
 
 
 NOT_APPLICABLE: dict[frozenset[str], str] = {
+    pair("resume", "sigkill"): (
+        "both stop the first life where a tool holds it and resume the run: SIGKILL is "
+        "the harder of the two ways, not a second feature to add to the first"
+    ),
+    pair("sigkill", "ray"): (
+        "the killed child would start a Ray of its own (seconds of CPU a cell); "
+        "tests/honeycomb/test_backends.py kills a driver on Ray and resumes its run"
+    ),
     pair("approvals_waiting", "approver"): (
         "an approver decides every call at once, so no call waits in the store: they are "
         "two ways of deciding, not a combination"
@@ -133,7 +149,7 @@ KNOWN: tuple[Known, ...] = (
     ),
     Known(
         "5",
-        (("resume", "*"), ("approvals_waiting", "*")),
+        (("resume", "*"), ("approvals_waiting", "*"), ("sigkill", "*")),
         "usage counted",
         "the earlier lives' planner, aggregator and judge calls",
         "a resumed run forgets what its planner, aggregator and judges spent before",
@@ -147,7 +163,7 @@ KNOWN: tuple[Known, ...] = (
     ),
     Known(
         "5",
-        (("budgets", "resume"), ("budgets", "approvals_waiting")),
+        (("budgets", "resume"), ("budgets", "approvals_waiting"), ("budgets", "sigkill")),
         "budget kept",
         r"the model answered \d+ calls",
         "a resumed run's budget starts without what its planner spent before",
@@ -175,12 +191,46 @@ KNOWN: tuple[Known, ...] = (
     ),
     Known(
         "new: the spend of answers a crash lost is forgotten",
+        (("sigkill", "*"),),
+        "usage counted",
+        "answers of earlier lives that no checkpoint kept",
+        "a model answer whose turn was not yet checkpointed when the run stopped is asked "
+        "for again on resume, and the first answer's spend is not counted",
+        unless=("approvals_waiting",),  # the first life ends waiting, before the hold
+    ),
+    Known(
+        "new: the spend of answers a crash lost is forgotten",
+        (("budgets", "sigkill"),),
+        "budget kept",
+        r"the model answered \d+ calls",
+        "a resumed run's budget starts without what the answers it lost had spent",
+    ),
+    Known(
+        "new: what is stored before work starts is only queued",
+        (("sigkill", "*"),),
+        "resume",
+        "asked again for the first plan|started again under new names",
+        "the first plan, and the state asking for an `agent:` tool, are queued, not "
+        "written, before the work they start: killed then, the resumed run plans again, "
+        "or runs new nested workers",
+        sometimes=True,  # when the store's writer had not written it yet
+    ),
+    Known(
+        "new: the spend of answers a crash lost is forgotten",
         (("resume", "ray"),),
         "usage counted",
-        "the answers an earlier life got and a later one asked for again",
+        "answers of earlier lives that no checkpoint kept",
         "a model answer whose turn was not yet checkpointed when the run stopped is asked "
         "for again on resume, and the first answer's spend is not counted",
         sometimes=True,  # when the driver stops before an actor's checkpoint reaches it
+    ),
+    Known(
+        "17",
+        (("rounds", "*"),),
+        "rounds",
+        r"failed round 3 took \d+ model calls",
+        "a round the lead fails costs plan attempts × (1 + output retries) lead calls",
+        unless=("budgets",),  # the run stops before round 3
     ),
     Known(
         "13",

@@ -92,8 +92,18 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         log("halt", context, "end")
         return "went on"
 
+    async def hold(context: ToolContext) -> str:
+        """Hold the first life of the run here, where the test kills its process."""
+        log("hold", context, "start")
+        if life == 1:
+            append(halted, {"worker": context.worker, "call": context.call_id})
+            await anyio.sleep(3600)
+        log("hold", context, "end")
+        return "held, then went on"
+
     return {
         "echo": Tool(echo),
+        "hold": Tool(hold),
         "probe": Tool(probe),
         "page": Tool(page),
         "effect": Tool(effect, side_effects=True),

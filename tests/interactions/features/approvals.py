@@ -3,10 +3,19 @@ decides at once."""
 
 from __future__ import annotations
 
+import json
+
 from honeycomb import ApprovalRequest, BudgetExceeded, Decision
 from tests.interactions.brain import Call
 from tests.interactions.drive import Outcome
-from tests.interactions.features.base import Env, Feature, observations, top_observations
+from tests.interactions.features.base import (
+    Env,
+    Feature,
+    calls_of,
+    cut_off,
+    finished,
+    top_observations,
+)
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 
@@ -34,7 +43,10 @@ def _pay_checks(outcome: Outcome, report: Report, approved: dict[tuple[str, str]
             )
         elif decision is True:
             report.expect(
-                (sid, message.tool_call_id) in ran, "approvals", f"{sid}'s approved call never ran"
+                (message.status == "ok" and (sid, message.tool_call_id) in ran)
+                or cut_off(outcome, message),
+                "approvals",
+                f"{sid}'s approved call: {message.status}: {message.content[:200]}",
             )
 
 
@@ -91,13 +103,9 @@ class Approver(Feature):
 
     def check(self, outcome: Outcome, report: Report) -> None:
         approved: dict[tuple[str, str], bool] = {}
-        for life in outcome.lives:
-            for subtask in life.partial.subtasks.values() if life.partial else ():
-                for message in observations(subtask, "pay"):
-                    approved[(subtask.subtask.id, message.tool_call_id)] = message.status == "ok"
+        for sid, subtask in finished(outcome).items():
+            for call in calls_of(subtask, "pay"):
+                approved[(sid, call.id)] = int(json.loads(call.arguments)["amount"]) == 10
         for paid in outcome.hive.ledger.tool_calls("pay"):
             approved.setdefault((paid["worker"], paid["call"]), paid["args"]["amount"] == 10)
-            report.expect(
-                paid["args"]["amount"] == 10, "approvals", f"{paid['worker']} paid {paid['args']}"
-            )
         _pay_checks(outcome, report, approved)

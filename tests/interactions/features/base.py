@@ -7,12 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from honeycomb import SubtaskResult, ToolMessage
+from honeycomb import AssistantMessage, SubtaskResult, ToolCall, ToolMessage
 from tests.interactions.drive import Outcome
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 
-__all__ = ["SECRET", "Env", "Feature", "finished", "observations", "top_level", "top_observations"]
+__all__ = [
+    "SECRET",
+    "Env",
+    "Feature",
+    "calls_of",
+    "cut_off",
+    "finished",
+    "observations",
+    "top_level",
+    "top_observations",
+]
 
 SECRET = "SECRET-7731"
 """What output guards refuse: every worker's and the aggregator's first answer holds it."""
@@ -82,6 +92,26 @@ def observations(subtask: SubtaskResult, tool: str | None = None) -> list[ToolMe
         for m in subtask.worker.transcript.messages
         if isinstance(m, ToolMessage) and (tool is None or m.name == tool)
     ]
+
+
+def calls_of(subtask: SubtaskResult, tool: str) -> list[ToolCall]:
+    """A subtask worker's calls of ``tool``, as its model asked for them."""
+    if subtask.worker is None:
+        return []
+    return [
+        call
+        for m in subtask.worker.transcript.messages
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls
+        if call.name == tool
+    ]
+
+
+def cut_off(outcome: Outcome, message: ToolMessage) -> bool:
+    """Whether an observation says its call's outcome is unknown, as it must for a
+    side-effecting call journaled in a life that was cut off (it may or may not have
+    run: it is never run again)."""
+    return message.status == "unknown" and len(outcome.lives) > 1
 
 
 def top_level(worker: str | None) -> bool:

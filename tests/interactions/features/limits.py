@@ -43,11 +43,11 @@ class ToolLimit(Feature):
 class ModelLimit(Feature):
     name = "model_limit"
     title = "model concurrency limit"
-    about = "`Policy(model_concurrency=2)`; every model call yields to the event loop"
-    promises = "at most 2 of the run's model calls in flight at once"
+    about = "`Policy(model_concurrency=1)`; every model call yields to the event loop"
+    promises = "at most 1 of the run's model calls in flight at once"
 
     def apply(self, hive: Hive, env: Env) -> None:
-        hive.policy["model_concurrency"] = 2
+        hive.policy["model_concurrency"] = 1
         hive.pause = True
 
     def check(self, outcome: Outcome, report: Report) -> None:
@@ -57,7 +57,7 @@ class ModelLimit(Feature):
                 Span(c["start"], c["end"], c["conversation"]) for c in calls if c["life"] == life
             ]
             report.expect(
-                overlap(spans) <= 2,
+                overlap(spans) <= 1,
                 "model limit",
                 f"{overlap(spans)} model calls in flight at once in life {life}",
             )

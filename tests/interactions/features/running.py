@@ -8,12 +8,19 @@ from typing import Any
 from honeycomb import Role, Tool, ToolContext, WorkerFinished
 from tests.interactions.brain import Call
 from tests.interactions.drive import Outcome
-from tests.interactions.features.base import Env, Feature, finished, observations, top_observations
+from tests.interactions.features.base import (
+    Env,
+    Feature,
+    cut_off,
+    finished,
+    observations,
+    top_observations,
+)
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 from tests.interactions.toolkit import main_module_tool
 
-__all__ = ["Ray", "Resume", "Rounds", "SideEffects", "TextProtocol"]
+__all__ = ["Ray", "Resume", "Rounds", "SideEffects", "Sigkill", "TextProtocol"]
 
 
 class Resume(Feature):
@@ -43,7 +50,8 @@ class Resume(Feature):
             for event in life.events:
                 if isinstance(event, WorkerFinished) and event.status == "ok" and event.worker:
                     done.setdefault(f"{outcome.hive.run_id}/{event.worker}", life.number)
-        for call in outcome.hive.ledger.model_calls():
+        calls = outcome.hive.ledger.model_calls()
+        for call in calls:
             ended = done.get(call["conversation"])
             report.expect(
                 ended is None or call["life"] <= ended,
@@ -51,6 +59,65 @@ class Resume(Feature):
                 f"{call['conversation']} finished in life {ended}, and was asked again in life "
                 f"{call['life']}",
             )
+        _kept_what_ran(calls, report)
+
+
+def _kept_what_ran(calls: list[dict[str, Any]], report: Report) -> None:
+    """What the store keeps before work starts is there for the next life: the first
+    plan (never asked for again), and the calls that run nested workers (a later life
+    goes on with those workers, never with new ones under new names)."""
+    planned = sorted({c["life"] for c in calls if c["kind"] == "plan" and c["round"] == 1})
+    report.expect(
+        len(planned) <= 1 or any(c["scope"] == "sub" for c in calls),
+        "resume",
+        f"the planner was asked again for the first plan, in lives {planned}",
+    )
+    lives: dict[str, set[int]] = {}
+    for c in calls:
+        if c["scope"] == "run" and c["kind"] == "work" and c["conversation"].count("/") >= 2:
+            lives.setdefault(c["conversation"], set()).add(c["life"])
+    for nested, seen in lives.items():
+        caller = nested.rsplit("/", 1)[0]
+        replaced = [
+            other
+            for other, when in lives.items()
+            if other.rsplit("/", 1)[0] == caller and min(when) > max(seen)
+        ]
+        report.expect(
+            not replaced or any(c["conversation"] == nested and c["final"] for c in calls),
+            "resume",
+            f"{nested} of life {max(seen)} did not finish; a later life started again under "
+            f"new names: {replaced}",
+        )
+
+
+class Sigkill(Feature):
+    name = "sigkill"
+    title = "SIGKILL and resume"
+    about = (
+        "a run store; the first life runs in a child process, killed with SIGKILL where "
+        "every working role's second turn calls a parallel-safe tool that holds it (the "
+        "answer asking for it is not checkpointed yet); this process resumes the run"
+    )
+    promises = (
+        "the resumed run never asks again a worker that finished in the killed life, and "
+        "ends as the features promise"
+    )
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.store = True
+        hive.crash = True
+        hive.tools.add("hold")
+        hive.add_calls(1, Call("hold"))
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        first = outcome.lives[0]
+        report.expect(
+            first.status != "interrupted" or len(outcome.lives) > 1,
+            "resume",
+            f"the killed run was not resumed: {[life.status for life in outcome.lives]}",
+        )
+        Resume().check(outcome, report)
 
 
 class SideEffects(Feature):
@@ -83,11 +150,8 @@ class SideEffects(Feature):
             *top_observations(outcome, "ledger"),
         ]:
             call = (sid, message.tool_call_id)
-            # A call cut off mid-effect in an earlier life is reported unknown, never re-run.
-            ok = (message.status == "ok" and call in ran) or (
-                message.status == "unknown" and call in cut
-            )
-            how = "ran" if call in ran else "cut off" if call in cut else "never started"
+            ok = (message.status == "ok" and call in ran) or cut_off(outcome, message)
+            how = "ran" if call in ran else "started" if call in cut else "never started"
             report.expect(
                 ok,
                 "side effects",
