@@ -22,6 +22,7 @@ from honeycomb import (
     HoneycombError,
     RunStore,
     TextDelta,
+    build_timeline,
 )
 from tests.interactions.brain import shape_problem
 from tests.interactions.drive import Outcome
@@ -127,17 +128,72 @@ def _usage(outcome: Outcome, report: Report) -> None:
         f"over {len(outcome.lives)} lives: {why}",
     )
     if outcome.hive.store:
-        store = RunStore(outcome.hive.ledger.folder / "runs.db")
-        try:
-            kept = store.find(outcome.hive.run_id)
-        finally:
-            store.close()
-        figures = (kept.model_calls, kept.input_tokens, kept.output_tokens) if kept else None
-        report.expect(
-            figures == counted,
-            "usage counted",
-            f"the run store says (calls, input, output) = {figures}; the result {counted}",
-        )
+        _store_figures(outcome, report, counted, seen)
+
+
+def _store_figures(
+    outcome: Outcome, report: Report, counted: tuple[int, ...], seen: tuple[int, ...]
+) -> None:
+    """The run store's figures (``honeycomb runs``) are the result's; its trace
+    (``honeycomb trace``) holds every call the model answered, and a critical path no
+    longer than the run."""
+    store = RunStore(outcome.hive.ledger.folder / "runs.db")
+    try:
+        kept = store.find(outcome.hive.run_id)
+        spans = store.spans(outcome.hive.run_id)
+    finally:
+        store.close()
+    figures = (kept.model_calls, kept.input_tokens, kept.output_tokens) if kept else None
+    report.expect(
+        figures == counted,
+        "usage counted",
+        f"the run store says (calls, input, output) = {figures}; the result {counted}",
+    )
+    if outcome.hive.crash:
+        return  # the spans of a killed life that were not written yet are lost with it
+    timeline = build_timeline(spans)
+    traced = (timeline.model_calls, timeline.input_tokens, timeline.output_tokens)
+    report.expect(
+        traced == seen,
+        "usage counted",
+        f"the trace says (calls, input, output) = {traced}; the model answered {seen}"
+        + _left_out(outcome.hive.ledger.model_calls(), seen, traced),
+    )
+    report.expect(
+        timeline.critical_path_s <= timeline.wall_s + 0.05,
+        "timings",
+        f"the trace: critical path {timeline.critical_path_s:.3f}s, wall {timeline.wall_s:.3f}s",
+    )
+
+
+def _left_out(calls: list[dict[str, Any]], seen: tuple[int, ...], traced: tuple[int, ...]) -> str:
+    """What a trace's figures leave out, as far as the model's log tells: the judges'
+    calls (their tokens are in it), hive tools' sub-runs, answers of an earlier life
+    that its process never told (lost with it), or some of these."""
+    judges = [c for c in calls if c["kind"] == "judge"]
+    sub = [c for c in calls if c["scope"] == "sub"]
+    last = max((c["life"] for c in calls), default=1)
+    earlier = [c for c in calls if c["life"] < last and c["scope"] == "run" and c["kind"] == "work"]
+    lost = _sums((c["input"], c["output"]) for c in earlier)
+    parts = {
+        "the judges' model calls": (len(judges), 0, 0),
+        "hive tools' sub-runs": (
+            len(sub),
+            sum(c["input"] for c in sub),
+            sum(c["output"] for c in sub),
+        ),
+    }
+    for size in range(len(parts), -1, -1):
+        for chosen in itertools.combinations([p for p in parts if parts[p][0]], size):
+            left = [seen[k] - traced[k] - sum(parts[p][k] for p in chosen) for k in range(3)]
+            said = list(chosen)
+            if left[0] > 0 and (left[0], (left[1], left[2])) in lost:
+                said.append(f"{left[0]} answers of earlier lives their process never told")
+            elif left != [0, 0, 0]:
+                continue
+            if said:
+                return ", as if it left out " + " and ".join(said)
+    return ""
 
 
 def _shortfall(
@@ -161,7 +217,7 @@ def _shortfall(
     }
     named = {part: spent for part, spent in named.items() if spent}
     answers = [c for c in earlier if c["scope"] == "run" and c["kind"] in ("work", "summary")]
-    lost = _sums(c["input"] + c["output"] for c in answers)
+    lost = {(n, a + b) for n, (a, b) in _sums((c["input"], c["output"]) for c in answers)}
     for size in range(len(named), -1, -1):  # the known losses first
         for parts in itertools.combinations(named, size):
             chosen = [c for part in parts for c in named[part]]
@@ -177,11 +233,12 @@ def _shortfall(
     return f"short by {short_calls} calls and {short_tokens} tokens, which no known loss explains"
 
 
-def _sums(sizes: Iterable[int]) -> set[tuple[int, int]]:
-    """Every (how many, their total) that some of ``sizes`` make."""
-    made = {(0, 0)}
-    for size in sizes:
-        made |= {(count + 1, total + size) for count, total in made}
+def _sums(sizes: Iterable[tuple[int, int]]) -> set[tuple[int, tuple[int, int]]]:
+    """Every (how many, their total) that some of ``sizes`` make (pairs of numbers,
+    added in place)."""
+    made = {(0, (0, 0))}
+    for a, b in sizes:
+        made |= {(count + 1, (x + a, y + b)) for count, (x, y) in made}
     return made
 
 

@@ -219,7 +219,7 @@ KNOWN: tuple[Known, ...] = (
         "new: the spend of answers a crash lost is forgotten",
         (("resume", "ray"),),
         "usage counted",
-        "answers of earlier lives that no checkpoint kept",
+        "answers of earlier lives that no checkpoint kept|their process never told",
         "a model answer whose turn was not yet checkpointed when the run stopped is asked "
         "for again on resume, and the first answer's spend is not counted",
         sometimes=True,  # when the driver stops before an actor's checkpoint reaches it
@@ -231,6 +231,21 @@ KNOWN: tuple[Known, ...] = (
         r"failed round 3 took \d+ model calls",
         "a round the lead fails costs plan attempts × (1 + output retries) lead calls",
         unless=("budgets",),  # the run stops before round 3
+    ),
+    Known(
+        "new: the trace leaves out judges' calls and hive tools' sub-runs",
+        (("input_guard", "resume"), ("input_guard", "approvals_waiting")),
+        "usage counted",
+        "as if it left out the judges' model calls",
+        "`honeycomb trace` counts a judge's tokens but not its model call",
+    ),
+    Known(
+        "new: the trace leaves out judges' calls and hive tools' sub-runs",
+        (("hive_tools", "resume"), ("hive_tools", "approvals_waiting")),
+        "usage counted",
+        "as if it left out .*hive tools' sub-runs",
+        "`honeycomb trace` leaves out the calls and tokens of a hive tool's sub-runs, "
+        "which the result and the budget count",
     ),
     Known(
         "13",
