@@ -86,6 +86,8 @@ class Hive:
     extra_tools: list[Tool[..., Any]] = field(default_factory=list)
     sub_hive: bool = False
     secret: str | None = None
+    refused: list[str] = field(default_factory=list)
+    """Text that a guard refuses wherever it is written (no listener may see it)."""
     summary_chars: int = 200
     text: bool = False
     pause: bool = False

@@ -305,18 +305,20 @@ def _side_effects(outcome: Outcome, report: Report) -> None:
 
 
 def _refused_text(outcome: Outcome, report: Report) -> None:
-    secret = outcome.hive.secret
-    if secret is None:
-        return
-    for event in outcome.events:
-        if isinstance(event, TextDelta):
+    deltas = [e for e in outcome.events if isinstance(e, TextDelta)]
+    for refused in outcome.hive.refused:
+        for event in deltas:
             report.expect(
-                secret not in event.text,
+                refused not in event.text,
                 "no refused text",
                 f"{event.worker} streamed refused text {event.text!r}",
             )
-    shown = "".join(e.text for e in outcome.events if isinstance(e, TextDelta))
-    report.expect(secret not in shown, "no refused text", "the deltas joined hold refused text")
+        shown = "".join(e.text for e in deltas)
+        report.expect(
+            refused not in shown,
+            "no refused text",
+            f"the deltas joined hold refused text {refused!r}",
+        )
 
 
 def _compaction(outcome: Outcome, report: Report) -> None:

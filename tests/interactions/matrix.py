@@ -18,7 +18,7 @@ from itertools import combinations_with_replacement
 from tests.interactions.features.approvals import Approver, WaitingApprovals
 from tests.interactions.features.base import Feature
 from tests.interactions.features.context import CompactionFeature, Mcp, Memory, Streaming
-from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard
+from tests.interactions.features.guards import ArgumentGuard, InputGuard, OutputGuard, Tripwire
 from tests.interactions.features.limits import AgentTools, Budget, HiveTools, ModelLimit, ToolLimit
 from tests.interactions.features.running import (
     Ray,
@@ -42,6 +42,7 @@ FEATURES: tuple[Feature, ...] = (
     Approver(),
     InputGuard(),
     OutputGuard(),
+    Tripwire(),
     ArgumentGuard(),
     Streaming(),
     CompactionFeature(),
@@ -177,10 +178,10 @@ KNOWN: tuple[Known, ...] = (
     ),
     Known(
         "4",
-        (("output_guard", "streaming"),),
+        (("output_guard", "streaming"), ("tripwire", "streaming")),
         "no refused text",
         "refused text",
-        "the deltas of an answer an output guard refuses reach the stream",
+        "the deltas of an answer an output guard or a tripwire refuses reach the stream",
     ),
     Known(
         "6",

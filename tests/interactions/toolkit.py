@@ -8,7 +8,7 @@ No ``from __future__ import annotations`` here: a tool sent by value is made aga
 the actor from its signature, and annotations evaluated here travel with it."""
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,27 +83,22 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         await run("pay", context, 0, amount=amount)
         return f"paid {amount}"
 
-    async def halt(context: ToolContext) -> str:
-        """Hold the first life of the run here, where the test stops it."""
-        log("halt", context, "start")
-        if life == 1:
-            append(halted, {"worker": context.worker, "call": context.call_id})
-            await anyio.sleep(3600)
-        log("halt", context, "end")
-        return "went on"
+    def holding(name: str) -> Callable[[ToolContext], Awaitable[str]]:
+        async def hold(context: ToolContext) -> str:
+            """Hold the first life of the run here, where the test stops it."""
+            log(name, context, "start")
+            if life == 1:
+                append(halted, {"worker": context.worker, "call": context.call_id})
+                await anyio.sleep(3600)
+            log(name, context, "end")
+            return "went on"
 
-    async def hold(context: ToolContext) -> str:
-        """Hold the first life of the run here, where the test kills its process."""
-        log("hold", context, "start")
-        if life == 1:
-            append(halted, {"worker": context.worker, "call": context.call_id})
-            await anyio.sleep(3600)
-        log("hold", context, "end")
-        return "held, then went on"
+        return hold
 
     return {
         "echo": Tool(echo),
-        "hold": Tool(hold),
+        # Parallel-safe: the answer asking for it is saved with its observation only.
+        "hold": Tool(holding("hold"), name="hold"),
         "probe": Tool(probe),
         "page": Tool(page),
         "effect": Tool(effect, side_effects=True),
@@ -111,7 +106,7 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
         "pay": Tool(pay, side_effects=True, approval=True),
         # Side-effecting, so the answer asking for it is saved before it runs (a resumed
         # worker makes that very call), and idempotent, so it is simply run again.
-        "halt": Tool(halt, side_effects=True, idempotent=True),
+        "halt": Tool(holding("halt"), name="halt", side_effects=True, idempotent=True),
     }
 
 

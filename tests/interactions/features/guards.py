@@ -3,14 +3,14 @@ first answer, and the run's argument guard."""
 
 from __future__ import annotations
 
-from honeycomb import GuardCheck, GuardChecked, Role
+from honeycomb import GuardCheck, GuardChecked, GuardrailTripped, Role
 from tests.interactions.brain import FORBIDDEN, Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import SECRET, Env, Feature, finished, top_observations
 from tests.interactions.hive import Hive
 from tests.interactions.invariants import Report
 
-__all__ = ["ArgumentGuard", "InputGuard", "OutputGuard"]
+__all__ = ["ArgumentGuard", "InputGuard", "OutputGuard", "Tripwire"]
 
 
 def passes(check: GuardCheck) -> None:
@@ -83,6 +83,7 @@ class OutputGuard(Feature):
 
     def apply(self, hive: Hive, env: Env) -> None:
         hive.secret = SECRET
+        hive.refused.append(SECRET)
         hive.guard("output", no_secret)
         hive.guard("output", no_secret, on="aggregator")
 
@@ -95,6 +96,39 @@ class OutputGuard(Feature):
             "output guard",
             "the final answer holds the secret",
         )
+
+
+def refuses_merged(check: GuardCheck) -> str | None:
+    """A run's output guard: no merged answer may leave the run."""
+    return "a merged answer may not leave the run" if "merged" in check.text else None
+
+
+class Tripwire(Feature):
+    name = "tripwire"
+    title = "output tripwires"
+    about = "the run's own output guard refuses its final answer (a tripwire)"
+    promises = (
+        "the run stops with `GuardrailTripped` (kind `output`), its partial result without "
+        "the refused answer"
+    )
+    allowed = (GuardrailTripped,)
+
+    def apply(self, hive: Hive, env: Env) -> None:
+        hive.guard("output", refuses_merged, on="run")
+        hive.refused.append("merged:")
+
+    def check(self, outcome: Outcome, report: Report) -> None:
+        error, result = outcome.last.error, outcome.result
+        if error is None or isinstance(error, GuardrailTripped):
+            report.expect(
+                isinstance(error, GuardrailTripped)
+                and error.kind == "output"
+                and result is not None
+                and not result.answer_text,
+                "tripwire",
+                f"a run whose final answer its guard refuses ended {outcome.last.status}, "
+                f"answering {result.answer_text if result else None!r}",
+            )
 
 
 class ArgumentGuard(Feature):

@@ -106,12 +106,7 @@ class AgentTools(Feature):
         )
 
     def check(self, outcome: Outcome, report: Report) -> None:
-        for sid, message in top_observations(outcome, "helper"):
-            report.expect(
-                message.status == "ok" and "helper done" in message.content,
-                "agent tools answer",
-                f"{sid}'s call of the helper: {message.status}: {message.content[:300]}",
-            )
+        _answered(outcome, report, "helper", "helper done", "agent tools answer")
 
 
 class HiveTools(Feature):
@@ -134,9 +129,15 @@ class HiveTools(Feature):
         )
 
     def check(self, outcome: Outcome, report: Report) -> None:
-        for sid, message in top_observations(outcome, "facts"):
-            report.expect(
-                message.status == "ok" and "fact done" in message.content,
-                "hive tools answer",
-                f"{sid}'s call of the hive tool: {message.status}: {message.content[:300]}",
-            )
+        _answered(outcome, report, "facts", "fact done", "hive tools answer")
+
+
+def _answered(outcome: Outcome, report: Report, tool: str, answer: str, invariant: str) -> None:
+    """Every call of ``tool`` by a subtask worker that finished is answered by the
+    nested work it started (its answer holds ``answer``)."""
+    for sid, message in top_observations(outcome, tool):
+        report.expect(
+            message.status == "ok" and answer in message.content,
+            invariant,
+            f"{sid}'s call of {tool}: {message.status}: {message.content[:300]}",
+        )
