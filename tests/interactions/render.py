@@ -39,7 +39,7 @@ matrix found, listed below.
 """
 
 RUNNING = """\
-## Running it
+## Running it, and when a cell fails
 
 ```sh
 pytest tests/interactions                      # every cell
@@ -47,8 +47,17 @@ pytest tests/interactions -k 'resume+ray'      # one cell (its id: the two featu
 ```
 
 The Ray cells run in one test process (`xdist_group("ray")`), on one local Ray and one
-pool of two actors; the MCP cells share one server per test process. Every model
-latency is zero; the whole matrix takes well under a minute of processor time.
+pool of two actors; the MCP cells share one server per test process; the `sigkill`
+cells start one child process each. Every model answers at once: the whole matrix
+takes about 40 seconds of processor time.
+
+A failing cell names every invariant it broke, and what it saw. A defect the matrix
+finds is fixed, or, until it is, entered in `KNOWN` (`tests/interactions/matrix.py`)
+with the invariant it breaks and a pattern of what it says, which makes its cells
+expected failures; a fixed defect fails its cells until its entry is removed. A new
+feature is a class in `tests/interactions/features/` (what it adds to a cell's hive,
+what it checks) and a line in `FEATURES`: it meets every other feature at once. After
+any change to these tables, `{command}` writes this page again.
 """
 
 
@@ -64,7 +73,7 @@ def render() -> str:
         _table(tags),
         _defects(tags),
         _not_applicable(),
-        RUNNING,
+        RUNNING.format(command=COMMAND),
     ]
     return "\n".join(parts)
 
