@@ -32,7 +32,6 @@ from honeycomb import (
     RunFailed,
     RunStore,
 )
-from honeycomb.backends._setup import start_ray
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from runtime import ModelRequest
@@ -41,7 +40,8 @@ from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
 
-# One test process for the file: each process would start a Ray of its own.
+# One test process for the file, and for every test that uses Ray: each process would
+# start a Ray of its own (``ray_session``, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("ray")
 
 TOOLS = "tests.support.ray_tools"
@@ -52,15 +52,6 @@ ROLE = Role(
         for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid", "key")
     ),
 )
-
-
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[None]:
-    """One real local Ray for the session, the private Ray a backend starts (on
-    127.0.0.1, no dashboard, no usage statistics), with two CPUs."""
-    start_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(params=["local", "ray"])
