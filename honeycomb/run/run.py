@@ -309,7 +309,7 @@ class Run:
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
         if self.record is not None:
-            self.record.planned(self.plan, given=given)
+            await self.record.planned(self.plan, given=given)
         self.rounds = rounds_of(self.plan)
 
         outcomes = await self._workers({}, self.resumed)
@@ -417,7 +417,7 @@ class Run:
                 break
             self.plan = Plan(subtasks=(*self.plan.subtasks, *added.subtasks))
             if self.record is not None:
-                self.record.planned(self.plan, given=False)  # in the store before it runs
+                await self.record.planned(self.plan, given=False)  # kept before it runs
             outcomes = await self._workers(outcomes)
         return outcomes
 

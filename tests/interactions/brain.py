@@ -110,13 +110,14 @@ class Brain:
     def _answer(
         self, kind: str, role: str, request: ModelRequest
     ) -> tuple[str | None, tuple[ToolCall, ...]]:
-        last = _users(request)[-1] if _users(request) else ""
+        users = _users(request)
+        last = users[-1] if users else ""
         if kind == "summary":
             return self._summary(request), ()
         if kind == "judge":
             return ("It asks for something forbidden." if FORBIDDEN in last else "PASS"), ()
-        if kind == "plan":
-            return self._planned(last), ()
+        if kind == "plan":  # its task, not a correction that may follow it
+            return self._planned(users[0] if users else ""), ()
         if kind == "aggregate":
             _, results = parse_results(last)
             merged = "; ".join(f"{r.id}={'ok' if r.ok else 'failed'}" for r in results)
@@ -134,7 +135,7 @@ class Brain:
         roles = {entry.role for entry in parse_catalog(text)[1]}
         if "fact" in roles and "bee" not in roles:  # the sub-run of a hive tool
             task = text.split("\n", 1)[0].removeprefix("Task: ")
-            return json.dumps({"subtasks": [{"id": "f1", "role": "fact", "instruction": task}]})
+            return json.dumps({"subtasks": [{"id": "s1", "role": "fact", "instruction": task}]})
         found = re.search(r"Planning round (\d+)", text)
         if found is None:
             return json.dumps({"subtasks": list(self.plan)})
