@@ -17,6 +17,7 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    ToolMessage,
     ToolRegistry,
     ToolSchema,
     Tracer,
@@ -28,7 +29,7 @@ from runtime.testing import FunctionModel
 from tests.support.tokens import cjk, one_per_character
 from workers import AgentLoop, Final, LoopSettings
 from workers.compaction import is_summary_request
-from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens
+from workers.context import TOKENS_PER_MESSAGE, Compaction, ContextWindow, estimate_tokens
 
 PAGE = "x" * 1600  # about 400 tokens a page
 CJK_PAGE = "航海日志第页记录风向与水深" * 32  # 416 characters: about 416 tokens
@@ -205,3 +206,21 @@ async def test_turns_one_summary_request_cannot_hold_are_folded_by_another() -> 
     assert over(summarizer.requests, 4000, by_estimate) == []
     assert over(model.requests, 4000, by_estimate) == []
     assert result.state.summary.startswith("facts: fact-")
+
+
+def test_a_turn_cut_to_fit_keeps_the_models_own_words() -> None:
+    # Its longest text is cut first, as far as needed: the estimate rounds once for
+    # all the texts, so one cut can leave a token over, which must not fall on the
+    # model's short answer (a model reads its own last turn to go on from it).
+    line = "page 2: the reading at station 2 was 14 metres. "
+    group = (
+        AssistantMessage(
+            content="[turn 2]",
+            tool_calls=(ToolCall(id="call_2", name="page", arguments='{"number": 2}'),),
+        ),
+        ToolMessage(tool_call_id="call_2", name="page", content=(line * 20)[:900]),
+    )
+    for room in range(60, 300):
+        shown, _ = ContextWindow(max_tokens=room).fit(group)
+        assert estimate_tokens(shown) <= room
+        assert shown[0].content == "[turn 2]", room
