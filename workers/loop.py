@@ -88,7 +88,7 @@ from runtime.events import (
 )
 from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
-from runtime.model import TextSink, call_model
+from runtime.model import TextSink, call_model, request_writer
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
@@ -180,7 +180,7 @@ class AgentLoop:
             self._compactor = Compactor(
                 compaction, summarizer or model, budget=budget, tracer=self.tracer,
                 worker=worker, run_id=run_id, conversation=self._conversation,
-                timeout=self.settings.model_timeout,
+                timeout=self.settings.model_timeout, writer=request_writer(model),
             )  # fmt: skip
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:

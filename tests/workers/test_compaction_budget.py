@@ -6,6 +6,7 @@ token counter."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from runtime import (
@@ -16,6 +17,7 @@ from runtime import (
     Message,
     ModelRequest,
     ModelResponse,
+    TextToolModel,
     ToolCall,
     ToolMessage,
     ToolRegistry,
@@ -224,3 +226,31 @@ def test_a_turn_cut_to_fit_keeps_the_models_own_words() -> None:
         shown, _ = ContextWindow(max_tokens=room).fit(group)
         assert estimate_tokens(shown) <= room
         assert shown[0].content == "[turn 2]", room
+
+
+async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() -> None:
+    # The text protocol writes the tools' catalogue and how to call them into the
+    # prompt, and calls and results as text: the budget holds for what is sent.
+    def turn(request: ModelRequest) -> ModelResponse:
+        assert not request.tools  # written out: the model sees text alone
+        # The newest turn is always sent: the page after the last one asked for.
+        asked = re.findall(r'"page": (\d+)', "".join(m.content or "" for m in request.messages))
+        page = max(map(int, asked), default=0) + 1
+        text = "read them all"
+        if page <= 12:
+            text = f'```json\n{{"tool": "read_page", "arguments": {{"page": {page}}}}}\n```'
+        usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
+        return ModelResponse(message=AssistantMessage(content=text), usage=usage)
+
+    inner = FunctionModel(turn, name="reader")
+    loop = AgentLoop(
+        TextToolModel(inner),
+        Dispatcher(ToolRegistry([read_page])),
+        instructions="You read logs.",
+        settings=LoopSettings(max_turns=30, compaction=Compaction(budget_tokens=1500)),
+        summarizer=wordy(5000, by_estimate),  # cut to what the budget leaves it
+    )
+    result = await loop.run("read the log")
+    assert isinstance(result, Final)
+    assert result.state.compactions
+    assert over(inner.requests, 1500, by_estimate) == []
