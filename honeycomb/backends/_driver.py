@@ -28,12 +28,16 @@ from runtime import (
     ToolCall,
     ToolMessage,
 )
+from runtime._concurrency import shielded
 from runtime._threads import run_tool
 from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerResult
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
+
+STOP_WAIT_S = 2.0
+"""How long a cancelled run waits for each remote worker to say it stopped."""
 
 
 class Channel:
@@ -154,6 +158,7 @@ class Driver:
         self._channel: Channel
         self._key: str
         self._finished: asyncio.Future[WorkerResult]
+        self._stopped = asyncio.Event()  # it said it stopped, once cancelled
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -171,8 +176,9 @@ class Driver:
         except BaseException:
             if not self._finished.done():
                 # Cancelled (or the driver failed): the worker and its tool calls are
-                # cancelled there too.
+                # cancelled there too; what it spent until it stops still counts.
                 channel.send(("cancel", key))
+                await shielded(self._until_stopped())
             raise
         finally:
             channel.leave(key)
@@ -180,6 +186,15 @@ class Driver:
             for helper in helpers:  # every lock and token held for it is let go
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _until_stopped(self) -> None:
+        """Take what a cancelled worker sends until it says it stopped (what its model
+        calls spent, told before), or ends, or its actor is lost; a while at most."""
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait((stopped, self._finished), timeout=STOP_WAIT_S)
+        finally:
+            stopped.cancel()
 
     def lost(self, exc: Exception) -> None:
         """Its actor died (or the channel to it failed)."""
@@ -219,6 +234,8 @@ class Driver:
             given_up = self._helpers.get(message[1])
             if given_up is not None:
                 given_up.cancel()
+        elif kind == "stopped":
+            self._stopped.set()
         elif kind == "done" and not self._finished.done():
             plain, error = message[1]
             exception = raised(error) if error is not None else None

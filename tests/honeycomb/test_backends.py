@@ -666,3 +666,30 @@ async def test_an_actor_s_process_takes_the_switch_interval_it_is_given(
         python_s.stop()
     with pytest.raises(ConfigError, match="switch_interval_s must be positive"):
         RayBackend(switch_interval_s=0)
+
+
+async def test_a_cancelled_run_counts_what_its_remote_workers_spent(
+    ray_session: None, tmp_path: Path
+) -> None:
+    # The run is cancelled while an actor's model answers (its process busy, the
+    # cancellation waiting there): what the answer cost reaches the driver before the
+    # run is recorded as interrupted, and counts.
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        block, db = tmp_path / "block", tmp_path / "runs.db"
+        calls = [["echo", {"text": "a", "delay": 0.0}]]
+        task = json.dumps({"turns": [calls], "log": None, "block": str(block)})
+        running = asyncio.create_task(
+            executor(pool, store=db).run("t", subtasks=[("r", task)], run_id="c1")
+        )
+        await _until(lambda: "answering" in _text(block))
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await _until(lambda: "answered" in _text(block))
+    finally:
+        pool.stop()
+    kept = RunStore(db).find("c1")
+    assert kept is not None
+    assert (kept.status, kept.model_calls) == ("interrupted", 1)
+    assert kept.input_tokens > 0  # the answer's usage, sent as it was made

@@ -143,15 +143,20 @@ async def echo(text: str, delay: float) -> str:
 
 def scripted(request: ModelRequest) -> AssistantMessage | str:
     """A model whose task is its script, as JSON: ``{"turns": [[[tool, arguments],
-    ...], ...], "log": file or null}``. Turn after turn it makes the calls listed
-    (call ids ``c<turn>_<i>``), then answers with the observations, in order, joined
-    by ``|``. It holds no state, so a worker that moves to another process makes the
-    same calls again."""
+    ...], ...], "log": file or null, "block": file}`` (with ``block``, its first answer
+    takes half a second, blocking its event loop, and says so in that file). Turn after
+    turn it makes the calls listed (call ids ``c<turn>_<i>``), then answers with the
+    observations, in order, joined by ``|``. It holds no state, so a worker that moves
+    to another process makes the same calls again."""
     task = next(m for m in request.messages if isinstance(m, UserMessage)).content
     script = json.loads(task.split("\n")[0])
     if script.get("log"):
         _append(script["log"], f"call {os.getpid()}")
     turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+    if script.get("block") and turn == 0:  # its first answer holds its process up
+        _append(script["block"], "answering")
+        time.sleep(0.5)  # blocking: the actor's messages wait until it answers
+        _append(script["block"], "answered")
     turns = script["turns"]
     if turn < len(turns):
         calls = tuple(
