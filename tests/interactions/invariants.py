@@ -38,7 +38,8 @@ INVARIANTS = {
     "runs": "every life ends with a result or an error the features allow, never a crash",
     "usage counted": (
         "the result's usage is every model call the model functions answered, in every "
-        "life (tokens and calls)"
+        "life (tokens and calls), but what a killed life spent after its last write "
+        "(answers whose calls never started, asked for again)"
     ),
     "budget kept": "no budget is ever exceeded, counting every life",
     "one observation per call": (
@@ -120,6 +121,7 @@ def _usage(outcome: Outcome, report: Report) -> None:
     # were made: they count, though no model answered them.
     reserved = isinstance(outcome.last.error, BudgetExceeded)
     ok = short_tokens == 0 and (short_calls == 0 or (reserved and short_calls < 0))
+    ok = ok or forgotten(outcome) == (short_calls, seen[1] - counted[1], seen[2] - counted[2])
     why = _shortfall(calls, short_calls, short_tokens, reserved)
     report.expect(
         ok,
@@ -242,11 +244,46 @@ def _sums(sizes: Iterable[tuple[int, int]]) -> set[tuple[int, tuple[int, int]]]:
     return made
 
 
+def forgotten(outcome: Outcome) -> tuple[int, int, int] | None:
+    """What the result may leave out of what the model answered: in a killed life,
+    calls made after the store last had what the run spent, which the next life makes
+    again (calls, input, output); None when the result's shortfall is not that.
+
+    An answer is kept, with all the run spent so far, before the calls it asks for
+    start: a worker's calls before its last tool call started in the killed life are
+    kept; those after it (an answer whose calls never started, a summary) may not be.
+    """
+    if not outcome.hive.crash or outcome.result is None:
+        return None
+    calls = outcome.hive.ledger.model_calls()
+    last: dict[str, float] = {}
+    for start in outcome.hive.ledger.tool_starts():
+        if start["life"] == 1:
+            last[start["worker"]] = max(last.get(start["worker"], 0.0), start["at"])
+    prefix = f"{outcome.hive.run_id}/"
+    after = [
+        (c["input"], c["output"])
+        for c in calls
+        if c["life"] == 1
+        and c["kind"] in ("work", "summary")
+        and c["end"]
+        > last.get(c["conversation"].removeprefix(prefix).removesuffix("/compaction"), 0.0)
+    ]
+    usage = outcome.result.usage
+    short = (
+        len(calls) - usage.model_calls,
+        sum(c["input"] for c in calls) - usage.input_tokens,
+        sum(c["output"] for c in calls) - usage.output_tokens,
+    )
+    return short if (short[0], (short[1], short[2])) in _sums(after) else None
+
+
 def _budget(outcome: Outcome, report: Report) -> None:
     limit = outcome.hive.policy.get("budgets")
     if limit is None or limit.model_calls is None:
         return
-    seen = len(outcome.hive.ledger.model_calls())
+    lost = forgotten(outcome)
+    seen = len(outcome.hive.ledger.model_calls()) - (lost[0] if lost else 0)
     counted = outcome.result.usage.model_calls if outcome.result is not None else 0
     report.expect(
         seen <= limit.model_calls and counted <= limit.model_calls,

@@ -15,7 +15,7 @@ from honeycomb import (
     ToolContext,
     WorkerFinished,
 )
-from tests.interactions.brain import Call
+from tests.interactions.brain import MARK, Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import (
     Env,
@@ -69,6 +69,30 @@ class Resume(Feature):
                 f"{call['life']}",
             )
         _kept_what_ran(calls, report)
+        _asked_once(outcome, calls, report)
+
+
+def _asked_once(outcome: Outcome, calls: list[dict[str, Any]], report: Report) -> None:
+    """An answer whose calls started is kept: a later life runs its calls again (or
+    finds them in the journal), never asks the model for it again."""
+    started = {(s["life"], s["worker"], s["turn"]) for s in outcome.hive.ledger.tool_starts()}
+    prefix = f"{outcome.hive.run_id}/"
+    first: dict[tuple[str, str], int] = {}
+    for c in calls:
+        found = MARK.match(c["text"])
+        if c["scope"] != "run" or c["kind"] != "work" or found is None:
+            continue
+        key = (c["conversation"], found.group(0))
+        if key in first:
+            report.expect(
+                first[key] == c["life"],
+                "resume",
+                f"{c['conversation']} was asked again in life {c['life']} for its "
+                f"{found.group(0)}, whose calls had started in life {first[key]}",
+            )
+        worker = c["conversation"].removeprefix(prefix)
+        if (c["life"], worker, int(found.group(1)) + 1) in started:
+            first.setdefault(key, c["life"])
 
 
 def _kept_what_ran(calls: list[dict[str, Any]], report: Report) -> None:
@@ -105,12 +129,13 @@ class Sigkill(Feature):
     title = "SIGKILL and resume"
     about = (
         "a run store; the first life runs in a child process, killed with SIGKILL where "
-        "every working role's second turn calls a parallel-safe tool that holds it (the "
-        "answer asking for it is not checkpointed yet); this process resumes the run"
+        "every working role's second turn calls a parallel-safe tool that holds it; this "
+        "process resumes the run"
     )
     promises = (
-        "the resumed run never asks again a worker that finished in the killed life, and "
-        "ends as the features promise"
+        "the resumed run never asks again a worker that finished in the killed life, nor "
+        "plans again, nor asks again for an answer whose calls had started; it ends as the "
+        "features promise"
     )
 
     def apply(self, hive: Hive, env: Env) -> None:
