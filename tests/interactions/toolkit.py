@@ -37,7 +37,7 @@ def toolkit(ledger: str, life: int, halted: str) -> dict[str, Tool[..., Any]]:
                 "worker": context.worker,
                 "call": context.call_id,
                 "turn": context.turn,
-                "key": getattr(context, "idempotency_key", None),
+                "key": context.idempotency_key,
                 "args": args,
                 "at": now(),
             },

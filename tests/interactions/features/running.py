@@ -197,10 +197,8 @@ class SideEffects(Feature):
             if call["tool"] not in ("effect", "ledger"):
                 continue
             key = call["key"]
-            report.expect(
-                key is not None, "idempotency key", f"{call['tool']} ran without an idempotency key"
-            )
-            if key is not None:
+            report.expect(key, "idempotency key", f"{call['tool']} ran without an idempotency key")
+            if key:
                 first = keys.setdefault(key, (call["worker"], call["call"]))
                 report.expect(
                     first == (call["worker"], call["call"]),
