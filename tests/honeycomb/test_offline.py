@@ -356,6 +356,30 @@ async def test_sender_uses_the_dependency_results_then_answers(
     assert "/tmp/outbox/summary.md" in (final.content or "")
 
 
+async def test_a_follow_up_searches_what_is_still_open_not_what_its_input_found(
+    model: OfflineModel,
+) -> None:
+    """A follow-up's instruction quotes what the result it follows up found; searching
+    that quote finds the same sentence again, so the worker searches its topic."""
+    search = ToolSchema(
+        name="search_corpus",
+        description="Search the research corpus of articles.",
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for."}},
+            "required": ["query"],
+        },
+    )
+    found = "How long pesticide harm lasts after spraying stops needs more research."
+    task = format_task(
+        "Pesticides and forage: follow up on s3, which says how long pesticide harm lasts "
+        "after spraying stops needs more research.",
+        {"s3 (researcher)": f"{PREFIX}Pesticides and forage — {found}"},
+    )
+    first = (await model.complete(request(task, tools=(search,)))).message
+    assert [arguments(c) for c in first.tool_calls] == [{"query": "Pesticides and forage"}]
+
+
 async def test_sender_gathers_first_then_sends_what_it_found(
     trip: ModuleType, model: OfflineModel
 ) -> None:
