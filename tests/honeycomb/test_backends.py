@@ -31,6 +31,8 @@ from honeycomb import (
     Role,
     RunFailed,
     RunStore,
+    Tool,
+    ToolContext,
 )
 from honeycomb.backends._setup import start_ray
 from honeycomb.backends.ray import recipe
@@ -356,6 +358,48 @@ async def test_a_tool_given_as_an_object_runs_in_the_actor(ray_session: None) ->
     assert result.subtasks["s1"].worker is not None
     assert result.subtasks["s1"].worker.text == f"in {actor}"
     assert actor != os.getpid()
+
+
+async def test_a_closure_tool_with_postponed_annotations_runs_in_the_actor(
+    ray_session: None,
+) -> None:
+    """A tool made in a function goes by value; its signature's ``ToolContext``, a
+    postponed annotation (this module's ``from __future__ import annotations``), is
+    read where the tool was made, not in the actor, whose copy of the function holds
+    only the globals its code uses."""
+
+    def made() -> Tool[..., str]:
+        async def stamp(text: str, context: ToolContext) -> str:
+            """Stamp the text with the call's run.
+
+            Args:
+                text: Anything.
+            """
+            return f"{text} {context.run_id} {os.getpid()}"
+
+        return Tool(stamp)
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        ex = Executor(
+            [Role(name="q", tools=("stamp",))], FunctionModel(scripted), tools=[made()],
+            aggregator="concat", backend=pool,
+        )  # fmt: skip
+        result = await ex.run("t", subtasks=[("q", script([("stamp", {"text": "in"})]))])
+        (actor,) = await pool.pids()
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == f"in {result.run_id} {actor}"
+
+
+def test_an_error_from_an_actor_comes_back_as_itself() -> None:
+    from honeycomb.backends._wire import portable_error, raised
+    from runtime import ToolDefinitionError
+
+    again = raised(portable_error(ToolDefinitionError("stamp", "no type hint")))
+    assert isinstance(again, ToolDefinitionError)
+    assert (again.tool_name, again.reason) == ("stamp", "no type hint")
 
 
 async def test_a_tool_that_cannot_be_sent_fails_its_worker_alone(ray_session: None) -> None:
