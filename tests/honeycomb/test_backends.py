@@ -236,6 +236,36 @@ async def test_a_killed_actor_s_worker_is_lost_without_a_store(
     assert "run store" in event.error
 
 
+async def test_a_tool_that_kills_its_actor_fails_its_worker_after_a_bounded_number_of_deaths(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A stored run's worker goes on in another actor when its actor dies, but not
+    forever: a tool that ends its process each time fails its worker at the
+    backend's ``max_actor_deaths``, naming its role and the tool (which its events
+    said it was running: the tool runs a while before it ends its process, as one that
+    runs out of memory does)."""
+    pool = RayBackend(actors=1, actor_cpus=0, max_actor_deaths=2)
+    lives = tmp_path / "lives"
+    try:
+        ex = Executor(
+            [Role(name="k", tools=(f"{TOOLS}:crash",))], FunctionModel(scripted),
+            aggregator="concat", backend=pool, store=tmp_path / "runs.db",
+        )  # fmt: skip
+        calls = script([("crash", {"path": str(lives), "after": 1.0})])
+        with pytest.raises(RunFailed) as info:
+            await asyncio.wait_for(ex.run("t", subtasks=[("k", calls)]), 90)
+    finally:
+        pool.stop()
+    assert len(_text(lives).splitlines()) == 2  # two actors died, no third was tried
+    error = info.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "WorkerLost"
+    assert error.message.startswith(
+        "worker 's1' of role 'k' was lost with its Ray actor 2 times, while it ran tool 'crash'"
+    )
+    assert "max_actor_deaths=2" in error.message
+
+
 def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     given: dict[str, Any] = {}
     monkeypatch.setattr(ray, "is_initialized", lambda: False)

@@ -113,7 +113,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.ApprovalError("r1", "call_1", "no such call"),
         e.AlreadyDecided("r1", "call_1", approved=False, decided_by="ann", decided_at=1.0),
         RemoteFailure("ValueError: boom"),
-        WorkerLost("s1", "the actor died"),
+        WorkerLost("s1", "the actor died", role="r", deaths=3, tools=["crash"], limit=3),
     ]
 
 
