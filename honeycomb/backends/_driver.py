@@ -26,6 +26,8 @@ from runtime import (
     JournalEntry,
     Tool,
     ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolMessage,
 )
 from runtime._concurrency import shielded
@@ -152,6 +154,7 @@ class Driver:
             dict(record.entries) if record is not None else {}
         )
         self.last_state: LoopState | None = None
+        self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, anyio.Event] = {}
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
@@ -196,6 +199,13 @@ class Driver:
         finally:
             stopped.cancel()
 
+    def tools_running(self) -> tuple[str, ...]:
+        """The tools of its calls under way, by what its events said (none when the
+        run sends no events), forgotten as it is read: a worker that moves to another
+        actor starts them again."""
+        running, self._running = self._running, {}
+        return tuple(dict.fromkeys(running.values()))
+
     def lost(self, exc: Exception) -> None:
         """Its actor died (or the channel to it failed)."""
         if not self._finished.done():
@@ -206,7 +216,12 @@ class Driver:
         kind = message[0]
         budget = self.worker.budget
         if kind == "event":
-            self.context.tracer.emit(message[1])
+            event = message[1]
+            if isinstance(event, ToolCallStarted):
+                self._running[event.call_id] = event.tool
+            elif isinstance(event, ToolCallFinished):
+                self._running.pop(event.call_id, None)
+            self.context.tracer.emit(event)
         elif kind == "save":
             self.last_state = message[1]
             if self.record is not None:

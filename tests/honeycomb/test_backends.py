@@ -31,6 +31,8 @@ from honeycomb import (
     Role,
     RunFailed,
     RunStore,
+    Tool,
+    ToolContext,
 )
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
@@ -225,6 +227,36 @@ async def test_a_killed_actor_s_worker_is_lost_without_a_store(
     assert "run store" in event.error
 
 
+async def test_a_tool_that_kills_its_actor_fails_its_worker_after_a_bounded_number_of_deaths(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A stored run's worker goes on in another actor when its actor dies, but not
+    forever: a tool that ends its process each time fails its worker at the
+    backend's ``max_actor_deaths``, naming its role and the tool (which its events
+    said it was running: the tool runs a while before it ends its process, as one that
+    runs out of memory does)."""
+    pool = RayBackend(actors=1, actor_cpus=0, max_actor_deaths=2)
+    lives = tmp_path / "lives"
+    try:
+        ex = Executor(
+            [Role(name="k", tools=(f"{TOOLS}:crash",))], FunctionModel(scripted),
+            aggregator="concat", backend=pool, store=tmp_path / "runs.db",
+        )  # fmt: skip
+        calls = script([("crash", {"path": str(lives), "after": 1.0})])
+        with pytest.raises(RunFailed) as info:
+            await asyncio.wait_for(ex.run("t", subtasks=[("k", calls)]), 90)
+    finally:
+        pool.stop()
+    assert len(_text(lives).splitlines()) == 2  # two actors died, no third was tried
+    error = info.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "WorkerLost"
+    assert error.message.startswith(
+        "worker 's1' of role 'k' was lost with its Ray actor 2 times, while it ran tool 'crash'"
+    )
+    assert "max_actor_deaths=2" in error.message
+
+
 def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     given: dict[str, Any] = {}
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
@@ -347,6 +379,48 @@ async def test_a_tool_given_as_an_object_runs_in_the_actor(ray_session: None) ->
     assert result.subtasks["s1"].worker is not None
     assert result.subtasks["s1"].worker.text == f"in {actor}"
     assert actor != os.getpid()
+
+
+async def test_a_closure_tool_with_postponed_annotations_runs_in_the_actor(
+    ray_session: None,
+) -> None:
+    """A tool made in a function goes by value; its signature's ``ToolContext``, a
+    postponed annotation (this module's ``from __future__ import annotations``), is
+    read where the tool was made, not in the actor, whose copy of the function holds
+    only the globals its code uses."""
+
+    def made() -> Tool[..., str]:
+        async def stamp(text: str, context: ToolContext) -> str:
+            """Stamp the text with the call's run.
+
+            Args:
+                text: Anything.
+            """
+            return f"{text} {context.run_id} {os.getpid()}"
+
+        return Tool(stamp)
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        ex = Executor(
+            [Role(name="q", tools=("stamp",))], FunctionModel(scripted), tools=[made()],
+            aggregator="concat", backend=pool,
+        )  # fmt: skip
+        result = await ex.run("t", subtasks=[("q", script([("stamp", {"text": "in"})]))])
+        (actor,) = await pool.pids()
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == f"in {result.run_id} {actor}"
+
+
+def test_an_error_from_an_actor_comes_back_as_itself() -> None:
+    from honeycomb.backends._wire import portable_error, raised
+    from runtime import ToolDefinitionError
+
+    again = raised(portable_error(ToolDefinitionError("stamp", "no type hint")))
+    assert isinstance(again, ToolDefinitionError)
+    assert (again.tool_name, again.reason) == ("stamp", "no type hint")
 
 
 async def test_a_tool_that_cannot_be_sent_fails_its_worker_alone(ray_session: None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sqlite3
 import time
 
@@ -127,6 +128,21 @@ def guarded_note(path: str, text: str) -> str:
 def pid() -> str:
     """The process that runs the call."""
     return str(os.getpid())
+
+
+@tool
+def crash(path: str, after: float) -> str:
+    """End this process after a while (as a tool that runs out of memory does), saying
+    so in a file with the process's id first.
+
+    Args:
+        path: The file.
+        after: Seconds it runs first.
+    """
+    _append(path, f"crashing {os.getpid()}")
+    time.sleep(after)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never"
 
 
 @tool
