@@ -125,16 +125,7 @@ class Known:
         return self.item if self.item.startswith("new") else f"issue 28 item {self.item}"
 
 
-KNOWN: tuple[Known, ...] = (
-    Known(
-        "new: tools by value lose postponed annotations",
-        (("ray", "*"),),
-        "tool by value",
-        r"'ToolContext' is not defined|UnserializableException",
-        "a tool sent by value cannot be made again in an actor when its signature is a "
-        "postponed annotation (`from __future__ import annotations`)",
-    ),
-)
+KNOWN: tuple[Known, ...] = ()
 """The defects that cells show today, until they are fixed."""
 
 
