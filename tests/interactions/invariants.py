@@ -158,44 +158,13 @@ def _store_figures(
     report.expect(
         traced == seen,
         "usage counted",
-        f"the trace says (calls, input, output) = {traced}; the model answered {seen}"
-        + _left_out(outcome.hive.ledger.model_calls(), seen, traced),
+        f"the trace says (calls, input, output) = {traced}; the model answered {seen}",
     )
     report.expect(
         timeline.critical_path_s <= timeline.wall_s + 0.05,
         "timings",
         f"the trace: critical path {timeline.critical_path_s:.3f}s, wall {timeline.wall_s:.3f}s",
     )
-
-
-def _left_out(calls: list[dict[str, Any]], seen: tuple[int, ...], traced: tuple[int, ...]) -> str:
-    """What a trace's figures leave out, as far as the model's log tells: the judges'
-    calls (their tokens are in it), hive tools' sub-runs, answers of an earlier life
-    that its process never told (lost with it), or some of these."""
-    judges = [c for c in calls if c["kind"] == "judge"]
-    sub = [c for c in calls if c["scope"] == "sub"]
-    last = max((c["life"] for c in calls), default=1)
-    earlier = [c for c in calls if c["life"] < last and c["scope"] == "run" and c["kind"] == "work"]
-    lost = _sums((c["input"], c["output"]) for c in earlier)
-    parts = {
-        "the judges' model calls": (len(judges), 0, 0),
-        "hive tools' sub-runs": (
-            len(sub),
-            sum(c["input"] for c in sub),
-            sum(c["output"] for c in sub),
-        ),
-    }
-    for size in range(len(parts), -1, -1):
-        for chosen in itertools.combinations([p for p in parts if parts[p][0]], size):
-            left = [seen[k] - traced[k] - sum(parts[p][k] for p in chosen) for k in range(3)]
-            said = list(chosen)
-            if left[0] > 0 and (left[0], (left[1], left[2])) in lost:
-                said.append(f"{left[0]} answers of earlier lives their process never told")
-            elif left != [0, 0, 0]:
-                continue
-            if said:
-                return ", as if it left out " + " and ".join(said)
-    return ""
 
 
 def _shortfall(

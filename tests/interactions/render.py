@@ -49,7 +49,7 @@ pytest tests/interactions -k 'resume+ray'      # one cell (its id: the two featu
 The Ray cells run in one test process (`xdist_group("ray")`), on one local Ray and one
 pool of two actors; the MCP cells share one server per test process; the `sigkill`
 cells start one child process each. Every model answers at once: the whole matrix
-takes about 40 seconds of processor time.
+takes about 50 seconds of processor time.
 
 A failing cell names every invariant it broke, and what it saw. A defect the matrix
 finds is fixed, or, until it is, entered in `KNOWN` (`tests/interactions/matrix.py`)
