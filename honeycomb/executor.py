@@ -351,8 +351,15 @@ class Executor:
         """A call of :meth:`as_tool`'s tool: a sub-run on ``instruction``; its answer."""
         outer = current_run()
         run_id = f"{context.run_id}/{context.worker}/{context.call_id}"
+        spans = outer.context.spans if outer is not None else None
+        # Its calls are spans of the calling run, under this call.
+        handlers = (
+            (spans.nested(context.worker or "?", context.turn, context.call_id),)
+            if spans is not None
+            else ()
+        )
         run = Run(
-            self.shared, instruction, run_id if outer else os.urandom(6).hex(), (),
+            self.shared, instruction, run_id if outer else os.urandom(6).hex(), handlers,
             within=outer.context if outer is not None else None,
         )  # fmt: skip
         async with self.shared.scope():

@@ -20,17 +20,24 @@ from runtime.tools import Tool
 __all__ = ["in_thread", "run_tool"]
 
 
-def run_tool(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Awaitable[Any]:
+def run_tool(
+    found: Tool[Any, Any], kwargs: dict[str, Any], begun: threading.Event | None = None
+) -> Awaitable[Any]:
     """A call of ``found`` with validated arguments: an async tool's coroutine, a sync
-    tool in a worker thread."""
-    return cast(Awaitable[Any], found.fn(**kwargs)) if found.is_async else in_thread(found, kwargs)
+    tool in a worker thread (``begun`` is set once a side-effecting one's thread has
+    taken it up: cancelled before, it never ran)."""
+    if found.is_async:
+        return cast(Awaitable[Any], found.fn(**kwargs))
+    return in_thread(found, kwargs, begun)
 
 
-async def in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+async def in_thread(
+    found: Tool[Any, Any], kwargs: dict[str, Any], begun: threading.Event | None = None
+) -> Any:
     """Run a sync tool in a worker thread."""
     run = partial(found.fn, **kwargs)
     if found.side_effects:
-        return await to_the_end(run)
+        return await to_the_end(run, begun)
     # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
     # asyncio task group is cancelled natively, which anyio's scopes do not see:
     # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
@@ -42,20 +49,23 @@ async def in_thread(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
             raise
 
 
-async def to_the_end(run: Callable[[], Any]) -> Any:
+async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = None) -> Any:
     """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
     a side-effecting call must not overlap the next one, nor outlive its run. Cancelled
-    before its thread took it up, it never runs: it returns at once."""
+    before its thread took it up, it never runs: it returns at once (``begun``, when
+    given, is set once it has been taken up)."""
     ended = threading.Event()
     lock = threading.Lock()
-    begun = dropped = False
+    took = dropped = False
 
     def guarded() -> Any:
-        nonlocal begun
+        nonlocal took
         with lock:
             if dropped:  # cancelled while it waited for its thread
                 return None
-            begun = True
+            took = True
+        if begun is not None:
+            begun.set()
         try:
             return run()
         finally:
@@ -73,7 +83,7 @@ async def to_the_end(run: Callable[[], Any]) -> Any:
             # the call is dropped, and nothing is waited for.
             scope.cancel()
             with lock:
-                dropped = not begun
+                dropped = not took
             if not dropped and not ended.is_set():
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(ended.wait)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Protocol
@@ -449,8 +450,10 @@ class Dispatcher:
                 )
             )  # fmt: skip
         started = time.perf_counter()
+        # Whether a sync side-effecting call's thread took it up (see _timeout_text).
+        begun = threading.Event() if found.side_effects and not found.is_async else None
         try:
-            running = run_tool(found, kwargs)
+            running = run_tool(found, kwargs, begun)
             if limit is None:
                 value = await running
             else:
@@ -459,7 +462,8 @@ class Dispatcher:
         except TimedOut:
             # Cancelled, or waited for to its end (a sync side-effecting tool's thread
             # is, see runtime._threads).
-            text = _timeout_text(found, limit or 0.0, time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            text = _timeout_text(found, limit or 0.0, elapsed, begun)
             return self._ended(ready, results, turn, started, "timeout", text, text)
         except ApprovalNeeded:
             raise  # calls the tool made wait for a decision (a nested worker's): it pauses
@@ -503,8 +507,15 @@ def _pending_of(group: BaseExceptionGroup[ApprovalNeeded]) -> tuple[PendingAppro
     return tuple(found)
 
 
-def _timeout_text(found: Tool[Any, Any], timeout: float, elapsed: float) -> str:
-    if not found.is_async and found.side_effects:
+def _timeout_text(
+    found: Tool[Any, Any], timeout: float, elapsed: float, begun: threading.Event | None
+) -> str:
+    if begun is not None and not begun.is_set():  # it waited for a thread all along
+        return (
+            f"Error: tool {found.name!r} timed out after {timeout:g}s before it started: it "
+            "did not run, so it had no effect. Call it again if it is still needed."
+        )
+    if begun is not None:
         # Such a thread is waited for (see runtime._threads), so it ran to its end.
         return (
             f"Error: tool {found.name!r} timed out after {timeout:g}s. It is a synchronous "

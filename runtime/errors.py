@@ -106,7 +106,21 @@ __all__ = [
 
 
 class HoneycombError(Exception):
-    """Root of every error Honeycomb raises."""
+    """Root of every error Honeycomb raises.
+
+    An error pickles as its class, message and fields, and is made again from them
+    without calling its ``__init__`` (which takes its fields, not its message), so it
+    crosses to another process (from a Ray actor) as itself.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickled, (type(self), self.args), self.__dict__
+
+
+def _unpickled(cls: type[HoneycombError], args: tuple[Any, ...]) -> HoneycombError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 # --- configuration -----------------------------------------------------------------

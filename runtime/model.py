@@ -48,6 +48,7 @@ __all__ = [
     "call_model",
     "held",
     "missing_key",
+    "request_writer",
 ]
 
 
@@ -233,3 +234,26 @@ def missing_key(model: Model) -> ConfigError | None:
             return cast("ConfigError", found)
         current = getattr(current, "inner", None)
     return None
+
+
+def request_writer(model: Model) -> Callable[[ModelRequest], ModelRequest] | None:
+    """How ``model`` writes a request out before its endpoint is sent it (a tool
+    protocol's model writes the tools into the prompt, and calls and results as text:
+    its ``written()`` method says how), or None when it sends requests as they are.
+    What measures a request against a budget measures what is sent."""
+    writers: list[Callable[[ModelRequest], ModelRequest]] = []
+    current: object = model
+    while current is not None:
+        write = getattr(current, "written", None)
+        if callable(write):
+            writers.append(write)
+        current = getattr(current, "inner", None)
+    if not writers:
+        return None
+
+    def written(request: ModelRequest) -> ModelRequest:
+        for write in writers:
+            request = write(request)
+        return request
+
+    return written

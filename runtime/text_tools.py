@@ -54,6 +54,10 @@ class ProtocolModel(WrapperModel):
         answer = await call_model(self.inner, self._written(request), on_text)
         return self._read(answer, request)
 
+    def written(self, request: ModelRequest) -> ModelRequest:
+        """``request`` as the inner model is sent it."""
+        return self._written(request)
+
     def _written(self, request: ModelRequest) -> ModelRequest:
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ import importlib
 import inspect
 import re
 import sys
+import types
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
@@ -206,7 +207,9 @@ class Tool(Generic[P, R]):
         function), else as its function and options, made again where it is unpickled
         (its arguments' model is made from the function, not sent). ``__main__`` is
         another program in the process that unpickles it: a tool of the program goes
-        as its function (which cloudpickle sends by value)."""
+        as its function (which cloudpickle sends by value), with its type hints
+        resolved here when its annotations are postponed (strings): a function sent
+        by value takes only the globals its code uses, not those its annotations name."""
         module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
         qualname = getattr(self.fn, "__qualname__", "")
         if (
@@ -215,7 +218,7 @@ class Tool(Generic[P, R]):
             and getattr(module, qualname, None) is self
         ):
             return _imported, (module.__name__, qualname)
-        return _remade, (self.fn, self.options())
+        return _remade, (self.fn, self.options(), _postponed_hints(self.fn))
 
     def options(self) -> dict[str, Any]:
         """What it was made with besides its function (``Tool(fn, **options)``)."""
@@ -241,8 +244,45 @@ def _imported(module: str, name: str) -> Tool[Any, Any]:
     return found
 
 
-def _remade(fn: Callable[..., Any], options: dict[str, Any]) -> Tool[..., Any]:
+def _remade(
+    fn: Callable[..., Any], options: dict[str, Any], hints: dict[str, Any] | None = None
+) -> Tool[..., Any]:
+    if hints is not None and not _resolvable(fn):
+        fn = _annotated(fn, hints)
     return Tool(fn, **options)
+
+
+def _postponed_hints(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """A function's type hints, resolved, when some of its annotations are strings."""
+    annotations = getattr(fn, "__annotations__", None) or {}
+    if not any(isinstance(a, str) for a in annotations.values()):
+        return None
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError):  # a tool with its own schema may leave them unread
+        return None
+
+
+def _resolvable(fn: Callable[..., Any]) -> bool:
+    try:
+        get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError):
+        return False
+    return True
+
+
+def _annotated(fn: Callable[..., Any], hints: dict[str, Any]) -> Callable[..., Any]:
+    """A copy of the function ``fn`` with ``hints`` for its annotations."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    copy = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__dict__.update(fn.__dict__)
+    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    copy.__annotations__ = dict(hints)
+    return copy
 
 
 @overload

@@ -93,6 +93,20 @@ def own_secrets() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One real local Ray for the session, the private Ray a backend starts (on
+    127.0.0.1, no dashboard, no usage statistics), with two CPUs. The tests that use it
+    go to one test process (``pytest.mark.xdist_group("ray")``), which then starts one
+    Ray."""
+    ray = pytest.importorskip("ray")
+    from honeycomb.backends._setup import start_ray
+
+    start_ray(None, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_loops: run an async test on asyncio's own event loop and on uvloop"

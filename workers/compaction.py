@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
 
@@ -163,6 +163,9 @@ class Compactor:
         run_id: The run's id in the events.
         conversation: The worker's conversation key (the summary call's is its own).
         timeout: Seconds the summary call may take, if limited.
+        writer: How the worker's model writes a request out before it is sent (a tool
+            protocol's: the tools in the prompt, calls and results as text), so that
+            the budget holds for what is sent (None: requests are sent as they are).
 
     Raises:
         ConfigError: for a ``token_counter`` path that does not import a callable.
@@ -179,6 +182,7 @@ class Compactor:
         run_id: str | None = None,
         conversation: str | None = None,
         timeout: float | None = None,
+        writer: Callable[[ModelRequest], ModelRequest] | None = None,
     ) -> None:
         self.compaction = compaction
         self.model = model
@@ -189,9 +193,14 @@ class Compactor:
         self.conversation = f"{conversation}/compaction" if conversation else "compaction"
         self.timeout = timeout
         self.count = token_counter(compaction)
+        self.writer = writer
 
     def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
-        """The tokens of ``messages`` and ``tools``, by the role's counter or the estimate."""
+        """The tokens of ``messages`` and ``tools`` as the worker's model is sent them,
+        by the role's counter or the estimate."""
+        if self.writer is not None and (tools or any(_writable(m) for m in messages)):
+            sent = self.writer(ModelRequest(messages=tuple(messages), tools=tuple(tools)))
+            return estimate_tokens(sent.messages, sent.tools, self.count)
         return estimate_tokens(messages, tools, self.count)
 
     def size(
@@ -409,3 +418,11 @@ class Compactor:
             error=None if error is None else f"{type(error).__name__}: {error}",
         )  # fmt: skip
         self.tracer.emit(event)
+
+
+def _writable(message: Message) -> bool:
+    """Whether a tool protocol writes ``message`` otherwise than it is (a call, or a
+    result)."""
+    return isinstance(message, ToolMessage) or (
+        isinstance(message, AssistantMessage) and bool(message.tool_calls)
+    )

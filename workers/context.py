@@ -221,17 +221,21 @@ def _shortened(
     group: tuple[Message, ...], tokens: int, count: TokenCounter | None
 ) -> tuple[Message, ...]:
     """``group`` within ``tokens``, its longest texts (results, answers) cut in the
-    middle; calls' arguments are never cut (the server must read them as JSON)."""
+    middle, the longest as far as it goes before the next; calls' arguments are never
+    cut (the server must read them as JSON)."""
     messages = list(group)
     longest = sorted(range(len(messages)), key=lambda i: -len(messages[i].content or ""))
     for index in longest:
-        over = estimate_tokens(messages, count=count) - tokens
-        message = messages[index]
-        text = message.content or ""
-        if over <= 0 or not text:
+        # Again while over: the estimate rounds once for all the texts, so a text cut
+        # by what the group is over can leave it a token over.
+        while (over := estimate_tokens(messages, count=count) - tokens) > 0:
+            text = messages[index].content or ""
+            if not text:
+                break
+            kept = cut_text(text, max(_measure((text,), count) - over, 0), count)
+            messages[index] = replace(messages[index], content=kept)
+        if over <= 0:
             break
-        kept = cut_text(text, max(_measure((text,), count) - over, 0), count)
-        messages[index] = replace(message, content=kept)
     return tuple(messages)
 
 

@@ -157,7 +157,8 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
 
 class GuardChecked(Event, frozen=True, kw_only=True):
     """A guard checked something: ``ok`` (it passed), ``tripped`` (it gave a reason)
-    or ``error`` (it raised); with its time and what a judge's model call cost."""
+    or ``error`` (it raised); with its time, and a judge's model call (``model_calls``:
+    1, made even when it failed) and what it cost."""
 
     kind: ClassVar[str] = "guard.checked"
     guard: str
@@ -171,6 +172,7 @@ class GuardChecked(Event, frozen=True, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    model_calls: int = 0
 
 
 class Refusal(Value, frozen=True, kw_only=True):
@@ -415,21 +417,24 @@ class GuardRunner:
         started = time.perf_counter()
         usage, model = Usage(), ""
         broken = False
+        calls = 0  # the judge's model call, as the budget counts it
         try:
             if guard.judge is not None:
                 if self.judge is None:
                     raise ConfigError(f"no judge to ask: {guard.judge!r} is not a role here")
+                calls = 1  # made, answered or failed, unless the budget refuses it
                 reason, usage, model = await self.judge.ask(guard.judge, check)
             else:
                 assert guard.fn is not None
                 reason = _reason(await _called(guard.fn, check))
-        except BudgetExceeded:
+        except BudgetExceeded:  # the budget refused the judge's call: none was made
             self._report(guard, check, turn, call_id, started, "error", "budget exceeded")
             raise
         except Exception as exc:  # a broken guard trips: the model cannot fix it
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
         status = "ok" if reason is None else "error" if broken else "tripped"
-        self._report(guard, check, turn, call_id, started, status, reason, usage, model)
+        spent = (usage, model, calls)
+        self._report(guard, check, turn, call_id, started, status, reason, spent)
         return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
 
     def _report(
@@ -441,19 +446,20 @@ class GuardRunner:
         started: float,
         status: str,
         reason: str | None,
-        usage: Usage | None = None,
-        model: str = "",
+        spent: tuple[Usage, str, int] = (Usage(), "", 0),
     ) -> None:
+        """Emit a check's ``guard.checked``; ``spent``: its judge's usage, model and
+        model calls (none for a function)."""
         if not self.tracer.enabled:
             return
-        spent = usage or Usage()
+        usage, model, calls = spent
         self.tracer.emit(
             GuardChecked(
                 worker=self.worker, run_id=self.run_id, guard=guard.name,
                 guard_kind=check.kind, status=status,
                 duration_s=time.perf_counter() - started, turn=turn, call_id=call_id,
-                reason=reason, model=model, input_tokens=spent.input_tokens,
-                output_tokens=spent.output_tokens, cost=spent.cost,
+                reason=reason, model=model, input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens, cost=usage.cost, model_calls=calls,
             )
         )  # fmt: skip
 

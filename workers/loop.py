@@ -34,10 +34,10 @@ until the turn's answer is accepted, or is tool calls (which no guard checks), a
 drops those of an answer the guards refuse, or that fails.
 
 A :class:`Checkpoint` receives the state as the loop goes, so a run store can resume it
-where it stopped: after every step, but that an answer asking only for calls without
-side effects is kept together with their observations. One that asks for a side
-effect is saved before it runs, so a resumed loop runs those very calls (their ids
-are what a journal of side effects knows), not a new answer's.
+where it stopped: after every step. An answer asking for tool calls is kept (the
+checkpoint flushed) before any of them runs, so a resumed loop runs those very calls
+(their ids are what a journal of side effects knows, and name the nested workers they
+start), not a new answer's, and what the answer cost is never lost with a process.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ from runtime.events import (
 )
 from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
-from runtime.model import TextSink, call_model
+from runtime.model import TextSink, call_model, request_writer
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
@@ -180,7 +180,7 @@ class AgentLoop:
             self._compactor = Compactor(
                 compaction, summarizer or model, budget=budget, tracer=self.tracer,
                 worker=worker, run_id=run_id, conversation=self._conversation,
-                timeout=self.settings.model_timeout,
+                timeout=self.settings.model_timeout, writer=request_writer(model),
             )  # fmt: skip
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
@@ -193,22 +193,14 @@ class AgentLoop:
             if not isinstance(result, Continue):
                 return result  # the worker's result is what is kept of a finished loop
             current = result.state
-            if checkpoint is not None and self._worth_saving(current):
+            if checkpoint is not None:
                 checkpoint.save(current)
-
-    def _worth_saving(self, state: LoopState) -> bool:
-        """Every state is saved but an answer whose calls have no side effects, which
-        is saved with their observations one step later (a crash in between only asks
-        the model again). An answer asking for side effects is saved before they run,
-        so a resumed loop runs those very calls, whose ids the journal knows."""
-        tools = self.dispatcher.tools
-        for call in state.pending:
-            found = tools.get(call.name)
-            if found is None or found.side_effects or found.durable:
-                return True  # a nested worker's call must be found again, by its id
-            if self.dispatcher.asks_approval(found):
-                return True  # a call that waits for approval must be found too
-        return not state.pending
+                if current.pending:
+                    # An answer is kept before any call it asks for runs: a resumed
+                    # loop runs those very calls (under the ids the journal knows, a
+                    # nested worker under its name) rather than ask its model again,
+                    # and what the answer cost is counted, whenever the process dies.
+                    await checkpoint.flush()
 
     async def step(self, state: LoopState) -> Step:
         """Think or act: one model turn, or, when the model's last answer asked for tool

@@ -230,6 +230,10 @@ Step = Continue | Final | Failed | Waiting
 
 class Checkpoint(Protocol):
     """Receives a loop's state as it changes, to keep it (a run store). ``save`` must
-    not block: it is called on the event loop, every turn."""
+    not block: it is called on the event loop, every step; ``flush`` returns once
+    every state saved so far is kept (the loop awaits it before the calls of an answer
+    run)."""
 
     def save(self, state: LoopState) -> None: ...
+
+    async def flush(self) -> None: ...

@@ -171,6 +171,9 @@ class Hive:
                 error=WorkerError(type=type(exc).__name__, message=str(exc)),
                 exception=exc,
             )
+        except asyncio.CancelledError:
+            link.send("stopped")  # the last it sends: the driver waits for it
+            raise
         finally:
             self._workers.pop(key, None)
         link.send("done", portable_result(result))

@@ -26,14 +26,20 @@ from runtime import (
     JournalEntry,
     Tool,
     ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolMessage,
 )
+from runtime._concurrency import shielded
 from runtime._threads import run_tool
 from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerResult
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
+
+STOP_WAIT_S = 2.0
+"""How long a cancelled run waits for each remote worker to say it stopped."""
 
 
 class Channel:
@@ -148,12 +154,14 @@ class Driver:
             dict(record.entries) if record is not None else {}
         )
         self.last_state: LoopState | None = None
+        self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, anyio.Event] = {}
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
         self._channel: Channel
         self._key: str
         self._finished: asyncio.Future[WorkerResult]
+        self._stopped = asyncio.Event()  # it said it stopped, once cancelled
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -171,8 +179,9 @@ class Driver:
         except BaseException:
             if not self._finished.done():
                 # Cancelled (or the driver failed): the worker and its tool calls are
-                # cancelled there too.
+                # cancelled there too; what it spent until it stops still counts.
                 channel.send(("cancel", key))
+                await shielded(self._until_stopped())
             raise
         finally:
             channel.leave(key)
@@ -180,6 +189,22 @@ class Driver:
             for helper in helpers:  # every lock and token held for it is let go
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _until_stopped(self) -> None:
+        """Take what a cancelled worker sends until it says it stopped (what its model
+        calls spent, told before), or ends, or its actor is lost; a while at most."""
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait((stopped, self._finished), timeout=STOP_WAIT_S)
+        finally:
+            stopped.cancel()
+
+    def tools_running(self) -> tuple[str, ...]:
+        """The tools of its calls under way, by what its events said (none when the
+        run sends no events), forgotten as it is read: a worker that moves to another
+        actor starts them again."""
+        running, self._running = self._running, {}
+        return tuple(dict.fromkeys(running.values()))
 
     def lost(self, exc: Exception) -> None:
         """Its actor died (or the channel to it failed)."""
@@ -191,7 +216,12 @@ class Driver:
         kind = message[0]
         budget = self.worker.budget
         if kind == "event":
-            self.context.tracer.emit(message[1])
+            event = message[1]
+            if isinstance(event, ToolCallStarted):
+                self._running[event.call_id] = event.tool
+            elif isinstance(event, ToolCallFinished):
+                self._running.pop(event.call_id, None)
+            self.context.tracer.emit(event)
         elif kind == "save":
             self.last_state = message[1]
             if self.record is not None:
@@ -219,6 +249,8 @@ class Driver:
             given_up = self._helpers.get(message[1])
             if given_up is not None:
                 given_up.cancel()
+        elif kind == "stopped":
+            self._stopped.set()
         elif kind == "done" and not self._finished.done():
             plain, error = message[1]
             exception = raised(error) if error is not None else None
@@ -256,6 +288,8 @@ class Driver:
             return await self._intent(*args)
         if op == "outcome":
             return await self._outcome(*args)
+        if op == "flush":  # every state sent before it is received: kept now
+            return await self.record.flush() if self.record is not None else None
         if op == "memory" and worker.setup.memory is not None:
             method, positional, options = args
             return await getattr(worker.setup.memory, method)(*positional, **options)

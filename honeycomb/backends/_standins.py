@@ -183,6 +183,10 @@ class DriverCheckpoint:
     def save(self, state: LoopState) -> None:
         self._link.send("save", state)
 
+    async def flush(self) -> None:
+        """Return once the states sent so far are kept at the driver."""
+        await self._link.ask("flush")
+
 
 class DriverMemory:
     """The run's long-term memory, seen from an actor: each call is made at the driver

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,6 +27,55 @@ Message = tuple[Any, ...]
 class RemoteFailure(HoneycombError):
     """What the driver answered a worker's request with, when it failed there (other
     than a budget, which comes back as :class:`BudgetExceeded` itself)."""
+
+
+class WorkerLost(HoneycombError):
+    """A worker's actor died while it ran, and the worker does not continue elsewhere:
+    its run has no store (no checkpoint or journal to continue from), or its actors
+    died ``max_actor_deaths`` times (see :class:`RayBackend`).
+
+    Attributes:
+        worker: The worker's name (the subtask id).
+        reason: What Ray said about the (last) actor.
+        role: The worker's role.
+        deaths: Its actors that died.
+        tools: The tools it was running when the last one died, when its events said.
+        limit: The backend's ``max_actor_deaths`` (None: the run has no store).
+    """
+
+    def __init__(
+        self,
+        worker: str,
+        reason: str,
+        *,
+        role: str = "",
+        deaths: int = 1,
+        tools: Sequence[str] = (),
+        limit: int | None = None,
+    ) -> None:
+        self.worker = worker
+        self.reason = reason
+        self.role = role
+        self.deaths = deaths
+        self.tools = tuple(tools)
+        self.limit = limit
+        named = ", ".join(repr(t) for t in self.tools)
+        running = (
+            f", while it ran tool{'s' if len(self.tools) > 1 else ''} {named}" if named else ""
+        )
+        if limit is None:
+            message = (
+                f"worker {worker!r} was lost with its Ray actor{running} ({reason}); with a "
+                "run store it would have continued on another actor from its last checkpoint"
+            )
+        else:
+            message = (
+                f"worker {worker!r} of role {role!r} was lost with its Ray actor {deaths} "
+                f"times{running} (the last: {reason}); it does not move to another actor "
+                f"again (RayBackend max_actor_deaths={limit}): a tool that ends its process "
+                "(a crash, too little memory) ends it the same way each time"
+            )
+        super().__init__(message)
 
 
 def portable_error(exc: BaseException) -> tuple[str, Any]:

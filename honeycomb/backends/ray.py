@@ -36,6 +36,7 @@ from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
     RemoteFailure,
+    WorkerLost,
     WorkerSpec,
 )
 from honeycomb.run.context import RunContext
@@ -56,24 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["RayBackend", "WorkerLost", "recipe"]
 
 T = TypeVar("T")
-
-
-class WorkerLost(HoneycombError):
-    """A worker's actor died while it ran, and the worker cannot continue elsewhere
-    (its run has no store, so there is no checkpoint or journal to continue from).
-
-    Attributes:
-        worker: The worker's name (the subtask id).
-        reason: What Ray said about the actor.
-    """
-
-    def __init__(self, worker: str, reason: str) -> None:
-        self.worker = worker
-        self.reason = reason
-        super().__init__(
-            f"worker {worker!r} was lost with its Ray actor ({reason}); with a run store "
-            "it would have continued on another actor from its last checkpoint"
-        )
 
 
 @dataclass
@@ -117,6 +100,11 @@ class RayBackend:
             over so often that two actors on two cores leave each core idle about a
             fifth of the time. A longer interval makes the actor's event loop wait
             that much longer for the GIL while such a tool runs.
+        max_actor_deaths: The actors one worker of a stored run may lose: after each
+            death but the last it goes on in another actor from its last checkpoint;
+            at the last it fails with :class:`WorkerLost`, naming its role and the
+            tools it was running (a tool that ends its process would move it on
+            forever). A worker of a run with no store fails at the first.
     """
 
     def __init__(
@@ -129,9 +117,14 @@ class RayBackend:
         actor_cpus: float = 1.0,
         num_cpus: int | None = None,
         switch_interval_s: float | None = 0.05,
+        max_actor_deaths: int = 3,
     ) -> None:
         if actors < 1:
             raise ConfigError(f"RayBackend: actors must be at least 1, got {actors}")
+        if max_actor_deaths < 1:
+            raise ConfigError(
+                f"RayBackend: max_actor_deaths must be at least 1, got {max_actor_deaths}"
+            )
         if workers_per_actor is not None and workers_per_actor < 1:
             raise ConfigError(
                 f"RayBackend: workers_per_actor must be at least 1, got {workers_per_actor}"
@@ -147,6 +140,7 @@ class RayBackend:
         self.actor_cpus = actor_cpus
         self.num_cpus = num_cpus
         self.switch_interval_s = switch_interval_s
+        self.max_actor_deaths = max_actor_deaths
         self._pool: list[_Actor] | None = None
         self._starting: asyncio.Lock | None = None
         # What each object (a setup, a model) comes to, made once: by id, the object
@@ -269,6 +263,7 @@ class RayBackend:
         link = Driver(context, worker, record, model_limiter)
         state = resume
         avoid: _Actor | None = None
+        deaths = 0
         async with self._slots_here():
             while True:
                 actor = self._pick(avoid)
@@ -285,8 +280,15 @@ class RayBackend:
                     return await link.follow(channel, f"w{self._runs}", spec)
                 except ray.exceptions.RayActorError as exc:
                     actor.dead = True
-                    if record is None:
-                        return _failed(worker, WorkerLost(worker.name, _reason(exc)))
+                    deaths += 1
+                    running = link.tools_running()
+                    if record is None or deaths >= self.max_actor_deaths:
+                        limit = None if record is None else self.max_actor_deaths
+                        lost = WorkerLost(
+                            worker.name, _reason(exc), role=worker.role.name,
+                            deaths=deaths, tools=running, limit=limit,
+                        )  # fmt: skip
+                        return _failed(worker, lost)
                     state = link.last_state or state  # on from its last checkpoint
                     avoid = actor
                 except Exception as exc:  # a message that could not be sent, say

@@ -17,7 +17,7 @@ from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
-from runtime import HoneycombError, StoreError
+from runtime import HoneycombError, RunBusy, StoreError
 
 if TYPE_CHECKING:
     from honeycomb.web import StoreApprovals
@@ -141,7 +141,9 @@ def _listen(host: str, port: int) -> socket.socket:
 class Resumer:
     """Continues, in the server's process, a run of ``store`` once a decision left it
     waiting on nothing, as ``honeycomb resume`` would (from its hive file). What
-    happens is said on stderr: the run itself is in the store."""
+    happens is said on stderr: the run itself is in the store. A run another process
+    holds (the run's own, which went on at once with a decision recorded as it ended)
+    goes on there: that is said, not a failure."""
 
     def __init__(self, store: Path) -> None:
         self.store = store
@@ -165,6 +167,17 @@ class Resumer:
         try:
             executor = Executor.from_yaml(found.source, store=self.store)
             result = await executor.resume(run_id)
+        except RunBusy as exc:
+            if exc.expired:  # its holder may be gone: the error says how to take it over
+                print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
+            else:
+                where = f" (pid {exc.pid} on host {exc.host!r})" if exc.pid is not None else ""
+                print(
+                    f"run {run_id}: another process carries it on{where}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
         except (HoneycombError, OSError) as exc:
             print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)
             return

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, Protocol, TextIO
 
 import msgspec
@@ -18,19 +18,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from honeycomb.cli.lines import describe, model_finished, short_error
 from honeycomb.run.events import (
-    AggregationFinished,
     AggregationStarted,
     PlanReady,
     RoundPlanned,
     RoundStarted,
     RunFinished,
-    RunStarted,
     WorkerFinished,
     WorkerStarted,
 )
 from honeycomb.run.result import RunResult
-from honeycomb.trace.format import counted, format_cost, token_detail
+from honeycomb.trace.format import format_cost, token_detail
 from runtime import (
     ApprovalRequest,
     Approver,
@@ -46,7 +45,6 @@ from runtime import (
     ToolCallStarted,
 )
 from runtime._text import valid_data
-from workers import MemoryRecalled
 
 __all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
 
@@ -69,6 +67,7 @@ class _Row(msgspec.Struct, kw_only=True):
     tools_running: int = 0
     started: float | None = None
     ended: float | None = None
+    error: str = ""  # what its last model call failed with, shortened
 
 
 class _RunState(msgspec.Struct, kw_only=True):
@@ -83,6 +82,7 @@ class _RunState(msgspec.Struct, kw_only=True):
     planner: str = ""  # the planner (or lead), while it plans
     planner_turn: int = 0  # its call under way
     planner_pieces: int = 0  # the pieces of text that call streamed so far
+    planner_error: str = ""  # what its last call failed with, shortened
 
     def apply(self, event: Event) -> None:
         now = time.perf_counter()
@@ -90,9 +90,11 @@ class _RunState(msgspec.Struct, kw_only=True):
         planning = self.phase.startswith("planning") and row is None
         if planning and isinstance(event, ModelCallStarted):
             self.planner, self.planner_turn = event.worker or "planner", event.turn
-            self.planner_pieces = 0
+            self.planner_pieces, self.planner_error = 0, ""
         elif planning and isinstance(event, TextDelta) and event.worker == self.planner:
             self.planner_pieces += 1
+        elif planning and isinstance(event, ModelCallFinished) and event.error:
+            self.planner_error = short_error(event.error)
         if isinstance(event, TextDelta):
             if self.phase == "aggregating":  # only the aggregator's calls run then
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
@@ -112,7 +114,9 @@ class _RunState(msgspec.Struct, kw_only=True):
             paused = event.status == "waiting"
             row.state, row.ended = "needs approval" if paused else event.status, now
         elif isinstance(event, ModelCallStarted) and row:
-            row.state, row.turn = "thinking", event.turn
+            row.state, row.turn, row.error = "thinking", event.turn, ""
+        elif isinstance(event, ModelCallFinished) and row and event.error:
+            row.state, row.error = "model error", short_error(event.error)
         elif isinstance(event, CompactionStarted) and row:
             row.state, row.turn = "compacting", event.turn
         elif isinstance(event, ModelCallFinished | CompactionFinished) and row:
@@ -143,6 +147,7 @@ _STYLE = {
     "cancelled": "red dim",
     "over_budget": "red",
     "needs approval": "bold yellow",
+    "model error": "red",
 }
 
 
@@ -213,11 +218,12 @@ class LiveView:
             end = row.ended or now
             elapsed = f"{end - row.started:5.2f}s" if row.started is not None else ""
             state = "needs approval" if row.id in self.state.asking else row.state
+            shown = f"{state}: {row.error}" if state == "model error" else state
             table.add_row(
                 row.id,
                 row.role,
                 ", ".join(row.depends_on) or "-",
-                Text(state, style=_STYLE.get(state, "")),
+                Text(shown, style=_STYLE.get(state, "")),
                 str(row.turn or ""),
                 str(row.tool_calls or ""),
                 elapsed,
@@ -240,7 +246,8 @@ def planning_progress(state: _RunState) -> str:
     if not state.planner or not state.phase.startswith("planning"):
         return ""
     streamed = f" · ~{state.planner_pieces} tokens so far" if state.planner_pieces else ""
-    return f"{state.planner} turn {state.planner_turn}{streamed}"
+    failed = f" · model error: {state.planner_error}" if state.planner_error else ""
+    return f"{state.planner} turn {state.planner_turn}{streamed}{failed}"
 
 
 class PlainView:
@@ -267,14 +274,14 @@ class PlainView:
             line = self._started(event)
         elif isinstance(event, ModelCallRetrying):
             self._retried.setdefault((event.worker, event.turn), []).append(event.status)
-            line = _describe(event)
+            line = describe(event)
         elif isinstance(event, ModelCallFinished):
-            line = _model_finished(event, self._retried.pop((event.worker, event.turn), []))
+            line = model_finished(event, self._retried.pop((event.worker, event.turn), []))
         elif isinstance(event, CompactionFinished):
             self._retried.pop((event.worker, event.turn), None)  # its retries are its own
-            line = _describe(event)
+            line = describe(event)
         else:
-            line = _describe(event)
+            line = describe(event)
         if line:
             self.out.write(f"[{time.perf_counter() - self.started:6.2f}s] {line}\n")
             self.out.flush()
@@ -312,89 +319,6 @@ class JsonView:
             line = pydantic_core.to_json(valid_data(builtins))
         self.out.write(line.decode() + "\n")
         self.out.flush()
-
-
-def _describe(event: Event) -> str:
-    who = f"{event.worker}" if event.worker else ""
-    if isinstance(event, RunStarted):
-        return f"run {event.run_id} started: {event.task}"
-    if isinstance(event, PlanReady):
-        parts = [
-            f"{s.id}={s.role}" + (f" after {','.join(s.depends_on)}" if s.depends_on else "")
-            for s in event.plan.subtasks
-        ]
-        return f"plan ready in {event.duration_s:.2f}s: " + "; ".join(parts)
-    if isinstance(event, RoundStarted):
-        return f"round {event.round}: the lead reads the results so far"
-    if isinstance(event, RoundPlanned):
-        if event.error is not None:
-            return f"round {event.round}: the lead failed: {event.error}"
-        if not event.added.subtasks:
-            return f"round {event.round}: the lead is done"
-        parts = [
-            f"{s.id}={s.role}" + (f" after {','.join(s.depends_on)}" if s.depends_on else "")
-            for s in event.added.subtasks
-        ]
-        return f"round {event.round} ready in {event.duration_s:.2f}s: " + "; ".join(parts)
-    if isinstance(event, WorkerStarted):
-        return f"{who} ({event.role}) started"
-    if isinstance(event, WorkerFinished):
-        error = f": {event.error}" if event.error else ""
-        return f"{who} ({event.role}) {event.status} in {event.duration_s:.2f}s{error}"
-    if isinstance(event, ToolCallFinished):
-        return f"{who} turn {event.turn}: {event.tool} {event.status} in {event.duration_s:.2f}s"
-    if isinstance(event, MemoryRecalled):
-        if event.error:
-            return f"{who} could not recall from memory {event.namespace}: {event.error}"
-        found = counted(len(event.memory_ids), "memory", "memories")
-        return f"{who} recalled {found} from memory {event.namespace}"
-    if isinstance(event, ModelCallRetrying):
-        return (
-            f"{who} turn {event.turn}: model {event.status} (attempt {event.attempt}), "
-            f"retrying in {event.wait_s:.2f}s"
-        )
-    if isinstance(event, ModelCallFinished):
-        return _model_finished(event, ())
-    if isinstance(event, CompactionFinished):
-        return _compacted(event)
-    if isinstance(event, AggregationStarted):
-        return f"aggregating {counted(event.results, 'result')}"
-    if isinstance(event, AggregationFinished):
-        return f"aggregated in {event.duration_s:.2f}s"
-    if isinstance(event, RunFinished):
-        error = f": {event.error}" if event.error else ""
-        return f"run {event.status} in {event.wall_s:.2f}s{error}"
-    return ""
-
-
-def _model_finished(event: ModelCallFinished, statuses: Sequence[str]) -> str:
-    """``model ok after 2 retries (429, waited 1.5s) in 2.22s, asked for 1 tool call``."""
-    retried = ""
-    if event.attempts > 1:
-        why = "".join(f"{s}, " for s in dict.fromkeys(statuses))  # each status once
-        retries = counted(event.attempts - 1, "retry", "retries")
-        retried = f" after {retries} ({why}waited {event.retry_wait_s:.1f}s)"
-    calls = f", asked for {counted(event.tool_calls, 'tool call')}" if event.tool_calls else ""
-    return (
-        f"{event.worker or ''} turn {event.turn}: model {event.status}{retried} in "
-        f"{event.duration_s:.2f}s{calls}"
-    )
-
-
-def _compacted(event: CompactionFinished) -> str:
-    """``w1 turn 9: compacted 14 messages into a summary (now ~1900 tokens) in 0.20s``."""
-    who = f"{event.worker or ''} turn {event.turn}"
-    window = "; the window leaves out the oldest turns too" if event.window else ""
-    if event.status != "ok":
-        return (
-            f"{who}: compaction failed ({event.error}); the window keeps the context "
-            "within its budget"
-        )
-    return (
-        f"{who}: compacted {counted(event.messages, 'message')} into a summary of "
-        f"{counted(event.summarized, 'message')} (context now ~{event.context_tokens} tokens) "
-        f"in {event.duration_s:.2f}s{window}"
-    )
 
 
 def summary(result: RunResult) -> list[str]:

@@ -60,6 +60,7 @@ class RaySpec(BaseModel):
     actor_cpus: float = Field(default=1.0, ge=0)
     num_cpus: int | None = Field(default=None, ge=1)
     switch_interval_s: float | None = Field(default=0.05, gt=0)
+    max_actor_deaths: int = Field(default=3, ge=1)
 
     @field_validator("runtime_env")
     @classmethod
@@ -105,6 +106,7 @@ class RaySpec(BaseModel):
             actor_cpus=self.actor_cpus,
             num_cpus=self.num_cpus,
             switch_interval_s=self.switch_interval_s,
+            max_actor_deaths=self.max_actor_deaths,
         )
 
     def described(self) -> str:

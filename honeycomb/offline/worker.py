@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 from typing import Any
 
 from honeycomb.offline import answer as answer
@@ -60,7 +61,7 @@ def worker_turn(request: ModelRequest) -> AssistantMessage | str:
     senders = [t for t in tools if rules.mentions(_tool_words(t, params=False), rules.SEND_WORDS)]
     if not observed:
         gather = [t for t in tools if t not in senders]
-        calls = _gather_calls(task.instruction, gather, turn)
+        calls = _gather_calls(_still_open(task), gather, turn)
         if "recall" in offered and not _recalled(request):
             query = rules.key_phrase(task.instruction)
             calls = (*calls, _call("recall", {"query": query, "k": 3}, turn, len(calls)))
@@ -186,6 +187,31 @@ def _gather_calls(text: str, tools: Sequence[ToolSchema], turn: int) -> tuple[To
             found = found or schema_rules.arguments(schema.parameters, text)
             calls += [_call(schema.name, a, turn, len(calls)) for a in found]
     return tuple(calls[: rules.MAX_CALLS])
+
+
+def _still_open(task: _Task) -> str:
+    """The instruction without the clauses that quote what its inputs found (a
+    follow-up's "..., which says how long harm lasts needs more research"): searching a
+    finding finds it again, so a follow-up searches for the rest, its topic."""
+    found = [_word_run(text) for _, text in task.inputs]
+    clauses = rules.split_clauses(task.instruction)
+    kept = [c for c in clauses if not any(_quotes(_word_run(c), f) for f in found)]
+    return ". ".join(kept) if kept and len(kept) < len(clauses) else task.instruction
+
+
+def _word_run(text: str) -> list[str]:
+    return [w.lower() for w in rules.words(text)]
+
+
+def _quotes(clause: list[str], source: list[str]) -> bool:
+    """Whether most of a clause (all but a few words that introduce it, "which says")
+    is a run of the source's words, in order."""
+    match = SequenceMatcher(None, clause, source, autojunk=False).find_longest_match()
+    return match.size >= max(_QUOTED_WORDS, len(clause) - _INTRODUCING_WORDS)
+
+
+_QUOTED_WORDS = 4
+_INTRODUCING_WORDS = 3
 
 
 def _clause_for(text: str, vocabulary: set[str]) -> str:

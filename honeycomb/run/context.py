@@ -18,6 +18,7 @@ from workers.state import DEFAULT_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
+    from honeycomb.trace.spans import SpanRecorder
 
 __all__ = ["Backend", "RunContext", "with_default_instructions"]
 
@@ -67,6 +68,7 @@ class RunContext(Value, frozen=True, kw_only=True):
         backend: Where subtask workers run (None: here, in the run's event loop).
         max_output_tokens: The output limit of every model call whose role sets none
             (the policy's ``max_output_tokens``).
+        spans: Records the run's spans, if it keeps them (a sub-run's go there too).
     """
 
     run_id: str
@@ -90,6 +92,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     backend: Backend | None = None
     model_limiter: anyio.CapacityLimiter | None = None
     max_output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    spans: SpanRecorder | None = None
 
     def worker(
         self,

@@ -119,10 +119,17 @@ class RunRecord:
         if self._spending is not None:
             self._spending.flush()
 
-    def planned(self, plan: Plan, *, given: bool) -> None:
+    async def planned(self, plan: Plan, *, given: bool) -> None:
         """Keep the plan, and whether the run was ``given`` it (its subtasks) or its
-        planner made it."""
-        self.store.write(
+        planner made it, with what the run has spent; return once it is committed (its
+        workers start then: a resumed run never plans again what they ran for).
+
+        Raises:
+            RunBusy: when the run was taken over.
+            StoreError: when the store cannot be written.
+        """
+        self.spent_so_far()
+        await self.store.commit(
             (
                 "UPDATE runs SET plan = ?, workers = ?, planned_by = ? WHERE run_id = ?",
                 (model_json(plan), len(plan.subtasks), "given" if given else "planner",

@@ -99,11 +99,13 @@ class Run:
 
             self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
         every = [*shared.handlers, *handlers]
-        if shared.trace:  # spans (and their module) only for a run that records them
+        spans = None
+        if shared.trace and within is None:  # spans (and their module) only if recorded
             from honeycomb.trace.spans import SpanRecorder
 
             # The span recorder takes every event last, after the callers' handlers.
-            every.append(SpanRecorder(self.record.span if self.record is not None else None))
+            spans = SpanRecorder(self.record.span if self.record is not None else None)
+            every.append(spans)
         self.tracer = Tracer(*every, log=shared.log_events, text=text)
         budget = within.budget if within is not None else Budget(policy.budgets.limits())
         model_for, summarizer_for = (
@@ -134,6 +136,7 @@ class Run:
             backend=within.backend if within is not None else shared.backend,
             model_limiter=within.model_limiter if within is not None else shared.model_limiter,
             max_output_tokens=policy.max_output_tokens,
+            spans=spans,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
@@ -309,7 +312,7 @@ class Run:
             PlanReady(run_id=self.run_id, plan=self.plan, duration_s=self.times["plan"])
         )
         if self.record is not None:
-            self.record.planned(self.plan, given=given)
+            await self.record.planned(self.plan, given=given)
         self.rounds = rounds_of(self.plan)
 
         outcomes = await self._workers({}, self.resumed)
@@ -417,7 +420,7 @@ class Run:
                 break
             self.plan = Plan(subtasks=(*self.plan.subtasks, *added.subtasks))
             if self.record is not None:
-                self.record.planned(self.plan, given=False)  # in the store before it runs
+                await self.record.planned(self.plan, given=False)  # kept before it runs
             outcomes = await self._workers(outcomes)
         return outcomes
 

@@ -95,6 +95,17 @@ class WorkerRecord:
             lease=self._run.lease,
         )  # fmt: skip
 
+    async def flush(self) -> None:
+        """Return once every state saved so far is committed, with what the run has
+        spent.
+
+        Raises:
+            RunBusy: when the run was taken over (its writes are refused).
+            StoreError: when the store cannot be written.
+        """
+        self._run.spent_so_far()
+        await self._run.store.commit(lease=self._run.lease)
+
     # --- Journal ----------------------------------------------------------------------
 
     def recorded(self, turn: int, call_id: str) -> JournalEntry | None:

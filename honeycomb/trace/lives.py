@@ -65,7 +65,6 @@ class Life(Value, frozen=True, gc=False, kw_only=True):
         return self.input_tokens + self.output_tokens
 
 
-_SPENDING = frozenset({"model_call", "compaction", "guard"})  # a guard's span: its judge's cost
 _CALLS = frozenset({"model_call", "compaction"})
 
 
@@ -108,7 +107,10 @@ def _life(own: Sequence[Span], origin: float) -> Life:
     start = run.start if run is not None else min(s.start for s in own)
     end = run.end if run is not None else max(s.end for s in own)
     calls = [s for s in own if s.kind in _CALLS]
-    spent = [s for s in own if s.kind in _SPENDING]
+    # A judge's call is a model call under its guard's span, which holds its usage too;
+    # a trace written before kept the usage on the guard's span alone.
+    judged = {s.parent_id for s in calls}
+    spent = [*calls, *(s for s in own if s.kind == "guard" and s.span_id not in judged)]
     ids = {s.span_id for s in own if s.kind in ("worker", "turn", "model_call", "tool_call")}
     workers = [s for s in own if s.kind == "worker" and s.parent_id not in ids]  # not nested
     phase = max(s.end for s in workers) - min(s.start for s in workers) if workers else 0.0

@@ -69,7 +69,7 @@ def group_rows(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> lis
             "compaction",
             "recall",
             "guard",
-        ):  # a recall or a guard's check shows as a call
+        ) and not _judged(span, by_id):  # a recall or a guard's check shows as a call
             group.calls.append(span)
     last = max((g.round for g in groups.values()), default=1)
     aggregate = groups.get(("aggregate", "aggregate"))
@@ -111,6 +111,12 @@ def _nested_after_callers(groups: list[Gather]) -> list[Gather]:
         ordered.append(group)
         stack += [(c, depth + 1) for c in reversed(children.get(group.name, []))]
     return ordered
+
+
+def _judged(span: Span, by_id: Mapping[str, Span]) -> bool:
+    """Whether ``span`` is a judge's model call, which its guard's check shows."""
+    above = by_id.get(span.parent_id or "")
+    return span.kind == "model_call" and above is not None and above.kind == "guard"
 
 
 def _round_of(name: str) -> int:

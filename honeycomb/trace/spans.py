@@ -5,11 +5,14 @@ A run is a tree of spans: ``run`` → ``plan`` / ``worker`` / ``aggregate`` → 
 before the turn's model call); a worker's ``recall`` of its memory at its start is a
 span of the worker too, and each check of a ``guard`` is a span of what it checked
 (the worker before its first turn, the turn of the answer or calls it checked, or the
-plan or aggregate phase for a run's own guards), with what a judge's call cost. A
-nested worker (a role called as a tool, ``agent:ROLE``) is a ``worker`` span under the
-``tool_call`` it runs for. :class:`SpanRecorder` builds them from the run's events as
-they happen (it is an event handler). A run with a store keeps its spans there
-(``honeycomb trace RUN_ID``), and :func:`to_jsonl` exports them.
+plan or aggregate phase for a run's own guards), with what a judge's call cost, and
+that call as a ``model_call`` span of its own under it. A nested worker (a role called
+as a tool, ``agent:ROLE``) is a ``worker`` span under the ``tool_call`` it runs for;
+the calls of a hive called as a tool (a sub-run, see :meth:`SpanRecorder.nested`) are
+spans under its ``tool_call`` too, their workers named ``CALLER/CALL/WORKER``.
+:class:`SpanRecorder` builds them from the run's events as they happen (it is an event
+handler). A run with a store keeps its spans there (``honeycomb trace RUN_ID``), and
+:func:`to_jsonl` exports them.
 
 The recorder knows the run's own events (``run.started``, ``worker.finished`` ...) by
 their documented kind and fields (docs/events.md): they are defined by the package
@@ -216,6 +219,10 @@ class _GuardEvent(Protocol):
     def output_tokens(self) -> int: ...
     @property
     def cost(self) -> float: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def model_calls(self) -> int: ...
 
 
 class SpanRecorder:
@@ -243,6 +250,9 @@ class SpanRecorder:
         self._workers: dict[str, _Open] = {}
         self._turns: dict[str, _Open] = {}  # each worker's current turn
         self._calls: dict[tuple[str, int, str], _Call] = {}  # by (worker, turn, call id)
+        # The tool calls that run sub-runs (by span id), and their workers' names.
+        self._anchors: dict[str, _Open] = {}
+        self._foreign: dict[str, _Open] = {}
         self._handlers: dict[str, Callable[[Any], None]] = {
             "run.started": self._run_started,
             "run.plan_ready": self._plan_ready,
@@ -370,8 +380,9 @@ class SpanRecorder:
         self._close(span, now, event.status, event.error)
 
     def _owner(self, worker: str) -> _Open | None:
-        """The span a worker's turns belong to: its own, or the plan or aggregate."""
-        return self._workers.get(worker) or self._phase or self._run
+        """The span a worker's turns belong to: its own, the tool call of a sub-run's
+        worker, or the plan or aggregate."""
+        return self._workers.get(worker) or self._foreign.get(worker) or self._phase or self._run
 
     def _turn(self, name: str, turn: int, now: float) -> _Open:
         """The span of the worker's turn ``turn``, opened by its first call."""
@@ -436,11 +447,16 @@ class SpanRecorder:
         name = event.worker or "?"
         call = self._calls.pop((name, event.turn, event.call_id), None)
         if call is not None:
+            now = self._clock()
             span = Span(
                 span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
-                name=call.name, start=call.start, end=self._clock(), status=event.status,
+                name=call.name, start=call.start, end=now, status=event.status,
                 error=event.error, worker=name, turn=event.turn, detail=event.call_id,
             )  # fmt: skip
+            anchor = self._anchors.pop(call.span_id, None)
+            if anchor is not None:  # it ran a sub-run: what that spent, it spent
+                self._sub_run_ended(anchor, now)
+                span = _with_usage(span, anchor)
             self._keep(span, call.parent)
 
     def _recalled(self, event: _RecallEvent) -> None:
@@ -468,7 +484,61 @@ class SpanRecorder:
             worker=event.worker, turn=event.turn or None, detail=detail,
             input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
         )  # fmt: skip
+        if event.model_calls:  # a judge's call: a model call, its usage the guard's
+            answered = "ok" if event.model else "error"
+            judged = msgspec.structs.replace(
+                span, span_id=next(self._ids), parent_id=span.span_id, kind="model_call",
+                name=event.model or "model", status=answered, error=None, detail="",
+            )  # fmt: skip
+            self._keep(judged, None)  # its usage reaches the guard's parent through it
         self._keep(span, parent)
+
+    # --- sub-runs (a hive called as a tool) -----------------------------------------
+
+    def nested(self, caller: str, turn: int, call_id: str) -> Callable[[Event], None]:
+        """The event handler of a sub-run that the tool call ``call_id`` of worker
+        ``caller`` in turn ``turn`` runs (a hive called as a tool): the sub-run's
+        calls (model, summary, tool, guard, recall) and nested workers become spans
+        under that call, its workers named ``CALLER/CALL/WORKER`` (``CALLER/CALL`` for
+        its own guards), and what they spend is the call's (its turn's, its worker's,
+        the run's). The sub-run's phases and workers have no spans of their own."""
+        call = self._calls.get((caller, turn, call_id))
+        if call is None:  # not a call this recorder saw start
+            return lambda event: None
+        anchor = self._anchors.setdefault(
+            call.span_id,
+            _Open(span_id=call.span_id, kind="tool_call", name=call.name, start=call.start,
+                  parent=call.parent),
+        )  # fmt: skip
+        prefix = f"{caller}/{call_id}"
+
+        def handle(event: Event) -> None:
+            if event.kind not in _NESTED or anchor.span_id not in self._anchors:
+                return
+            own = getattr(event, "worker", None)
+            name = f"{prefix}/{own}" if own else prefix
+            changes: dict[str, Any] = {"worker": name}
+            parent = getattr(event, "parent", None)
+            if parent is not None:
+                changes["parent"] = f"{prefix}/{parent}"
+            self._foreign.setdefault(name, anchor)
+            if event.kind == "worker.finished" and name not in self._workers:
+                turn_span = self._turns.pop(name, None)  # a sub-run's own worker
+                if turn_span is not None:
+                    self._close(turn_span, self._clock())
+                return
+            if event.kind == "worker.started" and parent is None:
+                return  # a sub-run's own worker: its spans go under the call
+            self(msgspec.structs.replace(event, **changes))
+
+        return handle
+
+    def _sub_run_ended(self, anchor: _Open, now: float) -> None:
+        """A sub-run's call ended: the turns of its workers end with it."""
+        for name in [n for n, turn in self._turns.items() if turn.parent is anchor]:
+            self._close(self._turns.pop(name), now)
+        for name in [n for n, owner in self._foreign.items() if owner is anchor]:
+            del self._foreign[name]
 
     # --- spans that end -------------------------------------------------------------
 
@@ -501,6 +571,15 @@ class SpanRecorder:
         if self._on_close is not None:
             self._on_close(span)
 
+
+_NESTED = frozenset(
+    {
+        ModelCallStarted.kind, ModelCallFinished.kind, CompactionStarted.kind,
+        CompactionFinished.kind, ToolCallStarted.kind, ToolCallFinished.kind,
+        "guard.checked", "memory.recalled", "worker.started", "worker.finished",
+    }
+)  # fmt: skip
+"""The events of a sub-run that make spans in its caller's run (:meth:`SpanRecorder.nested`)."""
 
 _COMPACTION = "\0compaction"
 """The key of a summary call in flight among the calls (no tool call has this id)."""

@@ -300,9 +300,9 @@ async def test_a_resumed_run_continues_inside_a_nested_worker(tmp_path: Path) ->
     assert result.subtasks["s1"].text == "lead: ok:dug: result for q0, result for q1"
     second = [(role, turn) for role, turn, when in made if when == "2"]
     # the lead is not asked again for its call: the call runs again, by its id, and the
-    # nested worker continues after its first look (the model is asked again only for
-    # the turn whose parallel-safe call was cut off)
-    assert second == [("researcher", 1), ("researcher", 2), ("lead", 1)]
+    # nested worker continues with the look that was cut off (its answer asking for it
+    # was kept before the look ran: the model is not asked for it again)
+    assert second == [("researcher", 2), ("lead", 1)]
     assert [(r, t) for r, t, when in made if when == "1"] == [
         ("lead", 0),
         ("researcher", 0),

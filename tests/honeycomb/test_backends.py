@@ -31,8 +31,9 @@ from honeycomb import (
     Role,
     RunFailed,
     RunStore,
+    Tool,
+    ToolContext,
 )
-from honeycomb.backends._setup import start_ray
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from runtime import ModelRequest
@@ -41,7 +42,8 @@ from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
 
-# One test process for the file: each process would start a Ray of its own.
+# One test process for the file, and for every test that uses Ray: each process would
+# start a Ray of its own (``ray_session``, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("ray")
 
 TOOLS = "tests.support.ray_tools"
@@ -52,15 +54,6 @@ ROLE = Role(
         for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid", "key")
     ),
 )
-
-
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[None]:
-    """One real local Ray for the session, the private Ray a backend starts (on
-    127.0.0.1, no dashboard, no usage statistics), with two CPUs."""
-    start_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(params=["local", "ray"])
@@ -234,6 +227,36 @@ async def test_a_killed_actor_s_worker_is_lost_without_a_store(
     assert "run store" in event.error
 
 
+async def test_a_tool_that_kills_its_actor_fails_its_worker_after_a_bounded_number_of_deaths(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A stored run's worker goes on in another actor when its actor dies, but not
+    forever: a tool that ends its process each time fails its worker at the
+    backend's ``max_actor_deaths``, naming its role and the tool (which its events
+    said it was running: the tool runs a while before it ends its process, as one that
+    runs out of memory does)."""
+    pool = RayBackend(actors=1, actor_cpus=0, max_actor_deaths=2)
+    lives = tmp_path / "lives"
+    try:
+        ex = Executor(
+            [Role(name="k", tools=(f"{TOOLS}:crash",))], FunctionModel(scripted),
+            aggregator="concat", backend=pool, store=tmp_path / "runs.db",
+        )  # fmt: skip
+        calls = script([("crash", {"path": str(lives), "after": 1.0})])
+        with pytest.raises(RunFailed) as info:
+            await asyncio.wait_for(ex.run("t", subtasks=[("k", calls)]), 90)
+    finally:
+        pool.stop()
+    assert len(_text(lives).splitlines()) == 2  # two actors died, no third was tried
+    error = info.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "WorkerLost"
+    assert error.message.startswith(
+        "worker 's1' of role 'k' was lost with its Ray actor 2 times, while it ran tool 'crash'"
+    )
+    assert "max_actor_deaths=2" in error.message
+
+
 def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     given: dict[str, Any] = {}
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
@@ -356,6 +379,48 @@ async def test_a_tool_given_as_an_object_runs_in_the_actor(ray_session: None) ->
     assert result.subtasks["s1"].worker is not None
     assert result.subtasks["s1"].worker.text == f"in {actor}"
     assert actor != os.getpid()
+
+
+async def test_a_closure_tool_with_postponed_annotations_runs_in_the_actor(
+    ray_session: None,
+) -> None:
+    """A tool made in a function goes by value; its signature's ``ToolContext``, a
+    postponed annotation (this module's ``from __future__ import annotations``), is
+    read where the tool was made, not in the actor, whose copy of the function holds
+    only the globals its code uses."""
+
+    def made() -> Tool[..., str]:
+        async def stamp(text: str, context: ToolContext) -> str:
+            """Stamp the text with the call's run.
+
+            Args:
+                text: Anything.
+            """
+            return f"{text} {context.run_id} {os.getpid()}"
+
+        return Tool(stamp)
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        ex = Executor(
+            [Role(name="q", tools=("stamp",))], FunctionModel(scripted), tools=[made()],
+            aggregator="concat", backend=pool,
+        )  # fmt: skip
+        result = await ex.run("t", subtasks=[("q", script([("stamp", {"text": "in"})]))])
+        (actor,) = await pool.pids()
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].worker is not None
+    assert result.subtasks["s1"].worker.text == f"in {result.run_id} {actor}"
+
+
+def test_an_error_from_an_actor_comes_back_as_itself() -> None:
+    from honeycomb.backends._wire import portable_error, raised
+    from runtime import ToolDefinitionError
+
+    again = raised(portable_error(ToolDefinitionError("stamp", "no type hint")))
+    assert isinstance(again, ToolDefinitionError)
+    assert (again.tool_name, again.reason) == ("stamp", "no type hint")
 
 
 async def test_a_tool_that_cannot_be_sent_fails_its_worker_alone(ray_session: None) -> None:
@@ -675,3 +740,30 @@ async def test_an_actor_s_process_takes_the_switch_interval_it_is_given(
         python_s.stop()
     with pytest.raises(ConfigError, match="switch_interval_s must be positive"):
         RayBackend(switch_interval_s=0)
+
+
+async def test_a_cancelled_run_counts_what_its_remote_workers_spent(
+    ray_session: None, tmp_path: Path
+) -> None:
+    # The run is cancelled while an actor's model answers (its process busy, the
+    # cancellation waiting there): what the answer cost reaches the driver before the
+    # run is recorded as interrupted, and counts.
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        block, db = tmp_path / "block", tmp_path / "runs.db"
+        calls = [["echo", {"text": "a", "delay": 0.0}]]
+        task = json.dumps({"turns": [calls], "log": None, "block": str(block)})
+        running = asyncio.create_task(
+            executor(pool, store=db).run("t", subtasks=[("r", task)], run_id="c1")
+        )
+        await _until(lambda: "answering" in _text(block))
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await _until(lambda: "answered" in _text(block))
+    finally:
+        pool.stop()
+    kept = RunStore(db).find("c1")
+    assert kept is not None
+    assert (kept.status, kept.model_calls) == ("interrupted", 1)
+    assert kept.input_tokens > 0  # the answer's usage, sent as it was made

@@ -161,3 +161,36 @@ async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
     assert "more characters" in shown  # the body, cut
     assert len(shown) < 1000
     assert shown.rstrip().endswith("[a]pprove, [d]eny, [e]dit arguments?")
+
+
+def _figure(text: str, label: str) -> float:
+    """The number after ``label`` in a command's closing lines (the first one)."""
+    found = re.search(rf"^{label}\s+([\d.]+)", text, re.M)
+    assert found is not None, f"no {label!r} in:\n{text}"
+    return float(found.group(1))
+
+
+def test_after_a_resume_every_command_tells_the_same_figures(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that waited, was decided and resumed: ``resume``, ``runs`` and ``trace``
+    count the same model calls and tokens (every life's), and the critical path is no
+    longer than the wall time."""
+    assert main(["demo", "--approve", "--plain", "--latency", "0.05", "--run-id", "w1"]) == 3
+    found = re.search(r"honeycomb approve w1 (\S+)", capsys.readouterr().out)
+    assert found is not None
+    assert main(["approve", "w1", found.group(1)]) == 0
+    capsys.readouterr()
+    assert main(["resume", "w1", "--plain"]) == 0
+    resumed = capsys.readouterr().out.split("\nAnswer:\n", 1)[1]
+    assert main(["runs"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("w1 ")]
+    assert main(["trace", "w1"]) == 0
+    traced = capsys.readouterr().out
+    assert "2 lives" in traced
+    calls, tokens = _figure(resumed, "calls"), _figure(resumed, "tokens")
+    assert (_figure(traced, "calls"), _figure(traced, "tokens")) == (calls, tokens)
+    assert f" {calls:.0f} model calls " in row
+    assert f" {tokens:.0f} tokens " in row
+    for shown in (resumed, traced):
+        assert _figure(shown, "critical path") <= _figure(shown, "wall time")

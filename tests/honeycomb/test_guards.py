@@ -128,9 +128,10 @@ async def test_a_judges_call_is_in_the_runs_usage_and_in_a_guard_span() -> None:
     assert turn.input_tokens > guard.input_tokens  # counted in the turn that it checked
     timeline = build_timeline(spans.spans)
     [row] = [r for r in timeline.rows if r.kind == "worker"]
-    assert len(row.bars) == 2  # the model call and the check
+    assert len(row.bars) == 2  # the model call and the check (its judge's call in it)
     model_call = next(s for s in spans.spans if s.kind == "model_call")
     assert timeline.input_tokens == model_call.input_tokens + guard.input_tokens
+    assert timeline.model_calls == 2  # the judge's call is a model call
     assert [r.name for r in timeline.rows] == ["plan", "s1", "aggregate"]  # no row of its own
 
 

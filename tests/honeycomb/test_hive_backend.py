@@ -53,6 +53,7 @@ def test_backend_ray_is_ray_with_its_defaults(tmp_path: Path) -> None:
         assert backend.address is None  # a private local Ray
         assert (backend.actors, backend.workers_per_actor) == (2, None)
         assert (backend.actor_cpus, backend.num_cpus) == (1.0, None)
+        assert backend.max_actor_deaths == 3
         assert backend._pool is None  # nothing started
 
 
@@ -66,6 +67,7 @@ def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
             actors: 4
             workers_per_actor: 50
             actor_cpus: 0.5
+            max_actor_deaths: 5
             runtime_env: {working_dir: code, env_vars: {MODE: fast}}
         """,
     )
@@ -73,6 +75,7 @@ def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
     assert isinstance(backend, RayBackend)
     assert backend.address == "ray://head:10001"
     assert (backend.actors, backend.workers_per_actor, backend.actor_cpus) == (4, 50, 0.5)
+    assert backend.max_actor_deaths == 5
     # Paths are the hive file's; the hive's folder leads the actors' import path, so
     # tools next to it import there too.
     folder = tmp_path.resolve()

@@ -13,12 +13,22 @@ import anyio
 import pytest
 
 from honeycomb import BudgetExceeded, RunStore, Usage
+from tests.support.early_kills import Early, answered
 from tests.support.processes import killed
 from tests.support.spending import TASK, Spending, spent
 
 
 def counted(usage: Usage) -> tuple[int, int, int, float]:
     return usage.model_calls, usage.input_tokens, usage.output_tokens, round(usage.cost, 6)
+
+
+def spent_early(calls: Path) -> Usage:
+    """What the calls of :mod:`tests.support.early_kills` spent, together."""
+    total = Usage()
+    for call in answered(calls):
+        given, taken = call["usage"]
+        total += Usage(input_tokens=given, output_tokens=taken, model_calls=1, cost=0.01)
+    return total
 
 
 def kept(db: Path, run_id: str) -> tuple[int, int, int, float]:
@@ -115,3 +125,53 @@ async def test_a_resumed_run_stops_at_its_budget_counting_its_earlier_lives(
     summary = RunStore(db).find("r1")
     assert summary is not None
     assert (summary.status, summary.model_calls) == ("over_budget", 5)
+
+
+async def killed_then_resumed(folder: Path, moment: str) -> tuple[list[str], Path]:
+    """Run :mod:`tests.support.early_kills` killed at ``moment``, then resume it here
+    (every spend counted): who the killed life's answered calls were, and the calls
+    file."""
+    db, calls = folder / "runs.db", folder / "calls.jsonl"
+    await killed("tests.support.early_kills", str(db), str(calls), moment)
+    before = [c["who"] for c in answered(calls)]
+    assert kept(db, "r1")[0] == len(before)  # honeycomb runs: what the killed life spent
+    ask = "helper" if moment == "helper" else "look"
+    done = await Early(calls, ask=ask).executor(db).resume("r1")
+    assert done.status == "ok"
+    assert counted(done.usage) == counted(spent_early(calls))
+    assert kept(db, "r1") == counted(done.usage)
+    return before, calls
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+async def test_an_answer_asking_only_parallel_safe_calls_is_kept_before_they_run(
+    tmp_path: Path,
+) -> None:
+    # Killed as the call the answer asked for starts: the answer and what it cost are
+    # in the store, so the resumed worker runs the call rather than ask its model again.
+    before, calls = await killed_then_resumed(tmp_path, "tool")
+    assert before == ["planner", "bee"]
+    asked = [(c["who"], c["first"]) for c in answered(calls)]
+    assert asked.count(("bee", True)) == 1, asked
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+async def test_a_plan_is_kept_before_its_workers_start(tmp_path: Path) -> None:
+    # Killed as the first worker's first model call starts, right after the plan.
+    before, calls = await killed_then_resumed(tmp_path, "worker")
+    assert before == ["planner"]
+    assert [c["who"] for c in answered(calls)].count("planner") == 1  # never planned again
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+async def test_an_answer_asking_for_a_nested_worker_is_kept_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    # Killed as the nested helper's first model call starts: the resumed run goes on
+    # with that helper, under its name, rather than ask the bee again for a new one.
+    before, calls = await killed_then_resumed(tmp_path, "helper")
+    assert before == ["planner", "bee"]
+    asked = [(c["who"], c["first"]) for c in answered(calls)]
+    assert asked.count(("bee", True)) == 1, asked
+    helpers = {c["conversation"] for c in answered(calls) if c["who"] == "helper"}
+    assert len(helpers) == 1, helpers

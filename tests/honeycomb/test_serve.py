@@ -649,6 +649,34 @@ async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decide
     assert "run d1: ok" in capsys.readouterr().err
 
 
+def test_a_run_another_process_carries_on_is_not_told_as_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run a decision left waiting on nothing may go on by itself (a decision
+    recorded as it ended): the server then finds it leased (RunBusy), which means it
+    goes on elsewhere, not that it cannot."""
+    from honeycomb.cli.main import main
+
+    db = tmp_path / "runs.db"
+    demo = ["demo", "--approve", "--plain", "--latency", "0", "--store", str(db)]
+    assert main([*demo, "--run-id", "d2"]) == 3  # off a terminal, it waits
+    capsys.readouterr()
+
+    async def resume_while_held() -> None:
+        holder = RunStore(db)
+        lease = await holder.take_lease("d2")  # as the run's own process holds it
+        try:
+            await Resumer(db).resume("d2")
+        finally:
+            holder.let_go(lease)
+            await holder.commit(holder.released(lease))
+
+    asyncio.run(resume_while_held())
+    err = capsys.readouterr().err
+    assert "cannot continue it" not in err
+    assert f"run d2: another process carries it on (pid {os.getpid()} on host " in err
+
+
 async def test_a_run_made_in_python_is_left_waiting_with_a_hint(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,10 +11,11 @@ import anyio
 import pytest
 from msgspec.structs import astuple
 
-from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
+from honeycomb import Executor, FunctionModel, Guards, Role, RunStore, Subtask, tool
 from honeycomb.run.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan
 from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
+from honeycomb.trace.timeline import build_timeline
 from runtime import (
     AssistantMessage,
     ModelCallFinished,
@@ -278,3 +279,36 @@ def test_every_kind_of_usage_reaches_the_spans_above_its_call() -> None:
              "cached_input_tokens": 10}  # fmt: skip
     assert spent(by_kind["worker"][0]) == total
     assert spent(by_kind["run"][0]) == total
+
+
+def _judged_and_nested(request: ModelRequest) -> AssistantMessage | str:
+    """A lead whose instruction a judge checks, and who calls a hive tool (``facts``)
+    whose sub-run has a worker of its own."""
+    system = request.messages[0].content
+    if "You are a guard" in system:
+        return "PASS"
+    if system.startswith("You are the fact worker"):
+        return "a fact"
+    if system.startswith("You are the lead worker") and not any(
+        isinstance(m, ToolMessage) for m in request.messages
+    ):
+        return AssistantMessage(tool_calls=(call("facts", {"instruction": "find one"}),))
+    return "done"
+
+
+async def test_the_trace_counts_a_judges_call_and_a_hive_tools_sub_run(tmp_path: Path) -> None:
+    # honeycomb trace, honeycomb runs and the result say the same: every model call,
+    # a judge's and those of a hive called as a tool included, with their tokens.
+    model = FunctionModel(_judged_and_nested)
+    facts = Executor(
+        [Role(name="fact")], model, planner=lambda task: [("fact", task)], aggregator="concat"
+    )
+    lead = Role(name="lead", tools=("facts",), guards=Guards(input=("judge",)))
+    executor = Executor(
+        [lead, Role(name="judge")], model, tools=[facts.as_tool("facts")],
+        aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("lead", "go")], run_id="r1")
+    assert result.usage.model_calls == len(model.requests) == 4  # lead x2, judge, fact
+    timeline = build_timeline(RunStore(tmp_path / "runs.db").spans("r1"))
+    assert (timeline.model_calls, timeline.total_tokens) == (4, result.usage.total_tokens)

@@ -81,6 +81,50 @@ async def test_plain_and_json_views_write_a_line_per_event() -> None:
         assert label in closing
 
 
+def test_a_failed_model_call_says_what_failed_in_the_plain_and_live_views() -> None:
+    """``model error in 120.17s`` alone leaves a person guessing: the error's short
+    text follows it (without its class's name), on one line, cut, with any secret in
+    it masked."""
+    from honeycomb.run.events import PlanReady, WorkerStarted
+    from honeycomb.run.plan import Plan, Subtask
+    from runtime import ModelCallFinished, ModelCallRetrying, ModelCallStarted
+    from runtime.secrets import add_secret
+
+    add_secret("sk-hidden-key-123456", "API key")
+    timed_out = "ModelTimeout: the model call timed out after 120s"
+    refused = "ModelHTTPError: HTTP 401: bad key sk-hidden-key-123456\n" + "detail " * 60
+    plan = Plan(subtasks=(Subtask(id="s1", role="researcher", instruction="a"),))
+    events = [
+        PlanReady(plan=plan, duration_s=0.1),
+        WorkerStarted(worker="s1", role="researcher"),
+        ModelCallStarted(worker="s1", turn=1),
+        ModelCallRetrying(
+            worker="s1", turn=1, attempt=1, status="timeout", wait_s=0.5, error=timed_out
+        ),
+        ModelCallFinished(worker="s1", turn=1, duration_s=120.17, status="error", error=timed_out),
+        ModelCallFinished(worker="lead", turn=1, duration_s=0.2, status="error", error=refused),
+    ]
+    plain = io.StringIO()
+    out = io.StringIO()
+    live = LiveView(Console(file=out, force_terminal=True, width=160, color_system=None), "h")
+    with PlainView(plain) as view, live:
+        for event in events[:-1]:
+            view.handle(event)
+            live.handle(event)
+        view.handle(events[-1])
+    lines = plain.getvalue().splitlines()
+    assert lines[-3].endswith("s1 turn 1: model timeout (attempt 1), retrying in 0.50s")
+    assert lines[-2].endswith(
+        "s1 turn 1: model error in 120.17s: the model call timed out after 120s"
+    )
+    last = lines[-1]
+    assert "lead turn 1: model error in 0.20s: HTTP 401: bad key [API key hidden] detail" in last
+    assert "sk-hidden" not in plain.getvalue()
+    assert last.endswith("…")
+    assert len(last) < 260
+    assert "model error: the model call timed out after 120s" in out.getvalue()
+
+
 async def test_the_closing_lines_say_when_subtasks_ran_in_waves() -> None:
     result = await executor(Policy(max_workers=2)).run(
         "t", subtasks=[("researcher", str(i)) for i in range(5)]

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 import structlog
 from structlog.testing import capture_logs
@@ -554,6 +555,36 @@ async def test_a_sync_side_effect_cancelled_as_it_starts_ends_at_once_and_never_
         seen = list(ran)
         await asyncio.sleep(L / 10)
         assert ran == seen, f"call {n} ran after its cancellation was reported"
+
+
+async def test_a_sync_side_effect_that_timed_out_waiting_for_a_thread_says_it_never_ran() -> None:
+    """Every worker thread busy, a side-effecting call times out before one takes it
+    up: it never ran, and its observation says so (not that its effects may have
+    happened)."""
+    ran: list[str] = []
+    release = threading.Event()
+
+    @tool(side_effects=True, timeout=0.05)
+    def effect(label: str) -> str:
+        ran.append(label)
+        return "done"
+
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    total = limiter.total_tokens
+    limiter.total_tokens = 1
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: anyio.to_thread.run_sync(release.wait))
+            while limiter.borrowed_tokens < 1:  # the only thread is taken
+                await anyio.lowlevel.checkpoint()
+            (observed,) = await dispatcher(effect).dispatch([call("effect", {"label": "x"})])
+            release.set()
+    finally:
+        limiter.total_tokens = total
+    assert observed.status == "timeout"
+    assert "before it started: it did not run" in observed.content
+    assert "may have happened" not in observed.content
+    assert ran == []
 
 
 async def test_sync_parallel_safe_calls_overlap() -> None:

@@ -3,6 +3,9 @@ raised by the code, so no documented error is one that never happens."""
 
 from __future__ import annotations
 
+import importlib
+import pickle
+import pkgutil
 import re
 from pathlib import Path
 
@@ -44,3 +47,85 @@ def test_every_leaf_of_the_tree_is_raised_somewhere() -> None:
     ]
     never = [name for name in leaves if not re.search(rf"\b{name}\(", code)]
     assert never == []
+
+
+def every_module() -> None:
+    """Import every module of the packages, so every error class is defined."""
+    for package in ("runtime", "workers", "honeycomb"):
+        found = importlib.import_module(package)
+        for module in pkgutil.walk_packages(found.__path__, f"{package}."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+
+
+def subclasses(cls: type) -> set[type]:
+    return {s for c in cls.__subclasses__() for s in {c, *subclasses(c)}}
+
+
+def examples() -> list[runtime.HoneycombError]:
+    """One of each error class, made as the code makes it, every field set."""
+    from honeycomb.backends._wire import RemoteFailure
+    from honeycomb.backends.ray import WorkerLost
+    from runtime._mcp_sdk import ServerGone
+
+    e = runtime.errors
+    http = e.ModelHTTPError(503, {"error": "busy"}, retry_after=2.0, model="m")
+    busy = e.BudgetExceeded("wall_time_s", 5.0, 5.2, in_flight=("w1 for 3s",))
+    busy.partial = {"s1": "done"}
+    failed = e.RunFailed("every subtask failed")
+    failed.partial = ("partial", 1)
+    tripped = e.GuardrailTripped("no_secrets", "output", "a key", attempts=2)
+    tripped.partial = "p"
+    return [
+        e.ConfigError("bad", file="hive.yaml", line=3, column=5, field="roles.r.tools[1]"),
+        e.ConfigErrors([e.ConfigError("one", field="a"), e.ConfigError("two", line=2)]),
+        e.ToolError("a tool could not be called"),
+        e.ToolDefinitionError("stamp", "cannot read the signature"),
+        e.DuplicateToolError("stamp"),
+        e.UnknownToolError("stmp", ["stamp", "other"]),
+        e.McpServerError("files", "exited with status 1"),
+        ServerGone("files", "went away"),
+        e.ModelError("a model call failed"),
+        http,
+        e.RetryAfterPastDeadline(http, deadline_left_s=1.5, attempts=3),
+        e.ModelConnectionError("refused", base_url="http://127.0.0.1:9"),
+        e.ModelTimeout(120.0),
+        e.ModelResponseError("no choices", retryable=True),
+        e.StreamInterrupted("m", shown_chars=12, reason="ReadError: gone"),
+        e.ModelCallError("m", ValueError("bug")),
+        e.ScriptExhausted("k", 3),
+        e.AgentError("no answer"),
+        e.EmptyResponse(2, wrap_up=True),
+        e.MaxTurnsExceeded(5, ["search", "send"]),
+        e.OutputValidationError("Answer", 3, "field 'x' missing"),
+        e.OutputCutOff(4, 256),
+        e.RunawayLoop("search", 4),
+        e.OutcomeUnknown("pay", "call_1"),
+        busy,
+        e.PlanError(["s2: unknown role 'x'"], attempts=3),
+        e.StoreError("cannot open", path="runs.db"),
+        e.RunBusy("r1", path="runs.db", host="h", pid=7, heartbeat_age_s=2.5, expired=True),
+        e.MemoryStoreError("not a memory file", path="m.db"),
+        e.MemoryFeatureMissing("FTS5", "no FTS5", "install an SQLite with it", path="m.db"),
+        failed,
+        tripped,
+        e.UnsupportedEventLoop("Executor.run"),
+        e.ApprovalError("r1", "call_1", "no such call"),
+        e.AlreadyDecided("r1", "call_1", approved=False, decided_by="ann", decided_at=1.0),
+        RemoteFailure("ValueError: boom"),
+        WorkerLost("s1", "the actor died", role="r", deaths=3, tools=["crash"], limit=3),
+    ]
+
+
+def test_every_error_pickles_and_unpickles_equal() -> None:
+    """An error crosses processes (from a Ray actor, say) as itself, its fields and
+    message whole: made again from what was pickled, not from its message alone."""
+    every_module()
+    made = examples()
+    assert {type(e) for e in made} == subclasses(runtime.HoneycombError)
+    for error in made:
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error)
+        assert (str(again), again.args) == (str(error), error.args)
+        assert vars(again).keys() == vars(error).keys()
+        assert repr(vars(again)) == repr(vars(error))

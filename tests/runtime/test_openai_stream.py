@@ -5,7 +5,7 @@ interleaved pieces, usage from the last chunk, and retries only before any text.
 from __future__ import annotations
 
 import json
-import time
+import threading
 
 import pytest
 
@@ -71,16 +71,21 @@ async def test_interleaved_tool_calls_are_assembled_by_index(openai_server: Open
 async def test_text_is_shown_as_it_arrives_not_when_the_answer_ends(
     openai_server: OpenAIServer,
 ) -> None:
-    gap = 0.05
-    openai_server.enqueue(Reply(content="one two three four five six", chunk_delay_s=gap))
-    arrived: list[float] = []
-    started = time.perf_counter()
-    await model(openai_server).stream(REQUEST, lambda text: arrived.append(time.perf_counter()))
-    ended = time.perf_counter()
-    assert len(arrived) == 6
-    # The chunks come gap apart: the first piece is shown long before the last.
-    assert arrived[0] - started < (ended - started) / 2
-    assert arrived[-1] - arrived[0] > 3 * gap
+    """The server sends the role and the first word, then holds the rest of the answer
+    back until the listener has been shown that word: a model that showed text only
+    once the answer ended would never be sent its end."""
+    shown_first = threading.Event()
+    openai_server.enqueue(
+        Reply(content="one two three four five six", hold_after=2, hold_until=shown_first)
+    )
+    shown: list[str] = []
+
+    def show(text: str) -> None:
+        shown.append(text)
+        shown_first.set()
+
+    await model(openai_server).stream(REQUEST, show)
+    assert shown == ["one ", "two ", "three ", "four ", "five ", "six"]
 
 
 @pytest.mark.parametrize(("cut_after", "cut"), [(0, "reset"), (1, "reset"), (1, "end")])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -34,7 +35,7 @@ from runtime._actions import read_reply
 from runtime._text_protocol import TOOLS_HEADING
 from runtime.retry import RetryingModel, limiter_of
 from runtime.testing import FunctionModel, ScriptedModel
-from tests.support.cpu_time import cpu_seconds
+from tests.support.cpu_time import LINEAR_BOUND, cpu_growth
 from workers import AgentLoop, Failed, Final, LoopSettings
 
 WEATHER = ToolSchema(
@@ -307,16 +308,16 @@ def test_json_nested_past_the_recursion_limit_is_prose_not_an_error(nested: str)
 
 @pytest.mark.parametrize("unit", ["{", "{ a ", "don't {", '{"a": ', '{"arguments": '], ids=repr)
 def test_reading_degenerate_output_takes_time_in_proportion_to_its_length(unit: str) -> None:
-    """A model stuck repeating a bracket: reading 8 times the text takes about 8 times
-    the processor time (linear), far from the 64 times of a bracket-by-bracket rescan
-    (the bound sits between)."""
+    """A model stuck repeating a bracket: reading 16 times the text takes about 16
+    times the processor time (linear), far from the 256 times of a bracket-by-bracket
+    rescan (see cpu_growth)."""
 
-    def seconds(repeats: int) -> float:
+    def reading(repeats: int) -> Callable[[], object]:
         text = unit * repeats + "1" + "}" * repeats * unit.count(":") + block("fetch", key="a")
         assert [a.name for a in read_reply(text).actions] == ["fetch"]
-        return cpu_seconds(lambda: read_reply(text))
+        return lambda: read_reply(text)
 
-    assert seconds(8000) < 32 * seconds(1000)
+    assert cpu_growth(reading, 1000) < LINEAR_BOUND
 
 
 def test_unknown_tools_and_blocks_that_are_not_json_stay_actions() -> None:

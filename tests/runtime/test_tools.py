@@ -569,6 +569,43 @@ def test_a_tool_of_the_program_goes_as_its_function(monkeypatch: pytest.MonkeyPa
     assert again.schema == made.schema
 
 
+def test_a_tool_sent_by_value_takes_its_annotations_resolved_where_it_was_made() -> None:
+    """A function sent by value (cloudpickle's way, for a closure or a function of
+    ``__main__``) arrives with only the globals its code uses: its postponed
+    annotations (``context: ToolContext`` under ``from __future__ import annotations``)
+    name what is not there, so the tool is made again from the hints resolved where it
+    was made."""
+    import types
+
+    def make() -> Tool[..., str]:
+        def stamp(
+            text: str, times: Annotated[int, Field(ge=1)], ink: Literal["red", "blue"],
+            context: ToolContext,
+        ) -> str:  # fmt: skip
+            """Stamp a note.
+
+            Args:
+                text: What to stamp.
+                times: How many times.
+                ink: Its colour.
+            """
+            return f"{text} x{times} in {ink} ({context.call_id})"
+
+        return Tool(stamp, timeout=3.0)
+
+    made = make()
+    remake, (fn, *rest) = made.__reduce__()
+    sent = types.FunctionType(fn.__code__, {"__builtins__": __builtins__}, fn.__name__)
+    sent.__annotations__, sent.__doc__ = dict(fn.__annotations__), fn.__doc__
+    again = remake(sent, *rest)
+    assert again.context_param == "context"
+    assert again.schema == made.schema
+    assert again.options() == made.options()
+    with pytest.raises(ArgumentsError, match="'times'"):
+        again.parse_arguments('{"text": "hi", "times": 0, "ink": "red"}')
+    assert again.fn("hi", 2, "red", ToolContext(call_id="c1")) == "hi x2 in red (c1)"
+
+
 def test_unknown_name_in_an_empty_registry() -> None:
     with pytest.raises(UnknownToolError, match="available tools: none"):
         ToolRegistry().resolve("anything")

@@ -61,14 +61,19 @@ def child_pids() -> set[int]:
 
 
 @contextmanager
-def http_test_server(token: str, port: int | None = None) -> Iterator[str]:
+def http_test_server(
+    token: str, port: int | None = None, *, notes: Path | None = None
+) -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1 (on ``port``, or a free one),
-    in a subprocess: its URL. Every request must carry ``Authorization: Bearer <token>``."""
+    in a subprocess: its URL. Every request must carry ``Authorization: Bearer <token>``;
+    its tools that write notes write them to ``notes``."""
     if port is None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_TEST_TOKEN": token}
+    if notes is not None:
+        env["MCP_TEST_NOTES"] = str(notes)
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.mcp_server", "--http", str(port)],
         env=env,

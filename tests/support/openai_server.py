@@ -72,6 +72,10 @@ __all__ = [
 ]
 
 
+HOLD_LIMIT_S = 30.0
+"""How long a stream held back (``Reply.hold_until``) waits to be let go."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """Answer 200 with one chat completion (text, tool calls, or both).
@@ -92,7 +96,10 @@ class Reply:
     Streamed: ``chunk_delay_s`` is the pause before each chunk; ``cut_after`` breaks
     the stream off after that many chunks (0: before the first, 1: after the role,
     before any text), by resetting the connection (``cut="reset"``) or by ending the
-    stream without a finish reason or ``[DONE]`` (``cut="end"``).
+    stream without a finish reason or ``[DONE]`` (``cut="end"``). ``hold_until`` holds
+    the chunks after the first ``hold_after`` back until the event is set (the test
+    sets it when its client has shown what came); not set within
+    :data:`HOLD_LIMIT_S`, the stream is cut.
     """
 
     content: str | None = None
@@ -110,6 +117,8 @@ class Reply:
     chunk_delay_s: float = 0.0
     cut_after: int | None = None
     cut: str = "reset"
+    hold_after: int = 0
+    hold_until: threading.Event | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,9 +512,16 @@ class OpenAIServer(Lifecycle):
                 if reply.cut == "end":
                     return
                 raise _StreamCut(f"the stream is cut after {sent} chunks (as asked)")
+            if sent == reply.hold_after and not await self._let_go(reply):
+                raise _StreamCut(f"held after {sent} chunks, and never let go")
             await self._pause(reply.chunk_delay_s)
             yield f"data: {json.dumps(chunk)}\n\n"
         yield "data: [DONE]\n\n"
+
+    async def _let_go(self, reply: Reply) -> bool:
+        """Whether a stream held back (``reply.hold_until``) was let go in time."""
+        held = reply.hold_until
+        return held is None or await asyncio.to_thread(held.wait, HOLD_LIMIT_S)
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the server stops meanwhile."""

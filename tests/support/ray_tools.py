@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sqlite3
 import time
 
@@ -130,6 +131,21 @@ def pid() -> str:
 
 
 @tool
+def crash(path: str, after: float) -> str:
+    """End this process after a while (as a tool that runs out of memory does), saying
+    so in a file with the process's id first.
+
+    Args:
+        path: The file.
+        after: Seconds it runs first.
+    """
+    _append(path, f"crashing {os.getpid()}")
+    time.sleep(after)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never"
+
+
+@tool
 async def echo(text: str, delay: float) -> str:
     """Answer ``text`` after ``delay`` seconds.
 
@@ -143,15 +159,20 @@ async def echo(text: str, delay: float) -> str:
 
 def scripted(request: ModelRequest) -> AssistantMessage | str:
     """A model whose task is its script, as JSON: ``{"turns": [[[tool, arguments],
-    ...], ...], "log": file or null}``. Turn after turn it makes the calls listed
-    (call ids ``c<turn>_<i>``), then answers with the observations, in order, joined
-    by ``|``. It holds no state, so a worker that moves to another process makes the
-    same calls again."""
+    ...], ...], "log": file or null, "block": file}`` (with ``block``, its first answer
+    takes half a second, blocking its event loop, and says so in that file). Turn after
+    turn it makes the calls listed (call ids ``c<turn>_<i>``), then answers with the
+    observations, in order, joined by ``|``. It holds no state, so a worker that moves
+    to another process makes the same calls again."""
     task = next(m for m in request.messages if isinstance(m, UserMessage)).content
     script = json.loads(task.split("\n")[0])
     if script.get("log"):
         _append(script["log"], f"call {os.getpid()}")
     turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+    if script.get("block") and turn == 0:  # its first answer holds its process up
+        _append(script["block"], "answering")
+        time.sleep(0.5)  # blocking: the actor's messages wait until it answers
+        _append(script["block"], "answered")
     turns = script["turns"]
     if turn < len(turns):
         calls = tuple(

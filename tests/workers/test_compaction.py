@@ -335,6 +335,9 @@ async def test_a_loop_resumed_with_its_summary_does_not_summarize_again() -> Non
         def save(self, state: LoopState) -> None:
             saved.append(state)
 
+        async def flush(self) -> None:
+            pass
+
     first = loop(
         FunctionModel(pager(9)), Compaction(budget_tokens=2500, keep_turns=2),
         summarizer=summarizer(summaries),

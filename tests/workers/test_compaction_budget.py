@@ -6,6 +6,7 @@ token counter."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from runtime import (
@@ -16,7 +17,9 @@ from runtime import (
     Message,
     ModelRequest,
     ModelResponse,
+    TextToolModel,
     ToolCall,
+    ToolMessage,
     ToolRegistry,
     ToolSchema,
     Tracer,
@@ -28,7 +31,7 @@ from runtime.testing import FunctionModel
 from tests.support.tokens import cjk, one_per_character
 from workers import AgentLoop, Final, LoopSettings
 from workers.compaction import is_summary_request
-from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens
+from workers.context import TOKENS_PER_MESSAGE, Compaction, ContextWindow, estimate_tokens
 
 PAGE = "x" * 1600  # about 400 tokens a page
 CJK_PAGE = "航海日志第页记录风向与水深" * 32  # 416 characters: about 416 tokens
@@ -205,3 +208,49 @@ async def test_turns_one_summary_request_cannot_hold_are_folded_by_another() -> 
     assert over(summarizer.requests, 4000, by_estimate) == []
     assert over(model.requests, 4000, by_estimate) == []
     assert result.state.summary.startswith("facts: fact-")
+
+
+def test_a_turn_cut_to_fit_keeps_the_models_own_words() -> None:
+    # Its longest text is cut first, as far as needed: the estimate rounds once for
+    # all the texts, so one cut can leave a token over, which must not fall on the
+    # model's short answer (a model reads its own last turn to go on from it).
+    line = "page 2: the reading at station 2 was 14 metres. "
+    group = (
+        AssistantMessage(
+            content="[turn 2]",
+            tool_calls=(ToolCall(id="call_2", name="page", arguments='{"number": 2}'),),
+        ),
+        ToolMessage(tool_call_id="call_2", name="page", content=(line * 20)[:900]),
+    )
+    for room in range(60, 300):
+        shown, _ = ContextWindow(max_tokens=room).fit(group)
+        assert estimate_tokens(shown) <= room
+        assert shown[0].content == "[turn 2]", room
+
+
+async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() -> None:
+    # The text protocol writes the tools' catalogue and how to call them into the
+    # prompt, and calls and results as text: the budget holds for what is sent.
+    def turn(request: ModelRequest) -> ModelResponse:
+        assert not request.tools  # written out: the model sees text alone
+        # The newest turn is always sent: the page after the last one asked for.
+        asked = re.findall(r'"page": (\d+)', "".join(m.content or "" for m in request.messages))
+        page = max(map(int, asked), default=0) + 1
+        text = "read them all"
+        if page <= 12:
+            text = f'```json\n{{"tool": "read_page", "arguments": {{"page": {page}}}}}\n```'
+        usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
+        return ModelResponse(message=AssistantMessage(content=text), usage=usage)
+
+    inner = FunctionModel(turn, name="reader")
+    loop = AgentLoop(
+        TextToolModel(inner),
+        Dispatcher(ToolRegistry([read_page])),
+        instructions="You read logs.",
+        settings=LoopSettings(max_turns=30, compaction=Compaction(budget_tokens=1500)),
+        summarizer=wordy(5000, by_estimate),  # cut to what the budget leaves it
+    )
+    result = await loop.run("read the log")
+    assert isinstance(result, Final)
+    assert result.state.compactions
+    assert over(inner.requests, 1500, by_estimate) == []

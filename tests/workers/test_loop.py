@@ -396,6 +396,9 @@ async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:
         def save(self, state: LoopState) -> None:
             saved.append(state)
 
+        async def flush(self) -> None:
+            pass
+
     @tool(side_effects=True)
     def send(to: str) -> str:
         """Send."""
@@ -542,3 +545,29 @@ async def test_a_tool_call_id_the_conversation_already_has_gets_a_new_one() -> N
     again = await make_loop(ScriptedModel(script)).run("look up")
     assert isinstance(again, Final)
     assert call_ids(again.state.messages) == ids
+
+
+async def test_an_answer_is_kept_before_any_call_it_asks_for_runs() -> None:
+    # Parallel-safe calls too: a process that dies while they run has the answer (and
+    # what it cost) in the store, so its resumed loop runs them rather than ask again.
+    seen: list[str] = []
+
+    class Keep:
+        def save(self, state: LoopState) -> None:
+            seen.append(f"save {[c.name for c in state.pending]}")
+
+        async def flush(self) -> None:
+            seen.append("flush")
+
+    @tool
+    def look(key: str) -> str:
+        """Look."""
+        seen.append(f"look {key}")
+        return key
+
+    model = ScriptedModel([[call("look", {"key": "a"}), call("look", {"key": "b"})], "done"])
+    loop = AgentLoop(model, Dispatcher(ToolRegistry([look])), checkpoint=Keep())
+    assert isinstance(await loop.run("look"), Final)
+    assert seen[:2] == ["save ['look', 'look']", "flush"]
+    assert sorted(seen[2:4]) == ["look a", "look b"]
+    assert seen[4:] == ["save []"]  # the observations, then the final answer: no calls
