@@ -93,6 +93,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.ModelResponseError("no choices", retryable=True),
         e.StreamInterrupted("m", shown_chars=12, reason="ReadError: gone"),
         e.ModelCallError("m", ValueError("bug")),
+        e.ModelServerError("small.gguf", "could not be loaded by llama.cpp"),
         e.ScriptExhausted("k", 3),
         e.AgentError("no answer"),
         e.EmptyResponse(2, wrap_up=True),
