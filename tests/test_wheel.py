@@ -164,3 +164,22 @@ def test_the_installed_command_knows_every_example_and_runs_each_demo(
         )
         assert ran.returncode == 0, f"demo {option}: {ran.stdout[-500:]}{ran.stderr}"
         assert "\nAnswer:\n" in ran.stdout
+
+
+def test_an_editable_install_puts_the_clone_on_the_path(tmp_path: Path) -> None:
+    """The README's commands install the clone editable (``pip install -e .``): its
+    editable wheel builds, and the environment it goes into imports the clone."""
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys, hatchling.build as b; "
+         "print(b.build_editable(sys.argv[1]))", str(tmp_path / "dist")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-800:]
+    venv.create(tmp_path / "env", with_pip=False)
+    python = tmp_path / "env" / "bin" / "python"
+    wheel = tmp_path / "dist" / built.stdout.split()[-1]
+    _pip("--python", str(python), "install", "--no-deps", str(wheel))
+    # Found, not imported: the environment has none of its dependencies.
+    probe = "import importlib.util as u; print(u.find_spec('honeycomb').origin)"
+    done = _command(python.parent, "python", "-c", probe, cwd=tmp_path)
+    assert Path(done.stdout.strip()).is_relative_to(ROOT), done.stderr
