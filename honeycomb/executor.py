@@ -28,10 +28,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import anyio
 from pydantic import BaseModel
 
 from honeycomb.run.agents import Instruction, current_run
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
+from honeycomb.run.crew import Crew
 from honeycomb.run.mcp import McpTools
 from honeycomb.run.plan import Plan
 from honeycomb.run.planner import PlannerLike, SubtaskSpec, as_planner
@@ -39,12 +41,14 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import RunResult
 from honeycomb.run.run import Run
 from honeycomb.run.setups import open_memory, open_store, resolve_setups
-from honeycomb.run.shared import Shared
+from honeycomb.run.shared import Phases, Reporting, Shared
 from honeycomb.run.stream import RunStream, streamed
 from runtime import (
     ConfigError,
     ConfigErrors,
     EventHandler,
+    LimitedModel,
+    LockTable,
     Memory,
     Model,
     StoreError,
@@ -60,6 +64,7 @@ from runtime.secrets import masked, masked_errors
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
+from workers.services import Services
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -147,34 +152,45 @@ class Executor:
         )  # fmt: skip
         kept = open_store(store)
         self._held: AsyncExitStack | None = None  # the models held by ``async with``
+        model_slots = _slots(kept_policy.model_concurrency)
+        limited_models = {
+            name: LimitedModel(m, model_slots) if model_slots is not None else m
+            for name, m in model_map.items()
+        }
         self.shared = Shared(
-            roles=by_name,
-            models=model_map,
-            default_model=default,
-            setups=setups,
-            policy=kept_policy,
-            planner=as_planner(planner, by_name),
-            aggregator=as_aggregator(aggregator, by_name, output_type),
-            output_type=output_type,
-            store=kept,
-            trace=trace if trace is not None else kept is not None,
-            handlers=on_event,
-            log_events=log_events,
-            source=source,
-            memory=kept_memory,
-            mcp=mcp,
-            approver=approver,
-            guards=run_guards,
-            backend=backend,
+            Crew(by_name, limited_models, default, setups, mcp),
+            kept_policy,
+            Phases(
+                planner=as_planner(planner, by_name),
+                aggregator=as_aggregator(aggregator, by_name, output_type),
+                output_type=output_type,
+            ),
+            Services(
+                locks=LockTable(),
+                tool_slots=_slots(kept_policy.tool_concurrency),
+                model_slots=model_slots,
+                approver=approver,
+                approval_timeout_s=kept_policy.approval_timeout_s,
+                guards=run_guards,
+                memory=kept_memory,
+            ),
+            Reporting(
+                store=kept,
+                trace=trace if trace is not None else kept is not None,
+                handlers=tuple(on_event),
+                log_events=log_events,
+                source=source,
+            ),
+            backend,
         )
 
     async def __aenter__(self) -> Self:
         """Share the MCP servers and the models' own servers (llama.cpp) between the
         runs of the block (none starts yet)."""
-        await self.shared.mcp.open()
+        await self.shared.crew.mcp.open()
         if self._held is None:
             stack = AsyncExitStack()
-            await stack.enter_async_context(held(self.shared.models.values()))
+            await stack.enter_async_context(held(self.shared.crew.models.values()))
             self._held = stack
         return self
 
@@ -194,15 +210,15 @@ class Executor:
             if held_models is not None:
                 await held_models.aclose()
         finally:
-            await self.shared.mcp.close()
+            await self.shared.crew.mcp.close()
 
     @property
     def roles(self) -> dict[str, Role]:
-        return self.shared.roles
+        return self.shared.crew.roles
 
     @property
     def models(self) -> dict[str, Model]:
-        return self.shared.models
+        return self.shared.crew.models
 
     @property
     def policy(self) -> Policy:
@@ -210,11 +226,11 @@ class Executor:
 
     @property
     def store(self) -> RunStore | None:
-        return self.shared.store
+        return self.shared.reporting.store
 
     @property
     def memory(self) -> Memory | None:
-        return self.shared.memory
+        return self.shared.services.memory
 
     @classmethod
     def from_hive(
@@ -362,7 +378,7 @@ class Executor:
             self.shared, instruction, run_id if outer else os.urandom(6).hex(), handlers,
             within=outer.context if outer is not None else None,
         )  # fmt: skip
-        async with self.shared.scope():
+        async with self.shared.crew.scope():
             result = await run.execute(None, resumable=False, steal=False)
         return result.answer_text
 
@@ -380,13 +396,13 @@ class Executor:
     def _missing_keys(self, seen: set[int]) -> list[ConfigError]:
         """What :meth:`check_keys` reports, each model and Executor once (``seen``)."""
         found: list[ConfigError] = []
-        shared = self.shared
-        for role in shared.roles.values():
-            for model in (shared.model_for(role), shared.summarizer_for(role)):
+        crew = self.shared.crew
+        for role in crew.roles.values():
+            for model in (crew.model_for(role), crew.summarizer_for(role)):
                 if model is not None and id(model) not in seen:
                     seen.add(id(model))
                     found += filter(None, [missing_key(model)])
-            for made in shared.setup_for(role, None).tools:
+            for made in crew.setup_for(role, None).tools:
                 sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
                 if isinstance(sub, Executor) and id(sub) not in seen:
                     seen.add(id(sub))
@@ -424,7 +440,7 @@ class Executor:
         require_asyncio("Executor.run")
         self.check_keys()
         run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
-        async with self.shared.scope():  # the servers its calls reach
+        async with self.shared.crew.scope():  # the servers its calls reach
             with masked_errors():  # what a run returns and raises shows no secret
                 return masked(
                     await run.execute(subtasks, resumable=run_id is not None, steal=steal)
@@ -525,7 +541,9 @@ class Executor:
         this Executor's): what checks its edited arguments and tells what it will do
         (``honeycomb.web.StoreApprovals`` takes it)."""
         role = self.roles.get(pending.role)
-        return None if role is None else self.shared.setup_for(role, None).tools.get(pending.tool)
+        if role is None:
+            return None
+        return self.shared.crew.setup_for(role, None).tools.get(pending.tool)
 
     def stream(
         self,
@@ -561,3 +579,7 @@ def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model
     if models is None:
         return None
     return {name: m for name, m in models.items() if name in hive.spec.models}
+
+
+def _slots(capacity: int | None) -> anyio.CapacityLimiter | None:
+    return anyio.CapacityLimiter(capacity) if capacity is not None else None

@@ -42,6 +42,7 @@ from runtime.approvals import ApprovalGate, ApprovalNeeded, PendingApproval
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.journal import Journal, unknown_outcome_text
+from runtime.limits import Slots
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, idempotency_key
 from runtime.value import Value
@@ -148,7 +149,7 @@ class Dispatcher:
         tools: ToolRegistry,
         *,
         policy: DispatchPolicy | None = None,
-        limiter: anyio.CapacityLimiter | None = None,
+        limiter: Slots | None = None,
         locks: LockTable | None = None,
         tracer: Tracer = NO_TRACE,
         worker: str | None = None,
@@ -385,7 +386,7 @@ class Dispatcher:
         ready: _Ready,
         turn: int,
         results: list[ToolMessage | None],
-        limiters: tuple[anyio.CapacityLimiter | None, anyio.CapacityLimiter | None],
+        limiters: tuple[anyio.CapacityLimiter | None, Slots | None],
         journal: Journal | None,
     ) -> None:
         """One call holding its slot in the batch's cap, its exclusive lock and a

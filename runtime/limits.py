@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-import anyio
+from types import TracebackType
+from typing import Protocol
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
 
-__all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "limited"]
+__all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "Slots", "limited"]
 
 
 class Limits(Value, frozen=True, kw_only=True):
@@ -190,10 +190,26 @@ class Budget:
         self._model_calls += usage.model_calls
 
 
-class LimitedModel(WrapperModel):
-    """A model whose calls in flight are bounded by a limiter shared with other models."""
+class Slots(Protocol):
+    """A bound on calls in flight, shared by whoever holds it: ``async with slots``
+    holds one (an ``anyio.CapacityLimiter``; in a Ray actor, a slot held at the
+    driver)."""
 
-    def __init__(self, inner: Model, limiter: anyio.CapacityLimiter) -> None:
+    async def __aenter__(self) -> None: ...
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> bool | None: ...
+
+
+class LimitedModel(WrapperModel):
+    """A model whose calls in flight are bounded by slots shared with other models."""
+
+    def __init__(self, inner: Model, limiter: Slots) -> None:
         super().__init__(inner)
         self.limiter = limiter
 
@@ -206,7 +222,7 @@ class LimitedModel(WrapperModel):
             return await call_model(self.inner, request, on_text)
 
 
-def limited(model: Model, limiter: anyio.CapacityLimiter | None) -> Model:
+def limited(model: Model, limiter: Slots | None) -> Model:
     """``model`` with its calls in flight bounded by ``limiter`` (None: unbounded)
     instead of by the limiter a :class:`LimitedModel` bounded them with."""
     inner = model.inner if isinstance(model, LimitedModel) else model

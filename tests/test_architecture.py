@@ -208,6 +208,7 @@ WORKERS_NAMES = {
     "format_task", "load_roles", "read_roles", "role_entries",
     "MemoryRecalled", "RoleMemory", "memory_tools", "recall_text",
     "GuardCheck", "GuardChecked", "Guards",  # guardrails
+    "MemoryStore", "Services", "WorkerStore",  # what a worker shares with its run
 }  # fmt: skip
 
 HONEYCOMB_NAMES = {

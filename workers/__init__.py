@@ -6,6 +6,7 @@ from workers.guards import GuardCheck, GuardChecked, Guards
 from workers.loop import AgentLoop
 from workers.memory import MemoryRecalled, RoleMemory, memory_tools, recall_text
 from workers.role import Approvals, Role, check_role, load_roles, read_roles, role_entries
+from workers.services import MemoryStore, Services, WorkerStore
 from workers.state import (
     Checkpoint,
     Continue,
@@ -33,14 +34,17 @@ __all__ = [
     "LoopSettings",
     "LoopState",
     "MemoryRecalled",
+    "MemoryStore",
     "Role",
     "RoleMemory",
+    "Services",
     "Step",
     "Waiting",
     "Worker",
     "WorkerError",
     "WorkerResult",
     "WorkerSetup",
+    "WorkerStore",
     "assemble",
     "check_role",
     "format_task",

@@ -49,7 +49,6 @@ from msgspec.structs import replace
 
 from runtime import (
     AssistantMessage,
-    Budget,
     BudgetExceeded,
     Dispatcher,
     EmptyResponse,
@@ -92,6 +91,7 @@ from runtime.model import TextSink, call_model, request_writer
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
+from workers.services import Services
 from workers.state import (
     Checkpoint,
     Continue,
@@ -129,14 +129,11 @@ class AgentLoop:
         model: Answers each turn.
         dispatcher: Runs the tool calls (and holds the tools).
         instructions: The system prompt.
-        settings: Turns, output schema, context window, model timeout.
-        budget: Shared with the run's other workers; checked before each model call.
-        tracer: Receives an event per model call.
+        settings: Turns, output schema, context window, model timeout, compaction.
         worker: Name used in events and as the conversation key.
-        run_id: Run id used in events and in the conversation key.
-        checkpoint: Receives the state after each model answer, each turn and each
-            compaction.
-        summarizer: Writes the summaries of compaction (default: ``model``).
+        services: What it shares with its run: the budget checked before each model
+            call, the tracer, the run's id, the store its state is kept in after each
+            model answer, each turn and each compaction, the models summaries name.
         guards: Its output guards check each answer before it is accepted.
     """
 
@@ -152,23 +149,20 @@ class AgentLoop:
         *,
         instructions: str = "",
         settings: LoopSettings | None = None,
-        budget: Budget | None = None,
-        tracer: Tracer | None = None,
         worker: str | None = None,
-        run_id: str | None = None,
-        checkpoint: Checkpoint | None = None,
-        summarizer: Model | None = None,
+        services: Services | None = None,
         guards: GuardRunner | None = None,
     ) -> None:
+        kept = services if services is not None else Services()
         self.model = model
         self.dispatcher = dispatcher
         self.instructions = instructions
         self.settings = settings or LoopSettings()
-        self.budget = budget
-        self.tracer = tracer or Tracer()
+        self.budget = kept.budget
+        self.tracer = kept.tracer
         self.worker = worker
-        self.run_id = run_id
-        self.checkpoint = checkpoint
+        self.run_id = run_id = kept.run_id
+        self.checkpoint: Checkpoint | None = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
@@ -178,9 +172,10 @@ class AgentLoop:
         self._compactor: Compactor | None = None
         if compaction is not None:
             self._compactor = Compactor(
-                compaction, summarizer or model, budget=budget, tracer=self.tracer,
-                worker=worker, run_id=run_id, conversation=self._conversation,
-                timeout=self.settings.model_timeout, writer=request_writer(model),
+                compaction, kept.summarizer(compaction) or model, budget=self.budget,
+                tracer=self.tracer, worker=worker, run_id=run_id,
+                conversation=self._conversation, timeout=self.settings.model_timeout,
+                writer=request_writer(model),
             )  # fmt: skip
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:

@@ -6,40 +6,35 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import anyio
 from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import (
-    Budget,
     BudgetExceeded,
     ConfigError,
     Dispatcher,
     DispatchPolicy,
     GuardrailTripped,
     HoneycombError,
-    Journal,
-    LockTable,
     Memory,
     Message,
     Model,
     Tool,
     ToolRegistry,
-    Tracer,
     Transcript,
     Usage,
     _logging,
 )
-from runtime.approvals import ApprovalGate, ApprovalLog, ApprovalRule, Approver, PendingApproval
+from runtime.approvals import ApprovalGate, ApprovalRule, PendingApproval
 from runtime.value import Value
 from workers.context import ContextWindow
-from workers.guards import GuardRunner, Judge, ResolvedGuards, resolve_guards
+from workers.guards import GuardRunner, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
 from workers.memory import memory_tools, recall_at_start
 from workers.role import Role
+from workers.services import Services
 from workers.state import (
     DEFAULT_OUTPUT_TOKENS,
-    Checkpoint,
     Failed,
     Final,
     LoopSettings,
@@ -227,27 +222,15 @@ class Worker:
         tools: If the role names tools, the registry to find them in (import paths
             need none); if it names none, exactly these tools.
         name: Worker name in events and results (default: the role's name).
-        locks: Shared lock table for ``exclusive`` tools (the Executor's).
-        tool_limiter: Shared bound on tool calls in flight (the Executor's).
-        budget: Shared budget checked before each model call (the run's).
-        tracer: Receives model and tool call events.
-        run_id: The run this worker belongs to.
         output_type: Overrides the role's ``output_schema``.
-        checkpoint: Receives the loop's state every turn (a run store).
-        journal: Journals side-effecting calls (a run store), so none runs twice.
-        summarizer: Writes the summaries of the role's compaction (default: ``model``).
-        memory: The long-term memory of a role with ``memory:`` (given a Role; a
-            WorkerSetup has its own).
-        approver: Decides on calls that need approval (None: they wait, in ``approvals``).
-        approvals: Where calls asked about and their decisions are kept (a run store).
-        approval_timeout_s: Seconds a call waits for a decision before it is denied.
-        guards: The run's argument guards, on every call of this worker too.
-        judge: Asks the roles its judge guards name (the run's).
+        services: What it shares with the rest of its run (its budget, tracer, locks,
+            approver, store ...; see :class:`~workers.services.Services`). Default: a
+            worker on its own.
     """
 
     # One worker per subtask, alive while it runs: no instance dict.
-    __slots__ = ("_dispatcher", "_guards", "budget", "checkpoint", "model", "name", "role",
-                 "run_id", "setup", "summarizer", "tools", "tracer")  # fmt: skip
+    __slots__ = ("_dispatcher", "_guards", "model", "name", "role", "services", "setup",
+                 "tools")  # fmt: skip
 
     def __init__(
         self,
@@ -256,69 +239,59 @@ class Worker:
         *,
         tools: ToolRegistry | Sequence[Tool[Any, Any] | Callable[..., Any]] | None = None,
         name: str | None = None,
-        locks: LockTable | None = None,
-        tool_limiter: anyio.CapacityLimiter | None = None,
-        budget: Budget | None = None,
-        tracer: Tracer | None = None,
-        run_id: str | None = None,
         output_type: type[BaseModel] | None = None,
-        checkpoint: Checkpoint | None = None,
-        journal: Journal | None = None,
-        summarizer: Model | None = None,
-        memory: Memory | None = None,
-        approver: Approver | None = None,
-        approvals: ApprovalLog | None = None,
-        approval_timeout_s: float | None = None,
-        guards: ResolvedGuards | None = None,
-        judge: Judge | None = None,
+        services: Services | None = None,
     ) -> None:
+        kept = self.services = services if services is not None else Services()
         setup = (
             role
             if isinstance(role, WorkerSetup)
-            else WorkerSetup.of(role, tools, output_type, memory)
+            else WorkerSetup.of(role, tools, output_type, kept.memory)
         )
         self.setup = setup
         self.role = setup.role
         self.model = model
         self.name = name or setup.role.name
         self.tools = setup.tools
-        self.run_id = run_id
-        self.budget = budget
-        self.tracer = tracer or Tracer()
-        self.checkpoint = checkpoint
-        self.summarizer = summarizer
-        own = setup.guards.with_arguments(guards.arguments if guards is not None else ())
+        run_id, tracer, store = kept.run_id, kept.tracer, kept.store
+        own = setup.guards.with_arguments(kept.guards.arguments)
         self._guards: GuardRunner | None = None
         if not own.empty:
             self._guards = GuardRunner(
-                own, tracer=self.tracer, judge=judge, role=setup.role.name, worker=self.name,
+                own, tracer=tracer, judge=kept.judge, role=setup.role.name, worker=self.name,
                 run_id=run_id,
             )  # fmt: skip
+        log = store.approvals if store is not None else None
         self._dispatcher = Dispatcher(
             setup.tools,
             policy=setup.policy,
-            limiter=tool_limiter,
-            locks=locks,
-            tracer=self.tracer,
+            limiter=kept.tool_slots,
+            locks=kept.locks,
+            tracer=tracer,
             worker=self.name,
             run_id=run_id,
-            journal=journal,
+            journal=store,
             approvals=(
                 ApprovalGate(
                     setup.approvals,
-                    approver=approver,
-                    log=approvals,
+                    approver=kept.approver,
+                    log=log,
                     worker=self.name,
                     role=setup.role.name,
                     run_id=run_id,
-                    timeout_s=approval_timeout_s,
+                    timeout_s=kept.approval_timeout_s,
                 )
                 # A stored run's log too: a call asked about keeps its decision.
-                if approvals is not None or _may_ask(setup)
+                if log is not None or _may_ask(setup)
                 else None
             ),
             guard=self._guards if own.arguments else None,
         )
+
+    @property
+    def summarizer(self) -> Model | None:
+        """The model that writes its summaries, when it is not its own."""
+        return self.services.summarizer(self.setup.settings.compaction)
 
     def __repr__(self) -> str:
         return f"Worker({self.name!r}, role={self.role.name!r}, model={self.model!r})"
@@ -337,7 +310,7 @@ class Worker:
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
-        bound = _logging.bind(run_id=self.run_id, worker=self.name)
+        bound = _logging.bind(run_id=self.services.run_id, worker=self.name)
         try:
             if resume is None:  # a resumed worker passed its input guards before
                 refused = await self._refused(task)
@@ -363,12 +336,8 @@ class Worker:
             self._dispatcher,
             instructions=self.setup.system_prompt,
             settings=self.setup.settings,
-            budget=self.budget,
-            tracer=self.tracer,
             worker=self.name,
-            run_id=self.run_id,
-            checkpoint=self.checkpoint,
-            summarizer=self.summarizer,
+            services=self.services,
             guards=self._guards,
         )
 
@@ -432,8 +401,9 @@ class Worker:
         if memory is None or uses is None or uses.recall == 0:
             return None
         message = await recall_at_start(
-            memory, uses, task, tracer=self.tracer, worker=self.name, run_id=self.run_id
-        )
+            memory, uses, task, tracer=self.services.tracer, worker=self.name,
+            run_id=self.services.run_id,
+        )  # fmt: skip
         return LoopState(task=prompt, messages=(message,)) if message is not None else None
 
     def _result(

@@ -16,30 +16,12 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
-import anyio
 from pydantic import BaseModel
 
 from honeycomb.backends._link import Link, Outbox, here
-from honeycomb.backends._standins import (
-    DriverApprovals,
-    DriverBudget,
-    DriverCheckpoint,
-    DriverJournal,
-    DriverJudge,
-    DriverLimiter,
-    DriverLocks,
-    DriverMemory,
-    ReservedModel,
-    driver_approver,
-    stand_in,
-)
+from honeycomb.backends._standins import AtDriver, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
-from runtime import (
-    Model,
-    Tool,
-    ToolRegistry,
-    Tracer,
-)
+from runtime import Model, Tool, ToolRegistry
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
 
 T = TypeVar("T")
@@ -105,7 +87,7 @@ class Hive:
 
         def install() -> None:
             made = ToolRegistry([stand_in(t) if isinstance(t, Pinned) else t for t in tools])
-            memory = DriverMemory() if role.memory is not None else None
+            memory = AtDriver("setup.memory") if role.memory is not None else None
             self._setups[key] = WorkerSetup.resolved(role, made, output_type, memory)
 
         return await self._there(_failure_of(install))
@@ -179,40 +161,13 @@ class Hive:
         link.send("done", portable_result(result))
 
     def _worker(self, link: Link, spec: WorkerSpec) -> Worker:
-        model = ReservedModel(self._models[spec.model], link, spec.model_limiter, spec.reserve)
-        summarizer = (
-            ReservedModel(self._models[spec.summarizer], link, spec.model_limiter, spec.reserve)
-            if spec.summarizer is not None
-            else None
-        )
-        tracer = Tracer(lambda e: link.send("event", e), log=False, text=spec.text)
-        journal = (
-            DriverJournal(link, spec.journal, spec.on_unknown, spec.scope)
-            if spec.journal is not None
-            else None
-        )
-        return Worker(
-            self._setups[spec.setup],
-            model,
-            name=spec.name,
-            locks=DriverLocks(link),
-            tool_limiter=(
-                cast(anyio.CapacityLimiter, DriverLimiter(link, "tools", ""))
-                if spec.tool_limiter
-                else None
-            ),
-            budget=DriverBudget(link),
-            tracer=tracer if spec.events else None,
-            run_id=spec.run_id,
-            checkpoint=DriverCheckpoint(link) if spec.checkpoint else None,
-            journal=journal,
-            summarizer=summarizer,
-            approver=driver_approver if spec.approver else None,
-            approvals=DriverApprovals(spec.approvals) if spec.approvals is not None else None,
-            approval_timeout_s=spec.approval_timeout_s,
-            guards=spec.guards,
-            judge=DriverJudge() if spec.judge else None,
-        )
+        setup = self._setups[spec.setup]
+        summarizer = None
+        if spec.summarizer is not None and setup.settings.compaction is not None:
+            named = setup.settings.compaction.model or ""
+            summarizer = (named, self._models[spec.summarizer])
+        model, services = served(spec.services, link, self._models[spec.model], summarizer)
+        return Worker(setup, model, name=spec.name, services=services)
 
 
 async def _failure_of(install: Callable[[], None]) -> str | None:

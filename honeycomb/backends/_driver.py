@@ -1,14 +1,13 @@
 """The driver's side of the Ray backend: one channel to each actor, carrying every
-message of the workers running there, and each worker's stream served from the run's
-budget, locks, limiters, journal, memory, approvals and judge."""
+message of the workers running there, and each worker's stream served from its
+services (the run's budget, locks, slots, store, approver, judge) and its memory."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -19,24 +18,11 @@ from honeycomb.backends._wire import (
     portable_error,
     raised,
 )
-from honeycomb.run.context import RunContext
-from runtime import (
-    BudgetExceeded,
-    HoneycombError,
-    JournalEntry,
-    Tool,
-    ToolCall,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolMessage,
-)
+from runtime import BudgetExceeded, HoneycombError, Tool, ToolCallFinished, ToolCallStarted
 from runtime._concurrency import shielded
 from runtime._threads import run_tool
-from runtime.journal import arguments_text
+from runtime.limits import Slots
 from workers import LoopState, Worker, WorkerResult
-
-if TYPE_CHECKING:
-    from honeycomb.run.worker_record import WorkerRecord
 
 STOP_WAIT_S = 2.0
 """How long a cancelled run waits for each remote worker to say it stopped."""
@@ -134,25 +120,13 @@ class Channel:
 
 class Driver:
     """The driver's side of one worker's stream: it answers the worker's requests
-    from the run's budget, locks, limiters and journal, and takes its checkpoints,
-    events and result."""
+    from its services here (the run's budget, locks, slots, store, approver ...) and
+    takes its checkpoints, events and result."""
 
-    def __init__(
-        self,
-        context: RunContext,
-        worker: Worker,
-        record: WorkerRecord | None,
-        model_limiter: anyio.CapacityLimiter | None,
-    ) -> None:
-        self.context = context
+    def __init__(self, worker: Worker, model_slots: Slots | None) -> None:
         self.worker = worker
-        self.record = record
-        self.model_limiter = model_limiter
-        # The journal so far: earlier lives', then this one's (a worker that moves to
-        # another actor takes it along).
-        self.entries: dict[tuple[int, str], JournalEntry] = (
-            dict(record.entries) if record is not None else {}
-        )
+        self.services = worker.services
+        self.model_slots = model_slots
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, anyio.Event] = {}
@@ -214,34 +188,34 @@ class Driver:
     def receive(self, message: Message) -> None:
         """One message of the worker's, in the order it sent them."""
         kind = message[0]
-        budget = self.worker.budget
+        budget = self.services.budget
         if kind == "event":
             event = message[1]
             if isinstance(event, ToolCallStarted):
                 self._running[event.call_id] = event.tool
             elif isinstance(event, ToolCallFinished):
                 self._running.pop(event.call_id, None)
-            self.context.tracer.emit(event)
+            self.services.tracer.emit(event)
         elif kind == "save":
             self.last_state = message[1]
-            if self.record is not None:
-                self.record.save(message[1])
-        elif kind == "count" and budget is not None:
+            if self.services.store is not None:
+                self.services.store.save(message[1])
+        elif kind == "count":
             budget.reserve_model_call()  # no limit: it cannot refuse
-        elif kind == "charge" and budget is not None:
+        elif kind == "charge":
             budget.charge(message[1])
-        elif kind == "tool_calls" and budget is not None:
+        elif kind == "tool_calls":
             budget.charge_tool_calls(message[1])
         elif kind == "drop":
             self._drops.pop(message[1], anyio.Event()).set()
         elif kind == "ask":
-            _, number, op, args = message
+            _, number, op, args, options = message
             if op == "reserve":  # at once, in order: no await in between
                 self._answer_now(number, *self._reserve())
             else:
                 # In the worker's own context here: a pinned tool finds its run.
                 helper = self._channel.loop.create_task(
-                    self._answer(number, op, args), context=self._context
+                    self._answer(number, op, args, options), context=self._context
                 )
                 self._helpers[number] = helper
                 helper.add_done_callback(lambda _: self._helpers.pop(number, None))
@@ -260,86 +234,59 @@ class Driver:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
 
     def _reserve(self) -> tuple[bool, Any]:
-        budget = self.worker.budget
         try:
-            if budget is not None:
-                budget.reserve_model_call()
+            self.services.budget.reserve_model_call()
         except BudgetExceeded as exc:
             return (False, portable_error(exc))
         return (True, None)
 
-    async def _answer(self, number: int, op: str, args: tuple[Any, ...]) -> None:
-        """Answer one request that waits (a lock, a token, a durable write)."""
+    async def _answer(
+        self, number: int, op: str, args: tuple[Any, ...], options: dict[str, Any]
+    ) -> None:
+        """Answer one request that waits (a lock, a slot, a durable write, a call)."""
         if op == "hold":
             await self._hold(number, *args)
             return
         try:
-            value = await self._done_here(op, args)
+            value = await self._done_here(op, args, options)
         except Exception as exc:
             self._answer_now(number, False, portable_error(exc))
             return
         self._answer_now(number, True, value)
 
-    async def _done_here(self, op: str, args: tuple[Any, ...]) -> Any:
-        """What a worker asks the driver to do for it: a durable write, or a call of
-        something that is the run's (its memory, approver, judge, a pinned tool)."""
+    async def _done_here(self, op: str, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        """What a worker asks the driver to do for it: call a pinned tool, or what is
+        at ``op`` in its services (``services.store.intent``, ``services.approver``)
+        or its role's memory (``setup.memory.add``) here."""
         worker = self.worker
-        if op == "intent":
-            return await self._intent(*args)
-        if op == "outcome":
-            return await self._outcome(*args)
-        if op == "flush":  # every state sent before it is received: kept now
-            return await self.record.flush() if self.record is not None else None
-        if op == "memory" and worker.setup.memory is not None:
-            method, positional, options = args
-            return await getattr(worker.setup.memory, method)(*positional, **options)
-        context = self.context
-        if op == "approve" and context.approver is not None:
-            return await context.approver(*args)
-        if op == "approval" and self.record is not None:
-            return await self.record.record_approval(*args)
-        if op == "judge" and context.judge is not None:
-            return await context.judge.ask(*args)
         if op == "tool":
             name, kwargs = args
             return await call_pinned(worker.setup.tools[name], kwargs)
-        raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
+        root, _, path = op.partition(".")
+        found: Any = {"services": worker.services, "setup": worker.setup}.get(root)
+        for name in path.split(".") if found is not None and path else ():
+            found = getattr(found, name, None)
+        if not callable(found) or (root == "setup" and not path.startswith("memory.")):
+            raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
+        return await found(*args, **options)
 
     async def _hold(self, number: int, what: str, name: str) -> None:
-        """Hold a lock or a limiter's token for the worker until it drops it (or its
-        stream ends); the holding and the letting go are in this one task."""
+        """Hold a lock or a slot for the worker until it drops it (or its stream
+        ends); the holding and the letting go are in this one task."""
         drop = self._drops[number] = anyio.Event()
         held: Any
         if what == "lock":
-            held = self.context.locks.lock(name)
+            held = self.services.locks.lock(name)
         elif what == "tools":
-            held = self.context.tool_limiter
+            held = self.services.tool_slots
         else:
-            held = self.model_limiter
+            held = self.model_slots
         if held is None:
             self._answer_now(number, True, number)
             return
         async with held:
             self._answer_now(number, True, number)
             await drop.wait()
-
-    async def _intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        if self.record is not None:
-            await self.record.intent(turn, call, arguments)
-        self.entries[turn, call.id] = JournalEntry(
-            tool=call.name, arguments=arguments_text(arguments)
-        )
-
-    async def _outcome(self, turn: int, observation: ToolMessage) -> None:
-        if self.record is not None:
-            await self.record.outcome(turn, observation)
-        before = self.entries.get((turn, observation.tool_call_id))
-        self.entries[turn, observation.tool_call_id] = JournalEntry(
-            tool=observation.name,
-            arguments=before.arguments if before is not None else "{}",
-            status=observation.status,
-            content=observation.content,
-        )
 
 
 async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

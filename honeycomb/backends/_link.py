@@ -49,8 +49,10 @@ class Link:
         """Send without waiting for an answer (the stream keeps the order)."""
         self._outbox.post(self._key, message)
 
-    async def ask(self, op: str, *args: Any) -> Any:
-        """Send a request and wait for the driver's answer.
+    async def ask(self, op: str, *args: Any, **options: Any) -> Any:
+        """Send a request and wait for the driver's answer: ``op`` is what to do there
+        (``hold``, ``reserve``, ``tool``, or the path of a call in the worker's
+        services there, ``services.approver``).
 
         Raises:
             BudgetExceeded: when the driver's budget refused it.
@@ -58,7 +60,7 @@ class Link:
         """
         number = next(self._ids)
         answer = self._waiting[number] = asyncio.get_running_loop().create_future()
-        self._outbox.post(self._key, ("ask", number, op, args))
+        self._outbox.post(self._key, ("ask", number, op, args, options))
         try:
             return await answer
         except asyncio.CancelledError:
@@ -83,6 +85,6 @@ here: ContextVar[Link] = ContextVar("honeycomb_ray_worker")
 all its workers in the actor, does at the driver)."""
 
 
-async def at_driver(op: str, *args: Any) -> Any:
+async def at_driver(op: str, *args: Any, **options: Any) -> Any:
     """Ask the driver to do ``op`` for the current worker, and wait for its answer."""
-    return await here.get().ask(op, *args)
+    return await here.get().ask(op, *args, **options)

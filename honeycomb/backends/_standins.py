@@ -1,16 +1,17 @@
-"""What a worker in a Ray actor shares with the rest of its run, seen from the actor:
-stand-ins for what lives at the driver.
+"""A worker's services in a Ray actor (:func:`served`): what of them was sent
+(:class:`~honeycomb.backends._wire.SentServices`), and stand-ins for the rest, which
+lives at the driver.
 
 - its budget: each model call is reserved at the driver before it is made (the
   model is wrapped); what calls spent is sent back as it is known;
-- exclusive locks and the run's tool and model limiters: held at the driver, for
-  the time the call runs;
-- its journal: an intent is made durable at the driver before the call runs, and so
-  is the outcome; the entries of earlier lives come with the worker;
-- its checkpoint and events: sent in order, in batches (a turn's state before the
-  next turn's journal intents, since the stream keeps order);
-- the run's memory, approver, approval log and judge, and its pinned tools: each call
-  made at the driver, for the worker whose task is running.
+- exclusive locks and the run's tool and model slots: held at the driver, for the
+  time the call runs;
+- its store: its checkpoint (each turn's state, sent in order, in batches), its
+  journal (an intent made durable at the driver before the call runs, and so is the
+  outcome; the entries so far come with the worker) and its approval log;
+- its events: sent in order, in batches;
+- the run's memory, approver and judge, and its pinned tools: each call made at the
+  driver, by its path in the worker's services there (:func:`~._link.at_driver`).
 """
 
 from __future__ import annotations
@@ -23,33 +24,56 @@ from typing import Any, cast
 import anyio
 
 from honeycomb.backends._link import Link, at_driver
-from honeycomb.backends._wire import Pinned
+from honeycomb.backends._wire import Pinned, SentServices
 from runtime import (
     ApprovalEntry,
-    ApprovalRequest,
     Budget,
-    Decision,
     HoneycombError,
     JournalEntry,
     LockTable,
-    MemoryHit,
-    MemoryRecord,
     Model,
     Tool,
     ToolCall,
     ToolMessage,
+    Tracer,
     Usage,
 )
 from runtime.journal import OnUnknown, arguments_text
-from runtime.memory import DEFAULT_NAMESPACE, MemoryKind
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from workers import LoopState
 from workers.guards import GuardCheck, Judge
+from workers.services import Services
+
+
+def served(
+    sent: SentServices, link: Link, model: Model, summarizer: tuple[str, Model] | None
+) -> tuple[Model, Services]:
+    """A worker's model and services in the actor: its models reserve each call at the
+    driver, and what lives there is asked for there."""
+    at = sent.at_driver
+    reserve, slots = "budget" in at, "model_slots" in at
+    models = {}
+    if summarizer is not None:
+        models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserve)
+    events = Tracer(lambda e: link.send("event", e), log=False, text=sent.text)
+    return ReservedModel(model, link, slots, reserve), Services(
+        run_id=sent.run_id,
+        tracer=events if "events" in at else Tracer(),
+        budget=DriverBudget(link),
+        locks=DriverLocks(link),
+        tool_slots=DriverSlots(link, "tools") if "tool_slots" in at else None,
+        approver=AtDriver("services.approver") if "approver" in at else None,
+        approval_timeout_s=sent.approval_timeout_s,
+        guards=sent.guards,
+        judge=DriverJudge() if "judge" in at else None,
+        models=models,
+        store=DriverStore(link, sent) if sent.journal is not None else None,
+    )
 
 
 class Held:
     """Something held at the driver for the length of an ``async with`` here: an
-    exclusive key, or a token of a limiter."""
+    exclusive key, or one of the run's slots."""
 
     def __init__(self, link: Link, what: str, key: str) -> None:
         self._link, self._what, self._key = link, what, key
@@ -76,15 +100,16 @@ class DriverLocks(LockTable):
         return cast(anyio.Lock, Held(self._link, "lock", key))
 
 
-class DriverLimiter:
-    """A limiter of the driver's, seen from an actor (for ``async with`` only)."""
+class DriverSlots:
+    """The run's slots of ``what`` (``tools``, ``model``) at the driver, seen from an
+    actor: each ``async with`` holds one there."""
 
-    def __init__(self, link: Link, what: str, key: str) -> None:
-        self._link, self._what, self._key = link, what, key
+    def __init__(self, link: Link, what: str) -> None:
+        self._link, self._what = link, what
         self._held: list[Held] = []
 
     async def __aenter__(self) -> None:
-        held = Held(self._link, self._what, self._key)
+        held = Held(self._link, self._what, "")
         await held.__aenter__()
         self._held.append(held)
 
@@ -119,7 +144,7 @@ class DriverBudget(Budget):
 
 class ReservedModel(WrapperModel):
     """A model whose every call is first reserved in the run's budget at the driver
-    (and, when the driver bounds the model's calls in flight, holds a token there)."""
+    (and, when the driver bounds the model's calls in flight, holds a slot there)."""
 
     def __init__(self, inner: Model, link: Link, limited: bool, reserve: bool) -> None:
         super().__init__(inner)
@@ -148,89 +173,34 @@ class ReservedModel(WrapperModel):
             return await call_model(self.inner, request, on_text)
 
 
-class DriverJournal:
-    """A worker's journal at the driver: intents and outcomes are durable there
-    before this returns."""
+class DriverStore:
+    """A worker's part of the run's store, at the driver: its checkpoint (each turn's
+    state, sent in order), its journal and approval log (what was kept so far comes
+    with the worker; what is kept now is durable there before this returns)."""
 
-    def __init__(
-        self,
-        link: Link,
-        entries: Mapping[tuple[int, str], JournalEntry],
-        on_unknown: OnUnknown,
-        scope: str,
-    ) -> None:
+    def __init__(self, link: Link, sent: SentServices) -> None:
         self._link = link
-        self._entries = entries
-        self.on_unknown: OnUnknown = on_unknown
-        self.scope = scope
-
-    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
-        return self._entries.get((turn, call_id))
-
-    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        await self._link.ask("intent", turn, call, json.loads(arguments_text(arguments)))
-
-    async def outcome(self, turn: int, observation: ToolMessage) -> None:
-        await self._link.ask("outcome", turn, observation)
-
-
-class DriverCheckpoint:
-    """A worker's checkpoint at the driver: each turn's state, sent in order."""
-
-    def __init__(self, link: Link) -> None:
-        self._link = link
+        self._entries: Mapping[tuple[int, str], JournalEntry] = sent.journal or {}
+        self.on_unknown: OnUnknown = sent.on_unknown
+        self.scope = sent.scope
+        self.approvals = DriverApprovals(sent.decisions or {})
 
     def save(self, state: LoopState) -> None:
         self._link.send("save", state)
 
     async def flush(self) -> None:
         """Return once the states sent so far are kept at the driver."""
-        await self._link.ask("flush")
+        await self._link.ask("services.store.flush")
 
+    def recorded(self, turn: int, call_id: str) -> JournalEntry | None:
+        return self._entries.get((turn, call_id))
 
-class DriverMemory:
-    """The run's long-term memory, seen from an actor: each call is made at the driver
-    (where the memory's file is)."""
+    async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        plain = json.loads(arguments_text(arguments))  # as JSON values: what any process reads
+        await self._link.ask("services.store.intent", turn, call, plain)
 
-    async def add(
-        self,
-        text: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        kind: MemoryKind = "note",
-        run_id: str | None = None,
-        role: str | None = None,
-        worker: str | None = None,
-    ) -> MemoryRecord:
-        options = {"namespace": namespace, "kind": kind, "run_id": run_id, "role": role}
-        return cast(
-            MemoryRecord, await at_driver("memory", "add", (text,), options | {"worker": worker})
-        )
-
-    async def get(self, memory_id: str) -> MemoryRecord | None:
-        return cast(MemoryRecord | None, await at_driver("memory", "get", (memory_id,), {}))
-
-    async def search(
-        self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5
-    ) -> tuple[MemoryHit, ...]:
-        options = {"namespace": namespace, "k": k}
-        return cast(tuple[MemoryHit, ...], await at_driver("memory", "search", (query,), options))
-
-    async def delete(self, memory_id: str) -> bool:
-        return cast(bool, await at_driver("memory", "delete", (memory_id,), {}))
-
-    async def list(
-        self, namespace: str | None = None, *, limit: int = 100
-    ) -> tuple[MemoryRecord, ...]:
-        return cast(
-            tuple[MemoryRecord, ...],
-            await at_driver("memory", "list", (namespace,), {"limit": limit}),
-        )
-
-
-async def driver_approver(request: ApprovalRequest) -> Decision:
-    """The run's approver, at the driver."""
-    return cast(Decision, await at_driver("approve", request))
+    async def outcome(self, turn: int, observation: ToolMessage) -> None:
+        await self._link.ask("services.store.outcome", turn, observation)
 
 
 class DriverApprovals:
@@ -244,9 +214,24 @@ class DriverApprovals:
         return self._entries.get((turn, call_id))
 
     async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
-        stands = cast(ApprovalEntry, await at_driver("approval", entry))
+        stands = cast(ApprovalEntry, await at_driver("services.store.approvals.record", entry))
         self._entries[entry.pending.turn, entry.pending.call_id] = stands
         return stands
+
+
+class AtDriver:
+    """Something that lives at the driver, seen from an actor: calling it (or one of
+    its methods) makes the call there, by its path in the worker's services
+    (``services.approver``) or setup (``setup.memory``), and waits for the answer."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __getattr__(self, name: str) -> AtDriver:
+        return AtDriver(f"{self._path}.{name}")
+
+    async def __call__(self, *args: Any, **options: Any) -> Any:
+        return await at_driver(self._path, *args, **options)
 
 
 class DriverJudge(Judge):
@@ -257,7 +242,8 @@ class DriverJudge(Judge):
         super().__init__({}, _no_model)
 
     async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
-        return cast(tuple[str | None, Usage, str], await at_driver("judge", role_name, check))
+        answer = await at_driver("services.judge.ask", role_name, check)
+        return cast(tuple[str | None, Usage, str], answer)
 
 
 def _no_model(role: Any) -> Model:

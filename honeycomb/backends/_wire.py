@@ -105,59 +105,60 @@ def raised(error: tuple[str, Any]) -> Exception:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SentServices:
+    """The part of a worker's services that crosses to its actor: the values
+    themselves, and which of the rest the actor asks the driver for (see
+    :func:`~honeycomb.backends._standins.served`).
+
+    Attributes:
+        run_id: The run.
+        guards: The run's argument guards (its role's come with its setup).
+        approval_timeout_s: Seconds a call waits for a decision.
+        at_driver: What is served from the driver, of ``events`` (the run's handlers
+            hear of its events), ``budget`` (its model calls are reserved there, the
+            run having limits; else each is counted there as it is made),
+            ``tool_slots``, ``model_slots``, ``approver`` and ``judge``.
+        text: The driver's handlers want answers' text as it is written.
+        journal: Its store's journal so far (None: it keeps nothing).
+        decisions: Its store's calls asked about so far, and their decisions.
+        on_unknown: What a call with an intent and no outcome does.
+        scope: Its journal's scope, for its calls' idempotency keys.
+    """
+
+    run_id: str | None
+    guards: ResolvedGuards
+    approval_timeout_s: float | None
+    at_driver: frozenset[str]
+    text: bool = False
+    journal: Mapping[tuple[int, str], JournalEntry] | None = None
+    decisions: Mapping[tuple[int, str], ApprovalEntry] | None = None
+    on_unknown: OnUnknown = "tell"
+    scope: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerSpec:
     """One worker to run in an actor: what it is and what it starts from.
 
     Attributes:
         name: The worker's name (the subtask id).
-        run_id: The run it belongs to.
         setup: The key of its role's setup, installed in the actor before.
         model: The key of its model, installed before.
         summarizer: The key of its summarizer, if it has one of its own.
         task: The subtask's instruction.
         inputs: The results of the subtasks it depends on.
         resume: The state it continues from (a checkpoint, or a paused worker's).
-        journal: Its journaled calls so far (None: it has no journal).
-        on_unknown: What a call with an intent and no outcome does.
-        scope: Its journal's scope, for its calls' idempotency keys.
-        checkpoint: Whether its state is sent to the driver every turn.
-        events: Whether its events are sent to the driver; ``text`` for streamed text.
-        text: The driver's handlers want answers' text as it is written.
-        reserve: Whether model calls are reserved at the driver before they are made
-            (the run has limits); else each is counted there as it is made.
-        tool_limiter: Whether the run bounds tool calls in flight (at the driver).
-        model_limiter: Whether the model's calls in flight are bounded at the driver.
-        approvals: Its calls asked about so far and their decisions (None: it keeps
-            no approval log); new ones are kept at the driver.
-        approver: Whether calls needing approval are decided by the run's approver
-            (at the driver; else they wait).
-        approval_timeout_s: Seconds a call waits for a decision.
-        guards: The run's argument guards (its role's come with its setup).
-        judge: Whether guards naming a judge role ask the driver's judge.
+        services: What crosses of its services.
     """
 
     name: str
-    run_id: str
     setup: str
     model: str
     summarizer: str | None
     task: str
     inputs: Mapping[str, str] | None
     resume: LoopState | None
-    journal: Mapping[tuple[int, str], JournalEntry] | None
-    on_unknown: OnUnknown
-    checkpoint: bool
-    events: bool
-    text: bool
-    reserve: bool
-    tool_limiter: bool
-    model_limiter: bool
-    approvals: Mapping[tuple[int, str], ApprovalEntry] | None = None
-    approver: bool = False
-    approval_timeout_s: float | None = None
-    guards: ResolvedGuards | None = None
-    judge: bool = False
-    scope: str = ""
+    services: SentServices
 
 
 @dataclass(frozen=True)

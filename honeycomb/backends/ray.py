@@ -4,7 +4,8 @@ The driver (the process that called ``Executor.run``) keeps the run: the plan, t
 scheduler, aggregation, the run store and journal, budgets, exclusive locks,
 limiters and events. Each worker runs in one of the pool's actors, many at once on
 the actor's event loop, and talks to the driver through one stream (see
-:mod:`honeycomb.backends._driver`): a model call is reserved in the budget here
+:mod:`honeycomb.backends._driver`), which serves it from its services here (the
+sendable part of them goes along): a model call is reserved in the budget here
 before it is made there; an exclusive key is held here while the call runs there; a
 side-effecting call's intent is durable here before it runs there; its checkpoints
 and events arrive here in order, in batches.
@@ -25,9 +26,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import anyio
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Channel, Driver
@@ -36,12 +35,11 @@ from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
     RemoteFailure,
+    SentServices,
     WorkerLost,
     WorkerSpec,
 )
-from honeycomb.run.context import RunContext
 from runtime import (
-    Budget,
     ConfigError,
     HoneycombError,
     LimitedModel,
@@ -49,6 +47,7 @@ from runtime import (
     Model,
     Tool,
 )
+from runtime.limits import Slots
 from workers import LoopState, Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -236,16 +235,10 @@ class RayBackend:
     # --- one worker --------------------------------------------------------------------
 
     async def run_worker(
-        self,
-        context: RunContext,
-        worker: Worker,
-        task: str,
-        *,
-        inputs: Mapping[str, str] | None,
+        self, worker: Worker, task: str, *, inputs: Mapping[str, str] | None,
         resume: LoopState | None,
-        record: WorkerRecord | None,
-    ) -> WorkerResult:
-        """Run ``worker`` in an actor, its run's state kept here.
+    ) -> WorkerResult:  # fmt: skip
+        """Run ``worker`` in an actor, its services served from here.
 
         Returns the worker's result as :meth:`Worker.run` would; a worker whose actor
         died continues on another (stored run) or fails with :class:`WorkerLost`.
@@ -253,14 +246,15 @@ class RayBackend:
         import ray.exceptions
 
         await self.start()
-        model, model_limiter = _unlimited(worker.model)
+        model, model_slots = _unlimited(worker.model)
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
             made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
             tools = _once(self._sent, worker.setup, lambda: sendable_tools(worker.setup))
         except ConfigError as exc:
             return _failed(worker, exc)
-        link = Driver(context, worker, record, model_limiter)
+        link = Driver(worker, model_slots)
+        stored = worker.services.store is not None
         state = resume
         avoid: _Actor | None = None
         deaths = 0
@@ -270,11 +264,14 @@ class RayBackend:
                 actor.running += 1
                 try:
                     try:
-                        spec = await self._prepare(
-                            actor, context, worker, task, inputs, state, link, made, tools
-                        )
+                        keys = await self._install_all(actor, worker, made, tools)
                     except SetupFailed as exc:  # its role or model, there
                         return _failed(worker, exc.told(worker.role.name))
+                    spec = WorkerSpec(
+                        name=worker.name, setup=keys[0], model=keys[1], summarizer=keys[2],
+                        task=task, inputs=dict(inputs) if inputs is not None else None,
+                        resume=state, services=_sendable(worker, model_slots is not None),
+                    )  # fmt: skip
                     self._runs += 1
                     channel = actor.channel_here(self._channels)
                     return await link.follow(channel, f"w{self._runs}", spec)
@@ -282,8 +279,8 @@ class RayBackend:
                     actor.dead = True
                     deaths += 1
                     running = link.tools_running()
-                    if record is None or deaths >= self.max_actor_deaths:
-                        limit = None if record is None else self.max_actor_deaths
+                    if not stored or deaths >= self.max_actor_deaths:
+                        limit = self.max_actor_deaths if stored else None
                         lost = WorkerLost(
                             worker.name, _reason(exc), role=worker.role.name,
                             deaths=deaths, tools=running, limit=limit,
@@ -310,19 +307,14 @@ class RayBackend:
         """:func:`recipe`, once a model (a model is pickled to check it can be)."""
         return _once(self._recipes, model, lambda: recipe(model))
 
-    async def _prepare(
+    async def _install_all(
         self,
         actor: _Actor,
-        context: RunContext,
         worker: Worker,
-        task: str,
-        inputs: Mapping[str, str] | None,
-        state: LoopState | None,
-        link: Driver,
         made: tuple[tuple[str, Any], tuple[str, Any] | None],
         tools: list[Tool[Any, Any] | Pinned],
-    ) -> WorkerSpec:
-        """The worker's spec for ``actor``, its setup and models installed there."""
+    ) -> tuple[str, str, str | None]:
+        """The keys of the worker's setup, model and summarizer, installed in ``actor``."""
         setup = worker.setup
         setup_key = self._key(setup, "setup")
         await self._install(
@@ -334,32 +326,33 @@ class RayBackend:
         if made[1] is not None and worker.summarizer is not None:
             summarizer_key = self._key(worker.summarizer, "model")
             await self._install(actor, summarizer_key, "install_model", made[1])
-        record = link.record
-        tracer = context.tracer
-        return WorkerSpec(
-            name=worker.name,
-            run_id=context.run_id,
-            setup=setup_key,
-            model=model_key,
-            summarizer=summarizer_key,
-            task=task,
-            inputs=dict(inputs) if inputs is not None else None,
-            resume=state,
-            journal=dict(link.entries) if record is not None else None,
-            on_unknown=record.on_unknown if record is not None else "tell",
-            scope=record.scope if record is not None else "",
-            checkpoint=record is not None,
-            events=tracer.enabled,
-            text=tracer.text,
-            reserve=_limited(worker.budget),
-            tool_limiter=context.tool_limiter is not None,
-            model_limiter=link.model_limiter is not None,
-            approvals=dict(record.approvals) if record is not None else None,
-            approver=context.approver is not None,
-            approval_timeout_s=context.approval_timeout_s,
-            guards=context.guards,
-            judge=context.judge is not None,
-        )
+        return setup_key, model_key, summarizer_key
+
+
+def _sendable(worker: Worker, model_slots: bool) -> SentServices:
+    """What crosses to an actor of the worker's services (now: its store's journal
+    so far goes along when it moves to another actor)."""
+    services = worker.services
+    served = {
+        "events": services.tracer.enabled,
+        "budget": services.budget.limits != Limits(),
+        "tool_slots": services.tool_slots is not None,
+        "model_slots": model_slots,
+        "approver": services.approver is not None,
+        "judge": services.judge is not None,
+    }
+    # A run gives its workers its record's part (honeycomb.run.worker_record).
+    record = cast("WorkerRecord | None", services.store)
+    return SentServices(
+        run_id=services.run_id, guards=services.guards,
+        approval_timeout_s=services.approval_timeout_s,
+        at_driver=frozenset(name for name, yes in served.items() if yes),
+        text=services.tracer.text,
+        journal=dict(record.entries) if record is not None else None,
+        decisions=dict(record.decisions) if record is not None else None,
+        on_unknown=record.on_unknown if record is not None else "tell",
+        scope=record.scope if record is not None else "",
+    )  # fmt: skip
 
 
 def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], T]) -> T:
@@ -370,13 +363,8 @@ def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], 
     return found[1]
 
 
-def _limited(budget: Budget | None) -> bool:
-    """Whether a budget has any limit a model call must be reserved against."""
-    return budget is not None and budget.limits != Limits()
-
-
-def _unlimited(model: Model) -> tuple[Model, anyio.CapacityLimiter | None]:
-    """The model an actor makes, and the driver's limiter on its calls, if any."""
+def _unlimited(model: Model) -> tuple[Model, Slots | None]:
+    """The model an actor makes, and the driver's slots bounding its calls, if any."""
     if isinstance(model, LimitedModel):
         return model.inner, model.limiter
     return model, None

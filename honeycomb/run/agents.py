@@ -80,14 +80,11 @@ class NestedRuns:
         state = self._paused.pop(name, None)
         if state is None and resumed is not None:
             state = resumed.states.get(name)
-        record = log = None
+        record = None
         if self.record is not None:
-            from honeycomb.run.worker_record import approval_log
-
             record = self.record.worker(name, len(state.messages) if state else 0)
-            log = approval_log(record)
         ctx_run = self.context
-        worker = ctx_run.worker(role, name=name, checkpoint=record, journal=record, approvals=log)
+        worker = ctx_run.worker(role, name=name, store=record)
         tracer = ctx_run.tracer
         if tracer.enabled:
             tracer.emit(
@@ -101,9 +98,7 @@ class NestedRuns:
         result = await (
             worker.run(instruction, resume=state)
             if backend is None
-            else backend.run_worker(
-                ctx_run, worker, instruction, inputs=None, resume=state, record=record
-            )
+            else backend.run_worker(worker, instruction, inputs=None, resume=state)
         )
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),

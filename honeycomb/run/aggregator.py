@@ -97,7 +97,7 @@ class RoleAggregator:
             for r in results
         ]
         try:
-            await context.prepare([context.roles[self.role]])
+            await context.crew.prepare([context.roles[self.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails as a worker
             raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)

@@ -151,7 +151,8 @@ class RolePlanner:
 
     async def plan(self, task: str, context: RunContext) -> Plan:
         prompt, names = await self._catalog(task, context)
-        return await self._ask(prompt, names, context, least=1, room=context.max_subtasks, round=1)
+        room = context.policy.max_subtasks
+        return await self._ask(prompt, names, context, least=1, room=room, round=1)
 
     async def follow_up(
         self,
@@ -177,15 +178,15 @@ class RolePlanner:
     async def _catalog(self, task: str, context: RunContext) -> tuple[str, list[str]]:
         """The planner's first message (the task, the roles it may use) and the roles."""
         workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
-        await context.prepare([context.roles[self.role]])  # its own tools
+        await context.crew.prepare([context.roles[self.role]])  # its own tools
         for other in workable:  # the catalog's tools
             # A role whose MCP server cannot start is listed without those tools: its
             # workers fail alone, with why, under the failure policy.
             with contextlib.suppress(HoneycombError):
-                await context.prepare([other])
+                await context.crew.prepare([other])
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
-        return planner_task(task, catalog, max_subtasks=context.max_subtasks), names
+        return planner_task(task, catalog, max_subtasks=context.policy.max_subtasks), names
 
     async def _ask(
         self,
@@ -216,7 +217,7 @@ class RolePlanner:
         schema = plan_type(tuple(names), room, least, earlier_ids)
         limit = plan_output_tokens(room, len(earlier_ids))  # unless its role sets its own
         problems: list[str] = []
-        left = context.plan_attempts
+        left = context.policy.plan_attempts
         while left > 0:
             # Its answers sent back for failing the schema count as attempts too.
             worker = context.worker(
@@ -244,7 +245,7 @@ class RolePlanner:
                         PlanRepaired(run_id=context.run_id, round=round, dropped=dropped)
                     )
                 return plan
-        raise PlanError(problems, attempts=context.plan_attempts)
+        raise PlanError(problems, attempts=context.policy.plan_attempts)
 
 
 def checked(plan: Plan, context: RunContext) -> Plan:
@@ -261,7 +262,7 @@ def checked(plan: Plan, context: RunContext) -> Plan:
 
 
 def _entry(role: Role, context: RunContext) -> CatalogEntry:
-    tools = context.setup_for(role, None).tools
+    tools = context.crew.setup_for(role, None).tools
     return CatalogEntry(
         role=role.name,
         description=role.description or role.instructions.split("\n", 1)[0],

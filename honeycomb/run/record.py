@@ -141,7 +141,7 @@ class RunRecord:
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint and journal of subtask ``name``'s worker."""
         record = WorkerRecord(self, name, self._journals.get(name, {}), resumed_from)
-        record.approvals.update(self._approvals.get(name, {}))
+        record.decisions.update(self._approvals.get(name, {}))
         self._workers[name] = record
         return record
 

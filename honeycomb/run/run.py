@@ -91,53 +91,39 @@ class Run:
         self.run_id = run_id
         self.handlers, self.text = handlers, text  # for a life that continues this one
         policy = shared.policy
-        store = shared.store
+        reporting = shared.reporting
         self.record: RunRecord | None = None
-        if store is not None:
+        if reporting.store is not None:
             # The run store's modules (and sqlite3) load with the first run that keeps one.
             from honeycomb.run.record import RunRecord
 
-            self.record = RunRecord(store, run_id, policy.on_unknown_outcome)
-        every = [*shared.handlers, *handlers]
+            self.record = RunRecord(reporting.store, run_id, policy.on_unknown_outcome)
+        every = [*reporting.handlers, *handlers]
         spans = None
-        if shared.trace and within is None:  # spans (and their module) only if recorded
+        if reporting.trace and within is None:  # spans (and their module) only if recorded
             from honeycomb.trace.spans import SpanRecorder
 
             # The span recorder takes every event last, after the callers' handlers.
             spans = SpanRecorder(self.record.span if self.record is not None else None)
             every.append(spans)
-        self.tracer = Tracer(*every, log=shared.log_events, text=text)
-        budget = within.budget if within is not None else Budget(policy.budgets.limits())
-        model_for, summarizer_for = (
-            shared.models_under(within.model_limiter)
-            if within is not None
-            else (shared.model_for, shared.summarizer_for)
-        )
-        judge = Judge(shared.roles, model_for, budget)
-        self.guards = GuardRunner(shared.guards, tracer=self.tracer, judge=judge, run_id=run_id)
+        self.tracer = Tracer(*every, log=reporting.log_events, text=text)
+        base = shared.services
+        crew = shared.crew
+        if within is not None:  # a sub-run: under its caller's budget, locks and slots
+            base = base.within(within.services)
+            crew = crew.under(within.services.model_slots)
+        budget = base.budget if within is not None else Budget(policy.budgets.limits())
+        judge = Judge(crew.roles, crew.model_for, budget)
+        self.guards = GuardRunner(base.guards, tracer=self.tracer, judge=judge, run_id=run_id)
+        services = replace(
+            base, run_id=run_id, tracer=self.tracer, budget=budget, judge=judge,
+            models=crew.models,
+        )  # fmt: skip
         self.context = RunContext(
-            run_id=run_id,
-            roles=shared.roles,
-            max_subtasks=policy.max_subtasks,
-            plan_attempts=policy.plan_attempts,
-            budget=budget,
-            tracer=self.tracer,
-            locks=within.locks if within is not None else shared.locks,
-            tool_limiter=within.tool_limiter if within is not None else shared.tool_limiter,
-            model_for=model_for,
-            setup_for=shared.setup_for,
-            summarizer_for=summarizer_for,
-            prepare=shared.prepare,
-            approver=shared.approver,
-            approval_timeout_s=policy.approval_timeout_s,
-            guards=shared.guards,
-            judge=judge,
+            services=services, crew=crew, policy=policy, spans=spans,
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
-            model_limiter=within.model_limiter if within is not None else shared.model_limiter,
-            max_output_tokens=policy.max_output_tokens,
-            spans=spans,
-        )
+        )  # fmt: skip
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
@@ -275,7 +261,7 @@ class Run:
                 )
             done = stored_result(stored)
             if done is not None:
-                return retyped(done, "answer", self.shared.output_type)
+                return retyped(done, "answer", self.shared.phases.output_type)
             self.resumed = restore(stored)
             # What the earlier lives took, for the figures of every life (run_timings).
             self.earlier_spans = await asyncio.to_thread(record.store.spans, self.run_id)
@@ -285,7 +271,7 @@ class Run:
         # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
         # record keeps it.
         budget = None if self.within else self.context.budget
-        record.started(self.task, self.shared.source, resumed=self.resumed, budget=budget)
+        record.started(self.task, self.shared.reporting.source, resumed=self.resumed, budget=budget)
         return None
 
     async def _phases(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
@@ -293,10 +279,10 @@ class Run:
         if self.resumed is not None and self.resumed.plan is not None:
             given = self.resumed.given  # as the earlier life was: given it, or planned
             subtasks = self.resumed.plan  # the plan of the earlier life: never re-planned
-        lead = None if given else self.shared.planner
+        lead = None if given else self.shared.phases.planner
         if not isinstance(lead, RoundPlanner) or lead.rounds < 2:
             lead = None  # planned once
-        planner = self.shared.planner if subtasks is None else StaticPlanner(subtasks)
+        planner = self.shared.phases.planner if subtasks is None else StaticPlanner(subtasks)
         if planner is None:
             raise ConfigError(
                 "no planner: pass subtasks=..., define a role named 'planner', or give "
@@ -329,8 +315,10 @@ class Run:
         if self.guards.guards.output and self.tracer.text:
             # The final answer's text is held until the run's output guards pass it.
             held = HeldText(self.tracer)
-            context = replace(context, tracer=held)
-        answer = await self.shared.aggregator.aggregate(self.task, list(outcomes.values()), context)
+            context = replace(context, services=replace(context.services, tracer=held))
+        answer = await self.shared.phases.aggregator.aggregate(
+            self.task, list(outcomes.values()), context
+        )
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
         if held is not None:

@@ -164,7 +164,7 @@ class Scheduler:
                 try:
                     if started is None:
                         started = self._started_now(subtask)
-                    running = self._running(subtask, worker, inputs, state, record)
+                    running = self._running(subtask, worker, inputs, state)
                     if limit is None:
                         result = await running
                     else:
@@ -217,22 +217,16 @@ class Scheduler:
                 return None  # skipped
         ctx = self.context
         try:
-            await ctx.prepare([ctx.roles[subtask.role]])
+            await ctx.crew.prepare([ctx.roles[subtask.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
             error = WorkerError(type=type(exc).__name__, message=str(exc))
             await self._finish(subtask, "failed", None, error, self.elapsed_s)
             return None
         state = self._states.get(subtask.id)
         record = None
-        log = None
         if self.record is not None:
-            from honeycomb.run.worker_record import approval_log
-
             record = self.record.worker(subtask.id, len(state.messages) if state else 0)
-            log = approval_log(record)
-        worker = ctx.worker(
-            subtask.role, name=subtask.id, checkpoint=record, journal=record, approvals=log
-        )
+        worker = ctx.worker(subtask.role, name=subtask.id, store=record)
         return worker, inputs, state, record
 
     def _started_now(self, subtask: Subtask) -> float:
@@ -248,15 +242,13 @@ class Scheduler:
         worker: Worker,
         inputs: dict[str, str] | None,
         state: LoopState | None,
-        record: WorkerRecord | None,
     ) -> Awaitable[WorkerResult]:
         """The worker's run, from ``state`` if given, here or on the run's backend."""
         ctx = self.context
-        if ctx.backend is None:
+        backend = ctx.backend
+        if backend is None:
             return worker.run(subtask.instruction, inputs=inputs, resume=state)
-        return ctx.backend.run_worker(
-            ctx, worker, subtask.instruction, inputs=inputs, resume=state, record=record
-        )
+        return backend.run_worker(worker, subtask.instruction, inputs=inputs, resume=state)
 
     async def _ended(
         self, subtask: Subtask, worker: Worker, result: WorkerResult | None, started: float | None
@@ -300,7 +292,7 @@ class Scheduler:
                 found = await self.record.store.approvals_of(self.context.run_id)
                 entries = decided_among(found, wanted)
                 if entries:
-                    record.approvals.update(
+                    record.decisions.update(
                         {(e.pending.turn, e.pending.call_id): e for e in entries
                          if e.pending.worker == subtask.id}
                     )  # fmt: skip
@@ -397,7 +389,7 @@ class Scheduler:
             return None
         from honeycomb.run.restore import retyped
 
-        setup = self.context.setup_for(self.context.roles[subtask.role], None)
+        setup = self.context.crew.setup_for(self.context.roles[subtask.role], None)
         return retyped(result, "output", setup.settings.output_type)
 
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:

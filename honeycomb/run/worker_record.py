@@ -39,7 +39,7 @@ class RunRecord(Protocol):
         """Write what the run spent, before a write the run waits for."""
 
 
-__all__ = ["WorkerRecord", "approval_log"]
+__all__ = ["WorkerRecord"]
 
 _SAVE_MESSAGES = (
     "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
@@ -66,10 +66,12 @@ class WorkerRecord:
     ) -> None:
         self._run = run
         self._worker = worker
-        self._entries = journal
+        self._entries = dict(journal)  # earlier lives', then this one's
         self._saved = saved  # messages already in the store
         self.on_unknown: OnUnknown = run.on_unknown
-        self.approvals: dict[tuple[int, str], ApprovalEntry] = {}
+        self.decisions: dict[tuple[int, str], ApprovalEntry] = {}
+        """Its calls asked about so far, and their decisions, by turn and call id."""
+        self.approvals = _ApprovalLog(self)
         # The run's identity for its calls' idempotency keys: its id, and when its first
         # life started (a run of the same id in another store is another run).
         self.scope = f"{run.run_id}\0{run.started_at!r}"
@@ -113,7 +115,8 @@ class WorkerRecord:
 
     @property
     def entries(self) -> Mapping[tuple[int, str], JournalEntry]:
-        """The journal of this worker's earlier lives, by turn and call id."""
+        """The journal so far, by turn and call id: its earlier lives', then this
+        one's (what a worker that moves to another process takes along)."""
         return self._entries
 
     async def intent(self, turn: int, call: ToolCall, arguments: Mapping[str, Any]) -> None:
@@ -134,6 +137,9 @@ class WorkerRecord:
             ),
             lease=self._run.lease,
         )
+        self._entries[turn, call.id] = JournalEntry(
+            tool=call.name, arguments=arguments_text(arguments)
+        )
 
     async def outcome(self, turn: int, observation: ToolMessage) -> None:
         await self._run.store.commit(
@@ -152,11 +158,14 @@ class WorkerRecord:
             ),
             lease=self._run.lease,
         )
+        key = (turn, observation.tool_call_id)
+        before = self._entries.get(key)
+        self._entries[key] = JournalEntry(
+            tool=observation.name, arguments=before.arguments if before is not None else "{}",
+            status=observation.status, content=observation.content,
+        )  # fmt: skip
 
     # --- ApprovalLog ------------------------------------------------------------------
-
-    def recorded_approval(self, turn: int, call_id: str) -> ApprovalEntry | None:
-        return self.approvals.get((turn, call_id))
 
     async def record_approval(self, entry: ApprovalEntry) -> ApprovalEntry:
         """Keep ``entry``; the entry that stands (a decision recorded first, by a person
@@ -173,28 +182,22 @@ class WorkerRecord:
                 if (e.pending.worker, e.pending.turn, e.pending.call_id)
                 == (p.worker, p.turn, p.call_id)
             )
-        self.approvals[entry.pending.turn, entry.pending.call_id] = entry
+        self.decisions[entry.pending.turn, entry.pending.call_id] = entry
         return entry
 
 
 class _ApprovalLog:
-    """A worker record seen as the dispatcher's approval log (its ``recorded`` is the
-    journal's)."""
+    """A worker record seen as its approval log (its ``recorded`` is the journal's)."""
 
     def __init__(self, record: WorkerRecord) -> None:
         self._record = record
-        self._entries = record.approvals  # updated in place, never replaced
+        self._entries = record.decisions  # updated in place, never replaced
 
     def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
         return self._entries.get((turn, call_id))  # asked of every call of every turn
 
     async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
         return await self._record.record_approval(entry)
-
-
-def approval_log(record: WorkerRecord) -> _ApprovalLog:
-    """The approval log of a worker's record."""
-    return _ApprovalLog(record)
 
 
 def _index_of(calls: tuple[ToolCall, ...], messages: tuple[Message, ...]) -> int:

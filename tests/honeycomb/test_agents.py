@@ -85,7 +85,7 @@ async def test_an_agent_tool_runs_a_nested_worker_whose_answer_is_the_observatio
         aggregator="concat",
         on_event=[events.append],
     )
-    assert "researcher" in executor.shared.setup_for(LEAD, None).tools
+    assert "researcher" in executor.shared.crew.setup_for(LEAD, None).tools
 
     result = await executor.run("bees", subtasks=ONE)
 

@@ -166,10 +166,12 @@ def test_a_hive_declares_guards_on_roles_and_on_its_runs(tmp_path: Path) -> None
     path = tmp_path / "hive.yaml"
     path.write_text(HIVE)
     executor = Executor.from_hive(load_hive(path))
-    setup = executor.shared.setup_for(executor.roles["writer"], None)
+    setup = executor.shared.crew.setup_for(executor.roles["writer"], None)
     assert [g.name for g in setup.guards.output] == ["reviewer", "tests.support.guards:short"]
     assert [g.judge for g in setup.guards.output] == ["reviewer", None]
-    assert [g.name for g in executor.shared.guards.input] == ["tests.support.guards:no_secrets"]
+    assert [g.name for g in executor.shared.services.guards.input] == [
+        "tests.support.guards:no_secrets"
+    ]
 
 
 def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> None:

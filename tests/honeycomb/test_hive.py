@@ -135,7 +135,7 @@ def test_unknown_planner_role(tmp_path: Path) -> None:
 
 def test_a_lead_that_plans_in_rounds(tmp_path: Path) -> None:
     loaded = load_hive(hive(tmp_path, GOOD + "planner: {role: planner, rounds: 4}\n"))
-    planner = Executor.from_hive(loaded).shared.planner
+    planner = Executor.from_hive(loaded).shared.phases.planner
     assert isinstance(planner, RolePlanner)
     assert (planner.role, planner.rounds) == ("planner", 4)
     path = hive(tmp_path, GOOD + "planner: {role: planer, rounds: 4}\n")
@@ -233,7 +233,7 @@ def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> No
     for spelling in ("model", "models"):
         scripted = ScriptedModel(["the answer"])
         executor = Executor.from_yaml(path, **{spelling: scripted})
-        assert {executor.shared.model_for(r).__class__ for r in executor.roles.values()} == {
+        assert {executor.shared.crew.model_for(r).__class__ for r in executor.roles.values()} == {
             ScriptedModel
         }, spelling
 
@@ -245,7 +245,7 @@ def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> N
     executor = Executor.from_yaml(hive(tmp_path, GOOD), models={"gpt": scripted})
     assert executor.models["gpt"] is scripted
     assert isinstance(executor.models["default"], OfflineModel)
-    assert executor.shared.model_for(executor.roles["aggregator"]) is scripted
+    assert executor.shared.crew.model_for(executor.roles["aggregator"]) is scripted
 
 
 async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_a_hive_role_calls_another_as_a_tool(tmp_path: Path) -> None:
     assert hive.roles["lead"].tools == ("agent:researcher",)
     model = ScriptedModel([[call("researcher", {"instruction": "look"})], "found", "done"])
     executor = Executor.from_hive(hive, model=model)
-    setup = executor.shared.setup_for(executor.roles["lead"], None)
+    setup = executor.shared.crew.setup_for(executor.roles["lead"], None)
     assert setup.tools.names == ("researcher",)
     assert "Finds things out." in setup.tools["researcher"].description
 
@@ -101,7 +101,7 @@ async def test_a_hive_tool_runs_a_sub_run_under_the_runs_budget(tmp_path: Path) 
     path = hives(tmp_path)
     events: list[Event] = []
     executor = Executor.from_yaml(path, on_event=[events.append])
-    assert "facts" in executor.shared.setup_for(executor.roles["lead"], None).tools
+    assert "facts" in executor.shared.crew.setup_for(executor.roles["lead"], None).tools
     result = await executor.run("bees", subtasks=LEAD_TASK)
     assert result.status == "ok"
     assert "Facts for" in result.subtasks["s1"].text  # the sub-run's aggregated answer

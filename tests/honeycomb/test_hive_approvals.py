@@ -38,7 +38,7 @@ def load(tmp_path: Path, text: str) -> Executor:
 
 
 def rule_of(executor: Executor, role: str) -> ApprovalRule:
-    return executor.shared.setup_for(executor.roles[role], None).approvals
+    return executor.shared.crew.setup_for(executor.roles[role], None).approvals
 
 
 def test_a_role_names_the_tools_that_ask(tmp_path: Path) -> None:

@@ -117,4 +117,4 @@ async def test_two_hives_with_same_named_modules_each_run_their_own_tools(
 
 def _setup(hive: Hive) -> WorkerSetup:
     executor = Executor.from_hive(hive)
-    return executor.shared.setup_for(executor.roles["finder"], None)
+    return executor.shared.crew.setup_for(executor.roles["finder"], None)

@@ -48,7 +48,7 @@ def test_a_llama_model_is_built_from_the_gguf_beside_the_hive(tmp_path: Path) ->
         settings: {temperature: 0.1}
         """,
     )
-    model = Executor.from_hive(load_hive(path)).shared.models["local"]
+    model = Executor.from_hive(load_hive(path)).shared.crew.models["local"]
     while not isinstance(model, LlamaModel):
         model = model.inner  # type: ignore[attr-defined]
     server = model.server

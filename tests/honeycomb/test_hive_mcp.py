@@ -164,7 +164,7 @@ async def test_a_streamable_http_server_with_a_secret_header_and_overrides(
             )
     (looked,) = seen(result, "s1")
     assert (looked.status, looked.content) == ("ok", "an insect that makes honey")
-    tools = executor.shared.setup_for(executor.roles["clerk"], None).tools
+    tools = executor.shared.crew.setup_for(executor.roles["clerk"], None).tools
     lookup, note, picture = tools["lookup"], tools["append_note"], tools["picture"]
     flag = tools["set_flag"]
     assert (lookup.side_effects, lookup.timeout) == (True, 2)  # read-only, made serial

@@ -58,11 +58,11 @@ async def test_workers_call_the_tools_their_roles_name_through_one_shared_proces
         pids.add(pid.content)
     assert len(pids) == 1  # one process served every worker
     assert everything_seen.status == "ok"
-    setup = executor.shared.setup_for(everything, None)
+    setup = executor.shared.crew.setup_for(everything, None)
     assert {"lookup", "append_note", "set_flag", "refuse", "slow", "picture", "pid", "die"} <= set(
         setup.tools.names
     )
-    assert set(executor.shared.setup_for(CLERK, None).tools.names) == {
+    assert set(executor.shared.crew.setup_for(CLERK, None).tools.names) == {
         "lookup", "pid", "die", "slow"
     }  # fmt: skip
 
@@ -136,7 +136,7 @@ async def test_hints_can_be_overridden_and_a_slow_call_times_out() -> None:
         result = await executor.run("t", subtasks=plan("clerk"))
     (slow,) = observations(result, "s1")
     assert slow.status == "timeout"
-    tool = executor.shared.setup_for(CLERK, None).tools["slow"]
+    tool = executor.shared.crew.setup_for(CLERK, None).tools["slow"]
     assert (tool.exclusive, tool.side_effects, tool.timeout) == ("slowness", True, 0.3)
 
 

@@ -118,7 +118,7 @@ def test_a_hive_declares_the_memory_and_its_roles_use_it(tmp_path: Path) -> None
     assert "sk-secret" not in repr(memory)
     guide = loaded.roles["guide"]
     assert guide.memory == RoleMemory(namespace="trip", recall=2, store_result=True)
-    assert {"recall", "remember"} <= set(executor.shared.setup_for(guide, None).tools.names)
+    assert {"recall", "remember"} <= set(executor.shared.crew.setup_for(guide, None).tools.names)
 
 
 def test_a_memory_without_a_path_is_under_the_current_folder(tmp_path: Path) -> None:

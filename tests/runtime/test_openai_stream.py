@@ -21,6 +21,7 @@ from runtime import (
 from runtime.events import Event, TextDelta
 from tests.support.openai_server import OpenAIServer, Raw, Reply, error, tool_calls
 from workers import AgentLoop
+from workers.services import Services
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 FAST = RetryPolicy(attempts=3, initial_wait_s=0.0, jitter_s=0.0)
@@ -158,8 +159,8 @@ async def test_a_loop_on_the_endpoint_emits_its_deltas(openai_server: OpenAIServ
     loop = AgentLoop(
         model(openai_server),
         Dispatcher(ToolRegistry([look])),
-        tracer=Tracer(seen.append, text=True, log=False),
         worker="w",
+        services=Services(tracer=Tracer(seen.append, text=True, log=False)),
     )
     result = await loop.run("find x")
     assert result.text == "Found: seen x."
@@ -179,8 +180,8 @@ async def test_a_worker_whose_stream_breaks_after_text_fails_with_it(
     loop = AgentLoop(
         model(openai_server),
         Dispatcher(ToolRegistry([])),
-        tracer=Tracer(seen.append, text=True, log=False),
         worker="w",
+        services=Services(tracer=Tracer(seen.append, text=True, log=False)),
     )
     result = await loop.run("answer")
     assert isinstance(result, Failed)

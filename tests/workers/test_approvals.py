@@ -8,9 +8,10 @@ import json
 import anyio
 
 from runtime import ToolMessage, tool
-from runtime.approvals import ApprovalEntry, ApprovalRequest, Decision, MemoryApprovalLog
+from runtime.approvals import ApprovalEntry, ApprovalRequest, Decision
 from runtime.testing import ScriptedModel, call
 from workers import Approvals, LoopState, Role, Worker
+from workers.services import MemoryStore, Services
 
 sent: list[dict[str, object]] = []
 
@@ -47,7 +48,9 @@ async def test_an_approved_call_runs_and_the_approver_is_told_who_asks_and_why()
         return Decision.approved()
 
     model = ScriptedModel([call("send", {"to": "ann", "amount": 5}), "done"])
-    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approver=approver)
+    worker = Worker(
+        asking_role(tools=["send"]), model, tools=[send], services=Services(approver=approver)
+    )
     result = await worker.run("pay ann")
     assert result.ok
     assert sent == [{"to": "ann", "amount": 5}]
@@ -64,7 +67,9 @@ async def test_a_denied_call_is_an_error_observation_and_the_loop_goes_on() -> N
         return Decision.denied("too much")
 
     model = ScriptedModel([call("send", {"to": "bob", "amount": 900}), "I could not pay"])
-    worker = Worker(asking_role(default="ask"), model, tools=[send], approver=approver)
+    worker = Worker(
+        asking_role(default="ask"), model, tools=[send], services=Services(approver=approver)
+    )
     result = await worker.run("pay bob")
     assert result.ok
     assert result.text == "I could not pay"
@@ -92,7 +97,9 @@ async def test_edited_arguments_run_instead_of_the_models_and_are_validated_agai
             "paid",
         ]
     )
-    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approver=approver)
+    worker = Worker(
+        asking_role(tools=["send"]), model, tools=[send], services=Services(approver=approver)
+    )
     result = await worker.run("pay ann")
     first, second = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
     assert first.status == "error"
@@ -111,7 +118,10 @@ async def test_an_approver_that_does_not_answer_in_time_is_a_denial() -> None:
 
     model = ScriptedModel([call("peek", {"key": "k"}), "no luck"])
     worker = Worker(
-        Role(name="reader"), model, tools=[peek], approver=slow, approval_timeout_s=0.05
+        Role(name="reader"),
+        model,
+        tools=[peek],
+        services=Services(approver=slow, approval_timeout_s=0.05),
     )
     with anyio.fail_after(5):
         result = await worker.run("read k")
@@ -124,7 +134,9 @@ async def test_a_failing_approver_denies_the_call_without_crashing_the_worker() 
         raise RuntimeError("chat is down")
 
     model = ScriptedModel([call("peek", {"key": "k"}), "no luck"])
-    result = await Worker(Role(name="reader"), model, tools=[peek], approver=broken).run("t")
+    result = await Worker(
+        Role(name="reader"), model, tools=[peek], services=Services(approver=broken)
+    ).run("t")
     assert result.ok
     seen = observation(result.transcript.messages)
     assert seen.content == "denied: the approver failed (RuntimeError: chat is down)"
@@ -132,9 +144,12 @@ async def test_a_failing_approver_denies_the_call_without_crashing_the_worker() 
 
 async def test_without_an_approver_the_worker_waits_and_continues_once_decided() -> None:
     sent.clear()
-    log = MemoryApprovalLog()
+    store = MemoryStore()
+    log = store.approvals
     model = ScriptedModel([call("send", {"to": "cy", "amount": 7}, id="c1"), "paid cy"])
-    worker = Worker(asking_role(tools=["send"]), model, tools=[send], approvals=log)
+    worker = Worker(
+        asking_role(tools=["send"]), model, tools=[send], services=Services(store=store)
+    )
     waiting = await worker.run("pay cy")
     assert waiting.status == "waiting"
     assert sent == []
@@ -169,16 +184,19 @@ async def test_a_recorded_decision_stands_when_the_rule_no_longer_asks() -> None
     """A call asked about in an earlier life keeps its decision: a turn whose tools no
     longer need approval still goes through the gate for it, and only for it."""
     sent.clear()
-    log = MemoryApprovalLog()
+    store = MemoryStore()
+    log = store.approvals
     model = ScriptedModel([call("send", {"to": "di", "amount": 3}, id="c1"), "tried"])
-    asking = Worker(asking_role(tools=["send"]), model, tools=[send], approvals=log)
+    asking = Worker(
+        asking_role(tools=["send"]), model, tools=[send], services=Services(store=store)
+    )
     waiting = await asking.run("pay di")
     (pending,) = waiting.pending
     await log.record(ApprovalEntry(pending=pending, decision=Decision.denied("not di")))
     messages = waiting.transcript.messages[2:]
     state = LoopState(task="pay di", messages=messages, turn=waiting.turns)
     # The same worker's role, now asking for nothing.
-    lenient = Worker(asking_role(), model, tools=[send], approvals=log)
+    lenient = Worker(asking_role(), model, tools=[send], services=Services(store=store))
     done = await lenient.run("pay di", resume=state)
     assert done.ok
     assert sent == []
@@ -215,12 +233,16 @@ async def test_a_tools_describe_says_what_the_call_will_do_to_the_person_asked()
             "ok",
         ]
     )
-    await Worker(role, model, tools=[wire, wire_badly], approver=approver).run("pay")
+    await Worker(role, model, tools=[wire, wire_badly], services=Services(approver=approver)).run(
+        "pay"
+    )
     told, failed = (request.summary for request in asked)
     assert told == "Send 5 to ann, who cannot send it back."
     assert failed == "(wire_badly's describe failed: KeyError: 'currency')"  # still asked
-    log = MemoryApprovalLog()
+    store = MemoryStore()
     model = ScriptedModel([call("wire", {"to": "cy", "amount": 7}), "ok"])
-    waiting = await Worker(role, model, tools=[wire, wire_badly], approvals=log).run("pay cy")
+    waiting = await Worker(
+        role, model, tools=[wire, wire_badly], services=Services(store=store)
+    ).run("pay cy")
     (pending,) = waiting.pending
     assert pending.summary == "Send 7 to cy, who cannot send it back."

@@ -37,6 +37,7 @@ from runtime.testing import FunctionModel, estimate_usage
 from workers import AgentLoop, Final, LoopSettings, LoopState
 from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens, fold_point
+from workers.services import Services
 
 PAGE = "x" * 1600  # about 400 tokens a page
 
@@ -89,16 +90,20 @@ def loop(
     budget: Budget | None = None,
     max_turns: int = 30,
 ) -> AgentLoop:
+    if summarizer is not None:  # the summaries' model, by its name in the run
+        compaction = compaction.model_copy(update={"model": "summarizer"})
     return AgentLoop(
         model,
         Dispatcher(ToolRegistry([read_page])),
         instructions="You read logs.",
         settings=LoopSettings(max_turns=max_turns, compaction=compaction),
-        budget=budget,
-        tracer=Tracer(events.append) if events is not None else None,
         worker="w1",
-        run_id="r1",
-        summarizer=summarizer,
+        services=Services(
+            budget=budget or Budget(),
+            tracer=Tracer(events.append) if events is not None else Tracer(),
+            run_id="r1",
+            models={"summarizer": summarizer} if summarizer is not None else {},
+        ),
     )
 
 

@@ -32,6 +32,7 @@ from tests.support.tokens import cjk, one_per_character
 from workers import AgentLoop, Final, LoopSettings
 from workers.compaction import is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, ContextWindow, estimate_tokens
+from workers.services import Services
 
 PAGE = "x" * 1600  # about 400 tokens a page
 CJK_PAGE = "航海日志第页记录风向与水深" * 32  # 416 characters: about 416 tokens
@@ -112,15 +113,19 @@ def make_loop(
     tools: Sequence[object],
     events: list[Event] | None = None,
 ) -> AgentLoop:
+    if summarizer is not None:  # the summaries' model, by its name in the run
+        compaction = compaction.model_copy(update={"model": "summarizer"})
     return AgentLoop(
         model,
         Dispatcher(ToolRegistry(list(tools))),  # type: ignore[arg-type]
         instructions="You read logs.",
         settings=LoopSettings(max_turns=60, compaction=compaction),
-        tracer=Tracer(events.append) if events is not None else None,
         worker="w1",
-        run_id="r1",
-        summarizer=summarizer,
+        services=Services(
+            tracer=Tracer(events.append) if events is not None else Tracer(),
+            run_id="r1",
+            models={"summarizer": summarizer} if summarizer is not None else {},
+        ),
     )
 
 
@@ -247,8 +252,11 @@ async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() 
         TextToolModel(inner),
         Dispatcher(ToolRegistry([read_page])),
         instructions="You read logs.",
-        settings=LoopSettings(max_turns=30, compaction=Compaction(budget_tokens=1500)),
-        summarizer=wordy(5000, by_estimate),  # cut to what the budget leaves it
+        settings=LoopSettings(
+            max_turns=30, compaction=Compaction(budget_tokens=1500, model="summarizer")
+        ),
+        # The summaries' model, cut to what the budget leaves it.
+        services=Services(models={"summarizer": wordy(5000, by_estimate)}),
     )
     result = await loop.run("read the log")
     assert isinstance(result, Final)

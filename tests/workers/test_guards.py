@@ -32,6 +32,7 @@ from workers.guards import (
     Judge,
     ResolvedGuards,
 )
+from workers.services import Services
 
 ran: list[str] = []
 
@@ -158,7 +159,9 @@ async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -
     judge = Judge({"reviewer": reviewer}, lambda role: FunctionModel(judge_model), budget)
     role = Role(name="w", guards=Guards(output=("reviewer",)))
     model = ScriptedModel(["go away", "you are kind"])
-    worker = Worker(role, model, judge=judge, budget=budget, tracer=Tracer(events.append))
+    worker = Worker(
+        role, model, services=Services(judge=judge, budget=budget, tracer=Tracer(events.append))
+    )
     result = await worker.run("t")
     assert result.ok
     assert result.text == "you are kind"
@@ -175,7 +178,9 @@ async def test_a_judges_call_past_the_budget_stops_the_worker_over_budget() -> N
     reviewer = Role(name="reviewer")
     judge = Judge({"reviewer": reviewer}, lambda role: ScriptedModel(["PASS"]), budget)
     role = Role(name="w", guards=Guards(output=("reviewer",)))
-    result = await Worker(role, ScriptedModel(["x"]), judge=judge, budget=budget).run("t")
+    result = await Worker(
+        role, ScriptedModel(["x"]), services=Services(judge=judge, budget=budget)
+    ).run("t")
     assert result.status == "over_budget"
 
 

@@ -33,6 +33,7 @@ from runtime import (
 )
 from runtime.testing import FunctionModel, ScriptedModel, call
 from workers import AgentLoop, ContextWindow, Continue, Failed, Final, LoopSettings, LoopState
+from workers.services import Services
 
 
 @tool
@@ -253,7 +254,7 @@ async def test_an_answer_with_a_list_of_tool_calls_or_a_whole_cost_is_taken() ->
 async def test_budget_is_checked_before_the_model_is_called() -> None:
     model = ScriptedModel([call("lookup", {"key": "a"}), call("lookup", {"key": "b"}), "x"])
     budget = Budget(Limits(model_calls=2))
-    loop = AgentLoop(model, Dispatcher(ToolRegistry([lookup])), budget=budget)
+    loop = AgentLoop(model, Dispatcher(ToolRegistry([lookup])), services=Services(budget=budget))
     result = await loop.run("t")
     assert isinstance(result, Failed)
     assert isinstance(result.error, BudgetExceeded)
@@ -309,7 +310,10 @@ async def test_every_model_call_is_an_event_with_worker_turn_and_usage() -> None
     seen: list[object] = []
     model = ScriptedModel([call("lookup", {"key": "a"}), "done"])
     loop = AgentLoop(
-        model, Dispatcher(ToolRegistry([lookup])), tracer=Tracer(seen.append), worker="w7"
+        model,
+        Dispatcher(ToolRegistry([lookup])),
+        worker="w7",
+        services=Services(tracer=Tracer(seen.append)),
     )
     with structlog.testing.capture_logs() as logs:
         await loop.run("t")
@@ -342,7 +346,12 @@ async def test_function_model_sees_the_conversation_key() -> None:
         keys.append(request.conversation)
         return "ok"
 
-    loop = AgentLoop(FunctionModel(answer), Dispatcher(ToolRegistry()), worker="w", run_id="r1")
+    loop = AgentLoop(
+        FunctionModel(answer),
+        Dispatcher(ToolRegistry()),
+        worker="w",
+        services=Services(run_id="r1"),
+    )
     await loop.run("t")
     assert keys == ["r1/w"]
 
@@ -406,7 +415,7 @@ async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:
         return f"sent to {to}"
 
     def loop(model: ScriptedModel) -> AgentLoop:
-        return AgentLoop(model, Dispatcher(ToolRegistry([send])), checkpoint=Keep())
+        return AgentLoop(model, Dispatcher(ToolRegistry([send])), services=Services(store=Keep()))
 
     await loop(ScriptedModel([[call("send", {"to": "ana"})], "done"])).run("send it")
     mid = saved[0]  # after the model asked for send(ana), before it ran
@@ -566,7 +575,7 @@ async def test_an_answer_is_kept_before_any_call_it_asks_for_runs() -> None:
         return key
 
     model = ScriptedModel([[call("look", {"key": "a"}), call("look", {"key": "b"})], "done"])
-    loop = AgentLoop(model, Dispatcher(ToolRegistry([look])), checkpoint=Keep())
+    loop = AgentLoop(model, Dispatcher(ToolRegistry([look])), services=Services(store=Keep()))
     assert isinstance(await loop.run("look"), Final)
     assert seen[:2] == ["save ['look', 'look']", "flush"]
     assert sorted(seen[2:4]) == ["look a", "look b"]

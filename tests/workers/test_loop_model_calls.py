@@ -28,6 +28,7 @@ from runtime import (
 from runtime.events import current_call
 from runtime.testing import FunctionModel, ScriptedModel, call
 from workers import AgentLoop, Final, LoopSettings
+from workers.services import Services
 
 
 @tool
@@ -44,10 +45,9 @@ def loop_on(model: object, events: list[Event], **settings: object) -> AgentLoop
     return AgentLoop(
         model,  # type: ignore[arg-type]
         Dispatcher(ToolRegistry([lookup])),
-        tracer=Tracer(events.append, log=False),
         worker="w1",
-        run_id="r1",
         settings=LoopSettings(**settings),  # type: ignore[arg-type]
+        services=Services(tracer=Tracer(events.append, log=False), run_id="r1"),
     )
 
 

@@ -24,11 +24,11 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime.journal import MemoryJournal
 from runtime.memory import MemoryKind
 from runtime.testing import FunctionModel, ScriptedModel, call
 from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.memory import RECALL_HEADER
+from workers.services import MemoryStore, Services
 from workers.state import LoopState
 
 
@@ -51,7 +51,9 @@ async def test_recall_puts_the_best_memories_right_after_the_task(memory: SQLite
     events: list[Event] = []
     model = FunctionModel(lambda request: "done")
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=2, remember=False))
-    worker = Worker(role, model, memory=memory, tracer=Tracer(events.append, log=False))
+    worker = Worker(
+        role, model, services=Services(memory=memory, tracer=Tracer(events.append, log=False))
+    )
     result = await worker.run("What is Lisbon like in May?")
     assert result.ok
     messages = model.requests[0].messages
@@ -77,7 +79,9 @@ async def test_nothing_found_puts_nothing_into_the_context(memory: SQLiteMemory)
     events: list[Event] = []
     model = FunctionModel(lambda request: "done")
     role = Role(name="guide", memory=RoleMemory(namespace="trip"))
-    worker = Worker(role, model, memory=memory, tracer=Tracer(events.append, log=False))
+    worker = Worker(
+        role, model, services=Services(memory=memory, tracer=Tracer(events.append, log=False))
+    )
     assert (await worker.run("opening hours of Porto bridges")).ok
     assert [m.role for m in model.requests[0].messages] == ["system", "user"]
     [event] = [e for e in events if isinstance(e, MemoryRecalled)]
@@ -87,7 +91,7 @@ async def test_nothing_found_puts_nothing_into_the_context(memory: SQLiteMemory)
 async def test_recall_zero_does_not_search(memory: SQLiteMemory) -> None:
     model = FunctionModel(lambda request: "done")
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
-    assert (await Worker(role, model, memory=memory).run("Lisbon")).ok
+    assert (await Worker(role, model, services=Services(memory=memory)).run("Lisbon")).ok
     assert [m.role for m in model.requests[0].messages] == ["system", "user"]
 
 
@@ -144,7 +148,7 @@ async def test_a_resumed_worker_does_not_recall_again(memory: SQLiteMemory) -> N
     counting = Counting(memory)
     role = Role(name="guide", memory=RoleMemory(namespace="trip"))
     model = FunctionModel(lambda request: "done")
-    worker = Worker(role, model, memory=counting)
+    worker = Worker(role, model, services=Services(memory=counting))
     saved = LoopState(task="Lisbon in May", messages=(UserMessage(content="recalled before"),))
     assert (await worker.run("Lisbon in May", resume=saved)).ok
     assert counting.searches == 0
@@ -158,7 +162,9 @@ async def test_a_memory_that_fails_never_fails_the_worker(memory: SQLiteMemory) 
         [[call("recall", {"query": "lisbon"}), call("remember", {"text": "a note"})], "done"]
     )
     role = Role(name="guide", memory=RoleMemory(namespace="trip"))
-    worker = Worker(role, model, memory=broken, tracer=Tracer(events.append, log=False))
+    worker = Worker(
+        role, model, services=Services(memory=broken, tracer=Tracer(events.append, log=False))
+    )
     result = await worker.run("Lisbon")
     assert result.ok
     assert result.text == "done"
@@ -181,7 +187,7 @@ async def test_the_tools_search_and_keep_in_the_roles_namespace(memory: SQLiteMe
         ]
     )
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
-    worker = Worker(role, model, memory=memory, run_id="r9", name="guide-1")
+    worker = Worker(role, model, name="guide-1", services=Services(memory=memory, run_id="r9"))
     result = await worker.run("Lisbon")
     observed = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
     assert observed[0].content.startswith("Memories for 'lisbon trams', best first:")
@@ -199,10 +205,12 @@ async def test_the_tools_search_and_keep_in_the_roles_namespace(memory: SQLiteMe
 async def test_remember_is_journaled_and_not_kept_again_on_resume(
     memory: SQLiteMemory,
 ) -> None:
-    journal = MemoryJournal()
+    journal = MemoryStore()
     note = call("remember", {"text": "a note to keep"}, id="c1")
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
-    worker = Worker(role, ScriptedModel([[note], "done"]), memory=memory, journal=journal)
+    worker = Worker(
+        role, ScriptedModel([[note], "done"]), services=Services(memory=memory, store=journal)
+    )
     assert (await worker.run("keep it")).ok
     [entry] = journal.entries.values()
     assert (entry.tool, entry.status) == ("remember", "ok")
@@ -211,7 +219,9 @@ async def test_remember_is_journaled_and_not_kept_again_on_resume(
     assert sum(r.text == "a note to keep" for r in kept) == 1
     # The same call again (a resumed worker's turn): the journal has its outcome.
     counting = Counting(memory)
-    again = Worker(role, ScriptedModel([[note], "done"]), memory=counting, journal=journal)
+    again = Worker(
+        role, ScriptedModel([[note], "done"]), services=Services(memory=counting, store=journal)
+    )
     result = await again.run("keep it")
     assert counting.adds == 0
     [observed] = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
@@ -228,7 +238,7 @@ async def test_recall_calls_run_together_and_remember_calls_one_at_a_time(
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
 
     async def turn(calls: Sequence[Any]) -> float:
-        worker = Worker(role, ScriptedModel([list(calls), "done"]), memory=slow)
+        worker = Worker(role, ScriptedModel([list(calls), "done"]), services=Services(memory=slow))
         started = time.perf_counter()
         assert (await worker.run("go")).ok
         return time.perf_counter() - started
@@ -252,7 +262,7 @@ def test_a_role_tool_named_like_a_memory_tool_is_an_error(tmp_path: Path) -> Non
             role,
             FunctionModel(lambda r: "x"),
             tools=[remember],
-            memory=SQLiteMemory(tmp_path / "m.db"),
+            services=Services(memory=SQLiteMemory(tmp_path / "m.db")),
         )
 
 
@@ -278,5 +288,7 @@ async def test_the_recall_message_is_what_the_model_sees_first(memory: SQLiteMem
         return recalled.content.splitlines()[0]
 
     role = Role(name="guide", memory=RoleMemory(namespace="trip"))
-    result = await Worker(role, FunctionModel(answer), memory=memory).run("Lisbon")
+    result = await Worker(role, FunctionModel(answer), services=Services(memory=memory)).run(
+        "Lisbon"
+    )
     assert result.text == RECALL_HEADER

@@ -10,6 +10,7 @@ from runtime import ModelCallError, ModelRequest, ToolRegistry, UserMessage, too
 from runtime.testing import FunctionModel, ScriptedModel, call
 from tests.support.role_tools import Summary
 from workers import Role, Worker
+from workers.services import Services
 
 
 @tool
@@ -82,7 +83,9 @@ async def test_many_workers_share_one_scripted_model_by_conversation() -> None:
     results: dict[str, str] = {}
 
     async def run(name: str) -> None:
-        worker = Worker(Role(name="r"), model, tools=[lookup], name=name, run_id="run1")
+        worker = Worker(
+            Role(name="r"), model, tools=[lookup], name=name, services=Services(run_id="run1")
+        )
         results[name] = (await worker.run("t")).text
 
     async with anyio.create_task_group() as tg:
@@ -110,7 +113,9 @@ async def test_tool_logs_carry_the_run_worker_and_turn() -> None:
         return "ok"
 
     model = ScriptedModel([call("chatty"), "done"])
-    worker = Worker(Role(name="r"), model, tools=[chatty], name="w7", run_id="run9")
+    worker = Worker(
+        Role(name="r"), model, tools=[chatty], name="w7", services=Services(run_id="run9")
+    )
     with structlog.testing.capture_logs(
         processors=[structlog.contextvars.merge_contextvars]
     ) as logs:
