@@ -1,4 +1,12 @@
-"""Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
+"""Honeycomb's substrate, in families.
+
+At the root: the values that flow through a worker (:mod:`~runtime.messages`, the
+:mod:`~runtime.model` protocol with its requests and responses, :mod:`~runtime.events`,
+:mod:`~runtime.errors`), the helpers every family uses, and the test models
+(:mod:`runtime.testing`). The families: :mod:`runtime.models` (OpenAI adapters, tool
+protocols, llama.cpp), :mod:`runtime.tools` (``@tool``, dispatch, approvals, the journal,
+MCP), :mod:`runtime.limits` (budgets, deadlines, rate limits, retries),
+:mod:`runtime.memory` and :mod:`runtime.config` (YAML).
 
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
 retry policy, the YAML reader, the text tool protocol and the models that add prices
