@@ -21,9 +21,9 @@ from typing import Protocol
 import msgspec
 
 from runtime import Budget, Journal, LockTable, Memory, Model, Tracer
-from runtime.approvals import ApprovalLog, Approver, MemoryApprovalLog
-from runtime.journal import MemoryJournal, OnUnknown
 from runtime.limits import Slots
+from runtime.tools.approvals import ApprovalLog, Approver, MemoryApprovalLog
+from runtime.tools.journal import MemoryJournal, OnUnknown
 from runtime.value import Value
 from workers.context import Compaction
 from workers.guards import Judge, ResolvedGuards

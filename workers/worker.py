@@ -23,9 +23,13 @@ from runtime import (
     ToolRegistry,
     Transcript,
     Usage,
-    _logging,
+    logs,
 )
-from runtime.approvals import ApprovalGate, ApprovalRule, PendingApproval
+from runtime.tools.approvals import (
+    ApprovalGate,
+    ApprovalRule,
+    PendingApproval,
+)
 from runtime.value import Value
 from workers.context import ContextWindow
 from workers.guards import GuardRunner, ResolvedGuards, resolve_guards
@@ -310,7 +314,7 @@ class Worker:
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
-        bound = _logging.bind(run_id=self.services.run_id, worker=self.name)
+        bound = logs.bind(run_id=self.services.run_id, worker=self.name)
         try:
             if resume is None:  # a resumed worker passed its input guards before
                 refused = await self._refused(task)
@@ -324,7 +328,7 @@ class Worker:
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
-            _logging.unbind(bound)
+            logs.unbind(bound)
         return self._ended(outcome, loop.head(prompt), started_at, started)
 
     # Helpers of run(): what is in its own frame is held by every worker while it runs.

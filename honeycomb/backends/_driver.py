@@ -19,9 +19,9 @@ from honeycomb.backends._wire import (
     raised,
 )
 from runtime import BudgetExceeded, HoneycombError, Tool, ToolCallFinished, ToolCallStarted
-from runtime._concurrency import shielded
-from runtime._threads import run_tool
+from runtime.concurrency import shielded
 from runtime.limits import Slots
+from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
 STOP_WAIT_S = 2.0

@@ -38,8 +38,8 @@ from runtime import (
     Tracer,
     Usage,
 )
-from runtime.journal import OnUnknown, arguments_text
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.tools.journal import OnUnknown, arguments_text
 from workers import LoopState
 from workers.guards import GuardCheck, Judge
 from workers.services import Services
