@@ -26,6 +26,7 @@ from runtime.value import Value
 
 __all__ = [
     "CallReport",
+    "Caller",
     "CompactionFinished",
     "CompactionStarted",
     "Event",
@@ -293,3 +294,18 @@ def _failed(exc: Exception, kind: str) -> None:
 
 
 NO_TRACE = Tracer(log=False)
+
+
+class Caller(Value, frozen=True, kw_only=True):
+    """Who makes a model or tool call, as its events and its tools' context say: a
+    worker of a run, and the tracer its events go to.
+
+    Attributes:
+        worker: The worker's name (None: a loop or dispatcher on its own).
+        run_id: The run (None: none).
+        tracer: Where its events go.
+    """
+
+    worker: str | None = None
+    run_id: str | None = None
+    tracer: Tracer = NO_TRACE

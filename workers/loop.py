@@ -93,7 +93,6 @@ from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
 from workers.services import Services
 from workers.state import (
-    Checkpoint,
     Continue,
     Failed,
     Final,
@@ -139,7 +138,7 @@ class AgentLoop:
 
     # One loop per running worker: no instance dict.
     __slots__ = ("_compactor", "_conversation", "_head", "_output", "budget", "checkpoint",
-                 "dispatcher", "guards", "instructions", "model", "run_id", "settings",
+                 "dispatcher", "guards", "instructions", "model", "run_id", "settings", "store",
                  "tracer", "worker")  # fmt: skip
 
     def __init__(
@@ -162,7 +161,7 @@ class AgentLoop:
         self.tracer = kept.tracer
         self.worker = worker
         self.run_id = run_id = kept.run_id
-        self.checkpoint: Checkpoint | None = kept.store
+        self.store = self.checkpoint = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
@@ -416,11 +415,10 @@ class AgentLoop:
         state = state.observed(observations, calls, executed)
         if state.repeats >= self.settings.max_repeats:
             return Failed(state=state, error=RunawayLoop(calls[0].name, state.repeats + 1))
-        journal = self.dispatcher.journal
-        if journal is not None and journal.on_unknown == "fail":
-            for obs in observations:
-                if obs.status == "unknown":
-                    return Failed(state=state, error=OutcomeUnknown(obs.name, obs.tool_call_id))
+        store = self.store  # only its journal tells of a call's outcome as unknown
+        for obs in observations:
+            if obs.status == "unknown" and store is not None and store.on_unknown == "fail":
+                return Failed(state=state, error=OutcomeUnknown(obs.name, obs.tool_call_id))
         terminal = self._terminal(observations)
         if terminal is not None:
             return await self._finish(state, terminal.content)

@@ -25,12 +25,14 @@ from runtime import (
     Usage,
     logs,
 )
+from runtime.events import Caller
 from runtime.tools.approvals import (
     ApprovalGate,
     ApprovalRule,
     PendingApproval,
 )
 from runtime.value import Value
+from workers.calls import tool_calls
 from workers.context import ContextWindow
 from workers.guards import GuardRunner, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
@@ -266,31 +268,18 @@ class Worker:
                 run_id=run_id,
             )  # fmt: skip
         log = store.approvals if store is not None else None
-        self._dispatcher = Dispatcher(
-            setup.tools,
-            policy=setup.policy,
-            limiter=kept.tool_slots,
-            locks=kept.locks,
-            tracer=tracer,
-            worker=self.name,
-            run_id=run_id,
-            journal=store,
-            approvals=(
-                ApprovalGate(
-                    setup.approvals,
-                    approver=kept.approver,
-                    log=log,
-                    worker=self.name,
-                    role=setup.role.name,
-                    run_id=run_id,
-                    timeout_s=kept.approval_timeout_s,
-                )
-                # A stored run's log too: a call asked about keeps its decision.
-                if log is not None or _may_ask(setup)
-                else None
-            ),
-            guard=self._guards if own.arguments else None,
-        )
+        gate = None
+        if log is not None or _may_ask(setup):  # a stored run's log: its decisions stand
+            gate = ApprovalGate(
+                setup.approvals, approver=kept.approver, log=log, worker=self.name,
+                role=setup.role.name, run_id=run_id, timeout_s=kept.approval_timeout_s,
+            )  # fmt: skip
+        caller = Caller(worker=self.name, run_id=run_id, tracer=tracer)
+        calls = tool_calls(
+            setup.policy, caller, setup.tools, guard=self._guards if own.arguments else None,
+            gate=gate, locks=kept.locks, slots=kept.tool_slots, journal=store,
+        )  # fmt: skip
+        self._dispatcher = Dispatcher(setup.tools, policy=setup.policy, calls=calls, caller=caller)
 
     @property
     def summarizer(self) -> Model | None:

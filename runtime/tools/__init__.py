@@ -1,6 +1,8 @@
 """Tools and their calls: ``@tool`` and the registry (:mod:`~runtime.tools.define`),
-dispatching one model turn's calls (:mod:`~runtime.tools.dispatch`), approvals, the
-journal of side effects, tools from MCP servers, and a result as observation text."""
+dispatching one model turn's calls (:mod:`~runtime.tools.dispatch`), the layers a
+call goes through (:mod:`~runtime.tools.layers`: argument guards, approval, locks,
+the journal of side effects, tracing, time limits), approvals and the journal's
+values, tools from MCP servers, and a result as observation text."""
 
 from runtime.tools.approvals import (
     ApprovalEntry,

@@ -29,6 +29,7 @@ from runtime.testing import call
 from runtime.tools import Tool, ToolContext, ToolRegistry, idempotency_key, tool
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.tools.journal import MemoryJournal
+from tests.support.dispatching import layered
 
 L = 0.2  # the latency of a slow tool call, in seconds
 
@@ -75,7 +76,7 @@ def calls(name: str, *labels: str) -> list[ToolCall]:
 
 
 def dispatcher(*tools: Tool[Any, Any], **options: Any) -> Dispatcher:
-    return Dispatcher(ToolRegistry(tools), **options)
+    return layered(ToolRegistry(tools), **options)
 
 
 def sleeper(probe: Probe, latency: float = L, **options: Any) -> Tool[Any, Any]:

@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
 from runtime.tools import Tool, ToolRegistry, tool
-from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.dispatch import DispatchPolicy, LockTable, check_cancelled
+from tests.support.dispatching import layered
 
 HANG_TIMEOUT = 0.05
 HANG_FOR = 0.5  # 10x HANG_TIMEOUT: a call still running then was not cancelled
@@ -246,7 +247,7 @@ async def check_example(batch: list[Worker]) -> None:
         for index, w in enumerate(batch)
     ]
     dispatchers = [
-        Dispatcher(
+        layered(
             tools_for(w, rec),
             policy=DispatchPolicy(max_concurrency=w.cap, default_timeout=5.0),
             locks=locks,

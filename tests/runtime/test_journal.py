@@ -4,8 +4,9 @@ tool is idempotent."""
 
 from __future__ import annotations
 
-from runtime import Dispatcher, JournalEntry, MemoryJournal, ToolRegistry, tool
+from runtime import JournalEntry, MemoryJournal, ToolRegistry, tool
 from runtime.testing import call
+from tests.support.dispatching import layered
 
 
 def registry(effects: list[str], *, idempotent: bool = False) -> ToolRegistry:
@@ -27,7 +28,7 @@ def registry(effects: list[str], *, idempotent: bool = False) -> ToolRegistry:
 async def test_side_effecting_calls_are_journaled_with_intent_then_outcome() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
-    dispatcher = Dispatcher(registry(effects), journal=journal)
+    dispatcher = layered(registry(effects), journal=journal)
     [sent, read] = await dispatcher.dispatch(
         [call("send", {"to": "ana"}, id="c1"), call("read", {"key": "k"}, id="c2")], turn=3
     )
@@ -45,7 +46,7 @@ async def test_a_call_with_a_recorded_outcome_is_not_run_again() -> None:
     journal.entries[1, "c1"] = JournalEntry(
         tool="send", arguments='{"to": "ana"}', status="ok", content="sent to ana"
     )
-    [observation] = await Dispatcher(registry(effects), journal=journal).dispatch(
+    [observation] = await layered(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
     assert effects == []
@@ -56,7 +57,7 @@ async def test_a_lost_outcome_is_reported_unknown_and_not_run_again() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
     journal.entries[1, "c1"] = JournalEntry(tool="send", arguments='{"to": "ana"}')  # intent only
-    [observation] = await Dispatcher(registry(effects), journal=journal).dispatch(
+    [observation] = await layered(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
     assert effects == []
@@ -69,7 +70,7 @@ async def test_an_idempotent_tool_with_a_lost_outcome_runs_again() -> None:
     effects: list[str] = []
     journal = MemoryJournal()
     journal.entries[1, "c1"] = JournalEntry(tool="send", arguments='{"to": "ana"}')
-    [observation] = await Dispatcher(registry(effects, idempotent=True), journal=journal).dispatch(
+    [observation] = await layered(registry(effects, idempotent=True), journal=journal).dispatch(
         [call("send", {"to": "ana"}, id="c1")], turn=1
     )
     assert effects == ["ana"]
@@ -82,7 +83,7 @@ async def test_the_same_call_id_in_another_turn_is_another_call() -> None:
     journal.entries[1, "c1"] = JournalEntry(
         tool="send", arguments='{"to": "ana"}', status="ok", content="sent to ana"
     )
-    await Dispatcher(registry(effects), journal=journal).dispatch(
+    await layered(registry(effects), journal=journal).dispatch(
         [call("send", {"to": "bo"}, id="c1")], turn=2
     )
     assert effects == ["bo"]

@@ -34,6 +34,7 @@ from runtime import (
     ToolRegistry,
 )
 from runtime.tools.mcp import McpRun, mcp_ref, mcp_tools
+from tests.support.dispatching import layered
 from tests.support.mcp_servers import child_pids, http_test_server, sdk_server, time_server
 
 pytestmark = pytest.mark.timeout(90)
@@ -188,7 +189,7 @@ async def test_side_effecting_calls_are_journaled_and_reads_are_not(tmp_path: Pa
     server = sdk_server(notes=tmp_path / "notes.txt")
     journal = MemoryJournal()
     async with running(server) as run:
-        dispatcher = Dispatcher(await registry(run, server), journal=journal)
+        dispatcher = layered(await registry(run, server), journal=journal)
         await dispatcher.dispatch(
             calls(("set_flag", '{"name": "ready"}'), ("lookup", '{"word": "bee"}')), turn=1
         )

@@ -10,7 +10,6 @@ import pytest
 from runtime import (
     Budget,
     ConfigError,
-    Dispatcher,
     Event,
     GuardrailTripped,
     JournalEntry,
@@ -22,6 +21,7 @@ from runtime import (
     tool,
 )
 from runtime.testing import FunctionModel, ScriptedModel, call
+from tests.support.dispatching import layered
 from workers import LoopState, Role, Worker
 from workers.guards import (
     Guard,
@@ -217,7 +217,7 @@ async def test_a_call_the_journal_holds_is_not_checked_again_but_a_new_one_is() 
     runner = GuardRunner(
         ResolvedGuards(arguments=(Guard(name="refuse", fn=refuse),)), tracer=Tracer()
     )
-    dispatcher = Dispatcher(ToolRegistry([post]), journal=journal, guard=runner)
+    dispatcher = layered(ToolRegistry([post]), journal=journal, guard=runner)
     first, second = await dispatcher.dispatch(
         [call("post", {"to": "a"}, id="c1"), call("post", {"to": "b"}, id="c2")], turn=1
     )

@@ -1,0 +1,102 @@
+"""The two calls everything goes through, a tool call and a model call, and the
+layers around each, composed here and only here, outermost first.
+
+A tool call::
+
+    argument guards -> approval -> locks and slots -> journal -> trace -> time limit -> the tool
+
+- **Argument guards** first: a call a guard refuses is never shown to a person, and
+  their verdicts on a whole turn come before any call of it runs.
+- **Approval** next: a person decides on calls that passed the guards, before any
+  call of the turn runs; a call waiting for a decision pauses the worker with none
+  of its calls run. An approval with edited arguments runs them, through every
+  layer below.
+- **Locks and slots**: an ``exclusive`` call holds its key's lock, a leaf call one
+  of the run's tool slots, for as long as it runs (the dispatcher's per-turn cap
+  comes before: which calls of a turn run together is its own).
+- **Journal**: a side-effecting call's intent is made durable once it holds
+  everything it needs to run, right before it runs, so a crash while it waits for a
+  lock never leaves an intent of a call that never ran; a resumed worker's call the
+  journal knows is answered from it, never run again, and has no span.
+- **Trace**: the call's span covers its run alone, not its wait for a lock.
+- **Time limit**: around the tool and nothing else: waiting for a lock or a slot,
+  or for the journal's write, is not the tool's time.
+- **The tool** last: its context, its thread, its errors as observations.
+
+Budget accounting of tool calls is not a layer: the loop counts the observations a
+turn got back (every call but a skipped repeat), once a turn.
+
+:func:`tool_calls` composes them from their parts; a worker gives them its own
+(:class:`~workers.worker.Worker`). To add a layer: write it in a module of its own
+(a :class:`~runtime.tools.layers.ToolLayer` overriding ``admit``, to see a turn's
+calls before any runs, and/or ``__call__``, to wrap each call), and add one line
+here, where it belongs in the order; see docs/layers.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from runtime.events import Caller
+from runtime.limits import Slots
+from runtime.tools.approvals import ApprovalGate
+from runtime.tools.define import Tool
+from runtime.tools.dispatch import DispatchPolicy
+from runtime.tools.journal import Journal
+from runtime.tools.layers import (
+    Approving,
+    ArgumentGuards,
+    CallGuard,
+    Held,
+    Journaled,
+    LockTable,
+    RunTool,
+    TimeLimit,
+    ToolHandler,
+    Traced,
+)
+
+__all__ = ["tool_calls"]
+
+
+def tool_calls(
+    policy: DispatchPolicy,
+    caller: Caller,
+    tools: Iterable[Tool[Any, Any]] = (),
+    *,
+    guard: CallGuard | None = None,
+    gate: ApprovalGate | None = None,
+    locks: LockTable | None = None,
+    slots: Slots | None = None,
+    journal: Journal | None = None,
+) -> ToolHandler:
+    """A tool call's layers, in their order. A layer whose part is not given is left
+    out, and so is one that no call of ``tools`` could need (no journal when none of
+    them has side effects, no locks when none is exclusive and no slots bound them).
+
+    Args:
+        policy: The default time limit and the longest output.
+        caller: The worker and run making the calls, and where their events go.
+        tools: The tools called (None of them: every layer that is given is kept).
+        guard: The argument guards (a worker's and its run's).
+        gate: Decides on the calls that need a person's approval.
+        locks: The lock table of ``exclusive`` keys (default: one of its own).
+        slots: Bounds the leaf tool calls in flight (the run's).
+        journal: Where side-effecting calls are journaled (the worker's store).
+    """
+    known = list(tools)
+    scope = journal.scope if journal is not None else ""
+    calls: ToolHandler = RunTool(caller, policy.max_output_chars, scope)
+    if policy.default_timeout is not None or not known or any(t.timeout for t in known):
+        calls = TimeLimit(calls, policy.default_timeout)
+    calls = Traced(calls, caller)
+    if journal is not None and (not known or any(t.side_effects for t in known)):
+        calls = Journaled(calls, journal)
+    if slots is not None or not known or any(t.exclusive is not None for t in known):
+        calls = Held(calls, locks if locks is not None else LockTable(), slots)
+    if gate is not None:
+        calls = Approving(calls, gate)
+    if guard is not None:
+        calls = ArgumentGuards(calls, guard, journal)
+    return calls
