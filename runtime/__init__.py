@@ -244,7 +244,8 @@ if TYPE_CHECKING:
     from runtime.openai_responses import OpenAIResponsesModel
     from runtime.pricing import Price, PricedModel
     from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
-    from runtime.retry import RetryingModel, RetryPolicy
+    from runtime.retry import RetryingModel
+    from runtime.retry_policy import RetryPolicy
     from runtime.text_tools import TextToolModel
     from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
 
@@ -258,7 +259,7 @@ _LAZY = {
     "Price": "runtime.pricing",
     "PricedModel": "runtime.pricing",
     "RateLimitedModel": "runtime.ratelimit",
-    "RetryPolicy": "runtime.retry",
+    "RetryPolicy": "runtime.retry_policy",
     "RetryingModel": "runtime.retry",
     "TextToolModel": "runtime.text_tools",
     "YamlDocument": "runtime.yaml_config",

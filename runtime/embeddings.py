@@ -23,7 +23,8 @@ from runtime.errors import (
     ModelTimeout,
 )
 from runtime.openai_model import OpenAIModel
-from runtime.retry import RetryPolicy
+from runtime.retry import retrying
+from runtime.retry_policy import RetryPolicy
 
 __all__ = ["OpenAIEmbeddings"]
 
@@ -80,7 +81,7 @@ class OpenAIEmbeddings:
         if not texts:
             return []
         endpoint = self.endpoint
-        async for attempt in endpoint.retry.retrying():
+        async for attempt in retrying(endpoint.retry):
             with attempt:
                 if endpoint.limiter is None:
                     return await self._embed_once(list(texts))

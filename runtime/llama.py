@@ -31,7 +31,7 @@ from runtime.model import ModelRequest, ModelResponse, TextSink
 
 if TYPE_CHECKING:
     from runtime.openai_model import OpenAIModel
-    from runtime.retry import RetryPolicy
+    from runtime.retry_policy import RetryPolicy
 
 __all__ = ["LlamaModel", "LlamaServer", "bundled_gguf"]
 
@@ -50,7 +50,7 @@ class LlamaModel:
         settings: Sent with every call, as :class:`~runtime.openai_model.OpenAIModel`
             sends them (``temperature``, ``top_k``, ``seed`` ...).
         timeout: Seconds a call may take when the request sets none.
-        retry: The retry policy (default: :class:`~runtime.retry.RetryPolicy`).
+        retry: The retry policy (default: :class:`~runtime.retry_policy.RetryPolicy`).
         max_concurrency: Calls sent to the server at once (those past ``parallel``
             wait in its queue).
         server: A server of your own to use instead (several models, with settings of

@@ -107,7 +107,7 @@ class Run:
             spans = SpanRecorder(self.record.span if self.record is not None else None)
             every.append(spans)
         self.tracer = Tracer(*every, log=shared.log_events, text=text)
-        budget = within.budget if within is not None else Budget(policy.budgets.limits())
+        budget = within.budget if within is not None else Budget(policy.budgets)
         model_for, summarizer_for = (
             shared.models_under(within.model_limiter)
             if within is not None
