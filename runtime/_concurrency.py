@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from runtime._deadlines import TimedOut, within
 from runtime.errors import UnsupportedEventLoop
 
 __all__ = ["require_asyncio", "run_together", "shielded", "stoppable"]
@@ -48,19 +49,13 @@ async def run_together(
 async def stoppable() -> AsyncIterator[Callable[[], None]]:
     """A block that code inside it can stop: calling the function it yields cancels
     the block (the task running it, and so every task of a task group in it), which
-    then ends quietly. ``asyncio.timeout``, rescheduled to now, is the cancel scope."""
-    loop = asyncio.get_running_loop()
-    scope = asyncio.timeout(None)
-
-    def stop() -> None:
-        if not scope.expired():  # stopping again is stopping
-            scope.reschedule(loop.time())
-
+    then ends quietly. It is a time limit of none, which the function brings to now."""
+    block = within(None)
     try:
-        async with scope:
-            yield stop
-    except TimeoutError:
-        if not scope.expired():
+        with block:
+            yield block.expire  # stopping again is stopping
+    except TimedOut:
+        if not block.expired:
             raise  # raised inside the block: not the stop
 
 

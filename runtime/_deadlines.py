@@ -1,6 +1,13 @@
-"""Time limits for many tool calls at once, with one timer per event loop.
+"""Time limits: Honeycomb's one way to bound how long something may take.
 
-A call under a time limit registers its deadline (``loop.time() + limit``) and its
+``with within(seconds): await work`` cancels the block's task once the time has
+passed and raises :class:`TimedOut`; a ``TimedOut`` caught with ``contextlib.suppress``
+makes a wait that gives up quietly; ``within(None)`` has no limit until
+:meth:`within.expire` ends it (a block that can be stopped). Every time limit of the
+library is one: a tool call's, an approval's, a worker's, a run's wall time, an MCP
+server's start, a paced wait.
+
+A block under a time limit registers its deadline (``loop.time() + limit``) and its
 task. Calls with the same limit reach their deadlines in the order they started, so
 each limit keeps its calls in a dict in start order, and one timer is armed at the
 earliest deadline of all. When it fires, it cancels every task past its deadline and
@@ -22,8 +29,8 @@ from typing import Any
 __all__ = ["TimedOut", "within"]
 
 
-class TimedOut(Exception):
-    """A call ran past its time limit and was cancelled (or, a call that cannot be
+class TimedOut(TimeoutError):
+    """A block ran past its time limit and was cancelled (or, a call that cannot be
     interrupted, was waited for to its end past it)."""
 
 
@@ -65,8 +72,7 @@ class _Deadlines:
                     earliest = min(earliest, when)
                     break
                 del calls[block]
-                block._expired = True
-                block._task.cancel()
+                block.expire()
         if earliest < math.inf:
             self._arm(loop, earliest)
 
@@ -97,32 +103,55 @@ def _table(loop: asyncio.AbstractEventLoop) -> _Deadlines:
 class within:  # used as a function would be: ``with within(5): ...``
     """A block cancelled once ``limit`` seconds have passed: ``with within(limit):
     await call``. A context manager, not a coroutine: a call waiting under it keeps one
-    small object alive, not a frame.
+    small object alive, not a frame. With ``limit=None`` it has no limit until
+    :meth:`expire` is called.
 
     Raises:
         TimedOut: when the limit passed (the call was cancelled, or ignored the
-            cancellation and ended late: its result is dropped either way).
+            cancellation and ended late: its result is dropped either way). Only the
+            block's own limit raises it: a cancellation from elsewhere stays one.
     """
 
-    __slots__ = ("_expired", "_limit", "_table", "_task")  # one is alive per running call
+    __slots__ = ("_cancelling", "_expired", "_limit", "_table", "_task")  # one per running call
 
-    def __init__(self, limit: float) -> None:
+    def __init__(self, limit: float | None) -> None:
         self._limit = limit
         self._expired = False  # its deadline passed and cancelled its task
+        self._task: asyncio.Task[Any] | None = None  # while the block runs
+
+    @property
+    def expired(self) -> bool:
+        """Whether the block's own limit passed (and cancelled it)."""
+        return self._expired
+
+    def expire(self) -> None:
+        """End the block now, as if its limit had passed (a block that has ended, or
+        expired already, is left as it is)."""
+        if self._task is None or self._expired:
+            return
+        if self._limit is not None:
+            self._table.end(self._limit, self)
+        self._expired = True
+        self._task.cancel()
 
     def __enter__(self) -> None:
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None, "within() runs in a task"
-        self._table, self._task = _table(loop), task
-        self._table.start(loop, self._limit, self)
+        self._task, self._cancelling = task, task.cancelling()
+        if self._limit is not None:
+            loop = asyncio.get_running_loop()
+            self._table = _table(loop)
+            self._table.start(loop, self._limit, self)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
-        self._table.end(self._limit, self)
+        task, self._task = self._task, None
+        assert task is not None
+        if self._limit is not None:
+            self._table.end(self._limit, self)
         if not self._expired:
             return  # in time: whatever happened is the call's own
         # The deadline passed and cancelled the call, which ended with ``exc`` (or
         # swallowed the cancellation and returned).
-        if self._task.uncancel() > 0 and kind is asyncio.CancelledError:
+        if task.uncancel() > self._cancelling and kind is asyncio.CancelledError:
             return  # cancelled from elsewhere too: that wins
         raise TimedOut from None

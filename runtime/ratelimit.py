@@ -41,6 +41,7 @@ still in it never gives those back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import deque
@@ -49,6 +50,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
+from runtime._deadlines import TimedOut, within
 from runtime.errors import ModelHTTPError
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.quota import QuotaLeft, quota_from_headers
@@ -271,7 +273,7 @@ class AdaptiveLimiter:
             if start <= now:
                 break
             held, repaced = True, self._repaced
-            with anyio.move_on_after(start - now):
+            with contextlib.suppress(TimedOut), within(start - now):
                 await repaced.wait()
             if not repaced.is_set():
                 break

@@ -5,6 +5,7 @@ budget, locks, limiters, journal, memory, approvals and judge."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from runtime import (
     ToolMessage,
 )
 from runtime._concurrency import shielded
+from runtime._deadlines import TimedOut, within
 from runtime._threads import run_tool
 from runtime.journal import arguments_text
 from workers import LoopState, Worker, WorkerResult
@@ -195,7 +197,8 @@ class Driver:
         calls spent, told before), or ends, or its actor is lost; a while at most."""
         stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         try:
-            await asyncio.wait((stopped, self._finished), timeout=STOP_WAIT_S)
+            with contextlib.suppress(TimedOut), within(STOP_WAIT_S):
+                await asyncio.wait((stopped, self._finished))
         finally:
             stopped.cancel()
 

@@ -46,6 +46,7 @@ from runtime import (
     Tracer,
 )
 from runtime._concurrency import shielded
+from runtime._deadlines import TimedOut, within
 from runtime._text import valid_text
 from runtime.events import HeldText
 from runtime.limits import InFlight
@@ -225,12 +226,12 @@ class Run:
         # cancels end (this timer comes first, in the same turn of the event loop).
         cut: list[tuple[InFlight, ...]] = []
         seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
-        deadline = asyncio.timeout_at(when)
+        deadline = within(wall)
         try:
-            async with deadline:
+            with deadline:
                 return await self._phases(subtasks)
-        except TimeoutError:
-            if not deadline.expired():
+        except TimedOut:
+            if not deadline.expired:
                 raise
         finally:
             seen.cancel()
