@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from honeycomb.backends._wire import Message, raised
-from runtime._deadlines import TimedOut, within
+from runtime.concurrency import TimedOut, within
 
 
 class Outbox:

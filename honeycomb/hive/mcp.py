@@ -1,4 +1,4 @@
-"""A hive's ``mcp_servers:``: each server is a :class:`~runtime.mcp.McpServer` named by
+"""A hive's ``mcp_servers:``: each server is a :class:`~runtime.tools.mcp.McpServer` named by
 its key; here is how one is read, where it runs, and the check ``honeycomb validate``
 makes of them (start each, list its tools, find every tool the roles name, stop them).
 
@@ -17,14 +17,14 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime import ConfigError, McpServerError, YamlDocument, did_you_mean
-from runtime.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
 from workers import Role
 
 __all__ = ["as_written", "check_servers", "in_folder"]
 
 
 def as_written(servers: Any) -> Any:
-    """``mcp_servers:`` as :class:`~runtime.mcp.McpServer` takes it: each server named
+    """``mcp_servers:`` as :class:`~runtime.tools.mcp.McpServer` takes it: each server named
     by its key, and an argument or variable written as a number (``[--port, 8080]``)
     as its text."""
     if not isinstance(servers, Mapping):

@@ -45,12 +45,11 @@ from runtime import (
     RunFailed,
     Tracer,
 )
-from runtime._concurrency import shielded
-from runtime._deadlines import TimedOut, within
-from runtime._text import valid_text
+from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits import InFlight
 from runtime.secrets import masked
+from runtime.text import valid_text
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
 from runtime import AdaptiveLimiter, Limits, OpenAIModel, Price, PricedModel, RetryPolicy
-from runtime.mcp import McpServer, McpToolSettings
+from runtime.tools.mcp import McpServer, McpToolSettings
 from runtime.value import Settings, written_fields
 from workers import Role
 

@@ -13,7 +13,7 @@ from msgspec import Meta
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from runtime import ConfigError, Limits, Price, RetryPolicy
-from runtime.mcp import McpServer, McpToolSettings
+from runtime.tools.mcp import McpServer, McpToolSettings
 from runtime.value import Settings, written_fields
 
 
