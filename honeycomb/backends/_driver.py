@@ -156,7 +156,7 @@ class Driver:
         )
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
-        self._drops: dict[int, anyio.Event] = {}
+        self._drops: dict[int, asyncio.Event] = {}
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
         self._channel: Channel
@@ -235,7 +235,7 @@ class Driver:
         elif kind == "tool_calls" and budget is not None:
             budget.charge_tool_calls(message[1])
         elif kind == "drop":
-            self._drops.pop(message[1], anyio.Event()).set()
+            self._drops.pop(message[1], asyncio.Event()).set()
         elif kind == "ask":
             _, number, op, args = message
             if op == "reserve":  # at once, in order: no await in between
@@ -310,7 +310,7 @@ class Driver:
     async def _hold(self, number: int, what: str, name: str) -> None:
         """Hold a lock or a limiter's token for the worker until it drops it (or its
         stream ends); the holding and the letting go are in this one task."""
-        drop = self._drops[number] = anyio.Event()
+        drop = self._drops[number] = asyncio.Event()
         held: Any
         if what == "lock":
             held = self.context.locks.lock(name)

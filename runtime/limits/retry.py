@@ -19,11 +19,11 @@ fails after is a :class:`~runtime.errors.StreamInterrupted`, which is never retr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import anyio
 import tenacity
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
@@ -110,7 +110,7 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         | tenacity.stop_before_delay(policy.deadline_s),
         wait=wait,
         retry=tenacity.retry_if_exception(retries),
-        sleep=anyio.sleep,
+        sleep=asyncio.sleep,
         reraise=True,
         before_sleep=_report_retry,
         retry_error_callback=lambda state: _give_up(policy, state),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from runtime.concurrency import shielded
 from runtime.errors import ConfigError, ModelServerError
 from runtime.model import ModelRequest, ModelResponse, TextSink
 from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
@@ -136,16 +137,15 @@ class LlamaModel:
                 self._holders -= 1
                 last = self._holders == 0
             if last and self._owned:
-                with anyio.CancelScope(shield=True):  # cleanup that must finish
-                    # Not if someone took hold meanwhile: their calls keep it.
-                    await anyio.to_thread.run_sync(self.server.stop, self._held_again)
+                # Cleanup that must finish; not if someone took hold meanwhile (their
+                # calls keep it).
+                await shielded(anyio.to_thread.run_sync(self.server.stop, self._held_again))
 
     async def aclose(self) -> None:
         """Stop the server now, unless it was given (it starts again with the next
         call)."""
         if self._owned:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.server.stop)
+            await shielded(anyio.to_thread.run_sync(self.server.stop))
 
     def _held_again(self) -> bool:
         return self._holders > 0

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, require_asyncio, run_together, within
