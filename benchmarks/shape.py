@@ -248,7 +248,7 @@ def _environment(**values: str) -> Iterator[None]:
 def trace_demo(demo: Path = DEMO) -> list[Leg]:
     """The legs of one run of the demo hive (see the module docstring)."""
     from honeycomb import Executor
-    from runtime.approvals import ApprovalRequest, Decision
+    from runtime.tools.approvals import ApprovalRequest, Decision
 
     async def approve(request: ApprovalRequest) -> Decision:
         return Decision.approved()

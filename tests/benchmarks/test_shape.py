@@ -32,7 +32,7 @@ def test_a_concept_is_named_by_identifiers_not_by_prose(tmp_path: Path) -> None:
         "runtime/prose.py",
         '"""Approvals, guards, the journal."""\n# approvals\nx = "journal"\n',
     )
-    _write(tmp_path, "runtime/paths.py", "from runtime.journal import Entry\n")
+    _write(tmp_path, "runtime/paths.py", "from runtime.tools.journal import Entry\n")
     _write(tmp_path, "workers/calls.py", "def run(x):\n    return x(guard=1)\n")
     _write(tmp_path, "honeycomb/run/gate.py", "class ApprovalGate:\n    pass\n")
     _write(tmp_path, "honeycomb/run/uses.py", "from x import Journal as J\nJ.approve\n")
