@@ -45,7 +45,7 @@ from runtime import (
     RunFailed,
     Tracer,
 )
-from runtime.concurrency import shielded
+from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits import InFlight
 from runtime.secrets import masked
@@ -112,7 +112,7 @@ class Run:
         if within is not None:  # a sub-run: under its caller's budget, locks and slots
             base = base.within(within.services)
             crew = crew.under(within.services.model_slots)
-        budget = base.budget if within is not None else Budget(policy.budgets.limits())
+        budget = base.budget if within is not None else Budget(policy.budgets)
         judge = Judge(crew.roles, crew.model_for, budget)
         self.guards = GuardRunner(base.guards, tracer=self.tracer, judge=judge, run_id=run_id)
         services = replace(
@@ -211,12 +211,12 @@ class Run:
         # cancels end (this timer comes first, in the same turn of the event loop).
         cut: list[tuple[InFlight, ...]] = []
         seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
-        deadline = asyncio.timeout_at(when)
+        deadline = within(wall)
         try:
-            async with deadline:
+            with deadline:
                 return await self._phases(subtasks)
-        except TimeoutError:
-            if not deadline.expired():
+        except TimedOut:
+            if not deadline.expired:
                 raise
         finally:
             seen.cancel()

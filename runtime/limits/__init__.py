@@ -1,7 +1,8 @@
 """Limits on what a run spends and how fast: budgets shared by a run's workers
-(:mod:`~runtime.limits.budget`), deadlines for many calls at once, adaptive rate
-limits and the quotas endpoints report, and retries with backoff. The rate limiter
-and the retry policy (which imports ``tenacity``) load on first use."""
+(:mod:`~runtime.limits.budget`), adaptive rate limits and the quotas endpoints report,
+and retries with backoff (the policy a value of its own, :mod:`~runtime.limits.retry_policy`).
+The rate limiter and the retrying models (which import ``tenacity``) load on first use;
+time limits are :class:`~runtime.concurrency.within`."""
 
 from typing import TYPE_CHECKING
 
@@ -15,12 +16,12 @@ from runtime.limits.budget import (
     Slots,
     limited,
 )
-from runtime.limits.deadlines import TimedOut, within
 
 if TYPE_CHECKING:
     from runtime.limits.quota import QuotaLeft
     from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
-    from runtime.limits.retry import RetryingModel, RetryPolicy
+    from runtime.limits.retry import RetryingModel
+    from runtime.limits.retry_policy import RetryPolicy
 
 __all__ = [
     "AdaptiveLimiter",
@@ -34,16 +35,14 @@ __all__ = [
     "RetryPolicy",
     "RetryingModel",
     "Slots",
-    "TimedOut",
     "limited",
-    "within",
 ]
 
 _LAZY = {
     "AdaptiveLimiter": "runtime.limits.ratelimit",
     "QuotaLeft": "runtime.limits.quota",
     "RateLimitedModel": "runtime.limits.ratelimit",
-    "RetryPolicy": "runtime.limits.retry",
+    "RetryPolicy": "runtime.limits.retry_policy",
     "RetryingModel": "runtime.limits.retry",
 }
 

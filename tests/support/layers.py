@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
-
-import anyio
 
 from runtime.testing import call
 from runtime.tools import Tool, tool
@@ -31,7 +30,7 @@ class Next:
         self.running += 1
         self.most = max(self.most, self.running)
         try:
-            await anyio.sleep(self.delay_s)
+            await asyncio.sleep(self.delay_s)
         finally:
             self.running -= 1
         return Outcome(status="ok", content=f"ran {call.call.id}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from runtime.limits.deadlines import TimedOut, within
+from runtime.concurrency import TimedOut, within
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
 
 __all__ = ["TimeLimit"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 
 from runtime.tools import Tool, tool
@@ -26,21 +28,21 @@ ask = Tool(ask_worker, name="ask", nests=True)
 async def test_calls_sharing_an_exclusive_key_never_overlap() -> None:
     inner = Next(delay_s=0.02)
     layer = Held(inner, LockTable(), None)
-    async with anyio.create_task_group() as tg:
+    async with asyncio.TaskGroup() as tg:
         for i in range(3):
-            tg.start_soon(layer, prepared(migrate, i, step=str(i)))
+            tg.create_task(layer(prepared(migrate, i, step=str(i))))
     assert inner.most == 1
 
 
 async def test_leaf_calls_hold_a_slot_and_nesting_ones_none() -> None:
     inner = Next(delay_s=0.02)
     layer = Held(inner, LockTable(), anyio.CapacityLimiter(2))
-    async with anyio.create_task_group() as tg:
+    async with asyncio.TaskGroup() as tg:
         for i in range(5):
-            tg.start_soon(layer, prepared(look, i, key=str(i)))
+            tg.create_task(layer(prepared(look, i, key=str(i))))
     assert inner.most == 2
     slots = anyio.CapacityLimiter(1)
     async with slots:  # its ancestor holds the only slot: a nesting call still runs
-        with anyio.fail_after(5):
+        async with asyncio.timeout(5):
             outcome = await Held(Next(), LockTable(), slots)(prepared(ask, question="q"))
     assert outcome.content == "ran c0"
