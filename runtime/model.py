@@ -99,6 +99,8 @@ class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
         max_output_tokens: The most tokens the answer may take, if limited (sent as
             the endpoint's output limit, below any the model's settings give; a model
             that cannot be told may write more, which the caller copes with).
+        turn: The loop turn the call belongs to (0: none), as the call's events and
+            the budget's report of calls in flight name it; never sent.
     """
 
     messages: Messages
@@ -109,6 +111,7 @@ class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
     timeout: float | None = None
     conversation: str | None = None
     max_output_tokens: int | None = None
+    turn: int = 0
 
 
 class ModelResponse(Value, frozen=True, gc=False, kw_only=True):

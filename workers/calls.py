@@ -26,11 +26,36 @@ A tool call::
 Budget accounting of tool calls is not a layer: the loop counts the observations a
 turn got back (every call but a skipped repeat), once a turn.
 
-:func:`tool_calls` composes them from their parts; a worker gives them its own
-(:class:`~workers.worker.Worker`). To add a layer: write it in a module of its own
-(a :class:`~runtime.tools.layers.ToolLayer` overriding ``admit``, to see a turn's
-calls before any runs, and/or ``__call__``, to wrap each call), and add one line
-here, where it belongs in the order; see docs/layers.md.
+A model call::
+
+    budget -> trace -> checked answer -> model slots -> [retries -> rate limit] -> the model
+
+- **Budget** first: a call the budget refuses is never made, traced, or queued for
+  a slot; one it allows is counted before it starts (no two workers slip past the
+  last allowed call), is in flight while it runs, and is charged what it spent.
+- **Trace**: the call's span, from its start to its answer or error, with the
+  attempts its retries took (the retry policy reports them to it).
+- **Checked answer**: the model is user code; what it raises becomes a
+  ``ModelCallError`` and what it answers is checked once, here, so every layer
+  outside sees a well-formed answer or a Honeycomb error.
+- **Model slots**: the run's bound on model calls in flight (``LimitedModel``, put
+  on each model by the Executor), held only by a call that will be made.
+- **The model's own layers** are made with the model, innermost: retries
+  (``RetryingModel``) around its rate limit (``RateLimitedModel``), so that each
+  retry waits for the limiter again, and its price (``PricedModel``); the OpenAI
+  adapters retry and pace inside themselves.
+- **Streaming and guarded output** are the loop's: it asks for the text as it is
+  written when someone listens, and holds an answer's text until its output guards
+  pass it.
+
+:func:`model_calls` composes them; a worker's loop gives them its turns, its
+compaction its summary calls, and the run's judge its verdicts.
+
+To add a layer: write it in a module of its own (a
+:class:`~runtime.tools.layers.ToolLayer` overriding ``admit``, to see a turn's calls
+before any runs, and/or ``__call__``, to wrap each call; or a
+:class:`~runtime.model.WrapperModel`), and add one line here, where it belongs in the
+order; see docs/layers.md.
 """
 
 from __future__ import annotations
@@ -39,7 +64,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from runtime.events import Caller
-from runtime.limits import Slots
+from runtime.limits import Budget, Slots
+from runtime.model import Model
+from runtime.models.layers import Budgeted, Checked
+from runtime.models.layers import Traced as TracedModel
 from runtime.tools.approvals import ApprovalGate
 from runtime.tools.define import Tool
 from runtime.tools.dispatch import DispatchPolicy
@@ -57,7 +85,7 @@ from runtime.tools.layers import (
     Traced,
 )
 
-__all__ = ["tool_calls"]
+__all__ = ["model_calls", "tool_calls"]
 
 
 def tool_calls(
@@ -99,4 +127,28 @@ def tool_calls(
         calls = Approving(calls, gate)
     if guard is not None:
         calls = ArgumentGuards(calls, guard, journal)
+    return calls
+
+
+def model_calls(
+    model: Model, budget: Budget | None, who: str | None, *, kind: str = "turn",
+    caller: Caller | None = None,
+) -> Model:  # fmt: skip
+    """A model call's layers, in their order, around ``model`` (with the layers it was
+    made with inside it).
+
+    Args:
+        model: The model, its own layers (slots, rate limit, retries, price) in it.
+        budget: The run's budget (None: none is kept).
+        who: Whose calls they are (a worker, a judge role), as the calls in flight
+            are reported.
+        kind: What the calls are: ``turn``, ``summary``, ``judge``.
+        caller: Where the calls' spans go (None: they have none; a summary's or a
+            judge's call is reported by events of its own).
+    """
+    calls: Model = Checked(model)
+    if caller is not None:
+        calls = TracedModel(calls, caller)
+    if budget is not None:
+        calls = Budgeted(calls, budget, who, kind)
     return calls

@@ -28,10 +28,10 @@ from msgspec.structs import replace
 from runtime import (
     AssistantMessage,
     Budget,
+    BudgetExceeded,
     HoneycombError,
     Message,
     Model,
-    ModelCallError,
     ModelRequest,
     ModelResponseError,
     SystemMessage,
@@ -42,8 +42,8 @@ from runtime import (
     UserMessage,
 )
 from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
-from runtime.models.checks import check_response
 from runtime.value import Value
+from workers.calls import model_calls
 from workers.context import (
     TOKENS_PER_MESSAGE,
     Compaction,
@@ -187,6 +187,7 @@ class Compactor:
         self.compaction = compaction
         self.model = model
         self.budget = budget
+        self._calls = model_calls(model, budget, worker, kind="summary")
         self.tracer = tracer or Tracer()
         self.worker = worker
         self.run_id = run_id
@@ -325,10 +326,11 @@ class Compactor:
         tokens, ``fixed`` of them the head's and the tools'. Returns the state, where
         the turn's next fold ends (the state's ``summarized``: none follows), and the
         context's size now."""
-        if self.budget is not None:
-            self.budget.reserve_model_call()
+        if self.budget is not None:  # a call the budget refuses is never begun, nor told
+            self.budget.check()  # (its layer reserves it, with no await in between)
         allowance = self._allowance(fixed)
         end, request = self._request(state, messages, cut, allowance)
+        request = replace(request, turn=turn)
         tracing = self.tracer.enabled
         folding = end - state.summarized
         if tracing:
@@ -341,16 +343,8 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        budget = self.budget
-        flight = budget.call_started(self.worker, turn, "summary") if budget else None
-        try:
-            outcome = await self._summarize(request)
-        finally:
-            if budget is not None and flight is not None:
-                budget.call_ended(flight)
+        outcome = await self._summarize(request)
         usage, error = outcome.usage, outcome.error
-        if self.budget is not None:
-            self.budget.charge(usage)
         if error is None:  # a summary longer than asked for is cut to its allowance
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
         else:  # spent, and counted as a model call, but the summary is as it was
@@ -365,15 +359,15 @@ class Compactor:
         return state, following, after
 
     async def _summarize(self, request: ModelRequest) -> _Outcome:
-        """The summary call, which never raises but for cancellation."""
+        """The summary call, which never raises but for cancellation and the budget.
+
+        Raises:
+            BudgetExceeded: when the run's budget allows no summary call.
+        """
         try:
-            try:
-                answer = await self.model.complete(request)
-            except HoneycombError:
-                raise
-            except Exception as exc:  # the model's own (cancellation is not an Exception)
-                raise ModelCallError(self.model, exc) from exc
-            response = check_response(answer, self.model)
+            response = await self._calls.complete(request)
+        except BudgetExceeded:
+            raise
         except HoneycombError as exc:
             return _Outcome(error=exc)
         text = (response.message.content or "").strip()

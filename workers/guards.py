@@ -36,9 +36,7 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     Event,
-    HoneycombError,
     Model,
-    ModelCallError,
     ModelRequest,
     SystemMessage,
     Tool,
@@ -50,9 +48,9 @@ from runtime import (
 )
 from runtime.concurrency import run_together
 from runtime.config.imports import import_object
-from runtime.models.checks import check_response
 from runtime.tools.journal import arguments_text
 from runtime.value import Value
+from workers.calls import model_calls
 
 __all__ = [
     "GuardCheck",
@@ -291,22 +289,7 @@ class Judge:
             timeout=role.model_timeout,
             max_output_tokens=role.max_output_tokens or VERDICT_TOKENS,
         )
-        budget = self.budget
-        if budget is not None:
-            budget.reserve_model_call()
-        flight = budget.call_started(role_name, 0, "judge") if budget else None
-        try:
-            answer = await model.complete(request)
-        except HoneycombError:
-            raise
-        except Exception as exc:  # the model's own (cancellation is not an Exception)
-            raise ModelCallError(model, exc) from exc
-        finally:
-            if budget is not None and flight is not None:
-                budget.call_ended(flight)
-        response = check_response(answer, model)
-        if self.budget is not None:
-            self.budget.charge(response.usage)
+        response = await model_calls(model, self.budget, role_name, kind="judge").complete(request)
         text = (response.message.content or "").strip()
         first = text.split(maxsplit=1)[0].strip(".!:,").upper() if text else ""
         verdict = None if first == "PASS" else (text or "the judge gave no answer")

@@ -42,8 +42,6 @@ start), not a new answer's, and what the answer cost is never lost with a proces
 
 from __future__ import annotations
 
-import time
-
 import pydantic
 from msgspec.structs import replace
 
@@ -57,9 +55,7 @@ from runtime import (
     MaxTurnsExceeded,
     Message,
     Model,
-    ModelCallError,
     ModelRequest,
-    ModelResponse,
     OutcomeUnknown,
     OutputCutOff,
     OutputSchema,
@@ -70,24 +66,19 @@ from runtime import (
     ToolMessage,
     ToolSchema,
     Tracer,
-    Usage,
     UserMessage,
     logs,
 )
 from runtime.concurrency import require_asyncio
 from runtime.events import (
-    CallReport,
+    Caller,
     HeldText,
-    ModelCallFinished,
-    ModelCallStarted,
     TextDelta,
-    current_call,
 )
-from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, call_model, request_writer
-from runtime.models.checks import check_response
 from runtime.tools.approvals import ApprovalNeeded
+from workers.calls import model_calls
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
@@ -137,9 +128,9 @@ class AgentLoop:
     """
 
     # One loop per running worker: no instance dict.
-    __slots__ = ("_compactor", "_conversation", "_head", "_output", "budget", "checkpoint",
-                 "dispatcher", "guards", "instructions", "model", "run_id", "settings", "store",
-                 "tracer", "worker")  # fmt: skip
+    __slots__ = ("_calls", "_compactor", "_conversation", "_head", "_output", "budget",
+                 "checkpoint", "dispatcher", "guards", "instructions", "model", "run_id",
+                 "settings", "store", "tracer", "worker")  # fmt: skip
 
     def __init__(
         self,
@@ -163,6 +154,8 @@ class AgentLoop:
         self.run_id = run_id = kept.run_id
         self.store = self.checkpoint = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None
+        caller = Caller(worker=worker, run_id=run_id, tracer=self.tracer)
+        self._calls = model_calls(model, self.budget, worker, caller=caller)
         self._conversation = f"{run_id}/{worker}" if run_id else worker
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
@@ -235,41 +228,20 @@ class AgentLoop:
                 self.checkpoint.save(state)
             if fitted is not None:
                 window = window.narrowest(fitted)
-        tracing = self.tracer.enabled
-        request = None  # until the budget allows the call
         held: HeldText | None = None
         try:
             context, omitted = self._context(state, messages, window)
-            request = self._request(context, tools, turn, wrap_up, tracing)
-            budget = self.budget
-            flight = budget.call_started(self.worker, turn) if budget is not None else None
-            started = time.perf_counter() if tracing else 0.0
-            try:
-                if self.tracer.text:  # someone reads the text as it is written
-                    # The text of an answer output guards will check is held until
-                    # they pass it (text that a guard refuses never reaches a listener).
-                    held = HeldText(self.tracer) if self.guards is not None else None
-                    sink = self._text_sink(turn, held or self.tracer, flight)
-                    answer = await call_model(self.model, request, sink)
-                else:
-                    answer = await self.model.complete(request)
-            except HoneycombError:
-                raise
-            except Exception as exc:  # the model's own (cancellation is not an Exception)
-                raise ModelCallError(self.model, exc) from exc
-            finally:
-                if budget is not None and flight is not None:
-                    budget.call_ended(flight)
-            # What a model returns is user code's: checked here, once, as it arrives.
-            response = check_response(answer, self.model)
-        except HoneycombError as exc:
-            if tracing and request is not None:  # the call was made (and reported started)
-                self._emit_finished(turn, started, None, exc)
+            request = self._request(context, tools, turn, wrap_up)
+            if self.tracer.text:  # someone reads the text as it is written
+                # The text of an answer output guards will check is held until they
+                # pass it (text that a guard refuses never reaches a listener).
+                held = HeldText(self.tracer) if self.guards is not None else None
+                sink = self._text_sink(turn, held or self.tracer)
+                response = await call_model(self._calls, request, sink)
+            else:
+                response = await self._calls.complete(request)
+        except HoneycombError as exc:  # the budget's, the model's, or its answer's
             return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
-        if self.budget is not None:
-            self.budget.charge(response.usage)
-        if tracing:
-            self._emit_finished(turn, started, response, None)
         # Ids unique in the conversation before anything uses them (the checkpoint,
         # the journal, the observations, the wire).
         message = with_distinct_ids(response.message, messages, turn)
@@ -314,19 +286,12 @@ class AgentLoop:
         return step
 
     def _request(
-        self,
-        context: tuple[Message, ...],
-        tools: tuple[ToolSchema, ...],
-        turn: int,
+        self, context: tuple[Message, ...], tools: tuple[ToolSchema, ...], turn: int,
         wrap_up: bool,
-        tracing: bool,
-    ) -> ModelRequest:
-        """The request for this turn's model call, once the budget allows the call
-        (the call is awaited in :meth:`step` itself: a waiting worker's stack is one
-        coroutine shorter)."""
-        if self.budget is not None:
-            self.budget.reserve_model_call()
-        request = ModelRequest(
+    ) -> ModelRequest:  # fmt: skip
+        """The request for this turn's model call (the call is awaited in :meth:`step`
+        itself: a waiting worker's stack is one coroutine shorter)."""
+        return ModelRequest(
             messages=context,
             tools=tools,
             tool_choice="none" if wrap_up else "auto",
@@ -334,25 +299,16 @@ class AgentLoop:
             timeout=self.settings.model_timeout,
             conversation=self._conversation,
             max_output_tokens=self.settings.max_output_tokens,
+            turn=turn,
         )
-        if tracing:
-            self.tracer.emit(ModelCallStarted(worker=self.worker, run_id=self.run_id, turn=turn))
-            # The model's retry policy reports each retry to it (until _emit_finished).
-            current_call.set(
-                CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
-            )
-        return request
 
-    def _text_sink(self, turn: int, tracer: Tracer, flight: CallInFlight | None) -> TextSink:
+    def _text_sink(self, turn: int, tracer: Tracer) -> TextSink:
         """Where a streamed answer's pieces go: one :class:`TextDelta` each, to
-        ``tracer`` (the loop's, or a hold in front of it), counted in ``flight``."""
+        ``tracer`` (the loop's, or a hold in front of it)."""
         emit, worker, run_id = tracer.emit, self.worker, self.run_id
-        count = flight.streamed if flight is not None else None
 
         def sink(text: str) -> None:
             if text:
-                if count is not None:
-                    count(text)
                 emit(TextDelta(worker=worker, run_id=run_id, turn=turn, text=text))
 
         return sink
@@ -376,31 +332,6 @@ class AgentLoop:
         folded = state.summarized
         summary = summary_message(state.summary, folded) if state.summary else None
         return assemble(self.head(state.task), messages[folded:], window, summary)
-
-    def _emit_finished(
-        self, turn: int, started: float, response: ModelResponse | None, exc: HoneycombError | None
-    ) -> None:
-        usage = response.usage if response is not None else Usage()
-        report = current_call.get()
-        current_call.set(None)
-        finished = ModelCallFinished(
-            worker=self.worker,
-            run_id=self.run_id,
-            turn=turn,
-            duration_s=time.perf_counter() - started,
-            status="ok" if exc is None else "error",
-            model=response.model if response is not None else "",
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost=usage.cost,
-            tool_calls=len(response.message.tool_calls) if response is not None else 0,
-            error=None if exc is None else f"{type(exc).__name__}: {exc}",
-            attempts=report.attempts if report is not None else 1,
-            retry_wait_s=report.retry_wait_s if report is not None else 0.0,
-            reasoning_tokens=usage.reasoning_tokens,
-            cached_input_tokens=usage.cached_input_tokens,
-        )
-        self.tracer.emit(finished)
 
     async def _observed(
         self, state: LoopState, calls: tuple[ToolCall, ...], observations: tuple[ToolMessage, ...]

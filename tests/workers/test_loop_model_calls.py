@@ -8,7 +8,6 @@ import pytest
 
 from runtime import (
     AssistantMessage,
-    Budget,
     Dispatcher,
     Event,
     ModelCallFinished,
@@ -110,7 +109,6 @@ async def test_reasoning_tokens_are_counted_on_the_loop_the_budget_and_the_event
     )
     events: list[Event] = []
     loop = loop_on(model, events)
-    loop.budget = Budget()
 
     result = await loop.run("t")
 
