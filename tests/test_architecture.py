@@ -261,6 +261,9 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
         ("runtime/memory/x.py", "from ._sqlite import is_busy", None),
         ("runtime/tools/x.py", "from runtime.errors import _private_name", None),
         ("tests/honeycomb/x.py", "from honeycomb.backends._wire import raised", None),
+        ("tests/honeycomb/backends/x.py", "from honeycomb.backends._wire import raised", None),
+        ("tests/honeycomb/run/x.py", "from honeycomb.backends._wire import raised",
+         "honeycomb.backends._wire"),
     ],
 )  # fmt: skip
 def test_a_reach_into_another_package_is_seen(where: str, source: str, found: str | None) -> None:

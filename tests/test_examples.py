@@ -1,5 +1,5 @@
 """Every example hive runs end to end on the offline model, and its answer states what
-its tools found. Each is also an ``honeycomb init`` template (tests/honeycomb/test_init.py)."""
+its tools found. Each is also an ``honeycomb init`` template (tests/honeycomb/cli/test_init.py)."""
 
 from __future__ import annotations
 
