@@ -17,8 +17,7 @@ import pytest
 import honeycomb
 import runtime
 import workers
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def module_name(path: Path) -> str:

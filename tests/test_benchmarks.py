@@ -18,8 +18,8 @@ from benchmarks.fanout import IMPORT_PROBE, OWN_PACKAGES, Samples, dependencies,
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
 from benchmarks.workload import run_honeycomb
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = Params(n=3, k=3, t=2, lm=0.0, lt=0.0)
 
 

@@ -15,8 +15,9 @@ from honeycomb.cli.init import examples_folder, templates
 from honeycomb.hive import load_hive
 from honeycomb.run.events import WorkerStarted
 from runtime import Event, ToolCallFinished
+from tests.support import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture(autouse=True)

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.running import DEMOS
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def _pip(*args: str) -> None:

@@ -18,9 +18,10 @@ from honeycomb import Executor, Role, ScriptedModel, tool
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
 from runtime.testing import call
+from tests.support import ROOT
 from tests.support.asgi_server import ThreadedServer
 
-HIVE = Path(__file__).resolve().parents[2] / "examples" / "trip" / "hive.yaml"
+HIVE = ROOT / "examples" / "trip" / "hive.yaml"
 CITIES = ["Lisbon", "Porto", "Madrid", "Oslo", "Rome"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 from types import ModuleType
@@ -11,16 +10,6 @@ import anyio
 import pytest
 
 from runtime import Dispatcher, ToolCall, ToolContext, ToolRegistry
-
-TRIP = Path(__file__).resolve().parents[2] / "examples" / "trip"
-
-
-@pytest.fixture
-def trip(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(TRIP))
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    return importlib.import_module("trip_tools")
-
 
 # --- weather ----------------------------------------------------------------------------
 

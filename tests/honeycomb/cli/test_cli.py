@@ -18,15 +18,6 @@ from honeycomb import Executor, Role, RunFailed, RunStore, ScriptedModel
 from honeycomb.cli.main import demo_hive_path, main
 
 
-@pytest.fixture
-def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No simulated tool latency; the outbox and the run store go to a temporary folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
-    return tmp_path / "outbox"
-
-
 def test_demo_prints_the_answer_and_the_summary(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

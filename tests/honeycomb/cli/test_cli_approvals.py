@@ -20,17 +20,6 @@ from honeycomb import ApprovalRequest, Decision
 from honeycomb.cli.approve import TerminalApprover
 from honeycomb.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No simulated tool latency; the outbox and the run store go to a temporary folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
-    return tmp_path / "outbox"
-
 
 def test_off_a_terminal_the_run_waits_and_says_how_to_decide_and_resume(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]

@@ -11,8 +11,7 @@ import pytest
 
 from honeycomb.cli.exits import ExitStatus, exit_status_table
 from honeycomb.cli.main import main
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support import ROOT
 
 
 def test_the_exit_status_table_of_docs_cli_md_is_the_commands_table() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel, tool
+from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel
 from honeycomb.cli.main import main
 from honeycomb.cli.runs import run_line
 from honeycomb.cli.view import PlainView
@@ -27,13 +27,9 @@ from runtime import (
     UserMessage,
 )
 from runtime.testing import call
+from tests.support import ROOT
 from tests.support.openai_server import OpenAIServer
-
-
-@tool
-async def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"v-{key}"
+from tests.support.sample_tools import lookup
 
 
 def lines(*events: Event) -> list[str]:
@@ -261,11 +257,8 @@ def test_the_list_of_runs_counts_in_the_singular_and_the_plural() -> None:
 
 
 def test_the_list_of_runs_has_a_header_that_labels_every_column(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
     assert main(["demo", "--plain", "--latency", "0"]) == 0
     capsys.readouterr()
     assert main(["runs"]) == 0
@@ -280,5 +273,5 @@ def test_the_list_of_runs_has_a_header_that_labels_every_column(
         assert header.index(label) + len(label) - 1 == dash, label
     assert row.index("Plan a weekend") == header.index("task")
     # docs/cli.md shows the same header.
-    cli_md = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
+    cli_md = (ROOT / "docs" / "cli.md").read_text()
     assert f"\n{header}\n" in cli_md

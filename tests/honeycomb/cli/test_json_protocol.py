@@ -17,11 +17,9 @@ from honeycomb import Executor, JsonToolModel, OfflineModel
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from runtime import OpenAIModel
-from tests.honeycomb.cli.test_text_protocol import DOCUMENTED, fast_demo, hive
+from tests.honeycomb.cli.test_text_protocol import DOCUMENTED, hive
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 from tests.support.tool_less import offline_answer, spy_on, tool_less
-
-__all__ = ["fast_demo"]  # the fixture, used here by name
 
 
 def test_the_demo_runs_end_to_end_through_the_json_protocol(

@@ -147,22 +147,15 @@ def test_a_file_that_is_not_a_memory_file_is_an_error_not_a_traceback(
     assert "not a Honeycomb memory file" in capsys.readouterr().err
 
 
-@pytest.fixture
-def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
-    return tmp_path
-
-
 def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    memory = SQLiteMemory(fast_demo.parent / ".honeycomb" / "memory.db")  # the demo's
     assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 0
     first = capsys.readouterr()
     assert "recalled 0 memories from memory trip" in first.out
     assert "run it again to see the workers recall" in first.err
-    kept = asyncio.run(SQLiteMemory(fast_demo / ".honeycomb" / "memory.db").list("trip"))
+    kept = asyncio.run(memory.list("trip"))
     assert {r.role for r in kept} == {"meteorologist", "guide", "analyst"}
     assert {r.kind for r in kept} == {"note", "result"}
     assert all(r.run_id for r in kept)
@@ -176,9 +169,7 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
     for trace in ("Recall for", "Remember for", "Remembered (memory", "k=3", "get_weather("):
         assert trace not in answer
     assert "What earlier work kept says the same (memory " in answer
-    texts = [
-        r.text for r in asyncio.run(SQLiteMemory(fast_demo / ".honeycomb" / "memory.db").list())
-    ]
+    texts = [r.text for r in asyncio.run(memory.list())]
     for shown in re.findall(
         r"Recalled from memory \w+ \([^)]*\): (.*?)(?= Recalled| What|$)", answer, re.M
     ):

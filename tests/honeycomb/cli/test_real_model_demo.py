@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.honeycomb.run.test_real_model import HAS_JSON_TOOLS, HAS_OUTPUT_LIMITS
+from tests.support import ROOT
 from tests.support.llama import REAL_MODEL
 
 pytestmark = [*REAL_MODEL, pytest.mark.timeout(200)]
@@ -50,10 +51,9 @@ NO_JSON = pytest.mark.xfail(
 def demo(args: list[str], folder: Path) -> dict[str, Any]:
     """Run ``honeycomb demo ... --json`` in ``folder``; its last record (run.finished),
     after checking that it ended within two minutes with status 0."""
-    root = Path(__file__).resolve().parents[3]
     environment = {
         **os.environ,
-        "PYTHONPATH": str(root),
+        "PYTHONPATH": str(ROOT),
         "HONEYCOMB_DEMO_TOOL_LATENCY": "0",
         "HONEYCOMB_OUTBOX": str(folder / "outbox"),
     }

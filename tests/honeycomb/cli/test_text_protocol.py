@@ -25,15 +25,6 @@ DOCUMENTED = ["demo", "--model", "llama3.1:8b", "--base-url", "http://localhost:
               "--tool-protocol", "text"]  # fmt: skip
 
 
-@pytest.fixture
-def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No simulated tool latency; the outbox and the run store go to a temporary folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
-    return tmp_path / "outbox"
-
-
 def test_the_demo_runs_end_to_end_on_a_model_without_function_calling(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

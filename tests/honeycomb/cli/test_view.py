@@ -22,12 +22,7 @@ from rich.console import Console
 from honeycomb import Executor, Policy, Role, ScriptedModel, tool
 from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
 from runtime.testing import call
-
-
-@tool
-async def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"v-{key}"
+from tests.support.sample_tools import lookup
 
 
 def executor(policy: Policy | None = None) -> Executor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 import typing
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
 from runtime import AdaptiveLimiter, OpenAIModel
+from tests.support.hives import errors_of, hive
 from workers import Role
 
 GOOD = """\
@@ -41,18 +41,6 @@ policy:
   quorum: 2
   budgets: {model_calls: 10}
 """
-
-
-def hive(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "hive.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def errors_of(path: Path) -> list[str]:
-    with pytest.raises(ConfigErrors) as caught:
-        load_hive(path)
-    return [str(e) for e in caught.value.errors]
 
 
 def one_error(path: Path) -> str:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from honeycomb import ConfigErrors, Executor, RayBackend
+from honeycomb import Executor, RayBackend
 from honeycomb.hive import load_hive
+from tests.support.hives import errors_of
 
 pytest.importorskip("ray")
 
@@ -31,12 +32,6 @@ def hive(tmp_path: Path, backend: str) -> Path:
     path = tmp_path / "hive.yaml"
     path.write_text(HIVE + textwrap.dedent(backend))
     return path
-
-
-def errors_of(path: Path) -> list[str]:
-    with pytest.raises(ConfigErrors) as caught:
-        load_hive(path)
-    return [str(e) for e in caught.value.errors]
 
 
 def test_without_backend_or_with_backend_local_the_workers_run_locally(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import bundled_gguf
-from tests.honeycomb.hive.test_hive import errors_of
+from tests.support.hives import errors_of
 
 HIVE = """\
 models:

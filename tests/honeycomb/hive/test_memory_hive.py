@@ -4,7 +4,6 @@ hive's top-level ``memory:`` and the roles' ``memory:``, and their mistakes."""
 from __future__ import annotations
 
 import importlib.util
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from honeycomb import (
     SQLiteMemory,
 )
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
+from tests.support.hives import hive
 
 
 def answer(request: ModelRequest) -> str:
@@ -84,12 +84,6 @@ async def test_a_memory_given_as_a_path_is_an_sqlite_memory(tmp_path: Path) -> N
 def test_roles_with_memory_and_no_memory_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigErrors, match="role 'guide' has memory: but there is no memory"):
         Executor([Role(name="guide", memory=RoleMemory())], FunctionModel(answer))
-
-
-def hive(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "hive.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 HIVE = """\

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import time
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -48,19 +46,11 @@ from workers.loop import WRAP_UP
 from workers.worker import format_task
 
 PREFIX = "[offline simulation] "
-TRIP = Path(__file__).resolve().parents[3] / "examples" / "trip"
 TASK = (
     "Compare the weather in Lisbon, Porto and Madrid this Saturday, find two things to do "
     "in each city, work out the cost of 3 nights at 95 EUR plus 2 train tickets at 40 EUR, "
     "and send me a short summary in my outbox."
 )
-
-
-@pytest.fixture
-def trip(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(TRIP))
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    return importlib.import_module("trip_tools")
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from honeycomb import Executor, OfflineModel
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
@@ -21,18 +19,11 @@ from runtime import ModelRequest, SystemMessage, UserMessage
 PREFIX = "[offline simulation] "
 
 
-@pytest.fixture
-def outbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
-    return tmp_path / "outbox"
-
-
-async def test_the_demo_answer_states_the_facts_in_sentences(outbox: Path) -> None:
+async def test_the_demo_answer_states_the_facts_in_sentences(fast_demo: Path) -> None:
     executor = Executor.from_yaml(demo_hive_path(), model=OfflineModel(latency=0))
     weather = json.loads((demo_hive_path().parent / "data" / "weather.json").read_text())
     result = await executor.run(load_hive(demo_hive_path()).spec.example_task or "")
-    _check_demo_answer(result.answer_text, weather, outbox)
+    _check_demo_answer(result.answer_text, weather, fast_demo)
 
 
 def _check_demo_answer(answer: str, weather: dict[str, Any], outbox: Path) -> None:

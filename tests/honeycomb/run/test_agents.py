@@ -26,30 +26,18 @@ from honeycomb.run.policy import Budgets
 from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline
-from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted, ToolMessage
+from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Decision
+from tests.support.model_requests import Answer, observations, role_of
 
 LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
 RESEARCHER = Role(name="researcher", description="Finds things out.")
 ONE = [{"id": "s1", "role": "lead", "instruction": "find out about bees"}]
 
 
-def role_of(request: ModelRequest) -> str:
-    """The role whose worker sent ``request`` (its system prompt names it)."""
-    first = str(request.messages[0].content)
-    return first.removeprefix("You are the ").split(" worker", 1)[0]
-
-
 def task_of(request: ModelRequest) -> str:
     return str(request.messages[1].content)
-
-
-def observations(request: ModelRequest) -> list[ToolMessage]:
-    return [m for m in request.messages if isinstance(m, ToolMessage)]
-
-
-Answer = AssistantMessage | str
 
 
 def lead_asks(*instructions: str) -> Callable[[ModelRequest], Answer]:

@@ -16,9 +16,8 @@ import anyio
 import pytest
 
 from honeycomb import ApprovalError, Event, Subtask, WorkerFinished
+from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_saw, plan
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_a_paused_worker_does_not_block_the_others(tmp_path: Path) -> None:

@@ -16,15 +16,14 @@ from runtime import (
     Tool,
     ToolCall,
     ToolDefinitionError,
-    ToolMessage,
 )
 from runtime.testing import call
+from tests.support.model_requests import Answer, observations, role_of
 
 HARD_TIMEOUT_S = 20.0
 """No test here may take longer: a deadlock fails it instead of hanging the suite."""
 
 ONE = [{"id": "s1", "role": "lead", "instruction": "find out about bees"}]
-Answer = AssistantMessage | str
 
 
 class InFlight:
@@ -47,16 +46,6 @@ class InFlight:
             return f"result for {query}"
 
         return look
-
-
-def role_of(request: ModelRequest) -> str:
-    """The role whose worker sent ``request`` (its system prompt names it)."""
-    first = str(request.messages[0].content)
-    return first.removeprefix("You are the ").split(" worker", 1)[0]
-
-
-def observations(request: ModelRequest) -> list[ToolMessage]:
-    return [m for m in request.messages if isinstance(m, ToolMessage)]
 
 
 def makes(*calls: ToolCall) -> Callable[[ModelRequest], Answer]:

@@ -27,9 +27,8 @@ from runtime import (
     tool,
 )
 from runtime.testing import FunctionModel
+from tests.support import ROOT
 from tests.support.openai_server import OpenAIServer, Raw, error, text
-
-ROOT = Path(__file__).resolve().parents[3]
 
 # --- default deny --------------------------------------------------------------------
 

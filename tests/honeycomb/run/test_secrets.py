@@ -47,6 +47,7 @@ from honeycomb.cli.main import main
 from runtime import Event, HoneycombError
 from runtime.secrets import known, masked
 from runtime.testing import FunctionModel
+from tests.support import ROOT
 from tests.support.mcp_servers import sdk_server
 from tests.support.openai_server import (
     Behaviour,
@@ -58,7 +59,6 @@ from tests.support.openai_server import (
 
 KEY = "sk-probe-7Qm2Xv9Lr4Tz8Kp1Wd6Hn3Bc5"
 TASK = f"Probe the endpoint (its key: {KEY})."
-ROOT = Path(__file__).resolve().parents[3]
 
 HIVE = """\
 models:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT
 from tests.support.durable import calls_by_worker
 
-ROOT = Path(__file__).resolve().parents[3]
 WORKERS = 6
 TRIALS = int(os.environ.get("HONEYCOMB_CRASH_TRIALS", "10"))
 

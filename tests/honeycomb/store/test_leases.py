@@ -20,20 +20,15 @@ import pytest
 
 from honeycomb import ConfigError, Executor, RunBusy, RunStore, StoreError
 from honeycomb.cli.main import main
+from tests.support import ROOT
 from tests.support.durable import BUSY, TASK, Setup, plan
 from tests.support.old_stores import write_old_store
 
-ROOT = Path(__file__).resolve().parents[3]
 HOST = socket.gethostname()
 
 posix_only = pytest.mark.skipif(
     not hasattr(signal, "SIGKILL"), reason="kills and stops processes with POSIX signals"
 )
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path, Path]:
-    return tmp_path / "runs.db", tmp_path / "effects.txt", tmp_path / "calls.txt"
 
 
 def child(files: tuple[Path, Path, Path], life: str, *options: str) -> list[str]:
@@ -257,11 +252,8 @@ def test_an_owner_whose_lease_was_taken_over_stops_writing(
 
 
 def test_resume_names_the_owner_and_force_takes_an_expired_lease(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fast_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
     db = tmp_path / "runs.db"
     args = ["--store", str(db), "--plain", "--model", "offline"]
     assert main(["demo", "--latency", "0", "--run-id", "trip", *args]) == 0

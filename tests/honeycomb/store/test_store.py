@@ -18,11 +18,6 @@ from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path, Path]:
-    return tmp_path / "runs.db", tmp_path / "effects.txt", tmp_path / "calls.txt"
-
-
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 

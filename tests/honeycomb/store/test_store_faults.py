@@ -16,10 +16,8 @@ import pytest
 
 from honeycomb import RunStore, Subtask, WorkerFinished
 from runtime import Event
-from tests.support import fatal
+from tests.support import ROOT, fatal
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_status(db: Path) -> tuple[str, dict[str, str]]:

@@ -4,7 +4,6 @@ that ended."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 import subprocess
@@ -16,14 +15,9 @@ import pytest
 
 from honeycomb import RunStore, StoreError
 from honeycomb.cli.main import main
+from tests.support import ROOT
 from tests.support.durable import TASK, Setup, plan
-from tests.support.old_stores import write_old_store
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+from tests.support.old_stores import digest, write_old_store
 
 
 def foreign_file(path: Path) -> Path:

@@ -5,7 +5,6 @@ there, and an unfinished one resumes."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -16,11 +15,7 @@ from honeycomb import Decision, RunStore
 from honeycomb.store.schema import APPLICATION_ID, SCHEMA_VERSION, upgrade_statements
 from tests.support import approvals
 from tests.support.durable import TASK, Setup, plan
-from tests.support.old_stores import write_old_store
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+from tests.support.old_stores import digest, write_old_store
 
 
 def tables(db: Path) -> dict[str, list[tuple[str, str]]]:

@@ -18,8 +18,7 @@ import pytest
 
 from honeycomb import Executor, Role, RunStore, ScriptedModel, StoreError, tool
 from runtime import AssistantMessage, ToolCall
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support import ROOT
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ the terminal, as JSON lines and as a web page (checked in headless Chromium)."""
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,6 +22,7 @@ from honeycomb.trace.terminal import CHARS, render_timeline
 from honeycomb.trace.timeline import Timeline, build_timeline
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
+from tests.support.chromium import chromium
 
 # Untrusted text from the run: it must come out escaped in the page and inert in the
 # terminal. If the page did not escape it, the injected script would record an error.
@@ -76,11 +75,6 @@ async def dag_run(db: Path, *, trace: bool = True) -> Timeline:
     assert stored.plan is not None
     plan = Plan.model_validate_json(stored.plan)
     return build_timeline(store.spans("r1"), plan.subtasks, run_id="r1", task=stored.task)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "runs.db"
 
 
 # --- the model ----------------------------------------------------------------------
@@ -226,11 +220,8 @@ async def test_the_terminal_view_draws_a_line_per_row(db: Path) -> None:
 
 
 def test_trace_after_a_demo_prints_rows_and_writes_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fast_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path / "outbox"))
     db = tmp_path / "runs.db"
     assert main(["demo", "--plain", "--latency", "0", "--store", str(db)]) == 0
     [run] = RunStore(db).runs()
@@ -324,21 +315,12 @@ def test_the_page_escapes_what_came_from_the_run() -> None:
     assert "addEventListener('error'" in page.first_script
 
 
-def _chromium_or_skip() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing; .ci/run installs it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return found
-
-
 async def test_the_page_runs_in_headless_chromium(db: Path, tmp_path: Path) -> None:
-    chromium = _chromium_or_skip()
+    browser = chromium()
     timeline = await dag_run(db)
     page = tmp_path / "trace.html"
     page.write_text(to_html(timeline), encoding="utf-8")
-    done = await anyio.to_thread.run_sync(_dump_dom, chromium, page, tmp_path / "profile")
+    done = await anyio.to_thread.run_sync(_dump_dom, browser, page, tmp_path / "profile")
     assert done.returncode == 0, done.stderr[-2000:]
     dom = _Page.of(done.stdout)
     assert dom.workers == ["a", "b", "c"]
@@ -349,23 +331,23 @@ async def test_the_page_runs_in_headless_chromium(db: Path, tmp_path: Path) -> N
 
 def test_the_error_catcher_in_the_page_works(tmp_path: Path) -> None:
     """The test above could not fail if the page's error catcher caught nothing."""
-    chromium = _chromium_or_skip()
+    browser = chromium()
     spans = [_span("w", "worker", "x", 0.0, 1.0, worker="x")]
     html = to_html(build_timeline(spans)).replace(
         '<div id="tip" hidden></div>', "<script>undefinedFunction();</script>"
     )
     page = tmp_path / "broken.html"
     page.write_text(html, encoding="utf-8")
-    done = _dump_dom(chromium, page, tmp_path / "profile")
+    done = _dump_dom(browser, page, tmp_path / "profile")
     dom = _Page.of(done.stdout)
     assert "undefinedFunction" in (dom.root.get("data-errors") or "")
     assert dom.root.get("data-ready") == "1"
 
 
-def _dump_dom(chromium: str, page: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+def _dump_dom(browser: str, page: Path, profile: Path) -> subprocess.CompletedProcess[str]:
     """The page's DOM after its scripts ran, from headless Chromium (no network)."""
     command = [
-        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", f"--user-data-dir={profile}", "--dump-dom", page.as_uri(),
     ]  # fmt: skip

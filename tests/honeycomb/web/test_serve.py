@@ -40,8 +40,9 @@ from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
-from tests.support import approvals
+from tests.support import ROOT, approvals
 from tests.support.asgi_server import ThreadedServer
+from tests.support.chromium import chromium
 
 TOKEN = "test-token-0123456789"
 EVIL = '<script>document.documentElement.dataset.injected = "yes"</script>'
@@ -77,11 +78,6 @@ def _executor(db: Path, latency: float, gate: asyncio.Event | None = None) -> Ex
         policy=Policy(max_workers=4),
         store=db,
     )
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "runs.db"
 
 
 @pytest.fixture
@@ -369,15 +365,6 @@ def test_the_serve_command_prints_its_address_and_stops_on_ctrl_c(finished: Path
 # --- in a real headless Chromium ------------------------------------------------------
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing; .ci/run installs it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return found
-
-
 CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -388,7 +375,7 @@ CHROMIUM_FLAGS = [
 async def browser() -> AsyncIterator[Any]:
     playwright = pytest.importorskip("playwright.async_api")
     async with playwright.async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        launched = await p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         try:
             yield launched
         finally:
@@ -596,7 +583,7 @@ async def test_in_chromium_a_page_without_the_token_is_refused(
 def _keep_screenshot(made: Path) -> None:
     """With HONEYCOMB_SCREENSHOTS=1, the screenshot replaces the one docs/serve.md shows."""
     if os.environ.get("HONEYCOMB_SCREENSHOTS") == "1":
-        kept = Path(__file__).resolve().parents[3] / "docs" / "images" / "serve-run.png"
+        kept = ROOT / "docs" / "images" / "serve-run.png"
         kept.parent.mkdir(exist_ok=True)
         shutil.copyfile(made, kept)
 

@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 from runtime import MemoryFeatureMissing, MemoryStoreError, SQLiteMemory
 from runtime.memory import db as db
 from runtime.memory import fts_query, memory_id
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support import ROOT
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from runtime import ConfigError, ModelRequest, ModelServerError, UserMessage
 from runtime.limits.retry import RetryPolicy
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer, bundled_gguf
+from tests.support import ROOT
 from tests.support.llama import REAL_MODEL, SEED
 
 pytestmark = REAL_MODEL
@@ -93,10 +94,9 @@ request = ModelRequest(messages=(UserMessage(content="Hi"),), max_output_tokens=
 asyncio.run(model.complete(request))
 print(model.server.address, flush=True)
 """  # never stopped: the server's threads must not keep the interpreter alive
-    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
-        cwd=root, check=False,
+        cwd=ROOT, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     address = done.stdout.strip()

@@ -5,7 +5,6 @@ says what was wrong, never a ``KeyError``, ``TypeError``, ``AttributeError`` or
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Iterator
@@ -16,19 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import (
-    ModelError,
     ModelHTTPError,
-    ModelRequest,
     ModelResponse,
     ModelResponseError,
     OpenAIModel,
-    RetryPolicy,
-    UserMessage,
     YamlPath,
     format_path,
 )
 from runtime.models.checks import check_response as checked
 from tests.support.data_paths import paths_in
+from tests.support.fuzzing import Client, json_values
 from tests.support.openai_server import OpenAIServer, Raw, Reply, _completion
 
 EXAMPLES = 100
@@ -45,40 +41,9 @@ GOOD = _completion(
 )
 
 
-class Client:
-    """One model and one event loop for a whole test: making an ``openai`` client
-    costs about 0.1s (its SSL context), too much to make one per example."""
-
-    def __init__(self, server: OpenAIServer) -> None:
-        self.server = server
-        self.runner = asyncio.Runner()
-        self.model = OpenAIModel(
-            "gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1)
-        )
-
-    def outcome(self, behaviour: Raw) -> ModelResponse | ModelError:
-        """What ``complete`` makes of one answer: a response, or the ModelError it
-        raised (anything else propagates and fails the test)."""
-        self.server.enqueue(behaviour)
-        return self.runner.run(self._complete())
-
-    async def _complete(self) -> ModelResponse | ModelError:
-        try:
-            return await self.model.complete(ModelRequest(messages=(UserMessage(content="hi"),)))
-        except ModelError as exc:
-            return exc
-
-    def close(self) -> None:
-        self.runner.run(self._close())
-        self.runner.close()
-
-    async def _close(self) -> None:
-        await self.model.client.close()  # the client of the runner's loop
-
-
 @pytest.fixture(scope="module")
 def client(_running_openai_server: OpenAIServer) -> Iterator[Client]:
-    made = Client(_running_openai_server)
+    made = Client(_running_openai_server, OpenAIModel)
     yield made
     made.close()
 
@@ -91,19 +56,6 @@ def check_response(response: ModelResponse) -> None:
         assert call.name
     assert response.usage.input_tokens >= 0
     assert response.usage.output_tokens >= 0
-
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 
 
 @st.composite

@@ -4,7 +4,6 @@ whatever the endpoint sends, ``OpenAIResponsesModel.complete`` answers or raises
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Iterator
@@ -15,18 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import (
-    ModelError,
-    ModelRequest,
     ModelResponse,
     ModelResponseError,
     OpenAIResponsesModel,
-    RetryPolicy,
-    UserMessage,
     YamlPath,
     format_path,
 )
 from runtime.models.checks import check_response as checked
 from tests.support.data_paths import paths_in
+from tests.support.fuzzing import Client, json_values
 from tests.support.openai_server import OpenAIServer, Raw, Reply, _response
 
 FUZZ = settings(
@@ -49,49 +45,11 @@ GOOD = _response(
 )
 
 
-class Client:
-    """One model and one event loop for the whole module (a client costs ~0.1s)."""
-
-    def __init__(self, server: OpenAIServer) -> None:
-        self.server = server
-        self.runner = asyncio.Runner()
-        self.model = OpenAIResponsesModel(
-            "gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1)
-        )
-
-    def outcome(self, behaviour: Raw) -> ModelResponse | ModelError:
-        self.server.enqueue(behaviour)
-        return self.runner.run(self._complete())
-
-    async def _complete(self) -> ModelResponse | ModelError:
-        try:
-            return await self.model.complete(ModelRequest(messages=(UserMessage(content="hi"),)))
-        except ModelError as exc:
-            return exc
-
-    def close(self) -> None:
-        self.runner.run(self.model.client.close())
-        self.runner.close()
-
-
 @pytest.fixture(scope="module")
 def client(_running_openai_server: OpenAIServer) -> Iterator[Client]:
-    made = Client(_running_openai_server)
+    made = Client(_running_openai_server, OpenAIResponsesModel)
     yield made
     made.close()
-
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 
 
 @st.composite
