@@ -193,6 +193,23 @@ def owner(path: Path) -> str:
     return ".".join(parts)
 
 
+def test_each_test_folder_mirrors_a_package() -> None:
+    """tests/honeycomb/store holds the tests of honeycomb/store, and so on: a test
+    folder under tests/runtime, tests/workers or tests/honeycomb is a package's."""
+    folders = [
+        path.parent
+        for package in ("runtime", "workers", "honeycomb")
+        for path in (ROOT / "tests" / package).rglob("__init__.py")
+    ]
+    assert len(folders) > 10
+    mirroring_nothing = [
+        f.relative_to(ROOT).as_posix()
+        for f in folders
+        if not (ROOT / owner(f / "x.py").replace(".", "/")).is_dir()
+    ]
+    assert mirroring_nothing == []
+
+
 def imported_modules(path: Path, source: str) -> set[tuple[int, str]]:
     """Every module the file at ``path`` (holding ``source``) imports, by line: ``from
     a.b import c`` imports ``a.b.c`` when that is a module of ours (or a private name
