@@ -18,7 +18,7 @@ too, the end of what came held back while it could be the start of a secret
 
 The rule: every occurrence of a secret is masked as ``[<what> hidden]`` (``[api key
 hidden]``), whether other text is glued to it or not, as CI systems mask theirs, and
-so is every run of escapes that decodes to one (:mod:`runtime.escapes`: JSON's and
+so is every run of escapes that decodes to one (:mod:`runtime.text`: JSON's and
 Python's, in any mix, level under level), so that the text decoded holds the mask
 where it held the secret (a tool's arguments, the text a store keeps); a
 value shorter than :data:`MIN_LENGTH` characters is no secret to mask (local servers
@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import BaseModel
 
-from runtime.escapes import DEPTH, decoded, partial_end, views
+from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
     "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
@@ -214,10 +214,10 @@ def _start_of_secret(text: str) -> int:
     if "\\" not in tail:
         return offset + _start_in(tail, range(len(tail) + 1))
     cut = len(tail)
-    for view in views(tail):
+    for view in unescaped_views(tail):
         # An escape the next piece may complete: the text before it is read as if it
         # ended there, and may begin a secret the escape goes on.
-        end = partial_end(view.text)
+        end = open_escape(view.text)
         end = len(view.text) if end is None else end
         cut = min(cut, _start_in(view.text[:end], view.starts))
     return offset + cut
@@ -340,9 +340,9 @@ def _found(text: str) -> bool:
     if any(form in text for form, _ in _texts):
         return True
     view = text
-    for _ in range(DEPTH):
-        deeper = decoded(view)
-        if deeper is view or deeper == view:
+    for _ in range(ESCAPE_DEPTH):
+        deeper = unescaped(view)
+        if deeper == view:
             return False
         if any(form in deeper for form, _ in _texts):
             return True
@@ -362,7 +362,7 @@ def _text(text: str) -> str:
 def _escaped(text: str) -> str:
     """``text`` with the escapes masked that decode to a secret at the first level
     that shows one (each mask in place of the whole escapes it hides)."""
-    for view in views(text):
+    for view in unescaped_views(text):
         spans = _spans(view.text)
         if spans:
             pieces: list[str] = []
