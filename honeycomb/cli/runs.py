@@ -13,13 +13,11 @@ from rich.console import Console
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.trace.format import cached_share, counted, format_cost
+from honeycomb.trace.format import cached_share, counted, format_cost, format_took
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
-from runtime import (
-    StoreError,
-)
+from runtime import StoreError
 
 __all__ = ["run_line", "runs_command", "trace_command"]
 
@@ -41,7 +39,7 @@ def runs_command(args: argparse.Namespace) -> ExitStatus:
 
 
 _COLUMNS = (
-    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 6, ">"),
+    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 7, ">"), ("ran", 7, ">"),
     ("workers", 11, ">"), ("model calls", 16, ">"), ("tokens", 14, ">"), ("cached", 10, ">"),
     ("cost", 8, ">"), ("task", 0, "<"),
 )  # fmt: skip
@@ -59,11 +57,11 @@ def _row(cells: Sequence[str]) -> str:
 def run_line(run: RunSummary) -> str:
     """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
-    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
+    took, ran = format_took(run.duration_s, run.wall_s)
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
     return _row([
-        run.run_id, when, run.status, took, counted(run.workers, "worker"),
+        run.run_id, when, run.status, took, ran, counted(run.workers, "worker"),
         counted(run.model_calls, "model call"), counted(tokens, "token"),
         cached_share(run) or "-", format_cost(run.cost), task,
     ])  # fmt: skip
