@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.stores import opened_store
 from honeycomb.run.shown import stored_timeline
-from honeycomb.store import RunStore, RunSummary
+from honeycomb.store import RunSummary
 from honeycomb.trace.format import cached_share, counted, format_cost, format_took
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
@@ -24,7 +25,7 @@ __all__ = ["run_line", "runs_command", "trace_command"]
 
 def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
-        found = RunStore(args.store).runs(args.limit)
+        found = opened_store(args.store).runs(args.limit)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -68,11 +69,8 @@ def run_line(run: RunSummary) -> str:
 
 
 def trace_command(args: argparse.Namespace) -> ExitStatus:
-    if not args.store.exists():
-        print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
-        return ExitStatus.UNUSABLE
-    store = RunStore(args.store)
     try:
+        store = opened_store(args.store)
         stored = asyncio.run(store.load(args.run_id))
         spans = store.spans(args.run_id) if stored is not None else []
     except StoreError as exc:
