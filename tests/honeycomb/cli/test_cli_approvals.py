@@ -152,6 +152,13 @@ async def test_the_prompt_shows_the_call_as_a_person_reads_it() -> None:
     assert shown.rstrip().endswith("[a]pprove, [d]eny, [e]dit arguments?")
 
 
+def _tool_calls(text: str) -> int:
+    """The tool calls a command's closing lines count."""
+    found = re.search(r"^calls\s+\d+ model, (\d+) tool", text, re.M)
+    assert found is not None, f"no tool calls in:\n{text}"
+    return int(found.group(1))
+
+
 def _figure(text: str, label: str) -> float:
     """The number after ``label`` in a command's closing lines (the first one)."""
     found = re.search(rf"^{label}\s+([\d.]+)", text, re.M)
@@ -162,16 +169,19 @@ def _figure(text: str, label: str) -> float:
 def test_after_a_resume_every_command_tells_the_same_figures(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run that waited, was decided and resumed: ``resume``, ``runs`` and ``trace``
-    count the same model calls and tokens (every life's), and the critical path is no
-    longer than the wall time."""
+    """A run that waited, was denied its call and resumed: ``resume``, ``runs`` and
+    ``trace`` count the same model calls, tool calls (the denied one too: it was
+    answered, with a refusal) and tokens (every life's), and say the same wall time
+    and critical path, no longer than the wall time; ``runs`` says how long the run
+    took, pause included, and how long it ran: the wall time."""
     assert main(["demo", "--approve", "--plain", "--latency", "0.05", "--run-id", "w1"]) == 3
     found = re.search(r"honeycomb approve w1 (\S+)", capsys.readouterr().out)
     assert found is not None
-    assert main(["approve", "w1", found.group(1)]) == 0
+    assert main(["approve", "w1", found.group(1), "--deny", "--reason", "not today"]) == 0
     capsys.readouterr()
     assert main(["resume", "w1", "--plain"]) == 0
     resumed = capsys.readouterr().out.split("\nAnswer:\n", 1)[1]
+    assert "denied: not today" in resumed
     assert main(["runs"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("w1 ")]
     assert main(["trace", "w1"]) == 0
@@ -179,7 +189,13 @@ def test_after_a_resume_every_command_tells_the_same_figures(
     assert "2 lives" in traced
     calls, tokens = _figure(resumed, "calls"), _figure(resumed, "tokens")
     assert (_figure(traced, "calls"), _figure(traced, "tokens")) == (calls, tokens)
+    assert _tool_calls(traced) == _tool_calls(resumed)
+    for label in ("wall time", "critical path"):
+        assert _figure(traced, label) == _figure(resumed, label), label
     assert f" {calls:.0f} model calls " in row
     assert f" {tokens:.0f} tokens " in row
+    took, ran = re.split(r"\s{2,}", row)[3:5]  # pause included, and the wall time
+    assert ran == f"{_figure(resumed, 'wall time'):.2f}s"
+    assert float(took.removesuffix("s")) > float(ran.removesuffix("s"))
     for shown in (resumed, traced):
         assert _figure(shown, "critical path") <= _figure(shown, "wall time")

@@ -62,16 +62,47 @@ def test_every_command_returns_a_status_of_the_table() -> None:
     assert [where for path in sorted(cli.glob("*.py")) for where in _numbers_returned(path)] == []
 
 
-@pytest.mark.parametrize("store", ["/proc/nope/runs.db", "not-a-store.db"])
-def test_a_run_store_that_cannot_be_opened_stops_the_command_before_the_run(
-    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+UNUSABLE_STORES = ["/proc/nope/runs.db", "not-a-store.db", "a-folder"]
+"""Stores no command can use: one whose folder cannot be made, a file that is not a run
+store, a folder."""
+
+COMMANDS = {
+    "demo": ["demo", "--plain", "--latency", "0"],
+    "runs": ["runs"],
+    "trace": ["trace", "r1"],
+    "resume": ["resume", "r1", "--plain"],
+    "approve": ["approve", "r1", "call_1"],
+    "serve": ["serve", "--port", "0"],
+}
+"""Every command that uses a run store, as it is given one (``--store``)."""
+
+READERS = ("runs", "trace", "resume", "approve")
+"""The commands that only read what runs kept: a store that is not there is none to them
+(``demo`` and ``serve`` make theirs, as a run does)."""
+
+
+@pytest.mark.parametrize(
+    ("command", "store"),
+    [(c, s) for c in COMMANDS for s in UNUSABLE_STORES] + [(c, "missing.db") for c in READERS],
+)
+def test_a_run_store_that_cannot_be_opened_stops_the_command_before_it_starts(
+    command: str,
+    store: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "not-a-store.db").write_text("my notes\n")
-    code = main(["demo", "--plain", "--latency", "0", "--store", store])
+    (tmp_path / "a-folder").mkdir()
+    code = main([*COMMANDS[command], "--store", store])
     captured = capsys.readouterr()
     assert code == ExitStatus.UNUSABLE
     assert "run store" in captured.err
+    assert captured.err.startswith(f"{store}: ")  # which file, said first
     assert "kept in" not in captured.err
     assert len(captured.err.strip().splitlines()) == 1
     assert "Answer" not in captured.out
+    if command != "demo":  # whose first line says its model is offline
+        assert captured.out == ""  # no listing, no page
+    assert not (tmp_path / "missing.db").exists()  # a reader makes nothing

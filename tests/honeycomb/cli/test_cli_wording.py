@@ -264,8 +264,8 @@ def test_the_list_of_runs_has_a_header_that_labels_every_column(
     assert main(["runs"]) == 0
     title, header, row = capsys.readouterr().out.splitlines()
     assert title.startswith("1 run in ")
-    labels = ["run", "started", "status", "took", "workers", "model calls", "tokens", "cached",
-              "cost", "task"]  # fmt: skip
+    labels = ["run", "started", "status", "took", "ran", "workers", "model calls", "tokens",
+              "cached", "cost", "task"]  # fmt: skip
     assert header.split() == " ".join(labels).split()
     # No cached tokens and no price: each "-" stands right under its label.
     for label, end in (("cached", -2), ("cost", -1)):

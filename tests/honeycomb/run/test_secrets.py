@@ -16,6 +16,7 @@ import gc
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,6 +36,7 @@ from honeycomb import (
     Decision,
     Executor,
     ModelRequest,
+    OpenAIModel,
     Role,
     ScriptedModel,
     ToolCall,
@@ -165,7 +167,17 @@ class Seen:
 
     def leaks(self) -> list[str]:
         shown = self.texts.items()
-        return sorted(sink for sink, texts in shown if any(self.secret in t for t in texts))
+        return sorted(sink for sink, texts in shown if any(self.shows(t) for t in texts))
+
+    def shows(self, text: str) -> bool:
+        """Whether ``text`` holds the secret, as it is or as escapes decode to it."""
+        return self.secret in text or self.secret in unescaped(text)
+
+
+def unescaped(text: str) -> str:
+    """``text`` with every ``\\uXXXX`` escape decoded, however many backslashes escape
+    it in turn (JSON held in JSON): a reader of its own, to judge the library's."""
+    return re.sub(r"\\+u([0-9a-fA-F]{4})", lambda found: chr(int(found[1], 16)), text)
 
 
 @pytest.fixture
@@ -265,6 +277,8 @@ def test_the_probe_sees_a_key_that_is_not_masked() -> None:
         raise HoneycombError(f"partial {KEY}")
     seen.error(raised.value)
     assert seen.leaks() == ["error", "events"]
+    seen.add("store", json.dumps({"text": written_in_escapes(KEY, "nested")}))
+    assert seen.leaks() == ["error", "events", "store"]
 
 
 # --- every sink masks, whatever the source --------------------------------------------
@@ -401,3 +415,70 @@ async def test_a_run_whose_task_holds_a_secret_is_picked_up_by_its_own_task(
     first = await executor.run(task, subtasks=[("worker", "log in")], run_id="login")
     again = await executor.run(task, subtasks=[("worker", "log in")], run_id="login")
     assert again.answer_text == first.answer_text  # the stored result, not an error
+
+
+# --- a secret sent back written in escapes --------------------------------------------
+
+
+def written_in_escapes(text: str, how: str) -> str:
+    """``text`` as a JSON string's content that escapes it: every character as
+    ``\\uXXXX``; escapes in either case mixed with plain characters; or JSON that
+    escapes every character, held in a JSON string (the escapes escaped in turn)."""
+    if how == "every character":
+        return "".join(f"\\u{ord(c):04x}" for c in text)
+    if how == "mixed":
+        forms = (lambda c: c, lambda c: f"\\u{ord(c):04X}", lambda c: f"\\u{ord(c):04x}")
+        return "".join(forms[at % 3](c) for at, c in enumerate(text))
+    assert how == "nested"
+    inner = '{"inner": "' + written_in_escapes(text, "every character") + '"}'
+    return json.dumps(inner)[1:-1]
+
+
+received: list[str] = []
+
+
+@tool
+def echo(text: str) -> str:
+    """Say ``text`` back."""
+    received.append(text)
+    return f"echoed {text}"
+
+
+@pytest.mark.parametrize("how", ["every character", "mixed", "nested"])
+@pytest.mark.parametrize("source", ["endpoint", "function model"])
+async def test_a_key_sent_back_in_json_escapes_is_masked_as_they_decode(
+    tmp_path: Path, source: str, how: str
+) -> None:
+    arguments = '{"text": "' + written_in_escapes(KEY, how) + '"}'
+    assert KEY in unescaped(json.loads(arguments)["text"])  # what a tool would read
+    seen = Seen()
+    received.clear()
+    with OpenAIServer() as server:
+        if source == "endpoint":
+            server.enqueue(
+                Reply(tool_calls=(("c1", "echo", arguments),)), Reply(content=f"done, {arguments}")
+            )
+            model: Any = OpenAIModel("gpt-probe", base_url=server.base_url, api_key=KEY)
+        else:
+
+            def calling(request: ModelRequest) -> AssistantMessage:
+                if any(m.role == "tool" for m in request.messages):
+                    return AssistantMessage(content=f"done, {arguments}")
+                call = ToolCall(id="c1", name="echo", arguments=arguments)
+                return AssistantMessage(content=arguments, tool_calls=(call,))
+
+            model = FunctionModel(calling)
+            add_secret(KEY, "api key", owner=model)
+        executor = Executor(
+            [Role(name="worker", tools=("echo",))], model, tools=[echo], aggregator="concat",
+            store=tmp_path / "runs.db", on_event=[seen.event],
+        )  # fmt: skip
+        result = await executor.run("Echo it.", subtasks=[("worker", "echo the text")])
+    seen.add("result", result, result.model_dump_json())
+    seen.files("store", tmp_path, "runs.db*")
+    assert len(received) == 1
+    if source == "endpoint":  # what an endpoint sends back reaches no tool
+        seen.add("tool", *received)
+        assert "[api key hidden]" in received[0]
+    assert seen.leaks() == [], f"the key shows in: {seen.leaks()}"
+    assert "[api key hidden]" in result.answer_text

@@ -245,7 +245,7 @@ def test_trace_says_what_is_missing(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["trace", "r1", "--store", str(tmp_path / "none.db")]) == 2
-    assert "no run store at" in capsys.readouterr().err
+    assert "none.db: no run store" in capsys.readouterr().err
     anyio.run(lambda: dag_run(db, trace=False))
     assert [r.run_id for r in RunStore(db).runs()] == ["r1"]  # kept, without spans
     assert RunStore(db).spans("r1") == []
