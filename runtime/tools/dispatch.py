@@ -221,7 +221,8 @@ class Dispatcher:
         return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
     def _refused(self, call: Prepared, outcome: Outcome) -> ToolMessage:
-        """The observation for a call the layers refused, also reported as an event."""
+        """The observation for a call the layers refused, also reported as an event, as
+        every call the model has the observation of is."""
         if self.caller.tracer.enabled:
             finished(self.caller, call, outcome, 0.0)
         return outcome.observation(call.call)
@@ -241,6 +242,8 @@ class Dispatcher:
         else:
             async with cap:
                 outcome = await self.calls(call)
+        if not outcome.ran and self.caller.tracer.enabled:  # answered from the journal
+            finished(self.caller, call, outcome, 0.0)
         results[call.position] = outcome.observation(call.call)
 
     async def _serial(self, serial: list[Prepared], results: Results) -> None:

@@ -54,11 +54,15 @@ class Prepared(Value, frozen=True, gc=False, kw_only=True):
 
 class Outcome(Value, frozen=True, gc=False, kw_only=True):
     """How a call ended, or why it did not run: its observation's status and text,
-    and the error its ``tool_call.finished`` event reports (None: none)."""
+    the error its ``tool_call.finished`` event reports (None: none), and whether it
+    ran (one answered without running, from the journal, is reported by the
+    dispatcher, as a refused one is: every call the model has an observation of is
+    a tool call in the trace)."""
 
     status: ObservationStatus
     content: str
     error: str | None = None
+    ran: bool = True
 
     def observation(self, call: ToolCall) -> ToolMessage:
         """What the model is told of ``call``."""

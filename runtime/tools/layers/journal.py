@@ -35,9 +35,11 @@ class Journaled(ToolLayer):
         entry = journal.recorded(turn, asked.id)
         if entry is not None and entry.tool == asked.name:
             if entry.status is not None:  # it ended before the crash: never run it again
-                return Outcome(status=entry.status, content=entry.content)
+                error = entry.content if entry.status != "ok" else None
+                return Outcome(status=entry.status, content=entry.content, error=error, ran=False)
             if not call.tool.idempotent:  # it was running when the process died
-                outcome = Outcome(status="unknown", content=unknown_outcome_text(asked))
+                text = unknown_outcome_text(asked)
+                outcome = Outcome(status="unknown", content=text, error=text, ran=False)
                 await journal.outcome(turn, outcome.observation(asked))
                 return outcome
         await journal.intent(turn, asked, call.kwargs)

@@ -33,9 +33,10 @@ async def test_a_call_the_journal_knows_is_never_run_again() -> None:
     journal.entries[1, "c1"] = JournalEntry(tool="send", arguments="{}")  # cut off mid-call
     inner = Next()
     layer = Journaled(inner, journal)
-    assert await layer(prepared(send, 0, to="a")) == Outcome(status="ok", content="was sent")
+    kept = Outcome(status="ok", content="was sent", ran=False)  # the dispatcher reports it
+    assert await layer(prepared(send, 0, to="a")) == kept
     unknown = await layer(prepared(send, 1, to="b"))
-    assert unknown.status == "unknown"
+    assert (unknown.status, unknown.ran) == ("unknown", False)
     assert "may or may not have taken effect" in unknown.content
     assert inner.called == []
     entry = journal.recorded(1, "c1")
