@@ -28,9 +28,13 @@ turn got back (every call but a skipped repeat), once a turn.
 
 A model call::
 
-    budget -> trace -> checked answer -> model slots -> [retries -> rate limit] -> the model
+    cost cap -> budget -> trace -> checked answer -> model slots
+        -> [the model's own: retries -> rate limit] -> the model
 
-- **Budget** first: a call the budget refuses is never made, traced, or queued for
+- **Cost cap** first (``cost_per_call`` of the run's budgets): it only reads the
+  request, lowering its output limit to what its prompt leaves of the cap, so a call
+  it refuses was never reserved, counted or traced.
+- **Budget**: a call the budget refuses is never made, traced, or queued for
   a slot; one it allows is counted before it starts (no two workers slip past the
   last allowed call), is in flight while it runs, and is charged what it spent.
 - **Trace**: the call's span, from its start to its answer or error, with the
@@ -66,7 +70,7 @@ from typing import Any
 from runtime.events import Caller
 from runtime.limits import Budget, Slots
 from runtime.model import Model
-from runtime.models.layers import Budgeted, Checked
+from runtime.models.layers import Budgeted, Checked, CostCap, price_of
 from runtime.models.layers import Traced as TracedModel
 from runtime.tools.approvals import ApprovalGate
 from runtime.tools.define import Tool
@@ -151,4 +155,7 @@ def model_calls(
         calls = TracedModel(calls, caller)
     if budget is not None:
         calls = Budgeted(calls, budget, who, kind)
+        cap, price = budget.limits.cost_per_call, price_of(model)
+        if cap is not None and price is not None:
+            calls = CostCap(calls, cap, price)
     return calls

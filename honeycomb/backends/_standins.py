@@ -38,6 +38,7 @@ from runtime import (
     Tracer,
     Usage,
 )
+from runtime.limits import Limits
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.tools.journal import OnUnknown, arguments_text
 from workers import LoopState
@@ -51,7 +52,7 @@ def served(
     """A worker's model and services in the actor: its models reserve each call at the
     driver, and what lives there is asked for there."""
     at = sent.at_driver
-    reserve, slots = "budget" in at, "model_slots" in at
+    reserve, slots = sent.limits != Limits(), "model_slots" in at
     models = {}
     if summarizer is not None:
         models[summarizer[0]] = ReservedModel(summarizer[1], link, slots, reserve)
@@ -59,7 +60,7 @@ def served(
     return ReservedModel(model, link, slots, reserve), Services(
         run_id=sent.run_id,
         tracer=events if "events" in at else Tracer(),
-        budget=DriverBudget(link),
+        budget=DriverBudget(link, sent.limits),
         locks=DriverLocks(link),
         tool_slots=DriverSlots(link, "tools") if "tool_slots" in at else None,
         approver=AtDriver("services.approver") if "approver" in at else None,
@@ -121,10 +122,10 @@ class DriverSlots:
 
 class DriverBudget(Budget):
     """The run's budget, seen from an actor: the driver reserves each model call (see
-    :class:`ReservedModel`) and is told what was spent."""
+    :class:`ReservedModel`) and is told what was spent; its limits are the run's."""
 
-    def __init__(self, link: Link) -> None:
-        super().__init__()
+    def __init__(self, link: Link, limits: Limits) -> None:
+        super().__init__(limits)
         self._link = link
 
     def check(self) -> None:

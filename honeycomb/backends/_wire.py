@@ -16,6 +16,7 @@ from runtime import (
     JournalEntry,
     Tool,
 )
+from runtime.limits import Limits
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, WorkerResult
 from workers.guards import ResolvedGuards
@@ -114,10 +115,12 @@ class SentServices:
         run_id: The run.
         guards: The run's argument guards (its role's come with its setup).
         approval_timeout_s: Seconds a call waits for a decision.
+        limits: The run's budget's limits: with any, its model calls are reserved at
+            the driver (else each is counted there as it is made), and those a call
+            reads (``cost_per_call``) hold in the actor too.
         at_driver: What is served from the driver, of ``events`` (the run's handlers
-            hear of its events), ``budget`` (its model calls are reserved there, the
-            run having limits; else each is counted there as it is made),
-            ``tool_slots``, ``model_slots``, ``approver`` and ``judge``.
+            hear of its events), ``tool_slots``, ``model_slots``, ``approver`` and
+            ``judge``.
         text: The driver's handlers want answers' text as it is written.
         journal: Its store's journal so far (None: it keeps nothing).
         decisions: Its store's calls asked about so far, and their decisions.
@@ -128,6 +131,7 @@ class SentServices:
     run_id: str | None
     guards: ResolvedGuards
     approval_timeout_s: float | None
+    limits: Limits
     at_driver: frozenset[str]
     text: bool = False
     journal: Mapping[tuple[int, str], JournalEntry] | None = None

@@ -43,7 +43,6 @@ from runtime import (
     ConfigError,
     HoneycombError,
     LimitedModel,
-    Limits,
     Model,
     Tool,
 )
@@ -335,7 +334,6 @@ def _sendable(worker: Worker, model_slots: bool) -> SentServices:
     services = worker.services
     served = {
         "events": services.tracer.enabled,
-        "budget": services.budget.limits != Limits(),
         "tool_slots": services.tool_slots is not None,
         "model_slots": model_slots,
         "approver": services.approver is not None,
@@ -345,7 +343,7 @@ def _sendable(worker: Worker, model_slots: bool) -> SentServices:
     record = cast("WorkerRecord | None", services.store)
     return SentServices(
         run_id=services.run_id, guards=services.guards,
-        approval_timeout_s=services.approval_timeout_s,
+        approval_timeout_s=services.approval_timeout_s, limits=services.budget.limits,
         at_driver=frozenset(name for name, yes in served.items() if yes),
         text=services.tracer.text,
         journal=dict(record.entries) if record is not None else None,

@@ -29,6 +29,10 @@ class Limits(Settings, frozen=True, kw_only=True):
         tool_calls: Tool calls across all workers.
         wall_time_s: Seconds since the run started.
         cost: Dollars across all workers (from the models' prices).
+        cost_per_call: Dollars one model call may cost at most (from its model's
+            price): its output limit is lowered to what its prompt leaves, and a call
+            whose prompt alone would cost more is not made (see
+            :mod:`runtime.models.layers.cost_cap`).
     """
 
     model_calls: Annotated[int, Meta(ge=1)] | None = None
@@ -36,6 +40,7 @@ class Limits(Settings, frozen=True, kw_only=True):
     tool_calls: Annotated[int, Meta(ge=1)] | None = None
     wall_time_s: Annotated[float, Meta(gt=0)] | None = None
     cost: Annotated[float, Meta(gt=0)] | None = None
+    cost_per_call: Annotated[float, Meta(gt=0)] | None = None
 
 
 class InFlight(Value, frozen=True, gc=False, kw_only=True):

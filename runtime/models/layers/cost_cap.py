@@ -1,0 +1,91 @@
+"""The model-call layer of a cap on what one call may cost (``cost_per_call`` of a
+run's budgets), from its model's price.
+
+Before a call, its prompt is counted by the token estimate
+(:mod:`runtime.models.tokens`) and priced; what the cap leaves goes to the answer: the
+call's output limit is lowered to the tokens that cost fits in, so no answer can take
+the call past the cap. A call whose prompt alone would cost the cap (no room left for
+a token of answer) is not made: :class:`~runtime.errors.BudgetExceeded` names
+``cost_per_call``, what it allows and what the prompt would cost, and the run stops
+as at any of its budgets, with its partial results (a context that grew past the cap
+is fixed by a larger cap, or by compaction).
+
+Outermost of a model call's layers: a call it refuses is never reserved, counted or
+traced. A model without a price costs nothing, so nothing is capped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from msgspec.structs import replace
+
+from runtime.errors import BudgetExceeded
+from runtime.messages import AssistantMessage
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.models.pricing import Price
+from runtime.models.tokens import quarter_tokens
+
+__all__ = ["CostCap", "price_of"]
+
+TOKENS_PER_MESSAGE = 4
+"""What a message's framing takes besides its text (roles, separators)."""
+
+
+class CostCap(WrapperModel):
+    """Holds each call of ``inner`` to ``cap`` dollars at ``price``.
+
+    Raises:
+        BudgetExceeded: for a call whose prompt alone would cost ``cap``.
+    """
+
+    def __init__(self, inner: Model, cap: float, price: Price) -> None:
+        super().__init__(inner)
+        self.cap = cap
+        self.price = price
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.inner.complete(self._capped(request))
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        return await call_model(self.inner, self._capped(request), on_text)
+
+    def _capped(self, request: ModelRequest) -> ModelRequest:
+        """``request``, its output limit within what the cap leaves its prompt."""
+        prompt = self.price.of(prompt_tokens(request), 0)
+        per_token = self.price.of(0, 1)
+        room = self.cap - prompt
+        if room < per_token:
+            raise BudgetExceeded("cost_per_call", self.cap, round(prompt, 6))
+        if per_token == 0:
+            return request  # answers cost nothing: the prompt alone is held to the cap
+        allowed = int(room / per_token)
+        limit = request.max_output_tokens
+        if limit is not None and limit <= allowed:
+            return request
+        return replace(request, max_output_tokens=allowed)
+
+
+def prompt_tokens(request: ModelRequest) -> int:
+    """The tokens ``request`` sends, by the token estimate: its messages' texts and
+    calls, its tools' schemas, and each message's framing."""
+    texts = []
+    for message in request.messages:
+        texts.append(message.content or "")
+        if isinstance(message, AssistantMessage):
+            texts += [f"{c.name} {c.arguments}" for c in message.tool_calls]
+    for schema in request.tools:
+        texts += [schema.name, schema.description, json.dumps(schema.parameters)]
+    quarters = sum(quarter_tokens(text) for text in texts)
+    return (quarters + 3) // 4 + TOKENS_PER_MESSAGE * len(request.messages)
+
+
+def price_of(model: Model) -> Price | None:
+    """The price ``model`` (or a model it wraps) charges its calls at (None: none)."""
+    current: object = model
+    while current is not None:
+        price = getattr(current, "price", None)
+        if isinstance(price, Price):
+            return price
+        current = getattr(current, "inner", None)
+    return None

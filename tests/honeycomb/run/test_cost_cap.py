@@ -1,0 +1,71 @@
+"""A cap on what one model call may cost (``budgets.cost_per_call``): every call of a
+run, on the model's price, has its output limit lowered to what its prompt leaves of
+the cap; a call whose prompt alone would cost more stops the run, never made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb import BudgetExceeded, Budgets, Executor, FunctionModel, Policy, Role
+from honeycomb.hive import load_hive
+from runtime import ModelRequest
+from runtime.models.layers.cost_cap import prompt_tokens
+from runtime.models.pricing import Price, PricedModel
+from tests.support.hives import hive
+
+PRICE = Price(input_per_mtok=1000.0, output_per_mtok=2000.0)  # $0.001 in, $0.002 out
+CAP = 0.1
+
+
+def priced(seen: list[ModelRequest]) -> PricedModel:
+    def answer(request: ModelRequest) -> str:
+        seen.append(request)
+        return "done"
+
+    return PricedModel(FunctionModel(answer, name="priced"), PRICE)
+
+
+async def test_every_call_of_a_run_is_held_to_the_cap() -> None:
+    seen: list[ModelRequest] = []
+    executor = Executor(
+        [Role(name="w")], priced(seen), policy=Policy(budgets=Budgets(cost_per_call=CAP))
+    )
+    result = await executor.run("t", subtasks=[("w", "Say done.")])
+    assert result.status == "ok"
+    assert seen
+    for request in seen:
+        prompt = prompt_tokens(request) * 0.001
+        assert request.max_output_tokens is not None
+        assert prompt + request.max_output_tokens * 0.002 <= CAP  # no answer can pass it
+    assert all(s.max_output_tokens < 4096 for s in seen)  # lowered: the cap, not the role
+
+
+async def test_a_call_whose_prompt_alone_passes_the_cap_stops_the_run_unmade() -> None:
+    seen: list[ModelRequest] = []
+    executor = Executor(
+        [Role(name="w")], priced(seen), policy=Policy(budgets=Budgets(cost_per_call=CAP))
+    )
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=[("w", "word " * 400)])
+    assert stopped.value.limit == "cost_per_call"
+    assert stopped.value.used > CAP
+    assert seen == []  # never made, never counted
+    assert stopped.value.partial is not None
+    assert stopped.value.partial.usage.model_calls == 0
+
+
+def test_a_hive_sets_the_cap_in_its_budgets(tmp_path: Path) -> None:
+    path = hive(
+        tmp_path,
+        """
+        models:
+          default: offline
+        roles:
+          w: {instructions: Work.}
+        policy:
+          budgets: {cost_per_call: 0.05}
+        """,
+    )
+    assert load_hive(path).policy.budgets.cost_per_call == 0.05
