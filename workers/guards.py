@@ -48,7 +48,7 @@ from runtime import (
 )
 from runtime.concurrency import run_together
 from runtime.config.imports import import_object
-from runtime.tools.journal import arguments_text
+from runtime.tools.define import arguments_text
 from runtime.value import Value
 from workers.calls import model_calls
 

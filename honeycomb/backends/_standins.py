@@ -40,7 +40,8 @@ from runtime import (
 )
 from runtime.limits import Limits
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.tools.journal import OnUnknown, arguments_text
+from runtime.tools.define import arguments_text
+from runtime.tools.journal import OnUnknown
 from workers import LoopState
 from workers.guards import GuardCheck, Judge
 from workers.services import Services

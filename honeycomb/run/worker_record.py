@@ -22,7 +22,7 @@ from runtime import (
     dump_messages_json,
 )
 from runtime.tools.approvals import ApprovalEntry
-from runtime.tools.journal import arguments_text
+from runtime.tools.define import arguments_text
 from workers import LoopState
 
 

@@ -15,7 +15,7 @@ import msgspec
 from honeycomb.store.schema import columns
 from runtime.errors import AlreadyDecided
 from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
-from runtime.tools.journal import arguments_text
+from runtime.tools.define import arguments_text
 
 __all__ = ["ASK", "asked_row", "keep_decision", "read_approvals"]
 

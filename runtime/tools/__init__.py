@@ -24,8 +24,9 @@ from runtime.tools.define import (
     idempotency_key,
     tool,
 )
-from runtime.tools.dispatch import CallGuard, Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.tools.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
+from runtime.tools.layers import CallGuard
 from runtime.tools.mcp import McpServer, McpServers, McpToolSettings
 
 __all__ = [

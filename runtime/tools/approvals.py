@@ -34,8 +34,7 @@ from msgspec.structs import replace
 from runtime.concurrency import TimedOut, within
 from runtime.messages import ToolCall
 from runtime.secrets import masked
-from runtime.tools.define import ArgumentsError, Tool
-from runtime.tools.journal import arguments_text
+from runtime.tools.define import ArgumentsError, Tool, arguments_text
 from runtime.value import Value
 
 __all__ = [

@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import json
 import re
 import sys
 import types
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import pydantic
@@ -27,7 +28,15 @@ from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolE
 from runtime.model import ToolSchema
 from runtime.value import Value
 
-__all__ = ["ArgumentsError", "Tool", "ToolContext", "ToolRegistry", "idempotency_key", "tool"]
+__all__ = [
+    "ArgumentsError",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "arguments_text",
+    "idempotency_key",
+    "tool",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -554,3 +563,9 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def arguments_text(arguments: Mapping[str, Any]) -> str:
+    """A call's validated arguments as JSON, as its records show them (the journal,
+    an approval, a guard's check): keys sorted, values JSON cannot hold as text."""
+    return json.dumps(arguments, default=str, sort_keys=True)

@@ -29,7 +29,6 @@ from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalNeeded, PendingApproval
 from runtime.tools.define import ArgumentsError, ToolRegistry
 from runtime.tools.layers import (
-    CallGuard,
     LockTable,
     Outcome,
     Prepared,
@@ -41,7 +40,7 @@ from runtime.tools.layers import (
 from runtime.tools.layers.trace import finished
 from runtime.value import Value
 
-__all__ = ["CallGuard", "DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
+__all__ = ["DispatchPolicy", "Dispatcher", "LockTable", "check_cancelled"]
 
 check_cancelled = anyio.from_thread.check_cancelled
 """Call from a long-running sync tool to stop early once its call is cancelled."""

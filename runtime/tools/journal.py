@@ -17,12 +17,12 @@ again (same turn, same call id), the dispatcher looks it up first:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
+from runtime.tools.define import arguments_text
 from runtime.value import Value
 
 __all__ = ["Journal", "JournalEntry", "MemoryJournal", "OnUnknown", "unknown_outcome_text"]
@@ -71,11 +71,6 @@ def unknown_outcome_text(call: ToolCall) -> str:
         f"{call.id}), so it may or may not have taken effect. It was not run again. "
         "Check whether it took effect before calling it again."
     )
-
-
-def arguments_text(arguments: Mapping[str, Any]) -> str:
-    """Validated arguments as JSON, for the record (values JSON cannot hold as text)."""
-    return json.dumps(arguments, default=str, sort_keys=True)
 
 
 class MemoryJournal:

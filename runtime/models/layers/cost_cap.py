@@ -17,16 +17,25 @@ traced. A model without a price costs nothing, so nothing is capped.
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from msgspec.structs import replace
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.models.pricing import Price
 from runtime.models.tokens import quarter_tokens
 
-__all__ = ["CostCap", "price_of"]
+__all__ = ["CostCap", "Pricing", "price_of"]
+
+
+class Pricing(Protocol):
+    """What a call costs, from its tokens (a :class:`~runtime.models.pricing.Price`)."""
+
+    def of(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
+        """Dollars for a call of these token counts."""
+        ...
+
 
 TOKENS_PER_MESSAGE = 4
 """What a message's framing takes besides its text (roles, separators)."""
@@ -39,7 +48,7 @@ class CostCap(WrapperModel):
         BudgetExceeded: for a call whose prompt alone would cost ``cap``.
     """
 
-    def __init__(self, inner: Model, cap: float, price: Price) -> None:
+    def __init__(self, inner: Model, cap: float, price: Pricing) -> None:
         super().__init__(inner)
         self.cap = cap
         self.price = price
@@ -80,12 +89,13 @@ def prompt_tokens(request: ModelRequest) -> int:
     return (quarters + 3) // 4 + TOKENS_PER_MESSAGE * len(request.messages)
 
 
-def price_of(model: Model) -> Price | None:
-    """The price ``model`` (or a model it wraps) charges its calls at (None: none)."""
+def price_of(model: Model) -> Pricing | None:
+    """The price ``model`` (or a model it wraps: a ``PricedModel``) charges its calls
+    at (None: none)."""
     current: object = model
     while current is not None:
-        price = getattr(current, "price", None)
-        if isinstance(price, Price):
+        price: Pricing | None = getattr(current, "price", None)
+        if callable(getattr(price, "of", None)):
             return price
         current = getattr(current, "inner", None)
     return None

@@ -341,7 +341,8 @@ TWO_MODELS = "models:\n  default: offline\n  gpt:\n    model: gpt-4o-mini\n"
         (
             OFFLINE + "policy: {budgets: {model_call: 3}}\n",
             "2:20: policy.budgets.model_call: unknown field 'model_call' (did you mean "
-            "'model_calls'?); allowed: cost, model_calls, tool_calls, total_tokens, wall_time_s",
+            "'model_calls'?); allowed: cost, cost_per_call, model_calls, tool_calls, total_tokens, "
+            "wall_time_s",
         ),
         (
             OFFLINE + "policy: {budgets: {total_tokens: 1.5}}\n",
