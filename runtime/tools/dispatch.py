@@ -13,6 +13,9 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
   Side-effecting calls (``side_effects=True`` or ``exclusive=...``) run one at a time
   in the order the model emitted them, alongside the parallel-safe ones.
 - Observations come back in the order of the calls, exactly one per call.
+- A call whose own calls wait for a person (a nested worker's) does not cut off the
+  turn's other calls: they run to their end, their outcomes kept, and then the turn
+  waits (``ApprovalNeeded``), to run again once decided.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import anyio.from_thread
 from runtime.concurrency import require_asyncio, run_together
 from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
-from runtime.tools.approvals import ApprovalNeeded, PendingApproval
+from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import ArgumentsError, ToolRegistry
 from runtime.tools.layers import (
     LockTable,
@@ -75,7 +78,8 @@ Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
 the next turn is not run)."""
 
-Results = list[ToolMessage | None]
+Results = list[ToolMessage | ApprovalNeeded | None]
+"""A turn's observations in call order (a call whose own calls wait: why)."""
 
 
 class Dispatcher:
@@ -142,16 +146,13 @@ class Dispatcher:
             inline = self._serial(serial, results)
         elif parallel:
             inline = self._one(parallel.pop(), results, cap)
-        others = [self._one(c, results, cap) for c in parallel]
-        try:
-            await run_together(inline, others)
-        except ExceptionGroup as group:
-            # A call's own calls wait for approval (a nested worker's): the batch waits.
-            waiting, rest = group.split(ApprovalNeeded)
-            if waiting is None or rest is not None:
-                raise
-            raise ApprovalNeeded(_pending_of(waiting)) from None
-        return tuple([r for r in results if r is not None])
+        await run_together(inline, [self._one(c, results, cap) for c in parallel])
+        # Calls a call made wait for approval (a nested worker's): the turn waits, once
+        # its other calls ended (their outcomes kept: none is cut off in mid-effect).
+        waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
+        if waiting:
+            raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
+        return tuple([r for r in results if isinstance(r, ToolMessage)])
 
     def _ready(
         self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
@@ -236,30 +237,26 @@ class Dispatcher:
     ) -> None:
         """One call through the layers (holding a slot of the batch's cap, if any), its
         observation put in its place in ``results``."""
-        if cap is None:
-            outcome = await self.calls(call)
-        else:
-            async with cap:
+        try:
+            if cap is None:
                 outcome = await self.calls(call)
+            else:
+                async with cap:
+                    outcome = await self.calls(call)
+        except ApprovalNeeded as paused:  # its own calls wait: the turn's others go on
+            results[call.position] = paused
+            return
         if not outcome.ran and self.caller.tracer.enabled:  # answered from the journal
             finished(self.caller, call, outcome, 0.0)
         results[call.position] = outcome.observation(call.call)
 
     async def _serial(self, serial: list[Prepared], results: Results) -> None:
-        """The side-effecting calls, one at a time, in the order the model gave them."""
+        """The side-effecting calls, one at a time, in the order the model gave them
+        (none after one that waits: they run when the turn goes on)."""
         for call in serial:
             await self._one(call, results, None)
-
-
-def _pending_of(group: BaseExceptionGroup[ApprovalNeeded]) -> tuple[PendingApproval, ...]:
-    """The calls waiting of every :class:`ApprovalNeeded` in ``group``, in order."""
-    found: list[PendingApproval] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            found += _pending_of(exc)
-        elif isinstance(exc, ApprovalNeeded):
-            found += exc.pending
-    return tuple(found)
+            if isinstance(results[call.position], ApprovalNeeded):
+                return
 
 
 def _seen(calls: Sequence[ToolCall], tools: ToolRegistry) -> Seen:

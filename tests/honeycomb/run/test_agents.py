@@ -515,3 +515,77 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
     assert done.status == "ok"  # one run: no resume needed
     assert sent == ["hi"]
     assert done.subtasks["s1"].text == "lead: ok:sent: sent"
+
+
+async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A turn whose side-effecting call ran while a nested worker beside it paused for
+    approval is run again once the call is decided, in the same life: the journal
+    answers the side effect, which does not run twice."""
+    sent: list[str] = []
+    posted: list[str] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    @tool(side_effects=True)
+    def post(text: str) -> str:
+        """Post a note (still posting when the nested worker beside it pauses)."""
+        time.sleep(0.3)
+        posted.append(text)
+        return "posted"
+
+    async def read(topic: str) -> str:
+        """Read slowly."""
+        await anyio.sleep(0.3)
+        return f"read {topic}"
+
+    def lead(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(
+                tool_calls=(
+                    call("post", {"text": "note"}),
+                    call("researcher", {"instruction": "send hi"}),
+                )
+            )
+        return "lead: " + " | ".join(f"{o.status}:{o.content}" for o in seen)
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"sent: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    def reader(request: ModelRequest) -> Answer:
+        if len(observations(request)) < 3:  # keeps the run going meanwhile
+            return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
+        return "read it all"
+
+    lead_role = Role(name="lead", tools=("post", "agent:researcher"))
+    service = Executor(
+        [lead_role, Role(name="researcher", tools=("send",)), Role(name="reader", tools=("read",))],
+        by_role(lead=lead, researcher=sender, reader=reader),
+        tools=[send, post, tool(read)], aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    plan = [*ONE, {"id": "s2", "role": "reader", "instruction": "read"}]
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run("bees", subtasks=plan, run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not (pending := await service.pending("r1")):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        (waiting,) = pending
+        await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
+    (done,) = results
+    assert done.status == "ok"
+    assert sent == ["hi"]
+    assert posted == ["note"]  # answered from the journal when the turn went on
+    assert done.subtasks["s1"].text == "lead: ok:posted | ok:sent: sent"
