@@ -201,7 +201,7 @@ class MemoryApprovalLog:
         return kept
 
 
-class Verdict(Value, frozen=True, gc=False, kw_only=True):
+class Verdict(Value, frozen=True, kw_only=True):
     """What the dispatcher does with a call that needed approval: refuse it with
     ``refusal`` as its observation, or run it with ``kwargs`` (``note`` goes before
     its observation)."""

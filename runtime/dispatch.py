@@ -111,6 +111,7 @@ Seen = dict[str, list[dict[str, Any]]]
 the next turn is not run)."""
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class _Ready(Value, frozen=True, gc=False, kw_only=True):
     """A call that passed its checks, with its validated arguments: ready to run."""
 

@@ -39,7 +39,7 @@ class Limits(Value, frozen=True, kw_only=True):
                 raise ValueError(f"limit {name} must be positive, got {value}")
 
 
-class InFlight(Value, frozen=True, gc=False, kw_only=True):
+class InFlight(Value, frozen=True, kw_only=True):
     """A model call that was under way at some moment: whose, what it was, for how
     long, and the tokens it had streamed (None: not streamed, not known)."""
 

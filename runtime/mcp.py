@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-class McpToolSettings(Value, frozen=True, gc=False, kw_only=True):
+class McpToolSettings(Value, frozen=True, kw_only=True):
     """How one MCP tool runs, where its annotations are not to be trusted (None: as
     its annotations say).
 

@@ -58,7 +58,7 @@ MemoryKind = Literal["note", "result"]
 finished worker's answer (a role's ``store_result``)."""
 
 
-class MemoryRecord(Value, frozen=True, gc=False, kw_only=True):
+class MemoryRecord(Value, frozen=True, kw_only=True):
     """One memory.
 
     Attributes:
@@ -82,7 +82,7 @@ class MemoryRecord(Value, frozen=True, gc=False, kw_only=True):
     worker: str | None = None
 
 
-class MemoryHit(Value, frozen=True, gc=False, kw_only=True):
+class MemoryHit(Value, frozen=True, kw_only=True):
     """A memory a search found, and how well it matched (higher is better; scores
     compare within one search only)."""
 

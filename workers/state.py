@@ -61,6 +61,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_output_tokens must be 1 or more, got {self.max_output_tokens}")
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class LoopState(Value, frozen=True, gc=False, kw_only=True):
     """Everything a step needs; every step returns a new one.
 
@@ -195,6 +196,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         )
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class Continue(Value, frozen=True, gc=False, kw_only=True):
     """The loop goes on from ``state``."""
 

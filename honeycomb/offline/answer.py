@@ -43,7 +43,7 @@ _EXPR_KEY = re.compile(r"expr", re.I)
 _RAISED = re.compile(r"raised \w+: ")
 
 
-class Seen(Value, frozen=True, gc=False, kw_only=True):
+class Seen(Value, frozen=True, kw_only=True):
     """One observation with the call it answers."""
 
     tool: str

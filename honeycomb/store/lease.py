@@ -47,7 +47,7 @@ _GOING: set[str] = set()
 """The owner tokens of this process's runs that are still going."""
 
 
-class Lease(Value, frozen=True, gc=False, kw_only=True):
+class Lease(Value, frozen=True, kw_only=True):
     """A run's lease as its owner knows it: the run and the owner's token."""
 
     run_id: str

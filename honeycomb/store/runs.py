@@ -22,7 +22,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-class RunSummary(Value, frozen=True, gc=False, kw_only=True):
+class RunSummary(Value, frozen=True, kw_only=True):
     """One line of ``honeycomb runs``.
 
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
@@ -101,11 +101,11 @@ class StoredRun(Value, frozen=True, kw_only=True):
     (a store of schema 4), the run's own counters, written when a life ended."""
 
 
-class _Worker(Value, frozen=True, gc=False):
+class _Worker(Value, frozen=True):
     usage: Usage = Usage()
 
 
-class _Outcome(Value, frozen=True, gc=False):
+class _Outcome(Value, frozen=True):
     """Of a finished worker's stored result, what it says it spent."""
 
     worker: _Worker | None = None

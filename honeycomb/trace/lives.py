@@ -23,7 +23,7 @@ from runtime.value import Value
 __all__ = ["Axis", "Life", "lives_of"]
 
 
-class Life(Value, frozen=True, gc=False, kw_only=True):
+class Life(Value, frozen=True, kw_only=True):
     """One life of a run.
 
     Attributes:

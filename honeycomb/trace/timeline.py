@@ -25,7 +25,7 @@ __all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timelin
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
 
-class Bar(Value, frozen=True, gc=False, kw_only=True):
+class Bar(Value, frozen=True, kw_only=True):
     """One model or tool call on a row.
 
     Attributes:
@@ -59,7 +59,7 @@ class Bar(Value, frozen=True, gc=False, kw_only=True):
         return self.end - self.start
 
 
-class Row(Value, frozen=True, gc=False, kw_only=True):
+class Row(Value, frozen=True, kw_only=True):
     """The planner, one worker, or the aggregator.
 
     Attributes:
@@ -121,7 +121,7 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
         return sum(b.cost for b in self.bars)
 
 
-class Timeline(Value, frozen=True, gc=False, kw_only=True):
+class Timeline(Value, frozen=True, kw_only=True):
     """A run laid out in time.
 
     Attributes:
