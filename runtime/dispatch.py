@@ -139,7 +139,7 @@ class Dispatcher:
         guard: Checks every call's arguments before the turn's calls run.
     """
 
-    # One dispatcher per worker: no instance dict.
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
     __slots__ = ("_last", "_limiter", "_run_id", "_scope", "_seen", "_tracer", "_tracing",
                  "_worker", "approvals", "guard", "journal", "locks", "policy",
                  "tools")  # fmt: skip

@@ -63,6 +63,7 @@ class InFlight(Value, frozen=True, kw_only=True):
 class CallInFlight:
     """One model call under way, while it is (see :meth:`Budget.call_started`)."""
 
+    # benchmark E: one per model call in flight (A at N=10000 has 10,000), no instance dict
     __slots__ = ("kind", "pieces", "started", "turn", "who")
 
     def __init__(self, who: str, kind: str, turn: int) -> None:

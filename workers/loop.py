@@ -140,7 +140,7 @@ class AgentLoop:
         guards: Its output guards check each answer before it is accepted.
     """
 
-    # One loop per running worker: no instance dict.
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
     __slots__ = ("_compactor", "_conversation", "_head", "_output", "budget", "checkpoint",
                  "dispatcher", "guards", "instructions", "model", "run_id", "settings",
                  "tracer", "worker")  # fmt: skip

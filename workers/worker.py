@@ -245,7 +245,7 @@ class Worker:
         judge: Asks the roles its judge guards name (the run's).
     """
 
-    # One worker per subtask, alive while it runs: no instance dict.
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
     __slots__ = ("_dispatcher", "_guards", "budget", "checkpoint", "model", "name", "role",
                  "run_id", "setup", "summarizer", "tools", "tracer")  # fmt: skip
 
