@@ -10,6 +10,7 @@ installed SDK once, on first use), so a hive's settings are checked without it.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -177,8 +178,6 @@ def sdk_parameters(api: Api = "chat") -> frozenset[str]:
     """The keyword parameters of the installed SDK's ``chat.completions.create`` (or
     ``responses.create``): read from its signature, so they are right for whichever
     ``openai`` is installed."""
-    import inspect
-
     if api == "responses":
         from openai.resources.responses import AsyncResponses
 

@@ -19,6 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -65,8 +66,6 @@ def encode_json(value: Any) -> bytes:
 
 def model_json(model: BaseModel) -> str:
     """A pydantic model's JSON (``model_dump_json``), its lone surrogates replaced."""
-    from pydantic_core import PydanticSerializationError
-
     try:
         return model.model_dump_json()
     except PydanticSerializationError as exc:

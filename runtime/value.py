@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
+from pydantic_core import core_schema
 
 __all__ = ["Value", "packed"]
 
@@ -31,8 +32,6 @@ class Value(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
         def validate(value: Any) -> Any:
             if isinstance(value, cls):
                 return value

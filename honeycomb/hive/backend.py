@@ -96,7 +96,7 @@ class RaySpec(BaseModel):
         Raises:
             ConfigError: for values :class:`~honeycomb.backends.RayBackend` refuses.
         """
-        from honeycomb.backends import RayBackend
+        from honeycomb.backends import RayBackend  # 100 ms of modules, for Ray only
 
         return RayBackend(
             self.address,

@@ -30,6 +30,7 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
+from runtime.memory import SQLiteMemory
 from workers import Role, load_roles, read_roles
 from workers.nesting import hive_ref
 from workers.role import approval_problems
@@ -113,8 +114,6 @@ class Hive:
         declared, path = self.spec.memory, self.memory_path
         if declared is None or path is None:
             return None
-        from runtime.memory import SQLiteMemory
-
         embeddings = None
         if declared.embeddings is not None:
             from runtime.embeddings import OpenAIEmbeddings  # loads openai

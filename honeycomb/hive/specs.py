@@ -14,6 +14,7 @@ from honeycomb.hive.mcp import McpServerSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
+from runtime._request import key_missing, split_settings
 from workers import Approvals
 from workers.guards import Guards
 
@@ -95,8 +96,6 @@ class ModelSpec(BaseModel):
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
         extra_body fields)``, as the installed ``openai`` names its parameters."""
-        from runtime._request import split_settings
-
         return split_settings(self.settings, self.api)
 
     def missing_key(self) -> ConfigError | None:
@@ -104,8 +103,6 @@ class ModelSpec(BaseModel):
         environment now), if they would."""
         if self.provider != "openai":
             return None
-        from runtime._request import key_missing
-
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return key_missing(self.model or "", key, self.base_url)
 
