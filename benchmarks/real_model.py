@@ -43,7 +43,7 @@ import httpx
 
 from benchmarks.fanout import RESULTS, machine, results_stem
 from honeycomb import Executor, LlamaModel, Policy, Role
-from runtime._llama_server import LlamaServer, bundled_gguf
+from runtime.models.llama_server import LlamaServer, bundled_gguf
 from tests.support.llama import SentBodies, record_bodies
 
 TARGET = 1.05

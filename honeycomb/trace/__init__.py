@@ -8,7 +8,7 @@ timeline's renderers, OpenTelemetry and logging need ``rich``, ``opentelemetry``
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_attributes
+from runtime.lazy import lazy_attributes
 
 __all__ = [
     "Life",

@@ -12,7 +12,7 @@ from honeycomb import Approvals, ConfigErrors, Executor, Role, ScriptedModel, to
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.cli.running import OUTBOX_TOOL, _asking
 from honeycomb.hive import load_hive
-from runtime.approvals import ApprovalRule
+from runtime.tools.approvals import ApprovalRule
 
 HIVE = """\
 models:
