@@ -36,9 +36,17 @@ import msgspec
 from pydantic import BaseModel
 
 __all__ = [
-    "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
-    "masked", "masked_errors", "shows_secret",
-]  # fmt: skip
+    "MIN_LENGTH",
+    "HeldText",
+    "add_header",
+    "add_secret",
+    "isolated",
+    "known",
+    "mask_error",
+    "masked",
+    "masked_errors",
+    "shows_secret",
+]
 
 MIN_LENGTH = 8
 """Values shorter than this are not masked: placeholders, not secrets."""

@@ -14,9 +14,16 @@ from runtime.value import Value, packed
 from workers.context import Compaction, ContextWindow
 
 __all__ = [
-    "DEFAULT_OUTPUT_TOKENS", "Checkpoint", "Continue", "Failed", "Final", "LoopSettings",
-    "LoopState", "Step", "Waiting",
-]  # fmt: skip
+    "DEFAULT_OUTPUT_TOKENS",
+    "Checkpoint",
+    "Continue",
+    "Failed",
+    "Final",
+    "LoopSettings",
+    "LoopState",
+    "Step",
+    "Waiting",
+]
 
 DEFAULT_OUTPUT_TOKENS = 4096
 """The output limit of a model call that nothing else limits: enough for a long answer

@@ -121,9 +121,13 @@ class Hive:
             e = declared.embeddings
             key = e.api_key.get_secret_value() if e.api_key is not None else None
             embeddings = OpenAIEmbeddings(
-                e.model, base_url=e.base_url or None, api_key=key or None,
-                dimensions=e.dimensions, timeout=e.timeout, max_concurrency=e.max_concurrency,
-            )  # fmt: skip
+                e.model,
+                base_url=e.base_url or None,
+                api_key=key or None,
+                dimensions=e.dimensions,
+                timeout=e.timeout,
+                max_concurrency=e.max_concurrency,
+            )
         return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 
     def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:

@@ -161,10 +161,17 @@ class ModelSpec(BaseModel):
 
             path = None if self.path is None else (folder or Path()) / self.path
             return LlamaModel(
-                path, parallel=self.parallel, context=self.context, threads=self.threads,
-                seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
-                retry=retry, max_concurrency=self.max_concurrency,
-            )  # fmt: skip
+                path,
+                parallel=self.parallel,
+                context=self.context,
+                threads=self.threads,
+                seed=self.seed,
+                name=self.model,
+                settings=self.settings,
+                timeout=self.timeout,
+                retry=retry,
+                max_concurrency=self.max_concurrency,
+            )
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 

@@ -17,9 +17,16 @@ from runtime.tools.approvals import ApprovalEntry
 from runtime.value import Value
 
 __all__ = [
-    "PROGRESS", "STATE_FIELDS", "RunSummary", "StoredRun", "StoredWorker", "last_life", "most",
-    "read_run", "read_summaries",
-]  # fmt: skip
+    "PROGRESS",
+    "STATE_FIELDS",
+    "RunSummary",
+    "StoredRun",
+    "StoredWorker",
+    "last_life",
+    "most",
+    "read_run",
+    "read_summaries",
+]
 
 
 class RunSummary(Value, frozen=True, kw_only=True):
@@ -56,11 +63,26 @@ class RunSummary(Value, frozen=True, kw_only=True):
 _SUMMARY = RunSummary.__struct_fields__  # the runs table's columns of the same names
 
 STATE_FIELDS = (
-    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
-    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats", "cached_input_tokens",
-    "reasoning_tokens", "summary", "summarized", "compactions", "context_tokens",
+    "task",
+    "messages",
+    "previous",
+    "turn",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "tool_calls",
+    "nudged",
+    "output_attempts",
+    "wrapped_up",
+    "repeats",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "summary",
+    "summarized",
+    "compactions",
+    "context_tokens",
     "context_messages",
-)  # fmt: skip
+)
 """A worker's saved loop state: its columns in the ``workers`` table."""
 
 
@@ -129,9 +151,18 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
     what it has spent so far, as the store knows it: its life's row, or what its
     workers' own rows say, if more (a store of schema 4 records no lives)."""
     counted = columns(
-        db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
-                        "cost", "cached_input_tokens"),
-    )  # fmt: skip
+        db,
+        "workers",
+        (
+            "turn",
+            "compactions",
+            "input_tokens",
+            "output_tokens",
+            "tool_calls",
+            "cost",
+            "cached_input_tokens",
+        ),
+    )
     spent = Usage()
     for result, *counters in db.execute(
         f"SELECT result, {counted} FROM workers WHERE run_id = ?", (run.run_id,)
@@ -142,19 +173,26 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
         else:  # its last saved turn
             turns, summaries, given, taken, tools, cost, cached = (c or 0 for c in counters)
             spent += Usage(
-                model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
-                tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
-            )  # fmt: skip
+                model_calls=turns + summaries,
+                input_tokens=given,
+                output_tokens=taken,
+                tool_calls=tools,
+                cost=float(cost),
+                cached_input_tokens=cached,
+            )
     _, recorded = last_life(db, run.run_id)
     if recorded is not None:
         spent = most(recorded, spent)
     return msgspec.structs.replace(
         run,
         status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
-        input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
-        model_calls=spent.model_calls, tool_calls=spent.tool_calls, cost=spent.cost,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        model_calls=spent.model_calls,
+        tool_calls=spent.tool_calls,
+        cost=spent.cost,
         cached_input_tokens=spent.cached_input_tokens,
-    )  # fmt: skip
+    )
 
 
 PROGRESS = (
@@ -166,8 +204,13 @@ PROGRESS = (
 
 
 _SPENT = (
-    "model_calls", "input_tokens", "output_tokens", "tool_calls", "cost", "cached_input_tokens",
-)  # fmt: skip
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "tool_calls",
+    "cost",
+    "cached_input_tokens",
+)
 """The counters of what a run spent that both its row and its lives' rows have."""
 
 

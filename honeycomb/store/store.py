@@ -51,8 +51,14 @@ _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""
 
 __all__ = [
-    "STATE_FIELDS", "Lease", "RunStore", "RunSummary", "Statement", "StoredRun", "StoredWorker",
-]  # fmt: skip
+    "STATE_FIELDS",
+    "Lease",
+    "RunStore",
+    "RunSummary",
+    "Statement",
+    "StoredRun",
+    "StoredWorker",
+]
 
 T = TypeVar("T")
 

@@ -76,8 +76,9 @@ def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     grouped: dict[str, list[Span]] = {}
     for span in spans:
         grouped.setdefault(_life_of(span, by_id), []).append(span)
-    found = sorted((_life(own, origin) for own in grouped.values()),
-                   key=lambda life: (life.start, life.end))  # fmt: skip
+    found = sorted(
+        (_life(own, origin) for own in grouped.values()), key=lambda life: (life.start, life.end)
+    )
     lives: list[Life] = []
     for number, life in enumerate(found, start=1):
         gap = max(life.start - lives[-1].end, 0.0) if lives else 0.0

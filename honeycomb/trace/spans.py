@@ -292,9 +292,16 @@ class SpanRecorder:
         detail: str = "",
     ) -> _Open:
         return _Open(
-            span_id=next(self._ids), kind=kind, name=name, start=start, end=start,
-            parent=parent, worker=worker, turn=turn, detail=detail,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            kind=kind,
+            name=name,
+            start=start,
+            end=start,
+            parent=parent,
+            worker=worker,
+            turn=turn,
+            detail=detail,
+        )
 
     # --- the run and its phases -----------------------------------------------------
 
@@ -337,10 +344,17 @@ class SpanRecorder:
             if call_id == _COMPACTION:
                 kind, call_id = "compaction", ""
             cut = Span(
-                span_id=call.span_id or next(self._ids), parent_id=_id(call.parent),
-                kind=kind, name=call.name, start=call.start,
-                end=now, status="cancelled", worker=worker, turn=turn, detail=call_id,
-            )  # fmt: skip
+                span_id=call.span_id or next(self._ids),
+                parent_id=_id(call.parent),
+                kind=kind,
+                name=call.name,
+                start=call.start,
+                end=now,
+                status="cancelled",
+                worker=worker,
+                turn=turn,
+                detail=call_id,
+            )
             self._keep(cut, call.parent)
         for turn_span in self._turns.values():
             self._close(turn_span, now, "cancelled")
@@ -416,11 +430,19 @@ class SpanRecorder:
         call = self._calls.pop((name, event.turn, _COMPACTION), None)
         if call is not None:
             span = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent), kind="compaction",
-                name=event.model or "model", start=call.start, end=self._clock(),
-                status=event.status, error=event.error, worker=name, turn=event.turn,
-                attempts=event.attempts, detail=f"{event.messages} messages folded",
-            )  # fmt: skip
+                span_id=next(self._ids),
+                parent_id=_id(call.parent),
+                kind="compaction",
+                name=event.model or "model",
+                start=call.start,
+                end=self._clock(),
+                status=event.status,
+                error=event.error,
+                worker=name,
+                turn=event.turn,
+                attempts=event.attempts,
+                detail=f"{event.messages} messages folded",
+            )
             self._keep(_with_usage(span, event), call.parent)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
@@ -429,11 +451,18 @@ class SpanRecorder:
         call = self._calls.pop((name, event.turn, ""), None)
         if call is not None:
             span = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent), kind="model_call",
-                name=event.model or "model", start=call.start, end=self._clock(),
-                status=event.status, error=event.error, worker=name, turn=event.turn,
+                span_id=next(self._ids),
+                parent_id=_id(call.parent),
+                kind="model_call",
+                name=event.model or "model",
+                start=call.start,
+                end=self._clock(),
+                status=event.status,
+                error=event.error,
+                worker=name,
+                turn=event.turn,
                 attempts=event.attempts,
-            )  # fmt: skip
+            )
             self._keep(_with_usage(span, event), call.parent)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
@@ -451,10 +480,18 @@ class SpanRecorder:
         if call is not None:
             now = self._clock()
             span = Span(
-                span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
-                name=call.name, start=call.start, end=now, status=event.status,
-                error=event.error, worker=name, turn=event.turn, detail=event.call_id,
-            )  # fmt: skip
+                span_id=call.span_id,
+                parent_id=_id(call.parent),
+                kind="tool_call",
+                name=call.name,
+                start=call.start,
+                end=now,
+                status=event.status,
+                error=event.error,
+                worker=name,
+                turn=event.turn,
+                detail=event.call_id,
+            )
             anchor = self._anchors.pop(call.span_id, None)
             if anchor is not None:  # it ran a sub-run: what that spent, it spent
                 self._sub_run_ended(anchor, now)
@@ -467,10 +504,17 @@ class SpanRecorder:
         name, now = event.worker or "?", self._clock()
         parent = self._owner(name)
         span = Span(
-            span_id=next(self._ids), parent_id=_id(parent), kind="recall", name="recall",
-            start=now - event.duration_s, end=now, status="error" if event.error else "ok",
-            error=event.error, worker=name, detail=event.namespace,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            parent_id=_id(parent),
+            kind="recall",
+            name="recall",
+            start=now - event.duration_s,
+            end=now,
+            status="error" if event.error else "ok",
+            error=event.error,
+            worker=name,
+            detail=event.namespace,
+        )
         self._keep(span, parent)
 
     def _guarded(self, event: _GuardEvent) -> None:
@@ -481,17 +525,33 @@ class SpanRecorder:
         parent = turn if turn is not None and turn.turn == event.turn else self._owner(name)
         detail = f"{event.guard_kind} {event.call_id}".strip()
         span = Span(
-            span_id=next(self._ids), parent_id=_id(parent), kind="guard", name=event.guard,
-            start=now - event.duration_s, end=now, status=event.status, error=event.reason,
-            worker=event.worker, turn=event.turn or None, detail=detail,
-            input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            parent_id=_id(parent),
+            kind="guard",
+            name=event.guard,
+            start=now - event.duration_s,
+            end=now,
+            status=event.status,
+            error=event.reason,
+            worker=event.worker,
+            turn=event.turn or None,
+            detail=detail,
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+            cost=event.cost,
+        )
         if event.model_calls:  # a judge's call: a model call, its usage the guard's
             answered = "ok" if event.model else "error"
             judged = msgspec.structs.replace(
-                span, span_id=next(self._ids), parent_id=span.span_id, kind="model_call",
-                name=event.model or "model", status=answered, error=None, detail="",
-            )  # fmt: skip
+                span,
+                span_id=next(self._ids),
+                parent_id=span.span_id,
+                kind="model_call",
+                name=event.model or "model",
+                status=answered,
+                error=None,
+                detail="",
+            )
             self._keep(judged, None)  # its usage reaches the guard's parent through it
         self._keep(span, parent)
 
@@ -509,9 +569,14 @@ class SpanRecorder:
             return lambda event: None
         anchor = self._anchors.setdefault(
             call.span_id,
-            _Open(span_id=call.span_id, kind="tool_call", name=call.name, start=call.start,
-                  parent=call.parent),
-        )  # fmt: skip
+            _Open(
+                span_id=call.span_id,
+                kind="tool_call",
+                name=call.name,
+                start=call.start,
+                parent=call.parent,
+            ),
+        )
         prefix = f"{caller}/{call_id}"
 
         def handle(event: Event) -> None:
@@ -546,11 +611,18 @@ class SpanRecorder:
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
         closed = Span(
-            span_id=span.span_id, parent_id=span.via or _id(span.parent), kind=span.kind,
+            span_id=span.span_id,
+            parent_id=span.via or _id(span.parent),
+            kind=span.kind,
             name=span.name,
-            start=span.start, end=max(end, span.end), status=status, error=error,
-            worker=span.worker, turn=span.turn, detail=span.detail,
-        )  # fmt: skip
+            start=span.start,
+            end=max(end, span.end),
+            status=status,
+            error=error,
+            worker=span.worker,
+            turn=span.turn,
+            detail=span.detail,
+        )
         self._keep(_with_usage(closed, span), span.parent)
 
     def _keep(self, span: Span, parent: _Open | None) -> None:
@@ -561,9 +633,12 @@ class SpanRecorder:
                 parent.end = span.end
             # Most spans spent nothing (every tool call): only checked, not added.
             if (
-                span.input_tokens or span.output_tokens or span.cost
-                or span.reasoning_tokens or span.cached_input_tokens
-            ):  # fmt: skip
+                span.input_tokens
+                or span.output_tokens
+                or span.cost
+                or span.reasoning_tokens
+                or span.cached_input_tokens
+            ):
                 parent.input_tokens += span.input_tokens
                 parent.output_tokens += span.output_tokens
                 parent.reasoning_tokens += span.reasoning_tokens
@@ -576,11 +651,18 @@ class SpanRecorder:
 
 _NESTED = frozenset(
     {
-        ModelCallStarted.kind, ModelCallFinished.kind, CompactionStarted.kind,
-        CompactionFinished.kind, ToolCallStarted.kind, ToolCallFinished.kind,
-        "guard.checked", "memory.recalled", "worker.started", "worker.finished",
+        ModelCallStarted.kind,
+        ModelCallFinished.kind,
+        CompactionStarted.kind,
+        CompactionFinished.kind,
+        ToolCallStarted.kind,
+        ToolCallFinished.kind,
+        "guard.checked",
+        "memory.recalled",
+        "worker.started",
+        "worker.finished",
     }
-)  # fmt: skip
+)
 """The events of a sub-run that make spans in its caller's run (:meth:`SpanRecorder.nested`)."""
 
 _COMPACTION = "\0compaction"
@@ -613,15 +695,21 @@ def _with_usage(span: Span, usage: _Usage) -> Span:
     call that has sixteen or more, which costs more than two calls with fewer.
     """
     if not (
-        usage.input_tokens or usage.output_tokens or usage.cost
-        or usage.reasoning_tokens or usage.cached_input_tokens
-    ):  # fmt: skip
+        usage.input_tokens
+        or usage.output_tokens
+        or usage.cost
+        or usage.reasoning_tokens
+        or usage.cached_input_tokens
+    ):
         return span
     return msgspec.structs.replace(
-        span, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-        cost=usage.cost, reasoning_tokens=usage.reasoning_tokens,
+        span,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost=usage.cost,
+        reasoning_tokens=usage.reasoning_tokens,
         cached_input_tokens=usage.cached_input_tokens,
-    )  # fmt: skip
+    )
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:

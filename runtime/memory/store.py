@@ -446,6 +446,12 @@ def _check_namespace(namespace: str) -> None:
 
 def _record(row: Row) -> MemoryRecord:
     return MemoryRecord(
-        id=row[0], namespace=row[1], text=row[2], kind=row[3], run_id=row[4], role=row[5],
-        worker=row[6], created_at=row[7],
-    )  # fmt: skip
+        id=row[0],
+        namespace=row[1],
+        text=row[2],
+        kind=row[3],
+        run_id=row[4],
+        role=row[5],
+        worker=row[6],
+        created_at=row[7],
+    )

@@ -350,9 +350,10 @@ class McpServers:
                     return live.session
                 if name in restarted:
                     raise McpServerError(
-                        name, f"is down for the rest of this run: {live.why()}, and was "
-                        "started again once already"
-                    )  # fmt: skip
+                        name,
+                        f"is down for the rest of this run: {live.why()}, and was "
+                        "started again once already",
+                    )
                 restarted.add(name)
                 live.stop.set()
             return await self._start(server)
@@ -377,10 +378,15 @@ class McpServers:
         server = live.server
         try:
             async with connect(
-                server.name, command=server.command, args=server.args, env=server.env,
-                cwd=server.cwd, url=server.url, headers=server.headers,
+                server.name,
+                command=server.command,
+                args=server.args,
+                env=server.env,
+                cwd=server.cwd,
+                url=server.url,
+                headers=server.headers,
                 start_timeout=server.start_timeout,
-            ) as session:  # fmt: skip
+            ) as session:
                 live.session = session
                 live.ready.set()
                 await live.stop.wait()

@@ -37,18 +37,36 @@ __all__ = [
 
 RESERVED_SETTINGS = frozenset(
     {
-        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
-        "function_call", "response_format", "stream", "stream_options", "timeout",
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "stream",
+        "stream_options",
+        "timeout",
     }
-)  # fmt: skip
+)
 """Request fields Honeycomb sets itself, which a model's settings cannot."""
 
 RESERVED_RESPONSES_SETTINGS = frozenset(
     {
-        "model", "input", "tools", "tool_choice", "parallel_tool_calls", "stream",
-        "stream_options", "timeout", "previous_response_id", "conversation", "background",
+        "model",
+        "input",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "timeout",
+        "previous_response_id",
+        "conversation",
+        "background",
     }
-)  # fmt: skip
+)
 """The same for the Responses API: Honeycomb sends the whole conversation every call
 (``previous_response_id`` and ``conversation`` would send it twice), and waits for the
 answer (``background``)."""
