@@ -426,34 +426,23 @@ class SpanRecorder:
 
     def _compaction_finished(self, event: CompactionFinished) -> None:
         """A summary call ended: its span, and its usage counted on its turn."""
-        name = event.worker or "?"
-        call = self._calls.pop((name, event.turn, _COMPACTION), None)
-        if call is not None:
-            span = Span(
-                span_id=next(self._ids),
-                parent_id=_id(call.parent),
-                kind="compaction",
-                name=event.model or "model",
-                start=call.start,
-                end=self._clock(),
-                status=event.status,
-                error=event.error,
-                worker=name,
-                turn=event.turn,
-                attempts=event.attempts,
-                detail=f"{event.messages} messages folded",
-            )
-            self._keep(_with_usage(span, event), call.parent)
+        detail = f"{event.messages} messages folded"
+        self._model_call_ended(event, _COMPACTION, "compaction", detail)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
         """A model call ended: its span, and its usage counted on its turn."""
+        self._model_call_ended(event, "", "model_call", "")
+
+    def _model_call_ended(
+        self, event: ModelCallFinished | CompactionFinished, key: str, kind: SpanKind, detail: str
+    ) -> None:
         name = event.worker or "?"
-        call = self._calls.pop((name, event.turn, ""), None)
+        call = self._calls.pop((name, event.turn, key), None)
         if call is not None:
             span = Span(
                 span_id=next(self._ids),
                 parent_id=_id(call.parent),
-                kind="model_call",
+                kind=kind,
                 name=event.model or "model",
                 start=call.start,
                 end=self._clock(),
@@ -462,6 +451,7 @@ class SpanRecorder:
                 worker=name,
                 turn=event.turn,
                 attempts=event.attempts,
+                detail=detail,
             )
             self._keep(_with_usage(span, event), call.parent)
 
