@@ -22,7 +22,6 @@ from runtime import (
     ToolRegistry,
     did_you_mean,
 )
-from runtime.memory import SQLiteMemory
 from workers import Role, WorkerSetup
 from workers.guards import Guards, ResolvedGuards, resolve_guards
 from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
@@ -143,6 +142,8 @@ def open_memory(memory: Memory | str | Path | None) -> Memory | None:
     """The memory ``memory`` names: a :class:`~runtime.memory.Memory`, or the path of
     an SQLite memory file (opened on first use)."""
     if isinstance(memory, str | os.PathLike):
+        from runtime.memory import SQLiteMemory  # SQLite loads with the first memory file
+
         return SQLiteMemory(memory)
     return memory
 
