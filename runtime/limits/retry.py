@@ -44,9 +44,14 @@ from runtime.secrets import HeldText
 from runtime.value import Value
 
 __all__ = [
-    "RetryPolicy", "RetryingModel", "ShownText", "is_retryable", "limiter_of", "wait_at_least",
+    "RetryPolicy",
+    "RetryingModel",
+    "ShownText",
+    "is_retryable",
+    "limiter_of",
+    "wait_at_least",
     "wait_retry_after",
-]  # fmt: skip
+]
 
 
 def is_retryable(exc: BaseException) -> bool:
