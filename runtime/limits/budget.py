@@ -77,9 +77,12 @@ class CallInFlight:
 
     def seen(self, now: float) -> InFlight:
         return InFlight(
-            who=self.who, kind=self.kind, turn=self.turn, seconds=now - self.started,
+            who=self.who,
+            kind=self.kind,
+            turn=self.turn,
+            seconds=now - self.started,
             streamed=self.pieces,
-        )  # fmt: skip
+        )
 
 
 class Budget:

@@ -139,9 +139,22 @@ class Dispatcher:
     """
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
-    __slots__ = ("_last", "_limiter", "_run_id", "_scope", "_seen", "_tracer", "_tracing",
-                 "_worker", "approvals", "guard", "journal", "locks", "policy",
-                 "tools")  # fmt: skip
+    __slots__ = (
+        "_last",
+        "_limiter",
+        "_run_id",
+        "_scope",
+        "_seen",
+        "_tracer",
+        "_tracing",
+        "_worker",
+        "approvals",
+        "guard",
+        "journal",
+        "locks",
+        "policy",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -235,10 +248,7 @@ class Dispatcher:
         the journal knows was checked before it ran (a resumed worker's): not again."""
         assert self.guard is not None
         journal = self.journal
-        checked = [
-            r for r in ready
-            if journal is None or journal.recorded(turn, r.call.id) is None
-        ]  # fmt: skip
+        checked = [r for r in ready if journal is None or journal.recorded(turn, r.call.id) is None]
         verdicts = await self.guard.check([(r.call, r.tool, r.kwargs) for r in checked], turn)
         refusals = {
             item.position: text
@@ -437,18 +447,24 @@ class Dispatcher:
         kwargs = ready.kwargs
         if found.context_param is not None:
             ctx = ToolContext(
-                call_id=call.id, worker=self._worker, run_id=self._run_id, turn=turn,
+                call_id=call.id,
+                worker=self._worker,
+                run_id=self._run_id,
+                turn=turn,
                 idempotency_key=idempotency_key(self._key_scope(), self._worker, turn, call.id),
-            )  # fmt: skip
+            )
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         if self._tracing:
             self._tracer.emit(
                 ToolCallStarted(
-                    worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id,
+                    worker=self._worker,
+                    run_id=self._run_id,
+                    turn=turn,
+                    call_id=call.id,
                     tool=call.name,
                 )
-            )  # fmt: skip
+            )
         started = time.perf_counter()
         # Whether a sync side-effecting call's thread took it up (see _timeout_text).
         begun = threading.Event() if found.side_effects and not found.is_async else None
