@@ -51,8 +51,8 @@ import yaml
 
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "yaml", "sh", "text", "json"}
 OFFLINE = "<!-- docs-test: offline -->"
