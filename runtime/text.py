@@ -128,7 +128,7 @@ _PARTIAL = re.compile(
 )
 
 
-class Unescaped(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+class Unescaped(msgspec.Struct, frozen=True, kw_only=True):
     """A text as one more level of escapes decodes it.
 
     Attributes:
