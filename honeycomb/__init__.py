@@ -120,7 +120,6 @@ from runtime import (
     RunBusy,
     RunFailed,
     ScriptExhausted,
-    SQLiteMemory,
     StoreError,
     StreamingModel,
     StreamInterrupted,
@@ -401,6 +400,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         TextToolModel,
     )
+    from runtime.memory.sqlite import SQLiteMemory
     from runtime.models.openai.embeddings import OpenAIEmbeddings
     from runtime.testing import FunctionModel, ScriptedModel, call
 
@@ -424,6 +424,7 @@ _LAZY = {
     "RetryingModel": "runtime.limits.retry",
     "RunStore": "honeycomb.store",
     "RunSummary": "honeycomb.store",
+    "SQLiteMemory": "runtime.memory.sqlite",
     "ScriptedModel": "runtime.testing",
     "Span": "honeycomb.trace.spans",
     "SpanRecorder": "honeycomb.trace.spans",

@@ -459,8 +459,8 @@ LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
     "honeycomb.offline", "honeycomb.hive",
-    "runtime.config.yaml_config", "runtime.memory.db", "sqlite_vec", "mcp", "mcp_types",
-    "httpx2", "runtime.tools._mcp_sdk",
+    "runtime.config.yaml_config", "runtime.memory.db", "runtime.memory.sqlite", "sqlite_vec",
+    "mcp", "mcp_types", "httpx2", "runtime.tools._mcp_sdk",
     # Every model adapter, the models that wrap others, the tool protocols, the test
     # models, spans and logging.
     "runtime.models.openai.chat", "runtime.models.openai.responses",
@@ -492,7 +492,8 @@ FIRST_USE_NAMES = [
      ("honeycomb", "LlamaModel"), ("runtime", "LlamaModel"),
      ("honeycomb", "ScriptedModel"), ("honeycomb", "call"), ("honeycomb", "Span"),
      ("honeycomb", "configure_logging"), ("runtime", "AdaptiveLimiter"),
-     ("honeycomb.trace", "to_jsonl")]  # fmt: skip
+     ("honeycomb.trace", "to_jsonl"), ("honeycomb", "SQLiteMemory"),
+     ("runtime", "SQLiteMemory"), ("runtime.memory", "SQLiteMemory")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("module", "name"), FIRST_USE_NAMES)

@@ -135,9 +135,13 @@ def tool_calls(
 
 
 def model_calls(
-    model: Model, budget: Budget | None, who: str | None, *, kind: str = "turn",
+    model: Model,
+    budget: Budget | None,
+    who: str | None,
+    *,
+    kind: str = "turn",
     caller: Caller | None = None,
-) -> Model:  # fmt: skip
+) -> Model:
     """A model call's layers, in their order, around ``model`` (with the layers it was
     made with inside it).
 

@@ -127,10 +127,25 @@ class AgentLoop:
         guards: Its output guards check each answer before it is accepted.
     """
 
-    # One loop per running worker: no instance dict.
-    __slots__ = ("_calls", "_compactor", "_conversation", "_head", "_output", "budget",
-                 "checkpoint", "dispatcher", "guards", "instructions", "model", "run_id",
-                 "settings", "store", "tracer", "worker")  # fmt: skip
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = (
+        "_calls",
+        "_compactor",
+        "_conversation",
+        "_head",
+        "_output",
+        "budget",
+        "checkpoint",
+        "dispatcher",
+        "guards",
+        "instructions",
+        "model",
+        "run_id",
+        "settings",
+        "store",
+        "tracer",
+        "worker",
+    )
 
     def __init__(
         self,
@@ -164,11 +179,16 @@ class AgentLoop:
         self._compactor: Compactor | None = None
         if compaction is not None:
             self._compactor = Compactor(
-                compaction, kept.summarizer(compaction) or model, budget=self.budget,
-                tracer=self.tracer, worker=worker, run_id=run_id,
-                conversation=self._conversation, timeout=self.settings.model_timeout,
+                compaction,
+                kept.summarizer(compaction) or model,
+                budget=self.budget,
+                tracer=self.tracer,
+                worker=worker,
+                run_id=run_id,
+                conversation=self._conversation,
+                timeout=self.settings.model_timeout,
                 writer=request_writer(model),
-            )  # fmt: skip
+            )
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
@@ -286,9 +306,12 @@ class AgentLoop:
         return step
 
     def _request(
-        self, context: tuple[Message, ...], tools: tuple[ToolSchema, ...], turn: int,
+        self,
+        context: tuple[Message, ...],
+        tools: tuple[ToolSchema, ...],
+        turn: int,
         wrap_up: bool,
-    ) -> ModelRequest:  # fmt: skip
+    ) -> ModelRequest:
         """The request for this turn's model call (the call is awaited in :meth:`step`
         itself: a waiting worker's stack is one coroutine shorter)."""
         return ModelRequest(

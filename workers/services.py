@@ -113,6 +113,9 @@ class Services(Value, frozen=True, kw_only=True):
         it spends its caller's budget and holds its locks and slots; its approver,
         guards and memory are its own."""
         return msgspec.structs.replace(
-            self, budget=caller.budget, locks=caller.locks, tool_slots=caller.tool_slots,
+            self,
+            budget=caller.budget,
+            locks=caller.locks,
+            tool_slots=caller.tool_slots,
             model_slots=caller.model_slots,
-        )  # fmt: skip
+        )

@@ -234,9 +234,8 @@ class Worker:
             worker on its own.
     """
 
-    # One worker per subtask, alive while it runs: no instance dict.
-    __slots__ = ("_dispatcher", "_guards", "model", "name", "role", "services", "setup",
-                 "tools")  # fmt: skip
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = ("_dispatcher", "_guards", "model", "name", "role", "services", "setup", "tools")
 
     def __init__(
         self,
@@ -264,21 +263,36 @@ class Worker:
         self._guards: GuardRunner | None = None
         if not own.empty:
             self._guards = GuardRunner(
-                own, tracer=tracer, judge=kept.judge, role=setup.role.name, worker=self.name,
+                own,
+                tracer=tracer,
+                judge=kept.judge,
+                role=setup.role.name,
+                worker=self.name,
                 run_id=run_id,
-            )  # fmt: skip
+            )
         log = store.approvals if store is not None else None
         gate = None
         if log is not None or _may_ask(setup):  # a stored run's log: its decisions stand
             gate = ApprovalGate(
-                setup.approvals, approver=kept.approver, log=log, worker=self.name,
-                role=setup.role.name, run_id=run_id, timeout_s=kept.approval_timeout_s,
-            )  # fmt: skip
+                setup.approvals,
+                approver=kept.approver,
+                log=log,
+                worker=self.name,
+                role=setup.role.name,
+                run_id=run_id,
+                timeout_s=kept.approval_timeout_s,
+            )
         caller = Caller(worker=self.name, run_id=run_id, tracer=tracer)
         calls = tool_calls(
-            setup.policy, caller, setup.tools, guard=self._guards if own.arguments else None,
-            gate=gate, locks=kept.locks, slots=kept.tool_slots, journal=store,
-        )  # fmt: skip
+            setup.policy,
+            caller,
+            setup.tools,
+            guard=self._guards if own.arguments else None,
+            gate=gate,
+            locks=kept.locks,
+            slots=kept.tool_slots,
+            journal=store,
+        )
         self._dispatcher = Dispatcher(setup.tools, policy=setup.policy, calls=calls, caller=caller)
 
     @property
@@ -309,9 +323,14 @@ class Worker:
                 refused = await self._refused(task)
                 if refused is not None:
                     return self._result(
-                        refused[0], Transcript(), Usage(), 0, started_at, started,
+                        refused[0],
+                        Transcript(),
+                        Usage(),
+                        0,
+                        started_at,
+                        started,
                         error=refused[1],
-                    )  # fmt: skip
+                    )
                 resume = await self._recalled(task, prompt)
             outcome = await loop.run(prompt, resume)
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
@@ -347,9 +366,14 @@ class Worker:
         transcript = Transcript(messages=head + state.messages)
         if isinstance(outcome, Waiting):
             waiting = self._result(
-                "waiting", transcript, state.usage, state.turn, started_at, started,
+                "waiting",
+                transcript,
+                state.usage,
+                state.turn,
+                started_at,
+                started,
                 pending=outcome.pending,
-            )  # fmt: skip
+            )
             return waiting.model_copy(update={"state": state})
         if isinstance(outcome, Failed):
             return self._result(
@@ -394,9 +418,13 @@ class Worker:
         if memory is None or uses is None or uses.recall == 0:
             return None
         message = await recall_at_start(
-            memory, uses, task, tracer=self.services.tracer, worker=self.name,
+            memory,
+            uses,
+            task,
+            tracer=self.services.tracer,
+            worker=self.name,
             run_id=self.services.run_id,
-        )  # fmt: skip
+        )
         return LoopState(task=prompt, messages=(message,)) if message is not None else None
 
     def _result(

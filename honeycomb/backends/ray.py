@@ -234,9 +234,13 @@ class RayBackend:
     # --- one worker --------------------------------------------------------------------
 
     async def run_worker(
-        self, worker: Worker, task: str, *, inputs: Mapping[str, str] | None,
+        self,
+        worker: Worker,
+        task: str,
+        *,
+        inputs: Mapping[str, str] | None,
         resume: LoopState | None,
-    ) -> WorkerResult:  # fmt: skip
+    ) -> WorkerResult:
         """Run ``worker`` in an actor, its services served from here.
 
         Returns the worker's result as :meth:`Worker.run` would; a worker whose actor
@@ -267,10 +271,15 @@ class RayBackend:
                     except SetupFailed as exc:  # its role or model, there
                         return _failed(worker, exc.told(worker.role.name))
                     spec = WorkerSpec(
-                        name=worker.name, setup=keys[0], model=keys[1], summarizer=keys[2],
-                        task=task, inputs=dict(inputs) if inputs is not None else None,
-                        resume=state, services=_sendable(worker, model_slots is not None),
-                    )  # fmt: skip
+                        name=worker.name,
+                        setup=keys[0],
+                        model=keys[1],
+                        summarizer=keys[2],
+                        task=task,
+                        inputs=dict(inputs) if inputs is not None else None,
+                        resume=state,
+                        services=_sendable(worker, model_slots is not None),
+                    )
                     self._runs += 1
                     channel = actor.channel_here(self._channels)
                     return await link.follow(channel, f"w{self._runs}", spec)
@@ -281,9 +290,13 @@ class RayBackend:
                     if not stored or deaths >= self.max_actor_deaths:
                         limit = self.max_actor_deaths if stored else None
                         lost = WorkerLost(
-                            worker.name, _reason(exc), role=worker.role.name,
-                            deaths=deaths, tools=running, limit=limit,
-                        )  # fmt: skip
+                            worker.name,
+                            _reason(exc),
+                            role=worker.role.name,
+                            deaths=deaths,
+                            tools=running,
+                            limit=limit,
+                        )
                         return _failed(worker, lost)
                     state = link.last_state or state  # on from its last checkpoint
                     avoid = actor
@@ -342,15 +355,17 @@ def _sendable(worker: Worker, model_slots: bool) -> SentServices:
     # A run gives its workers its record's part (honeycomb.run.worker_record).
     record = cast("WorkerRecord | None", services.store)
     return SentServices(
-        run_id=services.run_id, guards=services.guards,
-        approval_timeout_s=services.approval_timeout_s, limits=services.budget.limits,
+        run_id=services.run_id,
+        guards=services.guards,
+        approval_timeout_s=services.approval_timeout_s,
+        limits=services.budget.limits,
         at_driver=frozenset(name for name, yes in served.items() if yes),
         text=services.tracer.text,
         journal=dict(record.entries) if record is not None else None,
         decisions=dict(record.decisions) if record is not None else None,
         on_unknown=record.on_unknown if record is not None else "tell",
         scope=record.scope if record is not None else "",
-    )  # fmt: skip
+    )
 
 
 def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], T]) -> T:

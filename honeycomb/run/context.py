@@ -26,9 +26,13 @@ class Backend(Protocol):
     Ray backend): the run itself (its plan, budget, locks, store, events) stays here."""
 
     async def run_worker(
-        self, worker: Worker, task: str, *, inputs: Mapping[str, str] | None,
+        self,
+        worker: Worker,
+        task: str,
+        *,
+        inputs: Mapping[str, str] | None,
         resume: LoopState | None,
-    ) -> WorkerResult:  # fmt: skip
+    ) -> WorkerResult:
         """Run ``worker`` on ``task``, as ``worker.run`` would, its services (its
         budget, locks, store ...) served from here."""
         ...

@@ -95,7 +95,7 @@ class Dispatcher:
             tracer.
     """
 
-    # One dispatcher per worker: no instance dict.
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
     __slots__ = ("_last", "_seen", "caller", "calls", "policy", "tools")
 
     def __init__(
@@ -214,10 +214,16 @@ class Dispatcher:
         if caller.tracer.enabled:
             caller.tracer.emit(
                 ToolCallFinished(
-                    worker=caller.worker, run_id=caller.run_id, turn=turn, call_id=call.id,
-                    tool=call.name, status=status, duration_s=0.0, error=content,
+                    worker=caller.worker,
+                    run_id=caller.run_id,
+                    turn=turn,
+                    call_id=call.id,
+                    tool=call.name,
+                    status=status,
+                    duration_s=0.0,
+                    error=content,
                 )
-            )  # fmt: skip
+            )
         return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)
 
     def _refused(self, call: Prepared, outcome: Outcome) -> ToolMessage:

@@ -61,23 +61,31 @@ class Traced(WrapperModel):
         return response
 
     def _finished(
-        self, request: ModelRequest, started: float, report: CallReport,
-        response: ModelResponse | None, exc: HoneycombError | None,
-    ) -> None:  # fmt: skip
+        self,
+        request: ModelRequest,
+        started: float,
+        report: CallReport,
+        response: ModelResponse | None,
+        exc: HoneycombError | None,
+    ) -> None:
         caller = self.caller
         usage = response.usage if response is not None else Usage()
         caller.tracer.emit(
             ModelCallFinished(
-                worker=caller.worker, run_id=caller.run_id, turn=request.turn,
+                worker=caller.worker,
+                run_id=caller.run_id,
+                turn=request.turn,
                 duration_s=time.perf_counter() - started,
                 status="ok" if exc is None else "error",
                 model=response.model if response is not None else "",
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
                 cost=usage.cost,
                 tool_calls=len(response.message.tool_calls) if response is not None else 0,
                 error=None if exc is None else f"{type(exc).__name__}: {exc}",
-                attempts=report.attempts, retry_wait_s=report.retry_wait_s,
+                attempts=report.attempts,
+                retry_wait_s=report.retry_wait_s,
                 reasoning_tokens=usage.reasoning_tokens,
                 cached_input_tokens=usage.cached_input_tokens,
             )
-        )  # fmt: skip
+        )

@@ -29,6 +29,7 @@ from runtime.value import Value
 __all__ = ["Admitted", "Outcome", "Prepared", "ToolHandler", "ToolLayer", "admit_rest"]
 
 
+# benchmark B: made every tool call, never walked by the GC
 class Prepared(Value, frozen=True, gc=False, kw_only=True):
     """A tool call ready to run: its arguments validated against its tool.
 
@@ -52,6 +53,7 @@ class Prepared(Value, frozen=True, gc=False, kw_only=True):
     begun: threading.Event | None = None
 
 
+# benchmark B: made every tool call, never walked by the GC
 class Outcome(Value, frozen=True, gc=False, kw_only=True):
     """How a call ended, or why it did not run: its observation's status and text,
     the error its ``tool_call.finished`` event reports (None: none), and whether it

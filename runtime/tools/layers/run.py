@@ -56,9 +56,12 @@ class RunTool:
         if found.context_param is not None:
             worker, asked = self.caller.worker, call.call
             ctx = ToolContext(
-                call_id=asked.id, worker=worker, run_id=self.caller.run_id, turn=call.turn,
+                call_id=asked.id,
+                worker=worker,
+                run_id=self.caller.run_id,
+                turn=call.turn,
                 idempotency_key=idempotency_key(self.scope, worker, call.turn, asked.id),
-            )  # fmt: skip
+            )
             kwargs = {**kwargs, found.context_param: ctx}
         try:
             value = await run_tool(found, kwargs, call.begun)

@@ -37,10 +37,13 @@ class Traced(ToolLayer):
         caller, asked = self.caller, call.call
         caller.tracer.emit(
             ToolCallStarted(
-                worker=caller.worker, run_id=caller.run_id, turn=call.turn, call_id=asked.id,
+                worker=caller.worker,
+                run_id=caller.run_id,
+                turn=call.turn,
+                call_id=asked.id,
                 tool=asked.name,
             )
-        )  # fmt: skip
+        )
         started = time.perf_counter()
         outcome = await self.next(call)
         finished(caller, call, outcome, time.perf_counter() - started)
@@ -52,7 +55,13 @@ def finished(caller: Caller, call: Prepared, outcome: Outcome, duration_s: float
     asked = call.call
     caller.tracer.emit(
         ToolCallFinished(
-            worker=caller.worker, run_id=caller.run_id, turn=call.turn, call_id=asked.id,
-            tool=asked.name, status=outcome.status, duration_s=duration_s, error=outcome.error,
+            worker=caller.worker,
+            run_id=caller.run_id,
+            turn=call.turn,
+            call_id=asked.id,
+            tool=asked.name,
+            status=outcome.status,
+            duration_s=duration_s,
+            error=outcome.error,
         )
-    )  # fmt: skip
+    )
