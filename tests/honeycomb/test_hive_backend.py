@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from honeycomb import ConfigErrors, Executor, RayBackend
+from honeycomb import ConfigErrors, Executor
+from honeycomb.backends import RayBackend
 from honeycomb.hive import load_hive
 
 pytest.importorskip("ray")

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from honeycomb import Executor, RunStore
+from honeycomb import Executor
 from honeycomb.run.shown import stored_timeline, worker_statuses
+from honeycomb.store import RunStore
 from honeycomb.trace.critical import figures
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import Span, SpanKind

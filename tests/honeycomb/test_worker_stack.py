@@ -8,17 +8,10 @@ import types
 
 import pytest
 
-from honeycomb import (
-    AgentLoop,
-    Dispatcher,
-    Executor,
-    Role,
-    ScriptedModel,
-    Subtask,
-    ToolRegistry,
-    Worker,
-    tool,
-)
+from honeycomb import Executor, Role, Subtask, ToolRegistry, Worker, tool
+from honeycomb.agents import AgentLoop
+from honeycomb.testing import ScriptedModel
+from honeycomb.tools import Dispatcher
 from runtime.testing import call
 
 

@@ -1,0 +1,44 @@
+"""Seeing what a run did: the tracer that delivers its events, the spans recorded
+from them, its timeline drawn in a terminal or as a web page, JSONL files of spans,
+structured logging, and OpenTelemetry export (``docs/tracing.md``).
+
+    from honeycomb.tracing import build_timeline, render_timeline
+
+:class:`OpenTelemetryExporter` loads on first use: it needs the ``otel`` extra.
+"""
+
+from typing import TYPE_CHECKING
+
+from honeycomb.trace.html import to_html
+from honeycomb.trace.lives import Life
+from honeycomb.trace.logs import configure_logging
+from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
+from honeycomb.trace.terminal import render_timeline
+from honeycomb.trace.timeline import Bar, PlannedSubtask, Row, Timeline, build_timeline
+from runtime._lazy import lazy_attributes
+from runtime.events import Tracer
+
+if TYPE_CHECKING:
+    from honeycomb.trace.otel import OpenTelemetryExporter
+
+__all__ = [
+    "Bar",
+    "Life",
+    "OpenTelemetryExporter",
+    "PlannedSubtask",
+    "Row",
+    "Span",
+    "SpanRecorder",
+    "Timeline",
+    "Tracer",
+    "build_timeline",
+    "configure_logging",
+    "from_jsonl",
+    "render_timeline",
+    "to_html",
+    "to_jsonl",
+]
+
+__getattr__ = lazy_attributes(
+    __name__, {"OpenTelemetryExporter": "honeycomb.trace.otel"}, globals()
+)
