@@ -127,11 +127,6 @@ __all__ = [
 
 __getattr__ = lazy_attributes(
     __name__,
-    {
-        "OfflineModel": "honeycomb.offline",
-        "OpenAIModel": "runtime.openai_model",
-        "RetryPolicy": "runtime.retry",
-        "load_hive": "honeycomb.hive",
-    },
     globals(),
+    ("runtime.retry", "honeycomb.offline", "honeycomb.hive", "runtime.openai_model"),
 )

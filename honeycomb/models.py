@@ -5,14 +5,16 @@ the text and JSON tool protocols for models without function calling, and embedd
 
     from honeycomb.models import RetryingModel, TextToolModel
 
-Importing this module loads the OpenAI client library. The models most programs use
-(``Model``, ``OpenAIModel``, ``OfflineModel``, ``RetryPolicy``, ``WrapperModel``, the
-request and response) are in ``honeycomb`` too, where the adapters load on first use.
+The OpenAI adapters load on first use: they need ``openai``, which takes a second to
+import. The models most programs use (``Model``, ``OpenAIModel``, ``OfflineModel``,
+``RetryPolicy``, ``WrapperModel``, the request and response) are in ``honeycomb`` too.
 """
 
+from typing import TYPE_CHECKING
+
 from honeycomb.offline import OfflineModel
+from runtime._lazy import lazy_attributes
 from runtime._llama_server import LlamaServer
-from runtime.embeddings import OpenAIEmbeddings
 from runtime.json_tools import JsonToolModel
 from runtime.llama import LlamaModel
 from runtime.memory import Embeddings
@@ -25,13 +27,16 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
-from runtime.openai_model import OpenAIModel
-from runtime.openai_responses import OpenAIResponsesModel
 from runtime.pricing import Price, PricedModel
 from runtime.quota import QuotaLeft
 from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.retry import RetryingModel, RetryPolicy
 from runtime.text_tools import TextToolModel
+
+if TYPE_CHECKING:
+    from runtime.embeddings import OpenAIEmbeddings
+    from runtime.openai_model import OpenAIModel
+    from runtime.openai_responses import OpenAIResponsesModel
 
 __all__ = [
     "AdaptiveLimiter",
@@ -58,3 +63,7 @@ __all__ = [
     "ToolSchema",
     "WrapperModel",
 ]
+
+__getattr__ = lazy_attributes(
+    __name__, globals(), ("runtime.openai_model", "runtime.openai_responses", "runtime.embeddings")
+)

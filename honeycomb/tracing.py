@@ -39,6 +39,4 @@ __all__ = [
     "to_jsonl",
 ]
 
-__getattr__ = lazy_attributes(
-    __name__, {"OpenTelemetryExporter": "honeycomb.trace.otel"}, globals()
-)
+__getattr__ = lazy_attributes(__name__, globals(), ("honeycomb.trace.otel",))

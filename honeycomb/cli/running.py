@@ -51,7 +51,7 @@ from runtime.model import missing_key
 from workers import Approvals
 
 if TYPE_CHECKING:
-    from honeycomb import RayBackend
+    from honeycomb.backends import RayBackend
 
 __all__ = [
     "DEFAULT_STORE", "DEMOS", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command",
