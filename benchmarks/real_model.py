@@ -44,7 +44,7 @@ import httpx
 from benchmarks.fanout import RESULTS, machine, results_stem
 from honeycomb import Executor, Policy, Role
 from honeycomb.models import LlamaModel
-from runtime._llama_server import LlamaServer, bundled_gguf
+from runtime.models.llama_server import LlamaServer, bundled_gguf
 from tests.support.llama import SentBodies, record_bodies
 
 TARGET = 1.05

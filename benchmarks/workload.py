@@ -32,7 +32,7 @@ from runtime import (
     ToolCall,
     ToolMessage,
     Usage,
-    _logging,
+    logs,
 )
 from runtime.events import TextDelta
 from runtime.model import TextSink
@@ -87,7 +87,7 @@ def build_executor(
                 concurrency=max(params.t, 1))  # fmt: skip
     # log_events is on by default and logs only once the application has configured
     # structlog; the processes of F's logging figure do, and its baseline turns it off.
-    logging_baseline = not params.events and _logging.configured()
+    logging_baseline = not params.events and logs.configured()
     return Executor(
         [role],
         BenchModel(params, counts),

@@ -25,9 +25,6 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Budgets, Policy
 from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult
 from honeycomb.run.stream import RunStream
-from runtime._lazy import lazy_attributes
-from runtime.approvals import ApprovalRequest, Approver, Decision
-from runtime.dispatch import check_cancelled
 from runtime.errors import (
     BudgetExceeded,
     ConfigError,
@@ -40,7 +37,7 @@ from runtime.errors import (
     ToolError,
 )
 from runtime.events import Event, EventHandler
-from runtime.mcp import McpServer
+from runtime.lazy import lazy_names
 from runtime.memory import Memory, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
@@ -54,6 +51,9 @@ from runtime.messages import (
 from runtime.model import Model, ModelRequest, ModelResponse, WrapperModel
 from runtime.secrets import add_secret
 from runtime.tools import Tool, ToolContext, ToolRegistry, tool
+from runtime.tools.approvals import ApprovalRequest, Approver, Decision
+from runtime.tools.dispatch import check_cancelled
+from runtime.tools.mcp import McpServer
 from workers.context import Compaction
 from workers.guards import GuardCheck, Guards
 from workers.memory import RoleMemory
@@ -63,8 +63,8 @@ from workers.worker import Worker, WorkerResult
 if TYPE_CHECKING:
     from honeycomb.hive import load_hive
     from honeycomb.offline import OfflineModel
-    from runtime.openai_model import OpenAIModel
-    from runtime.retry import RetryPolicy
+    from runtime.limits.retry import RetryPolicy
+    from runtime.models.openai.chat import OpenAIModel
 
 __all__ = [
     "ApprovalRequest",
@@ -125,8 +125,9 @@ __all__ = [
     "tool",
 ]
 
-__getattr__ = lazy_attributes(
-    __name__,
-    globals(),
-    ("runtime.retry", "honeycomb.offline", "honeycomb.hive", "runtime.openai_model"),
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, and no other name
+    __getattr__ = lazy_names(
+        __name__,
+        globals(),
+        ("runtime.models", "runtime.limits", "honeycomb.offline", "honeycomb.hive"),
+    )

@@ -8,7 +8,7 @@ are kept (``docs/approvals.md``).
 too.
 """
 
-from runtime.approvals import (
+from runtime.tools.approvals import (
     ApprovalEntry,
     ApprovalLog,
     ApprovalRequest,

@@ -1,5 +1,6 @@
 """Every error Honeycomb raises: :class:`HoneycombError` and the whole tree below it
-(drawn in ``runtime/errors.py``), the Ray backend's :class:`WorkerLost`, and the two
+(drawn in ``runtime/errors.py``), the Ray backend's :class:`WorkerLost` and
+:class:`RemoteFailure`, and the two
 signals that are not failures: :class:`ModelRetry`, which a tool raises to send the
 model a message, and :class:`ArgumentsError`, a model's tool arguments that are not
 JSON or fail validation.
@@ -9,7 +10,7 @@ JSON or fail validation.
 The errors most programs catch are in ``honeycomb`` too.
 """
 
-from honeycomb.backends import WorkerLost
+from honeycomb.backends import RemoteFailure, WorkerLost
 from runtime.errors import (
     AgentError,
     AlreadyDecided,
@@ -42,6 +43,7 @@ from runtime.errors import (
     RunBusy,
     RunFailed,
     ScriptExhausted,
+    ServerGone,
     StoreError,
     StreamInterrupted,
     ToolDefinitionError,
@@ -79,11 +81,13 @@ __all__ = [
     "OutputCutOff",
     "OutputValidationError",
     "PlanError",
+    "RemoteFailure",
     "RetryAfterPastDeadline",
     "RunBusy",
     "RunFailed",
     "RunawayLoop",
     "ScriptExhausted",
+    "ServerGone",
     "StoreError",
     "StreamInterrupted",
     "ToolDefinitionError",

@@ -52,11 +52,11 @@ from runtime import (
     ToolContext,
     ToolRegistry,
 )
-from runtime._concurrency import require_asyncio
-from runtime.approvals import Approver, PendingApproval
-from runtime.mcp import McpServer
+from runtime.concurrency import require_asyncio
 from runtime.model import held, missing_key
 from runtime.secrets import masked, masked_errors
+from runtime.tools.approvals import Approver, PendingApproval
+from runtime.tools.mcp import McpServer
 from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
@@ -97,9 +97,9 @@ class Executor:
             :class:`~runtime.memory.Memory`, or the path of an SQLite memory file),
             shared by every run.
         mcp_servers: MCP servers whose tools roles name as ``server:tool`` or
-            ``server:*`` (see :mod:`runtime.mcp`).
+            ``server:*`` (see :mod:`runtime.tools.mcp`).
         approver: Decides on tool calls that need approval (see
-            :mod:`runtime.approvals`); None: they wait in the store for
+            :mod:`runtime.tools.approvals`); None: they wait in the store for
             :meth:`decide`.
         guards: The runs' own guards (see :mod:`workers.guards`): ``input`` on each
             run's task and ``output`` on its final answer, which stop the run with

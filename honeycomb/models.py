@@ -13,10 +13,10 @@ import. The models most programs use (``Model``, ``OpenAIModel``, ``OfflineModel
 from typing import TYPE_CHECKING
 
 from honeycomb.offline import OfflineModel
-from runtime._lazy import lazy_attributes
-from runtime._llama_server import LlamaServer
-from runtime.json_tools import JsonToolModel
-from runtime.llama import LlamaModel
+from runtime.lazy import lazy_names
+from runtime.limits.quota import QuotaLeft
+from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
+from runtime.limits.retry import RetryingModel, RetryPolicy
 from runtime.memory import Embeddings
 from runtime.model import (
     Model,
@@ -27,16 +27,16 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
-from runtime.pricing import Price, PricedModel
-from runtime.quota import QuotaLeft
-from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
-from runtime.retry import RetryingModel, RetryPolicy
-from runtime.text_tools import TextToolModel
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import LlamaServer
+from runtime.models.pricing import Price, PricedModel
+from runtime.models.protocols.json_tools import JsonToolModel
+from runtime.models.protocols.text_tools import TextToolModel
 
 if TYPE_CHECKING:
-    from runtime.embeddings import OpenAIEmbeddings
-    from runtime.openai_model import OpenAIModel
-    from runtime.openai_responses import OpenAIResponsesModel
+    from runtime.models.openai.chat import OpenAIModel
+    from runtime.models.openai.embeddings import OpenAIEmbeddings
+    from runtime.models.openai.responses import OpenAIResponsesModel
 
 __all__ = [
     "AdaptiveLimiter",
@@ -64,6 +64,5 @@ __all__ = [
     "WrapperModel",
 ]
 
-__getattr__ = lazy_attributes(
-    __name__, globals(), ("runtime.openai_model", "runtime.openai_responses", "runtime.embeddings")
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, and no other name
+    __getattr__ = lazy_names(__name__, globals(), ("runtime.models",))

@@ -9,9 +9,9 @@ under its timeout).
 ``check_cancelled`` are in ``honeycomb`` too.
 """
 
-from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
-from runtime.mcp import McpServer, McpToolSettings
 from runtime.tools import Tool, ToolContext, ToolRegistry, tool
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.mcp import McpServer, McpToolSettings
 
 __all__ = [
     "DispatchPolicy",

@@ -15,8 +15,8 @@ from honeycomb.trace.logs import configure_logging
 from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import Bar, PlannedSubtask, Row, Timeline, build_timeline
-from runtime._lazy import lazy_attributes
 from runtime.events import Tracer
+from runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from honeycomb.trace.otel import OpenTelemetryExporter
@@ -39,4 +39,5 @@ __all__ = [
     "to_jsonl",
 ]
 
-__getattr__ = lazy_attributes(__name__, globals(), ("honeycomb.trace.otel",))
+if not TYPE_CHECKING:  # type checkers see the import above, and no other name
+    __getattr__ = lazy_names(__name__, globals(), ("honeycomb.trace.otel",))

@@ -1,4 +1,12 @@
-"""Honeycomb's substrate: messages, models, tools, tool dispatch, limits, events, errors.
+"""Honeycomb's substrate, in families.
+
+At the root: the values that flow through a worker (:mod:`~runtime.messages`, the
+:mod:`~runtime.model` protocol with its requests and responses, :mod:`~runtime.events`,
+:mod:`~runtime.errors`), the helpers every family uses, and the test models
+(:mod:`runtime.testing`). The families: :mod:`runtime.models` (OpenAI adapters, tool
+protocols, llama.cpp), :mod:`runtime.tools` (``@tool``, dispatch, approvals, the journal,
+MCP), :mod:`runtime.limits` (budgets, deadlines, rate limits, retries),
+:mod:`runtime.memory` and :mod:`runtime.config` (YAML).
 
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
 retry policy, the YAML reader, the text tool protocol and the models that add prices
@@ -8,19 +16,6 @@ time and memory to import, and many programs never need them).
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_attributes
-from runtime.approvals import (
-    ApprovalEntry,
-    ApprovalLog,
-    ApprovalNeeded,
-    ApprovalRequest,
-    ApprovalRule,
-    Approver,
-    Decision,
-    MemoryApprovalLog,
-    PendingApproval,
-)
-from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import (
     AgentError,
     AlreadyDecided,
@@ -74,9 +69,8 @@ from runtime.events import (
     ToolCallStarted,
     Tracer,
 )
-from runtime.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
+from runtime.lazy import lazy_attributes
 from runtime.limits import Budget, LimitedModel, Limits
-from runtime.mcp import McpServer, McpServers, McpToolSettings
 from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
@@ -108,6 +102,20 @@ from runtime.model import (
 )
 from runtime.secrets import add_secret
 from runtime.tools import ArgumentsError, Tool, ToolContext, ToolRegistry, tool
+from runtime.tools.approvals import (
+    ApprovalEntry,
+    ApprovalLog,
+    ApprovalNeeded,
+    ApprovalRequest,
+    ApprovalRule,
+    Approver,
+    Decision,
+    MemoryApprovalLog,
+    PendingApproval,
+)
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
+from runtime.tools.mcp import McpServer, McpServers, McpToolSettings
 
 __all__ = [
     "AdaptiveLimiter",
@@ -237,35 +245,41 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from runtime.embeddings import OpenAIEmbeddings
-    from runtime.json_tools import JsonToolModel
-    from runtime.llama import LlamaModel
-    from runtime.openai_model import OpenAIModel
-    from runtime.openai_responses import OpenAIResponsesModel
-    from runtime.pricing import Price, PricedModel
-    from runtime.ratelimit import AdaptiveLimiter, RateLimitedModel
-    from runtime.retry import RetryingModel, RetryPolicy
-    from runtime.text_tools import TextToolModel
-    from runtime.yaml_config import YamlDocument, YamlPath, format_path, load_yaml, parse_yaml
+    from runtime.config.yaml_config import (
+        YamlDocument,
+        YamlPath,
+        format_path,
+        load_yaml,
+        parse_yaml,
+    )
+    from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
+    from runtime.limits.retry import RetryingModel, RetryPolicy
+    from runtime.models.llama import LlamaModel
+    from runtime.models.openai.chat import OpenAIModel
+    from runtime.models.openai.embeddings import OpenAIEmbeddings
+    from runtime.models.openai.responses import OpenAIResponsesModel
+    from runtime.models.pricing import Price, PricedModel
+    from runtime.models.protocols.json_tools import JsonToolModel
+    from runtime.models.protocols.text_tools import TextToolModel
 
 _LAZY = {
-    "JsonToolModel": "runtime.json_tools",
-    "AdaptiveLimiter": "runtime.ratelimit",
-    "LlamaModel": "runtime.llama",
-    "OpenAIEmbeddings": "runtime.embeddings",
-    "OpenAIModel": "runtime.openai_model",
-    "OpenAIResponsesModel": "runtime.openai_responses",
-    "Price": "runtime.pricing",
-    "PricedModel": "runtime.pricing",
-    "RateLimitedModel": "runtime.ratelimit",
-    "RetryPolicy": "runtime.retry",
-    "RetryingModel": "runtime.retry",
-    "TextToolModel": "runtime.text_tools",
-    "YamlDocument": "runtime.yaml_config",
-    "YamlPath": "runtime.yaml_config",
-    "format_path": "runtime.yaml_config",
-    "load_yaml": "runtime.yaml_config",
-    "parse_yaml": "runtime.yaml_config",
+    "JsonToolModel": "runtime.models.protocols.json_tools",
+    "AdaptiveLimiter": "runtime.limits.ratelimit",
+    "LlamaModel": "runtime.models.llama",
+    "OpenAIEmbeddings": "runtime.models.openai.embeddings",
+    "OpenAIModel": "runtime.models.openai.chat",
+    "OpenAIResponsesModel": "runtime.models.openai.responses",
+    "Price": "runtime.models.pricing",
+    "PricedModel": "runtime.models.pricing",
+    "RateLimitedModel": "runtime.limits.ratelimit",
+    "RetryPolicy": "runtime.limits.retry",
+    "RetryingModel": "runtime.limits.retry",
+    "TextToolModel": "runtime.models.protocols.text_tools",
+    "YamlDocument": "runtime.config.yaml_config",
+    "YamlPath": "runtime.config.yaml_config",
+    "format_path": "runtime.config.yaml_config",
+    "load_yaml": "runtime.config.yaml_config",
+    "parse_yaml": "runtime.config.yaml_config",
 }
 
 

@@ -10,6 +10,7 @@ The tree::
     │   ├── DuplicateToolError      two tools with one name in a registry
     │   ├── UnknownToolError        a tool name that is not registered
     │   └── McpServerError          an MCP server could not be started, listed or reached
+    │       └── ServerGone          its connection ended (a stdio server's process exited)
     ├── ModelError                  a model call failed
     │   ├── ModelHTTPError          the endpoint answered with an HTTP error status
     │   │   └── RetryAfterPastDeadline  it asked to wait past the retry deadline
@@ -50,7 +51,7 @@ loop goes on.
 Control signals are not failures and live apart from the tree: :class:`ModelRetry` is
 raised by a tool to send a message back to the model ("try again with a smaller
 date range") and never counts as a crash; ``ApprovalNeeded``
-(:mod:`runtime.approvals`) pauses a worker whose calls wait for a person.
+(:mod:`runtime.tools.approvals`) pauses a worker whose calls wait for a person.
 
 Third-party errors (``openai.*``, ``pydantic.ValidationError``, ``yaml.YAMLError``)
 are translated where they enter and chained with ``raise ... from exc``.
@@ -94,6 +95,7 @@ __all__ = [
     "RunFailed",
     "RunawayLoop",
     "ScriptExhausted",
+    "ServerGone",
     "StoreError",
     "StreamInterrupted",
     "ToolDefinitionError",
@@ -227,6 +229,10 @@ class McpServerError(ToolError):
         self.server = server
         self.reason = reason
         super().__init__(f"MCP server {server!r} {reason}")
+
+
+class ServerGone(McpServerError):
+    """An MCP server's connection ended (a stdio server's process exited)."""
 
 
 # --- models --------------------------------------------------------------------------

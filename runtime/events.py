@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from runtime import _logging
+from runtime import logs
 from runtime.secrets import masked
 from runtime.value import Value
 
@@ -192,7 +192,7 @@ class Tracer:
     @property
     def enabled(self) -> bool:
         """Whether emitting can have any effect (skip building events when False)."""
-        return bool(self._handlers) or (self._log and _logging.configured())
+        return bool(self._handlers) or (self._log and logs.configured())
 
     def emit(self, event: Event) -> None:
         """Give ``event`` to every handler, then to the log, secrets masked."""
@@ -202,8 +202,8 @@ class Tracer:
                 handler(event)
             except Exception as exc:
                 _failed(exc, event.kind)
-        if self._log and event.logged and _logging.configured():
-            _logging.log(event.kind, event.fields())
+        if self._log and event.logged and logs.configured():
+            logs.log(event.kind, event.fields())
 
 
 class HeldText(Tracer):
@@ -289,7 +289,7 @@ def _failed(exc: Exception, kind: str) -> None:
     """A handler raised: log it and go on (a broken handler must not break a worker)."""
     # Not ``event``: structlog takes a log line's own name as the ``event`` argument.
     fields = {"error": repr(exc), "event_kind": kind}
-    _logging.log("event_handler.failed", fields, level="warning")
+    logs.log("event_handler.failed", fields, level="warning")
 
 
 NO_TRACE = Tracer(log=False)

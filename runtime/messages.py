@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 import msgspec
 
-from runtime._text import encode_json
+from runtime.text import encode_json
 from runtime.value import Value, packed
 
 __all__ = [
@@ -144,7 +144,7 @@ class AssistantMessage(_Message, frozen=True, tag="assistant", kw_only=True):
 
 ObservationStatus = Literal["ok", "error", "timeout", "skipped", "unknown"]
 """``unknown``: a side-effecting call whose run crashed mid-call, so it may or may not
-have taken effect (see :mod:`runtime.journal`)."""
+have taken effect (see :mod:`runtime.tools.journal`)."""
 
 
 class ToolMessage(_Message, frozen=True, tag="tool", kw_only=True):
@@ -241,7 +241,7 @@ def dump_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def dump_messages_json(messages: Iterable[Message]) -> str:
     """Messages as a JSON array (what :func:`validate_messages` reads back); lone
-    surrogates in their text are replaced by U+FFFD (see :mod:`runtime._text`)."""
+    surrogates in their text are replaced by U+FFFD (see :mod:`runtime.text`)."""
     return encode_json(messages if isinstance(messages, tuple | list) else list(messages)).decode()
 
 

@@ -13,7 +13,7 @@ The loop streams when its run asks for the text as it is written (see
 :class:`~runtime.events.Tracer`); otherwise every call is one-shot.
 
 A model may serve itself from this process (:class:`ServedModel`, llama.cpp's
-:class:`~runtime.llama.LlamaModel`): whoever uses it holds it (:func:`held`) for as
+:class:`~runtime.models.llama.LlamaModel`): whoever uses it holds it (:func:`held`) for as
 long as its server should stay up.
 """
 
@@ -115,7 +115,7 @@ class ModelResponse(Value, frozen=True, gc=False, kw_only=True):
     """One model answer: the assistant message, what it cost, and why it stopped.
 
     The agent loop checks a model's answer where it receives it
-    (:func:`runtime._checks.check_response`): a model is user code.
+    (:func:`runtime.models.checks.check_response`): a model is user code.
     """
 
     message: AssistantMessage

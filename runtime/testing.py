@@ -22,11 +22,11 @@ from typing import Any, TypeAlias
 import anyio
 import msgspec
 
-from runtime._checks import check_message, kind_of
-from runtime._tokens import simple_quarter_tokens as quarter_tokens
 from runtime.errors import ModelResponseError, ScriptExhausted
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelRequest, ModelResponse, TextSink
+from runtime.models.checks import check_message, kind_of
+from runtime.models.tokens import simple_quarter_tokens as quarter_tokens
 
 __all__ = [
     "FunctionModel", "ScriptStep", "ScriptedModel", "call", "estimate_usage", "stream_text",
@@ -56,7 +56,7 @@ def call(
 
 def estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     """A deterministic token estimate (about four ASCII characters a token, and one a
-    character of other scripts: see :mod:`runtime._tokens`)."""
+    character of other scripts: see :mod:`runtime.models.tokens`)."""
     prompt = sum(quarter_tokens(getattr(m, "content", None) or "") for m in request.messages)
     prompt += sum(len(_JSON.encode(t.parameters)) for t in request.tools)
     answer = quarter_tokens(message.content or "") + sum(

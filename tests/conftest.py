@@ -16,7 +16,7 @@ import structlog
 from runtime.secrets import isolated
 
 if TYPE_CHECKING:
-    from runtime._llama_server import LlamaServer
+    from runtime.models.llama_server import LlamaServer
     from tests.support.llama import SentBodies
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -100,7 +100,7 @@ def ray_session() -> Iterator[None]:
     go to one test process (``pytest.mark.xdist_group("ray")``), which then starts one
     Ray."""
     ray = pytest.importorskip("ray")
-    from honeycomb.backends._setup import start_ray
+    from honeycomb.backends.ray import start_ray
 
     start_ray(None, num_cpus=2)
     yield

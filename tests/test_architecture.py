@@ -142,10 +142,139 @@ def test_each_part_imports_only_the_parts_below_it() -> None:
     assert wrong == []
 
 
+def family(module: str) -> str:
+    """The family of runtime a module belongs to: ``runtime.tools``, ``runtime.models``
+    ... for a subpackage's modules, ``runtime`` for the values at its root."""
+    parts = module.split(".")
+    if module == "runtime.testing":
+        return "runtime.models"  # the test models
+    return ".".join(parts[:2]) if len(parts) > 2 or module in FAMILIES else "runtime"
+
+
+FAMILIES = {
+    "runtime": set(),
+    "runtime.config": {"runtime"},
+    "runtime.limits": {"runtime"},
+    "runtime.models": {"runtime", "runtime.limits"},
+    "runtime.tools": {"runtime", "runtime.limits", "runtime.config"},
+    "runtime.memory": {"runtime", "runtime.tools"},
+}
+"""What each family of runtime may import: the values at its root (messages, the
+Model protocol, events, errors) import no family; limits and config build on them;
+models on limits (retries, rate limits); tools on limits (deadlines) and config
+(import paths); memory on tools (a result's text, threads)."""
+
+
+def test_runtime_families_import_only_the_ones_below_them() -> None:
+    inside = [m for m in MODULES if m.startswith("runtime.")]
+    assert {family(m) for m in inside} == set(FAMILIES)
+    wrong = sorted(
+        f"{module} imports {target}"
+        for module in inside
+        for target in GRAPH[module]
+        if target != "runtime"
+        and family(target) != family(module)
+        and family(target) not in FAMILIES[family(module)]
+    )
+    assert wrong == []
+
+
+def test_runtime_root_holds_only_its_values() -> None:
+    """The values and the few helpers every family uses stay at runtime/'s root;
+    everything else lives in a family."""
+    flat = sorted(p.name for p in (ROOT / "runtime").glob("*.py") if p.name != "__init__.py")
+    assert len(flat) <= 11, flat
+
+
+def owner(path: Path) -> str:
+    """The package a file is inside: its own dotted package, or for a test, the
+    package its folder mirrors (tests/runtime -> runtime)."""
+    parts = list(path.relative_to(ROOT).parent.parts)
+    if parts and parts[0] == "tests":
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, source: str) -> set[tuple[int, str]]:
+    """Every module the file at ``path`` (holding ``source``) imports, by line: ``from
+    a.b import c`` imports ``a.b.c`` when that is a module of ours (or a private name
+    of a package), else ``a.b``."""
+    package = module_name(path) if path.name == "__init__.py" else owner(path)
+    found: set[tuple[int, str]] = set()
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {(node.lineno, alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                kept = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*kept, base]).strip(".")
+            in_package = (ROOT / base.replace(".", "/")).is_dir()
+            for alias in node.names:
+                whole = f"{base}.{alias.name}"
+                module = whole in MODULES or (in_package and alias.name.startswith("_"))
+                found.add((node.lineno, whole if module else base))
+    return found
+
+
+def reaches(path: Path, source: str) -> list[str]:
+    """The imports in ``path`` of a private module (``_name``) of a package it is not
+    inside. A test counts as inside the package its folder mirrors, and may reach into
+    the packages below that one (a test may import what it tests)."""
+    here = owner(path)
+    is_test = path.relative_to(ROOT).parts[0] == "tests"
+    wrong = []
+    for line, target in sorted(imported_modules(path, source)):
+        parts = target.split(".")
+        private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
+        if not private or parts[0] not in ("runtime", "workers", "honeycomb"):
+            continue
+        holder = ".".join(parts[: private[0]])
+        inside = here == holder or here.startswith(holder + ".")
+        tested = is_test and holder.startswith(here + ".")
+        if not inside and not tested:
+            wrong.append(f"{path.relative_to(ROOT).as_posix()}:{line} imports {target}")
+    return wrong
+
+
+def test_no_module_imports_a_private_module_of_another_package() -> None:
+    wrong = [
+        reach
+        for source in ("runtime", "workers", "honeycomb", "tests", "benchmarks", "examples")
+        for path in sorted((ROOT / source).rglob("*.py"))
+        for reach in reaches(path, path.read_text())
+    ]
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "found"),
+    [
+        ("workers/x.py", "from runtime.tools import _mcp_sdk", "runtime.tools._mcp_sdk"),
+        ("workers/x.py", "from runtime.tools import (Tool,\n _mcp_sdk)", "runtime.tools._mcp_sdk"),
+        ("honeycomb/run/x.py", "import runtime.memory._sqlite", "runtime.memory._sqlite"),
+        ("runtime/models/x.py", "from runtime.memory._sqlite import is_busy",
+         "runtime.memory._sqlite"),
+        ("tests/runtime/x.py", "from honeycomb.backends._wire import raised",
+         "honeycomb.backends._wire"),
+        ("benchmarks/x.py", "from runtime.tools._mcp_sdk import connect", "runtime.tools._mcp_sdk"),
+        ("runtime/memory/x.py", "from runtime.memory._sqlite import is_busy", None),
+        ("runtime/memory/x.py", "from ._sqlite import is_busy", None),
+        ("runtime/tools/x.py", "from runtime.errors import _private_name", None),
+        ("tests/honeycomb/x.py", "from honeycomb.backends._wire import raised", None),
+    ],
+)  # fmt: skip
+def test_a_reach_into_another_package_is_seen(where: str, source: str, found: str | None) -> None:
+    expected = [] if found is None else [f"{where}:1 imports {found}"]
+    assert reaches(ROOT / where, source) == expected
+
+
 @pytest.mark.parametrize("module", [runtime, workers])
-def test_all_names_exist(module: object) -> None:
+def test_all_names_exist_and_are_sorted(module: object) -> None:
     """(``honeycomb``'s public modules have tests of their own: test_public_api.py.)"""
-    for name in module.__all__:  # type: ignore[attr-defined]
+    names = module.__all__  # type: ignore[attr-defined]
+    assert names == sorted(names)
+    for name in names:
         assert hasattr(module, name), name
 
 
@@ -156,9 +285,9 @@ BASE_MODULES = {
 }  # fmt: skip
 EXTRA_MODULES = {  # each behind an extra
     "honeycomb/trace/otel.py": {"opentelemetry"},  # `otel`
-    "runtime/_memory_db.py": {"sqlite_vec"},  # `memory`
-    "runtime/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
-    "runtime/_llama_server.py": {"xllamacpp"},  # `local`, as a server starts
+    "runtime/memory/db.py": {"sqlite_vec"},  # `memory`
+    "runtime/tools/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
+    "runtime/models/llama_server.py": {"xllamacpp"},  # `local`, as a server starts
     "honeycomb/web/app.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
@@ -203,12 +332,17 @@ LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
     "honeycomb.offline", "honeycomb.hive",
-    "runtime.yaml_config", "runtime._memory_db", "runtime.embeddings", "sqlite_vec", "mcp",
-    "mcp_types", "httpx2", "runtime._mcp_sdk",
-    # Models that wrap others, the text tool protocol, the test models, spans and logging.
-    "runtime.pricing", "runtime.ratelimit", "runtime.quota", "runtime.text_tools",
-    "runtime._text_protocol", "runtime._actions", "runtime._lenient_json", "runtime._request",
-    "runtime.testing", "runtime.llama", "runtime._llama_server", "xllamacpp",
+    "runtime.config.yaml_config", "runtime.memory.db", "sqlite_vec", "mcp", "mcp_types",
+    "httpx2", "runtime.tools._mcp_sdk",
+    # Every model adapter, the models that wrap others, the tool protocols, the test
+    # models, spans and logging.
+    "runtime.models.openai.chat", "runtime.models.openai.responses",
+    "runtime.models.openai.embeddings", "runtime.models.openai.request",
+    "runtime.models.pricing", "runtime.limits.ratelimit", "runtime.limits.quota",
+    "runtime.limits.retry", "runtime.models.protocols.text_tools",
+    "runtime.models.protocols.text_wire", "runtime.models.protocols.actions",
+    "runtime.models.protocols.lenient_json", "runtime.models.protocols.json_tools",
+    "runtime.testing", "runtime.models.llama", "runtime.models.llama_server", "xllamacpp",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
 )  # fmt: skip
 
@@ -240,7 +374,9 @@ def test_the_command_line_loads_the_openai_adapter_only_for_an_openai_model() ->
                           check=True)  # fmt: skip
     loaded = set(done.stdout.split())
     assert "honeycomb.hive.hive" in loaded
-    assert sorted(m for m in ("openai", "tenacity", "runtime.openai_model") if m in loaded) == []
+    assert (
+        sorted(m for m in ("openai", "tenacity", "runtime.models.openai.chat") if m in loaded) == []
+    )
 
 
 def named_modules() -> list[str]:

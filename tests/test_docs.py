@@ -296,7 +296,7 @@ def test_the_readme_links_to_where_the_work_is_done() -> None:
     linked = {target for page, target in links() if page == ROOT / "README.md"}
     for file in (
         "workers/loop.py",
-        "runtime/dispatch.py",
+        "runtime/tools/dispatch.py",
         "honeycomb/executor.py",
         "honeycomb/run/run.py",
         "honeycomb/run/scheduler.py",

@@ -41,8 +41,8 @@ from runtime import (
     Usage,
     UserMessage,
 )
-from runtime._checks import check_response
 from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
+from runtime.models.checks import check_response
 from runtime.value import Value
 from workers.context import (
     TOKENS_PER_MESSAGE,

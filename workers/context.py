@@ -7,7 +7,7 @@ message with its tool observations, or a lone user message), so a tool call is n
 separated from its observation. When something is left out, a note says so.
 
 Context size is estimated by :func:`estimate_tokens`: four ASCII characters a token
-and one a character of other scripts (:mod:`runtime._tokens`), or a role's own token
+and one a character of other scripts (:mod:`runtime.models.tokens`), or a role's own token
 counter; plus four tokens a message. The loop adds that estimate of what was added
 since the last model call to the input tokens the server reported for it (no
 tokenizer is needed).
@@ -30,8 +30,8 @@ from runtime import (
     ToolSchema,
     UserMessage,
 )
-from runtime._imports import import_object
-from runtime._tokens import quarter_tokens
+from runtime.config.imports import import_object
+from runtime.models.tokens import quarter_tokens
 from runtime.value import Value
 
 __all__ = [

@@ -48,10 +48,10 @@ from runtime import (
     UserMessage,
     did_you_mean,
 )
-from runtime._checks import check_response
-from runtime._concurrency import run_together
-from runtime._imports import import_object
-from runtime.journal import arguments_text
+from runtime.concurrency import run_together
+from runtime.config.imports import import_object
+from runtime.models.checks import check_response
+from runtime.tools.journal import arguments_text
 from runtime.value import Value
 
 __all__ = [
@@ -368,7 +368,7 @@ class GuardRunner:
         self, calls: Sequence[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
     ) -> list[str | None]:
         """The argument guards on a turn's calls, all together: for each call, None or
-        the text of its error observation (a :class:`~runtime.dispatch.CallGuard`)."""
+        the text of its error observation (a :class:`~runtime.tools.dispatch.CallGuard`)."""
         found: list[list[Refusal]] = [[] for _ in calls]
 
         async def one(index: int, call: ToolCall, kwargs: dict[str, Any]) -> None:

@@ -73,11 +73,9 @@ from runtime import (
     Tracer,
     Usage,
     UserMessage,
-    _logging,
+    logs,
 )
-from runtime._checks import check_response
-from runtime._concurrency import require_asyncio
-from runtime.approvals import ApprovalNeeded
+from runtime.concurrency import require_asyncio
 from runtime.events import (
     CallReport,
     HeldText,
@@ -89,6 +87,8 @@ from runtime.events import (
 from runtime.limits import CallInFlight
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, call_model, request_writer
+from runtime.models.checks import check_response
+from runtime.tools.approvals import ApprovalNeeded
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
 from workers.guards import GuardRunner, refusal_text
@@ -207,7 +207,7 @@ class AgentLoop:
         calls, those calls (or ``Waiting``, when some wait for a person's approval)."""
         pending = state.pending
         if pending:
-            bound = _logging.bind(turn=state.turn)  # tools' own logs name the turn
+            bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
             try:
                 observations = await self.dispatcher.dispatch(
                     pending, turn=state.turn, previous=state.previous_calls
@@ -215,7 +215,7 @@ class AgentLoop:
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
                 return Waiting(state=state, pending=paused.pending)
             finally:
-                _logging.unbind(bound)
+                logs.unbind(bound)
             return await self._observed(state, pending, observations)
         wrap_up = state.turn >= self.settings.max_turns
         messages = state.messages

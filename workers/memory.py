@@ -33,11 +33,11 @@ from runtime import (
     ToolContext,
     Tracer,
     UserMessage,
-    _logging,
+    logs,
     tool,
 )
-from runtime._render import cut
 from runtime.memory import DEFAULT_NAMESPACE
+from runtime.tools.render import cut
 
 __all__ = [
     "RECALL_HEADER",
@@ -189,4 +189,4 @@ async def keep_result(
         )  # fmt: skip
     except (HoneycombError, ValueError) as exc:
         fields = {"run_id": run_id, "worker": worker, "error": f"{type(exc).__name__}: {exc}"}
-        _logging.log("memory.store_failed", fields, level="warning")
+        logs.log("memory.store_failed", fields, level="warning")

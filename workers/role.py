@@ -21,16 +21,16 @@ from runtime import (
     ToolRegistry,
     did_you_mean,
 )
-from runtime._imports import import_object
-from runtime.approvals import ApprovalRule
-from runtime.mcp import mcp_ref
+from runtime.config.imports import import_object
+from runtime.tools.approvals import ApprovalRule
+from runtime.tools.mcp import mcp_ref
 from workers.context import Compaction, token_counter_problem
 from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
 from workers.nesting import is_nested_ref, nested_tool_name
 
 if TYPE_CHECKING:
-    from runtime.yaml_config import YamlDocument, YamlPath
+    from runtime.config.yaml_config import YamlDocument, YamlPath
 
 __all__ = [
     "Approvals",
@@ -320,7 +320,7 @@ def load_roles(
     Raises:
         ConfigErrors: every problem found, each with file, line, column and field.
     """
-    from runtime.yaml_config import load_yaml  # the YAML reader loads when it is needed
+    from runtime.config.yaml_config import load_yaml  # the YAML reader loads when it is needed
 
     reg = registry if isinstance(registry, ToolRegistry | None) else ToolRegistry(registry)
     base = Path(source)

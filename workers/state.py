@@ -9,7 +9,7 @@ from msgspec.structs import replace
 from pydantic import BaseModel
 
 from runtime import AssistantMessage, HoneycombError, Message, ToolCall, Transcript, Usage
-from runtime.approvals import PendingApproval
+from runtime.tools.approvals import PendingApproval
 from runtime.value import Value, packed
 from workers.context import Compaction, ContextWindow
 

@@ -28,9 +28,15 @@ from runtime import (
     Tracer,
     Transcript,
     Usage,
-    _logging,
+    logs,
 )
-from runtime.approvals import ApprovalGate, ApprovalLog, ApprovalRule, Approver, PendingApproval
+from runtime.tools.approvals import (
+    ApprovalGate,
+    ApprovalLog,
+    ApprovalRule,
+    Approver,
+    PendingApproval,
+)
 from runtime.value import Value
 from workers.context import ContextWindow
 from workers.guards import GuardRunner, Judge, ResolvedGuards, resolve_guards
@@ -337,7 +343,7 @@ class Worker:
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
-        bound = _logging.bind(run_id=self.run_id, worker=self.name)
+        bound = logs.bind(run_id=self.run_id, worker=self.name)
         try:
             if resume is None:  # a resumed worker passed its input guards before
                 refused = await self._refused(task)
@@ -351,7 +357,7 @@ class Worker:
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
-            _logging.unbind(bound)
+            logs.unbind(bound)
         return self._ended(outcome, loop.head(prompt), started_at, started)
 
     # Helpers of run(): what is in its own frame is held by every worker while it runs.

@@ -2,7 +2,7 @@
 pool of Ray actors (:class:`RayBackend`, the ``ray`` extra); :class:`Backend` is what
 ``Executor(backend=...)`` takes."""
 
-from honeycomb.backends.ray import RayBackend, WorkerLost
+from honeycomb.backends.ray import RayBackend, RemoteFailure, WorkerLost
 from honeycomb.run.context import Backend
 
-__all__ = ["Backend", "RayBackend", "WorkerLost"]
+__all__ = ["Backend", "RayBackend", "RemoteFailure", "WorkerLost"]

@@ -30,9 +30,9 @@ from runtime import (
     ToolCallStarted,
     ToolMessage,
 )
-from runtime._concurrency import shielded
-from runtime._threads import run_tool
-from runtime.journal import arguments_text
+from runtime.concurrency import shielded
+from runtime.tools.journal import arguments_text
+from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
 if TYPE_CHECKING:

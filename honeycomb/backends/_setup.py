@@ -25,7 +25,7 @@ def recipe(model: Model) -> tuple[str, Any]:
         ConfigError: for an endpoint given its API key as an argument (it would cross
             the cluster in the clear), or a model that cannot be pickled.
     """
-    from runtime._openai_base import OpenAIEndpoint
+    from runtime.models.openai.endpoint import OpenAIEndpoint
 
     if isinstance(model, OpenAIEndpoint):
         if model._api_key is not None or model._given is not None:

@@ -40,9 +40,9 @@ from runtime import (
     ToolMessage,
     Usage,
 )
-from runtime.journal import OnUnknown, arguments_text
 from runtime.memory import DEFAULT_NAMESPACE, MemoryKind
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.tools.journal import OnUnknown, arguments_text
 from workers import LoopState
 from workers.guards import GuardCheck, Judge
 

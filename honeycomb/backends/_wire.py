@@ -16,7 +16,7 @@ from runtime import (
     JournalEntry,
     Tool,
 )
-from runtime.journal import OnUnknown
+from runtime.tools.journal import OnUnknown
 from workers import LoopState, WorkerResult
 from workers.guards import ResolvedGuards
 

@@ -54,7 +54,7 @@ from workers import LoopState, Worker, WorkerError, WorkerResult
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
 
-__all__ = ["RayBackend", "WorkerLost", "recipe"]
+__all__ = ["RayBackend", "RemoteFailure", "WorkerLost", "recipe", "start_ray"]
 
 T = TypeVar("T")
 

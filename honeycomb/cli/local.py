@@ -69,7 +69,7 @@ def local_model(args: argparse.Namespace) -> Model:
             "--model local runs llama.cpp in this process: --base-url is for a model "
             "behind an endpoint (--model NAME --base-url URL)"
         )
-    from runtime.llama import LlamaModel  # xllamacpp itself loads with the first call
+    from runtime.models.llama import LlamaModel  # xllamacpp itself loads with the first call
 
     model = LlamaModel(args.gguf, seed=SEED)
     server = model.server

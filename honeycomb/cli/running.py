@@ -46,8 +46,8 @@ from runtime import (
     StoreError,
     TextToolModel,
 )
-from runtime._text import valid_text
 from runtime.model import missing_key
+from runtime.text import valid_text
 from workers import Approvals
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ def _named_model(args: argparse.Namespace) -> Model | None:
     if args.model == "offline":
         latency = getattr(args, "latency", None)
         return OfflineModel(latency=latency) if latency is not None else OfflineModel()
-    from runtime.openai_model import OpenAIModel  # openai loads only when it is used
+    from runtime.models.openai.chat import OpenAIModel  # openai loads only when it is used
 
     return OpenAIModel(args.model, base_url=args.base_url)
 

@@ -44,7 +44,7 @@ from runtime import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from runtime._text import valid_data
+from runtime.text import valid_data
 
 __all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
 

@@ -6,7 +6,7 @@ its JSON schema too."""
 from honeycomb.hive.backend import BackendSpec, RaySpec
 from honeycomb.hive.hive import DEFAULT_MEMORY, Hive, MemorySpec, ModelSpec, load_hive
 from honeycomb.hive.specs import EmbeddingsSpec, HiveSpec, PlannerSpec
-from runtime.yaml_config import YamlDocument
+from runtime.config.yaml_config import YamlDocument
 
 __all__ = [
     "DEFAULT_MEMORY",

@@ -110,7 +110,7 @@ def _check_nesting(
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
     """Every problem of every model's settings, each at its own key (the settings are
     kept as written: pydantic would say one thing of the whole mapping)."""
-    from runtime._request import Api, settings_problems  # does not import openai
+    from runtime.models.openai.request import Api, settings_problems  # does not import openai
 
     models = doc.data.get("models")
     for name, spec in (models if isinstance(models, Mapping) else {}).items():
@@ -151,7 +151,7 @@ def _check_memory(
 def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:
     """Models llama.cpp is to run in this process: xllamacpp installed, and a GGUF file
     to run (``path:``, relative to the hive file, or SmolLM2's)."""
-    from runtime._llama_server import (  # imports no xllamacpp
+    from runtime.models.llama_server import (  # imports no xllamacpp
         LLAMA_MISSING,
         NO_GGUF,
         bundled_gguf,

@@ -117,7 +117,7 @@ class Hive:
 
         embeddings = None
         if declared.embeddings is not None:
-            from runtime.embeddings import OpenAIEmbeddings  # loads openai
+            from runtime.models.openai.embeddings import OpenAIEmbeddings  # loads openai
 
             e = declared.embeddings
             key = e.api_key.get_secret_value() if e.api_key is not None else None

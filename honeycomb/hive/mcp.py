@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 from runtime import ConfigError, McpServerError, YamlDocument, did_you_mean
-from runtime.mcp import McpServer, McpServers, McpToolSettings, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import McpServer, McpServers, McpToolSettings, mcp_ref, mcp_tools, pick_tools
 from workers import Role
 
 __all__ = ["McpServerSpec", "check_servers"]

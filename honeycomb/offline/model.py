@@ -28,10 +28,10 @@ request alone, so one instance can serve many concurrent workers and is determin
 It streams (``stream``): after half its latency, the answer's text comes word by word
 over the other half, so a live view shows it being written, in the same time.
 
-It follows the text tool protocol too (:class:`~runtime.text_tools.TextToolModel`): a
+It follows the text tool protocol too (:class:`~runtime.models.TextToolModel`): a
 tool-less request that lists tools in its instructions is read back into the request
 it was written from, and the calls of the answer are written as actions; and the JSON
-one (:class:`~runtime.json_tools.JsonToolModel`), answering JSON of the turn's schema.
+one (:class:`~runtime.models.JsonToolModel`), answering JSON of the turn's schema.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ from runtime import (
     UserMessage,
     dump_value_json,
 )
-from runtime._json_protocol import is_json_turn, written_reply
-from runtime._json_protocol import native_request as native_json_request
-from runtime._text_protocol import native_request, written_answer
 from runtime.model import TextSink
+from runtime.models.protocols.json_wire import is_json_turn, written_reply
+from runtime.models.protocols.json_wire import native_request as native_json_request
+from runtime.models.protocols.text_wire import native_request, written_answer
 from runtime.testing import estimate_usage, stream_text
 from workers.compaction import is_summary_request
 

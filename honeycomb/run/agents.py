@@ -28,7 +28,7 @@ from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime import ModelRetry, Tool, ToolContext
-from runtime.approvals import ApprovalNeeded
+from runtime.tools.approvals import ApprovalNeeded
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 

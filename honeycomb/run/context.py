@@ -10,7 +10,7 @@ import msgspec
 from pydantic import BaseModel
 
 from runtime import Budget, Journal, LockTable, Model, Tracer
-from runtime.approvals import ApprovalLog, Approver
+from runtime.tools.approvals import ApprovalLog, Approver
 from runtime.value import Value
 from workers import Checkpoint, LoopState, Role, Worker, WorkerResult, WorkerSetup
 from workers.guards import Judge, ResolvedGuards

@@ -18,9 +18,9 @@ from typing import Any
 
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
-from runtime.approvals import ApprovalEntry, Decision, PendingApproval
 from runtime.errors import AlreadyDecided, ApprovalError
-from runtime.journal import arguments_text
+from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
+from runtime.tools.journal import arguments_text
 
 __all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
 

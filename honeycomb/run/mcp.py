@@ -4,7 +4,7 @@ Inside ``async with executor:`` the servers are the Executor's: each starts when
 worker first needs its tools, is shared by every worker of every run, and stops when
 the block ends. A run outside such a block starts the servers it needs itself and
 stops them when it ends. Either way, each run may start a server that went away again
-once (:class:`runtime.mcp.McpRun`).
+once (:class:`runtime.tools.mcp.McpRun`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from runtime import ConfigError, Tool
-from runtime.mcp import McpServer, McpServers, current_mcp_run, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import McpServer, McpServers, current_mcp_run, mcp_ref, mcp_tools, pick_tools
 from workers import Role
 
 __all__ = ["McpTools"]

@@ -38,8 +38,8 @@ from runtime import (
     StoreError,
     Usage,
 )
-from runtime._text import encode_json, model_json
-from runtime.approvals import ApprovalEntry
+from runtime.text import encode_json, model_json
+from runtime.tools.approvals import ApprovalEntry
 
 if TYPE_CHECKING:
     from honeycomb.run.restore import Resumed

@@ -17,7 +17,7 @@ from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
 from honeycomb.store.runs import most
 from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
-from runtime.approvals import ApprovalEntry
+from runtime.tools.approvals import ApprovalEntry
 from runtime.value import Value
 from workers import LoopState
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.trace.critical import figures
 from runtime import Usage
-from runtime.approvals import PendingApproval
+from runtime.tools.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
 
 if TYPE_CHECKING:

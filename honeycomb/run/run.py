@@ -45,11 +45,11 @@ from runtime import (
     RunFailed,
     Tracer,
 )
-from runtime._concurrency import shielded
-from runtime._text import valid_text
+from runtime.concurrency import shielded
 from runtime.events import HeldText
 from runtime.limits import InFlight
 from runtime.secrets import masked
+from runtime.text import valid_text
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime._concurrency import run_together, stoppable
+from runtime.concurrency import run_together, stoppable
 from workers import Worker, WorkerError, WorkerResult
 from workers.memory import keep_result
 

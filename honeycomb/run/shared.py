@@ -29,9 +29,9 @@ from runtime import (
     Model,
     ToolRegistry,
 )
-from runtime.approvals import Approver
 from runtime.limits import limited
 from runtime.model import held
+from runtime.tools.approvals import Approver
 from workers import Role, WorkerSetup
 from workers.guards import ResolvedGuards
 

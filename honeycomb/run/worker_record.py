@@ -21,8 +21,8 @@ from runtime import (
     ToolMessage,
     dump_messages_json,
 )
-from runtime.approvals import ApprovalEntry
-from runtime.journal import arguments_text
+from runtime.tools.approvals import ApprovalEntry
+from runtime.tools.journal import arguments_text
 from workers import LoopState
 
 

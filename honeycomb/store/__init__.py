@@ -4,7 +4,7 @@ Honeycomb store. The journal of side effects is how a resumed run runs no comple
 side-effecting call twice (``docs/durable.md``)."""
 
 from honeycomb.store.store import Lease, RunStore, RunSummary, StoredRun, StoredWorker
-from runtime.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
+from runtime.tools.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 
 __all__ = [
     "Journal",

@@ -1,5 +1,5 @@
 """The run store's ``approvals`` table: the calls that asked for a person's approval,
-and the decisions (see :mod:`runtime.approvals`).
+and the decisions (see :mod:`runtime.tools.approvals`).
 
 A decision is final: :func:`keep_decision` records one only on a call not decided yet,
 in the writer's transaction (``BEGIN IMMEDIATE``: one writer at a time, across
@@ -13,9 +13,9 @@ import sqlite3
 import msgspec
 
 from honeycomb.store.schema import columns
-from runtime.approvals import ApprovalEntry, Decision, PendingApproval
 from runtime.errors import AlreadyDecided
-from runtime.journal import arguments_text
+from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
+from runtime.tools.journal import arguments_text
 
 __all__ = ["ASK", "asked_row", "keep_decision", "read_approvals"]
 

@@ -13,7 +13,7 @@ from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
 from honeycomb.store.schema import columns
 from runtime import JournalEntry, Usage
-from runtime.approvals import ApprovalEntry
+from runtime.tools.approvals import ApprovalEntry
 from runtime.value import Value
 
 __all__ = [

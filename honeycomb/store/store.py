@@ -2,7 +2,7 @@
 
 The store holds each run (task, plan, status, result), each worker's conversation
 after every turn, each finished worker's result, the journal of side-effecting tool
-calls (:mod:`runtime.journal`) and the lease of each run under way
+calls (:mod:`runtime.tools.journal`) and the lease of each run under way
 (:mod:`honeycomb.store.lease`). It is in WAL mode, checkpointed when a run ends and
 when it closes (so a copy of the ``.db`` alone holds every run that ended). Only a
 Honeycomb store, or a new or empty file, is ever written to; reading creates no file.
@@ -44,8 +44,8 @@ from honeycomb.store.schema import reader
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import StoreError
-from runtime.approvals import ApprovalEntry
 from runtime.secrets import masked
+from runtime.tools.approvals import ApprovalEntry
 
 _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""

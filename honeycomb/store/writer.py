@@ -14,7 +14,7 @@ to commit it at once, rather than with whatever else arrives in the next moment.
 
 A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
 back, and each of its waiters is told with a StoreError; the thread goes on. Text is
-made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime._text`),
+made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime.text`),
 and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write queued are
 told too, and the next write starts another.
@@ -36,8 +36,8 @@ from honeycomb.store import lease as _lease
 from honeycomb.store.lease import Lease
 from honeycomb.store.schema import connect
 from runtime import HoneycombError, StoreError
-from runtime._text import valid_text
 from runtime.secrets import masked
+from runtime.text import valid_text
 
 __all__ = ["Action", "Statement", "Writer"]
 
@@ -237,7 +237,7 @@ def _checkpoint(connection: sqlite3.Connection, mode: str) -> None:
 
 def _storable(row: Sequence[Any]) -> Sequence[Any]:
     """A row's parameters as SQLite can take them: text with lone surrogates has them
-    replaced by U+FFFD (see :mod:`runtime._text`), for no UTF-8 encoder takes them."""
+    replaced by U+FFFD (see :mod:`runtime.text`), for no UTF-8 encoder takes them."""
     for value in row:
         # isascii() first: valid_text's own first test, without a call for each value.
         if type(value) is str and not value.isascii() and valid_text(value) is not value:

@@ -38,7 +38,7 @@ from runtime import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from runtime._text import encode_json
+from runtime.text import encode_json
 from runtime.value import Value
 
 __all__ = ["FIELDS", "Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]

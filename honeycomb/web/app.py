@@ -38,8 +38,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
-from runtime.approvals import PendingApproval
 from runtime.secrets import add_secret
+from runtime.tools.approvals import PendingApproval
 
 __all__ = ["Approvals", "base_path", "cookie_name", "create_app", "csrf_value", "session_key"]
 

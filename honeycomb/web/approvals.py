@@ -11,7 +11,7 @@ from msgspec.structs import replace
 
 from honeycomb.run.decide import ToolFinder, decide, pending_of
 from honeycomb.store import RunStore
-from runtime.approvals import PendingApproval, described
+from runtime.tools.approvals import PendingApproval, described
 
 __all__ = ["RunTools", "StoreApprovals"]
 

@@ -27,7 +27,7 @@ from honeycomb.store import RunSummary, StoredRun, StoredWorker
 from honeycomb.trace.format import counted, format_cost, shown_value
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
-from runtime.approvals import PendingApproval
+from runtime.tools.approvals import PendingApproval
 from runtime.value import Value
 
 __all__ = ["Links", "live_parts", "page", "run_page", "runs_page"]

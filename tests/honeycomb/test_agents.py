@@ -20,8 +20,8 @@ from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted, ToolMessage
-from runtime.approvals import ApprovalRequest, Decision
 from runtime.testing import call
+from runtime.tools.approvals import ApprovalRequest, Decision
 
 LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
 RESEARCHER = Role(name="researcher", description="Finds things out.")

@@ -15,7 +15,7 @@ from honeycomb.run.record import RunRecord
 from honeycomb.store import RunStore
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from runtime.approvals import ApprovalEntry
+from runtime.tools.approvals import ApprovalEntry
 from tests.support.approvals import TASK, decide_with_others, executor, payer_saw, plan
 
 DECIDERS = 6

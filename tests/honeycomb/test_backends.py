@@ -282,7 +282,7 @@ def test_an_api_key_is_never_sent_to_the_actors() -> None:
         recipe(OpenAIModel("gpt-4o-mini", api_key="sk-secret-123"))
     assert "sk-secret-123" not in str(caught.value)
     kind, (path, options) = recipe(OpenAIModel("gpt-4o-mini", base_url="http://127.0.0.1:1/v1"))
-    assert (kind, path) == ("made", "runtime.openai_model.OpenAIModel")
+    assert (kind, path) == ("made", "runtime.models.openai.chat.OpenAIModel")
     assert "api_key" not in options
     assert options["model"] == "gpt-4o-mini"
 

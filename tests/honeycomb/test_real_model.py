@@ -26,8 +26,8 @@ from honeycomb.run.events import PlanReady
 from honeycomb.run.plan import plan_problems
 from honeycomb.run.policy import Budgets
 from runtime import Event, HoneycombError, ModelCallFinished, TextDelta
-from runtime._llama_server import LlamaServer
-from runtime.llama import LlamaModel
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import LlamaServer
 from tests.support import weather_tools
 from tests.support.llama import REAL_MODEL, SentBodies, metrics, record_bodies, slots, wait_until
 

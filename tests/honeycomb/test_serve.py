@@ -29,8 +29,8 @@ from honeycomb.testing import FunctionModel
 from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest
-from runtime.approvals import PendingApproval
 from runtime.testing import call
+from runtime.tools.approvals import PendingApproval
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
 

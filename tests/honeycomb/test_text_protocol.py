@@ -75,7 +75,7 @@ def test_the_documented_ollama_command_parses_and_an_unreachable_server_is_said_
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     once = functools.partial(OpenAIModel, retry=RetryPolicy(attempts=1))
-    monkeypatch.setattr("runtime.openai_model.OpenAIModel", once)
+    monkeypatch.setattr("runtime.models.openai.chat.OpenAIModel", once)
     argv = [a.replace("localhost:11434", f"127.0.0.1:{port}") for a in DOCUMENTED]
     assert main([*argv, "--plain", "--no-store"]) == 1
     out, err = capsys.readouterr()

@@ -23,10 +23,10 @@ from runtime import (
     ModelTimeout,
     PlanError,
 )
-from runtime.openai_model import OpenAIModel
-from runtime.retry import RetryPolicy
+from runtime.limits.retry import RetryPolicy
+from runtime.models.openai.chat import OpenAIModel
+from runtime.models.protocols.text_tools import TextToolModel
 from runtime.testing import FunctionModel
-from runtime.text_tools import TextToolModel
 
 ROLES = [
     Role(name="planner", description="Plans."),

@@ -19,10 +19,10 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     UnsupportedEventLoop,
-    _deadlines,
 )
-from runtime._concurrency import shielded, stoppable
-from runtime._deadlines import TimedOut, within
+from runtime.concurrency import shielded, stoppable
+from runtime.limits import deadlines
+from runtime.limits.deadlines import TimedOut, within
 from workers import AgentLoop
 
 # The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
@@ -217,8 +217,8 @@ def test_an_event_loops_deadlines_go_with_it() -> None:
             await asyncio.sleep(0)
 
     gc.collect()
-    before = len(_deadlines._TABLES)
+    before = len(deadlines._TABLES)
     for _ in range(3):
         asyncio.run(call())
     gc.collect()
-    assert len(_deadlines._TABLES) <= before  # a table does not keep its loop alive
+    assert len(deadlines._TABLES) <= before  # a table does not keep its loop alive

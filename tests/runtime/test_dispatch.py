@@ -22,13 +22,13 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.errors import ModelRetry
 from runtime.events import Event, ToolCallFinished, ToolCallStarted, Tracer
-from runtime.journal import MemoryJournal
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
 from runtime.tools import Tool, ToolContext, ToolRegistry, idempotency_key, tool
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.journal import MemoryJournal
 
 L = 0.2  # the latency of a slow tool call, in seconds
 

@@ -28,10 +28,10 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
 from runtime.tools import Tool, ToolRegistry, tool
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 
 HANG_TIMEOUT = 0.05
 HANG_FOR = 0.5  # 10x HANG_TIMEOUT: a call still running then was not cancelled

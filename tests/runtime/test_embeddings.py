@@ -17,7 +17,7 @@ from runtime import (
     OpenAIEmbeddings,
     SQLiteMemory,
 )
-from runtime.retry import RetryPolicy
+from runtime.limits.retry import RetryPolicy
 from tests.support.openai_server import OpenAIServer, embedding, error
 
 

@@ -64,9 +64,7 @@ def subclasses(cls: type) -> set[type]:
 
 def examples() -> list[runtime.HoneycombError]:
     """One of each error class, made as the code makes it, every field set."""
-    from honeycomb.backends._wire import RemoteFailure
-    from honeycomb.backends.ray import WorkerLost
-    from runtime._mcp_sdk import ServerGone
+    from honeycomb.backends import RemoteFailure, WorkerLost
 
     e = runtime.errors
     http = e.ModelHTTPError(503, {"error": "busy"}, retry_after=2.0, model="m")
@@ -84,7 +82,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.DuplicateToolError("stamp"),
         e.UnknownToolError("stmp", ["stamp", "other"]),
         e.McpServerError("files", "exited with status 1"),
-        ServerGone("files", "went away"),
+        e.ServerGone("files", "went away"),
         e.ModelError("a model call failed"),
         http,
         e.RetryAfterPastDeadline(http, deadline_left_s=1.5, attempts=3),

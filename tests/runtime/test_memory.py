@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import MemoryFeatureMissing, MemoryStoreError, SQLiteMemory
-from runtime import _memory_db as db
+from runtime.memory import db as db
 from runtime.memory import fts_query, memory_id
 
 ROOT = Path(__file__).resolve().parents[2]

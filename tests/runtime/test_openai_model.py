@@ -44,8 +44,8 @@ from runtime import (
     Usage,
     UserMessage,
 )
-from runtime._request import sdk_parameters, split_settings
 from runtime.events import CallReport, ModelCallRetrying, current_call
+from runtime.models.openai.request import sdk_parameters, split_settings
 from tests.conftest import RealNetworkUsed
 from tests.support.openai_server import (
     OpenAIServer,

@@ -31,7 +31,7 @@ from runtime import (
     ToolSchema,
     UserMessage,
 )
-from runtime._request import split_settings
+from runtime.models.openai.request import split_settings
 from tests.support.openai_server import OpenAIServer, Raw, Reply, error, text, tool_calls
 
 MakeModel = Callable[..., OpenAIResponsesModel]

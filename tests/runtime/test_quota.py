@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from runtime import AdaptiveLimiter, ModelRequest, OpenAIModel, RetryPolicy, UserMessage
-from runtime.quota import QuotaLeft, quota_from_headers
+from runtime.limits.quota import QuotaLeft, quota_from_headers
 from tests.support.openai_server import OpenAIServer, Quota, Reply
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))

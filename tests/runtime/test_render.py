@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from runtime._render import render
+from runtime.tools.render import render
 
 
 def test_a_structure_cut_short_says_so_without_a_total() -> None:

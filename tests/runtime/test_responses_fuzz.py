@@ -25,7 +25,7 @@ from runtime import (
     YamlPath,
     format_path,
 )
-from runtime._checks import check_response as checked
+from runtime.models.checks import check_response as checked
 from tests.support.data_paths import paths_in
 from tests.support.openai_server import OpenAIServer, Raw, Reply, _response
 

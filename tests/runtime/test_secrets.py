@@ -27,7 +27,7 @@ from runtime import (
     add_secret,
 )
 from runtime.errors import ModelConnectionError
-from runtime.retry import ShownText
+from runtime.limits.retry import ShownText
 from runtime.secrets import HeldText, add_header, isolated, known, mask_error, masked, shows_secret
 from tests.support.openai_server import OpenAIServer, Raw
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import ModelResponseError
-from runtime._stream import CompletionStream
+from runtime.models.openai.stream import CompletionStream
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:

@@ -22,9 +22,9 @@ from runtime import (
     ToolSchema,
     UserMessage,
 )
-from runtime._actions import read_reply
-from runtime._lenient_json import loads_lenient
-from runtime._text_protocol import native_request, text_request
+from runtime.models.protocols.actions import read_reply
+from runtime.models.protocols.lenient_json import loads_lenient
+from runtime.models.protocols.text_wire import native_request, text_request
 
 FUZZ = settings(max_examples=200, deadline=None)
 

@@ -31,9 +31,9 @@ from runtime import (
     WrapperModel,
     tool,
 )
-from runtime._actions import read_reply
-from runtime._text_protocol import TOOLS_HEADING
-from runtime.retry import RetryingModel, limiter_of
+from runtime.limits.retry import RetryingModel, limiter_of
+from runtime.models.protocols.actions import read_reply
+from runtime.models.protocols.text_wire import TOOLS_HEADING
 from runtime.testing import FunctionModel, ScriptedModel
 from tests.support.cpu_time import LINEAR_BOUND, cpu_growth
 from workers import AgentLoop, Failed, Final, LoopSettings

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime._llama_server import LlamaServer, bundled_gguf, llama_missing
+from runtime.models.llama_server import LlamaServer, bundled_gguf, llama_missing
 
 __all__ = [
     "REAL_MODEL",

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runtime.mcp import McpServer
+from runtime.tools.mcp import McpServer
 
 __all__ = ["ROOT", "child_pids", "http_test_server", "sdk_server", "time_server"]
 

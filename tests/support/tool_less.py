@@ -24,7 +24,7 @@ from runtime import (
     SystemMessage,
     UserMessage,
 )
-from runtime.text_tools import ProtocolModel
+from runtime.models.protocols.text_tools import ProtocolModel
 from tests.support.openai_server import Behaviour, RecordedRequest, Responder, error, text
 
 __all__ = ["NO_TOOLS", "offline_answer", "scripted", "spy_on", "tool_less"]

@@ -8,8 +8,8 @@ import json
 import anyio
 
 from runtime import ToolMessage, tool
-from runtime.approvals import ApprovalEntry, ApprovalRequest, Decision, MemoryApprovalLog
 from runtime.testing import ScriptedModel, call
+from runtime.tools.approvals import ApprovalEntry, ApprovalRequest, Decision, MemoryApprovalLog
 from workers import Approvals, LoopState, Role, Worker
 
 sent: list[dict[str, object]] = []

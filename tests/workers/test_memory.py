@@ -24,9 +24,9 @@ from runtime import (
     UserMessage,
     tool,
 )
-from runtime.journal import MemoryJournal
 from runtime.memory import MemoryKind
 from runtime.testing import FunctionModel, ScriptedModel, call
+from runtime.tools.journal import MemoryJournal
 from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.memory import RECALL_HEADER
 from workers.state import LoopState

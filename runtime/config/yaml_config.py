@@ -1,0 +1,373 @@
+"""YAML that remembers where every value came from, so configuration errors can name
+the file, line, column and field path, with a "did you mean" for misspelt names.
+
+Secrets (a hive's ``api_key``, header values) never go into an error: given their
+paths, an error about one names its field and its type only, and a YAML mistake on
+its line says what is wrong without quoting it, nor chaining PyYAML's error (whose
+text shows the line).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pydantic
+
+from runtime.config._yaml_build import (
+    MAX_DEPTH,
+    Builder,
+    SecretPaths,
+    YamlPath,
+    format_path,
+    is_secret,
+    loader_class,
+    shown_path,
+)
+from runtime.errors import ConfigError, did_you_mean, kind_of
+from runtime.value import Value
+
+if typing.TYPE_CHECKING:
+    import yaml
+
+__all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
+
+
+class YamlDocument(Value, frozen=True, kw_only=True):
+    """Parsed YAML plus the line and column of every key and item.
+
+    Attributes:
+        data: The plain Python value (dicts, lists, scalars).
+        file: Where it was read from (for messages).
+        marks: The line and column of every key and item, by path.
+        secrets: Where secrets are (see :func:`load_yaml`).
+    """
+
+    data: Any
+    file: str
+    marks: Mapping[YamlPath, tuple[int, int]] = msgspec.field(default_factory=dict)
+    secrets: SecretPaths = ()
+
+    def __repr__(self) -> str:  # never the data: it may hold secrets
+        return f"YamlDocument(file={self.file!r})"
+
+    def holds_secret(self, path: Sequence[str | int]) -> bool:
+        """Whether the value at ``path`` is a secret or holds one."""
+        where = tuple(path)
+        if not self.secrets:
+            return False
+        if is_secret(where, self.secrets):
+            return True
+        return any(p[: len(where)] == where and is_secret(p, self.secrets) for p in self.marks)
+
+    def locate(self, path: Sequence[str | int]) -> tuple[int | None, int | None]:
+        """Line and column (1-based) of ``path``, or of its closest known parent."""
+        probe = tuple(path)
+        while True:
+            mark = self.marks.get(probe)
+            if mark is not None:
+                return mark
+            if not probe:
+                return None, None
+            probe = probe[:-1]
+
+    def error(self, path: Sequence[str | int], message: str) -> ConfigError:
+        """A :class:`ConfigError` pointing at ``path`` in this document."""
+        line, column = self.locate(path)
+        field = format_path(shown_path(tuple(path), self.secrets))
+        return ConfigError(message, file=self.file, line=line, column=column, field=field or None)
+
+    def validate(
+        self,
+        model: type[pydantic.BaseModel],
+        value: Any,
+        path: YamlPath = (),
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, list[ConfigError]]:
+        """Validate ``value`` (found at ``path``) as ``model``; errors point into the file."""
+        try:
+            return model.model_validate(value, context=dict(context or {})), []
+        except pydantic.ValidationError as exc:
+            return None, [self._from_pydantic(model, err, value, path) for err in exc.errors()]
+
+    def _from_pydantic(
+        self, model: type[pydantic.BaseModel], err: Any, value: Any, base: YamlPath
+    ) -> ConfigError:
+        loc, allowed = _located(model, value, err["loc"])
+        where = base + loc
+        message = str(err["msg"])
+        if err["type"] == "extra_forbidden" and loc:
+            message = f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), allowed)}"
+            if allowed:
+                message += f"; allowed: {', '.join(sorted(allowed))}"
+        elif err["type"] == "missing":
+            message = "this field is required"
+        elif err["type"] not in ("value_error", "assertion_error") and "input" in err:
+            if self.holds_secret(where):  # its field and its type, never its value
+                what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
+                message += f" (got {kind_of(err['input'])}; {what}, not shown)"
+            else:
+                shown = repr(err["input"])
+                message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+        elif err["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
+        return self.error(where, message)
+
+
+def load_yaml(
+    path: str | Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    interpolate: bool = False,
+    secrets: SecretPaths = (),
+) -> YamlDocument:
+    """Read a YAML file, keeping positions.
+
+    Args:
+        path: The file.
+        env: Variables for ``${NAME}`` and ``${NAME:-default}`` (default: os.environ).
+        interpolate: Replace those references in string values.
+        secrets: Paths of secret values, ``"*"`` for any key (``[("models", "*",
+            "api_key")]``): no error shows what is there.
+
+    Raises:
+        ConfigError: when the file cannot be read, is not YAML, repeats a key, or
+            names an environment variable that is not set.
+    """
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=file) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the file is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8",
+            file=file,
+        ) from exc
+    return parse_yaml(text, file=file, env=env, interpolate=interpolate, secrets=secrets)
+
+
+def parse_yaml(
+    text: str,
+    *,
+    file: str = "<string>",
+    env: Mapping[str, str] | None = None,
+    interpolate: bool = False,
+    secrets: SecretPaths = (),
+) -> YamlDocument:
+    """Parse YAML text, keeping positions (see :func:`load_yaml`)."""
+    import yaml  # here, not at the top: only configuration needs it
+
+    try:
+        loader = loader_class()(text)  # it checks every character already
+    except yaml.reader.ReaderError as exc:
+        bad_line = text.count("\n", 0, exc.position) + 1
+        bad_column = exc.position - text.rfind("\n", 0, exc.position)
+        char = exc.character
+        code = ord(char) if isinstance(char, str) else (char or 0)
+        raise ConfigError(
+            f"invalid YAML: character U+{code:04X} is not allowed",
+            file=file,
+            line=bad_line,
+            column=bad_column,
+        ) from exc
+    builder = Builder(loader, file, env if env is not None else os.environ, interpolate, secrets)
+    failure = None
+    try:
+        node = loader.get_single_node()
+        data = builder.build(node, ()) if node is not None else None
+    except RecursionError as exc:  # PyYAML's composer recurses once per nesting level
+        raise ConfigError(
+            f"invalid YAML: lists or mappings nested too deeply (at most {MAX_DEPTH} levels)",
+            file=file,
+        ) from exc
+    except yaml.MarkedYAMLError as exc:
+        failure = _syntax_error(exc, text, file, secrets)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {type(exc).__name__}", file=file) from None
+    finally:
+        loader.dispose()
+    if failure is not None:
+        # Raised here, not in the handler, so that PyYAML's own error, whose text shows
+        # the line (and a secret on it), is not its context either.
+        raise failure
+    marks = types.MappingProxyType(builder.marks if node else {})
+    return YamlDocument(data=data, file=file, marks=marks, secrets=tuple(tuple(p) for p in secrets))
+
+
+def _syntax_error(
+    exc: yaml.MarkedYAMLError, text: str, file: str, secrets: SecretPaths
+) -> ConfigError:
+    """A YAML mistake as a ConfigError at its line and column, chained to a copy of
+    PyYAML's error without the lines it quotes; on a line that holds a secret, what
+    the problem quotes (an alias, a tag, a character) is left out too."""
+    import yaml
+
+    marks = [m for m in (exc.problem_mark, exc.context_mark) if m is not None]
+    keys = {pattern[-1] for pattern in secrets if pattern}
+    secret = any(_secret_line(text, m.line, keys) for m in marks)
+    problem, context = exc.problem, exc.context
+    if secret:
+        problem, context = _unquoted(problem), _unquoted(context)
+    cut = (problem, context) != (exc.problem, exc.context)
+
+    def bare(mark: yaml.Mark | None) -> yaml.Mark | None:
+        if mark is None:
+            return None
+        return yaml.Mark(mark.name, mark.index, mark.line, mark.column, None, 0)  # no snippet
+
+    cause = type(exc)(context, bare(exc.context_mark), problem, bare(exc.problem_mark))
+    mark = exc.problem_mark or exc.context_mark
+    error = ConfigError(
+        f"invalid YAML: {problem or context or 'invalid YAML'}"
+        + (" (what it quotes is left out: the line holds a secret)" if cut else ""),
+        file=file,
+        line=mark.line + 1 if mark is not None else None,
+        column=mark.column + 1 if mark is not None else None,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _secret_line(text: str, line: int, keys: set[str]) -> bool:
+    """Whether line ``line`` (0-based) of ``text`` is the key of a secret or inside
+    one: it, or a line it is indented under, names one of ``keys``."""
+    if not keys:
+        return False
+    names = "|".join(re.escape(k) for k in keys)
+    key = re.compile(rf"(?:^|[\s{{,\-])[\"']?(?:{names})[\"']?\s*:")
+    lines = text.split("\n")
+    indent: int | None = None
+    for index in range(min(line, len(lines) - 1), -1, -1):
+        current = lines[index]
+        if not current.strip() or current.lstrip().startswith("#"):
+            continue
+        width = len(current) - len(current.lstrip(" "))
+        if indent is not None and width >= indent:
+            continue  # a sibling or a child of a line seen: not above the mistake
+        if key.search(current):
+            return True
+        indent = width
+        if width == 0:
+            return False
+    return False
+
+
+def _unquoted(text: str | None) -> str | None:
+    """``text`` without what it quotes from the document (an alias, a tag, a
+    character), keeping what it quotes of YAML's own syntax (``','``, ``'<scalar>'``)."""
+    if text is None:
+        return None
+
+    def keep(match: re.Match[str]) -> str:
+        quoted = match.group(1) if match.group(1) is not None else match.group(2)
+        syntax = re.fullmatch(r"[^\w\s'\"]|<[\w ]+>", quoted) is not None
+        return match.group(0) if syntax else ""
+
+    return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
+
+
+def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list[str]]:
+    """The path into the data of a pydantic error location, and the fields of the
+    model its last part is a key of (none if it is not a model's). pydantic also puts
+    a tag into the location of an error inside a union: the member's name (``str``,
+    ``list[str]``, a model's class name) or a tagged union's tag; a tag picks the
+    member the rest of the location is in, and a part that is a key or index of the
+    data is kept even if it looks like one."""
+    out: list[str | int] = []
+    holder: Any = None
+    current: Any = model
+    for part in loc:
+        members = _members(current)
+        found = _key(value, part)
+        if found is _MISSING and (len(members) > 1 or _is_union_tag(part)):
+            current = _member_tagged(members, part)
+            continue
+        holder = _only_model(members)
+        if found is not _MISSING:
+            value, part = value[found], found
+        else:
+            value = None
+        out.append(part if isinstance(part, str | int) else str(part))
+        current = _inner(holder if holder is not None else current, part)
+    fields = list(holder.model_fields) if holder is not None else []
+    return tuple(out), fields
+
+
+_MISSING = object()
+
+
+def _key(value: Any, part: Any) -> Any:
+    """The key or index of ``value`` that ``part`` names (pydantic gives the keys it
+    cannot fit in a C integer as text), or ``_MISSING``."""
+    if isinstance(value, Mapping):
+        if part in value:
+            return part
+        return next((k for k in value if isinstance(k, int) and str(k) == part), _MISSING)
+    if isinstance(value, list | tuple) and isinstance(part, int) and 0 <= part < len(value):
+        return part
+    return _MISSING
+
+
+def _is_union_tag(part: Any) -> bool:
+    # a union member's name, where the annotation is not known (``Any``, a validator's)
+    return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types a value of ``annotation`` may be: one, or a union's members (never
+    None, which an error is not about; ``Annotated`` stripped)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) if a is not type(None) for m in _members(a)]
+    return [annotation]
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
+def _only_model(members: list[Any]) -> Any:
+    """The one model among ``members`` (a model, or a model or a scalar), else None."""
+    models = [m for m in members if _is_model(m)]
+    return models[0] if len(models) == 1 else None
+
+
+def _member_tagged(members: list[Any], tag: Any) -> Any:
+    """The member of a union that pydantic's location ``tag`` names: a model by its
+    class name, or by the literal its discriminating field holds; else the union."""
+    for member in members:
+        if _is_model(member):
+            if member.__name__ == tag:
+                return member
+            for info in member.model_fields.values():
+                if typing.get_origin(info.annotation) is typing.Literal and tag in typing.get_args(
+                    info.annotation
+                ):
+                    return member
+    return typing.Union[tuple(members)] if len(members) > 1 else members[0]  # noqa: UP007
+
+
+def _inner(annotation: Any, part: str | int) -> Any:
+    """The annotation of what ``part`` names inside a value of ``annotation``: a
+    model's field, a mapping's values, a sequence's items (Any where not known)."""
+    members = _members(annotation)
+    model = _only_model(members)
+    if model is not None:
+        info = model.model_fields.get(str(part))
+        return info.annotation if info is not None else Any
+    args = typing.get_args(members[0]) if len(members) == 1 else ()
+    if not args:
+        return Any
+    if typing.get_origin(members[0]) is tuple and args[-1] is not Ellipsis:
+        return args[part] if isinstance(part, int) and part < len(args) else Any
+    return args[-1] if args[-1] is not Ellipsis else args[0]  # mapping values, items

@@ -1,0 +1,413 @@
+"""The SQLite side of :class:`~runtime.memory.SQLiteMemory`: which SQLite to use, the
+file's tables, and each operation as a function of one connection (run in a thread).
+
+A memory file holds ``memories`` (one row a text, keyed by its content's hash), an
+FTS5 index of their text kept in step by triggers, and, once semantic search has
+stored a vector, a sqlite-vec ``vec0`` table of vectors partitioned by namespace.
+Rows are numbered by AUTOINCREMENT, never reused: a vector left behind by a delete
+made without sqlite-vec loaded matches no memory, never a later one, and is swept
+when a memory with embeddings next opens the file.
+
+The file is known by its ``application_id``; another application's file is refused
+before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from runtime.errors import MemoryFeatureMissing, MemoryStoreError
+from runtime.memory._sqlite import busy_retry, use_wal
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "VectorMismatch",
+    "delete",
+    "driver",
+    "get",
+    "insert",
+    "listed",
+    "namespaces",
+    "open_connection",
+    "text_hits",
+    "vector_hits",
+]
+
+APPLICATION_ID = 0x4859434D  # "HYCM" (the run store's is "HYCB")
+SCHEMA_VERSION = 1
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS memories (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        text TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        run_id TEXT,
+        role TEXT,
+        worker TEXT,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS memories_of_namespace ON memories (namespace, created_at)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
+        text, content='memories', content_rowid='seq',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS memory_indexed AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_text (rowid, text) VALUES (new.seq, new.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_unindexed AFTER DELETE ON memories BEGIN
+        INSERT INTO memory_text (memory_text, rowid, text) VALUES ('delete', old.seq, old.text);
+    END""",
+    "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+_COLUMNS = "m.id, m.namespace, m.text, m.kind, m.run_id, m.role, m.worker, m.created_at"
+Row = tuple[Any, ...]
+"""A memory's columns, in the order of :data:`_COLUMNS` (then a score, for hits)."""
+
+INSTALL_MEMORY = "pip install 'honeycomb-agents[memory]'"
+
+
+# --- which SQLite ------------------------------------------------------------------
+
+
+def driver(path: Path, *, vectors: bool) -> ModuleType:
+    """The DB-API module to open memory files with: Python's ``sqlite3`` when its SQLite
+    has FTS5 (and, for ``vectors``, loads extensions), else ``pysqlite3`` (the memory
+    extra brings it on Linux) when that does.
+
+    Raises:
+        MemoryFeatureMissing: naming what to install, when neither will do.
+    """
+    candidates: list[ModuleType] = [sqlite3]
+    with suppress(ImportError):
+        candidates.append(importlib.import_module("pysqlite3.dbapi2"))
+    if vectors:
+        try:
+            importlib.import_module("sqlite_vec")
+        except ImportError:
+            raise MemoryFeatureMissing(
+                "sqlite-vec",
+                "semantic search (embeddings) needs the sqlite-vec extension, which is "
+                "not installed",
+                INSTALL_MEMORY,
+                path=str(path),
+            ) from None
+    for module in candidates:
+        if _has_fts5(module) and (not vectors or _loads_extensions(module)):
+            return module
+    if not any(_has_fts5(m) for m in candidates):
+        raise MemoryFeatureMissing(
+            "FTS5",
+            f"memory search needs SQLite's FTS5 full-text search, which the SQLite "
+            f"{sqlite3.sqlite_version} of this Python lacks",
+            f"{INSTALL_MEMORY} (it brings pysqlite3-binary, an SQLite with FTS5), or use a "
+            "Python whose sqlite3 has FTS5 (python.org's and most distributions' do)",
+            path=str(path),
+        )
+    raise MemoryFeatureMissing(
+        "sqlite-vec",
+        "semantic search loads sqlite-vec into SQLite, and this Python's sqlite3 cannot "
+        "load extensions (it was built without them, as pyenv builds are by default)",
+        f"{INSTALL_MEMORY} (it brings pysqlite3-binary, whose SQLite can), or use a Python "
+        "whose sqlite3 loads extensions",
+        path=str(path),
+    )
+
+
+def _has_fts5(module: ModuleType) -> bool:
+    db = module.connect(":memory:")
+    try:
+        db.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+    except module.Error:
+        return False
+    finally:
+        db.close()
+    return True
+
+
+def _loads_extensions(module: ModuleType) -> bool:
+    return hasattr(module.Connection, "enable_load_extension")
+
+
+# --- opening a file ----------------------------------------------------------------
+
+
+def open_connection(
+    module: ModuleType, path: Path, *, vectors: bool, timeout_s: float, first: bool
+) -> Any:
+    """A connection to the memory file ``path`` (created with its folder if missing).
+    The ``first`` connection of a process checks the file is a memory file, puts it in
+    WAL mode and creates its tables, each step retried while another process holds
+    the file (they may be creating it at the same moment).
+
+    Raises:
+        MemoryStoreError: when the file cannot be opened or is not a memory file (it is
+            left as it was).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = module.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=timeout_s
+        )
+    except (OSError, module.Error) as exc:
+        raise MemoryStoreError(f"cannot open the memory file: {exc}", path=str(path)) from exc
+    try:
+        if vectors:
+            import sqlite_vec
+
+            db.enable_load_extension(True)
+            sqlite_vec.load(db)
+            db.enable_load_extension(False)
+        if first:
+            retry = {"errors": module.OperationalError, "timeout_s": timeout_s}
+            version = busy_retry(lambda: _checked(module, db, path), **retry)
+            if version < SCHEMA_VERSION:
+                use_wal(db, **retry)
+                busy_retry(lambda: _create(module, db, path), **retry)
+            elif vectors:
+                busy_retry(lambda: _sweep(db), **retry)
+        db.execute("PRAGMA synchronous=NORMAL")
+    except module.Error as exc:
+        db.close()
+        raise MemoryStoreError(f"cannot open the memory file: {exc}", path=str(path)) from exc
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _version(db: Any) -> int | None:
+    """The schema version of the memory file ``db`` holds (0: an empty file, to become
+    one), or None when it holds something else. Reads only."""
+    application = db.execute("PRAGMA application_id").fetchone()[0]
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
+    if application == APPLICATION_ID:
+        return version
+    empty = application == 0 and version == 0
+    if empty and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        return 0
+    return None
+
+
+def _checked(module: ModuleType, db: Any, path: Path) -> int:
+    """The schema version of the file (0: empty), or MemoryStoreError when it is not a
+    memory file. Its reads are one transaction (unless the caller's is open): another
+    process may make the file between them, and an id read before with the tables read
+    after would look like another application's file."""
+    try:
+        if db.in_transaction:
+            version = _version(db)
+        else:
+            db.execute("BEGIN")
+            try:
+                version = _version(db)
+            finally:
+                if db.in_transaction:  # it reads only: ending it either way is the same
+                    db.execute("ROLLBACK")
+    except module.OperationalError:
+        raise  # busy: the caller tries again
+    except module.DatabaseError as exc:  # not an SQLite file at all
+        version, why = None, str(exc)
+    else:
+        why = "an SQLite database of another application"
+    if version is None:
+        raise MemoryStoreError(
+            f"the file is not a Honeycomb memory file ({why}); it was left as it was: give "
+            "the memory a file of its own",
+            path=str(path),
+        )
+    if version > SCHEMA_VERSION:
+        raise MemoryStoreError(
+            f"the memory file was written by a newer Honeycomb (schema {version}); upgrade "
+            "Honeycomb or use another file",
+            path=str(path),
+        )
+    return version
+
+
+def _create(module: ModuleType, db: Any, path: Path) -> None:
+    """The tables, made in one transaction, unless another process made them first."""
+    with _transaction(db):
+        if _checked(module, db, path) < SCHEMA_VERSION:
+            for statement in SCHEMA:
+                db.execute(statement)
+
+
+@contextmanager
+def _transaction(db: Any) -> Iterator[None]:
+    """A write transaction, taking the write lock at once (so it waits for other writers
+    in the busy timeout, instead of failing when it would write after reading)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+# --- operations --------------------------------------------------------------------
+
+
+def insert(db: Any, row: Row, vector: Sequence[float] | None, model: str | None) -> Row:
+    """Keep a memory (and its vector, made by ``model``) unless one of its id is kept:
+    the stored memory's row either way."""
+    with _transaction(db):
+        done = db.execute(
+            "INSERT OR IGNORE INTO memories (id, namespace, text, kind, run_id, role, worker, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+        if done.rowcount and vector is not None:
+            _vector_table(db, len(vector), model or "")
+            db.execute(
+                "INSERT INTO memory_vectors (rowid, namespace, embedding) VALUES (?, ?, ?)",
+                (done.lastrowid, row[1], _packed(vector)),
+            )
+        found: Row = db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE id = ?", (row[0],)
+        ).fetchone()
+    return found
+
+
+def get(db: Any, memory_id: str) -> Row | None:
+    found: Row | None = db.execute(
+        f"SELECT {_COLUMNS} FROM memories m WHERE id = ?", (memory_id,)
+    ).fetchone()
+    return found
+
+
+def delete(db: Any, ids: Sequence[str], namespace: str | None, vectors: bool) -> int:
+    """Forget the memories of ``ids``, or every memory of ``namespace``; how many."""
+    with _transaction(db):
+        params: tuple[str, ...]
+        if namespace is not None:
+            where, params = "namespace = ?", (namespace,)
+        else:
+            where, params = f"id IN ({', '.join('?' * len(ids))})", tuple(ids)
+        if vectors and _has_vectors(db):
+            rows = f"SELECT seq FROM memories WHERE {where}"
+            db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({rows})", params)
+        count: int = db.execute(f"DELETE FROM memories WHERE {where}", params).rowcount
+    return count
+
+
+def listed(db: Any, namespace: str | None, limit: int) -> list[Row]:
+    """The newest memories first, of one namespace or of all."""
+    if namespace is None:
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM memories m ORDER BY created_at DESC, seq DESC LIMIT ?",
+            (limit,),
+        )
+    else:
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE namespace = ? "
+            "ORDER BY created_at DESC, seq DESC LIMIT ?",
+            (namespace, limit),
+        )
+    return list(rows)
+
+
+def namespaces(db: Any) -> list[tuple[str, int]]:
+    """Each namespace with how many memories it holds."""
+    return list(
+        db.execute("SELECT namespace, count(*) FROM memories GROUP BY namespace ORDER BY 1")
+    )
+
+
+def text_hits(db: Any, query: str, namespace: str, limit: int) -> list[Row]:
+    """The best matches of an FTS5 ``query`` in ``namespace`` by BM25, best first, each
+    with its score (higher is better)."""
+    return list(
+        db.execute(
+            f"SELECT {_COLUMNS}, -bm25(memory_text) AS score FROM memory_text "
+            "JOIN memories m ON m.seq = memory_text.rowid "
+            "WHERE memory_text MATCH ? AND m.namespace = ? ORDER BY score DESC LIMIT ?",
+            (query, namespace, limit),
+        )
+    )
+
+
+def vector_hits(
+    db: Any, vector: Sequence[float], namespace: str, limit: int, model: str
+) -> list[Row]:
+    """The memories of ``namespace`` nearest ``vector`` by cosine, nearest first, each
+    with its similarity."""
+    if not _has_vectors(db):
+        return []
+    _check_vectors(db, len(vector), model)
+    return list(
+        db.execute(
+            f"SELECT {_COLUMNS}, 1.0 - v.distance FROM (SELECT rowid, distance FROM "
+            "memory_vectors WHERE embedding MATCH ? AND k = ? AND namespace = ?) v "
+            "JOIN memories m ON m.seq = v.rowid WHERE v.distance < 1.0 ORDER BY v.distance",
+            (_packed(vector), limit, namespace),
+        )
+    )
+
+
+def _sweep(db: Any) -> None:
+    """Forget the vectors of memories forgotten without sqlite-vec loaded (which could
+    not delete them): they match no memory, but would take the places of real ones
+    among a search's nearest."""
+    if not _has_vectors(db):
+        return
+    with _transaction(db):
+        db.execute(
+            "DELETE FROM memory_vectors WHERE rowid IN (SELECT rowid FROM memory_vectors "
+            "WHERE rowid NOT IN (SELECT seq FROM memories))"
+        )
+
+
+def _has_vectors(db: Any) -> bool:
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_vectors'"
+    ).fetchone()
+    return found is not None
+
+
+def _vector_table(db: Any, dimensions: int, model: str) -> None:
+    """The vector table, made for ``dimensions`` with the first vector kept."""
+    if _has_vectors(db):
+        _check_vectors(db, dimensions, model)
+        return
+    db.execute(
+        "CREATE VIRTUAL TABLE memory_vectors USING vec0(namespace text partition key, "
+        f"embedding float[{int(dimensions)}] distance_metric=cosine)"
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO settings (name, value) VALUES (?, ?)",
+        [("vector_dimensions", str(dimensions)), ("embeddings", model)],
+    )
+
+
+class VectorMismatch(Exception):
+    """The vectors of a file were made another way than the ones given now."""
+
+
+def _check_vectors(db: Any, dimensions: int, model: str) -> None:
+    settings = dict(db.execute("SELECT name, value FROM settings"))
+    kept = int(settings.get("vector_dimensions", dimensions))
+    made_by = settings.get("embeddings", model)
+    if kept != dimensions or made_by != model:
+        raise VectorMismatch(
+            f"the memory file's vectors were made by {made_by!r} ({kept} dimensions), and "
+            f"this memory's embeddings are {model!r} ({dimensions} dimensions): vectors "
+            "of two models do not compare; use the same embeddings, or another file"
+        )
+
+
+def _packed(vector: Sequence[float]) -> bytes:
+    import sqlite_vec
+
+    packed: bytes = sqlite_vec.serialize_float32(list(vector))
+    return packed

@@ -1,0 +1,176 @@
+"""Reading a chat completion's JSON body into a :class:`ModelResponse`, checking every
+field on the way: OpenAI-compatible servers (and proxies in front of them) do answer
+with truncated bodies, HTML error pages, missing fields and wrong types, and each of
+those must become a :class:`ModelResponseError` that says what was wrong, never a
+``KeyError`` or ``AttributeError`` from deep inside the adapter.
+
+Some servers leave out what the next request needs: a tool call without an id
+(Gemini's OpenAI-compatible endpoint and LM Studio send ``""``) gets one here, where
+the answer enters, so the transcript, the journal, the observation and the wire all
+use the same id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from runtime.errors import ModelResponseError
+from runtime.messages import AssistantMessage, ToolCall, Usage
+from runtime.model import ModelResponse
+from runtime.models.checks import kind_of, shown
+
+__all__ = ["completion_response", "parse_completion"]
+
+
+class _Malformed(Exception):
+    """One field of the body is missing or has the wrong type."""
+
+
+def parse_completion(body: bytes, model: str) -> ModelResponse:
+    """The response in a completion's body, as sent by the endpoint.
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the body.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # also not UTF-8, or nested too deeply
+        # Empty, an HTML page, cut off: a proxy's or a connection's fault, worth a retry.
+        raise ModelResponseError(
+            f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",
+            retryable=True,
+        ) from exc
+    if isinstance(data, dict) and "choices" not in data and "error" in data:
+        raise ModelResponseError(f"model {model!r} answered with an error: {shown(data['error'])}")
+    return completion_response(data, model)
+
+
+def completion_response(data: Any, model: str) -> ModelResponse:
+    """The response in a completion's decoded body (or a streamed one, assembled).
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the completion.
+    """
+    try:
+        return _response(data, model)
+    except _Malformed as exc:
+        raise ModelResponseError(f"model {model!r} returned a malformed completion: {exc}") from exc
+
+
+def _response(data: Any, model: str) -> ModelResponse:
+    body = _object(data, "the body")
+    choices = body.get("choices")
+    if choices is None or choices == []:
+        raise ModelResponseError(f"model {model!r} returned no choices")
+    choice = _object(_list(choices, "choices")[0], "choices[0]")
+    raw = _object(choice.get("message"), "choices[0].message")
+    where = "choices[0].message"
+    content = _text(raw.get("content"), f"{where}.content")
+    # DeepSeek and vLLM's reasoning parsers send reasoning_content; newer vLLM sends
+    # reasoning, a name other servers use for other shapes: only its text is taken.
+    reasoning = _text(raw.get("reasoning_content"), f"{where}.reasoning_content")
+    if reasoning is None and isinstance(raw.get("reasoning"), str):
+        reasoning = raw["reasoning"]
+    calls = _tool_calls(_list(raw.get("tool_calls") or [], f"{where}.tool_calls"), where)
+    usage = _object(body.get("usage") or {}, "usage")
+    details_at = "usage.completion_tokens_details"
+    details = _object(usage.get("completion_tokens_details") or {}, details_at)
+    input_tokens = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+    return ModelResponse(
+        message=AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            reasoning=reasoning,
+        ),
+        usage=Usage(
+            input_tokens=input_tokens,
+            output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+            reasoning_tokens=_count(
+                details.get("reasoning_tokens"),
+                f"{details_at}.reasoning_tokens",
+            ),
+            cached_input_tokens=min(_cached(usage), input_tokens),
+        ),
+        finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
+        model=_text(body.get("model"), "model") or model,
+    )
+
+
+def _cached(usage: dict[str, Any]) -> int:
+    """The input tokens read from the provider's cache: OpenAI's (and vLLM's, LiteLLM's)
+    ``prompt_tokens_details.cached_tokens``, or DeepSeek's ``prompt_cache_hit_tokens``."""
+    at = "usage.prompt_tokens_details"
+    details = _object(usage.get("prompt_tokens_details") or {}, at)
+    cached = _count(details.get("cached_tokens"), f"{at}.cached_tokens")
+    if not cached:
+        cached = _count(usage.get("prompt_cache_hit_tokens"), "usage.prompt_cache_hit_tokens")
+    return cached
+
+
+def _tool_calls(items: list[Any], where: str) -> tuple[ToolCall, ...]:
+    """The function calls among ``items``; one without an id, or with an id an earlier
+    call of the answer has, gets a new one."""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type", "function") != "function":
+            continue
+        call = _tool_call(item, f"{where}.tool_calls[{index}]")
+        if not call.id or call.id in seen:
+            call = ToolCall(id=new_call_id(), name=call.name, arguments=call.arguments)
+        seen.add(call.id)
+        calls.append(call)
+    return tuple(calls)
+
+
+def _tool_call(item: Any, where: str) -> ToolCall:
+    call = _object(item, where)
+    function = _object(call.get("function"), f"{where}.function")
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # some servers send the object itself
+        arguments = json.dumps(arguments)
+    return ToolCall(
+        id=_text(call.get("id"), f"{where}.id") or "",
+        name=_required(function.get("name"), f"{where}.function.name"),
+        arguments=_text(arguments, f"{where}.function.arguments") or "",
+    )
+
+
+def new_call_id() -> str:
+    """A tool call id for a call the server sent without one: random, so that it is
+    unique in its conversation across turns (and across the lives of a resumed run)."""
+    return "call_" + os.urandom(12).hex()
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where} is {kind_of(value)}, not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Malformed(f"{where} is {kind_of(value)}, not a list")
+    return value
+
+
+def _required(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Malformed(f"{where} is {kind_of(value)}, not a non-empty string")
+    return value
+
+
+def _text(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _Malformed(f"{where} is {kind_of(value)}, not a string")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _Malformed(f"{where} is {kind_of(value)}, not a count of tokens")
+    return value

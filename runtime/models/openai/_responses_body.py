@@ -1,0 +1,163 @@
+"""Reading a Responses API answer's JSON body into a :class:`ModelResponse`, checking
+every field on the way, as :mod:`runtime.models.openai._completion` does for chat completions: a
+malformed body becomes a :class:`ModelResponseError` that says what was wrong.
+
+The answer is a list of output items: ``message`` items (their ``output_text`` parts
+are the text), ``function_call`` items (keyed by ``call_id``), and ``reasoning`` items,
+kept on the message as :class:`ReasoningItem`s to pass back. Items of other types
+(the API's own tools) are left out, as the chat adapter leaves out calls that are not
+functions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.errors import ModelResponseError
+from runtime.messages import AssistantMessage, ReasoningItem, ToolCall, Usage
+from runtime.model import ModelResponse
+from runtime.models.checks import shown
+from runtime.models.openai._completion import (
+    _count,
+    _list,
+    _Malformed,
+    _object,
+    _required,
+    _text,
+    new_call_id,
+)
+
+__all__ = ["parse_response"]
+
+_RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded"})
+"""Codes of a failed response that may succeed when asked again."""
+
+_FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
+"""Why a response is incomplete, as chat completions name it in ``finish_reason``."""
+
+
+def parse_response(body: bytes, model: str) -> ModelResponse:
+    """The response in a Responses API body, as sent by the endpoint.
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the body (a
+            ``failed`` response with the error it says).
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # also not UTF-8, or nested too deeply
+        raise ModelResponseError(
+            f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",
+            retryable=True,
+        ) from exc
+    if isinstance(data, dict) and data.get("error") is not None:
+        error = data["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        raise ModelResponseError(
+            f"model {model!r} answered with an error: {shown(error)}",
+            retryable=code in _RETRYABLE_CODES,
+        )
+    try:
+        return _response(data, model)
+    except _Malformed as exc:
+        raise ModelResponseError(f"model {model!r} returned a malformed response: {exc}") from exc
+
+
+def _response(data: Any, model: str) -> ModelResponse:
+    body = _object(data, "the body")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    reasoning: list[ReasoningItem] = []
+    for index, raw in enumerate(_list(body.get("output"), "output")):
+        where = f"output[{index}]"
+        item = _object(raw, where)
+        kind = item.get("type")
+        if kind == "message":
+            texts += _message_texts(item, where)
+        elif kind == "function_call":
+            calls.append(_function_call(item, where, {c.id for c in calls}))
+        elif kind == "reasoning":
+            reasoning.append(_reasoning(item, where))
+    thoughts = [t for r in reasoning for t in (r.summary or r.content)]
+    return ModelResponse(
+        message=AssistantMessage(
+            content="\n\n".join(texts) if texts else None,
+            tool_calls=tuple(calls),
+            reasoning="\n\n".join(thoughts) if thoughts else None,
+            reasoning_items=tuple(reasoning),
+        ),
+        usage=_usage(_object(body.get("usage") or {}, "usage")),
+        finish_reason=_finish(body, bool(calls)),
+        model=_text(body.get("model"), "model") or model,
+    )
+
+
+def _message_texts(item: dict[str, Any], where: str) -> list[str]:
+    """The text of a message item: its ``output_text`` parts, and a refusal's words."""
+    parts = _list(item.get("content") or [], f"{where}.content")
+    found: list[str] = []
+    for index, raw in enumerate(parts):
+        at = f"{where}.content[{index}]"
+        part = _object(raw, at)
+        if part.get("type") == "output_text":
+            found.append(_text(part.get("text"), f"{at}.text") or "")
+        elif part.get("type") == "refusal":
+            found.append(_text(part.get("refusal"), f"{at}.refusal") or "")
+    return ["".join(found)] if found else []
+
+
+def _function_call(item: dict[str, Any], where: str, taken: set[str]) -> ToolCall:
+    """A function call; one without a ``call_id``, or with one an earlier call of the
+    answer has, gets a new one."""
+    arguments = item.get("arguments")
+    if isinstance(arguments, dict):  # some servers send the object itself
+        arguments = json.dumps(arguments)
+    call_id = _text(item.get("call_id"), f"{where}.call_id") or ""
+    return ToolCall(
+        id=call_id if call_id and call_id not in taken else new_call_id(),
+        name=_required(item.get("name"), f"{where}.name"),
+        arguments=_text(arguments, f"{where}.arguments") or "",
+    )
+
+
+def _reasoning(item: dict[str, Any], where: str) -> ReasoningItem:
+    def texts(field: str) -> tuple[str, ...]:
+        parts = _list(item.get(field) or [], f"{where}.{field}")
+        return tuple(
+            _text(_object(p, f"{where}.{field}[{i}]").get("text"), f"{where}.{field}[{i}].text")
+            or ""
+            for i, p in enumerate(parts)
+        )
+
+    return ReasoningItem(
+        id=_required(item.get("id"), f"{where}.id"),
+        summary=texts("summary"),
+        content=texts("content"),
+        encrypted_content=_text(item.get("encrypted_content"), f"{where}.encrypted_content"),
+    )
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    details_in = _object(usage.get("input_tokens_details") or {}, "usage.input_tokens_details")
+    details_out = _object(usage.get("output_tokens_details") or {}, "usage.output_tokens_details")
+    return Usage(
+        input_tokens=_count(usage.get("input_tokens"), "usage.input_tokens"),
+        output_tokens=_count(usage.get("output_tokens"), "usage.output_tokens"),
+        reasoning_tokens=_count(
+            details_out.get("reasoning_tokens"), "usage.output_tokens_details.reasoning_tokens"
+        ),
+        cached_input_tokens=_count(
+            details_in.get("cached_tokens"), "usage.input_tokens_details.cached_tokens"
+        ),
+    )
+
+
+def _finish(body: dict[str, Any], called: bool) -> str:
+    """``finish_reason`` as chat completions say it: ``length`` for an answer cut at
+    ``max_output_tokens``, else ``tool_calls`` or ``stop``."""
+    if _text(body.get("status"), "status") == "incomplete":
+        details = _object(body.get("incomplete_details") or {}, "incomplete_details")
+        reason = _text(details.get("reason"), "incomplete_details.reason") or "incomplete"
+        return _FINISH.get(reason, reason)
+    return "tool_calls" if called else "stop"

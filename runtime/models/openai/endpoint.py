@@ -1,0 +1,394 @@
+"""What the OpenAI adapters share: :class:`OpenAIEndpoint`, the base of
+:class:`~runtime.models.openai.chat.OpenAIModel` (chat completions) and
+:class:`~runtime.models.openai.responses.OpenAIResponsesModel` (the Responses API).
+
+It holds the official ``openai.AsyncOpenAI`` client (one per event loop), with the
+SDK's own retries turned off: :class:`~runtime.limits.retry.RetryPolicy` is the one retry
+policy. Every attempt, retries included, passes through the model's
+:class:`~runtime.limits.ratelimit.AdaptiveLimiter`, which all workers using the model share,
+and every answer (429s included) tells it what the endpoint's ``x-ratelimit-*``
+headers say is left of its quota. ``openai`` errors are translated into
+:mod:`runtime.errors` here. Its API key and the values of its extra headers are
+secrets (:mod:`runtime.secrets`): masked in its answers and its errors as they
+arrive, whatever the endpoint echoes, so nothing past the adapter sees them. An
+endpoint that refuses structured output as asked is asked the next way
+(``json_schema``, ``json_object``, the instructions alone), in that call and every
+later one; the agent loop's validation of the answer stays the
+judge. An adapter says how to build a request, send it and read the answer; one
+that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
+retried, under the same policy, only until some of its text was shown.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import email.utils
+import os
+import re
+import time
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from typing import Any, ClassVar, Literal
+
+import openai
+
+from runtime import logs
+from runtime.errors import (
+    ConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeout,
+)
+from runtime.events import report_retry
+from runtime.limits.quota import quota_from_headers
+from runtime.limits.ratelimit import AdaptiveLimiter
+from runtime.limits.retry import RetryPolicy, ShownText
+from runtime.model import ModelRequest, ModelResponse
+from runtime.models.openai.request import Api, key_missing, split_settings
+from runtime.secrets import add_header, add_secret, mask_error, masked, shows_secret
+
+__all__ = ["OpenAIEndpoint", "OutputMode"]
+
+OutputMode = Literal["json_schema", "json_object", "instructions"]
+_FALLBACK: dict[OutputMode, OutputMode] = {
+    "json_schema": "json_object",
+    "json_object": "instructions",
+}
+
+
+class OpenAIEndpoint(abc.ABC):
+    """A model behind an endpoint of one of OpenAI's APIs (see the adapters for the
+    arguments); subclasses say how to build a request (:meth:`_params`), send it
+    (:meth:`_send`) and read the answer's body (:meth:`_parse`).
+
+    Raises:
+        ConfigError: for a setting Honeycomb sets itself, or ``extra_headers``,
+            ``extra_query`` or ``extra_body`` of another shape (ConfigErrors, one for
+            each, when there are several).
+    """
+
+    api: ClassVar[Api] = "chat"
+    """Which API the adapter speaks: it decides which settings the SDK names."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        settings: Mapping[str, Any] | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        max_concurrency: int | None = 32,
+        limiter: AdaptiveLimiter | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.settings = dict(settings or {})
+        self._sdk_settings, self._extra_body = split_settings(self.settings, self.api)
+        self._given = client.with_options(max_retries=0) if client is not None else None
+        # An httpx client serves the event loop it first ran on: one client per loop,
+        # dropped once its loop is closed.
+        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        self._unbound: openai.AsyncOpenAI | None = None  # made outside any loop
+        self._key: str | None = None
+        if limiter is None and max_concurrency is not None:
+            limiter = AdaptiveLimiter(max_concurrency)
+        self.limiter = limiter
+        self.output_mode: OutputMode = "json_schema"
+        """How structured output is asked for; an endpoint's refusal moves it on."""
+        add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
+        for value in self._sdk_settings.get("extra_headers", {}).values():
+            add_header(value, owner=self)
+
+    def __repr__(self) -> str:
+        at = f", base_url={self.base_url!r}" if self.base_url else ""
+        return f"{type(self).__name__}({self.model!r}{at})"
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client for the running event loop, made on first use in it (so
+        configs validate without a key), or the one given.
+
+        Raises:
+            ConfigError: when no API key is given or set and the endpoint is OpenAI's.
+        """
+        if self._given is not None:
+            return self._given
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        found = self._clients.get(loop) if loop is not None else self._unbound
+        if found is None:
+            found = self._new_client()
+            if loop is None:
+                self._unbound = found
+            else:
+                # A weak mapping would not do: a client's connections refer to its loop.
+                self._clients = {k: v for k, v in self._clients.items() if not k.is_closed()}
+                self._clients[loop] = found
+        return found
+
+    def missing_key(self) -> ConfigError | None:
+        """The error its calls would fail with for want of an API key, if they would
+        (an Executor asks before a run starts)."""
+        if self._given is not None:
+            return None
+        return key_missing(self.model, self._api_key, self.base_url)
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        missing = self.missing_key()
+        if missing is not None:
+            raise missing
+        # Local servers (Ollama, vLLM, llama.cpp) ignore the key.
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or "unused"
+        add_secret(key, _KEY, owner=self)  # from the environment, or given
+        self._key = key
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout,
+            # Not the SDK's default client, whose __del__ closes it on whatever loop is
+            # running then: one of a loop that has ended fails on the next loop.
+            http_client=openai.DefaultAsyncHttpxClient(),
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One call, retried under :attr:`retry`, each attempt through :attr:`limiter`.
+
+        Raises:
+            ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
+                when the call fails and retrying did not help (or is not allowed).
+        """
+        return await self._call(request, None)
+
+    async def _call(self, request: ModelRequest, shown: ShownText | None) -> ModelResponse:
+        """The call, streamed to ``shown`` if given, asking for structured output the
+        next way while the endpoint refuses it."""
+        while True:
+            mode = self.output_mode
+            try:
+                return await self._retried(request, mode, shown)
+            except ModelHTTPError as exc:
+                if request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
+                    raise
+                self._fall_back(mode, exc)
+
+    async def _retried(
+        self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
+    ) -> ModelResponse:
+        async for attempt in self.retry.retrying(self.limiter):
+            # A streamed attempt that fails after showing text is StreamInterrupted.
+            with attempt, shown.guard(repr(self)) if shown is not None else _NO_GUARD:
+                async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
+                    return await self._complete_once(request, mode, shown)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    def _fall_back(self, mode: OutputMode, exc: ModelHTTPError) -> None:
+        """The endpoint refused structured output asked for as ``mode``: ask the next
+        way, in this call and every later one (workers that asked at the same time
+        move it on once)."""
+        if self.output_mode == mode:
+            self.output_mode = _FALLBACK[mode]
+            if logs.configured():
+                fields = {"model": self.model, "refused": mode, "now": self.output_mode}
+                logs.log("model_call.output_fallback", fields | {"error": str(exc)})
+        report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
+
+    async def _complete_once(
+        self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
+    ) -> ModelResponse:
+        try:
+            if shown is not None:
+                response = await self._stream_raw(request, mode, shown)
+            else:
+                response = await self._complete_raw(request, mode)
+        except ModelError as exc:
+            # Some proxies and debugging servers echo the request's headers in their
+            # error bodies: mask the secrets, and drop the SDK's error that holds them.
+            if not shows_secret(_all_text(exc)):
+                raise
+            raise mask_error(exc) from None
+        # A misbehaving proxy, or a model that was told the key, may send it back.
+        return masked(response)
+
+    async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
+        params = self._params(request, mode)
+        with self._translated(params):
+            # The raw body, parsed here: the SDK's lenient parsing lets malformed
+            # answers through as objects with missing or wrong-typed attributes.
+            raw = await self._send(self.client, params)
+            body = await _read(raw.http_response)
+        response = self._parse(body)
+        self._observe(raw.headers, response)
+        return response
+
+    def _observe(self, headers: Mapping[str, str], answer: ModelResponse | None = None) -> None:
+        """Tell the limiter what the endpoint's ``x-ratelimit-*`` headers say is left of
+        its quota, and what the ``answer`` cost (see :meth:`AdaptiveLimiter.observe`)."""
+        if self.limiter is not None:
+            tokens = answer.usage.input_tokens + answer.usage.output_tokens if answer else None
+            self.limiter.observe(quota_from_headers(headers), tokens=tokens)
+
+    async def _stream_raw(
+        self, request: ModelRequest, mode: OutputMode, on_text: ShownText
+    ) -> ModelResponse:
+        """One streamed attempt: its text to ``on_text`` as it comes, then the answer.
+        Only adapters that stream have it (they have a public ``stream``): the others
+        are never asked to."""
+        raise TypeError(f"{type(self).__name__} does not stream")
+
+    @contextlib.contextmanager
+    def _translated(self, params: Mapping[str, Any]) -> Iterator[None]:
+        """The ``openai`` errors raised in the block as :mod:`runtime.errors`."""
+        try:
+            yield
+        except openai.APITimeoutError as exc:
+            raise ModelTimeout(params["timeout"]) from exc
+        except openai.APIConnectionError as exc:
+            # The endpoint it tried, OpenAI's own included (no base_url given).
+            at = self.base_url or str(self.client.base_url).rstrip("/")
+            raise ModelConnectionError(str(exc), base_url=at) from exc
+        except openai.APIStatusError as exc:
+            self._observe(exc.response.headers)
+            raise ModelHTTPError(
+                exc.status_code,
+                exc.body if exc.body is not None else exc.message,
+                retry_after=_retry_after(exc.response.headers),
+                model=self.model,
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _base_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The parameters every request has: the settings, the model and the timeout."""
+        params: dict[str, Any] = {
+            **self._sdk_settings,
+            "model": self.model,
+            "timeout": request.timeout if request.timeout is not None else self.timeout,
+        }
+        if self._extra_body:
+            params["extra_body"] = self._extra_body
+        return params
+
+    def _limit_output(self, params: dict[str, Any], key: str, limit: int | None) -> None:
+        """Set the output limit ``key`` to ``limit``, unless the settings set a lower one."""
+        if limit is not None:
+            given = params.get(key)
+            params[key] = limit if not isinstance(given, int) else min(given, limit)
+
+    @abc.abstractmethod
+    def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
+        """The SDK call's keyword arguments for ``request``, structured output asked
+        for as ``mode``."""
+
+    @abc.abstractmethod
+    async def _send(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
+        """Send the request; the SDK's raw response (``with_raw_response``)."""
+
+    @abc.abstractmethod
+    def _parse(self, body: bytes) -> ModelResponse:
+        """The response in the answer's body.
+
+        Raises:
+            ModelResponseError: naming the model and what is wrong with the body.
+        """
+
+
+async def _read(response: Any) -> bytes:
+    """The whole body; a connection that breaks while it is read is a connection error.
+
+    ``response`` is the SDK's HTTP response (from ``httpx`` or ``httpx2``, depending on
+    the ``openai`` version), so its errors are caught by what they are, not by class.
+    """
+    try:
+        body: bytes = await response.aread()
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
+        raise ModelConnectionError(f"the answer broke off: {exc}") from exc
+    return body
+
+
+async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
+    """The lines of a streamed body as they come; a stream that stalls past the
+    timeout, or breaks, is a timeout or a connection error (see :func:`_read`)."""
+    try:
+        async for line in response.iter_lines():
+            yield line
+    except Exception as exc:  # the HTTP library's transport errors; cancellation passes
+        if "Timeout" in type(exc).__name__:
+            raise ModelTimeout(timeout_s) from exc
+        raise ModelConnectionError(f"the stream broke off: {exc}") from exc
+
+
+_KEY = "api key"
+_NO_LIMIT = contextlib.nullcontext()
+_NO_GUARD = contextlib.nullcontext()
+
+
+def _all_text(exc: BaseException) -> str:
+    """Everything an error and the errors behind it would show."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        parts += [str(current), repr(current.args), repr(getattr(current, "body", None))]
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
+
+
+_REFUSED_FORMAT = re.compile(
+    r"response_format|text\.format|json_schema|json_object|structured.?output", re.I
+)
+
+
+def _refuses_format(exc: ModelHTTPError) -> bool:
+    """Whether an error is the endpoint refusing the response format (a 400 or 422
+    that names it); any other 400 is the request's own fault."""
+    return exc.status in (400, 422) and _REFUSED_FORMAT.search(str(exc.body)) is not None
+
+
+# The endpoint's own headers first, then those a proxy forwards from the provider
+# behind it (LiteLLM's llm_provider-*); of each, milliseconds first.
+_RETRY_AFTER_HEADERS = (
+    "retry-after-ms",
+    "retry-after",
+    "llm_provider-retry-after-ms",
+    "llm_provider-retry-after",
+)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from the first of :data:`_RETRY_AFTER_HEADERS` that makes sense
+    (milliseconds, or seconds or an HTTP date)."""
+    for name in _RETRY_AFTER_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds = _seconds(value, millis=name.endswith("-ms"))
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _seconds(value: str, *, millis: bool) -> float | None:
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(number / 1000.0 if millis else number, 0.0)
+    if millis:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)

@@ -1,0 +1,302 @@
+"""Building a chat-completions request: the messages as the wire wants them, the
+model's settings split between the SDK's parameters and ``extra_body`` (for the
+Responses API too: ``api="responses"``), and the instruction that asks for structured
+output where ``response_format`` cannot.
+
+Nothing here imports ``openai`` until it must (the SDK's parameters are read from the
+installed SDK once, on first use), so a hive's settings are checked without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from runtime.errors import ConfigError, ConfigErrors, kind_of
+from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from runtime.model import OutputSchema
+from runtime.text import valid_text
+
+__all__ = [
+    "RESERVED_RESPONSES_SETTINGS",
+    "RESERVED_SETTINGS",
+    "Api",
+    "check_settings",
+    "key_missing",
+    "messages_out",
+    "output_instruction",
+    "sdk_parameters",
+    "settings_problems",
+    "split_settings",
+    "wire_arguments",
+]
+
+RESERVED_SETTINGS = frozenset(
+    {
+        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
+        "function_call", "response_format", "stream", "stream_options", "timeout",
+    }
+)  # fmt: skip
+"""Request fields Honeycomb sets itself, which a model's settings cannot."""
+
+RESERVED_RESPONSES_SETTINGS = frozenset(
+    {
+        "model", "input", "tools", "tool_choice", "parallel_tool_calls", "stream",
+        "stream_options", "timeout", "previous_response_id", "conversation", "background",
+    }
+)  # fmt: skip
+"""The same for the Responses API: Honeycomb sends the whole conversation every call
+(``previous_response_id`` and ``conversation`` would send it twice), and waits for the
+answer (``background``)."""
+
+Api = Literal["chat", "responses"]
+"""Which OpenAI API a model speaks: chat completions, or the Responses API."""
+
+_RESERVED: dict[Api, frozenset[str]] = {
+    "chat": RESERVED_SETTINGS,
+    "responses": RESERVED_RESPONSES_SETTINGS,
+}
+
+
+SettingsPath = tuple[Any, ...]
+"""Where in a model's settings a problem is: keys (and list indexes), from the top."""
+
+_SCALARS = (str, int, float, bool)
+
+
+def settings_problems(
+    settings: Mapping[str, Any], api: Api = "chat"
+) -> list[tuple[SettingsPath, str]]:
+    """Every problem of a model's settings for ``api``, each where it is: a field Honeycomb sets
+    itself, or a setting of the SDK whose type Honeycomb knows (``extra_headers``,
+    ``extra_query``, ``extra_body``) of another shape, which would fail every call.
+    A message never shows a header's name or value: headers hold secrets."""
+    reserved = _RESERVED[api]
+    problems: list[tuple[SettingsPath, str]] = [
+        (
+            (key,),
+            f"{key!r} cannot be a setting: Honeycomb sets it on every request "
+            f"(settings cannot set any of {', '.join(sorted(reserved))})",
+        )
+        for key in settings
+        if key in reserved
+    ]
+    extra = settings.get("extra_body", {})
+    if not isinstance(extra, Mapping):
+        problems.append(
+            (
+                ("extra_body",),
+                f"extra_body must be a mapping of fields to send (got {kind_of(extra)})",
+            )
+        )
+    headers = settings.get("extra_headers", {})
+    if not isinstance(headers, Mapping):
+        problems.append(
+            (
+                ("extra_headers",),
+                "extra_headers must be a mapping of header names to text, numbers or booleans "
+                f"(got {kind_of(headers)})",
+            )
+        )
+    else:
+        for name, value in headers.items():
+            if not isinstance(name, str):
+                problems.append((("extra_headers", name), "the name of a header must be text"))
+            elif not isinstance(value, _SCALARS):
+                problems.append(
+                    (
+                        ("extra_headers", name),
+                        "the value of a header must be text, a number or a boolean "
+                        f"(got {kind_of(value)})",
+                    )
+                )
+    query = settings.get("extra_query", {})
+    if not isinstance(query, Mapping):
+        problems.append(
+            (
+                ("extra_query",),
+                "extra_query must be a mapping of parameter names to text, numbers, booleans "
+                f"or lists of them (got {kind_of(query)})",
+            )
+        )
+    else:
+        for name, value in query.items():
+            if not isinstance(name, str):
+                problems.append(
+                    (("extra_query", name), "the name of a query parameter must be text")
+                )
+            elif not (
+                isinstance(value, _SCALARS)
+                or (isinstance(value, list | tuple) and all(isinstance(v, _SCALARS) for v in value))
+            ):
+                problems.append(
+                    (
+                        ("extra_query", name),
+                        "the value of a query parameter must be text, a number, a boolean or a "
+                        f"list of them (got {kind_of(value)})",
+                    )
+                )
+    return problems
+
+
+def check_settings(settings: Mapping[str, Any], api: Api = "chat") -> None:
+    """Raise if a model's settings have any of the :func:`settings_problems`.
+
+    Raises:
+        ConfigError: naming the setting (only up to ``extra_headers``: headers hold
+            secrets), or ConfigErrors (a ConfigError) for several.
+    """
+    errors = [
+        ConfigError(message, field=_field(where))
+        for where, message in settings_problems(settings, api)
+    ]
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
+def _field(where: SettingsPath) -> str:
+    shown = where[:1] if where[0] == "extra_headers" else where
+    return "settings." + ".".join(str(part) for part in shown)
+
+
+def _header_text(value: str | int | float | bool) -> str:
+    """A header's value as HTTP sends it: numbers and booleans (as YAML writes them)
+    as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+@functools.cache
+def sdk_parameters(api: Api = "chat") -> frozenset[str]:
+    """The keyword parameters of the installed SDK's ``chat.completions.create`` (or
+    ``responses.create``): read from its signature, so they are right for whichever
+    ``openai`` is installed."""
+    import inspect
+
+    if api == "responses":
+        from openai.resources.responses import AsyncResponses
+
+        create: Any = AsyncResponses.create
+    else:
+        from openai.resources.chat.completions import AsyncCompletions
+
+        create = AsyncCompletions.create
+    parameters = inspect.signature(create).parameters
+    return frozenset(name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def split_settings(
+    settings: Mapping[str, Any], api: Api = "chat"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``settings`` as ``(SDK parameters, extra_body)``: keys the SDK does not name
+    (``top_k``, ``min_p``, ``repetition_penalty`` for vLLM, llama.cpp, Ollama) go in the
+    request body through ``extra_body``, merged with the settings' own ``extra_body``.
+
+    Raises:
+        ConfigError: see :func:`check_settings`.
+    """
+    check_settings(settings, api)
+    known = sdk_parameters(api)
+    sdk = {k: v for k, v in settings.items() if k in known and k != "extra_body"}
+    if "extra_headers" in sdk:
+        sdk["extra_headers"] = {k: _header_text(v) for k, v in sdk["extra_headers"].items()}
+    extra = {k: v for k, v in settings.items() if k not in known}
+    extra.update(settings.get("extra_body", {}))  # the settings' own extra_body wins
+    return sdk, extra
+
+
+def output_instruction(output: OutputSchema) -> str:
+    """What tells the model to answer with JSON of ``output``'s schema, for endpoints
+    that take no ``json_schema`` response format."""
+    schema = json.dumps(output.json_schema, separators=(",", ":"))
+    return (
+        "Answer with one JSON object and nothing else (no prose, no code fence). It must "
+        f"follow this JSON schema, named {output.name}:\n{schema}"
+    )
+
+
+def messages_out(messages: Sequence[Message], instruction: str | None) -> list[dict[str, Any]]:
+    """``messages`` as the wire wants them, with ``instruction`` added to the leading
+    system message (some chat templates take only one system message, and only first)."""
+    out = [_message_out(m) for m in messages]
+    if instruction is not None:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{instruction}"}
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+    return out
+
+
+# The text of every message goes out valid (``valid_text``): the body is UTF-8, and
+# a lone surrogate (a byte of argv or a file name that is not UTF-8) would fail the
+# call before it is sent.
+
+
+def _message_out(message: Message) -> dict[str, Any]:
+    if isinstance(message, SystemMessage | UserMessage):
+        return {"role": message.role, "content": valid_text(message.content)}
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "tool_call_id": valid_text(message.tool_call_id),
+            "content": valid_text(message.content),
+        }
+    return _assistant_out(message)
+
+
+def _assistant_out(message: AssistantMessage) -> dict[str, Any]:
+    content = message.content
+    out: dict[str, Any] = {
+        "role": "assistant",
+        "content": valid_text(content) if content is not None else None,
+    }
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": valid_text(c.id),
+                "type": "function",
+                "function": {
+                    "name": valid_text(c.name),
+                    "arguments": valid_text(wire_arguments(c.arguments)),
+                },
+            }
+            for c in message.tool_calls
+        ]
+    if message.reasoning is not None:
+        out["reasoning_content"] = valid_text(message.reasoning)
+    return out
+
+
+def wire_arguments(arguments: str) -> str:
+    """The arguments as sent back: as the model wrote them when they are a JSON object,
+    else ``{}``. Servers parse them (llama.cpp's answers every later turn with a 500
+    when they do not parse); the transcript keeps what the model wrote, and the
+    observation has already told the model what was wrong."""
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):  # nested too deeply to parse is not JSON either
+        return "{}"
+    return arguments if isinstance(parsed, dict) else "{}"
+
+
+KEY_VARIABLE = "OPENAI_API_KEY"
+"""Where an OpenAI-compatible model finds its API key when it is given none."""
+
+
+def key_missing(model: str, api_key: str | None, base_url: str | None) -> ConfigError | None:
+    """The error for a model whose calls need an API key that nothing gives: OpenAI's
+    own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``) needs one, from
+    ``api_key`` or :data:`KEY_VARIABLE`; a local server takes any. None when it has
+    what it needs (read now: the environment may change)."""
+    if api_key or base_url or os.environ.get(KEY_VARIABLE) or os.environ.get("OPENAI_BASE_URL"):
+        return None
+    return ConfigError(
+        f"model {model!r} needs an API key: set {KEY_VARIABLE} (or give the model an "
+        "api_key, or the base_url of a local endpoint)"
+    )

@@ -1,0 +1,184 @@
+"""Reading a streamed chat completion: server-sent events, chunk by chunk, into the
+pieces of text to show as they arrive and, at the end, one :class:`ModelResponse`.
+
+Each chunk is checked as it arrives (a chunk that is not JSON, or a field of the wrong
+type, is a :class:`ModelResponseError` naming the chunk and the field). Tool calls
+come in pieces keyed by their ``index``, several calls' pieces interleaved; each
+call's id and name come with its first piece, its arguments in any number of them.
+Usage comes in a last chunk without choices (``stream_options.include_usage``).
+
+The assembled answer is read by the parser of non-streamed completions, so a
+streamed answer is checked, and its tool calls given ids where the server sent none,
+exactly as a whole one is. A stream that ends before a ``finish_reason`` is an
+answer cut off, worth a retry (if nothing of it was shown: see
+:class:`~runtime.limits.retry.ShownText`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from runtime.errors import ModelResponseError
+from runtime.model import ModelResponse
+from runtime.models.checks import shown
+from runtime.models.openai._completion import _list, _Malformed, _object, _text, completion_response
+
+__all__ = ["CompletionStream", "event_data"]
+
+
+async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """The data of each server-sent event in ``lines`` (its ``data:`` lines joined);
+    comments and other fields are skipped."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+class _Call:
+    """One tool call as its pieces arrive."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class CompletionStream:
+    """One streamed completion of ``model``: :meth:`add` each event's data, then
+    :meth:`response`.
+
+    Attributes:
+        done: The server said the stream is over (``[DONE]``).
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] = {}
+        self._named: str | None = None
+        self._chunks = 0
+
+    def add(self, data: str) -> str:
+        """Take one event's data; the text it adds to the answer ("" for none).
+
+        Raises:
+            ModelResponseError: for a chunk that is not JSON (retryable: a proxy's or a
+                connection's fault), an error sent in the stream, or a malformed chunk.
+        """
+        if data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        self._chunks += 1
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"model {self.model!r} streamed a chunk that is not JSON ({exc}): {shown(data)}",
+                retryable=True,
+            ) from exc
+        if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+            raise ModelResponseError(
+                f"model {self.model!r} sent an error in its stream: {shown(chunk['error'])}"
+            )
+        try:
+            return self._add(chunk, f"chunk {self._chunks}")
+        except _Malformed as exc:
+            raise ModelResponseError(
+                f"model {self.model!r} streamed a malformed chunk: {exc}"
+            ) from exc
+
+    def _add(self, data: Any, where: str) -> str:
+        chunk = _object(data, where)
+        self._named = _text(chunk.get("model"), f"{where}.model") or self._named
+        if chunk.get("usage") is not None:
+            self._usage = _object(chunk["usage"], f"{where}.usage")
+        choices = _list(chunk.get("choices") or [], f"{where}.choices")
+        if not choices:
+            return ""
+        at = f"{where}.choices[0]"
+        choice = _object(choices[0], at)
+        self._finish = _text(choice.get("finish_reason"), f"{at}.finish_reason") or self._finish
+        delta = _object(choice.get("delta") or {}, f"{at}.delta")
+        reasoning = _text(delta.get("reasoning_content"), f"{at}.delta.reasoning_content")
+        if reasoning is None and isinstance(delta.get("reasoning"), str):
+            reasoning = delta["reasoning"]  # newer vLLM's name (see parse_completion)
+        if reasoning:
+            self._reasoning.append(reasoning)
+        for index, item in enumerate(
+            _list(delta.get("tool_calls") or [], f"{at}.delta.tool_calls")
+        ):
+            self._call_piece(item, f"{at}.delta.tool_calls[{index}]")
+        text = _text(delta.get("content"), f"{at}.delta.content") or ""
+        if text:
+            self._content.append(text)
+        return text
+
+    def _call_piece(self, item: Any, where: str) -> None:
+        piece = _object(item, where)
+        given = _text(piece.get("id"), f"{where}.id")
+        index = piece.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            if index is not None:
+                raise _Malformed(f"{where}.index is not a whole number")
+            # No index (some servers): a new id starts a call, else the last goes on.
+            known = any(c.id == given for c in self._calls.values())
+            new = given and not known
+            index = len(self._calls) if new or not self._calls else max(self._calls)
+        call = self._calls.setdefault(index, _Call())
+        if given:
+            call.id = given
+        function = _object(piece.get("function") or {}, f"{where}.function")
+        # The name comes whole (servers that repeat it in every piece do no harm).
+        call.name = _text(function.get("name"), f"{where}.function.name") or call.name
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # some servers send the object itself, whole
+            call.arguments = [json.dumps(arguments)]
+        elif arguments:
+            call.arguments.append(_text(arguments, f"{where}.function.arguments") or "")
+
+    def response(self) -> ModelResponse:
+        """The whole answer.
+
+        Raises:
+            ModelResponseError: when the stream ended before the answer did (retryable),
+                or the answer is malformed.
+        """
+        if self._finish is None:
+            raise ModelResponseError(
+                f"the stream of model {self.model!r} ended before its answer did (no "
+                f"finish_reason in {self._chunks} chunks)",
+                retryable=True,
+            )
+        message: dict[str, Any] = {
+            "content": "".join(self._content) if self._content else None,
+            "reasoning_content": "".join(self._reasoning) if self._reasoning else None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": "".join(call.arguments)},
+                }
+                for _, call in sorted(self._calls.items())
+            ],
+        }
+        body = {
+            "choices": [{"message": message, "finish_reason": self._finish}],
+            "usage": self._usage,
+            "model": self._named,
+        }
+        return completion_response(body, self.model)

@@ -1,0 +1,348 @@
+"""The ``mcp`` SDK's side of an MCP server: connecting to it over stdio or streamable
+HTTP, listing its tools, calling one, and a result as observation text.
+
+This module imports ``mcp``; :mod:`runtime.tools.mcp` loads it with the first server that
+starts, so ``import honeycomb`` does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import IO, Any, Self
+
+import anyio
+import httpx2
+import mcp.types as types
+import pydantic
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from runtime.errors import McpServerError, ModelRetry, ServerGone
+from runtime.secrets import masked
+from runtime.value import Value
+
+__all__ = ["Listed", "Session", "connect", "observation_text"]
+
+_PAGES = 100
+"""Pages of a tool listing read at most: a server whose cursor never ends cannot hang."""
+
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+_STDERR_TAIL = 600
+"""Characters of what a server wrote to stderr that an error about it shows."""
+
+
+class Listed(Value, frozen=True, kw_only=True):
+    """One tool as its server lists it, with its annotations' hints (None: no hint)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+
+
+class Session:
+    """A live connection to one server, made by :func:`connect`.
+
+    Attributes:
+        server: The server's name.
+        tools: Its tools, as it listed them when the connection started.
+    """
+
+    def __init__(self, server: str, client: Client, ended: asyncio.Event | None) -> None:
+        self.server = server
+        self.tools: tuple[Listed, ...] = ()
+        self._client = client
+        self._ended = ended
+        self._lost = False
+        self.errlog: IO[str] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the connection has ended: a call found it lost, or a stdio server's
+        output ended (its process exited)."""
+        return self._lost or (self._ended is not None and self._ended.is_set())
+
+    def said(self) -> str:
+        """`` (it said: ...)`` with the end of what it wrote to stderr, or ``""``."""
+        return stderr_tail(self.errlog)
+
+    async def list_tools(self) -> tuple[Listed, ...]:
+        listed: list[Listed] = []
+        cursor: str | None = None
+        for _ in range(_PAGES):
+            page = await self._client.list_tools(cursor=cursor)
+            listed += [_listed(t) for t in page.tools]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = tuple(listed)
+        return self.tools
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call ``tool``; its result as observation text.
+
+        Raises:
+            ModelRetry: the tool reported an error (``isError``): the server's message.
+            ServerGone: the connection ended during the call.
+            McpServerError: a protocol error (the server refused the call, or answered
+                with something that is not an MCP result).
+        """
+        mark = _end(self.errlog)
+        try:
+            result = await self._client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED or self.ended:
+                raise self._gone(tool, mark) from exc
+            said = masked(exc.message)
+            raise McpServerError(
+                self.server, f"refused the call to {tool!r}: {said} (error {exc.code})"
+            ) from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise self._gone(tool, mark) from exc
+        except pydantic.ValidationError as exc:
+            raise McpServerError(
+                self.server,
+                f"answered the call to {tool!r} with an invalid result: " + masked(str(exc)),
+            ) from exc
+        text = masked(observation_text(result))  # as it arrives: no tool or model sees one
+        if result.is_error:
+            raise ModelRetry(
+                f"tool {tool!r} of MCP server {self.server!r} reported an error: "
+                f"{text or '(no message)'}"
+            )
+        return text
+
+    def _gone(self, tool: str, mark: int) -> ServerGone:
+        # A streamable-HTTP connection has no process to watch: it is lost once a call
+        # finds it so, and the next call makes it again.
+        self._lost = True
+        said = stderr_tail(self.errlog, since=mark)  # what it wrote as it died
+        return ServerGone(self.server, f"stopped during the call to {tool!r}{said}")
+
+
+@asynccontextmanager
+async def connect(
+    server: str,
+    *,
+    command: str | None,
+    args: tuple[str, ...],
+    env: Mapping[str, str],
+    cwd: str | None,
+    url: str | None,
+    headers: Mapping[str, str],
+    start_timeout: float,
+) -> AsyncIterator[Session]:
+    """Start (or reach) a server, list its tools, and yield the live session; the server
+    is stopped when the block ends (a stdio server's process with it, whatever ends
+    the block). Enter and leave it in one task.
+
+    Raises:
+        McpServerError: when it cannot be started or reached, or does not list its
+            tools within ``start_timeout`` seconds.
+    """
+    async with AsyncExitStack() as stack:
+        ended: asyncio.Event | None = None
+        errlog: IO[str] | None = None
+        refused: _Refused | None = None
+        if command is not None:
+            # What it writes to stderr is kept (not shown): its end tells why it died.
+            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
+            ended = asyncio.Event()
+            params = StdioServerParameters(command=command, args=list(args), env=dict(env), cwd=cwd)
+            transport: Any = _Watched(stdio_client(params, errlog=errlog), ended)
+        else:
+            # The SDK's own timeouts: a response stream may stay open for a while. It
+            # turns an HTTP error status into a message without it: the hook keeps it.
+            refused = _Refused()
+            http = httpx2.AsyncClient(
+                headers=dict(headers),
+                timeout=_HTTP_TIMEOUT,
+                event_hooks={"response": [refused.note]},
+            )
+            transport = streamable_http_client(url or "", http_client=http)
+            await stack.enter_async_context(http)
+        client = Client(transport)
+        session = Session(server, client, ended)
+        session.errlog = errlog
+        try:
+            async with asyncio.timeout(start_timeout):
+                await stack.enter_async_context(client)
+                await session.list_tools()
+        except TimeoutError:
+            reason = f"did not start and list its tools within {start_timeout:g}s"
+            raise McpServerError(server, reason + stderr_tail(errlog)) from None
+        except OSError as exc:  # the command cannot be run
+            raise McpServerError(server, f"cannot be started: {exc}") from exc
+        except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
+            said = stderr_tail(errlog) if refused is None else refused.status()
+            raise McpServerError(server, f"could not be started: {_reason(exc)}{said}") from exc
+        yield session
+
+
+def observation_text(result: types.CallToolResult) -> str:
+    """A tool's result as text: its text content, a note for each image or audio clip
+    (the model reads text), embedded resources' text, links by their URI; the
+    structured content when there is nothing else."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            kind = "image" if isinstance(block, types.ImageContent) else "audio"
+            parts.append(f"[{kind} of type {block.mime_type}, {_size(block.data)}: not shown]")
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                parts.append(f"[resource {resource.uri}]\n{resource.text}")
+            else:
+                kind = resource.mime_type or "binary data"
+                parts.append(f"[resource {resource.uri}: {kind}, {_size(resource.blob)}]")
+        elif isinstance(block, types.ResourceLink):
+            parts.append(f"[resource link {block.uri}{f': {block.name}' if block.name else ''}]")
+    if not parts and result.structured_content is not None:
+        return pydantic.TypeAdapter(Any).dump_json(result.structured_content).decode()
+    return "\n".join(parts)
+
+
+def stderr_tail(errlog: IO[str] | None, *, since: int = 0) -> str:
+    """`` (it said: ...)`` with the end of what the server wrote to stderr (after
+    position ``since``), or ``""``; secrets masked before it is cut (a server may say
+    its token)."""
+    if errlog is None:
+        return ""
+    try:
+        size = _end(errlog)
+        errlog.seek(max(since, size - 4 * _STDERR_TAIL))
+        text = masked(" ".join(errlog.read().split()))
+    except (OSError, ValueError):  # closed, or not text
+        return ""
+    if not text:
+        return ""
+    return f" (it said: {'...' + text[-_STDERR_TAIL:] if len(text) > _STDERR_TAIL else text})"
+
+
+def _end(errlog: IO[str] | None) -> int:
+    """Where the server's stderr ends now (the server writes the file, not us)."""
+    if errlog is None:
+        return 0
+    try:
+        return errlog.seek(0, 2)
+    except (OSError, ValueError):
+        return 0
+
+
+def _listed(tool: types.Tool) -> Listed:
+    hints = tool.annotations
+    return Listed(
+        name=tool.name,
+        description=tool.description or tool.title or (hints.title if hints else None) or "",
+        parameters=dict(tool.input_schema),
+        read_only=hints.read_only_hint if hints else None,
+        destructive=hints.destructive_hint if hints else None,
+        idempotent=hints.idempotent_hint if hints else None,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, out of the exception groups of the SDK's task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _size(base64: str) -> str:
+    padding = len(base64) - len(base64.rstrip("="))
+    return f"{len(base64) * 3 // 4 - padding} bytes"
+
+
+class _Refused:
+    """The first HTTP error status a streamable-HTTP server answered with."""
+
+    def __init__(self) -> None:
+        self.code: int | None = None
+        self.phrase = ""
+
+    async def note(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400 and self.code is None:
+            self.code, self.phrase = response.status_code, response.reason_phrase
+
+    def status(self) -> str:
+        """`` (HTTP 401 Unauthorized)``, or ``""`` when none was an error."""
+        if self.code is None:
+            return ""
+        return f" (HTTP {self.code}{f' {self.phrase}' if self.phrase else ''})"
+
+
+class _Watched:
+    """A stdio transport that sets ``ended`` when the server's output ends, so that a
+    call to a server already gone is known never to have been sent."""
+
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        read, write = await self._inner.__aenter__()
+        return _WatchedRead(read, self._ended), write
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result
+
+
+class _WatchedRead:
+    """The server's messages, as the SDK reads them; their end is noted."""
+
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended.set()
+            raise
+        return item
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._ended.set()
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result

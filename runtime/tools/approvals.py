@@ -1,0 +1,410 @@
+"""Approvals: a person decides on a tool call before it runs.
+
+A call needs approval when its tool says so (``@tool(approval=True)``), when the
+worker's :class:`ApprovalRule` names its tool, or when the rule asks for every
+side-effecting tool. Once a call has been asked about, its recorded decision is
+honoured even if the rule changed since (a resumed run never runs a denied call).
+
+Before a turn's calls run, each call that needs approval gets a :class:`Decision`:
+
+- recorded already (a decision of an earlier life of the run, or one made with
+  ``Executor.decide``): it stands;
+- else from the :class:`Approver`, if one is attached (and then recorded);
+- else the call is recorded as pending and :class:`ApprovalNeeded` stops the turn
+  before any of its calls run: the worker pauses, the others go on.
+
+A denied call becomes the error observation ``denied: <reason>`` and the loop goes
+on; an approval with edited arguments runs the call with them, validated again. With
+a timeout, no decision in time is a denial.
+
+A decision is final: a log keeps the first decision on a call and hands back the one
+that stands, so a worker never acts on a decision that lost to another (a person's,
+recorded in the store meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from msgspec.structs import replace
+
+from runtime.limits.deadlines import TimedOut, within
+from runtime.messages import ToolCall
+from runtime.secrets import masked
+from runtime.tools.define import ArgumentsError, Tool
+from runtime.tools.journal import arguments_text
+from runtime.value import Value
+
+__all__ = [
+    "ApprovalEntry",
+    "ApprovalGate",
+    "ApprovalLog",
+    "ApprovalNeeded",
+    "ApprovalRequest",
+    "ApprovalRule",
+    "Approver",
+    "Decision",
+    "MemoryApprovalLog",
+    "PendingApproval",
+    "Verdict",
+    "described",
+]
+
+
+class ApprovalRule(Value, frozen=True, kw_only=True):
+    """Which tools of one worker need approval (besides those marked ``approval=True``).
+
+    Attributes:
+        tools: Tool names that need approval.
+        side_effects: Every side-effecting tool needs approval.
+        owner: Who set the rule (a role's name), to say why a call asks.
+    """
+
+    tools: frozenset[str] = frozenset()
+    side_effects: bool = False
+    owner: str = ""
+
+    def why(self, tool: Tool[Any, Any]) -> str | None:
+        """Why a call to ``tool`` needs approval; None when it does not."""
+        if tool.approval:
+            return f"tool {tool.name!r} is marked approval=True"
+        if tool.name in self.tools:
+            return f"{self._who} asks for approval of {tool.name!r}"
+        if self.side_effects and tool.side_effects:
+            return f"{self._who} asks for approval of every side-effecting tool"
+        return None  # asked of every call a worker makes: nothing is formatted for it
+
+    @property
+    def _who(self) -> str:
+        return f"role {self.owner!r}" if self.owner else "the worker"
+
+
+class ApprovalRequest(Value, frozen=True, kw_only=True):
+    """What an :class:`Approver` is asked about: one tool call.
+
+    Attributes:
+        run_id: The run, if any.
+        worker: The worker making the call.
+        role: The worker's role.
+        call_id: The model's id for the call.
+        turn: The loop turn.
+        tool: The tool's name.
+        arguments: The validated arguments.
+        why: Why the call needs approval.
+        summary: What the call will do, in the tool's own words (its ``describe``);
+            None when the tool gives none.
+    """
+
+    run_id: str | None
+    worker: str | None
+    role: str
+    call_id: str
+    turn: int
+    tool: str
+    arguments: dict[str, Any]
+    why: str
+    summary: str | None = None
+
+
+class Decision(Value, frozen=True, kw_only=True):
+    """A person's answer about one call: approve (maybe with edited arguments), or
+    deny with a reason the model is told."""
+
+    approve: bool
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+
+    @classmethod
+    def approved(cls, arguments: dict[str, Any] | None = None) -> Decision:
+        """Run the call; with ``arguments``, with these instead of the model's."""
+        return cls(approve=True, arguments=arguments)
+
+    @classmethod
+    def denied(cls, reason: str) -> Decision:
+        """Do not run the call; the model gets ``denied: <reason>``."""
+        return cls(approve=False, reason=reason)
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[Decision]]
+"""An async callable that decides on a call: a terminal prompt, a chat message..."""
+
+
+class PendingApproval(Value, frozen=True, kw_only=True):
+    """A call waiting for a decision.
+
+    Attributes:
+        call_id: The model's id for the call (see ``Executor.decide``).
+        worker: The worker that made it.
+        role: The worker's role.
+        turn: The loop turn it belongs to.
+        tool: The tool.
+        arguments: Its validated arguments.
+        why: Why it needs approval.
+        asked_at: When it was first asked about (``time.time()``).
+        deadline: When no decision becomes a denial (None: never).
+        summary: What the call will do, in the tool's own words (its ``describe``),
+            told by whoever knows the tool (the run, a server given the run's
+            tools); the run store does not keep it.
+    """
+
+    call_id: str
+    worker: str
+    role: str
+    turn: int
+    tool: str
+    arguments: dict[str, Any]
+    why: str
+    asked_at: float
+    deadline: float | None = None
+    summary: str | None = None
+
+
+class ApprovalEntry(Value, frozen=True, kw_only=True):
+    """A call asked about, and its decision once there is one: when, and by whom (a
+    person's name, the approver, or the time limit)."""
+
+    pending: PendingApproval
+    decision: Decision | None = None
+    decided_at: float | None = None
+    decided_by: str | None = None
+
+
+class ApprovalLog(Protocol):
+    """Where one worker's calls asked about, and their decisions, are kept (the run
+    store), so a paused worker continues from exactly there."""
+
+    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        """The entry for a call asked about in this or an earlier life of the run."""
+
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        """Keep ``entry`` (a new pending call, or its decision); return once durable,
+        with the entry that stands: a call decided already keeps its first decision."""
+
+
+class MemoryApprovalLog:
+    """An approval log held in memory (tests, a worker run on its own)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, str], ApprovalEntry] = {}
+
+    def recorded(self, turn: int, call_id: str) -> ApprovalEntry | None:
+        return self.entries.get((turn, call_id))
+
+    async def record(self, entry: ApprovalEntry) -> ApprovalEntry:
+        key = entry.pending.turn, entry.pending.call_id
+        kept = self.entries.get(key)
+        if kept is None or kept.decision is None:
+            kept = self.entries[key] = entry
+        return kept
+
+
+class Verdict(Value, frozen=True, gc=False, kw_only=True):
+    """What the dispatcher does with a call that needed approval: refuse it with
+    ``refusal`` as its observation, or run it with ``kwargs`` (``note`` goes before
+    its observation)."""
+
+    refusal: str | None = None
+    kwargs: dict[str, Any] | None = None
+    note: str = ""
+
+
+class ApprovalNeeded(Exception):
+    """A control signal: calls of this turn wait for a decision, so the worker pauses.
+
+    Attributes:
+        pending: The calls waiting, in call order.
+    """
+
+    def __init__(self, pending: tuple[PendingApproval, ...]) -> None:
+        self.pending = pending
+        names = ", ".join(f"{p.tool} ({p.call_id})" for p in pending)
+        super().__init__(f"waiting for approval of {names}")
+
+
+class ApprovalGate:
+    """Decides, for one worker's dispatcher, on the calls that need approval.
+
+    Args:
+        rule: Which tools need approval.
+        approver: Asked when no decision is recorded (None: calls wait for one).
+        log: Where asks and decisions are kept (None: with no approver either, a call
+            that needs approval is denied, for it has nowhere to wait).
+        worker: The worker's name.
+        role: The worker's role.
+        run_id: The run.
+        timeout_s: Seconds a call waits for a decision before it is denied.
+    """
+
+    def __init__(
+        self,
+        rule: ApprovalRule,
+        *,
+        approver: Approver | None = None,
+        log: ApprovalLog | None = None,
+        worker: str | None = None,
+        role: str = "",
+        run_id: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.rule = rule
+        self.approver = approver
+        self.log = log
+        self._worker = worker
+        self._role = role
+        self._run_id = run_id
+        self._timeout_s = timeout_s
+
+    def asks(self, tool: Tool[Any, Any]) -> bool:
+        """Whether calls to ``tool`` need approval under the rule."""
+        return self.rule.why(tool) is not None
+
+    def involves(self, call: ToolCall, tool: Tool[Any, Any], turn: int) -> bool:
+        """Whether the call needs a decision: its tool needs approval, or it was asked
+        about before (its decision stands, whatever the rule says now). A turn none of
+        whose calls does skips :meth:`decide` altogether."""
+        if self.rule.why(tool) is not None:
+            return True
+        return self.log is not None and self.log.recorded(turn, call.id) is not None
+
+    async def decide(
+        self, calls: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[Verdict | None]:
+        """A verdict for each call that needed approval (None for the others), in
+        order: denied, ``denied: <reason>``; approved with edited arguments, those,
+        validated again (or refused when they fail).
+
+        Raises:
+            ApprovalNeeded: when some call has no decision yet and no approver.
+        """
+        decisions = await self._decisions(calls, turn)
+        return [
+            None if d is None else _verdict(d, tool, kwargs)
+            for d, (_, tool, kwargs) in zip(decisions, calls, strict=True)
+        ]
+
+    async def _decisions(
+        self, calls: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[Decision | None]:
+        decisions: list[Decision | None] = []
+        waiting: list[PendingApproval] = []
+        for call, tool, kwargs in calls:
+            entry = self.log.recorded(turn, call.id) if self.log is not None else None
+            why = self.rule.why(tool)
+            if entry is None and why is None:
+                decisions.append(None)
+                continue
+            if entry is None:
+                pending = self._pending(call, tool, kwargs, turn, why)
+            else:  # the store keeps no summary: the tool tells it again
+                pending = replace(entry.pending, summary=described(tool, entry.pending.arguments))
+            decision = await self._decision(pending, entry)
+            if decision is None:
+                if entry is None and self.log is not None:
+                    await self.log.record(ApprovalEntry(pending=pending))  # durable: it waits
+                waiting.append(pending)
+            decisions.append(decision)
+        if waiting:
+            raise ApprovalNeeded(tuple(waiting))
+        return decisions
+
+    async def _decision(
+        self, pending: PendingApproval, entry: ApprovalEntry | None
+    ) -> Decision | None:
+        """The call's decision: recorded, the approver's, or a denial for want of
+        either (or of one in time); None while it waits."""
+        if entry is not None and entry.decision is not None:
+            return entry.decision
+        if self.approver is not None:
+            decision = await self._from_approver(pending)
+            by = "the run's approver"
+        elif self.log is None:
+            return Decision.denied("no approver is attached and the run has no store to wait in")
+        elif pending.deadline is not None and time.time() >= pending.deadline:
+            decision = _timed_out(pending.deadline - pending.asked_at)
+            by = "the time limit (approval_timeout_s)"
+        else:
+            return None
+        if self.log is None:
+            return decision
+        stands = await self.log.record(
+            ApprovalEntry(pending=pending, decision=decision, decided_at=time.time(), decided_by=by)
+        )
+        return stands.decision or decision  # the first decision recorded stands
+
+    async def _from_approver(self, pending: PendingApproval) -> Decision:
+        assert self.approver is not None
+        request = masked(ApprovalRequest(  # a person reads it: no secret
+            run_id=self._run_id, worker=pending.worker, role=pending.role, call_id=pending.call_id,
+            turn=pending.turn, tool=pending.tool, arguments=pending.arguments, why=pending.why,
+            summary=pending.summary,
+        ))  # fmt: skip
+        left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
+        try:
+            if left is None:
+                answer = await self.approver(request)
+            else:
+                with within(left):
+                    answer = await self.approver(request)
+        except TimedOut:
+            return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
+        except Exception as exc:  # a failing approver denies the call, never crashes the worker
+            return Decision.denied(f"the approver failed ({type(exc).__name__}: {exc})")
+        if not isinstance(answer, Decision):
+            return Decision.denied(f"the approver returned {type(answer).__name__}, not a Decision")
+        return answer
+
+    def _pending(
+        self, call: ToolCall, tool: Tool[Any, Any], kwargs: dict[str, Any], turn: int,
+        why: str | None,
+    ) -> PendingApproval:  # fmt: skip
+        now = time.time()
+        arguments = _plain(kwargs)
+        return PendingApproval(
+            call_id=call.id, worker=self._worker or "", role=self._role, turn=turn,
+            tool=call.name, arguments=arguments, why=why or "", asked_at=now,
+            deadline=None if self._timeout_s is None else now + self._timeout_s,
+            summary=described(tool, arguments),
+        )  # fmt: skip
+
+
+def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -> Verdict:
+    if not decision.approve:
+        return Verdict(refusal=f"denied: {decision.reason or 'no reason given'}")
+    if decision.arguments is None:
+        return Verdict(kwargs=kwargs)
+    text = arguments_text(decision.arguments)
+    try:
+        edited = tool.parse_arguments(text)
+    except ArgumentsError as exc:
+        return Verdict(
+            refusal=f"Error: the edited arguments approved failed validation: {exc.detail}."
+        )
+    return Verdict(
+        kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
+    )
+
+
+def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
+    """What a call to ``tool`` with ``arguments`` (JSON values) will do, in the tool's
+    own words (its ``describe``); None when it gives none. A ``describe`` that fails
+    says so instead: the person still sees the arguments."""
+    if tool.describe is None:
+        return None
+    try:
+        return str(tool.describe(arguments))
+    except Exception as exc:  # a summary is a courtesy: it never stops the call being asked
+        return f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
+
+
+def _timed_out(timeout_s: float) -> Decision:
+    return Decision.denied(f"no decision within {timeout_s:g}s")
+
+
+def _plain(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Validated arguments as JSON values (nested models as mappings), as a person and
+    the store see them."""
+    loaded: dict[str, Any] = json.loads(arguments_text(kwargs))
+    return loaded

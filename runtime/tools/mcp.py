@@ -1,0 +1,392 @@
+"""Tools from MCP servers.
+
+An :class:`McpServer` declares a server: a command run as a subprocess that speaks MCP
+over stdio, or the URL of a streamable-HTTP server. :class:`McpServers` holds the live
+connections: each server starts on first use, in a task of its own, is shared by
+every call, and stops when the block ends (a stdio server's process with it).
+
+The tools are the server's own: their input schemas come from its list, and their
+annotations say how dispatch runs them: ``readOnlyHint`` makes a tool parallel-safe;
+any other tool has side effects (run one at a time, in order, journaled);
+``idempotentHint`` makes it idempotent. :class:`McpToolSettings` overrides that per
+tool. A call runs through the dispatcher like any tool (timeouts, cancellation,
+ordering, the journal); what goes wrong on the server's side is the call's error
+observation: a tool's ``isError`` with its message, a protocol error, a server that
+died. A call reaches the servers of the run making it (:meth:`McpServers.run`), which
+starts a server that went away again once; after that, its calls say it is down.
+
+A role names MCP tools as ``server:tool`` or ``server:*``, where ``server`` is a
+declared server: any other name with a colon is an import path
+(``package.module:function``).
+
+The ``mcp`` SDK is imported with the first server that starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import msgspec
+
+from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
+from runtime.secrets import add_header, add_secret
+from runtime.tools.define import Tool
+from runtime.value import Value
+
+if TYPE_CHECKING:
+    from runtime.tools._mcp_sdk import Listed, Session
+
+__all__ = [
+    "McpRun",
+    "McpServer",
+    "McpServers",
+    "McpToolSettings",
+    "current_mcp_run",
+    "mcp_ref",
+    "mcp_tools",
+    "pick_tools",
+]
+
+
+class McpToolSettings(Value, frozen=True, gc=False, kw_only=True):
+    """How one MCP tool runs, where its annotations are not to be trusted (None: as
+    its annotations say).
+
+    Attributes:
+        side_effects: Runs one at a time, in order, journaled.
+        exclusive: A lock key; calls sharing it never overlap, across workers too.
+        idempotent: Running it twice has the effect of running it once.
+        timeout: Seconds a call may take.
+    """
+
+    side_effects: bool | None = None
+    exclusive: str | None = None
+    idempotent: bool | None = None
+    timeout: float | None = None
+
+
+class McpServer(Value, frozen=True, kw_only=True):
+    """One MCP server: a stdio command (``command``, ``args``, ``env``, ``cwd``) or a
+    streamable-HTTP endpoint (``url``, ``headers``).
+
+    Attributes:
+        name: How roles name it (``name:tool``, ``name:*``).
+        command: The program to run (stdio).
+        args: Its arguments.
+        env: Variables set for it, over a safe few inherited (``PATH``, ``HOME`` ...).
+        cwd: The folder it runs in (None: the current one).
+        url: The endpoint (streamable HTTP).
+        headers: Sent with every request (``Authorization``); never shown.
+        start_timeout: Seconds it may take to start and list its tools.
+        tools: Per tool (by its MCP name), how it runs instead of as its annotations say.
+
+    Raises:
+        ConfigError: when it has neither or both of ``command`` and ``url``, or a name
+            that is not ``[A-Za-z0-9_-]``.
+    """
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    start_timeout: float = 30.0
+    tools: dict[str, McpToolSettings] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"MCP server {self.name!r}"
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise ConfigError(f"{where}: a name uses only letters, digits, '_' and '-'")
+        if (self.command is None) == (self.url is None):
+            raise ConfigError(
+                f"{where}: give a command (a stdio server) or a url (a streamable-HTTP "
+                "server), not both"
+            )
+        if self.start_timeout <= 0:
+            raise ConfigError(f"{where}: start_timeout must be positive")
+
+    def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
+        shown = f"command={self.command!r}, args={self.args!r}" if self.command else ""
+        if self.url is not None:
+            shown = f"url={self.url!r}"
+        for field in ("env", "headers"):
+            keys = sorted(getattr(self, field))
+            if keys:
+                shown += f", {field}={{{', '.join(f'{k!r}: ***' for k in keys)}}}"
+        return f"McpServer({self.name!r}, {shown})"
+
+
+def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
+    """``(server, tool)`` for a role's tool name ``server:tool`` (``tool`` is ``*`` for
+    all) when ``server`` is declared; None for any other name (a registry name, an
+    import path ``package.module:function``)."""
+    server, colon, tool = ref.partition(":")
+    return (server, tool) if colon and server in servers else None
+
+
+def mcp_tools(server: McpServer, listed: Iterable[Listed]) -> dict[str, Tool[..., Any]]:
+    """The tools of ``server`` as it listed them, by their MCP names.
+
+    Names the model cannot call by (MCP allows ``.`` and ``/``) have those characters
+    as ``_``; the call goes by the MCP name.
+    """
+    return {item.name: _tool(server, item) for item in listed}
+
+
+def pick_tools(
+    server: str, tools: Mapping[str, Tool[..., Any]], wanted: str
+) -> list[Tool[..., Any]]:
+    """The tools a role's ``server:wanted`` names: all of them for ``*``.
+
+    Raises:
+        ConfigError: naming the tool the server does not have, with its tools.
+    """
+    if wanted == "*":
+        return list(tools.values())
+    found = tools.get(wanted)
+    if found is None:
+        names = sorted(tools)
+        raise ConfigError(
+            f"MCP server {server!r} has no tool {wanted!r}{did_you_mean(wanted, names)}; "
+            f"its tools: {', '.join(names) or 'none'}"
+        )
+    return [found]
+
+
+def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
+    settings = server.tools.get(listed.name) or McpToolSettings()
+    # Hints, as the MCP spec defines their defaults: a tool not declared read-only may
+    # change its world, and is not idempotent unless it says so.
+    side_effects = settings.side_effects
+    if side_effects is None:
+        side_effects = listed.read_only is not True
+    idempotent = settings.idempotent
+    if idempotent is None:
+        idempotent = listed.idempotent is True
+    return Tool(
+        _caller(server.name, listed.name),
+        name=re.sub(r"[^A-Za-z0-9_-]", "_", listed.name)[:64] or "tool",
+        description=listed.description,
+        parameters=listed.parameters,
+        side_effects=side_effects,
+        exclusive=settings.exclusive,
+        idempotent=idempotent,
+        timeout=settings.timeout,
+        pinned=True,  # the server's session is the run's process's
+    )
+
+
+def _caller(server: str, tool: str) -> Callable[..., Awaitable[str]]:
+    async def call(**arguments: Any) -> str:
+        run = _CURRENT.get()
+        if run is None:
+            raise McpServerError(
+                server,
+                "is not running here: MCP tools are called in a run of their Executor "
+                "(or in a block of McpServers(...).run())",
+            )
+        return await run.call(server, tool, arguments)
+
+    call.__name__ = call.__qualname__ = f"{server}_{tool}"
+    return call
+
+
+class McpRun:
+    """The servers as one run reaches them: it may start each again once."""
+
+    def __init__(self, servers: McpServers) -> None:
+        self.servers = servers
+        self.restarted: set[str] = set()
+
+    async def listed(self, server: str) -> tuple[Listed, ...]:
+        """The server's tools as it listed them (it starts if it has not).
+
+        Raises:
+            McpServerError: when it cannot be started, or is down.
+        """
+        return (await self.servers.session(server, self.restarted)).tools
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str:
+        """Call a tool; what goes wrong becomes the call's error observation.
+
+        Raises:
+            ModelRetry: the tool reported an error, the server is down or went away
+                during the call, or a protocol error.
+        """
+        try:
+            session = await self.servers.session(server, self.restarted)
+        except McpServerError as exc:
+            raise ModelRetry(f"cannot call {tool!r}: {exc}") from exc
+        try:
+            return await session.call(tool, arguments)
+        except ServerGone as exc:
+            again = "it stays down for the rest of this run"
+            if server not in self.restarted:
+                again = "it is started again for the next call"
+            raise ModelRetry(f"{exc}; whether the call did anything is unknown; {again}") from exc
+        except McpServerError as exc:
+            raise ModelRetry(str(exc)) from exc
+
+
+_CURRENT: ContextVar[McpRun | None] = ContextVar("honeycomb_mcp_run", default=None)
+"""The run whose tool calls run here. Tools are shared by every run of an Executor; a
+call reaches the servers of its own run (and that run's one restart)."""
+
+
+def current_mcp_run() -> McpRun | None:
+    """The :class:`McpRun` of the block this code runs in, if any."""
+    return _CURRENT.get()
+
+
+class _Live:
+    """One life of a server: starting, running, or ended (and why)."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.ready = asyncio.Event()  # started, or failed to
+        self.stop = asyncio.Event()
+        self.session: Session | None = None
+        self.error: McpServerError | None = None
+
+    @property
+    def usable(self) -> bool:
+        session = self.session
+        return (
+            self.ready.is_set()
+            and session is not None
+            and not session.ended
+            and (self.error is None and not self.stop.is_set())
+        )
+
+    def why(self) -> str:
+        if self.session is not None and self.session.ended:
+            if self.server.url is not None:  # no process: its connection went
+                return "its connection was lost"
+            return f"it exited{self.session.said()}"
+        return self.error.reason if self.error is not None else "it was stopped"
+
+
+class McpServers:
+    """The live servers of one block: ``async with McpServers(servers) as live:``.
+
+    Each starts on first use, in a task of this block, and stops when it ends, whatever
+    ends it (nothing keeps running). ``with live.run():`` is a block whose tool calls
+    reach them (see :class:`McpRun`).
+    """
+
+    def __init__(self, servers: Iterable[McpServer]) -> None:
+        self.servers = {s.name: s for s in servers}
+        for server in self.servers.values():  # secrets: masked wherever a run shows one
+            for value in server.env.values():
+                add_secret(value, owner=self)
+            for value in server.headers.values():
+                add_header(value, owner=self)
+        self._group: asyncio.TaskGroup | None = None
+        self._live: dict[str, _Live] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"McpServers({list(self.servers)})"
+
+    async def __aenter__(self) -> Self:
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        group, self._group = self._group, None
+        for live in self._live.values():
+            live.stop.set()
+        if group is not None:
+            # Not the block's exception: the group would wrap it in an ExceptionGroup.
+            # The servers stop as asked, and their tasks never fail.
+            await group.__aexit__(None, None, None)
+
+    @contextmanager
+    def run(self) -> Iterator[McpRun]:
+        """A block whose MCP tool calls reach these servers, as one run."""
+        current = McpRun(self)
+        token = _CURRENT.set(current)
+        try:
+            yield current
+        finally:
+            _CURRENT.reset(token)
+
+    async def session(self, name: str, restarted: set[str]) -> Session:
+        """The live session of server ``name``, started if need be: a first time, or
+        again once (``restarted`` holds those a run started again already).
+
+        Raises:
+            McpServerError: when it cannot be started, or is down.
+        """
+        live = self._live.get(name)
+        if live is not None and live.usable:
+            assert live.session is not None
+            return live.session
+        server = self.servers.get(name)
+        if server is None:
+            raise McpServerError(name, f"is not declared; servers: {', '.join(self.servers)}")
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            live = self._live.get(name)
+            if live is not None:
+                await live.ready.wait()
+                if live.usable:
+                    assert live.session is not None
+                    return live.session
+                if name in restarted:
+                    raise McpServerError(
+                        name, f"is down for the rest of this run: {live.why()}, and was "
+                        "started again once already"
+                    )  # fmt: skip
+                restarted.add(name)
+                live.stop.set()
+            return await self._start(server)
+
+    async def _start(self, server: McpServer) -> Session:
+        if self._group is None:
+            raise McpServerError(
+                server.name, "cannot start: its McpServers block is not open (async with)"
+            )
+        live = self._live[server.name] = _Live(server)
+        self._group.create_task(self._host(live), name=f"mcp-server-{server.name}")
+        await live.ready.wait()
+        if live.session is None:
+            raise live.error or McpServerError(server.name, "stopped as it started")
+        return live.session
+
+    async def _host(self, live: _Live) -> None:
+        """One life of a server, in a task of its own: the SDK's connection is entered
+        and left in one task. It never raises: a failure is the server's error."""
+        from runtime.tools._mcp_sdk import connect
+
+        server = live.server
+        try:
+            async with connect(
+                server.name, command=server.command, args=server.args, env=server.env,
+                cwd=server.cwd, url=server.url, headers=server.headers,
+                start_timeout=server.start_timeout,
+            ) as session:  # fmt: skip
+                live.session = session
+                live.ready.set()
+                await live.stop.wait()
+        except McpServerError as exc:
+            live.error = exc
+        except Exception as exc:  # the SDK failing as the server stops: it is gone anyway
+            live.error = McpServerError(server.name, f"failed: {type(exc).__name__}: {exc}")
+        finally:
+            live.ready.set()

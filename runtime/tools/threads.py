@@ -1,0 +1,90 @@
+"""Sync tools in worker threads, so they never block the event loop.
+
+A parallel-safe call is abandoned when cancelled (its thread's ``check_cancelled()``
+stops it if it cooperates); a side-effecting call's thread is always waited for, so
+it never overlaps the next call nor outlives its run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, cast
+
+import anyio
+import anyio.to_thread
+
+from runtime.tools.define import Tool
+
+__all__ = ["in_thread", "run_tool"]
+
+
+def run_tool(
+    found: Tool[Any, Any], kwargs: dict[str, Any], begun: threading.Event | None = None
+) -> Awaitable[Any]:
+    """A call of ``found`` with validated arguments: an async tool's coroutine, a sync
+    tool in a worker thread (``begun`` is set once a side-effecting one's thread has
+    taken it up: cancelled before, it never ran)."""
+    if found.is_async:
+        return cast(Awaitable[Any], found.fn(**kwargs))
+    return in_thread(found, kwargs, begun)
+
+
+async def in_thread(
+    found: Tool[Any, Any], kwargs: dict[str, Any], begun: threading.Event | None = None
+) -> Any:
+    """Run a sync tool in a worker thread."""
+    run = partial(found.fn, **kwargs)
+    if found.side_effects:
+        return await to_the_end(run, begun)
+    # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
+    # asyncio task group is cancelled natively, which anyio's scopes do not see:
+    # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
+    with anyio.CancelScope() as scope:
+        try:
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            scope.cancel()
+            raise
+
+
+async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = None) -> Any:
+    """Run ``run`` in a thread and, even when cancelled, return only once it has ended:
+    a side-effecting call must not overlap the next one, nor outlive its run. Cancelled
+    before its thread took it up, it never runs: it returns at once (``begun``, when
+    given, is set once it has been taken up)."""
+    ended = threading.Event()
+    lock = threading.Lock()
+    took = dropped = False
+
+    def guarded() -> Any:
+        nonlocal took
+        with lock:
+            if dropped:  # cancelled while it waited for its thread
+                return None
+            took = True
+        if begun is not None:
+            begun.set()
+        try:
+            return run()
+        finally:
+            ended.set()
+
+    with anyio.CancelScope() as scope:
+        try:
+            # Shielded: anyio's cancellation waits for the thread by itself.
+            return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
+        except anyio.get_cancelled_exc_class():
+            # A native cancellation (a timeout, an asyncio task group) gets through the
+            # shield, unseen by the thread: cancel the enclosing scope too, so its
+            # check_cancelled() stops it, and wait for it to end. It may come before
+            # the thread took the call up (or before it was handed over at all): then
+            # the call is dropped, and nothing is waited for.
+            scope.cancel()
+            with lock:
+                dropped = not took
+            if not dropped and not ended.is_set():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(ended.wait)
+            raise
