@@ -110,6 +110,43 @@ def test_the_names_that_load_on_first_use_are_the_ones_type_checkers_import(
         assert getattr(found, each) is getattr(importlib.import_module(where), what)
 
 
+def getattr_seen_by_type_checkers(source: str) -> list[int]:
+    """The lines of a module's top level that bind ``__getattr__`` where type checkers
+    see it (anywhere but under ``if not TYPE_CHECKING:``)."""
+    seen = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("not TYPE_CHECKING"):
+            continue
+        for inner in ast.walk(node):
+            names = []
+            if isinstance(inner, ast.Assign):
+                names = [t.id for t in inner.targets if isinstance(t, ast.Name)]
+            elif isinstance(inner, ast.FunctionDef):
+                names = [inner.name]
+            if "__getattr__" in names:
+                seen.append(inner.lineno)
+    return seen
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_type_checkers_see_no_getattr_in_a_public_module(name: str) -> None:
+    """A module ``__getattr__`` makes mypy and IDEs take every attribute for one that
+    exists: ``from honeycomb import Executer`` would pass ``mypy --strict``."""
+    assert getattr_seen_by_type_checkers(inspect.getsource(module(name))) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "seen"),
+    [
+        ("__getattr__ = lazy_names(__name__, globals(), ())", [1]),
+        ("if TYPE_CHECKING:\n    pass\nelse:\n    def __getattr__(name): ...", [4]),
+        ("if not TYPE_CHECKING:\n    __getattr__ = lazy_names(__name__, globals(), ())", []),
+    ],
+)
+def test_a_getattr_type_checkers_see_is_found(source: str, seen: list[int]) -> None:
+    assert getattr_seen_by_type_checkers(source) == seen
+
+
 def classes_of(package: str, base: type) -> set[type]:
     """Every public subclass of ``base`` that a public module of ours defines."""
     found: set[type] = set()
