@@ -18,13 +18,14 @@ they (and ``openai``, ``tenacity``, ``yaml``) take time to import, and many prog
 need none of them.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from honeycomb.executor import Executor
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Budgets, Policy
 from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult
 from honeycomb.run.stream import RunStream
+from runtime import lazy
 from runtime.errors import (
     BudgetExceeded,
     ConfigError,
@@ -37,7 +38,6 @@ from runtime.errors import (
     ToolError,
 )
 from runtime.events import Event, EventHandler
-from runtime.lazy import lazy_names
 from runtime.memory import Memory, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
@@ -60,7 +60,7 @@ from workers.memory import RoleMemory
 from workers.role import Approvals, Role
 from workers.worker import Worker, WorkerResult
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from honeycomb.hive import load_hive
     from honeycomb.offline import OfflineModel
     from runtime.limits.retry import RetryPolicy
@@ -125,8 +125,8 @@ __all__ = [
     "tool",
 ]
 
-if not TYPE_CHECKING:  # type checkers see the imports above, and no other name
-    __getattr__ = lazy_names(
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
+    __getattr__ = lazy.lazy_names(
         __name__,
         globals(),
         ("runtime.models", "runtime.limits", "honeycomb.offline", "honeycomb.hive"),

@@ -10,10 +10,10 @@ import. The models most programs use (``Model``, ``OpenAIModel``, ``OfflineModel
 ``RetryPolicy``, ``WrapperModel``, the request and response) are in ``honeycomb`` too.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from honeycomb.offline import OfflineModel
-from runtime.lazy import lazy_names
+from runtime import lazy
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
 from runtime.limits.retry import RetryingModel, RetryPolicy
@@ -33,7 +33,7 @@ from runtime.models.pricing import Price, PricedModel
 from runtime.models.protocols.json_tools import JsonToolModel
 from runtime.models.protocols.text_tools import TextToolModel
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
     from runtime.models.openai.responses import OpenAIResponsesModel
@@ -64,5 +64,5 @@ __all__ = [
     "WrapperModel",
 ]
 
-if not TYPE_CHECKING:  # type checkers see the imports above, and no other name
-    __getattr__ = lazy_names(__name__, globals(), ("runtime.models",))
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
+    __getattr__ = lazy.lazy_names(__name__, globals(), ("runtime.models",))

@@ -7,7 +7,7 @@ structured logging, and OpenTelemetry export (``docs/tracing.md``).
 :class:`OpenTelemetryExporter` loads on first use: it needs the ``otel`` extra.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from honeycomb.trace.html import to_html
 from honeycomb.trace.lives import Life
@@ -15,10 +15,10 @@ from honeycomb.trace.logs import configure_logging
 from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import Bar, PlannedSubtask, Row, Timeline, build_timeline
+from runtime import lazy
 from runtime.events import Tracer
-from runtime.lazy import lazy_names
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from honeycomb.trace.otel import OpenTelemetryExporter
 
 __all__ = [
@@ -39,5 +39,5 @@ __all__ = [
     "to_jsonl",
 ]
 
-if not TYPE_CHECKING:  # type checkers see the import above, and no other name
-    __getattr__ = lazy_names(__name__, globals(), ("honeycomb.trace.otel",))
+if not typing.TYPE_CHECKING:  # type checkers see the import above, and no other name
+    __getattr__ = lazy.lazy_names(__name__, globals(), ("honeycomb.trace.otel",))

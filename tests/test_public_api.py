@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 import subprocess
 import sys
 import types
@@ -55,6 +56,19 @@ def test_every_name_of_a_public_module_is_there_and_is_no_module(name: str) -> N
 
 
 @pytest.mark.parametrize("name", PUBLIC)
+def test_a_public_module_binds_no_public_name_but_those_of_its_all(name: str) -> None:
+    """As httpx's test of its exported members: what an IDE offers after
+    ``honeycomb.`` is ``__all__`` (and the subpackages), not ``TYPE_CHECKING`` or a
+    helper the module happened to import."""
+    bound = {
+        each
+        for each, value in vars(module(name)).items()
+        if not each.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert sorted(bound - set(module(name).__all__)) == []
+
+
+@pytest.mark.parametrize("name", PUBLIC)
 def test_every_name_of_a_public_module_is_on_the_api_page(name: str) -> None:
     rows = documented_names(name)
     assert len(rows) == len(set(rows))
@@ -82,13 +96,18 @@ def bound_on_import(name: str) -> set[str]:
     return set(done.stdout.split())
 
 
+CHECKING = r"(typing\.)?TYPE_CHECKING"
+
+
 def checking_imports(name: str) -> dict[str, tuple[str, str]]:
     """What a module imports only for type checkers (``if TYPE_CHECKING:``): each
     name bound, with its module and its name there."""
     found: dict[str, tuple[str, str]] = {}
     tree = ast.parse(inspect.getsource(sys.modules[name]))
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+        if isinstance(node, ast.If) and re.fullmatch(
+            r"(typing\.)?TYPE_CHECKING", ast.unparse(node.test)
+        ):
             for statement in node.body:
                 if isinstance(statement, ast.ImportFrom) and statement.module:
                     for alias in statement.names:
@@ -115,7 +134,7 @@ def getattr_seen_by_type_checkers(source: str) -> list[int]:
     see it (anywhere but under ``if not TYPE_CHECKING:``)."""
     seen = []
     for node in ast.parse(source).body:
-        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("not TYPE_CHECKING"):
+        if isinstance(node, ast.If) and re.fullmatch(f"not {CHECKING}", ast.unparse(node.test)):
             continue
         for inner in ast.walk(node):
             names = []
@@ -141,6 +160,7 @@ def test_type_checkers_see_no_getattr_in_a_public_module(name: str) -> None:
         ("__getattr__ = lazy_names(__name__, globals(), ())", [1]),
         ("if TYPE_CHECKING:\n    pass\nelse:\n    def __getattr__(name): ...", [4]),
         ("if not TYPE_CHECKING:\n    __getattr__ = lazy_names(__name__, globals(), ())", []),
+        ("if not typing.TYPE_CHECKING:\n    def __getattr__(name): ...", []),
     ],
 )
 def test_a_getattr_type_checkers_see_is_found(source: str, seen: list[int]) -> None:
