@@ -235,7 +235,8 @@ def namespace_of(name: str) -> dict[str, Any]:
 def annotations_of(value: object, label: str) -> Iterator[tuple[str, str, object]]:
     """``(where, module, annotation)`` for every annotation of a public function, or of
     a public class: its fields, and the parameters and returns of its public methods,
-    its properties, and its constructor (inherited ones included)."""
+    its properties, and its constructor (inherited ones included); a public alias
+    (``SubtaskSpec``) is an annotation itself."""
     if isinstance(value, type):
         for base in value.__mro__:
             if base.__module__.split(".")[0] not in OURS:
@@ -255,6 +256,8 @@ def annotations_of(value: object, label: str) -> Iterator[tuple[str, str, object
     elif inspect.isfunction(value):
         for parameter, annotation in value.__annotations__.items():
             yield f"{label}({parameter})", value.__module__, annotation
+    elif typing.get_origin(value) is not None or isinstance(value, types.UnionType):
+        yield label, "typing", value
 
 
 def named_in(annotation: object, module_name: str) -> Iterator[object]:
