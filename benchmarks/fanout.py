@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -539,10 +539,14 @@ def _render(samples: Sequence[Samples], stem: Path, repeats: int, judge: bool = 
 
 def _load(source: Path, chosen: Sequence[Point]) -> list[Samples]:
     """Samples from a saved .jsonl, matched to the scenario points by label."""
+    return samples_of(map(json.loads, source.read_text().splitlines()), chosen)
+
+
+def samples_of(results: Iterable[dict[str, Any]], chosen: Sequence[Point]) -> list[Samples]:
+    """Saved results as samples of the scenario points, matched by label."""
     samples = {(p.scenario, p.label): Samples(p) for p in chosen}
-    for line in source.read_text().splitlines():
-        result = json.loads(line)
-        sample = samples.get((result.get("scenario"), result.get("label")))
+    for result in results:
+        sample = samples.get((result.get("scenario", ""), result.get("label", "")))
         if sample is not None:
             sample.runs.setdefault(result["impl"], []).append(result)
     return [s for s in samples.values() if s.runs]

@@ -306,9 +306,10 @@ def share_429(result: dict[str, Any]) -> float:
     return float(result["throttled"]) / max(int(result["answers"]), 1)
 
 
-def table(results: Sequence[dict[str, Any]], *, judge: bool) -> str:
+def table(results: Sequence[dict[str, Any]], *, judge: bool, on: str | None = None) -> str:
+    """The runs' figures and targets; ``on``: the machine they come from (default: this one)."""
     lines = [
-        f"Machine: {machine()}. One run each, against a fresh quota served from a process "
+        f"Machine: {on or machine()}. One run each, against a fresh quota served from a process "
         "of its own; targets (Honeycomb): >= 90% of the quota, <= 5% of requests "
         "answered 429, 0 failed workers.",
         "",

@@ -238,10 +238,13 @@ def figures(runs: Sequence[Run]) -> Figures:
     )  # fmt: skip
 
 
-def table(setup: Setup, found: Figures, load: Sequence[float], *, judge: bool) -> str:
+def table(
+    setup: Setup, found: Figures, load: Sequence[float], *, judge: bool, on: str | None = None
+) -> str:
+    """The figures and the target; ``on``: the machine they come from (default: this one)."""
     verdict = ("met" if found.met else "MISSED") if judge else "(smoke: not judged)"
     return "\n".join([
-        f"Machine: {machine()}; load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
+        f"Machine: {on or machine()}; load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
         f"as it started. SmolLM2-135M-Instruct Q4_1 on llama.cpp in-process (xllamacpp), "
         f"{setup.slots} slots; {setup.workers} workers, one call each writing "
         f"{setup.tokens} tokens; median of {setup.repeats} repeats.",

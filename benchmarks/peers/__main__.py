@@ -82,12 +82,15 @@ def run(
     return results
 
 
-def table(results: Sequence[dict[str, Any]], impls: Sequence[str], repeats: int) -> str:
-    """One row per figure; a column per implementation: median [min-max] (x floor)."""
+def table(
+    results: Sequence[dict[str, Any]], impls: Sequence[str], repeats: int, *, on: str | None = None
+) -> str:
+    """One row per figure; a column per implementation: median [min-max] (x floor).
+    ``on``: the machine the results come from (default: this one)."""
     versions = {r["impl"]: r.get("version", "") for r in results}
     heads = ["floor", *(_title(i, versions.get(i, "")) for i in impls)]
     lines = [
-        f"Machine: {machine()}. Median [min-max] of {repeats} runs, each in a fresh "
+        f"Machine: {on or machine()}. Median [min-max] of {repeats} runs, each in a fresh "
         "process; (x) is the ratio to the floor. For B it is the median of each "
         "process's ratio to the floor run by run in that same process, and the floor "
         "column pools the floor of every process, so a B cell is not divided by it.",
