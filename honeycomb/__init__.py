@@ -13,9 +13,8 @@ models), :mod:`honeycomb.models`, :mod:`honeycomb.messages`, :mod:`honeycomb.too
 :mod:`honeycomb.memory`, :mod:`honeycomb.tracing`, :mod:`honeycomb.store`,
 :mod:`honeycomb.hive` and :mod:`honeycomb.backends` (``docs/api.md`` lists them all).
 
-``OpenAIModel``, ``OfflineModel``, ``RetryPolicy`` and ``load_hive`` load on first use:
-they (and ``openai``, ``tenacity``, ``yaml``) take time to import, and many programs
-need none of them.
+``OpenAIModel``, ``OfflineModel`` and ``load_hive`` load on first use: they (and
+``openai`` and ``yaml``) take time to import, and many programs need none of them.
 """
 
 import typing
@@ -38,6 +37,7 @@ from runtime.errors import (
     ToolError,
 )
 from runtime.events import Event, EventHandler
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.memory import Memory, SQLiteMemory
 from runtime.messages import (
     AssistantMessage,
@@ -63,7 +63,6 @@ from workers.worker import Worker, WorkerResult
 if typing.TYPE_CHECKING:
     from honeycomb.hive import load_hive
     from honeycomb.offline import OfflineModel
-    from runtime.limits.retry import RetryPolicy
     from runtime.models.openai.chat import OpenAIModel
 
 __all__ = [
@@ -129,5 +128,5 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no othe
     __getattr__ = lazy.lazy_names(
         __name__,
         globals(),
-        ("runtime.models", "runtime.limits", "honeycomb.offline", "honeycomb.hive"),
+        ("runtime.models", "honeycomb.offline", "honeycomb.hive"),
     )

@@ -16,7 +16,8 @@ from honeycomb.offline import OfflineModel
 from runtime import lazy
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
-from runtime.limits.retry import RetryingModel, RetryPolicy
+from runtime.limits.retry import RetryingModel
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.memory import Embeddings
 from runtime.model import (
     Model,

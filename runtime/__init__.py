@@ -5,7 +5,7 @@ At the root: the values that flow through a worker (:mod:`~runtime.messages`, th
 :mod:`~runtime.errors`), the helpers every family uses, and the test models
 (:mod:`runtime.testing`). The families: :mod:`runtime.models` (OpenAI adapters, tool
 protocols, llama.cpp), :mod:`runtime.tools` (``@tool``, dispatch, approvals, the journal,
-MCP), :mod:`runtime.limits` (budgets, deadlines, rate limits, retries),
+MCP), :mod:`runtime.limits` (budgets, rate limits, retries),
 :mod:`runtime.memory` and :mod:`runtime.config` (YAML).
 
 ``runtime`` imports nothing from ``workers`` or ``honeycomb``. The OpenAI adapter, the
@@ -253,7 +253,8 @@ if TYPE_CHECKING:
         parse_yaml,
     )
     from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
-    from runtime.limits.retry import RetryingModel, RetryPolicy
+    from runtime.limits.retry import RetryingModel
+    from runtime.limits.retry_policy import RetryPolicy
     from runtime.models.llama import LlamaModel
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
@@ -272,7 +273,7 @@ _LAZY = {
     "Price": "runtime.models.pricing",
     "PricedModel": "runtime.models.pricing",
     "RateLimitedModel": "runtime.limits.ratelimit",
-    "RetryPolicy": "runtime.limits.retry",
+    "RetryPolicy": "runtime.limits.retry_policy",
     "RetryingModel": "runtime.limits.retry",
     "TextToolModel": "runtime.models.protocols.text_tools",
     "YamlDocument": "runtime.config.yaml_config",

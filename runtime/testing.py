@@ -12,6 +12,7 @@ stream too (``stream``): the answer's text goes to the listener word by word
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import json
@@ -19,7 +20,6 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-import anyio
 import msgspec
 
 from runtime.errors import ModelResponseError, ScriptExhausted
@@ -81,9 +81,9 @@ async def stream_text(text: str | None, on_text: TextSink, *, over_s: float = 0.
     gap = over_s / len(pieces) if pieces else 0.0
     for piece in pieces:
         if gap > 0:
-            await anyio.sleep(gap)
+            await asyncio.sleep(gap)
         else:
-            await anyio.lowlevel.checkpoint()
+            await asyncio.sleep(0)
         on_text(piece)
 
 
@@ -142,9 +142,9 @@ class ScriptedModel:
         self._positions[key] = position + 1
         latency = self._latency(request) if callable(self._latency) else self._latency
         if latency > 0:
-            await anyio.sleep(latency)
+            await asyncio.sleep(latency)
         else:
-            await anyio.lowlevel.checkpoint()
+            await asyncio.sleep(0)
         if position >= len(script):
             raise ScriptExhausted(key, position + 1)
         return _as_response(script[position], request, self)
@@ -204,7 +204,7 @@ class FunctionModel:
         if inspect.isawaitable(answer):
             answer = await answer
         else:
-            await anyio.lowlevel.checkpoint()
+            await asyncio.sleep(0)
         return _as_response(answer, request, self)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:

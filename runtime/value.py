@@ -9,17 +9,30 @@ never walks them.
 
 Pydantic models may hold values as fields (results hold a transcript and usage): a
 value validates from its dict or JSON and dumps to them, through msgspec.
+
+:class:`Settings` are the values a person writes (a retry policy, a price, a run's
+limits): their constructor checks each field's bounds, declared once in its
+annotation, and a hive's spec validates straight into them, with pydantic's errors
+field by field.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import functools
-from collections.abc import Callable
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
+from pydantic import Field, GetCoreSchemaHandler
+from pydantic_core import PydanticKnownError, core_schema
 
-__all__ = ["Value", "packed"]
+from runtime.errors import ConfigError
+
+__all__ = ["Settings", "Value", "packed", "written_fields"]
 
 V = TypeVar("V", bound=msgspec.Struct)
 
@@ -28,9 +41,7 @@ class Value(msgspec.Struct, frozen=True, kw_only=True):
     """Base of Honeycomb's values: frozen, made by keyword, compared by their fields."""
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
         def validate(value: Any) -> Any:
             if isinstance(value, cls):
                 return value
@@ -43,6 +54,133 @@ class Value(msgspec.Struct, frozen=True, kw_only=True):
             validate,
             serialization=core_schema.plain_serializer_function_ser_schema(msgspec.to_builtins),
         )
+
+
+class Settings(Value, frozen=True, kw_only=True):
+    """A value a person writes, in Python or in a hive file: a model's retry policy
+    and price, a run's limits, how an MCP server and its tools run.
+
+    Each field's bounds are declared once, as ``msgspec.Meta`` in its annotation
+    (``attempts: Annotated[int, Meta(ge=1)] = 4``), and hold wherever a value is made:
+    in Python, decoded by msgspec, and validated by pydantic as a field of a model (a
+    hive's spec), where each mistake is an error at its own field (an unknown or
+    missing field, a value out of bounds) in pydantic's words, as a model's field's
+    would be. A field whose type is callable is Python's only: a file cannot write one.
+
+    Raises:
+        ConfigError: made in Python with a value out of bounds, naming the field (a
+            subclass's own checks raise it too; pydantic gets it as a ``ValueError``).
+    """
+
+    def __post_init__(self) -> None:
+        for name, meta in _bounds(type(self)):
+            value = getattr(self, name)
+            problem = None if value is None else _out_of_bounds(value, meta)
+            if problem is not None:
+                raise ConfigError(f"{name} must be {problem}, got {value!r}")
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        fields = {
+            name: core_schema.typed_dict_field(
+                handler.generate_schema(_pydantic_form(info.type)), required=info.required
+            )
+            for name, info in written_fields(cls).items()
+        }
+        written = core_schema.typed_dict_schema(fields, extra_behavior="forbid")
+
+        def made(value: Any, validate: core_schema.ValidatorFunctionWrapHandler) -> Any:
+            if isinstance(value, cls):
+                return value
+            if not isinstance(value, Mapping):
+                raise PydanticKnownError("dict_type")
+            try:
+                return cls(**validate(value))
+            except ConfigError as exc:
+                raise ValueError(exc.message) from exc
+
+        return core_schema.no_info_wrap_validator_function(
+            made,
+            written,
+            serialization=core_schema.plain_serializer_function_ser_schema(_written_builtins),
+        )
+
+
+@functools.cache
+def written_fields(cls: type[Settings]) -> dict[str, msgspec.structs.FieldInfo]:
+    """The fields of ``cls`` a file may write, by name: all but the callable ones."""
+    return {f.name: f for f in msgspec.structs.fields(cls) if not _callable(f.type)}
+
+
+def _written_builtins(value: Settings) -> Any:
+    fields = written_fields(type(value))
+    return msgspec.to_builtins({name: getattr(value, name) for name in fields})
+
+
+@functools.cache
+def _bounds(cls: type[Settings]) -> tuple[tuple[str, msgspec.Meta], ...]:
+    return tuple((f.name, meta) for f in msgspec.structs.fields(cls) for meta in _metas(f.type))
+
+
+def _metas(annotation: Any) -> list[msgspec.Meta]:
+    """The ``msgspec.Meta`` of an annotation and of its union's members."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        inner, *extras = typing.get_args(annotation)
+        return [e for e in extras if isinstance(e, msgspec.Meta)] + _metas(inner)
+    if origin in (typing.Union, types.UnionType):
+        return [m for member in typing.get_args(annotation) for m in _metas(member)]
+    return []
+
+
+def _out_of_bounds(value: Any, meta: msgspec.Meta) -> str | None:
+    """What ``value`` must be and is not, by ``meta``; None when it is within."""
+    if meta.gt is not None and not value > meta.gt:
+        return "positive" if meta.gt == 0 else f"more than {meta.gt}"
+    if meta.ge is not None and not value >= meta.ge:
+        return "0 or more" if meta.ge == 0 else f"at least {meta.ge}"
+    if meta.lt is not None and not value < meta.lt:
+        return f"less than {meta.lt}"
+    if meta.le is not None and not value <= meta.le:
+        return f"at most {meta.le}"
+    if meta.multiple_of is not None and value % meta.multiple_of:
+        return f"a multiple of {meta.multiple_of}"
+    if meta.min_length is not None and len(value) < meta.min_length:
+        return "not empty" if meta.min_length == 1 else f"at least {meta.min_length} long"
+    if meta.max_length is not None and len(value) > meta.max_length:
+        return f"at most {meta.max_length} long"
+    if meta.pattern is not None and re.search(meta.pattern, value) is None:
+        return f"matching {meta.pattern!r}"
+    return None
+
+
+_BOUNDS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
+
+
+def _pydantic_form(annotation: Any) -> Any:
+    """``annotation`` with its ``msgspec.Meta`` bounds as pydantic's (a ``Field``)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        inner, *extras = typing.get_args(annotation)
+        rules = [_pydantic_bounds(e) if isinstance(e, msgspec.Meta) else e for e in extras]
+        return typing.Annotated[(_pydantic_form(inner), *rules)]
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_pydantic_form(a) for a in typing.get_args(annotation))]  # noqa: UP007
+    return annotation
+
+
+def _pydantic_bounds(meta: msgspec.Meta) -> Any:
+    bounds = {name: getattr(meta, name) for name in _BOUNDS}
+    return Field(**{name: bound for name, bound in bounds.items() if bound is not None})
+
+
+def _callable(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _callable(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_callable(a) for a in typing.get_args(annotation))
+    return origin is collections.abc.Callable
 
 
 def packed(value: msgspec.Struct) -> tuple[Callable[[type[V], bytes], V], tuple[Any, ...]]:

@@ -5,6 +5,7 @@ budget, locks, limiters, journal, memory, approvals and judge."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from runtime import (
     ToolCallStarted,
     ToolMessage,
 )
-from runtime.concurrency import shielded
+from runtime.concurrency import TimedOut, shielded, within
 from runtime.tools.journal import arguments_text
 from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
@@ -155,7 +156,7 @@ class Driver:
         )
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
-        self._drops: dict[int, anyio.Event] = {}
+        self._drops: dict[int, asyncio.Event] = {}
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
         self._channel: Channel
@@ -195,7 +196,8 @@ class Driver:
         calls spent, told before), or ends, or its actor is lost; a while at most."""
         stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         try:
-            await asyncio.wait((stopped, self._finished), timeout=STOP_WAIT_S)
+            with contextlib.suppress(TimedOut), within(STOP_WAIT_S):
+                await asyncio.wait((stopped, self._finished))
         finally:
             stopped.cancel()
 
@@ -233,7 +235,7 @@ class Driver:
         elif kind == "tool_calls" and budget is not None:
             budget.charge_tool_calls(message[1])
         elif kind == "drop":
-            self._drops.pop(message[1], anyio.Event()).set()
+            self._drops.pop(message[1], asyncio.Event()).set()
         elif kind == "ask":
             _, number, op, args = message
             if op == "reserve":  # at once, in order: no await in between
@@ -308,7 +310,7 @@ class Driver:
     async def _hold(self, number: int, what: str, name: str) -> None:
         """Hold a lock or a limiter's token for the worker until it drops it (or its
         stream ends); the holding and the letting go are in this one task."""
-        drop = self._drops[number] = anyio.Event()
+        drop = self._drops[number] = asyncio.Event()
         held: Any
         if what == "lock":
             held = self.context.locks.lock(name)

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from honeycomb.backends._wire import Message, raised
+from runtime.concurrency import TimedOut, within
 
 
 class Outbox:
@@ -27,9 +28,8 @@ class Outbox:
     async def take(self, wait_s: float) -> list[tuple[str, Message]]:
         """Everything posted so far, once there is something (or ``wait_s`` passed)."""
         if not self.messages:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):
-                    await self.ready.wait()
+            with contextlib.suppress(TimedOut), within(wait_s):
+                await self.ready.wait()
         taken, self.messages = self.messages, []
         self.ready.clear()
         return taken

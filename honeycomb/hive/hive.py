@@ -15,7 +15,7 @@ from pathlib import Path
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.checks import check_across_fields
 from honeycomb.hive.imports import imports_from
-from honeycomb.hive.mcp import check_servers
+from honeycomb.hive.mcp import check_servers, in_folder
 from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
 from honeycomb.run.planner import RolePlanner
 from honeycomb.run.policy import Policy
@@ -61,7 +61,7 @@ class Hive:
     @property
     def mcp_servers(self) -> list[McpServer]:
         """The MCP servers the hive declares (``mcp_servers:``)."""
-        return [spec.build(name, self.folder) for name, spec in self.spec.mcp_servers.items()]
+        return [in_folder(server, self.folder) for server in self.spec.mcp_servers.values()]
 
     async def check_servers(self) -> dict[str, int]:
         """Start every MCP server, list its tools, check that each tool the roles name

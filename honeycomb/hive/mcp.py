@@ -1,6 +1,6 @@
-"""A hive's ``mcp_servers:``: each server as written, what it builds, and the check
-``honeycomb validate`` makes of them (start each, list its tools, find every tool the
-roles name, stop them).
+"""A hive's ``mcp_servers:``: each server is a :class:`~runtime.tools.mcp.McpServer` named by
+its key; here is how one is read, where it runs, and the check ``honeycomb validate``
+makes of them (start each, list its tools, find every tool the roles name, stop them).
 
 A stdio server runs in the hive's folder unless ``cwd:`` says otherwise (relative to
 the hive file). ``env:`` and ``headers:`` values are secrets: ``${NAME}`` reads them
@@ -12,79 +12,47 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from msgspec.structs import replace
 
 from runtime import ConfigError, McpServerError, YamlDocument, did_you_mean
-from runtime.tools.mcp import McpServer, McpServers, McpToolSettings, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
 from workers import Role
 
-__all__ = ["McpServerSpec", "check_servers"]
+__all__ = ["as_written", "check_servers", "in_folder"]
+
+
+def as_written(servers: Any) -> Any:
+    """``mcp_servers:`` as :class:`~runtime.tools.mcp.McpServer` takes it: each server named
+    by its key, and an argument or variable written as a number (``[--port, 8080]``)
+    as its text."""
+    if not isinstance(servers, Mapping):
+        return servers
+    return {name: _server(name, server) for name, server in servers.items()}
+
+
+def _server(name: Any, server: Any) -> Any:
+    if not isinstance(server, Mapping):
+        return server
+    server = {**server, "name": name}
+    if isinstance(server.get("args"), list):
+        server["args"] = [_text(arg) for arg in server["args"]]
+    if isinstance(server.get("env"), Mapping):
+        server["env"] = {key: _text(value) for key, value in server["env"].items()}
+    return server
 
 
 def _text(value: Any) -> Any:
-    """An argument written as a number (``[--port, 8080]``) is its text."""
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-class McpToolSpec(BaseModel):
-    """How one tool of a server runs, instead of as its annotations say."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-    side_effects: bool | None = None
-    exclusive: str | None = None
-    idempotent: bool | None = None
-    timeout: float | None = Field(default=None, gt=0)
-
-
-class McpServerSpec(BaseModel):
-    """One MCP server of the hive: ``command:`` (stdio) or ``url:`` (streamable HTTP)."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-    command: str | None = None
-    args: list[Annotated[str, BeforeValidator(_text)]] = Field(default_factory=list)
-    env: dict[str, Annotated[SecretStr, BeforeValidator(_text)]] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
-    start_timeout: float = Field(default=30.0, gt=0)
-    tools: dict[str, McpToolSpec] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Self:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(
-                "give command: (a stdio server, with args:, env:, cwd:) or url: (a "
-                "streamable-HTTP server, with headers:), not both"
-            )
-        stdio = self.args or self.env or self.cwd is not None
-        if self.url is not None and stdio:
-            raise ValueError("args:, env: and cwd: are for a stdio server (command:)")
-        if self.command is not None and self.headers:
-            raise ValueError("headers: are for a streamable-HTTP server (url:)")
-        return self
-
-    def build(self, name: str, folder: Path) -> McpServer:
-        """The server, its ``cwd`` relative to ``folder`` (the hive's)."""
-        tools = {tool: McpToolSettings(**spec.model_dump()) for tool, spec in self.tools.items()}
-        timeout = self.start_timeout
-        if self.url is not None:
-            headers = {k: v.get_secret_value() for k, v in self.headers.items()}
-            return McpServer(
-                name=name, url=self.url, headers=headers, start_timeout=timeout, tools=tools
-            )
-        return McpServer(
-            name=name,
-            command=self.command,
-            args=tuple(self.args),
-            env={k: v.get_secret_value() for k, v in self.env.items()},
-            cwd=str(folder / self.cwd if self.cwd is not None else folder),
-            start_timeout=timeout,
-            tools=tools,
-        )
+def in_folder(server: McpServer, folder: Path) -> McpServer:
+    """``server`` as a hive in ``folder`` runs it: a stdio server in that folder, or in
+    its ``cwd`` relative to it."""
+    if server.command is None:
+        return server
+    return replace(server, cwd=str(folder / server.cwd if server.cwd is not None else folder))
 
 
 async def check_servers(

@@ -10,10 +10,12 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 from honeycomb.hive.backend import BackendSpec, backend_shorthand
-from honeycomb.hive.mcp import McpServerSpec
+from honeycomb.hive.mcp import as_written
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
+from runtime.limits.retry_policy import RetryPolicy
+from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
 
@@ -30,26 +32,6 @@ __all__ = [
 DEFAULT_MEMORY = Path(".honeycomb") / "memory.db"
 """The memory file of a hive whose ``memory:`` names none: under the current folder,
 beside the command line's run store."""
-
-
-class RetrySpec(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-    attempts: int = Field(default=4, ge=1, le=20)
-    deadline_s: float = Field(default=90.0, gt=0)
-    initial_wait_s: float = Field(default=0.5, ge=0)
-    max_wait_s: float = Field(default=30.0, gt=0)
-
-
-class PriceSpec(BaseModel):
-    """Dollars per million tokens (``price: {input_per_mtok: 0.15, output_per_mtok: 0.6}``;
-    ``cached_input_per_mtok`` for input tokens read from the provider's cache)."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-    cached_input_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class ModelSpec(BaseModel):
@@ -81,10 +63,10 @@ class ModelSpec(BaseModel):
     api_key: SecretStr | None = None  # masked in reprs, dumps and errors
     timeout: float = Field(default=120.0, gt=0)
     settings: dict[str, Any] = Field(default_factory=dict)
-    retry: RetrySpec = Field(default_factory=RetrySpec)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
     latency: float = Field(default=0.15, ge=0)
     jitter: float = Field(default=0.0, ge=0)
-    price: PriceSpec | None = None
+    price: Price | None = None
     max_concurrency: int | None = Field(default=32, ge=1)
     path: str | None = Field(default=None, min_length=1)
     parallel: int = Field(default=4, ge=1, le=256)
@@ -133,32 +115,13 @@ class ModelSpec(BaseModel):
             model = TextToolModel(model)
         elif self.tool_protocol == "json":
             model = JsonToolModel(model)
-        if self.price is None:
-            return model
-        price = self.price
-        return PricedModel(
-            model,
-            Price(
-                input_per_mtok=price.input_per_mtok,
-                output_per_mtok=price.output_per_mtok,
-                cached_input_per_mtok=price.cached_input_per_mtok,
-            ),
-        )
+        return model if self.price is None else PricedModel(model, self.price)
 
     def _build(self, folder: Path | None) -> Model:
         if self.provider == "offline":
             return OfflineModel(latency=self.latency, jitter=self.jitter)
-        # The adapter (and ``openai``, about a second to import) loads with the first
-        # hive that uses it, not with every command.
-        from runtime.limits.retry import RetryPolicy
-
-        r = self.retry
-        retry = RetryPolicy(
-            attempts=r.attempts,
-            deadline_s=r.deadline_s,
-            initial_wait_s=r.initial_wait_s,
-            max_wait_s=r.max_wait_s,
-        )
+        # The adapters (and ``openai``, about a second to import) load with the first
+        # hive that uses them, not with every command.
         if self.provider == "llama":
             from runtime.models.llama import LlamaModel
 
@@ -166,7 +129,7 @@ class ModelSpec(BaseModel):
             return LlamaModel(
                 path, parallel=self.parallel, context=self.context, threads=self.threads,
                 seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
-                retry=retry, max_concurrency=self.max_concurrency,
+                retry=self.retry, max_concurrency=self.max_concurrency,
             )  # fmt: skip
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
@@ -179,7 +142,7 @@ class ModelSpec(BaseModel):
             api_key=key or None,
             timeout=self.timeout,
             settings=self.settings,
-            retry=retry,
+            retry=self.retry,
             max_concurrency=self.max_concurrency,
         )
 
@@ -243,7 +206,9 @@ class HiveSpec(BaseModel):
     )
     default_model: str | None = None
     tools: dict[str, str] = Field(default_factory=dict)
-    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
+    mcp_servers: Annotated[dict[str, McpServer], BeforeValidator(as_written)] = Field(
+        default_factory=dict
+    )
     roles: dict[str, Any] = Field(default_factory=dict)
     roles_dir: str | None = None
     planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None

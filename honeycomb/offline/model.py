@@ -36,11 +36,10 @@ one (:class:`~runtime.models.JsonToolModel`), answering JSON of the turn's schem
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
-
-import anyio
 
 from honeycomb.offline import answer as answer
 from honeycomb.offline import schema as schema_rules
@@ -101,14 +100,14 @@ class OfflineModel:
         return self.latency + random.Random(f"{self.seed}:{digest}").uniform(0, self.jitter)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        await anyio.sleep(self.delay(request))
+        await asyncio.sleep(self.delay(request))
         return self._answer(request)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         """:meth:`complete`, its text written word by word over the second half of
         the delay."""
         delay = self.delay(request)
-        await anyio.sleep(delay / 2)
+        await asyncio.sleep(delay / 2)
         response = self._answer(request)
         await stream_text(response.message.content, on_text, over_s=delay / 2)
         return response

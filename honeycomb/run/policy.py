@@ -14,32 +14,9 @@ __all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
 FailurePolicy = Literal["fail_fast", "best_effort", "quorum"]
 
 
-class Budgets(BaseModel):
-    """What one run may spend across all its workers (planner and aggregator included).
-
-    Checked before every model call; going past one ends the run with
-    ``BudgetExceeded`` carrying the partial results.
-    """
-
-    model_config = ConfigDict(
-        defer_build=True, frozen=True, extra="forbid", protected_namespaces=()
-    )  # fields named model_*: pydantic before 2.10 warns of each unless this is ()
-
-    model_calls: int | None = Field(default=None, ge=1)
-    total_tokens: int | None = Field(default=None, ge=1)
-    tool_calls: int | None = Field(default=None, ge=1)
-    wall_time_s: float | None = Field(default=None, gt=0)
-    cost: float | None = Field(default=None, gt=0)
-    """Dollars, from the models' prices (``price:`` in the hive)."""
-
-    def limits(self) -> Limits:
-        return Limits(
-            model_calls=self.model_calls,
-            total_tokens=self.total_tokens,
-            tool_calls=self.tool_calls,
-            wall_time_s=self.wall_time_s,
-            cost=self.cost,
-        )
+Budgets = Limits
+"""What one run may spend: :class:`~runtime.limits.Limits`, by the name of the
+policy's field."""
 
 
 class Policy(BaseModel):
@@ -85,7 +62,7 @@ class Policy(BaseModel):
     plan_attempts: int = Field(default=3, ge=1, le=10)
     model_concurrency: int | None = Field(default=None, ge=1)
     tool_concurrency: int | None = Field(default=None, ge=1)
-    budgets: Budgets = Field(default_factory=Budgets)
+    budgets: Limits = Field(default_factory=Limits)
     on_unknown_outcome: OnUnknown = "tell"
     approval_timeout_s: float | None = Field(default=None, gt=0)
     max_nesting: int = Field(default=3, ge=1, le=20)

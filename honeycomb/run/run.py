@@ -45,7 +45,7 @@ from runtime import (
     RunFailed,
     Tracer,
 )
-from runtime.concurrency import shielded
+from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits import InFlight
 from runtime.secrets import masked
@@ -107,7 +107,7 @@ class Run:
             spans = SpanRecorder(self.record.span if self.record is not None else None)
             every.append(spans)
         self.tracer = Tracer(*every, log=shared.log_events, text=text)
-        budget = within.budget if within is not None else Budget(policy.budgets.limits())
+        budget = within.budget if within is not None else Budget(policy.budgets)
         model_for, summarizer_for = (
             shared.models_under(within.model_limiter)
             if within is not None
@@ -225,12 +225,12 @@ class Run:
         # cancels end (this timer comes first, in the same turn of the event loop).
         cut: list[tuple[InFlight, ...]] = []
         seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
-        deadline = asyncio.timeout_at(when)
+        deadline = within(wall)
         try:
-            async with deadline:
+            with deadline:
                 return await self._phases(subtasks)
-        except TimeoutError:
-            if not deadline.expired():
+        except TimedOut:
+            if not deadline.expired:
                 raise
         finally:
             seen.cancel()

@@ -39,7 +39,7 @@ from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
-from runtime.concurrency import run_together, stoppable
+from runtime.concurrency import TimedOut, run_together, stoppable, within
 from workers import Worker, WorkerError, WorkerResult
 from workers.memory import keep_result
 
@@ -168,12 +168,12 @@ class Scheduler:
                     if limit is None:
                         result = await running
                     else:
-                        deadline = asyncio.timeout(limit)
+                        deadline = within(limit)
                         try:
-                            async with deadline:
+                            with deadline:
                                 result = await running
-                        except TimeoutError:
-                            if not deadline.expired():
+                        except TimedOut:
+                            if not deadline.expired:
                                 raise
                             result = None
                 finally:
@@ -309,9 +309,8 @@ class Scheduler:
                 self._check_idle()
                 if self._idle:
                     return False
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(LOOK_EVERY_S):
-                        await wake.wait()
+                with contextlib.suppress(TimedOut), within(LOOK_EVERY_S):
+                    await wake.wait()
         finally:
             self._paused.discard(subtask.id)
 

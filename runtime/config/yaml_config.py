@@ -31,7 +31,7 @@ from runtime.config._yaml_build import (
     shown_path,
 )
 from runtime.errors import ConfigError, did_you_mean, kind_of
-from runtime.value import Value
+from runtime.value import Settings, Value, written_fields
 
 if typing.TYPE_CHECKING:
     import yaml
@@ -297,7 +297,7 @@ def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list
             value = None
         out.append(part if isinstance(part, str | int) else str(part))
         current = _inner(holder if holder is not None else current, part)
-    fields = list(holder.model_fields) if holder is not None else []
+    fields = list(_fields(holder)) if holder is not None else []
     return tuple(out), fields
 
 
@@ -333,7 +333,16 @@ def _members(annotation: Any) -> list[Any]:
 
 
 def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+    """Whether ``annotation`` is a class validated field by field: a pydantic model,
+    or :class:`~runtime.value.Settings`."""
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel | Settings)
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    """The annotations of the fields of a model (see :func:`_is_model`), by name."""
+    if issubclass(model, Settings):
+        return {name: info.type for name, info in written_fields(model).items()}
+    return {name: info.annotation for name, info in model.model_fields.items()}
 
 
 def _only_model(members: list[Any]) -> Any:
@@ -349,9 +358,9 @@ def _member_tagged(members: list[Any], tag: Any) -> Any:
         if _is_model(member):
             if member.__name__ == tag:
                 return member
-            for info in member.model_fields.values():
-                if typing.get_origin(info.annotation) is typing.Literal and tag in typing.get_args(
-                    info.annotation
+            for annotation in _fields(member).values():
+                if typing.get_origin(annotation) is typing.Literal and tag in typing.get_args(
+                    annotation
                 ):
                     return member
     return typing.Union[tuple(members)] if len(members) > 1 else members[0]  # noqa: UP007
@@ -363,8 +372,7 @@ def _inner(annotation: Any, part: str | int) -> Any:
     members = _members(annotation)
     model = _only_model(members)
     if model is not None:
-        info = model.model_fields.get(str(part))
-        return info.annotation if info is not None else Any
+        return _fields(model).get(str(part), Any)
     args = typing.get_args(members[0]) if len(members) == 1 else ()
     if not args:
         return Any

@@ -1,18 +1,19 @@
 """Limits on what a run spends and how fast: budgets shared by a run's workers
-(:mod:`~runtime.limits.budget`), deadlines for many calls at once, adaptive rate
-limits and the quotas endpoints report, and retries with backoff. The rate limiter
-and the retry policy (which imports ``tenacity``) load on first use."""
+(:mod:`~runtime.limits.budget`), adaptive rate limits and the quotas endpoints report,
+and retries with backoff (the policy a value of its own, :mod:`~runtime.limits.retry_policy`).
+The rate limiter and the retrying models (which import ``tenacity``) load on first use;
+time limits are :class:`~runtime.concurrency.within`."""
 
 from typing import TYPE_CHECKING
 
 from runtime.lazy import lazy_attributes
 from runtime.limits.budget import Budget, CallInFlight, InFlight, LimitedModel, Limits, limited
-from runtime.limits.deadlines import TimedOut, within
 
 if TYPE_CHECKING:
     from runtime.limits.quota import QuotaLeft
     from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
-    from runtime.limits.retry import RetryingModel, RetryPolicy
+    from runtime.limits.retry import RetryingModel
+    from runtime.limits.retry_policy import RetryPolicy
 
 __all__ = [
     "AdaptiveLimiter",
@@ -25,16 +26,14 @@ __all__ = [
     "RateLimitedModel",
     "RetryPolicy",
     "RetryingModel",
-    "TimedOut",
     "limited",
-    "within",
 ]
 
 _LAZY = {
     "AdaptiveLimiter": "runtime.limits.ratelimit",
     "QuotaLeft": "runtime.limits.quota",
     "RateLimitedModel": "runtime.limits.ratelimit",
-    "RetryPolicy": "runtime.limits.retry",
+    "RetryPolicy": "runtime.limits.retry_policy",
     "RetryingModel": "runtime.limits.retry",
 }
 

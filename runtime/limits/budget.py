@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Annotated
 
 import anyio
+from msgspec import Meta
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.value import Value
+from runtime.value import Settings, Value
 
 __all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "limited"]
 
 
-class Limits(Value, frozen=True, kw_only=True):
-    """What a run may spend; ``None`` means unlimited.
+class Limits(Settings, frozen=True, kw_only=True):
+    """What a run may spend across all its workers, the planner and the aggregator
+    included (``policy.budgets`` of a hive); ``None`` means unlimited. Checked before
+    every model call: going past one ends the run with ``BudgetExceeded``, carrying
+    the partial results.
 
     Attributes:
         model_calls: Model calls across all workers.
@@ -26,17 +31,11 @@ class Limits(Value, frozen=True, kw_only=True):
         cost: Dollars across all workers (from the models' prices).
     """
 
-    model_calls: int | None = None
-    total_tokens: int | None = None
-    tool_calls: int | None = None
-    wall_time_s: float | None = None
-    cost: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("model_calls", "total_tokens", "tool_calls", "wall_time_s", "cost"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"limit {name} must be positive, got {value}")
+    model_calls: Annotated[int, Meta(ge=1)] | None = None
+    total_tokens: Annotated[int, Meta(ge=1)] | None = None
+    tool_calls: Annotated[int, Meta(ge=1)] | None = None
+    wall_time_s: Annotated[float, Meta(gt=0)] | None = None
+    cost: Annotated[float, Meta(gt=0)] | None = None
 
 
 class InFlight(Value, frozen=True, gc=False, kw_only=True):

@@ -41,14 +41,14 @@ still in it never gives those back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
-
+from runtime.concurrency import TimedOut, within
 from runtime.errors import ModelHTTPError
 from runtime.limits.quota import QuotaLeft, quota_from_headers
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
@@ -122,7 +122,7 @@ class AdaptiveLimiter:
         self._limit = max_concurrency
         self._loop: asyncio.AbstractEventLoop | None = None  # whose slots and waiters these are
         self._in_flight = 0
-        self._waiters: deque[anyio.Event] = deque()
+        self._waiters: deque[asyncio.Event] = deque()
         self._cool_until = 0.0
         self._epoch = 0  # bumped at every decrease
         self._successes = 0
@@ -141,7 +141,7 @@ class AdaptiveLimiter:
         self._learnt = 0.0
         self._rate: float | None = None
         self._next_paced = 0.0
-        self._repaced = anyio.Event()  # set when a 429 changes the pace: book again
+        self._repaced = asyncio.Event()  # set when a 429 changes the pace: book again
         self._latency: float | None = None
         self.paced = 0
         """Attempts held back: to keep within the quota the endpoint reported, or to
@@ -200,7 +200,7 @@ class AdaptiveLimiter:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop, self._in_flight, self._waiters = loop, 0, deque()
-            self._repaced = anyio.Event()
+            self._repaced = asyncio.Event()
         return loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
@@ -211,7 +211,7 @@ class AdaptiveLimiter:
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
         else:
-            waiter = anyio.Event()
+            waiter = asyncio.Event()
             self._waiters.append(waiter)
             try:
                 await waiter.wait()
@@ -226,7 +226,7 @@ class AdaptiveLimiter:
             # also while a caller waits for its paced start.
             while True:
                 while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
-                    await anyio.sleep(left)
+                    await asyncio.sleep(left)
                 await self._pace()
                 if self._cool_until <= time.monotonic():
                     break
@@ -257,7 +257,7 @@ class AdaptiveLimiter:
             self._next_start = start + self._interval
         if start <= now:
             return False
-        await anyio.sleep(start - now)
+        await asyncio.sleep(start - now)
         return True
 
     async def _pace_by_429s(self) -> bool:
@@ -271,7 +271,7 @@ class AdaptiveLimiter:
             if start <= now:
                 break
             held, repaced = True, self._repaced
-            with anyio.move_on_after(start - now):
+            with contextlib.suppress(TimedOut), within(start - now):
                 await repaced.wait()
             if not repaced.is_set():
                 break
@@ -341,7 +341,7 @@ class AdaptiveLimiter:
             # end, and every attempt waiting for one books again at the new pace.
             self._next_paced = self._cool_until
             self._repaced.set()
-            self._repaced = anyio.Event()
+            self._repaced = asyncio.Event()
 
     def _learn_rate(self, now: float) -> None:
         """The rate of the answers since the last 429 that taught one: at each of the

@@ -19,11 +19,11 @@ fails after is a :class:`~runtime.errors.StreamInterrupted`, which is never retr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import anyio
 import tenacity
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
@@ -39,19 +39,18 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.limits.ratelimit import AdaptiveLimiter
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.secrets import HeldText
-from runtime.value import Value
 
 __all__ = [
-    "RetryPolicy", "RetryingModel", "ShownText", "is_retryable", "limiter_of", "wait_at_least",
+    "RetryingModel",
+    "ShownText",
+    "limiter_of",
+    "retrying",
+    "wait_at_least",
     "wait_retry_after",
-]  # fmt: skip
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True for model errors that may succeed when tried again."""
-    return isinstance(exc, ModelError) and exc.retryable
+]
 
 
 class wait_retry_after(wait_base):
@@ -86,76 +85,51 @@ class wait_at_least(wait_base):
         return max(self.wait(retry_state), self.floor())
 
 
-class RetryPolicy(Value, frozen=True, kw_only=True):
-    """When and how long to retry a failed model call.
+def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> tenacity.AsyncRetrying:
+    """A tenacity controller carrying out ``policy`` (one per call: it holds state).
 
-    Attributes:
-        attempts: Total attempts, the first included (1 disables retries).
-        deadline_s: No retry starts if its wait would end past this many seconds
-            after the first attempt began.
-        initial_wait_s: First backoff wait, doubled each retry.
-        max_wait_s: Longest backoff wait. A Retry-After is honoured in full, never
-            cut short (retrying before the endpoint allows only earns another 429);
-            one that would end past ``deadline_s`` stops retrying instead.
-        jitter_s: Up to this much random time is added to each backoff wait.
-        retry_on: Which exceptions to retry; default :func:`is_retryable`.
+    Args:
+        policy: When and how long to retry.
+        limiter: The limiter each attempt passes through: a retry waits at least
+            its cool-down (which would hold it anyway), and reports that wait.
     """
+    backoff = tenacity.wait_exponential(
+        multiplier=policy.initial_wait_s, max=policy.max_wait_s
+    ) + tenacity.wait_random(0, policy.jitter_s)
+    # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
+    wait: wait_base = wait_retry_after(backoff, max_wait_s=policy.deadline_s)
+    if limiter is not None:
+        wait = wait_at_least(wait, lambda: limiter.cooldown_left_s)
 
-    attempts: int = 4
-    deadline_s: float = 90.0
-    initial_wait_s: float = 0.5
-    max_wait_s: float = 30.0
-    jitter_s: float = 0.5
-    retry_on: Callable[[BaseException], bool] = is_retryable
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be at least 1, got {self.attempts}")
-        if self.deadline_s <= 0:
-            raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
-
-    def retrying(self, limiter: AdaptiveLimiter | None = None) -> tenacity.AsyncRetrying:
-        """A tenacity controller for this policy (one per call: it holds state).
-
-        Args:
-            limiter: The limiter each attempt passes through: a retry waits at least
-                its cool-down (which would hold it anyway), and reports that wait.
-        """
-        backoff = tenacity.wait_exponential(
-            multiplier=self.initial_wait_s, max=self.max_wait_s
-        ) + tenacity.wait_random(0, self.jitter_s)
-        # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
-        wait: wait_base = wait_retry_after(backoff, max_wait_s=self.deadline_s)
-        if limiter is not None:
-            wait = wait_at_least(wait, lambda: limiter.cooldown_left_s)
-        return tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self.attempts)
-            | tenacity.stop_before_delay(self.deadline_s),
-            wait=wait,
-            retry=tenacity.retry_if_exception(self._retries),
-            sleep=anyio.sleep,
-            reraise=True,
-            before_sleep=_report_retry,
-            retry_error_callback=self._give_up,
-        )
-
-    def _retries(self, exc: BaseException) -> bool:
+    def retries(exc: BaseException) -> bool:
         """Whether to retry after ``exc``: never once a stream has shown text."""
-        return not isinstance(exc, StreamInterrupted) and self.retry_on(exc)
+        return not isinstance(exc, StreamInterrupted) and policy.retry_on(exc)
 
-    def _give_up(self, state: RetryCallState) -> Any:
-        """Raise the last error, saying so when a Retry-After past the deadline (not
-        the number of attempts) is why no retry follows."""
-        outcome = state.outcome
-        assert outcome is not None  # tenacity stops only after an attempt
-        exc = outcome.exception()
-        if isinstance(exc, ModelHTTPError) and state.attempt_number < self.attempts:
-            left = self.deadline_s - (state.seconds_since_start or 0.0)
-            if exc.retry_after is not None and exc.retry_after >= left:
-                left = max(left, 0.0)
-                attempts = state.attempt_number
-                raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
-        return outcome.result()  # raises the last error
+    return tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(policy.attempts)
+        | tenacity.stop_before_delay(policy.deadline_s),
+        wait=wait,
+        retry=tenacity.retry_if_exception(retries),
+        sleep=asyncio.sleep,
+        reraise=True,
+        before_sleep=_report_retry,
+        retry_error_callback=lambda state: _give_up(policy, state),
+    )
+
+
+def _give_up(policy: RetryPolicy, state: RetryCallState) -> Any:
+    """Raise the last error, saying so when a Retry-After past the deadline (not the
+    number of attempts) is why no retry follows."""
+    outcome = state.outcome
+    assert outcome is not None  # tenacity stops only after an attempt
+    exc = outcome.exception()
+    if isinstance(exc, ModelHTTPError) and state.attempt_number < policy.attempts:
+        left = policy.deadline_s - (state.seconds_since_start or 0.0)
+        if exc.retry_after is not None and exc.retry_after >= left:
+            left = max(left, 0.0)
+            attempts = state.attempt_number
+            raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
+    return outcome.result()  # raises the last error
 
 
 class RetryingModel(WrapperModel):
@@ -166,7 +140,7 @@ class RetryingModel(WrapperModel):
         self.policy = policy or RetryPolicy()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        async for attempt in self.policy.retrying(limiter_of(self.inner)):
+        async for attempt in retrying(self.policy, limiter_of(self.inner)):
             with attempt:
                 return await self.inner.complete(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
@@ -178,7 +152,7 @@ class RetryingModel(WrapperModel):
             StreamInterrupted: when an attempt failed after it had shown text.
         """
         shown = ShownText(on_text)
-        async for attempt in self.policy.retrying(limiter_of(self.inner)):
+        async for attempt in retrying(self.policy, limiter_of(self.inner)):
             with attempt, shown.guard(repr(self.inner)):
                 return await call_model(self.inner, request, shown)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover

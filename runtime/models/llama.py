@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from runtime.concurrency import shielded
 from runtime.errors import ConfigError, ModelServerError
 from runtime.model import ModelRequest, ModelResponse, TextSink
 from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
 
 if TYPE_CHECKING:
-    from runtime.limits.retry import RetryPolicy
+    from runtime.limits.retry_policy import RetryPolicy
     from runtime.models.openai.chat import OpenAIModel
 
 __all__ = ["LlamaModel", "LlamaServer", "bundled_gguf"]
@@ -50,7 +51,7 @@ class LlamaModel:
         settings: Sent with every call, as :class:`~runtime.models.openai.chat.OpenAIModel`
             sends them (``temperature``, ``top_k``, ``seed`` ...).
         timeout: Seconds a call may take when the request sets none.
-        retry: The retry policy (default: :class:`~runtime.limits.retry.RetryPolicy`).
+        retry: The retry policy (default: :class:`~runtime.limits.retry_policy.RetryPolicy`).
         max_concurrency: Calls sent to the server at once (those past ``parallel``
             wait in its queue).
         server: A server of your own to use instead (several models, with settings of
@@ -136,16 +137,15 @@ class LlamaModel:
                 self._holders -= 1
                 last = self._holders == 0
             if last and self._owned:
-                with anyio.CancelScope(shield=True):  # cleanup that must finish
-                    # Not if someone took hold meanwhile: their calls keep it.
-                    await anyio.to_thread.run_sync(self.server.stop, self._held_again)
+                # Cleanup that must finish; not if someone took hold meanwhile (their
+                # calls keep it).
+                await shielded(anyio.to_thread.run_sync(self.server.stop, self._held_again))
 
     async def aclose(self) -> None:
         """Stop the server now, unless it was given (it starts again with the next
         call)."""
         if self._owned:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.server.stop)
+            await shielded(anyio.to_thread.run_sync(self.server.stop))
 
     def _held_again(self) -> bool:
         return self._holders > 0

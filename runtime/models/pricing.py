@@ -7,16 +7,19 @@ price, a call's cost is 0.
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from msgspec import Meta
 from msgspec.structs import replace
 
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.value import Value
+from runtime.value import Settings
 
 __all__ = ["Price", "PricedModel"]
 
 
-class Price(Value, frozen=True, kw_only=True):
-    """Dollars per million tokens.
+class Price(Settings, frozen=True, kw_only=True):
+    """Dollars per million tokens (``price:`` of a hive's model).
 
     Attributes:
         input_per_mtok: Per million input (prompt) tokens.
@@ -25,15 +28,9 @@ class Price(Value, frozen=True, kw_only=True):
             prompt cache (None: they cost ``input_per_mtok``, as any input token).
     """
 
-    input_per_mtok: float
-    output_per_mtok: float
-    cached_input_per_mtok: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be 0 or more, got {value}")
+    input_per_mtok: Annotated[float, Meta(ge=0)]
+    output_per_mtok: Annotated[float, Meta(ge=0)]
+    cached_input_per_mtok: Annotated[float, Meta(ge=0)] | None = None
 
     def of(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
         """The cost of a call with these token counts (``cached_input_tokens`` are

@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from runtime.concurrency import TimedOut, within
 from runtime.errors import McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
 from runtime.value import Value
@@ -174,10 +175,10 @@ async def connect(
         session = Session(server, client, ended)
         session.errlog = errlog
         try:
-            async with asyncio.timeout(start_timeout):
+            with within(start_timeout):
                 await stack.enter_async_context(client)
                 await session.list_tools()
-        except TimeoutError:
+        except TimedOut:
             reason = f"did not start and list its tools within {start_timeout:g}s"
             raise McpServerError(server, reason + stderr_tail(errlog)) from None
         except OSError as exc:  # the command cannot be run

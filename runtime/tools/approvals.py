@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from msgspec.structs import replace
 
-from runtime.limits.deadlines import TimedOut, within
+from runtime.concurrency import TimedOut, within
 from runtime.messages import ToolCall
 from runtime.secrets import masked
 from runtime.tools.define import ArgumentsError, Tool

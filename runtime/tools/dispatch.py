@@ -31,13 +31,12 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
 from msgspec.structs import replace
 
-from runtime.concurrency import require_asyncio, run_together
+from runtime.concurrency import TimedOut, require_asyncio, run_together, within
 from runtime.errors import ModelRetry
 from runtime.events import NO_TRACE, ToolCallFinished, ToolCallStarted, Tracer
-from runtime.limits.deadlines import TimedOut, within
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalGate, ApprovalNeeded, PendingApproval
 from runtime.tools.define import ArgumentsError, Tool, ToolContext, ToolRegistry, idempotency_key

@@ -30,14 +30,15 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator,
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import msgspec
+from msgspec import Meta
 
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
 from runtime.secrets import add_header, add_secret
 from runtime.tools.define import Tool
-from runtime.value import Value
+from runtime.value import Settings
 
 if TYPE_CHECKING:
     from runtime.tools._mcp_sdk import Listed, Session
@@ -54,9 +55,9 @@ __all__ = [
 ]
 
 
-class McpToolSettings(Value, frozen=True, gc=False, kw_only=True):
+class McpToolSettings(Settings, frozen=True, gc=False, kw_only=True):
     """How one MCP tool runs, where its annotations are not to be trusted (None: as
-    its annotations say).
+    its annotations say): ``tools:`` of a hive's MCP server.
 
     Attributes:
         side_effects: Runs one at a time, in order, journaled.
@@ -68,27 +69,29 @@ class McpToolSettings(Value, frozen=True, gc=False, kw_only=True):
     side_effects: bool | None = None
     exclusive: str | None = None
     idempotent: bool | None = None
-    timeout: float | None = None
+    timeout: Annotated[float, Meta(gt=0)] | None = None
 
 
-class McpServer(Value, frozen=True, kw_only=True):
+class McpServer(Settings, frozen=True, kw_only=True):
     """One MCP server: a stdio command (``command``, ``args``, ``env``, ``cwd``) or a
-    streamable-HTTP endpoint (``url``, ``headers``).
+    streamable-HTTP endpoint (``url``, ``headers``); a hive's ``mcp_servers:`` names
+    each by its key.
 
     Attributes:
         name: How roles name it (``name:tool``, ``name:*``).
         command: The program to run (stdio).
         args: Its arguments.
         env: Variables set for it, over a safe few inherited (``PATH``, ``HOME`` ...).
-        cwd: The folder it runs in (None: the current one).
+        cwd: The folder it runs in (None: the current one; in a hive, relative to the
+            hive file).
         url: The endpoint (streamable HTTP).
         headers: Sent with every request (``Authorization``); never shown.
         start_timeout: Seconds it may take to start and list its tools.
         tools: Per tool (by its MCP name), how it runs instead of as its annotations say.
 
     Raises:
-        ConfigError: when it has neither or both of ``command`` and ``url``, or a name
-            that is not ``[A-Za-z0-9_-]``.
+        ConfigError: when it has neither or both of ``command`` and ``url``, options
+            of the other kind, or a name that is not ``[A-Za-z0-9_-]``.
     """
 
     name: str
@@ -98,10 +101,11 @@ class McpServer(Value, frozen=True, kw_only=True):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
-    start_timeout: float = 30.0
+    start_timeout: Annotated[float, Meta(gt=0)] = 30.0
     tools: dict[str, McpToolSettings] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         where = f"MCP server {self.name!r}"
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ConfigError(f"{where}: a name uses only letters, digits, '_' and '-'")
@@ -110,8 +114,10 @@ class McpServer(Value, frozen=True, kw_only=True):
                 f"{where}: give a command (a stdio server) or a url (a streamable-HTTP "
                 "server), not both"
             )
-        if self.start_timeout <= 0:
-            raise ConfigError(f"{where}: start_timeout must be positive")
+        if self.url is not None and (self.args or self.env or self.cwd is not None):
+            raise ConfigError(f"{where}: args, env and cwd are for a stdio server (command)")
+        if self.command is not None and self.headers:
+            raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
 
     def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
         shown = f"command={self.command!r}, args={self.args!r}" if self.command else ""

@@ -7,6 +7,7 @@ it never overlaps the next call nor outlives its run.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -15,6 +16,7 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 
+from runtime.concurrency import shielded
 from runtime.tools.define import Tool
 
 __all__ = ["in_thread", "run_tool"]
@@ -44,7 +46,7 @@ async def in_thread(
     with anyio.CancelScope() as scope:
         try:
             return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
+        except asyncio.CancelledError:
             scope.cancel()
             raise
 
@@ -75,7 +77,7 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
         try:
             # Shielded: anyio's cancellation waits for the thread by itself.
             return await anyio.to_thread.run_sync(guarded, abandon_on_cancel=False)
-        except anyio.get_cancelled_exc_class():
+        except asyncio.CancelledError:
             # A native cancellation (a timeout, an asyncio task group) gets through the
             # shield, unseen by the thread: cancel the enclosing scope too, so its
             # check_cancelled() stops it, and wait for it to end. It may come before
@@ -85,6 +87,5 @@ async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = Non
             with lock:
                 dropped = not took
             if not dropped and not ended.is_set():
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(ended.wait)
+                await shielded(anyio.to_thread.run_sync(ended.wait))
             raise

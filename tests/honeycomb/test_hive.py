@@ -17,7 +17,9 @@ from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
 from honeycomb.planning import RolePlanner
-from runtime import AdaptiveLimiter, OpenAIModel
+from runtime import AdaptiveLimiter, Limits, OpenAIModel, Price, PricedModel, RetryPolicy
+from runtime.tools.mcp import McpServer, McpToolSettings
+from runtime.value import Settings, written_fields
 from workers import Role
 
 GOOD = """\
@@ -320,18 +322,112 @@ def test_the_quorum_rule_is_reported_beside_the_policys_field_errors(
         assert wanted in error
 
 
-def _places(model: type[BaseModel], path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+OFFLINE = "models: {default: offline}\n"
+TWO_MODELS = "models:\n  default: offline\n  gpt:\n    model: gpt-4o-mini\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            TWO_MODELS + "    retry: {attemps: 3}\n",
+            "5:13: models.gpt.retry.attemps: unknown field 'attemps' (did you mean 'attempts'?); "
+            "allowed: attempts, deadline_s, initial_wait_s, jitter_s, max_wait_s",
+        ),
+        (
+            TWO_MODELS + "    retry: {attempts: 0}\n",
+            "5:13: models.gpt.retry.attempts: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            TWO_MODELS + "    retry: 3\n",
+            "5:5: models.gpt.retry: Input should be a valid dictionary (got 3)",
+        ),
+        (
+            TWO_MODELS + "    price: {input_per_mtok: 1}\n",
+            "5:5: models.gpt.price.output_per_mtok: this field is required",
+        ),
+        (
+            TWO_MODELS + "    price: {input_per_mtok: -1, output_per_mtok: 1}\n",
+            "5:13: models.gpt.price.input_per_mtok: Input should be greater than or equal to 0 "
+            "(got -1)",
+        ),
+        (
+            OFFLINE + "policy: {budgets: {model_call: 3}}\n",
+            "2:20: policy.budgets.model_call: unknown field 'model_call' (did you mean "
+            "'model_calls'?); allowed: cost, model_calls, tool_calls, total_tokens, wall_time_s",
+        ),
+        (
+            OFFLINE + "policy: {budgets: {total_tokens: 1.5}}\n",
+            "2:20: policy.budgets.total_tokens: Input should be a valid integer, got a number "
+            "with a fractional part (got 1.5)",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  s: {command: python, tools: {t: {timeout: 0}}}\n",
+            "3:36: mcp_servers.s.tools.t.timeout: Input should be greater than 0 (got 0)",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  s: {command: python, url: 'http://127.0.0.1:9/mcp'}\n",
+            "3:3: mcp_servers.s: MCP server 's': give a command (a stdio server) or a url",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  's p': {command: python}\n",
+            "3:3: mcp_servers['s p']: MCP server 's p': a name uses only letters",
+        ),
+    ],
+)
+def test_the_runtime_values_a_hive_reads_into_name_line_and_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = hive(tmp_path, text + "roles:\n  planner: {description: Plans.}\n")
+    assert one_error(path).startswith(f"{path}:{expected}")
+
+
+def test_a_hive_reads_straight_into_the_runtime_values(tmp_path: Path) -> None:
+    text = TWO_MODELS + (
+        "    base_url: http://127.0.0.1:9/v1\n"
+        "    retry: {attempts: 2, jitter_s: 0}\n"
+        "    price: {input_per_mtok: 1, output_per_mtok: 2}\n"
+        "mcp_servers:\n  s: {command: python, cwd: sub, tools: {t: {timeout: 2}}}\n"
+        "policy: {budgets: {cost: 0.5}}\n"
+        "roles:\n  planner: {description: Plans.}\n"
+    )
+    loaded = load_hive(hive(tmp_path, text))
+    gpt = loaded.spec.models["gpt"]
+    assert gpt.retry == RetryPolicy(attempts=2, jitter_s=0)
+    assert gpt.price == Price(input_per_mtok=1, output_per_mtok=2)
+    assert loaded.spec.policy.budgets == Limits(cost=0.5)
+    (server,) = loaded.mcp_servers
+    assert server == McpServer(
+        name="s", command="python", cwd=str(tmp_path / "sub"),
+        tools={"t": McpToolSettings(timeout=2)},
+    )  # fmt: skip
+    priced = gpt.build(tmp_path)
+    assert isinstance(priced, PricedModel)
+    assert priced.price is gpt.price
+    assert isinstance(priced.inner, OpenAIModel)
+    assert priced.inner.retry is gpt.retry
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    """The annotations of what a file may write of a model or a runtime value."""
+    if issubclass(model, Settings):
+        return {name: info.type for name, info in written_fields(model).items()}
+    return {name: info.annotation for name, info in model.model_fields.items()}
+
+
+def _places(model: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
     """Every place under ``path`` where a hive file holds a mapping of ``model``'s
-    fields (a mapping's values under the key ``k``), with the model."""
+    fields (a mapping's values under the key ``k``), with the model: a pydantic model,
+    or a runtime value the hive validates into (:class:`~runtime.value.Settings`)."""
     found: list[tuple[tuple[str, ...], Any]] = [(path, model)]
-    for name, info in model.model_fields.items():
-        annotation, where = info.annotation, (*path, name)
+    for name, annotation in _fields(model).items():
+        where = (*path, name)
         while typing.get_origin(annotation) is not None:
             args = [a for a in typing.get_args(annotation) if a is not type(None)]
             if typing.get_origin(annotation) is dict:
                 where = (*where, "k")
             annotation = args[-1] if typing.get_origin(annotation) is dict else args[0]
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel | Settings):
             found += _places(annotation, where)
     return found
 
@@ -341,7 +437,7 @@ HIVE_PLACES = _places(HiveSpec, ()) + _places(Role, ("roles", "counter"))
 
 @pytest.mark.parametrize(("where", "model"), HIVE_PLACES, ids=[".".join(p) for p, _ in HIVE_PLACES])
 def test_an_unknown_field_anywhere_in_a_hive_lists_every_field_allowed_there(
-    tmp_path: Path, where: tuple[str, ...], model: type[BaseModel]
+    tmp_path: Path, where: tuple[str, ...], model: Any
 ) -> None:
     data = yaml.safe_load(GOOD)
     holder = data
@@ -353,4 +449,4 @@ def test_an_unknown_field_anywhere_in_a_hive_lists_every_field_allowed_there(
     errors = errors_of(hive(tmp_path, yaml.safe_dump(data)))
     field = ".".join((*where, "bogus_field"))
     (error,) = [e for e in errors if f": {field}: unknown field 'bogus_field'" in e]
-    assert error.endswith(f"; allowed: {', '.join(sorted(model.model_fields))}")
+    assert error.endswith(f"; allowed: {', '.join(sorted(_fields(model)))}")

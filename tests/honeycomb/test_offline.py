@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import re
@@ -10,7 +11,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -530,7 +530,7 @@ async def test_latency_is_honoured_and_calls_overlap(monkeypatch: pytest.MonkeyP
     latency = 0.1
     model = OfflineModel(latency=latency)
     waiting = peak = 0
-    sleep = anyio.sleep
+    sleep = asyncio.sleep
 
     async def counted_sleep(seconds: float) -> None:
         nonlocal waiting, peak
@@ -541,7 +541,7 @@ async def test_latency_is_honoured_and_calls_overlap(monkeypatch: pytest.MonkeyP
         finally:
             waiting -= 1
 
-    monkeypatch.setattr(anyio, "sleep", counted_sleep)
+    monkeypatch.setattr(asyncio, "sleep", counted_sleep)
     took: list[float] = []
 
     async def one(index: int) -> None:
@@ -549,9 +549,9 @@ async def test_latency_is_honoured_and_calls_overlap(monkeypatch: pytest.MonkeyP
         await model.complete(request(f"task {index}"))
         took.append(time.perf_counter() - started)
 
-    async with anyio.create_task_group() as tg:
+    async with asyncio.TaskGroup() as group:
         for index in range(5):
-            tg.start_soon(one, index)
+            group.create_task(one(index))
     assert len(took) == 5
     assert min(took) >= latency * 0.9
     assert peak == 5

@@ -4,6 +4,7 @@ stoppable block, shielded cleanup, and a clear error under another async library
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from typing import Any
@@ -19,10 +20,9 @@ from runtime import (
     ToolCall,
     ToolRegistry,
     UnsupportedEventLoop,
+    concurrency,
 )
-from runtime.concurrency import shielded, stoppable
-from runtime.limits import deadlines
-from runtime.limits.deadlines import TimedOut, within
+from runtime.concurrency import TimedOut, shielded, stoppable, within
 from workers import AgentLoop
 
 # The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
@@ -67,6 +67,64 @@ async def test_a_tools_own_timeout_error_is_its_own() -> None:
 
     with pytest.raises(TimeoutError, match="the tool's own"), within(10.0):
         await raises()
+
+
+async def test_a_timeout_is_a_timeout_error_and_its_block_says_it_expired() -> None:
+    block = within(0.01)
+    with pytest.raises(TimeoutError), block:
+        await asyncio.sleep(10)
+    assert block.expired
+    in_time = within(10.0)
+    with in_time:
+        await asyncio.sleep(0)
+    assert not in_time.expired
+
+
+async def test_nested_limits_each_time_out_their_own_block() -> None:
+    outer, inner = within(0.05), within(10.0)
+    with pytest.raises(TimedOut), outer, inner:
+        await asyncio.sleep(10)
+    assert (outer.expired, inner.expired) == (True, False)
+    outer, inner = within(10.0), within(0.01)
+    with outer:
+        with pytest.raises(TimedOut), inner:
+            await asyncio.sleep(10)
+        assert await asyncio.sleep(0, "goes on") == "goes on"  # the outer block is not cancelled
+    assert (outer.expired, inner.expired) == (False, True)
+
+
+async def test_a_limit_in_a_task_that_swallowed_a_cancellation_still_times_out() -> None:
+    """As ``asyncio.timeout``: a cancellation the task caught before the block is not
+    one that wins over the block's own (cleanup code that goes on after a cancel)."""
+
+    async def cleanup_after_a_cancel() -> str:
+        with contextlib.suppress(asyncio.CancelledError):  # its count of cancels stays 1
+            await asyncio.sleep(10)
+        try:
+            with within(0.01):
+                await asyncio.sleep(10)
+        except TimedOut:
+            return "timed out"
+        return "not cut off"
+
+    task = asyncio.create_task(cleanup_after_a_cancel())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    assert await task == "timed out"
+
+
+async def test_a_block_without_a_limit_ends_when_expired_and_not_after() -> None:
+    block = within(None)
+    asyncio.get_running_loop().call_later(0.01, block.expire)
+    with pytest.raises(TimedOut), block:
+        await asyncio.sleep(10)
+    assert block.expired
+    after = within(None)
+    with after:
+        await asyncio.sleep(0)
+    after.expire()  # the block has ended: nothing is cancelled
+    assert await asyncio.sleep(0.01, "still running") == "still running"
+    assert not after.expired
 
 
 async def test_many_calls_under_a_limit_arm_one_timer_not_one_each(
@@ -217,8 +275,8 @@ def test_an_event_loops_deadlines_go_with_it() -> None:
             await asyncio.sleep(0)
 
     gc.collect()
-    before = len(deadlines._TABLES)
+    before = len(concurrency._TABLES)
     for _ in range(3):
         asyncio.run(call())
     gc.collect()
-    assert len(deadlines._TABLES) <= before  # a table does not keep its loop alive
+    assert len(concurrency._TABLES) <= before  # a table does not keep its loop alive

@@ -500,6 +500,33 @@ async def test_a_sync_side_effecting_tool_past_its_timeout_is_waited_for_and_rep
     probe.assert_no_overlap(["s", "f"])
 
 
+async def test_a_sync_side_effect_cancelled_twice_still_ends_only_with_its_thread() -> None:
+    """Cancelled while its thread runs, a side-effecting call waits for the thread to
+    end; cancelled again during that wait (a run stopped twice, Ctrl-C pressed twice),
+    it still waits: the call must not outlive its run, nor overlap the next one."""
+    inside, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+
+    @tool(side_effects=True)
+    def effect() -> str:
+        inside.set()
+        release.wait(5)
+        ended.append("thread")
+        return "done"
+
+    task = asyncio.create_task(dispatcher(effect).dispatch([call("effect", {}, id="c1")]))
+    await asyncio.to_thread(inside.wait, 5)
+    task.cancel()
+    await asyncio.sleep(L / 10)  # the call now waits for its thread, shielded
+    task.cancel()
+    await asyncio.sleep(L / 10)
+    assert not task.done(), "the second cancellation cut the wait for the thread short"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended == ["thread"]
+
+
 # --- sync tools ---------------------------------------------------------------------
 
 

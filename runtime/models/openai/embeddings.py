@@ -21,7 +21,8 @@ from runtime.errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from runtime.limits.retry import RetryPolicy
+from runtime.limits.retry import retrying
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import _retry_after
 
@@ -80,7 +81,7 @@ class OpenAIEmbeddings:
         if not texts:
             return []
         endpoint = self.endpoint
-        async for attempt in endpoint.retry.retrying():
+        async for attempt in retrying(endpoint.retry):
             with attempt:
                 if endpoint.limiter is None:
                     return await self._embed_once(list(texts))

@@ -45,7 +45,8 @@ from runtime.errors import (
 from runtime.events import report_retry
 from runtime.limits.quota import quota_from_headers
 from runtime.limits.ratelimit import AdaptiveLimiter
-from runtime.limits.retry import RetryPolicy, ShownText
+from runtime.limits.retry import ShownText, retrying
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai.request import Api, key_missing, split_settings
 from runtime.secrets import add_header, add_secret, mask_error, masked, shows_secret
@@ -186,7 +187,7 @@ class OpenAIEndpoint(abc.ABC):
     async def _retried(
         self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
     ) -> ModelResponse:
-        async for attempt in self.retry.retrying(self.limiter):
+        async for attempt in retrying(self.retry, self.limiter):
             # A streamed attempt that fails after showing text is StreamInterrupted.
             with attempt, shown.guard(repr(self)) if shown is not None else _NO_GUARD:
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
