@@ -17,7 +17,10 @@ too, the end of what came held back while it could be the start of a secret
 (:class:`HeldText`).
 
 The rule: every occurrence of a secret is masked as ``[<what> hidden]`` (``[api key
-hidden]``), whether other text is glued to it or not, as CI systems mask theirs; a
+hidden]``), whether other text is glued to it or not, as CI systems mask theirs, and
+so is every run of escapes that decodes to one (:mod:`runtime.text`: JSON's and
+Python's, in any mix, level under level), so that the text decoded holds the mask
+where it held the secret (a tool's arguments, the text a store keeps); a
 value shorter than :data:`MIN_LENGTH` characters is no secret to mask (local servers
 take any key, and their placeholders, ``ollama``, ``EMPTY``, ``none``, are words
 ordinary text says). With no secret known, masking costs one test of a global.
@@ -26,14 +29,15 @@ ordinary text says). With no secret known, masking costs one test of a global.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 from pydantic import BaseModel
+
+from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
     "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
@@ -46,10 +50,12 @@ MIN_LENGTH = 8
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
 
-# The forms of every secret known, longest first, each with its mask: replaced whole,
-# never changed in place, as they are read without a lock. Empty: nothing to mask.
+# Every secret known, longest first, each with its mask (as text and as bytes):
+# replaced whole, never changed in place, as they are read without a lock. Empty:
+# nothing to mask.
 _texts: tuple[tuple[str, str], ...] = ()
 _bytes: tuple[tuple[bytes, bytes], ...] = ()
+_longest = 0
 
 _lock = threading.RLock()  # a finalizer may run while the registering thread holds it
 _kept: dict[str, str] = {}  # secrets for the life of the process, and what they are
@@ -118,21 +124,19 @@ def isolated() -> Iterator[None]:
 
 
 def _rebuild() -> None:
-    """The forms to mask, from the secrets known now: each value, and the value as a
-    JSON string holds it when that differs (a quote or a backslash in a password)."""
-    global _texts, _bytes
+    """The secrets to mask, from those known now."""
+    global _texts, _bytes, _longest
     with _lock:
         values = dict(_kept)
         for held in list(_owned.values()):
             values.update(held)
-        found: dict[str, str] = {}
-        for value, what in values.items():
-            mask = f"[{what} hidden]"
-            for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
-                found.setdefault(form, mask)
-        ordered = sorted(found.items(), key=lambda item: -len(item[0]))
+        ordered = sorted(
+            ((value, f"[{what} hidden]") for value, what in values.items()),
+            key=lambda item: -len(item[0]),
+        )
         _texts = tuple(ordered)
-        _bytes = tuple((form.encode(), mask.encode()) for form, mask in ordered)
+        _bytes = tuple((value.encode(), mask.encode()) for value, mask in ordered)
+        _longest = len(ordered[0][0]) if ordered else 0
 
 
 def masked(value: T) -> T:
@@ -201,17 +205,38 @@ class HeldText:
 
 
 def _start_of_secret(text: str) -> int:
-    """Where the longest end of ``text`` that begins a secret starts (``len(text)``:
-    none does)."""
-    cut = len(text)
-    for form, _ in _texts:
-        at = text.find(form[0], max(len(text) - len(form) + 1, 0))
-        while -1 < at < cut:
-            if form.startswith(text[at:]):
-                cut = at
-                break
-            at = text.find(form[0], at + 1)
-    return cut
+    """Where the longest end of ``text`` that may begin a secret starts (``len(text)``:
+    none does): the start of a secret, or of escapes that decode to one, or an escape
+    the next piece may complete."""
+    window = _longest * _WIDEST_ESCAPE  # as long as a secret escaped can be
+    offset = max(len(text) - window, 0)
+    tail = text[offset:]
+    if "\\" not in tail:
+        return offset + _start_in(tail, range(len(tail) + 1))
+    cut = len(tail)
+    for view in unescaped_views(tail):
+        # An escape the next piece may complete: the text before it is read as if it
+        # ended there, and may begin a secret the escape goes on.
+        end = open_escape(view.text)
+        end = len(view.text) if end is None else end
+        cut = min(cut, _start_in(view.text[:end], view.starts))
+    return offset + cut
+
+
+_WIDEST_ESCAPE = 16
+"""Characters that one character of a secret may take, escaped: ``\\UXXXXXXXX`` is 10,
+``\\uXXXX`` escaped in turn 7 (and escaped a third time, 8 a character of ASCII)."""
+
+
+def _start_in(text: str, starts: Sequence[int]) -> int:
+    """Where (in ``starts``' terms) the longest end of ``text`` that begins a secret
+    starts; ``starts[len(text)]``: none does (the escape that ends it, if any, starts
+    there)."""
+    for at in range(max(len(text) - _longest + 1, 0), len(text)):
+        rest = text[at:]
+        if any(form.startswith(rest) for form, _ in _texts):
+            return starts[at]
+    return starts[len(text)]
 
 
 def _masked(value: Any, seen: set[int]) -> Any:
@@ -258,7 +283,8 @@ def _clean(value: object) -> bool:
         encoded = _encode(value)
     except (TypeError, ValueError, OverflowError):
         return False
-    return all(form not in encoded for form, _ in _bytes)
+    # A backslash may start escapes that decode to one: walk it.
+    return b"\\" not in encoded and all(form not in encoded for form, _ in _bytes)
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -310,18 +336,65 @@ def _error(exc: BaseException, seen: set[int]) -> None:
 
 
 def _found(text: str) -> bool:
-    return any(form in text for form, _ in _texts)
+    """Whether ``text`` holds a secret, as it is or as its escapes decode it."""
+    if any(form in text for form, _ in _texts):
+        return True
+    view = text
+    for _ in range(ESCAPE_DEPTH):
+        deeper = unescaped(view)
+        if deeper == view:
+            return False
+        if any(form in deeper for form, _ in _texts):
+            return True
+        view = deeper
+    return False
 
 
 def _text(text: str) -> str:
     for form, mask in _texts:
         if form in text:
             text = text.replace(form, mask)
+    while "\\" in text and _found(text):  # escapes that decode to one: mask those
+        text = _escaped(text)
     return text
+
+
+def _escaped(text: str) -> str:
+    """``text`` with the escapes masked that decode to a secret at the first level
+    that shows one (each mask in place of the whole escapes it hides)."""
+    for view in unescaped_views(text):
+        spans = _spans(view.text)
+        if spans:
+            pieces: list[str] = []
+            done = 0
+            for start, end, mask in spans:
+                pieces += (text[done : view.starts[start]], mask)
+                done = view.starts[end]
+            return "".join(pieces) + text[done:]
+    raise AssertionError("unreachable: _found() saw a secret in a view")  # pragma: no cover
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Where the secrets in ``text`` are, in order, none overlapping another (longer
+    secrets claimed first), each with its mask."""
+    claimed: list[tuple[int, int, str]] = []
+    for form, mask in _texts:
+        at = text.find(form)
+        while at != -1:
+            end = at + len(form)
+            if all(end <= start or at >= stop for start, stop, _ in claimed):
+                claimed.append((at, end, mask))
+            at = text.find(form, at + 1)
+    return sorted(claimed)
 
 
 def _bytes_of(data: bytes) -> bytes:
     for form, mask in _bytes:
         if form in data:
             data = data.replace(form, mask)
+    if b"\\" in data:  # escapes that may decode to one: as text
+        text = data.decode("utf-8", "surrogateescape")
+        masked_text = _text(text)
+        if masked_text != text:
+            data = masked_text.encode("utf-8", "surrogateescape")
     return data

@@ -5,15 +5,18 @@ fail the test: tests run on the models in ``runtime.testing`` and on servers bou
 from __future__ import annotations
 
 import asyncio
+import importlib
 import ipaddress
 import socket
 from collections.abc import Callable, Iterator, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
 
 from runtime.secrets import isolated
+from tests.support import ROOT
 
 if TYPE_CHECKING:
     from runtime.models.llama_server import LlamaServer
@@ -91,6 +94,15 @@ def own_secrets() -> Iterator[None]:
     another test registered would make what a test sees depend on the order."""
     with isolated():
         yield
+
+
+@pytest.fixture
+def trip(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The trip demo's tools (examples/trip/trip_tools.py), imported as the demo's hive
+    imports them, without their simulated latency."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "trip"))
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
+    return importlib.import_module("trip_tools")
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,8 @@ import pytest
 
 import runtime
 import workers
+from tests.support import ROOT
 from tests.support.api_page import public_modules
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def module_name(path: Path) -> str:
@@ -195,6 +194,23 @@ def owner(path: Path) -> str:
     return ".".join(parts)
 
 
+def test_each_test_folder_mirrors_a_package() -> None:
+    """tests/honeycomb/store holds the tests of honeycomb/store, and so on: a test
+    folder under tests/runtime, tests/workers or tests/honeycomb is a package's."""
+    folders = [
+        path.parent
+        for package in ("runtime", "workers", "honeycomb")
+        for path in (ROOT / "tests" / package).rglob("__init__.py")
+    ]
+    assert len(folders) > 10
+    mirroring_nothing = [
+        f.relative_to(ROOT).as_posix()
+        for f in folders
+        if not (ROOT / owner(f / "x.py").replace(".", "/")).is_dir()
+    ]
+    assert mirroring_nothing == []
+
+
 def imported_modules(path: Path, source: str) -> set[tuple[int, str]]:
     """Every module the file at ``path`` (holding ``source``) imports, by line: ``from
     a.b import c`` imports ``a.b.c`` when that is a module of ours (or a private name
@@ -262,6 +278,9 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
         ("runtime/memory/x.py", "from ._sqlite import is_busy", None),
         ("runtime/tools/x.py", "from runtime.errors import _private_name", None),
         ("tests/honeycomb/x.py", "from honeycomb.backends._wire import raised", None),
+        ("tests/honeycomb/backends/x.py", "from honeycomb.backends._wire import raised", None),
+        ("tests/honeycomb/run/x.py", "from honeycomb.backends._wire import raised",
+         "honeycomb.backends._wire"),
     ],
 )  # fmt: skip
 def test_a_reach_into_another_package_is_seen(where: str, source: str, found: str | None) -> None:

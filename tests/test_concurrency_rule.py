@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 PACKAGES = ("runtime", "workers", "honeycomb")
 LIBRARY = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
 

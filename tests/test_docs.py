@@ -52,9 +52,9 @@ import yaml
 
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from tests.support import ROOT
 from tests.support.api_page import public_modules
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "yaml", "sh", "text", "json"}
 OFFLINE = "<!-- docs-test: offline -->"

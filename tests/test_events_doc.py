@@ -3,13 +3,12 @@ build on cannot drift from the code unnoticed."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import honeycomb.run.events
 import runtime.events
 from runtime import Event
+from tests.support import ROOT
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "events.md").read_text()
+DOC = (ROOT / "docs" / "events.md").read_text()
 
 
 def events() -> list[type[Event]]:

@@ -14,7 +14,6 @@ import types
 import typing
 from collections.abc import Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +21,9 @@ import pytest
 import honeycomb
 from honeycomb.errors import HoneycombError
 from honeycomb.events import Event
+from tests.support import ROOT
 from tests.support.api_page import documented_names, moved_names, public_modules
 
-ROOT = Path(__file__).resolve().parent.parent
 OURS = ("runtime", "workers", "honeycomb")
 TOP_AT_MOST = 90
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 README = (ROOT / "README.md").read_text()
 
 
@@ -51,7 +52,7 @@ def test_the_development_section_says_how_to_get_chromium_for_the_browser_tests(
     development = README.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
     assert "sudo apt-get install chromium" in development
     assert "pytest -rs" in development  # how to see which tests it skipped
-    needs = 'shutil.which("chromium")'
+    needs = "from tests.support.chromium import chromium"
     browser_tests = sorted(
         p.name
         for p in (ROOT / "tests").rglob("test_*.py")

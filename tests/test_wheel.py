@@ -1,7 +1,7 @@
 """The package as users install it: the wheel, built and installed in a fresh virtual
 environment. Its ``honeycomb`` command works, and has no ``bench``: the benchmarks are
 not part of the package, they run from a clone (``honeycomb bench`` there, as
-tests/test_benchmarks.py runs it, or ``python -m benchmarks.fanout``).
+tests/benchmarks/test_benchmarks.py runs it, or ``python -m benchmarks.fanout``).
 
 Offline: the wheel is built without build isolation (hatchling comes with the dev
 extra) and installed without its dependencies, which the environment finds in this
@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.running import DEMOS
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def _pip(*args: str) -> None:

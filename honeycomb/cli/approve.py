@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.stores import opened_store
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
@@ -168,7 +169,7 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
             print(f"--arguments is not JSON: {exc}", file=sys.stderr)
             return ExitStatus.UNUSABLE
     try:
-        store = RunStore(args.store)
+        store = opened_store(args.store)
         try:
             # The run's hive knows its tools: edited arguments are checked against them.
             tools = HiveTools(store)(args.run_id) if arguments is not None else None

@@ -29,13 +29,14 @@ MEANINGS: dict[ExitStatus, str] = {
     "file it would write is there already; `memory forget`: an id was not found",
     ExitStatus.UNUSABLE: "the command could not start: the hive has errors, or no planner, "
     "or a model it uses needs an API key that is not set; there is no task; a run store "
-    "or a memory file cannot be opened, or is not one; "
-    "`trace`, `resume` or `approve` finds no such store or run; `approve` of a call that is "
-    "not waiting, decided already or out of time, or with arguments that fail the tool's "
-    "schema; `resume` of a run made from Python that did not end; another process carries "
-    "the run on; the Ray cluster cannot be joined; `init` of an unknown template; an "
-    "example hive the package lacks; `serve` cannot listen, or lacks the `web` extra; an "
-    "option out of its range, or without the one it needs (and argparse's usage errors)",
+    "or a memory file cannot be opened, or is not one (`runs`, `trace`, `resume`, "
+    "`approve`: or there is none); `trace`, `resume` or `approve` finds no such run; "
+    "`approve` of a call that is not waiting, decided already or out of time, or with "
+    "arguments that fail the tool's schema; `resume` of a run made from Python that did "
+    "not end; another process carries the run on; the Ray cluster cannot be joined; "
+    "`init` of an unknown template; an example hive the package lacks; `serve` cannot "
+    "listen, or lacks the `web` extra; an option out of its range, or without the one it "
+    "needs (and argparse's usage errors)",
     ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
     "then `honeycomb resume`)",
     ExitStatus.INTERRUPTED: "stopped by Ctrl-C (SIGINT)",

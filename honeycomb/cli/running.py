@@ -24,6 +24,7 @@ from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
+from honeycomb.cli.stores import opened_store
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -128,7 +129,7 @@ def run_command(args: argparse.Namespace) -> ExitStatus:
 def resume_command(args: argparse.Namespace) -> ExitStatus:
     path = args.store or DEFAULT_STORE
     try:
-        stored = RunStore(path).find(args.run_id)
+        stored = opened_store(path).find(args.run_id)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

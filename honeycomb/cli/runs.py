@@ -11,22 +11,21 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.stores import opened_store
 from honeycomb.run.shown import stored_timeline
-from honeycomb.store import RunStore, RunSummary
-from honeycomb.trace.format import cached_share, counted, format_cost
+from honeycomb.store import RunSummary
+from honeycomb.trace.format import cached_share, counted, format_cost, format_took
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
-from runtime import (
-    StoreError,
-)
+from runtime import StoreError
 
 __all__ = ["run_line", "runs_command", "trace_command"]
 
 
 def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
-        found = RunStore(args.store).runs(args.limit)
+        found = opened_store(args.store).runs(args.limit)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -41,7 +40,7 @@ def runs_command(args: argparse.Namespace) -> ExitStatus:
 
 
 _COLUMNS = (
-    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 6, ">"),
+    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 7, ">"), ("ran", 7, ">"),
     ("workers", 11, ">"), ("model calls", 16, ">"), ("tokens", 14, ">"), ("cached", 10, ">"),
     ("cost", 8, ">"), ("task", 0, "<"),
 )  # fmt: skip
@@ -59,22 +58,19 @@ def _row(cells: Sequence[str]) -> str:
 def run_line(run: RunSummary) -> str:
     """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
-    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
+    took, ran = format_took(run.duration_s, run.wall_s)
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
     return _row([
-        run.run_id, when, run.status, took, counted(run.workers, "worker"),
+        run.run_id, when, run.status, took, ran, counted(run.workers, "worker"),
         counted(run.model_calls, "model call"), counted(tokens, "token"),
         cached_share(run) or "-", format_cost(run.cost), task,
     ])  # fmt: skip
 
 
 def trace_command(args: argparse.Namespace) -> ExitStatus:
-    if not args.store.exists():
-        print(f"no run store at {args.store} (use --store FILE)", file=sys.stderr)
-        return ExitStatus.UNUSABLE
-    store = RunStore(args.store)
     try:
+        store = opened_store(args.store)
         stored = asyncio.run(store.load(args.run_id))
         spans = store.spans(args.run_id) if stored is not None else []
     except StoreError as exc:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.stores import opened_store
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
 from runtime import HoneycombError, RunBusy, StoreError
@@ -63,9 +64,8 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
         print(f"honeycomb serve: {refused}", file=sys.stderr)
         return ExitStatus.UNUSABLE
     token = given or secrets.token_urlsafe(24)
-    store = RunStore(args.store)
     try:
-        store.runs(1)  # a file that is not a run store is said now, as `honeycomb runs` says it
+        store = opened_store(args.store, make=True)  # refused now, as `honeycomb runs` does
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

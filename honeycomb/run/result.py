@@ -27,6 +27,7 @@ __all__ = [
     "answer_as_text",
     "rounds_of",
     "run_timings",
+    "timings_of",
 ]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
@@ -119,7 +120,8 @@ class PlanRound(BaseModel):
 class RunTimings(BaseModel):
     """Where the time went, over every life of the run (a resumed run's earlier lives
     included, the time between them not): the figures ``honeycomb trace`` and the
-    web page show for it too (:func:`run_timings`).
+    web page show for it too. A run that records spans tells them as its spans do
+    (:func:`timings_of`); one that does not, from what it measured (:func:`run_timings`).
 
     Attributes:
         wall_s: The whole run, planning and aggregation included.
@@ -266,6 +268,12 @@ def run_timings(
         serial_s=found.serial_s,
         speedup=found.speedup,
     )
+
+
+def timings_of(timeline: Timeline) -> RunTimings:
+    """A run's timings as its spans tell them (each a timeline's figure of the same
+    name): the figures every view of it shows."""
+    return RunTimings(**{name: getattr(timeline, name) for name in RunTimings.model_fields})
 
 
 def rounds_of(plan: Plan) -> list[PlanRound]:

@@ -26,10 +26,12 @@ from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
 from honeycomb.run.result import (
     PlanRound,
     RunResult,
+    RunTimings,
     SubtaskResult,
     answer_as_text,
     rounds_of,
     run_timings,
+    timings_of,
 )
 from honeycomb.run.scheduler import Scheduler, stopped_error, stopped_status
 from runtime import (
@@ -141,6 +143,7 @@ class Run:
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
         self.times = {"plan": 0.0, "workers": 0.0, "aggregate": 0.0}
+        self.spans = spans
         self.started = time.perf_counter()
         self.resumed: Resumed | None = None
         self.earlier_spans: list[Span] = []
@@ -449,11 +452,7 @@ class Run:
     def _result(
         self, status: str, outcomes: Mapping[str, SubtaskResult], answer: Any = None
     ) -> RunResult:
-        timings = run_timings(
-            wall_s=self._elapsed(), plan_s=self.times["plan"], workers_s=self.times["workers"],
-            aggregate_s=self.times["aggregate"], outcomes=outcomes, plan=self.plan,
-            earlier=self._earlier(), restored=self.resumed.finished if self.resumed else (),
-        )  # fmt: skip
+        timings = self._timings(outcomes)
         pending = [p for o in outcomes.values() if o.worker is not None for p in o.worker.pending]
         return RunResult(
             run_id=self.run_id,
@@ -470,6 +469,22 @@ class Run:
             max_workers=self.shared.policy.max_workers,
             timings=timings,
         )
+
+    def _timings(self, outcomes: Mapping[str, SubtaskResult]) -> RunTimings:
+        """The run's timings over every life. Told by its spans if it records them,
+        this life's ending now (and its spans end then): every view of the run, the
+        trace and the web page, says the same. Else from what this life measured,
+        and what the spans of the earlier lives say."""
+        if self.spans is not None:
+            from honeycomb.trace.timeline import build_timeline
+
+            spans = [*self.earlier_spans, *self.spans.times_until()]
+            return timings_of(build_timeline(spans, self.plan.subtasks))
+        return run_timings(
+            wall_s=self._elapsed(), plan_s=self.times["plan"], workers_s=self.times["workers"],
+            aggregate_s=self.times["aggregate"], outcomes=outcomes, plan=self.plan,
+            earlier=self._earlier(), restored=self.resumed.finished if self.resumed else (),
+        )  # fmt: skip
 
     def _earlier(self) -> Timeline | None:
         """The earlier lives of a resumed run, as their spans tell them."""

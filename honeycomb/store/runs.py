@@ -31,7 +31,9 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     expired, is ``interrupted``. The counters are all the run has spent, in every life
     of it: of a run under way (or cut off), as far as the store has it.
     ``cached_input_tokens`` are those of the input tokens the providers read from their
-    caches.
+    caches. ``wall_s`` is its wall time, the time its lives ran (the pauses between
+    them not), as its last result says it (``honeycomb resume`` and ``trace`` say
+    the same); None when no result does (a run under way, or cut off).
     """
 
     run_id: str
@@ -47,13 +49,19 @@ class RunSummary(Value, frozen=True, gc=False, kw_only=True):
     source: str | None
     cost: float
     cached_input_tokens: int = 0
+    wall_s: float | None = None
 
     @property
     def duration_s(self) -> float | None:
+        """How long it took: its first start to its last end, the pauses between its
+        lives (waiting for a person, or cut off and resumed) included."""
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
-_SUMMARY = RunSummary.__struct_fields__  # the runs table's columns of the same names
+# The runs table's columns of the same names, and what its result column says.
+_SUMMARY = tuple(name for name in RunSummary.__struct_fields__ if name != "wall_s")
+_WALL = "CASE WHEN json_valid(result) THEN json_extract(result, '$.timings.wall_s') END"
+"""A run's wall time, as its stored result says it."""
 
 STATE_FIELDS = (
     "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
@@ -118,8 +126,8 @@ def read_summaries(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) 
     """The runs' lines that ``where`` (a clause after ``FROM runs``) selects; those
     under way with what their workers have spent so far."""
     selected = columns(db, "runs", _SUMMARY)
-    rows = db.execute(f"SELECT {selected} FROM runs {where}", params).fetchall()
-    found = [RunSummary(**dict(zip(_SUMMARY, row, strict=True))) for row in rows]
+    rows = db.execute(f"SELECT {selected}, {_WALL} FROM runs {where}", params).fetchall()
+    found = [RunSummary(**dict(zip((*_SUMMARY, "wall_s"), row, strict=True))) for row in rows]
     return [_under_way(db, run) if run.status == "running" else run for run in found]
 
 
@@ -151,6 +159,7 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
     return msgspec.structs.replace(
         run,
         status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
+        wall_s=None,  # its result, if any, is an earlier life's
         input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
         model_calls=spent.model_calls, tool_calls=spent.tool_calls, cost=spent.cost,
         cached_input_tokens=spent.cached_input_tokens,

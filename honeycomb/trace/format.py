@@ -14,6 +14,7 @@ __all__ = [
     "counted",
     "format_cost",
     "format_duration",
+    "format_took",
     "printable",
     "shown_value",
     "token_detail",
@@ -122,3 +123,12 @@ def format_duration(seconds: float) -> str:
         return f"{hours}h {minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d {hours}h"
+
+
+def format_took(took_s: float | None, wall_s: float | None) -> tuple[str, str]:
+    """How long a run took, its first start to its last end (the pauses between its
+    lives included: ``4m 34s``), and how long it ran, its wall time, as every view
+    of its figures says it (``2.04s``); ``-`` for what is not known (a run under way,
+    or cut off)."""
+    took = format_duration(took_s) if took_s is not None else "-"
+    return took, f"{wall_s:.2f}s" if wall_s is not None else "-"

@@ -36,7 +36,11 @@ class Life(Value, frozen=True, gc=False, kw_only=True):
             first).
         workers_s: Its worker phase: first worker start to last worker end.
         model_calls: Model calls it made (summary calls included).
-        tool_calls: Tool calls it made.
+        tool_calls: Tool calls it answered: every call the model had the
+            observation of from this life, from the tool or a refusal (denied, refused
+            by a guard, its arguments invalid), but a repeat skipped, as the run's
+            budget counts them (a call of a turn a life left unfinished is the next
+            life's, which dispatches it again).
         input_tokens: Tokens in (summary calls and judges included).
         output_tokens: Tokens out.
         cost: Dollars.
@@ -66,23 +70,40 @@ class Life(Value, frozen=True, gc=False, kw_only=True):
 
 
 _CALLS = frozenset({"model_call", "compaction"})
+_UNCOUNTED = frozenset({"skipped", "cancelled"})
+"""Tool calls a budget does not count (nor do the lives): a repeat skipped, and a call
+the end of its life cut off before it was answered."""
 
 
 def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     """The lives of the run whose spans are ``spans``, in order; ``origin``: when it
     first started (seconds since the epoch), what the lives' times count from."""
-    spans = list(spans)
+    spans = sorted(spans, key=lambda s: (s.start, s.end))
     by_id = {s.span_id: s for s in spans}
     grouped: dict[str, list[Span]] = {}
     for span in spans:
         grouped.setdefault(_life_of(span, by_id), []).append(span)
-    found = sorted((_life(own, origin) for own in grouped.values()),
+    answered = _answered(spans)
+    found = sorted((_life(own, origin, answered) for own in grouped.values()),
                    key=lambda life: (life.start, life.end))  # fmt: skip
     lives: list[Life] = []
     for number, life in enumerate(found, start=1):
         gap = max(life.start - lives[-1].end, 0.0) if lives else 0.0
         lives.append(replace(life, number=number, gap_s=gap))
     return tuple(lives)
+
+
+def _answered(spans: Sequence[Span]) -> set[str]:
+    """The tool calls the model had the observations of, a span each: of the spans of
+    one call (its worker, turn and id), the last, for a turn that a life left
+    unfinished (it paused for a person, or was cut off) is dispatched again by the
+    next, and only that one's observations reach the model; none of a repeat
+    skipped, nor of a call cut off unanswered: as the run's budget counts them."""
+    last: dict[tuple[str | None, int | None, str], str] = {}
+    for span in spans:  # in order of start
+        if span.kind == "tool_call" and span.status not in _UNCOUNTED:
+            last[span.worker, span.turn, span.detail] = span.span_id
+    return set(last.values())
 
 
 _LIFE_DIGITS = 8
@@ -102,7 +123,7 @@ def _life_of(span: Span, by_id: Mapping[str, Span]) -> str:
     return span.span_id if span.kind == "run" else (span.parent_id or "")
 
 
-def _life(own: Sequence[Span], origin: float) -> Life:
+def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
     run = next((s for s in own if s.kind == "run"), None)
     start = run.start if run is not None else min(s.start for s in own)
     end = run.end if run is not None else max(s.end for s in own)
@@ -121,7 +142,7 @@ def _life(own: Sequence[Span], origin: float) -> Life:
         status=run.status if run is not None else "cut off",
         workers_s=phase,
         model_calls=len(calls),
-        tool_calls=sum(1 for s in own if s.kind == "tool_call"),
+        tool_calls=sum(1 for s in own if s.span_id in answered),
         input_tokens=sum(s.input_tokens for s in spent),
         output_tokens=sum(s.output_tokens for s in spent),
         cost=sum(s.cost for s in spent),

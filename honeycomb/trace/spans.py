@@ -245,6 +245,7 @@ class SpanRecorder:
         # Ids: 16 hex digits, a random prefix for the run and then a counter.
         self._ids = map("%016x".__mod__, count(int.from_bytes(os.urandom(4), "big") << 32 | 1))
         self._clock = clock
+        self._end: float | None = None  # when the run ends, if it said so (times_until)
         self._run: _Open | None = None
         self._phase: _Open | None = None  # the plan or aggregate span, while open
         self._workers: dict[str, _Open] = {}
@@ -328,18 +329,23 @@ class SpanRecorder:
             self._close(self._turns.pop(name), now)
         self._close(phase, now, status, error)
 
+    def times_until(self, end: float | None = None) -> list[Span]:
+        """The run's spans as they will be when it ends at ``end`` (default: now),
+        their usage aside, and that is when it ends: what a run says of its times as
+        it ends (its result) is what its spans will say (``honeycomb trace``)."""
+        self._end = end = self._clock() if end is None else end
+        still = [self._run, self._phase, *self._workers.values(), *self._turns.values()]
+        return [
+            *self.spans,
+            *(self._cut(key, call, end) for key, call in self._calls.items()),
+            *(self._closed(s, end, "running") for s in still if s is not None),
+        ]
+
     def _run_finished(self, event: _RunEvent) -> None:
-        now = self._clock()
-        for (worker, turn, call_id), call in self._calls.items():
-            kind: SpanKind = "tool_call" if call_id else "model_call"
-            if call_id == _COMPACTION:
-                kind, call_id = "compaction", ""
-            cut = Span(
-                span_id=call.span_id or next(self._ids), parent_id=_id(call.parent),
-                kind=kind, name=call.name, start=call.start,
-                end=now, status="cancelled", worker=worker, turn=turn, detail=call_id,
-            )  # fmt: skip
-            self._keep(cut, call.parent)
+        now = self._end if self._end is not None else self._clock()
+        self._end = None
+        for key, call in self._calls.items():
+            self._keep(self._cut(key, call, now), call.parent)
         for turn_span in self._turns.values():
             self._close(turn_span, now, "cancelled")
         for worker_span in self._workers.values():
@@ -351,6 +357,18 @@ class SpanRecorder:
         if self._run is not None:
             self._close(self._run, now, event.status, event.error)
             self._run = None
+
+    def _cut(self, key: tuple[str, int, str], call: _Call, end: float) -> Span:
+        """The span of a call the end of the run cuts off."""
+        worker, turn, call_id = key
+        kind: SpanKind = "tool_call" if call_id else "model_call"
+        if call_id == _COMPACTION:
+            kind, call_id = "compaction", ""
+        return Span(
+            span_id=call.span_id or next(self._ids), parent_id=_id(call.parent),
+            kind=kind, name=call.name, start=call.start,
+            end=end, status="cancelled", worker=worker, turn=turn, detail=call_id,
+        )  # fmt: skip
 
     # --- workers, turns and calls ---------------------------------------------------
 
@@ -443,21 +461,25 @@ class SpanRecorder:
         )
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
-        """A tool call ended: its span (named by the tool its start named)."""
-        name = event.worker or "?"
+        """A tool call ended: its span (named by the tool its start named). One that
+        never started was answered without running (denied, refused by a guard, its
+        arguments invalid, a repeat skipped): a span of no length, for it was a call
+        all the same."""
+        name, now = event.worker or "?", self._clock()
         call = self._calls.pop((name, event.turn, event.call_id), None)
-        if call is not None:
-            now = self._clock()
-            span = Span(
-                span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
-                name=call.name, start=call.start, end=now, status=event.status,
-                error=event.error, worker=name, turn=event.turn, detail=event.call_id,
-            )  # fmt: skip
-            anchor = self._anchors.pop(call.span_id, None)
-            if anchor is not None:  # it ran a sub-run: what that spent, it spent
-                self._sub_run_ended(anchor, now)
-                span = _with_usage(span, anchor)
-            self._keep(span, call.parent)
+        if call is None:
+            parent = self._turns.get(name) or self._owner(name)
+            call = _Call(start=now, parent=parent, name=event.tool, span_id=next(self._ids))
+        span = Span(
+            span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
+            name=call.name, start=call.start, end=now, status=event.status,
+            error=event.error, worker=name, turn=event.turn, detail=event.call_id,
+        )  # fmt: skip
+        anchor = self._anchors.pop(call.span_id, None)
+        if anchor is not None:  # it ran a sub-run: what that spent, it spent
+            self._sub_run_ended(anchor, now)
+            span = _with_usage(span, anchor)
+        self._keep(span, call.parent)
 
     def _recalled(self, event: _RecallEvent) -> None:
         """A worker searched its memory at its start: a span of the worker, as long as
@@ -543,13 +565,17 @@ class SpanRecorder:
     # --- spans that end -------------------------------------------------------------
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
-        closed = Span(
+        self._keep(_with_usage(self._closed(span, end, status, error), span), span.parent)
+
+    @staticmethod
+    def _closed(span: _Open, end: float, status: str, error: str | None = None) -> Span:
+        """``span`` as it ends at ``end`` (or later, where what it encloses did)."""
+        return Span(
             span_id=span.span_id, parent_id=span.via or _id(span.parent), kind=span.kind,
             name=span.name,
             start=span.start, end=max(end, span.end), status=status, error=error,
             worker=span.worker, turn=span.turn, detail=span.detail,
         )  # fmt: skip
-        self._keep(_with_usage(closed, span), span.parent)
 
     def _keep(self, span: Span, parent: _Open | None) -> None:
         """A span that ended: it stretches its parent's end and adds its usage to the

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
-from honeycomb.trace.format import counted, format_cost, shown_value
+from honeycomb.trace.format import counted, format_cost, format_took, shown_value
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
 from runtime.tools.approvals import PendingApproval
@@ -73,7 +73,7 @@ def runs_page(runs: Sequence[RunSummary], store: str, links: Links) -> str:
         return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>", links)
     head = "".join(
         f"<th>{name}</th>"
-        for name in ("run", "started", "status", "took", "workers", "calls", "cost", "task")
+        for name in ("run", "started", "status", "took", "ran", "workers", "calls", "cost", "task")
     )
     rows = "\n".join(_run_row(run, links) for run in runs)
     body = (
@@ -84,13 +84,13 @@ def runs_page(runs: Sequence[RunSummary], store: str, links: Links) -> str:
 
 
 def _run_row(run: RunSummary, links: Links) -> str:
-    took = f"{run.duration_s:.1f}s" if run.duration_s is not None else "-"
+    took, ran = format_took(run.duration_s, run.wall_s)
     return (
         f'<tr data-run="{_e(run.run_id)}">'
         f'<td><a href="{_e(links.run(run.run_id))}">{_e(run.run_id)}</a></td>'
         f"<td>{_e(_when(run.started_at))}</td>"
         f'<td class="status {_e(run.status)}">{_e(run.status)}</td>'
-        f"<td>{took}</td><td>{run.workers}</td><td>{run.model_calls}</td>"
+        f"<td>{took}</td><td>{ran}</td><td>{run.workers}</td><td>{run.model_calls}</td>"
         f'<td>{_e(format_cost(run.cost))}</td><td class="task">{_e(_cut(run.task, 120))}</td>'
         "</tr>"
     )
@@ -124,11 +124,11 @@ def live_parts(
     timeline and workers (``#live``)."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
-    took = (
-        f" · ran {timeline.wall_s:.1f}s in {lives} lives"
-        if lives > 1
-        else (f" · {summary.duration_s:.1f}s" if summary.duration_s is not None else "")
-    )
+    took, ran = format_took(summary.duration_s, timeline.wall_s if spans else summary.wall_s)
+    said = [f"took {took}"] if summary.duration_s is not None else []
+    if ran != "-":
+        said.append(f"ran {ran}" + (f" in {lives} lives" if lives > 1 else ""))
+    took = "".join(f" · {part}" for part in said)
     status = (
         f'<p class="state" data-status="{_e(summary.status)}">'
         f'<span class="status {_e(summary.status)}">{_e(summary.status)}</span>{took}'

@@ -339,9 +339,11 @@ class Dispatcher:
     def _refuse(
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int
     ) -> ToolMessage:
-        """The observation for a call that was not run, also reported as an event."""
+        """The observation for a call that is not run: refused, skipped, or answered
+        from the journal (a side-effecting call a life before ran); also reported as
+        an event, as every call the model has the observation of is."""
         if self._tracing:
-            self._finished(call, turn, status, 0.0, content)
+            self._finished(call, turn, status, 0.0, content if status != "ok" else None)
         return _observe(call, status, content)
 
     def _finished(
@@ -407,10 +409,10 @@ class Dispatcher:
         entry = journal.recorded(turn, call.id)
         if entry is not None and entry.tool == call.name:
             if entry.status is not None:  # it ended before the crash: never run it again
-                results[ready.position] = _observe(call, entry.status, entry.content)
+                results[ready.position] = self._refuse(call, entry.status, entry.content, turn)
                 return
             if not ready.tool.idempotent:  # it was running when the process died
-                observation = _observe(call, "unknown", unknown_outcome_text(call))
+                observation = self._refuse(call, "unknown", unknown_outcome_text(call), turn)
                 results[ready.position] = observation
                 await journal.outcome(turn, observation)
                 return

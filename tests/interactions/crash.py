@@ -25,10 +25,10 @@ from tests.interactions.features.base import Env
 from tests.interactions.hive import Hive
 from tests.interactions.ledger import Ledger
 from tests.interactions.toolkit import toolkit
+from tests.support import ROOT
 
 __all__ = ["killed_first_life"]
 
-ROOT = Path(__file__).resolve().parents[2]
 START_S = 30.0
 """Time for the child to reach the tool that holds it (it imports Honeycomb first)."""
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from honeycomb import AssistantMessage, BudgetExceeded, HoneycombError
+from honeycomb import AssistantMessage, BudgetExceeded, HoneycombError, RunResult
 from honeycomb.events import TextDelta
 from honeycomb.store import RunStore
 from honeycomb.tracing import build_timeline
@@ -127,6 +127,7 @@ def _usage(outcome: Outcome, report: Report) -> None:
     )
     if outcome.hive.store:
         _store_figures(outcome, report, counted, seen)
+        _traced_as_told(outcome, report, result)
 
 
 def _store_figures(
@@ -160,6 +161,26 @@ def _store_figures(
         timeline.critical_path_s <= timeline.wall_s + 0.05,
         "timings",
         f"the trace: critical path {timeline.critical_path_s:.3f}s, wall {timeline.wall_s:.3f}s",
+    )
+
+
+def _traced_as_told(outcome: Outcome, report: Report, result: RunResult) -> None:
+    """The trace (``honeycomb trace``) tells the result's tool calls, wall time and
+    critical path (``honeycomb run`` and ``resume``): every view, one set of figures."""
+    if outcome.hive.crash:
+        return  # the spans of a killed life that were not written yet are lost with it
+    store = RunStore(outcome.hive.ledger.folder / "runs.db")
+    try:
+        timeline = build_timeline(store.spans(outcome.hive.run_id), result.plan.subtasks)
+    finally:
+        store.close()
+    t = result.timings
+    told = (result.usage.tool_calls, round(t.wall_s, 3), round(t.critical_path_s, 3))
+    traced = (timeline.tool_calls, round(timeline.wall_s, 3), round(timeline.critical_path_s, 3))
+    report.expect(
+        traced == told,
+        "timings",
+        f"the trace says (tool calls, wall, critical path) = {traced}; the result {told}",
     )
 
 

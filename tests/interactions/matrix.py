@@ -69,7 +69,7 @@ NOT_APPLICABLE: dict[frozenset[str], str] = {
     ),
     pair("sigkill", "ray"): (
         "the killed child would start a Ray of its own (seconds of CPU a cell); "
-        "tests/honeycomb/test_backends.py kills a driver on Ray and resumes its run"
+        "tests/honeycomb/backends/test_backends.py kills a driver on Ray and resumes its run"
     ),
     pair("approvals_waiting", "approver"): (
         "an approver decides every call at once, so no call waits in the store: they are "

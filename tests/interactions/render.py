@@ -4,14 +4,13 @@ it, and tests/interactions/test_render.py fails when it differs."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.interactions.invariants import INVARIANTS
 from tests.interactions.matrix import FEATURES, KNOWN, NOT_APPLICABLE, Cell, cells
+from tests.support import ROOT
 
 __all__ = ["PAGE", "render"]
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "interactions.md"
+PAGE = ROOT / "docs" / "interactions.md"
 COMMAND = "python -m tests.interactions.render"
 
 INTRO = """\

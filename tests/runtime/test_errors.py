@@ -7,12 +7,11 @@ import importlib
 import pickle
 import pkgutil
 import re
-from pathlib import Path
 
 import runtime
 import runtime.errors
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TREE = re.findall(r"[├└]── (\w+)", runtime.errors.__doc__ or "")
 
 

@@ -108,6 +108,59 @@ def test_a_secret_a_json_string_escapes_is_masked_as_json_holds_it() -> None:
     assert masked(password) == "[password hidden]"
 
 
+def every_character(text: str) -> str:
+    """``text`` with every character a ``\\uXXXX`` escape."""
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+ESCAPED = {
+    "every character": every_character(KEY),
+    "upper-case": "".join(f"\\u{ord(c):04X}" for c in KEY),
+    "mixed with plain": KEY[:4] + every_character(KEY[4:9]) + KEY[9:],
+    "Python's": "\\x73\\153\\N{HYPHEN-MINUS}\\U00000075" + KEY[4:],
+    "JSON in JSON": json.dumps(every_character(KEY))[1:-1],
+    "three deep": json.dumps(json.dumps(every_character(KEY))[1:-1])[1:-1],
+}
+
+
+@pytest.mark.parametrize("how", list(ESCAPED))
+def test_escapes_that_decode_to_a_secret_are_masked_whole(owner: Owner, how: str) -> None:
+    arguments = '{"text": "<' + ESCAPED[how] + '>"}'
+    shown = masked(arguments)
+    assert shown == '{"text": "<[api key hidden]>"}'  # decoded, it holds the mask
+    assert shows_secret(arguments)
+    assert masked(arguments.encode()) == shown.encode()  # bytes, as a store's rows
+    call = ToolCall(id="c1", name="echo", arguments=arguments)
+    assert masked(call).arguments == shown
+
+
+def test_a_secret_past_u_ffff_written_as_surrogate_pairs_is_masked() -> None:
+    holder = Owner()
+    password = "pass-\U0001f511-word"
+    add_secret(password, "password", owner=holder)
+    escaped = json.dumps(password, ensure_ascii=True)  # "pass-\ud83d\udd11-word"
+    assert "\\ud83d\\udd11" in escaped
+    assert json.loads(masked(escaped)) == "[password hidden]"
+
+
+def test_text_with_escapes_and_no_secret_is_left_as_it_is(owner: Owner) -> None:
+    text = 'C:\\new\\x \\u00 "\\u0073k" \\\\ \\N{NO SUCH NAME} \\U99999999 ' + KEY[:-1]
+    assert masked(text) is text
+    assert not shows_secret(text)
+
+
+def test_escapes_of_a_secret_streamed_in_pieces_never_show_it(owner: Owner) -> None:
+    text = f"one {ESCAPED['every character']} two {ESCAPED['JSON in JSON']} \\u0073"
+    for size in (1, 2, 5, 6, 7, 13):
+        shown: list[str] = []
+        held = HeldText(shown.append)
+        for at in range(0, len(text), size):
+            held(text[at : at + size])
+        held.flush()
+        assert "".join(shown) == masked(text) == "one [api key hidden] two [api key hidden] \\u0073"
+        assert len(shown) > 2  # it still came in pieces
+
+
 class Shape(BaseModel):
     name: str
     items: list[Any]

@@ -5,11 +5,12 @@ The tests read which modules are public from it."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+from tests.support import ROOT
 
 __all__ = ["API_PAGE", "documented_names", "moved_names", "public_modules"]
 
-API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+API_PAGE = ROOT / "docs" / "api.md"
 
 _SECTION = re.compile(r"^## `(honeycomb(?:\.\w+)?)`\n(.*?)(?=^## |\Z)", re.M | re.S)
 _ROW = re.compile(r"^\| `(\w+)` \|", re.M)

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.tools.mcp import McpServer
+from tests.support import ROOT
 
 __all__ = ["ROOT", "child_pids", "http_test_server", "sdk_server", "time_server"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def sdk_server(name: str = "t", *, notes: Path | None = None, **options: Any) -> McpServer:

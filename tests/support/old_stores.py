@@ -5,6 +5,7 @@ from a store of today, so a test can open a real old file and watch it being upg
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -155,3 +156,8 @@ def write_old_store(path: Path, version: int, source: Path, *, unfinished: bool 
         old.execute("DETACH DATABASE today")
     finally:
         old.close()
+
+
+def digest(path: Path) -> str:
+    """The file's bytes, hashed: equal before and after, the file did not change."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

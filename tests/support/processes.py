@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
 
 import anyio
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
 
 
 async def killed(module: str, *args: str) -> None:

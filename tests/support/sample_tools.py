@@ -1,6 +1,9 @@
-"""Tools importable by path (``tests.support.sample_tools:add``) for registry tests."""
+"""Tools for tests: importable by path (``tests.support.sample_tools:add``) for the
+registry's tests, and ``lookup``, the one many workers of the tests are given."""
 
 from __future__ import annotations
+
+import anyio
 
 from runtime.tools import tool
 
@@ -22,3 +25,10 @@ def shout(text: str) -> str:
 
 
 NOT_A_FUNCTION = 42
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    await anyio.lowlevel.checkpoint()
+    return f"value-of-{key}"

@@ -32,14 +32,8 @@ from runtime import (
     tool,
 )
 from runtime.testing import FunctionModel, ScriptedModel, call
+from tests.support.sample_tools import lookup
 from workers import AgentLoop, ContextWindow, Continue, Failed, Final, LoopSettings, LoopState
-
-
-@tool
-async def lookup(key: str) -> str:
-    """Look a key up."""
-    await anyio.lowlevel.checkpoint()
-    return f"value-of-{key}"
 
 
 @tool(terminal=True)

@@ -9,14 +9,8 @@ import pytest
 from runtime import ModelCallError, ModelRequest, ToolRegistry, UserMessage, tool
 from runtime.testing import FunctionModel, ScriptedModel, call
 from tests.support.role_tools import Summary
+from tests.support.sample_tools import lookup
 from workers import Role, Worker
-
-
-@tool
-async def lookup(key: str) -> str:
-    """Look a key up."""
-    await anyio.lowlevel.checkpoint()
-    return f"value-of-{key}"
 
 
 async def test_result_carries_output_transcript_usage_and_timing() -> None:

@@ -1,0 +1,218 @@
+"""The example service over real HTTP on 127.0.0.1 (uvicorn + httpx): concurrent
+requests get their own answers; a client that disconnects cancels its run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from examples.service import create_app
+from honeycomb import Executor, Role, tool
+from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
+from honeycomb.testing import ScriptedModel
+from runtime.testing import call
+from tests.support import ROOT
+from tests.support.asgi_server import ThreadedServer
+
+HIVE = ROOT / "examples" / "trip" / "hive.yaml"
+CITIES = ["Lisbon", "Porto", "Madrid", "Oslo", "Rome"]
+
+
+@pytest.fixture
+def demo_service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0.02")
+    monkeypatch.setenv("HONEYCOMB_OUTBOX", str(tmp_path))
+    executor = Executor.from_hive(load_hive(HIVE), model=OfflineModel(latency=0.02))
+    with ThreadedServer(create_app(executor), name="service") as server:
+        yield server.url
+
+
+async def test_fifty_concurrent_requests_each_get_their_own_answer(demo_service: str) -> None:
+    answers: dict[int, str] = {}
+
+    async def ask(client: httpx.AsyncClient, i: int) -> None:
+        task = f"Compare the weather in {CITIES[i % 5]} for request {i}."
+        response = await client.post(f"{demo_service}/run", json={"task": task})
+        assert response.status_code == 200, response.text
+        answers[i] = response.json()["answer"]
+
+    async with httpx.AsyncClient(timeout=60) as client, anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(ask, client, i)
+    assert len(answers) == 50
+    for i, answer in answers.items():
+        assert f"request {i}" in answer
+        assert CITIES[i % 5] in answer
+        others = [c for c in CITIES if c != CITIES[i % 5]]
+        assert not any(f"city={c}" in answer for c in others)
+
+
+async def test_a_client_that_disconnects_cancels_its_run() -> None:
+    started: list[float] = []
+    finished: list[float] = []
+
+    @tool
+    async def slow_lookup(key: str) -> str:
+        """Look something up, slowly."""
+        started.append(time.monotonic())
+        await anyio.sleep(1.0)
+        finished.append(time.monotonic())
+        return "found"
+
+    model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
+    executor = Executor(
+        [Role(name="researcher", tools=("slow_lookup",))],
+        model,
+        tools=[slow_lookup],
+        planner=lambda task: [("researcher", task)] * 3,
+        aggregator="concat",
+    )
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=60) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: client.post(f"{server.url}/run", json={"task": "t"}))
+                with anyio.fail_after(60):  # the run is under way: its three tools started
+                    while len(started) < 3:  # noqa: ASYNC110 - set in the server's thread
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()  # the client leaves: its connection closes
+            with anyio.fail_after(60):
+                while (await client.get(f"{server.url}/health")).json()["active_runs"]:  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+        # Past the moment the tools would have finished, had the run gone on.
+        await anyio.sleep(max(0.0, started[-1] + 1.2 - time.monotonic()))
+    assert len(started) == 3
+    assert finished == [], "a tool of the cancelled run kept running"
+
+
+async def test_bad_request_names_what_to_send(demo_service: str) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", json={"tusk": "x"})
+    assert response.status_code == 422
+    assert '{"task": "..."}' in response.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/run", "/stream"])
+@pytest.mark.parametrize("body", [b"task=Compare the weather", b"{not json", b"\xff\xfe"])
+async def test_a_body_that_is_not_json_gets_422_naming_the_shape(
+    demo_service: str, body: bytes, path: str
+) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}{path}", content=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert '{"task": "..."}' in error
+    assert "JSON" in error
+
+
+async def test_the_request_its_docstring_shows_answers_sensibly(demo_service: str) -> None:
+    import json
+    import re
+
+    import examples.service
+
+    shown = re.search(r"curl -s localhost:8000/run -d '(.*)'", examples.service.__doc__ or "")
+    assert shown is not None
+    body = json.loads(shown.group(1))
+    known = json.loads((HIVE.parent / "data" / "weather.json").read_text())["cities"]
+    named = [c for c in known if c in body["task"]]
+    assert len(named) >= 2
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(f"{demo_service}/run", json=body)
+    assert response.status_code == 200
+    answer = response.json()["answer"]
+    assert response.json()["status"] == "ok"
+    assert "did not succeed" not in answer
+    assert "Best weather" in answer
+    assert all(city in answer for city in named)
+
+
+async def test_a_run_id_that_is_not_a_string_gets_422(demo_service: str) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{demo_service}/run", json={"task": "x", "run_id": 7})
+    assert response.status_code == 422
+    assert "run_id" in response.json()["error"]
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """The (event, data) pairs of a server-sent event stream, as they come."""
+    kind, data = "", ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+        elif not line and kind:
+            yield kind, json.loads(data)
+            kind, data = "", ""
+
+
+async def test_the_stream_endpoint_sends_events_and_the_answer_as_it_is_written(
+    demo_service: str,
+) -> None:
+    task = {"task": "Compare the weather in Rome and Paris this weekend."}
+    seen: list[tuple[str, Any]] = []
+    async with (
+        httpx.AsyncClient(timeout=60) as client,
+        client.stream("POST", f"{demo_service}/stream", json=task) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for event in sse_events(response):
+            seen.append(event)
+    kinds = [kind for kind, _ in seen]
+    assert kinds[0] == "run.started"
+    assert kinds[-2:] == ["run.finished", "result"]
+    result = seen[-1][1]
+    assert result["status"] == "ok"
+    deltas = [data for kind, data in seen if kind == "model_call.text"]
+    written = "".join(d["text"] for d in deltas if d["worker"] == "aggregator")
+    assert written == result["answer"]
+    assert len([d for d in deltas if d["worker"] == "aggregator"]) > 5  # in pieces
+    # The answer was being written before the run ended, not sent with its end.
+    first = kinds.index("model_call.text")
+    assert first < kinds.index("run.aggregation_finished")
+
+
+async def test_a_client_that_leaves_the_stream_cancels_its_run() -> None:
+    started: list[float] = []
+    finished: list[float] = []
+
+    @tool
+    async def slow_lookup(key: str) -> str:
+        """Look something up, slowly."""
+        started.append(time.monotonic())
+        await anyio.sleep(1.0)
+        finished.append(time.monotonic())
+        return "found"
+
+    model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
+    executor = Executor(
+        [Role(name="researcher", tools=("slow_lookup",))],
+        model,
+        tools=[slow_lookup],
+        planner=lambda task: [("researcher", task)] * 2,
+        aggregator="concat",
+    )
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=10) as client:
+            async with client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as sent:
+                async for kind, _ in sse_events(sent):
+                    if kind == "tool_call.started":
+                        break  # and leave
+            deadline = time.monotonic() + 2
+            active = 1
+            while active and time.monotonic() < deadline:
+                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
+                await anyio.sleep(0.02)
+            assert active == 0, "the run kept going after its client left"
+        await anyio.sleep(1.2)
+    assert started
+    assert finished == [], "a tool of the cancelled run kept running"

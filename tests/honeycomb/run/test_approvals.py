@@ -1,0 +1,243 @@
+"""Approvals in a stored run: a paused worker does not block the others, the run ends
+waiting, a decision is recorded and the run resumed from there (in another process
+too), and an approved side effect runs once across a crash."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import Event, Subtask
+from honeycomb.errors import ApprovalError
+from honeycomb.events import WorkerFinished
+from tests.support import ROOT
+from tests.support.approvals import TASK, executor, payer_saw, plan
+
+
+async def test_a_paused_worker_does_not_block_the_others(tmp_path: Path) -> None:
+    read_s = 0.1
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    alone = executor(tmp_path / "alone.db", effects, read_s=read_s)
+    began = time.perf_counter()
+    await alone.run(TASK, subtasks=plan(1)[1:], run_id="alone")
+    one_reader = time.perf_counter() - began
+
+    result = await executor(db, effects, read_s=read_s).run(TASK, subtasks=plan(6), run_id="r1")
+    assert result.status == "waiting"
+    assert result.subtasks["payer"].status == "waiting"
+    assert all(result.subtasks[f"r{i}"].ok for i in range(6))
+    # Six readers next to the paused payer take about as long as one alone, not six.
+    assert result.timings.workers_s < 3 * one_reader
+    (pending,) = result.pending
+    assert (pending.call_id, pending.worker, pending.tool) == ("pay_1", "payer", "pay")
+    assert pending.arguments == {"to": "ann", "amount": 120}
+    assert pending.why == "role 'payer' asks for approval of 'pay'"
+    assert not effects.exists()
+
+
+async def test_approve_then_resume_runs_the_call_once(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects)
+    waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
+    assert waiting.status == "waiting"
+    assert [p.call_id for p in await first.pending("r1")] == ["pay_1"]
+    decided = await first.decide("r1", "pay_1", approve=True)
+    assert decided.tool == "pay"
+    assert await first.pending("r1") == []
+    done = await executor(db, effects).resume("r1")
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    again = await executor(db, effects).resume("r1")  # ended: its result, nothing re-run
+    assert again.status == "ok"
+    assert effects.read_text() == "paid 120 to ann\n"
+    with pytest.raises(ApprovalError, match="decided already"):
+        await first.decide("r1", "pay_1", approve=False)
+    with pytest.raises(ApprovalError, match="no call of this id that asked for approval"):
+        await first.decide("r1", "pay_2", approve=True)
+    with pytest.raises(ApprovalError, match="has no such run"):
+        await first.decide("r2", "pay_1", approve=True)
+
+
+async def test_deny_tells_the_model_the_reason_and_the_run_goes_on(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects)
+    await first.run(TASK, subtasks=plan(1), run_id="r1")
+    await first.decide("r1", "pay_1", approve=False, reason="over budget")
+    done = await executor(db, effects).resume("r1")
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: error: denied: over budget"
+    assert not effects.exists()
+
+
+async def test_edited_arguments_are_validated_when_decided_and_run_instead(
+    tmp_path: Path,
+) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects)
+    await first.run(TASK, subtasks=plan(1), run_id="r1")
+    with pytest.raises(ApprovalError, match="'amount'"):
+        await first.decide("r1", "pay_1", approve=True, arguments={"to": "ann", "amount": "x"})
+    with pytest.raises(ApprovalError, match="go with an approval"):
+        await first.decide("r1", "pay_1", approve=False, arguments={"to": "ann", "amount": 1})
+    await first.decide("r1", "pay_1", approve=True, arguments={"to": "ann", "amount": 100})
+    done = await executor(db, effects).resume("r1")
+    assert effects.read_text() == "paid 100 to ann\n"
+    assert payer_saw(done).endswith("paid 100 to ann")
+
+
+async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects, approval_timeout_s=0.05)
+    waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
+    (pending,) = waiting.pending
+    assert pending.deadline == pytest.approx(pending.asked_at + 0.05)
+    await anyio.sleep(0.1)
+    with pytest.raises(ApprovalError, match="ran out"):
+        await first.decide("r1", "pay_1", approve=True)
+    done = await executor(db, effects, approval_timeout_s=0.05).resume("r1")
+    assert payer_saw(done) == "payer saw: error: denied: no decision within 0.05s"
+    assert not effects.exists()
+
+
+def _resume_in_a_process(
+    db: Path, effects: Path, crash: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.support.approvals", str(db), str(effects), "r1", crash],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+async def test_decided_here_resumed_in_another_process(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects)
+    await first.run(TASK, subtasks=plan(2), run_id="r1")
+    await first.decide("r1", "pay_1", approve=True)
+    first.store.close()  # type: ignore[union-attr]
+    child = _resume_in_a_process(db, effects)
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout) == {"status": "ok", "payer": "payer saw: ok: paid 120 to ann"}
+    assert effects.read_text() == "paid 120 to ann\n"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+@pytest.mark.parametrize("crash", ["before", "after"])
+async def test_a_crash_between_decision_and_outcome_never_repeats_the_effect(
+    tmp_path: Path, crash: str
+) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = executor(db, effects)
+    await first.run(TASK, subtasks=plan(1), run_id="r1")
+    await first.decide("r1", "pay_1", approve=True)
+    first.store.close()  # type: ignore[union-attr]
+    killed = _resume_in_a_process(db, effects, crash)
+    assert killed.returncode == -signal.SIGKILL
+    child = _resume_in_a_process(db, effects)
+    assert child.returncode == 0, child.stderr
+    result = json.loads(child.stdout)
+    if crash == "before":  # its intent was journaled: never run again, reported unknown
+        assert not effects.exists()
+    else:
+        assert effects.read_text() == "paid 120 to ann\n"
+    assert result["payer"].startswith("payer saw: unknown: Outcome unknown")
+
+
+async def test_a_subtask_after_a_waiting_one_waits_too_and_runs_on_resume(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    subtasks = [
+        *plan(1),
+        Subtask(id="after", role="reader", instruction="read", depends_on=("payer",)),
+    ]
+    first = executor(db, effects, failure="fail_fast")  # waiting is not a failure
+    waiting = await first.run(TASK, subtasks=subtasks, run_id="r1")
+    assert waiting.status == "waiting"
+    assert {k: s.status for k, s in waiting.subtasks.items()} == {
+        "payer": "waiting", "r0": "ok", "after": "waiting",
+    }  # fmt: skip
+    assert waiting.failures == []
+    await first.decide("r1", "pay_1", approve=True)
+    done = await executor(db, effects, failure="fail_fast").resume("r1")
+    assert {k: s.status for k, s in done.subtasks.items()} == {
+        "payer": "ok", "r0": "ok", "after": "ok",
+    }  # fmt: skip
+    assert "payer (payer)" in done.subtasks["after"].worker.transcript.messages[1].content  # type: ignore[union-attr]
+
+
+async def test_a_call_still_undecided_waits_again_on_resume(tmp_path: Path) -> None:
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    waiting = await executor(db, effects).run(TASK, subtasks=plan(1), run_id="r1")
+    again = await executor(db, effects).resume("r1")
+    assert again.status == "waiting"
+    assert again.pending == waiting.pending  # the same call, asked at the same time
+    assert again.subtasks["r0"].ok  # finished before: not run again
+
+
+@pytest.mark.parametrize("where", ["here", "elsewhere"])
+async def test_a_decision_made_while_the_run_goes_on_lets_the_paused_worker_go_on(
+    tmp_path: Path, where: str
+) -> None:
+    """Made with the Executor that carries the run, or recorded through the store by
+    another (another process, the web page's server): the paused worker goes on, in the
+    same run, which ends with an answer, not ``waiting`` with nothing left to decide."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    service = executor(db, effects, read_s=0.3)
+    deciding = service if where == "here" else executor(db, effects)
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run(TASK, subtasks=plan(2), run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not await deciding.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+                await anyio.sleep(0.01)
+        assert not results  # the readers still read
+        await deciding.decide("r1", "pay_1", approve=True)
+    (done,) = results
+    assert done.status == "ok"  # one run: no resume needed
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    assert done.pending == []
+
+
+async def test_a_decision_recorded_as_the_run_ends_waiting_continues_it_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    """Decided elsewhere once the payer ended waiting and before the run records its
+    end: the run, ended ``waiting`` with nothing undecided, continues at once."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+
+    def decide_elsewhere(event: Event) -> None:
+        if not isinstance(event, WorkerFinished):
+            return
+        if (event.worker, event.status) == ("payer", "waiting"):  # decided before it returns
+            deciding = threading.Thread(target=anyio.run, args=(decide, db, effects))
+            deciding.start()
+            deciding.join()
+
+    service = executor(db, effects)
+    done = await service.run(TASK, subtasks=plan(1), run_id="r1", on_event=[decide_elsewhere])
+    assert done.status == "ok"
+    assert payer_saw(done) == "payer saw: ok: paid 120 to ann"
+    assert effects.read_text() == "paid 120 to ann\n"
+    summary = service.store.find("r1")  # type: ignore[union-attr]
+    assert summary is not None
+    assert summary.status == "ok"
+
+
+async def decide(db: Path, effects: Path) -> None:
+    elsewhere = executor(db, effects)
+    try:
+        await elsewhere.decide("r1", "pay_1", approve=True)
+    finally:
+        elsewhere.store.close()  # type: ignore[union-attr]

@@ -1,0 +1,236 @@
+"""No runaway generation: every model call of a run carries an output limit (the
+planner's sized from the plan it may write, a judge's from a verdict, a summary's from
+the compaction budget, every other from its role or the policy), on the model and on
+the wire; an answer cut off at its limit is handled as any invalid answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from honeycomb import (
+    AssistantMessage,
+    BudgetExceeded,
+    Budgets,
+    Compaction,
+    Executor,
+    Guards,
+    ModelRequest,
+    ModelResponse,
+    OpenAIModel,
+    Plan,
+    Policy,
+    RetryPolicy,
+    Role,
+    RunFailed,
+    ToolCall,
+    ToolMessage,
+)
+from honeycomb.events import PlanReady
+from honeycomb.run.plan import plan_output_tokens
+from honeycomb.testing import FunctionModel
+from runtime import Event, ModelCallStarted, OutputCutOff, TextDelta
+from tests.honeycomb.run.test_compaction_run import read_page
+from tests.support.openai_server import OpenAIServer, Reply
+from workers.compaction import is_summary_request
+from workers.guards import VERDICT_TOKENS
+
+
+def every_kind(request: ModelRequest) -> str | AssistantMessage:
+    """Answers each kind of call a run makes: the plan, a summary, a verdict, a reader's
+    turn (a page, until three are read), the aggregator's answer."""
+    system = request.messages[0].content or ""
+    if request.output is not None and request.output.name == "Plan":
+        return json.dumps({"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]})
+    if is_summary_request(request):
+        return "facts so far"
+    if "You are a guard" in system:
+        return "PASS"
+    if "reader worker" in system:
+        read = sum(1 for m in request.messages if isinstance(m, ToolMessage))
+        if read >= 3 or not request.tools:  # the wrap-up offers no tools
+            return f"read {read} pages"
+        call = ToolCall(id=f"c{read}", name="read_page", arguments=json.dumps({"page": read}))
+        return AssistantMessage(tool_calls=(call,))
+    return "final answer"
+
+
+ROLES = [
+    Role(name="planner"),
+    Role(
+        name="reader",
+        tools=("read_page",),
+        max_turns=2,  # then the wrap-up call
+        compaction=Compaction(budget_tokens=900, keep_turns=1),
+        guards=Guards(input=("checker",), output=("checker",), arguments=("checker",)),
+    ),
+    Role(name="checker"),
+    Role(name="aggregator", max_output_tokens=77),
+]
+
+
+def kind_of(request: ModelRequest) -> str:
+    system = request.messages[0].content or ""
+    if request.output is not None and request.output.name == "Plan":
+        return "plan"
+    if is_summary_request(request):
+        return "summary"
+    if "You are a guard" in system:
+        return "judge"
+    return "reader" if "reader worker" in system else "aggregator"
+
+
+async def test_every_call_of_a_planned_run_carries_an_output_limit() -> None:
+    model = FunctionModel(every_kind)
+    executor = Executor(
+        ROLES, model, tools=[read_page], guards=Guards(output=("checker",)),
+        policy=Policy(max_output_tokens=1234),
+    )  # fmt: skip
+    result = await executor.run("read the log")
+    assert result.status == "ok", result.failures
+    limits: dict[str, set[int | None]] = {}
+    for request in model.requests:
+        limits.setdefault(kind_of(request), set()).add(request.max_output_tokens)
+    assert set(limits) == {"plan", "summary", "judge", "reader", "aggregator"}
+    assert limits["plan"] == {plan_output_tokens(20)}  # the policy's max_subtasks
+    assert limits["judge"] == {VERDICT_TOKENS}
+    assert limits["reader"] == {1234}  # the run-wide default, the wrap-up call's too
+    assert limits["aggregator"] == {77}  # the role's own wins
+    (summary,) = limits["summary"]
+    assert summary is not None
+    assert summary <= 900 // 2  # sized from the compaction budget
+
+
+def test_a_plans_limit_is_what_the_longest_plan_its_schema_allows_can_take() -> None:
+    few, many = plan_output_tokens(3), plan_output_tokens(20)
+    assert 1000 < few < many
+    assert plan_output_tokens(2, earlier=5) > plan_output_tokens(2)  # more to depend on
+    assert many < 20 * 1000  # an instruction is at most 1,000 characters
+
+
+async def test_every_request_body_on_the_wire_carries_the_limit() -> None:
+    def answer(request: Any) -> Reply:
+        asked = request.body
+        system = asked["messages"][0]["content"]
+        if asked.get("response_format", {}).get("json_schema", {}).get("name") == "Plan":
+            plan = {"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]}
+            return Reply(content=json.dumps(plan))
+        if "You are a guard" in system:
+            return Reply(content="PASS")
+        return Reply(content="done")
+
+    roles = [Role(name="planner"), Role(name="reader", guards=Guards(output=("checker",))),
+             Role(name="checker"), Role(name="aggregator")]  # fmt: skip
+    with OpenAIServer(answer) as server:
+        model = OpenAIModel("m", base_url=server.base_url, retry=RetryPolicy(attempts=1))
+        result = await Executor(roles, model).run("t")
+        await model.client.close()
+        bodies = [r.body for r in server.requests]
+    assert result.status == "ok"
+    assert len(bodies) == 4  # the plan, the reader, its judge, the aggregator
+    assert all(isinstance(b.get("max_tokens"), int) for b in bodies), bodies
+
+
+def cut(text: str) -> ModelResponse:
+    return ModelResponse(message=AssistantMessage(content=text), finish_reason="length")
+
+
+async def test_a_plan_cut_off_at_its_limit_goes_back_saying_so() -> None:
+    whole = json.dumps({"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]})
+    answers = iter([cut(whole[:30]), whole])
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if request.output is not None and request.output.name == "Plan":
+            return next(answers)
+        return "done"
+
+    model = FunctionModel(answer)
+    result = await Executor([Role(name="planner"), Role(name="reader")], model).run("t")
+    assert result.status == "ok"
+    asked_again = [r for r in model.requests if r.output is not None][1].messages[-1].content
+    assert "cut off at the output limit of" in asked_again
+    assert "Answer again, shorter" in asked_again
+
+
+async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -> None:
+    model = FunctionModel(lambda request: cut(""))
+    roles = [Role(name="reader", max_output_tokens=50)]
+    with pytest.raises(RunFailed) as caught:
+        await Executor(roles, model).run("t", subtasks=[("reader", "think hard")])
+    assert caught.value.partial is not None
+    (failed,) = caught.value.partial.failures
+    assert failed.error is not None
+    assert failed.error.type == "OutputCutOff"
+    assert "output limit of 50 tokens" in failed.error.message
+    assert len(model.requests) == 1  # the same limit would cut it again: not asked twice
+
+
+@pytest.mark.parametrize("text", ["a partial answer that ran on and o"])
+async def test_text_cut_off_is_the_answer_as_far_as_it_goes(text: str) -> None:
+    model = FunctionModel(lambda request: cut(text))
+    result = await Executor([Role(name="reader")], model, aggregator="concat").run(
+        "t", subtasks=[("reader", "write")]
+    )
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == text
+
+
+def test_output_cut_off_is_an_agent_error() -> None:
+    from runtime import AgentError
+
+    assert issubclass(OutputCutOff, AgentError)
+
+
+class Runaway:
+    """A planner that loops inside its answer: it streams a piece every 10 ms and
+    never ends (a small model inside a grammar, with no output limit to stop it)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def stream(self, request: ModelRequest, on_text: Any) -> ModelResponse:
+        while True:
+            on_text('{"subtasks": [')
+            await anyio.sleep(0.01)
+
+
+async def test_a_run_stopped_by_its_wall_time_says_which_calls_were_in_flight() -> None:
+    executor = Executor(
+        [Role(name="planner"), Role(name="reader")], Runaway(),
+        policy=Policy(budgets=Budgets(wall_time_s=0.5)),
+    )  # fmt: skip
+    events: list[Event] = []
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", on_event=[events.append], text_deltas=True)
+    error = caught.value
+    (call,) = error.in_flight
+    assert (call.who, call.kind, call.turn) == ("planner", "turn", 1)
+    assert 0.3 < call.seconds <= 0.5 + 0.5  # from its start to the deadline
+    assert call.streamed is not None
+    assert call.streamed >= 5  # what it had written when it was cut off
+    assert "cut off in flight: planner turn 1 (" in str(error)
+    assert f"~{call.streamed} tokens streamed" in str(error)
+    partial = error.partial
+    assert partial is not None
+    assert partial.timings.plan_s > 0.3  # the time went to planning: it says so
+    assert partial.timings.plan_s <= partial.timings.wall_s
+
+
+async def test_the_live_view_shows_the_planners_progress_while_it_plans() -> None:
+    from honeycomb.cli.view import _RunState, planning_progress
+
+    state = _RunState()
+    assert planning_progress(state) == ""
+    state.apply(ModelCallStarted(worker="planner", run_id="r", turn=1))
+    assert planning_progress(state) == "planner turn 1"
+    for _ in range(3):
+        state.apply(TextDelta(worker="planner", run_id="r", turn=1, text="{"))
+    assert planning_progress(state) == "planner turn 1 · ~3 tokens so far"
+    state.apply(ModelCallStarted(worker="planner", run_id="r", turn=2))
+    assert planning_progress(state) == "planner turn 2"
+    state.apply(PlanReady(run_id="r", plan=Plan.of([("reader", "read")]), duration_s=1.0))
+    assert planning_progress(state) == ""

@@ -1,0 +1,113 @@
+"""Crash and resume: a child process runs a stored run whose side-effecting tool appends
+to a file; it is killed with SIGKILL at a random moment; a second process resumes the
+run. Over many trials, every side effect happens exactly once or is reported as of
+unknown outcome, every run ends with an answer, and no finished worker's model call is
+made again.
+
+``HONEYCOMB_CRASH_TRIALS`` sets the number of trials (default 10);
+``HONEYCOMB_CRASH_REPORT`` names a JSON file to write the totals to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.durable import calls_by_worker
+
+WORKERS = 6
+TRIALS = int(os.environ.get("HONEYCOMB_CRASH_TRIALS", "10"))
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(signal, "SIGKILL"),
+    reason="the crash test kills with SIGKILL, which this platform (Windows) lacks",
+)
+
+
+def _child(folder: Path, life: str) -> list[str]:
+    names = ("runs.db", "effects.txt", "calls.txt")
+    paths = [str(folder / n) for n in names]
+    return [sys.executable, "-m", "tests.support.durable", *paths, "run", life, str(WORKERS)]
+
+
+def _finished_workers(db: Path) -> set[str]:
+    """Workers whose result the store had committed when the process died."""
+    if not db.exists():
+        return set()
+    with sqlite3.connect(db) as raw:
+        try:
+            rows = raw.execute("SELECT worker FROM workers WHERE result IS NOT NULL").fetchall()
+        except sqlite3.OperationalError:  # killed before the schema was written
+            return set()
+    return {r[0] for r in rows}
+
+
+def _unknown_lines(db: Path) -> set[str]:
+    with sqlite3.connect(db) as raw:
+        rows = raw.execute(
+            "SELECT arguments FROM journal WHERE tool = 'append' AND status = 'unknown'"
+        ).fetchall()
+    return {json.loads(r[0])["line"] for r in rows}
+
+
+def test_killed_runs_resume_without_repeating_a_side_effect(tmp_path: Path) -> None:
+    rng = random.Random(20261130)
+    totals: Counter[str] = Counter()
+    for trial in range(TRIALS):
+        folder = tmp_path / f"trial-{trial}"
+        folder.mkdir()
+        child = subprocess.Popen(_child(folder, "1"), cwd=ROOT, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not (folder / "calls.txt").exists() and child.poll() is None:
+            assert time.monotonic() < deadline, "the child never started its run"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, 0.3))  # the run takes about 0.1-0.3 s
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        totals["killed mid-run" if child.returncode == -signal.SIGKILL else "ran to the end"] += 1
+        finished = _finished_workers(folder / "runs.db")
+        totals["workers finished before the kill"] += len(finished)
+
+        resumed = subprocess.run(
+            _child(folder, "2"), cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
+        assert outcome["status"] == "ok"
+        for i in range(WORKERS):
+            assert f"done w{i}:" in outcome["answer"]
+
+        effects = Counter((folder / "effects.txt").read_text().splitlines())
+        unknown = _unknown_lines(folder / "runs.db")
+        for i in range(WORKERS):
+            for step in (1, 2):
+                line = f"w{i}-{step}"
+                assert effects[line] <= 1, f"trial {trial}: {line} happened {effects[line]} times"
+                if effects[line] == 0:
+                    assert line in unknown, f"trial {trial}: {line} lost without a word"
+        totals["side effects"] += sum(effects.values())
+        totals["duplicated side effects"] += sum(n - 1 for n in effects.values() if n > 1)
+        totals["unknown outcomes reported"] += len(unknown)
+
+        made = calls_by_worker(folder / "calls.txt")
+        for worker in finished:
+            again = [turn for turn, life in made.get(worker, []) if life == "2"]
+            assert again == [], f"trial {trial}: finished {worker} was asked again: {again}"
+        totals["model calls after resume"] += sum(
+            1 for worker in made.values() for _, life in worker if life == "2"
+        )
+    assert totals["killed mid-run"] > 0, "no kill landed inside a run; the test proved nothing"
+    report = os.environ.get("HONEYCOMB_CRASH_REPORT")
+    if report:
+        Path(report).write_text(json.dumps({"trials": TRIALS, **totals}, indent=2) + "\n")

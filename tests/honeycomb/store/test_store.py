@@ -1,0 +1,329 @@
+"""The run store: runs kept turn by turn in a real SQLite file, and resumed without
+running finished work again or repeating a side effect."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from honeycomb import ConfigError, Executor, Role, tool
+from honeycomb.errors import StoreError
+from honeycomb.run.restore import stored_result
+from honeycomb.store import RunStore
+from honeycomb.store.results import whole_result
+from honeycomb.testing import FunctionModel
+from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
+from tests.support.durable import TASK, Setup, calls_by_worker, plan
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def interrupted_run(
+    db: Path, effects: Path, calls: Path, *, idempotent: bool = False
+) -> None:
+    """w0 finishes; w1 is cancelled in the middle of its second append, after its
+    intent was journaled and before it wrote anything."""
+    setup = Setup(effects, calls, idempotent=idempotent)
+    setup.gate, setup.held = anyio.Event(), {"w1-2"}
+    executor = setup.executor(db)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: executor.run(TASK, subtasks=plan(2), run_id="r1"))
+        with anyio.fail_after(10):
+            await setup.holding.wait()
+            await setup.answered("w0").wait()
+            await anyio.sleep(0.05)  # let w0's result reach the store
+        tg.cancel_scope.cancel()
+
+
+def change(db: Path, *statements: tuple[str, tuple[object, ...]]) -> None:
+    """Run ``statements`` on the store's file directly, in one transaction."""
+    raw = sqlite3.connect(db)
+    try:
+        with raw:
+            for sql, parameters in statements:
+                raw.execute(sql, parameters)
+    finally:
+        raw.close()
+
+
+async def stored_result_text(db: Path, run_id: str) -> str:
+    """The run's result as the store gives it back, as JSON."""
+    stored = await RunStore(db).load(run_id)
+    assert stored is not None
+    result = stored_result(stored)
+    assert result is not None
+    return result.model_dump_json()
+
+
+async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
+    db, effects, calls = files
+    result = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(3), run_id="r1")
+    assert result.status == "ok"
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    assert stored.status == "ok"
+    assert stored.task == TASK
+    assert set(stored.workers) == {"w0", "w1", "w2"}
+    for worker in stored.workers.values():
+        assert worker.status == "ok"
+        assert worker.result is not None
+        # system and task are rebuilt from the role; the store keeps new messages a
+        # row per save: the model's answer asking for a side effect is saved before
+        # the effect runs, then its observations (the final answer is in the result)
+        assert [seq for seq, _ in worker.messages] == [0, 1, 3, 4]
+        assert sorted(e.status or "" for e in worker.journal.values()) == ["ok", "ok"]
+    [summary] = RunStore(db).runs()
+    assert (summary.run_id, summary.status, summary.workers) == ("r1", "ok", 3)
+    assert summary.model_calls == 9
+    assert summary.tool_calls == 9
+    with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # the run's result reads back as it was (each subtask's outcome from its row)
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
+
+
+async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+
+    def never(request: ModelRequest) -> str:
+        raise AssertionError("a finished run called its model again")
+
+    executor = Executor(
+        [Role(name="worker", description="d")], FunctionModel(never), aggregator="concat",
+        store=db,
+    )  # fmt: skip
+    again = await executor.resume("r1")
+    assert again.answer_text == first.answer_text
+    assert again.status == "ok"
+
+
+async def test_a_finished_run_keeps_each_subtasks_outcome_once(
+    files: tuple[Path, Path, Path],
+) -> None:
+    # Each subtask's outcome (its transcript with it) is in its worker's row; the run's
+    # result is kept without them, not with every transcript a second time.
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    raw = sqlite3.connect(db)
+    try:
+        (kept,) = raw.execute("SELECT result FROM runs WHERE run_id = 'r1'").fetchone()
+        rows = dict(raw.execute("SELECT worker, result FROM workers WHERE run_id = 'r1'"))
+    finally:
+        raw.close()
+    assert json.loads(kept)["subtasks"] == {}
+    assert {name: json.loads(row)["status"] for name, row in rows.items()} == {
+        "w0": "ok", "w1": "ok",
+    }  # fmt: skip
+    assert await stored_result_text(db, "r1") == first.model_dump_json()
+
+
+async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    # The whole result in the run's row, as schema 3 kept it: it alone must do.
+    whole = ("UPDATE runs SET result = ?", (first.model_dump_json(),))
+    change(db, whole, ("UPDATE workers SET result = NULL", ()))
+    assert await stored_result_text(db, "r1") == first.model_dump_json()
+
+
+async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
+    change(db, ("DELETE FROM workers WHERE worker = 'w1'", ()))
+    with pytest.raises(StoreError, match="holds no outcome of its subtask 'w1'") as caught:
+        await RunStore(db).load("r1")
+    assert str(db) in str(caught.value)
+
+
+async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    stored = await RunStore(db).load("r1")
+    assert stored is not None
+    assert stored.status == "interrupted"
+
+    setup = Setup(effects, calls, life="2")
+    result = await setup.executor(RunStore(db)).run(TASK, run_id="r1")
+
+    assert result.status == "ok"
+    made = calls_by_worker(calls)
+    assert [c for c in made["w0"] if c[1] == "2"] == []  # w0 had finished: not run again
+    # w1 had answered turns 1 and 2; its pending append was picked up, not re-asked
+    assert [t for t, life in made["w1"] if life == "2"] == [3]
+    assert sorted(lines(effects)) == ["w0-1", "w0-2", "w1-1"]  # each side effect once
+    w1 = result.subtasks["w1"].worker
+    assert w1 is not None
+    observations = [m for m in w1.transcript.messages if isinstance(m, ToolMessage)]
+    assert [o.status for o in observations] == ["ok", "ok", "unknown"]
+    assert "Outcome unknown" in observations[-1].content
+    assert result.usage.model_calls == 6  # both lives together
+    # w0's result is the one of the first life, w1's was written in this one
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
+
+
+async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls, idempotent=True)
+    setup = Setup(effects, calls, life="2", idempotent=True)
+    result = await setup.executor(db).run(TASK, run_id="r1")
+    assert result.status == "ok"
+    assert sorted(lines(effects)) == ["w0-1", "w0-2", "w1-1", "w1-2"]
+
+
+async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    setup = Setup(effects, calls, life="2")
+    executor = setup.executor(db, on_unknown_outcome="fail")
+    result = await executor.run(TASK, run_id="r1")
+    assert result.status == "partial"
+    failed = result.subtasks["w1"]
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.type == "OutcomeUnknown"
+    assert "'append'" in failed.error.message
+    assert await stored_result_text(db, "r1") == result.model_dump_json()
+
+
+async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:
+    db, effects, calls = files
+    await interrupted_run(db, effects, calls)
+    with pytest.raises(ConfigError, match=r"r1.*another task"):
+        await Setup(effects, calls).executor(db).run("something else", run_id="r1")
+
+
+async def test_a_new_run_id_starts_a_new_run_and_unknown_ids_are_named(
+    files: tuple[Path, Path, Path],
+) -> None:
+    db, effects, calls = files
+    executor = Setup(effects, calls).executor(db)
+    await executor.run(TASK, subtasks=plan(1), run_id="fresh")
+    with pytest.raises(StoreError, match="no run 'missing'") as caught:
+        await executor.resume("missing")
+    assert str(db) in str(caught.value)
+
+
+async def test_a_store_that_cannot_be_used_names_its_file(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-db.db"
+    bad.write_text("this is not sqlite " * 100)
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(bad)
+    with pytest.raises(StoreError, match=r"not-a-db\.db"):
+        await executor.run(TASK, subtasks=plan(1), run_id="x")
+
+
+async def test_a_write_whose_waiter_was_cancelled_stands_and_the_store_goes_on(
+    tmp_path: Path,
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    insert = "INSERT INTO spans (run_id, spans) VALUES (?, '[]')"
+    store.write((insert, ("gathered",)))  # the writer waits a moment to gather more
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.commit, (insert, ("abandoned",)))
+        await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()  # its waiter goes; the write is queued all the same
+    with anyio.fail_after(5):
+        await store.commit((insert, ("after",)))
+    store.close()
+    with sqlite3.connect(tmp_path / "runs.db") as raw:
+        rows = {r for (r,) in raw.execute("SELECT run_id FROM spans")}
+    assert rows == {"gathered", "abandoned", "after"}
+
+
+async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so(
+    tmp_path: Path,
+) -> None:
+    # The model names its one call "call_0" every turn; the second is cut off mid-call.
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    gate, holding = anyio.Event(), anyio.Event()
+    held = {"2"}
+
+    @tool(side_effects=True)
+    async def append(line: str) -> str:
+        """Append a line."""
+        if line in held:
+            holding.set()
+            await gate.wait()
+        with effects.open("a") as f:
+            f.write(line + "\n")
+        return f"appended {line}"
+
+    requests: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        requests.append(request)
+        turn = 1 + sum(isinstance(m, AssistantMessage) for m in request.messages)
+        if turn <= 2:
+            arguments = json.dumps({"line": str(turn)})
+            return AssistantMessage(
+                tool_calls=(ToolCall(id="call_0", name="append", arguments=arguments),)
+            )
+        return "done"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="w", description="d", tools=("append",))], FunctionModel(answer),
+            tools=[append], aggregator="concat", store=db,
+        )  # fmt: skip
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: executor().run("t", subtasks=[("w", "go")], run_id="r1"))
+        with anyio.fail_after(10):
+            await holding.wait()
+        tg.cancel_scope.cancel()
+    held.clear()
+    requests.clear()
+    result = await executor().resume("r1")
+
+    assert result.status == "ok"
+    with sqlite3.connect(db) as raw:
+        journal = raw.execute("SELECT turn, call_id FROM journal ORDER BY turn").fetchall()
+    raw.close()
+    assert journal == [(1, "call_0"), (2, "call_0_t2")]  # as the transcript names them
+    [last] = requests  # the resumed run: the cut-off call's outcome, then the answer
+    sent = [c.id for m in last.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert sent == ["call_0", "call_0_t2"]
+    observed = [m for m in last.messages if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.status) for m in observed] == [
+        ("call_0", "ok"), ("call_0_t2", "unknown"),
+    ]  # fmt: skip
+    assert lines(effects) == ["1"]  # the cut-off call is reported, never run again
+
+
+def test_a_result_gets_back_the_outcomes_of_its_finished_subtasks_in_plan_order() -> None:
+    # b was stopped by a budget: its outcome is in the run's result, not in a row.
+    plan = {"subtasks": [{"id": sid} for sid in ("a", "b", "c")]}
+    kept = json.dumps({"plan": plan, "subtasks": {"b": {"status": "over_budget"}}})
+    rows = {"a": json.dumps({"status": "ok"}), "b": None, "c": json.dumps({"status": "failed"})}
+
+    def damaged(subtask: str) -> StoreError:
+        return StoreError(f"no {subtask}", path="runs.db")
+
+    whole = json.loads(whole_result(kept, rows, damaged=damaged))
+    assert list(whole["subtasks"].items()) == [
+        ("a", {"status": "ok"}), ("b", {"status": "over_budget"}), ("c", {"status": "failed"}),
+    ]  # fmt: skip
+    full = json.dumps({"plan": plan, "subtasks": {sid: {} for sid in "abc"}})
+    assert whole_result(full, {}, damaged=damaged) == full  # kept whole: read as it is
+    with pytest.raises(StoreError, match="no c"):
+        whole_result(kept, {"a": "{}"}, damaged=damaged)

@@ -1,0 +1,338 @@
+"""The run store's file: only a Honeycomb store (or a new, empty file) is written to;
+reading never creates or changes a file; a copy of the ``.db`` alone holds every run
+that ended."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb.cli.main import main
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore
+from tests.support import ROOT
+from tests.support.durable import TASK, Setup, plan
+from tests.support.old_stores import digest, write_old_store
+
+
+def foreign_file(path: Path) -> Path:
+    """Another application's SQLite file (rollback journal, its own tables)."""
+    with sqlite3.connect(path) as raw:
+        raw.executescript(
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT);"
+            "INSERT INTO notes (text) VALUES ('keep me');"
+        )
+    raw.close()
+    return path
+
+
+def test_another_applications_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = foreign_file(tmp_path / "app.db")
+    before = digest(db)
+    store = RunStore(db)
+    with pytest.raises(StoreError, match="is not a Honeycomb run store") as caught:
+        anyio.run(store.open)
+    assert str(db) in str(caught.value)
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        store.runs()
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        anyio.run(store.load, "r1")
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(db)
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="r1"))
+    assert main(["runs", "--store", str(db)]) == 2
+    assert "is not a Honeycomb run store" in capsys.readouterr().err
+    assert main(["trace", "r1", "--store", str(db)]) == 2
+    assert digest(db) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+def test_a_file_of_another_honeycomb_version_is_refused_unchanged(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    anyio.run(RunStore(db).open)
+    with sqlite3.connect(db) as raw:
+        raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    before = digest(db)
+    with pytest.raises(StoreError, match="newer Honeycomb"):
+        anyio.run(RunStore(db).open)
+    with pytest.raises(StoreError, match="newer Honeycomb"):
+        RunStore(db).runs()
+    assert digest(db) == before
+
+
+def test_reading_a_missing_store_creates_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "no" / "runs.db"
+    store = RunStore(db)
+    assert store.runs() == []
+    assert store.find("r1") is None
+    assert store.spans("r1") == []
+    assert anyio.run(store.load, "r1") is None
+    assert main(["runs", "--store", str(db)]) == 2  # no store: said, not an empty list
+    assert not (tmp_path / "no").exists()
+
+
+def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    db.touch()
+    assert RunStore(db).runs() == []  # read as a store with no runs, and left empty
+    assert db.stat().st_size == 0
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(db)
+    result = anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="r1"))
+    assert result.status == "ok"
+    assert [r.run_id for r in RunStore(db).runs()] == ["r1"]
+
+
+def test_a_store_of_the_first_schema_without_an_application_id_is_accepted(
+    tmp_path: Path,
+) -> None:
+    db, today = tmp_path / "runs.db", tmp_path / "today.db"
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(today)
+    anyio.run(lambda: executor.run(TASK, subtasks=plan(1), run_id="old"))
+    executor.store.close()  # type: ignore[union-attr]
+    write_old_store(db, 1, today)  # as Honeycomb wrote it before leases existed
+    with sqlite3.connect(db) as raw:
+        raw.execute(
+            "INSERT INTO runs (run_id, task, status, started_at) VALUES ('gone', 't', 'running', 0)"
+        )
+    raw.close()
+    assert {(r.run_id, r.status) for r in RunStore(db).runs()} == {
+        ("old", "ok"), ("gone", "interrupted"),
+    }  # fmt: skip
+    again = Setup(tmp_path / "e", tmp_path / "c").executor(db)
+    anyio.run(lambda: again.run(TASK, subtasks=plan(1), run_id="new"))
+    assert {r.run_id for r in RunStore(db).runs()} == {"old", "gone", "new"}
+
+
+async def test_a_copy_of_the_db_file_alone_holds_the_runs_that_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)  # left open, as a service keeps it
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(store)
+    await executor.run(TASK, subtasks=plan(3), run_id="r1")
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(db, copy)  # what people do: the -wal file stays behind
+    [summary] = RunStore(copy).runs()
+    assert (summary.run_id, summary.status, summary.workers) == ("r1", "ok", 3)
+    stored = await RunStore(copy).load("r1")
+    assert stored is not None
+    assert len(stored.workers) == 3
+    assert main(["runs", "--store", str(copy)]) == 0
+    assert "r1" in capsys.readouterr().out
+    store.close()
+    assert not (tmp_path / "runs.db-wal").exists() or (tmp_path / "runs.db-wal").stat().st_size == 0
+
+
+def files_of(folder: Path) -> dict[str, str]:
+    """Every file of ``folder`` by name, with a digest of its bytes."""
+    return {p.name: digest(p) for p in sorted(folder.iterdir())}
+
+
+WAL_APPLICATION = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("CREATE TABLE users (name TEXT)")
+db.execute("INSERT INTO users VALUES ('alice')")
+db.commit()
+os._exit(0)  # ended without closing: its committed rows are still in its -wal
+"""
+
+
+def test_another_applications_wal_file_with_rows_in_its_wal_is_left_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    db = folder / "app.db"
+    subprocess.run([sys.executable, "-c", WAL_APPLICATION, str(db)], check=True)
+    before = files_of(folder)
+    assert set(before) == {"app.db", "app.db-wal", "app.db-shm"}
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        anyio.run(RunStore(db).open)
+    with pytest.raises(StoreError, match="is not a Honeycomb run store"):
+        RunStore(db).runs()
+    assert main(["runs", "--store", str(db)]) == 2
+    assert "is not a Honeycomb run store" in capsys.readouterr().err
+    assert files_of(folder) == before
+    with sqlite3.connect(db) as raw:  # and it still holds what its application wrote
+        assert raw.execute("SELECT name FROM users").fetchall() == [("alice",)]
+    raw.close()
+
+
+STORE_KILLED = """
+import os, sys
+import anyio
+from honeycomb.store import RunStore
+store = RunStore(sys.argv[1])
+row = "INSERT INTO runs (run_id, task, status, started_at) VALUES ('r1', 't', 'ok', 0)"
+anyio.run(store.commit, (row, ()))
+os._exit(0)  # killed before any checkpoint: all of the store is in its -wal
+"""
+
+
+def test_a_store_killed_before_its_first_checkpoint_is_still_known_as_one(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    subprocess.run([sys.executable, "-c", STORE_KILLED, str(db)], check=True, cwd=ROOT)
+    assert (tmp_path / "runs.db-wal").stat().st_size > 0
+    assert [r.run_id for r in RunStore(db).runs()] == ["r1"]
+    store = RunStore(db)
+    anyio.run(store.open)  # a store, to write to
+    store.close()
+
+
+def test_reading_a_store_no_run_has_open_creates_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    executor = Setup(tmp_path / "e", tmp_path / "c").executor(made / "runs.db")
+    anyio.run(lambda: executor.run(TASK, subtasks=plan(2), run_id="r1"))
+    executor.store.close()  # type: ignore[union-attr]
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    copy = folder / "copy.db"
+    shutil.copyfile(made / "runs.db", copy)  # the .db alone, as people copy it
+    before = files_of(folder)
+    store = RunStore(copy)
+    assert [r.run_id for r in store.runs()] == ["r1"]
+    assert store.find("r1") is not None
+    assert store.spans("r1") != []
+    loaded = anyio.run(store.load, "r1")
+    assert loaded is not None
+    assert len(loaded.workers) == 2
+    assert main(["runs", "--store", str(copy)]) == 0
+    assert main(["trace", "r1", "--store", str(copy)]) == 0
+    assert "r1" in capsys.readouterr().out
+    assert files_of(folder) == before  # no -wal, no -shm, the .db as it was
+
+
+def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)
+    store.close()  # a store no run has open
+
+    def read_while_a_run_writes(connection: sqlite3.Connection) -> list[str]:
+        found = [row[0] for row in connection.execute("SELECT run_id FROM runs")]
+        if not found:  # a run of another process writes (and keeps the file open)
+            writer.execute(
+                "INSERT INTO runs (run_id, task, status, started_at) "
+                "VALUES ('r1', 't', 'running', 0)"
+            )
+        return found
+
+    writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert store._reading(read_while_a_run_writes, []) == ["r1"]
+    finally:
+        writer.close()
+
+
+PEEK = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM runs').fetchone()[0])"  # noqa: E501
+
+
+def test_reading_in_the_process_that_writes_keeps_its_connection_to_the_file_sound(
+    tmp_path: Path,
+) -> None:
+    # In POSIX, closing any descriptor of a file drops the process's locks on it: a
+    # read that opened the .db itself would take the writer's locks away, and another
+    # process would no longer see what it commits.
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    anyio.run(store.open)  # a new store: all of it in its -wal
+    insert = "INSERT INTO runs (run_id, task, status, started_at) VALUES (?, 't', 'ok', 0)"
+    for number in range(1, 4):
+        anyio.run(store.commit, (insert, (f"r{number}",)))
+        assert anyio.run(store.summary, f"r{number}") is not None
+        seen = subprocess.run(
+            [sys.executable, "-c", PEEK, str(db)], capture_output=True, text=True, check=True
+        )
+        assert int(seen.stdout) == number
+    store.close()
+
+
+def test_a_new_store_made_by_many_at_once_is_never_seen_half_made(tmp_path: Path) -> None:
+    """Processes (here threads, each with its own connections) that open one new store
+    at once each find a whole store: none sees another's half-made file, whose tables
+    are there before its application id, and takes it for another application's."""
+    from honeycomb.store.schema import SCHEMA_VERSION, schema_of
+
+    for round_ in range(12):
+        path = tmp_path / f"round{round_}" / "runs.db"
+        assert _opened_at_once(path, 6) == []
+        db = sqlite3.connect(path)
+        assert schema_of(db) == SCHEMA_VERSION
+        db.close()
+
+
+def _opened_at_once(path: Path, openers: int) -> list[BaseException]:
+    """What ``openers`` threads opening the store in ``path`` at once raised."""
+    import threading
+
+    from honeycomb.store.schema import connect
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(openers)
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            db = connect(path, write=True)
+            assert db is not None
+            db.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(openers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_a_store_in_use_that_looks_malformed_for_a_moment_is_read_again_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read as an immutable file while a run checkpoints into it, a store can look
+    malformed for a moment; it was refused as another application's (seen once, with
+    the web page reading a run its server was continuing)."""
+    from honeycomb.store import schema
+
+    path = tmp_path / "runs.db"
+    writer = sqlite3.connect(path, isolation_level=None)  # a run's, holding it open
+    writer.execute("PRAGMA journal_mode=WAL")
+    schema.upgrade(writer)
+    read = schema.schema_of
+    looks: list[str] = ["malformed"]
+
+    def racing(db: sqlite3.Connection) -> int | None:
+        if looks:
+            raise sqlite3.DatabaseError(f"database disk image is {looks.pop()}")
+        return read(db)
+
+    monkeypatch.setattr(schema, "schema_of", racing)
+    try:
+        schema.refuse_foreign(path)  # read again: a store
+    finally:
+        writer.close()
+    assert looks == []
+    looks.extend(["malformed"] * schema._IN_USE_TRIES)
+    with pytest.raises(StoreError, match="not a Honeycomb run store"):
+        schema.refuse_foreign(path)  # not in use now, and still malformed: refused

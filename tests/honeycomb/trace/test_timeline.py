@@ -1,0 +1,373 @@
+"""``honeycomb trace``: a run's spans laid out as a timeline with its critical path, in
+the terminal, as JSON lines and as a web page (checked in headless Chromium)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import anyio
+import pytest
+from rich.console import Console
+
+from honeycomb import Executor, Plan, Policy, Role, Subtask, tool
+from honeycomb.cli.main import main
+from honeycomb.run.plan import critical_path
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from honeycomb.trace.critical import longest_chain
+from honeycomb.trace.html import to_html
+from honeycomb.trace.spans import Span, SpanKind, from_jsonl
+from honeycomb.trace.terminal import CHARS, render_timeline
+from honeycomb.trace.timeline import Timeline, build_timeline
+from runtime import AssistantMessage, ModelRequest
+from runtime.testing import call
+from tests.support.chromium import chromium
+
+# Untrusted text from the run: it must come out escaped in the page and inert in the
+# terminal. If the page did not escape it, the injected script would record an error.
+TASK = 'trace me </script><script>throw new Error("injected")</script> & \x1b[31m"red"'
+LATENCY = {"a": 0.08, "b": 0.01, "c": 0.05}  # seconds per model call; c waits for a
+PLAN = Plan(
+    subtasks=(
+        Subtask(id="a", role="worker", instruction="slow"),
+        Subtask(id="b", role="worker", instruction="fast"),
+        Subtask(id="c", role="worker", instruction="after a", depends_on=("a",)),
+    )
+)
+
+
+def _model() -> FunctionModel:
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        await anyio.sleep(LATENCY[worker])
+        if not any(isinstance(m, AssistantMessage) for m in request.messages):
+            return AssistantMessage(tool_calls=(call("probe", {"fail": worker == "b"}),))
+        return f"done {worker}"
+
+    return FunctionModel(answer)
+
+
+async def probe(fail: bool = False) -> str:
+    """Probe something."""
+    await anyio.sleep(0.01)
+    if fail:
+        raise ValueError('bad <probe> & "quote"')
+    return "fine"
+
+
+async def dag_run(db: Path, *, trace: bool = True) -> Timeline:
+    """Run the plan a → c, b into ``db`` as run r1; its timeline from the store."""
+    executor = Executor(
+        [Role(name="worker", description="Probes.", tools=("probe",))],
+        _model(),
+        tools=[tool(probe)],
+        aggregator="concat",
+        policy=Policy(max_workers=8),
+        store=db,
+        trace=trace,
+    )
+    result = await executor.run(TASK, subtasks=PLAN, run_id="r1")
+    assert result.status == "ok"
+    store = RunStore(db)
+    stored = await store.load("r1")
+    assert stored is not None
+    assert stored.plan is not None
+    plan = Plan.model_validate_json(stored.plan)
+    return build_timeline(store.spans("r1"), plan.subtasks, run_id="r1", task=stored.task)
+
+
+# --- the model ----------------------------------------------------------------------
+
+
+async def test_a_row_per_worker_and_the_critical_chain(db: Path) -> None:
+    timeline = await dag_run(db)
+    assert [(r.kind, r.name) for r in timeline.rows] == [
+        ("plan", "plan"),
+        ("worker", "a"),
+        ("worker", "b"),
+        ("worker", "c"),
+        ("aggregate", "aggregate"),
+    ]
+    assert timeline.critical_path == ("a", "c")
+    assert {r.name for r in timeline.rows if r.critical} == {"plan", "a", "c", "aggregate"}
+    rows = {r.name: r for r in timeline.workers}
+    assert rows["c"].depends_on == ("a",)
+    assert rows["c"].start >= rows["a"].end - 0.005  # c waited for a
+    for row in timeline.workers:
+        assert row.status == "ok"
+        assert row.role == "worker"
+        assert [b.kind for b in row.bars] == ["model_call", "tool_call", "model_call"]
+        assert row.bars[1].name == "probe"
+        assert all(0 <= b.start <= b.end <= timeline.length_s for b in row.bars)
+        assert row.start <= row.bars[0].start
+        assert row.bars[-1].end <= row.end
+    assert rows["b"].bars[1].status == "error"
+    assert rows["b"].bars[1].error is not None
+    assert "bad <probe>" in rows["b"].bars[1].error
+    assert rows["a"].bars[1].status == "ok"
+
+
+async def test_the_figures_agree_with_the_spans(db: Path) -> None:
+    timeline = await dag_run(db)
+    spans = RunStore(db).spans("r1")
+    [run] = [s for s in spans if s.kind == "run"]
+    workers = {s.name: s.duration_s for s in spans if s.kind == "worker"}
+    [plan_span] = [s for s in spans if s.kind == "plan"]
+    [aggregate] = [s for s in spans if s.kind == "aggregate"]
+    assert timeline.wall_s == pytest.approx(run.duration_s)
+    assert timeline.plan_s == pytest.approx(plan_span.duration_s)
+    assert timeline.aggregate_s == pytest.approx(aggregate.duration_s)
+    assert timeline.sum_worker_s == pytest.approx(sum(workers.values()))
+    fixed = plan_span.duration_s + aggregate.duration_s
+    assert timeline.serial_s == pytest.approx(fixed + sum(workers.values()))
+    assert timeline.critical_path_s == pytest.approx(fixed + workers["a"] + workers["c"])
+    assert timeline.critical_path_s == pytest.approx(fixed + critical_path(PLAN, workers))
+    assert timeline.speedup == pytest.approx(timeline.serial_s / timeline.wall_s)
+    # b ran beside a and c, so serial is longer than the run by about b's time
+    assert timeline.serial_s - timeline.wall_s > workers["b"] / 2
+    assert timeline.speedup > 1.0
+    assert timeline.critical_path_s <= timeline.wall_s + 0.001
+    calls = [s for s in spans if s.kind == "model_call"]
+    assert timeline.model_calls == len(calls) == 6
+    assert timeline.tool_calls == 3
+    assert timeline.input_tokens == sum(s.input_tokens for s in calls) == run.input_tokens > 0
+    assert timeline.output_tokens == run.output_tokens > 0
+    assert sum(r.input_tokens for r in timeline.rows) == timeline.input_tokens
+
+
+async def test_the_run_span_is_stored_when_run_returns(db: Path) -> None:
+    """It closes on the run's last event, after the record's last commit; a CLI
+    process that exits at once must not lose it."""
+    executor = Executor(
+        [Role(name="worker", description="Probes.", tools=("probe",))],
+        _model(),
+        tools=[tool(probe)],
+        aggregator="concat",
+        store=db,
+    )
+    await executor.run(TASK, subtasks=PLAN, run_id="r1")
+    spans = RunStore(db).spans("r1")  # read at once, by another connection
+    [run] = [s for s in spans if s.kind == "run"]
+    assert run.name == TASK
+    assert run.status == "ok"
+
+
+def test_the_longest_chain_follows_the_dependencies() -> None:
+    diamond = Plan.of(
+        [
+            {"id": "a", "role": "r", "instruction": "x"},
+            {"id": "b", "role": "r", "instruction": "x", "depends_on": ["a"]},
+            {"id": "c", "role": "r", "instruction": "x", "depends_on": ["a"]},
+            {"id": "d", "role": "r", "instruction": "x", "depends_on": ["b", "c"]},
+            {"id": "e", "role": "r", "instruction": "x"},
+        ]
+    )
+    durations = {"a": 1.0, "b": 1.0, "c": 3.0, "d": 1.0, "e": 4.5}
+    assert longest_chain(diamond.dependencies, durations) == (("a", "c", "d"), 5.0)
+    assert longest_chain(diamond.dependencies, {**durations, "e": 6.0}) == (("e",), 6.0)
+    assert longest_chain({}, {"x": 1.0, "y": 2.0}) == (("y",), 2.0)
+    assert longest_chain({}, {}) == ((), 0.0)
+    cyclic = {"a": ("b",), "b": ("a",)}
+    assert longest_chain(cyclic, {"a": 1.0, "b": 2.0}) == (("b",), 2.0)
+
+
+def test_spans_without_a_run_span_or_a_plan_still_lay_out() -> None:
+    spans = [
+        _span("w", "worker", "x", 10.0, 12.0, worker="x"),
+        _span("m", "model_call", "gpt", 10.5, 11.0, parent="w", worker="x"),
+        _span("w2", "worker", "y", 10.2, 11.0, worker="y"),
+    ]
+    timeline = build_timeline(spans)
+    assert [r.name for r in timeline.rows] == ["x", "y"]
+    assert timeline.critical_path == ("x",)
+    assert timeline.wall_s == pytest.approx(2.0)
+    assert timeline.rows[0].bars[0].start == pytest.approx(0.5)
+    assert timeline.status == "unknown"
+
+
+# --- the terminal --------------------------------------------------------------------
+
+
+def _plain(timeline: Timeline, width: int = 100) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width)  # not a terminal: no colour
+    console.print(render_timeline(timeline, console.width))
+    return out.getvalue()
+
+
+async def test_the_terminal_view_draws_a_line_per_row(db: Path) -> None:
+    text = _plain(await dag_run(db))
+    assert "\x1b" not in text  # plain text, and the task's escape code was neutralised
+    lines = text.splitlines()
+    assert lines[0].startswith("run r1 · ok · trace me")
+    by_name = {line[2:].split()[0]: line for line in lines if line[2:3].isalnum()}
+    assert {"plan", "a", "b", "c", "aggregate"} <= set(by_name)
+    assert by_name["a"].startswith("★ ")
+    assert by_name["c"].startswith("★ ")
+    assert by_name["b"].startswith("  ")
+    assert CHARS["model_call"] in by_name["a"]
+    assert CHARS["tool_call"] in by_name["a"]
+    assert CHARS["error"] in by_name["b"]  # b's probe raised
+    assert CHARS["error"] not in by_name["a"]
+    assert all(len(line) <= 100 for line in lines)
+    assert "critical path" in text
+    assert "plan → a → c → aggregate" in text
+    assert "speedup x" in text
+
+
+# --- the command line ----------------------------------------------------------------
+
+
+def test_trace_after_a_demo_prints_rows_and_writes_files(
+    fast_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    assert main(["demo", "--plain", "--latency", "0", "--store", str(db)]) == 0
+    [run] = RunStore(db).runs()
+    stored = anyio.run(RunStore(db).load, run.run_id)
+    assert stored is not None
+    assert stored.plan is not None
+    ids = Plan.model_validate_json(stored.plan).ids
+    capsys.readouterr()
+    page, lines = tmp_path / "trace.html", tmp_path / "spans.jsonl"
+    args = ["trace", run.run_id, "--store", str(db), "--html", str(page), "--jsonl", str(lines)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"run {run.run_id} · ok")
+    for subtask_id in ids:
+        assert any(line[2:].startswith(subtask_id + " ") for line in out.splitlines()), out
+    assert from_jsonl(lines.read_text()) == RunStore(db).spans(run.run_id)
+    assert sorted(_Page.of(page.read_text()).workers) == sorted(ids)
+
+
+def test_trace_says_what_is_missing(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["trace", "r1", "--store", str(tmp_path / "none.db")]) == 2
+    assert "none.db: no run store" in capsys.readouterr().err
+    anyio.run(lambda: dag_run(db, trace=False))
+    assert [r.run_id for r in RunStore(db).runs()] == ["r1"]  # kept, without spans
+    assert RunStore(db).spans("r1") == []
+    assert main(["trace", "r2", "--store", str(db)]) == 2
+    assert "no run 'r2'" in capsys.readouterr().err
+    assert main(["trace", "r1", "--store", str(db)]) == 2
+    assert "tracing was off" in capsys.readouterr().err
+
+
+# --- the page ------------------------------------------------------------------------
+
+
+class _Page(HTMLParser):
+    """What a test needs of the page: worker rows, critical marks, the root's data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workers: list[str] = []
+        self.critical: set[str] = set()
+        self.root: dict[str, str | None] = {}
+        self.scripts = 0
+        self.first_script = ""
+        self._in_script = False
+
+    @classmethod
+    def of(cls, html: str) -> _Page:
+        page = cls()
+        page.feed(html)
+        return page
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "html":
+            self.root = found
+        if tag == "script":
+            self.scripts += 1
+            self._in_script = self.scripts == 1
+        if "row" in (found.get("class") or "").split():
+            self.workers.append(found.get("data-worker") or "")
+            if found.get("data-critical") == "true":
+                self.critical.add(found.get("data-worker") or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.first_script += data
+
+
+def test_the_page_escapes_what_came_from_the_run() -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    spans = [
+        _span("r", "run", TASK, 0.0, 2.0),
+        _span("w", "worker", evil, 0.0, 1.0, parent="r", worker=evil),
+        _span("t", "tool_call", evil, 0.1, 0.2, parent="w", worker=evil, error=evil),
+    ]
+    html = to_html(build_timeline(spans))
+    assert "<img" not in html
+    assert "<script>throw" not in html
+    assert "http://" not in html
+    assert "https://" not in html
+    page = _Page.of(html)
+    assert page.workers == [evil]  # the attribute reads back as the original text
+    assert page.scripts == 2
+    assert "addEventListener('error'" in page.first_script
+
+
+async def test_the_page_runs_in_headless_chromium(db: Path, tmp_path: Path) -> None:
+    browser = chromium()
+    timeline = await dag_run(db)
+    page = tmp_path / "trace.html"
+    page.write_text(to_html(timeline), encoding="utf-8")
+    done = await anyio.to_thread.run_sync(_dump_dom, browser, page, tmp_path / "profile")
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = _Page.of(done.stdout)
+    assert dom.workers == ["a", "b", "c"]
+    assert dom.critical == {"a", "c"}
+    assert "data-errors" not in dom.root, dom.root.get("data-errors")
+    assert dom.root.get("data-ready") == "3"
+
+
+def test_the_error_catcher_in_the_page_works(tmp_path: Path) -> None:
+    """The test above could not fail if the page's error catcher caught nothing."""
+    browser = chromium()
+    spans = [_span("w", "worker", "x", 0.0, 1.0, worker="x")]
+    html = to_html(build_timeline(spans)).replace(
+        '<div id="tip" hidden></div>', "<script>undefinedFunction();</script>"
+    )
+    page = tmp_path / "broken.html"
+    page.write_text(html, encoding="utf-8")
+    done = _dump_dom(browser, page, tmp_path / "profile")
+    dom = _Page.of(done.stdout)
+    assert "undefinedFunction" in (dom.root.get("data-errors") or "")
+    assert dom.root.get("data-ready") == "1"
+
+
+def _dump_dom(browser: str, page: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+    """The page's DOM after its scripts ran, from headless Chromium (no network)."""
+    command = [
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", f"--user-data-dir={profile}", "--dump-dom", page.as_uri(),
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+
+
+def _span(
+    span_id: str,
+    kind: SpanKind,
+    name: str,
+    start: float,
+    end: float,
+    *,
+    parent: str | None = None,
+    worker: str | None = None,
+    error: str | None = None,
+) -> Span:
+    return Span(
+        span_id=span_id, parent_id=parent, kind=kind, name=name, start=start, end=end,
+        worker=worker, error=error,
+    )  # fmt: skip
