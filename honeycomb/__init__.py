@@ -13,8 +13,9 @@ models), :mod:`honeycomb.models`, :mod:`honeycomb.messages`, :mod:`honeycomb.too
 :mod:`honeycomb.memory`, :mod:`honeycomb.tracing`, :mod:`honeycomb.store`,
 :mod:`honeycomb.hive` and :mod:`honeycomb.backends` (``docs/api.md`` lists them all).
 
-``OpenAIModel``, ``OfflineModel`` and ``load_hive`` load on first use: they (and
-``openai`` and ``yaml``) take time to import, and many programs need none of them.
+``OpenAIModel``, ``OfflineModel``, ``SQLiteMemory`` and ``load_hive`` load on first use:
+they (and ``openai``, ``sqlite3`` and ``yaml``) take time to import, and many programs
+need none of them.
 """
 
 import typing
@@ -38,7 +39,7 @@ from runtime.errors import (
 )
 from runtime.events import Event, EventHandler
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.memory import Memory, SQLiteMemory
+from runtime.memory import Memory
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -63,6 +64,7 @@ from workers.worker import Worker, WorkerResult
 if typing.TYPE_CHECKING:
     from honeycomb.hive import load_hive
     from honeycomb.offline import OfflineModel
+    from runtime.memory.sqlite import SQLiteMemory
     from runtime.models.openai.chat import OpenAIModel
 
 __all__ = [
@@ -128,5 +130,5 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no othe
     __getattr__ = lazy.lazy_names(
         __name__,
         globals(),
-        ("runtime.models", "honeycomb.offline", "honeycomb.hive"),
+        ("runtime.models", "runtime.memory", "honeycomb.offline", "honeycomb.hive"),
     )

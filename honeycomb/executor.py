@@ -142,9 +142,17 @@ class Executor:
         mcp = McpTools(mcp_servers)
         kept_policy = policy or Policy()
         setups, run_guards = resolve_setups(
-            role_list, model_map, default, registry, planner, aggregator, kept_memory, mcp,
-            guards, kept_policy.max_nesting,
-        )  # fmt: skip
+            role_list,
+            model_map,
+            default,
+            registry,
+            planner,
+            aggregator,
+            kept_memory,
+            mcp,
+            guards,
+            kept_policy.max_nesting,
+        )
         kept = open_store(store)
         self._held: AsyncExitStack | None = None  # the models held by ``async with``
         self.shared = Shared(
@@ -359,9 +367,12 @@ class Executor:
             else ()
         )
         run = Run(
-            self.shared, instruction, run_id if outer else os.urandom(6).hex(), handlers,
+            self.shared,
+            instruction,
+            run_id if outer else os.urandom(6).hex(),
+            handlers,
             within=outer.context if outer is not None else None,
-        )  # fmt: skip
+        )
         async with self.shared.scope():
             result = await run.execute(None, resumable=False, steal=False)
         return result.answer_text
@@ -505,9 +516,16 @@ class Executor:
         from honeycomb.run.decide import decide
 
         decided = await decide(
-            self._store_for(run_id), run_id, call_id, approve=approve, reason=reason,
-            arguments=arguments, worker=worker, tool_for=self.tool_for, by=by,
-        )  # fmt: skip
+            self._store_for(run_id),
+            run_id,
+            call_id,
+            approve=approve,
+            reason=reason,
+            arguments=arguments,
+            worker=worker,
+            tool_for=self.tool_for,
+            by=by,
+        )
         live = self.shared.paused.get(run_id)
         if live is not None:  # under way here: its paused worker goes on at once
             live()
@@ -549,9 +567,13 @@ class Executor:
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
-                task, subtasks=subtasks, run_id=run_id, on_event=[put], steal=steal,
+                task,
+                subtasks=subtasks,
+                run_id=run_id,
+                on_event=[put],
+                steal=steal,
                 text_deltas=text_deltas,
-            )  # fmt: skip
+            )
 
         return streamed(run)
 

@@ -71,7 +71,7 @@ from runtime.events import (
 )
 from runtime.lazy import lazy_attributes
 from runtime.limits import Budget, LimitedModel, Limits
-from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord, SQLiteMemory
+from runtime.memory import Embeddings, Memory, MemoryHit, MemoryRecord
 from runtime.messages import (
     AssistantMessage,
     Message,
@@ -255,6 +255,7 @@ if TYPE_CHECKING:
     from runtime.limits.ratelimit import AdaptiveLimiter, RateLimitedModel
     from runtime.limits.retry import RetryingModel
     from runtime.limits.retry_policy import RetryPolicy
+    from runtime.memory.sqlite import SQLiteMemory
     from runtime.models.llama import LlamaModel
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
@@ -275,6 +276,7 @@ _LAZY = {
     "RateLimitedModel": "runtime.limits.ratelimit",
     "RetryPolicy": "runtime.limits.retry_policy",
     "RetryingModel": "runtime.limits.retry",
+    "SQLiteMemory": "runtime.memory.sqlite",
     "TextToolModel": "runtime.models.protocols.text_tools",
     "YamlDocument": "runtime.config.yaml_config",
     "YamlPath": "runtime.config.yaml_config",

@@ -196,7 +196,8 @@ class within:  # used as a function would be: ``with within(5): ...``
             block's own limit raises it: a cancellation from elsewhere stays one.
     """
 
-    __slots__ = ("_cancelling", "_expired", "_limit", "_table", "_task")  # one per running call
+    # benchmark E: one per tool call running (A at N=10000 has 30,000), no instance dict
+    __slots__ = ("_cancelling", "_expired", "_limit", "_table", "_task")
 
     def __init__(self, limit: float | None) -> None:
         self._limit = limit

@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 
+# benchmark F: made every call when tracing, never walked by the GC
 class Event(Value, frozen=True, gc=False, kw_only=True):
     """Base of all events: immutable values. ``kind`` names the event in logs
     (``model_call.finished``)."""
@@ -262,9 +263,14 @@ class CallReport:
     def retrying(self, status: str, error: str, wait_s: float) -> None:
         """The attempt made last failed with ``error``; the next starts in ``wait_s``."""
         event = ModelCallRetrying(
-            worker=self.worker, run_id=self.run_id, turn=self.turn, attempt=self.attempts,
-            status=status, wait_s=wait_s, error=error,
-        )  # fmt: skip
+            worker=self.worker,
+            run_id=self.run_id,
+            turn=self.turn,
+            attempt=self.attempts,
+            status=status,
+            wait_s=wait_s,
+            error=error,
+        )
         self.attempts += 1
         self.retry_wait_s += wait_s
         self.tracer.emit(event)

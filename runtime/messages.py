@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class Usage(Value, frozen=True, gc=False, kw_only=True):
     """Tokens, calls and cost spent. Adds up with ``+``.
 
@@ -79,6 +80,7 @@ class Usage(Value, frozen=True, gc=False, kw_only=True):
         )
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class ToolCall(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """One call the model asked for. ``arguments`` is the raw JSON text the model wrote."""
 
@@ -87,7 +89,7 @@ class ToolCall(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only
     arguments: str = "{}"
 
 
-class ReasoningItem(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
+class ReasoningItem(Value, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """A reasoning model's thinking as the Responses API returns it: an item to pass
     back, as it came, with the message that followed it (the API wants it within a
     tool loop). ``encrypted_content`` is there when the request asked for it
@@ -101,6 +103,7 @@ class ReasoningItem(Value, frozen=True, gc=False, forbid_unknown_fields=True, kw
     encrypted_content: str | None = None
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class _Message(
     Value, frozen=True, gc=False, tag_field="role", forbid_unknown_fields=True, kw_only=True
 ):
@@ -194,6 +197,7 @@ def with_distinct_ids(message: AssistantMessage, earlier: Messages, turn: int) -
     return msgspec.structs.replace(message, tool_calls=tuple(fresh))
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class Transcript(Value, frozen=True, gc=False, kw_only=True):
     """An immutable sequence of messages; :meth:`add` returns a new transcript."""
 

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-class ToolSchema(Value, frozen=True, gc=False, kw_only=True):
+class ToolSchema(Value, frozen=True, kw_only=True):
     """What a model is told about one tool: its name, what it does, and the JSON
     schema of its arguments (read-only, like every value)."""
 
@@ -63,7 +63,7 @@ class ToolSchema(Value, frozen=True, gc=False, kw_only=True):
     )
 
 
-class OutputSchema(Value, frozen=True, gc=False, kw_only=True):
+class OutputSchema(Value, frozen=True, kw_only=True):
     """A JSON schema the final answer must follow (structured output)."""
 
     name: str
@@ -84,6 +84,7 @@ def _schema_of(model: type[BaseModel]) -> OutputSchema:
 ToolChoice = Literal["auto", "none", "required"]
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
     """Everything a model needs for one call.
 
@@ -111,6 +112,7 @@ class ModelRequest(Value, frozen=True, gc=False, kw_only=True):
     max_output_tokens: int | None = None
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class ModelResponse(Value, frozen=True, gc=False, kw_only=True):
     """One model answer: the assistant message, what it cost, and why it stopped.
 

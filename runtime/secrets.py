@@ -40,9 +40,17 @@ from pydantic import BaseModel
 from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
-    "MIN_LENGTH", "HeldText", "add_header", "add_secret", "isolated", "known", "mask_error",
-    "masked", "masked_errors", "shows_secret",
-]  # fmt: skip
+    "MIN_LENGTH",
+    "HeldText",
+    "add_header",
+    "add_secret",
+    "isolated",
+    "known",
+    "mask_error",
+    "masked",
+    "masked_errors",
+    "shows_secret",
+]
 
 MIN_LENGTH = 8
 """Values shorter than this are not masked: placeholders, not secrets."""

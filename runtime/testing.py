@@ -29,9 +29,14 @@ from runtime.models.checks import check_message, kind_of
 from runtime.models.tokens import simple_quarter_tokens as quarter_tokens
 
 __all__ = [
-    "FunctionModel", "ScriptStep", "ScriptedModel", "call", "estimate_usage", "stream_text",
+    "FunctionModel",
+    "ScriptStep",
+    "ScriptedModel",
+    "call",
+    "estimate_usage",
+    "stream_text",
     "text_pieces",
-]  # fmt: skip
+]
 
 ScriptStep: TypeAlias = (
     str | ToolCall | Sequence[ToolCall] | AssistantMessage | ModelResponse | BaseException

@@ -29,14 +29,23 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
-    "ESCAPE_DEPTH", "REPLACEMENT", "Unescaped", "encode_json", "model_json", "open_escape",
-    "unescaped", "unescaped_views", "valid_data", "valid_text",
-]  # fmt: skip
+    "ESCAPE_DEPTH",
+    "REPLACEMENT",
+    "Unescaped",
+    "encode_json",
+    "model_json",
+    "open_escape",
+    "unescaped",
+    "unescaped_views",
+    "valid_data",
+    "valid_text",
+]
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -78,8 +87,6 @@ def encode_json(value: Any) -> bytes:
 
 def model_json(model: BaseModel) -> str:
     """A pydantic model's JSON (``model_dump_json``), its lone surrogates replaced."""
-    from pydantic_core import PydanticSerializationError
-
     try:
         return model.model_dump_json()
     except PydanticSerializationError as exc:
@@ -98,9 +105,18 @@ _ESCAPE = re.compile(
     r"""|N\{([A-Za-z0-9 -]{1,88})\}|(["'\\/bfnrtav]))"""
 )
 _SHORT = {
-    '"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-    "t": "\t", "a": "\a", "v": "\v",
-}  # fmt: skip
+    '"': '"',
+    "'": "'",
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "a": "\a",
+    "v": "\v",
+}
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 # The end of a text that may be the start of an escape the next piece of a stream
@@ -112,7 +128,7 @@ _PARTIAL = re.compile(
 )
 
 
-class Unescaped(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+class Unescaped(msgspec.Struct, frozen=True, kw_only=True):
     """A text as one more level of escapes decodes it.
 
     Attributes:

@@ -351,8 +351,8 @@ LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
     "honeycomb.offline", "honeycomb.hive",
-    "runtime.config.yaml_config", "runtime.memory.db", "sqlite_vec", "mcp", "mcp_types",
-    "httpx2", "runtime.tools._mcp_sdk",
+    "runtime.config.yaml_config", "runtime.memory.db", "runtime.memory.sqlite", "sqlite_vec",
+    "mcp", "mcp_types", "httpx2", "runtime.tools._mcp_sdk",
     # Every model adapter, the models that wrap others, the tool protocols, the test
     # models, spans and logging.
     "runtime.models.openai.chat", "runtime.models.openai.responses",
@@ -378,7 +378,8 @@ def test_importing_honeycomb_loads_only_what_every_program_needs() -> None:
 FIRST_USE_NAMES = [  # honeycomb's: see test_public_api.py
      ("runtime", "load_yaml"),
      ("runtime", "YamlDocument"), ("runtime", "format_path"), ("runtime", "OpenAIEmbeddings"),
-     ("runtime", "LlamaModel"), ("runtime", "AdaptiveLimiter")]  # fmt: skip
+     ("runtime", "LlamaModel"), ("runtime", "AdaptiveLimiter"), ("runtime", "SQLiteMemory"),
+     ("runtime.memory", "SQLiteMemory")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("module", "name"), FIRST_USE_NAMES)

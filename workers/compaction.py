@@ -287,10 +287,13 @@ class Compactor:
 
         def request(end: int) -> ModelRequest:
             return summary_request(
-                state.summary, messages[start:end], self.compaction.instructions,
-                timeout=self.timeout, conversation=self.conversation,
+                state.summary,
+                messages[start:end],
+                self.compaction.instructions,
+                timeout=self.timeout,
+                conversation=self.conversation,
                 max_output_tokens=allowance,
-            )  # fmt: skip
+            )
 
         low, high = 0, len(ends) - 1  # the last end whose request fits: a binary search
         while low < high:
@@ -333,9 +336,13 @@ class Compactor:
         folding = end - state.summarized
         if tracing:
             event = CompactionStarted(
-                worker=self.worker, run_id=self.run_id, turn=turn, messages=folding,
-                context_tokens=before, budget_tokens=self.compaction.budget_tokens,
-            )  # fmt: skip
+                worker=self.worker,
+                run_id=self.run_id,
+                turn=turn,
+                messages=folding,
+                context_tokens=before,
+                budget_tokens=self.compaction.budget_tokens,
+            )
             self.tracer.emit(event)
             current_call.set(
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
@@ -394,9 +401,13 @@ class Compactor:
         return ContextWindow(max_tokens=max(room, 1), count=self.count)
 
     def _finished(
-        self, turn: int, started: float, outcome: _Outcome, folded: tuple[int, int, bool],
+        self,
+        turn: int,
+        started: float,
+        outcome: _Outcome,
+        folded: tuple[int, int, bool],
         state: LoopState,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Emit the ``compaction.finished`` of a summary call that folded (or failed to
         fold) messages, leaving a context of a size and needing the window, or not."""
         folding, after, window = folded
@@ -404,19 +415,25 @@ class Compactor:
         current_call.set(None)
         usage, error = outcome.usage, outcome.error
         event = CompactionFinished(
-            worker=self.worker, run_id=self.run_id, turn=turn,
+            worker=self.worker,
+            run_id=self.run_id,
+            turn=turn,
             duration_s=time.perf_counter() - started,
             status="ok" if error is None else "error",
             model=outcome.model,
-            messages=folding if error is None else 0, summarized=state.summarized,
-            context_tokens=after, window=window,
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-            cost=usage.cost, cached_input_tokens=usage.cached_input_tokens,
+            messages=folding if error is None else 0,
+            summarized=state.summarized,
+            context_tokens=after,
+            window=window,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=usage.cost,
+            cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
             attempts=report.attempts if report is not None else 1,
             retry_wait_s=report.retry_wait_s if report is not None else 0.0,
             error=None if error is None else f"{type(error).__name__}: {error}",
-        )  # fmt: skip
+        )
         self.tracer.emit(event)
 
 

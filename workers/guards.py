@@ -351,9 +351,13 @@ class GuardRunner:
 
     def _check(self, kind: GuardKind, text: str, **fields: Any) -> GuardCheck:
         return GuardCheck(
-            kind=kind, text=text, role=self.role, worker=self.worker, run_id=self.run_id,
+            kind=kind,
+            text=text,
+            role=self.role,
+            worker=self.worker,
+            run_id=self.run_id,
             **fields,
-        )  # fmt: skip
+        )
 
     async def input(self, text: str) -> list[Refusal]:
         """The refusals of the input guards for an instruction (none: it passes)."""
@@ -455,13 +459,22 @@ class GuardRunner:
         usage, model, calls = spent
         self.tracer.emit(
             GuardChecked(
-                worker=self.worker, run_id=self.run_id, guard=guard.name,
-                guard_kind=check.kind, status=status,
-                duration_s=time.perf_counter() - started, turn=turn, call_id=call_id,
-                reason=reason, model=model, input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens, cost=usage.cost, model_calls=calls,
+                worker=self.worker,
+                run_id=self.run_id,
+                guard=guard.name,
+                guard_kind=check.kind,
+                status=status,
+                duration_s=time.perf_counter() - started,
+                turn=turn,
+                call_id=call_id,
+                reason=reason,
+                model=model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost=usage.cost,
+                model_calls=calls,
             )
-        )  # fmt: skip
+        )
 
 
 async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:

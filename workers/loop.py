@@ -140,10 +140,23 @@ class AgentLoop:
         guards: Its output guards check each answer before it is accepted.
     """
 
-    # One loop per running worker: no instance dict.
-    __slots__ = ("_compactor", "_conversation", "_head", "_output", "budget", "checkpoint",
-                 "dispatcher", "guards", "instructions", "model", "run_id", "settings",
-                 "tracer", "worker")  # fmt: skip
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = (
+        "_compactor",
+        "_conversation",
+        "_head",
+        "_output",
+        "budget",
+        "checkpoint",
+        "dispatcher",
+        "guards",
+        "instructions",
+        "model",
+        "run_id",
+        "settings",
+        "tracer",
+        "worker",
+    )
 
     def __init__(
         self,
@@ -178,10 +191,16 @@ class AgentLoop:
         self._compactor: Compactor | None = None
         if compaction is not None:
             self._compactor = Compactor(
-                compaction, summarizer or model, budget=budget, tracer=self.tracer,
-                worker=worker, run_id=run_id, conversation=self._conversation,
-                timeout=self.settings.model_timeout, writer=request_writer(model),
-            )  # fmt: skip
+                compaction,
+                summarizer or model,
+                budget=budget,
+                tracer=self.tracer,
+                worker=worker,
+                run_id=run_id,
+                conversation=self._conversation,
+                timeout=self.settings.model_timeout,
+                writer=request_writer(model),
+            )
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""

@@ -124,11 +124,15 @@ async def recall_at_start(
     if tracer.enabled:
         tracer.emit(
             MemoryRecalled(
-                worker=worker, run_id=run_id, namespace=settings.namespace, query=task,
+                worker=worker,
+                run_id=run_id,
+                namespace=settings.namespace,
+                query=task,
                 memory_ids=tuple(h.record.id for h in hits),
-                duration_s=time.perf_counter() - started, error=error,
+                duration_s=time.perf_counter() - started,
+                error=error,
             )
-        )  # fmt: skip
+        )
     return UserMessage(content=recall_text(hits)) if hits else None
 
 
@@ -136,9 +140,7 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
     """The ``recall`` and ``remember`` tools of a role, on its namespace."""
     namespace = settings.namespace
 
-    async def recall(
-        query: str, k: Annotated[int, Field(ge=1, le=20)] = 3
-    ) -> str:  # fmt: skip
+    async def recall(query: str, k: Annotated[int, Field(ge=1, le=20)] = 3) -> str:
         """Search long-term memory (what earlier work kept) for what matches the query;
         the best k memories, best first.
 
@@ -184,9 +186,13 @@ async def keep_result(
         return
     try:
         await memory.add(
-            text, namespace=settings.namespace, kind="result", run_id=run_id, role=role,
+            text,
+            namespace=settings.namespace,
+            kind="result",
+            run_id=run_id,
+            role=role,
             worker=worker,
-        )  # fmt: skip
+        )
     except (HoneycombError, ValueError) as exc:
         fields = {"run_id": run_id, "worker": worker, "error": f"{type(exc).__name__}: {exc}"}
         logs.log("memory.store_failed", fields, level="warning")

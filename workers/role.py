@@ -188,8 +188,10 @@ def check_role(
     errors: list[ConfigError] = []
     compaction = body.get("compaction")
     summarizer = compaction.get("model") if isinstance(compaction, Mapping) else None
-    for where, model in (((*path, "model"), body.get("model")),
-                         ((*path, "compaction", "model"), summarizer)):  # fmt: skip
+    for where, model in (
+        ((*path, "model"), body.get("model")),
+        ((*path, "compaction", "model"), summarizer),
+    ):
         if models and isinstance(model, str) and model not in models:
             errors.append(
                 doc.error(

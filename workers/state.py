@@ -14,9 +14,16 @@ from runtime.value import Value, packed
 from workers.context import Compaction, ContextWindow
 
 __all__ = [
-    "DEFAULT_OUTPUT_TOKENS", "Checkpoint", "Continue", "Failed", "Final", "LoopSettings",
-    "LoopState", "Step", "Waiting",
-]  # fmt: skip
+    "DEFAULT_OUTPUT_TOKENS",
+    "Checkpoint",
+    "Continue",
+    "Failed",
+    "Final",
+    "LoopSettings",
+    "LoopState",
+    "Step",
+    "Waiting",
+]
 
 DEFAULT_OUTPUT_TOKENS = 4096
 """The output limit of a model call that nothing else limits: enough for a long answer
@@ -61,6 +68,7 @@ class LoopSettings(Value, frozen=True, kw_only=True):
             raise ValueError(f"max_output_tokens must be 1 or more, got {self.max_output_tokens}")
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class LoopState(Value, frozen=True, gc=False, kw_only=True):
     """Everything a step needs; every step returns a new one.
 
@@ -195,6 +203,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         )
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class Continue(Value, frozen=True, gc=False, kw_only=True):
     """The loop goes on from ``state``."""
 

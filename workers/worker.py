@@ -251,9 +251,21 @@ class Worker:
         judge: Asks the roles its judge guards name (the run's).
     """
 
-    # One worker per subtask, alive while it runs: no instance dict.
-    __slots__ = ("_dispatcher", "_guards", "budget", "checkpoint", "model", "name", "role",
-                 "run_id", "setup", "summarizer", "tools", "tracer")  # fmt: skip
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = (
+        "_dispatcher",
+        "_guards",
+        "budget",
+        "checkpoint",
+        "model",
+        "name",
+        "role",
+        "run_id",
+        "setup",
+        "summarizer",
+        "tools",
+        "tracer",
+    )
 
     def __init__(
         self,
@@ -297,9 +309,13 @@ class Worker:
         self._guards: GuardRunner | None = None
         if not own.empty:
             self._guards = GuardRunner(
-                own, tracer=self.tracer, judge=judge, role=setup.role.name, worker=self.name,
+                own,
+                tracer=self.tracer,
+                judge=judge,
+                role=setup.role.name,
+                worker=self.name,
                 run_id=run_id,
-            )  # fmt: skip
+            )
         self._dispatcher = Dispatcher(
             setup.tools,
             policy=setup.policy,
@@ -349,9 +365,14 @@ class Worker:
                 refused = await self._refused(task)
                 if refused is not None:
                     return self._result(
-                        refused[0], Transcript(), Usage(), 0, started_at, started,
+                        refused[0],
+                        Transcript(),
+                        Usage(),
+                        0,
+                        started_at,
+                        started,
                         error=refused[1],
-                    )  # fmt: skip
+                    )
                 resume = await self._recalled(task, prompt)
             outcome = await loop.run(prompt, resume)
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
@@ -391,9 +412,14 @@ class Worker:
         transcript = Transcript(messages=head + state.messages)
         if isinstance(outcome, Waiting):
             waiting = self._result(
-                "waiting", transcript, state.usage, state.turn, started_at, started,
+                "waiting",
+                transcript,
+                state.usage,
+                state.turn,
+                started_at,
+                started,
                 pending=outcome.pending,
-            )  # fmt: skip
+            )
             return waiting.model_copy(update={"state": state})
         if isinstance(outcome, Failed):
             return self._result(

@@ -285,9 +285,13 @@ class RayBackend:
                     if record is None or deaths >= self.max_actor_deaths:
                         limit = None if record is None else self.max_actor_deaths
                         lost = WorkerLost(
-                            worker.name, _reason(exc), role=worker.role.name,
-                            deaths=deaths, tools=running, limit=limit,
-                        )  # fmt: skip
+                            worker.name,
+                            _reason(exc),
+                            role=worker.role.name,
+                            deaths=deaths,
+                            tools=running,
+                            limit=limit,
+                        )
                         return _failed(worker, lost)
                     state = link.last_state or state  # on from its last checkpoint
                     avoid = actor

@@ -175,10 +175,16 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
             tools = HiveTools(store)(args.run_id) if arguments is not None else None
             decided = asyncio.run(
                 decide(
-                    store, args.run_id, args.call_id, approve=not args.deny, reason=args.reason,
-                    arguments=arguments, worker=args.worker, tool_for=tools,
+                    store,
+                    args.run_id,
+                    args.call_id,
+                    approve=not args.deny,
+                    reason=args.reason,
+                    arguments=arguments,
+                    worker=args.worker,
+                    tool_for=tools,
                 )
-            )  # fmt: skip
+            )
         finally:
             store.close()
     except (HoneycombError, ConfigErrors) as exc:

@@ -55,9 +55,14 @@ if TYPE_CHECKING:
     from honeycomb.backends import RayBackend
 
 __all__ = [
-    "DEFAULT_STORE", "DEMOS", "DEMO_TASK", "demo_command", "demo_hive_path", "resume_command",
+    "DEFAULT_STORE",
+    "DEMOS",
+    "DEMO_TASK",
+    "demo_command",
+    "demo_hive_path",
+    "resume_command",
     "run_command",
-]  # fmt: skip
+]
 
 DEFAULT_STORE = Path(".honeycomb") / "runs.db"
 """Where the CLI keeps runs: under the current folder (the project), unless the hive

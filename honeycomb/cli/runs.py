@@ -40,10 +40,18 @@ def runs_command(args: argparse.Namespace) -> ExitStatus:
 
 
 _COLUMNS = (
-    ("run", 12, "<"), ("started", 19, "<"), ("status", 11, "<"), ("took", 7, ">"), ("ran", 7, ">"),
-    ("workers", 11, ">"), ("model calls", 16, ">"), ("tokens", 14, ">"), ("cached", 10, ">"),
-    ("cost", 8, ">"), ("task", 0, "<"),
-)  # fmt: skip
+    ("run", 12, "<"),
+    ("started", 19, "<"),
+    ("status", 11, "<"),
+    ("took", 7, ">"),
+    ("ran", 7, ">"),
+    ("workers", 11, ">"),
+    ("model calls", 16, ">"),
+    ("tokens", 14, ">"),
+    ("cached", 10, ">"),
+    ("cost", 8, ">"),
+    ("task", 0, "<"),
+)
 """The columns of ``honeycomb runs``: the header's label, the width, the alignment."""
 
 
@@ -61,11 +69,21 @@ def run_line(run: RunSummary) -> str:
     took, ran = format_took(run.duration_s, run.wall_s)
     tokens = run.input_tokens + run.output_tokens
     task = run.task if len(run.task) <= 50 else run.task[:49] + "…"
-    return _row([
-        run.run_id, when, run.status, took, ran, counted(run.workers, "worker"),
-        counted(run.model_calls, "model call"), counted(tokens, "token"),
-        cached_share(run) or "-", format_cost(run.cost), task,
-    ])  # fmt: skip
+    return _row(
+        [
+            run.run_id,
+            when,
+            run.status,
+            took,
+            ran,
+            counted(run.workers, "worker"),
+            counted(run.model_calls, "model call"),
+            counted(tokens, "token"),
+            cached_share(run) or "-",
+            format_cost(run.cost),
+            task,
+        ]
+    )
 
 
 def trace_command(args: argparse.Namespace) -> ExitStatus:

@@ -96,7 +96,7 @@ class RaySpec(BaseModel):
         Raises:
             ConfigError: for values :class:`~honeycomb.backends.RayBackend` refuses.
         """
-        from honeycomb.backends import RayBackend
+        from honeycomb.backends import RayBackend  # 100 ms of modules, for Ray only
 
         return RayBackend(
             self.address,
@@ -167,8 +167,9 @@ def _runtime_env(given: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     if isinstance(env.get("working_dir"), str):
         env["working_dir"] = _local(env["working_dir"], folder)
     if isinstance(env.get("py_modules"), list):
-        env["py_modules"] = [_local(m, folder) if isinstance(m, str) else m
-                             for m in env["py_modules"]]  # fmt: skip
+        env["py_modules"] = [
+            _local(m, folder) if isinstance(m, str) else m for m in env["py_modules"]
+        ]
     variables = dict(env.get("env_vars") or {})
     # Ray expands ${NAME} from the environment the actor would have had.
     tail = variables.get("PYTHONPATH", "${PYTHONPATH}")

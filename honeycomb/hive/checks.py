@@ -12,10 +12,12 @@ from typing import get_args
 
 import pydantic
 
+import runtime.models.llama_server as llama_server
 from honeycomb.hive.backend import RAY_MISSING, ray_missing
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
+from runtime.models.openai.request import Api, settings_problems
 from workers import Role
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
@@ -110,8 +112,6 @@ def _check_nesting(
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
     """Every problem of every model's settings, each at its own key (the settings are
     kept as written: pydantic would say one thing of the whole mapping)."""
-    from runtime.models.openai.request import Api, settings_problems  # does not import openai
-
     models = doc.data.get("models")
     for name, spec in (models if isinstance(models, Mapping) else {}).items():
         settings = spec.get("settings") if isinstance(spec, Mapping) else None
@@ -151,25 +151,17 @@ def _check_memory(
 def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:
     """Models llama.cpp is to run in this process: xllamacpp installed, and a GGUF file
     to run (``path:``, relative to the hive file, or SmolLM2's)."""
-    from runtime.models.llama_server import (  # imports no xllamacpp
-        LLAMA_MISSING,
-        NO_GGUF,
-        bundled_gguf,
-        gguf_problem,
-        llama_missing,
-    )
-
     folder = Path(doc.file).resolve().parent
     for name, model in spec.models.items():
         if model.provider != "llama":
             continue
-        if llama_missing():
-            errors.append(doc.error(("models", name, "provider"), LLAMA_MISSING))
+        if llama_server.llama_missing():
+            errors.append(doc.error(("models", name, "provider"), llama_server.LLAMA_MISSING))
         if model.path is None:
-            if bundled_gguf() is None:
-                errors.append(doc.error(("models", name), NO_GGUF))
+            if llama_server.bundled_gguf() is None:
+                errors.append(doc.error(("models", name), llama_server.NO_GGUF))
             continue
-        problem = gguf_problem(folder / model.path)
+        problem = llama_server.gguf_problem(folder / model.path)
         if problem is not None:
             errors.append(doc.error(("models", name, "path"), problem))
 

@@ -30,6 +30,7 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
+from runtime.memory import SQLiteMemory
 from workers import Role, load_roles, read_roles
 from workers.nesting import hive_ref
 from workers.role import approval_problems
@@ -113,8 +114,6 @@ class Hive:
         declared, path = self.spec.memory, self.memory_path
         if declared is None or path is None:
             return None
-        from runtime.memory import SQLiteMemory
-
         embeddings = None
         if declared.embeddings is not None:
             from runtime.models.openai.embeddings import OpenAIEmbeddings  # loads openai
@@ -122,9 +121,13 @@ class Hive:
             e = declared.embeddings
             key = e.api_key.get_secret_value() if e.api_key is not None else None
             embeddings = OpenAIEmbeddings(
-                e.model, base_url=e.base_url or None, api_key=key or None,
-                dimensions=e.dimensions, timeout=e.timeout, max_concurrency=e.max_concurrency,
-            )  # fmt: skip
+                e.model,
+                base_url=e.base_url or None,
+                api_key=key or None,
+                dimensions=e.dimensions,
+                timeout=e.timeout,
+                max_concurrency=e.max_concurrency,
+            )
         return SQLiteMemory(path, embeddings=embeddings, max_chars=declared.max_chars)
 
     def models(self, replace: Mapping[str, Model] | None = None) -> dict[str, Model]:

@@ -6,7 +6,9 @@ file next to the hive (``tools.py``). While the hive's paths resolve, its folder
 tools are their functions) and are remembered as the folder's, so that two hives in
 different folders, each with its own ``tools.py``, each get their own: while one
 hive's paths resolve, the same-named modules of another hive's folder are set aside,
-and after, they are put back.
+and after, they are put back. The modules keep their plain names (not unique ones made
+from the path): a hive's files import each other by them (``from helpers import x``),
+and Ray's actors import them by them too, from the folder on their ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ def imports_from(folder: Path) -> Iterator[None]:
     """A block in which imports look in ``folder`` (absolute) first, and find the
     modules imported from it before rather than another hive's of the same names."""
     own = _FOLDERS.get(folder, {})
-    others = {id(m) for f, modules in _FOLDERS.items() if f != folder for m in modules.values()}
+    # A list, compared by identity: what sys.modules holds need not be hashable.
+    others = [m for f, modules in _FOLDERS.items() if f != folder for m in modules.values()]
     aside = {
         name: module
         for name, module in list(sys.modules.items())
         if (name in own and module is not own[name])
-        or (id(module) in others and _has_module(folder, name))
+        or (any(module is m for m in others) and _has_module(folder, name))
     }
     for name in aside:
         del sys.modules[name]

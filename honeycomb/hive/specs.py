@@ -15,6 +15,7 @@ from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
 from runtime.limits.retry_policy import RetryPolicy
+from runtime.models.openai.request import key_missing, split_settings
 from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
@@ -77,8 +78,6 @@ class ModelSpec(BaseModel):
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
         extra_body fields)``, as the installed ``openai`` names its parameters."""
-        from runtime.models.openai.request import split_settings
-
         return split_settings(self.settings, self.api)
 
     def missing_key(self) -> ConfigError | None:
@@ -86,8 +85,6 @@ class ModelSpec(BaseModel):
         environment now), if they would."""
         if self.provider != "openai":
             return None
-        from runtime.models.openai.request import key_missing
-
         key = self.api_key.get_secret_value() if self.api_key is not None else None
         return key_missing(self.model or "", key, self.base_url)
 
@@ -127,10 +124,17 @@ class ModelSpec(BaseModel):
 
             path = None if self.path is None else (folder or Path()) / self.path
             return LlamaModel(
-                path, parallel=self.parallel, context=self.context, threads=self.threads,
-                seed=self.seed, name=self.model, settings=self.settings, timeout=self.timeout,
-                retry=self.retry, max_concurrency=self.max_concurrency,
-            )  # fmt: skip
+                path,
+                parallel=self.parallel,
+                context=self.context,
+                threads=self.threads,
+                seed=self.seed,
+                name=self.model,
+                settings=self.settings,
+                timeout=self.timeout,
+                retry=self.retry,
+                max_concurrency=self.max_concurrency,
+            )
         from runtime.models.openai.chat import OpenAIModel
         from runtime.models.openai.responses import OpenAIResponsesModel
 

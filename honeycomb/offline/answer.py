@@ -26,10 +26,19 @@ PREFIX = rules.PREFIX
 NOTE = "put together by rules, with no language model (a real model writes this answer itself)"
 
 _UNITS = (
-    ("_pct", "%"), ("_percent", "%"), ("_c", " °C"), ("_f", " °F"), ("_eur", " EUR"),
-    ("_usd", " USD"), ("_ms", " ms"), ("_s", " s"), ("_min", " min"), ("_km", " km"),
-    ("_kg", " kg"), ("_m", " million"),
-)  # fmt: skip
+    ("_pct", "%"),
+    ("_percent", "%"),
+    ("_c", " °C"),
+    ("_f", " °F"),
+    ("_eur", " EUR"),
+    ("_usd", " USD"),
+    ("_ms", " ms"),
+    ("_s", " s"),
+    ("_min", " min"),
+    ("_km", " km"),
+    ("_kg", " kg"),
+    ("_m", " million"),
+)
 # Numbers that are better low ("rain chance", "cost", "severity"); others are better high.
 _WORSE_WHEN_HIGH = rules.stems(
     "rain risk cost price delay wait error bug issue severity fail late wind duration "
@@ -43,7 +52,7 @@ _EXPR_KEY = re.compile(r"expr", re.I)
 _RAISED = re.compile(r"raised \w+: ")
 
 
-class Seen(Value, frozen=True, gc=False, kw_only=True):
+class Seen(Value, frozen=True, kw_only=True):
     """One observation with the call it answers."""
 
     tool: str

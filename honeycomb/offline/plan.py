@@ -45,7 +45,7 @@ _SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
 
-class _Draft(Value, frozen=True, gc=False, kw_only=True):
+class _Draft(Value, frozen=True, kw_only=True):
     role: str
     clauses: tuple[str, ...]
     writer: bool

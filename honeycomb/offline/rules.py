@@ -65,12 +65,32 @@ NUMBER_WORDS = {w: str(n) for n, w in enumerate(_NUMBERS.split())}
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _RULES = (
-    ("ations", ""), ("ation", ""), ("ators", ""), ("ator", ""), ("ates", ""), ("ate", ""),
-    ("ings", ""), ("ing", ""), ("ised", ""), ("ized", ""), ("ises", ""), ("izes", ""),
-    ("ise", ""), ("ize", ""), ("ers", ""), ("er", ""), ("ies", "y"), ("ied", "y"),
-    ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("ed", ""), ("ly", ""),
+    ("ations", ""),
+    ("ation", ""),
+    ("ators", ""),
+    ("ator", ""),
+    ("ates", ""),
+    ("ate", ""),
+    ("ings", ""),
+    ("ing", ""),
+    ("ised", ""),
+    ("ized", ""),
+    ("ises", ""),
+    ("izes", ""),
+    ("ise", ""),
+    ("ize", ""),
+    ("ers", ""),
+    ("er", ""),
+    ("ies", "y"),
+    ("ied", "y"),
+    ("sses", "ss"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("xes", "x"),
+    ("ed", ""),
+    ("ly", ""),
     ("s", ""),
-)  # fmt: skip
+)
 
 
 def words(text: str) -> list[str]:
@@ -195,10 +215,12 @@ def key_phrase(text: str) -> str:
 
 _TOKEN = re.compile(r"(?:(?<![^\s(])-)?\d+(?:,\d{3})*(?:\.\d+)?|\*\*|[-+*/×÷^()]|[^\W\d_]+")
 _OPS = {
-    "+": "+", "plus": "+", "and": "+", "add": "+", "-": "-", "minus": "-", "less": "-",
-    "*": "*", "x": "*", "×": "*", "times": "*", "multiplied": "*", "at": "*", "/": "/",
-    "÷": "/", "divided": "/", "over": "/", "^": "**", "**": "**",
-}  # fmt: skip
+    **dict.fromkeys(("+", "plus", "and", "add"), "+"),
+    **dict.fromkeys(("-", "minus", "less"), "-"),
+    **dict.fromkeys(("*", "x", "×", "times", "multiplied", "at"), "*"),
+    **dict.fromkeys(("/", "÷", "divided", "over"), "/"),
+    **dict.fromkeys(("^", "**"), "**"),
+}
 _MAX_FILLERS = 3
 
 

@@ -45,7 +45,7 @@ _RECALLED_CHARS = 240
 # --- worker -----------------------------------------------------------------------------
 
 
-class _Task(Value, frozen=True, gc=False, kw_only=True):
+class _Task(Value, frozen=True, kw_only=True):
     instruction: str
     inputs: tuple[tuple[str, str], ...]  # (name, result) of the subtasks depended on
 
@@ -116,7 +116,7 @@ def _seen(request: ModelRequest) -> list[answer.Seen]:
     return [s for s in answer.seen(request) if s.tool not in _MEMORY_TOOLS]
 
 
-class _Recalled(Value, frozen=True, gc=False, kw_only=True):
+class _Recalled(Value, frozen=True, kw_only=True):
     memory: str  # its id, and where it came from: ``3f2a... (guide, run 9c1e...)``
     text: str  # the lead of what it holds, on one line
 

@@ -2,7 +2,10 @@
 scheduler of the plan's DAG, one run's phases and record, and what a run returns.
 
 The :class:`~honeycomb.Executor` drives these; most programs need only the names that
-``honeycomb`` re-exports.
+``honeycomb`` re-exports. The modules of a run that has a store (``record``,
+``worker_record``, ``restore``, ``decide``) and its spans are imported inside the
+functions that use them: they load SQLite and the run store, which ``import honeycomb``
+does not (benchmark I; ``tests/test_architecture.py`` lists what it must not load).
 """
 
 from honeycomb.run.aggregator import (

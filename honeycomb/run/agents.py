@@ -92,10 +92,14 @@ class NestedRuns:
         if tracer.enabled:
             tracer.emit(
                 WorkerStarted(
-                    worker=name, run_id=ctx_run.run_id, role=role, parent=ctx.worker,
-                    call_id=ctx.call_id, turn=ctx.turn,
+                    worker=name,
+                    run_id=ctx_run.run_id,
+                    role=role,
+                    parent=ctx.worker,
+                    call_id=ctx.call_id,
+                    turn=ctx.turn,
                 )
-            )  # fmt: skip
+            )
         started = time.perf_counter()
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
         result = await (
@@ -117,12 +121,17 @@ class NestedRuns:
         if tracer.enabled:
             tracer.emit(
                 WorkerFinished(
-                    worker=name, run_id=ctx_run.run_id, role=role, status=result.status,
+                    worker=name,
+                    run_id=ctx_run.run_id,
+                    role=role,
+                    status=result.status,
                     duration_s=outcome.duration_s,
                     error=str(result.error) if result.error is not None else None,
-                    parent=ctx.worker, call_id=ctx.call_id, turn=ctx.turn,
+                    parent=ctx.worker,
+                    call_id=ctx.call_id,
+                    turn=ctx.turn,
                 )
-            )  # fmt: skip
+            )
         if result.status == "waiting" and self.record is not None:
             # Its calls wait in the store: its caller waits with it, and the call made
             # again (in this life, or a resumed run) continues it from there, decided.

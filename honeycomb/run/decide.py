@@ -98,9 +98,12 @@ async def decide(
         first = entries[0]
         assert first.decision is not None
         raise AlreadyDecided(
-            run_id, call_id, approved=first.decision.approve, decided_by=first.decided_by,
+            run_id,
+            call_id,
+            approved=first.decision.approve,
+            decided_by=first.decided_by,
             decided_at=first.decided_at,
-        )  # fmt: skip
+        )
     if len(undecided) > 1:
         workers = ", ".join(sorted(e.pending.worker for e in undecided))
         raise ApprovalError(
@@ -110,9 +113,10 @@ async def decide(
     now = time.time()
     if pending.deadline is not None and now >= pending.deadline:
         raise ApprovalError(
-            run_id, call_id,
+            run_id,
+            call_id,
             "its time to decide ran out; the resumed run denies it (approval_timeout_s)",
-        )  # fmt: skip
+        )
     if arguments is not None:
         _check(pending, arguments, tool_for, run_id)
     decision = Decision(

@@ -243,8 +243,9 @@ def critical_path(plan: Plan, durations: Mapping[str, float]) -> float:
     """The longest chain of dependent durations: no schedule can finish sooner. A plan
     made in rounds runs one round after another, so its rounds' chains add up (a
     dependency on an earlier round has finished before the round starts)."""
-    found = figures(wall_s=0.0, plan_s=0.0, aggregate_s=0.0, durations=durations,
-                    subtasks=plan.subtasks)  # fmt: skip
+    found = figures(
+        wall_s=0.0, plan_s=0.0, aggregate_s=0.0, durations=durations, subtasks=plan.subtasks
+    )
     return found.critical_path_s
 
 

@@ -40,7 +40,7 @@ CATALOG_HEADER = "Available roles:"
 RESULTS_HEADER = "Results of the subtasks:"
 
 
-class CatalogEntry(Value, frozen=True, gc=False, kw_only=True):
+class CatalogEntry(Value, frozen=True, kw_only=True):
     """One role as the planner sees it."""
 
     role: str
@@ -48,7 +48,7 @@ class CatalogEntry(Value, frozen=True, gc=False, kw_only=True):
     tools: tuple[tuple[str, str], ...] = ()  # (name, description)
 
 
-class ResultEntry(Value, frozen=True, gc=False, kw_only=True):
+class ResultEntry(Value, frozen=True, kw_only=True):
     """One subtask's result as the aggregator (or a lead) sees it; ``asked``: its
     instruction, which a lead planning in rounds is shown too."""
 

@@ -132,11 +132,15 @@ class RunRecord:
         await self.store.commit(
             (
                 "UPDATE runs SET plan = ?, workers = ?, planned_by = ? WHERE run_id = ?",
-                (model_json(plan), len(plan.subtasks), "given" if given else "planner",
-                 self.run_id),
+                (
+                    model_json(plan),
+                    len(plan.subtasks),
+                    "given" if given else "planner",
+                    self.run_id,
+                ),
             ),
             lease=self.lease,
-        )  # fmt: skip
+        )
 
     def worker(self, name: str, resumed_from: int = 0) -> WorkerRecord:
         """The checkpoint and journal of subtask ``name``'s worker."""

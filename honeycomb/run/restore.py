@@ -75,12 +75,18 @@ def restore(stored: StoredRun) -> Resumed:
     journals = {name: w.journal for name, w in stored.workers.items() if w.journal}
     approvals = {name: w.approvals for name, w in stored.workers.items() if w.approvals}
     return Resumed(
-        plan=plan, given=stored.planned_by == "given", finished=finished, states=states,
+        plan=plan,
+        given=stored.planned_by == "given",
+        finished=finished,
+        states=states,
         # What the run recorded as it spent holds its workers' spending, unless a crash
         # cut off its last write, or its lives were not recorded (a store of schema 4).
-        spent=most(stored.spent, by_workers), life=max(stored.lives, 1) + 1,
-        started_at=stored.started_at, journals=journals, approvals=approvals,
-    )  # fmt: skip
+        spent=most(stored.spent, by_workers),
+        life=max(stored.lives, 1) + 1,
+        started_at=stored.started_at,
+        journals=journals,
+        approvals=approvals,
+    )
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -352,9 +352,13 @@ class Run:
         """Run the subtasks of the plan not in ``earlier`` (the rounds before); every
         outcome so far, in plan order."""
         self.scheduler = Scheduler(
-            self.plan, self.context, self.shared.policy, record=self.record,
-            resumed=resumed, earlier=earlier,
-        )  # fmt: skip
+            self.plan,
+            self.context,
+            self.shared.policy,
+            record=self.record,
+            resumed=resumed,
+            earlier=earlier,
+        )
         began = time.perf_counter()
         self.shared.paused[self.run_id] = self.scheduler.notify
         try:
@@ -387,9 +391,13 @@ class Run:
             began = self._phase("plan")
             try:
                 added = await lead.follow_up(
-                    self.task, self.plan, list(outcomes.values()), round=number, room=room,
+                    self.task,
+                    self.plan,
+                    list(outcomes.values()),
+                    round=number,
+                    room=room,
                     context=self.context,
-                )  # fmt: skip
+                )
                 added = self._checked_round(added, number, room)
             except (PlanError, ModelError) as exc:  # no valid round, or no answer at all
                 took = time.perf_counter() - began
@@ -399,10 +407,13 @@ class Run:
                 self.rounds.append(PlanRound(round=number, error=error))
                 self.tracer.emit(
                     RoundPlanned(
-                        run_id=self.run_id, round=number, added=Plan(subtasks=()),
-                        duration_s=took, error=error,
+                        run_id=self.run_id,
+                        round=number,
+                        added=Plan(subtasks=()),
+                        duration_s=took,
+                        error=error,
                     )
-                )  # fmt: skip
+                )
                 self.rounds_ended = "lead_failed"
                 if policy.failure == "fail_fast":
                     raise RunFailed(
@@ -481,10 +492,15 @@ class Run:
             spans = [*self.earlier_spans, *self.spans.times_until()]
             return timings_of(build_timeline(spans, self.plan.subtasks))
         return run_timings(
-            wall_s=self._elapsed(), plan_s=self.times["plan"], workers_s=self.times["workers"],
-            aggregate_s=self.times["aggregate"], outcomes=outcomes, plan=self.plan,
-            earlier=self._earlier(), restored=self.resumed.finished if self.resumed else (),
-        )  # fmt: skip
+            wall_s=self._elapsed(),
+            plan_s=self.times["plan"],
+            workers_s=self.times["workers"],
+            aggregate_s=self.times["aggregate"],
+            outcomes=outcomes,
+            plan=self.plan,
+            earlier=self._earlier(),
+            restored=self.resumed.finished if self.resumed else (),
+        )
 
     def _earlier(self) -> Timeline | None:
         """The earlier lives of a resumed run, as their spans tell them."""

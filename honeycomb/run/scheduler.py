@@ -206,9 +206,13 @@ class Scheduler:
         before = self._before.get(subtask.id)
         if before is not None:  # finished in an earlier life of this run
             await self._finish(
-                subtask, before.status, self._revalidated(subtask, before.worker), before.error,
-                before.started_s, stored=True,
-            )  # fmt: skip
+                subtask,
+                before.status,
+                self._revalidated(subtask, before.worker),
+                before.error,
+                before.started_s,
+                stored=True,
+            )
             return None
         inputs = None
         if subtask.depends_on:
@@ -278,9 +282,13 @@ class Scheduler:
         memory, uses = worker.setup.memory, worker.role.memory
         if memory is not None and uses is not None and uses.store_result:
             await keep_result(
-                memory, uses, result.text, run_id=self.context.run_id, role=worker.role.name,
+                memory,
+                uses,
+                result.text,
+                run_id=self.context.run_id,
+                role=worker.role.name,
                 worker=worker.name,
-            )  # fmt: skip
+            )
 
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or
@@ -301,9 +309,12 @@ class Scheduler:
                 entries = decided_among(found, wanted)
                 if entries:
                     record.approvals.update(
-                        {(e.pending.turn, e.pending.call_id): e for e in entries
-                         if e.pending.worker == subtask.id}
-                    )  # fmt: skip
+                        {
+                            (e.pending.turn, e.pending.call_id): e
+                            for e in entries
+                            if e.pending.worker == subtask.id
+                        }
+                    )
                     self.record.decided(entries)  # a nested worker's record reads them
                     return True
                 self._check_idle()

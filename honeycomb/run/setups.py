@@ -142,7 +142,7 @@ def open_memory(memory: Memory | str | Path | None) -> Memory | None:
     """The memory ``memory`` names: a :class:`~runtime.memory.Memory`, or the path of
     an SQLite memory file (opened on first use)."""
     if isinstance(memory, str | os.PathLike):
-        from runtime.memory import SQLiteMemory
+        from runtime.memory import SQLiteMemory  # SQLite loads with the first memory file
 
         return SQLiteMemory(memory)
     return memory

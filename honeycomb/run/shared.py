@@ -116,7 +116,8 @@ class Shared:
         a decision was recorded."""
         self.locks = LockTable()
         self.tool_limiter = _limiter(policy.tool_concurrency)
-        self._under: dict[tuple[int, int], Model] = {}  # models_under's, made once
+        # models_under's, made once a model and limiter
+        self._under: dict[tuple[str, anyio.CapacityLimiter | None], Model] = {}
         self._setups: dict[tuple[Role | str, type[BaseModel] | None], WorkerSetup] = {
             (name, None): setup for name, setup in setups.items()
         }
@@ -163,11 +164,11 @@ class Shared:
 
     def model_for(self, role: Role) -> Model:
         """The model ``role`` thinks with."""
-        return self.models[role.model or self.default_model]
+        return self.models[_model_name(role, self.default_model)]
 
     def summarizer_for(self, role: Role) -> Model | None:
         """The model that writes ``role``'s summaries, when its compaction names one."""
-        named = role.compaction.model if role.compaction is not None else None
+        named = _summarizer_name(role)
         return self.models[named] if named is not None else None
 
     def models_under(
@@ -177,19 +178,18 @@ class Shared:
         as a tool), whose model calls are bounded by its caller's ``limiter``, as its
         tool calls are by its caller's tool limiter."""
 
-        def under(model: Model) -> Model:
+        def under(name: str) -> Model:
             # One model for every worker of such runs (a backend installs each once).
-            key = (id(model), id(limiter))
-            found = self._under.get(key)
+            found = self._under.get((name, limiter))
             if found is None:
-                found = self._under[key] = limited(model, limiter)
+                found = self._under[(name, limiter)] = limited(self.models[name], limiter)
             return found
 
         def summarizer_for(role: Role) -> Model | None:
-            found = self.summarizer_for(role)
-            return under(found) if found is not None else None
+            named = _summarizer_name(role)
+            return under(named) if named is not None else None
 
-        return lambda role: under(self.model_for(role)), summarizer_for
+        return lambda role: under(_model_name(role, self.default_model)), summarizer_for
 
     def setup_for(self, role: Role, output_type: type[BaseModel] | None) -> WorkerSetup:
         """A role's resolved setup, made once and shared by all its workers and runs."""
@@ -210,3 +210,13 @@ class Shared:
 
 def _limiter(capacity: int | None) -> anyio.CapacityLimiter | None:
     return anyio.CapacityLimiter(capacity) if capacity is not None else None
+
+
+def _model_name(role: Role, default: str) -> str:
+    """The name of the model ``role`` thinks with."""
+    return role.model or default
+
+
+def _summarizer_name(role: Role) -> str | None:
+    """The name of the model that writes ``role``'s summaries, if its compaction names one."""
+    return role.compaction.model if role.compaction is not None else None

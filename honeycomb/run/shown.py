@@ -44,6 +44,10 @@ def stored_timeline(run: StoredRun, spans: Sequence[Span], status: str | None = 
     with the status :func:`worker_statuses` gives it."""
     plan = Plan.model_validate_json(run.plan).subtasks if run.plan else ()
     return build_timeline(
-        spans, plan, run_id=run.run_id, task=run.task, status=status or run.status,
+        spans,
+        plan,
+        run_id=run.run_id,
+        task=run.task,
+        status=status or run.status,
         statuses=worker_statuses(run, status),
-    )  # fmt: skip
+    )

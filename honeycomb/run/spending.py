@@ -47,10 +47,17 @@ class LifeSpending:
         budget.on_spend = self._spent
         spent = budget.usage  # what the earlier lives spent, if it resumes the run
         row = (
-            run_id, life, self._started, spent.model_calls, spent.input_tokens,
-            spent.output_tokens, spent.tool_calls, spent.cost, spent.reasoning_tokens,
+            run_id,
+            life,
+            self._started,
+            spent.model_calls,
+            spent.input_tokens,
+            spent.output_tokens,
+            spent.tool_calls,
+            spent.cost,
+            spent.reasoning_tokens,
             spent.cached_input_tokens,
-        )  # fmt: skip
+        )
         store.save((_START_LIFE, row), lease=lease)
 
     def _spent(self) -> None:
@@ -64,9 +71,16 @@ class LifeSpending:
     def _row(self) -> Statement:
         u = self._budget.usage
         return _SPENT, (
-            u.model_calls, u.input_tokens, u.output_tokens, u.tool_calls, u.cost,
-            u.reasoning_tokens, u.cached_input_tokens, self._run_id, self._life,
-        )  # fmt: skip
+            u.model_calls,
+            u.input_tokens,
+            u.output_tokens,
+            u.tool_calls,
+            u.cost,
+            u.reasoning_tokens,
+            u.cached_input_tokens,
+            self._run_id,
+            self._life,
+        )
 
     def flush(self) -> None:
         """Write what the run spent since the row was last written, now: before a write

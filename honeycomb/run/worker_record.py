@@ -83,17 +83,34 @@ class WorkerRecord:
         new = dump_messages_json(messages[start:])
         self._saved = len(messages)
         row = (
-            run_id, worker, time.time(), state.task, len(messages),
-            _index_of(state.previous_calls, messages), state.turn, state.input_tokens,
-            state.output_tokens, state.cost, state.tool_calls, state.nudged, state.output_attempts,
-            state.wrapped_up, state.repeats, state.cached_input_tokens, state.reasoning_tokens,
-            state.summary, state.summarized, state.compactions, state.context_tokens,
+            run_id,
+            worker,
+            time.time(),
+            state.task,
+            len(messages),
+            _index_of(state.previous_calls, messages),
+            state.turn,
+            state.input_tokens,
+            state.output_tokens,
+            state.cost,
+            state.tool_calls,
+            state.nudged,
+            state.output_attempts,
+            state.wrapped_up,
+            state.repeats,
+            state.cached_input_tokens,
+            state.reasoning_tokens,
+            state.summary,
+            state.summarized,
+            state.compactions,
+            state.context_tokens,
             state.context_messages,
-        )  # fmt: skip
+        )
         self._run.store.save(
-            (_SAVE_MESSAGES, (run_id, worker, start, new)), (_SAVE_STATE, row),
+            (_SAVE_MESSAGES, (run_id, worker, start, new)),
+            (_SAVE_STATE, row),
             lease=self._run.lease,
-        )  # fmt: skip
+        )
 
     async def flush(self) -> None:
         """Return once every state saved so far is committed, with what the run has

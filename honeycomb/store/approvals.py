@@ -21,9 +21,21 @@ __all__ = ["ASK", "asked_row", "keep_decision", "read_approvals"]
 
 
 _APPROVAL_COLUMNS = (
-    "worker", "turn", "call_id", "role", "tool", "arguments", "why", "asked_at", "deadline",
-    "approved", "reason", "edited", "decided_at", "decided_by",
-)  # fmt: skip
+    "worker",
+    "turn",
+    "call_id",
+    "role",
+    "tool",
+    "arguments",
+    "why",
+    "asked_at",
+    "deadline",
+    "approved",
+    "reason",
+    "edited",
+    "decided_at",
+    "decided_by",
+)
 
 ASK = (
     "INSERT INTO approvals (run_id, worker, turn, call_id, role, tool, arguments, why, "
@@ -48,9 +60,17 @@ def asked_row(run_id: str, pending: PendingApproval) -> tuple[object, ...]:
     """The parameters of :data:`ASK` for ``pending``."""
     p = pending
     return (
-        run_id, p.worker, p.turn, p.call_id, p.role, p.tool, arguments_text(p.arguments), p.why,
-        p.asked_at, p.deadline,
-    )  # fmt: skip
+        run_id,
+        p.worker,
+        p.turn,
+        p.call_id,
+        p.role,
+        p.tool,
+        arguments_text(p.arguments),
+        p.why,
+        p.asked_at,
+        p.deadline,
+    )
 
 
 def keep_decision(db: sqlite3.Connection, run_id: str, entry: ApprovalEntry) -> None:
@@ -64,9 +84,13 @@ def keep_decision(db: sqlite3.Connection, run_id: str, entry: ApprovalEntry) -> 
     assert d is not None, "a decision to keep"
     edited = None if d.arguments is None else arguments_text(d.arguments)
     row = (
-        *asked_row(run_id, entry.pending), int(d.approve), d.reason, edited, entry.decided_at,
+        *asked_row(run_id, entry.pending),
+        int(d.approve),
+        d.reason,
+        edited,
+        entry.decided_at,
         entry.decided_by,
-    )  # fmt: skip
+    )
     if db.execute(_DECIDE, row).rowcount:
         return
     p = entry.pending
@@ -93,9 +117,16 @@ def read_approvals(db: sqlite3.Connection, run_id: str) -> list[ApprovalEntry]:
         worker, turn, call_id, role, tool, arguments, why, asked, deadline, *decided = row
         approved, reason, edited, decided_at, decided_by = decided
         pending = PendingApproval(
-            call_id=call_id, worker=worker, role=role, turn=turn, tool=tool,
-            arguments=msgspec.json.decode(arguments), why=why, asked_at=asked, deadline=deadline,
-        )  # fmt: skip
+            call_id=call_id,
+            worker=worker,
+            role=role,
+            turn=turn,
+            tool=tool,
+            arguments=msgspec.json.decode(arguments),
+            why=why,
+            asked_at=asked,
+            deadline=deadline,
+        )
         decision = None
         if approved is not None:
             decision = Decision(

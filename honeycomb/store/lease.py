@@ -31,8 +31,16 @@ from runtime import RunBusy
 from runtime.value import Value
 
 __all__ = [
-    "HOST", "RELEASE", "Lease", "carried_on", "check", "ended", "new_lease", "renew", "take",
-]  # fmt: skip
+    "HOST",
+    "RELEASE",
+    "Lease",
+    "carried_on",
+    "check",
+    "ended",
+    "new_lease",
+    "renew",
+    "take",
+]
 
 HOST = socket.gethostname()
 RELEASE = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
@@ -47,7 +55,7 @@ _GOING: set[str] = set()
 """The owner tokens of this process's runs that are still going."""
 
 
-class Lease(Value, frozen=True, gc=False, kw_only=True):
+class Lease(Value, frozen=True, kw_only=True):
     """A run's lease as its owner knows it: the run and the owner's token."""
 
     run_id: str
@@ -80,9 +88,13 @@ def take(db: sqlite3.Connection, lease: Lease, *, steal: bool, ttl_s: float, pat
         expired = age > row[4]
         if not (expired and steal):
             raise RunBusy(
-                lease.run_id, path=path, host=row[1], pid=row[2], heartbeat_age_s=age,
+                lease.run_id,
+                path=path,
+                host=row[1],
+                pid=row[2],
+                heartbeat_age_s=age,
                 expired=expired,
-            )  # fmt: skip
+            )
     db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
 
 

@@ -17,12 +17,19 @@ from runtime.tools.approvals import ApprovalEntry
 from runtime.value import Value
 
 __all__ = [
-    "PROGRESS", "STATE_FIELDS", "RunSummary", "StoredRun", "StoredWorker", "last_life", "most",
-    "read_run", "read_summaries",
-]  # fmt: skip
+    "PROGRESS",
+    "STATE_FIELDS",
+    "RunSummary",
+    "StoredRun",
+    "StoredWorker",
+    "last_life",
+    "most",
+    "read_run",
+    "read_summaries",
+]
 
 
-class RunSummary(Value, frozen=True, gc=False, kw_only=True):
+class RunSummary(Value, frozen=True, kw_only=True):
     """One line of ``honeycomb runs``.
 
     ``status`` is how the run ended (``ok``, ``partial``, ``failed``, ``over_budget``,
@@ -64,11 +71,26 @@ _WALL = "CASE WHEN json_valid(result) THEN json_extract(result, '$.timings.wall_
 """A run's wall time, as its stored result says it."""
 
 STATE_FIELDS = (
-    "task", "messages", "previous", "turn", "input_tokens", "output_tokens", "cost",
-    "tool_calls", "nudged", "output_attempts", "wrapped_up", "repeats", "cached_input_tokens",
-    "reasoning_tokens", "summary", "summarized", "compactions", "context_tokens",
+    "task",
+    "messages",
+    "previous",
+    "turn",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "tool_calls",
+    "nudged",
+    "output_attempts",
+    "wrapped_up",
+    "repeats",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "summary",
+    "summarized",
+    "compactions",
+    "context_tokens",
     "context_messages",
-)  # fmt: skip
+)
 """A worker's saved loop state: its columns in the ``workers`` table."""
 
 
@@ -109,11 +131,11 @@ class StoredRun(Value, frozen=True, kw_only=True):
     (a store of schema 4), the run's own counters, written when a life ended."""
 
 
-class _Worker(Value, frozen=True, gc=False):
+class _Worker(Value, frozen=True):
     usage: Usage = Usage()
 
 
-class _Outcome(Value, frozen=True, gc=False):
+class _Outcome(Value, frozen=True):
     """Of a finished worker's stored result, what it says it spent."""
 
     worker: _Worker | None = None
@@ -137,9 +159,18 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
     what it has spent so far, as the store knows it: its life's row, or what its
     workers' own rows say, if more (a store of schema 4 records no lives)."""
     counted = columns(
-        db, "workers", ("turn", "compactions", "input_tokens", "output_tokens", "tool_calls",
-                        "cost", "cached_input_tokens"),
-    )  # fmt: skip
+        db,
+        "workers",
+        (
+            "turn",
+            "compactions",
+            "input_tokens",
+            "output_tokens",
+            "tool_calls",
+            "cost",
+            "cached_input_tokens",
+        ),
+    )
     spent = Usage()
     for result, *counters in db.execute(
         f"SELECT result, {counted} FROM workers WHERE run_id = ?", (run.run_id,)
@@ -150,9 +181,13 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
         else:  # its last saved turn
             turns, summaries, given, taken, tools, cost, cached = (c or 0 for c in counters)
             spent += Usage(
-                model_calls=turns + summaries, input_tokens=given, output_tokens=taken,
-                tool_calls=tools, cost=float(cost), cached_input_tokens=cached,
-            )  # fmt: skip
+                model_calls=turns + summaries,
+                input_tokens=given,
+                output_tokens=taken,
+                tool_calls=tools,
+                cost=float(cost),
+                cached_input_tokens=cached,
+            )
     _, recorded = last_life(db, run.run_id)
     if recorded is not None:
         spent = most(recorded, spent)
@@ -160,10 +195,13 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
         run,
         status="running" if _lease.carried_on(db, run.run_id) else "interrupted",
         wall_s=None,  # its result, if any, is an earlier life's
-        input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
-        model_calls=spent.model_calls, tool_calls=spent.tool_calls, cost=spent.cost,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        model_calls=spent.model_calls,
+        tool_calls=spent.tool_calls,
+        cost=spent.cost,
         cached_input_tokens=spent.cached_input_tokens,
-    )  # fmt: skip
+    )
 
 
 PROGRESS = (
@@ -175,8 +213,13 @@ PROGRESS = (
 
 
 _SPENT = (
-    "model_calls", "input_tokens", "output_tokens", "tool_calls", "cost", "cached_input_tokens",
-)  # fmt: skip
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "tool_calls",
+    "cost",
+    "cached_input_tokens",
+)
 """The counters of what a run spent that both its row and its lives' rows have."""
 
 

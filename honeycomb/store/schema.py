@@ -338,9 +338,12 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
 
     try:
         db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None,
-            check_same_thread=False, timeout=30.0,
-        )  # fmt: skip
+            f"{path.resolve().as_uri()}?{options}",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=30.0,
+        )
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the run store: {exc}", path=str(path)) from exc
     try:
@@ -434,7 +437,19 @@ def _foreign(path: Path, why: str) -> StoreError:
 
 
 __all__ = [
-    "ADDED", "APPLICATION_ID", "APPROVALS", "CREATED", "LIVES", "SCHEMA_VERSION", "TABLES",
-    "Unchanged", "columns",
-    "connect", "reader", "refuse_foreign", "schema_of", "upgrade", "upgrade_statements",
-]  # fmt: skip
+    "ADDED",
+    "APPLICATION_ID",
+    "APPROVALS",
+    "CREATED",
+    "LIVES",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Unchanged",
+    "columns",
+    "connect",
+    "reader",
+    "refuse_foreign",
+    "schema_of",
+    "upgrade",
+    "upgrade_statements",
+]

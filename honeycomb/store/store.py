@@ -51,8 +51,14 @@ _SPANS = msgspec.json.Decoder(list[Span])
 """A batch of stored spans: a JSON array of spans, each an array of its fields."""
 
 __all__ = [
-    "STATE_FIELDS", "Lease", "RunStore", "RunSummary", "Statement", "StoredRun", "StoredWorker",
-]  # fmt: skip
+    "STATE_FIELDS",
+    "Lease",
+    "RunStore",
+    "RunSummary",
+    "Statement",
+    "StoredRun",
+    "StoredWorker",
+]
 
 T = TypeVar("T")
 
@@ -80,14 +86,14 @@ class RunStore:
     def write(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements to commit together, in order with every other write (see
         :meth:`commit` to wait until they are); under ``lease``, only while it holds."""
-        self._writer.put((statements, None, False, lease, False, False))
+        self._writer.put(statements, lease=lease)
 
     def save(self, *statements: Statement, lease: Lease | None = None) -> None:
         """Queue statements that commute with every other kind of statement (they
         touch rows nothing else writes), to be committed soon. The writer runs all
         such rows of a batch with one ``executemany`` per statement, in the order
         they were saved: this is what keeps a checkpoint every turn cheap."""
-        self._writer.put((statements, None, True, lease, False, False))
+        self._writer.put(statements, merge=True, lease=lease)
 
     async def commit(
         self,
@@ -177,7 +183,7 @@ class RunStore:
     ) -> None:
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._writer.put((work, waiter, False, lease, checkpoint, urgent))
+        self._writer.put(work, done=waiter, lease=lease, checkpoint=checkpoint, urgent=urgent)
         await waiter
 
     def close(self) -> None:

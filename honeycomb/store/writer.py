@@ -5,12 +5,7 @@ commit costs far more than a row), and renews the leases of the runs under way w
 it waits: their heartbeat goes on however busy the event loop is, and stops when the
 process does. It checkpoints the file when a run ends and when it stops.
 
-A queued write is a tuple ``(work, done, merge, lease, checkpoint, urgent)``:
-statements, or an :data:`Action`; the future of whoever waits for it (None: nobody);
-whether the statements commute with every other write (see ``RunStore.save``); the
-lease they are written under (None: none), for they are committed only while it is
-still the run's; whether to checkpoint the file once they are committed; and whether
-to commit it at once, rather than with whatever else arrives in the next moment.
+A queued write is a :class:`Write`.
 
 A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
 back, and each of its waiters is told with a StoreError; the thread goes on. Text is
@@ -38,8 +33,9 @@ from honeycomb.store.schema import connect
 from runtime import HoneycombError, StoreError
 from runtime.secrets import masked
 from runtime.text import valid_text
+from runtime.value import Value
 
-__all__ = ["Action", "Statement", "Writer"]
+__all__ = ["Action", "Statement", "Write", "Writer"]
 
 Statement = tuple[str, Sequence[Any]]
 """SQL and its parameters: a tuple for one row, a list of tuples for many."""
@@ -50,6 +46,23 @@ the rest of the batch is committed), or not at all."""
 
 _GATHER_S = 0.002
 _STOP = object()
+
+
+class Write(Value, frozen=True, kw_only=True):
+    """One write queued for the writer thread."""
+
+    work: tuple[Statement, ...] | Action
+    """The statements to run, in order, or an action."""
+    done: asyncio.Future[None] | None = None
+    """The future of whoever waits for it to be committed (None: nobody)."""
+    merge: bool = False
+    """The statements commute with every other write (see ``RunStore.save``)."""
+    lease: Lease | None = None
+    """The lease they are written under: committed only while it is still the run's."""
+    checkpoint: bool = False
+    """Checkpoint the file once they are committed."""
+    urgent: bool = False
+    """Commit it at once, not with whatever else arrives in the next moment."""
 
 
 class Writer:
@@ -65,15 +78,32 @@ class Writer:
         # without a lock.
         self.held: frozenset[Lease] = frozenset()
         self.failure: BaseException | None = None
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def put(self, item: tuple[Any, ...]) -> None:
-        """Queue a write (see the module's docstring)."""
+    def put(
+        self,
+        work: tuple[Statement, ...] | Action,
+        *,
+        done: asyncio.Future[None] | None = None,
+        merge: bool = False,
+        lease: Lease | None = None,
+        checkpoint: bool = False,
+        urgent: bool = False,
+    ) -> None:
+        """Queue a write (see :class:`Write`), its statements' secrets masked."""
         if not self.running:
             self.start()
-        self._queue.put((masked(item[0]), *item[1:]))  # the statements' secrets
+        write = Write(
+            work=masked(work),
+            done=done,
+            merge=merge,
+            lease=lease,
+            checkpoint=checkpoint,
+            urgent=urgent,
+        )
+        self._queue.put(write)
 
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread."""
@@ -108,14 +138,15 @@ class Writer:
         beat = self.beat_s
         due = time.monotonic() + beat
         stopping = False
-        items: list[Any] = []  # the batch being written
+        items: list[Write] = []  # the batch being written
         try:
             while not stopping:
                 try:
                     batch = [self._queue.get(timeout=max(0.0, due - time.monotonic()))]
                 except queue.Empty:
                     batch = []  # a heartbeat is due
-                if batch and batch[0] is not _STOP and not batch[0][5]:
+                first = batch[0] if batch else None
+                if isinstance(first, Write) and not first.urgent:
                     # Group commit: gather what arrives in the next moment into the same
                     # transaction (a commit costs far more than a row). Not for an urgent
                     # write: a side effect waits for its intent.
@@ -126,7 +157,7 @@ class Writer:
                     except queue.Empty:
                         break
                 stopping = any(item is _STOP for item in batch)
-                items = [item for item in batch if item is not _STOP]
+                items = [item for item in batch if isinstance(item, Write)]
                 held: frozenset[Lease] = frozenset()
                 if time.monotonic() >= due:
                     held, due = self.held, time.monotonic() + beat
@@ -146,7 +177,7 @@ class Writer:
             self.running = False  # stopped, or died: the next write starts another
             connection.close()
 
-    def _abandon(self, items: list[Any], error: StoreError) -> None:
+    def _abandon(self, items: list[Write], error: StoreError) -> None:
         """Tell the waiters of ``items`` (the batch being written), and of every write
         still queued, that it was not made."""
         while True:
@@ -154,12 +185,12 @@ class Writer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is not _STOP:
+            if isinstance(item, Write):
                 items.append(item)
         _tell_all(items, dict.fromkeys(range(len(items)), error))
 
     def _batch(
-        self, connection: sqlite3.Connection, items: list[Any], held: frozenset[Lease]
+        self, connection: sqlite3.Connection, items: list[Write], held: frozenset[Lease]
     ) -> None:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters."""
         refused: dict[int, HoneycombError] = {}
@@ -177,14 +208,14 @@ class Writer:
                     connection.execute("ROLLBACK")
             refused = dict.fromkeys(range(len(items)), error)
         else:
-            if any(item[4] for item in items):
+            if any(item.checkpoint for item in items):
                 _checkpoint(connection, "PASSIVE")
         _tell_all(items, refused)
 
     def _commit(
         self,
         connection: sqlite3.Connection,
-        items: list[Any],
+        items: list[Write],
         held: frozenset[Lease],
         refused: dict[int, HoneycombError],
     ) -> None:
@@ -197,7 +228,8 @@ class Writer:
         connection.execute("BEGIN IMMEDIATE")
         if held:
             _lease.renew(connection, held)
-        for index, (work, _, merge, lease, _, _) in enumerate(items):
+        for index, item in enumerate(items):
+            work, lease = item.work, item.lease
             if lease is not None:
                 if lease not in owned:
                     owned[lease] = _lease.check(connection, lease, path)
@@ -215,7 +247,7 @@ class Writer:
             for sql, given in work:
                 many = isinstance(given, list)  # rows for one statement
                 params = [_storable(row) for row in given] if many else _storable(given)
-                if merge:
+                if item.merge:
                     rows = merged.setdefault(sql, [])
                     rows.extend(params) if many else rows.append(params)
                 elif many:
@@ -245,11 +277,13 @@ def _storable(row: Sequence[Any]) -> Sequence[Any]:
     return row
 
 
-def _tell_all(items: list[Any], refused: dict[int, HoneycombError]) -> None:
+def _tell_all(items: list[Write], refused: dict[int, HoneycombError]) -> None:
     """Tell the waiters of ``items`` how their writes went (``refused``, by index)."""
-    waiters: dict[asyncio.AbstractEventLoop, list[tuple[Any, HoneycombError | None]]] = {}
+    waiters: dict[
+        asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], HoneycombError | None]]
+    ] = {}
     for index, item in enumerate(items):
-        done = item[1]
+        done = item.done
         if done is not None:
             waiters.setdefault(done.get_loop(), []).append((done, refused.get(index)))
     for loop, told in waiters.items():  # one wake-up of each loop, not one per write

@@ -69,7 +69,7 @@ def longest_chain(
     return tuple(reversed(chain)), finish[last]
 
 
-class Figures(Value, frozen=True, gc=False, kw_only=True):
+class Figures(Value, frozen=True, kw_only=True):
     """How a run's time adds up: what every view of a run (its result, ``honeycomb
     trace``, the web page) says, computed here only (:func:`figures`).
 

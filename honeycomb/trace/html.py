@@ -190,18 +190,28 @@ def _lives_table(t: Timeline) -> str:
                 f"{_e(format_duration(life.gap_s))}</td></tr>"
             )
         cells = (
-            str(life.number), format_duration(life.wall_s), life.status, str(life.model_calls),
-            str(life.tool_calls), str(life.total_tokens), format_cost(life.cost),
-        )  # fmt: skip
+            str(life.number),
+            format_duration(life.wall_s),
+            life.status,
+            str(life.model_calls),
+            str(life.tool_calls),
+            str(life.total_tokens),
+            format_cost(life.cost),
+        )
         rows.append(
             f'<tr data-life="{life.number}">'
             + "".join(f"<td>{_e(c)}</td>" for c in cells)
             + "</tr>"
         )
     total = (
-        "all", format_duration(t.wall_s), t.status, str(t.model_calls), str(t.tool_calls),
-        str(t.total_tokens), format_cost(t.cost),
-    )  # fmt: skip
+        "all",
+        format_duration(t.wall_s),
+        t.status,
+        str(t.model_calls),
+        str(t.tool_calls),
+        str(t.total_tokens),
+        format_cost(t.cost),
+    )
     rows.append('<tr class="total">' + "".join(f"<th>{_e(c)}</th>" for c in total) + "</tr>")
     return f'<table class="lives"><tr>{head}</tr>{"".join(rows)}</table>'
 

@@ -23,7 +23,7 @@ from runtime.value import Value
 __all__ = ["Axis", "Life", "lives_of"]
 
 
-class Life(Value, frozen=True, gc=False, kw_only=True):
+class Life(Value, frozen=True, kw_only=True):
     """One life of a run.
 
     Attributes:
@@ -84,8 +84,10 @@ def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     for span in spans:
         grouped.setdefault(_life_of(span, by_id), []).append(span)
     answered = _answered(spans)
-    found = sorted((_life(own, origin, answered) for own in grouped.values()),
-                   key=lambda life: (life.start, life.end))  # fmt: skip
+    found = sorted(
+        (_life(own, origin, answered) for own in grouped.values()),
+        key=lambda life: (life.start, life.end),
+    )
     lives: list[Life] = []
     for number, life in enumerate(found, start=1):
         gap = max(life.start - lives[-1].end, 0.0) if lives else 0.0

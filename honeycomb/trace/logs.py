@@ -16,6 +16,8 @@ import logging
 import sys
 from typing import Any, TextIO
 
+import structlog
+
 from runtime.secrets import masked
 
 __all__ = ["configure_logging"]
@@ -35,8 +37,6 @@ def configure_logging(
     Raises:
         ValueError: for an unknown level.
     """
-    import structlog
-
     number = logging.getLevelNamesMapping().get(level.upper())
     if number is None:
         raise ValueError(f"unknown log level {level!r}: use debug, info, warning or error")

@@ -57,6 +57,7 @@ SpanKind = Literal[
 ]
 
 
+# benchmark F: made every call when tracing, never walked by the GC
 class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
     """One timed piece of a run. In JSON (a run store) it is an array of its fields in
     order, so spans written before a field was added still read, with its default.
@@ -135,6 +136,7 @@ class _Open(msgspec.Struct, kw_only=True):
     cost: float = 0.0
 
 
+# benchmark F: made every call when tracing, never walked by the GC
 class _Call(msgspec.Struct, gc=False, kw_only=True):
     """A model or tool call in flight: when it started, its span's parent, its name,
     and its span's id (known from its start: a nested worker's span names it)."""
@@ -291,9 +293,16 @@ class SpanRecorder:
         detail: str = "",
     ) -> _Open:
         return _Open(
-            span_id=next(self._ids), kind=kind, name=name, start=start, end=start,
-            parent=parent, worker=worker, turn=turn, detail=detail,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            kind=kind,
+            name=name,
+            start=start,
+            end=start,
+            parent=parent,
+            worker=worker,
+            turn=turn,
+            detail=detail,
+        )
 
     # --- the run and its phases -----------------------------------------------------
 
@@ -365,10 +374,17 @@ class SpanRecorder:
         if call_id == _COMPACTION:
             kind, call_id = "compaction", ""
         return Span(
-            span_id=call.span_id or next(self._ids), parent_id=_id(call.parent),
-            kind=kind, name=call.name, start=call.start,
-            end=end, status="cancelled", worker=worker, turn=turn, detail=call_id,
-        )  # fmt: skip
+            span_id=call.span_id or next(self._ids),
+            parent_id=_id(call.parent),
+            kind=kind,
+            name=call.name,
+            start=call.start,
+            end=end,
+            status="cancelled",
+            worker=worker,
+            turn=turn,
+            detail=call_id,
+        )
 
     # --- workers, turns and calls ---------------------------------------------------
 
@@ -428,28 +444,33 @@ class SpanRecorder:
 
     def _compaction_finished(self, event: CompactionFinished) -> None:
         """A summary call ended: its span, and its usage counted on its turn."""
-        name = event.worker or "?"
-        call = self._calls.pop((name, event.turn, _COMPACTION), None)
-        if call is not None:
-            span = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent), kind="compaction",
-                name=event.model or "model", start=call.start, end=self._clock(),
-                status=event.status, error=event.error, worker=name, turn=event.turn,
-                attempts=event.attempts, detail=f"{event.messages} messages folded",
-            )  # fmt: skip
-            self._keep(_with_usage(span, event), call.parent)
+        detail = f"{event.messages} messages folded"
+        self._model_call_ended(event, _COMPACTION, "compaction", detail)
 
     def _model_finished(self, event: ModelCallFinished) -> None:
         """A model call ended: its span, and its usage counted on its turn."""
+        self._model_call_ended(event, "", "model_call", "")
+
+    def _model_call_ended(
+        self, event: ModelCallFinished | CompactionFinished, key: str, kind: SpanKind, detail: str
+    ) -> None:
         name = event.worker or "?"
-        call = self._calls.pop((name, event.turn, ""), None)
+        call = self._calls.pop((name, event.turn, key), None)
         if call is not None:
             span = Span(
-                span_id=next(self._ids), parent_id=_id(call.parent), kind="model_call",
-                name=event.model or "model", start=call.start, end=self._clock(),
-                status=event.status, error=event.error, worker=name, turn=event.turn,
+                span_id=next(self._ids),
+                parent_id=_id(call.parent),
+                kind=kind,
+                name=event.model or "model",
+                start=call.start,
+                end=self._clock(),
+                status=event.status,
+                error=event.error,
+                worker=name,
+                turn=event.turn,
                 attempts=event.attempts,
-            )  # fmt: skip
+                detail=detail,
+            )
             self._keep(_with_usage(span, event), call.parent)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
@@ -471,10 +492,18 @@ class SpanRecorder:
             parent = self._turns.get(name) or self._owner(name)
             call = _Call(start=now, parent=parent, name=event.tool, span_id=next(self._ids))
         span = Span(
-            span_id=call.span_id, parent_id=_id(call.parent), kind="tool_call",
-            name=call.name, start=call.start, end=now, status=event.status,
-            error=event.error, worker=name, turn=event.turn, detail=event.call_id,
-        )  # fmt: skip
+            span_id=call.span_id,
+            parent_id=_id(call.parent),
+            kind="tool_call",
+            name=call.name,
+            start=call.start,
+            end=now,
+            status=event.status,
+            error=event.error,
+            worker=name,
+            turn=event.turn,
+            detail=event.call_id,
+        )
         anchor = self._anchors.pop(call.span_id, None)
         if anchor is not None:  # it ran a sub-run: what that spent, it spent
             self._sub_run_ended(anchor, now)
@@ -487,10 +516,17 @@ class SpanRecorder:
         name, now = event.worker or "?", self._clock()
         parent = self._owner(name)
         span = Span(
-            span_id=next(self._ids), parent_id=_id(parent), kind="recall", name="recall",
-            start=now - event.duration_s, end=now, status="error" if event.error else "ok",
-            error=event.error, worker=name, detail=event.namespace,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            parent_id=_id(parent),
+            kind="recall",
+            name="recall",
+            start=now - event.duration_s,
+            end=now,
+            status="error" if event.error else "ok",
+            error=event.error,
+            worker=name,
+            detail=event.namespace,
+        )
         self._keep(span, parent)
 
     def _guarded(self, event: _GuardEvent) -> None:
@@ -501,17 +537,33 @@ class SpanRecorder:
         parent = turn if turn is not None and turn.turn == event.turn else self._owner(name)
         detail = f"{event.guard_kind} {event.call_id}".strip()
         span = Span(
-            span_id=next(self._ids), parent_id=_id(parent), kind="guard", name=event.guard,
-            start=now - event.duration_s, end=now, status=event.status, error=event.reason,
-            worker=event.worker, turn=event.turn or None, detail=detail,
-            input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
-        )  # fmt: skip
+            span_id=next(self._ids),
+            parent_id=_id(parent),
+            kind="guard",
+            name=event.guard,
+            start=now - event.duration_s,
+            end=now,
+            status=event.status,
+            error=event.reason,
+            worker=event.worker,
+            turn=event.turn or None,
+            detail=detail,
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+            cost=event.cost,
+        )
         if event.model_calls:  # a judge's call: a model call, its usage the guard's
             answered = "ok" if event.model else "error"
             judged = msgspec.structs.replace(
-                span, span_id=next(self._ids), parent_id=span.span_id, kind="model_call",
-                name=event.model or "model", status=answered, error=None, detail="",
-            )  # fmt: skip
+                span,
+                span_id=next(self._ids),
+                parent_id=span.span_id,
+                kind="model_call",
+                name=event.model or "model",
+                status=answered,
+                error=None,
+                detail="",
+            )
             self._keep(judged, None)  # its usage reaches the guard's parent through it
         self._keep(span, parent)
 
@@ -529,9 +581,14 @@ class SpanRecorder:
             return lambda event: None
         anchor = self._anchors.setdefault(
             call.span_id,
-            _Open(span_id=call.span_id, kind="tool_call", name=call.name, start=call.start,
-                  parent=call.parent),
-        )  # fmt: skip
+            _Open(
+                span_id=call.span_id,
+                kind="tool_call",
+                name=call.name,
+                start=call.start,
+                parent=call.parent,
+            ),
+        )
         prefix = f"{caller}/{call_id}"
 
         def handle(event: Event) -> None:
@@ -571,11 +628,18 @@ class SpanRecorder:
     def _closed(span: _Open, end: float, status: str, error: str | None = None) -> Span:
         """``span`` as it ends at ``end`` (or later, where what it encloses did)."""
         return Span(
-            span_id=span.span_id, parent_id=span.via or _id(span.parent), kind=span.kind,
+            span_id=span.span_id,
+            parent_id=span.via or _id(span.parent),
+            kind=span.kind,
             name=span.name,
-            start=span.start, end=max(end, span.end), status=status, error=error,
-            worker=span.worker, turn=span.turn, detail=span.detail,
-        )  # fmt: skip
+            start=span.start,
+            end=max(end, span.end),
+            status=status,
+            error=error,
+            worker=span.worker,
+            turn=span.turn,
+            detail=span.detail,
+        )
 
     def _keep(self, span: Span, parent: _Open | None) -> None:
         """A span that ended: it stretches its parent's end and adds its usage to the
@@ -585,9 +649,12 @@ class SpanRecorder:
                 parent.end = span.end
             # Most spans spent nothing (every tool call): only checked, not added.
             if (
-                span.input_tokens or span.output_tokens or span.cost
-                or span.reasoning_tokens or span.cached_input_tokens
-            ):  # fmt: skip
+                span.input_tokens
+                or span.output_tokens
+                or span.cost
+                or span.reasoning_tokens
+                or span.cached_input_tokens
+            ):
                 parent.input_tokens += span.input_tokens
                 parent.output_tokens += span.output_tokens
                 parent.reasoning_tokens += span.reasoning_tokens
@@ -600,11 +667,18 @@ class SpanRecorder:
 
 _NESTED = frozenset(
     {
-        ModelCallStarted.kind, ModelCallFinished.kind, CompactionStarted.kind,
-        CompactionFinished.kind, ToolCallStarted.kind, ToolCallFinished.kind,
-        "guard.checked", "memory.recalled", "worker.started", "worker.finished",
+        ModelCallStarted.kind,
+        ModelCallFinished.kind,
+        CompactionStarted.kind,
+        CompactionFinished.kind,
+        ToolCallStarted.kind,
+        ToolCallFinished.kind,
+        "guard.checked",
+        "memory.recalled",
+        "worker.started",
+        "worker.finished",
     }
-)  # fmt: skip
+)
 """The events of a sub-run that make spans in its caller's run (:meth:`SpanRecorder.nested`)."""
 
 _COMPACTION = "\0compaction"
@@ -637,15 +711,21 @@ def _with_usage(span: Span, usage: _Usage) -> Span:
     call that has sixteen or more, which costs more than two calls with fewer.
     """
     if not (
-        usage.input_tokens or usage.output_tokens or usage.cost
-        or usage.reasoning_tokens or usage.cached_input_tokens
-    ):  # fmt: skip
+        usage.input_tokens
+        or usage.output_tokens
+        or usage.cost
+        or usage.reasoning_tokens
+        or usage.cached_input_tokens
+    ):
         return span
     return msgspec.structs.replace(
-        span, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-        cost=usage.cost, reasoning_tokens=usage.reasoning_tokens,
+        span,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost=usage.cost,
+        reasoning_tokens=usage.reasoning_tokens,
         cached_input_tokens=usage.cached_input_tokens,
-    )  # fmt: skip
+    )
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:

@@ -26,9 +26,14 @@ from honeycomb.trace.timeline import Bar, Row, Timeline
 __all__ = ["CHARS", "render_timeline"]
 
 CHARS = {
-    "model_call": "█", "compaction": "▓", "tool_call": "▒", "error": "x", "timeout": "!",
-    "idle": "·", "paused": "┊",
-}  # fmt: skip
+    "model_call": "█",
+    "compaction": "▓",
+    "tool_call": "▒",
+    "error": "x",
+    "timeout": "!",
+    "idle": "·",
+    "paused": "┊",
+}
 """What each cell of a bar line shows (in order of precedence, last wins)."""
 
 _STYLES = {
@@ -41,9 +46,14 @@ _STYLES = {
     "paused": "dim",
 }
 _RANK = {
-    "paused": 0, "idle": 0, "model_call": 1, "compaction": 1, "tool_call": 2, "timeout": 3,
+    "paused": 0,
+    "idle": 0,
+    "model_call": 1,
+    "compaction": 1,
+    "tool_call": 2,
+    "timeout": 3,
     "error": 4,
-}  # fmt: skip
+}
 _GAP_COLUMNS = 3
 _NAME_MAX = 24
 _STATS_W = 9  # " 12.34s  "

@@ -25,7 +25,7 @@ __all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timelin
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
 
-class Bar(Value, frozen=True, gc=False, kw_only=True):
+class Bar(Value, frozen=True, kw_only=True):
     """One model or tool call on a row.
 
     Attributes:
@@ -59,7 +59,7 @@ class Bar(Value, frozen=True, gc=False, kw_only=True):
         return self.end - self.start
 
 
-class Row(Value, frozen=True, gc=False, kw_only=True):
+class Row(Value, frozen=True, kw_only=True):
     """The planner, one worker, or the aggregator.
 
     Attributes:
@@ -121,7 +121,7 @@ class Row(Value, frozen=True, gc=False, kw_only=True):
         return sum(b.cost for b in self.bars)
 
 
-class Timeline(Value, frozen=True, gc=False, kw_only=True):
+class Timeline(Value, frozen=True, kw_only=True):
     """A run laid out in time.
 
     Attributes:
@@ -251,16 +251,24 @@ def build_timeline(
     depends_on = {s.id: s.depends_on for s in subtasks}
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
     found = figures(
-        wall_s=sum(life.wall_s for life in lives), plan_s=plan_s, aggregate_s=aggregate_s,
-        durations=durations, subtasks=subtasks,
-    )  # fmt: skip
+        wall_s=sum(life.wall_s for life in lives),
+        plan_s=plan_s,
+        aggregate_s=aggregate_s,
+        durations=durations,
+        subtasks=subtasks,
+    )
     on_path = set(found.critical_path)
     told = statuses or {}
     rows = tuple(
-        _row(g, origin, depends_on.get(g.name, ()), g.kind != "worker" or g.name in on_path,
-             told.get(g.name) if g.kind == "worker" else None)
+        _row(
+            g,
+            origin,
+            depends_on.get(g.name, ()),
+            g.kind != "worker" or g.name in on_path,
+            told.get(g.name) if g.kind == "worker" else None,
+        )
         for g in groups
-    )  # fmt: skip
+    )
     calls = [s for s in spans if s.kind in ("model_call", "compaction")]
     return Timeline(
         run_id=run_id,
@@ -316,8 +324,9 @@ def _row(
 
 
 _BAR_KINDS: dict[str, Literal["model_call", "tool_call", "compaction"]] = {
-    "model_call": "model_call", "compaction": "compaction",
-}  # fmt: skip
+    "model_call": "model_call",
+    "compaction": "compaction",
+}
 
 
 def _bar(span: Span, origin: float) -> Bar:

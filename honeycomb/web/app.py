@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from honeycomb.store import RunStore, RunSummary
+from honeycomb.trace.html import STYLE
 from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
@@ -265,8 +266,6 @@ class _Site:
             raise _Refused(404, f"no file {name!r}")
         text = resources.files("honeycomb.web").joinpath("static", name).read_text("utf-8")
         if name == "serve.css":
-            from honeycomb.trace.html import STYLE
-
             text = STYLE + text
         return Response(text, media_type=kind)
 

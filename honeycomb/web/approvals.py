@@ -81,9 +81,15 @@ class StoreApprovals:
             arguments = None  # the form sends its box as it was: the model's, no edit
         finder = await self._finder(run_id) if arguments is not None else None
         await decide(
-            self.store, run_id, call_id, approve=approve, worker=worker,
-            reason=reason or None, arguments=arguments, tool_for=finder,
-        )  # fmt: skip
+            self.store,
+            run_id,
+            call_id,
+            approve=approve,
+            worker=worker,
+            reason=reason or None,
+            arguments=arguments,
+            tool_for=finder,
+        )
         if self.resume is None or await pending_of(self.store, run_id):
             return
         summary = await self.store.summary(run_id)

@@ -5,13 +5,11 @@ where secrets are (their values never go into an error)."""
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import yaml
+import yaml
 
 from runtime.errors import ConfigError
 
@@ -19,11 +17,11 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_VALUES",
     "Builder",
+    "Loader",
     "SecretPaths",
     "YamlPath",
     "format_path",
     "is_secret",
-    "loader_class",
     "shown_path",
 ]
 
@@ -68,37 +66,31 @@ MAX_VALUES = 100_000
 a few lines of nested aliases could otherwise expand to billions ("billion laughs")."""
 
 
-@functools.cache
-def loader_class() -> type[yaml.SafeLoader]:
-    import yaml
+class Loader(yaml.SafeLoader):
+    """A SafeLoader that refuses nesting past :data:`MAX_DEPTH` as soon as it sees
+    it: PyYAML's scanner slows down with every open ``[``/``{`` (a few kilobytes of
+    brackets took seconds) and its composer recurses once per level."""
 
-    class Loader(yaml.SafeLoader):
-        """A SafeLoader that refuses nesting past :data:`MAX_DEPTH` as soon as it sees
-        it: PyYAML's scanner slows down with every open ``[``/``{`` (a few kilobytes of
-        brackets took seconds) and its composer recurses once per level."""
+    depth = 0
 
-        depth = 0
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
+            )
+        super().fetch_flow_collection_start(token_class)
 
-        def fetch_flow_collection_start(self, token_class: Any) -> None:
-            if self.flow_level >= MAX_DEPTH:
-                raise yaml.scanner.ScannerError(
-                    None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", mark
                 )
-            super().fetch_flow_collection_start(token_class)
-
-        def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-            self.depth += 1
-            try:
-                if self.depth > MAX_DEPTH:
-                    mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                    raise yaml.composer.ComposerError(
-                        None, None, f"nested more than {MAX_DEPTH} levels deep", mark
-                    )
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return Loader
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 class Builder:
@@ -120,8 +112,6 @@ class Builder:
         self.open: set[int] = set()  # the collections being built (to spot a cycle)
 
     def build(self, node: yaml.Node, path: YamlPath) -> Any:
-        import yaml
-
         self.values += 1
         if self.values > MAX_VALUES:
             raise self._error(
@@ -146,8 +136,6 @@ class Builder:
         return value
 
     def _collection(self, node: yaml.Node, path: YamlPath) -> Any:
-        import yaml
-
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)  # resolve YAML merge keys (<<)
             out: dict[Any, Any] = {}
@@ -184,8 +172,6 @@ class Builder:
         fail with Python's own errors; those, and integers too long to print, become
         errors that point at the value.
         """
-        import yaml
-
         failure = None
         try:
             value = self.loader.construct_object(node, deep=True)

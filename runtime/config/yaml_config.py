@@ -19,22 +19,20 @@ from typing import Any
 
 import msgspec
 import pydantic
+import yaml
 
 from runtime.config._yaml_build import (
     MAX_DEPTH,
     Builder,
+    Loader,
     SecretPaths,
     YamlPath,
     format_path,
     is_secret,
-    loader_class,
     shown_path,
 )
 from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.value import Settings, Value, written_fields
-
-if typing.TYPE_CHECKING:
-    import yaml
 
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
 
@@ -163,10 +161,8 @@ def parse_yaml(
     secrets: SecretPaths = (),
 ) -> YamlDocument:
     """Parse YAML text, keeping positions (see :func:`load_yaml`)."""
-    import yaml  # here, not at the top: only configuration needs it
-
     try:
-        loader = loader_class()(text)  # it checks every character already
+        loader = Loader(text)  # it checks every character already
     except yaml.reader.ReaderError as exc:
         bad_line = text.count("\n", 0, exc.position) + 1
         bad_column = exc.position - text.rfind("\n", 0, exc.position)
@@ -208,8 +204,6 @@ def _syntax_error(
     """A YAML mistake as a ConfigError at its line and column, chained to a copy of
     PyYAML's error without the lines it quotes; on a line that holds a secret, what
     the problem quotes (an alias, a tag, a character) is left out too."""
-    import yaml
-
     marks = [m for m in (exc.problem_mark, exc.context_mark) if m is not None]
     keys = {pattern[-1] for pattern in secrets if pattern}
     secret = any(_secret_line(text, m.line, keys) for m in marks)

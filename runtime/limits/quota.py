@@ -39,8 +39,11 @@ def quota_from_headers(headers: Mapping[str, str]) -> QuotaLeft | None:
     as plain seconds."""
     found: dict[str, float] = {}
     for kind in ("requests", "tokens"):
-        for part, field in (("remaining", kind), ("reset", f"{kind}_reset_s"),
-                            ("limit", f"{kind}_limit")):  # fmt: skip
+        for part, field in (
+            ("remaining", kind),
+            ("reset", f"{kind}_reset_s"),
+            ("limit", f"{kind}_limit"),
+        ):
             value = headers.get(f"x-ratelimit-{part}-{kind}")
             number = None if value is None else _number(value, duration=part == "reset")
             if number is not None:

@@ -1,7 +1,10 @@
 """Long-term memory: texts kept across runs and found again by search
-(:class:`~runtime.memory.store.SQLiteMemory`), in a SQLite file whose tables and
-operations live in :mod:`~runtime.memory.db` (loaded on first use)."""
+(:class:`~runtime.memory.sqlite.SQLiteMemory`), in a SQLite file whose tables and
+operations live in :mod:`~runtime.memory.db` (both loaded on first use)."""
 
+from typing import TYPE_CHECKING
+
+from runtime.lazy import lazy_attributes
 from runtime.memory.store import (
     DEFAULT_NAMESPACE,
     Embeddings,
@@ -9,10 +12,12 @@ from runtime.memory.store import (
     MemoryHit,
     MemoryKind,
     MemoryRecord,
-    SQLiteMemory,
     fts_query,
     memory_id,
 )
+
+if TYPE_CHECKING:
+    from runtime.memory.sqlite import SQLiteMemory
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -25,3 +30,7 @@ __all__ = [
     "fts_query",
     "memory_id",
 ]
+
+__getattr__ = lazy_attributes(
+    "runtime.memory", {"SQLiteMemory": "runtime.memory.sqlite"}, globals()
+)

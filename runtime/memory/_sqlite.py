@@ -41,9 +41,11 @@ def is_busy(exc: BaseException) -> bool:
 
 
 def busy_retry(
-    step: Callable[[], T], *, errors: type[BaseException] | tuple[type[BaseException], ...],
+    step: Callable[[], T],
+    *,
+    errors: type[BaseException] | tuple[type[BaseException], ...],
     timeout_s: float,
-) -> T:  # fmt: skip
+) -> T:
     """``step()``, run again while it fails with a busy error of ``errors``, until
     ``timeout_s`` seconds have passed; then its last error is raised."""
     deadline = time.monotonic() + timeout_s

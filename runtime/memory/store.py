@@ -4,13 +4,8 @@ A :class:`Memory` keeps :class:`MemoryRecord`\\ s in namespaces: ``add`` a text,
 ``get`` or ``delete`` it by id, ``search`` a namespace, ``list`` one or all. A text is
 known by its content: the same text added twice to a namespace is one memory (its id
 is a hash of both), so adding is idempotent. A text longer than ``max_chars`` is kept
-cut, with a marker saying how much was cut.
-
-:class:`SQLiteMemory` keeps them in one SQLite file (WAL), safe for many workers and
-several processes writing at once. Search is FTS5 full-text search ranked by BM25;
-with :class:`Embeddings` (an OpenAI-compatible endpoint:
-:class:`~runtime.models.openai.embeddings.OpenAIEmbeddings`) it is hybrid: the BM25 ranking and the
-nearest vectors (sqlite-vec, the ``memory`` extra) merged by reciprocal rank fusion.
+cut, with a marker saying how much was cut. :class:`~runtime.memory.sqlite.SQLiteMemory`
+keeps them in one SQLite file.
 
 A query is never passed to FTS5 as it is: its words are quoted, so quotes, ``NEAR``,
 ``*`` or ``-`` in it are words or nothing, never syntax (:func:`fts_query`).
@@ -20,23 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-import time
-from collections.abc import Callable, Sequence
-from functools import partial
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
-import anyio.to_thread
-
-from runtime.errors import MemoryStoreError, ModelResponseError
-from runtime.tools.render import cut
-from runtime.tools.threads import to_the_end
 from runtime.value import Value
-
-if TYPE_CHECKING:
-    from runtime.memory.db import Row
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -45,12 +27,9 @@ __all__ = [
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
-    "SQLiteMemory",
     "fts_query",
     "memory_id",
 ]
-
-T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "default"
 MemoryKind = Literal["note", "result"]
@@ -58,7 +37,7 @@ MemoryKind = Literal["note", "result"]
 finished worker's answer (a role's ``store_result``)."""
 
 
-class MemoryRecord(Value, frozen=True, gc=False, kw_only=True):
+class MemoryRecord(Value, frozen=True, kw_only=True):
     """One memory.
 
     Attributes:
@@ -82,7 +61,7 @@ class MemoryRecord(Value, frozen=True, gc=False, kw_only=True):
     worker: str | None = None
 
 
-class MemoryHit(Value, frozen=True, gc=False, kw_only=True):
+class MemoryHit(Value, frozen=True, kw_only=True):
     """A memory a search found, and how well it matched (higher is better; scores
     compare within one search only)."""
 
@@ -134,20 +113,6 @@ class Embeddings(Protocol):
         """One vector per text, in order."""
 
 
-async def _vector_of(embeddings: Embeddings, text: str) -> Sequence[float]:
-    """The vector of one text.
-
-    Raises:
-        ModelResponseError: when the embeddings give other than one vector for it.
-    """
-    vectors = await embeddings.embed([text])
-    if len(vectors) != 1:
-        raise ModelResponseError(
-            f"the embeddings {embeddings.name!r} gave {len(vectors)} vectors for 1 text"
-        )
-    return vectors[0]
-
-
 def memory_id(namespace: str, text: str) -> str:
     """The id of ``text`` in ``namespace``: the same words, however spaced, are one
     memory."""
@@ -181,271 +146,3 @@ def fts_query(text: str, *, match: Literal["any", "all"] = "any") -> str | None:
     if not telling:
         return None
     return f" {'OR' if match == 'any' else 'AND'} ".join(f'"{w}"' for w in telling[:MAX_TERMS])
-
-
-def fused(rankings: Sequence[Sequence[Row]], k: int) -> list[tuple[Row, float]]:
-    """Rankings merged by reciprocal rank fusion: a memory scores ``1 / (60 + rank)`` in
-    each ranking it is in, summed. The best ``k``, best first."""
-    scores: dict[str, float] = {}
-    rows: dict[str, Row] = {}
-    for ranking in rankings:
-        for rank, row in enumerate(ranking, start=1):
-            rows.setdefault(row[0], row)
-            scores[row[0]] = scores.get(row[0], 0.0) + 1.0 / (60 + rank)
-    best = sorted(scores, key=lambda found: -scores[found])[:k]
-    return [(rows[found], scores[found]) for found in best]
-
-
-# --- SQLite ------------------------------------------------------------------------
-
-
-class SQLiteMemory:
-    """Memories in one SQLite file (created, with its folder, on first use).
-
-    Every call runs in a worker thread on a connection of its own, so the event loop
-    never waits for the file; writes take the write lock at once and wait for other
-    writers (threads or processes) up to ``timeout_s``.
-
-    Args:
-        path: The file. Share one SQLiteMemory within a process; any number of
-            processes may use the same file.
-        embeddings: Makes search hybrid (needs sqlite-vec: the ``memory`` extra).
-        max_chars: Characters of a text that are kept.
-        timeout_s: How long a call waits for the file while others write it.
-
-    Raises:
-        ValueError: for a ``max_chars`` or ``timeout_s`` that is not positive.
-    """
-
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        embeddings: Embeddings | None = None,
-        max_chars: int = 4000,
-        timeout_s: float = 30.0,
-    ) -> None:
-        if max_chars < 1 or timeout_s <= 0:
-            raise ValueError(
-                f"max_chars and timeout_s must be positive, got {max_chars} and {timeout_s}"
-            )
-        self.path = Path(path)
-        self.embeddings = embeddings
-        self.max_chars = max_chars
-        self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._idle: list[Any] = []  # connections not in use
-        self._driver: ModuleType | None = None  # chosen with the first connection
-        self._checked = False  # the first connection checked (or made) the file
-
-    def __repr__(self) -> str:
-        semantic = f", embeddings={self.embeddings.name!r}" if self.embeddings else ""
-        return f"SQLiteMemory({str(self.path)!r}{semantic})"
-
-    async def __aenter__(self) -> SQLiteMemory:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connections not in use (a later call opens new ones)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for db in idle:
-            db.close()
-
-    # --- the protocol ---------------------------------------------------------------
-
-    async def add(
-        self,
-        text: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        kind: MemoryKind = "note",
-        run_id: str | None = None,
-        role: str | None = None,
-        worker: str | None = None,
-    ) -> MemoryRecord:
-        """Keep ``text`` in ``namespace``, cut past ``max_chars``; a text kept already
-        is not kept again (nor embedded again): the memory kept is returned.
-
-        Raises:
-            ValueError: for an empty text or a bad namespace.
-            MemoryStoreError: when the file cannot be written.
-            ModelError: when the embeddings endpoint fails.
-        """
-        from runtime.memory import db
-
-        _check_namespace(namespace)
-        if not text.strip():
-            raise ValueError("a memory needs some text (it was empty)")
-        found_id = memory_id(namespace, text)
-        kept = cut(text.strip(), self.max_chars, what="memory", fate="kept")
-        row = (found_id, namespace, kept, kind, run_id, role, worker, time.time())
-        vector: Sequence[float] | None = None
-        if self.embeddings is not None:
-            known = await self._read(partial(db.get, memory_id=found_id))
-            if known is not None:
-                return _record(known)
-            vector = await _vector_of(self.embeddings, kept)
-        model = self.embeddings.name if self.embeddings is not None else None
-        return _record(await self._write(partial(db.insert, row=row, vector=vector, model=model)))
-
-    async def get(self, memory_id: str) -> MemoryRecord | None:
-        from runtime.memory import db
-
-        found = await self._read(partial(db.get, memory_id=memory_id))
-        return _record(found) if found is not None else None
-
-    async def search(
-        self,
-        query: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        k: int = 5,
-        match: Literal["any", "all"] = "any",
-    ) -> tuple[MemoryHit, ...]:
-        """The ``k`` memories of ``namespace`` that match ``query`` best: by BM25 over
-        its words (``any`` of them, or ``all``), merged with the nearest vectors when
-        there are embeddings. Any text is a valid query; one without words finds nothing
-        by text.
-
-        Raises:
-            ValueError: for a ``k`` outside 1 to 100, or a bad namespace.
-            MemoryStoreError: when the file cannot be read.
-            ModelError: when the embeddings endpoint fails.
-        """
-        from runtime.memory import db
-
-        _check_namespace(namespace)
-        if not 1 <= k <= 100:
-            raise ValueError(f"k must be between 1 and 100, got {k}")
-        wide = k if self.embeddings is None else 4 * k  # candidates for the fusion
-        terms = fts_query(query, match=match)
-        by_text = (
-            await self._read(partial(db.text_hits, query=terms, namespace=namespace, limit=wide))
-            if terms
-            else []
-        )
-        if self.embeddings is None or not query.strip():
-            return tuple(MemoryHit(record=_record(r), score=r[-1]) for r in by_text[:k])
-        vector = await _vector_of(self.embeddings, query[: self.max_chars])
-        model = self.embeddings.name
-        near = await self._read(
-            partial(db.vector_hits, vector=vector, namespace=namespace, limit=wide, model=model)
-        )
-        return tuple(MemoryHit(record=_record(r), score=s) for r, s in fused([by_text, near], k))
-
-    async def delete(self, memory_id: str) -> bool:
-        from runtime.memory import db
-
-        vectors = self.embeddings is not None
-        forget = partial(db.delete, ids=(memory_id,), namespace=None, vectors=vectors)
-        return bool(await self._write(forget))
-
-    async def forget_namespace(self, namespace: str) -> int:
-        """Forget every memory of ``namespace``; how many there were."""
-        from runtime.memory import db
-
-        _check_namespace(namespace)
-        vectors = self.embeddings is not None
-        forget = partial(db.delete, ids=(), namespace=namespace, vectors=vectors)
-        count: int = await self._write(forget)
-        return count
-
-    async def list(
-        self, namespace: str | None = None, *, limit: int = 100
-    ) -> tuple[MemoryRecord, ...]:
-        from runtime.memory import db
-
-        if namespace is not None:
-            _check_namespace(namespace)
-        rows = await self._read(partial(db.listed, namespace=namespace, limit=limit))
-        return tuple(_record(r) for r in rows)
-
-    async def namespaces(self) -> dict[str, int]:
-        """Each namespace, with how many memories it holds."""
-        from runtime.memory import db
-
-        return dict(await self._read(db.namespaces))
-
-    # --- threads and connections ----------------------------------------------------
-
-    async def _read(self, work: Callable[[Any], T]) -> T:
-        # A read changes nothing: a cancelled one is left to end in its thread.
-        return await anyio.to_thread.run_sync(self._call, work, abandon_on_cancel=True)
-
-    async def _write(self, work: Callable[[Any], T]) -> T:
-        # A write is waited for even when cancelled: whoever cancels it then knows it
-        # is committed or not, never under way.
-        result: T = await to_the_end(partial(self._call, work))
-        return result
-
-    def _call(self, work: Callable[[Any], T]) -> T:
-        """``work(connection)`` in this thread, retried while the file is busy past
-        the busy timeout's reach (see :mod:`runtime.memory._sqlite`)."""
-        from runtime.memory import db
-        from runtime.memory._sqlite import busy_retry, is_busy
-
-        connection = self._take()
-        module = self._driver
-        assert module is not None
-        try:
-            return busy_retry(
-                lambda: work(connection), errors=module.OperationalError, timeout_s=self.timeout_s
-            )
-        except db.VectorMismatch as exc:
-            raise MemoryStoreError(str(exc), path=str(self.path)) from None
-        except module.Error as exc:
-            if is_busy(exc):
-                raise MemoryStoreError(
-                    f"the memory file stayed locked by other writers for {self.timeout_s:g}s "
-                    f"(timeout_s): {exc}",
-                    path=str(self.path),
-                ) from exc
-            raise MemoryStoreError(
-                f"cannot use the memory file: {exc}", path=str(self.path)
-            ) from exc
-        finally:
-            self._give(connection)
-
-    def _take(self) -> Any:
-        """An idle connection, or a new one (the first checks and makes the file)."""
-        from runtime.memory import db
-
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-            vectors = self.embeddings is not None
-            if self._driver is None:
-                self._driver = db.driver(self.path, vectors=vectors)
-            first = not self._checked
-            connection = db.open_connection(
-                self._driver, self.path, vectors=vectors, timeout_s=self.timeout_s, first=first
-            )
-            self._checked = True
-            return connection
-
-    def _give(self, connection: Any) -> None:
-        with self._lock:
-            if len(self._idle) < _KEPT_IDLE:
-                self._idle.append(connection)
-                return
-        connection.close()
-
-
-_KEPT_IDLE = 4
-"""Idle connections kept open per memory (more are opened while more calls run)."""
-
-
-def _check_namespace(namespace: str) -> None:
-    if not namespace or len(namespace) > 200 or not namespace.isprintable():
-        raise ValueError(f"a namespace is 1 to 200 printable characters, got {namespace[:60]!r}")
-
-
-def _record(row: Row) -> MemoryRecord:
-    return MemoryRecord(
-        id=row[0], namespace=row[1], text=row[2], kind=row[3], run_id=row[4], role=row[5],
-        worker=row[6], created_at=row[7],
-    )  # fmt: skip

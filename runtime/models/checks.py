@@ -21,9 +21,13 @@ __all__ = ["check_message", "check_response", "kind_of", "shown"]
 
 _CALL_FIELDS = ("id", "name", "arguments")
 _COUNTS = (
-    "input_tokens", "output_tokens", "model_calls", "tool_calls", "reasoning_tokens",
+    "input_tokens",
+    "output_tokens",
+    "model_calls",
+    "tool_calls",
+    "reasoning_tokens",
     "cached_input_tokens",
-)  # fmt: skip
+)
 
 
 def check_response(response: object, model: object) -> ModelResponse:

@@ -86,11 +86,18 @@ class LlamaModel:
                 found, parallel=parallel, context=context, threads=threads, seed=seed
             )
         self.server = server
-        self._given = {"path": server.path, "parallel": server.parallel,
-                       "context": server.context, "threads": server.threads,
-                       "seed": server.seed, "name": name, "settings": settings,
-                       "timeout": timeout, "retry": retry,
-                       "max_concurrency": max_concurrency}  # fmt: skip
+        self._given = {
+            "path": server.path,
+            "parallel": server.parallel,
+            "context": server.context,
+            "threads": server.threads,
+            "seed": server.seed,
+            "name": name,
+            "settings": settings,
+            "timeout": timeout,
+            "retry": retry,
+            "max_concurrency": max_concurrency,
+        }
         self.name = name or server.path.name
         self.settings = dict(settings or {})
         self.timeout = timeout

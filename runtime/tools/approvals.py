@@ -201,7 +201,7 @@ class MemoryApprovalLog:
         return kept
 
 
-class Verdict(Value, frozen=True, gc=False, kw_only=True):
+class Verdict(Value, frozen=True, kw_only=True):
     """What the dispatcher does with a call that needed approval: refuse it with
     ``refusal`` as its observation, or run it with ``kwargs`` (``note`` goes before
     its observation)."""
@@ -336,11 +336,19 @@ class ApprovalGate:
 
     async def _from_approver(self, pending: PendingApproval) -> Decision:
         assert self.approver is not None
-        request = masked(ApprovalRequest(  # a person reads it: no secret
-            run_id=self._run_id, worker=pending.worker, role=pending.role, call_id=pending.call_id,
-            turn=pending.turn, tool=pending.tool, arguments=pending.arguments, why=pending.why,
-            summary=pending.summary,
-        ))  # fmt: skip
+        request = masked(
+            ApprovalRequest(  # a person reads it: no secret
+                run_id=self._run_id,
+                worker=pending.worker,
+                role=pending.role,
+                call_id=pending.call_id,
+                turn=pending.turn,
+                tool=pending.tool,
+                arguments=pending.arguments,
+                why=pending.why,
+                summary=pending.summary,
+            )
+        )
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
             if left is None:
@@ -357,17 +365,27 @@ class ApprovalGate:
         return answer
 
     def _pending(
-        self, call: ToolCall, tool: Tool[Any, Any], kwargs: dict[str, Any], turn: int,
+        self,
+        call: ToolCall,
+        tool: Tool[Any, Any],
+        kwargs: dict[str, Any],
+        turn: int,
         why: str | None,
-    ) -> PendingApproval:  # fmt: skip
+    ) -> PendingApproval:
         now = time.time()
         arguments = _plain(kwargs)
         return PendingApproval(
-            call_id=call.id, worker=self._worker or "", role=self._role, turn=turn,
-            tool=call.name, arguments=arguments, why=why or "", asked_at=now,
+            call_id=call.id,
+            worker=self._worker or "",
+            role=self._role,
+            turn=turn,
+            tool=call.name,
+            arguments=arguments,
+            why=why or "",
+            asked_at=now,
             deadline=None if self._timeout_s is None else now + self._timeout_s,
             summary=described(tool, arguments),
-        )  # fmt: skip
+        )
 
 
 def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -> Verdict:

@@ -33,7 +33,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ToolContext(Value, frozen=True, gc=False, kw_only=True):
+class ToolContext(Value, frozen=True, kw_only=True):
     """Injected into a tool that declares a parameter of this type (not in the schema).
 
     Attributes:

@@ -110,6 +110,7 @@ Seen = dict[str, list[dict[str, Any]]]
 the next turn is not run)."""
 
 
+# benchmark B: made every model turn or tool call, never walked by the GC
 class _Ready(Value, frozen=True, gc=False, kw_only=True):
     """A call that passed its checks, with its validated arguments: ready to run."""
 
@@ -137,10 +138,23 @@ class Dispatcher:
         guard: Checks every call's arguments before the turn's calls run.
     """
 
-    # One dispatcher per worker: no instance dict.
-    __slots__ = ("_last", "_limiter", "_run_id", "_scope", "_seen", "_tracer", "_tracing",
-                 "_worker", "approvals", "guard", "journal", "locks", "policy",
-                 "tools")  # fmt: skip
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = (
+        "_last",
+        "_limiter",
+        "_run_id",
+        "_scope",
+        "_seen",
+        "_tracer",
+        "_tracing",
+        "_worker",
+        "approvals",
+        "guard",
+        "journal",
+        "locks",
+        "policy",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -234,10 +248,7 @@ class Dispatcher:
         the journal knows was checked before it ran (a resumed worker's): not again."""
         assert self.guard is not None
         journal = self.journal
-        checked = [
-            r for r in ready
-            if journal is None or journal.recorded(turn, r.call.id) is None
-        ]  # fmt: skip
+        checked = [r for r in ready if journal is None or journal.recorded(turn, r.call.id) is None]
         verdicts = await self.guard.check([(r.call, r.tool, r.kwargs) for r in checked], turn)
         refusals = {
             item.position: text
@@ -438,18 +449,24 @@ class Dispatcher:
         kwargs = ready.kwargs
         if found.context_param is not None:
             ctx = ToolContext(
-                call_id=call.id, worker=self._worker, run_id=self._run_id, turn=turn,
+                call_id=call.id,
+                worker=self._worker,
+                run_id=self._run_id,
+                turn=turn,
                 idempotency_key=idempotency_key(self._key_scope(), self._worker, turn, call.id),
-            )  # fmt: skip
+            )
             kwargs = {**kwargs, found.context_param: ctx}
         limit = found.timeout if found.timeout is not None else self.policy.default_timeout
         if self._tracing:
             self._tracer.emit(
                 ToolCallStarted(
-                    worker=self._worker, run_id=self._run_id, turn=turn, call_id=call.id,
+                    worker=self._worker,
+                    run_id=self._run_id,
+                    turn=turn,
+                    call_id=call.id,
                     tool=call.name,
                 )
-            )  # fmt: skip
+            )
         started = time.perf_counter()
         # Whether a sync side-effecting call's thread took it up (see _timeout_text).
         begun = threading.Event() if found.side_effects and not found.is_async else None

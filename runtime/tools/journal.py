@@ -32,7 +32,7 @@ OnUnknown = Literal["tell", "fail"]
 the model (an ``unknown`` observation), or fail."""
 
 
-class JournalEntry(Value, frozen=True, gc=False, kw_only=True):
+class JournalEntry(Value, frozen=True, kw_only=True):
     """One journaled call. ``status`` is None while only the intent is recorded."""
 
     tool: str

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-class McpToolSettings(Settings, frozen=True, gc=False, kw_only=True):
+class McpToolSettings(Settings, frozen=True, kw_only=True):
     """How one MCP tool runs, where its annotations are not to be trusted (None: as
     its annotations say): ``tools:`` of a hive's MCP server.
 
@@ -356,9 +356,10 @@ class McpServers:
                     return live.session
                 if name in restarted:
                     raise McpServerError(
-                        name, f"is down for the rest of this run: {live.why()}, and was "
-                        "started again once already"
-                    )  # fmt: skip
+                        name,
+                        f"is down for the rest of this run: {live.why()}, and was "
+                        "started again once already",
+                    )
                 restarted.add(name)
                 live.stop.set()
             return await self._start(server)
@@ -383,10 +384,15 @@ class McpServers:
         server = live.server
         try:
             async with connect(
-                server.name, command=server.command, args=server.args, env=server.env,
-                cwd=server.cwd, url=server.url, headers=server.headers,
+                server.name,
+                command=server.command,
+                args=server.args,
+                env=server.env,
+                cwd=server.cwd,
+                url=server.url,
+                headers=server.headers,
                 start_timeout=server.start_timeout,
-            ) as session:  # fmt: skip
+            ) as session:
                 live.session = session
                 live.ready.set()
                 await live.stop.wait()

@@ -58,9 +58,13 @@ class OpenAIEmbeddings:
         self.model = model
         self.dimensions = dimensions
         self.endpoint = OpenAIModel(
-            model, base_url=base_url, api_key=api_key, timeout=timeout, retry=retry,
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
             max_concurrency=max_concurrency,
-        )  # fmt: skip
+        )
 
     @property
     def name(self) -> str:

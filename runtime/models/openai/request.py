@@ -10,6 +10,7 @@ installed SDK once, on first use), so a hive's settings are checked without it.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -36,18 +37,36 @@ __all__ = [
 
 RESERVED_SETTINGS = frozenset(
     {
-        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
-        "function_call", "response_format", "stream", "stream_options", "timeout",
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "stream",
+        "stream_options",
+        "timeout",
     }
-)  # fmt: skip
+)
 """Request fields Honeycomb sets itself, which a model's settings cannot."""
 
 RESERVED_RESPONSES_SETTINGS = frozenset(
     {
-        "model", "input", "tools", "tool_choice", "parallel_tool_calls", "stream",
-        "stream_options", "timeout", "previous_response_id", "conversation", "background",
+        "model",
+        "input",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "timeout",
+        "previous_response_id",
+        "conversation",
+        "background",
     }
-)  # fmt: skip
+)
 """The same for the Responses API: Honeycomb sends the whole conversation every call
 (``previous_response_id`` and ``conversation`` would send it twice), and waits for the
 answer (``background``)."""
@@ -177,8 +196,6 @@ def sdk_parameters(api: Api = "chat") -> frozenset[str]:
     """The keyword parameters of the installed SDK's ``chat.completions.create`` (or
     ``responses.create``): read from its signature, so they are right for whichever
     ``openai`` is installed."""
-    import inspect
-
     if api == "responses":
         from openai.resources.responses import AsyncResponses
 

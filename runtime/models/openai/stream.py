@@ -46,8 +46,6 @@ async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
 class _Call:
     """One tool call as its pieces arrive."""
 
-    __slots__ = ("arguments", "id", "name")
-
     def __init__(self) -> None:
         self.id = ""
         self.name = ""

@@ -35,7 +35,7 @@ from runtime.value import Value
 __all__ = ["Action", "Reply", "read_reply"]
 
 
-class Action(Value, frozen=True, gc=False, kw_only=True):
+class Action(Value, frozen=True, kw_only=True):
     """One action: the tool it names and its arguments as JSON text (the text as
     written, when the block is not JSON)."""
 
@@ -43,7 +43,7 @@ class Action(Value, frozen=True, gc=False, kw_only=True):
     arguments: str
 
 
-class Reply(Value, frozen=True, gc=False, kw_only=True):
+class Reply(Value, frozen=True, kw_only=True):
     """What a reply says: its actions, in order, and the prose outside them."""
 
     content: str | None

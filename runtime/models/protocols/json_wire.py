@@ -50,9 +50,15 @@ from runtime.models.protocols.text_wire import (
 from runtime.models.protocols.text_wire import native_request as native_text_request
 
 __all__ = [
-    "SCHEMA_NAME", "is_json_turn", "json_reply", "json_request", "native_request", "turn_schema",
-    "written_call", "written_reply",
-]  # fmt: skip
+    "SCHEMA_NAME",
+    "is_json_turn",
+    "json_reply",
+    "json_request",
+    "native_request",
+    "turn_schema",
+    "written_call",
+    "written_reply",
+]
 
 SCHEMA_NAME = "tool_call_or_answer"
 """The name of the response format a turn of the JSON protocol asks for."""

@@ -38,9 +38,19 @@ from runtime.models.openai.request import output_instruction
 from runtime.models.protocols.actions import Reply, read_reply
 
 __all__ = [
-    "CATALOGUE", "TOOLS_HEADING", "catalogue", "native_request", "offers_tools", "replied",
-    "text_request", "tool_less", "uses_tools", "with_actions", "written", "written_answer",
-]  # fmt: skip
+    "CATALOGUE",
+    "TOOLS_HEADING",
+    "catalogue",
+    "native_request",
+    "offers_tools",
+    "replied",
+    "text_request",
+    "tool_less",
+    "uses_tools",
+    "with_actions",
+    "written",
+    "written_answer",
+]
 
 TOOLS_HEADING = "# Tools"
 CATALOGUE = (

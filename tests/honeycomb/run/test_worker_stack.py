@@ -6,12 +6,8 @@ from __future__ import annotations
 import asyncio
 import types
 
-import pytest
-
-from honeycomb import Executor, Role, Subtask, ToolRegistry, Worker, tool
-from honeycomb.agents import AgentLoop
+from honeycomb import Executor, Role, Subtask, tool
 from honeycomb.testing import ScriptedModel
-from honeycomb.tools import Dispatcher
 from runtime.testing import call
 
 
@@ -56,15 +52,3 @@ async def test_a_running_worker_is_awaited_by_its_subtask_coroutine_alone() -> N
     scheduler = [name for name in chain if name.startswith("Scheduler.")]
     assert scheduler == ["Scheduler._run_subtask"], chain
     assert chain[chain.index("Scheduler._run_subtask") + 1] == "Worker.run", chain
-
-
-@pytest.mark.parametrize("kind", ["worker", "loop", "dispatcher"])
-def test_the_objects_made_for_each_worker_have_no_instance_dict(kind: str) -> None:
-    role = Role(name="worker")
-    worker = Worker(role, ScriptedModel(["done"]))
-    made = {
-        "worker": worker,
-        "loop": AgentLoop(ScriptedModel(["done"]), Dispatcher(ToolRegistry([]))),
-        "dispatcher": Dispatcher(ToolRegistry([])),
-    }[kind]
-    assert not hasattr(made, "__dict__")
