@@ -10,7 +10,8 @@ Everything else is in a namespace of its own, each one a whole family:
 :mod:`honeycomb.events`, :mod:`honeycomb.errors`, :mod:`honeycomb.testing` (the test
 models), :mod:`honeycomb.models`, :mod:`honeycomb.messages`, :mod:`honeycomb.tools`,
 :mod:`honeycomb.agents`, :mod:`honeycomb.planning`, :mod:`honeycomb.approvals`,
-:mod:`honeycomb.memory`, :mod:`honeycomb.tracing`, :mod:`honeycomb.store`,
+:mod:`honeycomb.guards`, :mod:`honeycomb.limits`, :mod:`honeycomb.memory`,
+:mod:`honeycomb.tracing`, :mod:`honeycomb.store`,
 :mod:`honeycomb.hive` and :mod:`honeycomb.backends` (``docs/api.md`` lists them all).
 
 ``OpenAIModel``, ``OfflineModel``, ``SQLiteMemory`` and ``load_hive`` load on first use:

@@ -8,7 +8,6 @@ it assembles and compacts; roles read from YAML files without a hive.
 ``Role``, ``Worker``, ``WorkerResult`` and ``Compaction`` are in ``honeycomb`` too.
 """
 
-from runtime.limits import Budget, Limits
 from workers.context import Compaction, ContextWindow
 from workers.loop import AgentLoop
 from workers.role import Role, load_roles
@@ -26,14 +25,12 @@ from workers.worker import Worker, WorkerError, WorkerResult, WorkerSetup
 
 __all__ = [
     "AgentLoop",
-    "Budget",
     "Checkpoint",
     "Compaction",
     "ContextWindow",
     "Continue",
     "Failed",
     "Final",
-    "Limits",
     "LoopSettings",
     "LoopState",
     "Role",
