@@ -28,6 +28,7 @@ from runtime.events import (
     ModelCallStarted,
     TextDelta,
     ToolCallFinished,
+    ToolCallsAnswered,
     ToolCallStarted,
 )
 from workers.guards import GuardChecked
@@ -54,6 +55,7 @@ __all__ = [
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolCallsAnswered",
     "WorkerFinished",
     "WorkerStarted",
 ]

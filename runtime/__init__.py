@@ -66,6 +66,7 @@ from runtime.events import (
     ModelCallStarted,
     TextDelta,
     ToolCallFinished,
+    ToolCallsAnswered,
     ToolCallStarted,
     Tracer,
 )
@@ -214,6 +215,7 @@ __all__ = [
     "ToolCall",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolCallsAnswered",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",

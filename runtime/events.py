@@ -37,6 +37,7 @@ __all__ = [
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolCallsAnswered",
     "Tracer",
     "current_call",
     "report_retry",
@@ -165,6 +166,17 @@ class ToolCallFinished(Event, frozen=True, kw_only=True):
     status: str  # an ObservationStatus
     duration_s: float
     error: str | None = None
+
+
+class ToolCallsAnswered(Event, frozen=True, kw_only=True):
+    """The worker has the answers of its turn's tool calls (its model will see them):
+    the turn is done. Its ``calls`` are the turn's tool calls a budget counts, every
+    call answered but a repeat skipped; a turn cut off before this event (its run
+    stopped, or calls wait for a person) counts none, whatever of it had ended."""
+
+    kind: ClassVar[str] = "tool_calls.answered"
+    turn: int
+    calls: int
 
 
 EventHandler = Callable[[Event], None]

@@ -82,6 +82,7 @@ from runtime.events import (
     ModelCallFinished,
     ModelCallStarted,
     TextDelta,
+    ToolCallsAnswered,
     current_call,
 )
 from runtime.limits import CallInFlight
@@ -430,13 +431,20 @@ class AgentLoop:
     async def _observed(
         self, state: LoopState, calls: tuple[ToolCall, ...], observations: tuple[ToolMessage, ...]
     ) -> Step:
-        """The state once ``calls`` (the model's last answer's) have their observations."""
+        """The state once ``calls`` (the model's last answer's) have their observations:
+        the turn is done, and its calls are counted here, and only here (the budget,
+        the worker's usage, and the trace, told by :class:`ToolCallsAnswered`)."""
         executed = 0
         for obs in observations:
             if obs.status != "skipped":
                 executed += 1
         if self.budget is not None:
             self.budget.charge_tool_calls(executed)
+        if self.tracer.enabled:
+            answered = ToolCallsAnswered(
+                worker=self.worker, run_id=self.run_id, turn=state.turn, calls=executed
+            )
+            self.tracer.emit(answered)
         state = state.observed(observations, calls, executed)
         if state.repeats >= self.settings.max_repeats:
             return Failed(state=state, error=RunawayLoop(calls[0].name, state.repeats + 1))

@@ -72,7 +72,8 @@ class Life(Value, frozen=True, kw_only=True):
 _CALLS = frozenset({"model_call", "compaction"})
 _UNCOUNTED = frozenset({"skipped", "cancelled"})
 """Tool calls a budget does not count (nor do the lives): a repeat skipped, and a call
-the end of its life cut off before it was answered."""
+the end of its life cut off before it was answered; nor any call of a turn that did
+not end ``ok`` (its worker never had its answers, see :class:`runtime.ToolCallsAnswered`)."""
 
 
 def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
@@ -83,7 +84,7 @@ def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     grouped: dict[str, list[Span]] = {}
     for span in spans:
         grouped.setdefault(_life_of(span, by_id), []).append(span)
-    answered = _answered(spans)
+    answered = _answered(spans, by_id)
     found = sorted(
         (_life(own, origin, answered) for own in grouped.values()),
         key=lambda life: (life.start, life.end),
@@ -95,15 +96,20 @@ def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     return tuple(lives)
 
 
-def _answered(spans: Sequence[Span]) -> set[str]:
-    """The tool calls the model had the observations of, a span each: of the spans of
-    one call (its worker, turn and id), the last, for a turn that a life left
-    unfinished (it paused for a person, or was cut off) is dispatched again by the
-    next, and only that one's observations reach the model; none of a repeat
-    skipped, nor of a call cut off unanswered: as the run's budget counts them."""
+def _answered(spans: Sequence[Span], by_id: Mapping[str, Span]) -> set[str]:
+    """The tool calls the model had the observations of, a span each, as the run's
+    budget counts them: those of a turn that ended ``ok`` (its worker had its
+    answers), a repeat skipped aside. A turn a life left unfinished (it paused for a
+    person, or was cut off) counts none, whatever of it had ended: the next life
+    dispatches its calls again, in a turn of its own. Of the spans of one call (its
+    worker, turn and id), the last (spans under no turn, as runs recorded before
+    turns said so have them, are counted so)."""
     last: dict[tuple[str | None, int | None, str], str] = {}
     for span in spans:  # in order of start
-        if span.kind == "tool_call" and span.status not in _UNCOUNTED:
+        if span.kind != "tool_call" or span.status in _UNCOUNTED:
+            continue
+        turn = by_id.get(span.parent_id or "")
+        if turn is None or turn.kind != "turn" or turn.status == "ok":
             last[span.worker, span.turn, span.detail] = span.span_id
     return set(last.values())
 

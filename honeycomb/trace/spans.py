@@ -36,6 +36,7 @@ from runtime import (
     ModelCallFinished,
     ModelCallStarted,
     ToolCallFinished,
+    ToolCallsAnswered,
     ToolCallStarted,
 )
 from runtime.text import encode_json
@@ -252,6 +253,8 @@ class SpanRecorder:
         self._phase: _Open | None = None  # the plan or aggregate span, while open
         self._workers: dict[str, _Open] = {}
         self._turns: dict[str, _Open] = {}  # each worker's current turn
+        # The workers whose current turn has tool calls whose answers it has not yet.
+        self._unanswered: set[str] = set()
         self._calls: dict[tuple[str, int, str], _Call] = {}  # by (worker, turn, call id)
         # The tool calls that run sub-runs (by span id), and their workers' names.
         self._anchors: dict[str, _Open] = {}
@@ -269,6 +272,7 @@ class SpanRecorder:
             CompactionFinished.kind: self._compaction_finished,
             ToolCallStarted.kind: self._tool_started,
             ToolCallFinished.kind: self._tool_finished,
+            ToolCallsAnswered.kind: self._answered,
             "run.aggregation_started": self._aggregation_started,
             "run.aggregation_finished": self._aggregation_finished,
             "run.finished": self._run_finished,
@@ -361,6 +365,7 @@ class SpanRecorder:
             self._close(worker_span, now, "cancelled")
         self._calls.clear()
         self._turns.clear()
+        self._unanswered.clear()
         self._workers.clear()
         self._close_phase(now)
         if self._run is not None:
@@ -405,9 +410,7 @@ class SpanRecorder:
     def _worker_finished(self, event: _WorkerEvent) -> None:
         name = event.worker or "?"
         now = self._clock()
-        turn = self._turns.pop(name, None)
-        if turn is not None:
-            self._close(turn, now)
+        self._end_turn(name, now, event.status)
         span = self._workers.pop(name, None)
         if span is None:  # skipped, or finished in an earlier life: no time of its own
             span = self._open("worker", name, now, self._run, worker=name, detail=event.role)
@@ -422,8 +425,7 @@ class SpanRecorder:
         """The span of the worker's turn ``turn``, opened by its first call."""
         span = self._turns.get(name)
         if span is None or span.turn != turn:
-            if span is not None:
-                self._close(span, now)
+            self._end_turn(name, now)
             span = self._turns[name] = self._open(
                 "turn", f"turn {turn}", now, self._owner(name), worker=name, turn=turn
             )
@@ -474,11 +476,13 @@ class SpanRecorder:
             self._keep(_with_usage(span, event), call.parent)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
-        """A tool call started (in its worker's current turn)."""
-        name = event.worker or "?"
-        parent = self._turns.get(name) or self._owner(name)
+        """A tool call started, in its worker's turn (opened by it in a life that
+        runs the calls a turn of an earlier life asked for)."""
+        name, now = event.worker or "?", self._clock()
+        parent = self._turn(name, event.turn, now)
+        self._unanswered.add(name)
         self._calls[name, event.turn, event.call_id] = _Call(
-            start=self._clock(), parent=parent, name=event.tool, span_id=next(self._ids)
+            start=now, parent=parent, name=event.tool, span_id=next(self._ids)
         )
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
@@ -489,8 +493,9 @@ class SpanRecorder:
         name, now = event.worker or "?", self._clock()
         call = self._calls.pop((name, event.turn, event.call_id), None)
         if call is None:
-            parent = self._turns.get(name) or self._owner(name)
+            parent = self._turn(name, event.turn, now)
             call = _Call(start=now, parent=parent, name=event.tool, span_id=next(self._ids))
+        self._unanswered.add(name)
         span = Span(
             span_id=call.span_id,
             parent_id=_id(call.parent),
@@ -509,6 +514,28 @@ class SpanRecorder:
             self._sub_run_ended(anchor, now)
             span = _with_usage(span, anchor)
         self._keep(span, call.parent)
+
+    def _answered(self, event: ToolCallsAnswered) -> None:
+        """The worker has its turn's answers: the turn is done, and its tool calls are
+        calls (:func:`honeycomb.trace.lives.lives_of` counts those of a turn done)."""
+        name = event.worker or "?"
+        turn = self._turns.get(name)
+        if turn is not None and turn.turn == event.turn:
+            self._unanswered.discard(name)
+            self._end_turn(name, self._clock())
+
+    def _end_turn(self, name: str, now: float, worker: str = "ok") -> None:
+        """The worker's current turn ends (if it has one): ``ok``, or, if its tool
+        calls' answers never reached the worker, ``cancelled`` (or the status the
+        worker ended with, as ``waiting``)."""
+        span = self._turns.pop(name, None)
+        if span is None:
+            return
+        status = "ok"
+        if name in self._unanswered:
+            self._unanswered.discard(name)
+            status = worker if worker != "ok" else "cancelled"
+        self._close(span, now, status)
 
     def _recalled(self, event: _RecallEvent) -> None:
         """A worker searched its memory at its start: a span of the worker, as long as
@@ -602,9 +629,7 @@ class SpanRecorder:
                 changes["parent"] = f"{prefix}/{parent}"
             self._foreign.setdefault(name, anchor)
             if event.kind == "worker.finished" and name not in self._workers:
-                turn_span = self._turns.pop(name, None)  # a sub-run's own worker
-                if turn_span is not None:
-                    self._close(turn_span, self._clock())
+                self._end_turn(name, self._clock())  # a sub-run's own worker
                 return
             if event.kind == "worker.started" and parent is None:
                 return  # a sub-run's own worker: its spans go under the call
@@ -615,7 +640,7 @@ class SpanRecorder:
     def _sub_run_ended(self, anchor: _Open, now: float) -> None:
         """A sub-run's call ended: the turns of its workers end with it."""
         for name in [n for n, turn in self._turns.items() if turn.parent is anchor]:
-            self._close(self._turns.pop(name), now)
+            self._end_turn(name, now)
         for name in [n for n, owner in self._foreign.items() if owner is anchor]:
             del self._foreign[name]
 
@@ -673,6 +698,7 @@ _NESTED = frozenset(
         CompactionFinished.kind,
         ToolCallStarted.kind,
         ToolCallFinished.kind,
+        ToolCallsAnswered.kind,
         "guard.checked",
         "memory.recalled",
         "worker.started",

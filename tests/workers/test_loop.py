@@ -315,6 +315,7 @@ async def test_every_model_call_is_an_event_with_worker_turn_and_usage() -> None
     assert kinds == [
         "ModelCallStarted",
         "ModelCallFinished",
+        "ToolCallsAnswered",  # the turn's call has its answer
         "ModelCallStarted",
         "ModelCallFinished",
     ]

@@ -9,18 +9,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from rich.console import Console
 
-from honeycomb import Executor
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, Subtask, tool
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.trace.critical import figures
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import Span, SpanKind
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline
 from honeycomb.web.pages import Links, live_parts
+from runtime import AssistantMessage, Event, ModelRequest, ToolCallFinished, ToolMessage
+from runtime.testing import call
 from tests.support import approvals
 
 HOUR = 3600.0
@@ -189,3 +193,50 @@ def test_a_bar_that_starts_at_once_does_not_run_into_the_row_name() -> None:
     out = io.StringIO()
     Console(file=out, width=80).print(render_timeline(build_timeline(at_once), 80))
     assert "meteorologist-1 █" in out.getvalue()
+
+
+async def test_a_call_whose_turn_the_end_of_the_run_cuts_off_is_no_tool_call(
+    tmp_path: Path,
+) -> None:
+    """A budget stops the run while a worker's turn has one call answered and one
+    still running: the model never has that answer, so neither the budget nor the
+    trace counts the call (the trace once counted it)."""
+    quick_ended = anyio.Event()
+
+    @tool
+    async def quick() -> str:
+        """Answer at once."""
+        return "quick"
+
+    @tool
+    async def slow() -> str:
+        """Never answer (the end of the run cuts it off)."""
+        await anyio.Event().wait()
+        return "slow"
+
+    def seen(event: Event) -> None:
+        if isinstance(event, ToolCallFinished) and event.worker == "a":
+            quick_ended.set()
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "done"
+        if (request.conversation or "").endswith("a"):
+            return AssistantMessage(tool_calls=(call("quick"), call("slow")))
+        await quick_ended.wait()  # b's next turn, over the budget, stops the run
+        return AssistantMessage(tool_calls=(call("quick"),))
+
+    roles = [Role(name="worker", description="Calls tools.", tools=("quick", "slow"))]
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor(
+        roles, FunctionModel(answer), tools=[quick, slow], aggregator="concat", store=store,
+        policy=Policy(budgets=Budgets(model_calls=2)),
+    )  # fmt: skip
+    plan = [Subtask(id=w, role="worker", instruction="go") for w in ("a", "b")]
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("call", subtasks=plan, run_id="cut", on_event=[seen])
+    result = caught.value.partial
+    assert result is not None
+    timeline = build_timeline(store.spans("cut"), result.plan.subtasks)
+    assert result.usage.tool_calls == 1  # b's: a's turn never had its answers
+    assert timeline.tool_calls == result.usage.tool_calls
