@@ -29,10 +29,8 @@ from typing import Any
 
 from honeycomb import (
     AssistantMessage,
-    CompactionFinished,
     Event,
     Executor,
-    ModelCallFinished,
     ModelRequest,
     ModelResponse,
     OfflineModel,
@@ -41,6 +39,7 @@ from honeycomb import (
     WrapperModel,
     tool,
 )
+from honeycomb.events import CompactionFinished, ModelCallFinished
 
 TURNS = 60
 PAGES = TURNS - 1  # a page a turn, then the answer

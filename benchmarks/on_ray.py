@@ -25,7 +25,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from honeycomb import Executor, FunctionModel, Policy, RayBackend, Role, tool
+from honeycomb import Executor, Policy, Role, tool
+from honeycomb.backends import RayBackend
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage, UserMessage
 
 TURNS, CALLS, MODEL_S, TOOL_S, BURN_MS = 3, 3, 0.05, 0.02, 2.0

@@ -42,7 +42,8 @@ from typing import Any
 import httpx
 
 from benchmarks.fanout import RESULTS, machine, results_stem
-from honeycomb import Executor, LlamaModel, Policy, Role
+from honeycomb import Executor, Policy, Role
+from honeycomb.models import LlamaModel
 from runtime.models.llama_server import LlamaServer, bundled_gguf
 from tests.support.llama import SentBodies, record_bodies
 

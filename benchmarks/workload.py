@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.spec import Counts, Params, lookup, pause, verdict
-from honeycomb import Executor, Policy, Role, RunStore, Subtask, SubtaskResult, tool
+from honeycomb import Executor, Policy, Role, Subtask, SubtaskResult, tool
+from honeycomb.store import RunStore
 from runtime import (
     AssistantMessage,
     ModelRequest,

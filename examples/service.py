@@ -35,7 +35,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from honeycomb import Event, Executor, HoneycombError, RunFinished, RunResult
+from honeycomb import Event, Executor, HoneycombError, RunResult
+from honeycomb.events import RunFinished
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"

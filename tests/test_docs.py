@@ -16,9 +16,10 @@ A block that shows a real endpoint is marked, on the line before its fence, with
 and runs with every ``OpenAIModel(...)`` call in it replaced by
 ``OfflineModel(latency=0)``.
 
-A ``python`` block imports Honeycomb's names from ``honeycomb`` alone, as a program
-does: never from ``runtime``, ``workers`` or a subpackage of ``honeycomb``, which are
-there for reading the code.
+A ``python`` block imports Honeycomb's names from ``honeycomb`` and its public
+namespaces (those docs/api.md documents, ``honeycomb.testing`` ...), as a program
+does: never from ``runtime``, ``workers`` or another subpackage of ``honeycomb``, which
+are there for reading the code.
 
 Each ``honeycomb`` command of an ``sh`` block (in README.md, docs/ and the examples'
 READMEs) and of a hive's header comments runs, in order, and succeeds; ``RUN_ID``
@@ -52,6 +53,7 @@ import yaml
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from tests.support import ROOT
+from tests.support.api_page import public_modules
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "yaml", "sh", "text", "json"}
@@ -194,7 +196,8 @@ def test_the_python_blocks_of_a_page_run_and_run_again_alike(page: Path, folder:
 
 
 PACKAGES = {"honeycomb", "runtime", "workers", "benchmarks"}
-"""The top-level packages of the repository; of them, a snippet imports ``honeycomb``."""
+"""The top-level packages of the repository; of them, a snippet imports ``honeycomb``
+and its public namespaces."""
 
 
 def imports_of(block: Block) -> Iterator[tuple[int, str]]:
@@ -207,12 +210,13 @@ def imports_of(block: Block) -> Iterator[tuple[int, str]]:
             yield block.line + node.lineno, "." * node.level + (node.module or "")
 
 
-def test_python_blocks_import_from_honeycomb_alone() -> None:
+def test_python_blocks_import_from_honeycomb_and_its_namespaces_alone() -> None:
+    public = set(public_modules())
     elsewhere = [
         f"{block.page.relative_to(ROOT)}:{line}: {module}"
         for block in of("python")
         for line, module in imports_of(block)
-        if module != "honeycomb" and (module.startswith(".") or module.split(".")[0] in PACKAGES)
+        if module not in public and (module.startswith(".") or module.split(".")[0] in PACKAGES)
     ]
     assert elsewhere == []
 
@@ -371,7 +375,7 @@ def test_the_pages_show_commands_to_run() -> None:
 def test_the_commands_a_page_shows_run(
     page: Path, folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from honeycomb import RunStore
+    from honeycomb.store import RunStore
 
     if any("hive.yaml" in argv for argv in shown_commands(page)):
         # An example's README and hive speak from its folder ("honeycomb run hive.yaml").

@@ -15,7 +15,7 @@ from honeycomb.hive.backend import RAY_MISSING, BackendSpec, RaySpec, ray_missin
 from runtime import ConfigError
 
 if TYPE_CHECKING:
-    from honeycomb import RayBackend
+    from honeycomb.backends import RayBackend
 
 __all__ = ["chosen_backend", "pool_running"]
 

@@ -52,7 +52,7 @@ from runtime.text import valid_text
 from workers import Approvals
 
 if TYPE_CHECKING:
-    from honeycomb import RayBackend
+    from honeycomb.backends import RayBackend
 
 __all__ = [
     "DEFAULT_STORE",

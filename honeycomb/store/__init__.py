@@ -1,7 +1,19 @@
 """The run store: runs kept in one SQLite file, turn by turn, so a run that stopped
 can be resumed; one owner at a time (a lease), never modifying a file that is not a
-Honeycomb store."""
+Honeycomb store. The journal of side effects is how a resumed run runs no completed
+side-effecting call twice (``docs/durable.md``)."""
 
-from honeycomb.store.store import RunStore, RunSummary, StoredRun, StoredWorker
+from honeycomb.store.store import Lease, RunStore, RunSummary, StoredRun, StoredWorker
+from runtime.tools.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 
-__all__ = ["RunStore", "RunSummary", "StoredRun", "StoredWorker"]
+__all__ = [
+    "Journal",
+    "JournalEntry",
+    "Lease",
+    "MemoryJournal",
+    "OnUnknown",
+    "RunStore",
+    "RunSummary",
+    "StoredRun",
+    "StoredWorker",
+]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, OfflineModel, RunResult, RunStore
+from honeycomb import Executor, OfflineModel, RunResult
 from honeycomb.cli.init import examples_folder, templates
 from honeycomb.hive import load_hive
 from honeycomb.run.events import WorkerStarted
+from honeycomb.store import RunStore
 from runtime import Event, ToolCallFinished
 from tests.support import ROOT
 

@@ -14,9 +14,10 @@ import httpx
 import pytest
 
 from examples.service import create_app
-from honeycomb import Executor, Role, ScriptedModel, tool
+from honeycomb import Executor, Role, tool
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
+from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support import ROOT
 from tests.support.asgi_server import ThreadedServer

@@ -19,19 +19,18 @@ from honeycomb import (
     ConfigError,
     ConfigErrors,
     Executor,
-    FunctionModel,
     Plan,
-    PlanError,
     Policy,
     Role,
     RunFailed,
-    RunFinished,
-    ScriptedModel,
     Subtask,
     SubtaskResult,
     tool,
 )
 from honeycomb.cli.view import summary
+from honeycomb.errors import PlanError
+from honeycomb.events import RunFinished
+from honeycomb.testing import FunctionModel, ScriptedModel
 from runtime import AssistantMessage, Event, ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
 

@@ -26,7 +26,7 @@ def mcp_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 @pytest.fixture(scope="session")
 def ray_pool(ray_session: None) -> Iterator[object]:
     """Two Ray actors every Ray cell shares (their installs are per model and role)."""
-    from honeycomb import RayBackend
+    from honeycomb.backends import RayBackend
 
     pool = RayBackend(actors=2, actor_cpus=0)
     yield pool

@@ -15,7 +15,9 @@ from typing import Any
 
 import anyio
 
-from honeycomb import ApprovalError, Executor, PendingApproval, RunResult
+from honeycomb import Executor, RunResult
+from honeycomb.approvals import PendingApproval
+from honeycomb.errors import ApprovalError
 from runtime import Event
 from tests.interactions.hive import TASK, Hive
 from tests.interactions.toolkit import toolkit

@@ -28,12 +28,12 @@ from honeycomb import (
     Policy,
     Role,
     RoleMemory,
-    RolePlanner,
-    RunStore,
     SQLiteMemory,
-    TextToolModel,
     Tool,
 )
+from honeycomb.models import TextToolModel
+from honeycomb.planning import RolePlanner
+from honeycomb.store import RunStore
 from runtime import McpServer, Model
 from tests.interactions.brain import Brain, Call, LoggedModel, Script
 from tests.interactions.ledger import Ledger

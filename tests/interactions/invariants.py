@@ -16,15 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from honeycomb import (
-    AssistantMessage,
-    BudgetExceeded,
-    HoneycombError,
-    RunResult,
-    RunStore,
-    TextDelta,
-    build_timeline,
-)
+from honeycomb import AssistantMessage, BudgetExceeded, HoneycombError, RunResult
+from honeycomb.events import TextDelta
+from honeycomb.store import RunStore
+from honeycomb.tracing import build_timeline
 from tests.interactions.brain import shape_problem
 from tests.interactions.drive import Outcome
 from tests.interactions.ledger import Span, overlap

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from honeycomb import Executor, Role, ScriptedModel, tool
+from honeycomb import Executor, Role, tool
+from honeycomb.testing import ScriptedModel
 from runtime import (
     Dispatcher,
     DispatchPolicy,

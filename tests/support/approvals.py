@@ -20,19 +20,10 @@ from typing import Any
 
 import anyio
 
-from honeycomb import (
-    ApprovalError,
-    Approvals,
-    Executor,
-    FunctionModel,
-    Policy,
-    Role,
-    RunResult,
-    Subtask,
-    ToolMessage,
-    tool,
-)
+from honeycomb import Approvals, Executor, Policy, Role, RunResult, Subtask, ToolMessage, tool
+from honeycomb.errors import ApprovalError
 from honeycomb.run.context import Backend
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "pay the invoice and read the news"

@@ -24,7 +24,10 @@ from typing import Any
 
 import anyio
 
-from honeycomb import Executor, FunctionModel, Policy, Role, RunBusy, RunStore, Subtask, tool
+from honeycomb import Executor, Policy, Role, Subtask, tool
+from honeycomb.errors import RunBusy
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "append the lines, then answer"

@@ -26,15 +26,8 @@ from typing import Any
 
 import anyio
 
-from honeycomb import (
-    Executor,
-    FunctionModel,
-    ModelResponse,
-    Role,
-    ToolMessage,
-    Usage,
-    tool,
-)
+from honeycomb import Executor, ModelResponse, Role, ToolMessage, Usage, tool
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 __all__ = ["MOMENTS", "TASK", "Early", "answered"]

@@ -14,7 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from honeycomb import Executor, FunctionModel, Role, RunStore, Subtask, tool
+from honeycomb import Executor, Role, Subtask, tool
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import anyio
 
-from honeycomb import Executor, FunctionModel, Role, RunStore, ToolContext, ToolMessage, tool
+from honeycomb import Executor, Role, ToolContext, ToolMessage, tool
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "pay ann 120"

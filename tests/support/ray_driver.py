@@ -19,7 +19,9 @@ import json
 import os
 import sys
 
-from honeycomb import Executor, FunctionModel, Policy, RayBackend, Role, tool
+from honeycomb import Executor, Policy, Role, tool
+from honeycomb.backends import RayBackend
+from honeycomb.testing import FunctionModel
 from tests.support.ray_tools import scripted
 
 

@@ -23,18 +23,9 @@ from typing import Any
 
 import anyio
 
-from honeycomb import (
-    Approvals,
-    Executor,
-    FunctionModel,
-    ModelResponse,
-    Policy,
-    Role,
-    RunStore,
-    ToolMessage,
-    Usage,
-    tool,
-)
+from honeycomb import Approvals, Executor, ModelResponse, Policy, Role, ToolMessage, Usage, tool
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
 
 TASK = "pay ann and read the news"

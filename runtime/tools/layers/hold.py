@@ -31,7 +31,8 @@ class LockTable:
     def __init__(self) -> None:
         self._locks: dict[str, anyio.Lock] = {}
 
-    def lock(self, key: str) -> anyio.Lock:
+    def lock(self, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The lock of ``key``, to hold with ``async with`` (one made on first use)."""
         found = self._locks.get(key)
         if found is None:
             found = self._locks[key] = anyio.Lock()

@@ -25,17 +25,17 @@ from honeycomb import (
     Budgets,
     ConfigError,
     Executor,
-    FunctionModel,
     Policy,
-    RayBackend,
     Role,
     RunFailed,
-    RunStore,
     Tool,
     ToolContext,
 )
+from honeycomb.backends import RayBackend
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted

@@ -14,8 +14,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Executor, Role, RunFailed, RunStore, ScriptedModel
+from honeycomb import Executor, Role, RunFailed
 from honeycomb.cli.main import demo_hive_path, main
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
 
 
 def test_demo_prints_the_answer_and_the_summary(

@@ -10,11 +10,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from honeycomb import AggregationStarted, Executor, Plan, Role, RunSummary, ScriptedModel
+from honeycomb import Executor, Plan, Role
 from honeycomb.cli.main import main
 from honeycomb.cli.runs import run_line
 from honeycomb.cli.view import PlainView
+from honeycomb.events import AggregationStarted
 from honeycomb.hive import load_hive
+from honeycomb.store import RunSummary
+from honeycomb.testing import ScriptedModel
 from runtime import (
     Event,
     ModelCallFinished,

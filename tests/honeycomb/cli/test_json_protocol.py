@@ -13,9 +13,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from honeycomb import Executor, JsonToolModel, OfflineModel
+from honeycomb import Executor, OfflineModel
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.models import JsonToolModel
 from runtime import OpenAIModel
 from tests.honeycomb.cli.test_text_protocol import DOCUMENTED, hive
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply

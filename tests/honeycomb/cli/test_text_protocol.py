@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from honeycomb import ConfigErrors, Executor, OfflineModel, TextToolModel
+from honeycomb import ConfigErrors, Executor, OfflineModel
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.models import TextToolModel
 from runtime import OpenAIModel, OpenAIResponsesModel, RetryPolicy
 from tests.honeycomb.run.test_openai_loops import responses_agent
 from tests.support.openai_server import OpenAIServer

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from honeycomb import Executor, Policy, Role, ScriptedModel, tool
+from honeycomb import Executor, Policy, Role, tool
 from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
+from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support.sample_tools import lookup
 

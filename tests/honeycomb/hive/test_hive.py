@@ -10,11 +10,12 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from honeycomb import ConfigErrors, Executor, Policy, RolePlanner
+from honeycomb import ConfigErrors, Executor, Policy
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
+from honeycomb.planning import RolePlanner
 from runtime import AdaptiveLimiter, Limits, OpenAIModel, Price, PricedModel, RetryPolicy
 from runtime.tools.mcp import McpServer, McpToolSettings
 from runtime.value import Settings, written_fields
@@ -217,7 +218,7 @@ def test_the_demo_hive_is_valid() -> None:
 
 
 def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> None:
-    from honeycomb import ScriptedModel
+    from honeycomb.testing import ScriptedModel
 
     path = hive(tmp_path, GOOD)
     for spelling in ("model", "models"):
@@ -229,7 +230,7 @@ def test_from_yaml_takes_one_test_model_as_model_or_models(tmp_path: Path) -> No
 
 
 def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> None:
-    from honeycomb import ScriptedModel
+    from honeycomb.testing import ScriptedModel
 
     scripted = ScriptedModel(["merged"])
     executor = Executor.from_yaml(hive(tmp_path, GOOD), models={"gpt": scripted})
@@ -239,7 +240,7 @@ def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> N
 
 
 async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
-    from honeycomb import ScriptedModel
+    from honeycomb.testing import ScriptedModel
 
     plan = '{"subtasks": [{"id": "s1", "role": "counter", "instruction": "count"}]}'
     model = ScriptedModel(lambda key: [plan] if key.endswith("/planner") else ["done"])
@@ -248,7 +249,7 @@ async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
 
 
 def test_from_yaml_says_which_model_names_the_hive_has(tmp_path: Path) -> None:
-    from honeycomb import ScriptedModel
+    from honeycomb.testing import ScriptedModel
 
     with pytest.raises(ConfigErrors) as caught:
         Executor.from_yaml(hive(tmp_path, GOOD), models={"gtp": ScriptedModel(["x"])})

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Approvals, ConfigErrors, Executor, Role, ScriptedModel, tool
+from honeycomb import Approvals, ConfigErrors, Executor, Role, tool
 from honeycomb.cli.main import demo_hive_path
 from honeycomb.cli.running import OUTBOX_TOOL, _asking
 from honeycomb.hive import load_hive
+from honeycomb.testing import ScriptedModel
 from runtime.tools.approvals import ApprovalRule
 
 HIVE = """\

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from honeycomb import Executor, RayBackend
+from honeycomb import Executor
+from honeycomb.backends import RayBackend
 from honeycomb.hive import load_hive
 from tests.support.hives import errors_of
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, ScriptedModel
+from honeycomb import Executor
 from honeycomb.hive import Hive, load_hive
+from honeycomb.testing import ScriptedModel
 from runtime import ToolMessage
 from runtime.testing import call
 from workers import WorkerSetup

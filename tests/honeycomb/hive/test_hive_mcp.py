@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import ConfigErrors, Executor, ScriptedModel, Subtask, ToolMessage
+from honeycomb import ConfigErrors, Executor, Subtask, ToolMessage
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support.mcp_servers import ROOT, child_pids, http_test_server
 

@@ -10,18 +10,10 @@ from typing import Any
 import pytest
 import structlog
 
-from honeycomb import (
-    ConfigErrors,
-    Executor,
-    FunctionModel,
-    MemoryStoreError,
-    ModelRequest,
-    Policy,
-    Role,
-    RoleMemory,
-    SQLiteMemory,
-)
+from honeycomb import ConfigErrors, Executor, ModelRequest, Policy, Role, RoleMemory, SQLiteMemory
+from honeycomb.errors import MemoryStoreError
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
+from honeycomb.testing import FunctionModel
 from tests.support.hives import hive
 
 

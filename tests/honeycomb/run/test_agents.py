@@ -11,18 +11,11 @@ import anyio
 import pytest
 from rich.console import Console
 
-from honeycomb import (
-    BudgetExceeded,
-    ConfigErrors,
-    Executor,
-    FunctionModel,
-    Policy,
-    Role,
-    RunStore,
-    tool,
-)
+from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, tool
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline

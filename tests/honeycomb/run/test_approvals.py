@@ -15,7 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import ApprovalError, Event, Subtask, WorkerFinished
+from honeycomb import Event, Subtask
+from honeycomb.errors import ApprovalError
+from honeycomb.events import WorkerFinished
 from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_saw, plan
 

@@ -9,22 +9,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from honeycomb import (
-    AssistantMessage,
-    Executor,
-    FunctionModel,
-    ModelRequest,
-    ModelResponse,
-    Price,
-    PricedModel,
-    Role,
-    RunStore,
-    Usage,
-    build_timeline,
-    render_timeline,
-    to_html,
-)
+from honeycomb import AssistantMessage, Executor, ModelRequest, ModelResponse, Role, Usage
 from honeycomb.cli.runs import run_line
+from honeycomb.models import Price, PricedModel
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from honeycomb.tracing import build_timeline, render_timeline, to_html
 
 
 def cached(request: ModelRequest) -> ModelResponse:

@@ -17,22 +17,22 @@ from honeycomb import (
     Compaction,
     ConfigErrors,
     Executor,
-    FunctionModel,
-    ModelHTTPError,
     ModelRequest,
     ModelResponse,
-    RetryingModel,
     RetryPolicy,
     Role,
-    RunStore,
-    SpanRecorder,
     Subtask,
     ToolCall,
     ToolMessage,
     Usage,
     tool,
 )
+from honeycomb.errors import ModelHTTPError
 from honeycomb.hive import load_hive
+from honeycomb.models import RetryingModel
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from honeycomb.tracing import SpanRecorder
 from tests.support.tokens import cjk
 from workers.compaction import is_summary_request
 from workers.context import token_counter

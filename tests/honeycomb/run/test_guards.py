@@ -12,7 +12,6 @@ from honeycomb import (
     ConfigErrors,
     Event,
     Executor,
-    FunctionModel,
     GuardCheck,
     GuardrailTripped,
     Guards,
@@ -20,13 +19,11 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
-    ScriptedModel,
-    SpanRecorder,
-    build_timeline,
-    call,
     tool,
 )
 from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel, ScriptedModel, call
+from honeycomb.tracing import SpanRecorder, build_timeline
 
 sent: list[str] = []
 

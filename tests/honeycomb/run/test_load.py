@@ -15,8 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Executor, FunctionModel, Policy, Role, RunResult, tool
+from honeycomb import Executor, Policy, Role, RunResult, tool
 from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolMessage
 from runtime.testing import call
 

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import (
-    Executor,
-    FunctionModel,
-    McpToolSettings,
-    Policy,
-    Role,
-    RunFailed,
-    ScriptedModel,
-    Subtask,
-)
+from honeycomb import Executor, Policy, Role, RunFailed, Subtask
+from honeycomb.testing import FunctionModel, ScriptedModel
+from honeycomb.tools import McpToolSettings
 from runtime import ModelRequest, ToolMessage
 from runtime.testing import call
 from tests.support.mcp_servers import child_pids, sdk_server

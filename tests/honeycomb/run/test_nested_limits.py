@@ -9,7 +9,8 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from honeycomb import Executor, FunctionModel, Policy, Role, tool
+from honeycomb import Executor, Policy, Role, tool
+from honeycomb.testing import FunctionModel
 from runtime import (
     AssistantMessage,
     ModelRequest,

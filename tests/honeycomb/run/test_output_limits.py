@@ -17,13 +17,11 @@ from honeycomb import (
     Budgets,
     Compaction,
     Executor,
-    FunctionModel,
     Guards,
     ModelRequest,
     ModelResponse,
     OpenAIModel,
     Plan,
-    PlanReady,
     Policy,
     RetryPolicy,
     Role,
@@ -31,7 +29,9 @@ from honeycomb import (
     ToolCall,
     ToolMessage,
 )
+from honeycomb.events import PlanReady
 from honeycomb.run.plan import plan_output_tokens
+from honeycomb.testing import FunctionModel
 from runtime import Event, ModelCallStarted, OutputCutOff, TextDelta
 from tests.honeycomb.run.test_compaction_run import read_page
 from tests.support.openai_server import OpenAIServer, Reply

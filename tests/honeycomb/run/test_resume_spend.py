@@ -12,7 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import BudgetExceeded, RunStore, Usage
+from honeycomb import BudgetExceeded, Usage
+from honeycomb.store import RunStore
 from tests.support.early_kills import Early, answered
 from tests.support.processes import killed
 from tests.support.spending import TASK, Spending, spent

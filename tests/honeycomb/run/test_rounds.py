@@ -14,26 +14,17 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb import (
-    BudgetExceeded,
-    Budgets,
-    Executor,
-    FunctionModel,
-    PlanRound,
-    Policy,
-    Role,
-    RolePlanner,
-    RoundPlanned,
-    RunFailed,
-    RunStore,
-    Span,
-    build_timeline,
-)
+from honeycomb import BudgetExceeded, Budgets, Executor, PlanRound, Policy, Role, RunFailed
 from honeycomb.cli.main import main
+from honeycomb.events import RoundPlanned
 from honeycomb.offline.plan import follow_up_for
+from honeycomb.planning import RolePlanner
 from honeycomb.run.plan import Plan, Subtask, critical_path
 from honeycomb.run.prompts import ResultEntry, follow_up_task
 from honeycomb.run.result import rounds_of
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from honeycomb.tracing import Span, build_timeline
 from runtime import Event, ModelConnectionError, ModelRequest, UserMessage
 from tests.support.cpu_time import LINEAR_BOUND, cpu_growth
 

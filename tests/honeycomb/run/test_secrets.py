@@ -38,14 +38,13 @@ from honeycomb import (
     ModelRequest,
     OpenAIModel,
     Role,
-    ScriptedModel,
     ToolCall,
     add_secret,
-    call,
-    configure_logging,
     tool,
 )
 from honeycomb.cli.main import main
+from honeycomb.testing import ScriptedModel, call
+from honeycomb.tracing import configure_logging
 from runtime import Event, HoneycombError
 from runtime.secrets import known, masked
 from runtime.testing import FunctionModel

@@ -8,15 +8,9 @@ from collections import defaultdict
 import pytest
 import structlog
 
-from honeycomb import (
-    Executor,
-    ModelCallFinished,
-    Role,
-    RunFinished,
-    ScriptedModel,
-    TextDelta,
-    WrapperModel,
-)
+from honeycomb import Executor, Role, WrapperModel
+from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
+from honeycomb.testing import ScriptedModel
 from runtime import (
     Event,
     LimitedModel,

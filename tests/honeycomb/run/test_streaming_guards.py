@@ -21,14 +21,12 @@ from honeycomb import (
     GuardCheck,
     GuardrailTripped,
     Guards,
-    ModelCallFinished,
     Role,
     RunFailed,
-    RunFinished,
     RunStream,
-    ScriptedModel,
-    TextDelta,
 )
+from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
+from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support.asgi_server import ThreadedServer
 

@@ -12,7 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb import Executor, FunctionModel, Policy, Role, RunResult, ToolCallFinished, tool
+from honeycomb import Executor, Policy, Role, RunResult, tool
+from honeycomb.events import ToolCallFinished
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, Event, ModelRequest, ToolMessage
 from runtime.testing import call
 

@@ -6,13 +6,8 @@ from __future__ import annotations
 import asyncio
 import types
 
-from honeycomb import (
-    Executor,
-    Role,
-    ScriptedModel,
-    Subtask,
-    tool,
-)
+from honeycomb import Executor, Role, Subtask, tool
+from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from honeycomb import Decision, RunStore
+from honeycomb import Decision
 from honeycomb.run.record import RunRecord
+from honeycomb.store import RunStore
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime.tools.approvals import ApprovalEntry

@@ -18,8 +18,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import ConfigError, Executor, RunBusy, RunStore, StoreError
+from honeycomb import ConfigError, Executor
 from honeycomb.cli.main import main
+from honeycomb.errors import RunBusy, StoreError
+from honeycomb.store import RunStore
 from tests.support import ROOT
 from tests.support.durable import BUSY, TASK, Setup, plan
 from tests.support.old_stores import write_old_store

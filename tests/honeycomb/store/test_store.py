@@ -11,9 +11,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from honeycomb import ConfigError, Executor, FunctionModel, Role, RunStore, StoreError, tool
+from honeycomb import ConfigError, Executor, Role, tool
+from honeycomb.errors import StoreError
 from honeycomb.run.restore import stored_result
+from honeycomb.store import RunStore
 from honeycomb.store.results import whole_result
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import RunStore, Subtask, WorkerFinished
+from honeycomb import Subtask
+from honeycomb.events import WorkerFinished
+from honeycomb.store import RunStore
 from runtime import Event
 from tests.support import ROOT, fatal
 from tests.support.durable import TASK, Setup, calls_by_worker, plan

@@ -13,8 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import RunStore, StoreError
 from honeycomb.cli.main import main
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore
 from tests.support import ROOT
 from tests.support.durable import TASK, Setup, plan
 from tests.support.old_stores import digest, write_old_store
@@ -175,7 +176,7 @@ def test_another_applications_wal_file_with_rows_in_its_wal_is_left_byte_for_byt
 STORE_KILLED = """
 import os, sys
 import anyio
-from honeycomb import RunStore
+from honeycomb.store import RunStore
 store = RunStore(sys.argv[1])
 row = "INSERT INTO runs (run_id, task, status, started_at) VALUES ('r1', 't', 'ok', 0)"
 anyio.run(store.commit, (row, ()))

@@ -11,7 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import Decision, RunStore
+from honeycomb import Decision
+from honeycomb.store import RunStore
 from honeycomb.store.schema import APPLICATION_ID, SCHEMA_VERSION, upgrade_statements
 from tests.support import approvals
 from tests.support.durable import TASK, Setup, plan

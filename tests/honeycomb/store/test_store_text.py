@@ -16,7 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb import Executor, Role, RunStore, ScriptedModel, StoreError, tool
+from honeycomb import Executor, Role, tool
+from honeycomb.errors import StoreError
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
 from runtime import AssistantMessage, ToolCall
 from tests.support import ROOT
 

@@ -13,18 +13,10 @@ import anyio
 import pytest
 from rich.console import Console
 
-from honeycomb import (
-    BudgetExceeded,
-    Budgets,
-    Executor,
-    FunctionModel,
-    Policy,
-    Role,
-    RunStore,
-    Subtask,
-    tool,
-)
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, Subtask, tool
 from honeycomb.run.shown import stored_timeline, worker_statuses
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.trace.critical import figures
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import Span, SpanKind

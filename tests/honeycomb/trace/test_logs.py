@@ -11,7 +11,9 @@ import sys
 import anyio
 import pytest
 
-from honeycomb import Executor, Role, ScriptedModel, Subtask, configure_logging, tool
+from honeycomb import Executor, Role, Subtask, tool
+from honeycomb.testing import ScriptedModel
+from honeycomb.tracing import configure_logging
 from runtime.testing import call
 
 

@@ -16,14 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from honeycomb import (
-    Executor,
-    Policy,
-    Role,
-    RunFailed,
-    ScriptedModel,
-    tool,
-)
+from honeycomb import Executor, Policy, Role, RunFailed, tool
+from honeycomb.testing import ScriptedModel
 from honeycomb.trace.otel import OpenTelemetryExporter
 from honeycomb.trace.spans import Span
 from runtime import Model, ModelHTTPError

@@ -11,9 +11,11 @@ import anyio
 import pytest
 from msgspec.structs import astuple
 
-from honeycomb import Executor, FunctionModel, Guards, Role, RunStore, Subtask, tool
+from honeycomb import Executor, Guards, Role, Subtask, tool
 from honeycomb.run.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from honeycomb.trace.timeline import build_timeline
 from runtime import (

@@ -12,9 +12,11 @@ import anyio
 import pytest
 from rich.console import Console
 
-from honeycomb import Executor, FunctionModel, Plan, Policy, Role, RunStore, Subtask, tool
+from honeycomb import Executor, Plan, Policy, Role, Subtask, tool
 from honeycomb.cli.main import main
 from honeycomb.run.plan import critical_path
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.trace.critical import longest_chain
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import Span, SpanKind, from_jsonl

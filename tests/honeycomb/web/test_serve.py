@@ -21,20 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import (
-    ApprovalError,
-    Approvals,
-    Executor,
-    FunctionModel,
-    Plan,
-    Policy,
-    Role,
-    RunStore,
-    Subtask,
-    ToolMessage,
-    tool,
-)
+from honeycomb import Approvals, Executor, Plan, Policy, Role, Subtask, ToolMessage, tool
 from honeycomb.cli.serve import Resumer, store_approvals
+from honeycomb.errors import ApprovalError
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from honeycomb.web import cookie_name, create_app, csrf_value, session_key
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ModelRequest

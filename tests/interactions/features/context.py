@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from honeycomb import Compaction, CompactionFinished, McpServer, RoleMemory, SQLiteMemory, TextDelta
+from honeycomb import Compaction, McpServer, RoleMemory, SQLiteMemory
+from honeycomb.events import CompactionFinished, TextDelta
 from tests.interactions.brain import Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import Env, Feature, finished, observations, top_observations

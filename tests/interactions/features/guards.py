@@ -3,7 +3,8 @@ first answer, and the run's argument guard."""
 
 from __future__ import annotations
 
-from honeycomb import GuardCheck, GuardChecked, GuardrailTripped, Role
+from honeycomb import GuardCheck, GuardrailTripped, Role
+from honeycomb.events import GuardChecked
 from tests.interactions.brain import FORBIDDEN, Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import SECRET, Env, Feature, finished, top_observations

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from honeycomb import (
-    BudgetExceeded,
-    Executor,
-    FunctionModel,
-    HoneycombError,
-    Role,
-    Tool,
-    ToolContext,
-    WorkerFinished,
-)
+from honeycomb import BudgetExceeded, Executor, HoneycombError, Role, Tool, ToolContext
+from honeycomb.events import WorkerFinished
+from honeycomb.testing import FunctionModel
 from tests.interactions.brain import MARK, Call
 from tests.interactions.drive import Outcome
 from tests.interactions.features.base import (

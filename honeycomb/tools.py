@@ -1,0 +1,27 @@
+"""Tools: ``@tool`` and what it makes, the registry roles look tool names up in, the
+context a tool may ask for, tools from MCP servers, and the dispatcher that runs a
+model turn's calls (parallel-safe ones together, side-effecting ones in order, each
+under its timeout).
+
+    from honeycomb.tools import Dispatcher, McpToolSettings
+
+``tool``, ``Tool``, ``ToolContext``, ``ToolRegistry``, ``McpServer`` and
+``check_cancelled`` are in ``honeycomb`` too.
+"""
+
+from runtime.tools import Tool, ToolContext, ToolRegistry, tool
+from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.mcp import McpServer, McpToolSettings
+
+__all__ = [
+    "DispatchPolicy",
+    "Dispatcher",
+    "LockTable",
+    "McpServer",
+    "McpToolSettings",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "check_cancelled",
+    "tool",
+]
