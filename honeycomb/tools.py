@@ -9,18 +9,26 @@ under its timeout).
 ``check_cancelled`` are in ``honeycomb`` too.
 """
 
+from honeycomb.run.mcp import McpTools
 from runtime.tools import Tool, ToolContext, ToolRegistry, tool
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
+from runtime.tools.layers.base import Admitted, Outcome, Prepared, ToolHandler, ToolLayer
 from runtime.tools.mcp import McpServer, McpToolSettings
 
 __all__ = [
+    "Admitted",
     "DispatchPolicy",
     "Dispatcher",
     "LockTable",
     "McpServer",
     "McpToolSettings",
+    "McpTools",
+    "Outcome",
+    "Prepared",
     "Tool",
     "ToolContext",
+    "ToolHandler",
+    "ToolLayer",
     "ToolRegistry",
     "check_cancelled",
     "tool",

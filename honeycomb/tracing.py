@@ -16,13 +16,14 @@ from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import Bar, PlannedSubtask, Row, Timeline, build_timeline
 from runtime import lazy
-from runtime.events import Tracer
+from runtime.events import Caller, Tracer
 
 if typing.TYPE_CHECKING:
     from honeycomb.trace.otel import OpenTelemetryExporter
 
 __all__ = [
     "Bar",
+    "Caller",
     "Life",
     "OpenTelemetryExporter",
     "PlannedSubtask",
