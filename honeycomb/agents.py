@@ -11,6 +11,7 @@ it assembles and compacts; roles read from YAML files without a hive.
 from workers.context import Compaction, ContextWindow
 from workers.loop import AgentLoop
 from workers.role import Role, load_roles
+from workers.services import MemoryStore, Services, WorkerStore
 from workers.state import (
     Checkpoint,
     Continue,
@@ -33,12 +34,15 @@ __all__ = [
     "Final",
     "LoopSettings",
     "LoopState",
+    "MemoryStore",
     "Role",
+    "Services",
     "Step",
     "Waiting",
     "Worker",
     "WorkerError",
     "WorkerResult",
     "WorkerSetup",
+    "WorkerStore",
     "load_roles",
 ]

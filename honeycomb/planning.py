@@ -15,6 +15,7 @@ from honeycomb.run.aggregator import (
     RoleAggregator,
 )
 from honeycomb.run.context import RunContext
+from honeycomb.run.crew import Crew
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.planner import (
     FunctionPlanner,
@@ -31,6 +32,7 @@ __all__ = [
     "Aggregator",
     "AggregatorLike",
     "ConcatAggregator",
+    "Crew",
     "FunctionAggregator",
     "FunctionPlanner",
     "Plan",
