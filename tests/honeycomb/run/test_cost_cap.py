@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, Executor, FunctionModel, Policy, Role
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role
 from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.pricing import Price, PricedModel
