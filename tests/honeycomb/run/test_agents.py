@@ -21,7 +21,7 @@ from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
 from runtime.testing import call
-from runtime.tools.approvals import ApprovalRequest, Decision
+from runtime.tools.approvals import ApprovalRequest, Decision, PendingApproval
 from tests.support.model_requests import Answer, observations, role_of
 
 LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
@@ -497,9 +497,7 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
 
     async with anyio.create_task_group() as group:
         group.start_soon(run)
-        with anyio.fail_after(30):
-            while not (pending := await service.pending("r1")):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        pending = await waiting_calls(service, "r1")
         assert not results  # the reader still reads
         (waiting,) = pending
         assert waiting.worker.startswith("s1/")  # the nested worker's call
@@ -572,9 +570,7 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
 
     async with anyio.create_task_group() as group:
         group.start_soon(run)
-        with anyio.fail_after(30):
-            while not (pending := await service.pending("r1")):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        pending = await waiting_calls(service, "r1")
         (waiting,) = pending
         await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
     (done,) = results
@@ -582,3 +578,11 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
     assert sent == ["hi"]
     assert posted == ["note"]  # answered from the journal when the turn went on
     assert done.subtasks["s1"].text == "lead: ok:posted | ok:sent: sent"
+
+
+async def waiting_calls(service: Executor, run_id: str) -> list[PendingApproval]:
+    """The calls of ``run_id`` waiting for a decision, once there are some."""
+    with anyio.fail_after(30):
+        while not (pending := await service.pending(run_id)):  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    return pending
