@@ -56,25 +56,7 @@ async def test_fifty_concurrent_requests_each_get_their_own_answer(demo_service:
 
 
 async def test_a_client_that_disconnects_cancels_its_run() -> None:
-    started: list[float] = []
-    finished: list[float] = []
-
-    @tool
-    async def slow_lookup(key: str) -> str:
-        """Look something up, slowly."""
-        started.append(time.monotonic())
-        await anyio.sleep(1.0)
-        finished.append(time.monotonic())
-        return "found"
-
-    model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
-    executor = Executor(
-        [Role(name="researcher", tools=("slow_lookup",))],
-        model,
-        tools=[slow_lookup],
-        planner=lambda task: [("researcher", task)] * 3,
-        aggregator="concat",
-    )
+    executor, started, finished = slow_researchers(3)
     with ThreadedServer(create_app(executor), name="service") as server:
         async with httpx.AsyncClient(timeout=60) as client:
             async with anyio.create_task_group() as tg:
@@ -182,6 +164,27 @@ async def test_the_stream_endpoint_sends_events_and_the_answer_as_it_is_written(
 
 
 async def test_a_client_that_leaves_the_stream_cancels_its_run() -> None:
+    executor, started, finished = slow_researchers(2)
+    with ThreadedServer(create_app(executor), name="service") as server:
+        async with httpx.AsyncClient(timeout=10) as client:
+            async with client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as sent:
+                async for kind, _ in sse_events(sent):
+                    if kind == "tool_call.started":
+                        break  # and leave
+            deadline = time.monotonic() + 2
+            active = 1
+            while active and time.monotonic() < deadline:
+                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
+                await anyio.sleep(0.02)
+            assert active == 0, "the run kept going after its client left"
+        await anyio.sleep(1.2)
+    assert started
+    assert finished == [], "a tool of the cancelled run kept running"
+
+
+def slow_researchers(workers: int) -> tuple[Executor, list[float], list[float]]:
+    """An Executor whose ``workers`` researchers each look something up for a second,
+    and the times their lookups started and finished."""
     started: list[float] = []
     finished: list[float] = []
 
@@ -198,21 +201,7 @@ async def test_a_client_that_leaves_the_stream_cancels_its_run() -> None:
         [Role(name="researcher", tools=("slow_lookup",))],
         model,
         tools=[slow_lookup],
-        planner=lambda task: [("researcher", task)] * 2,
+        planner=lambda task: [("researcher", task)] * workers,
         aggregator="concat",
     )
-    with ThreadedServer(create_app(executor), name="service") as server:
-        async with httpx.AsyncClient(timeout=10) as client:
-            async with client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as sent:
-                async for kind, _ in sse_events(sent):
-                    if kind == "tool_call.started":
-                        break  # and leave
-            deadline = time.monotonic() + 2
-            active = 1
-            while active and time.monotonic() < deadline:
-                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
-                await anyio.sleep(0.02)
-            assert active == 0, "the run kept going after its client left"
-        await anyio.sleep(1.2)
-    assert started
-    assert finished == [], "a tool of the cancelled run kept running"
+    return executor, started, finished
