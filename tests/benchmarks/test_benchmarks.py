@@ -274,13 +274,14 @@ def test_the_goodput_smoke_runs_both_implementations_against_every_kind_of_quota
         for impl in ("honeycomb", "openai client")
     }  # fmt: skip
     for r in results:
-        if r["impl"] == "honeycomb" and r["headers"] in ("x-ratelimit", "retry-after"):
-            # Paced by the headers, or told by Retry-After (the retries leave each
-            # cool-down in turn): nothing fails, every turn is answered. Told by bare
-            # 429s only, the backoff's jitter is all that spreads them (the full run
-            # judges that: docs/rate-limits.md).
+        if r["impl"] == "honeycomb" and r["headers"] == "x-ratelimit":
+            # Paced by the headers: nothing fails, every turn is answered. Told only by
+            # 429s, how many attempts a worker spends depends on when a busy machine
+            # lets each start (the full run judges that: docs/rate-limits.md).
             assert r["failed_workers"] == 0, r
             assert r["answers"] - r["throttled"] == 100  # 20 workers x 5 turns, all answered
+        if r["impl"] == "honeycomb":
+            assert r["model_calls"] > 0, r
         assert r["lower_bound_s"] > 0  # the quota binds, even this small
     assert "| x-ratelimit | honeycomb |" in printed
 
