@@ -105,7 +105,8 @@ def unit(module: str) -> str:
 
 LOW = {"runtime", "workers"}
 PARTS = {"honeycomb.executor", "honeycomb.run", "honeycomb.hive", "honeycomb.store",
-         "honeycomb.trace", "honeycomb.offline", "honeycomb.backends"}  # fmt: skip
+         "honeycomb.trace", "honeycomb.offline", "honeycomb.backends",
+         "honeycomb.evals"}  # fmt: skip
 NAMESPACES = set(public_modules()) - PARTS - {"honeycomb"}
 ALLOWED = {
     "runtime": set(),
@@ -117,9 +118,12 @@ ALLOWED = {
     "honeycomb.hive": LOW | {"honeycomb.run", "honeycomb.offline", "honeycomb.backends"},
     "honeycomb.backends": LOW | {"honeycomb.run"},
     "honeycomb.executor": LOW | {"honeycomb.run", "honeycomb.hive", "honeycomb.store"},
+    "honeycomb.evals": LOW | {"honeycomb.executor", "honeycomb.run", "honeycomb.hive",
+                              "honeycomb.store"},  # fmt: skip
     "honeycomb": LOW | PARTS,
     **dict.fromkeys(NAMESPACES, LOW | PARTS),
-    "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace"},
+    "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace",
+                            "honeycomb.evals"},  # fmt: skip
     "honeycomb.cli": LOW | PARTS | {"honeycomb", "honeycomb.web"},
     "honeycomb.__main__": {"honeycomb.cli"},
 }
@@ -314,6 +318,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as the backend starts
     "honeycomb/backends/_driver.py": {"ray"},  # `ray`, as its workers run
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
+    "honeycomb/evals/checks.py": {"jsonschema"},  # `evals`, by a check of a JSON schema
 }
 
 
