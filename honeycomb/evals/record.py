@@ -68,7 +68,7 @@ class Judges:
         """
         shown = f"Task: {task}\n\nRubric: {rubric}\n\nAnswer:\n{answer}"
         verdict, usage, _ = await self._judge.ask(role, GuardCheck(kind="output", text=shown))
-        self.spent = self.spent + usage
+        self.spent = self.spent + usage + Usage(model_calls=1)  # the usage of one call
         return verdict
 
 

@@ -128,6 +128,12 @@ class ToolCalled(BaseModel):
     def _named(cls, data: Any) -> Any:
         return {"name": data} if isinstance(data, str) else data
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.at_most is not None and self.at_least > self.at_most:
+            raise ValueError(f"at_least ({self.at_least}) is above at_most ({self.at_most})")
+        return self
+
 
 class JsonSpec(BaseModel):
     """The answer is JSON; with ``schema``, valid against that JSON schema, or with
