@@ -57,7 +57,7 @@ def as_check(given: Check | CheckFn) -> Check:
     """A callable as a check named after it (a :class:`Check` as it is)."""
     if isinstance(given, Check):
         return given
-    name = getattr(given, "__qualname__", None) or type(given).__name__
+    name = getattr(given, "__name__", None) or type(given).__name__
     return Check(name=name, fn=given)
 
 
