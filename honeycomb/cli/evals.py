@@ -96,6 +96,12 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--plain", action="store_true", help="no live view, even on a terminal")
     add_model_options(parser)
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=None,
+        help="offline model seconds per call (implies --model offline)",
+    )
     keep = parser.add_mutually_exclusive_group()
     keep.add_argument(
         "--store",
@@ -125,6 +131,8 @@ def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Mo
 
 
 def eval_command(args: argparse.Namespace) -> ExitStatus:
+    if args.latency is not None and args.model is None:
+        args.model = "offline"
     if args.concurrency < 1 or args.repeat < 1:
         print("--concurrency and --repeat are at least 1", file=sys.stderr)
         return ExitStatus.UNUSABLE
