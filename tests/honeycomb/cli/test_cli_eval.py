@@ -47,7 +47,9 @@ def _eval(capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str, 
 def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _eval(capsys, "--eval-id", "ev-a", "--junit", "out/junit.xml", "--html", "r.html")
+    code, out, _ = _eval(
+        capsys, "--eval-id", "ev-a", "--junit", "out/junit.xml", "--html", "r.html"
+    )
     assert code == ExitStatus.OK
     assert "eval ev-a · greetings" in out
     assert "│ lisbon │ pass" in out
@@ -90,7 +92,7 @@ def test_a_baseline_shows_the_regression_and_can_gate_on_it_alone(
 ) -> None:
     assert _eval(capsys, "--eval-id", "ev-good")[0] == ExitStatus.OK
     # A prompt that broke: the answers no longer hold what the checks want.
-    write(folder, "evals.yaml", CASES.replace("{{city}}\"", "Paris\""))
+    write(folder, "evals.yaml", CASES.replace('{{city}}"', 'Paris"'))
     code, out, _ = _eval(capsys, "--eval-id", "ev-bad", "--baseline", "ev-good")
     assert code == ExitStatus.CASES_FAILED
     assert "│ lisbon │ newly failing │ -0.50" in out
