@@ -25,7 +25,7 @@ from honeycomb.run.result import RunResult
 from runtime import HoneycombError, Usage
 from runtime.value import Value
 
-__all__ = ["EvalBudget", "Progress", "evaluate", "new_eval_id"]
+__all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id"]
 
 Progress = Callable[[str, Attempt, int, int], None]
 """Told of each run as it is scored: ``(case id, attempt, runs done, runs in all)``."""
@@ -125,6 +125,27 @@ async def evaluate(
     if keep and store is not None:
         await store.keep_eval(eval_id, report.name, started, report.passed, report.to_json())
     return report
+
+
+async def assert_case(executor: Executor, case: Case, *, repeat: int = 1) -> CaseReport:
+    """Run one case, as a test does (``pytest.mark.parametrize`` over a cases file's
+    cases), and return its report; its report is not kept.
+
+    Raises:
+        AssertionError: when it fails, naming its run and each failing check's reason.
+    """
+    report = await evaluate(executor, [case], repeat=repeat, keep=False)
+    (found,) = report.cases
+    if not found.passed:
+        failing = [
+            f"{a.run_id}: {v.check}: {v.reason}"
+            for a in found.attempts
+            for v in a.verdicts
+            if not v.passed
+        ]
+        shown = "\n  ".join(failing or [f"{a.run_id}: score {a.score:.2f}" for a in found.attempts])
+        raise AssertionError(f"case {found.id!r} failed:\n  {shown}")
+    return found
 
 
 def _renamed(case: Case, name: str) -> Case:

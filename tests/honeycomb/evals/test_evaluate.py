@@ -5,13 +5,23 @@ and two reports compare case by case."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from honeycomb import Executor
-from honeycomb.evals import Case, CaseRun, EvalBudget, EvalReport, Judges, evaluate, load_cases
+from honeycomb.evals import (
+    Case,
+    CaseRun,
+    EvalBudget,
+    EvalReport,
+    Judges,
+    assert_case,
+    evaluate,
+    load_cases,
+)
 from honeycomb.evals.compare import compare
 from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
@@ -164,3 +174,29 @@ async def test_bad_arguments_are_refused(hive: Hive) -> None:
         await evaluate(executor, _cases(1), concurrency=0)
     with pytest.raises(ValueError, match="two cases are named 'c0'"):
         await evaluate(executor, [*_cases(1), *_cases(1)])
+
+
+async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: hello
+            task: Say hello to Lisbon
+            assert:
+              - contains: Lisbon
+          - id: bye
+            task: Say hello to Oslo
+            assert:
+              - contains: Bergen
+              - status: ok
+        """,
+    )
+    good, bad = load_cases(path, hive).cases
+    executor = Executor.from_hive(hive)
+    assert (await assert_case(executor, good)).passed
+    with pytest.raises(AssertionError) as failed:
+        await assert_case(executor, bad)
+    (line,) = str(failed.value).splitlines()[1:]
+    assert re.fullmatch(r"  ev-\w+-bye: contains 'Bergen': the answer lacks 'Bergen': .*", line)
