@@ -190,6 +190,10 @@ class _Builder:
             roles |= set(judges.roles)
         self.judge_roles = roles
         self.schema = _output_schema(hive)
+        # Checks made before, by what they say once filled (and the expected answer an
+        # ``equals`` compares with): a thousand cases of one file share most checks.
+        self._made: dict[str, Check | None] = {}
+        self._written: dict[int, tuple[dict[str, Any], bool]] = {}
 
     def case(
         self,
@@ -242,10 +246,26 @@ class _Builder:
         errors: list[ConfigError],
     ) -> Check | None:
         start = len(errors)
-        dumped = spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        filled = _fill_all(dumped, given, doc, where, errors)
+        dumped = self._written.get(id(spec))
+        if dumped is None:  # the defaults' checks are every case's: written out once
+            text = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            dumped = self._written[id(spec)] = (json.loads(text), "{{" in text)
+        filled = _fill_all(dumped[0], given, doc, where, errors) if dumped[1] else dumped[0]
         if len(errors) > start:
             return None
+        key = json.dumps([filled, expected if spec.kind == "equals" else None], sort_keys=True)
+        if key not in self._made:  # one that failed is told once, where it first is
+            self._made[key] = self._made_anew(filled, expected, doc, where, errors)
+        return self._made[key]
+
+    def _made_anew(
+        self,
+        filled: dict[str, Any],
+        expected: Any,
+        doc: YamlDocument,
+        where: tuple[str | int, ...],
+        errors: list[ConfigError],
+    ) -> Check | None:
         spec = CheckSpec.model_validate(filled)
         python = None
         try:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from honeycomb.evals.cases import Case, Cases
-from honeycomb.evals.checks import Check, as_check, verdict
+from honeycomb.evals.checks import Check, Verdict, as_check, verdict
 from honeycomb.evals.record import CaseRun, Judges, case_run
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
@@ -25,7 +25,7 @@ from honeycomb.run.result import RunResult
 from runtime import HoneycombError, Usage
 from runtime.value import Value
 
-__all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id"]
+__all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
 
 Progress = Callable[[str, Attempt, int, int], None]
 """Told of each run as it is scored: ``(case id, attempt, runs done, runs in all)``."""
@@ -208,13 +208,16 @@ class _Session:
                     self.on_run(case.id, attempt, self.done, self.total)
 
     async def _attempt(self, case: Case, number: int) -> Attempt:
-        run_id = f"{self.eval_id}-{case.id}" + (f"-{number + 1}" if number else "")
         result: RunResult | None = None
         error: HoneycombError | None = None
         try:
-            result = await self.executor.run(case.task, run_id=run_id)
+            # A new run, given no id: one given an id is looked up in the store first
+            # (to be resumed), which costs each case a wait for the store's writer.
+            result = await self.executor.run(case.task)
         except HoneycombError as exc:  # its partial result, if any, is scored
             error = exc
+        found = result if result is not None else getattr(error, "partial", None)
+        run_id = found.run_id if found is not None else ""
         judges = self.judges.fresh()
         run = case_run(
             case=case.id,
@@ -229,7 +232,7 @@ class _Session:
         checks = [as_check(c) for c in case.checks] or [_RUN_OK]
         verdicts = tuple([await verdict(check, run) for check in checks])
         self.spent = self.spent + run.usage + judges.spent
-        return _scored(case, run, verdicts, judges.spent.cost)
+        return scored(case, run, verdicts, judges.spent.cost)
 
     def _has_side_effects(self, role: str, tool: str) -> bool:
         key = (role, tool)
@@ -255,7 +258,8 @@ _RUN_OK = Check(name="status 'ok'", fn=_run_ok)
 """The check of a case that has none: its run ends ``ok``."""
 
 
-def _scored(case: Case, run: CaseRun, verdicts: tuple[Any, ...], judge_cost: float) -> Attempt:
+def scored(case: Case, run: CaseRun, verdicts: tuple[Verdict, ...], judge_cost: float) -> Attempt:
+    """A case's run, scored by its checks' ``verdicts``."""
     weight = sum(v.weight for v in verdicts)
     score = sum(v.score * v.weight for v in verdicts) / weight if weight else 1.0
     threshold = case.threshold

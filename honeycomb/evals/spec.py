@@ -8,6 +8,7 @@ an optional ``weight`` and ``threshold``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal, Self
 
@@ -112,8 +113,9 @@ class Latency(Amount):
 
 class ToolCalled(BaseModel):
     """A tool the run called: by ``name``, with ``args`` (the values given must be
-    among the call's arguments: a subset), by a worker of ``role``, ``at_least`` and
-    ``at_most`` times (the calls that match all of these)."""
+    among the call's arguments: a subset), by a worker of ``role``, ``at_least``
+    (default 1; 0 with ``at_most: 0``: never) and ``at_most`` times (the calls that
+    match all of these)."""
 
     model_config = _STRICT
 
@@ -126,6 +128,8 @@ class ToolCalled(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _named(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("at_most") == 0 and "at_least" not in data:
+            return {**data, "at_least": 0}  # at most 0 times: never
         return {"name": data} if isinstance(data, str) else data
 
     @model_validator(mode="after")
@@ -234,7 +238,7 @@ class CheckSpec(BaseModel):
                 raise ValueError(f"not a regular expression: {exc}") from exc
         return pattern
 
-    @property
+    @functools.cached_property
     def kind(self) -> str:
         """Which kind of check it is."""
         return next(k for k in KINDS if _field(k) in self.model_fields_set)

@@ -5,6 +5,7 @@ and ``eval compare`` tell what changed, and can gate on regressions only."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -50,6 +51,9 @@ def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
     code, out, _ = _eval(
         capsys, "--eval-id", "ev-a", "--junit", "out/junit.xml", "--html", "r.html"
     )
+    run_id = re.search(
+        r"<system-out>run (\w+)</system-out>", (folder / "out/junit.xml").read_text()
+    )
     assert code == ExitStatus.OK
     assert "eval ev-a · greetings" in out
     assert "│ lisbon │ pass" in out
@@ -59,8 +63,9 @@ def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
     assert (suite.get("tests"), suite.get("failures")) == ("2", "0")
     assert "<h1>eval ev-a · greetings</h1>" in (folder / "r.html").read_text()
     # Each case is a run of the store: honeycomb trace shows it.
-    assert main(["trace", "ev-a-lisbon"]) == ExitStatus.OK
-    assert "run ev-a-lisbon · ok" in capsys.readouterr().out
+    assert run_id is not None
+    assert main(["trace", run_id[1]]) == ExitStatus.OK
+    assert f"run {run_id[1]} · ok" in capsys.readouterr().out
 
 
 def test_a_failing_case_exits_4_naming_its_check_and_reason(
