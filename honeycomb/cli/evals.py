@@ -166,6 +166,9 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    finally:
+        if store is not None:
+            store.close()
     comparison = compare(baseline, report) if baseline is not None else None
     _write_files(report, comparison, args)
     if args.json:

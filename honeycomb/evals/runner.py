@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+import msgspec
 
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
@@ -149,8 +150,6 @@ async def assert_case(executor: Executor, case: Case, *, repeat: int = 1) -> Cas
 
 
 def _renamed(case: Case, name: str) -> Case:
-    import msgspec
-
     return msgspec.structs.replace(case, id=name)
 
 

@@ -123,3 +123,35 @@ def test_an_unknown_baseline_or_eval_exits_2(
     assert "no eval 'ev-none'" in err
     assert main(["eval", "compare", "ev-x", "ev-y"]) == ExitStatus.UNUSABLE
     assert "no run store" in capsys.readouterr().err
+
+
+def test_a_judges_hive_grades_and_the_evals_budget_leaves_cases_unrun(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        folder,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          critic:
+            description: Grades answers.
+        """,
+    )
+    cases = CASES.replace("name: greetings", "name: greetings\njudges: judges.yaml")
+    write(folder, "evals.yaml", cases + "      - judge: {role: critic, rubric: It greets.}\n")
+    code, out, _ = _eval(capsys, "--json", "--concurrency", "1")
+    assert code == ExitStatus.OK
+    oslo = json.loads(out)["cases"][1]["attempts"][0]
+    assert oslo["verdicts"][-1] == {
+        "check": 'judge {"role": "critic", "rubric": "It greets."}',
+        "passed": True,
+        "score": 1.0,
+        "weight": 1.0,
+        "reason": None,
+    }
+    code, out, _ = _eval(capsys, "--max-model-calls", "3", "--concurrency", "1")
+    assert code == ExitStatus.CASES_FAILED
+    assert "the eval's budget of 3 model calls is spent (3): not run: oslo" in out

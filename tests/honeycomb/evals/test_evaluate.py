@@ -197,3 +197,16 @@ async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_
         await assert_case(executor, bad)
     (line,) = str(failed.value).splitlines()[1:]
     assert re.fullmatch(r"  \w+: contains 'Bergen': the answer lacks 'Bergen': .*", line)
+
+
+async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(hive: Hive) -> None:
+    def no_plan(request: ModelRequest) -> str:
+        return "not a plan"
+
+    executor = Executor.from_hive(hive, model=FunctionModel(no_plan))
+    report = await evaluate(executor, _cases(1))
+    (attempt,) = report.cases[0].attempts
+    assert (attempt.status, attempt.run_id, attempt.passed) == ("error", "", False)
+    assert attempt.failing is not None
+    assert attempt.failing.reason is not None
+    assert attempt.failing.reason.startswith("the run ended error: ")
