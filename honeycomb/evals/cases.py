@@ -63,7 +63,7 @@ class Cases(Value, frozen=True, kw_only=True):
     name: str
     file: str | None = None
     cases: tuple[Case, ...] = ()
-    judges: Any = None
+    judges: Hive | None = None
 
 
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")

@@ -106,8 +106,8 @@ class CaseRun(Value, frozen=True, kw_only=True):
     wall_s: float = 0.0
     critical_path_s: float = 0.0
     tool_calls: tuple[ToolUse, ...] = ()
-    result: Any = None
-    judges: Any = None
+    result: RunResult | None = None
+    judges: Judges | None = None
 
     @property
     def side_effects(self) -> int:
