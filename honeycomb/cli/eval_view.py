@@ -84,8 +84,7 @@ def print_report(out: TextIO, report: EvalReport, store: Path | None) -> None:
             result = "[yellow]flaky[/]" if case.flaky else "[red]FAIL[/]"
         if many:
             result += f" {case.pass_rate:.0%}"
-        failing = case.failing
-        why = f"{failing.check}: {failing.reason}" if failing is not None else (case.error or "")
+        why = case.why
         score = f"{case.score:.2f}" + (f" ±{case.spread / 2:.2f}" if many else "")
         table.add_row(
             escape(case.id),

@@ -79,10 +79,7 @@ def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
 
 
 def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
-    failing = now.failing
-    reason = f"{failing.check}: {failing.reason}" if failing is not None else now.error
-    if not now.attempts:
-        reason = "not run"
+    reason = now.why if now.attempts else "not run"
     if before is None:
         change: Change = "added"
     elif before.passed:

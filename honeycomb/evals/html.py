@@ -80,8 +80,7 @@ def _flaky(count: int) -> str:
 def _case_row(case: CaseReport, run_link: RunLink) -> str:
     result = "pass" if case.passed else ("flaky" if case.flaky else "fail")
     status = "ok" if case.passed else ("partial" if case.flaky else "failed")
-    failing = case.failing
-    why = f"{failing.check}: {failing.reason}" if failing is not None else (case.error or "")
+    why = case.why
     runs = " ".join(_run(a.run_id, run_link) for a in case.attempts)
     spread = f" ±{case.spread / 2:.2f}" if len(case.attempts) > 1 else ""
     return (

@@ -107,6 +107,19 @@ class CaseReport(Value, frozen=True, kw_only=True):
     def error(self) -> str | None:
         return next((a.error for a in self.attempts if not a.passed and a.error), None)
 
+    @property
+    def why(self) -> str:
+        """Why it failed, in a line: its first failing check and reason (and how many
+        more failed in that run), else its run's error; empty when it passed."""
+        attempt = next((a for a in self.attempts if not a.passed), None)
+        if attempt is None:
+            return ""
+        failing = [v for v in attempt.verdicts if not v.passed]
+        if not failing:
+            return attempt.error or f"score {attempt.score:.2f} is below the case's threshold"
+        more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
+        return f"{failing[0].check}: {failing[0].reason}{more}"
+
 
 class EvalReport(Value, frozen=True, kw_only=True):
     """An eval of a hive on a set of cases.
