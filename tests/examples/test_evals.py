@@ -19,13 +19,7 @@ EXAMPLES = ROOT / "examples"
 NAMES = sorted(p.parent.name for p in EXAMPLES.glob("*/hive.yaml"))
 
 
-@pytest.fixture(autouse=True)
-def _outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files the examples' tools write go to a temporary folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    for name in ("OUTBOX", "NOTES", "REPORTS", "TICKETS"):
-        monkeypatch.setenv(f"HONEYCOMB_{name}", str(tmp_path / name.lower()))
+pytestmark = pytest.mark.usefixtures("example_outputs")
 
 
 @pytest.mark.parametrize("name", NAMES)
