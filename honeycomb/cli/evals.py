@@ -11,9 +11,12 @@ regressions``: when a case that passed in the baseline fails), 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+import msgspec
 
 from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
@@ -27,7 +30,7 @@ from honeycomb.evals.html import report_page
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
-from runtime import ConfigError, ConfigErrors, Model, StoreError
+from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
 from runtime.model import missing_key
 from workers import Role
 
@@ -77,6 +80,13 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default="failures",
         help="what fails the command: any failing case (default), or, with "
         "--baseline, only cases that passed there and fail now",
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="run only the cases of this id, or matching this pattern ('trip-*'); repeatable",
     )
     parser.add_argument("--eval-id", default=None, help="the eval's id (default: a new one)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -142,7 +152,7 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()
-        cases = load_cases(args.cases, hive)
+        cases = _chosen(load_cases(args.cases, hive), args.case)
         models = eval_models(hive, args)
     except ConfigError as exc:  # ConfigErrors too: every error, each at its line
         print(str(exc), file=sys.stderr)
@@ -178,6 +188,25 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         if comparison is not None:
             print_comparison(sys.stdout, comparison)
     return _status(report, comparison, args.gate)
+
+
+def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
+    """The cases ``--case`` names (every case without it).
+
+    Raises:
+        ConfigError: when a pattern matches no case.
+    """
+    if not patterns:
+        return cases
+    ids = [c.id for c in cases.cases]
+    for pattern in patterns:
+        if not fnmatch.filter(ids, pattern):
+            raise ConfigError(
+                f"--case {pattern}: no such case{did_you_mean(pattern, ids)}; the cases: "
+                + ", ".join(ids)
+            )
+    kept = tuple(c for c in cases.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
+    return msgspec.structs.replace(cases, cases=kept)
 
 
 def _missing(hive: Hive, models: Model | Mapping[str, Model] | None) -> list[ConfigError]:

@@ -155,3 +155,12 @@ def test_a_judges_hive_grades_and_the_evals_budget_leaves_cases_unrun(
     code, out, _ = _eval(capsys, "--max-model-calls", "3", "--concurrency", "1")
     assert code == ExitStatus.CASES_FAILED
     assert "the eval's budget of 3 model calls is spent (3): not run: oslo" in out
+
+
+def test_case_picks_the_cases_to_run(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _eval(capsys, "--case", "os*", "--json")
+    assert code == ExitStatus.OK
+    assert [c["id"] for c in json.loads(out)["cases"]] == ["oslo"]
+    code, _, err = _eval(capsys, "--case", "lisbn")
+    assert code == ExitStatus.UNUSABLE
+    assert "--case lisbn: no such case (did you mean 'lisbon'?); the cases: lisbon, oslo" in err
