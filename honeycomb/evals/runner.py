@@ -99,7 +99,7 @@ async def evaluate(
     if judges is None:
         judges = Judges(executor.roles, executor.shared.crew.model_for)
     eval_id = eval_id or new_eval_id()
-    session = _Session(executor, judges, budget, eval_id, len(named) * repeat, on_run)
+    session = _Session(executor, judges, budget, len(named) * repeat, on_run)
     started, clock = time.time(), time.perf_counter()
     await session.run_all(named, repeat, concurrency)
     name = cases.name if isinstance(cases, Cases) else "cases"
@@ -161,14 +161,12 @@ class _Session:
         executor: Executor,
         judges: Judges,
         budget: EvalBudget | None,
-        eval_id: str,
         total: int,
         on_run: Progress | None,
     ) -> None:
         self.executor = executor
         self.judges = judges
         self.budget = budget
-        self.eval_id = eval_id
         self.total = total
         self.on_run = on_run
         self.spent = Usage()
@@ -200,13 +198,13 @@ class _Session:
                     self.stopped = self.budget.spent_by(self.spent)
                 if self.stopped is not None:
                     continue
-                attempt = await self._attempt(case, number)
+                attempt = await self._attempt(case)
                 self.found[case.id][number] = attempt
                 self.done += 1
                 if self.on_run is not None:
                     self.on_run(case.id, attempt, self.done, self.total)
 
-    async def _attempt(self, case: Case, number: int) -> Attempt:
+    async def _attempt(self, case: Case) -> Attempt:
         result: RunResult | None = None
         error: HoneycombError | None = None
         try:
