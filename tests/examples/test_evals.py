@@ -3,6 +3,7 @@ prompt broken on purpose shows as a regression against the eval before it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -56,7 +57,10 @@ def test_a_broken_prompt_shows_as_a_regression_and_fails_the_command(
     capsys.readouterr()
     code = main([*command, "--plain", "--baseline", "ev-before", "--eval-id", "ev-after"])
     out = capsys.readouterr().out
-    assert code == ExitStatus.CASES_FAILED
-    assert "│ three-cities │ newly failing" in out
-    assert "against ev-before: 2 newly failing, 0 newly passing" in out
-    assert "contains '361': the answer lacks '361'" in out
+    assert code == ExitStatus.CASES_FAILED, out
+    assert "│ three-cities │ newly failing" in out, out
+    assert "contains '361': the answer lacks '361'" in out, out
+    assert main(["eval", "compare", "ev-before", "ev-after", "--json"]) == ExitStatus.CASES_FAILED
+    shown = json.loads(capsys.readouterr().out)
+    changes = {c["id"]: c["change"] for c in shown["cases"]}
+    assert changes == {"three-cities": "newly_failing", "two-cities": "newly_failing"}, out
