@@ -1,7 +1,8 @@
 """Models: the :class:`Model` protocol and what a model call exchanges, the adapters
 (OpenAI-compatible chat completions and the Responses API, llama.cpp in this process,
 the offline model), the wrappers that add retries, prices and rate limits,
-the text and JSON tool protocols for models without function calling, and embeddings.
+the text and JSON tool protocols for models without function calling, embeddings, and
+the cassette that records a model's calls and replays them with no network.
 
     from honeycomb.models import RetryingModel, TextToolModel
 
@@ -28,6 +29,8 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
+from runtime.models.cassette import Cassette, CassetteWriter, Recorded
+from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer
 from runtime.models.pricing import Price, PricedModel
@@ -41,6 +44,8 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "AdaptiveLimiter",
+    "Cassette",
+    "CassetteWriter",
     "Embeddings",
     "JsonToolModel",
     "LlamaModel",
@@ -57,12 +62,17 @@ __all__ = [
     "PricedModel",
     "QuotaLeft",
     "RateLimitedModel",
+    "Recorded",
+    "RecordingModel",
+    "ReplayModel",
     "RetryPolicy",
     "RetryingModel",
     "StreamingModel",
     "TextToolModel",
     "ToolSchema",
     "WrapperModel",
+    "cassette",
+    "cassette_case",
 ]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
