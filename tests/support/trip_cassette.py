@@ -46,11 +46,19 @@ async def record(path: Path = CASSETTE) -> str:
             "budgets": msgspec.structs.replace(policy.budgets, wall_time_s=None),
         }
     )
-    model = JsonToolModel(LlamaModel(seed=SEED))
-    models = cassette(dict.fromkeys(hive.spec.models, model), record=path)
+    llama = LlamaModel(seed=SEED)
+    models = cassette(dict.fromkeys(hive.spec.models, JsonToolModel(llama)), record=path)
     async with Executor.from_hive(hive, models=models, policy=patient, store=None) as executor:
         result = await executor.run(hive.spec.example_task or "")
+    unplaced(path, llama.server.path)
     return result.status
+
+
+def unplaced(path: Path, gguf: Path) -> None:
+    """The cassette ``path`` with the GGUF file named by its name alone: llama.cpp's
+    answers name the model by the file's whole path, which is this machine's."""
+    folder = msgspec.json.encode(f"{gguf.parent}/")[1:-1]
+    path.write_bytes(path.read_bytes().replace(folder, b""))
 
 
 def main() -> int:
