@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime import ConfigError, Model
-from runtime.models.cassette import Cassette
 from runtime.models.layers.cassette import ReplayModel, cassette
 
 if TYPE_CHECKING:
@@ -61,15 +60,12 @@ def cassette_models(
             "this process: run the workers here (--backend local)"
         )
     said: str
+    models: dict[str, Model]
     if replay is not None:
-        played = Cassette(replay)
-        said = (
-            f"replaying the model calls of {replay} ({len(played.calls)} recorded; "
-            "no model is called)"
-        )
-        models: dict[str, Model] = {
-            name: ReplayModel(played, name=name) for name in hive.spec.models
-        }
+        models = cassette(hive.spec.models, replay=replay)
+        played = next((m.cassette for m in models.values() if isinstance(m, ReplayModel)), None)
+        recorded = len(played.calls) if played is not None else 0
+        said = f"replaying the model calls of {replay} ({recorded} recorded; no model is called)"
     else:
         own = dict.fromkeys(hive.spec.models, model) if model is not None else hive.models()
         models = cassette(own, record=record)

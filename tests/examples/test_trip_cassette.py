@@ -12,7 +12,7 @@ import pytest
 from honeycomb import Executor
 from honeycomb.events import ModelCallFinished
 from honeycomb.hive import load_hive
-from honeycomb.models import Cassette, Model, ReplayModel
+from honeycomb.models import Cassette, cassette
 from runtime import Event
 from tests.support.trip_cassette import CASSETTE, HIVE
 
@@ -25,8 +25,7 @@ async def test_the_trip_recorded_on_the_local_model_replays_offline(
     hive = load_hive(HIVE)
     recorded = Cassette(CASSETTE)
     # By name, as --replay does: none of the hive's models is built (no llama.cpp here).
-    played = Cassette(CASSETTE)
-    models: dict[str, Model] = {name: ReplayModel(played, name=name) for name in hive.spec.models}
+    models = cassette(hive.spec.models, replay=CASSETTE)
     events: list[Event] = []
     executor = Executor.from_hive(hive, models=models, store=None)
     result = await executor.run(hive.spec.example_task or "", on_event=[events.append])

@@ -156,8 +156,12 @@ def cassette(
 ) -> dict[str, Model]: ...
 
 
+@overload
+def cassette(models: Mapping[str, object], *, replay: str | Path) -> dict[str, Model]: ...
+
+
 def cassette(
-    models: Model | Mapping[str, Model],
+    models: Model | Mapping[str, object],
     *,
     record: str | Path | None = None,
     replay: str | Path | None = None,
@@ -166,27 +170,30 @@ def cassette(
     anew) or answered from the cassette ``replay``; as they are with neither. A single
     model is named ``default`` in the file, as an Executor names it.
 
-    With ``replay``, the models given are not used, only their names: nothing of them
-    is called, held or asked for a key.
+    With ``replay``, only the names are read: nothing of the models is called, held
+    or asked for a key, and a hive's models need not be built at all
+    (``cassette(hive.spec.models, replay=path)``).
 
     Raises:
         ValueError: when both ``record`` and ``replay`` are given.
+        TypeError: when a model to record is no model.
         CassetteError: when the file cannot be written (``record``), or read
             (``replay``).
     """
     if record is not None and replay is not None:
         raise ValueError("record= or replay=, not both: a cassette is recorded, then replayed")
     one = not isinstance(models, Mapping)
-    named: dict[str, Model] = (
-        {"default": models} if not isinstance(models, Mapping) else dict(models)
-    )
-    wrapped: dict[str, Model]
-    if record is not None:
-        writer = CassetteWriter(record)
-        wrapped = {name: RecordingModel(m, writer, name=name) for name, m in named.items()}
-    elif replay is not None:
+    named: dict[str, object] = dict(models) if isinstance(models, Mapping) else {"default": models}
+    wrapped: dict[str, Model] = {}
+    if replay is not None:
         played = Cassette(replay)
         wrapped = {name: ReplayModel(played, name=name) for name in named}
-    else:
-        wrapped = named
+        return wrapped["default"] if one else wrapped
+    for name, model in named.items():
+        if not isinstance(model, Model):
+            raise TypeError(f"cassette(): {name!r} is {model!r}, not a model to record")
+        wrapped[name] = model
+    if record is not None:
+        writer = CassetteWriter(record)
+        wrapped = {name: RecordingModel(m, writer, name=name) for name, m in wrapped.items()}
     return wrapped["default"] if one else wrapped

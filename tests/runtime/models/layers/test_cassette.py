@@ -168,6 +168,15 @@ def test_a_cassette_is_recorded_or_replayed_not_both(tmp_path: Path) -> None:
         cassette(echo(), record=tmp_path / "a", replay=tmp_path / "b")
 
 
+async def test_a_replay_needs_only_the_models_names(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    recorded = await cassette({"gpt": echo()}, record=tape)["gpt"].complete(ask("hi"))
+    replaying = cassette({"gpt": "a model that cannot be built here"}, replay=tape)
+    assert await replaying["gpt"].complete(ask("hi")) == recorded
+    with pytest.raises(TypeError, match="'gpt' is 'spec', not a model to record"):
+        cassette({"gpt": "spec"}, record=tape)  # type: ignore[dict-item]
+
+
 HEADER = '{"kind": "cassette", "version": 1}\n'
 
 
