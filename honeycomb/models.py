@@ -29,8 +29,6 @@ from runtime.model import (
     ToolSchema,
     WrapperModel,
 )
-from runtime.models.cassette import Cassette, CassetteWriter, Recorded
-from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer
 from runtime.models.pricing import Price, PricedModel
@@ -38,6 +36,13 @@ from runtime.models.protocols.json_tools import JsonToolModel
 from runtime.models.protocols.text_tools import TextToolModel
 
 if typing.TYPE_CHECKING:
+    from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
+    from runtime.models.layers.cassette import (
+        RecordingModel,
+        ReplayModel,
+        cassette,
+        cassette_case,
+    )
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
     from runtime.models.openai.responses import OpenAIResponsesModel
@@ -76,4 +81,6 @@ __all__ = [
 ]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
-    __getattr__ = lazy.lazy_names(__name__, globals(), ("runtime.models",))
+    __getattr__ = lazy.lazy_names(
+        __name__, globals(), ("runtime.models", "runtime.models.layers.cassette")
+    )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime import ConfigError, Model
-from runtime.models.layers.cassette import ReplayModel, cassette
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -54,6 +53,8 @@ def cassette_models(
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
     if record is None and replay is None:
         return model
+    from runtime.models.layers.cassette import ReplayModel, cassette  # loaded when used
+
     if backend.ray is not None:
         raise ConfigError(
             f"--{'record' if record is not None else 'replay'} keeps the model calls in "

@@ -3,7 +3,8 @@ own: a cap on what one call may cost (:mod:`.cost_cap`), the run's budget
 (:mod:`.budget`), tracing (:mod:`.trace`) and the check of what the model answered
 (:mod:`.checked`). Each is a model holding the next. The model's own layers are made
 with it: a cassette that records its calls or replays them (:mod:`.cassette`, outside
-the rest of them), its slots (:class:`~runtime.limits.LimitedModel`), rate limits
+the rest of them, loaded on first use), its slots
+(:class:`~runtime.limits.LimitedModel`), rate limits
 (:class:`~runtime.limits.ratelimit.RateLimitedModel`), retries
 (:class:`~runtime.limits.retry.RetryingModel`) and price
 (:class:`~runtime.models.pricing.PricedModel`); the OpenAI adapters retry and pace
@@ -11,7 +12,6 @@ inside. They are composed, in their order, in one place:
 :func:`workers.calls.model_calls`."""
 
 from runtime.models.layers.budget import Budgeted
-from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
 from runtime.models.layers.checked import Checked
 from runtime.models.layers.cost_cap import CostCap, price_of
 from runtime.models.layers.trace import Traced
@@ -20,10 +20,6 @@ __all__ = [
     "Budgeted",
     "Checked",
     "CostCap",
-    "RecordingModel",
-    "ReplayModel",
     "Traced",
-    "cassette",
-    "cassette_case",
     "price_of",
 ]

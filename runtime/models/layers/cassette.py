@@ -1,5 +1,5 @@
 """Record a model's calls in a cassette, and answer them again from it with no model
-behind (:mod:`runtime.models.cassette` says what the file holds and how a request is
+behind (:mod:`runtime.models.cassettes` says what the file holds and how a request is
 matched), so that a run made once on a real model reruns offline, deterministic and
 free: a regression test, an eval in CI.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import overload
 
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
-from runtime.models.cassette import Cassette, CassetteWriter, Recorded, worker_of
+from runtime.models.cassettes import Cassette, CassetteWriter, Recorded, worker_of
 from runtime.models.layers.cost_cap import price_of
 from runtime.models.pricing import Price
 

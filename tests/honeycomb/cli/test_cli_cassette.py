@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.main import main
-from runtime.models.cassette import Cassette
+from runtime.models.cassettes import Cassette
 from tests.support import ROOT
 
 TRIP = str(ROOT / "examples" / "trip" / "hive.yaml")

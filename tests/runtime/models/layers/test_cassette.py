@@ -11,7 +11,7 @@ import pytest
 from runtime.errors import CassetteError, CassetteMismatch
 from runtime.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from runtime.model import ModelRequest, ToolSchema
-from runtime.models.cassette import Cassette
+from runtime.models.cassettes import Cassette
 from runtime.models.layers import cost_cap
 from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
 from runtime.models.pricing import Price, PricedModel
