@@ -56,9 +56,10 @@ def cassette_models(
     from runtime.models.layers.cassette import ReplayModel, cassette  # loaded when used
 
     if backend.ray is not None:
+        flag = "record" if record is not None else "replay"
         raise ConfigError(
-            f"--{'record' if record is not None else 'replay'} keeps the model calls in "
-            "this process: run the workers here (--backend local)"
+            f"--{flag} works in this process (every model call goes through its "
+            "cassette): run the workers here, with --backend local"
         )
     said: str
     models: dict[str, Model]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,11 +178,13 @@ def request_key(request: ModelRequest) -> str:
 
 class CassetteWriter:
     """Writes a cassette: the file is started anew (its folder made) when the writer
-    is made, and each model and call is appended, masked, as it comes."""
+    is made, and each model and call is appended, masked, as it comes (a line at a
+    time, whatever thread appends it)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._models: set[str] = set()
+        self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_bytes(msgspec.json.encode(Header()) + b"\n")
@@ -200,8 +203,9 @@ class CassetteWriter:
         self._append(masked(msgspec.structs.replace(recorded, request=request)))
 
     def _append(self, line: _Line) -> None:
-        with self.path.open("ab") as out:
-            out.write(here(msgspec.json.encode(line)) + b"\n")
+        encoded = here(msgspec.json.encode(line)) + b"\n"
+        with self._lock, self.path.open("ab") as out:
+            out.write(encoded)
 
 
 class Cassette:
@@ -258,20 +262,28 @@ class Cassette:
     def _difference(
         self, model: str, request: ModelRequest, worker: str | None, case: str | None
     ) -> str:
-        """How ``request`` differs from the nearest call recorded of ``model``."""
+        """How ``request`` differs from the nearest call recorded of ``model``: among
+        those the same case and worker made (else the same case, else the same
+        worker, else any), the one that shares most messages from the first, then
+        most options."""
         recorded = [call for call in self.calls if call.model == model]
         if not recorded:
             models = ", ".join(sorted({call.model for call in self.calls})) or "none"
             return f"the cassette holds no call of model {model!r} (its models: {models})"
+        pool = (
+            [c for c in recorded if c.case == case and c.worker == worker]
+            or [c for c in recorded if c.case == case]
+            or [c for c in recorded if c.worker == worker]
+            or recorded
+        )
         asked = canonical(request)
 
-        def nearness(call: Recorded) -> tuple[int, int, bool, bool]:
+        def nearness(call: Recorded) -> tuple[int, int]:
             theirs = canonical(call.request)
             same = sum(asked[name] == theirs[name] for name in _OPTIONS)
-            return (_common(asked["messages"], theirs["messages"]), same, call.case == case,
-                    call.worker == worker)  # fmt: skip
+            return _common(asked["messages"], theirs["messages"]), same
 
-        nearest = max(recorded, key=nearness)
+        nearest = max(pool, key=nearness)
         where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
         return first_difference(canonical(nearest.request), asked) + where
 

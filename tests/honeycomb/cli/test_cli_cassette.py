@@ -56,3 +56,12 @@ def test_a_file_that_is_not_a_cassette_stops_the_command_before_the_run(
     assert main(["run", TRIP, "--plain", "--no-store", "--replay", str(tape)]) == 2
     err = capsys.readouterr().err
     assert f"{tape}:2: not a line of a cassette: Object missing required field" in err
+
+
+def test_a_cassette_is_for_workers_run_here(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", TRIP, "--plain", "--no-store", "--backend", "ray"]
+    assert main([*args, "--record", "trip.jsonl"]) == 2
+    assert "--record works in this process" in capsys.readouterr().err
+    assert not Path("trip.jsonl").exists()
