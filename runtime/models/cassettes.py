@@ -30,7 +30,8 @@ preference. Workers asking the same thing at once are thus answered by what thei
 namesakes were, whatever the order their calls arrive in.
 
 A request with no recorded call of its key is a :class:`~runtime.errors.CassetteMismatch`
-naming the case, the worker and the first difference from the nearest recorded call.
+naming the case, the worker and the first difference from the nearest recorded call
+(:mod:`runtime.models.request_diff`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from runtime.errors import CassetteError, CassetteMismatch
 from runtime.messages import AssistantMessage, ToolMessage
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.pricing import Price
+from runtime.models.request_diff import OPTIONS, common_messages, first_difference
 from runtime.secrets import masked
 from runtime.value import Value
 
@@ -58,7 +60,6 @@ __all__ = [
     "CassetteWriter",
     "Recorded",
     "canonical",
-    "first_difference",
     "request_key",
     "worker_of",
 ]
@@ -73,9 +74,6 @@ _TIMES = re.compile(
     rb"\d{4}-?\d{2}-?\d{2}[T _-]\d{2}:?\d{2}:?\d{2}(?:[.,-]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
 )
 """A date with its time of day, ISO 8601's or compact (``20261202-103737-625318``)."""
-
-_OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "output", "max_output_tokens")
-"""What a request's key holds besides its messages, as the differences name them."""
 
 
 class _Line(Value, frozen=True, kw_only=True, tag_field="kind"):
@@ -129,7 +127,7 @@ def worker_of(request: ModelRequest) -> str | None:
 
 def canonical(request: ModelRequest) -> dict[str, Any]:
     """What a request's key is made of, as JSON values: its messages with tool call
-    ids renumbered in order of appearance, and its options (:data:`_OPTIONS`)."""
+    ids renumbered in order of appearance, and its options (:data:`OPTIONS`)."""
     ids: dict[str, str] = {}
 
     def renumbered(call_id: str) -> str:
@@ -145,7 +143,7 @@ def canonical(request: ModelRequest) -> dict[str, Any]:
         elif isinstance(message, ToolMessage):
             value["tool_call_id"] = renumbered(message.tool_call_id)
         messages.append(value)
-    options = msgspec.to_builtins(masked({name: getattr(request, name) for name in _OPTIONS}))
+    options = msgspec.to_builtins(masked({name: getattr(request, name) for name in OPTIONS}))
     encoded = msgspec.json.encode({"messages": messages, **options})
     found: dict[str, Any] = msgspec.json.decode(_TIMES.sub(b"<time>", here(encoded)))
     return found
@@ -179,7 +177,11 @@ def request_key(request: ModelRequest) -> str:
 class CassetteWriter:
     """Writes a cassette: the file is started anew (its folder made) when the writer
     is made, and each model and call is appended, masked, as it comes (a line at a
-    time, whatever thread appends it)."""
+    time, whatever thread appends it).
+
+    Raises:
+        CassetteError: when the file cannot be written.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -204,8 +206,11 @@ class CassetteWriter:
 
     def _append(self, line: _Line) -> None:
         encoded = here(msgspec.json.encode(line)) + b"\n"
-        with self._lock, self.path.open("ab") as out:
-            out.write(encoded)
+        try:
+            with self._lock, self.path.open("ab") as out:
+                out.write(encoded)
+        except OSError as exc:
+            raise CassetteError(f"cannot write: {exc}", file=str(self.path)) from exc
 
 
 class Cassette:
@@ -280,87 +285,12 @@ class Cassette:
 
         def nearness(call: Recorded) -> tuple[int, int]:
             theirs = canonical(call.request)
-            same = sum(asked[name] == theirs[name] for name in _OPTIONS)
-            return _common(asked["messages"], theirs["messages"]), same
+            same = sum(asked[name] == theirs[name] for name in OPTIONS)
+            return common_messages(asked["messages"], theirs["messages"]), same
 
         nearest = max(pool, key=nearness)
         where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
         return first_difference(canonical(nearest.request), asked) + where
-
-
-def _common(ours: list[Any], theirs: list[Any]) -> int:
-    """How many messages two requests share from the first."""
-    count = 0
-    for mine, other in zip(ours, theirs, strict=False):
-        if mine != other:
-            break
-        count += 1
-    return count
-
-
-def first_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
-    """The first difference between a recorded request and one asked, both
-    :func:`canonical`: an option, else the first message that differs, else one
-    that only one of them has."""
-    for name in _OPTIONS:
-        if recorded[name] != asked[name]:
-            if name == "tools":
-                return _tools_difference(recorded[name], asked[name])
-            return f"{name}: recorded {_short(recorded[name])}, asked {_short(asked[name])}"
-    ours, theirs = asked["messages"], recorded["messages"]
-    index = _common(ours, theirs)
-    if index < len(ours) and index < len(theirs):
-        mine, other = ours[index], theirs[index]
-        for field in sorted(set(mine) | set(other)):
-            if mine.get(field) != other.get(field):
-                return (
-                    f"message {index + 1} ({mine.get('role')}), {field}: "
-                    f"{_text_difference(other.get(field), mine.get(field))}"
-                )
-    if len(ours) > len(theirs):
-        extra = ours[len(theirs)]
-        return (
-            f"asked with {len(ours)} messages, recorded with {len(theirs)}: message "
-            f"{len(theirs) + 1} ({extra.get('role')}) is new: {_short(extra.get('content'))}"
-        )
-    return f"asked with {len(ours)} messages, recorded with {len(theirs)}"
-
-
-def _tools_difference(recorded: list[Any], asked: list[Any]) -> str:
-    names = [tool["name"] for tool in recorded], [tool["name"] for tool in asked]
-    if names[0] != names[1]:
-        return f"tools: recorded {names[0]}, asked {names[1]}"
-    for before, now in zip(recorded, asked, strict=True):
-        if before != now:
-            field = next(f for f in sorted(set(before) | set(now)) if before.get(f) != now.get(f))
-            return (
-                f"tool {now['name']!r}, {field}: recorded {_short(before.get(field))}, "
-                f"asked {_short(now.get(field))}"
-            )
-    return "tools differ"
-
-
-def _text_difference(recorded: Any, asked: Any) -> str:
-    """Where two values first differ: for texts, a little of each around the first
-    character that differs."""
-    if not isinstance(recorded, str) or not isinstance(asked, str):
-        return f"recorded {_short(recorded)}, asked {_short(asked)}"
-    at = next(
-        (i for i, (a, b) in enumerate(zip(recorded, asked, strict=False)) if a != b),
-        min(len(recorded), len(asked)),
-    )
-    start = max(0, at - 30)
-    lead = "..." if start else ""
-    return (
-        f"at character {at + 1}: recorded {lead}{recorded[start : at + 40]!r}, "
-        f"asked {lead}{asked[start : at + 40]!r}"
-    )
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-    shown = text if len(text) <= limit else text[:limit] + "..."
-    return repr(shown) if isinstance(value, str) else shown
 
 
 def _read(path: Path) -> Iterator[_Line]:
