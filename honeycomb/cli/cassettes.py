@@ -18,6 +18,8 @@ __all__ = ["add_cassette_options", "cassette_models"]
 
 
 def add_cassette_options(parser: argparse.ArgumentParser) -> None:
+    """``--record FILE`` and ``--replay FILE`` (one or the other) on a command that
+    runs a hive; :func:`cassette_models` reads them."""
     calls = parser.add_mutually_exclusive_group()
     calls.add_argument(
         "--record",
@@ -72,6 +74,6 @@ def cassette_models(
         own = dict.fromkeys(hive.spec.models, model) if model is not None else hive.models()
         models = cassette(own, record=record)
         said = f"recording the model calls in {record}"
-    if not args.json:
+    if not getattr(args, "json", False):
         print(said, file=sys.stderr)
     return models
