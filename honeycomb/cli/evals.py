@@ -18,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from honeycomb.cli.cassettes import add_cassette_options, cassette_models
 from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
@@ -106,6 +107,7 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--plain", action="store_true", help="no live view, even on a terminal")
     add_model_options(parser)
+    add_cassette_options(parser)
     parser.add_argument(
         "--latency",
         type=float,
@@ -129,15 +131,17 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Model] | None:
     """The models the eval's runs use: ``--model``'s for every role, else the hive's
-    (None). Every model the command builds is made here, so a wrapper of every model
-    call (a recording of them) goes here too.
+    (None); with ``--record``, recorded in a cassette, with ``--replay``, answered from
+    one (each case's calls as that case's).
 
     Raises:
-        ConfigError: for a ``--model`` that cannot be made.
+        ConfigError: for a ``--model`` that cannot be made, a cassette that cannot be
+            read or written, or one with a hive whose workers run on Ray.
     """
     if args.model == LOCAL:
         short_answers(hive)
-    return _override(args)
+    model = None if args.replay is not None else _override(args)
+    return cassette_models(hive, model, args, hive.backend)
 
 
 def eval_command(args: argparse.Namespace) -> ExitStatus:
@@ -157,7 +161,7 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     except ConfigError as exc:  # ConfigErrors too: every error, each at its line
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    missing = _missing(hive, models)
+    missing = _missing(hive, models, args)
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -209,8 +213,12 @@ def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
     return msgspec.structs.replace(cases, cases=kept)
 
 
-def _missing(hive: Hive, models: Model | Mapping[str, Model] | None) -> list[ConfigError]:
-    """The API keys the eval's runs would need and lack."""
+def _missing(
+    hive: Hive, models: Model | Mapping[str, Model] | None, args: argparse.Namespace
+) -> list[ConfigError]:
+    """The API keys the eval's runs would need and lack (none: a cassette answers)."""
+    if args.replay is not None:
+        return []
     if models is None:
         return hive.missing_keys()
     if isinstance(models, Mapping):

@@ -24,6 +24,7 @@ from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
 from runtime import HoneycombError, Usage
+from runtime.models.layers.cassette import cassette_case
 from runtime.value import Value
 
 __all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
@@ -210,7 +211,9 @@ class _Session:
         try:
             # A new run, given no id: one given an id is looked up in the store first
             # (to be resumed), which costs each case a wait for the store's writer.
-            result = await self.executor.run(case.task)
+            # Its model calls are the case's (a cassette records and replays them so).
+            with cassette_case(case.id):
+                result = await self.executor.run(case.task)
         except HoneycombError as exc:  # its partial result, if any, is scored
             error = exc
         found = result if result is not None else getattr(error, "partial", None)

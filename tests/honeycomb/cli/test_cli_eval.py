@@ -164,3 +164,25 @@ def test_case_picks_the_cases_to_run(folder: Path, capsys: pytest.CaptureFixture
     code, _, err = _eval(capsys, "--case", "lisbn")
     assert code == ExitStatus.UNUSABLE
     assert "--case lisbn: no such case (did you mean 'lisbon'?); the cases: lisbon, oslo" in err
+
+
+def test_an_eval_recorded_once_replays_with_no_model_and_a_new_request_names_its_case(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _eval(capsys, "--record", "calls.jsonl")
+    assert code == ExitStatus.OK
+    assert "recording the model calls in calls.jsonl" in err
+    # The hive's model is gone: the cassette answers every call.
+    hive = folder / "hive.yaml"
+    hive.write_text(hive.read_text().replace("provider: offline", "model: gpt-x"))
+    code, _, err = _eval(capsys, "--replay", "calls.jsonl")
+    assert code == ExitStatus.OK
+    assert "replaying the model calls of calls.jsonl (6 recorded; no model is called)" in err
+    # A case whose task changed asks what was not recorded: it fails, naming the case.
+    write(folder, "evals.yaml", CASES.replace("Say hello to Oslo", "Say hello to Bergen"))
+    code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--json")
+    assert code == ExitStatus.CASES_FAILED
+    (attempt,) = json.loads(out)["cases"][1]["attempts"]
+    assert attempt["status"] == "error"
+    assert "the cassette did not record" in attempt["error"]
+    assert "case 'oslo'" in attempt["error"]
