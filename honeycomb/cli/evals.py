@@ -18,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from honeycomb.cli.backend import pool_running
 from honeycomb.cli.cassettes import add_cassette_options, cassette_models
 from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
@@ -177,7 +178,7 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     )
     try:
         report = run_on_loop(_run(hive, cases, models, store, budget, args))
-    except StoreError as exc:
+    except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     finally:
@@ -236,12 +237,36 @@ async def _run(
     budget: EvalBudget,
     args: argparse.Namespace,
 ) -> EvalReport:
+    """The eval, on the hive's backend: a Ray pool is started before the first case and
+    its actors stopped after the last, as ``honeycomb run`` does.
+
+    Raises:
+        StoreError: when the store cannot be used.
+        ConfigError: when the hive's Ray cluster cannot be reached.
+    """
     if store is not None:
         await store.open()  # a store that cannot be used stops the command here
-    executor = Executor.from_hive(hive, models=models, store=store)
+    pool = hive.backend.build(hive.folder)
+    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    if pool is None:
+        return await _evaluate(executor, models, cases, budget, args)
+    async with pool_running(pool) as problem:
+        if problem is not None:
+            raise ConfigError(f"backend: {hive.backend.described()}: {problem}")
+        return await _evaluate(executor, models, cases, budget, args)
+
+
+async def _evaluate(
+    executor: Executor,
+    models: Model | Mapping[str, Model] | None,
+    cases: Cases,
+    budget: EvalBudget,
+    args: argparse.Namespace,
+) -> EvalReport:
     judges = Judges(executor.roles, executor.shared.crew.model_for)
-    if cases.judges is not None:  # the judges' hive: its roles on its models
-        other = Executor.from_hive(cases.judges, models=models)
+    if cases.judges is not None:  # the judges' hive: on --model's model, else its own
+        model = None if models is None or isinstance(models, Mapping) else models
+        other = Executor.from_hive(cases.judges, model=model, backend=None)
         judges = Judges({**other.roles, **executor.roles}, _model_for(executor, other))
     total = len(cases.cases) * args.repeat
     live = not (args.json or args.plain) and sys.stderr.isatty()
