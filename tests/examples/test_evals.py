@@ -59,7 +59,7 @@ def test_a_broken_prompt_shows_as_a_regression_and_fails_the_command(
     out = capsys.readouterr().out
     assert code == ExitStatus.CASES_FAILED, out
     assert "│ three-cities │ newly failing" in out, out
-    assert "contains '361': the answer lacks '361'" in out, out
+    assert "contains 'comes to 361': the answer lacks 'comes to 361'" in out, out
     assert main(["eval", "compare", "ev-before", "ev-after", "--json"]) == ExitStatus.CASES_FAILED
     shown = json.loads(capsys.readouterr().out)
     changes = {c["id"]: c["change"] for c in shown["cases"]}
