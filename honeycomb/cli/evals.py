@@ -47,8 +47,12 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("hive", type=Path, help="the hive YAML file")
     parser.add_argument("cases", type=Path, help="the cases file (evals.yaml)")
-    parser.add_argument("--concurrency", type=int, default=8, help="runs at once (default 8)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each case (default 1)")
+    parser.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="runs at once (default 8)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, metavar="N", help="runs of each case (default 1)"
+    )
     parser.add_argument(
         "--max-cost",
         type=float,
@@ -113,6 +117,7 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--latency",
         type=float,
         default=None,
+        metavar="SECONDS",
         help="offline model seconds per call (implies --model offline)",
     )
     keep = parser.add_mutually_exclusive_group()
