@@ -27,10 +27,11 @@ __all__ = ["EvalProgress", "print_comparison", "print_report"]
 
 class EvalProgress:
     """A progress bar on standard error while the runs go (``live``), each run as it
-    is scored; nothing otherwise."""
+    is scored; else a line on ``lines`` at each tenth of the runs (a CI log), if given."""
 
-    def __init__(self, total: int, *, live: bool) -> None:
+    def __init__(self, total: int, *, live: bool, lines: TextIO | None = None) -> None:
         self.total = total
+        self.lines = None if live else lines
         self.passed = self.failed = 0
         self._progress: Progress | None = None
         self._task: TaskID | None = None
@@ -65,9 +66,11 @@ class EvalProgress:
             self.passed += 1
         else:
             self.failed += 1
+        said = f"{self.passed} passed, {self.failed} failed"
         if self._progress is not None and self._task is not None:
-            said = f"{self.passed} passed, {self.failed} failed · last: {case}"
-            self._progress.update(self._task, completed=done, description=said)
+            self._progress.update(self._task, completed=done, description=f"{said} · last: {case}")
+        elif self.lines is not None and done * 10 // total > (done - 1) * 10 // total:
+            print(f"eval: {done} of {total} runs · {said}", file=self.lines, flush=True)
 
 
 def print_report(out: TextIO, report: EvalReport, store: Path | None) -> None:

@@ -276,7 +276,8 @@ async def _evaluate(
     total = len(cases.cases) * args.repeat
     live = not (args.json or args.plain) and sys.stderr.isatty()
     async with executor:
-        with EvalProgress(total, live=live) as progress:
+        lines = None if args.json else sys.stderr
+        with EvalProgress(total, live=live, lines=lines) as progress:
             return await evaluate(
                 executor,
                 cases,

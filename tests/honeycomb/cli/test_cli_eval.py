@@ -48,9 +48,13 @@ def _eval(capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str, 
 def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _eval(
+    code, out, err = _eval(
         capsys, "--eval-id", "ev-a", "--junit", "out/junit.xml", "--html", "r.html"
     )
+    assert err.splitlines()[-2:] == [  # a line at each tenth of the runs: for CI logs
+        "eval: 1 of 2 runs · 1 passed, 0 failed",
+        "eval: 2 of 2 runs · 2 passed, 0 failed",
+    ]
     run_id = re.search(
         r"<system-out>run (\w+)</system-out>", (folder / "out/junit.xml").read_text()
     )
