@@ -15,6 +15,7 @@ from honeycomb.run.aggregator import (
     RoleAggregator,
 )
 from honeycomb.run.context import RunContext
+from honeycomb.run.conversation import Conversation, TurnResult
 from honeycomb.run.crew import Crew
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.planner import (
@@ -27,11 +28,13 @@ from honeycomb.run.planner import (
     SubtaskSpec,
 )
 from honeycomb.run.result import PlanRound
+from honeycomb.run.session import SessionRows, TurnRunner
 
 __all__ = [
     "Aggregator",
     "AggregatorLike",
     "ConcatAggregator",
+    "Conversation",
     "Crew",
     "FunctionAggregator",
     "FunctionPlanner",
@@ -43,7 +46,10 @@ __all__ = [
     "RolePlanner",
     "RoundPlanner",
     "RunContext",
+    "SessionRows",
     "StaticPlanner",
     "Subtask",
     "SubtaskSpec",
+    "TurnResult",
+    "TurnRunner",
 ]

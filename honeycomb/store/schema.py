@@ -25,7 +25,7 @@ from honeycomb.store.files import idle, sidecar, wal_application_id
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -131,6 +131,7 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         # one stands, and whoever decides after is told who made it).
         "approvals": (("decided_by", "TEXT", "NULL"),),
     },
+    6: {},  # a table of its own: the turns of sessions (CREATED)
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
@@ -179,7 +180,31 @@ it ended, or, for a life cut off (a crash), at its last spend. Written as the li
 spends: a resumed run's budget starts from its last life's row (see
 ``honeycomb/run/record.py``). A life's own spending is its row less the one before."""
 
-CREATED: dict[int, tuple[str, ...]] = {5: (APPROVALS, LIVES)}
+SESSION_TURNS = """
+CREATE TABLE IF NOT EXISTS session_turns (
+    session_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    message TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    summary TEXT NOT NULL DEFAULT '',
+    summarized INTEGER NOT NULL DEFAULT 0,
+    answer TEXT,
+    results TEXT,
+    PRIMARY KEY (session_id, turn)
+)
+"""
+"""One row a turn of a session (see :mod:`honeycomb.store.sessions`): its run, its
+message, the rolling summary of the turns before it that its run was given (standing
+for the first ``summarized`` of them), and, once its run ended with one, its answer
+and its subtasks' results (a JSON array of ``{id, role, ok, text}``)."""
+
+SESSION_TURNS_OF_RUN = "CREATE INDEX IF NOT EXISTS session_turns_of_run ON session_turns (run_id)"
+
+CREATED: dict[int, tuple[str, ...]] = {
+    5: (APPROVALS, LIVES),
+    6: (SESSION_TURNS, SESSION_TURNS_OF_RUN),
+}
 """The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
 
 
@@ -443,6 +468,8 @@ __all__ = [
     "CREATED",
     "LIVES",
     "SCHEMA_VERSION",
+    "SESSION_TURNS",
+    "SESSION_TURNS_OF_RUN",
     "TABLES",
     "Unchanged",
     "columns",
