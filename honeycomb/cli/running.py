@@ -60,6 +60,8 @@ __all__ = [
     "DEMO_TASK",
     "demo_command",
     "demo_hive_path",
+    "missing_keys",
+    "model_of",
     "resume_command",
     "run_command",
 ]
@@ -198,7 +200,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     task = valid_text(task)
     try:
         backend = chosen_backend(hive.backend, args)
-        model = _override(args)
+        model = model_of(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -222,7 +224,9 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         return run_on_loop(run)
 
 
-def _override(args: argparse.Namespace) -> Model | None:
+def model_of(args: argparse.Namespace) -> Model | None:
+    """The one model ``--model`` (and its options) names for every role; None: the
+    hive's own."""
     model = _named_model(args)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
@@ -244,7 +248,7 @@ def _named_model(args: argparse.Namespace) -> Model | None:
     return OpenAIModel(args.model, base_url=args.base_url)
 
 
-def _missing_keys(hive: Hive, model: Model | None) -> list[ConfigError]:
+def missing_keys(hive: Hive, model: Model | None) -> list[ConfigError]:
     """The API keys the run would need and lacks: of the hive's models, or of the one
     model given instead of them."""
     if model is None:
@@ -271,7 +275,7 @@ async def _run_and_report(
     store: Path | None,
     backend: BackendSpec,
 ) -> ExitStatus:
-    missing = _missing_keys(hive, model)
+    missing = missing_keys(hive, model)
     if missing:  # before the run starts (and is kept), not as its failure
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE

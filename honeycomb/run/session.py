@@ -135,7 +135,6 @@ class Session:
                 in the conversation, without an answer).
         """
         async with self._turn_lock(busy):
-            await self._retention()
             earlier = await self._rows.turns(self.id)
             if earlier and not earlier[-1].ended:
                 raise self._unfinished(earlier[-1])
@@ -150,6 +149,7 @@ class Session:
                 summarized=last.summarized if last is not None else 0,
             )
             await self._rows.begin(turn)
+            await self._retention()  # this session now the newest: it is never forgotten
             return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
 
     def stream(
