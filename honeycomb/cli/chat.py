@@ -1,10 +1,11 @@
 """``honeycomb chat hive.yaml [--session ID]``: a conversation with a hive in the
 terminal. Each message is a run of a session (see ``docs/sessions.md``) that sees the
-messages before it; its answer is written as it comes, and the table of its workers
-follows it. Between messages: ``/trace`` draws the last turn's timeline, ``/cost``
-what each turn spent, ``/history`` the conversation, ``/undo`` takes the last turn
-back, ``/new`` starts over, ``/exit`` (or end of input) leaves. With a run store (the
-default), ``--session ID`` goes on with a conversation kept there.
+messages before it; its answer is written as it comes (on a terminal, under the live
+table of its workers), and the table of its workers follows it (with ``--json``: every
+event of it, a JSON line each). Between messages: ``/trace`` draws the last turn's
+timeline, ``/cost`` what each turn spent, ``/history`` the conversation, ``/undo``
+takes the last turn back, ``/new`` starts over, ``/exit`` (or end of input) leaves.
+With a run store (the default), ``--session ID`` goes on with a conversation kept there.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, missing_keys, model_of
 from honeycomb.cli.sessions import print_turn, short
-from honeycomb.cli.view import LiveView, View, summary
+from honeycomb.cli.view import JsonView, LiveView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
@@ -63,9 +64,6 @@ def add_chat_command(commands: Any, run_options: Callable[..., None]) -> None:
 
 
 def chat_command(args: argparse.Namespace) -> ExitStatus:
-    if args.json:
-        print("chat writes for people: --plain, not --json", file=sys.stderr)
-        return ExitStatus.UNUSABLE
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()
@@ -97,10 +95,10 @@ async def _talk(
     console: Console,
 ) -> ExitStatus:
     """The conversation, its workers where the hive (or ``--backend``) says."""
-    live = console.is_terminal and not args.plain
+    shown = "json" if args.json else "plain" if args.plain or not console.is_terminal else "live"
     pool = backend.build(hive.folder)
     executor = Executor.from_hive(hive, model=model, store=store, backend=pool)
-    chat = Chat(hive, executor, args.session, live)
+    chat = Chat(hive, executor, args.session, shown)
     if pool is None:
         return await chat.talk(sys.stdin, sys.stdout, console)
     async with pool_running(pool) as problem:
@@ -113,11 +111,11 @@ async def _talk(
 class Chat:
     """One conversation on the terminal."""
 
-    def __init__(self, hive: Hive, executor: Executor, session_id: str | None, live: bool):
+    def __init__(self, hive: Hive, executor: Executor, session_id: str | None, shown: str):
         self.hive = hive
         self.executor = executor
         self.session: Session = executor.session(session_id or os.urandom(4).hex())
-        self.live = live
+        self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
 
     async def talk(self, inp: TextIO, out: TextIO, console: Console) -> ExitStatus:
@@ -159,9 +157,11 @@ class Chat:
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
         """Answer ``message``: its text as it is written, then its workers."""
-        view: View = (
-            LiveView(console, f"honeycomb · {self.hive.name}") if self.live else _Written(out)
-        )
+        view: View = _Written(out)
+        if self.shown == "live":
+            view = LiveView(console, f"honeycomb · {self.hive.name}")
+        elif self.shown == "json":
+            view = JsonView(out)
         try:
             with view:
                 async with self.session.stream(message) as events:
@@ -174,7 +174,9 @@ class Chat:
         if result is None:
             return
         self.results.append(result)
-        if self.live or not isinstance(view, _Written) or not view.wrote:
+        if self.shown == "json":
+            return  # its run.finished line holds it all
+        if not isinstance(view, _Written) or not view.wrote:
             out.write(f"\n{result.answer_text.strip()}\n")
         out.write("\n" + workers_table(result) + "\n")
 
