@@ -158,7 +158,10 @@ def _rule_plan(
         topic = next((m for m in reversed(earlier) if _best_role(m, roles, vocab)), None)
         if topic is not None:
             role = _best_role(topic, roles, vocab) or roles[0].role
-            said = f"{_sentence(task, rules.places(task))[:-1]} (following on from: {topic})."
+            earlier_said = topic.rstrip(".!? ")
+            said = (
+                f"{_sentence(task, rules.places(task))[:-1]} (following on from: {earlier_said})."
+            )
             sid = given[0] if given else f"{role[:40]}-1"
             return Plan(subtasks=(Subtask(id=sid, role=role, instruction=said),))
     overall = overall or roles[0].role
