@@ -30,6 +30,7 @@ from honeycomb.run.conversation import (
 from honeycomb.run.stream import RunStream, streamed
 from runtime import (
     BudgetExceeded,
+    ConfigError,
     EventHandler,
     HoneycombError,
     Model,
@@ -133,6 +134,8 @@ class Session:
                 interrupted, or waits for approvals): :meth:`resume` or :meth:`pop`.
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
                 in the conversation, without an answer).
+            ConfigError: when the hive cannot run the message (no planner, a missing
+                key ...): no turn is kept.
         """
         async with self._turn_lock(busy):
             earlier = await self._rows.turns(self.id)
@@ -301,6 +304,10 @@ class Session:
             )
         except asyncio.CancelledError:
             await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
+            raise
+        except ConfigError:
+            if not resumable:  # the hive cannot run it: no turn of the conversation
+                await self._rows.drop(self.id, turn.turn - 1)
             raise
         except HoneycombError as exc:
             status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Compaction, Executor, OfflineModel, Policy, Role
+from honeycomb import Compaction, ConfigError, Executor, OfflineModel, Policy, Role
 from honeycomb.events import CompactionFinished, RunFinished, RunStarted
 from honeycomb.run.conversation import CONVERSATION_HEADER, SessionPolicy
 from honeycomb.testing import FunctionModel
@@ -246,3 +246,10 @@ async def test_a_role_says_what_its_workers_see_of_the_conversation() -> None:
     assert "## Message 1" in researcher[-1]
     assert "Found by its subtasks" not in researcher[-1]  # a summary: no subtask results
     assert CONVERSATION_HEADER not in writer[-1]  # the default for a worker: none
+
+
+async def test_a_message_the_hive_cannot_run_leaves_no_turn() -> None:
+    session = Executor([Role(name="researcher")], OfflineModel(latency=0)).session("none")
+    with pytest.raises(ConfigError, match="no planner"):
+        await session.run("Find the weather in Rome.")
+    assert await session.turns() == []
