@@ -481,6 +481,8 @@ class Executor:
         """:meth:`run`, and a session's turn (told the conversation by ``converse``)."""
         require_asyncio("Executor.run")
         self.check_keys()
+        if converse is None and resumable and self.store is not None:
+            converse = await self._turn_of(run_id)  # a session's turn: its conversation
         run = Run(self.shared, task, run_id, on_event, text=text_deltas, converse=converse)
         async with self.shared.crew.scope():  # the servers its calls reach
             with masked_errors():  # what a run returns and raises shows no secret
@@ -514,6 +516,17 @@ class Executor:
             opener=lambda other: self.session(other, busy=busy),
             busy=busy,
         )
+
+    async def _turn_of(self, run_id: str) -> Converse | None:
+        """What tells run ``run_id`` its conversation, when it answers a turn of a
+        session kept in the store (it is resumed as any run: ``honeycomb resume``)."""
+        from honeycomb.store.sessions import StoredSessions
+
+        assert self.store is not None
+        session_id = await StoredSessions(self.store).session_of(run_id)
+        if session_id is None:
+            return None
+        return await self.session(session_id).converse_for(run_id)
 
     def _rows(self) -> SessionRows:
         """Where this Executor's sessions keep their turns: its run store, else here."""

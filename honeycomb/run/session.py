@@ -275,6 +275,34 @@ class Session:
         steal: bool = False,
     ) -> RunResult:
         """Run ``turn`` (on from where it stopped, if ``resumable``) and keep its end."""
+        try:
+            result = await self._runner(
+                turn.message,
+                run_id=turn.run_id,
+                on_event=on_event,
+                text_deltas=text,
+                converse=self.converse(turn, earlier),
+                resumable=resumable,
+                steal=steal,
+            )
+        except asyncio.CancelledError:
+            await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
+            raise
+        except ConfigError:
+            if not resumable:  # the hive cannot run it: no turn of the conversation
+                await self._rows.drop(self.id, turn.turn - 1)
+            raise
+        except HoneycombError as exc:
+            status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
+            await self._rows.ended(msgspec.structs.replace(turn, status=status))
+            raise
+        await self._rows.ended(turn.answered(result))
+        return result
+
+    def converse(self, turn: Turn, earlier: Sequence[Turn]) -> Converse:
+        """What tells ``turn``'s run the conversation before it (``earlier``), fitted
+        into the budget as its run starts, from the summary ``turn`` keeps (kept
+        again, if it folds more)."""
 
         async def converse(context: RunContext) -> Conversation:
             compaction = self._policy.context
@@ -292,29 +320,14 @@ class Session:
                 await self._rows.fitted(turn, found)
             return found
 
-        try:
-            result = await self._runner(
-                turn.message,
-                run_id=turn.run_id,
-                on_event=on_event,
-                text_deltas=text,
-                converse=converse,
-                resumable=resumable,
-                steal=steal,
-            )
-        except asyncio.CancelledError:
-            await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
-            raise
-        except ConfigError:
-            if not resumable:  # the hive cannot run it: no turn of the conversation
-                await self._rows.drop(self.id, turn.turn - 1)
-            raise
-        except HoneycombError as exc:
-            status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
-            await self._rows.ended(msgspec.structs.replace(turn, status=status))
-            raise
-        await self._rows.ended(turn.answered(result))
-        return result
+        return converse
+
+    async def converse_for(self, run_id: str) -> Converse | None:
+        """:meth:`converse` of this session's turn answered by run ``run_id`` (None:
+        none is), for that run resumed as any other (``Executor.resume``)."""
+        turns = await self._rows.turns(self.id)
+        found = next((i for i, t in enumerate(turns) if t.run_id == run_id), None)
+        return None if found is None else self.converse(turns[found], turns[:found])
 
     def _unfinished(self, turn: Turn) -> SessionError:
         """The error for a message that comes while ``turn`` did not finish."""
@@ -438,7 +451,24 @@ class StoreRows:
         return cls(StoredSessions(store))
 
     async def turns(self, session_id: str) -> list[Turn]:
-        return [turn_of(row) for row in await self.stored.turns(session_id)]
+        """The session's turns; one whose run ended with an answer that the turn does
+        not hold yet (its run resumed as any other, ``honeycomb resume``) is given it."""
+        turns = [turn_of(row) for row in await self.stored.turns(session_id)]
+        for index, turn in enumerate(turns):
+            if turn.answer is None and turn.status in ("ok", "partial"):
+                turns[index] = await self._answered(turn)
+        return turns
+
+    async def _answered(self, turn: Turn) -> Turn:
+        from honeycomb.run.restore import stored_result
+
+        stored = await self.stored.store.load(turn.run_id)
+        result = stored_result(stored) if stored is not None else None
+        if result is None:
+            return turn
+        answered = turn.answered(result)
+        await self.ended(answered)
+        return answered
 
     async def begin(self, turn: Turn) -> None:
         t = turn

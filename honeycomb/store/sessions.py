@@ -124,6 +124,13 @@ def _read_turns(db: sqlite3.Connection, session_id: str) -> list[tuple[Any, ...]
     return found
 
 
+def _session_of(db: sqlite3.Connection, run_id: str) -> list[str]:
+    if not _has_sessions(db):
+        return []
+    rows = db.execute("SELECT session_id FROM session_turns WHERE run_id = ?", (run_id,))
+    return [session_id for (session_id,) in rows]
+
+
 def _read_sessions(db: sqlite3.Connection, limit: int) -> list[tuple[Any, ...]]:
     if not _has_sessions(db):
         return []
@@ -235,6 +242,13 @@ class StoredSessions:
         """The latest sessions, newest first (rows of :data:`SESSION_COLUMNS`; a quick
         read, fine to call from a CLI)."""
         return self.store.read_now(functools.partial(_read_sessions, limit=limit), [])
+
+    async def session_of(self, run_id: str) -> str | None:
+        """The session whose turn run ``run_id`` answers (None: no session's)."""
+        found: list[str] = await self.store.reading(
+            functools.partial(_session_of, run_id=run_id), []
+        )
+        return found[0] if found else None
 
     def turns_now(self, session_id: str) -> list[tuple[Any, ...]]:
         """:meth:`turns`, from sync code (a CLI)."""

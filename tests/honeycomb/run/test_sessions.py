@@ -253,3 +253,27 @@ async def test_a_message_the_hive_cannot_run_leaves_no_turn() -> None:
     with pytest.raises(ConfigError, match="no planner"):
         await session.run("Find the weather in Rome.")
     assert await session.turns() == []
+
+
+async def test_a_turn_resumed_as_any_run_sees_the_conversation_and_answers_it(db: Path) -> None:
+    """``Executor.resume`` (and ``honeycomb resume``) of a turn's run: its planner and
+    aggregator are told the conversation, and the session reads the answer."""
+    first = executor(offline(), db).session("r")
+    await first.run("Find the weather in Rome.")
+    started, hold = asyncio.Event(), asyncio.Event()
+    cut = asyncio.create_task(executor(stalling(started, hold), db).session("r").run("And Oslo?"))
+    await started.wait()
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+
+    model = offline()
+    later = executor(model, db)
+    turns = await later.session("r").turns()
+    result = await later.resume(turns[-1].run_id)
+    assert result.status == "ok"
+    assert turns[0].answer
+    assert turns[0].answer.strip() in asked(model, "aggregator")[-1]
+    again = await later.session("r").turns()
+    assert again[-1].status == "ok"
+    assert again[-1].answer == result.answer_text
