@@ -39,8 +39,7 @@ from honeycomb import (
     UserMessage,
     WrapperModel,
 )
-from honeycomb.run.conversation import CONVERSATION_HEADER
-from honeycomb.run.prompts import CATALOG_HEADER
+from honeycomb.run.prompts import conversation_of
 from workers.context import estimate_tokens
 
 TURNS = 50
@@ -115,10 +114,7 @@ def policy(impl: str) -> Policy:
 
 def shown_conversation(request: ModelRequest) -> str:
     """The conversation a planner's request shows ('' on the first turn)."""
-    text = str(request.messages[1].content) if len(request.messages) > 1 else ""
-    if CONVERSATION_HEADER not in text:
-        return ""
-    return text.partition(CONVERSATION_HEADER)[2].partition(f"\n\n{CATALOG_HEADER}")[0]
+    return conversation_of(str(request.messages[1].content) if len(request.messages) > 1 else "")
 
 
 async def run_one(impl: str, turns: int = TURNS) -> Figures:

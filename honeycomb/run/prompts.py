@@ -31,10 +31,8 @@ __all__ = [
 PLANNER_INSTRUCTIONS = """\
 You split a task into subtasks for specialised workers that run in parallel.
 Give each subtask an id (s1, s2 ... in order), one role from the list, and a short,
-self-contained instruction (when the task follows a conversation, say in it what the
-task's words point to there: "the cheaper one", "and Madrid?"). Make a subtask depend on
-another (depends_on) only when it needs that subtask's result; independent subtasks run at
-the same time, so prefer them."""
+self-contained instruction. Make a subtask depend on another (depends_on) only when it needs that
+subtask's result; independent subtasks run at the same time, so prefer them."""
 
 AGGREGATOR_INSTRUCTIONS = """\
 You merge the results of subtasks into one final answer to the task. Use only what the
@@ -63,12 +61,20 @@ class ResultEntry(Value, frozen=True, kw_only=True):
     asked: str = ""
 
 
+STANDS_ALONE = (
+    "Write each instruction to stand alone: say in it what the task's words point to in "
+    'the conversation ("the cheaper one", "and Madrid?").'
+)
+"""Under the conversation a planner is shown: its workers do not see it."""
+
+
 def planner_task(
     task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: int, conversation: str = ""
 ) -> str:
     """The planner's user message: the task, the conversation before it (in a
     session), the roles, and the limits."""
-    lines = [f"Task: {task}", *_conversation(conversation), "", CATALOG_HEADER]
+    shown = _conversation(conversation) + (["", STANDS_ALONE] if conversation else [])
+    lines = [f"Task: {task}", *shown, "", CATALOG_HEADER]
     for entry in catalog:
         lines.append(f"- {entry.role}: {entry.description or 'no description'}")
         lines.extend(f"    tool {name}: {desc}" for name, desc in entry.tools)
@@ -96,8 +102,8 @@ def conversation_of(text: str) -> str:
     if CONVERSATION_HEADER not in text:
         return ""
     shown = text.partition(CONVERSATION_HEADER)[2]
-    for header in (CATALOG_HEADER, RESULTS_HEADER):
-        shown = shown.partition(f"\n\n{header}")[0]
+    for after in (STANDS_ALONE, CATALOG_HEADER, RESULTS_HEADER):
+        shown = shown.partition(f"\n\n{after}")[0]
     return shown.strip()
 
 
