@@ -158,10 +158,7 @@ def _rule_plan(
         topic = next((m for m in reversed(earlier) if _best_role(m, roles, vocab)), None)
         if topic is not None:
             role = _best_role(topic, roles, vocab) or roles[0].role
-            earlier_said = topic.rstrip(".!? ")
-            said = (
-                f"{_sentence(task, rules.places(task))[:-1]} (following on from: {earlier_said})."
-            )
+            said = f"{_followed(task, topic)} (following on from: {topic.rstrip('.!? ')})."
             sid = given[0] if given else f"{role[:40]}-1"
             return Plan(subtasks=(Subtask(id=sid, role=role, instruction=said),))
     overall = overall or roles[0].role
@@ -198,6 +195,17 @@ def _rule_plan(
             for i, d in zip(ids, drafts, strict=True)
         )
     )
+
+
+def _followed(task: str, topic: str) -> str:
+    """A follow-up said again in the words of the message it follows: "And Madrid?"
+    after "Compare the weather in Lisbon and Porto" is "Compare the weather in Madrid";
+    one that names no place stays as it was said."""
+    places, before = rules.places(task), rules.places(topic)
+    if not places or not before:
+        return _sentence(task, places)[:-1]
+    head = topic[: topic.index(before[0])]
+    return f"{head}{' and '.join(places)}"
 
 
 def _role_vocabulary(entry: CatalogEntry) -> dict[str, int]:

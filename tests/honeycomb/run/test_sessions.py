@@ -69,7 +69,9 @@ async def test_the_third_message_is_planned_with_the_first_two_answers(
     for answer in (first.answer_text, second.answer_text):
         assert answer.strip()
         assert answer.strip() in planned[2]
-    # The offline planner reads a follow-up by the message before it that has a topic.
+    # The offline planner says a follow-up again in the words of the message before it
+    # that has a topic.
+    assert second.plan.subtasks[0].instruction.startswith("Compare the weather in Madrid")
     assert "Lisbon and Porto" in third.plan.subtasks[0].instruction
     assert [t.answer for t in await session.turns()] == [
         first.answer_text,
