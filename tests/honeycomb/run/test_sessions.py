@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from honeycomb import Compaction, ConfigError, Executor, OfflineModel, Policy, Role
 from honeycomb.events import CompactionFinished, RunFinished, RunStarted
@@ -279,3 +281,47 @@ async def test_a_turn_resumed_as_any_run_sees_the_conversation_and_answers_it(db
     again = await later.session("r").turns()
     assert again[-1].status == "ok"
     assert again[-1].answer == result.answer_text
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    gaps=st.lists(st.integers(0, 3), min_size=2, max_size=4),
+    slow=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+)
+def test_any_arrivals_are_answered_in_the_order_they_came_never_two_at_once(
+    gaps: list[int], slow: list[int]
+) -> None:
+    """Messages arrive a few turns of the event loop apart; their runs take different
+    times (each researcher waits ``slow[i]`` turns): each turn is the message that came
+    next, and a turn's run starts only once the one before it has finished."""
+    asyncio.run(_arrivals(gaps, slow))
+
+
+async def _arrivals(gaps: list[int], slow: list[int]) -> None:
+    model = OfflineModel(latency=0)
+    under_way: list[str] = []
+    overlaps: list[tuple[str, str]] = []
+
+    def note(event: Event) -> None:
+        if isinstance(event, RunStarted):
+            if under_way:
+                overlaps.append((under_way[-1], event.task))
+            under_way.append(event.task)
+        elif isinstance(event, RunFinished):
+            under_way.clear()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "researcher":
+            for _ in range(slow[int(str(request.messages[1].content).split("#")[1][0])]):
+                await asyncio.sleep(0)
+        return await model.complete(request)
+
+    session = executor(FunctionModel(answer), on_event=[note]).session("order")
+    sent = [f"Find the weather in Rome #{i}." for i in range(len(gaps))]
+    async with asyncio.TaskGroup() as group:
+        for message, gap in zip(sent, gaps, strict=True):
+            group.create_task(session.run(message))
+            for _ in range(gap):
+                await asyncio.sleep(0)
+    assert overlaps == []
+    assert [t.message for t in await session.turns()] == sent

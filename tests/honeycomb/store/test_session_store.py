@@ -80,3 +80,24 @@ async def test_a_turn_another_process_took_is_refused(db: Path) -> None:
     finally:
         one.close()
         other.close()
+
+
+async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db: Path) -> None:
+    ex = executor(db)
+    await ex.run("Find the weather in Rome.")
+    assert ex.store is not None
+    ex.store.close()
+    with sqlite3.connect(db) as conn:  # as Honeycomb of schema 5 left it
+        conn.execute("DROP TABLE session_turns")
+        conn.execute("PRAGMA user_version = 5")
+    old = RunStore(db)
+    assert StoredSessions(old).sessions() == []  # read as it is: no table, no session
+    assert await StoreRows(StoredSessions(old)).turns("any") == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)  # reading changed nothing
+
+    later = executor(db)
+    await later.session("new").run("Find the weather in Oslo.")
+    assert [t.status for t in await later.session("new").turns()] == ["ok"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
