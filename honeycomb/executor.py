@@ -17,6 +17,9 @@ starts with the first call, and stops with the block, or with the run outside on
 A call that needs a person's approval is decided by the Executor's ``approver``; with
 none, it waits in the store: the run ends ``waiting`` once nothing else can proceed,
 :meth:`Executor.decide` records a decision, and :meth:`Executor.resume` continues.
+
+:meth:`Executor.session` holds a conversation: each message a run whose planner and
+aggregator are told the messages before it (:mod:`honeycomb.run.session`).
 """
 
 from __future__ import annotations
