@@ -1,6 +1,7 @@
 """Plans and what makes and merges them: the plan and its subtasks, the planners (a
 role, a function, a fixed list, a lead planning in rounds), the aggregators, and the
-run context a planner or aggregator of your own is given.
+run context a planner or aggregator of your own is given, with the conversation a
+session's turn is told (``Conversation``) and how sessions keep and run their turns.
 
     from honeycomb.planning import FunctionPlanner, RoleAggregator
 
