@@ -163,6 +163,7 @@ class Executor:
             mcp,
             guards,
             kept_policy.max_nesting,
+            kept_policy.sessions.context.model,
         )
         kept = open_store(store)
         self._held: AsyncExitStack | None = None  # the models held by ``async with``

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from honeycomb import Compaction, ConfigError, Executor, OfflineModel, Policy, Role
+from honeycomb import Compaction, ConfigError, ConfigErrors, Executor, OfflineModel, Policy, Role
 from honeycomb.events import CompactionFinished, RunFinished, RunStarted
 from honeycomb.run.conversation import CONVERSATION_HEADER, SessionPolicy
 from honeycomb.testing import FunctionModel
@@ -325,3 +325,10 @@ async def _arrivals(gaps: list[int], slow: list[int]) -> None:
                 await asyncio.sleep(0)
     assert overlaps == []
     assert [t.message for t in await session.turns()] == sent
+
+
+def test_a_session_summarizer_the_executor_does_not_have_is_named() -> None:
+    context = Compaction(budget_tokens=1000, model="small")
+    policy = Policy(sessions=SessionPolicy(context=context))
+    with pytest.raises(ConfigErrors, match=r"sessions\.context\.model 'small'"):
+        Executor(ROLES, {"big": OfflineModel(latency=0)}, policy=policy)
