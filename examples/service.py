@@ -27,7 +27,8 @@ turn with each turn's run::
 Messages to one session are answered one at a time, in the order they come (one sent
 with ``"busy": "refuse"`` while another is answered gets 409 instead); those of
 different sessions run at once. With a run store (``HONEYCOMB_STORE=.honeycomb/runs.db``
-before ``uvicorn``), a service started again goes on with its conversations.
+before ``uvicorn``), a service started again goes on with its conversations: a message
+it was answering as it stopped is answered first, from where its run stopped.
 
 Many requests run at once on one event loop, each its own isolated run. A client that
 disconnects cancels its run: every worker and tool call of it stops.
@@ -85,7 +86,10 @@ def create_app(executor: Executor) -> Starlette:
         if said is None:
             return JSONResponse({"error": _SAY}, status_code=422)
         text, busy = said
-        session = executor.session(request.path_params["session_id"], busy=busy)
+        # A turn the service was stopped during is resumed before the new message.
+        session = executor.session(
+            request.path_params["session_id"], busy=busy, unfinished="resume"
+        )
         if "text/event-stream" in request.headers.get("accept", ""):
             return EventStream(_streamed(active, lambda: session.stream(text)))
         return await _answered(request, active, lambda: session.run(text))

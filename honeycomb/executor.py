@@ -74,7 +74,7 @@ from workers.services import Services
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
     from honeycomb.run.context import Backend
-    from honeycomb.run.session import Busy, Converse, Session, SessionRows
+    from honeycomb.run.session import Busy, Converse, Session, SessionRows, Unfinished
     from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
@@ -492,7 +492,9 @@ class Executor:
             with masked_errors():  # what a run returns and raises shows no secret
                 return masked(await run.execute(subtasks, resumable=resumable, steal=steal))
 
-    def session(self, session_id: str, *, busy: Busy = "wait") -> Session:
+    def session(
+        self, session_id: str, *, busy: Busy = "wait", unfinished: Unfinished = "raise"
+    ) -> Session:
         """The session (conversation) of ``session_id``, new or not: each
         ``await session.run(message)`` is a run whose planner and aggregator (and the
         workers of roles that say so) see the messages before it, their answers and
@@ -505,6 +507,10 @@ class Executor:
             busy: What a message that comes while the session answers another does:
                 ``wait`` its turn (in the order they came), or ``refuse`` it with
                 ``SessionBusy``. Each message may say otherwise.
+            unfinished: What a message does when the session's last turn did not
+                finish (the process stopped during it, or it waits for approvals):
+                ``raise`` ``SessionError``, ``resume`` that turn first, or ``drop`` it.
+                Each message may say otherwise.
         """
         from honeycomb.run.session import Session
 
@@ -517,8 +523,9 @@ class Executor:
             rows=self._rows(),
             lock=lock,
             policy=self.policy.sessions,
-            opener=lambda other: self.session(other, busy=busy),
+            opener=lambda other: self.session(other, busy=busy, unfinished=unfinished),
             busy=busy,
+            unfinished=unfinished,
         )
 
     async def _turn_of(self, run_id: str) -> Converse | None:

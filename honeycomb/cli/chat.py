@@ -114,7 +114,10 @@ class Chat:
     def __init__(self, hive: Hive, executor: Executor, session_id: str | None, shown: str):
         self.hive = hive
         self.executor = executor
-        self.session: Session = executor.session(session_id or os.urandom(4).hex())
+        # A turn cut off (Ctrl-C, a crash) is resumed before the next message.
+        self.session: Session = executor.session(
+            session_id or os.urandom(4).hex(), unfinished="resume"
+        )
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
 

@@ -45,11 +45,24 @@ if TYPE_CHECKING:
     from honeycomb.store import RunStore
     from honeycomb.store.sessions import StoredSessions
 
-__all__ = ["Busy", "Converse", "MemoryRows", "Session", "SessionRows", "StoreRows", "TurnRunner"]
+__all__ = [
+    "Busy",
+    "Converse",
+    "MemoryRows",
+    "Session",
+    "SessionRows",
+    "StoreRows",
+    "TurnRunner",
+    "Unfinished",
+]
 
 Busy = Literal["wait", "refuse"]
 """What a message to a session that is answering another does: wait its turn (in the
 order messages arrive), or be refused with :class:`~runtime.errors.SessionBusy`."""
+
+Unfinished = Literal["raise", "resume", "drop"]
+"""What a message to a session whose last turn did not finish does: raise
+:class:`~runtime.errors.SessionError`, resume that turn first, or drop it."""
 
 Converse = Callable[["RunContext"], Awaitable[Conversation]]
 """What a turn's run asks for the conversation before it, once, as it starts."""
@@ -93,6 +106,8 @@ class Session:
         id: The session's id.
         busy: What a message that comes while another is answered does, unless it
             says otherwise: ``wait`` its turn, or be refused (``refuse``).
+        unfinished: What a message does when the last turn did not finish, unless it
+            says otherwise: ``raise``, ``resume`` that turn first, or ``drop`` it.
     """
 
     def __init__(
@@ -105,9 +120,11 @@ class Session:
         policy: SessionPolicy,
         opener: Callable[[str], Session],
         busy: Busy = "wait",
+        unfinished: Unfinished = "raise",
     ) -> None:
         self.id = session_id
         self.busy: Busy = busy
+        self.unfinished: Unfinished = unfinished
         self._runner = runner
         self._rows = rows
         self._lock = lock  # shared by every Session of this id in the Executor
@@ -122,25 +139,36 @@ class Session:
         message: str,
         *,
         busy: Busy | None = None,
+        unfinished: Unfinished | None = None,
         on_event: Sequence[EventHandler] = (),
         text_deltas: bool = False,
     ) -> RunResult:
         """Answer ``message``: a run that sees the conversation so far.
 
+        Args:
+            message: The message.
+            busy: What it does while the session answers another (default: the
+                session's ``busy``).
+            unfinished: What it does when the session's last turn did not finish (its
+                run was interrupted, or waits for approvals): ``raise``
+                :class:`SessionError`, ``resume`` that turn first (as :meth:`resume`),
+                or ``drop`` it (as :meth:`pop`); default: the session's.
+            on_event: Called with every event of the message's run.
+            text_deltas: The handlers also get the answers' text as it is written.
+
         Raises:
             SessionBusy: with ``busy="refuse"``, when the session is answering another
-                message; or when another process took this turn meanwhile.
-            SessionError: when the session's last turn did not finish (its run was
-                interrupted, or waits for approvals): :meth:`resume` or :meth:`pop`.
+                message; or when another process answers one, or took this turn
+                meanwhile.
+            SessionError: when the session's last turn did not finish and
+                ``unfinished`` is ``raise`` (or it was resumed and waits again).
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
                 in the conversation, without an answer).
             ConfigError: when the hive cannot run the message (no planner, a missing
                 key ...): no turn is kept.
         """
         async with self._turn_lock(busy):
-            earlier = await self._rows.turns(self.id)
-            if earlier and not earlier[-1].ended:
-                raise self._unfinished(earlier[-1])
+            earlier = await self._finished_turns(unfinished or self.unfinished)
             last = earlier[-1] if earlier else None
             turn = Turn(
                 session_id=self.id,
@@ -156,13 +184,24 @@ class Session:
             return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
 
     def stream(
-        self, message: str, *, busy: Busy | None = None, text_deltas: bool = True
+        self,
+        message: str,
+        *,
+        busy: Busy | None = None,
+        unfinished: Unfinished | None = None,
+        text_deltas: bool = True,
     ) -> AbstractAsyncContextManager[RunStream]:
         """:meth:`run` in the background, its events as they happen (as
         ``Executor.stream``: ``async with session.stream(msg) as events: ...``)."""
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
-            return self.run(message, busy=busy, on_event=[put], text_deltas=text_deltas)
+            return self.run(
+                message,
+                busy=busy,
+                unfinished=unfinished,
+                on_event=[put],
+                text_deltas=text_deltas,
+            )
 
         return streamed(run)
 
@@ -246,6 +285,30 @@ class Session:
             await self._rows.forget([self.id])
 
     # --- a turn -------------------------------------------------------------------------
+
+    async def _finished_turns(self, unfinished: Unfinished) -> list[Turn]:
+        """The turns, once the last one has finished: resumed or dropped first if it
+        did not, as ``unfinished`` says.
+
+        Raises:
+            SessionBusy: when the last turn is being answered (in another process).
+            SessionError: when it did not finish, and may not be resumed or dropped
+                (or was resumed and waits again).
+        """
+        turns = await self._rows.turns(self.id)
+        last = turns[-1] if turns else None
+        if last is None or last.ended:
+            return turns
+        if last.status == "running" or unfinished == "raise":
+            raise self._unfinished(last)
+        if unfinished == "drop":
+            await self._rows.drop(self.id, last.turn - 1)
+        else:
+            await self._answer(last, turns[:-1], (), False, resumable=True)
+        turns = await self._rows.turns(self.id)
+        if turns and not turns[-1].ended:  # resumed, it waits for approvals again
+            raise self._unfinished(turns[-1])
+        return turns
 
     def _turn_lock(self, busy: Busy | None) -> asyncio.Lock:
         """The session's lock, once it is this caller's to take: refused at once if

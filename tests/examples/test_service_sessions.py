@@ -140,3 +140,48 @@ async def test_a_service_started_again_goes_on_with_the_conversation(tmp_path: P
     assert [t["turn"] for t in turns] == [1, 2]
     planned = [str(r.messages[1].content) for r in model.requests if role_of(r) == "planner"]
     assert answer.strip() in planned[0]
+
+
+async def test_a_message_cut_off_is_answered_first_by_the_service_started_again(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    hold = threading.Event()
+    model = OfflineModel(latency=0)
+
+    async def stalls(request: Any) -> Any:
+        if role_of(request) == "researcher":
+            await asyncio.to_thread(hold.wait, 60)
+        return await model.complete(request)
+
+    first = executor(FunctionModel(stalls), store)
+    with ThreadedServer(create_app(first), name="service") as server:
+        url = f"{server.url}/sessions/eve/messages"
+        async with httpx.AsyncClient(timeout=60) as client:
+            async with anyio.create_task_group() as tg:
+                rome = {"message": "Find the weather in Rome."}
+                tg.start_soon(lambda: client.post(url, json=rome))
+                with anyio.fail_after(30):  # its researcher is under way
+                    while not (await client.get(f"{server.url}/health")).json()["active_runs"]:  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()  # the client leaves: the run is cut off
+            with anyio.fail_after(30):
+                while (await client.get(f"{server.url}/health")).json()["active_runs"]:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        hold.set()
+    assert first.store is not None
+    first.store.close()
+
+    with ThreadedServer(
+        create_app(executor(OfflineModel(latency=0), store)), name="service"
+    ) as server:
+        async with httpx.AsyncClient(timeout=60) as client:
+            said = await client.post(
+                f"{server.url}/sessions/eve/messages", json={"message": "And in Oslo?"}
+            )
+            turns = (await client.get(f"{server.url}/sessions/eve")).json()["turns"]
+    assert said.status_code == 200, said.text
+    assert [(t["message"], t["status"]) for t in turns] == [
+        ("Find the weather in Rome.", "ok"),
+        ("And in Oslo?", "ok"),
+    ]

@@ -332,3 +332,28 @@ def test_a_session_summarizer_the_executor_does_not_have_is_named() -> None:
     policy = Policy(sessions=SessionPolicy(context=context))
     with pytest.raises(ConfigErrors, match=r"sessions\.context\.model 'small'"):
         Executor(ROLES, {"big": OfflineModel(latency=0)}, policy=policy)
+
+
+@pytest.mark.parametrize("unfinished", ["resume", "drop"])
+async def test_a_message_after_a_turn_cut_off_resumes_or_drops_it_as_told(
+    db: Path, unfinished: str
+) -> None:
+    started, hold = asyncio.Event(), asyncio.Event()
+    cut = asyncio.create_task(
+        executor(stalling(started, hold), db).session("u").run("Find the weather in Rome.")
+    )
+    await started.wait()
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+
+    session = executor(offline(), db).session("u", unfinished=unfinished)  # type: ignore[arg-type]
+    await session.run("And in Oslo?")
+    turns = await session.turns()
+    if unfinished == "resume":
+        assert [(t.message, t.status) for t in turns] == [
+            ("Find the weather in Rome.", "ok"),
+            ("And in Oslo?", "ok"),
+        ]
+    else:
+        assert [(t.turn, t.message, t.status) for t in turns] == [(1, "And in Oslo?", "ok")]
