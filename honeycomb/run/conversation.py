@@ -48,7 +48,7 @@ does (``full``), its messages and answers without what the subtasks found
 
 ENDED = frozenset({"ok", "partial", "failed", "over_budget", "forgotten"})
 """The statuses of a turn that ended (with an answer, or without one; ``forgotten``:
-the store holds no run of it, which failed before it began or was deleted)."""
+it has an answer, and the store no longer holds its run)."""
 
 
 class SessionPolicy(BaseModel):

@@ -48,7 +48,8 @@ TURN_COLUMNS = (
 )
 """What :meth:`StoredSessions.turns` gives of each turn, in order: its row, then its
 run's status (``running`` while a live process carries it on, ``interrupted`` once
-none does) and cost."""
+none does, or when the store holds no run of it and it has no answer; ``forgotten``
+when it has one) and cost."""
 
 SESSION_COLUMNS = ("session_id", "turns", "started_at", "last_at", "last_message")
 """What :meth:`StoredSessions.sessions` gives of each session, in order."""
@@ -120,7 +121,7 @@ def _read_turns(db: sqlite3.Connection, session_id: str) -> list[tuple[Any, ...]
     found = []
     for row in rows:
         run = runs.get(row[2])
-        found.append((*row, run.status if run else "forgotten", run.cost if run else 0.0))
+        found.append((*row, run.status if run else _no_run(row[7]), run.cost if run else 0.0))
     return found
 
 
@@ -129,6 +130,13 @@ def _session_of(db: sqlite3.Connection, run_id: str) -> list[str]:
         return []
     rows = db.execute("SELECT session_id FROM session_turns WHERE run_id = ?", (run_id,))
     return [session_id for (session_id,) in rows]
+
+
+def _no_run(answer: str | None) -> str:
+    """The status of a turn whose run the store does not hold: ``interrupted`` when it
+    has no answer (cut off before its run was kept: resuming it runs it), else
+    ``forgotten`` (its run was deleted since)."""
+    return "interrupted" if answer is None else "forgotten"
 
 
 def _read_sessions(db: sqlite3.Connection, limit: int) -> list[tuple[Any, ...]]:

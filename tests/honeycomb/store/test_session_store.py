@@ -76,7 +76,8 @@ async def test_a_turn_another_process_took_is_refused(db: Path) -> None:
             await StoredSessions(other).begin(("s", 1, "run-b", "hi", time.time(), "", 0))
         assert refused.value.turn == 1
         turns = await StoreRows(StoredSessions(other)).turns("s")
-        assert [(t.run_id, t.status) for t in turns] == [("run-a", "forgotten")]
+        # No run of it yet, and no answer: as a turn cut off before its run was kept.
+        assert [(t.run_id, t.status) for t in turns] == [("run-a", "interrupted")]
     finally:
         one.close()
         other.close()
@@ -101,3 +102,14 @@ async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db:
     assert [t.status for t in await later.session("new").turns()] == ["ok"]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+
+
+async def test_a_turn_cut_off_before_its_run_was_kept_is_run_when_resumed(db: Path) -> None:
+    ex = executor(db)
+    assert ex.store is not None
+    await StoredSessions(ex.store).begin(("cut", 1, "r1", "Find the weather in Rome.", 1.0, "", 0))
+    session = ex.session("cut", unfinished="resume")
+    await session.run("And in Oslo?")
+    turns = await session.turns()
+    assert [(t.run_id, t.status) for t in turns[:1]] == [("r1", "ok")]
+    assert [t.status for t in turns] == ["ok", "ok"]
