@@ -14,13 +14,14 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
 from honeycomb.cli.backend import chosen_backend, pool_running
+from honeycomb.cli.cassettes import cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, missing_keys, model_of
@@ -67,12 +68,13 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()
-        model = model_of(args)
+        model = None if args.replay is not None else model_of(args)
         backend = chosen_backend(hive.backend, args)
+        models = cassette_models(hive, model, args, backend)  # --record, --replay
     except (ConfigErrors, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    missing = missing_keys(hive, model)
+    missing = missing_keys(hive, model, args)
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -80,7 +82,7 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     store = RunStore(path) if path is not None else None
     console = Console()
     try:
-        return run_on_loop(_talk(hive, model, store, backend, args, console))
+        return run_on_loop(_talk(hive, models, store, backend, args, console))
     finally:
         if store is not None:
             store.close()
@@ -88,7 +90,7 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
 
 async def _talk(
     hive: Hive,
-    model: Model | None,
+    models: Model | Mapping[str, Model] | None,
     store: RunStore | None,
     backend: BackendSpec,
     args: argparse.Namespace,
@@ -97,7 +99,7 @@ async def _talk(
     """The conversation, its workers where the hive (or ``--backend``) says."""
     shown = "json" if args.json else "plain" if args.plain or not console.is_terminal else "live"
     pool = backend.build(hive.folder)
-    executor = Executor.from_hive(hive, model=model, store=store, backend=pool)
+    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
     chat = Chat(hive, executor, args.session, shown)
     if pool is None:
         return await chat.talk(sys.stdin, sys.stdout, console)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
+from honeycomb.cli.cassettes import add_cassette_options
 from honeycomb.cli.chat import add_chat_command
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
@@ -237,6 +238,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
     add_local_options(parser)
+    add_cassette_options(parser)
 
 
 def _validate(args: argparse.Namespace) -> ExitStatus:
