@@ -20,7 +20,7 @@ long as its server should stay up.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
@@ -160,15 +160,17 @@ class StreamingModel(Model, Protocol):
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...
 
 
-async def call_model(
+def call_model(
     model: Model, request: ModelRequest, on_text: TextSink | None
-) -> ModelResponse:
+) -> Coroutine[Any, Any, ModelResponse]:
     """``model``'s answer, streamed to ``on_text`` when one is given and the model can
-    stream; one-shot (``complete``) otherwise."""
+    stream; one-shot (``complete``) otherwise. The model's own awaitable, handed back
+    as it is: a layer that passes a streamed call on costs it no frame of its own
+    (benchmark J)."""
     stream = getattr(model, "stream", None) if on_text is not None else None
     if on_text is None or not callable(stream):
-        return await model.complete(request)
-    response: ModelResponse = await stream(request, on_text)
+        return model.complete(request)
+    response: Coroutine[Any, Any, ModelResponse] = stream(request, on_text)
     return response
 
 
