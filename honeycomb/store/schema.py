@@ -20,8 +20,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from honeycomb.store.files import idle, sidecar, wal_application_id
+
+if TYPE_CHECKING:
+    from honeycomb.store.database import Connection
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
@@ -212,10 +216,10 @@ def upgrade(db: sqlite3.Connection) -> None:
         raise
 
 
-def columns(db: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
+def columns(db: Connection, table: str, names: Sequence[str]) -> str:
     """``names`` as a select list of ``table`` in ``db``: a column an earlier schema
     lacks reads as the default its version adds it with."""
-    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    present = db.columns(table)
     defaults = {
         name: default for step in ADDED.values() for name, _, default in step.get(table, ())
     }
