@@ -87,9 +87,9 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres?schema={name}"
 
 
-def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Run ``sql`` (``?`` placeholders) in the store of ``url``, in its own
-    transaction; its rows (none for a statement that returns none)."""
+def query(url: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+    """Run ``statements`` (``?`` placeholders) in the store of ``url``, in one
+    transaction; the last one's rows (none for a statement that returns none)."""
     import psycopg
 
     from honeycomb.store.postgres import split_url
@@ -97,6 +97,9 @@ def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...
     conninfo, schema, _ = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{schema}"')
+        rows: list[tuple[Any, ...]] = []
         with conn.transaction():
-            cursor = conn.execute(sql.replace("?", "%s"), params)
-            return cursor.fetchall() if cursor.description is not None else []
+            for sql, params in statements:
+                cursor = conn.execute(sql.replace("?", "%s"), params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+        return rows
