@@ -210,6 +210,10 @@ class WrapperModel:
     behaviour holds; the text comes all at once, in the response).
     """
 
+    # benchmark E: every worker holds a few (its calls' layers); subclasses without
+    # __slots__ of their own get an instance dict as usual
+    __slots__ = ("inner",)
+
     def __init__(self, inner: Model) -> None:
         self.inner = inner
 

@@ -3,7 +3,7 @@ layers around each, composed here and only here, outermost first.
 
 A tool call::
 
-    argument guards -> approval -> locks and slots -> journal -> trace -> time limit -> the tool
+    argument guards -> approval -> locks and slots -> journal -> trace -> the tool (its time limit)
 
 - **Argument guards** first: a call a guard refuses is never shown to a person, and
   their verdicts on a whole turn come before any call of it runs.
@@ -19,9 +19,9 @@ A tool call::
   lock never leaves an intent of a call that never ran; a resumed worker's call the
   journal knows is answered from it, never run again, and has no span.
 - **Trace**: the call's span covers its run alone, not its wait for a lock.
-- **Time limit**: around the tool and nothing else: waiting for a lock or a slot,
-  or for the journal's write, is not the tool's time.
-- **The tool** last: its context, its thread, its errors as observations.
+- **The tool** last: its context, its thread, its errors as observations, and its
+  time limit, around the tool and nothing else: waiting for a lock or a slot, or for
+  the journal's write, is not the tool's time.
 
 Budget accounting of tool calls is not a layer: the loop counts the observations a
 turn got back (every call but a skipped repeat), once a turn.
@@ -84,7 +84,6 @@ from runtime.tools.layers import (
     Journaled,
     LockTable,
     RunTool,
-    TimeLimit,
     ToolHandler,
     Traced,
 )
@@ -105,7 +104,8 @@ def tool_calls(
 ) -> ToolHandler:
     """A tool call's layers, in their order. A layer whose part is not given is left
     out, and so is one that no call of ``tools`` could need (no journal when none of
-    them has side effects, no locks when none is exclusive and no slots bound them).
+    them has side effects, no locks when none is exclusive and no slots bound them,
+    no trace when nobody listens to ``caller``'s tracer as the calls are composed).
 
     Args:
         policy: The default time limit and the longest output.
@@ -119,10 +119,9 @@ def tool_calls(
     """
     known = list(tools)
     scope = journal.scope if journal is not None else ""
-    calls: ToolHandler = RunTool(caller, policy.max_output_chars, scope)
-    if policy.default_timeout is not None or not known or any(t.timeout for t in known):
-        calls = TimeLimit(calls, policy.default_timeout)
-    calls = Traced(calls, caller)
+    calls: ToolHandler = RunTool(caller, policy.max_output_chars, policy.default_timeout, scope)
+    if caller.tracer.enabled:
+        calls = Traced(calls, caller)
     if journal is not None and (not known or any(t.side_effects for t in known)):
         calls = Journaled(calls, journal)
     if slots is not None or not known or any(t.exclusive is not None for t in known):
@@ -152,10 +151,11 @@ def model_calls(
             are reported.
         kind: What the calls are: ``turn``, ``summary``, ``judge``.
         caller: Where the calls' spans go (None: they have none; a summary's or a
-            judge's call is reported by events of its own).
+            judge's call is reported by events of its own). Nobody listening to its
+            tracer as the calls are composed: they have none either.
     """
     calls: Model = Checked(model)
-    if caller is not None:
+    if caller is not None and caller.tracer.enabled:
         calls = TracedModel(calls, caller)
     if budget is not None:
         calls = Budgeted(calls, budget, who, kind)

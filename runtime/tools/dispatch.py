@@ -36,7 +36,6 @@ from runtime.tools.layers import (
     Outcome,
     Prepared,
     RunTool,
-    TimeLimit,
     ToolHandler,
     Traced,
 )
@@ -110,8 +109,7 @@ class Dispatcher:
         self.policy = policy = policy or DispatchPolicy()
         self.caller = caller = caller or Caller()
         if calls is None:  # workers.calls.tool_calls with no layer of a run's
-            run = RunTool(caller, policy.max_output_chars)
-            calls = Traced(TimeLimit(run, policy.default_timeout), caller)
+            calls = Traced(RunTool(caller, policy.max_output_chars, policy.default_timeout), caller)
         self.calls = calls
         # The last batch and what ran of it, so the next turn spots a repeat without
         # validating those calls again.

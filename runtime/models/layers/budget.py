@@ -28,6 +28,8 @@ class Budgeted(WrapperModel):
         BudgetExceeded: from a call the budget refuses (nothing is counted then).
     """
 
+    __slots__ = ("budget", "kind", "who")  # benchmark E: one per worker
+
     def __init__(self, inner: Model, budget: Budget, who: str | None, kind: str = "turn") -> None:
         super().__init__(inner)
         self.budget = budget

@@ -25,6 +25,8 @@ __all__ = ["Traced"]
 class Traced(WrapperModel):
     """Reports each call of ``inner`` to ``caller``'s tracer, when anyone listens."""
 
+    __slots__ = ("caller",)  # benchmark E: one per worker
+
     def __init__(self, inner: Model, caller: Caller) -> None:
         super().__init__(inner)
         self.caller = caller

@@ -1,7 +1,7 @@
 """The layers a tool call goes through, each in a module of its own: argument guards
 (:mod:`.guards`), approval (:mod:`.approval`), locks and slots (:mod:`.hold`), the
-journal of side effects (:mod:`.journal`), tracing (:mod:`.trace`), the time limit
-(:mod:`.timeout`) and the tool itself (:mod:`.run`). What a layer is:
+journal of side effects (:mod:`.journal`), tracing (:mod:`.trace`) and the tool
+itself, under its time limit (:mod:`.run`). What a layer is:
 :mod:`.base`. They are composed, in their order, in one place:
 :func:`workers.calls.tool_calls`."""
 
@@ -18,7 +18,6 @@ from runtime.tools.layers.guards import ArgumentGuards, CallGuard
 from runtime.tools.layers.hold import Held, LockTable
 from runtime.tools.layers.journal import Journaled
 from runtime.tools.layers.run import RunTool
-from runtime.tools.layers.timeout import TimeLimit
 from runtime.tools.layers.trace import Traced
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "Outcome",
     "Prepared",
     "RunTool",
-    "TimeLimit",
     "ToolHandler",
     "ToolLayer",
     "Traced",

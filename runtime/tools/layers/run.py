@@ -1,23 +1,39 @@
-"""The innermost tool-call handler: the tool itself.
+"""The innermost tool-call handler: the tool itself, under its time limit.
 
 A call gets its :class:`~runtime.tools.define.ToolContext` if its tool takes one
 (its idempotency key made from ``scope``, the run's in every life of it), runs (a
-sync tool in a worker thread), and whatever happens becomes its :class:`Outcome`: a
-tool that raises is an ``error`` (``ModelRetry`` tells the model what to fix),
-never a crash; what it returns is rendered as text, cut at ``max_output_chars``.
-Calls that wait for a person's approval inside it (a nested worker's) pause its
-worker: ``ApprovalNeeded`` goes through.
+sync tool in a worker thread) under its tool's ``timeout`` (or the policy's
+default), and whatever happens becomes its :class:`Outcome`: a tool that raises is
+an ``error`` (``ModelRetry`` tells the model what to fix), never a crash; one that
+runs past its limit is cancelled and a ``timeout`` that says what happened to it;
+what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
+for a person's approval inside it (a nested worker's) pause its worker:
+``ApprovalNeeded`` goes through.
+
+The time limit is around the tool and nothing else: waiting for a lock or a slot,
+or for the journal's write, is not the tool's time. It is this handler's, not a
+layer of its own, so that a call in flight holds one frame fewer (benchmarks B and
+E: every tool call has one). A sync side-effecting tool cannot be interrupted: its
+thread is waited for to its end (see :mod:`runtime.tools.threads`), so its
+observation says its effects may have happened; one cut before its thread took it
+up never ran, and says so.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
+from msgspec.structs import replace
+
+from runtime.concurrency import TimedOut, within
 from runtime.errors import ModelRetry
 from runtime.events import Caller
 from runtime.tools.approvals import ApprovalNeeded
-from runtime.tools.define import ToolContext, idempotency_key
+from runtime.tools.define import Tool, ToolContext, idempotency_key
 from runtime.tools.layers.base import Admitted, Outcome, Prepared
 from runtime.tools.render import render
 from runtime.tools.threads import run_tool
@@ -26,18 +42,30 @@ __all__ = ["RunTool"]
 
 
 class RunTool:
-    """Runs a call's tool: the last handler of every tool call.
+    """Runs a call's tool under its time limit: the last handler of every tool call.
 
     Args:
         caller: The worker and run its tools' context names.
         max_output_chars: Longer output is cut, with a marker saying how much.
+        default_timeout: Seconds a call may take when its tool sets no timeout
+            (None: unlimited).
         scope: What its calls' idempotency keys are made from (the journal's scope,
             the run's in every life of it; empty: one of its own).
     """
 
-    def __init__(self, caller: Caller, max_output_chars: int, scope: str = "") -> None:
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = ("_scope", "caller", "default_timeout", "max_output_chars")
+
+    def __init__(
+        self,
+        caller: Caller,
+        max_output_chars: int,
+        default_timeout: float | None = None,
+        scope: str = "",
+    ) -> None:
         self.caller = caller
         self.max_output_chars = max_output_chars
+        self.default_timeout = default_timeout
         self._scope = scope
 
     @property
@@ -52,27 +80,70 @@ class RunTool:
         return list(calls)
 
     async def __call__(self, call: Prepared) -> Outcome:
-        found, kwargs = call.tool, call.kwargs
-        if found.context_param is not None:
-            worker, asked = self.caller.worker, call.call
-            ctx = ToolContext(
-                call_id=asked.id,
-                worker=worker,
-                run_id=self.caller.run_id,
-                turn=call.turn,
-                idempotency_key=idempotency_key(self.scope, worker, call.turn, asked.id),
-            )
-            kwargs = {**kwargs, found.context_param: ctx}
+        found = call.tool
+        kwargs = self._arguments(call)
+        limit = found.timeout if found.timeout is not None else self.default_timeout
+        started = 0.0
+        if limit is not None and found.side_effects and not found.is_async:
+            call = replace(call, begun=threading.Event())  # did its thread take it up, when?
+            started = time.perf_counter()
         try:
-            value = await run_tool(found, kwargs, call.begun)
+            if limit is None:
+                value = await run_tool(found, kwargs, call.begun)
+            else:
+                with within(limit):
+                    value = await run_tool(found, kwargs, call.begun)
         except ApprovalNeeded:
             raise  # calls the tool made wait for a decision (a nested worker's): it pauses
         except ModelRetry as exc:
             return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
+        except TimedOut as exc:
+            if limit is None:  # a limit of the tool's own ran out: its failure
+                return _raised(found, exc)
+            # Cancelled, or waited for to its end (a sync side-effecting tool's thread
+            # is, see runtime.tools.threads).
+            text = _timeout_text(call, limit, time.perf_counter() - started)
+            return Outcome(status="timeout", content=text, error=text)
         except Exception as exc:  # a failing tool becomes an observation, never a crash
-            error = f"{type(exc).__name__}: {exc}"
-            return Outcome(
-                status="error", content=f"Error: tool {found.name!r} raised {error}", error=error
-            )
+            return _raised(found, exc)
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
+
+    def _arguments(self, call: Prepared) -> dict[str, Any]:
+        """The call's arguments, with its context if its tool takes one."""
+        found, kwargs = call.tool, call.kwargs
+        if found.context_param is None:
+            return kwargs
+        worker, asked = self.caller.worker, call.call
+        ctx = ToolContext(
+            call_id=asked.id,
+            worker=worker,
+            run_id=self.caller.run_id,
+            turn=call.turn,
+            idempotency_key=idempotency_key(self.scope, worker, call.turn, asked.id),
+        )
+        return {**kwargs, found.context_param: ctx}
+
+
+def _raised(found: Tool[Any, Any], exc: Exception) -> Outcome:
+    """A tool that raised: its observation says so."""
+    error = f"{type(exc).__name__}: {exc}"
+    text = f"Error: tool {found.name!r} raised {error}"
+    return Outcome(status="error", content=text, error=error)
+
+
+def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:
+    name, begun = call.tool.name, call.begun
+    if begun is not None and not begun.is_set():  # it waited for a thread all along
+        return (
+            f"Error: tool {name!r} timed out after {timeout:g}s before it started: it "
+            "did not run, so it had no effect. Call it again if it is still needed."
+        )
+    if begun is not None:
+        # Such a thread is waited for (see runtime.tools.threads), so it ran to its end.
+        return (
+            f"Error: tool {name!r} timed out after {timeout:g}s. It is a synchronous "
+            f"side-effecting tool, which cannot be interrupted: it ran to its end after "
+            f"{elapsed:.1f}s, so its effects may have happened, but its result was dropped."
+        )
+    return f"Error: tool {name!r} timed out after {timeout:g}s and was cancelled."

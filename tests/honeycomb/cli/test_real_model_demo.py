@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.honeycomb.run.test_real_model import HAS_JSON_TOOLS, HAS_OUTPUT_LIMITS
 from tests.support import ROOT
 from tests.support.llama import REAL_MODEL
 
@@ -33,19 +32,6 @@ TASK = (
     "and send the summary to the outbox."
 )
 """Shorter than the demo's own task (the same tools), to keep the suite quick."""
-
-NO_LIMITS = pytest.mark.xfail(
-    not HAS_OUTPUT_LIMITS,
-    strict=True,
-    run=False,
-    reason="issue 29 item 2: without output limits the planner writes until the budget",
-)
-NO_JSON = pytest.mark.xfail(
-    not (HAS_OUTPUT_LIMITS and HAS_JSON_TOOLS),
-    strict=True,
-    run=False,
-    reason="issue 29 items 2 and 4: --tool-protocol json",
-)
 
 
 def demo(args: list[str], folder: Path) -> dict[str, Any]:
@@ -71,14 +57,7 @@ def demo(args: list[str], folder: Path) -> dict[str, Any]:
     return last
 
 
-@pytest.mark.parametrize(
-    "protocol",
-    [
-        pytest.param("native", marks=NO_LIMITS),
-        pytest.param("text", marks=NO_LIMITS),
-        pytest.param("json", marks=NO_JSON),
-    ],
-)
+@pytest.mark.parametrize("protocol", ["native", "text", "json"])
 def test_the_demo_on_llama_cpp_in_process_ends_ok_or_partial(protocol: str, tmp_path: Path) -> None:
     finished = demo(["--model", "local", "--tool-protocol", protocol], tmp_path)
     assert finished["status"] in ("ok", "partial"), finished

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import typing
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ import anyio.to_thread
 import pytest
 
 from honeycomb import Executor, Policy, Role, RunResult
-from honeycomb.hive.specs import ModelSpec
 from honeycomb.run.events import PlanReady
 from honeycomb.run.plan import plan_problems
 from honeycomb.run.policy import Budgets
@@ -32,12 +30,6 @@ from tests.support import weather_tools
 from tests.support.llama import REAL_MODEL, SentBodies, metrics, record_bodies, slots, wait_until
 
 pytestmark = REAL_MODEL
-
-HAS_OUTPUT_LIMITS = "max_output_tokens" in Role.model_fields
-"""Whether roles take ``max_output_tokens`` (issue 29 item 2)."""
-
-HAS_JSON_TOOLS = "json" in typing.get_args(ModelSpec.model_fields["tool_protocol"].annotation)
-"""Whether models take ``tool_protocol: json`` (issue 29 item 4)."""
 
 ROLES = [
     Role(name="planner", description="Splits the task.", model="planning"),
@@ -56,12 +48,11 @@ class Planned:
 
 
 def models(server: LlamaServer) -> dict[str, LlamaModel]:
-    """The planner's model, and a model of short answers, both on ``server``. Once the
-    library limits every call, the planner's model sets no limit of its own: the
-    bodies its calls send then show the library's."""
-    limit = {} if HAS_OUTPUT_LIMITS else {"max_tokens": 200}
+    """The planner's model, and a model of short answers, both on ``server``. The
+    planner's model sets no limit of its own: the bodies its calls send show the
+    library's."""
     return {
-        "planning": LlamaModel(server=server, settings={**limit, "temperature": 0.2}),
+        "planning": LlamaModel(server=server, settings={"temperature": 0.2}),
         "short": LlamaModel(server=server, settings={"max_tokens": 24, "temperature": 0.2}),
     }
 
@@ -155,7 +146,6 @@ async def test_cancelling_a_run_mid_answer_stops_the_servers_generation(
     assert 3 <= written < 400
 
 
-@pytest.mark.xfail(not HAS_JSON_TOOLS, strict=True, reason="issue 29 item 4: tool_protocol: json")
 async def test_tool_calls_through_the_json_protocol_reach_the_tool_with_valid_arguments(
     llama_server: LlamaServer, tmp_path: Path, weather_calls: list[dict[str, object]]
 ) -> None:
@@ -185,9 +175,6 @@ roles:
 
 
 @pytest.mark.after_real_model
-@pytest.mark.xfail(
-    not HAS_OUTPUT_LIMITS, strict=True, reason="issue 29 item 2: every call has an output limit"
-)
 async def test_no_model_call_goes_out_without_an_output_limit(
     llama_server: LlamaServer, sent_to_models: SentBodies
 ) -> None:
