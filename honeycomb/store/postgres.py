@@ -337,6 +337,8 @@ class PostgresDatabase:
                     max_size=max(1, self.pool_size),
                     kwargs={"autocommit": True, "application_name": "honeycomb", **self._options},
                     configure=self._configure,
+                    # A connection the server dropped (it restarted) is made anew.
+                    check=psycopg_pool.ConnectionPool.check_connection,
                     timeout=_CONNECT_TIMEOUT_S,
                     name=f"honeycomb-store-{self.schema}",
                     open=False,
