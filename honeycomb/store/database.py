@@ -114,4 +114,8 @@ class WriteConnection(Connection, Protocol):
         """Whether the connection is gone (the server restarted, or the network
         dropped it): the next transaction needs a new one."""
 
+    def retryable(self, error: Exception) -> bool:
+        """Whether a transaction that failed with ``error`` was rolled back by the
+        database for another's sake (a deadlock), and is to be made again."""
+
     def close(self) -> None: ...

@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresConnection", "PostgresDatabase", "split_url"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "PostgresConnection",
+    "PostgresDatabase",
+    "in_postgres",
+    "split_url",
+]
 
 T = TypeVar("T")
 
@@ -103,7 +109,7 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _ddl(statement: str) -> str:
+def in_postgres(statement: str) -> str:
     """A table's SQLite definition in PostgreSQL's types."""
     statement = re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement)
     return re.sub(r"\bINTEGER\b", "BIGINT", statement)
@@ -162,6 +168,13 @@ class PostgresConnection:
 
     def lost(self) -> bool:
         return self.conn.broken or self.conn.closed
+
+    def retryable(self, error: Exception) -> bool:
+        # Two processes' transactions that lock the same rows (leases taken, decisions)
+        # in another order: the server rolls one back.
+        from psycopg import errors
+
+        return isinstance(error, errors.DeadlockDetected | errors.SerializationFailure)
 
     def close(self) -> None:
         self.conn.close()
@@ -270,7 +283,7 @@ class PostgresDatabase:
                     conn.execute(f"INSERT INTO {_VERSIONS} VALUES (%s, 0)", (_APPLICATION,))
                 for statement in upgrade_statements(version):
                     if not statement.startswith("PRAGMA"):
-                        conn.execute(_ddl(statement))
+                        conn.execute(in_postgres(statement))
                 conn.execute(f"UPDATE {_VERSIONS} SET version = %s", (SCHEMA_VERSION,))
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the run store: {exc}", path=self.where) from exc

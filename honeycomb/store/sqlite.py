@@ -64,6 +64,9 @@ class SQLiteConnection:
     def lost(self) -> bool:
         return False  # a file is not a server: it does not go away between two writes
 
+    def retryable(self, error: Exception) -> bool:
+        return False  # one writer at a time: no deadlock (a busy file is waited for)
+
     def close(self) -> None:
         self.db.close()
 

@@ -202,7 +202,8 @@ class Writer:
     def _batch(self, items: list[Write], held: frozenset[Lease]) -> None:
         """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters.
         A batch whose connection was lost before it committed is written again on a new
-        one (nothing of it was written)."""
+        one, as is one the server rolled back to break a deadlock (nothing of it was
+        written)."""
         deadline: float | None = None
         while True:
             refused: dict[int, HoneycombError] = {}
@@ -215,10 +216,16 @@ class Writer:
                 if failed is not None:
                     failed.rollback()
                 lost = failed is not None and failed.lost()
-                if lost and not self._committing:
+                # Written again: a batch the server did not commit (its connection was
+                # lost before the commit was sent, or it broke a deadlock with another
+                # process's transaction by rolling this one back).
+                again = (lost and not self._committing) or (
+                    failed is not None and failed.retryable(exc)
+                )
+                if again:
                     deadline = deadline or time.monotonic() + RECONNECT_S
                     if time.monotonic() < deadline:
-                        continue  # on a new connection
+                        continue  # on a new connection, if it was lost
                 error = self._failed(exc, lost=lost)
                 refused = dict.fromkeys(range(len(items)), error)
             else:

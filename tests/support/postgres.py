@@ -34,8 +34,9 @@ def binaries() -> Path | None:
 class PostgresServer:
     """One server, started by :meth:`start` and stopped by :meth:`stop`."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin = bin_dir
+        self.durable = durable  # commits flushed to disk (benchmarks), or not (tests)
         self.folder = Path(tempfile.mkdtemp(prefix="honeycomb-pg-"))
         self.data = self.folder / "data"
         with socket.socket() as probe:
@@ -63,9 +64,11 @@ class PostgresServer:
             )  # fmt: skip
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.folder} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-c unix_socket_directories={self.folder} -c max_connections=200 "
+            "-c deadlock_timeout=100ms"
         )
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             str(self.bin / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data),
             "-l", str(self.folder / "server.log"), "-o", options,
