@@ -1,7 +1,8 @@
 """Models: the :class:`Model` protocol and what a model call exchanges, the adapters
 (OpenAI-compatible chat completions and the Responses API, llama.cpp in this process,
 the offline model), the wrappers that add retries, prices and rate limits,
-the text and JSON tool protocols for models without function calling, and embeddings.
+the text and JSON tool protocols for models without function calling, embeddings, and
+the cassette that records a model's calls and replays them with no network.
 
     from honeycomb.models import RetryingModel, TextToolModel
 
@@ -35,12 +36,21 @@ from runtime.models.protocols.json_tools import JsonToolModel
 from runtime.models.protocols.text_tools import TextToolModel
 
 if typing.TYPE_CHECKING:
+    from runtime.models.cassettes import Cassette, CassetteWriter, Recorded
+    from runtime.models.layers.cassette import (
+        RecordingModel,
+        ReplayModel,
+        cassette,
+        cassette_case,
+    )
     from runtime.models.openai.chat import OpenAIModel
     from runtime.models.openai.embeddings import OpenAIEmbeddings
     from runtime.models.openai.responses import OpenAIResponsesModel
 
 __all__ = [
     "AdaptiveLimiter",
+    "Cassette",
+    "CassetteWriter",
     "Embeddings",
     "JsonToolModel",
     "LlamaModel",
@@ -57,13 +67,20 @@ __all__ = [
     "PricedModel",
     "QuotaLeft",
     "RateLimitedModel",
+    "Recorded",
+    "RecordingModel",
+    "ReplayModel",
     "RetryPolicy",
     "RetryingModel",
     "StreamingModel",
     "TextToolModel",
     "ToolSchema",
     "WrapperModel",
+    "cassette",
+    "cassette_case",
 ]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no other name
-    __getattr__ = lazy.lazy_names(__name__, globals(), ("runtime.models",))
+    __getattr__ = lazy.lazy_names(
+        __name__, globals(), ("runtime.models", "runtime.models.layers.cassette")
+    )

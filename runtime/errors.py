@@ -4,7 +4,8 @@ The tree::
 
     HoneycombError
     ├── ConfigError                 bad YAML, bad role, unknown tool or model reference
-    │   └── ConfigErrors            several ConfigErrors reported at once
+    │   ├── ConfigErrors            several ConfigErrors reported at once
+    │   └── CassetteError           a cassette file of recorded model calls cannot be read
     ├── ToolError                   a tool could not be defined or called
     │   ├── ToolDefinitionError     @tool on a function whose signature cannot be a schema
     │   ├── DuplicateToolError      two tools with one name in a registry
@@ -20,6 +21,7 @@ The tree::
     │   ├── StreamInterrupted       a streamed answer broke off after text was shown
     │   ├── ModelCallError          a model raised an exception of its own (chained)
     │   ├── ModelServerError        a model's server in this process could not start
+    │   ├── CassetteMismatch        a replayed call that its cassette did not record
     │   └── ScriptExhausted         a ScriptedModel was asked for more than its script
     ├── AgentError                  a worker's loop could not produce an answer
     │   ├── EmptyResponse           the model kept answering with nothing
@@ -68,6 +70,8 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalError",
     "BudgetExceeded",
+    "CassetteError",
+    "CassetteMismatch",
     "ConfigError",
     "ConfigErrors",
     "DuplicateToolError",
@@ -180,6 +184,12 @@ class ConfigErrors(ConfigError):
 
     def _render(self) -> str:
         return self.message
+
+
+class CassetteError(ConfigError):
+    """A cassette file (recorded model calls, to replay) cannot be read: it is
+    missing, is not a cassette, or a line of it is not what a cassette holds. The
+    message names the file and, when one is at fault, the line."""
 
 
 # --- tools ---------------------------------------------------------------------------
@@ -377,6 +387,40 @@ class ModelServerError(ModelError):
         self.path = path
         self.reason = reason
         super().__init__(f"model {path} {reason}")
+
+
+class CassetteMismatch(ModelError):
+    """A replayed model call asked what its cassette did not record.
+
+    Attributes:
+        file: The cassette.
+        model: The model's name (as the run knows it).
+        worker: The worker that asked (None: not known).
+        case: The case of an eval that asked (None: not in one).
+        difference: How the request differs from the nearest recorded one.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        model: str,
+        difference: str,
+        *,
+        worker: str | None = None,
+        case: str | None = None,
+    ) -> None:
+        self.file = file
+        self.model = model
+        self.worker = worker
+        self.case = case
+        self.difference = difference
+        who = ", ".join(
+            f"{what} {name!r}" for what, name in (("case", case), ("worker", worker)) if name
+        )
+        super().__init__(
+            f"{file}: a call of model {model!r}{f' ({who})' if who else ''} that the cassette "
+            f"did not record: {difference}; record it again if the change is meant"
+        )
 
 
 class ScriptExhausted(ModelError):

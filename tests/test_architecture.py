@@ -363,6 +363,7 @@ LOADED_ON_FIRST_USE = (
     "runtime.models.protocols.text_wire", "runtime.models.protocols.actions",
     "runtime.models.protocols.lenient_json", "runtime.models.protocols.json_tools",
     "runtime.testing", "runtime.models.llama", "runtime.models.llama_server", "xllamacpp",
+    "runtime.models.cassettes", "runtime.models.layers.cassette", "runtime.models.request_diff",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
 )  # fmt: skip
 

@@ -29,7 +29,7 @@ turn got back (every call but a skipped repeat), once a turn.
 A model call::
 
     cost cap -> budget -> trace -> checked answer -> model slots
-        -> [the model's own: retries -> rate limit] -> the model
+        -> [the model's own: cassette -> retries -> rate limit] -> the model
 
 - **Cost cap** first (``cost_per_call`` of the run's budgets): it only reads the
   request, lowering its output limit to what its prompt leaves of the cap, so a call
@@ -44,10 +44,12 @@ A model call::
   outside sees a well-formed answer or a Honeycomb error.
 - **Model slots**: the run's bound on model calls in flight (``LimitedModel``, put
   on each model by the Executor), held only by a call that will be made.
-- **The model's own layers** are made with the model, innermost: retries
-  (``RetryingModel``) around its rate limit (``RateLimitedModel``), so that each
-  retry waits for the limiter again, and its price (``PricedModel``); the OpenAI
-  adapters retry and pace inside themselves.
+- **The model's own layers** are made with the model, innermost: a cassette that
+  records its calls or replays them (``RecordingModel``, ``ReplayModel``) outermost of
+  them, so that it keeps an answer once its retries are done and a replay stands for
+  the whole model; retries (``RetryingModel``) around its rate limit
+  (``RateLimitedModel``), so that each retry waits for the limiter again, and its
+  price (``PricedModel``); the OpenAI adapters retry and pace inside themselves.
 - **Streaming and guarded output** are the loop's: it asks for the text as it is
   written when someone listens, and holds an answer's text until its output guards
   pass it.

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
+from honeycomb.cli.cassettes import add_cassette_options
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_local_options
@@ -233,6 +234,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
     add_local_options(parser)
+    add_cassette_options(parser)
 
 
 def _validate(args: argparse.Namespace) -> ExitStatus:

@@ -11,7 +11,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -19,6 +19,7 @@ from rich.console import Console
 
 from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
+from honeycomb.cli.cassettes import cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
@@ -198,9 +199,14 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     task = valid_text(task)
     try:
         backend = chosen_backend(hive.backend, args)
-        model = _override(args)
+        model = None if getattr(args, "replay", None) is not None else _override(args)
+        models = cassette_models(hive, model, args, backend)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    missing = _missing_keys(hive, model, args)
+    if missing:  # before the run starts (and is kept), not as its failure
+        print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if args.model == LOCAL:
         short_answers(hive)
@@ -213,7 +219,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
     store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
     new_view = functools.partial(_view, args, console, out, hive)
-    run = _run_and_report(hive, task, model, new_view, args, out, store, backend)
+    run = _run_and_report(hive, task, models, new_view, args, out, store, backend)
     if not args.json:
         return run_on_loop(run)
     # Standard output holds the JSON lines alone: whatever else writes there meanwhile
@@ -244,9 +250,11 @@ def _named_model(args: argparse.Namespace) -> Model | None:
     return OpenAIModel(args.model, base_url=args.base_url)
 
 
-def _missing_keys(hive: Hive, model: Model | None) -> list[ConfigError]:
+def _missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> list[ConfigError]:
     """The API keys the run would need and lacks: of the hive's models, or of the one
-    model given instead of them."""
+    model given instead of them (none: a cassette answers every call)."""
+    if getattr(args, "replay", None) is not None:
+        return []
     if model is None:
         return hive.missing_keys()
     found = missing_key(model)
@@ -264,17 +272,13 @@ def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -
 async def _run_and_report(
     hive: Hive,
     task: str,
-    model: Model | None,
+    models: Model | Mapping[str, Model] | None,
     new_view: Callable[[], View],
     args: argparse.Namespace,
     out: TextIO,
     store: Path | str | None,
     backend: BackendSpec,
 ) -> ExitStatus:
-    missing = _missing_keys(hive, model)
-    if missing:  # before the run starts (and is kept), not as its failure
-        print(str(ConfigErrors(missing)), file=sys.stderr)
-        return ExitStatus.UNUSABLE
     run_id = args.run_id or os.urandom(6).hex()
     kept = None
     if store is not None:
@@ -292,7 +296,7 @@ async def _run_and_report(
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
     if pool is None:
-        return await _run(hive, task, model, new_view(), args, out, kept, run_id, None)
+        return await _run(hive, task, models, new_view(), args, out, kept, run_id, None)
     if not args.json:
         print(f"backend: {backend.described()}", file=sys.stderr)
     async with pool_running(pool) as problem:
@@ -300,13 +304,13 @@ async def _run_and_report(
             print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
             return ExitStatus.UNUSABLE
         # The view's clock starts with the run, once Ray has started.
-        return await _run(hive, task, model, new_view(), args, out, kept, run_id, pool)
+        return await _run(hive, task, models, new_view(), args, out, kept, run_id, pool)
 
 
 async def _run(
     hive: Hive,
     task: str,
-    model: Model | None,
+    models: Model | Mapping[str, Model] | None,
     view: View,
     args: argparse.Namespace,
     out: TextIO,
@@ -321,7 +325,7 @@ async def _run(
     approver: Approver | None = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
     if approver is not None and isinstance(view, LiveView):
         approver = view.asked(approver)
-    executor = Executor.from_hive(hive, model=model, store=store, approver=approver, backend=pool)
+    executor = Executor.from_hive(hive, models=models, store=store, approver=approver, backend=pool)
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None

@@ -15,7 +15,7 @@ from runtime.tools.approvals import PendingApproval
 from workers import WorkerError, WorkerResult
 
 if TYPE_CHECKING:
-    from honeycomb.trace.timeline import Timeline
+    from honeycomb.trace.timeline import Measured, Timeline
 
 __all__ = [
     "PlanRound",
@@ -270,10 +270,10 @@ def run_timings(
     )
 
 
-def timings_of(timeline: Timeline) -> RunTimings:
-    """A run's timings as its spans tell them (each a timeline's figure of the same
-    name): the figures every view of it shows."""
-    return RunTimings(**{name: getattr(timeline, name) for name in RunTimings.model_fields})
+def timings_of(measured: Measured | Timeline) -> RunTimings:
+    """A run's timings as its spans tell them (each a figure of the same name of its
+    measure or its timeline): the figures every view of it shows."""
+    return RunTimings(**{name: getattr(measured, name) for name in RunTimings.model_fields})
 
 
 def rounds_of(plan: Plan) -> list[PlanRound]:

@@ -482,10 +482,10 @@ class Run:
         trace and the web page, says the same. Else from what this life measured,
         and what the spans of the earlier lives say."""
         if self.spans is not None:
-            from honeycomb.trace.timeline import build_timeline
+            from honeycomb.trace.timeline import measure
 
             spans = [*self.earlier_spans, *self.spans.times_until()]
-            return timings_of(build_timeline(spans, self.plan.subtasks))
+            return timings_of(measure(spans, self.plan.subtasks))
         return run_timings(
             wall_s=self._elapsed(),
             plan_s=self.times["plan"],

@@ -12,15 +12,16 @@ hour later is drawn as two lives and the hour said, not as a line across the pag
 from __future__ import annotations
 
 import itertools
-import string
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 
 from msgspec.structs import replace
 
 from honeycomb.trace.spans import Span
 from runtime.value import Value
 
-__all__ = ["Axis", "Life", "lives_of"]
+__all__ = ["IN_TIME", "Axis", "Life", "lives_of"]
 
 
 class Life(Value, frozen=True, kw_only=True):
@@ -79,7 +80,7 @@ not end ``ok`` (its worker never had its answers, see :class:`runtime.ToolCallsA
 def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
     """The lives of the run whose spans are ``spans``, in order; ``origin``: when it
     first started (seconds since the epoch), what the lives' times count from."""
-    spans = sorted(spans, key=lambda s: (s.start, s.end))
+    spans = sorted(spans, key=IN_TIME)
     by_id = {s.span_id: s for s in spans}
     grouped: dict[str, list[Span]] = {}
     for span in spans:
@@ -114,14 +115,20 @@ def _answered(spans: Sequence[Span], by_id: Mapping[str, Span]) -> set[str]:
     return set(last.values())
 
 
+IN_TIME = attrgetter("start", "end")
+"""What spans are put in order of: their start, then their end."""
+
 _LIFE_DIGITS = 8
 """The digits a span's id begins with that are its life's (see :class:`Span`)."""
+
+_OWN_ID = re.compile("[0-9a-fA-F]{16}")
+"""A span id as Honeycomb makes them: its life's digits first."""
 
 
 def _life_of(span: Span, by_id: Mapping[str, Span]) -> str:
     """What tells ``span``'s life: its id's first digits; for spans made otherwise
     (by hand, by another tool), the ``run`` span above it, kept or not."""
-    if len(span.span_id) == 16 and all(c in string.hexdigits for c in span.span_id):
+    if _OWN_ID.fullmatch(span.span_id):
         return span.span_id[:_LIFE_DIGITS]
     for _ in range(256):  # a broken tree must not loop
         parent = by_id.get(span.parent_id or "")

@@ -14,13 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from honeycomb.trace.critical import figures
-from honeycomb.trace.lives import Life, lives_of
+from honeycomb.trace.critical import Figures, figures
+from honeycomb.trace.lives import IN_TIME, Life, lives_of
 from honeycomb.trace.rows import Gather, PlannedSubtask, RowKind, group_rows
 from honeycomb.trace.spans import Span
 from runtime.value import Value
 
-__all__ = ["Bar", "PlannedSubtask", "Row", "RowKind", "Timeline", "build_timeline"]
+__all__ = [
+    "Bar",
+    "Measured",
+    "PlannedSubtask",
+    "Row",
+    "RowKind",
+    "Timeline",
+    "build_timeline",
+    "measure",
+]
 
 _PHASES: tuple[RowKind, ...] = ("plan", "aggregate")
 
@@ -219,6 +228,87 @@ class Timeline(Value, frozen=True, kw_only=True):
         )
 
 
+class Measured(Value, frozen=True, kw_only=True):
+    """A run's figures as its spans tell them, before its rows are laid out: what
+    :func:`build_timeline` shows, and what a run's result says at its end
+    (:func:`measure`, which lays out no rows: a traced run measures itself as it ends).
+
+    Attributes:
+        spans: The spans, in order of start.
+        groups: Each row's spans.
+        lives: Each time the run was started or resumed.
+        found: How its time adds up.
+        origin: When it first started (seconds since the epoch).
+        length_s: First span start to last span end.
+    """
+
+    spans: tuple[Span, ...]
+    groups: tuple[Gather, ...]
+    lives: tuple[Life, ...]
+    found: Figures
+    origin: float
+    length_s: float
+
+    @property
+    def wall_s(self) -> float:
+        return self.found.wall_s
+
+    @property
+    def plan_s(self) -> float:
+        return self.found.plan_s
+
+    @property
+    def aggregate_s(self) -> float:
+        return self.found.aggregate_s
+
+    @property
+    def workers_s(self) -> float:
+        return sum(life.workers_s for life in self.lives)
+
+    @property
+    def critical_path_s(self) -> float:
+        return self.found.critical_path_s
+
+    @property
+    def sum_worker_s(self) -> float:
+        return self.found.sum_worker_s
+
+    @property
+    def serial_s(self) -> float:
+        return self.found.serial_s
+
+    @property
+    def speedup(self) -> float:
+        return self.found.speedup
+
+
+def measure(spans: Iterable[Span], subtasks: Sequence[PlannedSubtask] = ()) -> Measured:
+    """One run's figures from its spans (every life of it) and its plan."""
+    ordered = sorted(spans, key=IN_TIME)
+    origin = min((s.start for s in ordered), default=0.0)
+    length = max((s.end for s in ordered), default=origin) - origin
+    lives = lives_of(ordered, origin)
+    groups = group_rows(ordered, subtasks)
+    # A nested worker's time is inside its caller's: only subtasks' workers count.
+    durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
+    plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
+    found = figures(
+        wall_s=sum(life.wall_s for life in lives),
+        plan_s=plan_s,
+        aggregate_s=aggregate_s,
+        durations=durations,
+        subtasks=subtasks,
+    )
+    return Measured(
+        spans=tuple(ordered),
+        groups=tuple(groups),
+        lives=lives,
+        found=found,
+        origin=origin,
+        length_s=length,
+    )
+
+
 def build_timeline(
     spans: Iterable[Span],
     subtasks: Sequence[PlannedSubtask] = (),
@@ -240,23 +330,10 @@ def build_timeline(
         statuses: What each worker is at, by name, where something knows better
             than its spans (a stored run: :func:`honeycomb.run.shown.worker_statuses`).
     """
-    spans = sorted(spans, key=lambda s: (s.start, s.end))
-    runs = [s for s in spans if s.kind == "run"]
-    origin = min((s.start for s in spans), default=0.0)
-    length = max((s.end for s in spans), default=origin) - origin
-    lives = lives_of(spans, origin)
-    groups = group_rows(spans, subtasks)
-    # A nested worker's time is inside its caller's: only subtasks' workers count.
-    durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
+    measured = measure(spans, subtasks)
+    found, origin = measured.found, measured.origin
+    runs = [s for s in measured.spans if s.kind == "run"]
     depends_on = {s.id: s.depends_on for s in subtasks}
-    plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
-    found = figures(
-        wall_s=sum(life.wall_s for life in lives),
-        plan_s=plan_s,
-        aggregate_s=aggregate_s,
-        durations=durations,
-        subtasks=subtasks,
-    )
     on_path = set(found.critical_path)
     told = statuses or {}
     rows = tuple(
@@ -267,26 +344,26 @@ def build_timeline(
             g.kind != "worker" or g.name in on_path,
             told.get(g.name) if g.kind == "worker" else None,
         )
-        for g in groups
+        for g in measured.groups
     )
-    calls = [s for s in spans if s.kind in ("model_call", "compaction")]
+    calls = [s for s in measured.spans if s.kind in ("model_call", "compaction")]
     return Timeline(
         run_id=run_id,
         task=task if task is not None else (runs[0].name if runs else ""),
         status=status or (runs[-1].status if runs else "unknown"),
         rows=rows,
         critical_path=found.critical_path,
-        length_s=length,
+        length_s=measured.length_s,
         wall_s=found.wall_s,
-        plan_s=plan_s,
-        aggregate_s=aggregate_s,
+        plan_s=found.plan_s,
+        aggregate_s=found.aggregate_s,
         critical_path_s=found.critical_path_s,
         sum_worker_s=found.sum_worker_s,
         serial_s=found.serial_s,
         speedup=found.speedup,
-        lives=lives,
+        lives=measured.lives,
         compactions=sum(1 for s in calls if s.kind == "compaction"),
-        workers_s=sum(life.workers_s for life in lives),
+        workers_s=measured.workers_s,
     )
 
 

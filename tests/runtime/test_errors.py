@@ -92,6 +92,8 @@ def examples() -> list[runtime.HoneycombError]:
         e.ModelCallError("m", ValueError("bug")),
         e.ModelServerError("small.gguf", "could not be loaded by llama.cpp"),
         e.ScriptExhausted("k", 3),
+        e.CassetteError("not a line of a cassette", file="trip.jsonl", line=4),
+        e.CassetteMismatch("trip.jsonl", "gpt", "tools: ...", worker="s1", case="lisbon"),
         e.AgentError("no answer"),
         e.EmptyResponse(2, wrap_up=True),
         e.MaxTurnsExceeded(5, ["search", "send"]),

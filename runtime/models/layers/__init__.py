@@ -1,9 +1,11 @@
 """The layers a model call goes through that a worker adds, each in a module of its
 own: a cap on what one call may cost (:mod:`.cost_cap`), the run's budget
 (:mod:`.budget`), tracing (:mod:`.trace`) and the check of what the model answered
-(:mod:`.checked`). Each is a model holding the next. The
-model's own layers are made with it: its slots (:class:`~runtime.limits.LimitedModel`),
-rate limits (:class:`~runtime.limits.ratelimit.RateLimitedModel`), retries
+(:mod:`.checked`). Each is a model holding the next. The model's own layers are made
+with it: a cassette that records its calls or replays them (:mod:`.cassette`, outside
+the rest of them, loaded on first use), its slots
+(:class:`~runtime.limits.LimitedModel`), rate limits
+(:class:`~runtime.limits.ratelimit.RateLimitedModel`), retries
 (:class:`~runtime.limits.retry.RetryingModel`) and price
 (:class:`~runtime.models.pricing.PricedModel`); the OpenAI adapters retry and pace
 inside. They are composed, in their order, in one place:
@@ -14,4 +16,10 @@ from runtime.models.layers.checked import Checked
 from runtime.models.layers.cost_cap import CostCap, price_of
 from runtime.models.layers.trace import Traced
 
-__all__ = ["Budgeted", "Checked", "CostCap", "Traced", "price_of"]
+__all__ = [
+    "Budgeted",
+    "Checked",
+    "CostCap",
+    "Traced",
+    "price_of",
+]

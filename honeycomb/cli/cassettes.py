@@ -1,0 +1,79 @@
+"""``--record FILE`` and ``--replay FILE``: a run's model calls kept in a cassette, or
+answered from one with no model called (see docs/evals.md, "Record and replay")."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime import ConfigError, Model
+
+if TYPE_CHECKING:
+    from honeycomb.hive import Hive
+    from honeycomb.hive.backend import BackendSpec
+
+__all__ = ["add_cassette_options", "cassette_models"]
+
+
+def add_cassette_options(parser: argparse.ArgumentParser) -> None:
+    """``--record FILE`` and ``--replay FILE`` (one or the other) on a command that
+    runs a hive; :func:`cassette_models` reads them."""
+    calls = parser.add_mutually_exclusive_group()
+    calls.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="keep every model call of the run (request and answer) in the cassette FILE, "
+        "started anew, to replay it later with --replay",
+    )
+    calls.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="answer every model call from the cassette FILE (made by --record): no model "
+        "is called, no network, no key; a call it did not record fails, naming the "
+        "difference",
+    )
+
+
+def cassette_models(
+    hive: Hive, model: Model | None, args: argparse.Namespace, backend: BackendSpec
+) -> Model | dict[str, Model] | None:
+    """The models a run of ``hive`` uses: ``model`` (every role's, or None: the
+    hive's own), recorded in ``--record``'s cassette or, with ``--replay``, answered
+    from its cassette by name (nothing of the hive's models is built). It says on
+    standard error which, unless the run prints JSON.
+
+    Raises:
+        ConfigError: when the run is not local (the calls are kept in this process),
+            or a ``CassetteError`` when the file cannot be written or read.
+    """
+    record, replay = getattr(args, "record", None), getattr(args, "replay", None)
+    if record is None and replay is None:
+        return model
+    from runtime.models.layers.cassette import ReplayModel, cassette  # loaded when used
+
+    if backend.ray is not None:
+        flag = "record" if record is not None else "replay"
+        raise ConfigError(
+            f"--{flag} works in this process (every model call goes through its "
+            "cassette): run the workers here, with --backend local"
+        )
+    said: str
+    models: dict[str, Model]
+    if replay is not None:
+        models = cassette(hive.spec.models, replay=replay)
+        played = next((m.cassette for m in models.values() if isinstance(m, ReplayModel)), None)
+        recorded = len(played.calls) if played is not None else 0
+        said = f"replaying the model calls of {replay} ({recorded} recorded; no model is called)"
+    else:
+        own = dict.fromkeys(hive.spec.models, model) if model is not None else hive.models()
+        models = cassette(own, record=record)
+        said = f"recording the model calls in {record}"
+    if not getattr(args, "json", False):
+        print(said, file=sys.stderr)
+    return models

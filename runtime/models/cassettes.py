@@ -1,0 +1,328 @@
+"""A cassette: the model calls of runs kept in a file, to be answered again from it.
+
+The file is JSON lines, appended as calls end (a run cut off keeps the calls it
+made): a header first, ``{"kind": "cassette", "version": 1}``; a ``model`` line for
+each model recorded (its name, and its price, so a replay costs what the run did);
+then a ``call`` line for each call: the model's name, the worker and the eval case
+that asked, the request, the response, and the pieces its text was streamed in.
+Secrets are masked (:func:`runtime.secrets.masked`) before a line is written, and
+the folder the run worked in is written ``<cwd>`` (a tool that answers with a path
+under it, replayed in another clone, answers alike; a replayed answer that names
+``<cwd>`` names the folder of the replay).
+
+**How a request is matched.** A request's key (:func:`request_key`) is what the
+model is sent and answers from: its messages (roles, texts, tool calls and results,
+reasoning), its tools (names, descriptions, argument schemas), its tool choice,
+whether calls may be parallel, its output schema and its output limit. What is not
+sent, or differs from run to run, is left out: the conversation's run id, the
+timeout and the turn; tool call ids are renumbered in the order they appear
+(``call_1``, ``call_2`` ...), so ids a server or a text protocol made up do not
+count; dates with a time of day (``2026-12-02T10:37:37Z``, ``20261202-103737``) in
+any text count as one and the same, as a tool that stamps what it writes answers
+differently each run; the folder of the run is ``<cwd>``, and secrets are masked,
+on both sides.
+
+Several calls may share a key (parallel workers asking the same thing, a case run
+again). Each is answered once, in file order, by the first one not yet given that
+was recorded by the same case and worker, else by the same case, else by the same
+worker, else by any; once all were given, they are given again in that order of
+preference. Workers asking the same thing at once are thus answered by what their own
+namesakes were, whatever the order their calls arrive in.
+
+A request with no recorded call of its key is a :class:`~runtime.errors.CassetteMismatch`
+naming the case, the worker and the first difference from the nearest recorded call
+(:mod:`runtime.models.request_diff`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from runtime.errors import CassetteError, CassetteMismatch
+from runtime.messages import AssistantMessage, ToolMessage
+from runtime.model import ModelRequest, ModelResponse
+from runtime.models.pricing import Price
+from runtime.models.request_diff import OPTIONS, common_messages, first_difference
+from runtime.secrets import masked
+from runtime.value import Value
+
+__all__ = [
+    "CWD",
+    "VERSION",
+    "Cassette",
+    "CassetteWriter",
+    "Recorded",
+    "canonical",
+    "request_key",
+    "worker_of",
+]
+
+VERSION = 1
+"""The version of the file's format this code reads and writes."""
+
+CWD = b"<cwd>"
+"""What the folder a run worked in is written as."""
+
+_TIMES = re.compile(
+    rb"\d{4}-?\d{2}-?\d{2}[T _-]\d{2}:?\d{2}:?\d{2}(?:[.,-]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+"""A date with its time of day, ISO 8601's or compact (``20261202-103737-625318``)."""
+
+
+class _Line(Value, frozen=True, kw_only=True, tag_field="kind"):
+    """One line of a cassette file, tagged by ``kind``."""
+
+
+class Header(_Line, frozen=True, kw_only=True, tag="cassette"):
+    """The first line: the file's format."""
+
+    version: int = VERSION
+
+
+class ModelLine(_Line, frozen=True, kw_only=True, tag="model"):
+    """A model recorded: its name, and its price (None: none)."""
+
+    name: str
+    price: Price | None = None
+
+
+class Recorded(_Line, frozen=True, kw_only=True, tag="call"):
+    """One model call recorded.
+
+    Attributes:
+        model: The model's name, as the run knows it.
+        request: What it was asked (without its run id and timeout).
+        response: What it answered.
+        worker: The worker that asked (None: not known).
+        case: The eval case that asked (None: not in one).
+        pieces: The pieces of text it streamed, in order (None: it was not streamed).
+    """
+
+    model: str
+    request: ModelRequest
+    response: ModelResponse
+    worker: str | None = None
+    case: str | None = None
+    pieces: tuple[str, ...] | None = None
+
+
+_decoder = msgspec.json.Decoder(Header | ModelLine | Recorded)
+
+
+def worker_of(request: ModelRequest) -> str | None:
+    """The worker a request's conversation names (``run_id/worker``, or ``worker``)."""
+    conversation = request.conversation
+    if not conversation:
+        return None
+    run_id, slash, worker = conversation.partition("/")
+    return worker if slash else run_id
+
+
+def canonical(request: ModelRequest) -> dict[str, Any]:
+    """What a request's key is made of, as JSON values: its messages with tool call
+    ids renumbered in order of appearance, and its options (:data:`OPTIONS`)."""
+    ids: dict[str, str] = {}
+
+    def renumbered(call_id: str) -> str:
+        return ids.setdefault(call_id, f"call_{len(ids) + 1}")
+
+    messages: list[Any] = []
+    for message in masked(request.messages):
+        value = msgspec.to_builtins(message)
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            value["tool_calls"] = [
+                {**call, "id": renumbered(call["id"])} for call in value["tool_calls"]
+            ]
+        elif isinstance(message, ToolMessage):
+            value["tool_call_id"] = renumbered(message.tool_call_id)
+        messages.append(value)
+    options = msgspec.to_builtins(masked({name: getattr(request, name) for name in OPTIONS}))
+    encoded = msgspec.json.encode({"messages": messages, **options})
+    found: dict[str, Any] = msgspec.json.decode(_TIMES.sub(b"<time>", here(encoded)))
+    return found
+
+
+def _cwd() -> bytes | None:
+    """The current folder as a JSON string holds it (None: the root, which every
+    path starts with)."""
+    folder = Path.cwd()
+    return msgspec.json.encode(str(folder))[1:-1] if len(folder.parts) > 1 else None
+
+
+def here(encoded: bytes) -> bytes:
+    """JSON with the current folder written :data:`CWD`."""
+    folder = _cwd()
+    return encoded.replace(folder, CWD) if folder is not None and folder in encoded else encoded
+
+
+def there(encoded: bytes) -> bytes:
+    """JSON with :data:`CWD` written as the current folder."""
+    folder = _cwd()
+    return encoded.replace(CWD, folder) if folder is not None and CWD in encoded else encoded
+
+
+def request_key(request: ModelRequest) -> str:
+    """The key a request is matched by (see the module's docstring)."""
+    encoded = msgspec.json.encode(canonical(request), order="sorted")
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+class CassetteWriter:
+    """Writes a cassette: the file is started anew (its folder made) when the writer
+    is made, and each model and call is appended, masked, as it comes (a line at a
+    time, whatever thread appends it).
+
+    Raises:
+        CassetteError: when the file cannot be written.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._models: set[str] = set()
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(msgspec.json.encode(Header()) + b"\n")
+        except OSError as exc:
+            raise CassetteError(f"cannot write: {exc}", file=str(self.path)) from exc
+
+    def model(self, name: str, price: Price | None) -> None:
+        """Record model ``name`` and its price (once a name)."""
+        if name not in self._models:
+            self._models.add(name)
+            self._append(ModelLine(name=name, price=price))
+
+    def call(self, recorded: Recorded) -> None:
+        """Record one call."""
+        request = msgspec.structs.replace(recorded.request, conversation=None, timeout=None)
+        self._append(masked(msgspec.structs.replace(recorded, request=request)))
+
+    def _append(self, line: _Line) -> None:
+        encoded = here(msgspec.json.encode(line)) + b"\n"
+        try:
+            with self._lock, self.path.open("ab") as out:
+                out.write(encoded)
+        except OSError as exc:
+            raise CassetteError(f"cannot write: {exc}", file=str(self.path)) from exc
+
+
+class Cassette:
+    """A cassette file read back, answering requests from the calls it holds.
+
+    Attributes:
+        path: The file.
+        calls: Its recorded calls, in file order.
+        prices: The price of each model recorded (None: none).
+
+    Raises:
+        CassetteError: when the file is missing, or is not a cassette, naming the
+            file and the line at fault.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.prices: dict[str, Price | None] = {}
+        self.calls: list[Recorded] = []
+        self._by_key: dict[tuple[str, str], list[Recorded]] = {}
+        self._given: set[int] = set()
+        for line in _read(self.path):
+            if isinstance(line, ModelLine):
+                self.prices.setdefault(line.name, line.price)
+            elif isinstance(line, Recorded):
+                self.calls.append(line)
+                key = (line.model, request_key(line.request))
+                self._by_key.setdefault(key, []).append(line)
+
+    def answer(
+        self, model: str, request: ModelRequest, *, worker: str | None, case: str | None
+    ) -> Recorded:
+        """The recorded call that answers ``request`` to model ``model``.
+
+        Raises:
+            CassetteMismatch: when no recorded call of that model has its key.
+        """
+        found = self._by_key.get((model, request_key(request)))
+        if not found:
+            raise CassetteMismatch(
+                str(self.path),
+                model,
+                self._difference(model, request, worker, case),
+                worker=worker,
+                case=case,
+            )
+        fresh = [call for call in found if id(call) not in self._given] or found
+        # max keeps the first of the best: file order among equals.
+        chosen = max(fresh, key=lambda call: (call.case == case, call.worker == worker))
+        self._given.add(id(chosen))
+        encoded = msgspec.json.encode(chosen)
+        return chosen if CWD not in encoded else msgspec.json.decode(there(encoded), type=Recorded)
+
+    def _difference(
+        self, model: str, request: ModelRequest, worker: str | None, case: str | None
+    ) -> str:
+        """How ``request`` differs from the nearest call recorded of ``model``: among
+        those the same case and worker made (else the same case, else the same
+        worker, else any), the one that shares most messages from the first, then
+        most options."""
+        recorded = [call for call in self.calls if call.model == model]
+        if not recorded:
+            models = ", ".join(sorted({call.model for call in self.calls})) or "none"
+            return f"the cassette holds no call of model {model!r} (its models: {models})"
+        pool = (
+            [c for c in recorded if c.case == case and c.worker == worker]
+            or [c for c in recorded if c.case == case]
+            or [c for c in recorded if c.worker == worker]
+            or recorded
+        )
+        asked = canonical(request)
+
+        def nearness(call: Recorded) -> tuple[int, int]:
+            theirs = canonical(call.request)
+            same = sum(asked[name] == theirs[name] for name in OPTIONS)
+            return common_messages(asked["messages"], theirs["messages"]), same
+
+        nearest = max(pool, key=nearness)
+        where = f" (recorded for worker {nearest.worker!r})" if nearest.worker else ""
+        return first_difference(canonical(nearest.request), asked) + where
+
+
+def _read(path: Path) -> Iterator[_Line]:
+    """The lines of the cassette ``path``, checked."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CassetteError(f"cannot read: {exc.strerror or exc}", file=str(path)) from exc
+    first = True
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = _decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise CassetteError(
+                f"not a line of a cassette: {exc}", file=str(path), line=number
+            ) from exc
+        if first and not isinstance(line, Header):
+            raise CassetteError(
+                'not a cassette: its first line is not {"kind": "cassette", ...}',
+                file=str(path),
+                line=number,
+            )
+        first = False
+        if isinstance(line, Header) and line.version != VERSION:
+            raise CassetteError(
+                f"a cassette of version {line.version}; this Honeycomb reads version "
+                f"{VERSION}: record it again",
+                file=str(path),
+                line=number,
+            )
+        yield line
+    if not data.strip():
+        raise CassetteError("empty: not a cassette (record one with --record)", file=str(path))

@@ -1,0 +1,199 @@
+"""Record a model's calls in a cassette, and answer them again from it with no model
+behind (:mod:`runtime.models.cassettes` says what the file holds and how a request is
+matched), so that a run made once on a real model reruns offline, deterministic and
+free: a regression test, an eval in CI.
+
+    models = cassette(hive.models(), record="runs/trip.cassette.jsonl")  # a real run
+    models = cassette(hive.models(), replay="runs/trip.cassette.jsonl")  # no network
+
+A model's own layer, made with it (as its price and retries are), and outermost of
+them: a recording keeps what the model answered once its retries are done, at its
+price; a replay stands in for the whole of it, so nothing of the model is built,
+held or asked for a key. The layers a worker adds (budget, trace, checks) go around
+either as around any model, so a replayed run is counted, traced and checked as the
+recorded one was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import overload
+
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.models.cassettes import Cassette, CassetteWriter, Recorded, worker_of
+from runtime.models.layers.cost_cap import price_of
+from runtime.models.pricing import Price
+
+__all__ = ["RecordingModel", "ReplayModel", "cassette", "cassette_case"]
+
+_case: ContextVar[str | None] = ContextVar("honeycomb_cassette_case", default=None)
+
+
+@contextmanager
+def cassette_case(name: str | None) -> Iterator[None]:
+    """The model calls made in the block, and in the tasks it starts, are those of
+    case ``name`` (an eval's): a recording keeps the name with each call, a replay
+    prefers the calls recorded for it and names it when a request was not recorded."""
+    token = _case.set(name)
+    try:
+        yield
+    finally:
+        _case.reset(token)
+
+
+class RecordingModel(WrapperModel):
+    """``inner``, each of whose calls that ends with an answer is appended to a
+    cassette: the request, the answer, and the pieces of its text when streamed.
+
+    Args:
+        inner: The model recorded.
+        cassette: The file (started anew) or a :class:`CassetteWriter` that several
+            models share.
+        name: The model's name in the cassette (a hive's name for it).
+
+    Raises:
+        CassetteError: when the file cannot be written.
+    """
+
+    def __init__(
+        self, inner: Model, cassette: str | Path | CassetteWriter, *, name: str = "default"
+    ) -> None:
+        super().__init__(inner)
+        self.name = name
+        self.writer = cassette if isinstance(cassette, CassetteWriter) else CassetteWriter(cassette)
+        price = price_of(inner)
+        self.writer.model(name, price if isinstance(price, Price) else None)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        response = await self.inner.complete(request)
+        self._keep(request, response, None)
+        return response
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        pieces: list[str] = []
+
+        def sink(text: str) -> None:
+            pieces.append(text)
+            on_text(text)
+
+        response = await call_model(self.inner, request, sink)
+        self._keep(request, response, tuple(pieces))
+        return response
+
+    def _keep(
+        self, request: ModelRequest, response: ModelResponse, pieces: tuple[str, ...] | None
+    ) -> None:
+        if not isinstance(response, ModelResponse):  # the checks outside will say why
+            return
+        worker, case = worker_of(request), _case.get()
+        self.writer.call(
+            Recorded(
+                model=self.name,
+                request=request,
+                response=response,
+                worker=worker,
+                case=case,
+                pieces=pieces,
+            )
+        )
+
+
+class ReplayModel:
+    """Answers each call from a cassette, with no model behind it and no network: a
+    streamed call gets its text in the pieces recorded (whole, if it was recorded
+    unstreamed); its usage and cost are those recorded.
+
+    Args:
+        cassette: The file, or a :class:`Cassette` read once that several models
+            share (each recorded call is then given once across them).
+        name: The model's name in the cassette.
+
+    Raises:
+        CassetteError: when the file cannot be read or is not a cassette.
+        CassetteMismatch: (from a call) when the cassette recorded no call like it.
+    """
+
+    def __init__(self, cassette: str | Path | Cassette, *, name: str = "default") -> None:
+        self.cassette = cassette if isinstance(cassette, Cassette) else Cassette(cassette)
+        self.name = name
+        self.price = self.cassette.prices.get(name)
+
+    def __repr__(self) -> str:
+        return f"ReplayModel({str(self.cassette.path)!r}, name={self.name!r})"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return self._recorded(request).response
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        recorded = self._recorded(request)
+        pieces = recorded.pieces
+        if pieces is None:
+            pieces = (recorded.response.message.content or "",)
+        for piece in pieces:
+            if piece:
+                on_text(piece)
+        return recorded.response
+
+    def _recorded(self, request: ModelRequest) -> Recorded:
+        return self.cassette.answer(self.name, request, worker=worker_of(request), case=_case.get())
+
+
+@overload
+def cassette(
+    models: Model, *, record: str | Path | None = None, replay: str | Path | None = None
+) -> Model: ...
+
+
+@overload
+def cassette(
+    models: Mapping[str, Model],
+    *,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+) -> dict[str, Model]: ...
+
+
+@overload
+def cassette(models: Mapping[str, object], *, replay: str | Path) -> dict[str, Model]: ...
+
+
+def cassette(
+    models: Model | Mapping[str, object],
+    *,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+) -> Model | dict[str, Model]:
+    """One model, or models by name, recorded in the cassette ``record`` (started
+    anew) or answered from the cassette ``replay``; as they are with neither. A single
+    model is named ``default`` in the file, as an Executor names it.
+
+    With ``replay``, only the names are read: nothing of the models is called, held
+    or asked for a key, and a hive's models need not be built at all
+    (``cassette(hive.spec.models, replay=path)``).
+
+    Raises:
+        ValueError: when both ``record`` and ``replay`` are given.
+        TypeError: when a model to record is no model.
+        CassetteError: when the file cannot be written (``record``), or read
+            (``replay``).
+    """
+    if record is not None and replay is not None:
+        raise ValueError("record= or replay=, not both: a cassette is recorded, then replayed")
+    one = not isinstance(models, Mapping)
+    named: dict[str, object] = dict(models) if isinstance(models, Mapping) else {"default": models}
+    wrapped: dict[str, Model] = {}
+    if replay is not None:
+        played = Cassette(replay)
+        wrapped = {name: ReplayModel(played, name=name) for name in named}
+        return wrapped["default"] if one else wrapped
+    for name, model in named.items():
+        if not isinstance(model, Model):
+            raise TypeError(f"cassette(): {name!r} is {model!r}, not a model to record")
+        wrapped[name] = model
+    if record is not None:
+        writer = CassetteWriter(record)
+        wrapped = {name: RecordingModel(m, writer, name=name) for name, m in wrapped.items()}
+    return wrapped["default"] if one else wrapped

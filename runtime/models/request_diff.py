@@ -1,0 +1,89 @@
+"""How a model request differs from another, first: what a cassette's mismatch
+(:class:`~runtime.errors.CassetteMismatch`) names. Both requests are in the JSON form
+of :func:`runtime.models.cassettes.canonical`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["OPTIONS", "common_messages", "first_difference"]
+
+OPTIONS = ("tools", "tool_choice", "parallel_tool_calls", "output", "max_output_tokens")
+"""What a request's key holds besides its messages, as the differences name them."""
+
+
+def common_messages(ours: list[Any], theirs: list[Any]) -> int:
+    """How many messages two requests share from the first."""
+    count = 0
+    for mine, other in zip(ours, theirs, strict=False):
+        if mine != other:
+            break
+        count += 1
+    return count
+
+
+def first_difference(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
+    """The first difference between a recorded request and one asked, both
+    canonical: an option, else the first message that differs, else one
+    that only one of them has."""
+    for name in OPTIONS:
+        if recorded[name] != asked[name]:
+            if name == "tools":
+                return _tools_difference(recorded[name], asked[name])
+            return f"{name}: recorded {_short(recorded[name])}, asked {_short(asked[name])}"
+    ours, theirs = asked["messages"], recorded["messages"]
+    index = common_messages(ours, theirs)
+    if index < len(ours) and index < len(theirs):
+        mine, other = ours[index], theirs[index]
+        for field in sorted(set(mine) | set(other)):
+            if mine.get(field) != other.get(field):
+                return (
+                    f"message {index + 1} ({mine.get('role')}), {field}: "
+                    f"{_text_difference(other.get(field), mine.get(field))}"
+                )
+    if len(ours) > len(theirs):
+        extra = ours[len(theirs)]
+        return (
+            f"asked with {len(ours)} messages, recorded with {len(theirs)}: message "
+            f"{len(theirs) + 1} ({extra.get('role')}) is new: {_short(extra.get('content'))}"
+        )
+    return f"asked with {len(ours)} messages, recorded with {len(theirs)}"
+
+
+def _tools_difference(recorded: list[Any], asked: list[Any]) -> str:
+    names = [tool["name"] for tool in recorded], [tool["name"] for tool in asked]
+    if names[0] != names[1]:
+        return f"tools: recorded {names[0]}, asked {names[1]}"
+    for before, now in zip(recorded, asked, strict=True):
+        if before != now:
+            field = next(f for f in sorted(set(before) | set(now)) if before.get(f) != now.get(f))
+            return (
+                f"tool {now['name']!r}, {field}: recorded {_short(before.get(field))}, "
+                f"asked {_short(now.get(field))}"
+            )
+    return "tools differ"
+
+
+def _text_difference(recorded: Any, asked: Any) -> str:
+    """Where two values first differ: for texts, a little of each around the first
+    character that differs."""
+    if not isinstance(recorded, str) or not isinstance(asked, str):
+        return f"recorded {_short(recorded)}, asked {_short(asked)}"
+    at = next(
+        (i for i, (a, b) in enumerate(zip(recorded, asked, strict=False)) if a != b),
+        min(len(recorded), len(asked)),
+    )
+    start = max(0, at - 30)
+    lead = "..." if start else ""
+    return (
+        f"at character {at + 1}: recorded {lead}{recorded[start : at + 40]!r}, "
+        f"asked {lead}{asked[start : at + 40]!r}"
+    )
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    shown = text if len(text) <= limit else text[:limit] + "..."
+    return repr(shown) if isinstance(value, str) else shown

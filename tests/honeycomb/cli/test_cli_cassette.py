@@ -1,0 +1,67 @@
+"""``--record`` and ``--replay`` on ``honeycomb run``: a run recorded, replayed with
+no model built, and a replay that asks what was not recorded, or reads a file that
+is not a cassette."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+from runtime.models.cassettes import Cassette
+from tests.support import ROOT
+
+TRIP = str(ROOT / "examples" / "trip" / "hive.yaml")
+
+
+def answer(out: str) -> str:
+    return out.split("\nAnswer:\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_a_run_recorded_replays_with_no_model(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", TRIP, "--plain", "--no-store"]
+    assert main([*args, "--model", "offline", "--record", "trip.jsonl"]) == 0
+    recorded = capsys.readouterr()
+    assert "recording the model calls in trip.jsonl" in recorded.err
+    calls = len(Cassette("trip.jsonl").calls)
+    assert main([*args, "--replay", "trip.jsonl"]) == 0
+    replayed = capsys.readouterr()
+    assert f"replaying the model calls of trip.jsonl ({calls} recorded;" in replayed.err
+    assert "Offline simulation" not in replayed.out  # no model is built
+    assert answer(replayed.out) == answer(recorded.out)
+    assert f"{calls} model, 11 tool" in replayed.out
+
+
+def test_a_replay_of_another_task_fails_naming_the_planner_and_the_difference(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", TRIP, "--plain", "--no-store"]
+    assert main([*args, "--model", "offline", "--record", "trip.jsonl"]) == 0
+    capsys.readouterr()
+    rome = ["run", TRIP, "Plan a weekend in Rome.", "--plain", "--no-store"]
+    assert main([*rome, "--replay", "trip.jsonl"]) == 1
+    out = capsys.readouterr().out
+    assert "run failed: trip.jsonl: a call of model 'offline' (worker 'planner')" in out
+    assert "message 2 (user), content: at character 25: recorded 'Task: Plan a weekend" in out
+
+
+def test_a_file_that_is_not_a_cassette_stops_the_command_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tape = tmp_path / "notes.jsonl"
+    tape.write_text('{"kind": "cassette", "version": 1}\n{"kind": "call"}\n')
+    assert main(["run", TRIP, "--plain", "--no-store", "--replay", str(tape)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tape}:2: not a line of a cassette: Object missing required field" in err
+
+
+def test_a_cassette_is_for_workers_run_here(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", TRIP, "--plain", "--no-store", "--backend", "ray"]
+    assert main([*args, "--record", "trip.jsonl"]) == 2
+    assert "--record works in this process" in capsys.readouterr().err
+    assert not Path("trip.jsonl").exists()

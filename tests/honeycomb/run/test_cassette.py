@@ -1,0 +1,140 @@
+"""A run recorded on a model behind HTTP (the local OpenAI-compatible server), then
+replayed from its cassette with the server asked nothing: parallel workers, tool
+calls, streamed text; and a replay that asks what was not recorded."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor, Policy, Role, RunResult, Subtask, tool
+from honeycomb.errors import CassetteMismatch, RunFailed
+from honeycomb.events import ModelCallFinished, TextDelta
+from honeycomb.models import Cassette, Model, OpenAIModel, cassette, cassette_case
+from runtime import Event, ToolMessage
+from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, text, tool_calls
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+FINDER = Role(name="finder", description="Looks things up.", tools=["lookup"])
+PLAN = [
+    Subtask(id="s1", role="finder", instruction="Lisbon"),
+    Subtask(id="s2", role="finder", instruction="Porto"),
+    Subtask(id="s3", role="finder", instruction="Porto"),  # asks what s2 asks
+]
+
+
+def responder() -> object:
+    """Each worker calls ``lookup`` for its city, then answers with what it found and
+    a number that counts the answers: two workers asking the same thing are answered
+    differently, in whatever order their calls arrive."""
+    answers = itertools.count(1)
+
+    def answer(request: RecordedRequest) -> Behaviour:
+        last = request.body["messages"][-1]
+        if last["role"] == "tool":
+            return text(f"{last['content']} (answer {next(answers)})")
+        city = last["content"].rsplit("\n", 1)[-1].strip()
+        return tool_calls(("lookup", {"city": city}))
+
+    return answer
+
+
+async def run(models: Model) -> tuple[RunResult, list[Event]]:
+    events: list[Event] = []
+    executor = Executor(
+        [FINDER],
+        models,
+        tools=[lookup],
+        aggregator="concat",
+        policy=Policy(max_workers=3),
+    )
+    result = await executor.run(
+        "weather", subtasks=PLAN, on_event=[events.append], text_deltas=True
+    )
+    return result, events
+
+
+def answers(result: RunResult) -> dict[str, str]:
+    return {name: str(sub.output) for name, sub in result.subtasks.items()}
+
+
+def streamed(events: list[Event]) -> dict[str, str]:
+    pieces: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, TextDelta) and event.worker is not None:
+            pieces[event.worker] = pieces.get(event.worker, "") + event.text
+    return pieces
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
+    monkeypatch.chdir(tmp_path)  # where the cassette goes
+    with OpenAIServer(responder()) as serving:  # type: ignore[arg-type]
+        yield serving
+
+
+def model_of(server: OpenAIServer) -> OpenAIModel:
+    return OpenAIModel("gpt-test", base_url=server.base_url, api_key="sk-test")
+
+
+async def test_a_replayed_run_answers_as_recorded_with_no_http(server: OpenAIServer) -> None:
+    tape = Path("weather.cassette.jsonl")
+    recorded, recorded_events = await run(cassette(model_of(server), record=tape))
+    asked = len(server.requests)
+    replayed, replayed_events = await run(cassette(model_of(server), replay=tape))
+    assert len(server.requests) == asked == 6  # three workers, two calls each
+
+    assert recorded.status == replayed.status == "ok"
+    assert answers(replayed) == answers(recorded)
+    # s2 and s3 asked the same things; each got again what it got when recorded.
+    assert answers(recorded)["s2"] != answers(recorded)["s3"]
+    assert replayed.usage == recorded.usage
+    assert streamed(replayed_events) == streamed(recorded_events) != {}
+    looked = [
+        m.content
+        for sub in replayed.subtasks.values()
+        if sub.worker is not None
+        for m in sub.worker.transcript.messages
+        if isinstance(m, ToolMessage)
+    ]
+    assert sorted(looked) == ["sunny in Lisbon", "sunny in Porto", "sunny in Porto"]
+
+
+async def test_a_replayed_call_that_was_not_recorded_names_the_case_worker_and_difference(
+    server: OpenAIServer,
+) -> None:
+    tape = Path("weather.cassette.jsonl")
+    with cassette_case("iberia"):
+        await run(cassette(model_of(server), record=tape))
+    changed = [Subtask(id="s1", role="finder", instruction="Madrid")]
+    executor = Executor([FINDER], cassette(model_of(server), replay=tape), tools=[lookup])
+    events: list[Event] = []
+    with cassette_case("iberia"), pytest.raises(RunFailed):
+        await executor.run("weather", subtasks=changed, on_event=[events.append])
+    (error,) = [e.error for e in events if isinstance(e, ModelCallFinished) and e.error]
+    assert error.startswith("CassetteMismatch: ")
+    assert "(case 'iberia', worker 's1')" in error
+    # The nearest recorded call is s1's own first one: its task is what changed.
+    assert "message 2 (user), content: at character" in error
+    assert "recorded 'Lisbon', asked 'Madrid'" in error
+    assert {call.case for call in Cassette(tape).calls} == {"iberia"}
+
+
+async def test_the_mismatch_error_says_what_differs_first() -> None:
+    error = CassetteMismatch("t.jsonl", "gpt", "tools: recorded ['a'], asked ['b']", worker="s1")
+    assert str(error) == (
+        "t.jsonl: a call of model 'gpt' (worker 's1') that the cassette did not record: "
+        "tools: recorded ['a'], asked ['b']; record it again if the change is meant"
+    )
+    assert not error.retryable

@@ -1,0 +1,217 @@
+"""The cassette layers alone, around a fake model: what is recorded, how a request is
+matched, streamed replay, mismatches, and cassette files that are not right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from runtime.errors import CassetteError, CassetteMismatch
+from runtime.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from runtime.model import ModelRequest, ToolSchema
+from runtime.models.cassettes import Cassette
+from runtime.models.layers import cost_cap
+from runtime.models.layers.cassette import RecordingModel, ReplayModel, cassette, cassette_case
+from runtime.models.pricing import Price, PricedModel
+from runtime.secrets import add_secret
+from runtime.testing import FunctionModel
+
+
+def ask(text: str, *, worker: str = "s1", tools: tuple[str, ...] = ()) -> ModelRequest:
+    return ModelRequest(
+        messages=(UserMessage(content=text),),
+        tools=tuple(ToolSchema(name=name) for name in tools),
+        conversation=f"run1/{worker}",
+    )
+
+
+def echo() -> FunctionModel:
+    """Answers with what it was asked and how many calls it has had."""
+    calls: list[int] = []
+
+    def answer(request: ModelRequest) -> str:
+        calls.append(1)
+        return f"{request.messages[-1].content} #{len(calls)}"
+
+    return FunctionModel(answer)
+
+
+async def test_a_streamed_call_replays_in_the_pieces_it_came_in(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    recording = cassette(echo(), record=tape)
+    shown: list[str] = []
+    recorded = await recording.stream(ask("one two three"), shown.append)  # type: ignore[attr-defined]
+    replaying = cassette(echo(), replay=tape)
+    again: list[str] = []
+    replayed = await replaying.stream(ask("one two three"), again.append)  # type: ignore[attr-defined]
+    assert replayed == recorded
+    assert again == shown
+    assert len(shown) > 1
+
+
+async def test_a_call_recorded_whole_streams_its_text_at_once(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    await cassette(echo(), record=tape).complete(ask("hello"))
+    shown: list[str] = []
+    replayed = await cassette(echo(), replay=tape).stream(ask("hello"), shown.append)  # type: ignore[attr-defined]
+    assert shown == ["hello #1"] == [replayed.message.content]
+
+
+async def test_tool_call_ids_and_run_ids_do_not_count_and_times_of_day_are_one(
+    tmp_path: Path,
+) -> None:
+    def turn(call_id: str, stamp: str, run: str) -> ModelRequest:
+        return ModelRequest(
+            messages=(
+                UserMessage(content="send it"),
+                AssistantMessage(tool_calls=(ToolCall(id=call_id, name="send"),)),
+                ToolMessage(tool_call_id=call_id, name="send", content=f"outbox/{stamp}-x.md"),
+            ),
+            conversation=f"{run}/s1",
+        )
+
+    tape = tmp_path / "t.jsonl"
+    await cassette(echo(), record=tape).complete(turn("call_abc", "20261202-103737-625318", "r1"))
+    replayed = await cassette(echo(), replay=tape).complete(
+        turn("call_xyz", "20270101-000000-000001", "r2")
+    )
+    assert replayed.message.content is not None
+
+
+async def test_identical_requests_are_answered_by_their_own_worker_whatever_the_order(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "t.jsonl"
+    recording = cassette(echo(), record=tape)
+    first = await recording.complete(ask("same", worker="s1"))
+    second = await recording.complete(ask("same", worker="s2"))
+    assert first.message.content != second.message.content
+    replaying = cassette(echo(), replay=tape)
+    assert await replaying.complete(ask("same", worker="s2")) == second
+    assert await replaying.complete(ask("same", worker="s1")) == first
+    # Asked more often than recorded: the recorded answers again, in the same order.
+    assert await replaying.complete(ask("same", worker="s1")) == first
+    assert await replaying.complete(ask("same", worker="s3")) == first
+
+
+async def test_a_case_prefers_what_was_recorded_for_it(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    recording = cassette(echo(), record=tape)
+    with cassette_case("a"):
+        in_a = await recording.complete(ask("same"))
+    with cassette_case("b"):
+        in_b = await recording.complete(ask("same"))
+    replaying = cassette(echo(), replay=tape)
+    with cassette_case("b"):
+        assert await replaying.complete(ask("same")) == in_b
+    with cassette_case("a"):
+        assert await replaying.complete(ask("same")) == in_a
+
+
+async def test_a_request_not_recorded_names_the_worker_case_and_first_difference(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "t.jsonl"
+    await cassette(echo(), record=tape).complete(ask("weather in Lisbon", tools=("weather",)))
+    replaying = cassette(echo(), replay=tape)
+    with cassette_case("trip"), pytest.raises(CassetteMismatch) as raised:
+        await replaying.complete(ask("weather in Lisbon", worker="s2", tools=("forecast",)))
+    error = raised.value
+    assert (error.file, error.model, error.worker, error.case) == (
+        str(tape),
+        "default",
+        "s2",
+        "trip",
+    )
+    assert error.difference.startswith("tools: recorded ['weather'], asked ['forecast']")
+    with pytest.raises(CassetteMismatch) as raised:
+        await replaying.complete(ask("weather in Lisbin", tools=("weather",)))
+    assert raised.value.difference == (
+        "message 1 (user), content: at character 16: recorded 'weather in Lisbon', "
+        "asked 'weather in Lisbin' (recorded for worker 's1')"
+    )
+
+
+async def test_a_model_the_cassette_never_recorded_is_named(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    await cassette({"fast": echo()}, record=tape)["fast"].complete(ask("hi"))
+    with pytest.raises(
+        CassetteMismatch, match=r"holds no call of model 'slow' \(its models: fast\)"
+    ):
+        await ReplayModel(tape, name="slow").complete(ask("hi"))
+
+
+async def test_secrets_never_enter_a_cassette(tmp_path: Path) -> None:
+    add_secret("sk-live-0123456789abcdef", "api key")
+    tape = tmp_path / "t.jsonl"
+    leaky = FunctionModel(lambda request: "the key is sk-live-0123456789abcdef")
+    await cassette(leaky, record=tape).complete(ask("key? sk-live-0123456789abcdef"))
+    written = tape.read_text()
+    assert "sk-live-0123456789abcdef" not in written
+    assert "[api key hidden]" in written
+
+
+async def test_a_replay_costs_what_the_recorded_model_charged(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    price = Price(input_per_mtok=1.0, output_per_mtok=2.0)
+    recorded = await RecordingModel(PricedModel(echo(), price), tape).complete(ask("hi"))
+    replaying = ReplayModel(tape)
+    assert cost_cap.price_of(replaying) == price
+    assert (await replaying.complete(ask("hi"))).usage == recorded.usage
+    assert recorded.usage.cost > 0
+
+
+def test_a_cassette_is_recorded_or_replayed_not_both(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        cassette(echo(), record=tmp_path / "a", replay=tmp_path / "b")
+
+
+async def test_a_replay_needs_only_the_models_names(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    recorded = await cassette({"gpt": echo()}, record=tape)["gpt"].complete(ask("hi"))
+    replaying = cassette({"gpt": "a model that cannot be built here"}, replay=tape)
+    assert await replaying["gpt"].complete(ask("hi")) == recorded
+    with pytest.raises(TypeError, match="'gpt' is 'spec', not a model to record"):
+        cassette({"gpt": "spec"}, record=tape)  # type: ignore[dict-item]
+
+
+HEADER = '{"kind": "cassette", "version": 1}\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, r"t\.jsonl: cannot read: No such file"),
+        ("", r"t\.jsonl: empty: not a cassette"),
+        ('{"kind": "model", "name": "m"}\n', r"t\.jsonl:1: not a cassette: its first line is not"),
+        (
+            HEADER + '{"kind": "call", "model": 3}\n',
+            r"t\.jsonl:2: not a line of a cassette: .*\$\.model",
+        ),
+        (HEADER + "not json\n", r"t\.jsonl:2: not a line of a cassette: JSON is malformed"),
+        (HEADER + '{"kind": "tape"}\n', r"t\.jsonl:2: not a line of a cassette: .*'tape'"),
+        ('{"kind": "cassette", "version": 9}\n', r"t\.jsonl:1: a cassette of version 9;"),
+    ],
+    ids=["missing", "empty", "no header", "bad field", "not json", "unknown kind", "version"],
+)
+def test_a_cassette_file_that_is_not_right_is_named_with_its_line(
+    tmp_path: Path, content: str | None, said: str
+) -> None:
+    tape = tmp_path / "t.jsonl"
+    if content is not None:
+        tape.write_text(content)
+    with pytest.raises(CassetteError, match=said) as raised:
+        Cassette(tape)
+    assert raised.value.file == str(tape)
+
+
+async def test_a_recorded_call_reads_back_as_it_was_asked(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    with cassette_case("c1"):
+        await cassette({"m": echo()}, record=tape)["m"].complete(ask("hi", worker="s7"))
+    (call,) = Cassette(tape).calls
+    assert (call.model, call.worker, call.case, call.pieces) == ("m", "s7", "c1", None)
+    assert call.request.conversation is None  # its run id is not kept
+    assert msgspec.structs.replace(ask("hi"), conversation=None) == call.request
