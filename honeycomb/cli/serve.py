@@ -155,7 +155,7 @@ class Resumer:
         task.add_done_callback(self.going.discard)
 
     async def resume(self, run_id: str) -> None:
-        found = self.store.find(run_id)
+        found = await self.store.summary(run_id)  # read in a thread: not in the loop
         if found is None or found.source is None:
             print(
                 f"run {run_id}: decided; it was not started from a hive file, so continue it "

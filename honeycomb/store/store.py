@@ -228,6 +228,8 @@ class RunStore:
         checkpoint: bool,
         urgent: bool,
     ) -> None:
+        if not self._writer.running:
+            await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writer.put(work, done=waiter, lease=lease, checkpoint=checkpoint, urgent=urgent)
