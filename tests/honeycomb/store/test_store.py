@@ -5,7 +5,9 @@ without running finished work again or repeating a side effect."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -310,3 +312,26 @@ def test_a_result_gets_back_the_outcomes_of_its_finished_subtasks_in_plan_order(
     assert whole_result(full, {}, damaged=damaged) == full  # kept whole: read as it is
     with pytest.raises(StoreError, match="no c"):
         whole_result(kept, {"a": "{}"}, damaged=damaged)
+
+
+async def test_a_write_that_starts_the_writer_connects_outside_the_event_loop(
+    store: Where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Connecting to a server takes a while (and up to its timeout when it is down).
+    from honeycomb.store.postgres import PostgresDatabase
+    from honeycomb.store.sqlite import SQLiteDatabase
+
+    database = SQLiteDatabase if isinstance(store, Path) else PostgresDatabase
+    connected_in: list[str] = []
+    connect = database.connect
+
+    def recorded(self: Any) -> Any:
+        connected_in.append(threading.current_thread().name)
+        return connect(self)
+
+    monkeypatch.setattr(database, "connect", recorded)
+    kept = RunStore(store)
+    await kept.commit(("INSERT INTO spans (run_id, spans) VALUES (?, '[]')", ("r1",)))
+    kept.close()
+    assert connected_in != [threading.current_thread().name]
+    assert len(connected_in) == 1
