@@ -11,8 +11,9 @@ A batch that fails in any way (the disk, a lock, a value the database cannot tak
 rolled back, and each of its waiters is told with a StoreError; the thread goes on. A
 connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
 is made anew, for as long as :data:`RECONNECT_S` (the server restarts): a batch it
-lost before its commit was sent is written again then, as nothing of it was; one lost
-as it committed is not (it may be there, or not: its waiters are told so). Text is
+lost before its commit was sent is written again then, as nothing of it was (as is one
+the server rolled back to break a deadlock with another process's); one lost as it
+committed is not (it may be there, or not: its waiters are told so). Text is
 made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime.text`),
 and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write queued are
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import queue
 import threading
 import time
@@ -269,15 +271,15 @@ class Writer:
             connection.close()
             self._connection = None
         deadline = time.monotonic() + RECONNECT_S
-        for attempt in range(1_000_000):
+        for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
             try:
                 self._connection = self.database.connect()
                 return self._connection
             except StoreError:
                 if time.monotonic() >= deadline:
                     raise
-            time.sleep(_RECONNECT_EVERY_S[min(attempt, len(_RECONNECT_EVERY_S) - 1)])
-        raise AssertionError("unreachable")  # pragma: no cover
+            time.sleep(wait)
+        raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 
     def _commit(
         self,
