@@ -104,8 +104,9 @@ def unit(module: str) -> str:
 
 
 LOW = {"runtime", "workers"}
+EVALS = {"honeycomb.evals"}
 PARTS = {"honeycomb.executor", "honeycomb.run", "honeycomb.hive", "honeycomb.store",
-         "honeycomb.trace", "honeycomb.offline", "honeycomb.backends"}  # fmt: skip
+         "honeycomb.trace", "honeycomb.offline", "honeycomb.backends"} | EVALS  # fmt: skip
 NAMESPACES = set(public_modules()) - PARTS - {"honeycomb"}
 ALLOWED = {
     "runtime": set(),
@@ -117,15 +118,16 @@ ALLOWED = {
     "honeycomb.hive": LOW | {"honeycomb.run", "honeycomb.offline", "honeycomb.backends"},
     "honeycomb.backends": LOW | {"honeycomb.run"},
     "honeycomb.executor": LOW | {"honeycomb.run", "honeycomb.hive", "honeycomb.store"},
+    "honeycomb.evals": LOW | (PARTS - {"honeycomb.evals"}),
     "honeycomb": LOW | PARTS,
     **dict.fromkeys(NAMESPACES, LOW | PARTS),
-    "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace"},
+    "honeycomb.web": LOW | {"honeycomb.run", "honeycomb.store", "honeycomb.trace"} | EVALS,
     "honeycomb.cli": LOW | PARTS | {"honeycomb", "honeycomb.web"},
     "honeycomb.__main__": {"honeycomb.cli"},
 }
 """What each part may import: the layers point downward (runtime <- workers <-
 honeycomb), and inside honeycomb trace <- store <- run <- offline <- hive <- the
-Executor <- the command line; backends build on run, and the hive makes the one it
+Executor <- evals <- the command line; backends build on run, and the hive makes the one it
 declares. ``honeycomb`` and its public namespaces (docs/api.md) gather names from the
 parts, and no part imports them."""
 
@@ -308,6 +310,7 @@ EXTRA_MODULES = {  # each behind an extra
     "runtime/tools/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
     "runtime/models/llama_server.py": {"xllamacpp"},  # `local`, as a server starts
     "honeycomb/web/app.py": {"starlette"},  # `web`
+    "honeycomb/web/evals.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed
     "honeycomb/backends/ray.py": {"ray"},  # `ray`, once a RayBackend is used
@@ -315,6 +318,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/backends/_driver.py": {"ray"},  # `ray`, as its workers run
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
     "honeycomb/store/postgres.py": {"psycopg", "psycopg_pool"},  # `postgresql`, for its stores
+    "honeycomb/evals/checks.py": {"jsonschema"},  # `evals`, by a check of a JSON schema
 }
 
 

@@ -16,6 +16,7 @@ class ExitStatus(enum.IntEnum):
     FAILED = 1
     UNUSABLE = 2
     WAITING = 3
+    CASES_FAILED = 4
     INTERRUPTED = 128 + signal.SIGINT
     BROKEN_PIPE = 128 + signal.SIGPIPE
     TERMINATED = 128 + signal.SIGTERM
@@ -35,10 +36,14 @@ MEANINGS: dict[ExitStatus, str] = {
     "arguments that fail the tool's schema; `resume` of a run made from Python that did "
     "not end; another process carries the run on; the Ray cluster cannot be joined; "
     "`init` of an unknown template; an example hive the package lacks; `serve` cannot "
-    "listen, or lacks the `web` extra; an option out of its range, or without the one it "
+    "listen, or lacks the `web` extra; `eval`: the cases file has errors; `eval compare` "
+    "or `--baseline` finds no such eval; an option out of its range, or without the one it "
     "needs (and argparse's usage errors)",
     ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
     "then `honeycomb resume`)",
+    ExitStatus.CASES_FAILED: "`eval`: a case failed, or the eval's budget left cases unrun "
+    "(with `--gate regressions`: a case that passed in the baseline fails now); `eval "
+    "compare`: a case that passed in the first eval fails in the second",
     ExitStatus.INTERRUPTED: "stopped by Ctrl-C (SIGINT)",
     ExitStatus.BROKEN_PIPE: "the output went into a pipe that closed early (`honeycomb run "
     "... --json \\| head`): the command ends quietly",

@@ -5,6 +5,7 @@ process (``provider: llama``, the ``local`` extra): SmolLM2-135M's from the
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from runtime import ConfigError, Model
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
 
-__all__ = ["ANSWER_TOKENS", "LOCAL", "SEED", "add_local_options", "local_model", "short_answers"]
+__all__ = ["ANSWER_TOKENS", "LOCAL", "SEED", "add_model_options", "local_model", "short_answers"]
 
 LOCAL = "local"
 """The ``--model`` that runs llama.cpp in this process."""
@@ -43,7 +44,28 @@ class _Gguf(argparse.Action):
             namespace.model = LOCAL
 
 
-def add_local_options(parser: argparse.ArgumentParser) -> None:
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--model``, ``--base-url``, ``--tool-protocol`` and ``--gguf``: the model every
+    role of a command's runs uses instead of the hive's (``run``, ``demo``, ``eval``)."""
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("HONEYCOMB_MODEL"),
+        help="use this model for every role: 'offline', 'local' (llama.cpp in this "
+        "process, the local extra) or an OpenAI-compatible model name (env HONEYCOMB_MODEL)",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("HONEYCOMB_BASE_URL"),
+        help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
+    )
+    parser.add_argument(
+        "--tool-protocol",
+        choices=("native", "text", "json"),
+        default=None,
+        help="how --model calls tools: native function calling; 'text' for a model "
+        "without it (actions written as JSON blocks); 'json' for one whose server "
+        "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
+    )
     parser.add_argument(
         "--gguf",
         action=_Gguf,

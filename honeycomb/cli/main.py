@@ -1,5 +1,6 @@
 """The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``approve``,
 ``runs``, ``trace``, ``serve``, ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`),
+``eval`` (:mod:`honeycomb.cli.evals`),
 and in a clone of the repository ``bench``; with no arguments, a short guide
 (:mod:`honeycomb.cli.init`).
 
@@ -22,9 +23,10 @@ from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
 from honeycomb.cli.cassettes import add_cassette_options
+from honeycomb.cli.evals import add_eval_command, compare_main
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
-from honeycomb.cli.local import add_local_options
+from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
@@ -55,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitStatus.OK
     if argv[:1] == ["bench"]:  # its options belong to the benchmark's own parser
         return _bench(argv[1:])
+    if argv[:2] == ["eval", "compare"]:  # two eval ids, not a hive and a cases file
+        return compare_main(argv[2:])
     args = _parser().parse_args(argv)
     try:
         code: int = args.handler(args)
@@ -175,6 +179,8 @@ def _parser() -> argparse.ArgumentParser:
 
     add_memory_command(commands)
 
+    add_eval_command(commands)
+
     if _clone() is not None:
         commands.add_parser(
             "bench",
@@ -188,25 +194,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print events as JSON lines")
     out.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
-    parser.add_argument(
-        "--model",
-        default=os.environ.get("HONEYCOMB_MODEL"),
-        help="use this model for every role: 'offline', 'local' (llama.cpp in this "
-        "process, the local extra) or an OpenAI-compatible model name (env HONEYCOMB_MODEL)",
-    )
-    parser.add_argument(
-        "--base-url",
-        default=os.environ.get("HONEYCOMB_BASE_URL"),
-        help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
-    )
-    parser.add_argument(
-        "--tool-protocol",
-        choices=("native", "text", "json"),
-        default=None,
-        help="how --model calls tools: native function calling; 'text' for a model "
-        "without it (actions written as JSON blocks); 'json' for one whose server "
-        "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
-    )
+    add_model_options(parser)
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -233,7 +221,6 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
-    add_local_options(parser)
     add_cassette_options(parser)
 
 

@@ -4,10 +4,12 @@ one owner at a time (a lease), never modifying a file (or tables) not a Honeycom
 store's. The journal of side effects is how a resumed run runs no completed
 side-effecting call twice (``docs/durable.md``)."""
 
+from honeycomb.store.evals import EvalSummary
 from honeycomb.store.store import Lease, RunStore, RunSummary, StoredRun, StoredWorker
 from runtime.tools.journal import Journal, JournalEntry, MemoryJournal, OnUnknown
 
 __all__ = [
+    "EvalSummary",
     "Journal",
     "JournalEntry",
     "Lease",

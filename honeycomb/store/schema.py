@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -137,6 +137,7 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         # one stands, and whoever decides after is told who made it).
         "approvals": (("decided_by", "TEXT", "NULL"),),
     },
+    6: {},  # the evals table (EVALS)
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
@@ -185,7 +186,19 @@ it ended, or, for a life cut off (a crash), at its last spend. Written as the li
 spends: a resumed run's budget starts from its last life's row (see
 ``honeycomb/run/record.py``). A life's own spending is its row less the one before."""
 
-CREATED: dict[int, tuple[str, ...]] = {5: (APPROVALS, LIVES)}
+EVALS = """
+CREATE TABLE IF NOT EXISTS evals (
+    eval_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    passed INTEGER NOT NULL,
+    report TEXT NOT NULL
+)
+"""
+"""One row per eval (``honeycomb eval``): its report as JSON, each of its cases' runs
+kept as a run of its own (schema 6)."""
+
+CREATED: dict[int, tuple[str, ...]] = {5: (APPROVALS, LIVES), 6: (EVALS,)}
 """The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
 
 
@@ -447,6 +460,7 @@ __all__ = [
     "APPLICATION_ID",
     "APPROVALS",
     "CREATED",
+    "EVALS",
     "LIVES",
     "SCHEMA_VERSION",
     "TABLES",

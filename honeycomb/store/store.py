@@ -33,6 +33,7 @@ import msgspec
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
 from honeycomb.store.database import Connection, Database, is_url
+from honeycomb.store.evals import KEEP_EVAL, EvalSummary, read_eval, read_evals
 from honeycomb.store.lease import Lease
 from honeycomb.store.results import whole_result
 from honeycomb.store.runs import (
@@ -56,6 +57,7 @@ _SPANS = msgspec.json.Decoder(list[Span])
 
 __all__ = [
     "STATE_FIELDS",
+    "EvalSummary",
     "Lease",
     "RunStore",
     "RunSummary",
@@ -251,7 +253,27 @@ class RunStore:
         if not self._writer.running:
             await anyio.to_thread.run_sync(self._writer.start)
 
+    async def keep_eval(
+        self, eval_id: str, name: str, started_at: float, passed: bool, report: bytes
+    ) -> None:
+        """Keep an eval's ``report`` (JSON) by its id, and return once it is committed
+        (an eval of the same id is replaced).
+
+        Raises:
+            StoreError: when the store cannot be written.
+        """
+        text = report.decode()
+        await self.commit((KEEP_EVAL, (eval_id, name, started_at, int(passed), text)))
+
     # --- reading ------------------------------------------------------------------------
+
+    def evals(self, limit: int = 50) -> list[EvalSummary]:
+        """The latest evals, newest first (a quick read; fine to call from a CLI)."""
+        return self._reading(functools.partial(read_evals, limit=limit), [])
+
+    def eval_report(self, eval_id: str) -> str | None:
+        """The report of eval ``eval_id`` as JSON, or None when the store has none."""
+        return self._reading(functools.partial(read_eval, eval_id=eval_id), None)
 
     async def load(self, run_id: str) -> StoredRun | None:
         """The run ``run_id``, or None if the store does not have it."""

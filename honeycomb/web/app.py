@@ -1,5 +1,6 @@
 """``honeycomb serve``'s web app: the runs of a run store in a browser, a run's page
-kept up to date while it goes (server-sent events), and its pending approvals.
+kept up to date while it goes (server-sent events), and its pending approvals; the
+evals kept there, and what changed between two (:mod:`honeycomb.web.evals`).
 
 Safe by default. Every request needs the server's token: the address printed at the
 start carries it once (``?token=``), which the app trades for a cookie and a redirect
@@ -37,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.trace.html import STYLE
+from honeycomb.web.evals import eval_routes
 from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
@@ -150,6 +152,7 @@ def create_app(
         Route(base + "runs/{run_id}/live", site.live),
         Route(base + "runs/{run_id}/events", site.events),
         Route(base + "runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
+        *eval_routes(site.store, links),
     ]
     handlers = {_Refused: _refused, StoreError: _store_failed}
     app = Starlette(routes=routes, exception_handlers=handlers)

@@ -44,6 +44,13 @@ class Links(Value, frozen=True, kw_only=True):
     def static(self, name: str) -> str:
         return f"{self.base}static/{name}"
 
+    @property
+    def evals(self) -> str:
+        return f"{self.base}evals"
+
+    def eval(self, eval_id: str) -> str:
+        return f"{self.base}evals/{quote(eval_id, safe='')}"
+
 
 def page(title: str, body: str, links: Links | None = None, *, live: str | None = None) -> str:
     """A whole page; ``live``: the address of the run events that keep it up to date."""
@@ -59,7 +66,7 @@ def page(title: str, body: str, links: Links | None = None, *, live: str | None 
 <script src="{_e(links.static("serve.js"))}" defer></script>
 </head>
 <body>
-<nav><a href="{_e(links.base)}">runs</a></nav>
+<nav><a href="{_e(links.base)}">runs</a> · <a href="{_e(links.evals)}">evals</a></nav>
 {body}
 <div id="tip" hidden></div>
 </body>

@@ -333,10 +333,11 @@ def _is_model(annotation: Any) -> bool:
 
 
 def _fields(model: Any) -> dict[str, Any]:
-    """The annotations of the fields of a model (see :func:`_is_model`), by name."""
+    """The annotations of the fields of a model (see :func:`_is_model`), by the name a
+    file writes them with (a field's alias, where it has one: ``assert``)."""
     if issubclass(model, Settings):
         return {name: info.type for name, info in written_fields(model).items()}
-    return {name: info.annotation for name, info in model.model_fields.items()}
+    return {info.alias or name: info.annotation for name, info in model.model_fields.items()}
 
 
 def _only_model(members: list[Any]) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks import context
+from benchmarks import evals as evals_benchmark
 from benchmarks.fanout import IMPORT_PROBE, OWN_PACKAGES, Samples, dependencies, evaluate, points
 from benchmarks.floor import run_floor
 from benchmarks.spec import Counts, Params, expected_observation, lookup_value, verdict
@@ -314,3 +315,12 @@ def test_the_real_model_smoke_runs_honeycomb_the_gather_and_serial_on_the_same_b
     assert {"ratio", "speedup", "load"} <= set(records[-1])
     assert "| Honeycomb |" in printed
     assert "MISSED" not in printed  # a smoke run judges no target
+
+
+def test_the_evals_benchmark_scores_every_case_and_measures_its_overhead() -> None:
+    """Its figures, small: every case passes, and each figure is there."""
+    found = evals_benchmark.measure(cases=20, concurrency=4, store=True)
+    assert found["cases"] == 20
+    assert found["store"] is True
+    assert found["scoring_ms_per_case"] > 0
+    assert len(found["report_bytes"]) == 3

@@ -21,13 +21,7 @@ from tests.support import ROOT
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.fixture(autouse=True)
-def _outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files the examples' tools write go to a temporary folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", "0")
-    for name in ("OUTBOX", "NOTES", "REPORTS", "TICKETS"):
-        monkeypatch.setenv(f"HONEYCOMB_{name}", str(tmp_path / name.lower()))
+pytestmark = pytest.mark.usefixtures("example_outputs")
 
 
 async def _run(name: str, store: RunStore | None = None, file: str = "hive.yaml") -> RunResult:

@@ -1,0 +1,369 @@
+"""``honeycomb eval HIVE CASES``: every case of a cases file a run of the hive, at most
+``--concurrency`` at once, each kept in the run store and scored; a live progress
+view, then a table and the totals (or ``--json``, ``--junit FILE``, ``--html FILE``);
+``--baseline EVAL_ID`` compares with an eval kept before, and ``honeycomb eval compare
+A B`` compares two kept evals (docs/evals.md).
+
+Exit status: 0 when every case passed, 4 when one failed (with ``--gate
+regressions``: when a case that passed in the baseline fails), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import msgspec
+
+from honeycomb.cli.backend import pool_running
+from honeycomb.cli.cassettes import add_cassette_options, cassette_models
+from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.local import LOCAL, add_model_options, short_answers
+from honeycomb.cli.loop import run_on_loop
+from honeycomb.cli.running import DEFAULT_STORE, _override
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
+from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
+from honeycomb.evals.compare import Comparison, compare
+from honeycomb.evals.html import report_page
+from honeycomb.executor import Executor
+from honeycomb.hive import Hive, load_hive
+from honeycomb.store import RunStore
+from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
+from runtime.model import missing_key
+from workers import Role
+
+__all__ = ["add_eval_command", "compare_main", "eval_models"]
+
+
+def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "eval",
+        help="run a hive on a set of cases and score every run (honeycomb eval compare A B "
+        "compares two evals)",
+    )
+    parser.add_argument("hive", type=Path, help="the hive YAML file")
+    parser.add_argument("cases", type=Path, help="the cases file (evals.yaml)")
+    parser.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="runs at once (default 8)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, metavar="N", help="runs of each case (default 1)"
+    )
+    parser.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="the whole eval's budget in dollars, runs and judges together",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the whole eval's budget in tokens",
+    )
+    parser.add_argument(
+        "--max-model-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the whole eval's budget in model calls",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="EVAL_ID",
+        help="compare with this eval, kept in the same store",
+    )
+    parser.add_argument(
+        "--gate",
+        choices=("failures", "regressions"),
+        default="failures",
+        help="what fails the command: any failing case (default), or, with "
+        "--baseline, only cases that passed there and fail now",
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="run only the cases of this id, or matching this pattern ('trip-*'); repeatable",
+    )
+    parser.add_argument("--eval-id", default=None, help="the eval's id (default: a new one)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the report as JUnit XML",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the report as a web page",
+    )
+    parser.add_argument("--plain", action="store_true", help="no live view, even on a terminal")
+    add_model_options(parser)
+    add_cassette_options(parser)
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="offline model seconds per call (implies --model offline)",
+    )
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--store",
+        type=store_argument,
+        default=None,
+        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
+    )
+    keep.add_argument(
+        "--no-store",
+        action="store_true",
+        help="keep neither the runs nor the report (no --baseline then)",
+    )
+    parser.set_defaults(handler=eval_command)
+
+
+def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Model] | None:
+    """The models the eval's runs use: ``--model``'s for every role, else the hive's
+    (None); with ``--record``, recorded in a cassette, with ``--replay``, answered from
+    one (each case's calls as that case's).
+
+    Raises:
+        ConfigError: for a ``--model`` that cannot be made, a cassette that cannot be
+            read or written, or one with a hive whose workers run on Ray.
+    """
+    if args.model == LOCAL:
+        short_answers(hive)
+    model = None if args.replay is not None else _override(args)
+    return cassette_models(hive, model, args, hive.backend)
+
+
+def eval_command(args: argparse.Namespace) -> ExitStatus:
+    if args.latency is not None and args.model is None:
+        args.model = "offline"
+    if args.concurrency < 1 or args.repeat < 1:
+        print("--concurrency and --repeat are at least 1", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    if args.baseline is not None and args.no_store:
+        print("--baseline reads the store: drop --no-store", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    try:
+        hive = load_hive(args.hive)
+        hive.check_runnable()
+        cases = _chosen(load_cases(args.cases, hive), args.case)
+        models = eval_models(hive, args)
+    except ConfigError as exc:  # ConfigErrors too: every error, each at its line
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    missing = _missing(hive, models, args)
+    if missing:
+        print(str(ConfigErrors(missing)), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
+    options = hive.store_options if path == hive.store else {}
+    store = RunStore(path, **options) if path is not None else None
+    baseline = None
+    if args.baseline is not None and store is not None:
+        baseline = _kept(store, args.baseline)
+        if baseline is None:
+            return ExitStatus.UNUSABLE
+    budget = EvalBudget(
+        cost=args.max_cost, tokens=args.max_tokens, model_calls=args.max_model_calls
+    )
+    try:
+        report = run_on_loop(_run(hive, cases, models, store, budget, args))
+    except (StoreError, ConfigError) as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    finally:
+        if store is not None:
+            store.close()
+    comparison = compare(baseline, report) if baseline is not None else None
+    _write_files(report, comparison, args)
+    if args.json:
+        sys.stdout.write(report.to_json().decode() + "\n")
+    else:
+        print_report(sys.stdout, report, store.where if store is not None else None)
+        if comparison is not None:
+            print_comparison(sys.stdout, comparison)
+    return _status(report, comparison, args.gate)
+
+
+def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
+    """The cases ``--case`` names (every case without it).
+
+    Raises:
+        ConfigError: when a pattern matches no case.
+    """
+    if not patterns:
+        return cases
+    ids = [c.id for c in cases.cases]
+    for pattern in patterns:
+        if not fnmatch.filter(ids, pattern):
+            raise ConfigError(
+                f"--case {pattern}: no such case{did_you_mean(pattern, ids)}; the cases: "
+                + ", ".join(ids)
+            )
+    kept = tuple(c for c in cases.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
+    return msgspec.structs.replace(cases, cases=kept)
+
+
+def _missing(
+    hive: Hive, models: Model | Mapping[str, Model] | None, args: argparse.Namespace
+) -> list[ConfigError]:
+    """The API keys the eval's runs would need and lack (none: a cassette answers)."""
+    if args.replay is not None:
+        return []
+    if models is None:
+        return hive.missing_keys()
+    if isinstance(models, Mapping):
+        found = [missing_key(m) for m in models.values()]
+    else:
+        found = [missing_key(models)]
+    return [f for f in found if f is not None]
+
+
+async def _run(
+    hive: Hive,
+    cases: Cases,
+    models: Model | Mapping[str, Model] | None,
+    store: RunStore | None,
+    budget: EvalBudget,
+    args: argparse.Namespace,
+) -> EvalReport:
+    """The eval, on the hive's backend: a Ray pool is started before the first case and
+    its actors stopped after the last, as ``honeycomb run`` does.
+
+    Raises:
+        StoreError: when the store cannot be used.
+        ConfigError: when the hive's Ray cluster cannot be reached.
+    """
+    if store is not None:
+        await store.open()  # a store that cannot be used stops the command here
+    pool = hive.backend.build(hive.folder)
+    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    if pool is None:
+        return await _evaluate(executor, models, cases, budget, args)
+    async with pool_running(pool) as problem:
+        if problem is not None:
+            raise ConfigError(f"backend: {hive.backend.described()}: {problem}")
+        return await _evaluate(executor, models, cases, budget, args)
+
+
+async def _evaluate(
+    executor: Executor,
+    models: Model | Mapping[str, Model] | None,
+    cases: Cases,
+    budget: EvalBudget,
+    args: argparse.Namespace,
+) -> EvalReport:
+    judges = Judges(executor.roles, executor.shared.crew.model_for)
+    if cases.judges is not None:  # the judges' hive: on --model's model, else its own
+        model = None if models is None or isinstance(models, Mapping) else models
+        other = Executor.from_hive(cases.judges, model=model, backend=None)
+        judges = Judges({**other.roles, **executor.roles}, _model_for(executor, other))
+    total = len(cases.cases) * args.repeat
+    live = not (args.json or args.plain) and sys.stderr.isatty()
+    async with executor:
+        lines = None if args.json else sys.stderr
+        with EvalProgress(total, live=live, lines=lines) as progress:
+            return await evaluate(
+                executor,
+                cases,
+                concurrency=args.concurrency,
+                repeat=args.repeat,
+                budget=budget,
+                judges=judges,
+                eval_id=args.eval_id,
+                hive=str(args.hive),
+                on_run=progress.update,
+            )
+
+
+def _model_for(executor: Executor, other: Executor) -> Callable[[Role], Model]:
+    """The model of a role of the evaluated hive, else of the judges' hive."""
+
+    def model_for(role: Role) -> Model:
+        crew = executor.shared.crew if role.name in executor.roles else other.shared.crew
+        return crew.model_for(role)
+
+    return model_for
+
+
+def _kept(store: RunStore, eval_id: str) -> EvalReport | None:
+    """Eval ``eval_id`` of ``store``, or None having said why not."""
+    try:
+        text = store.eval_report(eval_id)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+    if text is None:
+        print(f"{store.where}: no eval {eval_id!r} (honeycomb serve lists them)", file=sys.stderr)
+        return None
+    return EvalReport.from_json(text)
+
+
+def _write_files(
+    report: EvalReport, comparison: Comparison | None, args: argparse.Namespace
+) -> None:
+    if args.junit is not None:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(junit(report), encoding="utf-8")
+    if args.html is not None:
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(report_page(report, comparison), encoding="utf-8")
+
+
+def _status(report: EvalReport, comparison: Comparison | None, gate: str) -> ExitStatus:
+    if gate == "regressions" and comparison is not None:
+        return ExitStatus.CASES_FAILED if comparison.regressions else ExitStatus.OK
+    return ExitStatus.OK if report.passed else ExitStatus.CASES_FAILED
+
+
+def compare_main(argv: list[str]) -> int:
+    """``honeycomb eval compare A B``: what changed from eval A to eval B."""
+    parser = argparse.ArgumentParser(
+        prog="honeycomb eval compare", description="what changed from eval A to eval B"
+    )
+    parser.add_argument("baseline", help="the earlier eval's id")
+    parser.add_argument("current", help="the later eval's id")
+    parser.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the later report and the comparison as a web page",
+    )
+    args = parser.parse_args(argv)
+    try:
+        store = opened_store(args.store)
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    before, after = _kept(store, args.baseline), _kept(store, args.current)
+    if before is None or after is None:
+        return ExitStatus.UNUSABLE
+    comparison = compare(before, after)
+    if args.html is not None:
+        args.html.write_text(report_page(after, comparison), encoding="utf-8")
+    if args.json:
+        import msgspec
+
+        sys.stdout.write(msgspec.json.encode(comparison).decode() + "\n")
+    else:
+        print_comparison(sys.stdout, comparison)
+    return ExitStatus.CASES_FAILED if comparison.regressions else ExitStatus.OK

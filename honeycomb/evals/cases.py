@@ -1,0 +1,354 @@
+"""Cases: :class:`Case` (a task, the expected answer, checks), and :func:`load_cases`,
+which reads a cases file (``evals.yaml``) with every mistake told at once at its file,
+line and field, as a hive's are; and the JSON lines or CSV files it takes more cases
+from (``cases_from:``), each row a case (``id``, ``task``, ``expected``; the other
+columns its vars).
+
+A task and the texts of its checks take the case's vars as ``{{name}}``
+(``{{expected}}`` is the expected answer); ``defaults:`` gives every case a task
+template, vars and checks (run before its own).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import BaseModel
+
+from honeycomb.evals.checks import Check, CheckFn, built_check
+from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec
+from honeycomb.hive import Hive, load_hive
+from honeycomb.hive.imports import imports_from
+from runtime import ConfigError, ConfigErrors, YamlDocument, load_yaml
+from runtime.config.imports import import_object
+from runtime.value import Value
+
+__all__ = ["Case", "Cases", "load_cases"]
+
+
+class Case(Value, frozen=True, kw_only=True):
+    """One case of an eval.
+
+    Attributes:
+        id: Its name in the report (made from its place when empty: ``case-3``).
+        task: What the hive is asked.
+        expected: The expected answer, if there is one (``equals`` compares with it).
+        checks: Its checks: plain callables ``fn(answer, run)``, or :class:`Check`\\ s
+            with a weight and threshold (none: the run must end ``ok``).
+        threshold: The weighted score it must reach to pass (None: every check must).
+        vars: The values its task was made with.
+        description: What it is about.
+    """
+
+    id: str = ""
+    task: str
+    expected: Any = None
+    checks: tuple[Check | CheckFn, ...] = ()
+    threshold: float | None = None
+    vars: dict[str, Any] = msgspec.field(default_factory=dict)
+    description: str = ""
+
+
+class Cases(Value, frozen=True, kw_only=True):
+    """A cases file, loaded: its name, its cases, and the hive whose roles judge
+    beside the evaluated hive's (None: only the hive's)."""
+
+    name: str
+    file: str | None = None
+    cases: tuple[Case, ...] = ()
+    judges: Hive | None = None
+
+
+_VAR = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
+
+
+def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
+    """Read and check a cases file, and the case files it names.
+
+    Args:
+        path: The cases file (YAML).
+        hive: The hive it evaluates: ``json: output_schema`` and the judges' roles
+            are checked against it (None: they are not).
+
+    Raises:
+        ConfigErrors: every problem, each with file, line and field.
+    """
+    file = Path(path)
+    try:
+        doc = load_yaml(file, interpolate=True)
+    except ConfigError as exc:
+        raise ConfigErrors([exc]) from exc
+    if not isinstance(doc.data, Mapping):
+        raise ConfigErrors([doc.error((), "a cases file is a mapping (cases:, defaults: ...)")])
+    spec, errors = doc.validate(CasesSpec, doc.data)
+    if spec is None:
+        raise ConfigErrors(errors)
+    folder = file.resolve().parent
+    judges = _judges(doc, spec, folder, errors)
+    rows: list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]] = [
+        (case, doc, ("cases", index)) for index, case in enumerate(spec.cases)
+    ]
+    for index, name in enumerate(spec.cases_from):
+        rows += _rows(folder / name, doc, ("cases_from", index), errors)
+    if not rows and not errors:
+        errors.append(doc.error(("cases",), "the file has no cases"))
+    builder = _Builder(spec, hive, judges, folder)
+    cases = [
+        builder.case(case, where, at, n, errors) for n, (case, where, at) in enumerate(rows, 1)
+    ]
+    seen: set[str] = set()
+    for case, (_, where, at) in zip(cases, rows, strict=True):
+        if case is not None and case.id in seen:
+            errors.append(
+                where.error(at, f"another case is named {case.id!r}: give each its own id")
+            )
+        elif case is not None:
+            seen.add(case.id)
+    if errors:
+        raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
+    name = spec.name or file.stem
+    return Cases(name=name, file=str(file), cases=tuple(c for c in cases if c), judges=judges)
+
+
+def _judges(
+    doc: YamlDocument, spec: CasesSpec, folder: Path, errors: list[ConfigError]
+) -> Hive | None:
+    if spec.judges is None:
+        return None
+    try:
+        return load_hive(folder / spec.judges)
+    except ConfigErrors as exc:
+        errors.append(doc.error(("judges",), f"the judges' hive has errors: {exc.errors[0]}"))
+        return None
+
+
+def _rows(
+    file: Path, doc: YamlDocument, path: tuple[str | int, ...], errors: list[ConfigError]
+) -> list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]]:
+    """The cases of a JSON lines or CSV file, each row located at its line."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(doc.error(path, f"cannot read {file}: {exc}"))
+        return []
+    if file.suffix not in (".jsonl", ".csv"):
+        errors.append(doc.error(path, f"{file.name}: cases come from .jsonl or .csv files"))
+        return []
+    found: list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]] = []
+    for line, row in _records(file, text, errors):
+        known = {"id", "task", "expected", "assert", "threshold", "description", "vars"}
+        data = {k: v for k, v in row.items() if k in known and v not in ("", None)}
+        data["vars"] = {**row.get("vars", {}), **{k: v for k, v in row.items() if k not in known}}
+        at = YamlDocument(data=data, file=str(file), marks={(): (line, 1)})
+        case, problems = at.validate(CaseSpec, data)
+        errors.extend(problems)
+        if case is not None:
+            found.append((case, at, ()))
+    return found
+
+
+def _records(file: Path, text: str, errors: list[ConfigError]) -> list[tuple[int, dict[str, Any]]]:
+    if file.suffix == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        return [(n, dict(row)) for n, row in enumerate(reader, 2)]
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            errors.append(ConfigError(f"not JSON: {exc}", file=str(file), line=n))
+            continue
+        if not isinstance(row, dict):
+            errors.append(
+                ConfigError("each line is a JSON object (a case)", file=str(file), line=n)
+            )
+            continue
+        rows.append((n, row))
+    return rows
+
+
+class _Builder:
+    """Makes each case of a file: its defaults, its vars put in, its checks built."""
+
+    def __init__(
+        self, spec: CasesSpec, hive: Hive | None, judges: Hive | None, folder: Path
+    ) -> None:
+        self.defaults = spec.defaults
+        self.hive = hive
+        self.folder = folder
+        roles = set(hive.roles) if hive is not None else None
+        if roles is not None and judges is not None:
+            roles |= set(judges.roles)
+        self.judge_roles = roles
+        self.schema = _output_schema(hive)
+        # Checks made before, by what they say once filled (and the expected answer an
+        # ``equals`` compares with): a thousand cases of one file share most checks.
+        self._made: dict[str, Check | None] = {}
+        self._written: dict[int, tuple[dict[str, Any], bool]] = {}
+
+    def case(
+        self,
+        spec: CaseSpec,
+        doc: YamlDocument,
+        path: tuple[str | int, ...],
+        number: int,
+        errors: list[ConfigError],
+    ) -> Case | None:
+        given = {**self.defaults.vars, **spec.vars}
+        if spec.expected is not None:
+            given.setdefault(
+                "expected",
+                spec.expected if isinstance(spec.expected, str) else json.dumps(spec.expected),
+            )
+        template = spec.task or self.defaults.task
+        if template is None:
+            errors.append(doc.error(path, "the case has no task (and defaults: gives none)"))
+            return None
+        start = len(errors)
+        task = _filled(template, given, doc, (*path, "task"), errors)
+        checks: list[Check] = []
+        own: list[tuple[CheckSpec, tuple[str | int, ...]]] = [
+            (c, ("defaults", "assert", i)) for i, c in enumerate(self.defaults.checks)
+        ]
+        own += [(c, (*path, "assert", i)) for i, c in enumerate(spec.checks)]
+        for check, where in own:
+            built = self._check(check, given, spec.expected, doc, where, errors)
+            if built is not None:
+                checks.append(built)
+        if len(errors) > start:
+            return None
+        return Case(
+            id=spec.id or f"case-{number}",
+            task=task,
+            expected=spec.expected,
+            checks=tuple(checks),
+            threshold=spec.threshold if spec.threshold is not None else self.defaults.threshold,
+            vars=given,
+            description=spec.description,
+        )
+
+    def _check(
+        self,
+        spec: CheckSpec,
+        given: Mapping[str, Any],
+        expected: Any,
+        doc: YamlDocument,
+        where: tuple[str | int, ...],
+        errors: list[ConfigError],
+    ) -> Check | None:
+        start = len(errors)
+        dumped = self._written.get(id(spec))
+        if dumped is None:  # the defaults' checks are every case's: written out once
+            text = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            dumped = self._written[id(spec)] = (json.loads(text), "{{" in text)
+        filled = _fill_all(dumped[0], given, doc, where, errors) if dumped[1] else dumped[0]
+        if len(errors) > start:
+            return None
+        key = json.dumps([filled, expected if spec.kind == "equals" else None], sort_keys=True)
+        if key not in self._made:  # one that failed is told once, where it first is
+            self._made[key] = self._made_anew(filled, expected, doc, where, errors)
+        return self._made[key]
+
+    def _made_anew(
+        self,
+        filled: dict[str, Any],
+        expected: Any,
+        doc: YamlDocument,
+        where: tuple[str | int, ...],
+        errors: list[ConfigError],
+    ) -> Check | None:
+        spec = CheckSpec.model_validate(filled)
+        python = None
+        try:
+            if spec.kind == "python" and spec.python is not None:
+                python = self._imported(spec.python)
+            self._check_kind(spec)
+        except ConfigError as exc:
+            errors.append(doc.error((*where, spec.kind), exc.message))
+            return None
+        return built_check(spec, expected=expected, output_schema=self.schema, python=python)
+
+    def _imported(self, path: str) -> CheckFn:
+        """The function a ``python`` check names, imported as the hive's tools are."""
+        with imports_from(self.folder):
+            found = import_object(path)
+        if not callable(found):
+            raise ConfigError(f"{path!r} is not callable: a check is fn(answer, run)")
+        fn: CheckFn = found
+        return fn
+
+    def _check_kind(self, spec: CheckSpec) -> None:
+        """Raise if what ``spec`` needs is not there: a judge's role, the hive's
+        output schema, the package that checks JSON schemas."""
+        judge = spec.judge
+        if (
+            judge is not None
+            and self.judge_roles is not None
+            and judge.role not in self.judge_roles
+        ):
+            roles = ", ".join(sorted(self.judge_roles))
+            raise ConfigError(f"no role {judge.role!r} to judge with; the roles: {roles}")
+        schema = spec.json_check.json_schema if spec.json_check is not None else None
+        if schema == "output_schema" and self.hive is not None and self.schema is None:
+            raise ConfigError("the hive's aggregator has no output_schema to check against")
+        if isinstance(schema, dict) and importlib.util.find_spec("jsonschema") is None:
+            raise ConfigError(
+                "a JSON schema is checked by the jsonschema package: pip install "
+                "'honeycomb-agents[evals]'"
+            )
+
+
+def _output_schema(hive: Hive | None) -> type[BaseModel] | None:
+    if hive is None:
+        return None
+    name = hive.spec.aggregator or "aggregator"
+    role = hive.roles.get(name) if isinstance(name, str) else None
+    if role is None or role.output_schema is None:
+        return None
+    with hive.imports():
+        return role.resolve_output()
+
+
+def _filled(
+    text: str,
+    given: Mapping[str, Any],
+    doc: YamlDocument,
+    where: tuple[str | int, ...],
+    errors: list[ConfigError],
+) -> str:
+    """``text`` with each ``{{name}}`` replaced by its var; an unknown one is an error."""
+    unknown = [m.group(1) for m in _VAR.finditer(text) if m.group(1) not in given]
+    if unknown:
+        names = ", ".join(sorted(given)) or "none"
+        errors.append(
+            doc.error(
+                where, f"no var {unknown[0]!r} for {{{{{unknown[0]}}}}}; the case's vars: {names}"
+            )
+        )
+        return text
+    return _VAR.sub(lambda m: str(given[m.group(1)]), text)
+
+
+def _fill_all(
+    value: Any,
+    given: Mapping[str, Any],
+    doc: YamlDocument,
+    where: tuple[str | int, ...],
+    errors: list[ConfigError],
+) -> Any:
+    if isinstance(value, str):
+        return _filled(value, given, doc, where, errors)
+    if isinstance(value, list):
+        return [_fill_all(v, given, doc, (*where, i), errors) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _fill_all(v, given, doc, (*where, k), errors) for k, v in value.items()}
+    return value

@@ -1,0 +1,342 @@
+"""Checks: plain callables of a case's answer and its run (:class:`CaseRun`) that
+return a bool, a score in [0, 1], a reason it failed (text), or None (it passed);
+:class:`Check` holds one with its weight and threshold, and :func:`verdict` runs it.
+The kinds a cases file writes (:mod:`honeycomb.evals.spec`) are made here too
+(:func:`built_check`), each failing with a reason that says what it found."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from honeycomb.evals.record import CaseRun, ToolUse
+from honeycomb.evals.spec import Amount, CheckSpec, Count, JsonSpec, Texts, ToolCalled
+from runtime.value import Value
+
+__all__ = ["Check", "CheckFn", "Score", "Verdict", "as_check", "built_check", "verdict"]
+
+CheckFn = Callable[[Any, CaseRun], Any]
+"""A check: ``fn(answer, run)`` returning a bool, a score, a reason, None, a
+:class:`Score`, or ``(score, reason)``; or an awaitable of one of them."""
+
+
+class Score(Value, frozen=True, kw_only=True):
+    """What a check found: its score in [0, 1] and, when short of 1, why."""
+
+    score: float
+    reason: str | None = None
+
+
+class Verdict(Value, frozen=True, kw_only=True):
+    """One check of one run: its name, whether it passed, its score and weight, and
+    the reason it did not pass (None when it did)."""
+
+    check: str
+    passed: bool
+    score: float
+    weight: float = 1.0
+    reason: str | None = None
+
+
+class Check(Value, frozen=True, kw_only=True):
+    """A check with its name, its ``weight`` in the case's score, and the
+    ``threshold`` its score must reach to pass."""
+
+    name: str
+    fn: Any
+    weight: float = 1.0
+    threshold: float = 1.0
+
+
+def as_check(given: Check | CheckFn) -> Check:
+    """A callable as a check named after it (a :class:`Check` as it is)."""
+    if isinstance(given, Check):
+        return given
+    name = getattr(given, "__name__", None) or type(given).__name__
+    return Check(name=name, fn=given)
+
+
+async def verdict(check: Check, run: CaseRun) -> Verdict:
+    """Run ``check`` on ``run``; a check that raises fails, its error the reason."""
+    try:
+        found = check.fn(run.answer if run.answer is not None else run.answer_text, run)
+        if inspect.isawaitable(found):
+            found = await found
+        score = _as_score(found)
+    except Exception as exc:  # a broken check is a failed one, and says why
+        score = Score(score=0.0, reason=f"the check raised {type(exc).__name__}: {exc}")
+    passed = score.score >= check.threshold
+    reason = score.reason
+    if not passed and reason is None:
+        reason = f"score {score.score:.2f} is below its threshold {check.threshold:.2f}"
+    return Verdict(
+        check=check.name,
+        passed=passed,
+        score=score.score,
+        weight=check.weight,
+        reason=None if passed else reason,
+    )
+
+
+def _as_score(found: Any) -> Score:
+    if isinstance(found, Score):
+        return found
+    if found is None or found is True:
+        return Score(score=1.0)
+    if found is False:
+        return Score(score=0.0, reason="the check returned False")
+    if isinstance(found, str):
+        return Score(score=1.0) if not found else Score(score=0.0, reason=found)
+    if isinstance(found, int | float):
+        return Score(score=min(max(float(found), 0.0), 1.0))
+    if isinstance(found, tuple) and len(found) == 2:
+        score = _as_score(found[0])
+        return Score(score=score.score, reason=str(found[1]) if found[1] else score.reason)
+    raise TypeError(
+        f"a check returns a bool, a score, a reason, None or (score, reason), not "
+        f"{type(found).__name__}"
+    )
+
+
+# --- the kinds of a cases file ----------------------------------------------------------
+
+
+def built_check(
+    spec: CheckSpec,
+    *,
+    expected: Any,
+    output_schema: type[BaseModel] | None,
+    python: Callable[..., Any] | None,
+) -> Check:
+    """The check a cases file's ``spec`` says (its strings already given the case's
+    vars); ``expected``: the case's, ``output_schema``: the hive's answer's model,
+    ``python``: the function a ``python`` check names, imported."""
+    kind = spec.kind
+    fn: CheckFn
+    if kind == "equals":
+        fn = _equals(expected if spec.equals is None else spec.equals)
+    elif kind in ("contains", "icontains", "not_contains"):
+        texts = getattr(spec, kind)
+        assert isinstance(texts, Texts)
+        fn = _contains(texts, fold=kind == "icontains", absent=kind == "not_contains")
+    elif kind == "regex":
+        fn = _regex(re.compile(spec.regex or ""))
+    elif kind == "json":
+        fn = _json(spec.json_check or JsonSpec(), output_schema)
+    elif kind == "python":
+        assert python is not None
+        fn = python
+    elif kind == "judge":
+        assert spec.judge is not None
+        fn = _judge(spec.judge.role, spec.judge.rubric)
+    elif kind == "status":
+        fn = _status(spec.status or ())
+    elif kind == "tool_called":
+        assert spec.tool_called is not None
+        fn = _tool_called(spec.tool_called)
+    elif kind == "side_effects":
+        assert spec.side_effects is not None
+        fn = _side_effects(spec.side_effects)
+    else:
+        fn = _amount(kind, spec)
+    return Check(name=_name(spec), fn=fn, weight=spec.weight, threshold=spec.threshold)
+
+
+def _name(spec: CheckSpec) -> str:
+    """A check's name as the report shows it: its kind and what it looks for
+    (``contains 'Lisbon'``, ``icontains any ['porto', 'madrid']``)."""
+    kind = spec.kind
+    value = spec.model_dump(mode="json", by_alias=True, exclude_defaults=True).get(kind)
+    if isinstance(value, dict) and len(value) == 1:
+        key, value = next(iter(value.items()))
+        if key != "all":
+            return f"{kind} {key} {_shown(value)}"
+    return f"{kind} {_shown(value)}" if value is not None else kind
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, str):
+        return _cut(repr(value), 60)
+    return _cut(json.dumps(value, ensure_ascii=False), 60)
+
+
+def _cut(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _text(answer: Any, run: CaseRun) -> str:
+    return run.answer_text if run.answer_text or not isinstance(answer, str) else answer
+
+
+def _equals(wanted: Any) -> CheckFn:
+    def equals(answer: Any, run: CaseRun) -> str | None:
+        if isinstance(answer, BaseModel):
+            answer = answer.model_dump(mode="json")
+        if isinstance(answer, str) or isinstance(wanted, str):
+            same = _text(answer, run).strip() == str(wanted).strip()
+        else:
+            same = answer == wanted
+        if same:
+            return None
+        return f"the answer is {_cut(repr(_text(answer, run)))}, not {_cut(repr(wanted))}"
+
+    return equals
+
+
+def _contains(texts: Texts, *, fold: bool, absent: bool) -> CheckFn:
+    def contains(answer: Any, run: CaseRun) -> str | None:
+        text = _text(answer, run)
+        seen = text.casefold() if fold else text
+        wanted = texts.all or texts.any
+        found = [t for t in wanted if (t.casefold() if fold else t) in seen]
+        if absent:
+            return f"the answer holds {', '.join(map(repr, found))}" if found else None
+        missing = [t for t in wanted if t not in found]
+        if texts.all and missing:
+            return f"the answer lacks {', '.join(map(repr, missing))}: {_cut(repr(text))}"
+        if texts.any and not found:
+            return f"the answer holds none of {', '.join(map(repr, wanted))}: {_cut(repr(text))}"
+        return None
+
+    return contains
+
+
+def _regex(pattern: re.Pattern[str]) -> CheckFn:
+    def regex(answer: Any, run: CaseRun) -> str | None:
+        text = _text(answer, run)
+        if pattern.search(text):
+            return None
+        return f"no match for /{pattern.pattern}/ in {_cut(repr(text))}"
+
+    return regex
+
+
+def _json(spec: JsonSpec, output_schema: type[BaseModel] | None) -> CheckFn:
+    schema = spec.json_schema
+
+    def is_json(answer: Any, run: CaseRun) -> str | None:
+        text = answer.model_dump_json() if isinstance(answer, BaseModel) else _text(answer, run)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            return f"the answer is not JSON ({exc}): {_cut(repr(text))}"
+        if schema == "output_schema" and output_schema is not None:
+            try:
+                output_schema.model_validate(value)
+            except ValueError as exc:
+                return f"the answer does not match {output_schema.__name__}: {_first_line(exc)}"
+        elif isinstance(schema, dict):
+            import jsonschema  # the evals extra: loaded by the first schema checked
+
+            try:
+                jsonschema.validate(value, schema)
+            except jsonschema.ValidationError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "the answer"
+                return f"{where}: {exc.message}"
+        return None
+
+    return is_json
+
+
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).splitlines()
+    return " ".join(line.strip() for line in lines[:3])
+
+
+def _judge(role: str, rubric: str) -> CheckFn:
+    async def judge(answer: Any, run: CaseRun) -> str | None:
+        if run.judges is None:
+            return f"no judge to ask: the eval has no role {role!r} to grade with"
+        found: str | None = await run.judges.grade(role, rubric, run.task, _text(answer, run))
+        return None if found is None else f"{role}: {found}"
+
+    return judge
+
+
+def _status(wanted: tuple[str, ...]) -> CheckFn:
+    def status(answer: Any, run: CaseRun) -> str | None:
+        if run.status in wanted:
+            return None
+        why = f" ({_cut(run.error, 160)})" if run.error else ""
+        return f"the run ended {run.status}, not {' or '.join(wanted)}{why}"
+
+    return status
+
+
+def _matches(use: ToolUse, spec: ToolCalled) -> bool:
+    if use.tool != spec.name or (spec.role is not None and use.role != spec.role):
+        return False
+    given = spec.args or {}
+    return all(k in use.arguments and use.arguments[k] == v for k, v in given.items())
+
+
+def _tool_called(spec: ToolCalled) -> CheckFn:
+    def tool_called(answer: Any, run: CaseRun) -> str | None:
+        count = sum(1 for use in run.tool_calls if _matches(use, spec))
+        most = spec.at_most
+        if count >= spec.at_least and (most is None or count <= most):
+            return None
+        which = spec.name
+        if spec.role is not None:
+            which += f" by {spec.role}"
+        if spec.args:
+            which += " with " + ", ".join(f"{k}={v!r}" for k, v in spec.args.items())
+        wanted = f"at least {spec.at_least}" + (f", at most {most}" if most is not None else "")
+        called = sorted({use.tool for use in run.tool_calls})
+        seen = f"; the run called: {', '.join(called)}" if called else "; the run called no tool"
+        return f"{which}: called {count} times, wanted {wanted}{seen}"
+
+    return tool_called
+
+
+def _side_effects(spec: Count) -> CheckFn:
+    def side_effects(answer: Any, run: CaseRun) -> str | None:
+        count = run.side_effects
+        low, high = spec.at_least, spec.at_most
+        if (low is None or count >= low) and (high is None or count <= high):
+            return None
+        wanted = "exactly" if low == high else ("at least" if high is None else "at most")
+        bound = low if wanted == "at least" or wanted == "exactly" else high
+        if low is not None and high is not None and low != high:
+            wanted, bound = f"between {low} and", high
+        return f"{count} side-effecting calls, wanted {wanted} {bound}"
+
+    return side_effects
+
+
+_AMOUNTS: dict[str, tuple[str, Callable[[CaseRun], float]]] = {
+    "cost": ("cost ${:.4f}", lambda run: run.usage.cost),
+    "tokens": ("{:.0f} tokens", lambda run: float(run.usage.total_tokens)),
+    "model_calls": ("{:.0f} model calls", lambda run: float(run.usage.model_calls)),
+}
+
+
+def _amount(kind: str, spec: CheckSpec) -> CheckFn:
+    bound = getattr(spec, kind)
+    assert isinstance(bound, Amount)
+    if kind == "latency":
+        of = getattr(bound, "of", "wall")
+        label = "critical path {:.2f}s" if of == "critical_path" else "wall time {:.2f}s"
+        measure: Callable[[CaseRun], float] = (
+            (lambda run: run.critical_path_s) if of == "critical_path" else (lambda run: run.wall_s)
+        )
+    else:
+        label, measure = _AMOUNTS[kind]
+
+    def amount(answer: Any, run: CaseRun) -> str | None:
+        value = measure(run)
+        if bound.at_most is not None and value > bound.at_most:
+            return f"{label.format(value)}, above {bound.at_most:g}"
+        if bound.at_least is not None and value < bound.at_least:
+            return f"{label.format(value)}, below {bound.at_least:g}"
+        return None
+
+    amount.__name__ = kind
+    return amount

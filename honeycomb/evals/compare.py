@@ -1,0 +1,104 @@
+"""Comparing two evals of the same cases: per case, whether it newly fails or newly
+passes, and how its score, cost and latency moved; a regression is a case that passed
+in the baseline and fails now (``honeycomb eval --baseline``, ``eval compare``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from honeycomb.evals.report import CaseReport, EvalReport
+from runtime.value import Value
+
+__all__ = ["CaseChange", "Change", "Comparison", "compare", "dollars_delta"]
+
+Change = Literal["newly_failing", "newly_passing", "failing", "passing", "added", "removed"]
+"""What became of a case: ``added`` (not in the baseline), ``removed`` (only in it)."""
+
+
+class CaseChange(Value, frozen=True, kw_only=True):
+    """One case in both evals (or in one of them).
+
+    Attributes:
+        id: The case.
+        change: What became of it.
+        score: Its score now less its score then (0 when it is in one eval only).
+        cost: Its cost now less then.
+        latency_s: Its median wall time now less then.
+        pass_rate: Its pass rate now less then.
+        reason: Why it fails now, when it does.
+    """
+
+    id: str
+    change: Change
+    score: float = 0.0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    pass_rate: float = 0.0
+    reason: str | None = None
+
+
+class Comparison(Value, frozen=True, kw_only=True):
+    """What changed from ``baseline`` to ``current`` (their eval ids), case by case
+    in the current eval's order (removed cases last), and in the totals."""
+
+    baseline: str
+    current: str
+    cases: tuple[CaseChange, ...]
+    pass_rate: float = 0.0
+    cost: float = 0.0
+    p50_s: float = 0.0
+    p95_s: float = 0.0
+
+    @property
+    def regressions(self) -> list[CaseChange]:
+        """The cases that passed in the baseline and fail now."""
+        return [c for c in self.cases if c.change == "newly_failing"]
+
+    @property
+    def improvements(self) -> list[CaseChange]:
+        return [c for c in self.cases if c.change == "newly_passing"]
+
+
+def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
+    """What changed from ``baseline`` to ``current``."""
+    before = {c.id: c for c in baseline.cases}
+    before.update({name: CaseReport(id=name, task="") for name in baseline.not_run})
+    now = {c.id: c for c in current.cases}
+    now.update({name: CaseReport(id=name, task="") for name in current.not_run})
+    changes = [_change(before.get(name), case) for name, case in now.items()]
+    changes += [CaseChange(id=name, change="removed") for name in before if name not in now]
+    return Comparison(
+        baseline=baseline.eval_id,
+        current=current.eval_id,
+        cases=tuple(changes),
+        pass_rate=current.pass_rate - baseline.pass_rate,
+        cost=current.cost - baseline.cost,
+        p50_s=current.latency(0.5) - baseline.latency(0.5),
+        p95_s=current.latency(0.95) - baseline.latency(0.95),
+    )
+
+
+def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
+    reason = now.why if now.attempts else "not run"
+    if before is None:
+        change: Change = "added"
+    elif before.passed:
+        change = "passing" if now.passed else "newly_failing"
+    else:
+        change = "newly_passing" if now.passed else "failing"
+    if before is None or not before.attempts or not now.attempts:
+        return CaseChange(id=now.id, change=change, reason=None if now.passed else reason)
+    return CaseChange(
+        id=now.id,
+        change=change,
+        score=now.score - before.score,
+        cost=now.cost - before.cost,
+        latency_s=now.latency_s - before.latency_s,
+        pass_rate=now.pass_rate - before.pass_rate,
+        reason=None if now.passed else reason,
+    )
+
+
+def dollars_delta(delta: float) -> str:
+    """A change of cost as the reports show it: ``+$0.0012``, ``-$0.0100``."""
+    return f"{'-' if delta < 0 else '+'}${abs(delta):.4f}"

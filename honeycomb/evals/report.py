@@ -1,0 +1,282 @@
+"""An eval's report: each case's attempts (one per ``repeat``), each a run with its
+checks' verdicts, score, cost and times; each case's pass rate and spread; and the
+totals (pass rate, cost, p50 and p95 latency). It is JSON in a run store (by its eval
+id) and on ``--json``; :func:`junit` writes it as JUnit XML for CI."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from xml.sax.saxutils import escape, quoteattr
+
+import msgspec
+
+from honeycomb.evals.checks import Verdict
+from runtime.value import Value
+
+__all__ = ["Attempt", "CaseReport", "EvalReport", "junit", "percentile"]
+
+
+class Attempt(Value, frozen=True, kw_only=True):
+    """One run of a case, scored.
+
+    Attributes:
+        run_id: The run (``honeycomb trace RUN_ID``).
+        passed: Whether it passed: every check did, or its weighted score reached
+            the case's threshold.
+        score: The weighted mean of its checks' scores, in [0, 1].
+        status: How the run ended (``error``: it raised before it had a result).
+        verdicts: Each check's verdict, in order.
+        cost: What the run cost (dollars, from the models' prices).
+        judge_cost: What its judges' calls cost, apart from the run.
+        latency_s: The run's wall time.
+        critical_path_s: The run's critical path.
+        tokens: The run's tokens, in and out.
+        model_calls: The run's model calls.
+        error: What went wrong in the run, if anything did.
+    """
+
+    run_id: str
+    passed: bool
+    score: float
+    status: str
+    verdicts: tuple[Verdict, ...] = ()
+    cost: float = 0.0
+    judge_cost: float = 0.0
+    latency_s: float = 0.0
+    critical_path_s: float = 0.0
+    tokens: int = 0
+    model_calls: int = 0
+    error: str | None = None
+
+    @property
+    def failing(self) -> Verdict | None:
+        """Its first check that failed, if one did."""
+        return next((v for v in self.verdicts if not v.passed), None)
+
+
+class CaseReport(Value, frozen=True, kw_only=True):
+    """One case: its attempts (more than one with ``repeat``)."""
+
+    id: str
+    task: str
+    attempts: tuple[Attempt, ...] = ()
+    description: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Whether every attempt passed (a case that did not run did not pass)."""
+        return bool(self.attempts) and all(a.passed for a in self.attempts)
+
+    @property
+    def pass_rate(self) -> float:
+        return sum(a.passed for a in self.attempts) / len(self.attempts) if self.attempts else 0.0
+
+    @property
+    def flaky(self) -> bool:
+        """Some attempts passed and some did not."""
+        return 0.0 < self.pass_rate < 1.0
+
+    @property
+    def score(self) -> float:
+        """The mean score of its attempts."""
+        return statistics.fmean(a.score for a in self.attempts) if self.attempts else 0.0
+
+    @property
+    def spread(self) -> float:
+        """The highest score of its attempts less the lowest."""
+        scores = [a.score for a in self.attempts]
+        return max(scores) - min(scores) if scores else 0.0
+
+    @property
+    def cost(self) -> float:
+        return sum(a.cost for a in self.attempts)
+
+    @property
+    def latency_s(self) -> float:
+        """The median wall time of its attempts."""
+        return statistics.median(a.latency_s for a in self.attempts) if self.attempts else 0.0
+
+    @property
+    def failing(self) -> Verdict | None:
+        """The first failing check of its first failing attempt."""
+        return next((a.failing for a in self.attempts if a.failing is not None), None)
+
+    @property
+    def error(self) -> str | None:
+        return next((a.error for a in self.attempts if not a.passed and a.error), None)
+
+    @property
+    def why(self) -> str:
+        """Why it failed, in a line: its first failing check and reason (and how many
+        more failed in that run), else its run's error; empty when it passed."""
+        attempt = next((a for a in self.attempts if not a.passed), None)
+        if attempt is None:
+            return ""
+        failing = [v for v in attempt.verdicts if not v.passed]
+        if not failing:
+            return attempt.error or f"score {attempt.score:.2f} is below the case's threshold"
+        more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
+        return f"{failing[0].check}: {failing[0].reason}{more}"
+
+
+class EvalReport(Value, frozen=True, kw_only=True):
+    """An eval of a hive on a set of cases.
+
+    Attributes:
+        eval_id: Its id (``honeycomb eval compare A B``, ``--baseline``).
+        name: The cases file's name.
+        hive: The hive file evaluated (or its name, from Python).
+        cases_file: The cases file, if there was one.
+        started_at: When it started (seconds since the epoch).
+        wall_s: How long it took.
+        repeat: How many times each case ran.
+        concurrency: How many runs went at once, at most.
+        cases: Each case, in the file's order.
+        not_run: The cases the eval's budget left unrun (none: every case ran).
+        stopped: Why the eval stopped early (its budget), if it did.
+    """
+
+    eval_id: str
+    name: str
+    hive: str
+    cases_file: str | None = None
+    started_at: float = 0.0
+    wall_s: float = 0.0
+    repeat: int = 1
+    concurrency: int = 1
+    cases: tuple[CaseReport, ...] = ()
+    not_run: tuple[str, ...] = ()
+    stopped: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Whether every case ran and passed."""
+        return not self.not_run and all(c.passed for c in self.cases)
+
+    @property
+    def failed(self) -> list[CaseReport]:
+        return [c for c in self.cases if not c.passed]
+
+    @property
+    def pass_rate(self) -> float:
+        """The share of the cases that passed (those not run count as failed)."""
+        total = len(self.cases) + len(self.not_run)
+        return sum(c.passed for c in self.cases) / total if total else 0.0
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        return [a for c in self.cases for a in c.attempts]
+
+    @property
+    def cost(self) -> float:
+        """What the runs cost (their judges not)."""
+        return sum(a.cost for a in self.attempts)
+
+    @property
+    def judge_cost(self) -> float:
+        return sum(a.judge_cost for a in self.attempts)
+
+    def latency(self, q: float) -> float:
+        """The ``q`` quantile (0.5: the median) of the runs' wall times."""
+        return percentile([a.latency_s for a in self.attempts], q)
+
+    def totals(self) -> dict[str, float | int]:
+        """The figures of the whole eval, as ``--json`` and the report's foot give them."""
+        attempts = self.attempts
+        return {
+            "cases": len(self.cases) + len(self.not_run),
+            "passed": sum(c.passed for c in self.cases),
+            "failed": len(self.failed),
+            "not_run": len(self.not_run),
+            "flaky": sum(c.flaky for c in self.cases),
+            "runs": len(attempts),
+            "pass_rate": round(self.pass_rate, 4),
+            "cost": round(self.cost, 6),
+            "judge_cost": round(self.judge_cost, 6),
+            "tokens": sum(a.tokens for a in attempts),
+            "model_calls": sum(a.model_calls for a in attempts),
+            "p50_s": round(self.latency(0.5), 4),
+            "p95_s": round(self.latency(0.95), 4),
+            "wall_s": round(self.wall_s, 4),
+        }
+
+    def to_json(self) -> bytes:
+        """The report as JSON: its fields, and each case's and the whole's figures."""
+        cases = [
+            {
+                **msgspec.to_builtins(case),
+                "passed": case.passed,
+                "pass_rate": case.pass_rate,
+                "flaky": case.flaky,
+                "score": case.score,
+                "spread": case.spread,
+            }
+            for case in self.cases
+        ]
+        whole = {**msgspec.to_builtins(self), "cases": cases, "passed": self.passed}
+        return msgspec.json.encode({**whole, "totals": self.totals()})
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> EvalReport:
+        """A report from its JSON (:meth:`to_json`'s; the figures are derived again).
+
+        Raises:
+            msgspec.ValidationError: when it is not a report's JSON.
+        """
+        return msgspec.json.decode(data, type=cls, strict=False)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; 0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def junit(report: EvalReport) -> str:
+    """The report as JUnit XML: a test suite of the eval, a test case per case and
+    attempt, each failing one with its failing check and reason."""
+    cases: list[str] = []
+    for case in report.cases:
+        for number, attempt in enumerate(case.attempts, 1):
+            name = case.id if len(case.attempts) == 1 else f"{case.id} #{number}"
+            head = (
+                f"<testcase classname={quoteattr(report.name)} name={quoteattr(name)} "
+                f'time="{attempt.latency_s:.3f}">'
+            )
+            failing = attempt.failing
+            body = ""
+            if not attempt.passed:
+                what = failing.check if failing is not None else "score"
+                why = (failing.reason if failing is not None else None) or (
+                    f"score {attempt.score:.2f} below the case's threshold"
+                )
+                body = (
+                    f"<failure message={quoteattr(f'{what}: {why}')}>"
+                    f"{escape(_lines(attempt))}</failure>"
+                )
+            out = f"<system-out>run {escape(attempt.run_id)}</system-out>"
+            cases.append(f"  {head}{body}{out}</testcase>")
+    for name in report.not_run:
+        cases.append(
+            f"  <testcase classname={quoteattr(report.name)} name={quoteattr(name)}>"
+            f"<skipped message={quoteattr(report.stopped or 'not run')}/></testcase>"
+        )
+    totals = report.totals()
+    failures = sum(1 for a in report.attempts if not a.passed)
+    suite = (
+        f'<testsuite name={quoteattr(report.name)} tests="{len(cases)}" '
+        f'failures="{failures}" skipped="{totals["not_run"]}" time="{report.wall_s:.3f}">'
+    )
+    return (
+        "\n".join(['<?xml version="1.0" encoding="utf-8"?>', suite, *cases, "</testsuite>"]) + "\n"
+    )
+
+
+def _lines(attempt: Attempt) -> str:
+    """Every failing check of ``attempt``, a line each."""
+    return "\n".join(f"{v.check}: {v.reason}" for v in attempt.verdicts if not v.passed)

@@ -1,0 +1,280 @@
+"""Running an eval: every case (``repeat`` times) a run of the hive's Executor, at
+most ``concurrency`` at once, each scored by its checks as it ends; the report kept
+in the Executor's run store by its eval id.
+
+Each case's run is bounded by the hive's own budgets. The eval's :class:`EvalBudget`
+bounds the whole: once what its runs and judges spent reaches it, no more runs start
+(those under way end), and the cases left are told as not run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from honeycomb.evals.cases import Case, Cases
+from honeycomb.evals.checks import Check, Verdict, as_check, verdict
+from honeycomb.evals.record import CaseRun, Judges, case_run
+from honeycomb.evals.report import Attempt, CaseReport, EvalReport
+from honeycomb.executor import Executor
+from honeycomb.run.result import RunResult
+from runtime import HoneycombError, Usage
+from runtime.models.layers.cassette import cassette_case
+from runtime.value import Value
+
+__all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
+
+Progress = Callable[[str, Attempt, int, int], None]
+"""Told of each run as it is scored: ``(case id, attempt, runs done, runs in all)``."""
+
+
+class EvalBudget(Value, frozen=True, kw_only=True):
+    """What a whole eval may spend, its runs and judges together (None: no bound)."""
+
+    cost: float | None = None
+    tokens: int | None = None
+    model_calls: int | None = None
+
+    def spent_by(self, usage: Usage) -> str | None:
+        """Why ``usage`` has reached the budget, or None if it has not."""
+        if self.cost is not None and usage.cost >= self.cost:
+            return f"the eval's budget of ${self.cost:g} is spent (${usage.cost:.4f})"
+        if self.tokens is not None and usage.total_tokens >= self.tokens:
+            return f"the eval's budget of {self.tokens} tokens is spent ({usage.total_tokens})"
+        if self.model_calls is not None and usage.model_calls >= self.model_calls:
+            return (
+                f"the eval's budget of {self.model_calls} model calls is spent "
+                f"({usage.model_calls})"
+            )
+        return None
+
+
+def new_eval_id() -> str:
+    """A new eval id: ``ev-`` and 8 hex digits."""
+    return f"ev-{os.urandom(4).hex()}"
+
+
+async def evaluate(
+    executor: Executor,
+    cases: Cases | Sequence[Case],
+    *,
+    concurrency: int = 8,
+    repeat: int = 1,
+    budget: EvalBudget | None = None,
+    judges: Judges | None = None,
+    eval_id: str | None = None,
+    hive: str = "",
+    on_run: Progress | None = None,
+    keep: bool = True,
+) -> EvalReport:
+    """Run every case on ``executor``, score it, and return the report.
+
+    Args:
+        executor: Runs each case (``Executor.from_hive``); with a store, each run is
+            kept there, and so is the report (by its eval id).
+        cases: The cases (:func:`~honeycomb.evals.load_cases`, or :class:`Case`\\ s).
+        concurrency: Runs at once, at most.
+        repeat: Runs of each case: its pass rate and spread say how steady it is.
+        budget: What the whole eval may spend.
+        judges: The roles ``judge`` checks ask (default: the Executor's roles).
+        eval_id: Its id (default: a new one).
+        hive: What the report names as the hive evaluated.
+        on_run: Told of each run as it is scored.
+        keep: Keep the report in the Executor's store (when it has one).
+
+    Raises:
+        ValueError: for a concurrency or repeat below 1, or two cases of one id.
+    """
+    if concurrency < 1 or repeat < 1:
+        raise ValueError(f"concurrency and repeat are at least 1, not {concurrency} and {repeat}")
+    listed = cases.cases if isinstance(cases, Cases) else tuple(cases)
+    named = [c if c.id else _renamed(c, f"case-{n}") for n, c in enumerate(listed, 1)]
+    ids = [c.id for c in named]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"two cases are named {next(i for i in ids if ids.count(i) > 1)!r}")
+    if judges is None:
+        judges = Judges(executor.roles, executor.shared.crew.model_for)
+    eval_id = eval_id or new_eval_id()
+    session = _Session(executor, judges, budget, len(named) * repeat, on_run)
+    started, clock = time.time(), time.perf_counter()
+    await session.run_all(named, repeat, concurrency)
+    name = cases.name if isinstance(cases, Cases) else "cases"
+    report = EvalReport(
+        eval_id=eval_id,
+        name=name,
+        hive=hive,
+        cases_file=cases.file if isinstance(cases, Cases) else None,
+        started_at=started,
+        wall_s=time.perf_counter() - clock,
+        repeat=repeat,
+        concurrency=concurrency,
+        cases=tuple(
+            CaseReport(
+                id=c.id, task=c.task, attempts=session.attempts(c.id), description=c.description
+            )
+            for c in named
+            if session.attempts(c.id)
+        ),
+        not_run=tuple(c.id for c in named if not session.attempts(c.id)),
+        stopped=session.stopped,
+    )
+    store = executor.store
+    if keep and store is not None:
+        await store.keep_eval(eval_id, report.name, started, report.passed, report.to_json())
+    return report
+
+
+async def assert_case(executor: Executor, case: Case, *, repeat: int = 1) -> CaseReport:
+    """Run one case, as a test does (``pytest.mark.parametrize`` over a cases file's
+    cases), and return its report; its report is not kept.
+
+    Raises:
+        AssertionError: when it fails, naming its run and each failing check's reason.
+    """
+    report = await evaluate(executor, [case], repeat=repeat, keep=False)
+    (found,) = report.cases
+    if not found.passed:
+        failing = [
+            f"{a.run_id}: {v.check}: {v.reason}"
+            for a in found.attempts
+            for v in a.verdicts
+            if not v.passed
+        ]
+        shown = "\n  ".join(failing or [f"{a.run_id}: score {a.score:.2f}" for a in found.attempts])
+        raise AssertionError(f"case {found.id!r} failed:\n  {shown}")
+    return found
+
+
+def _renamed(case: Case, name: str) -> Case:
+    return msgspec.structs.replace(case, id=name)
+
+
+class _Session:
+    """One eval under way: what it spent, what each case's runs found."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        judges: Judges,
+        budget: EvalBudget | None,
+        total: int,
+        on_run: Progress | None,
+    ) -> None:
+        self.executor = executor
+        self.judges = judges
+        self.budget = budget
+        self.total = total
+        self.on_run = on_run
+        self.spent = Usage()
+        self.done = 0
+        self.stopped: str | None = None
+        self.found: dict[str, list[Attempt | None]] = {}
+        self._side_effects: dict[tuple[str, str], bool] = {}
+
+    async def run_all(self, cases: Sequence[Case], repeat: int, concurrency: int) -> None:
+        self.found = {c.id: [None] * repeat for c in cases}
+        work = [(case, n) for case in cases for n in range(repeat)]
+        send, receive = anyio.create_memory_object_stream[tuple[Case, int]](len(work))
+        for item in work:
+            send.send_nowait(item)
+        send.close()
+        async with anyio.create_task_group() as group:
+            for _ in range(min(concurrency, len(work))):
+                group.start_soon(self._worker, receive.clone())
+        receive.close()
+
+    def attempts(self, case: str) -> tuple[Attempt, ...]:
+        """The runs of ``case`` that were made, in order."""
+        return tuple(a for a in self.found[case] if a is not None)
+
+    async def _worker(self, receive: anyio.abc.ObjectReceiveStream[tuple[Case, int]]) -> None:
+        async with receive:
+            async for case, number in receive:
+                if self.budget is not None and self.stopped is None:
+                    self.stopped = self.budget.spent_by(self.spent)
+                if self.stopped is not None:
+                    continue
+                attempt = await self._attempt(case)
+                self.found[case.id][number] = attempt
+                self.done += 1
+                if self.on_run is not None:
+                    self.on_run(case.id, attempt, self.done, self.total)
+
+    async def _attempt(self, case: Case) -> Attempt:
+        result: RunResult | None = None
+        error: HoneycombError | None = None
+        try:
+            # A new run, given no id: one given an id is looked up in the store first
+            # (to be resumed), which costs each case a wait for the store's writer.
+            # Its model calls are the case's (a cassette records and replays them so).
+            with cassette_case(case.id):
+                result = await self.executor.run(case.task)
+        except HoneycombError as exc:  # its partial result, if any, is scored
+            error = exc
+        found = result if result is not None else getattr(error, "partial", None)
+        run_id = found.run_id if found is not None else ""
+        judges = self.judges.fresh()
+        run = case_run(
+            case=case.id,
+            task=case.task,
+            expected=case.expected,
+            run_id=run_id,
+            result=result,
+            error=error,
+            side_effects=self._has_side_effects,
+            judges=judges,
+        )
+        checks = [as_check(c) for c in case.checks] or [_RUN_OK]
+        verdicts = tuple([await verdict(check, run) for check in checks])
+        self.spent = self.spent + run.usage + judges.spent
+        return scored(case, run, verdicts, judges.spent.cost)
+
+    def _has_side_effects(self, role: str, tool: str) -> bool:
+        key = (role, tool)
+        found = self._side_effects.get(key)
+        if found is None:
+            found = False
+            declared = self.executor.roles.get(role)
+            if declared is not None:
+                setup = self.executor.shared.crew.setup_for(declared, None)
+                listed = setup.tools.get(tool)
+                found = bool(listed is not None and listed.side_effects)
+            self._side_effects[key] = found
+        return found
+
+
+def _run_ok(answer: Any, run: CaseRun) -> str | None:
+    if run.status == "ok":
+        return None
+    return f"the run ended {run.status}" + (f": {run.error}" if run.error else "")
+
+
+_RUN_OK = Check(name="status 'ok'", fn=_run_ok)
+"""The check of a case that has none: its run ends ``ok``."""
+
+
+def scored(case: Case, run: CaseRun, verdicts: tuple[Verdict, ...], judge_cost: float) -> Attempt:
+    """A case's run, scored by its checks' ``verdicts``."""
+    weight = sum(v.weight for v in verdicts)
+    score = sum(v.score * v.weight for v in verdicts) / weight if weight else 1.0
+    threshold = case.threshold
+    passed = all(v.passed for v in verdicts) if threshold is None else score >= threshold
+    return Attempt(
+        run_id=run.run_id,
+        passed=passed,
+        score=round(score, 6),
+        status=run.status,
+        verdicts=verdicts,
+        cost=run.usage.cost,
+        judge_cost=judge_cost,
+        latency_s=run.wall_s,
+        critical_path_s=run.critical_path_s,
+        tokens=run.usage.total_tokens,
+        model_calls=run.usage.model_calls,
+        error=run.error,
+    )

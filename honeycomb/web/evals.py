@@ -1,0 +1,104 @@
+"""``honeycomb serve``'s pages of evals: the evals a store keeps, newest first, and one
+eval's report, each run linked to its page; with ``?baseline=EVAL_ID``, what changed
+from that eval (a form on the page picks it)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from html import escape
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from honeycomb.evals import EvalReport
+from honeycomb.evals.compare import compare
+from honeycomb.evals.html import comparison_table, report_body
+from honeycomb.store import EvalSummary, RunStore
+from honeycomb.web.pages import Links, page
+
+__all__ = ["eval_page", "eval_routes", "evals_page"]
+
+
+def _e(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def evals_page(evals: Sequence[EvalSummary], store: str, links: Links) -> str:
+    """The evals in the store, newest first."""
+    if not evals:
+        body = f"<h1>evals</h1><p>No evals in {_e(store)} yet (honeycomb eval HIVE CASES).</p>"
+        return page("evals", body, links)
+    rows = "\n".join(
+        f'<tr><td><a href="{_e(links.eval(e.eval_id))}">{_e(e.eval_id)}</a></td>'
+        f"<td>{_e(time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.started_at)))}</td>"
+        f'<td class="status {"ok" if e.passed else "failed"}">'
+        f"{'passed' if e.passed else 'failed'}</td><td>{_e(e.name)}</td></tr>"
+        for e in evals
+    )
+    body = (
+        f'<h1>evals</h1><p class="muted">{_e(store)}, newest first</p><table class="runs">'
+        f"<thead><tr><th>eval</th><th>started</th><th>result</th><th>cases</th></tr></thead>"
+        f"<tbody>\n{rows}\n</tbody></table>"
+    )
+    return page("evals", body, links)
+
+
+def eval_page(
+    report: EvalReport,
+    others: Sequence[EvalSummary],
+    links: Links,
+    baseline: EvalReport | None = None,
+) -> str:
+    """One eval's report, a form to pick a baseline among ``others``, and what changed
+    from ``baseline`` when one is picked."""
+    body = report_body(report, links.run)
+    choices = "".join(
+        f'<option value="{_e(e.eval_id)}"'
+        f"{' selected' if baseline is not None and baseline.eval_id == e.eval_id else ''}>"
+        f"{_e(e.eval_id)} · {_e(e.name)}</option>"
+        for e in others
+        if e.eval_id != report.eval_id
+    )
+    if choices:
+        body += (
+            f'<form method="get" action="{_e(links.eval(report.eval_id))}">'
+            f'<label>compare with <select name="baseline">{choices}</select></label> '
+            f'<button type="submit">compare</button></form>'
+        )
+    if baseline is not None:
+        body += comparison_table(compare(baseline, report))
+    return page(f"eval {report.eval_id}", body, links)
+
+
+def eval_routes(store: RunStore, links: Links) -> list[Route]:
+    """The routes of the eval pages, under ``links.base``."""
+
+    async def evals(request: Request) -> Response:
+        found = await asyncio.to_thread(store.evals, 200)
+        return HTMLResponse(evals_page(found, store.name, links))
+
+    async def one(request: Request) -> Response:
+        report = await _report(store, request.path_params["eval_id"])
+        if report is None:
+            return _missing(request.path_params["eval_id"], store, links)
+        wanted = request.query_params.get("baseline")
+        baseline = await _report(store, wanted) if wanted else None
+        if wanted and baseline is None:
+            return _missing(wanted, store, links)
+        others = await asyncio.to_thread(store.evals, 200)
+        return HTMLResponse(eval_page(report, others, links, baseline))
+
+    return [Route(links.base + "evals", evals), Route(links.base + "evals/{eval_id}", one)]
+
+
+async def _report(store: RunStore, eval_id: str) -> EvalReport | None:
+    text = await asyncio.to_thread(store.eval_report, eval_id)
+    return EvalReport.from_json(text) if text is not None else None
+
+
+def _missing(eval_id: str, store: RunStore, links: Links) -> Response:
+    body = f"<h1>no such eval</h1><p>No eval {_e(eval_id)} in {_e(store.name)}.</p>"
+    return HTMLResponse(page("no such eval", body, links), status_code=404)

@@ -1,0 +1,192 @@
+"""``honeycomb eval``: a table and totals, ``--json``, ``--junit``, ``--html``; exit
+status 0 when every case passes, 4 when one fails, 2 on a bad cases file; a baseline
+and ``eval compare`` tell what changed, and can gate on regressions only."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli import main
+from honeycomb.cli.exits import ExitStatus
+from tests.support.evals import tiny_hive, write
+
+CASES = """
+name: greetings
+cases:
+  - id: lisbon
+    task: Say hello to {{city}}
+    vars: {city: Lisbon}
+    assert:
+      - contains: "{{city}}"
+      - model_calls: {at_most: 5}
+  - id: oslo
+    task: Say hello to Oslo
+    assert:
+      - icontains: OSLO
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    tiny_hive(tmp_path)
+    write(tmp_path, "evals.yaml", CASES)
+    return tmp_path
+
+
+def _eval(capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str, str]:
+    code = main(["eval", "hive.yaml", "evals.yaml", "--plain", *options])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_passing_eval_prints_its_table_and_totals_and_exits_0(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _eval(
+        capsys, "--eval-id", "ev-a", "--junit", "out/junit.xml", "--html", "r.html"
+    )
+    assert err.splitlines()[-2:] == [  # a line at each tenth of the runs: for CI logs
+        "eval: 1 of 2 runs · 1 passed, 0 failed",
+        "eval: 2 of 2 runs · 2 passed, 0 failed",
+    ]
+    run_id = re.search(
+        r"<system-out>run (\w+)</system-out>", (folder / "out/junit.xml").read_text()
+    )
+    assert code == ExitStatus.OK
+    assert "eval ev-a · greetings" in out
+    assert "│ lisbon │ pass" in out
+    assert "2 of 2 cases passed (100%) · 2 runs in" in out
+    assert "eval ev-a kept in .honeycomb/runs.db" in out
+    suite = ET.parse(folder / "out" / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "0")
+    assert "<h1>eval ev-a · greetings</h1>" in (folder / "r.html").read_text()
+    # Each case is a run of the store: honeycomb trace shows it.
+    assert run_id is not None
+    assert main(["trace", run_id[1]]) == ExitStatus.OK
+    assert f"run {run_id[1]} · ok" in capsys.readouterr().out
+
+
+def test_a_failing_case_exits_4_naming_its_check_and_reason(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(folder, "evals.yaml", CASES.replace("icontains: OSLO", "contains: Bergen"))
+    code, out, _ = _eval(capsys, "--json")
+    assert code == ExitStatus.CASES_FAILED == 4
+    report = json.loads(out)
+    assert report["totals"]["passed"] == 1
+    oslo = next(c for c in report["cases"] if c["id"] == "oslo")
+    (verdict,) = oslo["attempts"][0]["verdicts"]
+    assert verdict["check"] == "contains 'Bergen'"
+    assert verdict["reason"].startswith("the answer lacks 'Bergen': ")
+
+
+def test_a_bad_cases_file_exits_2_with_every_error_at_its_line(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(folder, "evals.yaml", CASES.replace("icontains: OSLO", "icontain: OSLO"))
+    code, _, err = _eval(capsys)
+    assert code == ExitStatus.UNUSABLE
+    assert "evals.yaml:12:9: cases[1].assert[0]: a check has exactly one of:" in err
+    assert not (folder / ".honeycomb").exists()  # nothing ran
+
+
+def test_a_baseline_shows_the_regression_and_can_gate_on_it_alone(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _eval(capsys, "--eval-id", "ev-good")[0] == ExitStatus.OK
+    # A prompt that broke: the answers no longer hold what the checks want.
+    write(folder, "evals.yaml", CASES.replace('{{city}}"', 'Paris"'))
+    code, out, _ = _eval(capsys, "--eval-id", "ev-bad", "--baseline", "ev-good")
+    assert code == ExitStatus.CASES_FAILED
+    assert "│ lisbon │ newly failing │ -0.50" in out
+    assert "against ev-good: 1 newly failing, 0 newly passing, 1 unchanged" in out
+    # Gated on regressions only: a case failing in the baseline too does not fail it.
+    write(folder, "evals.yaml", CASES.replace("icontains: OSLO", "contains: Bergen"))
+    assert _eval(capsys, "--eval-id", "ev-oslo")[0] == ExitStatus.CASES_FAILED
+    gated = _eval(capsys, "--baseline", "ev-oslo", "--gate", "regressions")
+    assert gated[0] == ExitStatus.OK
+    # eval compare A B tells the same from the store, and fails on a regression.
+    assert main(["eval", "compare", "ev-good", "ev-bad"]) == ExitStatus.CASES_FAILED
+    assert "lisbon │ newly failing" in capsys.readouterr().out
+    assert main(["eval", "compare", "ev-bad", "ev-good", "--json"]) == ExitStatus.OK
+    shown = json.loads(capsys.readouterr().out)
+    assert [c["change"] for c in shown["cases"]] == ["newly_passing", "passing"]
+
+
+def test_an_unknown_baseline_or_eval_exits_2(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _eval(capsys, "--baseline", "ev-none")
+    assert code == ExitStatus.UNUSABLE
+    assert "no eval 'ev-none'" in err
+    assert main(["eval", "compare", "ev-x", "ev-y"]) == ExitStatus.UNUSABLE
+    assert "no run store" in capsys.readouterr().err
+
+
+def test_a_judges_hive_grades_and_the_evals_budget_leaves_cases_unrun(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        folder,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          critic:
+            description: Grades answers.
+        """,
+    )
+    cases = CASES.replace("name: greetings", "name: greetings\njudges: judges.yaml")
+    write(folder, "evals.yaml", cases + "      - judge: {role: critic, rubric: It greets.}\n")
+    code, out, _ = _eval(capsys, "--json", "--concurrency", "1")
+    assert code == ExitStatus.OK
+    oslo = json.loads(out)["cases"][1]["attempts"][0]
+    assert oslo["verdicts"][-1] == {
+        "check": 'judge {"role": "critic", "rubric": "It greets."}',
+        "passed": True,
+        "score": 1.0,
+        "weight": 1.0,
+        "reason": None,
+    }
+    code, out, _ = _eval(capsys, "--max-model-calls", "3", "--concurrency", "1")
+    assert code == ExitStatus.CASES_FAILED
+    assert "the eval's budget of 3 model calls is spent (3): not run: oslo" in out
+
+
+def test_case_picks_the_cases_to_run(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _eval(capsys, "--case", "os*", "--json")
+    assert code == ExitStatus.OK
+    assert [c["id"] for c in json.loads(out)["cases"]] == ["oslo"]
+    code, _, err = _eval(capsys, "--case", "lisbn")
+    assert code == ExitStatus.UNUSABLE
+    assert "--case lisbn: no such case (did you mean 'lisbon'?); the cases: lisbon, oslo" in err
+
+
+def test_an_eval_recorded_once_replays_with_no_model_and_a_new_request_names_its_case(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _eval(capsys, "--record", "calls.jsonl")
+    assert code == ExitStatus.OK
+    assert "recording the model calls in calls.jsonl" in err
+    # The hive's model is gone: the cassette answers every call.
+    hive = folder / "hive.yaml"
+    hive.write_text(hive.read_text().replace("provider: offline", "model: gpt-x"))
+    code, _, err = _eval(capsys, "--replay", "calls.jsonl")
+    assert code == ExitStatus.OK
+    assert "replaying the model calls of calls.jsonl (6 recorded; no model is called)" in err
+    # A case whose task changed asks what was not recorded: it fails, naming the case.
+    write(folder, "evals.yaml", CASES.replace("Say hello to Oslo", "Say hello to Bergen"))
+    code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--json")
+    assert code == ExitStatus.CASES_FAILED
+    (attempt,) = json.loads(out)["cases"][1]["attempts"]
+    assert attempt["status"] == "error"
+    assert "the cassette did not record" in attempt["error"]
+    assert "case 'oslo'" in attempt["error"]

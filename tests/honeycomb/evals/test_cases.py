@@ -1,0 +1,159 @@
+"""A cases file: defaults, vars, cases from JSON lines and CSV; every mistake told at
+once at its file, line and field, as a hive's are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb.errors import ConfigErrors
+from honeycomb.evals import Check, load_cases
+from honeycomb.hive import load_hive
+from tests.support.evals import tiny_hive, write
+
+
+def _errors(path: Path, hive: Path | None = None) -> list[str]:
+    with pytest.raises(ConfigErrors) as caught:
+        load_cases(path, load_hive(hive) if hive is not None else None)
+    return [str(e) for e in caught.value.errors]
+
+
+def test_defaults_vars_and_rows_from_jsonl_and_csv_make_the_cases(tmp_path: Path) -> None:
+    write(tmp_path, "more.jsonl", '{"id": "oslo", "city": "Oslo", "expected": "Norway"}\n\n')
+    write(tmp_path, "more.csv", "id,city,expected\nkyoto,Kyoto,Japan\n")
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        name: cities
+        defaults:
+          task: Where is {{city}}?
+          vars: {city: Lisbon}
+          assert:
+            - status: ok
+        cases:
+          - id: lisbon
+            expected: Portugal
+            assert:
+              - contains: "{{expected}}"
+          - task: Compare {{city}} and {{other}}
+            vars: {other: Porto}
+        cases_from: [more.jsonl, more.csv]
+        """,
+    )
+    cases = load_cases(path)
+    assert cases.name == "cities"
+    tasks = {c.id: c.task for c in cases.cases}
+    assert tasks == {
+        "lisbon": "Where is Lisbon?",
+        "case-2": "Compare Lisbon and Porto",
+        "oslo": "Where is Oslo?",
+        "kyoto": "Where is Kyoto?",
+    }
+    names = [[c.name for c in case.checks if isinstance(c, Check)] for case in cases.cases]
+    assert names[0] == ["status 'ok'", "contains 'Portugal'"]
+    assert names[1] == ["status 'ok'"]
+    assert cases.cases[3].expected == "Japan"
+    assert cases.cases[3].vars["city"] == "Kyoto"
+
+
+def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: one
+            task: Where is {{town}}?
+            asert: []
+          - id: two
+            task: x
+            assert:
+              - contains: a
+                regex: b
+              - regex: "(unclosed"
+              - python: nowhere_module:check
+              - tool_called: {name: t, at_least: 2, at_most: 1}
+          - id: two
+            task: y
+        """,
+    )
+    errors = _errors(path)
+    file = str(path)
+    assert errors == [
+        f"{file}:4:5: cases[0].asert: unknown field 'asert' (did you mean 'assert'?); allowed: "
+        "assert, description, expected, id, task, threshold, vars",
+        f"{file}:8:9: cases[1].assert[0]: a check has exactly one of: equals, contains, "
+        "icontains, not_contains, regex, json, python, judge, status, tool_called, "
+        "side_effects, cost, latency, tokens, model_calls (it has contains, regex)",
+        f"{file}:10:9: cases[1].assert[1].regex: not a regular expression: missing ), "
+        "unterminated subpattern at position 0",
+        f"{file}:12:9: cases[1].assert[3].tool_called: at_least (2) is above at_most (1)",
+    ]
+    # Once the file validates, what its cases make of it is checked, case by case.
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: one
+            task: Where is {{town}}?
+          - id: two
+            task: x
+            assert:
+              - python: nowhere_module:check
+          - id: three
+            task: y
+          - id: three
+            task: z
+        """,
+    )
+    assert _errors(path) == [
+        f"{file}:3:5: cases[0].task: no var 'town' for {{{{town}}}}; the case's vars: none",
+        f"{file}:7:9: cases[1].assert[0].python: cannot import 'nowhere_module:check': no "
+        "module named 'nowhere_module'",
+        f"{file}:10:5: cases[3]: another case is named 'three': give each its own id",
+    ]
+
+
+def test_what_a_check_needs_of_the_hive_is_checked_against_it(tmp_path: Path) -> None:
+    hive = tiny_hive(tmp_path)
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - judge: {role: critic, rubric: fair}
+              - json: output_schema
+        """,
+    )
+    assert _errors(path, hive) == [
+        f"{path}:4:9: cases[0].assert[0].judge: no role 'critic' to judge with; the roles: "
+        "aggregator, planner, writer",
+        f"{path}:5:9: cases[0].assert[1].json: the hive's aggregator has no output_schema to "
+        "check against",
+    ]
+
+
+def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
+    rows = write(
+        tmp_path, "rows.jsonl", '{"task": "a"}\nnot json\n[1]\n{"task": "b", "threshold": 2}\n'
+    )
+    path = write(tmp_path, "evals.yaml", "cases_from: rows.jsonl\n")
+    errors = _errors(path)
+    assert errors[0].startswith(f"{rows}:2: not JSON: Expecting value")
+    assert errors[1:] == [
+        f"{rows}:3: each line is a JSON object (a case)",
+        f"{rows}:4:1: threshold: Input should be less than or equal to 1 (got 2)",
+    ]
+    assert _errors(write(tmp_path, "evals.yaml", "cases: []\n")) == [
+        f"{tmp_path / 'evals.yaml'}:1:1: cases: the file has no cases"
+    ]
+    assert _errors(write(tmp_path, "evals.yaml", "- a list\n")) == [
+        f"{tmp_path / 'evals.yaml'}: a cases file is a mapping (cases:, defaults: ...)"
+    ]
+    missing = _errors(write(tmp_path, "evals.yaml", "cases_from: gone.csv\n"))
+    assert missing[0].startswith(f"{tmp_path / 'evals.yaml'}:1:1: cases_from[0]: cannot read")

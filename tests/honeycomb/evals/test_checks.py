@@ -1,0 +1,250 @@
+"""Every kind of check of a cases file passes on a run that meets it and fails on one
+that does not, saying why; checks in Python are plain callables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from honeycomb.evals import Check, Judges, Score, load_cases
+from honeycomb.evals.checks import built_check, verdict
+from honeycomb.evals.spec import CheckSpec
+from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, Usage
+from tests.support.evals import shown_run, tiny_hive, write
+
+CALLS = [
+    {
+        "worker": "s1",
+        "role": "meteorologist",
+        "tool": "get_weather",
+        "arguments": {"city": "Lisbon", "day": "sat"},
+    },
+    {
+        "worker": "s1",
+        "role": "meteorologist",
+        "tool": "get_weather",
+        "arguments": {"city": "Porto", "day": "sat"},
+    },
+    {"worker": "s2", "role": "courier", "tool": "send", "arguments": {}, "side_effects": True},
+]
+
+# (the check as a cases file writes it, a run it passes, a run it fails, the reason)
+KINDS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
+    "equals": ("equals: 42", {"answer": " 42\n"}, {"answer": "41"}, "the answer is '41', not 42"),
+    "equals expected": ("equals: null", {"answer": "yes"}, {"answer": "no"}, "not 'yes'"),
+    "contains": (
+        "contains: Lisbon",
+        {"answer": "to Lisbon"},
+        {"answer": "to Porto"},
+        "lacks 'Lisbon'",
+    ),
+    "contains all": ("contains: [a1, b2]", {"answer": "a1 b2"}, {"answer": "a1"}, "lacks 'b2'"),
+    "contains any": (
+        "contains: {any: [a1, b2]}",
+        {"answer": "b2"},
+        {"answer": "c3"},
+        "none of 'a1', 'b2'",
+    ),
+    "icontains": ("icontains: LISBON", {"answer": "lisbon"}, {"answer": "porto"}, "lacks 'LISBON'"),
+    "not_contains": (
+        "not_contains: [sorry, cannot]",
+        {"answer": "ok"},
+        {"answer": "sorry"},
+        "holds 'sorry'",
+    ),
+    "regex": (
+        "regex: '\\d+ euros'",
+        {"answer": "361 euros"},
+        {"answer": "many euros"},
+        "no match for /\\d+ euros/",
+    ),
+    "json": ("json: true", {"answer": '{"a": 1}'}, {"answer": "{a: 1}"}, "the answer is not JSON"),
+    "json schema": (
+        "json: {schema: {type: object, required: [total], properties: {total: {type: number}}}}",
+        {"answer": '{"total": 3}'},
+        {"answer": '{"total": "3"}'},
+        "total: '3' is not of type 'number'",
+    ),
+    "status": (
+        "status: [ok, partial]",
+        {"status": "partial"},
+        {"status": "failed", "error": "boom"},
+        "the run ended failed, not ok or partial (boom)",
+    ),
+    "tool_called": (
+        "tool_called: {name: get_weather, args: {city: Lisbon}, role: meteorologist}",
+        {"tool_calls": CALLS},
+        {"tool_calls": CALLS[1:]},
+        "get_weather by meteorologist with city='Lisbon': called 0 times, wanted at least 1",
+    ),
+    "tool_called at most": (
+        "tool_called: {name: get_weather, at_least: 0, at_most: 1}",
+        {"tool_calls": CALLS[1:]},
+        {"tool_calls": CALLS},
+        "called 2 times, wanted at least 0, at most 1",
+    ),
+    "side_effects": (
+        "side_effects: 1",
+        {"tool_calls": CALLS},
+        {"tool_calls": CALLS[:2]},
+        "0 side-effecting calls, wanted exactly 1",
+    ),
+    "side_effects at most": (
+        "side_effects: {at_most: 0}",
+        {},
+        {"tool_calls": CALLS},
+        "1 side-effecting calls, wanted at most 0",
+    ),
+    "cost": (
+        "cost: 0.01",
+        {"usage": Usage(cost=0.005)},
+        {"usage": Usage(cost=0.02)},
+        "cost $0.0200, above 0.01",
+    ),
+    "tokens": (
+        "tokens: {at_most: 100}",
+        {"usage": Usage(input_tokens=60)},
+        {"usage": Usage(input_tokens=60, output_tokens=60)},
+        "120 tokens, above 100",
+    ),
+    "model_calls": (
+        "model_calls: {at_least: 2, at_most: 5}",
+        {"usage": Usage(model_calls=2)},
+        {"usage": Usage(model_calls=1)},
+        "1 model calls, below 2",
+    ),
+    "latency": ("latency: 1.5", {"wall_s": 1.0}, {"wall_s": 2.0}, "wall time 2.00s, above 1.5"),
+    "latency critical path": (
+        "latency: {at_most: 1, of: critical_path}",
+        {"wall_s": 9, "critical_path_s": 0.5},
+        {"critical_path_s": 1.25},
+        "critical path 1.25s, above 1",
+    ),
+    "python": (
+        "python: checks:short",
+        {"answer": "hi"},
+        {"answer": "hello there"},
+        "too long: 11 characters",
+    ),
+    "python score": (
+        "{python: 'checks:share', threshold: 0.5}",
+        {"answer": "aab"},
+        {"answer": "abb"},
+        "score 0.33 is below its threshold 0.50",
+    ),
+}
+
+CHECKS = """
+def short(answer, run):
+    return None if len(answer) < 5 else f"too long: {len(answer)} characters"
+
+
+def share(answer, run):
+    return answer.count("a") / len(answer)
+"""
+
+
+def _check(folder: Path, written: str) -> Check:
+    write(folder, "checks.py", CHECKS)
+    path = write(
+        folder,
+        "evals.yaml",
+        f"""
+        cases:
+          - task: the task
+            expected: "yes"
+            assert:
+              - {written}
+        """,
+    )
+    (case,) = load_cases(path).cases
+    (check,) = case.checks
+    assert isinstance(check, Check)
+    return check
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_each_kind_passes_on_a_run_that_meets_it_and_fails_saying_why(
+    tmp_path: Path, kind: str
+) -> None:
+    written, good, bad, reason = KINDS[kind]
+    check = _check(tmp_path, written)
+    passed = await verdict(check, shown_run(**good))
+    assert (passed.passed, passed.reason) == (True, None), passed
+    failed = await verdict(check, shown_run(**bad))
+    assert not failed.passed
+    assert reason in (failed.reason or ""), failed.reason
+
+
+class Trip(BaseModel):
+    total: float
+    cities: list[str]
+
+
+async def test_json_against_the_hives_output_schema() -> None:
+    spec = CheckSpec.model_validate({"json": "output_schema"})
+    made = built_check(spec, expected=None, output_schema=Trip, python=None)
+    good = await verdict(made, shown_run(json.dumps({"total": 3, "cities": ["Lisbon"]})))
+    assert good.passed
+    bad = await verdict(made, shown_run(json.dumps({"total": "lots"})))
+    assert not bad.passed
+    assert bad.reason is not None
+    assert "does not match Trip" in bad.reason
+    assert "total" in bad.reason
+    assert made.name == "json schema 'output_schema'"
+
+
+async def test_a_judge_grades_by_its_rubric_and_its_cost_is_its_own(tmp_path: Path) -> None:
+    def grade(request: ModelRequest) -> str:
+        shown = str(request.messages[-1].content)
+        assert "Rubric: names a city" in shown
+        return "PASS" if "Lisbon" in shown else "It names no city."
+
+    hive = load_hive(tiny_hive(tmp_path))
+    model = FunctionModel(grade)
+    judges = Judges(hive.roles, lambda role: model)
+    check = _check(tmp_path, "judge: {role: writer, rubric: names a city}")
+    first = judges.fresh()
+    assert (await verdict(check, shown_run("to Lisbon", judges=first))).passed
+    failed = await verdict(check, shown_run("nowhere", judges=first))
+    assert failed.reason == "writer: It names no city."
+    assert first.spent.model_calls == 2
+    assert judges.fresh().spent == Usage()
+
+
+@pytest.mark.parametrize(
+    ("returned", "passed", "reason"),
+    [
+        (True, True, None),
+        (False, False, "the check returned False"),
+        (None, True, None),
+        ("", True, None),
+        ("it rambles", False, "it rambles"),
+        (0.75, False, "score 0.75 is below its threshold 1.00"),
+        ((0.2, "too vague"), False, "too vague"),
+        (Score(score=1.0), True, None),
+    ],
+)
+async def test_a_plain_callable_returns_a_bool_a_score_or_a_reason(
+    returned: object, passed: bool, reason: str | None
+) -> None:
+    found = await verdict(Check(name="mine", fn=lambda answer, run: returned), shown_run("a"))
+    assert (found.passed, found.reason) == (passed, reason)
+
+
+async def test_an_async_check_is_awaited_and_a_check_that_raises_fails_with_its_error() -> None:
+    async def later(answer: str, run: object) -> bool:
+        return answer == "a"
+
+    def broken(answer: str, run: object) -> bool:
+        raise KeyError("total")
+
+    assert (await verdict(Check(name="later", fn=later), shown_run("a"))).passed
+    found = await verdict(Check(name="broken", fn=broken), shown_run("a"))
+    assert found.reason == "the check raised KeyError: 'total'"

@@ -1,0 +1,212 @@
+"""``evaluate``: the cases run at most N at once, each a run of the store; repeats give
+a pass rate and a spread; the eval's budget stops it; the report is kept by its id,
+and two reports compare case by case."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import Executor
+from honeycomb.evals import (
+    Case,
+    CaseRun,
+    EvalBudget,
+    EvalReport,
+    Judges,
+    assert_case,
+    evaluate,
+    load_cases,
+)
+from honeycomb.evals.compare import compare
+from honeycomb.hive import Hive, load_hive
+from honeycomb.offline import OfflineModel
+from honeycomb.run.events import RunFinished, RunStarted
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from runtime import Event, Limits, ModelRequest, Price, PricedModel
+from tests.support.evals import tiny_hive, write
+
+
+@pytest.fixture
+def hive(tmp_path: Path) -> Hive:
+    return load_hive(tiny_hive(tmp_path))
+
+
+def _cases(count: int, *checks: Any) -> list[Case]:
+    return [Case(id=f"c{n}", task=f"Say hello to city {n}", checks=checks) for n in range(count)]
+
+
+async def test_cases_run_in_parallel_but_never_more_than_the_concurrency(hive: Hive) -> None:
+    running, most = 0, 0
+
+    def count(event: Event) -> None:
+        nonlocal running, most
+        if isinstance(event, RunStarted):
+            running += 1
+            most = max(most, running)
+        elif isinstance(event, RunFinished):
+            running -= 1
+
+    executor = Executor.from_hive(hive, model=OfflineModel(latency=0.02), on_event=[count])
+    report = await evaluate(executor, _cases(12), concurrency=3)
+    assert most == 3
+    assert [c.id for c in report.cases] == [f"c{n}" for n in range(12)]  # the cases' order
+    assert report.passed
+    assert report.totals()["runs"] == 12
+
+
+async def test_each_case_is_a_run_of_the_store_and_the_report_is_kept_by_its_id(
+    hive: Hive, tmp_path: Path
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor.from_hive(hive, store=store)
+    report = await evaluate(executor, _cases(2), eval_id="ev-1", hive="tiny")
+    run_ids = [a.run_id for c in report.cases for a in c.attempts]
+    assert len(set(run_ids)) == 2
+    for run_id in run_ids:
+        found = store.find(run_id)
+        assert found is not None
+        assert found.status == "ok"
+        assert store.spans(run_id)  # its trace, for honeycomb trace and serve
+    kept = store.eval_report("ev-1")
+    assert kept is not None
+    assert EvalReport.from_json(kept) == report
+    assert [(e.eval_id, e.passed) for e in store.evals()] == [("ev-1", True)]
+
+
+async def test_repeats_give_each_case_a_pass_rate_and_flag_the_flaky_ones(hive: Hive) -> None:
+    turns = itertools.cycle([True, False])
+
+    def sometimes(answer: str, run: CaseRun) -> bool:
+        return next(turns)
+
+    executor = Executor.from_hive(hive)
+    report = await evaluate(executor, _cases(1, sometimes), repeat=4, concurrency=1)
+    (case,) = report.cases
+    assert len({a.run_id for a in case.attempts}) == 4  # a run each
+    assert (case.pass_rate, case.flaky, case.spread, case.passed) == (0.5, True, 1.0, False)
+    assert report.totals()["flaky"] == 1
+
+
+async def test_the_evals_budget_stops_new_runs_and_leaves_the_rest_unrun(hive: Hive) -> None:
+    executor = Executor.from_hive(hive)
+    budget = EvalBudget(model_calls=6)  # a run of the tiny hive makes 3 calls
+    report = await evaluate(executor, _cases(5), budget=budget, concurrency=1)
+    assert [c.id for c in report.cases] == ["c0", "c1"]
+    assert report.not_run == ("c2", "c3", "c4")
+    assert report.stopped == "the eval's budget of 6 model calls is spent (6)"
+    assert not report.passed
+    assert report.pass_rate == 2 / 5
+
+
+async def test_the_hives_own_budget_bounds_each_case(hive: Hive) -> None:
+    policy = hive.policy.model_copy(update={"budgets": Limits(model_calls=2)})
+    report = await evaluate(Executor.from_hive(hive, policy=policy), _cases(2))
+    for case in report.cases:
+        (attempt,) = case.attempts
+        assert attempt.status == "over_budget"
+        assert attempt.failing is not None
+        assert attempt.failing.reason is not None
+        assert attempt.failing.reason.startswith("the run ended over_budget")
+
+
+async def test_a_judges_calls_cost_the_eval_not_the_run(hive: Hive, tmp_path: Path) -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+
+    def grade(request: ModelRequest) -> str:
+        return "PASS"
+
+    judge = PricedModel(FunctionModel(grade), price)
+    executor = Executor.from_hive(hive)
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: Say hello to Lisbon
+            assert:
+              - judge: {role: writer, rubric: it greets}
+        """,
+    )
+    judges = Judges(executor.roles, lambda role: judge)
+    report = await evaluate(executor, load_cases(path, hive), judges=judges)
+    (attempt,) = report.cases[0].attempts
+    assert attempt.passed
+    assert attempt.cost == 0.0  # the offline runs cost nothing
+    assert attempt.judge_cost > 0
+    assert report.judge_cost == attempt.judge_cost
+    assert attempt.model_calls == 3  # the run's own
+
+
+async def test_a_comparison_tells_what_newly_fails_and_passes(hive: Hive) -> None:
+    executor = Executor.from_hive(hive)
+
+    def lisbon(answer: str, run: CaseRun) -> bool:
+        return "city 0" in answer
+
+    def everywhere(answer: str, run: CaseRun) -> bool:
+        return "city 1" in answer or "city 2" in answer
+
+    before = await evaluate(executor, _cases(2, lisbon))
+    cases = [*_cases(3, everywhere)]
+    after = await evaluate(executor, cases)
+    found = compare(before, after)
+    changes = {c.id: c.change for c in found.cases}
+    assert changes == {"c0": "newly_failing", "c1": "newly_passing", "c2": "added"}
+    assert [c.id for c in found.regressions] == ["c0"]
+    c0 = next(c for c in found.cases if c.id == "c0")
+    assert c0.score == -1.0
+    assert c0.reason == "everywhere: the check returned False"
+    assert compare(after, before).cases[-1].change == "removed"
+
+
+async def test_bad_arguments_are_refused(hive: Hive) -> None:
+    executor = Executor.from_hive(hive)
+    with pytest.raises(ValueError, match="at least 1"):
+        await evaluate(executor, _cases(1), concurrency=0)
+    with pytest.raises(ValueError, match="two cases are named 'c0'"):
+        await evaluate(executor, [*_cases(1), *_cases(1)])
+
+
+async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: hello
+            task: Say hello to Lisbon
+            assert:
+              - contains: Lisbon
+          - id: bye
+            task: Say hello to Oslo
+            assert:
+              - contains: Bergen
+              - status: ok
+        """,
+    )
+    good, bad = load_cases(path, hive).cases
+    executor = Executor.from_hive(hive)
+    assert (await assert_case(executor, good)).passed
+    with pytest.raises(AssertionError) as failed:
+        await assert_case(executor, bad)
+    (line,) = str(failed.value).splitlines()[1:]
+    assert re.fullmatch(r"  \w+: contains 'Bergen': the answer lacks 'Bergen': .*", line)
+
+
+async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(hive: Hive) -> None:
+    def no_plan(request: ModelRequest) -> str:
+        return "not a plan"
+
+    executor = Executor.from_hive(hive, model=FunctionModel(no_plan))
+    report = await evaluate(executor, _cases(1))
+    (attempt,) = report.cases[0].attempts
+    assert (attempt.status, attempt.run_id, attempt.passed) == ("error", "", False)
+    assert attempt.failing is not None
+    assert attempt.failing.reason is not None
+    assert attempt.failing.reason.startswith("the run ended error: ")
