@@ -7,8 +7,10 @@ in PostgreSQL's types (a whole-number column is a ``BIGINT``, a real one a ``DOU
 PRECISION``), and known as a store by its ``store_schema`` table, which holds its
 version: a schema that holds other tables is never written to. Upgrades run in one
 transaction under an advisory lock, so that of the processes that open a store of an
-earlier version at once, one upgrades it. Each connection's ``search_path`` is the
-store's schema alone: its statements reach no other table.
+earlier version at once, one upgrades it; reading changes nothing (a table or column
+an earlier version lacks reads as none, or as its default, as in SQLite). Each
+connection's ``search_path`` is the store's schema alone: its statements reach no
+other table.
 
 The writer has a connection of its own (:class:`PostgresConnection`); reads take one
 from a pool of at most ``pool_size``, each in one snapshot (``REPEATABLE READ``).
@@ -126,7 +128,7 @@ class PostgresConnection:
 
         self.conn = conn
         self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
-        self._known = known  # the columns of each table, as the schema is current
+        self._known = known  # the columns of each table, kept as they are read
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         return self.conn.execute(_sql(sql), _values(params))
@@ -213,8 +215,10 @@ class PostgresDatabase:
             self._options["password"] = password
         for secret in (password, urlsplit(url).password, os.environ.get("PGPASSWORD")):
             add_secret(secret, "database password", owner=self)
+        # The columns of each table, once the schema is known to be of the current
+        # version (then they change no more).
         self._known: dict[str, frozenset[str]] = {}
-        self._current = False  # the schema is known to be of the current version
+        self._current = False
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
 
@@ -223,7 +227,7 @@ class PostgresDatabase:
     def connect(self) -> PostgresConnection:
         conn = self._connection()
         try:
-            self._prepare(conn, make=True)
+            self._prepare(conn)
         except BaseException:
             conn.close()
             raise
@@ -251,9 +255,9 @@ class PostgresDatabase:
 
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
 
-    def _prepare(self, conn: psycopg.Connection[Any], *, make: bool) -> bool:
-        """Make the store (``make``), or bring it up to the current schema: in one
-        transaction, under the schema's advisory lock. Whether there is a store.
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        """Make the store, or bring it up to the current schema: in one transaction,
+        under the schema's advisory lock.
 
         Raises:
             StoreError: when the schema holds other tables, or a newer store; or it
@@ -263,13 +267,11 @@ class PostgresDatabase:
         from psycopg import sql
 
         if self._current:
-            return True
+            return
         try:
             with conn.transaction():
                 conn.execute(_SCHEMA_LOCK, (self.schema,))
                 version = self._version(conn)
-                if version == 0 and not make:
-                    return False
                 if version == 0:
                     conn.execute(
                         sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
@@ -287,9 +289,7 @@ class PostgresDatabase:
                 conn.execute(f"UPDATE {_VERSIONS} SET version = %s", (SCHEMA_VERSION,))
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the run store: {exc}", path=self.where) from exc
-        self._known.clear()
         self._current = True
-        return True
 
     def _version(self, conn: psycopg.Connection[Any]) -> int:
         """The version of the store in the schema (0: no store, nor any table).
@@ -325,12 +325,16 @@ class PostgresDatabase:
         import psycopg
 
         try:
-            with self._readers().connection() as conn:
-                if not self._prepare(conn, make=False):
-                    return empty
-                with conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    return read(PostgresConnection(conn, self._known))
+            with self._readers().connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # A store of an earlier version is read as it is (reading changes
+                # nothing): a table or column it lacks reads as none, or its default.
+                if not self._current:
+                    version = self._version(conn)
+                    if version == 0:
+                        return empty
+                    self._current = version == SCHEMA_VERSION
+                return read(PostgresConnection(conn, self._known if self._current else {}))
         except psycopg.Error as exc:
             raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
 

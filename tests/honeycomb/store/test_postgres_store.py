@@ -46,7 +46,7 @@ async def test_a_schema_holding_other_tables_is_refused_and_left_as_it_was(url: 
     assert query(url, "SELECT * FROM runs") == [("theirs",)]
 
 
-async def test_a_store_of_an_earlier_version_is_brought_up_to_date_and_a_newer_refused(
+async def test_a_store_of_an_earlier_version_is_read_as_it_is_and_brought_up_to_date(
     url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # A store as schema 4 made it: no approvals, no lives, no decided_by.
@@ -63,6 +63,8 @@ async def test_a_store_of_an_earlier_version_is_brought_up_to_date_and_a_newer_r
     )
     lives = "SELECT count(*) FROM pg_tables WHERE tablename = 'lives' AND schemaname = ?"
     assert query(url, lives, (name,)) == [(0,)]
+    assert RunStore(url).runs() == []  # read as it is, and left so
+    assert query(url, "SELECT version FROM store_schema") == [(4,)]
     setup = Setup(tmp_path / "effects.txt", tmp_path / "calls.txt")
     result = await setup.executor(url).run(TASK, subtasks=plan(1), run_id="r1")
     assert result.status == "ok"
