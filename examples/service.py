@@ -14,6 +14,22 @@ its fields as JSON), the answers' text as it is written among them
 is only ever accepted text: that of an answer output guards check comes once they
 pass it, and never if they refuse it, so a client shows the deltas as they come.
 
+Conversations are sessions (``docs/sessions.md``): ``POST /sessions/ID/messages``
+with ``{"message": "..."}`` answers the message with a run that sees the session's
+earlier messages and answers (as ``/run`` does, or as ``/stream`` does when the request
+accepts ``text/event-stream``), and ``GET /sessions/ID`` gives the conversation, turn by
+turn with each turn's run::
+
+    curl -s localhost:8000/sessions/ann/messages -d '{"message": "Weather in Lisbon and Porto?"}'
+    curl -s localhost:8000/sessions/ann/messages -d '{"message": "And Madrid?"}'
+    curl -s localhost:8000/sessions/ann
+
+Messages to one session are answered one at a time, in the order they come (one sent
+with ``"busy": "refuse"`` while another is answered gets 409 instead); those of
+different sessions run at once. With a run store (``HONEYCOMB_STORE=.honeycomb/runs.db``
+before ``uvicorn``), a service started again goes on with its conversations: a message
+it was answering as it stopped is answered first, from where its run stopped.
+
 Many requests run at once on one event loop, each its own isolated run. A client that
 disconnects cancels its run: every worker and tool call of it stops.
 """
@@ -22,9 +38,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Coroutine
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pydantic_core
@@ -35,11 +53,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from honeycomb import Event, Executor, HoneycombError, RunResult
+from honeycomb import Event, Executor, HoneycombError, RunResult, RunStream, Turn
+from honeycomb.errors import SessionError
 from honeycomb.events import RunFinished
 from runtime import dump_value
 
 HIVE = Path(__file__).parent / "trip" / "hive.yaml"
+Busy = Literal["wait", "refuse"]
 _EXPECTED = 'send a JSON body like {"task": "..."} (a non-empty task; an optional "run_id")'
 
 
@@ -52,48 +72,36 @@ def create_app(executor: Executor) -> Starlette:
         if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         task, run_id = asked
-        result: RunResult | None = None
-        error: HoneycombError | None = None
-        async with anyio.create_task_group() as tg:
-            # The run and a watcher for the client going away; whichever ends first
-            # cancels the other.
-            tg.start_soon(_cancel_on_disconnect, request, tg.cancel_scope)
-            active.value += 1
-            try:
-                result = await executor.run(task, run_id=run_id or None)
-            except HoneycombError as exc:
-                error = exc
-            finally:
-                active.value -= 1
-                tg.cancel_scope.cancel()
-        if result is not None:
-            return JSONResponse(_payload(result))
-        if error is not None:
-            return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=500)
-        return Response(status_code=499)  # the client went away
+        return await _answered(request, active, lambda: executor.run(task, run_id=run_id or None))
 
     async def stream(request: Request) -> Response:
         asked = await _asked(request)
         if asked is None:
             return JSONResponse({"error": _EXPECTED}, status_code=422)
         task, run_id = asked
+        return EventStream(_streamed(active, lambda: executor.stream(task, run_id=run_id or None)))
 
-        async def produce(send: MemoryObjectSendStream[bytes]) -> None:
-            active.value += 1
-            try:
-                async with send, executor.stream(task, run_id=run_id or None) as run:
-                    try:
-                        async for event in run:
-                            await send.send(_sse(event.kind, _fields(event)))
-                    except HoneycombError as exc:
-                        await send.send(_sse("error", {"error": f"{type(exc).__name__}: {exc}"}))
-                        return
-                    if run.result is not None:
-                        await send.send(_sse("result", _payload(run.result)))
-            finally:
-                active.value -= 1
+    async def message(request: Request) -> Response:
+        said = await _said(request)
+        if said is None:
+            return JSONResponse({"error": _SAY}, status_code=422)
+        text, busy = said
+        # A turn the service was stopped during is resumed before the new message.
+        session = executor.session(
+            request.path_params["session_id"], busy=busy, unfinished="resume"
+        )
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return EventStream(_streamed(active, lambda: session.stream(text)))
+        return await _answered(request, active, lambda: session.run(text))
 
-        return EventStream(produce)
+    async def conversation(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        turns = await executor.session(session_id).turns()
+        if not turns:
+            return JSONResponse({"error": f"no session {session_id!r}"}, status_code=404)
+        return JSONResponse(
+            {"session_id": session_id, "turns": [_turn(t) for t in turns]},
+        )
 
     async def health(request: Request) -> Response:
         return JSONResponse({"active_runs": active.value})
@@ -102,9 +110,95 @@ def create_app(executor: Executor) -> Starlette:
         routes=[
             Route("/run", run, methods=["POST"]),
             Route("/stream", stream, methods=["POST"]),
+            Route("/sessions/{session_id}/messages", message, methods=["POST"]),
+            Route("/sessions/{session_id}", conversation, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ]
     )
+
+
+async def _answered(
+    request: Request, active: _Counter, answer: Callable[[], Awaitable[RunResult]]
+) -> Response:
+    """The JSON response to a request whose answer is a run's result."""
+    result: RunResult | None = None
+    error: HoneycombError | None = None
+    async with anyio.create_task_group() as tg:
+        # The run and a watcher for the client going away; whichever ends first
+        # cancels the other.
+        tg.start_soon(_cancel_on_disconnect, request, tg.cancel_scope)
+        active.value += 1
+        try:
+            result = await answer()
+        except HoneycombError as exc:
+            error = exc
+        finally:
+            active.value -= 1
+            tg.cancel_scope.cancel()
+    if result is not None:
+        return JSONResponse(_payload(result))
+    if error is not None:
+        # A session answering another message (or whose last one did not finish) is
+        # busy: the client may send again; anything else failed.
+        status = 409 if isinstance(error, SessionError) else 500
+        return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=status)
+    return Response(status_code=499)  # the client went away
+
+
+def _streamed(
+    active: _Counter, start: Callable[[], AbstractAsyncContextManager[RunStream]]
+) -> Producer:
+    """What a stream's response sends: every event of the run ``start`` starts, then
+    its result (or its error)."""
+
+    async def produce(send: MemoryObjectSendStream[bytes]) -> None:
+        active.value += 1
+        try:
+            async with send, start() as run:
+                try:
+                    async for event in run:
+                        await send.send(_sse(event.kind, _fields(event)))
+                except HoneycombError as exc:
+                    await send.send(_sse("error", {"error": f"{type(exc).__name__}: {exc}"}))
+                    return
+                if run.result is not None:
+                    await send.send(_sse("result", _payload(run.result)))
+        finally:
+            active.value -= 1
+
+    return produce
+
+
+_SAY = (
+    'send a JSON body like {"message": "..."} (a non-empty message; "busy": "refuse" not to wait)'
+)
+
+
+async def _said(request: Request) -> tuple[str, Busy] | None:
+    """The message a request's body says, and whether it may wait for the session's
+    turn; None for a body of another shape."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    text, busy = body.get("message"), body.get("busy", "wait")
+    if not isinstance(text, str) or not text.strip() or busy not in ("wait", "refuse"):
+        return None
+    return text, busy
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    return {
+        "turn": turn.turn,
+        "run_id": turn.run_id,
+        "message": turn.message,
+        "answer": turn.answer,
+        "status": turn.status,
+        "cost": turn.cost,
+        "started_at": turn.started_at,
+    }
 
 
 async def _asked(request: Request) -> tuple[str, str | None] | None:
@@ -201,4 +295,5 @@ def _payload(result: RunResult) -> dict[str, Any]:
     }
 
 
-app = create_app(Executor.from_yaml(HIVE))
+# HONEYCOMB_STORE=.honeycomb/runs.db keeps the runs and the conversations there.
+app = create_app(Executor.from_yaml(HIVE, store=os.environ.get("HONEYCOMB_STORE") or None))

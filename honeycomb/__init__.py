@@ -22,9 +22,11 @@ need none of them.
 import typing
 
 from honeycomb.executor import Executor
+from honeycomb.run.conversation import SessionPolicy, Turn
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Budgets, Policy
 from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult
+from honeycomb.run.session import Session
 from honeycomb.run.stream import RunStream
 from runtime import lazy
 from runtime.errors import (
@@ -107,6 +109,8 @@ __all__ = [
     "RunStream",
     "RunTimings",
     "SQLiteMemory",
+    "Session",
+    "SessionPolicy",
     "Subtask",
     "SubtaskResult",
     "SystemMessage",
@@ -116,6 +120,7 @@ __all__ = [
     "ToolError",
     "ToolMessage",
     "ToolRegistry",
+    "Turn",
     "Usage",
     "UserMessage",
     "Worker",

@@ -17,11 +17,16 @@ starts with the first call, and stops with the block, or with the run outside on
 A call that needs a person's approval is decided by the Executor's ``approver``; with
 none, it waits in the store: the run ends ``waiting`` once nothing else can proceed,
 :meth:`Executor.decide` records a decision, and :meth:`Executor.resume` continues.
+
+:meth:`Executor.session` holds a conversation: each message a run whose planner and
+aggregator are told the messages before it (:mod:`honeycomb.run.session`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
@@ -69,6 +74,7 @@ from workers.services import Services
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
     from honeycomb.run.context import Backend
+    from honeycomb.run.session import Busy, Converse, Session, SessionRows, Unfinished
     from honeycomb.store import RunStore
 
 __all__ = ["Executor"]
@@ -158,9 +164,15 @@ class Executor:
             mcp,
             guards,
             kept_policy.max_nesting,
+            kept_policy.sessions.context.model,
         )
         kept = open_store(store)
         self._held: AsyncExitStack | None = None  # the models held by ``async with``
+        # One lock a session id, shared by its Session objects while any is alive.
+        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._session_rows: SessionRows | None = None
         model_slots = _slots(kept_policy.model_concurrency)
         limited_models = {
             name: LimitedModel(m, model_slots) if model_slots is not None else m
@@ -449,14 +461,93 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
+        return await self._execute(
+            task,
+            subtasks=subtasks,
+            run_id=run_id or os.urandom(6).hex(),
+            on_event=on_event,
+            steal=steal,
+            text_deltas=text_deltas,
+            resumable=run_id is not None,
+        )
+
+    async def _execute(
+        self,
+        task: str,
+        *,
+        run_id: str,
+        on_event: Sequence[EventHandler],
+        steal: bool,
+        text_deltas: bool,
+        resumable: bool,
+        subtasks: Plan | Sequence[SubtaskSpec] | None = None,
+        converse: Converse | None = None,
+    ) -> RunResult:
+        """:meth:`run`, and a session's turn (told the conversation by ``converse``)."""
         require_asyncio("Executor.run")
         self.check_keys()
-        run = Run(self.shared, task, run_id or os.urandom(6).hex(), on_event, text=text_deltas)
+        if converse is None and resumable and self.store is not None:
+            converse = await self._turn_of(run_id)  # a session's turn: its conversation
+        run = Run(self.shared, task, run_id, on_event, text=text_deltas, converse=converse)
         async with self.shared.crew.scope():  # the servers its calls reach
             with masked_errors():  # what a run returns and raises shows no secret
-                return masked(
-                    await run.execute(subtasks, resumable=run_id is not None, steal=steal)
-                )
+                return masked(await run.execute(subtasks, resumable=resumable, steal=steal))
+
+    def session(
+        self, session_id: str, *, busy: Busy = "wait", unfinished: Unfinished = "raise"
+    ) -> Session:
+        """The session (conversation) of ``session_id``, new or not: each
+        ``await session.run(message)`` is a run whose planner and aggregator (and the
+        workers of roles that say so) see the messages before it, their answers and
+        what their subtasks found, within the policy's ``sessions`` budget. With a
+        run store, its turns are kept there, and a process that starts again goes on
+        with it (see ``docs/sessions.md``).
+
+        Args:
+            session_id: Any string (a user's id, a chat's).
+            busy: What a message that comes while the session answers another does:
+                ``wait`` its turn (in the order they came), or ``refuse`` it with
+                ``SessionBusy``. Each message may say otherwise.
+            unfinished: What a message does when the session's last turn did not
+                finish (the process stopped during it, or it waits for approvals):
+                ``raise`` ``SessionError``, ``resume`` that turn first, or ``drop`` it.
+                Each message may say otherwise.
+        """
+        from honeycomb.run.session import Session
+
+        lock = self._session_locks.get(session_id)
+        if lock is None:
+            lock = self._session_locks[session_id] = asyncio.Lock()
+        return Session(
+            session_id,
+            runner=self._execute,
+            rows=self._rows(),
+            lock=lock,
+            policy=self.policy.sessions,
+            opener=lambda other: self.session(other, busy=busy, unfinished=unfinished),
+            busy=busy,
+            unfinished=unfinished,
+        )
+
+    async def _turn_of(self, run_id: str) -> Converse | None:
+        """What tells run ``run_id`` its conversation, when it answers a turn of a
+        session kept in the store (it is resumed as any run: ``honeycomb resume``)."""
+        from honeycomb.store.sessions import StoredSessions
+
+        assert self.store is not None
+        session_id = await StoredSessions(self.store).session_of(run_id)
+        if session_id is None:
+            return None
+        return await self.session(session_id).converse_for(run_id)
+
+    def _rows(self) -> SessionRows:
+        """Where this Executor's sessions keep their turns: its run store, else here."""
+        if self._session_rows is None:
+            from honeycomb.run.session import MemoryRows, StoreRows
+
+            store = self.store
+            self._session_rows = StoreRows.of(store) if store is not None else MemoryRows()
+        return self._session_rows
 
     async def resume(
         self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False

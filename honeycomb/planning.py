@@ -1,6 +1,7 @@
 """Plans and what makes and merges them: the plan and its subtasks, the planners (a
 role, a function, a fixed list, a lead planning in rounds), the aggregators, and the
-run context a planner or aggregator of your own is given.
+run context a planner or aggregator of your own is given, with the conversation a
+session's turn is told (``Conversation``) and how sessions keep and run their turns.
 
     from honeycomb.planning import FunctionPlanner, RoleAggregator
 
@@ -15,6 +16,7 @@ from honeycomb.run.aggregator import (
     RoleAggregator,
 )
 from honeycomb.run.context import RunContext
+from honeycomb.run.conversation import Conversation, TurnResult
 from honeycomb.run.crew import Crew
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.planner import (
@@ -27,11 +29,13 @@ from honeycomb.run.planner import (
     SubtaskSpec,
 )
 from honeycomb.run.result import PlanRound
+from honeycomb.run.session import SessionRows, TurnRunner
 
 __all__ = [
     "Aggregator",
     "AggregatorLike",
     "ConcatAggregator",
+    "Conversation",
     "Crew",
     "FunctionAggregator",
     "FunctionPlanner",
@@ -43,7 +47,10 @@ __all__ = [
     "RolePlanner",
     "RoundPlanner",
     "RunContext",
+    "SessionRows",
     "StaticPlanner",
     "Subtask",
     "SubtaskSpec",
+    "TurnResult",
+    "TurnRunner",
 ]

@@ -37,6 +37,8 @@ The tree::
     ├── MemoryStoreError            a memory file could not be opened, read or written
     │   └── MemoryFeatureMissing    SQLite lacks FTS5, or sqlite-vec is not installed
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
+    ├── SessionError                a session cannot take a message (its last turn did not finish)
+    │   └── SessionBusy             the session is answering another message
     ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
     │   └── AlreadyDecided          the call was decided already: the first decision stands
@@ -100,6 +102,8 @@ __all__ = [
     "RunawayLoop",
     "ScriptExhausted",
     "ServerGone",
+    "SessionBusy",
+    "SessionError",
     "StoreError",
     "StreamInterrupted",
     "ToolDefinitionError",
@@ -645,6 +649,31 @@ class RunBusy(StoreError):
                 "live run is not taken over: wait for it to end, or stop that process"
             )
         super().__init__(message, path=path)
+
+
+class SessionError(HoneycombError):
+    """A session cannot take a message now: its last turn did not finish (its run
+    was interrupted, or waits for approvals). ``session.resume()`` continues that
+    turn; ``session.pop()`` drops it.
+
+    Attributes:
+        session_id: The session.
+        turn: The turn in the way (its number, from 1).
+        run_id: That turn's run.
+    """
+
+    def __init__(self, message: str, *, session_id: str, turn: int, run_id: str) -> None:
+        self.session_id = session_id
+        self.turn = turn
+        self.run_id = run_id
+        super().__init__(message)
+
+
+class SessionBusy(SessionError):
+    """The session is answering another message (in this process or another), and the
+    caller chose to be refused rather than wait (``busy="refuse"``); or another
+    process took the turn this message was to be.
+    """
 
 
 class MemoryStoreError(HoneycombError):

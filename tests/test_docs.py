@@ -311,7 +311,9 @@ def test_the_readme_links_to_where_the_work_is_done() -> None:
 
 COMMANDS = [["demo"], ["init"], ["run"], ["resume"], ["approve"], ["runs"], ["trace"],
             ["serve"], ["validate"], ["bench"], ["bench", "--peers"], ["memory", "list"],
-            ["memory", "search"], ["memory", "forget"], ["eval"], ["eval", "compare"]]  # fmt: skip
+            ["memory", "search"], ["memory", "forget"], ["eval"], ["eval", "compare"],
+            ["chat"], ["sessions"], ["sessions", "show"], ["sessions", "forget"],
+            ["sessions", "prune"]]  # fmt: skip
 
 
 def options(command: list[str]) -> set[str]:

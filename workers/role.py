@@ -96,6 +96,12 @@ class Role(BaseModel):
             of tools marked ``approval=True``; a hive's ``approvals:`` is the default).
         guards: Checks on its subtask's instruction, its answer and its tool calls'
             arguments (see :mod:`workers.guards`).
+        session: What its workers see of a session's conversation, when a run answers
+            a message of one: ``full`` (the summary, earlier messages, answers and
+            what their subtasks found), ``summary`` (without what the subtasks found)
+            or ``none``; None: ``full`` for the planner and the aggregator, ``none``
+            for the other roles (the planner writes their instructions to stand
+            alone).
     """
 
     model_config = ConfigDict(
@@ -119,6 +125,7 @@ class Role(BaseModel):
     memory: RoleMemory | None = None
     approvals: Approvals | None = None
     guards: Guards | None = None
+    session: Literal["full", "summary", "none"] | None = None
 
     @property
     def system_prompt(self) -> str:

@@ -24,7 +24,7 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.running import DEFAULT_STORE, _override
+from honeycomb.cli.running import DEFAULT_STORE, model_of
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
 from honeycomb.evals.compare import Comparison, compare
@@ -146,7 +146,7 @@ def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Mo
     """
     if args.model == LOCAL:
         short_answers(hive)
-    model = None if args.replay is not None else _override(args)
+    model = None if args.replay is not None else model_of(args)
     return cassette_models(hive, model, args, hive.backend)
 
 

@@ -42,6 +42,7 @@ honeycomb {version}: run LLM agents in parallel (plan, fan out, aggregate).
                                     (honeycomb init --list names the templates)
   honeycomb run myhive/hive.yaml    run a hive on its example task, or on yours:
                                     honeycomb run myhive/hive.yaml "your task"
+  honeycomb chat myhive/hive.yaml   talk with a hive: each message sees the ones before
   honeycomb runs                    list the stored runs
   honeycomb trace RUN_ID            a run's timeline and critical path
 

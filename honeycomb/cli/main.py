@@ -1,5 +1,6 @@
 """The ``honeycomb`` command: ``demo``, ``init``, ``run``, ``resume``, ``approve``,
-``runs``, ``trace``, ``serve``, ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`),
+``runs``, ``trace``, ``serve``, ``chat`` (:mod:`honeycomb.cli.chat`), ``sessions``
+(:mod:`honeycomb.cli.sessions`), ``validate``, ``memory`` (:mod:`honeycomb.cli.memory`),
 ``eval`` (:mod:`honeycomb.cli.evals`),
 and in a clone of the repository ``bench``; with no arguments, a short guide
 (:mod:`honeycomb.cli.init`).
@@ -23,6 +24,7 @@ from typing import TextIO
 
 from honeycomb.cli.approve import approve_command
 from honeycomb.cli.cassettes import add_cassette_options
+from honeycomb.cli.chat import add_chat_command
 from honeycomb.cli.evals import add_eval_command, compare_main
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
@@ -37,6 +39,7 @@ from honeycomb.cli.running import (
 )
 from honeycomb.cli.runs import runs_command, trace_command
 from honeycomb.cli.serve import add_serve
+from honeycomb.cli.sessions import add_sessions_command
 from honeycomb.cli.stores import STORE_HELP, store_argument
 from honeycomb.hive import load_hive
 from honeycomb.hive.backend import BACKENDS
@@ -172,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     trace.set_defaults(handler=trace_command)
 
     add_serve(commands, DEFAULT_STORE)
+    add_chat_command(commands, _run_options)
+    add_sessions_command(commands, DEFAULT_STORE)
 
     validate = commands.add_parser("validate", help="check hive files and report every error")
     validate.add_argument("hives", type=Path, nargs="+", help="hive YAML files")

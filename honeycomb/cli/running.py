@@ -61,6 +61,8 @@ __all__ = [
     "DEMO_TASK",
     "demo_command",
     "demo_hive_path",
+    "missing_keys",
+    "model_of",
     "resume_command",
     "run_command",
 ]
@@ -199,12 +201,12 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     task = valid_text(task)
     try:
         backend = chosen_backend(hive.backend, args)
-        model = None if getattr(args, "replay", None) is not None else _override(args)
+        model = None if getattr(args, "replay", None) is not None else model_of(args)
         models = cassette_models(hive, model, args, backend)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    missing = _missing_keys(hive, model, args)
+    missing = missing_keys(hive, model, args)
     if missing:  # before the run starts (and is kept), not as its failure
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -228,7 +230,9 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         return run_on_loop(run)
 
 
-def _override(args: argparse.Namespace) -> Model | None:
+def model_of(args: argparse.Namespace) -> Model | None:
+    """The one model ``--model`` (and its options) names for every role; None: the
+    hive's own."""
     model = _named_model(args)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
@@ -250,7 +254,7 @@ def _named_model(args: argparse.Namespace) -> Model | None:
     return OpenAIModel(args.model, base_url=args.base_url)
 
 
-def _missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> list[ConfigError]:
+def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> list[ConfigError]:
     """The API keys the run would need and lacks: of the hive's models, or of the one
     model given instead of them (none: a cassette answers every call)."""
     if getattr(args, "replay", None) is not None:

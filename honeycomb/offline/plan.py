@@ -18,6 +18,7 @@ from honeycomb.run.prompts import (
     CATALOG_HEADER,
     ROUND_HEADER,
     CatalogEntry,
+    conversation_of,
     parse_catalog,
     parse_results,
 )
@@ -41,6 +42,7 @@ _ASKS_FOR_MORE = re.compile(
     re.I,
 )
 _FOLLOW_UP = re.compile(r"\b[Ff]ollow up on (\S+?)[:,]")  # either form _follow_up writes
+_MESSAGE = re.compile(r"^## Message \d+\n(.*?)\n(?:Found by its subtasks:|Answer:)", re.M | re.S)
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
 
@@ -68,7 +70,7 @@ def plan_for(request: ModelRequest) -> Plan:
         fixed = _fix_plan(last_answer(request), [e.role for e in roles], limit, ids)
         if fixed is not None:
             return fixed
-    return _rule_plan(task, roles, limit, ids)
+    return _rule_plan(task, roles, limit, ids, _messages_of(conversation_of(catalog_text)))
 
 
 def schema_ids(schema: dict[str, Any]) -> tuple[str, ...]:
@@ -136,13 +138,30 @@ def _asking_sentence(text: str) -> str | None:
     return None
 
 
+def _messages_of(conversation: str) -> list[str]:
+    """The earlier messages of a session's conversation, oldest first."""
+    return [" ".join(m.split()) for m in _MESSAGE.findall(conversation)]
+
+
 def _rule_plan(
-    task: str, roles: Sequence[CatalogEntry], limit: int, given: Sequence[str] = ()
+    task: str,
+    roles: Sequence[CatalogEntry],
+    limit: int,
+    given: Sequence[str] = (),
+    earlier: Sequence[str] = (),
 ) -> Plan:
     if not roles:
         return Plan(subtasks=())
     vocab = {e.role: _role_vocabulary(e) for e in roles}
-    overall = _best_role(task, roles, vocab) or roles[0].role
+    overall = _best_role(task, roles, vocab)
+    if overall is None:  # a follow-up ("and Madrid?"): of the latest message with a topic
+        topic = next((m for m in reversed(earlier) if _best_role(m, roles, vocab)), None)
+        if topic is not None:
+            role = _best_role(topic, roles, vocab) or roles[0].role
+            said = f"{_followed(task, topic)} (following on from: {topic.rstrip('.!? ')})."
+            sid = given[0] if given else f"{role[:40]}-1"
+            return Plan(subtasks=(Subtask(id=sid, role=role, instruction=said),))
+    overall = overall or roles[0].role
     drafts: list[_Draft] = []
     for clause in rules.split_clauses(task) or [task]:
         # A clause that names no role's words goes on with the one before it ("research
@@ -176,6 +195,17 @@ def _rule_plan(
             for i, d in zip(ids, drafts, strict=True)
         )
     )
+
+
+def _followed(task: str, topic: str) -> str:
+    """A follow-up said again in the words of the message it follows: "And Madrid?"
+    after "Compare the weather in Lisbon and Porto" is "Compare the weather in Madrid";
+    one that names no place stays as it was said."""
+    places, before = rules.places(task), rules.places(topic)
+    if not places or not before:
+        return _sentence(task, places)[:-1]
+    head = topic[: topic.index(before[0])]
+    return f"{head}{' and '.join(places)}"
 
 
 def _role_vocabulary(entry: CatalogEntry) -> dict[str, int]:

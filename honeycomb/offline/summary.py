@@ -5,7 +5,8 @@ The facts of the summary so far are kept, in order; each folded tool result adds
 key lines, under the call that produced it: of its text (or of a JSON object's long
 texts) the lines that hold a number or a ``key: value`` pair, three at most, each cut
 to 200 characters, the object's short fields beside the first. Prose without either
-is left out. A real model keeps what its prompt and its judgement keep.
+is left out. A folded turn of a session's conversation adds its message and the key
+lines of its answer. A real model keeps what its prompt and its judgement keep.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import Any
 from runtime import ModelRequest, UserMessage
 from workers.compaction import END_HEADER, FOLDED_HEADER, PREVIOUS_HEADER
 
-__all__ = ["FACTS_HEADER", "summarize"]
+__all__ = ["FACTS_HEADER", "summarize", "turn_facts"]
 
 FACTS_HEADER = "Facts found so far:"
 _RESULT = re.compile(r"^### result (?P<call>.+) \[(?P<status>\w+)\]$")
 _KEY_LINE = re.compile(r"\d|^\s*[\w .-]{1,40}:\s+\S")
 _PER_RESULT = 3
+_MESSAGE = "## Message "  # how a session's turn starts (honeycomb.run.conversation)
 _LINE_MAX = 200
 
 
@@ -38,6 +40,8 @@ def summarize(request: ModelRequest) -> str:
         if line.startswith("### "):
             if call:
                 facts += [f"- {call}: {fact}" for fact in key_facts("\n".join(body))]
+            elif body[:1] and body[0].startswith(_MESSAGE):  # a turn of a session
+                facts += turn_facts(body)
             found = _RESULT.match(line)
             call = found["call"] if found and found["status"] == "ok" else ""
             body = []
@@ -45,6 +49,16 @@ def summarize(request: ModelRequest) -> str:
             body.append(line)
     kept = list(dict.fromkeys(facts))  # each fact once, in the order found
     return "\n".join([FACTS_HEADER, *kept]) if kept else f"{FACTS_HEADER}\n(none yet)"
+
+
+def turn_facts(lines: list[str]) -> list[str]:
+    """A session's earlier turn, folded: its message, and the key lines of its answer
+    (as :func:`key_facts` finds them in a tool result)."""
+    number = lines[0].removeprefix(_MESSAGE).strip()
+    message = " ".join(lines[1].split()) if len(lines) > 1 else ""
+    answer = "\n".join(lines[lines.index("Answer:") + 1 :]) if "Answer:" in lines else ""
+    said = [f"- message {number}: {message[:_LINE_MAX]}"]
+    return said + [f"- answer {number}: {fact}" for fact in _key_lines(answer)]
 
 
 def key_facts(content: str) -> list[str]:

@@ -101,7 +101,8 @@ class RoleAggregator:
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails as a worker
             raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)
-        result = await worker.run(aggregator_task(task, entries))
+        conversation = context.conversation_for(context.roles[self.role], "full")
+        result = await worker.run(aggregator_task(task, entries, conversation))
         if isinstance(result.exception, BudgetExceeded):
             raise result.exception
         if not result.ok:

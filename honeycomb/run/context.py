@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 from pydantic import BaseModel
 
+from honeycomb.run.conversation import Conversation, SessionMode
 from honeycomb.run.crew import Crew
 from honeycomb.run.policy import Policy
 from runtime import Budget, Tracer
@@ -51,6 +52,8 @@ class RunContext(Value, frozen=True, kw_only=True):
             model calls whose role sets none.
         backend: Where its subtask workers run (None: here, in the run's event loop).
         spans: Records the run's spans, if it keeps them (a sub-run's go there too).
+        conversation: The session's conversation before this run's message, when it
+            answers one (:mod:`honeycomb.run.session`).
     """
 
     services: Services
@@ -58,6 +61,15 @@ class RunContext(Value, frozen=True, kw_only=True):
     policy: Policy
     backend: Backend | None = None
     spans: SpanRecorder | None = None
+    conversation: Conversation | None = None
+
+    def conversation_for(self, role: Role | None, default: SessionMode) -> str:
+        """What ``role`` sees of the session's conversation (its ``session:``, else
+        ``default``): '' outside a session."""
+        if self.conversation is None:
+            return ""
+        mode = role.session if role is not None and role.session is not None else default
+        return self.conversation.for_mode(mode)
 
     @property
     def run_id(self) -> str:

@@ -186,7 +186,11 @@ class RolePlanner:
                 await context.crew.prepare([other])
         catalog = [_entry(r, context) for r in workable]
         names = [r.name for r in workable]
-        return planner_task(task, catalog, max_subtasks=context.policy.max_subtasks), names
+        conversation = context.conversation_for(context.roles[self.role], "full")
+        prompt = planner_task(
+            task, catalog, max_subtasks=context.policy.max_subtasks, conversation=conversation
+        )
+        return prompt, names
 
     async def _ask(
         self,

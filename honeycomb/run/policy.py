@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from honeycomb.run.conversation import SessionPolicy
 from runtime import Limits, OnUnknown
 from workers.state import DEFAULT_OUTPUT_TOKENS
 
@@ -48,6 +49,9 @@ class Policy(BaseModel):
             aggregator). The planner's calls and the judges' are limited by what a
             plan of ``max_subtasks`` subtasks or a verdict can need, and compaction's
             summaries by their budget. A reasoning model counts its thinking in it.
+        sessions: How sessions keep their conversations: the budget of tokens the
+            conversation may take in a turn's requests, and how long sessions are
+            kept (see ``docs/sessions.md``).
     """
 
     model_config = ConfigDict(
@@ -67,6 +71,7 @@ class Policy(BaseModel):
     approval_timeout_s: float | None = Field(default=None, gt=0)
     max_nesting: int = Field(default=3, ge=1, le=20)
     max_output_tokens: int = Field(default=DEFAULT_OUTPUT_TOKENS, ge=1)
+    sessions: SessionPolicy = Field(default_factory=SessionPolicy)
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:

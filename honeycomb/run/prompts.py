@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from honeycomb.run.conversation import CONVERSATION_HEADER
 from runtime.value import Value
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "CatalogEntry",
     "ResultEntry",
     "aggregator_task",
+    "conversation_of",
     "follow_up_task",
     "parse_catalog",
     "parse_results",
@@ -59,9 +61,20 @@ class ResultEntry(Value, frozen=True, kw_only=True):
     asked: str = ""
 
 
-def planner_task(task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: int) -> str:
-    """The planner's user message: the task, the roles, and the limits."""
-    lines = [f"Task: {task}", "", CATALOG_HEADER]
+STANDS_ALONE = (
+    "Write each instruction to stand alone: say in it what the task's words point to in "
+    'the conversation ("the cheaper one", "and Madrid?").'
+)
+"""Under the conversation a planner is shown: its workers do not see it."""
+
+
+def planner_task(
+    task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: int, conversation: str = ""
+) -> str:
+    """The planner's user message: the task, the conversation before it (in a
+    session), the roles, and the limits."""
+    shown = _conversation(conversation) + (["", STANDS_ALONE] if conversation else [])
+    lines = [f"Task: {task}", *shown, "", CATALOG_HEADER]
     for entry in catalog:
         lines.append(f"- {entry.role}: {entry.description or 'no description'}")
         lines.extend(f"    tool {name}: {desc}" for name, desc in entry.tools)
@@ -69,13 +82,29 @@ def planner_task(task: str, catalog: Sequence[CatalogEntry], *, max_subtasks: in
     return "\n".join(lines)
 
 
-def aggregator_task(task: str, results: Sequence[ResultEntry]) -> str:
-    """The aggregator's user message: the task and every subtask's result with its role."""
-    lines = [f"Task: {task}", "", RESULTS_HEADER]
+def aggregator_task(task: str, results: Sequence[ResultEntry], conversation: str = "") -> str:
+    """The aggregator's user message: the task, the conversation before it (in a
+    session), and every subtask's result with its role."""
+    lines = [f"Task: {task}", *_conversation(conversation), "", RESULTS_HEADER]
     for entry in results:
         status = "" if entry.ok else " FAILED"
         lines += ["", f"### {entry.id} ({entry.role}){status}", entry.text.strip() or "(empty)"]
     return "\n".join(lines)
+
+
+def _conversation(text: str) -> list[str]:
+    """The lines that show a session's conversation under the task (none outside one)."""
+    return ["", CONVERSATION_HEADER, text] if text else []
+
+
+def conversation_of(text: str) -> str:
+    """The conversation a planner's or aggregator's message shows ('' if none)."""
+    if CONVERSATION_HEADER not in text:
+        return ""
+    shown = text.partition(CONVERSATION_HEADER)[2]
+    for after in (STANDS_ALONE, CATALOG_HEADER, RESULTS_HEADER):
+        shown = shown.partition(f"\n\n{after}")[0]
+    return shown.strip()
 
 
 ROUND_HEADER = "Planning round"
@@ -128,7 +157,8 @@ def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
     """The task and the role catalog from a :func:`planner_task` message."""
     task = text.split("\n", 1)[0].removeprefix("Task: ")
     entries: list[CatalogEntry] = []
-    for line in text.splitlines():
+    catalog = text.partition(CATALOG_HEADER)[2] if CATALOG_HEADER in text else text
+    for line in catalog.splitlines():
         role = re.match(_ROLE_LINE, line)
         if role:
             entries.append(CatalogEntry(role=role.group(1), description=role.group(2)))
@@ -144,7 +174,7 @@ def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
 def parse_results(text: str) -> tuple[str, list[ResultEntry]]:
     """The task and the results from an :func:`aggregator_task` message."""
     head, _, body = text.partition(RESULTS_HEADER)
-    task = head.strip().removeprefix("Task: ")
+    task = head.partition(f"\n\n{CONVERSATION_HEADER}")[0].strip().removeprefix("Task: ")
     entries: list[ResultEntry] = []
     current: list[str] = []
     for line in body.splitlines():

@@ -57,6 +57,7 @@ from workers.guards import GuardRunner, Judge, Refusal
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
+    from honeycomb.run.session import Converse
     from honeycomb.run.shared import Shared
     from honeycomb.trace.spans import Span
     from honeycomb.trace.timeline import Timeline
@@ -76,6 +77,8 @@ class Run:
             can stream do, as :class:`~runtime.events.TextDelta` events).
         within: The run this one is a sub-run of (a hive called as a tool): it
             spends that run's budget and holds its locks and tool and model limiters.
+        converse: The conversation before the task, when the run answers a message
+            of a session (:mod:`honeycomb.run.session`): asked once, as it plans.
     """
 
     def __init__(
@@ -87,8 +90,10 @@ class Run:
         *,
         text: bool = False,
         within: RunContext | None = None,
+        converse: Converse | None = None,
     ) -> None:
         self.shared = shared
+        self.converse = converse
         self.task = task
         self.run_id = run_id
         self.handlers, self.text = handlers, text  # for a life that continues this one
@@ -197,7 +202,14 @@ class Run:
         paused = [o.worker.pending for o in waiting.subtasks.values() if o.worker is not None]
         if not any(decided_among(found, waits_on(pending)) for pending in paused):
             return waiting
-        going_on = Run(self.shared, self.task, self.run_id, self.handlers, text=self.text)
+        going_on = Run(
+            self.shared,
+            self.task,
+            self.run_id,
+            self.handlers,
+            text=self.text,
+            converse=self.converse,
+        )
         try:
             return await going_on.execute(None, resumable=True, steal=False)
         except RunBusy as exc:
@@ -265,7 +277,7 @@ class Run:
         if stored is not None:
             if stored.task != masked(valid_text(self.task)):  # as the store keeps text
                 raise ConfigError(
-                    f"run {self.run_id!r} in {record.store.path} was started with another "
+                    f"run {self.run_id!r} in {record.store.where} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
                     "new run_id"
                 )
@@ -301,6 +313,9 @@ class Run:
         began = self._phase("plan")
         if self.guards.guards.input and (self.resumed is None or self.resumed.plan is None):
             _tripwire("input", await self.guards.input(self.task))  # before anything runs
+        if self.converse is not None:  # the session's conversation, within its budget
+            conversation = await self.converse(self.context)
+            self.context = replace(self.context, conversation=conversation)
         self.plan = await planner.plan(self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
         self._phase(None)

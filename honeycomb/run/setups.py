@@ -43,11 +43,14 @@ def resolve_setups(
     mcp: McpTools,
     guards: Guards | None = None,
     max_nesting: int = MAX_DEPTH,
+    session_summarizer: str | None = None,
 ) -> tuple[dict[str, WorkerSetup], ResolvedGuards]:
     """Every role's setup, its tools, output schema and guards resolved (imported)
     once, here, and the runs' own guards; or every mistake at once. MCP tools join the
     setups when their servers list them (:meth:`Shared.prepare
     <honeycomb.run.shared.Shared.prepare>`).
+
+    ``session_summarizer``: the model the policy's sessions summarize with, if named.
 
     Raises:
         ConfigErrors: naming every unknown model, role, tool or guard, and every cycle
@@ -73,6 +76,13 @@ def resolve_setups(
         errors.append(ConfigError(f"roles defined twice: {', '.join(twice)}"))
     if default_model not in models:
         errors.append(ConfigError(f"default model {default_model!r} is not defined"))
+    if session_summarizer is not None and session_summarizer not in models:
+        errors.append(
+            ConfigError(
+                f"policy sessions.context.model {session_summarizer!r} is not defined"
+                f"{did_you_mean(session_summarizer, models)}; models: {', '.join(models)}"
+            )
+        )
     for role in roles:
         summarizer = role.compaction.model if role.compaction is not None else None
         for ref, use in ((role.model, "uses"), (summarizer, "summarizes with")):

@@ -137,7 +137,7 @@ ADDED: dict[int, dict[str, tuple[tuple[str, str, str], ...]]] = {
         # one stands, and whoever decides after is told who made it).
         "approvals": (("decided_by", "TEXT", "NULL"),),
     },
-    6: {},  # the evals table (EVALS)
+    6: {},  # tables of their own: evals, and the turns of sessions (CREATED)
 }
 """The columns each version adds, by table: ``(name, declaration, what a store of an
 earlier version reads for it)``."""
@@ -198,7 +198,31 @@ CREATE TABLE IF NOT EXISTS evals (
 """One row per eval (``honeycomb eval``): its report as JSON, each of its cases' runs
 kept as a run of its own (schema 6)."""
 
-CREATED: dict[int, tuple[str, ...]] = {5: (APPROVALS, LIVES), 6: (EVALS,)}
+SESSION_TURNS = """
+CREATE TABLE IF NOT EXISTS session_turns (
+    session_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    message TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    summary TEXT NOT NULL DEFAULT '',
+    summarized INTEGER NOT NULL DEFAULT 0,
+    answer TEXT,
+    results TEXT,
+    PRIMARY KEY (session_id, turn)
+)
+"""
+"""One row a turn of a session (see :mod:`honeycomb.store.sessions`): its run, its
+message, the rolling summary of the turns before it that its run was given (standing
+for the first ``summarized`` of them), and, once its run ended with one, its answer
+and its subtasks' results (a JSON array of ``{id, role, ok, text}``)."""
+
+SESSION_TURNS_OF_RUN = "CREATE INDEX IF NOT EXISTS session_turns_of_run ON session_turns (run_id)"
+
+CREATED: dict[int, tuple[str, ...]] = {
+    5: (APPROVALS, LIVES),
+    6: (EVALS, SESSION_TURNS, SESSION_TURNS_OF_RUN),
+}
 """The tables each version adds (``IF NOT EXISTS``: made before its columns are)."""
 
 
@@ -463,6 +487,8 @@ __all__ = [
     "EVALS",
     "LIVES",
     "SCHEMA_VERSION",
+    "SESSION_TURNS",
+    "SESSION_TURNS_OF_RUN",
     "TABLES",
     "Unchanged",
     "columns",

@@ -218,6 +218,15 @@ class RunStore:
         keep = functools.partial(keep_decision, run_id=run_id, entry=masked(entry))
         await self._submit(keep, lease, False, True)
 
+    async def act(self, action: Action) -> None:
+        """Run ``action(db)`` in a transaction of its own, in order with every other
+        write; return once it is committed (what it raises is raised here).
+
+        Raises:
+            StoreError: when the store cannot be written.
+        """
+        await self._submit(action, None, False, True)
+
     @staticmethod
     def released(lease: Lease) -> Statement:
         """The statement that deletes ``lease`` (if it is still the run's)."""
@@ -288,6 +297,18 @@ class RunStore:
         if self._writer.started:
             await self.flush()
         return await anyio.to_thread.run_sync(read, run_id)
+
+    async def reading(self, read: Callable[[Connection], T], empty: T) -> T:
+        """:meth:`read_now`, from async code: in a worker thread, after what was
+        written is committed."""
+        if self._writer.started:
+            await self.flush()
+        return await anyio.to_thread.run_sync(self._reading, read, empty)
+
+    def read_now(self, read: Callable[[Connection], T], empty: T) -> T:
+        """``read(db)`` on a read-only connection, in one snapshot (``empty``: no store
+        there yet); a quick read, fine to call from a CLI."""
+        return self._reading(read, empty)
 
     def runs(self, limit: int = 50) -> list[RunSummary]:
         """The latest runs, newest first (a quick read; fine to call from a CLI)."""

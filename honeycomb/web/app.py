@@ -36,10 +36,20 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from honeycomb.run.session import turn_of
 from honeycomb.store import RunStore, RunSummary
+from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
 from honeycomb.web.evals import eval_routes
-from honeycomb.web.pages import Links, live_parts, page, run_page, runs_page
+from honeycomb.web.pages import (
+    Links,
+    live_parts,
+    page,
+    run_page,
+    runs_page,
+    session_page,
+    sessions_page,
+)
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
 from runtime.tools.approvals import PendingApproval
@@ -153,6 +163,8 @@ def create_app(
         Route(base + "runs/{run_id}/events", site.events),
         Route(base + "runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
         *eval_routes(site.store, links),
+        Route(base + "sessions", site.sessions),
+        Route(base + "sessions/{session_id}", site.session),
     ]
     handlers = {_Refused: _refused, StoreError: _store_failed}
     app = Starlette(routes=routes, exception_handlers=handlers)
@@ -173,6 +185,17 @@ class _Site:
     async def runs(self, request: Request) -> Response:
         found = await asyncio.to_thread(self.store.runs, 200)
         return HTMLResponse(runs_page(found, self.store.name, self.links))
+
+    async def sessions(self, request: Request) -> Response:
+        found = await asyncio.to_thread(StoredSessions(self.store).sessions, 200)
+        return HTMLResponse(sessions_page(found, self.store.name, self.links))
+
+    async def session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        rows = await StoredSessions(self.store).turns(session_id)
+        if not rows:
+            raise _Refused(404, f"no session {session_id!r} in {self.store.name}")
+        return HTMLResponse(session_page(session_id, [turn_of(r) for r in rows], self.links))
 
     async def run(self, request: Request) -> Response:
         shown = await self._live(request.path_params["run_id"], whole=True)

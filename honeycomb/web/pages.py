@@ -22,6 +22,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from honeycomb.run.conversation import Turn
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
 from honeycomb.trace.format import counted, format_cost, format_took, shown_value
@@ -30,7 +31,7 @@ from honeycomb.trace.spans import Span
 from runtime.tools.approvals import PendingApproval
 from runtime.value import Value
 
-__all__ = ["Links", "live_parts", "page", "run_page", "runs_page"]
+__all__ = ["Links", "live_parts", "page", "run_page", "runs_page", "session_page", "sessions_page"]
 
 
 class Links(Value, frozen=True, kw_only=True):
@@ -51,6 +52,13 @@ class Links(Value, frozen=True, kw_only=True):
     def eval(self, eval_id: str) -> str:
         return f"{self.base}evals/{quote(eval_id, safe='')}"
 
+    @property
+    def sessions(self) -> str:
+        return f"{self.base}sessions"
+
+    def session(self, session_id: str) -> str:
+        return f"{self.base}sessions/{quote(session_id, safe='')}"
+
 
 def page(title: str, body: str, links: Links | None = None, *, live: str | None = None) -> str:
     """A whole page; ``live``: the address of the run events that keep it up to date."""
@@ -66,7 +74,8 @@ def page(title: str, body: str, links: Links | None = None, *, live: str | None 
 <script src="{_e(links.static("serve.js"))}" defer></script>
 </head>
 <body>
-<nav><a href="{_e(links.base)}">runs</a> · <a href="{_e(links.evals)}">evals</a></nav>
+<nav><a href="{_e(links.base)}">runs</a> · <a href="{_e(links.evals)}">evals</a> ·
+<a href="{_e(links.sessions)}">sessions</a></nav>
 {body}
 <div id="tip" hidden></div>
 </body>
@@ -101,6 +110,40 @@ def _run_row(run: RunSummary, links: Links) -> str:
         f'<td>{_e(format_cost(run.cost))}</td><td class="task">{_e(_cut(run.task, 120))}</td>'
         "</tr>"
     )
+
+
+def sessions_page(sessions: Sequence[tuple[Any, ...]], store: str, links: Links) -> str:
+    """The conversations in the store (rows of ``SESSION_COLUMNS``), newest first."""
+    if not sessions:
+        return page("sessions", f"<h1>sessions</h1><p>No sessions in {_e(store)} yet.</p>", links)
+    rows = "\n".join(
+        f'<tr><td><a href="{_e(links.session(sid))}">{_e(sid)}</a></td><td>{turns}</td>'
+        f'<td>{_e(_when(last_at))}</td><td class="task">{_e(_cut(last, 120))}</td></tr>'
+        for sid, turns, _, last_at, last in sessions
+    )
+    head = "<tr><th>session</th><th>turns</th><th>last message</th><th>it said</th></tr>"
+    body = (
+        f'<h1>sessions</h1><p class="muted">{_e(store)}, newest first</p>'
+        f'<table class="runs"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
+    )
+    return page("sessions", body, links)
+
+
+def session_page(session_id: str, turns: Sequence[Turn], links: Links) -> str:
+    """One conversation: each message, its answer, and the run that answered it."""
+    parts = []
+    for turn in turns:
+        answer = turn.answer if turn.answer is not None else f"(no answer: {turn.status})"
+        parts.append(
+            f'<section class="turn"><h2>#{turn.turn} · <a href="{_e(links.run(turn.run_id))}">'
+            f'run {_e(turn.run_id)}</a> · <span class="status {_e(turn.status)}">'
+            f"{_e(turn.status)}</span> · {_e(format_cost(turn.cost))} · "
+            f"{_e(_when(turn.started_at))}</h2>"
+            f'<p class="task">{_e(turn.message)}</p><pre class="answer">{_e(answer)}</pre>'
+            "</section>"
+        )
+    body = f"<h1>session {_e(session_id)}</h1>" + "\n".join(parts)
+    return page(f"session {session_id}", body, links)
 
 
 def run_page(

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.run.prompts import parse_catalog, parse_results
 from runtime import (
     AssistantMessage,
@@ -242,6 +243,8 @@ class LoggedModel(FunctionModel):
                 "tools": len(request.tools),
                 "final": not response.message.tool_calls,
                 "text": response.message.content or "",
+                # A session's run tells its planner and aggregator the conversation.
+                "told": any(CONVERSATION_HEADER in text for text in users),
                 "shape": shape_problem(request.messages),
                 "start": start,
                 "end": now(),

@@ -28,6 +28,7 @@ from tests.interactions.features.running import (
     Sigkill,
     TextProtocol,
 )
+from tests.interactions.features.sessions import Session
 from tests.interactions.invariants import Violation
 
 __all__ = ["FEATURES", "KNOWN", "NOT_APPLICABLE", "Cell", "Known", "cells"]
@@ -53,6 +54,7 @@ FEATURES: tuple[Feature, ...] = (
     SideEffects(),
     Rounds(),
     TextProtocol(),
+    Session(),
     Ray(),
 )
 BY_NAME = {f.name: f for f in FEATURES}

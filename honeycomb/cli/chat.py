@@ -1,0 +1,269 @@
+"""``honeycomb chat hive.yaml [--session ID]``: a conversation with a hive in the
+terminal. Each message is a run of a session (see ``docs/sessions.md``) that sees the
+messages before it; its answer is written as it comes (on a terminal, under the live
+table of its workers), and the table of its workers follows it (with ``--json``: every
+event of it, a JSON line each). Between messages: ``/trace`` draws the last turn's
+timeline, ``/cost`` what each turn spent, ``/history`` the conversation, ``/undo``
+takes the last turn back, ``/new`` starts over, ``/exit`` (or end of input) leaves.
+With a run store (the default), ``--session ID`` goes on with a conversation kept there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+
+from honeycomb.cli.backend import chosen_backend, pool_running
+from honeycomb.cli.cassettes import cassette_models
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.loop import run_on_loop
+from honeycomb.cli.running import DEFAULT_STORE, missing_keys, model_of
+from honeycomb.cli.sessions import print_turn, short
+from honeycomb.cli.view import JsonView, LiveView, View, summary
+from honeycomb.executor import Executor
+from honeycomb.hive import Hive, load_hive
+from honeycomb.hive.backend import BackendSpec
+from honeycomb.run.result import RunResult
+from honeycomb.run.session import Session
+from honeycomb.store import RunStore
+from honeycomb.trace.format import counted, format_cost
+from runtime import (
+    ConfigError,
+    ConfigErrors,
+    Event,
+    HoneycombError,
+    Model,
+    StoreError,
+    TextDelta,
+)
+from runtime.text import valid_text
+
+__all__ = ["add_chat_command", "chat_command"]
+
+HELP = "/trace  /cost  /history  /undo  /new  /exit"
+
+
+def add_chat_command(commands: Any, run_options: Callable[..., None]) -> None:
+    """Add ``chat`` to the command line's subcommands (``run_options``: those of
+    ``run``, but for the run's id)."""
+    chat = commands.add_parser(
+        "chat", help="talk with a hive: each message a run that sees the ones before"
+    )
+    chat.add_argument("hive", type=Path, help="the hive YAML file")
+    chat.add_argument(
+        "--session", default=None, help="go on with this conversation (default: a new one)"
+    )
+    run_options(chat, run_id=False)
+    chat.set_defaults(handler=chat_command)
+
+
+def chat_command(args: argparse.Namespace) -> ExitStatus:
+    try:
+        hive = load_hive(args.hive)
+        hive.check_runnable()
+        model = None if args.replay is not None else model_of(args)
+        backend = chosen_backend(hive.backend, args)
+        models = cassette_models(hive, model, args, backend)  # --record, --replay
+    except (ConfigErrors, ConfigError) as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    missing = missing_keys(hive, model, args)
+    if missing:
+        print(str(ConfigErrors(missing)), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
+    options = hive.store_options if path == hive.store else {}
+    store = RunStore(path, **options) if path is not None else None
+    console = Console()
+    try:
+        return run_on_loop(_talk(hive, models, store, backend, args, console))
+    finally:
+        if store is not None:
+            store.close()
+
+
+async def _talk(
+    hive: Hive,
+    models: Model | Mapping[str, Model] | None,
+    store: RunStore | None,
+    backend: BackendSpec,
+    args: argparse.Namespace,
+    console: Console,
+) -> ExitStatus:
+    """The conversation, its workers where the hive (or ``--backend``) says."""
+    shown = "json" if args.json else "plain" if args.plain or not console.is_terminal else "live"
+    pool = backend.build(hive.folder)
+    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    chat = Chat(hive, executor, args.session, shown)
+    if pool is None:
+        return await chat.talk(sys.stdin, sys.stdout, console)
+    async with pool_running(pool) as problem:
+        if problem is not None:
+            print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
+            return ExitStatus.UNUSABLE
+        return await chat.talk(sys.stdin, sys.stdout, console)
+
+
+class Chat:
+    """One conversation on the terminal."""
+
+    def __init__(self, hive: Hive, executor: Executor, session_id: str | None, shown: str):
+        self.hive = hive
+        self.executor = executor
+        # A turn cut off (Ctrl-C, a crash) is resumed before the next message.
+        self.session: Session = executor.session(
+            session_id or os.urandom(4).hex(), unfinished="resume"
+        )
+        self.shown = shown  # live (a terminal), plain, or json (every event a line)
+        self.results: list[RunResult] = []
+
+    async def talk(self, inp: TextIO, out: TextIO, console: Console) -> ExitStatus:
+        """Read messages until ``/exit`` or the end of input; answer each."""
+        commands: dict[str, Callable[[TextIO], Awaitable[None]]] = {
+            "/trace": lambda o: self._trace(console),
+            "/cost": self._cost,
+            "/history": self._history,
+            "/undo": self._undo,
+            "/new": self._new,
+        }
+        try:
+            earlier = await self.session.turns()
+        except StoreError as exc:
+            print(str(exc), file=sys.stderr)
+            return ExitStatus.UNUSABLE
+        where = self.executor.store.where if self.executor.store is not None else "memory"
+        out.write(
+            f"honeycomb chat · {self.hive.name} · session {self.session.id} "
+            f"({counted(len(earlier), 'turn')} so far, kept in {where})\n{HELP}\n"
+        )
+        while True:
+            out.write("\nyou> ")
+            out.flush()
+            line = await asyncio.to_thread(inp.readline)
+            if not line or line.strip() in ("/exit", "/quit"):
+                out.write("\n")
+                return ExitStatus.OK
+            text = valid_text(line.strip())
+            if not text:
+                continue
+            command = commands.get(text.split()[0])
+            if command is not None:
+                await command(out)
+            elif text.startswith("/"):
+                out.write(f"unknown command {text.split()[0]}: {HELP}\n")
+            else:
+                await self._answer(text, out, console)
+
+    async def _answer(self, message: str, out: TextIO, console: Console) -> None:
+        """Answer ``message``: its text as it is written, then its workers."""
+        view: View = _Written(out)
+        if self.shown == "live":
+            view = LiveView(console, f"honeycomb · {self.hive.name}")
+        elif self.shown == "json":
+            view = JsonView(out)
+        try:
+            with view:
+                async with self.session.stream(message) as events:
+                    async for event in events:
+                        view.handle(event)
+        except HoneycombError as exc:
+            out.write(f"\n{type(exc).__name__}: {exc}\n")
+            return
+        result = events.result
+        if result is None:
+            return
+        self.results.append(result)
+        if self.shown == "json":
+            return  # its run.finished line holds it all
+        if not isinstance(view, _Written) or not view.wrote:
+            out.write(f"\n{result.answer_text.strip()}\n")
+        out.write("\n" + workers_table(result) + "\n")
+
+    async def _trace(self, console: Console) -> None:
+        from honeycomb.run.shown import stored_timeline
+        from honeycomb.trace.terminal import render_timeline
+
+        store, turns = self.executor.store, await self.session.turns()
+        if store is None or not turns:
+            console.print("no turn to trace yet" if turns else "nothing to trace: no store")
+            return
+        run_id = turns[-1].run_id
+        stored, spans = await store.load(run_id), store.spans(run_id)
+        if stored is None or not spans:
+            console.print(f"run {run_id} has no spans")
+            return
+        console.print(render_timeline(stored_timeline(stored, spans), console.width))
+
+    async def _cost(self, out: TextIO) -> None:
+        turns = await self.session.turns()
+        for turn in turns:
+            out.write(f"#{turn.turn:<3} {format_cost(turn.cost):>8}  {turn.status:<11} ")
+            out.write(f"{short(turn.message, 50)}\n")
+        total = sum(t.cost for t in turns)
+        mine = sum((r.usage.total_tokens for r in self.results), 0)
+        out.write(f"total {format_cost(total)} over {counted(len(turns), 'turn')}")
+        out.write(f"; {counted(mine, 'token')} in this chat\n")
+
+    async def _history(self, out: TextIO) -> None:
+        for turn in await self.session.turns():
+            print_turn(out, turn)
+
+    async def _undo(self, out: TextIO) -> None:
+        try:
+            undone = await self.session.pop()
+        except HoneycombError as exc:
+            out.write(f"{exc}\n")
+            return
+        out.write(f"took back message {undone.turn}: {undone.message}\n" if undone else "")
+        out.write("nothing to undo\n" if undone is None else "")
+
+    async def _new(self, out: TextIO) -> None:
+        await self.session.clear()
+        out.write(f"session {self.session.id}: started over\n")
+
+
+class _Written:
+    """The answer's text as it is written (the aggregator's deltas), for a terminal
+    without the live view and for pipes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.wrote = False
+        self._aggregating = False
+
+    def __enter__(self) -> _Written:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.out.flush()
+
+    def handle(self, event: Event) -> None:
+        if event.kind == "aggregation.started":
+            self._aggregating = True
+        elif isinstance(event, TextDelta) and self._aggregating:
+            if not self.wrote:
+                self.out.write("\n")
+            self.out.write(event.text)
+            self.out.flush()
+            self.wrote = True
+
+
+def workers_table(result: RunResult) -> str:
+    """The turn's workers, one line each, then its figures."""
+    lines = [f"  {'subtask':<16} {'role':<16} {'status':<10} {'turns':>5} {'tools':>5} {'time':>7}"]
+    for outcome in result.subtasks.values():
+        worker = outcome.worker
+        turns = worker.turns if worker is not None else 0
+        tools = worker.usage.tool_calls if worker is not None else 0
+        lines.append(
+            f"  {outcome.subtask.id:<16} {outcome.subtask.role:<16} {outcome.status:<10} "
+            f"{turns:>5} {tools:>5} {outcome.duration_s:>6.2f}s"
+        )
+    return "\n".join([*lines, *("  " + line for line in summary(result)[-3:])])

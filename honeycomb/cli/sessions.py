@@ -1,0 +1,159 @@
+"""``honeycomb sessions``: the conversations a run store keeps (``list``, the default),
+one of them turn by turn (``show ID``), and forgetting them (``forget ID``, ``prune``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TextIO
+
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
+from honeycomb.run.conversation import Turn
+from honeycomb.run.session import turn_of
+from honeycomb.store.sessions import StoredSessions
+from honeycomb.trace.format import counted, format_cost
+from runtime import StoreError
+
+__all__ = ["add_sessions_command", "print_turn", "short"]
+
+
+def add_sessions_command(commands: Any, default_store: Path) -> None:
+    """Add ``sessions`` and its actions to the command line's subcommands."""
+    sessions = commands.add_parser(
+        "sessions", help="list the conversations in the store, show or forget one"
+    )
+    sessions.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    sessions.add_argument("--limit", type=int, default=20, help="how many (newest first)")
+    sessions.set_defaults(handler=_list)
+    actions = sessions.add_subparsers(metavar="ACTION")
+
+    show = actions.add_parser("show", help="a conversation, turn by turn, with each turn's run")
+    show.add_argument("session_id", metavar="ID", help="the session (sessions lists them)")
+    show.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    show.set_defaults(handler=_show)
+
+    forget = actions.add_parser("forget", help="delete conversations and their runs")
+    forget.add_argument("session_ids", nargs="+", metavar="ID", help="the sessions")
+    forget.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    forget.set_defaults(handler=_forget)
+
+    prune = actions.add_parser(
+        "prune", help="forget the conversations past an age or beyond a count"
+    )
+    prune.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    prune.add_argument(
+        "--older-than", type=float, default=None, metavar="DAYS", help="last message before"
+    )
+    prune.add_argument("--keep", type=int, default=None, metavar="N", help="the newest N only")
+    prune.set_defaults(handler=_prune)
+
+
+def _stored(path: Path | str) -> StoredSessions | None:
+    try:
+        return StoredSessions(opened_store(path))
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+
+
+def _list(args: argparse.Namespace) -> ExitStatus:
+    stored = _stored(args.store)
+    if stored is None:
+        return ExitStatus.UNUSABLE
+    found = stored.sessions(args.limit)
+    if not found:
+        print(f"no sessions in {args.store}")
+        return ExitStatus.OK
+    print(f"{counted(len(found), 'session')} in {args.store}, newest first")
+    print(f"{'session':<20}  {'turns':>5}  {'last message at':<19}  last message")
+    for session_id, turns, _, last_at, last_message in found:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last_at))
+        print(f"{session_id:<20}  {turns:>5}  {when:<19}  {short(last_message, 50)}")
+    return ExitStatus.OK
+
+
+def _show(args: argparse.Namespace) -> ExitStatus:
+    stored = _stored(args.store)
+    if stored is None:
+        return ExitStatus.UNUSABLE
+    turns = [turn_of(row) for row in stored.turns_now(args.session_id)]
+    if not turns:
+        print(f"{args.store}: no session {args.session_id!r} (honeycomb sessions)", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    cost = sum(t.cost for t in turns)
+    print(f"session {args.session_id} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
+    for turn in turns:
+        print_turn(sys.stdout, turn)
+    return ExitStatus.OK
+
+
+def print_turn(out: TextIO, turn: Turn) -> None:
+    """A turn as ``sessions show`` and ``chat``'s ``/history`` print it."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(turn.started_at))
+    out.write(
+        f"\n#{turn.turn}  run {turn.run_id} · {turn.status} · {format_cost(turn.cost)} · {when}\n"
+    )
+    out.write(f"  you:    {turn.message}\n")
+    answer = (turn.answer or "(no answer)").strip().replace("\n", "\n          ")
+    out.write(f"  answer: {answer}\n")
+
+
+def _forget(args: argparse.Namespace) -> ExitStatus:
+    stored = _stored(args.store)
+    if stored is None:
+        return ExitStatus.UNUSABLE
+    known = {row[0] for row in stored.sessions(limit=-1)}
+    missing = [sid for sid in args.session_ids if sid not in known]
+    if missing:
+        print(f"{args.store}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+
+    async def forget() -> list[str]:
+        await stored.forget(args.session_ids)
+        return list(args.session_ids)
+
+    return _forgetting(stored, forget())
+
+
+def _prune(args: argparse.Namespace) -> ExitStatus:
+    if args.older_than is None and args.keep is None:
+        print("say what to forget: --older-than DAYS, --keep N, or both", file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    stored = _stored(args.store)
+    if stored is None:
+        return ExitStatus.UNUSABLE
+    before = None if args.older_than is None else time.time() - args.older_than * 86400
+    return _forgetting(stored, stored.prune(before=before, keep=args.keep))
+
+
+def _forgetting(stored: StoredSessions, work: Coroutine[Any, Any, list[str]]) -> ExitStatus:
+    """Run ``work`` (which forgets sessions and says which), close the store, and say
+    what was forgotten."""
+
+    async def done() -> list[str]:
+        try:
+            return await work
+        finally:
+            stored.store.close()
+
+    try:
+        forgotten = asyncio.run(done())
+    except StoreError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
+    if not forgotten:
+        print("no session to forget")
+    for session_id in forgotten:
+        print(f"forgot session {session_id} (its turns and their runs)")
+    return ExitStatus.OK
+
+
+def short(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"

@@ -1,0 +1,228 @@
+"""A session's conversation as one of its runs sees it: the turns before it (their
+messages, their answers, what their subtasks found), within a context budget kept by
+compaction's rolling summary (:class:`~workers.compaction.Compactor`), never by a cut.
+
+Each earlier turn is one message of a transcript; before the run plans, the oldest
+of them, all but the last ``keep_turns``, are folded into the rolling summary once the
+whole would pass the budget (a summary call, spent in the run's budget like any
+other). The summary, and how many turns it stands for, are kept with the turn, so the
+next turn starts from them and a resumed turn does not fold again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime import AssistantMessage, Budget, Message, Model, Tracer
+from runtime.value import Value
+from workers.compaction import Compactor
+from workers.context import Compaction, summary_message
+from workers.state import LoopState
+
+if TYPE_CHECKING:
+    from honeycomb.run.result import RunResult
+
+__all__ = [
+    "CONVERSATION_HEADER",
+    "Conversation",
+    "SessionMode",
+    "SessionPolicy",
+    "Turn",
+    "TurnResult",
+    "fit_conversation",
+    "turn_text",
+    "with_conversation",
+]
+
+CONVERSATION_HEADER = "The conversation so far (the task is its newest message):"
+"""Written above the conversation, wherever a run shows it."""
+
+SessionMode = Literal["full", "summary", "none"]
+"""What a role's workers see of a session's conversation: all of it as the planner
+does (``full``), its messages and answers without what the subtasks found
+(``summary``), or nothing (``none``)."""
+
+ENDED = frozenset({"ok", "partial", "failed", "over_budget", "forgotten"})
+"""The statuses of a turn that ended (with an answer, or without one; ``forgotten``:
+it has an answer, and the store no longer holds its run)."""
+
+
+class SessionPolicy(BaseModel):
+    """How an Executor's sessions keep their conversations.
+
+    Attributes:
+        context: The budget of tokens the conversation may take in each request of a
+            turn's run (the planner's, the aggregator's, a worker's that sees it); its
+            oldest turns are folded into a rolling summary past it, all but the last
+            ``keep_turns`` (see :class:`~workers.context.Compaction`). ``model`` names
+            the model that writes the summary (default: the planner's).
+        max_age_days: Sessions whose last message is older are forgotten (with their
+            runs) when a session takes a message; None: kept.
+        max_sessions: Only the newest this many sessions are kept, likewise.
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    context: Compaction = Compaction(budget_tokens=2000, keep_turns=4)
+    max_age_days: float | None = Field(default=None, gt=0)
+    max_sessions: int | None = Field(default=None, ge=1)
+
+
+class TurnResult(Value, frozen=True, kw_only=True):
+    """What one subtask of a turn's run found: its answer, or why it failed."""
+
+    id: str
+    role: str
+    ok: bool
+    text: str
+
+
+class Turn(Value, frozen=True, kw_only=True):
+    """One message of a session and the run that answered it.
+
+    Attributes:
+        session_id: The session.
+        turn: Its number in the session, from 1.
+        run_id: The run that answers it (``executor.resume(run_id)`` continues it).
+        message: The message.
+        started_at: When it was taken (``time.time()``).
+        summary: The rolling summary of the turns before it that its run was given.
+        summarized: How many of those turns, from the first, the summary stands for.
+        answer: The run's answer (None: it has none, yet or at all).
+        results: What the run's subtasks found.
+        status: The run's status: ``ok``, ``partial``, ``failed``, ``over_budget``,
+            ``waiting`` (for approvals), ``running``, or ``interrupted``.
+        cost: What the run spent, in dollars (from the models' prices).
+    """
+
+    session_id: str
+    turn: int
+    run_id: str
+    message: str
+    started_at: float
+    summary: str = ""
+    summarized: int = 0
+    answer: str | None = None
+    results: tuple[TurnResult, ...] = ()
+    status: str = "running"
+    cost: float = 0.0
+
+    @property
+    def ended(self) -> bool:
+        """Whether its run ended (with an answer or without): a session goes on."""
+        return self.status in ENDED
+
+    def answered(self, result: RunResult) -> Turn:
+        """The turn once ``result`` answered it."""
+        found = tuple(
+            TurnResult(id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text or str(r.error))
+            for r in result.subtasks.values()
+        )
+        return msgspec.structs.replace(
+            self,
+            answer=result.answer_text if result.status != "waiting" else None,
+            results=found,
+            status=result.status,
+            cost=result.usage.cost,
+        )
+
+
+class Conversation(Value, frozen=True, kw_only=True):
+    """What a turn's run is told of the turns before it.
+
+    Attributes:
+        full: The rolling summary of the oldest turns, then the others with what
+            their subtasks found ('' when there is no earlier turn).
+        brief: The same without what the subtasks found.
+        summary: The rolling summary.
+        summarized: How many of the earlier turns, from the first, it stands for.
+        turns: How many earlier turns there are.
+    """
+
+    full: str = ""
+    brief: str = ""
+    summary: str = ""
+    summarized: int = 0
+    turns: int = 0
+
+    def for_mode(self, mode: SessionMode) -> str:
+        """What a role of ``mode`` sees ('' for ``none``)."""
+        return self.full if mode == "full" else self.brief if mode == "summary" else ""
+
+
+def turn_text(turn: Turn, *, results: bool) -> str:
+    """A turn as a run reads it: the message, what its subtasks found, its answer."""
+    lines = [f"## Message {turn.turn}", turn.message.strip()]
+    if results and turn.results:
+        lines.append("Found by its subtasks:")
+        lines += [
+            f"- {r.id} ({r.role}){'' if r.ok else ' FAILED'}: {' '.join(r.text.split())}"
+            for r in turn.results
+        ]
+    answer = turn.answer.strip() if turn.answer else f"(no answer: the run {turn.status})"
+    lines += ["Answer:", answer]
+    return "\n".join(lines)
+
+
+def with_conversation(text: str, conversation: str) -> str:
+    """``text`` (a task, an instruction) followed by the conversation before it."""
+    if not conversation:
+        return text
+    return f"{text}\n\n{CONVERSATION_HEADER}\n{conversation}"
+
+
+async def fit_conversation(
+    earlier: Sequence[Turn],
+    *,
+    summary: str,
+    summarized: int,
+    compaction: Compaction,
+    summarizer: Model,
+    budget: Budget,
+    tracer: Tracer,
+    run_id: str,
+) -> Conversation:
+    """The conversation of ``earlier`` within ``compaction``'s budget: ``summary`` (of
+    the first ``summarized`` turns) folding more of them first, by ``summarizer``, if
+    the rest would not fit (its calls spent in the run's ``budget``).
+
+    Raises:
+        BudgetExceeded: when the run's budget allows no summary call.
+    """
+    if not earlier:
+        return Conversation()
+    messages: tuple[Message, ...] = tuple(
+        AssistantMessage(content=turn_text(t, results=True)) for t in earlier
+    )
+    summarized = min(summarized, len(messages))
+    state = LoopState(task="", messages=messages, summary=summary, summarized=summarized)
+    if not summarized:
+        state = msgspec.structs.replace(state, summary="")
+    compactor = Compactor(
+        compaction,
+        summarizer,
+        budget=budget,
+        tracer=tracer,
+        worker="planner",  # the fold is part of planning: its span is in the planner's lane
+        run_id=run_id,
+    )
+    state, window = await compactor.fit(state, (), messages, (), 0)
+    shown = messages[state.summarized :]
+    briefly: tuple[Message, ...] = tuple(
+        AssistantMessage(content=turn_text(t, results=False)) for t in earlier[state.summarized :]
+    )
+    if window is not None:  # the newest turns alone are over the budget: cut to fit
+        shown, _ = window.fit(shown)
+        briefly, _ = window.fit(briefly)
+    head = [summary_message(state.summary, state.summarized).content] if state.summary else []
+    return Conversation(
+        full="\n\n".join([*head, *(m.content or "" for m in shown)]),
+        brief="\n\n".join([*head, *(m.content or "" for m in briefly)]),
+        summary=state.summary,
+        summarized=state.summarized,
+        turns=len(earlier),
+    )

@@ -1,0 +1,580 @@
+"""``Session``: a conversation with an Executor's hive, each message a run that sees
+the ones before (see ``docs/sessions.md``).
+
+``executor.session("user-42")`` is the session of that id, new or not: with a run
+store its turns are kept there (one row a turn, linking its run), so a process that
+starts again continues it; without one they live as long as the Executor. The messages
+of one session are answered one at a time, in the order they arrive (or a message that
+comes while another is answered is refused with :class:`~runtime.errors.SessionBusy`,
+as the caller chooses); those of different sessions run in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import msgspec
+
+from honeycomb.run.conversation import (
+    Conversation,
+    SessionPolicy,
+    Turn,
+    TurnResult,
+    fit_conversation,
+)
+from honeycomb.run.stream import RunStream, streamed
+from runtime import (
+    BudgetExceeded,
+    ConfigError,
+    EventHandler,
+    HoneycombError,
+    Model,
+    SessionBusy,
+    SessionError,
+)
+from workers.context import Compaction
+
+if TYPE_CHECKING:
+    from honeycomb.run.context import RunContext
+    from honeycomb.run.result import RunResult
+    from honeycomb.store import RunStore
+    from honeycomb.store.sessions import StoredSessions
+
+__all__ = [
+    "Busy",
+    "Converse",
+    "MemoryRows",
+    "Session",
+    "SessionRows",
+    "StoreRows",
+    "TurnRunner",
+    "Unfinished",
+]
+
+Busy = Literal["wait", "refuse"]
+"""What a message to a session that is answering another does: wait its turn (in the
+order messages arrive), or be refused with :class:`~runtime.errors.SessionBusy`."""
+
+Unfinished = Literal["raise", "resume", "drop"]
+"""What a message to a session whose last turn did not finish does: raise
+:class:`~runtime.errors.SessionError`, resume that turn first, or drop it."""
+
+Converse = Callable[["RunContext"], Awaitable[Conversation]]
+"""What a turn's run asks for the conversation before it, once, as it starts."""
+
+
+class TurnRunner(Protocol):
+    """How a session runs a turn: the Executor's run, told of the conversation."""
+
+    def __call__(
+        self,
+        task: str,
+        *,
+        run_id: str,
+        on_event: Sequence[EventHandler],
+        text_deltas: bool,
+        converse: Converse,
+        resumable: bool,
+        steal: bool,
+    ) -> Awaitable[RunResult]: ...
+
+
+class SessionRows(Protocol):
+    """Where the turns of an Executor's sessions are kept."""
+
+    async def turns(self, session_id: str) -> list[Turn]: ...
+    async def begin(self, turn: Turn) -> None: ...
+    async def fitted(self, turn: Turn, conversation: Conversation) -> None: ...
+    async def ended(self, turn: Turn) -> None: ...
+    async def drop(self, session_id: str, after: int) -> None: ...
+    async def copy(self, source: str, target: str, upto: int) -> None: ...
+    async def forget(self, session_ids: Sequence[str]) -> None: ...
+    async def prune(self, *, before: float | None, keep: int | None) -> list[str]: ...
+
+
+class Session:
+    """One conversation (``executor.session(id)``): each message is a run (plan,
+    workers, aggregate) whose planner and aggregator, and the workers of roles that
+    say so (``session:``), see the conversation so far within the policy's budget.
+
+    Attributes:
+        id: The session's id.
+        busy: What a message that comes while another is answered does, unless it
+            says otherwise: ``wait`` its turn, or be refused (``refuse``).
+        unfinished: What a message does when the last turn did not finish, unless it
+            says otherwise: ``raise``, ``resume`` that turn first, or ``drop`` it.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        runner: TurnRunner,
+        rows: SessionRows,
+        lock: asyncio.Lock,
+        policy: SessionPolicy,
+        opener: Callable[[str], Session],
+        busy: Busy = "wait",
+        unfinished: Unfinished = "raise",
+    ) -> None:
+        self.id = session_id
+        self.busy: Busy = busy
+        self.unfinished: Unfinished = unfinished
+        self._runner = runner
+        self._rows = rows
+        self._lock = lock  # shared by every Session of this id in the Executor
+        self._policy = policy
+        self._open = opener
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
+    async def run(
+        self,
+        message: str,
+        *,
+        busy: Busy | None = None,
+        unfinished: Unfinished | None = None,
+        on_event: Sequence[EventHandler] = (),
+        text_deltas: bool = False,
+    ) -> RunResult:
+        """Answer ``message``: a run that sees the conversation so far.
+
+        Args:
+            message: The message.
+            busy: What it does while the session answers another (default: the
+                session's ``busy``).
+            unfinished: What it does when the session's last turn did not finish (its
+                run was interrupted, or waits for approvals): ``raise``
+                :class:`SessionError`, ``resume`` that turn first (as :meth:`resume`),
+                or ``drop`` it (as :meth:`pop`); default: the session's.
+            on_event: Called with every event of the message's run.
+            text_deltas: The handlers also get the answers' text as it is written.
+
+        Raises:
+            SessionBusy: with ``busy="refuse"``, when the session is answering another
+                message; or when another process answers one, or took this turn
+                meanwhile.
+            SessionError: when the session's last turn did not finish and
+                ``unfinished`` is ``raise`` (or it was resumed and waits again).
+            PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
+                in the conversation, without an answer).
+            ConfigError: when the hive cannot run the message (no planner, a missing
+                key ...): no turn is kept.
+        """
+        async with self._turn_lock(busy):
+            earlier = await self._finished_turns(unfinished or self.unfinished)
+            last = earlier[-1] if earlier else None
+            turn = Turn(
+                session_id=self.id,
+                turn=last.turn + 1 if last is not None else 1,
+                run_id=os.urandom(6).hex(),
+                message=message,
+                started_at=time.time(),
+                summary=last.summary if last is not None else "",
+                summarized=last.summarized if last is not None else 0,
+            )
+            await self._rows.begin(turn)
+            await self._retention()  # this session now the newest: it is never forgotten
+            return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
+
+    def stream(
+        self,
+        message: str,
+        *,
+        busy: Busy | None = None,
+        unfinished: Unfinished | None = None,
+        text_deltas: bool = True,
+    ) -> AbstractAsyncContextManager[RunStream]:
+        """:meth:`run` in the background, its events as they happen (as
+        ``Executor.stream``: ``async with session.stream(msg) as events: ...``)."""
+
+        def run(put: EventHandler) -> Awaitable[RunResult]:
+            return self.run(
+                message,
+                busy=busy,
+                unfinished=unfinished,
+                on_event=[put],
+                text_deltas=text_deltas,
+            )
+
+        return streamed(run)
+
+    async def resume(
+        self, *, on_event: Sequence[EventHandler] = (), steal: bool = False
+    ) -> RunResult | None:
+        """Continue the last turn if it did not finish (as ``Executor.resume`` does its
+        run: finished workers are not run again); None when it did.
+
+        Raises:
+            RunBusy: when another process carries that turn's run on.
+            PlanError, RunFailed, BudgetExceeded: as ``Executor.run``.
+        """
+        async with self._turn_lock(None):
+            turns = await self._rows.turns(self.id)
+            if not turns or turns[-1].ended:
+                return None
+            return await self._answer(
+                turns[-1], turns[:-1], on_event, False, resumable=True, steal=steal
+            )
+
+    async def turns(self) -> list[Turn]:
+        """The conversation so far, oldest first."""
+        return await self._rows.turns(self.id)
+
+    async def pop(self) -> Turn | None:
+        """Undo the last turn: the conversation goes on as if it had not been (its
+        run stays in the store). The turn undone; None if there was none.
+
+        Raises:
+            SessionBusy: when that turn is being answered (here or in another process).
+        """
+        async with self._turn_lock("refuse"):
+            turns = await self._rows.turns(self.id)
+            if not turns:
+                return None
+            last = turns[-1]
+            if last.status == "running":
+                raise self._unfinished(last)
+            await self._rows.drop(self.id, last.turn - 1)
+            return last
+
+    async def clear(self) -> None:
+        """Start over: no turn is left (their runs stay in the store).
+
+        Raises:
+            SessionBusy: when a turn is being answered.
+        """
+        async with self._turn_lock("refuse"):
+            await self._rows.drop(self.id, 0)
+
+    async def fork(self, turn: int | Turn, session_id: str | None = None) -> Session:
+        """A new session whose conversation is this one's up to ``turn`` (its number,
+        or the turn), which goes on from there on its own (they share those turns'
+        runs).
+
+        Args:
+            turn: The last turn the new session holds (0: none).
+            session_id: The new session's id (default: this one's with a new suffix);
+                a session of that id is replaced.
+
+        Raises:
+            ValueError: for a turn this session does not have.
+        """
+        number = turn.turn if isinstance(turn, Turn) else turn
+        turns = await self._rows.turns(self.id)
+        if number < 0 or number > len(turns):
+            raise ValueError(f"session {self.id!r} has turns 1 to {len(turns)}, not {number}")
+        target = session_id or f"{self.id}~{os.urandom(3).hex()}"
+        await self._rows.copy(self.id, target, number)
+        return self._open(target)
+
+    async def forget(self) -> None:
+        """Delete the session: its turns and their runs (those another session forked
+        from it does not share).
+
+        Raises:
+            SessionBusy: when a turn is being answered.
+        """
+        async with self._turn_lock("refuse"):
+            await self._rows.forget([self.id])
+
+    # --- a turn -------------------------------------------------------------------------
+
+    async def _finished_turns(self, unfinished: Unfinished) -> list[Turn]:
+        """The turns, once the last one has finished: resumed or dropped first if it
+        did not, as ``unfinished`` says.
+
+        Raises:
+            SessionBusy: when the last turn is being answered (in another process).
+            SessionError: when it did not finish, and may not be resumed or dropped
+                (or was resumed and waits again).
+        """
+        turns = await self._rows.turns(self.id)
+        last = turns[-1] if turns else None
+        if last is None or last.ended:
+            return turns
+        if last.status == "running" or unfinished == "raise":
+            raise self._unfinished(last)
+        if unfinished == "drop":
+            await self._rows.drop(self.id, last.turn - 1)
+        else:
+            await self._answer(last, turns[:-1], (), False, resumable=True)
+        turns = await self._rows.turns(self.id)
+        if turns and not turns[-1].ended:  # resumed, it waits for approvals again
+            raise self._unfinished(turns[-1])
+        return turns
+
+    def _turn_lock(self, busy: Busy | None) -> asyncio.Lock:
+        """The session's lock, once it is this caller's to take: refused at once if
+        taken and ``busy`` (or the session's default) is ``refuse``.
+
+        Raises:
+            SessionBusy: refused.
+        """
+        if (busy or self.busy) == "refuse" and self._lock.locked():
+            raise SessionBusy(
+                f"session {self.id!r} is answering another message; send this one once "
+                "it has ended (or wait for it: busy='wait')",
+                session_id=self.id,
+                turn=0,
+                run_id="",
+            )
+        return self._lock
+
+    async def _answer(
+        self,
+        turn: Turn,
+        earlier: Sequence[Turn],
+        on_event: Sequence[EventHandler],
+        text: bool,
+        *,
+        resumable: bool,
+        steal: bool = False,
+    ) -> RunResult:
+        """Run ``turn`` (on from where it stopped, if ``resumable``) and keep its end."""
+        try:
+            result = await self._runner(
+                turn.message,
+                run_id=turn.run_id,
+                on_event=on_event,
+                text_deltas=text,
+                converse=self.converse(turn, earlier),
+                resumable=resumable,
+                steal=steal,
+            )
+        except asyncio.CancelledError:
+            await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
+            raise
+        except ConfigError:
+            if not resumable:  # the hive cannot run it: no turn of the conversation
+                await self._rows.drop(self.id, turn.turn - 1)
+            raise
+        except HoneycombError as exc:
+            status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
+            await self._rows.ended(msgspec.structs.replace(turn, status=status))
+            raise
+        await self._rows.ended(turn.answered(result))
+        return result
+
+    def converse(self, turn: Turn, earlier: Sequence[Turn]) -> Converse:
+        """What tells ``turn``'s run the conversation before it (``earlier``), fitted
+        into the budget as its run starts, from the summary ``turn`` keeps (kept
+        again, if it folds more)."""
+
+        async def converse(context: RunContext) -> Conversation:
+            compaction = self._policy.context
+            found = await fit_conversation(
+                earlier,
+                summary=turn.summary,
+                summarized=turn.summarized,
+                compaction=compaction,
+                summarizer=_summarizer(compaction, context),
+                budget=context.budget,
+                tracer=context.tracer,
+                run_id=context.run_id,
+            )
+            if (found.summary, found.summarized) != (turn.summary, turn.summarized):
+                await self._rows.fitted(turn, found)
+            return found
+
+        return converse
+
+    async def converse_for(self, run_id: str) -> Converse | None:
+        """:meth:`converse` of this session's turn answered by run ``run_id`` (None:
+        none is), for that run resumed as any other (``Executor.resume``)."""
+        turns = await self._rows.turns(self.id)
+        found = next((i for i, t in enumerate(turns) if t.run_id == run_id), None)
+        return None if found is None else self.converse(turns[found], turns[:found])
+
+    def _unfinished(self, turn: Turn) -> SessionError:
+        """The error for a message that comes while ``turn`` did not finish."""
+        if turn.status == "running":
+            return SessionBusy(
+                f"session {self.id!r} is answering message {turn.turn} (run "
+                f"{turn.run_id}), in this process or another",
+                session_id=self.id,
+                turn=turn.turn,
+                run_id=turn.run_id,
+            )
+        why = "waits for approvals" if turn.status == "waiting" else f"was {turn.status}"
+        return SessionError(
+            f"session {self.id!r}: message {turn.turn} (run {turn.run_id}) {why}; "
+            "session.resume() continues it (honeycomb resume), session.pop() drops it",
+            session_id=self.id,
+            turn=turn.turn,
+            run_id=turn.run_id,
+        )
+
+    async def _retention(self) -> None:
+        """Forget the sessions past the policy's age or count."""
+        policy = self._policy
+        if policy.max_age_days is None and policy.max_sessions is None:
+            return
+        before = None if policy.max_age_days is None else time.time() - policy.max_age_days * 86400
+        await self._rows.prune(before=before, keep=policy.max_sessions)
+
+
+def _summarizer(compaction: Compaction, context: RunContext) -> Model:
+    """The model that writes the conversation's summary: the one the budget names,
+    else the planner's."""
+    crew = context.crew
+    if compaction.model is not None:
+        return crew.models[compaction.model]
+    planner = crew.roles.get("planner")
+    return crew.model_for(planner) if planner is not None else crew.models[crew.default_model]
+
+
+async def _shielded(work: Awaitable[None]) -> None:
+    from runtime.concurrency import shielded
+
+    await shielded(work)
+
+
+class MemoryRows:
+    """Turns kept in this process (an Executor with no run store)."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, list[Turn]] = {}
+
+    async def turns(self, session_id: str) -> list[Turn]:
+        return list(self._turns.get(session_id, ()))
+
+    async def begin(self, turn: Turn) -> None:
+        self._turns.setdefault(turn.session_id, []).append(turn)
+
+    async def fitted(self, turn: Turn, conversation: Conversation) -> None:
+        self._replace(
+            msgspec.structs.replace(
+                turn, summary=conversation.summary, summarized=conversation.summarized
+            )
+        )
+
+    async def ended(self, turn: Turn) -> None:
+        found = self._find(turn)
+        if found is not None:  # the summary it was given stays as fitted
+            self._replace(
+                msgspec.structs.replace(turn, summary=found.summary, summarized=found.summarized)
+            )
+
+    async def drop(self, session_id: str, after: int) -> None:
+        kept = [t for t in self._turns.get(session_id, ()) if t.turn <= after]
+        self._turns[session_id] = kept
+
+    async def copy(self, source: str, target: str, upto: int) -> None:
+        self._turns[target] = [
+            msgspec.structs.replace(t, session_id=target)
+            for t in self._turns.get(source, ())
+            if t.turn <= upto
+        ]
+
+    async def forget(self, session_ids: Sequence[str]) -> None:
+        for session_id in session_ids:
+            self._turns.pop(session_id, None)
+
+    async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
+        latest = sorted(
+            ((turns[-1].started_at, sid) for sid, turns in self._turns.items() if turns),
+            reverse=True,
+        )
+        expired = {sid for at, sid in latest if before is not None and at < before}
+        expired |= {sid for _, sid in latest[keep:]} if keep is not None else set()
+        await self.forget(sorted(expired))
+        return sorted(expired)
+
+    def _find(self, turn: Turn) -> Turn | None:
+        found = self._turns.get(turn.session_id, [])
+        return next((t for t in found if t.turn == turn.turn), None)
+
+    def _replace(self, turn: Turn) -> None:
+        found = self._turns.get(turn.session_id, [])
+        self._turns[turn.session_id] = [turn if t.turn == turn.turn else t for t in found]
+
+
+_RESULTS = msgspec.json.Decoder(tuple[TurnResult, ...])
+
+
+class StoreRows:
+    """Turns kept in a run store (:mod:`honeycomb.store.sessions`): how each went
+    and what it cost are its run's, as the store has them."""
+
+    def __init__(self, stored: StoredSessions) -> None:
+        self.stored = stored
+
+    @classmethod
+    def of(cls, store: RunStore) -> StoreRows:
+        """The turns kept in ``store``."""
+        from honeycomb.store.sessions import StoredSessions
+
+        return cls(StoredSessions(store))
+
+    async def turns(self, session_id: str) -> list[Turn]:
+        """The session's turns; one whose run ended with an answer that the turn does
+        not hold yet (its run resumed as any other, ``honeycomb resume``) is given it."""
+        turns = [turn_of(row) for row in await self.stored.turns(session_id)]
+        for index, turn in enumerate(turns):
+            if turn.answer is None and turn.status in ("ok", "partial"):
+                turns[index] = await self._answered(turn)
+        return turns
+
+    async def _answered(self, turn: Turn) -> Turn:
+        from honeycomb.run.restore import stored_result
+
+        stored = await self.stored.store.load(turn.run_id)
+        result = stored_result(stored) if stored is not None else None
+        if result is None:
+            return turn
+        answered = turn.answered(result)
+        await self.ended(answered)
+        return answered
+
+    async def begin(self, turn: Turn) -> None:
+        t = turn
+        await self.stored.begin(
+            (t.session_id, t.turn, t.run_id, t.message, t.started_at, t.summary, t.summarized)
+        )
+
+    async def fitted(self, turn: Turn, conversation: Conversation) -> None:
+        c = conversation
+        await self.stored.fitted(turn.session_id, turn.turn, c.summary, c.summarized)
+
+    async def ended(self, turn: Turn) -> None:
+        if turn.answer is not None:  # its status and cost are its run's row
+            results = msgspec.json.encode(turn.results).decode()
+            await self.stored.ended(turn.session_id, turn.turn, turn.answer, results)
+
+    async def drop(self, session_id: str, after: int) -> None:
+        await self.stored.drop(session_id, after)
+
+    async def copy(self, source: str, target: str, upto: int) -> None:
+        await self.stored.copy(source, target, upto)
+
+    async def forget(self, session_ids: Sequence[str]) -> None:
+        await self.stored.forget(session_ids)
+
+    async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
+        return await self.stored.prune(before=before, keep=keep)
+
+
+def turn_of(row: Sequence[Any]) -> Turn:
+    """A turn from a row of :data:`~honeycomb.store.sessions.TURN_COLUMNS`."""
+    (session_id, number, run_id, message, started_at, summary, summarized) = row[:7]
+    answer, results, status, cost = row[7:]
+    return Turn(
+        session_id=session_id,
+        turn=number,
+        run_id=run_id,
+        message=message,
+        started_at=started_at,
+        summary=summary,
+        summarized=summarized,
+        answer=answer,
+        results=_RESULTS.decode(results) if results else (),
+        status=status,
+        cost=cost,
+    )

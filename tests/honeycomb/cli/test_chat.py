@@ -1,0 +1,79 @@
+"""``honeycomb chat`` and ``honeycomb sessions``: a conversation on the offline model,
+its answers written as they come, and the conversation kept, shown and forgotten."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+
+HIVE = """\
+name: chatty
+models:
+  offline:
+    provider: offline
+    latency: 0
+roles:
+  planner:
+    description: Splits requests into subtasks.
+  researcher:
+    description: Finds facts about cities and their weather.
+  aggregator:
+    description: Merges the findings.
+"""
+
+
+@pytest.fixture
+def hive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "hive.yaml"
+    path.write_text(HIVE)
+    return path
+
+
+def chat(monkeypatch: pytest.MonkeyPatch, hive: Path, lines: list[str], *more: str) -> int:
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    return main(["chat", str(hive), "--plain", *more])
+
+
+def test_a_conversation_in_the_terminal_is_kept_and_goes_on(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = ["Find the weather in Rome.", "And in Oslo?", "/cost", "/undo", "/exit"]
+    assert chat(monkeypatch, hive, said, "--session", "u1") == 0
+    out = capsys.readouterr().out
+    assert "session u1 (0 turns so far" in out
+    assert out.count("[offline simulation]") == 2  # each answer, as it was written
+    assert out.count("researcher") >= 2  # the table of each turn's workers
+    assert "total" in out
+    assert "over 2 turns" in out
+    assert "took back message 2: And in Oslo?" in out
+
+    assert chat(monkeypatch, hive, ["/history"], "--session", "u1") == 0  # end of input: leaves
+    out = capsys.readouterr().out
+    assert "session u1 (1 turn so far" in out
+    assert "you:    Find the weather in Rome." in out
+    assert "And in Oslo?" not in out
+
+    assert main(["sessions"]) == 0
+    assert "u1" in capsys.readouterr().out
+    assert main(["sessions", "show", "u1"]) == 0
+    shown = capsys.readouterr().out
+    assert "session u1 · 1 turn" in shown
+    assert "#1  run " in shown
+    assert " · ok · " in shown
+    assert main(["sessions", "forget", "u1"]) == 0
+    assert "forgot session u1" in capsys.readouterr().out
+    assert main(["sessions", "show", "u1"]) == 2
+
+
+def test_an_unknown_command_says_which_there_are(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert chat(monkeypatch, hive, ["/nope", "/undo"], "--no-store") == 0
+    out = capsys.readouterr().out
+    assert "unknown command /nope: /trace" in out
+    assert "nothing to undo" in out

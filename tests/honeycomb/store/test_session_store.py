@@ -1,0 +1,120 @@
+"""Sessions in the run store (either store: the tests that take ``store`` run on both):
+a turn a row linking its run, forgetting a session with its runs, retention by age and
+count, and a turn two processes both want."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor, OfflineModel, Policy, Role, SessionPolicy
+from honeycomb.run.session import StoreRows
+from honeycomb.store import RunStore
+from honeycomb.store.sessions import StoredSessions
+from runtime import SessionBusy
+from tests.support.stores import Where, query
+
+ROLES = [Role(name="planner"), Role(name="researcher", description="Finds facts.")]
+
+
+def executor(db: Where, **options: object) -> Executor:
+    return Executor(ROLES, OfflineModel(latency=0), store=db, **options)  # type: ignore[arg-type]
+
+
+def count(db: Where, table: str) -> int:
+    found: int = query(db, f"SELECT count(*) FROM {table}")[0][0]
+    return found
+
+
+async def test_forgetting_a_session_deletes_its_runs_but_those_a_fork_shares(
+    store: Where,
+) -> None:
+    db = store
+    ex = executor(db)
+    session = ex.session("first")
+    await session.run("Find the weather in Rome.")
+    await session.run("And in Oslo?")
+    fork = await session.fork(1, "second")
+    assert [t.turn for t in await fork.turns()] == [1]
+    runs = {t.run_id for t in await session.turns()}
+    await session.forget()
+    assert await session.turns() == []
+    shared = (await fork.turns())[0]
+    assert shared.status == "ok"  # its run is still there
+    assert ex.store is not None
+    kept = {r.run_id for r in ex.store.runs()}
+    assert kept & runs == {shared.run_id}
+    assert count(db, "workers") > 0
+
+
+async def test_retention_forgets_the_oldest_sessions_past_the_count(store: Where) -> None:
+    db = store
+    policy = Policy(sessions=SessionPolicy(max_sessions=2))
+    ex = executor(db, policy=policy)
+    for name in ("a", "b", "c"):
+        await ex.session(name).run("Find the weather in Rome.")
+    assert ex.store is not None
+    listed = StoredSessions(ex.store).sessions()
+    assert [row[0] for row in listed] == ["c", "b"]  # newest first; "a" was forgotten
+    assert len(ex.store.runs()) == 2
+
+
+async def test_retention_by_age(store: Where) -> None:
+    ex = executor(store)
+    await ex.session("old").run("Find the weather in Rome.")
+    assert ex.store is not None
+    stored = StoredSessions(ex.store)
+    forgotten = await stored.prune(before=time.time() + 1, keep=None)
+    assert forgotten == ["old"]
+    assert stored.sessions() == []
+
+
+async def test_a_turn_another_process_took_is_refused(store: Where) -> None:
+    one, other = RunStore(store), RunStore(store)  # two processes' stores of one store
+    try:
+        row = ("s", 1, "run-a", "hello", time.time(), "", 0)
+        await StoredSessions(one).begin(row)
+        with pytest.raises(SessionBusy) as refused:
+            await StoredSessions(other).begin(("s", 1, "run-b", "hi", time.time(), "", 0))
+        assert refused.value.turn == 1
+        turns = await StoreRows(StoredSessions(other)).turns("s")
+        # No run of it yet, and no answer: as a turn cut off before its run was kept.
+        assert [(t.run_id, t.status) for t in turns] == [("run-a", "interrupted")]
+    finally:
+        one.close()
+        other.close()
+
+
+async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db: Path) -> None:
+    ex = executor(db)
+    await ex.run("Find the weather in Rome.")
+    assert ex.store is not None
+    ex.store.close()
+    with sqlite3.connect(db) as conn:  # as Honeycomb of schema 5 left it
+        conn.execute("DROP TABLE session_turns")
+        conn.execute("PRAGMA user_version = 5")
+    old = RunStore(db)
+    assert StoredSessions(old).sessions() == []  # read as it is: no table, no session
+    assert await StoreRows(StoredSessions(old)).turns("any") == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)  # reading changed nothing
+
+    later = executor(db)
+    await later.session("new").run("Find the weather in Oslo.")
+    assert [t.status for t in await later.session("new").turns()] == ["ok"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+
+
+async def test_a_turn_cut_off_before_its_run_was_kept_is_run_when_resumed(db: Path) -> None:
+    ex = executor(db)
+    assert ex.store is not None
+    await StoredSessions(ex.store).begin(("cut", 1, "r1", "Find the weather in Rome.", 1.0, "", 0))
+    session = ex.session("cut", unfinished="resume")
+    await session.run("And in Oslo?")
+    turns = await session.turns()
+    assert [(t.run_id, t.status) for t in turns[:1]] == [("r1", "ok")]
+    assert [t.status for t in turns] == ["ok", "ok"]
