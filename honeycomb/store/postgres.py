@@ -191,7 +191,14 @@ class PostgresDatabase:
             variable that is not set.
     """
 
-    def __init__(self, url: str, *, pool_size: int = 4, password_env: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        password_env: str | None = None,
+        lease_ttl_s: float = 30.0,
+    ) -> None:
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
@@ -203,6 +210,7 @@ class PostgresDatabase:
             ) from exc
         self.conninfo, self.schema, self.where = split_url(url)
         self.pool_size = pool_size
+        self.lease_ttl_s = lease_ttl_s
         self._options: dict[str, Any] = {}
         password = None
         if password_env is not None:
@@ -248,6 +256,12 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to the run store: {exc}", path=self.where) from exc
         self._configure(conn)
+        # A writer that stops in the middle of a transaction (a process stopped, or
+        # hung) holds its rows' locks, its lease's among them: the server ends its
+        # session once it has waited a lease's time to live, so the run can be taken
+        # over as its lease expires. Its transactions take milliseconds.
+        timeout_ms = max(1000, int(self.lease_ttl_s * 1000))
+        conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
         return conn
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:

@@ -112,7 +112,9 @@ class RunStore:
         if is_url(where):
             from honeycomb.store.postgres import PostgresDatabase
 
-            database = PostgresDatabase(str(where), pool_size=pool_size, password_env=password_env)
+            database = PostgresDatabase(
+                str(where), pool_size=pool_size, password_env=password_env, lease_ttl_s=lease_ttl_s
+            )
         else:
             self.path = Path(where)
             database = SQLiteDatabase(self.path)

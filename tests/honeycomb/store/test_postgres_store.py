@@ -4,13 +4,14 @@ they were) and its password (never shown, never written)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import anyio
 import pytest
 
-from honeycomb.errors import ConfigError, StoreError
-from honeycomb.store import RunStore, schema
+from honeycomb.errors import ConfigError, RunBusy, StoreError
+from honeycomb.store import Connection, RunStore, schema
 from honeycomb.store.postgres import in_postgres
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime.secrets import masked
@@ -139,3 +140,38 @@ async def test_a_write_the_server_rolls_back_to_break_a_deadlock_is_made_again(
         other.execute("COMMIT")
     other.close()
     store.close()
+
+
+async def test_a_run_whose_owner_stopped_in_a_transaction_is_taken_over_as_its_lease_expires(
+    url: str,
+) -> None:
+    """The owner's writer stops half way through a transaction that holds its lease's
+    row (its process stopped, or hung): once its lease's time to live has passed, the
+    server ends that session, and the run is taken over; the owner writes nothing."""
+    owner, thief = RunStore(url, lease_ttl_s=1.0), RunStore(url)
+    await owner.take_lease("r1")
+    holding, go_on = threading.Event(), threading.Event()
+
+    def stopped(db: Connection) -> None:
+        db.execute("SELECT owner FROM leases WHERE run_id = ?" + db.row_lock, ("r1",))
+        holding.set()
+        go_on.wait(30)  # as a stopped process: no heartbeat, the transaction open
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner.act, stopped)
+            await anyio.to_thread.run_sync(holding.wait, 10)
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        lease = await thief.take_lease("r1", steal=True)
+                        break
+                    except RunBusy:  # live until its TTL has passed
+                        await anyio.sleep(0.1)
+            go_on.set()
+            tg.cancel_scope.cancel()
+        assert query(url, "SELECT owner FROM leases") == [(lease.owner,)]
+    finally:
+        go_on.set()
+        owner.close()
+        thief.close()
