@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import anyio
 import msgspec
 
 from honeycomb.evals.cases import Case, Cases
@@ -24,6 +23,7 @@ from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
 from runtime import HoneycombError, Usage
+from runtime.concurrency import run_together
 from runtime.models.layers.cassette import cassette_case
 from runtime.value import Value
 
@@ -179,31 +179,25 @@ class _Session:
     async def run_all(self, cases: Sequence[Case], repeat: int, concurrency: int) -> None:
         self.found = {c.id: [None] * repeat for c in cases}
         work = [(case, n) for case in cases for n in range(repeat)]
-        send, receive = anyio.create_memory_object_stream[tuple[Case, int]](len(work))
-        for item in work:
-            send.send_nowait(item)
-        send.close()
-        async with anyio.create_task_group() as group:
-            for _ in range(min(concurrency, len(work))):
-                group.start_soon(self._worker, receive.clone())
-        receive.close()
+        queue = iter(work)  # each of at most ``concurrency`` workers takes the next
+        workers = [self._worker(queue) for _ in range(min(concurrency, len(work)))]
+        await run_together(None, workers)
 
     def attempts(self, case: str) -> tuple[Attempt, ...]:
         """The runs of ``case`` that were made, in order."""
         return tuple(a for a in self.found[case] if a is not None)
 
-    async def _worker(self, receive: anyio.abc.ObjectReceiveStream[tuple[Case, int]]) -> None:
-        async with receive:
-            async for case, number in receive:
-                if self.budget is not None and self.stopped is None:
-                    self.stopped = self.budget.spent_by(self.spent)
-                if self.stopped is not None:
-                    continue
-                attempt = await self._attempt(case)
-                self.found[case.id][number] = attempt
-                self.done += 1
-                if self.on_run is not None:
-                    self.on_run(case.id, attempt, self.done, self.total)
+    async def _worker(self, queue: Iterator[tuple[Case, int]]) -> None:
+        for case, number in queue:
+            if self.budget is not None and self.stopped is None:
+                self.stopped = self.budget.spent_by(self.spent)
+            if self.stopped is not None:
+                continue
+            attempt = await self._attempt(case)
+            self.found[case.id][number] = attempt
+            self.done += 1
+            if self.on_run is not None:
+                self.on_run(case.id, attempt, self.done, self.total)
 
     async def _attempt(self, case: Case) -> Attempt:
         result: RunResult | None = None

@@ -67,7 +67,11 @@ class SessionPolicy(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    context: Compaction = Compaction(budget_tokens=2000, keep_turns=4)
+    # Made when a policy is: an instance made at import would build Compaction's
+    # validator then (benchmark I: import honeycomb).
+    context: Compaction = Field(
+        default_factory=lambda: Compaction(budget_tokens=2000, keep_turns=4)
+    )
     max_age_days: float | None = Field(default=None, gt=0)
     max_sessions: int | None = Field(default=None, ge=1)
 
