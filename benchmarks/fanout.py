@@ -45,6 +45,7 @@ from benchmarks.report import (
     wall,
 )
 from benchmarks.spec import Params
+from benchmarks.workload import STORE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -460,11 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from", dest="source", type=Path, help="render the table and plot of a saved .jsonl"
     )
     parser.add_argument(
+        "--store", default=None, metavar="URL",
+        help="G: keep the runs in this PostgreSQL database (a schema per process, dropped "
+        "at its end) instead of an SQLite file",
+    )  # fmt: skip
+    parser.add_argument(
         "--smoke", action="store_true",
         help="every scenario once, small (A at N=1,10; B at N=20): checks that every run is "
         "valid; timing targets are not judged",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.store is not None:
+        os.environ[STORE_ENV] = args.store  # the measuring processes' environment
     scenarios = [s.strip().upper() for s in args.scenario.split(",") if s.strip()]
     sizes = [1, 10] if args.smoke else [int(n) for n in args.sizes.split(",")]
     if args.smoke:

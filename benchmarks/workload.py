@@ -16,11 +16,13 @@ import atexit
 import functools
 import itertools
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchmarks.spec import Counts, Params, lookup, pause, verdict
 from honeycomb import Executor, Policy, Role, Subtask, SubtaskResult, tool
@@ -137,12 +139,42 @@ async def run_honeycomb(params: Params) -> dict[str, Any]:
 _RUN_IDS = itertools.count(1)
 
 
+STORE_ENV = "HONEYCOMB_BENCH_STORE"
+"""A PostgreSQL URL to keep the runs of G in, instead of an SQLite file (``--store``)."""
+
+
 @functools.cache
 def _store() -> RunStore:
-    """The process's run store, in a temporary folder: opened once and shared by every
-    run, as a service shares one (each run has its own id)."""
+    """The process's run store, in a temporary folder (or a schema of its own of the
+    database ``HONEYCOMB_BENCH_STORE`` names): opened once and shared by every run, as
+    a service shares one (each run has its own id)."""
+    url = os.environ.get(STORE_ENV)
+    if url:
+        store = RunStore(scratch_schema(url, f"bench_{os.getpid()}"))
+        atexit.register(drop_schema, store)
+        return store
     folder = Path(tempfile.mkdtemp(prefix="honeycomb-bench-"))
     store = RunStore(folder / "runs.db")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     atexit.register(store.close)  # runs first: the file is closed, then removed
     return store
+
+
+def scratch_schema(url: str, schema: str) -> str:
+    """``url`` with its store in the schema ``schema``."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def drop_schema(store: RunStore) -> None:
+    """Close ``store`` and drop the schema a benchmark made for it."""
+    import psycopg
+    from psycopg import sql
+
+    from honeycomb.store.postgres import split_url
+
+    store.close()
+    conninfo, schema, _ = split_url(store.where)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -98,8 +98,9 @@ class Executor:
         default_model: The model for roles that name none.
         on_event: Called with every event of every run.
         log_events: Also log events through structlog (when it is configured).
-        store: Keep every run in this SQLite file (or :class:`RunStore`), so that a
-            run that stopped can be resumed.
+        store: Keep every run in this SQLite file, this PostgreSQL database
+            (``postgresql://...``) or this :class:`RunStore`, so that a run that
+            stopped can be resumed (from any process that shares the store).
         source: Where this Executor was declared (a hive file), kept with each run
             so ``honeycomb resume`` can rebuild it.
         trace: Record each run's spans (:mod:`honeycomb.trace.spans`) in the store.
@@ -293,8 +294,8 @@ class Executor:
         one = model
         if model is not None:  # under every name, so the roles' model: still resolve
             models = dict.fromkeys(hive.spec.models, model)
-        if hive.store is not None:
-            options.setdefault("store", hive.store)
+        if hive.store is not None and "store" not in options:
+            options["store"] = open_store(hive.store, **hive.store_options)
         if hive.spec.memory is not None and "memory" not in options:
             options["memory"] = hive.memory()
         options.setdefault("source", str(hive.file.resolve()))
@@ -570,7 +571,7 @@ class Executor:
             raise StoreError("no run store: give the Executor store=...", path="-")
         stored = await self.store.summary(run_id)
         if stored is None:
-            raise StoreError(f"no run {run_id!r} in this store", path=str(self.store.path))
+            raise StoreError(f"no run {run_id!r} in this store", path=self.store.where)
         return await self.run(stored.task, run_id=run_id, on_event=on_event, steal=steal)
 
     async def pending(self, run_id: str) -> list[PendingApproval]:

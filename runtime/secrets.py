@@ -4,9 +4,10 @@ Honeycomb writes or shows something.
 Secrets are registered where they are configured (:func:`add_secret`): an
 OpenAI-compatible endpoint's API key and the values of its extra headers (so an
 embeddings model's too), the ``env`` and ``headers`` values of MCP servers, the token
-of ``honeycomb serve``'s page; an application adds its own (a database password a
-tool uses). Each stays known while what registered it lives (``owner``), or for the
-life of the process.
+of ``honeycomb serve``'s page, the password of a PostgreSQL run store (its URL's,
+``PGPASSWORD``, or its ``password_env``'s); an application adds its own (a database
+password a tool uses). Each stays known while what registered it lives (``owner``), or
+for the life of the process.
 
 Everything Honeycomb writes or shows goes through :func:`masked`: the run store's
 rows, the events given to handlers and to the log, structlog entries, and what

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import ipaddress
+import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
@@ -21,6 +23,7 @@ from tests.support import ROOT
 if TYPE_CHECKING:
     from runtime.models.llama_server import LlamaServer
     from tests.support.llama import SentBodies
+    from tests.support.postgres import PostgresServer
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -117,6 +120,29 @@ def ray_session() -> Iterator[None]:
     start_ray(None, num_cpus=2)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One private PostgreSQL server for the test process, in a temporary folder, on a
+    free port of 127.0.0.1. The tests that use it go to one test process
+    (:data:`tests.support.stores.ON_POSTGRES`), which then starts one server. Without
+    PostgreSQL or psycopg they are skipped, except in CI (``.ci/run`` installs both)."""
+    from tests.support.postgres import PostgresServer, binaries
+
+    found = binaries()
+    missing = "PostgreSQL" if found is None else None
+    if importlib.util.find_spec("psycopg") is None:
+        missing = "psycopg"
+    if missing is not None or found is None:
+        why = f"{missing} is not installed (apt-get install postgresql; pip install -e '.[dev]')"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    server = PostgresServer(found)
+    server.start()
+    yield server
+    server.remove()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -138,12 +138,12 @@ _SHOWN = 200
 """Characters of an argument of a waiting call shown in the list (the prompt shows more)."""
 
 
-def print_waiting(out: TextIO, result: RunResult, store: Path | None, default: Path) -> None:
+def print_waiting(out: TextIO, result: RunResult, store: Path | str | None, default: Path) -> None:
     """What a run that ends waiting prints: each call that waits, and the commands that
     decide it and continue the run."""
     out.write(f"\nWaiting for approval ({len(result.pending)}):\n")
     ids = [p.call_id for p in result.pending]
-    where = [] if store is None or store == default else ["--store", str(store)]
+    where = [] if store is None or Path(store) == default else ["--store", str(store)]
     for p in result.pending:
         out.write(printable(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}", lines=False))
         for line in [*([p.summary] if p.summary else []), p.why]:

@@ -79,7 +79,8 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
     path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    store = RunStore(path) if path is not None else None
+    options = hive.store_options if path == hive.store else {}
+    store = RunStore(path, **options) if path is not None else None
     console = Console()
     try:
         return run_on_loop(_talk(hive, models, store, backend, args, console))
@@ -137,7 +138,7 @@ class Chat:
         except StoreError as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
-        where = self.executor.store.path if self.executor.store is not None else "memory"
+        where = self.executor.store.where if self.executor.store is not None else "memory"
         out.write(
             f"honeycomb chat · {self.hive.name} · session {self.session.id} "
             f"({counted(len(earlier), 'turn')} so far, kept in {where})\n{HELP}\n"

@@ -73,7 +73,7 @@ class EvalProgress:
             print(f"eval: {done} of {total} runs · {said}", file=self.lines, flush=True)
 
 
-def print_report(out: TextIO, report: EvalReport, store: Path | None) -> None:
+def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> None:
     """The table of the cases (failing ones first), then the totals."""
     console = Console(file=out, highlight=False, soft_wrap=False, width=max(100, _width(out)))
     table = Table(title=f"eval {report.eval_id} · {report.name}", title_justify="left")
@@ -113,7 +113,7 @@ def print_report(out: TextIO, report: EvalReport, store: Path | None) -> None:
     if store is not None:
         failed = [a.run_id for c in report.cases for a in c.attempts if not a.passed]
         example = f" (a failing run: honeycomb trace {failed[0]}" if failed else " ("
-        store_option = f" --store {store}" if failed and store.name != "runs.db" else ""
+        store_option = f" --store {store}" if failed and Path(store).name != "runs.db" else ""
         console.print(
             f"eval {report.eval_id} kept in {escape(str(store))}{escape(example + store_option)}"
             f"{'; ' if failed else ''}compare later with --baseline {report.eval_id})"

@@ -25,7 +25,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, model_of
-from honeycomb.cli.stores import opened_store
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
 from honeycomb.evals.compare import Comparison, compare
 from honeycomb.evals.html import report_page
@@ -123,9 +123,9 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     keep = parser.add_mutually_exclusive_group()
     keep.add_argument(
         "--store",
-        type=Path,
+        type=store_argument,
         default=None,
-        help=f"the run store (default: the hive's store:, else {DEFAULT_STORE})",
+        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument(
         "--no-store",
@@ -172,7 +172,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
     path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    store = RunStore(path) if path is not None else None
+    options = hive.store_options if path == hive.store else {}
+    store = RunStore(path, **options) if path is not None else None
     baseline = None
     if args.baseline is not None and store is not None:
         baseline = _kept(store, args.baseline)
@@ -194,7 +195,7 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     if args.json:
         sys.stdout.write(report.to_json().decode() + "\n")
     else:
-        print_report(sys.stdout, report, path)
+        print_report(sys.stdout, report, store.where if store is not None else None)
         if comparison is not None:
             print_comparison(sys.stdout, comparison)
     return _status(report, comparison, args.gate)
@@ -309,7 +310,7 @@ def _kept(store: RunStore, eval_id: str) -> EvalReport | None:
         print(str(exc), file=sys.stderr)
         return None
     if text is None:
-        print(f"{store.path}: no eval {eval_id!r} (honeycomb serve lists them)", file=sys.stderr)
+        print(f"{store.where}: no eval {eval_id!r} (honeycomb serve lists them)", file=sys.stderr)
         return None
     return EvalReport.from_json(text)
 
@@ -338,7 +339,7 @@ def compare_main(argv: list[str]) -> int:
     )
     parser.add_argument("baseline", help="the earlier eval's id")
     parser.add_argument("current", help="the later eval's id")
-    parser.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    parser.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument(
         "--html",

@@ -40,6 +40,7 @@ from honeycomb.cli.running import (
 from honeycomb.cli.runs import runs_command, trace_command
 from honeycomb.cli.serve import add_serve
 from honeycomb.cli.sessions import add_sessions_command
+from honeycomb.cli.stores import STORE_HELP, store_argument
 from honeycomb.hive import load_hive
 from honeycomb.hive.backend import BACKENDS
 from honeycomb.trace.format import counted
@@ -156,17 +157,17 @@ def _parser() -> argparse.ArgumentParser:
         "--arguments", default=None, help="approve with these arguments instead (a JSON object)"
     )
     approve.add_argument("--worker", default=None, help="the worker, if several share the id")
-    approve.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    approve.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
     approve.set_defaults(handler=approve_command)
 
     runs = commands.add_parser("runs", help="list the runs in the store")
-    runs.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    runs.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
     runs.add_argument("--limit", type=int, default=20, help="how many (newest first)")
     runs.set_defaults(handler=runs_command)
 
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")
     trace.add_argument("run_id", help="the run's id (honeycomb runs lists them)")
-    trace.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the run store file")
+    trace.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
     trace.add_argument("--html", type=Path, default=None, help="also write the timeline page")
     trace.add_argument(
         "--jsonl", type=Path, default=None, help="also write the spans as JSON lines"
@@ -220,9 +221,9 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     keep = parser.add_mutually_exclusive_group()
     keep.add_argument(
         "--store",
-        type=Path,
+        type=store_argument,
         default=None,
-        help=f"the run store file (default: the hive's store:, else {DEFAULT_STORE})",
+        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument("--no-store", action="store_true", help="do not keep the run")
     add_cassette_options(parser)

@@ -150,7 +150,7 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
     return _execute(Path(stored.source), stored.task, args)
 
 
-def _show_ended(path: Path, args: argparse.Namespace) -> ExitStatus:
+def _show_ended(path: Path | str, args: argparse.Namespace) -> ExitStatus:
     """Show the stored result of run ``args.run_id``, which was not started from a
     hive file: a run that ended needs none to show its result, one that did not can
     only be continued by the code that made it."""
@@ -280,19 +280,22 @@ async def _run_and_report(
     new_view: Callable[[], View],
     args: argparse.Namespace,
     out: TextIO,
-    store: Path | None,
+    store: Path | str | None,
     backend: BackendSpec,
 ) -> ExitStatus:
     run_id = args.run_id or os.urandom(6).hex()
-    kept = None if store is None else RunStore(store)
-    if kept is not None:
+    kept = None
+    if store is not None:
         try:
+            options = hive.store_options if store == hive.store else {}
+            kept = RunStore(store, **options)
             await kept.open()  # a store that cannot be used stops the command here
-        except StoreError as exc:
+        except (StoreError, ConfigError) as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
-        print(f"run {run_id} · kept in {store} ({_resume_command(run_id, store)})", file=sys.stderr)
+        shown = kept.where if kept is not None else store
+        print(f"run {run_id} · kept in {shown} ({_resume_command(run_id, store)})", file=sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
@@ -356,7 +359,7 @@ async def _run(
     if stopped_by:
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            print(f"Continue it with: {_resume_command(run_id, store.path)}", file=sys.stderr)
+            print(f"Continue it with: {_resume_command(run_id, store.where)}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
@@ -364,7 +367,7 @@ async def _run(
     if result is not None and result.status == "waiting":
         if not args.json:  # its run.finished line holds the calls that wait
             out.write("\n".join(summary(result)) + "\n")
-            print_waiting(out, result, None if store is None else store.path, DEFAULT_STORE)
+            print_waiting(out, result, None if store is None else store.where, DEFAULT_STORE)
         return ExitStatus.WAITING
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
@@ -384,11 +387,11 @@ def _print_answer(out: TextIO, result: RunResult) -> None:
     out.write("\n".join(summary(result)) + "\n")
 
 
-def _resume_command(run_id: str, store: Path) -> str:
+def _resume_command(run_id: str, store: Path | str) -> str:
     """The command that continues run ``run_id`` of ``store`` from this folder: it
     names the store unless it is the default one, where ``resume`` looks."""
     words = ["honeycomb", "resume", run_id]
-    if store != DEFAULT_STORE:
+    if Path(store) != DEFAULT_STORE:
         words += ["--store", str(store)]
     return shlex.join(words)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.stores import opened_store
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
 from runtime import HoneycombError, RunBusy, StoreError
@@ -30,7 +30,7 @@ TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
 
 def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], store: Path) -> None:
     serve = commands.add_parser("serve", help="watch runs and approve calls in a browser")
-    serve.add_argument("--store", type=Path, default=store, help="the run store file")
+    serve.add_argument("--store", type=store_argument, default=store, help=STORE_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
     serve.add_argument("--port", type=int, default=8321, help="the port (0: any free one)")
     serve.add_argument(
@@ -79,7 +79,7 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     base = base_path(token)
     address = f"http://{host}:{port}{base}"
     shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
-    print(f"serving the runs of {args.store} at {shown}", flush=True)
+    print(f"serving the runs of {store.where} at {shown}", flush=True)
     print("(Ctrl-C stops it)", flush=True)
     app = create_app(store, token=token, approvals=store_approvals(store), base=base)
     config = uvicorn.Config(
@@ -98,7 +98,7 @@ def store_approvals(store: RunStore) -> StoreApprovals:
     undecided continued from it (:class:`Resumer`)."""
     from honeycomb.web import StoreApprovals
 
-    return StoreApprovals(store, Resumer(store.path), tools=HiveTools(store))
+    return StoreApprovals(store, Resumer(store), tools=HiveTools(store))
 
 
 def _refused_token(given: str | None, host: str) -> str | None:
@@ -145,8 +145,8 @@ class Resumer:
     holds (the run's own, which went on at once with a decision recorded as it ended)
     goes on there: that is said, not a failure."""
 
-    def __init__(self, store: Path) -> None:
-        self.store = store
+    def __init__(self, store: RunStore | Path | str) -> None:
+        self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.going: set[asyncio.Task[None]] = set()
 
     def __call__(self, run_id: str) -> None:
@@ -155,7 +155,7 @@ class Resumer:
         task.add_done_callback(self.going.discard)
 
     async def resume(self, run_id: str) -> None:
-        found = RunStore(self.store).find(run_id)
+        found = await self.store.summary(run_id)  # read in a thread: not in the loop
         if found is None or found.source is None:
             print(
                 f"run {run_id}: decided; it was not started from a hive file, so continue it "

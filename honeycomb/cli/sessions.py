@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.stores import opened_store
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import turn_of
 from honeycomb.store.sessions import StoredSessions
@@ -27,25 +27,25 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
     sessions = commands.add_parser(
         "sessions", help="list the conversations in the store, show or forget one"
     )
-    sessions.add_argument("--store", type=Path, default=default_store, help="the run store file")
+    sessions.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
     sessions.add_argument("--limit", type=int, default=20, help="how many (newest first)")
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
 
     show = actions.add_parser("show", help="a conversation, turn by turn, with each turn's run")
     show.add_argument("session_id", metavar="ID", help="the session (sessions lists them)")
-    show.add_argument("--store", type=Path, default=default_store, help="the run store file")
+    show.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
     show.set_defaults(handler=_show)
 
     forget = actions.add_parser("forget", help="delete conversations and their runs")
     forget.add_argument("session_ids", nargs="+", metavar="ID", help="the sessions")
-    forget.add_argument("--store", type=Path, default=default_store, help="the run store file")
+    forget.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
     forget.set_defaults(handler=_forget)
 
     prune = actions.add_parser(
         "prune", help="forget the conversations past an age or beyond a count"
     )
-    prune.add_argument("--store", type=Path, default=default_store, help="the run store file")
+    prune.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
     prune.add_argument(
         "--older-than", type=float, default=None, metavar="DAYS", help="last message before"
     )
@@ -53,7 +53,7 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
     prune.set_defaults(handler=_prune)
 
 
-def _stored(path: Path) -> StoredSessions | None:
+def _stored(path: Path | str) -> StoredSessions | None:
     try:
         return StoredSessions(opened_store(path))
     except StoreError as exc:

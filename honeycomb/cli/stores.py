@@ -8,32 +8,44 @@ import asyncio
 from pathlib import Path
 
 from honeycomb.store import RunStore
-from runtime import StoreError
+from honeycomb.store.database import is_url
+from runtime import ConfigError, StoreError
 
-__all__ = ["opened_store"]
+__all__ = ["STORE_HELP", "opened_store", "store_argument"]
+
+STORE_HELP = "the run store: its file, or a postgresql:// URL (the password from PGPASSWORD)"
 
 
-def opened_store(path: Path, *, make: bool = False) -> RunStore:
-    """The run store at ``path``, ready to read: it is a run store (or an empty file),
-    and it can be opened.
+def store_argument(given: str) -> Path | str:
+    """``--store``: a PostgreSQL URL as it is, else a file."""
+    return given if is_url(given) else Path(given)
+
+
+def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
+    """The run store ``where`` names, ready to read: it is a run store (or an empty
+    file, or a schema not made yet), and it can be opened.
 
     Args:
-        path: The store's file.
+        where: The store's file, or its PostgreSQL URL.
         make: Make it (and its folder) if there is none, as a run does (``serve``,
             which records decisions there, and shows the runs kept there later);
             else there must be one: no run was kept where there is none.
 
     Raises:
-        StoreError: when there is no store at ``path`` (without ``make``), or it is a
+        StoreError: when there is no store at ``where`` (without ``make``), or it is a
             folder, cannot be opened (or made), or is not a run store.
     """
-    if path.is_dir():
+    path = None if is_url(where) else Path(where)
+    if path is not None and path.is_dir():
         raise StoreError("this is a folder, not a run store: name its file", path=str(path))
-    store = RunStore(path)
+    try:
+        store = RunStore(where)
+    except ConfigError as exc:  # said as the store's other errors are: it cannot be used
+        raise StoreError(str(exc), path=str(where)) from exc
     if make:
         asyncio.run(store.open())  # made, or refused, as a run makes or refuses it
         store.close()
-    elif not path.exists():
+    elif path is not None and not path.exists():
         raise StoreError(
             "no run store: no run was kept there (--store FILE names another)",
             path=str(path),

@@ -5,7 +5,7 @@ its JSON schema too."""
 
 from honeycomb.hive.backend import BackendSpec, RaySpec
 from honeycomb.hive.hive import DEFAULT_MEMORY, Hive, MemorySpec, ModelSpec, load_hive
-from honeycomb.hive.specs import EmbeddingsSpec, HiveSpec, PlannerSpec
+from honeycomb.hive.specs import EmbeddingsSpec, HiveSpec, PlannerSpec, StoreSpec
 from runtime.config.yaml_config import YamlDocument
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "ModelSpec",
     "PlannerSpec",
     "RaySpec",
+    "StoreSpec",
     "YamlDocument",
     "load_hive",
 ]

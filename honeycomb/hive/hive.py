@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.checks import check_across_fields
@@ -95,10 +96,21 @@ class Hive:
         return self.spec.policy
 
     @property
-    def store(self) -> Path | None:
-        """The run store the hive declares (``store:``, relative to the hive file)."""
+    def store(self) -> Path | str | None:
+        """The run store the hive declares (``store:``): its file, relative to the
+        hive file, or its PostgreSQL URL."""
         declared = self.spec.store
-        return self.file.parent / declared if declared is not None else None
+        if declared is None:
+            return None
+        return declared.url if declared.is_url else self.file.parent / declared.url
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """How to connect to the hive's PostgreSQL store (``RunStore``'s keywords)."""
+        declared = self.spec.store
+        if declared is None or not declared.is_url:
+            return {}
+        return {"password_env": declared.password_env, "pool_size": declared.pool_size}
 
     @property
     def memory_path(self) -> Path | None:

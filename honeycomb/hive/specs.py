@@ -27,6 +27,7 @@ __all__ = [
     "MemorySpec",
     "ModelSpec",
     "PlannerSpec",
+    "StoreSpec",
     "salvaged",
 ]
 
@@ -179,6 +180,31 @@ class MemorySpec(BaseModel):
     max_chars: int = Field(default=4000, ge=100, le=1_000_000)
 
 
+class StoreSpec(BaseModel):
+    """The hive's run store (``store:``): a file (relative to the hive file), or a
+    PostgreSQL URL (``postgresql://user@host/db``, ``?schema=`` naming the schema of
+    its tables). ``store: PATH_OR_URL`` is short for ``store: {url: PATH_OR_URL}``."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+    url: str = Field(min_length=1)
+    password_env: str | None = Field(default=None, min_length=1)
+    """PostgreSQL: the environment variable that holds the password (else libpq reads
+    ``PGPASSWORD`` or ``~/.pgpass``)."""
+    pool_size: int = Field(default=4, ge=1, le=1000)
+    """PostgreSQL: how many connections the reads of one process use at most."""
+
+    @property
+    def is_url(self) -> bool:
+        """Whether it names a database (``scheme://``), not a file (the run store
+        says which databases it knows)."""
+        return "://" in self.url
+
+
+def _store_shorthand(value: Any) -> Any:
+    return {"url": value} if isinstance(value, str) else value
+
+
 class PlannerSpec(BaseModel):
     """``planner: {role: lead, rounds: 4}``: a lead that plans in rounds, reading each
     round's results before it adds more subtasks (``planner: NAME`` plans once)."""
@@ -218,7 +244,7 @@ class HiveSpec(BaseModel):
     planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)
-    store: str | None = None
+    store: Annotated[StoreSpec | None, BeforeValidator(_store_shorthand)] = None
     memory: MemorySpec | None = None
     approvals: Approvals | None = None
     guards: Guards | None = None

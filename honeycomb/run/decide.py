@@ -89,7 +89,7 @@ async def decide(
     ]
     if not entries:
         if await store.summary(run_id) is None:
-            raise ApprovalError(run_id, call_id, f"{store.path} has no such run")
+            raise ApprovalError(run_id, call_id, f"{store.where} has no such run")
         raise ApprovalError(
             run_id, call_id, "the run has no call of this id that asked for approval"
         )

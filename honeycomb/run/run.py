@@ -277,7 +277,7 @@ class Run:
         if stored is not None:
             if stored.task != masked(valid_text(self.task)):  # as the store keeps text
                 raise ConfigError(
-                    f"run {self.run_id!r} in {record.store.path} was started with another "
+                    f"run {self.run_id!r} in {record.store.where} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "
                     "new run_id"
                 )

@@ -172,11 +172,12 @@ def _approval_problems(role: Role, setup: WorkerSetup) -> list[ConfigError]:
     ]
 
 
-def open_store(store: RunStore | str | Path | None) -> RunStore | None:
-    """The run store ``store`` names: a :class:`RunStore`, or the path of its file."""
+def open_store(store: RunStore | str | Path | None, **options: Any) -> RunStore | None:
+    """The run store ``store`` names: a :class:`RunStore`, the path of its file or a
+    PostgreSQL URL (``options``: how to connect to it, see :class:`RunStore`)."""
     if isinstance(store, str | os.PathLike):
         # The run store's module (and sqlite3) load with the first Executor that keeps one.
         from honeycomb.store import RunStore
 
-        return RunStore(store)
+        return RunStore(store, **options)
     return store

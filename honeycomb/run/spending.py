@@ -19,10 +19,19 @@ from runtime import Budget
 
 __all__ = ["LifeSpending"]
 
+_COUNTERS = (
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "tool_calls",
+    "cost",
+    "reasoning_tokens",
+    "cached_input_tokens",
+)
 _START_LIFE = (
-    "INSERT OR REPLACE INTO lives (run_id, life, started_at, model_calls, input_tokens, "
-    "output_tokens, tool_calls, cost, reasoning_tokens, cached_input_tokens) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO lives (run_id, life, started_at, {', '.join(_COUNTERS)}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, life) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in ("started_at", *_COUNTERS))
 )
 _SPENT = (
     "UPDATE lives SET model_calls = ?, input_tokens = ?, output_tokens = ?, tool_calls = ?, "

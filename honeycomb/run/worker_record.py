@@ -42,7 +42,8 @@ class RunRecord(Protocol):
 __all__ = ["WorkerRecord"]
 
 _SAVE_MESSAGES = (
-    "INSERT OR REPLACE INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?)"
+    "INSERT INTO messages (run_id, worker, seq, messages) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id, worker, seq) DO UPDATE SET messages = excluded.messages"
 )
 _SAVE_STATE = (
     f"INSERT INTO workers (run_id, worker, status, updated_at, {', '.join(STATE_FIELDS)}) "
@@ -51,6 +52,13 @@ _SAVE_STATE = (
     + ", ".join(f"{name} = excluded.{name}" for name in STATE_FIELDS)
 )
 """A worker's checkpoint: its loop state (the :data:`STATE_FIELDS`), each turn."""
+_INTENT = (
+    "INSERT INTO journal (run_id, worker, turn, call_id, tool, arguments, started_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, worker, turn, call_id) DO UPDATE SET "
+    "tool = excluded.tool, arguments = excluded.arguments, started_at = excluded.started_at, "
+    "status = NULL, content = NULL, finished_at = NULL"
+)
+"""A side-effecting call about to run (one journaled before, and cut off, anew)."""
 
 
 class WorkerRecord:
@@ -140,8 +148,7 @@ class WorkerRecord:
         self._run.spent_so_far()
         await self._run.store.commit(
             (
-                "INSERT OR REPLACE INTO journal (run_id, worker, turn, call_id, tool, "
-                "arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                _INTENT,
                 (
                     self._run.run_id,
                     self._worker,

@@ -2,16 +2,17 @@
 and the decisions (see :mod:`runtime.tools.approvals`).
 
 A decision is final: :func:`keep_decision` records one only on a call not decided yet,
-in the writer's transaction (``BEGIN IMMEDIATE``: one writer at a time, across
-processes), so of several made at once the first stands and the others are told.
+in the writer's transaction, with one statement that writes it only where the call has
+none (SQLite: one writer at a time, across processes; PostgreSQL: the row is locked, and
+a second decider reads it again once the first committed), so of several made at once
+the first stands and the others are told.
 """
 
 from __future__ import annotations
 
-import sqlite3
-
 import msgspec
 
+from honeycomb.store.database import Connection
 from honeycomb.store.schema import columns
 from runtime.errors import AlreadyDecided
 from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
@@ -73,7 +74,7 @@ def asked_row(run_id: str, pending: PendingApproval) -> tuple[object, ...]:
     )
 
 
-def keep_decision(db: sqlite3.Connection, run_id: str, entry: ApprovalEntry) -> None:
+def keep_decision(db: Connection, run_id: str, entry: ApprovalEntry) -> None:
     """Record ``entry``'s decision, unless the call was decided already (in ``db``'s
     transaction, which writes nothing then).
 
@@ -102,12 +103,9 @@ def keep_decision(db: sqlite3.Connection, run_id: str, entry: ApprovalEntry) -> 
     raise AlreadyDecided(run_id, p.call_id, approved=bool(approved), decided_by=by, decided_at=at)
 
 
-def read_approvals(db: sqlite3.Connection, run_id: str) -> list[ApprovalEntry]:
+def read_approvals(db: Connection, run_id: str) -> list[ApprovalEntry]:
     """The approvals table's rows of a run (none in a store made before it had one)."""
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'"
-    ).fetchone()
-    if exists is None:
+    if not db.columns("approvals"):
         return []
     entries: list[ApprovalEntry] = []
     selected = columns(db, "approvals", _APPROVAL_COLUMNS)

@@ -4,15 +4,15 @@ eval package's; the store keeps its text and a few columns to list evals by."""
 
 from __future__ import annotations
 
-import sqlite3
-
+from honeycomb.store.database import Connection
 from runtime.value import Value
 
 __all__ = ["KEEP_EVAL", "EvalSummary", "read_eval", "read_evals"]
 
 KEEP_EVAL = (
-    "INSERT OR REPLACE INTO evals (eval_id, name, started_at, passed, report) "
-    "VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO evals (eval_id, name, started_at, passed, report) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (eval_id) DO UPDATE SET name = excluded.name, "
+    "started_at = excluded.started_at, passed = excluded.passed, report = excluded.report"
 )
 
 
@@ -26,14 +26,13 @@ class EvalSummary(Value, frozen=True, kw_only=True):
     passed: bool
 
 
-def _has_table(db: sqlite3.Connection) -> bool:
+def _has_table(db: Connection) -> bool:
     """Whether the store has the evals table (a store of schema 5 or before has none
     until a run opens it to write)."""
-    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'evals'")
-    return found.fetchone() is not None
+    return bool(db.columns("evals"))
 
 
-def read_evals(db: sqlite3.Connection, limit: int) -> list[EvalSummary]:
+def read_evals(db: Connection, limit: int) -> list[EvalSummary]:
     """The latest evals, newest first."""
     if not _has_table(db):
         return []
@@ -44,7 +43,7 @@ def read_evals(db: sqlite3.Connection, limit: int) -> list[EvalSummary]:
     return [EvalSummary(eval_id=i, name=n, started_at=s, passed=bool(p)) for i, n, s, p in rows]
 
 
-def read_eval(db: sqlite3.Connection, eval_id: str) -> str | None:
+def read_eval(db: Connection, eval_id: str) -> str | None:
     """The report of eval ``eval_id`` as JSON, or None."""
     if not _has_table(db):
         return None

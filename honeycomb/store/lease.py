@@ -15,18 +15,22 @@ resume right after a crash need not wait. An expired lease whose owner may still
 alive (on another host, or stopped, or hung) is taken only with ``steal``; a live one
 never.
 
-These functions run in the store's writer thread, inside its transaction.
+These functions run in the store's writer thread, inside its transaction. In SQLite a
+transaction that writes holds the whole file; in PostgreSQL, a lease is taken under a
+lock of its run (an advisory lock, so two processes that take it at once take it one
+after the other), and a write under a lease holds the lease's row until it commits
+(``FOR SHARE``: a process taking the run over waits for it, and then it is over).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import sys
 import time
 from collections.abc import Iterable
 
+from honeycomb.store.database import Connection
 from runtime import RunBusy
 from runtime.value import Value
 
@@ -46,8 +50,9 @@ HOST = socket.gethostname()
 RELEASE = "DELETE FROM leases WHERE run_id = ? AND owner = ?"
 _HOLDER = "SELECT owner, host, pid, heartbeat, ttl_s FROM leases WHERE run_id = ?"
 _TAKE = (
-    "INSERT OR REPLACE INTO leases (run_id, owner, host, pid, heartbeat, ttl_s) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO leases (run_id, owner, host, pid, heartbeat, ttl_s) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, host = excluded.host, "
+    "pid = excluded.pid, heartbeat = excluded.heartbeat, ttl_s = excluded.ttl_s"
 )
 _RENEW = "UPDATE leases SET heartbeat = ? WHERE run_id = ? AND owner = ?"
 
@@ -75,13 +80,14 @@ def ended(lease: Lease) -> None:
     _GOING.discard(lease.owner)
 
 
-def take(db: sqlite3.Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> None:
+def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> None:
     """Make ``lease`` the run's, unless another holds it (in ``db``'s transaction).
 
     Raises:
         RunBusy: when another process holds it: live, or expired and not ``steal``.
     """
-    row = db.execute(_HOLDER, (lease.run_id,)).fetchone()
+    db.lock_run(lease.run_id)
+    row = db.execute(_HOLDER + db.row_lock, (lease.run_id,)).fetchone()
     now = time.time()
     if row is not None and row[0] != lease.owner and not _gone(row[0], row[1], row[2]):
         age = now - row[3]
@@ -98,9 +104,10 @@ def take(db: sqlite3.Connection, lease: Lease, *, steal: bool, ttl_s: float, pat
     db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
 
 
-def check(db: sqlite3.Connection, lease: Lease, path: str) -> RunBusy | None:
-    """None while ``lease`` is still the run's, else the error saying who has it."""
-    row = db.execute(_HOLDER, (lease.run_id,)).fetchone()
+def check(db: Connection, lease: Lease, path: str) -> RunBusy | None:
+    """None while ``lease`` is still the run's (held so until the transaction ends),
+    else the error saying who has it."""
+    row = db.execute(_HOLDER + db.row_lock, (lease.run_id,)).fetchone()
     if row is not None and row[0] == lease.owner:
         return None
     host, pid, age = (row[1], row[2], time.time() - row[3]) if row else (None, None, None)
@@ -109,19 +116,18 @@ def check(db: sqlite3.Connection, lease: Lease, path: str) -> RunBusy | None:
     )
 
 
-def renew(db: sqlite3.Connection, leases: Iterable[Lease]) -> None:
+def renew(db: Connection, leases: Iterable[Lease]) -> None:
     """A heartbeat for every lease in ``leases`` still held."""
     now = time.time()
     db.executemany(_RENEW, [(now, lease.run_id, lease.owner) for lease in leases])
 
 
-def carried_on(db: sqlite3.Connection, run_id: str) -> bool:
+def carried_on(db: Connection, run_id: str) -> bool:
     """Whether a process may still carry run ``run_id`` on: its lease is live (its
     heartbeat younger than its TTL) and its owner not certainly gone."""
-    try:
-        row = db.execute(_HOLDER, (run_id,)).fetchone()
-    except sqlite3.OperationalError:  # a store of the first schema, read as it is: no leases
+    if not db.columns("leases"):  # a store of the first schema, read as it is: no leases
         return False
+    row = db.execute(_HOLDER, (run_id,)).fetchone()
     if row is None:
         return False
     owner, host, pid, heartbeat, ttl_s = row

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import read_approvals
+from honeycomb.store.database import Connection
 from honeycomb.store.schema import columns
 from runtime import JournalEntry, Usage
 from runtime.tools.approvals import ApprovalEntry
@@ -67,8 +67,6 @@ class RunSummary(Value, frozen=True, kw_only=True):
 
 # The runs table's columns of the same names, and what its result column says.
 _SUMMARY = tuple(name for name in RunSummary.__struct_fields__ if name != "wall_s")
-_WALL = "CASE WHEN json_valid(result) THEN json_extract(result, '$.timings.wall_s') END"
-"""A run's wall time, as its stored result says it."""
 
 STATE_FIELDS = (
     "task",
@@ -144,16 +142,17 @@ class _Outcome(Value, frozen=True):
 _OUTCOME = msgspec.json.Decoder(_Outcome)
 
 
-def read_summaries(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
+def read_summaries(db: Connection, where: str, params: tuple[Any, ...]) -> list[RunSummary]:
     """The runs' lines that ``where`` (a clause after ``FROM runs``) selects; those
     under way with what their workers have spent so far."""
     selected = columns(db, "runs", _SUMMARY)
-    rows = db.execute(f"SELECT {selected}, {_WALL} FROM runs {where}", params).fetchall()
+    wall = db.json_number("result", "timings", "wall_s")  # as its stored result says it
+    rows = db.execute(f"SELECT {selected}, {wall} FROM runs {where}", params).fetchall()
     found = [RunSummary(**dict(zip((*_SUMMARY, "wall_s"), row, strict=True))) for row in rows]
     return [_under_way(db, run) if run.status == "running" else run for run in found]
 
 
-def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
+def _under_way(db: Connection, run: RunSummary) -> RunSummary:
     """A run stored as running (its counters are written when it ends): interrupted
     if no live process carries it on any more (killed, or hung past its lease), and
     what it has spent so far, as the store knows it: its life's row, or what its
@@ -206,7 +205,7 @@ def _under_way(db: sqlite3.Connection, run: RunSummary) -> RunSummary:
 
 PROGRESS = (
     "SELECT (SELECT count(*) FROM spans WHERE run_id = ?), "
-    "(SELECT CAST(coalesce(sum(updated_at), 0) * 1000 AS INTEGER) FROM workers WHERE run_id = ?), "
+    "(SELECT CAST(coalesce(sum(updated_at), 0) * 1000 AS BIGINT) FROM workers WHERE run_id = ?), "
     "(SELECT count(*) FROM messages WHERE run_id = ?), "
     "(SELECT count(*) FROM journal WHERE run_id = ?)"
 )
@@ -237,11 +236,10 @@ def most(one: Usage, other: Usage) -> Usage:
     )
 
 
-def last_life(db: sqlite3.Connection, run_id: str) -> tuple[int, Usage | None]:
+def last_life(db: Connection, run_id: str) -> tuple[int, Usage | None]:
     """How many lives of run ``run_id`` the store recorded, and what the run had spent by
     the end of the last (None: none recorded, as in a store of schema 4)."""
-    exists = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'lives'").fetchone()
-    if exists is None:
+    if not db.columns("lives"):
         return 0, None
     row = db.execute(
         f"SELECT life, reasoning_tokens, {', '.join(_SPENT)} FROM lives WHERE run_id = ? "
@@ -254,7 +252,7 @@ def last_life(db: sqlite3.Connection, run_id: str) -> tuple[int, Usage | None]:
     return life, Usage(reasoning_tokens=reasoning, **dict(zip(_SPENT, counters, strict=True)))
 
 
-def read_run(db: sqlite3.Connection, run_id: str) -> StoredRun | None:
+def read_run(db: Connection, run_id: str) -> StoredRun | None:
     names = ("task", "status", "source", "plan", "result", "planned_by", "started_at", *_SPENT)
     selected = columns(db, "runs", names)
     row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()

@@ -1,14 +1,16 @@
-"""The run store's tables (SQLite), and how a file is known to hold them.
+"""The run store's tables, and how a file is known to hold them.
 
-A change to the tables bumps :data:`SCHEMA_VERSION` and adds its step to
-:data:`ADDED` (and its new tables to :data:`CREATED`); :func:`upgrade` brings a store
-of any earlier version up to the current one in one transaction. ``CREATE TABLE IF NOT
-EXISTS`` adds no column to a table that exists, so a version that adds columns adds
-them with ``ALTER TABLE``;
-reading a store of an earlier version (which is never changed by reading) gives each
-column it lacks the default the step adds it with (:func:`columns`). A store is known
-by its ``application_id``; stores of schema 1, written before there was one, by their
-tables.
+The tables are written once, in SQLite's words; the PostgreSQL store makes the same
+ones in its types (:func:`honeycomb.store.postgres.in_postgres`). A change to the
+tables bumps :data:`SCHEMA_VERSION` and adds its step to :data:`ADDED` (and its new
+tables to :data:`CREATED`: a new table is one ``CREATE TABLE IF NOT EXISTS`` there, and
+both stores make it); :func:`upgrade` brings an SQLite store of any earlier version up
+to the current one in one transaction, as the PostgreSQL store does its own. ``CREATE
+TABLE IF NOT EXISTS`` adds no column to a table that exists, so a version that adds
+columns adds them with ``ALTER TABLE``; reading a store of an earlier version (which
+is never changed by reading) gives each column it lacks the default the step adds it
+with (:func:`columns`). A store is known by its ``application_id``; stores of schema
+1, written before there was one, by their tables.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from honeycomb.store.files import idle, sidecar, wal_application_id
+
+if TYPE_CHECKING:
+    from honeycomb.store.database import Connection
 from runtime import StoreError
 
 APPLICATION_ID = 0x48594342  # "HYCB"
@@ -249,10 +255,10 @@ def upgrade(db: sqlite3.Connection) -> None:
         raise
 
 
-def columns(db: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
+def columns(db: Connection, table: str, names: Sequence[str]) -> str:
     """``names`` as a select list of ``table`` in ``db``: a column an earlier schema
     lacks reads as the default its version adds it with."""
-    present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    present = db.columns(table)
     defaults = {
         name: default for step in ADDED.values() for name, _, default in step.get(table, ())
     }

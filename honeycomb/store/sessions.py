@@ -16,10 +16,10 @@ the order of :data:`TURN_COLUMNS` (the values they make are ``honeycomb.run``'s)
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from honeycomb.store.database import Connection
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
 
@@ -56,7 +56,7 @@ SESSION_COLUMNS = ("session_id", "turns", "started_at", "last_at", "last_message
 
 _BEGIN = (
     "INSERT INTO session_turns (session_id, turn, run_id, message, started_at, summary, "
-    "summarized) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "summarized) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, turn) DO NOTHING"
 )
 _FITTED = "UPDATE session_turns SET summary = ?, summarized = ? WHERE session_id = ? AND turn = ?"
 _ENDED = "UPDATE session_turns SET answer = ?, results = ? WHERE session_id = ? AND turn = ?"
@@ -70,12 +70,11 @@ _RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "app
 """The tables that hold a run's rows, each by its ``run_id``."""
 
 
-def _begin(db: sqlite3.Connection, row: Sequence[Any]) -> None:
+def _begin(db: Connection, row: Sequence[Any]) -> None:
     """Insert a turn's first row, in the writer's transaction; a turn of that number
-    taken meanwhile (by another process) refuses it."""
-    try:
-        db.execute(_BEGIN, row)
-    except sqlite3.IntegrityError:
+    taken meanwhile (by another process) refuses it (nothing written: a statement that
+    failed would end a PostgreSQL transaction, the rest of the batch with it)."""
+    if not db.execute(_BEGIN, row).rowcount:
         session_id, turn, run_id = row[0], row[1], row[2]
         raise SessionBusy(
             f"session {session_id!r} took turn {turn} meanwhile, in another process: "
@@ -83,10 +82,10 @@ def _begin(db: sqlite3.Connection, row: Sequence[Any]) -> None:
             session_id=session_id,
             turn=turn,
             run_id=run_id,
-        ) from None
+        )
 
 
-def _forget(db: sqlite3.Connection, session_ids: Sequence[str]) -> None:
+def _forget(db: Connection, session_ids: Sequence[str]) -> None:
     """Delete the sessions' turns and their runs (those no other session's turns
     link: a fork shares the runs of the turns it was made from)."""
     if not session_ids:
@@ -96,14 +95,13 @@ def _forget(db: sqlite3.Connection, session_ids: Sequence[str]) -> None:
         f"SELECT run_id FROM session_turns WHERE session_id IN ({marks}) EXCEPT "
         f"SELECT run_id FROM session_turns WHERE session_id NOT IN ({marks})"
     )
-    present = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     for table in _RUN_TABLES:
-        if table in present:  # a store of an earlier schema lacks some
+        if db.columns(table):  # a store of an earlier schema lacks some
             db.execute(f"DELETE FROM {table} WHERE run_id IN ({runs})", (*session_ids,) * 2)
     db.execute(f"DELETE FROM session_turns WHERE session_id IN ({marks})", tuple(session_ids))
 
 
-def _read_turns(db: sqlite3.Connection, session_id: str) -> list[tuple[Any, ...]]:
+def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
     if not _has_sessions(db):
         return []
     rows = db.execute(
@@ -125,7 +123,7 @@ def _read_turns(db: sqlite3.Connection, session_id: str) -> list[tuple[Any, ...]
     return found
 
 
-def _session_of(db: sqlite3.Connection, run_id: str) -> list[str]:
+def _session_of(db: Connection, run_id: str) -> list[str]:
     if not _has_sessions(db):
         return []
     rows = db.execute("SELECT session_id FROM session_turns WHERE run_id = ?", (run_id,))
@@ -139,20 +137,22 @@ def _no_run(answer: str | None) -> str:
     return "interrupted" if answer is None else "forgotten"
 
 
-def _read_sessions(db: sqlite3.Connection, limit: int) -> list[tuple[Any, ...]]:
+def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
+    """The latest ``limit`` sessions (all of them, below 0)."""
     if not _has_sessions(db):
         return []
     rows: list[tuple[Any, ...]] = db.execute(
         "SELECT session_id, count(*), min(started_at), max(started_at), "
         "(SELECT message FROM session_turns AS last WHERE last.session_id = t.session_id "
         "ORDER BY turn DESC LIMIT 1) "
-        "FROM session_turns AS t GROUP BY session_id ORDER BY max(started_at) DESC LIMIT ?",
-        (limit,),
+        "FROM session_turns AS t GROUP BY session_id ORDER BY max(started_at) DESC"
+        + (" LIMIT ?" if limit >= 0 else ""),
+        (limit,) if limit >= 0 else (),
     ).fetchall()
     return rows
 
 
-def _expired(db: sqlite3.Connection, before: float | None, keep: int | None) -> list[str]:
+def _expired(db: Connection, before: float | None, keep: int | None) -> list[str]:
     """The sessions retention forgets: those whose last turn started ``before``, and
     those past the newest ``keep``."""
     if not _has_sessions(db):
@@ -168,22 +168,17 @@ def _expired(db: sqlite3.Connection, before: float | None, keep: int | None) -> 
             )
         }
     if keep is not None:
-        found |= {
-            sid
-            for (sid,) in db.execute(
-                "SELECT session_id FROM session_turns GROUP BY session_id "
-                "ORDER BY max(started_at) DESC LIMIT -1 OFFSET ?",
-                (keep,),
-            )
-        }
+        newest_first = db.execute(
+            "SELECT session_id FROM session_turns GROUP BY session_id ORDER BY max(started_at) DESC"
+        ).fetchall()
+        found |= {sid for (sid,) in newest_first[keep:]}
     return sorted(found)
 
 
-def _has_sessions(db: sqlite3.Connection) -> bool:
+def _has_sessions(db: Connection) -> bool:
     """Whether the store has the table (a store of schema 5 or before, read as it is,
     does not)."""
-    found = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_turns'").fetchone()
-    return found is not None
+    return bool(db.columns("session_turns"))
 
 
 class StoredSessions:

@@ -1,11 +1,15 @@
-"""``RunStore``: runs kept in one SQLite file, so a crashed run can be resumed.
+"""``RunStore``: runs kept in one SQLite file (the default) or in a PostgreSQL database
+that many processes share, so a crashed run can be resumed, anywhere.
 
 The store holds each run (task, plan, status, result), each worker's conversation
 after every turn, each finished worker's result, the journal of side-effecting tool
 calls (:mod:`runtime.tools.journal`) and the lease of each run under way
-(:mod:`honeycomb.store.lease`). It is in WAL mode, checkpointed when a run ends and
-when it closes (so a copy of the ``.db`` alone holds every run that ended). Only a
-Honeycomb store, or a new or empty file, is ever written to; reading creates no file.
+(:mod:`honeycomb.store.lease`). Where the rows are is its
+:class:`~honeycomb.store.database.Database`: an SQLite file in WAL mode, checkpointed
+when a run ends and when it closes (so a copy of the ``.db`` alone holds every run that
+ended; :mod:`honeycomb.store.sqlite`), or a schema of a PostgreSQL database
+(:mod:`honeycomb.store.postgres`). Only a Honeycomb store, or a new or empty file (an
+empty or missing schema), is ever written to; reading creates nothing.
 
 Writes never block the event loop: one writer thread per store commits them in
 batches, in order (:mod:`honeycomb.store.writer`). Only what a guarantee rests on is
@@ -18,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +32,7 @@ import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
+from honeycomb.store.database import Connection, Database, is_url
 from honeycomb.store.evals import KEEP_EVAL, EvalSummary, read_eval, read_evals
 from honeycomb.store.lease import Lease
 from honeycomb.store.results import whole_result
@@ -41,10 +45,10 @@ from honeycomb.store.runs import (
     read_run,
     read_summaries,
 )
-from honeycomb.store.schema import reader
+from honeycomb.store.sqlite import SQLiteDatabase
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
-from runtime import StoreError
+from runtime import ConfigError, StoreError
 from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalEntry
 
@@ -66,22 +70,67 @@ T = TypeVar("T")
 
 
 class RunStore:
-    """Runs in one SQLite file (created with its folder on first write).
+    """Runs in one SQLite file (created with its folder on first write), or in a
+    PostgreSQL database (``postgresql://...``: its own schema made on first write).
 
     Args:
-        path: The file. Share one RunStore between Executors of one process.
+        where: The file, or a PostgreSQL connection URL (its ``schema`` query
+            parameter names the schema the store's tables are in, ``honeycomb``
+            unless it says otherwise; the password is best left out of it: libpq
+            reads ``PGPASSWORD`` and ``~/.pgpass``, or see ``password_env``). Share one
+            RunStore between Executors of one process.
         lease_ttl_s: How long the lease of a run of this store outlives its last
             heartbeat (renewed four times a TTL while the run goes): past it, another
             process may take the run over with ``steal=True``.
+        pool_size: PostgreSQL: how many connections reads use at most (the writer
+            has one more).
+        password_env: PostgreSQL: the environment variable that holds the password.
+
+    Raises:
+        ConfigError: PostgreSQL: when psycopg is not installed, ``password_env`` is
+            not set, or the URL is not one.
     """
 
-    def __init__(self, path: str | Path, *, lease_ttl_s: float = 30.0) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        where: str | Path,
+        *,
+        lease_ttl_s: float = 30.0,
+        pool_size: int = 4,
+        password_env: str | None = None,
+    ) -> None:
         self.lease_ttl_s = lease_ttl_s
-        self._writer = Writer(self.path, lease_ttl_s)
+        self.path: Path | None = None
+        """The SQLite file (None: a PostgreSQL store)."""
+        database: Database
+        if isinstance(where, str) and "://" in where and not is_url(where):
+            raise ConfigError(
+                f"the run store {where.split('://')[0]}:// is not one Honeycomb knows: "
+                "give a file, or a postgresql:// URL",
+                field="store",
+            )
+        if is_url(where):
+            from honeycomb.store.postgres import PostgresDatabase
+
+            database = PostgresDatabase(
+                str(where), pool_size=pool_size, password_env=password_env, lease_ttl_s=lease_ttl_s
+            )
+        else:
+            self.path = Path(where)
+            database = SQLiteDatabase(self.path)
+        self._database = database
+        self.where = database.where
+        """What commands and errors name the store by: its file, or its URL without a
+        password (``--store`` takes either)."""
+        self._writer = Writer(database, lease_ttl_s)
 
     def __repr__(self) -> str:
-        return f"RunStore({str(self.path)!r})"
+        return f"RunStore({self.where!r})"
+
+    @property
+    def name(self) -> str:
+        """A short name of the store: its file's, or its database's and schema's."""
+        return self.path.name if self.path is not None else self._database.where.rsplit("/", 1)[-1]
 
     # --- writing ------------------------------------------------------------------------
 
@@ -133,7 +182,7 @@ class RunStore:
         """
         lease = _lease.new_lease(run_id)
         take = functools.partial(
-            _lease.take, lease=lease, steal=steal, ttl_s=self.lease_ttl_s, path=str(self.path)
+            _lease.take, lease=lease, steal=steal, ttl_s=self.lease_ttl_s, path=self.where
         )
         try:
             await self._submit(take, None, False, True)
@@ -192,21 +241,25 @@ class RunStore:
         checkpoint: bool,
         urgent: bool,
     ) -> None:
+        if not self._writer.running:
+            await self.open()  # connecting to a server takes a while: not in the loop
         # Told by the writer with one call into the loop for a whole batch of waiters.
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writer.put(work, done=waiter, lease=lease, checkpoint=checkpoint, urgent=urgent)
         await waiter
 
     def close(self) -> None:
-        """Commit what is queued, checkpoint the file and stop the writer thread."""
+        """Commit what is queued, checkpoint the file, stop the writer thread and close
+        the connections."""
         self._writer.stop()
+        self._database.close()
 
     async def open(self) -> None:
-        """Open the file (creating it) in a worker thread, so a run learns at its
-        start, not its end, that the store cannot be used.
+        """Open the file or database (creating the store) in a worker thread, so a run
+        learns at its start, not its end, that the store cannot be used.
 
         Raises:
-            StoreError: when the file cannot be opened or is not a run store.
+            StoreError: when it cannot be opened or is not a run store.
         """
         if not self._writer.running:
             await anyio.to_thread.run_sync(self._writer.start)
@@ -247,14 +300,14 @@ class RunStore:
             await self.flush()
         return await anyio.to_thread.run_sync(read, run_id)
 
-    async def reading(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+    async def reading(self, read: Callable[[Connection], T], empty: T) -> T:
         """:meth:`read_now`, from async code: in a worker thread, after what was
         written is committed."""
         if self._writer.started:
             await self.flush()
         return await anyio.to_thread.run_sync(self._reading, read, empty)
 
-    def read_now(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
+    def read_now(self, read: Callable[[Connection], T], empty: T) -> T:
         """``read(db)`` on a read-only connection, in one snapshot (``empty``: no store
         there yet); a quick read, fine to call from a CLI."""
         return self._reading(read, empty)
@@ -274,7 +327,7 @@ class RunStore:
     def spans(self, run_id: str) -> list[Span]:
         """The spans kept for run ``run_id`` (every life of it), by start time."""
 
-        def read(db: sqlite3.Connection) -> list[Span]:
+        def read(db: Connection) -> list[Span]:
             rows = db.execute("SELECT spans FROM spans WHERE run_id = ?", (run_id,)).fetchall()
             return [span for (batch,) in rows for span in _SPANS.decode(batch)]
 
@@ -286,7 +339,7 @@ class RunStore:
         kept, worker rows updated, transcript rows and journal entries written): what a
         page watching the run compares to know when to read it again."""
 
-        def read(db: sqlite3.Connection) -> tuple[int, ...]:
+        def read(db: Connection) -> tuple[int, ...]:
             found = db.execute(PROGRESS, (run_id,) * 4).fetchone()
             return tuple(int(n or 0) for n in found)
 
@@ -301,7 +354,7 @@ class RunStore:
             return StoreError(
                 f"run {run_id!r} ended {stored.status}, but the store holds no outcome of "
                 f"its subtask {subtask!r}: the store is damaged",
-                path=str(self.path),
+                path=self.where,
             )
 
         outcomes = {name: worker.result for name, worker in stored.workers.items()}
@@ -319,25 +372,6 @@ class RunStore:
 
     # --- connections --------------------------------------------------------------------
 
-    def _reading(self, read: Callable[[sqlite3.Connection], T], empty: T) -> T:
-        """``read(db)`` on a read-only connection, in one snapshot (``empty``: no store
-        there yet). A store no process has open is read as it is, creating no file;
-        if a run opens it meanwhile, it is read again as a store in use (see
-        :func:`~honeycomb.store.schema.reader`)."""
-        for shared in (False, True):
-            opened = reader(self.path, shared=shared)
-            if opened is None:
-                return empty
-            db, unchanged = opened
-            try:
-                db.execute("BEGIN")  # one snapshot for the whole read
-                found = read(db)
-            except sqlite3.Error as exc:
-                if unchanged is not None and not unchanged():
-                    continue  # read while it changed: read it again
-                raise StoreError(f"cannot read the run store: {exc}", path=str(self.path)) from exc
-            finally:
-                db.close()
-            if unchanged is None or unchanged():
-                return found
-        raise AssertionError("unreachable: a shared read is never read again")  # pragma: no cover
+    def _reading(self, read: Callable[[Connection], T], empty: T) -> T:
+        """``read(db)`` in one snapshot of the store (``empty``: no store there yet)."""
+        return self._database.read(read, empty)

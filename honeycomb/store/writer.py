@@ -7,8 +7,13 @@ process does. It checkpoints the file when a run ends and when it stops.
 
 A queued write is a :class:`Write`.
 
-A batch that fails in any way (the disk, a lock, a value SQLite cannot take) is rolled
-back, and each of its waiters is told with a StoreError; the thread goes on. Text is
+A batch that fails in any way (the disk, a lock, a value the database cannot take) is
+rolled back, and each of its waiters is told with a StoreError; the thread goes on. A
+connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
+is made anew, for as long as :data:`RECONNECT_S` (the server restarts): a batch it
+lost before its commit was sent is written again then, as nothing of it was (as is one
+the server rolled back to break a deadlock with another process's); one lost as it
+committed is not (it may be there, or not: its waiters are told so). Text is
 made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime.text`),
 and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
 Should the thread itself die, the waiters of its batch and of every write queued are
@@ -19,17 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from honeycomb.store import lease as _lease
+from honeycomb.store.database import Connection, Database, WriteConnection
 from honeycomb.store.lease import Lease
-from honeycomb.store.schema import connect
 from runtime import HoneycombError, StoreError
 from runtime.secrets import masked
 from runtime.text import valid_text
@@ -39,13 +43,17 @@ __all__ = ["Action", "Statement", "Write", "Writer"]
 
 Statement = tuple[str, Sequence[Any]]
 """SQL and its parameters: a tuple for one row, a list of tuples for many."""
-Action = Callable[[sqlite3.Connection], None]
+Action = Callable[[Connection], None]
 """Work of a transaction that reads before it writes (taking a lease, keeping a
 decision): it raises a HoneycombError before it writes anything (told to its waiter,
 the rest of the batch is committed), or not at all."""
 
 _GATHER_S = 0.002
 _STOP = object()
+RECONNECT_S = 30.0
+"""How long the writer tries to connect again to a server it lost, before it tells the
+waiters of what it holds that the store cannot be written."""
+_RECONNECT_EVERY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class Write(Value, frozen=True, kw_only=True):
@@ -69,8 +77,8 @@ class Writer:
     """The thread that writes one store's file, started by the first write (and again
     by the next one, if it stopped or died)."""
 
-    def __init__(self, path: Path, lease_ttl_s: float) -> None:
-        self.path = path
+    def __init__(self, database: Database, lease_ttl_s: float) -> None:
+        self.database = database
         self.beat_s = lease_ttl_s / 4  # a few heartbeats a TTL
         self.running = False  # the thread runs (is_alive() costs a lock per write)
         self.started = False  # it was started once: reads wait for what it writes
@@ -80,6 +88,8 @@ class Writer:
         self.failure: BaseException | None = None
         self._queue: queue.SimpleQueue[Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._connection: WriteConnection | None = None
+        self._committing = False  # the batch being written is being committed
         self._start_lock = threading.Lock()
 
     def put(
@@ -124,15 +134,14 @@ class Writer:
             return
         with self._start_lock:
             if not self.running:
-                connection = connect(self.path, write=True)
-                assert connection is not None  # None only for reading
+                self._connection = self.database.connect()
                 self._thread = threading.Thread(
-                    target=self._loop, args=(connection,), name="honeycomb-store", daemon=True
+                    target=self._loop, name="honeycomb-store", daemon=True
                 )
                 self.running = self.started = True
                 self._thread.start()
 
-    def _loop(self, connection: sqlite3.Connection) -> None:
+    def _loop(self) -> None:
         """The writer thread: take what is queued, commit it as one transaction, and
         renew the leases held while it waits."""
         beat = self.beat_s
@@ -162,20 +171,23 @@ class Writer:
                 if time.monotonic() >= due:
                     held, due = self.held, time.monotonic() + beat
                 if items or held:
-                    self._batch(connection, items, held)
+                    self._batch(items, held)
                 items = []
-            _checkpoint(connection, "TRUNCATE")
+            if self._connection is not None:
+                self._connection.checkpoint(final=True)
         except BaseException as exc:  # not a batch's error (those are told): never silent
             died = StoreError(
                 f"the run store's writer stopped: {type(exc).__name__}: {exc}",
-                path=str(self.path),
+                path=self.database.where,
             )
             self.running = False  # the next write starts another
             self._abandon(items, died)
             raise
         finally:
             self.running = False  # stopped, or died: the next write starts another
-            connection.close()
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def _abandon(self, items: list[Write], error: StoreError) -> None:
         """Tell the waiters of ``items`` (the batch being written), and of every write
@@ -189,32 +201,89 @@ class Writer:
                 items.append(item)
         _tell_all(items, dict.fromkeys(range(len(items)), error))
 
-    def _batch(
-        self, connection: sqlite3.Connection, items: list[Write], held: frozenset[Lease]
-    ) -> None:
-        """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters."""
-        refused: dict[int, HoneycombError] = {}
-        try:
-            self._commit(connection, items, held, refused)
-        except Exception as exc:  # any error of any write: the batch's writes are not made
-            # An sqlite3 error says what it is; another (a value sqlite3 cannot bind)
-            # says its type too.
-            why = str(exc) if isinstance(exc, sqlite3.Error) else f"{type(exc).__name__}: {exc}"
-            error = StoreError(f"cannot write the run store: {why}", path=str(self.path))
-            error.__cause__ = exc
-            self.failure = error
-            with contextlib.suppress(sqlite3.Error):  # a failed rollback leaves it to SQLite
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-            refused = dict.fromkeys(range(len(items)), error)
+    def _batch(self, items: list[Write], held: frozenset[Lease]) -> None:
+        """Commit ``items`` (and renew ``held``) in one transaction; tell their waiters.
+        A batch whose connection was lost before it committed is written again on a new
+        one, as is one the server rolled back to break a deadlock (nothing of it was
+        written)."""
+        deadline: float | None = None
+        while True:
+            refused: dict[int, HoneycombError] = {}
+            self._committing = False
+            try:
+                connection = self._connected()
+                self._commit(connection, items, held, refused)
+            except Exception as exc:  # any error of any write: the batch's writes are not made
+                failed = self._connection
+                if failed is not None:
+                    failed.rollback()
+                lost = failed is not None and failed.lost()
+                # Written again: a batch the server did not commit (its connection was
+                # lost before the commit was sent, or it broke a deadlock with another
+                # process's transaction by rolling this one back).
+                again = (lost and not self._committing) or (
+                    failed is not None and failed.retryable(exc)
+                )
+                if again:
+                    deadline = deadline or time.monotonic() + RECONNECT_S
+                    if time.monotonic() < deadline:
+                        continue  # on a new connection, if it was lost
+                error = self._failed(exc, lost=lost)
+                refused = dict.fromkeys(range(len(items)), error)
+            else:
+                if any(item.checkpoint for item in items):
+                    connection.checkpoint(final=False)
+            _tell_all(items, refused)
+            return
+
+    def _failed(self, exc: Exception, *, lost: bool) -> StoreError:
+        """The error told to the waiters of a batch that failed with ``exc``."""
+        if isinstance(exc, StoreError):
+            error = exc
+        elif lost and self._committing:
+            error = StoreError(
+                "the connection to the run store was lost as it committed: what was being "
+                f"written may be there or not ({exc})",
+                path=self.database.where,
+            )
         else:
-            if any(item.checkpoint for item in items):
-                _checkpoint(connection, "PASSIVE")
-        _tell_all(items, refused)
+            # The database's own error says what it is; another (a value it cannot
+            # bind) says its type too.
+            errors = self._connection.errors if self._connection is not None else ()
+            why = str(exc) if isinstance(exc, errors) else f"{type(exc).__name__}: {exc}"
+            error = StoreError(f"cannot write the run store: {why}", path=self.database.where)
+        if error is not exc:
+            error.__cause__ = exc
+        self.failure = error
+        return error
+
+    def _connected(self) -> WriteConnection:
+        """The writer's connection: made anew if it was lost, trying for as long as
+        :data:`RECONNECT_S`.
+
+        Raises:
+            StoreError: when the database could not be connected to in that time.
+        """
+        connection = self._connection
+        if connection is not None and not connection.lost():
+            return connection
+        if connection is not None:
+            connection.close()
+            self._connection = None
+        deadline = time.monotonic() + RECONNECT_S
+        for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
+            try:
+                self._connection = self.database.connect()
+                return self._connection
+            except StoreError:
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(wait)
+        raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 
     def _commit(
         self,
-        connection: sqlite3.Connection,
+        connection: WriteConnection,
         items: list[Write],
         held: frozenset[Lease],
         refused: dict[int, HoneycombError],
@@ -224,15 +293,15 @@ class Writer:
         ``refused`` (by index), as are actions that raised."""
         merged: dict[str, list[Sequence[Any]]] = {}
         owned: dict[Lease, StoreError | None] = {}  # each lease checked once a batch
-        path = str(self.path)
-        connection.execute("BEGIN IMMEDIATE")
+        where = self.database.where
+        connection.begin()
         if held:
             _lease.renew(connection, held)
         for index, item in enumerate(items):
             work, lease = item.work, item.lease
             if lease is not None:
                 if lease not in owned:
-                    owned[lease] = _lease.check(connection, lease, path)
+                    owned[lease] = _lease.check(connection, lease, where)
                 lost = owned[lease]
                 if lost is not None:
                     refused[index] = lost
@@ -256,19 +325,12 @@ class Writer:
                     connection.execute(sql, params)
         for sql, rows in merged.items():
             connection.executemany(sql, rows)
-        connection.execute("COMMIT")
-
-
-def _checkpoint(connection: sqlite3.Connection, mode: str) -> None:
-    """Move what the WAL holds into the file itself, as far as readers allow. What is
-    committed is durable either way; a checkpoint that cannot finish is left to the
-    next one (or to the next open)."""
-    with contextlib.suppress(sqlite3.Error):
-        connection.execute(f"PRAGMA wal_checkpoint({mode})")
+        self._committing = True
+        connection.commit()
 
 
 def _storable(row: Sequence[Any]) -> Sequence[Any]:
-    """A row's parameters as SQLite can take them: text with lone surrogates has them
+    """A row's parameters as a database can take them: text with lone surrogates has them
     replaced by U+FFFD (see :mod:`runtime.text`), for no UTF-8 encoder takes them."""
     for value in row:
         # isascii() first: valid_text's own first test, without a call for each value.

@@ -184,17 +184,17 @@ class _Site:
 
     async def runs(self, request: Request) -> Response:
         found = await asyncio.to_thread(self.store.runs, 200)
-        return HTMLResponse(runs_page(found, self.store.path.name, self.links))
+        return HTMLResponse(runs_page(found, self.store.name, self.links))
 
     async def sessions(self, request: Request) -> Response:
         found = await asyncio.to_thread(StoredSessions(self.store).sessions, 200)
-        return HTMLResponse(sessions_page(found, self.store.path.name, self.links))
+        return HTMLResponse(sessions_page(found, self.store.name, self.links))
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         rows = await StoredSessions(self.store).turns(session_id)
         if not rows:
-            raise _Refused(404, f"no session {session_id!r} in {self.store.path.name}")
+            raise _Refused(404, f"no session {session_id!r} in {self.store.name}")
         return HTMLResponse(session_page(session_id, [turn_of(r) for r in rows], self.links))
 
     async def run(self, request: Request) -> Response:
@@ -208,7 +208,7 @@ class _Site:
         summary = await self.store.summary(run_id)
         stored = await self.store.load(run_id) if summary is not None else None
         if summary is None or stored is None:
-            raise _Refused(404, f"no run {run_id!r} in {self.store.path.name}")
+            raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
         show = run_page if whole else live_parts
@@ -222,7 +222,7 @@ class _Site:
         finished; a comment line every few seconds keeps the connection alive."""
         run_id = request.path_params["run_id"]
         if await self.store.summary(run_id) is None:
-            raise _Refused(404, f"no run {run_id!r} in {self.store.path.name}")
+            raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
 
         async def stream() -> AsyncIterator[str]:
             seen: object = None

@@ -78,7 +78,7 @@ def eval_routes(store: RunStore, links: Links) -> list[Route]:
 
     async def evals(request: Request) -> Response:
         found = await asyncio.to_thread(store.evals, 200)
-        return HTMLResponse(evals_page(found, store.path.name, links))
+        return HTMLResponse(evals_page(found, store.name, links))
 
     async def one(request: Request) -> Response:
         report = await _report(store, request.path_params["eval_id"])
@@ -100,5 +100,5 @@ async def _report(store: RunStore, eval_id: str) -> EvalReport | None:
 
 
 def _missing(eval_id: str, store: RunStore, links: Links) -> Response:
-    body = f"<h1>no such eval</h1><p>No eval {_e(eval_id)} in {_e(store.path.name)}.</p>"
+    body = f"<h1>no such eval</h1><p>No eval {_e(eval_id)} in {_e(store.name)}.</p>"
     return HTMLResponse(page("no such eval", body, links), status_code=404)

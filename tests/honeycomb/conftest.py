@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support.stores import KINDS, Where
+
+if TYPE_CHECKING:
+    from tests.support.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -21,3 +27,13 @@ def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def db(tmp_path: Path) -> Path:
     """A run store's file, not made yet."""
     return tmp_path / "runs.db"
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    """A new run store, not made yet: a file, then a schema of the session's
+    PostgreSQL server (every test that takes it runs on both)."""
+    if request.param == "sqlite":
+        return tmp_path / "runs.db"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.url()

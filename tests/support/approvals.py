@@ -25,12 +25,13 @@ from honeycomb.errors import ApprovalError
 from honeycomb.run.context import Backend
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
+from tests.support.stores import Where, named
 
 TASK = "pay the invoice and read the news"
 
 
 def executor(
-    db: Path,
+    db: Where,
     effects: Path,
     *,
     crash: str = "",
@@ -95,7 +96,7 @@ def payer_saw(result: RunResult) -> str:
 
 
 async def _child(db: str, effects: str, run_id: str, crash: str) -> None:
-    result = await executor(Path(db), Path(effects), crash=crash).resume(run_id)
+    result = await executor(named(db), Path(effects), crash=crash).resume(run_id)
     print(json.dumps({"status": result.status, "payer": payer_saw(result)}), flush=True)
 
 
@@ -105,13 +106,13 @@ if __name__ == "__main__":
 
 
 def decide_with_others(
-    db: str, approve: bool, by: str, ready: Any, told: Any
+    db: str, effects: str, approve: bool, by: str, ready: Any, told: Any
 ) -> None:  # pragma: no cover (run in a process of its own)
     """One of several processes deciding ``pay_1`` of run ``r1`` at once: each waits at
     ``ready`` (a barrier) and puts ``(by, "decided")`` or ``(by, error)`` on ``told``."""
 
     async def decide() -> None:
-        deciding = executor(Path(db), Path(db).with_suffix(".effects"))
+        deciding = executor(named(db), Path(effects))
         assert deciding.store is not None
         await deciding.store.open()
         ready.wait()

@@ -6,7 +6,7 @@ random, as a real model's are, so only the store's checkpoints and journal can s
 resumed run from repeating a side effect. Every model call is logged (worker, turn,
 life) so a test can see which calls an earlier life had already made.
 
-Run as a script (``python -m tests.support.durable DB EFFECTS CALLS RUN_ID LIFE N
+Run as a script (``python -m tests.support.durable STORE EFFECTS CALLS RUN_ID LIFE N
 [LATENCY [TTL [steal]]]``) it is the child process the crash and lease tests kill, stop
 and race: it prints the result as a JSON line, or, when another process holds the
 run, ``{"busy": ...}`` and exits with status 3.
@@ -29,6 +29,7 @@ from honeycomb.errors import RunBusy
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
+from tests.support.stores import named
 
 TASK = "append the lines, then answer"
 
@@ -104,7 +105,7 @@ class Setup:
 
         return FunctionModel(answer)
 
-    def executor(self, store: RunStore | Path, **policy: Any) -> Executor:
+    def executor(self, store: RunStore | Path | str, **policy: Any) -> Executor:
         return Executor(
             [Role(name="worker", description="Appends lines.", tools=("append", "lookup"))],
             self.model(),
@@ -141,10 +142,11 @@ BUSY = 3
 
 async def _child(paths: list[str], run_id: str, life: str, n: int, options: list[str]) -> int:
     latency = float(options[0]) if options else 0.02
-    store = RunStore(paths[0], lease_ttl_s=float(options[1])) if len(options) > 1 else paths[0]
+    where = named(paths[0])  # a file, or a PostgreSQL URL
+    store = RunStore(where, lease_ttl_s=float(options[1])) if len(options) > 1 else where
     steal = options[2:] == ["steal"]
     setup = Setup(Path(paths[1]), Path(paths[2]), life=life, latency=latency)
-    executor = setup.executor(store if isinstance(store, RunStore) else Path(store))
+    executor = setup.executor(store)
     try:
         if steal:
             result = await executor.resume(run_id, steal=True)

@@ -24,6 +24,7 @@ from honeycomb import Executor, Role, ToolContext, ToolMessage, tool
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
+from tests.support.stores import named
 
 TASK = "pay ann 120"
 
@@ -54,7 +55,7 @@ class Payments:
     def charges(self) -> list[str]:
         return self.ledger.read_text().splitlines() if self.ledger.exists() else []
 
-    def executor(self, store: Path | RunStore | None) -> Executor:
+    def executor(self, store: Path | str | RunStore | None) -> Executor:
         async def pay(to: str, amount: int, context: ToolContext) -> str:
             """Pay someone."""
             receipt = self.charge(context.idempotency_key, to, amount)
@@ -81,7 +82,7 @@ class Payments:
 
 
 async def _child(db: str, folder: str, run_id: str) -> None:
-    executor = Payments(Path(folder), crash=True).executor(Path(db))
+    executor = Payments(Path(folder), crash=True).executor(named(db))
     await executor.run(TASK, subtasks=[("payer", "Pay ann 120.")], run_id=run_id)
 
 

@@ -19,6 +19,8 @@ import pytest
 from honeycomb import ApprovalRequest, Decision
 from honeycomb.cli.approve import TerminalApprover
 from honeycomb.cli.main import main
+from tests.support.postgres import PostgresServer
+from tests.support.stores import ON_POSTGRES
 
 
 def test_off_a_terminal_the_run_waits_and_says_how_to_decide_and_resume(
@@ -60,6 +62,27 @@ def test_approve_refuses_edited_arguments_that_fail_the_tools_schema(
     assert main(["resume", run_id, "--plain"]) == 0
     (sent,) = fast_demo.glob("*.md")
     assert sent.read_text().startswith("# Edited\n\nshort\n")
+
+
+@ON_POSTGRES
+def test_run_approve_resume_runs_and_trace_take_a_postgresql_store(
+    fast_demo: Path, postgres: PostgresServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--store", postgres.url()]
+    assert main(["demo", "--approve", "--plain", "--latency", "0", *where]) == 3
+    found = re.search(r"honeycomb approve (\S+) (\S+)", capsys.readouterr().out)
+    assert found is not None
+    run_id, call_id = found.groups()
+    assert main(["runs", *where]) == 0
+    assert " waiting " in capsys.readouterr().out.splitlines()[-1]
+    assert main(["approve", run_id, call_id, *where]) == 0
+    assert "approved: send_to_outbox" in capsys.readouterr().out
+    assert main(["resume", run_id, "--plain", *where]) == 0
+    assert "Answer:" in capsys.readouterr().out
+    assert len(list(fast_demo.glob("*.md"))) == 1  # sent once
+    assert main(["trace", run_id, *where]) == 0
+    assert "critical path" in capsys.readouterr().out
+    assert not Path(".honeycomb").exists()  # no file was made for it
 
 
 async def test_the_terminal_prompt_approves_denies_and_edits() -> None:

@@ -1,6 +1,7 @@
-"""A decision is final and atomic: of several processes deciding one call at once,
-approving and denying, the first wins and every other is told who decided what, and
-when; the store keeps the winner's decision, and the run continues with it."""
+"""A decision is final and atomic, in either store: of several processes deciding one
+call at once, approving and denying, the first wins and every other is told who
+decided what, and when; the store keeps the winner's decision, and the run continues
+with it."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime.tools.approvals import ApprovalEntry
 from tests.support.approvals import TASK, decide_with_others, executor, payer_saw, plan
+from tests.support.stores import Where
 
 DECIDERS = 6
 
 
 async def test_of_six_processes_deciding_one_call_at_once_exactly_one_wins(
-    tmp_path: Path,
+    store: Where, tmp_path: Path
 ) -> None:
-    db, effects = tmp_path / "runs.db", tmp_path / "runs.effects"
+    db, effects = store, tmp_path / "runs.effects"
     first = executor(db, effects)
     waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
     assert waiting.status == "waiting"
@@ -34,7 +36,8 @@ async def test_of_six_processes_deciding_one_call_at_once_exactly_one_wins(
     ready, told = spawn.Barrier(DECIDERS), spawn.Queue()
     deciders = [
         spawn.Process(
-            target=decide_with_others, args=(str(db), i % 2 == 0, f"decider-{i}", ready, told)
+            target=decide_with_others,
+            args=(str(db), str(effects), i % 2 == 0, f"decider-{i}", ready, told),
         )
         for i in range(DECIDERS)
     ]
@@ -66,7 +69,7 @@ async def test_of_six_processes_deciding_one_call_at_once_exactly_one_wins(
 
 
 async def test_a_decision_recorded_first_stands_over_the_one_a_worker_records_after(
-    tmp_path: Path,
+    store: Where, tmp_path: Path
 ) -> None:
     """An approver's (or a time limit's) decision, recorded by the worker, never
     replaces a person's recorded a moment before: the worker is given the one that

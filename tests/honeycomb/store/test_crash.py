@@ -2,7 +2,8 @@
 to a file; it is killed with SIGKILL at a random moment; a second process resumes the
 run. Over many trials, every side effect happens exactly once or is reported as of
 unknown outcome, every run ends with an answer, and no finished worker's model call is
-made again.
+made again. In an SQLite file and in PostgreSQL (a third of the trials, each in a new
+schema).
 
 ``HONEYCOMB_CRASH_TRIALS`` sets the number of trials (default 10);
 ``HONEYCOMB_CRASH_REPORT`` names a JSON file to write the totals to.
@@ -14,17 +15,21 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support import ROOT
 from tests.support.durable import calls_by_worker
+from tests.support.stores import KINDS, Where, query
+
+if TYPE_CHECKING:
+    from tests.support.postgres import PostgresServer
 
 WORKERS = 6
 TRIALS = int(os.environ.get("HONEYCOMB_CRASH_TRIALS", "10"))
@@ -35,39 +40,41 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _child(folder: Path, life: str) -> list[str]:
-    names = ("runs.db", "effects.txt", "calls.txt")
-    paths = [str(folder / n) for n in names]
+def _child(db: Where, folder: Path, life: str) -> list[str]:
+    paths = [str(db), str(folder / "effects.txt"), str(folder / "calls.txt")]
     return [sys.executable, "-m", "tests.support.durable", *paths, "run", life, str(WORKERS)]
 
 
-def _finished_workers(db: Path) -> set[str]:
+def _finished_workers(db: Where) -> set[str]:
     """Workers whose result the store had committed when the process died."""
-    if not db.exists():
+    if isinstance(db, Path) and not db.exists():
         return set()
-    with sqlite3.connect(db) as raw:
-        try:
-            rows = raw.execute("SELECT worker FROM workers WHERE result IS NOT NULL").fetchall()
-        except sqlite3.OperationalError:  # killed before the schema was written
-            return set()
+    try:
+        rows = query(db, "SELECT worker FROM workers WHERE result IS NOT NULL")
+    except Exception:  # killed before the schema was written
+        return set()
     return {r[0] for r in rows}
 
 
-def _unknown_lines(db: Path) -> set[str]:
-    with sqlite3.connect(db) as raw:
-        rows = raw.execute(
-            "SELECT arguments FROM journal WHERE tool = 'append' AND status = 'unknown'"
-        ).fetchall()
+def _unknown_lines(db: Where) -> set[str]:
+    rows = query(db, "SELECT arguments FROM journal WHERE tool = 'append' AND status = 'unknown'")
     return {json.loads(r[0])["line"] for r in rows}
 
 
-def test_killed_runs_resume_without_repeating_a_side_effect(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_killed_runs_resume_without_repeating_a_side_effect(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     rng = random.Random(20261130)
     totals: Counter[str] = Counter()
-    for trial in range(TRIALS):
+    server: PostgresServer | None = None
+    if kind == "postgresql":
+        server = request.getfixturevalue("postgres")
+    for trial in range(TRIALS if server is None else max(1, TRIALS // 3)):
         folder = tmp_path / f"trial-{trial}"
         folder.mkdir()
-        child = subprocess.Popen(_child(folder, "1"), cwd=ROOT, stdout=subprocess.DEVNULL)
+        db: Where = folder / "runs.db" if server is None else server.url()
+        child = subprocess.Popen(_child(db, folder, "1"), cwd=ROOT, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not (folder / "calls.txt").exists() and child.poll() is None:
             assert time.monotonic() < deadline, "the child never started its run"
@@ -76,11 +83,11 @@ def test_killed_runs_resume_without_repeating_a_side_effect(tmp_path: Path) -> N
         child.send_signal(signal.SIGKILL)
         child.wait()
         totals["killed mid-run" if child.returncode == -signal.SIGKILL else "ran to the end"] += 1
-        finished = _finished_workers(folder / "runs.db")
+        finished = _finished_workers(db)
         totals["workers finished before the kill"] += len(finished)
 
         resumed = subprocess.run(
-            _child(folder, "2"), cwd=ROOT, capture_output=True, text=True, timeout=60
+            _child(db, folder, "2"), cwd=ROOT, capture_output=True, text=True, timeout=60
         )
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
@@ -89,7 +96,7 @@ def test_killed_runs_resume_without_repeating_a_side_effect(tmp_path: Path) -> N
             assert f"done w{i}:" in outcome["answer"]
 
         effects = Counter((folder / "effects.txt").read_text().splitlines())
-        unknown = _unknown_lines(folder / "runs.db")
+        unknown = _unknown_lines(db)
         for i in range(WORKERS):
             for step in (1, 2):
                 line = f"w{i}-{step}"

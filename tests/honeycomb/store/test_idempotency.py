@@ -13,13 +13,16 @@ import pytest
 
 from tests.support.payments import TASK, Payments
 from tests.support.processes import killed
+from tests.support.stores import Where
 
 PLAN = [("payer", "Pay ann 120.")]
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-async def test_a_call_cut_off_by_a_crash_is_made_again_with_the_same_key(tmp_path: Path) -> None:
-    db = tmp_path / "runs.db"
+async def test_a_call_cut_off_by_a_crash_is_made_again_with_the_same_key(
+    store: Where, tmp_path: Path
+) -> None:
+    db = store  # a process makes the call and is killed; this one resumes the run
     await killed("tests.support.payments", str(db), str(tmp_path), "r1")
     payments = Payments(tmp_path)
     assert len(payments.charges()) == 1  # the charge was made; its outcome is lost

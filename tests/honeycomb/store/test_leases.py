@@ -25,6 +25,7 @@ from honeycomb.store import RunStore
 from tests.support import ROOT
 from tests.support.durable import BUSY, TASK, Setup, plan
 from tests.support.old_stores import write_old_store
+from tests.support.stores import Where, change, query
 
 HOST = socket.gethostname()
 
@@ -33,24 +34,24 @@ posix_only = pytest.mark.skipif(
 )
 
 
-def child(files: tuple[Path, Path, Path], life: str, *options: str) -> list[str]:
+def child(files: tuple[Where, Path, Path], life: str, *options: str) -> list[str]:
     paths = [str(p) for p in files]
     return [sys.executable, "-m", "tests.support.durable", *paths, "r1", life, "6", *options]
 
 
-def forge_lease(db: Path, run_id: str, *, host: str, pid: int, age_s: float, ttl_s: float) -> None:
+def forge_lease(db: Where, run_id: str, *, host: str, pid: int, age_s: float, ttl_s: float) -> None:
     """A lease row as another process would have left it."""
-    with sqlite3.connect(db) as raw:
-        raw.execute(
-            "INSERT OR REPLACE INTO leases (run_id, owner, host, pid, heartbeat, ttl_s) "
-            "VALUES (?, 'someone-else', ?, ?, ?, ?)",
-            (run_id, host, pid, time.time() - age_s, ttl_s),
-        )
+    forged = (
+        "INSERT INTO leases (run_id, owner, host, pid, heartbeat, ttl_s) "
+        "VALUES (?, 'someone-else', ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+        "owner = excluded.owner, host = excluded.host, pid = excluded.pid, "
+        "heartbeat = excluded.heartbeat, ttl_s = excluded.ttl_s"
+    )
+    change(db, (forged, (run_id, host, pid, time.time() - age_s, ttl_s)))
 
 
-def leases(db: Path) -> list[tuple[str, str, int]]:
-    with sqlite3.connect(db) as raw:
-        return raw.execute("SELECT run_id, host, pid FROM leases").fetchall()
+def leases(db: Where) -> list[tuple[str, str, int]]:
+    return query(db, "SELECT run_id, host, pid FROM leases")
 
 
 def wait_for(path: Path, process: subprocess.Popen[str], what: str) -> None:
@@ -65,7 +66,7 @@ def effects_counted(effects: Path) -> Counter[str]:
     return Counter(effects.read_text().splitlines() if effects.exists() else [])
 
 
-async def stopped_run(db: Path, effects: Path, calls: Path) -> None:
+async def stopped_run(db: Where, effects: Path, calls: Path) -> None:
     """Run r1 and cancel it half way: the run is stored, interrupted, its lease free."""
     setup = Setup(effects, calls)
     setup.gate, setup.held = anyio.Event(), {"w0-2"}
@@ -78,7 +79,7 @@ async def stopped_run(db: Path, effects: Path, calls: Path) -> None:
 
 @posix_only
 def test_two_resumes_of_a_killed_run_at_once_one_runs_it_the_other_is_busy(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, _ = files
     first = subprocess.Popen(child(files, "1", "0.2"), cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -107,7 +108,7 @@ def test_two_resumes_of_a_killed_run_at_once_one_runs_it_the_other_is_busy(
 
 
 async def test_a_live_run_is_not_taken_over_even_with_steal(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     setup = Setup(effects, calls)
@@ -133,7 +134,7 @@ async def test_a_live_run_is_not_taken_over_even_with_steal(
     assert leases(db) == []
 
 
-async def test_a_new_run_id_given_twice_at_once_runs_once(files: tuple[Path, Path, Path]) -> None:
+async def test_a_new_run_id_given_twice_at_once_runs_once(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     outcomes: list[str] = []
 
@@ -155,7 +156,7 @@ async def test_a_new_run_id_given_twice_at_once_runs_once(files: tuple[Path, Pat
     assert effects_counted(effects) == Counter(["w0-1", "w0-2", "w1-1", "w1-2"])
 
 
-async def test_an_expired_lease_is_taken_only_with_steal(files: tuple[Path, Path, Path]) -> None:
+async def test_an_expired_lease_is_taken_only_with_steal(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     await stopped_run(db, effects, calls)
     forge_lease(db, "r1", host="elsewhere", pid=4242, age_s=120, ttl_s=30)
@@ -175,7 +176,7 @@ async def test_an_expired_lease_is_taken_only_with_steal(files: tuple[Path, Path
 
 @posix_only
 async def test_a_lease_whose_process_is_gone_is_taken_at_once(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     await stopped_run(db, effects, calls)
@@ -186,7 +187,7 @@ async def test_a_lease_whose_process_is_gone_is_taken_at_once(
     assert result.status == "ok"
 
 
-async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Path, Path, Path]) -> None:
+async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     ttl = 0.6
     setup = Setup(effects, calls)
@@ -206,7 +207,7 @@ async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Path, Path, 
         setup.gate.set()
 
 
-async def test_the_lease_is_let_go_however_the_run_ends(files: tuple[Path, Path, Path]) -> None:
+async def test_the_lease_is_let_go_however_the_run_ends(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     await stopped_run(db, effects, calls)  # cancelled
     assert leases(db) == []
@@ -221,7 +222,7 @@ async def test_the_lease_is_let_go_however_the_run_ends(files: tuple[Path, Path,
 
 @posix_only
 def test_an_owner_whose_lease_was_taken_over_stops_writing(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     """The owner is stopped (SIGSTOP: alive, but its heartbeats stop) past its TTL, the
     run is stolen and finished, then the owner goes on: none of its side effects may
@@ -249,8 +250,7 @@ def test_an_owner_whose_lease_was_taken_over_stops_writing(
     # A call under way when the owner was stopped may end after it goes on (the thief
     # reported it as of unknown outcome); no call may start after the lease was lost.
     assert max(counted.values()) == 1, counted
-    with sqlite3.connect(db) as raw:
-        assert raw.execute("SELECT status FROM runs WHERE run_id = 'r1'").fetchone() == ("ok",)
+    assert query(db, "SELECT status FROM runs WHERE run_id = 'r1'") == [("ok",)]
 
 
 def test_resume_names_the_owner_and_force_takes_an_expired_lease(
@@ -289,22 +289,19 @@ def test_a_store_without_leases_from_the_first_schema_is_upgraded(tmp_path: Path
     assert leases(db) == []
 
 
-def saved_turns(db: Path) -> int:
+def saved_turns(db: Where) -> int:
     """Turns the workers' saved states hold so far (0 before the store has any)."""
-    if not db.exists():
+    if isinstance(db, Path) and not db.exists():
         return 0
-    raw = sqlite3.connect(db)
     try:
-        return raw.execute("SELECT coalesce(sum(turn), 0) FROM workers").fetchone()[0] or 0
-    except sqlite3.OperationalError:  # before the schema was written
+        return int(query(db, "SELECT coalesce(sum(turn), 0) FROM workers")[0][0] or 0)
+    except Exception:  # before the schema was written
         return 0
-    finally:
-        raw.close()
 
 
 @posix_only
 def test_a_run_whose_process_died_is_listed_interrupted_with_what_it_had_spent(
-    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+    files: tuple[Where, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = files[0]
     process = subprocess.Popen(child(files, "1", "0.5"), cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -320,7 +317,7 @@ def test_a_run_whose_process_died_is_listed_interrupted_with_what_it_had_spent(
     assert run.status == "interrupted"  # not "running": its process is gone
     assert run.model_calls >= 2
     assert run.input_tokens > 0
-    assert main(["runs", "--store", str(db)]) == 0
+    assert main(["runs", "--store", str(db)]) == 0  # the command line reads either store
     line = capsys.readouterr().out.splitlines()[-1]
     assert " interrupted " in line
     assert " 0 model calls" not in line
@@ -333,7 +330,7 @@ def test_a_run_whose_process_died_is_listed_interrupted_with_what_it_had_spent(
 
 
 async def test_a_live_run_is_listed_running_with_what_its_workers_spent_so_far(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     setup = Setup(effects, calls)

@@ -1,5 +1,6 @@
-"""Sessions in the run store: a turn a row linking its run, forgetting a session with
-its runs, retention by age and count, and a turn two processes both want."""
+"""Sessions in the run store (either store: the tests that take ``store`` run on both):
+a turn a row linking its run, forgetting a session with its runs, retention by age and
+count, and a turn two processes both want."""
 
 from __future__ import annotations
 
@@ -14,21 +15,24 @@ from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from runtime import SessionBusy
+from tests.support.stores import Where, query
 
 ROLES = [Role(name="planner"), Role(name="researcher", description="Finds facts.")]
 
 
-def executor(db: Path, **options: object) -> Executor:
+def executor(db: Where, **options: object) -> Executor:
     return Executor(ROLES, OfflineModel(latency=0), store=db, **options)  # type: ignore[arg-type]
 
 
-def count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
-        found: int = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+def count(db: Where, table: str) -> int:
+    found: int = query(db, f"SELECT count(*) FROM {table}")[0][0]
     return found
 
 
-async def test_forgetting_a_session_deletes_its_runs_but_those_a_fork_shares(db: Path) -> None:
+async def test_forgetting_a_session_deletes_its_runs_but_those_a_fork_shares(
+    store: Where,
+) -> None:
+    db = store
     ex = executor(db)
     session = ex.session("first")
     await session.run("Find the weather in Rome.")
@@ -46,7 +50,8 @@ async def test_forgetting_a_session_deletes_its_runs_but_those_a_fork_shares(db:
     assert count(db, "workers") > 0
 
 
-async def test_retention_forgets_the_oldest_sessions_past_the_count(db: Path) -> None:
+async def test_retention_forgets_the_oldest_sessions_past_the_count(store: Where) -> None:
+    db = store
     policy = Policy(sessions=SessionPolicy(max_sessions=2))
     ex = executor(db, policy=policy)
     for name in ("a", "b", "c"):
@@ -57,8 +62,8 @@ async def test_retention_forgets_the_oldest_sessions_past_the_count(db: Path) ->
     assert len(ex.store.runs()) == 2
 
 
-async def test_retention_by_age(db: Path) -> None:
-    ex = executor(db)
+async def test_retention_by_age(store: Where) -> None:
+    ex = executor(store)
     await ex.session("old").run("Find the weather in Rome.")
     assert ex.store is not None
     stored = StoredSessions(ex.store)
@@ -67,8 +72,8 @@ async def test_retention_by_age(db: Path) -> None:
     assert stored.sessions() == []
 
 
-async def test_a_turn_another_process_took_is_refused(db: Path) -> None:
-    one, other = RunStore(db), RunStore(db)  # two processes' stores of one file
+async def test_a_turn_another_process_took_is_refused(store: Where) -> None:
+    one, other = RunStore(store), RunStore(store)  # two processes' stores of one store
     try:
         row = ("s", 1, "run-a", "hello", time.time(), "", 0)
         await StoredSessions(one).begin(row)

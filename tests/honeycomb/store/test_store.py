@@ -1,11 +1,13 @@
-"""The run store: runs kept turn by turn in a real SQLite file, and resumed without
-running finished work again or repeating a side effect."""
+"""The run store: runs kept turn by turn in a real SQLite file and in a real PostgreSQL
+database (each test that takes ``files`` or ``store`` runs on both), and resumed
+without running finished work again or repeating a side effect."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -19,6 +21,7 @@ from honeycomb.store.results import whole_result
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
+from tests.support.stores import Where, change, query
 
 
 def lines(path: Path) -> list[str]:
@@ -26,7 +29,7 @@ def lines(path: Path) -> list[str]:
 
 
 async def interrupted_run(
-    db: Path, effects: Path, calls: Path, *, idempotent: bool = False
+    db: Where, effects: Path, calls: Path, *, idempotent: bool = False
 ) -> None:
     """w0 finishes; w1 is cancelled in the middle of its second append, after its
     intent was journaled and before it wrote anything."""
@@ -42,18 +45,7 @@ async def interrupted_run(
         tg.cancel_scope.cancel()
 
 
-def change(db: Path, *statements: tuple[str, tuple[object, ...]]) -> None:
-    """Run ``statements`` on the store's file directly, in one transaction."""
-    raw = sqlite3.connect(db)
-    try:
-        with raw:
-            for sql, parameters in statements:
-                raw.execute(sql, parameters)
-    finally:
-        raw.close()
-
-
-async def stored_result_text(db: Path, run_id: str) -> str:
+async def stored_result_text(db: Where, run_id: str) -> str:
     """The run's result as the store gives it back, as JSON."""
     stored = await RunStore(db).load(run_id)
     assert stored is not None
@@ -62,7 +54,7 @@ async def stored_result_text(db: Path, run_id: str) -> str:
     return result.model_dump_json()
 
 
-async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> None:
+async def test_a_run_is_kept_turn_by_turn(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     result = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(3), run_id="r1")
     assert result.status == "ok"
@@ -83,14 +75,14 @@ async def test_a_run_is_kept_turn_by_turn(files: tuple[Path, Path, Path]) -> Non
     assert (summary.run_id, summary.status, summary.workers) == ("r1", "ok", 3)
     assert summary.model_calls == 9
     assert summary.tool_calls == 9
-    with sqlite3.connect(db) as raw:  # a real SQLite file in WAL mode
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if isinstance(db, Path):  # a real SQLite file in WAL mode
+        assert query(db, "PRAGMA journal_mode") == [("wal",)]
     # the run's result reads back as it was (each subtask's outcome from its row)
     assert await stored_result_text(db, "r1") == result.model_dump_json()
 
 
 async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
@@ -108,18 +100,14 @@ async def test_a_finished_run_gives_its_stored_result_without_calling_the_model(
 
 
 async def test_a_finished_run_keeps_each_subtasks_outcome_once(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     # Each subtask's outcome (its transcript with it) is in its worker's row; the run's
     # result is kept without them, not with every transcript a second time.
     db, effects, calls = files
     first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
-    raw = sqlite3.connect(db)
-    try:
-        (kept,) = raw.execute("SELECT result FROM runs WHERE run_id = 'r1'").fetchone()
-        rows = dict(raw.execute("SELECT worker, result FROM workers WHERE run_id = 'r1'"))
-    finally:
-        raw.close()
+    [(kept,)] = query(db, "SELECT result FROM runs WHERE run_id = 'r1'")
+    rows = dict(query(db, "SELECT worker, result FROM workers WHERE run_id = 'r1'"))
     assert json.loads(kept)["subtasks"] == {}
     assert {name: json.loads(row)["status"] for name, row in rows.items()} == {
         "w0": "ok", "w1": "ok",
@@ -128,7 +116,7 @@ async def test_a_finished_run_keeps_each_subtasks_outcome_once(
 
 
 async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     first = await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
@@ -139,7 +127,7 @@ async def test_a_result_kept_whole_as_schema_3_kept_it_reads_back_as_it_was(
 
 
 async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(2), run_id="r1")
@@ -150,7 +138,7 @@ async def test_a_stored_result_missing_a_subtasks_outcome_names_it(
 
 
 async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
@@ -178,7 +166,7 @@ async def test_a_resumed_run_repeats_no_finished_work_and_no_side_effect(
 
 
 async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls, idempotent=True)
@@ -189,7 +177,7 @@ async def test_an_idempotent_tool_whose_outcome_was_lost_runs_again(
 
 
 async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
@@ -205,7 +193,7 @@ async def test_policy_can_fail_a_worker_whose_side_effect_outcome_is_unknown(
     assert await stored_result_text(db, "r1") == result.model_dump_json()
 
 
-async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Path]) -> None:
+async def test_resuming_with_another_task_is_refused(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
     await interrupted_run(db, effects, calls)
     with pytest.raises(ConfigError, match=r"r1.*another task"):
@@ -213,7 +201,7 @@ async def test_resuming_with_another_task_is_refused(files: tuple[Path, Path, Pa
 
 
 async def test_a_new_run_id_starts_a_new_run_and_unknown_ids_are_named(
-    files: tuple[Path, Path, Path],
+    files: tuple[Where, Path, Path],
 ) -> None:
     db, effects, calls = files
     executor = Setup(effects, calls).executor(db)
@@ -232,9 +220,9 @@ async def test_a_store_that_cannot_be_used_names_its_file(tmp_path: Path) -> Non
 
 
 async def test_a_write_whose_waiter_was_cancelled_stands_and_the_store_goes_on(
-    tmp_path: Path,
+    store: Where,
 ) -> None:
-    store = RunStore(tmp_path / "runs.db")
+    where, store = store, RunStore(store)
     await store.open()
     insert = "INSERT INTO spans (run_id, spans) VALUES (?, '[]')"
     store.write((insert, ("gathered",)))  # the writer waits a moment to gather more
@@ -245,16 +233,15 @@ async def test_a_write_whose_waiter_was_cancelled_stands_and_the_store_goes_on(
     with anyio.fail_after(5):
         await store.commit((insert, ("after",)))
     store.close()
-    with sqlite3.connect(tmp_path / "runs.db") as raw:
-        rows = {r for (r,) in raw.execute("SELECT run_id FROM spans")}
+    rows = {r for (r,) in query(where, "SELECT run_id FROM spans")}
     assert rows == {"gathered", "abandoned", "after"}
 
 
 async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so(
-    tmp_path: Path,
+    store: Where, tmp_path: Path
 ) -> None:
     # The model names its one call "call_0" every turn; the second is cut off mid-call.
-    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    db, effects = store, tmp_path / "effects.txt"
     gate, holding = anyio.Event(), anyio.Event()
     held = {"2"}
 
@@ -296,9 +283,7 @@ async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so
     result = await executor().resume("r1")
 
     assert result.status == "ok"
-    with sqlite3.connect(db) as raw:
-        journal = raw.execute("SELECT turn, call_id FROM journal ORDER BY turn").fetchall()
-    raw.close()
+    journal = query(db, "SELECT turn, call_id FROM journal ORDER BY turn")
     assert journal == [(1, "call_0"), (2, "call_0_t2")]  # as the transcript names them
     [last] = requests  # the resumed run: the cut-off call's outcome, then the answer
     sent = [c.id for m in last.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
@@ -327,3 +312,26 @@ def test_a_result_gets_back_the_outcomes_of_its_finished_subtasks_in_plan_order(
     assert whole_result(full, {}, damaged=damaged) == full  # kept whole: read as it is
     with pytest.raises(StoreError, match="no c"):
         whole_result(kept, {"a": "{}"}, damaged=damaged)
+
+
+async def test_a_write_that_starts_the_writer_connects_outside_the_event_loop(
+    store: Where, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Connecting to a server takes a while (and up to its timeout when it is down).
+    from honeycomb.store.postgres import PostgresDatabase
+    from honeycomb.store.sqlite import SQLiteDatabase
+
+    database = SQLiteDatabase if isinstance(store, Path) else PostgresDatabase
+    connected_in: list[str] = []
+    connect = database.connect
+
+    def recorded(self: Any) -> Any:
+        connected_in.append(threading.current_thread().name)
+        return connect(self)
+
+    monkeypatch.setattr(database, "connect", recorded)
+    kept = RunStore(store)
+    await kept.commit(("INSERT INTO spans (run_id, spans) VALUES (?, '[]')", ("r1",)))
+    kept.close()
+    assert connected_in != [threading.current_thread().name]
+    assert len(connected_in) == 1

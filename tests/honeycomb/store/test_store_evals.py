@@ -11,10 +11,13 @@ from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from tests.support.evals import tiny_hive
 from tests.support.old_stores import digest, write_old_store
+from tests.support.stores import Where
 
 
-async def test_a_report_is_kept_by_its_id_and_the_latest_are_listed_first(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.db")
+async def test_a_report_is_kept_by_its_id_and_the_latest_are_listed_first(
+    store: Where,
+) -> None:
+    store = RunStore(store)  # either store
     await store.open()
     await store.keep_eval("ev-1", "trip", 100.0, True, b'{"one": 1}')
     await store.keep_eval("ev-2", "trip", 200.0, False, b'{"two": 2}')

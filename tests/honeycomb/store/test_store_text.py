@@ -22,6 +22,7 @@ from honeycomb.store import RunStore
 from honeycomb.testing import ScriptedModel
 from runtime import AssistantMessage, ToolCall
 from tests.support import ROOT
+from tests.support.stores import Where, query
 
 
 @pytest.fixture
@@ -42,9 +43,9 @@ def stored(db: Path, sql: str) -> list[Any]:
 
 
 async def test_a_task_with_a_lone_surrogate_runs_and_is_kept_with_it_replaced(
-    tmp_path: Path, thread_deaths: list[str]
+    store: Where, thread_deaths: list[str]
 ) -> None:
-    db = tmp_path / "runs.db"
+    db = store
     executor = Executor(
         [Role(name="w", description="d")], ScriptedModel(["fine"]), aggregator="concat", store=db
     )
@@ -54,7 +55,21 @@ async def test_a_task_with_a_lone_surrogate_runs_and_is_kept_with_it_replaced(
         again = await executor.run("task \udcff", subtasks=[("w", "go")], run_id="r1")
     assert result.status == again.status == "ok"
     assert again.answer_text == result.answer_text
-    assert stored(db, "SELECT task, status FROM runs") == [("task \ufffd", "ok")]
+    assert query(db, "SELECT task, status FROM runs") == [("task \ufffd", "ok")]
+    assert thread_deaths == []
+
+
+async def test_a_task_with_a_nul_runs_and_is_kept(store: Where, thread_deaths: list[str]) -> None:
+    # No PostgreSQL text holds a NUL: there it is kept replaced, as a lone surrogate is.
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel(["fine"]), aggregator="concat",
+        store=store,
+    )  # fmt: skip
+    with anyio.fail_after(20):
+        result = await executor.run("task \x00 end", subtasks=[("w", "go")], run_id="r1")
+    assert result.status == "ok"
+    kept = "task \x00 end" if isinstance(store, Path) else "task \ufffd end"
+    assert query(store, "SELECT task, status FROM runs") == [(kept, "ok")]
     assert thread_deaths == []
 
 
@@ -65,9 +80,9 @@ async def listing() -> str:
 
 
 async def test_a_tool_output_with_a_lone_surrogate_is_kept_with_it_replaced(
-    tmp_path: Path, thread_deaths: list[str]
+    store: Where, thread_deaths: list[str]
 ) -> None:
-    db = tmp_path / "runs.db"
+    db = store
     call = ToolCall(id="a", name="listing", arguments="{}")
     model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "done"])
     executor = Executor(
@@ -77,7 +92,7 @@ async def test_a_tool_output_with_a_lone_surrogate_is_kept_with_it_replaced(
     with anyio.fail_after(20):
         result = await executor.run("task", subtasks=[("w", "go")], run_id="r1")
     assert result.status == "ok"
-    [(messages,)] = stored(db, "SELECT group_concat(messages) FROM messages")
+    messages = "".join(row for (row,) in query(db, "SELECT messages FROM messages"))
     assert "report\ufffd.txt" in messages
     assert thread_deaths == []
 

@@ -1,0 +1,392 @@
+"""The run store in a PostgreSQL database, which every process that names it shares, on
+any machine (the ``postgresql`` extra: psycopg 3 and its pool).
+
+The store's tables are in a schema of their own (``honeycomb``, or the URL's
+``?schema=``), made on first write with the tables of :mod:`honeycomb.store.schema`
+in PostgreSQL's types (a whole-number column is a ``BIGINT``, a real one a ``DOUBLE
+PRECISION``), and known as a store by its ``store_schema`` table, which holds its
+version: a schema that holds other tables is never written to. Upgrades run in one
+transaction under an advisory lock, so that of the processes that open a store of an
+earlier version at once, one upgrades it; reading changes nothing (a table or column
+an earlier version lacks reads as none, or as its default, as in SQLite). Each
+connection's ``search_path`` is the store's schema alone: its statements reach no
+other table.
+
+The writer has a connection of its own (:class:`PostgresConnection`); reads take one
+from a pool of at most ``pool_size``, each in one snapshot (``REPEATABLE READ``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from honeycomb.store.database import Connection, Rows
+from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
+from runtime import ConfigError, StoreError
+from runtime.secrets import add_secret
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "PostgresConnection",
+    "PostgresDatabase",
+    "in_postgres",
+    "split_url",
+]
+
+T = TypeVar("T")
+
+DEFAULT_SCHEMA = "honeycomb"
+_APPLICATION = "honeycomb run store"
+_VERSIONS = "store_schema"
+"""The table that says the schema holds a store, and of which version."""
+_CONNECT_TIMEOUT_S = 10
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('honeycomb store'), hashtext(%s))"
+_TABLES = (
+    "SELECT c.relname FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+)
+_COLUMNS = (
+    "SELECT column_name FROM information_schema.columns "
+    "WHERE table_schema = current_schema() AND table_name = %s"
+)
+
+
+def split_url(url: str) -> tuple[str, str, str]:
+    """``url`` as libpq takes it (without ``schema``), the schema it names, and the
+    URL to show (without its password).
+
+    Raises:
+        ConfigError: when the schema is not a plain name.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((value for key, value in query if key == "schema"), DEFAULT_SCHEMA)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
+        raise ConfigError(
+            f"the run store's schema {schema!r} is not a plain name (letters, digits, _)",
+            field="store",
+        )
+    kept = urlencode([(key, value) for key, value in query if key != "schema"])
+    libpq = urlunsplit(parts._replace(query=kept))
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username
+    shown_netloc = f"{user}@{host}" if user else host
+    shown = urlunsplit(parts._replace(netloc=shown_netloc))
+    return libpq, schema, shown
+
+
+@functools.lru_cache(maxsize=512)
+def _sql(statement: str) -> str:
+    """A statement of the store (``?`` placeholders) as psycopg takes it."""
+    return statement.replace("%", "%%").replace("?", "%s")
+
+
+def _values(row: Sequence[Any]) -> Sequence[Any]:
+    """A row's parameters as PostgreSQL takes them: booleans as the whole numbers the
+    columns hold (as SQLite keeps them), and NUL, which no ``TEXT`` holds, replaced."""
+    for value in row:
+        kind = type(value)
+        if kind is bool or (kind is str and "\0" in value):
+            return tuple(_value(v) for v in row)
+    return row
+
+
+def _value(value: Any) -> Any:
+    if type(value) is bool:
+        return int(value)
+    if type(value) is str:
+        return value.replace("\0", "\ufffd")
+    return value
+
+
+def in_postgres(statement: str) -> str:
+    """A table's SQLite definition in PostgreSQL's types."""
+    statement = re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement)
+    return re.sub(r"\bINTEGER\b", "BIGINT", statement)
+
+
+class PostgresConnection:
+    """A connection to the store's schema (see
+    :class:`~honeycomb.store.database.Connection`)."""
+
+    row_lock = " FOR SHARE"
+
+    def __init__(self, conn: psycopg.Connection[Any], known: dict[str, frozenset[str]]) -> None:
+        import psycopg
+
+        self.conn = conn
+        self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
+        self._known = known  # the columns of each table, kept as they are read
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
+        return self.conn.execute(_sql(sql), _values(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(_sql(sql), [_values(row) for row in rows])
+
+    def columns(self, table: str) -> frozenset[str]:
+        found = self._known.get(table)
+        if found is None:
+            rows = self.conn.execute(_COLUMNS, (table,)).fetchall()
+            found = self._known[table] = frozenset(name for (name,) in rows)
+        return found
+
+    def lock_run(self, run_id: str) -> None:
+        self.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(%s))", (run_id,)
+        )
+
+    def json_number(self, column: str, *keys: str) -> str:
+        return f"(({column})::jsonb #>> '{{{','.join(keys)}}}')::float8"
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error):
+            if not self.lost():
+                self.conn.execute("ROLLBACK")
+
+    def checkpoint(self, final: bool) -> None:
+        pass  # the server's own business
+
+    def lost(self) -> bool:
+        return self.conn.broken or self.conn.closed
+
+    def retryable(self, error: Exception) -> bool:
+        # Two processes' transactions that lock the same rows (leases taken, decisions)
+        # in another order: the server rolls one back.
+        from psycopg import errors
+
+        return isinstance(error, errors.DeadlockDetected | errors.SerializationFailure)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresDatabase:
+    """A store's schema in a PostgreSQL database (see
+    :class:`~honeycomb.store.database.Database`).
+
+    Raises:
+        ConfigError: when psycopg is not installed, or ``password_env`` names a
+            variable that is not set.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        password_env: str | None = None,
+        lease_ttl_s: float = 30.0,
+    ) -> None:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(
+                f"a PostgreSQL run store needs psycopg and psycopg-pool ({exc.name} is "
+                "missing): pip install 'honeycomb-agents[postgresql]'",
+                field="store",
+            ) from exc
+        self.conninfo, self.schema, self.where = split_url(url)
+        self.pool_size = pool_size
+        self.lease_ttl_s = lease_ttl_s
+        self._options: dict[str, Any] = {}
+        password = None
+        if password_env is not None:
+            password = os.environ.get(password_env)
+            if not password:
+                raise ConfigError(
+                    f"the run store's password_env names {password_env}, which is not set",
+                    field="store",
+                )
+            self._options["password"] = password
+        for secret in (password, urlsplit(url).password, os.environ.get("PGPASSWORD")):
+            add_secret(secret, "database password", owner=self)
+        # The columns of each table, once the schema is known to be of the current
+        # version (then they change no more).
+        self._known: dict[str, frozenset[str]] = {}
+        self._current = False
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
+
+    # --- writing ------------------------------------------------------------------------
+
+    def connect(self) -> PostgresConnection:
+        conn = self._connection()
+        try:
+            self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return PostgresConnection(conn, self._known)
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """A new connection, its search path the store's schema alone."""
+        import psycopg
+
+        try:
+            conn = psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                connect_timeout=_CONNECT_TIMEOUT_S,
+                application_name="honeycomb",
+                **self._options,
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the run store: {exc}", path=self.where) from exc
+        self._configure(conn)
+        # A writer that stops in the middle of a transaction (a process stopped, or
+        # hung) holds its rows' locks, its lease's among them: the server ends its
+        # session once it has waited a lease's time to live, so the run can be taken
+        # over as its lease expires. Its transactions take milliseconds.
+        timeout_ms = max(1000, int(self.lease_ttl_s * 1000))
+        conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
+        return conn
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        from psycopg import sql
+
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        """Make the store, or bring it up to the current schema: in one transaction,
+        under the schema's advisory lock.
+
+        Raises:
+            StoreError: when the schema holds other tables, or a newer store; or it
+                cannot be made.
+        """
+        import psycopg
+        from psycopg import sql
+
+        if self._current:
+            return
+        try:
+            with conn.transaction():
+                conn.execute(_SCHEMA_LOCK, (self.schema,))
+                version = self._version(conn)
+                if version == 0:
+                    conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            sql.Identifier(self.schema)
+                        )
+                    )
+                    conn.execute(
+                        f"CREATE TABLE {_VERSIONS} (application TEXT NOT NULL, "
+                        "version BIGINT NOT NULL)"
+                    )
+                    conn.execute(f"INSERT INTO {_VERSIONS} VALUES (%s, 0)", (_APPLICATION,))
+                for statement in upgrade_statements(version):
+                    if not statement.startswith("PRAGMA"):
+                        conn.execute(in_postgres(statement))
+                conn.execute(f"UPDATE {_VERSIONS} SET version = %s", (SCHEMA_VERSION,))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the run store: {exc}", path=self.where) from exc
+        self._current = True
+
+    def _version(self, conn: psycopg.Connection[Any]) -> int:
+        """The version of the store in the schema (0: no store, nor any table).
+
+        Raises:
+            StoreError: when the schema holds other tables, or a newer store.
+        """
+        tables = {name for (name,) in conn.execute(_TABLES, (self.schema,))}
+        if not tables:
+            return 0
+        row = None
+        if _VERSIONS in tables:
+            row = conn.execute(f"SELECT application, version FROM {_VERSIONS}").fetchone()
+        if row is None or row[0] != _APPLICATION:
+            raise StoreError(
+                f"the schema {self.schema!r} holds tables that are not a Honeycomb run "
+                "store; they were left as they were: give the run store a schema of its "
+                "own (?schema=name in the URL)",
+                path=self.where,
+            )
+        version: int = row[1]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store was written by a newer Honeycomb (schema {version}); upgrade "
+                "Honeycomb or use another store",
+                path=self.where,
+            )
+        return version
+
+    # --- reading ------------------------------------------------------------------------
+
+    def read(self, read: Callable[[Connection], T], empty: T) -> T:
+        import psycopg
+
+        try:
+            with self._readers().connection() as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # A store of an earlier version is read as it is (reading changes
+                # nothing): a table or column it lacks reads as none, or its default.
+                if not self._current:
+                    version = self._version(conn)
+                    if version == 0:
+                        return empty
+                    self._current = version == SCHEMA_VERSION
+                return read(PostgresConnection(conn, self._known if self._current else {}))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
+
+    def _readers(self) -> psycopg_pool.ConnectionPool[Any]:
+        """The pool reads take their connections from, opened by the first read.
+
+        Raises:
+            StoreError: when no connection could be made.
+        """
+        import psycopg_pool
+
+        with self._lock:
+            if self._pool is None:
+                pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+                    self.conninfo,
+                    min_size=1,
+                    max_size=max(1, self.pool_size),
+                    kwargs={"autocommit": True, "application_name": "honeycomb", **self._options},
+                    configure=self._configure,
+                    # A connection the server dropped (it restarted) is made anew.
+                    check=psycopg_pool.ConnectionPool.check_connection,
+                    timeout=_CONNECT_TIMEOUT_S,
+                    name=f"honeycomb-store-{self.schema}",
+                    open=False,
+                )
+                try:
+                    pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
+                except psycopg_pool.PoolTimeout as exc:
+                    pool.close()
+                    raise StoreError(
+                        f"cannot connect to the run store within {_CONNECT_TIMEOUT_S}s",
+                        path=self.where,
+                    ) from exc
+                self._pool = pool
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()

@@ -1,0 +1,177 @@
+"""What is the PostgreSQL store's own: its schema (made once, however many open it at
+once; versions brought up to date; another application's tables refused and left as
+they were) and its password (never shown, never written)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb.errors import ConfigError, RunBusy, StoreError
+from honeycomb.store import Connection, RunStore, schema
+from honeycomb.store.postgres import in_postgres
+from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
+from runtime.secrets import masked
+from tests.support.durable import TASK, Setup, plan
+from tests.support.postgres import PostgresServer
+from tests.support.stores import ON_POSTGRES, change, query
+
+pytestmark = ON_POSTGRES
+
+
+@pytest.fixture
+def url(postgres: PostgresServer) -> str:
+    return postgres.url()
+
+
+def schema_of(url: str) -> str:
+    return url.rsplit("schema=", 1)[1]
+
+
+async def test_a_schema_holding_other_tables_is_refused_and_left_as_it_was(url: str) -> None:
+    schema = schema_of(url)
+    change(
+        url.replace(f"schema={schema}", "schema=public"),
+        (f'CREATE SCHEMA "{schema}"', ()),
+        (f'CREATE TABLE "{schema}".runs (id TEXT)', ()),
+        (f"INSERT INTO \"{schema}\".runs VALUES ('theirs')", ()),
+    )
+    store = RunStore(url)
+    with pytest.raises(StoreError, match=f"the schema '{schema}' holds tables that are not"):
+        await store.open()
+    with pytest.raises(StoreError, match="not a Honeycomb run store"):
+        store.runs()  # reading refuses it too
+    assert query(url, "SELECT * FROM runs") == [("theirs",)]
+
+
+async def test_a_store_of_an_earlier_version_is_read_as_it_is_and_brought_up_to_date(
+    url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A store as schema 4 made it: no approvals, no lives, no decided_by.
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
+    four = [in_postgres(s) for s in upgrade_statements(0) if not s.startswith("PRAGMA")]
+    monkeypatch.undo()
+    name = schema_of(url)
+    change(
+        url,
+        (f'CREATE SCHEMA "{name}"', ()),
+        ("CREATE TABLE store_schema (application TEXT NOT NULL, version BIGINT NOT NULL)", ()),
+        ("INSERT INTO store_schema VALUES ('honeycomb run store', 4)", ()),
+        *((statement, ()) for statement in four),
+    )
+    lives = "SELECT count(*) FROM pg_tables WHERE tablename = 'lives' AND schemaname = ?"
+    assert query(url, lives, (name,)) == [(0,)]
+    assert RunStore(url).runs() == []  # read as it is, and left so
+    assert query(url, "SELECT version FROM store_schema") == [(4,)]
+    setup = Setup(tmp_path / "effects.txt", tmp_path / "calls.txt")
+    result = await setup.executor(url).run(TASK, subtasks=plan(1), run_id="r1")
+    assert result.status == "ok"
+    assert query(url, "SELECT version FROM store_schema") == [(SCHEMA_VERSION,)]
+    assert query(url, "SELECT life FROM lives") == [(1,)]  # the tables version 5 adds
+
+    change(url, ("UPDATE store_schema SET version = ?", (SCHEMA_VERSION + 1,)))
+    with pytest.raises(StoreError, match="written by a newer Honeycomb"):
+        await RunStore(url).open()
+
+
+async def test_processes_opening_a_new_store_at_once_make_it_once(url: str) -> None:
+    stores = [RunStore(url) for _ in range(6)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.open)  # each from a thread of its own, at once
+    for store in stores:
+        store.close()
+    assert query(url, "SELECT version FROM store_schema") == [(SCHEMA_VERSION,)]
+
+
+def test_the_password_is_never_shown_nor_kept(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = postgres.url()
+    with_password = url.replace("postgres@", "postgres:an-inline-secret@")
+    store = RunStore(with_password)
+    assert "an-inline-secret" not in store.where
+    assert "an-inline-secret" not in repr(store)
+    assert masked("it was an-inline-secret") == "it was [database password hidden]"
+
+    with pytest.raises(ConfigError, match="password_env names HONEYCOMB_TEST_PW, which is not"):
+        RunStore(url, password_env="HONEYCOMB_TEST_PW")
+    monkeypatch.setenv("HONEYCOMB_TEST_PW", "from-the-environment")
+    kept = RunStore(url, password_env="HONEYCOMB_TEST_PW")
+    assert masked("from-the-environment") == "[database password hidden]"
+    assert kept.runs() == []  # it connects (the test server takes any password)
+
+
+def test_a_url_of_another_database_is_refused() -> None:
+    with pytest.raises(ConfigError, match="the run store mysql:// is not one Honeycomb knows"):
+        RunStore("mysql://app@db/prod")
+
+
+LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(?))"
+
+
+async def test_a_write_the_server_rolls_back_to_break_a_deadlock_is_made_again(
+    url: str,
+) -> None:
+    """Another process's transaction holds run a and asks for run b, which this one's
+    writer holds while it asks for a: the server rolls one back; the writer's is made
+    again, and its waiter never hears of it."""
+    import psycopg
+
+    from honeycomb.store.postgres import split_url
+
+    store = RunStore(url)
+    await store.open()
+    conninfo, schema, _ = split_url(url)
+    other = await anyio.to_thread.run_sync(lambda: psycopg.connect(conninfo, autocommit=True))
+    other.execute(f'SET search_path TO "{schema}"')
+    other.execute("BEGIN")
+    other.execute(LOCK.replace("?", "%s"), ("a",))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.commit, (LOCK, ("b",)), (LOCK, ("a",)))  # one transaction
+        with anyio.fail_after(10):
+            while not query(url, "SELECT 1 FROM pg_locks WHERE NOT granted"):  # noqa: ASYNC110
+                await anyio.sleep(0.01)  # until the writer waits for a
+        # b is the writer's: asking for it closes the cycle, and the server breaks it.
+        await anyio.to_thread.run_sync(other.execute, LOCK.replace("?", "%s"), ("b",))
+        other.execute("COMMIT")
+    other.close()
+    store.close()
+
+
+async def test_a_run_whose_owner_stopped_in_a_transaction_is_taken_over_as_its_lease_expires(
+    url: str,
+) -> None:
+    """The owner's writer stops half way through a transaction that holds its lease's
+    row (its process stopped, or hung): once its lease's time to live has passed, the
+    server ends that session, and the run is taken over; the owner writes nothing."""
+    owner, thief = RunStore(url, lease_ttl_s=1.0), RunStore(url)
+    await owner.take_lease("r1")
+    holding, go_on = threading.Event(), threading.Event()
+
+    def stopped(db: Connection) -> None:
+        db.execute("SELECT owner FROM leases WHERE run_id = ?" + db.row_lock, ("r1",))
+        holding.set()
+        go_on.wait(30)  # as a stopped process: no heartbeat, the transaction open
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner.act, stopped)
+            await anyio.to_thread.run_sync(holding.wait, 10)
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        lease = await thief.take_lease("r1", steal=True)
+                        break
+                    except RunBusy:  # live until its TTL has passed
+                        await anyio.sleep(0.1)
+            go_on.set()
+            tg.cancel_scope.cancel()
+        assert query(url, "SELECT owner FROM leases") == [(lease.owner,)]
+    finally:
+        go_on.set()
+        owner.close()
+        thief.close()

@@ -1,0 +1,108 @@
+"""A private PostgreSQL server for the tests: made in a temporary folder, listening on
+a free port of 127.0.0.1 only, stopped at the end (one per test session).
+
+PostgreSQL refuses to run as root: as root, the server's folder belongs to the
+``postgres`` user, and its commands run as that user. ``pg_ctl -w`` returns once the
+server accepts connections (and once it stopped), so nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PostgresServer", "binaries", "query"]
+
+
+def binaries() -> Path | None:
+    """The folder of PostgreSQL's server commands (``initdb``, ``pg_ctl``), if any."""
+    found = shutil.which("initdb")
+    if found is not None:
+        return Path(found).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: p.parts)
+    return versions[-1].parent if versions else None
+
+
+class PostgresServer:
+    """One server, started by :meth:`start` and stopped by :meth:`stop`."""
+
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
+        self.bin = bin_dir
+        self.durable = durable  # commits flushed to disk (benchmarks), or not (tests)
+        self.folder = Path(tempfile.mkdtemp(prefix="honeycomb-pg-"))
+        self.data = self.folder / "data"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port: int = probe.getsockname()[1]
+        self._schemas = itertools.count()
+        self._as_root = os.geteuid() == 0
+        if self._as_root:
+            shutil.chown(self.folder, "postgres", "postgres")
+
+    def _run(self, *command: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if self._as_root else []
+        done = subprocess.run(
+            [*prefix, *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{command[0]} failed: {done.stdout}{done.stderr}")
+
+    def start(self) -> None:
+        """Make the cluster (once), start the server and return once it answers."""
+        if not self.data.exists():
+            self._run(
+                str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                "-A", "trust", "--no-sync", "--no-instructions", "-E", "UTF8",
+            )  # fmt: skip
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 "
+            f"-c unix_socket_directories={self.folder} -c max_connections=200 "
+            "-c deadlock_timeout=100ms"
+        )
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self._run(
+            str(self.bin / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data),
+            "-l", str(self.folder / "server.log"), "-o", options,
+        )  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``immediate``: as a crash would) and return once it stopped."""
+        self._run(str(self.bin / "pg_ctl"), "stop", "-w", "-m", mode, "-D", str(self.data))
+
+    def remove(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def url(self, schema: str | None = None) -> str:
+        """The URL of the server's ``postgres`` database; with ``schema``, of a store
+        there; without, a new schema of its own each time."""
+        name = schema or f"t{next(self._schemas)}_{os.getpid()}"
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres?schema={name}"
+
+
+def query(url: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+    """Run ``statements`` (``?`` placeholders) in the store of ``url``, in one
+    transaction; the last one's rows (none for a statement that returns none)."""
+    import psycopg
+
+    from honeycomb.store.postgres import split_url
+
+    conninfo, schema, _ = split_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        rows: list[tuple[Any, ...]] = []
+        with conn.transaction():
+            for sql, params in statements:
+                cursor = conn.execute(sql.replace("?", "%s"), params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+        return rows

@@ -1,0 +1,51 @@
+"""The two run stores the store's tests run on: an SQLite file and a schema of the
+session's PostgreSQL server (``tests/conftest.py``: ``postgres``), and reading and
+changing either behind the store's back.
+
+A store is named as ``RunStore`` takes it: a file (a :class:`~pathlib.Path`) or a URL
+(a ``str``)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["KINDS", "ON_POSTGRES", "Where", "change", "named", "query"]
+
+Where = Path | str
+"""A store: its file, or its PostgreSQL URL."""
+
+ON_POSTGRES = pytest.mark.xdist_group("postgres")
+"""The tests on PostgreSQL go to one test process: one server for them all."""
+
+KINDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=ON_POSTGRES)]
+"""The kinds of store, to parametrize a fixture with."""
+
+
+def named(given: str) -> Where:
+    """The store a child process is given on its command line."""
+    return given if "://" in given else Path(given)
+
+
+def query(where: Where, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (``?`` placeholders) in the store ``where``."""
+    return change(where, (sql, params))
+
+
+def change(where: Where, *statements: tuple[str, Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Run ``statements`` in the store ``where``, in one transaction; the last one's
+    rows."""
+    if isinstance(where, str):
+        from tests.support.postgres import query as on_postgres
+
+        return on_postgres(where, statements)
+    rows: list[tuple[Any, ...]] = []
+    with contextlib.closing(sqlite3.connect(where)) as raw, raw:
+        for sql, params in statements:
+            rows = raw.execute(sql, params).fetchall()
+    return rows
