@@ -41,9 +41,15 @@ class Gather(msgspec.Struct, kw_only=True):
     depth: int = 0
 
 
-def group_rows(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> list[Gather]:
-    """Each span's row: the plan, worker or aggregate span it is under."""
+def group_rows(
+    spans: Sequence[Span], subtasks: Sequence[PlannedSubtask], *, calls: bool = True
+) -> list[Gather]:
+    """Each span's row: the plan, worker or aggregate span it is under (``calls``:
+    with the calls shown on each row; without, the rows' own spans alone, all their
+    figures need)."""
     by_id = {s.span_id: s for s in spans}
+    if not calls:
+        spans = [s for s in spans if s.kind in _OWNED]
     groups: dict[tuple[RowKind, str], Gather] = {("plan", "plan"): Gather(kind="plan", name="plan")}
     for subtask in subtasks:
         groups["worker", subtask.id] = Gather(
@@ -78,6 +84,10 @@ def group_rows(spans: Sequence[Span], subtasks: Sequence[PlannedSubtask]) -> lis
     order = ("plan", "worker", "aggregate")
     ordered = sorted(groups.values(), key=lambda g: (g.round, order.index(g.kind)))
     return _nested_after_callers([g for g in ordered if g.kind == "worker" or g.own or g.calls])
+
+
+_OWNED = frozenset({"plan", "worker", "aggregate"})
+"""The kinds of span that are a row's own (the others are calls shown on a row)."""
 
 
 def _key(top: Span) -> tuple[RowKind, str]:

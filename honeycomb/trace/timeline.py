@@ -282,13 +282,16 @@ class Measured(Value, frozen=True, kw_only=True):
         return self.found.speedup
 
 
-def measure(spans: Iterable[Span], subtasks: Sequence[PlannedSubtask] = ()) -> Measured:
-    """One run's figures from its spans (every life of it) and its plan."""
+def measure(
+    spans: Iterable[Span], subtasks: Sequence[PlannedSubtask] = (), *, calls: bool = False
+) -> Measured:
+    """One run's figures from its spans (every life of it) and its plan; ``calls``:
+    its groups hold the calls each row shows too (what a timeline lays out)."""
     ordered = sorted(spans, key=IN_TIME)
     origin = min((s.start for s in ordered), default=0.0)
     length = max((s.end for s in ordered), default=origin) - origin
     lives = lives_of(ordered, origin)
-    groups = group_rows(ordered, subtasks)
+    groups = group_rows(ordered, subtasks, calls=calls)
     # A nested worker's time is inside its caller's: only subtasks' workers count.
     durations = {g.name: _busy(g.own) for g in groups if g.kind == "worker" and not g.depth}
     plan_s, aggregate_s = (sum(_busy(g.own) for g in groups if g.kind == k) for k in _PHASES)
@@ -330,7 +333,7 @@ def build_timeline(
         statuses: What each worker is at, by name, where something knows better
             than its spans (a stored run: :func:`honeycomb.run.shown.worker_statuses`).
     """
-    measured = measure(spans, subtasks)
+    measured = measure(spans, subtasks, calls=True)
     found, origin = measured.found, measured.origin
     runs = [s for s in measured.spans if s.kind == "run"]
     depends_on = {s.id: s.depends_on for s in subtasks}
