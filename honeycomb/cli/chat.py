@@ -24,7 +24,7 @@ from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.running import DEFAULT_STORE, missing_keys, model_of
+from honeycomb.cli.running import hive_store, missing_keys, model_of, store_of
 from honeycomb.cli.sessions import print_turn, short
 from honeycomb.cli.view import JsonView, LiveView, View, summary
 from honeycomb.executor import Executor
@@ -78,9 +78,8 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    options = hive.store_options if path == hive.store else {}
-    store = RunStore(path, **options) if path is not None else None
+    path = store_of(hive, args)
+    store = hive_store(hive, path) if path is not None else None
     console = Console()
     try:
         return run_on_loop(_talk(hive, models, store, backend, args, console))

@@ -24,7 +24,7 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.running import DEFAULT_STORE, model_of
+from honeycomb.cli.running import DEFAULT_STORE, add_store_options, hive_store, model_of, store_of
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
 from honeycomb.evals.compare import Comparison, compare
@@ -120,18 +120,7 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="SECONDS",
         help="offline model seconds per call (implies --model offline)",
     )
-    keep = parser.add_mutually_exclusive_group()
-    keep.add_argument(
-        "--store",
-        type=store_argument,
-        default=None,
-        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
-    )
-    keep.add_argument(
-        "--no-store",
-        action="store_true",
-        help="keep neither the runs nor the report (no --baseline then)",
-    )
+    add_store_options(parser, no_store="keep neither the runs nor the report (no --baseline then)")
     parser.set_defaults(handler=eval_command)
 
 
@@ -171,9 +160,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    path = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
-    options = hive.store_options if path == hive.store else {}
-    store = RunStore(path, **options) if path is not None else None
+    path = store_of(hive, args)
+    store = hive_store(hive, path) if path is not None else None
     baseline = None
     if args.baseline is not None and store is not None:
         baseline = _kept(store, args.baseline)

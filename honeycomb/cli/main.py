@@ -32,6 +32,7 @@ from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
 from honeycomb.cli.running import (
     DEFAULT_STORE,
+    add_store_options,
     demo_command,
     demo_hive_path,
     resume_command,
@@ -218,14 +219,7 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
         parser.add_argument(
             "--run-id", default=None, help="the run's id (an unfinished one is resumed)"
         )
-    keep = parser.add_mutually_exclusive_group()
-    keep.add_argument(
-        "--store",
-        type=store_argument,
-        default=None,
-        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
-    )
-    keep.add_argument("--no-store", action="store_true", help="do not keep the run")
+    add_store_options(parser, no_store="do not keep the run")
     add_cassette_options(parser)
 
 

@@ -25,7 +25,7 @@ from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
-from honeycomb.cli.stores import opened_store
+from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -90,6 +90,31 @@ DEMOS: dict[str, tuple[str, str]] = {
 }
 """The example hive each form of ``honeycomb demo`` runs (by its option): each ships
 in the package (tests/test_wheel.py checks them)."""
+
+
+def add_store_options(parser: argparse.ArgumentParser, *, no_store: str) -> None:
+    """``--store`` (where a command that runs a hive keeps its runs, :func:`store_of`)
+    or ``--no-store``, whose help is ``no_store``."""
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--store",
+        type=store_argument,
+        default=None,
+        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
+    )
+    keep.add_argument("--no-store", action="store_true", help=no_store)
+
+
+def store_of(hive: Hive, args: argparse.Namespace) -> Path | str | None:
+    """Where a command that runs ``hive`` keeps its runs: ``--store``, else the hive's
+    ``store:``, else :data:`DEFAULT_STORE`; None with ``--no-store``."""
+    return None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
+
+
+def hive_store(hive: Hive, where: Path | str) -> RunStore:
+    """The run store at ``where``, with the hive's store options when it is the
+    hive's own (its pool size, its password's variable)."""
+    return RunStore(where, **(hive.store_options if where == hive.store else {}))
 
 
 def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
@@ -219,7 +244,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     out: TextIO = sys.stdout
     if offline and not args.json:
         print("Offline simulation: a rule-based model stands in for the LLM (no network, no key).")
-    store = None if args.no_store else (args.store or hive.store or DEFAULT_STORE)
+    store = store_of(hive, args)
     new_view = functools.partial(_view, args, console, out, hive)
     run = _run_and_report(hive, task, models, new_view, args, out, store, backend)
     if not args.json:
@@ -287,8 +312,7 @@ async def _run_and_report(
     kept = None
     if store is not None:
         try:
-            options = hive.store_options if store == hive.store else {}
-            kept = RunStore(store, **options)
+            kept = hive_store(hive, store)
             await kept.open()  # a store that cannot be used stops the command here
         except (StoreError, ConfigError) as exc:
             print(str(exc), file=sys.stderr)

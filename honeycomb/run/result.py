@@ -270,10 +270,20 @@ def run_timings(
     )
 
 
-def timings_of(measured: Measured | Timeline) -> RunTimings:
-    """A run's timings as its spans tell them (each a figure of the same name of its
-    measure or its timeline): the figures every view of it shows."""
-    return RunTimings(**{name: getattr(measured, name) for name in RunTimings.model_fields})
+def timings_of(measured: Measured) -> RunTimings:
+    """A run's timings as its spans tell them (:func:`honeycomb.trace.timeline.measure`):
+    the figures every view of it shows."""
+    found = measured.found
+    return RunTimings(
+        wall_s=found.wall_s,
+        plan_s=found.plan_s,
+        workers_s=measured.workers_s,
+        aggregate_s=found.aggregate_s,
+        critical_path_s=found.critical_path_s,
+        sum_worker_s=found.sum_worker_s,
+        serial_s=found.serial_s,
+        speedup=found.speedup,
+    )
 
 
 def rounds_of(plan: Plan) -> list[PlanRound]:

@@ -250,36 +250,9 @@ class Measured(Value, frozen=True, kw_only=True):
     length_s: float
 
     @property
-    def wall_s(self) -> float:
-        return self.found.wall_s
-
-    @property
-    def plan_s(self) -> float:
-        return self.found.plan_s
-
-    @property
-    def aggregate_s(self) -> float:
-        return self.found.aggregate_s
-
-    @property
     def workers_s(self) -> float:
+        """The worker phases, first worker start to last worker end (over the lives)."""
         return sum(life.workers_s for life in self.lives)
-
-    @property
-    def critical_path_s(self) -> float:
-        return self.found.critical_path_s
-
-    @property
-    def sum_worker_s(self) -> float:
-        return self.found.sum_worker_s
-
-    @property
-    def serial_s(self) -> float:
-        return self.found.serial_s
-
-    @property
-    def speedup(self) -> float:
-        return self.found.speedup
 
 
 def measure(
