@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from msgspec.structs import replace
@@ -77,14 +77,17 @@ the end of its life cut off before it was answered; nor any call of a turn that 
 not end ``ok`` (its worker never had its answers, see :class:`runtime.ToolCallsAnswered`)."""
 
 
-def lives_of(spans: Iterable[Span], origin: float) -> tuple[Life, ...]:
-    """The lives of the run whose spans are ``spans``, in order; ``origin``: when it
-    first started (seconds since the epoch), what the lives' times count from."""
-    spans = sorted(spans, key=IN_TIME)
+def lives_of(spans: Sequence[Span], origin: float) -> tuple[Life, ...]:
+    """The lives of the run whose spans are ``spans`` (in order of start, as
+    :data:`IN_TIME` puts them), in order; ``origin``: when it first started (seconds
+    since the epoch), what the lives' times count from."""
     by_id = {s.span_id: s for s in spans}
     grouped: dict[str, list[Span]] = {}
+    own_id = _OWN_ID.fullmatch
     for span in spans:
-        grouped.setdefault(_life_of(span, by_id), []).append(span)
+        sid = span.span_id
+        key = sid[:_LIFE_DIGITS] if own_id(sid) else _foreign_life(span, by_id)
+        grouped.setdefault(key, []).append(span)
     answered = _answered(spans, by_id)
     found = sorted(
         (_life(own, origin, answered) for own in grouped.values()),
@@ -125,11 +128,10 @@ _OWN_ID = re.compile("[0-9a-fA-F]{16}")
 """A span id as Honeycomb makes them: its life's digits first."""
 
 
-def _life_of(span: Span, by_id: Mapping[str, Span]) -> str:
-    """What tells ``span``'s life: its id's first digits; for spans made otherwise
-    (by hand, by another tool), the ``run`` span above it, kept or not."""
-    if _OWN_ID.fullmatch(span.span_id):
-        return span.span_id[:_LIFE_DIGITS]
+def _foreign_life(span: Span, by_id: Mapping[str, Span]) -> str:
+    """What tells the life of a span made otherwise than Honeycomb makes them (by
+    hand, by another tool), whose id does not begin with its life's digits: the
+    ``run`` span above it, kept or not."""
     for _ in range(256):  # a broken tree must not loop
         parent = by_id.get(span.parent_id or "")
         if parent is None:
@@ -138,18 +140,43 @@ def _life_of(span: Span, by_id: Mapping[str, Span]) -> str:
     return span.span_id if span.kind == "run" else (span.parent_id or "")
 
 
+_COUNTED = frozenset({"worker", "turn", "model_call", "tool_call"})
+"""The spans under which a worker is a nested one (a sub-run's)."""
+
+
 def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
-    run = next((s for s in own if s.kind == "run"), None)
-    start = run.start if run is not None else min(s.start for s in own)
-    end = run.end if run is not None else max(s.end for s in own)
-    calls = [s for s in own if s.kind in _CALLS]
+    """One life's extent and what it spent, from its spans (in order of start), in
+    one pass over them."""
+    run: Span | None = None
+    first, last = own[0].start, own[0].end
+    calls: list[Span] = []
+    guards: list[Span] = []
+    workers: list[Span] = []
+    ids: set[str] = set()
+    tool_calls = 0
+    for span in own:
+        kind = span.kind
+        if span.end > last:
+            last = span.end
+        if kind == "run" and run is None:
+            run = span
+        elif kind in _CALLS:
+            calls.append(span)
+        elif kind == "guard":
+            guards.append(span)
+        elif kind == "worker":
+            workers.append(span)
+        if kind in _COUNTED:
+            ids.add(span.span_id)
+        if kind == "tool_call" and span.span_id in answered:
+            tool_calls += 1
+    start, end = (run.start, run.end) if run is not None else (first, last)
     # A judge's call is a model call under its guard's span, which holds its usage too;
     # a trace written before kept the usage on the guard's span alone.
     judged = {s.parent_id for s in calls}
-    spent = [*calls, *(s for s in own if s.kind == "guard" and s.span_id not in judged)]
-    ids = {s.span_id for s in own if s.kind in ("worker", "turn", "model_call", "tool_call")}
-    workers = [s for s in own if s.kind == "worker" and s.parent_id not in ids]  # not nested
-    phase = max(s.end for s in workers) - min(s.start for s in workers) if workers else 0.0
+    spent = [*calls, *(s for s in guards if s.span_id not in judged)]
+    outer = [s for s in workers if s.parent_id not in ids]  # not nested
+    phase = max(s.end for s in outer) - min(s.start for s in outer) if outer else 0.0
     return Life(
         number=0,
         start=start - origin,
@@ -157,7 +184,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
         status=run.status if run is not None else "cut off",
         workers_s=phase,
         model_calls=len(calls),
-        tool_calls=sum(1 for s in own if s.span_id in answered),
+        tool_calls=tool_calls,
         input_tokens=sum(s.input_tokens for s in spent),
         output_tokens=sum(s.output_tokens for s in spent),
         cost=sum(s.cost for s in spent),
