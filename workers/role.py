@@ -41,6 +41,7 @@ __all__ = [
     "load_roles",
     "read_roles",
     "role_entries",
+    "unused_approval",
 ]
 
 
@@ -302,12 +303,20 @@ def approval_problems(
         if isinstance(name, str) and name not in names:
             errors.append(
                 doc.error(
-                    (*path, "approvals", "tools", index),
-                    f"approvals names tool {name!r}{did_you_mean(name, names)}, {unused}; "
-                    f"its tools: {', '.join(names) or 'none'}",
+                    (*path, "approvals", "tools", index), unused_approval(name, names, unused)
                 )
             )
     return errors
+
+
+def unused_approval(
+    name: str, names: Sequence[str], unused: str = "which the role does not use"
+) -> str:
+    """What is wrong with ``approvals`` naming tool ``name``, none of ``names``."""
+    return (
+        f"approvals names tool {name!r}{did_you_mean(name, names)}, {unused}; "
+        f"its tools: {', '.join(names) or 'none'}"
+    )
 
 
 def load_roles(

@@ -25,6 +25,7 @@ from runtime import (
 from workers import Role, WorkerSetup
 from workers.guards import Guards, ResolvedGuards, resolve_guards
 from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
+from workers.role import unused_approval
 
 if TYPE_CHECKING:
     from honeycomb.store import RunStore
@@ -163,10 +164,7 @@ def _approval_problems(role: Role, setup: WorkerSetup) -> list[ConfigError]:
     names = setup.tools.names
     listed = role.approvals.tools if role.approvals is not None else ()
     return [
-        ConfigError(
-            f"role {role.name!r}: approvals names tool {name!r}{did_you_mean(name, names)}, "
-            f"which the role does not use; its tools: {', '.join(names) or 'none'}"
-        )
+        ConfigError(f"role {role.name!r}: {unused_approval(name, names)}")
         for name in listed
         if name not in names
     ]
