@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import anyio
+import pytest
 
+from honeycomb import ConfigErrors, Executor
 from runtime import ToolMessage, tool
 from runtime.testing import ScriptedModel, call
 from runtime.tools.approvals import ApprovalEntry, ApprovalRequest, Decision
@@ -246,3 +248,14 @@ async def test_a_tools_describe_says_what_the_call_will_do_to_the_person_asked()
     ).run("pay cy")
     (pending,) = waiting.pending
     assert pending.summary == "Send 7 to cy, who cannot send it back."
+
+
+def test_an_executor_refuses_a_role_whose_approvals_name_a_tool_it_does_not_use() -> None:
+    role = Role(name="payer", tools=("send", "peek"), approvals=Approvals(tools=("sned",)))
+    with pytest.raises(ConfigErrors) as caught:
+        Executor([role], ScriptedModel([]), tools=[send, peek])
+    (error,) = caught.value.errors
+    assert str(error) == (
+        "role 'payer': approvals names tool 'sned' (did you mean 'send'?), which the role "
+        "does not use; its tools: peek, send"
+    )
