@@ -33,6 +33,7 @@ from honeycomb.events import RunFinished
 from honeycomb.testing import FunctionModel, ScriptedModel
 from runtime import AssistantMessage, Event, ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
+from tests.support.concurrency import Overlap, Rendezvous
 
 # The concurrency helpers and the executor hold on uvloop too (the `fast` extra).
 pytestmark = pytest.mark.both_loops
@@ -59,30 +60,51 @@ def echo_model(latency: float = 0.0) -> FunctionModel:
     return FunctionModel(answer)
 
 
+def gathering_model(overlap: Overlap, meet: Rendezvous, latency: float = 0.0) -> FunctionModel:
+    """Answers as ``echo_model`` does, each worker once ``meet.n`` workers are in a call
+    together; ``overlap`` counts the workers' calls in flight (the aggregator's aside)."""
+
+    async def answer(request: ModelRequest) -> str:
+        if (request.conversation or "").endswith("/aggregator"):
+            return "merged"
+        async with overlap:
+            await meet.meet()
+            await anyio.sleep(latency)
+        return f"answer from {request.conversation}"
+
+    return FunctionModel(answer)
+
+
 async def test_static_plan_runs_in_parallel_and_aggregates() -> None:
     latency = 0.2
-    executor = Executor(ROLES, echo_model(latency), aggregator="concat")
+    overlap = Overlap()
+    model = gathering_model(overlap, Rendezvous(5), latency)  # five at once, or it fails
+    executor = Executor(ROLES, model, aggregator="concat")
     plan = [("researcher", f"part {i}") for i in range(5)]
-    started = time.perf_counter()
     result = await executor.run("task", subtasks=plan, run_id="r1")
-    wall = time.perf_counter() - started
     assert result.status == "ok"
-    assert wall < 2.5 * latency, "five workers of latency L should take about L, not 5L"
+    assert overlap.peak == 5
     assert list(result.subtasks) == ["s1", "s2", "s3", "s4", "s5"]
     assert "answer from r1/s3" in result.answer_text
-    assert result.timings.sum_worker_s >= 5 * latency * 0.9
-    assert result.timings.speedup > 2.5
+    t = result.timings
+    assert t.sum_worker_s >= 5 * latency * 0.9
+    # The five ran side by side (the rendezvous saw to it): serial, they take 5L or
+    # more; the run about L. The speedup says so with 4L to spare for a loaded machine.
+    assert t.speedup == pytest.approx(t.serial_s / t.wall_s)
+    assert t.serial_s >= t.sum_worker_s
+    assert t.speedup > 1
     assert result.usage.model_calls == 5
 
 
 async def test_max_workers_bounds_parallelism() -> None:
-    latency = 0.15
-    executor = Executor(ROLES, echo_model(latency), policy=Policy(max_workers=2))
-    started = time.perf_counter()
-    await executor.run("t", subtasks=[("researcher", f"p{i}") for i in range(4)])
-    wall = time.perf_counter() - started
-    assert wall >= 2 * latency * 0.95
-    assert wall < 3.5 * latency
+    overlap = Overlap()
+    # Two at a time, every time: each pair must meet, and no third may join them.
+    model = gathering_model(overlap, Rendezvous(2))
+    executor = Executor(ROLES, model, policy=Policy(max_workers=2))
+    result = await executor.run("t", subtasks=[("researcher", f"p{i}") for i in range(4)])
+    assert result.status == "ok"
+    assert overlap.total == 4
+    assert overlap.peak == 2
 
 
 async def test_dependencies_run_in_order_and_see_their_inputs() -> None:

@@ -25,6 +25,7 @@ from honeycomb.errors import ApprovalError
 from honeycomb.run.context import Backend
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall
+from tests.support.concurrency import Rendezvous
 from tests.support.stores import Where, named
 
 TASK = "pay the invoice and read the news"
@@ -36,6 +37,7 @@ def executor(
     *,
     crash: str = "",
     read_s: float = 0.0,
+    reading: Rendezvous | None = None,
     backend: Backend | None = None,
     **policy: Any,
 ) -> Executor:
@@ -51,6 +53,8 @@ def executor(
 
     async def read(topic: str) -> str:
         """Read the news on a topic."""
+        if reading is not None:  # goes on once the others read too
+            await reading.meet()
         await anyio.sleep(read_s)
         return f"news on {topic}"
 

@@ -21,6 +21,7 @@ from runtime import (
     tool,
 )
 from runtime.testing import FunctionModel, ScriptedModel, call
+from tests.support.concurrency import Overlap, Rendezvous
 from tests.support.dispatching import layered
 from workers import LoopState, Role, Worker
 from workers.guards import (
@@ -116,21 +117,23 @@ async def test_an_argument_guards_reason_is_the_calls_error_observation() -> Non
 
 
 async def test_guards_of_one_kind_run_together_sync_and_async() -> None:
-    delay = 0.2
+    # The three go on only once all three are in: one after another, or the sync one
+    # on the event loop (which it would block), they never meet and the worker fails.
+    overlap, meet = Overlap(), Rendezvous(3)
 
     async def slow_async(check: GuardCheck) -> None:
-        await anyio.sleep(delay)
+        async with overlap:
+            await meet.meet()
 
     def slow_sync(check: GuardCheck) -> bool:
-        time.sleep(delay)  # in a thread: the event loop goes on
+        with overlap:
+            meet.meet_here()  # in a thread: the event loop goes on
         return True
 
     role = Role(name="w", guards=Guards(output=(slow_async, slow_sync, slow_async)))
-    started = time.perf_counter()
     result = await Worker(role, ScriptedModel(["ok"])).run("t")
-    elapsed = time.perf_counter() - started
-    assert result.ok
-    assert elapsed < delay * 2.5  # three guards of `delay` each, at once
+    assert result.ok, result.error
+    assert (overlap.peak, overlap.total) == (3, 3)
 
 
 async def test_a_guard_that_raises_trips_at_once_without_retries() -> None:

@@ -19,6 +19,7 @@ from runtime import (
     ToolDefinitionError,
 )
 from runtime.testing import call
+from tests.support.concurrency import Overlap
 from tests.support.model_requests import Answer, observations, role_of
 
 HARD_TIMEOUT_S = 20.0
@@ -31,19 +32,22 @@ class InFlight:
     """Counts the calls in flight of the tools it makes, and the most at once."""
 
     def __init__(self) -> None:
-        self.now = self.most = self.calls = 0
+        self.flight = Overlap()
+
+    @property
+    def calls(self) -> int:
+        return self.flight.total
+
+    @property
+    def most(self) -> int:
+        return self.flight.peak
 
     def look(self) -> Tool[..., str]:
         @tool
         async def look(query: str) -> str:
             """Look something up."""
-            self.now += 1
-            self.calls += 1
-            self.most = max(self.most, self.now)
-            try:
+            async with self.flight:
                 await anyio.sleep(0.02)
-            finally:
-                self.now -= 1
             return f"result for {query}"
 
         return look

@@ -32,6 +32,7 @@ from runtime import (
 )
 from runtime.events import CallReport, ModelCallRetrying, current_call
 from runtime.testing import FunctionModel
+from tests.support.concurrency import Overlap, Rendezvous
 
 L = 0.1  # latency of one model call, in seconds
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
@@ -145,26 +146,30 @@ def test_bad_settings_are_refused(options: dict[str, Any], message: str) -> None
 
 
 class InFlight:
-    """A model of latency ``L`` that counts calls in flight and answers as told."""
+    """A model of latency ``L`` that counts calls in flight and answers as told; with
+    ``meet``, each call first waits for ``meet.n`` to be in at once."""
 
     def __init__(
-        self, answer: Callable[[int], str | BaseException] = lambda n: "ok", latency: float = L
+        self,
+        answer: Callable[[int], str | BaseException] = lambda n: "ok",
+        latency: float = L,
+        meet: Rendezvous | None = None,
     ) -> None:
-        self.active = self.peak = self.calls = 0
+        self.flight = Overlap()
+        self.calls = 0
         self.starts: list[float] = []
         self.answer = answer
         self.latency = latency
+        self.meet = meet
 
     async def complete(self, request: ModelRequest) -> Any:
         self.calls += 1
         number = self.calls
         self.starts.append(time.perf_counter())
-        self.active += 1
-        self.peak = max(self.peak, self.active)
-        try:
+        async with self.flight:
+            if self.meet is not None:
+                await self.meet.meet()
             await anyio.sleep(self.latency)
-        finally:
-            self.active -= 1
         reply = self.answer(number)
         if isinstance(reply, BaseException):
             raise reply
@@ -172,15 +177,14 @@ class InFlight:
 
 
 async def test_calls_in_flight_never_pass_the_limit() -> None:
-    model = InFlight()
+    # Twelve calls, four at a time: each goes on only once four are in, so three
+    # rounds of four, never five.
+    model = InFlight(meet=Rendezvous(4))
     limited = RateLimitedModel(model, AdaptiveLimiter(4))
-    started = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for _ in range(12):
             tg.start_soon(limited.complete, REQUEST)
-    wall = time.perf_counter() - started
-    assert model.peak == 4
-    assert 3 * L * 0.9 <= wall < 6 * L, "twelve calls four at a time take about 3L"
+    assert (model.flight.peak, model.flight.total) == (4, 12)
 
 
 async def test_a_429_makes_every_caller_sit_out_the_retry_after() -> None:
@@ -199,7 +203,8 @@ async def test_a_429_makes_every_caller_sit_out_the_retry_after() -> None:
     later = model.starts[1:]
     assert len(later) == 5
     assert min(later) - throttled_at >= retry_after * 0.9, "a caller started during the cool-down"
-    assert max(later) - throttled_at < retry_after + 2 * L, "the cool-down did not end"
+    # Half a second of slack for a loaded machine; a cool-down that never ends hangs.
+    assert max(later) - throttled_at < retry_after + 5 * L, "the cool-down did not end"
 
 
 async def served_at_five_a_latency(limiter: AdaptiveLimiter) -> None:
@@ -343,8 +348,10 @@ async def test_the_pace_grows_back_and_is_let_go_at_twice_the_rate_learnt() -> N
     await succeed(limiter, 2)
     assert limiter.pace is None
     starts = await starts_of(limiter, 6)
+    # The count says none was held back: a bound on how close the starts fall would
+    # judge the machine's load (they are microseconds apart, unpaced).
     assert limiter.paced == paced, "the pace held attempts back after it was let go"
-    assert max(starts) - min(starts) < L / 5, "attempts did not start freely again"
+    assert len(starts) == 6
 
 
 async def test_a_pace_never_holds_back_more_than_min_concurrency_calls_in_flight() -> None:
@@ -357,7 +364,9 @@ async def test_a_pace_never_holds_back_more_than_min_concurrency_calls_in_flight
             await anyio.sleep(L)
     await throttle(limiter, retry_after=0)
     starts = await starts_of(limiter, 4)
-    assert max(starts) - min(starts) < 3 * L / 4 * 1.5, "paced below min_concurrency"
+    # At 4 a L the four start within 3L/4; paced at the 1 a L learnt, 3L apart: 2L
+    # stands between the two, with L of slack for a loaded machine.
+    assert max(starts) - min(starts) < 2 * L, "paced below min_concurrency"
 
 
 async def test_a_429_without_retry_after_cools_down_for_the_default() -> None:
@@ -373,7 +382,8 @@ async def test_a_retry_after_is_capped_by_the_longest_cooldown() -> None:
     await throttle(limiter, retry_after=3600)
     started = time.perf_counter()
     await succeed(limiter)
-    assert time.perf_counter() - started < 5 * L
+    # It waited about L, not the hour asked: 20 L leaves seconds to a loaded machine.
+    assert time.perf_counter() - started < 20 * L
 
 
 async def test_cancelled_waiters_give_their_slots_back() -> None:
@@ -426,7 +436,7 @@ async def test_concurrency_drops_after_429s_and_recovers() -> None:
     original = model.complete
 
     async def traced(request: ModelRequest) -> Any:
-        in_flight_at_start.append(model.active + 1)
+        in_flight_at_start.append(model.flight.now + 1)
         return await original(request)
 
     model.complete = traced  # type: ignore[method-assign]
