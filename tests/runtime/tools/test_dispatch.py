@@ -80,6 +80,12 @@ def dispatcher(*tools: Tool[Any, Any], **options: Any) -> Dispatcher:
     return layered(ToolRegistry(tools), **options)
 
 
+async def signalled(event: threading.Event) -> bool:
+    """Whether ``event`` is set within the rendezvous limit (waited for in a thread, so
+    the loop goes on meanwhile)."""
+    return await anyio.to_thread.run_sync(event.wait, MEET_LIMIT_S, abandon_on_cancel=True)
+
+
 def sleeper(
     probe: Probe, latency: float = L, meet: Rendezvous | None = None, **options: Any
 ) -> Tool[Any, Any]:
@@ -454,13 +460,16 @@ async def test_a_tool_raising_its_own_timeout_error_failed_and_did_not_time_out(
 
 
 async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> None:
-    stopped = threading.Event()
+    began, stopped, released = threading.Event(), threading.Event(), threading.Event()
     finished = threading.Event()
 
-    @tool(timeout=0.05)
+    # Its timeout leaves a loaded machine ample time to hand the call to a thread (one
+    # cancelled before that never runs, and would prove nothing).
+    @tool(timeout=1.0)
     def crunch() -> str:
+        began.set()
         try:
-            for _ in range(500):
+            while not released.is_set():  # runs until released, unless cancelled
                 time.sleep(0.002)
                 check_cancelled()
         except BaseException:
@@ -469,11 +478,15 @@ async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> No
         finished.set()
         return "done"
 
-    (result,) = await dispatcher(crunch).dispatch([call("crunch", id="c1")])
+    try:
+        (result,) = await dispatcher(crunch).dispatch([call("crunch", id="c1")])
 
-    assert result.status == "timeout"
-    assert await anyio.to_thread.run_sync(stopped.wait, 1.0)
-    assert not finished.is_set()
+        assert result.status == "timeout"
+        assert began.is_set()
+        assert await signalled(stopped), "the thread went on past its timeout"
+        assert not finished.is_set()
+    finally:
+        released.set()
 
 
 async def test_a_sync_side_effecting_tool_past_its_timeout_is_waited_for_and_reported() -> None:
@@ -803,26 +816,33 @@ async def test_no_events_are_built_without_handlers_or_logging() -> None:
 
 @pytest.mark.parametrize("batch_size", [1, 3], ids=["one-call", "many-calls"])
 async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: int) -> None:
+    """Cancelled once every call has started, a dispatch ends at once: its async tools
+    are cancelled, and a sync tool's thread stops at its next ``check_cancelled()``.
+    Left alone, each tool would run until the test ends."""
+    labels = ["a"] if batch_size == 1 else ["a", "s", "w"]
+    began = {label: threading.Event() for label in labels}
     cancelled: list[str] = []
     completed: list[str] = []
-    sync_stopped = threading.Event()
+    sync_stopped, released = threading.Event(), threading.Event()
 
-    async def sleep_long(label: str) -> str:
+    async def wait_long(label: str) -> str:
+        began[label].set()
         try:
-            await anyio.sleep(10)
+            await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             cancelled.append(label)
             raise
         completed.append(label)
         return label
 
-    wait = tool(name="wait")(sleep_long)
-    write = tool(name="write", side_effects=True)(sleep_long)
+    wait = tool(name="wait")(wait_long)
+    write = tool(name="write", side_effects=True)(wait_long)
 
     @tool
     def spin(label: str) -> str:
+        began[label].set()
         try:
-            for _ in range(5_000):
+            while not released.is_set():
                 time.sleep(0.002)
                 check_cancelled()
         except BaseException:
@@ -831,24 +851,34 @@ async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: 
         completed.append(label)
         return label
 
-    batch = [call("wait", {"label": "a"}, id="a")]
-    if batch_size > 1:
-        batch += [call("spin", {"label": "s"}, id="s"), call("write", {"label": "w"}, id="w")]
+    names = {"a": "wait", "s": "spin", "w": "write"}
+    batch = [call(names[label], {"label": label}, id=label) for label in labels]
     d = dispatcher(wait, spin, write)
+    returned: list[str] = []
 
-    started = time.perf_counter()
-    with anyio.move_on_after(0.1) as scope:
-        await d.dispatch(batch)
-    elapsed = time.perf_counter() - started
+    async def run(scope: anyio.CancelScope) -> None:
+        with scope:
+            await d.dispatch(batch)
+            returned.append("returned")  # a swallowed cancellation gets here
 
-    assert scope.cancelled_caught  # the cancellation was not swallowed
-    assert elapsed < 5.0  # against tools that would run 10s: it did not wait for them
-    assert completed == []
-    if batch_size == 1:
-        assert cancelled == ["a"]
-    else:
-        assert sorted(cancelled) == ["a", "w"]
-        assert await anyio.to_thread.run_sync(sync_stopped.wait, 1.0)
+    try:
+        scope = anyio.CancelScope()
+        # Against tools that never end by themselves: it did not wait for them.
+        with anyio.fail_after(MEET_LIMIT_S):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run, scope)
+                for label in labels:
+                    assert await signalled(began[label]), f"{label!r} never started"
+                scope.cancel()
+
+        assert scope.cancelled_caught  # the cancellation was not swallowed
+        assert returned == []
+        assert completed == []
+        assert sorted(cancelled) == [label for label in labels if label != "s"]
+        if batch_size > 1:
+            assert await signalled(sync_stopped), "the sync tool's thread went on"
+    finally:
+        released.set()
 
 
 # --- policy -------------------------------------------------------------------------
