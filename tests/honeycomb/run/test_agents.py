@@ -15,11 +15,12 @@ from rich.console import Console
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, tool
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
+from honeycomb.run.result import timings_of
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
-from honeycomb.trace.timeline import build_timeline
+from honeycomb.trace.timeline import build_timeline, measure
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Decision, PendingApproval
@@ -324,6 +325,29 @@ async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
     assert request.worker is not None
     assert request.worker.startswith("s1/")
     assert "not today" in result.subtasks["s1"].text
+
+
+async def test_a_traced_runs_timings_with_nested_workers_are_its_stored_traces(
+    tmp_path: Path,
+) -> None:
+    """A run that records spans measures its timings from the spans of its rows alone
+    (its workers', phases' and its own): every figure is the one its whole stored
+    trace tells, nested workers and all."""
+    store = RunStore(tmp_path / "runs.db")
+    plan = [*ONE, {"id": "s2", "role": "lead", "instruction": "and wasps", "depends_on": ["s1"]}]
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("a", "b"), researcher=researcher),
+        aggregator="concat",
+        store=store,
+    )
+    result = await executor.run("bees", subtasks=plan, run_id="nested")
+    spans = store.spans("nested")
+    assert any(s.kind == "worker" and s.name.startswith("s1/") for s in spans)
+    traced = timings_of(measure(spans, result.plan.subtasks))
+    assert result.timings.model_dump() == pytest.approx(traced.model_dump(), abs=1e-6)
+    assert result.timings.critical_path_s > 0
+    store.close()
 
 
 async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_caller() -> None:

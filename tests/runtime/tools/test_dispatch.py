@@ -27,6 +27,7 @@ from runtime.events import Event, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
 from runtime.tools import Tool, ToolContext, ToolRegistry, idempotency_key, tool
+from runtime.tools.approvals import ApprovalNeeded, PendingApproval
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.tools.journal import MemoryJournal
 from tests.support.concurrency import MEET_LIMIT_S, Rendezvous
@@ -899,3 +900,53 @@ def test_policy_refuses_bad_values(options: dict[str, Any], message: str) -> Non
 
 def test_policy_allows_no_default_timeout() -> None:
     assert DispatchPolicy(default_timeout=None).default_timeout is None
+
+
+def _paused_call(worker: str) -> ApprovalNeeded:
+    """What a nested worker's call waiting for a person raises through its caller."""
+    waiting = PendingApproval(
+        call_id="n1", worker=worker, role="researcher", turn=1, tool="send",
+        arguments={}, why="send needs approval", asked_at=0.0,
+    )  # fmt: skip
+    return ApprovalNeeded((waiting,))
+
+
+async def test_a_nesting_call_that_pauses_lets_the_turns_other_calls_end_first() -> None:
+    done: list[str] = []
+
+    async def ask(label: str) -> str:
+        """Ask a nested worker."""
+        raise _paused_call(f"w/{label}")
+
+    delegate = Tool(ask, name="delegate", nests=True)
+
+    @tool
+    async def look(label: str) -> str:
+        """Look something up."""
+        await anyio.sleep(0.01)
+        done.append(label)
+        return label
+
+    batch = [*calls("delegate", "d1"), *calls("look", "l1", "l2")]
+    with pytest.raises(ApprovalNeeded) as paused:
+        await dispatcher(delegate, look).dispatch(batch)
+    assert [p.worker for p in paused.value.pending] == ["w/d1"]
+    assert sorted(done) == ["l1", "l2"]  # neither was cut off
+
+
+async def test_a_tool_that_does_not_nest_cannot_pause_its_worker_it_fails() -> None:
+    @tool
+    async def sneaky(label: str) -> str:
+        """Claims to wait for a person."""
+        raise _paused_call("elsewhere")
+
+    @tool
+    async def look(label: str) -> str:
+        """Look something up."""
+        return label
+
+    batch = [*calls("sneaky", "s1"), *calls("look", "l1")]
+    first, second = await dispatcher(sneaky, look).dispatch(batch)
+    assert first.status == "error"
+    assert "tool 'sneaky' raised ApprovalNeeded" in first.content
+    assert (second.status, second.content) == ("ok", "l1")
