@@ -443,21 +443,36 @@ async def test_a_timeout_raised_inside_a_run_is_not_the_wall_time_budget(
 
 
 async def test_cancelling_run_cancels_every_worker_and_tool() -> None:
-    after_sleep: list[str] = []
+    workers = 10
+    inside = Overlap()
+    all_in = anyio.Event()
+    cancelled: list[int] = []  # a 1 for each tool call cancelled where it waited
 
     @tool
-    async def long_tool(n: int) -> str:
-        await anyio.sleep(0.5)
-        after_sleep.append(str(n))
+    async def long_tool() -> str:
+        """Wait until cancelled."""
+        async with inside:
+            if inside.now == workers:
+                all_in.set()
+            try:
+                await anyio.sleep_forever()
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(1)
+                raise
         return "x"
 
-    model = ScriptedModel(lambda key: [call("long_tool", {"n": 1}), "done"])
+    model = ScriptedModel(lambda key: [call("long_tool"), "done"])
     roles = [Role(name="researcher", tools=("long_tool",))]
-    executor = Executor(roles, model, tools=[long_tool], aggregator="concat")
-    with anyio.move_on_after(0.1):
-        await executor.run("t", subtasks=[("researcher", str(i)) for i in range(10)])
-    await anyio.sleep(0.7)
-    assert after_sleep == []
+    policy = Policy(max_workers=workers)
+    executor = Executor(roles, model, tools=[long_tool], aggregator="concat", policy=policy)
+    subtasks = [("researcher", str(i)) for i in range(workers)]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: executor.run("t", subtasks=subtasks))
+        with anyio.fail_after(15):
+            await all_in.wait()  # every worker is inside its tool call
+        tg.cancel_scope.cancel()
+    assert len(cancelled) == workers
+    assert inside.now == 0  # none is left running once the run's cancellation is over
 
 
 async def test_stream_yields_events_in_order_then_the_result() -> None:

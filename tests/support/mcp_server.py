@@ -9,8 +9,9 @@ with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``co
 of its calls are in at once (``gather``: a rendezvous, once per server), one that
 returns an image and an embedded resource (``picture``), its process id (``pid``), its
 folder and environment (``where``), and a way to die (``die``).
-``append_note`` and ``set_flag`` write to the file ``$MCP_TEST_NOTES`` (one line a
-call), so a test can see what ran and in which order.
+``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
+line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
+what is under way.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def refuse(reason: str = "no reason given") -> str:
 
 @server.tool(description="Sleep, then answer.", annotations=READ_ONLY)
 async def slow(seconds: float) -> str:
+    _note(f"slow {seconds:g}")  # the call is in: a test may go on from here
     await anyio.sleep(seconds)
     return f"slept {seconds}s"
 

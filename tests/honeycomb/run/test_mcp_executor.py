@@ -6,7 +6,9 @@ real subprocess."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,18 +75,30 @@ async def test_a_run_outside_a_block_starts_and_stops_its_own_server() -> None:
     assert a.content != b.content  # a process of each run's own
 
 
-async def test_cancelling_a_run_mid_call_leaves_no_process() -> None:
+def noted(notes: Path) -> list[str]:
+    return notes.read_text().splitlines() if notes.exists() else []
+
+
+async def in_the_server(notes: Path, running: asyncio.Task[Any]) -> None:
+    """Wait until the server noted that the ``slow`` call is in (its notes file)."""
+    deadline = time.monotonic() + 30
+    while "slow 60" not in noted(notes):
+        assert not running.done(), "the run ended before its call reached the server"
+        assert time.monotonic() < deadline, "the call never reached the server"
+        await asyncio.sleep(0.01)
+
+
+async def test_cancelling_a_run_mid_call_leaves_no_process(tmp_path: Path) -> None:
     before = child_pids()
-    asked = asyncio.Event()
+    notes = tmp_path / "notes.txt"
 
     def slow_then_done(request: ModelRequest) -> object:
-        asked.set()
         return call("slow", {"seconds": 60})
 
-    executor = Executor([CLERK], FunctionModel(slow_then_done), mcp_servers=[sdk_server()])  # type: ignore[arg-type]
+    server = sdk_server(notes=notes)
+    executor = Executor([CLERK], FunctionModel(slow_then_done), mcp_servers=[server])  # type: ignore[arg-type]
     running = asyncio.create_task(executor.run("t", subtasks=plan("clerk")))
-    await asked.wait()  # the server is up: the model has its tools
-    await asyncio.sleep(0.5)  # the call is in flight
+    await in_the_server(notes, running)
     assert len(child_pids() - before) == 1
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -197,21 +211,20 @@ async def test_an_error_in_the_executor_s_block_is_itself_and_leaves_no_process(
     assert child_pids() - before == set()
 
 
-async def test_cancelling_the_executor_s_block_leaves_no_process() -> None:
+async def test_cancelling_the_executor_s_block_leaves_no_process(tmp_path: Path) -> None:
     before = child_pids()
-    called = asyncio.Event()
+    notes = tmp_path / "notes.txt"
 
     def slow(request: ModelRequest) -> object:
-        called.set()
         return call("slow", {"seconds": 60})
 
     async def serve() -> None:
-        async with Executor([CLERK], FunctionModel(slow), mcp_servers=[sdk_server()]) as ex:  # type: ignore[arg-type]
+        server = sdk_server(notes=notes)
+        async with Executor([CLERK], FunctionModel(slow), mcp_servers=[server]) as ex:  # type: ignore[arg-type]
             await ex.run("t", subtasks=plan("clerk"))
 
     task = asyncio.create_task(serve())
-    await called.wait()
-    await asyncio.sleep(0.5)  # the call is in flight
+    await in_the_server(notes, task)
     assert len(child_pids() - before) == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
