@@ -25,7 +25,7 @@ from honeycomb.store import RunStore
 from tests.support import ROOT
 from tests.support.durable import BUSY, TASK, Setup, plan
 from tests.support.old_stores import write_old_store
-from tests.support.stores import Where, change, query
+from tests.support.stores import Where, change, finished_in_store, query
 
 HOST = socket.gethostname()
 
@@ -52,6 +52,12 @@ def forge_lease(db: Where, run_id: str, *, host: str, pid: int, age_s: float, tt
 
 def leases(db: Where) -> list[tuple[str, str, int]]:
     return query(db, "SELECT run_id, host, pid FROM leases")
+
+
+def heartbeat(db: Where, run_id: str) -> tuple[float, float]:
+    """The run's lease as the store holds it: its heartbeat (a time) and its TTL."""
+    [(beat, ttl_s)] = query(db, "SELECT heartbeat, ttl_s FROM leases WHERE run_id = ?", (run_id,))
+    return float(beat), float(ttl_s)
 
 
 def wait_for(path: Path, process: subprocess.Popen[str], what: str) -> None:
@@ -189,7 +195,7 @@ async def test_a_lease_whose_process_is_gone_is_taken_at_once(
 
 async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Where, Path, Path]) -> None:
     db, effects, calls = files
-    ttl = 0.6
+    ttl = 1.2  # renewed every 0.3 s: a heartbeat late by most of a second still keeps it
     setup = Setup(effects, calls)
     setup.gate, setup.held = anyio.Event(), {"w0-2"}
     async with anyio.create_task_group() as tg:
@@ -197,7 +203,13 @@ async def test_the_lease_is_renewed_while_the_run_goes(files: tuple[Where, Path,
         tg.start_soon(lambda: executor.run(TASK, subtasks=plan(1), run_id="r1"))
         with anyio.fail_after(10):
             await setup.holding.wait()
-        await anyio.sleep(3 * ttl)  # long past the TTL: only heartbeats keep it live
+        # Wait for a heartbeat more than a TTL after the one seen now: the lease taken
+        # then would have expired since, were it not renewed.
+        first, _ = heartbeat(db, "r1")
+        deadline = time.monotonic() + 10 * ttl
+        while heartbeat(db, "r1")[0] <= first + ttl:
+            assert time.monotonic() < deadline, "the lease's heartbeat was not renewed"
+            await anyio.sleep(0.02)
         other = Setup(effects, calls, life="2").executor(db)
         with pytest.raises(RunBusy) as caught:
             await other.resume("r1", steal=True)
@@ -234,7 +246,11 @@ def test_an_owner_whose_lease_was_taken_over_stops_writing(
     wait_for(effects, owner, "its first side effect")
     owner.send_signal(signal.SIGSTOP)
     try:
-        time.sleep(1.5)  # past the owner's TTL
+        # Until its lease expired, as any process reading the store sees it.
+        deadline = time.monotonic() + 30
+        while time.time() - (lease := heartbeat(db, "r1"))[0] <= lease[1]:
+            assert time.monotonic() < deadline, "the stopped owner's lease never expired"
+            time.sleep(0.02)
         thief = subprocess.run(
             child(files, "2", "0.0", "30", "steal"), cwd=ROOT, capture_output=True, text=True,
             timeout=60,
@@ -340,8 +356,9 @@ async def test_a_live_run_is_listed_running_with_what_its_workers_spent_so_far(
         with anyio.fail_after(10):
             await setup.holding.wait()
             await setup.answered("w1").wait()
-            while (run := RunStore(db).find("r1")) is None or run.model_calls < 5:  # noqa: ASYNC110
-                await anyio.sleep(0.01)  # w1's result is committed just after its answer
+            await finished_in_store(db, "r1", "w1")  # committed just after its answer
+        run = RunStore(db).find("r1")
+        assert run is not None
         # w0: two turns and two calls so far (its saved state); w1: three and three (its result)
         assert (run.status, run.model_calls, run.tool_calls) == ("running", 5, 5)
         assert run.input_tokens > 0
