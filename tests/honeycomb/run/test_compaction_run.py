@@ -247,7 +247,7 @@ async def test_a_run_resumed_after_a_compaction_does_not_summarize_again(tmp_pat
         )
         with anyio.fail_after(10):
             await stopped.wait()
-        await anyio.sleep(0.05)
+        # Cancelled mid-call: the run records itself interrupted, after all it saved.
         tg.cancel_scope.cancel()
     made = len(summaries)
     assert made
