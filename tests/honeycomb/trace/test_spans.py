@@ -31,6 +31,7 @@ from runtime import (
     Tracer,
 )
 from runtime.testing import call
+from tests.support.concurrency import Overlap
 
 
 @tool
@@ -197,19 +198,27 @@ async def test_spans_round_trip_through_json_lines() -> None:
 
 async def test_a_cancelled_run_closes_its_open_spans() -> None:
     recorder = SpanRecorder()
+    calling = Overlap()
+    both_calling = anyio.Event()
 
     async def slow(request: ModelRequest) -> str:
-        await anyio.sleep(30)
+        async with calling:
+            if calling.now == 2:
+                both_calling.set()
+            await anyio.sleep_forever()
         return "never"
 
     roles = [Role(name="worker", description="Waits.")]
     stalled = Executor(roles, FunctionModel(slow), aggregator="concat")
-    with anyio.move_on_after(0.2):
-        await stalled.run("wait", subtasks=PLAN[:2], on_event=[recorder])
-    statuses = {s.kind: s.status for s in recorder.spans}
-    assert statuses["run"] == "interrupted"
-    assert statuses["model_call"] == "cancelled"
-    assert statuses["worker"] == "cancelled"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: stalled.run("wait", subtasks=PLAN[:2], on_event=[recorder]))
+        with anyio.fail_after(15):
+            await both_calling.wait()  # each worker's model call is open
+        tg.cancel_scope.cancel()
+    statuses = Counter((s.kind, s.status) for s in recorder.spans)
+    assert statuses[("run", "interrupted")] == 1
+    assert statuses[("worker", "cancelled")] == 2
+    assert statuses[("model_call", "cancelled")] == 2
 
 
 async def test_a_cost_budget_stops_a_run_that_would_spend_more() -> None:
