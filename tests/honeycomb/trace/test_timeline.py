@@ -29,7 +29,10 @@ from tests.support.chromium import chromium
 # Untrusted text from the run: it must come out escaped in the page and inert in the
 # terminal. If the page did not escape it, the injected script would record an error.
 TASK = 'trace me </script><script>throw new Error("injected")</script> & \x1b[31m"red"'
-LATENCY = {"a": 0.08, "b": 0.01, "c": 0.05}  # seconds per model call; c waits for a
+# Seconds per model call; c waits for a. b runs beside a → c, long enough that the run's
+# own time between its workers (tens of ms under load) is well under half of b's, and
+# short enough that a → c stays the longest chain by far.
+LATENCY = {"a": 0.08, "b": 0.05, "c": 0.05}
 PLAN = Plan(
     subtasks=(
         Subtask(id="a", role="worker", instruction="slow"),
@@ -126,7 +129,8 @@ async def test_the_figures_agree_with_the_spans(db: Path) -> None:
     assert timeline.critical_path_s == pytest.approx(fixed + workers["a"] + workers["c"])
     assert timeline.critical_path_s == pytest.approx(fixed + critical_path(PLAN, workers))
     assert timeline.speedup == pytest.approx(timeline.serial_s / timeline.wall_s)
-    # b ran beside a and c, so serial is longer than the run by about b's time
+    # b ran beside a and c, so serial is longer than the run by about b's time (less
+    # the run's own time outside its phases and workers)
     assert timeline.serial_s - timeline.wall_s > workers["b"] / 2
     assert timeline.speedup > 1.0
     assert timeline.critical_path_s <= timeline.wall_s + 0.001
