@@ -415,6 +415,9 @@ async def test_in_chromium_the_list_loads_and_a_running_run_updates_live(
     assert page.url == server.url + "/"  # the token left the address bar
     await page.click('a[href="/runs/live"]')
     await page.wait_for_selector("#state [data-status='running']")
+    # The page's events are connected once it took its first update (the run as it
+    # is now): every change from here on reaches it as another.
+    await _until(functools.partial(_later, watched, 0), "yes")
     gate.set()  # the workers go on while the page is open
     await page.wait_for_selector("#state [data-status='ok']", timeout=30_000)
     assert (await running).status == "ok"
