@@ -4,6 +4,7 @@ whose lease was taken over cannot write (nor run a side effect) as owner any mor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -65,6 +66,38 @@ def wait_for(path: Path, process: subprocess.Popen[str], what: str) -> None:
     while not path.exists():
         assert process.poll() is None, f"the child ended before {what}"
         assert time.monotonic() < deadline, f"the child never got to {what}"
+        time.sleep(0.005)
+
+
+def writing(db: Where) -> bool:
+    """Whether a process is inside a write transaction of the store (holding SQLite's
+    write lock, or a PostgreSQL transaction of Honeycomb's open)."""
+    if isinstance(db, str):
+        busy = (
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'honeycomb' "
+            "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()"
+        )
+        return int(query(db, busy)[0][0]) > 0
+    with contextlib.closing(sqlite3.connect(db, timeout=0, isolation_level=None)) as raw:
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # locked: another holds the write lock
+            return True
+        raw.execute("ROLLBACK")
+        return False
+
+
+def stop_between_writes(process: subprocess.Popen[str], db: Where) -> None:
+    """Stop ``process`` (SIGSTOP) at a moment it holds no transaction of the store: one
+    it were stopped in would lock out every other writer for as long as it is stopped."""
+    deadline = time.monotonic() + 30
+    while True:
+        process.send_signal(signal.SIGSTOP)
+        os.waitpid(process.pid, os.WUNTRACED)  # returns once it is stopped
+        if not writing(db):
+            return
+        process.send_signal(signal.SIGCONT)  # let it commit, and try again
+        assert time.monotonic() < deadline, "the process never stopped between writes"
         time.sleep(0.005)
 
 
@@ -244,7 +277,7 @@ def test_an_owner_whose_lease_was_taken_over_stops_writing(
         child(files, "1", "0.2", "1.0"), cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     wait_for(effects, owner, "its first side effect")
-    owner.send_signal(signal.SIGSTOP)
+    stop_between_writes(owner, db)
     try:
         # Until its lease expired, as any process reading the store sees it.
         deadline = time.monotonic() + 30
