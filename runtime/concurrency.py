@@ -4,6 +4,7 @@
   error in one cancels the others, and cancelling the caller cancels them all
   (``asyncio.TaskGroup``). One runs in the calling task itself (the serial lane of a
   turn's tool calls, or its last parallel call): a turn with T calls starts T-1 tasks.
+  :func:`together` is the same, and returns what each of them returned.
 - :func:`stoppable`: a block that code inside it can stop (a failure policy stopping
   a run's workers).
 - :func:`shielded`: cleanup that must finish even if its task is cancelled meanwhile.
@@ -42,9 +43,18 @@ from typing import Any, TypeVar
 
 from runtime.errors import UnsupportedEventLoop
 
-__all__ = ["TimedOut", "require_asyncio", "run_together", "shielded", "stoppable", "within"]
+__all__ = [
+    "TimedOut",
+    "require_asyncio",
+    "run_together",
+    "shielded",
+    "stoppable",
+    "together",
+    "within",
+]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 async def run_together(
@@ -64,6 +74,20 @@ async def run_together(
             group.create_task(coro)
         if inline is not None:
             await inline
+
+
+async def together(
+    inline: Awaitable[T], others: Sequence[Coroutine[Any, Any, U]]
+) -> tuple[T, list[U]]:
+    """:func:`run_together`, and what they returned: ``inline``'s, and each of
+    ``others``' in their order (their tasks are kept until all have ended, so it
+    suits a small batch: a turn's tool calls, not a run's workers)."""
+    if not others:
+        return await inline, []
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(coro) for coro in others]
+        value = await inline
+    return value, [task.result() for task in tasks]
 
 
 @asynccontextmanager

@@ -499,7 +499,7 @@ class Run:
         if self.spans is not None:
             from honeycomb.trace.timeline import measure
 
-            spans = [*self.earlier_spans, *self.spans.times_until()]
+            spans = [*self.earlier_spans, *self.spans.rows_until()]
             return timings_of(measure(spans, self.plan.subtasks))
         return run_timings(
             wall_s=self._elapsed(),

@@ -150,7 +150,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
     run: Span | None = None
     first, last = own[0].start, own[0].end
     calls: list[Span] = []
-    guards: list[Span] = []
+    checks: list[Span] = []  # guards' checks
     workers: list[Span] = []
     ids: set[str] = set()
     tool_calls = 0
@@ -163,7 +163,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
         elif kind in _CALLS:
             calls.append(span)
         elif kind == "guard":
-            guards.append(span)
+            checks.append(span)
         elif kind == "worker":
             workers.append(span)
         if kind in _COUNTED:
@@ -174,7 +174,7 @@ def _life(own: Sequence[Span], origin: float, answered: set[str]) -> Life:
     # A judge's call is a model call under its guard's span, which holds its usage too;
     # a trace written before kept the usage on the guard's span alone.
     judged = {s.parent_id for s in calls}
-    spent = [*calls, *(s for s in guards if s.span_id not in judged)]
+    spent = [*calls, *(s for s in checks if s.span_id not in judged)]
     outer = [s for s in workers if s.parent_id not in ids]  # not nested
     phase = max(s.end for s in outer) - min(s.start for s in outer) if outer else 0.0
     return Life(

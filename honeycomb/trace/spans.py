@@ -354,6 +354,18 @@ class SpanRecorder:
             *(self._closed(s, end, "running") for s in still if s is not None),
         ]
 
+    def rows_until(self, end: float | None = None) -> list[Span]:
+        """Of :meth:`times_until`, the spans a run's timings are made of: the run's,
+        its phases' and its subtasks' workers' (their turns and calls, and nested
+        workers, lie inside those; a run's end measures a few hundred spans, not
+        every call's: benchmark F)."""
+        run = _id(self._run)
+        return [
+            s
+            for s in self.times_until(end)
+            if s.kind in _OUTER or (s.kind == "worker" and s.parent_id == run)
+        ]
+
     def _run_finished(self, event: _RunEvent) -> None:
         now = self._end if self._end is not None else self._clock()
         self._end = None
@@ -706,6 +718,9 @@ _NESTED = frozenset(
     }
 )
 """The events of a sub-run that make spans in its caller's run (:meth:`SpanRecorder.nested`)."""
+
+_OUTER = frozenset({"run", "plan", "aggregate"})
+"""The kinds of span of a run and its phases (a later round's plan too)."""
 
 _COMPACTION = "\0compaction"
 """The key of a summary call in flight among the calls (no tool call has this id)."""

@@ -119,7 +119,9 @@ class Tool(Generic[P, R]):
             ``hive:`` tools), whose own calls hold the run's limits: a call of it
             holds no ``tool_concurrency`` slot, so no nested call ever waits for a
             slot its ancestor holds. It cannot be ``exclusive`` (its workers' calls
-            would wait for its lock).
+            would wait for its lock). Only such a call may pause for a person's
+            approval of its workers' calls (``ApprovalNeeded``): the turn's other
+            calls run to their end meanwhile.
         describe: Says what a call will do, in the tool's own words, from its
             arguments (as JSON values): shown to the person asked to approve it.
     """

@@ -20,13 +20,14 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Coroutine, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
 import anyio.from_thread
 
-from runtime.concurrency import require_asyncio, run_together
+from runtime.concurrency import require_asyncio, together
 from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalNeeded
@@ -72,6 +73,8 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
         if self.max_output_chars < 100:
             raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
+
+_NO_CAP = nullcontext()
 
 Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
@@ -136,15 +139,21 @@ class Dispatcher:
                     results[call.position] = self._refused(call, verdict)
                 else:
                     (serial if verdict.tool.side_effects else parallel).append(verdict)
-        # The serial lane (or else one parallel call) runs in this task, every other
-        # call in a task of its own.
+        # The serial lane (or else the last parallel call) runs in this task, every other
+        # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
-        inline: Awaitable[None] | None = None
+        ended: list[Outcome | ApprovalNeeded] = []
         if serial:
-            inline = self._serial(serial, results)
+            _, ended = await together(
+                self._serial(serial, results), [self._run(c, cap) for c in parallel]
+            )
         elif parallel:
-            inline = self._one(parallel.pop(), results, cap)
-        await run_together(inline, [self._one(c, results, cap) for c in parallel])
+            last, ended = await together(
+                self._run(parallel[-1], cap), [self._run(c, cap) for c in parallel[:-1]]
+            )
+            ended.append(last)
+        for call, outcome in zip(parallel, ended, strict=True):
+            results[call.position] = self._observed(call, outcome)
         # Calls a call made wait for approval (a nested worker's): the turn waits, once
         # its other calls ended (their outcomes kept: none is cut off in mid-effect).
         waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
@@ -236,30 +245,43 @@ class Dispatcher:
         cap = self.policy.max_concurrency
         return anyio.CapacityLimiter(cap) if parallel > cap else None
 
-    async def _one(
-        self, call: Prepared, results: Results, cap: anyio.CapacityLimiter | None
-    ) -> None:
-        """One call through the layers (holding a slot of the batch's cap, if any), its
-        observation put in its place in ``results``."""
+    def _run(
+        self, call: Prepared, cap: anyio.CapacityLimiter | None
+    ) -> Coroutine[Any, Any, Outcome | ApprovalNeeded]:
+        """One call through the layers: their own awaitable, unless the call holds a
+        slot of the batch's cap, or may wait for a person (a call of a tool that
+        nests: the turn's other calls go on) and so needs a frame of its own."""
+        if cap is None and not call.tool.nests:
+            return self.calls(call)
+        return self._caught(call, cap)
+
+    async def _caught(
+        self, call: Prepared, cap: anyio.CapacityLimiter | None
+    ) -> Outcome | ApprovalNeeded:
         try:
-            if cap is None:
-                outcome = await self.calls(call)
-            else:
-                async with cap:
-                    outcome = await self.calls(call)
+            async with cap or _NO_CAP:
+                return await self.calls(call)
         except ApprovalNeeded as paused:  # its own calls wait: the turn's others go on
-            results[call.position] = paused
-            return
-        if not outcome.ran and self.caller.tracer.enabled:  # answered from the journal
-            finished(self.caller, call, outcome, 0.0)
-        results[call.position] = outcome.observation(call.call)
+            return paused
+
+    def _observed(
+        self, call: Prepared, ended: Outcome | ApprovalNeeded
+    ) -> ToolMessage | ApprovalNeeded:
+        """What is in the turn's results for ``call``, which ended as ``ended``."""
+        if isinstance(ended, ApprovalNeeded):
+            return ended
+        if not ended.ran and self.caller.tracer.enabled:  # answered from the journal
+            finished(self.caller, call, ended, 0.0)
+        return ended.observation(call.call)
 
     async def _serial(self, serial: list[Prepared], results: Results) -> None:
-        """The side-effecting calls, one at a time, in the order the model gave them
-        (none after one that waits: they run when the turn goes on)."""
+        """The side-effecting calls, one at a time, in the order the model gave them,
+        each observation put in its place in ``results`` (none after one that waits:
+        they run when the turn goes on)."""
         for call in serial:
-            await self._one(call, results, None)
-            if isinstance(results[call.position], ApprovalNeeded):
+            ended = await self._caught(call, None)
+            results[call.position] = self._observed(call, ended)
+            if isinstance(ended, ApprovalNeeded):
                 return
 
 

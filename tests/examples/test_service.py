@@ -4,8 +4,7 @@ requests get their own answers; a client that disconnects cancels its run."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support import ROOT
 from tests.support.asgi_server import ThreadedServer
+from tests.support.concurrency import MEET_LIMIT_S
 
 HIVE = ROOT / "examples" / "trip" / "hive.yaml"
 CITIES = ["Lisbon", "Porto", "Madrid", "Oslo", "Rome"]
@@ -56,22 +56,18 @@ async def test_fifty_concurrent_requests_each_get_their_own_answer(demo_service:
 
 
 async def test_a_client_that_disconnects_cancels_its_run() -> None:
-    executor, started, finished = slow_researchers(3)
+    executor, tools = slow_researchers(3)
     with ThreadedServer(create_app(executor), name="service") as server:
         async with httpx.AsyncClient(timeout=60) as client:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: client.post(f"{server.url}/run", json={"task": "t"}))
-                with anyio.fail_after(60):  # the run is under way: its three tools started
-                    while len(started) < 3:  # noqa: ASYNC110 - set in the server's thread
-                        await anyio.sleep(0.01)
+                # The run is under way: its three tools started.
+                await tools.until(lambda: len(tools.started) == 3, "its tools never started")
                 tg.cancel_scope.cancel()  # the client leaves: its connection closes
-            with anyio.fail_after(60):
-                while (await client.get(f"{server.url}/health")).json()["active_runs"]:  # noqa: ASYNC110
-                    await anyio.sleep(0.02)
-        # Past the moment the tools would have finished, had the run gone on.
-        await anyio.sleep(max(0.0, started[-1] + 1.2 - time.monotonic()))
-    assert len(started) == 3
-    assert finished == [], "a tool of the cancelled run kept running"
+            # Its tools, which would run far longer, are cancelled, while the server runs.
+            await tools.until(lambda: len(tools.stopped) == 3, "its tools kept running")
+            await no_active_runs(client, server.url)
+    assert tools.finished == [], "a tool of the cancelled run kept running"
 
 
 async def test_bad_request_names_what_to_send(demo_service: str) -> None:
@@ -164,44 +160,70 @@ async def test_the_stream_endpoint_sends_events_and_the_answer_as_it_is_written(
 
 
 async def test_a_client_that_leaves_the_stream_cancels_its_run() -> None:
-    executor, started, finished = slow_researchers(2)
+    executor, tools = slow_researchers(2)
     with ThreadedServer(create_app(executor), name="service") as server:
         async with httpx.AsyncClient(timeout=10) as client:
             async with client.stream("POST", f"{server.url}/stream", json={"task": "t"}) as sent:
                 async for kind, _ in sse_events(sent):
                     if kind == "tool_call.started":
                         break  # and leave
-            deadline = time.monotonic() + 2
-            active = 1
-            while active and time.monotonic() < deadline:
-                active = (await client.get(f"{server.url}/health")).json()["active_runs"]
-                await anyio.sleep(0.02)
-            assert active == 0, "the run kept going after its client left"
-        await anyio.sleep(1.2)
-    assert started
-    assert finished == [], "a tool of the cancelled run kept running"
+            # The tools that started, which would run far longer, are cancelled.
+            await tools.until(
+                lambda: tools.started and len(tools.stopped) == len(tools.started),
+                "the run kept going after its client left",
+            )
+            await no_active_runs(client, server.url)
+    assert tools.finished == [], "a tool of the cancelled run kept running"
 
 
-def slow_researchers(workers: int) -> tuple[Executor, list[float], list[float]]:
-    """An Executor whose ``workers`` researchers each look something up for a second,
-    and the times their lookups started and finished."""
-    started: list[float] = []
-    finished: list[float] = []
+async def no_active_runs(client: httpx.AsyncClient, url: str) -> None:
+    """Wait until the service has no run under way (within the rendezvous limit)."""
+    with anyio.fail_after(MEET_LIMIT_S):
+        while (await client.get(f"{url}/health")).json()["active_runs"]:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
+class SlowTools:
+    """What the slow lookups did, as the server's thread tells it: which started, which
+    were cancelled (stopped), which finished."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+        self.finished: list[str] = []
+
+    async def until(self, condition: Callable[[], object], failure: str) -> None:
+        """Wait until ``condition`` holds (set in the server's thread), failing after
+        the rendezvous limit with ``failure``."""
+        with anyio.move_on_after(MEET_LIMIT_S):
+            while not condition():  # noqa: ASYNC110 - set in the server's thread
+                await anyio.sleep(0.01)
+        assert condition(), f"{failure}: {self.__dict__}"
+
+
+def slow_researchers(workers: int) -> tuple[Executor, SlowTools]:
+    """An Executor whose ``workers`` researchers each look something up for far longer
+    than a test lasts, and what their lookups did."""
+    tools = SlowTools()
 
     @tool
     async def slow_lookup(key: str) -> str:
         """Look something up, slowly."""
-        started.append(time.monotonic())
-        await anyio.sleep(1.0)
-        finished.append(time.monotonic())
+        tools.started.append(key)
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            tools.stopped.append(key)
+            raise
+        tools.finished.append(key)
         return "found"
 
     model = ScriptedModel(lambda key: [call("slow_lookup", {"key": key}), "done"])
     executor = Executor(
-        [Role(name="researcher", tools=("slow_lookup",))],
+        [Role(name="researcher", tools=("slow_lookup",), tool_timeout=120)],
         model,
         tools=[slow_lookup],
         planner=lambda task: [("researcher", task)] * workers,
         aggregator="concat",
     )
-    return executor, started, finished
+    return executor, tools

@@ -47,7 +47,7 @@ def test_weather_schema_offers_the_days_and_hides_nothing_required(trip: ModuleT
 async def test_latency_comes_from_the_environment(
     trip: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    latency = 0.1
+    latency = 1.0  # past the default 0.3s: a call that ignored the setting would be quick
     monkeypatch.setenv("HONEYCOMB_DEMO_TOOL_LATENCY", str(latency))
     dispatcher = Dispatcher(ToolRegistry([trip.get_weather]))
     calls = [
@@ -58,8 +58,10 @@ async def test_latency_comes_from_the_environment(
     observations = await dispatcher.dispatch(calls)
     elapsed = time.perf_counter() - started
     assert [o.status for o in observations] == ["ok", "ok", "ok"]
-    # Three calls run together: about one latency, far from the serial three.
-    assert latency * 0.9 <= elapsed < latency * 2.5
+    assert latency * 0.9 <= elapsed  # each waited the latency it was told
+    # Three calls run together: about one latency, a whole latency short of the serial
+    # three.
+    assert elapsed < latency * 2
 
 
 async def test_bad_latency_setting_is_named(

@@ -5,9 +5,10 @@ PORT`` over streamable HTTP on 127.0.0.1 (every request must then carry the head
 
 Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
 destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
-with ``isError`` (``refuse``), a slow one (``slow``), one that returns an image and an
-embedded resource (``picture``), its process id (``pid``), its folder and
-environment (``where``), and a way to die (``die``).
+with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``count``
+of its calls are in at once (``gather``: a rendezvous, once per server), one that
+returns an image and an embedded resource (``picture``), its process id (``pid``), its
+folder and environment (``where``), and a way to die (``die``).
 ``append_note`` and ``set_flag`` write to the file ``$MCP_TEST_NOTES`` (one line a
 call), so a test can see what ran and in which order.
 """
@@ -70,6 +71,29 @@ def refuse(reason: str = "no reason given") -> str:
 async def slow(seconds: float) -> str:
     await anyio.sleep(seconds)
     return f"slept {seconds}s"
+
+
+class _Gathering:
+    """The calls of ``gather`` in the server now, and what tells them ``count`` are."""
+
+    inside = 0
+    met: anyio.Event | None = None
+
+
+@server.tool(description="Wait until `count` calls of it are in at once.", annotations=READ_ONLY)
+async def gather(count: int, limit: float = 15.0) -> str:
+    if _Gathering.met is None:
+        _Gathering.met = anyio.Event()
+    met = _Gathering.met
+    _Gathering.inside += 1
+    try:
+        if _Gathering.inside >= count:
+            met.set()
+        with anyio.move_on_after(limit):
+            await met.wait()
+        return f"met {count}" if met.is_set() else f"alone after {limit:g}s"
+    finally:
+        _Gathering.inside -= 1
 
 
 @server.tool(

@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-__all__ = ["KINDS", "ON_POSTGRES", "Where", "change", "named", "query"]
+from honeycomb.store import RunStore
+from tests.support.concurrency import MEET_LIMIT_S
+
+__all__ = ["KINDS", "ON_POSTGRES", "Where", "change", "finished_in_store", "named", "query"]
 
 Where = Path | str
 """A store: its file, or its PostgreSQL URL."""
@@ -49,3 +53,17 @@ def change(where: Where, *statements: tuple[str, Sequence[Any]]) -> list[tuple[A
         for sql, params in statements:
             rows = raw.execute(sql, params).fetchall()
     return rows
+
+
+async def finished_in_store(where: Where, run_id: str, worker: str) -> None:
+    """Wait until ``worker``'s result of run ``run_id`` is committed (read again every
+    few milliseconds), failing after the rendezvous limit."""
+    store = RunStore(where)
+    with anyio.move_on_after(MEET_LIMIT_S):
+        while True:
+            stored = await store.load(run_id)
+            found = None if stored is None else stored.workers.get(worker)
+            if found is not None and found.result is not None:
+                return
+            await anyio.sleep(0.005)
+    raise AssertionError(f"{worker}'s result of run {run_id!r} never reached the store")

@@ -3,7 +3,6 @@ a memory that fails, on real SQLite memory files."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from runtime import (
 )
 from runtime.memory import MemoryKind
 from runtime.testing import FunctionModel, ScriptedModel, call
+from tests.support.concurrency import Overlap, Rendezvous
 from workers import MemoryRecalled, Role, RoleMemory, Worker
 from workers.memory import RECALL_HEADER
 from workers.services import MemoryStore, Services
@@ -96,12 +96,21 @@ async def test_recall_zero_does_not_search(memory: SQLiteMemory) -> None:
 
 
 class Counting:
-    """A memory that counts its searches and can fail each call."""
+    """A memory that counts its searches and adds (with the most in at once), can fail
+    each call, and can hold each search until ``meet`` gathers them."""
 
-    def __init__(self, inner: SQLiteMemory, *, broken: bool = False, delay_s: float = 0) -> None:
-        self.inner, self.broken, self.delay_s = inner, broken, delay_s
+    def __init__(
+        self,
+        inner: SQLiteMemory,
+        *,
+        broken: bool = False,
+        delay_s: float = 0,
+        meet: Rendezvous | None = None,
+    ) -> None:
+        self.inner, self.broken, self.delay_s, self.meet = inner, broken, delay_s, meet
         self.searches = 0
         self.adds = 0
+        self.adding, self.searching = Overlap(), Overlap()
 
     def _check(self) -> None:
         if self.broken:
@@ -118,7 +127,8 @@ class Counting:
         worker: str | None = None,
     ) -> MemoryRecord:
         self.adds += 1
-        await anyio.sleep(self.delay_s)
+        async with self.adding:
+            await anyio.sleep(self.delay_s)
         self._check()
         return await self.inner.add(
             text, namespace=namespace, kind=kind, run_id=run_id, role=role, worker=worker
@@ -131,7 +141,10 @@ class Counting:
         self, query: str, *, namespace: str = "default", k: int = 5
     ) -> tuple[MemoryHit, ...]:
         self.searches += 1
-        await anyio.sleep(self.delay_s)
+        async with self.searching:
+            if self.meet is not None:
+                await self.meet.meet()
+            await anyio.sleep(self.delay_s)
         self._check()
         return await self.inner.search(query, namespace=namespace, k=k)
 
@@ -231,23 +244,22 @@ async def test_remember_is_journaled_and_not_kept_again_on_resume(
 async def test_recall_calls_run_together_and_remember_calls_one_at_a_time(
     memory: SQLiteMemory,
 ) -> None:
-    """With every memory call taking ``delay`` seconds: three recalls of one turn take
-    about one delay, three remembers about three."""
-    delay = 0.2
-    slow = Counting(memory, delay_s=delay)
+    """Three recalls of one turn are in the memory at once; three remembers, one at a
+    time."""
     role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
 
-    async def turn(calls: Sequence[Any]) -> float:
+    async def turn(slow: Counting, calls: Sequence[Any]) -> None:
         worker = Worker(role, ScriptedModel([list(calls), "done"]), services=Services(memory=slow))
-        started = time.perf_counter()
         assert (await worker.run("go")).ok
-        return time.perf_counter() - started
 
-    together = await turn([call("recall", {"query": f"lisbon {i}"}) for i in range(3)])
-    serial = await turn([call("remember", {"text": f"note {i}"}) for i in range(3)])
-    assert together < 2 * delay
-    assert serial >= 3 * delay
-    assert serial / together > 1.8
+    recalling = Counting(memory, meet=Rendezvous(3))  # one after another, they never meet
+    await turn(recalling, [call("recall", {"query": f"lisbon {i}"}) for i in range(3)])
+    assert (recalling.searches, recalling.searching.peak) == (3, 3)
+
+    # Each add takes a while: a remember beside it would start meanwhile.
+    remembering = Counting(memory, delay_s=0.05)
+    await turn(remembering, [call("remember", {"text": f"note {i}"}) for i in range(3)])
+    assert (remembering.adds, remembering.adding.peak) == (3, 1)
 
 
 def test_a_role_tool_named_like_a_memory_tool_is_an_error(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ default), and whatever happens becomes its :class:`Outcome`: a tool that raises 
 an ``error`` (``ModelRetry`` tells the model what to fix), never a crash; one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it;
 what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
-for a person's approval inside it (a nested worker's) pause its worker:
-``ApprovalNeeded`` goes through.
+for a person's approval inside it (a nested worker's, of a tool that ``nests``)
+pause its worker: ``ApprovalNeeded`` goes through; from any other tool it is the
+tool's failure.
 
 The time limit is around the tool and nothing else: waiting for a lock or a slot,
 or for the journal's write, is not the tool's time. It is this handler's, not a
@@ -93,8 +94,10 @@ class RunTool:
             else:
                 with within(limit):
                     value = await run_tool(found, kwargs, call.begun)
-        except ApprovalNeeded:
-            raise  # calls the tool made wait for a decision (a nested worker's): it pauses
+        except ApprovalNeeded as exc:
+            if found.nests:  # calls its nested workers made wait for a decision: it pauses
+                raise
+            return _raised(found, exc)  # only a tool that nests may pause its worker
         except ModelRetry as exc:
             return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
         except TimedOut as exc:

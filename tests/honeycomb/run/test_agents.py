@@ -3,26 +3,28 @@ under the run's budget, locks, cancellation and store."""
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 from rich.console import Console
 
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, tool
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
+from honeycomb.run.result import timings_of
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.spans import SpanRecorder
 from honeycomb.trace.terminal import render_timeline
-from honeycomb.trace.timeline import build_timeline
+from honeycomb.trace.timeline import build_timeline, measure
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallStarted
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Decision, PendingApproval
-from tests.support.concurrency import Overlap, Rendezvous
+from tests.support.concurrency import MEET_LIMIT_S, Overlap, Rendezvous
 from tests.support.model_requests import Answer, observations, role_of
 
 LEAD = Role(name="lead", description="Leads.", tools=("agent:researcher",))
@@ -265,8 +267,9 @@ async def test_a_resumed_run_continues_inside_a_nested_worker(tmp_path: Path) ->
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: executor().run("bees", subtasks=ONE, run_id="r1"))
+            # The nested worker's answer asking for the look was flushed to the store
+            # before the look ran (AgentLoop.run): nothing more need reach it.
             await looked.wait()
-            await anyio.sleep(0.05)  # the nested worker's first turn reaches the store
             tg.cancel_scope.cancel()
     stored = await RunStore(db).load("r1")
     assert stored is not None
@@ -322,6 +325,29 @@ async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
     assert request.worker is not None
     assert request.worker.startswith("s1/")
     assert "not today" in result.subtasks["s1"].text
+
+
+async def test_a_traced_runs_timings_with_nested_workers_are_its_stored_traces(
+    tmp_path: Path,
+) -> None:
+    """A run that records spans measures its timings from the spans of its rows alone
+    (its workers', phases' and its own): every figure is the one its whole stored
+    trace tells, nested workers and all."""
+    store = RunStore(tmp_path / "runs.db")
+    plan = [*ONE, {"id": "s2", "role": "lead", "instruction": "and wasps", "depends_on": ["s1"]}]
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks("a", "b"), researcher=researcher),
+        aggregator="concat",
+        store=store,
+    )
+    result = await executor.run("bees", subtasks=plan, run_id="nested")
+    spans = store.spans("nested")
+    assert any(s.kind == "worker" and s.name.startswith("s1/") for s in spans)
+    traced = timings_of(measure(spans, result.plan.subtasks))
+    assert result.timings.model_dump() == pytest.approx(traced.model_dump(), abs=1e-6)
+    assert result.timings.critical_path_s > 0
+    store.close()
 
 
 async def test_a_nested_workers_spans_are_under_its_call_and_its_row_under_its_caller() -> None:
@@ -462,17 +488,20 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
     tmp_path: Path,
 ) -> None:
     sent: list[str] = []
+    sent_it = threading.Event()  # set in the tool's thread
 
     @tool(approval=True)
     def send(text: str) -> str:
         """Send a message."""
         sent.append(text)
+        sent_it.set()
         return "sent"
 
     async def read(topic: str) -> str:
-        """Read slowly."""
-        await anyio.sleep(0.3)
-        return f"read {topic}"
+        """Read until the message is sent: the run goes on meanwhile."""
+        if await anyio.to_thread.run_sync(sent_it.wait, MEET_LIMIT_S, abandon_on_cancel=True):
+            return f"read {topic} while the message was sent"
+        return "gave up: the message was not sent while the run went on"
 
     def sender(request: ModelRequest) -> Answer:
         if observations(request):
@@ -480,9 +509,9 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
         return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
 
     def reader(request: ModelRequest) -> Answer:
-        if len(observations(request)) < 3:  # keeps the run going meanwhile
+        if not observations(request):
             return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
-        return "read it all"
+        return observations(request)[0].content
 
     service = Executor(
         [LEAD, Role(name="researcher", tools=("send",)), Role(name="reader", tools=("read",))],
@@ -498,7 +527,7 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
     async with anyio.create_task_group() as group:
         group.start_soon(run)
         pending = await waiting_calls(service, "r1")
-        assert not results  # the reader still reads
+        assert not results  # the reader still reads: it waits for the message
         (waiting,) = pending
         assert waiting.worker.startswith("s1/")  # the nested worker's call
         await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
@@ -506,6 +535,7 @@ async def test_a_decision_made_while_the_run_goes_on_lets_a_nested_worker_go_on(
     assert done.status == "ok"  # one run: no resume needed
     assert sent == ["hi"]
     assert done.subtasks["s1"].text == "lead: ok:sent: sent"
+    assert done.subtasks["s2"].text == "read bees while the message was sent"
 
 
 async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_on(
@@ -516,24 +546,27 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
     answers the side effect, which does not run twice."""
     sent: list[str] = []
     posted: list[str] = []
+    paused, sent_it = threading.Event(), threading.Event()
 
     @tool(approval=True)
     def send(text: str) -> str:
         """Send a message."""
         sent.append(text)
+        sent_it.set()
         return "sent"
 
     @tool(side_effects=True)
     def post(text: str) -> str:
         """Post a note (still posting when the nested worker beside it pauses)."""
-        time.sleep(0.3)
+        assert paused.wait(MEET_LIMIT_S), "the nested worker never paused"
         posted.append(text)
         return "posted"
 
     async def read(topic: str) -> str:
-        """Read slowly."""
-        await anyio.sleep(0.3)
-        return f"read {topic}"
+        """Read until the message is sent: the run goes on meanwhile."""
+        if await anyio.to_thread.run_sync(sent_it.wait, MEET_LIMIT_S, abandon_on_cancel=True):
+            return f"read {topic} while the message was sent"
+        return "gave up: the message was not sent while the run went on"
 
     def lead(request: ModelRequest) -> Answer:
         seen = observations(request)
@@ -552,9 +585,9 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
         return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
 
     def reader(request: ModelRequest) -> Answer:
-        if len(observations(request)) < 3:  # keeps the run going meanwhile
+        if not observations(request):
             return AssistantMessage(tool_calls=(call("read", {"topic": "bees"}),))
-        return "read it all"
+        return observations(request)[0].content
 
     lead_role = Role(name="lead", tools=("post", "agent:researcher"))
     service = Executor(
@@ -571,6 +604,8 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
     async with anyio.create_task_group() as group:
         group.start_soon(run)
         pending = await waiting_calls(service, "r1")
+        paused.set()  # the note is posted now, while the nested worker waits
+        assert not results  # the reader still reads: it waits for the message
         (waiting,) = pending
         await service.decide("r1", waiting.call_id, approve=True, worker=waiting.worker)
     (done,) = results
@@ -578,6 +613,7 @@ async def test_a_side_effect_beside_a_paused_nested_call_runs_once_when_it_goes_
     assert sent == ["hi"]
     assert posted == ["note"]  # answered from the journal when the turn went on
     assert done.subtasks["s1"].text == "lead: ok:posted | ok:sent: sent"
+    assert done.subtasks["s2"].text == "read bees while the message was sent"  # same life
 
 
 async def waiting_calls(service: Executor, run_id: str) -> list[PendingApproval]:

@@ -27,6 +27,7 @@ from honeycomb.testing import FunctionModel
 from honeycomb.tracing import Span, build_timeline
 from runtime import Event, ModelConnectionError, ModelRequest, UserMessage
 from tests.support.cpu_time import LINEAR_BOUND, cpu_growth
+from tests.support.stores import finished_in_store
 
 Lead = Callable[[int, str], list[dict[str, Any]]]
 """The test's lead: given the round and its message, the subtasks it adds."""
@@ -251,7 +252,7 @@ async def test_a_run_cut_off_mid_round_resumes_in_that_round(tmp_path: Path) -> 
         tg.start_soon(lambda: first.executor(4, db).run("Study bees.", run_id="r1"))
         with anyio.fail_after(10):
             await first.holding.wait()
-            await anyio.sleep(0.05)  # d's result reaches the store
+            await finished_in_store(db, "r1", "s4")  # d's result
         tg.cancel_scope.cancel()
     stored = await RunStore(db).load("r1")
     assert stored is not None

@@ -21,7 +21,7 @@ from honeycomb.store.results import whole_result
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
-from tests.support.stores import Where, change, query
+from tests.support.stores import Where, change, finished_in_store, query
 
 
 def lines(path: Path) -> list[str]:
@@ -41,7 +41,7 @@ async def interrupted_run(
         with anyio.fail_after(10):
             await setup.holding.wait()
             await setup.answered("w0").wait()
-            await anyio.sleep(0.05)  # let w0's result reach the store
+            await finished_in_store(db, "r1", "w0")
         tg.cancel_scope.cancel()
 
 

@@ -27,6 +27,7 @@ from runtime.events import Event, ToolCallFinished, ToolCallStarted, Tracer
 from runtime.messages import ToolCall, ToolMessage
 from runtime.testing import call
 from runtime.tools import Tool, ToolContext, ToolRegistry, idempotency_key, tool
+from runtime.tools.approvals import ApprovalNeeded, PendingApproval
 from runtime.tools.dispatch import Dispatcher, DispatchPolicy, LockTable, check_cancelled
 from runtime.tools.journal import MemoryJournal
 from tests.support.concurrency import MEET_LIMIT_S, Rendezvous
@@ -78,6 +79,12 @@ def calls(name: str, *labels: str) -> list[ToolCall]:
 
 def dispatcher(*tools: Tool[Any, Any], **options: Any) -> Dispatcher:
     return layered(ToolRegistry(tools), **options)
+
+
+async def signalled(event: threading.Event) -> bool:
+    """Whether ``event`` is set within the rendezvous limit (waited for in a thread, so
+    the loop goes on meanwhile)."""
+    return await anyio.to_thread.run_sync(event.wait, MEET_LIMIT_S, abandon_on_cancel=True)
 
 
 def sleeper(
@@ -454,13 +461,16 @@ async def test_a_tool_raising_its_own_timeout_error_failed_and_did_not_time_out(
 
 
 async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> None:
-    stopped = threading.Event()
+    began, stopped, released = threading.Event(), threading.Event(), threading.Event()
     finished = threading.Event()
 
-    @tool(timeout=0.05)
+    # Its timeout leaves a loaded machine ample time to hand the call to a thread (one
+    # cancelled before that never runs, and would prove nothing).
+    @tool(timeout=1.0)
     def crunch() -> str:
+        began.set()
         try:
-            for _ in range(500):
+            while not released.is_set():  # runs until released, unless cancelled
                 time.sleep(0.002)
                 check_cancelled()
         except BaseException:
@@ -469,11 +479,15 @@ async def test_a_sync_tool_that_checks_for_cancellation_stops_on_timeout() -> No
         finished.set()
         return "done"
 
-    (result,) = await dispatcher(crunch).dispatch([call("crunch", id="c1")])
+    try:
+        (result,) = await dispatcher(crunch).dispatch([call("crunch", id="c1")])
 
-    assert result.status == "timeout"
-    assert await anyio.to_thread.run_sync(stopped.wait, 1.0)
-    assert not finished.is_set()
+        assert result.status == "timeout"
+        assert began.is_set()
+        assert await signalled(stopped), "the thread went on past its timeout"
+        assert not finished.is_set()
+    finally:
+        released.set()
 
 
 async def test_a_sync_side_effecting_tool_past_its_timeout_is_waited_for_and_reported() -> None:
@@ -803,26 +817,33 @@ async def test_no_events_are_built_without_handlers_or_logging() -> None:
 
 @pytest.mark.parametrize("batch_size", [1, 3], ids=["one-call", "many-calls"])
 async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: int) -> None:
+    """Cancelled once every call has started, a dispatch ends at once: its async tools
+    are cancelled, and a sync tool's thread stops at its next ``check_cancelled()``.
+    Left alone, each tool would run until the test ends."""
+    labels = ["a"] if batch_size == 1 else ["a", "s", "w"]
+    began = {label: threading.Event() for label in labels}
     cancelled: list[str] = []
     completed: list[str] = []
-    sync_stopped = threading.Event()
+    sync_stopped, released = threading.Event(), threading.Event()
 
-    async def sleep_long(label: str) -> str:
+    async def wait_long(label: str) -> str:
+        began[label].set()
         try:
-            await anyio.sleep(10)
+            await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             cancelled.append(label)
             raise
         completed.append(label)
         return label
 
-    wait = tool(name="wait")(sleep_long)
-    write = tool(name="write", side_effects=True)(sleep_long)
+    wait = tool(name="wait")(wait_long)
+    write = tool(name="write", side_effects=True)(wait_long)
 
     @tool
     def spin(label: str) -> str:
+        began[label].set()
         try:
-            for _ in range(5_000):
+            while not released.is_set():
                 time.sleep(0.002)
                 check_cancelled()
         except BaseException:
@@ -831,24 +852,34 @@ async def test_cancelling_a_dispatch_cancels_running_tools_promptly(batch_size: 
         completed.append(label)
         return label
 
-    batch = [call("wait", {"label": "a"}, id="a")]
-    if batch_size > 1:
-        batch += [call("spin", {"label": "s"}, id="s"), call("write", {"label": "w"}, id="w")]
+    names = {"a": "wait", "s": "spin", "w": "write"}
+    batch = [call(names[label], {"label": label}, id=label) for label in labels]
     d = dispatcher(wait, spin, write)
+    returned: list[str] = []
 
-    started = time.perf_counter()
-    with anyio.move_on_after(0.1) as scope:
-        await d.dispatch(batch)
-    elapsed = time.perf_counter() - started
+    async def run(scope: anyio.CancelScope) -> None:
+        with scope:
+            await d.dispatch(batch)
+            returned.append("returned")  # a swallowed cancellation gets here
 
-    assert scope.cancelled_caught  # the cancellation was not swallowed
-    assert elapsed < 5.0  # against tools that would run 10s: it did not wait for them
-    assert completed == []
-    if batch_size == 1:
-        assert cancelled == ["a"]
-    else:
-        assert sorted(cancelled) == ["a", "w"]
-        assert await anyio.to_thread.run_sync(sync_stopped.wait, 1.0)
+    try:
+        scope = anyio.CancelScope()
+        # Against tools that never end by themselves: it did not wait for them.
+        with anyio.fail_after(MEET_LIMIT_S):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run, scope)
+                for label in labels:
+                    assert await signalled(began[label]), f"{label!r} never started"
+                scope.cancel()
+
+        assert scope.cancelled_caught  # the cancellation was not swallowed
+        assert returned == []
+        assert completed == []
+        assert sorted(cancelled) == [label for label in labels if label != "s"]
+        if batch_size > 1:
+            assert await signalled(sync_stopped), "the sync tool's thread went on"
+    finally:
+        released.set()
 
 
 # --- policy -------------------------------------------------------------------------
@@ -869,3 +900,53 @@ def test_policy_refuses_bad_values(options: dict[str, Any], message: str) -> Non
 
 def test_policy_allows_no_default_timeout() -> None:
     assert DispatchPolicy(default_timeout=None).default_timeout is None
+
+
+def _paused_call(worker: str) -> ApprovalNeeded:
+    """What a nested worker's call waiting for a person raises through its caller."""
+    waiting = PendingApproval(
+        call_id="n1", worker=worker, role="researcher", turn=1, tool="send",
+        arguments={}, why="send needs approval", asked_at=0.0,
+    )  # fmt: skip
+    return ApprovalNeeded((waiting,))
+
+
+async def test_a_nesting_call_that_pauses_lets_the_turns_other_calls_end_first() -> None:
+    done: list[str] = []
+
+    async def ask(label: str) -> str:
+        """Ask a nested worker."""
+        raise _paused_call(f"w/{label}")
+
+    delegate = Tool(ask, name="delegate", nests=True)
+
+    @tool
+    async def look(label: str) -> str:
+        """Look something up."""
+        await anyio.sleep(0.01)
+        done.append(label)
+        return label
+
+    batch = [*calls("delegate", "d1"), *calls("look", "l1", "l2")]
+    with pytest.raises(ApprovalNeeded) as paused:
+        await dispatcher(delegate, look).dispatch(batch)
+    assert [p.worker for p in paused.value.pending] == ["w/d1"]
+    assert sorted(done) == ["l1", "l2"]  # neither was cut off
+
+
+async def test_a_tool_that_does_not_nest_cannot_pause_its_worker_it_fails() -> None:
+    @tool
+    async def sneaky(label: str) -> str:
+        """Claims to wait for a person."""
+        raise _paused_call("elsewhere")
+
+    @tool
+    async def look(label: str) -> str:
+        """Look something up."""
+        return label
+
+    batch = [*calls("sneaky", "s1"), *calls("look", "l1")]
+    first, second = await dispatcher(sneaky, look).dispatch(batch)
+    assert first.status == "error"
+    assert "tool 'sneaky' raised ApprovalNeeded" in first.content
+    assert (second.status, second.content) == ("ok", "l1")
