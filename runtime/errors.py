@@ -446,7 +446,8 @@ class AgentError(HoneycombError):
 
 class EmptyResponse(AgentError):
     """The model answered with neither text nor tool calls, even after a nudge (or to
-    the wrap-up call after ``max_turns``, which gets no nudge).
+    the wrap-up call after ``max_turns``, which gets no nudge; to a runaway loop's
+    wrap-up call, it is :class:`RunawayLoop`).
 
     Attributes:
         turn: The turn of the empty answer.
@@ -513,7 +514,9 @@ class OutputCutOff(AgentError):
 
 
 class RunawayLoop(AgentError):
-    """The model asked for the same tool calls, with the same arguments, turn after turn.
+    """The model asked for the same tool calls, with the same arguments, turn after turn
+    (``max_repeats`` turns of nothing but repeats), was told to give its final answer
+    from what it had, and asked for tools again (or gave nothing).
 
     Attributes:
         tool_name: The tool it kept calling.

@@ -3,9 +3,13 @@
 either thinks (one model call) or acts (the tool calls the model's last answer asked
 for, which a state whose last message is such an answer has pending).
 
-A loop ends on a final answer, on a terminal tool's result, or at ``max_turns``, after
-which one tool-less call asks the model for its best answer from what it has (an
-answer of tool calls alone then is :class:`~runtime.MaxTurnsExceeded`).
+A loop ends on a final answer, on a terminal tool's result, or with a wrap-up: one
+tool-less call that asks the model for its best answer from what it has, made at
+``max_turns``, or once ``max_repeats`` turns in a row were nothing but repeats of the
+turn before (a runaway loop, told as such). An answer of tool calls alone to it is
+:class:`~runtime.MaxTurnsExceeded`, or :class:`~runtime.RunawayLoop` after a runaway
+(an empty one too). Whether a state is at a runaway's wrap-up is in its ``repeats``, so
+a resumed loop wraps up as the one that stopped would have.
 
 With a :class:`~workers.context.Compaction` in its settings, a think step first keeps
 the context within the budget (:class:`~workers.compaction.Compactor`): the model is
@@ -100,6 +104,11 @@ NUDGE = "Your last reply was empty. Call a tool or give your final answer."
 WRAP_UP = (
     "You have used all {turns} turns. Do not call any more tools: give your best final "
     "answer now, from what you have found so far."
+)
+RUNAWAY_WRAP_UP = (
+    "You called {tool!r} with the same arguments {turns} turns in a row; its result is "
+    "above. Do not call any more tools: give your best final answer now, from what you "
+    "have found."
 )
 FIX_OUTPUT = (
     "Your answer does not match the required {schema} schema: {error}\n"
@@ -225,11 +234,11 @@ class AgentLoop:
             finally:
                 logs.unbind(bound)
             return await self._observed(state, pending, observations)
-        wrap_up = state.turn >= self.settings.max_turns
+        runaway = self._runaway(state)
+        wrap_up = runaway is not None or state.turn >= self.settings.max_turns
         messages = state.messages
         if wrap_up:
-            prompt = UserMessage(content=WRAP_UP.format(turns=self.settings.max_turns))
-            messages = (*messages, prompt)
+            messages = (*messages, self._wrap_up_prompt(runaway))
         turn = state.turn + 1
         tools = () if wrap_up else self.dispatcher.tools.schemas
         window = self.settings.window
@@ -274,7 +283,8 @@ class AgentLoop:
                 state = state.answered(
                     (*messages, message), response.usage, nudged=False, wrapped_up=True
                 )
-                return Failed(state=state, error=MaxTurnsExceeded(self.settings.max_turns, asked))
+                error = runaway or MaxTurnsExceeded(self.settings.max_turns, asked)
+                return Failed(state=state, error=error)
         calls = message.tool_calls
         state = state.answered(
             (*messages, message),
@@ -294,9 +304,8 @@ class AgentLoop:
                 limit = self.settings.max_output_tokens
                 return Failed(state=state, error=OutputCutOff(state.turn, limit))
             if state.nudged or wrap_up:
-                return Failed(
-                    state=state, error=EmptyResponse(state.turn, wrap_up=not state.nudged)
-                )
+                empty = EmptyResponse(state.turn, wrap_up=not state.nudged)
+                return Failed(state=state, error=runaway or empty)
             nudge = UserMessage(content=NUDGE)
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
@@ -325,6 +334,21 @@ class AgentLoop:
             max_output_tokens=self.settings.max_output_tokens,
             turn=turn,
         )
+
+    def _runaway(self, state: LoopState) -> RunawayLoop | None:
+        """The runaway loop ``state`` ends in: its last ``max_repeats`` turns (or more)
+        were nothing but repeats of the turn before, so its next call is the wrap-up."""
+        if state.repeats < self.settings.max_repeats or not state.previous_calls:
+            return None
+        return RunawayLoop(state.previous_calls[0].name, state.repeats + 1)
+
+    def _wrap_up_prompt(self, runaway: RunawayLoop | None) -> UserMessage:
+        """What the tool-less wrap-up call asks: why it is made, and for the answer."""
+        if runaway is not None:
+            text = RUNAWAY_WRAP_UP.format(tool=runaway.tool_name, turns=runaway.turns)
+        else:
+            text = WRAP_UP.format(turns=self.settings.max_turns)
+        return UserMessage(content=text)
 
     def _text_sink(self, turn: int, tracer: Tracer) -> TextSink:
         """Where a streamed answer's pieces go: one :class:`TextDelta` each, to
@@ -374,9 +398,9 @@ class AgentLoop:
                 worker=self.worker, run_id=self.run_id, turn=state.turn, calls=executed
             )
             self.tracer.emit(answered)
+        # A turn of nothing but repeats ran no call: no outcome to check, no terminal
+        # result; after max_repeats of them the next think step is the wrap-up.
         state = state.observed(observations, calls, executed)
-        if state.repeats >= self.settings.max_repeats:
-            return Failed(state=state, error=RunawayLoop(calls[0].name, state.repeats + 1))
         store = self.store  # only its journal tells of a call's outcome as unknown
         for obs in observations:
             if obs.status == "unknown" and store is not None and store.on_unknown == "fail":

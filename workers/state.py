@@ -42,7 +42,8 @@ class LoopSettings(Value, frozen=True, kw_only=True):
         window: How much transcript the model sees each turn.
         model_timeout: Seconds per model call, if limited.
         max_repeats: Turns in a row made only of repeats of the previous turn's calls
-            (which are not run) before the loop stops as a runaway.
+            (which are not run) before the loop is a runaway: one tool-less wrap-up
+            call, which says so, for its answer.
         compaction: The context budget kept by rolling summaries, if any.
         max_output_tokens: The most tokens one answer may take (sent with every
             call; an answer that ends there is handled as cut off).
@@ -85,8 +86,11 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         nudged: The last reply was empty and the model was nudged.
         output_attempts: Answers sent back for failing the output schema or an output
             guard (they share ``output_retries``).
-        wrapped_up: The tool-less wrap-up call after ``max_turns`` was made.
-        repeats: Turns in a row whose calls all repeated the turn before.
+        wrapped_up: The tool-less wrap-up call (at ``max_turns``, or of a runaway loop)
+            was made.
+        repeats: Turns in a row whose calls all repeated the turn before (at
+            ``max_repeats``, the next call is a runaway's wrap-up; a resumed loop reads
+            it here).
         reasoning_tokens: Of the output tokens, those spent reasoning.
         cached_input_tokens: Of the input tokens, those the provider read from its cache.
         summary: The rolling summary of ``messages[:summarized]`` ('' when none).

@@ -45,7 +45,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from runtime.concurrency import TimedOut, within
@@ -87,6 +87,10 @@ class AdaptiveLimiter:
         increase_after: Successes at the current limit that grow it by one.
         cooldown_s: Cool-down after a 429 that sent no ``Retry-After``.
         max_cooldown_s: Longest cool-down, whatever ``Retry-After`` asked for.
+        clock: The time now, in seconds (``time.monotonic``), that cool-downs and
+            paces are reckoned by.
+        sleep: Waits that many seconds of ``clock`` (``asyncio.sleep``). A test gives
+            the two of a virtual clock, so that pacing is judged without waiting.
 
     Raises:
         ValueError: for a bound that is not positive or a minimum above the maximum.
@@ -100,6 +104,8 @@ class AdaptiveLimiter:
         increase_after: int = 8,
         cooldown_s: float = 0.5,
         max_cooldown_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not 1 <= min_concurrency <= max_concurrency:
             raise ValueError(
@@ -117,6 +123,8 @@ class AdaptiveLimiter:
         self.increase_after = increase_after
         self.cooldown_s = cooldown_s
         self.max_cooldown_s = max_cooldown_s
+        self._now = clock
+        self._sleep = sleep
         self.throttled = 0
         """429s seen so far."""
         self._limit = max_concurrency
@@ -141,7 +149,9 @@ class AdaptiveLimiter:
         self._learnt = 0.0
         self._rate: float | None = None
         self._next_paced = 0.0
-        self._repaced = asyncio.Event()  # set when a 429 changes the pace: book again
+        # The waits for a paced start, in the order they were booked: a 429 that
+        # changes the pace ends them, and each books again at the new one.
+        self._booked: dict[within, None] = {}
         self._latency: float | None = None
         self.paced = 0
         """Attempts held back: to keep within the quota the endpoint reported, or to
@@ -176,14 +186,14 @@ class AdaptiveLimiter:
     @property
     def cooldown_left_s(self) -> float:
         """Seconds until attempts may start again (0 when not cooling down)."""
-        return max(self._cool_until - time.monotonic(), 0.0)
+        return max(self._cool_until - self._now(), 0.0)
 
     @asynccontextmanager
     async def attempt(self) -> AsyncIterator[None]:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
         loop = self._adopt()
         epoch = await self._acquire(loop)
-        started = time.monotonic()
+        started = self._now()
         try:
             yield
         except ModelHTTPError as exc:
@@ -191,7 +201,7 @@ class AdaptiveLimiter:
                 self._on_throttled(epoch, exc.retry_after)
             raise
         else:
-            self._on_success(epoch, time.monotonic() - started)
+            self._on_success(epoch, self._now() - started)
         finally:
             self._release(loop)
 
@@ -200,14 +210,14 @@ class AdaptiveLimiter:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop, self._in_flight, self._waiters = loop, 0, deque()
-            self._repaced = asyncio.Event()
+            self._booked = {}
         return loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down, and
         wait for this attempt's paced start."""
         if self._answered_from is None:
-            self._answered_from = time.monotonic()
+            self._answered_from = self._now()
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
         else:
@@ -225,10 +235,10 @@ class AdaptiveLimiter:
             # Looped, not an Event: the cool-down is a deadline a new 429 may extend,
             # also while a caller waits for its paced start.
             while True:
-                while (left := self._cool_until - time.monotonic()) > 0:  # noqa: ASYNC110
-                    await asyncio.sleep(left)
+                while (left := self._cool_until - self._now()) > 0:
+                    await self._sleep(left)
                 await self._pace()
-                if self._cool_until <= time.monotonic():
+                if self._cool_until <= self._now():
                     break
         except BaseException:
             self._release(loop)
@@ -249,7 +259,7 @@ class AdaptiveLimiter:
         if self._allowance >= 1:
             self._allowance -= 1
             return False
-        now = time.monotonic()
+        now = self._now()
         if self._interval is None:
             start = self._refilled_at  # no rate known: the quota is whole again then
         else:
@@ -257,7 +267,7 @@ class AdaptiveLimiter:
             self._next_start = start + self._interval
         if start <= now:
             return False
-        await asyncio.sleep(start - now)
+        await self._sleep(start - now)
         return True
 
     async def _pace_by_429s(self) -> bool:
@@ -265,15 +275,19 @@ class AdaptiveLimiter:
         meanwhile; True if this attempt was held back."""
         held = False
         while self._rate is not None:
-            now = time.monotonic()
+            now = self._now()
             start = max(now, self._next_paced)
             self._next_paced = start + 1 / self._rate
             if start <= now:
                 break
-            held, repaced = True, self._repaced
-            with contextlib.suppress(TimedOut), within(start - now):
-                await repaced.wait()
-            if not repaced.is_set():
+            held, booked = True, within(None)
+            self._booked[booked] = None
+            try:
+                with contextlib.suppress(TimedOut), booked:
+                    await self._sleep(start - now)
+            finally:
+                self._booked.pop(booked, None)
+            if not booked.expired:
                 break
         return held
 
@@ -293,7 +307,7 @@ class AdaptiveLimiter:
             self._tokens_per_call = tokens if known is None else 0.7 * known + 0.3 * tokens
         if quota is None:
             return
-        now = time.monotonic()
+        now = self._now()
         others = max(self._in_flight - 1, 0)
         allowance, interval, refilled_at = math.inf, None, now
         for left, reset_s, limit, cost in (
@@ -328,7 +342,7 @@ class AdaptiveLimiter:
 
     def _on_throttled(self, epoch: int, retry_after: float | None) -> None:
         self.throttled += 1
-        now = time.monotonic()
+        now = self._now()
         wait = self.cooldown_s if retry_after is None else retry_after
         until = now + min(max(wait, 0.0), self.max_cooldown_s)
         self._cool_until = max(self._cool_until, until)
@@ -340,8 +354,9 @@ class AdaptiveLimiter:
             # Starts booked at the old pace are void: the next starts at the cool-down's
             # end, and every attempt waiting for one books again at the new pace.
             self._next_paced = self._cool_until
-            self._repaced.set()
-            self._repaced = asyncio.Event()
+            booked, self._booked = self._booked, {}
+            for block in booked:
+                block.expire()
 
     def _learn_rate(self, now: float) -> None:
         """The rate of the answers since the last 429 that taught one: at each of the

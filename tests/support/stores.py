@@ -19,7 +19,16 @@ import pytest
 from honeycomb.store import RunStore
 from tests.support.concurrency import MEET_LIMIT_S
 
-__all__ = ["KINDS", "ON_POSTGRES", "Where", "change", "finished_in_store", "named", "query"]
+__all__ = [
+    "KINDS",
+    "ON_POSTGRES",
+    "Where",
+    "change",
+    "finished_in_store",
+    "named",
+    "query",
+    "saved_in_store",
+]
 
 Where = Path | str
 """A store: its file, or its PostgreSQL URL."""
@@ -67,3 +76,19 @@ async def finished_in_store(where: Where, run_id: str, worker: str) -> None:
                 return
             await anyio.sleep(0.005)
     raise AssertionError(f"{worker}'s result of run {run_id!r} never reached the store")
+
+
+async def saved_in_store(where: Where, run_id: str, worker: str, **fields: Any) -> None:
+    """Wait until ``worker``'s saved loop state of run ``run_id`` has ``fields`` (its
+    columns) committed (read again every few milliseconds), failing after the
+    rendezvous limit."""
+    store = RunStore(where)
+    with anyio.move_on_after(MEET_LIMIT_S):
+        while True:
+            stored = await store.load(run_id)
+            found = None if stored is None else stored.workers.get(worker)
+            state = None if found is None else found.state
+            if state is not None and all(state[k] == v for k, v in fields.items()):
+                return
+            await anyio.sleep(0.005)
+    raise AssertionError(f"{worker}'s state of run {run_id!r} never had {fields} in the store")

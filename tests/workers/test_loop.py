@@ -22,7 +22,6 @@ from runtime import (
     ModelResponse,
     ModelResponseError,
     OutputValidationError,
-    RunawayLoop,
     ToolCall,
     ToolMessage,
     ToolRegistry,
@@ -355,41 +354,6 @@ async def test_function_model_sees_the_conversation_key() -> None:
 def test_max_turns_must_be_positive(turns: int) -> None:
     with pytest.raises(ValueError, match="max_turns"):
         LoopSettings(max_turns=turns)
-
-
-async def test_a_model_repeating_the_same_call_turn_after_turn_is_stopped() -> None:
-    calls: list[int] = []
-
-    @tool
-    def count(n: int) -> str:
-        """Count."""
-        calls.append(n)
-        return f"counted {n}"
-
-    async def stuck(request: ModelRequest) -> AssistantMessage:
-        return AssistantMessage(tool_calls=(call("count", {"n": 1}),))
-
-    loop = AgentLoop(
-        FunctionModel(stuck),
-        Dispatcher(ToolRegistry([count])),
-        settings=LoopSettings(max_turns=50, max_repeats=3),
-    )
-    result = await loop.run("count once")
-    assert isinstance(result, Failed)
-    assert isinstance(result.error, RunawayLoop)
-    assert result.error.tool_name == "count"
-    assert "'count'" in str(result.error)
-    assert "4 turns in a row" in str(result.error)
-    assert calls == [1]  # the repeats were never run
-    assert result.state.turn == 4  # stopped long before max_turns
-
-
-async def test_a_repeat_that_the_model_breaks_out_of_is_not_a_runaway() -> None:
-    same = [call("lookup", {"key": "a"})]
-    model = ScriptedModel([same, same, same, [call("lookup", {"key": "b"})], same, same, "ok"])
-    result = await make_loop(model, max_repeats=3).run("look things up")
-    assert isinstance(result, Final)  # two repeats, a new call, two repeats: never three
-    assert len(model.requests) == 7
 
 
 async def test_a_state_saved_mid_turn_runs_its_pending_calls_first() -> None:

@@ -4,10 +4,9 @@ within two minutes. (``--model NAME --base-url URL`` takes the same path through
 library to a llama.cpp server of its own: the planned run of
 tests/honeycomb/run/test_real_model.py goes that way, to the session's server.)
 
-They need every model call to have an output limit (issue 29, item 2) and, for
-``--tool-protocol json``, the schema-constrained protocol (item 4): until then they
-are expected to fail and are not run (a planner without a limit writes until the
-run's wall budget ends it).
+What they rest on: every model call has an output limit (a planner without one
+writes until the run's wall budget ends it) and, for ``--tool-protocol json``, the
+schema-constrained protocol.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from honeycomb import ConfigError, Executor, Role, tool
+from honeycomb import ConfigError, Executor, Role, Subtask, tool
 from honeycomb.errors import StoreError
 from honeycomb.run.restore import stored_result
 from honeycomb.store import RunStore
@@ -21,7 +21,7 @@ from honeycomb.store.results import whole_result
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ToolCall, ToolMessage
 from tests.support.durable import TASK, Setup, calls_by_worker, plan
-from tests.support.stores import Where, change, finished_in_store, query
+from tests.support.stores import Where, change, finished_in_store, query, saved_in_store
 
 
 def lines(path: Path) -> list[str]:
@@ -293,6 +293,61 @@ async def test_call_ids_a_server_repeats_every_turn_are_renamed_once_and_kept_so
         ("call_0", "ok"), ("call_0_t2", "unknown"),
     ]  # fmt: skip
     assert lines(effects) == ["1"]  # the cut-off call is reported, never run again
+
+
+async def test_a_run_cut_off_before_a_runaways_wrap_up_call_makes_it_when_resumed(
+    store: Where,
+) -> None:
+    # The model repeats lookup(k) until the loop wraps up; the run is cut off during
+    # that wrap-up call, once the state before it is in the store.
+    asked = anyio.Event()
+    requests: list[ModelRequest] = []
+    ran: list[str] = []
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        ran.append(key)
+        return f"{key} is 1"
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        requests.append(request)
+        if request.tools:
+            arguments = json.dumps({"key": "k"})
+            call_id = f"call_{len(requests)}"
+            return AssistantMessage(
+                tool_calls=(ToolCall(id=call_id, name="lookup", arguments=arguments),)
+            )
+        if not asked.is_set():  # the first life's wrap-up call never returns
+            asked.set()
+            await anyio.sleep_forever()
+        return "k is 1"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="w", description="d", tools=("lookup",))], FunctionModel(answer),
+            tools=[lookup], aggregator="concat", store=store,
+        )  # fmt: skip
+
+    async with anyio.create_task_group() as tg:
+        subtasks = [Subtask(id="w0", role="w", instruction="look k up")]
+        tg.start_soon(lambda: executor().run("t", subtasks=subtasks, run_id="r1"))
+        with anyio.fail_after(10):
+            await asked.wait()
+        await saved_in_store(store, "r1", "w0", repeats=3, turn=4)  # the state before it
+        tg.cancel_scope.cancel()
+    assert len(requests) == 5  # a call, three repeats, the wrap-up call cut off
+    requests.clear()
+    result = await executor().resume("r1")
+
+    assert result.status == "ok"
+    assert result.subtasks["w0"].output == "k is 1"
+    [wrap_up] = requests  # the resumed run makes the wrap-up call, and nothing else
+    assert wrap_up.tools == ()
+    assert "You called 'lookup' with the same arguments 4 turns in a row" in str(
+        wrap_up.messages[-1].content
+    )
+    assert ran == ["k"]
 
 
 def test_a_result_gets_back_the_outcomes_of_its_finished_subtasks_in_plan_order() -> None:

@@ -2,7 +2,9 @@
 minute as providers do, and the adaptive limiter reads the ``x-ratelimit-*`` headers to
 slow down before the first 429.
 
-Timing claims are ratios against the quota's own refill times, with generous bounds.
+Against the server, timing claims are ratios against the quota's own refill times,
+with generous bounds; the limiter's own waits are judged in virtual time
+(``tests.support.virtual_time``), exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from runtime import AdaptiveLimiter, ModelRequest, OpenAIModel, RetryPolicy, UserMessage
 from runtime.limits.quota import QuotaLeft, quota_from_headers
 from tests.support.openai_server import OpenAIServer, Quota, Reply
+from tests.support.virtual_time import in_virtual_time, now
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 
@@ -122,27 +125,56 @@ async def test_the_limiter_paces_at_the_quota_before_the_first_429(
     assert 1.5 <= wall <= 10.0
 
 
+def limiter_in_virtual_time() -> AdaptiveLimiter:
+    return AdaptiveLimiter(8, clock=now, sleep=asyncio.sleep)
+
+
+async def starts_of(limiter: AdaptiveLimiter, callers: int) -> list[float]:
+    """When each of ``callers`` attempts, made together, started."""
+    starts: list[float] = []
+
+    async def one() -> None:
+        async with limiter.attempt():
+            starts.append(now())
+
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(callers):
+            tg.create_task(one())
+    return starts
+
+
+@in_virtual_time
+async def test_once_the_quota_runs_low_attempts_are_spaced_at_its_refill_rate() -> None:
+    """10 requests left of 20, refilling in 1 s (10 a second): 8 may start freely (2
+    are the reserve), and the next ones start spaced at 97% of the refill rate."""
+    limiter = limiter_in_virtual_time()
+    async with limiter.attempt():
+        limiter.observe(QuotaLeft(requests=10, requests_reset_s=1.0, requests_limit=20))
+    starts = await starts_of(limiter, 12)
+    spacing = 1 / (0.97 * 10)
+    assert starts == pytest.approx([0.0] * 9 + [spacing, 2 * spacing, 3 * spacing])
+    assert limiter.paced == 3
+
+
+@in_virtual_time
 async def test_without_the_limit_header_the_limiter_waits_for_the_reset() -> None:
-    limiter = AdaptiveLimiter(8)
+    limiter = limiter_in_virtual_time()
     async with limiter.attempt():
         limiter.observe(QuotaLeft(requests=0, requests_reset_s=0.3))
-    started = time.perf_counter()
     async with limiter.attempt():
-        pass
-    waited = time.perf_counter() - started
-    assert 0.25 <= waited <= 2.0
+        assert now() == pytest.approx(0.3)
     async with limiter.attempt():  # the quota is whole again: no wait
-        pass
-    assert time.perf_counter() - started - waited < 0.2
+        assert now() == pytest.approx(0.3)
+    assert limiter.paced == 1
 
 
+@in_virtual_time
 async def test_a_quota_with_room_holds_nothing_back() -> None:
-    limiter = AdaptiveLimiter(8)
+    limiter = limiter_in_virtual_time()
     async with limiter.attempt():
         limiter.observe(QuotaLeft(requests=500, requests_reset_s=0.1, requests_limit=501))
-    started = time.perf_counter()
     for _ in range(20):
         async with limiter.attempt():
             pass
     assert limiter.paced == 0
-    assert time.perf_counter() - started < 0.5
+    assert now() == 0.0
