@@ -24,7 +24,14 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.running import DEFAULT_STORE, add_store_options, hive_store, model_of, store_of
+from honeycomb.cli.running import (
+    DEFAULT_STORE,
+    add_store_options,
+    hive_store,
+    missing_keys,
+    model_of,
+    store_of,
+)
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
 from honeycomb.evals.compare import Comparison, compare
@@ -33,7 +40,6 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
 from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
-from runtime.model import missing_key
 from workers import Role
 
 __all__ = ["add_eval_command", "compare_main", "eval_models"]
@@ -124,10 +130,13 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.set_defaults(handler=eval_command)
 
 
-def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Model] | None:
-    """The models the eval's runs use: ``--model``'s for every role, else the hive's
-    (None); with ``--record``, recorded in a cassette, with ``--replay``, answered from
-    one (each case's calls as that case's).
+def eval_models(
+    hive: Hive, args: argparse.Namespace
+) -> tuple[Model | None, Model | Mapping[str, Model] | None]:
+    """The model ``--model`` names (None: the hive's own), and the models the eval's
+    runs use: that one for every role, else the hive's (None); with ``--record``,
+    recorded in a cassette, with ``--replay``, answered from one (each case's calls as
+    that case's).
 
     Raises:
         ConfigError: for a ``--model`` that cannot be made, a cassette that cannot be
@@ -136,7 +145,7 @@ def eval_models(hive: Hive, args: argparse.Namespace) -> Model | Mapping[str, Mo
     if args.model == LOCAL:
         short_answers(hive)
     model = None if args.replay is not None else model_of(args)
-    return cassette_models(hive, model, args, hive.backend)
+    return model, cassette_models(hive, model, args, hive.backend)
 
 
 def eval_command(args: argparse.Namespace) -> ExitStatus:
@@ -152,11 +161,11 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         hive = load_hive(args.hive)
         hive.check_runnable()
         cases = _chosen(load_cases(args.cases, hive), args.case)
-        models = eval_models(hive, args)
+        model, models = eval_models(hive, args)
     except ConfigError as exc:  # ConfigErrors too: every error, each at its line
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    missing = _missing(hive, models, args)
+    missing = missing_keys(hive, model, args)
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -206,21 +215,6 @@ def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
             )
     kept = tuple(c for c in cases.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
     return msgspec.structs.replace(cases, cases=kept)
-
-
-def _missing(
-    hive: Hive, models: Model | Mapping[str, Model] | None, args: argparse.Namespace
-) -> list[ConfigError]:
-    """The API keys the eval's runs would need and lack (none: a cassette answers)."""
-    if args.replay is not None:
-        return []
-    if models is None:
-        return hive.missing_keys()
-    if isinstance(models, Mapping):
-        found = [missing_key(m) for m in models.values()]
-    else:
-        found = [missing_key(models)]
-    return [f for f in found if f is not None]
 
 
 async def _run(
