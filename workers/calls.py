@@ -55,24 +55,29 @@ A model call::
   pass it.
 
 :func:`model_calls` composes them; a worker's loop gives them its turns, its
-compaction its summary calls, and the run's judge its verdicts.
+compaction its summary calls, and the run's judge its verdicts. The layers a worker
+adds run around the call's one await (:mod:`runtime.models.layers.base`): before
+it outermost first, after it innermost first, none holding a frame while the model
+works; the model's own layers are models holding the next.
 
 To add a layer: write it in a module of its own (a
 :class:`~runtime.tools.layers.ToolLayer` overriding ``admit``, to see a turn's calls
 before any runs, and/or ``__call__``, to wrap each call; or a
-:class:`~runtime.model.WrapperModel`), and add one line here, where it belongs in the
-order; see docs/layers.md.
+:class:`~runtime.models.layers.ModelLayer` overriding ``opened``, ``answered`` and/or
+``failed``), and add one line here, where it belongs in the order; see
+docs/layers.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
 from runtime.events import Caller
 from runtime.limits import Budget, Slots
 from runtime.model import Model
-from runtime.models.layers import Budgeted, Checked, CostCap, price_of
+from runtime.models.layers import Budgeted, Checked, CostCap, ModelCalls, ModelLayer, price_of
 from runtime.models.layers import Traced as TracedModel
 from runtime.tools.approvals import ApprovalGate
 from runtime.tools.define import Tool
@@ -142,7 +147,7 @@ def model_calls(
     *,
     kind: str = "turn",
     caller: Caller | None = None,
-) -> Model:
+) -> ModelCalls:
     """A model call's layers, in their order, around ``model`` (with the layers it was
     made with inside it).
 
@@ -156,12 +161,24 @@ def model_calls(
             judge's call is reported by events of its own). Nobody listening to its
             tracer as the calls are composed: they have none either.
     """
-    calls: Model = Checked(model)
-    if caller is not None and caller.tracer.enabled:
-        calls = TracedModel(calls, caller)
+    traced = caller is not None and caller.tracer.enabled
+    layers = _built_in(budget is not None, traced)
     if budget is not None:
-        calls = Budgeted(calls, budget, who, kind)
         cap, price = budget.limits.cost_per_call, price_of(model)
         if cap is not None and price is not None:
-            calls = CostCap(calls, cap, price)
-    return calls
+            layers = (CostCap(cap, price), *layers)
+    return ModelCalls(
+        model, layers, budget=budget, caller=caller if traced else None, who=who, kind=kind
+    )
+
+
+@cache  # benchmarks A and E: the workers of every run share their layers
+def _built_in(budgeted: bool, traced: bool) -> tuple[ModelLayer, ...]:
+    """The layers that keep nothing of their own (they read the call), in their order."""
+    layers: list[ModelLayer] = []
+    if budgeted:
+        layers.append(Budgeted())
+    if traced:
+        layers.append(TracedModel())
+    layers.append(Checked())
+    return tuple(layers)

@@ -81,7 +81,7 @@ from runtime.events import (
     ToolCallsAnswered,
 )
 from runtime.messages import with_distinct_ids
-from runtime.model import TextSink, call_model, request_writer
+from runtime.model import TextSink, request_writer
 from runtime.tools.approvals import ApprovalNeeded
 from workers.calls import model_calls
 from workers.compaction import Compactor
@@ -259,6 +259,7 @@ class AgentLoop:
             if fitted is not None:
                 window = window.narrowest(fitted)
         held: HeldText | None = None
+        sink: TextSink | None = None
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up)
@@ -267,9 +268,15 @@ class AgentLoop:
                 # pass it (text that a guard refuses never reaches a listener).
                 held = HeldText(self.tracer) if self.guards is not None else None
                 sink = self._text_sink(turn, held or self.tracer)
-                response = await call_model(self._calls, request, sink)
-            else:
-                response = await self._calls.complete(request)
+            # The call is made here, in this frame, as ModelCalls.complete makes it: a
+            # worker waiting on its model holds no frame for its layers (benchmarks A
+            # and E, where 10,000 workers wait at once).
+            call = self._calls.open(request, sink)
+            try:
+                answer = await call.made()
+            except BaseException as failure:
+                raise call.failed(failure)  # noqa: B904 (its cause is the layer's to set)
+            response = call.answered(answer)
         except HoneycombError as exc:  # the budget's, the model's, or its answer's
             return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
         # Ids unique in the conversation before anything uses them (the checkpoint,

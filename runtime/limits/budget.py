@@ -71,6 +71,8 @@ class CallInFlight:
     __slots__ = ("kind", "pieces", "started", "turn", "who")
 
     def __init__(self, who: str, kind: str, turn: int) -> None:
+        """A call of ``who`` (a worker, ``planner``, ``aggregator``), of ``kind``
+        (``turn``, ``summary``, ``judge``), in turn ``turn``, starting now."""
         self.who, self.kind, self.turn = who, kind, turn
         self.started = time.monotonic()
         self.pieces: int | None = None  # streamed pieces of text, once one came
@@ -161,12 +163,10 @@ class Budget:
         if self.on_spend is not None:
             self.on_spend()
 
-    def call_started(self, who: str | None, turn: int, kind: str = "turn") -> CallInFlight:
-        """A model call of ``who`` (a worker, ``planner``, ``aggregator``) starts: it is
-        in flight until :meth:`call_ended` (what a stopped run reports of its calls)."""
-        call = CallInFlight(who or "model", kind, turn)
+    def call_started(self, call: CallInFlight) -> None:
+        """A model call starts: it is in flight until :meth:`call_ended` (what a
+        stopped run reports of its calls)."""
         self._calls.add(call)
-        return call
 
     def call_ended(self, call: CallInFlight) -> None:
         self._calls.discard(call)

@@ -1,9 +1,11 @@
 """The layers a model call goes through that a worker adds, each in a module of its
 own: a cap on what one call may cost (:mod:`.cost_cap`), the run's budget
 (:mod:`.budget`), tracing (:mod:`.trace`) and the check of what the model answered
-(:mod:`.checked`). Each is a model holding the next. The model's own layers are made
-with it: a cassette that records its calls or replays them (:mod:`.cassette`, outside
-the rest of them, loaded on first use), its slots
+(:mod:`.checked`). Each is a :class:`~.base.ModelLayer`: its parts before and after a
+call, run around the call's one await (:mod:`.base`), so that no layer holds a frame
+while the model works. The model's own layers are made with it, as models holding
+the next: a cassette that records its calls or replays them (:mod:`.cassette`,
+outside the rest of them, loaded on first use), its slots
 (:class:`~runtime.limits.LimitedModel`), rate limits
 (:class:`~runtime.limits.ratelimit.RateLimitedModel`), retries
 (:class:`~runtime.limits.retry.RetryingModel`) and price
@@ -11,6 +13,7 @@ the rest of them, loaded on first use), its slots
 inside. They are composed, in their order, in one place:
 :func:`workers.calls.model_calls`."""
 
+from runtime.models.layers.base import ModelCall, ModelCalls, ModelLayer
 from runtime.models.layers.budget import Budgeted
 from runtime.models.layers.checked import Checked
 from runtime.models.layers.cost_cap import CostCap, price_of
@@ -20,6 +23,9 @@ __all__ = [
     "Budgeted",
     "Checked",
     "CostCap",
+    "ModelCall",
+    "ModelCalls",
+    "ModelLayer",
     "Traced",
     "price_of",
 ]

@@ -1,64 +1,43 @@
 """The model-call layer of the run's budget: a call is reserved in the budget before it
 is made (every limit checked and the call counted in one step, so concurrent workers
 cannot all slip past the last allowed call), is in flight while it runs (what a run
-stopped by its wall time reports), and what it spent is charged once it answers.
+stopped by its wall time reports, with the pieces of text it streamed), and what it
+spent is charged once it answers.
 
-Outermost of a model call's layers: a call the budget refuses is never made, never
-traced, never waits for a slot."""
+Inside the cost cap, outside the rest: a call the budget refuses is never made,
+never traced, never waits for a slot."""
 
 from __future__ import annotations
 
-from runtime.limits import Budget
-from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.model import ModelResponse
+from runtime.models.layers.base import ModelCall, ModelLayer
 
 __all__ = ["Budgeted"]
 
 
-class Budgeted(WrapperModel):
-    """Spends ``budget`` for each call of ``inner``.
-
-    Args:
-        inner: The layers inside it.
-        budget: The run's budget.
-        who: Whose calls they are, as the calls in flight are reported (a worker, a
-            judge role).
-        kind: What the calls are: ``turn``, ``summary``, ``judge``.
+class Budgeted(ModelLayer):
+    """Spends the call's budget (:attr:`ModelCall.budget`) for each call.
 
     Raises:
         BudgetExceeded: from a call the budget refuses (nothing is counted then).
     """
 
-    __slots__ = ("budget", "kind", "who")  # benchmark E: one per worker
+    __slots__ = ()
 
-    def __init__(self, inner: Model, budget: Budget, who: str | None, kind: str = "turn") -> None:
-        super().__init__(inner)
-        self.budget = budget
-        self.who = who
-        self.kind = kind
+    def opened(self, call: ModelCall) -> None:
+        budget = call.budget
+        if budget is not None:
+            budget.reserve_model_call()
+            budget.call_started(call)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        budget = self.budget
-        budget.reserve_model_call()
-        flight = budget.call_started(self.who, request.turn, self.kind)
-        try:
-            response = await self.inner.complete(request)
-        finally:
-            budget.call_ended(flight)
-        budget.charge(response.usage)
+    def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
+        budget = call.budget
+        if budget is not None:
+            budget.call_ended(call)
+            budget.charge(response.usage)
         return response
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        budget = self.budget
-        budget.reserve_model_call()
-        flight = budget.call_started(self.who, request.turn, self.kind)
-
-        def counted(text: str) -> None:  # pieces streamed: what a stopped run reports
-            flight.streamed(text)
-            on_text(text)
-
-        try:
-            response = await call_model(self.inner, request, counted)
-        finally:
-            budget.call_ended(flight)
-        budget.charge(response.usage)
-        return response
+    def failed(self, call: ModelCall, error: BaseException) -> BaseException:
+        if call.budget is not None:
+            call.budget.call_ended(call)
+        return error

@@ -10,36 +10,29 @@ answer or a Honeycomb error."""
 from __future__ import annotations
 
 from runtime.errors import HoneycombError, ModelCallError
-from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.model import ModelResponse
 from runtime.models.checks import check_response
+from runtime.models.layers.base import ModelCall, ModelLayer
 
 __all__ = ["Checked"]
 
 
-class Checked(WrapperModel):
-    """``inner``'s calls, their errors translated and their answers checked.
+class Checked(ModelLayer):
+    """The call's errors translated and its answer checked.
 
     Raises:
-        ModelCallError: when ``inner`` raised an exception of its own.
+        ModelCallError: when the model raised an exception of its own.
         ModelResponseError: when what it answered is not a well-formed response.
     """
 
-    __slots__ = ()  # benchmark E: one per worker
+    __slots__ = ()
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        try:
-            answer = await self.inner.complete(request)
-        except HoneycombError:
-            raise
-        except Exception as exc:  # the model's own (cancellation is not an Exception)
-            raise ModelCallError(self.inner, exc) from exc
-        return check_response(answer, self.inner)
+    def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
+        return check_response(response, call.model)
 
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        try:
-            answer = await call_model(self.inner, request, on_text)
-        except HoneycombError:
-            raise
-        except Exception as exc:
-            raise ModelCallError(self.inner, exc) from exc
-        return check_response(answer, self.inner)
+    def failed(self, call: ModelCall, error: BaseException) -> BaseException:
+        if isinstance(error, HoneycombError) or not isinstance(error, Exception):
+            return error  # ours, or cancellation (not an Exception): as it is
+        translated = ModelCallError(call.model, error)
+        translated.__cause__ = error
+        return translated

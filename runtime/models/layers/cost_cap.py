@@ -23,7 +23,8 @@ from msgspec.structs import replace
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import AssistantMessage
-from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.model import Model, ModelRequest
+from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.tokens import quarter_tokens
 
 __all__ = ["CostCap", "Pricing", "price_of"]
@@ -41,23 +42,21 @@ TOKENS_PER_MESSAGE = 4
 """What a message's framing takes besides its text (roles, separators)."""
 
 
-class CostCap(WrapperModel):
-    """Holds each call of ``inner`` to ``cap`` dollars at ``price``.
+class CostCap(ModelLayer):
+    """Holds each call to ``cap`` dollars at ``price``.
 
     Raises:
         BudgetExceeded: for a call whose prompt alone would cost ``cap``.
     """
 
-    def __init__(self, inner: Model, cap: float, price: Pricing) -> None:
-        super().__init__(inner)
+    __slots__ = ("cap", "price")
+
+    def __init__(self, cap: float, price: Pricing) -> None:
         self.cap = cap
         self.price = price
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        return await self.inner.complete(self._capped(request))
-
-    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
-        return await call_model(self.inner, self._capped(request), on_text)
+    def opened(self, call: ModelCall) -> None:
+        call.request = self._capped(call.request)
 
     def _capped(self, request: ModelRequest) -> ModelRequest:
         """``request``, its output limit within what the cap leaves its prompt."""

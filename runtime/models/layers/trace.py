@@ -11,80 +11,66 @@ model answered (a malformed answer is the span's error)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine
-from typing import Any
 
 from runtime.errors import HoneycombError
-from runtime.events import Caller, CallReport, ModelCallFinished, ModelCallStarted, current_call
+from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.messages import Usage
-from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.model import ModelResponse
+from runtime.models.layers.base import ModelCall, ModelLayer
 
 __all__ = ["Traced"]
 
 
-class Traced(WrapperModel):
-    """Reports each call of ``inner`` to ``caller``'s tracer, when anyone listens."""
+class Traced(ModelLayer):
+    """Reports each call to its caller's tracer (:attr:`ModelCall.caller`), when
+    anyone listens."""
 
-    __slots__ = ("caller",)  # benchmark E: one per worker
+    __slots__ = ()
 
-    def __init__(self, inner: Model, caller: Caller) -> None:
-        super().__init__(inner)
-        self.caller = caller
+    def opened(self, call: ModelCall) -> None:
+        caller = call.caller
+        if caller is None or not caller.tracer.enabled:  # nobody listens: nothing to build
+            return
+        tracer, worker, run_id, turn = caller.tracer, caller.worker, caller.run_id, call.turn
+        tracer.emit(ModelCallStarted(worker=worker, run_id=run_id, turn=turn))
+        call.report = CallReport(tracer, worker=worker, run_id=run_id, turn=turn)
+        call.reported = current_call.set(call.report)  # the retry policy reports each retry to it
+        call.timed = time.perf_counter()
 
-    def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
-        if not self.caller.tracer.enabled:  # nobody listens: nothing to build
-            return self.inner.complete(request)
-        return self._traced(request, None)
-
-    def stream(
-        self, request: ModelRequest, on_text: TextSink
-    ) -> Coroutine[Any, Any, ModelResponse]:
-        if not self.caller.tracer.enabled:
-            return call_model(self.inner, request, on_text)
-        return self._traced(request, on_text)
-
-    async def _traced(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
-        caller, turn = self.caller, request.turn
-        caller.tracer.emit(ModelCallStarted(worker=caller.worker, run_id=caller.run_id, turn=turn))
-        report = CallReport(caller.tracer, worker=caller.worker, run_id=caller.run_id, turn=turn)
-        reported = current_call.set(report)  # the retry policy reports each retry to it
-        started = time.perf_counter()
-        try:
-            if on_text is None:
-                response = await self.inner.complete(request)
-            else:
-                response = await call_model(self.inner, request, on_text)
-        except HoneycombError as exc:
-            self._finished(request, started, report, None, exc)
-            raise
-        finally:
-            current_call.reset(reported)
-        self._finished(request, started, report, response, None)
+    def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
+        self._finished(call, response, None)
         return response
 
+    def failed(self, call: ModelCall, error: BaseException) -> BaseException:
+        # A Honeycomb error is the span's; cancellation ends the call with no span.
+        self._finished(call, None, error if isinstance(error, HoneycombError) else None)
+        return error
+
     def _finished(
-        self,
-        request: ModelRequest,
-        started: float,
-        report: CallReport,
-        response: ModelResponse | None,
-        exc: HoneycombError | None,
+        self, call: ModelCall, response: ModelResponse | None, error: HoneycombError | None
     ) -> None:
-        caller = self.caller
+        report, caller = call.report, call.caller
+        if report is None or caller is None:
+            return
+        if call.reported is not None:
+            current_call.reset(call.reported)
+        call.report = call.reported = None
+        if response is None and error is None:  # cancelled: the span is cut off
+            return
         usage = response.usage if response is not None else Usage()
         caller.tracer.emit(
             ModelCallFinished(
                 worker=caller.worker,
                 run_id=caller.run_id,
-                turn=request.turn,
-                duration_s=time.perf_counter() - started,
-                status="ok" if exc is None else "error",
+                turn=call.turn,
+                duration_s=time.perf_counter() - call.timed,
+                status="ok" if error is None else "error",
                 model=response.model if response is not None else "",
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 cost=usage.cost,
                 tool_calls=len(response.message.tool_calls) if response is not None else 0,
-                error=None if exc is None else f"{type(exc).__name__}: {exc}",
+                error=None if error is None else f"{type(error).__name__}: {error}",
                 attempts=report.attempts,
                 retry_wait_s=report.retry_wait_s,
                 reasoning_tokens=usage.reasoning_tokens,

@@ -9,11 +9,15 @@ import pytest
 from runtime.errors import BudgetExceeded
 from runtime.limits import Budget, Limits
 from runtime.messages import AssistantMessage, Usage, UserMessage
-from runtime.model import ModelRequest, ModelResponse, call_model
-from runtime.models.layers import Budgeted
+from runtime.model import Model, ModelRequest, ModelResponse, call_model
+from runtime.models.layers import Budgeted, ModelCalls
 from runtime.testing import FunctionModel, ScriptedModel
 
 ASK = ModelRequest(messages=(UserMessage(content="hi"),), turn=3)
+
+
+def budgeted(model: Model, budget: Budget) -> ModelCalls:
+    return ModelCalls(model, (Budgeted(),), budget=budget, who="w1")
 
 
 def spending(request: ModelRequest) -> ModelResponse:
@@ -23,14 +27,14 @@ def spending(request: ModelRequest) -> ModelResponse:
 
 async def test_a_call_is_reserved_before_it_is_made_and_charged_once_it_answers() -> None:
     budget = Budget()
-    await Budgeted(FunctionModel(spending), budget, "w1").complete(ASK)
+    await budgeted(FunctionModel(spending), budget).complete(ASK)
     assert budget.usage == Usage(input_tokens=10, output_tokens=5, model_calls=1, cost=0.25)
 
 
 async def test_a_call_the_budget_refuses_is_never_made() -> None:
     inner = ScriptedModel(["never"])
     budget = Budget(Limits(model_calls=1))
-    layer = Budgeted(inner, budget, "w1")
+    layer = budgeted(inner, budget)
     budget.reserve_model_call()  # the one call allowed, spent elsewhere
     with pytest.raises(BudgetExceeded):
         await layer.complete(ASK)
@@ -48,7 +52,7 @@ async def test_a_call_is_in_flight_while_it_runs_with_what_it_streamed() -> None
         return spending(request)
 
     call = asyncio.ensure_future(
-        call_model(Budgeted(FunctionModel(slow), budget, "w1"), ASK, seen.append)
+        call_model(budgeted(FunctionModel(slow), budget), ASK, seen.append)
     )
     await started.wait()
     (flight,) = budget.in_flight()

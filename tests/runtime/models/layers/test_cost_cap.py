@@ -8,14 +8,18 @@ from anyio import CapacityLimiter
 from runtime.errors import BudgetExceeded
 from runtime.limits import LimitedModel
 from runtime.messages import UserMessage
-from runtime.model import ModelRequest
-from runtime.models.layers import CostCap, price_of
+from runtime.model import Model, ModelRequest
+from runtime.models.layers import CostCap, ModelCalls, price_of
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.pricing import Price, PricedModel
 from runtime.testing import ScriptedModel
 
 # A tenth of a cent a prompt token, two tenths an answer's.
 PRICE = Price(input_per_mtok=1000.0, output_per_mtok=2000.0)
+
+
+def capped(model: Model) -> ModelCalls:
+    return ModelCalls(model, (CostCap(0.05, PRICE),))
 
 
 def asking(words: int, limit: int | None = 4096) -> ModelRequest:
@@ -25,7 +29,7 @@ def asking(words: int, limit: int | None = 4096) -> ModelRequest:
 async def test_a_calls_output_limit_is_what_its_prompt_leaves_of_the_cap() -> None:
     inner = ScriptedModel(["ok"])
     request = asking(10)
-    await CostCap(inner, 0.05, PRICE).complete(request)
+    await capped(inner).complete(request)
     prompt = prompt_tokens(request) * 0.001
     (sent,) = inner.requests
     assert sent.max_output_tokens == int((0.05 - prompt) / 0.002)
@@ -34,14 +38,14 @@ async def test_a_calls_output_limit_is_what_its_prompt_leaves_of_the_cap() -> No
 
 async def test_a_lower_limit_of_the_calls_own_stands() -> None:
     inner = ScriptedModel(["ok"])
-    await CostCap(inner, 0.05, PRICE).complete(asking(10, limit=3))
+    await capped(inner).complete(asking(10, limit=3))
     assert inner.requests[0].max_output_tokens == 3
 
 
 async def test_a_call_whose_prompt_alone_costs_the_cap_is_never_made() -> None:
     inner = ScriptedModel(["never"])
     with pytest.raises(BudgetExceeded) as refused:
-        await CostCap(inner, 0.05, PRICE).complete(asking(200))
+        await capped(inner).complete(asking(200))
     assert refused.value.limit == "cost_per_call"
     assert refused.value.allowed == 0.05
     assert refused.value.used > 0.05

@@ -7,11 +7,15 @@ import pytest
 from runtime.errors import ModelHTTPError
 from runtime.events import Caller, Event, ModelCallFinished, ModelCallStarted, Tracer, report_retry
 from runtime.messages import UserMessage
-from runtime.model import ModelRequest, ModelResponse
-from runtime.models.layers import Traced
+from runtime.model import Model, ModelRequest, ModelResponse
+from runtime.models.layers import ModelCalls, Traced
 from runtime.testing import FunctionModel, ScriptedModel
 
 ASK = ModelRequest(messages=(UserMessage(content="hi"),), turn=2)
+
+
+def traced(model: Model, caller: Caller) -> ModelCalls:
+    return ModelCalls(model, (Traced(),), caller=caller)
 
 
 async def test_a_call_is_a_started_and_a_finished_event_with_its_retries() -> None:
@@ -22,7 +26,7 @@ async def test_a_call_is_a_started_and_a_finished_event_with_its_retries() -> No
         return "done"
 
     caller = Caller(worker="w1", run_id="r1", tracer=Tracer(events.append, log=False))
-    await Traced(FunctionModel(retried_once), caller).complete(ASK)
+    await traced(FunctionModel(retried_once), caller).complete(ASK)
     started, _retrying, finished = events
     assert isinstance(started, ModelCallStarted)
     assert (started.worker, started.run_id, started.turn) == ("w1", "r1", 2)
@@ -35,7 +39,7 @@ async def test_a_failed_call_finishes_with_its_error() -> None:
     caller = Caller(worker="w1", tracer=Tracer(events.append, log=False))
     failing = ScriptedModel([ModelHTTPError(500, "down")])
     with pytest.raises(ModelHTTPError):
-        await Traced(failing, caller).complete(ASK)
+        await traced(failing, caller).complete(ASK)
     finished = events[-1]
     assert isinstance(finished, ModelCallFinished)
     assert finished.status == "error"
@@ -44,6 +48,7 @@ async def test_a_failed_call_finishes_with_its_error() -> None:
 
 
 async def test_with_nobody_listening_a_call_goes_straight_through() -> None:
-    response = await Traced(ScriptedModel(["hi"]), Caller(tracer=Tracer(log=False))).complete(ASK)
+    calls = traced(ScriptedModel(["hi"]), Caller(tracer=Tracer(log=False)))
+    response = await calls.complete(ASK)
     assert isinstance(response, ModelResponse)
     assert response.message.content == "hi"

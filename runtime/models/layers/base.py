@@ -1,0 +1,202 @@
+"""What a model-call layer is: its parts before and after a call, run around the
+call's one await.
+
+A worker's model call is one :class:`ModelCall`. Each layer's
+:meth:`~ModelLayer.opened` runs before the model is asked, outermost first: a layer
+may refuse the call (it raises) or replace its request. Then the model is awaited,
+once. Then each layer that opened sees how the call ended, innermost first:
+:meth:`~ModelLayer.answered` with the answer (a layer may check it, and fail the call
+by raising) or :meth:`~ModelLayer.failed` with the error (a layer may translate it).
+A layer that keeps something for the length of a call keeps it on the call.
+
+No layer holds a frame of its own while the model works: a worker waiting on its
+model holds its loop's frame and the call, nothing else (benchmarks A and E, where
+10,000 workers wait at once). The model's own layers (its slots, cassette, retries,
+rate limit) are :class:`~runtime.model.WrapperModel`\\ s inside the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from contextvars import Token
+from typing import Any
+
+from runtime.events import Caller, CallReport
+from runtime.limits import Budget, CallInFlight
+from runtime.model import Model, ModelRequest, ModelResponse, TextSink, call_model
+
+__all__ = ["ModelCall", "ModelCalls", "ModelLayer"]
+
+
+class ModelLayer:
+    """One layer of a model call: each part passes the call on unless overridden."""
+
+    __slots__ = ()
+
+    def opened(self, call: ModelCall) -> None:
+        """Before the model is asked, outermost first. Raise to refuse the call (the
+        layers that opened before this one see the error in :meth:`failed`)."""
+
+    def answered(self, call: ModelCall, response: ModelResponse) -> ModelResponse:
+        """The model answered ``response``, as the layers inside this one passed it
+        on; what the layers outside see. Raise to fail the call."""
+        return response
+
+    def failed(self, call: ModelCall, error: BaseException) -> BaseException:
+        """The call failed with ``error`` (the model's, or a layer's inside this one);
+        what the layers outside see, and the caller gets."""
+        return error
+
+
+class ModelCall(CallInFlight):
+    """One model call, from its first layer's opening to its last layer's close; it
+    is the call in flight its budget reports (:class:`~runtime.limits.CallInFlight`).
+
+    Attributes:
+        request: What the model is sent (a layer may replace it as it opens).
+        on_text: Where the answer's text goes as it is written (None: one-shot).
+        model: The model asked, its own layers in it.
+        budget: The run's budget (None: none is kept).
+        caller: Whose call it is and where its events go (None: not traced).
+        report: Its attempts, while tracing has it open (the retry policy tells it
+            of each retry).
+        reported: Undoes the report's setting as the model call in progress.
+        timed: When tracing opened it (``time.perf_counter``).
+    """
+
+    # benchmark E: one per model call in flight (A at N=10000 has 10,000), no instance dict
+    __slots__ = (
+        "budget",
+        "caller",
+        "layers",
+        "model",
+        "on_text",
+        "opened",
+        "report",
+        "reported",
+        "request",
+        "timed",
+    )
+
+    def __init__(self, calls: ModelCalls, request: ModelRequest, on_text: TextSink | None) -> None:
+        super().__init__(calls.who or "model", calls.kind, request.turn)
+        self.request = request
+        self.on_text = on_text
+        self.model = calls.model
+        self.budget = calls.budget
+        self.caller = calls.caller
+        self.layers = calls.layers
+        self.opened = 0
+        self.report: CallReport | None = None
+        self.reported: Token[CallReport | None] | None = None
+        self.timed = 0.0
+
+    def made(self) -> Coroutine[Any, Any, ModelResponse]:
+        """The model's answer to the request, its text streamed when asked for."""
+        sink = self._text if self.on_text is not None else None
+        return call_model(self.model, self.request, sink)
+
+    def _text(self, text: str) -> None:
+        self.streamed(text)  # what a stopped run reports of the call
+        if self.on_text is not None:
+            self.on_text(text)
+
+    def answered(self, response: ModelResponse) -> ModelResponse:
+        """The answer, once every layer that opened passed it, innermost first.
+
+        Raises:
+            HoneycombError: a layer's, when it fails the call (the layers outside it
+                see the error).
+        """
+        layers = self.layers
+        for place in range(self.opened - 1, -1, -1):
+            try:
+                response = layers[place].answered(self, response)
+            except BaseException as error:
+                self.opened = place
+                raise self.failed(error)  # noqa: B904 (its cause is the layer's to set)
+        return response
+
+    def failed(self, error: BaseException) -> BaseException:
+        """What the call fails with once every layer that opened saw ``error``,
+        innermost first."""
+        layers = self.layers
+        for place in range(self.opened - 1, -1, -1):
+            error = layers[place].failed(self, error)
+        self.opened = 0
+        return error
+
+
+class ModelCalls:
+    """A model with the layers a worker adds around its calls, outermost first
+    (composed in :func:`workers.calls.model_calls`). It is a model itself:
+    :meth:`complete` and :meth:`stream` make one call through every layer; a caller
+    that awaits the model in a frame of its own opens the call (:meth:`open`), awaits
+    :meth:`ModelCall.made`, and closes it (:meth:`ModelCall.answered`, or
+    :meth:`ModelCall.failed`, whose error it raises).
+
+    Args:
+        model: The model, its own layers (slots, rate limit, retries, price) in it.
+        layers: The layers, outermost first.
+        budget: The run's budget (None: none is kept).
+        caller: Whose calls they are and where their events go (None: not traced).
+        who: Whose calls they are, as the calls in flight are reported (a worker, a
+            judge role).
+        kind: What the calls are: ``turn``, ``summary``, ``judge``.
+    """
+
+    # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
+    __slots__ = ("budget", "caller", "kind", "layers", "model", "who")
+
+    def __init__(
+        self,
+        model: Model,
+        layers: tuple[ModelLayer, ...],
+        *,
+        budget: Budget | None = None,
+        caller: Caller | None = None,
+        who: str | None = None,
+        kind: str = "turn",
+    ) -> None:
+        self.model = model
+        self.layers = layers
+        self.budget = budget
+        self.caller = caller
+        self.who = who
+        self.kind = kind
+
+    def open(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelCall:
+        """A call of ``request``, every layer opened, outermost first.
+
+        Raises:
+            HoneycombError: a layer's, when it refuses the call (the layers that
+                opened before it saw the error).
+        """
+        call = ModelCall(self, request, on_text)
+        for layer in self.layers:
+            try:
+                layer.opened(call)
+            except BaseException as error:
+                raise call.failed(error)  # noqa: B904 (its cause is the layer's to set)
+            call.opened += 1
+        return call
+
+    def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
+        return self._made(request, None)
+
+    def stream(
+        self, request: ModelRequest, on_text: TextSink
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        return self._made(request, on_text)
+
+    async def _made(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
+        call = self.open(request, on_text)
+        try:
+            response = await call.made()
+        except BaseException as error:
+            raise call.failed(error)  # noqa: B904 (its cause is the layer's to set)
+        return call.answered(response)
+
+    def __repr__(self) -> str:
+        layers = ", ".join(type(layer).__name__ for layer in self.layers)
+        return f"ModelCalls({self.model!r}, [{layers}])"
