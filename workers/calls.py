@@ -163,10 +163,10 @@ def model_calls(
     """
     traced = caller is not None and caller.tracer.enabled
     layers = _built_in(budget is not None, traced)
-    if budget is not None:
-        cap, price = budget.limits.cost_per_call, price_of(model)
-        if cap is not None and price is not None:
-            layers = (CostCap(cap, price), *layers)
+    cap = budget.limits.cost_per_call if budget is not None else None
+    price = price_of(model) if cap is not None else None  # its layers walked only for a cap
+    if cap is not None and price is not None:
+        layers = (CostCap(cap, price), *layers)
     return ModelCalls(
         model, layers, budget=budget, caller=caller if traced else None, who=who, kind=kind
     )
