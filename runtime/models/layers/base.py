@@ -97,8 +97,9 @@ class ModelCall(CallInFlight):
 
     def made(self) -> Coroutine[Any, Any, ModelResponse]:
         """The model's answer to the request, its text streamed when asked for."""
-        sink = self._text if self.on_text is not None else None
-        return call_model(self.model, self.request, sink)
+        if self.on_text is None:
+            return self.model.complete(self.request)
+        return call_model(self.model, self.request, self._text)
 
     def _text(self, text: str) -> None:
         self.streamed(text)  # what a stopped run reports of the call
@@ -178,12 +179,14 @@ class ModelCalls:
                 opened before it saw the error).
         """
         call = ModelCall(self, request, on_text)
-        for place, layer in enumerate(self.layers):
-            try:
+        place = 0
+        try:
+            for layer in self.layers:
                 layer.opened(call)
-            except BaseException as error:
-                call.opened = place  # those outside it opened
-                raise call.failed(error)  # noqa: B904 (its cause is the layer's to set)
+                place += 1
+        except BaseException as error:
+            call.opened = place  # those outside it opened
+            raise call.failed(error)  # noqa: B904 (its cause is the layer's to set)
         return call
 
     def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
