@@ -327,3 +327,12 @@ class Caller(Value, frozen=True, kw_only=True):
     worker: str | None = None
     run_id: str | None = None
     tracer: Tracer = NO_TRACE
+
+    @property
+    def conversation(self) -> str | None:
+        """The key of the worker's conversation with its model (``run/worker``, or the
+        worker alone outside a run; None: no worker): a model that keeps a session or
+        a prompt cache by conversation keys it so."""
+        if self.run_id and self.worker:
+            return f"{self.run_id}/{self.worker}"
+        return self.worker

@@ -37,11 +37,16 @@ from runtime import (
     SystemMessage,
     ToolMessage,
     ToolSchema,
-    Tracer,
     Usage,
     UserMessage,
 )
-from runtime.events import CallReport, CompactionFinished, CompactionStarted, current_call
+from runtime.events import (
+    Caller,
+    CallReport,
+    CompactionFinished,
+    CompactionStarted,
+    current_call,
+)
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
@@ -157,11 +162,10 @@ class Compactor:
     Args:
         compaction: The budget and what to keep.
         model: The summarizer.
+        caller: The worker (its name, run and tracer: the compaction events say
+            them, and its conversation key, made of them, with ``/compaction``, is
+            the summary call's).
         budget: The run's budget, which the summary call is reserved in and charged to.
-        tracer: Receives the compaction events.
-        worker: The worker's name in the events.
-        run_id: The run's id in the events.
-        conversation: The worker's conversation key (the summary call's is its own).
         timeout: Seconds the summary call may take, if limited.
         writer: How the worker's model writes a request out before it is sent (a tool
             protocol's: the tools in the prompt, calls and results as text), so that
@@ -175,23 +179,20 @@ class Compactor:
         self,
         compaction: Compaction,
         model: Model,
+        caller: Caller | None = None,
         *,
         budget: Budget | None = None,
-        tracer: Tracer | None = None,
-        worker: str | None = None,
-        run_id: str | None = None,
-        conversation: str | None = None,
         timeout: float | None = None,
         writer: Callable[[ModelRequest], ModelRequest] | None = None,
     ) -> None:
+        caller = caller or Caller()
         self.compaction = compaction
         self.model = model
         self.budget = budget
-        self._calls = model_calls(model, budget, worker, kind="summary")
-        self.tracer = tracer or Tracer()
-        self.worker = worker
-        self.run_id = run_id
-        self.conversation = f"{conversation}/compaction" if conversation else "compaction"
+        self.tracer, self.worker, self.run_id = caller.tracer, caller.worker, caller.run_id
+        self._calls = model_calls(model, budget, caller.worker, kind="summary")
+        key = caller.conversation
+        self.conversation = f"{key}/compaction" if key else "compaction"
         self.timeout = timeout
         self.count = token_counter(compaction)
         self.writer = writer

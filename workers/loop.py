@@ -181,7 +181,7 @@ class AgentLoop:
         self.guards = guards if guards is not None and guards.guards.output else None
         caller = Caller(worker=worker, run_id=run_id, tracer=self.tracer)
         self._calls = model_calls(model, self.budget, worker, caller=caller)
-        self._conversation = f"{run_id}/{worker}" if run_id else worker
+        self._conversation = caller.conversation
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
         self._head: tuple[str, tuple[Message, ...]] | None = None
@@ -191,11 +191,8 @@ class AgentLoop:
             self._compactor = Compactor(
                 compaction,
                 kept.summarizer(compaction) or model,
+                caller,
                 budget=self.budget,
-                tracer=self.tracer,
-                worker=worker,
-                run_id=run_id,
-                conversation=self._conversation,
                 timeout=self.settings.model_timeout,
                 writer=request_writer(model),
             )

@@ -18,6 +18,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import AssistantMessage, Budget, Message, Model, Tracer
+from runtime.events import Caller
 from runtime.value import Value
 from workers.compaction import Compactor
 from workers.context import Compaction, summary_message
@@ -206,14 +207,9 @@ async def fit_conversation(
     state = LoopState(task="", messages=messages, summary=summary, summarized=summarized)
     if not summarized:
         state = msgspec.structs.replace(state, summary="")
-    compactor = Compactor(
-        compaction,
-        summarizer,
-        budget=budget,
-        tracer=tracer,
-        worker="planner",  # the fold is part of planning: its span is in the planner's lane
-        run_id=run_id,
-    )
+    # The fold is part of planning: its span is in the planner's lane.
+    planner = Caller(worker="planner", run_id=run_id, tracer=tracer)
+    compactor = Compactor(compaction, summarizer, planner, budget=budget)
     state, window = await compactor.fit(state, (), messages, (), 0)
     shown = messages[state.summarized :]
     briefly: tuple[Message, ...] = tuple(

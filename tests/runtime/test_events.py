@@ -8,6 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from runtime.events import (
+    Caller,
     CallReport,
     Event,
     ModelCallFinished,
@@ -117,3 +118,9 @@ def test_a_call_report_emits_each_retry_and_counts_attempts_and_waits() -> None:
             error="ModelTimeout: timed out",
         ),
     ]  # fmt: skip
+
+
+def test_a_callers_conversation_is_its_run_and_worker() -> None:
+    assert Caller(worker="w1", run_id="r1").conversation == "r1/w1"
+    assert Caller(worker="w1").conversation == "w1"
+    assert Caller(run_id="r1").conversation is None

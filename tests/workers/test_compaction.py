@@ -422,3 +422,12 @@ async def test_a_trigger_below_the_budget_folds_early_and_the_window_waits_for_t
 def test_a_trigger_over_the_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="trigger_tokens"):
         Compaction(budget_tokens=1000, trigger_tokens=2000)
+
+
+async def test_a_summary_call_is_keyed_to_its_workers_conversation_and_apart_from_it() -> None:
+    model, summaries = FunctionModel(pager(12)), []
+    budget = Compaction(budget_tokens=2500, keep_turns=2)
+    await loop(model, budget, summarizer=summarizer(summaries)).run("read the log")
+    assert summaries
+    assert {r.conversation for r in summaries} == {"r1/w1/compaction"}
+    assert {r.conversation for r in worker_requests(model)} == {"r1/w1"}
