@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,11 @@ import anyio
 from honeycomb import ToolContext, tool
 
 CODE = Path(__file__).parent / "code"
+
+# Sync tools run in threads, and on CPython 3.11 building an AST keeps a depth count
+# in state the threads share: two ast.parse calls at once can fail with
+# "SystemError: AST constructor recursion depth mismatch". One at a time.
+_PARSING = threading.Lock()
 
 
 @tool
@@ -43,7 +49,8 @@ def review_file(path: str) -> dict[str, Any]:
     source = file.read_text(encoding="utf-8")
     found = [f"line {n}: a TODO note" for n, line in enumerate(source.splitlines(), 1)
              if "TODO" in line]  # fmt: skip
-    tree = ast.parse(source)
+    with _PARSING:
+        tree = ast.parse(source)
     managed = {
         id(i.context_expr) for n in ast.walk(tree) if isinstance(n, ast.With) for i in n.items
     }

@@ -15,6 +15,7 @@ import math
 import operator
 import os
 import re
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -55,6 +56,12 @@ def _forecasts() -> dict[str, dict[str, dict[str, Any]]]:
         (DATA / "weather.json").read_text(encoding="utf-8")
     )["cities"]
     return loaded
+
+
+# Sync tools run in threads, and on CPython 3.11 building an AST keeps a depth count
+# in state the threads share: two ast.parse calls at once can fail with
+# "SystemError: AST constructor recursion depth mismatch". One at a time.
+_PARSING = threading.Lock()
 
 
 @tool
@@ -180,7 +187,8 @@ def calculate(expression: str) -> int | float:
             f"the expression is {len(text)} characters; at most {MAX_EXPRESSION_CHARS}"
         )
     try:
-        tree = ast.parse(text, mode="eval")
+        with _PARSING:
+            tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"cannot read {expression!r} as arithmetic: {exc.msg}") from exc
     value = _evaluate(tree.body)

@@ -5,7 +5,6 @@ JSON schema. Plain string handling, no AI; good enough for a demo, not for real 
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Iterable
@@ -273,8 +272,9 @@ def _finish(tokens: list[str]) -> str | None:
     if not any(t in _OPS.values() for t in tokens):
         return None
     text = " ".join(tokens).replace("( ", "(").replace(" )", ")")
-    try:
-        ast.parse(text, mode="eval")
+    try:  # compiled, not parsed to an AST: a tool's ast.parse in a thread may run at
+        # once, and CPython 3.11's AST building is not safe in two threads at once
+        compile(text, "<expression>", "eval")
     except SyntaxError:
         return None
     return text

@@ -3,6 +3,7 @@ its tools found. Each is also an ``honeycomb init`` template (tests/honeycomb/cl
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
 import sqlite3
@@ -17,6 +18,7 @@ from honeycomb.run.events import WorkerStarted
 from honeycomb.store import RunStore
 from runtime import Event, ToolCallFinished
 from tests.support import ROOT
+from tests.support.concurrency import crowded_threads
 
 EXAMPLES = ROOT / "examples"
 
@@ -174,3 +176,15 @@ async def test_lead_calls_a_role_and_a_hive_as_its_tools_at_once() -> None:
     answer = result.answer_text
     assert "Researcher for" in answer  # the nested worker's answer, through the lead's
     assert "Facts for" in answer  # the sub-run's aggregated answer
+
+
+def test_the_review_tool_is_safe_in_many_threads_at_once() -> None:
+    # Sync tools run in threads; CPython 3.11's AST building is not safe in two at once.
+    spec = importlib.util.spec_from_file_location("review_tools", ROOT / "examples/review/tools.py")
+    assert spec is not None
+    assert spec.loader is not None
+    tools = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tools)
+    assert tools.review_file("billing.py")["issues"] == 3
+    files = tools.list_files()
+    assert crowded_threads(lambda: [tools.review_file(f) for f in files], times=400) == []

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from runtime import Dispatcher, ToolCall, ToolContext, ToolRegistry
+from tests.support.concurrency import crowded_threads
 
 # --- weather ----------------------------------------------------------------------------
 
@@ -218,3 +219,9 @@ async def test_data_paths_do_not_depend_on_the_working_directory(
     trip._guide.cache_clear()
     assert (await trip.get_weather("Paris"))["city"] == "Paris"
     assert await trip.search_guide("Paris")
+
+
+def test_the_calculator_is_safe_in_many_threads_at_once(trip: ModuleType) -> None:
+    # Sync tools run in threads; CPython 3.11's AST building is not safe in two at once.
+    expression = " + ".join(f"({n} * 3 - 1)" for n in range(14))
+    assert crowded_threads(lambda: trip.calculate(expression)) == []

@@ -40,6 +40,7 @@ from runtime import (
     ToolSchema,
     UserMessage,
 )
+from tests.support.concurrency import crowded_threads
 from workers import AgentLoop, Final
 from workers.guards import JUDGE_INSTRUCTIONS
 from workers.loop import WRAP_UP
@@ -702,3 +703,11 @@ def test_as_a_judge_it_refuses_an_empty_text() -> None:
                   UserMessage(content="  ")),
     )  # fmt: skip
     assert verdict(shown) == f"{PREFIX}There is nothing to judge: what I was shown is empty."
+
+
+def test_reading_arithmetic_is_safe_in_many_threads_at_once() -> None:
+    # A tool's ast.parse in a thread may run beside it: CPython 3.11's AST building
+    # is not safe in two threads at once, so the offline model does not build one.
+    text = "3 nights at 95 EUR plus 2 x 40 and (7 + 8) * 2 minus 1 " * 3
+    assert rules.expression(text) is not None
+    assert crowded_threads(lambda: rules.expression(text)) == []
