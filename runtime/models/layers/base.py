@@ -12,7 +12,8 @@ A layer that keeps something for the length of a call keeps it on the call.
 No layer holds a frame of its own while the model works: a worker waiting on its
 model holds its loop's frame and the call, nothing else (benchmarks A and E, where
 10,000 workers wait at once). The model's own layers (its slots, cassette, retries,
-rate limit) are :class:`~runtime.model.WrapperModel`\\ s inside the model.
+rate limit) are models inside it, each holding the next
+(:class:`~runtime.model.WrapperModel`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class ModelCall(CallInFlight):
         model: The model asked, its own layers in it.
         budget: The run's budget (None: none is kept).
         caller: Whose call it is and where its events go (None: not traced).
+        layers: The layers it goes through, outermost first.
+        opened: How many of them opened it (the outermost ones): those that see how
+            it ended.
         report: Its attempts, while tracing has it open (the retry policy tells it
             of each retry).
         reported: Undoes the report's setting as the model call in progress.
