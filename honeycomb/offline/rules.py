@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 PREFIX = "[offline simulation] "
@@ -220,6 +220,7 @@ _OPS = {
     **dict.fromkeys(("/", "÷", "divided", "over"), "/"),
     **dict.fromkeys(("^", "**"), "**"),
 }
+_OPERATORS = frozenset(_OPS.values())
 _MAX_FILLERS = 3
 
 
@@ -271,13 +272,36 @@ def _finish(tokens: list[str]) -> str | None:
     tokens = tokens + [")"] * (tokens.count("(") - tokens.count(")"))
     if not any(t in _OPS.values() for t in tokens):
         return None
-    text = " ".join(tokens).replace("( ", "(").replace(" )", ")")
-    try:  # compiled, not parsed to an AST: a tool's ast.parse in a thread may run at
-        # once, and CPython 3.11's AST building is not safe in two threads at once
-        compile(text, "<expression>", "eval")
-    except SyntaxError:
+    if not _well_formed(tokens):
         return None
-    return text
+    return " ".join(tokens).replace("( ", "(").replace(" )", ")")
+
+
+_NUMBER = re.compile(r"-?(?:[1-9]\d*|0+)(?:\.\d+)?")  # as Python writes one: no 007
+
+
+def _well_formed(tokens: Sequence[str]) -> bool:
+    """Whether ``tokens`` read as arithmetic (as Python reads it, less what Python
+    reads as something else: ``()``, a call): numbers and operators alternate (a sign
+    may also stand before a number or a bracket), a bracket opens where a number may
+    stand and closes after one, and every one closes.
+    Checked by hand rather than by ``ast.parse``: a sync tool may build an AST in a
+    thread at the same time, and on CPython 3.11 two at once can fail."""
+    expect_operand, depth = True, 0
+    for token in tokens:
+        if expect_operand and token in ("-", "+"):
+            continue  # a sign
+        if expect_operand and token == "(":
+            depth += 1
+        elif _NUMBER.fullmatch(token) and (expect_operand or token[0] == "-"):
+            expect_operand = False  # after a number, "-3" is "- 3"
+        elif not expect_operand and token == ")" and depth:
+            depth -= 1
+        elif not expect_operand and token in _OPERATORS:
+            expect_operand = True
+        else:
+            return False
+    return not expect_operand and depth == 0
 
 
 def numbers(text: str) -> list[float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import re
@@ -10,6 +11,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from honeycomb import Executor, Guards, Role
@@ -711,3 +714,26 @@ def test_reading_arithmetic_is_safe_in_many_threads_at_once() -> None:
     text = "3 nights at 95 EUR plus 2 x 40 and (7 + 8) * 2 minus 1 " * 3
     assert rules.expression(text) is not None
     assert crowded_threads(lambda: rules.expression(text)) == []
+
+
+ARITHMETIC = ["1", "23", "0", "00", "007", "4.5", "-3", "-0.5", "+", "-", "*", "/", "**", "(", ")"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(ARITHMETIC), min_size=1, max_size=8))
+def test_an_expression_is_well_formed_exactly_when_python_reads_it_as_arithmetic(
+    tokens: list[str],
+) -> None:
+    text = " ".join(tokens).replace("( ", "(").replace(" )", ")")
+    opens_a_call = any(
+        t == "(" and i and tokens[i - 1] not in {"+", "-", "*", "/", "**", "("}
+        for i, t in enumerate(tokens)
+    )
+    assume("()" not in text and not opens_a_call)  # Python's, not arithmetic
+    try:
+        ast.parse(text, mode="eval")
+    except SyntaxError:
+        python_reads_it = False
+    else:
+        python_reads_it = True
+    assert rules._well_formed(tokens) == python_reads_it
