@@ -18,7 +18,6 @@ rate limit) are models inside it, each holding the next
 
 from __future__ import annotations
 
-import time
 from collections.abc import Coroutine
 from contextvars import Token
 from typing import Any
@@ -87,11 +86,7 @@ class ModelCall(CallInFlight):
     reported: Token[CallReport | None] | None
 
     def __init__(self, calls: ModelCalls, request: ModelRequest, on_text: TextSink | None) -> None:
-        # CallInFlight's fields set here rather than through its __init__: one call a
-        # model turn fewer (benchmark B)
-        self.who, self.kind, self.turn = calls.who or "model", calls.kind, request.turn
-        self.started = time.monotonic()
-        self.pieces = None
+        super().__init__(calls.who or "model", calls.kind, request.turn)
         self.request, self.on_text = request, on_text
         self.model, self.budget, self.caller = calls.model, calls.budget, calls.caller
         self.layers = layers = calls.layers
