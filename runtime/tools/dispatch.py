@@ -130,28 +130,22 @@ class Dispatcher:
         """
         require_asyncio("Dispatcher.dispatch")
         results: Results = [None] * len(calls)
-        ready = self._ready(calls, previous, results, turn)
-        serial: list[Prepared] = []
-        parallel: list[Prepared] = []
-        if ready:  # every layer admits the turn's calls before any of them runs
-            for call, verdict in zip(ready, await self.calls.admit(ready), strict=True):
-                if isinstance(verdict, Outcome):
-                    results[call.position] = self._refused(call, verdict)
-                else:
-                    (serial if verdict.tool.side_effects else parallel).append(verdict)
+        # What a worker holds while its calls run is kept short (benchmark A at
+        # N=10000): the turn's calls in their two lanes, their observations, no more.
+        serial, parallel = await self._admitted(calls, previous, results, turn)
         # The serial lane (or else the last parallel call) runs in this task, every other
         # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
-        ended: list[Outcome | ApprovalNeeded] = []
+        ended: list[Outcome | ApprovalNeeded]
         if serial:
-            _, ended = await together(
-                self._serial(serial, results), [self._run(c, cap) for c in parallel]
-            )
+            _, ended = await together(self._serial(serial, results), self._runs(parallel, cap))
         elif parallel:
             last, ended = await together(
-                self._run(parallel[-1], cap), [self._run(c, cap) for c in parallel[:-1]]
+                self._run(parallel[-1], cap), self._runs(parallel[:-1], cap)
             )
             ended.append(last)
+        else:
+            ended = []
         for call, outcome in zip(parallel, ended, strict=True):
             results[call.position] = self._observed(call, outcome)
         # Calls a call made wait for approval (a nested worker's): the turn waits, once
@@ -160,6 +154,23 @@ class Dispatcher:
         if waiting:
             raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
         return tuple([r for r in results if isinstance(r, ToolMessage)])
+
+    async def _admitted(
+        self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
+    ) -> tuple[list[Prepared], list[Prepared]]:
+        """The calls that can run and that the layers admit, all of them before any
+        runs, in two lanes: the side-effecting calls and the parallel-safe ones. Each
+        other call's observation is put in ``results``."""
+        ready = self._ready(calls, previous, results, turn)
+        serial: list[Prepared] = []
+        parallel: list[Prepared] = []
+        if ready:
+            for call, verdict in zip(ready, await self.calls.admit(ready), strict=True):
+                if isinstance(verdict, Outcome):
+                    results[call.position] = self._refused(call, verdict)
+                else:
+                    (serial if verdict.tool.side_effects else parallel).append(verdict)
+        return serial, parallel
 
     def _ready(
         self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
@@ -244,6 +255,13 @@ class Dispatcher:
         """A limiter for this batch, only when it has more calls than the cap allows."""
         cap = self.policy.max_concurrency
         return anyio.CapacityLimiter(cap) if parallel > cap else None
+
+    def _runs(
+        self, calls: Sequence[Prepared], cap: anyio.CapacityLimiter | None
+    ) -> list[Coroutine[Any, Any, Outcome | ApprovalNeeded]]:
+        """Each call's run (here, not in :meth:`dispatch`: a comprehension there would
+        keep ``self`` and ``cap`` in cells for as long as the turn runs)."""
+        return [self._run(call, cap) for call in calls]
 
     def _run(
         self, call: Prepared, cap: anyio.CapacityLimiter | None

@@ -950,3 +950,33 @@ async def test_a_tool_that_does_not_nest_cannot_pause_its_worker_it_fails() -> N
     assert first.status == "error"
     assert "tool 'sneaky' raised ApprovalNeeded" in first.content
     assert (second.status, second.content) == ("ok", "l1")
+
+
+async def test_a_turn_whose_calls_run_holds_its_lanes_and_observations_and_no_more() -> None:
+    # What each worker holds while its tools work is what 10,000 workers hold at once
+    # (benchmark A): the admitted calls in their lanes and the observations, nothing
+    # the admission was done with, and no cell a comprehension would keep.
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def look(label: str) -> str:
+        """Look something up."""
+        started.set()
+        await release.wait()
+        return label
+
+    task = asyncio.ensure_future(dispatcher(look).dispatch(calls("look", "l1", "l2")))
+    await started.wait()
+    frame = task.get_coro().cr_frame
+    code = frame.f_code
+    arguments = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    lists = sorted(
+        name
+        for name, value in frame.f_locals.items()
+        if isinstance(value, list) and name not in arguments
+    )
+    release.set()
+    observations = await task
+    assert lists == ["parallel", "results", "serial"]
+    assert frame.f_code.co_cellvars == ()
+    assert [o.content for o in observations] == ["l1", "l2"]
