@@ -82,6 +82,7 @@ from runtime.events import (
 )
 from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, request_writer
+from runtime.models.layers import ModelCall
 from runtime.tools.approvals import ApprovalNeeded
 from workers.calls import model_calls
 from workers.compaction import Compactor
@@ -139,16 +140,17 @@ class AgentLoop:
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
     __slots__ = (
-        "_calls",
         "_compactor",
         "_conversation",
         "_head",
         "_output",
         "budget",
+        "caller",
         "checkpoint",
         "dispatcher",
         "guards",
         "instructions",
+        "layers",
         "model",
         "run_id",
         "settings",
@@ -180,7 +182,10 @@ class AgentLoop:
         self.store = self.checkpoint = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None
         caller = Caller(worker=worker, run_id=run_id, tracer=self.tracer)
-        self._calls = model_calls(model, self.budget, worker, caller=caller)
+        # The loop is its turns' call site (runtime.models.layers.CallSite): it keeps
+        # their layers, composed in one place, and no object holding them (benchmark E).
+        calls = model_calls(model, self.budget, worker, caller=caller)
+        self.layers, self.caller = calls.layers, calls.caller
         self._conversation = caller.conversation
         out = self.settings.output_type
         self._output = OutputSchema.for_model(out) if out is not None else None
@@ -196,6 +201,16 @@ class AgentLoop:
                 timeout=self.settings.model_timeout,
                 writer=request_writer(model),
             )
+
+    @property
+    def who(self) -> str | None:
+        """Whose model calls they are, as the calls in flight are reported: its worker's."""
+        return self.worker
+
+    @property
+    def kind(self) -> str:
+        """What its model calls are: turns."""
+        return "turn"
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
@@ -268,7 +283,7 @@ class AgentLoop:
             # The call is made here, in this frame, as ModelCalls.complete makes it: a
             # worker waiting on its model holds no frame for its layers (benchmarks A
             # and E, where 10,000 workers wait at once).
-            call = self._calls.open(request, sink)
+            call = ModelCall(self, request, sink).open()
             try:
                 answer = await call.made()
             except BaseException as failure:

@@ -13,7 +13,7 @@ outside the rest of them, loaded on first use), its slots
 inside. They are composed, in their order, in one place:
 :func:`workers.calls.model_calls`."""
 
-from runtime.models.layers.base import ModelCall, ModelCalls, ModelLayer
+from runtime.models.layers.base import CallSite, ModelCall, ModelCalls, ModelLayer
 from runtime.models.layers.budget import Budgeted
 from runtime.models.layers.checked import Checked
 from runtime.models.layers.cost_cap import CostCap, price_of
@@ -21,6 +21,7 @@ from runtime.models.layers.trace import Traced
 
 __all__ = [
     "Budgeted",
+    "CallSite",
     "Checked",
     "CostCap",
     "ModelCall",

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from contextvars import Token
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.events import Caller, CallReport
 from runtime.limits import Budget, CallInFlight
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, call_model
 
-__all__ = ["ModelCall", "ModelCalls", "ModelLayer"]
+__all__ = ["CallSite", "ModelCall", "ModelCalls", "ModelLayer"]
 
 
 class ModelLayer:
@@ -49,9 +49,47 @@ class ModelLayer:
         return error
 
 
+class CallSite(Protocol):
+    """Where model calls are made from: the model with the layers around its calls, and
+    whose calls they are. A :class:`ModelCalls` is one; a worker's loop is one too, as
+    it makes its turns' calls in its own frame (no object of its own per worker:
+    benchmarks A and E)."""
+
+    @property
+    def model(self) -> Model:
+        """The model, its own layers (slots, rate limit, retries, price) in it."""
+        ...
+
+    @property
+    def layers(self) -> tuple[ModelLayer, ...]:
+        """The layers around each call, outermost first."""
+        ...
+
+    @property
+    def budget(self) -> Budget | None:
+        """The run's budget (None: none is kept)."""
+        ...
+
+    @property
+    def caller(self) -> Caller | None:
+        """Whose calls they are and where their events go (None: not traced)."""
+        ...
+
+    @property
+    def who(self) -> str | None:
+        """Whose calls they are, as the calls in flight are reported."""
+        ...
+
+    @property
+    def kind(self) -> str:
+        """What the calls are: ``turn``, ``summary``, ``judge``."""
+        ...
+
+
 class ModelCall(CallInFlight):
-    """One model call, from its first layer's opening to its last layer's close; it
-    is the call in flight its budget reports (:class:`~runtime.limits.CallInFlight`).
+    """One model call of ``request`` made from ``site``, from its first layer's opening
+    (:meth:`open`) to its last layer's close; it is the call in flight its budget
+    reports (:class:`~runtime.limits.CallInFlight`).
 
     Attributes:
         request: What the model is sent (a layer may replace it as it opens).
@@ -85,14 +123,31 @@ class ModelCall(CallInFlight):
     report: CallReport | None
     reported: Token[CallReport | None] | None
 
-    def __init__(self, calls: ModelCalls, request: ModelRequest, on_text: TextSink | None) -> None:
-        super().__init__(calls.who or "model", calls.kind, request.turn)
+    def __init__(self, site: CallSite, request: ModelRequest, on_text: TextSink | None) -> None:
+        super().__init__(site.who or "model", site.kind, request.turn)
         self.request, self.on_text = request, on_text
-        self.model, self.budget, self.caller = calls.model, calls.budget, calls.caller
-        self.layers = layers = calls.layers
+        self.model, self.budget, self.caller = site.model, site.budget, site.caller
+        self.layers = layers = site.layers
         self.opened = len(layers)  # lowered when one refuses the call
         self.report = self.reported = None
         self.timed = 0.0
+
+    def open(self) -> ModelCall:
+        """The call, every layer opened, outermost first.
+
+        Raises:
+            HoneycombError: a layer's, when it refuses the call (the layers that
+                opened before it saw the error).
+        """
+        place = 0
+        try:
+            for layer in self.layers:
+                layer.opened(self)
+                place += 1
+        except BaseException as error:
+            self.opened = place  # those outside it opened
+            raise self.failed(error)  # noqa: B904 (its cause is the layer's to set)
+        return self
 
     def made(self) -> Coroutine[Any, Any, ModelResponse]:
         """The model's answer to the request, its text streamed when asked for."""
@@ -171,22 +226,8 @@ class ModelCalls:
         self.kind = kind
 
     def open(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelCall:
-        """A call of ``request``, every layer opened, outermost first.
-
-        Raises:
-            HoneycombError: a layer's, when it refuses the call (the layers that
-                opened before it saw the error).
-        """
-        call = ModelCall(self, request, on_text)
-        place = 0
-        try:
-            for layer in self.layers:
-                layer.opened(call)
-                place += 1
-        except BaseException as error:
-            call.opened = place  # those outside it opened
-            raise call.failed(error)  # noqa: B904 (its cause is the layer's to set)
-        return call
+        """A call of ``request``, every layer opened (:meth:`ModelCall.open`)."""
+        return ModelCall(self, request, on_text).open()
 
     def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
         return self._made(request, None)

@@ -4,6 +4,7 @@ translated error, cancellation, and no frame of theirs while the model works."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 
 import pytest
@@ -135,6 +136,19 @@ async def test_a_worker_waiting_on_its_model_holds_no_frame_of_a_layer() -> None
     assert held[:2] == ["AgentLoop.run", "AgentLoop.step"]
     assert not [name for name in held if name.startswith(("ModelCalls", "Budgeted", "Checked"))]
     assert budget.usage.model_calls == 1
+
+
+def test_a_worker_s_loop_is_its_turns_call_site_and_holds_no_object_for_it() -> None:
+    # What every worker holds, 10,000 of them hold at once (benchmark E): the loop keeps
+    # its turns' layers itself, as composed in one place.
+    budget = Budget()
+    loop = AgentLoop(
+        ScriptedModel([]), Dispatcher(ToolRegistry()), worker="w1", services=Services(budget=budget)
+    )
+    composed = model_calls(loop.model, budget, "w1", caller=None)
+    assert loop.layers == composed.layers
+    assert (loop.who, loop.kind, loop.caller) == ("w1", "turn", None)
+    assert not [held for held in gc.get_referents(loop) if isinstance(held, ModelCalls)]
 
 
 def awaiting(coro: object) -> list[str]:
