@@ -147,6 +147,10 @@ class RunTimings(BaseModel):
     speedup: float
 
 
+_REPR_ANSWER = 60
+"""The characters of a run's answer its ``repr`` shows."""
+
+
 class RunResult(BaseModel):
     """The outcome of :meth:`honeycomb.Executor.run`.
 
@@ -201,6 +205,14 @@ class RunResult(BaseModel):
     @property
     def succeeded(self) -> list[SubtaskResult]:
         return [s for s in self.subtasks.values() if s.ok]
+
+    def __repr__(self) -> str:
+        # One line, not every field: a run's fields hold every worker's transcript
+        # (about 4 MB of text for 2,000 workers), and asyncio.run on Python 3.11 builds
+        # the repr of its main task's result as it returns (0.24 s for those 2,000).
+        answer = self.answer_text
+        clipped = answer if len(answer) <= _REPR_ANSWER else answer[: _REPR_ANSWER - 1] + "…"
+        return f"RunResult(run_id={self.run_id!r}, {self.summary()}, answer_text={clipped!r})"
 
     def summary(self) -> str:
         """One line: status, subtasks (and how many at a time, if they ran in waves),

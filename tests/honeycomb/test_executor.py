@@ -3,6 +3,7 @@ cancellation, events and concurrent runs, all on ScriptedModel."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -676,6 +677,18 @@ async def test_the_summary_says_subtasks_ran_in_waves_of_max_workers() -> None:
     assert result.summary().startswith("ok: 50 subtasks, 8 at a time | ")
     few = await executor.run("t", subtasks=[("researcher", "one"), ("writer", "two")])
     assert few.summary().startswith("ok: 2 subtasks | ")
+
+
+def test_a_results_repr_is_one_line_whatever_the_size_of_its_run() -> None:
+    # asyncio.run on Python 3.11 builds the repr of its main task's result as it
+    # returns: every field of a result would be every worker's transcript.
+    executor = Executor(ROLES, echo_model(), aggregator="concat")
+    parts = [("researcher", f"part {i} " * 50) for i in range(200)]
+    result = asyncio.run(executor.run("t", subtasks=parts))
+    shown = repr(result)
+    assert shown.startswith(f"RunResult(run_id={result.run_id!r}, ok: 200 subtasks, 8 at a time")
+    assert len(shown) < 400
+    assert repr(result.answer_text[:20])[1:-1] in shown
 
 
 def budgeted(tmp_path: Path | None = None, calls: int = 4, **policy: Any) -> Executor:
