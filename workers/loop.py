@@ -156,8 +156,12 @@ class AgentLoop:
         "settings",
         "store",
         "tracer",
+        "who",
         "worker",
     )
+
+    kind = "turn"
+    """What its model calls are, as the calls in flight are reported."""
 
     def __init__(
         self,
@@ -177,7 +181,7 @@ class AgentLoop:
         self.settings = settings or LoopSettings()
         self.budget = kept.budget
         self.tracer = kept.tracer
-        self.worker = worker
+        self.worker = self.who = worker  # whose model calls they are (CallSite)
         self.run_id = run_id = kept.run_id
         self.store = self.checkpoint = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None
@@ -201,16 +205,6 @@ class AgentLoop:
                 timeout=self.settings.model_timeout,
                 writer=request_writer(model),
             )
-
-    @property
-    def who(self) -> str | None:
-        """Whose model calls they are, as the calls in flight are reported: its worker's."""
-        return self.worker
-
-    @property
-    def kind(self) -> str:
-        """What its model calls are: turns."""
-        return "turn"
 
     async def run(self, task: str, state: LoopState | None = None) -> Final | Failed | Waiting:
         """Drive :meth:`step` until the loop ends, from the start or from ``state``."""
