@@ -4,6 +4,7 @@ cancellation, events and concurrent runs, all on ScriptedModel."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from honeycomb.cli.view import summary
 from honeycomb.errors import PlanError
 from honeycomb.events import RunFinished
 from honeycomb.testing import FunctionModel, ScriptedModel
+from honeycomb.tracing import configure_logging
 from runtime import AssistantMessage, Event, ModelHTTPError, ModelRequest, ToolMessage, UserMessage
 from runtime.testing import call
 from tests.support.concurrency import Overlap, Rendezvous
@@ -689,6 +691,19 @@ def test_a_results_repr_is_one_line_whatever_the_size_of_its_run() -> None:
     assert shown.startswith(f"RunResult(run_id={result.run_id!r}, ok: 200 subtasks, 8 at a time")
     assert len(shown) < 400
     assert repr(result.answer_text[:20])[1:-1] in shown
+
+
+def test_a_runs_last_log_line_is_one_line_whatever_the_size_of_its_run() -> None:
+    # Once the application configures logging, run.finished is logged with the run's
+    # result, which a renderer shows by its repr: not every worker's transcript.
+    log = io.StringIO()
+    configure_logging(json=True, stream=log)
+    executor = Executor(ROLES, echo_model(), aggregator="concat")
+    parts = [("researcher", f"part {i} " * 50) for i in range(200)]
+    result = asyncio.run(executor.run("t", subtasks=parts))
+    finished = [json.loads(line) for line in log.getvalue().splitlines() if "run.finished" in line]
+    assert [entry["result"] for entry in finished] == [repr(result)]
+    assert len(finished[0]["result"]) < 400
 
 
 def budgeted(tmp_path: Path | None = None, calls: int = 4, **policy: Any) -> Executor:
