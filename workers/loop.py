@@ -156,12 +156,16 @@ class AgentLoop:
         "settings",
         "store",
         "tracer",
-        "who",
         "worker",
     )
 
     kind = "turn"
     """What its model calls are, as the calls in flight are reported."""
+
+    @property
+    def who(self) -> str | None:
+        """Whose model calls they are, as the calls in flight are reported: its worker's."""
+        return self.worker
 
     def __init__(
         self,
@@ -181,7 +185,7 @@ class AgentLoop:
         self.settings = settings or LoopSettings()
         self.budget = kept.budget
         self.tracer = kept.tracer
-        self.worker = self.who = worker  # whose model calls they are (CallSite)
+        self.worker = worker
         self.run_id = run_id = kept.run_id
         self.store = self.checkpoint = kept.store
         self.guards = guards if guards is not None and guards.guards.output else None

@@ -267,10 +267,10 @@ def _bracket_fits(token: str, current: list[str], expect_operand: bool) -> bool:
 
 
 def _finish(tokens: list[str]) -> str | None:
-    while tokens and tokens[-1] in _OPS.values():
+    while tokens and tokens[-1] in _OPERATORS:
         tokens = tokens[:-1]
     tokens = tokens + [")"] * (tokens.count("(") - tokens.count(")"))
-    if not any(t in _OPS.values() for t in tokens):
+    if not any(t in _OPERATORS for t in tokens):
         return None
     if not _well_formed(tokens):
         return None

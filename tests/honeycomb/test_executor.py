@@ -25,6 +25,7 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
+    RunResult,
     Subtask,
     SubtaskResult,
     tool,
@@ -684,9 +685,7 @@ async def test_the_summary_says_subtasks_ran_in_waves_of_max_workers() -> None:
 def test_a_results_repr_is_one_line_whatever_the_size_of_its_run() -> None:
     # asyncio.run on Python 3.11 builds the repr of its main task's result as it
     # returns: every field of a result would be every worker's transcript.
-    executor = Executor(ROLES, echo_model(), aggregator="concat")
-    parts = [("researcher", f"part {i} " * 50) for i in range(200)]
-    result = asyncio.run(executor.run("t", subtasks=parts))
+    result = a_run_of_200_long_subtasks()
     shown = repr(result)
     assert shown.startswith(f"RunResult(run_id={result.run_id!r}, ok: 200 subtasks, 8 at a time")
     assert len(shown) < 400
@@ -698,12 +697,18 @@ def test_a_runs_last_log_line_is_one_line_whatever_the_size_of_its_run() -> None
     # result, which a renderer shows by its repr: not every worker's transcript.
     log = io.StringIO()
     configure_logging(json=True, stream=log)
-    executor = Executor(ROLES, echo_model(), aggregator="concat")
-    parts = [("researcher", f"part {i} " * 50) for i in range(200)]
-    result = asyncio.run(executor.run("t", subtasks=parts))
+    result = a_run_of_200_long_subtasks()
     finished = [json.loads(line) for line in log.getvalue().splitlines() if "run.finished" in line]
     assert [entry["result"] for entry in finished] == [repr(result)]
     assert len(finished[0]["result"]) < 400
+
+
+def a_run_of_200_long_subtasks() -> RunResult:
+    """A run through ``asyncio.run``, as a script makes one, of 200 subtasks whose
+    transcripts are long."""
+    executor = Executor(ROLES, echo_model(), aggregator="concat")
+    parts = [("researcher", f"part {i} " * 50) for i in range(200)]
+    return asyncio.run(executor.run("t", subtasks=parts))
 
 
 def budgeted(tmp_path: Path | None = None, calls: int = 4, **policy: Any) -> Executor:
