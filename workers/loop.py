@@ -4,7 +4,9 @@ either thinks (one model call) or acts (the tool calls the model's last answer a
 for, which a state whose last message is such an answer has pending).
 
 A loop ends on a final answer, on a terminal tool's result, or with a wrap-up: one
-tool-less call that asks the model for its best answer from what it has, made at
+call that may use no tool (``tool_choice: none``, the tools listed as in every turn,
+so that its request starts with the turns before it) and asks the model for its best
+answer from what it has, made at
 ``max_turns``, or once ``max_repeats`` turns in a row were nothing but repeats of the
 turn before (a runaway loop, told as such). An answer of tool calls alone to it is
 :class:`~runtime.MaxTurnsExceeded`, or :class:`~runtime.RunawayLoop` after a runaway
@@ -250,7 +252,10 @@ class AgentLoop:
         if wrap_up:
             messages = (*messages, self._wrap_up_prompt(runaway))
         turn = state.turn + 1
-        tools = () if wrap_up else self.dispatcher.tools.schemas
+        # The wrap-up lists the tools as every turn does and may call none of them
+        # (tool_choice "none"): its request starts with the turns before it, which a
+        # provider's prompt cache keeps (docs/caching.md).
+        tools = self.dispatcher.tools.schemas
         window = self.settings.window
         if self._compactor is not None:
             before = state.compactions
@@ -293,7 +298,7 @@ class AgentLoop:
         # the journal, the observations, the wire).
         message = with_distinct_ids(response.message, messages, turn)
         if wrap_up and message.tool_calls:
-            # No tools were offered, so calls cannot be run; keep only the text.
+            # No tool could be called, so calls cannot be run; keep only the text.
             asked = tuple(c.name for c in message.tool_calls)
             message = AssistantMessage(content=message.content, reasoning=message.reasoning)
             if message.is_empty:  # nothing but calls: it did not answer, it kept going
@@ -360,7 +365,7 @@ class AgentLoop:
         return RunawayLoop(state.previous_calls[0].name, state.repeats + 1)
 
     def _wrap_up_prompt(self, runaway: RunawayLoop | None) -> UserMessage:
-        """What the tool-less wrap-up call asks: why it is made, and for the answer."""
+        """What the wrap-up call asks: why it is made, and for the answer."""
         if runaway is not None:
             text = RUNAWAY_WRAP_UP.format(tool=runaway.tool_name, turns=runaway.turns)
         else:

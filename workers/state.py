@@ -35,14 +35,14 @@ class LoopSettings(Value, frozen=True, kw_only=True):
     """How one loop behaves.
 
     Attributes:
-        max_turns: Model turns that may call tools; then one tool-less wrap-up call.
+        max_turns: Model turns that may call tools; then one wrap-up call that may not.
         output_type: A pydantic model the final answer must validate against.
         output_retries: Times an invalid final answer is sent back with the error (one
             that fails the output schema or an output guard).
         window: How much transcript the model sees each turn.
         model_timeout: Seconds per model call, if limited.
         max_repeats: Turns in a row made only of repeats of the previous turn's calls
-            (which are not run) before the loop is a runaway: one tool-less wrap-up
+            (which are not run) before the loop is a runaway: one wrap-up
             call, which says so, for its answer.
         compaction: The context budget kept by rolling summaries, if any.
         max_output_tokens: The most tokens one answer may take (sent with every
@@ -86,7 +86,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         nudged: The last reply was empty and the model was nudged.
         output_attempts: Answers sent back for failing the output schema or an output
             guard (they share ``output_retries``).
-        wrapped_up: The tool-less wrap-up call (at ``max_turns``, or of a runaway loop)
+        wrapped_up: The wrap-up call (at ``max_turns``, or of a runaway loop)
             was made.
         repeats: Turns in a row whose calls all repeated the turn before (at
             ``max_repeats``, the next call is a runaway's wrap-up; a resumed loop reads

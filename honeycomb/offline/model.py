@@ -144,7 +144,7 @@ def respond(request: ModelRequest) -> AssistantMessage:
     output = request.output
     if output is not None and output.name == "Plan":
         return AssistantMessage(content=plan_for(request).model_dump_json())
-    if request.tools:
+    if request.tools and request.tool_choice != "none":  # none: the wrap-up's answer
         turn = worker_turn(request)
         if isinstance(turn, AssistantMessage):
             return turn

@@ -103,14 +103,14 @@ async def test_terminal_tool_ends_the_loop_with_its_result() -> None:
     assert len(model.requests) == 1
 
 
-async def test_max_turns_then_one_tool_less_call_for_the_best_answer() -> None:
+async def test_max_turns_then_one_call_that_may_use_no_tool_for_the_best_answer() -> None:
     script = [call("lookup", {"key": str(i)}) for i in range(3)]
     model = ScriptedModel([*script, "best I can do"])
     result = await make_loop(model, max_turns=3).run("t")
     assert isinstance(result, Final)
     assert result.output == "best I can do"
     wrap_up = model.requests[-1]
-    assert wrap_up.tools == ()
+    assert wrap_up.tools == model.requests[0].tools  # listed, as in every turn
     assert wrap_up.tool_choice == "none"
     assert isinstance(wrap_up.messages[-1], UserMessage)
     assert "used all 3 turns" in wrap_up.messages[-1].content

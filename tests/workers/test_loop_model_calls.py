@@ -124,9 +124,9 @@ async def test_reasoning_tokens_are_counted_on_the_loop_the_budget_and_the_event
 
 async def test_the_wrap_up_answer_keeps_its_reasoning() -> None:
     def answer(request: ModelRequest) -> AssistantMessage:
-        if request.tools:
+        if request.tool_choice != "none":
             return AssistantMessage(tool_calls=(call("lookup", {"key": "a"}),))
-        # Asked for a tool-less answer, it calls a tool anyway: the call is dropped.
+        # Asked for an answer without tools, it calls a tool anyway: the call is dropped.
         return AssistantMessage(
             content="best guess", tool_calls=(call("lookup", {"key": "b"}),), reasoning="why"
         )

@@ -1,5 +1,5 @@
 """A model that repeats the same tool calls turn after turn: the repeats are not run, and
-after ``max_repeats`` such turns one tool-less wrap-up call asks for its best answer,
+after ``max_repeats`` such turns one wrap-up call that may use no tool asks for its best answer,
 as at ``max_turns``; an answer of calls alone (or none) is then a ``RunawayLoop``."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Keep:
 
 class Stuck:
     """A model that asks for ``count(1)`` whenever it is offered tools, and answers the
-    tool-less wrap-up call with ``wrap_up`` (a reply, or an exception to raise)."""
+    wrap-up call (``tool_choice: none``) with ``wrap_up`` (a reply, or an exception to raise)."""
 
     def __init__(self, wrap_up: AssistantMessage | str | Exception) -> None:
         self.wrap_up = wrap_up
@@ -57,7 +57,7 @@ class Stuck:
 
     async def __call__(self, request: ModelRequest) -> AssistantMessage | str:
         self.requests.append(request)
-        if request.tools:
+        if request.tool_choice != "none":
             return AssistantMessage(tool_calls=(call("count", {"n": 1}),))
         if isinstance(self.wrap_up, Exception):
             raise self.wrap_up
@@ -86,7 +86,7 @@ def counting(
 
 
 def assert_runaway_wrap_up(request: ModelRequest, *, turns: int) -> None:
-    assert request.tools == ()
+    assert [t.name for t in request.tools] == ["count"]  # listed, as in every turn
     assert request.tool_choice == "none"
     prompt = request.messages[-1]
     assert isinstance(prompt, UserMessage)

@@ -13,9 +13,11 @@ that refuses ``json_schema`` is asked the next way, as for any structured output
 :mod:`runtime.models.openai.endpoint`), and the instructions say the format in words too.
 
 Written out, the conversation is as the text protocol writes it (see
-:mod:`runtime.models.protocols.text_wire`): the catalogue in the leading system message, the
-observations of a turn as one user message; an earlier answer's calls are the JSON
-object that asked for them, with arguments that are not an object sent as ``{}``.
+:mod:`runtime.models.protocols.text_wire`): the catalogue in the leading system message,
+the same in every turn (the narrowing of ``tool_choice`` is said after the
+conversation), the observations of a turn as one user message; an earlier answer's
+calls are the JSON object that asked for them, with arguments that are not an object
+sent as ``{}``.
 
 Read back: strict JSON first; then leniently, as the text protocol reads a reply (a
 fence around it, single quotes, several calls), for a server that does not enforce
@@ -91,16 +93,18 @@ def json_request(request: ModelRequest) -> ModelRequest:
     if not uses_tools(request):
         return request
     messages = written(request.messages, written_call)
-    text = _instructions(request) if offers_tools(request) else None
+    text = _instructions(request) if request.tools else None
     output = OutputSchema(name=SCHEMA_NAME, json_schema=turn_schema(request), strict=False)
     return tool_less(request, messages, text, output)
 
 
 def _instructions(request: ModelRequest) -> str:
+    """The instructions: the same in every turn of a conversation, whatever the turn
+    may do (its schema holds it to that, and a line after the conversation says it)."""
     several = _SEVERAL if request.parallel_tool_calls else ""
-    answer = "" if not _answers(request) else _ANSWER if request.output is None else _STRUCTURED
+    answer = _ANSWER if request.output is None else _STRUCTURED
     rules = f"{_FORMAT}{several}{_RESULTS}{answer}"
-    return f"{TOOLS_HEADING}\n\n{CATALOGUE}\n{catalogue(_offered(request))}\n\n{rules}"
+    return f"{TOOLS_HEADING}\n\n{CATALOGUE}\n{catalogue(request.tools)}\n\n{rules}"
 
 
 def _offered(request: ModelRequest) -> tuple[ToolSchema, ...]:

@@ -10,6 +10,13 @@ order of the calls (one message, as chat templates that want user and assistant 
 alternate need). Structured output is asked for in the instructions while tools are
 offered: a response format would forbid the actions.
 
+The instructions are the same in every turn of a conversation, whatever the turn may
+do, so that each request starts with the one before it (a server's prompt cache keeps
+that prefix, as it does for function calling). What one turn may do, when
+``tool_choice`` narrows it (``none``, as the wrap-up asks; ``required``; a named tool),
+is said after the conversation: a line at the end of its last user message
+(:func:`turn_rule`).
+
 Read back (:func:`native_request`): the request as it was before it was written out,
 for a model that follows the protocol by rules rather than by reading it (the
 offline model).
@@ -46,6 +53,7 @@ __all__ = [
     "replied",
     "text_request",
     "tool_less",
+    "turn_rule",
     "uses_tools",
     "with_actions",
     "written",
@@ -74,6 +82,10 @@ _RESULTS = (
 )
 _FINAL = "When you need no more tools, reply with your final answer alone, without any action."
 _OUTPUT = "Your final answer is a reply without any action. "
+_NO_TOOL = "Use no tool in this reply: give your final answer."
+_SOME_TOOL = "Use at least one tool in this reply."
+_NAMED_TOOL = "Use the tool {} in this reply."
+_CHOICES = {_NO_TOOL: "none", _SOME_TOOL: "required"}
 _OBSERVATION = re.compile(
     r"^Observation for (?P<id>\S+) \((?P<name>[^,()\n]*)(?:, (?P<status>[a-z]+))?\): ", re.M
 )
@@ -98,10 +110,10 @@ def text_request(request: ModelRequest) -> ModelRequest:
     """``request`` without tools: the catalogue and the format in its instructions,
     the conversation's calls and observations as text."""
     messages = written(request.messages, written_answer)
-    protocol = _protocol(request) if offers_tools(request) else None
+    protocol = _protocol(request) if request.tools else None
     # With tools offered, structured output is asked for in the instructions: a
     # response format would forbid the actions.
-    output = None if protocol is not None else request.output
+    output = None if offers_tools(request) else request.output
     return tool_less(request, messages, protocol, output)
 
 
@@ -112,13 +124,21 @@ def tool_less(
     output: OutputSchema | None,
 ) -> ModelRequest:
     """``request`` with no tools: ``messages``, the ``protocol``'s instructions (if
-    any) added to its leading system message (or one of its own), and ``output``."""
+    any) added to its leading system message (or one of its own), what this turn may
+    do (:func:`turn_rule`) after the conversation, and ``output``."""
     if protocol is not None:
         first = messages[0] if messages else None
         if isinstance(first, SystemMessage):
             messages[0] = SystemMessage(content=f"{first.content}\n\n{protocol}")
         else:
             messages.insert(0, SystemMessage(content=protocol))
+    rule = turn_rule(request)
+    if rule is not None:
+        last = messages[-1] if messages else None
+        if isinstance(last, UserMessage):  # one message: many templates want turns to alternate
+            messages[-1] = UserMessage(content=f"{last.content}\n\n{rule}")
+        else:
+            messages.append(UserMessage(content=rule))
     return msgspec.structs.replace(
         request,
         messages=tuple(messages),
@@ -140,17 +160,24 @@ def catalogue(tools: Sequence[ToolSchema]) -> str:
     )
 
 
-def _protocol(request: ModelRequest) -> str:
-    tools = catalogue(request.tools)
-    rules = [_PARALLEL if request.parallel_tool_calls else _SERIAL, _RESULTS]
+def turn_rule(request: ModelRequest) -> str | None:
+    """What this turn may do, said in words, when ``tool_choice`` narrows the tools
+    the conversation has (None: anything the instructions allow)."""
     choice = request.tool_choice
-    if choice == "required":
-        rules.append("This reply must hold at least one action.")
-    elif choice != "auto":
-        rules.append(f"This reply must hold an action using the tool {choice}.")
+    if not request.tools or choice == "auto":
+        return None
+    if choice == "none":
+        return _NO_TOOL
+    return _SOME_TOOL if choice == "required" else _NAMED_TOOL.format(choice)
+
+
+def _protocol(request: ModelRequest) -> str:
+    """The instructions: the same in every turn of a conversation (see the module)."""
+    tools = catalogue(request.tools)
+    rules = f"{_PARALLEL if request.parallel_tool_calls else _SERIAL} {_RESULTS}"
     output = request.output
     final = _FINAL if output is None else _OUTPUT + output_instruction(output)
-    return f"{TOOLS_HEADING}\n\n{CATALOGUE}\n{tools}\n\n{_FORMAT}\n{' '.join(rules)}\n\n{final}"
+    return f"{TOOLS_HEADING}\n\n{CATALOGUE}\n{tools}\n\n{_FORMAT}\n{rules}\n\n{final}"
 
 
 def written(
@@ -260,10 +287,33 @@ def native_request(request: ModelRequest) -> ModelRequest:
             messages[0] = SystemMessage(content=head[:-2])
         else:
             messages.pop(0)  # the protocol was the whole system message
+    choice = _read_turn_rule(messages) if tools else "auto"
     read = _read_messages(messages)
     if not tools and read == messages:
         return request
-    return msgspec.structs.replace(request, messages=tuple(read), tools=tools, output=output)
+    return msgspec.structs.replace(
+        request, messages=tuple(read), tools=tools, tool_choice=choice, output=output
+    )
+
+
+def _read_turn_rule(messages: list[Message]) -> str:
+    """The ``tool_choice`` that :func:`turn_rule` said at the end of ``messages``
+    (taken off them), or ``auto``."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, UserMessage):
+        return "auto"
+    before, _, rule = last.content.rpartition("\n\n")
+    start, _, end = _NAMED_TOOL.partition("{}")
+    choice = _CHOICES.get(rule)
+    if choice is None and rule.startswith(start) and rule.endswith(end):
+        choice = rule[len(start) : -len(end)]
+    if choice is None:
+        return "auto"
+    if before:
+        messages[-1] = UserMessage(content=before)
+    else:
+        messages.pop()  # the rule was the whole message
+    return choice
 
 
 def _read_messages(messages: list[Message]) -> list[Message]:

@@ -51,7 +51,7 @@ def every_kind(request: ModelRequest) -> str | AssistantMessage:
         return "PASS"
     if "reader worker" in system:
         read = sum(1 for m in request.messages if isinstance(m, ToolMessage))
-        if read >= 3 or not request.tools:  # the wrap-up offers no tools
+        if read >= 3 or request.tool_choice == "none":  # the wrap-up
             return f"read {read} pages"
         call = ToolCall(id=f"c{read}", name="read_page", arguments=json.dumps({"page": read}))
         return AssistantMessage(tool_calls=(call,))

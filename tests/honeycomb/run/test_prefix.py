@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from honeycomb import Executor, Policy, Role, tool
-from runtime import OpenAIModel, RetryPolicy
+from runtime import JsonToolModel, Model, OpenAIModel, RetryPolicy, TextToolModel
 from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, Reply
 from workers.compaction import SUMMARIZER
 from workers.context import Compaction
@@ -82,13 +82,24 @@ def is_summary(request: RecordedRequest) -> bool:
     return bool(request.body["messages"][0]["content"] == SUMMARIZER)
 
 
-def run(server: OpenAIServer, role: Role, subtasks: list[tuple[str, str]]) -> None:
+def run(
+    server: OpenAIServer,
+    role: Role,
+    subtasks: list[tuple[str, str]],
+    protocol: Callable[[Model], Model] = lambda model: model,
+) -> str:
+    """The run's answer, once every worker ended ``ok``."""
     model = OpenAIModel("gpt-test", base_url=server.base_url, retry=RetryPolicy(attempts=1))
     executor = Executor(
-        [role], model, tools=[read_page], aggregator="concat", policy=Policy(max_workers=4)
+        [role],
+        protocol(model),
+        tools=[read_page],
+        aggregator="concat",
+        policy=Policy(max_workers=4),
     )
     result = asyncio.run(executor.run("read the logs", subtasks=subtasks))
     assert result.status == "ok", [str(f.error) for f in result.failures]
+    return result.answer
 
 
 def by_worker(requests: list[RecordedRequest]) -> dict[str, list[RecordedRequest]]:
@@ -162,3 +173,52 @@ def test_every_worker_of_a_role_sends_the_same_system_message_first(
         "content": "You are the reader worker.\n\nReads logs.\n\nRead every page.",
     }
     assert len({wire_tools(r) for requests in workers.values() for r in requests}) == 1
+
+
+NO_TOOL = "Use no tool in this reply: give your final answer."
+"""How the tool protocols ask a turn for its answer alone (``tool_choice: none``)."""
+
+
+def endless_reader(protocol: str) -> Callable[[RecordedRequest], Behaviour]:
+    """Reads one page a turn and never has enough, in ``protocol``'s form (function
+    calls, an action block, the JSON object); answers the wrap-up, which the native
+    form asks for with ``tool_choice: none`` and the others with :data:`NO_TOOL`."""
+
+    def behaviour(request: RecordedRequest) -> Behaviour:
+        messages = request.body["messages"]
+        texts = [m["content"] or "" for m in messages]
+        read = sum(1 for m in messages if m["role"] == "tool") or sum(
+            m["content"].count("Observation for ") for m in messages if m["role"] == "user"
+        )
+        if request.body.get("tool_choice") == "none" or texts[-1].endswith(NO_TOOL):
+            answer = f"read {read} pages"
+            return Reply(content=json.dumps({"answer": answer}) if protocol == "json" else answer)
+        arguments = {"page": read + 1}
+        if protocol == "native":
+            return Reply(tool_calls=((f"call_{read + 1}", "read_page", json.dumps(arguments)),))
+        action = json.dumps({"tool": "read_page", "arguments": arguments})
+        return Reply(content=action if protocol == "json" else f"```json\n{action}\n```")
+
+    return behaviour
+
+
+@pytest.mark.parametrize(
+    ("protocol", "wrapped"),
+    [("native", lambda m: m), ("text", TextToolModel), ("json", JsonToolModel)],
+)
+def test_the_wrap_up_sends_what_its_worker_sent_before_in_every_tool_protocol(
+    protocol: str, wrapped: Callable[[Model], Model]
+) -> None:
+    """The wrap-up call (at ``max_turns``) starts with the turns before it, byte for
+    byte, as every turn does: the tool protocols keep their instructions (the catalogue
+    in the system message) and say that no tool may be used at the end."""
+    role = Role(name="reader", instructions="Read every page.", tools=("read_page",), max_turns=3)
+    with OpenAIServer(endless_reader(protocol)) as server:
+        answer = run(server, role, [("reader", "the log")], wrapped)
+    requests = server.requests
+    assert len(requests) == 4  # three turns, then the wrap-up
+    assert "read 3 pages" in answer
+    for earlier, later in itertools.pairwise(requests):
+        before, after = wire_messages(earlier), wire_messages(later)
+        assert after[: len(before)] == before
+        assert wire_tools(later) == wire_tools(earlier)

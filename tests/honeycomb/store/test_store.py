@@ -312,7 +312,7 @@ async def test_a_run_cut_off_before_a_runaways_wrap_up_call_makes_it_when_resume
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
         requests.append(request)
-        if request.tools:
+        if request.tool_choice != "none":
             arguments = json.dumps({"key": "k"})
             call_id = f"call_{len(requests)}"
             return AssistantMessage(
@@ -343,7 +343,7 @@ async def test_a_run_cut_off_before_a_runaways_wrap_up_call_makes_it_when_resume
     assert result.status == "ok"
     assert result.subtasks["w0"].output == "k is 1"
     [wrap_up] = requests  # the resumed run makes the wrap-up call, and nothing else
-    assert wrap_up.tools == ()
+    assert wrap_up.tool_choice == "none"
     assert "You called 'lookup' with the same arguments 4 turns in a row" in str(
         wrap_up.messages[-1].content
     )

@@ -33,7 +33,7 @@ from runtime import (
 )
 from runtime.limits.retry import RetryingModel, limiter_of
 from runtime.models.protocols.actions import read_reply
-from runtime.models.protocols.text_wire import TOOLS_HEADING
+from runtime.models.protocols.text_wire import TOOLS_HEADING, native_request
 from runtime.testing import FunctionModel, ScriptedModel
 from tests.support.concurrency import Overlap, Rendezvous
 from tests.support.cpu_time import LINEAR_BOUND, cpu_growth
@@ -88,8 +88,9 @@ async def test_the_inner_request_has_no_tools_and_the_catalogue_in_its_instructi
     }
     assert '{"tool": "<tool name>", "arguments": ' in system.content
     assert "Write one action per reply" in system.content
-    assert "must hold at least one action" in system.content
-    assert inner.messages[1:] == request.messages[1:]
+    assert "at least one" not in system.content
+    rule = UserMessage(content="Weather in Paris?\n\nUse at least one tool in this reply.")
+    assert inner.messages[1:] == (rule,)  # what this turn may do: after the conversation
 
 
 async def test_a_request_without_a_system_message_gets_one_with_the_catalogue() -> None:
@@ -151,13 +152,41 @@ async def test_with_tools_offered_the_output_schema_is_asked_for_in_the_instruct
     assert json.dumps(schema.json_schema, separators=(",", ":")) in system.content
 
 
-async def test_tool_choice_none_leaves_the_catalogue_out() -> None:
-    request = ModelRequest(
-        messages=(UserMessage(content="hi"),), tools=(WEATHER,), tool_choice="none"
+@pytest.mark.parametrize(
+    ("choice", "rule"),
+    [
+        ("none", "Use no tool in this reply: give your final answer."),
+        ("required", "Use at least one tool in this reply."),
+        ("get_weather", "Use the tool get_weather in this reply."),
+    ],
+)
+async def test_tool_choice_is_said_after_the_conversation_and_the_instructions_stay(
+    choice: str, rule: str
+) -> None:
+    """The instructions are the same whatever the turn may do, so each request starts
+    with the one before it (a prompt cache keeps the prefix; the wrap-up asks with
+    ``none``): the narrowing is the last line of the last message, and it reads back."""
+    ask = (SystemMessage(content="Be brief."), UserMessage(content="hi"))
+    auto = await sent(ModelRequest(messages=ask, tools=(WEATHER,)))
+    narrowed = ModelRequest(messages=ask, tools=(WEATHER,), tool_choice=choice)
+    inner = await sent(narrowed)
+    assert inner.messages[0] == auto.messages[0]
+    assert inner.messages[1:] == (UserMessage(content=f"hi\n\n{rule}"),)
+    assert native_request(inner) == narrowed
+
+
+async def test_a_wrap_up_with_an_output_schema_asks_for_it_as_the_response_format() -> None:
+    """With no tool allowed, nothing forbids a response format: the answer is held to
+    the schema by the server as well as by the words of the instructions."""
+    output = OutputSchema(name="Weather", json_schema={"type": "object"})
+    ask = (UserMessage(content="hi"),)
+    inner = await sent(
+        ModelRequest(messages=ask, tools=(WEATHER,), tool_choice="none", output=output)
     )
-    inner = await sent(request)
-    assert inner.messages == request.messages
-    assert inner.tools == ()
+    assert inner.output == output
+    auto = await sent(ModelRequest(messages=ask, tools=(WEATHER,), output=output))
+    assert auto.output is None
+    assert inner.messages[0] == auto.messages[0]
 
 
 # --- the way out ------------------------------------------------------------------------
