@@ -369,6 +369,9 @@ LOADED_ON_FIRST_USE = (
     "runtime.testing", "runtime.models.llama", "runtime.models.llama_server", "xllamacpp",
     "runtime.models.cassettes", "runtime.models.layers.cassette", "runtime.models.request_diff",
     "honeycomb.trace.spans", "honeycomb.trace.logs",
+    # The table of Unicode's names, 0.3 MB of every process (benchmark E): a secret
+    # written with \N{...} escapes has Python's decoder load it.
+    "unicodedata",
     # A pydantic model made at import builds its validator, and pydantic then looks for
     # its plugins through importlib.metadata (about 15 ms: benchmark I).
     "pydantic.plugin._loader", "importlib.metadata",
