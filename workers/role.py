@@ -78,6 +78,9 @@ class Role(BaseModel):
             of a declared MCP server (``server:tool``, ``server:*`` for all of them),
             other roles (``agent:ROLE``) or hives (``hive:PATH``) as tools.
         max_turns: Model turns that may call tools before the wrap-up call.
+        max_repeats: Turns in a row made only of repeats of the turn before's calls
+            (which are not run again) before the worker is a runaway: its next call
+            is the wrap-up, which says so.
         tool_timeout: Seconds per tool call when the tool sets none.
         concurrency: Parallel-safe tool calls in flight at once.
         output_schema: Import path of a pydantic model the final answer must match.
@@ -115,6 +118,7 @@ class Role(BaseModel):
     model: str | None = None
     tools: tuple[str, ...] = ()
     max_turns: int = Field(default=10, ge=1, le=1000)
+    max_repeats: int = Field(default=3, ge=1, le=1000)
     tool_timeout: float | None = Field(default=60.0, gt=0)
     concurrency: int = Field(default=8, ge=1, le=1024)
     output_schema: str | None = None

@@ -196,6 +196,7 @@ class WorkerSetup(Value, frozen=True, kw_only=True):
             ),
             settings=LoopSettings(
                 max_turns=role.max_turns,
+                max_repeats=role.max_repeats,
                 output_type=output_type,
                 output_retries=role.output_retries,
                 window=ContextWindow(max_chars=role.max_context_chars),

@@ -1,6 +1,7 @@
 """A model that repeats the same tool calls turn after turn: the repeats are not run, and
-after ``max_repeats`` such turns one wrap-up call that may use no tool asks for its best answer,
-as at ``max_turns``; an answer of calls alone (or none) is then a ``RunawayLoop``."""
+after ``max_repeats`` such turns (a role's, 3 unless it says) one wrap-up call that may use
+no tool asks for its best answer, as at ``max_turns``; an answer of calls alone (or none)
+is then a ``RunawayLoop``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from runtime import (
 from runtime.events import ModelCallFinished
 from runtime.testing import FunctionModel, ScriptedModel, call
 from tests.support.sample_tools import lookup
-from workers import AgentLoop, Failed, Final, LoopSettings, LoopState
+from workers import AgentLoop, Failed, Final, LoopSettings, LoopState, Role, Worker
 from workers.services import Services
 
 
@@ -113,6 +114,36 @@ async def test_a_runaway_loop_gets_a_wrap_up_call_and_its_answer_is_final() -> N
     assert budget.usage.model_calls == 5
     assert budget.usage.tool_calls == 1
     assert sum(isinstance(e, ModelCallFinished) for e in seen) == 5
+
+
+@pytest.mark.parametrize(("max_repeats", "calls"), [(None, 5), (1, 3), (6, 8)])
+async def test_a_roles_max_repeats_is_how_many_repeated_turns_its_workers_may_make(
+    max_repeats: int | None, calls: int
+) -> None:
+    """``Role.max_repeats`` (a hive's ``max_repeats:``): the repeated turns a worker of
+    the role may make before its wrap-up call; 3 when the role does not say."""
+    model = Stuck("I counted 1.")
+    ran: list[int] = []
+
+    @tool
+    def count(n: int) -> str:
+        """Count."""
+        ran.append(n)
+        return f"counted {n}"
+
+    chosen = {} if max_repeats is None else {"max_repeats": max_repeats}
+    role = Role(name="counter", max_turns=50, **chosen)  # type: ignore[arg-type]
+    result = await Worker(role, FunctionModel(model), tools=[count]).run("count once")
+    assert result.ok
+    assert result.text == "I counted 1."
+    assert ran == [1]
+    assert len(model.requests) == calls  # one call, the repeats, the wrap-up
+    assert_runaway_wrap_up(model.requests[-1], turns=calls - 1)
+
+
+def test_a_role_repeats_at_least_once_before_it_is_a_runaway() -> None:
+    with pytest.raises(ValueError, match="max_repeats"):
+        Role(name="counter", max_repeats=0)
 
 
 async def test_a_runaway_that_keeps_calling_in_the_wrap_up_fails_naming_the_tool() -> None:

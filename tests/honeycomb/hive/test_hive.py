@@ -271,6 +271,16 @@ def test_a_roles_unknown_model_is_reported_beside_its_field_errors(tmp_path: Pat
     ), errors
 
 
+def test_a_roles_max_repeats_is_read_and_checked(tmp_path: Path) -> None:
+    counting = "    tools: [tests.support.role_tools:word_count]\n"
+    loaded = load_hive(hive(tmp_path, GOOD.replace(counting, f"{counting}    max_repeats: 5\n")))
+    assert Executor.from_hive(loaded).roles["counter"].max_repeats == 5
+    path = hive(tmp_path, GOOD.replace(counting, f"{counting}    max_repeats: 0\n"))
+    assert "roles.counter.max_repeats: Input should be greater than or equal to 1" in one_error(
+        path
+    )
+
+
 def test_a_roles_dir_roles_unknown_model_is_reported_beside_its_field_errors(
     tmp_path: Path,
 ) -> None:
