@@ -14,9 +14,10 @@ models), :mod:`honeycomb.models`, :mod:`honeycomb.messages`, :mod:`honeycomb.too
 :mod:`honeycomb.tracing`, :mod:`honeycomb.store`,
 :mod:`honeycomb.hive` and :mod:`honeycomb.backends` (``docs/api.md`` lists them all).
 
-``OpenAIModel``, ``OfflineModel``, ``SQLiteMemory`` and ``load_hive`` load on first use:
-they (and ``openai``, ``sqlite3`` and ``yaml``) take time to import, and many programs
-need none of them.
+``OpenAIModel``, ``OfflineModel``, ``SQLiteMemory``, ``load_hive`` and ``Session`` load on
+first use: they (and ``openai``, ``sqlite3`` and ``yaml``) take time or memory to import
+(a session's code is 0.1 MB of every process: benchmark E), and many programs need
+none of them.
 """
 
 import typing
@@ -26,7 +27,6 @@ from honeycomb.run.conversation import SessionPolicy, Turn
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Budgets, Policy
 from honeycomb.run.result import PlanRound, RunResult, RunTimings, SubtaskResult
-from honeycomb.run.session import Session
 from honeycomb.run.stream import RunStream
 from runtime import lazy
 from runtime.errors import (
@@ -67,6 +67,7 @@ from workers.worker import Worker, WorkerResult
 if typing.TYPE_CHECKING:
     from honeycomb.hive import load_hive
     from honeycomb.offline import OfflineModel
+    from honeycomb.run.session import Session
     from runtime.memory.sqlite import SQLiteMemory
     from runtime.models.openai.chat import OpenAIModel
 
@@ -136,5 +137,11 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and no othe
     __getattr__ = lazy.lazy_names(
         __name__,
         globals(),
-        ("runtime.models", "runtime.memory", "honeycomb.offline", "honeycomb.hive"),
+        (
+            "runtime.models",
+            "runtime.memory",
+            "honeycomb.offline",
+            "honeycomb.hive",
+            "honeycomb.run.session",
+        ),
     )

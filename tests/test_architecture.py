@@ -355,7 +355,7 @@ def test_the_base_dependencies_are_declared() -> None:
 LOADED_ON_FIRST_USE = (
     "openai", "tenacity", "yaml", "sqlite3", "difflib", "structlog", "anyio.streams.memory",
     "honeycomb.store", "honeycomb.run.record", "honeycomb.run.restore", "honeycomb.run.decide",
-    "honeycomb.offline", "honeycomb.hive",
+    "honeycomb.offline", "honeycomb.hive", "honeycomb.run.session",
     "runtime.config.yaml_config", "runtime.memory.db", "runtime.memory.sqlite", "sqlite_vec",
     "mcp", "mcp_types", "httpx2", "runtime.tools._mcp_sdk",
     # Every model adapter, the models that wrap others, the tool protocols, the test
