@@ -6,12 +6,12 @@ for, which a state whose last message is such an answer has pending).
 A loop ends on a final answer, on a terminal tool's result, or with a wrap-up: one
 call that may use no tool (``tool_choice: none``, the tools listed as in every turn,
 so that its request starts with the turns before it) and asks the model for its best
-answer from what it has, made at
-``max_turns``, or once ``max_repeats`` turns in a row were nothing but repeats of the
-turn before (a runaway loop, told as such). An answer of tool calls alone to it is
-:class:`~runtime.MaxTurnsExceeded`, or :class:`~runtime.RunawayLoop` after a runaway
-(an empty one too). Whether a state is at a runaway's wrap-up is in its ``repeats``, so
-a resumed loop wraps up as the one that stopped would have.
+answer from what it has, made at ``max_turns``, or once ``max_repeats`` turns in a row
+were nothing but repeats of the turn before (a runaway loop, told as such). An answer
+of tool calls alone to it is :class:`~runtime.MaxTurnsExceeded`, or
+:class:`~runtime.RunawayLoop` after a runaway (an empty one too). Whether a state is at
+a runaway's wrap-up is in its ``repeats``, so a resumed loop wraps up as the one that
+stopped would have.
 
 With a :class:`~workers.context.Compaction` in its settings, a think step first keeps
 the context within the budget (:class:`~workers.compaction.Compactor`): the model is
