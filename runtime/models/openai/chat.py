@@ -130,7 +130,9 @@ class OpenAIModel(OpenAIEndpoint):
         if output is not None and mode != "json_schema":
             instruction = output_instruction(output)
         params = self._base_params(request)
-        params["messages"] = messages_out(request.messages, instruction)
+        params["messages"] = messages_out(
+            request.messages, instruction, alternating=self.alternating
+        )
         self._limit_output(params, self._limit_key, request.max_output_tokens)
         if request.tools:
             params["tools"] = [

@@ -14,7 +14,10 @@ arrive, whatever the endpoint echoes, so nothing past the adapter sees them. An
 endpoint that refuses structured output as asked is asked the next way
 (``json_schema``, ``json_object``, the instructions alone), in that call and every
 later one; the agent loop's validation of the answer stays the
-judge. An adapter says how to build a request, send it and read the answer; one
+judge. An endpoint whose chat template wants user and assistant turns to alternate
+(Gemma's, older Mistral ones: ``Conversation roles must alternate``, on vLLM or
+llama.cpp) gets consecutive user messages as one from then on (:attr:`alternating`).
+An adapter says how to build a request, send it and read the answer; one
 that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
 retried, under the same policy, only until some of its text was shown.
 """
@@ -105,6 +108,9 @@ class OpenAIEndpoint(abc.ABC):
         self.limiter = limiter
         self.output_mode: OutputMode = "json_schema"
         """How structured output is asked for; an endpoint's refusal moves it on."""
+        self.alternating = False
+        """Whether consecutive user messages go out as one (the chat API only): set
+        once the endpoint refuses turns that do not alternate."""
         add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)
@@ -176,13 +182,16 @@ class OpenAIEndpoint(abc.ABC):
         """The call, streamed to ``shown`` if given, asking for structured output the
         next way while the endpoint refuses it."""
         while True:
-            mode = self.output_mode
+            mode, alternating = self.output_mode, self.alternating
             try:
                 return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
-                if request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
+                if not alternating and _wants_alternation(exc):
+                    self._alternate(exc)
+                elif request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
                     raise
-                self._fall_back(mode, exc)
+                else:
+                    self._fall_back(mode, exc)
 
     async def _retried(
         self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
@@ -203,6 +212,15 @@ class OpenAIEndpoint(abc.ABC):
             if logs.configured():
                 fields = {"model": self.model, "refused": mode, "now": self.output_mode}
                 logs.log("model_call.output_fallback", fields | {"error": str(exc)})
+        report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
+
+    def _alternate(self, exc: ModelHTTPError) -> None:
+        """The endpoint refused turns that do not alternate: send consecutive user
+        messages as one, in this call and every later one."""
+        if not self.alternating:
+            self.alternating = True
+            if logs.configured():
+                logs.log("model_call.alternating", {"model": self.model, "error": str(exc)})
         report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
 
     async def _complete_once(
@@ -354,6 +372,15 @@ def _refuses_format(exc: ModelHTTPError) -> bool:
     """Whether an error is the endpoint refusing the response format (a 400 or 422
     that names it); any other 400 is the request's own fault."""
     return exc.status in (400, 422) and _REFUSED_FORMAT.search(str(exc.body)) is not None
+
+
+_ALTERNATION = re.compile(r"roles must alternate", re.I)
+
+
+def _wants_alternation(exc: ModelHTTPError) -> bool:
+    """Whether an error is a chat template refusing turns that do not alternate (a
+    400 or 422 that says so: vLLM and llama.cpp pass the template's own message on)."""
+    return exc.status in (400, 422) and _ALTERNATION.search(str(exc.body)) is not None
 
 
 # The endpoint's own headers first, then those a proxy forwards from the provider

@@ -238,10 +238,21 @@ def output_instruction(output: OutputSchema) -> str:
     )
 
 
-def messages_out(messages: Sequence[Message], instruction: str | None) -> list[dict[str, Any]]:
+def messages_out(
+    messages: Sequence[Message], instruction: str | None, *, alternating: bool = False
+) -> list[dict[str, Any]]:
     """``messages`` as the wire wants them, with ``instruction`` added to the leading
-    system message (some chat templates take only one system message, and only first)."""
-    out = [_message_out(m) for m in messages]
+    system message (some chat templates take only one system message, and only first);
+    ``alternating``: consecutive user messages as one (some templates want user and
+    assistant in turn)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        sent = _message_out(message)
+        last = out[-1] if out else None
+        if alternating and last is not None and last["role"] == sent["role"] == "user":
+            out[-1] = {"role": "user", "content": f"{last['content']}\n\n{sent['content']}"}
+        else:
+            out.append(sent)
     if instruction is not None:
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{instruction}"}

@@ -15,7 +15,7 @@ import pytest
 
 from honeycomb import Executor, Policy, Role, tool
 from runtime import JsonToolModel, Model, OpenAIModel, RetryPolicy, TextToolModel
-from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, Reply
+from tests.support.openai_server import Behaviour, OpenAIServer, RecordedRequest, Reply, error
 from workers.compaction import SUMMARIZER
 from workers.context import Compaction
 
@@ -222,3 +222,37 @@ def test_the_wrap_up_sends_what_its_worker_sent_before_in_every_tool_protocol(
         before, after = wire_messages(earlier), wire_messages(later)
         assert after[: len(before)] == before
         assert wire_tools(later) == wire_tools(earlier)
+
+
+ALTERNATE = "Conversation roles must alternate user/assistant/user/assistant/..."
+
+
+def alternating_reader(request: RecordedRequest) -> Behaviour:
+    """:func:`reader` behind a chat template that raises on two user messages in a row
+    (Gemma's, on vLLM: a 400 with the template's message)."""
+    return error(400, ALTERNATE) if two_users_in_a_row(request) else reader(request)
+
+
+def test_a_compacted_worker_on_an_endpoint_that_wants_turns_to_alternate_finishes() -> None:
+    """Compaction sends its summary as a user message after the task: an endpoint whose
+    template wants turns to alternate refuses it once, and from then on gets the two as
+    one message; the worker reads every page all the same."""
+    role = Role(
+        name="reader",
+        instructions="Read every page.",
+        tools=("read_page",),
+        compaction=Compaction(budget_tokens=1800, keep_turns=2),
+    )
+    with OpenAIServer(alternating_reader) as server:
+        answer = run(server, role, [("reader", "the log")])
+    assert f"read {PAGES} pages" in answer
+    refused = [r for r in server.requests if two_users_in_a_row(r)]
+    assert len(refused) == 1  # once: the model remembers
+    after = server.requests[server.requests.index(refused[0]) + 1 :]
+    assert any(not is_summary(r) and "[Summary" in r.body["messages"][1]["content"] for r in after)
+    assert not any(two_users_in_a_row(r) for r in after)
+
+
+def two_users_in_a_row(request: RecordedRequest) -> bool:
+    roles = [m["role"] for m in request.body["messages"]]
+    return any(a == b == "user" for a, b in itertools.pairwise(roles))

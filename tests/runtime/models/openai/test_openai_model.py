@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import re
 import socket
@@ -48,8 +49,10 @@ from runtime.events import CallReport, ModelCallRetrying, current_call
 from runtime.models.openai.request import sdk_parameters, split_settings
 from tests.conftest import RealNetworkUsed
 from tests.support.openai_server import (
+    Behaviour,
     OpenAIServer,
     Raw,
+    RecordedRequest,
     Reply,
     _completion,
     error,
@@ -436,6 +439,60 @@ async def test_a_request_without_an_output_schema_never_falls_back(
     with pytest.raises(ModelHTTPError):
         await model.complete(ask())
     assert model.output_mode == "json_schema"
+
+
+# --- turns that must alternate ----------------------------------------------------------
+
+ALTERNATE = "Conversation roles must alternate user/assistant/user/assistant/..."
+
+
+def alternating_template(request: RecordedRequest) -> Behaviour:
+    """A server whose chat template raises on two user messages in a row (Gemma's,
+    on vLLM: a 400 with the template's message)."""
+    roles = [m["role"] for m in request.body["messages"]]
+    if any(a == b == "user" for a, b in itertools.pairwise(roles)):
+        return error(400, ALTERNATE)
+    return text("noted")
+
+
+async def test_an_endpoint_that_wants_turns_to_alternate_gets_user_messages_as_one(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    """The task and a summary after it (as compaction sends them) are refused; the
+    call is made again with the two as one message, and so is every later call."""
+    openai_server.default = alternating_template
+    model = make_model(retry=fast(attempts=1))  # making it again is not one of the retries
+    system = SystemMessage(content="Be terse.")
+    task, summary = UserMessage(content="Read the log."), UserMessage(content="[Summary] x")
+
+    with capture_logs() as logs:
+        first = await model.complete(ask(system, task, summary))
+        later = await model.complete(
+            ask(system, task, summary, AssistantMessage(content="ok"), UserMessage(content="a"))
+        )
+
+    assert (first.message.content, later.message.content) == ("noted", "noted")
+    refused, again, after = (r.body["messages"] for r in openai_server.requests)
+    assert [m["role"] for m in refused] == ["system", "user", "user"]
+    assert again == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Read the log.\n\n[Summary] x"},
+    ]
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "user"]
+    assert model.alternating
+    [switched] = [e for e in logs if e["event"] == "model_call.alternating"]
+    assert ALTERNATE in switched["error"]
+
+
+async def test_a_refusal_to_alternate_with_nothing_to_join_is_the_calls_error(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    openai_server.default = error(400, ALTERNATE)
+    model = make_model(retry=fast(attempts=1))
+
+    with pytest.raises(ModelHTTPError, match="must alternate"):
+        await model.complete(ask())
+    assert len(openai_server.requests) == 2  # as it was, then alternating: no further
 
 
 # --- mapping back: what the client makes of the answer --------------------------------
