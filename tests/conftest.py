@@ -145,6 +145,17 @@ def postgres() -> Iterator[PostgresServer]:
     server.remove()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """What ``-n auto`` (pyproject.toml's addopts) means: a test process a core and one
+    more (``--maxprocesses`` caps it), since a test waiting on a child process, a socket
+    or a sleep leaves its core to the others."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_loops: run an async test on asyncio's own event loop and on uvloop"
