@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import ipaddress
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -130,16 +131,36 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
         _use_token_auth()
+    if _on_this_machine_only(address):
+        # Ray would take 127.0.0.1 for the machine's address, where a head that
+        # listens on the loopback only cannot be reached.
+        with _on_loopback():
+            ray.init(**options)
+        return
     ray.init(**options)
+
+
+def _on_this_machine_only(address: str) -> bool:
+    """Whether ``address`` (``host:port``) is a head's on the loopback interface."""
+    if "://" in address:  # a Ray client's (ray://): Ray connects to it as it is
+        return False
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host's name
+        return False
 
 
 @contextlib.contextmanager
 def _on_loopback() -> Iterator[None]:
     """Ray's servers listen on the loopback interface only when their node's address
     is 127.0.0.1, but Ray gives a new node the machine's address even when told
-    127.0.0.1 (so that other machines may join it), unless its clusters are off (as on
-    macOS; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, which Ray reads as it is imported).
-    They are off while a private Ray starts."""
+    127.0.0.1 (so that other machines may join it), and takes a head's 127.0.0.1 for
+    that address too, unless its clusters are off (as on macOS;
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, which Ray reads as it is imported). They are
+    off while a private Ray starts, and while a driver joins a head on the loopback."""
     constants = importlib.import_module("ray._private.ray_constants")
     before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     if before is None:  # a Ray that decides it otherwise (the tests say if it listens wide)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,9 @@ from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted
 
 ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")  # Ray brings its own
+
+from tests.support.listening import listeners, wide  # noqa: E402 (it needs psutil)
 
 # One test process for the file, and for every test that uses Ray: each process would
 # start a Ray of its own (``ray_session``, tests/conftest.py).
@@ -298,30 +303,35 @@ async def _until(done: Any, within_s: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_a_driver_joins_a_two_process_cluster_by_address(tmp_path: Path) -> None:
-    """``ray start --head`` as a child process, with token authentication; a driver
-    process given only the token joins it by address and runs its workers there; the
-    head is stopped by its pid."""
-    port = _free_port()
+def test_a_driver_joins_a_two_process_cluster_by_address() -> None:
+    """``ray start --head`` as a child process, on the loopback interface only and with
+    token authentication; a driver process given only the token joins it at the address
+    the head wrote and runs its workers there; the head is stopped by its pid."""
     token = secrets.token_hex(32)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env |= {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_TOKEN": token}
     ray_cli = Path(sys.executable).parent / "ray"
+    # Ray's folder, short (its sockets' paths must fit) and the head's own: once it
+    # serves, it writes its address there, at the port it chose (--port=0).
+    folder = Path(tempfile.mkdtemp(prefix="ray-"))
     head = subprocess.Popen(
         [
-            str(ray_cli), "start", "--head", "--block", f"--port={port}",
+            str(ray_cli), "start", "--head", "--block", "--port=0", f"--temp-dir={folder}",
             "--node-ip-address=127.0.0.1", "--num-cpus=1", "--include-dashboard=false",
             "--disable-usage-stats",
         ],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        env={**env, "RAY_AUTH_MODE": "token"},
+        # Ray's servers listen on the machine's address unless its clusters are "off" (a
+        # head then binds 127.0.0.1; drivers on this machine still join it).
+        env={**env, "RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
     )  # fmt: skip
     try:
-        _wait_for_port(port)
+        address = _address_written(folder / "ray_current_cluster", head)
         driver = subprocess.run(
-            [sys.executable, "-m", "tests.support.ray_driver", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "tests.support.ray_driver", address],
             capture_output=True, text=True, timeout=90, env=env,
         )  # fmt: skip
+        serving = listeners(psutil.Process(head.pid).children(recursive=True))
     finally:
         head.terminate()  # ray start --block stops what it started
         try:
@@ -329,6 +339,11 @@ def test_a_driver_joins_a_two_process_cluster_by_address(tmp_path: Path) -> None
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert address.startswith("127.0.0.1:"), address
+    # The GCS and the raylet at least (not a check of nothing), none beyond loopback.
+    assert len(serving) >= 2, serving
+    assert wide(serving) == {}
     assert driver.returncode == 0, driver.stderr[-2000:]
     out = json.loads(driver.stdout.strip().splitlines()[-1])
     assert out["answers"] == ["a", "a"]
@@ -336,20 +351,21 @@ def test_a_driver_joins_a_two_process_cluster_by_address(tmp_path: Path) -> None
     assert os.getpid() not in out["pids"]
 
 
-def _wait_for_port(port: int) -> None:
+def _address_written(file: Path, head: subprocess.Popen[bytes]) -> str:
+    """The address a head started with ``--temp-dir`` wrote in ``file``, once it has."""
     deadline = time.monotonic() + 60
-    while True:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+    while not re.fullmatch(r"[\d.]+:\d+", address := _read(file)):
+        assert head.poll() is None, f"the head ended with status {head.returncode}"
         assert time.monotonic() < deadline, "the head did not start"
         time.sleep(0.1)
+    return address
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _read(file: Path) -> str:
+    try:
+        return file.read_text().strip()
+    except FileNotFoundError:
+        return ""
 
 
 async def test_a_tool_given_as_an_object_runs_in_the_actor(ray_session: None) -> None:

@@ -10,7 +10,6 @@ a program, its processes listed while it runs, then killed.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import select
@@ -27,6 +26,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")  # Ray brings its own
+
+from tests.support.listening import listeners, wide  # noqa: E402 (it needs psutil)
 
 pytestmark = [
     pytest.mark.xdist_group("ray"),
@@ -60,7 +61,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
         line = _first_line(child, log, within_s=100)
         me = psutil.Process(child.pid)
         started = me.children(recursive=True)
-        listening = {f"{p.name()} ({p.pid})": _listening(p) for p in [me, *started]}
+        listening = listeners([me, *started])
         yield Driver(child, json.loads(line), started, listening, log)
     finally:
         for each in [*started, child]:
@@ -77,21 +78,6 @@ def _first_line(child: subprocess.Popen[str], log: Path, within_s: float) -> str
     return line
 
 
-def _listening(process: Any) -> list[str]:
-    try:
-        found = process.net_connections(kind="inet")
-    except psutil.NoSuchProcess:
-        return []
-    return [c.laddr.ip for c in found if c.status == psutil.CONN_LISTEN]
-
-
-def _loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
 def test_a_tool_of_the_program_itself_runs_in_the_actor(driver: Driver) -> None:
     """A ``@tool`` defined in ``__main__`` goes to the actors by value."""
     (actor,) = driver.report["pids"]
@@ -100,11 +86,9 @@ def test_a_tool_of_the_program_itself_runs_in_the_actor(driver: Driver) -> None:
 
 
 def test_every_process_of_the_private_ray_listens_on_loopback_only(driver: Driver) -> None:
-    listening = {name: ips for name, ips in driver.listening.items() if ips}
     # The driver, the GCS, the raylet and the actor at least (not a check of nothing).
-    assert len(listening) >= 4, driver.listening
-    wide = {name: ips for name, ips in listening.items() if not all(map(_loopback, ips))}
-    assert wide == {}
+    assert len(driver.listening) >= 4, driver.listening
+    assert wide(driver.listening) == {}
 
 
 def test_a_killed_driver_leaves_none_of_its_ray_running(driver: Driver) -> None:
