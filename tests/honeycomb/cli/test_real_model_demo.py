@@ -1,8 +1,9 @@
 """``honeycomb demo`` on a real model, as a user runs it: llama.cpp in-process
-(``--model local``) with each tool protocol. Each must end ``ok`` or ``partial``
-within two minutes. (``--model NAME --base-url URL`` takes the same path through the
-library to a llama.cpp server of its own: the planned run of
-tests/honeycomb/run/test_real_model.py goes that way, to the session's server.)
+(``--model local``) with each tool protocol. Each must end ``ok`` or ``partial`` by its
+work, not by the demo hive's wall-time budget (120 s), which would end it too.
+(``--model NAME --base-url URL`` takes the same path through the library to a llama.cpp
+server of its own: the planned run of tests/honeycomb/run/test_real_model.py goes that
+way, to the session's server.)
 
 What they rest on: every model call has an output limit (a planner without one
 writes until the run's wall budget ends it) and, for ``--tool-protocol json``, the
@@ -15,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 from tests.support import ROOT
 from tests.support.llama import REAL_MODEL
 
-pytestmark = [*REAL_MODEL, pytest.mark.timeout(200)]
+pytestmark = [*REAL_MODEL, pytest.mark.timeout(300)]
 
 TASK = (
     "Compare the weather in Lisbon and Porto, work out the cost of 2 nights at 95 euros, "
@@ -35,24 +35,25 @@ TASK = (
 
 def demo(args: list[str], folder: Path) -> dict[str, Any]:
     """Run ``honeycomb demo ... --json`` in ``folder``; its last record (run.finished),
-    after checking that it ended within two minutes with status 0."""
+    after checking that it ended with status 0 and that nothing of it was cut by the
+    run's wall-time budget (how long it took is the machine's: the test processes share
+    its cores)."""
     environment = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "HONEYCOMB_DEMO_TOOL_LATENCY": "0",
         "HONEYCOMB_OUTBOX": str(folder / "outbox"),
     }
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "honeycomb", "demo", TASK, "--json", "--no-store", *args],
-        capture_output=True, text=True, cwd=folder, env=environment, timeout=150,
-        check=False,
+        capture_output=True, text=True, cwd=folder, env=environment, check=False,
+        timeout=240,  # a hang's stop: the run's budget ends it at 120 s, loading apart
     )  # fmt: skip
-    took = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-2000:]
-    assert took < 120, f"the demo took {took:.0f}s"
     last: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     assert last["event"] == "run.finished"
+    # A run its budget ends is over_budget, and says which budget: not the wall time's.
+    assert "wall_time_s" not in json.dumps(last), last["error"]
     return last
 
 
