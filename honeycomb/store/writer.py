@@ -180,14 +180,22 @@ class Writer:
                 f"the run store's writer stopped: {type(exc).__name__}: {exc}",
                 path=self.database.where,
             )
-            self.running = False  # the next write starts another
+            self._let_go()  # before a waiter told below starts the next writer
             self._abandon(items, died)
             raise
         finally:
-            self.running = False  # stopped, or died: the next write starts another
+            self._let_go()  # stopped: the next write starts another
+
+    def _let_go(self) -> None:
+        """Close this thread's connection and mark the writer stopped, unless the next
+        writer has started already (its connection is not this thread's to close)."""
+        with self._start_lock:  # start() makes the next one under it
+            if self._thread is not threading.current_thread():
+                return
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+            self.running = False
 
     def _abandon(self, items: list[Write], error: StoreError) -> None:
         """Tell the waiters of ``items`` (the batch being written), and of every write

@@ -162,3 +162,43 @@ async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_an
     store.close()
     assert stored(tmp_path / "runs.db", "SELECT run_id FROM spans") == [("r2",)]
     assert len(thread_deaths) == 1  # and the thread's death was not silent either
+
+
+async def test_a_dying_writer_leaves_the_next_one_its_connection(
+    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter a dying writer tells may start the next writer before the dying one
+    has ended: the dying one's last steps leave the new one running, its connection
+    open."""
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    writer = store._writer
+    batch, abandon = writer._batch, writer._abandon
+    next_one_wrote = threading.Event()
+
+    def dies(*args: Any) -> None:
+        monkeypatch.setattr(writer, "_batch", batch)  # once
+        raise Fatal("the writer broke")
+
+    def abandons(*args: Any) -> None:
+        abandon(*args)  # its waiters are told: the next write starts the next writer
+        assert next_one_wrote.wait(20)  # which writes before this one has ended
+
+    monkeypatch.setattr(writer, "_batch", dies)
+    monkeypatch.setattr(writer, "_abandon", abandons)
+    insert = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+    with anyio.fail_after(20):
+        with pytest.raises(StoreError, match="writer stopped"):
+            await store.commit((insert, ("r1", "[]")))
+        dying = writer._thread
+        await store.commit((insert, ("r2", "[]")))
+        assert writer._thread is not dying
+        next_one_wrote.set()
+        assert dying is not None
+        await anyio.to_thread.run_sync(dying.join)
+        assert writer.running  # the next one still runs, on its own connection
+        await store.commit((insert, ("r3", "[]")))
+    store.close()
+    rows = stored(tmp_path / "runs.db", "SELECT run_id FROM spans ORDER BY run_id")
+    assert rows == [("r2",), ("r3",)]
+    assert len(thread_deaths) == 1
