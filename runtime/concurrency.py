@@ -12,6 +12,7 @@
   take (see below).
 - :func:`require_asyncio`: Honeycomb runs on asyncio (uvloop included); under another
   async library it fails at once with :class:`~runtime.errors.UnsupportedEventLoop`.
+- :func:`usable_cpus`: the CPUs this process may run on.
 
 Time limits. ``with within(seconds): await work`` cancels the block's task once the
 time has passed and raises :class:`TimedOut` (a ``TimeoutError``); a ``TimedOut``
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
@@ -50,6 +52,7 @@ __all__ = [
     "shielded",
     "stoppable",
     "together",
+    "usable_cpus",
     "within",
 ]
 
@@ -264,3 +267,12 @@ class within:  # used as a function would be: ``with within(5): ...``
         if task.uncancel() > self._cancelling and kind is asyncio.CancelledError:
             return  # cancelled from elsewhere too: that wins
         raise TimedOut from None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the system says it), at
+    least one."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

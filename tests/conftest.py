@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from runtime.concurrency import usable_cpus
 from runtime.secrets import isolated
 from tests.support import ROOT
 
@@ -149,11 +150,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What ``-n auto`` (pyproject.toml's addopts) means: a test process a core and one
     more (``--maxprocesses`` caps it), since a test waiting on a child process, a socket
     or a sleep leaves its core to the others."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return cores + 1
+    return usable_cpus() + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

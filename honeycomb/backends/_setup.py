@@ -131,13 +131,10 @@ def start_ray(address: str | None, num_cpus: int | None) -> None:
         # A cluster with token authentication: Ray's driver sends the token only
         # when told to, and a head started with one refuses drivers without it.
         _use_token_auth()
-    if _on_this_machine_only(address):
-        # Ray would take 127.0.0.1 for the machine's address, where a head that
-        # listens on the loopback only cannot be reached.
-        with _on_loopback():
-            ray.init(**options)
-        return
-    ray.init(**options)
+    # A head on the loopback: Ray would take 127.0.0.1 for the machine's address,
+    # where a head that listens on the loopback only cannot be reached.
+    with _on_loopback() if _on_this_machine_only(address) else contextlib.nullcontext():
+        ray.init(**options)
 
 
 def _on_this_machine_only(address: str) -> bool:

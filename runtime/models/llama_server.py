@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime.concurrency import usable_cpus
 from runtime.errors import ConfigError, ModelServerError
 
 if TYPE_CHECKING:
@@ -89,11 +89,7 @@ def default_threads() -> int:
     may use, at least one. llama.cpp's threads wait for each other at every step, so
     one that another program preempts holds up the rest: on a busy machine, all of its
     CPUs decode far slower than half of them."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 2
-    return max(1, cpus // 2)
+    return max(1, usable_cpus() // 2)
 
 
 class LlamaServer:

@@ -34,6 +34,6 @@ def listeners(processes: Iterable[Any]) -> dict[str, list[str]]:
     return {name: addresses for name, addresses in found.items() if addresses}
 
 
-def wide(listening: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Those of ``listening`` (:func:`listeners`) that listen beyond the loopback."""
-    return {name: ips for name, ips in listening.items() if not all(map(loopback, ips))}
+def wide(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Those of ``found`` (:func:`listeners`) that listen beyond the loopback."""
+    return {name: ips for name, ips in found.items() if not all(map(loopback, ips))}

@@ -97,6 +97,10 @@ async def test_a_tool_output_with_a_lone_surrogate_is_kept_with_it_replaced(
     assert thread_deaths == []
 
 
+INSERT = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+"""A write of the tests of the writer."""
+
+
 class Unbindable:
     """A parameter that sqlite3 cannot bind: converting it raises (not an sqlite3 error)."""
 
@@ -109,12 +113,11 @@ async def test_a_write_that_fails_in_any_way_fails_its_waiter_and_the_writer_goe
 ) -> None:
     store = RunStore(tmp_path / "runs.db")
     await store.open()
-    insert = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
     with anyio.fail_after(20):
         with pytest.raises(StoreError, match="cannot bind this") as caught:
-            await store.commit((insert, ("r1", Unbindable())))
+            await store.commit((INSERT, ("r1", Unbindable())))
         assert str(tmp_path / "runs.db") in str(caught.value)
-        await store.commit((insert, ("r1", "[]")))  # the writer still writes
+        await store.commit((INSERT, ("r1", "[]")))  # the writer still writes
     store.close()
     assert stored(tmp_path / "runs.db", "SELECT run_id, spans FROM spans") == [("r1", "[]")]
     assert thread_deaths == []
@@ -141,12 +144,9 @@ class Fatal(BaseException):
     """Not an error of a write: what ends a thread (as a bug of the writer would)."""
 
 
-async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_another(
-    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = RunStore(tmp_path / "runs.db")
-    await store.open()
-    writer = store._writer
+def _breaks_once(writer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's next batch ends its thread with :class:`Fatal`; the batches of the
+    writers after it are written."""
     batch = writer._batch
 
     def dies(*args: Any) -> None:
@@ -154,11 +154,18 @@ async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_an
         raise Fatal("the writer broke")
 
     monkeypatch.setattr(writer, "_batch", dies)
-    insert = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
+
+
+async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_another(
+    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    _breaks_once(store._writer, monkeypatch)
     with anyio.fail_after(20):
         with pytest.raises(StoreError, match="writer stopped: Fatal: the writer broke"):
-            await store.commit((insert, ("r1", "[]")))
-        await store.commit((insert, ("r2", "[]")))  # a new writer
+            await store.commit((INSERT, ("r1", "[]")))
+        await store.commit((INSERT, ("r2", "[]")))  # a new writer
     store.close()
     assert stored(tmp_path / "runs.db", "SELECT run_id FROM spans") == [("r2",)]
     assert len(thread_deaths) == 1  # and the thread's death was not silent either
@@ -173,31 +180,26 @@ async def test_a_dying_writer_leaves_the_next_one_its_connection(
     store = RunStore(tmp_path / "runs.db")
     await store.open()
     writer = store._writer
-    batch, abandon = writer._batch, writer._abandon
+    abandon = writer._abandon
     next_one_wrote = threading.Event()
-
-    def dies(*args: Any) -> None:
-        monkeypatch.setattr(writer, "_batch", batch)  # once
-        raise Fatal("the writer broke")
 
     def abandons(*args: Any) -> None:
         abandon(*args)  # its waiters are told: the next write starts the next writer
         assert next_one_wrote.wait(20)  # which writes before this one has ended
 
-    monkeypatch.setattr(writer, "_batch", dies)
+    _breaks_once(writer, monkeypatch)
     monkeypatch.setattr(writer, "_abandon", abandons)
-    insert = "INSERT INTO spans (run_id, spans) VALUES (?, ?)"
     with anyio.fail_after(20):
         with pytest.raises(StoreError, match="writer stopped"):
-            await store.commit((insert, ("r1", "[]")))
+            await store.commit((INSERT, ("r1", "[]")))
         dying = writer._thread
-        await store.commit((insert, ("r2", "[]")))
+        await store.commit((INSERT, ("r2", "[]")))
         assert writer._thread is not dying
         next_one_wrote.set()
         assert dying is not None
         await anyio.to_thread.run_sync(dying.join)
         assert writer.running  # the next one still runs, on its own connection
-        await store.commit((insert, ("r3", "[]")))
+        await store.commit((INSERT, ("r3", "[]")))
     store.close()
     rows = stored(tmp_path / "runs.db", "SELECT run_id FROM spans ORDER BY run_id")
     assert rows == [("r2",), ("r3",)]
