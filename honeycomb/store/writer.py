@@ -16,8 +16,9 @@ the server rolled back to break a deadlock with another process's); one lost as 
 committed is not (it may be there, or not: its waiters are told so). Text is
 made valid UTF-8 on the way in (lone surrogates replaced, see :mod:`runtime.text`),
 and secrets are masked as a write is queued (see :mod:`runtime.secrets`).
-Should the thread itself die, the waiters of its batch and of every write queued are
-told too, and the next write starts another.
+Should the thread itself die, the waiters of its batch and of every write in its queue
+are told too, and the next write starts another thread, with a queue and a connection
+of its own (:class:`Writer`).
 """
 
 from __future__ import annotations
@@ -74,23 +75,33 @@ class Write(Value, frozen=True, kw_only=True):
 
 
 class Writer:
-    """The thread that writes one store's file, started by the first write (and again
-    by the next one, if it stopped or died)."""
+    """The writer of one store: a thread at a time (a :class:`_Life`), started by the
+    first write, and again by the next one once it stopped or died.
+
+    Each thread has a queue and a connection of its own. A write goes to the queue of
+    the thread that runs; one queued as that thread ended is the ended thread's (written,
+    or its waiter told it was not) or, if it did not take it, the next thread's: no write
+    waits in a queue that no thread reads, and a thread that ends never takes what was
+    queued for the next one. The next thread writes once the one before it has ended,
+    so writes keep the order they were queued in.
+    """
 
     def __init__(self, database: Database, lease_ttl_s: float) -> None:
         self.database = database
         self.beat_s = lease_ttl_s / 4  # a few heartbeats a TTL
-        self.running = False  # the thread runs (is_alive() costs a lock per write)
         self.started = False  # it was started once: reads wait for what it writes
         # The leases renewed: replaced, never changed in place, as the thread reads it
         # without a lock.
         self.held: frozenset[Lease] = frozenset()
         self.failure: BaseException | None = None
-        self._queue: queue.SimpleQueue[Write | object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._connection: WriteConnection | None = None
-        self._committing = False  # the batch being written is being committed
+        self._life: _Life | None = None  # the thread that runs, or the last one
         self._start_lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        """Whether a thread runs that takes what is queued."""
+        life = self._life
+        return life is not None and not life.ended
 
     def put(
         self,
@@ -103,8 +114,6 @@ class Writer:
         urgent: bool = False,
     ) -> None:
         """Queue a write (see :class:`Write`), its statements' secrets masked."""
-        if not self.running:
-            self.start()
         write = Write(
             work=masked(work),
             done=done,
@@ -113,100 +122,142 @@ class Writer:
             checkpoint=checkpoint,
             urgent=urgent,
         )
-        self._queue.put(write)
+        life = self._life
+        if life is None or life.ended:
+            life = self.start()
+        life.queue.put(write)
+        if life.ended:
+            self._hand_on(life)
+
+    def _hand_on(self, ended: _Life) -> None:
+        """Queue what the thread that ended as it was queued did not take, for the next
+        thread (or the one after, should that one end too)."""
+        writes = ended.leftovers()
+        while writes:
+            life = self.start()
+            for write in writes:
+                life.queue.put(write)
+            if not life.ended:
+                return
+            writes = life.leftovers()
 
     def stop(self) -> None:
         """Commit what is queued, checkpoint and stop the thread."""
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            self._queue.put(_STOP)
-            thread.join()
-        self._thread = None
+        life = self._life
+        if life is not None and life.thread.is_alive():
+            life.queue.put(_STOP)
+            life.thread.join()
         self.started = False  # nothing more to wait for
 
-    def start(self) -> None:
-        """Start the thread, unless it runs.
+    def start(self) -> _Life:
+        """The thread that runs, started unless one does.
 
         Raises:
             StoreError: in the caller, when the file cannot be opened as a store.
         """
-        if self.running:
-            return
         with self._start_lock:
-            if not self.running:
-                self._connection = self.database.connect()
-                self._thread = threading.Thread(
-                    target=self._loop, name="honeycomb-store", daemon=True
-                )
-                self.running = self.started = True
-                self._thread.start()
+            life = self._life
+            if life is None or life.ended:
+                life = self._life = _Life(self, self.database.connect(), after=life)
+                self.started = True
+                life.thread.start()
+            return life
 
-    def _loop(self) -> None:
-        """The writer thread: take what is queued, commit it as one transaction, and
-        renew the leases held while it waits."""
-        beat = self.beat_s
-        due = time.monotonic() + beat
-        stopping = False
+
+class _Life:
+    """One writer thread, from its start to its end, with its queue and its connection:
+    it commits what is queued, in order, in batches, and renews the leases held while
+    it waits.
+
+    Args:
+        writer: The store's writer (its database, its leases, its last failure).
+        connection: The thread's connection, made by whoever started it.
+        after: The thread before it, which it waits for before it writes.
+    """
+
+    def __init__(self, writer: Writer, connection: WriteConnection, after: _Life | None) -> None:
+        self.writer = writer
+        self.queue: queue.SimpleQueue[Write | object] = queue.SimpleQueue()
+        self.connection: WriteConnection | None = connection
+        self.ended = False  # it takes nothing more from its queue, but what it drains
+        self.committing = False  # the batch being written is being committed
+        self.thread = threading.Thread(target=self._run, name="honeycomb-store", daemon=True)
+        self._after = after.thread if after is not None else None
+
+    def leftovers(self) -> list[Write]:
+        """What is queued and no thread took (the queue is left empty)."""
+        items: list[Write] = []
+        while True:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                return items
+            if isinstance(item, Write):
+                items.append(item)
+
+    def _run(self) -> None:
+        if self._after is not None:
+            self._after.join()  # what the thread before it took is written first
+            self._after = None
         items: list[Write] = []  # the batch being written
         try:
-            while not stopping:
-                try:
-                    batch = [self._queue.get(timeout=max(0.0, due - time.monotonic()))]
-                except queue.Empty:
-                    batch = []  # a heartbeat is due
-                first = batch[0] if batch else None
-                if isinstance(first, Write) and not first.urgent:
-                    # Group commit: gather what arrives in the next moment into the same
-                    # transaction (a commit costs far more than a row). Not for an urgent
-                    # write: a side effect waits for its intent.
-                    time.sleep(_GATHER_S)
-                while True:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                stopping = any(item is _STOP for item in batch)
-                items = [item for item in batch if isinstance(item, Write)]
-                held: frozenset[Lease] = frozenset()
-                if time.monotonic() >= due:
-                    held, due = self.held, time.monotonic() + beat
-                if items or held:
-                    self._batch(items, held)
-                items = []
-            if self._connection is not None:
-                self._connection.checkpoint(final=True)
+            self._write(items)
+            self.ended = True
+            # Queued as it stopped: written now (a write queued after this takes itself
+            # to the next thread).
+            items[:] = self.leftovers()
+            if items:
+                self._batch(items, frozenset())
+            if self.connection is not None:
+                self.connection.checkpoint(final=True)
         except BaseException as exc:  # not a batch's error (those are told): never silent
             died = StoreError(
                 f"the run store's writer stopped: {type(exc).__name__}: {exc}",
-                path=self.database.where,
+                path=self.writer.database.where,
             )
-            self._let_go()  # before a waiter told below starts the next writer
+            self.ended = True  # before a waiter told below starts the next thread
             self._abandon(items, died)
             raise
         finally:
-            self._let_go()  # stopped: the next write starts another
+            if self.connection is not None:
+                self.connection.close()
+                self.connection = None
 
-    def _let_go(self) -> None:
-        """Close this thread's connection and mark the writer stopped, unless the next
-        writer has started already (its connection is not this thread's to close)."""
-        with self._start_lock:  # start() makes the next one under it
-            if self._thread is not threading.current_thread():
-                return
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-            self.running = False
+    def _write(self, items: list[Write]) -> None:
+        """Take what is queued and commit it as one transaction (``items``, while it is
+        written), and renew the leases held while it waits, until told to stop."""
+        beat = self.writer.beat_s
+        due = time.monotonic() + beat
+        stopping = False
+        while not stopping:
+            try:
+                batch = [self.queue.get(timeout=max(0.0, due - time.monotonic()))]
+            except queue.Empty:
+                batch = []  # a heartbeat is due
+            first = batch[0] if batch else None
+            if isinstance(first, Write) and not first.urgent:
+                # Group commit: gather what arrives in the next moment into the same
+                # transaction (a commit costs far more than a row). Not for an urgent
+                # write: a side effect waits for its intent.
+                time.sleep(_GATHER_S)
+            while True:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = any(item is _STOP for item in batch)
+            items[:] = [item for item in batch if isinstance(item, Write)]
+            held: frozenset[Lease] = frozenset()
+            if time.monotonic() >= due:
+                held, due = self.writer.held, time.monotonic() + beat
+            if items or held:
+                self._batch(items, held)
+            items.clear()
 
     def _abandon(self, items: list[Write], error: StoreError) -> None:
         """Tell the waiters of ``items`` (the batch being written), and of every write
-        still queued, that it was not made."""
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, Write):
-                items.append(item)
+        still in its queue, that it was not made."""
+        items = items + self.leftovers()
         _tell_all(items, dict.fromkeys(range(len(items)), error))
 
     def _batch(self, items: list[Write], held: frozenset[Lease]) -> None:
@@ -217,19 +268,19 @@ class Writer:
         deadline: float | None = None
         while True:
             refused: dict[int, HoneycombError] = {}
-            self._committing = False
+            self.committing = False
             try:
                 connection = self._connected()
                 self._commit(connection, items, held, refused)
             except Exception as exc:  # any error of any write: the batch's writes are not made
-                failed = self._connection
+                failed = self.connection
                 if failed is not None:
                     failed.rollback()
                 lost = failed is not None and failed.lost()
                 # Written again: a batch the server did not commit (its connection was
                 # lost before the commit was sent, or it broke a deadlock with another
                 # process's transaction by rolling this one back).
-                again = (lost and not self._committing) or (
+                again = (lost and not self.committing) or (
                     failed is not None and failed.retryable(exc)
                 )
                 if again:
@@ -248,21 +299,23 @@ class Writer:
         """The error told to the waiters of a batch that failed with ``exc``."""
         if isinstance(exc, StoreError):
             error = exc
-        elif lost and self._committing:
+        elif lost and self.committing:
             error = StoreError(
                 "the connection to the run store was lost as it committed: what was being "
                 f"written may be there or not ({exc})",
-                path=self.database.where,
+                path=self.writer.database.where,
             )
         else:
             # The database's own error says what it is; another (a value it cannot
             # bind) says its type too.
-            errors = self._connection.errors if self._connection is not None else ()
+            errors = self.connection.errors if self.connection is not None else ()
             why = str(exc) if isinstance(exc, errors) else f"{type(exc).__name__}: {exc}"
-            error = StoreError(f"cannot write the run store: {why}", path=self.database.where)
+            error = StoreError(
+                f"cannot write the run store: {why}", path=self.writer.database.where
+            )
         if error is not exc:
             error.__cause__ = exc
-        self.failure = error
+        self.writer.failure = error
         return error
 
     def _connected(self) -> WriteConnection:
@@ -272,17 +325,17 @@ class Writer:
         Raises:
             StoreError: when the database could not be connected to in that time.
         """
-        connection = self._connection
+        connection = self.connection
         if connection is not None and not connection.lost():
             return connection
         if connection is not None:
             connection.close()
-            self._connection = None
+            self.connection = None
         deadline = time.monotonic() + RECONNECT_S
         for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
             try:
-                self._connection = self.database.connect()
-                return self._connection
+                self.connection = self.writer.database.connect()
+                return self.connection
             except StoreError:
                 if time.monotonic() >= deadline:
                     raise
@@ -301,7 +354,7 @@ class Writer:
         ``refused`` (by index), as are actions that raised."""
         merged: dict[str, list[Sequence[Any]]] = {}
         owned: dict[Lease, StoreError | None] = {}  # each lease checked once a batch
-        where = self.database.where
+        where = self.writer.database.where
         connection.begin()
         if held:
             _lease.renew(connection, held)
@@ -333,7 +386,7 @@ class Writer:
                     connection.execute(sql, params)
         for sql, rows in merged.items():
             connection.executemany(sql, rows)
-        self._committing = True
+        self.committing = True
         connection.commit()
 
 

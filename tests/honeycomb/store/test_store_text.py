@@ -5,7 +5,9 @@ waiters with a StoreError, and the writer goes on."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 from honeycomb import Executor, Role, tool
 from honeycomb.errors import StoreError
 from honeycomb.store import RunStore
+from honeycomb.store.writer import Write, _Life
 from honeycomb.testing import ScriptedModel
 from runtime import AssistantMessage, ToolCall
 from tests.support import ROOT
@@ -144,16 +147,32 @@ class Fatal(BaseException):
     """Not an error of a write: what ends a thread (as a bug of the writer would)."""
 
 
-def _breaks_once(writer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer's next batch ends its thread with :class:`Fatal`; the batches of the
-    writers after it are written."""
-    batch = writer._batch
+def _breaks_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next batch a writer thread writes ends the thread with :class:`Fatal`; the
+    batches after it are written."""
+    batch = _Life._batch
 
     def dies(*args: Any) -> None:
-        monkeypatch.setattr(writer, "_batch", batch)  # once
+        monkeypatch.setattr(_Life, "_batch", batch)  # once
         raise Fatal("the writer broke")
 
-    monkeypatch.setattr(writer, "_batch", dies)
+    monkeypatch.setattr(_Life, "_batch", dies)
+
+
+def _dying_waits(
+    died: threading.Event, went_on: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dying writer thread sets ``died`` once it has ended, and waits for ``went_on``
+    before it takes what is left in its queue and tells the waiters (a test's moment to
+    write)."""
+    abandon = _Life._abandon
+
+    def waits(life: _Life, *args: Any) -> None:
+        died.set()
+        assert went_on.wait(20)
+        abandon(life, *args)
+
+    monkeypatch.setattr(_Life, "_abandon", waits)
 
 
 async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_another(
@@ -161,7 +180,7 @@ async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_an
 ) -> None:
     store = RunStore(tmp_path / "runs.db")
     await store.open()
-    _breaks_once(store._writer, monkeypatch)
+    _breaks_once(monkeypatch)
     with anyio.fail_after(20):
         with pytest.raises(StoreError, match="writer stopped: Fatal: the writer broke"):
             await store.commit((INSERT, ("r1", "[]")))
@@ -171,36 +190,101 @@ async def test_a_writer_that_dies_tells_its_waiters_and_the_next_write_starts_an
     assert len(thread_deaths) == 1  # and the thread's death was not silent either
 
 
-async def test_a_dying_writer_leaves_the_next_one_its_connection(
+async def test_a_write_a_dying_writer_leaves_in_its_queue_is_written_by_the_next_one(
     tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The waiter a dying writer tells may start the next writer before the dying one
-    has ended: the dying one's last steps leave the new one running, its connection
-    open."""
+    """A write queued as the thread that takes it dies, after it took what was in its
+    queue: the next thread writes it, though no other write comes to start one."""
     store = RunStore(tmp_path / "runs.db")
     await store.open()
     writer = store._writer
-    abandon = writer._abandon
-    next_one_wrote = threading.Event()
+    dying = writer._life
+    assert dying is not None
+    _breaks_once(monkeypatch)
+    late = threading.Event()  # the write is in the dying thread's queue
+    thread = dying.thread
 
-    def abandons(*args: Any) -> None:
-        abandon(*args)  # its waiters are told: the next write starts the next writer
-        assert next_one_wrote.wait(20)  # which writes before this one has ended
+    class Late(queue.SimpleQueue[Any]):
+        def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+            if isinstance(item, Write) and item.work == ((INSERT, ("r2", "[]")),):
+                thread.join(20)  # it was given to this thread, queued once it ended
+                late.set()
+            super().put(item, block, timeout)
 
-    _breaks_once(writer, monkeypatch)
-    monkeypatch.setattr(writer, "_abandon", abandons)
+    dying.queue = Late()
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
     with anyio.fail_after(20):
+        writer.put(((INSERT, ("r1", "[]")),), done=first)
+        writer.put(((INSERT, ("r2", "[]")),), done=second)
+        assert late.is_set()
         with pytest.raises(StoreError, match="writer stopped"):
-            await store.commit((INSERT, ("r1", "[]")))
-        dying = writer._thread
-        await store.commit((INSERT, ("r2", "[]")))
-        assert writer._thread is not dying
-        next_one_wrote.set()
-        assert dying is not None
-        await anyio.to_thread.run_sync(dying.join)
+            await first
+        await second
+    store.close()
+    assert stored(tmp_path / "runs.db", "SELECT run_id FROM spans") == [("r2",)]
+    assert len(thread_deaths) == 1
+
+
+async def test_a_dying_writer_leaves_the_next_one_what_was_queued_for_it(
+    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write queued once the writer thread died, before the dying thread took what was
+    left in its queue: the next thread writes it (the dying one never takes it), after
+    the dying one has ended, on a connection of its own."""
+    store = RunStore(tmp_path / "runs.db")
+    await store.open()
+    writer = store._writer
+    dying = writer._life
+    assert dying is not None
+    died, went_on = threading.Event(), threading.Event()
+    _breaks_once(monkeypatch)
+    _dying_waits(died, went_on, monkeypatch)
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    with anyio.fail_after(20):
+        writer.put(((INSERT, ("r1", "[]")),), done=first)
+        assert await anyio.to_thread.run_sync(died.wait, 20)  # its waiters not told yet
+        writer.put(((INSERT, ("r2", "[]")),), done=second)  # starts the next thread
+        assert writer._life is not dying
+        went_on.set()
+        with pytest.raises(StoreError, match="writer stopped"):
+            await first
+        await second
+        assert not dying.thread.is_alive()
+        assert dying.connection is None  # closed, by the thread that made it its own
         assert writer.running  # the next one still runs, on its own connection
         await store.commit((INSERT, ("r3", "[]")))
     store.close()
     rows = stored(tmp_path / "runs.db", "SELECT run_id FROM spans ORDER BY run_id")
     assert rows == [("r2",), ("r3",)]
     assert len(thread_deaths) == 1
+
+
+def test_a_write_queued_as_the_writer_stops_is_written(
+    tmp_path: Path, thread_deaths: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write another thread queues as the store closes, once the writer thread took
+    its last batch: the stopping thread writes it before it ends."""
+    stopped, queued = threading.Event(), threading.Event()
+    write = _Life._write
+
+    def last_batch_taken(life: _Life, items: list[Write]) -> None:
+        write(life, items)
+        stopped.set()
+        assert queued.wait(20)
+
+    def late_writer() -> None:
+        assert stopped.wait(20)
+        store._writer.put(((INSERT, ("r2", "[]")),))
+        queued.set()
+
+    monkeypatch.setattr(_Life, "_write", last_batch_taken)
+    store = RunStore(tmp_path / "runs.db")
+    anyio.run(store.open)
+    other = threading.Thread(target=late_writer)
+    other.start()
+    store.close()
+    other.join(20)
+    assert stored(tmp_path / "runs.db", "SELECT run_id FROM spans") == [("r2",)]
+    assert thread_deaths == []
