@@ -92,6 +92,23 @@ def unconfigured_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
+_TOOLS_LEAVE = frozenset({".hypothesis", ".pytest_cache", "__pycache__"})
+"""What the test tools themselves keep at the top of the clone."""
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_in_the_clone() -> Iterator[None]:
+    """A test writes under its temporary folder, never into the clone: what appears at
+    the clone's top as it runs (the demo's ``outbox``, a run store) fails it."""
+    before = set(os.listdir(ROOT))
+    yield
+    left = set(os.listdir(ROOT)) - before - _TOOLS_LEAVE
+    assert not left, (
+        f"{sorted(left)} appeared in the clone as the test ran (or a test of another "
+        "process did): write it under tmp_path, or run the code there (monkeypatch.chdir)"
+    )
+
+
 @pytest.fixture(autouse=True)
 def own_secrets() -> Iterator[None]:
     """Each test knows only the secrets it adds: text held back as the start of a key

@@ -600,8 +600,9 @@ async def test_spans_reach_the_store_while_the_run_goes(db: Path) -> None:
 
 
 async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decided(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the approved call writes to ./outbox, in this process
     db = tmp_path / "runs.db"
     demo = [sys.executable, "-m", "honeycomb", "demo", "--approve", "--plain", "--latency", "0"]
     waiting = await asyncio.to_thread(
@@ -628,6 +629,8 @@ async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decide
     assert found is not None
     assert found.status == "ok"
     assert "run d1: ok" in capsys.readouterr().err
+    [sent] = (tmp_path / "outbox").iterdir()  # the approved call ran, here, once
+    assert sent.name.endswith(".md")
 
 
 def test_a_run_another_process_carries_on_is_not_told_as_a_failure(
