@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from runtime.events import Caller, CallReport
 from runtime.limits import Budget, CallInFlight
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, call_model
+from runtime.secrets import HeldText
 
 __all__ = ["CallSite", "ModelCall", "ModelCalls", "ModelLayer"]
 
@@ -100,6 +101,9 @@ class ModelCall(CallInFlight):
         layers: The layers it goes through, outermost first.
         opened: How many of them opened it (the outermost ones): those that see how
             it ended.
+        held: Its streamed text on the way to ``on_text``, with the end that could
+            begin a secret held back until the next piece or the answer (None: not
+            streamed): a secret split across pieces is masked whole, whatever the model.
         report: Its attempts, while tracing has it open (the retry policy tells it
             of each retry).
         reported: Undoes the report's setting as the model call in progress.
@@ -110,6 +114,7 @@ class ModelCall(CallInFlight):
     __slots__ = (
         "budget",
         "caller",
+        "held",
         "layers",
         "model",
         "on_text",
@@ -129,6 +134,7 @@ class ModelCall(CallInFlight):
         self.model, self.budget, self.caller = site.model, site.budget, site.caller
         self.layers = layers = site.layers
         self.opened = len(layers)  # lowered when one refuses the call
+        self.held: HeldText | None = None
         self.report = self.reported = None
         self.timed = 0.0
 
@@ -153,7 +159,8 @@ class ModelCall(CallInFlight):
         """The model's answer to the request, its text streamed when asked for."""
         if self.on_text is None:
             return self.model.complete(self.request)
-        return call_model(self.model, self.request, self._text)
+        self.held = HeldText(self._text)
+        return call_model(self.model, self.request, self.held)
 
     def _text(self, text: str) -> None:
         self.streamed(text)  # what a stopped run reports of the call
@@ -167,6 +174,8 @@ class ModelCall(CallInFlight):
             HoneycombError: a layer's, when it fails the call (the layers outside it
                 see the error).
         """
+        if self.held is not None:
+            self.held.flush()  # the answer's last text, before any layer reports its end
         layers, place = self.layers, self.opened
         try:
             while place:
@@ -180,6 +189,8 @@ class ModelCall(CallInFlight):
     def failed(self, error: BaseException) -> BaseException:
         """What the call fails with once every layer that opened saw ``error``,
         innermost first."""
+        if self.held is not None:
+            self.held.drop()  # the end of a failed call's text was never shown
         layers = self.layers
         for place in range(self.opened - 1, -1, -1):
             error = layers[place].failed(self, error)

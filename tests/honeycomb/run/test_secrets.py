@@ -21,7 +21,7 @@ import subprocess
 import sys
 import textwrap
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from honeycomb import (
     Decision,
     Executor,
     ModelRequest,
+    ModelResponse,
     OpenAIModel,
     Role,
     ToolCall,
@@ -43,6 +44,7 @@ from honeycomb import (
     tool,
 )
 from honeycomb.cli.main import main
+from honeycomb.events import TextDelta
 from honeycomb.testing import ScriptedModel, call
 from honeycomb.tracing import configure_logging
 from runtime import Event, HoneycombError
@@ -329,6 +331,46 @@ async def test_every_sink_masks_a_secret_from_a_tool_or_a_model_of_any_kind(
     assert any(entry["event"] == "event_handler.failed" for entry in logs)
     assert seen.leaks() == [], f"the secret shows in: {seen.leaks()}"
     assert "the password is [password hidden]" in result.answer_text
+
+
+PASSPHRASE = "correct horse battery staple"
+
+
+class Chunked:
+    """A model of one's own that streams its answer five characters at a time."""
+
+    name = "chunked"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=AssistantMessage(content=self.text))
+
+    async def stream(self, request: ModelRequest, on_text: Callable[[str], None]) -> ModelResponse:
+        for start in range(0, len(self.text), 5):
+            on_text(self.text[start : start + 5])
+        return await self.complete(request)
+
+
+@pytest.mark.parametrize("kind", ["word by word", "in chunks"])
+async def test_a_secret_split_across_streamed_pieces_reaches_no_listener(kind: str) -> None:
+    """Each piece of a streamed answer is masked as it goes out, and a secret split
+    across pieces is in none of them alone: the pieces' end that may begin one waits for
+    the next piece, whatever model streams them (not only those with retries)."""
+    answer = f"use {PASSPHRASE} to log in"
+    model = FunctionModel(lambda request: answer) if kind == "word by word" else Chunked(answer)
+    deltas: list[str] = []
+
+    def listen(event: Event) -> None:
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+
+    executor = Executor([Role(name="w")], model, on_event=[listen])
+    add_secret(PASSPHRASE, "passphrase", owner=executor)
+    result = await executor.run("t", subtasks=[("w", "x")], text_deltas=True)
+    assert len(deltas) > 1  # it was streamed, in pieces
+    assert "".join(deltas) == result.subtasks["s1"].text == "use [passphrase hidden] to log in"
 
 
 def test_a_configured_log_masks_the_applications_own_entries_and_tracebacks() -> None:
