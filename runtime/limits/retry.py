@@ -178,11 +178,13 @@ class ShownText:
 
     @contextlib.contextmanager
     def guard(self, model: str) -> Iterator[None]:
-        """A model error raised in the block once text was shown becomes a
-        :class:`StreamInterrupted` (the error its cause); before, it stays itself.
+        """An error raised in the block once text was shown becomes a
+        :class:`StreamInterrupted` (the error its cause), whatever it is (a model of
+        one's own raises its own, which a policy's ``retry_on`` may retry); before, it
+        stays itself.
 
         Raises:
-            StreamInterrupted: for a model error after text was shown.
+            StreamInterrupted: for an error after text was shown.
         """
         self._held.drop()  # what a failed attempt held back was never shown
         try:
@@ -190,7 +192,7 @@ class ShownText:
             self._held.flush()
         except StreamInterrupted:
             raise
-        except ModelError as exc:
+        except Exception as exc:
             if not self.chars:
                 raise
             reason = f"{type(exc).__name__}: {exc}"

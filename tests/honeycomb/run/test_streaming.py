@@ -185,12 +185,22 @@ async def test_retrying_model_never_retries_a_stream_that_showed_text() -> None:
     assert not caught.value.retryable
 
 
-async def test_a_retry_policy_that_retries_everything_still_stops_after_text() -> None:
-    inner = Broken("shown", ModelHTTPError(500))
+@pytest.mark.parametrize(
+    "error",
+    [ModelHTTPError(500), ConnectionResetError("peer reset")],
+    ids=["a model error", "an error of the model's own code"],
+)
+async def test_a_retry_policy_that_retries_everything_still_stops_after_text(
+    error: Exception,
+) -> None:
+    inner = Broken("shown", error)
     policy = RetryPolicy(attempts=3, initial_wait_s=0.0, jitter_s=0.0, retry_on=lambda e: True)
-    with pytest.raises(StreamInterrupted):
-        await RetryingModel(inner, policy).stream(request(), lambda text: None)
+    shown: list[str] = []
+    with pytest.raises(StreamInterrupted) as caught:
+        await RetryingModel(inner, policy).stream(request(), shown.append)
     assert inner.calls == 1
+    assert shown == ["shown"]  # once: no second attempt wrote it again
+    assert caught.value.__cause__ is error
 
 
 async def test_wrappers_pass_the_stream_on() -> None:
