@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from runtime import Event, EventHandler, HoneycombError
+from runtime import Event, EventHandler
 
 if TYPE_CHECKING:
     from honeycomb.run.result import RunResult
@@ -28,7 +28,7 @@ class RunStream:
 
     def __init__(self) -> None:
         self.result: RunResult | None = None
-        self.error: HoneycombError | None = None
+        self.error: BaseException | None = None  # what the run raised
         self._queue: deque[Event] = deque()
         self._closed = False
         self._wake: asyncio.Future[None] | None = None  # set while the reader waits
@@ -81,7 +81,13 @@ async def streamed(
     async def produce() -> None:
         try:
             stream.result = await run(stream.put)
-        except HoneycombError as exc:
+        except asyncio.CancelledError:
+            raise  # the block left early: nobody reads on
+        except BaseException as exc:
+            # Whatever the run raised, as Executor.run raises it: a Honeycomb error, an
+            # aggregator's or planner's own, a tool's KeyboardInterrupt; in the task
+            # group it would leave the block as an ExceptionGroup after an iteration
+            # that ended as if the run had.
             stream.error = exc
         finally:
             stream.close()

@@ -507,6 +507,26 @@ async def test_stream_reraises_the_run_error_after_the_last_event() -> None:
     assert last.status == "failed"
 
 
+async def test_stream_reraises_an_error_of_the_users_own_code_as_itself() -> None:
+    """An aggregator function's own error ends the iteration as Executor.run raises it
+    (not an iteration that ends as if the run had, then an ExceptionGroup)."""
+
+    def broken(task: str, results: Sequence[SubtaskResult]) -> str:
+        raise ValueError("my aggregator broke")
+
+    executor = Executor([ROLES[2]], echo_model(), aggregator=broken)
+    with pytest.raises(ValueError, match="my aggregator broke"):
+        await executor.run("t", subtasks=[("researcher", "a")])
+    last = None
+    with pytest.raises(ValueError, match="my aggregator broke"):  # noqa: PT012 - raised while iterating
+        async with executor.stream("t", subtasks=[("researcher", "a")]) as events:
+            async for event in events:
+                last = event
+    assert isinstance(last, RunFinished)
+    assert isinstance(events.error, ValueError)
+    assert events.result is None
+
+
 async def test_a_stream_read_as_the_run_goes_gets_every_event_once_in_order() -> None:
     """The reader waits for events again and again (the model takes its time), and
     gets exactly what the run's handlers got."""
