@@ -10,7 +10,7 @@ A tool call::
 - **Approval** next: a person decides on calls that passed the guards, before any
   call of the turn runs; a call waiting for a decision pauses the worker with none
   of its calls run. An approval with edited arguments runs them, through every
-  layer below.
+  layer below, once the guards passed them too (an edit is no way around them).
 - **Locks and slots**: an ``exclusive`` call holds its key's lock, a leaf call one
   of the run's tool slots, for as long as it runs (the dispatcher's per-turn cap
   comes before: which calls of a turn run together is its own).
@@ -134,7 +134,7 @@ def tool_calls(
     if slots is not None or not known or any(t.exclusive is not None for t in known):
         calls = Held(calls, locks if locks is not None else LockTable(), slots)
     if gate is not None:
-        calls = Approving(calls, gate)
+        calls = Approving(calls, gate, guard)
     if guard is not None:
         calls = ArgumentGuards(calls, guard, journal)
     return calls

@@ -2,7 +2,8 @@
 approval get a decision before any call of the turn runs (see
 :mod:`runtime.tools.approvals`). A denied call's observation is ``denied:
 <reason>``; an approval with edited arguments runs the call with them, validated
-again, its observation saying so; calls with no decision yet stop the turn
+again and checked by the argument guards again (a person's edit passes the same
+policy as the model's call), its observation saying so; calls with no decision yet stop the turn
 (``ApprovalNeeded``): the worker pauses, none of its calls having run."""
 
 from __future__ import annotations
@@ -21,16 +22,28 @@ from runtime.tools.layers.base import (
     ToolLayer,
     admit_rest,
 )
+from runtime.tools.layers.guards import CallGuard
 
 __all__ = ["Approving"]
 
 
 class Approving(ToolLayer):
-    """Admits the calls ``gate`` approves (edited, when a person edited them)."""
+    """Admits the calls ``gate`` approves (edited, when a person edited them, and the
+    edited arguments pass ``guard``).
 
-    def __init__(self, next: ToolHandler, gate: ApprovalGate) -> None:
+    Args:
+        next: The layers inside it.
+        gate: Decides on the calls that need a person's approval.
+        guard: The argument guards, which checked the model's arguments before the
+            person saw them, and check edited ones again (None: no guards).
+    """
+
+    def __init__(
+        self, next: ToolHandler, gate: ApprovalGate, guard: CallGuard | None = None
+    ) -> None:
         super().__init__(next)
         self.gate = gate
+        self.guard = guard
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
         gate = self.gate
@@ -38,6 +51,7 @@ class Approving(ToolLayer):
             return await self.next.admit(calls)
         decided = await gate.decide([(c.call, c.tool, c.kwargs) for c in calls], calls[0].turn)
         verdicts: list[Admitted] = []
+        edited: list[tuple[int, Prepared]] = []
         for call, verdict in zip(calls, decided, strict=True):
             if verdict is None:
                 verdicts.append(call)
@@ -46,8 +60,23 @@ class Approving(ToolLayer):
                     Outcome(status="error", content=verdict.refusal, error=verdict.refusal)
                 )
             else:
-                verdicts.append(replace(call, kwargs=verdict.kwargs, note=verdict.note))
+                approved = replace(call, kwargs=verdict.kwargs, note=verdict.note)
+                if verdict.kwargs is not call.kwargs:
+                    edited.append((len(verdicts), approved))
+                verdicts.append(approved)
+        if edited and self.guard is not None:
+            await self._guarded(edited, verdicts)
         return await admit_rest(self.next, verdicts)
+
+    async def _guarded(self, edited: list[tuple[int, Prepared]], verdicts: list[Admitted]) -> None:
+        """The calls a person edited, checked by the guards again: a refused one's
+        verdict in ``verdicts`` becomes its refusal."""
+        assert self.guard is not None
+        checks = [(call.call, call.tool, call.kwargs) for _, call in edited]
+        texts = await self.guard.check(checks, edited[0][1].turn)
+        for (place, call), text in zip(edited, texts, strict=True):
+            if text:
+                verdicts[place] = Outcome(status="error", content=call.note + text, error=text)
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
         if not call.note:

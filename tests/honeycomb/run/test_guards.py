@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from honeycomb import (
+    ApprovalRequest,
+    Approvals,
     ConfigErrors,
+    Decision,
     Event,
     Executor,
     GuardCheck,
@@ -203,3 +206,57 @@ def test_a_hives_bad_guards_are_named_by_file_line_and_field(tmp_path: Path) -> 
     assert "is not callable" in found[10, "roles.writer.guards.output[0]"]
     assert "unknown judge role 'reviewr'" in found[10, "roles.writer.guards.output[1]"]
     assert all(e.file == str(path) for e in caught.value.errors)
+
+
+# --- guards and approvals ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decided", ["by an approver", "in the store, then resumed"])
+async def test_arguments_a_person_edits_on_approval_pass_the_argument_guards(
+    decided: str, tmp_path: Path
+) -> None:
+    """The guard passed the model's call (to ann); the person's edit (to eve) is checked
+    too, refused, and never sent, whether the approver edited it or a decision kept in
+    the store did."""
+    sent: list[str] = []
+    checked: list[str] = []
+
+    @tool(side_effects=True)
+    async def send(to: str, text: str) -> str:
+        """Send a message."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    def in_house(check: GuardCheck) -> str | None:
+        to = str((check.arguments or {}).get("to", ""))
+        checked.append(to)
+        return None if to.endswith("@example.com") else f"{to} is not an example.com address"
+
+    edit = {"to": "eve@evil.test", "text": "hi"}
+
+    async def editor(request: ApprovalRequest) -> Decision:
+        return Decision.approved(edit)
+
+    courier = Role(
+        name="courier",
+        tools=("send",),
+        approvals=Approvals(tools=("send",)),
+        guards=Guards(arguments=(in_house,)),
+    )
+    model = ScriptedModel([call("send", {"to": "ann@example.com", "text": "hi"}), "done"])
+    if decided == "by an approver":
+        executor = Executor([courier], model, tools=[send], approver=editor)
+        result = await executor.run("t", subtasks=[("courier", "greet")])
+    else:
+        executor = Executor([courier], model, tools=[send], store=tmp_path / "runs.db")
+        waiting = await executor.run("t", subtasks=[("courier", "greet")], run_id="g")
+        assert waiting.status == "waiting"
+        await executor.decide("g", waiting.pending[0].call_id, approve=True, arguments=edit)
+        result = await executor.resume("g")
+    assert sent == []
+    assert checked[0] == "ann@example.com"
+    assert checked[-1] == "eve@evil.test"
+    worker = result.subtasks["s1"].worker
+    assert worker is not None
+    [observation] = [m.content for m in worker.transcript.messages if m.role == "tool"]
+    assert "eve@evil.test is not an example.com address" in observation

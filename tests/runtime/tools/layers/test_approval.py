@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
+from runtime.messages import ToolCall
 from runtime.tools.approvals import (
     ApprovalGate,
     ApprovalNeeded,
@@ -12,6 +16,7 @@ from runtime.tools.approvals import (
     Decision,
     MemoryApprovalLog,
 )
+from runtime.tools.define import Tool
 from runtime.tools.layers import Approving, Outcome, Prepared
 from tests.support.layers import Next, look, prepared, send
 
@@ -40,6 +45,34 @@ async def test_denied_calls_are_refused_and_edited_ones_run_with_their_edits() -
     assert outcome.content.startswith("(A person approved this call with edited arguments: ")
     assert outcome.content.endswith("ran c1")
     assert await layer(free) == Outcome(status="ok", content="ran c2")
+
+
+class NoDee:
+    """An argument guard: no message to dee."""
+
+    def __init__(self) -> None:
+        self.checked: list[dict[str, Any]] = []
+
+    async def check(
+        self, calls: Sequence[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]], turn: int
+    ) -> list[str | None]:
+        self.checked += [kwargs for _, _, kwargs in calls]
+        return ["Error: refused (no dee)" if kw.get("to") == "dee" else None for _, _, kw in calls]
+
+
+async def test_arguments_a_person_edited_pass_the_argument_guards_again() -> None:
+    """The guards saw the model's arguments (cy) before the person was asked; the edit
+    (to dee) is checked again, refused, and never reaches the layers below."""
+    inner, guard = Next(), NoDee()
+    layer = Approving(inner, ApprovalGate(ASKING, approver=decide), guard)
+    calls = [prepared(send, 0, to="cy"), prepared(send, 1, to="ann"), prepared(look, 2, key="k")]
+    edited, approved, free = await layer.admit(calls)
+    assert isinstance(edited, Outcome)
+    assert edited.status == "error"
+    assert edited.content.startswith("(A person approved this call with edited arguments: ")
+    assert edited.content.endswith("Error: refused (no dee)")
+    assert inner.admitted == [[approved, free]]
+    assert guard.checked == [{"to": "dee"}]  # the edit alone: the rest were checked before
 
 
 async def test_a_turn_none_of_whose_calls_asks_goes_through_untouched() -> None:
