@@ -4,7 +4,8 @@ A call gets its :class:`~runtime.tools.define.ToolContext` if its tool takes one
 (its idempotency key made from ``scope``, the run's in every life of it), runs (a
 sync tool in a worker thread) under its tool's ``timeout`` (or the policy's
 default), and whatever happens becomes its :class:`Outcome`: a tool that raises is
-an ``error`` (``ModelRetry`` tells the model what to fix), never a crash; one that
+an ``error`` (``ModelRetry`` tells the model what to fix), never a crash, even with
+``SystemExit`` or a ``CancelledError`` of its own (its worker not being cancelled); one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it;
 what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
@@ -22,6 +23,7 @@ up never ran, and says so.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -107,7 +109,14 @@ class RunTool:
             # is, see runtime.tools.threads).
             text = _timeout_text(call, limit, time.perf_counter() - started)
             return Outcome(status="timeout", content=text, error=text)
-        except Exception as exc:  # a failing tool becomes an observation, never a crash
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the worker is cancelled (its run stopped): the call with it
+            return _raised(found, exc)  # the tool's own: it awaited what was cancelled
+        except (Exception, SystemExit) as exc:  # a failing tool is an observation, not a crash
+            # SystemExit too: a tool that calls sys.exit (a command-line helper run
+            # in-process) ends its call, not the process and every worker's results.
             return _raised(found, exc)
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
@@ -128,7 +137,7 @@ class RunTool:
         return {**kwargs, found.context_param: ctx}
 
 
-def _raised(found: Tool[Any, Any], exc: Exception) -> Outcome:
+def _raised(found: Tool[Any, Any], exc: BaseException) -> Outcome:
     """A tool that raised: its observation says so."""
     error = f"{type(exc).__name__}: {exc}"
     text = f"Error: tool {found.name!r} raised {error}"

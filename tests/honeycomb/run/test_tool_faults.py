@@ -4,6 +4,7 @@ observation saying so and answers, and every other worker's result is intact."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -132,6 +133,35 @@ async def test_a_tool_that_raises_becomes_an_error_observation() -> None:
 
     text = assert_others_intact(result)
     assert text == "error: Error: tool 'misbehave' raised ConnectionResetError: peer went away"
+    assert tool_status(events) == "error"
+
+
+def exits() -> Any:
+    raise SystemExit("no facts for Oslo")  # a command-line helper's way out
+
+
+async def test_a_tool_that_exits_becomes_an_error_observation() -> None:
+    result, events = await run_with(returning(exits))
+
+    text = assert_others_intact(result)
+    assert text == "error: Error: tool 'misbehave' raised SystemExit: no facts for Oslo"
+    assert tool_status(events) == "error"
+
+
+async def test_a_tool_whose_own_await_is_cancelled_becomes_an_error_observation() -> None:
+    """It awaited what another task cancelled: its worker was not cancelled, and goes on."""
+
+    @tool(name="misbehave")
+    async def misbehave(key: str) -> str:
+        """Await what was cancelled."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return await future
+
+    result, events = await run_with(misbehave)
+
+    text = assert_others_intact(result)
+    assert text.startswith("error: Error: tool 'misbehave' raised CancelledError")
     assert tool_status(events) == "error"
 
 

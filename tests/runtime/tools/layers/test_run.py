@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from runtime.errors import ModelRetry
 from runtime.events import Caller
 from runtime.tools import ToolContext, idempotency_key, tool
@@ -37,6 +41,56 @@ async def test_a_tool_that_raises_is_an_error_observation() -> None:
     )
     retry = await run(prepared(broken, why="retry"))
     assert (retry.content, retry.error) == ("Error: give a number", "give a number")
+
+
+@tool
+async def exits(code: int) -> str:
+    """Exit, as a command-line helper run in-process does."""
+    raise SystemExit(f"exit {code}")
+
+
+@tool
+def exits_in_its_thread(code: int) -> str:
+    """Exit, from the worker thread a sync tool runs in."""
+    raise SystemExit(code)
+
+
+@tool
+async def awaits_what_was_cancelled(key: str) -> str:
+    """Await something another task cancelled."""
+    future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    return await future
+
+
+async def test_a_tool_that_exits_or_raises_a_cancellation_of_its_own_is_an_error() -> None:
+    """Neither ends more than its call: not the process, not the worker."""
+    run = RunTool(Caller(), max_output_chars=100)
+    exited = await run(prepared(exits, code=2))
+    assert (exited.status, exited.error) == ("error", "SystemExit: exit 2")
+    in_thread = await run(prepared(exits_in_its_thread, code=3))
+    assert (in_thread.status, in_thread.error) == ("error", "SystemExit: 3")
+    cancelled = await run(prepared(awaits_what_was_cancelled, key="k"))
+    assert cancelled.status == "error"
+    assert cancelled.content.startswith("Error: tool 'awaits_what_was_cancelled' raised Cancel")
+
+
+async def test_a_call_whose_worker_is_cancelled_is_cancelled_with_it() -> None:
+    run = RunTool(Caller(), max_output_chars=100)
+    started = asyncio.Event()
+
+    @tool
+    async def waits(key: str) -> str:
+        """Wait for ever."""
+        started.set()
+        await asyncio.Event().wait()
+        return key
+
+    call = asyncio.ensure_future(run(prepared(waits, key="k")))
+    await started.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
 
 
 async def test_a_tool_is_given_its_context_with_a_key_of_the_scope() -> None:
