@@ -363,13 +363,25 @@ class Executor:
     def __repr__(self) -> str:
         return f"Executor(roles={list(self.roles)}, models={list(self.models)})"
 
-    def as_tool(self, name: str, description: str = "") -> Tool[..., Any]:
+    def as_tool(
+        self, name: str, description: str = "", *, side_effects: bool | None = None
+    ) -> Tool[..., Any]:
         """This Executor as a tool of another's roles: a call plans, runs and
         aggregates a sub-run on the instruction given, and its answer is the
         observation. Called inside a run, the sub-run spends that run's budget and is
         under its exclusive locks and tool and model limiters (a call holds no tool
         slot: the sub-run's own calls do); it is cancelled with the call. It keeps no
-        store of its own: a resumed caller runs the call again.
+        store of its own: a resumed caller runs a call that has no side effects again,
+        and answers one that has from its journal (one cut off by a crash is
+        ``unknown``), as it does any side-effecting tool's.
+
+        Args:
+            name: The tool's name.
+            description: What the model reads of it (default: says it runs this hive).
+            side_effects: Whether a call may have effects outside the run: it then runs
+                one at a time and is journaled. None: it has them if a tool of one of
+                this Executor's roles has (or an MCP server's may), or a hive it calls
+                as a tool does.
 
         Raises:
             ToolDefinitionError: for a name a tool cannot have.
@@ -380,9 +392,29 @@ class Executor:
             self._sub_run,  # a method: check_keys finds the Executor behind the tool
             name=name,
             description=f"{about} Give it the task as an instruction.",
+            side_effects=self._acts(set()) if side_effects is None else side_effects,
             pinned=True,  # a sub-run of this process's run
             nests=True,  # the sub-run's calls hold the run's tool slots, not this one
         )
+
+    def _acts(self, seen: set[int]) -> bool:
+        """Whether a run of this Executor may have side effects: a tool of one of its
+        roles has them, or may (an MCP server's, listed only as a run starts), or a
+        hive it calls as a tool does (each Executor looked at once: ``seen``)."""
+        crew = self.shared.crew
+        for role in crew.roles.values():
+            if crew.mcp.refs(role):
+                return True
+            for made in crew.setup_for(role, None).tools:
+                sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
+                if not isinstance(sub, Executor):
+                    if made.side_effects:
+                        return True
+                elif id(sub) not in seen:
+                    seen.add(id(sub))
+                    if sub._acts(seen):
+                        return True
+        return False
 
     async def _sub_run(self, instruction: Instruction, context: ToolContext) -> str:
         """A call of :meth:`as_tool`'s tool: a sub-run on ``instruction``; its answer."""

@@ -622,3 +622,100 @@ async def waiting_calls(service: Executor, run_id: str) -> list[PendingApproval]
         while not (pending := await service.pending(run_id)):  # noqa: ASYNC110
             await anyio.sleep(0.01)
     return pending
+
+
+# --- a hive as a tool, and the journal ------------------------------------------------
+
+
+def mailer_hive(sent: list[str]) -> Executor:
+    """A hive whose one worker sends an email (a side effect) and says so."""
+
+    @tool(side_effects=True)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return f"emailed {to}"
+
+    def mailer(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("send_email", {"to": "ops"}),))
+        return f"mailer: {observations(request)[0].content}"
+
+    return Executor(
+        [Role(name="mailer", tools=("send_email",))], by_role(mailer=mailer),
+        tools=[send_email], aggregator="concat", planner=lambda task: [("mailer", task)],
+    )  # fmt: skip
+
+
+@tool
+def look(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def test_a_hive_tool_has_side_effects_when_its_hive_has() -> None:
+    quiet = Executor([Role(name="r", tools=("look",))], FunctionModel(researcher), tools=[look])
+    mailer = mailer_hive([])
+    assert not quiet.as_tool("quiet").side_effects
+    assert mailer.as_tool("notify").side_effects
+    calling = Executor(
+        [Role(name="r", tools=("notify",))], FunctionModel(researcher),
+        tools=[mailer.as_tool("notify")],
+    )  # fmt: skip
+    assert calling.as_tool("outer").side_effects  # through the hive it calls
+    assert not mailer.as_tool("told", side_effects=False).side_effects  # as it is told
+
+
+async def test_a_hive_tools_side_effects_run_once_when_a_call_beside_it_waited(
+    tmp_path: Path,
+) -> None:
+    """A turn calls a hive that sends an email beside a nested worker whose payment
+    waits for approval: the run waits; resumed once the payment is decided, the turn
+    runs again, and the journal answers the hive's call: the email went out once."""
+    sent: list[str] = []
+    paid: list[str] = []
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def lead(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(
+                tool_calls=(
+                    call("notify", {"instruction": "email ops"}),
+                    call("clerk", {"instruction": "pay bob"}),
+                )
+            )
+        return "lead: " + " | ".join(o.content for o in seen)
+
+    def clerk(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"clerk: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+
+    roles = [Role(name="lead", tools=("notify", "agent:clerk")), Role(name="clerk", tools=("pay",))]
+
+    def service() -> Executor:
+        return Executor(
+            roles,
+            by_role(lead=lead, clerk=clerk), tools=[pay, mailer_hive(sent).as_tool("notify")],
+            aggregator="concat", store=tmp_path / "runs.db",
+        )  # fmt: skip
+
+    first = service()
+    waiting = await first.run("t", subtasks=ONE, run_id="r1")
+    assert waiting.status == "waiting"
+    assert sent == ["ops"]
+    (pending,) = waiting.pending
+    await first.decide("r1", pending.call_id, approve=True, worker=pending.worker)
+    assert first.store is not None
+    first.store.close()
+    done = await service().resume("r1")
+    assert done.status == "ok"
+    assert paid == ["bob"]
+    assert sent == ["ops"]  # answered from the journal, not sent again
+    assert done.subtasks["s1"].text == "lead: ## s1 (mailer)\nmailer: emailed ops | clerk: paid bob"
