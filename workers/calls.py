@@ -23,8 +23,9 @@ A tool call::
   time limit, around the tool and nothing else: waiting for a lock or a slot, or for
   the journal's write, is not the tool's time.
 
-Budget accounting of tool calls is not a layer: the loop counts the observations a
-turn got back (every call but a skipped repeat), once a turn.
+Budget accounting of tool calls is not a layer: the loop reserves a turn's calls in
+the run's budget before any of them runs (a turn that would go past a limit runs
+none), once a turn, and gives back those that did not run (skipped repeats).
 
 A model call::
 

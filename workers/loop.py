@@ -236,7 +236,14 @@ class AgentLoop:
         calls, those calls (or ``Waiting``, when some wait for a person's approval)."""
         pending = state.pending
         if pending:
+            budget = self.budget
+            if budget is not None:
+                try:
+                    budget.reserve_tool_calls(len(pending))  # before any of them runs
+                except BudgetExceeded as exc:
+                    return Failed(state=state, error=exc)
             bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
+            observations: tuple[ToolMessage, ...] | None = None
             try:
                 observations = await self.dispatcher.dispatch(
                     pending, turn=state.turn, previous=state.previous_calls
@@ -245,6 +252,10 @@ class AgentLoop:
                 return Waiting(state=state, pending=paused.pending)
             finally:
                 logs.unbind(bound)
+                if observations is None and budget is not None:
+                    # Paused or cancelled: the turn runs again (a resumed worker's), and
+                    # its calls are counted then.
+                    budget.release_tool_calls(len(pending))
             return await self._observed(state, pending, observations)
         runaway = self._runaway(state)
         wrap_up = runaway is not None or state.turn >= self.settings.max_turns
@@ -407,14 +418,16 @@ class AgentLoop:
         self, state: LoopState, calls: tuple[ToolCall, ...], observations: tuple[ToolMessage, ...]
     ) -> Step:
         """The state once ``calls`` (the model's last answer's) have their observations:
-        the turn is done, and its calls are counted here, and only here (the budget,
-        the worker's usage, and the trace, told by :class:`ToolCallsAnswered`)."""
+        the turn is done, and its calls are counted here, and only here (the worker's
+        usage, and the trace, told by :class:`ToolCallsAnswered`); the run's budget
+        counted them as :meth:`step` reserved them, and gets back those that did not
+        run (skipped repeats)."""
         executed = 0
         for obs in observations:
             if obs.status != "skipped":
                 executed += 1
-        if self.budget is not None:
-            self.budget.charge_tool_calls(executed)
+        if self.budget is not None and executed < len(calls):
+            self.budget.release_tool_calls(len(calls) - executed)  # reserved in step
         if self.tracer.enabled:
             answered = ToolCallsAnswered(
                 worker=self.worker, run_id=self.run_id, turn=state.turn, calls=executed

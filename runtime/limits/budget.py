@@ -187,6 +187,26 @@ class Budget:
         if self.on_spend is not None:
             self.on_spend()
 
+    def reserve_tool_calls(self, count: int) -> None:
+        """Check every limit, and that ``count`` more tool calls fit, then count them: a
+        turn's calls, before any of them runs (no two workers slip past the last
+        allowed call, and no call runs that no model call could read the result of).
+
+        Raises:
+            BudgetExceeded: when a limit is reached, or the calls would go past the
+                run's ``tool_calls``; nothing is counted then.
+        """
+        self.check()
+        allowed = self.limits.tool_calls
+        if allowed is not None and self._tool_calls + count > allowed:
+            raise BudgetExceeded("tool_calls", allowed, self._tool_calls)
+        self.charge_tool_calls(count)
+
+    def release_tool_calls(self, count: int) -> None:
+        """Give back ``count`` reserved tool calls that did not run (a skipped repeat,
+        a turn paused for approval)."""
+        self.charge_tool_calls(-count)
+
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count
         if self.on_spend is not None:

@@ -62,7 +62,8 @@ async def killed_first_life(hive: Hive) -> Life:
     if not ended.exists():
         errors = (folder / "child.err").read_text()
         raise RuntimeError(f"the child of {hive.cell} failed:\n{errors[-2000:]}")
-    return Life(number=1, said=json.loads(ended.read_text())["status"])
+    said = json.loads(ended.read_text())
+    return Life(number=1, said=said["status"], said_partial=said["partial"])
 
 
 async def _child(folder: Path) -> None:
@@ -83,7 +84,8 @@ async def _child(folder: Path) -> None:
     finally:
         if executor.store is not None:
             executor.store.close()
-    (folder / "life1.json").write_text(json.dumps({"status": life.status}))
+    partial = life.partial.status if life.partial is not None else None
+    (folder / "life1.json").write_text(json.dumps({"status": life.status, "partial": partial}))
 
 
 if __name__ == "__main__":

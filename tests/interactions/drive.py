@@ -48,6 +48,8 @@ class Life:
     events: list[Event] = field(default_factory=list)
     said: str | None = None
     """How a life that ran in another process ended, as it said."""
+    said_partial: str | None = None
+    """The status of the partial result of what such a life raised, as it said."""
 
     @property
     def status(self) -> str:

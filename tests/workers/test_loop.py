@@ -253,6 +253,54 @@ async def test_budget_is_checked_before_the_model_is_called() -> None:
     assert isinstance(result.error, BudgetExceeded)
     assert result.error.limit == "model_calls"
     assert len(model.requests) == 2
+    # The second answer's call did not run: no model call was left to read its result.
+    assert budget.usage.tool_calls == 1
+
+
+async def test_a_turn_whose_calls_would_go_past_the_tool_calls_budget_runs_none() -> None:
+    """Two calls fit a budget of three; the next turn's two would make four: neither
+    runs (no effect happens past the budget), and the loop fails with the limit."""
+    ran: list[str] = []
+
+    @tool(side_effects=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        ran.append(to)
+        return f"paid {to}"
+
+    turns = [[call("pay", {"to": "a"}), call("pay", {"to": "b"})]]
+    model = ScriptedModel([*turns, [call("pay", {"to": "c"}), call("pay", {"to": "d"})], "x"])
+    budget = Budget(Limits(tool_calls=3))
+    loop = AgentLoop(model, Dispatcher(ToolRegistry([pay])), services=Services(budget=budget))
+    result = await loop.run("t")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, BudgetExceeded)
+    assert (result.error.limit, result.error.allowed, result.error.used) == ("tool_calls", 3, 2)
+    assert ran == ["a", "b"]
+    assert budget.usage.tool_calls == 2
+
+
+async def test_two_workers_cannot_both_take_the_last_tool_calls_of_the_budget() -> None:
+    """Each worker's turn asks for two calls of a budget of three: the turn reserved
+    first runs, the other runs none, whatever the order their calls would end in."""
+    budget = Budget(Limits(tool_calls=3))
+    turn = [call("lookup", {"key": "a"}), call("lookup", {"key": "b"})]
+
+    def loop() -> AgentLoop:
+        model = ScriptedModel([turn, "done"])
+        return AgentLoop(
+            model, Dispatcher(ToolRegistry([lookup])), services=Services(budget=budget)
+        )
+
+    async with anyio.create_task_group() as group:
+        ended: list[Final | Failed] = []
+
+        async def run(worker: AgentLoop) -> None:
+            ended.append(await worker.run("t"))  # type: ignore[arg-type]
+
+        group.start_soon(run, loop())
+        group.start_soon(run, loop())
+    assert sorted(type(e).__name__ for e in ended) == ["Failed", "Final"]
     assert budget.usage.tool_calls == 2
 
 

@@ -74,14 +74,16 @@ class Budget(Feature):
         hive.policy["budgets"] = Budgets(model_calls=5)
 
     def check(self, outcome: Outcome, report: Report) -> None:
-        error = outcome.last.error
-        result = outcome.result
+        last = outcome.last
+        if last.said is not None:  # it ended in a child process (before its crash)
+            raised, partial = last.said == "raised BudgetExceeded", last.said_partial
+        else:
+            raised = isinstance(last.error, BudgetExceeded)
+            partial = outcome.result.status if outcome.result is not None else None
         report.expect(
-            isinstance(error, BudgetExceeded)
-            and result is not None
-            and result.status == "over_budget",
+            raised and partial == "over_budget",
             "budget",
-            f"a run that needs more than 5 model calls ended {outcome.last.status}",
+            f"a run that needs more than 5 model calls ended {last.status}",
         )
 
 
