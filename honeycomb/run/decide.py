@@ -68,6 +68,9 @@ async def decide(
     """Record a decision on a call waiting for approval; return the call.
 
     Args:
+        tool_for: Finds the tool of a waiting call, whose schema edited arguments are
+            checked against (None: the run's tools are not known, and arguments cannot
+            be edited).
         by: Who decides, kept with the decision (default: this process's user and
             host, as ``ann@laptop``).
 
@@ -77,7 +80,7 @@ async def decide(
         ApprovalError: when the run has no such call waiting, the call id is the
             waiting call of several workers and ``worker`` is not given, its time to
             decide ran out, arguments come with a denial, or the edited arguments fail
-            the tool's validation.
+            the tool's validation or cannot be checked (the tool is not known).
         StoreError: when the store cannot be read or written.
     """
     if arguments is not None and not approve:
@@ -151,8 +154,15 @@ def _check(
             f"arguments must be a JSON object, got {type(arguments).__name__}",
         )
     found = tool_for(pending) if tool_for is not None else None
-    if found is None:
-        return
+    if found is None:  # an edit no schema checked would be final, and fail as it runs
+        raise ApprovalError(
+            run_id,
+            pending.call_id,
+            f"the edited arguments cannot be checked against tool {pending.tool!r}'s schema "
+            "here: the run's tools are not known (it was not started from a hive file, or "
+            "the file no longer loads or has no such tool). Decide it where its tools are "
+            "(Executor.decide, in the Python that runs it), or approve it unedited",
+        )
     try:
         found.parse_arguments(arguments_text(arguments))
     except ArgumentsError as exc:

@@ -89,6 +89,25 @@ async def test_edited_arguments_are_validated_when_decided_and_run_instead(
     assert payer_saw(done).endswith("paid 100 to ann")
 
 
+def test_the_command_line_refuses_edits_it_cannot_check_and_keeps_the_call_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run started from Python has no hive file the command line could find its tools
+    in: an edit it cannot check against the tool's schema is refused (it would be final,
+    and fail as the call runs), and the call still waits; unedited, it is approved."""
+    from honeycomb.cli.main import main
+
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    anyio.run(lambda: executor(db, effects).run(TASK, subtasks=plan(1), run_id="r1"))
+    edit = ["approve", "r1", "pay_1", "--store", str(db), "--arguments", '{"to": 5}']
+    assert main(edit) == 2
+    assert "cannot be checked against tool 'pay''s schema" in capsys.readouterr().err
+    assert main(["approve", "r1", "pay_1", "--store", str(db)]) == 0  # it still waited
+    done = anyio.run(lambda: executor(db, effects).resume("r1"))
+    assert effects.read_text() == "paid 120 to ann\n"
+    assert done.status == "ok"
+
+
 async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None:
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
     first = executor(db, effects, approval_timeout_s=0.05)
