@@ -289,7 +289,10 @@ class Run:
             self.earlier_spans = await asyncio.to_thread(record.store.spans, self.run_id)
             record.use_journals(self.resumed.journals)
             record.use_approvals(self.resumed.approvals)
-            self.context.budget.restore(self.resumed.spent)
+            earlier = self._earlier()
+            self.context.budget.restore(
+                self.resumed.spent, wall_s=earlier.wall_s if earlier is not None else 0.0
+            )
         # A sub-run (a hive called as a tool) spends its caller's budget: the caller's
         # record keeps it.
         budget = None if self.within else self.context.budget

@@ -27,7 +27,8 @@ class Limits(Settings, frozen=True, kw_only=True):
         model_calls: Model calls across all workers.
         total_tokens: Input plus output tokens across all workers.
         tool_calls: Tool calls across all workers.
-        wall_time_s: Seconds since the run started.
+        wall_time_s: Seconds the run has run: a resumed run's lives' together, not
+            the time between them (waiting for a decision, or a restart).
         cost: Dollars across all workers (from the models' prices).
         cost_per_call: Dollars one model call may cost at most (from its model's
             price): its output limit is lowered to what its prompt leaves, and a call
@@ -99,8 +100,8 @@ class Budget:
     step (no await in between), so concurrent workers cannot all slip past the last
     allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
 
-    A resumed run's budget starts from what its earlier lives spent (:meth:`restore`);
-    its wall time is this life's.
+    A resumed run's budget starts from what its earlier lives spent (:meth:`restore`),
+    its wall time from the time they ran.
 
     Attributes:
         on_spend: Called (in the event loop, with nothing) after each spend is counted:
@@ -212,10 +213,13 @@ class Budget:
         if self.on_spend is not None:
             self.on_spend()
 
-    def restore(self, usage: Usage) -> None:
-        """Count what the earlier lives of a resumed run spent, model calls included."""
+    def restore(self, usage: Usage, wall_s: float = 0.0) -> None:
+        """Count what the earlier lives of a resumed run spent, model calls included,
+        and the time they ran (``wall_s``: not the time between them, waiting for a
+        decision or a restart)."""
         self.charge(usage)
         self._model_calls += usage.model_calls
+        self._started -= wall_s
 
 
 class Slots(Protocol):

@@ -12,8 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from honeycomb import BudgetExceeded, Usage
+from honeycomb import BudgetExceeded, Budgets, Usage
 from honeycomb.store import RunStore
+from tests.support import approvals
 from tests.support.early_kills import Early, answered
 from tests.support.processes import killed
 from tests.support.spending import TASK, Spending, spent
@@ -126,6 +127,26 @@ async def test_a_resumed_run_stops_at_its_budget_counting_its_earlier_lives(
     summary = RunStore(db).find("r1")
     assert summary is not None
     assert (summary.status, summary.model_calls) == ("over_budget", 5)
+
+
+async def test_a_resumed_runs_wall_time_budget_counts_the_time_its_earlier_lives_ran(
+    tmp_path: Path,
+) -> None:
+    """The first life ran 1.1 s (a reader's reading) and ended waiting for a decision;
+    resumed under a wall-time budget of 1 s, the run is past it at once: the approved
+    payment does not run. The time between the lives, waiting, is no one's."""
+    db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
+    first = approvals.executor(db, effects, read_s=1.1)
+    waiting = await first.run(approvals.TASK, subtasks=approvals.plan(1), run_id="r1")
+    assert waiting.status == "waiting"
+    assert waiting.timings.wall_s >= 1.1
+    await first.decide("r1", "pay_1", approve=True)
+    again = approvals.executor(db, effects, budgets=Budgets(wall_time_s=1.0))
+    with pytest.raises(BudgetExceeded) as stopped:
+        await again.resume("r1")
+    assert stopped.value.limit == "wall_time_s"
+    assert stopped.value.used >= 1.1
+    assert not effects.exists()
 
 
 async def killed_then_resumed(folder: Path, moment: str) -> tuple[list[str], Path]:
