@@ -197,11 +197,15 @@ class Tracer:
             can stream do, and each piece is a :class:`TextDelta`.
     """
 
+    holds_text = False
+    """Whether it holds text deltas until guards pass them (:class:`HeldText`): nobody
+    sees an answer's text as it is written, so its model call need not stream."""
+
     def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
         self._handlers = handlers
         self._log = log
         self.text = text and bool(handlers)
-        """Whether model calls stream their text to the handlers (as :class:`TextDelta`)."""
+        """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
 
     @property
     def enabled(self) -> bool:
@@ -228,6 +232,8 @@ class HeldText(Tracer):
     Holds compose: what one releases into another is held there until that one's
     guards pass too.
     """
+
+    holds_text = True
 
     def __init__(self, parent: Tracer) -> None:
         super().__init__(log=False)

@@ -289,11 +289,12 @@ class AgentLoop:
         try:
             context, omitted = self._context(state, messages, window)
             request = self._request(context, tools, turn, wrap_up)
-            if self.tracer.text:  # someone reads the text as it is written
+            if self.tracer.text:  # someone reads the answers' text
                 # The text of an answer output guards will check is held until they
                 # pass it (text that a guard refuses never reaches a listener).
                 held = HeldText(self.tracer) if self.guards is not None else None
-                sink = self._text_sink(turn, held or self.tracer)
+                if held is None and not self.tracer.holds_text:
+                    sink = self._text_sink(turn, self.tracer)  # streamed as it is written
             # The call is made here, in this frame, as ModelCalls.complete makes it: a
             # worker waiting on its model holds no frame for its layers (benchmarks A
             # and E, where 10,000 workers wait at once).
@@ -305,6 +306,11 @@ class AgentLoop:
             response = call.answered(answer)
         except HoneycombError as exc:  # the budget's, the model's, or its answer's
             return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
+        if self.tracer.text and sink is None and response.message.content:
+            # Held text is not streamed: nobody could read it as it is written, and a
+            # streamed call is not retried once it passed text on (a 503 mid-answer
+            # would fail it). Its answer's text goes to the hold in one piece.
+            self._text_sink(turn, held or self.tracer)(response.message.content)
         # Ids unique in the conversation before anything uses them (the checkpoint,
         # the journal, the observations, the wire).
         message = with_distinct_ids(response.message, messages, turn)

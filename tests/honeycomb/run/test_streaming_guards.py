@@ -21,14 +21,21 @@ from honeycomb import (
     GuardCheck,
     GuardrailTripped,
     Guards,
+    ModelRequest,
+    ModelResponse,
+    RetryPolicy,
     Role,
     RunFailed,
     RunStream,
 )
+from honeycomb.errors import ModelHTTPError
 from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
+from honeycomb.models import RetryingModel
 from honeycomb.testing import ScriptedModel
+from runtime.model import TextSink
 from runtime.testing import call
 from tests.support.asgi_server import ThreadedServer
+from tests.support.model_requests import role_of
 
 SECRET = "The password is hunter2."
 REFUSAL = "I cannot share that."
@@ -74,7 +81,6 @@ async def test_a_worker_guard_refusal_never_reaches_a_run_stream() -> None:
     assert events.result is not None
     assert events.result.status == "ok"
     assert deltas(seen) == REFUSAL
-    assert sum(isinstance(e, TextDelta) for e in seen) > 1  # still in pieces
 
 
 def leaky_aggregator(*, guarded: bool) -> Executor:
@@ -114,7 +120,7 @@ async def read_all(stream: AbstractAsyncContextManager[RunStream], into: list[Ev
             into.append(event)
 
 
-async def test_an_answer_its_guards_pass_is_delivered_whole_in_its_pieces() -> None:
+async def test_an_answer_its_guards_pass_is_delivered_whole() -> None:
     def polite(check: GuardCheck) -> str | None:
         return None
 
@@ -129,7 +135,57 @@ async def test_an_answer_its_guards_pass_is_delivered_whole_in_its_pieces() -> N
     )
     assert deltas(seen, "aggregator") == result.answer_text == "The merged answer, word by word."
     assert deltas(seen, "s1") == "ok"
-    assert sum(isinstance(e, TextDelta) and e.worker == "aggregator" for e in seen) > 3
+    # In one piece: nobody could read held text as it was written, so it was not streamed.
+    assert sum(isinstance(e, TextDelta) and e.worker == "aggregator" for e in seen) == 1
+
+
+class BreaksOffOnce:
+    """A model whose first answer to ``role`` breaks off with a 503 after some text:
+    mid-stream when streamed, at once when not. It answers anyone else at once."""
+
+    name = "breaks-off-once"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.attempts = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.stream(request, lambda text: None)
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        if role_of(request) != self.role:
+            return ModelResponse(message=AssistantMessage(content="ok"))
+        self.attempts += 1
+        on_text("alpha ")
+        if self.attempts == 1:
+            raise ModelHTTPError(503, "overloaded")
+        on_text("beta gamma")
+        return ModelResponse(message=AssistantMessage(content="alpha beta gamma"))
+
+
+@pytest.mark.parametrize("held_by", ["the role's guards", "the run's guards"])
+async def test_a_held_answer_whose_model_breaks_off_is_retried(held_by: str) -> None:
+    """Held text reaches nobody as it is written: a call whose answer is held is
+    retried after an error as any call is (a streamed one that had shown text would
+    fail with StreamInterrupted), and its listener gets the answer once."""
+
+    def polite(check: GuardCheck) -> str | None:
+        return None
+
+    guards = Guards(output=(polite,))
+    role_held = held_by == "the role's guards"
+    writer = "w" if role_held else "aggregator"
+    flaky = BreaksOffOnce(writer)
+    model = RetryingModel(flaky, RetryPolicy(attempts=2, initial_wait_s=0.0, jitter_s=0.0))
+    roles = [Role(name="w", guards=guards if role_held else None), Role(name="aggregator")]
+    executor = Executor(roles, model, guards=None if role_held else guards)
+    seen: list[Event] = []
+    result = await executor.run(
+        "t", subtasks=[("w", "x")], on_event=[seen.append], text_deltas=True
+    )
+    assert result.status == "ok"
+    assert flaky.attempts == 2
+    assert deltas(seen, "s1" if role_held else writer) == "alpha beta gamma"
 
 
 async def test_an_unguarded_answer_still_streams_before_its_call_finishes() -> None:
