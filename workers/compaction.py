@@ -234,18 +234,28 @@ class Compactor:
         folding more of them), and the window the turn's request needs on top of it
         (None: none, it fits).
 
+        A summary call the run's budget refuses once others were made this turn ends
+        the folding: the state keeps their summaries (and what they cost), and the
+        turn's own call meets the budget.
+
         Raises:
-            BudgetExceeded: when the run's budget allows no summary call.
+            BudgetExceeded: when the run's budget allows no summary call at all.
         """
         before = self.size(state, head, messages, tools)
         if before <= self.compaction.trigger:
             return state, None
         fixed = self.estimate(head, tools)
         cut = self._fold_point(messages, state.summarized, fixed)
+        folds = state.compactions
         while cut > state.summarized:  # a summary call a time, each within the budget
-            state, cut, before = await self._fold(
-                state, head, messages, tools, cut, turn=turn, before=before, fixed=fixed
-            )
+            try:
+                state, cut, before = await self._fold(
+                    state, head, messages, tools, cut, turn=turn, before=before, fixed=fixed
+                )
+            except BudgetExceeded:
+                if state.compactions == folds:
+                    raise  # nothing folded: the turn ends here, as it was
+                break
         if before <= self.compaction.budget_tokens:
             return state, None
         return state, self._window(state, head, tools)

@@ -14,11 +14,14 @@ import pytest
 
 from honeycomb import (
     AssistantMessage,
+    BudgetExceeded,
+    Budgets,
     Compaction,
     ConfigErrors,
     Executor,
     ModelRequest,
     ModelResponse,
+    Policy,
     RetryPolicy,
     Role,
     Subtask,
@@ -31,7 +34,7 @@ from honeycomb.errors import ModelHTTPError
 from honeycomb.hive import load_hive
 from honeycomb.models import RetryingModel
 from honeycomb.store import RunStore
-from honeycomb.testing import FunctionModel
+from honeycomb.testing import FunctionModel, call
 from honeycomb.tracing import SpanRecorder
 from tests.support.tokens import cjk
 from workers.compaction import is_summary_request
@@ -281,3 +284,41 @@ def test_an_executor_names_a_summarizer_it_does_not_have() -> None:
     models = {"worker": FunctionModel(lambda r: "x"), "summariser": FunctionModel(facts)}
     with pytest.raises(ConfigErrors, match="role 'reader' summarizes with model 'sumariser'"):
         Executor([role], models, tools=[read_page], default_model="worker")
+
+
+async def test_a_summary_the_budget_refuses_keeps_the_ones_made_before_it_in_the_turn() -> None:
+    """Two summary calls failed, so a later turn needs two; the budget allows the
+    first and refuses what comes next: the worker keeps the summary made (and what it
+    cost), and its usage is the run's."""
+    summaries = 0
+
+    @tool
+    def read(page: int) -> str:
+        """Read a page."""
+        return f"page {page}: " + "lorem ipsum dolor sit amet " * 40
+
+    def answer(request: ModelRequest) -> str | AssistantMessage:
+        nonlocal summaries
+        if is_summary_request(request):
+            summaries += 1
+            if summaries <= 2:
+                raise ModelHTTPError(500, "the summarizer is down")
+            return "SUMMARY " + "x " * 10
+        seen = [m for m in request.messages if m.role == "tool"]
+        page = int(str(seen[-1].content).split(":")[0].split()[1]) + 1 if seen else 1
+        if page > 8:
+            return "done"
+        return AssistantMessage(tool_calls=(call("read", {"page": page}),))
+
+    compaction = Compaction(budget_tokens=600, keep_turns=1)
+    role = Role(name="w", tools=("read",), max_turns=20, compaction=compaction)
+    budgets = Policy(budgets=Budgets(model_calls=8))
+    executor = Executor([role], FunctionModel(answer), tools=[read], policy=budgets)
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=[("w", "x")])
+    partial = stopped.value.partial
+    assert partial is not None
+    worker = partial.subtasks["s1"].worker
+    assert worker is not None
+    assert worker.usage.model_calls == partial.usage.model_calls == 8
+    assert worker.usage.input_tokens == partial.usage.input_tokens
