@@ -5,7 +5,8 @@ A call gets its :class:`~runtime.tools.define.ToolContext` if its tool takes one
 sync tool in a worker thread) under its tool's ``timeout`` (or the policy's
 default), and whatever happens becomes its :class:`Outcome`: a tool that raises is
 an ``error`` (``ModelRetry`` tells the model what to fix), never a crash, even with
-``SystemExit`` or a ``CancelledError`` of its own (its worker not being cancelled); one that
+a ``CancelledError`` of its own (its worker not being cancelled; a ``KeyboardInterrupt``
+or ``SystemExit`` is no error: it stops the run, as it would the process); one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it;
 what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
@@ -114,9 +115,7 @@ class RunTool:
             if task is None or task.cancelling():
                 raise  # the worker is cancelled (its run stopped): the call with it
             return _raised(found, exc)  # the tool's own: it awaited what was cancelled
-        except (Exception, SystemExit) as exc:  # a failing tool is an observation, not a crash
-            # SystemExit too: a tool that calls sys.exit (a command-line helper run
-            # in-process) ends its call, not the process and every worker's results.
+        except Exception as exc:  # a failing tool becomes an observation, never a crash
             return _raised(found, exc)
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))

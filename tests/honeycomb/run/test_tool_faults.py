@@ -136,18 +136,6 @@ async def test_a_tool_that_raises_becomes_an_error_observation() -> None:
     assert tool_status(events) == "error"
 
 
-def exits() -> Any:
-    raise SystemExit("no facts for Oslo")  # a command-line helper's way out
-
-
-async def test_a_tool_that_exits_becomes_an_error_observation() -> None:
-    result, events = await run_with(returning(exits))
-
-    text = assert_others_intact(result)
-    assert text == "error: Error: tool 'misbehave' raised SystemExit: no facts for Oslo"
-    assert tool_status(events) == "error"
-
-
 async def test_a_tool_whose_own_await_is_cancelled_becomes_an_error_observation() -> None:
     """It awaited what another task cancelled: its worker was not cancelled, and goes on."""
 
