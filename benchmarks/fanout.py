@@ -449,7 +449,13 @@ def _cpu_model() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="honeycomb bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="honeycomb bench",
+        description=__doc__.split("\n")[0],
+        epilog="honeycomb bench --peers[=NAMES]: the same workload through openai-agents, "
+        "langgraph and pydantic-ai (default: all; the peers extra), next to Honeycomb and "
+        "the floor (honeycomb bench --peers --help)",
+    )
     parser.add_argument(
         "--scenario", default="A,B,C,D,E,F,G,H,I,J", help="scenarios to run, e.g. A,B,I"
     )

@@ -24,6 +24,7 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
+from honeycomb.cli.options import Parser, integer, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -45,7 +46,7 @@ from workers import Role
 __all__ = ["add_eval_command", "compare_main", "eval_models"]
 
 
-def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_eval_command(commands: argparse._SubParsersAction[Parser]) -> None:
     parser = commands.add_parser(
         "eval",
         help="run a hive on a set of cases and score every run (honeycomb eval compare A B "
@@ -54,31 +55,40 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("hive", type=Path, help="the hive YAML file")
     parser.add_argument("cases", type=Path, help="the cases file (evals.yaml)")
     parser.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="runs at once (default 8)"
+        "--concurrency",
+        type=integer(1),
+        default=8,
+        metavar="N",
+        help="runs at once (default 8, at least 1)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, metavar="N", help="runs of each case (default 1)"
+        "--repeat",
+        type=integer(1),
+        default=1,
+        metavar="N",
+        help="runs of each case (default 1, at least 1)",
     )
+    # Bounded as a hive's budgets: are (cost > 0, counts >= 1).
     parser.add_argument(
         "--max-cost",
-        type=float,
+        type=number(0, above=True),
         default=None,
         metavar="USD",
-        help="the whole eval's budget in dollars, runs and judges together",
+        help="the whole eval's budget in dollars (more than 0), runs and judges together",
     )
     parser.add_argument(
         "--max-tokens",
-        type=int,
+        type=integer(1),
         default=None,
         metavar="N",
-        help="the whole eval's budget in tokens",
+        help="the whole eval's budget in tokens (at least 1)",
     )
     parser.add_argument(
         "--max-model-calls",
-        type=int,
+        type=integer(1),
         default=None,
         metavar="N",
-        help="the whole eval's budget in model calls",
+        help="the whole eval's budget in model calls (at least 1)",
     )
     parser.add_argument(
         "--baseline",
@@ -121,10 +131,10 @@ def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     add_cassette_options(parser)
     parser.add_argument(
         "--latency",
-        type=float,
+        type=number(0),
         default=None,
         metavar="SECONDS",
-        help="offline model seconds per call (implies --model offline)",
+        help="offline model seconds per call, 0 or more (implies --model offline)",
     )
     add_store_options(parser, no_store="keep neither the runs nor the report (no --baseline then)")
     parser.set_defaults(handler=eval_command)
@@ -151,9 +161,6 @@ def eval_models(
 def eval_command(args: argparse.Namespace) -> ExitStatus:
     if args.latency is not None and args.model is None:
         args.model = "offline"
-    if args.concurrency < 1 or args.repeat < 1:
-        print("--concurrency and --repeat are at least 1", file=sys.stderr)
-        return ExitStatus.UNUSABLE
     if args.baseline is not None and args.no_store:
         print("--baseline reads the store: drop --no-store", file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -316,9 +323,7 @@ def _status(report: EvalReport, comparison: Comparison | None, gate: str) -> Exi
 
 def compare_main(argv: list[str]) -> int:
     """``honeycomb eval compare A B``: what changed from eval A to eval B."""
-    parser = argparse.ArgumentParser(
-        prog="honeycomb eval compare", description="what changed from eval A to eval B"
-    )
+    parser = Parser(prog="honeycomb eval compare", description="what changed from eval A to eval B")
     parser.add_argument("baseline", help="the earlier eval's id")
     parser.add_argument("current", help="the later eval's id")
     parser.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)

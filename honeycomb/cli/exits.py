@@ -35,7 +35,8 @@ MEANINGS: dict[ExitStatus, str] = {
     "`approve` of a call that is not waiting, decided already or out of time, or with "
     "arguments that fail the tool's schema; `resume` of a run made from Python that did "
     "not end; another process carries the run on; the Ray cluster cannot be joined; "
-    "`init` of an unknown template; an example hive the package lacks; `serve` cannot "
+    "`init` of an unknown template, or into a folder it cannot make or write (a file in its "
+    "place); an example hive the package lacks; `serve` cannot "
     "listen, or lacks the `web` extra; `eval`: the cases file has errors; `eval compare` "
     "or `--baseline` finds no such eval; an option out of its range, or without the one it "
     "needs (and argparse's usage errors)",

@@ -112,11 +112,17 @@ class UnknownTemplate(InitError):
     """A template name that is none of the templates."""
 
 
+class UnusableFolder(InitError):
+    """A folder that cannot be made or written: a file in its place, a place where no
+    folder can be made (``/proc/x``), no permission."""
+
+
 def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
     """Copy a template into ``target`` (made if missing) and return the files written.
 
     Raises:
         UnknownTemplate: for a name that is none of the templates.
+        UnusableFolder: when ``target`` is a file, or cannot be made or written.
         InitError: when any file it would write exists already (then nothing is
             written).
         NotInstalled: when the templates are not installed.
@@ -141,11 +147,22 @@ def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
             f"{len(there)} file{'s' if len(there) != 1 else ''} already there, not "
             f"overwritten: {shown}; choose another folder or move them away"
         )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise UnusableFolder(
+            f"{target} is a file, not a folder: name a new folder, or one to add the template to"
+        ) from exc
+    except OSError as exc:
+        raise UnusableFolder(f"cannot make the folder {target}: {exc.strerror or exc}") from exc
     written: list[Path] = []
     for path in files:
         destination = target / path.relative_to(source)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, destination)
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
+        except OSError as exc:
+            raise UnusableFolder(f"cannot write {destination}: {exc.strerror or exc}") from exc
         written.append(destination)
     return written
 
@@ -174,7 +191,7 @@ def init_command(args: argparse.Namespace) -> ExitStatus:
             _list_templates()
             return ExitStatus.OK
         written = scaffold(target, args.template)
-    except (UnknownTemplate, NotInstalled) as exc:
+    except (UnknownTemplate, UnusableFolder, NotInstalled) as exc:
         print(f"honeycomb init: {exc}", file=sys.stderr)
         return ExitStatus.UNUSABLE
     except InitError as exc:

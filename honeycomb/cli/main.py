@@ -30,6 +30,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
+from honeycomb.cli.options import MAX_LIMIT, MAX_RUN_ID, Parser, integer, new_run_id, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -97,7 +98,7 @@ def _broken_pipe(exc: BaseException) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="honeycomb", description="Run LLM agents in parallel: plan, fan out, aggregate."
     )
     parser.add_argument("--version", action="version", version=f"honeycomb {version()}")
@@ -105,7 +106,13 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the bundled example hive offline")
     demo.add_argument("task", nargs="?", default=None, help="the task (default: a trip plan)")
-    demo.add_argument("--latency", type=float, default=None, help="offline model seconds per call")
+    demo.add_argument(
+        "--latency",
+        type=number(0),
+        default=None,
+        metavar="S",
+        help="offline model seconds per call (0 or more)",
+    )
     demo.add_argument(
         "--compact",
         action="store_true",
@@ -146,7 +153,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take the run over from a process whose lease expired (never from a live one)",
     )
-    _run_options(resume, run_id=False)
+    _run_options(
+        resume,
+        run_id=False,
+        store=f"{STORE_HELP} (default: {DEFAULT_STORE})",
+        no_store="changes nothing: a resumed run is kept in its store",
+    )
     resume.set_defaults(handler=resume_command)
 
     approve = commands.add_parser("approve", help="decide on a call waiting for approval")
@@ -163,7 +175,13 @@ def _parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
-    runs.add_argument("--limit", type=int, default=20, help="how many (newest first)")
+    runs.add_argument(
+        "--limit",
+        type=integer(1, MAX_LIMIT),
+        default=20,
+        metavar="N",
+        help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
+    )
     runs.set_defaults(handler=runs_command)
 
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")
@@ -196,7 +214,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> None:
+def _run_options(
+    parser: argparse.ArgumentParser,
+    *,
+    run_id: bool = True,
+    store: str | None = None,
+    no_store: str = "do not keep the run",
+) -> None:
+    """The options of the commands that run a hive (``demo``, ``run``, ``resume``,
+    ``chat``); ``store`` and ``no_store`` are the help of ``--store`` and
+    ``--no-store`` when it is not a new run's."""
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print events as JSON lines")
     out.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
@@ -217,9 +244,14 @@ def _run_options(parser: argparse.ArgumentParser, *, run_id: bool = True) -> Non
     )
     if run_id:
         parser.add_argument(
-            "--run-id", default=None, help="the run's id (an unfinished one is resumed)"
+            "--run-id",
+            type=new_run_id,
+            default=None,
+            metavar="ID",
+            help=f"the run's id, 1 to {MAX_RUN_ID} printable characters (an unfinished one is "
+            "resumed)",
         )
-    add_store_options(parser, no_store="do not keep the run")
+    add_store_options(parser, store=store, no_store=no_store)
     add_cassette_options(parser)
 
 

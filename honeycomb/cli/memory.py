@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.options import MAX_LIMIT, integer
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
@@ -36,7 +37,13 @@ def add_memory_command(commands: Any) -> None:
     listing = actions.add_parser("list", help="the newest memories first")
     _where(listing)
     listing.add_argument("--namespace", default=None, help="only this namespace (default: all)")
-    listing.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
+    listing.add_argument(
+        "--limit",
+        type=integer(1, MAX_LIMIT),
+        default=20,
+        metavar="N",
+        help=f"how many (default: 20, at most {MAX_LIMIT})",
+    )
     listing.add_argument("--json", action="store_true", help="one JSON object per memory")
     listing.set_defaults(handler=_list)
 
@@ -46,7 +53,9 @@ def add_memory_command(commands: Any) -> None:
     search.add_argument(
         "--namespace", default=DEFAULT_NAMESPACE, help=f"where (default: {DEFAULT_NAMESPACE})"
     )
-    search.add_argument("-k", type=int, default=5, help="how many at most (default: 5)")
+    search.add_argument(
+        "-k", type=integer(1, 100), default=5, help="how many at most (default: 5, at most 100)"
+    )
     search.add_argument("--all", action="store_true", help="every word must match")
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.set_defaults(handler=_search)
@@ -133,10 +142,6 @@ def _run(
 
 
 def _list(args: argparse.Namespace) -> ExitStatus:
-    if not 1 <= args.limit <= _MAX_LIMIT:
-        print(f"--limit must be between 1 and {_MAX_LIMIT}", file=sys.stderr)
-        return ExitStatus.UNUSABLE
-
     async def work(memory: SQLiteMemory) -> ExitStatus:
         found = await memory.list(args.namespace, limit=args.limit)
         if args.json:
@@ -172,9 +177,6 @@ def _search(args: argparse.Namespace) -> ExitStatus:
             print(f"{hit.score:8.4f}  {_line(hit.record)}")
         return ExitStatus.OK
 
-    if not 1 <= args.k <= 100:
-        print("-k must be between 1 and 100", file=sys.stderr)
-        return ExitStatus.UNUSABLE
     return _run(args, work)
 
 
@@ -199,9 +201,6 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
         return ExitStatus.OK
 
     return _run(args, work)
-
-
-_MAX_LIMIT = 100_000
 
 
 def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:

@@ -92,15 +92,18 @@ DEMOS: dict[str, tuple[str, str]] = {
 in the package (tests/test_wheel.py checks them)."""
 
 
-def add_store_options(parser: argparse.ArgumentParser, *, no_store: str) -> None:
-    """``--store`` (where a command that runs a hive keeps its runs, :func:`store_of`)
-    or ``--no-store``, whose help is ``no_store``."""
+def add_store_options(
+    parser: argparse.ArgumentParser, *, no_store: str, store: str | None = None
+) -> None:
+    """``--store`` (where a command that runs a hive keeps its runs, :func:`store_of`;
+    its help ``store`` when it says otherwise) or ``--no-store``, whose help is
+    ``no_store``."""
     keep = parser.add_mutually_exclusive_group()
     keep.add_argument(
         "--store",
         type=store_argument,
         default=None,
-        help=f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
+        help=store or f"{STORE_HELP} (default: the hive's store:, else {DEFAULT_STORE})",
     )
     keep.add_argument("--no-store", action="store_true", help=no_store)
 

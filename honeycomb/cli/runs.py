@@ -14,7 +14,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.stores import opened_store
 from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunSummary
-from honeycomb.trace.format import cached_share, counted, format_cost, format_took
+from honeycomb.trace.format import cached_share, counted, format_cost, format_took, printable
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
@@ -56,9 +56,12 @@ _COLUMNS = (
 
 
 def _row(cells: Sequence[str]) -> str:
-    """One line of the list of runs: the header's, or a run's."""
+    """One line of the list of runs: the header's, or a run's. What a store holds is
+    shown as ``trace`` shows it: a line break or a terminal's escape in a run's id or
+    task (an older store may hold one) is a space, never a split row or an escape."""
     shown = (
-        f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)
+        f"{printable(cell, lines=False):{align}{width}}"
+        for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)
     )
     return "  ".join(shown).rstrip()
 

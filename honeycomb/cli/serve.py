@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.options import Parser, integer
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
@@ -28,11 +29,17 @@ __all__ = ["MIN_TOKEN", "TOKEN_ENV", "Resumer", "add_serve", "serve_command", "s
 TOKEN_ENV = "HONEYCOMB_SERVE_TOKEN"
 
 
-def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], store: Path) -> None:
+def add_serve(commands: argparse._SubParsersAction[Parser], store: Path) -> None:
     serve = commands.add_parser("serve", help="watch runs and approve calls in a browser")
     serve.add_argument("--store", type=store_argument, default=store, help=STORE_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="the interface to listen on")
-    serve.add_argument("--port", type=int, default=8321, help="the port (0: any free one)")
+    serve.add_argument(
+        "--port",
+        type=integer(0, 65535),
+        default=8321,
+        metavar="N",
+        help="the port, 0 to 65535 (default 8321; 0: any free one)",
+    )
     serve.add_argument(
         "--token",
         default=None,

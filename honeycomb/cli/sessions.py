@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.options import MAX_LIMIT, integer, number
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import turn_of
 from honeycomb.store.sessions import StoredSessions
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, printable
 from runtime import StoreError
 
 __all__ = ["add_sessions_command", "print_turn", "short"]
@@ -28,7 +29,13 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
         "sessions", help="list the conversations in the store, show or forget one"
     )
     sessions.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
-    sessions.add_argument("--limit", type=int, default=20, help="how many (newest first)")
+    sessions.add_argument(
+        "--limit",
+        type=integer(1, MAX_LIMIT),
+        default=20,
+        metavar="N",
+        help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
+    )
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
 
@@ -46,10 +53,22 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
         "prune", help="forget the conversations past an age or beyond a count"
     )
     prune.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    # Bounded as the policy's max_age_days (> 0) and max_sessions (>= 1) are: a typo
+    # (-1, 0) must not forget every session.
     prune.add_argument(
-        "--older-than", type=float, default=None, metavar="DAYS", help="last message before"
+        "--older-than",
+        type=number(0, above=True),
+        default=None,
+        metavar="DAYS",
+        help="forget those whose last message is older than DAYS days (more than 0)",
     )
-    prune.add_argument("--keep", type=int, default=None, metavar="N", help="the newest N only")
+    prune.add_argument(
+        "--keep",
+        type=integer(1),
+        default=None,
+        metavar="N",
+        help="forget all but the newest N (at least 1)",
+    )
     prune.set_defaults(handler=_prune)
 
 
@@ -73,7 +92,8 @@ def _list(args: argparse.Namespace) -> ExitStatus:
     print(f"{'session':<20}  {'turns':>5}  {'last message at':<19}  last message")
     for session_id, turns, _, last_at, last_message in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last_at))
-        print(f"{session_id:<20}  {turns:>5}  {when:<19}  {short(last_message, 50)}")
+        shown = printable(session_id, lines=False)
+        print(f"{shown:<20}  {turns:>5}  {when:<19}  {short(last_message, 50)}")
     return ExitStatus.OK
 
 
@@ -98,8 +118,8 @@ def print_turn(out: TextIO, turn: Turn) -> None:
     out.write(
         f"\n#{turn.turn}  run {turn.run_id} · {turn.status} · {format_cost(turn.cost)} · {when}\n"
     )
-    out.write(f"  you:    {turn.message}\n")
-    answer = (turn.answer or "(no answer)").strip().replace("\n", "\n          ")
+    out.write(f"  you:    {printable(turn.message, lines=False)}\n")
+    answer = printable(turn.answer or "(no answer)").strip().replace("\n", "\n          ")
     out.write(f"  answer: {answer}\n")
 
 
@@ -154,6 +174,7 @@ def _forgetting(stored: StoredSessions, work: Coroutine[Any, Any, list[str]]) ->
 
 
 def short(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters."""
-    one = " ".join(text.split())
+    """``text`` on one line, cut to ``width`` characters, its control characters (a
+    terminal's escapes) made spaces."""
+    one = " ".join(printable(text).split())
     return one if len(one) <= width else one[: width - 1] + "…"

@@ -232,7 +232,14 @@ class StoredSessions:
 
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
         """Forget the sessions whose last turn started ``before`` (``time.time()``),
-        and those past the newest ``keep``; the ones forgotten."""
+        and those past the newest ``keep``; the ones forgotten.
+
+        Raises:
+            ValueError: for a ``keep`` below 1 (as the policy's ``max_sessions``): it
+                would forget every session, or slice from the wrong end.
+        """
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep is at least 1 (the newest sessions kept), not {keep}")
         empty: list[str] = []
         expired = await self.store.reading(
             functools.partial(_expired, before=before, keep=keep), empty

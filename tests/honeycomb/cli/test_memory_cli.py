@@ -100,10 +100,14 @@ def test_bad_options_are_told_not_raised(
     assert "namespace is 1 to 200 printable characters" in capsys.readouterr().err
     assert main(["memory", "list", "--namespace", "\x07"]) == 2
     assert "namespace" in capsys.readouterr().err
-    assert main(["memory", "list", "--limit", "0"]) == 2
-    assert "--limit must be between 1 and" in capsys.readouterr().err
-    assert main(["memory", "search", "x", "-k", "0"]) == 2
-    assert "-k must be between 1 and 100" in capsys.readouterr().err
+    for argv, said in (
+        (["memory", "list", "--limit", "0"], "argument --limit: takes a whole number from 1 to"),
+        (["memory", "search", "x", "-k", "0"], "argument -k: takes a whole number from 1 to 100"),
+    ):
+        with pytest.raises(SystemExit) as exited:  # as the arguments are read
+            main(argv)
+        assert exited.value.code == 2
+        assert said in capsys.readouterr().err
 
 
 def test_a_missing_file_holds_nothing_and_is_not_made(
@@ -174,6 +178,6 @@ def test_demo_with_memory_recalls_in_its_second_run_what_its_first_kept(
         r"Recalled from memory \w+ \([^)]*\): (.*?)(?= Recalled| What|$)", answer, re.M
     ):
         whole = shown.removesuffix("…")
-        kept = next(t for t in texts if " ".join(t.split()).find(whole) >= 0)
-        rest = " ".join(kept.split()).split(whole, 1)[1]
+        text = next(t for t in texts if " ".join(t.split()).find(whole) >= 0)
+        rest = " ".join(text.split()).split(whole, 1)[1]
         assert not rest[:1].isalnum(), f"cut inside a word: {shown!r}"

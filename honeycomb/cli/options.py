@@ -1,0 +1,83 @@
+"""What the command line's options take, checked in one place: the parser, whose usage
+errors are one line (exit status 2), and the argument types that bound a number (a
+count, seconds, days, dollars, a port) or a new run's id. A value out of range is
+refused while the arguments are read, before the command does anything, in a line
+that names the option and what it takes:
+
+``honeycomb sessions prune: error: argument --keep: takes a whole number of at least
+1, not '-1'``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+from honeycomb.cli.exits import ExitStatus
+
+__all__ = ["MAX_LIMIT", "MAX_RUN_ID", "Parser", "integer", "new_run_id", "number"]
+
+MAX_LIMIT = 100_000
+"""The most ``--limit`` lists at once (a store reads a bounded number of rows)."""
+
+MAX_RUN_ID = 128
+"""The longest run id ``--run-id`` takes (the ids the CLI makes have 12 characters)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``--help`` showing the
+    usage (its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitStatus.UNUSABLE, f"{self.prog}: error: {message}\n")
+
+
+def integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argument type: a whole number from ``low`` (to ``high``, when given)."""
+    takes = (
+        f"a whole number of at least {low}"
+        if high is None
+        else f"a whole number from {low} to {high}"
+    )
+
+    def parse(given: str) -> int:
+        try:
+            value = int(given)
+        except ValueError:
+            value = low - 1
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"takes {takes}, not {given!r}")
+        return value
+
+    return parse
+
+
+def number(low: float, *, above: bool = False) -> Callable[[str], float]:
+    """An argument type: a finite number of at least ``low`` (above ``low`` if
+    ``above``); never NaN or an infinity (``1e400`` is one)."""
+    takes = f"a finite number {'above' if above else 'of at least'} {low:g}"
+
+    def parse(given: str) -> float:
+        try:
+            value = float(given)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"takes {takes}, not {given!r}")
+        return value
+
+    return parse
+
+
+def new_run_id(given: str) -> str:
+    """An argument type: the id of a run to make (``--run-id``), 1 to
+    :data:`MAX_RUN_ID` printable characters: it is shown on terminals, in tables
+    and commands to copy, where a line break or an escape would do harm."""
+    if not 1 <= len(given) <= MAX_RUN_ID or not given.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"takes 1 to {MAX_RUN_ID} printable characters (no line breaks, tabs or escape "
+            f"codes), not {given[:40]!r}{' ...' if len(given) > 40 else ''}"
+        )
+    return given

@@ -1,0 +1,65 @@
+"""``--help`` and the synopsis at the top of docs/cli.md say the same: every command is
+there, each with the options its ``--help`` names, and no other."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from honeycomb.cli.main import main
+from tests.support import ROOT
+
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def synopsis() -> dict[tuple[str, ...], set[str]]:
+    """Each command of docs/cli.md's synopsis (``("eval", "compare")``) and the long
+    options its lines name (``honeycomb bench``'s two lines as one command)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    found: dict[tuple[str, ...], set[str]] = {}
+    command: tuple[str, ...] = ()
+    for line in block.splitlines():
+        if line.startswith("honeycomb "):
+            command = tuple(_leading(line.split()[1:]))
+        found.setdefault(command, set()).update(_OPTION.findall(line))
+    return found
+
+
+def _leading(words: list[str]) -> list[str]:
+    """The words that name the command, before its arguments and options."""
+    taken = []
+    for word in words:
+        if not re.fullmatch(r"[a-z]+", word):
+            break
+        taken.append(word)
+    return taken
+
+
+def helped(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_every_command_has_its_lines_in_the_synopsis(capsys: pytest.CaptureFixture[str]) -> None:
+    listed = re.findall(r"^    ([a-z]+)  ", helped(capsys, []), re.MULTILINE)
+    assert "eval" in listed
+    assert sorted(listed) == sorted({command[0] for command in synopsis()})
+    assert ("eval", "compare") in synopsis()
+
+
+@pytest.mark.parametrize("command", sorted(synopsis()), ids=" ".join)
+def test_the_synopsis_names_the_options_of_each_command_s_help(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
+) -> None:
+    options = set(_OPTION.findall(helped(capsys, list(command)))) - {"--help"}
+    assert synopsis()[command] == options
+
+
+def test_bench_help_names_its_peers_form(capsys: pytest.CaptureFixture[str]) -> None:
+    said = helped(capsys, ["bench"])
+    assert "--peers[=NAMES]" in said
+    assert "honeycomb bench --peers --help" in said

@@ -1,0 +1,331 @@
+"""What the command line's options take (honeycomb/cli/options.py): a value out of range
+is refused as the arguments are read, in one line that names the option and what it
+takes, with exit status 2, before the command touches anything; and what a store holds
+is never printed with its control characters."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import io
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import Executor, Role
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.main import main
+from honeycomb.cli.options import MAX_RUN_ID, integer, new_run_id, number
+from honeycomb.store import RunStore
+from honeycomb.store.sessions import StoredSessions
+from honeycomb.testing import ScriptedModel
+from tests.support import ROOT
+
+HIVE = """\
+name: chatty
+models:
+  offline:
+    provider: offline
+    latency: 0
+roles:
+  planner:
+    description: Splits requests into subtasks.
+  researcher:
+    description: Finds facts about cities and their weather.
+  aggregator:
+    description: Merges the findings.
+"""
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """What ``honeycomb argv`` says on stderr, having checked that it exits 2 with one
+    line and no traceback."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == ExitStatus.UNUSABLE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1, captured.err
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+# --- the types ------------------------------------------------------------------------
+
+
+def test_a_bounded_whole_number_takes_its_range_and_nothing_else() -> None:
+    port = integer(0, 65535)
+    assert (port("0"), port("65535")) == (0, 65535)
+    for given in ("-1", "65536", "99999", "1.5", "eight", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="from 0 to 65535"):
+            port(given)
+    assert integer(1)("123456789012345678901234567890") == 123456789012345678901234567890
+    with pytest.raises(argparse.ArgumentTypeError, match="of at least 1, not '0'"):
+        integer(1)("0")
+
+
+def test_a_bounded_number_is_finite() -> None:
+    seconds, days = number(0), number(0, above=True)
+    assert (seconds("0"), seconds("0.25"), days("0.5")) == (0.0, 0.25, 0.5)
+    for given in ("-1", "-0.001", "nan", "inf", "-inf", "1e400", "soon"):
+        with pytest.raises(argparse.ArgumentTypeError, match="a finite number of at least 0"):
+            seconds(given)
+    with pytest.raises(argparse.ArgumentTypeError, match="a finite number above 0, not '0'"):
+        days("0")
+
+
+def test_a_new_run_id_is_printable_and_bounded() -> None:
+    assert new_run_id("nightly-2026-12-01 #3") == "nightly-2026-12-01 #3"
+    assert new_run_id("x" * MAX_RUN_ID) == "x" * MAX_RUN_ID
+    for given in ("", "a\nb", "a\x1b[31mb", "tab\there", "x" * (MAX_RUN_ID + 1), "\ud800"):
+        with pytest.raises(argparse.ArgumentTypeError, match="printable characters") as told:
+            new_run_id(given)
+        assert str(told.value).isprintable()  # the refusal itself is safe to print
+
+
+def test_no_option_of_the_command_line_takes_an_unbounded_number() -> None:
+    # One way to bound a number: every numeric option uses a type of options.py.
+    found = []
+    for path in sorted((ROOT / "honeycomb" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "type"
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("int", "float")
+            ):
+                found.append(f"{path.name}:{node.value.lineno}")
+    assert found == []
+
+
+# --- sessions prune: a typo never forgets every session -------------------------------
+
+
+@pytest.fixture
+def three_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """A store with sessions s1, s2 and s3 (s3 the newest), in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hive.yaml").write_text(HIVE)
+    for name in ("s1", "s2", "s3"):
+        monkeypatch.setattr("sys.stdin", io.StringIO("Find the weather in Rome.\n"))
+        argv = ["chat", "hive.yaml", "--plain", "--session", name, "--store", "s.db"]
+        assert main(argv) == 0
+    capsys.readouterr()
+    return tmp_path / "s.db"
+
+
+def _sessions(db: Path) -> list[str]:
+    store = RunStore(db)
+    try:
+        return [row[0] for row in StoredSessions(store).sessions()]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "takes"),
+    [
+        ("--keep", "-1", "a whole number of at least 1"),
+        ("--keep", "0", "a whole number of at least 1"),
+        ("--older-than", "-1", "a finite number above 0"),
+        ("--older-than", "0", "a finite number above 0"),
+        ("--older-than", "nan", "a finite number above 0"),
+    ],
+)
+def test_prune_refuses_what_would_forget_every_session(
+    three_sessions: Path,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    value: str,
+    takes: str,
+) -> None:
+    err = refused(capsys, ["sessions", "prune", option, value, "--store", str(three_sessions)])
+    assert f"argument {option}: takes {takes}, not '{value}'" in err
+    assert _sessions(three_sessions) == ["s3", "s2", "s1"]  # nothing forgotten
+
+
+def test_the_refusal_docs_cli_md_shows_is_the_one_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(capsys, ["sessions", "prune", "--keep", "-1", "--store", str(tmp_path / "s.db")])
+    assert f"\n```text\n{err}```\n" in (ROOT / "docs" / "cli.md").read_text()
+
+
+def test_prune_keeps_the_newest(three_sessions: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "prune", "--keep", "2", "--store", str(three_sessions)]) == 0
+    assert capsys.readouterr().out == "forgot session s1 (its turns and their runs)\n"
+    assert _sessions(three_sessions) == ["s3", "s2"]
+
+
+def test_the_store_refuses_to_keep_fewer_than_one_session(three_sessions: Path) -> None:
+    store = RunStore(three_sessions)
+    try:
+        for keep in (0, -1):
+            with pytest.raises(ValueError, match="keep is at least 1"):
+                asyncio.run(StoredSessions(store).prune(before=None, keep=keep))
+    finally:
+        store.close()
+    assert _sessions(three_sessions) == ["s3", "s2", "s1"]
+
+
+# --- numbers out of range, command by command -----------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e400"])
+@pytest.mark.parametrize(
+    "command",
+    [["demo", "--no-store", "--plain"], ["eval", "hive.yaml", "evals.yaml"]],
+    ids=["demo", "eval"],
+)
+def test_a_latency_is_finite_and_not_negative(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    value: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, [*command, "--latency", value])
+    assert f"argument --latency: takes a finite number of at least 0, not '{value}'" in err
+    assert list(tmp_path.iterdir()) == []  # nothing ran, nothing was kept
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_serve_refuses_a_port_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    err = refused(capsys, ["serve", "--store", str(tmp_path / "ex.db"), "--port", port])
+    assert f"argument --port: takes a whole number from 0 to 65535, not '{port}'" in err
+    assert not (tmp_path / "ex.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["runs", "--limit", "-1"], "--limit"),
+        (["runs", "--limit", "0"], "--limit"),
+        (["runs", "--limit", "99999999999999999999"], "--limit"),
+        (["sessions", "--limit", "-1"], "--limit"),
+        (["memory", "list", "--limit", "-5"], "--limit"),
+        (["memory", "search", "x", "-k", "0"], "-k"),
+        (["eval", "h.yaml", "c.yaml", "--max-cost", "-1"], "--max-cost"),
+        (["eval", "h.yaml", "c.yaml", "--max-cost", "nan"], "--max-cost"),
+        (["eval", "h.yaml", "c.yaml", "--max-tokens", "-1"], "--max-tokens"),
+        (["eval", "h.yaml", "c.yaml", "--max-model-calls", "0"], "--max-model-calls"),
+        (["eval", "h.yaml", "c.yaml", "--concurrency", "0"], "--concurrency"),
+        (["eval", "h.yaml", "c.yaml", "--repeat", "0"], "--repeat"),
+    ],
+)
+def test_counts_and_budgets_out_of_range_are_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    option: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, argv)
+    assert f"argument {option}: takes " in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_lists_at_most_its_limit(fast_demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for _ in range(2):
+        assert main(["demo", "--plain", "--latency", "0"]) == 0
+    capsys.readouterr()
+    assert main(["runs", "--limit", "1"]) == 0
+    title, _header, _row = capsys.readouterr().out.splitlines()
+    assert title.startswith("1 run in ")
+
+
+# --- init: a folder it cannot make ----------------------------------------------------
+
+
+def test_init_refuses_a_file_in_place_of_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tools.py").write_text("# mine\n")
+    assert main(["init", "tools.py"]) == ExitStatus.UNUSABLE
+    err = capsys.readouterr().err
+    assert err == (
+        "honeycomb init: tools.py is a file, not a folder: name a new folder, or one to add "
+        "the template to\n"
+    )
+    assert main(["init", "tools.py/hive"]) == ExitStatus.UNUSABLE
+    err = capsys.readouterr().err
+    assert err.startswith("honeycomb init: cannot make the folder tools.py/hive: ")
+    assert len(err.splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["tools.py"]
+    assert (tmp_path / "tools.py").read_text() == "# mine\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_init_refuses_a_place_where_no_folder_can_be_made(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["init", "/proc/x"]) == ExitStatus.UNUSABLE
+    err = capsys.readouterr().err
+    assert err.startswith("honeycomb init: cannot make the folder /proc/x: ")
+    assert len(err.splitlines()) == 1
+
+
+# --- run ids --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "run_id", ["a\nb", "a\x1b[31mb", "x" * 5000, ""], ids=["newline", "escape", "long", "empty"]
+)
+@pytest.mark.parametrize("command", [["demo"], ["run", "hive.yaml"]], ids=["demo", "run"])
+def test_a_new_run_id_with_control_characters_or_too_long_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    run_id: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, [*command, "--plain", "--run-id", run_id])
+    assert f"argument --run-id: takes 1 to {MAX_RUN_ID} printable characters" in err
+    assert "\x1b" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_never_prints_the_control_characters_a_store_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"  # as an older store, or one written from Python, may hold
+    executor = Executor(
+        [Role(name="w", description="d")], ScriptedModel(["done"]), aggregator="concat", store=db
+    )
+    task = "first line\nsecond \x1b[2Jline"
+    anyio.run(lambda: executor.run(task, subtasks=[("w", "go")], run_id="r\x1b[31m\n1"))
+    assert executor.store is not None
+    executor.store.close()
+    assert main(["runs", "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    _title, _header, row = out.splitlines()  # one row: not split by the line break
+    assert row.startswith("r [31m 1  ")
+    assert row.endswith("first line second  [2Jline")
+
+
+def test_sessions_never_print_the_control_characters_a_store_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hive.yaml").write_text(HIVE)
+    monkeypatch.setattr("sys.stdin", io.StringIO("the weather \x1b[2Jin Rome\n"))
+    assert main(["chat", "hive.yaml", "--plain", "--session", "s\x1b1"]) == 0
+    capsys.readouterr()
+    assert main(["sessions"]) == 0
+    listed = capsys.readouterr().out
+    assert "\x1b" not in listed
+    assert "the weather [2Jin Rome" in listed  # on one line, its spaces collapsed
+    assert main(["sessions", "show", "s\x1b1"]) == 0
+    shown = capsys.readouterr().out
+    assert "you:    the weather  [2Jin Rome" in shown
