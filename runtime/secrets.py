@@ -15,7 +15,9 @@ rows, the events given to handlers and to the log, structlog entries, and what
 ``.partial``). An endpoint's answers are masked as they arrive, errors included, so
 no other model and no tool sees a secret an endpoint sends back; their streamed text
 too, the end of what came held back while it could be the start of a secret
-(:class:`HeldText`).
+(:class:`HeldText`). Text about values nothing registers, and must not (a
+configuration file's, in its errors, before anything uses them), is masked by the
+same rule with :func:`masked_with`.
 
 The rule: every occurrence of a secret is masked as ``[<what> hidden]`` (``[api key
 hidden]``), whether other text is glued to it or not, as CI systems mask theirs, and
@@ -30,9 +32,10 @@ ordinary text says). With no secret known, masking costs one test of a global.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -45,12 +48,15 @@ __all__ = [
     "HeldText",
     "add_header",
     "add_secret",
+    "header_secrets",
     "isolated",
     "known",
     "mask_error",
     "masked",
     "masked_errors",
+    "masked_with",
     "shows_secret",
+    "url_passwords",
 ]
 
 MIN_LENGTH = 8
@@ -59,10 +65,13 @@ MIN_LENGTH = 8
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
 
+_Table = tuple[tuple[str, str], ...]
+"""Secrets, each with its mask, longest first."""
+
 # Every secret known, longest first, each with its mask (as text and as bytes):
 # replaced whole, never changed in place, as they are read without a lock. Empty:
 # nothing to mask.
-_texts: tuple[tuple[str, str], ...] = ()
+_texts: _Table = ()
 _bytes: tuple[tuple[bytes, bytes], ...] = ()
 _longest = 0
 
@@ -99,14 +108,44 @@ def add_secret(value: str | None, what: str = "secret", *, owner: object | None 
 
 
 def add_header(value: str | None, *, owner: object | None = None) -> None:
-    """A header's value as a secret, and its credentials alone when it names its
-    scheme first (``Bearer <token>``, ``Basic <credentials>``)."""
+    """A header's value as a secret (see :func:`header_secrets`)."""
     if value is None:
         return
-    add_secret(value, "header", owner=owner)
+    for secret in header_secrets(value):
+        add_secret(secret, "header", owner=owner)
+
+
+def header_secrets(value: str) -> tuple[str, ...]:
+    """What of a header's value is secret: the whole of it, and its credentials alone
+    when it names its scheme first (``Bearer <token>``, ``Basic <credentials>``)."""
     scheme, _, credentials = value.strip().partition(" ")
     if credentials and scheme.isalpha():
-        add_secret(credentials.strip(), "header", owner=owner)
+        return value, credentials.strip()
+    return (value,)
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords of the URLs in ``text`` (``postgresql://user:PASSWORD@host/db``),
+    as written there (not percent-decoded)."""
+    found = []
+    for match in _URL_AUTHORITY.finditer(text):
+        users, at, _ = match.group(1).rpartition("@")
+        _, colon, password = users.partition(":")
+        if at and colon and password:
+            found.append(password)
+    return found
+
+
+_URL_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^\s/?#]*)")
+"""A URL's scheme and authority (``user:password@host:port``)."""
+
+
+def masked_with(text: str, secrets: Mapping[str, str]) -> str:
+    """``text`` with each of ``secrets`` (a value, and what it is as the mask says)
+    masked by the rule of :func:`masked`, known or not: for text about values nothing
+    has registered, and must not, as a configuration's before anything uses them."""
+    table = _table(secrets)
+    return _text(text, table) if table else text
 
 
 def known() -> frozenset[str]:
@@ -139,13 +178,23 @@ def _rebuild() -> None:
         values = dict(_kept)
         for held in list(_owned.values()):
             values.update(held)
-        ordered = sorted(
-            ((value, f"[{what} hidden]") for value, what in values.items()),
-            key=lambda item: -len(item[0]),
-        )
-        _texts = tuple(ordered)
+        _texts = ordered = _table(values)
         _bytes = tuple((value.encode(), mask.encode()) for value, mask in ordered)
         _longest = len(ordered[0][0]) if ordered else 0
+
+
+def _table(secrets: Mapping[str, str]) -> _Table:
+    """``secrets`` (value: what it is) as masking reads them: each with its mask,
+    longest first, without those too short to be secrets."""
+    ordered = sorted(
+        (
+            (value.strip(), f"[{what} hidden]")
+            for value, what in secrets.items()
+            if len(value.strip()) >= MIN_LENGTH
+        ),
+        key=lambda item: -len(item[0]),
+    )
+    return tuple(ordered)
 
 
 def masked(value: T) -> T:
@@ -179,7 +228,7 @@ def masked_errors() -> Iterator[None]:
 
 def shows_secret(text: str) -> bool:
     """Whether ``text`` holds a secret."""
-    return bool(_texts) and _found(text)
+    return bool(_texts) and _found(text, _texts)
 
 
 class HeldText:
@@ -196,7 +245,7 @@ class HeldText:
         if not _texts and not self.held:
             self.sink(text)
             return
-        text = _text(self.held + text)
+        text = _text(self.held + text, _texts)
         cut = _start_of_secret(text)
         self.held = text[cut:]
         if cut:
@@ -206,7 +255,7 @@ class HeldText:
         """Pass on what is held back: the stream ended."""
         held, self.held = self.held, ""
         if held:
-            self.sink(_text(held))
+            self.sink(_text(held, _texts))
 
     def drop(self) -> None:
         """Forget what is held back."""
@@ -253,7 +302,7 @@ def _masked(value: Any, seen: set[int]) -> Any:
     that holds it)."""
     kind = type(value)
     if kind is str:
-        return _text(value)
+        return _text(value, _texts)
     if kind in _PLAIN:
         return value
     if kind is bytes:
@@ -275,8 +324,8 @@ def _masked(value: Any, seen: set[int]) -> Any:
     if isinstance(value, BaseException):
         _error(value, seen)
         return value
-    if isinstance(value, str) and _found(value):  # a str subclass
-        return _text(str(value))
+    if isinstance(value, str) and _found(value, _texts):  # a str subclass
+        return _text(str(value), _texts)
     return value
 
 
@@ -344,35 +393,35 @@ def _error(exc: BaseException, seen: set[int]) -> None:
             todo += list(current.exceptions)
 
 
-def _found(text: str) -> bool:
-    """Whether ``text`` holds a secret, as it is or as its escapes decode it."""
-    if any(form in text for form, _ in _texts):
+def _found(text: str, texts: _Table) -> bool:
+    """Whether ``text`` holds one of ``texts``, as it is or as its escapes decode it."""
+    if any(form in text for form, _ in texts):
         return True
     view = text
     for _ in range(ESCAPE_DEPTH):
         deeper = unescaped(view)
         if deeper == view:
             return False
-        if any(form in deeper for form, _ in _texts):
+        if any(form in deeper for form, _ in texts):
             return True
         view = deeper
     return False
 
 
-def _text(text: str) -> str:
-    for form, mask in _texts:
+def _text(text: str, texts: _Table) -> str:
+    for form, mask in texts:
         if form in text:
             text = text.replace(form, mask)
-    while "\\" in text and _found(text):  # escapes that decode to one: mask those
-        text = _escaped(text)
+    while "\\" in text and _found(text, texts):  # escapes that decode to one: mask those
+        text = _escaped(text, texts)
     return text
 
 
-def _escaped(text: str) -> str:
+def _escaped(text: str, texts: _Table) -> str:
     """``text`` with the escapes masked that decode to a secret at the first level
     that shows one (each mask in place of the whole escapes it hides)."""
     for view in unescaped_views(text):
-        spans = _spans(view.text)
+        spans = _spans(view.text, texts)
         if spans:
             pieces: list[str] = []
             done = 0
@@ -383,11 +432,11 @@ def _escaped(text: str) -> str:
     raise AssertionError("unreachable: _found() saw a secret in a view")  # pragma: no cover
 
 
-def _spans(text: str) -> list[tuple[int, int, str]]:
-    """Where the secrets in ``text`` are, in order, none overlapping another (longer
-    secrets claimed first), each with its mask."""
+def _spans(text: str, texts: _Table) -> list[tuple[int, int, str]]:
+    """Where the secrets of ``texts`` in ``text`` are, in order, none overlapping
+    another (longer secrets claimed first), each with its mask."""
     claimed: list[tuple[int, int, str]] = []
-    for form, mask in _texts:
+    for form, mask in texts:
         at = text.find(form)
         while at != -1:
             end = at + len(form)
@@ -403,7 +452,7 @@ def _bytes_of(data: bytes) -> bytes:
             data = data.replace(form, mask)
     if b"\\" in data:  # escapes that may decode to one: as text
         text = data.decode("utf-8", "surrogateescape")
-        masked_text = _text(text)
+        masked_text = _text(text, _texts)
         if masked_text != text:
             data = masked_text.encode("utf-8", "surrogateescape")
     return data

@@ -37,6 +37,7 @@ __all__ = [
     "Role",
     "approval_problems",
     "check_role",
+    "collect_roles",
     "guard_problems",
     "load_roles",
     "read_roles",
@@ -342,9 +343,28 @@ def load_roles(
     Raises:
         ConfigErrors: every problem found, each with file, line, column and field.
     """
+    reg = registry if isinstance(registry, ToolRegistry | None) else ToolRegistry(registry)
+    errors: list[ConfigError] = []
+    roles = collect_roles(source, errors, reg, models=models, servers=servers)
+    if errors:
+        raise ConfigErrors(errors)
+    return roles
+
+
+def collect_roles(
+    source: str | Path,
+    errors: list[ConfigError],
+    registry: ToolRegistry | None,
+    *,
+    models: Sequence[str] | None = None,
+    servers: Collection[str] = (),
+) -> dict[str, Role]:
+    """The valid roles of a YAML file or of every ``*.yaml``/``*.yml`` file in a folder,
+    as :func:`load_roles` reads them, each problem added to ``errors``: a hive knows the
+    roles of a folder with mistakes too, to report one its ``roles:`` defines again
+    beside them (every mistake at once)."""
     from runtime.config.yaml_config import load_yaml  # the YAML reader loads when it is needed
 
-    reg = registry if isinstance(registry, ToolRegistry | None) else ToolRegistry(registry)
     base = Path(source)
     files = (
         sorted(p for p in base.iterdir() if p.suffix in (".yaml", ".yml"))
@@ -352,20 +372,17 @@ def load_roles(
         else [base]
     )
     roles: dict[str, Role] = {}
-    errors: list[ConfigError] = []
     for file in files:
         try:
             doc = load_yaml(file)
         except ConfigError as exc:
             errors.append(exc)
             continue
-        for path, role in read_roles(doc, errors, reg, models=models, servers=servers):
+        for path, role in read_roles(doc, errors, registry, models=models, servers=servers):
             if role.name in roles:
                 errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
                 continue
             roles[role.name] = role
-    if errors:
-        raise ConfigErrors(errors)
     return roles
 
 

@@ -1,6 +1,7 @@
 """The run store a command uses, checked in one place: ``runs``, ``trace``,
 ``resume``, ``approve`` and ``serve`` refuse the same stores, in the same words, with
-exit status 2 (``run`` and ``demo`` open theirs as a run does, with the same error)."""
+exit status 2 (``run`` and ``demo`` open theirs as a run does, with the same error:
+opening a store, to read or to write, refuses a folder or a file not a run store's)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,6 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
             folder, cannot be opened (or made), or is not a run store.
     """
     path = None if is_url(where) else Path(where)
-    if path is not None and path.is_dir():
-        raise StoreError("this is a folder, not a run store: name its file", path=str(path))
     try:
         store = RunStore(where)
     except ConfigError as exc:  # said as the store's other errors are: it cannot be used

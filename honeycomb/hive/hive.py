@@ -32,9 +32,9 @@ from runtime import (
     load_yaml,
 )
 from runtime.memory import SQLiteMemory
-from workers import Role, load_roles, read_roles
+from workers import Role, read_roles
 from workers.nesting import hive_ref
-from workers.role import approval_problems
+from workers.role import approval_problems, collect_roles
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
 
@@ -310,11 +310,8 @@ def _roles(
         if not folder.is_dir():
             errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
         else:
-            try:
-                servers = _server_names(doc, spec)
-                roles.update(load_roles(folder, registry=registry, models=models, servers=servers))
-            except ConfigErrors as exc:
-                errors.extend(exc.errors)
+            servers = _server_names(doc, spec)
+            roles.update(collect_roles(folder, errors, registry, models=models, servers=servers))
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
         servers = _server_names(doc, spec)
         for path, role in read_roles(

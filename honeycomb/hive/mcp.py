@@ -115,5 +115,7 @@ async def check_servers(
                         errors.append(doc.error(where, exc.message))
                     else:
                         field = f"roles_dir role {role.name!r}, tools[{index}]"
-                        errors.append(ConfigError(exc.message, file=doc.file, field=field))
+                        errors.append(
+                            ConfigError(doc.hide(exc.message), file=doc.file, field=field)
+                        )
     return counts, errors

@@ -7,13 +7,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from honeycomb.hive.backend import BackendSpec, backend_shorthand
 from honeycomb.hive.mcp import as_written
 from honeycomb.offline import OfflineModel
 from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
+from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.request import key_missing, split_settings
 from runtime.tools.mcp import McpServer
@@ -194,11 +203,18 @@ class StoreSpec(BaseModel):
     pool_size: int = Field(default=4, ge=1, le=1000)
     """PostgreSQL: how many connections the reads of one process use at most."""
 
+    @field_validator("url")
+    @classmethod
+    def _a_store_honeycomb_knows(cls, url: str) -> str:
+        problem = store_problem(url)  # as the run store decides when it opens
+        if problem is not None:
+            raise ValueError(problem)
+        return url
+
     @property
     def is_url(self) -> bool:
-        """Whether it names a database (``scheme://``), not a file (the run store
-        says which databases it knows)."""
-        return "://" in self.url
+        """Whether it names a database, not a file."""
+        return is_url(self.url)
 
 
 def _store_shorthand(value: Any) -> Any:

@@ -13,20 +13,14 @@ which both databases make (see :data:`~honeycomb.store.schema.CREATED`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Connection", "Database", "Rows", "is_url"]
+# Which URLs name a store is said once, where a hive's check reads it too.
+from runtime.config.stores import is_url, store_problem
+
+__all__ = ["Connection", "Database", "Rows", "is_url", "store_problem"]
 
 T = TypeVar("T")
-
-URL_SCHEMES = ("postgresql://", "postgres://")
-"""How a PostgreSQL store is named (a libpq connection URL)."""
-
-
-def is_url(where: str | Path) -> bool:
-    """Whether ``where`` names a PostgreSQL store (else it is an SQLite file)."""
-    return isinstance(where, str) and where.startswith(URL_SCHEMES)
 
 
 class Rows(Protocol):

@@ -291,12 +291,13 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection | None:
     """A connection to the run store in ``path``, once the file is known to be one.
 
     To write, a missing file (and its folder) is created, and an empty one made a
-    store. To read, see :func:`reader`. A file that is not a store is refused before
-    any connection that could change it is opened (:func:`refuse_foreign`).
+    store. To read, see :func:`reader`. A folder, or a file that is not a store, is
+    refused before any connection that could change it is opened
+    (:func:`refuse_foreign`).
 
     Raises:
-        StoreError: when the file cannot be opened, is not a Honeycomb run store, or
-            was written by a newer Honeycomb.
+        StoreError: when the file cannot be opened, is a folder or not a Honeycomb
+            run store, or was written by a newer Honeycomb.
     """
     if not write:
         opened = reader(path, shared=True)
@@ -404,15 +405,18 @@ def reader(path: Path, *, shared: bool) -> tuple[sqlite3.Connection, Unchanged |
 
 
 def refuse_foreign(path: Path) -> None:
-    """Refuse a file that is not a run store (nor empty), without changing it or its
-    ``-wal`` and ``-shm`` (see :mod:`honeycomb.store.files`): the file is read as an
-    immutable one, and when it holds nothing yet, the first write its ``-wal`` holds
-    says whose it is (a store's first transaction gives it its application id).
+    """Refuse a folder, and a file that is not a run store (nor empty), without
+    changing it or its ``-wal`` and ``-shm`` (see :mod:`honeycomb.store.files`): the
+    file is read as an immutable one, and when it holds nothing yet, the first write
+    its ``-wal`` holds says whose it is (a store's first transaction gives it its
+    application id). Reading and writing a store both pass here first.
 
     Raises:
-        StoreError: when the file is not a Honeycomb run store, or was written by a
-            newer Honeycomb.
+        StoreError: when ``path`` is a folder, or a file that is not a Honeycomb run
+            store, or one written by a newer Honeycomb.
     """
+    if path.is_dir():
+        raise StoreError("this is a folder, not a run store: name its file", path=str(path))
     if not path.exists():
         return  # to be created
     for tries_left in reversed(range(_IN_USE_TRIES)):

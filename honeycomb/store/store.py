@@ -32,7 +32,7 @@ import msgspec
 
 from honeycomb.store import lease as _lease
 from honeycomb.store.approvals import ASK, asked_row, keep_decision, read_approvals
-from honeycomb.store.database import Connection, Database, is_url
+from honeycomb.store.database import Connection, Database, is_url, store_problem
 from honeycomb.store.evals import KEEP_EVAL, EvalSummary, read_eval, read_evals
 from honeycomb.store.lease import Lease
 from honeycomb.store.results import whole_result
@@ -103,12 +103,9 @@ class RunStore:
         self.path: Path | None = None
         """The SQLite file (None: a PostgreSQL store)."""
         database: Database
-        if isinstance(where, str) and "://" in where and not is_url(where):
-            raise ConfigError(
-                f"the run store {where.split('://')[0]}:// is not one Honeycomb knows: "
-                "give a file, or a postgresql:// URL",
-                field="store",
-            )
+        problem = store_problem(where)
+        if problem is not None:
+            raise ConfigError(problem, field="store")
         if is_url(where):
             from honeycomb.store.postgres import PostgresDatabase
 

@@ -1,7 +1,8 @@
 """Building values from YAML nodes, bounded: a loader that refuses deep nesting, and
 a builder that keeps every value's position, interpolates the environment, expands
 aliases within :data:`MAX_VALUES`, refuses numbers too large to be meant, and notes
-where secrets are (their values never go into an error)."""
+the values no error may show: those at the paths of secrets, the passwords of URLs,
+and what came from the environment (:attr:`Builder.hidden`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from runtime.errors import ConfigError
+from runtime.secrets import header_secrets, masked_with, url_passwords
 
 __all__ = [
     "MAX_DEPTH",
@@ -54,7 +56,12 @@ def _secret_root(path: YamlPath, secrets: SecretPaths) -> int | None:
     return None
 
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+_REFERENCE = re.compile(
+    r"\$(?P<literal>\$\{)"  # $${: a literal ${
+    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^{}]*))?\}"
+    r"|\$\{"  # any other: a reference half written
+)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
@@ -107,6 +114,10 @@ class Builder:
         self.env = env
         self.interpolate = interpolate
         self.secrets = secrets
+        self.hidden: dict[str, str] = {}
+        """The values no error may show, each with what it is: those at the paths of
+        secrets (wherever an alias puts them), the passwords of URLs, and what came
+        from the environment."""
         self.marks: dict[YamlPath, tuple[int, int]] = {}
         self.values = 0
         self.open: set[int] = set()  # the collections being built (to spot a cycle)
@@ -133,7 +144,18 @@ class Builder:
         value = self._construct(node, path)
         if self.interpolate and isinstance(value, str) and "${" in value:
             value = self._substitute(value, node, path)
+        self._note(value, path)
         return value
+
+    def _note(self, value: Any, path: YamlPath) -> None:
+        """Note what of ``value`` no error may show: a scalar at ``path``, or a key of
+        the mapping at ``path``."""
+        if isinstance(value, str):
+            for password in url_passwords(value):
+                self.hidden.setdefault(password, "password")
+        if self._secret(path) and isinstance(value, str | int | float):
+            for secret in header_secrets(str(value)):  # a header's credentials too
+                self.hidden.setdefault(secret, "secret")
 
     def _collection(self, node: yaml.Node, path: YamlPath) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -148,13 +170,14 @@ class Builder:
                     first = self.marks[here][0]
                     shown = "a key" if self._secret(path) else f"key {key!r}"
                     raise ConfigError(
-                        f"{shown} appears twice (first on line {first})",
+                        masked_with(f"{shown} appears twice (first on line {first})", self.hidden),
                         file=self.file,
                         line=key_node.start_mark.line + 1,
                         column=key_node.start_mark.column + 1,
-                        field=format_path(shown_path(here, self.secrets)),
+                        field=self._field(here),
                     )
                 self.marks[here] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                self._note(key, path)  # a key of a secret mapping is as secret as its values
                 out[key] = self.build(value_node, here)
             return out
         if isinstance(node, yaml.SequenceNode):
@@ -192,31 +215,66 @@ class Builder:
 
     def _error(self, node: yaml.Node, path: YamlPath, message: str) -> ConfigError:
         return ConfigError(
-            message,
+            masked_with(message, self.hidden),
             file=self.file,
             line=node.start_mark.line + 1,
             column=node.start_mark.column + 1,
-            field=format_path(shown_path(path, self.secrets)) or None,
+            field=self._field(path) or None,
         )
 
+    def _field(self, path: YamlPath) -> str:
+        """``path`` as an error names it: cut at a secret, and masked."""
+        return masked_with(format_path(shown_path(path, self.secrets)), self.hidden)
+
     def _substitute(self, value: str, node: yaml.Node, path: YamlPath) -> str:
+        """``value`` with its references to the environment replaced (see
+        :data:`_REFERENCE`); one half written is an error, never text kept as it is."""
+
         def replace(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
+            if match.group("literal"):
+                return "${"
+            name, default = match.group("name"), match.group("default")
+            if name is None:
+                raise self._error(node, path, _malformed(value, match.end(), self._secret(path)))
             found = self.env.get(name)
             if found:
+                self.hidden.setdefault(found, f"${name}")  # where keys live
                 return found
             if default is not None:
                 return default
-            raise ConfigError(
+            raise self._error(
+                node,
+                path,
                 f"environment variable {name} is not set (write ${{{name}:-default}} to give "
                 "a default)",
-                file=self.file,
-                line=node.start_mark.line + 1,
-                column=node.start_mark.column + 1,
-                field=format_path(shown_path(path, self.secrets)),
             )
 
-        return _ENV.sub(replace, value)
+        return _REFERENCE.sub(replace, value)
+
+
+def _malformed(value: str, start: int, secret: bool) -> str:
+    """What is wrong with the reference that starts before ``value[start:]`` (past its
+    ``${``), quoting it unless it is a secret's."""
+    rest = value[start:]
+    end = rest.find("}")
+    inside = rest if end == -1 else rest[:end]
+    written = "${" + inside + ("}" if end != -1 else "")
+    if len(written) > 40:
+        written = written[:37] + "..."
+    shown = "a reference" if secret else repr(written)
+    name = _NAME.match(inside)
+    if end == -1:
+        why = "is not closed: end it with }"
+    elif not inside:
+        why = "names no variable"
+    elif name is not None and inside[name.end() :].startswith(":-"):
+        why = "has a default that holds a reference or a brace: write the default itself"
+    else:
+        why = "does not name a variable: a name is letters, digits and _, not starting with a digit"
+    return (
+        f"{shown} {why} (write ${{NAME}} or ${{NAME:-default}} for a variable, $${{ for a "
+        "literal ${)"
+    )
 
 
 _MAX_INT_BITS = 4096

@@ -4,7 +4,10 @@ the file, line, column and field path, with a "did you mean" for misspelt names.
 Secrets (a hive's ``api_key``, header values) never go into an error: given their
 paths, an error about one names its field and its type only, and a YAML mistake on
 its line says what is wrong without quoting it, nor chaining PyYAML's error (whose
-text shows the line).
+text shows the line). Their values are known before any error is made, with the
+passwords of URLs and the values read from the environment (where keys live), and
+masked in every error about the document, wherever an alias or a mistake puts them
+(:attr:`YamlDocument.hidden`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from runtime.config._yaml_build import (
     shown_path,
 )
 from runtime.errors import ConfigError, did_you_mean, kind_of
+from runtime.secrets import masked_with
 from runtime.value import Settings, Value, written_fields
 
 __all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
@@ -45,12 +49,16 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         file: Where it was read from (for messages).
         marks: The line and column of every key and item, by path.
         secrets: Where secrets are (see :func:`load_yaml`).
+        hidden: The values no error about it shows, each with what it is (its mask
+            says): those at the paths of ``secrets``, the passwords of URLs, and the
+            values of the environment variables it names.
     """
 
     data: Any
     file: str
     marks: Mapping[YamlPath, tuple[int, int]] = msgspec.field(default_factory=dict)
     secrets: SecretPaths = ()
+    hidden: Mapping[str, str] = msgspec.field(default_factory=dict)
 
     def __repr__(self) -> str:  # never the data: it may hold secrets
         return f"YamlDocument(file={self.file!r})"
@@ -76,10 +84,17 @@ class YamlDocument(Value, frozen=True, kw_only=True):
             probe = probe[:-1]
 
     def error(self, path: Sequence[str | int], message: str) -> ConfigError:
-        """A :class:`ConfigError` pointing at ``path`` in this document."""
+        """A :class:`ConfigError` pointing at ``path`` in this document, showing none of
+        its :attr:`hidden` values."""
         line, column = self.locate(path)
-        field = format_path(shown_path(tuple(path), self.secrets))
-        return ConfigError(message, file=self.file, line=line, column=column, field=field or None)
+        field = self.hide(format_path(shown_path(tuple(path), self.secrets)))
+        return ConfigError(
+            self.hide(message), file=self.file, line=line, column=column, field=field or None
+        )
+
+    def hide(self, text: str) -> str:
+        """``text`` with the document's :attr:`hidden` values masked."""
+        return masked_with(text, self.hidden) if self.hidden else text
 
     def validate(
         self,
@@ -112,7 +127,7 @@ class YamlDocument(Value, frozen=True, kw_only=True):
                 what = "a secret" if is_secret(where, self.secrets) else "it holds a secret"
                 message += f" (got {kind_of(err['input'])}; {what}, not shown)"
             else:
-                shown = repr(err["input"])
+                shown = self.hide(repr(err["input"]))  # before it is cut: no part of a secret
                 message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")
@@ -131,13 +146,15 @@ def load_yaml(
     Args:
         path: The file.
         env: Variables for ``${NAME}`` and ``${NAME:-default}`` (default: os.environ).
-        interpolate: Replace those references in string values.
+        interpolate: Replace those references in string values (``$${`` is a literal
+            ``${``); no error shows the values they read.
         secrets: Paths of secret values, ``"*"`` for any key (``[("models", "*",
-            "api_key")]``): no error shows what is there.
+            "api_key")]``): no error shows what is there, nor where an alias puts it.
 
     Raises:
-        ConfigError: when the file cannot be read, is not YAML, repeats a key, or
-            names an environment variable that is not set.
+        ConfigError: when the file cannot be read, is not YAML, repeats a key, names
+            an environment variable that is not set, or holds a reference half
+            written (``${NAME``, ``${}``, ``${A:-${B}}``).
     """
     file = str(path)
     try:
@@ -195,7 +212,13 @@ def parse_yaml(
         # the line (and a secret on it), is not its context either.
         raise failure
     marks = types.MappingProxyType(builder.marks if node else {})
-    return YamlDocument(data=data, file=file, marks=marks, secrets=tuple(tuple(p) for p in secrets))
+    return YamlDocument(
+        data=data,
+        file=file,
+        marks=marks,
+        secrets=tuple(tuple(p) for p in secrets),
+        hidden=types.MappingProxyType(builder.hidden),
+    )
 
 
 def _syntax_error(
@@ -219,8 +242,16 @@ def _syntax_error(
 
     cause = type(exc)(context, bare(exc.context_mark), problem, bare(exc.problem_mark))
     mark = exc.problem_mark or exc.context_mark
+    said = problem or context or "invalid YAML"
+    at_end = exc.problem_mark is not None and exc.problem_mark.index >= len(text)
+    if at_end and exc.context_mark is not None:
+        # The file ended inside something left open (a [, a {, a quote): the mistake is
+        # where that began, not past the last line.
+        mark = exc.context_mark
+        opened = (context or "").removeprefix("while parsing ").removeprefix("while scanning ")
+        said = f"the file ends inside {opened or 'something'} begun here ({problem})"
     error = ConfigError(
-        f"invalid YAML: {problem or context or 'invalid YAML'}"
+        f"invalid YAML: {said}"
         + (" (what it quotes is left out: the line holds a secret)" if cut else ""),
         file=file,
         line=mark.line + 1 if mark is not None else None,
@@ -284,6 +315,8 @@ def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list
         if found is _MISSING and (len(members) > 1 or _is_union_tag(part)):
             current = _member_tagged(members, part)
             continue
+        if found is _MISSING and value is not None and not isinstance(value, Mapping | list):
+            break  # a shorthand (``store: URL``): the error is about the value as written
         holder = _only_model(members)
         if found is not _MISSING:
             value, part = value[found], found

@@ -95,7 +95,8 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, "broken.yaml", "name: a\ntools: [x\n")
-    with pytest.raises(ConfigErrors, match=rf"{path}:3:1: invalid YAML"):
+    # Where the unclosed bracket is, not the end of the file after it.
+    with pytest.raises(ConfigErrors, match=rf"{path}:2:8: invalid YAML"):
         load_roles(path)
 
 

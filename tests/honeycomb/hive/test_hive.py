@@ -65,7 +65,8 @@ def test_a_good_hive_builds_its_executor(tmp_path: Path) -> None:
 
 def test_yaml_syntax(tmp_path: Path) -> None:
     path = hive(tmp_path, "models:\n  default: offline\nroles: [planner\n")
-    assert one_error(path).startswith(f"{path}:4:1: invalid YAML")
+    # The file ends inside the list: the mistake is where it opens, not past the end.
+    assert one_error(path).startswith(f"{path}:3:8: invalid YAML: the file ends inside")
 
 
 def test_duplicate_key(tmp_path: Path) -> None:
@@ -187,6 +188,38 @@ def test_environment_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert load_hive(hive(tmp_path, text)).spec.models["gpt"].base_url == "http://127.0.0.1:8/v1"
 
 
+@pytest.mark.parametrize(
+    "reference", ["${HIVE_TEST_KEY", "${}", "${HIVE TEST KEY}", "${HIVE_TEST_URL:-${X}}"]
+)
+def test_a_reference_to_the_environment_half_written_is_located(
+    tmp_path: Path, reference: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIVE_TEST_KEY", "sk-test-1234567890")
+    path = hive(tmp_path, GOOD.replace("http://127.0.0.1:9/v1", reference))
+    error = one_error(path)
+    assert error.startswith(f"{path}:6:15: models.gpt.base_url: '${{"), error
+    assert "(write ${NAME} or ${NAME:-default} for a variable" in error
+
+
+@pytest.mark.parametrize(
+    ("store", "where"),
+    [
+        ("store: mysql://app@127.0.0.1:9/db\n", "21:1: store"),
+        ("store: {url: 'mysql://app@127.0.0.1:9/db'}\n", "21:9: store.url"),
+    ],
+)
+def test_a_store_url_honeycomb_does_not_know_is_located(
+    tmp_path: Path, store: str, where: str
+) -> None:
+    path = hive(tmp_path, GOOD + store)
+    assert one_error(path) == (
+        f"{path}:{where}: the run store mysql:// is not one Honeycomb knows: give a file, "
+        "or a postgresql:// URL"
+    )
+    for known in ("store: runs.db\n", "store: postgresql://app@127.0.0.1:9/db\n"):
+        assert load_hive(hive(tmp_path, GOOD + known)).spec.store is not None
+
+
 def test_roles_from_a_folder(tmp_path: Path) -> None:
     (tmp_path / "roles").mkdir()
     (tmp_path / "roles" / "extra.yaml").write_text("writer: {description: Writes.}\n")
@@ -291,6 +324,25 @@ def test_a_roles_dir_roles_unknown_model_is_reported_beside_its_field_errors(
     errors = errors_of(hive(tmp_path, GOOD + "roles_dir: roles\n"))
     assert any("writer.concurrency: Input should be greater" in e for e in errors), errors
     assert any("writer.model: unknown model 'gtp' (did you mean 'gpt'?)" in e for e in errors)
+
+
+def test_a_role_both_inline_and_in_roles_dir_is_reported_beside_the_folders_mistakes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "bad.yaml").write_text("name: [x]\ndescription: bad\n")
+    (tmp_path / "roles" / "more.yaml").write_text(
+        "counter: {description: Again.}\nwriter: {description: W., tols: [x]}\n"
+        "reader: {description: R.}\n"
+    )
+    (tmp_path / "roles" / "twice.yaml").write_text("name: reader\ndescription: Twice.\n")
+    path = hive(tmp_path, GOOD + "roles_dir: roles\n")
+    errors = errors_of(path)
+    assert len(errors) == 4, errors
+    assert any(e.startswith(f"{tmp_path / 'roles' / 'bad.yaml'}:1:1: name:") for e in errors)
+    assert any("writer.tols: unknown field 'tols'" in e for e in errors)
+    assert any(e.endswith("role 'reader' is defined twice") for e in errors), errors
+    assert f"{path}:10:3: roles.counter: role 'counter' is also defined in roles_dir" in errors
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from honeycomb import ConfigErrors, Executor
 from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
 
 KEY = "sk-FAKE7hT3xQ9zL2wV8bN4mK6pR1sD5fG0"
 DIGITS = "8675309123456789012345"
@@ -123,3 +124,49 @@ def test_other_values_are_still_shown(tmp_path: Path) -> None:
     with pytest.raises(ConfigErrors) as caught:
         Executor.from_yaml(path)
     assert "(got 'soon')" in str(caught.value)
+
+
+ENV_KEY = "sk-ENVSECRET1234567890abcd"
+PASSWORD = "SuperSecretPw123"
+
+ELSEWHERE = {
+    # api_key indented one level too shallow: under models:, at no secret's path
+    "a key from the environment, misplaced": (
+        "models:\n  gpt:\n    model: gpt-4o-mini\n  api_key: ${HIVE_TEST_KEY}\n",
+        "models.api_key: Input should be a valid dictionary or instance of ModelSpec "
+        "(got '[$HIVE_TEST_KEY hidden]')",
+    ),
+    "a store's URL in a list": (
+        f"models:\n  default: offline\nstore: ['postgresql://app:{PASSWORD}@127.0.0.1:9/db']\n",
+        "store: Input should be a valid dictionary or instance of StoreSpec "
+        "(got ['postgresql://app:[password hidden]@127.0.0.1:9/db'])",
+    ),
+    "a key reused by an alias": (
+        f"models:\n  gpt:\n    model: gpt-4o-mini\n    api_key: &k {KEY}\n    timeout: *k\n",
+        "models.gpt.timeout: Input should be a valid number, unable to parse string as a "
+        "number (got '[secret hidden]')",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ELSEWHERE))
+def test_a_secret_where_no_secret_belongs_is_never_shown(
+    tmp_path: Path,
+    case: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HIVE_TEST_KEY", ENV_KEY)
+    head, said = ELSEWHERE[case]
+    path = tmp_path / "hive.yaml"
+    path.write_text(head + "roles:\n  planner: {description: Plans.}\n")
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    assert [e.message for e in caught.value.errors] == [said.split(": ", 1)[1]]
+    assert main(["validate", str(path)]) == 1
+    assert main(["run", str(path), "task", "--no-store", "--plain"]) == 2
+    printed = capsys.readouterr()
+    assert said in printed.out
+    for text in (printed.out, printed.err, *map(str, chain(caught.value))):
+        for secret in (KEY, ENV_KEY, PASSWORD):
+            assert secret not in text

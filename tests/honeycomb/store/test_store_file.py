@@ -14,8 +14,9 @@ import anyio
 import pytest
 
 from honeycomb.cli.main import main
-from honeycomb.errors import StoreError
-from honeycomb.store import RunStore
+from honeycomb.errors import ConfigError, StoreError
+from honeycomb.store import Connection, RunStore
+from honeycomb.store.database import store_problem
 from tests.support import ROOT
 from tests.support.durable import TASK, Setup, plan
 from tests.support.old_stores import digest, write_old_store
@@ -81,6 +82,40 @@ def test_reading_a_missing_store_creates_nothing(tmp_path: Path) -> None:
     assert anyio.run(store.load, "r1") is None
     assert main(["runs", "--store", str(db)]) == 2  # no store: said, not an empty list
     assert not (tmp_path / "no").exists()
+
+
+def test_a_folder_is_refused_as_a_store_in_the_same_words_to_read_and_to_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    said = f"{folder}: this is a folder, not a run store: name its file"
+    with pytest.raises(StoreError) as reading:
+        RunStore(folder).runs()
+    with pytest.raises(StoreError) as writing:
+        anyio.run(RunStore(folder).open)
+    assert str(reading.value) == str(writing.value) == said
+    assert main(["runs", "--store", str(folder)]) == 2
+    assert main(["demo", "--latency", "0", "--store", str(folder), "--plain"]) == 2
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        "models: {default: offline}\nroles: {planner: {description: Plans.}}\nstore: adir\n"
+    )
+    assert main(["run", str(hive), "task", "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert err.count(said) == 3, err
+    assert "disk I/O" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "hive.yaml"]
+    assert list(folder.iterdir()) == []
+
+
+def test_a_store_url_honeycomb_does_not_know_is_refused_as_a_hive_refuses_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        RunStore("mysql://app@127.0.0.1:9/db")
+    assert caught.value.message == store_problem("mysql://app@127.0.0.1:9/db")
+    assert caught.value.message.startswith("the run store mysql:// is not one Honeycomb knows")
+    assert store_problem("postgresql://app@h/db") is None
+    assert store_problem("runs.db") is None
 
 
 def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
@@ -176,7 +211,7 @@ def test_another_applications_wal_file_with_rows_in_its_wal_is_left_byte_for_byt
 STORE_KILLED = """
 import os, sys
 import anyio
-from honeycomb.store import RunStore
+from honeycomb.store import Connection, RunStore
 store = RunStore(sys.argv[1])
 row = "INSERT INTO runs (run_id, task, status, started_at) VALUES ('r1', 't', 'ok', 0)"
 anyio.run(store.commit, (row, ()))
@@ -228,7 +263,7 @@ def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> N
     anyio.run(store.open)
     store.close()  # a store no run has open
 
-    def read_while_a_run_writes(connection: sqlite3.Connection) -> list[str]:
+    def read_while_a_run_writes(connection: Connection) -> list[str]:
         found = [row[0] for row in connection.execute("SELECT run_id FROM runs")]
         if not found:  # a run of another process writes (and keeps the file open)
             writer.execute(
@@ -238,8 +273,9 @@ def test_a_store_a_run_opens_while_it_is_read_is_read_again(tmp_path: Path) -> N
         return found
 
     writer = sqlite3.connect(db, isolation_level=None)
+    none: list[str] = []
     try:
-        assert store._reading(read_while_a_run_writes, []) == ["r1"]
+        assert store._reading(read_while_a_run_writes, none) == ["r1"]
     finally:
         writer.close()
 

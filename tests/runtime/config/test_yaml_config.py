@@ -1,5 +1,6 @@
 """Hive-style YAML validated into pydantic models: every error points at its line and
-field, and an unknown field lists every field allowed there."""
+field, and an unknown field lists every field allowed there; a YAML mistake is located
+at the line where it is."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from runtime import parse_yaml
+from runtime import ConfigError, parse_yaml
 
 
 class Leaf(BaseModel):
@@ -67,3 +68,26 @@ def test_an_unknown_field_is_located_and_lists_every_field_allowed_there(
     assert unknown
     assert f"h.yaml:{where}: unknown field 'zeta'" in unknown[-1]
     assert unknown[-1].endswith(f"; allowed: {allowed}")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        (
+            "name: t\nroles:\n  planner:\n    description: [unclosed\n",
+            (4, 18),
+            "the file ends inside a flow sequence begun here "
+            "(expected ',' or ']', but got '<stream end>')",
+        ),
+        ("a: {x: 1\n\n# more\n", (1, 4), "the file ends inside a flow mapping begun here"),
+        ('a: 1\nb: "open\nc: d\n', (2, 4), "the file ends inside a quoted scalar begun here"),
+        ("a: [x\nb: c\n", (2, 2), "expected ',' or ']', but got ':'"),  # not at the end
+    ],
+)
+def test_a_yaml_mistake_is_located_where_it_is_not_past_the_end(
+    text: str, where: tuple[int, int], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="h.yaml")
+    assert (caught.value.line, caught.value.column) == where
+    assert caught.value.message.startswith(f"invalid YAML: {message}")
