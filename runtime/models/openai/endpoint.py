@@ -52,7 +52,14 @@ from runtime.limits.retry import ShownText, retrying
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai.request import Api, key_missing, split_settings
-from runtime.secrets import add_header, add_secret, mask_error, masked, shows_secret
+from runtime.secrets import (
+    add_header,
+    add_secret,
+    mask_error,
+    masked,
+    shows_secret,
+    url_passwords,
+)
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
 
@@ -112,6 +119,8 @@ class OpenAIEndpoint(abc.ABC):
         """Whether consecutive user messages go out as one (the chat API only): set
         once the endpoint refuses turns that do not alternate."""
         add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
+        for password in url_passwords(self.base_url or ""):  # http://user:PASSWORD@host/v1
+            add_secret(password, "password", owner=self)
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)
 

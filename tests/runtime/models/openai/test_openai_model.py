@@ -989,6 +989,18 @@ async def test_a_connection_error_names_openais_endpoint_when_no_base_url_is_giv
     assert "cannot reach the model endpoint (https://api.openai.com/v1)" in str(caught.value)
 
 
+async def test_a_password_in_the_base_url_is_a_secret(make_model: MakeModel) -> None:
+    """``http://user:PASSWORD@host/v1`` (a proxy's credentials): the error that names
+    the endpoint, and anything else shown, masks the password as it masks a key."""
+    base_url = f"http://proxy:Pr0xyPassw0rd@127.0.0.1:{closed_port()}/v1"
+
+    with pytest.raises(ModelConnectionError) as caught:
+        await make_model(base_url=base_url, retry=fast(attempts=1)).complete(ask())
+
+    assert "Pr0xyPassw0rd" not in str(caught.value)
+    assert "http://proxy:[password hidden]@127.0.0.1" in str(caught.value)
+
+
 async def test_a_retry_after_past_the_deadline_stops_at_once(
     openai_server: OpenAIServer, make_model: MakeModel
 ) -> None:
