@@ -200,7 +200,9 @@ async def test_a_call_whose_turn_the_end_of_the_run_cuts_off_is_no_tool_call(
 ) -> None:
     """A budget stops the run while a worker's turn has one call answered and one
     still running: the model never has that answer, so neither the budget nor the
-    trace counts the call (the trace once counted it)."""
+    trace counts the call (the trace once counted it). Three model calls: a's, and
+    b's two, whose second asks for a turn the budget refuses, as no model call is left
+    to read it."""
     quick_ended = anyio.Event()
 
     @tool
@@ -219,18 +221,19 @@ async def test_a_call_whose_turn_the_end_of_the_run_cuts_off_is_no_tool_call(
             quick_ended.set()
 
     async def answer(request: ModelRequest) -> AssistantMessage | str:
-        if any(isinstance(m, ToolMessage) for m in request.messages):
-            return "done"
+        answered = sum(isinstance(m, ToolMessage) for m in request.messages)
         if (request.conversation or "").endswith("a"):
             return AssistantMessage(tool_calls=(call("quick"), call("slow")))
-        await quick_ended.wait()  # b's next turn, over the budget, stops the run
-        return AssistantMessage(tool_calls=(call("quick"),))
+        if not answered:
+            await quick_ended.wait()  # a's turn is running: b's two turns come now
+        # b's second turn, over the budget, stops the run
+        return AssistantMessage(tool_calls=(call("quick", id=f"q{answered}"),))
 
     roles = [Role(name="worker", description="Calls tools.", tools=("quick", "slow"))]
     store = RunStore(tmp_path / "runs.db")
     executor = Executor(
         roles, FunctionModel(answer), tools=[quick, slow], aggregator="concat", store=store,
-        policy=Policy(budgets=Budgets(model_calls=2)),
+        policy=Policy(budgets=Budgets(model_calls=3)),
     )  # fmt: skip
     plan = [Subtask(id=w, role="worker", instruction="go") for w in ("a", "b")]
     with pytest.raises(BudgetExceeded) as caught:
