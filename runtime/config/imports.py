@@ -23,7 +23,9 @@ def import_object(path: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}") from exc
-    except Exception as exc:  # the module itself failed while importing
+    except (Exception, SystemExit) as exc:  # the module itself failed while importing
+        # SystemExit too: a module that exits as it is imported (a script's argparse
+        # at its top level) is a configuration's mistake, not the process's wish.
         raise ConfigError(
             f"cannot import {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from exc

@@ -111,6 +111,22 @@ def test_tool_import_path_that_does_not_import(tmp_path: Path) -> None:
     assert "has no attribute 'word_cont'" in error
 
 
+@pytest.mark.parametrize("fails", ["raise RuntimeError('no config')", "raise SystemExit(3)"])
+def test_a_tool_module_that_fails_as_it_is_imported_is_located(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """Even one that exits (a script's argparse at its top level): the hive's mistake,
+    located, not the process's end (with the exit status of a run waiting, 3)."""
+    (tmp_path / "exits_on_import.py").write_text(f"{fails}\n\ndef count() -> int:\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = hive(
+        tmp_path, GOOD.replace("tests.support.role_tools:word_count", "exits_on_import:count")
+    )
+    error = one_error(path)
+    assert error.startswith(f"{path}:12:13: roles.counter.tools[0]: cannot import")
+    assert ("raised SystemExit: 3" in error) == ("SystemExit" in fails)
+
+
 def test_unknown_model_reference(tmp_path: Path) -> None:
     path = hive(tmp_path, GOOD.replace("    model: gpt\n", "    model: gtp\n"))
     error = one_error(path)
