@@ -211,7 +211,8 @@ async def test_a_write_a_dying_writer_leaves_in_its_queue_is_written_by_the_next
                 late.set()
             super().put(item, block, timeout)
 
-    dying.queue = Late()
+    waiting, dying.queue = dying.queue, Late()
+    waiting.put(object())  # wakes the thread from its wait on the queue it had: it reads Late
     loop = asyncio.get_running_loop()
     first, second = loop.create_future(), loop.create_future()
     with anyio.fail_after(20):
