@@ -48,6 +48,7 @@ __all__ = [
     "HeldText",
     "add_header",
     "add_secret",
+    "any_known",
     "header_secrets",
     "isolated",
     "known",
@@ -146,6 +147,11 @@ def masked_with(text: str, secrets: Mapping[str, str]) -> str:
     has registered, and must not, as a configuration's before anything uses them."""
     table = _table(secrets)
     return _text(text, table) if table else text
+
+
+def any_known() -> bool:
+    """Whether any secret is masked now (one test of a global)."""
+    return bool(_texts)
 
 
 def known() -> frozenset[str]:
