@@ -392,29 +392,20 @@ class Executor:
             self._sub_run,  # a method: check_keys finds the Executor behind the tool
             name=name,
             description=f"{about} Give it the task as an instruction.",
-            side_effects=self._acts(set()) if side_effects is None else side_effects,
+            side_effects=self._acts() if side_effects is None else side_effects,
             pinned=True,  # a sub-run of this process's run
             nests=True,  # the sub-run's calls hold the run's tool slots, not this one
         )
 
-    def _acts(self, seen: set[int]) -> bool:
+    def _acts(self) -> bool:
         """Whether a run of this Executor may have side effects: a tool of one of its
-        roles has them, or may (an MCP server's, listed only as a run starts), or a
-        hive it calls as a tool does (each Executor looked at once: ``seen``)."""
+        roles has them (a hive it calls as a tool says so of itself), or may (an MCP
+        server's, listed only as a run starts)."""
         crew = self.shared.crew
-        for role in crew.roles.values():
-            if crew.mcp.refs(role):
-                return True
-            for made in crew.setup_for(role, None).tools:
-                sub = getattr(made.fn, "__self__", None)  # an as_tool's Executor
-                if not isinstance(sub, Executor):
-                    if made.side_effects:
-                        return True
-                elif id(sub) not in seen:
-                    seen.add(id(sub))
-                    if sub._acts(seen):
-                        return True
-        return False
+        return any(
+            crew.mcp.refs(role) or any(t.side_effects for t in crew.setup_for(role, None).tools)
+            for role in crew.roles.values()
+        )
 
     async def _sub_run(self, instruction: Instruction, context: ToolContext) -> str:
         """A call of :meth:`as_tool`'s tool: a sub-run on ``instruction``; its answer."""

@@ -30,7 +30,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
-from honeycomb.cli.options import MAX_LIMIT, MAX_RUN_ID, Parser, integer, new_run_id, number
+from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_run_id, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -175,13 +175,7 @@ def _parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list the runs in the store")
     runs.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
-    runs.add_argument(
-        "--limit",
-        type=integer(1, MAX_LIMIT),
-        default=20,
-        metavar="N",
-        help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
-    )
+    add_limit(runs)
     runs.set_defaults(handler=runs_command)
 
     trace = commands.add_parser("trace", help="show a run's timeline and critical path")

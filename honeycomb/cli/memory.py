@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.options import MAX_LIMIT, integer
+from honeycomb.cli.options import add_limit, integer
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
@@ -37,13 +37,7 @@ def add_memory_command(commands: Any) -> None:
     listing = actions.add_parser("list", help="the newest memories first")
     _where(listing)
     listing.add_argument("--namespace", default=None, help="only this namespace (default: all)")
-    listing.add_argument(
-        "--limit",
-        type=integer(1, MAX_LIMIT),
-        default=20,
-        metavar="N",
-        help=f"how many (default: 20, at most {MAX_LIMIT})",
-    )
+    add_limit(listing)
     listing.add_argument("--json", action="store_true", help="one JSON object per memory")
     listing.set_defaults(handler=_list)
 

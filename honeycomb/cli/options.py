@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
 
-__all__ = ["MAX_LIMIT", "MAX_RUN_ID", "Parser", "integer", "new_run_id", "number"]
+__all__ = ["MAX_LIMIT", "MAX_RUN_ID", "Parser", "add_limit", "integer", "new_run_id", "number"]
 
 MAX_LIMIT = 100_000
 """The most ``--limit`` lists at once (a store reads a bounded number of rows)."""
@@ -81,3 +81,14 @@ def new_run_id(given: str) -> str:
             f"codes), not {given[:40]!r}{' ...' if len(given) > 40 else ''}"
         )
     return given
+
+
+def add_limit(parser: argparse.ArgumentParser) -> None:
+    """A listing's ``--limit``: how many of its rows, newest first (20 unless given)."""
+    parser.add_argument(
+        "--limit",
+        type=integer(1, MAX_LIMIT),
+        default=20,
+        metavar="N",
+        help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.options import MAX_LIMIT, integer, number
+from honeycomb.cli.options import add_limit, integer, number
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import turn_of
@@ -29,13 +29,7 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
         "sessions", help="list the conversations in the store, show or forget one"
     )
     sessions.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
-    sessions.add_argument(
-        "--limit",
-        type=integer(1, MAX_LIMIT),
-        default=20,
-        metavar="N",
-        help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
-    )
+    add_limit(sessions)
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
 

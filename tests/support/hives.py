@@ -10,6 +10,22 @@ import pytest
 from honeycomb import ConfigErrors
 from honeycomb.hive import load_hive
 
+CHATTY = """\
+name: chatty
+models:
+  offline:
+    provider: offline
+    latency: 0
+roles:
+  planner:
+    description: Splits requests into subtasks.
+  researcher:
+    description: Finds facts about cities and their weather.
+  aggregator:
+    description: Merges the findings.
+"""
+"""A hive on the offline model, at once: what ``honeycomb chat`` and the sessions talk to."""
+
 
 def hive(folder: Path, text: str) -> Path:
     """``folder/hive.yaml`` holding ``text`` (dedented)."""

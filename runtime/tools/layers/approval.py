@@ -65,18 +65,8 @@ class Approving(ToolLayer):
                     edited.append((len(verdicts), approved))
                 verdicts.append(approved)
         if edited and self.guard is not None:
-            await self._guarded(edited, verdicts)
+            await _guarded(self.guard, edited, verdicts)
         return await admit_rest(self.next, verdicts)
-
-    async def _guarded(self, edited: list[tuple[int, Prepared]], verdicts: list[Admitted]) -> None:
-        """The calls a person edited, checked by the guards again: a refused one's
-        verdict in ``verdicts`` becomes its refusal."""
-        assert self.guard is not None
-        checks = [(call.call, call.tool, call.kwargs) for _, call in edited]
-        texts = await self.guard.check(checks, edited[0][1].turn)
-        for (place, call), text in zip(edited, texts, strict=True):
-            if text:
-                verdicts[place] = Outcome(status="error", content=call.note + text, error=text)
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
         if not call.note:
@@ -87,3 +77,15 @@ class Approving(ToolLayer):
         """The call run with edited arguments: its observation says so first."""
         outcome = await self.next(call)
         return replace(outcome, content=call.note + outcome.content)
+
+
+async def _guarded(
+    guard: CallGuard, edited: list[tuple[int, Prepared]], verdicts: list[Admitted]
+) -> None:
+    """The calls a person edited, checked by ``guard`` again: a refused one's verdict in
+    ``verdicts`` (by its place) becomes its refusal."""
+    checks = [(call.call, call.tool, call.kwargs) for _, call in edited]
+    texts = await guard.check(checks, edited[0][1].turn)
+    for (place, call), text in zip(edited, texts, strict=True):
+        if text:
+            verdicts[place] = Outcome(status="error", content=call.note + text, error=text)

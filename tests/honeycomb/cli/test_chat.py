@@ -9,28 +9,14 @@ from pathlib import Path
 import pytest
 
 from honeycomb.cli.main import main
-
-HIVE = """\
-name: chatty
-models:
-  offline:
-    provider: offline
-    latency: 0
-roles:
-  planner:
-    description: Splits requests into subtasks.
-  researcher:
-    description: Finds facts about cities and their weather.
-  aggregator:
-    description: Merges the findings.
-"""
+from tests.support.hives import CHATTY
 
 
 @pytest.fixture
 def hive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "hive.yaml"
-    path.write_text(HIVE)
+    path.write_text(CHATTY)
     return path
 
 

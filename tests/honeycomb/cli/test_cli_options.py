@@ -22,21 +22,7 @@ from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.testing import ScriptedModel
 from tests.support import ROOT
-
-HIVE = """\
-name: chatty
-models:
-  offline:
-    provider: offline
-    latency: 0
-roles:
-  planner:
-    description: Splits requests into subtasks.
-  researcher:
-    description: Finds facts about cities and their weather.
-  aggregator:
-    description: Merges the findings.
-"""
+from tests.support.hives import CHATTY
 
 
 def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -109,7 +95,7 @@ def three_sessions(
 ) -> Path:
     """A store with sessions s1, s2 and s3 (s3 the newest), in the current folder."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "hive.yaml").write_text(HIVE)
+    (tmp_path / "hive.yaml").write_text(CHATTY)
     for name in ("s1", "s2", "s3"):
         monkeypatch.setattr("sys.stdin", io.StringIO("Find the weather in Rome.\n"))
         argv = ["chat", "hive.yaml", "--plain", "--session", name, "--store", "s.db"]
@@ -318,7 +304,7 @@ def test_sessions_never_print_the_control_characters_a_store_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "hive.yaml").write_text(HIVE)
+    (tmp_path / "hive.yaml").write_text(CHATTY)
     monkeypatch.setattr("sys.stdin", io.StringIO("the weather \x1b[2Jin Rome\n"))
     assert main(["chat", "hive.yaml", "--plain", "--session", "s\x1b1"]) == 0
     capsys.readouterr()
