@@ -160,6 +160,25 @@ class Role(BaseModel):
             if mcp_ref(ref, servers) is None and not is_nested_ref(ref)
         )
 
+    def tool_names(
+        self, registry: ToolRegistry | None = None, *, servers: Collection[str] = ()
+    ) -> tuple[str, ...] | None:
+        """The names its model calls its tools by (an agent or hive tool's, and memory's
+        ``recall`` and ``remember`` when the role keeps notes); None when an MCP server
+        lists some of them, so they are not known before it runs.
+
+        Raises:
+            UnknownToolError: for a name that is neither registered nor an import path.
+            ConfigError: for an import path that cannot be imported.
+        """
+        if any(mcp_ref(ref, servers) is not None for ref in self.tools):
+            return None
+        names = [tool.name for tool in self.resolve_tools(registry, servers=servers)]
+        names += [nested_tool_name(ref) for ref in self.tools if is_nested_ref(ref)]
+        if self.memory is not None and self.memory.remember:
+            names += ["recall", "remember"]
+        return tuple(names)
+
     def resolve_output(self) -> type[BaseModel] | None:
         """The pydantic model named by ``output_schema``.
 

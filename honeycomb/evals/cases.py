@@ -26,7 +26,7 @@ from honeycomb.evals.checks import Check, CheckFn, built_check
 from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.imports import imports_from
-from runtime import ConfigError, ConfigErrors, YamlDocument, load_yaml
+from runtime import ConfigError, ConfigErrors, YamlDocument, did_you_mean, load_yaml
 from runtime.config.imports import import_object
 from runtime.value import Value
 
@@ -297,6 +297,9 @@ class _Builder:
         ):
             roles = ", ".join(sorted(self.judge_roles))
             raise ConfigError(f"no role {judge.role!r} to judge with; the roles: {roles}")
+        called = spec.tool_called
+        if called is not None and self.hive is not None:
+            self._check_tool(called.name, called.role)
         schema = spec.json_check.json_schema if spec.json_check is not None else None
         if schema == "output_schema" and self.hive is not None and self.schema is None:
             raise ConfigError("the hive's aggregator has no output_schema to check against")
@@ -304,6 +307,25 @@ class _Builder:
             raise ConfigError(
                 "a JSON schema is checked by the jsonschema package: pip install "
                 "'honeycomb-agents[evals]'"
+            )
+
+    def _check_tool(self, name: str, role: str | None) -> None:
+        """Raise if the role (or tool) a ``tool_called`` check names is a misspelling of
+        one the hive has: its check would fail every case. A name close to none may be
+        of one taken away since, whose check then says it was not called."""
+        assert self.hive is not None
+        if role is not None and role not in self.hive.roles:
+            close = did_you_mean(role, self.hive.roles)
+            if close:
+                roles = ", ".join(self.hive.roles)
+                raise ConfigError(f"the hive has no role {role!r}{close}; its roles: {roles}")
+            return
+        names = self.hive.tool_names(role)
+        close = did_you_mean(name, names) if names is not None and name not in names else ""
+        if names is not None and close:
+            whose = f"role {role!r} has" if role is not None else "the hive's roles have"
+            raise ConfigError(
+                f"{whose} no tool {name!r}{close}; the tools: {', '.join(names) or 'none'}"
             )
 
 

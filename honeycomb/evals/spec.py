@@ -14,6 +14,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runtime import did_you_mean
+
 __all__ = [
     "KINDS",
     "Amount",
@@ -222,6 +224,12 @@ class CheckSpec(BaseModel):
             raise ValueError(f"a check is a mapping with one of: {', '.join(KINDS)}")
         kinds = [k for k in data if k in KINDS]
         if len(kinds) != 1:
+            others = [str(k) for k in data if k not in KINDS and k not in cls.model_fields]
+            if not kinds and others:
+                raise ValueError(
+                    f"{others[0]!r} is no kind of check{did_you_mean(others[0], KINDS)}; "
+                    f"the kinds: {', '.join(KINDS)}"
+                )
             said = f"it has {', '.join(kinds)}" if kinds else "it has none"
             raise ValueError(f"a check has exactly one of: {', '.join(KINDS)} ({said})")
         if isinstance(data.get("status"), str):

@@ -168,6 +168,19 @@ class Hive:
             for name, spec in self.spec.models.items()
         }
 
+    def tool_names(self, role: str | None = None) -> tuple[str, ...] | None:
+        """The names the models of its roles (or of ``role`` alone) call tools by;
+        None when an MCP server lists some of them (they are known once it runs)."""
+        names: list[str] = []
+        servers = list(self.spec.mcp_servers)
+        for each in self.roles.values() if role is None else [self.roles[role]]:
+            with self.imports():
+                own = each.tool_names(self.registry, servers=servers)
+            if own is None:
+                return None
+            names += [name for name in own if name not in names]
+        return tuple(names)
+
     def missing_keys(self) -> list[ConfigError]:
         """The models its roles use (and those of the hives they call as tools) whose
         calls need an API key that is neither given nor set, each at its declaration:

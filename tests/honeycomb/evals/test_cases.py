@@ -157,3 +157,53 @@ def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     ]
     missing = _errors(write(tmp_path, "evals.yaml", "cases_from: gone.csv\n"))
     assert missing[0].startswith(f"{tmp_path / 'evals.yaml'}:1:1: cases_from[0]: cannot read")
+
+
+def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Path) -> None:
+    # A name close to none the hive has (calculate, auditor) may be of one taken away
+    # since: its check is kept, and says in the report that it was not called.
+    write(tmp_path, "shop.py", 'def lookup(item: str) -> str:\n    """Find."""\n    return item\n')
+    hive = write(
+        tmp_path,
+        "hive.yaml",
+        """
+        models:
+          offline: {provider: offline, latency: 0}
+        memory: {path: memory.db}
+        roles:
+          clerk:
+            tools: [shop:lookup, agent:checker]
+          checker:
+            memory: {}
+        """,
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - tool_called: lokup
+              - tool_called: {name: recal, role: checker}
+              - tool_called: {name: lookup, role: clerks}
+              - tool_called: remember
+              - tool_called: {name: checker, role: clerk}
+              - tool_called: {name: calculate, at_most: 0}
+              - tool_called: {name: lookup, role: auditor}
+        """,
+    )
+    assert _errors(path, hive) == [
+        f"{path}:4:9: cases[0].assert[0].tool_called: the hive's roles have no tool 'lokup' "
+        "(did you mean 'lookup'?); the tools: lookup, checker, recall, remember",
+        f"{path}:5:9: cases[0].assert[1].tool_called: role 'checker' has no tool 'recal' (did "
+        "you mean 'recall'?); the tools: recall, remember",
+        f"{path}:6:9: cases[0].assert[2].tool_called: the hive has no role 'clerks' (did you "
+        "mean 'clerk'?); its roles: clerk, checker",
+    ]
+    write(tmp_path, "evals.yaml", "cases: [{task: x, assert: [{contians: Lisbon}]}]\n")
+    kinds = "equals, contains, icontains, not_contains, regex, json, python, judge, status"
+    assert [e.partition(", tool_called, ")[0] for e in _errors(path, hive)] == [
+        f"{path}:1:28: cases[0].assert[0]: 'contians' is no kind of check (did you mean "
+        f"'contains'?); the kinds: {kinds}"
+    ]
