@@ -362,6 +362,9 @@ class PostgresDatabase:
 
         with self._lock:
             if self._pool is None:
+                # A server that cannot be reached is told at once, with why: the pool
+                # would try again for its timeout, logging each failure.
+                self._connection().close()
                 pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                     self.conninfo,
                     min_size=1,

@@ -4,6 +4,8 @@ they were) and its password (never shown, never written)."""
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 from pathlib import Path
 
@@ -175,3 +177,20 @@ async def test_a_run_whose_owner_stopped_in_a_transaction_is_taken_over_as_its_l
         go_on.set()
         owner.close()
         thief.close()
+
+
+def test_a_server_that_cannot_be_reached_is_told_at_once_with_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    store = RunStore(f"postgresql://app:a-secret@127.0.0.1:{port}/db")
+    with caplog.at_level(logging.DEBUG), pytest.raises(StoreError) as caught:
+        store.runs()
+    assert "cannot connect to the run store" in str(caught.value)
+    assert "Connection refused" in str(caught.value)
+    assert "a-secret" not in str(caught.value)
+    # The reading pool was never opened: it would have tried again for ten seconds,
+    # each failure a warning on standard error where no logging is configured.
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]
