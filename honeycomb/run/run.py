@@ -248,8 +248,9 @@ class Run:
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
         tool's SystemExit ...): every finished worker is kept, and a resume continues."""
+        why = None if isinstance(exc, asyncio.CancelledError) else exc
         try:
-            await shielded(self._finished("interrupted", None, None))
+            await shielded(self._finished("interrupted", None, why))
         except HoneycombError as error:  # the run stops anyway, for what stops it
             exc.add_note(f"Honeycomb could not record the run as interrupted: {error}")
 
@@ -546,8 +547,10 @@ class Run:
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)
 
-    async def _finished(self, status: str, result: RunResult | None, exc: Exception | None) -> None:
-        error = None if exc is None else f"{type(exc).__name__}: {exc}"
+    async def _finished(
+        self, status: str, result: RunResult | None, exc: BaseException | None
+    ) -> None:
+        error = None if exc is None else "; ".join([f"{type(exc).__name__}: {exc}", *_notes(exc)])
         self.tracer.emit(
             RunFinished(
                 run_id=self.run_id,
@@ -565,6 +568,11 @@ class Run:
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def _notes(exc: BaseException) -> list[str]:
+    """What was added to ``exc`` on its way (which tool raised it ...)."""
+    return [str(note) for note in getattr(exc, "__notes__", ())]
 
 
 def _waiting(outcomes: Mapping[str, SubtaskResult]) -> bool:

@@ -18,6 +18,7 @@ rate limit) are models inside it, each holding the next
 
 from __future__ import annotations
 
+from asyncio import CancelledError
 from collections.abc import Coroutine
 from contextvars import Token
 from typing import Any, Protocol
@@ -194,6 +195,8 @@ class ModelCall(CallInFlight):
         innermost first."""
         if self.held is not None:
             self.held.drop()  # the end of a failed call's text was never shown
+        if not isinstance(error, Exception | CancelledError):  # it stops the run: say who
+            error.add_note(f"raised by the {self.kind} model call of {self.who}")
         layers = self.layers
         for place in range(self.opened - 1, -1, -1):
             error = layers[place].failed(self, error)

@@ -6,7 +6,8 @@ sync tool in a worker thread) under its tool's ``timeout`` (or the policy's
 default), and whatever happens becomes its :class:`Outcome`: a tool that raises is
 an ``error`` (``ModelRetry`` tells the model what to fix), never a crash, even with
 a ``CancelledError`` of its own (its worker not being cancelled; a ``KeyboardInterrupt``
-or ``SystemExit`` is no error: it stops the run, as it would the process); one that
+or ``SystemExit`` is no error: it stops the run, as it would the process, with a note
+naming the tool); one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it;
 what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
@@ -117,6 +118,10 @@ class RunTool:
             return _raised(found, exc)  # the tool's own: it awaited what was cancelled
         except Exception as exc:  # a failing tool becomes an observation, never a crash
             return _raised(found, exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit ... stop the run
+            # (the worker's cancellation went out above): say who stopped it
+            exc.add_note(f"raised by tool {found.name!r} of worker {self.caller.worker}")
+            raise
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
 
