@@ -4,7 +4,7 @@ under the run's budget, locks, cancellation and store."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -719,3 +719,52 @@ async def test_a_hive_tools_side_effects_run_once_when_a_call_beside_it_waited(
     assert paid == ["bob"]
     assert sent == ["ops"]  # answered from the journal, not sent again
     assert done.subtasks["s1"].text == "lead: ## s1 (mailer)\nmailer: emailed ops | clerk: paid bob"
+
+
+async def test_a_hive_tools_calls_go_to_the_callers_approver_when_it_has_none() -> None:
+    """As a nested worker's do: the person deciding for the run decides for the hives
+    it calls (a hive with an approver of its own keeps it)."""
+    asked: list[tuple[str, ApprovalRequest]] = []
+    paid: list[str] = []
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def approver(name: str) -> Callable[[ApprovalRequest], Awaitable[Decision]]:
+        async def decide(request: ApprovalRequest) -> Decision:
+            asked.append((name, request))
+            return Decision.approved()
+
+        return decide
+
+    def clerk(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"clerk: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+
+    def payroll(own: Callable[[ApprovalRequest], Awaitable[Decision]] | None) -> Executor:
+        return Executor(
+            [Role(name="clerk", tools=("pay",))], by_role(clerk=clerk), tools=[pay],
+            aggregator="concat", planner=lambda task: [("clerk", task)], approver=own,
+        )  # fmt: skip
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("payroll", {"instruction": "pay bob"}),))
+        return "lead: " + observations(request)[0].content
+
+    for own, decider in ((None, "caller"), (approver("hive"), "hive")):
+        executor = Executor(
+            [Role(name="lead", tools=("payroll",))], by_role(lead=lead),
+            tools=[payroll(own).as_tool("payroll")], aggregator="concat",
+            approver=approver("caller"),
+        )  # fmt: skip
+        result = await executor.run("t", subtasks=ONE)
+        assert result.subtasks["s1"].text == "lead: ## s1 (clerk)\nclerk: paid bob"
+        ((who, request),) = asked
+        assert (who, request.tool, request.role) == (decider, "pay", "clerk")
+        asked.clear()
+    assert paid == ["bob", "bob"]
