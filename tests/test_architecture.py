@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import re
@@ -58,7 +59,11 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Every module's imports of ours, read once, by the first test that needs them
+    (not as each test process collects this file: reading them takes a second)."""
+    return {module: imports_of(module) for module in MODULES}
 
 
 def test_no_module_imports_itself_through_others() -> None:
@@ -72,7 +77,7 @@ def test_no_module_imports_itself_through_others() -> None:
     def visit(node: str) -> None:  # Tarjan's strongly connected components
         index[node] = low[node] = len(index)
         stack.append(node)
-        for after in GRAPH[node]:
+        for after in graph()[node]:
             if after not in index:
                 visit(after)
                 low[node] = min(low[node], low[after])
@@ -88,7 +93,7 @@ def test_no_module_imports_itself_through_others() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for module in GRAPH:
+    for module in graph():
         if module not in index:
             visit(module)
     assert cycles == []
@@ -136,7 +141,7 @@ def test_each_part_imports_only_the_parts_below_it() -> None:
     assert set(map(unit, MODULES)) == set(ALLOWED)
     wrong = sorted(
         f"{module} imports {target}"
-        for module, targets in GRAPH.items()
+        for module, targets in graph().items()
         for target in targets
         if unit(target) != unit(module) and unit(target) not in ALLOWED[unit(module)]
     )
@@ -172,7 +177,7 @@ def test_runtime_families_import_only_the_ones_below_them() -> None:
     wrong = sorted(
         f"{module} imports {target}"
         for module in inside
-        for target in GRAPH[module]
+        for target in graph()[module]
         if target != "runtime"
         and family(target) != family(module)
         and family(target) not in FAMILIES[family(module)]
