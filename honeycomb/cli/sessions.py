@@ -15,7 +15,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, number
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
-from honeycomb.run.session import turn_of
+from honeycomb.run.session import StoreRows, turn_of
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.format import counted, format_cost, printable
 from runtime import StoreError
@@ -95,7 +95,8 @@ def _show(args: argparse.Namespace) -> ExitStatus:
     stored = _stored(args.store)
     if stored is None:
         return ExitStatus.UNUSABLE
-    turns = [turn_of(row) for row in stored.turns_now(args.session_id)]
+    # As a session reads them: a turn whose run was resumed on its own is given its answer.
+    turns = asyncio.run(StoreRows(stored).turns(args.session_id))
     if not turns:
         print(f"{args.store}: no session {args.session_id!r} (honeycomb sessions)", file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -126,6 +127,16 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     if missing:
         print(f"{args.store}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
         return ExitStatus.UNUSABLE
+    for session_id in args.session_ids:  # as Session.forget: not while a turn is answered
+        last = stored.turns_now(session_id)[-1:]
+        if last and turn_of(last[0]).status == "running":
+            turn = turn_of(last[0])
+            print(
+                f"session {session_id!r} is answering message {turn.turn} (run "
+                f"{turn.run_id}) in another process: forget it once that has ended",
+                file=sys.stderr,
+            )
+            return ExitStatus.UNUSABLE
 
     async def forget() -> list[str]:
         await stored.forget(args.session_ids)

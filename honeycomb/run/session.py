@@ -32,10 +32,10 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     EventHandler,
-    HoneycombError,
     Model,
     SessionBusy,
     SessionError,
+    StoreError,
 )
 from workers.context import Compaction
 
@@ -86,6 +86,11 @@ class TurnRunner(Protocol):
 
 class SessionRows(Protocol):
     """Where the turns of an Executor's sessions are kept."""
+
+    @property
+    def kept(self) -> bool:
+        """Whether the turns' runs are kept in a run store (and may be continued)."""
+        ...
 
     async def turns(self, session_id: str) -> list[Turn]: ...
     async def begin(self, turn: Turn) -> None: ...
@@ -219,6 +224,7 @@ class Session:
             turns = await self._rows.turns(self.id)
             if not turns or turns[-1].ended:
                 return None
+            self._continuable(turns[-1])
             return await self._answer(
                 turns[-1], turns[:-1], on_event, False, resumable=True, steal=steal
             )
@@ -244,6 +250,17 @@ class Session:
             await self._rows.drop(self.id, last.turn - 1)
             return last
 
+    async def _not_answering(self) -> None:
+        """Raise if the last turn is being answered, in another process (this one's
+        turns hold the session's lock).
+
+        Raises:
+            SessionBusy: naming that turn.
+        """
+        turns = await self._rows.turns(self.id)
+        if turns and turns[-1].status == "running":
+            raise self._unfinished(turns[-1])
+
     async def clear(self) -> None:
         """Start over: no turn is left (their runs stay in the store).
 
@@ -251,6 +268,7 @@ class Session:
             SessionBusy: when a turn is being answered.
         """
         async with self._turn_lock("refuse"):
+            await self._not_answering()
             await self._rows.drop(self.id, 0)
 
     async def fork(self, turn: int | Turn, session_id: str | None = None) -> Session:
@@ -282,6 +300,7 @@ class Session:
             SessionBusy: when a turn is being answered.
         """
         async with self._turn_lock("refuse"):
+            await self._not_answering()
             await self._rows.forget([self.id])
 
     # --- a turn -------------------------------------------------------------------------
@@ -304,11 +323,29 @@ class Session:
         if unfinished == "drop":
             await self._rows.drop(self.id, last.turn - 1)
         else:
+            self._continuable(last)
             await self._answer(last, turns[:-1], (), False, resumable=True)
         turns = await self._rows.turns(self.id)
         if turns and not turns[-1].ended:  # resumed, it waits for approvals again
             raise self._unfinished(turns[-1])
         return turns
+
+    def _continuable(self, turn: Turn) -> None:
+        """Raise if ``turn`` cannot go on from where it stopped: only a run store keeps
+        what its run did (its finished workers, its journal of side effects).
+
+        Raises:
+            StoreError: when the session's turns are kept in memory alone.
+        """
+        if not self._rows.kept:
+            raise StoreError(
+                f"session {self.id!r}: message {turn.turn} (run {turn.run_id}) was "
+                f"{turn.status}, and without a run store it cannot go on from where it "
+                "stopped (its finished workers and their side effects would run again): "
+                "session.pop() drops it (or unfinished='drop'); give the Executor a "
+                "store=... to continue turns",
+                path="-",
+            )
 
     def _turn_lock(self, busy: Busy | None) -> asyncio.Lock:
         """The session's lock, once it is this caller's to take: refused at once if
@@ -348,16 +385,16 @@ class Session:
                 resumable=resumable,
                 steal=steal,
             )
-        except asyncio.CancelledError:
-            await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
-            raise
         except ConfigError:
             if not resumable:  # the hive cannot run it: no turn of the conversation
                 await self._rows.drop(self.id, turn.turn - 1)
             raise
-        except HoneycombError as exc:
+        except Exception as exc:  # a HoneycombError, or a planner's or tool's own bug
             status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
             await self._rows.ended(msgspec.structs.replace(turn, status=status))
+            raise
+        except BaseException:  # cancelled, KeyboardInterrupt, SystemExit ...: as its run
+            await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
             raise
         await self._rows.ended(turn.answered(result))
         return result
@@ -439,6 +476,8 @@ async def _shielded(work: Awaitable[None]) -> None:
 class MemoryRows:
     """Turns kept in this process (an Executor with no run store)."""
 
+    kept = False  # their runs are not: a turn that stopped cannot go on
+
     def __init__(self) -> None:
         self._turns: dict[str, list[Turn]] = {}
 
@@ -502,6 +541,8 @@ _RESULTS = msgspec.json.Decoder(tuple[TurnResult, ...])
 class StoreRows:
     """Turns kept in a run store (:mod:`honeycomb.store.sessions`): how each went
     and what it cost are its run's, as the store has them."""
+
+    kept = True
 
     def __init__(self, stored: StoredSessions) -> None:
         self.stored = stored

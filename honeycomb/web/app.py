@@ -36,7 +36,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from honeycomb.run.session import turn_of
+from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
@@ -192,10 +192,11 @@ class _Site:
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        rows = await StoredSessions(self.store).turns(session_id)
-        if not rows:
+        # As a session reads them: a turn whose run was resumed on its own has its answer.
+        turns = await StoreRows.of(self.store).turns(session_id)
+        if not turns:
             raise _Refused(404, f"no session {session_id!r} in {self.store.name}")
-        return HTMLResponse(session_page(session_id, [turn_of(r) for r in rows], self.links))
+        return HTMLResponse(session_page(session_id, turns, self.links))
 
     async def run(self, request: Request) -> Response:
         shown = await self._live(request.path_params["run_id"], whole=True)

@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 from honeycomb import Compaction, ConfigError, ConfigErrors, Executor, OfflineModel, Policy, Role
+from honeycomb.cli.main import main as cli
 from honeycomb.events import CompactionFinished, RunFinished, RunStarted
 from honeycomb.run.conversation import CONVERSATION_HEADER, SessionPolicy
 from honeycomb.testing import FunctionModel
-from runtime import Event, ModelRequest, ModelResponse, SessionBusy, SessionError
+from honeycomb.web.app import create_app
+from runtime import Event, ModelRequest, ModelResponse, SessionBusy, SessionError, StoreError
 from tests.support.model_requests import role_of
 
 ROLES = [
@@ -259,9 +262,12 @@ async def test_a_message_the_hive_cannot_run_leaves_no_turn() -> None:
     assert await session.turns() == []
 
 
-async def test_a_turn_resumed_as_any_run_sees_the_conversation_and_answers_it(db: Path) -> None:
+async def test_a_turn_resumed_as_any_run_sees_the_conversation_and_answers_it(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``Executor.resume`` (and ``honeycomb resume``) of a turn's run: its planner and
-    aggregator are told the conversation, and the session reads the answer."""
+    aggregator are told the conversation, and the session reads the answer, as do
+    ``honeycomb sessions show`` and the session's page of ``honeycomb serve``."""
     first = executor(offline(), db).session("r")
     await first.run("Find the weather in Rome.")
     started, hold = asyncio.Event(), asyncio.Event()
@@ -276,6 +282,16 @@ async def test_a_turn_resumed_as_any_run_sees_the_conversation_and_answers_it(db
     turns = await later.session("r").turns()
     result = await later.resume(turns[-1].run_id)
     assert result.status == "ok"
+    assert later.store is not None
+    later.store.close()
+    capsys.readouterr()
+    assert await asyncio.to_thread(cli, ["sessions", "show", "r", "--store", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert "(no answer)" not in shown
+    assert shown.count("answer: [offline simulation]") == 2
+    with TestClient(create_app(db, token="t")) as client:
+        page = client.get("/sessions/r", headers={"Authorization": "Bearer t"}).text
+    assert "(no answer" not in page
     assert turns[0].answer
     assert turns[0].answer.strip() in asked(model, "aggregator")[-1]
     again = await later.session("r").turns()
@@ -325,6 +341,71 @@ async def _arrivals(gaps: list[int], slow: list[int]) -> None:
                 await asyncio.sleep(0)
     assert overlaps == []
     assert [t.message for t in await session.turns()] == sent
+
+
+async def test_a_turn_whose_planner_fails_ends_failed_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A planner's own bug (not a Honeycomb error) ends the turn ``failed``, with a
+    store or without: the next message is answered, not refused as if one were."""
+    calls = [0]
+
+    def planner(task: str) -> list[tuple[str, str]]:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise ValueError("a planner's bug")
+        return [("researcher", task)]
+
+    for store in (None, tmp_path / "runs.db"):
+        calls[0] = 0
+        session = executor(offline(), store, planner=planner).session("p")
+        with pytest.raises(ValueError, match="a planner's bug"):
+            await session.run("Find the weather in Rome.")
+        assert [t.status for t in await session.turns()] == ["failed"]
+        assert (await session.run("And Oslo?")).status == "ok"
+
+
+async def test_without_a_store_a_turn_cut_off_is_not_run_again_from_the_start() -> None:
+    """Its finished workers (and their side effects) are not kept: going on from where
+    it stopped cannot be done, and is refused; dropped, the conversation goes on."""
+    started, hold = asyncio.Event(), asyncio.Event()
+    model = stalling(started, hold)
+    session = executor(model).session("m")
+    cut = asyncio.create_task(session.run("Find the weather in Rome."))
+    await started.wait()
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    hold.set()
+    asked_before = len(model.requests)
+    with pytest.raises(StoreError, match="without a run store it cannot go on from where"):
+        await session.resume()
+    with pytest.raises(StoreError, match="without a run store"):
+        await session.run("And Oslo?", unfinished="resume")
+    assert len(model.requests) == asked_before  # nothing was run again
+    assert (await session.run("And Oslo?", unfinished="drop")).status == "ok"
+    assert [t.message for t in await session.turns()] == ["And Oslo?"]
+
+
+async def test_a_session_another_service_answers_is_not_undone_cleared_nor_forgotten(
+    db: Path,
+) -> None:
+    """Another Executor on the store (as another process would) holds none of this
+    one's locks: the store says the turn is being answered."""
+    started, hold = asyncio.Event(), asyncio.Event()
+    answering = asyncio.create_task(
+        executor(stalling(started, hold), db).session("x").run("Find the weather in Rome.")
+    )
+    await started.wait()
+    other = executor(offline(), db).session("x")
+    for undo in (other.pop, other.clear, other.forget):
+        with pytest.raises(SessionBusy, match="is answering message 1"):
+            await undo()
+    forget = ["sessions", "forget", "x", "--store", str(db)]
+    assert await asyncio.to_thread(cli, forget) == 2  # honeycomb sessions forget: neither
+    hold.set()
+    assert (await answering).status == "ok"
+    assert [t.status for t in await other.turns()] == ["ok"]
 
 
 def test_a_session_summarizer_the_executor_does_not_have_is_named() -> None:
