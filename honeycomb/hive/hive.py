@@ -346,23 +346,27 @@ def _with_approvals(
     errors: list[ConfigError],
 ) -> dict[str, Role]:
     """The roles, those without ``approvals:`` of their own given the hive's (each
-    with the tools it names that the role uses)."""
+    with the tools it names that the role uses; all of them for a role that uses an MCP
+    server's tools, which are known once it lists them)."""
     hive = spec.approvals
     if hive is None:
         return roles
-    used: dict[str, tuple[str, ...]] = {}
+    servers = list(spec.mcp_servers)
+    used: dict[str, tuple[str, ...] | None] = {}
     for name, role in roles.items():
         try:
-            used[name] = role.resolve_tools(registry).names
-        except Exception:  # its own error is reported with the role
+            used[name] = role.tool_names(registry, servers=servers)
+        except Exception:  # its own error is reported with the role (the hive fails)
             return roles
-    every = sorted({tool for names in used.values() for tool in names})
-    unused = "which no role of the hive uses"
-    errors.extend(approval_problems(doc.data.get("approvals"), every, doc, (), unused))
+    if None not in used.values():  # every tool is known: a name none uses is misspelt
+        every = sorted({tool for names in used.values() if names for tool in names})
+        unused = "which no role of the hive uses"
+        errors.extend(approval_problems(doc.data.get("approvals"), every, doc, (), unused))
     given: dict[str, Role] = {}
     for name, role in roles.items():
         if role.approvals is None:
-            tools = tuple(t for t in hive.tools if t in used[name])
+            names = used[name]
+            tools = tuple(t for t in hive.tools if names is None or t in names)
             role = role.model_copy(update={"approvals": hive.model_copy(update={"tools": tools})})
         given[name] = role
     return given

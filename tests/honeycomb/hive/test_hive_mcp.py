@@ -270,3 +270,41 @@ def test_a_role_naming_a_server_without_a_tool_or_an_undeclared_one(tmp_path: Pa
         "'tme' is not a declared MCP server (did you mean 'time'?), so 'tme:*' is read as "
         "an import path (MCP servers: time)"
     )
+
+
+@pytest.mark.parametrize(
+    ("approvals", "writer", "reporter"),
+    [
+        ("{default: ask}", ((), "ask"), ((), "ask")),
+        # The writer's MCP tools are known once its server lists them: it gets every
+        # name, as it may use any; the reporter, those of its own it names.
+        ("{tools: [append_note, get_weather]}", (("append_note", "get_weather"), "allow"),
+         (("get_weather",), "allow")),
+    ],
+)  # fmt: skip
+def test_the_hives_approvals_reach_every_role_when_one_uses_an_mcp_server(
+    tmp_path: Path,
+    approvals: str,
+    writer: tuple[tuple[str, ...], str],
+    reporter: tuple[tuple[str, ...], str],
+) -> None:
+    # A role using an MCP tool made the hive drop its approvals for every role.
+    hive = load_hive(
+        write(
+            tmp_path,
+            f"""
+            models: {{default: offline}}
+            mcp_servers:
+              t: {{command: {sys.executable}, args: [-m, tests.support.mcp_server]}}
+            roles:
+              writer: {{tools: ["t:append_note"]}}
+              reporter: {{tools: ["tests.support.weather_tools:get_weather"]}}
+            approvals: {approvals}
+            """,
+        )
+    )
+    given = {name: hive.roles[name].approvals for name in ("writer", "reporter")}
+    assert {n: (a.tools, a.default) for n, a in given.items() if a is not None} == {
+        "writer": writer,
+        "reporter": reporter,
+    }
