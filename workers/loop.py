@@ -432,8 +432,10 @@ class AgentLoop:
         for obs in observations:
             if obs.status != "skipped":
                 executed += 1
-        if self.budget is not None and executed < len(calls):
-            self.budget.release_tool_calls(len(calls) - executed)  # reserved in step
+        if self.budget is not None:  # reserved in step
+            self.budget.settle_tool_calls(executed)
+            if executed < len(calls):
+                self.budget.release_tool_calls(len(calls) - executed)
         if self.tracer.enabled:
             answered = ToolCallsAnswered(
                 worker=self.worker, run_id=self.run_id, turn=state.turn, calls=executed

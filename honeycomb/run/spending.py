@@ -83,7 +83,9 @@ class LifeSpending:
             u.model_calls,
             u.input_tokens,
             u.output_tokens,
-            u.tool_calls,
+            # Not the calls of a turn under way: a life cut off in it has its resumed
+            # run make (and count) that turn's calls again.
+            u.tool_calls - self._budget.tool_calls_running,
             u.cost,
             u.reasoning_tokens,
             u.cached_input_tokens,

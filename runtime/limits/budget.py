@@ -116,6 +116,7 @@ class Budget:
         self._started = time.monotonic()
         self.on_spend: Callable[[], None] | None = None
         self._calls: set[CallInFlight] = set()
+        self._tools_running = 0  # tool calls reserved whose turn has not settled them
 
     @property
     def usage(self) -> Usage:
@@ -129,6 +130,13 @@ class Budget:
             reasoning_tokens=self._reasoning,
             cached_input_tokens=self._cached,
         )
+
+    @property
+    def tool_calls_running(self) -> int:
+        """Tool calls counted as reserved whose turn has not yet settled them: a store
+        keeps the spending without them, for a life cut off in the middle of a turn
+        has its resumed run make that turn's calls, and count them, again."""
+        return self._tools_running
 
     @property
     def elapsed_s(self) -> float:
@@ -201,12 +209,20 @@ class Budget:
         allowed = self.limits.tool_calls
         if allowed is not None and self._tool_calls + count > allowed:
             raise BudgetExceeded("tool_calls", allowed, self._tool_calls)
+        self._tools_running += count
         self.charge_tool_calls(count)
 
     def release_tool_calls(self, count: int) -> None:
         """Give back ``count`` reserved tool calls that did not run (a skipped repeat,
         a turn paused for approval)."""
+        self._tools_running -= count
         self.charge_tool_calls(-count)
+
+    def settle_tool_calls(self, count: int) -> None:
+        """``count`` reserved tool calls ran, and their turn has their observations."""
+        self._tools_running -= count
+        if self.on_spend is not None:
+            self.on_spend()
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count

@@ -105,6 +105,9 @@ async def test_a_run_resumed_after_a_crash_counts_what_the_killed_life_spent(
     done = await again.resume("r1")
     assert counted(done.usage) == counted(spent(calls))
     assert kept(db, "r1") == counted(done.usage)
+    # The read the kill cut off counts once (its resumed turn made it again, and its
+    # outcome is unknown), and the payment once: not the killed life's read as well.
+    assert done.usage.tool_calls == 2
 
 
 async def test_a_resumed_run_stops_at_its_budget_counting_its_earlier_lives(
