@@ -646,6 +646,8 @@ class Executor:
         """
         from honeycomb.run.decide import decide
 
+        if arguments is not None:  # checked against the tool's schema: an MCP tool's too
+            await self.list_tools()
         decided = await decide(
             self._store_for(run_id),
             run_id,
@@ -668,6 +670,20 @@ class Executor:
                 f"no run store to find run {run_id!r} in: give the Executor store=...", path="-"
             )
         return self.store
+
+    async def list_tools(self) -> None:
+        """Have the roles' MCP tools listed now, their servers started for it (and
+        stopped again, unless the Executor's block holds them), as a run does as it
+        starts: :meth:`tool_for` then finds them.
+
+        Raises:
+            McpServerError: when a server cannot be started.
+        """
+        crew = self.shared.crew
+        roles = [role for role in crew.roles.values() if crew.mcp.refs(role)]
+        if roles:
+            async with crew.mcp.scope():
+                await crew.prepare(roles)
 
     def tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
         """The tool a call waiting for approval is to (None: its role or tool is not

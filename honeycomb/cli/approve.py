@@ -224,5 +224,11 @@ class HiveTools:
                 )
             except (HoneycombError, ConfigErrors, OSError):
                 self._loaded[key] = None
+            executor = self._loaded[key]
+            # Its MCP tools too, as their servers list them (this is no event loop); a
+            # server that cannot start leaves its tools unknown, and the edit refused.
+            if executor is not None:
+                with contextlib.suppress(HoneycombError):
+                    asyncio.run(executor.list_tools())
         executor = self._loaded[key]
         return executor.tool_for if executor is not None else None

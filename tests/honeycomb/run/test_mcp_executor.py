@@ -6,6 +6,7 @@ real subprocess."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,12 @@ from typing import Any
 import pytest
 
 from honeycomb import Executor, Policy, Role, RunFailed, Subtask
+from honeycomb.cli.main import main as cli
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpToolSettings
-from runtime import ModelRequest, ToolMessage
+from runtime import ApprovalError, ModelRequest, ToolMessage
 from runtime.testing import call
+from tests.support import ROOT
 from tests.support.mcp_servers import child_pids, sdk_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -304,3 +307,64 @@ async def test_a_resumed_run_never_calls_a_completed_side_effecting_mcp_tool_aga
         ["start", "once"],
         ["end", "once"],
     ]
+
+
+async def test_an_mcp_calls_arguments_are_edited_from_an_executor_that_has_not_run(
+    tmp_path: Path,
+) -> None:
+    """A service started again (or another process) decides on a call of the run with
+    edited arguments: they are checked against the MCP tool's schema, its server started
+    to list it (an Executor that had run nothing knew none of its tools)."""
+    notes = tmp_path / "notes.txt"
+
+    def service() -> Executor:
+        writer = Role(name="writer", tools=("t:append_note",), approvals={"tools": ["append_note"]})
+        model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+        return Executor(
+            [writer], model, mcp_servers=[sdk_server(notes=notes)], store=tmp_path / "runs.db"
+        )
+
+    waiting = await service().run("t", subtasks=[("writer", "write")], run_id="r")
+    (pending,) = waiting.pending
+    later = service()
+    with pytest.raises(ApprovalError, match=r"the edited arguments: .*text"):
+        await later.decide("r", pending.call_id, approve=True, arguments={"txt": "final"})
+    await later.decide("r", pending.call_id, approve=True, arguments={"text": "final"})
+    done = await service().resume("r")
+    assert done.status == "ok"
+    assert [line.split()[:2] for line in notes.read_text().splitlines()] == [
+        ["start", "final"],
+        ["end", "final"],
+    ]  # the edited note, once
+
+
+async def test_honeycomb_approve_edits_an_mcp_call_of_a_hive_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line loads the run's hive to check an edit: its MCP server starts to
+    list the tool's schema."""
+    notes = tmp_path / "notes.txt"
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        f"""
+models: {{default: offline}}
+mcp_servers:
+  t:
+    command: {sys.executable}
+    args: [-m, tests.support.mcp_server]
+    env: {{PYTHONPATH: {ROOT}, MCP_TEST_NOTES: {notes}}}
+roles:
+  writer: {{tools: ["t:append_note"], approvals: {{tools: [append_note]}}}}
+store: runs.db
+"""
+    )
+    model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+    executor = Executor.from_yaml(hive, model=model)
+    waiting = await executor.run("t", subtasks=[("writer", "write")], run_id="r")
+    assert executor.store is not None
+    executor.store.close()
+    (pending,) = waiting.pending
+    approve = ["approve", "r", pending.call_id, "--store", str(tmp_path / "runs.db")]
+    assert await asyncio.to_thread(cli, [*approve, "--arguments", '{"txt": "x"}']) == 2
+    assert "the edited arguments:" in capsys.readouterr().err
+    assert await asyncio.to_thread(cli, [*approve, "--arguments", '{"text": "final"}']) == 0
