@@ -176,7 +176,10 @@ class Pinned:
 
     @classmethod
     def of(cls, found: Tool[Any, Any]) -> Pinned:
-        return cls({**found.options(), "parameters": found.schema.parameters}, found.context_param)
+        # Not its ``ready``: it holds what is the run's process's, as its function does
+        # (its calls, made at the driver, start an MCP server there).
+        options = {**found.options(), "parameters": found.schema.parameters, "ready": None}
+        return cls(options, found.context_param)
 
 
 def portable_result(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any] | None]:

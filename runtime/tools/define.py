@@ -124,6 +124,9 @@ class Tool(Generic[P, R]):
             calls run to their end meanwhile.
         describe: Says what a call will do, in the tool's own words, from its
             arguments (as JSON values): shown to the person asked to approve it.
+        ready: Awaited before each call's time limit starts: what the tool needs
+            first and is not its own time (an MCP tool's server started, or started
+            again); what it raises is the call's failure.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class Tool(Generic[P, R]):
         pinned: bool = False,
         nests: bool = False,
         describe: Callable[[dict[str, Any]], str] | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -170,6 +174,7 @@ class Tool(Generic[P, R]):
         self.pinned = pinned
         self.nests = nests
         self.describe = describe
+        self.ready = ready
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -247,6 +252,7 @@ class Tool(Generic[P, R]):
             "pinned": self.pinned,
             "nests": self.nests,
             "describe": self.describe,
+            "ready": self.ready,
         }
 
 

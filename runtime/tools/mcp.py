@@ -187,7 +187,17 @@ def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
         idempotent=idempotent,
         timeout=settings.timeout,
         pinned=True,  # the server's session is the run's process's
+        ready=_starter(server.name, listed.name),  # its server's start: not its time
     )
+
+
+def _starter(server: str, tool: str) -> Callable[[], Awaitable[None]]:
+    async def ready() -> None:
+        run = _CURRENT.get()
+        if run is not None:  # else the call says where MCP tools are called
+            await run.ready(server, tool)
+
+    return ready
 
 
 def _caller(server: str, tool: str) -> Callable[..., Awaitable[str]]:
@@ -220,6 +230,18 @@ class McpRun:
         """
         return (await self.servers.session(server, self.restarted)).tools
 
+    async def ready(self, server: str, tool: str) -> Session:
+        """The server's session, started (again, once, if it went away): before a
+        call of ``tool``'s time limit starts, and as the call starts.
+
+        Raises:
+            ModelRetry: when it cannot be started, or is down.
+        """
+        try:
+            return await self.servers.session(server, self.restarted)
+        except McpServerError as exc:
+            raise ModelRetry(f"cannot call {tool!r}: {exc}") from exc
+
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str:
         """Call a tool; what goes wrong becomes the call's error observation.
 
@@ -227,10 +249,7 @@ class McpRun:
             ModelRetry: the tool reported an error, the server is down or went away
                 during the call, or a protocol error.
         """
-        try:
-            session = await self.servers.session(server, self.restarted)
-        except McpServerError as exc:
-            raise ModelRetry(f"cannot call {tool!r}: {exc}") from exc
+        session = await self.ready(server, tool)
         try:
             return await session.call(tool, arguments)
         except ServerGone as exc:

@@ -152,9 +152,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
     parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
+    parser.add_argument(
+        "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
+    )
     options = parser.parse_args()
     if options.fail_at_start:
         raise SystemExit("the test server was told to fail at start")
+    time.sleep(options.start_delay)  # a server slow to start (one that loads a model)
     if options.http is not None:
         _http(options.http)
     else:

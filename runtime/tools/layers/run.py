@@ -93,6 +93,8 @@ class RunTool:
             call = replace(call, begun=threading.Event())  # did its thread take it up, when?
             started = time.perf_counter()
         try:
+            if found.ready is not None:  # what it needs first is not its time
+                await found.ready()
             if limit is None:
                 value = await run_tool(found, kwargs, call.begun)
             else:

@@ -368,3 +368,20 @@ store: runs.db
     assert await asyncio.to_thread(cli, [*approve, "--arguments", '{"txt": "x"}']) == 2
     assert "the edited arguments:" in capsys.readouterr().err
     assert await asyncio.to_thread(cli, [*approve, "--arguments", '{"text": "final"}']) == 0
+
+
+async def test_starting_a_server_is_not_a_calls_time(tmp_path: Path) -> None:
+    """Outside the Executor's block each run starts the server again (its tools were
+    listed once, by the first): that start, slower than the tool's time limit, is not
+    counted in it. Its first call timed out in every run but the first."""
+    slow = sdk_server(args=("--start-delay", "2"), tools={"lookup": McpToolSettings(timeout=1)})
+    executor = Executor(
+        [Role(name="clerk", tools=("t:lookup",))],
+        ScriptedModel([call("lookup", {"word": "bee"}), "done"]),
+        mcp_servers=[slow],
+    )
+    for _ in range(2):
+        result = await executor.run("t", subtasks=[("clerk", "look up bee")])
+        (seen,) = [m for m in result.subtasks["s1"].worker.transcript.messages  # type: ignore[union-attr]
+                   if isinstance(m, ToolMessage)]  # fmt: skip
+        assert seen.status == "ok", seen.content
