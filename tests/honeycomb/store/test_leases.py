@@ -392,9 +392,10 @@ async def test_a_live_run_is_listed_running_with_what_its_workers_spent_so_far(
             await finished_in_store(db, "r1", "w1")  # committed just after its answer
         run = RunStore(db).find("r1")
         assert run is not None
-        # w0: two turns and two calls so far (its saved state), and the call it waits in,
-        # counted as it started, as a model call is; w1: three and three (its result)
-        assert (run.status, run.model_calls, run.tool_calls) == ("running", 5, 6)
+        # w0: two turns and two calls so far (its saved state), not yet the call it waits
+        # in: a call counts once its turn has its observations (a life cut off in the
+        # turn has its resumed run make the call again); w1: three and three (its result)
+        assert (run.status, run.model_calls, run.tool_calls) == ("running", 5, 5)
         assert run.input_tokens > 0
         setup.gate.set()
     assert RunStore(db).find("r1").status == "ok"  # type: ignore[union-attr]
