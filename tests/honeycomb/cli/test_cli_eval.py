@@ -92,7 +92,7 @@ def test_a_bad_cases_file_exits_2_with_every_error_at_its_line(
     write(folder, "evals.yaml", CASES.replace("icontains: OSLO", "icontain: OSLO"))
     code, _, err = _eval(capsys)
     assert code == ExitStatus.UNUSABLE
-    assert "evals.yaml:12:9: cases[1].assert[0]: 'icontain' is no kind of check (did you mean " in err
+    assert "evals.yaml:12:9: cases[1].assert[0]: 'icontain' is no kind of check" in err
     assert not (folder / ".honeycomb").exists()  # nothing ran
 
 
