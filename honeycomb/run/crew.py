@@ -11,10 +11,11 @@ import msgspec
 from pydantic import BaseModel
 
 from honeycomb.run.mcp import McpTools
-from runtime import ConfigError, DuplicateToolError, Memory, Model, ToolRegistry
+from runtime import ConfigError, DuplicateToolError, Memory, Model, ToolRegistry, did_you_mean
 from runtime.limits import Slots, limited
 from runtime.model import held
 from workers import Role, WorkerSetup
+from workers.role import unused_approval
 
 __all__ = ["Crew"]
 
@@ -76,8 +77,9 @@ class Crew:
 
         Raises:
             McpServerError: when a server cannot be started.
-            ConfigError: when a server has no tool a role names, or two of a role's
-                tools have one name.
+            ConfigError: when a server has no tool a role names, two of a role's
+                tools have one name, or its ``approvals`` names a misspelling of one
+                of its tools (that call would run unasked).
         """
         for role in roles:
             if role.name not in self._unlisted or self.roles.get(role.name) is not role:
@@ -91,6 +93,7 @@ class Crew:
                     f"role {role.name!r}: two of its tools are named {exc.tool_name!r} (one "
                     "of them from an MCP server): give one another name"
                 ) from exc
+            _check_approvals(role, registry.names)
             # Setups made for the role before (another output type) lack these tools.
             for key in [k for k in self._setups if k[0] == role.name]:
                 del self._setups[key]
@@ -126,3 +129,17 @@ class Crew:
                 else own.retyped(output_type)
             )
         return found
+
+
+def _check_approvals(role: Role, names: Sequence[str]) -> None:
+    """Raise if ``role``'s approvals name a misspelling of one of its tools, now that its
+    MCP server listed them. A name close to none of them is a hive's ``approvals:``
+    name for another role (a role with MCP tools is given all of them).
+
+    Raises:
+        ConfigError: naming it, and what it may have meant.
+    """
+    rule = role.approvals
+    for name in rule.tools if rule is not None else ():
+        if name not in names and did_you_mean(name, names):
+            raise ConfigError(f"role {role.name!r}: {unused_approval(name, names)}")

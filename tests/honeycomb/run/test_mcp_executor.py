@@ -385,3 +385,24 @@ async def test_starting_a_server_is_not_a_calls_time(tmp_path: Path) -> None:
         (seen,) = [m for m in result.subtasks["s1"].worker.transcript.messages  # type: ignore[union-attr]
                    if isinstance(m, ToolMessage)]  # fmt: skip
         assert seen.status == "ok", seen.content
+
+
+async def test_approvals_naming_a_misspelt_mcp_tool_stop_the_run_before_any_call(
+    tmp_path: Path,
+) -> None:
+    """An MCP tool's name is known once its server lists it: a misspelling in a role's
+    approvals, not checked as the role was made, would let the call run unasked."""
+    notes = tmp_path / "notes.txt"
+    writer = Role(name="writer", tools=("t:append_note",), approvals={"tools": ["apend_note"]})
+    executor = Executor(
+        [writer],
+        ScriptedModel([call("append_note", {"text": "unasked"}), "written"]),
+        mcp_servers=[sdk_server(notes=notes)],
+    )
+    with pytest.raises(RunFailed) as failed:
+        await executor.run("t", subtasks=[("writer", "write")])
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert "'apend_note' (did you mean 'append_note'?)" in error.message
+    assert not notes.exists()  # its worker never started
