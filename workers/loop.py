@@ -432,10 +432,8 @@ class AgentLoop:
         for obs in observations:
             if obs.status != "skipped":
                 executed += 1
-        if self.budget is not None:  # reserved in step
-            self.budget.settle_tool_calls(executed)
-            if executed < len(calls):
-                self.budget.release_tool_calls(len(calls) - executed)
+        if self.budget is not None:
+            self.budget.settle_tool_calls(len(calls), executed)  # reserved in step
         if self.tracer.enabled:
             answered = ToolCallsAnswered(
                 worker=self.worker, run_id=self.run_id, turn=state.turn, calls=executed

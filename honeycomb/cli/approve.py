@@ -216,19 +216,23 @@ class HiveTools:
         except OSError:
             return None
         if key not in self._loaded:
-            try:
-                # Its tools are what is wanted: no model is called (so none needs its
-                # key or endpoint here), no worker runs (so no backend starts).
-                self._loaded[key] = Executor.from_hive(
-                    load_hive(found.source), model=OfflineModel(), store=self.store, backend=None
-                )
-            except (HoneycombError, ConfigErrors, OSError):
-                self._loaded[key] = None
-            executor = self._loaded[key]
-            # Its MCP tools too, as their servers list them (this is no event loop); a
-            # server that cannot start leaves its tools unknown, and the edit refused.
-            if executor is not None:
-                with contextlib.suppress(HoneycombError):
-                    asyncio.run(executor.list_tools())
+            self._loaded[key] = self._executor(found.source)
         executor = self._loaded[key]
         return executor.tool_for if executor is not None else None
+
+    def _executor(self, source: str) -> Executor | None:
+        """The Executor of hive file ``source``, its MCP tools listed (None: the file
+        no longer loads)."""
+        try:
+            # Its tools are what is wanted: no model is called (so none needs its key
+            # or endpoint here), no worker runs (so no backend starts).
+            executor = Executor.from_hive(
+                load_hive(source), model=OfflineModel(), store=self.store, backend=None
+            )
+        except (HoneycombError, ConfigErrors, OSError):
+            return None
+        # Its MCP tools too, as their servers list them (this is no event loop); a
+        # server that cannot start leaves its tools unknown, and an edit refused.
+        with contextlib.suppress(HoneycombError):
+            asyncio.run(executor.list_tools())
+        return executor

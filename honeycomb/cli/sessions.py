@@ -128,9 +128,9 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
         print(f"{args.store}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
         return ExitStatus.UNUSABLE
     for session_id in args.session_ids:  # as Session.forget: not while a turn is answered
-        last = stored.turns_now(session_id)[-1:]
-        if last and turn_of(last[0]).status == "running":
-            turn = turn_of(last[0])
+        last = [turn_of(row) for row in stored.turns_now(session_id)[-1:]]
+        if last and last[0].status == "running":
+            turn = last[0]
             print(
                 f"session {session_id!r} is answering message {turn.turn} (run "
                 f"{turn.run_id}) in another process: forget it once that has ended",

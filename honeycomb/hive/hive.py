@@ -171,14 +171,14 @@ class Hive:
     def tool_names(self, role: str | None = None) -> tuple[str, ...] | None:
         """The names the models of its roles (or of ``role`` alone) call tools by;
         None when an MCP server lists some of them (they are known once it runs)."""
-        names: list[str] = []
+        names: dict[str, None] = {}  # in order, once each
         servers = list(self.spec.mcp_servers)
-        for each in self.roles.values() if role is None else [self.roles[role]]:
-            with self.imports():
+        with self.imports():
+            for each in self.roles.values() if role is None else [self.roles[role]]:
                 own = each.tool_names(self.registry, servers=servers)
-            if own is None:
-                return None
-            names += [name for name in own if name not in names]
+                if own is None:
+                    return None
+                names.update(dict.fromkeys(own))
         return tuple(names)
 
     def missing_keys(self) -> list[ConfigError]:

@@ -244,20 +244,18 @@ class Session:
             turns = await self._rows.turns(self.id)
             if not turns:
                 return None
+            self._not_answering(turns)
             last = turns[-1]
-            if last.status == "running":
-                raise self._unfinished(last)
             await self._rows.drop(self.id, last.turn - 1)
             return last
 
-    async def _not_answering(self) -> None:
-        """Raise if the last turn is being answered, in another process (this one's
-        turns hold the session's lock).
+    def _not_answering(self, turns: Sequence[Turn]) -> None:
+        """Raise if the last of ``turns`` is being answered, in another process (this
+        one's turns hold the session's lock).
 
         Raises:
             SessionBusy: naming that turn.
         """
-        turns = await self._rows.turns(self.id)
         if turns and turns[-1].status == "running":
             raise self._unfinished(turns[-1])
 
@@ -268,7 +266,7 @@ class Session:
             SessionBusy: when a turn is being answered.
         """
         async with self._turn_lock("refuse"):
-            await self._not_answering()
+            self._not_answering(await self._rows.turns(self.id))
             await self._rows.drop(self.id, 0)
 
     async def fork(self, turn: int | Turn, session_id: str | None = None) -> Session:
@@ -300,7 +298,7 @@ class Session:
             SessionBusy: when a turn is being answered.
         """
         async with self._turn_lock("refuse"):
-            await self._not_answering()
+            self._not_answering(await self._rows.turns(self.id))
             await self._rows.forget([self.id])
 
     # --- a turn -------------------------------------------------------------------------

@@ -218,11 +218,11 @@ class Budget:
         self._tools_running -= count
         self.charge_tool_calls(-count)
 
-    def settle_tool_calls(self, count: int) -> None:
-        """``count`` reserved tool calls ran, and their turn has their observations."""
-        self._tools_running -= count
-        if self.on_spend is not None:
-            self.on_spend()
+    def settle_tool_calls(self, reserved: int, ran: int) -> None:
+        """A turn's ``reserved`` tool calls have their observations: ``ran`` of them
+        ran, and the others (skipped repeats) are given back."""
+        self._tools_running -= reserved
+        self.charge_tool_calls(ran - reserved)
 
     def charge_tool_calls(self, count: int) -> None:
         self._tool_calls += count

@@ -146,8 +146,8 @@ async def test_cancelling_a_run_mid_answer_stops_the_servers_generation(
     assert 3 <= written < 400
 
 
-def weather_hive(folder: Path, server: LlamaServer, protocol: str) -> Path:
-    """A hive of one meteorologist on the real model, giving it tools by ``protocol``."""
+async def weather_run(folder: Path, server: LlamaServer, protocol: str) -> RunResult:
+    """A run of one meteorologist on the real model, given tools by ``protocol``."""
     hive = folder / "hive.yaml"
     hive.write_text(f"""
 models:
@@ -164,7 +164,10 @@ roles:
     tools: [tests.support.weather_tools:get_weather]
     max_turns: 2
 """)
-    return hive
+    executor = Executor.from_yaml(hive, store=None)
+    return await executor.run(
+        "The weather in Oslo", subtasks=[("meteorologist", "What is the weather in Oslo?")]
+    )
 
 
 # The native protocol meets the real model in the demo (test_real_model_demo.py), the
@@ -172,10 +175,7 @@ roles:
 async def test_tool_calls_through_the_json_protocol_reach_the_tool_with_valid_arguments(
     llama_server: LlamaServer, tmp_path: Path, weather_calls: list[dict[str, object]]
 ) -> None:
-    executor = Executor.from_yaml(weather_hive(tmp_path, llama_server, "json"), store=None)
-    result = await executor.run(
-        "The weather in Oslo", subtasks=[("meteorologist", "What is the weather in Oslo?")]
-    )
+    result = await weather_run(tmp_path, llama_server, "json")
     assert result.status == "ok", result
     assert weather_calls, "the tool was never called"
     assert all(isinstance(c["city"], str) and c["city"] for c in weather_calls)
@@ -187,10 +187,7 @@ async def test_a_run_through_the_text_protocol_ends_in_an_answer(
     # A model this small seldom writes an action (it answers at once, or names a tool
     # that is not there): whatever it writes is read into an answer, and whatever
     # reaches the tool is valid.
-    executor = Executor.from_yaml(weather_hive(tmp_path, llama_server, "text"), store=None)
-    result = await executor.run(
-        "The weather in Oslo", subtasks=[("meteorologist", "What is the weather in Oslo?")]
-    )
+    result = await weather_run(tmp_path, llama_server, "text")
     assert result.status == "ok", result
     assert result.subtasks["s1"].text.strip()
     assert all(isinstance(c["city"], str) and c["city"] for c in weather_calls)
