@@ -23,7 +23,7 @@ from runtime import (
 )
 from runtime.config.imports import import_object
 from runtime.tools.approvals import ApprovalRule
-from runtime.tools.mcp import mcp_ref
+from runtime.tools.mcp import mcp_ref, pick_tools
 from workers.context import Compaction, token_counter_problem
 from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
@@ -161,19 +161,29 @@ class Role(BaseModel):
         )
 
     def tool_names(
-        self, registry: ToolRegistry | None = None, *, servers: Collection[str] = ()
+        self,
+        registry: ToolRegistry | None = None,
+        *,
+        servers: Collection[str] = (),
+        listed: Mapping[str, Mapping[str, Tool[..., Any]]] | None = None,
     ) -> tuple[str, ...] | None:
         """The names its model calls its tools by (an agent or hive tool's, and memory's
         ``recall`` and ``remember`` when the role keeps notes); None when an MCP server
-        lists some of them, so they are not known before it runs.
+        lists some of them and ``listed`` (each server's tools as it listed them, by
+        their MCP names) does not hold that server's, so they are not known yet.
 
         Raises:
             UnknownToolError: for a name that is neither registered nor an import path.
-            ConfigError: for an import path that cannot be imported.
+            ConfigError: for an import path that cannot be imported, or a tool its MCP
+                server did not list.
         """
-        if any(mcp_ref(ref, servers) is not None for ref in self.tools):
+        mcp = [found for ref in self.tools if (found := mcp_ref(ref, servers)) is not None]
+        known = listed or {}
+        if any(server not in known for server, _ in mcp):
             return None
         names = [tool.name for tool in self.resolve_tools(registry, servers=servers)]
+        for server, wanted in mcp:
+            names += [tool.name for tool in pick_tools(server, known[server], wanted)]
         names += [nested_tool_name(ref) for ref in self.tools if is_nested_ref(ref)]
         if self.memory is not None and self.memory.remember:
             names += ["recall", "remember"]

@@ -16,7 +16,7 @@ from typing import Any
 from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.checks import check_across_fields
 from honeycomb.hive.imports import imports_from
-from honeycomb.hive.mcp import check_servers, in_folder
+from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder
 from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
 from honeycomb.run.planner import RolePlanner
 from honeycomb.run.policy import Policy
@@ -67,7 +67,8 @@ class Hive:
 
     async def check_servers(self) -> dict[str, int]:
         """Start every MCP server, list its tools, check that each tool the roles name
-        is there, and stop them (``honeycomb validate`` does this).
+        is there and that ``approvals:`` names none that is not, and stop them
+        (``honeycomb validate`` does this).
 
         Returns:
             The number of tools of each server.
@@ -77,10 +78,15 @@ class Hive:
         """
         raw = self._doc.data.get("roles") if isinstance(self._doc.data, Mapping) else None
         inline = [str(k) for k in raw] if isinstance(raw, Mapping) else []
-        counts, errors = await check_servers(self.mcp_servers, self.roles, self._doc, inline)
+        listed, errors = await check_servers(self.mcp_servers, self.roles, self._doc, inline)
+        with self.imports():
+            servers, rule = list(self.spec.mcp_servers), self.spec.approvals
+            errors += approvals_problems(
+                servers, listed, self.roles, self.registry, rule, self._doc, inline
+            )
         if errors:
             raise ConfigErrors(sorted(errors, key=lambda e: (e.line or 0, e.column or 0)))
-        return counts
+        return {server: len(tools) for server, tools in listed.items()}
 
     def imports(self) -> AbstractContextManager[None]:
         """A block in which import paths resolve as the hive's do: in its folder first,

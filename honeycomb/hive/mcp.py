@@ -16,11 +16,20 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from runtime import ConfigError, McpServerError, YamlDocument, did_you_mean
+from runtime import (
+    ConfigError,
+    HoneycombError,
+    McpServerError,
+    Tool,
+    ToolRegistry,
+    YamlDocument,
+    did_you_mean,
+)
 from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
 from workers import Role
+from workers.role import Approvals, approval_problems, unused_approval
 
-__all__ = ["as_written", "check_servers", "in_folder"]
+__all__ = ["approvals_problems", "as_written", "check_servers", "in_folder"]
 
 
 def as_written(servers: Any) -> Any:
@@ -60,7 +69,7 @@ async def check_servers(
     roles: Mapping[str, Role],
     doc: YamlDocument,
     inline: Sequence[str],
-) -> tuple[dict[str, int], list[ConfigError]]:
+) -> tuple[dict[str, dict[str, Tool[..., Any]]], list[ConfigError]]:
     """Start every server at once, list its tools, check that each tool the roles name
     (and each tool ``tools:`` sets) is there, and stop them all.
 
@@ -71,7 +80,7 @@ async def check_servers(
         inline: The roles written in the hive file (the others are in ``roles_dir``).
 
     Returns:
-        The number of tools of each server that started, and every problem.
+        The tools of each server that started, by their MCP names, and every problem.
     """
     listed: dict[str, Any] = {}
     errors: list[ConfigError] = []
@@ -87,12 +96,11 @@ async def check_servers(
             async with asyncio.TaskGroup() as group:
                 for server in servers:
                     group.create_task(start(server))
-    counts: dict[str, int] = {}
+    tools_of: dict[str, dict[str, Tool[..., Any]]] = {}
     for server in servers:
         if server.name not in listed:
             continue
-        tools = mcp_tools(server, listed[server.name])
-        counts[server.name] = len(tools)
+        tools = tools_of[server.name] = mcp_tools(server, listed[server.name])
         for name in server.tools:
             if name not in tools:
                 errors.append(
@@ -118,4 +126,59 @@ async def check_servers(
                         errors.append(
                             ConfigError(doc.hide(exc.message), file=doc.file, field=field)
                         )
-    return counts, errors
+    return tools_of, errors
+
+
+def approvals_problems(
+    servers: Sequence[str],
+    listed: Mapping[str, Mapping[str, Tool[..., Any]]],
+    roles: Mapping[str, Role],
+    registry: ToolRegistry,
+    hive_rule: Approvals | None,
+    doc: YamlDocument,
+    inline: Sequence[str],
+) -> list[ConfigError]:
+    """Names in ``approvals:`` that no tool has, found now that the servers ``listed``
+    their tools: a role's own that it does not use, and the hive's that no role uses.
+    The hive's loading checked the roles without MCP tools; a misspelt name would never
+    ask (a run fails the role's workers as it starts).
+
+    Args:
+        servers: The names of the hive's servers.
+        listed: The tools of each server that started, by their MCP names.
+        roles: The hive's roles, each with its approvals (the hive's, when it has none).
+        registry: Where the roles' other tool names are looked up.
+        hive_rule: The hive's own ``approvals:``.
+        doc: The hive file, to locate the errors in.
+        inline: The roles written in the hive file (the others are in ``roles_dir``).
+    """
+    errors: list[ConfigError] = []
+    used: dict[str, None] = {}  # every role's tool names, in order, once each
+    complete, with_mcp = True, False
+    for role in roles.values():
+        try:
+            names = role.tool_names(registry, servers=servers, listed=listed)
+        except HoneycombError:  # a tool its server lacks: told with the servers' tools
+            names = None
+        if names is None:  # a server of its did not start
+            complete = False
+            continue
+        used.update(dict.fromkeys(names))
+        if not any(mcp_ref(ref, servers) is not None for ref in role.tools):
+            continue
+        with_mcp = True
+        if role.name in inline:  # its own approvals, where the file has them
+            raw = doc.data["roles"][role.name]
+            own = raw.get("approvals") if isinstance(raw, Mapping) else None
+            errors += approval_problems(own, names, doc, ("roles", role.name))
+        elif role.approvals is not None and role.approvals != hive_rule:
+            field = f"roles_dir role {role.name!r}, approvals"
+            errors += [
+                ConfigError(doc.hide(unused_approval(name, names)), file=doc.file, field=field)
+                for name in role.approvals.tools
+                if name not in names
+            ]
+    if complete and with_mcp:
+        unused = "which no role of the hive uses"
+        errors += approval_problems(doc.data.get("approvals"), sorted(used), doc, (), unused)
+    return errors

@@ -216,6 +216,57 @@ def test_validate_names_each_tool_a_server_lacks_with_did_you_mean(
     ]
 
 
+def test_validate_names_approvals_of_tools_no_role_has_once_the_servers_list_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    # A role using MCP tools was not checked: validate said OK and a run failed the
+    # role's workers as they started (or, for the hive's, the name never asked).
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "traveller.yaml").write_text(
+        "traveller:\n  tools: [time:convert_time]\n  approvals: {tools: [convrt_time]}\n",
+        encoding="utf-8",
+    )
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        mcp_servers:
+          time: {command: python, args: [-m, mcp_server_time]}
+        approvals: {tools: [get_current_tme]}
+        roles_dir: roles
+        roles:
+          planner: {description: Plans.}
+          clock:
+            tools: [time:get_current_time]
+            approvals: {tools: [get_current_time, convert_time]}
+        """,
+    )
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: 3 errors",
+        f"  {path}: roles_dir role 'traveller', approvals: approvals names tool "
+        "'convrt_time' (did you mean 'convert_time'?), which the role does not use; its "
+        "tools: convert_time",
+        f"  {path}:4:21: approvals.tools[0]: approvals names tool 'get_current_tme' (did you "
+        "mean 'get_current_time'?), which no role of the hive uses; its tools: "
+        "convert_time, get_current_time",
+        f"  {path}:10:43: roles.clock.approvals.tools[1]: approvals names tool 'convert_time', "
+        "which the role does not use; its tools: get_current_time",
+    ]
+    # Spelt right, the same hive is valid.
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        .replace("get_current_tme", "get_current_time")
+        .replace(", convert_time]", "]"),
+        encoding="utf-8",
+    )
+    (tmp_path / "roles" / "traveller.yaml").write_text(
+        "traveller:\n  tools: [time:convert_time]\n  approvals: {tools: [convert_time]}\n",
+        encoding="utf-8",
+    )
+    assert main(["validate", str(path)]) == 0
+
+
 def test_validate_says_why_a_server_does_not_start_and_never_shows_its_secrets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
