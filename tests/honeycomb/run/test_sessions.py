@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from honeycomb import Compaction, ConfigError, ConfigErrors, Executor, OfflineModel, Policy, Role
+from honeycomb import (
+    Compaction,
+    ConfigError,
+    ConfigErrors,
+    Executor,
+    Guards,
+    OfflineModel,
+    Policy,
+    Role,
+)
 from honeycomb.cli.main import main as cli
 from honeycomb.events import CompactionFinished, RunFinished, RunStarted
 from honeycomb.run.conversation import CONVERSATION_HEADER, SessionPolicy
@@ -253,6 +262,29 @@ async def test_a_role_says_what_its_workers_see_of_the_conversation() -> None:
     assert "## Message 1" in researcher[-1]
     assert "Found by its subtasks" not in researcher[-1]  # a summary: no subtask results
     assert CONVERSATION_HEADER not in writer[-1]  # the default for a worker: none
+
+
+async def test_a_roles_input_guards_check_the_conversation_its_workers_are_told() -> None:
+    # The conversation is new to a role that sees it: the run's guards checked each
+    # message on its own turn, not against this role's rules.
+    no_secrets = Guards(input=("tests.support.guards:no_secrets",))
+    roles = [
+        *ROLES[:1],
+        Role(name="researcher", description="Finds facts.", session="full", guards=no_secrets),
+        Role(name="writer", description="Writes replies.", guards=no_secrets),
+        ROLES[2],
+    ]
+    ex = Executor(roles, offline(), planner=lambda task: [("researcher", "Find the weather."),
+                                                          ("writer", "Write the reply.")])  # fmt: skip
+    session = ex.session("guarded")
+    first = await session.run("My password is hunter2. Weather in Rome?")
+    assert first.subtasks["s1"].status == first.subtasks["s2"].status == "ok"
+    second = await session.run("And in Oslo?")
+    researcher, writer = second.subtasks["s1"], second.subtasks["s2"]
+    assert researcher.status == "failed"  # told the first message, which it refuses
+    assert researcher.error is not None and researcher.error.type == "GuardrailTripped"
+    assert "input guard 'tests.support.guards:no_secrets'" in researcher.error.message
+    assert writer.status == "ok"  # told its instruction alone
 
 
 async def test_a_message_the_hive_cannot_run_leaves_no_turn() -> None:
