@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store.database import Connection
+from honeycomb.store.lease import carried_on
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
 
@@ -154,7 +155,8 @@ def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
 
 def _expired(db: Connection, before: float | None, keep: int | None) -> list[str]:
     """The sessions retention forgets: those whose last turn started ``before``, and
-    those past the newest ``keep``."""
+    those past the newest ``keep``; never one a process answers now (its run would be
+    deleted under it)."""
     if not _has_sessions(db):
         return []
     found: set[str] = set()
@@ -172,7 +174,16 @@ def _expired(db: Connection, before: float | None, keep: int | None) -> list[str
             "SELECT session_id FROM session_turns GROUP BY session_id ORDER BY max(started_at) DESC"
         ).fetchall()
         found |= {sid for (sid,) in newest_first[keep:]}
-    return sorted(found)
+    return sorted(sid for sid in found if not _answering(db, sid))
+
+
+def _answering(db: Connection, session_id: str) -> bool:
+    """Whether a process answers the session's last turn now: its run is carried on."""
+    last = db.execute(
+        "SELECT run_id FROM session_turns WHERE session_id = ? ORDER BY turn DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return last is not None and carried_on(db, last[0])
 
 
 def _has_sessions(db: Connection) -> bool:

@@ -4,6 +4,7 @@ count, and a turn two processes both want."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -14,7 +15,9 @@ from honeycomb import Executor, OfflineModel, Policy, Role, SessionPolicy
 from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
-from runtime import SessionBusy
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, ModelResponse, SessionBusy
+from tests.support.model_requests import role_of
 from tests.support.stores import Where, query
 
 ROLES = [Role(name="planner"), Role(name="researcher", description="Finds facts.")]
@@ -60,6 +63,33 @@ async def test_retention_forgets_the_oldest_sessions_past_the_count(store: Where
     listed = StoredSessions(ex.store).sessions()
     assert [row[0] for row in listed] == ["c", "b"]  # newest first; "a" was forgotten
     assert len(ex.store.runs()) == 2
+
+
+async def test_retention_never_forgets_a_session_that_is_answering(store: Where) -> None:
+    # Another session's retention deleted the run of a turn under way: its end failed
+    # with RunBusy ("taken over by another process") and its answer was lost.
+    started, hold = asyncio.Event(), asyncio.Event()
+    offline = OfflineModel(latency=0)
+
+    async def stalls_on_rome(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "researcher" and "Rome" in str(request.messages[-1].content):
+            started.set()
+            await hold.wait()
+        return await offline.complete(request)
+
+    policy = Policy(sessions=SessionPolicy(max_sessions=1))
+    ex = Executor(ROLES, FunctionModel(stalls_on_rome), store=store, policy=policy)
+    answering = asyncio.create_task(ex.session("a").run("Find the weather in Rome."))
+    await started.wait()
+    await ex.session("b").run("Find the weather in Oslo.")  # "a" is older, but answers
+    assert ex.store is not None
+    assert {row[0] for row in StoredSessions(ex.store).sessions()} == {"a", "b"}
+    hold.set()
+    answered = await answering
+    assert answered.status == "ok"
+    assert [t.status for t in await ex.session("a").turns()] == ["ok"]
+    await ex.session("c").run("Find the weather in Oslo.")  # neither answers now
+    assert [row[0] for row in StoredSessions(ex.store).sessions()] == ["c"]
 
 
 async def test_retention_by_age(store: Where) -> None:
