@@ -222,6 +222,10 @@ class ApprovalNeeded(Exception):
         names = ", ".join(f"{p.tool} ({p.call_id})" for p in pending)
         super().__init__(f"waiting for approval of {names}")
 
+    def __reduce__(self) -> tuple[type[ApprovalNeeded], tuple[tuple[PendingApproval, ...]]]:
+        """Pickled as itself (a nested worker's, called for a worker on Ray, crosses to it)."""
+        return (type(self), (self.pending,))
+
 
 class ApprovalGate:
     """Decides, for one worker's dispatcher, on the calls that need approval.

@@ -580,6 +580,36 @@ async def test_a_waiting_worker_is_decided_and_resumed(
     assert effects.read_text() == "paid 120 to ann\n"  # once
 
 
+async def test_a_nested_workers_call_waits_for_approval_with_its_remote_caller(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # On Ray, the pause crossed from the driver as a RemoteFailure: the caller's model
+    # read it as the tool's error, the run ended ok, and the approved call never ran.
+    notes, db = tmp_path / "notes", tmp_path / "runs.db"
+    lead = Role(name="lead", tools=("agent:a",))
+    asker = Role(name="a", tools=(f"{TOOLS}:guarded_note",))
+
+    def executor() -> Executor:
+        return Executor(
+            [lead, asker], FunctionModel(scripted), aggregator="concat", backend=backend,
+            store=db,
+        )  # fmt: skip
+
+    inner = script([("guarded_note", {"path": str(notes), "text": "hi"})])
+    calls = script([("a", {"instruction": inner})])
+    waiting = await executor().run("t", subtasks=[("lead", calls)], run_id="n1")
+    assert waiting.status == "waiting"
+    (pending,) = waiting.pending
+    assert (pending.tool, pending.call_id) == ("guarded_note", "c0_0")
+    assert not notes.exists()
+    await executor().decide("n1", "c0_0", approve=True, worker=pending.worker)
+    done = await executor().resume("n1")
+    assert done.status == "ok"
+    assert done.subtasks["s1"].worker is not None
+    assert done.subtasks["s1"].worker.text == "noted hi"
+    assert notes.read_text() == "hi\n"  # once
+
+
 async def test_the_runs_argument_guards_check_remote_calls(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
