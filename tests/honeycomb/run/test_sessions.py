@@ -274,15 +274,16 @@ async def test_a_roles_input_guards_check_the_conversation_its_workers_are_told(
         Role(name="writer", description="Writes replies.", guards=no_secrets),
         ROLES[2],
     ]
-    ex = Executor(roles, offline(), planner=lambda task: [("researcher", "Find the weather."),
-                                                          ("writer", "Write the reply.")])  # fmt: skip
+    plan = [("researcher", "Find the weather."), ("writer", "Write the reply.")]
+    ex = Executor(roles, offline(), planner=lambda task: plan)
     session = ex.session("guarded")
     first = await session.run("My password is hunter2. Weather in Rome?")
     assert first.subtasks["s1"].status == first.subtasks["s2"].status == "ok"
     second = await session.run("And in Oslo?")
     researcher, writer = second.subtasks["s1"], second.subtasks["s2"]
     assert researcher.status == "failed"  # told the first message, which it refuses
-    assert researcher.error is not None and researcher.error.type == "GuardrailTripped"
+    assert researcher.error is not None
+    assert researcher.error.type == "GuardrailTripped"
     assert "input guard 'tests.support.guards:no_secrets'" in researcher.error.message
     assert writer.status == "ok"  # told its instruction alone
 
