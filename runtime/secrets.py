@@ -36,7 +36,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import msgspec
 from pydantic import BaseModel
@@ -46,6 +46,7 @@ from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 __all__ = [
     "MIN_LENGTH",
     "HeldText",
+    "MaskedStream",
     "add_header",
     "add_secret",
     "any_known",
@@ -243,7 +244,7 @@ class HeldText:
     says, or :meth:`flush` (at the stream's end) passes it on; :meth:`drop` forgets
     it (an attempt that failed)."""
 
-    def __init__(self, sink: Callable[[str], None]) -> None:
+    def __init__(self, sink: Callable[[str], object]) -> None:
         self.sink = sink
         self.held = ""
 
@@ -266,6 +267,33 @@ class HeldText:
     def drop(self) -> None:
         """Forget what is held back."""
         self.held = ""
+
+
+class MaskedStream:
+    """A text stream that passes what is written to it on to ``inner`` with every
+    secret masked (held back as :class:`HeldText` holds it, until the next write or
+    :meth:`flush`): the command line's standard output and error, so that whatever
+    prints there is masked. Everything else is ``inner``'s (``fileno``, ``isatty``,
+    ``encoding`` ...)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self._held = HeldText(inner.write)
+
+    def write(self, text: str) -> int:
+        self._held(text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._held.flush()
+        self.inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def _start_of_secret(text: str) -> int:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from honeycomb.cli.approve import approve_command
 from honeycomb.cli.cassettes import add_cassette_options
@@ -49,14 +50,28 @@ from honeycomb.trace.format import counted
 from runtime import (
     ConfigErrors,
 )
+from runtime.secrets import MaskedStream
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``honeycomb`` console script; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``honeycomb`` console script; returns the exit status.
+    Whatever it prints is masked: a secret (a store URL's password, an API key) never
+    shows, whichever line of the command prints it."""
     _tolerant(sys.stdout, sys.stderr)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, MaskedStream(out)), cast(TextIO, MaskedStream(err))
+    try:
+        return _command(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        for stream in (sys.stdout, sys.stderr):  # what each held back
+            with contextlib.suppress(OSError, ValueError):  # a pipe or a stream closed
+                stream.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _command(argv: list[str]) -> int:
     if not argv:
         print(GUIDE.format(version=version()))
         return ExitStatus.OK

@@ -199,6 +199,9 @@ class PostgresDatabase:
         password_env: str | None = None,
         lease_ttl_s: float = 30.0,
     ) -> None:
+        # Known before anything can fail: an error that shows the URL masks them.
+        for secret in (urlsplit(url).password, os.environ.get("PGPASSWORD")):
+            add_secret(secret, "database password", owner=self)
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
@@ -221,8 +224,7 @@ class PostgresDatabase:
                     field="store",
                 )
             self._options["password"] = password
-        for secret in (password, urlsplit(url).password, os.environ.get("PGPASSWORD")):
-            add_secret(secret, "database password", owner=self)
+            add_secret(password, "database password", owner=self)
         # The columns of each table, once the schema is known to be of the current
         # version (then they change no more).
         self._known: dict[str, frozenset[str]] = {}

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from honeycomb.cli.main import main
 from honeycomb.errors import ConfigError, RunBusy, StoreError
 from honeycomb.store import Connection, RunStore, schema
 from honeycomb.store.postgres import in_postgres
@@ -105,6 +106,29 @@ def test_the_password_is_never_shown_nor_kept(
     kept = RunStore(url, password_env="HONEYCOMB_TEST_PW")
     assert masked("from-the-environment") == "[database password hidden]"
     assert kept.runs() == []  # it connects (the test server takes any password)
+
+
+def test_the_command_line_never_prints_the_password(
+    postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run's "kept in" line, the runs and sessions listings and a URL's own error
+    # printed the URL as it was given, the password with it.
+    with_password = postgres.url().replace("postgres@", "postgres:a-cli-secret@")
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        "models: {default: offline}\nroles:\n  planner: {description: Plans.}\n"
+        "  helper: {description: Answers questions.}\n"
+    )
+    assert main(["run", str(hive), "a task", "--plain", "--store", with_password]) == 0
+    assert main(["runs", "--store", with_password]) == 0
+    assert main(["sessions", "--store", with_password]) == 0
+    bad_schema = with_password.rsplit("schema=", 1)[0] + "schema=bad-name"
+    assert main(["runs", "--store", bad_schema]) == 2
+    shown = capsys.readouterr()
+    assert "kept in" in shown.err
+    assert "newest first" in shown.out
+    assert "bad-name" in shown.err
+    assert "a-cli-secret" not in shown.out + shown.err
 
 
 def test_a_url_of_another_database_is_refused() -> None:
