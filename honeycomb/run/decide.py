@@ -164,6 +164,6 @@ def _check(
             "(Executor.decide, in the Python that runs it), or approve it unedited",
         )
     try:
-        found.parse_arguments(arguments_text(arguments))
+        found.parse_arguments(arguments_text(arguments), in_full=True)
     except ArgumentsError as exc:
         raise ApprovalError(run_id, pending.call_id, f"the edited arguments: {exc}") from exc

@@ -398,7 +398,7 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
         return Verdict(kwargs=kwargs)
     text = arguments_text(decision.arguments)
     try:
-        edited = tool.parse_arguments(text)
+        edited = tool.parse_arguments(text, in_full=True)
     except ArgumentsError as exc:
         return Verdict(
             refusal=f"Error: the edited arguments approved failed validation: {exc.detail}."

@@ -105,7 +105,9 @@ class Tool(Generic[P, R]):
         parameters: The JSON schema of the arguments, for a tool whose schema comes
             from elsewhere than its signature (an MCP server's): the function takes
             the model's JSON object as keyword arguments, as they are, checked only for
-            being an object with the required keys (its own server checks the rest).
+            being an object with the required keys (its own server checks the rest); a
+            person's edit of them is checked against all of it (``parse_arguments(...,
+            in_full=True)``).
         approval: A person must approve each call before it runs (see
             :mod:`runtime.tools.approvals`).
         durable: A worker's state asking for a call is saved before the call runs
@@ -201,8 +203,16 @@ class Tool(Generic[P, R]):
         """The same tool under another name (for a registry's own naming)."""
         return Tool(self.fn, **{**self.options(), "name": name})
 
-    def parse_arguments(self, arguments: str) -> dict[str, Any]:
+    def parse_arguments(self, arguments: str, *, in_full: bool = False) -> dict[str, Any]:
         """Validate the model's JSON arguments into keyword arguments for the function.
+
+        Args:
+            arguments: The JSON text.
+            in_full: For a tool given its schema (``parameters``), check them against
+                all of it, not only for an object with the required keys: what a
+                person's edit of them is held to, for nothing checks it again before
+                it is final (with the ``jsonschema`` package, which the ``mcp`` extra
+                brings; without it, only the object and its keys are checked).
 
         Raises:
             ArgumentsError: when the text is not JSON or fails validation.
@@ -215,6 +225,10 @@ class Tool(Generic[P, R]):
             not_json = any(e["type"] == "json_invalid" for e in errors)
             raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
         if isinstance(parsed, dict):  # a given schema's: the object as it is
+            if in_full and self.parameters is not None:
+                problems = _schema_problems(self.parameters, parsed)
+                if problems:
+                    raise ArgumentsError(self.name, "; ".join(problems), not_json=False)
             return parsed
         return parsed.__dict__  # the fields, as keyword arguments (the model is dropped)
 
@@ -457,6 +471,28 @@ class _ObjectWith:
         if missing:
             raise ArgumentsError(self.tool_name, "; ".join(missing), not_json=False)
         return value
+
+
+def _schema_problems(schema: Mapping[str, Any], value: dict[str, Any]) -> list[str]:
+    """Where ``value`` breaks the JSON schema ``schema``, each naming its argument (none
+    without the jsonschema package)."""
+    try:
+        import jsonschema  # the mcp extra's: loaded by the first edit of an MCP tool's call
+        import referencing.exceptions
+    except ImportError:
+        return []
+    kind = jsonschema.validators.validator_for(schema)
+    try:
+        kind.check_schema(schema)
+        errors = list(kind(schema).iter_errors(value))
+    except (jsonschema.SchemaError, referencing.exceptions.Unresolvable):
+        return []  # a schema that is not one, or names others: its server checks
+    problems = []
+    for error in sorted(errors, key=lambda e: list(map(str, e.path))):
+        where = ".".join(str(part) for part in error.absolute_path)
+        message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+        problems.append(f"argument {where!r}: {message}" if where else f"the arguments: {message}")
+    return problems
 
 
 # --- schema building -----------------------------------------------------------------

@@ -329,6 +329,10 @@ async def test_an_mcp_calls_arguments_are_edited_from_an_executor_that_has_not_r
     later = service()
     with pytest.raises(ApprovalError, match=r"the edited arguments: .*text"):
         await later.decide("r", pending.call_id, approve=True, arguments={"txt": "final"})
+    # Checked against the whole schema: a number where the text goes was final, and
+    # failed as the resumed call ran.
+    with pytest.raises(ApprovalError, match=r"argument 'text': 5 is not of type 'string'"):
+        await later.decide("r", pending.call_id, approve=True, arguments={"text": 5})
     await later.decide("r", pending.call_id, approve=True, arguments={"text": "final"})
     done = await service().resume("r")
     assert done.status == "ok"

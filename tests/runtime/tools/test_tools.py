@@ -444,6 +444,24 @@ def test_a_given_schema_still_checks_json_objects_and_required_arguments(
     assert detail in info.value.detail
 
 
+def test_a_given_schema_checks_everything_when_asked_to_in_full() -> None:
+    given = Tool(_echo, name="lookup", parameters=GIVEN)
+    edit = '{"word": ["bee"], "max-hits": "3"}'
+    assert given.parse_arguments(edit) == {"word": ["bee"], "max-hits": "3"}  # its server's
+    with pytest.raises(ArgumentsError) as info:
+        given.parse_arguments(edit, in_full=True)  # a person's edit: nothing checks it later
+    assert info.value.detail == (
+        "argument 'max-hits': '3' is not of type 'integer'; "
+        "argument 'word': ['bee'] is not of type 'string'"
+    )
+    assert given.parse_arguments('{"word": "bee"}', in_full=True) == {"word": "bee"}
+    # A schema that is not one checks what it can: the object and its required keys.
+    broken = Tool(
+        _echo, name="odd", parameters={"type": "object", "properties": {"a": {"type": 5}}}
+    )
+    assert broken.parse_arguments('{"a": 1}', in_full=True) == {"a": 1}
+
+
 def test_a_renamed_tool_keeps_its_given_schema() -> None:
     given = Tool(_echo, name="lookup", parameters=GIVEN, side_effects=True, idempotent=True)
     again = given.renamed("find")
