@@ -31,9 +31,11 @@ ordinary text says). With no secret known, masking costs one test of a global.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO, TypeVar
@@ -58,7 +60,7 @@ __all__ = [
     "masked_errors",
     "masked_with",
     "shows_secret",
-    "url_passwords",
+    "url_secrets",
 ]
 
 MIN_LENGTH = 8
@@ -126,15 +128,18 @@ def header_secrets(value: str) -> tuple[str, ...]:
     return (value,)
 
 
-def url_passwords(text: str) -> list[str]:
+def url_secrets(text: str) -> list[str]:
     """The passwords of the URLs in ``text`` (``postgresql://user:PASSWORD@host/db``),
-    as written there (not percent-decoded)."""
+    as written there (not percent-decoded), each followed by the credentials an HTTP
+    client sends for it (``Authorization: Basic <base64 of user:password>``, which an
+    endpoint may echo)."""
     found = []
     for match in _URL_AUTHORITY.finditer(text):
         users, at, _ = match.group(1).rpartition("@")
-        _, colon, password = users.partition(":")
+        user, colon, password = users.partition(":")
         if at and colon and password:
-            found.append(password)
+            plain = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+            found += [password, base64.b64encode(plain.encode()).decode("ascii")]
     return found
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from runtime.errors import ConfigError
-from runtime.secrets import header_secrets, masked_with, url_passwords
+from runtime.secrets import header_secrets, masked_with, url_secrets
 
 __all__ = [
     "MAX_DEPTH",
@@ -151,8 +151,8 @@ class Builder:
         """Note what of ``value`` no error may show: a scalar at ``path``, or a key of
         the mapping at ``path``."""
         if isinstance(value, str):
-            for password in url_passwords(value):
-                self.hidden.setdefault(password, "password")
+            for secret in url_secrets(value):
+                self.hidden.setdefault(secret, "password")
         if self._secret(path) and isinstance(value, str | int | float):
             for secret in header_secrets(str(value)):  # a header's credentials too
                 self.hidden.setdefault(secret, "secret")

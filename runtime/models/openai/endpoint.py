@@ -58,7 +58,7 @@ from runtime.secrets import (
     mask_error,
     masked,
     shows_secret,
-    url_passwords,
+    url_secrets,
 )
 
 __all__ = ["OpenAIEndpoint", "OutputMode"]
@@ -119,8 +119,8 @@ class OpenAIEndpoint(abc.ABC):
         """Whether consecutive user messages go out as one (the chat API only): set
         once the endpoint refuses turns that do not alternate."""
         add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
-        for password in url_passwords(self.base_url or ""):  # http://user:PASSWORD@host/v1
-            add_secret(password, "password", owner=self)
+        for secret in url_secrets(self.base_url or ""):  # http://user:PASSWORD@host/v1
+            add_secret(secret, "password", owner=self)
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)
 

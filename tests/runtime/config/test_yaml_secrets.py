@@ -4,13 +4,14 @@ environment are known before any error is made, and masked in every one of them.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
 from runtime import ConfigError, YamlDocument, parse_yaml
-from runtime.secrets import masked_with, url_passwords
+from runtime.secrets import masked_with, url_secrets
 
 KEY = "sk-ENVSECRET1234567890abcd"
 PASSWORD = "SuperSecretPw123"
@@ -113,17 +114,28 @@ def test_other_values_are_still_shown() -> None:
     assert doc.error(("a",), "unknown model 'gpt'").message == "unknown model 'gpt'"
 
 
+def basic(credentials: str) -> str:
+    """What an HTTP client sends for a URL's credentials: ``Authorization: Basic ...``."""
+    return base64.b64encode(credentials.encode()).decode()
+
+
 @pytest.mark.parametrize(
-    ("text", "passwords"),
+    ("text", "secrets"),
     [
-        (f"postgresql://app:{PASSWORD}@db/x", [PASSWORD]),
-        (f"see redis://:{PASSWORD}@cache:6379/0 and http://u@h/", [PASSWORD]),
+        (f"postgresql://app:{PASSWORD}@db/x", [PASSWORD, basic(f"app:{PASSWORD}")]),
+        (
+            f"see redis://:{PASSWORD}@cache:6379/0 and http://u@h/",
+            [PASSWORD, basic(f":{PASSWORD}")],
+        ),
+        ("http://ann:p%40ss-word-9@h/v1", ["p%40ss-word-9", basic("ann:p@ss-word-9")]),
         ("postgresql://app@db/x?password=no", []),
         ("https://example.com/a:b@c", []),
     ],
 )
-def test_the_passwords_of_urls_in_a_text(text: str, passwords: list[str]) -> None:
-    assert url_passwords(text) == passwords
+def test_the_secrets_of_urls_in_a_text(text: str, secrets: list[str]) -> None:
+    # The Basic credentials too: an endpoint echoing the Authorization header a URL's
+    # user and password make showed them, in base64.
+    assert url_secrets(text) == secrets
 
 
 def test_masked_with_masks_text_by_the_rule_of_masked_without_registering_anything() -> None:

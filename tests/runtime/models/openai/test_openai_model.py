@@ -4,6 +4,7 @@ OpenAI-compatible server in :mod:`tests.support.openai_server`."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gc
 import itertools
@@ -999,6 +1000,19 @@ async def test_a_password_in_the_base_url_is_a_secret(make_model: MakeModel) -> 
 
     assert "Pr0xyPassw0rd" not in str(caught.value)
     assert "http://proxy:[password hidden]@127.0.0.1" in str(caught.value)
+
+
+async def test_the_basic_credentials_a_base_url_makes_are_a_secret(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    """The HTTP client sends a URL's user and password as ``Authorization: Basic
+    <base64>``: an endpoint that echoes the header showed them, encoded."""
+    openai_server.default = lambda request: text(f"you sent {request.headers['authorization']}")
+    base_url = openai_server.base_url.replace("http://", "http://proxy:Pr0xyPassw0rd@")
+    answer = await make_model(base_url=base_url).complete(ask())
+    sent = openai_server.requests[-1].headers["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"proxy:Pr0xyPassw0rd").decode()
+    assert answer.message.content == "you sent Basic [password hidden]"
 
 
 async def test_a_retry_after_past_the_deadline_stops_at_once(
