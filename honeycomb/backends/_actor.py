@@ -9,8 +9,8 @@ This module imports no Ray: the driver makes the actor class of :class:`Hive`.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
+import pickle
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
@@ -92,19 +92,12 @@ class Hive:
 
         return await self._there(_failure_of(install))
 
-    async def install_model(self, key: str, recipe: tuple[str, Any]) -> str | None:
-        """Make a model from its recipe (see ``honeycomb.backends.ray.recipe``); what
-        went wrong, if anything did."""
+    async def install_model(self, key: str, recipe: bytes) -> str | None:
+        """Make a model from what the driver sent of it (see
+        ``honeycomb.backends.ray.recipe``); what went wrong, if anything did."""
 
         def install() -> None:
-            kind, value = recipe
-            if kind == "object":  # Ray sent the model itself (with cloudpickle)
-                self._models[key] = cast(Model, value)
-                return
-            path, options = value
-            module, _, name = path.rpartition(".")
-            cls = getattr(importlib.import_module(module), name)
-            self._models[key] = cast(Model, cls(**options))
+            self._models[key] = cast(Model, pickle.loads(recipe))
 
         return await self._there(_failure_of(install))
 

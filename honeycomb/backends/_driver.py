@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from honeycomb.backends._wire import (
@@ -17,7 +18,15 @@ from honeycomb.backends._wire import (
     portable_error,
     raised,
 )
-from runtime import BudgetExceeded, HoneycombError, Tool, ToolCallFinished, ToolCallStarted
+from runtime import (
+    AdaptiveLimiter,
+    BudgetExceeded,
+    HoneycombError,
+    ModelHTTPError,
+    Tool,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.limits import Slots
 from runtime.tools.threads import run_tool
@@ -122,13 +131,17 @@ class Driver:
     from its services here (the run's budget, locks, slots, store, approver ...) and
     takes its checkpoints, events and result."""
 
-    def __init__(self, worker: Worker, model_slots: Slots | None) -> None:
+    def __init__(
+        self, worker: Worker, model_slots: Slots | None, limiters: Mapping[str, AdaptiveLimiter]
+    ) -> None:
         self.worker = worker
         self.services = worker.services
         self.model_slots = model_slots
+        self.limiters = limiters  # the rate limiters its models' stand-ins name, by key
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, asyncio.Event] = {}
+        self._throttled: dict[int, float | None] = {}  # attempts a 429 ended: Retry-After
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
         self._channel: Channel
@@ -207,7 +220,12 @@ class Driver:
         elif kind == "tool_calls":
             budget.charge_tool_calls(message[1])
         elif kind == "drop":
+            if message[2] is not None:  # an attempt of a rate limiter's, ended by a 429
+                self._throttled[message[1]] = message[2][0]
             self._drops.pop(message[1], asyncio.Event()).set()
+        elif kind == "observe":
+            _, key, quota, tokens = message
+            self.limiters[key].observe(quota, tokens=tokens)
         elif kind == "ask":
             _, number, op, args, options = message
             if op == "reserve":  # at once, in order: no await in between
@@ -274,6 +292,9 @@ class Driver:
         """Hold a lock or a slot for the worker until it drops it (or its stream
         ends); the holding and the letting go are in this one task."""
         drop = self._drops[number] = asyncio.Event()
+        if what == "limiter":
+            await self._attempt(number, self.limiters[name], drop)
+            return
         held: Any
         if what == "lock":
             held = self.services.locks.lock(name)
@@ -287,6 +308,16 @@ class Driver:
         async with held:
             self._answer_now(number, True, number)
             await drop.wait()
+
+    async def _attempt(self, number: int, limiter: AdaptiveLimiter, drop: asyncio.Event) -> None:
+        """Hold a slot of ``limiter`` for one attempt of the worker's, and tell it how
+        the attempt ended: a 429 slows every worker that uses it down."""
+        with contextlib.suppress(ModelHTTPError):
+            async with limiter.attempt():
+                self._answer_now(number, True, number)
+                await drop.wait()
+                if number in self._throttled:
+                    raise ModelHTTPError(429, retry_after=self._throttled.pop(number))
 
 
 async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

@@ -6,51 +6,92 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import ipaddress
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends._warden import my_children, ward
 from honeycomb.backends._wire import Pinned
-from runtime import ConfigError, Model, Tool
+from runtime import AdaptiveLimiter, ConfigError, Model, Tool
 from workers import WorkerSetup
 
+if TYPE_CHECKING:
+    from runtime.models.openai.endpoint import OpenAIEndpoint
 
-def recipe(model: Model) -> tuple[str, Any]:
-    """How an actor makes ``model`` again: an OpenAI-compatible endpoint from its
-    settings (its API key from the actor's environment, never sent), any other model
-    sent as it is (Ray pickles it).
+
+def recipe(model: Model, limiters: dict[str, AdaptiveLimiter]) -> bytes:
+    """``model`` as an actor makes it again: pickled as Ray pickles (with cloudpickle: a
+    model of the program goes by value), but for what must not cross as it is, wherever
+    it stands in the model (under a price, a retry, a model of your own):
+
+    - an OpenAI-compatible endpoint goes as its settings: its API key is read from the
+      actor's environment, never sent (an endpoint given ``api_key=`` or ``client=`` is
+      refused), and its clients are made there;
+    - a rate limiter (an endpoint's, a :class:`~runtime.RateLimitedModel`'s) goes as a
+      stand-in that holds the driver's for each attempt
+      (:class:`~honeycomb.backends._standins.DriverLimiter`): one limiter bounds every
+      worker that uses it, wherever it runs. ``limiters`` keeps each by its key.
 
     Raises:
         ConfigError: for an endpoint given its API key as an argument (it would cross
             the cluster in the clear), or a model that cannot be pickled.
     """
-    from runtime.models.openai.endpoint import OpenAIEndpoint
+    from runtime.models.openai.endpoint import OpenAIEndpoint  # the openai SDK loads
 
-    if isinstance(model, OpenAIEndpoint):
-        if model._api_key is not None or model._given is not None:
-            raise ConfigError(
-                f"model {model!r}: on Ray, give the API key in the actors' environment "
-                "(OPENAI_API_KEY, set on the cluster's nodes), not as api_key= or "
-                "client=: it would be sent to every actor in the clear"
-            )
-        cls = type(model)
-        options = {
-            "model": model.model,
-            "base_url": model.base_url,
-            "timeout": model.timeout,
-            "retry": model.retry,
-            "settings": model.settings,
-        }
-        return ("made", (f"{cls.__module__}.{cls.__qualname__}", options))
-    why = _unsendable(model)
-    if why is not None:
+    cloudpickle = importlib.import_module("ray.cloudpickle")  # the ray extra's
+
+    class Sending(cloudpickle.CloudPickler):  # type: ignore[misc,name-defined]
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, OpenAIEndpoint):
+                return _endpoint_again, (type(obj), _settings(obj))
+            if isinstance(obj, AdaptiveLimiter):
+                key = f"limiter-{id(obj)}"
+                limiters[key] = obj
+                return DriverLimiter, (key,)
+            return super().reducer_override(obj)
+
+    sent = io.BytesIO()
+    try:
+        Sending(sent).dump(model)
+    except ConfigError:
+        raise
+    except Exception as exc:
         raise ConfigError(
-            f"model {model!r} cannot be sent to Ray actors ({why}): use a model that "
-            "can be pickled, or an OpenAI-compatible endpoint"
+            f"model {model!r} cannot be sent to Ray actors ({type(exc).__name__}: {exc}): "
+            "use a model that can be pickled, or an OpenAI-compatible endpoint"
+        ) from exc
+    return sent.getvalue()
+
+
+def _settings(endpoint: OpenAIEndpoint) -> dict[str, Any]:
+    """What an actor makes ``endpoint`` again from: its settings, never its key.
+
+    Raises:
+        ConfigError: for an endpoint given its API key (or a client holding one).
+    """
+    if endpoint._api_key is not None or endpoint._given is not None:
+        raise ConfigError(
+            f"model {endpoint!r}: on Ray, give the API key in the actors' environment "
+            "(OPENAI_API_KEY, set on the cluster's nodes), not as api_key= or "
+            "client=: it would be sent to every actor in the clear"
         )
-    return ("object", model)
+    return {
+        "model": endpoint.model,
+        "base_url": endpoint.base_url,
+        "timeout": endpoint.timeout,
+        "retry": endpoint.retry,
+        "settings": endpoint.settings,
+        "max_concurrency": None,
+        "limiter": endpoint.limiter,  # the driver's, as a stand-in
+    }
+
+
+def _endpoint_again(cls: type[OpenAIEndpoint], settings: dict[str, Any]) -> OpenAIEndpoint:
+    """An endpoint made in an actor from what :func:`recipe` sent of it."""
+    return cls(**settings)
 
 
 class SetupFailed(Exception):

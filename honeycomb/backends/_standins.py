@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import anyio
 
-from honeycomb.backends._link import Link, at_driver
+from honeycomb.backends._link import Link, at_driver, here
 from honeycomb.backends._wire import Pinned, SentServices
 from runtime import (
     ApprovalEntry,
@@ -32,6 +32,7 @@ from runtime import (
     JournalEntry,
     LockTable,
     Model,
+    ModelHTTPError,
     Tool,
     ToolCall,
     ToolMessage,
@@ -39,6 +40,7 @@ from runtime import (
     Usage,
 )
 from runtime.limits import Limits
+from runtime.limits.quota import QuotaLeft
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import OnUnknown
@@ -75,7 +77,8 @@ def served(
 
 class Held:
     """Something held at the driver for the length of an ``async with`` here: an
-    exclusive key, or one of the run's slots."""
+    exclusive key, one of the run's slots, or an attempt's slot of a rate limiter
+    (which is told when the attempt ended in a 429)."""
 
     def __init__(self, link: Link, what: str, key: str) -> None:
         self._link, self._what, self._key = link, what, key
@@ -87,8 +90,33 @@ class Held:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._number is not None:
-            self._link.send("drop", self._number)
+        if self._number is None:
+            return
+        if self._what == "limiter" and isinstance(exc, ModelHTTPError) and exc.status == 429:
+            self._link.send("drop", self._number, (exc.retry_after,))
+        else:
+            self._link.send("drop", self._number, None)
+
+
+class DriverLimiter:
+    """A rate limiter (an endpoint's, a :class:`~runtime.RateLimitedModel`'s) seen
+    from an actor: each attempt holds a slot of the driver's limiter, shared by every
+    worker that uses it wherever it runs, and what an attempt learnt goes back to it (a
+    429, which slows every worker down; the quota an answer reported). A cool-down is
+    sat out at the driver, before the slot is given."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @property
+    def cooldown_left_s(self) -> float:
+        return 0.0
+
+    def attempt(self) -> Held:
+        return Held(here.get(), "limiter", self.key)
+
+    def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
+        here.get().send("observe", self.key, quota, tokens)
 
 
 class DriverLocks(LockTable):
@@ -153,6 +181,9 @@ class ReservedModel(WrapperModel):
         self._link = link
         self._limited = limited
         self._reserve = reserve
+
+    def __repr__(self) -> str:  # what errors name: the model, as without Ray
+        return repr(self.inner)
 
     async def _reserved(self) -> None:
         if self._reserve:

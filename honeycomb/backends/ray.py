@@ -40,6 +40,7 @@ from honeycomb.backends._wire import (
     WorkerSpec,
 )
 from runtime import (
+    AdaptiveLimiter,
     ConfigError,
     HoneycombError,
     LimitedModel,
@@ -147,7 +148,8 @@ class RayBackend:
         self._runs = 0
         self._channels = itertools.count()
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._recipes: dict[int, tuple[object, tuple[str, Any]]] = {}
+        self._recipes: dict[int, tuple[object, bytes]] = {}
+        self._limiters: dict[str, AdaptiveLimiter] = {}  # what the actors' stand-ins hold
         self._sent: dict[int, tuple[object, list[Tool[Any, Any] | Pinned]]] = {}
 
     def __repr__(self) -> str:
@@ -256,7 +258,7 @@ class RayBackend:
             tools = _once(self._sent, worker.setup, lambda: sendable_tools(worker.setup))
         except ConfigError as exc:
             return _failed(worker, exc)
-        link = Driver(worker, model_slots)
+        link = Driver(worker, model_slots, self._limiters)
         stored = worker.services.store is not None
         state = resume
         avoid: _Actor | None = None
@@ -315,15 +317,15 @@ class RayBackend:
             self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
         return self._slots[1]
 
-    def _recipe(self, model: Model) -> tuple[str, Any]:
-        """:func:`recipe`, once a model (a model is pickled to check it can be)."""
-        return _once(self._recipes, model, lambda: recipe(model))
+    def _recipe(self, model: Model) -> bytes:
+        """:func:`recipe`, once a model."""
+        return _once(self._recipes, model, lambda: recipe(model, self._limiters))
 
     async def _install_all(
         self,
         actor: _Actor,
         worker: Worker,
-        made: tuple[tuple[str, Any], tuple[str, Any] | None],
+        made: tuple[bytes, bytes | None],
         tools: list[Tool[Any, Any] | Pinned],
     ) -> tuple[str, str, str | None]:
         """The keys of the worker's setup, model and summarizer, installed in ``actor``."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import re
 import secrets
 import shutil
@@ -34,6 +35,7 @@ from honeycomb import (
     ToolContext,
 )
 from honeycomb.backends import RayBackend
+from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
 from honeycomb.store import RunStore
@@ -282,14 +284,51 @@ def test_a_private_ray_never_joins_a_running_cluster(monkeypatch: pytest.MonkeyP
 
 def test_an_api_key_is_never_sent_to_the_actors() -> None:
     from honeycomb import OpenAIModel
+    from honeycomb.models import Price, PricedModel
 
-    with pytest.raises(ConfigError, match="OPENAI_API_KEY") as caught:
-        recipe(OpenAIModel("gpt-4o-mini", api_key="sk-secret-123"))
-    assert "sk-secret-123" not in str(caught.value)
-    kind, (path, options) = recipe(OpenAIModel("gpt-4o-mini", base_url="http://127.0.0.1:1/v1"))
-    assert (kind, path) == ("made", "runtime.models.openai.chat.OpenAIModel")
-    assert "api_key" not in options
-    assert options["model"] == "gpt-4o-mini"
+    keyed = OpenAIModel("gpt-4o-mini", api_key="sk-secret-123")
+    # Under a price (as a hive's price: makes it), the endpoint was pickled whole,
+    # its key with it.
+    for model in (keyed, PricedModel(keyed, Price(input_per_mtok=1.0, output_per_mtok=2.0))):
+        with pytest.raises(ConfigError, match="OPENAI_API_KEY") as caught:
+            recipe(model, {})
+        assert "sk-secret-123" not in str(caught.value)
+    limiters: dict[str, Any] = {}
+    endpoint = OpenAIModel("gpt-4o-mini", base_url="http://127.0.0.1:1/v1", max_concurrency=3)
+    sent = recipe(PricedModel(endpoint, Price(input_per_mtok=1.0, output_per_mtok=2.0)), limiters)
+    assert b"sk-" not in sent
+    again = pickle.loads(sent)  # as an actor makes it
+    assert (again.inner.model, again.inner.base_url) == ("gpt-4o-mini", "http://127.0.0.1:1/v1")
+    # Its rate limiter is the driver's, held for each attempt through a stand-in.
+    assert list(limiters.values()) == [endpoint.limiter]
+    assert isinstance(again.inner.limiter, DriverLimiter)
+    assert limiters[again.inner.limiter.key] is endpoint.limiter
+
+
+async def test_a_models_rate_limiter_bounds_every_worker_wherever_it_runs(
+    backend: RayBackend | None,
+) -> None:
+    # Each actor made the endpoint again with a limiter of its own (32 calls at once):
+    # max_concurrency=1 let six workers on two actors call at once.
+    from honeycomb import OpenAIModel
+    from honeycomb.models import AdaptiveLimiter
+    from tests.support.openai_server import OpenAIServer, error, text
+
+    with OpenAIServer(text("done", delay_s=0.2)) as server:
+        model = OpenAIModel("m", base_url=server.base_url, max_concurrency=1)
+        ex = Executor([Role(name="r")], model, aggregator="concat", backend=backend)
+        result = await ex.run("t", subtasks=[("r", f"task {i}") for i in range(6)])
+        assert result.status == "ok"
+        assert len(server.requests) == 6
+        assert max(r.in_flight for r in server.requests) == 1
+        # A 429 a worker met slows every worker down: the run's limiter learns of it.
+        limiter = AdaptiveLimiter(4, cooldown_s=0.05)
+        server.enqueue(error(429, retry_after=0.05))
+        model = OpenAIModel("m", base_url=server.base_url, limiter=limiter)
+        ex = Executor([Role(name="r")], model, aggregator="concat", backend=backend)
+        result = await ex.run("t", subtasks=[("r", "one task")])
+        assert result.status == "ok"
+        assert limiter.limit == 2  # halved
 
 
 def _text(path: Path) -> str:
