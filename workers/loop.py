@@ -239,7 +239,7 @@ class AgentLoop:
             budget = self.budget
             if budget is not None:
                 try:
-                    budget.reserve_tool_calls(len(pending))  # before any of them runs
+                    await budget.reserve_tool_calls(len(pending))  # before any of them runs
                 except BudgetExceeded as exc:
                     return Failed(state=state, error=exc)
             bound = logs.bind(turn=state.turn)  # tools' own logs name the turn

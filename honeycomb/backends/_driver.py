@@ -142,6 +142,7 @@ class Driver:
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, asyncio.Event] = {}
         self._throttled: dict[int, float | None] = {}  # attempts a 429 ended: Retry-After
+        self._tools_reserved = 0  # tool calls reserved for its turn under way
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
         self._channel: Channel
@@ -217,8 +218,15 @@ class Driver:
             budget.reserve_model_call()  # no limit: it cannot refuse
         elif kind == "charge":
             budget.charge(message[1])
-        elif kind == "tool_calls":
-            budget.charge_tool_calls(message[1])
+        elif kind == "reserve_tools":  # no limit: it cannot refuse
+            budget.reserve_tool_calls_now(message[1])
+            self._tools_reserved += message[1]
+        elif kind == "release_tools":
+            budget.release_tool_calls(message[1])
+            self._tools_reserved -= message[1]
+        elif kind == "settle_tools":
+            budget.settle_tool_calls(message[1], message[2])
+            self._tools_reserved -= message[1]
         elif kind == "drop":
             if message[2] is not None:  # an attempt of a rate limiter's, ended by a 429
                 self._throttled[message[1]] = message[2][0]
@@ -228,8 +236,8 @@ class Driver:
             self.limiters[key].observe(quota, tokens=tokens)
         elif kind == "ask":
             _, number, op, args, options = message
-            if op == "reserve":  # at once, in order: no await in between
-                self._answer_now(number, *self._reserve())
+            if op in ("reserve", "reserve_tools"):  # at once, in order: no await between
+                self._answer_now(number, *self._reserve(*args))
             else:
                 # In the worker's own context here: a pinned tool finds its run.
                 helper = self._channel.loop.create_task(
@@ -251,12 +259,24 @@ class Driver:
     def _answer_now(self, number: int, ok: bool, value: Any) -> None:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
 
-    def _reserve(self) -> tuple[bool, Any]:
+    def _reserve(self, tools: int = 0) -> tuple[bool, Any]:
+        """Reserve a model call, or a turn's ``tools`` calls, in the run's budget."""
         try:
-            self.services.budget.reserve_model_call()
+            if tools:
+                self.services.budget.reserve_tool_calls_now(tools)
+                self._tools_reserved += tools
+            else:
+                self.services.budget.reserve_model_call()
         except BudgetExceeded as exc:
             return (False, portable_error(exc))
         return (True, None)
+
+    def give_back_turn(self) -> None:
+        """Its actor died in the middle of a turn, and the worker goes on elsewhere from
+        its last checkpoint: the tool calls reserved for that turn are given back (it
+        makes them again there, and counts them then)."""
+        self.services.budget.release_tool_calls(self._tools_reserved)
+        self._tools_reserved = 0
 
     async def _answer(
         self, number: int, op: str, args: tuple[Any, ...], options: dict[str, Any]

@@ -151,11 +151,13 @@ class DriverSlots:
 
 class DriverBudget(Budget):
     """The run's budget, seen from an actor: the driver reserves each model call (see
-    :class:`ReservedModel`) and is told what was spent; its limits are the run's."""
+    :class:`ReservedModel`) and each turn's tool calls, and is told what was spent and
+    given back; its limits are the run's."""
 
     def __init__(self, link: Link, limits: Limits) -> None:
         super().__init__(limits)
         self._link = link
+        self._ask = limits != Limits()  # no limit to check: counted without waiting
 
     def check(self) -> None:
         """Nothing to check here: the driver checks as it reserves."""
@@ -163,13 +165,31 @@ class DriverBudget(Budget):
     def reserve_model_call(self) -> None:
         """Counted at the driver, as the model call is made."""
 
+    async def reserve_tool_calls(self, count: int) -> None:
+        """Reserved in the run's budget at the driver before any call of the turn runs
+        (no two workers of any actor slip past the last allowed call), and counted
+        here, as the worker's.
+
+        Raises:
+            BudgetExceeded: when the run's budget refused them.
+        """
+        if self._ask:
+            await self._link.ask("reserve_tools", count)
+        else:
+            self._link.send("reserve_tools", count)
+        super().reserve_tool_calls_now(count)
+
+    def release_tool_calls(self, count: int) -> None:
+        super().release_tool_calls(count)
+        self._link.send("release_tools", count)
+
+    def settle_tool_calls(self, reserved: int, ran: int) -> None:
+        super().settle_tool_calls(reserved, ran)
+        self._link.send("settle_tools", reserved, ran)
+
     def charge(self, usage: Usage) -> None:
         super().charge(usage)
         self._link.send("charge", usage)
-
-    def charge_tool_calls(self, count: int) -> None:
-        super().charge_tool_calls(count)
-        self._link.send("tool_calls", count)
 
 
 class ReservedModel(WrapperModel):

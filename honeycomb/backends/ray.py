@@ -301,6 +301,7 @@ class RayBackend:
                         )
                         return _failed(worker, lost)
                     state = link.last_state or state  # on from its last checkpoint
+                    link.give_back_turn()  # the turn's calls are made, and counted, again
                     avoid = actor
                 except Exception as exc:  # a message that could not be sent, say
                     return _failed(worker, RemoteFailure(f"{type(exc).__name__}: {exc}"))

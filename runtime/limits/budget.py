@@ -196,14 +196,24 @@ class Budget:
         if self.on_spend is not None:
             self.on_spend()
 
-    def reserve_tool_calls(self, count: int) -> None:
+    async def reserve_tool_calls(self, count: int) -> None:
         """Check every limit, and that ``count`` more tool calls fit, then count them: a
         turn's calls, before any of them runs (no two workers slip past the last
         allowed call, and no call runs that no model call could read the result of).
+        Awaited, for a budget kept in another process (a Ray actor's worker's is the
+        driver's) asks there.
 
         Raises:
             BudgetExceeded: when a limit is reached, or the calls would go past the
                 run's ``tool_calls``; nothing is counted then.
+        """
+        self.reserve_tool_calls_now(count)
+
+    def reserve_tool_calls_now(self, count: int) -> None:
+        """:meth:`reserve_tool_calls`, in this budget itself.
+
+        Raises:
+            BudgetExceeded: as :meth:`reserve_tool_calls` does.
         """
         self.check()
         allowed = self.limits.tool_calls

@@ -119,6 +119,21 @@ async def test_budget_is_shared(backend: RayBackend | None, tmp_path: Path) -> N
     assert 1 <= len(log.read_text().split("\n")[:-1]) <= 3
 
 
+async def test_the_tool_calls_budget_is_shared(backend: RayBackend | None, tmp_path: Path) -> None:
+    # Each actor's worker checked the run's tool_calls against its own calls alone: 8
+    # workers of 2 calls each made 16 under tool_calls=3.
+    notes = tmp_path / "notes"
+    turns = [script([("note", {"path": str(notes), "text": f"{i}{c}"}) for c in "ab"])
+             for i in range(8)]  # fmt: skip
+    policy = Policy(budgets=Budgets(tool_calls=3))
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor(backend, policy=policy).run("t", subtasks=[("r", t) for t in turns])
+    assert caught.value.limit == "tool_calls"
+    # Reserved a turn at a time, before any of its calls runs: one turn of two fits
+    # (and may be cancelled as the run stops, before its calls run).
+    assert len(_text(notes).splitlines()) <= 2
+
+
 async def test_intent_is_durable_before_the_call(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
@@ -194,7 +209,10 @@ async def test_a_killed_actor_s_worker_continues_elsewhere(
             [("note", {"path": str(notes), "text": "once"})],
             [("wait", {"path": str(waits), "seconds": 60})],
         )
-        ex = executor(pool, store=tmp_path / "runs.db")
+        # Two calls in all: the turn cut off is made again, and counted once (the calls
+        # its actor reserved were counted twice, and the run went over this budget).
+        policy = Policy(budgets=Budgets(tool_calls=2))
+        ex = executor(pool, store=tmp_path / "runs.db", policy=policy)
         running = asyncio.create_task(ex.run("t", subtasks=[("r", calls)]))
         await _until(lambda: "waiting" in _text(waits))
         pid = int(_text(waits).split()[1])
@@ -202,6 +220,7 @@ async def test_a_killed_actor_s_worker_continues_elsewhere(
         result = await asyncio.wait_for(running, 60)
     finally:
         pool.stop()
+    assert result.usage.tool_calls == 2
     worker = result.subtasks["s1"].worker
     assert worker is not None
     assert worker.ok
