@@ -79,7 +79,11 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
     path = store_of(hive, args)
-    store = hive_store(hive, path) if path is not None else None
+    try:  # a password_env not set, a bad ?schema=: told as `honeycomb run` tells them
+        store = hive_store(hive, path) if path is not None else None
+    except (StoreError, ConfigError) as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     console = Console()
     try:
         return run_on_loop(_talk(hive, models, store, backend, args, console))

@@ -24,7 +24,7 @@ from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.options import Parser, integer, number
+from honeycomb.cli.options import MAX_RUN_ID, Parser, integer, new_id, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -110,7 +110,13 @@ def add_eval_command(commands: argparse._SubParsersAction[Parser]) -> None:
         metavar="ID",
         help="run only the cases of this id, or matching this pattern ('trip-*'); repeatable",
     )
-    parser.add_argument("--eval-id", default=None, help="the eval's id (default: a new one)")
+    parser.add_argument(
+        "--eval-id",
+        type=new_id,
+        default=None,
+        metavar="ID",
+        help=f"the eval's id, 1 to {MAX_RUN_ID} printable characters (default: a new one)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--junit",
@@ -177,7 +183,11 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
     path = store_of(hive, args)
-    store = hive_store(hive, path) if path is not None else None
+    try:  # a password_env not set, a bad ?schema=: told as `honeycomb run` tells them
+        store = hive_store(hive, path) if path is not None else None
+    except (StoreError, ConfigError) as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     baseline = None
     if args.baseline is not None and store is not None:
         baseline = _kept(store, args.baseline)

@@ -31,7 +31,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
-from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_run_id, number
+from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_id, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -85,7 +85,7 @@ def _command(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return ExitStatus.INTERRUPTED
-    except (BrokenPipeError, BaseExceptionGroup) as exc:
+    except (BrokenPipeError, BaseExceptionGroup, SystemExit) as exc:
         if not _broken_pipe(exc):
             raise
         # The reader went away (``honeycomb run ... --json | head``): stop quietly, as
@@ -106,9 +106,13 @@ def _tolerant(*streams: TextIO) -> None:
 
 
 def _broken_pipe(exc: BaseException) -> bool:
-    """Whether ``exc`` is a closed output pipe, or a group of nothing else."""
+    """Whether ``exc`` is a closed output pipe, or a group of nothing else. A rich
+    console that meets one exits instead (``SystemExit(1)``, raised while it handles
+    the ``BrokenPipeError``): that is one too."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_broken_pipe(e) for e in exc.exceptions)
+    if isinstance(exc, SystemExit):
+        return isinstance(exc.__context__, BrokenPipeError)
     return isinstance(exc, BrokenPipeError)
 
 
@@ -254,7 +258,7 @@ def _run_options(
     if run_id:
         parser.add_argument(
             "--run-id",
-            type=new_run_id,
+            type=new_id,
             default=None,
             metavar="ID",
             help=f"the run's id, 1 to {MAX_RUN_ID} printable characters (an unfinished one is "

@@ -1,8 +1,8 @@
 """What the command line's options take, checked in one place: the parser, whose usage
 errors are one line (exit status 2), and the argument types that bound a number (a
-count, seconds, days, dollars, a port) or a new run's id. A value out of range is
-refused while the arguments are read, before the command does anything, in a line
-that names the option and what it takes:
+count, seconds, days, dollars, a port) or the id of a new run or eval. A value out of
+range is refused while the arguments are read, before the command does anything, in a
+line that names the option and what it takes:
 
 ``honeycomb sessions prune: error: argument --keep: takes a whole number of at least
 1, not '-1'``
@@ -17,13 +17,22 @@ from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
 
-__all__ = ["MAX_LIMIT", "MAX_RUN_ID", "Parser", "add_limit", "integer", "new_run_id", "number"]
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_RUN_ID",
+    "Parser",
+    "add_limit",
+    "integer",
+    "new_id",
+    "number",
+]
 
 MAX_LIMIT = 100_000
 """The most ``--limit`` lists at once (a store reads a bounded number of rows)."""
 
 MAX_RUN_ID = 128
-"""The longest run id ``--run-id`` takes (the ids the CLI makes have 12 characters)."""
+"""The longest id ``--run-id`` and ``--eval-id`` take (the ids the CLI makes have 12
+and 11 characters)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,10 +80,11 @@ def number(low: float, *, above: bool = False) -> Callable[[str], float]:
     return parse
 
 
-def new_run_id(given: str) -> str:
-    """An argument type: the id of a run to make (``--run-id``), 1 to
-    :data:`MAX_RUN_ID` printable characters: it is shown on terminals, in tables
-    and commands to copy, where a line break or an escape would do harm."""
+def new_id(given: str) -> str:
+    """An argument type: the id of a run or an eval to make (``--run-id``,
+    ``--eval-id``), 1 to :data:`MAX_RUN_ID` printable characters: it is shown on
+    terminals, in tables and commands to copy, where a line break or an escape would do
+    harm."""
     if not 1 <= len(given) <= MAX_RUN_ID or not given.isprintable():
         raise argparse.ArgumentTypeError(
             f"takes 1 to {MAX_RUN_ID} printable characters (no line breaks, tabs or escape "

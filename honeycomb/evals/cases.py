@@ -17,13 +17,13 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from pydantic import BaseModel
 
 from honeycomb.evals.checks import Check, CheckFn, built_check
-from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec
+from honeycomb.evals.spec import CaseSpec, CasesSpec, CheckSpec, valid_part
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.imports import imports_from
 from runtime import ConfigError, ConfigErrors, YamlDocument, did_you_mean, load_yaml
@@ -87,34 +87,75 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         raise ConfigErrors([exc]) from exc
     if not isinstance(doc.data, Mapping):
         raise ConfigErrors([doc.error((), "a cases file is a mapping (cases:, defaults: ...)")])
-    spec, errors = doc.validate(CasesSpec, doc.data)
-    if spec is None:
-        raise ConfigErrors(errors)
+    spec, rows, errors = _validated(doc)
     folder = file.resolve().parent
     judges = _judges(doc, spec, folder, errors)
-    rows: list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]] = [
-        (case, doc, ("cases", index)) for index, case in enumerate(spec.cases)
-    ]
     for index, name in enumerate(spec.cases_from):
         rows += _rows(folder / name, doc, ("cases_from", index), errors)
     if not rows and not errors:
         errors.append(doc.error(("cases",), "the file has no cases"))
     builder = _Builder(spec, hive, judges, folder)
-    cases = [
-        builder.case(case, where, at, n, errors) for n, (case, where, at) in enumerate(rows, 1)
-    ]
+    cases = [builder.case(row, n, errors) for n, row in enumerate(rows, 1)]
     seen: set[str] = set()
-    for case, (_, where, at) in zip(cases, rows, strict=True):
-        if case is not None and case.id in seen:
+    for case, row in zip(cases, rows, strict=True):  # its id, even if it has errors
+        named = row.case.id or (case.id if case is not None else None)
+        if named is not None and named in seen:
             errors.append(
-                where.error(at, f"another case is named {case.id!r}: give each its own id")
+                row.doc.error(row.at, f"another case is named {named!r}: give each its own id")
             )
-        elif case is not None:
-            seen.add(case.id)
+        elif named is not None:
+            seen.add(named)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     name = spec.name or file.stem
     return Cases(name=name, file=str(file), cases=tuple(c for c in cases if c), judges=judges)
+
+
+class _Row(NamedTuple):
+    """A case of the file: its spec, the document and path it is at, and the place of
+    each of its checks under its ``assert:`` (a case that is not valid keeps only its
+    valid checks, each told at its own place)."""
+
+    case: CaseSpec
+    doc: YamlDocument
+    at: tuple[str | int, ...]
+    checks_at: tuple[int, ...] | None = None  # None: all of them, in order
+
+
+def _validated(doc: YamlDocument) -> tuple[CasesSpec, list[_Row], list[ConfigError]]:
+    """The file checked field by field: its spec, its cases, its errors.
+
+    A case that is not valid is told, and what is valid of it (:func:`valid_part`)
+    goes on to be checked against the hive and the other cases, so that every mistake
+    is told at once; it is never run (the file has errors).
+
+    Raises:
+        ConfigErrors: when what is not valid is outside its cases (the defaults, the
+            judges ...), which every case depends on.
+    """
+    spec, errors = doc.validate(CasesSpec, doc.data)
+    if spec is not None:
+        return spec, [_Row(c, doc, ("cases", n)) for n, c in enumerate(spec.cases)], errors
+    listed = doc.data.get("cases")
+    frame, _ = doc.validate(CasesSpec, {**doc.data, "cases": []})
+    if frame is None or not isinstance(listed, list):
+        raise ConfigErrors(errors)
+    errors = []  # the same errors, told case by case
+    rows = [_case(doc, data, ("cases", n), errors) for n, data in enumerate(listed)]
+    return frame, [row for row in rows if row is not None], errors
+
+
+def _case(
+    doc: YamlDocument, data: Any, at: tuple[str | int, ...], errors: list[ConfigError]
+) -> _Row | None:
+    """``data`` as a case; when it is not valid, its errors told and what is valid of it
+    kept (None: nothing can be checked further)."""
+    case, problems = doc.validate(CaseSpec, data, at)
+    errors.extend(problems)
+    if case is not None:
+        return _Row(case, doc, at)
+    part = valid_part(data)
+    return _Row(part[0], doc, at, part[1]) if part is not None else None
 
 
 def _judges(
@@ -131,7 +172,7 @@ def _judges(
 
 def _rows(
     file: Path, doc: YamlDocument, path: tuple[str | int, ...], errors: list[ConfigError]
-) -> list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]]:
+) -> list[_Row]:
     """The cases of a JSON lines or CSV file, each row located at its line."""
     try:
         text = file.read_text(encoding="utf-8")
@@ -141,16 +182,15 @@ def _rows(
     if file.suffix not in (".jsonl", ".csv"):
         errors.append(doc.error(path, f"{file.name}: cases come from .jsonl or .csv files"))
         return []
-    found: list[tuple[CaseSpec, YamlDocument, tuple[str | int, ...]]] = []
+    found: list[_Row] = []
     for line, row in _records(file, text, errors):
         known = {"id", "task", "expected", "assert", "threshold", "description", "vars"}
         data = {k: v for k, v in row.items() if k in known and v not in ("", None)}
         data["vars"] = {**row.get("vars", {}), **{k: v for k, v in row.items() if k not in known}}
         at = YamlDocument(data=data, file=str(file), marks={(): (line, 1)})
-        case, problems = at.validate(CaseSpec, data)
-        errors.extend(problems)
+        case = _case(at, data, (), errors)
         if case is not None:
-            found.append((case, at, ()))
+            found.append(case)
     return found
 
 
@@ -195,14 +235,8 @@ class _Builder:
         self._made: dict[str, Check | None] = {}
         self._written: dict[int, tuple[dict[str, Any], bool]] = {}
 
-    def case(
-        self,
-        spec: CaseSpec,
-        doc: YamlDocument,
-        path: tuple[str | int, ...],
-        number: int,
-        errors: list[ConfigError],
-    ) -> Case | None:
+    def case(self, row: _Row, number: int, errors: list[ConfigError]) -> Case | None:
+        spec, doc, path = row.case, row.doc, row.at
         given = {**self.defaults.vars, **spec.vars}
         if spec.expected is not None:
             given.setdefault(
@@ -219,7 +253,8 @@ class _Builder:
         own: list[tuple[CheckSpec, tuple[str | int, ...]]] = [
             (c, ("defaults", "assert", i)) for i, c in enumerate(self.defaults.checks)
         ]
-        own += [(c, (*path, "assert", i)) for i, c in enumerate(spec.checks)]
+        places = range(len(spec.checks)) if row.checks_at is None else row.checks_at
+        own += [(c, (*path, "assert", i)) for i, c in zip(places, spec.checks, strict=True)]
         for check, where in own:
             built = self._check(check, given, spec.expected, doc, where, errors)
             if built is not None:

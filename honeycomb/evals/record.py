@@ -139,6 +139,14 @@ def tool_uses(result: RunResult, side_effects: Callable[[str, str], bool]) -> tu
     return tuple(found)
 
 
+def _described(error: Exception) -> str:
+    """What ``error`` says: a Honeycomb error's message names what to fix; any other
+    (a user's planner raising ``KeyError('x')``) says little without its type."""
+    if isinstance(error, HoneycombError):
+        return str(error)
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
 def _arguments(text: str) -> dict[str, Any]:
     try:
         found = json.loads(text)
@@ -154,12 +162,13 @@ def case_run(
     expected: Any,
     run_id: str,
     result: RunResult | None,
-    error: HoneycombError | None,
+    error: Exception | None,
     side_effects: Callable[[str, str], bool],
     judges: Judges | None,
 ) -> CaseRun:
     """What the checks of case ``case`` see of its run: its result, or the partial
-    result its error carries, or only the error."""
+    result its error carries, or only the error (any exception: a Python error of a
+    user's planner, aggregator or tool as well as a Honeycomb one)."""
     if result is None:
         result = getattr(error, "partial", None)
     if result is None:
@@ -169,7 +178,7 @@ def case_run(
             expected=expected,
             run_id=run_id,
             status="error",
-            error=str(error) if error is not None else "the run gave no result",
+            error=_described(error) if error is not None else "the run gave no result",
             judges=judges,
         )
     failures = "; ".join(
@@ -183,7 +192,7 @@ def case_run(
         status=result.status,
         answer=result.answer,
         answer_text=result.answer_text,
-        error=str(error) if error is not None else (failures or None),
+        error=_described(error) if error is not None else (failures or None),
         usage=result.usage,
         wall_s=result.timings.wall_s,
         critical_path_s=result.timings.critical_path_s,

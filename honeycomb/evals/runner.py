@@ -22,7 +22,7 @@ from honeycomb.evals.record import CaseRun, Judges, case_run
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
-from runtime import HoneycombError, Usage
+from runtime import Usage
 from runtime.concurrency import run_together
 from runtime.models.layers.cassette import cassette_case
 from runtime.value import Value
@@ -201,14 +201,17 @@ class _Session:
 
     async def _attempt(self, case: Case) -> Attempt:
         result: RunResult | None = None
-        error: HoneycombError | None = None
+        error: Exception | None = None
         try:
             # A new run, given no id: one given an id is looked up in the store first
             # (to be resumed), which costs each case a wait for the store's writer.
             # Its model calls are the case's (a cassette records and replays them so).
             with cassette_case(case.id):
                 result = await self.executor.run(case.task)
-        except HoneycombError as exc:  # its partial result, if any, is scored
+        except Exception as exc:
+            # A HoneycombError's partial result, if any, is scored; any other error (a
+            # bug in the user's Python planner or aggregator) is this case's alone, and
+            # the other cases go on. Cancellation and Ctrl-C stop them all.
             error = exc
         found = result if result is not None else getattr(error, "partial", None)
         run_id = found.run_id if found is not None else ""

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Literal, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runtime import did_you_mean
 
 __all__ = [
     "KINDS",
+    "STATUSES",
     "Amount",
     "CaseSpec",
     "CasesSpec",
@@ -29,6 +39,7 @@ __all__ = [
     "Latency",
     "Texts",
     "ToolCalled",
+    "valid_part",
 ]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -192,6 +203,24 @@ KINDS = (
 """The kinds of check a cases file may write (docs/evals.md says each)."""
 
 
+STATUSES = ("ok", "partial", "failed", "over_budget", "waiting", "error")
+"""How a case's run may end, as a ``status`` check names it (``error``: it raised
+before it had a result)."""
+
+
+def _a_status(value: str) -> str:
+    if value not in STATUSES:
+        raise ValueError(
+            f"{value!r} is no status a run ends with{did_you_mean(value, STATUSES)}; the "
+            f"statuses: {', '.join(STATUSES)}"
+        )
+    return value
+
+
+Status = Annotated[str, AfterValidator(_a_status)]
+"""One of :data:`STATUSES`: a misspelt one would fail every case, so it is refused."""
+
+
 class CheckSpec(BaseModel):
     """One check: exactly one of the kinds, with its ``weight`` in the case's score
     and the ``threshold`` its score must reach to pass (checks that pass or fail
@@ -207,7 +236,7 @@ class CheckSpec(BaseModel):
     json_check: JsonSpec | None = Field(default=None, alias="json")
     python: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     judge: JudgeSpec | None = None
-    status: tuple[str, ...] | None = None
+    status: tuple[Status, ...] | None = None
     tool_called: ToolCalled | None = None
     side_effects: Count | None = None
     cost: Amount | None = None
@@ -235,6 +264,13 @@ class CheckSpec(BaseModel):
         if isinstance(data.get("status"), str):
             data = {**data, "status": [data["status"]]}
         return data
+
+    @field_validator("status")
+    @classmethod
+    def _some_status(cls, wanted: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if wanted == ():
+            raise ValueError(f"name one status or more: {', '.join(STATUSES)}")
+        return wanted
 
     @field_validator("regex")
     @classmethod
@@ -304,3 +340,36 @@ class CasesSpec(BaseModel):
     @classmethod
     def _one_file(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+
+_NEEDED = ("id", "task", "vars")
+"""What the rest of a case is checked by: its vars fill its checks, its id tells it
+from the others."""
+
+
+def valid_part(data: Any) -> tuple[CaseSpec, tuple[int, ...]] | None:
+    """What is valid of a case that is not: it without the fields and checks that are
+    not, and the place of each check it keeps, to be checked further (every mistake
+    told at once). None when its id, task or vars are not valid, since its checks
+    would be told of vars it may have, or when it is no mapping."""
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        case = CaseSpec.model_validate(data)
+        return case, tuple(range(len(case.checks)))
+    except ValidationError as exc:
+        places = [error["loc"] for error in exc.errors()]
+    if any(not loc or loc[0] in _NEEDED for loc in places):
+        return None
+    checks = {loc[1] for loc in places if loc[0] == "assert" and len(loc) > 1}
+    fields = {loc[0] for loc in places if loc[0] != "assert" or len(loc) == 1}
+    kept = {k: v for k, v in data.items() if k not in fields}
+    listed = kept.get("assert")
+    at: tuple[int, ...] = ()
+    if isinstance(listed, list):
+        at = tuple(n for n in range(len(listed)) if n not in checks)
+        kept["assert"] = [listed[n] for n in at]
+    try:
+        return CaseSpec.model_validate(kept), at
+    except ValidationError:
+        return None

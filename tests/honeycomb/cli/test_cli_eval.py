@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -93,6 +95,26 @@ def test_a_bad_cases_file_exits_2_with_every_error_at_its_line(
     code, _, err = _eval(capsys)
     assert code == ExitStatus.UNUSABLE
     assert "evals.yaml:12:9: cases[1].assert[0]: 'icontain' is no kind of check" in err
+    assert not (folder / ".honeycomb").exists()  # nothing ran
+
+
+def test_a_misspelt_status_exits_2_before_anything_runs_with_the_hives_mistakes(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = CASES.replace("icontains: OSLO", "status: okk").replace(
+        "vars:", "treshold: 1\n    vars:"
+    )
+    write(folder, "evals.yaml", cases + "      - judge: {role: critc, rubric: It greets.}\n")
+    code, _, err = _eval(capsys)
+    assert code == ExitStatus.UNUSABLE
+    assert err.splitlines()[1:] == [
+        "  evals.yaml:5:5: cases[0].treshold: unknown field 'treshold' (did you mean "
+        "'threshold'?); allowed: assert, description, expected, id, task, threshold, vars",
+        "  evals.yaml:13:9: cases[1].assert[0].status: 'okk' is no status a run ends with (did "
+        "you mean 'ok'?); the statuses: ok, partial, failed, over_budget, waiting, error",
+        "  evals.yaml:14:9: cases[1].assert[1].judge: no role 'critc' to judge with; the roles: "
+        "aggregator, planner, writer",
+    ]
     assert not (folder / ".honeycomb").exists()  # nothing ran
 
 
@@ -190,3 +212,52 @@ def test_an_eval_recorded_once_replays_with_no_model_and_a_new_request_names_its
     assert attempt["status"] == "error"
     assert "the cassette did not record" in attempt["error"]
     assert "case 'oslo'" in attempt["error"]
+
+
+UNSET_PASSWORD = (
+    "store:\n  url: postgresql://app@127.0.0.1:1/db\n  password_env: HC_TEST_UNSET_PW\n"
+)
+"""A hive's store whose password's variable is not set: refused before it connects."""
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        ((), "store: the run store's password_env names HC_TEST_UNSET_PW, which is not set"),
+        (
+            ("--store", "postgresql://app@127.0.0.1:1/db?schema=bad-name"),
+            "the run store's schema 'bad-name' is not a plain name",
+        ),
+    ],
+)
+def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
+    folder: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    store: tuple[str, ...],
+    said: str,
+) -> None:
+    monkeypatch.delenv("HC_TEST_UNSET_PW", raising=False)
+    hive = folder / "hive.yaml"
+    hive.write_text(hive.read_text() + UNSET_PASSWORD)
+    code, out, err = _eval(capsys, *store)
+    assert code == ExitStatus.UNUSABLE  # as `honeycomb run` refuses it
+    assert said in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1
+    assert out == ""
+
+
+def test_a_report_into_a_pipe_closed_early_exits_quietly(folder: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", "eval", "hive.yaml", "evals.yaml", "--no-store",
+         "--plain"],
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    assert child.stderr is not None
+    child.stdout.close()  # the reader went away (`| head -1`) before the table is written
+    err = child.stderr.read().decode()
+    code = child.wait(timeout=60)
+    assert "Traceback" not in err
+    assert code == ExitStatus.BROKEN_PIPE == 141  # as `honeycomb run`: not rich's exit 1

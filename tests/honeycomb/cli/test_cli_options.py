@@ -17,7 +17,7 @@ import pytest
 from honeycomb import Executor, Role
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.main import main
-from honeycomb.cli.options import MAX_RUN_ID, integer, new_run_id, number
+from honeycomb.cli.options import MAX_RUN_ID, integer, new_id, number
 from honeycomb.store import RunStore
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.testing import ScriptedModel
@@ -62,12 +62,12 @@ def test_a_bounded_number_is_finite() -> None:
         days("0")
 
 
-def test_a_new_run_id_is_printable_and_bounded() -> None:
-    assert new_run_id("nightly-2026-12-01 #3") == "nightly-2026-12-01 #3"
-    assert new_run_id("x" * MAX_RUN_ID) == "x" * MAX_RUN_ID
+def test_a_new_run_or_eval_id_is_printable_and_bounded() -> None:
+    assert new_id("nightly-2026-12-01 #3") == "nightly-2026-12-01 #3"
+    assert new_id("x" * MAX_RUN_ID) == "x" * MAX_RUN_ID
     for given in ("", "a\nb", "a\x1b[31mb", "tab\there", "x" * (MAX_RUN_ID + 1), "\ud800"):
         with pytest.raises(argparse.ArgumentTypeError, match="printable characters") as told:
-            new_run_id(given)
+            new_id(given)
         assert str(told.value).isprintable()  # the refusal itself is safe to print
 
 
@@ -260,23 +260,32 @@ def test_init_refuses_a_place_where_no_folder_can_be_made(
     assert len(err.splitlines()) == 1
 
 
-# --- run ids --------------------------------------------------------------------------
+# --- run and eval ids -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "run_id", ["a\nb", "a\x1b[31mb", "x" * 5000, ""], ids=["newline", "escape", "long", "empty"]
 )
-@pytest.mark.parametrize("command", [["demo"], ["run", "hive.yaml"]], ids=["demo", "run"])
-def test_a_new_run_id_with_control_characters_or_too_long_is_refused(
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["demo"], "--run-id"),
+        (["run", "hive.yaml"], "--run-id"),
+        (["eval", "hive.yaml", "evals.yaml"], "--eval-id"),
+    ],
+    ids=["demo", "run", "eval"],
+)
+def test_a_new_run_or_eval_id_with_control_characters_or_too_long_is_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     command: list[str],
+    option: str,
     run_id: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    err = refused(capsys, [*command, "--plain", "--run-id", run_id])
-    assert f"argument --run-id: takes 1 to {MAX_RUN_ID} printable characters" in err
+    err = refused(capsys, [*command, "--plain", option, run_id])
+    assert f"argument {option}: takes 1 to {MAX_RUN_ID} printable characters" in err
     assert "\x1b" not in err
     assert list(tmp_path.iterdir()) == []
 

@@ -81,7 +81,10 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
     )
     errors = _errors(path)
     file = str(path)
+    # What the file says and what its cases make of it, all at once: the valid part of
+    # a case that is not valid (its vars, its other checks, its id) is checked too.
     assert errors == [
+        f"{file}:3:5: cases[0].task: no var 'town' for {{{{town}}}}; the case's vars: none",
         f"{file}:4:5: cases[0].asert: unknown field 'asert' (did you mean 'assert'?); allowed: "
         "assert, description, expected, id, task, threshold, vars",
         f"{file}:8:9: cases[1].assert[0]: a check has exactly one of: equals, contains, "
@@ -89,31 +92,10 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
         "side_effects, cost, latency, tokens, model_calls (it has contains, regex)",
         f"{file}:10:9: cases[1].assert[1].regex: not a regular expression: missing ), "
         "unterminated subpattern at position 0",
-        f"{file}:12:9: cases[1].assert[3].tool_called: at_least (2) is above at_most (1)",
-    ]
-    # Once the file validates, what its cases make of it is checked, case by case.
-    path = write(
-        tmp_path,
-        "evals.yaml",
-        """
-        cases:
-          - id: one
-            task: Where is {{town}}?
-          - id: two
-            task: x
-            assert:
-              - python: nowhere_module:check
-          - id: three
-            task: y
-          - id: three
-            task: z
-        """,
-    )
-    assert _errors(path) == [
-        f"{file}:3:5: cases[0].task: no var 'town' for {{{{town}}}}; the case's vars: none",
-        f"{file}:7:9: cases[1].assert[0].python: cannot import 'nowhere_module:check': no "
+        f"{file}:11:9: cases[1].assert[2].python: cannot import 'nowhere_module:check': no "
         "module named 'nowhere_module'",
-        f"{file}:10:5: cases[3]: another case is named 'three': give each its own id",
+        f"{file}:12:9: cases[1].assert[3].tool_called: at_least (2) is above at_most (1)",
+        f"{file}:13:5: cases[2]: another case is named 'two': give each its own id",
     ]
 
 
@@ -207,3 +189,99 @@ def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Pa
         f"{path}:1:28: cases[0].assert[0]: 'contians' is no kind of check (did you mean "
         f"'contains'?); the kinds: {kinds}"
     ]
+
+
+def test_a_misspelt_status_is_refused_with_what_it_may_be(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - status: okk
+              - status: [ok, wating]
+              - status: []
+              - status: [partial, error, over_budget]
+        """,
+    )
+    statuses = "the statuses: ok, partial, failed, over_budget, waiting, error"
+    assert _errors(path) == [
+        f"{path}:4:9: cases[0].assert[0].status: 'okk' is no status a run ends with (did you "
+        f"mean 'ok'?); {statuses}",
+        f"{path}:5:22: cases[0].assert[1].status[1]: 'wating' is no status a run ends with "
+        f"(did you mean 'waiting'?); {statuses}",
+        f"{path}:6:9: cases[0].assert[2].status: name one status or more: ok, partial, failed, "
+        "over_budget, waiting, error",
+    ]
+
+
+def test_mistakes_of_the_file_and_against_the_hive_are_told_together(tmp_path: Path) -> None:
+    # A field misspelt in a case hides neither a misspelt tool nor a missing var nor a
+    # twin id, in it or in other cases, nor a row of a JSON lines file.
+    write(tmp_path, "shop.py", 'def lookup(item: str) -> str:\n    """Find."""\n    return item\n')
+    hive = write(
+        tmp_path,
+        "hive.yaml",
+        """
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          clerk:
+            tools: [shop:lookup]
+        """,
+    )
+    rows = write(tmp_path, "rows.jsonl", '{"id": "a", "task": "t"}\n')
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: a
+            task: Find {{item}}.
+            treshold: 0.5
+            assert:
+              - status: okk
+              - tool_called: {name: lokup, role: clerk}
+          - id: b
+            task: Find {{thing}}.
+            assert:
+              - tool_called: {name: lookup, role: clerks}
+        cases_from: rows.jsonl
+        """,
+    )
+    assert _errors(path, hive) == [
+        f"{path}:3:5: cases[0].task: no var 'item' for {{{{item}}}}; the case's vars: none",
+        f"{path}:4:5: cases[0].treshold: unknown field 'treshold' (did you mean 'threshold'?); "
+        "allowed: assert, description, expected, id, task, threshold, vars",
+        f"{path}:6:9: cases[0].assert[0].status: 'okk' is no status a run ends with (did you "
+        "mean 'ok'?); the statuses: ok, partial, failed, over_budget, waiting, error",
+        f"{path}:7:9: cases[0].assert[1].tool_called: role 'clerk' has no tool 'lokup' (did "
+        "you mean 'lookup'?); the tools: lookup",
+        f"{path}:9:5: cases[1].task: no var 'thing' for {{{{thing}}}}; the case's vars: none",
+        f"{path}:11:9: cases[1].assert[0].tool_called: the hive has no role 'clerks' (did you "
+        "mean 'clerk'?); its roles: clerk",
+        f"{rows}:1:1: another case is named 'a': give each its own id",
+    ]
+
+
+def test_a_case_whose_id_or_vars_are_not_valid_is_told_for_them_alone(tmp_path: Path) -> None:
+    # Its checks would be filled by vars it may have: nothing else of it is told.
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          task: Find {{item}}.
+        cases:
+          - id: a b
+            vars: {item: pen}
+            assert:
+              - contains: "{{item}}"
+          - vars: [not, a, mapping]
+            assert:
+              - contains: "{{item}}"
+        """,
+    )
+    errors = _errors(path)
+    assert [e.split(": ", 2)[1] for e in errors] == ["cases[0].id", "cases[1].vars"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from honeycomb import Executor
+from honeycomb import Executor, Role
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -210,3 +210,37 @@ async def test_a_run_that_raised_before_any_result_is_scored_as_an_error(hive: H
     assert attempt.failing is not None
     assert attempt.failing.reason is not None
     assert attempt.failing.reason.startswith("the run ended error: ")
+
+
+async def test_a_case_whose_python_planner_raises_is_an_error_and_the_others_are_kept(
+    tmp_path: Path,
+) -> None:
+    def plan(task: str) -> list[tuple[str, str]]:
+        if "BOOM" in task:
+            raise RuntimeError("planner bug")
+        return [("worker", task)]
+
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor(
+        [Role(name="worker")],
+        FunctionModel(lambda request: "fine"),
+        planner=plan,
+        aggregator="concat",
+        store=store,
+    )
+    cases = [
+        Case(id="good-1", task="hello"),
+        Case(id="bad", task="BOOM"),
+        Case(id="good-2", task="bye"),
+    ]
+    report = await evaluate(executor, cases, eval_id="ev-bug")
+    found = {c.id: c.attempts[0] for c in report.cases}
+    assert {i: (a.status, a.passed) for i, a in found.items()} == {
+        "good-1": ("ok", True),
+        "bad": ("error", False),
+        "good-2": ("ok", True),
+    }
+    assert found["bad"].error == "RuntimeError: planner bug"
+    assert found["bad"].failing is not None
+    assert found["bad"].failing.reason == "the run ended error: RuntimeError: planner bug"
+    assert [e.eval_id for e in store.evals()] == ["ev-bug"]  # the report is kept
