@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ from honeycomb.store import RunStore
 from runtime import HoneycombError, RunBusy, StoreError
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from honeycomb.web import StoreApprovals
 
 __all__ = ["MIN_TOKEN", "TOKEN_ENV", "Resumer", "add_serve", "serve_command", "store_approvals"]
@@ -58,6 +61,7 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
         import uvicorn
 
         from honeycomb.web import base_path, create_app
+        from honeycomb.web.app import end_streams
     except ImportError as exc:
         print(
             f"honeycomb serve needs Starlette and uvicorn ({exc.name} is missing): "
@@ -94,7 +98,7 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     )
     # Ctrl-C is how it stops: uvicorn hands it on once it shut down.
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(uvicorn.Server(config).serve(sockets=[listening]))
+        asyncio.run(_server(config, lambda: end_streams(app)).serve(sockets=[listening]))
     print("stopped", flush=True)
     return ExitStatus.OK
 
@@ -106,6 +110,20 @@ def store_approvals(store: RunStore) -> StoreApprovals:
     from honeycomb.web import StoreApprovals
 
     return StoreApprovals(store, Resumer(store), tools=HiveTools(store))
+
+
+def _server(config: uvicorn.Config, stopping: Callable[[], None]) -> uvicorn.Server:
+    """A uvicorn server that calls ``stopping`` as it stops, before it waits for the
+    requests under way: the app's event streams end then (one left open would hold it
+    up until cancelled, with a traceback)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            stopping()
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 def _refused_token(given: str | None, host: str) -> str | None:
@@ -150,16 +168,24 @@ class Resumer:
     waiting on nothing, as ``honeycomb resume`` would (from its hive file). What
     happens is said on stderr: the run itself is in the store. A run another process
     holds (the run's own, which went on at once with a decision recorded as it ended)
-    goes on there: that is said, not a failure."""
+    goes on there: that is said, not a failure. A run this process continues already
+    (its last calls decided at once, each decision asking) is continued once."""
 
     def __init__(self, store: RunStore | Path | str) -> None:
         self.store = store if isinstance(store, RunStore) else RunStore(store)
-        self.going: set[asyncio.Task[None]] = set()
+        self.going: dict[str, asyncio.Task[None]] = {}
 
     def __call__(self, run_id: str) -> None:
+        if run_id in self.going:  # its resume reads every decision recorded by now
+            print(
+                f"run {run_id}: decided; this process continues it already",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         task = asyncio.get_running_loop().create_task(self.resume(run_id))
-        self.going.add(task)
-        task.add_done_callback(self.going.discard)
+        self.going[run_id] = task
+        task.add_done_callback(lambda _: self.going.pop(run_id, None))
 
     async def resume(self, run_id: str) -> None:
         found = await self.store.summary(run_id)  # read in a thread: not in the loop

@@ -27,10 +27,11 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
-from starlette.datastructures import URL
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.datastructures import URL, FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -40,13 +41,16 @@ from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
+from honeycomb.web.approvals import decidable
 from honeycomb.web.evals import eval_routes
 from honeycomb.web.pages import (
     Links,
     live_parts,
+    named,
     page,
     run_page,
     runs_page,
+    segment,
     session_page,
     sessions_page,
 )
@@ -54,7 +58,15 @@ from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
 from runtime.tools.approvals import PendingApproval
 
-__all__ = ["Approvals", "base_path", "cookie_name", "create_app", "csrf_value", "session_key"]
+__all__ = [
+    "Approvals",
+    "base_path",
+    "cookie_name",
+    "create_app",
+    "csrf_value",
+    "end_streams",
+    "session_key",
+]
 
 _FINISHED = frozenset({"ok", "partial", "failed", "over_budget", "interrupted", "cancelled"})
 """Statuses after which a run's page changes no more (a resume makes it running)."""
@@ -71,6 +83,22 @@ _SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+
+
+class _Id(Convertor[str]):
+    """An id in a route (``{run_id:honeycomb_id}``): one segment of the path as sent,
+    which :func:`~honeycomb.web.pages.segment` made of any text (a ``/`` in it too)."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return named(value)
+
+    def to_string(self, value: str) -> str:
+        return segment(value)
+
+
+register_url_convertor("honeycomb_id", _Id())
 
 
 class Approvals(Protocol):
@@ -155,23 +183,36 @@ def create_app(
         poll_s=poll_s,
         links=links,
     )
+    run = base + "runs/{run_id:honeycomb_id}"
     routes = [
         Route(base, site.runs),
         Route(base + "static/{name}", site.static),
-        Route(base + "runs/{run_id}", site.run),
-        Route(base + "runs/{run_id}/live", site.live),
-        Route(base + "runs/{run_id}/events", site.events),
-        Route(base + "runs/{run_id}/calls/{call_id}/decision", site.decision, methods=["POST"]),
+        Route(run, site.run),
+        Route(run + "/live", site.live),
+        Route(run + "/events", site.events),
+        Route(run + "/calls/{call_id:honeycomb_id}/decision", site.decision, methods=["POST"]),
         *eval_routes(site.store, links),
         Route(base + "sessions", site.sessions),
-        Route(base + "sessions/{session_id}", site.session),
+        Route(base + "sessions/{session_id:honeycomb_id}", site.session),
     ]
-    handlers = {_Refused: _refused, StoreError: _store_failed}
+    handlers = {_Refused: _refused, StoreError: _store_failed, Exception: _failed}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.state.links = links  # for the pages that say why a request was refused
+    app.state.site = site  # for end_streams
     app.add_middleware(_Guard, token=token, base=base)
+    app.add_middleware(_AsSent)  # outermost: the guard's redirects keep an id's '/'
     add_secret(token, "token", owner=app)  # masked in what the runs it resumes show
     return app
+
+
+def end_streams(app: Starlette) -> None:
+    """End the run events the pages of ``app`` (made by :func:`create_app`) listen to,
+    each at its next look at the store (``poll_s``), and those asked for later at once:
+    a server that stops does this first, for a stream left open holds its stop up
+    until the server cancels it. A page whose events end tries again later, and
+    follows its run once a server answers."""
+    site: _Site = app.state.site
+    site.ending = True
 
 
 @dataclass
@@ -181,6 +222,7 @@ class _Site:
     approvals: Approvals | None
     poll_s: float
     links: Links
+    ending: bool = False  # a flag, not an event: the app may serve on several loops
 
     async def runs(self, request: Request) -> Response:
         found = await asyncio.to_thread(self.store.runs, 200)
@@ -228,13 +270,15 @@ class _Site:
         async def stream() -> AsyncIterator[str]:
             seen: object = None
             quiet = 0.0
-            while not await request.is_disconnected():
+            while not self.ending and not await request.is_disconnected():
                 try:
                     summary, progress = await self._progress(run_id)
                 except StoreError as exc:  # said to the page, which keeps what it shows
                     yield _event("failed", {"error": str(exc)})
                     return
-                now = (summary, progress, await self._pending(run_id))
+                pending = await self._pending(run_id)
+                # A call whose time to decide runs out changes the page, not the store.
+                now = (summary, progress, pending, [decidable(p) for p in pending])
                 if now != seen:
                     seen, quiet = now, 0.0
                     status = summary.status if summary is not None else "gone"
@@ -260,21 +304,20 @@ class _Site:
         run_id, call_id = request.path_params["run_id"], request.path_params["call_id"]
         form = await request.form()
         if request.scope["state"].get("by") == "cookie":
-            _check_forgery(request, str(form.get("csrf", "")), self.csrf)
-        choice = form.get("decision")
+            _check_forgery(request, _field(form, "csrf"), self.csrf)
+        choice = _field(form, "decision")
         if choice not in ("approve", "deny"):
             raise _Refused(422, "decision: give 'approve' or 'deny'")
         approve = choice == "approve"
         # Arguments go with an approval; a denial sends the form's back unread.
-        arguments = _arguments(form.get("arguments")) if approve else None
-        worker = form.get("worker")
+        arguments = _arguments(_field(form, "arguments")) if approve else None
         try:
             await self.approvals.decide(
                 run_id,
                 call_id,
                 approve=approve,
-                worker=worker if isinstance(worker, str) and worker else None,
-                reason=str(form.get("reason") or ""),
+                worker=_field(form, "worker") or None,
+                reason=_field(form, "reason"),
                 arguments=arguments,
             )
         except ApprovalError as exc:
@@ -300,14 +343,31 @@ class _Site:
 _STATIC = {"serve.css": "text/css", "serve.js": "text/javascript", "icon.svg": "image/svg+xml"}
 
 
-def _arguments(given: object) -> dict[str, Any] | None:
+def _field(form: FormData, name: str) -> str:
+    """The text of the form's field ``name`` ('' without one). A file sent in its place
+    (a multipart file part) or several values are refused, never read as none: a file
+    of edited arguments, dropped, would approve the model's."""
+    given = form.getlist(name)
+    if len(given) > 1:
+        raise _Refused(422, f"{name}: give one value, not {len(given)}")
+    text = given[0] if given else ""
+    if not isinstance(text, str):
+        raise _Refused(422, f"{name}: give text, not a file")
+    return text
+
+
+def _arguments(given: str) -> dict[str, Any] | None:
     """The edited arguments of a form (None: as the model wrote them)."""
-    if not isinstance(given, str) or not given.strip():
+    if not given.strip():
         return None
     try:
         found = json.loads(given)
     except json.JSONDecodeError as exc:
         raise _Refused(422, f"arguments: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise _Refused(422, "arguments: JSON nested too deeply to read") from exc
+    except ValueError as exc:  # Python's limit: a number of more than 4300 digits
+        raise _Refused(422, "arguments: a number in it has too many digits to read") from exc
     if not isinstance(found, dict):
         raise _Refused(422, "arguments: give a JSON object")
     return found
@@ -378,6 +438,22 @@ class _Guard:
         return None
 
 
+class _AsSent:
+    """Routes a request on its path as sent (percent-encoded), not decoded: an id's
+    ``/`` (``team%2Fticket-42``, see :func:`~honeycomb.web.pages.segment`) stays inside
+    its segment; the routes' ``honeycomb_id`` decodes each id."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw:  # bytes past ASCII (sent bare) encoded
+            path = quote(raw.split(b"?", 1)[0], safe="/%!$&'()*+,;=:@~")
+            scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
 def _same(given: str, wanted: str) -> bool:
     return hmac.compare_digest(given.encode(), wanted.encode())
 
@@ -406,9 +482,16 @@ async def _store_failed(request: Request, exc: Exception) -> Response:
     return _refusal(_Refused(500, str(exc)), request.app.state.links)
 
 
+async def _failed(request: Request, exc: Exception) -> Response:
+    """A failure of the server's own (logged with its traceback): said as a page with
+    the usual headers, as Starlette's last handler sends it outside the guard."""
+    return _refusal(_Refused(500, "the server failed: its log says why"), request.app.state.links)
+
+
 def _refusal(refused: _Refused, links: Links) -> Response:
     body = f"<h1>{refused.status}</h1><p>{escape(refused.why, quote=True)}</p>"
-    return HTMLResponse(page(str(refused.status), body, links), status_code=refused.status)
+    shown = page(str(refused.status), body, links)
+    return HTMLResponse(shown, status_code=refused.status, headers=_SECURITY_HEADERS)
 
 
 def _with_headers(send: Send) -> Send:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +14,17 @@ from honeycomb.run.decide import ToolFinder, decide, pending_of
 from honeycomb.store import RunStore
 from runtime.tools.approvals import PendingApproval, described
 
-__all__ = ["RunTools", "StoreApprovals"]
+__all__ = ["RunTools", "StoreApprovals", "decidable"]
 
 RunTools = Callable[[str], ToolFinder | None]
 """The tools of a run, by its id (None: not known here). With an Executor at hand,
 ``lambda run_id: executor.tool_for``."""
+
+
+def decidable(call: PendingApproval, now: float | None = None) -> bool:
+    """Whether a person can still decide ``call``: its time to decide has not run out
+    (past it, the run denies the call when it is resumed)."""
+    return call.deadline is None or (time.time() if now is None else now) < call.deadline
 
 
 class StoreApprovals:
@@ -25,9 +32,11 @@ class StoreApprovals:
 
     Args:
         store: The run store.
-        resume: Called with a run's id once a decision leaves a waiting run with no
-            call undecided (``honeycomb serve`` continues the run then); None: the
-            run waits for ``honeycomb resume``.
+        resume: Called with a run's id once a decision made here leaves a waiting run
+            with no call a person can still decide (one whose time ran out is the
+            resumed run's to deny): ``honeycomb serve`` continues the run then. None:
+            the run waits for ``honeycomb resume``. A run decided elsewhere is left to
+            whoever decided it.
         tools: The tools of a run: with them, edited arguments are checked against
             the tool's schema when decided (as ``honeycomb approve`` checks them),
             and a tool's ``describe`` tells what a call will do. Without them,
@@ -90,7 +99,7 @@ class StoreApprovals:
             arguments=arguments,
             tool_for=finder,
         )
-        if self.resume is None or await pending_of(self.store, run_id):
+        if self.resume is None or any(map(decidable, await pending_of(self.store, run_id))):
             return
         summary = await self.store.summary(run_id)
         if summary is not None and summary.status == "waiting":

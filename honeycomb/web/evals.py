@@ -91,7 +91,8 @@ def eval_routes(store: RunStore, links: Links) -> list[Route]:
         others = await asyncio.to_thread(store.evals, 200)
         return HTMLResponse(eval_page(report, others, links, baseline))
 
-    return [Route(links.base + "evals", evals), Route(links.base + "evals/{eval_id}", one)]
+    one_eval = links.base + "evals/{eval_id:honeycomb_id}"  # app.py registers honeycomb_id
+    return [Route(links.base + "evals", evals), Route(one_eval, one)]
 
 
 async def _report(store: RunStore, eval_id: str) -> EvalReport | None:

@@ -16,11 +16,12 @@ only.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from honeycomb.run.conversation import Turn
 from honeycomb.run.shown import stored_timeline, worker_statuses
@@ -28,10 +29,38 @@ from honeycomb.store import RunSummary, StoredRun, StoredWorker
 from honeycomb.trace.format import counted, format_cost, format_took, shown_value
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
+from honeycomb.web.approvals import decidable
 from runtime.tools.approvals import PendingApproval
 from runtime.value import Value
 
-__all__ = ["Links", "live_parts", "page", "run_page", "runs_page", "session_page", "sessions_page"]
+__all__ = [
+    "Links",
+    "live_parts",
+    "named",
+    "page",
+    "run_page",
+    "runs_page",
+    "segment",
+    "session_page",
+    "sessions_page",
+]
+
+_DOTS = (".", "..")
+
+
+def segment(name: str) -> str:
+    """``name`` (an id: any text) as one segment of an address: percent-encoded, a
+    ``/`` in it too; ``.`` and ``..``, which browsers drop from a path however encoded,
+    start with a ``!`` (which the encoding never leaves bare). :func:`named` reads it
+    back from the path as sent (the app routes on it: the decoded one splits at the
+    ``/`` of an id)."""
+    encoded = quote(name, safe="")
+    return f"!{encoded}" if encoded in _DOTS else encoded
+
+
+def named(part: str) -> str:
+    """The id a :func:`segment` of a path as sent carries."""
+    return unquote(part[1:] if part in ("!.", "!..") else part)
 
 
 class Links(Value, frozen=True, kw_only=True):
@@ -40,7 +69,10 @@ class Links(Value, frozen=True, kw_only=True):
     base: str = "/"
 
     def run(self, run_id: str) -> str:
-        return f"{self.base}runs/{quote(run_id, safe='')}"
+        return f"{self.base}runs/{segment(run_id)}"
+
+    def decision(self, run_id: str, call_id: str) -> str:
+        return f"{self.run(run_id)}/calls/{segment(call_id)}/decision"
 
     def static(self, name: str) -> str:
         return f"{self.base}static/{name}"
@@ -50,14 +82,14 @@ class Links(Value, frozen=True, kw_only=True):
         return f"{self.base}evals"
 
     def eval(self, eval_id: str) -> str:
-        return f"{self.base}evals/{quote(eval_id, safe='')}"
+        return f"{self.base}evals/{segment(eval_id)}"
 
     @property
     def sessions(self) -> str:
         return f"{self.base}sessions"
 
     def session(self, session_id: str) -> str:
-        return f"{self.base}sessions/{quote(session_id, safe='')}"
+        return f"{self.base}sessions/{segment(session_id)}"
 
 
 def page(title: str, body: str, links: Links | None = None, *, live: str | None = None) -> str:
@@ -190,7 +222,7 @@ def live_parts(
     statuses = worker_statuses(run, summary.status)
     return (
         f'<div id="state" class="part">{status}</div>'
-        + _approvals(run.run_id, pending, csrf, links)
+        + _approvals(summary, pending, csrf, links)
         + f'<div id="live" class="part">{_answer(run.result)}<h2>timeline</h2>{trace}'
         + f"{_workers(run.workers, statuses)}</div>"
     )
@@ -203,31 +235,52 @@ def _answer(result: str | None) -> str:
     return f'<h2>answer</h2><pre class="answer">{_e(text)}</pre>' if text else ""
 
 
-def _approvals(run_id: str, pending: Sequence[PendingApproval], csrf: str, links: Links) -> str:
-    items = "\n".join(_approval(run_id, call, csrf, links) for call in pending)
-    hidden = "" if pending else " hidden"
+def _approvals(
+    summary: RunSummary, pending: Sequence[PendingApproval], csrf: str, links: Links
+) -> str:
+    """The calls that wait for a person, each with its form, or said timed out once its
+    time to decide ran out; and for a run that waits on no call a person can still
+    decide, how it goes on. Each item has a ``data-key``: the page's script keeps an
+    item while its key comes again, so a form keeps what was typed in it."""
+    now = time.time()
+    items = [_approval(summary.run_id, call, csrf, links, now) for call in pending]
+    if summary.status == "waiting" and not any(decidable(call, now) for call in pending):
+        items.append(_resume_hint(summary))
+    hidden = "" if items else " hidden"
     return (
-        f'<section id="approvals"{hidden}><h2>waiting for you</h2>'
-        f'<div class="approvals">{items}</div></section>'
+        f'<section id="approvals"{hidden}><h2>approvals</h2>'
+        f'<div class="approvals">{"".join(items)}</div></section>'
     )
 
 
-def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links) -> str:
+def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: float) -> str:
     """A call waiting for a person: who calls which tool, what it will do (in the
     tool's words, if it says), why it asks, its arguments as a person reads them (a
     string as its text), and the form: the arguments to edit as JSON, a reason, the
-    two choices."""
-    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-    action = f"{links.run(run_id)}/calls/{quote(call.call_id, safe='')}/decision"
-    deadline = f" · decide by {_e(_when(call.deadline))}" if call.deadline is not None else ""
+    two choices. A call whose time to decide ran out has no form: it says so."""
+    can_decide = decidable(call, now)
+    due = "decide by" if can_decide else "was due"
+    deadline = f" · {due} {_e(_when(call.deadline))}" if call.deadline is not None else ""
     summary = f'<p class="summary">{_e(call.summary)}</p>' if call.summary else ""
-    rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
-    return (
-        f'<form class="approval" method="post" action="{_e(action)}" '
-        f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
+    told = (
         f"<p><b>{_e(call.tool)}</b> by {_e(call.worker)} ({_e(call.role)}), turn {call.turn}"
         f" · asked {_e(_when(call.asked_at))}{deadline}</p>{summary}"
         f'<p class="why">{_e(call.why)}</p>{_arguments(call.arguments)}'
+    )
+    who = f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}"'
+    if not can_decide:
+        key = _e(f"timed out\n{call.worker}\n{call.call_id}")
+        return (
+            f'<div class="approval timed-out" data-key="{key}" {who}>{told}'
+            '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
+            "it when it is resumed.</p></div>"
+        )
+    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+    rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
+    key = _e(f"waits\n{call.worker}\n{call.call_id}")
+    return (
+        f'<form class="approval" method="post" action="{_e(links.decision(run_id, call.call_id))}" '
+        f'data-key="{key}" {who}>{told}'
         f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
         f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
         '<details class="edit"><summary>edit the arguments (JSON)</summary>'
@@ -237,6 +290,21 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links) -> st
         '<button type="submit" name="decision" value="approve">approve</button> '
         '<button type="submit" name="decision" value="deny">deny</button>'
         "</form>"
+    )
+
+
+def _resume_hint(summary: RunSummary) -> str:
+    """A waiting run with nothing left to decide goes on when it is resumed: this
+    server resumes the runs whose last call is decided on its page, not those decided
+    elsewhere (whoever decided them resumes them)."""
+    if summary.source is not None:
+        how = f"<code>honeycomb resume {_e(shlex.quote(summary.run_id))}</code>"
+    else:
+        how = f"<code>Executor.resume({_e(repr(summary.run_id))})</code> in the code that made it"
+    return (
+        '<p class="approval muted" data-key="resume">No call is left to decide: the run goes '
+        f"on once it is resumed ({how}). This server resumes a run whose last call is decided "
+        "on this page.</p>"
     )
 
 

@@ -33,24 +33,23 @@
   var fetching = null;
   var again = false;
 
-  function key(form) { return form.dataset.worker + '\n' + form.dataset.call; }
-
-  // The forms of the calls that still wait stay as they are (what a person typed in
-  // them stays); forms of calls decided go, forms of new calls come.
+  // The items of the calls that still wait stay as they are (what a person typed in a
+  // form stays); items gone from the run's approvals go (a call decided elsewhere, a
+  // form whose time ran out: its key changes), new ones come.
   function mergeApprovals(fresh) {
     var here = document.getElementById('approvals');
     if (!here || !fresh) { return; }
     var list = here.querySelector('.approvals');
-    var waiting = {};
-    fresh.querySelectorAll('form.approval').forEach(function (f) { waiting[key(f)] = true; });
+    var wanted = {};
+    fresh.querySelectorAll('[data-key]').forEach(function (e) { wanted[e.dataset.key] = true; });
     var shown = {};
-    list.querySelectorAll('form.approval').forEach(function (f) {
-      if (waiting[key(f)]) { shown[key(f)] = true; } else { f.remove(); }
+    list.querySelectorAll('[data-key]').forEach(function (e) {
+      if (wanted[e.dataset.key]) { shown[e.dataset.key] = true; } else { e.remove(); }
     });
-    fresh.querySelectorAll('form.approval').forEach(function (f) {
-      if (!shown[key(f)]) { list.appendChild(document.importNode(f, true)); }
+    fresh.querySelectorAll('[data-key]').forEach(function (e) {
+      if (!shown[e.dataset.key]) { list.appendChild(document.importNode(e, true)); }
     });
-    here.hidden = list.querySelector('form.approval') === null;
+    here.hidden = list.firstElementChild === null;
   }
 
   function refresh() {

@@ -622,7 +622,7 @@ async def test_the_server_continues_a_waiting_hive_run_once_its_calls_are_decide
         await decided.decide("d1", call_.call_id, approve=True, arguments={"subject": 5})
     assert await decided.pending("d1") == [call_]  # nothing recorded
     await decided.decide("d1", call_.call_id, approve=True)
-    going = list(resumer.going)
+    going = list(resumer.going.values())
     assert len(going) == 1
     await going[0]
     found = store.find("d1")

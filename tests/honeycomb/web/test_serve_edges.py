@@ -1,0 +1,286 @@
+"""``honeycomb serve`` at its edges: form values it cannot read (JSON past the parser's
+limits, a file in place of text), ids of any text (a ``/``, ``..``), a call whose time
+to decide ran out, a run decided elsewhere, two decisions continuing one run, and
+Ctrl-C while a page listens to a waiting run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from honeycomb import Approvals, Executor, Policy, Role, tool
+from honeycomb.cli.serve import Resumer
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
+from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
+from runtime import AssistantMessage, ToolCall
+from runtime.tools.approvals import PendingApproval
+from tests.support import approvals
+from tests.support.asgi_server import ThreadedServer
+
+TOKEN = "test-token-0123456789"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+
+
+class _Recorded:
+    """Approvals that wait on one call, ``c1`` of worker ``a``, and record decisions
+    (``fail``: each decision raises, as a bug of the server's would)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.fail = fail
+        self.made: list[dict[str, Any] | None] = []
+
+    async def pending(self, run_id: str) -> list[PendingApproval]:
+        return [
+            PendingApproval(
+                call_id="c1", worker="a", role="worker", turn=1, tool="send",
+                arguments={"to": "ann"}, why="send needs approval", asked_at=0.0,
+            )
+        ]  # fmt: skip
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, arguments: Any = None, **_: Any
+    ) -> None:
+        if self.fail:
+            raise RuntimeError("a bug")
+        self.made.append(arguments)
+
+
+def _secure(answer: httpx.Response) -> None:
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ('{"to": ' + "[" * 50_000 + "]" * 50_000 + "}", "arguments: JSON nested too deeply"),
+        ('{"to": ' + "9" * 5000 + "}", "arguments: a number in it has too many digits"),
+    ],
+    ids=["deep", "long-number"],
+)
+def test_arguments_past_what_json_reads_are_refused_naming_the_field(
+    db: Path, arguments: str, said: str
+) -> None:
+    decisions = _Recorded()
+    app = create_app(db, token=TOKEN, approvals=decisions)
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        form = {"decision": "approve", "arguments": arguments}
+        answer = client.post("/runs/r1/calls/c1/decision", data=form, headers=BEARER)
+    assert answer.status_code == 422
+    assert said in answer.text
+    _secure(answer)
+    assert decisions.made == []
+
+
+def test_a_failure_of_the_server_is_a_page_with_the_usual_headers(db: Path) -> None:
+    app = create_app(db, token=TOKEN, approvals=_Recorded(fail=True))
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        answer = client.post(
+            "/runs/r1/calls/c1/decision", data={"decision": "deny"}, headers=BEARER
+        )
+    assert answer.status_code == 500
+    assert "the server failed" in answer.text
+    _secure(answer)
+
+
+@pytest.mark.parametrize("field", ["arguments", "reason", "decision", "worker"])
+def test_a_file_in_place_of_a_forms_text_is_refused_naming_the_field(db: Path, field: str) -> None:
+    """Not dropped: edited arguments sent as a file would approve the model's."""
+    decisions = _Recorded()
+    app = create_app(db, token=TOKEN, approvals=decisions)
+    sent = {"decision": "approve", "worker": "a", "reason": "", "arguments": '{"to": "bob"}'}
+    text = {name: value for name, value in sent.items() if name != field}
+    files = {field: ("part.json", sent[field].encode(), "application/json")}
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        url = "/runs/r1/calls/c1/decision"
+        answer = client.post(url, data=text, files=files, headers=BEARER)
+        assert answer.status_code == 422
+        assert f"{field}: give text, not a file" in answer.text
+        twice = client.post(
+            url, data={**sent, "arguments": ["{}", '{"to": "bob"}']}, headers=BEARER
+        )
+        assert twice.status_code == 422
+        assert "arguments: give one value, not 2" in twice.text
+    assert decisions.made == []
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
+
+
+async def _page(app: Any, path: str) -> str:
+    """The page at ``path`` of ``app``, served on 127.0.0.1 for the one request."""
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            return (await client.get(path, headers=BEARER)).text
+
+
+def _payer(db: Path, call_id: str = "call_1", **policy: Any) -> Executor:
+    asks = AssistantMessage(
+        tool_calls=(ToolCall(id=call_id, name="pay", arguments=json.dumps({"to": "ann"})),)
+    )
+    return Executor(
+        [Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))],
+        ScriptedModel([asks, "done"]),
+        tools=[pay],
+        store=db,
+        aggregator="concat",
+        policy=Policy(**policy),
+    )
+
+
+RUN_IDS = ["team/ticket-42", "..", ".", "!..", "50%", "a/../b", "ünï ?#"]
+
+
+def test_segments_carry_any_id_and_are_never_a_dot_segment() -> None:
+    from honeycomb.web.pages import named, segment
+
+    for run_id in [*RUN_IDS, "!.", "~", "%2E%2E"]:
+        part = segment(run_id)
+        assert "/" not in part
+        assert part.lower() not in {".", "..", "%2e", "%2e%2e", ".%2e", "%2e."}
+        assert named(part) == run_id
+
+
+async def test_a_run_of_any_id_has_its_page_and_its_calls_are_decided(db: Path) -> None:
+    """Its link in the list opens it (a ``/`` in it, or ``..``, which a browser would
+    drop from the address), with its live part and its events; its call (an id with
+    ``/``) is decided from the page's form, which leads back to the page."""
+    for run_id in RUN_IDS:
+        waiting = await _payer(db, "call/1").run("pay", subtasks=[("payer", "pay")], run_id=run_id)
+        assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db))
+    app = create_app(db, token=TOKEN, approvals=decided)
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            listed = (await client.get("/")).text
+            for run_id in RUN_IDS:
+                shown = re.escape(run_id).replace("&", "&amp;")
+                link = re.search(rf'<a href="(/runs/[^"]+)">{shown}</a>', listed)
+                assert link is not None, run_id
+                page = await client.get(link[1])
+                assert page.status_code == 200, run_id
+                assert f"<h1>run {run_id}</h1>".replace("&", "&amp;") in page.text
+                assert (await client.get(link[1] + "/live")).status_code == 200
+                async with client.stream("GET", link[1] + "/events", timeout=10) as events:
+                    assert await anext(events.aiter_lines()) == "event: change"
+                action = re.search(
+                    r'<form class="approval" method="post" action="([^"]+)"', page.text
+                )
+                assert action is not None
+                url = action[1].replace("&amp;", "&")
+                answer = await client.post(url, data={"decision": "deny"})
+                assert answer.status_code == 303, answer.text
+                assert answer.headers["location"] == link[1]
+                assert await decided.pending(run_id) == []
+
+
+async def test_a_call_whose_time_ran_out_is_shown_timed_out_without_a_form(db: Path) -> None:
+    waiting = await _payer(db, approval_timeout_s=0.2).run(
+        "pay", subtasks=[("payer", "pay")], run_id="late"
+    )
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db))
+    [call] = await decided.pending("late")
+    assert call.deadline is not None
+    await asyncio.sleep(max(call.deadline - time.time(), 0.0) + 0.05)  # until it runs out
+    assert time.time() >= call.deadline
+    app = create_app(db, token=TOKEN, approvals=decided)
+    page = await _page(app, "/runs/late")
+    assert "<form" not in page
+    assert 'class="approval timed-out"' in page
+    assert "Its time to decide ran out (approval_timeout_s): the run denies it when it is" in page
+    assert "No call is left to decide" in page  # and how the run goes on
+
+
+async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_how(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Decided with ``Executor.decide`` (or ``honeycomb approve``), the run is theirs to
+    resume: the server's page says so, and the server continues nothing."""
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    waiting = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="py")
+    assert waiting.status == "waiting"
+    await executor.decide("py", "pay_1", approve=True)
+    resumer = Resumer(db)
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db), resumer))
+    page = await _page(app, "/runs/py")
+    assert "<form" not in page
+    assert "No call is left to decide: the run goes on once it is resumed" in page
+    assert "<code>Executor.resume(&#x27;py&#x27;)</code> in the code that made it" in page
+    assert resumer.going == {}
+    assert capsys.readouterr().err == ""
+
+
+async def test_two_decisions_ending_a_wait_continue_the_run_once_and_say_so(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of two calls decided at once asks the server to continue the run: the
+    second finds it continued by this process, not by "another process"."""
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="py")
+    resumer = Resumer(db)
+    resumer("py")
+    resumer("py")
+    assert len(resumer.going) == 1
+    await resumer.going["py"]
+    err = capsys.readouterr().err
+    assert "run py: decided; this process continues it already" in err
+    assert "another process" not in err
+
+
+@pytest.fixture
+async def waiting(db: Path, tmp_path: Path) -> Path:
+    """A store with a run made in Python, ``w``, waiting on its payer's call."""
+    executor = approvals.executor(db, tmp_path / "effects.txt")
+    result = await executor.run(approvals.TASK, subtasks=approvals.plan(1), run_id="w")
+    assert result.status == "waiting"
+    return db
+
+
+def test_ctrl_c_ends_the_events_a_page_listens_to_and_stops_cleanly(waiting: Path) -> None:
+    """A page listening to a waiting run (whose events never end on their own) does not
+    hold the server up: it stops at once, with nothing on stderr."""
+    db = waiting
+    command = [sys.executable, "-m", "honeycomb", "serve", "--store", str(db), "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    listening = threading.Event()
+    try:
+        assert process.stdout is not None
+        address = re.search(r"(http://\S+/)\?token=(\S+)", process.stdout.readline())
+        assert address is not None
+        headers = {"authorization": f"Bearer {address[2]}"}
+
+        def listen() -> None:
+            with httpx.stream("GET", address[1] + "runs/w/events", headers=headers) as events:
+                for line in events.iter_lines():
+                    lines.append(line)
+                    listening.set()
+
+        listener = threading.Thread(target=listen, daemon=True)
+        listener.start()
+        assert listening.wait(timeout=30)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    listener.join(timeout=10)
+    assert not listener.is_alive()  # the stream ended, without an error
+    assert lines[:2] == ["event: change", 'data: {"status": "waiting"}']
+    assert process.returncode == 0
+    assert err == ""
