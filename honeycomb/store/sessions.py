@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store.database import Connection
-from honeycomb.store.lease import carried_on
+from honeycomb.store.lease import Lease, carried_on, ended, new_lease, take
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
 
@@ -71,11 +71,14 @@ _RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "app
 """The tables that hold a run's rows, each by its ``run_id``."""
 
 
-def _begin(db: Connection, row: Sequence[Any]) -> None:
-    """Insert a turn's first row, in the writer's transaction; a turn of that number
-    taken meanwhile (by another process) refuses it (nothing written: a statement that
-    failed would end a PostgreSQL transaction, the rest of the batch with it)."""
-    if not db.execute(_BEGIN, row).rowcount:
+def _begin(db: Connection, row: Sequence[Any], lease: Lease, ttl_s: float, path: str) -> None:
+    """Insert a turn's first row and lease its run, in the writer's transaction; a turn
+    of that number taken meanwhile (by another process) refuses it (nothing written: a
+    statement that failed would end a PostgreSQL transaction, the rest of the batch
+    with it)."""
+    if db.execute(_BEGIN, row).rowcount:
+        take(db, lease, steal=False, ttl_s=ttl_s, path=path)
+    else:
         session_id, turn, run_id = row[0], row[1], row[2]
         raise SessionBusy(
             f"session {session_id!r} took turn {turn} meanwhile, in another process: "
@@ -120,7 +123,8 @@ def _read_turns(db: Connection, session_id: str) -> list[tuple[Any, ...]]:
     found = []
     for row in rows:
         run = runs.get(row[2])
-        found.append((*row, run.status if run else _no_run(row[7]), run.cost if run else 0.0))
+        status = run.status if run else _no_run(db, row[2], row[7])
+        found.append((*row, status, run.cost if run else 0.0))
     return found
 
 
@@ -131,11 +135,14 @@ def _session_of(db: Connection, run_id: str) -> list[str]:
     return [session_id for (session_id,) in rows]
 
 
-def _no_run(answer: str | None) -> str:
-    """The status of a turn whose run the store does not hold: ``interrupted`` when it
-    has no answer (cut off before its run was kept: resuming it runs it), else
-    ``forgotten`` (its run was deleted since)."""
-    return "interrupted" if answer is None else "forgotten"
+def _no_run(db: Connection, run_id: str, answer: str | None) -> str:
+    """The status of a turn whose run the store does not hold: ``running`` while its
+    run's lease is live (the run is starting), ``interrupted`` when it has no answer
+    (cut off before its run was kept: resuming it runs it), else ``forgotten`` (its
+    run was deleted since)."""
+    if answer is not None:
+        return "forgotten"
+    return "running" if carried_on(db, run_id) else "interrupted"
 
 
 def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
@@ -207,14 +214,25 @@ class StoredSessions:
 
     async def begin(self, row: Sequence[Any]) -> None:
         """Keep a new turn: ``(session_id, turn, run_id, message, started_at, summary,
-        summarized)``.
+        summarized)``. Its run is leased to this process as it is kept, until the run
+        takes the lease over as it starts (this process's run takes it at once): for
+        another process, the turn is answered from now on, not cut off before its run
+        started (which it may clear, or answer again).
 
         Raises:
             SessionBusy: when the session has a turn of that number already (another
                 process took it meanwhile).
         """
         await self.store.open()
-        await self.store.act(functools.partial(_begin, row=tuple(row)))
+        lease, store = new_lease(row[2]), self.store
+        try:
+            await store.act(
+                functools.partial(
+                    _begin, row=tuple(row), lease=lease, ttl_s=store.lease_ttl_s, path=store.where
+                )
+            )
+        finally:
+            ended(lease)  # its run, of this very process, takes the lease over
 
     async def fitted(self, session_id: str, turn: int, summary: str, summarized: int) -> None:
         """Keep the rolling summary the turn's run was given."""

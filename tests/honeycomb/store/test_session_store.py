@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -90,6 +91,45 @@ async def test_retention_never_forgets_a_session_that_is_answering(store: Where)
     assert [t.status for t in await ex.session("a").turns()] == ["ok"]
     await ex.session("c").run("Find the weather in Oslo.")  # neither answers now
     assert [row[0] for row in StoredSessions(ex.store).sessions()] == ["c"]
+
+
+BEGIN_A_TURN = """
+import asyncio, sys, time
+from honeycomb.store import RunStore
+from honeycomb.store.sessions import StoredSessions
+
+async def main():
+    await StoredSessions(RunStore(sys.argv[1])).begin(("s", 1, "run-a", "hi", time.time(), "", 0))
+    print("begun", flush=True)
+    sys.stdin.readline()  # its run would start now
+
+asyncio.run(main())
+"""
+
+
+async def test_a_turn_another_process_began_is_answered_before_its_run_starts(
+    store: Where,
+) -> None:
+    # Kept before its run took a lease, the turn read "interrupted" to the others, who
+    # could clear the session or answer the turn again under the process answering it.
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", BEGIN_A_TURN, str(store),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdin is not None
+    assert child.stdout is not None
+    session = executor(store).session("s")
+    try:
+        assert await child.stdout.readline() == b"begun\n"
+        [turn] = await session.turns()
+        assert turn.status == "running"
+        with pytest.raises(SessionBusy):
+            await session.clear()
+    finally:
+        child.stdin.close()
+        await child.wait()
+    [turn] = await session.turns()
+    assert turn.status == "interrupted"  # its process ended before its run started
 
 
 async def test_retention_by_age(store: Where) -> None:
