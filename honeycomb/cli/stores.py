@@ -24,7 +24,7 @@ def store_argument(given: str) -> Path | str:
 
 def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
     """The run store ``where`` names, ready to read: it is a run store (or an empty
-    file, or a schema not made yet), and it can be opened.
+    file), and it can be opened.
 
     Args:
         where: The store's file, or its PostgreSQL URL.
@@ -50,4 +50,10 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
             path=str(path),
         )
     store.runs(1)  # read once: a file that is not a run store is refused now
+    if path is None and not make and not store.read_now(lambda _: True, False):
+        raise StoreError(  # a schema not made: a misspelt ?schema= reads as no runs
+            "no run store: no run was kept in this schema (--store URL?schema=NAME "
+            "names another)",
+            path=store.where,
+        )
     return store

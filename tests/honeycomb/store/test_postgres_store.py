@@ -131,6 +131,18 @@ def test_the_command_line_never_prints_the_password(
     assert "a-cli-secret" not in shown.out + shown.err
 
 
+def test_a_schema_no_run_was_kept_in_is_refused_as_a_missing_file_is(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A misspelt ?schema= read as a store with no runs, exit status 0.
+    misspelt = url.rsplit("schema=", 1)[0] + "schema=honeycomb_prdo"
+    assert main(["runs", "--store", misspelt]) == 2
+    assert main(["sessions", "--store", misspelt]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{misspelt}: no run store: no run was kept in this schema (--store "
+                   "URL?schema=NAME names another)"] * 2  # fmt: skip
+
+
 def test_a_url_of_another_database_is_refused() -> None:
     with pytest.raises(ConfigError, match="the run store mysql:// is not one Honeycomb knows"):
         RunStore("mysql://app@db/prod")
