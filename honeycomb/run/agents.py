@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,14 +44,20 @@ class NestedRuns:
     what an earlier life of it left."""
 
     def __init__(
-        self, context: RunContext, record: RunRecord | None, resumed: Resumed | None
+        self, context: Callable[[], RunContext], record: RunRecord | None, resumed: Resumed | None
     ) -> None:
-        self.context = context
+        self._context = context
         self.record = record
         self.resumed = resumed
         # Nested workers paused for approval in this life, by name: the call that runs
         # one again once its calls are decided continues it from there.
         self._paused: dict[str, LoopState] = {}
+
+    @property
+    def context(self) -> RunContext:
+        """The run's context as it is now (a session's run is told its conversation
+        as it plans)."""
+        return self._context()
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -99,10 +105,11 @@ class NestedRuns:
             )
         started = time.perf_counter()
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
+        told = ctx_run.told(role, instruction)
         result = await (
-            worker.run(instruction, resume=state)
+            worker.run(told, resume=state)
             if backend is None
-            else backend.run_worker(worker, instruction, inputs=None, resume=state)
+            else backend.run_worker(worker, told, inputs=None, resume=state)
         )
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),

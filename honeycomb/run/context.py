@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 from pydantic import BaseModel
 
-from honeycomb.run.conversation import Conversation, SessionMode
+from honeycomb.run.conversation import Conversation, SessionMode, with_conversation
 from honeycomb.run.crew import Crew
 from honeycomb.run.policy import Policy
 from runtime import Budget, Tracer
@@ -62,6 +62,12 @@ class RunContext(Value, frozen=True, kw_only=True):
     backend: Backend | None = None
     spans: SpanRecorder | None = None
     conversation: Conversation | None = None
+
+    def told(self, role: str, instruction: str) -> str:
+        """What a worker of ``role`` is told for ``instruction`` (a subtask's, a nested
+        agent's call's): with as much of the session's conversation as its role's
+        ``session:`` shows (none by default)."""
+        return with_conversation(instruction, self.conversation_for(self.roles.get(role), "none"))
 
     def conversation_for(self, role: Role | None, default: SessionMode) -> str:
         """What ``role`` sees of the session's conversation (its ``session:``, else

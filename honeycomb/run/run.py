@@ -158,7 +158,7 @@ class Run:
             if done is not None:
                 return done
         self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
-        nested = NestedRuns(self.context, self.record, self.resumed)
+        nested = NestedRuns(lambda: self.context, self.record, self.resumed)
         try:
             with nested.active():  # the run's agent tools run their workers in it
                 result = await self._within_wall_time(subtasks)

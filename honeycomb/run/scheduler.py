@@ -34,7 +34,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from honeycomb.run.context import RunContext
-from honeycomb.run.conversation import with_conversation
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
@@ -251,8 +250,7 @@ class Scheduler:
         """The worker's run, from ``state`` if given, here or on the run's backend."""
         ctx = self.context
         backend = ctx.backend
-        seen = ctx.conversation_for(ctx.roles.get(subtask.role), "none")
-        task = with_conversation(subtask.instruction, seen)
+        task = ctx.told(subtask.role, subtask.instruction)
         if backend is None:
             return worker.run(task, inputs=inputs, resume=state)
         return backend.run_worker(worker, task, inputs=inputs, resume=state)

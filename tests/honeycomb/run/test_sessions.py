@@ -26,7 +26,17 @@ from honeycomb.events import CompactionFinished, RunFinished, RunStarted
 from honeycomb.run.conversation import CONVERSATION_HEADER, SessionPolicy
 from honeycomb.testing import FunctionModel
 from honeycomb.web.app import create_app
-from runtime import Event, ModelRequest, ModelResponse, SessionBusy, SessionError, StoreError
+from runtime import (
+    AssistantMessage,
+    Event,
+    ModelRequest,
+    ModelResponse,
+    SessionBusy,
+    SessionError,
+    StoreError,
+    ToolMessage,
+)
+from runtime.testing import call
 from tests.support.model_requests import role_of
 
 ROLES = [
@@ -262,6 +272,33 @@ async def test_a_role_says_what_its_workers_see_of_the_conversation() -> None:
     assert "## Message 1" in researcher[-1]
     assert "Found by its subtasks" not in researcher[-1]  # a summary: no subtask results
     assert CONVERSATION_HEADER not in writer[-1]  # the default for a worker: none
+
+
+async def test_a_nested_agents_role_says_what_it_sees_of_the_conversation_too() -> None:
+    # A role's session: reached the workers the plan gave it, not those a worker called
+    # as a tool: a researcher asked by the lead never saw the conversation.
+    told: list[str] = []
+
+    def model(request: ModelRequest) -> AssistantMessage | str:
+        if role_of(request) == "researcher":
+            told.append(str(request.messages[1].content))
+            return "found"
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return "the lead's answer"
+        return AssistantMessage(tool_calls=(call("researcher", {"instruction": "Look."}),))
+
+    roles = [
+        Role(name="lead", description="Leads.", tools=("agent:researcher",)),
+        Role(name="researcher", description="Finds facts.", session="full"),
+    ]
+    plan = [("lead", "Answer the user.")]
+    ex = Executor(roles, FunctionModel(model), planner=lambda task: plan, aggregator="concat")
+    session = ex.session("nested")
+    await session.run("Find the weather in Rome.")
+    await session.run("And in Oslo?")
+    assert CONVERSATION_HEADER not in told[0]  # the first message: nothing before it
+    assert CONVERSATION_HEADER in told[1]
+    assert "Find the weather in Rome." in told[1].partition(CONVERSATION_HEADER)[2]
 
 
 async def test_a_roles_input_guards_check_the_conversation_its_workers_are_told() -> None:
