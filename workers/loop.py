@@ -250,6 +250,8 @@ class AgentLoop:
                 )
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
                 return Waiting(state=state, pending=paused.pending)
+            except BudgetExceeded as exc:  # a call's nested workers spent the run's budget
+                return Failed(state=state, error=exc)
             finally:
                 logs.unbind(bound)
                 if observations is None and budget is not None:

@@ -27,7 +27,7 @@ from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
-from runtime import ModelRetry, Tool, ToolContext
+from runtime import BudgetExceeded, ModelRetry, Tool, ToolContext
 from runtime.tools.approvals import ApprovalNeeded
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
@@ -167,8 +167,12 @@ def nested_name(caller: str, call_id: str) -> str:
 
 
 def _answer(role: str, result: WorkerResult) -> str:
+    """The nested worker's answer, or why it has none (a :class:`ModelRetry`, the
+    caller's to read); a budget it ran out of is the run's: it stops its caller too."""
     if result.ok:
         return result.text
+    if isinstance(result.exception, BudgetExceeded):
+        raise result.exception
     if result.status == "waiting":
         raise ModelRetry(
             f"the {role} worker waits for a person's approval of a call: it cannot "

@@ -28,6 +28,7 @@ import anyio
 import anyio.from_thread
 
 from runtime.concurrency import require_asyncio, together
+from runtime.errors import BudgetExceeded
 from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalNeeded
@@ -80,8 +81,12 @@ Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
 the next turn is not run)."""
 
-Results = list[ToolMessage | ApprovalNeeded | None]
-"""A turn's observations in call order (a call whose own calls wait: why)."""
+Stopped = ApprovalNeeded | BudgetExceeded
+"""How a call of a tool that nests may end besides its outcome: calls its nested workers
+made wait for a decision, or they spent the run's budget."""
+
+Results = list[ToolMessage | Stopped | None]
+"""A turn's observations in call order (a call that stopped: why)."""
 
 
 class Dispatcher:
@@ -127,6 +132,7 @@ class Dispatcher:
         Raises:
             ApprovalNeeded: when calls wait for a person's decision (none of the
                 batch ran), or calls a tool made (a nested worker's) do.
+            BudgetExceeded: when a tool's nested workers spent the run's budget.
         """
         require_asyncio("Dispatcher.dispatch")
         results: Results = [None] * len(calls)
@@ -136,7 +142,7 @@ class Dispatcher:
         # The serial lane (or else the last parallel call) runs in this task, every other
         # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
-        ended: list[Outcome | ApprovalNeeded]
+        ended: list[Outcome | Stopped]
         if serial:
             _, ended = await together(self._serial(serial, results), self._runs(parallel, cap))
         elif parallel:
@@ -148,6 +154,11 @@ class Dispatcher:
             ended = []
         for call, outcome in zip(parallel, ended, strict=True):
             results[call.position] = self._observed(call, outcome)
+        # A call's nested workers spent the run's budget: the worker stops, as it would
+        # at its own next call (the turn's other calls ended).
+        spent = next((r for r in results if isinstance(r, BudgetExceeded)), None)
+        if spent is not None:
+            raise spent
         # Calls a call made wait for approval (a nested worker's): the turn waits, once
         # its other calls ended (their outcomes kept: none is cut off in mid-effect).
         waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
@@ -258,14 +269,14 @@ class Dispatcher:
 
     def _runs(
         self, calls: Sequence[Prepared], cap: anyio.CapacityLimiter | None
-    ) -> list[Coroutine[Any, Any, Outcome | ApprovalNeeded]]:
+    ) -> list[Coroutine[Any, Any, Outcome | Stopped]]:
         """Each call's run (here, not in :meth:`dispatch`: a comprehension there would
         keep ``self`` and ``cap`` in cells for as long as the turn runs)."""
         return [self._run(call, cap) for call in calls]
 
     def _run(
         self, call: Prepared, cap: anyio.CapacityLimiter | None
-    ) -> Coroutine[Any, Any, Outcome | ApprovalNeeded]:
+    ) -> Coroutine[Any, Any, Outcome | Stopped]:
         """One call through the layers: their own awaitable, unless the call holds a
         slot of the batch's cap, or may wait for a person (a call of a tool that
         nests: the turn's other calls go on) and so needs a frame of its own."""
@@ -273,20 +284,16 @@ class Dispatcher:
             return self.calls(call)
         return self._caught(call, cap)
 
-    async def _caught(
-        self, call: Prepared, cap: anyio.CapacityLimiter | None
-    ) -> Outcome | ApprovalNeeded:
+    async def _caught(self, call: Prepared, cap: anyio.CapacityLimiter | None) -> Outcome | Stopped:
         try:
             async with cap or _NO_CAP:
                 return await self.calls(call)
-        except ApprovalNeeded as paused:  # its own calls wait: the turn's others go on
-            return paused
+        except (ApprovalNeeded, BudgetExceeded) as stopped:  # the turn's others go on
+            return stopped
 
-    def _observed(
-        self, call: Prepared, ended: Outcome | ApprovalNeeded
-    ) -> ToolMessage | ApprovalNeeded:
+    def _observed(self, call: Prepared, ended: Outcome | Stopped) -> ToolMessage | Stopped:
         """What is in the turn's results for ``call``, which ended as ``ended``."""
-        if isinstance(ended, ApprovalNeeded):
+        if isinstance(ended, ApprovalNeeded | BudgetExceeded):
             return ended
         if not ended.ran and self.caller.tracer.enabled:  # answered from the journal
             finished(self.caller, call, ended, 0.0)
@@ -299,7 +306,7 @@ class Dispatcher:
         for call in serial:
             ended = await self._caught(call, None)
             results[call.position] = self._observed(call, ended)
-            if isinstance(ended, ApprovalNeeded):
+            if isinstance(ended, ApprovalNeeded | BudgetExceeded):
                 return
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
-from runtime.errors import ModelRetry
+from runtime.errors import BudgetExceeded, ModelRetry
 from runtime.events import Caller
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import Tool, ToolContext, idempotency_key
@@ -106,6 +106,10 @@ class RunTool:
             return _raised(found, exc)  # only a tool that nests may pause its worker
         except ModelRetry as exc:
             return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
+        except BudgetExceeded as exc:
+            if found.nests:  # its nested workers spent the run's budget: its worker stops
+                raise
+            return _raised(found, exc)
         except TimedOut as exc:
             if limit is None:  # a limit of the tool's own ran out: its failure
                 return _raised(found, exc)

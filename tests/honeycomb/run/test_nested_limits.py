@@ -9,7 +9,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from honeycomb import Executor, Policy, Role, tool
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
 from honeycomb.testing import FunctionModel
 from runtime import (
     AssistantMessage,
@@ -258,6 +258,34 @@ async def test_exclusive_calls_of_nested_workers_and_their_caller_never_wait_on_
     assert result.subtasks["s1"].text == "ok | ok | ok | ok"
     assert len(overlaps) == 4
     assert max(overlaps) == 1
+
+
+@pytest.mark.parametrize("kind", ["agent", "hive"])
+async def test_a_budget_a_nested_worker_runs_out_of_stops_the_run(kind: str) -> None:
+    # The refusal was the caller's observation, and the run went on and ended ok.
+    counter = InFlight()
+    sub = Executor(
+        [Role(name="researcher", tools=("look",))], by_role(researcher=looks(1)),
+        tools=[counter.look()], aggregator="concat",
+        planner=lambda task: [("researcher", task)],
+    )  # fmt: skip
+    tool_name = "researcher" if kind == "agent" else "facts"
+    executor = Executor(
+        [
+            Role(name="lead", tools=("agent:researcher",) if kind == "agent" else ("facts",)),
+            Role(name="researcher", description="Finds things out.", tools=("look",)),
+        ],
+        by_role(lead=asks(tool_name, instructions(1)), researcher=looks(1)),
+        tools=[counter.look(), sub.as_tool("facts")],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(tool_calls=1)),  # the lead's call, and no more
+    )
+    with anyio.fail_after(HARD_TIMEOUT_S), pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=ONE)
+    assert caught.value.limit == "tool_calls"
+    assert counter.calls == 0  # the nested worker's call was refused
+    assert caught.value.partial is not None
+    assert caught.value.partial.subtasks["s1"].status == "over_budget"
 
 
 def test_a_tool_that_runs_nested_workers_cannot_hold_an_exclusive_lock() -> None:
