@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
+from msgspec.structs import replace
 from pydantic import BaseModel
 
 from honeycomb.run.agents import Instruction, current_run
@@ -425,6 +426,10 @@ class Executor:
             handlers,
             within=outer.context if outer is not None else None,
         )
+        if spans is not None:  # the sub-runs it runs go under its calls, as its own do
+            run.context = replace(
+                run.context, spans=spans.under(context.worker or "?", context.call_id)
+            )
         async with self.shared.crew.scope():
             result = await run.execute(None, resumable=False, steal=False)
         return result.answer_text

@@ -17,7 +17,7 @@ from workers import LoopState, Role, Worker, WorkerResult
 from workers.services import Services, WorkerStore
 
 if TYPE_CHECKING:
-    from honeycomb.trace.spans import SpanRecorder
+    from honeycomb.trace.spans import SpanRecorder, SubRunSpans
 
 __all__ = ["Backend", "RunContext", "with_default_instructions"]
 
@@ -51,7 +51,8 @@ class RunContext(Value, frozen=True, kw_only=True):
         policy: The Executor's policy: plan size and attempts, the output limit of
             model calls whose role sets none.
         backend: Where its subtask workers run (None: here, in the run's event loop).
-        spans: Records the run's spans, if it keeps them (a sub-run's go there too).
+        spans: Records the run's spans, if it keeps them (a sub-run's go there too:
+            its own are where its caller's are).
         conversation: The session's conversation before this run's message, when it
             answers one (:mod:`honeycomb.run.session`).
     """
@@ -60,7 +61,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     crew: Crew
     policy: Policy
     backend: Backend | None = None
-    spans: SpanRecorder | None = None
+    spans: SpanRecorder | SubRunSpans | None = None
     conversation: Conversation | None = None
 
     def told(self, role: str, instruction: str) -> str:

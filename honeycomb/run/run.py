@@ -100,7 +100,7 @@ class Run:
         policy = shared.policy
         reporting = shared.reporting
         self.record: RunRecord | None = None
-        if reporting.store is not None:
+        if reporting.store is not None and within is None:  # a sub-run keeps no store
             # The run store's modules (and sqlite3) load with the first run that keeps one.
             from honeycomb.run.record import RunRecord
 

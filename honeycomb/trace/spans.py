@@ -42,7 +42,15 @@ from runtime import (
 from runtime.text import encode_json
 from runtime.value import Value
 
-__all__ = ["FIELDS", "Span", "SpanKind", "SpanRecorder", "from_jsonl", "to_jsonl"]
+__all__ = [
+    "FIELDS",
+    "Span",
+    "SpanKind",
+    "SpanRecorder",
+    "SubRunSpans",
+    "from_jsonl",
+    "to_jsonl",
+]
 
 SpanKind = Literal[
     "run",
@@ -226,6 +234,24 @@ class _GuardEvent(Protocol):
     def model(self) -> str: ...
     @property
     def model_calls(self) -> int: ...
+
+
+class SubRunSpans:
+    """The spans of a run's sub-run (a hive called as a tool), whose workers the run's
+    recorder knows as ``prefix/WORKER``: the sub-runs they run go under their calls
+    too, as the run's own workers' do, however deep."""
+
+    def __init__(self, recorder: SpanRecorder, prefix: str) -> None:
+        self.recorder = recorder
+        self.prefix = prefix
+
+    def nested(self, caller: str, turn: int, call_id: str) -> Callable[[Event], None]:
+        """:meth:`SpanRecorder.nested`, for a call of the sub-run's worker ``caller``."""
+        return self.recorder.nested(f"{self.prefix}/{caller}", turn, call_id)
+
+    def under(self, caller: str, call_id: str) -> SubRunSpans:
+        """:meth:`SpanRecorder.under`, for a call of the sub-run's worker ``caller``."""
+        return SubRunSpans(self.recorder, f"{self.prefix}/{caller}/{call_id}")
 
 
 class SpanRecorder:
@@ -648,6 +674,11 @@ class SpanRecorder:
             self(msgspec.structs.replace(event, **changes))
 
         return handle
+
+    def under(self, caller: str, call_id: str) -> SubRunSpans:
+        """Where the sub-run that call ``call_id`` of worker ``caller`` runs finds the
+        spans of the sub-runs it runs in turn (a hive tool that calls a hive tool)."""
+        return SubRunSpans(self, f"{caller}/{call_id}")
 
     def _sub_run_ended(self, anchor: _Open, now: float) -> None:
         """A sub-run's call ended: the turns of its workers end with it."""

@@ -768,3 +768,45 @@ async def test_a_hive_tools_calls_go_to_the_callers_approver_when_it_has_none() 
         assert (who, request.tool, request.role) == (decider, "pay", "clerk")
         asked.clear()
     assert paid == ["bob", "bob"]
+
+
+async def test_an_executor_with_a_store_called_as_a_tool_keeps_no_run_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """Its sub-run kept itself in its store and its call waited there: the caller read
+    an empty answer, ended ok with nothing pending, and the call could be approved and
+    paid later, outside the caller's run and budget."""
+    paid: list[str] = []
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def clerk(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"clerk: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("payroll", {"instruction": "pay bob"}),))
+        return "lead: " + observations(request)[0].content
+
+    payroll = Executor(
+        [Role(name="clerk", tools=("pay",))], by_role(clerk=clerk), tools=[pay],
+        aggregator="concat", planner=lambda task: [("clerk", task)], store=tmp_path / "sub.db",
+    )  # fmt: skip
+    executor = Executor(
+        [Role(name="lead", tools=("payroll",))], by_role(lead=lead),
+        tools=[payroll.as_tool("payroll")], aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=ONE)
+    assert result.subtasks["s1"].text == (
+        "lead: ## s1 (clerk)\nclerk: denied: no approver is attached and the run has no "
+        "store to wait in"
+    )
+    assert paid == []
+    assert payroll.store is not None
+    assert payroll.store.runs() == []  # nothing kept there to approve later

@@ -323,3 +323,41 @@ async def test_the_trace_counts_a_judges_call_and_a_hive_tools_sub_run(tmp_path:
     assert result.usage.model_calls == len(model.requests) == 4  # lead x2, judge, fact
     timeline = build_timeline(RunStore(tmp_path / "runs.db").spans("r1"))
     assert (timeline.model_calls, timeline.total_tokens) == (4, result.usage.total_tokens)
+
+
+def _hive_in_hive(request: ModelRequest) -> AssistantMessage | str:
+    """A lead calls the hive tool ``outer``, whose worker calls the hive tool ``inner``,
+    whose worker answers."""
+    system = str(request.messages[0].content)
+    answered = any(isinstance(m, ToolMessage) for m in request.messages)
+    for role, tool_name in (("lead", "outer"), ("middle", "inner")):
+        if system.startswith(f"You are the {role} worker") and not answered:
+            return AssistantMessage(tool_calls=(call(tool_name, {"instruction": "go on"}),))
+    return "done"
+
+
+async def test_the_trace_counts_the_calls_of_a_hive_tool_a_hive_tool_calls(
+    tmp_path: Path,
+) -> None:
+    # A sub-run's own sub-run had no spans: the trace counted fewer calls and tokens
+    # than the result (and its cost, with prices).
+    model = FunctionModel(_hive_in_hive)
+    inner = Executor(
+        [Role(name="leaf")], model, planner=lambda task: [("leaf", task)], aggregator="concat"
+    )
+    outer = Executor(
+        [Role(name="middle", tools=("inner",))], model, tools=[inner.as_tool("inner")],
+        planner=lambda task: [("middle", task)], aggregator="concat",
+    )  # fmt: skip
+    executor = Executor(
+        [Role(name="lead", tools=("outer",))], model, tools=[outer.as_tool("outer")],
+        aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("lead", "go")], run_id="r1")
+    assert result.usage.model_calls == len(model.requests) == 5  # lead x2, middle x2, leaf
+    spans = RunStore(tmp_path / "runs.db").spans("r1")
+    timeline = build_timeline(spans)
+    assert (timeline.model_calls, timeline.total_tokens) == (5, result.usage.total_tokens)
+    # The leaf's one call, under the middle worker's call, under the lead's.
+    (leaf,) = [s for s in spans if s.kind == "model_call" and s.worker.count("/") == 4]
+    assert leaf.worker.split("/")[::2] == ["s1", "s1", "s1"]  # WORKER/CALL/WORKER/CALL/WORKER
