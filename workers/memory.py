@@ -9,7 +9,7 @@
   parallel-safe, and ``remember(text)``, side-effecting and idempotent: journaled like
   any side effect, and the same text is one memory however often it is kept.
 - ``store_result: true``: each finished worker's answer is kept, with its run, role and
-  subtask (:func:`keep_result`, called by the Executor's scheduler once the worker ends).
+  subtask (:func:`keep_result`, called by the worker as it ends well).
 
 A memory that fails (a locked file, an embeddings endpoint that is down) never fails
 the worker: the recall is an event with the error, a tool call an error observation,
@@ -37,6 +37,7 @@ from runtime import (
     tool,
 )
 from runtime.memory import DEFAULT_NAMESPACE
+from runtime.secrets import masked
 from runtime.tools.render import cut
 
 __all__ = [
@@ -118,7 +119,7 @@ async def recall_at_start(
     hits: Sequence[MemoryHit] = ()
     error = None
     try:
-        hits = await memory.search(task, namespace=settings.namespace, k=settings.recall)
+        hits = await memory.search(masked(task), namespace=settings.namespace, k=settings.recall)
     except (HoneycombError, ValueError) as exc:  # the worker goes on without it
         error = f"{type(exc).__name__}: {exc}"
     if tracer.enabled:
@@ -148,7 +149,7 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
             query: What to look for, in plain words.
             k: How many memories at most.
         """
-        hits = await memory.search(query, namespace=namespace, k=k)
+        hits = await memory.search(masked(query), namespace=namespace, k=k)
         if not hits:
             return f"No memory matches {query!r}."
         return recall_text(hits, header=f"Memories for {query!r}, best first:")
@@ -161,7 +162,11 @@ def memory_tools(memory: Memory, settings: RoleMemory, role: str) -> tuple[Tool[
             text: The note, self-contained (it is read without this conversation).
         """
         record = await memory.add(
-            text, namespace=namespace, run_id=context.run_id, role=role, worker=context.worker
+            masked(text),
+            namespace=namespace,
+            run_id=context.run_id,
+            role=role,
+            worker=context.worker,
         )
         return f"Remembered (memory {record.id})."
 
@@ -186,7 +191,7 @@ async def keep_result(
         return
     try:
         await memory.add(
-            text,
+            masked(text),
             namespace=settings.namespace,
             kind="result",
             run_id=run_id,

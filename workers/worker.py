@@ -36,7 +36,7 @@ from workers.calls import tool_calls
 from workers.context import ContextWindow
 from workers.guards import GuardRunner, ResolvedGuards, resolve_guards
 from workers.loop import AgentLoop
-from workers.memory import memory_tools, recall_at_start
+from workers.memory import keep_result, memory_tools, recall_at_start
 from workers.role import Role
 from workers.services import Services
 from workers.state import (
@@ -338,7 +338,10 @@ class Worker:
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)
         finally:
             logs.unbind(bound)
-        return self._ended(outcome, loop.head(prompt), started_at, started)
+        result = self._ended(outcome, loop.head(prompt), started_at, started)
+        if result.ok:
+            await self._keep(result)
+        return result
 
     # Helpers of run(): what is in its own frame is held by every worker while it runs.
 
@@ -411,6 +414,20 @@ class Worker:
             return None
         first = refusals[0]
         return "failed", GuardrailTripped(first.guard, "input", first.reason)
+
+    async def _keep(self, result: WorkerResult) -> None:
+        """Keep its answer in the memory, if its role says ``store_result`` (a worker
+        of the plan's, one called as a tool, or one run on its own alike)."""
+        memory, uses = self.setup.memory, self.role.memory
+        if memory is not None and uses is not None and uses.store_result:
+            await keep_result(
+                memory,
+                uses,
+                result.text,
+                run_id=self.services.run_id,
+                role=self.role.name,
+                worker=self.name,
+            )
 
     async def _recalled(self, task: str, prompt: str) -> LoopState | None:
         """The first state of a worker whose role recalls at its start: the memories

@@ -41,7 +41,6 @@ from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
 from workers import Worker, WorkerError, WorkerResult
-from workers.memory import keep_result
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -266,22 +265,7 @@ class Scheduler:
             return
         if isinstance(result.exception, BudgetExceeded):
             self._stop(result.exception)
-        if result.ok:
-            await self._keep(worker, result)
         await self._finish(subtask, result.status, result, self._error_of(result), started)
-
-    async def _keep(self, worker: Worker, result: WorkerResult) -> None:
-        """Keep a worker's answer in the memory, if its role says ``store_result``."""
-        memory, uses = worker.setup.memory, worker.role.memory
-        if memory is not None and uses is not None and uses.store_result:
-            await keep_result(
-                memory,
-                uses,
-                result.text,
-                run_id=self.context.run_id,
-                role=worker.role.name,
-                worker=worker.name,
-            )
 
     async def _decided(self, subtask: Subtask, result: WorkerResult, record: WorkerRecord) -> bool:
         """Wait, paused, until every call ``result`` waits on is decided (True), or

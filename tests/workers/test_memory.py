@@ -21,6 +21,7 @@ from runtime import (
     ToolMessage,
     Tracer,
     UserMessage,
+    secrets,
     tool,
 )
 from runtime.memory import MemoryKind
@@ -213,6 +214,29 @@ async def test_the_tools_search_and_keep_in_the_roles_namespace(memory: SQLiteMe
     assert not recall.side_effects  # runs beside the worker's other tools
     assert remember.side_effects
     assert remember.idempotent
+
+
+async def test_a_worker_keeps_its_result_and_notes_with_every_secret_masked(
+    memory: SQLiteMemory,
+) -> None:
+    # The memory file held a secret the run's result and store masked, and recall sent
+    # it back to later models; and a worker run on its own (or called as a tool) kept
+    # no result: only the Executor's scheduler did.
+    model = ScriptedModel(
+        [[call("remember", {"text": "the db password is hunter2-but-longer"})], "Connected with "
+         "hunter2-but-longer."]
+    )  # fmt: skip
+    role = Role(name="dba", memory=RoleMemory(namespace="db", recall=0, store_result=True))
+    with secrets.isolated():
+        secrets.add_secret("hunter2-but-longer", "password")
+        worker = Worker(role, model, name="dba-1", services=Services(memory=memory, run_id="r1"))
+        result = await worker.run("Connect.")
+    assert result.ok
+    kept = {r.kind: r.text for r in await memory.list("db")}
+    assert kept == {
+        "note": "the db password is [password hidden]",
+        "result": "Connected with [password hidden].",
+    }
 
 
 async def test_remember_is_journaled_and_not_kept_again_on_resume(

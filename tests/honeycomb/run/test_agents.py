@@ -810,3 +810,31 @@ async def test_an_executor_with_a_store_called_as_a_tool_keeps_no_run_of_its_own
     assert paid == []
     assert payroll.store is not None
     assert payroll.store.runs() == []  # nothing kept there to approve later
+
+
+async def test_a_nested_worker_of_a_role_that_stores_results_keeps_its_answer(
+    tmp_path: Path,
+) -> None:
+    """``store_result`` held for the workers of the plan only: one called as a tool
+    kept nothing."""
+    from runtime.memory import SQLiteMemory
+    from workers import RoleMemory
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("researcher", {"instruction": "bees"}),))
+        return "lead: " + observations(request)[0].content
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    researcher = Role(name="researcher", memory=RoleMemory(recall=0, store_result=True))
+    executor = Executor(
+        [Role(name="lead", tools=("agent:researcher",)), researcher],
+        by_role(lead=lead, researcher=lambda request: "Bees dance."),
+        aggregator="concat", memory=memory,
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=ONE)
+    assert result.status == "ok"
+    [kept] = await memory.list()
+    assert (kept.kind, kept.text, kept.role) == ("result", "Bees dance.", "researcher")
+    assert kept.worker is not None
+    assert kept.worker.startswith("s1/")  # the nested worker's name
