@@ -52,8 +52,7 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
     store.runs(1)  # read once: a file that is not a run store is refused now
     if path is None and not make and not store.read_now(lambda _: True, False):
         raise StoreError(  # a schema not made: a misspelt ?schema= reads as no runs
-            "no run store: no run was kept in this schema (--store URL?schema=NAME "
-            "names another)",
+            "no run store: no run was kept in this schema (--store URL?schema=NAME names another)",
             path=store.where,
         )
     return store
