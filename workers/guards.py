@@ -260,6 +260,9 @@ class Judge:
         roles: The roles a guard may name as its judge, by name.
         model_for: The model a role thinks with (given one of ``roles``).
         budget: Checked before each call and charged with what it cost.
+        caller: The judge of the run this one's is a sub-run of (a hive called as a
+            tool): it asks the judge roles that are not among ``roles`` (those of the
+            caller's guards, which check the sub-run's calls too).
     """
 
     def __init__(
@@ -267,10 +270,12 @@ class Judge:
         roles: Mapping[str, JudgeRole],
         model_for: Callable[[Any], Model],
         budget: Budget | None = None,
+        caller: Judge | None = None,
     ) -> None:
         self.roles = roles
         self.model_for = model_for
         self.budget = budget
+        self.caller = caller
 
     async def ask(self, role_name: str, check: GuardCheck) -> tuple[str | None, Usage, str]:
         """The judge's verdict (None: pass, or its reason), its usage and model name.
@@ -280,6 +285,8 @@ class Judge:
             HoneycombError: when the judge is not a role here, or its model call failed.
         """
         role = self.roles.get(role_name)
+        if role is None and self.caller is not None:
+            return await self.caller.ask(role_name, check)
         if role is None:
             raise ConfigError(f"the judge role {role_name!r} is not defined")
         model = self.model_for(role)

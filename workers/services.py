@@ -111,12 +111,15 @@ class Services(Value, frozen=True, kw_only=True):
     def within(self, caller: Services) -> Services:
         """These services for a sub-run (a hive called as a tool) of ``caller``'s run:
         it spends its caller's budget and holds its locks and slots; its guards and
-        memory are its own, and so is its approver, if it has one: else whoever decides
-        for the caller decides for it (the person at the terminal of ``honeycomb run``
-        is asked about the sub-run's calls too), as for a nested worker."""
+        memory are its own, but the caller's argument guards check its calls too (they
+        check every call of the caller's run); and so is its approver, if it has one:
+        else whoever decides for the caller decides for it (the person at the terminal
+        of ``honeycomb run`` is asked about the sub-run's calls too), as for a nested
+        worker."""
         own = self.approver is not None
         return msgspec.structs.replace(
             self,
+            guards=self.guards.with_arguments(caller.guards.arguments),
             budget=caller.budget,
             locks=caller.locks,
             tool_slots=caller.tool_slots,

@@ -120,7 +120,7 @@ class Run:
             base = base.within(within.services)
             crew = crew.under(within.services.model_slots)
         budget = base.budget if within is not None else Budget(policy.budgets)
-        judge = Judge(crew.roles, crew.model_for, budget)
+        judge = Judge(crew.roles, crew.model_for, budget, within.services.judge if within else None)
         self.guards = GuardRunner(base.guards, tracer=self.tracer, judge=judge, run_id=run_id)
         services = replace(
             base,

@@ -11,6 +11,7 @@ import pytest
 from honeycomb import (
     ApprovalRequest,
     Approvals,
+    AssistantMessage,
     ConfigErrors,
     Decision,
     Event,
@@ -22,6 +23,7 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
+    ToolMessage,
     tool,
 )
 from honeycomb.hive import load_hive
@@ -88,6 +90,40 @@ async def test_a_runs_argument_guards_check_every_workers_calls() -> None:
     refused = result.subtasks["s2"].worker.transcript.messages[3]
     assert refused.status == "error"
     assert "guard 'no_evil': evil address" in refused.content
+
+
+@pytest.mark.parametrize("judged", [False, True])
+async def test_a_runs_argument_guards_check_the_calls_of_the_hives_it_calls(judged: bool) -> None:
+    # Wrapped in a hive tool, a call the run's guard refuses went through; a guard that
+    # is a judge role of the run is asked there, the hive having no such role.
+    sent.clear()
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        system = str(request.messages[0].content)
+        if "You are a guard" in system:
+            text = str(request.messages[1].content)
+            return "evil address" if "evil" in text else "PASS"
+        answered = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if answered:
+            return answered[0].content
+        if system.startswith("You are the lead worker"):
+            return AssistantMessage(tool_calls=(call("mailer", {"instruction": "mail"}),))
+        return AssistantMessage(tool_calls=(call("send", {"to": "evil"}),))
+
+    model = FunctionModel(answer)
+    mailer = Executor(
+        [Role(name="clerk", tools=("send",))], model, tools=[send],
+        planner=lambda task: [("clerk", task)], aggregator="concat",
+    )  # fmt: skip
+    executor = Executor(
+        [Role(name="lead", tools=("mailer",)), Role(name="reviewer")], model,
+        tools=[mailer.as_tool("mailer")], aggregator="concat",
+        guards=Guards(arguments=("reviewer",) if judged else (no_evil,)),
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("lead", "go")])
+    assert sent == []
+    assert "this call was refused, not run" in result.answer_text
+    assert "evil address" in result.answer_text
 
 
 async def test_a_roles_input_guard_fails_its_worker_under_the_failure_policy() -> None:
