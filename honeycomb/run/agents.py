@@ -14,6 +14,7 @@ finished, its answer is given at once).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -106,11 +107,27 @@ class NestedRuns:
         started = time.perf_counter()
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
         told = ctx_run.told(role, instruction)
-        result = await (
-            worker.run(told, resume=state)
-            if backend is None
-            else backend.run_worker(worker, told, inputs=None, resume=state)
-        )
+        try:
+            result = await (
+                worker.run(told, resume=state)
+                if backend is None
+                else backend.run_worker(worker, told, inputs=None, resume=state)
+            )
+        except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
+            if tracer.enabled:
+                tracer.emit(
+                    WorkerFinished(
+                        worker=name,
+                        run_id=ctx_run.run_id,
+                        role=role,
+                        status="cancelled",
+                        duration_s=time.perf_counter() - started,
+                        parent=ctx.worker,
+                        call_id=ctx.call_id,
+                        turn=ctx.turn,
+                    )
+                )
+            raise
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),
             status=result.status,

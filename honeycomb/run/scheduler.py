@@ -186,6 +186,8 @@ class Scheduler:
                     break
                 state = result.state
         except asyncio.CancelledError:
+            if started is not None:  # its end is the run's (it is stopped, or cancelled)
+                self._stopped_now(subtask, started)
             raise
         except BaseException as exc:  # no result: KeyboardInterrupt, SystemExit ... stop all
             if self._fatal is None:
@@ -231,6 +233,23 @@ class Scheduler:
             record = self.record.worker(subtask.id, len(state.messages) if state else 0)
         worker = ctx.worker(subtask.role, name=subtask.id, store=record)
         return worker, inputs, state, record
+
+    def _stopped_now(self, subtask: Subtask, started: float) -> None:
+        """A started subtask's worker cut off by the end of its run, reported as an
+        event: every ``worker.started`` has its ``worker.finished``."""
+        ctx = self.context
+        if ctx.tracer.enabled:
+            why = stopped_error(self.stopped)
+            ctx.tracer.emit(
+                WorkerFinished(
+                    worker=subtask.id,
+                    run_id=ctx.run_id,
+                    role=subtask.role,
+                    status=stopped_status(self.stopped),
+                    duration_s=self.elapsed_s - started,
+                    error=str(why) if why is not None else None,
+                )
+            )
 
     def _started_now(self, subtask: Subtask) -> float:
         """When the subtask's worker starts (now), reported as an event."""

@@ -12,7 +12,7 @@ import anyio.to_thread
 import pytest
 from rich.console import Console
 
-from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, tool
+from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, RunFailed, tool
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
 from honeycomb.run.result import timings_of
@@ -838,3 +838,63 @@ async def test_a_nested_worker_of_a_role_that_stores_results_keeps_its_answer(
     assert (kept.kind, kept.text, kept.role) == ("result", "Bees dance.", "researcher")
     assert kept.worker is not None
     assert kept.worker.startswith("s1/")  # the nested worker's name
+
+
+async def test_every_worker_started_is_reported_finished_however_it_is_cut_off() -> None:
+    """A nested worker cut off by its caller's tool time limit, and a worker of the plan
+    cancelled as the run fails fast, had a ``worker.started`` and no ``worker.finished``."""
+    events: list[Event] = []
+    began = anyio.Event()
+
+    @tool
+    async def slow(query: str) -> str:
+        """Take long."""
+        began.set()
+        await anyio.sleep(30)
+        return "never"
+
+    def waits(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("slow", {"query": "x"}),))
+        return "gave up"
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("researcher", {"instruction": "go"}),))
+        return "lead: " + observations(request)[0].status
+
+    def fails(request: ModelRequest) -> Answer:
+        raise RuntimeError("boom")
+
+    def ends(kind: str) -> dict[str | None, str]:
+        started = [e.worker for e in events if e.kind == "worker.started"]
+        finished = {e.worker: getattr(e, "status", "") for e in events if e.kind == kind}
+        return {w: finished.get(w, "none") for w in started}
+
+    nested = Executor(
+        [Role(name="lead", tools=("agent:researcher",), tool_timeout=0.2),
+         Role(name="researcher", tools=("slow",))],
+        by_role(lead=lead, researcher=waits), tools=[slow], aggregator="concat",
+        on_event=[events.append],
+    )  # fmt: skip
+    await nested.run("t", subtasks=ONE)
+    assert list(ends("worker.finished").values()) == ["ok", "cancelled"]
+    events.clear()
+
+    async def model(request: ModelRequest) -> Answer:
+        if role_of(request) == "bad":
+            await began.wait()  # the other worker's call is under way
+            return fails(request)
+        return waits(request)
+
+    plan = [{"id": "a", "role": "slowpoke", "instruction": "x"},
+            {"id": "b", "role": "bad", "instruction": "y"}]  # fmt: skip
+    fail_fast = Executor(
+        [Role(name="slowpoke", tools=("slow",)), Role(name="bad")], FunctionModel(model),
+        tools=[slow], aggregator="concat", policy=Policy(failure="fail_fast"),
+        on_event=[events.append],
+    )  # fmt: skip
+    began = anyio.Event()
+    with pytest.raises(RunFailed):
+        await fail_fast.run("t", subtasks=plan)
+    assert ends("worker.finished") == {"a": "cancelled", "b": "failed"}
