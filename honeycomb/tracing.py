@@ -12,7 +12,7 @@ import typing
 from honeycomb.trace.html import to_html
 from honeycomb.trace.lives import Life
 from honeycomb.trace.logs import configure_logging
-from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
+from honeycomb.trace.spans import Span, SpanRecorder, SubRunSpans, from_jsonl, to_jsonl
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import Bar, PlannedSubtask, Row, Timeline, build_timeline
 from runtime import lazy
@@ -30,6 +30,7 @@ __all__ = [
     "Row",
     "Span",
     "SpanRecorder",
+    "SubRunSpans",
     "Timeline",
     "Tracer",
     "build_timeline",
