@@ -333,6 +333,10 @@ class Worker:
                         error=refused[1],
                     )
                 resume = await self._recalled(task, prompt)
+                if resume is not None and self.services.store is not None:
+                    # Kept before its first model call: a worker resumed from the
+                    # middle of that call has what it recalled, and recalls no more.
+                    self.services.store.save(resume)
             outcome = await loop.run(prompt, resume)
         except Exception as exc:  # a bug outside the model (a checkpoint ...): it fails alone
             return self._result("failed", Transcript(), Usage(), 0, started_at, started, error=exc)

@@ -169,6 +169,38 @@ async def test_a_resumed_worker_does_not_recall_again(memory: SQLiteMemory) -> N
     assert seen_by(model)[2] == "recalled before"
 
 
+async def test_what_a_worker_recalled_is_kept_before_its_first_model_call(
+    memory: SQLiteMemory,
+) -> None:
+    # Its first state was kept after its first model call: cut off in that call, the
+    # worker recalled again as it was resumed, and may have found something else.
+    counting = Counting(memory)
+    role = Role(name="guide", memory=RoleMemory(namespace="trip"))
+    asked = anyio.Event()
+
+    async def hangs(request: ModelRequest) -> str:
+        asked.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    store = MemoryStore()
+    services = Services(memory=counting, store=store)
+    async with anyio.create_task_group() as group:
+        group.start_soon(Worker(role, FunctionModel(hangs), services=services).run, "Lisbon")
+        await asked.wait()
+        group.cancel_scope.cancel()  # the process dies in its first model call
+    assert store.state is not None
+    assert seen_first_line(store.state.messages[0]) == RECALL_HEADER
+    model = FunctionModel(lambda request: "done")
+    again = Worker(role, model, services=Services(memory=counting, store=MemoryStore()))
+    assert (await again.run("Lisbon", resume=store.state)).ok
+    assert counting.searches == 1  # the first life's only
+
+
+def seen_first_line(message: Any) -> str:
+    return str(getattr(message, "content", "")).splitlines()[0]
+
+
 async def test_a_memory_that_fails_never_fails_the_worker(memory: SQLiteMemory) -> None:
     events: list[Event] = []
     broken = Counting(memory, broken=True)
