@@ -112,6 +112,10 @@ class DriverLimiter:
     def cooldown_left_s(self) -> float:
         return 0.0
 
+    @property
+    def cooled_by(self) -> ModelHTTPError | None:  # no cool-down here: the driver's
+        return None
+
     def attempt(self) -> Held:
         return Held(here.get(), "limiter", self.key)
 

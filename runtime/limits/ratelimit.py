@@ -19,6 +19,12 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   dropped: attempts start freely again.
 - Every ``increase_after`` successes at the current limit grow it by one, up to
   ``max_concurrency``.
+- A cool-down holds retries too, but never past their call's retry deadline
+  (:data:`retry_deadline`, which the retry policy sets for each attempt): a retry whose
+  cool-down would end past it gives up at once with
+  :class:`~runtime.errors.RetryAfterPastDeadline`, as one told the same ``Retry-After``
+  by its own 429 does. The 429 still sets the cool-down when its own caller refused
+  to wait so long: it is the endpoint's word for every caller.
 - Where the endpoint says what is left of its quota (``x-ratelimit-remaining-*`` and
   ``x-ratelimit-reset-*`` for requests and tokens, read by
   :func:`~runtime.limits.quota.quota_from_headers` and given to
@@ -47,15 +53,44 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 
 from runtime.concurrency import TimedOut, within
-from runtime.errors import ModelHTTPError
+from runtime.errors import ModelHTTPError, RetryAfterPastDeadline
 from runtime.limits.quota import QuotaLeft, quota_from_headers
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.value import Value
 
 # QuotaLeft and quota_from_headers are runtime.limits.quota's; named here too, beside
 # observe(), which reads them.
-__all__ = ["AdaptiveLimiter", "QuotaLeft", "RateLimitedModel", "quota_from_headers"]
+__all__ = [
+    "AdaptiveLimiter",
+    "QuotaLeft",
+    "RateLimitedModel",
+    "RetryDeadline",
+    "quota_from_headers",
+    "retry_deadline",
+]
+
+
+class RetryDeadline(Value, frozen=True, kw_only=True):
+    """The retry deadline of the model call an attempt belongs to.
+
+    Attributes:
+        at: When no retry may still be waiting (``time.monotonic()``).
+        attempts: Attempts the call made before this one (0: this is the first).
+    """
+
+    at: float
+    attempts: int
+
+
+retry_deadline: ContextVar[RetryDeadline | None] = ContextVar(
+    "honeycomb_retry_deadline", default=None
+)
+"""The retry deadline of the attempt the current task makes, set by the retry policy
+for the attempt (:func:`runtime.limits.retry.deadline_of`): the limiter holds no retry
+past it."""
 
 
 _PACE = 0.97
@@ -132,6 +167,7 @@ class AdaptiveLimiter:
         self._in_flight = 0
         self._waiters: deque[asyncio.Event] = deque()
         self._cool_until = 0.0
+        self._cooled_by: ModelHTTPError | None = None  # the 429 whose wait it is
         self._epoch = 0  # bumped at every decrease
         self._successes = 0
         # What the endpoint said of its quota (observe): attempts that may start
@@ -188,6 +224,11 @@ class AdaptiveLimiter:
         """Seconds until attempts may start again (0 when not cooling down)."""
         return max(self._cool_until - self._now(), 0.0)
 
+    @property
+    def cooled_by(self) -> ModelHTTPError | None:
+        """The 429 whose wait the cool-down is (None when not cooling down)."""
+        return self._cooled_by if self._cool_until > self._now() else None
+
     @asynccontextmanager
     async def attempt(self) -> AsyncIterator[None]:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
@@ -198,7 +239,7 @@ class AdaptiveLimiter:
             yield
         except ModelHTTPError as exc:
             if exc.status == 429:
-                self._on_throttled(epoch, exc.retry_after)
+                self._on_throttled(epoch, exc)
             raise
         else:
             self._on_success(epoch, self._now() - started)
@@ -236,6 +277,7 @@ class AdaptiveLimiter:
             # also while a caller waits for its paced start.
             while True:
                 while (left := self._cool_until - self._now()) > 0:
+                    self._refuse_past_deadline(left)
                     await self._sleep(left)
                 await self._pace()
                 if self._cool_until <= self._now():
@@ -244,6 +286,24 @@ class AdaptiveLimiter:
             self._release(loop)
             raise
         return self._epoch
+
+    def _refuse_past_deadline(self, wait_s: float) -> None:
+        """Give a retry up at once if its cool-down, ``wait_s`` more, would end past its
+        call's retry deadline (the first attempt of a call is not a retry: it waits).
+
+        Raises:
+            RetryAfterPastDeadline: the 429 that asked for the cool-down, and the
+                deadline left.
+        """
+        deadline, cause = retry_deadline.get(), self._cooled_by
+        if deadline is None or not deadline.attempts or cause is None:
+            return
+        left = deadline.at - time.monotonic()  # the retry policy's clock
+        if wait_s >= left:
+            left = max(left, 0.0)
+            raise RetryAfterPastDeadline(
+                cause, deadline_left_s=left, attempts=deadline.attempts
+            ) from cause
 
     async def _pace(self) -> None:
         """Wait for this attempt's start: by the quota the endpoint reported, then by
@@ -340,12 +400,15 @@ class AdaptiveLimiter:
             self._in_flight += 1
             self._waiters.popleft().set()
 
-    def _on_throttled(self, epoch: int, retry_after: float | None) -> None:
+    def _on_throttled(self, epoch: int, exc: ModelHTTPError) -> None:
         self.throttled += 1
         now = self._now()
-        wait = self.cooldown_s if retry_after is None else retry_after
+        wait = self.cooldown_s if exc.retry_after is None else exc.retry_after
         until = now + min(max(wait, 0.0), self.max_cooldown_s)
-        self._cool_until = max(self._cool_until, until)
+        if until >= self._cool_until:
+            # Set even when its own caller gave up rather than wait (its deadline too
+            # near): the endpoint asked every caller to wait.
+            self._cool_until, self._cooled_by = until, exc
         if epoch == self._epoch:  # started after the last cut: a new congestion event
             self._learn_rate(now)
             self._limit = max(self._limit // 2, self.min_concurrency)

@@ -7,7 +7,10 @@ honoured, and a retry through a rate limiter waits at least its cool-down (the
 limiter would hold it that long anyway: the wait reported is the wait made). The
 policy stops after a number of attempts or before a total deadline would be passed,
 whichever comes first; a ``Retry-After`` that would end past the deadline gives up
-at once with :class:`~runtime.errors.RetryAfterPastDeadline`.
+at once with :class:`~runtime.errors.RetryAfterPastDeadline`, and so does a retry
+whose limiter's cool-down (another call's ``Retry-After``) would, whether it is known
+when the retry's wait is chosen or comes while it waits (:func:`deadline_of` tells
+the limiter the deadline).
 
 Each retry is reported to the model call's caller, if it asked
 (:func:`runtime.events.report_retry`), else logged.
@@ -38,7 +41,7 @@ from runtime.errors import (
     StreamInterrupted,
 )
 from runtime.events import report_retry
-from runtime.limits.ratelimit import AdaptiveLimiter
+from runtime.limits.ratelimit import AdaptiveLimiter, RetryDeadline, retry_deadline
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.secrets import HeldText
@@ -46,6 +49,7 @@ from runtime.secrets import HeldText
 __all__ = [
     "RetryingModel",
     "ShownText",
+    "deadline_of",
     "limiter_of",
     "retrying",
     "wait_at_least",
@@ -113,22 +117,41 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         sleep=asyncio.sleep,
         reraise=True,
         before_sleep=_report_retry,
-        retry_error_callback=lambda state: _give_up(policy, state),
+        retry_error_callback=lambda state: _give_up(policy, limiter, state),
     )
 
 
-def _give_up(policy: RetryPolicy, state: RetryCallState) -> Any:
+@contextlib.contextmanager
+def deadline_of(policy: RetryPolicy, attempt: tenacity.AttemptManager) -> Iterator[None]:
+    """The block is ``attempt`` of a call retried under ``policy``: a rate limiter it
+    passes through holds it no longer than the policy's deadline (a cool-down that
+    would end past it gives the retry up with :class:`RetryAfterPastDeadline`)."""
+    state = attempt.retry_state
+    at = state.start_time + policy.deadline_s  # tenacity's clock: time.monotonic()
+    token = retry_deadline.set(RetryDeadline(at=at, attempts=state.attempt_number - 1))
+    try:
+        yield
+    finally:
+        retry_deadline.reset(token)
+
+
+def _give_up(policy: RetryPolicy, limiter: AdaptiveLimiter | None, state: RetryCallState) -> Any:
     """Raise the last error, saying so when a Retry-After past the deadline (not the
-    number of attempts) is why no retry follows."""
+    number of attempts) is why no retry follows: the error's own, or the one the
+    limiter's cool-down is the wait of."""
     outcome = state.outcome
     assert outcome is not None  # tenacity stops only after an attempt
     exc = outcome.exception()
-    if isinstance(exc, ModelHTTPError) and state.attempt_number < policy.attempts:
+    if exc is not None and state.attempt_number < policy.attempts:
         left = policy.deadline_s - (state.seconds_since_start or 0.0)
-        if exc.retry_after is not None and exc.retry_after >= left:
-            left = max(left, 0.0)
-            attempts = state.attempt_number
-            raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
+        asked = None
+        if isinstance(exc, ModelHTTPError) and exc.retry_after is not None:
+            asked = exc if exc.retry_after >= left else None
+        if asked is None and limiter is not None and limiter.cooldown_left_s >= left:
+            asked = limiter.cooled_by
+        if asked is not None:
+            left, attempts = max(left, 0.0), state.attempt_number
+            raise RetryAfterPastDeadline(asked, deadline_left_s=left, attempts=attempts) from exc
     return outcome.result()  # raises the last error
 
 
@@ -141,7 +164,7 @@ class RetryingModel(WrapperModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         async for attempt in retrying(self.policy, limiter_of(self.inner)):
-            with attempt:
+            with attempt, deadline_of(self.policy, attempt):
                 return await self.inner.complete(request)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
@@ -153,7 +176,7 @@ class RetryingModel(WrapperModel):
         """
         shown = ShownText(on_text)
         async for attempt in retrying(self.policy, limiter_of(self.inner)):
-            with attempt, shown.guard(repr(self.inner)):
+            with attempt, shown.guard(repr(self.inner)), deadline_of(self.policy, attempt):
                 return await call_model(self.inner, request, shown)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 

@@ -34,10 +34,12 @@ class Price(Settings, frozen=True, kw_only=True):
 
     def of(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
         """The cost of a call with these token counts (``cached_input_tokens`` are
-        among the ``input_tokens``)."""
+        among the ``input_tokens``: more are counted as all of them, so that a cost is
+        never below zero)."""
         cached_price = self.cached_input_per_mtok
         if cached_price is None:
             cached_price, cached_input_tokens = self.input_per_mtok, 0
+        cached_input_tokens = min(cached_input_tokens, input_tokens)
         fresh = input_tokens - cached_input_tokens
         return (
             fresh * self.input_per_mtok

@@ -75,6 +75,9 @@ __all__ = [
 HOLD_LIMIT_S = 30.0
 """How long a stream held back (``Reply.hold_until``) waits to be let go."""
 
+BODY_PIECES = 10
+"""Pieces a one-shot answer with a ``chunk_delay_s`` is sent in."""
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
@@ -93,7 +96,9 @@ class Reply:
     ``usage.input_tokens_details``, and ``finish_reason="length"`` makes the response
     ``incomplete`` (``max_output_tokens``).
 
-    Streamed: ``chunk_delay_s`` is the pause before each chunk; ``cut_after`` breaks
+    Streamed: ``chunk_delay_s`` is the pause before each chunk (one-shot, before each
+    of :data:`BODY_PIECES` pieces of the body: a server that writes its answer
+    slowly, never pausing long between two bytes); ``cut_after`` breaks
     the stream off after that many chunks (0: before the first, 1: after the role,
     before any text), by resetting the connection (``cut="reset"``) or by ending the
     stream without a finish reason or ``[DONE]`` (``cut="end"``). ``hold_until`` holds
@@ -495,7 +500,7 @@ class OpenAIServer(Lifecycle):
             return JSONResponse(_embeddings(body, named), 200, headers)
         model = behaviour.model or named
         if recorded.path.endswith("/responses"):
-            return JSONResponse(_response(behaviour, model, number), 200, headers)
+            return self._whole(behaviour, _response(behaviour, model, number), headers)
         if isinstance(body, dict) and body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
@@ -503,7 +508,21 @@ class OpenAIServer(Lifecycle):
                 headers=dict(headers),
                 media_type="text/event-stream",
             )
-        return JSONResponse(_completion(behaviour, model, number), 200, headers)
+        return self._whole(behaviour, _completion(behaviour, model, number), headers)
+
+    def _whole(self, reply: Reply, body: Any, headers: Mapping[str, str]) -> Response:
+        """A one-shot answer: at once, or in pieces ``reply.chunk_delay_s`` apart."""
+        if reply.chunk_delay_s <= 0:
+            return JSONResponse(body, 200, headers)
+        data = json.dumps(body).encode()
+        size = -(-len(data) // BODY_PIECES)
+
+        async def pieces() -> Any:
+            for at in range(0, len(data), size):
+                await self._pause(reply.chunk_delay_s)
+                yield data[at : at + size]
+
+        return StreamingResponse(pieces(), headers=dict(headers), media_type="application/json")
 
     async def _events(self, reply: Reply, chunks: list[dict[str, Any]]) -> Any:
         """The chunks as server-sent events, cut off as ``reply`` says."""

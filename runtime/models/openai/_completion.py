@@ -8,6 +8,11 @@ Some servers leave out what the next request needs: a tool call without an id
 (Gemini's OpenAI-compatible endpoint and LM Studio send ``""``) gets one here, where
 the answer enters, so the transcript, the journal, the observation and the wire all
 use the same id.
+
+What both adapters read the same way is here too: the usage counts
+(:func:`token_usage`, cached input tokens never more than the input), and an error
+the endpoint sends inside an answer (:func:`answered_error`: a body, a stream's
+event, a failed response), which is the HTTP error it stands for when it names one.
 """
 
 from __future__ import annotations
@@ -16,12 +21,22 @@ import json
 import os
 from typing import Any
 
-from runtime.errors import ModelResponseError
+from runtime.errors import ModelError, ModelHTTPError, ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
 from runtime.model import ModelResponse
 from runtime.models.checks import kind_of, shown
 
-__all__ = ["completion_response", "parse_completion"]
+__all__ = ["answered_error", "completion_response", "parse_completion", "token_usage"]
+
+_STANDS_FOR = {
+    "server_error": 500,
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "overloaded_error": 503,
+}
+"""Kinds of error (an error's ``type`` or ``code``) that stand for an HTTP error worth
+a retry: OpenAI's (in a stream, in a failed response), and those a proxy passes on
+from Anthropic's API."""
 
 
 class _Malformed(Exception):
@@ -43,8 +58,46 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
             retryable=True,
         ) from exc
     if isinstance(data, dict) and "choices" not in data and "error" in data:
-        raise ModelResponseError(f"model {model!r} answered with an error: {shown(data['error'])}")
+        raise answered_error(data["error"], model, "answered with an error")
     return completion_response(data, model)
+
+
+def answered_error(error: Any, model: str, how: str) -> ModelError:
+    """The error an endpoint sent inside an answer (a 200's body, a stream's event, a
+    failed response), saying ``how`` it came: one of a kind that stands for an HTTP
+    error (a server error, a rate limit, or the HTTP status vLLM gives as its ``code``)
+    is that :class:`ModelHTTPError`, retried (and, a 429, slowing the rate limiter)
+    as the HTTP error is; any other is a :class:`ModelResponseError`."""
+    status = _stands_for(error)
+    if status is None:
+        return ModelResponseError(f"model {model!r} {how}: {shown(error)}")
+    return ModelHTTPError(status, f"{how}: {shown(error)}", model=model)
+
+
+def _stands_for(error: Any) -> int | None:
+    """The HTTP status worth a retry that ``error`` stands for, if any."""
+    if not isinstance(error, dict):
+        return None
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        retryable = code in ModelHTTPError.RETRYABLE_STATUSES or 500 <= code <= 599
+        return code if retryable else None
+    for kind in (error.get("type"), code):
+        if isinstance(kind, str) and kind in _STANDS_FOR:
+            return _STANDS_FOR[kind]
+    return None
+
+
+def token_usage(*, input_tokens: int, output_tokens: int, reasoning: int, cached: int) -> Usage:
+    """The usage of one answer. Cached input tokens are among the input tokens: a
+    server that reports more (a proxy that sums them over calls) is held to the input,
+    so that no price of them makes a cost below zero."""
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=reasoning,
+        cached_input_tokens=min(cached, input_tokens),
+    )
 
 
 def completion_response(data: Any, model: str) -> ModelResponse:
@@ -77,21 +130,17 @@ def _response(data: Any, model: str) -> ModelResponse:
     usage = _object(body.get("usage") or {}, "usage")
     details_at = "usage.completion_tokens_details"
     details = _object(usage.get("completion_tokens_details") or {}, details_at)
-    input_tokens = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
     return ModelResponse(
         message=AssistantMessage(
             content=content,
             tool_calls=calls,
             reasoning=reasoning,
         ),
-        usage=Usage(
-            input_tokens=input_tokens,
+        usage=token_usage(
+            input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
             output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
-            reasoning_tokens=_count(
-                details.get("reasoning_tokens"),
-                f"{details_at}.reasoning_tokens",
-            ),
-            cached_input_tokens=min(_cached(usage), input_tokens),
+            reasoning=_count(details.get("reasoning_tokens"), f"{details_at}.reasoning_tokens"),
+            cached=_cached(usage),
         ),
         finish_reason=_text(choice.get("finish_reason"), "choices[0].finish_reason") or "stop",
         model=_text(body.get("model"), "model") or model,

@@ -25,13 +25,15 @@ from runtime.models.openai._completion import (
     _object,
     _required,
     _text,
+    answered_error,
     new_call_id,
+    token_usage,
 )
 
 __all__ = ["parse_response"]
 
-_RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded"})
-"""Codes of a failed response that may succeed when asked again."""
+_UNFINISHED = frozenset({"in_progress", "queued"})
+"""Statuses of a response the server sent before it had finished it."""
 
 _FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
 """Why a response is incomplete, as chat completions name it in ``finish_reason``."""
@@ -41,8 +43,11 @@ def parse_response(body: bytes, model: str) -> ModelResponse:
     """The response in a Responses API body, as sent by the endpoint.
 
     Raises:
-        ModelResponseError: naming the model and what is wrong with the body (a
-            ``failed`` response with the error it says).
+        ModelResponseError: naming the model and what is wrong with the body: a
+            ``failed`` response with the error it says, or with none; one that is not
+            finished (``in_progress``, ``queued``: retryable); ``cancelled``.
+        ModelHTTPError: for a failure that stands for one (``server_error``,
+            ``rate_limit_exceeded``: see :func:`answered_error`).
     """
     try:
         data = json.loads(body)
@@ -52,16 +57,34 @@ def parse_response(body: bytes, model: str) -> ModelResponse:
             retryable=True,
         ) from exc
     if isinstance(data, dict) and data.get("error") is not None:
-        error = data["error"]
-        code = error.get("code") if isinstance(error, dict) else None
-        raise ModelResponseError(
-            f"model {model!r} answered with an error: {shown(error)}",
-            retryable=code in _RETRYABLE_CODES,
-        )
+        raise answered_error(data["error"], model, "answered with an error")
     try:
+        _check_status(data, model)
         return _response(data, model)
     except _Malformed as exc:
         raise ModelResponseError(f"model {model!r} returned a malformed response: {exc}") from exc
+
+
+def _check_status(data: Any, model: str) -> None:
+    """Refuse a response that is not an answer: only ``completed`` ones (or those a
+    server sends without a status) and ``incomplete`` ones (cut off: see
+    :func:`_finish`) are.
+
+    Raises:
+        ModelResponseError: for any other status; retryable for one the server had
+            not finished, as for an answer cut off.
+    """
+    status = _text(_object(data, "the body").get("status"), "status")
+    if status in (None, "completed", "incomplete"):
+        return
+    if status in _UNFINISHED:
+        raise ModelResponseError(
+            f"model {model!r} answered before its response was finished (status {status!r})",
+            retryable=True,
+        )
+    raise ModelResponseError(
+        f"model {model!r} answered with a response of status {status!r} and no error"
+    )
 
 
 def _response(data: Any, model: str) -> ModelResponse:
@@ -141,15 +164,13 @@ def _reasoning(item: dict[str, Any], where: str) -> ReasoningItem:
 def _usage(usage: dict[str, Any]) -> Usage:
     details_in = _object(usage.get("input_tokens_details") or {}, "usage.input_tokens_details")
     details_out = _object(usage.get("output_tokens_details") or {}, "usage.output_tokens_details")
-    return Usage(
+    return token_usage(
         input_tokens=_count(usage.get("input_tokens"), "usage.input_tokens"),
         output_tokens=_count(usage.get("output_tokens"), "usage.output_tokens"),
-        reasoning_tokens=_count(
+        reasoning=_count(
             details_out.get("reasoning_tokens"), "usage.output_tokens_details.reasoning_tokens"
         ),
-        cached_input_tokens=_count(
-            details_in.get("cached_tokens"), "usage.input_tokens_details.cached_tokens"
-        ),
+        cached=_count(details_in.get("cached_tokens"), "usage.input_tokens_details.cached_tokens"),
     )
 
 

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Literal
 import openai
 
 from runtime import logs
+from runtime.concurrency import TimedOut, within
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -48,7 +49,7 @@ from runtime.errors import (
 from runtime.events import report_retry
 from runtime.limits.quota import quota_from_headers
 from runtime.limits.ratelimit import AdaptiveLimiter
-from runtime.limits.retry import ShownText, retrying
+from runtime.limits.retry import ShownText, deadline_of, retrying
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai.request import Api, key_missing, split_settings
@@ -207,7 +208,9 @@ class OpenAIEndpoint(abc.ABC):
     ) -> ModelResponse:
         async for attempt in retrying(self.retry, self.limiter):
             # A streamed attempt that fails after showing text is StreamInterrupted.
-            with attempt, shown.guard(repr(self)) if shown is not None else _NO_GUARD:
+            guard = shown.guard(repr(self)) if shown is not None else _NO_GUARD
+            # Held to the policy's deadline in the limiter too (its cool-down).
+            with attempt, guard, deadline_of(self.retry, attempt):
                 async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
                     return await self._complete_once(request, mode, shown)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
@@ -235,11 +238,18 @@ class OpenAIEndpoint(abc.ABC):
     async def _complete_once(
         self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
     ) -> ModelResponse:
+        """One attempt, bounded as a whole by the call's timeout: from the request sent
+        to the answer's last byte, streamed or not (the HTTP client's own timeout only
+        bounds each wait for a byte, which a server sending slowly never trips)."""
+        limit = self._timeout_s(request)
         try:
-            if shown is not None:
-                response = await self._stream_raw(request, mode, shown)
-            else:
-                response = await self._complete_raw(request, mode)
+            with within(limit):
+                if shown is not None:
+                    response = await self._stream_raw(request, mode, shown)
+                else:
+                    response = await self._complete_raw(request, mode)
+        except TimedOut as exc:
+            raise ModelTimeout(limit) from exc
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the secrets, and drop the SDK's error that holds them.
@@ -302,11 +312,16 @@ class OpenAIEndpoint(abc.ABC):
         params: dict[str, Any] = {
             **self._sdk_settings,
             "model": self.model,
-            "timeout": request.timeout if request.timeout is not None else self.timeout,
+            "timeout": self._timeout_s(request),
         }
         if self._extra_body:
             params["extra_body"] = self._extra_body
         return params
+
+    def _timeout_s(self, request: ModelRequest) -> float:
+        """Seconds one attempt at ``request`` may take: its own limit (a role's
+        ``model_timeout``), else the model's."""
+        return request.timeout if request.timeout is not None else self.timeout
 
     def _limit_output(self, params: dict[str, Any], key: str, limit: int | None) -> None:
         """Set the output limit ``key`` to ``limit``, unless the settings set a lower one."""

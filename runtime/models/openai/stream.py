@@ -23,7 +23,14 @@ from typing import Any
 from runtime.errors import ModelResponseError
 from runtime.model import ModelResponse
 from runtime.models.checks import shown
-from runtime.models.openai._completion import _list, _Malformed, _object, _text, completion_response
+from runtime.models.openai._completion import (
+    _list,
+    _Malformed,
+    _object,
+    _text,
+    answered_error,
+    completion_response,
+)
 
 __all__ = ["CompletionStream", "event_data"]
 
@@ -77,6 +84,8 @@ class CompletionStream:
         Raises:
             ModelResponseError: for a chunk that is not JSON (retryable: a proxy's or a
                 connection's fault), an error sent in the stream, or a malformed chunk.
+            ModelHTTPError: for an error sent in the stream that stands for one (a
+                server error, a rate limit: see :func:`answered_error`).
         """
         if data.strip() == "[DONE]":
             self.done = True
@@ -90,9 +99,9 @@ class CompletionStream:
                 retryable=True,
             ) from exc
         if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
-            raise ModelResponseError(
-                f"model {self.model!r} sent an error in its stream: {shown(chunk['error'])}"
-            )
+            # A server error or a rate limit is retried as its HTTP error would be (if
+            # no text was shown yet: see ShownText).
+            raise answered_error(chunk["error"], self.model, "sent an error in its stream")
         try:
             return self._add(chunk, f"chunk {self._chunks}")
         except _Malformed as exc:

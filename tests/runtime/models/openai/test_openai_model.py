@@ -949,7 +949,8 @@ async def test_a_slow_answer_past_the_request_timeout_raises_model_timeout(
         await model.complete(ask(timeout=0.2))  # the request's timeout wins over the model's
 
     assert caught.value.timeout_s == 0.2
-    assert isinstance(caught.value.__cause__, openai.APITimeoutError)
+    # The HTTP client's wait for a byte, or the attempt's own limit: both end at 0.2 s.
+    assert isinstance(caught.value.__cause__, openai.APITimeoutError | TimeoutError)
     assert len(openai_server.requests) == 2  # retried once, per the policy
     assert time.monotonic() - started >= 2 * 0.2
 
@@ -963,6 +964,40 @@ async def test_a_slow_answer_is_retried_and_the_next_one_succeeds(
 
     assert response.message.content == "in time"
     assert len(openai_server.requests) == 2
+
+
+async def test_an_answer_sent_slowly_past_the_timeout_raises_model_timeout(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    """The body comes in pieces 0.2 s apart (2 s in all): no wait for a byte passes
+    the 0.6 s limit, the whole answer does."""
+    openai_server.enqueue(Reply(content="slowly", chunk_delay_s=0.2))
+
+    started = time.monotonic()
+    with pytest.raises(ModelTimeout) as caught:
+        await make_model(timeout=0.6, retry=fast(attempts=1)).complete(ask())
+
+    assert caught.value.timeout_s == 0.6
+    assert time.monotonic() - started < 1.8
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ({"message": "The server had an error.", "type": "server_error", "code": None}, 500),
+        ({"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}, 429),
+    ],
+)
+async def test_a_200_whose_body_is_an_error_of_a_retryable_kind_is_retried(
+    openai_server: OpenAIServer, make_model: MakeModel, error: dict[str, Any], status: int
+) -> None:
+    openai_server.enqueue(Raw(200, body={"error": error}), text("ok"))
+    model = make_model()
+
+    assert (await model.complete(ask())).message.content == "ok"
+    assert len(openai_server.requests) == 2
+    assert model.limiter is not None
+    assert model.limiter.throttled == (1 if status == 429 else 0)
 
 
 async def test_a_refused_connection_raises_model_connection_error(make_model: MakeModel) -> None:

@@ -21,6 +21,7 @@ from runtime import (
     ModelRequest,
     ModelResponseError,
     ModelTimeout,
+    OpenAIModel,
     OpenAIResponsesModel,
     OutputSchema,
     ReasoningItem,
@@ -32,6 +33,7 @@ from runtime import (
     UserMessage,
 )
 from runtime.models.openai.request import split_settings
+from runtime.models.pricing import Price, PricedModel
 from tests.support.openai_server import OpenAIServer, Raw, Reply, error, text, tool_calls
 
 MakeModel = Callable[..., OpenAIResponsesModel]
@@ -407,6 +409,64 @@ async def test_a_failed_response_is_an_error_retried_when_the_server_failed(
         await model.complete(ask())
     assert not raised.value.retryable
     assert len(openai_server.requests) == 3
+
+
+@pytest.mark.parametrize("status", ["failed", "cancelled", "unheard-of"])
+async def test_a_response_that_is_not_an_answer_and_says_no_error_is_not_taken_as_one(
+    openai_server: OpenAIServer, make_model: MakeModel, status: str
+) -> None:
+    openai_server.enqueue(Raw(200, body={"status": status, "error": None, "output": []}))
+    with pytest.raises(ModelResponseError) as caught:
+        await make_model().complete(ask())
+    assert f"status {status!r}" in str(caught.value)
+    assert not caught.value.retryable
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize("status", ["in_progress", "queued"])
+async def test_a_response_sent_before_it_was_finished_is_retried(
+    openai_server: OpenAIServer, make_model: MakeModel, status: str
+) -> None:
+    openai_server.enqueue(
+        Raw(200, body={"status": status, "error": None, "output": []}), text("ok")
+    )
+    assert (await make_model().complete(ask())).message.content == "ok"
+    assert len(openai_server.requests) == 2
+
+
+async def test_an_incomplete_response_is_an_answer_cut_off(
+    openai_server: OpenAIServer, make_model: MakeModel
+) -> None:
+    item = {"type": "message", "content": [{"type": "output_text", "text": "Half"}]}
+    cut = {"reason": "max_output_tokens"}
+    openai_server.enqueue(
+        Raw(200, body={"status": "incomplete", "output": [item]}),
+        Raw(200, body={"status": "incomplete", "incomplete_details": cut, "output": [item]}),
+    )
+    model = make_model()
+    first, second = await model.complete(ask()), await model.complete(ask())
+    assert (first.message.content, first.finish_reason) == ("Half", "incomplete")
+    assert (second.message.content, second.finish_reason) == ("Half", "length")
+
+
+@pytest.mark.parametrize("api", [OpenAIModel, OpenAIResponsesModel])
+async def test_cached_input_tokens_are_never_more_than_the_input_tokens(
+    openai_server: OpenAIServer, api: type[OpenAIModel | OpenAIResponsesModel]
+) -> None:
+    """A server (a proxy summing over calls) that reports more cached tokens than
+    input tokens: both adapters count them as all of the input, and the cost of the
+    call stays above zero."""
+    openai_server.enqueue(
+        Reply(content="x", prompt_tokens=10, completion_tokens=10, cached_tokens=500)
+    )
+    price = Price(input_per_mtok=1.0, output_per_mtok=4.0, cached_input_per_mtok=0.1)
+    model = api("gpt-test", base_url=openai_server.base_url, retry=fast())
+    try:
+        usage = (await PricedModel(model, price).complete(ask())).usage
+    finally:
+        await model.client.close()
+    assert (usage.input_tokens, usage.cached_input_tokens) == (10, 10)
+    assert usage.cost == pytest.approx((10 * 0.1 + 10 * 4.0) / 1e6)
 
 
 async def test_a_key_an_error_echoes_is_masked(

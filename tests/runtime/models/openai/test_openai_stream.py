@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from typing import Any
 
 import pytest
 
 from runtime import (
+    ModelHTTPError,
     ModelRequest,
     ModelResponseError,
+    ModelTimeout,
     OpenAIModel,
     RetryPolicy,
     StreamInterrupted,
     Tracer,
     UserMessage,
 )
-from runtime.events import Event, TextDelta
+from runtime.events import CallReport, Event, ModelCallRetrying, TextDelta, current_call
 from tests.support.openai_server import OpenAIServer, Raw, Reply, error, tool_calls
 from workers import AgentLoop
 from workers.services import Services
@@ -27,8 +31,8 @@ REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 FAST = RetryPolicy(attempts=3, initial_wait_s=0.0, jitter_s=0.0)
 
 
-def model(server: OpenAIServer, retry: RetryPolicy = FAST) -> OpenAIModel:
-    return OpenAIModel("gpt-test", base_url=server.base_url, retry=retry)
+def model(server: OpenAIServer, retry: RetryPolicy = FAST, timeout: float = 120) -> OpenAIModel:
+    return OpenAIModel("gpt-test", base_url=server.base_url, retry=retry, timeout=timeout)
 
 
 async def test_text_streams_in_pieces_with_usage_from_the_last_chunk(
@@ -187,4 +191,130 @@ async def test_a_worker_whose_stream_breaks_after_text_fails_with_it(
     assert isinstance(result, Failed)
     assert isinstance(result.error, StreamInterrupted)
     assert [e.text for e in seen if isinstance(e, TextDelta)] == ["a "]
+    assert len(openai_server.requests) == 1
+
+
+# --- time limits: the whole attempt, not the gap between two chunks -------------------
+
+
+@pytest.mark.parametrize("limit_of", ["model", "request"])
+async def test_a_stream_that_keeps_sending_past_its_time_limit_is_cut_at_it(
+    openai_server: OpenAIServer, limit_of: str
+) -> None:
+    """Chunks 0.1 s apart, about 4 s in all: no gap trips the 0.6 s limit, the whole
+    call does, whether the limit is the model's or the request's (a role's
+    ``model_timeout``). Text was shown, so the stream ends interrupted."""
+    words = " ".join(f"w{i}" for i in range(40))
+    openai_server.enqueue(Reply(content=words, chunk_delay_s=0.1), Reply(content="again"))
+    if limit_of == "model":
+        streamed, request = model(openai_server, timeout=0.6), REQUEST
+    else:
+        streamed, request = (
+            model(openai_server),
+            ModelRequest(messages=REQUEST.messages, timeout=0.6),
+        )
+    shown: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(StreamInterrupted) as caught:
+        await streamed.stream(request, shown.append)
+    assert time.monotonic() - started < 3.0
+    cause = caught.value.__cause__
+    assert isinstance(cause, ModelTimeout)
+    assert cause.timeout_s == 0.6
+    assert caught.value.shown_chars == len("".join(shown)) > 0
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_stream_past_its_time_limit_before_any_text_is_retried_as_a_timeout(
+    openai_server: OpenAIServer,
+) -> None:
+    """Reasoning is not shown: a stream that thinks past its limit has shown nothing,
+    and is retried as a one-shot call that timed out is."""
+    thinking = " ".join(f"t{i}" for i in range(40))
+    openai_server.enqueue(
+        Reply(reasoning=thinking, content="late", chunk_delay_s=0.1), Reply(content="in time")
+    )
+    events = reporting()
+    shown: list[str] = []
+    response = await model(openai_server, timeout=0.6).stream(REQUEST, shown.append)
+    assert response.message.content == "in time"
+    assert shown == ["in ", "time"]
+    assert len(openai_server.requests) == 2
+    assert [e.status for e in events if isinstance(e, ModelCallRetrying)] == ["timeout"]
+
+
+# --- errors sent in the stream ---------------------------------------------------------
+
+SERVER_ERROR = {"message": "The server had an error.", "type": "server_error", "param": None,
+                "code": None}  # fmt: skip
+
+
+def error_stream(error: dict[str, Any], *, text: str = "") -> Raw:
+    """A stream that sends the role, then ``text`` if any, then ``error`` as an event."""
+    deltas = [{"role": "assistant", "content": ""}] + ([{"content": text}] if text else [])
+    chunks: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
+    ]
+    chunks.append({"error": error})
+    body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks).encode()
+    return Raw(200, content=body, media_type="text/event-stream")
+
+
+def reporting() -> list[Event]:
+    """The events the model call to come emits (its retries)."""
+    events: list[Event] = []
+    current_call.set(CallReport(Tracer(events.append, log=False), worker="w", run_id=None, turn=1))
+    return events
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (SERVER_ERROR, 500),  # OpenAI's
+        ({"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}, 429),
+        ({"object": "error", "message": "engine died", "type": "InternalServerError",
+          "param": None, "code": 500}, 500),  # vLLM's: the HTTP status as the code
+    ],
+)  # fmt: skip
+async def test_an_error_event_of_a_retryable_kind_before_any_text_is_retried(
+    openai_server: OpenAIServer, error: dict[str, Any], status: int
+) -> None:
+    openai_server.enqueue(error_stream(error), Reply(content="kept"))
+    streamed = model(openai_server)
+    events = reporting()
+    shown: list[str] = []
+    response = await streamed.stream(REQUEST, shown.append)
+    assert response.message.content == "kept"
+    assert shown == ["kept"]
+    assert len(openai_server.requests) == 2
+    # Retried as the HTTP error it stands for: a rate limit slows the limiter too.
+    assert [e.status for e in events if isinstance(e, ModelCallRetrying)] == [str(status)]
+    assert streamed.limiter is not None
+    assert streamed.limiter.throttled == (1 if status == 429 else 0)
+
+
+async def test_an_error_event_after_text_ends_the_stream_as_interrupted(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(error_stream(SERVER_ERROR, text="Half "), Reply(content="again"))
+    shown: list[str] = []
+    with pytest.raises(StreamInterrupted) as caught:
+        await model(openai_server).stream(REQUEST, shown.append)
+    assert shown == ["Half "]
+    cause = caught.value.__cause__
+    assert isinstance(cause, ModelHTTPError)
+    assert cause.status == 500
+    assert "The server had an error." in str(cause)
+    assert len(openai_server.requests) == 1
+
+
+async def test_an_error_event_of_another_kind_is_not_retried(openai_server: OpenAIServer) -> None:
+    refused = {"message": "too long", "type": "invalid_request_error",
+               "code": "context_length_exceeded"}  # fmt: skip
+    openai_server.enqueue(error_stream(refused), Reply(content="again"))
+    with pytest.raises(ModelResponseError) as caught:
+        await model(openai_server).stream(REQUEST, lambda text: None)
+    assert "context_length_exceeded" in str(caught.value)
+    assert "sent an error in its stream" in str(caught.value)
+    assert not caught.value.retryable
     assert len(openai_server.requests) == 1
