@@ -150,7 +150,7 @@ async def test_the_api_key_appears_nowhere(server: OpenAIServer, case: str, tmp_
         "gpt-test",
         base_url=server.base_url,
         api_key=KEY,
-        timeout=0.3,
+        timeout=0.5,  # a whole attempt: under the "timeout" behaviour's 1 s, over a loaded one
         retry=RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.02, jitter_s=0),
     )
     executor = Executor(
