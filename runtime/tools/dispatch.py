@@ -85,6 +85,8 @@ Stopped = ApprovalNeeded | BudgetExceeded
 """How a call of a tool that nests may end besides its outcome: calls its nested workers
 made wait for a decision, or they spent the run's budget."""
 
+_STOPPED = (ApprovalNeeded, BudgetExceeded)  # Stopped, for isinstance (a union is made anew)
+
 Results = list[ToolMessage | Stopped | None]
 """A turn's observations in call order (a call that stopped: why)."""
 
@@ -154,17 +156,20 @@ class Dispatcher:
             ended = []
         for call, outcome in zip(parallel, ended, strict=True):
             results[call.position] = self._observed(call, outcome)
-        # A call's nested workers spent the run's budget: the worker stops, as it would
-        # at its own next call (the turn's other calls ended).
-        spent = next((r for r in results if isinstance(r, BudgetExceeded)), None)
-        if spent is not None:
-            raise spent
-        # Calls a call made wait for approval (a nested worker's): the turn waits, once
-        # its other calls ended (their outcomes kept: none is cut off in mid-effect).
+        observed = tuple([r for r in results if isinstance(r, ToolMessage)])
+        if len(observed) == len(results):
+            return observed
+        # A call stopped, once the turn's other calls ended (their outcomes kept: none
+        # is cut off in mid-effect): a budget its nested workers spent stops the worker,
+        # as at its own next call; else the calls they made wait for approval, and the
+        # turn waits.
+        spent = [r for r in results if isinstance(r, BudgetExceeded)]
+        if spent:
+            raise spent[0]
         waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
-        if waiting:
-            raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
-        return tuple([r for r in results if isinstance(r, ToolMessage)])
+        if not waiting:  # none stopped: each call has its observation
+            return observed
+        raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
 
     async def _admitted(
         self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
@@ -293,7 +298,7 @@ class Dispatcher:
 
     def _observed(self, call: Prepared, ended: Outcome | Stopped) -> ToolMessage | Stopped:
         """What is in the turn's results for ``call``, which ended as ``ended``."""
-        if isinstance(ended, ApprovalNeeded | BudgetExceeded):
+        if isinstance(ended, _STOPPED):
             return ended
         if not ended.ran and self.caller.tracer.enabled:  # answered from the journal
             finished(self.caller, call, ended, 0.0)
@@ -306,7 +311,7 @@ class Dispatcher:
         for call in serial:
             ended = await self._caught(call, None)
             results[call.position] = self._observed(call, ended)
-            if isinstance(ended, ApprovalNeeded | BudgetExceeded):
+            if isinstance(ended, _STOPPED):
                 return
 
 
