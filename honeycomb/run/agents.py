@@ -115,18 +115,7 @@ class NestedRuns:
             )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             if tracer.enabled:
-                tracer.emit(
-                    WorkerFinished(
-                        worker=name,
-                        run_id=ctx_run.run_id,
-                        role=role,
-                        status="cancelled",
-                        duration_s=time.perf_counter() - started,
-                        parent=ctx.worker,
-                        call_id=ctx.call_id,
-                        turn=ctx.turn,
-                    )
-                )
+                tracer.emit(_finished(name, role, ctx_run.run_id, ctx, "cancelled", started))
             raise
         outcome = SubtaskResult(
             subtask=Subtask(id=name, role=role, instruction=instruction),
@@ -138,19 +127,8 @@ class NestedRuns:
         if self.record is not None:
             await self.record.subtask_finished(outcome)  # durable before it is reported
         if tracer.enabled:
-            tracer.emit(
-                WorkerFinished(
-                    worker=name,
-                    run_id=ctx_run.run_id,
-                    role=role,
-                    status=result.status,
-                    duration_s=outcome.duration_s,
-                    error=str(result.error) if result.error is not None else None,
-                    parent=ctx.worker,
-                    call_id=ctx.call_id,
-                    turn=ctx.turn,
-                )
-            )
+            error = str(result.error) if result.error is not None else None
+            tracer.emit(_finished(name, role, ctx_run.run_id, ctx, result.status, started, error))
         if result.status == "waiting" and self.record is not None:
             # Its calls wait in the store: its caller waits with it, and the call made
             # again (in this life, or a resumed run) continues it from there, decided.
@@ -181,6 +159,29 @@ def nested_name(caller: str, call_id: str) -> str:
         return name
     digest = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     return f"{caller[:51]}/{digest}"
+
+
+def _finished(
+    name: str,
+    role: str,
+    run_id: str,
+    ctx: ToolContext,
+    status: str,
+    started: float,
+    error: str | None = None,
+) -> WorkerFinished:
+    """The event of a nested worker's end, under the call ``ctx`` that ran it."""
+    return WorkerFinished(
+        worker=name,
+        run_id=run_id,
+        role=role,
+        status=status,
+        duration_s=time.perf_counter() - started,
+        error=error,
+        parent=ctx.worker,
+        call_id=ctx.call_id,
+        turn=ctx.turn,
+    )
 
 
 def _answer(role: str, result: WorkerResult) -> str:

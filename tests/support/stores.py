@@ -22,6 +22,8 @@ from tests.support.concurrency import MEET_LIMIT_S
 __all__ = [
     "KINDS",
     "ON_POSTGRES",
+    "STORES_NOT_SET_UP",
+    "UNSET_PASSWORD",
     "Where",
     "change",
     "finished_in_store",
@@ -92,3 +94,19 @@ async def saved_in_store(where: Where, run_id: str, worker: str, **fields: Any) 
                 return
             await anyio.sleep(0.005)
     raise AssertionError(f"{worker}'s state of run {run_id!r} never had {fields} in the store")
+
+
+UNSET_PASSWORD = (
+    "store:\n  url: postgresql://app@127.0.0.1:1/db\n  password_env: HC_TEST_UNSET_PW\n"
+)
+"""A hive's store whose password's variable is not set: refused before it connects."""
+
+STORES_NOT_SET_UP = [
+    ((), "store: the run store's password_env names HC_TEST_UNSET_PW, which is not set"),
+    (
+        ("--store", "postgresql://app@127.0.0.1:1/db?schema=bad-name"),
+        "the run store's schema 'bad-name' is not a plain name",
+    ),
+]
+"""A command's store options that cannot be set up (with a hive holding
+:data:`UNSET_PASSWORD`), and the line that says why."""

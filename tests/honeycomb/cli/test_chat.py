@@ -10,6 +10,7 @@ import pytest
 
 from honeycomb.cli.main import main
 from tests.support.hives import CHATTY
+from tests.support.stores import STORES_NOT_SET_UP, UNSET_PASSWORD
 
 
 @pytest.fixture
@@ -65,16 +66,7 @@ def test_an_unknown_command_says_which_there_are(
     assert "nothing to undo" in out
 
 
-@pytest.mark.parametrize(
-    ("store", "said"),
-    [
-        ((), "store: the run store's password_env names HC_TEST_UNSET_PW, which is not set"),
-        (
-            ("--store", "postgresql://app@127.0.0.1:1/db?schema=bad-name"),
-            "the run store's schema 'bad-name' is not a plain name",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("store", "said"), STORES_NOT_SET_UP)
 def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     hive: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -83,10 +75,7 @@ def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     said: str,
 ) -> None:
     monkeypatch.delenv("HC_TEST_UNSET_PW", raising=False)
-    hive.write_text(
-        CHATTY
-        + "store:\n  url: postgresql://app@127.0.0.1:1/db\n  password_env: HC_TEST_UNSET_PW\n"
-    )
+    hive.write_text(CHATTY + UNSET_PASSWORD)
     assert chat(monkeypatch, hive, ["Hello."], *store) == 2  # as `honeycomb run` refuses it
     out, err = capsys.readouterr()
     assert said in err

@@ -16,6 +16,7 @@ import pytest
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
 from tests.support.evals import tiny_hive, write
+from tests.support.stores import STORES_NOT_SET_UP, UNSET_PASSWORD
 
 CASES = """
 name: greetings
@@ -214,22 +215,7 @@ def test_an_eval_recorded_once_replays_with_no_model_and_a_new_request_names_its
     assert "case 'oslo'" in attempt["error"]
 
 
-UNSET_PASSWORD = (
-    "store:\n  url: postgresql://app@127.0.0.1:1/db\n  password_env: HC_TEST_UNSET_PW\n"
-)
-"""A hive's store whose password's variable is not set: refused before it connects."""
-
-
-@pytest.mark.parametrize(
-    ("store", "said"),
-    [
-        ((), "store: the run store's password_env names HC_TEST_UNSET_PW, which is not set"),
-        (
-            ("--store", "postgresql://app@127.0.0.1:1/db?schema=bad-name"),
-            "the run store's schema 'bad-name' is not a plain name",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("store", "said"), STORES_NOT_SET_UP)
 def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     folder: Path,
     capsys: pytest.CaptureFixture[str],
