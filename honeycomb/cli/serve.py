@@ -20,7 +20,7 @@ from honeycomb.cli.options import Parser, integer
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
-from runtime import HoneycombError, RunBusy, StoreError
+from runtime import HoneycombError, RunBusy, RunFailed, StoreError
 
 if TYPE_CHECKING:
     import uvicorn
@@ -210,6 +210,9 @@ class Resumer:
                     file=sys.stderr,
                     flush=True,
                 )
+            return
+        except RunFailed as exc:  # it went on, and ended so
+            print(f"run {run_id}: continued, and failed: {exc}", file=sys.stderr, flush=True)
             return
         except (HoneycombError, OSError) as exc:
             print(f"run {run_id}: cannot continue it: {exc}", file=sys.stderr, flush=True)

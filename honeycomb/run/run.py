@@ -336,7 +336,8 @@ class Run:
         if _waiting(outcomes):
             return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet
         if not any(o.ok for o in outcomes.values()):
-            raise RunFailed(f"all {len(outcomes)} subtasks failed; nothing to aggregate")
+            failed = f"all {len(outcomes)} subtasks" if len(outcomes) > 1 else "its only subtask"
+            raise RunFailed(f"{failed} failed; nothing to aggregate")
 
         began = self._phase("aggregate")
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))

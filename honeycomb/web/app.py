@@ -321,10 +321,14 @@ class _Site:
                 arguments=arguments,
             )
         except ApprovalError as exc:
-            # Arguments the tool refuses are the form's to mend; anything else (decided
-            # already, no such call, too late) is the call's state.
-            edit = isinstance(exc.__cause__, ArgumentsError)
-            raise _Refused(422 if edit else 409, str(exc)) from exc
+            # Arguments the tool refuses are the form's to mend; a run the store does
+            # not have is not found; anything else (decided already, no such call, too
+            # late) is the call's state.
+            if isinstance(exc.__cause__, ArgumentsError):
+                raise _Refused(422, str(exc)) from exc
+            if await self.store.summary(run_id) is None:
+                raise _Refused(404, str(exc)) from exc
+            raise _Refused(409, str(exc)) from exc
         except HoneycombError as exc:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)

@@ -377,6 +377,16 @@ async def test_quorum_succeeds_with_enough_results_and_fails_early_without() -> 
         )
 
 
+async def test_a_run_whose_every_subtask_failed_says_how_many_there_were() -> None:
+    refused = ScriptedModel(lambda key: [ModelHTTPError(403, "no")])
+    with pytest.raises(RunFailed, match=r"^its only subtask failed; nothing to aggregate"):
+        await Executor(ROLES, refused, aggregator="concat").run("t", subtasks=[("researcher", "a")])
+    with pytest.raises(RunFailed, match=r"^all 2 subtasks failed; nothing to aggregate"):
+        await Executor(ROLES, refused, aggregator="concat").run(
+            "t", subtasks=[("researcher", "a"), ("researcher", "b")]
+        )
+
+
 async def test_worker_timeout_fails_that_worker_only() -> None:
     async def answer(request: ModelRequest) -> str:
         slow = request.conversation is not None and request.conversation.endswith("/s1")

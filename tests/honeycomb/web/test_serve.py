@@ -23,7 +23,7 @@ import pytest
 
 from honeycomb import Approvals, Executor, Plan, Policy, Role, Subtask, ToolMessage, tool
 from honeycomb.cli.serve import Resumer, store_approvals
-from honeycomb.errors import ApprovalError
+from honeycomb.errors import ApprovalError, RunFailed
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from honeycomb.web import cookie_name, create_app, csrf_value, session_key
@@ -301,6 +301,9 @@ async def test_edited_arguments_the_tools_schema_refuses_are_refused_when_decide
         again = client.post(url, data={**form, "arguments": '{"to": "bob", "amount": 7}'})
         assert again.status_code == 409
         assert "decided already" in again.text
+        unknown = client.post("/runs/nope/calls/pay_1/decision", data=form)
+        assert unknown.status_code == 404  # no such run: not a state of the call
+        assert "has no such run" in unknown.text
     assert await decided.pending("pay") == []
     result = await executor.resume("pay")
     assert approvals.payer_saw(result).endswith("paid 7 to bob")
@@ -659,6 +662,28 @@ def test_a_run_another_process_carries_on_is_not_told_as_a_failure(
     err = capsys.readouterr().err
     assert "cannot continue it" not in err
     assert f"run d2: another process carries it on (pid {os.getpid()} on host " in err
+
+
+def test_a_continued_run_that_fails_is_told_as_continued(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run the server continued, which then failed, went on: the line says so, not
+    that it could not be continued."""
+    from honeycomb.cli.main import main
+
+    db = tmp_path / "runs.db"
+    demo = ["demo", "--approve", "--plain", "--latency", "0", "--store", str(db)]
+    assert main([*demo, "--run-id", "d3"]) == 3  # off a terminal, it waits
+    capsys.readouterr()
+
+    async def failing(self: Executor, run_id: str) -> None:
+        raise RunFailed("its only subtask failed; nothing to aggregate")
+
+    monkeypatch.setattr(Executor, "resume", failing)
+    asyncio.run(Resumer(db).resume("d3"))
+    err = capsys.readouterr().err
+    assert "run d3: continued, and failed: its only subtask failed" in err
+    assert "cannot continue it" not in err
 
 
 async def test_a_run_made_in_python_is_left_waiting_with_a_hint(
