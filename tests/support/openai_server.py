@@ -26,6 +26,7 @@ A streamed chat completion sends a :class:`Reply` in chunks as OpenAI does: the 
 the reasoning and the text word by word, the tool calls' pieces interleaved by
 ``index``, the finish reason, the usage (if ``stream_options.include_usage``), then
 ``[DONE]``; ``cut_after`` breaks it off after that many chunks (see :class:`Reply`).
+``ignore_stream`` plays a server that ignores ``stream: true`` and answers whole.
 
 A :class:`Quota` makes it enforce requests and tokens per minute as providers do.
 """
@@ -104,7 +105,9 @@ class Reply:
     stream without a finish reason or ``[DONE]`` (``cut="end"``). ``hold_until`` holds
     the chunks after the first ``hold_after`` back until the event is set (the test
     sets it when its client has shown what came); not set within
-    :data:`HOLD_LIMIT_S`, the stream is cut.
+    :data:`HOLD_LIMIT_S`, the stream is cut. ``ignore_stream`` answers a streamed
+    request as a one-shot one, with one ``application/json`` body (as some servers and
+    proxies do).
     """
 
     content: str | None = None
@@ -124,6 +127,7 @@ class Reply:
     cut: str = "reset"
     hold_after: int = 0
     hold_until: threading.Event | None = None
+    ignore_stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +505,7 @@ class OpenAIServer(Lifecycle):
         model = behaviour.model or named
         if recorded.path.endswith("/responses"):
             return self._whole(behaviour, _response(behaviour, model, number), headers)
-        if isinstance(body, dict) and body.get("stream"):
+        if isinstance(body, dict) and body.get("stream") and not behaviour.ignore_stream:
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
                 self._events(behaviour, _chunks(behaviour, model, number, usage=usage)),

@@ -11,9 +11,10 @@ instructions alone; the agent loop's validation of the answer stays the judge.
 
 :meth:`OpenAIModel.stream` asks for the answer as server-sent events (``stream: true``,
 usage in the last chunk through ``stream_options``) and shows its text as it comes;
-tool calls are assembled from their pieces (see :mod:`runtime.models.openai.stream`). It is retried
-like a one-shot call until some text was shown; a stream cut after that is a
-:class:`~runtime.errors.StreamInterrupted`.
+tool calls are assembled from their pieces (see :mod:`runtime.models.openai.stream`). A server
+that ignores ``stream: true`` and answers with one JSON body is read as a one-shot
+call is, its text shown in one piece. It is retried like a one-shot call until some
+text was shown; a stream cut after that is a :class:`~runtime.errors.StreamInterrupted`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import openai
 from runtime.limits.retry import ShownText
 from runtime.model import ModelRequest, ModelResponse, TextSink
 from runtime.models.openai._completion import parse_completion
-from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode, read_lines
+from runtime.models.openai.endpoint import OpenAIEndpoint, OutputMode, read_body, read_lines
 from runtime.models.openai.request import messages_out, output_instruction
-from runtime.models.openai.stream import CompletionStream, event_data
+from runtime.models.openai.stream import CompletionStream, answered_whole, event_data
 
 __all__ = ["OpenAIModel"]
 
@@ -107,22 +108,36 @@ class OpenAIModel(OpenAIEndpoint):
         params = self._params(request, mode)
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
-        answer = CompletionStream(self.model)
         with self._translated(params):
             create = self.client.chat.completions.with_streaming_response.create
             async with create(**params) as response:
-                lines = read_lines(response, params["timeout"])
-                # Closed here, not whenever they are collected: the stream may end early.
-                async with aclosing(lines), aclosing(event_data(lines)) as events:
-                    async for data in events:
-                        text = answer.add(data)
-                        if text:
-                            on_text(text)
-                        if answer.done:
-                            break
-        found = answer.response()
+                if answered_whole(response.headers.get("content-type")):
+                    # The server ignored stream: true. Its answer is read as a one-shot
+                    # answer is, and its text shown in one piece.
+                    found = self._parse(await read_body(response.http_response))
+                    if found.message.content:
+                        on_text(found.message.content)
+                else:
+                    found = await self._read_events(response, params["timeout"], on_text)
         self._observe(response.headers, found)
         return found
+
+    async def _read_events(
+        self, response: Any, timeout_s: float, on_text: ShownText
+    ) -> ModelResponse:
+        """The answer in ``response``'s server-sent events, its text to ``on_text`` as
+        it comes."""
+        answer = CompletionStream(self.model)
+        lines = read_lines(response, timeout_s)
+        # Closed here, not whenever they are collected: the stream may end early.
+        async with aclosing(lines), aclosing(event_data(lines)) as events:
+            async for data in events:
+                text = answer.add(data)
+                if text:
+                    on_text(text)
+                if answer.done:
+                    break
+        return answer.response()
 
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output

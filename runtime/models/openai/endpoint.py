@@ -265,7 +265,7 @@ class OpenAIEndpoint(abc.ABC):
             # The raw body, parsed here: the SDK's lenient parsing lets malformed
             # answers through as objects with missing or wrong-typed attributes.
             raw = await self._send(self.client, params)
-            body = await _read(raw.http_response)
+            body = await read_body(raw.http_response)
         response = self._parse(body)
         self._observe(raw.headers, response)
         return response
@@ -347,7 +347,7 @@ class OpenAIEndpoint(abc.ABC):
         """
 
 
-async def _read(response: Any) -> bytes:
+async def read_body(response: Any) -> bytes:
     """The whole body; a connection that breaks while it is read is a connection error.
 
     ``response`` is the SDK's HTTP response (from ``httpx`` or ``httpx2``, depending on
@@ -362,7 +362,7 @@ async def _read(response: Any) -> bytes:
 
 async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, None]:
     """The lines of a streamed body as they come; a stream that stalls past the
-    timeout, or breaks, is a timeout or a connection error (see :func:`_read`)."""
+    timeout, or breaks, is a timeout or a connection error (see :func:`read_body`)."""
     try:
         async for line in response.iter_lines():
             yield line

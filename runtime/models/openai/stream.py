@@ -12,6 +12,9 @@ streamed answer is checked, and its tool calls given ids where the server sent n
 exactly as a whole one is. A stream that ends before a ``finish_reason`` is an
 answer cut off, worth a retry (if nothing of it was shown: see
 :class:`~runtime.limits.retry.ShownText`).
+
+Some servers and proxies ignore ``stream: true`` and answer with one JSON body, as to
+a one-shot call: :func:`answered_whole` tells such an answer by its content type.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ from runtime.models.openai._completion import (
     completion_response,
 )
 
-__all__ = ["CompletionStream", "event_data"]
+__all__ = ["CompletionStream", "answered_whole", "event_data"]
+
+
+def answered_whole(content_type: str | None) -> bool:
+    """Whether the answer to a streamed request is one JSON body (``application/json``,
+    or another ``+json`` type) rather than server-sent events: the server ignored
+    ``stream: true``. An answer of any other type is read as events, as ever."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 async def event_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:

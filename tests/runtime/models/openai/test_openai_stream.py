@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -316,5 +317,93 @@ async def test_an_error_event_of_another_kind_is_not_retried(openai_server: Open
         await model(openai_server).stream(REQUEST, lambda text: None)
     assert "context_length_exceeded" in str(caught.value)
     assert "sent an error in its stream" in str(caught.value)
+    assert not caught.value.retryable
+    assert len(openai_server.requests) == 1
+
+
+# --- a server that ignores stream: true -------------------------------------------------
+
+
+async def test_a_whole_answer_to_a_streamed_request_is_read_as_the_answer(
+    openai_server: OpenAIServer,
+) -> None:
+    """The server answers the stream with one ``application/json`` completion: its text
+    is shown once, whole, and the rest is read as a one-shot answer is, first time."""
+    openai_server.enqueue(
+        Reply(content="The whole answer, at once.", reasoning="think first", prompt_tokens=31,
+              completion_tokens=9, reasoning_tokens=4, ignore_stream=True)
+    )  # fmt: skip
+    events = reporting()
+    shown: list[str] = []
+    response = await model(openai_server).stream(REQUEST, shown.append)
+    assert shown == ["The whole answer, at once."]
+    assert response.message.content == "The whole answer, at once."
+    assert response.message.reasoning == "think first"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (31, 9)
+    assert response.usage.reasoning_tokens == 4
+    assert response.finish_reason == "stop"
+    [sent] = openai_server.requests
+    assert sent.body["stream"] is True
+    assert not [e for e in events if isinstance(e, ModelCallRetrying)]
+
+
+async def test_tool_calls_of_a_whole_answer_to_a_streamed_request_are_read(
+    openai_server: OpenAIServer,
+) -> None:
+    calls = tool_calls(("weather", {"city": "Lisbon"}), ("sum", "{}"), content="On it.")
+    openai_server.enqueue(
+        replace(calls, ignore_stream=True),
+        Reply(content=None, finish_reason="length", ignore_stream=True),
+    )
+    streamed = model(openai_server)
+    shown: list[str] = []
+    response = await streamed.stream(REQUEST, shown.append)
+    assert [(c.id, c.name, c.arguments) for c in response.message.tool_calls] == [
+        ("call_0", "weather", '{"city": "Lisbon"}'), ("call_1", "sum", "{}"),
+    ]  # fmt: skip
+    assert response.finish_reason == "tool_calls"
+    assert shown == ["On it."]
+    cut = await streamed.stream(REQUEST, shown.append)
+    assert (cut.message.content, cut.finish_reason) == (None, "length")
+    assert shown == ["On it."]  # no text: nothing shown
+    assert len(openai_server.requests) == 2
+
+
+async def test_a_one_shot_call_sent_as_a_stream_reads_a_whole_answer(
+    openai_server: OpenAIServer,
+) -> None:
+    """As :class:`~runtime.models.llama.LlamaModel` sends its one-shot calls."""
+    openai_server.enqueue(Reply(content="whole", ignore_stream=True))
+    streamed = model(openai_server)
+    streamed.stream_calls = True
+    response = await streamed.complete(REQUEST)
+    assert response.message.content == "whole"
+    assert len(openai_server.requests) == 1
+    assert openai_server.requests[0].body["stream"] is True
+
+
+async def test_an_error_body_answering_a_stream_is_retried_as_the_error_it_stands_for(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.enqueue(Raw(200, body={"error": SERVER_ERROR}), Reply(content="kept"))
+    events = reporting()
+    shown: list[str] = []
+    response = await model(openai_server).stream(REQUEST, shown.append)
+    assert response.message.content == "kept"
+    assert shown == ["kept"]
+    assert [e.status for e in events if isinstance(e, ModelCallRetrying)] == ["500"]
+    assert len(openai_server.requests) == 2
+
+
+async def test_an_error_body_of_another_kind_answering_a_stream_is_not_retried(
+    openai_server: OpenAIServer,
+) -> None:
+    refused = {"message": "too long", "type": "invalid_request_error",
+               "code": "context_length_exceeded"}  # fmt: skip
+    openai_server.enqueue(Raw(200, body={"error": refused}), Reply(content="again"))
+    with pytest.raises(ModelResponseError) as caught:
+        await model(openai_server).stream(REQUEST, lambda text: None)
+    assert "context_length_exceeded" in str(caught.value)
+    assert "answered with an error" in str(caught.value)
     assert not caught.value.retryable
     assert len(openai_server.requests) == 1
