@@ -50,10 +50,10 @@ from runtime.events import (
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
-    TOKENS_PER_MESSAGE,
     Compaction,
     ContextWindow,
     cut_text,
+    cut_to_fit,
     estimate_tokens,
     omission_note,
     summary_message,
@@ -315,12 +315,8 @@ class Compactor:
             else:
                 high = middle - 1
         found = request(ends[low])
-        over = self.estimate(found.messages) - limit
-        if over > 0:  # one turn alone over the budget: its text is cut to fit
-            system, body = found.messages
-            room = self.estimate((body,)) - TOKENS_PER_MESSAGE - over
-            text = cut_text(body.content or "", room, self.count)
-            found = replace(found, messages=(system, UserMessage(content=text)))
+        if self.estimate(found.messages) > limit:  # one turn alone over the budget
+            found = replace(found, messages=cut_to_fit(found.messages, 1, limit, self.count))
         return ends[low], found
 
     async def _fold(

@@ -40,6 +40,7 @@ __all__ = [
     "TokenCounter",
     "assemble",
     "cut_text",
+    "cut_to_fit",
     "estimate_tokens",
     "fold_point",
     "omission_note",
@@ -223,20 +224,31 @@ def _shortened(
     """``group`` within ``tokens``, its longest texts (results, answers) cut in the
     middle, the longest as far as it goes before the next; calls' arguments are never
     cut (the server must read them as JSON)."""
-    messages = list(group)
+    messages = tuple(group)
     longest = sorted(range(len(messages)), key=lambda i: -len(messages[i].content or ""))
     for index in longest:
-        # Again while over: the estimate rounds once for all the texts, so a text cut
-        # by what the group is over can leave it a token over.
-        while (over := estimate_tokens(messages, count=count) - tokens) > 0:
-            text = messages[index].content or ""
-            if not text:
-                break
-            kept = cut_text(text, max(_measure((text,), count) - over, 0), count)
-            messages[index] = replace(messages[index], content=kept)
-        if over <= 0:
+        messages = cut_to_fit(messages, index, tokens, count)
+        if estimate_tokens(messages, count=count) <= tokens:
             break
-    return tuple(messages)
+    return messages
+
+
+def cut_to_fit(
+    messages: Sequence[Message], index: int, tokens: int, count: TokenCounter | None = None
+) -> tuple[Message, ...]:
+    """``messages`` with the text of ``messages[index]`` cut in the middle
+    (:func:`cut_text`) until they fit ``tokens`` by :func:`estimate_tokens`, or until
+    that text is gone."""
+    cut = list(messages)
+    # Again while over: the estimate rounds once for all the texts, so a text cut by
+    # what the messages are over can leave them a token over.
+    while (over := estimate_tokens(cut, count=count) - tokens) > 0:
+        text = cut[index].content or ""
+        if not text:
+            break
+        kept = cut_text(text, max(_measure((text,), count) - over, 0), count)
+        cut[index] = replace(cut[index], content=kept)
+    return tuple(cut)
 
 
 CUT = "\n[... {chars:,} of {total:,} characters cut to fit the context budget]\n"

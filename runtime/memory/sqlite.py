@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from runtime.errors import MemoryStoreError, ModelResponseError
@@ -77,6 +79,7 @@ class SQLiteMemory:
         self._idle: list[Any] = []  # connections not in use
         self._driver: ModuleType | None = None  # chosen with the first connection
         self._checked = False  # the first connection checked (or made) the file
+        self._adds: dict[str, tuple[anyio.Lock, int]] = {}  # memory id: its lock, its adds
 
     def __repr__(self) -> str:
         semantic = f", embeddings={self.embeddings.name!r}" if self.embeddings else ""
@@ -108,7 +111,9 @@ class SQLiteMemory:
         worker: str | None = None,
     ) -> MemoryRecord:
         """Keep ``text`` in ``namespace``, cut past ``max_chars``; a text kept already
-        is not kept again (nor embedded again): the memory kept is returned.
+        is not kept again (nor embedded again): the memory kept is returned. Adds of one
+        text at once embed it once: the first embeds it, the others wait for it and find
+        it kept.
 
         Raises:
             ValueError: for an empty text or a bad namespace.
@@ -121,14 +126,15 @@ class SQLiteMemory:
         found_id = memory_id(namespace, text)
         kept = cut(text.strip(), self.max_chars, what="memory", fate="kept")
         row = (found_id, namespace, kept, kind, run_id, role, worker, time.time())
-        vector: Sequence[float] | None = None
-        if self.embeddings is not None:
+        if self.embeddings is None:
+            return _record(await self._write(partial(db.insert, row=row, vector=None, model=None)))
+        async with self._adding(found_id):
             known = await self._read(partial(db.get, memory_id=found_id))
             if known is not None:
                 return _record(known)
             vector = await _vector_of(self.embeddings, kept)
-        model = self.embeddings.name if self.embeddings is not None else None
-        return _record(await self._write(partial(db.insert, row=row, vector=vector, model=model)))
+            insert = partial(db.insert, row=row, vector=vector, model=self.embeddings.name)
+            return _record(await self._write(insert))
 
     async def get(self, memory_id: str) -> MemoryRecord | None:
         found = await self._read(partial(db.get, memory_id=memory_id))
@@ -195,6 +201,21 @@ class SQLiteMemory:
     async def namespaces(self) -> dict[str, int]:
         """Each namespace, with how many memories it holds."""
         return dict(await self._read(db.namespaces))
+
+    @asynccontextmanager
+    async def _adding(self, memory_id: str) -> AsyncIterator[None]:
+        """Adds of one memory, one at a time: one that waited finds it kept and embeds
+        nothing (unless the add before it failed or was cancelled). The memory's lock is
+        dropped when no add holds it or waits for it."""
+        lock, adds = self._adds.get(memory_id) or (anyio.Lock(), 0)
+        self._adds[memory_id] = (lock, adds + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, adds = self._adds.pop(memory_id)
+            if adds > 1:
+                self._adds[memory_id] = (lock, adds - 1)
 
     # --- threads and connections ----------------------------------------------------
 

@@ -29,8 +29,8 @@ from runtime import (
 )
 from runtime.testing import FunctionModel
 from tests.support.tokens import cjk, one_per_character
-from workers import AgentLoop, Final, LoopSettings
-from workers.compaction import is_summary_request
+from workers import AgentLoop, Final, LoopSettings, LoopState
+from workers.compaction import Compactor, is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, ContextWindow, estimate_tokens
 from workers.services import Services
 
@@ -213,6 +213,27 @@ async def test_turns_one_summary_request_cannot_hold_are_folded_by_another() -> 
     assert over(summarizer.requests, 4000, by_estimate) == []
     assert over(model.requests, 4000, by_estimate) == []
     assert result.state.summary.startswith("facts: fact-")
+
+
+async def test_a_summary_request_of_one_turn_over_the_budget_is_cut_to_fit_it() -> None:
+    # The estimate rounds once for all the texts of a request: the turn's text, cut by
+    # what the request was over, could leave it a token over. Marks are three quarters
+    # of a token: lengths that leave the texts every fraction of a token.
+    for length in range(1100, 1130):
+        summarizer = wordy(20, by_estimate)
+        compactor = Compactor(Compaction(budget_tokens=256, keep_turns=1), summarizer)
+        calls = [ToolCall(id=f"c{n}", name="read_page", arguments="{}") for n in (1, 2)]
+        messages = (
+            AssistantMessage(tool_calls=(calls[0],)),
+            ToolMessage(tool_call_id="c1", name="read_page", content=("w. " * 400)[:length]),
+            AssistantMessage(tool_calls=(calls[1],)),
+            ToolMessage(tool_call_id="c2", name="read_page", content="fact-2"),
+        )
+        state = LoopState(task="read the log", messages=messages)
+        head = (UserMessage(content="read the log"),)
+        state, _ = await compactor.fit(state, head, messages, (), turn=3)
+        assert state.summarized == 2
+        assert over(summarizer.requests, 256, by_estimate) == [], length
 
 
 def test_a_turn_cut_to_fit_keeps_the_models_own_words() -> None:

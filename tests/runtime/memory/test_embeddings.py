@@ -4,13 +4,17 @@ merged) on real files."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from honeycomb.cli.main import main
 from runtime import (
+    MemoryRecord,
     MemoryStoreError,
     ModelHTTPError,
     ModelResponseError,
@@ -132,8 +136,7 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
 ) -> None:
     """``honeycomb memory forget --file`` forgets with no embeddings (and no sqlite-vec
     loaded): the vectors stay behind, match no memory, and would take the places of
-    real ones among a search's nearest. The next memory with embeddings to open the
-    file sweeps them."""
+    real ones among a search's nearest. The first search that meets them sweeps them."""
     import sqlite_vec
 
     for text in ("an automobile", "a kitten", "a bridge"):
@@ -154,6 +157,85 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
     again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
     assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
     assert vectors() == 2
+
+
+async def test_a_forget_by_the_command_is_seen_by_a_memory_that_has_the_file_open(
+    semantic: SQLiteMemory,
+) -> None:
+    """``honeycomb memory forget --file`` forgets without sqlite-vec loaded while a
+    memory with embeddings has the file open: the vectors it leaves behind were the
+    nearest to the query, and took every place among a search's nearest, so the memory
+    that is left was missed until the file was opened anew."""
+    car = await semantic.add("an automobile parked by the station")
+    nearer = [await semantic.add(f"vehicle {n}") for n in range(5)]
+    [hit] = await semantic.search("vehicle", k=1)
+    assert hit.record in nearer
+    ids = [r.id for r in nearer]
+    forget = ["memory", "forget", "--file", str(semantic.path), *ids]
+    assert await anyio.to_thread.run_sync(main, forget) == 0
+    [hit] = await semantic.search("vehicle", k=1)
+    assert hit.record == car
+
+
+class _Counting:
+    """Embeddings of one's own that take a while, and keep the texts they are sent."""
+
+    name = "counting-embeddings"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.started = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += texts
+        self.started.set()
+        await asyncio.sleep(0.05)
+        return [embedding(text) for text in texts]
+
+
+async def test_adds_of_one_text_at_once_embed_it_once(tmp_path: Path) -> None:
+    pytest.importorskip("sqlite_vec")
+    counting = _Counting()
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=counting)
+    texts = ["Lisbon is sunny in May"] * 4 + ["Lisbon  is sunny in May\n", "Porto is rainy"]
+    kept: list[MemoryRecord] = []
+
+    async def add(text: str) -> None:
+        kept.append(await memory.add(text))
+
+    async with anyio.create_task_group() as group:
+        for text in texts:
+            group.start_soon(add, text)
+    assert sorted(counting.texts) == ["Lisbon is sunny in May", "Porto is rainy"]
+    assert len(set(kept)) == 2  # the same memory for the five adds of one text
+    assert set(await memory.list()) == set(kept)
+
+
+async def test_an_add_cancelled_while_embedding_leaves_its_text_to_the_others(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("sqlite_vec")
+    counting = _Counting()
+    memory = SQLiteMemory(tmp_path / "m.db", embeddings=counting)
+    kept: list[MemoryRecord] = []
+    cancelled = anyio.CancelScope()
+
+    async def add() -> None:
+        kept.append(await memory.add("Lisbon is sunny in May"))
+
+    async def add_cancelled() -> None:
+        with cancelled:
+            await add()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(add_cancelled)
+        await counting.started.wait()
+        group.start_soon(add)
+        await anyio.sleep(0.01)  # the second add waits for the first's vector
+        cancelled.cancel()
+    assert [r.text for r in kept] == ["Lisbon is sunny in May"]
+    assert [r.text for r in await memory.list()] == ["Lisbon is sunny in May"]
+    assert len(counting.texts) == 2  # the cancelled add's call, and the second add's
 
 
 class _Empty:
