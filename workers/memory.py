@@ -11,9 +11,11 @@
 - ``store_result: true``: each finished worker's answer is kept, with its run, role and
   subtask (:func:`keep_result`, called by the worker as it ends well).
 
-A memory that fails (a locked file, an embeddings endpoint that is down) never fails
-the worker: the recall is an event with the error, a tool call an error observation,
-and a result that cannot be kept a warning in the log.
+A memory that fails (a locked file, an embeddings endpoint that is down, a vector
+database out of reach) never fails the worker: the recall is an event with the error,
+a tool call an error observation (as any tool's failure is), and a result that cannot
+be kept a warning in the log. A :class:`~runtime.Memory` is anyone's code, so any
+``Exception`` it raises counts as its failure; cancellation still goes through.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime import (
     Event,
-    HoneycombError,
     Memory,
     MemoryHit,
     Tool,
@@ -120,7 +121,7 @@ async def recall_at_start(
     error = None
     try:
         hits = await memory.search(masked(task), namespace=settings.namespace, k=settings.recall)
-    except (HoneycombError, ValueError) as exc:  # the worker goes on without it
+    except Exception as exc:  # any memory's failure (user code): the worker goes on without it
         error = f"{type(exc).__name__}: {exc}"
     if tracer.enabled:
         tracer.emit(
@@ -198,6 +199,6 @@ async def keep_result(
             role=role,
             worker=worker,
         )
-    except (HoneycombError, ValueError) as exc:
+    except Exception as exc:  # any memory's failure (user code): the result stands
         fields = {"run_id": run_id, "worker": worker, "error": f"{type(exc).__name__}: {exc}"}
         logs.log("memory.store_failed", fields, level="warning")

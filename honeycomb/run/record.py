@@ -114,8 +114,12 @@ class RunRecord:
             self._spending = LifeSpending(self.store, self.run_id, self.life, budget, self.lease)
 
     def spent_so_far(self) -> None:
-        """Write what the run has spent, if it spent since it was last written: before
-        a write the run waits for (see :mod:`honeycomb.run.spending`)."""
+        """Write what the run has spent, if it spent since it was last written, and the
+        spans that have ended: before a write the run waits for (see
+        :mod:`honeycomb.run.spending`). A crash after that write then loses neither
+        what the answers it keeps cost nor their spans: a life's trace is as durable as
+        its spending, however early in the life the process dies."""
+        self._write_spans()
         if self._spending is not None:
             self._spending.flush()
 
@@ -169,7 +173,8 @@ class RunRecord:
     def span(self, span: Span) -> None:
         """Keep a span that ended (see :mod:`honeycomb.trace.spans`); spans are written in
         batches, at least once a second while they come (so a page watching the run
-        sees it go: ``honeycomb serve``), and at the end of the run."""
+        sees it go: ``honeycomb serve``), with every write the run waits for (see
+        :meth:`spent_so_far`), and at the end of the run."""
         if not self._spans:
             loop = asyncio.get_running_loop()
             self._spans_due = loop.call_later(_SPAN_EVERY_S, self._write_spans)

@@ -1,0 +1,140 @@
+"""A memory that fails with whatever its code raises (a :class:`~runtime.Memory` is
+anyone's: a vector database over the network, say) never fails the worker: the recall
+at its start is a ``memory.recalled`` event with the error, a memory tool's call an
+error observation, an answer that cannot be kept a warning; cancellation still goes
+through."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+import structlog
+
+from runtime import Event, MemoryHit, MemoryRecord, ToolMessage, Tracer
+from runtime.memory import MemoryKind
+from runtime.testing import FunctionModel, ScriptedModel, call
+from workers import MemoryRecalled, Role, RoleMemory, Worker
+from workers.services import Services
+
+DOWN = "vector db unreachable"
+
+
+class Unreachable:
+    """A memory over a service that is down: every search and add raises what its
+    client library raises, not a Honeycomb error."""
+
+    def __init__(self, error: type[Exception] = ConnectionError) -> None:
+        self.error = error
+
+    async def add(
+        self,
+        text: str,
+        *,
+        namespace: str = "default",
+        kind: MemoryKind = "note",
+        run_id: str | None = None,
+        role: str | None = None,
+        worker: str | None = None,
+    ) -> MemoryRecord:
+        raise self.error(DOWN)
+
+    async def get(self, memory_id: str) -> MemoryRecord | None:
+        return None
+
+    async def search(
+        self, query: str, *, namespace: str = "default", k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        raise self.error(DOWN)
+
+    async def delete(self, memory_id: str) -> bool:
+        return False
+
+    async def list(
+        self, namespace: str | None = None, *, limit: int = 100
+    ) -> tuple[MemoryRecord, ...]:
+        return ()
+
+
+@pytest.mark.parametrize("error", [ConnectionError, RuntimeError, KeyError])
+async def test_a_recall_whatever_it_raises_is_an_event_and_the_worker_goes_on(
+    error: type[Exception],
+) -> None:
+    events: list[Event] = []
+    model = FunctionModel(lambda request: "answer")
+    role = Role(name="guide", memory=RoleMemory(namespace="trip", remember=False))
+    tracer = Tracer(events.append, log=False)
+    worker = Worker(role, model, services=Services(memory=Unreachable(error), tracer=tracer))
+    result = await worker.run("bees")
+    assert result.ok, result.error
+    assert result.text == "answer"
+    [recalled] = [e for e in events if isinstance(e, MemoryRecalled)]
+    assert recalled.error is not None
+    assert recalled.error.startswith(f"{error.__name__}: ")
+    assert DOWN in recalled.error
+    assert recalled.memory_ids == ()
+    assert [m.role for m in model.requests[0].messages] == ["system", "user"]  # nothing recalled
+
+
+async def test_the_memory_tools_failing_are_observations_for_the_model() -> None:
+    model = ScriptedModel(
+        [[call("recall", {"query": "bees"}), call("remember", {"text": "a note"})], "done"]
+    )
+    role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0))
+    result = await Worker(role, model, services=Services(memory=Unreachable())).run("bees")
+    assert result.ok, result.error
+    assert result.text == "done"
+    observed = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
+    assert [(m.name, m.status) for m in observed] == [("recall", "error"), ("remember", "error")]
+    assert all(DOWN in m.content for m in observed)
+
+
+async def test_an_answer_that_cannot_be_kept_is_a_warning_and_the_result_stands() -> None:
+    role = Role(name="guide", memory=RoleMemory(store_result=True, recall=0, remember=False))
+    model = FunctionModel(lambda request: "answer")
+    worker = Worker(role, model, name="guide-1", services=Services(memory=Unreachable()))
+    with structlog.testing.capture_logs() as logs:
+        result = await worker.run("bees")
+    assert result.ok, result.error
+    assert result.text == "answer"
+    [warning] = [entry for entry in logs if entry["event"] == "memory.store_failed"]
+    assert warning["log_level"] == "warning"
+    assert warning["worker"] == "guide-1"
+    assert warning["error"] == f"ConnectionError: {DOWN}"
+
+
+class Hanging(Unreachable):
+    """A memory whose search never answers, and says when it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = anyio.Event()
+
+    async def search(
+        self, query: str, *, namespace: str = "default", k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        self.asked.set()
+        await anyio.sleep_forever()
+        return ()
+
+
+async def test_a_worker_cancelled_while_it_recalls_is_cancelled_not_failed() -> None:
+    # Cancellation is no failure of the memory: the worker stops, nothing is reported.
+    events: list[Event] = []
+    memory = Hanging()
+    role = Role(name="guide", memory=RoleMemory(namespace="trip"))
+    model = FunctionModel(lambda request: "answer")
+    tracer = Tracer(events.append, log=False)
+    worker = Worker(role, model, services=Services(memory=memory, tracer=tracer))
+    ran: list[object] = []
+
+    async def run() -> None:
+        ran.append(await worker.run("bees"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await memory.asked.wait()
+            group.cancel_scope.cancel()
+    assert ran == []  # cancelled, not returned as a result
+    assert not any(isinstance(e, MemoryRecalled) for e in events)
+    assert model.requests == []
