@@ -91,6 +91,7 @@ class NestedRuns:
         if self.record is not None:
             record = self.record.worker(name, len(state.messages) if state else 0)
         ctx_run = self.context
+        await ctx_run.crew.prepare([ctx_run.roles[role]])  # its MCP tools, as any worker's
         worker = ctx_run.worker(role, name=name, store=record)
         tracer = ctx_run.tracer
         if tracer.enabled:

@@ -17,7 +17,7 @@ from honeycomb import Executor, Policy, Role, RunFailed, Subtask
 from honeycomb.cli.main import main as cli
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.tools import McpToolSettings
-from runtime import ApprovalError, ModelRequest, ToolMessage
+from runtime import ApprovalError, AssistantMessage, ModelRequest, ToolMessage
 from runtime.testing import call
 from tests.support import ROOT
 from tests.support.mcp_servers import child_pids, sdk_server
@@ -63,6 +63,30 @@ async def test_workers_call_the_tools_their_roles_name_through_one_shared_proces
     assert set(executor.shared.crew.setup_for(CLERK, None).tools.names) == {
         "lookup", "pid", "die", "slow"
     }  # fmt: skip
+
+
+async def test_a_role_called_only_as_an_agent_tool_has_its_mcp_tools() -> None:
+    """No subtask of the clerk's role: its worker is a nested one, made by a call of
+    ``agent:clerk``, with the tools its servers list, as a subtask's worker has them."""
+
+    async def answer(request: ModelRequest) -> Any:
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if "clerk" in str(request.messages[0].content):
+            if not seen:
+                assert [t.name for t in request.tools] == ["lookup", "pid", "die", "slow"]
+                return AssistantMessage(tool_calls=(call("lookup", {"word": "bee"}, id="l1"),))
+            return "clerk: " + seen[-1].content
+        if not seen:
+            return AssistantMessage(tool_calls=(call("clerk", {"instruction": "bee?"}, id="k1"),))
+        return "lead: " + seen[-1].content
+
+    lead = Role(name="lead", tools=["agent:clerk"])
+    executor = Executor(
+        [lead, CLERK], FunctionModel(answer), mcp_servers=[sdk_server()], aggregator="concat"
+    )
+    result = await executor.run("t", subtasks=plan("lead"))
+    assert result.status == "ok", result.subtasks["s1"].error
+    assert "lead: clerk: an insect that makes honey" in result.answer_text
 
 
 async def test_a_run_outside_a_block_starts_and_stops_its_own_server() -> None:
