@@ -138,8 +138,10 @@ class NestedRuns:
         return _answer(role, result)
 
 
-Instruction = Annotated[str, Field(description="What the worker is to do, said in full.")]
-"""The one argument of an agent tool."""
+Instruction = Annotated[
+    str, Field(min_length=1, description="What the worker is to do, said in full.")
+]
+"""The one argument of an agent tool (or a hive's): an empty one is the model's to mend."""
 
 _current_run: ContextVar[NestedRuns | None] = ContextVar("honeycomb_nested_runs", default=None)
 """The run whose task (or one of its tasks) is running now."""

@@ -87,6 +87,22 @@ async def test_an_agent_tool_runs_a_nested_worker_whose_answer_is_the_observatio
     assert result.usage.model_calls == 3  # the nested worker's call is the run's too
 
 
+async def test_an_empty_instruction_is_the_callers_to_mend_and_runs_no_worker() -> None:
+    events: list[Event] = []
+    executor = Executor(
+        [LEAD, RESEARCHER],
+        by_role(lead=lead_asks(""), researcher=researcher),
+        aggregator="concat",
+        on_event=[events.append],
+    )
+    result = await executor.run("bees", subtasks=ONE)
+    observed = result.subtasks["s1"].text
+    assert observed.startswith("lead: error:Error: ")
+    assert "instruction" in observed
+    assert "at least 1 character" in observed
+    assert [e.worker for e in events if isinstance(e, WorkerStarted)] == ["s1"]
+
+
 async def test_a_nested_worker_cannot_spend_past_the_runs_budget() -> None:
     @tool
     def look(query: str) -> str:
