@@ -6,6 +6,8 @@ event of it, a JSON line each). Between messages: ``/trace`` draws the last turn
 timeline, ``/cost`` what each turn spent, ``/history`` the conversation, ``/undo``
 takes the last turn back, ``/new`` starts over, ``/exit`` (or end of input) leaves.
 With a run store (the default), ``--session ID`` goes on with a conversation kept there.
+A turn whose calls need approval ends waiting, printing them and the commands that
+decide them (as ``honeycomb run`` does); the next message continues it first.
 """
 
 from __future__ import annotations
@@ -14,17 +16,18 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
+from honeycomb.cli.approve import print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_models
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
-from honeycomb.cli.running import hive_store, missing_keys, model_of, store_of
+from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
 from honeycomb.cli.sessions import print_turn, short
 from honeycomb.cli.view import JsonView, LiveView, View, summary
 from honeycomb.executor import Executor
@@ -38,6 +41,7 @@ from runtime import (
     ConfigError,
     ConfigErrors,
     Event,
+    EventHandler,
     HoneycombError,
     Model,
     StoreError,
@@ -165,7 +169,43 @@ class Chat:
                 await self._answer(text, out, console)
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
-        """Answer ``message``: its text as it is written, then its workers."""
+        """Answer ``message``, once the turn before it has ended: one that did not (it
+        waits for approvals, or was cut off) goes on first."""
+        if await self._went_on(out, console):
+            await self._turn(
+                lambda on_event: self.session.run(message, on_event=on_event, text_deltas=True),
+                out,
+                console,
+            )
+
+    async def _went_on(self, out: TextIO, console: Console) -> bool:
+        """Continue the last turn if it did not finish, shown as a turn is; whether it
+        has ended now, so that the next message can be sent. One that another process
+        answers is left to the session, which refuses the message."""
+        turns = await self.session.turns()
+        last = turns[-1] if turns else None
+        if last is None or last.ended or last.status == "running":
+            return True
+        out.write(f"\nmessage {last.turn} did not finish ({last.status}): it goes on first\n")
+        await self._turn(lambda on_event: self.session.resume(on_event=on_event), out, console)
+        turns = await self.session.turns()
+        if turns and not turns[-1].ended:
+            out.write(
+                f"\nYour message was not sent: message {turns[-1].turn} has to end first "
+                "(/undo drops it).\n"
+            )
+            return False
+        return True
+
+    async def _turn(
+        self,
+        answer: Callable[[Sequence[EventHandler]], Awaitable[RunResult | None]],
+        out: TextIO,
+        console: Console,
+    ) -> None:
+        """One turn, ``answer(on_event)``, under the chat's view: its text as it is
+        written, then its workers; for a turn that waits for approvals, the calls it
+        waits on and how to decide them, as ``honeycomb run`` prints them."""
         view: View = _Written(out)
         if self.shown == "live":
             view = LiveView(console, f"honeycomb · {self.hive.name}")
@@ -173,18 +213,23 @@ class Chat:
             view = JsonView(out)
         try:
             with view:
-                async with self.session.stream(message) as events:
-                    async for event in events:
-                        view.handle(event)
+                result = await answer([view.handle])
         except HoneycombError as exc:
             out.write(f"\n{type(exc).__name__}: {exc}\n")
             return
-        result = events.result
         if result is None:
             return
         self.results.append(result)
         if self.shown == "json":
             return  # its run.finished line holds it all
+        if result.status == "waiting":
+            out.write("\n" + workers_table(result) + "\n")
+            store = self.executor.store
+            print_waiting(out, result, store.where if store is not None else None, DEFAULT_STORE)
+            out.write(
+                "Or, once they are decided, send your next message: the turn goes on first.\n"
+            )
+            return
         if not isinstance(view, _Written) or not view.wrote:
             out.write(f"\n{result.answer_text.strip()}\n")
         out.write("\n" + workers_table(result) + "\n")

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.options import add_limit, integer
+from honeycomb.cli.options import add_limit, integer, newest_first
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
 from honeycomb.trace.format import counted
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
@@ -146,7 +146,14 @@ def _list(args: argparse.Namespace) -> ExitStatus:
         if not found:
             print(f"no memories in {memory.path}{where}")
             return ExitStatus.OK
-        print(f"{counted(len(found), 'memory', 'memories')} in {memory.path}{where}, newest first")
+        held = await memory.namespaces()  # how many each holds: one quick count
+        total = held.get(args.namespace, 0) if args.namespace else sum(held.values())
+        total = max(total, len(found))  # counted after the list: one forgotten meanwhile
+        print(
+            newest_first(
+                len(found), "memory", f"{memory.path}{where}", total=total, plural="memories"
+            )
+        )
         for record in found:
             print(_line(record))
         return ExitStatus.OK

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.trace.format import counted
 
 __all__ = [
     "MAX_LIMIT",
@@ -24,6 +25,7 @@ __all__ = [
     "add_limit",
     "integer",
     "new_id",
+    "newest_first",
     "number",
 ]
 
@@ -102,3 +104,21 @@ def add_limit(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"how many, newest first (default 20, at most {MAX_LIMIT})",
     )
+
+
+def newest_first(
+    shown: int, noun: str, where: object, *, total: int | None, plural: str | None = None
+) -> str:
+    """The first line of a listing cut by :func:`add_limit`'s ``--limit``: how many
+    rows it shows of how many ``where`` holds, never the one for the other.
+
+    ``3 runs in runs.db, newest first`` when it shows them all; ``1 of 3 runs in runs.db,
+    newest first`` when the limit left some out (``total``: how many ``where`` holds);
+    ``the newest 1 run in runs.db (it holds more)`` when it left some out and how many
+    is not known (``total`` None).
+    """
+    if total is None:
+        return f"the newest {counted(shown, noun, plural)} in {where} (it holds more)"
+    if total > shown:
+        return f"{shown} of {counted(total, noun, plural)} in {where}, newest first"
+    return f"{counted(shown, noun, plural)} in {where}, newest first"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.options import newest_first
 from honeycomb.cli.stores import opened_store
 from honeycomb.run.shown import stored_timeline
 from honeycomb.store import RunSummary
@@ -25,14 +26,16 @@ __all__ = ["run_line", "runs_command", "trace_command"]
 
 def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
-        found = opened_store(args.store).runs(args.limit)
+        found = opened_store(args.store).runs(args.limit + 1)  # one more: are there more?
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if not found:
         print(f"no runs in {args.store}")
         return ExitStatus.OK
-    print(f"{len(found)} run{'s' if len(found) != 1 else ''} in {args.store}, newest first")
+    total = len(found) if len(found) <= args.limit else None
+    found = found[: args.limit]
+    print(newest_first(len(found), "run", args.store, total=total))
     print(_row([label for label, _, _ in _COLUMNS]))
     for run in found:
         print(run_line(run))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.cli.options import add_limit, integer, number
+from honeycomb.cli.options import add_limit, integer, newest_first, number
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import StoreRows, turn_of
@@ -78,11 +78,13 @@ def _list(args: argparse.Namespace) -> ExitStatus:
     stored = _stored(args.store)
     if stored is None:
         return ExitStatus.UNUSABLE
-    found = stored.sessions(args.limit)
+    found = stored.sessions(args.limit + 1)  # one more: are there more?
     if not found:
         print(f"no sessions in {args.store}")
         return ExitStatus.OK
-    print(f"{counted(len(found), 'session')} in {args.store}, newest first")
+    total = len(found) if len(found) <= args.limit else None
+    found = found[: args.limit]
+    print(newest_first(len(found), "session", args.store, total=total))
     print(f"{'session':<20}  {'turns':>5}  {'last message at':<19}  last message")
     for session_id, turns, _, last_at, last_message in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last_at))

@@ -93,6 +93,8 @@ def worker_answer(
 ) -> str:
     """A worker's answer: a lead paragraph, then one line per observation."""
     if not observed and not inputs:
+        if not instruction.strip():
+            return f"{PREFIX}I was given no task: say what you would like me to do."
         return f"{PREFIX}I have no tool results to go on. The task was: {instruction}"
     sentences = _lead_sentences(instruction, observed)
     if inputs:

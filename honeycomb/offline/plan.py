@@ -45,6 +45,8 @@ _FOLLOW_UP = re.compile(r"\b[Ff]ollow up on (\S+?)[:,]")  # either form _follow_
 _MESSAGE = re.compile(r"^## Message \d+\n(.*?)\n(?:Found by its subtasks:|Answer:)", re.M | re.S)
 _SENTENCE = re.compile(r"[^.!?\n]*[.!?]?")
 _ANAPHORA = rules.wordset("each there them those these they both all city cities place places")
+_NO_WORDS = "The task has no words to act on: say so, and ask what is wanted."
+"""The one subtask of a task without words: what a model given an empty task does."""
 
 
 class _Draft(Value, frozen=True, kw_only=True):
@@ -152,6 +154,10 @@ def _rule_plan(
 ) -> Plan:
     if not roles:
         return Plan(subtasks=())
+    clauses = rules.split_clauses(task)
+    if not clauses:  # "", "  ", "?!": nothing to match a role by, or to say again
+        sid = given[0] if given else f"{roles[0].role[:40]}-1"
+        return Plan(subtasks=(Subtask(id=sid, role=roles[0].role, instruction=_NO_WORDS),))
     vocab = {e.role: _role_vocabulary(e) for e in roles}
     overall = _best_role(task, roles, vocab)
     if overall is None:  # a follow-up ("and Madrid?"): of the latest message with a topic
@@ -163,7 +169,7 @@ def _rule_plan(
             return Plan(subtasks=(Subtask(id=sid, role=role, instruction=said),))
     overall = overall or roles[0].role
     drafts: list[_Draft] = []
-    for clause in rules.split_clauses(task) or [task]:
+    for clause in clauses:
         # A clause that names no role's words goes on with the one before it ("research
         # how bees dance, how they keep warm, ..."), else to the task's best role.
         previous = drafts[-1].role if drafts else overall

@@ -29,7 +29,7 @@ class Policy(BaseModel):
             ``RunFailed``; ``best_effort`` aggregates what succeeded and names what
             failed; ``quorum`` needs at least ``quorum`` successes (and stops early,
             raising ``RunFailed``, once that can no longer happen).
-        quorum: Successes needed under ``failure: quorum``.
+        quorum: Successes needed under ``failure: quorum``; at most ``max_subtasks``.
         worker_timeout_s: Seconds one worker may run; then it fails (others go on).
         max_subtasks: Largest plan accepted from a planner model (a plan the caller
             gives, or a splitter function makes, is not bounded).
@@ -75,21 +75,30 @@ class Policy(BaseModel):
 
     @model_validator(mode="after")
     def _quorum_goes_with_its_policy(self) -> Self:
-        problem = quorum_problem(self.failure, self.quorum)
+        problem = quorum_problem(self.failure, self.quorum, self.max_subtasks)
         if problem is not None:
             raise ValueError(problem)
         return self
 
 
-def quorum_problem(failure: FailurePolicy, quorum: object) -> str | None:
-    """What is wrong with ``failure`` and ``quorum`` together, if anything.
+def quorum_problem(
+    failure: FailurePolicy, quorum: object, max_subtasks: object = None
+) -> str | None:
+    """What is wrong with ``failure``, ``quorum`` and ``max_subtasks`` together, if
+    anything: a quorum needs its policy, and a plan big enough to reach it.
 
     A rule of :class:`Policy` that a hive also checks on the values as written when
     other fields of the policy are invalid (and the rule did not run), so that every
-    mistake is reported at once.
+    mistake is reported at once (``max_subtasks`` None: not compared).
     """
     if failure == "quorum" and quorum is None:
         return "failure: quorum needs 'quorum: K', the successes required"
     if failure != "quorum" and quorum is not None:
         return f"'quorum' is set but failure is {failure!r}; set failure: quorum"
+    if isinstance(quorum, int) and isinstance(max_subtasks, int) and quorum > max_subtasks:
+        return (
+            f"quorum is {quorum} but max_subtasks is {max_subtasks}: a planner's plan has "
+            "at most max_subtasks subtasks, so the quorum could never be reached; lower "
+            "quorum or raise max_subtasks"
+        )
     return None

@@ -23,6 +23,7 @@ from honeycomb.run.events import (
 )
 from honeycomb.run.plan import Plan, plan_problems
 from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
+from honeycomb.run.policy import Policy
 from honeycomb.run.result import (
     PlanRound,
     RunResult,
@@ -147,6 +148,7 @@ class Run:
         self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
+        self.most: int | None = None  # the most subtasks the plan can come to (None: its own)
         self.within = within is not None
         self._current: tuple[str, float] | None = None  # the phase under way, since when
 
@@ -330,11 +332,14 @@ class Run:
             await self.record.planned(self.plan, given=given)
         self.rounds = rounds_of(self.plan)
 
+        # Rounds to come may add subtasks, up to max_subtasks in all.
+        self.most = self.shared.policy.max_subtasks if lead is not None else None
         outcomes = await self._workers({}, self.resumed)
         if lead is not None and not _waiting(outcomes):
             outcomes = await self._rounds(lead, outcomes)
         if _waiting(outcomes):
             return self._result("waiting", outcomes)  # nothing else can proceed: no answer yet
+        _check_quorum(self.shared.policy, outcomes)
         if not any(o.ok for o in outcomes.values()):
             failed = f"all {len(outcomes)} subtasks" if len(outcomes) > 1 else "its only subtask"
             raise RunFailed(f"{failed} failed; nothing to aggregate")
@@ -373,6 +378,7 @@ class Run:
             record=self.record,
             resumed=resumed,
             earlier=earlier,
+            most=self.most,
         )
         began = time.perf_counter()
         self.shared.paused[self.run_id] = self.scheduler.notify
@@ -578,6 +584,25 @@ def _notes(exc: BaseException) -> list[str]:
 
 def _waiting(outcomes: Mapping[str, SubtaskResult]) -> bool:
     return any(o.status == "waiting" for o in outcomes.values())
+
+
+def _check_quorum(policy: Policy, outcomes: Mapping[str, SubtaskResult]) -> None:
+    """Under ``failure: quorum``, fail a run whose workers all ended with fewer
+    successes than the quorum: a lead whose rounds ended early can leave a plan smaller
+    than it (the scheduler stops a plan that cannot reach it as soon as it knows).
+
+    Raises:
+        RunFailed: naming the quorum and the successes.
+    """
+    needed = policy.quorum
+    if policy.failure != "quorum" or needed is None:
+        return
+    succeeded = sum(1 for o in outcomes.values() if o.ok)
+    if succeeded < needed:
+        raise RunFailed(
+            f"a quorum of {needed} successful subtasks was not reached: {succeeded} of "
+            f"{len(outcomes)} succeeded"
+        )
 
 
 def _tripwire(kind: str, refusals: list[Refusal]) -> None:

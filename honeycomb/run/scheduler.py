@@ -3,7 +3,8 @@
 Every subtask gets a task at once; it waits for the subtasks it depends on, then for
 one of ``max_workers`` slots, then runs its worker under the worker timeout. A
 subtask whose dependency failed is skipped. The failure policy may stop the phase
-early, cancelling whatever still runs.
+early, cancelling whatever still runs; under ``quorum``, a plan with fewer subtasks than
+the quorum stops it before any worker starts.
 
 In a resumed run, subtasks that finished before are not run again (their stored
 results stand), and those that had started continue from their saved loop state.
@@ -66,8 +67,11 @@ class Scheduler:
         record: RunRecord | None = None,
         resumed: Resumed | None = None,
         earlier: dict[str, SubtaskResult] | None = None,
+        most: int | None = None,
     ) -> None:
         self.plan = plan
+        # The most subtasks the run's plan can come to: later rounds may add to it.
+        self._most = most if most is not None else len(plan.subtasks)
         self.record = record
         self._before = resumed.finished if resumed is not None else {}
         self._states = resumed.states if resumed is not None else {}
@@ -104,9 +108,11 @@ class Scheduler:
                 cancelled.
         """
         self._started = time.perf_counter()
-        async with stoppable() as stop:
-            self._cancel = stop
-            await run_together(None, [self._run_subtask(s) for s in self._new])
+        self._check_plan_size()
+        if self.stopped is None:
+            async with stoppable() as stop:
+                self._cancel = stop
+                await run_together(None, [self._run_subtask(s) for s in self._new])
         if self._fatal is not None:
             raise self._fatal
         stopped = stopped_status(self.stopped)
@@ -406,6 +412,20 @@ class Scheduler:
         setup = self.context.crew.setup_for(self.context.roles[subtask.role], None)
         return retyped(result, "output", setup.settings.output_type)
 
+    def _check_plan_size(self) -> None:
+        """Under ``failure: quorum``, stop before any worker starts when the plan has,
+        and can come to, fewer subtasks than the quorum: not even all of them
+        succeeding would reach it."""
+        needed = self.policy.quorum
+        if self.policy.failure == "quorum" and needed is not None and self._most < needed:
+            has = "has only" if self._most == len(self.plan.subtasks) else "can come to only"
+            self._stop(
+                RunFailed(
+                    f"a quorum of {needed} successful subtasks cannot be reached: the plan "
+                    f"{has} {self._most}"
+                )
+            )
+
     def _apply_failure_policy(self, subtask: Subtask, error: WorkerError | None) -> None:
         policy = self.policy
         if policy.failure == "fail_fast":
@@ -414,15 +434,22 @@ class Scheduler:
             )
         elif policy.failure == "quorum":
             needed = policy.quorum or 0
-            total = len(self.plan.subtasks)
             lost = self._lost
-            if total - lost < needed:
+            if self._most - lost < needed:
                 self._stop(
                     RunFailed(
-                        f"a quorum of {needed} successful subtasks out of {total} cannot be "
-                        f"reached: {lost} did not succeed (last: {subtask.id!r}, {error})"
+                        f"a quorum of {needed} successful subtasks out of {self._out_of} "
+                        f"cannot be reached: {lost} did not succeed (last: {subtask.id!r}, "
+                        f"{error})"
                     )
                 )
+
+    @property
+    def _out_of(self) -> str:
+        """How many subtasks the run's plan has, or can come to."""
+        if self._most == len(self.plan.subtasks):
+            return str(self._most)
+        return f"at most {self._most}"
 
     def _stop(self, reason: HoneycombError) -> None:
         if self.stopped is None:

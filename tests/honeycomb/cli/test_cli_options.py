@@ -225,7 +225,7 @@ def test_runs_lists_at_most_its_limit(fast_demo: Path, capsys: pytest.CaptureFix
     capsys.readouterr()
     assert main(["runs", "--limit", "1"]) == 0
     title, _header, _row = capsys.readouterr().out.splitlines()
-    assert title.startswith("1 run in ")
+    assert title.startswith("the newest 1 run in ")  # of the two it holds
 
 
 # --- init: a folder it cannot make ----------------------------------------------------

@@ -291,7 +291,10 @@ def test_from_yaml_models_by_name_replace_the_declared_ones(tmp_path: Path) -> N
 async def test_a_hive_runs_on_a_test_model(tmp_path: Path) -> None:
     from honeycomb.testing import ScriptedModel
 
-    plan = '{"subtasks": [{"id": "s1", "role": "counter", "instruction": "count"}]}'
+    plan = (  # two subtasks: the quorum of GOOD is 2
+        '{"subtasks": [{"id": "s1", "role": "counter", "instruction": "count"}, '
+        '{"id": "s2", "role": "counter", "instruction": "count"}]}'
+    )
     model = ScriptedModel(lambda key: [plan] if key.endswith("/planner") else ["done"])
     result = await Executor.from_yaml(hive(tmp_path, GOOD), models=model).run("t")
     assert result.answer == "done"

@@ -153,6 +153,35 @@ async def test_max_subtasks_bounds_the_whole_run_over_every_round() -> None:
     assert len(fitting.lead_messages) == 3
 
 
+async def test_a_quorum_counts_the_subtasks_later_rounds_may_add() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("s1", "one")]
+        if round == 2:
+            return [_subtask("s2", "two"), _subtask("s3", "three")]
+        return []
+
+    quorum = {"failure": "quorum", "quorum": 3, "max_subtasks": 4}
+    result = await Hive(lead).executor(4, **quorum).run("Study bees.")
+    assert result.status == "ok"  # a first round smaller than the quorum is no failure
+    assert list(result.subtasks) == ["s1", "s2", "s3"]
+
+    alone = Hive(lambda round, text: [_subtask("s1", "one")] if round == 1 else [])
+    with pytest.raises(RunFailed) as caught:
+        await alone.executor(4, **quorum).run("Study bees.")
+    assert str(caught.value) == (
+        "a quorum of 3 successful subtasks was not reached: 1 of 1 succeeded"
+    )
+    assert caught.value.partial is not None
+    assert caught.value.partial.rounds_ended == "done"
+
+    def failing(round: int, text: str) -> list[dict[str, Any]]:
+        return [_subtask("s1", "fail at one"), _subtask("s2", "fail at two")] if round == 1 else []
+
+    with pytest.raises(RunFailed, match=r"quorum of 3 .* out of at most 4 cannot be reached"):
+        await Hive(failing).executor(4, **quorum).run("Study bees.")
+
+
 async def test_the_budget_bounds_the_rounds() -> None:
     hive = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
     # each round costs the lead one call and its researcher one: the 6th, round 3's

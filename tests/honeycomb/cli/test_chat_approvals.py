@@ -1,0 +1,69 @@
+"""``honeycomb chat`` off a terminal, on a hive whose calls need approval: a turn that
+ends waiting prints its calls and the commands that decide them, as ``honeycomb run``
+does; the next message continues that turn first, and is not sent while it waits."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+
+EXAMPLES = Path(__file__).parents[3] / "examples"
+ASKED = (
+    "Plan a weekend in Lisbon and Porto, compare the weather and send the summary to the outbox."
+)
+
+
+@pytest.fixture
+def hive(fast_demo: Path) -> Path:
+    """The trip hive in the test's folder, its outbox asking for approval."""
+    folder = fast_demo.parent / "trip"
+    shutil.copytree(EXAMPLES / "trip", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    path = folder / "hive.yaml"
+    text = re.sub(r"latency: [\d.]+", "latency: 0", path.read_text())
+    path.write_text(text + "approvals:\n  tools: [send_to_outbox]\n")
+    return path
+
+
+def chat(monkeypatch: pytest.MonkeyPatch, hive: Path, lines: list[str], *more: str) -> int:
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    return main(["chat", str(hive), "--plain", "--session", "u1", *more])
+
+
+def test_a_turn_that_waits_says_how_to_decide_it_and_the_next_message_continues_it(
+    hive: Path,
+    fast_demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert chat(monkeypatch, hive, [ASKED, "And Madrid?"]) == 0
+    out = capsys.readouterr().out
+    assert "Waiting for approval (1):" in out
+    assert "role 'courier' asks for approval of 'send_to_outbox'" in out
+    found = re.search(r"honeycomb approve (\S+) (\S+)", out)
+    assert found is not None
+    run_id, call_id = found.groups()
+    assert f"honeycomb resume {run_id}" in out
+    # The second message: the waiting turn goes on first, waits again, and the message
+    # is not sent; what to do is said in the command line's terms.
+    assert "message 1 did not finish (waiting): it goes on first" in out
+    assert out.count("Waiting for approval (1):") == 2
+    assert "Your message was not sent: message 1 has to end first" in out
+    assert "session.resume()" not in out
+    assert not fast_demo.exists()  # nothing was sent
+
+    assert main(["approve", run_id, call_id]) == 0
+    capsys.readouterr()
+    assert chat(monkeypatch, hive, ["And Madrid?", "/history"]) == 0
+    out = capsys.readouterr().out
+    assert "message 1 did not finish (waiting): it goes on first" in out
+    assert "Waiting for approval" not in out
+    assert "not sent" not in out
+    assert len(list(fast_demo.glob("*.md"))) == 1  # approved: sent, once
+    assert "#2  run " in out  # the message was answered after it
+    assert " · waiting · " not in out

@@ -1,0 +1,81 @@
+"""``failure: quorum``: a run that does not raise has the quorum's successes. A plan
+smaller than the quorum fails before any worker runs, and a policy whose quorum no
+planned plan could reach is refused where it is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from honeycomb import Executor, OfflineModel, Policy, Role, RunFailed
+from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
+from runtime import ConfigErrors, ModelRequest
+
+ROLES = [
+    Role(name="planner", description="Plans."),
+    Role(name="aggregator", description="Merges."),
+    Role(name="researcher", description="Finds facts about cities and their weather."),
+]
+
+
+async def test_a_given_plan_smaller_than_the_quorum_fails_before_any_worker_runs() -> None:
+    asked: list[ModelRequest] = []
+
+    async def answer(request: ModelRequest) -> str:
+        asked.append(request)
+        return "found"
+
+    executor = Executor(ROLES, FunctionModel(answer), policy=Policy(failure="quorum", quorum=3))
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
+    assert str(caught.value) == (
+        "a quorum of 3 successful subtasks cannot be reached: the plan has only 2"
+    )
+    assert asked == []  # no worker, no aggregator
+    partial = caught.value.partial
+    assert partial is not None
+    assert {s.status for s in partial.subtasks.values()} == {"cancelled"}
+
+
+async def test_a_planned_plan_smaller_than_the_quorum_fails_once_it_is_ready() -> None:
+    # The offline planner makes one subtask of this task; the quorum is two.
+    policy = Policy(failure="quorum", quorum=2, max_subtasks=4)
+    executor = Executor(ROLES, OfflineModel(latency=0), policy=policy)
+    with pytest.raises(RunFailed, match=r"quorum of 2 .* the plan has only 1$"):
+        await executor.run("Find the weather in Lisbon.")
+
+
+async def test_a_plan_as_big_as_the_quorum_runs() -> None:
+    executor = Executor(
+        ROLES, FunctionModel(lambda r: "found"), policy=Policy(failure="quorum", quorum=2)
+    )
+    result = await executor.run("t", subtasks=[("researcher", "a"), ("researcher", "b")])
+    assert result.status == "ok"
+
+
+def test_a_policy_refuses_a_quorum_above_max_subtasks() -> None:
+    with pytest.raises(pydantic.ValidationError, match="quorum is 3 but max_subtasks is 2"):
+        Policy(failure="quorum", quorum=3, max_subtasks=2)
+    assert Policy(failure="quorum", quorum=2, max_subtasks=2).quorum == 2
+
+
+def test_a_hive_whose_quorum_is_above_max_subtasks_is_refused_at_its_policy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "name: n\n"
+        "models:\n"
+        "  o: {provider: offline, latency: 0}\n"
+        "roles:\n"
+        "  planner: {description: plans}\n"
+        "  w: {description: works}\n"
+        "policy: {quorum: 3, failure: quorum, max_subtasks: 2}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    (error,) = caught.value.errors
+    assert str(error).startswith(f"{path}:7:1: policy: quorum is 3 but max_subtasks is 2")
