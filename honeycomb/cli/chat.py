@@ -7,14 +7,18 @@ timeline, ``/cost`` what each turn spent, ``/history`` the conversation, ``/undo
 takes the last turn back, ``/new`` starts over, ``/exit`` (or end of input) leaves.
 With a run store (the default), ``--session ID`` goes on with a conversation kept there.
 A turn whose calls need approval ends waiting, printing them and the commands that
-decide them (as ``honeycomb run`` does); the next message continues it first.
+decide them (as ``honeycomb run`` does); the next message continues it first, as it
+does a turn cut off (Ctrl-C, a crash), shown as any turn. The chat holds its Executor
+(its models' servers, its MCP servers) from the first message to the last.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import os
+import stat
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -132,7 +136,14 @@ class Chat:
         self.results: list[RunResult] = []
 
     async def talk(self, inp: TextIO, out: TextIO, console: Console) -> ExitStatus:
-        """Read messages until ``/exit`` or the end of input; answer each."""
+        """Read messages until ``/exit`` or the end of input; answer each. The
+        Executor is held the while: a model served from this process (llama.cpp) or an
+        MCP server that a turn starts serves every later turn (a model keeps its
+        prompt cache), and stops as the chat ends, however it ends."""
+        async with self.executor:
+            return await self._conversation(_Typed(inp), out, console)
+
+    async def _conversation(self, typed: _Typed, out: TextIO, console: Console) -> ExitStatus:
         commands: dict[str, Callable[[TextIO], Awaitable[None]]] = {
             "/trace": lambda o: self._trace(console),
             "/cost": self._cost,
@@ -150,10 +161,20 @@ class Chat:
             f"honeycomb chat · {self.hive.name} · session {self.session.id} "
             f"({counted(len(earlier), 'turn')} so far, kept in {where})\n{HELP}\n"
         )
+        last = earlier[-1] if earlier else None
+        if last is not None and not last.ended and last.status != "running":
+            out.write(
+                f"message {last.turn} did not finish ({last.status}): your next message "
+                "continues it first (/undo drops it)\n"
+            )
         while True:
             out.write("\nyou> ")
             out.flush()
-            line = await asyncio.to_thread(inp.readline)
+            try:
+                line = await typed.readline()
+            except asyncio.CancelledError:  # Ctrl-C: the command's last word goes below
+                out.write("\n")
+                raise
             if not line or line.strip() in ("/exit", "/quit"):
                 out.write("\n")
                 return ExitStatus.OK
@@ -187,7 +208,11 @@ class Chat:
         if last is None or last.ended or last.status == "running":
             return True
         out.write(f"\nmessage {last.turn} did not finish ({last.status}): it goes on first\n")
-        await self._turn(lambda on_event: self.session.resume(on_event=on_event), out, console)
+        await self._turn(
+            lambda on_event: self.session.resume(on_event=on_event, text_deltas=True),
+            out,
+            console,
+        )
         turns = await self.session.turns()
         if turns and not turns[-1].ended:
             out.write(
@@ -275,6 +300,61 @@ class Chat:
     async def _new(self, out: TextIO) -> None:
         await self.session.clear()
         out.write(f"session {self.session.id}: started over\n")
+
+
+class _Typed:
+    """The lines typed at the prompt. From a terminal or a pipe they are read as the
+    event loop sees them come, with no thread: Ctrl-C at the prompt ends the wait at
+    once (a thread blocked in ``readline`` held the loop's shutdown until Enter, and
+    uvloop then failed in it). A file, or text in memory, is read as it is: reading
+    it never waits."""
+
+    def __init__(self, inp: TextIO) -> None:
+        self.inp = inp
+        self.fd = _waited_on(inp)
+        self._decoder = codecs.getincrementaldecoder(inp.encoding or "utf-8")("replace")
+        self._read = ""  # read, not yet a whole line
+        self._ended = False
+
+    async def readline(self) -> str:
+        """The next line, with its newline; "" at the end of the input."""
+        if self.fd is None:
+            return self.inp.readline()
+        while "\n" not in self._read and not self._ended:
+            await _readable(self.fd)
+            chunk = os.read(self.fd, 65536)
+            self._ended = not chunk
+            self._read += self._decoder.decode(chunk, final=self._ended)
+        line, newline, self._read = self._read.partition("\n")
+        return line + newline
+
+
+def _waited_on(inp: TextIO) -> int | None:
+    """``inp``'s file descriptor, if reading it may wait (a terminal, a pipe, a
+    socket); None if it never does (a file, ``/dev/null``, text in memory)."""
+    try:
+        fd = inp.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    waits = os.isatty(fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return fd if waits and sys.platform != "win32" else None
+
+
+async def _readable(fd: int) -> None:
+    """Return once ``fd`` has something to read, or has ended."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:  # called on each turn of the loop until it is removed
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
 
 
 class _Written:

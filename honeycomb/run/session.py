@@ -158,7 +158,10 @@ class Session:
                 run was interrupted, or waits for approvals): ``raise``
                 :class:`SessionError`, ``resume`` that turn first (as :meth:`resume`),
                 or ``drop`` it (as :meth:`pop`); default: the session's.
-            on_event: Called with every event of the message's run.
+            on_event: Called with every event of the message's run; with
+                ``unfinished="resume"``, first with those of the unfinished turn's run
+                as it goes on (each event names its run; that run's ``run.finished``
+                holds its result).
             text_deltas: The handlers also get the answers' text as it is written.
 
         Raises:
@@ -173,7 +176,9 @@ class Session:
                 key ...): no turn is kept.
         """
         async with self._turn_lock(busy):
-            earlier = await self._finished_turns(unfinished or self.unfinished)
+            earlier = await self._finished_turns(
+                unfinished or self.unfinished, on_event, text_deltas
+            )
             last = earlier[-1] if earlier else None
             turn = Turn(
                 session_id=self.id,
@@ -211,10 +216,19 @@ class Session:
         return streamed(run)
 
     async def resume(
-        self, *, on_event: Sequence[EventHandler] = (), steal: bool = False
+        self,
+        *,
+        on_event: Sequence[EventHandler] = (),
+        text_deltas: bool = False,
+        steal: bool = False,
     ) -> RunResult | None:
         """Continue the last turn if it did not finish (as ``Executor.resume`` does its
         run: finished workers are not run again); None when it did.
+
+        Args:
+            on_event: Called with every event of the turn's run as it goes on.
+            text_deltas: The handlers also get the answers' text as it is written.
+            steal: Take the run from a process that holds it (as ``Executor.resume``).
 
         Raises:
             RunBusy: when another process carries that turn's run on.
@@ -226,7 +240,7 @@ class Session:
                 return None
             self._continuable(turns[-1])
             return await self._answer(
-                turns[-1], turns[:-1], on_event, False, resumable=True, steal=steal
+                turns[-1], turns[:-1], on_event, text_deltas, resumable=True, steal=steal
             )
 
     async def turns(self) -> list[Turn]:
@@ -303,9 +317,12 @@ class Session:
 
     # --- a turn -------------------------------------------------------------------------
 
-    async def _finished_turns(self, unfinished: Unfinished) -> list[Turn]:
+    async def _finished_turns(
+        self, unfinished: Unfinished, on_event: Sequence[EventHandler], text: bool
+    ) -> list[Turn]:
         """The turns, once the last one has finished: resumed or dropped first if it
-        did not, as ``unfinished`` says.
+        did not, as ``unfinished`` says. A turn resumed is told to ``on_event``, the
+        message's handlers: its answer is news to the caller as much as the message's.
 
         Raises:
             SessionBusy: when the last turn is being answered (in another process).
@@ -322,7 +339,7 @@ class Session:
             await self._rows.drop(self.id, last.turn - 1)
         else:
             self._continuable(last)
-            await self._answer(last, turns[:-1], (), False, resumable=True)
+            await self._answer(last, turns[:-1], on_event, text, resumable=True)
         turns = await self._rows.turns(self.id)
         if turns and not turns[-1].ended:  # resumed, it waits for approvals again
             raise self._unfinished(turns[-1])

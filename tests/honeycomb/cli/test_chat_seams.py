@@ -1,0 +1,238 @@
+"""``honeycomb chat`` at its seams: it holds its Executor (a model served from the
+process keeps its server, and its prompt cache, from one message to the next) and lets
+it go however the chat ends; a turn cut off by Ctrl-C is answered, and shown, before
+the next message of the conversation; Ctrl-C at the prompt ends the chat at once, on
+asyncio's loop and on uvloop; lines come from a pipe as typed."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+from honeycomb.offline import OfflineModel
+from runtime import Model, ModelRequest, ModelResponse, ModelResponseError, WrapperModel
+from tests.support import ROOT
+from tests.support.hives import CHATTY
+
+
+class Served(WrapperModel):
+    """A model served from this process, as llama.cpp is: its server starts with a
+    call that finds it stopped, and stops once the last block that holds it ends."""
+
+    def __init__(self, inner: Model) -> None:
+        super().__init__(inner)
+        self.holders = 0
+        self.running = False
+        self.starts = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if not self.running:
+            self.starts += 1
+            self.running = True
+        return await self.inner.complete(request)
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        self.holders += 1
+        try:
+            yield
+        finally:
+            self.holders -= 1
+            if self.holders == 0:
+                self.running = False
+
+
+class Offline(OfflineModel):
+    """The offline model, but a message that says ``stop`` is Ctrl-C'd (SIGINT, as the
+    terminal sends it) as it is called with it, and one that says ``fail`` fails."""
+
+    stops = True
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        said = str(request.messages[-1].content)
+        if "fail" in said:
+            raise ModelResponseError("the model said nothing of use")
+        if self.stops and "stop" in said:
+            signal.raise_signal(signal.SIGINT)
+            await asyncio.Event().wait()
+        return await super().complete(request)
+
+
+@pytest.fixture
+def hive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "hive.yaml"
+    path.write_text(CHATTY)
+    return path
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Served:
+    """The model of every role of the chats the test starts."""
+    model = Served(Offline(latency=0))
+    monkeypatch.setattr("honeycomb.cli.chat.model_of", lambda args: model)
+    return model
+
+
+def chat(monkeypatch: pytest.MonkeyPatch, hive: Path, typed: str, *more: str) -> int:
+    monkeypatch.setattr("sys.stdin", io.StringIO(typed))
+    return main(["chat", str(hive), "--plain", *more])
+
+
+@pytest.mark.parametrize(
+    ("typed", "status"),
+    [
+        pytest.param("Find the weather in Rome.\nAnd in Oslo?\n/exit\n", 0, id="exit"),
+        pytest.param("Find the weather in Rome.\nAnd in Oslo?\n", 0, id="end of input"),
+        pytest.param("Find the weather in Rome.\nAnd in Oslo?\nfail now\n", 0, id="a failed turn"),
+        pytest.param("Find the weather in Rome.\nAnd in Oslo?\nstop now\n", 130, id="Ctrl-C"),
+    ],
+)
+def test_the_chat_holds_its_models_for_every_turn_and_lets_go_however_it_ends(
+    hive: Path,
+    served: Served,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    typed: str,
+    status: int,
+) -> None:
+    """Each message is a run, and a run outside an Executor's block starts and stops
+    its served models: a chat not holding its Executor reloaded its model (losing its
+    prompt cache) on every message."""
+    assert chat(monkeypatch, hive, typed, "--no-store") == status
+    out = capsys.readouterr().out
+    assert out.count("[offline simulation]") == 2
+    assert served.starts == 1  # once for the conversation, not once a message
+    assert served.holders == 0  # let go as the chat ended
+    assert not served.running
+
+
+def test_a_turn_cut_off_by_ctrl_c_is_answered_and_shown_before_the_next_message(
+    hive: Path,
+    served: Served,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cut_off = "Find the weather in Rome, then stop.\n"
+    assert chat(monkeypatch, hive, cut_off, "--session", "u1") == 130
+    capsys.readouterr()
+
+    assert isinstance(served.inner, Offline)
+    served.inner.stops = False
+    assert chat(monkeypatch, hive, "/cost\nAnd in Oslo?\n/cost\n", "--session", "u1") == 0
+    out = capsys.readouterr().out
+    # Said as the chat starts, before anything runs.
+    started = out.index("message 1 did not finish (interrupted): your next message continues")
+    assert started < out.index("you>")
+    assert "#1          -  interrupted" in out
+    # Its answer, then its table with what it spent, before the new message's.
+    resumed = out.index("message 1 did not finish (interrupted): it goes on first")
+    first = out.index("“Find the weather in Rome, then stop”", resumed)
+    second = out.index("“And in Oslo?”", first)
+    tables = [int(n) for n in re.findall(r"tokens +(\d+)", out[resumed:])]
+    assert len(tables) == 2
+    assert all(tokens > 0 for tokens in tables)
+    assert out.index("tokens", first) < second
+    assert f"; {sum(tables)} tokens in this chat" in out
+    assert "#1          -  ok" in out[resumed:]
+
+
+def test_lines_come_from_a_pipe_as_they_were_written(
+    hive: Path, served: Served, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lines that came at once (read together from the pipe), and a last line without
+    its newline: each line is one message, as written."""
+    read, write = os.pipe()
+    os.write(write, "Find the weather in Röme.\n/coé\nAnd in Oslo?".encode())
+    os.close(write)
+    with os.fdopen(read, encoding="utf-8") as piped:
+        monkeypatch.setattr("sys.stdin", piped)
+        assert main(["chat", str(hive), "--plain", "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert "“Find the weather in Röme”" in out
+    assert "unknown command /coé" in out
+    assert "“And in Oslo?”" in out
+
+
+UVLOOP_HIDDEN = "import sys; sys.modules['uvloop'] = None  # as if it were not installed\n"
+CLI = "import sys\nfrom honeycomb.cli.main import main\nraise SystemExit(main(sys.argv[1:]))\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_ctrl_c_at_the_prompt_ends_the_chat_at_once_without_a_traceback(
+    hive: Path, loop: str
+) -> None:
+    """A prompt read by a thread held the loop's shutdown until Enter (and uvloop then
+    raised in that thread: the loop was closed)."""
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+    code = (UVLOOP_HIDDEN if loop == "asyncio" else "") + CLI
+    with _on_a_terminal([sys.executable, "-c", code, "chat", str(hive), "--no-store"]) as chat:
+        chat.read_until("you> ")
+        chat.process.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        status = chat.process.wait(timeout=20)
+        shown = chat.read_to_end()
+    assert status == 130, shown
+    assert "Traceback" not in shown
+    assert "Event loop is closed" not in shown
+    assert shown.endswith("you> \r\ncancelled\r\n")
+
+
+class _Terminal:
+    """A command on a pseudo-terminal: what it shows, read as it comes."""
+
+    def __init__(self, process: subprocess.Popen[bytes], controller: int) -> None:
+        self.process = process
+        self.controller = controller
+        self.shown = ""
+
+    def read_until(self, wanted: str, limit_s: float = 60.0) -> None:
+        ends = time.monotonic() + limit_s
+        while wanted not in self.shown:
+            assert time.monotonic() < ends, f"never saw {wanted!r} in {self.shown!r}"
+            if select.select([self.controller], [], [], 0.5)[0]:
+                self.shown += os.read(self.controller, 65536).decode(errors="replace")
+
+    def read_to_end(self) -> str:
+        """What it showed, once it has ended."""
+        while select.select([self.controller], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.controller, 65536)
+            except OSError:  # its end of the terminal closed
+                break
+            if not chunk:
+                break
+            self.shown += chunk.decode(errors="replace")
+        return self.shown
+
+
+@contextmanager
+def _on_a_terminal(command: list[str]) -> Iterator[_Terminal]:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command, cwd=Path.cwd(), env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=terminal, stdout=terminal, stderr=terminal,
+    )  # fmt: skip
+    os.close(terminal)
+    try:
+        yield _Terminal(process, controller)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
