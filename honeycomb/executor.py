@@ -304,6 +304,11 @@ class Executor:
             options["backend"] = hive.backend.build(hive.folder)
         registry = hive.registry
         if hive.hives:  # the hives its roles call as tools, each an Executor of its own
+            # One tool a file, however many references name it (``hive:x.yaml`` and
+            # ``hive:./x.yaml``), by its stem: load_hive refuses two files of one stem.
+            called = {
+                sub.file.resolve(): (nested_tool_name(ref), sub) for ref, sub in hive.hives.items()
+            }
             subs = [
                 cls.from_hive(
                     sub,
@@ -312,8 +317,8 @@ class Executor:
                     store=None,
                     trace=False,
                     backend=None,  # its workers run where the worker calling it runs
-                ).as_tool(nested_tool_name(ref))
-                for ref, sub in hive.hives.items()
+                ).as_tool(name)
+                for name, sub in called.values()
             ]
             registry = ToolRegistry([*registry, *subs])
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
@@ -412,13 +417,11 @@ class Executor:
         """A call of :meth:`as_tool`'s tool: a sub-run on ``instruction``; its answer."""
         outer = current_run()
         run_id = f"{context.run_id}/{context.worker}/{context.call_id}"
-        spans = outer.context.spans if outer is not None else None
-        # Its calls are spans of the calling run, under this call.
-        handlers = (
-            (spans.nested(context.worker or "?", context.turn, context.call_id),)
-            if spans is not None
-            else ()
-        )
+        caller = context.worker or "?"
+        # Its calls are spans of the calling run, under this call, in every recorder of
+        # that run's spans (its store's, its listeners'), whose traces count them too.
+        spans = outer.sub_run_spans() if outer is not None else None
+        handlers = () if spans is None else (spans.nested(caller, context.turn, context.call_id),)
         run = Run(
             self.shared,
             instruction,
@@ -427,9 +430,7 @@ class Executor:
             within=outer.context if outer is not None else None,
         )
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
-            run.context = replace(
-                run.context, spans=spans.under(context.worker or "?", context.call_id)
-            )
+            run.context = replace(run.context, spans=spans.under(caller, context.call_id))
         async with self.shared.crew.scope():
             result = await run.execute(None, resumable=False, steal=False)
         return result.answer_text

@@ -208,6 +208,12 @@ class Tracer:
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
 
     @property
+    def handlers(self) -> tuple[EventHandler, ...]:
+        """The handlers, in order (a run's sub-run finds the span recorders among
+        them: its spans are theirs too)."""
+        return self._handlers
+
+    @property
     def enabled(self) -> bool:
         """Whether emitting can have any effect (skip building events when False)."""
         return bool(self._handlers) or (self._log and logs.configured())

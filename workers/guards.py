@@ -49,6 +49,7 @@ from runtime import (
 )
 from runtime.concurrency import run_together
 from runtime.config.imports import import_object
+from runtime.events import CallReport, current_call
 from runtime.tools.define import arguments_text
 from runtime.value import Value
 from workers.calls import model_calls
@@ -157,7 +158,7 @@ class ResolvedGuards(Value, frozen=True, kw_only=True):
 class GuardChecked(Event, frozen=True, kw_only=True):
     """A guard checked something: ``ok`` (it passed), ``tripped`` (it gave a reason)
     or ``error`` (it raised); with its time, and a judge's model call (``model_calls``:
-    1, made even when it failed) and what it cost."""
+    1, made even when it failed), what it cost and the attempts it took."""
 
     kind: ClassVar[str] = "guard.checked"
     guard: str
@@ -172,6 +173,7 @@ class GuardChecked(Event, frozen=True, kw_only=True):
     output_tokens: int = 0
     cost: float = 0.0
     model_calls: int = 0
+    attempts: int = 1
 
 
 class Refusal(Value, frozen=True, kw_only=True):
@@ -413,12 +415,23 @@ class GuardRunner:
         usage, model = Usage(), ""
         broken = False
         calls = 0  # the judge's model call, as the budget counts it
+        report: CallReport | None = None  # its attempts, when anyone listens
         try:
             if guard.judge is not None:
                 if self.judge is None:
                     raise ConfigError(f"no judge to ask: {guard.judge!r} is not a role here")
                 calls = 1  # made, answered or failed, unless the budget refuses it
-                reason, usage, model = await self.judge.ask(guard.judge, check)
+                # The retry policy tells the report each retry of the judge's call, as
+                # the checked turn's (``model_call.retrying``), as a worker's own call's.
+                if self.tracer.enabled:
+                    report = CallReport(
+                        self.tracer, worker=self.worker, run_id=self.run_id, turn=turn
+                    )
+                reported = current_call.set(report)
+                try:
+                    reason, usage, model = await self.judge.ask(guard.judge, check)
+                finally:
+                    current_call.reset(reported)
             else:
                 assert guard.fn is not None
                 reason = _reason(await _called(guard.fn, check))
@@ -428,7 +441,7 @@ class GuardRunner:
         except Exception as exc:  # a broken guard trips: the model cannot fix it
             reason, broken = f"the guard raised {type(exc).__name__}: {exc}", True
         status = "ok" if reason is None else "error" if broken else "tripped"
-        spent = (usage, model, calls)
+        spent = (usage, model, calls, report.attempts if report is not None else 1)
         self._report(guard, check, turn, call_id, started, status, reason, spent)
         return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
 
@@ -441,13 +454,13 @@ class GuardRunner:
         started: float,
         status: str,
         reason: str | None,
-        spent: tuple[Usage, str, int] = (Usage(), "", 0),
+        spent: tuple[Usage, str, int, int] = (Usage(), "", 0, 1),
     ) -> None:
-        """Emit a check's ``guard.checked``; ``spent``: its judge's usage, model and
-        model calls (none for a function)."""
+        """Emit a check's ``guard.checked``; ``spent``: its judge's usage, model, model
+        calls and the attempts they took (none for a function)."""
         if not self.tracer.enabled:
             return
-        usage, model, calls = spent
+        usage, model, calls, attempts = spent
         self.tracer.emit(
             GuardChecked(
                 worker=self.worker,
@@ -464,6 +477,7 @@ class GuardRunner:
                 output_tokens=usage.output_tokens,
                 cost=usage.cost,
                 model_calls=calls,
+                attempts=attempts,
             )
         )
 

@@ -36,6 +36,7 @@ from workers.nesting import AGENT_PREFIX, agent_ref
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
     from honeycomb.run.restore import Resumed
+    from honeycomb.trace.spans import SubRunSpans
 
 __all__ = ["Instruction", "NestedRuns", "agent_tool", "agent_tools", "current_run", "nested_name"]
 
@@ -59,6 +60,17 @@ class NestedRuns:
         """The run's context as it is now (a session's run is told its conversation
         as it plans)."""
         return self._context()
+
+    def sub_run_spans(self) -> SubRunSpans | None:
+        """Where the spans of the run's sub-runs (hives called as tools) go: into every
+        recorder of its spans, its store's and its listeners' (a span recorder, an
+        OpenTelemetry exporter given to ``on_event``), and, for a sub-run, where its
+        own go; None when nothing records them."""
+        from honeycomb.trace.spans import SubRunSpans  # loaded by the runs that call hives
+
+        context = self.context
+        spans = SubRunSpans.of(context.run_id, context.tracer.handlers, context.spans)
+        return spans if spans.places else None
 
     @contextmanager
     def active(self) -> Iterator[None]:

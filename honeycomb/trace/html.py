@@ -77,6 +77,7 @@ h1 { font-size: 16px; margin: 0 0 4px; }
 .bar.tool_call { background: #e0a526; top: 3px; height: 8px; }
 .bar.error { background: #d33b3b; }
 .bar.timeout { background: #8b1a1a; }
+.bar.waiting { background: #b8bdc9; }
 .time { width: 70px; flex: none; text-align: right; font-variant-numeric: tabular-nums; }
 .status { width: 90px; flex: none; padding-left: 8px; color: #2a7d3b; }
 .status.bad { color: #c02a2a; }
@@ -242,7 +243,7 @@ def _row(row: Row, axis: Axis, gaps: str) -> str:
 
 
 def _bar(bar: Bar, axis: Axis) -> str:
-    state = "" if bar.status == "ok" else (" timeout" if bar.status == "timeout" else " error")
+    state = _OUTCOMES.get(bar.outcome, "")
     lines = [
         f"{_CALLED[bar.kind]} {bar.name}" + (f" · turn {bar.turn}" if bar.turn is not None else ""),
         f"{bar.start:.3f}s → {bar.end:.3f}s ({bar.duration_s * 1000:.0f} ms) · {bar.status}",
@@ -262,6 +263,8 @@ def _bar(bar: Bar, axis: Axis) -> str:
 
 
 _CALLED = {"model_call": "model", "compaction": "summary by", "tool_call": "tool"}
+_OUTCOMES = {"failed": " error", "timeout": " timeout", "waiting": " waiting"}
+"""The class that draws a bar by how its call ended, if it did not get done."""
 
 
 def _at(left: float, width: float) -> str:
@@ -278,6 +281,7 @@ def _legend(paused: bool) -> str:
         ("#e0a526", "tool call"),
         ("#d33b3b", "error"),
         ("#8b1a1a", "timeout"),
+        ("#b8bdc9", "waiting"),
     )
     swatches = "".join(f'<span style="background:{c}"></span>{label}' for c, label in items)
     pause = '<span class="gap" style="position:static"></span>run paused' if paused else ""

@@ -31,9 +31,10 @@ How Honeycomb spans map to the conventions (which are still in development statu
 
 Every span also has ``honeycomb.*`` attributes: run id, span id (as ``honeycomb
 trace`` shows it), kind, status, worker, turn, cost, error. Statuses ``error``,
-``failed``, ``timeout``, ``unknown``, ``cancelled`` and ``interrupted`` (a cancelled
-run) set the span status to ERROR, described by the error, and ``error.type`` to the
-status; others (``ok``, ``partial``, ``skipped``) leave it unset.
+``failed``, ``timeout``, ``unknown``, ``cancelled``, ``over_budget`` and
+``interrupted`` (a cancelled run) set the span status to ERROR, described by the
+error, and ``error.type`` to the status; others (``ok``, ``partial``, ``skipped``,
+``waiting``) leave it unset.
 Prompts, answers and the task are never exported.
 """
 
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from honeycomb.trace.spans import Span, SpanRecorder
+from honeycomb.trace.spans import FAILURES, Span, SpanRecorder
 from runtime import Event
 
 try:
@@ -55,12 +56,6 @@ except ModuleNotFoundError as exc:  # the extra is not installed
     ) from exc
 
 __all__ = ["OpenTelemetryExporter"]
-
-_FAILED = frozenset(
-    {"error", "failed", "timeout", "unknown", "cancelled", "interrupted", "over_budget"}
-)
-"""Span statuses that are errors in OpenTelemetry's sense (``partial`` and ``skipped``
-are outcomes, not failures of the span itself)."""
 
 Attributes = dict[str, AttributeValue]
 
@@ -98,6 +93,13 @@ class OpenTelemetryExporter:
         if event.kind == "run.finished":
             del self._runs[run_id]
             self.export(recorder.spans, run_id=run_id, parent=parent)
+
+    def recorder_for(self, run_id: str) -> SpanRecorder | None:
+        """The recorder of the spans of run ``run_id`` while it runs (None once it
+        ended, or if this exporter never saw it start): the sub-runs of the run (hives
+        called as tools) record their spans there too, and are exported with it."""
+        found = self._runs.get(run_id)
+        return found[0] if found is not None else None
 
     def export(
         self,
@@ -140,7 +142,7 @@ class OpenTelemetryExporter:
         started = self._tracer.start_span(
             name, context=context, kind=kind, attributes=attributes, start_time=_ns(span.start)
         )
-        if span.status in _FAILED:
+        if span.status in FAILURES:
             started.set_attribute("error.type", span.status)
             started.set_status(trace.StatusCode.ERROR, span.error or span.status)
         return started

@@ -9,7 +9,9 @@ plan or aggregate phase for a run's own guards), with what a judge's call cost, 
 that call as a ``model_call`` span of its own under it. A nested worker (a role called
 as a tool, ``agent:ROLE``) is a ``worker`` span under the ``tool_call`` it runs for;
 the calls of a hive called as a tool (a sub-run, see :meth:`SpanRecorder.nested`) are
-spans under its ``tool_call`` too, their workers named ``CALLER/CALL/WORKER``.
+spans under its ``tool_call`` too, their workers named ``CALLER/CALL/WORKER``, in
+every recorder of the run's spans (:class:`SubRunSpans`). A call cut off ends no
+later than its worker, with the status that says why.
 :class:`SpanRecorder` builds them from the run's events as they happen (it is an event
 handler). A run with a store keeps its spans there (``honeycomb trace RUN_ID``), and
 :func:`to_jsonl` exports them.
@@ -25,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from itertools import count
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -43,6 +45,7 @@ from runtime.text import encode_json
 from runtime.value import Value
 
 __all__ = [
+    "FAILURES",
     "FIELDS",
     "Span",
     "SpanKind",
@@ -123,6 +126,13 @@ class Span(Value, frozen=True, gc=False, kw_only=True, array_like=True):
 FIELDS = Span.__struct_fields__
 """Span attributes in order (a stored span's array)."""
 
+FAILURES = frozenset(
+    {"error", "failed", "timeout", "unknown", "cancelled", "interrupted", "over_budget"}
+)
+"""The statuses of spans that did not do what they were for (drawn as errors, ERROR in
+OpenTelemetry). The others are outcomes: ``ok``, ``partial``, ``skipped`` (a repeat
+not run again) and ``waiting`` (for a person's decision)."""
+
 
 class _Open(msgspec.Struct, kw_only=True):
     """A span being recorded; it gathers the usage of what it encloses, which reaches
@@ -137,6 +147,7 @@ class _Open(msgspec.Struct, kw_only=True):
     turn: int | None = None
     detail: str = ""
     via: str | None = None  # the tool call a nested worker runs for: its span's parent
+    calls: int = 0  # a turn's calls in flight: those its end cuts off, if it comes first
     end: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -234,24 +245,63 @@ class _GuardEvent(Protocol):
     def model(self) -> str: ...
     @property
     def model_calls(self) -> int: ...
+    @property
+    def attempts(self) -> int: ...
 
 
 class SubRunSpans:
-    """The spans of a run's sub-run (a hive called as a tool), whose workers the run's
-    recorder knows as ``prefix/WORKER``: the sub-runs they run go under their calls
-    too, as the run's own workers' do, however deep."""
+    """Where the spans of a run's sub-runs (hives called as tools) go: into every
+    recorder of the run's spans, each a ``place`` (a recorder, and the prefix that
+    names the run's workers there: ``''`` for its own run, ``CALLER/CALL/`` for the
+    run of a sub-run's caller), under the call that runs each; the sub-runs they run
+    in turn go there too, however deep."""
 
-    def __init__(self, recorder: SpanRecorder, prefix: str) -> None:
-        self.recorder = recorder
-        self.prefix = prefix
+    def __init__(self, places: Iterable[tuple[SpanRecorder, str]]) -> None:
+        self.places = tuple(places)
+
+    @classmethod
+    def of(
+        cls,
+        run_id: str,
+        listeners: Iterable[object],
+        spans: SpanRecorder | SubRunSpans | None = None,
+    ) -> SubRunSpans:
+        """Those of run ``run_id``: the recorders of its spans among the handlers of
+        its events, ``listeners`` (its store's, and each span recorder and
+        OpenTelemetry exporter it was given), and, for a sub-run, where its own
+        spans go in its callers' runs (its ``spans``)."""
+        places = dict.fromkeys(spans.places if isinstance(spans, SubRunSpans) else ())
+        for listener in listeners:
+            if isinstance(listener, _KeepsSpans):
+                recorder = listener.recorder_for(run_id)
+                if recorder is not None:
+                    places[recorder, ""] = None
+        return cls(places)
 
     def nested(self, caller: str, turn: int, call_id: str) -> Callable[[Event], None]:
-        """:meth:`SpanRecorder.nested`, for a call of the sub-run's worker ``caller``."""
-        return self.recorder.nested(f"{self.prefix}/{caller}", turn, call_id)
+        """:meth:`SpanRecorder.nested` of every place, for a call of the run's worker
+        ``caller``."""
+        handlers = [r.nested(f"{prefix}{caller}", turn, call_id) for r, prefix in self.places]
+
+        def handle(event: Event) -> None:
+            for each in handlers:
+                each(event)
+
+        return handle
 
     def under(self, caller: str, call_id: str) -> SubRunSpans:
-        """:meth:`SpanRecorder.under`, for a call of the sub-run's worker ``caller``."""
-        return SubRunSpans(self.recorder, f"{self.prefix}/{caller}/{call_id}")
+        """Where the spans of the sub-run that call ``call_id`` of the run's worker
+        ``caller`` runs go, in turn, when it runs sub-runs of its own."""
+        return SubRunSpans((r, f"{prefix}{caller}/{call_id}/") for r, prefix in self.places)
+
+
+@runtime_checkable
+class _KeepsSpans(Protocol):
+    """An event handler that records the spans of the runs it is told of."""
+
+    def recorder_for(self, run_id: str) -> SpanRecorder | None:
+        """The recorder of run ``run_id``'s spans (None: it records none)."""
+        ...
 
 
 class SpanRecorder:
@@ -279,8 +329,9 @@ class SpanRecorder:
         self._phase: _Open | None = None  # the plan or aggregate span, while open
         self._workers: dict[str, _Open] = {}
         self._turns: dict[str, _Open] = {}  # each worker's current turn
-        # The workers whose current turn has tool calls whose answers it has not yet.
-        self._unanswered: set[str] = set()
+        # The workers whose current turn did not get to its end: it has tool calls whose
+        # answers it has not yet, or a call of it was cut off.
+        self._unfinished: set[str] = set()
         self._calls: dict[tuple[str, int, str], _Call] = {}  # by (worker, turn, call id)
         # The tool calls that run sub-runs (by span id), and their workers' names.
         self._anchors: dict[str, _Open] = {}
@@ -310,6 +361,11 @@ class SpanRecorder:
         handle = self._handlers.get(event.kind)
         if handle is not None:
             handle(event)
+
+    def recorder_for(self, run_id: str) -> SpanRecorder:
+        """Itself, the recorder of the one run whose events it is given: the sub-runs
+        of that run (hives called as tools) record their spans here too."""
+        return self
 
     def _open(
         self,
@@ -361,11 +417,12 @@ class SpanRecorder:
         self._close_phase(self._clock())
 
     def _close_phase(self, now: float, status: str = "ok", error: str | None = None) -> None:
+        """The plan or aggregate phase ends, ``status``; its turns end with it."""
         phase, self._phase = self._phase, None
         if phase is None:
             return
         for name in [n for n, turn in self._turns.items() if turn.parent is phase]:
-            self._close(self._turns.pop(name), now)
+            self._end_turn(name, now, status)
         self._close(phase, now, status, error)
 
     def times_until(self, end: float | None = None) -> list[Span]:
@@ -393,25 +450,48 @@ class SpanRecorder:
         ]
 
     def _run_finished(self, event: _RunEvent) -> None:
+        """The run ends: what is still open ends with it, innermost first (what a span
+        encloses adds its usage to it before it ends), as its end made it: a phase
+        failed with a failed run (its error the run's), and the calls, turns and
+        workers it cut off wait with it, were stopped by the budget, or cancelled."""
         now = self._end if self._end is not None else self._clock()
         self._end = None
-        for key, call in self._calls.items():
-            self._keep(self._cut(key, call, now), call.parent)
-        for turn_span in self._turns.values():
-            self._close(turn_span, now, "cancelled")
-        for worker_span in self._workers.values():
-            self._close(worker_span, now, "cancelled")
-        self._calls.clear()
-        self._turns.clear()
-        self._unanswered.clear()
-        self._workers.clear()
-        self._close_phase(now)
+        cut = _CUT_AS.get(event.status, "cancelled")
+        for key in list(self._calls):
+            if key in self._calls:  # (a sub-run's are cut off with the call that runs it)
+                self._cut_off(key, now, cut)
+        for name in reversed(list(self._workers)):  # nested workers before their callers
+            self._end_turn(name, now, cut)
+            self._close(self._workers.pop(name), now, cut)
+        failed = event.status == "failed"
+        self._close_phase(now, "error" if failed else cut, event.error if failed else None)
+        for name in list(self._turns):
+            self._end_turn(name, now, cut)
+        self._anchors.clear()
+        self._foreign.clear()
         if self._run is not None:
             self._close(self._run, now, event.status, event.error)
             self._run = None
 
-    def _cut(self, key: tuple[str, int, str], call: _Call, end: float) -> Span:
-        """The span of a call the end of the run cuts off."""
+    def _cut_off(self, key: tuple[str, int, str], end: float, status: str) -> None:
+        """The call ``key`` in flight ends at ``end``, ``status``, without its own end
+        (it never said how it ended): its turn did not get to its end either, and a
+        sub-run it ran ends with it, what that spent being the call's."""
+        call = self._calls.pop(key)
+        span = self._cut(key, call, end, status)
+        if call.parent is not None:
+            call.parent.calls -= 1
+        self._unfinished.add(key[0])
+        anchor = self._anchors.pop(call.span_id, None)
+        if anchor is not None:  # it ran a sub-run: what that spent, it spent
+            self._sub_run_ended(anchor, end, status)
+            span = _with_usage(span, anchor)
+        self._keep(span, call.parent)
+
+    def _cut(
+        self, key: tuple[str, int, str], call: _Call, end: float, status: str = "cancelled"
+    ) -> Span:
+        """The span of a call cut off at ``end`` (by its worker's end, or the run's)."""
         worker, turn, call_id = key
         kind: SpanKind = "tool_call" if call_id else "model_call"
         if call_id == _COMPACTION:
@@ -423,7 +503,7 @@ class SpanRecorder:
             name=call.name,
             start=call.start,
             end=end,
-            status="cancelled",
+            status=status,
             worker=worker,
             turn=turn,
             detail=call_id,
@@ -472,14 +552,15 @@ class SpanRecorder:
     def _model_started(self, event: ModelCallStarted) -> None:
         """A model call started (its first in a turn starts the turn's span)."""
         name, turn, now = event.worker or "?", event.turn, self._clock()
-        self._calls[name, turn, ""] = _Call(
-            start=now, parent=self._turn(name, turn, now), name="model"
-        )
+        parent = self._turn(name, turn, now)
+        parent.calls += 1
+        self._calls[name, turn, ""] = _Call(start=now, parent=parent, name="model")
 
     def _compaction_started(self, event: CompactionStarted) -> None:
         """A summary call started, before the turn's model call (in the turn's span)."""
         name, turn, now = event.worker or "?", event.turn, self._clock()
         parent = self._turn(name, turn, now)
+        parent.calls += 1
         self._calls[name, turn, _COMPACTION] = _Call(start=now, parent=parent, name="model")
 
     def _compaction_finished(self, event: CompactionFinished) -> None:
@@ -497,6 +578,10 @@ class SpanRecorder:
         name = event.worker or "?"
         call = self._calls.pop((name, event.turn, key), None)
         if call is not None:
+            if call.parent is not None:
+                call.parent.calls -= 1
+            if event.status == "cancelled":  # its worker was: the turn ends unfinished
+                self._unfinished.add(name)
             span = Span(
                 span_id=next(self._ids),
                 parent_id=_id(call.parent),
@@ -518,7 +603,8 @@ class SpanRecorder:
         runs the calls a turn of an earlier life asked for)."""
         name, now = event.worker or "?", self._clock()
         parent = self._turn(name, event.turn, now)
-        self._unanswered.add(name)
+        parent.calls += 1
+        self._unfinished.add(name)
         self._calls[name, event.turn, event.call_id] = _Call(
             start=now, parent=parent, name=event.tool, span_id=next(self._ids)
         )
@@ -533,7 +619,9 @@ class SpanRecorder:
         if call is None:
             parent = self._turn(name, event.turn, now)
             call = _Call(start=now, parent=parent, name=event.tool, span_id=next(self._ids))
-        self._unanswered.add(name)
+        elif call.parent is not None:
+            call.parent.calls -= 1
+        self._unfinished.add(name)
         span = Span(
             span_id=call.span_id,
             parent_id=_id(call.parent),
@@ -559,19 +647,26 @@ class SpanRecorder:
         name = event.worker or "?"
         turn = self._turns.get(name)
         if turn is not None and turn.turn == event.turn:
-            self._unanswered.discard(name)
+            self._unfinished.discard(name)
             self._end_turn(name, self._clock())
 
     def _end_turn(self, name: str, now: float, worker: str = "ok") -> None:
-        """The worker's current turn ends (if it has one): ``ok``, or, if its tool
-        calls' answers never reached the worker, ``cancelled`` (or the status the
-        worker ended with, as ``waiting``)."""
+        """The worker's current turn ends (if it has one): ``ok``, or, if it did not
+        get to its end (its tool calls' answers never reached the worker, or a call of
+        it was cut off), ``cancelled`` (or the status the worker ended with, as
+        ``waiting``). Its calls still in flight end with it (``cancelled``, or as they
+        wait or were stopped by the budget with it): they never said how they ended (an
+        actor that died), and none ends after its worker."""
         span = self._turns.pop(name, None)
         if span is None:
             return
+        if span.calls:
+            cut = _CUT_AS.get(worker, "cancelled")
+            for key in [k for k, call in self._calls.items() if call.parent is span]:
+                self._cut_off(key, now, cut)
         status = "ok"
-        if name in self._unanswered:
-            self._unanswered.discard(name)
+        if name in self._unfinished:
+            self._unfinished.discard(name)
             status = worker if worker != "ok" else "cancelled"
         self._close(span, now, status)
 
@@ -628,6 +723,7 @@ class SpanRecorder:
                 status=answered,
                 error=None,
                 detail="",
+                attempts=event.attempts,
             )
             self._keep(judged, None)  # its usage reaches the guard's parent through it
         self._keep(span, parent)
@@ -667,7 +763,8 @@ class SpanRecorder:
                 changes["parent"] = f"{prefix}/{parent}"
             self._foreign.setdefault(name, anchor)
             if event.kind == "worker.finished" and name not in self._workers:
-                self._end_turn(name, self._clock())  # a sub-run's own worker
+                ended = getattr(event, "status", "ok")
+                self._end_turn(name, self._clock(), ended)  # a sub-run's own worker
                 return
             if event.kind == "worker.started" and parent is None:
                 return  # a sub-run's own worker: its spans go under the call
@@ -675,15 +772,11 @@ class SpanRecorder:
 
         return handle
 
-    def under(self, caller: str, call_id: str) -> SubRunSpans:
-        """Where the sub-run that call ``call_id`` of worker ``caller`` runs finds the
-        spans of the sub-runs it runs in turn (a hive tool that calls a hive tool)."""
-        return SubRunSpans(self, f"{caller}/{call_id}")
-
-    def _sub_run_ended(self, anchor: _Open, now: float) -> None:
-        """A sub-run's call ended: the turns of its workers end with it."""
+    def _sub_run_ended(self, anchor: _Open, now: float, status: str = "ok") -> None:
+        """A sub-run's call ended (``status``, if it was cut off): the turns of its
+        workers end with it."""
         for name in [n for n, turn in self._turns.items() if turn.parent is anchor]:
-            self._end_turn(name, now)
+            self._end_turn(name, now, status)
         for name in [n for n, owner in self._foreign.items() if owner is anchor]:
             del self._foreign[name]
 
@@ -749,6 +842,10 @@ _NESTED = frozenset(
     }
 )
 """The events of a sub-run that make spans in its caller's run (:meth:`SpanRecorder.nested`)."""
+
+_CUT_AS = {"waiting": "waiting", "over_budget": "over_budget"}
+"""What the end of a run (or of a worker) makes of what it cuts off, by its status:
+it waits with it, or the budget stopped it; else it was cancelled."""
 
 _OUTER = frozenset({"run", "plan", "aggregate"})
 """The kinds of span of a run and its phases (a later round's plan too)."""

@@ -122,9 +122,12 @@ def _cells(row: Row, axis: Axis, bar_w: int) -> list[str]:
 
 
 def _kind(bar: Bar) -> str:
-    if bar.status == "ok":
-        return bar.kind
-    return "timeout" if bar.status == "timeout" else "error"
+    """What a bar's cells show: its kind, or how it ended if not done."""
+    return _OUTCOMES.get(bar.outcome, bar.kind)
+
+
+_OUTCOMES = {"failed": "error", "timeout": "timeout", "waiting": "idle"}
+"""The key of CHARS that draws a call by how it ended, if it did not get done."""
 
 
 def _runs(cells: list[str]) -> list[tuple[str, int]]:

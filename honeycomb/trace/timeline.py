@@ -17,7 +17,7 @@ from typing import Literal
 from honeycomb.trace.critical import Figures, figures
 from honeycomb.trace.lives import IN_TIME, Life, lives_of
 from honeycomb.trace.rows import Gather, PlannedSubtask, RowKind, group_rows
-from honeycomb.trace.spans import Span
+from honeycomb.trace.spans import FAILURES, Span
 from runtime.value import Value
 
 __all__ = [
@@ -66,6 +66,16 @@ class Bar(Value, frozen=True, kw_only=True):
     @property
     def duration_s(self) -> float:
         return self.end - self.start
+
+    @property
+    def outcome(self) -> Literal["done", "failed", "timeout", "waiting"]:
+        """How it is drawn: done (``ok``, or a repeat ``skipped``), failed, timed out,
+        or waiting for a person's decision."""
+        if self.status == "timeout":
+            return "timeout"
+        if self.status in FAILURES:
+            return "failed"
+        return "waiting" if self.status == "waiting" else "done"
 
 
 class Row(Value, frozen=True, kw_only=True):

@@ -1,9 +1,11 @@
 """The model-call layer of tracing: each call of a worker's turn is a
 ``model_call.started`` event, then a ``model_call.finished`` with its status,
 duration, model, tokens, cost, tool calls and, when the model's retry policy retried
-it, its attempts and the time they waited (the ``model`` span of a run's trace).
-While the call runs, :data:`~runtime.events.current_call` holds its report, which the
-retry policy tells each retry (``model_call.retrying``).
+it, its attempts and the time they waited (the ``model`` span of a run's trace),
+however it ends: a call cut off (its worker cancelled) is finished ``cancelled`` as
+it stops, so its span ends no later than its worker's. While the call runs,
+:data:`~runtime.events.current_call` holds its report, which the retry policy tells
+each retry (``model_call.retrying``).
 
 Inside the budget (a refused call has no span) and outside the check of what the
 model answered (a malformed answer is the span's error)."""
@@ -11,8 +13,8 @@ model answered (a malformed answer is the span's error)."""
 from __future__ import annotations
 
 import time
+from asyncio import CancelledError
 
-from runtime.errors import HoneycombError
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.messages import Usage
 from runtime.model import ModelResponse
@@ -42,12 +44,11 @@ class Traced(ModelLayer):
         return response
 
     def failed(self, call: ModelCall, error: BaseException) -> BaseException:
-        # A Honeycomb error is the span's; cancellation ends the call with no span.
-        self._finished(call, None, error if isinstance(error, HoneycombError) else None)
+        self._finished(call, None, error)
         return error
 
     def _finished(
-        self, call: ModelCall, response: ModelResponse | None, error: HoneycombError | None
+        self, call: ModelCall, response: ModelResponse | None, error: BaseException | None
     ) -> None:
         report, caller = call.report, call.caller
         if report is None or caller is None:
@@ -55,8 +56,12 @@ class Traced(ModelLayer):
         if call.reported is not None:
             current_call.reset(call.reported)
         call.report = call.reported = None
-        if response is None and error is None:  # cancelled: the span is cut off
-            return
+        # A Honeycomb error is the call's failure; cancellation cuts it off (what else
+        # gets here, past the check that translates a model's own errors, stops the
+        # process: a failure all the same).
+        status = "ok" if error is None else "error"
+        if isinstance(error, CancelledError):
+            status, error = "cancelled", None
         usage = response.usage if response is not None else Usage()
         caller.tracer.emit(
             ModelCallFinished(
@@ -64,7 +69,7 @@ class Traced(ModelLayer):
                 run_id=caller.run_id,
                 turn=call.turn,
                 duration_s=time.perf_counter() - call.timed,
-                status="ok" if error is None else "error",
+                status=status,
                 model=response.model if response is not None else "",
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from msgspec.structs import astuple
 
-from honeycomb import Executor, Guards, Role, Subtask, tool
+from honeycomb import Executor, Guards, RetryPolicy, Role, Subtask, tool
+from honeycomb.models import RetryingModel
 from honeycomb.run.events import PlanReady, RunFinished, RunStarted, WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan
 from honeycomb.store import RunStore
@@ -20,8 +21,10 @@ from honeycomb.trace.spans import Span, SpanRecorder, from_jsonl, to_jsonl
 from honeycomb.trace.timeline import build_timeline
 from runtime import (
     AssistantMessage,
+    Event,
     ModelCallFinished,
     ModelCallStarted,
+    ModelHTTPError,
     ModelRequest,
     Price,
     PricedModel,
@@ -323,6 +326,31 @@ async def test_the_trace_counts_a_judges_call_and_a_hive_tools_sub_run(tmp_path:
     assert result.usage.model_calls == len(model.requests) == 4  # lead x2, judge, fact
     timeline = build_timeline(RunStore(tmp_path / "runs.db").spans("r1"))
     assert (timeline.model_calls, timeline.total_tokens) == (4, result.usage.total_tokens)
+
+
+async def test_a_judges_retried_call_counts_its_attempts() -> None:
+    # The judge's call was made with no report: its retry went to no listener, and its
+    # span said 1 attempt where the planner's retried call says 2.
+    judged = Counter[str]()
+
+    def answer(request: ModelRequest) -> str:
+        if "You are a guard" in str(request.messages[0].content):
+            judged["calls"] += 1
+            if judged["calls"] == 1:
+                raise ModelHTTPError(503, "a hiccup")
+            return "PASS"
+        return "an answer"
+
+    model = RetryingModel(FunctionModel(answer), RetryPolicy(initial_wait_s=0, jitter_s=0))
+    worker = Role(name="w", guards=Guards(output=("judge",)))
+    executor = Executor([worker, Role(name="judge")], model, aggregator="concat")
+    recorder, events = SpanRecorder(), list[Event]()
+    await executor.run("t", subtasks=[("w", "a")], on_event=[recorder, events.append])
+    [guard] = by_kind(recorder.spans, "guard")
+    [judges] = [s for s in recorder.spans if s.parent_id == guard.span_id]
+    assert (judges.kind, judges.attempts) == ("model_call", 2)
+    [retried] = [e for e in events if e.kind == "model_call.retrying"]
+    assert (retried.worker, getattr(retried, "turn", None)) == ("s1", 1)  # the turn it checked
 
 
 def _hive_in_hive(request: ModelRequest) -> AssistantMessage | str:

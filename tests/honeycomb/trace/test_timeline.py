@@ -222,6 +222,27 @@ async def test_the_terminal_view_draws_a_line_per_row(db: Path) -> None:
     assert "speedup x" in text
 
 
+def test_only_a_call_that_failed_is_drawn_as_an_error() -> None:
+    # Every status but ok and timeout was drawn as an error: a repeat skipped in a run
+    # that went well, and a call waiting for a person (drawn as waiting now).
+    spans = [
+        _span("r", "run", TASK, 0.0, 4.0),
+        _span("w", "worker", "fine", 0.0, 4.0, parent="r", worker="fine"),
+        _span("t1", "tool_call", "t", 0.0, 2.0, parent="w", worker="fine", status="waiting"),
+        _span("t2", "tool_call", "t", 2.0, 4.0, parent="w", worker="fine", status="skipped"),
+        _span("v", "worker", "cut", 0.0, 4.0, parent="r", worker="cut"),
+        _span("t3", "tool_call", "t", 0.0, 4.0, parent="v", worker="cut", status="cancelled"),
+    ]  # fmt: skip
+    timeline = build_timeline(spans)
+    lines = {line[2:].split()[0]: line for line in _plain(timeline).splitlines() if line[2:3]}
+    assert CHARS["error"] not in lines["fine"]
+    assert CHARS["tool_call"] in lines["fine"]  # the repeat skipped
+    assert CHARS["error"] in lines["cut"]
+    html = to_html(timeline)
+    assert html.count('class="bar tool_call waiting"') == 1
+    assert html.count('class="bar tool_call error"') == 1  # the cancelled call alone
+
+
 # --- the command line ----------------------------------------------------------------
 
 
@@ -370,8 +391,9 @@ def _span(
     parent: str | None = None,
     worker: str | None = None,
     error: str | None = None,
+    status: str = "ok",
 ) -> Span:
     return Span(
         span_id=span_id, parent_id=parent, kind=kind, name=name, start=start, end=end,
-        worker=worker, error=error,
+        worker=worker, error=error, status=status,
     )  # fmt: skip

@@ -1,0 +1,79 @@
+"""A hive called as a tool: its sub-run's calls are in every trace of the calling run
+(its store's, and each listener's: a span recorder, an OpenTelemetry exporter), however
+deep the hives call hives, so each trace counts what the result counts."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from honeycomb import Executor, Role
+from honeycomb.testing import FunctionModel
+from honeycomb.trace.otel import OpenTelemetryExporter
+from honeycomb.trace.spans import SpanRecorder
+from runtime import AssistantMessage, EventHandler, ModelRequest, ToolMessage
+from runtime.testing import call
+
+
+def _hive_in_hive(request: ModelRequest) -> AssistantMessage | str:
+    """A lead calls the hive tool ``outer``, whose worker calls the hive tool ``inner``,
+    whose worker answers."""
+    system = str(request.messages[0].content)
+    answered = any(isinstance(m, ToolMessage) for m in request.messages)
+    for role, tool_name in (("lead", "outer"), ("middle", "inner")):
+        if system.startswith(f"You are the {role} worker") and not answered:
+            return AssistantMessage(tool_calls=(call(tool_name, {"instruction": "go on"}),))
+    return "done"
+
+
+def hives(model: FunctionModel) -> Executor:
+    """A lead's hive, which calls a hive that calls a hive; no store."""
+    inner = Executor(
+        [Role(name="leaf")], model, planner=lambda task: [("leaf", task)], aggregator="concat"
+    )
+    outer = Executor(
+        [Role(name="middle", tools=("inner",))], model, tools=[inner.as_tool("inner")],
+        planner=lambda task: [("middle", task)], aggregator="concat",
+    )  # fmt: skip
+    return Executor(
+        [Role(name="lead", tools=("outer",))], model, tools=[outer.as_tool("outer")],
+        aggregator="concat",
+    )  # fmt: skip
+
+
+async def run(listener: EventHandler) -> tuple[int, int, int]:
+    """The model calls, tokens in and tokens out of a run of :func:`hives`, as its
+    result counts them, ``listener`` given to ``on_event``."""
+    model = FunctionModel(_hive_in_hive)
+    result = await hives(model).run("t", subtasks=[("lead", "go")], on_event=[listener])
+    assert result.usage.model_calls == len(model.requests) == 5  # lead x2, middle x2, leaf
+    usage = result.usage
+    return usage.model_calls, usage.input_tokens, usage.output_tokens
+
+
+async def test_a_span_recorder_given_to_a_run_counts_its_hive_tools_calls() -> None:
+    recorder = SpanRecorder()
+    counted = await run(recorder)
+    calls = [s for s in recorder.spans if s.kind == "model_call"]
+    [root] = [s for s in recorder.spans if s.kind == "run"]
+    assert (len(calls), root.input_tokens, root.output_tokens) == counted
+    # The leaf's one call, under the middle worker's call, under the lead's.
+    (leaf,) = [s for s in calls if (s.worker or "").count("/") == 4]
+    assert (leaf.worker or "").split("/")[::2] == ["s1", "s1", "s1"]
+
+
+async def test_an_opentelemetry_exporter_counts_a_runs_hive_tools_calls() -> None:
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    counted = await run(OpenTelemetryExporter(tracer_provider=provider))
+    chats = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    tokens = [dict(s.attributes or {}) for s in chats]
+    assert (
+        len(chats),
+        sum(int(str(t["gen_ai.usage.input_tokens"])) for t in tokens),
+        sum(int(str(t["gen_ai.usage.output_tokens"])) for t in tokens),
+    ) == counted
+    assert len({s.context.trace_id for s in memory.get_finished_spans() if s.context}) == 1
+    provider.shutdown()
