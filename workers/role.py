@@ -27,10 +27,10 @@ from runtime.tools.mcp import mcp_ref, pick_tools
 from workers.context import Compaction, token_counter_problem
 from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
-from workers.nesting import is_nested_ref, nested_tool_name
+from workers.nesting import agent_ref, hive_ref, is_nested_ref, nested_tool_name
 
 if TYPE_CHECKING:
-    from runtime.config.yaml_config import YamlDocument, YamlPath
+    from runtime.config.yaml_config import YamlDocument, YamlPath, YamlPlace
 
 __all__ = [
     "Approvals",
@@ -244,14 +244,17 @@ def check_role(
             )
     source = registry if registry is not None else ToolRegistry()
     tools = body.get("tools")
+    refs: Sequence[Any] = tools if isinstance(tools, list | tuple) else ()
+    named: dict[int, str] = {}  # the names of its tools, by their place, where known
     names: list[str] | None = []  # the role's tool names (None: not all are known)
-    for index, ref in enumerate(tools if isinstance(tools, list | tuple) else ()):
+    for index, ref in enumerate(refs):
         if not isinstance(ref, str):
             names = None
             continue  # field validation reports the wrong type
         if is_nested_ref(ref):  # an agent or hive tool: checked with every role (nesting)
+            named[index] = nested_tool_name(ref)
             if names is not None:
-                names.append(nested_tool_name(ref))
+                names.append(named[index])
             continue
         served = mcp_ref(ref, servers)
         if served is not None:
@@ -267,6 +270,7 @@ def check_role(
             continue
         try:
             found = source.resolve(ref)
+            named[index] = found.name
             if names is not None:
                 names.append(found.name)
         except HoneycombError as exc:
@@ -287,6 +291,7 @@ def check_role(
                     f" (MCP servers: {', '.join(servers) or 'none'})"
                 )
             errors.append(doc.error((*path, "tools", index), message))
+    errors.extend(_names_taken(refs, named, body.get("memory"), doc, path))
     if names is not None:
         errors.extend(approval_problems(body.get("approvals"), names, doc, path))
     errors.extend(guard_problems(body.get("guards"), doc, path))
@@ -301,6 +306,46 @@ def check_role(
         except ConfigError as exc:
             errors.append(doc.error((*path, "output_schema"), exc.message))
     return errors
+
+
+def _names_taken(
+    refs: Sequence[Any],
+    named: Mapping[int, str],
+    memory: Any,
+    doc: YamlDocument,
+    path: YamlPath,
+) -> list[ConfigError]:
+    """The tools of a role (``refs``, their names by place ``named``) whose name an
+    earlier one has, or its memory's tools (``recall``, ``remember``): a model calls a
+    tool by its name, so the tools of a role need a name each."""
+    remembers = isinstance(memory, Mapping) and memory.get("remember", True) is not False
+    # Each name's first tool, by its place (None: the memory's).
+    first_of: dict[str, int | None] = dict.fromkeys(("recall", "remember") if remembers else ())
+    errors: list[ConfigError] = []
+    for index, name in named.items():
+        if name not in first_of:
+            first_of[name] = index
+            continue
+        ref, first = refs[index], first_of[name]
+        if first is not None and refs[first] == ref:
+            message = f"{ref!r} is listed twice (tools[{first}] too): remove one"
+        else:
+            other = "its memory's tool" if first is None else f"tools[{first}] ({refs[first]!r})"
+            message = (
+                f"{ref!r} is a tool named {name!r}, as {other} is: the tools of a role need "
+                f"a name each; {_renaming(ref)}"
+            )
+        errors.append(doc.error((*path, "tools", index), message))
+    return errors
+
+
+def _renaming(ref: str) -> str:
+    """How to give the tool ``ref`` names another name."""
+    if agent_ref(ref) is not None:
+        return "rename its role (an agent tool is named after its role)"
+    if hive_ref(ref) is not None:
+        return "rename its file (a hive tool is named after its file)"
+    return f"name it in the hive's tools: (tools: {{NAME: {ref!r}}}) and list NAME here"
 
 
 def guard_problems(
@@ -360,7 +405,8 @@ def load_roles(
     models: Sequence[str] | None = None,
     servers: Collection[str] = (),
 ) -> dict[str, Role]:
-    """Roles from a YAML file or from every ``*.yaml``/``*.yml`` file in a folder.
+    """Roles from a YAML file or from every ``*.yaml``/``*.yml`` file in a folder,
+    read as a hive file is (``${NAME}`` replaced from the environment).
 
     Args:
         source: The file or folder.
@@ -377,7 +423,7 @@ def load_roles(
     roles = collect_roles(source, errors, reg, models=models, servers=servers)
     if errors:
         raise ConfigErrors(errors)
-    return roles
+    return {name: role for name, (_, role) in roles.items()}
 
 
 def collect_roles(
@@ -387,12 +433,20 @@ def collect_roles(
     *,
     models: Sequence[str] | None = None,
     servers: Collection[str] = (),
-) -> dict[str, Role]:
-    """The valid roles of a YAML file or of every ``*.yaml``/``*.yml`` file in a folder,
-    as :func:`load_roles` reads them, each problem added to ``errors``: a hive knows the
+    skip: Path | None = None,
+) -> dict[str, tuple[YamlPlace, Role]]:
+    """The valid roles of a YAML file or of every ``*.yaml``/``*.yml`` file in a folder
+    but ``skip`` (a hive's own file, in its ``roles_dir``), as :func:`load_roles` reads
+    them, each with where it is written, so that a check of it made with a hive's other
+    roles points into its file. Each problem is added to ``errors``: a hive knows the
     roles of a folder with mistakes too, to report one its ``roles:`` defines again
-    beside them (every mistake at once)."""
-    from runtime.config.yaml_config import load_yaml  # the YAML reader loads when it is needed
+    beside them (every mistake at once).
+
+    A role file is read as a hive file is: ``${NAME}`` replaced from the environment
+    (an unset one, or one half written, an error at its line), and no error shows a
+    value read from there.
+    """
+    from runtime.config.yaml_config import YamlPlace, load_yaml  # loads the YAML reader
 
     base = Path(source)
     files = (
@@ -400,18 +454,22 @@ def collect_roles(
         if base.is_dir()
         else [base]
     )
-    roles: dict[str, Role] = {}
+    skipped = skip.resolve() if skip is not None else None
+    roles: dict[str, tuple[YamlPlace, Role]] = {}
     for file in files:
+        if file.resolve() == skipped:
+            continue
         try:
-            doc = load_yaml(file)
+            doc = load_yaml(file, interpolate=True)
         except ConfigError as exc:
             errors.append(exc)
             continue
         for path, role in read_roles(doc, errors, registry, models=models, servers=servers):
+            place = YamlPlace(doc=doc, path=path)
             if role.name in roles:
-                errors.append(doc.error(path, f"role {role.name!r} is defined twice"))
+                errors.append(place.error((), f"role {role.name!r} is defined twice"))
                 continue
-            roles[role.name] = role
+            roles[role.name] = (place, role)
     return roles
 
 
@@ -440,13 +498,16 @@ def read_roles(
 def role_entries(
     doc: YamlDocument, errors: list[ConfigError], path: YamlPath = ()
 ) -> list[tuple[YamlPath, Any]]:
-    """The role bodies in a document, each with its path; names come from keys."""
+    """The role bodies in a document (at ``path``), each with its path; names come
+    from keys. A whole file may be one role, named by its ``name:`` text; a mapping of
+    roles (a hive's ``roles:``, a file's) may hold a role named ``name``."""
     data = doc.data
     for part in path:
         data = data[part]
     if isinstance(data, Mapping) and set(data) == {"roles"}:
         return role_entries(doc, errors, (*path, "roles"))
-    if isinstance(data, Mapping) and "name" in data:
+    one_role = not path and isinstance(data, Mapping) and "name" in data
+    if one_role and not isinstance(data["name"], Mapping):  # else the role named "name"
         return [(path, data)]
     if not isinstance(data, Mapping):
         what = "empty" if data is None else f"a {type(data).__name__}"

@@ -35,6 +35,7 @@ from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_id, number
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
+    check_hive_store,
     demo_command,
     demo_hive_path,
     resume_command,
@@ -274,6 +275,7 @@ def _validate(args: argparse.Namespace) -> ExitStatus:
         try:
             hive = load_hive(path)
             hive.check_runnable()  # what validate checks is what run needs
+            check_hive_store(hive)  # as run opens it, making nothing
             # Each MCP server is started, listed and stopped: its tools are checked.
             tools = asyncio.run(hive.check_servers()) if hive.spec.mcp_servers else {}
         except ConfigErrors as exc:

@@ -35,6 +35,7 @@ from honeycomb.run.events import RunFinished
 from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
+from honeycomb.store.schema import refuse_foreign
 from runtime import (
     Approver,
     BudgetExceeded,
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_STORE",
     "DEMOS",
     "DEMO_TASK",
+    "check_hive_store",
     "demo_command",
     "demo_hive_path",
     "missing_keys",
@@ -118,6 +120,24 @@ def hive_store(hive: Hive, where: Path | str) -> RunStore:
     """The run store at ``where``, with the hive's store options when it is the
     hive's own (its pool size, its password's variable)."""
     return RunStore(where, **(hive.store_options if where == hive.store else {}))
+
+
+def check_hive_store(hive: Hive) -> None:
+    """Raise if the hive's own store (``store:``, a file) is one a run refuses to open:
+    a folder, a file that is not a run store, or one a newer Honeycomb wrote. The file
+    is read as it is and nothing is made: ``honeycomb validate`` checks this, and
+    ``run`` before it starts a run in the hive's store.
+
+    Raises:
+        ConfigErrors: at the hive's ``store:``, in the words the store refuses it with.
+    """
+    where = hive.store
+    if not isinstance(where, Path):
+        return  # a PostgreSQL URL: its server is reached as the run starts
+    try:
+        refuse_foreign(where)
+    except StoreError as exc:
+        raise ConfigErrors([hive.error_at(("store",), str(exc))]) from exc
 
 
 def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
@@ -215,6 +235,8 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     try:
         hive = load_hive(path)
         hive.check_runnable()
+        if store_of(hive, args) == hive.store:
+            check_hive_store(hive)
     except ConfigErrors as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -356,7 +378,13 @@ async def _run(
     approver: Approver | None = TerminalApprover(sys.stdin, sys.stderr, pause) if asks else None
     if approver is not None and isinstance(view, LiveView):
         approver = view.asked(approver)
-    executor = Executor.from_hive(hive, models=models, store=store, approver=approver, backend=pool)
+    try:
+        executor = Executor.from_hive(
+            hive, models=models, store=store, approver=approver, backend=pool
+        )
+    except ConfigError as exc:  # validate refuses these first; never a traceback
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     error: HoneycombError | None = None
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None

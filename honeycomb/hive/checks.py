@@ -1,14 +1,18 @@
 """The checks of a hive that span its fields: references between them (models,
 roles, planner, aggregator, judges), agent tools that nest, model settings, memory and
 the policy's rule across fields. Each problem is a located error added to ``errors``,
-so that every mistake of a hive is reported at once."""
+so that every mistake of a hive is reported at once.
+
+The checks about roles go over every role of the hive, however it was read: written
+in the hive file, or read from a file of ``roles_dir``; :func:`role_error` points into
+the file that writes the role."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pydantic
 
@@ -17,26 +21,30 @@ from honeycomb.hive.backend import RAY_MISSING, ray_missing
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
+from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
+from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
 
-__all__ = ["check_across_fields"]
+__all__ = ["check_across_fields", "role_error"]
 
 
 def check_across_fields(
     doc: YamlDocument,
     spec: HiveSpec,
     roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
     models: list[str],
     errors: list[ConfigError],
 ) -> None:
-    """Add to ``errors`` each problem of the hive ``doc`` that no one field shows."""
-    _check_references(doc, spec, roles, models, errors)
-    _check_nesting(doc, spec, roles, errors)
+    """Add to ``errors`` each problem of the hive ``doc`` that no one field shows
+    (``places``: where each of its ``roles`` is written)."""
+    _check_references(doc, spec, roles, places, models, errors)
+    _check_nesting(doc, spec, roles, places, errors)
     _check_settings(doc, errors)
-    _check_memory(doc, spec, roles, errors)
+    _check_memory(doc, spec, roles, places, errors)
     _check_policy_rules(doc, errors)
     _check_local_models(doc, spec, errors)
     if spec.backend.ray is not None and ray_missing():
@@ -47,6 +55,7 @@ def _check_references(
     doc: YamlDocument,
     spec: HiveSpec,
     roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
     models: list[str],
     errors: list[ConfigError],
 ) -> None:
@@ -60,17 +69,24 @@ def _check_references(
                 f"unknown model {spec.default_model!r}{did_you_mean(spec.default_model, models)}",
             )
         )
+    summarizer = spec.policy.sessions.context.model  # what summarizes sessions' turns
+    if summarizer is not None and summarizer not in models:
+        errors.append(
+            doc.error(
+                ("policy", "sessions", "context", "model"),
+                f"unknown model {summarizer!r}{did_you_mean(summarizer, models)}; "
+                f"models: {', '.join(models)}",
+            )
+        )
     # Roles declared but invalid count too: their own errors are reported.
-    raw_roles = doc.data.get("roles")
-    declared = list(roles) + [
-        str(k) for k in (raw_roles if isinstance(raw_roles, Mapping) else {}) if k not in roles
-    ]
+    declared = list(roles) + [str(k) for k in _written_roles(doc) if k not in roles]
     # Guards: import paths (the roles' are checked with their fields), then judges.
     errors.extend(guard_problems(doc.data.get("guards"), doc, ()))
-    errors.extend(guard_problems(doc.data.get("guards"), doc, (), declared))
-    for name, body in (raw_roles if isinstance(raw_roles, Mapping) else {}).items():
-        if isinstance(body, Mapping):
-            errors.extend(guard_problems(body.get("guards"), doc, ("roles", name), declared))
+    for field, problem in _unknown_judges(doc.data.get("guards"), declared):
+        errors.append(doc.error(field, problem))
+    for name, body in _roles_as_written(doc, places).items():
+        for field, problem in _unknown_judges(body.get("guards"), declared):
+            errors.append(role_error(doc, places, name, field, problem))
     for key in ("planner", "aggregator"):
         ref = getattr(spec, key)
         at: tuple[str, ...] = (key,)
@@ -88,25 +104,73 @@ def _check_references(
         )
 
 
+def role_error(
+    doc: YamlDocument,
+    places: Mapping[str, YamlPlace],
+    role: str,
+    field: YamlPath,
+    message: str,
+) -> ConfigError:
+    """An error in ``field`` (such as ``("tools", 0)``) of the hive ``doc``'s role
+    ``role``, in the file that writes it (``places``: where each valid role is written,
+    in the hive file or a file of ``roles_dir``; a role not valid is the hive file's)."""
+    place = places.get(role)
+    if place is None or place.doc.file == doc.file:  # ``doc`` hides what roles_dir's hide
+        return doc.error(("roles", role, *field), message)
+    return place.error(field, message)
+
+
+def _written_roles(doc: YamlDocument) -> Mapping[Any, Any]:
+    """The roles the hive file writes under ``roles:``, as written (invalid ones too)."""
+    raw = doc.data.get("roles")
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def _roles_as_written(
+    doc: YamlDocument, places: Mapping[str, YamlPlace]
+) -> dict[str, Mapping[str, Any]]:
+    """Every role of the hive as its file writes it, however it was read (in the hive
+    file or a file of ``roles_dir``); those of the hive file that are not valid too:
+    their references are checked beside their fields' errors."""
+    written = {
+        str(name): body for name, body in _written_roles(doc).items() if isinstance(body, Mapping)
+    }
+    for name, place in places.items():
+        body = place.written
+        if isinstance(body, Mapping):
+            written[name] = body
+    return written
+
+
+def _unknown_judges(guards: Any, roles: Sequence[str]) -> Iterator[tuple[YamlPath, str]]:
+    """The guards of ``guards: {input: [...], ...}`` that name a judge none of
+    ``roles`` is, each with its field (a guard that is no role's name nor an import
+    path is its own field's mistake, told with it)."""
+    if not isinstance(guards, Mapping):
+        return  # field validation reports the wrong type
+    for kind in ("input", "output", "arguments"):
+        refs = guards.get(kind)
+        for index, ref in enumerate(refs if isinstance(refs, list | tuple) else ()):
+            if not isinstance(ref, str) or ":" in ref or guard_problem(ref) is not None:
+                continue  # a callable, an import path, or no role's name at all
+            problem = guard_problem(ref, roles)
+            if problem is not None:
+                yield ("guards", kind, index), problem
+
+
 def _check_nesting(
-    doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+    doc: YamlDocument,
+    spec: HiveSpec,
+    roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
+    errors: list[ConfigError],
 ) -> None:
     """Agent tools (``agent:ROLE``) that name no role, make a cycle, or nest past
-    ``policy: max_nesting``: each at the tool that starts it (a role of ``roles_dir``
-    at that field)."""
-    raw = doc.data.get("roles")
-    inline = raw if isinstance(raw, Mapping) else {}
+    ``policy: max_nesting``: each at the tool that starts it."""
     tools = {name: role.tools for name, role in roles.items()}
     for problem in nesting_problems(tools, spec.policy.max_nesting):
-        where: tuple[str | int, ...] = (
-            ("roles", problem.role, "tools", problem.index)
-            if problem.role in inline
-            else ("roles_dir",)
-        )
-        message = (
-            problem.message if where[0] == "roles" else f"role {problem.role!r}: {problem.message}"
-        )
-        errors.append(doc.error(where, message))
+        where = ("tools", problem.index)
+        errors.append(role_error(doc, places, problem.role, where, problem.message))
 
 
 def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
@@ -122,7 +186,11 @@ def _check_settings(doc: YamlDocument, errors: list[ConfigError]) -> None:
 
 
 def _check_memory(
-    doc: YamlDocument, spec: HiveSpec, roles: Mapping[str, Role], errors: list[ConfigError]
+    doc: YamlDocument,
+    spec: HiveSpec,
+    roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
+    errors: list[ConfigError],
 ) -> None:
     """Roles that use a memory the hive does not declare; embeddings without sqlite-vec."""
     if "memory" in doc.data:
@@ -136,16 +204,13 @@ def _check_memory(
                 )
             )
         return
-    raw = doc.data.get("roles")
-    inline = raw if isinstance(raw, Mapping) else {}
     for name, role in roles.items():
         if role.memory is not None:
-            where = ("roles", name, "memory") if name in inline else ("roles",)
             message = (
                 f"role {name!r} has memory: but the hive declares no memory: add a "
                 "top-level 'memory: {path: memory.db}'"
             )
-            errors.append(doc.error(where, message))
+            errors.append(role_error(doc, places, name, ("memory",), message))
 
 
 def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
-from honeycomb.hive.checks import check_across_fields
+from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder
 from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
@@ -31,9 +31,10 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
+from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.memory import SQLiteMemory
 from workers import Role, read_roles
-from workers.nesting import hive_ref
+from workers.nesting import hive_ref, nested_tool_name
 from workers.role import approval_problems, collect_roles
 
 __all__ = ["DEFAULT_MEMORY", "Hive", "MemorySpec", "ModelSpec", "load_hive"]
@@ -210,18 +211,27 @@ class Hive:
         Raises:
             ConfigErrors: naming what to add.
         """
-        if self.spec.planner is None and "planner" not in self.roles:
-            raise ConfigErrors(
-                [
-                    ConfigError(
-                        "the hive has no planner, and honeycomb run plans every task: define "
-                        "a role named 'planner', or name one with planner: (from Python, "
-                        "run(task, subtasks=[...]) needs none)",
-                        file=str(self.file),
-                        field="planner",
-                    )
-                ]
-            )
+        missing = self._planner_missing(
+            "honeycomb run plans every task", "(from Python, run(task, subtasks=[...]) needs none)"
+        )
+        if missing is not None:
+            raise ConfigErrors([missing])
+
+    def _planner_missing(self, why: str, besides: str = "") -> ConfigError | None:
+        """The error of a hive that has no planner and needs one (``why``: what plans
+        its tasks), at its ``roles:``, where one is added; None when it has one."""
+        if self.spec.planner is not None or "planner" in self.roles:
+            return None
+        fix = "define a role named 'planner', or name one with planner:"
+        return self.error_at(
+            ("roles",), f"the hive has no planner, and {why}: {fix} {besides}".rstrip()
+        )
+
+    def error_at(self, field: YamlPath, message: str) -> ConfigError:
+        """An error at ``field`` of the hive file, with its line and column, for a
+        check made once the hive is loaded (``honeycomb validate`` and ``run`` check
+        its store so)."""
+        return self._doc.error(field, message)
 
     @property
     def planner(self) -> str | RolePlanner | None:
@@ -281,10 +291,15 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     models = _model_names(doc, spec)
     with imports_from(file.resolve().parent):  # tools and schemas next to the hive
         registry = _registry(doc, spec, errors)
-        roles = _roles(doc, spec, registry, models, file, errors)
+        read = _roles(doc, spec, registry, models, file, errors)
+        # What the files of roles_dir read from the environment, an error about the
+        # hive (which may quote their roles) hides too.
+        doc = doc.hiding([place.doc for place, _ in read.values()])
+        roles = {name: role for name, (_, role) in read.items()}
         roles = _with_approvals(doc, spec, roles, registry, errors)
-    check_across_fields(doc, spec, roles, models, errors)
-    hives = _sub_hives(doc, spec, roles, file, (*chain, file.resolve()), errors)
+    places = {name: place for name, (place, _) in read.items()}  # where each role is written
+    check_across_fields(doc, spec, roles, places, models, errors)
+    hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     return Hive(file, spec, roles, registry, doc, hives)
@@ -322,26 +337,31 @@ def _roles(
     models: list[str],
     file: Path,
     errors: list[ConfigError],
-) -> dict[str, Role]:
-    roles: dict[str, Role] = {}
+) -> dict[str, tuple[YamlPlace, Role]]:
+    """The valid roles of the hive, of its ``roles_dir`` and its ``roles:``, each with
+    where it is written (the hive file, or a file of the folder), for the checks that
+    span the hive to point there."""
+    read: dict[str, tuple[YamlPlace, Role]] = {}
     if spec.roles_dir is not None:
         folder = file.parent / spec.roles_dir
         if not folder.is_dir():
             errors.append(doc.error(("roles_dir",), f"no such folder: {folder}"))
         else:
             servers = _server_names(doc, spec)
-            roles.update(collect_roles(folder, errors, registry, models=models, servers=servers))
+            read.update(
+                collect_roles(folder, errors, registry, models=models, servers=servers, skip=file)
+            )
     if "roles" in doc.data and isinstance(doc.data["roles"], Mapping):
         servers = _server_names(doc, spec)
         for path, role in read_roles(
             doc, errors, registry, ("roles",), models=models, servers=servers
         ):
-            if role.name in roles:
+            if role.name in read:
                 errors.append(doc.error(path, f"role {role.name!r} is also defined in roles_dir"))
-            roles[role.name] = role
-    if not roles and not errors:
+            read[role.name] = (YamlPlace(doc=doc, path=path), role)
+    if not read and not errors:
         errors.append(doc.error(("roles",), "the hive defines no roles"))
-    return roles
+    return read
 
 
 def _with_approvals(
@@ -382,39 +402,87 @@ def _sub_hives(
     doc: YamlDocument,
     spec: HiveSpec,
     roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
     file: Path,
     chain: tuple[Path, ...],
     errors: list[ConfigError],
 ) -> dict[str, Hive]:
-    """The hives the roles call as tools, loaded (their own errors are told as
-    theirs); a cycle of hive files, or a chain of them past ``max_nesting``, is told
-    at the tool that starts it."""
-    raw = doc.data.get("roles")
-    inline = raw if isinstance(raw, Mapping) else {}
+    """The hives the roles call as tools, each file loaded once (its own errors are
+    told as its, in its file). Told at the tool that names it: a hive file it cannot
+    load (see :func:`_unreachable`), and a tool name taken (see :func:`_name_taken`)."""
     found: dict[str, Hive] = {}
+    loaded: dict[Path, Hive | None] = {}  # None: it has errors, told once
+    named: dict[str, tuple[Path, str]] = {}  # a hive tool's name: its file, its first ref
     for name, role in roles.items():
         for index, ref in enumerate(role.tools):
             target = hive_ref(ref)
             if target is None or ref in found:
                 continue
-            where = ("roles", name, "tools", index) if name in inline else ("roles_dir",)
             path = (file.parent / target).resolve()
-            shown = " → ".join(p.name for p in (*chain, path))
-            if path in chain:
-                errors.append(doc.error(where, f"hive tools make a cycle: {shown}"))
-            elif len(chain) > spec.policy.max_nesting:
-                errors.append(
-                    doc.error(
-                        where,
-                        f"hive tools nest {len(chain)} deep, past the limit of "
-                        f"{spec.policy.max_nesting}: {shown}",
-                    )
-                )
-            elif not path.is_file():
-                errors.append(doc.error(where, f"{ref!r}: no hive file {path}"))
-            else:
-                try:
-                    found[ref] = _load(path, chain)
-                except ConfigErrors as exc:
-                    errors.extend(exc.errors)
+            unreachable = _unreachable(ref, path, chain, spec.policy.max_nesting)
+            for problem in (_name_taken(ref, path, spec, named), unreachable):
+                if problem is not None:
+                    errors.append(role_error(doc, places, name, ("tools", index), problem))
+            if unreachable is None:
+                if path not in loaded:
+                    loaded[path] = _called(path, chain, f"{ref!r} of {file.name}", errors)
+                called = loaded[path]
+                if called is not None:
+                    found[ref] = called
     return found
+
+
+def _unreachable(ref: str, path: Path, chain: tuple[Path, ...], max_nesting: int) -> str | None:
+    """Why the hive file ``path`` of the tool ``ref``, called through the hive files
+    of ``chain``, cannot be loaded: a cycle of hive files, a chain of them past
+    ``max_nesting``, no such file; None when it can."""
+    shown = " → ".join(p.name for p in (*chain, path))
+    if path in chain:
+        return f"hive tools make a cycle: {shown}"
+    if len(chain) > max_nesting:
+        return f"hive tools nest {len(chain)} deep, past the limit of {max_nesting}: {shown}"
+    if not path.is_file():
+        return f"{ref!r}: no hive file {path}"
+    return None
+
+
+def _name_taken(
+    ref: str, path: Path, spec: HiveSpec, named: dict[str, tuple[Path, str]]
+) -> str | None:
+    """Why the tool ``ref`` (of the hive file ``path``) cannot have its name: a model
+    calls a hive tool by its file's stem, and the hive's tools (those of ``tools:``,
+    and the hive tools ``named`` so far, each with its file and first reference) have a
+    name each. None when it is its own (this file's)."""
+    tool = nested_tool_name(ref)
+    file, first = named.setdefault(tool, (path, ref))
+    if tool in spec.tools:
+        return (
+            f"{ref!r} is a tool named {tool!r}, as the hive's tools: {tool} is: a hive's "
+            "tools need a name each (a hive tool is named after its file): rename the "
+            "file, or that tool"
+        )
+    if file != path:
+        return (
+            f"{ref!r} ({path}) is a tool named {tool!r}, as {first!r} ({file}) is: a "
+            "hive's tools need a name each (a hive tool is named after its file): rename "
+            "one of the files"
+        )
+    return None
+
+
+def _called(
+    path: Path, chain: tuple[Path, ...], caller: str, errors: list[ConfigError]
+) -> Hive | None:
+    """The hive file ``path``, which ``caller`` calls as a tool, loaded and able to
+    answer a call: a call plans its task, so the hive needs a planner. None: it cannot,
+    and why is added to ``errors`` (in its own file)."""
+    try:
+        called = _load(path, chain)
+    except ConfigErrors as exc:
+        errors.extend(exc.errors)
+        return None
+    missing = called._planner_missing(f"{caller} calls it as a tool, which plans each call's task")
+    if missing is not None:
+        errors.append(missing)
+        return None
+    return called

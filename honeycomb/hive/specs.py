@@ -256,7 +256,7 @@ class HiveSpec(BaseModel):
         default_factory=dict
     )
     roles: dict[str, Any] = Field(default_factory=dict)
-    roles_dir: str | None = None
+    roles_dir: str | None = Field(default=None, min_length=1)  # '': not the hive's folder
     planner: Annotated[PlannerSpec | None, BeforeValidator(_planner_shorthand)] = None
     aggregator: str | None = None
     policy: Policy = Field(default_factory=Policy)

@@ -65,6 +65,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _PLAIN_KEY = re.compile(r"[^\s.\[\]'\"]+")
 
+_MERGE = "tag:yaml.org,2002:merge"
+_VALUE = "tag:yaml.org,2002:value"
+
 MAX_DEPTH = 100
 """Deepest nesting of lists and mappings accepted (no configuration needs more)."""
 
@@ -123,14 +126,7 @@ class Builder:
         self.open: set[int] = set()  # the collections being built (to spot a cycle)
 
     def build(self, node: yaml.Node, path: YamlPath) -> Any:
-        self.values += 1
-        if self.values > MAX_VALUES:
-            raise self._error(
-                node,
-                path,
-                f"the document expands to more than {MAX_VALUES:,} values "
-                "(aliases used too often?)",
-            )
+        self._count(node, path)
         if len(path) > MAX_DEPTH:
             raise self._error(node, path[:MAX_DEPTH], f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.CollectionNode):
@@ -147,6 +143,17 @@ class Builder:
         self._note(value, path)
         return value
 
+    def _count(self, node: yaml.Node, path: YamlPath) -> None:
+        """Count one more value built (or mapping merged), within :data:`MAX_VALUES`."""
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise self._error(
+                node,
+                path,
+                f"the document expands to more than {MAX_VALUES:,} values "
+                "(aliases used too often?)",
+            )
+
     def _note(self, value: Any, path: YamlPath) -> None:
         """Note what of ``value`` no error may show: a scalar at ``path``, or a key of
         the mapping at ``path``."""
@@ -159,23 +166,9 @@ class Builder:
 
     def _collection(self, node: yaml.Node, path: YamlPath) -> Any:
         if isinstance(node, yaml.MappingNode):
-            self.loader.flatten_mapping(node)  # resolve YAML merge keys (<<)
             out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self._construct(key_node, path)
-                if isinstance(key, bool) or not isinstance(key, str | int):
-                    key = str(key)  # a bool key would equal 0 or 1 (and pass for a list index)
+            for key, (key_node, value_node) in self._entries(node, path).items():
                 here = (*path, key)
-                if key in out:
-                    first = self.marks[here][0]
-                    shown = "a key" if self._secret(path) else f"key {key!r}"
-                    raise ConfigError(
-                        masked_with(f"{shown} appears twice (first on line {first})", self.hidden),
-                        file=self.file,
-                        line=key_node.start_mark.line + 1,
-                        column=key_node.start_mark.column + 1,
-                        field=self._field(here),
-                    )
                 self.marks[here] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 self._note(key, path)  # a key of a secret mapping is as secret as its values
                 out[key] = self.build(value_node, here)
@@ -187,6 +180,51 @@ class Builder:
                 items.append(self.build(item, (*path, index)))
             return items
         raise AssertionError(f"unexpected YAML node {node!r}")  # pragma: no cover
+
+    def _entries(self, node: yaml.MappingNode, path: YamlPath) -> dict[Any, tuple[Any, Any]]:
+        """The key and value nodes of a mapping by key, its merge keys (``<<``)
+        resolved as YAML's merge type says: a key the mapping writes overrides a merged
+        one, and of the mappings merged, the first that has a key gives it. A key the
+        mapping writes twice is an error. (PyYAML's ``flatten_mapping`` cannot tell a
+        merged key from a written one, and rewrites the nodes an alias builds again.)"""
+        written: dict[Any, tuple[Any, Any]] = {}
+        merged: dict[Any, tuple[Any, Any]] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE:
+                key = self._key(key_node, path)
+                if key in written:
+                    first = written[key][0].start_mark.line + 1
+                    shown = "a key" if self._secret(path) else f"key {key!r}"
+                    message = f"{shown} appears twice (first on line {first})"
+                    raise self._error(key_node, (*path, key), message)
+                written[key] = (key_node, value_node)
+                continue
+            many = isinstance(value_node, yaml.SequenceNode)
+            for source in value_node.value if many else [value_node]:
+                for key, entry in self._merge(source, path).items():
+                    merged.setdefault(key, entry)
+        return {**merged, **written}
+
+    def _merge(self, source: yaml.Node, path: YamlPath) -> dict[Any, tuple[Any, Any]]:
+        """The entries of a mapping a merge key names, counted as an alias's copy is."""
+        if not isinstance(source, yaml.MappingNode):
+            raise self._error(source, path, "a merge key (<<) takes a mapping or a list of them")
+        self._count(source, path)
+        if id(source) in self.open:
+            raise self._error(source, path, "an alias refers to its own anchor (a cycle)")
+        self.open.add(id(source))
+        try:
+            return self._entries(source, path)
+        finally:
+            self.open.discard(id(source))
+
+    def _key(self, node: yaml.Node, path: YamlPath) -> Any:
+        """A mapping's key as Python: text or an integer (a bool key would equal 0 or 1,
+        and pass for a list index; other keys are kept as text)."""
+        if node.tag == _VALUE:  # the YAML value key (=): plain text here
+            return str(node.value)
+        key = self._construct(node, path)
+        return str(key) if isinstance(key, bool) or not isinstance(key, str | int) else key
 
     def _construct(self, node: yaml.Node, path: YamlPath) -> Any:
         """A scalar (or a complex key) as Python.

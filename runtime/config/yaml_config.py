@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -38,7 +39,16 @@ from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.secrets import masked_with
 from runtime.value import Settings, Value, written_fields
 
-__all__ = ["YamlDocument", "YamlPath", "did_you_mean", "format_path", "load_yaml", "parse_yaml"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "YamlDocument",
+    "YamlPath",
+    "YamlPlace",
+    "did_you_mean",
+    "format_path",
+    "load_yaml",
+    "parse_yaml",
+]
 
 
 class YamlDocument(Value, frozen=True, kw_only=True):
@@ -96,6 +106,14 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         """``text`` with the document's :attr:`hidden` values masked."""
         return masked_with(text, self.hidden) if self.hidden else text
 
+    def hiding(self, others: Sequence[YamlDocument]) -> YamlDocument:
+        """This document, hiding also what ``others`` hide: the files read with it (a
+        hive's roles_dir), whose values an error about it may quote."""
+        hidden = {k: v for other in others for k, v in other.hidden.items()}
+        return msgspec.structs.replace(
+            self, hidden=types.MappingProxyType({**hidden, **self.hidden})
+        )
+
     def validate(
         self,
         model: type[pydantic.BaseModel],
@@ -134,6 +152,33 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         return self.error(where, message)
 
 
+class YamlPlace(Value, frozen=True, kw_only=True):
+    """A place in a document: where a value was read, kept with it so that a check
+    made later, with other documents at hand, still points into its file (a role read
+    from a hive's ``roles_dir`` is checked with the hive's other roles).
+
+    Attributes:
+        doc: The document it was read from.
+        path: Its path there.
+    """
+
+    doc: YamlDocument
+    path: YamlPath
+
+    @property
+    def written(self) -> Any:
+        """The value as the document writes it."""
+        value = self.doc.data
+        for part in self.path:
+            value = value[part]
+        return value
+
+    def error(self, field: Sequence[str | int], message: str) -> ConfigError:
+        """A :class:`ConfigError` at ``field`` of the value (``("tools", 0)``), in its
+        document, showing none of the document's hidden values."""
+        return self.doc.error((*self.path, *field), message)
+
+
 def load_yaml(
     path: str | Path,
     *,
@@ -152,13 +197,14 @@ def load_yaml(
             "api_key")]``): no error shows what is there, nor where an alias puts it.
 
     Raises:
-        ConfigError: when the file cannot be read, is not YAML, repeats a key, names
-            an environment variable that is not set, or holds a reference half
-            written (``${NAME``, ``${}``, ``${A:-${B}}``).
+        ConfigError: when the file cannot be read, is no regular file (a folder, a
+            pipe, a device), is larger than :data:`MAX_FILE_BYTES`, is not YAML,
+            repeats a key, names an environment variable that is not set, or holds a
+            reference half written (``${NAME``, ``${}``, ``${A:-${B}}``).
     """
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read(Path(path)).decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=file) from exc
     except UnicodeDecodeError as exc:
@@ -167,6 +213,49 @@ def load_yaml(
             file=file,
         ) from exc
     return parse_yaml(text, file=file, env=env, interpolate=interpolate, secrets=secrets)
+
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+"""The largest file read, 4 MiB: far more than any configuration needs, and small
+enough that a file that is not one (a log, a dump) is refused before it is read whole."""
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of the regular file at ``path``, read only when it is one and is at
+    most :data:`MAX_FILE_BYTES`: a pipe would wait for a writer, a device
+    (``/dev/zero``) never ends, and a large file would fill the memory.
+
+    Raises:
+        ConfigError: for anything else than a regular file, or a larger one.
+        OSError: when it cannot be read.
+    """
+    mode = path.stat().st_mode  # stat does not open it: a pipe would block here
+    if not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"cannot read the file: it is {_kind(mode)}, not a regular file", file=str(path)
+        )
+    with path.open("rb") as stream:
+        data = stream.read(MAX_FILE_BYTES + 1)  # bounded: it may grow as it is read
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(
+            f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB, far more than "
+            "a configuration needs: is it the file meant?",
+            file=str(path),
+        )
+    return data
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, by its ``st_mode``."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
 
 
 def parse_yaml(
