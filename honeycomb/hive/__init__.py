@@ -6,7 +6,7 @@ its JSON schema too."""
 from honeycomb.hive.backend import BackendSpec, RaySpec
 from honeycomb.hive.hive import DEFAULT_MEMORY, Hive, MemorySpec, ModelSpec, load_hive
 from honeycomb.hive.specs import EmbeddingsSpec, HiveSpec, PlannerSpec, StoreSpec
-from runtime.config.yaml_config import YamlDocument
+from runtime.config.yaml_config import YamlDocument, YamlPlace
 
 __all__ = [
     "DEFAULT_MEMORY",
@@ -20,5 +20,6 @@ __all__ = [
     "RaySpec",
     "StoreSpec",
     "YamlDocument",
+    "YamlPlace",
     "load_hive",
 ]

@@ -248,6 +248,7 @@ def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:
     failure = raw.get("failure", "best_effort")
     if failure not in get_args(FailurePolicy):
         return  # its own error says what to write
-    problem = quorum_problem(failure, raw.get("quorum"))
+    most = raw.get("max_subtasks", Policy.model_fields["max_subtasks"].default)
+    problem = quorum_problem(failure, raw.get("quorum"), most)
     if problem is not None:
         errors.append(doc.error(("policy",), problem))

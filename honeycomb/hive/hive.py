@@ -51,6 +51,7 @@ class Hive:
         registry: ToolRegistry,
         doc: YamlDocument | None = None,
         hives: dict[str, Hive] | None = None,
+        places: Mapping[str, YamlPlace] | None = None,
     ) -> None:
         self.file = file
         self.hives = hives or {}
@@ -60,6 +61,7 @@ class Hive:
         self.registry = registry
         self.folder = file.resolve().parent
         self._doc = doc or YamlDocument(data={}, file=str(file))
+        self._places = places or {}  # where each role is written, for the later checks
 
     @property
     def mcp_servers(self) -> list[McpServer]:
@@ -77,16 +79,17 @@ class Hive:
         Raises:
             ConfigErrors: a server that does not start, a tool it does not have.
         """
-        raw = self._doc.data.get("roles") if isinstance(self._doc.data, Mapping) else None
-        inline = [str(k) for k in raw] if isinstance(raw, Mapping) else []
-        listed, errors = await check_servers(self.mcp_servers, self.roles, self._doc, inline)
+        places = self._places
+        listed, errors = await check_servers(self.mcp_servers, self.roles, self._doc, places)
         with self.imports():
-            servers, rule = list(self.spec.mcp_servers), self.spec.approvals
+            servers = list(self.spec.mcp_servers)
             errors += approvals_problems(
-                servers, listed, self.roles, self.registry, rule, self._doc, inline
+                servers, listed, self.roles, self.registry, self._doc, places
             )
         if errors:
-            raise ConfigErrors(sorted(errors, key=lambda e: (e.line or 0, e.column or 0)))
+            raise ConfigErrors(
+                sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0))
+            )
         return {server: len(tools) for server, tools in listed.items()}
 
     def imports(self) -> AbstractContextManager[None]:
@@ -302,7 +305,7 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
-    return Hive(file, spec, roles, registry, doc, hives)
+    return Hive(file, spec, roles, registry, doc, hives, places)
 
 
 def _registry(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> ToolRegistry:

@@ -25,9 +25,10 @@ from runtime import (
     YamlDocument,
     did_you_mean,
 )
+from runtime.config.yaml_config import YamlPlace
 from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
 from workers import Role
-from workers.role import Approvals, approval_problems, unused_approval
+from workers.role import approval_problems
 
 __all__ = ["approvals_problems", "as_written", "check_servers", "in_folder"]
 
@@ -68,7 +69,7 @@ async def check_servers(
     servers: Sequence[McpServer],
     roles: Mapping[str, Role],
     doc: YamlDocument,
-    inline: Sequence[str],
+    places: Mapping[str, YamlPlace],
 ) -> tuple[dict[str, dict[str, Tool[..., Any]]], list[ConfigError]]:
     """Start every server at once, list its tools, check that each tool the roles name
     (and each tool ``tools:`` sets) is there, and stop them all.
@@ -76,8 +77,8 @@ async def check_servers(
     Args:
         servers: The hive's servers.
         roles: Its roles.
-        doc: The hive file, to locate the errors in.
-        inline: The roles written in the hive file (the others are in ``roles_dir``).
+        doc: The hive file, to locate the errors about the servers in.
+        places: Where each role is written, to locate the errors about its tools in.
 
     Returns:
         The tools of each server that started, by their MCP names, and every problem.
@@ -118,14 +119,7 @@ async def check_servers(
                 try:
                     pick_tools(server.name, tools, found[1])
                 except ConfigError as exc:
-                    where = ("roles", role.name, "tools", index)
-                    if role.name in inline:
-                        errors.append(doc.error(where, exc.message))
-                    else:
-                        field = f"roles_dir role {role.name!r}, tools[{index}]"
-                        errors.append(
-                            ConfigError(doc.hide(exc.message), file=doc.file, field=field)
-                        )
+                    errors.append(places[role.name].error(("tools", index), exc.message))
     return tools_of, errors
 
 
@@ -134,9 +128,8 @@ def approvals_problems(
     listed: Mapping[str, Mapping[str, Tool[..., Any]]],
     roles: Mapping[str, Role],
     registry: ToolRegistry,
-    hive_rule: Approvals | None,
     doc: YamlDocument,
-    inline: Sequence[str],
+    places: Mapping[str, YamlPlace],
 ) -> list[ConfigError]:
     """Names in ``approvals:`` that no tool has, found now that the servers ``listed``
     their tools: a role's own that it does not use, and the hive's that no role uses.
@@ -148,9 +141,8 @@ def approvals_problems(
         listed: The tools of each server that started, by their MCP names.
         roles: The hive's roles, each with its approvals (the hive's, when it has none).
         registry: Where the roles' other tool names are looked up.
-        hive_rule: The hive's own ``approvals:``.
-        doc: The hive file, to locate the errors in.
-        inline: The roles written in the hive file (the others are in ``roles_dir``).
+        doc: The hive file, to locate the errors about its own ``approvals:`` in.
+        places: Where each role is written, to locate the errors about its own in.
     """
     errors: list[ConfigError] = []
     used: dict[str, None] = {}  # every role's tool names, in order, once each
@@ -167,17 +159,9 @@ def approvals_problems(
         if not any(mcp_ref(ref, servers) is not None for ref in role.tools):
             continue
         with_mcp = True
-        if role.name in inline:  # its own approvals, where the file has them
-            raw = doc.data["roles"][role.name]
-            own = raw.get("approvals") if isinstance(raw, Mapping) else None
-            errors += approval_problems(own, names, doc, ("roles", role.name))
-        elif role.approvals is not None and role.approvals != hive_rule:
-            field = f"roles_dir role {role.name!r}, approvals"
-            errors += [
-                ConfigError(doc.hide(unused_approval(name, names)), file=doc.file, field=field)
-                for name in role.approvals.tools
-                if name not in names
-            ]
+        place = places[role.name]  # its own approvals, where its file has them
+        own = place.written.get("approvals") if isinstance(place.written, Mapping) else None
+        errors += approval_problems(own, names, place.doc, place.path)
     if complete and with_mcp:
         unused = "which no role of the hive uses"
         errors += approval_problems(doc.data.get("approvals"), sorted(used), doc, (), unused)

@@ -242,16 +242,17 @@ def test_validate_names_approvals_of_tools_no_role_has_once_the_servers_list_the
         """,
     )
     assert main(["validate", str(path)]) == 1
+    traveller = tmp_path / "roles" / "traveller.yaml"
     assert capsys.readouterr().out.splitlines() == [
         f"{path}: 3 errors",
-        f"  {path}: roles_dir role 'traveller', approvals: approvals names tool "
-        "'convrt_time' (did you mean 'convert_time'?), which the role does not use; its "
-        "tools: convert_time",
         f"  {path}:4:21: approvals.tools[0]: approvals names tool 'get_current_tme' (did you "
         "mean 'get_current_time'?), which no role of the hive uses; its tools: "
         "convert_time, get_current_time",
         f"  {path}:10:43: roles.clock.approvals.tools[1]: approvals names tool 'convert_time', "
         "which the role does not use; its tools: get_current_time",
+        f"  {traveller}:3:23: traveller.approvals.tools[0]: approvals names tool "
+        "'convrt_time' (did you mean 'convert_time'?), which the role does not use; its "
+        "tools: convert_time",
     ]
     # Spelt right, the same hive is valid.
     path.write_text(

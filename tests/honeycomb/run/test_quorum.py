@@ -79,3 +79,23 @@ def test_a_hive_whose_quorum_is_above_max_subtasks_is_refused_at_its_policy(
         load_hive(path)
     (error,) = caught.value.errors
     assert str(error).startswith(f"{path}:7:1: policy: quorum is 3 but max_subtasks is 2")
+
+
+def test_a_quorum_above_max_subtasks_is_told_beside_another_mistake_of_the_policy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        "name: n\n"
+        "models:\n"
+        "  o: {provider: offline, latency: 0}\n"
+        "roles:\n"
+        "  planner: {description: plans}\n"
+        "  w: {description: works}\n"
+        "policy: {quorum: 30, failure: quorum, max_workers: 0}\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_hive(path)
+    told = [str(error) for error in caught.value.errors]
+    assert any("policy.max_workers" in line for line in told)
+    assert any("quorum is 30 but max_subtasks is 20" in line for line in told)
