@@ -1,8 +1,9 @@
 """The ``mcp`` SDK's side of an MCP server: connecting to it over stdio or streamable
 HTTP, listing its tools, calling one, and a result as observation text.
 
-This module imports ``mcp``; :mod:`runtime.tools.mcp` loads it with the first server that
-starts, so ``import honeycomb`` does not.
+A stdio server runs as a :class:`~runtime.tools._mcp_stdio.ServerProcess`: one that did
+not start is killed at once. This module imports ``mcp``; :mod:`runtime.tools.mcp` loads
+it with the first server that starts, so ``import honeycomb`` does not.
 """
 
 from __future__ import annotations
@@ -11,21 +12,21 @@ import asyncio
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
 
 import anyio
 import httpx2
 import mcp.types as types
 import pydantic
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client, MCPError
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from runtime.concurrency import TimedOut, within
 from runtime.errors import McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
+from runtime.tools._mcp_stdio import ServerProcess
 from runtime.value import Value
 
 __all__ = ["Listed", "Session", "connect", "observation_text"]
@@ -151,15 +152,21 @@ async def connect(
             tools within ``start_timeout`` seconds.
     """
     async with AsyncExitStack() as stack:
-        ended: asyncio.Event | None = None
         errlog: IO[str] | None = None
+        process: ServerProcess[SessionMessage | Exception, SessionMessage] | None = None
         refused: _Refused | None = None
         if command is not None:
             # What it writes to stderr is kept (not shown): its end tells why it died.
             errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
-            ended = asyncio.Event()
-            params = StdioServerParameters(command=command, args=list(args), env=dict(env), cwd=cwd)
-            transport: Any = _Watched(stdio_client(params, errlog=errlog), ended)
+            process = ServerProcess(
+                [command, *args],
+                env=get_default_environment() | dict(env),
+                cwd=cwd,
+                errlog=errlog,
+                parse=_message,
+                dump=_line,
+            )
+            transport: Any = process
         else:
             # The SDK's own timeouts: a response stream may stay open for a while. It
             # turns an HTTP error status into a message without it: the hook keeps it.
@@ -172,7 +179,7 @@ async def connect(
             transport = streamable_http_client(url or "", http_client=http)
             await stack.enter_async_context(http)
         client = Client(transport)
-        session = Session(server, client, ended)
+        session = Session(server, client, process.ended if process is not None else None)
         session.errlog = errlog
         try:
             with within(start_timeout):
@@ -186,6 +193,8 @@ async def connect(
         except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
             said = stderr_tail(errlog) if refused is None else refused.status()
             raise McpServerError(server, f"could not be started: {_reason(exc)}{said}") from exc
+        if process is not None:
+            process.started = True  # from now on it is stopped the MCP way, with a grace
         yield session
 
 
@@ -253,6 +262,20 @@ def _listed(tool: types.Tool) -> Listed:
     )
 
 
+def _message(line: str) -> SessionMessage | Exception:
+    """A line a stdio server wrote, as the SDK's client reads it: a message, or why it
+    is not one (the client passes over it)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+def _line(message: SessionMessage) -> str:
+    """A message to a stdio server, as its line (without the newline)."""
+    return message.message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
 def _reason(exc: BaseException) -> str:
     """What went wrong, out of the exception groups of the SDK's task groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -283,67 +306,3 @@ class _Refused:
         if self.code is None:
             return ""
         return f" (HTTP {self.code}{f' {self.phrase}' if self.phrase else ''})"
-
-
-class _Watched:
-    """A stdio transport that sets ``ended`` when the server's output ends, so that a
-    call to a server already gone is known never to have been sent."""
-
-    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
-        self._inner = inner
-        self._ended = ended
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        read, write = await self._inner.__aenter__()
-        return _WatchedRead(read, self._ended), write
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result
-
-
-class _WatchedRead:
-    """The server's messages, as the SDK reads them; their end is noted."""
-
-    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
-        self._inner = inner
-        self._ended = ended
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            item: SessionMessage | Exception = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._ended.set()
-            raise
-        return item
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        self._ended.set()
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result

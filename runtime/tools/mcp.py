@@ -86,7 +86,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
             hive file).
         url: The endpoint (streamable HTTP).
         headers: Sent with every request (``Authorization``); never shown.
-        start_timeout: Seconds it may take to start and list its tools.
+        start_timeout: Seconds it may take to start and list its tools; a stdio server
+            not started by then is killed.
         tools: Per tool (by its MCP name), how it runs instead of as its annotations say.
 
     Raises:
@@ -280,6 +281,7 @@ class _Live:
         self.stop = asyncio.Event()
         self.session: Session | None = None
         self.error: McpServerError | None = None
+        self.host: asyncio.Task[None] | None = None  # the task it lives in
 
     @property
     def usable(self) -> bool:
@@ -290,6 +292,14 @@ class _Live:
             and not session.ended
             and (self.error is None and not self.stop.is_set())
         )
+
+    def end(self) -> None:
+        """Stop it: one that runs as MCP says (its stdin closed, a grace to exit); one
+        still starting at once (its start is cancelled, its process killed), as nothing
+        of it needs winding down and its start may take up to ``start_timeout``."""
+        self.stop.set()
+        if not self.ready.is_set() and self.host is not None:
+            self.host.cancel()
 
     def why(self) -> str:
         if self.session is not None and self.session.ended:
@@ -303,8 +313,8 @@ class McpServers:
     """The live servers of one block: ``async with McpServers(servers) as live:``.
 
     Each starts on first use, in a task of this block, and stops when it ends, whatever
-    ends it (nothing keeps running). ``with live.run():`` is a block whose tool calls
-    reach them (see :class:`McpRun`).
+    ends it (nothing keeps running; one still starting is killed at once). ``with
+    live.run():`` is a block whose tool calls reach them (see :class:`McpRun`).
     """
 
     def __init__(self, servers: Iterable[McpServer]) -> None:
@@ -335,10 +345,11 @@ class McpServers:
     ) -> None:
         group, self._group = self._group, None
         for live in self._live.values():
-            live.stop.set()
+            live.end()
         if group is not None:
             # Not the block's exception: the group would wrap it in an ExceptionGroup.
-            # The servers stop as asked, and their tasks never fail.
+            # The servers stop as asked, and their tasks never fail (one cancelled as
+            # its server started is not a failure).
             await group.__aexit__(None, None, None)
 
     @contextmanager
@@ -380,7 +391,7 @@ class McpServers:
                         "started again once already",
                     )
                 restarted.add(name)
-                live.stop.set()
+                live.end()
             return await self._start(server)
 
     async def _start(self, server: McpServer) -> Session:
@@ -389,7 +400,7 @@ class McpServers:
                 server.name, "cannot start: its McpServers block is not open (async with)"
             )
         live = self._live[server.name] = _Live(server)
-        self._group.create_task(self._host(live), name=f"mcp-server-{server.name}")
+        live.host = self._group.create_task(self._host(live), name=f"mcp-server-{server.name}")
         await live.ready.wait()
         if live.session is None:
             raise live.error or McpServerError(server.name, "stopped as it started")
@@ -397,7 +408,8 @@ class McpServers:
 
     async def _host(self, live: _Live) -> None:
         """One life of a server, in a task of its own: the SDK's connection is entered
-        and left in one task. It never raises: a failure is the server's error."""
+        and left in one task. It never fails (a failure is the server's error); the
+        block's end cancels it while the server starts."""
         from runtime.tools._mcp_sdk import connect
 
         server = live.server

@@ -1,0 +1,200 @@
+"""A stdio MCP server's process: started, talked to a line at a time, and stopped.
+
+The ``mcp`` SDK's own stdio transport keeps its process to itself and stops it one way,
+the MCP shutdown: its stdin closed, two seconds' grace to exit, then SIGTERM. A server
+still starting reads no stdin, so a start that timed out or was cancelled waited out
+that grace before it ended. :class:`ServerProcess` is the transport with a hand on the
+process: a server that started still gets the MCP shutdown; one that did not is killed
+at once.
+
+It deals in lines of text; :mod:`runtime.tools._mcp_sdk` says how a line is a message,
+so this module does not import ``mcp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from types import TracebackType
+from typing import IO, Generic, TypeAlias, TypeVar
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.text import TextReceiveStream
+
+__all__ = ["ServerProcess"]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+_Streams: TypeAlias = tuple[MemoryObjectReceiveStream[In], MemoryObjectSendStream[Out]]
+"""What a client reads the server's messages from, and writes its own to."""
+
+_FLUSH_S = 0.5
+"""Seconds the messages the client sent have, as the server stops, to reach it (a
+cancelled request's notice)."""
+
+_GRACE_S = 2.0
+"""Seconds a stopping server has to exit once its stdin is closed, and again after
+SIGTERM (the SDK's grace)."""
+
+_POLL_S = 0.01
+"""How often a stopping server is looked at: whether it has exited yet."""
+
+_Gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
+"""What a pipe or stream raises once its other end, or our own shutdown, closed it."""
+
+
+class ServerProcess(Generic[In, Out]):
+    """A server's process and the streams a client talks to it by: ``async with
+    ServerProcess(...) as (read, write):``, entered and left in one task.
+
+    It runs in a session of its own, so that stopping it stops what it started too
+    (``uvx`` and ``npx`` start the server as their child). Leaving the block stops it:
+    once :attr:`started` is set, the MCP way (the client's last messages out, its stdin
+    closed, a grace to exit, SIGTERM, another grace); before that, or when that
+    shutdown is itself cut short, with SIGKILL at once.
+
+    Attributes:
+        started: Set by the client once the server answered its handshake and listed
+            its tools: from then on it is stopped gracefully.
+        ended: Set when the server's output ends (it exited) or cannot be written to.
+
+    Raises:
+        OSError: on entering, when the command cannot be run.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+        errlog: IO[str],
+        parse: Callable[[str], In],
+        dump: Callable[[Out], str],
+    ) -> None:
+        self._argv = list(argv)
+        self._env = dict(env)
+        self._cwd = cwd
+        self._errlog = errlog
+        self._parse = parse
+        self._dump = dump
+        self.started = False
+        self.ended = asyncio.Event()
+        self._written = anyio.Event()  # the writer is done: every message it took is out
+        self._block: AbstractAsyncContextManager[_Streams[In, Out]] | None = None
+
+    async def __aenter__(self) -> _Streams[In, Out]:
+        self._block = self._run()
+        return await self._block.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._block is not None, "entered first"
+        return await self._block.__aexit__(exc_type, exc, tb)
+
+    @asynccontextmanager
+    async def _run(self) -> AsyncIterator[_Streams[In, Out]]:
+        process = await anyio.open_process(
+            self._argv, env=self._env, cwd=self._cwd, stderr=self._errlog, start_new_session=True
+        )
+        # No await from here into the block: a cancellation in between would leave the
+        # process running with no one to stop it.
+        to_client, read = anyio.create_memory_object_stream[In](0)
+        write, from_client = anyio.create_memory_object_stream[Out](0)
+        async with process, anyio.create_task_group() as pipes:  # process: reaped at the end
+            pipes.start_soon(self._read, process, to_client)
+            pipes.start_soon(self._write, process, from_client, to_client)
+            try:
+                yield read, write
+            finally:
+                read.close()  # no more traffic; the reader drains what is left
+                write.close()
+                try:
+                    if self.started:
+                        await self._wind_down(process)
+                finally:  # a server that did not start, or did not stop: at once
+                    if process.returncode is None:
+                        _signal(process, signal.SIGKILL)
+                    self.ended.set()
+                    pipes.cancel_scope.cancel()
+
+    async def _wind_down(self, process: Process) -> None:
+        """The MCP shutdown of a server that started: what the client sent goes out,
+        its stdin closes, it has a grace to exit, then SIGTERM and another grace."""
+        with anyio.move_on_after(_FLUSH_S):
+            await self._written.wait()
+        assert process.stdin is not None
+        with suppress(*_Gone):
+            await process.stdin.aclose()
+        if await _exited(process, _GRACE_S):
+            return
+        _signal(process, signal.SIGTERM)
+        await _exited(process, _GRACE_S)
+
+    async def _read(self, process: Process, to_client: MemoryObjectSendStream[In]) -> None:
+        """The server's output, a message a line, to the client. Once the client takes
+        no more, the rest is read and dropped: a server blocked writing cannot exit."""
+        assert process.stdout is not None
+        rest = ""
+        try:
+            async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+                *lines, rest = (rest + chunk).split("\n")
+                for line in lines:
+                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await to_client.send(self._parse(line))
+        except _Gone:
+            pass  # our shutdown closed its stdout under the read
+        finally:
+            self._output_ended(to_client)
+
+    async def _write(
+        self,
+        process: Process,
+        from_client: MemoryObjectReceiveStream[Out],
+        to_client: MemoryObjectSendStream[In],
+    ) -> None:
+        """The client's messages to the server's stdin, a line each."""
+        assert process.stdin is not None
+        try:
+            async for message in from_client:
+                await process.stdin.send((self._dump(message) + "\n").encode())
+        except _Gone:
+            # It takes no more (it exited, or closed its stdin): the client is told the
+            # connection ended rather than wait for an answer that cannot come.
+            self._output_ended(to_client)
+        finally:
+            self._written.set()
+
+    def _output_ended(self, to_client: MemoryObjectSendStream[In]) -> None:
+        # Noted before the client sees the end: a call it then refuses was never sent.
+        self.ended.set()
+        to_client.close()
+
+
+async def _exited(process: Process, within_s: float) -> bool:
+    """Whether the process exited within ``within_s`` seconds. Its exit, not the end
+    of its pipes (``wait()``): a child it left holding them would look like it hangs."""
+    with anyio.move_on_after(within_s):
+        while process.returncode is None:  # noqa: ASYNC110 (an exit has no event to wait on)
+            await anyio.sleep(_POLL_S)
+    return process.returncode is not None
+
+
+def _signal(process: Process, number: signal.Signals) -> None:
+    """Send ``number`` to the server and to what it started: its process group (its
+    pid, as it leads its own session; still its own, as it has not been reaped)."""
+    if sys.platform == "win32":  # no process groups: the server alone, killed
+        process.kill()
+        return
+    with suppress(ProcessLookupError, PermissionError):  # gone already; not ours to signal
+        os.killpg(process.pid, number)
