@@ -17,7 +17,8 @@ A tool call::
 - **Journal**: a side-effecting call's intent is made durable once it holds
   everything it needs to run, right before it runs, so a crash while it waits for a
   lock never leaves an intent of a call that never ran; a resumed worker's call the
-  journal knows is answered from it, never run again, and has no span.
+  journal knows is answered from it, never run again, and has no span, whatever its
+  tool is declared as now (so the layer is kept wherever there is a journal).
 - **Trace**: the call's span covers its run alone, not its wait for a lock.
 - **The tool** last: its context, its thread, its errors as observations, and its
   time limit, around the tool and nothing else: waiting for a lock or a slot, or for
@@ -111,9 +112,11 @@ def tool_calls(
     journal: Journal | None = None,
 ) -> ToolHandler:
     """A tool call's layers, in their order. A layer whose part is not given is left
-    out, and so is one that no call of ``tools`` could need (no journal when none of
-    them has side effects, no locks when none is exclusive and no slots bound them,
-    no trace when nobody listens to ``caller``'s tracer as the calls are composed).
+    out, and so is one that no call of ``tools`` could need (no locks when none is
+    exclusive and no slots bound them, no trace when nobody listens to ``caller``'s
+    tracer as the calls are composed). A journal is kept even when none of them has
+    side effects: a call of an earlier life it knows, of a tool since declared
+    without, is answered from it, not run again.
 
     Args:
         policy: The default time limit and the longest output.
@@ -130,7 +133,7 @@ def tool_calls(
     calls: ToolHandler = RunTool(caller, policy.max_output_chars, policy.default_timeout, scope)
     if caller.tracer.enabled:
         calls = Traced(calls, caller)
-    if journal is not None and (not known or any(t.side_effects for t in known)):
+    if journal is not None:
         calls = Journaled(calls, journal)
     if slots is not None or not known or any(t.exclusive is not None for t in known):
         calls = Held(calls, locks if locks is not None else LockTable(), slots)

@@ -6,7 +6,8 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
 
 - A call to an unknown tool, or whose arguments are not JSON or fail validation,
   gets an ``error`` observation, and an identical repeat of a previous turn's call a
-  ``skipped`` one; neither reaches the layers.
+  ``skipped`` one; neither reaches the layers. A call of an earlier life that the
+  journal knows gets the journal's answer instead (its tool may be gone now).
 - Every other call of the turn is admitted by the layers, all together, before any
   of them runs: a refused call gets its observation there and then.
 - Parallel-safe calls start together, at most ``max_concurrency`` of them at once.
@@ -41,6 +42,7 @@ from runtime.tools.layers import (
     ToolHandler,
     Traced,
 )
+from runtime.tools.layers.journal import journal_answer
 from runtime.tools.layers.trace import finished
 from runtime.value import Value
 
@@ -243,7 +245,14 @@ class Dispatcher:
     def _refuse(
         self, call: ToolCall, status: ObservationStatus, content: str, turn: int
     ) -> ToolMessage:
-        """The observation for a call that was not prepared, also reported as an event."""
+        """The observation for a call that was not prepared, also reported as an event.
+        A call of an earlier life that the journal knows is not refused: it gets the
+        journal's answer, whatever became of its tool (gone, or its arguments no
+        longer valid), as it would from the layers."""
+        error: str | None = content
+        known = journal_answer(self.calls, turn, call)
+        if known is not None:
+            status, content, error = known.status, known.content, known.error
         caller = self.caller
         if caller.tracer.enabled:
             caller.tracer.emit(
@@ -255,7 +264,7 @@ class Dispatcher:
                     tool=call.name,
                     status=status,
                     duration_s=0.0,
-                    error=content,
+                    error=error,
                 )
             )
         return ToolMessage(tool_call_id=call.id, name=call.name, status=status, content=content)

@@ -3,14 +3,17 @@ completed side effect twice.
 
 Before a side-effecting call runs, its *intent* is written and made durable; when it
 ends, its *outcome* (the observation). When a resumed worker meets the same call
-again (same turn, same call id), the dispatcher looks it up first:
+again (same turn, same call id), the dispatcher looks it up first, whatever the
+call's tool is declared as now (no longer side-effecting, or gone from the worker's
+tools: what ran in an earlier life is what the journal says):
 
 - an outcome is recorded: the call is not executed again; the recorded observation
   is what the model sees;
 - only an intent is recorded (the process died mid-call): nobody knows whether it
-  took effect. A tool declared ``idempotent`` is simply run again. Any other call is
-  not: the model gets an ``unknown`` observation saying so, or, under
-  ``on_unknown="fail"``, the worker fails with :class:`~runtime.errors.OutcomeUnknown`.
+  took effect. A tool declared ``idempotent`` is simply run again, if the worker
+  still has it. Any other call is not: the model gets an ``unknown`` observation
+  saying so, or, under ``on_unknown="fail"``, the worker fails with
+  :class:`~runtime.errors.OutcomeUnknown`.
 
 :class:`MemoryJournal` keeps entries in memory; the run store keeps them in SQLite.
 """

@@ -4,7 +4,11 @@ at most once across crashes and resumes (see :mod:`runtime.tools.journal`).
 Its intent is made durable before it runs and its outcome when it ends. A call the
 journal knows from an earlier life is not run again: one that ended is answered with
 its recorded observation; one that was running when the process died is an
-``unknown`` observation (or run again, when its tool is ``idempotent``).
+``unknown`` observation (or run again, when its tool is ``idempotent``). What the
+journal knows wins over what the call's tool is declared as now: a tool no longer
+side-effecting (a setting changed, an MCP server that now says ``readOnlyHint``)
+does not make an effect of an earlier life run twice, and a call the dispatcher
+cannot run now (its tool gone) gets the journal's answer too (:func:`journal_answer`).
 """
 
 from __future__ import annotations
@@ -12,37 +16,72 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
-from runtime.tools.journal import Journal, unknown_outcome_text
+from runtime.messages import ToolCall
+from runtime.tools.journal import Journal, JournalEntry, unknown_outcome_text
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
 
-__all__ = ["Journaled"]
+__all__ = ["Journaled", "journal_answer"]
 
 
 class Journaled(ToolLayer):
-    """Journals each side-effecting call in ``journal``."""
+    """Journals each side-effecting call in ``journal``, and answers from it each call
+    it knows from an earlier life, whatever that call's tool is declared as now."""
 
     def __init__(self, next: ToolHandler, journal: Journal) -> None:
         super().__init__(next)
         self.journal = journal
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
-        if not call.tool.side_effects:
-            return self.next(call)
-        return self._journaled(call)
+        asked = call.call
+        entry = self.journal.recorded(call.turn, asked.id)
+        if entry is not None and entry.tool == asked.name:  # a call of an earlier life
+            if entry.status is not None or not call.tool.idempotent:
+                return self._answered(call.turn, asked, entry)
+            return self._journaled(call)  # cut off, and safe to run again
+        if call.tool.side_effects:
+            return self._journaled(call)
+        return self.next(call)
+
+    async def _answered(self, turn: int, asked: ToolCall, entry: JournalEntry) -> Outcome:
+        outcome = _recorded_outcome(asked, entry)
+        if entry.status is None:  # kept, so that a later life says the same
+            await self.journal.outcome(turn, outcome.observation(asked))
+        return outcome
 
     async def _journaled(self, call: Prepared) -> Outcome:
         journal, asked, turn = self.journal, call.call, call.turn
-        entry = journal.recorded(turn, asked.id)
-        if entry is not None and entry.tool == asked.name:
-            if entry.status is not None:  # it ended before the crash: never run it again
-                error = entry.content if entry.status != "ok" else None
-                return Outcome(status=entry.status, content=entry.content, error=error, ran=False)
-            if not call.tool.idempotent:  # it was running when the process died
-                text = unknown_outcome_text(asked)
-                outcome = Outcome(status="unknown", content=text, error=text, ran=False)
-                await journal.outcome(turn, outcome.observation(asked))
-                return outcome
         await journal.intent(turn, asked, call.kwargs)
         outcome = await self.next(call)
         await journal.outcome(turn, outcome.observation(asked))
         return outcome
+
+
+def journal_answer(calls: ToolHandler, turn: int, call: ToolCall) -> Outcome | None:
+    """What the journal among ``calls``' layers (:func:`workers.calls.tool_calls`)
+    answers for ``call`` of ``turn``; None when they keep no journal or it does not
+    know the call.
+
+    The dispatcher asks it about a call it refuses before the layers see it (its tool
+    gone, its arguments no longer valid): a call of an earlier life is answered from
+    the journal instead, whatever became of its tool. Nothing is written: the call
+    does not run.
+    """
+    while isinstance(calls, ToolLayer):
+        if isinstance(calls, Journaled):
+            entry = calls.journal.recorded(turn, call.id)
+            if entry is None or entry.tool != call.name:
+                return None
+            return _recorded_outcome(call, entry)
+        calls = calls.next
+    return None
+
+
+def _recorded_outcome(call: ToolCall, entry: JournalEntry) -> Outcome:
+    """What the model is told of ``call``, a call of an earlier life that ``entry``
+    records and that is not run again: its recorded observation if it ended, else
+    that its outcome is unknown (it was running when the process died)."""
+    if entry.status is not None:
+        error = entry.content if entry.status != "ok" else None
+        return Outcome(status=entry.status, content=entry.content, error=error, ran=False)
+    text = unknown_outcome_text(call)
+    return Outcome(status="unknown", content=text, error=text, ran=False)
