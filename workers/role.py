@@ -348,21 +348,20 @@ def _renaming(ref: str) -> str:
     return f"name it in the hive's tools: (tools: {{NAME: {ref!r}}}) and list NAME here"
 
 
-def guard_problems(
-    guards: Any, doc: YamlDocument, path: YamlPath, roles: Sequence[str] | None = None
-) -> list[ConfigError]:
+def guard_problems(guards: Any, doc: YamlDocument, path: YamlPath) -> list[ConfigError]:
     """Guards in ``guards: {input: [...], ...}`` (at ``path``) whose import path does
-    not import a callable; with ``roles``, only the judges that are none of them."""
+    not import a callable (a judge role's name is checked against the hive's roles
+    where they are all known: ``honeycomb.hive.checks``)."""
     errors: list[ConfigError] = []
     if not isinstance(guards, Mapping):
         return errors  # field validation reports the wrong type
     for kind in ("input", "output", "arguments"):
         refs = guards.get(kind)
         for index, ref in enumerate(refs if isinstance(refs, list | tuple) else ()):
-            if not isinstance(ref, str) or (roles is not None and ":" in ref):
-                continue  # field validation reports the wrong type; paths are checked
-            problem = guard_problem(ref, roles)
-            if problem is not None and (roles is None or "unknown judge" in problem):
+            if not isinstance(ref, str):
+                continue  # field validation reports the wrong type
+            problem = guard_problem(ref)
+            if problem is not None:
                 errors.append(doc.error((*path, "guards", kind, index), problem))
     return errors
 
