@@ -32,6 +32,7 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
+import anyio.to_thread
 import msgspec
 from msgspec import Meta
 
@@ -410,6 +411,9 @@ class McpServers:
         """One life of a server, in a task of its own: the SDK's connection is entered
         and left in one task. It never fails (a failure is the server's error); the
         block's end cancels it while the server starts."""
+        # The SDK's first import takes a second or two: in a thread, not the event loop
+        # (the run's other workers go on meanwhile).
+        await anyio.to_thread.run_sync(_load_sdk, abandon_on_cancel=True)
         from runtime.tools._mcp_sdk import connect
 
         server = live.server
@@ -433,3 +437,9 @@ class McpServers:
             live.error = McpServerError(server.name, f"failed: {type(exc).__name__}: {exc}")
         finally:
             live.ready.set()
+
+
+def _load_sdk() -> None:
+    """Import the ``mcp`` SDK (and this package's use of it), once, in whichever thread
+    calls first."""
+    import runtime.tools._mcp_sdk  # noqa: F401 (imported for its loading)
