@@ -27,6 +27,8 @@ ANYIO = {
     "anyio.Lock",
     # Queues that close: memory object streams, ours and the MCP SDK's.
     "anyio.create_memory_object_stream",
+    "anyio.streams.memory.MemoryObjectReceiveStream",
+    "anyio.streams.memory.MemoryObjectSendStream",
     "anyio.EndOfStream",
     "anyio.ClosedResourceError",
     "anyio.BrokenResourceError",

@@ -14,25 +14,28 @@ so this module does not import ``mcp``.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import os
 import signal
 import sys
+from asyncio.subprocess import PIPE, Process
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from types import TracebackType
 from typing import IO, Generic, TypeAlias, TypeVar
 
 import anyio
-from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from anyio.streams.text import TextReceiveStream
+
+from runtime.concurrency import TimedOut, within
 
 __all__ = ["ServerProcess"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
 _Streams: TypeAlias = tuple[MemoryObjectReceiveStream[In], MemoryObjectSendStream[Out]]
-"""What a client reads the server's messages from, and writes its own to."""
+"""What a client reads the server's messages from, and writes its own to (the SDK's
+memory object streams)."""
 
 _FLUSH_S = 0.5
 """Seconds the messages the client sent have, as the server stops, to reach it (a
@@ -44,6 +47,9 @@ SIGTERM (the SDK's grace)."""
 
 _POLL_S = 0.01
 """How often a stopping server is looked at: whether it has exited yet."""
+
+_CHUNK = 64 * 1024
+"""Bytes of the server's output read at a time (a message may span several)."""
 
 _Gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 """What a pipe or stream raises once its other end, or our own shutdown, closed it."""
@@ -86,7 +92,7 @@ class ServerProcess(Generic[In, Out]):
         self._dump = dump
         self.started = False
         self.ended = asyncio.Event()
-        self._written = anyio.Event()  # the writer is done: every message it took is out
+        self._written = asyncio.Event()  # the writer is done: every message it took is out
         self._block: AbstractAsyncContextManager[_Streams[In, Out]] | None = None
 
     async def __aenter__(self) -> _Streams[In, Out]:
@@ -104,38 +110,49 @@ class ServerProcess(Generic[In, Out]):
 
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[_Streams[In, Out]]:
-        process = await anyio.open_process(
-            self._argv, env=self._env, cwd=self._cwd, stderr=self._errlog, start_new_session=True
+        process = await asyncio.create_subprocess_exec(
+            *self._argv,
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=self._errlog,
+            env=self._env,
+            cwd=self._cwd,
+            start_new_session=True,
         )
         # No await from here into the block: a cancellation in between would leave the
         # process running with no one to stop it.
         to_client, read = anyio.create_memory_object_stream[In](0)
         write, from_client = anyio.create_memory_object_stream[Out](0)
-        async with process, anyio.create_task_group() as pipes:  # process: reaped at the end
-            pipes.start_soon(self._read, process, to_client)
-            pipes.start_soon(self._write, process, from_client, to_client)
+        pipes = (
+            asyncio.create_task(self._read(process, to_client)),
+            asyncio.create_task(self._write(process, from_client, to_client)),
+        )
+        try:
+            yield read, write
+        finally:
+            read.close()  # no more traffic; the reader drains what is left
+            write.close()
             try:
-                yield read, write
-            finally:
-                read.close()  # no more traffic; the reader drains what is left
-                write.close()
-                try:
-                    if self.started:
-                        await self._wind_down(process)
-                finally:  # a server that did not start, or did not stop: at once
-                    if process.returncode is None:
-                        _signal(process, signal.SIGKILL)
-                    self.ended.set()
-                    pipes.cancel_scope.cancel()
+                if self.started:
+                    await self._wind_down(process)
+            finally:  # a server that did not start, or did not stop: at once
+                if process.returncode is None:
+                    _signal(process, signal.SIGKILL)
+                self.ended.set()
+                for pipe in pipes:
+                    pipe.cancel()
+                await asyncio.gather(*pipes, return_exceptions=True)
+                await process.wait()  # reaped: no zombie is left behind
 
     async def _wind_down(self, process: Process) -> None:
         """The MCP shutdown of a server that started: what the client sent goes out,
         its stdin closes, it has a grace to exit, then SIGTERM and another grace."""
-        with anyio.move_on_after(_FLUSH_S):
+        with suppress(TimedOut), within(_FLUSH_S):
             await self._written.wait()
         assert process.stdin is not None
+        process.stdin.close()
         with suppress(*_Gone):
-            await process.stdin.aclose()
+            await process.stdin.wait_closed()
         if await _exited(process, _GRACE_S):
             return
         _signal(process, signal.SIGTERM)
@@ -145,10 +162,11 @@ class ServerProcess(Generic[In, Out]):
         """The server's output, a message a line, to the client. Once the client takes
         no more, the rest is read and dropped: a server blocked writing cannot exit."""
         assert process.stdout is not None
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         rest = ""
         try:
-            async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                *lines, rest = (rest + chunk).split("\n")
+            while chunk := await process.stdout.read(_CHUNK):
+                *lines, rest = (rest + text.decode(chunk)).split("\n")
                 for line in lines:
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await to_client.send(self._parse(line))
@@ -167,7 +185,8 @@ class ServerProcess(Generic[In, Out]):
         assert process.stdin is not None
         try:
             async for message in from_client:
-                await process.stdin.send((self._dump(message) + "\n").encode())
+                process.stdin.write((self._dump(message) + "\n").encode())
+                await process.stdin.drain()
         except _Gone:
             # It takes no more (it exited, or closed its stdin): the client is told the
             # connection ended rather than wait for an answer that cannot come.
@@ -183,10 +202,10 @@ class ServerProcess(Generic[In, Out]):
 
 async def _exited(process: Process, within_s: float) -> bool:
     """Whether the process exited within ``within_s`` seconds. Its exit, not the end
-    of its pipes (``wait()``): a child it left holding them would look like it hangs."""
-    with anyio.move_on_after(within_s):
+    of its pipes: a child it left holding them would look like it hangs."""
+    with suppress(TimedOut), within(within_s):
         while process.returncode is None:  # noqa: ASYNC110 (an exit has no event to wait on)
-            await anyio.sleep(_POLL_S)
+            await asyncio.sleep(_POLL_S)
     return process.returncode is not None
 
 
