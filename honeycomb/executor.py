@@ -481,6 +481,8 @@ class Executor:
         (:class:`~runtime.events.TextDelta`): models that can stream are asked to.
 
         Raises:
+            ConfigError: before anything runs or is stored, when ``task`` is empty or
+                only whitespace.
             ConfigErrors: before the run starts, when a model needs an API key that is
                 not set (:meth:`check_keys`).
             PlanError: when no valid plan could be made.
@@ -490,6 +492,7 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
+        _check_task(task)
         return await self._execute(
             task,
             subtasks=subtasks,
@@ -718,7 +721,11 @@ class Executor:
         The events include each answer's text as it is written
         (:class:`~runtime.events.TextDelta`), from models that can stream; pass
         ``text_deltas=False`` for one-shot model calls and no deltas.
+
+        Raises:
+            ConfigError: at once, when ``task`` is empty or only whitespace.
         """
+        _check_task(task)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -731,6 +738,20 @@ class Executor:
             )
 
         return streamed(run)
+
+
+def _check_task(task: str) -> None:
+    """Refuse a task that is empty or only whitespace: a run on it would plan nothing
+    sensible, and be kept as if it were a task.
+
+    Raises:
+        ConfigError: naming what to pass instead.
+    """
+    if not task.strip():
+        raise ConfigError(
+            f"task is empty ({task!r}): pass what the run is to do, in words "
+            "(Executor.run('Compare the weather in Lisbon and Porto'))"
+        )
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:

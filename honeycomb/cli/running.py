@@ -11,7 +11,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -48,6 +48,7 @@ from runtime import (
     RunFailed,
     StoreError,
     TextToolModel,
+    WrapperModel,
 )
 from runtime.model import missing_key
 from runtime.text import valid_text
@@ -150,6 +151,8 @@ def demo_hive_path(example: str = "trip", name: str = "hive.yaml") -> Path:
 
 
 def demo_command(args: argparse.Namespace) -> ExitStatus:
+    if _blank_task("demo", args.task, "the demo's own task"):
+        return ExitStatus.UNUSABLE
     if (args.latency is not None or args.tool_protocol is not None) and args.model is None:
         args.model = "offline"
     chosen = next((option for option in DEMOS if getattr(args, option, False)), "trip")
@@ -162,6 +165,20 @@ def demo_command(args: argparse.Namespace) -> ExitStatus:
         return demo_with_memory(hive, args.task or DEMO_TASK, args, _execute)
     # The trip has a task of its own; the others run their hive's example task.
     return _execute(hive, args.task or (DEMO_TASK if chosen == "trip" else None), args)
+
+
+def _blank_task(command: str, task: str | None, instead: str) -> bool:
+    """Whether ``command`` was given a TASK that is empty or only whitespace, which it
+    refuses (said on standard error): a run on nothing plans nothing sensible, and a
+    task left out, not a blank one, is what runs ``instead``."""
+    if task is None or task.strip():
+        return False
+    print(
+        f"honeycomb {command}: TASK is empty ({task!r}): say what the run is to do, in "
+        f"words, or leave TASK out to run {instead}",
+        file=sys.stderr,
+    )
+    return True
 
 
 OUTBOX_TOOL = "send_to_outbox"
@@ -179,6 +196,8 @@ def _asking(hive: Hive, tool: str) -> None:
 
 
 def run_command(args: argparse.Namespace) -> ExitStatus:
+    if _blank_task("run", args.task, "the hive's example_task"):
+        return ExitStatus.UNUSABLE
     return _execute(args.hive, args.task, args)
 
 
@@ -242,10 +261,12 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         return ExitStatus.UNUSABLE
     if getattr(args, "approve", False):
         _asking(hive, OUTBOX_TOOL)
-    task = task or hive.spec.example_task
-    if not task:
-        print(f"no task given and {path} has no example_task", file=sys.stderr)
-        return ExitStatus.UNUSABLE
+    if task is None:  # no TASK given: the hive's own
+        task = hive.spec.example_task
+        if task is None or not task.strip():
+            has = "no example_task" if task is None else "an empty example_task"
+            print(f"no task given and {path} has {has}", file=sys.stderr)
+            return ExitStatus.UNUSABLE
     # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
     # character, as the store and the model would have it.
     task = valid_text(task)
@@ -344,7 +365,8 @@ async def _run_and_report(
             return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         shown = kept.where if kept is not None else store
-        print(f"run {run_id} · kept in {shown} ({_resume_command(run_id, store)})", file=sys.stderr)
+        hint = _resume_command(run_id, store, args)
+        print(f"run {run_id} · kept in {shown} ({hint})", file=sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
@@ -382,40 +404,60 @@ async def _run(
         executor = Executor.from_hive(
             hive, models=models, store=store, approver=approver, backend=pool
         )
+        # Streamed, for every view: the live one shows the text, and a run stopped by
+        # its wall-time budget says how far each call it cut off had got.
+        stream = executor.stream(
+            task, run_id=run_id, steal=getattr(args, "force", False), text_deltas=True
+        )
     except ConfigError as exc:  # validate refuses these first; never a traceback
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
+        await _warn_of_other_models(store, run_id, _thinking(hive, executor))
     error: HoneycombError | None = None
+    ended: RunFinished | None = None  # the run's last event, once it has ended
     stopped_by: list[signal.Signals] = []
     result: RunResult | None = None
     try:
         # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
         # keeps every finished turn, so ``honeycomb resume`` continues it.
         with _stopped_by_signals(stopped_by), view:
-            finished = False
-            steal = getattr(args, "force", False)
-            # Streamed, for every view: the live one shows the text, and a run stopped
-            # by its wall-time budget says how far each call it cut off had got.
-            async with executor.stream(
-                task, run_id=run_id, steal=steal, text_deltas=True
-            ) as events:
+            async with stream as events:
                 try:
                     async for event in events:
                         view.handle(event)
-                        finished = isinstance(event, RunFinished)
+                        ended = event if isinstance(event, RunFinished) else None
                 except HoneycombError as exc:  # the run's own error, after its last event
                     error = exc
             result = events.result
-            if result is not None and not finished:  # it had ended: its stored result
+            if result is not None and ended is None:  # it had ended: its stored result
                 view.handle(_stored_finish(result))
     except asyncio.CancelledError:
         if not stopped_by:
             raise
-    if stopped_by:
+    if result is None and error is None and ended is not None and ended.status != "interrupted":
+        # A signal came after the run had ended, as it stopped its MCP servers: that
+        # only cut the stopping short, and the run ends as its last event says.
+        result = ended.result if ended.error is None else None
+    elif stopped_by and result is None:  # cut off before it ended: resume continues it
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            print(f"Continue it with: {_resume_command(run_id, store.where)}", file=sys.stderr)
+            hint = _resume_command(run_id, store.where, args)
+            print(f"Continue it with: {hint}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
+    return _reported(result, error, ended, args, out, store)
+
+
+def _reported(
+    result: RunResult | None,
+    error: HoneycombError | None,
+    ended: RunFinished | None,
+    args: argparse.Namespace,
+    out: TextIO,
+    store: RunStore | None,
+) -> ExitStatus:
+    """Print how a run that was not cut off ended (its answer, the calls it waits on,
+    or what it failed of), and return the command's exit status for it."""
     if isinstance(error, RunBusy):  # another process has it: nothing ran here
         print(str(error), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -427,14 +469,28 @@ async def _run(
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
     if result is None:
-        partial = getattr(error, "partial", None)
-        kind = "budget exceeded" if isinstance(error, BudgetExceeded) else "run failed"
-        out.write(f"\n{kind}: {error}\n")
-        if isinstance(error, BudgetExceeded | RunFailed) and partial is not None:
-            out.write("\n".join(summary(partial)) + "\n")
+        _print_failure(out, error, ended)
         return ExitStatus.FAILED
     _print_answer(out, result)
     return ExitStatus.OK
+
+
+def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished | None) -> None:
+    """What a run without an answer failed of, with its partial result: from its error,
+    or from its last event when a signal came after it had ended, as it stopped its MCP
+    servers, before it raised the error."""
+    partial: RunResult | None = None
+    if error is not None:
+        over, why = isinstance(error, BudgetExceeded), str(error)
+        if isinstance(error, BudgetExceeded | RunFailed):
+            partial = error.partial
+    elif ended is not None:
+        over, why, partial = ended.status == "over_budget", ended.error or "", ended.result
+    else:  # neither: a run cut off is reported as stopped, before this
+        over, why = False, "no result"
+    out.write(f"\n{'budget exceeded' if over else 'run failed'}: {why}\n")
+    if partial is not None:
+        out.write("\n".join(summary(partial)) + "\n")
 
 
 def _print_answer(out: TextIO, result: RunResult) -> None:
@@ -442,13 +498,83 @@ def _print_answer(out: TextIO, result: RunResult) -> None:
     out.write("\n".join(summary(result)) + "\n")
 
 
-def _resume_command(run_id: str, store: Path | str) -> str:
-    """The command that continues run ``run_id`` of ``store`` from this folder: it
-    names the store unless it is the default one, where ``resume`` looks."""
+_MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
+"""The options of the commands that run a hive that choose the models its run is
+answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
+does not keep them, so the command that continues a run names them again."""
+
+
+def _resume_command(run_id: str, store: Path | str, args: argparse.Namespace) -> str:
+    """The command that continues run ``run_id`` of ``store`` from this folder, on the
+    models ``args`` chose: it names the store unless it is the default one, where
+    ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
+    the environment: the shell that resumes may not have it)."""
     words = ["honeycomb", "resume", run_id]
     if Path(store) != DEFAULT_STORE:
         words += ["--store", str(store)]
+    for option in _MODEL_OPTIONS:
+        value = getattr(args, option, None)
+        if option == "base_url" and args.model is None:
+            continue  # an endpoint for no --model: the run did not use it
+        if value is not None:
+            words += [_flag(option), str(value)]
     return shlex.join(words)
+
+
+def _flag(option: str) -> str:
+    """The command-line form of the option ``args`` holds as ``option``."""
+    return f"--{option.replace('_', '-')}"
+
+
+async def _warn_of_other_models(store: RunStore, run_id: str, models: Iterable[Model]) -> None:
+    """Warn when the stored run ``run_id``, which did not end with an answer, goes on
+    on other models than answered it so far: none of ``models`` (this command's) is
+    among those its spans name (a run started with ``--model local``, resumed without
+    it, say). A stored run does not keep the options that chose its models; nothing is
+    said when it made no model call yet, or a model's name cannot be told before it
+    answers."""
+    stored = await store.summary(run_id)
+    if stored is None or stored.status in ("ok", "partial", "running"):
+        return  # new; shown as it ended; or another process's, which this one leaves be
+    spans = await asyncio.to_thread(store.spans, run_id)
+    # A call that failed or was cut off names no model: only an answer says who gave it.
+    before = sorted({s.name for s in spans if s.kind == "model_call" and s.status == "ok"})
+    now = sorted({_answers_as(model) or "" for model in models})
+    if not before or "" in now:
+        return
+    # A server may name the model it answers as in a longer form of the name it was
+    # asked for (gpt-4o-mini-2024-07-18 for gpt-4o-mini, the path of a GGUF file for
+    # its name): one name in the other is the same model, as far as can be told.
+    if any(asked in name or name in asked for name in before for asked in now):
+        return
+    options = ", ".join(_flag(option) for option in _MODEL_OPTIONS)
+    print(
+        f"warning: run {run_id} was answered by {', '.join(before)} so far, and this "
+        f"command continues it on {', '.join(now)}. To continue it on the models it "
+        f"started with, give the options that chose them ({options}), as the command it "
+        "printed to continue it does.",
+        file=sys.stderr,
+    )
+
+
+def _thinking(hive: Hive, executor: Executor) -> list[Model]:
+    """The models the roles of ``executor`` think with (``hive`` may declare others,
+    unused)."""
+    used = {role.model or hive.default_model for role in executor.roles.values()}
+    return [executor.models[name] for name in sorted(filter(None, used))]
+
+
+def _answers_as(model: Model) -> str | None:
+    """The model name the answers of ``model`` carry (as a run's spans keep it): that of
+    the model a wrapper holds; the name a model holds (offline, llama.cpp and test
+    models), else the one it asks an OpenAI-compatible server for; None: not known."""
+    while isinstance(model, WrapperModel):
+        model = model.inner
+    for attribute in ("name", "model"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _stored_finish(result: RunResult) -> RunFinished:

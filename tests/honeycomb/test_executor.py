@@ -836,3 +836,19 @@ async def test_a_run_stopped_by_its_budget_resumes_every_stopped_worker(tmp_path
     result = await budgeted(tmp_path, calls=100).run("t", subtasks=plan, run_id="b1")
     assert result.status == "ok"
     assert {s.status for s in result.subtasks.values()} == {"ok"}
+
+
+@pytest.mark.parametrize("task", ["", " \n\t"])
+async def test_a_blank_task_is_refused_before_anything_runs_or_is_kept(
+    tmp_path: Path, task: str
+) -> None:
+    model = ScriptedModel(["never asked"])
+    executor = Executor(ROLES, model, store=tmp_path / "runs.db")
+    with pytest.raises(ConfigError, match=r"task is empty .*: pass what the run is to do"):
+        await executor.run(task)
+    with pytest.raises(ConfigError, match="task is empty"):
+        executor.stream(task)  # at once, not once its block is entered
+    assert model.requests == []
+    assert executor.store is not None
+    assert executor.store.runs() == []
+    executor.store.close()

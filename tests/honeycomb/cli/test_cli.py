@@ -228,12 +228,15 @@ def test_the_first_line_names_the_resume_command_that_finds_the_run(
         main(["run", "my trip/hive.yaml", "--plain", "--model", "offline", "--run-id", "r1"]) == 0
     )
     hint = resume_hint(capsys.readouterr().err)
-    assert hint == ["honeycomb", "resume", "r1", "--store", str(Path("my trip") / "runs.db")]
+    where = str(Path("my trip") / "runs.db")
+    assert hint == ["honeycomb", "resume", "r1", "--store", where, "--model", "offline"]
     assert main(hint[1:]) == 0  # following it finds the run (it had ended: its result)
     assert "Answer:" in capsys.readouterr().out
 
     assert main(["demo", "--plain", "--latency", "0", "--run-id", "r2"]) == 0
-    assert resume_hint(capsys.readouterr().err) == ["honeycomb", "resume", "r2"]  # the default
+    hint = resume_hint(capsys.readouterr().err)
+    # The default store, named by no option; --latency ran it on --model offline.
+    assert hint == ["honeycomb", "resume", "r2", "--model", "offline"]
 
 
 def test_resume_of_a_run_made_from_python_that_ended_prints_its_stored_result(

@@ -48,7 +48,7 @@ async def test_a_worker_given_no_task_says_so(task: str) -> None:
     )
 
 
-@pytest.mark.parametrize("task", WORDLESS)
+@pytest.mark.parametrize("task", [t for t in WORDLESS if t.strip()])  # a blank one is refused
 async def test_a_run_of_a_task_without_words_ends_with_an_answer(task: str) -> None:
     result = await Executor(ROLES, OfflineModel(latency=0)).run(task)
     assert result.status == "ok"

@@ -1,0 +1,234 @@
+"""``honeycomb run``, ``demo`` and ``resume`` at their seams: a signal that comes after
+the run ended, as it stops its MCP servers, does not make it an interrupted run; the
+command that continues a run names the options that chose its models, and ``resume``
+says so when it would continue a run on other models; a blank TASK is refused, and the
+hive's example task runs only when TASK is left out."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import Executor, Subtask
+from honeycomb.cli.main import main
+from honeycomb.hive import load_hive
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
+from tests.support import ROOT
+from tests.support.hives import CHATTY, hive
+
+pytestmark = pytest.mark.timeout(120)
+
+SLOW_TO_STOP = """\
+import time
+
+from tests.support.mcp_server import server
+
+server.run()  # until its input is closed: the client asks it to stop
+time.sleep(10)  # then it lingers, as a server slow to stop does, until it is killed
+"""
+"""An MCP server that takes its client's grace (seconds) to stop: a run that uses it
+ends, then stops it, and a signal sent as the run's last line is read comes meanwhile."""
+
+ENDED = re.compile(r"\] run \w+ in ")
+"""The line of the plain view that says how the run ended."""
+
+
+def slow_to_stop_hive(folder: Path, policy: str = "{}") -> Path:
+    """A hive whose one worker looks a word up on the server of :data:`SLOW_TO_STOP`."""
+    server = folder / "slow_to_stop.py"
+    server.write_text(SLOW_TO_STOP)
+    return hive(
+        folder,
+        f"""\
+        models: {{default: {{provider: offline, latency: 0}}}}
+        mcp_servers:
+          words:
+            command: "{sys.executable}"
+            args: ["{server}"]
+            env: {{PYTHONPATH: "{ROOT}"}}
+        roles:
+          planner: {{description: Plans.}}
+          looker:
+            description: Looks words up in the dictionary.
+            tools: ["words:lookup"]
+          aggregator: {{description: Merges.}}
+        policy: {policy}
+        """,
+    )
+
+
+def signalled_once_it_ended(folder: Path, path: Path, db: Path) -> tuple[int, str, str]:
+    """``honeycomb run`` of ``path``, sent SIGINT once it printed how its run ended:
+    its exit status, standard output and standard error."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", "run", str(path), "Look up the word bee.",
+         "--plain", "--store", str(db), "--run-id", "r1"],
+        cwd=folder, env={**os.environ, "PYTHONUNBUFFERED": "1"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    seen = []
+    for line in child.stdout:
+        seen.append(line)
+        if ENDED.search(line):  # the run has ended; its MCP server is stopping
+            child.send_signal(signal.SIGINT)
+            break
+    out, err = child.communicate(timeout=60)
+    return child.returncode, "".join(seen) + out, err
+
+
+def test_ctrl_c_after_the_run_ended_prints_its_answer_and_exits_by_its_status(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    code, out, err = signalled_once_it_ended(tmp_path, slow_to_stop_hive(tmp_path), db)
+    assert code == 0, err
+    assert "\nAnswer:\n" in out
+    assert "stopped" not in err
+    assert "Continue it with" not in err
+    assert RunStore(db).find("r1").status == "ok"  # type: ignore[union-attr]
+
+
+def test_ctrl_c_after_the_run_went_over_its_budget_says_so_and_exits_1(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    path = slow_to_stop_hive(tmp_path, "{budgets: {model_calls: 2}}")  # its worker's 2nd call
+    code, out, err = signalled_once_it_ended(tmp_path, path, db)
+    assert code == 1, err
+    assert "\nbudget exceeded: BudgetExceeded: " in out
+    assert "stopped" not in err
+    assert RunStore(db).find("r1").status == "over_budget"  # type: ignore[union-attr]
+
+
+def resume_hint(err: str) -> list[str]:
+    """The resume command the line that names the run's store names, as words."""
+    [kept] = [line for line in err.splitlines() if " · kept in " in line]
+    return shlex.split(kept[kept.index("(honeycomb resume") + 1 : kept.rindex(")")])
+
+
+def test_the_command_that_continues_a_run_names_the_options_that_chose_its_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY)
+    task = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--store", "my runs.db"]
+    models = ["--model", "offline", "--tool-protocol", "text", "--base-url", "http://h:1/v1"]
+    assert main([*task, "--run-id", "r1", *models, "--record", "calls.json"]) == 0
+    # --record keeps the calls of a run on its models: it does not choose them.
+    assert resume_hint(capsys.readouterr().err) == [
+        "honeycomb", "resume", "r1", "--store", "my runs.db", *models,
+    ]  # fmt: skip
+    assert main([*task, "--run-id", "r2", "--replay", "calls.json"]) == 0
+    assert resume_hint(capsys.readouterr().err)[-2:] == ["--replay", "calls.json"]
+
+
+def test_following_the_command_a_stopped_run_printed_continues_it_on_its_models(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "HONEYCOMB_DEMO_TOOL_LATENCY": "0.3",
+        "HONEYCOMB_OUTBOX": str(tmp_path / "outbox"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-m", "honeycomb", "demo", "--plain", "--store", "runs.db",
+         "--run-id", "cut", "--model", "offline", "--tool-protocol", "text"],
+        cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    for line in child.stdout:  # stop it once workers are running
+        if "started" in line and "planner" not in line:
+            break
+    child.send_signal(signal.SIGINT)
+    _out, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    [hint] = [line for line in err.splitlines() if line.startswith("Continue it with: ")]
+    words = shlex.split(hint.removeprefix("Continue it with: "))
+    assert words == [
+        "honeycomb", "resume", "cut", "--store", "runs.db",
+        "--model", "offline", "--tool-protocol", "text",
+    ]  # fmt: skip
+    resumed = subprocess.run(
+        [sys.executable, "-m", "honeycomb", *words[1:], "--plain"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "warning" not in resumed.stderr
+    assert RunStore(tmp_path / "runs.db").find("cut").status == "ok"  # type: ignore[union-attr]
+
+
+async def cut_off_on_a_model_of_its_own(path: Path, db: Path) -> None:
+    """Run ``cut`` of the hive at ``path`` on a model named ``elsewhere``, kept in
+    ``db``, and cut it off once its worker has answered (its aggregator's call hangs)."""
+    hung = anyio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if (request.conversation or "").endswith("aggregator"):
+            hung.set()
+            await anyio.sleep_forever()
+        return "It is sunny in Rome."
+
+    model = FunctionModel(answer, name="elsewhere")
+    executor = Executor.from_hive(load_hive(path), model=model, store=db)
+    plan = [Subtask(id="s1", role="researcher", instruction="Find the weather in Rome.")]
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            lambda: executor.run("Find the weather in Rome.", subtasks=plan, run_id="cut")
+        )
+        await hung.wait()
+        group.cancel_scope.cancel()
+    assert executor.store is not None
+    executor.store.close()
+
+
+def test_resume_on_other_models_than_answered_the_run_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = hive(tmp_path, CHATTY)
+    asyncio.run(cut_off_on_a_model_of_its_own(path, tmp_path / "runs.db"))
+    assert RunStore(tmp_path / "runs.db").find("cut").status == "interrupted"  # type: ignore[union-attr]
+    assert main(["resume", "cut", "--store", "runs.db", "--plain"]) == 0  # on the hive's model
+    err = capsys.readouterr().err
+    assert (
+        "warning: run cut was answered by elsewhere so far, and this command continues it "
+        "on offline. To continue it on the models it started with, give the options that "
+        "chose them (--model, --gguf, --tool-protocol, --base-url, --replay)"
+    ) in err
+
+
+@pytest.mark.parametrize("task", ["", " \t\n"])
+def test_a_blank_task_is_refused_and_the_example_task_runs_only_when_none_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], task: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY + "example_task: Find the weather in Rome.\n")
+    assert main(["run", "hive.yaml", task, "--plain"]) == 2
+    assert main(["demo", task, "--plain", "--latency", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"honeycomb run: TASK is empty ({task!r}): say what the run is to do" in err
+    assert "or leave TASK out to run the hive's example_task" in err
+    assert f"honeycomb demo: TASK is empty ({task!r})" in err
+    assert not (tmp_path / ".honeycomb").exists()  # no run was kept
+    assert main(["run", "hive.yaml", "--plain"]) == 0  # TASK left out: the example task
+    assert "started: Find the weather in Rome." in capsys.readouterr().out
+
+
+def test_a_hive_with_an_empty_example_task_runs_only_with_a_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY + 'example_task: "  "\n')
+    assert main(["run", "hive.yaml", "--plain"]) == 2
+    assert "no task given and hive.yaml has an empty example_task" in capsys.readouterr().err
