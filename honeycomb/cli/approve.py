@@ -138,9 +138,16 @@ _SHOWN = 200
 """Characters of an argument of a waiting call shown in the list (the prompt shows more)."""
 
 
-def print_waiting(out: TextIO, result: RunResult, store: Path | str | None, default: Path) -> None:
+def print_waiting(
+    out: TextIO,
+    result: RunResult,
+    store: Path | str | None,
+    default: Path,
+    resume: str | None = None,
+) -> None:
     """What a run that ends waiting prints: each call that waits, and the commands that
-    decide it and continue the run."""
+    decide it and continue the run (``resume``, when the run's models were chosen by
+    options the command must name again: :func:`honeycomb.cli.resuming.resume_hint`)."""
     out.write(f"\nWaiting for approval ({len(result.pending)}):\n")
     ids = [p.call_id for p in result.pending]
     where = [] if store is None or Path(store) == default else ["--store", str(store)]
@@ -157,7 +164,7 @@ def print_waiting(out: TextIO, result: RunResult, store: Path | str | None, defa
         if ids.count(p.call_id) > 1:
             words += ["--worker", p.worker]
         out.write(f"  {shlex.join(words)}   (or add --deny --reason '...')\n")
-    out.write(f"  {shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
+    out.write(f"  {resume or shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
 
 
 def approve_command(args: argparse.Namespace) -> ExitStatus:

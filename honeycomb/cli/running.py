@@ -8,10 +8,9 @@ import asyncio
 import contextlib
 import functools
 import os
-import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -25,7 +24,8 @@ from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
-from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
+from honeycomb.cli.resuming import models_thinking, resume_hint, warn_of_other_models
+from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -48,7 +48,6 @@ from runtime import (
     RunFailed,
     StoreError,
     TextToolModel,
-    WrapperModel,
 )
 from runtime.model import missing_key
 from runtime.text import valid_text
@@ -69,10 +68,6 @@ __all__ = [
     "resume_command",
     "run_command",
 ]
-
-DEFAULT_STORE = Path(".honeycomb") / "runs.db"
-"""Where the CLI keeps runs: under the current folder (the project), unless the hive
-sets ``store:`` or ``--store`` is given."""
 
 
 _INTERRUPTED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
@@ -365,7 +360,7 @@ async def _run_and_report(
             return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         shown = kept.where if kept is not None else store
-        hint = _resume_command(run_id, store, args)
+        hint = resume_hint(run_id, store, args)
         print(f"run {run_id} · kept in {shown} ({hint})", file=sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
@@ -413,7 +408,7 @@ async def _run(
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
-        await _warn_of_other_models(store, run_id, _thinking(hive, executor))
+        await warn_of_other_models(store, run_id, models_thinking(hive, executor))
     error: HoneycombError | None = None
     ended: RunFinished | None = None  # the run's last event, once it has ended
     stopped_by: list[signal.Signals] = []
@@ -442,7 +437,7 @@ async def _run(
     elif stopped_by and result is None:  # cut off before it ended: resume continues it
         print(f"\n{stopped_by[0].name}: run {run_id} stopped.", file=sys.stderr)
         if store is not None:
-            hint = _resume_command(run_id, store.where, args)
+            hint = resume_hint(run_id, store.where, args)
             print(f"Continue it with: {hint}", file=sys.stderr)
         return _INTERRUPTED[stopped_by[0]]
     return _reported(result, error, ended, args, out, store)
@@ -464,7 +459,9 @@ def _reported(
     if result is not None and result.status == "waiting":
         if not args.json:  # its run.finished line holds the calls that wait
             out.write("\n".join(summary(result)) + "\n")
-            print_waiting(out, result, None if store is None else store.where, DEFAULT_STORE)
+            where = None if store is None else store.where
+            resume = resume_hint(result.run_id, where, args) if where is not None else None
+            print_waiting(out, result, where, DEFAULT_STORE, resume)
         return ExitStatus.WAITING
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
@@ -496,85 +493,6 @@ def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished
 def _print_answer(out: TextIO, result: RunResult) -> None:
     out.write(f"\nAnswer:\n{result.answer_text}\n\n")
     out.write("\n".join(summary(result)) + "\n")
-
-
-_MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
-"""The options of the commands that run a hive that choose the models its run is
-answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
-does not keep them, so the command that continues a run names them again."""
-
-
-def _resume_command(run_id: str, store: Path | str, args: argparse.Namespace) -> str:
-    """The command that continues run ``run_id`` of ``store`` from this folder, on the
-    models ``args`` chose: it names the store unless it is the default one, where
-    ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
-    the environment: the shell that resumes may not have it)."""
-    words = ["honeycomb", "resume", run_id]
-    if Path(store) != DEFAULT_STORE:
-        words += ["--store", str(store)]
-    for option in _MODEL_OPTIONS:
-        value = getattr(args, option, None)
-        if option == "base_url" and args.model is None:
-            continue  # an endpoint for no --model: the run did not use it
-        if value is not None:
-            words += [_flag(option), str(value)]
-    return shlex.join(words)
-
-
-def _flag(option: str) -> str:
-    """The command-line form of the option ``args`` holds as ``option``."""
-    return f"--{option.replace('_', '-')}"
-
-
-async def _warn_of_other_models(store: RunStore, run_id: str, models: Iterable[Model]) -> None:
-    """Warn when the stored run ``run_id``, which did not end with an answer, goes on
-    on other models than answered it so far: none of ``models`` (this command's) is
-    among those its spans name (a run started with ``--model local``, resumed without
-    it, say). A stored run does not keep the options that chose its models; nothing is
-    said when it made no model call yet, or a model's name cannot be told before it
-    answers."""
-    stored = await store.summary(run_id)
-    if stored is None or stored.status in ("ok", "partial", "running"):
-        return  # new; shown as it ended; or another process's, which this one leaves be
-    spans = await asyncio.to_thread(store.spans, run_id)
-    # A call that failed or was cut off names no model: only an answer says who gave it.
-    before = sorted({s.name for s in spans if s.kind == "model_call" and s.status == "ok"})
-    now = sorted({_answers_as(model) or "" for model in models})
-    if not before or "" in now:
-        return
-    # A server may name the model it answers as in a longer form of the name it was
-    # asked for (gpt-4o-mini-2024-07-18 for gpt-4o-mini, the path of a GGUF file for
-    # its name): one name in the other is the same model, as far as can be told.
-    if any(asked in name or name in asked for name in before for asked in now):
-        return
-    options = ", ".join(_flag(option) for option in _MODEL_OPTIONS)
-    print(
-        f"warning: run {run_id} was answered by {', '.join(before)} so far, and this "
-        f"command continues it on {', '.join(now)}. To continue it on the models it "
-        f"started with, give the options that chose them ({options}), as the command it "
-        "printed to continue it does.",
-        file=sys.stderr,
-    )
-
-
-def _thinking(hive: Hive, executor: Executor) -> list[Model]:
-    """The models the roles of ``executor`` think with (``hive`` may declare others,
-    unused)."""
-    used = {role.model or hive.default_model for role in executor.roles.values()}
-    return [executor.models[name] for name in sorted(filter(None, used))]
-
-
-def _answers_as(model: Model) -> str | None:
-    """The model name the answers of ``model`` carry (as a run's spans keep it): that of
-    the model a wrapper holds; the name a model holds (offline, llama.cpp and test
-    models), else the one it asks an OpenAI-compatible server for; None: not known."""
-    while isinstance(model, WrapperModel):
-        model = model.inner
-    for attribute in ("name", "model"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def _stored_finish(result: RunResult) -> RunFinished:

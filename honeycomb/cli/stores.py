@@ -12,7 +12,11 @@ from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
 from runtime import ConfigError, StoreError
 
-__all__ = ["STORE_HELP", "opened_store", "store_argument"]
+__all__ = ["DEFAULT_STORE", "STORE_HELP", "opened_store", "store_argument"]
+
+DEFAULT_STORE = Path(".honeycomb") / "runs.db"
+"""Where the CLI keeps runs: under the current folder (the project), unless the hive
+sets ``store:`` or ``--store`` is given."""
 
 STORE_HELP = "the run store: its file, or a postgresql:// URL (the password from PGPASSWORD)"
 

@@ -239,6 +239,16 @@ def test_the_first_line_names_the_resume_command_that_finds_the_run(
     assert hint == ["honeycomb", "resume", "r2", "--model", "offline"]
 
 
+def test_a_waiting_run_names_the_resume_command_with_the_options_that_chose_its_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    demo = ["demo", "--approve", "--plain", "--latency", "0", "--store", "r.db", "--run-id", "w1"]
+    assert main(demo) == 3  # off a terminal, it waits
+    told = capsys.readouterr().out.splitlines()
+    assert "  honeycomb resume w1 --store r.db --model offline" in told
+
+
 def test_resume_of_a_run_made_from_python_that_ended_prints_its_stored_result(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

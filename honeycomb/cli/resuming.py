@@ -1,0 +1,99 @@
+"""How the command line continues a stored run on the models it started with: a stored
+run keeps its task and hive file, not the options that chose its models, so the command
+a stopped run prints names them again (:func:`resume_hint`), and ``resume`` warns when
+it would go on on other models than answered it so far (:func:`warn_of_other_models`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from honeycomb.cli.stores import DEFAULT_STORE
+from honeycomb.executor import Executor
+from honeycomb.hive import Hive
+from honeycomb.store import RunStore
+from runtime import Model, WrapperModel
+
+__all__ = ["models_thinking", "resume_hint", "warn_of_other_models"]
+
+_MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
+"""The options of the commands that run a hive that choose the models its run is
+answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
+does not keep them, so the command that continues a run names them again."""
+
+
+def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace) -> str:
+    """The command that continues run ``run_id`` of ``store`` from this folder, on the
+    models ``args`` chose: it names the store unless it is the default one, where
+    ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
+    the environment: the shell that resumes may not have it)."""
+    words = ["honeycomb", "resume", run_id]
+    if Path(store) != DEFAULT_STORE:
+        words += ["--store", str(store)]
+    for option in _MODEL_OPTIONS:
+        value = getattr(args, option, None)
+        if option == "base_url" and args.model is None:
+            continue  # an endpoint for no --model: the run did not use it
+        if value is not None:
+            words += [_flag(option), str(value)]
+    return shlex.join(words)
+
+
+def _flag(option: str) -> str:
+    """The command-line form of the option ``args`` holds as ``option``."""
+    return f"--{option.replace('_', '-')}"
+
+
+async def warn_of_other_models(store: RunStore, run_id: str, models: Iterable[Model]) -> None:
+    """Warn when the stored run ``run_id``, which did not end with an answer, goes on
+    on other models than answered it so far: none of ``models`` (this command's) is
+    among those its spans name (a run started with ``--model local``, resumed without
+    it, say). A stored run does not keep the options that chose its models; nothing is
+    said when it made no model call yet, or a model's name cannot be told before it
+    answers."""
+    stored = await store.summary(run_id)
+    if stored is None or stored.status in ("ok", "partial", "running"):
+        return  # new; shown as it ended; or another process's, which this one leaves be
+    spans = await asyncio.to_thread(store.spans, run_id)
+    # A call that failed or was cut off names no model: only an answer says who gave it.
+    before = sorted({s.name for s in spans if s.kind == "model_call" and s.status == "ok"})
+    now = sorted({_answers_as(model) or "" for model in models})
+    if not before or "" in now:
+        return
+    # A server may name the model it answers as in a longer form of the name it was
+    # asked for (gpt-4o-mini-2024-07-18 for gpt-4o-mini, the path of a GGUF file for
+    # its name): one name in the other is the same model, as far as can be told.
+    if any(asked in name or name in asked for name in before for asked in now):
+        return
+    options = ", ".join(_flag(option) for option in _MODEL_OPTIONS)
+    print(
+        f"warning: run {run_id} was answered by {', '.join(before)} so far, and this "
+        f"command continues it on {', '.join(now)}. To continue it on the models it "
+        f"started with, give the options that chose them ({options}), as the command it "
+        "printed to continue it does.",
+        file=sys.stderr,
+    )
+
+
+def models_thinking(hive: Hive, executor: Executor) -> list[Model]:
+    """The models the roles of ``executor`` think with (``hive`` may declare others,
+    unused)."""
+    used = {role.model or hive.default_model for role in executor.roles.values()}
+    return [executor.models[name] for name in sorted(filter(None, used))]
+
+
+def _answers_as(model: Model) -> str | None:
+    """The model name the answers of ``model`` carry (as a run's spans keep it): that of
+    the model a wrapper holds; the name a model holds (offline, llama.cpp and test
+    models), else the one it asks an OpenAI-compatible server for; None: not known."""
+    while isinstance(model, WrapperModel):
+        model = model.inner
+    for attribute in ("name", "model"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
