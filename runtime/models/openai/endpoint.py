@@ -85,6 +85,13 @@ class OpenAIEndpoint(abc.ABC):
     api: ClassVar[Api] = "chat"
     """Which API the adapter speaks: it decides which settings the SDK names."""
 
+    trust_env: bool = True
+    """Whether its HTTP client takes its settings from the environment, as httpx's do
+    by default: the proxy that ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` name
+    (past ``NO_PROXY``), CA files, ``.netrc``. :class:`~runtime.models.llama.LlamaModel`
+    turns it off: its server is on this machine's loopback, and its prompts and key
+    go to no proxy."""
+
     def __init__(
         self,
         model: str,
@@ -176,7 +183,7 @@ class OpenAIEndpoint(abc.ABC):
             timeout=self.timeout,
             # Not the SDK's default client, whose __del__ closes it on whatever loop is
             # running then: one of a loop that has ended fails on the next loop.
-            http_client=openai.DefaultAsyncHttpxClient(),
+            http_client=openai.DefaultAsyncHttpxClient(trust_env=self.trust_env),
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -75,6 +75,14 @@ def test_a_missing_or_foreign_file_is_named_at_its_line(tmp_path: Path) -> None:
     assert ":4:5: models.local.path: " in error
 
 
+def test_a_context_llama_cpp_would_round_up_is_named_at_its_line(tmp_path: Path) -> None:
+    assert errors_of(hive(tmp_path, "context: 1000")) == [
+        f"{tmp_path / 'hive.yaml'}:4:5: models.local.context: context (1000) must be a "
+        "multiple of 256 tokens: llama.cpp gives each slot its context in steps of 256, "
+        "and would give it 1024; give context 1024 (or 768)"
+    ]
+
+
 def test_without_smollm2_a_model_without_a_path_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
