@@ -95,7 +95,9 @@ class Executor:
             callable ``fn(task, results)``. Default: the role named ``aggregator``, if
             there is one, else ``concat``.
         policy: Parallelism, failure policy, budgets, timeouts and limiters.
-        output_type: A pydantic model the aggregator's answer must validate against.
+        output_type: A pydantic model the run's answer is an object of: an aggregator
+            role answers in it, a function's or an Aggregator's answer is validated
+            against it (see :func:`~honeycomb.run.aggregator.aggregate`).
         default_model: The model for roles that name none.
         on_event: Called with every event of every run.
         log_events: Also log events through structlog (when it is configured).
@@ -122,6 +124,8 @@ class Executor:
 
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
+        ConfigError: when ``output_type`` is given and the aggregator is ``concat``
+            (named, or the default), which makes text.
     """
 
     def __init__(

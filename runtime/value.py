@@ -15,7 +15,9 @@ value validates from its dict or JSON and dumps to them, through msgspec.
 :class:`Settings` are the values a person writes (a retry policy, a price, a run's
 limits): their constructor checks each field's bounds, declared once in its
 annotation, and a hive's spec validates straight into them, with pydantic's errors
-field by field.
+field by field. :class:`SettingsModel` is their counterpart for the pydantic models a
+person writes (a role, a policy): made in Python with a wrong value, either raises
+:class:`~runtime.errors.ConfigError` naming the field.
 """
 
 from __future__ import annotations
@@ -29,12 +31,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import Field, GetCoreSchemaHandler
-from pydantic_core import PydanticKnownError, core_schema
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, ValidationError
+from pydantic_core import ErrorDetails, PydanticKnownError, core_schema
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ConfigErrors, did_you_mean
 
-__all__ = ["Settings", "Value", "packed", "written_fields"]
+__all__ = [
+    "Settings",
+    "SettingsModel",
+    "Value",
+    "config_error",
+    "packed",
+    "validation_summary",
+    "written_fields",
+]
 
 V = TypeVar("V", bound=msgspec.Struct)
 
@@ -106,6 +116,77 @@ class Settings(Value, frozen=True, kw_only=True):
             written,
             serialization=core_schema.plain_serializer_function_ser_schema(_written_builtins),
         )
+
+
+class SettingsModel(BaseModel):
+    """A pydantic model a person writes, in Python or in a hive file: a role, its
+    approvals, an Executor's policy.
+
+    Made in Python (``Role(name="a b")``), a wrong value raises :class:`ConfigError`
+    naming the model and the field, in pydantic's words, as :class:`Settings` do.
+    Validated from data (``model_validate``, or as a field of a hive's spec), it
+    raises pydantic's ``ValidationError``, which the hive's loader turns into errors
+    at their line and field in the file.
+
+    Raises:
+        ConfigError: made in Python with a wrong value (several: ``ConfigErrors``).
+    """
+
+    # Its validator is built when a model is first made, not as Honeycomb is imported.
+    model_config = ConfigDict(defer_build=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise config_error(exc, type(self)) from exc
+
+    # pydantic calls a model's own __init__ when it validates data too, unless the
+    # __init__ is marked as its base's: then only a model made in Python comes here,
+    # and data validated (a hive's) keeps pydantic's errors, to be placed in its file.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def config_error(exc: ValidationError, model: type[BaseModel] | None = None) -> ConfigError:
+    """pydantic's errors about a value made in Python, as one :class:`ConfigError`
+    (several: :class:`ConfigErrors`), each naming its field: ``Role.name: String should
+    match pattern ... (got 'a b')``. With the ``model`` validated, an unknown field of
+    its own is told with the name it may have meant."""
+    problems = _validation_problems(exc, model)
+    errors = [ConfigError(message, field=field) for field, message in problems]
+    return errors[0] if len(errors) == 1 else ConfigErrors(errors)
+
+
+def _validation_problems(
+    exc: ValidationError, model: type[BaseModel] | None = None
+) -> list[tuple[str, str]]:
+    """Each of pydantic's errors as its field (the model's name, then the path to the
+    field: ``Role.approvals.default``) and what is wrong there, in pydantic's words,
+    with the value it got."""
+    fields = list(model.model_fields) if model is not None else []
+    return [_problem(exc.title, error, fields) for error in exc.errors(include_url=False)]
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """pydantic's errors on one line, each with its field (``Report.count: Input should
+    be greater than or equal to 0 (got -1); ...``), for an error of Honeycomb's that
+    says what did not validate."""
+    return "; ".join(f"{field}: {message}" for field, message in _validation_problems(exc))
+
+
+def _problem(title: str, error: ErrorDetails, fields: list[str]) -> tuple[str, str]:
+    loc = error["loc"]
+    field = title + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    message = error["msg"]
+    if error["type"] == "extra_forbidden" and loc:
+        close = did_you_mean(str(loc[0]), fields) if len(loc) == 1 else ""
+        return field, f"unknown field{close}"
+    if error["type"] in ("value_error", "assertion_error"):  # our own words
+        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    elif error["type"] != "missing":
+        shown = repr(error["input"])
+        message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    return field, message
 
 
 @functools.cache

@@ -24,6 +24,7 @@ from runtime import (
 from runtime.config.imports import import_object
 from runtime.tools.approvals import ApprovalRule
 from runtime.tools.mcp import mcp_ref, pick_tools
+from runtime.value import SettingsModel
 from workers.context import Compaction, token_counter_problem
 from workers.guards import Guards, guard_problem
 from workers.memory import RoleMemory
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-class Approvals(BaseModel):
+class Approvals(SettingsModel):
     """Which of a role's tool calls wait for a person's approval (tools marked
     ``approval=True`` always do).
 
@@ -67,7 +68,7 @@ class Approvals(BaseModel):
         )
 
 
-class Role(BaseModel):
+class Role(SettingsModel):
     """A worker role.
 
     Attributes:

@@ -3,7 +3,13 @@
 - :class:`RoleAggregator`: an aggregator role that sees the task and every subtask's
   result with its role (optionally answering in an output schema).
 - :class:`ConcatAggregator` (``"concat"``): the results one after another.
-- :class:`FunctionAggregator`: any async callable ``fn(task, results)``.
+- :class:`FunctionAggregator`: any callable ``fn(task, results)``, sync or async.
+
+A run asks its aggregator through :func:`aggregate`, which holds every aggregator to
+one rule: with an ``output_type``, the answer is an object of that type (a role
+answers in it; a function's or an Aggregator's answer is validated against it), and
+an aggregator that fails, whatever it raised, fails the run with ``RunFailed``.
+``"concat"`` makes text: it takes no ``output_type``.
 """
 
 from __future__ import annotations
@@ -12,12 +18,13 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregator_task
 from honeycomb.run.result import SubtaskResult
-from runtime import BudgetExceeded, HoneycombError, RunFailed
+from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
+from runtime.value import validation_summary
 from workers import Role
 
 __all__ = [
@@ -26,6 +33,7 @@ __all__ = [
     "ConcatAggregator",
     "FunctionAggregator",
     "RoleAggregator",
+    "aggregate",
     "as_aggregator",
 ]
 
@@ -110,6 +118,39 @@ class RoleAggregator:
         return result.output
 
 
+async def aggregate(
+    aggregator: Aggregator,
+    task: str,
+    results: Sequence[SubtaskResult],
+    context: RunContext,
+    output_type: type[BaseModel] | None,
+) -> Any:
+    """The run's answer from its aggregator, whatever it is (a role, a function, your
+    own Aggregator): with an ``output_type``, an object of that type.
+
+    Raises:
+        RunFailed: when the aggregator raised (an exception of its own, say a
+            function's KeyError, is chained) or its answer does not validate as
+            ``output_type`` (naming the type and every problem).
+        BudgetExceeded, GuardrailTripped: as the aggregator raised them.
+    """
+    try:
+        answer = await aggregator.aggregate(task, results, context)
+    except (BudgetExceeded, RunFailed, GuardrailTripped):
+        raise  # the run's own stops: they carry its partial result as they are
+    except Exception as exc:
+        raise RunFailed(f"the aggregator failed: {type(exc).__name__}: {exc}") from exc
+    if output_type is None or isinstance(answer, output_type):
+        return answer
+    try:
+        return output_type.model_validate(answer)
+    except ValidationError as exc:
+        raise RunFailed(
+            f"the aggregator's answer is not a valid {output_type.__name__} (the Executor's "
+            f"output_type): {validation_summary(exc)}"
+        ) from exc
+
+
 AggregatorLike: TypeAlias = Aggregator | str | Callable[..., Any]
 """What an Executor accepts as its aggregator."""
 
@@ -118,12 +159,23 @@ def as_aggregator(
     spec: AggregatorLike | None, roles: Mapping[str, Role], output_type: type[BaseModel] | None
 ) -> Aggregator:
     """An aggregator from a role name, ``"concat"``, an Aggregator or a function; by
-    default the role named ``aggregator`` if there is one, else ``concat``."""
-    if spec is None:
-        if "aggregator" in roles:
-            return RoleAggregator("aggregator", output_type)
-        return ConcatAggregator()
-    if spec == "concat":
+    default the role named ``aggregator`` if there is one, else ``concat``.
+
+    Raises:
+        ConfigError: when ``output_type`` is given and the aggregator is ``concat``,
+            which makes text.
+    """
+    if spec is None and "aggregator" in roles:
+        return RoleAggregator("aggregator", output_type)
+    if spec is None or spec == "concat":
+        if output_type is not None:
+            chosen = "'concat'" if spec else "'concat' (there is no role named 'aggregator')"
+            raise ConfigError(
+                f"the aggregator is {chosen}, which makes text, not a "
+                f"{output_type.__name__}: name an aggregator role, or pass a function or "
+                f"an Aggregator whose answer validates as {output_type.__name__}",
+                field="output_type",
+            )
         return ConcatAggregator()
     if isinstance(spec, str):
         return RoleAggregator(spec, output_type)

@@ -10,14 +10,22 @@
 
 The policy's ``max_subtasks`` bounds a model's plans; the caller's own (a list of
 subtasks, a splitter's) are as long as the caller made them.
+
+A run asks its planner through :func:`plan_with` and a lead through
+:func:`follow_up_with`: whatever the planner is, an exception of its own (a splitter's
+bug) or an answer that is no plan is a ``PlanError``, and every plan is checked
+against the run's roles before it runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import reprlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import ValidationError
 
 from honeycomb.run.context import RunContext, with_default_instructions
 from honeycomb.run.events import PlanRepaired
@@ -39,6 +47,7 @@ from honeycomb.run.prompts import (
 )
 from honeycomb.run.result import SubtaskResult
 from runtime import AgentError, AssistantMessage, GuardrailTripped, HoneycombError, PlanError
+from runtime.value import validation_summary
 from workers import Role, WorkerResult
 
 __all__ = [
@@ -50,6 +59,8 @@ __all__ = [
     "StaticPlanner",
     "SubtaskSpec",
     "as_planner",
+    "follow_up_with",
+    "plan_with",
 ]
 
 SubtaskSpec: TypeAlias = Subtask | Mapping[str, Any] | tuple[str, str]
@@ -95,20 +106,29 @@ class RoundPlanner(Planner, Protocol):
 
 
 class StaticPlanner:
-    """Always the same subtasks."""
+    """Always the same subtasks.
+
+    Raises:
+        PlanError: when ``subtasks`` are no plan (a subtask that is none of
+            :data:`SubtaskSpec`, or whose fields are invalid).
+    """
 
     def __init__(self, subtasks: Plan | Iterable[SubtaskSpec]) -> None:
-        self._plan = subtasks if isinstance(subtasks, Plan) else Plan.of(subtasks)
+        self._plan = as_plan(subtasks, "the plan given")
 
     async def plan(self, task: str, context: RunContext) -> Plan:
-        return checked(self._plan, context)
+        return self._plan
 
 
 Splitter: TypeAlias = Callable[[str], Plan | Iterable[SubtaskSpec] | Awaitable[Any]]
 
 
 class FunctionPlanner:
-    """A plan from ``fn(task)``, sync or async, returning subtasks or a Plan."""
+    """A plan from ``fn(task)``, sync or async, returning subtasks or a Plan.
+
+    Raises:
+        PlanError: when ``fn`` returns neither.
+    """
 
     def __init__(self, fn: Splitter) -> None:
         self.fn = fn
@@ -117,7 +137,7 @@ class FunctionPlanner:
         made = self.fn(task)
         if inspect.isawaitable(made):
             made = await made
-        return checked(made if isinstance(made, Plan) else Plan.of(made), context)
+        return as_plan(made, "what the planner function returned")
 
 
 class RolePlanner:
@@ -252,9 +272,95 @@ class RolePlanner:
         raise PlanError(problems, attempts=context.policy.plan_attempts)
 
 
+async def plan_with(planner: Planner, task: str, context: RunContext) -> Plan:
+    """The plan ``planner`` makes for ``task``, whatever planner it is (a role, a
+    function, a list of subtasks, your own Planner), checked against the run's roles.
+
+    Raises:
+        PlanError: when no valid plan can be made: the planner said so, raised an
+            exception of its own (chained), or answered with no Plan.
+        ModelError, BudgetExceeded ...: as a planner role's model calls raised them.
+    """
+    with _planners_own_errors("the planner"):
+        made = await planner.plan(task, context)
+    return checked(_returned_plan(made, "the planner"), context)
+
+
+async def follow_up_with(
+    lead: RoundPlanner,
+    task: str,
+    plan: Plan,
+    results: Sequence[SubtaskResult],
+    *,
+    round: int,
+    room: int,
+    context: RunContext,
+) -> Plan:
+    """The subtasks ``lead`` adds in round ``round`` (see :meth:`RoundPlanner.follow_up`),
+    not yet checked against the plan so far (the run does, marking them with the
+    round).
+
+    Raises:
+        PlanError: when the lead said no valid round can be made, raised an exception
+            of its own (chained), or answered with no Plan.
+        ModelError, BudgetExceeded ...: as a lead role's model calls raised them.
+    """
+    with _planners_own_errors("the lead"):
+        added = await lead.follow_up(task, plan, results, round=round, room=room, context=context)
+    return _returned_plan(added, "the lead")
+
+
+@contextlib.contextmanager
+def _planners_own_errors(who: str) -> Iterator[None]:
+    """Where a run calls planner code, maybe the caller's: an exception of its own
+    (not Honeycomb's, which says what went wrong itself) is a PlanError naming it."""
+    try:
+        yield
+    except HoneycombError:
+        raise
+    except Exception as exc:
+        raise PlanError([f"{who} raised {type(exc).__name__}: {exc}"]) from exc
+
+
+def _returned_plan(made: object, who: str) -> Plan:
+    """``made``, if it is a Plan.
+
+    Raises:
+        PlanError: naming what ``who`` returned instead.
+    """
+    if not isinstance(made, Plan):
+        raise PlanError([f"{who} returned {reprlib.repr(made)}, not a Plan"])
+    return made
+
+
+def as_plan(made: object, what: str) -> Plan:
+    """A plan from ``made`` (``what`` it is, for an error): a Plan, or subtasks
+    (:data:`SubtaskSpec`).
+
+    Raises:
+        PlanError: naming what ``made`` is instead, or the subtask that is invalid.
+    """
+    if isinstance(made, Plan):
+        return made
+    if isinstance(made, str | bytes | Mapping) or not isinstance(made, Iterable):
+        raise PlanError(
+            [
+                f"{what} is {reprlib.repr(made)}, not a Plan or a list of subtasks ((role, "
+                "instruction) pairs, mappings of a Subtask's fields, or Subtasks)"
+            ]
+        )
+    try:
+        return Plan.of(made)
+    except ValidationError as exc:
+        raise PlanError([f"{what} holds an invalid subtask: {validation_summary(exc)}"]) from exc
+    except (TypeError, ValueError) as exc:  # not a pair, not a mapping
+        raise PlanError([f"{what} holds an invalid subtask: {type(exc).__name__}: {exc}"]) from exc
+
+
 def checked(plan: Plan, context: RunContext) -> Plan:
-    """The caller's own plan, if valid for this run's roles (of any length: the
-    policy's ``max_subtasks`` bounds a model's plans).
+    """``plan``, if valid for this run's roles: refused, not repaired (a planner
+    role's plans are repaired as it makes them), and of any length (the policy's
+    ``max_subtasks`` bounds a model's plans, as its planner asks for them).
 
     Raises:
         PlanError: naming every problem.

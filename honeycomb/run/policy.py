@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from honeycomb.run.conversation import SessionPolicy
 from runtime import Limits, OnUnknown
+from runtime.value import SettingsModel
 from workers.state import DEFAULT_OUTPUT_TOKENS
 
 __all__ = ["Budgets", "FailurePolicy", "Policy", "quorum_problem"]
@@ -20,7 +21,7 @@ Budgets = Limits
 policy's field."""
 
 
-class Policy(BaseModel):
+class Policy(SettingsModel):
     """How an Executor runs its workers.
 
     Attributes:

@@ -10,15 +10,23 @@ from __future__ import annotations
 from typing import TypeVar
 
 import msgspec
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult, SubtaskResult
 from honeycomb.store import StoredRun, StoredWorker
 from honeycomb.store.runs import most
-from runtime import AssistantMessage, JournalEntry, Message, ToolCall, Usage, validate_messages
+from runtime import (
+    AssistantMessage,
+    ConfigError,
+    JournalEntry,
+    Message,
+    ToolCall,
+    Usage,
+    validate_messages,
+)
 from runtime.tools.approvals import ApprovalEntry
-from runtime.value import Value
+from runtime.value import Value, validation_summary
 from workers import LoopState
 
 __all__ = ["Resumed", "restore", "retyped", "stored_result"]
@@ -94,11 +102,26 @@ M = TypeVar("M", bound=BaseModel)
 
 def retyped(value: M, field: str, wanted: type[BaseModel] | None) -> M:
     """``value`` whose ``field`` (an output read back from JSON) is made ``wanted``
-    again, if it has an output type and is not already one."""
+    again, if it has an output type and is not already one: what was returned as an
+    object of that type comes back as one.
+
+    Raises:
+        ConfigError: when what is stored does not validate as ``wanted``: it was made
+            for another type (the Executor's ``output_type`` or the role's
+            ``output_schema`` changed since).
+    """
     current = getattr(value, field)
     if wanted is None or current is None or isinstance(current, wanted):
         return value
-    return value.model_copy(update={field: wanted.model_validate(current)})
+    try:
+        typed = wanted.model_validate(current)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"the stored {field} is not a valid {wanted.__name__} ({validation_summary(exc)}): "
+            "it was made for another type; run it with the type it was made for, or use a "
+            "new run_id"
+        ) from exc
+    return value.model_copy(update={field: typed})
 
 
 def stored_result(stored: StoredRun) -> RunResult | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from honeycomb.run.agents import NestedRuns
+from honeycomb.run.aggregator import aggregate
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
     AggregationFinished,
@@ -22,7 +23,13 @@ from honeycomb.run.events import (
     RunStarted,
 )
 from honeycomb.run.plan import Plan, plan_problems
-from honeycomb.run.planner import RoundPlanner, StaticPlanner, SubtaskSpec
+from honeycomb.run.planner import (
+    RoundPlanner,
+    StaticPlanner,
+    SubtaskSpec,
+    follow_up_with,
+    plan_with,
+)
 from honeycomb.run.policy import Policy
 from honeycomb.run.result import (
     PlanRound,
@@ -322,7 +329,7 @@ class Run:
         if self.converse is not None:  # the session's conversation, within its budget
             conversation = await self.converse(self.context)
             self.context = replace(self.context, conversation=conversation)
-        self.plan = await planner.plan(self.task, self.context)
+        self.plan = await plan_with(planner, self.task, self.context)
         self.times["plan"] = time.perf_counter() - began
         self._phase(None)
         self.tracer.emit(
@@ -351,8 +358,9 @@ class Run:
             # The final answer's text is held until the run's output guards pass it.
             held = HeldText(self.tracer)
             context = replace(context, services=replace(context.services, tracer=held))
-        answer = await self.shared.phases.aggregator.aggregate(
-            self.task, list(outcomes.values()), context
+        phases = self.shared.phases
+        answer = await aggregate(
+            phases.aggregator, self.task, list(outcomes.values()), context, phases.output_type
         )
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
@@ -411,7 +419,8 @@ class Run:
             self.tracer.emit(RoundStarted(run_id=self.run_id, round=number))
             began = self._phase("plan")
             try:
-                added = await lead.follow_up(
+                added = await follow_up_with(
+                    lead,
                     self.task,
                     self.plan,
                     list(outcomes.values()),

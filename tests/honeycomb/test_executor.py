@@ -441,8 +441,8 @@ async def test_wall_time_budget_interrupts_a_hung_run() -> None:
 async def test_a_timeout_raised_inside_a_run_is_not_the_wall_time_budget(
     where: str, wall_time_s: float | None
 ) -> None:
-    # Only the budget's own deadline is BudgetExceeded: a TimeoutError of a planner, an
-    # aggregator or a store is an error of the run and stays what it is.
+    # Only the budget's own deadline is BudgetExceeded: a TimeoutError of a planner or
+    # an aggregator is an error of its phase (PlanError, RunFailed), chained.
     def own_timeout(*args: object) -> list[Subtask]:
         raise TimeoutError(f"the {where}'s own timeout")
 
@@ -452,8 +452,10 @@ async def test_a_timeout_raised_inside_a_run_is_not_the_wall_time_budget(
         policy=Policy(budgets=Budgets(wall_time_s=wall_time_s)),
         **{where: own_timeout},
     )
-    with pytest.raises(TimeoutError, match=f"the {where}'s own timeout"):
+    phase_error = PlanError if where == "planner" else RunFailed
+    with pytest.raises(phase_error, match=f"TimeoutError: the {where}'s own timeout") as caught:
         await executor.run("t", subtasks=None if where == "planner" else [("researcher", "a")])
+    assert isinstance(caught.value.__cause__, TimeoutError)
 
 
 async def test_cancelling_run_cancels_every_worker_and_tool() -> None:
@@ -517,23 +519,24 @@ async def test_stream_reraises_the_run_error_after_the_last_event() -> None:
     assert last.status == "failed"
 
 
-async def test_stream_reraises_an_error_of_the_users_own_code_as_itself() -> None:
-    """An aggregator function's own error ends the iteration as Executor.run raises it
-    (not an iteration that ends as if the run had, then an ExceptionGroup)."""
+async def test_stream_reraises_the_error_of_the_users_own_code_as_run_does() -> None:
+    """An aggregator function's own error ends the iteration as Executor.run raises it,
+    a RunFailed (not an iteration that ends as if the run had, then an ExceptionGroup)."""
 
     def broken(task: str, results: Sequence[SubtaskResult]) -> str:
         raise ValueError("my aggregator broke")
 
     executor = Executor([ROLES[2]], echo_model(), aggregator=broken)
-    with pytest.raises(ValueError, match="my aggregator broke"):
+    with pytest.raises(RunFailed, match="ValueError: my aggregator broke"):
         await executor.run("t", subtasks=[("researcher", "a")])
     last = None
-    with pytest.raises(ValueError, match="my aggregator broke"):  # noqa: PT012 - raised while iterating
+    with pytest.raises(RunFailed, match="ValueError: my aggregator broke"):  # noqa: PT012 - raised while iterating
         async with executor.stream("t", subtasks=[("researcher", "a")]) as events:
             async for event in events:
                 last = event
     assert isinstance(last, RunFinished)
-    assert isinstance(events.error, ValueError)
+    assert isinstance(events.error, RunFailed)
+    assert isinstance(events.error.__cause__, ValueError)
     assert events.result is None
 
 

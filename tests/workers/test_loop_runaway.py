@@ -12,6 +12,7 @@ from runtime import (
     AssistantMessage,
     Budget,
     BudgetExceeded,
+    ConfigError,
     Dispatcher,
     Limits,
     ModelHTTPError,
@@ -142,7 +143,7 @@ async def test_a_roles_max_repeats_is_how_many_repeated_turns_its_workers_may_ma
 
 
 def test_a_role_repeats_at_least_once_before_it_is_a_runaway() -> None:
-    with pytest.raises(ValueError, match="max_repeats"):
+    with pytest.raises(ConfigError, match="max_repeats"):
         Role(name="counter", max_repeats=0)
 
 

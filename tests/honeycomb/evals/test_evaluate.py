@@ -240,7 +240,8 @@ async def test_a_case_whose_python_planner_raises_is_an_error_and_the_others_are
         "bad": ("error", False),
         "good-2": ("ok", True),
     }
-    assert found["bad"].error == "RuntimeError: planner bug"
+    told = "invalid plan: the planner raised RuntimeError: planner bug"  # a PlanError
+    assert found["bad"].error == told
     assert found["bad"].failing is not None
-    assert found["bad"].failing.reason == "the run ended error: RuntimeError: planner bug"
+    assert found["bad"].failing.reason == f"the run ended error: {told}"
     assert [e.eval_id for e in store.evals()] == ["ev-bug"]  # the report is kept

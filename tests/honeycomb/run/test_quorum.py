@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pydantic
 import pytest
 
 from honeycomb import Executor, OfflineModel, Policy, Role, RunFailed
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
-from runtime import ConfigErrors, ModelRequest
+from runtime import ConfigError, ConfigErrors, ModelRequest
 
 ROLES = [
     Role(name="planner", description="Plans."),
@@ -57,7 +56,7 @@ async def test_a_plan_as_big_as_the_quorum_runs() -> None:
 
 
 def test_a_policy_refuses_a_quorum_above_max_subtasks() -> None:
-    with pytest.raises(pydantic.ValidationError, match="quorum is 3 but max_subtasks is 2"):
+    with pytest.raises(ConfigError, match="quorum is 3 but max_subtasks is 2"):
         Policy(failure="quorum", quorum=3, max_subtasks=2)
     assert Policy(failure="quorum", quorum=2, max_subtasks=2).quorum == 2
 

@@ -31,6 +31,7 @@ from runtime import (
     Event,
     ModelRequest,
     ModelResponse,
+    PlanError,
     SessionBusy,
     SessionError,
     StoreError,
@@ -416,8 +417,8 @@ async def _arrivals(gaps: list[int], slow: list[int]) -> None:
 async def test_a_turn_whose_planner_fails_ends_failed_and_the_session_goes_on(
     tmp_path: Path,
 ) -> None:
-    """A planner's own bug (not a Honeycomb error) ends the turn ``failed``, with a
-    store or without: the next message is answered, not refused as if one were."""
+    """A planner's own bug (a PlanError, the bug chained) ends the turn ``failed``,
+    with a store or without: the next message is answered, not refused as if one were."""
     calls = [0]
 
     def planner(task: str) -> list[tuple[str, str]]:
@@ -429,7 +430,7 @@ async def test_a_turn_whose_planner_fails_ends_failed_and_the_session_goes_on(
     for store in (None, tmp_path / "runs.db"):
         calls[0] = 0
         session = executor(offline(), store, planner=planner).session("p")
-        with pytest.raises(ValueError, match="a planner's bug"):
+        with pytest.raises(PlanError, match="ValueError: a planner's bug"):
             await session.run("Find the weather in Rome.")
         assert [t.status for t in await session.turns()] == ["failed"]
         assert (await session.run("And Oslo?")).status == "ok"

@@ -28,6 +28,7 @@ from runtime import (
     ModelCallStarted,
     ModelRequest,
     PlanError,
+    RunFailed,
     ToolCallStarted,
     ToolMessage,
 )
@@ -280,7 +281,8 @@ async def test_an_aggregation_that_failed_is_an_error() -> None:
 
     recorder = SpanRecorder()
     executor = Executor([Role(name="w")], FunctionModel(lambda request: "x"), aggregator=broken)
-    with pytest.raises(ValueError, match="broke"):
+    with pytest.raises(RunFailed, match="broke"):
         await executor.run("t", subtasks=[("w", "a")], on_event=[recorder])
     [aggregate] = [s for s in recorder.spans if s.kind == "aggregate"]
-    assert (aggregate.status, aggregate.error) == ("error", "ValueError: my aggregator broke")
+    told = "RunFailed: the aggregator failed: ValueError: my aggregator broke"
+    assert (aggregate.status, aggregate.error) == ("error", told)
