@@ -25,6 +25,7 @@ from runtime import (
     Usage,
     logs,
 )
+from runtime.concurrency import require_asyncio
 from runtime.events import Caller
 from runtime.tools.approvals import (
     ApprovalGate,
@@ -314,7 +315,15 @@ class Worker:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
         propagates. A role with ``memory:`` recalls what it holds for ``task`` first
-        (not when resumed: the recall is in the saved conversation)."""
+        (not when resumed: the recall is in the saved conversation).
+
+        Raises:
+            UnsupportedEventLoop: at once, under another async library than asyncio
+                (no failure of the subtask: it was never run).
+        """
+        # Here, before its input guards and memory recall run: its loop's own check
+        # comes after them, and would be caught below as the subtask's failure.
+        require_asyncio("Worker.run")
         prompt = resume.task if resume is not None else format_task(task, inputs or {})
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from runtime import Event, EventHandler
+from runtime.concurrency import require_asyncio
 
 if TYPE_CHECKING:
     from honeycomb.run.result import RunResult
@@ -75,7 +76,14 @@ async def streamed(
     """A block over ``run(handler)``, started in the background: the block gets the
     stream of the events given to ``handler``, then the run's result (or its error).
     Leaving the block early cancels the run; an error raised in the block is raised as
-    itself."""
+    itself.
+
+    Raises:
+        UnsupportedEventLoop: at once, under another async library than asyncio.
+    """
+    # Before the task group, whose own error would not say why (Session.stream, an
+    # Executor's run streamed too, is reported as Executor.stream).
+    require_asyncio("Executor.stream")
     stream = RunStream()
 
     async def produce() -> None:

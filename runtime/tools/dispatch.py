@@ -5,9 +5,11 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
 :func:`workers.calls.tool_calls`; the dispatcher hands each call to them.
 
 - A call to an unknown tool, or whose arguments are not JSON or fail validation,
-  gets an ``error`` observation, and an identical repeat of a previous turn's call a
-  ``skipped`` one; neither reaches the layers. A call of an earlier life that the
-  journal knows gets the journal's answer instead (its tool may be gone now).
+  gets an ``error`` observation, and an identical repeat of a call of the previous
+  turn that ended ``ok`` a ``skipped`` one; neither reaches the layers. (A repeat of
+  a call that failed, timed out or was refused runs: the model may try it again.) A
+  call of an earlier life that the journal knows gets the journal's answer instead
+  (its tool may be gone now).
 - Every other call of the turn is admitted by the layers, all together, before any
   of them runs: a refused call gets its observation there and then.
 - Parallel-safe calls start together, at most ``max_concurrency`` of them at once.
@@ -60,7 +62,8 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
         default_timeout: Seconds a call may take when its tool sets no timeout
             (None: unlimited).
         max_output_chars: Longer tool output is cut, with a marker saying how much.
-        skip_repeats: Do not execute an identical repeat of a previous turn's call.
+        skip_repeats: Do not execute an identical repeat of a previous turn's call
+            that ended ``ok``.
     """
 
     max_concurrency: int = 8
@@ -81,7 +84,8 @@ _NO_CAP = nullcontext()
 
 Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
-the next turn is not run)."""
+the next turn is not run). A call that does not end ``ok`` is taken out once it ends:
+there is no result to point the model back to."""
 
 Stopped = ApprovalNeeded | BudgetExceeded
 """How a call of a tool that nests may end besides its outcome: calls its nested workers
@@ -123,8 +127,8 @@ class Dispatcher:
         if calls is None:  # workers.calls.tool_calls with no layer of a run's
             calls = Traced(RunTool(caller, policy.max_output_chars, policy.default_timeout), caller)
         self.calls = calls
-        # The last batch and what ran of it, so the next turn spots a repeat without
-        # validating those calls again.
+        # The last batch and those of its calls that ended ok, so the next turn spots
+        # a repeat without validating those calls again.
         self._last: Sequence[ToolCall] = ()
         self._seen: Seen = {}
 
@@ -194,10 +198,12 @@ class Dispatcher:
         self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
     ) -> list[Prepared]:
         """The calls that can run; the others get their observation now."""
+        # A repeat is one of a call of the batch this dispatcher ran last that ended ok.
+        # A batch it did not run (a resumed state's) has no repeats: how its calls ended
+        # is not known here, and a call that failed may be made again.
         repeats: Seen | None = None
-        if previous and self.policy.skip_repeats:
-            # The batch this dispatcher ran last, or a state's from elsewhere (resumed).
-            repeats = self._seen if previous is self._last else _seen(previous, self.tools)
+        if previous and previous is self._last and self.policy.skip_repeats:
+            repeats = self._seen
         ready: list[Prepared] = []
         seen: Seen = {}
         for index, call in enumerate(calls):
@@ -218,7 +224,8 @@ class Dispatcher:
     ) -> Prepared | None:
         """The call, ready to run; or None, and its observation is in ``results``.
         Calls whose arguments validate are added to ``seen`` (repeats included: a
-        repeat of a repeat is one too)."""
+        repeat of a repeat is one too; :meth:`_forget` takes out a call that does not
+        end ok)."""
         found = self.tools.get(call.name)
         if found is None:
             available = ", ".join(self.tools.names) or "none"
@@ -272,6 +279,7 @@ class Dispatcher:
     def _refused(self, call: Prepared, outcome: Outcome) -> ToolMessage:
         """The observation for a call the layers refused, also reported as an event, as
         every call the model has the observation of is."""
+        self._forget(call)  # refused: its repeat may be allowed next turn
         if self.caller.tracer.enabled:
             finished(self.caller, call, outcome, 0.0)
         return outcome.observation(call.call)
@@ -309,9 +317,22 @@ class Dispatcher:
         """What is in the turn's results for ``call``, which ended as ``ended``."""
         if isinstance(ended, _STOPPED):
             return ended
+        if ended.status != "ok":
+            self._forget(call)
         if not ended.ran and self.caller.tracer.enabled:  # answered from the journal
             finished(self.caller, call, ended, 0.0)
         return ended.observation(call.call)
+
+    def _forget(self, call: Prepared) -> None:
+        """Take ``call`` out of the batch's calls a repeat of which is skipped: it did not
+        end ok (an error, a timeout, a refusal, an unknown end), so the model has no
+        result to use instead, and may make it again."""
+        # Its arguments as the model gave them, which a repeat is compared with (a
+        # person may have edited those it ran with); a rare path, so validated again.
+        asked = call.tool.parse_arguments(call.call.arguments)
+        seen = self._seen[call.call.name]
+        if asked in seen:  # not, when validation fills in a new default each time
+            seen.remove(asked)
 
     async def _serial(self, serial: list[Prepared], results: Results) -> None:
         """The side-effecting calls, one at a time, in the order the model gave them,
@@ -322,18 +343,3 @@ class Dispatcher:
             results[call.position] = self._observed(call, ended)
             if isinstance(ended, _STOPPED):
                 return
-
-
-def _seen(calls: Sequence[ToolCall], tools: ToolRegistry) -> Seen:
-    """What :class:`Dispatcher` keeps of a batch it ran, for calls it did not run (a
-    resumed state's): the same tool and the same validated arguments make a repeat
-    (``{"a": 1, "b": 2}`` repeats ``{"b": 2, "a": 1}``)."""
-    seen: Seen = {}
-    for call in calls:
-        found = tools.get(call.name)
-        try:
-            arguments = found.parse_arguments(call.arguments) if found else {}
-        except ArgumentsError:
-            continue
-        seen.setdefault(call.name, []).append(arguments)
-    return seen

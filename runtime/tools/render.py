@@ -1,10 +1,11 @@
 """A tool's result as observation text: any value, bounded in size, never raising.
 
-Strings go as they are; bytes are decoded (bytes that are not UTF-8 are replaced);
-other values go as JSON, and objects JSON cannot hold by their ``str()`` (else their
-``repr()``, else their type). Iterators (generators, ``map`` ...) and containers are
-read only as far as could be shown: a tool returning ``itertools.count()`` must not
-hang the event loop, nor a million-item list be serialized to show 20,000 characters.
+Strings go as they are, and so do bytes, decoded (bytes that are not UTF-8 are
+replaced); other values go as JSON (bytes inside them as JSON strings), and objects
+JSON cannot hold by their ``str()`` (else their ``repr()``, else their type).
+Iterators (generators, ``map`` ...) and containers are read only as far as could be
+shown: a tool returning ``itertools.count()`` must not hang the event loop, nor a
+million-item list be serialized to show 20,000 characters.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def render(value: Any, limit: int) -> str:
         return _cut(value, limit, complete=True)
     if value is None:
         return ""
+    if isinstance(value, bytes | bytearray):  # text a tool read (a file, a process's output)
+        return _cut(value.decode("utf-8", errors="replace"), limit, complete=True)
     budget = _Budget(limit)
     try:
         text = pydantic_core.to_json(budget.bounded(value), fallback=_as_text).decode()

@@ -674,22 +674,6 @@ async def test_an_identical_repeat_of_the_previous_turn_is_skipped() -> None:
     assert ran.content == "Bergen is sunny"
 
 
-async def test_repeats_run_when_skipping_is_off() -> None:
-    runs: list[str] = []
-
-    @tool
-    def lookup(city: str) -> str:
-        runs.append(city)
-        return city
-
-    d = dispatcher(lookup, policy=DispatchPolicy(skip_repeats=False))
-    previous = [call("lookup", {"city": "Oslo"}, id="t1")]
-    (result,) = await d.dispatch([call("lookup", {"city": "Oslo"}, id="t2")], previous=previous)
-
-    assert result.status == "ok"
-    assert runs == ["Oslo"]
-
-
 # --- ToolContext, events and logs ---------------------------------------------------
 
 
