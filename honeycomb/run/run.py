@@ -84,7 +84,8 @@ class Run:
         text: The handlers also get the answers' text as it is written (models that
             can stream do, as :class:`~runtime.events.TextDelta` events).
         within: The run this one is a sub-run of (a hive called as a tool): it
-            spends that run's budget and holds its locks and tool and model limiters.
+            spends that run's budget (its own hive's budgets, wall time included, do
+            not apply) and holds its locks and tool and model limiters.
         converse: The conversation before the task, when the run answers a message
             of a session (:mod:`honeycomb.run.session`): asked once, as it plans.
     """
@@ -227,22 +228,31 @@ class Run:
             return waiting  # another process took it on
 
     async def _within_wall_time(self, subtasks: Plan | Sequence[SubtaskSpec] | None) -> RunResult:
-        """The run's phases under its wall-time budget, if it has one.
+        """The run's phases under its wall-time budget, if it has one: the time its
+        lives ran together, so a resumed run has what its earlier lives left. A sub-run
+        (a hive called as a tool) sets no deadline of its own: it spends its caller's
+        budget, whose run's deadline bounds it, as every other limit of that budget.
 
         Raises:
             BudgetExceeded: when the budget's own deadline passed (a TimeoutError raised
                 inside the run, by a planner, an aggregator or a store, stays itself).
         """
-        wall = self.shared.policy.budgets.wall_time_s
-        if wall is None:
+        budget = self.context.budget
+        wall = budget.limits.wall_time_s
+        if wall is None or self.within:
             return await self._phases(subtasks)
-        loop = asyncio.get_running_loop()
-        when = loop.time() + wall
+        deadline = within(None)
         # What was in flight when the deadline passed, seen before the calls it
-        # cancels end (this timer comes first, in the same turn of the event loop).
+        # cancels end (it is taken, then the run cancelled, in one callback).
         cut: list[tuple[InFlight, ...]] = []
-        seen = loop.call_at(when, lambda: cut.append(self.context.budget.in_flight()))
-        deadline = within(wall)
+
+        def expire() -> None:
+            cut.append(budget.in_flight())
+            deadline.expire()
+
+        # The budget's elapsed time counts the earlier lives of a resumed run.
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(loop.time() + wall - budget.elapsed_s, expire)
         try:
             with deadline:
                 return await self._phases(subtasks)
@@ -250,9 +260,9 @@ class Run:
             if not deadline.expired:
                 raise
         finally:
-            seen.cancel()
+            timer.cancel()
         in_flight = cut[0] if cut else ()
-        raise BudgetExceeded("wall_time_s", wall, round(self._elapsed(), 3), in_flight)
+        raise BudgetExceeded("wall_time_s", wall, round(budget.elapsed_s, 3), in_flight)
 
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a
