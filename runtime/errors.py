@@ -287,24 +287,37 @@ class ModelHTTPError(ModelError):
 
 
 class RetryAfterPastDeadline(ModelHTTPError):
-    """The endpoint asked to wait (``Retry-After``) longer than the retry deadline has
+    """The endpoint asked to wait (``Retry-After``), or the rate limiter would hold the
+    retry (its cool-down after a 429, its pace), longer than the retry deadline has
     left, so the call gave up at once instead of sitting out a wait that could not end
     in time. The HTTP error it answered is its cause.
 
     Attributes:
         deadline_left_s: Seconds the retry deadline had left when it gave up.
         attempts: Attempts made, the last one included.
+        wait_s: The wait the retry would have made, in seconds.
+        asked_by: Where that wait comes from, in words.
     """
 
-    def __init__(self, last: ModelHTTPError, *, deadline_left_s: float, attempts: int) -> None:
+    def __init__(
+        self,
+        last: ModelHTTPError,
+        *,
+        deadline_left_s: float,
+        attempts: int,
+        wait_s: float | None = None,
+        asked_by: str = "the endpoint's Retry-After",
+    ) -> None:
         self.deadline_left_s = deadline_left_s
         self.attempts = attempts
+        self.wait_s = wait_s if wait_s is not None else last.retry_after or 0.0
+        self.asked_by = asked_by
         super().__init__(last.status, last.body, retry_after=last.retry_after, model=last.model)
         self.retryable = False  # it was retryable; the deadline says no more
-        asked = last.retry_after if last.retry_after is not None else 0.0
         self.args = (
-            f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}: asked to wait "
-            f"{asked:.3g}s, {deadline_left_s:.1f}s of the deadline left; {self.args[0]}",
+            f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}: {asked_by} "
+            f"asked to wait {self.wait_s:.3g}s, {deadline_left_s:.1f}s of the deadline "
+            f"left; {self.args[0]}",
         )
 
 
@@ -557,21 +570,34 @@ class BudgetExceeded(HoneycombError):
         limit: Which budget (``model_calls``, ``total_tokens``, ``wall_time_s`` ...).
         allowed: The configured limit.
         used: What had been used when the check failed.
+        requested: What the refused step asked for on top of ``used`` (a turn's tool
+            calls); None when it was refused for what was used alone.
         partial: Whatever results the run had when it stopped (set by the Executor).
         in_flight: The model calls under way when the wall-time budget ran out (who,
             for how long, the tokens they had streamed), which it cut off.
     """
 
     def __init__(
-        self, limit: str, allowed: float, used: float, in_flight: Sequence[Any] = ()
+        self,
+        limit: str,
+        allowed: float,
+        used: float,
+        in_flight: Sequence[Any] = (),
+        *,
+        requested: float | None = None,
     ) -> None:
         self.limit = limit
         self.allowed = allowed
         self.used = used
+        self.requested = requested
         self.in_flight = tuple(in_flight)
         self.partial: Any = None
+        # "used 6 of 7 allowed" alone reads as within the limit: say what was asked.
+        asked = f", and a turn asked for {requested:g} more" if requested is not None else ""
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
-        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{cut}")
+        super().__init__(
+            f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{asked}{cut}"
+        )
 
 
 class PlanError(HoneycombError):

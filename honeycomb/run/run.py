@@ -374,6 +374,9 @@ class Run:
         )
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
+        overspent = self.context.budget.overspent()
+        if overspent is not None:  # the aggregator's (or its judges') calls went past a limit
+            raise overspent
         if held is not None:
             held.release()
         self.times["aggregate"] = time.perf_counter() - began

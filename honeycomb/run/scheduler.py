@@ -102,7 +102,8 @@ class Scheduler:
 
         Raises:
             RunFailed: when the failure policy gave up.
-            BudgetExceeded: when a worker went past the run's budget.
+            BudgetExceeded: when a worker's next call would go past the run's budget,
+                or its workers' calls went past ``total_tokens`` or ``cost``.
             BaseException: what a subtask's task raised rather than a result (a tool's or
                 model's KeyboardInterrupt or SystemExit ...), once every other worker is
                 cancelled.
@@ -115,6 +116,10 @@ class Scheduler:
                 await run_together(None, [self._run_subtask(s) for s in self._new])
         if self._fatal is not None:
             raise self._fatal
+        if self.stopped is None:
+            # Workers' calls under way together can take the run past its tokens or
+            # cost: it ends over budget, the workers that finished keeping their results.
+            self.stopped = self.context.budget.overspent()
         stopped = stopped_status(self.stopped)
         if self.stopped is None and self._waiting():
             stopped = "waiting"  # blocked behind a subtask that waits

@@ -20,8 +20,10 @@ __all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "Slot
 class Limits(Settings, frozen=True, kw_only=True):
     """What a run may spend across all its workers, the planner and the aggregator
     included (``policy.budgets`` of a hive); ``None`` means unlimited. Checked before
-    every model call: going past one ends the run with ``BudgetExceeded``, carrying
-    the partial results.
+    every model call and every turn of tool calls: going past one ends the run with
+    ``BudgetExceeded``, carrying the partial results. Tokens and cost are known only
+    once a call answers, so the calls under way when one of those is reached can take
+    the run past it (see :meth:`Budget.overspent`).
 
     Attributes:
         model_calls: Model calls across all workers.
@@ -98,7 +100,10 @@ class Budget:
 
     :meth:`reserve_model_call` checks every limit and counts the call in the same
     step (no await in between), so concurrent workers cannot all slip past the last
-    allowed call. Tokens are known only afterwards and are added by :meth:`charge`.
+    allowed call. Tokens and cost are known only afterwards and are added by
+    :meth:`charge`: calls under way together can take the run past ``total_tokens`` or
+    ``cost``, by what they spend; no call starts after that, and :meth:`overspent`
+    tells a run that ended past a limit.
 
     A resumed run's budget starts from what its earlier lives spent (:meth:`restore`),
     its wall time from the time they ran.
@@ -161,6 +166,20 @@ class Budget:
         if lim.cost is not None and self._cost >= lim.cost:
             raise BudgetExceeded("cost", lim.cost, round(self._cost, 6))
 
+    def overspent(self) -> BudgetExceeded | None:
+        """The error for ``total_tokens`` or ``cost`` if the spending went past it, not
+        merely reached it (else None): the calls under way when it was reached still
+        add what they spent. The next reservation is refused then; this tells a run
+        with no next call that it ended over its budget, not within it."""
+        lim = self.limits
+        tokens = self._input + self._output
+        if lim.total_tokens is not None and tokens > lim.total_tokens:
+            return BudgetExceeded("total_tokens", lim.total_tokens, tokens)
+        cost = round(self._cost, 6)  # as reported: a sum of prices is not exact
+        if lim.cost is not None and cost > lim.cost:
+            return BudgetExceeded("cost", lim.cost, cost)
+        return None
+
     def reserve_model_call(self) -> None:
         """Check every limit, then count one model call.
 
@@ -218,7 +237,7 @@ class Budget:
         self.check()
         allowed = self.limits.tool_calls
         if allowed is not None and self._tool_calls + count > allowed:
-            raise BudgetExceeded("tool_calls", allowed, self._tool_calls)
+            raise BudgetExceeded("tool_calls", allowed, self._tool_calls, requested=count)
         self._tools_running += count
         self.charge_tool_calls(count)
 

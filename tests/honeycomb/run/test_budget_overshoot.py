@@ -1,0 +1,150 @@
+"""Budgets that calls under way can pass. What a model call spends (tokens, cost) is
+known once it answers, so workers whose calls run together can take a run past
+``total_tokens`` or ``cost``; no call starts after that, and the run ends
+``over_budget``, the answers that came in kept. A turn of tool calls the budget
+refuses says what it asked for."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
+from honeycomb.testing import FunctionModel, call
+from runtime import ModelRequest, ToolCall
+from runtime.models.pricing import Price, PricedModel
+
+PRICE = Price(input_per_mtok=1000.0, output_per_mtok=1000.0)  # $0.001 a token
+WORKERS = 8
+SUBTASKS = [("w", f"task {i}") for i in range(WORKERS)]
+
+
+async def think(request: ModelRequest) -> str:
+    await asyncio.sleep(0.01)  # every worker's call is under way before one answers
+    return "word " * 50
+
+
+def executor(budgets: Budgets) -> Executor:
+    return Executor(
+        [Role(name="w")],
+        PricedModel(FunctionModel(think), PRICE),
+        aggregator="concat",
+        policy=Policy(budgets=budgets),
+    )
+
+
+@pytest.mark.parametrize(
+    ("budgets", "limit"),
+    [(Budgets(total_tokens=100), "total_tokens"), (Budgets(cost=0.1), "cost")],
+)
+async def test_workers_whose_calls_pass_a_limit_together_end_the_run_over_budget(
+    budgets: Budgets, limit: str
+) -> None:
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor(budgets).run("t", subtasks=SUBTASKS)
+    stopped = caught.value
+    assert stopped.limit == limit
+    assert stopped.used > stopped.allowed
+    partial = stopped.partial
+    assert partial is not None
+    assert partial.status == "over_budget"
+    assert [s.status for s in partial.subtasks.values()] == ["ok"] * WORKERS
+    assert all(s.text for s in partial.subtasks.values())  # their answers kept
+    assert partial.usage.model_calls == WORKERS  # the calls under way, and no more
+    spent = partial.usage.cost if limit == "cost" else partial.usage.total_tokens
+    assert spent == pytest.approx(stopped.used)
+
+
+async def test_an_aggregators_call_that_passes_a_limit_ends_the_run_over_budget() -> None:
+    async def answer(request: ModelRequest) -> str:
+        return "word " * (200 if "aggregator" in str(request.messages[0].content) else 5)
+
+    merged = Executor(
+        [Role(name="w"), Role(name="aggregator", description="Merges.")],
+        FunctionModel(answer),
+        policy=Policy(budgets=Budgets(total_tokens=200)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await merged.run("t", subtasks=[("w", "one")])
+    assert caught.value.limit == "total_tokens"
+    assert caught.value.used > 200
+    assert caught.value.partial is not None
+    assert caught.value.partial.subtasks["s1"].status == "ok"
+
+
+async def test_no_call_starts_once_the_calls_under_way_passed_a_limit() -> None:
+    looked: list[str] = []
+
+    @tool
+    async def look(topic: str) -> str:
+        """Look a topic up."""
+        looked.append(topic)
+        return topic
+
+    async def asks(request: ModelRequest) -> str | list[ToolCall]:
+        await asyncio.sleep(0.01)
+        if any(m.role == "tool" for m in request.messages):
+            return "found"
+        return [call("look", {"topic": "bees"})]
+
+    executor = Executor(
+        [Role(name="w", tools=["look"])],
+        FunctionModel(asks),
+        tools=[look],
+        aggregator="concat",
+        # Any one call's prompt passes it: the first answer spends the run past it.
+        policy=Policy(budgets=Budgets(total_tokens=10)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=SUBTASKS)
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.usage.model_calls == WORKERS  # each worker's first turn, no second
+    assert looked == []  # no turn of tool calls after the limit was passed either
+    assert {s.status for s in partial.subtasks.values()} == {"over_budget"}
+
+
+def blocked_tools() -> tuple[Executor, list[int]]:
+    """Four workers whose turns each ask for two calls that never end, under a budget
+    of seven calls: the fourth turn is refused, and the run stops the other three."""
+    started: list[int] = []
+
+    @tool
+    async def work(n: int) -> str:
+        """Do work."""
+        started.append(n)
+        await asyncio.Event().wait()
+        return "never"
+
+    async def asks(request: ModelRequest) -> str | list[ToolCall]:
+        await asyncio.sleep(0)
+        return [call("work", {"n": 1}), call("work", {"n": 2})]
+
+    executor = Executor(
+        [Role(name="w", tools=["work"])],
+        FunctionModel(asks),
+        tools=[work],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(tool_calls=7)),
+    )
+    return executor, started
+
+
+async def test_a_refused_turn_of_tool_calls_says_how_many_it_asked_for() -> None:
+    executor, _ = blocked_tools()
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=SUBTASKS[:4])
+    assert str(caught.value) == (
+        "budget exceeded: tool_calls used 6 of 7 allowed, and a turn asked for 2 more"
+    )
+    assert caught.value.requested == 2
+
+
+async def test_the_partial_usage_counts_the_tool_calls_that_ran_until_the_run_stopped() -> None:
+    executor, started = blocked_tools()
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("t", subtasks=SUBTASKS[:4])
+    assert caught.value.partial is not None
+    assert len(started) == 6
+    assert caught.value.partial.usage.tool_calls == 6

@@ -1,0 +1,79 @@
+"""The run's budget at its seams: spending that calls under way take past a limit
+(tokens and cost are known only once a call answers), and a turn of tool calls it
+refuses."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from runtime.errors import BudgetExceeded
+from runtime.limits import Budget, Limits
+from runtime.messages import Usage
+
+
+def test_spending_past_total_tokens_is_overspent_and_reaching_it_is_not() -> None:
+    budget = Budget(Limits(total_tokens=100))
+    budget.charge(Usage(input_tokens=60, output_tokens=40))
+    assert budget.overspent() is None  # reached, not passed: the run kept within it
+    budget.charge(Usage(output_tokens=1))
+    past = budget.overspent()
+    assert past is not None
+    assert (past.limit, past.allowed, past.used) == ("total_tokens", 100, 101)
+
+
+def test_calls_reserved_before_the_limit_is_reached_can_spend_past_it_and_none_after() -> None:
+    budget = Budget(Limits(total_tokens=100))
+    budget.reserve_model_call()  # two calls under way together, both allowed:
+    budget.reserve_model_call()  # nothing is spent yet
+    budget.charge(Usage(input_tokens=70))
+    budget.charge(Usage(input_tokens=70))
+    with pytest.raises(BudgetExceeded):
+        budget.reserve_model_call()
+    past = budget.overspent()
+    assert past is not None
+    assert past.used == 140
+    assert budget.usage.model_calls == 2
+
+
+def test_cost_past_its_limit_is_overspent_but_a_sum_of_prices_at_it_is_not() -> None:
+    budget = Budget(Limits(cost=0.3))
+    budget.charge(Usage(cost=0.1))
+    budget.charge(Usage(cost=0.2))  # 0.30000000000000004 as floats add
+    assert budget.overspent() is None
+    budget.charge(Usage(cost=0.05))
+    past = budget.overspent()
+    assert past is not None
+    assert (past.limit, past.allowed, past.used) == ("cost", 0.3, 0.35)
+
+
+def test_a_budget_without_token_or_cost_limits_is_never_overspent() -> None:
+    budget = Budget(Limits(model_calls=1, tool_calls=1))
+    budget.charge(Usage(input_tokens=10**6, cost=100.0))
+    assert budget.overspent() is None
+
+
+def test_a_refused_turn_of_tool_calls_says_what_was_used_asked_for_and_allowed() -> None:
+    budget = Budget(Limits(tool_calls=7))
+    budget.reserve_tool_calls_now(6)
+    with pytest.raises(BudgetExceeded) as refused:
+        budget.reserve_tool_calls_now(2)
+    assert str(refused.value) == (
+        "budget exceeded: tool_calls used 6 of 7 allowed, and a turn asked for 2 more"
+    )
+    assert (refused.value.used, refused.value.requested, refused.value.allowed) == (6, 2, 7)
+    assert budget.usage.tool_calls == 6  # nothing counted for the refused turn
+
+
+def test_what_a_refused_turn_asked_for_survives_a_pickle() -> None:
+    again = pickle.loads(pickle.dumps(BudgetExceeded("tool_calls", 7, 6, requested=2)))
+    assert again.requested == 2
+    assert "asked for 2 more" in str(again)
+
+
+def test_a_turn_never_settled_counts_in_the_runs_usage_not_in_what_a_store_keeps() -> None:
+    budget = Budget(Limits(tool_calls=7))
+    budget.reserve_tool_calls_now(2)  # the turn is cut off: its calls ran, unsettled
+    assert budget.usage.tool_calls == 2
+    assert budget.usage.tool_calls - budget.tool_calls_running == 0
