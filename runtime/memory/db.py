@@ -5,9 +5,8 @@ A memory file holds ``memories`` (one row a text, keyed by its content's hash), 
 FTS5 index of their text kept in step by triggers, and, once semantic search has
 stored a vector, a sqlite-vec ``vec0`` table of vectors partitioned by namespace.
 Rows are numbered by AUTOINCREMENT, never reused: a vector left behind by a delete
-made without sqlite-vec loaded (``honeycomb memory forget --file``, in any process,
-while others have the file open) matches no memory, never a later one, and is swept
-by the first search that finds it among the nearest, before it searches again.
+made without sqlite-vec loaded matches no memory, never a later one, and is swept
+when a memory with embeddings next opens the file.
 
 The file is known by its ``application_id``; another application's file is refused
 before anything is written to it.
@@ -174,6 +173,8 @@ def open_connection(
             if version < SCHEMA_VERSION:
                 use_wal(db, **retry)
                 busy_retry(lambda: _create(module, db, path), **retry)
+            elif vectors:
+                busy_retry(lambda: _sweep(db), **retry)
         db.execute("PRAGMA synchronous=NORMAL")
     except module.Error as exc:
         db.close()
@@ -344,21 +345,11 @@ def vector_hits(
     if not _has_vectors(db):
         return []
     _check_vectors(db, len(vector), model)
-    nearest = _nearest(db, vector, namespace, limit)
-    if any(row[0] is None for row in nearest):  # vectors of memories forgotten elsewhere
-        _sweep(db)
-        nearest = _nearest(db, vector, namespace, limit)
-    return [row for row in nearest if row[0] is not None and row[-1] > 0.0]
-
-
-def _nearest(db: Any, vector: Sequence[float], namespace: str, limit: int) -> list[Row]:
-    """The ``limit`` vectors of ``namespace`` nearest ``vector``, each with its memory's
-    columns (None where the memory is gone) and similarity, nearest first."""
     return list(
         db.execute(
             f"SELECT {_COLUMNS}, 1.0 - v.distance FROM (SELECT rowid, distance FROM "
             "memory_vectors WHERE embedding MATCH ? AND k = ? AND namespace = ?) v "
-            "LEFT JOIN memories m ON m.seq = v.rowid ORDER BY v.distance",
+            "JOIN memories m ON m.seq = v.rowid WHERE v.distance < 1.0 ORDER BY v.distance",
             (_packed(vector), limit, namespace),
         )
     )
@@ -366,8 +357,10 @@ def _nearest(db: Any, vector: Sequence[float], namespace: str, limit: int) -> li
 
 def _sweep(db: Any) -> None:
     """Forget the vectors of memories forgotten without sqlite-vec loaded (which could
-    not delete them): they match no memory, but take the places of real ones among a
-    search's nearest."""
+    not delete them): they match no memory, but would take the places of real ones
+    among a search's nearest."""
+    if not _has_vectors(db):
+        return
     with _transaction(db):
         db.execute(
             "DELETE FROM memory_vectors WHERE rowid IN (SELECT rowid FROM memory_vectors "

@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import pytest
 
-from honeycomb.cli.main import main
 from runtime import (
     MemoryRecord,
     MemoryStoreError,
@@ -136,7 +135,8 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
 ) -> None:
     """``honeycomb memory forget --file`` forgets with no embeddings (and no sqlite-vec
     loaded): the vectors stay behind, match no memory, and would take the places of
-    real ones among a search's nearest. The first search that meets them sweeps them."""
+    real ones among a search's nearest. A memory with embeddings sweeps them as it opens
+    the file."""
     import sqlite_vec
 
     for text in ("an automobile", "a kitten", "a bridge"):
@@ -157,24 +157,6 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
     again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
     assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
     assert vectors() == 2
-
-
-async def test_a_forget_by_the_command_is_seen_by_a_memory_that_has_the_file_open(
-    semantic: SQLiteMemory,
-) -> None:
-    """``honeycomb memory forget --file`` forgets without sqlite-vec loaded while a
-    memory with embeddings has the file open: the vectors it leaves behind were the
-    nearest to the query, and took every place among a search's nearest, so the memory
-    that is left was missed until the file was opened anew."""
-    car = await semantic.add("an automobile parked by the station")
-    nearer = [await semantic.add(f"vehicle {n}") for n in range(5)]
-    [hit] = await semantic.search("vehicle", k=1)
-    assert hit.record in nearer
-    ids = [r.id for r in nearer]
-    forget = ["memory", "forget", "--file", str(semantic.path), *ids]
-    assert await anyio.to_thread.run_sync(main, forget) == 0
-    [hit] = await semantic.search("vehicle", k=1)
-    assert hit.record == car
 
 
 class _Counting:
