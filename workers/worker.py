@@ -295,7 +295,9 @@ class Worker:
             slots=kept.tool_slots,
             journal=store,
         )
-        self._dispatcher = Dispatcher(setup.tools, policy=setup.policy, calls=calls, caller=caller)
+        self._dispatcher = Dispatcher(
+            setup.tools, policy=setup.policy, calls=calls, caller=caller, journal=store
+        )
 
     @property
     def summarizer(self) -> Model | None:

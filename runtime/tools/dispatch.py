@@ -36,6 +36,7 @@ from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import ArgumentsError, ToolRegistry
+from runtime.tools.journal import Journal
 from runtime.tools.layers import (
     LockTable,
     Outcome,
@@ -108,10 +109,13 @@ class Dispatcher:
             time limit, and nothing else.
         caller: The worker and run making the calls; refusals are reported to its
             tracer.
+        journal: The worker's journal (the one its calls' layers keep), which answers
+            a call of an earlier life that cannot be run now (its tool gone, its
+            arguments no longer valid) instead of a refusal.
     """
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
-    __slots__ = ("_last", "_seen", "caller", "calls", "policy", "tools")
+    __slots__ = ("_last", "_seen", "caller", "calls", "journal", "policy", "tools")
 
     def __init__(
         self,
@@ -120,8 +124,10 @@ class Dispatcher:
         policy: DispatchPolicy | None = None,
         calls: ToolHandler | None = None,
         caller: Caller | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.tools = tools
+        self.journal = journal
         self.policy = policy = policy or DispatchPolicy()
         self.caller = caller = caller or Caller()
         if calls is None:  # workers.calls.tool_calls with no layer of a run's
@@ -257,7 +263,7 @@ class Dispatcher:
         journal's answer, whatever became of its tool (gone, or its arguments no
         longer valid), as it would from the layers."""
         error: str | None = content
-        known = journal_answer(self.calls, turn, call)
+        known = journal_answer(self.journal, turn, call) if self.journal is not None else None
         if known is not None:
             status, content, error = known.status, known.content, known.error
         caller = self.caller

@@ -31,4 +31,4 @@ def layered(
     calls = tool_calls(
         policy, caller, guard=guard, gate=approvals, locks=locks, slots=limiter, journal=journal
     )
-    return Dispatcher(tools, policy=policy, calls=calls, caller=caller)
+    return Dispatcher(tools, policy=policy, calls=calls, caller=caller, journal=journal)

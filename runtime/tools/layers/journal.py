@@ -56,24 +56,19 @@ class Journaled(ToolLayer):
         return outcome
 
 
-def journal_answer(calls: ToolHandler, turn: int, call: ToolCall) -> Outcome | None:
-    """What the journal among ``calls``' layers (:func:`workers.calls.tool_calls`)
-    answers for ``call`` of ``turn``; None when they keep no journal or it does not
-    know the call.
+def journal_answer(journal: Journal, turn: int, call: ToolCall) -> Outcome | None:
+    """What ``journal`` answers for ``call`` of ``turn``; None when it does not know the
+    call.
 
     The dispatcher asks it about a call it refuses before the layers see it (its tool
     gone, its arguments no longer valid): a call of an earlier life is answered from
     the journal instead, whatever became of its tool. Nothing is written: the call
     does not run.
     """
-    while isinstance(calls, ToolLayer):
-        if isinstance(calls, Journaled):
-            entry = calls.journal.recorded(turn, call.id)
-            if entry is None or entry.tool != call.name:
-                return None
-            return _recorded_outcome(call, entry)
-        calls = calls.next
-    return None
+    entry = journal.recorded(turn, call.id)
+    if entry is None or entry.tool != call.name:
+        return None
+    return _recorded_outcome(call, entry)
 
 
 def _recorded_outcome(call: ToolCall, entry: JournalEntry) -> Outcome:

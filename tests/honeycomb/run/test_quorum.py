@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from honeycomb import Executor, OfflineModel, Policy, Role, RunFailed
-from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
-from runtime import ConfigError, ConfigErrors, ModelRequest
+from runtime import ConfigError, ModelRequest
+from tests.support.hives import errors_of, hive
 
 ROLES = [
     Role(name="planner", description="Plans."),
@@ -61,40 +61,33 @@ def test_a_policy_refuses_a_quorum_above_max_subtasks() -> None:
     assert Policy(failure="quorum", quorum=2, max_subtasks=2).quorum == 2
 
 
+def hive_with_policy(tmp_path: Path, policy: str) -> Path:
+    """A hive of a planner and a worker on the offline model, with ``policy``."""
+    return hive(
+        tmp_path,
+        f"""\
+        name: n
+        models:
+          o: {{provider: offline, latency: 0}}
+        roles:
+          planner: {{description: plans}}
+          w: {{description: works}}
+        policy: {policy}
+        """,
+    )
+
+
 def test_a_hive_whose_quorum_is_above_max_subtasks_is_refused_at_its_policy(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hive.yaml"
-    path.write_text(
-        "name: n\n"
-        "models:\n"
-        "  o: {provider: offline, latency: 0}\n"
-        "roles:\n"
-        "  planner: {description: plans}\n"
-        "  w: {description: works}\n"
-        "policy: {quorum: 3, failure: quorum, max_subtasks: 2}\n"
-    )
-    with pytest.raises(ConfigErrors) as caught:
-        load_hive(path)
-    (error,) = caught.value.errors
-    assert str(error).startswith(f"{path}:7:1: policy: quorum is 3 but max_subtasks is 2")
+    path = hive_with_policy(tmp_path, "{quorum: 3, failure: quorum, max_subtasks: 2}")
+    (error,) = errors_of(path)
+    assert error.startswith(f"{path}:7:1: policy: quorum is 3 but max_subtasks is 2")
 
 
 def test_a_quorum_above_max_subtasks_is_told_beside_another_mistake_of_the_policy(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hive.yaml"
-    path.write_text(
-        "name: n\n"
-        "models:\n"
-        "  o: {provider: offline, latency: 0}\n"
-        "roles:\n"
-        "  planner: {description: plans}\n"
-        "  w: {description: works}\n"
-        "policy: {quorum: 30, failure: quorum, max_workers: 0}\n"
-    )
-    with pytest.raises(ConfigErrors) as caught:
-        load_hive(path)
-    told = [str(error) for error in caught.value.errors]
+    told = errors_of(hive_with_policy(tmp_path, "{quorum: 30, failure: quorum, max_workers: 0}"))
     assert any("policy.max_workers" in line for line in told)
     assert any("quorum is 30 but max_subtasks is 20" in line for line in told)

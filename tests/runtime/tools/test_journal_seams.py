@@ -58,8 +58,9 @@ async def test_the_layer_answers_a_known_call_of_a_tool_now_without_side_effects
 async def test_a_journal_is_kept_when_no_tool_of_the_worker_has_side_effects() -> None:
     effects: list[str] = []
     tools, policy, caller = now_read_only(effects), DispatchPolicy(), Caller()
-    calls = tool_calls(policy, caller, tools, journal=journal_of_an_earlier_life())
-    dispatcher = Dispatcher(tools, policy=policy, calls=calls, caller=caller)
+    journal = journal_of_an_earlier_life()
+    calls = tool_calls(policy, caller, tools, journal=journal)
+    dispatcher = Dispatcher(tools, policy=policy, calls=calls, caller=caller, journal=journal)
     sent, cut_off, new = await dispatcher.dispatch(
         [
             call("send", {"to": "ana"}, id="c1"),
