@@ -243,20 +243,21 @@ class AgentLoop:
                 except BudgetExceeded as exc:
                     return Failed(state=state, error=exc)
             bound = logs.bind(turn=state.turn)  # tools' own logs name the turn
+            observations: tuple[ToolMessage, ...] | None = None
             try:
                 observations = await self.dispatcher.dispatch(
                     pending, turn=state.turn, previous=state.previous_calls
                 )
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
-                if budget is not None:
-                    budget.release_tool_calls(len(pending))  # counted when the turn runs
                 return Waiting(state=state, pending=paused.pending)
             except BudgetExceeded as exc:  # a call's nested workers spent the run's budget
                 return Failed(state=state, error=exc)
             finally:
-                # Cut off, the calls ran: they stay counted, unsettled (a store keeps
-                # the spending without them, and a resumed run makes them again).
                 logs.unbind(bound)
+                if observations is None and budget is not None:
+                    # Paused or cancelled: the turn runs again (a resumed worker's), and
+                    # its calls are counted then.
+                    budget.release_tool_calls(len(pending))
             return await self._observed(state, pending, observations)
         runaway = self._runaway(state)
         wrap_up = runaway is not None or state.turn >= self.settings.max_turns
