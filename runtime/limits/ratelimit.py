@@ -13,15 +13,20 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   start paced, at 90% of that rate, and the pace grows by 2% of it every
   ``increase_after`` successes: the quota refills a little between two probes, and a
   probe past it costs one 429 or two, not a storm. Callers leaving a cool-down start
-  one by one at that pace, not all at once to meet the same empty quota. The pace never
-  holds attempts back more than ``min_concurrency`` calls in flight would (at the
-  latency the answers took), and at twice the rate learnt, with no 429 since, it is
-  dropped: attempts start freely again.
+  one by one at that pace, not all at once to meet the same empty quota, however slow
+  it is (slower than one call at a time, if that is what the quota takes). A stretch
+  leaves out the time the limiter was idle (no attempt in flight, no cool-down): the
+  time nobody asked says nothing of the rate the endpoint takes. A 429 that comes before a
+  stretch has enough answers to learn from halves the pace instead: it let the quota
+  be spent again that soon. It halves no lower than one start per the wait that 429
+  asked for (its ``Retry-After``, else ``cooldown_s``): the endpoint takes a call again
+  after that, so a run of 429s never holds callers for longer than they ask. At twice
+  the rate learnt, with no 429 since, the pace is dropped: attempts start freely again.
 - Every ``increase_after`` successes at the current limit grow it by one, up to
   ``max_concurrency``.
-- A cool-down holds retries too, but never past their call's retry deadline
-  (:data:`retry_deadline`, which the retry policy sets for each attempt): a retry whose
-  cool-down would end past it gives up at once with
+- A cool-down and a paced start hold retries too, but never past their call's retry
+  deadline (:data:`retry_deadline`, which the retry policy sets for each attempt): a
+  retry whose wait would end past it gives up at once with
   :class:`~runtime.errors.RetryAfterPastDeadline`, as one told the same ``Retry-After``
   by its own 429 does. The 429 still sets the cool-down when its own caller refused
   to wait so long: it is the endpoint's word for every caller.
@@ -32,6 +37,9 @@ what the endpoint takes (additive increase, multiplicative decrease, as TCP does
   once it runs low they are spaced at the rate the quota refills (from
   ``x-ratelimit-limit-*``; without it, they wait for the reset): the limiter slows
   down before the first 429, not after it.
+
+Paced starts are booked as callers come (:class:`~runtime.limits.pacing.Pacer`): a
+caller that leaves before its start gives it back to the callers booked after it.
 
 It applies per attempt, so retries pass through it: :class:`~runtime.OpenAIModel`
 holds one (``max_concurrency=`` or ``limiter=``), and :class:`RateLimitedModel` puts
@@ -47,16 +55,14 @@ still in it never gives those back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
-from runtime.concurrency import TimedOut, within
 from runtime.errors import ModelHTTPError, RetryAfterPastDeadline
+from runtime.limits.pacing import Pacer, QuotaPace
 from runtime.limits.quota import QuotaLeft, quota_from_headers
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Value
@@ -79,10 +85,13 @@ class RetryDeadline(Value, frozen=True, kw_only=True):
     Attributes:
         at: When no retry may still be waiting (``time.monotonic()``).
         attempts: Attempts the call made before this one (0: this is the first).
+        last: What the attempt before this one failed with: what a retry that a paced
+            start would hold past ``at`` gives up with.
     """
 
     at: float
     attempts: int
+    last: BaseException | None = None
 
 
 retry_deadline: ContextVar[RetryDeadline | None] = ContextVar(
@@ -93,14 +102,6 @@ for the attempt (:func:`runtime.limits.retry.deadline_of`): the limiter holds no
 past it."""
 
 
-_PACE = 0.97
-"""Share of the quota's refill rate that paced attempts start at: a little below it,
-so that jitter in when requests arrive does not empty the quota."""
-
-_RESERVE = 0.02
-"""Share of a limit that is left unspent before pacing starts (at least two calls'
-worth): what requests on their way when the quota was read may still take."""
-
 _BACKOFF = 0.9
 """Share of the rate a 429 taught that attempts are paced at just after it."""
 
@@ -109,8 +110,12 @@ _PROBE = 0.02
 successes."""
 
 _EVIDENCE = 8
-"""Answers a rate is learnt from, at the least: a 429 that comes sooner (the later
-ones of a burst) leaves the pace as it is, and the stretch goes on."""
+"""Answers a rate is learnt from, at the least: a 429 that comes sooner halves the
+pace instead (it let the quota be spent again that soon), and the stretch goes on."""
+
+_BY_QUOTA = "the rate limiter's pace at the quota the endpoint reported"
+_BY_429S = "the rate limiter's pace learnt from 429s"
+"""Where the wait of a paced start comes from, as a retry that refuses it says."""
 
 
 class AdaptiveLimiter:
@@ -170,25 +175,17 @@ class AdaptiveLimiter:
         self._cooled_by: ModelHTTPError | None = None  # the 429 whose wait it is
         self._epoch = 0  # bumped at every decrease
         self._successes = 0
-        # What the endpoint said of its quota (observe): attempts that may start
-        # freely, and then the seconds between attempts (None: wait for the reset).
-        self._allowance = math.inf
-        self._interval: float | None = None
-        self._refilled_at = 0.0
-        self._next_start = 0.0
-        self._tokens_per_call: float | None = None
+        self._quota = QuotaPace(clock, sleep)  # what the endpoint said of its quota
         # What 429s alone tell (no headers): the answers since the last 429 that taught
-        # a rate, and from when; the rate taught (answers a second); the pace attempts
-        # start at (None: freely) and the next paced start; the latency of answers.
+        # a rate, and from when (moved on by the time the limiter was idle since, when
+        # no attempt was in flight); the rate taught (answers a second); the pace
+        # attempts start at (None: freely).
         self._answered = 0
-        self._answered_from: float | None = None
+        self._answered_from = 0.0
+        self._idle_since: float | None = None  # None: never used
         self._learnt = 0.0
         self._rate: float | None = None
-        self._next_paced = 0.0
-        # The waits for a paced start, in the order they were booked: a 429 that
-        # changes the pace ends them, and each books again at the new one.
-        self._booked: dict[within, None] = {}
-        self._latency: float | None = None
+        self._paced_starts = Pacer(clock, sleep)
         self.paced = 0
         """Attempts held back: to keep within the quota the endpoint reported, or to
         the pace its 429s taught."""
@@ -229,12 +226,20 @@ class AdaptiveLimiter:
         """The 429 whose wait the cool-down is (None when not cooling down)."""
         return self._cooled_by if self._cool_until > self._now() else None
 
+    @property
+    def cooldown_asked_by(self) -> str:
+        """Where the cool-down's wait comes from, in words: a 429's ``Retry-After``,
+        or the cool-down a 429 without one gets (``cooldown_s``)."""
+        cause = self._cooled_by
+        if cause is not None and cause.retry_after is None:
+            return "the rate limiter's cool-down after a 429 with no Retry-After"
+        return "the rate limiter's cool-down for a 429's Retry-After"
+
     @asynccontextmanager
     async def attempt(self) -> AsyncIterator[None]:
         """Hold a slot for one attempt; a 429 raised inside slows everyone down."""
         loop = self._adopt()
         epoch = await self._acquire(loop)
-        started = self._now()
         try:
             yield
         except ModelHTTPError as exc:
@@ -242,7 +247,7 @@ class AdaptiveLimiter:
                 self._on_throttled(epoch, exc)
             raise
         else:
-            self._on_success(epoch, self._now() - started)
+            self._on_success(epoch)
         finally:
             self._release(loop)
 
@@ -251,14 +256,15 @@ class AdaptiveLimiter:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop, self._in_flight, self._waiters = loop, 0, deque()
-            self._booked = {}
+            self._quota.forget()
+            self._paced_starts.forget()
         return loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down, and
         wait for this attempt's paced start."""
-        if self._answered_from is None:
-            self._answered_from = self._now()
+        if not self._in_flight and not self._waiters:
+            self._leave_out_idle_time()
         if self._in_flight < self._limit and not self._waiters:
             self._in_flight += 1
         else:
@@ -277,7 +283,7 @@ class AdaptiveLimiter:
             # also while a caller waits for its paced start.
             while True:
                 while (left := self._cool_until - self._now()) > 0:
-                    self._refuse_past_deadline(left)
+                    self._refuse_past_deadline(left, self.cooldown_asked_by, self._cooled_by)
                     await self._sleep(left)
                 await self._pace()
                 if self._cool_until <= self._now():
@@ -287,72 +293,70 @@ class AdaptiveLimiter:
             raise
         return self._epoch
 
-    def _refuse_past_deadline(self, wait_s: float) -> None:
-        """Give a retry up at once if its cool-down, ``wait_s`` more, would end past its
+    def _leave_out_idle_time(self) -> None:
+        """Move the stretch a rate is learnt from on by the time the limiter was idle
+        until now (no attempt in flight, and no cool-down: retries sitting one out
+        wait outside it): the time nobody asked says nothing of the rate the endpoint
+        takes."""
+        now = self._now()
+        if self._idle_since is None:  # its first attempt
+            self._answered_from = now
+        else:
+            self._answered_from += max(now - max(self._idle_since, self._cool_until), 0.0)
+
+    def _refuse_past_deadline(
+        self, wait_s: float, asked_by: str, cause: ModelHTTPError | None = None
+    ) -> None:
+        """Give a retry up at once if its wait, ``wait_s`` more, would end past its
         call's retry deadline (the first attempt of a call is not a retry: it waits).
 
+        Args:
+            wait_s: The wait the retry would make.
+            asked_by: Where the wait comes from, in words.
+            cause: The 429 that asked for it; None: no answer did (a paced start), and
+                the retry gives up with the error it follows.
+
         Raises:
-            RetryAfterPastDeadline: the 429 that asked for the cool-down, and the
-                deadline left.
+            RetryAfterPastDeadline: the wait, where it comes from, and the deadline
+                left, with the 429 that asked for it or the HTTP error the retry follows.
+            BaseException: the error the retry follows, when it was no HTTP answer (a
+                timeout, a lost connection) and no 429 asked for the wait.
         """
-        deadline, cause = retry_deadline.get(), self._cooled_by
-        if deadline is None or not deadline.attempts or cause is None:
+        deadline = retry_deadline.get()
+        if deadline is None or not deadline.attempts:
             return
         left = deadline.at - time.monotonic()  # the retry policy's clock
-        if wait_s >= left:
-            left = max(left, 0.0)
+        if wait_s < left:
+            return
+        given_up: BaseException | None = cause or deadline.last
+        if isinstance(given_up, ModelHTTPError):
             raise RetryAfterPastDeadline(
-                cause, deadline_left_s=left, attempts=deadline.attempts
-            ) from cause
+                given_up,
+                deadline_left_s=max(left, 0.0),
+                attempts=deadline.attempts,
+                wait_s=wait_s,
+                asked_by=asked_by,
+            ) from given_up
+        if given_up is not None:
+            raise given_up  # as the retry policy does when it stops: the error retried
 
     async def _pace(self) -> None:
         """Wait for this attempt's start: by the quota the endpoint reported, then by
-        the pace 429s taught."""
-        held = await self._pace_by_quota()
-        held = await self._pace_by_429s() or held
+        the pace 429s taught (booked again if a 429 changes it meanwhile)."""
+        held = await self._quota.start(lambda wait: self._refuse_past_deadline(wait, _BY_QUOTA))
+        held = (
+            await self._paced_starts.start(
+                lambda: None if self._rate is None else 1 / self._rate,
+                lambda wait: self._refuse_past_deadline(wait, _BY_429S),
+            )
+            or held
+        )
         if held:
             self.paced += 1
 
-    async def _pace_by_quota(self) -> bool:
-        """Start now while the quota has room, else at the next moment paced at its
-        refill rate; True if this attempt was held back."""
-        if self._allowance >= 1:
-            self._allowance -= 1
-            return False
-        now = self._now()
-        if self._interval is None:
-            start = self._refilled_at  # no rate known: the quota is whole again then
-        else:
-            start = max(now, self._next_start)
-            self._next_start = start + self._interval
-        if start <= now:
-            return False
-        await self._sleep(start - now)
-        return True
-
-    async def _pace_by_429s(self) -> bool:
-        """Start at the next paced moment, booked again if a 429 changes the pace
-        meanwhile; True if this attempt was held back."""
-        held = False
-        while self._rate is not None:
-            now = self._now()
-            start = max(now, self._next_paced)
-            self._next_paced = start + 1 / self._rate
-            if start <= now:
-                break
-            held, booked = True, within(None)
-            self._booked[booked] = None
-            try:
-                with contextlib.suppress(TimedOut), booked:
-                    await self._sleep(start - now)
-            finally:
-                self._booked.pop(booked, None)
-            if not booked.expired:
-                break
-        return held
-
     def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
-        """Take in what an answer said of the endpoint's quota, and the tokens it cost.
+        """Take in what an answer said of the endpoint's quota, and the tokens it cost
+        (see :class:`~runtime.limits.pacing.QuotaPace`).
 
         Called by a model adapter within an attempt (:meth:`attempt`), for every answer,
         429s included. Attempts still out besides this one count as spent: the quota
@@ -362,30 +366,7 @@ class AdaptiveLimiter:
             quota: What is left (:func:`quota_from_headers`); None: nothing was said.
             tokens: The answer's input plus output tokens, which a tokens limit counts.
         """
-        if tokens is not None and tokens > 0:
-            known = self._tokens_per_call
-            self._tokens_per_call = tokens if known is None else 0.7 * known + 0.3 * tokens
-        if quota is None:
-            return
-        now = self._now()
-        others = max(self._in_flight - 1, 0)
-        allowance, interval, refilled_at = math.inf, None, now
-        for left, reset_s, limit, cost in (
-            (quota.requests, quota.requests_reset_s, quota.requests_limit, 1.0),
-            (quota.tokens, quota.tokens_reset_s, quota.tokens_limit, self._tokens_per_call),
-        ):
-            if left is None or cost is None:
-                continue
-            reserve = max(2 * cost, _RESERVE * (limit or 0.0))
-            allowance = min(allowance, (left - reserve) / cost - others)
-            if reset_s is not None:
-                refilled_at = max(refilled_at, now + reset_s)
-                if limit is not None and limit > left and reset_s > 0:
-                    calls_per_s = (limit - left) / reset_s / cost
-                    interval = max(interval or 0.0, 1 / (calls_per_s * _PACE))
-        self._allowance, self._refilled_at = allowance, refilled_at
-        if interval is not None:
-            self._interval = interval  # a quota's rate stays; a full quota does not say it
+        self._quota.observe(quota, tokens=tokens, others=max(self._in_flight - 1, 0))
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         if loop is not self._loop:
@@ -393,6 +374,8 @@ class AdaptiveLimiter:
         self._in_flight -= 1
         if not loop.is_closed():  # an attempt ended as its closed loop is collected
             self._wake()
+        if not self._in_flight:
+            self._idle_since = self._now()
 
     def _wake(self) -> None:
         """Hand free slots to waiters, in order."""
@@ -404,42 +387,40 @@ class AdaptiveLimiter:
         self.throttled += 1
         now = self._now()
         wait = self.cooldown_s if exc.retry_after is None else exc.retry_after
-        until = now + min(max(wait, 0.0), self.max_cooldown_s)
+        cooldown = min(max(wait, 0.0), self.max_cooldown_s)
+        until = now + cooldown
         if until >= self._cool_until:
             # Set even when its own caller gave up rather than wait (its deadline too
             # near): the endpoint asked every caller to wait.
             self._cool_until, self._cooled_by = until, exc
         if epoch == self._epoch:  # started after the last cut: a new congestion event
-            self._learn_rate(now)
+            self._learn_rate(now, cooldown or self.cooldown_s)
             self._limit = max(self._limit // 2, self.min_concurrency)
             self._epoch += 1
             self._successes = 0
             # Starts booked at the old pace are void: the next starts at the cool-down's
             # end, and every attempt waiting for one books again at the new pace.
-            self._next_paced = self._cool_until
-            booked, self._booked = self._booked, {}
-            for block in booked:
-                block.expire()
+            self._paced_starts.restart(self._cool_until)
 
-    def _learn_rate(self, now: float) -> None:
+    def _learn_rate(self, now: float, cooldown: float) -> None:
         """The rate of the answers since the last 429 that taught one: at each of the
         two the endpoint's quota was spent, so that is the rate it refills at (the
         first stretch also spends a quota that was full, and overstates it). Too few
-        answers to tell (the 429s of one burst): the stretch goes on."""
+        answers to tell: the stretch goes on, and a pace that let the quota be spent
+        again so soon halves (as the limit in flight does), though never below one
+        start per ``cooldown``, the wait this 429 asked for: the endpoint takes a call
+        again after it."""
         since = self._answered_from
-        if self._answered >= _EVIDENCE and since is not None and now > since:
+        if self._answered >= _EVIDENCE and now > since:
             self._learnt = self._answered / (now - since)
             self._rate = _BACKOFF * self._learnt
             self._answered, self._answered_from = 0, now
-        if self._rate is not None and self._latency:
-            # No slower than min_concurrency calls one after another: a 429 that is
-            # not of a quota (an endpoint at its capacity, a fault) cannot stall it.
-            self._rate = max(self._rate, self.min_concurrency / self._latency)
+        elif self._rate is not None:
+            floor = 1 / cooldown if cooldown > 0 else 0.0
+            self._rate = max(self._rate / 2, min(floor, self._rate))
 
-    def _on_success(self, epoch: int, latency: float) -> None:
+    def _on_success(self, epoch: int) -> None:
         self._answered += 1
-        known = self._latency
-        self._latency = latency if known is None else 0.8 * known + 0.2 * latency
         if self._rate is not None:
             self._rate += _PROBE * self._learnt / self.increase_after
             if self._rate >= 2 * self._learnt:

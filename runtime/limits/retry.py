@@ -8,9 +8,14 @@ limiter would hold it that long anyway: the wait reported is the wait made). The
 policy stops after a number of attempts or before a total deadline would be passed,
 whichever comes first; a ``Retry-After`` that would end past the deadline gives up
 at once with :class:`~runtime.errors.RetryAfterPastDeadline`, and so does a retry
-whose limiter's cool-down (another call's ``Retry-After``) would, whether it is known
-when the retry's wait is chosen or comes while it waits (:func:`deadline_of` tells
-the limiter the deadline).
+that its limiter would hold past it (a cool-down for another call's ``Retry-After``,
+a paced start), whether that is known when the retry's wait is chosen or comes while
+it waits (:func:`deadline_of` tells the limiter the deadline).
+
+An adapter that holds a limiter itself (chat, embeddings) retries a call one way,
+:func:`endpoint_call`: each attempt through a slot of the limiter, held to the
+deadline there. A model that wraps a rate-limited one retries it with
+:class:`RetryingModel`.
 
 Each retry is reported to the model call's caller, if it asked
 (:func:`runtime.events.report_retry`), else logged.
@@ -24,8 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import tenacity
 from tenacity import RetryCallState
@@ -50,11 +55,14 @@ __all__ = [
     "RetryingModel",
     "ShownText",
     "deadline_of",
+    "endpoint_call",
     "limiter_of",
     "retrying",
     "wait_at_least",
     "wait_retry_after",
 ]
+
+T = TypeVar("T")
 
 
 class wait_retry_after(wait_base):
@@ -89,6 +97,14 @@ class wait_at_least(wait_base):
         return max(self.wait(retry_state), self.floor())
 
 
+class _CallRetrying(tenacity.AsyncRetrying):
+    """tenacity's controller of one call, which remembers what the call's last attempt
+    failed with (:func:`deadline_of` records it): the error a retry gives up with when
+    its limiter would hold it past the deadline."""
+
+    failed: BaseException | None = None
+
+
 def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> tenacity.AsyncRetrying:
     """A tenacity controller carrying out ``policy`` (one per call: it holds state).
 
@@ -109,7 +125,7 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         """Whether to retry after ``exc``: never once a stream has shown text."""
         return not isinstance(exc, StreamInterrupted) and policy.retry_on(exc)
 
-    return tenacity.AsyncRetrying(
+    return _CallRetrying(
         stop=tenacity.stop_after_attempt(policy.attempts)
         | tenacity.stop_before_delay(policy.deadline_s),
         wait=wait,
@@ -124,34 +140,82 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
 @contextlib.contextmanager
 def deadline_of(policy: RetryPolicy, attempt: tenacity.AttemptManager) -> Iterator[None]:
     """The block is ``attempt`` of a call retried under ``policy``: a rate limiter it
-    passes through holds it no longer than the policy's deadline (a cool-down that
-    would end past it gives the retry up with :class:`RetryAfterPastDeadline`)."""
+    passes through holds it no longer than the policy's deadline (a wait that would
+    end past it gives the retry up: :class:`RetryAfterPastDeadline`, or the error the
+    retry follows when that was no HTTP answer)."""
     state = attempt.retry_state
+    call = state.retry_object
+    last = call.failed if isinstance(call, _CallRetrying) else None
     at = state.start_time + policy.deadline_s  # tenacity's clock: time.monotonic()
-    token = retry_deadline.set(RetryDeadline(at=at, attempts=state.attempt_number - 1))
+    deadline = RetryDeadline(at=at, attempts=state.attempt_number - 1, last=last)
+    token = retry_deadline.set(deadline)
     try:
         yield
+    except BaseException as exc:
+        if isinstance(call, _CallRetrying):
+            call.failed = exc
+        raise
     finally:
         retry_deadline.reset(token)
 
 
+async def endpoint_call(
+    policy: RetryPolicy,
+    limiter: AdaptiveLimiter | None,
+    once: Callable[[], Awaitable[T]],
+    *,
+    shown: ShownText | None = None,
+    model: str = "",
+) -> T:
+    """One call to an endpoint, ``await once()`` an attempt, retried under ``policy``,
+    each attempt through a slot of ``limiter`` and held to the policy's deadline there:
+    how every adapter that holds its limiter itself retries a call, so that all of
+    them retry alike.
+
+    Args:
+        policy: When and how long to retry.
+        limiter: The limiter every attempt passes through (None: none).
+        once: Makes one attempt.
+        shown: A streamed call's text shown so far: an attempt that fails after some
+            was shown raises :class:`StreamInterrupted`, which is not retried.
+        model: The model a :class:`StreamInterrupted` names.
+
+    Raises:
+        RetryAfterPastDeadline: when a wait past the deadline is why retrying stopped.
+        ModelError: the last attempt's error, once retrying stopped.
+    """
+    async for attempt in retrying(policy, limiter):
+        guard = shown.guard(model) if shown is not None else contextlib.nullcontext()
+        with attempt, guard, deadline_of(policy, attempt):
+            if limiter is None:
+                return await once()
+            async with limiter.attempt():
+                return await once()
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
 def _give_up(policy: RetryPolicy, limiter: AdaptiveLimiter | None, state: RetryCallState) -> Any:
-    """Raise the last error, saying so when a Retry-After past the deadline (not the
-    number of attempts) is why no retry follows: the error's own, or the one the
-    limiter's cool-down is the wait of."""
+    """Raise the last error, saying so when a wait past the deadline (not the number
+    of attempts) is why no retry follows: the error's own Retry-After, or the
+    limiter's cool-down left (the wait the retry would have made)."""
     outcome = state.outcome
     assert outcome is not None  # tenacity stops only after an attempt
     exc = outcome.exception()
     if exc is not None and state.attempt_number < policy.attempts:
-        left = policy.deadline_s - (state.seconds_since_start or 0.0)
-        asked = None
-        if isinstance(exc, ModelHTTPError) and exc.retry_after is not None:
-            asked = exc if exc.retry_after >= left else None
-        if asked is None and limiter is not None and limiter.cooldown_left_s >= left:
-            asked = limiter.cooled_by
-        if asked is not None:
-            left, attempts = max(left, 0.0), state.attempt_number
-            raise RetryAfterPastDeadline(asked, deadline_left_s=left, attempts=attempts) from exc
+        left = max(policy.deadline_s - (state.seconds_since_start or 0.0), 0.0)
+        attempts = state.attempt_number
+        asked = exc.retry_after if isinstance(exc, ModelHTTPError) else None
+        if isinstance(exc, ModelHTTPError) and asked is not None and asked >= left:
+            raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
+        cooled_by = limiter.cooled_by if limiter is not None else None
+        if limiter is not None and cooled_by is not None and limiter.cooldown_left_s >= left:
+            raise RetryAfterPastDeadline(
+                cooled_by,
+                deadline_left_s=left,
+                attempts=attempts,
+                wait_s=limiter.cooldown_left_s,
+                asked_by=limiter.cooldown_asked_by,
+            ) from exc
     return outcome.result()  # raises the last error
 
 

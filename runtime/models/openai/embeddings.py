@@ -4,8 +4,10 @@ the official ``openai`` client.
 
 Calls are retried, limited and keyed as a chat model's are: it holds an
 :class:`~runtime.models.openai.chat.OpenAIModel` for the endpoint and uses its client (one
-per event loop), retry policy and limiter. ``openai`` errors become
-:mod:`runtime.errors` here.
+per event loop), retry policy and limiter, and retries each call as every adapter that
+holds a limiter does (:func:`~runtime.limits.retry.endpoint_call`: a retry waits
+out the limiter's cool-down, and gives up at once when its wait would end past the
+policy's deadline). ``openai`` errors become :mod:`runtime.errors` here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from runtime.errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from runtime.limits.retry import retrying
+from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import _retry_after
@@ -85,13 +87,9 @@ class OpenAIEmbeddings:
         if not texts:
             return []
         endpoint = self.endpoint
-        async for attempt in retrying(endpoint.retry):
-            with attempt:
-                if endpoint.limiter is None:
-                    return await self._embed_once(list(texts))
-                async with endpoint.limiter.attempt():
-                    return await self._embed_once(list(texts))
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+        return await endpoint_call(
+            endpoint.retry, endpoint.limiter, lambda: self._embed_once(list(texts))
+        )
 
     async def _embed_once(self, texts: list[str]) -> list[list[float]]:
         params: dict[str, Any] = {"model": self.model, "input": texts}

@@ -49,7 +49,7 @@ from runtime.errors import (
 from runtime.events import report_retry
 from runtime.limits.quota import quota_from_headers
 from runtime.limits.ratelimit import AdaptiveLimiter
-from runtime.limits.retry import ShownText, deadline_of, retrying
+from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
 from runtime.models.openai.request import Api, key_missing, split_settings
@@ -213,14 +213,13 @@ class OpenAIEndpoint(abc.ABC):
     async def _retried(
         self, request: ModelRequest, mode: OutputMode, shown: ShownText | None
     ) -> ModelResponse:
-        async for attempt in retrying(self.retry, self.limiter):
-            # A streamed attempt that fails after showing text is StreamInterrupted.
-            guard = shown.guard(repr(self)) if shown is not None else _NO_GUARD
-            # Held to the policy's deadline in the limiter too (its cool-down).
-            with attempt, guard, deadline_of(self.retry, attempt):
-                async with self.limiter.attempt() if self.limiter else _NO_LIMIT:
-                    return await self._complete_once(request, mode, shown)
-        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+        return await endpoint_call(
+            self.retry,
+            self.limiter,
+            lambda: self._complete_once(request, mode, shown),
+            shown=shown,
+            model=repr(self),
+        )
 
     def _fall_back(self, mode: OutputMode, exc: ModelHTTPError) -> None:
         """The endpoint refused structured output asked for as ``mode``: ask the next
@@ -380,8 +379,6 @@ async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, Non
 
 
 _KEY = "api key"
-_NO_LIMIT = contextlib.nullcontext()
-_NO_GUARD = contextlib.nullcontext()
 
 
 def _all_text(exc: BaseException) -> str:

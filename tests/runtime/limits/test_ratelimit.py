@@ -419,11 +419,11 @@ async def test_the_pace_grows_back_and_is_let_go_at_twice_the_rate_learnt() -> N
 
 
 @in_virtual_time
-async def test_a_pace_never_holds_back_more_than_min_concurrency_calls_in_flight() -> None:
-    # Answers a L each, four at a time, then a 429: the rate learnt is 4 a L, and 90%
-    # of it 3.6 a L; but with min_concurrency=4 the pace is at least 4 a L (what 4 calls
-    # in flight do), so a 429 of an endpoint at capacity, or of a fault, never slows
-    # the callers below it.
+async def test_a_pace_is_the_rate_learnt_even_below_min_concurrency_calls_in_flight() -> None:
+    # Answers a L each, four at a time, then a 429: the rate learnt is 4 a L, and the
+    # pace 90% of it, 3.6 a L, though min_concurrency=4 calls in flight (at the
+    # answers' latency) would start 4 a L. The pace follows the quota, which may take
+    # fewer calls than the limit in flight would make (it once could not).
     limiter = limiter_in_virtual_time(8, min_concurrency=4)
 
     async def two() -> None:
@@ -435,9 +435,9 @@ async def test_a_pace_never_holds_back_more_than_min_concurrency_calls_in_flight
         for _ in range(4):
             tg.start_soon(two)
     await throttle(limiter, retry_after=0)
-    assert limiter.pace == pytest.approx(4 / L)
+    assert limiter.pace == pytest.approx(0.9 * 4 / L)
     starts = await starts_of(limiter, 4)
-    paced(starts, first=2 * L, spacing=L / 4)
+    paced(starts, first=2 * L, spacing=L / 3.6)
 
 
 @in_virtual_time

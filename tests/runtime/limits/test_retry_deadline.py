@@ -62,7 +62,10 @@ def check(a: BaseException, b: BaseException, took_s: float) -> None:
     assert isinstance(a, RetryAfterPastDeadline)  # the cool-down B's 429 set, refused
     assert a.attempts == 1
     assert a.retry_after == LONG
-    assert f"asked to wait {LONG:g}s" in str(a)
+    # The wait it would have made: what was left of the cool-down B's 429 set.
+    assert a.asked_by == "the rate limiter's cool-down for a 429's Retry-After"
+    assert LONG - DEADLINE.deadline_s < a.wait_s < LONG
+    assert f"{a.asked_by} asked to wait {a.wait_s:.3g}s" in str(a)
     assert 0 < a.deadline_left_s < DEADLINE.deadline_s
     assert took_s < DEADLINE.deadline_s
 
