@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 from msgspec.structs import replace
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from runtime import (
     AssistantMessage,
@@ -32,7 +32,7 @@ from runtime import (
 )
 from runtime.config.imports import import_object
 from runtime.models.tokens import quarter_tokens
-from runtime.value import Value
+from runtime.value import SettingsModel, Value
 
 __all__ = [
     "Compaction",
@@ -56,7 +56,7 @@ TOKENS_PER_MESSAGE = 4
 """What a message's framing (its role, separators) adds, in tokens."""
 
 
-class Compaction(BaseModel):
+class Compaction(SettingsModel):
     """A context budget kept by rolling summaries: before a model call whose context
     would exceed ``budget_tokens``, the oldest turns, all but the last ``keep_turns``,
     are folded with the previous summary into one summary message (a model call of

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from runtime import (
     Budget,
@@ -51,7 +51,7 @@ from runtime.concurrency import run_together
 from runtime.config.imports import import_object
 from runtime.events import CallReport, current_call
 from runtime.tools.define import arguments_text
-from runtime.value import Value
+from runtime.value import SettingsModel, Value
 from workers.calls import model_calls
 
 __all__ = [
@@ -84,7 +84,7 @@ _WHAT = {
 }
 
 
-class Guards(BaseModel):
+class Guards(SettingsModel):
     """A role's (or a run's) guards, by kind; each a callable, an import path
     (``module:name``) or a judge role's name."""
 

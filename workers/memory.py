@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from runtime import (
     Event,
@@ -40,6 +40,7 @@ from runtime import (
 from runtime.memory import DEFAULT_NAMESPACE
 from runtime.secrets import masked
 from runtime.tools.render import cut
+from runtime.value import SettingsModel
 
 __all__ = [
     "RECALL_HEADER",
@@ -57,7 +58,7 @@ RECALLED_CHARS = 1500
 """Characters of each memory a recall shows."""
 
 
-class RoleMemory(BaseModel):
+class RoleMemory(SettingsModel):
     """A role's use of the memory (``memory:`` in its YAML).
 
     Attributes:

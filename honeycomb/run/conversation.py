@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from runtime import AssistantMessage, Budget, Message, Model, Tracer
 from runtime.events import Caller
-from runtime.value import Value
+from runtime.value import SettingsModel, Value
 from workers.compaction import Compactor
 from workers.context import Compaction, summary_message
 from workers.state import LoopState
@@ -52,7 +52,7 @@ ENDED = frozenset({"ok", "partial", "failed", "over_budget", "forgotten"})
 it has an answer, and the store no longer holds its run)."""
 
 
-class SessionPolicy(BaseModel):
+class SessionPolicy(SettingsModel):
     """How an Executor's sessions keep their conversations.
 
     Attributes:

@@ -17,6 +17,7 @@ from runtime import (
     BudgetExceeded,
     CompactionFinished,
     CompactionStarted,
+    ConfigError,
     Dispatcher,
     Event,
     Limits,
@@ -420,7 +421,7 @@ async def test_a_trigger_below_the_budget_folds_early_and_the_window_waits_for_t
 
 
 def test_a_trigger_over_the_budget_is_refused() -> None:
-    with pytest.raises(ValueError, match="trigger_tokens"):
+    with pytest.raises(ConfigError, match="trigger_tokens"):
         Compaction(budget_tokens=1000, trigger_tokens=2000)
 
 

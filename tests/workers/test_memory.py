@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from runtime import (
+    ConfigError,
     DuplicateToolError,
     Event,
     MemoryHit,
@@ -343,9 +344,9 @@ def test_a_role_with_memory_and_no_memory_to_use_is_an_error() -> None:
 
 
 def test_a_namespace_is_checked_where_the_role_is_declared() -> None:
-    with pytest.raises(ValueError, match="namespace"):
+    with pytest.raises(ConfigError, match="namespace"):
         RoleMemory(namespace="two words")
-    with pytest.raises(ValueError, match="recall"):
+    with pytest.raises(ConfigError, match="recall"):
         RoleMemory(recall=-1)
 
 

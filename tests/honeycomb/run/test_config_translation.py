@@ -1,4 +1,5 @@
-"""The models a person writes (``Role``, ``Approvals``, ``Policy``), made in Python
+"""The models a person writes (``Role``, ``Approvals``, ``Policy``, ``Compaction``,
+``RoleMemory``, ``Guards``, ``SessionPolicy``), made in Python
 with a wrong value, raise ``ConfigError`` naming the model and the field in
 pydantic's words, as ``Budgets`` does; read from a hive file, each mistake is still
 told at its line and field there."""
@@ -12,7 +13,19 @@ from typing import Any
 import pydantic
 import pytest
 
-from honeycomb import Approvals, Budgets, ConfigError, ConfigErrors, HoneycombError, Policy, Role
+from honeycomb import (
+    Approvals,
+    Budgets,
+    Compaction,
+    ConfigError,
+    ConfigErrors,
+    Guards,
+    HoneycombError,
+    Policy,
+    Role,
+    RoleMemory,
+    SessionPolicy,
+)
 from honeycomb.hive import load_hive
 
 
@@ -49,6 +62,19 @@ from honeycomb.hive import load_hive
             "Policy.budgets.model_calls: Input should be greater than or equal to 1 (got -1)",
         ),
         (lambda: Budgets(model_calls=-1), "model_calls must be at least 1, got -1"),
+        (
+            lambda: Compaction(budget_tokens=10),
+            "Compaction.budget_tokens: Input should be greater than or equal to 256 (got 10)",
+        ),
+        (
+            lambda: RoleMemory(recall=99),
+            "RoleMemory.recall: Input should be less than or equal to 20 (got 99)",
+        ),
+        (lambda: Guards(inputs=()), "Guards.inputs: unknown field (did you mean 'input'?)"),
+        (
+            lambda: SessionPolicy(max_sessions=0),
+            "SessionPolicy.max_sessions: Input should be greater than or equal to 1 (got 0)",
+        ),
     ],
 )
 def test_a_model_made_in_python_with_a_wrong_value_raises_a_config_error(
