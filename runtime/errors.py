@@ -572,6 +572,10 @@ class BudgetExceeded(HoneycombError):
         used: What had been used when the check failed.
         requested: What the refused step asked for on top of ``used`` (a turn's tool
             calls); None when it was refused for what was used alone.
+        running: Of ``used``, the tool calls of turns still under way: counted as their
+            turn began, and given back if the run's end cuts their turn off (its
+            worker never reads their answers; a resumed run makes them again), so a
+            partial result's usage may count fewer.
         partial: Whatever results the run had when it stopped (set by the Executor).
         in_flight: The model calls under way when the wall-time budget ran out (who,
             for how long, the tokens they had streamed), which it cut off.
@@ -585,18 +589,21 @@ class BudgetExceeded(HoneycombError):
         in_flight: Sequence[Any] = (),
         *,
         requested: float | None = None,
+        running: float = 0,
     ) -> None:
         self.limit = limit
         self.allowed = allowed
         self.used = used
         self.requested = requested
+        self.running = running
         self.in_flight = tuple(in_flight)
         self.partial: Any = None
         # "used 6 of 7 allowed" alone reads as within the limit: say what was asked.
         asked = f", and a turn asked for {requested:g} more" if requested is not None else ""
+        under_way = f" ({running:g} in turns under way)" if running else ""
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
         super().__init__(
-            f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{asked}{cut}"
+            f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{under_way}{asked}{cut}"
         )
 
 

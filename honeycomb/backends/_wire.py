@@ -84,7 +84,7 @@ def portable_error(exc: BaseException) -> tuple[str, Any]:
     itself, when it pickles and is made again as itself (a tool's ``ModelRetry``, say),
     else as plain values."""
     if isinstance(exc, BudgetExceeded):
-        return ("budget", (exc.limit, exc.allowed, exc.used, exc.requested))
+        return ("budget", (exc.limit, exc.allowed, exc.used, exc.requested, exc.running))
     try:
         pickle.dumps(exc)  # its class importable where it goes ...
         again = copy.deepcopy(exc)  # ... and made again from what is pickled
@@ -99,8 +99,8 @@ def raised(error: tuple[str, Any]) -> Exception:
     """The error :func:`portable_error` made portable."""
     kind, value = error
     if kind == "budget":
-        limit, allowed, used, requested = value
-        return BudgetExceeded(limit, allowed, used, requested=requested)
+        limit, allowed, used, requested, running = value
+        return BudgetExceeded(limit, allowed, used, requested=requested, running=running)
     if kind == "raised":
         return cast(Exception, value)
     return RemoteFailure(str(value))

@@ -237,7 +237,13 @@ class Budget:
         self.check()
         allowed = self.limits.tool_calls
         if allowed is not None and self._tool_calls + count > allowed:
-            raise BudgetExceeded("tool_calls", allowed, self._tool_calls, requested=count)
+            raise BudgetExceeded(
+                "tool_calls",
+                allowed,
+                self._tool_calls,
+                requested=count,
+                running=self._tools_running,
+            )
         self._tools_running += count
         self.charge_tool_calls(count)
 

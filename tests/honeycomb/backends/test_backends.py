@@ -500,10 +500,11 @@ def test_an_error_from_an_actor_comes_back_as_itself() -> None:
 def test_a_budget_refusal_from_an_actor_says_what_its_turn_asked_for() -> None:
     from honeycomb.backends._wire import portable_error, raised
 
-    again = raised(portable_error(BudgetExceeded("tool_calls", 7, 6, requested=2)))
+    again = raised(portable_error(BudgetExceeded("tool_calls", 7, 6, requested=2, running=6)))
     assert isinstance(again, BudgetExceeded)
-    assert (
-        str(again) == "budget exceeded: tool_calls used 6 of 7 allowed, and a turn asked for 2 more"
+    assert str(again) == (
+        "budget exceeded: tool_calls used 6 of 7 allowed (6 in turns under way), "
+        "and a turn asked for 2 more"
     )
 
 

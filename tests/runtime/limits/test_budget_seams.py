@@ -56,20 +56,25 @@ def test_a_budget_without_token_or_cost_limits_is_never_overspent() -> None:
 
 def test_a_refused_turn_of_tool_calls_says_what_was_used_asked_for_and_allowed() -> None:
     budget = Budget(Limits(tool_calls=7))
-    budget.reserve_tool_calls_now(6)
+    budget.reserve_tool_calls_now(4)
+    budget.settle_tool_calls(4, 4)  # a turn answered
+    budget.reserve_tool_calls_now(2)  # a turn under way
     with pytest.raises(BudgetExceeded) as refused:
         budget.reserve_tool_calls_now(2)
     assert str(refused.value) == (
-        "budget exceeded: tool_calls used 6 of 7 allowed, and a turn asked for 2 more"
+        "budget exceeded: tool_calls used 6 of 7 allowed (2 in turns under way), "
+        "and a turn asked for 2 more"
     )
-    assert (refused.value.used, refused.value.requested, refused.value.allowed) == (6, 2, 7)
+    refusal = refused.value
+    assert (refusal.used, refusal.running, refusal.requested, refusal.allowed) == (6, 2, 2, 7)
     assert budget.usage.tool_calls == 6  # nothing counted for the refused turn
 
 
 def test_what_a_refused_turn_asked_for_survives_a_pickle() -> None:
-    again = pickle.loads(pickle.dumps(BudgetExceeded("tool_calls", 7, 6, requested=2)))
-    assert again.requested == 2
-    assert "asked for 2 more" in str(again)
+    refused = BudgetExceeded("tool_calls", 7, 6, requested=2, running=2)
+    again = pickle.loads(pickle.dumps(refused))
+    assert (again.requested, again.running) == (2, 2)
+    assert str(again) == str(refused)
 
 
 def test_a_turn_never_settled_counts_in_the_runs_usage_not_in_what_a_store_keeps() -> None:
