@@ -313,11 +313,20 @@ class Worker:
         *,
         inputs: Mapping[str, str] | None = None,
         resume: LoopState | None = None,
+        conversation: str = "",
     ) -> WorkerResult:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
         propagates. A role with ``memory:`` recalls what it holds for ``task`` first
         (not when resumed: the recall is in the saved conversation).
+
+        Args:
+            task: The subtask's instruction.
+            inputs: The results of the subtasks it depends on, shown after it.
+            resume: The state it continues from.
+            conversation: What it is shown of a session's conversation, after
+                ``task`` (its input guards read it too; its memory recall does not:
+                it searches for the task alone).
 
         Raises:
             UnsupportedEventLoop: at once, under another async library than asyncio
@@ -326,13 +335,14 @@ class Worker:
         # Here, before its input guards and memory recall run: its loop's own check
         # comes after them, and would be caught below as the subtask's failure.
         require_asyncio("Worker.run")
-        prompt = resume.task if resume is not None else format_task(task, inputs or {})
+        told = f"{task}\n\n{conversation}" if conversation else task
+        prompt = resume.task if resume is not None else format_task(told, inputs or {})
         loop = self._loop()
         started_at, started = time.time(), time.perf_counter()
         bound = logs.bind(run_id=self.services.run_id, worker=self.name)
         try:
             if resume is None:  # a resumed worker passed its input guards before
-                refused = await self._refused(task)
+                refused = await self._refused(told)
                 if refused is not None:
                     return self._result(
                         refused[0],

@@ -136,7 +136,7 @@ class Hive:
         here.set(link)  # in this worker's task (and the tasks it starts) only
         try:
             result = await self._worker(link, spec).run(
-                spec.task, inputs=spec.inputs, resume=spec.resume
+                spec.task, inputs=spec.inputs, resume=spec.resume, conversation=spec.conversation
             )
         except Exception as exc:  # a defect here: the worker fails, saying so
             result = WorkerResult(

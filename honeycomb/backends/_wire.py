@@ -152,6 +152,7 @@ class WorkerSpec:
         summarizer: The key of its summarizer, if it has one of its own.
         task: The subtask's instruction.
         inputs: The results of the subtasks it depends on.
+        conversation: What it is shown of a session's conversation.
         resume: The state it continues from (a checkpoint, or a paused worker's).
         services: What crosses of its services.
     """
@@ -162,6 +163,7 @@ class WorkerSpec:
     summarizer: str | None
     task: str
     inputs: Mapping[str, str] | None
+    conversation: str
     resume: LoopState | None
     services: SentServices
 

@@ -242,6 +242,7 @@ class RayBackend:
         *,
         inputs: Mapping[str, str] | None,
         resume: LoopState | None,
+        conversation: str = "",
     ) -> WorkerResult:
         """Run ``worker`` in an actor, its services served from here.
 
@@ -279,6 +280,7 @@ class RayBackend:
                         summarizer=keys[2],
                         task=task,
                         inputs=dict(inputs) if inputs is not None else None,
+                        conversation=conversation,
                         resume=state,
                         services=_sendable(worker, model_slots is not None),
                     )

@@ -119,12 +119,14 @@ class NestedRuns:
             )
         started = time.perf_counter()
         backend = ctx_run.backend  # where the run's workers run: its nested ones too
-        told = ctx_run.told(role, instruction)
+        shown = ctx_run.shown_to(role)
         try:
             result = await (
-                worker.run(told, resume=state)
+                worker.run(instruction, resume=state, conversation=shown)
                 if backend is None
-                else backend.run_worker(worker, told, inputs=None, resume=state)
+                else backend.run_worker(
+                    worker, instruction, inputs=None, resume=state, conversation=shown
+                )
             )
         except asyncio.CancelledError:  # its call cut off (a time limit, a run that stops)
             if tracer.enabled:

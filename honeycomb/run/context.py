@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 from pydantic import BaseModel
 
-from honeycomb.run.conversation import Conversation, SessionMode, with_conversation
+from honeycomb.run.conversation import Conversation, SessionMode, conversation_shown
 from honeycomb.run.crew import Crew
 from honeycomb.run.policy import Policy
 from runtime import Budget, Tracer
@@ -33,6 +33,7 @@ class Backend(Protocol):
         *,
         inputs: Mapping[str, str] | None,
         resume: LoopState | None,
+        conversation: str = "",
     ) -> WorkerResult:
         """Run ``worker`` on ``task``, as ``worker.run`` would, its services (its
         budget, locks, store ...) served from here."""
@@ -64,11 +65,11 @@ class RunContext(Value, frozen=True, kw_only=True):
     spans: SpanRecorder | SubRunSpans | None = None
     conversation: Conversation | None = None
 
-    def told(self, role: str, instruction: str) -> str:
-        """What a worker of ``role`` is told for ``instruction`` (a subtask's, a nested
-        agent's call's): with as much of the session's conversation as its role's
-        ``session:`` shows (none by default)."""
-        return with_conversation(instruction, self.conversation_for(self.roles.get(role), "none"))
+    def shown_to(self, role: str) -> str:
+        """What a worker of ``role`` (a subtask's, a nested agent's) is shown of the
+        session's conversation after its instruction: as much as its role's
+        ``session:`` says (none by default)."""
+        return conversation_shown(self.conversation_for(self.roles.get(role), "none"))
 
     def conversation_for(self, role: Role | None, default: SessionMode) -> str:
         """What ``role`` sees of the session's conversation (its ``session:``, else

@@ -175,9 +175,12 @@ def turn_text(turn: Turn, *, results: bool) -> str:
 
 def with_conversation(text: str, conversation: str) -> str:
     """``text`` (a task, an instruction) followed by the conversation before it."""
-    if not conversation:
-        return text
-    return f"{text}\n\n{CONVERSATION_HEADER}\n{conversation}"
+    return f"{text}\n\n{conversation_shown(conversation)}" if conversation else text
+
+
+def conversation_shown(conversation: str) -> str:
+    """The conversation as a run's request shows it, under its header ('' for none)."""
+    return f"{CONVERSATION_HEADER}\n{conversation}" if conversation else ""
 
 
 async def fit_conversation(

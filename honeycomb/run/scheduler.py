@@ -279,10 +279,10 @@ class Scheduler:
         """The worker's run, from ``state`` if given, here or on the run's backend."""
         ctx = self.context
         backend = ctx.backend
-        task = ctx.told(subtask.role, subtask.instruction)
+        task, shown = subtask.instruction, ctx.shown_to(subtask.role)
         if backend is None:
-            return worker.run(task, inputs=inputs, resume=state)
-        return backend.run_worker(worker, task, inputs=inputs, resume=state)
+            return worker.run(task, inputs=inputs, resume=state, conversation=shown)
+        return backend.run_worker(worker, task, inputs=inputs, resume=state, conversation=shown)
 
     async def _ended(
         self, subtask: Subtask, worker: Worker, result: WorkerResult | None, started: float | None

@@ -162,10 +162,13 @@ def scripted(request: ModelRequest) -> AssistantMessage | str:
     ...], ...], "log": file or null, "block": file}`` (with ``block``, its first answer
     takes half a second, blocking its event loop, and says so in that file). Turn after
     turn it makes the calls listed (call ids ``c<turn>_<i>``), then answers with the
-    observations, in order, joined by ``|``. It holds no state, so a worker that moves
-    to another process makes the same calls again."""
+    observations, in order, joined by ``|`` (with ``"told": true``, it answers with
+    what it was told instead: its script, and whatever followed it). It holds no
+    state, so a worker that moves to another process makes the same calls again."""
     task = next(m for m in request.messages if isinstance(m, UserMessage)).content
     script = json.loads(task.split("\n")[0])
+    if script.get("told"):
+        return task
     if script.get("log"):
         _append(script["log"], f"call {os.getpid()}")
     turn = sum(1 for m in request.messages if isinstance(m, AssistantMessage))

@@ -38,6 +38,7 @@ from honeycomb.backends import RayBackend
 from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends.ray import recipe
 from honeycomb.cli.main import main as cli
+from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -90,6 +91,24 @@ async def test_observations_in_order(backend: RayBackend | None) -> None:
     calls = [("echo", {"text": str(i), "delay": 0.05 * (3 - i)}) for i in range(4)]
     result = await executor(backend).run("t", subtasks=[("r", script(calls)) for _ in range(3)])
     assert [s.worker.text for s in result.subtasks.values() if s.worker] == ["0|1|2|3"] * 3
+
+
+async def test_a_worker_is_shown_the_sessions_conversation_wherever_it_runs(
+    backend: RayBackend | None,
+) -> None:
+    role = Role(name="r", session="full")
+    told = json.dumps({"turns": [], "told": True})
+    ex = Executor(
+        [role], FunctionModel(scripted), aggregator="concat", backend=backend,
+        planner=lambda task: [("r", told)],
+    )  # fmt: skip
+    session = ex.session("s")
+    await session.run("Weather in Rome?")
+    second = await session.run("And in Oslo?")
+    text = second.subtasks["s1"].text
+    assert text.startswith(told)
+    assert CONVERSATION_HEADER in text
+    assert "Weather in Rome?" in text.partition(CONVERSATION_HEADER)[2]
 
 
 async def test_exclusive_keys_never_overlap(backend: RayBackend | None, tmp_path: Path) -> None:
