@@ -7,7 +7,8 @@ embeddings model's too), the ``env`` and ``headers`` values of MCP servers, the 
 of ``honeycomb serve``'s page, the password of a PostgreSQL run store (its URL's,
 ``PGPASSWORD``, or its ``password_env``'s); an application adds its own (a database
 password a tool uses). Each stays known while what registered it lives (``owner``), or
-for the life of the process.
+for the life of the process; inside :func:`keeping`, until the block ends at the
+earliest (a command, whose last lines are written after its models are gone).
 
 Everything Honeycomb writes or shows goes through :func:`masked`: the run store's
 rows, the events given to handlers and to the log, structlog entries, and what
@@ -54,6 +55,7 @@ __all__ = [
     "any_known",
     "header_secrets",
     "isolated",
+    "keeping",
     "known",
     "mask_error",
     "masked",
@@ -82,6 +84,7 @@ _longest = 0
 _lock = threading.RLock()  # a finalizer may run while the registering thread holds it
 _kept: dict[str, str] = {}  # secrets for the life of the process, and what they are
 _owned: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_scopes: list[dict[str, str]] = []  # the secrets added in each block of keeping()
 
 
 def add_secret(value: str | None, what: str = "secret", *, owner: object | None = None) -> None:
@@ -98,6 +101,8 @@ def add_secret(value: str | None, what: str = "secret", *, owner: object | None 
     if value is None or len(value) < MIN_LENGTH:
         return
     with _lock:
+        for scope in _scopes:
+            scope.setdefault(value, what)
         if owner is None:
             _kept.setdefault(value, what)
         else:
@@ -163,23 +168,41 @@ def any_known() -> bool:
 def known() -> frozenset[str]:
     """The secrets masked now."""
     with _lock:
-        return frozenset(_kept).union(*(held.keys() for held in list(_owned.values())))
+        held = [*_owned.values(), *_scopes]
+        return frozenset(_kept).union(*(each.keys() for each in held))
+
+
+@contextlib.contextmanager
+def keeping() -> Iterator[None]:
+    """Every secret added in the block, whatever its owner, stays known until the block
+    ends (and after it while its owner lives): a command's, whose report is written
+    after the models that registered their keys are gone, as an eval's is."""
+    global _scopes
+    scope: dict[str, str] = {}
+    with _lock:
+        _scopes = [*_scopes, scope]
+    try:
+        yield
+    finally:
+        with _lock:
+            _scopes = [each for each in _scopes if each is not scope]  # not an equal one
+            _rebuild()
 
 
 @contextlib.contextmanager
 def isolated() -> Iterator[None]:
     """Inside the block only the secrets added in it are known; after it, those known
     before again. For tests: what one masks must not depend on what others added."""
-    global _kept, _owned
+    global _kept, _owned, _scopes
     with _lock:
-        before = _kept, _owned
-        _kept, _owned = {}, weakref.WeakKeyDictionary()
+        before = _kept, _owned, _scopes
+        _kept, _owned, _scopes = {}, weakref.WeakKeyDictionary(), []
         _rebuild()
     try:
         yield
     finally:
         with _lock:
-            _kept, _owned = before
+            _kept, _owned, _scopes = before
             _rebuild()
 
 
@@ -188,7 +211,7 @@ def _rebuild() -> None:
     global _texts, _bytes, _longest
     with _lock:
         values = dict(_kept)
-        for held in list(_owned.values()):
+        for held in [*_owned.values(), *_scopes]:
             values.update(held)
         _texts = ordered = _table(values)
         _bytes = tuple((value.encode(), mask.encode()) for value, mask in ordered)

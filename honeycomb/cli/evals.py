@@ -41,6 +41,7 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
 from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
+from runtime.secrets import masked
 from workers import Role
 
 __all__ = ["add_eval_command", "compare_main", "eval_models"]
@@ -197,7 +198,9 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         cost=args.max_cost, tokens=args.max_tokens, model_calls=args.max_model_calls
     )
     try:
-        report = run_on_loop(_run(hive, cases, models, store, budget, args))
+        # Masked as a run's result is: the cases' texts (a task, a check) are not, and
+        # the files below are written past the standard streams' filter.
+        report = masked(run_on_loop(_run(hive, cases, models, store, budget, args)))
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

@@ -51,7 +51,7 @@ from honeycomb.trace.format import counted
 from runtime import (
     ConfigErrors,
 )
-from runtime.secrets import MaskedStream
+from runtime.secrets import MaskedStream, keeping
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
 
@@ -59,16 +59,21 @@ __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``honeycomb`` console script; returns the exit status.
     Whatever it prints is masked: a secret (a store URL's password, an API key) never
-    shows, whichever line of the command prints it."""
+    shows, whichever line of the command prints it. Every secret the command learns
+    stays known until it ends: its last lines (an eval's report, a run's summary) are
+    written after the models that registered their keys are gone."""
     _tolerant(sys.stdout, sys.stderr)
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = cast(TextIO, MaskedStream(out)), cast(TextIO, MaskedStream(err))
     try:
-        return _command(list(sys.argv[1:] if argv is None else argv))
+        with keeping():
+            try:
+                return _command(list(sys.argv[1:] if argv is None else argv))
+            finally:
+                for stream in (sys.stdout, sys.stderr):  # what each held back
+                    with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed
+                        stream.flush()
     finally:
-        for stream in (sys.stdout, sys.stderr):  # what each held back
-            with contextlib.suppress(OSError, ValueError):  # a pipe or a stream closed
-                stream.flush()
         sys.stdout, sys.stderr = out, err
 
 

@@ -28,7 +28,16 @@ from runtime import (
 )
 from runtime.errors import ModelConnectionError
 from runtime.limits.retry import ShownText
-from runtime.secrets import HeldText, add_header, isolated, known, mask_error, masked, shows_secret
+from runtime.secrets import (
+    HeldText,
+    add_header,
+    isolated,
+    keeping,
+    known,
+    mask_error,
+    masked,
+    shows_secret,
+)
 from tests.support.openai_server import OpenAIServer, Raw
 
 KEY = "sk-unit-4Fh8Lq2Zx7Vb1Nm9"
@@ -74,6 +83,20 @@ def test_a_secret_is_forgotten_with_its_owner() -> None:
     assert KEY in known()
     del holder
     gc.collect()
+    assert KEY not in known()
+    assert masked(KEY) == KEY
+
+
+def test_a_secret_added_in_a_keeping_block_is_known_until_it_ends() -> None:
+    # A command's report is written after the models that registered their keys are
+    # gone (an eval's): they were forgotten, and it showed them.
+    with keeping():
+        with keeping():  # nested, and as empty as the outer: each ends its own
+            holder = Owner()
+            add_secret(KEY, "api key", owner=holder)
+        del holder
+        gc.collect()
+        assert masked(f"the key {KEY}") == "the key [api key hidden]"
     assert KEY not in known()
     assert masked(KEY) == KEY
 

@@ -523,3 +523,40 @@ async def test_a_key_sent_back_in_json_escapes_is_masked_as_they_decode(
         assert "[api key hidden]" in received[0]
     assert seen.leaks() == [], f"the key shows in: {seen.leaks()}"
     assert "[api key hidden]" in result.answer_text
+
+
+def test_a_commands_report_written_after_its_models_are_gone_shows_no_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The eval's report is printed and written once its executor and models are gone:
+    # the key they registered was forgotten with them, and shown in clear.
+    key = "sk-test-SEAMKEY-4f8Lq2Zx"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    hive = tmp_path / "hive.yaml"
+    hive.write_text(
+        textwrap.dedent(
+            """\
+            models:
+              offline: {provider: offline}
+              gpt: {model: gpt-4o-mini, api_key: "${OPENAI_API_KEY}"}  # never called
+            default_model: offline
+            roles:
+              planner: {description: Plans.}
+              helper: {description: Answers questions.}
+            """
+        )
+    )
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        f"name: keys\ncases:\n  - id: leak\n    task: Answer {key}\n"
+        f"    assert:\n      - contains: '{key}'\n"
+    )
+    files = [tmp_path / "report.xml", tmp_path / "report.html"]
+    eval_ = ["eval", str(hive), str(cases), "--no-store"]
+    assert main([*eval_, "--junit", str(files[0]), "--html", str(files[1])]) == 4
+    assert main([*eval_, "--json"]) == 4
+    shown = capsys.readouterr()
+    written = "".join(path.read_text() for path in files)
+    assert "[api key hidden]" in shown.out
+    assert "[api key hidden]" in written
+    assert key not in shown.out + shown.err + written
