@@ -157,7 +157,7 @@ class Executor:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         kept_memory = open_memory(memory)
         mcp = McpTools(mcp_servers)
-        kept_policy = policy or Policy()
+        kept_policy = (policy or Policy()).within(model_map.values())
         setups, run_guards = resolve_setups(
             role_list,
             model_map,

@@ -20,7 +20,7 @@ long as its server should stay up.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
@@ -46,9 +46,11 @@ __all__ = [
     "ToolSchema",
     "WrapperModel",
     "call_model",
+    "context_of",
     "held",
     "missing_key",
     "request_writer",
+    "wrapped",
 ]
 
 
@@ -189,11 +191,9 @@ async def held(models: Iterable[Model]) -> AsyncIterator[None]:
     own)."""
     served: dict[int, ServedModel] = {}
     for model in models:
-        current: object = model
-        while current is not None:
-            if isinstance(current, ServedModel):
-                served.setdefault(id(current), current)
-            current = getattr(current, "inner", None)
+        for layer in wrapped(model):
+            if isinstance(layer, ServedModel):
+                served.setdefault(id(layer), layer)
     if not served:
         yield
         return
@@ -233,17 +233,34 @@ class WrapperModel:
         return f"{type(self).__name__}({self.inner!r})"
 
 
+def wrapped(model: Model) -> Iterator[object]:
+    """``model``, then each model it wraps (its ``inner``), outermost first."""
+    current: object = model
+    while current is not None:
+        yield current
+        current = getattr(current, "inner", None)
+
+
 def missing_key(model: Model) -> ConfigError | None:
     """The error ``model``'s calls (or those of a model it wraps) would fail with for
     want of an API key, found before any call: a model that needs one says so with a
     ``missing_key()`` method of its own (the OpenAI adapters have one)."""
-    current: object = model
-    while current is not None:
-        check = getattr(current, "missing_key", None)
+    for layer in wrapped(model):
+        check = getattr(layer, "missing_key", None)
         found = check() if callable(check) else None
         if found is not None:
             return cast("ConfigError", found)
-        current = getattr(current, "inner", None)
+    return None
+
+
+def context_of(model: Model) -> int | None:
+    """The tokens one call of ``model`` (or of a model it wraps) may hold, its prompt
+    and its answer together, when the model says (a ``context_tokens`` attribute: a
+    local model's); None: not said."""
+    for layer in wrapped(model):
+        tokens = getattr(layer, "context_tokens", None)
+        if isinstance(tokens, int):
+            return tokens
     return None
 
 
@@ -253,12 +270,10 @@ def request_writer(model: Model) -> Callable[[ModelRequest], ModelRequest] | Non
     its ``written()`` method says how), or None when it sends requests as they are.
     What measures a request against a budget measures what is sent."""
     writers: list[Callable[[ModelRequest], ModelRequest]] = []
-    current: object = model
-    while current is not None:
-        write = getattr(current, "written", None)
+    for layer in wrapped(model):
+        write = getattr(layer, "written", None)
         if callable(write):
             writers.append(write)
-        current = getattr(current, "inner", None)
     if not writers:
         return None
 

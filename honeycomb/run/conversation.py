@@ -11,14 +11,15 @@ next turn starts from them and a resumed turn does not fold again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
 from pydantic import ConfigDict, Field
 
-from runtime import AssistantMessage, Budget, Message, Model, Tracer
+from runtime import AssistantMessage, Budget, ConfigError, Message, Model, Tracer
 from runtime.events import Caller
+from runtime.model import context_of
 from runtime.value import SettingsModel, Value
 from workers.compaction import Compactor
 from workers.context import Compaction, summary_message
@@ -35,6 +36,7 @@ __all__ = [
     "Turn",
     "TurnResult",
     "fit_conversation",
+    "sessions_within",
     "turn_text",
     "with_conversation",
 ]
@@ -52,6 +54,11 @@ ENDED = frozenset({"ok", "partial", "failed", "over_budget", "forgotten"})
 it has an answer, and the store no longer holds its run)."""
 
 
+_DEFAULT_BUDGET = 2000
+"""Tokens a session's conversation may take in a request, unless a local model holds
+less (:func:`sessions_within`)."""
+
+
 class SessionPolicy(SettingsModel):
     """How an Executor's sessions keep their conversations.
 
@@ -64,6 +71,9 @@ class SessionPolicy(SettingsModel):
         max_age_days: Sessions whose last message is older are forgotten (with their
             runs) when a session takes a message; None: kept.
         max_sessions: Only the newest this many sessions are kept, likewise.
+
+    The default ``context`` is 2,000 tokens, or half the context of the Executor's
+    smallest local model when that is less (:func:`sessions_within`).
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
@@ -71,10 +81,40 @@ class SessionPolicy(SettingsModel):
     # Made when a policy is: an instance made at import would build Compaction's
     # validator then (benchmark I: import honeycomb).
     context: Compaction = Field(
-        default_factory=lambda: Compaction(budget_tokens=2000, keep_turns=4)
+        default_factory=lambda: Compaction(budget_tokens=_DEFAULT_BUDGET, keep_turns=4)
     )
     max_age_days: float | None = Field(default=None, gt=0)
     max_sessions: int | None = Field(default=None, ge=1)
+
+
+def sessions_within(policy: SessionPolicy, models: Iterable[Model]) -> SessionPolicy:
+    """``policy`` with a conversation that fits the smallest context among ``models``
+    (a local model's; one that does not say its context is not counted): the default
+    budget is lowered to half that context, so that a request keeps room for its
+    prompt and its answer beside the conversation.
+
+    Raises:
+        ConfigError: when the budget given fills that context on its own.
+    """
+    sizes = [(tokens, model) for model in models if (tokens := context_of(model)) is not None]
+    if not sizes:
+        return policy
+    smallest, model = min(sizes, key=lambda size: size[0])
+    budget = policy.context.budget_tokens
+    if "context" in policy.model_fields_set:
+        if budget >= smallest:
+            raise ConfigError(
+                f"{budget} tokens of conversation leave no room in a call of {model!r}, "
+                f"which holds {smallest}: give a budget below it (half of it leaves "
+                "room for the prompt and the answer)",
+                field="policy.sessions.context.budget_tokens",
+            )
+        return policy
+    fitted = max(256, min(_DEFAULT_BUDGET, smallest // 2))
+    if fitted == budget:
+        return policy
+    context = policy.context.model_copy(update={"budget_tokens": fitted})
+    return policy.model_copy(update={"context": context})
 
 
 class TurnResult(Value, frozen=True, kw_only=True):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from honeycomb.run.conversation import SessionPolicy
-from runtime import Limits, OnUnknown
+from honeycomb.run.conversation import SessionPolicy, sessions_within
+from runtime import Limits, Model, OnUnknown
 from runtime.value import SettingsModel
 from workers.state import DEFAULT_OUTPUT_TOKENS
 
@@ -80,6 +81,16 @@ class Policy(SettingsModel):
         if problem is not None:
             raise ValueError(problem)
         return self
+
+    def within(self, models: Iterable[Model]) -> Policy:
+        """This policy for an Executor of ``models``: its sessions' conversation fits
+        the smallest context among them (:func:`sessions_within`).
+
+        Raises:
+            ConfigError: when the conversation's budget given fills that context.
+        """
+        sessions = sessions_within(self.sessions, models)
+        return self if sessions is self.sessions else self.model_copy(update={"sessions": sessions})
 
 
 def quorum_problem(

@@ -127,6 +127,11 @@ class LlamaModel:
         self._stop_due = False  # a stop was asked for that calls in flight put off
         self._count = threading.Lock()  # holders may be on several event loops
 
+    @property
+    def context_tokens(self) -> int:
+        """The tokens one call may hold, its prompt and its answer together."""
+        return self.server.context
+
     def __repr__(self) -> str:
         return f"LlamaModel({self.server.path.name!r}, parallel={self.server.parallel})"
 

@@ -23,7 +23,7 @@ from msgspec.structs import replace
 
 from runtime.errors import BudgetExceeded
 from runtime.messages import AssistantMessage
-from runtime.model import Model, ModelRequest
+from runtime.model import Model, ModelRequest, wrapped
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.tokens import quarter_tokens
 
@@ -91,10 +91,8 @@ def prompt_tokens(request: ModelRequest) -> int:
 def price_of(model: Model) -> Pricing | None:
     """The price ``model`` (or a model it wraps: a ``PricedModel``) charges its calls
     at (None: none)."""
-    current: object = model
-    while current is not None:
-        price: Pricing | None = getattr(current, "price", None)
+    for layer in wrapped(model):
+        price: Pricing | None = getattr(layer, "price", None)
         if callable(getattr(price, "of", None)):
             return price
-        current = getattr(current, "inner", None)
     return None

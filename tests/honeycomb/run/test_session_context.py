@@ -1,0 +1,91 @@
+"""A session's conversation fits the smallest context among the Executor's models: the
+default budget (2,000 tokens) is lowered to half a local model's context, and a budget
+given that fills it is refused when the Executor is made. On the real model, a
+conversation past a 1,024-token context failed every turn after the first."""
+
+from __future__ import annotations
+
+import pytest
+
+from honeycomb import Compaction, ConfigError, Executor, Policy, Role, SessionPolicy
+from honeycomb.testing import FunctionModel
+from runtime import WrapperModel
+from runtime.models.llama import LlamaModel
+from tests.support.llama import start_server
+
+ROLES = [Role(name="researcher", description="Answers briefly."), Role(name="aggregator")]
+
+
+class Local(WrapperModel):
+    """A model that says how many tokens one call of it holds, as a local one does."""
+
+    def __init__(self, context_tokens: int) -> None:
+        super().__init__(FunctionModel(lambda request: "ok"))
+        self.context_tokens = context_tokens
+
+
+def budget_of(executor: Executor) -> int:
+    return executor.policy.sessions.context.budget_tokens
+
+
+@pytest.mark.parametrize(
+    ("models", "budget"),
+    [
+        ({"a": FunctionModel(lambda request: "ok")}, 2000),  # no context said: as it was
+        ({"a": Local(8192)}, 2000),
+        ({"a": Local(1024)}, 512),
+        ({"a": Local(8192), "b": WrapperModel(Local(1024))}, 512),  # the smallest, wrapped
+        ({"a": Local(300)}, 256),  # the least a compaction budget may be
+    ],
+)
+def test_the_default_conversation_budget_is_half_the_smallest_context(
+    models: dict[str, WrapperModel | FunctionModel], budget: int
+) -> None:
+    assert budget_of(Executor(ROLES, models)) == budget
+
+
+def test_a_budget_given_is_kept_when_it_fits_and_refused_when_it_fills_the_context() -> None:
+    def policy(tokens: int) -> Policy:
+        return Policy(sessions=SessionPolicy(context=Compaction(budget_tokens=tokens)))
+
+    assert budget_of(Executor(ROLES, Local(1024), policy=policy(900))) == 900
+    with pytest.raises(ConfigError) as refused:
+        Executor(ROLES, Local(1024), policy=policy(2000))
+    assert refused.value.field == "policy.sessions.context.budget_tokens"
+    assert "2000 tokens of conversation leave no room" in str(refused.value)
+    assert "which holds 1024" in str(refused.value)
+
+
+@pytest.mark.real_model
+@pytest.mark.xdist_group("real_model")
+def test_a_local_model_says_the_context_of_one_call() -> None:
+    model = LlamaModel(context=1536)  # its server starts with its first call: none here
+    assert model.context_tokens == 1536
+    assert budget_of(Executor(ROLES, model)) == 768
+
+
+@pytest.mark.real_model
+@pytest.mark.xdist_group("real_model")
+async def test_on_the_real_model_a_long_conversation_goes_on_within_its_context() -> None:
+    server = start_server(parallel=1, context=1024)
+    try:
+        model = LlamaModel(server=server, settings={"temperature": 0})
+        roles = [
+            Role(name="researcher", description="Answers briefly.", max_output_tokens=16),
+            Role(name="aggregator", max_output_tokens=16),
+        ]
+        ex = Executor(
+            roles, model, planner=lambda task: [("researcher", task.splitlines()[0][:200])]
+        )
+        notes = " ".join(
+            f"Note {i}: the tram line {i} climbs the hill past bakery {i}." for i in range(45)
+        )
+        session = ex.session("trams")
+        async with ex:
+            first = await session.run(f"Tell me about the weather in Lisbon. {notes}")
+            second = await session.run("And Madrid?")
+        assert first.status == "ok"
+        # Its aggregator's prompt was 1,072 tokens of a 1,024-token context.
+        assert second.status == "ok", second.subtasks
+    finally:
+        server.stop()
