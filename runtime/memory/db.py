@@ -341,18 +341,35 @@ def vector_hits(
     db: Any, vector: Sequence[float], namespace: str, limit: int, model: str
 ) -> list[Row]:
     """The memories of ``namespace`` nearest ``vector`` by cosine, nearest first, each
-    with its similarity."""
+    with its similarity.
+
+    Vectors left behind by a forget in another process (made without sqlite-vec, while
+    this one had the file open) match no memory: when they take places among the
+    nearest, the search looks further, reading only (a search that swept them made a
+    later reader of the file fail with 'disk I/O error'); the next memory with
+    embeddings to open the file sweeps them."""
     if not _has_vectors(db):
         return []
     _check_vectors(db, len(vector), model)
-    return list(
-        db.execute(
-            f"SELECT {_COLUMNS}, 1.0 - v.distance FROM (SELECT rowid, distance FROM "
-            "memory_vectors WHERE embedding MATCH ? AND k = ? AND namespace = ?) v "
-            "JOIN memories m ON m.seq = v.rowid WHERE v.distance < 1.0 ORDER BY v.distance",
-            (_packed(vector), limit, namespace),
+    packed, k = _packed(vector), limit
+    while True:
+        nearest = list(
+            db.execute(
+                f"SELECT {_COLUMNS}, 1.0 - v.distance FROM (SELECT rowid, distance FROM "
+                "memory_vectors WHERE embedding MATCH ? AND k = ? AND namespace = ?) v "
+                "LEFT JOIN memories m ON m.seq = v.rowid ORDER BY v.distance",
+                (packed, k, namespace),
+            )
         )
-    )
+        hits = [row for row in nearest if row[0] is not None and row[-1] > 0.0]
+        exhausted = len(nearest) < k or k >= _MOST_NEAREST or nearest[-1][-1] <= 0.0
+        if len(hits) >= limit or exhausted:
+            return hits[:limit]
+        k = min(2 * k, _MOST_NEAREST)
+
+
+_MOST_NEAREST = 4096
+"""The most vectors one search of sqlite-vec returns (its ``k`` at most)."""
 
 
 def _sweep(db: Any) -> None:

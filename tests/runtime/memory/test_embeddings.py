@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from honeycomb.cli.main import main
 from runtime import (
     MemoryRecord,
     MemoryStoreError,
@@ -157,6 +158,27 @@ async def test_vectors_left_by_a_forget_without_embeddings_are_swept(
     again = SQLiteMemory(semantic.path, embeddings=embeddings_of(openai_server))
     assert [h.record.text for h in await again.search("vehicle kitten")] == ["a kitten"]
     assert vectors() == 2
+
+
+async def test_a_forget_by_the_command_is_seen_by_a_memory_that_has_the_file_open(
+    semantic: SQLiteMemory,
+) -> None:
+    """``honeycomb memory forget --file`` forgets without sqlite-vec loaded while a
+    memory with embeddings has the file open: the vectors it leaves behind were the
+    nearest to the query, and took every place among a search's nearest, so the memory
+    that is left was missed until the file was opened anew. The search looks further,
+    and writes nothing (sweeping them there made a later reader fail, 'disk I/O
+    error')."""
+    car = await semantic.add("an automobile parked by the station")
+    nearer = [await semantic.add(f"vehicle {n}") for n in range(5)]
+    [hit] = await semantic.search("vehicle", k=1)
+    assert hit.record in nearer
+    ids = [r.id for r in nearer]
+    forget = ["memory", "forget", "--file", str(semantic.path), *ids]
+    assert await anyio.to_thread.run_sync(main, forget) == 0
+    [hit] = await semantic.search("vehicle", k=1)
+    assert hit.record == car
+    assert [h.record for h in await semantic.search("vehicle", k=3)] == [car]
 
 
 class _Counting:
