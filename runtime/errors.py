@@ -39,6 +39,7 @@ The tree::
     ├── RunFailed                   a run ended without an answer (failure policy, aggregator)
     ├── SessionError                a session cannot take a message (its last turn did not finish)
     │   └── SessionBusy             the session is answering another message
+    ├── StreamBusy                  a second task asked a run's stream for its next event
     ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
     │   └── AlreadyDecided          the call was decided already: the first decision stands
@@ -105,6 +106,7 @@ __all__ = [
     "SessionBusy",
     "SessionError",
     "StoreError",
+    "StreamBusy",
     "StreamInterrupted",
     "ToolDefinitionError",
     "ToolError",
@@ -710,6 +712,22 @@ class SessionBusy(SessionError):
     caller chose to be refused rather than wait (``busy="refuse"``); or another
     process took the turn this message was to be.
     """
+
+
+class StreamBusy(HoneycombError, RuntimeError):
+    """A task asked a run's stream (``Executor.stream``, ``Session.stream``) for its
+    next event while another task waits for one: a stream has one reader, each event
+    goes to it once. To give every event to several listeners, read the stream in one
+    task and hand each event to each of them (an ``asyncio.Queue`` each), or give the
+    run an ``on_event`` handler per listener.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "another task is reading this stream: a stream has one reader at a time "
+            "(read it in one task and pass each event on to the others, e.g. through an "
+            "asyncio.Queue each)"
+        )
 
 
 class MemoryStoreError(HoneycombError):

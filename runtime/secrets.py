@@ -4,11 +4,12 @@ Honeycomb writes or shows something.
 Secrets are registered where they are configured (:func:`add_secret`): an
 OpenAI-compatible endpoint's API key and the values of its extra headers (so an
 embeddings model's too), the ``env`` and ``headers`` values of MCP servers, the token
-of ``honeycomb serve``'s page, the password of a PostgreSQL run store (its URL's,
-``PGPASSWORD``, or its ``password_env``'s); an application adds its own (a database
-password a tool uses). Each stays known while what registered it lives (``owner``), or
-for the life of the process; inside :func:`keeping`, until the block ends at the
-earliest (a command, whose last lines are written after its models are gone).
+of ``honeycomb serve``'s page, the password of a PostgreSQL run store (its URL's, in
+its userinfo or its ``?password=``, ``PGPASSWORD``, or its ``password_env``'s); an
+application adds its own (a database password a tool uses). Each stays known while
+what registered it lives (``owner``), or for the life of the process; inside
+:func:`keeping`, until the block ends at the earliest (a command, whose last lines are
+written after its models are gone).
 
 Everything Honeycomb writes or shows goes through :func:`masked`: the run store's
 rows, the events given to handlers and to the log, structlog entries, and what
@@ -48,6 +49,7 @@ from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
     "MIN_LENGTH",
+    "PASSWORD_PARAMETERS",
     "HeldText",
     "MaskedStream",
     "add_header",
@@ -134,22 +136,34 @@ def header_secrets(value: str) -> tuple[str, ...]:
 
 
 def url_secrets(text: str) -> list[str]:
-    """The passwords of the URLs in ``text`` (``postgresql://user:PASSWORD@host/db``),
-    as written there (not percent-decoded), each followed by the credentials an HTTP
+    """The passwords of the URLs in ``text``: their userinfo's
+    (``postgresql://user:PASSWORD@host/db``), each followed by the credentials an HTTP
     client sends for it (``Authorization: Basic <base64 of user:password>``, which an
-    endpoint may echo)."""
-    found = []
-    for match in _URL_AUTHORITY.finditer(text):
-        users, at, _ = match.group(1).rpartition("@")
+    endpoint may echo), and their ``password`` and ``sslpassword`` parameters'
+    (``?password=PASSWORD``, which libpq takes too); each as written, then
+    percent-decoded where that differs."""
+    found: list[str] = []
+    for match in _URL.finditer(text):
+        users, at, _ = match.group("authority").rpartition("@")
         user, colon, password = users.partition(":")
         if at and colon and password:
             plain = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
             found += [password, base64.b64encode(plain.encode()).decode("ascii")]
-    return found
+            found.append(urllib.parse.unquote(password))
+        for pair in (match.group("query") or "").split("&"):
+            key, equals, value = pair.partition("=")
+            if equals and value and urllib.parse.unquote(key) in PASSWORD_PARAMETERS:
+                found += [value, urllib.parse.unquote(value)]
+    return list(dict.fromkeys(found))  # each once, in order
 
 
-_URL_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^\s/?#]*)")
-"""A URL's scheme and authority (``user:password@host:port``)."""
+_URL = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://(?P<authority>[^\s/?#]*)[^\s?#]*(?:\?(?P<query>[^\s#]*))?"
+)
+"""A URL's scheme, authority (``user:password@host:port``), path and query."""
+
+PASSWORD_PARAMETERS = frozenset({"password", "sslpassword"})
+"""The query parameters that carry a password (libpq's: the server's, the client key's)."""
 
 
 def masked_with(text: str, secrets: Mapping[str, str]) -> str:

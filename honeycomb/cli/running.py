@@ -360,7 +360,7 @@ async def _run_and_report(
             return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         shown = kept.where if kept is not None else store
-        hint = resume_hint(run_id, store, args)
+        hint = resume_hint(run_id, shown, args)  # its URL without a password, as shown
         print(f"run {run_id} · kept in {shown} ({hint})", file=sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)

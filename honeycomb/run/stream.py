@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, NoReturn
 
 from runtime import Event, EventHandler
 from runtime.concurrency import require_asyncio
+from runtime.errors import StreamBusy
 
 if TYPE_CHECKING:
     from honeycomb.run.result import RunResult
@@ -23,6 +25,11 @@ class RunStream:
     When the events end, :attr:`result` holds the run's result; if the run raised, the
     iteration re-raises that error after the last event (``RunFinished``).
 
+    It reads as an :class:`asyncio.Queue` does: a wait for the next event that is
+    cancelled (``asyncio.timeout``, ``asyncio.wait_for``) takes nothing, and the next
+    ``anext`` gets that event. It has one reader at a time: a task that asks for the
+    next event while another waits for one gets :class:`~runtime.errors.StreamBusy`.
+
     The run gives it each event (:meth:`put`, an event handler) and says when it is
     done (:meth:`close`); events wait in a queue without bound until they are read.
     """
@@ -32,51 +39,96 @@ class RunStream:
         self.error: BaseException | None = None  # what the run raised
         self._queue: deque[Event] = deque()
         self._closed = False
-        self._wake: asyncio.Future[None] | None = None  # set while the reader waits
+        # Set while a reader is in ``__anext__`` waiting, until that reader resumes:
+        # whoever else asks meanwhile is a second reader.
+        self._wake: asyncio.Future[None] | None = None
 
     def put(self, event: Event) -> None:
         """Queue ``event`` for the reader (waking it, if it waits)."""
         self._queue.append(event)
-        if self._wake is not None:
-            self._woken()
+        self._woken()
 
     def close(self) -> None:
         """No more events: the iteration ends once the queued ones are read."""
         self._closed = True
-        if self._wake is not None:
-            self._woken()
+        self._woken()
 
     def _woken(self) -> None:
-        wake, self._wake = self._wake, None
+        wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
 
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._events()
+    def __aiter__(self) -> RunStream:
+        return self
 
-    async def _events(self) -> AsyncIterator[Event]:
-        queue = self._queue
-        while True:
-            # The events already queued are taken at once; only an empty queue is
-            # waited on (each wait is a turn of the event loop, per event).
-            while queue:
-                yield queue.popleft()
+    async def __anext__(self) -> Event:
+        """The next event: at once if one is queued, else once the run sends one.
+
+        Raises:
+            StopAsyncIteration: after the last event, when the run returned.
+            BaseException: after the last event, what the run raised.
+            StreamBusy: when another task is waiting for the next event.
+        """
+        if self._wake is not None:
+            raise StreamBusy()
+        # No generator: a cancelled wait (a reader's timeout) leaves the stream as it
+        # was, where a generator would be closed by it, ending the iteration for good.
+        while not self._queue:
             if self._closed:
-                break
-            self._wake = asyncio.get_running_loop().create_future()
-            await self._wake
-        if self.error is not None:
-            raise self.error
+                if self.error is not None:
+                    raise self.error
+                raise StopAsyncIteration
+            wake = self._wake = asyncio.get_running_loop().create_future()
+            try:
+                await wake
+            finally:
+                self._wake = None
+        return self._queue.popleft()
+
+
+def streamed(run: Callable[[EventHandler], Awaitable[RunResult]]) -> StreamBlock:
+    """A block over ``run(handler)``, started in the background as the block is
+    entered: the block gets the stream of the events given to ``handler``, then the
+    run's result (or its error). Leaving the block early cancels the run; an error
+    raised in the block is raised as itself."""
+    return StreamBlock(run)
+
+
+class StreamBlock(AbstractAsyncContextManager[RunStream]):
+    """What ``Executor.stream`` and ``Session.stream`` return: a block to enter with
+    ``async with``, whose value is the :class:`RunStream`. Iterating it without the
+    block raises a TypeError that says how to."""
+
+    def __init__(self, run: Callable[[EventHandler], Awaitable[RunResult]]) -> None:
+        self._run = run
+        self._block: AbstractAsyncContextManager[RunStream] | None = None
+
+    async def __aenter__(self) -> RunStream:
+        self._block = _run_in_block(self._run)
+        return await self._block.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        assert self._block is not None  # entered
+        return await self._block.__aexit__(exc_type, exc, traceback)
+
+    def __aiter__(self) -> NoReturn:
+        raise TypeError(
+            "stream(...) gives a block, not the events: read them inside it, as "
+            "`async with executor.stream(task) as events: async for event in events: ...` "
+            "(the block cancels the run if it is left early)"
+        )
 
 
 @asynccontextmanager
-async def streamed(
+async def _run_in_block(
     run: Callable[[EventHandler], Awaitable[RunResult]],
 ) -> AsyncIterator[RunStream]:
-    """A block over ``run(handler)``, started in the background: the block gets the
-    stream of the events given to ``handler``, then the run's result (or its error).
-    Leaving the block early cancels the run; an error raised in the block is raised as
-    itself.
+    """:func:`streamed`'s block: the run in a task group beside it.
 
     Raises:
         UnsupportedEventLoop: at once, under another async library than asyncio.

@@ -25,12 +25,12 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
-from runtime.secrets import add_secret
+from runtime.secrets import PASSWORD_PARAMETERS, add_secret, url_secrets
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,25 +65,31 @@ _COLUMNS = (
 
 def split_url(url: str) -> tuple[str, str, str]:
     """``url`` as libpq takes it (without ``schema``), the schema it names, and the
-    URL to show (without its password).
+    URL to show (without its passwords: its userinfo's, its ``password`` and
+    ``sslpassword`` parameters').
 
     Raises:
         ConfigError: when the schema is not a plain name.
     """
     parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((value for key, value in query if key == "schema"), DEFAULT_SCHEMA)
+    # Each parameter as written, with its name: decoded and encoded again, a password's
+    # ``+`` or ``%20`` would not be the one libpq reads.
+    params = [(pair, unquote(pair.partition("=")[0])) for pair in parts.query.split("&") if pair]
+    schema = next(
+        (unquote(pair.partition("=")[2]) for pair, name in params if name == "schema"),
+        DEFAULT_SCHEMA,
+    )
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
         raise ConfigError(
             f"the run store's schema {schema!r} is not a plain name (letters, digits, _)",
             field="store",
         )
-    kept = urlencode([(key, value) for key, value in query if key != "schema"])
-    libpq = urlunsplit(parts._replace(query=kept))
+    libpq = urlunsplit(parts._replace(query="&".join(p for p, name in params if name != "schema")))
+    shown_query = "&".join(p for p, name in params if name not in PASSWORD_PARAMETERS)
     host = parts.netloc.rsplit("@", 1)[-1]
     user = parts.username
     shown_netloc = f"{user}@{host}" if user else host
-    shown = urlunsplit(parts._replace(netloc=shown_netloc))
+    shown = urlunsplit(parts._replace(netloc=shown_netloc, query=shown_query))
     return libpq, schema, shown
 
 
@@ -199,8 +205,10 @@ class PostgresDatabase:
         password_env: str | None = None,
         lease_ttl_s: float = 30.0,
     ) -> None:
-        # Known before anything can fail: an error that shows the URL masks them.
-        for secret in (urlsplit(url).password, os.environ.get("PGPASSWORD")):
+        # Known before anything can fail: an error that shows the URL masks them. The
+        # URL's are its userinfo's and its ?password= and ?sslpassword=, as written
+        # and decoded (url_secrets).
+        for secret in (*url_secrets(url), os.environ.get("PGPASSWORD")):
             add_secret(secret, "database password", owner=self)
         try:
             import psycopg  # noqa: F401

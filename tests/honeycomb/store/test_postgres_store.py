@@ -5,6 +5,7 @@ they were) and its password (never shown, never written)."""
 from __future__ import annotations
 
 import logging
+import shlex
 import socket
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from honeycomb.cli.main import main
 from honeycomb.errors import ConfigError, RunBusy, StoreError
 from honeycomb.store import Connection, RunStore, schema
-from honeycomb.store.postgres import in_postgres
+from honeycomb.store.postgres import in_postgres, split_url
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime.secrets import masked
 from tests.support.durable import TASK, Setup, plan
@@ -108,12 +109,17 @@ def test_the_password_is_never_shown_nor_kept(
     assert kept.runs() == []  # it connects (the test server takes any password)
 
 
+@pytest.mark.parametrize("where", ["userinfo", "query"])
 def test_the_command_line_never_prints_the_password(
-    postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    postgres: PostgresServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
     # The run's "kept in" line, the runs and sessions listings and a URL's own error
-    # printed the URL as it was given, the password with it.
-    with_password = postgres.url().replace("postgres@", "postgres:a-cli-secret@")
+    # printed the URL as it was given, the password with it; one given as libpq's
+    # ?password= was neither removed from the URL shown nor masked.
+    if where == "userinfo":
+        with_password = postgres.url().replace("postgres@", "postgres:a-cli-secret@")
+    else:
+        with_password = postgres.url().replace("?", "?password=a-cli-secret&")
     hive = tmp_path / "hive.yaml"
     hive.write_text(
         "models: {default: offline}\nroles:\n  planner: {description: Plans.}\n"
@@ -129,6 +135,44 @@ def test_the_command_line_never_prints_the_password(
     assert "newest first" in shown.out
     assert "bad-name" in shown.err
     assert "a-cli-secret" not in shown.out + shown.err
+    # The command that resumes the run names the store as it is shown: no password, no
+    # mask in its place, a command that runs as it is printed.
+    resume = next(line for line in shown.err.splitlines() if "kept in" in line)
+    kept_in = resume.split("kept in ", 1)[1].split(" (", 1)[0]
+    assert kept_in.startswith("postgresql://postgres@")
+    assert f"--store {shlex.quote(kept_in)})" in resume
+    assert "hidden" not in resume
+
+
+def test_a_password_in_the_urls_query_is_a_secret_and_never_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # libpq takes a password from the query too: it was kept in the URL shown (every
+    # error, the "kept in" line) and never masked.
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    base = f"postgresql://app@127.0.0.1:{port}/db"
+    url = f"{base}?schema=x&password=query-secret-1&sslmode=disable&sslpassword=key%2Dsecret-2"
+    conninfo, schema, shown = split_url(url)
+    assert schema == "x"
+    assert shown == f"{base}?schema=x&sslmode=disable"
+    assert conninfo == f"{base}?password=query-secret-1&sslmode=disable&sslpassword=key%2Dsecret-2"
+    store = RunStore(url)
+    assert store.where == shown
+    assert masked("query-secret-1 key-secret-2 key%2Dsecret-2") == " ".join(
+        ["[database password hidden]"] * 3
+    )
+    with pytest.raises(StoreError) as caught:
+        store.runs()
+    assert "query-secret-1" not in str(caught.value)
+    bad_schema = url.replace("schema=x", "schema=bad-name")
+    assert main(["runs", "--store", url]) == 2
+    assert main(["runs", "--store", bad_schema]) == 2
+    shown_err = capsys.readouterr().err
+    assert "cannot connect" in shown_err
+    assert "bad-name" in shown_err
+    assert "secret-" not in shown_err
 
 
 def test_a_schema_no_run_was_kept_in_is_refused_as_a_missing_file_is(
@@ -158,8 +202,6 @@ async def test_a_write_the_server_rolls_back_to_break_a_deadlock_is_made_again(
     writer holds while it asks for a: the server rolls one back; the writer's is made
     again, and its waiter never hears of it."""
     import psycopg
-
-    from honeycomb.store.postgres import split_url
 
     store = RunStore(url)
     await store.open()

@@ -127,8 +127,14 @@ def basic(credentials: str) -> str:
             f"see redis://:{PASSWORD}@cache:6379/0 and http://u@h/",
             [PASSWORD, basic(f":{PASSWORD}")],
         ),
-        ("http://ann:p%40ss-word-9@h/v1", ["p%40ss-word-9", basic("ann:p@ss-word-9")]),
-        ("postgresql://app@db/x?password=no", []),
+        (
+            "http://ann:p%40ss-word-9@h/v1",
+            ["p%40ss-word-9", basic("ann:p@ss-word-9"), "p@ss-word-9"],
+        ),
+        (  # libpq's parameters that carry a password (not the schema, not a path)
+            "postgresql://app@db/x?schema=s&password=pw%21-query&sslpassword=kp&sslkey=/k",
+            ["pw%21-query", "pw!-query", "kp"],
+        ),
         ("https://example.com/a:b@c", []),
     ],
 )

@@ -1,0 +1,161 @@
+"""Reading a run's stream as a service does: a wait for the next event that times out
+(a keep-alive) loses nothing and stops nothing, a second reader is refused at once,
+and iterating ``stream(...)`` without its block says how to write it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from honeycomb import Executor, Role, RunStream
+from honeycomb.errors import StreamBusy
+from honeycomb.events import Event, RunFinished
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
+
+
+class Gate:
+    """A model that holds its first call until :meth:`open`: while it waits, the run
+    has no event to send."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.calls = 0
+
+    async def answer(self, request: ModelRequest) -> str:
+        self.calls += 1
+        await self.opened.wait()
+        return "done"
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+def executor(gate: Gate, handled: list[Event] | None = None) -> Executor:
+    on_event = [handled.append] if handled is not None else []
+    return Executor(
+        [Role(name="w")],
+        FunctionModel(gate.answer),
+        planner=lambda task: [("w", task)],
+        aggregator="concat",
+        on_event=on_event,
+    )
+
+
+async def read_to(events: AsyncIterator[Event], kind: str) -> list[Event]:
+    read: list[Event] = []
+    while not read or read[-1].kind != kind:
+        read.append(await anext(events))
+    return read
+
+
+async def in_timeout(next_event: Awaitable[Event]) -> Event:
+    async with asyncio.timeout(0.01):
+        return await next_event
+
+
+async def in_wait_for(next_event: Awaitable[Event]) -> Event:
+    return await asyncio.wait_for(next_event, 0.01)
+
+
+@pytest.mark.parametrize("wait", [in_timeout, in_wait_for], ids=["timeout", "wait_for"])
+async def test_a_wait_for_the_next_event_that_times_out_loses_no_event_and_stops_no_run(
+    wait: Callable[[Awaitable[Event]], Awaitable[Event]],
+) -> None:
+    """The keep-alive of a server-sent events service: the wait times out while the
+    model works, and the next wait gets the next event; every event comes, in order."""
+    gate, handled = Gate(), list[Event]()
+    async with executor(gate, handled).stream("t", subtasks=[("w", "do")]) as events:
+        read = await read_to(events, "model_call.started")
+        for _ in range(3):  # the model holds: nothing to read, each wait times out
+            with pytest.raises(TimeoutError):
+                await wait(anext(events))
+        gate.open()
+        while True:
+            try:
+                read.append(await wait(anext(events)))
+            except StopAsyncIteration:
+                break
+    assert [id(e) for e in read] == [id(e) for e in handled]  # each once, in order
+    assert isinstance(read[-1], RunFinished)
+    assert events.result is not None
+    assert events.result.status == "ok"
+
+
+async def test_a_sessions_stream_survives_a_wait_that_times_out_and_its_turn_ends() -> None:
+    gate = Gate()
+    session = executor(gate).session("u1")
+    async with session.stream("hi") as events:
+        await read_to(events, "model_call.started")
+        with pytest.raises(TimeoutError):
+            await in_timeout(anext(events))
+        gate.open()
+        rest = [event async for event in events]
+    assert isinstance(rest[-1], RunFinished)
+    assert events.result is not None
+    assert [turn.status for turn in await session.turns()] == ["ok"]
+
+
+async def test_a_second_reader_is_refused_at_once_and_the_first_reads_on() -> None:
+    gate, handled = Gate(), list[Event]()
+    async with executor(gate, handled).stream("t", subtasks=[("w", "do")]) as events:
+        read = await read_to(events, "model_call.started")
+        async with asyncio.TaskGroup() as group:
+            first = group.create_task(anext(events))
+            await asyncio.sleep(0)  # the first reader's task starts, and waits
+            assert not first.done()
+            with pytest.raises(StreamBusy, match="one reader"):
+                await anext(events)
+            with pytest.raises(RuntimeError):  # it is one, as asyncio's own say so
+                await anext(events)
+            gate.open()
+        read.append(first.result())
+        read += [event async for event in events]  # the next reader, once it is alone
+    assert [id(e) for e in read] == [id(e) for e in handled]
+    assert events.result is not None
+    assert events.result.status == "ok"
+
+
+async def test_a_reader_woken_but_not_yet_running_still_holds_the_stream() -> None:
+    """An event wakes the waiting reader; another task asking before that reader runs
+    is refused too, rather than taking the event from under it."""
+    stream = RunStream()
+    async with asyncio.TaskGroup() as group:
+        first = group.create_task(anext(stream))
+        await asyncio.sleep(0)
+        stream.put(RunFinished(status="ok", wall_s=0.0))
+        with pytest.raises(StreamBusy):
+            await anext(stream)
+    assert isinstance(first.result(), RunFinished)
+
+
+async def test_leaving_the_block_on_a_timeout_cancels_the_run() -> None:
+    """A timeout let out of the block leaves it early: the run is cancelled, as
+    documented, and the block raises the timeout."""
+    gate = Gate()
+    with pytest.raises(TimeoutError):  # noqa: PT012 - raised inside the block
+        async with executor(gate).stream("t", subtasks=[("w", "do")]) as events:
+            await read_to(events, "model_call.started")
+            await in_timeout(anext(events))
+    assert events.result is None
+    assert events.error is None
+    assert gate.calls == 1
+
+
+def test_iterating_a_stream_without_its_block_says_how_to_write_it() -> None:
+    gate = Gate()
+    ex = executor(gate)
+    for stream in (ex.stream("t", subtasks=[("w", "do")]), ex.session("u1").stream("hi")):
+        with pytest.raises(TypeError, match=r"async with executor\.stream\(task\) as events"):
+            aiter(stream)  # type: ignore[arg-type]
+    assert gate.calls == 0  # no run started
+
+
+async def test_async_for_over_a_stream_without_its_block_fails_at_once() -> None:
+    gate = Gate()
+    with pytest.raises(TypeError, match="gives a block, not the events"):
+        async for _ in executor(gate).stream("t", subtasks=[("w", "do")]):  # type: ignore[attr-defined]
+            pass
+    assert gate.calls == 0
