@@ -15,10 +15,10 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first, number
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
-from honeycomb.run.session import StoreRows, turn_of
+from honeycomb.run.session import StoreRows
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.format import counted, format_cost, printable
-from runtime import StoreError
+from runtime import SessionBusy, StoreError
 
 __all__ = ["add_sessions_command", "print_turn", "short"]
 
@@ -129,18 +129,10 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     if missing:
         print(f"{args.store}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
         return ExitStatus.UNUSABLE
-    for session_id in args.session_ids:  # as Session.forget: not while a turn is answered
-        last = [turn_of(row) for row in stored.turns_now(session_id)[-1:]]
-        if last and last[0].status == "running":
-            turn = last[0]
-            print(
-                f"session {session_id!r} is answering message {turn.turn} (run "
-                f"{turn.run_id}) in another process: forget it once that has ended",
-                file=sys.stderr,
-            )
-            return ExitStatus.UNUSABLE
 
     async def forget() -> list[str]:
+        # As Session.forget: none of them while one is answering, checked as they are
+        # deleted (SessionBusy), so that none begins answering in between.
         await stored.forget(args.session_ids)
         return list(args.session_ids)
 
@@ -170,7 +162,7 @@ def _forgetting(stored: StoredSessions, work: Coroutine[Any, Any, list[str]]) ->
 
     try:
         forgotten = asyncio.run(done())
-    except StoreError as exc:
+    except (StoreError, SessionBusy) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if not forgotten:

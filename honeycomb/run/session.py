@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from honeycomb.run.context import RunContext
     from honeycomb.run.result import RunResult
     from honeycomb.store import RunStore
+    from honeycomb.store.lease import Lease
     from honeycomb.store.sessions import StoredSessions
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "StoreRows",
     "TurnRunner",
     "Unfinished",
+    "check_task",
 ]
 
 Busy = Literal["wait", "refuse"]
@@ -93,12 +95,31 @@ class SessionRows(Protocol):
         ...
 
     async def turns(self, session_id: str) -> list[Turn]: ...
-    async def begin(self, turn: Turn) -> None: ...
+    async def begin(self, turn: Turn) -> None:
+        """Keep a new turn, held as answered by this process until :meth:`let_go`."""
+        ...
+
+    def let_go(self, turn: Turn) -> None:
+        """The turn's run has ended (or will not start): it holds the session no more."""
+        ...
+
     async def fitted(self, turn: Turn, conversation: Conversation) -> None: ...
     async def ended(self, turn: Turn) -> None: ...
-    async def drop(self, session_id: str, after: int) -> None: ...
-    async def copy(self, source: str, target: str, upto: int) -> None: ...
-    async def forget(self, session_ids: Sequence[str]) -> None: ...
+    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
+        """Delete the turns after ``after``; refused with ``SessionBusy`` when the last
+        is being answered, unless not ``idle`` (a turn of this process's own)."""
+        ...
+
+    async def copy(self, source: str, target: str, upto: int) -> None:
+        """Make ``target`` a session of ``source``'s first ``upto`` turns (``source``
+        itself cut to them); refused with ``SessionBusy`` when ``target`` is answering,
+        or turn ``upto`` of ``source`` is being answered."""
+        ...
+
+    async def forget(self, session_ids: Sequence[str]) -> None:
+        """Delete the sessions; refused with ``SessionBusy`` when one is answering."""
+        ...
+
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]: ...
 
 
@@ -172,9 +193,10 @@ class Session:
                 ``unfinished`` is ``raise`` (or it was resumed and waits again).
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
                 in the conversation, without an answer).
-            ConfigError: when the hive cannot run the message (no planner, a missing
-                key ...): no turn is kept.
+            ConfigError: when the message is empty or only whitespace, or the hive
+                cannot run it (no planner, a missing key ...): no turn is kept.
         """
+        check_task(message)
         async with self._turn_lock(busy):
             earlier = await self._finished_turns(
                 unfinished or self.unfinished, on_event, text_deltas
@@ -189,9 +211,12 @@ class Session:
                 summary=last.summary if last is not None else "",
                 summarized=last.summarized if last is not None else 0,
             )
-            await self._rows.begin(turn)
-            await self._retention()  # this session now the newest: it is never forgotten
-            return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
+            await self._rows.begin(turn)  # answered from now on, for any process
+            try:
+                await self._retention()  # this session now the newest: never forgotten
+                return await self._answer(turn, earlier, on_event, text_deltas, resumable=False)
+            finally:
+                self._rows.let_go(turn)
 
     def stream(
         self,
@@ -202,7 +227,12 @@ class Session:
         text_deltas: bool = True,
     ) -> AbstractAsyncContextManager[RunStream]:
         """:meth:`run` in the background, its events as they happen (as
-        ``Executor.stream``: ``async with session.stream(msg) as events: ...``)."""
+        ``Executor.stream``: ``async with session.stream(msg) as events: ...``).
+
+        Raises:
+            ConfigError: at once, when ``message`` is empty or only whitespace.
+        """
+        check_task(message)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -260,12 +290,12 @@ class Session:
                 return None
             self._not_answering(turns)
             last = turns[-1]
-            await self._rows.drop(self.id, last.turn - 1)
+            await self._rows.drop(self.id, last.turn - 1)  # refused if taken meanwhile
             return last
 
     def _not_answering(self, turns: Sequence[Turn]) -> None:
-        """Raise if the last of ``turns`` is being answered, in another process (this
-        one's turns hold the session's lock).
+        """Raise if the last of ``turns`` is being answered (here or in another
+        process).
 
         Raises:
             SessionBusy: naming that turn.
@@ -291,18 +321,25 @@ class Session:
         Args:
             turn: The last turn the new session holds (0: none).
             session_id: The new session's id (default: this one's with a new suffix);
-                a session of that id is replaced.
+                a session of that id is replaced. This session's own id cuts it back
+                to ``turn`` (the turns after it are dropped, as :meth:`pop` does).
 
         Raises:
             ValueError: for a turn this session does not have.
+            SessionBusy: when ``turn`` is being answered (a fork holds only turns that
+                have ended), or the session of ``session_id`` is answering a message
+                (here or in another process).
         """
         number = turn.turn if isinstance(turn, Turn) else turn
         turns = await self._rows.turns(self.id)
         if number < 0 or number > len(turns):
             raise ValueError(f"session {self.id!r} has turns 1 to {len(turns)}, not {number}")
-        target = session_id or f"{self.id}~{os.urandom(3).hex()}"
-        await self._rows.copy(self.id, target, number)
-        return self._open(target)
+        self._not_answering(turns[:number])
+        target = self._open(session_id or f"{self.id}~{os.urandom(3).hex()}")
+        async with target._turn_lock("refuse"):
+            target._not_answering(await self._rows.turns(target.id))
+            await self._rows.copy(self.id, target.id, number)  # refused if taken meanwhile
+        return target
 
     async def forget(self) -> None:
         """Delete the session: its turns and their runs (those another session forked
@@ -335,7 +372,7 @@ class Session:
             return turns
         if last.status == "running" or unfinished == "raise":
             raise self._unfinished(last)
-        if unfinished == "drop":
+        if unfinished == "drop":  # refused if another process resumed it meanwhile
             await self._rows.drop(self.id, last.turn - 1)
         else:
             self._continuable(last)
@@ -402,7 +439,7 @@ class Session:
             )
         except ConfigError:
             if not resumable:  # the hive cannot run it: no turn of the conversation
-                await self._rows.drop(self.id, turn.turn - 1)
+                await self._rows.drop(self.id, turn.turn - 1, idle=False)
             raise
         except Exception as exc:  # a HoneycombError, or a planner's or tool's own bug
             status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
@@ -472,6 +509,20 @@ class Session:
         await self._rows.prune(before=before, keep=policy.max_sessions)
 
 
+def check_task(task: str) -> None:
+    """Refuse a task (a run's, a session message's) that is empty or only whitespace:
+    a run on it would plan nothing sensible, and be kept as if it were a task.
+
+    Raises:
+        ConfigError: naming what to pass instead.
+    """
+    if not task.strip():
+        raise ConfigError(
+            f"task is empty ({task!r}): pass what the run is to do, in words "
+            "(Executor.run('Compare the weather in Lisbon and Porto'))"
+        )
+
+
 def _summarizer(compaction: Compaction, context: RunContext) -> Model:
     """The model that writes the conversation's summary: the one the budget names,
     else the planner's."""
@@ -502,6 +553,9 @@ class MemoryRows:
     async def begin(self, turn: Turn) -> None:
         self._turns.setdefault(turn.session_id, []).append(turn)
 
+    def let_go(self, turn: Turn) -> None:
+        pass  # a turn here is answered while it reads "running": until it has ended
+
     async def fitted(self, turn: Turn, conversation: Conversation) -> None:
         self._replace(
             msgspec.structs.replace(
@@ -516,11 +570,15 @@ class MemoryRows:
                 msgspec.structs.replace(turn, summary=found.summary, summarized=found.summarized)
             )
 
-    async def drop(self, session_id: str, after: int) -> None:
+    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
+        if idle:
+            self._idle(session_id)
         kept = [t for t in self._turns.get(session_id, ()) if t.turn <= after]
         self._turns[session_id] = kept
 
     async def copy(self, source: str, target: str, upto: int) -> None:
+        self._idle(target)
+        self._idle(source, upto)
         self._turns[target] = [
             msgspec.structs.replace(t, session_id=target)
             for t in self._turns.get(source, ())
@@ -528,6 +586,8 @@ class MemoryRows:
         ]
 
     async def forget(self, session_ids: Sequence[str]) -> None:
+        for session_id in session_ids:
+            self._idle(session_id)
         for session_id in session_ids:
             self._turns.pop(session_id, None)
 
@@ -538,8 +598,21 @@ class MemoryRows:
         )
         expired = {sid for at, sid in latest if before is not None and at < before}
         expired |= {sid for _, sid in latest[keep:]} if keep is not None else set()
-        await self.forget(sorted(expired))
-        return sorted(expired)
+        forgotten = sorted(sid for sid in expired if self._turns[sid][-1].status != "running")
+        await self.forget(forgotten)  # never one answering: its turn would be lost
+        return forgotten
+
+    def _idle(self, session_id: str, upto: int | None = None) -> None:
+        """Raise if the session's last turn (of those up to ``upto``) is answered."""
+        turns = [t for t in self._turns.get(session_id, ()) if upto is None or t.turn <= upto]
+        if turns and turns[-1].status == "running":
+            last = turns[-1]
+            raise SessionBusy(
+                f"session {session_id!r} is answering message {last.turn} (run {last.run_id})",
+                session_id=session_id,
+                turn=last.turn,
+                run_id=last.run_id,
+            )
 
     def _find(self, turn: Turn) -> Turn | None:
         found = self._turns.get(turn.session_id, [])
@@ -561,6 +634,7 @@ class StoreRows:
 
     def __init__(self, stored: StoredSessions) -> None:
         self.stored = stored
+        self._held: dict[str, Lease] = {}  # the leases of the turns begun, by run
 
     @classmethod
     def of(cls, store: RunStore) -> StoreRows:
@@ -591,9 +665,14 @@ class StoreRows:
 
     async def begin(self, turn: Turn) -> None:
         t = turn
-        await self.stored.begin(
+        self._held[t.run_id] = await self.stored.begin(
             (t.session_id, t.turn, t.run_id, t.message, t.started_at, t.summary, t.summarized)
         )
+
+    def let_go(self, turn: Turn) -> None:
+        lease = self._held.pop(turn.run_id, None)
+        if lease is not None:
+            self.stored.let_go(lease)
 
     async def fitted(self, turn: Turn, conversation: Conversation) -> None:
         c = conversation
@@ -604,8 +683,8 @@ class StoreRows:
             results = msgspec.json.encode(turn.results).decode()
             await self.stored.ended(turn.session_id, turn.turn, turn.answer, results)
 
-    async def drop(self, session_id: str, after: int) -> None:
-        await self.stored.drop(session_id, after)
+    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
+        await self.stored.drop(session_id, after, idle=idle)
 
     async def copy(self, source: str, target: str, upto: int) -> None:
         await self.stored.copy(source, target, upto)

@@ -15,6 +15,11 @@ resume right after a crash need not wait. An expired lease whose owner may still
 alive (on another host, or stopped, or hung) is taken only with ``steal``; a live one
 never.
 
+A lease may be taken before its run starts, by what starts it in this process (a
+session's turn, leased as it is kept: :func:`handed`): the run, as it starts, takes
+that very lease (:func:`new_lease` gives it), so the run is carried on from the moment
+its turn was kept, with no moment between when it reads as cut off.
+
 These functions run in the store's writer thread, inside its transaction. In SQLite a
 transaction that writes holds the whole file; in PostgreSQL, a lease is taken under a
 lock of its run (an advisory lock, so two processes that take it at once take it one
@@ -41,6 +46,7 @@ __all__ = [
     "carried_on",
     "check",
     "ended",
+    "handed",
     "new_lease",
     "renew",
     "take",
@@ -59,6 +65,9 @@ _RENEW = "UPDATE leases SET heartbeat = ? WHERE run_id = ? AND owner = ?"
 _GOING: set[str] = set()
 """The owner tokens of this process's runs that are still going."""
 
+_HANDED: dict[str, Lease] = {}
+"""The leases taken for runs of this process that have not taken them yet, by run."""
+
 
 class Lease(Value, frozen=True, kw_only=True):
     """A run's lease as its owner knows it: the run and the owner's token."""
@@ -69,15 +78,26 @@ class Lease(Value, frozen=True, kw_only=True):
 
 def new_lease(run_id: str) -> Lease:
     """A lease for a run of this process, to take (counted as going from now on, so that
-    no other run of this process mistakes it for one that ended)."""
-    lease = Lease(run_id=run_id, owner=os.urandom(8).hex())
+    no other run of this process mistakes it for one that ended): the one
+    :func:`handed` to it, if there is one."""
+    lease = _HANDED.get(run_id) or Lease(run_id=run_id, owner=os.urandom(8).hex())
     _GOING.add(lease.owner)
+    return lease
+
+
+def handed(run_id: str) -> Lease:
+    """A lease for a run of this process that starts later, to take now: the run takes
+    it over as it starts (as its own, going on under the same owner), until
+    :func:`ended` by the run or by what took it."""
+    lease = _HANDED[run_id] = new_lease(run_id)
     return lease
 
 
 def ended(lease: Lease) -> None:
     """The run holding ``lease`` has ended: if its lease was left behind, it is free."""
     _GOING.discard(lease.owner)
+    if _HANDED.get(lease.run_id) == lease:
+        del _HANDED[lease.run_id]
 
 
 def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) -> None:

@@ -20,13 +20,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from honeycomb.store.database import Connection
-from honeycomb.store.lease import Lease, carried_on, ended, new_lease, take
+from honeycomb.store.lease import Lease, carried_on, handed
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
 
 if TYPE_CHECKING:
     from honeycomb.store.store import RunStore
-    from honeycomb.store.writer import Statement
 
 __all__ = [
     "SESSION_COLUMNS",
@@ -67,18 +66,18 @@ _COPY = (
     "summarized, answer, results) SELECT ?, turn, run_id, message, started_at, summary, "
     "summarized, answer, results FROM session_turns WHERE session_id = ? AND turn <= ?"
 )
+_Turned = tuple[int, str]
+"""A turn's number and its run's id."""
+
 _RUN_TABLES = ("runs", "workers", "messages", "journal", "spans", "leases", "approvals", "lives")
 """The tables that hold a run's rows, each by its ``run_id``."""
 
 
-def _begin(db: Connection, row: Sequence[Any], lease: Lease, ttl_s: float, path: str) -> None:
-    """Insert a turn's first row and lease its run, in the writer's transaction; a turn
-    of that number taken meanwhile (by another process) refuses it (nothing written: a
-    statement that failed would end a PostgreSQL transaction, the rest of the batch
-    with it)."""
-    if db.execute(_BEGIN, row).rowcount:
-        take(db, lease, steal=False, ttl_s=ttl_s, path=path)
-    else:
+def _begin(db: Connection, row: Sequence[Any]) -> None:
+    """Insert a turn's first row, in the writer's transaction; a turn of that number
+    taken meanwhile (by another process) refuses it (nothing written: a statement that
+    failed would end a PostgreSQL transaction, the rest of the batch with it)."""
+    if not db.execute(_BEGIN, row).rowcount:
         session_id, turn, run_id = row[0], row[1], row[2]
         raise SessionBusy(
             f"session {session_id!r} took turn {turn} meanwhile, in another process: "
@@ -89,11 +88,68 @@ def _begin(db: Connection, row: Sequence[Any], lease: Lease, ttl_s: float, path:
         )
 
 
-def _forget(db: Connection, session_ids: Sequence[str]) -> None:
+def _idle(db: Connection, session_id: str) -> None:
+    """Refuse to edit a session whose last turn a process answers now (in the
+    transaction that edits it, so that none begins answering in between).
+
+    Raises:
+        SessionBusy: naming that turn.
+    """
+    answered = _answered_now(db, session_id)
+    if answered is not None:
+        turn, run_id = answered
+        raise SessionBusy(
+            f"session {session_id!r} is answering message {turn} (run {run_id}), in "
+            "this process or another: try again once it has ended",
+            session_id=session_id,
+            turn=turn,
+            run_id=run_id,
+        )
+
+
+def _drop(db: Connection, session_id: str, after: int, idle: bool) -> None:
+    if idle:
+        _idle(db, session_id)
+    db.execute(_DROP, (session_id, after))
+
+
+def _copy(db: Connection, source: str, target: str, upto: int) -> None:
+    """Make ``target`` a session of ``source``'s first ``upto`` turns: its own
+    truncated to them when it is ``source``; never while ``target`` is answering, nor
+    with a turn that is being answered.
+
+    Raises:
+        SessionBusy: when it is.
+    """
+    _idle(db, target)
+    answered = _answered_now(db, source, upto)
+    if answered is not None:
+        turn, run_id = answered
+        raise SessionBusy(
+            f"session {source!r} is answering message {turn} (run {run_id}): a fork "
+            "holds only turns that have ended",
+            session_id=source,
+            turn=turn,
+            run_id=run_id,
+        )
+    db.execute(_DROP, (target, upto if source == target else 0))
+    if source != target:
+        db.execute(_COPY, (target, source, upto))
+
+
+def _forget(db: Connection, session_ids: Sequence[str], idle: bool = True) -> None:
     """Delete the sessions' turns and their runs (those no other session's turns
-    link: a fork shares the runs of the turns it was made from)."""
+    link: a fork shares the runs of the turns it was made from); none of them, when
+    one is answering (unless not ``idle``: known not to be, in this transaction).
+
+    Raises:
+        SessionBusy: naming the session answering.
+    """
     if not session_ids:
         return
+    if idle:
+        for session_id in session_ids:
+            _idle(db, session_id)
     marks = ", ".join("?" * len(session_ids))
     runs = (
         f"SELECT run_id FROM session_turns WHERE session_id IN ({marks}) EXCEPT "
@@ -160,12 +216,12 @@ def _read_sessions(db: Connection, limit: int) -> list[tuple[Any, ...]]:
     return rows
 
 
-def _expired(db: Connection, before: float | None, keep: int | None) -> list[str]:
-    """The sessions retention forgets: those whose last turn started ``before``, and
-    those past the newest ``keep``; never one a process answers now (its run would be
-    deleted under it)."""
+def _prune(db: Connection, before: float | None, keep: int | None, out: list[str]) -> None:
+    """Forget the sessions retention forgets (put in ``out``), in one transaction:
+    those whose last turn started ``before``, and those past the newest ``keep``; never
+    one a process answers now (its run would be deleted under it)."""
     if not _has_sessions(db):
-        return []
+        return
     found: set[str] = set()
     if before is not None:
         found |= {
@@ -181,16 +237,20 @@ def _expired(db: Connection, before: float | None, keep: int | None) -> list[str
             "SELECT session_id FROM session_turns GROUP BY session_id ORDER BY max(started_at) DESC"
         ).fetchall()
         found |= {sid for (sid,) in newest_first[keep:]}
-    return sorted(sid for sid in found if not _answering(db, sid))
+    out[:] = sorted(sid for sid in found if _answered_now(db, sid) is None)
+    _forget(db, out, idle=False)
 
 
-def _answering(db: Connection, session_id: str) -> bool:
-    """Whether a process answers the session's last turn now: its run is carried on."""
-    last = db.execute(
-        "SELECT run_id FROM session_turns WHERE session_id = ? ORDER BY turn DESC LIMIT 1",
-        (session_id,),
+def _answered_now(db: Connection, session_id: str, upto: int | None = None) -> _Turned | None:
+    """The number and run of the session's last turn (of those up to ``upto``), when
+    a process answers it now (its run is carried on); else None."""
+    within, given = ("", (session_id,)) if upto is None else (" AND turn <= ?", (session_id, upto))
+    last: _Turned | None = db.execute(
+        f"SELECT turn, run_id FROM session_turns WHERE session_id = ?{within} "
+        "ORDER BY turn DESC LIMIT 1",
+        given,
     ).fetchone()
-    return last is not None and carried_on(db, last[0])
+    return last if last is not None and carried_on(db, last[1]) else None
 
 
 def _has_sessions(db: Connection) -> bool:
@@ -212,27 +272,34 @@ class StoredSessions:
         """The session's turns in order (rows of :data:`TURN_COLUMNS`)."""
         return await self.store.reading(functools.partial(_read_turns, session_id=session_id), [])
 
-    async def begin(self, row: Sequence[Any]) -> None:
+    async def begin(self, row: Sequence[Any]) -> Lease:
         """Keep a new turn: ``(session_id, turn, run_id, message, started_at, summary,
-        summarized)``. Its run is leased to this process as it is kept, until the run
-        takes the lease over as it starts (this process's run takes it at once): for
-        another process, the turn is answered from now on, not cut off before its run
-        started (which it may clear, or answer again).
+        summarized)``, its run leased to this process first. The lease is held (and
+        renewed) until the run, of this process, takes it over as it starts, and lets
+        it go as it ends, or until :meth:`let_go`: for any process, the turn is
+        answered from the moment it is kept, not cut off before its run started
+        (which it may clear, forget, or answer again). The lease.
 
         Raises:
             SessionBusy: when the session has a turn of that number already (another
                 process took it meanwhile).
         """
-        await self.store.open()
-        lease, store = new_lease(row[2]), self.store
+        store = self.store
+        await store.open()
+        lease = handed(row[2])
         try:
-            await store.act(
-                functools.partial(
-                    _begin, row=tuple(row), lease=lease, ttl_s=store.lease_ttl_s, path=store.where
-                )
-            )
-        finally:
-            ended(lease)  # its run, of this very process, takes the lease over
+            await store.take_lease(lease.run_id)  # the handed lease: no other has it
+            await store.act(functools.partial(_begin, row=tuple(row)))
+        except BaseException:
+            self.let_go(lease)
+            raise
+        return lease
+
+    def let_go(self, lease: Lease) -> None:
+        """Let go of the lease :meth:`begin` took, if its run has not: the turn's run
+        has ended, or will not start."""
+        self.store.write(self.store.released(lease))
+        self.store.let_go(lease)
 
     async def fitted(self, session_id: str, turn: int, summary: str, summarized: int) -> None:
         """Keep the rolling summary the turn's run was given."""
@@ -242,26 +309,43 @@ class StoredSessions:
         """Keep the turn's answer and its subtasks' results (a JSON array)."""
         await self.store.commit((_ENDED, (answer, results, session_id, turn)))
 
-    async def drop(self, session_id: str, after: int) -> None:
-        """Delete the session's turns after turn ``after`` (their runs stay)."""
+    async def drop(self, session_id: str, after: int, *, idle: bool = True) -> None:
+        """Delete the session's turns after turn ``after`` (their runs stay).
+
+        Raises:
+            SessionBusy: when its last turn is being answered, unless not ``idle``
+                (this process's own turn, which its run will not answer).
+        """
         await self.store.open()
-        await self.store.commit((_DROP, (session_id, after)))
+        await self.store.act(
+            functools.partial(_drop, session_id=session_id, after=after, idle=idle)
+        )
 
     async def copy(self, source: str, target: str, upto: int) -> None:
         """Make ``target`` a session of ``source``'s first ``upto`` turns (sharing
-        their runs), in place of whatever ``target`` held."""
+        their runs), in place of whatever ``target`` held; ``source`` itself is cut
+        to them.
+
+        Raises:
+            SessionBusy: when ``target`` is answering a message, or turn ``upto`` of
+                ``source`` is being answered.
+        """
         await self.store.open()
-        statements: list[Statement] = [(_DROP, (target, 0)), (_COPY, (target, source, upto))]
-        await self.store.commit(*statements)
+        await self.store.act(functools.partial(_copy, source=source, target=target, upto=upto))
 
     async def forget(self, session_ids: Sequence[str]) -> None:
-        """Delete the sessions' turns and their runs (those no other session links)."""
+        """Delete the sessions' turns and their runs (those no other session links).
+
+        Raises:
+            SessionBusy: when one of them is answering a message (none is deleted).
+        """
         await self.store.open()
         await self.store.act(functools.partial(_forget, session_ids=tuple(session_ids)))
 
     async def prune(self, *, before: float | None, keep: int | None) -> list[str]:
         """Forget the sessions whose last turn started ``before`` (``time.time()``),
-        and those past the newest ``keep``; the ones forgotten.
+        and those past the newest ``keep``, but those answering a message; the ones
+        forgotten.
 
         Raises:
             ValueError: for a ``keep`` below 1 (as the policy's ``max_sessions``): it
@@ -269,13 +353,10 @@ class StoredSessions:
         """
         if keep is not None and keep < 1:
             raise ValueError(f"keep is at least 1 (the newest sessions kept), not {keep}")
-        empty: list[str] = []
-        expired = await self.store.reading(
-            functools.partial(_expired, before=before, keep=keep), empty
-        )
-        if expired:
-            await self.forget(expired)
-        return expired
+        await self.store.open()
+        forgotten: list[str] = []
+        await self.store.act(functools.partial(_prune, before=before, keep=keep, out=forgotten))
+        return forgotten
 
     def sessions(self, limit: int = 50) -> list[tuple[Any, ...]]:
         """The latest sessions, newest first (rows of :data:`SESSION_COLUMNS`; a quick

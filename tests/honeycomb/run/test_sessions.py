@@ -509,3 +509,101 @@ async def test_a_message_after_a_turn_cut_off_resumes_or_drops_it_as_told(
         ]
     else:
         assert [(t.turn, t.message, t.status) for t in turns] == [(1, "And in Oslo?", "ok")]
+
+
+@pytest.mark.parametrize("message", ["", "   \n"])
+async def test_an_empty_message_is_refused_as_an_empty_task_is(message: str) -> None:
+    session = executor(offline()).session("empty")
+    with pytest.raises(ConfigError, match="task is empty"):
+        await session.run(message)
+    with pytest.raises(ConfigError, match="task is empty"):
+        session.stream(message)  # at once, as Executor.stream
+    assert await session.turns() == []
+
+
+def stalls_on(city: str, started: asyncio.Event, hold: asyncio.Event) -> FunctionModel:
+    """The offline model, whose researchers told of ``city`` say they started, then
+    wait for ``hold``."""
+    model = OfflineModel(latency=0)
+
+    async def stalls(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "researcher" and city in str(request.messages[-1].content):
+            started.set()
+            await hold.wait()
+        return await model.complete(request)
+
+    return FunctionModel(stalls)
+
+
+async def test_without_a_store_retention_never_forgets_a_session_that_is_answering() -> None:
+    # Its turns were deleted under it: its answer was kept nowhere.
+    started, hold = asyncio.Event(), asyncio.Event()
+    policy = Policy(sessions=SessionPolicy(max_sessions=1))
+    ex = executor(stalls_on("Rome", started, hold), policy=policy)
+    answering = asyncio.create_task(ex.session("a").run("Find the weather in Rome."))
+    await started.wait()
+    await ex.session("b").run("Find the weather in Oslo.")  # "a" is older, but answers
+    hold.set()
+    assert (await answering).status == "ok"
+    assert [t.status for t in await ex.session("a").turns()] == ["ok"]
+    await ex.session("c").run("Find the weather in Oslo.")  # neither answers now
+    assert await ex.session("a").turns() == await ex.session("b").turns() == []
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["memory", "store"])
+async def test_a_fork_onto_its_own_session_cuts_it_back_to_that_turn(db: Path, kept: bool) -> None:
+    # With a store, it deleted the target's turns, then copied the source's: none.
+    session = executor(offline(), db if kept else None).session("self")
+    for city in ("Rome", "Oslo", "Lima"):
+        await session.run(f"Find the weather in {city}.")
+    same = await session.fork(1, "self")
+    assert same.id == "self"
+    assert [t.message for t in await session.turns()] == ["Find the weather in Rome."]
+    await session.run("And in Kyiv?")
+    assert [(t.turn, t.status) for t in await session.turns()] == [(1, "ok"), (2, "ok")]
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["memory", "store"])
+async def test_a_fork_never_replaces_a_session_that_is_answering(db: Path, kept: bool) -> None:
+    # It replaced the target's turns under the turn being answered, whose answer was lost.
+    started, hold = asyncio.Event(), asyncio.Event()
+    ex = executor(stalls_on("Rome", started, hold), db if kept else None)
+    source = ex.session("source")
+    await source.run("Find the weather in Oslo.")
+    answering = asyncio.create_task(ex.session("target").run("Find the weather in Rome."))
+    await started.wait()
+    with pytest.raises(SessionBusy):
+        await source.fork(1, "target")
+    if kept:  # another Executor on the store, as another process: the store refuses
+        other = executor(offline(), db).session("source")
+        with pytest.raises(SessionBusy, match="is answering message 1"):
+            await other.fork(1, "target")
+    hold.set()
+    assert (await answering).status == "ok"
+    target = ex.session("target")
+    assert [(t.message, t.status) for t in await target.turns()] == [
+        ("Find the weather in Rome.", "ok")
+    ]
+    await source.fork(1, "target")  # once it has ended
+    assert [t.message for t in await target.turns()] == ["Find the weather in Oslo."]
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["memory", "store"])
+async def test_a_fork_holds_only_turns_that_have_ended(db: Path, kept: bool) -> None:
+    # Without a store, the turn under way was copied as "running" for ever: every
+    # message, pop, clear and forget of the fork was refused.
+    started, hold = asyncio.Event(), asyncio.Event()
+    ex = executor(stalls_on("Rome", started, hold), db if kept else None)
+    session = ex.session("s")
+    await session.run("Find the weather in Oslo.")
+    answering = asyncio.create_task(session.run("And in Rome?"))
+    await started.wait()
+    with pytest.raises(SessionBusy, match="is answering message 2"):
+        await session.fork(2, "s-b")
+    assert await ex.session("s-b").turns() == []
+    branch = await session.fork(1, "s-c")  # an earlier turn may be forked meanwhile
+    hold.set()
+    assert (await answering).status == "ok"
+    assert [t.status for t in await branch.turns()] == ["ok"]
+    await branch.run("And in Lima?")
+    assert [t.status for t in await branch.turns()] == ["ok", "ok"]

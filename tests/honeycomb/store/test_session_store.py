@@ -146,12 +146,16 @@ async def test_a_turn_another_process_took_is_refused(store: Where) -> None:
     one, other = RunStore(store), RunStore(store)  # two processes' stores of one store
     try:
         row = ("s", 1, "run-a", "hello", time.time(), "", 0)
-        await StoredSessions(one).begin(row)
+        lease = await StoredSessions(one).begin(row)
         with pytest.raises(SessionBusy) as refused:
             await StoredSessions(other).begin(("s", 1, "run-b", "hi", time.time(), "", 0))
         assert refused.value.turn == 1
         turns = await StoreRows(StoredSessions(other)).turns("s")
-        # No run of it yet, and no answer: as a turn cut off before its run was kept.
+        assert [(t.run_id, t.status) for t in turns] == [("run-a", "running")]
+        StoredSessions(one).let_go(lease)  # its run will not start
+        await one.flush()
+        turns = await StoreRows(StoredSessions(other)).turns("s")
+        # No run of it, and no answer: as a turn cut off before its run was kept.
         assert [(t.run_id, t.status) for t in turns] == [("run-a", "interrupted")]
     finally:
         one.close()
@@ -182,9 +186,50 @@ async def test_a_store_of_schema_5_reads_as_holding_no_session_and_takes_one(db:
 async def test_a_turn_cut_off_before_its_run_was_kept_is_run_when_resumed(db: Path) -> None:
     ex = executor(db)
     assert ex.store is not None
-    await StoredSessions(ex.store).begin(("cut", 1, "r1", "Find the weather in Rome.", 1.0, "", 0))
+    stored = StoredSessions(ex.store)
+    stored.let_go(await stored.begin(("cut", 1, "r1", "Find the weather in Rome.", 1.0, "", 0)))
     session = ex.session("cut", unfinished="resume")
     await session.run("And in Oslo?")
     turns = await session.turns()
     assert [(t.run_id, t.status) for t in turns[:1]] == [("r1", "ok")]
     assert [t.status for t in turns] == ["ok", "ok"]
+
+
+async def test_a_turn_begun_here_is_answered_until_its_run_takes_it_over(store: Where) -> None:
+    """A turn is kept, then its run starts: in between, the lease the turn was kept
+    with stays held, so nothing reads it as cut off. It was let go of as the row was
+    written: the session's retention forgot it, or another Executor on the store
+    called the turn interrupted, and dropped it or refused the message as if it were."""
+    policy = Policy(sessions=SessionPolicy(max_sessions=1))
+    ex = executor(store, policy=policy)
+    assert ex.store is not None
+    stored = StoredSessions(ex.store)
+    lease = await stored.begin(("a", 1, "run-a", "Find the weather in Rome.", 1.0, "", 0))
+    await ex.session("b").run("Find the weather in Oslo.")  # "a" is older, but answers
+    assert {row[0] for row in stored.sessions()} == {"a", "b"}
+    other = executor(store)
+    for unfinished in ("raise", "drop"):
+        with pytest.raises(SessionBusy, match="is answering message 1"):
+            await other.session("a", unfinished=unfinished).run("And in Oslo?")  # type: ignore[arg-type]
+    with pytest.raises(SessionBusy, match="is answering message 1"):
+        await stored.forget(["a"])  # checked as it deletes
+    assert [(t.run_id, t.status) for t in await other.session("a").turns()] == [
+        ("run-a", "running")
+    ]
+    stored.let_go(lease)  # its run will not start
+    await ex.store.flush()
+    assert [t.status for t in await other.session("a").turns()] == ["interrupted"]
+    await ex.session("c").run("Find the weather in Oslo.")  # neither answers now
+    assert [row[0] for row in stored.sessions()] == ["c"]
+
+
+async def test_the_run_of_a_turn_takes_over_the_lease_it_was_kept_with(store: Where) -> None:
+    ex = executor(store)
+    assert ex.store is not None
+    stored = StoredSessions(ex.store)
+    lease = await stored.begin(("a", 1, "run-a", "Find the weather in Rome.", 1.0, "", 0))
+    result = await ex.run("Find the weather in Rome.", run_id="run-a")  # no RunBusy
+    assert result.status == "ok"
+    stored.let_go(lease)
+    await ex.store.flush()
+    assert count(store, "leases") == 0  # the run let go of it as it ended
