@@ -33,7 +33,7 @@ from honeycomb import Executor, OfflineModel, RunResult, load_hive
 from honeycomb.evals import Case, EvalReport, evaluate, junit, load_cases
 from honeycomb.evals.checks import as_check, verdict
 from honeycomb.evals.html import report_page
-from honeycomb.evals.record import case_run
+from honeycomb.evals.record import RunCalls, asked_in, case_run, tool_uses
 from honeycomb.evals.runner import scored
 from honeycomb.store import RunStore
 
@@ -104,7 +104,7 @@ async def _scoring(cases: Sequence[Case], results: Sequence[RunResult]) -> float
             run_id=result.run_id,
             result=result,
             error=None,
-            side_effects=lambda role, tool: False,
+            tool_calls=tool_uses(RunCalls(), asked_in(result), lambda role, tool: False),
             judges=None,
         )
         verdicts = tuple([await verdict(as_check(check), run) for check in case.checks])

@@ -3,6 +3,7 @@ terminal), then a table of the cases and the totals; and a comparison with a bas
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
@@ -108,15 +109,18 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
     )
     if report.stopped:
         console.print(
-            f"[red]{escape(report.stopped)}[/]: not run: {escape(', '.join(report.not_run))}"
+            f"[red]{escape(report.stopped)}[/]: not run: {escape(', '.join(report.unmade))}"
         )
     if store is not None:
-        failed = [a.run_id for c in report.cases for a in c.attempts if not a.passed]
-        example = f" (a failing run: honeycomb trace {failed[0]}" if failed else " ("
-        store_option = f" --store {store}" if failed and Path(store).name != "runs.db" else ""
+        # A run that raised before it started has no id, and no trace to show.
+        failed = [a.run_id for c in report.cases for a in c.attempts if a.run_id and not a.passed]
+        words = ["honeycomb", "trace", failed[0]] if failed else []
+        if words and Path(store).name != "runs.db":
+            words += ["--store", str(store)]
+        example = f" (a failing run: {shlex.join(words)}; " if words else " ("
         console.print(
-            f"eval {report.eval_id} kept in {escape(str(store))}{escape(example + store_option)}"
-            f"{'; ' if failed else ''}compare later with --baseline {report.eval_id})"
+            f"eval {report.eval_id} kept in {escape(str(store))}{escape(example)}"
+            f"compare later with --baseline {report.eval_id})"
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -44,7 +45,13 @@ from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
 from runtime.secrets import masked
 from workers import Role
 
-__all__ = ["add_eval_command", "compare_main", "eval_models"]
+__all__ = [
+    "add_eval_command",
+    "compare_main",
+    "eval_models",
+    "judges_models",
+    "written",
+]
 
 
 def add_eval_command(commands: argparse._SubParsersAction[Parser]) -> None:
@@ -165,6 +172,29 @@ def eval_models(
     return model, cassette_models(hive, model, args, hive.backend)
 
 
+def judges_models(
+    judges: Hive, model: Model | None, models: Model | Mapping[str, Model] | None
+) -> Model | dict[str, Model] | None:
+    """The models of the judges' hive of a cases file, beside the runs' ``models``
+    (:func:`eval_models`): ``--model``'s (None: its own); with ``--record``, recorded
+    in the runs' cassette, with ``--replay``, answered from it (nothing of them built),
+    each named ``judges/NAME`` there apart from the hive's models."""
+    if not isinstance(models, Mapping):
+        return model
+    from runtime.models.layers.cassette import RecordingModel, ReplayModel  # when used
+
+    taped = next(iter(models.values()), None)
+    if isinstance(taped, ReplayModel):
+        played = taped.cassette
+        return {name: ReplayModel(played, name=f"judges/{name}") for name in judges.spec.models}
+    if isinstance(taped, RecordingModel):
+        own = dict.fromkeys(judges.spec.models, model) if model is not None else judges.models()
+        return {
+            name: RecordingModel(m, taped.writer, name=f"judges/{name}") for name, m in own.items()
+        }
+    return model
+
+
 def eval_command(args: argparse.Namespace) -> ExitStatus:
     if args.latency is not None and args.model is None:
         args.model = "offline"
@@ -176,6 +206,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         hive.check_runnable()
         cases = _chosen(load_cases(args.cases, hive), args.case)
         model, models = eval_models(hive, args)
+        judging = judges_models(cases.judges, model, models) if cases.judges else None
+        _check_writable(args)
     except ConfigError as exc:  # ConfigErrors too: every error, each at its line
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -200,7 +232,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     try:
         # Masked as a run's result is: the cases' texts (a task, a check) are not, and
         # the files below are written past the standard streams' filter.
-        report = masked(run_on_loop(_run(hive, cases, models, store, budget, args)))
+        found = _run(hive, cases, (models, judging), store, budget, args)
+        report = masked(run_on_loop(found))
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -208,13 +241,17 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         if store is not None:
             store.close()
     comparison = compare(baseline, report) if baseline is not None else None
-    _write_files(report, comparison, args)
     if args.json:
         sys.stdout.write(report.to_json().decode() + "\n")
     else:
         print_report(sys.stdout, report, store.where if store is not None else None)
         if comparison is not None:
             print_comparison(sys.stdout, comparison)
+    try:  # once the report is out: what was found is not lost to a file's trouble
+        _write_files(report, comparison, args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return ExitStatus.UNUSABLE
     return _status(report, comparison, args.gate)
 
 
@@ -237,10 +274,14 @@ def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
     return msgspec.structs.replace(cases, cases=kept)
 
 
+Models = tuple[Model | Mapping[str, Model] | None, Model | Mapping[str, Model] | None]
+"""The models of the runs and of the judges' hive (None: each hive's own)."""
+
+
 async def _run(
     hive: Hive,
     cases: Cases,
-    models: Model | Mapping[str, Model] | None,
+    models: Models,
     store: RunStore | None,
     budget: EvalBudget,
     args: argparse.Namespace,
@@ -255,7 +296,7 @@ async def _run(
     if store is not None:
         await store.open()  # a store that cannot be used stops the command here
     pool = hive.backend.build(hive.folder)
-    executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
+    executor = Executor.from_hive(hive, models=models[0], store=store, backend=pool)
     if pool is None:
         return await _evaluate(executor, models, cases, budget, args)
     async with pool_running(pool) as problem:
@@ -266,15 +307,14 @@ async def _run(
 
 async def _evaluate(
     executor: Executor,
-    models: Model | Mapping[str, Model] | None,
+    models: Models,
     cases: Cases,
     budget: EvalBudget,
     args: argparse.Namespace,
 ) -> EvalReport:
     judges = Judges(executor.roles, executor.shared.crew.model_for)
     if cases.judges is not None:  # the judges' hive: on --model's model, else its own
-        model = None if models is None or isinstance(models, Mapping) else models
-        other = Executor.from_hive(cases.judges, model=model, backend=None)
+        other = Executor.from_hive(cases.judges, models=models[1], backend=None)
         judges = Judges({**other.roles, **executor.roles}, _model_for(executor, other))
     total = len(cases.cases) * args.repeat
     live = not (args.json or args.plain) and sys.stderr.isatty()
@@ -317,15 +357,57 @@ def _kept(store: RunStore, eval_id: str) -> EvalReport | None:
     return EvalReport.from_json(text)
 
 
+def _check_writable(args: argparse.Namespace) -> None:
+    """Refuse, before any case runs, a ``--junit`` or ``--html`` file that could not
+    be written (a file where a folder of its path should be, a folder not writable).
+
+    Raises:
+        ConfigError: naming the option and the file.
+    """
+    for option, path in (("--junit", args.junit), ("--html", args.html)):
+        if path is None:
+            continue
+        place = path
+        while not place.exists() and place != place.parent:
+            place = place.parent  # the first of its folders that is there makes the rest
+        why: str | None
+        if place == path and not path.is_file():
+            why = "it is not a file"
+        elif place == path:  # there already: written over
+            why = None if os.access(path, os.W_OK) else "it is not writable"
+        elif not place.is_dir():
+            why = f"{place} is not a folder"
+        else:
+            why = None if os.access(place, os.W_OK | os.X_OK) else f"{place} is not writable"
+        if why is not None:
+            raise ConfigError(f"{option} {path}: cannot write it: {why}")
+
+
 def _write_files(
     report: EvalReport, comparison: Comparison | None, args: argparse.Namespace
 ) -> None:
+    """Write ``--junit`` and ``--html``.
+
+    Raises:
+        ConfigError: naming the option and the file that could not be written.
+    """
     if args.junit is not None:
-        args.junit.parent.mkdir(parents=True, exist_ok=True)
-        args.junit.write_text(junit(report), encoding="utf-8")
+        written(args.junit, junit(report), "--junit")
     if args.html is not None:
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(report_page(report, comparison), encoding="utf-8")
+        written(args.html, report_page(report, comparison), "--html")
+
+
+def written(path: Path, text: str, option: str) -> None:
+    """Write ``text`` into ``path``, making its folder.
+
+    Raises:
+        ConfigError: naming ``option`` and the file, when it cannot be written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot write it: {exc.strerror or exc}") from exc
 
 
 def _status(report: EvalReport, comparison: Comparison | None, gate: str) -> ExitStatus:
@@ -358,12 +440,14 @@ def compare_main(argv: list[str]) -> int:
     if before is None or after is None:
         return ExitStatus.UNUSABLE
     comparison = compare(before, after)
-    if args.html is not None:
-        args.html.write_text(report_page(after, comparison), encoding="utf-8")
     if args.json:
-        import msgspec
-
         sys.stdout.write(msgspec.json.encode(comparison).decode() + "\n")
     else:
         print_comparison(sys.stdout, comparison)
+    if args.html is not None:
+        try:
+            written(args.html, report_page(after, comparison), "--html")
+        except ConfigError as exc:
+            print(str(exc), file=sys.stderr)
+            return ExitStatus.UNUSABLE
     return ExitStatus.CASES_FAILED if comparison.regressions else ExitStatus.OK

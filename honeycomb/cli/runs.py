@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -101,7 +102,7 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        known = f"honeycomb runs --store {args.store}"
+        known = shlex.join(["honeycomb", "runs", "--store", str(args.store)])
         print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     if not spans:

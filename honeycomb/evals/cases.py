@@ -307,6 +307,11 @@ class _Builder:
             if spec.kind == "python" and spec.python is not None:
                 python = self._imported(spec.python)
             self._check_kind(spec)
+            if spec.kind == "equals" and spec.equals is None and expected is None:
+                raise ConfigError(  # else it would compare the answer with 'None'
+                    "equals with no value compares with the case's expected answer, and "
+                    "the case gives none: write the value, or give the case expected:"
+                )
         except ConfigError as exc:
             errors.append(doc.error((*where, spec.kind), exc.message))
             return None

@@ -45,12 +45,15 @@ class Verdict(Value, frozen=True, kw_only=True):
 
 class Check(Value, frozen=True, kw_only=True):
     """A check with its name, its ``weight`` in the case's score, and the
-    ``threshold`` its score must reach to pass."""
+    ``threshold`` its score must reach to pass. A run that raised before it had a
+    result fails its case whatever its checks say, unless one of them
+    ``allows_error``: it is about such a run (``status: error``)."""
 
     name: str
     fn: Any
     weight: float = 1.0
     threshold: float = 1.0
+    allows_error: bool = False
 
 
 def as_check(given: Check | CheckFn) -> Check:
@@ -144,7 +147,13 @@ def built_check(
         fn = _side_effects(spec.side_effects)
     else:
         fn = _amount(kind, spec)
-    return Check(name=_name(spec), fn=fn, weight=spec.weight, threshold=spec.threshold)
+    return Check(
+        name=_name(spec),
+        fn=fn,
+        weight=spec.weight,
+        threshold=spec.threshold,
+        allows_error="error" in (spec.status or ()),
+    )
 
 
 def _name(spec: CheckSpec) -> str:

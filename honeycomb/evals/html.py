@@ -63,7 +63,7 @@ def report_body(report: EvalReport, run_link: RunLink) -> str:
         f"· p50 {report.latency(0.5):.2f}s · p95 {report.latency(0.95):.2f}s</p>"
     )
     if report.stopped:
-        unrun = ", ".join(report.not_run)
+        unrun = ", ".join(report.unmade)
         head += f'<p class="status failed">{_e(report.stopped)}: not run: {_e(unrun)}</p>'
     names = ("case", "result", "score", "pass rate", "cost", "latency", "failing check", "runs")
     rows = "\n".join(_case_row(case, run_link) for case in report.cases)

@@ -5,24 +5,36 @@ may ask (:class:`Judges`), whose calls cost the eval, not the run."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
 
+from honeycomb.offline.judge import ANSWER_HEADING
+from honeycomb.run.events import WorkerStarted
 from honeycomb.run.result import RunResult
-from runtime import AssistantMessage, HoneycombError, Model, Usage
+from runtime import AssistantMessage, Event, HoneycombError, Model, ToolCallStarted, Usage
 from runtime.value import Value
 from workers.guards import GuardCheck, Judge, JudgeRole
 
-__all__ = ["CaseRun", "Judges", "ToolUse", "case_run", "tool_uses"]
+__all__ = [
+    "Asked",
+    "CaseRun",
+    "Judges",
+    "RunCalls",
+    "ToolUse",
+    "asked_in",
+    "asked_in_rows",
+    "case_run",
+    "tool_uses",
+]
 
 
 class ToolUse(Value, frozen=True, kw_only=True):
-    """One tool call a worker of the run made.
+    """One tool call of the run that ran (a nested worker's too).
 
     Attributes:
-        worker: The worker (the subtask's id).
+        worker: The worker (the subtask's id; a nested worker's: ``s1/call_1``).
         role: Its role.
         tool: The tool's name.
         arguments: The arguments it was called with (``{}`` when they were not JSON).
@@ -66,7 +78,7 @@ class Judges:
         Raises:
             HoneycombError: when the role is not one of the judges, or its call failed.
         """
-        shown = f"Task: {task}\n\nRubric: {rubric}\n\nAnswer:\n{answer}"
+        shown = f"Task: {task}\n\nRubric: {rubric}{ANSWER_HEADING}{answer}"
         verdict, usage, _ = await self._judge.ask(role, GuardCheck(kind="output", text=shown))
         self.spent = self.spent + usage + Usage(model_calls=1)  # the usage of one call
         return verdict
@@ -89,7 +101,9 @@ class CaseRun(Value, frozen=True, kw_only=True):
         wall_s: The run's wall time.
         critical_path_s: Its critical path: planning, the longest chain of workers,
             aggregation.
-        tool_calls: Every tool call of its workers, in the order they made them.
+        tool_calls: Every tool call of its workers that ran (nested workers'
+            included), in the order they started: not one refused, denied, waiting
+            for approval or skipped as a repeat.
         result: The run's whole result (None when it raised before it had one).
         judges: The roles that may grade it (``await judges.grade(...)``).
     """
@@ -111,31 +125,83 @@ class CaseRun(Value, frozen=True, kw_only=True):
 
     @property
     def side_effects(self) -> int:
-        """How many side-effecting tool calls the run made."""
+        """How many side-effecting tool calls of the run ran."""
         return sum(1 for use in self.tool_calls if use.side_effects)
 
 
-def tool_uses(result: RunResult, side_effects: Callable[[str, str], bool]) -> tuple[ToolUse, ...]:
-    """The tool calls of ``result``'s workers, in plan order then call order;
-    ``side_effects(role, tool)`` says whether a tool has side effects."""
-    found: list[ToolUse] = []
-    for outcome in result.subtasks.values():
+class RunCalls:
+    """Told of a run's events (``on_event``): the workers it started, nested ones
+    (``agent:ROLE`` tools) too, with their roles; and the tool calls that ran, in the
+    order they started. A call runs once the layers let it (``tool_call.started``):
+    one refused (an unknown tool, arguments not valid, a guard, a person's denial),
+    waiting for approval, skipped as a repeat, or answered from the journal never
+    started, and is not counted."""
+
+    def __init__(self) -> None:
+        self.roles: dict[str, str] = {}
+        self.nested: list[str] = []
+        self.started: list[tuple[str, str, str]] = []  # (worker, call id, tool)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ToolCallStarted):
+            self.started.append((event.worker or "", event.call_id, event.tool))
+        elif isinstance(event, WorkerStarted) and event.worker is not None:
+            self.roles[event.worker] = event.role
+            if event.parent is not None:
+                self.nested.append(event.worker)
+
+
+Asked = dict[tuple[str, str], str]
+"""The arguments (JSON text) of each tool call the model asked for, by worker and
+call id."""
+
+
+def asked_in(result: RunResult | None) -> Asked:
+    """The arguments of every tool call the run's subtasks' workers asked for."""
+    found: Asked = {}
+    for outcome in result.subtasks.values() if result is not None else ():
         worker = outcome.worker
         if worker is None:
             continue
         for message in worker.transcript.messages:
-            if not isinstance(message, AssistantMessage):
-                continue
-            for call in message.tool_calls:
-                found.append(
-                    ToolUse(
-                        worker=worker.worker,
-                        role=worker.role,
-                        tool=call.name,
-                        arguments=_arguments(call.arguments),
-                        side_effects=side_effects(worker.role, call.name),
-                    )
-                )
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:
+                    found[worker.worker, call.id] = call.arguments
+    return found
+
+
+def asked_in_rows(worker: str, rows: Iterable[tuple[int, str]]) -> Asked:
+    """The arguments of the tool calls a worker asked for, from its messages as a run
+    store keeps them (``(seq, JSON array)`` rows): how a nested worker's are known."""
+    found: Asked = {}
+    for _, text in rows:
+        for message in json.loads(text):
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                for call in message.get("tool_calls") or ():
+                    found[worker, call["id"]] = call["arguments"]
+    return found
+
+
+def tool_uses(
+    calls: RunCalls,
+    asked: Mapping[tuple[str, str], str],
+    side_effects: Callable[[str, str], bool],
+) -> tuple[ToolUse, ...]:
+    """The tool calls of a run that ran (``calls``), nested workers' included, in the
+    order they started, each with its arguments as ``asked`` (``{}`` when they are
+    not known); ``side_effects(role, tool)`` says whether a tool has side effects."""
+    found: list[ToolUse] = []
+    for worker, call_id, tool in calls.started:
+        role = calls.roles.get(worker, worker)  # a planner's, an aggregator's: its name
+        found.append(
+            ToolUse(
+                worker=worker,
+                role=role,
+                tool=tool,
+                arguments=_arguments(asked.get((worker, call_id), "")),
+                side_effects=side_effects(role, tool),
+            )
+        )
     return tuple(found)
 
 
@@ -163,12 +229,13 @@ def case_run(
     run_id: str,
     result: RunResult | None,
     error: Exception | None,
-    side_effects: Callable[[str, str], bool],
+    tool_calls: tuple[ToolUse, ...],
     judges: Judges | None,
 ) -> CaseRun:
     """What the checks of case ``case`` see of its run: its result, or the partial
     result its error carries, or only the error (any exception: a Python error of a
-    user's planner, aggregator or tool as well as a Honeycomb one)."""
+    user's planner, aggregator or tool as well as a Honeycomb one), and the tool calls
+    that ran (:func:`tool_uses`)."""
     if result is None:
         result = getattr(error, "partial", None)
     if result is None:
@@ -179,6 +246,7 @@ def case_run(
             run_id=run_id,
             status="error",
             error=_described(error) if error is not None else "the run gave no result",
+            tool_calls=tool_calls,
             judges=judges,
         )
     failures = "; ".join(
@@ -196,7 +264,7 @@ def case_run(
         usage=result.usage,
         wall_s=result.timings.wall_s,
         critical_path_s=result.timings.critical_path_s,
-        tool_calls=tool_uses(result, side_effects),
+        tool_calls=tool_calls,
         result=result,
         judges=judges,
     )

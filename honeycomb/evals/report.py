@@ -57,26 +57,31 @@ class Attempt(Value, frozen=True, kw_only=True):
 
 
 class CaseReport(Value, frozen=True, kw_only=True):
-    """One case: its attempts (more than one with ``repeat``)."""
+    """One case: its attempts (more than one with ``repeat``), and how many of its
+    runs the eval's budget left unmade (``not_run``)."""
 
     id: str
     task: str
     attempts: tuple[Attempt, ...] = ()
     description: str = ""
+    not_run: int = 0
 
     @property
     def passed(self) -> bool:
-        """Whether every attempt passed (a case that did not run did not pass)."""
-        return bool(self.attempts) and all(a.passed for a in self.attempts)
+        """Whether every run of it was made and passed (a run not made did not pass)."""
+        return bool(self.attempts) and not self.not_run and all(a.passed for a in self.attempts)
 
     @property
     def pass_rate(self) -> float:
-        return sum(a.passed for a in self.attempts) / len(self.attempts) if self.attempts else 0.0
+        """The share of its runs that passed, those not made counting as failed."""
+        runs = len(self.attempts) + self.not_run
+        return sum(a.passed for a in self.attempts) / runs if runs else 0.0
 
     @property
     def flaky(self) -> bool:
-        """Some attempts passed and some did not."""
-        return 0.0 < self.pass_rate < 1.0
+        """Some of its runs passed and some failed."""
+        passed = sum(a.passed for a in self.attempts)
+        return 0 < passed < len(self.attempts)
 
     @property
     def score(self) -> float:
@@ -113,10 +118,11 @@ class CaseReport(Value, frozen=True, kw_only=True):
         more failed in that run), else its run's error; empty when it passed."""
         attempt = next((a for a in self.attempts if not a.passed), None)
         if attempt is None:
-            return ""
+            runs = len(self.attempts) + self.not_run
+            return f"{self.not_run} of its {runs} runs not made" if self.not_run else ""
         failing = [v for v in attempt.verdicts if not v.passed]
-        if not failing:
-            return attempt.error or f"score {attempt.score:.2f} is below the case's threshold"
+        if not failing or attempt.status == "error":
+            return _unscored(attempt)
         more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
         return f"{failing[0].check}: {failing[0].reason}{more}"
 
@@ -152,8 +158,19 @@ class EvalReport(Value, frozen=True, kw_only=True):
 
     @property
     def passed(self) -> bool:
-        """Whether every case ran and passed."""
-        return not self.not_run and all(c.passed for c in self.cases)
+        """Whether every run of every case was made and passed."""
+        return not self.not_run and not self.stopped and all(c.passed for c in self.cases)
+
+    @property
+    def unmade(self) -> list[str]:
+        """The cases the eval's budget left unrun, and those it left runs of unmade
+        (``lisbon (1 of 3 runs made)``), as a report names them."""
+        some = [
+            f"{c.id} ({len(c.attempts)} of {len(c.attempts) + c.not_run} runs made)"
+            for c in self.cases
+            if c.not_run
+        ]
+        return [*self.not_run, *some]
 
     @property
     def failed(self) -> list[CaseReport]:
@@ -242,8 +259,9 @@ def junit(report: EvalReport) -> str:
     attempt, each failing one with its failing check and reason."""
     cases: list[str] = []
     for case in report.cases:
+        runs = len(case.attempts) + case.not_run
         for number, attempt in enumerate(case.attempts, 1):
-            name = case.id if len(case.attempts) == 1 else f"{case.id} #{number}"
+            name = case.id if runs == 1 else f"{case.id} #{number}"
             head = (
                 f"<testcase classname={quoteattr(report.name)} name={quoteattr(name)} "
                 f'time="{attempt.latency_s:.3f}">'
@@ -251,30 +269,45 @@ def junit(report: EvalReport) -> str:
             failing = attempt.failing
             body = ""
             if not attempt.passed:
-                what = failing.check if failing is not None else "score"
-                why = (failing.reason if failing is not None else None) or (
-                    f"score {attempt.score:.2f} below the case's threshold"
+                said = (
+                    f"{failing.check}: {failing.reason}"
+                    if failing is not None and attempt.status != "error"
+                    else _unscored(attempt)
                 )
                 body = (
-                    f"<failure message={quoteattr(f'{what}: {why}')}>"
-                    f"{escape(_lines(attempt))}</failure>"
+                    f"<failure message={quoteattr(said)}>"
+                    f"{escape(_lines(attempt) or said)}</failure>"
                 )
             out = f"<system-out>run {escape(attempt.run_id)}</system-out>"
             cases.append(f"  {head}{body}{out}</testcase>")
-    for name in report.not_run:
-        cases.append(
-            f"  <testcase classname={quoteattr(report.name)} name={quoteattr(name)}>"
-            f"<skipped message={quoteattr(report.stopped or 'not run')}/></testcase>"
-        )
-    totals = report.totals()
+        for number in range(len(case.attempts) + 1, runs + 1):
+            cases.append(_skipped(report, case.id if runs == 1 else f"{case.id} #{number}"))
+    cases += [_skipped(report, name) for name in report.not_run]
     failures = sum(1 for a in report.attempts if not a.passed)
+    skipped = len(report.not_run) + sum(c.not_run for c in report.cases)
     suite = (
         f'<testsuite name={quoteattr(report.name)} tests="{len(cases)}" '
-        f'failures="{failures}" skipped="{totals["not_run"]}" time="{report.wall_s:.3f}">'
+        f'failures="{failures}" skipped="{skipped}" time="{report.wall_s:.3f}">'
     )
     return (
         "\n".join(['<?xml version="1.0" encoding="utf-8"?>', suite, *cases, "</testsuite>"]) + "\n"
     )
+
+
+def _skipped(report: EvalReport, name: str) -> str:
+    """A run the eval's budget left unmade, as a JUnit test case skipped."""
+    return (
+        f"  <testcase classname={quoteattr(report.name)} name={quoteattr(name)}>"
+        f"<skipped message={quoteattr(report.stopped or 'not run')}/></testcase>"
+    )
+
+
+def _unscored(attempt: Attempt) -> str:
+    """Why ``attempt`` failed when no check says so: its run raised (``error``), or
+    its score is below the case's threshold."""
+    if attempt.status == "error":
+        return f"the run ended error: {attempt.error or 'it gave no result'}"
+    return attempt.error or f"score {attempt.score:.2f} is below the case's threshold"
 
 
 def _lines(attempt: Attempt) -> str:

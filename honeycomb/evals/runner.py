@@ -18,11 +18,20 @@ import msgspec
 
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
-from honeycomb.evals.record import CaseRun, Judges, case_run
+from honeycomb.evals.record import (
+    Asked,
+    CaseRun,
+    Judges,
+    RunCalls,
+    asked_in,
+    asked_in_rows,
+    case_run,
+    tool_uses,
+)
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
-from runtime import Usage
+from runtime import StoreError, Usage
 from runtime.concurrency import run_together
 from runtime.models.layers.cassette import cassette_case
 from runtime.value import Value
@@ -115,7 +124,11 @@ async def evaluate(
         concurrency=concurrency,
         cases=tuple(
             CaseReport(
-                id=c.id, task=c.task, attempts=session.attempts(c.id), description=c.description
+                id=c.id,
+                task=c.task,
+                attempts=session.attempts(c.id),
+                description=c.description,
+                not_run=repeat - len(session.attempts(c.id)),
             )
             for c in named
             if session.attempts(c.id)
@@ -202,12 +215,13 @@ class _Session:
     async def _attempt(self, case: Case) -> Attempt:
         result: RunResult | None = None
         error: Exception | None = None
+        calls = RunCalls()
         try:
             # A new run, given no id: one given an id is looked up in the store first
             # (to be resumed), which costs each case a wait for the store's writer.
             # Its model calls are the case's (a cassette records and replays them so).
             with cassette_case(case.id):
-                result = await self.executor.run(case.task)
+                result = await self.executor.run(case.task, on_event=[calls])
         except Exception as exc:
             # A HoneycombError's partial result, if any, is scored; any other error (a
             # bug in the user's Python planner or aggregator) is this case's alone, and
@@ -215,6 +229,9 @@ class _Session:
             error = exc
         found = result if result is not None else getattr(error, "partial", None)
         run_id = found.run_id if found is not None else ""
+        asked = asked_in(found)
+        if calls.nested and run_id:
+            asked.update(await self._asked_by_nested(run_id, calls.nested))
         judges = self.judges.fresh()
         run = case_run(
             case=case.id,
@@ -223,13 +240,33 @@ class _Session:
             run_id=run_id,
             result=result,
             error=error,
-            side_effects=self._has_side_effects,
+            tool_calls=tool_uses(calls, asked, self._has_side_effects),
             judges=judges,
         )
         checks = [as_check(c) for c in case.checks] or [_RUN_OK]
-        verdicts = tuple([await verdict(check, run) for check in checks])
+        with cassette_case(case.id):  # its judges' calls are the case's too
+            verdicts = tuple([await verdict(check, run) for check in checks])
         self.spent = self.spent + run.usage + judges.spent
-        return scored(case, run, verdicts, judges.spent.cost)
+        allowed = any(c.allows_error for c in checks)
+        return scored(case, run, verdicts, judges.spent.cost, allows_error=allowed)
+
+    async def _asked_by_nested(self, run_id: str, workers: Sequence[str]) -> Asked:
+        """The arguments of the calls nested workers asked for: a run's result holds
+        only its subtasks' workers, the run store each nested one's messages (a run
+        with no store: not known)."""
+        store = self.executor.store
+        if store is None:
+            return {}
+        try:
+            stored = await store.load(run_id)
+        except StoreError:
+            return {}
+        found: Asked = {}
+        for name in workers:
+            kept = stored.workers.get(name) if stored is not None else None
+            if kept is not None:
+                found.update(asked_in_rows(name, kept.messages))
+        return found
 
     def _has_side_effects(self, role: str, tool: str) -> bool:
         key = (role, tool)
@@ -255,12 +292,24 @@ _RUN_OK = Check(name="status 'ok'", fn=_run_ok)
 """The check of a case that has none: its run ends ``ok``."""
 
 
-def scored(case: Case, run: CaseRun, verdicts: tuple[Verdict, ...], judge_cost: float) -> Attempt:
-    """A case's run, scored by its checks' ``verdicts``."""
+def scored(
+    case: Case,
+    run: CaseRun,
+    verdicts: tuple[Verdict, ...],
+    judge_cost: float,
+    *,
+    allows_error: bool = False,
+) -> Attempt:
+    """A case's run, scored by its checks' ``verdicts``. A run that raised before it
+    had a result (``error``) fails with score 0, whatever its checks found (those of
+    what it did not do hold on a run that did nothing), unless a check
+    ``allows_error`` (a ``status`` check that names ``error``)."""
     weight = sum(v.weight for v in verdicts)
     score = sum(v.score * v.weight for v in verdicts) / weight if weight else 1.0
     threshold = case.threshold
     passed = all(v.passed for v in verdicts) if threshold is None else score >= threshold
+    if run.status == "error" and not allows_error:
+        passed, score = False, 0.0  # it did nothing its checks could score
     return Attempt(
         run_id=run.run_id,
         passed=passed,

@@ -247,3 +247,106 @@ def test_a_report_into_a_pipe_closed_early_exits_quietly(folder: Path) -> None:
     code = child.wait(timeout=60)
     assert "Traceback" not in err
     assert code == ExitStatus.BROKEN_PIPE == 141  # as `honeycomb run`: not rich's exit 1
+
+
+JUDGES = """
+name: judges
+models:
+  offline: {provider: offline, latency: 0}
+roles:
+  critic:
+    description: Grades answers.
+"""
+
+
+def test_the_judges_hive_is_recorded_and_replayed_with_the_runs(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(folder, "judges.yaml", JUDGES)
+    cases = CASES.replace("name: greetings", "name: greetings\njudges: judges.yaml")
+    write(folder, "evals.yaml", cases + "      - judge: {role: critic, rubric: It greets.}\n")
+    assert _eval(capsys, "--record", "calls.jsonl", "--no-store")[0] == ExitStatus.OK
+    lines = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
+    asked = [(c["model"], c["case"]) for c in lines if c["kind"] == "call"]
+    assert [a for a in asked if a[0] != "offline"] == [("judges/offline", "oslo")]
+    # Neither hive's model is there now: the cassette answers the judge too.
+    for name in ("hive.yaml", "judges.yaml"):
+        hive = folder / name
+        hive.write_text(hive.read_text().replace("provider: offline", "model: gpt-x"))
+    code, out, err = _eval(capsys, "--replay", "calls.jsonl", "--no-store", "--json")
+    assert code == ExitStatus.OK, err
+    verdict = json.loads(out)["cases"][1]["attempts"][0]["verdicts"][-1]
+    assert (verdict["check"], verdict["passed"]) == (
+        'judge {"role": "critic", "rubric": "It greets."}',
+        True,
+    )
+
+
+def test_a_case_whose_run_raised_under_replay_fails_whatever_its_checks_say(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    holds_on_nothing = CASES.replace("icontains: OSLO", "not_contains: Norway")
+    write(folder, "evals.yaml", holds_on_nothing)
+    assert _eval(capsys, "--record", "calls.jsonl", "--no-store")[0] == ExitStatus.OK
+    write(folder, "evals.yaml", holds_on_nothing.replace("hello to Oslo", "hello to Bergen"))
+    code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--no-store", "--json")
+    assert code == ExitStatus.CASES_FAILED
+    oslo = json.loads(out)["cases"][1]
+    (attempt,) = oslo["attempts"]
+    assert (attempt["status"], attempt["passed"], attempt["score"]) == ("error", False, 0.0)
+    assert [v["passed"] for v in attempt["verdicts"]] == [True]  # it holds on no answer
+    # Its run has no id: the report names no command to show it.
+    code, out, _ = _eval(capsys, "--replay", "calls.jsonl", "--store", "runs 2.db")
+    assert code == ExitStatus.CASES_FAILED
+    assert "1 of 2 cases passed" in out
+    assert "honeycomb trace" not in out
+    assert re.search(r"kept in runs 2\.db \(compare later with --baseline ev-\w+\)", out)
+
+
+@pytest.mark.parametrize("option", ["--junit", "--html"])
+def test_a_report_file_that_cannot_be_written_is_refused_before_anything_runs(
+    folder: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    code, out, err = _eval(capsys, option, "evals.yaml/report.xml")
+    assert code == ExitStatus.UNUSABLE
+    assert err == f"{option} evals.yaml/report.xml: cannot write it: evals.yaml is not a folder\n"
+    assert out == ""
+    assert not (folder / ".honeycomb").exists()  # nothing ran
+
+
+def test_a_report_file_that_cannot_be_written_after_the_runs_is_one_line_after_the_report(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from honeycomb.cli import evals
+
+    monkeypatch.setattr(evals, "_check_writable", lambda args: None)  # taken since
+    code, out, err = _eval(capsys, "--junit", "evals.yaml/report.xml", "--eval-id", "ev-a")
+    assert code == ExitStatus.UNUSABLE
+    assert "2 of 2 cases passed" in out  # the report first
+    assert err.splitlines()[-1].startswith("--junit evals.yaml/report.xml: cannot write it: ")
+    assert "Traceback" not in err
+    # eval compare makes the folder of its page, and names one it cannot write.
+    code = main(["eval", "compare", "ev-a", "ev-a", "--html", "new/page.html"])
+    assert code == ExitStatus.OK
+    assert "<h1>eval ev-a" in (folder / "new" / "page.html").read_text()
+    code = main(["eval", "compare", "ev-a", "ev-a", "--html", "evals.yaml/page.html"])
+    out, err = capsys.readouterr()
+    assert code == ExitStatus.UNUSABLE
+    assert "against ev-a" in out
+    assert err.startswith("--html evals.yaml/page.html: cannot write it: ")
+
+
+def test_the_command_a_failing_run_is_shown_by_is_whole_and_quoted(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing = CASES.replace("icontains: OSLO", "contains: Bergen")
+    write(folder, "evals.yaml", failing)
+    code, out, _ = _eval(capsys, "--store", "my runs.db")
+    assert code == ExitStatus.CASES_FAILED
+    run_id = re.search(r"a failing run: honeycomb trace (\w+) --store 'my runs.db';", out)
+    assert run_id is not None, out
+    assert main(["trace", run_id[1], "--store", "my runs.db"]) == ExitStatus.OK
+    # A run it does not have is told with the command that lists those it has, quoted.
+    assert main(["trace", "nope", "--store", "my runs.db"]) == ExitStatus.UNUSABLE
+    said = "my runs.db: no run 'nope' (honeycomb runs --store 'my runs.db')\n"
+    assert capsys.readouterr().err == said

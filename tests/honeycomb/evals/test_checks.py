@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from honeycomb.errors import ConfigErrors
 from honeycomb.evals import Check, Judges, Score, load_cases
 from honeycomb.evals.checks import built_check, verdict
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.hive import load_hive
+from honeycomb.offline import OfflineModel
+from honeycomb.offline.rules import PREFIX
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, Usage
 from tests.support.evals import shown_run, tiny_hive, write
@@ -248,3 +251,46 @@ async def test_an_async_check_is_awaited_and_a_check_that_raises_fails_with_its_
     assert (await verdict(Check(name="later", fn=later), shown_run("a"))).passed
     found = await verdict(Check(name="broken", fn=broken), shown_run("a"))
     assert found.reason == "the check raised KeyError: 'total'"
+
+
+async def test_the_offline_judge_fails_an_empty_answer_and_passes_one_that_is_not(
+    tmp_path: Path,
+) -> None:
+    hive = load_hive(tiny_hive(tmp_path))
+    offline = OfflineModel(latency=0)
+    judges = Judges(hive.roles, lambda role: offline)
+    check = _check(tmp_path, "judge: {role: writer, rubric: names a city}")
+    assert (await verdict(check, shown_run("Lisbon", judges=judges.fresh()))).passed
+    for empty in ("", " \n"):
+        found = await verdict(check, shown_run(empty, judges=judges.fresh()))
+        assert found.reason == (
+            f"writer: {PREFIX}There is nothing to judge: the answer I was shown is empty."
+        )
+
+
+def test_equals_with_no_value_on_a_case_with_no_expected_answer_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: given
+            task: Say 42
+            expected: "42"
+            assert:
+              - equals: null
+          - id: none
+            task: Say 42
+            assert:
+              - equals: null
+        """,
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_cases(path)
+    assert [str(e) for e in caught.value.errors] == [
+        f"{path}:10:9: cases[1].assert[0].equals: equals with no value compares with the "
+        "case's expected answer, and the case gives none: write the value, or give the case "
+        "expected:"
+    ]

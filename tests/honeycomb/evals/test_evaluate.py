@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import itertools
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from honeycomb import Executor, Role
+from honeycomb import AssistantMessage, Executor, Role, ToolMessage, tool
 from honeycomb.evals import (
     Case,
     CaseRun,
@@ -20,6 +21,7 @@ from honeycomb.evals import (
     Judges,
     assert_case,
     evaluate,
+    junit,
     load_cases,
 )
 from honeycomb.evals.compare import compare
@@ -27,9 +29,13 @@ from honeycomb.hive import Hive, load_hive
 from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished, RunStarted
 from honeycomb.store import RunStore
-from honeycomb.testing import FunctionModel
+from honeycomb.testing import FunctionModel, call
 from runtime import Event, Limits, ModelRequest, Price, PricedModel
+from runtime.models.cassettes import Cassette
+from runtime.models.layers.cassette import cassette
+from runtime.tools.approvals import ApprovalRequest, Decision
 from tests.support.evals import tiny_hive, write
+from tests.support.model_requests import Answer
 
 
 @pytest.fixture
@@ -245,3 +251,195 @@ async def test_a_case_whose_python_planner_raises_is_an_error_and_the_others_are
     assert found["bad"].failing is not None
     assert found["bad"].failing.reason == f"the run ended error: {told}"
     assert [e.eval_id for e in store.evals()] == ["ev-bug"]  # the report is kept
+
+
+async def test_a_run_that_raised_fails_its_case_whatever_its_checks_say(
+    hive: Hive, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: holds-on-nothing
+            task: Say hello to Oslo
+            assert:
+              - not_contains: Norway
+              - side_effects: 0
+              - cost: 0.01
+              - tokens: 100000
+          - id: scored-above-its-threshold
+            task: Say hello to Oslo
+            threshold: 0.5
+            assert:
+              - not_contains: Norway
+              - contains: Oslo
+          - id: meant-to-raise
+            task: Say hello to Oslo
+            assert:
+              - status: error
+        """,
+    )
+
+    def no_plan(request: ModelRequest) -> str:
+        return "not a plan"
+
+    executor = Executor.from_hive(hive, model=FunctionModel(no_plan))
+    report = await evaluate(executor, load_cases(path, hive))
+    found = {c.id: c.attempts[0] for c in report.cases}
+    assert {i: (a.status, a.passed, a.score) for i, a in found.items()} == {
+        "holds-on-nothing": ("error", False, 0.0),
+        "scored-above-its-threshold": ("error", False, 0.0),
+        "meant-to-raise": ("error", True, 1.0),  # a check that asks for the error
+    }
+    said = report.cases[0].why
+    assert said.startswith("the run ended error: invalid plan"), said
+    assert not report.passed
+
+
+def _nested_hive(tmp_path: Path | None, **options: Any) -> Executor:
+    """A lead whose turn asks for five calls: its mailer (an ``agent:`` tool, whose
+    nested worker sends an email), a tool there is none of, an email with no
+    arguments, a payment a person denies, and one its own journal would skip."""
+
+    @tool(side_effects=True)
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    @tool(side_effects=True, approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        raise AssertionError("a denied call ran")
+
+    async def deny(request: ApprovalRequest) -> Decision:
+        return Decision.denied("not today")
+
+    def answer(request: ModelRequest) -> Answer:
+        me = str(request.messages[0].content)
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if me.startswith("You are the mailer worker"):
+            if seen:
+                return "mailed"
+            return call("send_email", {"to": "ceo@example.com", "body": "hi"})
+        if me.startswith("You are the lead worker") and not seen:
+            return AssistantMessage(
+                tool_calls=(
+                    call("mailer", {"instruction": "email the ceo"}),
+                    call("nope", {}),
+                    call("send_email", {}),
+                    call("pay", {"to": "bob"}),
+                )
+            )
+        return "done"
+
+    return Executor(
+        [
+            Role(name="lead", tools=("agent:mailer", "send_email", "pay")),
+            Role(name="mailer", description="Sends mail.", tools=("send_email",)),
+        ],
+        FunctionModel(answer),
+        tools=[send_email, pay],
+        aggregator="concat",
+        planner=lambda task: [("lead", task)],
+        approver=deny,
+        store=RunStore(tmp_path / "runs.db") if tmp_path is not None else None,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
+async def test_tool_checks_count_the_calls_that_ran_nested_workers_included(
+    tmp_path: Path, kept: bool
+) -> None:
+    def calls(answer: str, run: CaseRun) -> str:
+        return repr([(u.role, u.tool, u.arguments, u.side_effects) for u in run.tool_calls])
+
+    executor = _nested_hive(tmp_path if kept else None)
+    report = await evaluate(executor, [Case(id="mail", task="Do it.", checks=[calls])])
+    (attempt,) = report.cases[0].attempts
+    assert attempt.status == "ok"
+    assert attempt.verdicts[0].reason is not None
+    ran = eval(attempt.verdicts[0].reason)  # the check says what it saw
+    # Refused (an unknown tool, arguments not valid) and denied calls never ran; the
+    # nested mailer's email did, its arguments known from the store where it is kept.
+    sent = {"to": "ceo@example.com", "body": "hi"} if kept else {}
+    assert ran == [("lead", "mailer", {"instruction": "email the ceo"}, False),
+                   ("mailer", "send_email", sent, True)]  # fmt: skip
+
+
+async def test_a_call_waiting_for_approval_is_not_counted(tmp_path: Path) -> None:
+    @tool(side_effects=True, approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        raise AssertionError("a call waiting for approval ran")
+
+    def answer(request: ModelRequest) -> Answer:
+        return call("pay", {"to": "bob"})
+
+    executor = Executor(
+        [Role(name="payer", tools=("pay",))],
+        FunctionModel(answer),
+        tools=[pay],
+        aggregator="concat",
+        planner=lambda task: [("payer", task)],
+        store=RunStore(tmp_path / "runs.db"),
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: Pay bob.
+            assert:
+              - status: waiting
+              - side_effects: 0
+              - tool_called: {name: pay, at_most: 0}
+        """,
+    )
+    report = await evaluate(executor, load_cases(path))
+    (attempt,) = report.cases[0].attempts
+    assert [v.reason for v in attempt.verdicts] == [None, None, None]
+    assert attempt.passed
+
+
+async def test_runs_the_evals_budget_left_unmade_fail_their_case(hive: Hive) -> None:
+    executor = Executor.from_hive(hive)
+    budget = EvalBudget(model_calls=3)  # one run of the tiny hive
+    report = await evaluate(executor, _cases(2), budget=budget, concurrency=1, repeat=3)
+    (case,) = report.cases
+    assert (case.id, len(case.attempts), case.not_run) == ("c0", 1, 2)
+    assert (case.passed, case.pass_rate, case.flaky) == (False, 1 / 3, False)
+    assert case.why == "2 of its 3 runs not made"
+    assert report.not_run == ("c1",)
+    assert report.unmade == ["c1", "c0 (1 of 3 runs made)"]
+    assert not report.passed
+    suite = ET.fromstring(junit(report))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "0", "3")
+    names = [(c.get("name"), c.find("skipped") is not None) for c in suite]
+    assert names == [("c0 #1", False), ("c0 #2", True), ("c0 #3", True), ("c1", True)]
+    # Stopped before the last run of the only case: it fails alone.
+    alone = await evaluate(executor, _cases(1), budget=budget, concurrency=1, repeat=2)
+    assert (alone.not_run, alone.cases[0].not_run, alone.passed) == ((), 1, False)
+    assert EvalReport.from_json(alone.to_json()) == alone
+
+
+async def test_a_judges_calls_are_the_cases_in_a_cassette(hive: Hive, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: judged
+            task: Say hello to Lisbon
+            assert:
+              - judge: {role: writer, rubric: it greets}
+        """,
+    )
+    tape = tmp_path / "calls.jsonl"
+    models = cassette({"offline": OfflineModel(latency=0)}, record=tape)
+    report = await evaluate(Executor.from_hive(hive, models=models), load_cases(path, hive))
+    assert report.passed
+    recorded = Cassette(tape).calls
+    assert len(recorded) == 4  # the run's three calls, and its judge's
+    assert [c.case for c in recorded] == ["judged"] * 4
