@@ -63,6 +63,7 @@ from runtime import (
     ToolRegistry,
 )
 from runtime.concurrency import require_asyncio
+from runtime.events import event_handlers
 from runtime.model import held, missing_key
 from runtime.secrets import masked, masked_errors
 from runtime.tools.approvals import Approver, PendingApproval
@@ -99,7 +100,8 @@ class Executor:
             role answers in it, a function's or an Aggregator's answer is validated
             against it (see :func:`~honeycomb.run.aggregator.aggregate`).
         default_model: The model for roles that name none.
-        on_event: Called with every event of every run.
+        on_event: Called with every event of every run, synchronously: plain
+            functions, not ``async def`` ones.
         log_events: Also log events through structlog (when it is configured).
         store: Keep every run in this SQLite file, this PostgreSQL database
             (``postgresql://...``) or this :class:`RunStore`, so that a run that
@@ -125,7 +127,8 @@ class Executor:
     Raises:
         ConfigErrors: naming every unknown model, role or tool.
         ConfigError: when ``output_type`` is given and the aggregator is ``concat``
-            (named, or the default), which makes text.
+            (named, or the default), which makes text; when an ``on_event`` handler is
+            an ``async def`` function.
     """
 
     def __init__(
@@ -150,6 +153,7 @@ class Executor:
         guards: Guards | None = None,
         backend: Backend | None = None,
     ) -> None:
+        handlers = event_handlers(on_event)  # before a store or a memory is opened
         role_list = list(roles.values()) if isinstance(roles, Mapping) else list(roles)
         by_name = {r.name: r for r in role_list}
         model_map = dict(models) if isinstance(models, Mapping) else {"default": models}
@@ -203,7 +207,7 @@ class Executor:
             Reporting(
                 store=kept,
                 trace=trace if trace is not None else kept is not None,
-                handlers=tuple(on_event),
+                handlers=handlers,
                 log_events=log_events,
                 source=source,
             ),
@@ -496,9 +500,7 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
-        from honeycomb.run.session import check_task  # a session's message's check too
-
-        check_task(task)
+        _check_task(task)
         return await self._execute(
             task,
             subtasks=subtasks,
@@ -523,6 +525,7 @@ class Executor:
     ) -> RunResult:
         """:meth:`run`, and a session's turn (told the conversation by ``converse``)."""
         require_asyncio("Executor.run")
+        event_handlers(on_event)  # an async handler refused before anything is kept
         self.check_keys()
         if converse is None and resumable and self.store is not None:
             converse = await self._turn_of(run_id)  # a session's turn: its conversation
@@ -731,9 +734,7 @@ class Executor:
         Raises:
             ConfigError: at once, when ``task`` is empty or only whitespace.
         """
-        from honeycomb.run.session import check_task
-
-        check_task(task)
+        _check_task(task)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -746,6 +747,20 @@ class Executor:
             )
 
         return streamed(run)
+
+
+def _check_task(task: str) -> None:
+    """Refuse a task that is empty or only whitespace: a run on it would plan nothing
+    sensible, and be kept as if it were a task.
+
+    Raises:
+        ConfigError: naming what to pass instead.
+    """
+    if not task.strip():
+        raise ConfigError(
+            f"task is empty ({task!r}): pass what the run is to do, in words "
+            "(Executor.run('Compare the weather in Lisbon and Porto'))"
+        )
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:

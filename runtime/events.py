@@ -14,13 +14,15 @@ them: the caller of a model call says who it is by setting a :class:`CallReport`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
 import msgspec
 
 from runtime import logs
+from runtime.errors import ConfigError
 from runtime.secrets import masked
 from runtime.value import Value
 
@@ -41,6 +43,7 @@ __all__ = [
     "ToolCallsAnswered",
     "Tracer",
     "current_call",
+    "event_handlers",
     "report_retry",
 ]
 
@@ -183,18 +186,70 @@ class ToolCallsAnswered(Event, frozen=True, kw_only=True):
 EventHandler = Callable[[Event], None]
 
 
+def event_handlers(handlers: Iterable[EventHandler]) -> tuple[EventHandler, ...]:
+    """``handlers`` (an ``on_event`` list) as a tuple, each checked to be a plain
+    callable: a handler is called synchronously with each event, and what it returns
+    is dropped, so the coroutine an ``async def`` handler returns would never run.
+
+    Raises:
+        ConfigError: a handler is not callable, or is an ``async def`` function (or an
+            object whose ``__call__`` is), naming it and what to do instead.
+    """
+    if callable(handlers):
+        raise ConfigError(
+            f"on_event takes a list of handlers, not one: write on_event=[{_name(handlers)}]",
+            field="on_event",
+        )
+    kept = tuple(handlers)
+    for index, handler in enumerate(kept):
+        field = f"on_event[{index}]"
+        if not callable(handler):
+            raise ConfigError(
+                f"on_event handler {handler!r} is not callable: give a function that "
+                "takes an event",
+                field=field,
+            )
+        if _is_async(handler):
+            raise ConfigError(
+                f"on_event handler {_name(handler)} is an async function: handlers are "
+                "called synchronously with each event, and the coroutine it returns "
+                "would never run. Make it a plain function; to hand events to async code, "
+                "put them on an asyncio.Queue (queue.put_nowait) that a task of yours "
+                "reads, or read the run's events with `async with executor.stream(task) "
+                "as events`",
+                field=field,
+            )
+    return kept
+
+
+def _is_async(handler: Callable[..., object]) -> bool:
+    """Whether calling ``handler`` (a callable) only makes a coroutine or an async
+    generator: an async function, a ``functools.partial`` of one, or an object whose
+    ``__call__`` is one."""
+    calls = (handler, type(handler).__call__)
+    return any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in calls)
+
+
+def _name(handler: object) -> str:
+    return getattr(handler, "__qualname__", None) or repr(handler)
+
+
 class Tracer:
     """Delivers events to handlers and, when structlog is configured, to a logger.
 
     Build an event only when :attr:`enabled`: nothing else takes it.
 
     Args:
-        handlers: Called with every event, in order; they must be quick and not raise
-            (an exception from a handler is logged and dropped).
+        handlers: Called with every event, in order; they must be quick, synchronous
+            and not raise (an exception from a handler is logged and dropped; so is a
+            coroutine one returns, closed unrun).
         log: Send events to structlog (logger ``honeycomb``). Logging happens only if
             the application has configured structlog, never through its print default.
         text: The handlers want the text of answers as it is written: models that
             can stream do, and each piece is a :class:`TextDelta`.
+
+    Raises:
+        ConfigError: a handler is an ``async def`` function (:func:`event_handlers`).
     """
 
     holds_text = False
@@ -202,7 +257,7 @@ class Tracer:
     sees an answer's text as it is written, so its model call need not stream."""
 
     def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
-        self._handlers = handlers
+        self._handlers = event_handlers(handlers)
         self._log = log
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
@@ -223,9 +278,12 @@ class Tracer:
         event = masked(event)
         for handler in self._handlers:
             try:
-                handler(event)
+                returned = handler(event)
             except Exception as exc:
                 _failed(exc, event.kind)
+            else:
+                if returned is not None and isinstance(returned, Coroutine):
+                    _returned_coroutine(returned, event.kind)
         if self._log and event.logged and logs.configured():
             logs.log(event.kind, event.fields())
 
@@ -320,6 +378,19 @@ def _failed(exc: Exception, kind: str) -> None:
     """A handler raised: log it and go on (a broken handler must not break a worker)."""
     # Not ``event``: structlog takes a log line's own name as the ``event`` argument.
     fields = {"error": repr(exc), "event_kind": kind}
+    logs.log("event_handler.failed", fields, level="warning")
+
+
+def _returned_coroutine(coroutine: Coroutine[Any, Any, Any], kind: str) -> None:
+    """A handler returned a coroutine (a lambda around an ``async def``, which
+    :func:`event_handlers` cannot see): nobody awaits it. Close it, which silences
+    Python's "never awaited" warning, and log why its work never happens."""
+    coroutine.close()
+    fields = {
+        "error": f"the handler returned {coroutine!r}, which never runs: handlers are "
+        "called synchronously (hand events to async code through an asyncio.Queue)",
+        "event_kind": kind,
+    }
     logs.log("event_handler.failed", fields, level="warning")
 
 

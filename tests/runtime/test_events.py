@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import gc
+import warnings
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
+from runtime.errors import ConfigError
 from runtime.events import (
     Caller,
     CallReport,
     Event,
+    EventHandler,
     ModelCallFinished,
     ModelCallRetrying,
     ModelCallStarted,
@@ -18,6 +24,7 @@ from runtime.events import (
     ToolCallStarted,
     Tracer,
     current_call,
+    event_handlers,
     report_retry,
 )
 
@@ -124,3 +131,62 @@ def test_a_callers_conversation_is_its_run_and_worker() -> None:
     assert Caller(worker="w1", run_id="r1").conversation == "r1/w1"
     assert Caller(worker="w1").conversation == "w1"
     assert Caller(run_id="r1").conversation is None
+
+
+async def pushed(event: Event) -> None:
+    """An async handler, as a service would write one to push to a websocket."""
+
+
+async def streamed_out(event: Event) -> AsyncIterator[Event]:
+    yield event
+
+
+class AsyncCallable:
+    async def __call__(self, event: Event) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [pushed, functools.partial(pushed), AsyncCallable(), streamed_out],
+    ids=["async def", "partial", "async __call__", "async generator"],
+)
+def test_an_async_handler_is_refused_naming_it_and_what_to_do(handler: Any) -> None:
+    with pytest.raises(ConfigError, match="called synchronously") as refused:
+        Tracer(print, handler)
+    assert refused.value.field == "on_event[1]"
+    assert "asyncio.Queue" in str(refused.value)
+    assert "executor.stream" in str(refused.value)
+    with pytest.raises(ConfigError, match="called synchronously"):
+        event_handlers([handler])
+
+
+def test_a_handler_given_alone_or_not_callable_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"a list of handlers, not one: write on_event=\[print\]"):
+        event_handlers(print)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"'log\.txt' is not callable") as refused:
+        event_handlers([print, "log.txt"])  # type: ignore[list-item]
+    assert refused.value.field == "on_event[1]"
+
+
+def test_plain_handlers_are_kept_in_order() -> None:
+    events: list[Event] = []
+    handlers: list[EventHandler] = [events.append, print, functools.partial(print, end="")]
+    assert event_handlers(iter(handlers)) == tuple(handlers)
+
+
+def test_a_coroutine_a_handler_returns_is_closed_unrun_and_logged() -> None:
+    """A lambda around an async function looks plain: what it returns is closed (no
+    'never awaited' warning) and the failure logged; the other handlers go on."""
+    events: list[Event] = []
+    with capture_logs() as logs, warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        tracer = Tracer(lambda event: pushed(event), events.append)  # type: ignore[arg-type]
+        for event in one_turn():
+            tracer.emit(event)
+        gc.collect()
+    assert [str(w.message) for w in warned] == []  # none 'was never awaited'
+    assert events == one_turn()
+    failures = [entry for entry in logs if entry["event"] == "event_handler.failed"]
+    assert [f["event_kind"] for f in failures] == [e.kind for e in one_turn()]
+    assert "never runs: handlers are called synchronously" in failures[0]["error"]
