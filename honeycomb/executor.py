@@ -500,7 +500,9 @@ class Executor:
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
         """
-        _check_task(task)
+        from honeycomb.run.session import check_task  # a session's message's check too
+
+        check_task(task)
         return await self._execute(
             task,
             subtasks=subtasks,
@@ -734,7 +736,9 @@ class Executor:
         Raises:
             ConfigError: at once, when ``task`` is empty or only whitespace.
         """
-        _check_task(task)
+        from honeycomb.run.session import check_task
+
+        check_task(task)
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(
@@ -747,20 +751,6 @@ class Executor:
             )
 
         return streamed(run)
-
-
-def _check_task(task: str) -> None:
-    """Refuse a task that is empty or only whitespace: a run on it would plan nothing
-    sensible, and be kept as if it were a task.
-
-    Raises:
-        ConfigError: naming what to pass instead.
-    """
-    if not task.strip():
-        raise ConfigError(
-            f"task is empty ({task!r}): pass what the run is to do, in words "
-            "(Executor.run('Compare the weather in Lisbon and Porto'))"
-        )
 
 
 def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:
