@@ -300,8 +300,8 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
         doc = doc.hiding([place.doc for place, _ in read.values()])
         roles = {name: role for name, (_, role) in read.items()}
         roles = _with_approvals(doc, spec, roles, registry, errors)
-    places = {name: place for name, (place, _) in read.items()}  # where each role is written
-    check_across_fields(doc, spec, roles, places, models, errors)
+        places = {name: place for name, (place, _) in read.items()}  # where each is written
+        check_across_fields(doc, spec, roles, places, models, errors)  # its guards' imports
     hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))

@@ -9,9 +9,10 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
-from honeycomb import Executor
+from honeycomb import Executor, GuardrailTripped
 from honeycomb.hive import Hive, load_hive
 from honeycomb.testing import ScriptedModel
 from runtime import ToolMessage
@@ -58,7 +59,7 @@ class Found(BaseModel):
 def _modules_put_back() -> Iterator[None]:
     """The modules these hives import leave with the test."""
     yield
-    for name in ("tools", "helpers"):
+    for name in ("tools", "helpers", "checks"):
         sys.modules.pop(name, None)
 
 
@@ -119,3 +120,25 @@ async def test_two_hives_with_same_named_modules_each_run_their_own_tools(
 def _setup(hive: Hive) -> WorkerSetup:
     executor = Executor.from_hive(hive)
     return executor.shared.crew.setup_for(executor.roles["finder"], None)
+
+
+def test_a_hives_own_guards_resolve_in_its_folder_as_its_roles_do(tmp_path: Path) -> None:
+    # A role's guard named `checks:refuse` was found beside the hive, the hive's own
+    # `guards:` not: they were checked once its folder's imports had ended ("no module
+    # named 'checks'"), in `validate` and `run` alike.
+    (tmp_path / "checks.py").write_text("def refuse(check):\n    return 'not this answer'\n")
+    hive_file = tmp_path / "hive.yaml"
+    hive_file.write_text(
+        "models: {default: offline}\n"
+        "roles:\n"
+        "  planner: {}\n"
+        "  finder: {description: Finds.}\n"
+        "  aggregator: {}\n"
+        "guards:\n"
+        "  output: [checks:refuse]\n"
+    )
+    hive = load_hive(hive_file)
+    assert [str(ref) for ref in hive.spec.guards.output] == ["checks:refuse"]
+    executor = Executor.from_hive(hive)
+    with pytest.raises(GuardrailTripped, match="not this answer"):
+        anyio.run(executor.run, "find it")
