@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -204,7 +205,8 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        print(f"{path}: no run {args.run_id!r} (honeycomb runs --store {path})", file=sys.stderr)
+        known = shlex.join(["honeycomb", "runs", "--store", str(path)])
+        print(f"{path}: no run {args.run_id!r} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)

@@ -350,3 +350,5 @@ def test_the_command_a_failing_run_is_shown_by_is_whole_and_quoted(
     assert main(["trace", "nope", "--store", "my runs.db"]) == ExitStatus.UNUSABLE
     said = "my runs.db: no run 'nope' (honeycomb runs --store 'my runs.db')\n"
     assert capsys.readouterr().err == said
+    assert main(["resume", "nope", "--store", "my runs.db"]) == ExitStatus.UNUSABLE
+    assert capsys.readouterr().err == said
