@@ -37,7 +37,9 @@ MEANINGS: dict[ExitStatus, str] = {
     "not end; another process carries the run on; the Ray cluster cannot be joined; "
     "`init` of an unknown template, or into a folder it cannot make or write (a file in its "
     "place); an example hive the package lacks; `serve` cannot "
-    "listen, or lacks the `web` extra; `eval`: the cases file has errors; `eval compare` "
+    "listen, or lacks the `web` extra; `eval`: the cases file has errors, or a report file "
+    "(`--junit`, `--html`) cannot be written (refused before any case runs; after them, "
+    "the report is printed first); `eval compare` "
     "or `--baseline` finds no such eval; an option out of its range, or without the one it "
     "needs (and argparse's usage errors)",
     ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
