@@ -24,7 +24,6 @@ aggregator are told the messages before it (:mod:`honeycomb.run.session`).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -33,7 +32,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import anyio
 from msgspec.structs import replace
 from pydantic import BaseModel
 
@@ -62,7 +60,7 @@ from runtime import (
     ToolContext,
     ToolRegistry,
 )
-from runtime.concurrency import require_asyncio
+from runtime.concurrency import LoopLock, LoopSlots, OneLoop, require_asyncio
 from runtime.events import event_handlers
 from runtime.model import held, missing_key
 from runtime.secrets import masked, masked_errors
@@ -84,6 +82,10 @@ __all__ = ["Executor"]
 
 class Executor:
     """Plans a task into subtasks, runs them in parallel, and merges the results.
+
+    It serves many runs at once on one event loop, and one event loop at a time:
+    consecutive ``asyncio.run()`` calls, not two threads' loops at once (make one
+    Executor a thread).
 
     Args:
         roles: The worker roles (and the planner and aggregator roles).
@@ -177,12 +179,15 @@ class Executor:
         )
         kept = open_store(store)
         self._held: AsyncExitStack | None = None  # the models held by ``async with``
+        # The event loop it serves, one at a time, with its sessions' locks and its
+        # slots: what a stopped loop held in them is not held in the next.
+        self._serving = OneLoop("this Executor")
         # One lock a session id, shared by its Session objects while any is alive.
-        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+        self._session_locks: weakref.WeakValueDictionary[str, LoopLock] = (
             weakref.WeakValueDictionary()
         )
         self._session_rows: SessionRows | None = None
-        model_slots = _slots(kept_policy.model_concurrency)
+        model_slots = self._slots(kept_policy.model_concurrency)
         limited_models = {
             name: LimitedModel(m, model_slots) if model_slots is not None else m
             for name, m in model_map.items()
@@ -197,7 +202,7 @@ class Executor:
             ),
             Services(
                 locks=LockTable(),
-                tool_slots=_slots(kept_policy.tool_concurrency),
+                tool_slots=self._slots(kept_policy.tool_concurrency),
                 model_slots=model_slots,
                 approver=approver,
                 approval_timeout_s=kept_policy.approval_timeout_s,
@@ -499,6 +504,8 @@ class Executor:
             BudgetExceeded: when the run went past a budget; ``.partial`` holds the
                 partial result.
             RunBusy: when another process carries the run on (see :meth:`resume`).
+            EventLoopConflict: at once, when another thread's event loop uses the
+                Executor now: one Executor serves one event loop at a time.
         """
         from honeycomb.run.session import check_task  # a session's message's check too
 
@@ -527,6 +534,7 @@ class Executor:
     ) -> RunResult:
         """:meth:`run`, and a session's turn (told the conversation by ``converse``)."""
         require_asyncio("Executor.run")
+        self._serving.adopt()  # another thread's loop using it now: refused before anything
         event_handlers(on_event)  # an async handler refused before anything is kept
         self.check_keys()
         if converse is None and resumable and self.store is not None:
@@ -560,7 +568,7 @@ class Executor:
 
         lock = self._session_locks.get(session_id)
         if lock is None:
-            lock = self._session_locks[session_id] = asyncio.Lock()
+            lock = self._session_locks[session_id] = LoopLock(self._serving)
         return Session(
             session_id,
             runner=self._execute,
@@ -582,6 +590,10 @@ class Executor:
         if session_id is None:
             return None
         return await self.session(session_id).converse_for(run_id)
+
+    def _slots(self, capacity: int | None) -> LoopSlots | None:
+        """``capacity`` slots (None: unbounded) of the loop the Executor serves."""
+        return LoopSlots(capacity, self._serving) if capacity is not None else None
 
     def _rows(self) -> SessionRows:
         """Where this Executor's sessions keep their turns: its run store, else here."""
@@ -758,7 +770,3 @@ def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model
     if models is None:
         return None
     return {name: m for name, m in models.items() if name in hive.spec.models}
-
-
-def _slots(capacity: int | None) -> anyio.CapacityLimiter | None:
-    return anyio.CapacityLimiter(capacity) if capacity is not None else None

@@ -29,7 +29,7 @@ from honeycomb.run.planner import (
     SubtaskSpec,
 )
 from honeycomb.run.result import PlanRound
-from honeycomb.run.session import SessionRows, TurnRunner
+from honeycomb.run.session import SessionRows, TurnLock, TurnRunner
 
 __all__ = [
     "Aggregator",
@@ -51,6 +51,7 @@ __all__ = [
     "StaticPlanner",
     "Subtask",
     "SubtaskSpec",
+    "TurnLock",
     "TurnResult",
     "TurnRunner",
 ]

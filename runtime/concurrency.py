@@ -13,6 +13,9 @@
 - :func:`require_asyncio`: Honeycomb runs on asyncio (uvloop included); under another
   async library it fails at once with :class:`~runtime.errors.UnsupportedEventLoop`.
 - :func:`usable_cpus`: the CPUs this process may run on.
+- :class:`OneLoop`, :class:`PerLoop`, :class:`LoopLock`, :class:`LoopSlots`: what many
+  calls share (an Executor's session locks, slots and locks of ``exclusive`` tools; a
+  model's rate limiter) serves one event loop at a time (see below).
 
 Time limits. ``with within(seconds): await work`` cancels the block's task once the
 time has passed and raises :class:`TimedOut` (a ``TimeoutError``); a ``TimedOut``
@@ -31,6 +34,16 @@ deletion; no timer is made, armed or cancelled per call.
 A cancelled block turns the cancellation into a timeout as ``asyncio.timeout`` does:
 the task's cancellation is taken back (``Task.uncancel``) only when the block asked
 for it, so a cancellation from anywhere else still propagates.
+
+One event loop at a time. An asyncio lock, limiter or event belongs to the loop it was
+first used in, and what its holders took on a loop that has ended is never given back.
+So what calls of several runs share is a :class:`PerLoop` value: one for each loop
+that uses it, the next loop taking over once the last is no longer running
+(consecutive ``asyncio.run()`` calls, whatever the last left held), and a second loop
+refused with :class:`~runtime.errors.EventLoopConflict` while the first still runs
+(another thread's). The values of one Executor answer to one :class:`OneLoop`, so the
+first of them a second loop touches refuses it. A use costs one look-up of the running
+loop and an identity test.
 """
 
 from __future__ import annotations
@@ -38,14 +51,22 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
-from runtime.errors import UnsupportedEventLoop
+import anyio
+
+from runtime.errors import EventLoopConflict, UnsupportedEventLoop
 
 __all__ = [
+    "LoopLock",
+    "LoopSlots",
+    "OneLoop",
+    "PerLoop",
     "TimedOut",
     "require_asyncio",
     "run_together",
@@ -267,6 +288,173 @@ class within:  # used as a function would be: ``with within(5): ...``
         if task.uncancel() > self._cancelling and kind is asyncio.CancelledError:
             return  # cancelled from elsewhere too: that wins
         raise TimedOut from None
+
+
+# --- one event loop at a time ---------------------------------------------------------
+
+
+class OneLoop:
+    """The event loop that things shared by many calls serve, one loop at a time (see
+    the module's docstring).
+
+    Args:
+        what: What serves the loop, as the error names it (``this Executor``).
+    """
+
+    __slots__ = ("_guard", "_loop", "what")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard = threading.Lock()  # two threads' loops asking at once
+
+    def adopt(self) -> asyncio.AbstractEventLoop:
+        """Serve the running loop from now on, and return it.
+
+        Raises:
+            EventLoopConflict: while another loop it served still runs.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            with self._guard:
+                _refuse_while_running(self.what, self._loop, loop)
+                self._loop = loop
+        return loop
+
+
+def _refuse_while_running(
+    what: str, served: asyncio.AbstractEventLoop | None, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The rule: ``loop`` takes over from the loop ``served`` once that has stopped.
+
+    Raises:
+        EventLoopConflict: ``served`` is another loop, and still runs.
+    """
+    if served is not None and served is not loop and served.is_running():
+        raise EventLoopConflict(what)
+
+
+class PerLoop(Generic[T]):
+    """``make()``'s value for the running event loop, made when a loop first asks for
+    it (see the module's docstring). A loop keeps its value while it may run again (its
+    holders may still give back what they took); a closed loop's goes at the next
+    loop's first ask, with whatever its holders held.
+
+    Args:
+        make: Makes a loop's value.
+        owner: The loop its owner serves (shared by the values of one Executor).
+    """
+
+    __slots__ = ("_make", "_owner", "_served", "_values")
+
+    def __init__(self, make: Callable[[], T], owner: OneLoop) -> None:
+        self._make, self._owner = make, owner
+        self._served: tuple[asyncio.AbstractEventLoop, T] | None = None  # published whole
+        self._values: dict[asyncio.AbstractEventLoop, T] = {}
+
+    @property
+    def last(self) -> T | None:
+        """The value of the loop that asked last (None: none has asked)."""
+        return self._served[1] if self._served is not None else None
+
+    def get(self) -> T:
+        """The running loop's value.
+
+        Raises:
+            EventLoopConflict: while another loop it served (or its owner did) still
+                runs.
+        """
+        served = self._served
+        if served is not None and served[0] is asyncio.get_running_loop():
+            return served[1]
+        loop = self._owner.adopt()  # two loops at once: one of them is refused here
+        served = self._served
+        if served is None or served[0] is not loop:
+            # A loop paused, not closed, may run again while the owner serves another.
+            _refuse_while_running(self._owner.what, served[0] if served else None, loop)
+            for closed in [old for old in self._values if old.is_closed()]:
+                del self._values[closed]
+            value = self._values.get(loop)
+            if value is None:
+                value = self._values[loop] = self._make()
+            served = self._served = (loop, value)
+        return served[1]
+
+    def here(self) -> T | None:
+        """The running loop's value, without making one (None: it has none): for a
+        holder giving back what its loop gave it."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a coroutine closed as it is collected, outside any loop
+            return None
+        served = self._served
+        return served[1] if served is not None and served[0] is loop else self._values.get(loop)
+
+
+def _to_give_back(values: PerLoop[T], kind: type[BaseException] | None) -> T | None:
+    """What a holder leaving ``async with`` gives back: its loop's lock or slots. None
+    when it is closed unfinished as it is collected (``GeneratorExit``): its loop is
+    gone with what it held, and the loop running now, if any, is not the holder's."""
+    return None if kind is GeneratorExit else values.here()
+
+
+class LoopLock:
+    """An ``asyncio.Lock`` (``async with lock``) of the running event loop (a
+    :class:`PerLoop`): a loop that ended holding it does not hold the next loop's.
+
+    Raises:
+        EventLoopConflict: when held, or asked whether it is, from a second event loop
+            while the one it serves still runs.
+    """
+
+    __slots__ = ("__weakref__", "_locks")  # a session id's, kept while its sessions live
+
+    def __init__(self, owner: OneLoop) -> None:
+        self._locks = PerLoop(asyncio.Lock, owner)
+
+    def locked(self) -> bool:
+        """Whether the running loop's lock is held."""
+        return self._locks.get().locked()
+
+    async def __aenter__(self) -> None:
+        await self._locks.get().acquire()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        lock = _to_give_back(self._locks, kind)
+        if lock is not None:
+            lock.release()
+
+
+class LoopSlots:
+    """``capacity`` slots of the running event loop (``async with slots`` holds one, of
+    an ``anyio.CapacityLimiter``; a :class:`PerLoop`): slots taken on a loop that
+    ended are not taken on the next.
+
+    Raises:
+        EventLoopConflict: when held from a second event loop while the one they serve
+            still runs.
+    """
+
+    __slots__ = ("_slots", "capacity")
+
+    def __init__(self, capacity: int, owner: OneLoop) -> None:
+        self.capacity = capacity
+        self._slots = PerLoop(lambda: anyio.CapacityLimiter(capacity), owner)
+
+    def __repr__(self) -> str:
+        return f"LoopSlots({self.capacity})"
+
+    async def __aenter__(self) -> None:
+        await self._slots.get().acquire()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        slots = _to_give_back(self._slots, kind)
+        if slots is not None:
+            slots.release()
 
 
 def usable_cpus() -> int:

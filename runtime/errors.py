@@ -43,7 +43,8 @@ The tree::
     ├── GuardrailTripped            a guard refused a subtask's input, a worker's or a run's answer
     ├── ApprovalError               a decision on a call waiting for approval was refused
     │   └── AlreadyDecided          the call was decided already: the first decision stands
-    └── UnsupportedEventLoop        awaited under another async library than asyncio
+    ├── UnsupportedEventLoop        awaited under another async library than asyncio
+    └── EventLoopConflict           used from a second event loop while the first runs
 
 A model's exception always ends its call as a failure, never as a crash: a
 :class:`HoneycombError` as itself, anything else as a :class:`ModelCallError` with the
@@ -79,6 +80,7 @@ __all__ = [
     "ConfigErrors",
     "DuplicateToolError",
     "EmptyResponse",
+    "EventLoopConflict",
     "GuardrailTripped",
     "HoneycombError",
     "MaxTurnsExceeded",
@@ -810,6 +812,26 @@ class UnsupportedEventLoop(HoneycombError):
             f"{what} runs on asyncio (or uvloop), but no asyncio event loop is running: "
             "run it with asyncio.run(), or from an asyncio application (under anyio, use "
             "its asyncio backend)"
+        )
+
+
+class EventLoopConflict(HoneycombError, RuntimeError):
+    """What serves one event loop at a time (an Executor, with its sessions' locks,
+    its slots and the locks of ``exclusive`` tools; a model's rate limiter) was used
+    from a second event loop, another thread's, while the first still runs. A loop
+    that has ended gives way to the next (consecutive ``asyncio.run()`` calls work).
+
+    Attributes:
+        what: What was used (``this Executor``, ``an AdaptiveLimiter`` ...).
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            f"{what} is in use by another event loop, which still runs (in another "
+            "thread): it serves one event loop at a time. Make an Executor, and its "
+            "models, for each thread that runs an event loop of its own, or hand the "
+            "work to the loop that uses it (asyncio.run_coroutine_threadsafe)"
         )
 
 

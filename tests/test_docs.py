@@ -412,3 +412,33 @@ def test_the_pages_a_newcomer_starts_from_say_how_to_run_what_they_show(page: Pa
     assert "source .venv/bin/activate" in text
     if any(_awaits_at_top_level(b.code) for b in blocks(page) if b.language == "python"):
         assert "python -m\nasyncio" in text or "python -m asyncio" in text
+
+
+def test_the_error_tree_of_the_concepts_page_is_the_error_classes_tree() -> None:
+    """Every error of ``honeycomb.errors`` that is a ``HoneycombError`` is drawn under its
+    base, and nothing else is drawn (the drawing lacked 17 of them)."""
+    import honeycomb.errors
+    from runtime.errors import HoneycombError
+
+    page = (ROOT / "docs" / "concepts.md").read_text()
+    drawing = page[page.index("```text\nHoneycombError\n") + len("```text\n") :]
+    drawing = drawing[: drawing.index("```")]
+    drawn: dict[str, str] = {}
+    under: list[str] = []  # the names of the branches above the line, by depth
+    for line in drawing.splitlines():
+        name = line.lstrip("│├└─ ").split()[0]
+        depth = (len(line) - len(line.lstrip("│├└─ "))) // 4
+        under[depth:] = [name]
+        drawn[name] = under[depth - 1] if depth else ""
+    errors = {
+        name: found
+        for name in honeycomb.errors.__all__
+        if isinstance(found := getattr(honeycomb.errors, name), type)
+        and issubclass(found, HoneycombError)
+    }
+    bases = {
+        name: next(b.__name__ for b in error.__mro__[1:] if issubclass(b, HoneycombError))
+        for name, error in errors.items()
+        if error is not HoneycombError
+    }
+    assert {name: base for name, base in drawn.items() if base} == bases

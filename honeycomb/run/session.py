@@ -11,11 +11,11 @@ as the caller chooses); those of different sessions run in parallel.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
@@ -53,6 +53,7 @@ __all__ = [
     "Session",
     "SessionRows",
     "StoreRows",
+    "TurnLock",
     "TurnRunner",
     "Unfinished",
     "check_task",
@@ -68,6 +69,20 @@ Unfinished = Literal["raise", "resume", "drop"]
 
 Converse = Callable[["RunContext"], Awaitable[Conversation]]
 """What a turn's run asks for the conversation before it, once, as it starts."""
+
+
+class TurnLock(Protocol):
+    """What keeps a session's turns one at a time, shared by its Session objects: held
+    with ``async with``, and asked whether it is held (the Executor's serves one event
+    loop at a time)."""
+
+    def locked(self) -> bool: ...
+
+    async def __aenter__(self) -> None: ...
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
 
 
 class TurnRunner(Protocol):
@@ -142,7 +157,7 @@ class Session:
         *,
         runner: TurnRunner,
         rows: SessionRows,
-        lock: asyncio.Lock,
+        lock: TurnLock,
         policy: SessionPolicy,
         opener: Callable[[str], Session],
         busy: Busy = "wait",
@@ -399,7 +414,7 @@ class Session:
                 path="-",
             )
 
-    def _turn_lock(self, busy: Busy | None) -> asyncio.Lock:
+    def _turn_lock(self, busy: Busy | None) -> TurnLock:
         """The session's lock, once it is this caller's to take: refused at once if
         taken and ``busy`` (or the session's default) is ``refuse``.
 

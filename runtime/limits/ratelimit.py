@@ -46,10 +46,12 @@ holds one (``max_concurrency=`` or ``limiter=``), and :class:`RateLimitedModel` 
 one in front of any model (inside a :class:`~runtime.RetryingModel`, so that each
 retry waits its turn).
 
-One limiter serves one event loop at a time. Used on another (the next
-``asyncio.run()``), it keeps what it learnt (the limit, the pace, a cool-down) and
-forgets the slots and waiters of the last loop: a loop that was closed with attempts
-still in it never gives those back.
+One limiter serves one event loop at a time (a :class:`~runtime.concurrency.PerLoop`).
+Used on the next, once the last has stopped (the next ``asyncio.run()``), it keeps
+what it learnt (the limit, the pace, a cool-down) and forgets the slots and waiters of
+the last loop: a loop that was closed with attempts still in it never gives those
+back. Used from a second loop while the first still runs (another thread's), it
+raises :class:`~runtime.errors.EventLoopConflict`: a model per thread.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
+from runtime.concurrency import OneLoop, PerLoop
 from runtime.errors import ModelHTTPError, RetryAfterPastDeadline
 from runtime.limits.pacing import Pacer, QuotaPace
 from runtime.limits.quota import QuotaLeft, quota_from_headers
@@ -169,6 +172,7 @@ class AdaptiveLimiter:
         """429s seen so far."""
         self._limit = max_concurrency
         self._loop: asyncio.AbstractEventLoop | None = None  # whose slots and waiters these are
+        self._serving = PerLoop(self._serve, OneLoop("an AdaptiveLimiter (a model's)"))
         self._in_flight = 0
         self._waiters: deque[asyncio.Event] = deque()
         self._cool_until = 0.0
@@ -252,13 +256,19 @@ class AdaptiveLimiter:
             self._release(loop)
 
     def _adopt(self) -> asyncio.AbstractEventLoop:
-        """The running loop, whose the slots and waiters are from now on."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop, self._in_flight, self._waiters = loop, 0, deque()
-            self._quota.forget()
-            self._paced_starts.forget()
-        return loop
+        """The running loop, whose the slots and waiters are from now on.
+
+        Raises:
+            EventLoopConflict: while another loop that used it still runs.
+        """
+        return self._serving.get()
+
+    def _serve(self) -> asyncio.AbstractEventLoop:
+        """Serve the running loop, a new one: the last one's slots and waiters are gone."""
+        self._loop, self._in_flight, self._waiters = asyncio.get_running_loop(), 0, deque()
+        self._quota.forget()
+        self._paced_starts.forget()
+        return self._loop
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> int:
         """Take a slot (first come, first served), then sit out any cool-down, and

@@ -112,6 +112,8 @@ def examples() -> list[runtime.HoneycombError]:
         failed,
         tripped,
         e.UnsupportedEventLoop("Executor.run"),
+        e.EventLoopConflict("this Executor"),
+        e.StreamBusy(),
         e.ApprovalError("r1", "call_1", "no such call"),
         e.AlreadyDecided("r1", "call_1", approved=False, decided_by="ann", decided_at=1.0),
         RemoteFailure("ValueError: boom"),

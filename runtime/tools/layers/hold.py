@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from runtime.concurrency import OneLoop, PerLoop
 from runtime.limits import Slots
 from runtime.tools.layers.base import Outcome, Prepared, ToolHandler, ToolLayer
 
@@ -26,20 +27,30 @@ _NOTHING = contextlib.nullcontext()
 
 class LockTable:
     """Named locks for ``exclusive`` tools; share one table between workers so that
-    calls with the same key never overlap across them."""
+    calls with the same key never overlap across them.
+
+    Its locks serve one event loop at a time (a
+    :class:`~runtime.concurrency.PerLoop`): the next loop, once the last has stopped,
+    has locks of its own, which no call the stopped loop left holding holds.
+    """
 
     def __init__(self) -> None:
-        self._locks: dict[str, anyio.Lock] = {}
+        self._locks = PerLoop(dict[str, anyio.Lock], OneLoop("this LockTable"))
 
     def lock(self, key: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """The lock of ``key``, to hold with ``async with`` (one made on first use)."""
-        found = self._locks.get(key)
+        """The lock of ``key``, to hold with ``async with`` (one made on first use).
+
+        Raises:
+            EventLoopConflict: from a second event loop while the one it serves runs.
+        """
+        locks = self._locks.get()
+        found = locks.get(key)
         if found is None:
-            found = self._locks[key] = anyio.Lock()
+            found = locks[key] = anyio.Lock()
         return found
 
     def __repr__(self) -> str:
-        return f"LockTable({sorted(self._locks)})"
+        return f"LockTable({sorted(self._locks.last or ())})"
 
 
 class Held(ToolLayer):

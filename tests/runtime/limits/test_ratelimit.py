@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from runtime import (
     AdaptiveLimiter,
     Event,
+    EventLoopConflict,
     ModelHTTPError,
     ModelRequest,
     OpenAIModel,
@@ -33,6 +35,7 @@ from runtime import (
 from runtime.events import CallReport, ModelCallRetrying, current_call
 from runtime.testing import FunctionModel
 from tests.support.concurrency import Overlap, Rendezvous
+from tests.support.loops import LIMIT_S, LoopInThread
 from tests.support.virtual_time import all_waiting, in_virtual_time, now
 
 L = 0.1  # latency of one model call, in seconds
@@ -606,3 +609,27 @@ def test_a_loop_that_ended_with_slots_held_and_callers_waiting_leaves_none_behin
     assert limiter.in_flight == 0
     assert len(destroyed) == 2
     asyncio.run(next_loop())
+
+
+def test_a_second_event_loop_at_once_is_refused_and_leaves_the_first_ones_slots() -> None:
+    """Two threads' loops at once would count each other's attempts as their own (and
+    wait for ever on slots the other loop forgot): the second is refused at once."""
+    limiter = AdaptiveLimiter(1)
+    with LoopInThread() as there:
+        release = asyncio.Event()
+        holding = threading.Event()
+
+        async def hold() -> None:
+            async with limiter.attempt():
+                holding.set()
+                await release.wait()
+
+        held = there.start(hold())
+        assert holding.wait(LIMIT_S)
+        with pytest.raises(EventLoopConflict, match="AdaptiveLimiter"):
+            asyncio.run(succeed(limiter))
+        there.call(release.set)
+        held.result(LIMIT_S)
+        there.run(succeed(limiter, 2))  # its one slot was given back, not lost
+        assert (limiter.in_flight, limiter.waiting) == (0, 0)
+    asyncio.run(succeed(limiter))  # that loop stopped: the next one serves

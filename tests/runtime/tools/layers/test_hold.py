@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import anyio
+import pytest
 
+from runtime import EventLoopConflict
 from runtime.tools import Tool, tool
 from runtime.tools.layers import Held, LockTable
 from tests.support.layers import Next, look, prepared
+from tests.support.loops import LIMIT_S, LoopInThread, hold, stranded
 
 
 @tool(exclusive="db")
@@ -46,3 +49,20 @@ async def test_leaf_calls_hold_a_slot_and_nesting_ones_none() -> None:
         async with asyncio.timeout(5):
             outcome = await Held(Next(), LockTable(), slots)(prepared(ask, question="q"))
     assert outcome.content == "ran c0"
+
+
+def test_a_key_a_stopped_loop_holds_is_free_on_the_next_and_no_second_loop_shares_it() -> None:
+    locks = LockTable()
+
+    async def take() -> None:
+        with anyio.fail_after(LIMIT_S):  # a failsafe: the key is free at once
+            async with locks.lock("db"):
+                pass
+
+    with stranded(lambda: hold(locks.lock("db"))):
+        asyncio.run(take())
+        with LoopInThread() as there:
+            there.run(take())
+            with pytest.raises(EventLoopConflict, match="this LockTable"):
+                asyncio.run(take())
+    assert repr(locks) == "LockTable(['db'])"
