@@ -650,6 +650,8 @@ class RunBusy(StoreError):
             resume --force``) takes it. A live lease is never taken over.
         taken_over: This process held the lease and lost it to another: it stops
             writing to the run (its side-effecting calls fail rather than run).
+        here: The lease is held by this very process: another run of the same id is
+            under way in it (two ``run`` or ``resume`` calls of one run at once).
     """
 
     def __init__(
@@ -662,6 +664,7 @@ class RunBusy(StoreError):
         heartbeat_age_s: float | None = None,
         expired: bool = False,
         taken_over: bool = False,
+        here: bool = False,
     ) -> None:
         self.run_id = run_id
         self.host = host
@@ -669,6 +672,7 @@ class RunBusy(StoreError):
         self.heartbeat_age_s = heartbeat_age_s
         self.expired = expired
         self.taken_over = taken_over
+        self.here = here
         owner = f"pid {pid} on host {host!r}"
         age = f"{heartbeat_age_s:.1f}s ago" if heartbeat_age_s is not None else "never"
         if taken_over:
@@ -682,6 +686,12 @@ class RunBusy(StoreError):
                 f"run {run_id!r} is leased to {owner}, whose lease expired (last heartbeat "
                 f"{age}): if that process is gone, take the run over with steal=True "
                 "(honeycomb resume --force)"
+            )
+        elif here:
+            message = (
+                f"run {run_id!r} is being carried on by this process (pid {pid}): another "
+                "call of it (run or resume) is under way here, and a live run is not taken "
+                "over: await that call, or give this one another run_id"
             )
         else:
             message = (

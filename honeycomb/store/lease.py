@@ -120,6 +120,7 @@ def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) 
                 pid=row[2],
                 heartbeat_age_s=age,
                 expired=expired,
+                here=row[1] == HOST and row[2] == os.getpid(),
             )
     db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
 
