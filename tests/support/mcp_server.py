@@ -1,7 +1,8 @@
 """A small MCP server for the tests, written with the ``mcp`` SDK and run as a real
-subprocess: ``python -m tests.support.mcp_server`` serves it over stdio, ``--http
-PORT`` over streamable HTTP on 127.0.0.1 (every request must then carry the header
-``Authorization: Bearer $MCP_TEST_TOKEN``).
+subprocess: ``python -m tests.support.mcp_server`` serves it over stdio, ``--http-fd
+FD`` over streamable HTTP on a listening socket its starter bound on 127.0.0.1 and
+handed down (every request must then carry the header ``Authorization: Bearer
+$MCP_TEST_TOKEN``).
 
 Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
 destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
@@ -130,7 +131,7 @@ def die() -> str:
     os._exit(3)
 
 
-def _http(port: int) -> None:
+def _http(fd: int) -> None:
     import uvicorn
 
     app = server.streamable_http_app()
@@ -145,12 +146,17 @@ def _http(port: int) -> None:
                 return
         await app(scope, receive, send)  # type: ignore[arg-type]
 
-    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(guarded, fd=fd, log_level="warning")  # the socket its starter bound
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
+    parser.add_argument(
+        "--http-fd",
+        type=int,
+        default=None,
+        help="serve streamable HTTP on this listening socket (a file descriptor)",
+    )
     parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
     parser.add_argument(
         "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
@@ -159,7 +165,7 @@ if __name__ == "__main__":
     if options.fail_at_start:
         raise SystemExit("the test server was told to fail at start")
     time.sleep(options.start_delay)  # a server slow to start (one that loads a model)
-    if options.http is not None:
-        _http(options.http)
+    if options.http_fd is not None:
+        _http(options.http_fd)
     else:
         server.run()

@@ -6,6 +6,7 @@ while it runs), so a test can check that none is left once its block ends.
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
@@ -64,31 +65,52 @@ def http_test_server(
     token: str, port: int | None = None, *, notes: Path | None = None
 ) -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1 (on ``port``, or a free one),
-    in a subprocess: its URL. Every request must carry ``Authorization: Bearer <token>``;
-    its tools that write notes write them to ``notes``."""
-    if port is None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+    in a subprocess: its URL, once it answers. Every request must carry
+    ``Authorization: Bearer <token>``; its tools that write notes write them to
+    ``notes``.
+
+    The port is bound here and the listening socket handed to the server, so no other
+    process can take it between its choice and the server's start."""
+    listening = socket.socket()
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port given again
+    listening.bind(("127.0.0.1", port or 0))
+    listening.listen(64)
+    port = listening.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_TEST_TOKEN": token}
     if notes is not None:
         env["MCP_TEST_NOTES"] = str(notes)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_server", "--http", str(port)],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
+    served = str(listening.fileno())
+    with listening:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.mcp_server", "--http-fd", served],
+            env=env,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(listening.fileno(),),
+        )
+    # Only the server holds the socket now: if it dies, a connection is refused.
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP test server did not start") from None
-                time.sleep(0.05)
+        _answers(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(10)
+
+
+def _answers(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Return once the server on ``port`` answers an HTTP request (any status).
+
+    Raises:
+        RuntimeError: when its process ended first, or it did not answer in time.
+    """
+    deadline = time.monotonic() + 30  # a failsafe: the answer is the signal
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            connection.request("GET", "/")
+            connection.getresponse().read()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP test server did not start") from None
+        finally:
+            connection.close()

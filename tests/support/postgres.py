@@ -39,9 +39,7 @@ class PostgresServer:
         self.durable = durable  # commits flushed to disk (benchmarks), or not (tests)
         self.folder = Path(tempfile.mkdtemp(prefix="honeycomb-pg-"))
         self.data = self.folder / "data"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port: int = probe.getsockname()[1]
+        self.port = _free_port()
         self._schemas = itertools.count()
         self._as_root = os.geteuid() == 0
         if self._as_root:
@@ -55,7 +53,7 @@ class PostgresServer:
         if done.returncode != 0:
             raise RuntimeError(f"{command[0]} failed: {done.stdout}{done.stderr}")
 
-    def start(self) -> None:
+    def start(self, retries: int = 3) -> None:
         """Make the cluster (once), start the server and return once it answers."""
         if not self.data.exists():
             self._run(
@@ -69,10 +67,20 @@ class PostgresServer:
         )
         if not self.durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        self._run(
-            str(self.bin / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data),
-            "-l", str(self.folder / "server.log"), "-o", options,
-        )  # fmt: skip
+        log = self.folder / "server.log"
+        try:
+            self._run(
+                str(self.bin / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data),
+                "-l", str(log), "-o", options,
+            )  # fmt: skip
+        except RuntimeError:
+            # The port was free when it was chosen, and another process took it before
+            # the server bound it (PostgreSQL takes no socket bound for it): another.
+            if "could not bind" not in log.read_text(errors="replace") or retries == 0:
+                raise
+            log.unlink()
+            self.port = _free_port()
+            self.start(retries - 1)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``immediate``: as a crash would) and return once it stopped."""
@@ -106,3 +114,11 @@ def query(url: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tup
                 cursor = conn.execute(sql.replace("?", "%s"), params)
                 rows = cursor.fetchall() if cursor.description is not None else []
         return rows
+
+
+def _free_port() -> int:
+    """A port of 127.0.0.1 free now (the server binds it later: see ``start``)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
