@@ -51,6 +51,7 @@ from runtime import (
     ConfigError,
     ConfigErrors,
     EventHandler,
+    HoneycombError,
     LimitedModel,
     LockTable,
     Memory,
@@ -678,8 +679,6 @@ class Executor:
         """
         from honeycomb.run.decide import decide
 
-        if arguments is not None:  # checked against the tool's schema: an MCP tool's too
-            await self.list_tools()
         decided = await decide(
             self._store_for(run_id),
             run_id,
@@ -689,6 +688,7 @@ class Executor:
             arguments=arguments,
             worker=worker,
             tool_for=self.tool_for,
+            listing=self._list_tools_of,  # an edit is checked against an MCP tool's too
             by=by,
         )
         live = self.shared.paused.get(run_id)
@@ -703,19 +703,40 @@ class Executor:
             )
         return self.store
 
-    async def list_tools(self) -> None:
+    async def list_tools(self, roles: Iterable[str] | None = None) -> None:
         """Have the roles' MCP tools listed now, their servers started for it (and
         stopped again, unless the Executor's block holds them), as a run does as it
-        starts: :meth:`tool_for` then finds them.
+        starts: :meth:`tool_for` then finds them. Each role's are listed even when
+        another's cannot be (its server down, a tool it no longer lists).
+
+        Args:
+            roles: The roles whose tools are listed, by name (None: every role's).
 
         Raises:
-            McpServerError: when a server cannot be started.
+            McpServerError: when a server cannot be started (the first, once every
+                role was tried).
+            ConfigError: when a server has no tool a role names (likewise).
         """
         crew = self.shared.crew
-        roles = [role for role in crew.roles.values() if crew.mcp.refs(role)]
-        if roles:
-            async with crew.mcp.scope():
-                await crew.prepare(roles)
+        wanted = crew.roles.values() if roles is None else [crew.roles[r] for r in roles]
+        listed = [role for role in wanted if crew.mcp.refs(role)]
+        if not listed:
+            return
+        failed: HoneycombError | None = None
+        async with crew.mcp.scope():
+            for role in listed:
+                try:
+                    await crew.prepare([role])
+                except HoneycombError as exc:
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
+
+    async def _list_tools_of(self, pending: PendingApproval) -> None:
+        """The MCP tools of the role of a call waiting for approval, listed (those of
+        the Executor's other roles are not its concern)."""
+        if pending.role in self.roles:
+            await self.list_tools([pending.role])
 
     def tool_for(self, pending: PendingApproval) -> Tool[Any, Any] | None:
         """The tool a call waiting for approval is to (None: its role or tool is not

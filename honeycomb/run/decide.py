@@ -13,12 +13,12 @@ from __future__ import annotations
 import getpass
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
-from runtime.errors import AlreadyDecided, ApprovalError
+from runtime.errors import AlreadyDecided, ApprovalError, HoneycombError
 from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
 from runtime.tools.define import arguments_text
 
@@ -26,6 +26,10 @@ __all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
 
 ToolFinder = Callable[[PendingApproval], Tool[Any, Any] | None]
 """The tool a pending call is to, to validate edited arguments (None: unknown here)."""
+
+ToolLister = Callable[[PendingApproval], Awaitable[None]]
+"""Has the tools of a pending call's role listed (its MCP servers started for it),
+for a :data:`ToolFinder` to find its tool."""
 
 
 CallKey = tuple[str, int, str]
@@ -63,6 +67,7 @@ async def decide(
     arguments: dict[str, Any] | None = None,
     worker: str | None = None,
     tool_for: ToolFinder | None = None,
+    listing: ToolLister | None = None,
     by: str | None = None,
 ) -> PendingApproval:
     """Record a decision on a call waiting for approval; return the call.
@@ -71,6 +76,8 @@ async def decide(
         tool_for: Finds the tool of a waiting call, whose schema edited arguments are
             checked against (None: the run's tools are not known, and arguments cannot
             be edited).
+        listing: Lists the tools of the waiting call's role before ``tool_for`` is
+            asked (an MCP server's, which it starts); None: they are known.
         by: Who decides, kept with the decision (default: this process's user and
             host, as ``ann@laptop``).
 
@@ -80,7 +87,8 @@ async def decide(
         ApprovalError: when the run has no such call waiting, the call id is the
             waiting call of several workers and ``worker`` is not given, its time to
             decide ran out, arguments come with a denial, or the edited arguments fail
-            the tool's validation or cannot be checked (the tool is not known).
+            the tool's validation or cannot be checked (the tool is not known, or
+            ``listing`` fails: an MCP server that cannot be started to list it).
         StoreError: when the store cannot be read or written.
     """
     if arguments is not None and not approve:
@@ -121,6 +129,8 @@ async def decide(
             "its time to decide ran out; the resumed run denies it (approval_timeout_s)",
         )
     if arguments is not None:
+        if listing is not None:
+            await _listed(pending, listing, run_id)
         _check(pending, arguments, tool_for, run_id)
     decision = Decision(
         approve=approve,
@@ -141,6 +151,20 @@ def _who() -> str:
     except (KeyError, OSError):  # no name for this uid (a container's)
         user = "uid-unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+async def _listed(pending: PendingApproval, listing: ToolLister, run_id: str) -> None:
+    """The tools of the waiting call's role, listed; an edit that cannot be checked for
+    want of them is refused, saying why (nothing is recorded: the call still waits)."""
+    try:
+        await listing(pending)
+    except HoneycombError as exc:  # its MCP server cannot be started, or lacks a tool
+        raise ApprovalError(
+            run_id,
+            pending.call_id,
+            f"the edited arguments cannot be checked against tool {pending.tool!r}'s "
+            f"schema: {exc}. Decide once that is fixed, or approve it unedited",
+        ) from exc
 
 
 def _check(

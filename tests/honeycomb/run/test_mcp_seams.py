@@ -1,0 +1,81 @@
+"""Where MCP tools meet the other features of a run: approvals decided later, in a
+durable run resumed by another Executor, with its MCP servers started anew. Against the
+SDK-written test server, run as a real subprocess."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb import Executor, Role
+from honeycomb.testing import ScriptedModel
+from runtime import ApprovalError
+from runtime.testing import call
+from tests.support.mcp_servers import sdk_server
+
+pytestmark = pytest.mark.timeout(120)
+
+WRITER = Role(name="writer", tools=("t:append_note",), approvals={"tools": ["append_note"]})
+
+
+def noted(notes: Path) -> list[list[str]]:
+    return [line.split()[:2] for line in notes.read_text().splitlines()] if notes.exists() else []
+
+
+async def test_an_edit_is_checked_against_its_own_tool_whatever_another_role_s_server_does(
+    tmp_path: Path,
+) -> None:
+    """Deciding with edited arguments lists the tools of the waiting call's role alone:
+    another role's server that cannot start, or a tool it no longer lists, is no reason
+    to refuse the edit (before, the first role's failure refused every edit)."""
+    notes, store = tmp_path / "notes.txt", tmp_path / "runs.db"
+
+    def service(*others: Role, down: bool = False) -> Executor:
+        model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+        u = sdk_server("u", args=("--fail-at-start",) if down else ())
+        return Executor(
+            [*others, WRITER], model, mcp_servers=[sdk_server(notes=notes), u], store=store
+        )
+
+    reader = Role(name="reader", tools=("u:lookup",))
+    waiting = await service(reader).run("t", subtasks=[("writer", "write")], run_id="r")
+    (pending,) = waiting.pending
+    typo = Role(name="reader", tools=("u:lokup",))  # the server no longer lists it
+    with pytest.raises(ApprovalError, match=r"the edited arguments: .*text"):
+        await service(typo).decide("r", pending.call_id, approve=True, arguments={"txt": "x"})
+    await service(reader, down=True).decide(
+        "r", pending.call_id, approve=True, arguments={"text": "final"}
+    )
+    done = await service(reader).resume("r")
+    assert done.status == "ok"
+    assert noted(notes) == [["start", "final"], ["end", "final"]]
+
+
+async def test_an_edit_whose_own_server_cannot_start_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The waiting call's own server down: the edit cannot be checked, and the error
+    says so, why, and what can be done; the call still waits, and is decided later."""
+    notes, store = tmp_path / "notes.txt", tmp_path / "runs.db"
+
+    def service(*, down: bool = False) -> Executor:
+        model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+        t = sdk_server(notes=notes, args=("--fail-at-start",) if down else ())
+        return Executor([WRITER], model, mcp_servers=[t], store=store)
+
+    waiting = await service().run("t", subtasks=[("writer", "write")], run_id="r")
+    (pending,) = waiting.pending
+    with pytest.raises(ApprovalError) as refused:
+        await service(down=True).decide(
+            "r", pending.call_id, approve=True, arguments={"text": "final"}
+        )
+    message = str(refused.value)
+    assert "cannot be checked against tool 'append_note''s schema" in message
+    assert "MCP server 't' could not be started" in message
+    assert "the test server was told to fail at start" in message
+    assert "approve it unedited" in message
+    assert [p.call_id for p in await service().pending("r")] == [pending.call_id]
+    await service().decide("r", pending.call_id, approve=True, arguments={"text": "final"})
+    assert (await service().resume("r")).status == "ok"
+    assert noted(notes) == [["start", "final"], ["end", "final"]]
