@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -23,12 +25,15 @@ from runtime import (
     BudgetExceeded,
     HoneycombError,
     ModelHTTPError,
+    TextDelta,
     Tool,
     ToolCallFinished,
     ToolCallStarted,
+    Tracer,
 )
 from runtime.concurrency import TimedOut, shielded, within
-from runtime.limits import Slots
+from runtime.limits import CallInFlight, Slots
+from runtime.secrets import HeldText, any_known
 from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
@@ -149,6 +154,8 @@ class Driver:
         self._key: str
         self._finished: asyncio.Future[WorkerResult]
         self._stopped = asyncio.Event()  # it said it stopped, once cancelled
+        self._text = Deltas(self.services.tracer)
+        self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -172,6 +179,10 @@ class Driver:
             raise
         finally:
             channel.leave(key)
+            self._text.flush()
+            for call in self._calls.values():  # cut off with it
+                self.services.budget.call_ended(call)
+            self._calls.clear()
             helpers = list(self._helpers.values())
             for helper in helpers:  # every lock and token held for it is let go
                 helper.cancel()
@@ -183,7 +194,7 @@ class Driver:
         stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         try:
             with contextlib.suppress(TimedOut), within(STOP_WAIT_S):
-                await asyncio.wait((stopped, self._finished))
+                await asyncio.wait((stopped, self._finished), return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
 
@@ -205,6 +216,13 @@ class Driver:
         budget = self.services.budget
         if kind == "event":
             event = message[1]
+            if isinstance(event, TextDelta):
+                self._text.add(event)
+                for call in self._calls.values():  # what a wall time cut off had written
+                    if call.turn == event.turn and call.kind == "turn":
+                        call.streamed(event.text)
+                return
+            self._text.flush()  # the text before it ended
             if isinstance(event, ToolCallStarted):
                 self._running[event.call_id] = event.tool
             elif isinstance(event, ToolCallFinished):
@@ -218,6 +236,14 @@ class Driver:
             budget.reserve_model_call()  # no limit: it cannot refuse
         elif kind == "charge":
             budget.charge(message[1])
+        elif kind == "call_started":  # as its wall time would report it
+            _, number, who, what, turn = message
+            call = self._calls[number] = CallInFlight(who, what, turn)
+            budget.call_started(call)
+        elif kind == "call_ended":
+            ended = self._calls.pop(message[1], None)
+            if ended is not None:
+                budget.call_ended(ended)
         elif kind == "reserve_tools":  # no limit: it cannot refuse
             budget.reserve_tool_calls_now(message[1])
             self._tools_reserved += message[1]
@@ -250,8 +276,10 @@ class Driver:
             if given_up is not None:
                 given_up.cancel()
         elif kind == "stopped":
+            self._text.flush()
             self._stopped.set()
         elif kind == "done" and not self._finished.done():
+            self._text.flush()
             plain, error = message[1]
             exception = raised(error) if error is not None else None
             self._finished.set_result(plain.model_copy(update={"exception": exception}))
@@ -338,6 +366,42 @@ class Driver:
                 await drop.wait()
                 if number in self._throttled:
                     raise ModelHTTPError(429, retry_after=self._throttled.pop(number))
+
+
+class Deltas:
+    """A remote worker's text deltas on their way to the run's handlers, every secret
+    known here masked as a local call's streamed text is (:class:`HeldText`): the
+    actor knows none of the secrets this process was given, and a secret split across
+    two deltas is in neither, so the end of what came that could begin one is held back
+    until the next delta, or the worker's next event, says."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+        self._held: HeldText | None = None
+        self._last: TextDelta | None = None  # the fields of what the held text goes as
+
+    def add(self, delta: TextDelta) -> None:
+        last = self._last
+        if last is not None and (last.worker, last.turn) != (delta.worker, delta.turn):
+            self.flush()
+        if self._held is None:
+            if not any_known():  # nothing to hold back
+                self._tracer.emit(delta)
+                return
+            self._held = HeldText(self._emit)
+        self._last = delta
+        self._held(delta.text)
+
+    def _emit(self, text: str) -> None:
+        assert self._last is not None
+        self._tracer.emit(msgspec.structs.replace(self._last, text=text))
+
+    def flush(self) -> None:
+        """The text ended: what is held back goes on, masked."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.flush()
+        self._last = None
 
 
 async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

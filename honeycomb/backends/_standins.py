@@ -39,7 +39,7 @@ from runtime import (
     Tracer,
     Usage,
 )
-from runtime.limits import Limits
+from runtime.limits import CallInFlight, Limits
 from runtime.limits.quota import QuotaLeft
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.tools.define import arguments_text
@@ -162,12 +162,24 @@ class DriverBudget(Budget):
         super().__init__(limits)
         self._link = link
         self._ask = limits != Limits()  # no limit to check: counted without waiting
+        # A wall time that runs out tells the model calls it cut off: the driver's.
+        self._tells_calls = limits.wall_time_s is not None
 
     def check(self) -> None:
         """Nothing to check here: the driver checks as it reserves."""
 
     def reserve_model_call(self) -> None:
         """Counted at the driver, as the model call is made."""
+
+    def call_started(self, call: CallInFlight) -> None:
+        super().call_started(call)
+        if self._tells_calls:
+            self._link.send("call_started", id(call), call.who, call.kind, call.turn)
+
+    def call_ended(self, call: CallInFlight) -> None:
+        super().call_ended(call)
+        if self._tells_calls:
+            self._link.send("call_ended", id(call))
 
     async def reserve_tool_calls(self, count: int) -> None:
         """Reserved in the run's budget at the driver before any call of the turn runs

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +61,6 @@ ROLE = Role(
         for name in ("ledger", "note", "intent_seen", "wait", "echo", "pid", "key")
     ),
 )
-
-
-@pytest.fixture(params=["local", "ray"])
-def backend(request: pytest.FixtureRequest) -> Iterator[RayBackend | None]:
-    """None (the local backend), or a pool of two Ray actors, stopped after the test."""
-    if request.param == "local":
-        yield None
-        return
-    request.getfixturevalue("ray_session")
-    pool = RayBackend(actors=2, actor_cpus=0)
-    yield pool
-    pool.stop()
 
 
 def script(*turns: list[tuple[str, dict[str, Any]]], log: Path | None = None) -> str:

@@ -1,0 +1,141 @@
+"""Where workers on Ray meet the run's other features: the same run on both backends
+(``backend``: the local one, and two actors of the session's Ray) gives the same
+events, the same errors and the same masks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import pytest
+
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    Executor,
+    ModelRequest,
+    ModelResponse,
+    Policy,
+    Role,
+    add_secret,
+)
+from honeycomb.backends import RayBackend
+from honeycomb.backends import _driver as driver
+from honeycomb.events import TextDelta
+from runtime import AssistantMessage
+from runtime.model import TextSink
+from runtime.secrets import isolated
+
+pytest.importorskip("ray")
+
+# One test process for every test that uses Ray (``ray_session``, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
+SECRET = "hunter2-but-longer"
+
+
+class Pieces:
+    """Streams its answer in the pieces given, then (``hang``) waits for ever; its
+    one-shot answer is the pieces joined."""
+
+    def __init__(self, *pieces: str, hang: bool = False) -> None:
+        self.pieces = pieces
+        self.hang = hang
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.hang:
+            await asyncio.Event().wait()
+        return ModelResponse(message=AssistantMessage(content="".join(self.pieces)))
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        for piece in self.pieces:
+            on_text(piece)
+            await asyncio.sleep(0)
+        return await self.complete(request)
+
+
+async def test_a_secret_split_across_a_remote_workers_deltas_reaches_no_listener(
+    backend: RayBackend | None,
+) -> None:
+    # The actor knows none of the driver's secrets, and the driver masked each delta
+    # alone: "Connected with hunter2-" and "but-longer." hold no secret each, and the
+    # stream showed it whole on Ray.
+    model = Pieces("Connected with hunter2-", "but-longer.", " Done.")
+    ex = Executor([Role(name="w")], model, aggregator="concat", backend=backend)
+    with isolated():
+        add_secret(SECRET, "password")
+        async with ex.stream("t", subtasks=[("w", "connect")]) as events:
+            deltas = [e async for e in events if isinstance(e, TextDelta) and e.worker == "s1"]
+    text = "".join(d.text for d in deltas)
+    assert text == "Connected with [password hidden]. Done."
+    assert all(d.turn == 1 for d in deltas)
+    assert events.result.subtasks["s1"].text == text
+
+
+async def test_without_secrets_a_remote_workers_deltas_come_as_written(
+    backend: RayBackend | None,
+) -> None:
+    model = Pieces("one ", "two ", "three")
+    ex = Executor([Role(name="w")], model, aggregator="concat", backend=backend)
+    with isolated():
+        async with ex.stream("t", subtasks=[("w", "count")]) as events:
+            deltas = [e.text async for e in events if isinstance(e, TextDelta) and e.worker == "s1"]
+    assert deltas == ["one ", "two ", "three"]
+
+
+async def test_a_wall_time_budget_names_the_remote_calls_it_cut_off(
+    backend: RayBackend | None,
+) -> None:
+    # On Ray the calls were in flight in the actors only: BudgetExceeded said none.
+    model = Pieces("a ", "b ", "c", hang=True)
+    ex = Executor(
+        [Role(name="w")], model, aggregator="concat", backend=backend,
+        policy=Policy(budgets=Budgets(wall_time_s=1.5)),
+    )  # fmt: skip
+    with anyio.fail_after(30), pytest.raises(BudgetExceeded) as caught:
+        await ex.run(
+            "t",
+            subtasks=[("w", "x"), ("w", "y")],
+            on_event=[lambda event: None],
+            text_deltas=True,
+        )
+    cut = caught.value
+    assert cut.limit == "wall_time_s"
+    assert sorted((c.who, c.kind, c.turn, c.streamed) for c in cut.in_flight) == [
+        ("s1", "turn", 1, 3),
+        ("s2", "turn", 1, 3),
+    ]
+    assert "cut off in flight: s" in str(cut)
+
+
+async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver waited for a cancelled worker to say it stopped *and* to send its
+    # result, which a cancelled worker never sends: every cancelled run (a wall time
+    # run out, a fail-fast failure, run() cancelled) waited out STOP_WAIT_S.
+    monkeypatch.setattr(driver, "STOP_WAIT_S", 120.0)
+    started: list[Any] = []
+    both = asyncio.Event()
+
+    def heard(event: Any) -> None:
+        if event.kind == "model_call.started":
+            started.append(event)
+            if len(started) == 2:  # both calls are under way in the actors
+                both.set()
+
+    pool = RayBackend(actors=2, actor_cpus=0)
+    try:
+        ex = Executor([Role(name="w")], Pieces("x", hang=True), aggregator="concat", backend=pool)
+        running = asyncio.create_task(
+            ex.run("t", subtasks=[("w", "a"), ("w", "b")], on_event=[heard])
+        )
+        with anyio.fail_after(60):
+            await both.wait()
+        running.cancel()
+        ended, _ = await asyncio.wait({running}, timeout=30)
+        assert ended == {running}, "the cancelled run waited out its remote workers"
+        assert running.cancelled()
+    finally:
+        pool.stop()
