@@ -223,9 +223,11 @@ class RayBackend:
         return _once(self._keys, thing, lambda: f"{prefix}{len(self._keys)}")
 
     async def _install(self, actor: _Actor, key: str, method: str, *args: Any) -> None:
-        """Install a setup or model in an actor once (every later worker shares it)."""
+        """Install a setup or model in an actor once (every later worker shares it); an
+        install cut off with the event loop it ran on (a run cancelled as it started,
+        whose ``asyncio.run`` ended) is made again on this one."""
         pending = actor.installing.get(key)
-        if pending is None:
+        if pending is None or _cut_off(pending):
             ref = getattr(actor.handle, method).remote(key, *args)
             pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
         if pending.done():
@@ -379,6 +381,14 @@ def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], 
     if found is None:
         found = cache[id(thing)] = (thing, make())
     return found[1]
+
+
+def _cut_off(pending: asyncio.Future[None]) -> bool:
+    """Whether an install ended with its event loop, not by itself: cancelled, or still
+    waiting on a loop that is not this one (which runs no more)."""
+    if pending.done():
+        return pending.cancelled()
+    return pending.get_loop() is not asyncio.get_running_loop()
 
 
 def _unlimited(model: Model) -> tuple[Model, Slots | None]:

@@ -22,6 +22,7 @@ from honeycomb import (
 )
 from honeycomb.backends import RayBackend
 from honeycomb.backends import _driver as driver
+from honeycomb.backends import ray as ray_backend
 from honeycomb.events import TextDelta
 from runtime import AssistantMessage
 from runtime.model import TextSink
@@ -139,3 +140,37 @@ async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
         assert running.cancelled()
     finally:
         pool.stop()
+
+
+def test_an_install_cut_off_with_its_event_loop_is_made_again_in_the_next(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The install of a role in an actor is shared by every later worker: one cut off
+    # as its asyncio.run ended (a run cancelled as it started) stayed a cancelled
+    # future, and every later run's worker of the role failed with "Cancelled".
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = Executor([Role(name="w")], Pieces("done"), aggregator="concat", backend=pool)
+    made = ray_backend.installed
+
+    async def cut_off() -> None:
+        installing = asyncio.Event()
+
+        async def stuck(ref: Any) -> None:
+            installing.set()
+            await asyncio.Event().wait()  # until its loop ends
+
+        monkeypatch.setattr(ray_backend, "installed", stuck)
+        running = asyncio.create_task(ex.run("t", subtasks=[("w", "a")]))
+        with anyio.fail_after(60):
+            await installing.wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    try:
+        asyncio.run(cut_off())
+        monkeypatch.setattr(ray_backend, "installed", made)
+        result = asyncio.run(asyncio.wait_for(ex.run("t", subtasks=[("w", "b")]), 60))
+    finally:
+        pool.stop()
+    assert result.subtasks["s1"].text == "done"
