@@ -191,15 +191,19 @@ class RunRecord:
             text = encode_json(batch).decode()
             self.store.save((_SAVE_SPANS, (self.run_id, text)), lease=self.lease)
 
-    async def subtask_finished(self, outcome: SubtaskResult) -> None:
+    async def subtask_finished(self, outcome: SubtaskResult, *, again: bool = False) -> None:
         """Keep a subtask's result; return once it is committed (or the store failed:
-        then it is written again with the end of the run)."""
+        then it is written again with the end of the run). With ``again``, its worker
+        failed as it started, for want of what it needs (its MCP tools): it has not
+        finished, and a resumed run starts it again, as one the store failed."""
         name = outcome.subtask.id
         self._workers.pop(name, None)
         self.spent_so_far()
         if not finished(outcome):
             return  # not finished: a resumed run continues it
-        if outcome.worker is not None and store_failure(outcome.worker.exception) is not None:
+        if again or (
+            outcome.worker is not None and store_failure(outcome.worker.exception) is not None
+        ):
             self._rerun.add(name)  # not finished either: a resumed run runs it again
             return
         row = (self.run_id, name, outcome.status, model_json(outcome), time.time())

@@ -236,7 +236,9 @@ class Scheduler:
             await ctx.crew.prepare([ctx.roles[subtask.role]])
         except HoneycombError as exc:  # its MCP tools cannot be had: it fails alone
             error = WorkerError(type=type(exc).__name__, message=str(exc))
-            await self._finish(subtask, "failed", None, error, self.elapsed_s)
+            # Not finished: it never started (a server down, a tool it no longer lists),
+            # so a resumed run starts it again, from where an earlier life left it.
+            await self._finish(subtask, "failed", None, error, self.elapsed_s, again=True)
             return None
         state = self._states.get(subtask.id)
         record = None
@@ -372,6 +374,7 @@ class Scheduler:
         started: float | None = None,
         *,
         stored: bool = False,
+        again: bool = False,
     ) -> None:
         now = self.elapsed_s
         duration = result.duration_s if result is not None else now - (started or now)
@@ -384,7 +387,7 @@ class Scheduler:
             duration_s=duration,
         )
         if self.record is not None and not stored:
-            await self.record.subtask_finished(outcome)  # durable before it is reported
+            await self.record.subtask_finished(outcome, again=again)  # durable, then reported
         ctx = self.context
         if ctx.tracer.enabled:
             ctx.tracer.emit(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, Role
+from honeycomb import Executor, Role, RunFailed, ToolMessage
 from honeycomb.testing import ScriptedModel
 from runtime import ApprovalError
 from runtime.testing import call
@@ -79,3 +79,38 @@ async def test_an_edit_whose_own_server_cannot_start_is_refused_naming_it(
     await service().decide("r", pending.call_id, approve=True, arguments={"text": "final"})
     assert (await service().resume("r")).status == "ok"
     assert noted(notes) == [["start", "final"], ["end", "final"]]
+
+
+async def test_a_paused_worker_whose_server_is_down_at_resume_goes_on_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """A worker that cannot start because its MCP server cannot start has not finished:
+    the run fails saying why, and a later resume continues the worker from where it
+    waited, its approved call run once (before, it stayed failed for good, its approval
+    and its turns lost)."""
+    notes, store = tmp_path / "notes.txt", tmp_path / "runs.db"
+
+    def service(*, down: bool = False) -> Executor:
+        model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+        t = sdk_server(notes=notes, args=("--fail-at-start",) if down else ())
+        return Executor([WRITER], model, mcp_servers=[t], store=store)
+
+    waiting = await service().run("t", subtasks=[("writer", "write")], run_id="r")
+    (pending,) = waiting.pending
+    await service().decide("r", pending.call_id, approve=True)
+    with pytest.raises(RunFailed) as failed:
+        await service(down=True).resume("r")
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert "MCP server 't' could not be started" in error.message
+    assert noted(notes) == []
+    done = await service().resume("r")
+    assert done.status == "ok"
+    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+    (seen, *_) = [m for m in done.subtasks["s1"].worker.transcript.messages  # type: ignore[union-attr]
+                  if isinstance(m, ToolMessage)]  # fmt: skip
+    assert (seen.tool_call_id, seen.content) == (pending.call_id, "noted draft")
+    again = await service().resume("r")  # ended: its kept result, nothing run again
+    assert again.status == "ok"
+    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
