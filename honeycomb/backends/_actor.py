@@ -138,7 +138,13 @@ class Hive:
             result = await self._worker(link, spec).run(
                 spec.task, inputs=spec.inputs, resume=spec.resume, conversation=spec.conversation
             )
-        except Exception as exc:  # a defect here: the worker fails, saying so
+        except asyncio.CancelledError:
+            link.send("stopped")  # the last it sends: the driver waits for it
+            raise
+        except BaseException as exc:
+            # A defect here: the worker fails, saying so. A tool's SystemExit (or
+            # KeyboardInterrupt) stops the run at the driver, as in one process; here
+            # it would end the loop every worker of the actor runs on.
             result = WorkerResult(
                 worker=spec.name,
                 role=self._setups[spec.setup].role.name,
@@ -146,9 +152,6 @@ class Hive:
                 error=WorkerError(type=type(exc).__name__, message=str(exc)),
                 exception=exc,
             )
-        except asyncio.CancelledError:
-            link.send("stopped")  # the last it sends: the driver waits for it
-            raise
         finally:
             self._workers.pop(key, None)
         link.send("done", portable_result(result))

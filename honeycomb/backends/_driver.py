@@ -282,6 +282,9 @@ class Driver:
             self._text.flush()
             plain, error = message[1]
             exception = raised(error) if error is not None else None
+            if exception is not None and not isinstance(exception, Exception):
+                self._finished.set_exception(exception)  # SystemExit: it stops the run
+                return
             self._finished.set_result(plain.model_copy(update={"exception": exception}))
 
     def _answer_now(self, number: int, ok: bool, value: Any) -> None:

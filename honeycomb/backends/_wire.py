@@ -95,14 +95,14 @@ def portable_error(exc: BaseException) -> tuple[str, Any]:
     return ("error", f"{type(exc).__name__}: {exc}")
 
 
-def raised(error: tuple[str, Any]) -> Exception:
+def raised(error: tuple[str, Any]) -> BaseException:
     """The error :func:`portable_error` made portable."""
     kind, value = error
     if kind == "budget":
         limit, allowed, used, requested, running = value
         return BudgetExceeded(limit, allowed, used, requested=requested, running=running)
     if kind == "raised":
-        return cast(Exception, value)
+        return cast(BaseException, value)
     return RemoteFailure(str(value))
 
 

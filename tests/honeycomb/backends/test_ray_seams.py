@@ -5,6 +5,7 @@ events, the same errors and the same masks."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anyio
@@ -24,9 +25,11 @@ from honeycomb.backends import RayBackend
 from honeycomb.backends import _driver as driver
 from honeycomb.backends import ray as ray_backend
 from honeycomb.events import TextDelta
+from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage
 from runtime.model import TextSink
 from runtime.secrets import isolated
+from tests.support.ray_tools import scripted
 
 pytest.importorskip("ray")
 
@@ -174,3 +177,37 @@ def test_an_install_cut_off_with_its_event_loop_is_made_again_in_the_next(
     finally:
         pool.stop()
     assert result.subtasks["s1"].text == "done"
+
+
+def test_a_tools_system_exit_stops_the_run_and_spares_the_actor(
+    backend: RayBackend | None,
+) -> None:
+    # In one process a tool's SystemExit stops the run (asyncio.run raises it). In an
+    # actor it ended the event loop every worker of the actor ran on: the run never
+    # ended, and each later worker sent there failed, "could not be set up in a Ray
+    # actor (RuntimeError: Event loop is closed)".
+    from honeycomb import tool
+
+    @tool
+    async def leave(code: int) -> str:
+        """Stop the program.
+
+        Args:
+            code: Its exit status.
+        """
+        raise SystemExit(code)
+
+    role = Role(name="q", tools=("leave", "tests.support.ray_tools:echo"))
+    ex = Executor(
+        [role], FunctionModel(scripted), tools=[leave], aggregator="concat", backend=backend
+    )
+
+    def run(*calls: tuple[str, dict[str, Any]]) -> Any:
+        task = json.dumps({"turns": [list(calls)], "log": None})
+        return asyncio.run(asyncio.wait_for(ex.run("t", subtasks=[("q", task)]), 30))
+
+    with pytest.raises(SystemExit) as caught:
+        run(("leave", {"code": 3}))
+    assert caught.value.code == 3
+    after = run(("echo", {"text": "after", "delay": 0.0}))
+    assert after.subtasks["s1"].text == "after"
