@@ -296,7 +296,12 @@ class Worker:
             journal=store,
         )
         self._dispatcher = Dispatcher(
-            setup.tools, policy=setup.policy, calls=calls, caller=caller, journal=store
+            setup.tools,
+            policy=setup.policy,
+            calls=calls,
+            caller=caller,
+            journal=store,
+            approvals=log,
         )
 
     @property

@@ -50,6 +50,7 @@ __all__ = [
     "PendingApproval",
     "Verdict",
     "described",
+    "withdraw",
 ]
 
 
@@ -198,6 +199,10 @@ class MemoryApprovalLog:
         if kept is None or kept.decision is None:
             kept = self.entries[key] = entry
         return kept
+
+
+WITHDRAWN_BY = "the run: the call could not be made"
+"""Who denied a waiting call that the run could not make when it went on."""
 
 
 class Verdict(Value, frozen=True, kw_only=True):
@@ -389,6 +394,24 @@ class ApprovalGate:
             deadline=None if self._timeout_s is None else now + self._timeout_s,
             summary=described(tool, arguments),
         )
+
+
+async def withdraw(log: ApprovalLog, refused: list[tuple[ToolCall, str]], turn: int) -> None:
+    """Calls of ``turn`` that will not be made (the dispatcher refused them: their tool
+    gone, their arguments no longer valid), each with why: one that waits for a
+    decision in ``log`` is recorded denied by the run, so that nobody is left to decide
+    a call that waits for nothing (a decision on it says it was decided already)."""
+    for call, why in refused:
+        entry = log.recorded(turn, call.id)
+        if entry is None or entry.decision is not None:
+            continue
+        denied = ApprovalEntry(
+            pending=entry.pending,
+            decision=Decision.denied(f"not run: {why}"),
+            decided_at=time.time(),
+            decided_by=WITHDRAWN_BY,
+        )
+        await log.record(denied)
 
 
 def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -> Verdict:

@@ -9,7 +9,8 @@ is the layers' (:mod:`runtime.tools.layers`), composed in
   turn that ended ``ok`` a ``skipped`` one; neither reaches the layers. (A repeat of
   a call that failed, timed out or was refused runs: the model may try it again.) A
   call of an earlier life that the journal knows gets the journal's answer instead
-  (its tool may be gone now).
+  (its tool may be gone now), and one that waited for approval stops waiting (it is
+  recorded denied: nobody is to decide a call that will not be made).
 - Every other call of the turn is admitted by the layers, all together, before any
   of them runs: a refused call gets its observation there and then.
 - Parallel-safe calls start together, at most ``max_concurrency`` of them at once.
@@ -34,7 +35,7 @@ from runtime.concurrency import require_asyncio, together
 from runtime.errors import BudgetExceeded
 from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
-from runtime.tools.approvals import ApprovalNeeded
+from runtime.tools.approvals import ApprovalLog, ApprovalNeeded, withdraw
 from runtime.tools.define import ArgumentsError, ToolRegistry
 from runtime.tools.journal import Journal
 from runtime.tools.layers import (
@@ -112,10 +113,12 @@ class Dispatcher:
         journal: The worker's journal (the one its calls' layers keep), which answers
             a call of an earlier life that cannot be run now (its tool gone, its
             arguments no longer valid) instead of a refusal.
+        approvals: The worker's approval log (the one its calls' layers keep), where
+            a call that waited for a decision and cannot be made now stops waiting.
     """
 
     # benchmark E: one per worker (A at N=10000 has 10,000 at once), no instance dict
-    __slots__ = ("_last", "_seen", "caller", "calls", "journal", "policy", "tools")
+    __slots__ = ("_last", "_seen", "approvals", "caller", "calls", "journal", "policy", "tools")
 
     def __init__(
         self,
@@ -125,9 +128,11 @@ class Dispatcher:
         calls: ToolHandler | None = None,
         caller: Caller | None = None,
         journal: Journal | None = None,
+        approvals: ApprovalLog | None = None,
     ) -> None:
         self.tools = tools
         self.journal = journal
+        self.approvals = approvals
         self.policy = policy = policy or DispatchPolicy()
         self.caller = caller = caller or Caller()
         if calls is None:  # workers.calls.tool_calls with no layer of a run's
@@ -190,6 +195,13 @@ class Dispatcher:
         runs, in two lanes: the side-effecting calls and the parallel-safe ones. Each
         other call's observation is put in ``results``."""
         ready = self._ready(calls, previous, results, turn)
+        if self.approvals is not None and len(ready) < len(calls):
+            refused = [
+                (call, r.content)
+                for call, r in zip(calls, results, strict=True)
+                if isinstance(r, ToolMessage) and r.status == "error"
+            ]
+            await withdraw(self.approvals, refused, turn)
         serial: list[Prepared] = []
         parallel: list[Prepared] = []
         if ready:

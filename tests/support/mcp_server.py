@@ -9,7 +9,8 @@ destructive one (``append_note``), an idempotent one (``set_flag``), one that fa
 with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``count``
 of its calls are in at once (``gather``: a rendezvous, once per server), one that
 returns an image and an embedded resource (``picture``), its process id (``pid``), its
-folder and environment (``where``), and a way to die (``die``).
+folder and environment (``where``), and a way to die (``die``). ``--without TOOL``
+leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
 what is under way.
@@ -161,7 +162,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
     )
+    parser.add_argument("--without", action="append", default=[], help="a tool not served")
     options = parser.parse_args()
+    for name in options.without:
+        server.remove_tool(name)
     if options.fail_at_start:
         raise SystemExit("the test server was told to fail at start")
     time.sleep(options.start_delay)  # a server slow to start (one that loads a model)

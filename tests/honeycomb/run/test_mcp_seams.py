@@ -11,6 +11,7 @@ import pytest
 from honeycomb import Executor, Role, RunFailed, ToolMessage
 from honeycomb.testing import ScriptedModel
 from runtime import ApprovalError
+from runtime.errors import AlreadyDecided
 from runtime.testing import call
 from tests.support.mcp_servers import sdk_server
 
@@ -114,3 +115,35 @@ async def test_a_paused_worker_whose_server_is_down_at_resume_goes_on_once_it_is
     again = await service().resume("r")  # ended: its kept result, nothing run again
     assert again.status == "ok"
     assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+
+
+async def test_a_call_waiting_on_a_tool_its_server_no_longer_lists_waits_no_more(
+    tmp_path: Path,
+) -> None:
+    """Resumed with the tool gone from its server's list, the waiting call cannot be
+    made (the model is told so): it is no longer listed as waiting, and a decision on
+    it is refused saying why (before, it was listed for ever, and a person's approval
+    was recorded as if it would run)."""
+    notes, store = tmp_path / "notes.txt", tmp_path / "runs.db"
+    writer = Role(name="writer", tools=("t:*",), approvals={"default": "ask"})
+
+    def service(*args: str) -> Executor:
+        model = ScriptedModel([call("append_note", {"text": "draft"}), "written"])
+        return Executor(
+            [writer], model, mcp_servers=[sdk_server(notes=notes, args=args)], store=store
+        )
+
+    waiting = await service().run("t", subtasks=[("writer", "write")], run_id="r")
+    (pending,) = waiting.pending
+    done = await service("--without", "append_note").resume("r")
+    assert done.status == "ok"
+    (refused, *_) = [m for m in done.subtasks["s1"].worker.transcript.messages  # type: ignore[union-attr]
+                     if isinstance(m, ToolMessage)]  # fmt: skip
+    assert refused.tool_call_id == pending.call_id
+    assert refused.content.startswith("Error: unknown tool 'append_note'")
+    assert await service().pending("r") == []
+    with pytest.raises(AlreadyDecided) as late:
+        await service().decide("r", pending.call_id, approve=True)
+    assert not late.value.approved
+    assert late.value.decided_by == "the run: the call could not be made"
+    assert noted(notes) == []
