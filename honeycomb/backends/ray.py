@@ -48,6 +48,7 @@ from runtime import (
     Tool,
 )
 from runtime.limits import Slots
+from runtime.secrets import masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -170,13 +171,32 @@ class RayBackend:
                 # In this thread, blocking the loop once for a few seconds: a Ray
                 # started from another thread loses its connection to its own GCS.
                 self._init()
-                self._pool = [self._new_actor() for _ in range(self.actors)]
+                self._pool = self._new_pool()
                 # Ready once each has started (its imports done): a failure shows here.
                 await asyncio.gather(*(a.handle.pid.remote() for a in self._pool))
                 ward()  # a private Ray's processes started since, its actors among them
 
     def _init(self) -> None:
         start_ray(self.address, self.num_cpus)
+
+    def _new_pool(self) -> list[_Actor]:
+        """The pool's actors, made.
+
+        Raises:
+            ConfigError: when Ray refused their options (a ``runtime_env`` path that
+                does not exist, ``env_vars`` that are not text ...), saying which,
+                with no value of ``env_vars`` in it (they are secrets).
+        """
+        try:
+            return [self._new_actor() for _ in range(self.actors)]
+        except (TypeError, ValueError) as exc:  # Ray checks them as an actor is made
+            variables = self.runtime_env.get("env_vars") or {}
+            hidden = {str(v): "runtime_env env_vars value" for v in variables.values()}
+            told = masked_with(f"{type(exc).__name__}: {exc}", hidden)
+            raise ConfigError(
+                f"{self!r}: Ray refused the actors' options ({told}): check its "
+                "runtime_env and actor_cpus"
+            ) from None  # Ray's error, chained, would show the values
 
     def _new_actor(self) -> _Actor:
         import ray

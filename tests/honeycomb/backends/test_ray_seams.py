@@ -14,6 +14,7 @@ import pytest
 from honeycomb import (
     BudgetExceeded,
     Budgets,
+    ConfigError,
     Executor,
     ModelRequest,
     ModelResponse,
@@ -211,3 +212,27 @@ def test_a_tools_system_exit_stops_the_run_and_spares_the_actor(
     assert caught.value.code == 3
     after = run(("echo", {"text": "after", "delay": 0.0}))
     assert after.subtasks["s1"].text == "after"
+
+
+async def test_actor_options_ray_refuses_are_a_config_error_naming_the_backend(
+    ray_session: None,
+) -> None:
+    # Ray's own ValueError or TypeError came out of run() as it was ("/nowhere is not
+    # a valid path."), naming neither the backend nor its runtime_env, and a value of
+    # env_vars (a secret) with it.
+    for env, said in (
+        ({"working_dir": "/nowhere/at/all"}, "/nowhere/at/all is not a valid path"),
+        ({"env_vars": {"KEY": ["sk-not-text-12345"]}}, "[runtime_env env_vars value hidden]"),
+    ):
+        pool = RayBackend(actors=1, actor_cpus=0, runtime_env=env)
+        ex = Executor([Role(name="w")], Pieces("x"), aggregator="concat", backend=pool)
+        try:
+            with pytest.raises(ConfigError) as caught:
+                await ex.run("t", subtasks=[("w", "a")])
+        finally:
+            pool.stop()
+        told = str(caught.value)
+        assert told.startswith("RayBackend(address='local', actors=1): Ray refused the actors'")
+        assert said in told
+        assert "runtime_env" in told
+        assert "sk-not-text" not in told
