@@ -24,6 +24,8 @@ from runtime import (
     AdaptiveLimiter,
     BudgetExceeded,
     HoneycombError,
+    ModelCallFinished,
+    ModelCallRetrying,
     ModelHTTPError,
     TextDelta,
     Tool,
@@ -222,7 +224,12 @@ class Driver:
                     if call.turn == event.turn and call.kind == "turn":
                         call.streamed(event.text)
                 return
-            self._text.flush()  # the text before it ended
+            if isinstance(event, ModelCallRetrying) or (
+                isinstance(event, ModelCallFinished) and event.status == "error"
+            ):
+                self._text.drop()  # what a failed attempt held back was never shown
+            else:
+                self._text.flush()  # the text before it ended
             if isinstance(event, ToolCallStarted):
                 self._running[event.call_id] = event.tool
             elif isinstance(event, ToolCallFinished):
@@ -398,6 +405,10 @@ class Deltas:
     def _emit(self, text: str) -> None:
         assert self._last is not None
         self._tracer.emit(msgspec.structs.replace(self._last, text=text))
+
+    def drop(self) -> None:
+        """The attempt that wrote the text failed: what is held back is forgotten."""
+        self._held = self._last = None
 
     def flush(self) -> None:
         """The text ended: what is held back goes on, masked."""

@@ -20,11 +20,13 @@ from honeycomb import (
     ModelResponse,
     Policy,
     Role,
+    RunFailed,
     add_secret,
 )
 from honeycomb.backends import RayBackend
 from honeycomb.backends import _driver as driver
 from honeycomb.backends import ray as ray_backend
+from honeycomb.errors import ModelHTTPError
 from honeycomb.events import TextDelta
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage
@@ -41,12 +43,13 @@ SECRET = "hunter2-but-longer"
 
 
 class Pieces:
-    """Streams its answer in the pieces given, then (``hang``) waits for ever; its
-    one-shot answer is the pieces joined."""
+    """Streams its answer in the pieces given, then (``hang``) waits for ever, or
+    (``fail``) fails; its one-shot answer is the pieces joined."""
 
-    def __init__(self, *pieces: str, hang: bool = False) -> None:
+    def __init__(self, *pieces: str, hang: bool = False, fail: bool = False) -> None:
         self.pieces = pieces
         self.hang = hang
+        self.fail = fail
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self.hang:
@@ -57,6 +60,8 @@ class Pieces:
         for piece in self.pieces:
             on_text(piece)
             await asyncio.sleep(0)
+        if self.fail:
+            raise ModelHTTPError(400, body="refused mid-answer")
         return await self.complete(request)
 
 
@@ -76,6 +81,33 @@ async def test_a_secret_split_across_a_remote_workers_deltas_reaches_no_listener
     assert text == "Connected with [password hidden]. Done."
     assert all(d.turn == 1 for d in deltas)
     assert events.result.subtasks["s1"].text == text
+
+
+async def test_the_start_of_a_secret_a_failed_remote_call_held_back_is_never_shown(
+    backend: RayBackend | None,
+) -> None:
+    # What could begin a secret waits for the next delta; a call that fails then
+    # never shows it (in one process its held text is dropped). The driver showed it.
+    model = Pieces("Connected with ", "hunter2-but", fail=True)
+    ex = Executor(
+        [Role(name="w")], model, aggregator="concat", backend=backend,
+        policy=Policy(failure="best_effort"),
+    )  # fmt: skip
+    with isolated():
+        add_secret(SECRET, "password")
+        deltas: list[str] = []
+        with pytest.raises(RunFailed):  # its workers both failed
+            await _deltas(ex, [("w", "connect"), ("w", "connect")], deltas)
+    assert deltas
+    assert "".join(deltas) == "Connected with " * len(deltas)
+
+
+async def _deltas(ex: Executor, subtasks: list[tuple[str, str]], into: list[str]) -> None:
+    """The run's text deltas, into ``into`` as they come."""
+    async with ex.stream("t", subtasks=subtasks) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                into.append(event.text)
 
 
 async def test_without_secrets_a_remote_workers_deltas_come_as_written(
