@@ -24,7 +24,14 @@ from honeycomb.run.decide import ToolFinder, decide
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.trace.format import argument_lines, printable
-from runtime import ApprovalRequest, ConfigErrors, Decision, HoneycombError, PendingApproval
+from runtime import (
+    ApprovalRequest,
+    ConfigError,
+    ConfigErrors,
+    Decision,
+    HoneycombError,
+    PendingApproval,
+)
 
 __all__ = ["HiveTools", "TerminalApprover", "approve_command", "asked", "print_waiting"]
 
@@ -206,38 +213,52 @@ class HiveTools:
     """The tools of the runs of ``store`` started from a hive file, from that file
     (loaded once, again when it changes): what ``honeycomb approve`` and ``honeycomb
     serve`` check edited arguments against, and whose ``describe`` says what a call
-    will do. A run with no hive file, or one that no longer loads, has none here
-    (its calls' arguments are checked when they run).
+    will do. A run with no hive file has none here.
     """
 
     def __init__(self, store: RunStore) -> None:
         self.store = store
-        self._loaded: dict[tuple[str, float], Executor | None] = {}
+        self._loaded: dict[tuple[str, float], Executor | ConfigError] = {}
+        self._sources: dict[str, str | None] = {}  # a run's hive file stays its own
 
     def __call__(self, run_id: str) -> ToolFinder | None:
-        found = self.store.find(run_id)
-        if found is None or found.source is None:
+        """The tools of run ``run_id`` (None: it was not started from a hive file).
+
+        Raises:
+            ConfigError: when its hive file is gone or no longer loads, saying where.
+        """
+        if run_id not in self._sources:
+            found = self.store.find(run_id)
+            if found is None:
+                return None
+            self._sources[run_id] = found.source
+        source = self._sources[run_id]
+        if source is None:
             return None
         try:
-            key = (found.source, Path(found.source).stat().st_mtime)
-        except OSError:
-            return None
+            key = (source, Path(source).stat().st_mtime)
+        except OSError as exc:
+            raise ConfigError(f"the run's hive file cannot be read: {exc}", file=source) from exc
         if key not in self._loaded:
-            self._loaded[key] = self._executor(found.source)
+            self._loaded[key] = self._executor(source)
         executor = self._loaded[key]
-        return executor.tool_for if executor is not None else None
+        if isinstance(executor, ConfigError):
+            raise executor.with_traceback(None)  # kept, raised afresh each time
+        return executor.tool_for
 
-    def _executor(self, source: str) -> Executor | None:
-        """The Executor of hive file ``source``, its MCP tools listed (None: the file
-        no longer loads)."""
+    def _executor(self, source: str) -> Executor | ConfigError:
+        """The Executor of hive file ``source``, its MCP tools listed, or why the file
+        no longer loads."""
         try:
             # Its tools are what is wanted: no model is called (so none needs its key
             # or endpoint here), no worker runs (so no backend starts).
             executor = Executor.from_hive(
                 load_hive(source), model=OfflineModel(), store=self.store, backend=None
             )
-        except (HoneycombError, ConfigErrors, OSError):
-            return None
+        except ConfigError as exc:  # ConfigErrors among them: each located
+            return exc
+        except (HoneycombError, OSError) as exc:
+            return ConfigError(f"the run's hive file no longer loads: {exc}", file=source)
         # Its MCP tools too, as their servers list them (this is no event loop); a
         # server that cannot start leaves its tools unknown, and an edit refused.
         with contextlib.suppress(HoneycombError):

@@ -26,14 +26,17 @@ answered by (``--model`` and what goes with it, or a cassette's answers): a stor
 does not keep them, so the command that continues a run names them again."""
 
 
-def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace) -> str:
+def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None = None) -> str:
     """The command that continues run ``run_id`` of ``store`` from this folder, on the
     models ``args`` chose: it names the store unless it is the default one, where
     ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
-    the environment: the shell that resumes may not have it)."""
+    the environment: the shell that resumes may not have it). Without ``args`` (a
+    server that continues runs of any command), none."""
     words = ["honeycomb", "resume", run_id]
     if Path(store) != DEFAULT_STORE:
         words += ["--store", str(store)]
+    if args is None:
+        return shlex.join(words)
     for option in _MODEL_OPTIONS:
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from honeycomb.cli.approve import HiveTools
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import Parser, integer
+from honeycomb.cli.resuming import resume_hint
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
 from honeycomb.executor import Executor
 from honeycomb.store import RunStore
@@ -46,7 +47,10 @@ def add_serve(commands: argparse._SubParsersAction[Parser], store: Path) -> None
     serve.add_argument(
         "--token",
         default=None,
-        help=f"what every request must carry (env {TOKEN_ENV}; default: a new one, printed)",
+        help=(
+            f"what every request must carry (env {TOKEN_ENV}; default: one kept beside "
+            "the store, printed)"
+        ),
     )
     serve.set_defaults(handler=serve_command)
 
@@ -74,9 +78,9 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     if refused is not None:
         print(f"honeycomb serve: {refused}", file=sys.stderr)
         return ExitStatus.UNUSABLE
-    token = given or secrets.token_urlsafe(24)
     try:
         store = opened_store(args.store, make=True)  # refused now, as `honeycomb runs` does
+        token = given or _kept_token(args.store)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -92,7 +96,13 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
     print(f"serving the runs of {store.where} at {shown}", flush=True)
     print("(Ctrl-C stops it)", flush=True)
-    app = create_app(store, token=token, approvals=store_approvals(store), base=base)
+    app = create_app(
+        store,
+        token=token,
+        approvals=store_approvals(store, args.store),
+        base=base,
+        resume_hint=lambda run_id: resume_hint(run_id, args.store),
+    )
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
     )
@@ -103,13 +113,51 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     return ExitStatus.OK
 
 
-def store_approvals(store: RunStore) -> StoreApprovals:
-    """The approvals ``honeycomb serve`` decides: in ``store``, edited arguments
-    checked against the tools of the run's hive file, and a run left with no call
-    undecided continued from it (:class:`Resumer`)."""
+def store_approvals(store: RunStore, where: Path | str | None = None) -> StoreApprovals:
+    """The approvals ``honeycomb serve`` decides: in ``store`` (named ``where`` on the
+    command line), edited arguments checked against the tools of the run's hive file,
+    and a run left with no call undecided continued from it (:class:`Resumer`)."""
     from honeycomb.web import StoreApprovals
 
-    return StoreApprovals(store, Resumer(store), tools=HiveTools(store))
+    return StoreApprovals(store, Resumer(store, where), tools=HiveTools(store))
+
+
+TOKEN_FILE = ".serve-token"
+"""Beside a store file, the suffix of the file that keeps its server's default token."""
+
+
+def _kept_token(where: Path | str) -> str:
+    """The token of a server of the store ``where`` not given one: kept beside a store
+    file (``runs.db.serve-token``, readable by its owner only), so that the server,
+    started again, has the same address and the pages open on it follow their runs
+    again; a new one each start for a store at a URL, or where none can be kept.
+
+    Raises:
+        StoreError: when the kept token's file is there but cannot be read.
+    """
+    if not isinstance(where, Path):
+        return secrets.token_urlsafe(24)
+    kept = where.with_name(where.name + TOKEN_FILE)
+    try:
+        if (kept.stat().st_mode & 0o077) == 0:  # another user's reading it is no secret
+            token = kept.read_text("utf-8").strip()
+            if len(token) >= MIN_TOKEN:
+                return token
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read the server's kept token: {exc}", path=str(kept)) from exc
+    token = secrets.token_urlsafe(24)
+    made = kept.with_name(f"{kept.name}.{os.getpid()}")
+    try:
+        descriptor = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(token + "\n")
+        os.replace(made, kept)  # whole, or not at all
+    except OSError:
+        made.unlink(missing_ok=True)
+        return token  # not kept: the next start makes another
+    return token
 
 
 def _server(config: uvicorn.Config, stopping: Callable[[], None]) -> uvicorn.Server:
@@ -171,8 +219,9 @@ class Resumer:
     goes on there: that is said, not a failure. A run this process continues already
     (its last calls decided at once, each decision asking) is continued once."""
 
-    def __init__(self, store: RunStore | Path | str) -> None:
+    def __init__(self, store: RunStore | Path | str, where: Path | str | None = None) -> None:
         self.store = store if isinstance(store, RunStore) else RunStore(store)
+        self.where = where if where is not None else self.store.where
         self.going: dict[str, asyncio.Task[None]] = {}
 
     def __call__(self, run_id: str) -> None:
@@ -188,6 +237,19 @@ class Resumer:
         task.add_done_callback(lambda _: self.going.pop(run_id, None))
 
     async def resume(self, run_id: str) -> None:
+        """Continue ``run_id``; cut off (the server stops), say how it goes on."""
+        try:
+            await self._resume(run_id)
+        except asyncio.CancelledError:
+            hint = resume_hint(run_id, self.where)
+            print(
+                f"run {run_id}: cut off as this server stopped; continue it with {hint}",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
+
+    async def _resume(self, run_id: str) -> None:
         found = await self.store.summary(run_id)  # read in a thread: not in the loop
         if found is None or found.source is None:
             print(

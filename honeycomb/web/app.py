@@ -18,10 +18,12 @@ text of a run is escaped (:mod:`honeycomb.web.pages`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterator
+import shlex
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -32,6 +34,7 @@ from urllib.parse import quote, urlsplit
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import URL, FormData
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -160,6 +163,7 @@ def create_app(
     approvals: Approvals | None = None,
     poll_s: float = 0.5,
     base: str = "/",
+    resume_hint: Callable[[str], str] | None = None,
 ) -> Starlette:
     """The web app over ``store``.
 
@@ -170,18 +174,23 @@ def create_app(
         poll_s: How often a run page's events read the store.
         base: The path the pages live under (``/`` or ``/a/path/``); the cookie is
             scoped to it.
+        resume_hint: The command that continues a run, by its id, said on the page
+            of a run that goes on only once resumed (default: ``honeycomb resume ID
+            --store STORE``).
     """
     if not token:
         raise ValueError("the web app needs a token")
     if not (base.startswith("/") and base.endswith("/")):
         raise ValueError(f"base: a path that starts and ends with '/', not {base!r}")
     links = Links(base=base)
+    opened = store if isinstance(store, RunStore) else RunStore(store)
     site = _Site(
-        store=store if isinstance(store, RunStore) else RunStore(store),
+        store=opened,
         csrf=csrf_value(token),
         approvals=approvals,
         poll_s=poll_s,
         links=links,
+        hint=resume_hint or functools.partial(_resume_command, opened.where),
     )
     run = base + "runs/{run_id:honeycomb_id}"
     routes = [
@@ -222,6 +231,7 @@ class _Site:
     approvals: Approvals | None
     poll_s: float
     links: Links
+    hint: Callable[[str], str]
     ending: bool = False  # a flag, not an event: the app may serve on several loops
 
     async def runs(self, request: Request) -> Response:
@@ -255,7 +265,8 @@ class _Site:
         spans = await asyncio.to_thread(self.store.spans, run_id)
         pending = await self._pending(run_id)
         show = run_page if whole else live_parts
-        return show(summary, stored, spans, pending, self.csrf, self.links)
+        hint = self.hint(run_id) if summary.source is not None else None
+        return show(summary, stored, spans, pending, self.csrf, self.links, hint=hint)
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
         return await self.approvals.pending(run_id) if self.approvals is not None else []
@@ -302,7 +313,7 @@ class _Site:
         if self.approvals is None:
             raise _Refused(404, "this server decides no approvals")
         run_id, call_id = request.path_params["run_id"], request.path_params["call_id"]
-        form = await request.form()
+        form = await self._form(request, run_id, call_id)
         if request.scope["state"].get("by") == "cookie":
             _check_forgery(request, _field(form, "csrf"), self.csrf)
         choice = _field(form, "decision")
@@ -333,6 +344,33 @@ class _Site:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)
 
+    async def _form(self, request: Request, run_id: str, call_id: str) -> FormData:
+        """The form of a decision on ``call_id``, read with room for the call's
+        arguments as the page shows them (a form past it, or of more fields than a
+        decision has, is refused naming why)."""
+        shown = max(
+            (
+                len(json.dumps(call.arguments, indent=2, ensure_ascii=False).encode())
+                for call in await self._pending(run_id)
+                if call.call_id == call_id
+            ),
+            default=0,
+        )
+        # Percent-encoded, a byte of the arguments may take three.
+        limit = _FORM_FIELD + 3 * shown
+        try:
+            return await request.form(
+                max_files=_FORM_FIELDS, max_fields=_FORM_FIELDS, max_part_size=limit
+            )
+        except HTTPException as exc:  # Starlette's answer to a form past its limits
+            if "exceeded maximum size" in exc.detail:
+                raise _Refused(
+                    422,
+                    f"arguments: larger than the {limit // 1024} KB a decision on this call "
+                    "sends (its arguments and room to edit them)",
+                ) from exc
+            raise _Refused(422, f"the form cannot be read: {exc.detail}") from exc
+
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
         kind = _STATIC.get(name)
@@ -342,6 +380,18 @@ class _Site:
         if name == "serve.css":
             text = STYLE + text
         return Response(text, media_type=kind)
+
+
+_FORM_FIELD = 1024 * 1024
+"""Bytes a field of a decision's form may hold past three times its call's arguments."""
+
+_FORM_FIELDS = 16
+"""Fields a decision's form may have (it has five)."""
+
+
+def _resume_command(where: str, run_id: str) -> str:
+    """The command that continues ``run_id`` of the store at ``where``."""
+    return shlex.join(["honeycomb", "resume", run_id, "--store", where])
 
 
 _STATIC = {"serve.css": "text/css", "serve.js": "text/javascript", "icon.svg": "image/svg+xml"}
@@ -471,7 +521,7 @@ def _check_forgery(request: Request, given: str, csrf: str) -> None:
         here = f"{request.url.scheme}://{request.url.netloc}"
         if f"{source.scheme}://{source.netloc}" != here:
             raise _Refused(403, "a request from another site")
-    if not hmac.compare_digest(given, csrf):
+    if not _same(given, csrf):  # text of any characters: compared as bytes
         raise _Refused(403, "the page's CSRF value is missing or wrong: reload the page")
 
 

@@ -12,12 +12,14 @@ from msgspec.structs import replace
 
 from honeycomb.run.decide import ToolFinder, decide, pending_of
 from honeycomb.store import RunStore
+from runtime import ApprovalError, HoneycombError
 from runtime.tools.approvals import PendingApproval, described
 
 __all__ = ["RunTools", "StoreApprovals", "decidable"]
 
 RunTools = Callable[[str], ToolFinder | None]
-"""The tools of a run, by its id (None: not known here). With an Executor at hand,
+"""The tools of a run, by its id (None: not known here; a HoneycombError says why they
+cannot be known, a hive file that no longer loads). With an Executor at hand,
 ``lambda run_id: executor.tool_for``."""
 
 
@@ -33,10 +35,11 @@ class StoreApprovals:
     Args:
         store: The run store.
         resume: Called with a run's id once a decision made here leaves a waiting run
-            with no call a person can still decide (one whose time ran out is the
-            resumed run's to deny): ``honeycomb serve`` continues the run then. None:
-            the run waits for ``honeycomb resume``. A run decided elsewhere is left to
-            whoever decided it.
+            (or one whose process is gone: interrupted) with no call a person can
+            still decide (one whose time ran out is the resumed run's to deny):
+            ``honeycomb serve`` continues the run then. None: the run waits for
+            ``honeycomb resume``. A run decided elsewhere is left to whoever decided
+            it.
         tools: The tools of a run: with them, edited arguments are checked against
             the tool's schema when decided (as ``honeycomb approve`` checks them),
             and a tool's ``describe`` tells what a call will do. Without them,
@@ -52,19 +55,35 @@ class StoreApprovals:
         self.store = store
         self.resume = resume
         self.tools = tools
+        # What each run's calls were told as, last asked: a page polls its run's calls
+        # twice a second, and telling them (a hive's tools found, each call described)
+        # is done again only when they change.
+        self._told: dict[str, tuple[list[PendingApproval], object, list[PendingApproval]]] = {}
 
     async def pending(self, run_id: str) -> list[PendingApproval]:
         """The calls of the run waiting for a decision, each with what it will do when
-        its tool says."""
+        its tool says (not said while the run's tools are not known: its hive file no
+        longer loads, say)."""
         found = await pending_of(self.store, run_id)
-        finder = await self._finder(run_id) if found else None
+        if not found:
+            self._told.pop(run_id, None)
+            return found
+        try:
+            finder = await self._finder(run_id)
+        except HoneycombError:  # said when an edit needs the tools (decide)
+            finder = None
         if finder is None:
             return found
+        before = self._told.get(run_id)
+        # Equal, not the same: a bound method (executor.tool_for) is made anew each read.
+        if before is not None and before[1] == finder and before[0] == found:
+            return before[2]
         told: list[PendingApproval] = []
         for call in found:
             tool = finder(call)
             summary = described(tool, call.arguments) if tool is not None else None
             told.append(replace(call, summary=summary) if summary is not None else call)
+        self._told[run_id] = (found, finder, told)
         return told
 
     async def decide(
@@ -88,7 +107,14 @@ class StoreApprovals:
             for p in await pending_of(self.store, run_id)
         ):
             arguments = None  # the form sends its box as it was: the model's, no edit
-        finder = await self._finder(run_id) if arguments is not None else None
+        try:
+            finder = await self._finder(run_id) if arguments is not None else None
+        except HoneycombError as exc:  # its hive file no longer loads: said where
+            raise ApprovalError(
+                run_id,
+                call_id,
+                f"the edited arguments cannot be checked against the tool's schema here: {exc}",
+            ) from exc
         await decide(
             self.store,
             run_id,
@@ -102,7 +128,8 @@ class StoreApprovals:
         if self.resume is None or any(map(decidable, await pending_of(self.store, run_id))):
             return
         summary = await self.store.summary(run_id)
-        if summary is not None and summary.status == "waiting":
+        # A run whose process is gone (interrupted) goes on here as a waiting one does.
+        if summary is not None and summary.status in ("waiting", "interrupted"):
             self.resume(run_id)
 
     async def _finder(self, run_id: str) -> ToolFinder | None:

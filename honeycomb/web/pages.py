@@ -16,7 +16,6 @@ only.
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -185,10 +184,12 @@ def run_page(
     pending: Sequence[PendingApproval],
     csrf: str,
     links: Links,
+    *,
+    hint: str | None = None,
 ) -> str:
     """One run: what it is, then the parts that change while it goes."""
     body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
-        summary, run, spans, pending, csrf, links
+        summary, run, spans, pending, csrf, links, hint=hint
     )
     return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
 
@@ -200,10 +201,13 @@ def live_parts(
     pending: Sequence[PendingApproval],
     csrf: str,
     links: Links,
+    *,
+    hint: str | None = None,
 ) -> str:
     """What the run page shows that changes while the run goes: its status
     (``#state``), the calls waiting for a person (``#approvals``), and its answer,
-    timeline and workers (``#live``)."""
+    timeline and workers (``#live``). ``hint``: the command that continues the run
+    (None: it was not started from a hive file, and its code continues it)."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
     took, ran = format_took(summary.duration_s, timeline.wall_s if spans else summary.wall_s)
@@ -222,7 +226,7 @@ def live_parts(
     statuses = worker_statuses(run, summary.status)
     return (
         f'<div id="state" class="part">{status}</div>'
-        + _approvals(summary, pending, csrf, links)
+        + _approvals(summary, pending, csrf, links, hint)
         + f'<div id="live" class="part">{_answer(run.result)}<h2>timeline</h2>{trace}'
         + f"{_workers(run.workers, statuses)}</div>"
     )
@@ -236,16 +240,24 @@ def _answer(result: str | None) -> str:
 
 
 def _approvals(
-    summary: RunSummary, pending: Sequence[PendingApproval], csrf: str, links: Links
+    summary: RunSummary,
+    pending: Sequence[PendingApproval],
+    csrf: str,
+    links: Links,
+    hint: str | None,
 ) -> str:
     """The calls that wait for a person, each with its form, or said timed out once its
     time to decide ran out; and for a run that waits on no call a person can still
-    decide, how it goes on. Each item has a ``data-key``: the page's script keeps an
-    item while its key comes again, so a form keeps what was typed in it."""
+    decide, or whose process stopped before it finished, how it goes on. Each item has
+    a ``data-key``: the page's script keeps an item while its key comes again, so a
+    form keeps what was typed in it."""
     now = time.time()
     items = [_approval(summary.run_id, call, csrf, links, now) for call in pending]
-    if summary.status == "waiting" and not any(decidable(call, now) for call in pending):
-        items.append(_resume_hint(summary))
+    to_decide = any(decidable(call, now) for call in pending)
+    if summary.status == "interrupted":
+        items.append(_cut_off(summary, hint, to_decide))
+    elif summary.status == "waiting" and not to_decide:
+        items.append(_resume_hint(summary, hint))
     hidden = "" if items else " hidden"
     return (
         f'<section id="approvals"{hidden}><h2>approvals</h2>'
@@ -293,14 +305,35 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
     )
 
 
-def _resume_hint(summary: RunSummary) -> str:
+def _how(summary: RunSummary, hint: str | None) -> str:
+    """How the run is continued: ``hint`` (the command), or in the code that made it."""
+    if hint is not None:
+        return f"<code>{_e(hint)}</code>"
+    return f"<code>Executor.resume({_e(repr(summary.run_id))})</code> in the code that made it"
+
+
+def _cut_off(summary: RunSummary, hint: str | None, to_decide: bool) -> str:
+    """A run whose process stopped before it finished (killed, or a server stopped
+    while it continued it) goes on once it is resumed; with calls still to decide, this
+    server continues a run of a hive file once they are decided on this page (one made
+    in Python is its code's to continue)."""
+    if to_decide and hint is not None:
+        then = "Once its calls are decided on this page, this server continues it; or continue it "
+    elif to_decide:
+        then = "Once its calls are decided, continue it "
+    else:
+        then = "Continue it "
+    return (
+        '<p class="approval error" data-key="cut off">The run stopped before it finished '
+        f"(its process is gone). {then}with {_how(summary, hint)}.</p>"
+    )
+
+
+def _resume_hint(summary: RunSummary, hint: str | None) -> str:
     """A waiting run with nothing left to decide goes on when it is resumed: this
     server resumes the runs whose last call is decided on its page, not those decided
     elsewhere (whoever decided them resumes them)."""
-    if summary.source is not None:
-        how = f"<code>honeycomb resume {_e(shlex.quote(summary.run_id))}</code>"
-    else:
-        how = f"<code>Executor.resume({_e(repr(summary.run_id))})</code> in the code that made it"
+    how = _how(summary, hint)
     return (
         '<p class="approval muted" data-key="resume">No call is left to decide: the run goes '
         f"on once it is resumed ({how}). This server resumes a run whose last call is decided "

@@ -24,12 +24,24 @@
   });
   document.addEventListener('mousemove', function (e) { if (!tip.hidden) { place(e); } });
 
+  // A form sends its arguments only when they were edited: the box as the page made
+  // it is the model's arguments, which the server has (and may be large).
+  document.addEventListener('submit', function (e) {
+    var box = e.target.querySelector && e.target.querySelector('textarea[name=arguments]');
+    if (box && box.value === box.defaultValue) { box.disabled = true; }
+  });
+  window.addEventListener('pageshow', function () {  // back to a page a form left
+    document.querySelectorAll('textarea[name=arguments]').forEach(function (box) {
+      box.disabled = false;
+    });
+  });
+
   var source = root.dataset.live;
   var live = document.getElementById('live');
   var updates = 0;
   root.dataset.updates = '0';
   if (!source || !live || !window.EventSource) { return; }
-  var events = new EventSource(source);
+  var events = null;
   var fetching = null;
   var again = false;
 
@@ -83,16 +95,59 @@
         if (again) { again = false; refresh(); }
       });
   }
-  // The first change may already differ from what the page was made from (the run
-  // went on before the events connected): every change is fetched.
-  events.addEventListener('change', refresh);
-  events.addEventListener('failed', function (e) {
-    events.close();
-    root.dataset.failed = JSON.parse(e.data).error;
-  });
-  events.addEventListener('end', function () {
-    events.close();
-    var wait = fetching || Promise.resolve();
-    wait.then(function () { root.dataset.ended = 'true'; });
-  });
+  // While the page does not follow its run, a line at its top says so, and why
+  // (<html data-lost> holds it too); '' takes it away.
+  var notice = null;
+  function lost(why) {
+    if (!notice) {
+      notice = document.createElement('p');
+      notice.className = 'lost error';
+      document.body.insertBefore(notice, document.body.firstChild);
+    }
+    notice.textContent = why;
+    notice.hidden = !why;
+    if (why) { root.dataset.lost = why; } else { delete root.dataset.lost; }
+  }
+
+  // The events end when the server stops: the browser tries them again by itself
+  // while the server does not answer. An answer that is not events (another server's
+  // token, a run gone) ends its tries: the live part says which, and the page tries
+  // again later unless the token is what is wrong.
+  function follow() {
+    events = new EventSource(source);
+    events.addEventListener('open', function () { lost(''); });
+    // The first change may already differ from what the page was made from (the run
+    // went on before the events connected): every change is fetched.
+    events.addEventListener('change', refresh);
+    events.addEventListener('failed', function (e) {
+      events.close();
+      root.dataset.failed = JSON.parse(e.data).error;
+    });
+    events.addEventListener('end', function () {
+      events.close();
+      var wait = fetching || Promise.resolve();
+      wait.then(function () { root.dataset.ended = 'true'; });
+    });
+    events.addEventListener('error', function () {
+      if (events.readyState !== EventSource.CLOSED) {
+        lost('Lost the server: this page follows its run again once the server answers.');
+        return;
+      }
+      fetch(source.replace(/\/events$/, '/live'), { credentials: 'same-origin' })
+        .then(function (r) {
+          if (r.status === 401) {
+            lost('This page no longer follows its run: the server now has another token ' +
+              '(it was started again without --token). Open the address it printed.');
+          } else {
+            lost('This page stopped following its run (the server answered HTTP ' +
+              r.status + '); it tries again.');
+            setTimeout(follow, 2000);
+          }
+        }, function () {
+          lost('Lost the server: this page follows its run again once the server answers.');
+          setTimeout(follow, 2000);
+        });
+    });
+  }
+  follow();
 })();
