@@ -9,6 +9,7 @@ import shlex
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -199,26 +200,50 @@ async def test_a_write_the_server_rolls_back_to_break_a_deadlock_is_made_again(
     url: str,
 ) -> None:
     """Another process's transaction holds run a and asks for run b, which this one's
-    writer holds while it asks for a: the server rolls one back; the writer's is made
-    again, and its waiter never hears of it."""
+    writer holds while it asks for a: the server rolls the writer's back; it is made
+    again, and its waiter never hears of it.
+
+    The server rolls back the transaction whose wait it checks once the cycle is
+    closed. So the writer closes it, last: it holds b and waits at a gate (c) while the
+    other asks for b, whose wait the server checks only after an hour; the gate then
+    opens, and the writer's wait for a is the one checked (``deadlock_timeout``).
+    Closed the other way round, which side lost depended on how soon after the
+    writer's wait the other's began."""
     import psycopg
 
     store = RunStore(url)
     await store.open()
     conninfo, schema, _ = split_url(url)
-    other = await anyio.to_thread.run_sync(lambda: psycopg.connect(conninfo, autocommit=True))
-    other.execute(f'SET search_path TO "{schema}"')
-    other.execute("BEGIN")
+
+    def session() -> psycopg.Connection[Any]:
+        conn = psycopg.connect(conninfo, autocommit=True)
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute("BEGIN")
+        return conn
+
+    def waiting(count: int) -> bool:
+        return len(query(url, "SELECT 1 FROM pg_locks WHERE NOT granted")) == count
+
+    other, gate = await anyio.to_thread.run_sync(session), await anyio.to_thread.run_sync(session)
+    other.execute("SET LOCAL deadlock_timeout = '1h'")
     other.execute(LOCK.replace("?", "%s"), ("a",))
+    gate.execute(LOCK.replace("?", "%s"), ("c",))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(store.commit, (LOCK, ("b",)), (LOCK, ("a",)))  # one transaction
+        tg.start_soon(store.commit, (LOCK, ("b",)), (LOCK, ("c",)), (LOCK, ("a",)))
         with anyio.fail_after(10):
-            while not query(url, "SELECT 1 FROM pg_locks WHERE NOT granted"):  # noqa: ASYNC110
-                await anyio.sleep(0.01)  # until the writer waits for a
-        # b is the writer's: asking for it closes the cycle, and the server breaks it.
-        await anyio.to_thread.run_sync(other.execute, LOCK.replace("?", "%s"), ("b",))
-        other.execute("COMMIT")
+            while not waiting(1):  # noqa: ASYNC110 (until the writer waits at the gate)
+                await anyio.sleep(0.01)
+        async with anyio.create_task_group() as asking:
+            asking.start_soon(
+                anyio.to_thread.run_sync, other.execute, LOCK.replace("?", "%s"), ("b",)
+            )
+            with anyio.fail_after(10):
+                while not waiting(2):  # noqa: ASYNC110 (until the other waits for b)
+                    await anyio.sleep(0.01)
+            gate.execute("COMMIT")  # the writer asks for a: the cycle is closed
+        other.execute("COMMIT")  # it was not the one rolled back: its b was granted
     other.close()
+    gate.close()
     store.close()
 
 
