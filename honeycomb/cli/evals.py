@@ -42,7 +42,6 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
 from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
-from runtime.secrets import masked
 from workers import Role
 
 __all__ = [
@@ -229,11 +228,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     budget = EvalBudget(
         cost=args.max_cost, tokens=args.max_tokens, model_calls=args.max_model_calls
     )
-    try:
-        # Masked as a run's result is: the cases' texts (a task, a check) are not, and
-        # the files below are written past the standard streams' filter.
-        found = _run(hive, cases, (models, judging), store, budget, args)
-        report = masked(run_on_loop(found))
+    try:  # masked by evaluate: the files below are written past the streams' filter
+        report = run_on_loop(_run(hive, cases, (models, judging), store, budget, args))
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE

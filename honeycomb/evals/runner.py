@@ -34,6 +34,7 @@ from honeycomb.run.result import RunResult
 from runtime import StoreError, Usage
 from runtime.concurrency import run_together
 from runtime.models.layers.cassette import cassette_case
+from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
@@ -136,6 +137,9 @@ async def evaluate(
         not_run=tuple(c.id for c in named if not session.attempts(c.id)),
         stopped=session.stopped,
     )
+    # Masked as a run's result is: a case's task and its checks' texts are the cases
+    # file's, which may quote a secret (its attempts are masked as they are scored).
+    report = masked(report)
     store = executor.store
     if keep and store is not None:
         await store.keep_eval(eval_id, report.name, started, report.passed, report.to_json())
@@ -248,7 +252,9 @@ class _Session:
             verdicts = tuple([await verdict(check, run) for check in checks])
         self.spent = self.spent + run.usage + judges.spent
         allowed = any(c.allows_error for c in checks)
-        return scored(case, run, verdicts, judges.spent.cost, allows_error=allowed)
+        # What a check says may quote the case's task or expected answer: masked before
+        # anyone is told of it (``on_run``), as the run's result is.
+        return masked(scored(case, run, verdicts, judges.spent.cost, allows_error=allowed))
 
     async def _asked_by_nested(self, run_id: str, workers: Sequence[str]) -> Asked:
         """The arguments of the calls nested workers asked for: a run's result holds
