@@ -249,9 +249,15 @@ def case_run(
             tool_calls=tool_calls,
             judges=judges,
         )
+    # What its subtasks failed of: the run's own error (``RunFailed``: 'its only
+    # subtask failed') does not say, and it is why the case failed (a cassette's
+    # mismatch, a worker's model error).
     failures = "; ".join(
         f"{s.subtask.id}: {s.error.message}" for s in result.failures if s.error is not None
     )
+    said = _described(error) if error is not None else None
+    if said is not None and failures:
+        said = f"{said} ({failures})"
     return CaseRun(
         case=case,
         task=task,
@@ -260,7 +266,7 @@ def case_run(
         status=result.status,
         answer=result.answer,
         answer_text=result.answer_text,
-        error=_described(error) if error is not None else (failures or None),
+        error=said or failures or None,
         usage=result.usage,
         wall_s=result.timings.wall_s,
         critical_path_s=result.timings.critical_path_s,

@@ -3,11 +3,14 @@ longer matches a worker's request, a run cut off mid-eval, a store of either kin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from honeycomb import Executor, Role, add_secret
 from honeycomb.evals import Case, CaseRun, assert_case, evaluate, junit
 from honeycomb.testing import FunctionModel
+from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
 
 SECRET = "hunter2-but-longer"
@@ -41,3 +44,32 @@ async def test_a_secret_in_a_case_is_masked_in_its_report_junit_and_assertion() 
     assert all(SECRET not in text for text in shown), shown
     assert "[password hidden]" in report.cases[0].task
     assert "[password hidden]" in str(raised.value)
+
+
+async def test_a_workers_request_the_cassette_did_not_record_is_the_cases_reason(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "calls.jsonl"
+
+    def writer(instructions: str, **mode: Path) -> Executor:
+        return Executor(
+            [Role(name="writer", instructions=instructions)],
+            models=cassette({"m": FunctionModel(lambda request: "done")}, **mode),
+            aggregator="concat",
+            planner=lambda task: [("writer", task)],
+        )
+
+    case = Case(id="hello", task="Say hello.")
+    assert (await evaluate(writer("Be brief.", record=tape), [case])).passed
+    assert (await evaluate(writer("Be brief.", replay=tape), [case])).passed
+    # The worker's instructions changed: its request is not the one recorded. The
+    # run fails (its only subtask did), and the case says why: the mismatch.
+    report = await evaluate(writer("Be long.", replay=tape), [case])
+    (attempt,) = report.cases[0].attempts
+    assert attempt.status == "failed"
+    assert attempt.error is not None
+    assert attempt.error.startswith("its only subtask failed")
+    assert "(s1: " in attempt.error
+    assert "that the cassette did not record" in attempt.error
+    assert "case 'hello'" in attempt.error
+    assert "that the cassette did not record" in report.cases[0].why
