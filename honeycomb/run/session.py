@@ -32,6 +32,7 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     EventHandler,
+    GuardrailTripped,
     Model,
     SessionBusy,
     SessionError,
@@ -210,6 +211,8 @@ class Session:
                 in the conversation, without an answer).
             ConfigError: when the message is empty or only whitespace, or the hive
                 cannot run it (no planner, a missing key ...): no turn is kept.
+            GuardrailTripped: when the run's input guards refuse the message (no turn
+                is kept: no later turn is told it), or its output guards the answer.
         """
         check_task(message)
         async with self._turn_lock(busy):
@@ -452,9 +455,11 @@ class Session:
                 resumable=resumable,
                 steal=steal,
             )
-        except ConfigError:
-            if not resumable:  # the hive cannot run it: no turn of the conversation
+        except (ConfigError, GuardrailTripped) as exc:
+            if not resumable and _not_taken(exc):  # no turn of the conversation
                 await self._rows.drop(self.id, turn.turn - 1, idle=False)
+            elif isinstance(exc, GuardrailTripped):  # its final answer refused
+                await self._rows.ended(msgspec.structs.replace(turn, status="failed"))
             raise
         except Exception as exc:  # a HoneycombError, or a planner's or tool's own bug
             status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
@@ -522,6 +527,13 @@ class Session:
             return
         before = None if policy.max_age_days is None else time.time() - policy.max_age_days * 86400
         await self._rows.prune(before=before, keep=policy.max_sessions)
+
+
+def _not_taken(exc: ConfigError | GuardrailTripped) -> bool:
+    """Whether a message that raised ``exc`` never became a turn: the hive cannot run
+    it (a ``ConfigError``), or the run's input guards refused it. A refused message
+    kept would be told to every later turn's planner, past the guard that refused it."""
+    return isinstance(exc, ConfigError) or exc.kind == "input"
 
 
 def check_task(task: str) -> None:
