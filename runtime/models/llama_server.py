@@ -242,5 +242,8 @@ class LlamaServer:
         params.api_keys = [self.api_key]
         params.endpoint_slots = True
         params.endpoint_metrics = True
+        # A stream's handler waits this long for its next piece before it looks again,
+        # and a stop waits for it (llama.cpp's default, 30 s, held a stop that long).
+        params.sse_ping_interval = 1
         params.verbosity = -1  # the library never prints: not even llama.cpp's log
         return params

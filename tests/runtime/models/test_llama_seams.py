@@ -5,6 +5,8 @@ its answers carry."""
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import re
 import socket
 import threading
@@ -19,7 +21,7 @@ from honeycomb.events import Event, ModelCallFinished
 from runtime import ConfigError, ModelHTTPError, ModelRequest, UserMessage
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.llama import LlamaModel
-from runtime.models.llama_server import LlamaServer
+from runtime.models.llama_server import LlamaServer, bundled_gguf
 from runtime.models.openai.chat import OpenAIModel
 from tests.support.llama import REAL_MODEL, SEED, slots, start_server
 
@@ -229,3 +231,32 @@ def test_a_context_llama_cpp_would_round_up_is_refused() -> None:
 
 def test_each_slot_holds_the_context_given(llama_server: LlamaServer) -> None:
     assert {slot["n_ctx"] for slot in slots(llama_server)} == {llama_server.context}
+
+
+def test_a_server_stopped_under_a_streamed_answer_stops_at_once() -> None:
+    """A stream's handler in llama.cpp waits for the next piece up to its ping
+    interval (30 s by default), and a stop waited for it: a service holding its own
+    server that shut down under a streamed call took half a minute to stop."""
+    server = LlamaServer(bundled_gguf(), parallel=1, context=256, threads=1)
+    server.start()
+    try:
+        host, port = server.address.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        body = {
+            "model": "m",
+            "stream": True,
+            "max_tokens": 200,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell a story."}],
+        }
+        headers = {"Authorization": f"Bearer {server.api_key}"}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        answer = connection.getresponse()
+        assert answer.readline().startswith(b"data: ")  # the answer is being written
+        started = time.monotonic()
+        server.stop()
+        took = time.monotonic() - started
+        connection.close()
+    finally:
+        server.stop()
+    assert took < 10, f"the stop took {took:.1f}s"
