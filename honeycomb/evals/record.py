@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.offline.judge import ANSWER_HEADING
-from honeycomb.run.events import WorkerStarted
+from honeycomb.run.events import RunFinished, WorkerStarted
 from honeycomb.run.result import RunResult
 from runtime import AssistantMessage, Event, HoneycombError, Model, ToolCallStarted, Usage
 from runtime.value import Value
@@ -135,12 +135,15 @@ class RunCalls:
     order they started. A call runs once the layers let it (``tool_call.started``):
     one refused (an unknown tool, arguments not valid, a guard, a person's denial),
     waiting for approval, skipped as a repeat, or answered from the journal never
-    started, and is not counted."""
+    started, and is not counted. And how the run ended (``run.finished``): what a run
+    that raised before it had a result spent, and how long it took, are told there
+    alone."""
 
     def __init__(self) -> None:
         self.roles: dict[str, str] = {}
         self.nested: list[str] = []
         self.started: list[tuple[str, str, str]] = []  # (worker, call id, tool)
+        self.finished: RunFinished | None = None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ToolCallStarted):
@@ -149,6 +152,8 @@ class RunCalls:
             self.roles[event.worker] = event.role
             if event.parent is not None:
                 self.nested.append(event.worker)
+        elif isinstance(event, RunFinished):
+            self.finished = event  # the last life's: it says what every life spent
 
 
 Asked = dict[tuple[str, str], str]
@@ -231,11 +236,13 @@ def case_run(
     error: Exception | None,
     tool_calls: tuple[ToolUse, ...],
     judges: Judges | None,
+    finished: RunFinished | None = None,
 ) -> CaseRun:
     """What the checks of case ``case`` see of its run: its result, or the partial
     result its error carries, or only the error (any exception: a Python error of a
-    user's planner, aggregator or tool as well as a Honeycomb one), and the tool calls
-    that ran (:func:`tool_uses`)."""
+    user's planner, aggregator or tool as well as a Honeycomb one) with what the run
+    spent and took as its last event (``finished``) says, and the tool calls that ran
+    (:func:`tool_uses`)."""
     if result is None:
         result = getattr(error, "partial", None)
     if result is None:
@@ -246,6 +253,8 @@ def case_run(
             run_id=run_id,
             status="error",
             error=_described(error) if error is not None else "the run gave no result",
+            usage=(finished.usage if finished is not None else None) or Usage(),
+            wall_s=finished.wall_s if finished is not None else 0.0,
             tool_calls=tool_calls,
             judges=judges,
         )

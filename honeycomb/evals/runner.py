@@ -246,6 +246,7 @@ class _Session:
             error=error,
             tool_calls=tool_uses(calls, asked, self._has_side_effects),
             judges=judges,
+            finished=calls.finished,
         )
         checks = [as_check(c) for c in case.checks] or [_RUN_OK]
         with cassette_case(case.id):  # its judges' calls are the case's too

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from honeycomb.run.plan import Plan
 from honeycomb.run.result import RunResult
-from runtime import Event
+from runtime import Event, Usage
 
 __all__ = [
     "AggregationFinished",
@@ -109,10 +109,14 @@ class AggregationFinished(Event, frozen=True, kw_only=True):
 
 
 class RunFinished(Event, frozen=True, kw_only=True, gc=True):
-    """The last event of a run; ``result`` is None when the run raised ``error``."""
+    """The last event of a run; ``result`` is None when the run raised ``error``.
+    ``usage`` is what the run spent, every life of it (its result's, when it has one):
+    a run that raised spent too (None: a hive's sub-run, whose spending is its
+    caller's)."""
 
     kind: ClassVar[str] = "run.finished"
     status: str  # a RunStatus: "ok", "partial", "failed", "over_budget", "interrupted"
     wall_s: float
     result: RunResult | None = None
     error: str | None = None
+    usage: Usage | None = None

@@ -587,6 +587,7 @@ class Run:
                 wall_s=self._elapsed(),
                 result=result,
                 error=error,
+                usage=None if self.within else self.context.budget.usage,
             )
         )
         await self._close_record(status, result, error)  # after the last span is queued

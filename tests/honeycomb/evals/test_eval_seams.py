@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from honeycomb import Executor, Role, add_secret
-from honeycomb.evals import Case, CaseRun, assert_case, evaluate, junit
+from honeycomb.evals import Case, CaseRun, EvalBudget, assert_case, evaluate, junit
 from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
 from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
 
@@ -73,3 +74,22 @@ async def test_a_workers_request_the_cassette_did_not_record_is_the_cases_reason
     assert "that the cassette did not record" in attempt.error
     assert "case 'hello'" in attempt.error
     assert "that the cassette did not record" in report.cases[0].why
+
+
+async def test_what_a_run_that_raised_spent_counts_in_its_case_and_the_evals_budget() -> None:
+    def answer(request: ModelRequest) -> str:
+        return "no plan at all"  # the planner's answers are no plan: PlanError
+
+    executor = Executor([Role(name="planner"), Role(name="writer")], FunctionModel(answer))
+    cases = [Case(id=f"c{n}", task=f"Plan {n}.") for n in range(3)]
+    report = await evaluate(executor, cases, concurrency=1, budget=EvalBudget(model_calls=2))
+    # The first case's planner asked three times before the run raised: the eval's
+    # budget of two calls is spent, and the other cases never start.
+    (case,) = report.cases
+    (attempt,) = case.attempts
+    assert attempt.status == "error"
+    assert attempt.model_calls == 3
+    assert attempt.tokens > 0
+    assert attempt.latency_s > 0
+    assert report.not_run == ("c1", "c2")
+    assert report.totals()["model_calls"] == 3
