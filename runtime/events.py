@@ -114,6 +114,8 @@ class ModelCallFinished(Event, frozen=True, kw_only=True):
     retry_wait_s: float = 0.0
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    # The answer's (``stop``, ``tool_calls``, ``length`` ...); "" when there is none.
+    finish_reason: str = ""
 
 
 class CompactionStarted(Event, frozen=True, kw_only=True):

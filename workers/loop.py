@@ -467,11 +467,10 @@ class AgentLoop:
         validate)."""
         out = self.settings.output_type
         if out is None:
-            return await self._guarded(Final(state=state, text=text, output=text))
+            return await self._guarded(Final(state=state, text=text, output=text, cut_off=cut))
         try:
-            final = Final(
-                state=state, text=text, output=out.model_validate_json(_strip_fences(text))
-            )
+            output = out.model_validate_json(_strip_fences(text))
+            final = Final(state=state, text=text, output=output, cut_off=cut)
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
             limit = self.settings.max_output_tokens

@@ -216,11 +216,12 @@ class Continue(Value, frozen=True, gc=False, kw_only=True):
 
 class Final(Value, frozen=True, kw_only=True):
     """The loop ended with an answer: ``text``, and ``output`` (the text, or the
-    validated output-schema object)."""
+    validated output-schema object); ``cut_off``: it ended at the output limit."""
 
     state: LoopState
     text: str
     output: Any
+    cut_off: bool = False
 
 
 class Failed(Value, frozen=True, kw_only=True):

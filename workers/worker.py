@@ -91,6 +91,9 @@ class WorkerResult(BaseModel):
         duration_s: How long it ran.
         error: Why it failed, when it did.
         pending: The calls waiting for approval, when it is ``waiting``.
+        cut_off: Its answer ended at the output limit (the model's ``finish_reason``
+            was ``length``): ``text`` is the answer as far as it goes. Raise the role's
+            or the policy's ``max_output_tokens``, or ask for a shorter answer.
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
@@ -107,6 +110,7 @@ class WorkerResult(BaseModel):
     duration_s: float = 0.0
     error: WorkerError | None = None
     pending: tuple[PendingApproval, ...] = ()
+    cut_off: bool = False
     exception: BaseException | None = Field(default=None, exclude=True, repr=False)
     """The exception behind ``error``, for callers that want to re-raise it."""
     state: Any = Field(default=None, exclude=True, repr=False)
@@ -428,6 +432,7 @@ class Worker:
             started,
             output=outcome.output,
             text=outcome.text,
+            cut_off=outcome.cut_off,
         )
 
     async def _refused(self, task: str) -> tuple[WorkerStatus, HoneycombError] | None:
@@ -488,6 +493,7 @@ class Worker:
         text: str = "",
         error: BaseException | None = None,
         pending: tuple[PendingApproval, ...] = (),
+        cut_off: bool = False,
     ) -> WorkerResult:
         return WorkerResult(
             worker=self.name,
@@ -503,6 +509,7 @@ class Worker:
             error=WorkerError(type=type(error).__name__, message=str(error)) if error else None,
             exception=error,
             pending=pending,
+            cut_off=cut_off,
         )
 
 

@@ -342,4 +342,10 @@ def summary(result: RunResult) -> list[str]:
         lines.append(
             "failed         " + "; ".join(f"{f.subtask.id}: {f.error}" for f in result.failures)
         )
+    cut = [r.subtask.id for r in result.subtasks.values() if r.worker and r.worker.cut_off]
+    if cut:
+        lines.append(
+            f"cut off        {', '.join(cut)}: answers that end at the output limit "
+            "(max_output_tokens)"
+        )
     return lines

@@ -80,5 +80,6 @@ class Traced(ModelLayer):
                 retry_wait_s=report.retry_wait_s,
                 reasoning_tokens=usage.reasoning_tokens,
                 cached_input_tokens=usage.cached_input_tokens,
+                finish_reason=response.finish_reason if response is not None else "",
             )
         )

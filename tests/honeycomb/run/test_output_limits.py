@@ -29,7 +29,8 @@ from honeycomb import (
     ToolCall,
     ToolMessage,
 )
-from honeycomb.events import PlanReady
+from honeycomb.cli.view import summary
+from honeycomb.events import ModelCallFinished, PlanReady
 from honeycomb.run.plan import plan_output_tokens
 from honeycomb.testing import FunctionModel
 from runtime import Event, ModelCallStarted, OutputCutOff, TextDelta
@@ -168,14 +169,31 @@ async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -
     assert len(model.requests) == 1  # the same limit would cut it again: not asked twice
 
 
-@pytest.mark.parametrize("text", ["a partial answer that ran on and o"])
-async def test_text_cut_off_is_the_answer_as_far_as_it_goes(text: str) -> None:
-    model = FunctionModel(lambda request: cut(text))
-    result = await Executor([Role(name="reader")], model, aggregator="concat").run(
-        "t", subtasks=[("reader", "write")]
+async def test_text_cut_off_is_the_answer_as_far_as_it_goes_and_says_so() -> None:
+    """It was accepted silently: nothing in the result, the events or the command's
+    summary told a cut answer from a whole one."""
+    text = "a partial answer that ran on and o"
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        return cut(text) if "cut" in (request.messages[-1].content or "") else "whole"
+
+    finished: list[ModelCallFinished] = []
+    executor = Executor(
+        [Role(name="reader")],
+        FunctionModel(answer),
+        aggregator="concat",
+        on_event=[lambda e: finished.append(e) if isinstance(e, ModelCallFinished) else None],
     )
+    result = await executor.run("t", subtasks=[("reader", "be cut"), ("reader", "write")])
     assert result.status == "ok"
-    assert result.subtasks["s1"].text == text
+    cut_one, whole = result.subtasks["s1"], result.subtasks["s2"]
+    assert cut_one.text == text
+    assert cut_one.worker is not None
+    assert cut_one.worker.cut_off
+    assert whole.worker is not None
+    assert not whole.worker.cut_off
+    assert sorted(e.finish_reason for e in finished) == ["length", "stop"]
+    assert "cut off        s1: answers that end at the output limit" in "\n".join(summary(result))
 
 
 def test_output_cut_off_is_an_agent_error() -> None:
