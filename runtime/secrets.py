@@ -50,8 +50,10 @@ from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 __all__ = [
     "MIN_LENGTH",
     "PASSWORD_PARAMETERS",
+    "PLAIN_VARIABLES",
     "HeldText",
     "MaskedStream",
+    "add_env",
     "add_header",
     "add_secret",
     "any_known",
@@ -124,6 +126,50 @@ def add_header(value: str | None, *, owner: object | None = None) -> None:
         return
     for secret in header_secrets(value):
         add_secret(secret, "header", owner=owner)
+
+
+PLAIN_VARIABLES = frozenset(
+    {
+        "DEBUG",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "LOG_LEVEL",
+        "LOGLEVEL",
+        "LOGNAME",
+        "NODE_ENV",
+        "NODE_PATH",
+        "PATH",
+        "PWD",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+        "PYTHONWARNINGS",
+        "SHELL",
+        "TEMP",
+        "TERM",
+        "TMP",
+        "TMPDIR",
+        "TZ",
+        "USER",
+        "VIRTUAL_ENV",
+    }
+)
+"""Environment variables whose values are settings every program reads, never
+secrets (with ``LC_*`` and ``XDG_*``): :func:`add_env` leaves them unmasked, as a
+path or a word masked wherever it appears (a project's folder in every file name a
+tool shows) helps nobody."""
+
+
+def add_env(env: Mapping[str, str], what: str = "secret", *, owner: object | None = None) -> None:
+    """The values of the environment ``env`` (a server's ``env``) as secrets, but for
+    the variables known to hold settings (:data:`PLAIN_VARIABLES`)."""
+    for name, value in env.items():
+        plain = name in PLAIN_VARIABLES or name.startswith(("LC_", "XDG_"))
+        if not plain:
+            add_secret(value, what, owner=owner)
 
 
 def header_secrets(value: str) -> tuple[str, ...]:

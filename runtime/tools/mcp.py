@@ -37,7 +37,7 @@ import msgspec
 from msgspec import Meta
 
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
-from runtime.secrets import add_header, add_secret
+from runtime.secrets import add_env, add_header
 from runtime.tools.define import Tool
 from runtime.value import Settings
 
@@ -321,8 +321,7 @@ class McpServers:
     def __init__(self, servers: Iterable[McpServer]) -> None:
         self.servers = {s.name: s for s in servers}
         for server in self.servers.values():  # secrets: masked wherever a run shows one
-            for value in server.env.values():
-                add_secret(value, owner=self)
+            add_env(server.env, owner=self)
             for value in server.headers.values():
                 add_header(value, owner=self)
         self._group: asyncio.TaskGroup | None = None

@@ -438,6 +438,10 @@ async def test_what_an_mcp_server_sends_back_is_masked_before_the_model_reads_it
     read = repr(model.requests[-1].messages)
     assert greeting not in read
     assert '"MCP_TEST_GREETING": "[secret hidden]"' in read
+    # Its PYTHONPATH (the clone's folder, where it runs) is a setting, not a secret:
+    # masked, it hid the folder in every path the server showed.
+    assert sdk_server().env["PYTHONPATH"] == os.getcwd()
+    assert json.dumps(os.getcwd()) in read
 
 
 async def test_a_run_whose_task_holds_a_secret_is_picked_up_by_its_own_task(
