@@ -11,8 +11,10 @@ regressions``: when a case that passed in the baseline fails), 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import fnmatch
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,7 +24,7 @@ import msgspec
 from honeycomb.cli.backend import pool_running
 from honeycomb.cli.cassettes import add_cassette_options, cassette_models
 from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
-from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.local import LOCAL, add_model_options, short_answers
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import MAX_RUN_ID, Parser, integer, new_id, number
@@ -35,7 +37,16 @@ from honeycomb.cli.running import (
     store_of,
 )
 from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
-from honeycomb.evals import Cases, EvalBudget, EvalReport, Judges, evaluate, junit, load_cases
+from honeycomb.evals import (
+    Cases,
+    EvalBudget,
+    EvalReport,
+    Judges,
+    evaluate,
+    junit,
+    load_cases,
+    new_eval_id,
+)
 from honeycomb.evals.compare import Comparison, compare
 from honeycomb.evals.html import report_page
 from honeycomb.executor import Executor
@@ -228,14 +239,31 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     budget = EvalBudget(
         cost=args.max_cost, tokens=args.max_tokens, model_calls=args.max_model_calls
     )
+    args.eval_id = args.eval_id or new_eval_id()
+    stopped_by: list[signal.Signals] = []  # a signal that came once it ended is no matter
     try:  # masked by evaluate: the files below are written past the streams' filter
-        report = run_on_loop(_run(hive, cases, (models, judging), store, budget, args))
+        found = run_on_loop(_run(hive, cases, (models, judging), store, budget, args, stopped_by))
+        if found is None:  # stopped by a signal: the report of the runs made, kept
+            kept = store.eval_report(args.eval_id) if store is not None else None
+            cut = EvalReport.from_json(kept) if kept is not None else None
+            return _stopped(cut, stopped_by[0], store, args)
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     finally:
         if store is not None:
             store.close()
+    return _reported(found, baseline, store, args)
+
+
+def _reported(
+    report: EvalReport,
+    baseline: EvalReport | None,
+    store: RunStore | None,
+    args: argparse.Namespace,
+) -> ExitStatus:
+    """Print the report (and the comparison with ``baseline``), write its files, and
+    return the command's status for it."""
     comparison = compare(baseline, report) if baseline is not None else None
     if args.json:
         sys.stdout.write(report.to_json().decode() + "\n")
@@ -249,6 +277,21 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     return _status(report, comparison, args.gate)
+
+
+def _stopped(
+    report: EvalReport | None,
+    received: signal.Signals,
+    store: RunStore | None,
+    args: argparse.Namespace,
+) -> ExitStatus:
+    """Print what an eval a signal stopped had found (its report, kept interrupted;
+    none with ``--no-store``), write its files, and say so."""
+    if report is not None:
+        _reported(report, None, store, args)
+    kept = "" if report is not None else " (with --no-store, nothing of it is kept)"
+    print(f"\n{received.name}: eval {args.eval_id} stopped{kept}.", file=sys.stderr)
+    return STOPPED_BY[received]
 
 
 def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
@@ -281,9 +324,11 @@ async def _run(
     store: RunStore | None,
     budget: EvalBudget,
     args: argparse.Namespace,
-) -> EvalReport:
+    stopped_by: list[signal.Signals],
+) -> EvalReport | None:
     """The eval, on the hive's backend: a Ray pool is started before the first case and
-    its actors stopped after the last, as ``honeycomb run`` does.
+    its actors stopped after the last, as ``honeycomb run`` does. None when Ctrl-C or
+    SIGTERM stopped it (noted in ``stopped_by``): its report so far is in the store.
 
     Raises:
         StoreError: when the store cannot be used.
@@ -294,11 +339,11 @@ async def _run(
     pool = hive.backend.build(hive.folder)
     executor = Executor.from_hive(hive, models=models[0], store=store, backend=pool)
     if pool is None:
-        return await _evaluate(executor, models, cases, budget, args)
+        return await _evaluate(executor, models, cases, budget, args, stopped_by)
     async with pool_running(pool) as problem:
         if problem is not None:
             raise ConfigError(f"backend: {hive.backend.described()}: {problem}")
-        return await _evaluate(executor, models, cases, budget, args)
+        return await _evaluate(executor, models, cases, budget, args, stopped_by)
 
 
 async def _evaluate(
@@ -307,27 +352,35 @@ async def _evaluate(
     cases: Cases,
     budget: EvalBudget,
     args: argparse.Namespace,
-) -> EvalReport:
+    stopped_by: list[signal.Signals],
+) -> EvalReport | None:
     judges = Judges(executor.roles, executor.shared.crew.model_for)
     if cases.judges is not None:  # the judges' hive: on --model's model, else its own
         other = Executor.from_hive(cases.judges, models=models[1], backend=None)
         judges = Judges({**other.roles, **executor.roles}, _model_for(executor, other))
     total = len(cases.cases) * args.repeat
     live = not (args.json or args.plain) and sys.stderr.isatty()
-    async with executor:
-        lines = None if args.json else sys.stderr
-        with EvalProgress(total, live=live, lines=lines) as progress:
-            return await evaluate(
-                executor,
-                cases,
-                concurrency=args.concurrency,
-                repeat=args.repeat,
-                budget=budget,
-                judges=judges,
-                eval_id=args.eval_id,
-                hive=str(args.hive),
-                on_run=progress.update,
-            )
+    try:
+        async with executor:
+            lines = None if args.json else sys.stderr
+            # Ctrl-C and SIGTERM cancel the runs under way: evaluate keeps the report of
+            # those made, and the runs cut off are interrupted in the store.
+            with stopped_by_signals(stopped_by), EvalProgress(total, live=live, lines=lines) as p:
+                return await evaluate(
+                    executor,
+                    cases,
+                    concurrency=args.concurrency,
+                    repeat=args.repeat,
+                    budget=budget,
+                    judges=judges,
+                    eval_id=args.eval_id,
+                    hive=str(args.hive),
+                    on_run=p.update,
+                )
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        return None
 
 
 def _model_for(executor: Executor, other: Executor) -> Callable[[Role], Model]:

@@ -3,10 +3,13 @@ these, and docs/cli.md's table is this one (a test holds them together)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import signal
+from collections.abc import Iterator
 
-__all__ = ["MEANINGS", "ExitStatus", "exit_status_table"]
+__all__ = ["MEANINGS", "STOPPED_BY", "ExitStatus", "exit_status_table", "stopped_by_signals"]
 
 
 class ExitStatus(enum.IntEnum):
@@ -59,3 +62,31 @@ def exit_status_table() -> str:
     """The table of docs/cli.md's "Exit status", in Markdown."""
     rows = [f"| {int(status)} | {MEANINGS[status]} |" for status in ExitStatus]
     return "\n".join(["| status | when |", "|---|---|", *rows]) + "\n"
+
+
+STOPPED_BY = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
+"""The signals that stop a command cleanly, and the status it then exits with."""
+
+
+@contextlib.contextmanager
+def stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
+    """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
+    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def stop(received: signal.Signals) -> None:
+        if not stopped_by:
+            stopped_by.append(received)
+            task.cancel()
+
+    for number in STOPPED_BY:
+        loop.add_signal_handler(number, stop, number)
+    try:
+        yield
+    finally:
+        for number in STOPPED_BY:
+            loop.remove_signal_handler(number)
+        if stopped_by:
+            task.uncancel()

@@ -11,7 +11,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,7 +20,7 @@ from rich.console import Console
 from honeycomb.cli.approve import TerminalApprover, print_waiting
 from honeycomb.cli.backend import chosen_backend, pool_running
 from honeycomb.cli.cassettes import cassette_models
-from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
 from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
@@ -69,9 +69,6 @@ __all__ = [
     "resume_command",
     "run_command",
 ]
-
-
-_INTERRUPTED = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 
 
 DEMO_TASK = (
@@ -418,7 +415,7 @@ async def _run(
     try:
         # Ctrl-C and SIGTERM cancel the run: the store records it as interrupted and
         # keeps every finished turn, so ``honeycomb resume`` continues it.
-        with _stopped_by_signals(stopped_by), view:
+        with stopped_by_signals(stopped_by), view:
             async with stream as events:
                 try:
                     async for event in events:
@@ -441,7 +438,7 @@ async def _run(
         if store is not None:
             hint = resume_hint(run_id, store.where, args)
             print(f"Continue it with: {hint}", file=sys.stderr)
-        return _INTERRUPTED[stopped_by[0]]
+        return STOPPED_BY[stopped_by[0]]
     return _reported(result, error, ended, args, out, store)
 
 
@@ -503,27 +500,3 @@ def _stored_finish(result: RunResult) -> RunFinished:
     return RunFinished(
         run_id=result.run_id, status=result.status, wall_s=result.timings.wall_s, result=result
     )
-
-
-@contextlib.contextmanager
-def _stopped_by_signals(stopped_by: list[signal.Signals]) -> Iterator[None]:
-    """While the block runs, Ctrl-C or SIGTERM cancels it (the first one, noted in
-    ``stopped_by``; the task's cancellation is then taken back by the block's caller)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def stop(received: signal.Signals) -> None:
-        if not stopped_by:
-            stopped_by.append(received)
-            task.cancel()
-
-    for number in _INTERRUPTED:
-        loop.add_signal_handler(number, stop, number)
-    try:
-        yield
-    finally:
-        for number in _INTERRUPTED:
-            loop.remove_signal_handler(number)
-        if stopped_by:
-            task.uncancel()

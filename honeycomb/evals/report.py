@@ -140,8 +140,12 @@ class EvalReport(Value, frozen=True, kw_only=True):
         repeat: How many times each case ran.
         concurrency: How many runs went at once, at most.
         cases: Each case, in the file's order.
-        not_run: The cases the eval's budget left unrun (none: every case ran).
-        stopped: Why the eval stopped early (its budget), if it did.
+        not_run: The cases the eval's budget left unrun, or those not run when it
+            was interrupted (none: every case ran).
+        stopped: Why the eval stopped early (its budget, or it was interrupted), if it
+            did.
+        interrupted: It was cancelled (Ctrl-C) before every run was made: this is
+            the report of those made (a run cut off is not one).
     """
 
     eval_id: str
@@ -155,6 +159,7 @@ class EvalReport(Value, frozen=True, kw_only=True):
     cases: tuple[CaseReport, ...] = ()
     not_run: tuple[str, ...] = ()
     stopped: str | None = None
+    interrupted: bool = False
 
     @property
     def passed(self) -> bool:

@@ -31,8 +31,9 @@ from honeycomb.evals.record import (
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
+from honeycomb.store import RunStore
 from runtime import StoreError, Usage
-from runtime.concurrency import run_together
+from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
 from runtime.secrets import masked
 from runtime.value import Value
@@ -99,6 +100,9 @@ async def evaluate(
 
     Raises:
         ValueError: for a concurrency or repeat below 1, or two cases of one id.
+
+    Cancelled (Ctrl-C), it keeps the report of the runs made so far, ``interrupted``,
+    in the Executor's store before it lets the cancellation through.
     """
     if concurrency < 1 or repeat < 1:
         raise ValueError(f"concurrency and repeat are at least 1, not {concurrency} and {repeat}")
@@ -109,40 +113,28 @@ async def evaluate(
         raise ValueError(f"two cases are named {next(i for i in ids if ids.count(i) > 1)!r}")
     if judges is None:
         judges = Judges(executor.roles, executor.shared.crew.model_for)
-    eval_id = eval_id or new_eval_id()
     session = _Session(executor, judges, budget, len(named) * repeat, on_run)
-    started, clock = time.time(), time.perf_counter()
-    await session.run_all(named, repeat, concurrency)
-    name = cases.name if isinstance(cases, Cases) else "cases"
-    report = EvalReport(
-        eval_id=eval_id,
-        name=name,
+    head = EvalReport(
+        eval_id=eval_id or new_eval_id(),
+        name=cases.name if isinstance(cases, Cases) else "cases",
         hive=hive,
         cases_file=cases.file if isinstance(cases, Cases) else None,
-        started_at=started,
-        wall_s=time.perf_counter() - clock,
+        started_at=time.time(),
         repeat=repeat,
         concurrency=concurrency,
-        cases=tuple(
-            CaseReport(
-                id=c.id,
-                task=c.task,
-                attempts=session.attempts(c.id),
-                description=c.description,
-                not_run=repeat - len(session.attempts(c.id)),
-            )
-            for c in named
-            if session.attempts(c.id)
-        ),
-        not_run=tuple(c.id for c in named if not session.attempts(c.id)),
-        stopped=session.stopped,
     )
-    # Masked as a run's result is: a case's task and its checks' texts are the cases
-    # file's, which may quote a secret (its attempts are masked as they are scored).
-    report = masked(report)
-    store = executor.store
-    if keep and store is not None:
-        await store.keep_eval(eval_id, report.name, started, report.passed, report.to_json())
+    clock = time.perf_counter()
+    store = executor.store if keep else None
+    try:
+        await session.run_all(named, repeat, concurrency)
+    except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
+        if store is not None:
+            cut = session.report(head, named, time.perf_counter() - clock, interrupted=True)
+            await shielded(_keep(store, cut))
+        raise
+    report = session.report(head, named, time.perf_counter() - clock)
+    if store is not None:
+        await _keep(store, report)
     return report
 
 
@@ -169,6 +161,11 @@ async def assert_case(executor: Executor, case: Case, *, repeat: int = 1) -> Cas
 
 def _renamed(case: Case, name: str) -> Case:
     return msgspec.structs.replace(case, id=name)
+
+
+async def _keep(store: RunStore, report: EvalReport) -> None:
+    data = report.to_json()
+    await store.keep_eval(report.eval_id, report.name, report.started_at, report.passed, data)
 
 
 class _Session:
@@ -203,6 +200,38 @@ class _Session:
     def attempts(self, case: str) -> tuple[Attempt, ...]:
         """The runs of ``case`` that were made, in order."""
         return tuple(a for a in self.found[case] if a is not None)
+
+    def report(
+        self, head: EvalReport, cases: Sequence[Case], wall_s: float, *, interrupted: bool = False
+    ) -> EvalReport:
+        """``head`` (the eval's id, name ...) with every case's runs made so far: all
+        of them, or those made before it was ``interrupted``. Masked as a run's result
+        is: a case's task and its checks' texts are the cases file's, which may quote a
+        secret (its attempts are masked as they are scored)."""
+        stopped = self.stopped
+        if interrupted:
+            stopped = f"the eval was interrupted ({self.done} of {self.total} runs made)"
+        made = [(c, self.attempts(c.id)) for c in cases]
+        return masked(
+            msgspec.structs.replace(
+                head,
+                wall_s=wall_s,
+                cases=tuple(
+                    CaseReport(
+                        id=c.id,
+                        task=c.task,
+                        attempts=attempts,
+                        description=c.description,
+                        not_run=head.repeat - len(attempts),
+                    )
+                    for c, attempts in made
+                    if attempts
+                ),
+                not_run=tuple(c.id for c, attempts in made if not attempts),
+                stopped=stopped,
+                interrupted=interrupted,
+            )
+        )
 
     async def _worker(self, queue: Iterator[tuple[Case, int]]) -> None:
         for case, number in queue:

@@ -3,16 +3,26 @@ longer matches a worker's request, a run cut off mid-eval, a store of either kin
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 
 from honeycomb import Executor, Role, add_secret
-from honeycomb.evals import Case, CaseRun, EvalBudget, assert_case, evaluate, junit
+from honeycomb.evals import Case, CaseRun, EvalBudget, EvalReport, assert_case, evaluate, junit
+from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
+from tests.support.evals import TINY_HIVE, write
+from tests.support.stores import Where
 
 SECRET = "hunter2-but-longer"
 
@@ -93,3 +103,88 @@ async def test_what_a_run_that_raised_spent_counts_in_its_case_and_the_evals_bud
     assert attempt.latency_s > 0
     assert report.not_run == ("c1", "c2")
     assert report.totals()["model_calls"] == 3
+
+
+async def _cut_after_first(store: Where, cases: list[Case], eval_id: str) -> None:
+    """Run ``cases`` one at a time, each its own run of ``store``, and cancel the eval
+    while the second case's worker waits in its model call."""
+    second = anyio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if "Say hello to b" in str(request.messages[-1].content):
+            second.set()
+            await anyio.sleep_forever()  # cancelled with the eval
+        return "hello"
+
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(answer),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=store,
+    )
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(evaluate, executor, cases, concurrency=1, eval_id=eval_id))
+            await second.wait()
+            tg.cancel_scope.cancel()
+    executor.store.close()
+
+
+async def test_an_eval_cancelled_midway_keeps_the_report_of_the_runs_it_made(
+    store: Where,
+) -> None:
+    cases = [Case(id=name, task=f"Say hello to {name}.") for name in ("a", "b", "c")]
+    await _cut_after_first(store, cases, "ev-cut")
+    kept = RunStore(store)
+    text = kept.eval_report("ev-cut")
+    assert text is not None
+    report = EvalReport.from_json(text)
+    assert report.interrupted
+    assert [(c.id, [a.passed for a in c.attempts]) for c in report.cases] == [("a", [True])]
+    assert report.not_run == ("b", "c")
+    assert report.stopped == "the eval was interrupted (1 of 3 runs made)"
+    assert not report.passed
+    statuses = sorted(r.status for r in kept.runs())
+    assert statuses == ["interrupted", "ok"]  # a's run, and b's cut off
+    kept.close()
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_honeycomb_eval_with_the_report_of_the_runs_it_made(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
+    write(tmp_path, "hive.yaml", TINY_HIVE.replace("latency: 0", "latency: 0.5"))
+    write(
+        tmp_path,
+        "evals.yaml",
+        """
+        name: tiny
+        cases:
+          - {id: a, task: Say hello to Lisbon}
+          - {id: b, task: Say hello to Porto}
+          - {id: c, task: Say hello to Oslo}
+        """,
+    )
+    command = [sys.executable, "-m", "honeycomb", "eval", "hive.yaml", "evals.yaml", "--plain",
+               "--concurrency", "1", "--eval-id", "ev-cut", "--junit", "cut.xml"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        command, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stderr is not None
+    for line in child.stderr:  # stop it once the first case is scored, the second under way
+        if "eval: 1 of 3 runs" in line:
+            break
+    child.send_signal(stop)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == code, err
+    assert f"{stop.name}: eval ev-cut stopped." in err
+    assert "the eval was interrupted (1 of 3 runs made): not run: b, c" in out
+    assert "eval ev-cut kept in .honeycomb/runs.db" in out
+    suite = ET.parse(tmp_path / "cut.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "0", "2")
+    store = RunStore(tmp_path / ".honeycomb" / "runs.db")
+    statuses = [r.status for r in store.runs()]  # b's run, if it had started, cut off
+    assert sorted(statuses) in (["ok"], ["interrupted", "ok"])
+    store.close()
