@@ -441,7 +441,7 @@ class Executor:
             instruction,
             run_id if outer else os.urandom(6).hex(),
             handlers,
-            within=outer.context if outer is not None else None,
+            within=outer.sub_run_context(caller, context.call_id) if outer is not None else None,
         )
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
             run.context = replace(run.context, spans=spans.under(caller, context.call_id))

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any
 
+from msgspec.structs import replace
 from pydantic import Field
 
 from honeycomb.run.context import RunContext
@@ -29,7 +30,7 @@ from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ModelRetry, Tool, ToolContext
-from runtime.tools.approvals import ApprovalNeeded
+from runtime.tools.approvals import ApprovalNeeded, ApprovalRequest, Approver, Decision
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
 
@@ -71,6 +72,20 @@ class NestedRuns:
         context = self.context
         spans = SubRunSpans.of(context.run_id, context.tracer.handlers, context.spans)
         return spans if spans.places else None
+
+    def sub_run_context(self, caller: str, call_id: str) -> RunContext:
+        """The run's context as the sub-run that the call ``call_id`` of its worker
+        ``caller`` runs (a hive called as a tool) sees it. Its approver, who decides for
+        a sub-run that has none of its own, is told of the sub-run's calls as this run
+        names their workers (``CALLER/CALL/WORKER``, as its trace does), in this run: a
+        person tells apart the sub-runs of two callers, whose workers have the same
+        names in their own runs."""
+        context = self.context
+        approver = context.services.approver
+        if approver is None:
+            return context
+        asked = _asked_as(approver, context.run_id, f"{caller}/{call_id}/")
+        return replace(context, services=replace(context.services, approver=asked))
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -176,6 +191,17 @@ def nested_name(caller: str, call_id: str) -> str:
         return name
     digest = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     return f"{caller[:51]}/{digest}"
+
+
+def _asked_as(approver: Approver, run_id: str, prefix: str) -> Approver:
+    """``approver``, told of each call as the run ``run_id`` names the worker that
+    makes it: ``prefix`` and the worker's name in its own run."""
+
+    async def ask(request: ApprovalRequest) -> Decision:
+        worker = f"{prefix}{request.worker}" if request.worker else prefix.rstrip("/")
+        return await approver(replace(request, run_id=run_id, worker=worker))
+
+    return ask
 
 
 def _finished(

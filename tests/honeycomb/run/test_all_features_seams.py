@@ -1,0 +1,103 @@
+"""Many features of one run at once (parallel workers, a nested agent and a hive called
+as a tool, approvals, guards, budgets, a run store, tracing, streaming, secrets), at
+the seams where three or more of them meet. Each test checks every promise it touches."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from honeycomb import (
+    Approvals,
+    Executor,
+    Role,
+    ToolContext,
+    tool,
+)
+from honeycomb.testing import FunctionModel
+from honeycomb.trace.timeline import build_timeline
+from runtime import AssistantMessage, ModelRequest
+from runtime.testing import call
+from runtime.tools.approvals import ApprovalRequest, Decision
+from tests.support.model_requests import Answer, observations, role_of
+
+LIMIT_S = 30.0
+"""No test here waits longer than this for its run: a hang fails the test."""
+
+SECRET = "vault-pass-4471-zz"
+
+
+def lead_and_desk(sent: list[str]) -> tuple[Executor, FunctionModel]:
+    """A hive of fact checkers (``desk``) whose checker files each check it makes (a
+    call that needs approval, of its own role's tool), and the model that answers both
+    the checkers and the leads that call the hive as a tool."""
+
+    @tool(side_effects=True)
+    async def file_check(claim: str, context: ToolContext) -> str:
+        """File a checked claim."""
+        sent.append(claim)
+        return f"filed {claim}"
+
+    def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role == "planner":  # the desk's planner: one checker
+            plan = [{"id": "s1", "role": "checker", "instruction": "check the claim"}]
+            return json.dumps({"subtasks": plan})
+        if role == "checker":
+            if not seen:
+                return AssistantMessage(tool_calls=(call("file_check", {"claim": "bees"}),))
+            return f"checked: {seen[-1].content}"
+        if role == "lead":
+            if not seen:
+                return AssistantMessage(tool_calls=(call("desk", {"instruction": "bees"}),))
+            return f"lead: {seen[-1].content}"
+        return "merged"
+
+    model = FunctionModel(answer)
+    checker = Role(
+        name="checker", tools=("file_check",), approvals=Approvals(tools=("file_check",))
+    )
+    desk = Executor(
+        [Role(name="planner"), checker, Role(name="aggregator")], model, tools=[file_check]
+    )
+    return desk, model
+
+
+async def test_a_hive_tools_call_is_asked_about_under_the_name_its_callers_run_gives_it(
+    tmp_path: Path,
+) -> None:
+    """Two leads run at once, each calling a hive as a tool whose worker's call needs
+    approval; the calling run's approver decides for it. It is told of each call as
+    the calling run names it, as its trace does (``CALLER/CALL/WORKER``, in the calling
+    run), so a person tells the two apart and finds each in the trace: before, both
+    were ``s1`` of runs named after the call, as if the first lead had made both."""
+    sent: list[str] = []
+    desk, model = lead_and_desk(sent)
+    asked: list[ApprovalRequest] = []
+
+    async def person(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.approved()
+
+    executor = Executor(
+        [Role(name="lead", tools=("desk",))],
+        model,
+        tools=[desk.as_tool("desk")],
+        approver=person,
+        aggregator="concat",
+        store=tmp_path / "runs.db",
+    )
+    plan = [("lead", "study bees"), ("lead", "study wasps")]
+    async with asyncio.timeout(LIMIT_S):
+        result = await executor.run("study", subtasks=plan, run_id="r1")
+    assert result.status == "ok"
+    assert sent == ["bees", "bees"]
+    assert {r.run_id for r in asked} == {"r1"}
+    workers = sorted(str(r.worker) for r in asked)
+    assert [w.split("/")[0] for w in workers] == ["s1", "s2"]  # the leads that called it
+    assert all(w.endswith("/s1") and w.count("/") == 2 for w in workers)
+    spans = executor.store.spans("r1")  # type: ignore[union-attr]
+    filed = sorted(str(s.worker) for s in spans if s.kind == "tool_call" and s.name == "file_check")
+    assert filed == workers
+    assert build_timeline(spans).tool_calls == result.usage.tool_calls == 4
