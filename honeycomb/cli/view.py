@@ -197,6 +197,12 @@ class LiveView:
 
         return asking
 
+    def _asked_of(self, subtask: str) -> bool:
+        """Whether a call of ``subtask``'s worker is asked about, or of a worker it
+        waits on: a nested worker it called (``s1/call_1``), or a worker of a hive it
+        called as a tool (``s1/call_1/s1``)."""
+        return any(w == subtask or w.startswith(f"{subtask}/") for w in self.state.asking)
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """The live table stops redrawing while the block asks something on the
@@ -217,7 +223,7 @@ class LiveView:
         for row in self.state.rows.values():
             end = row.ended or now
             elapsed = f"{end - row.started:5.2f}s" if row.started is not None else ""
-            state = "needs approval" if row.id in self.state.asking else row.state
+            state = "needs approval" if self._asked_of(row.id) else row.state
             shown = f"{state}: {row.error}" if state == "model error" else state
             table.add_row(
                 row.id,
