@@ -29,7 +29,8 @@ The tree::
     │   ├── OutputValidationError   the final answer kept failing its output schema
     │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
     │   ├── RunawayLoop             the model kept repeating the same tool calls
-    │   └── OutcomeUnknown          a side effect's outcome was lost in a crash
+    │   ├── OutcomeUnknown          a side effect's outcome was lost in a crash
+    │   └── NotStarted              a nested worker to continue could not start (its MCP tools)
     ├── BudgetExceeded              a run went past a shared budget
     ├── PlanError                   a plan is invalid (unknown role, cycle, ...)
     ├── StoreError                  the run store could not be read or written
@@ -95,6 +96,7 @@ __all__ = [
     "ModelRetry",
     "ModelServerError",
     "ModelTimeout",
+    "NotStarted",
     "OutcomeUnknown",
     "OutputCutOff",
     "OutputValidationError",
@@ -565,6 +567,25 @@ class OutcomeUnknown(AgentError):
             f"the outcome of {tool_name!r} (call {call_id}) is unknown: the run stopped "
             "while it was running; check its effect by hand (policy on_unknown_outcome=fail)"
         )
+
+
+class NotStarted(AgentError):
+    """A nested worker (an agent tool's) that an earlier life of its run left paused
+    could not start again, for want of what it needs (its MCP tools: a server down, a
+    tool it no longer lists). Its caller stops with it, unfinished: the run keeps no
+    result for it, and a resume, once the tools can be had, continues both from where
+    they were (its approved calls run then). A fresh nested worker that cannot start
+    is an error its caller's model reads, as any tool's.
+
+    Attributes:
+        worker: The nested worker.
+        reason: Why it could not start.
+    """
+
+    def __init__(self, worker: str, reason: str) -> None:
+        self.worker = worker
+        self.reason = reason
+        super().__init__(f"the nested worker {worker} could not start again: {reason}")
 
 
 class BudgetExceeded(HoneycombError):

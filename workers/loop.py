@@ -62,6 +62,7 @@ from runtime import (
     Message,
     Model,
     ModelRequest,
+    NotStarted,
     OutcomeUnknown,
     OutputCutOff,
     OutputSchema,
@@ -250,7 +251,7 @@ class AgentLoop:
                 )
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
                 return Waiting(state=state, pending=paused.pending)
-            except BudgetExceeded as exc:  # a call's nested workers spent the run's budget
+            except (BudgetExceeded, NotStarted) as exc:  # a call's nested workers stopped it
                 return Failed(state=state, error=exc)
             finally:
                 logs.unbind(bound)

@@ -29,7 +29,8 @@ from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
-from runtime import BudgetExceeded, ModelRetry, Tool, ToolContext
+from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
+from runtime.errors import NotStarted
 from runtime.tools.approvals import ApprovalNeeded, ApprovalRequest, Approver, Decision
 from workers import LoopState, Role, WorkerResult
 from workers.nesting import AGENT_PREFIX, agent_ref
@@ -105,6 +106,7 @@ class NestedRuns:
             ModelRetry: when the nested worker did not succeed (the call's error
                 observation says why).
             ApprovalNeeded: when its calls wait in the run store for a decision.
+            NotStarted: when an earlier life left it paused, and it cannot start again.
         """
         name = nested_name(ctx.worker or role, ctx.call_id)
         resumed = self.resumed
@@ -118,7 +120,12 @@ class NestedRuns:
         if self.record is not None:
             record = self.record.worker(name, len(state.messages) if state else 0)
         ctx_run = self.context
-        await ctx_run.crew.prepare([ctx_run.roles[role]])  # its MCP tools, as any worker's
+        try:
+            await ctx_run.crew.prepare([ctx_run.roles[role]])  # its MCP tools, as any worker's
+        except HoneycombError as exc:
+            if state is None:
+                raise  # a fresh one: its caller's model reads why, as for any tool
+            raise NotStarted(name, str(exc)) from exc  # its caller stops with it, unfinished
         worker = ctx_run.worker(role, name=name, store=record)
         tracer = ctx_run.tracer
         if tracer.enabled:

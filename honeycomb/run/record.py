@@ -34,6 +34,7 @@ from honeycomb.trace.spans import Span
 from runtime import (
     Budget,
     JournalEntry,
+    NotStarted,
     OnUnknown,
     StoreError,
     Usage,
@@ -201,9 +202,7 @@ class RunRecord:
         self.spent_so_far()
         if not finished(outcome):
             return  # not finished: a resumed run continues it
-        if again or (
-            outcome.worker is not None and store_failure(outcome.worker.exception) is not None
-        ):
+        if again or (outcome.worker is not None and unfinished(outcome.worker.exception)):
             self._rerun.add(name)  # not finished either: a resumed run runs it again
             return
         row = (self.run_id, name, outcome.status, model_json(outcome), time.time())
@@ -264,6 +263,13 @@ def finished(outcome: SubtaskResult) -> bool:
     """Whether a subtask's outcome is final, and so kept in its worker's row: not one a
     resumed run continues (cancelled, over its budget, waiting for a person)."""
     return outcome.status not in ("cancelled", "over_budget", "waiting")
+
+
+def unfinished(exc: BaseException | None) -> bool:
+    """Whether a worker that failed of ``exc`` has not finished, and a resumed run runs
+    it again from where it was: the store failed it, or a nested worker of its, left
+    paused by an earlier life, could not start again (:class:`NotStarted`)."""
+    return isinstance(exc, NotStarted) or store_failure(exc) is not None
 
 
 def store_failure(exc: BaseException | None) -> StoreError | None:

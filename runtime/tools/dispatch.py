@@ -32,7 +32,7 @@ import anyio
 import anyio.from_thread
 
 from runtime.concurrency import require_asyncio, together
-from runtime.errors import BudgetExceeded
+from runtime.errors import BudgetExceeded, NotStarted
 from runtime.events import Caller, ToolCallFinished
 from runtime.messages import ObservationStatus, ToolCall, ToolMessage
 from runtime.tools.approvals import ApprovalLog, ApprovalNeeded, withdraw
@@ -89,11 +89,12 @@ Seen = dict[str, list[dict[str, Any]]]
 the next turn is not run). A call that does not end ``ok`` is taken out once it ends:
 there is no result to point the model back to."""
 
-Stopped = ApprovalNeeded | BudgetExceeded
+Stopped = ApprovalNeeded | BudgetExceeded | NotStarted
 """How a call of a tool that nests may end besides its outcome: calls its nested workers
-made wait for a decision, or they spent the run's budget."""
+made wait for a decision, they spent the run's budget, or one an earlier life left
+paused cannot start again."""
 
-_STOPPED = (ApprovalNeeded, BudgetExceeded)  # Stopped, for isinstance (a union is made anew)
+_STOPPED = (ApprovalNeeded, BudgetExceeded, NotStarted)  # Stopped, for isinstance
 
 Results = list[ToolMessage | Stopped | None]
 """A turn's observations in call order (a call that stopped: why)."""
@@ -152,6 +153,7 @@ class Dispatcher:
             ApprovalNeeded: when calls wait for a person's decision (none of the
                 batch ran), or calls a tool made (a nested worker's) do.
             BudgetExceeded: when a tool's nested workers spent the run's budget.
+            NotStarted: when a nested worker an earlier life left paused cannot start.
         """
         require_asyncio("Dispatcher.dispatch")
         results: Results = [None] * len(calls)
@@ -178,11 +180,11 @@ class Dispatcher:
             return observed
         # A call stopped, once the turn's other calls ended (their outcomes kept: none
         # is cut off in mid-effect): a budget its nested workers spent stops the worker,
-        # as at its own next call; else the calls they made wait for approval, and the
-        # turn waits.
-        spent = [r for r in results if isinstance(r, BudgetExceeded)]
-        if spent:
-            raise spent[0]
+        # as at its own next call, and so does a nested worker that cannot start again;
+        # else the calls they made wait for approval, and the turn waits.
+        stops = [r for r in results if isinstance(r, BudgetExceeded | NotStarted)]
+        if stops:
+            raise stops[0]
         waiting = [r for r in results if isinstance(r, ApprovalNeeded)]
         if not waiting:  # none stopped: each call has its observation
             return observed
@@ -328,7 +330,7 @@ class Dispatcher:
         try:
             async with cap or _NO_CAP:
                 return await self.calls(call)
-        except (ApprovalNeeded, BudgetExceeded) as stopped:  # the turn's others go on
+        except _STOPPED as stopped:  # the turn's others go on
             return stopped
 
     def _observed(self, call: Prepared, ended: Outcome | Stopped) -> ToolMessage | Stopped:

@@ -101,6 +101,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.OutputCutOff(4, 256),
         e.RunawayLoop("search", 4),
         e.OutcomeUnknown("pay", "call_1"),
+        e.NotStarted("s1/call_1", "MCP server 't' could not be started"),
         busy,
         e.PlanError(["s2: unknown role 'x'"], attempts=3),
         e.StoreError("cannot open", path="runs.db"),

@@ -35,7 +35,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
-from runtime.errors import BudgetExceeded, ModelRetry
+from runtime.errors import BudgetExceeded, ModelRetry, NotStarted
 from runtime.events import Caller
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import Tool, ToolContext, idempotency_key
@@ -106,8 +106,10 @@ class RunTool:
             return _raised(found, exc)  # only a tool that nests may pause its worker
         except ModelRetry as exc:
             return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
-        except BudgetExceeded as exc:
-            if found.nests:  # its nested workers spent the run's budget: its worker stops
+        except (BudgetExceeded, NotStarted) as exc:
+            # Its nested workers spent the run's budget, or one to continue cannot start:
+            # its worker stops (unfinished, for the second).
+            if found.nests:
                 raise
             return _raised(found, exc)
         except TimedOut as exc:

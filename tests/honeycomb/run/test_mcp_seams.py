@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, Role, RunFailed, ToolMessage
-from honeycomb.testing import ScriptedModel
+from honeycomb import AssistantMessage, Executor, ModelRequest, Role, RunFailed, ToolMessage
+from honeycomb.testing import FunctionModel, ScriptedModel
 from runtime import ApprovalError
 from runtime.errors import AlreadyDecided
 from runtime.testing import call
@@ -147,3 +147,46 @@ async def test_a_call_waiting_on_a_tool_its_server_no_longer_lists_waits_no_more
     assert not late.value.approved
     assert late.value.decided_by == "the run: the call could not be made"
     assert noted(notes) == []
+
+
+async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """The same for a worker an agent tool runs: its caller stops unfinished with it
+    (before, the agent call failed as any tool's, its caller answered without it, and
+    the nested worker's approved call was never made)."""
+    notes, store = tmp_path / "notes.txt", tmp_path / "runs.db"
+    lead = Role(name="lead", tools=("agent:writer",))
+
+    def service(*, down: bool = False) -> Executor:
+        def answer(request: ModelRequest) -> str | AssistantMessage:
+            system = request.messages[0].content or ""
+            seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+            if "writer" in system:
+                if seen:
+                    return f"wrote: {seen[0].content}"
+                return AssistantMessage(tool_calls=(call("append_note", {"text": "draft"}),))
+            if seen:
+                return f"lead: {seen[0].content}"
+            return AssistantMessage(tool_calls=(call("writer", {"instruction": "write"}),))
+
+        t = sdk_server(notes=notes, args=("--fail-at-start",) if down else ())
+        return Executor(
+            [lead, WRITER], FunctionModel(answer), mcp_servers=[t], store=store,
+            aggregator="concat",
+        )  # fmt: skip
+
+    waiting = await service().run("t", subtasks=[("lead", "lead")], run_id="r")
+    (pending,) = waiting.pending
+    await service().decide("r", pending.call_id, approve=True, worker=pending.worker)
+    with pytest.raises(RunFailed) as failed:
+        await service(down=True).resume("r")
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert "MCP server 't' could not be started" in error.message
+    assert noted(notes) == []
+    done = await service().resume("r")
+    assert done.status == "ok"
+    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+    assert done.subtasks["s1"].text == "lead: wrote: noted draft"
