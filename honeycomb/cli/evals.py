@@ -286,11 +286,16 @@ def _stopped(
     args: argparse.Namespace,
 ) -> ExitStatus:
     """Print what an eval a signal stopped had found (its report, kept interrupted;
-    none with ``--no-store``), write its files, and say so."""
-    if report is not None:
+    none with ``--no-store``), write its files, and say how to go on with it."""
+    if report is None:
+        said = " (with --no-store, nothing of it is kept)."
+    else:
         _reported(report, None, store, args)
-    kept = "" if report is not None else " (with --no-store, nothing of it is kept)"
-    print(f"\n{received.name}: eval {args.eval_id} stopped{kept}.", file=sys.stderr)
+        said = (
+            f".\nThe same command with --eval-id {args.eval_id} goes on with it: it makes "
+            "only the runs left."
+        )
+    print(f"\n{received.name}: eval {args.eval_id} stopped{said}", file=sys.stderr)
     return STOPPED_BY[received]
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
+from honeycomb.evals.kept import interrupted, keep_report
 from honeycomb.evals.record import (
     Asked,
     CaseRun,
@@ -31,7 +32,6 @@ from honeycomb.evals.record import (
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
 from honeycomb.run.result import RunResult
-from honeycomb.store import RunStore
 from runtime import StoreError, Usage
 from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
@@ -93,7 +93,9 @@ async def evaluate(
         repeat: Runs of each case: its pass rate and spread say how steady it is.
         budget: What the whole eval may spend.
         judges: The roles ``judge`` checks ask (default: the Executor's roles).
-        eval_id: Its id (default: a new one).
+        eval_id: Its id (default: a new one). The id of an eval that was interrupted
+            and kept in the Executor's store goes on with it: the runs it made of a
+            case of the same id and task are taken as they were, not made again.
         hive: What the report names as the hive evaluated.
         on_run: Told of each run as it is scored.
         keep: Keep the report in the Executor's store (when it has one).
@@ -114,27 +116,28 @@ async def evaluate(
     if judges is None:
         judges = Judges(executor.roles, executor.shared.crew.model_for)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run)
+    store = executor.store if keep else None
+    earlier = await interrupted(store, eval_id) if store is not None and eval_id else None
     head = EvalReport(
         eval_id=eval_id or new_eval_id(),
         name=cases.name if isinstance(cases, Cases) else "cases",
         hive=hive,
         cases_file=cases.file if isinstance(cases, Cases) else None,
-        started_at=time.time(),
+        started_at=time.time() if earlier is None else earlier.started_at,
         repeat=repeat,
         concurrency=concurrency,
     )
-    clock = time.perf_counter()
-    store = executor.store if keep else None
+    clock = time.perf_counter() - (earlier.wall_s if earlier is not None else 0.0)
     try:
-        await session.run_all(named, repeat, concurrency)
+        await session.run_all(named, repeat, concurrency, earlier)
     except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
         if store is not None:
             cut = session.report(head, named, time.perf_counter() - clock, interrupted=True)
-            await shielded(_keep(store, cut))
+            await shielded(keep_report(store, cut))
         raise
     report = session.report(head, named, time.perf_counter() - clock)
     if store is not None:
-        await _keep(store, report)
+        await keep_report(store, report)
     return report
 
 
@@ -163,11 +166,6 @@ def _renamed(case: Case, name: str) -> Case:
     return msgspec.structs.replace(case, id=name)
 
 
-async def _keep(store: RunStore, report: EvalReport) -> None:
-    data = report.to_json()
-    await store.keep_eval(report.eval_id, report.name, report.started_at, report.passed, data)
-
-
 class _Session:
     """One eval under way: what it spent, what each case's runs found."""
 
@@ -190,12 +188,39 @@ class _Session:
         self.found: dict[str, list[Attempt | None]] = {}
         self._side_effects: dict[tuple[str, str], bool] = {}
 
-    async def run_all(self, cases: Sequence[Case], repeat: int, concurrency: int) -> None:
+    async def run_all(
+        self, cases: Sequence[Case], repeat: int, concurrency: int, earlier: EvalReport | None
+    ) -> None:
+        """Run each case ``repeat`` times, but the runs ``earlier`` (the same eval,
+        interrupted) made of it."""
         self.found = {c.id: [None] * repeat for c in cases}
-        work = [(case, n) for case in cases for n in range(repeat)]
+        if earlier is not None:
+            self._reuse(earlier, cases)
+        work = [(c, n) for c in cases for n in range(repeat) if self.found[c.id][n] is None]
         queue = iter(work)  # each of at most ``concurrency`` workers takes the next
         workers = [self._worker(queue) for _ in range(min(concurrency, len(work)))]
         await run_together(None, workers)
+
+    def _reuse(self, earlier: EvalReport, cases: Sequence[Case]) -> None:
+        """Take the runs ``earlier`` made of each case of the same id and task (its
+        checks' verdicts as they were then), as if made now: spent in the eval's
+        budget, counted as done, told to ``on_run``."""
+        kept = {c.id: c for c in earlier.cases}
+        for case in cases:
+            found = kept.get(case.id)
+            if found is None or found.task != masked(case.task):  # kept masked
+                continue
+            slots = self.found[case.id]
+            for number, attempt in enumerate(found.attempts[: len(slots)]):
+                slots[number] = attempt
+                self.done += 1
+                self.spent = self.spent + Usage(
+                    input_tokens=attempt.tokens,
+                    model_calls=attempt.model_calls,
+                    cost=attempt.cost + attempt.judge_cost,
+                )
+                if self.on_run is not None:
+                    self.on_run(case.id, attempt, self.done, self.total)
 
     def attempts(self, case: str) -> tuple[Attempt, ...]:
         """The runs of ``case`` that were made, in order."""

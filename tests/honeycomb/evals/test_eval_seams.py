@@ -184,7 +184,46 @@ def test_a_signal_stops_honeycomb_eval_with_the_report_of_the_runs_it_made(
     assert "eval ev-cut kept in .honeycomb/runs.db" in out
     suite = ET.parse(tmp_path / "cut.xml").getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "0", "2")
+    assert "The same command with --eval-id ev-cut goes on with it" in err
+    # Run again with its id, it makes only the runs left: a's is not made again.
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert "3 of 3 cases passed" in again.stdout
     store = RunStore(tmp_path / ".honeycomb" / "runs.db")
-    statuses = [r.status for r in store.runs()]  # b's run, if it had started, cut off
-    assert sorted(statuses) in (["ok"], ["interrupted", "ok"])
+    statuses = [r.status for r in store.runs()]  # b's first run, if it had started, cut off
+    assert sorted(statuses) in (["ok"] * 3, ["interrupted", "ok", "ok", "ok"])
     store.close()
+
+
+async def test_an_interrupted_eval_goes_on_with_its_id_making_only_the_runs_left(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    cases = [Case(id=name, task=f"Say hello to {name}.") for name in ("a", "b", "c")]
+    await _cut_after_first(store, cases, "ev-cut")
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(lambda request: "hello"),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=store,
+    )
+    assert executor.store is not None
+    first = EvalReport.from_json(executor.store.eval_report("ev-cut") or "")
+    (made,) = first.cases[0].attempts
+    told: list[str] = []
+    report = await evaluate(
+        executor, cases, eval_id="ev-cut", on_run=lambda case, *_: told.append(case)
+    )
+    # a's run was made before the eval was cut off: taken as it was, not made again.
+    assert report.passed
+    assert not report.interrupted
+    assert [a.run_id for a in report.cases[0].attempts] == [made.run_id]
+    assert sorted(told) == ["a", "b", "c"]
+    assert report.started_at == first.started_at
+    statuses = sorted(r.status for r in executor.store.runs())
+    assert statuses == ["interrupted", "ok", "ok", "ok"]
+    # Ended, the eval is one of its id as any: run again, it makes every run anew.
+    again = await evaluate(executor, cases, eval_id="ev-cut")
+    assert again.cases[0].attempts[0].run_id != made.run_id
+    executor.store.close()
