@@ -281,8 +281,9 @@ def _validate(args: argparse.Namespace) -> ExitStatus:
             hive = load_hive(path)
             hive.check_runnable()  # what validate checks is what run needs
             check_hive_store(hive)  # as run opens it, making nothing
-            # Each MCP server is started, listed and stopped: its tools are checked.
-            tools = asyncio.run(hive.check_servers()) if hive.spec.mcp_servers else {}
+            # Each MCP server (of the hive, and of the hives it calls as tools) is
+            # started, listed and stopped: its tools are checked.
+            tools = asyncio.run(hive.check_servers())
         except ConfigErrors as exc:
             failed = True
             print(f"{path}: {len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}")

@@ -71,26 +71,42 @@ class Hive:
     async def check_servers(self) -> dict[str, int]:
         """Start every MCP server, list its tools, check that each tool the roles name
         is there and that ``approvals:`` names none that is not, and stop them
-        (``honeycomb validate`` does this).
+        (``honeycomb validate`` does this); the same for the hives its roles call as
+        tools, each file once, as each starts its own servers when it runs.
 
         Returns:
-            The number of tools of each server.
+            The number of tools of each of its own servers.
 
         Raises:
-            ConfigErrors: a server that does not start, a tool it does not have.
+            ConfigErrors: a server that does not start, a tool it does not have (in
+                whichever file says so).
         """
-        places = self._places
-        listed, errors = await check_servers(self.mcp_servers, self.roles, self._doc, places)
-        with self.imports():
-            servers = list(self.spec.mcp_servers)
-            errors += approvals_problems(
-                servers, listed, self.roles, self.registry, self._doc, places
-            )
+        counts: dict[str, int] = {}
+        errors = await self._server_problems(counts, set())
         if errors:
             raise ConfigErrors(
                 sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0))
             )
-        return {server: len(tools) for server, tools in listed.items()}
+        return counts
+
+    async def _server_problems(self, counts: dict[str, int], seen: set[Path]) -> list[ConfigError]:
+        """What :meth:`check_servers` finds in this hive and those it calls that are
+        not in ``seen``; ``counts`` gets the number of tools of each of its servers."""
+        seen.add(self.folder / self.file.name)
+        errors: list[ConfigError] = []
+        if self.spec.mcp_servers:
+            places = self._places
+            listed, errors = await check_servers(self.mcp_servers, self.roles, self._doc, places)
+            with self.imports():
+                servers = list(self.spec.mcp_servers)
+                errors += approvals_problems(
+                    servers, listed, self.roles, self.registry, self._doc, places
+                )
+            counts.update({server: len(tools) for server, tools in listed.items()})
+        for called in self.hives.values():
+            if called.folder / called.file.name not in seen:
+                errors += await called._server_problems({}, seen)
+        return errors
 
     def imports(self) -> AbstractContextManager[None]:
         """A block in which import paths resolve as the hive's do: in its folder first,

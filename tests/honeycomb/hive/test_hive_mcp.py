@@ -216,6 +216,46 @@ def test_validate_names_each_tool_a_server_lacks_with_did_you_mean(
     ]
 
 
+def test_validate_checks_the_servers_of_the_hives_called_as_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    """A hive called as a tool (``hive:PATH``) starts its own servers as it runs:
+    validate lists their tools too, and names a tool they lack in the called file (it
+    said OK, and the run failed)."""
+    (tmp_path / "clock.yaml").write_text(
+        textwrap.dedent(
+            """\
+            models: {default: offline}
+            mcp_servers:
+              time: {command: python, args: [-m, mcp_server_time]}
+            roles:
+              planner: {description: Plans.}
+              clock: {tools: ["time:get_curent_time"]}
+            """
+        ),
+        encoding="utf-8",
+    )
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        roles:
+          planner: {description: Plans.}
+          lead: {tools: ["hive:clock.yaml"]}
+        """,
+    )
+    before = child_pids()
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"{path}: 1 error",
+        f"  {tmp_path / 'clock.yaml'}:6:19: roles.clock.tools[0]: MCP server 'time' has no "
+        "tool 'get_curent_time' (did you mean 'get_current_time'?); its tools: "
+        "convert_time, get_current_time",
+    ]
+    assert child_pids() - before == set()
+
+
 def test_validate_names_approvals_of_tools_no_role_has_once_the_servers_list_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
 ) -> None:
