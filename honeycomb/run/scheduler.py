@@ -41,6 +41,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
+from runtime.limits.worktime import within_own_time
 from workers import Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -178,9 +179,9 @@ class Scheduler:
                     if limit is None:
                         result = await running
                     else:
-                        deadline = within(limit)
                         try:
-                            with deadline:
+                            # A person's time deciding on its calls is not its own.
+                            with within_own_time(limit) as deadline:
                                 result = await running
                         except TimedOut:
                             if not deadline.expired:

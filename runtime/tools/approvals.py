@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from msgspec.structs import replace
 
 from runtime.concurrency import TimedOut, within
+from runtime.limits.worktime import asking_a_person
 from runtime.messages import ToolCall
 from runtime.secrets import masked
 from runtime.tools.define import ArgumentsError, Tool, arguments_text
@@ -359,11 +360,12 @@ class ApprovalGate:
         )
         left = None if pending.deadline is None else max(pending.deadline - time.time(), 0.0)
         try:
-            if left is None:
-                answer = await self.approver(request)
-            else:
-                with within(left):
+            with asking_a_person():  # the worker's own time limit does not count it
+                if left is None:
                     answer = await self.approver(request)
+                else:
+                    with within(left):
+                        answer = await self.approver(request)
         except TimedOut:
             return _timed_out(pending.deadline - pending.asked_at if pending.deadline else 0.0)
         except Exception as exc:  # a failing approver denies the call, never crashes the worker

@@ -8,18 +8,15 @@ import asyncio
 import json
 from pathlib import Path
 
-from honeycomb import (
-    Approvals,
-    Executor,
-    Role,
-    ToolContext,
-    tool,
-)
+import pytest
+
+from honeycomb import Approvals, Executor, Policy, Role, RunFailed, ToolContext, tool
+from honeycomb.run.events import WorkerFinished
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.timeline import build_timeline
-from runtime import AssistantMessage, ModelRequest
+from runtime import AssistantMessage, Event, ModelRequest
 from runtime.testing import call
-from runtime.tools.approvals import ApprovalRequest, Decision
+from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 from tests.support.model_requests import Answer, observations, role_of
 
 LIMIT_S = 30.0
@@ -101,3 +98,83 @@ async def test_a_hive_tools_call_is_asked_about_under_the_name_its_callers_run_g
     filed = sorted(str(s.worker) for s in spans if s.kind == "tool_call" and s.name == "file_check")
     assert filed == workers
     assert build_timeline(spans).tool_calls == result.usage.tool_calls == 4
+
+
+def clerk_and_idler(hold: asyncio.Event, paid: list[str], approver: Approver) -> Executor:
+    """A clerk who pays (a call that needs approval, which ``approver`` decides), then
+    answers with what its call said (or, told to ``pay and wait``, first waits until
+    ``hold`` is set); and an idler whose model never answers in time. Each worker has
+    0.3 s of its own time."""
+
+    @tool(side_effects=True, approval=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    async def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        task = str(request.messages[1].content)
+        if role == "idler" or (seen and task == "pay and wait"):
+            await hold.wait()
+        if not seen:
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}),))
+        return f"clerk: {seen[-1].content}"
+
+    return Executor(
+        [Role(name="clerk", tools=("pay",)), Role(name="idler")], FunctionModel(answer),
+        tools=[pay], approver=approver, aggregator="concat", policy=Policy(worker_timeout_s=0.3),
+    )  # fmt: skip
+
+
+async def test_a_worker_waiting_for_its_approver_is_not_past_its_time_while_a_person_decides() -> (
+    None
+):
+    """A worker's time limit counts its work, not a person's time deciding on its
+    call (up to the call's approval_timeout_s): the person answers once a sibling that
+    works has run past the same limit, and the call runs. Before, the worker was
+    failed with WorkerTimeout while its question was still on the terminal."""
+    hold, paid = asyncio.Event(), list[str]()
+    idler_out = asyncio.Event()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            idler_out.set()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        await idler_out.wait()  # the limit has passed for a worker that worked
+        return Decision.approved()
+
+    executor = clerk_and_idler(hold, paid, person)
+    async with asyncio.timeout(LIMIT_S):
+        result = await executor.run(
+            "t", subtasks=[("clerk", "pay"), ("idler", "idle")], on_event=[on_event]
+        )
+    hold.set()
+    assert result.subtasks["s2"].error is not None
+    assert result.subtasks["s2"].error.type == "WorkerTimeout"
+    assert result.subtasks["s1"].status == "ok", result.subtasks["s1"].error
+    assert result.subtasks["s1"].text == "clerk: paid ann"
+    assert paid == ["ann"]
+
+
+async def test_a_worker_is_held_to_its_time_again_once_the_person_has_decided() -> None:
+    """The clock stops only while the person decides: a worker that, once its call is
+    approved, works past the limit is failed as any worker is."""
+    hold, paid = asyncio.Event(), list[str]()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        return Decision.approved()
+
+    executor = clerk_and_idler(hold, paid, person)
+    try:
+        async with asyncio.timeout(LIMIT_S):
+            with pytest.raises(RunFailed) as failed:
+                await executor.run("t", subtasks=[("clerk", "pay and wait")])
+    finally:
+        hold.set()
+    assert paid == ["ann"]
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "WorkerTimeout"
