@@ -16,6 +16,7 @@ the order of :data:`TURN_COLUMNS` (the values they make are ``honeycomb.run``'s)
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SESSION_COLUMNS",
+    "TAKEN_BACK_BY",
     "TURN_COLUMNS",
     "StoredSessions",
 ]
@@ -65,6 +67,16 @@ _COPY = (
     "INSERT INTO session_turns (session_id, turn, run_id, message, started_at, summary, "
     "summarized, answer, results) SELECT ?, turn, run_id, message, started_at, summary, "
     "summarized, answer, results FROM session_turns WHERE session_id = ? AND turn <= ?"
+)
+TAKEN_BACK_BY = "the session: its turn was taken back"
+"""Who denied the calls a run waited on when its turn was taken back (``pop``,
+``clear``, a fork over it, a message that drops it): no one may approve them."""
+
+_TAKEN_BACK = (
+    "UPDATE approvals SET approved = 0, reason = ?, decided_at = ?, decided_by = ? "
+    "WHERE approved IS NULL AND run_id IN ("
+    "SELECT run_id FROM session_turns WHERE session_id = ? AND turn > ? EXCEPT "
+    "SELECT run_id FROM session_turns WHERE session_id <> ? OR turn <= ?)"
 )
 _Turned = tuple[int, str]
 """A turn's number and its run's id."""
@@ -110,7 +122,19 @@ def _idle(db: Connection, session_id: str) -> None:
 def _drop(db: Connection, session_id: str, after: int, idle: bool) -> None:
     if idle:
         _idle(db, session_id)
+    _taken_back(db, session_id, after)
     db.execute(_DROP, (session_id, after))
+
+
+def _taken_back(db: Connection, session_id: str, after: int) -> None:
+    """Deny the calls the runs of the session's turns after ``after`` wait on (but a
+    run another turn links, a fork's): approved later, they would act for messages the
+    conversation took back."""
+    if db.columns("approvals"):  # a store of an earlier schema has none
+        why = "its message was taken back from the conversation"
+        db.execute(
+            _TAKEN_BACK, (why, time.time(), TAKEN_BACK_BY, session_id, after, session_id, after)
+        )
 
 
 def _copy(db: Connection, source: str, target: str, upto: int) -> None:
@@ -132,7 +156,9 @@ def _copy(db: Connection, source: str, target: str, upto: int) -> None:
             turn=turn,
             run_id=run_id,
         )
-    db.execute(_DROP, (target, upto if source == target else 0))
+    kept = upto if source == target else 0
+    _taken_back(db, target, kept)
+    db.execute(_DROP, (target, kept))
     if source != target:
         db.execute(_COPY, (target, source, upto))
 
