@@ -26,7 +26,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime.config.yaml_config import YamlPlace
-from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools, taken_twice
 from workers import Role
 from workers.role import approval_problems
 
@@ -120,7 +120,36 @@ async def check_servers(
                     pick_tools(server.name, tools, found[1])
                 except ConfigError as exc:
                     errors.append(places[role.name].error(("tools", index), exc.message))
+    for role in roles.values():
+        errors += _taken_twice(role, tools_of, places[role.name])
     return tools_of, errors
+
+
+def _taken_twice(
+    role: Role, tools_of: Mapping[str, Mapping[str, Tool[..., Any]]], place: YamlPlace
+) -> list[ConfigError]:
+    """A tool of a listed server that the role would take beside another of its name:
+    a server's, or its own (a tool it names without ``server:``), as a run refuses it."""
+    whose: dict[str, str | None] = {}
+    refs = [(index, ref, mcp_ref(ref, tools_of)) for index, ref in enumerate(role.tools)]
+    for _, ref, found in refs:
+        if found is None and ":" not in ref:
+            whose[ref] = None
+    errors: list[ConfigError] = []
+    for index, _, found in refs:
+        if found is None:
+            continue
+        server, wanted = found
+        try:
+            picked = pick_tools(server, tools_of[server], wanted)
+        except ConfigError:
+            continue  # told above
+        for tool in picked:
+            other = whose.setdefault(tool.name, server)
+            if other != server:
+                errors.append(place.error(("tools", index), taken_twice(tool.name, server, other)))
+                break
+    return errors
 
 
 def approvals_problems(

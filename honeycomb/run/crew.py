@@ -11,7 +11,7 @@ import msgspec
 from pydantic import BaseModel
 
 from honeycomb.run.mcp import McpTools
-from runtime import ConfigError, DuplicateToolError, Memory, Model, ToolRegistry, did_you_mean
+from runtime import ConfigError, Memory, Model, ToolRegistry, did_you_mean
 from runtime.limits import Slots, limited
 from runtime.model import held
 from workers import Role, WorkerSetup
@@ -84,15 +84,9 @@ class Crew:
         for role in roles:
             if role.name not in self._unlisted or self.roles.get(role.name) is not role:
                 continue
-            tools = await self.mcp.tools_of(role)
             own = self._setups[(role.name, None)]
-            try:
-                registry = ToolRegistry([*own.tools, *tools])
-            except DuplicateToolError as exc:
-                raise ConfigError(
-                    f"role {role.name!r}: two of its tools are named {exc.tool_name!r} (one "
-                    "of them from an MCP server): give one another name"
-                ) from exc
+            tools = await self.mcp.tools_of(role, besides=own.tools.names)
+            registry = ToolRegistry([*own.tools, *tools])
             _check_approvals(role, registry.names)
             # Setups made for the role before (another output type) lack these tools.
             for key in [k for k in self._setups if k[0] == role.name]:

@@ -9,12 +9,20 @@ once (:class:`runtime.tools.mcp.McpRun`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from runtime import ConfigError, Tool
-from runtime.tools.mcp import McpServer, McpServers, current_mcp_run, mcp_ref, mcp_tools, pick_tools
+from runtime.tools.mcp import (
+    McpServer,
+    McpServers,
+    current_mcp_run,
+    mcp_ref,
+    mcp_tools,
+    pick_tools,
+    taken_twice,
+)
 from workers import Role
 
 __all__ = ["McpTools"]
@@ -68,16 +76,19 @@ class McpTools:
             with own.run():
                 yield
 
-    async def tools_of(self, role: Role) -> list[Tool[..., Any]]:
+    async def tools_of(self, role: Role, besides: Iterable[str] = ()) -> list[Tool[..., Any]]:
         """The role's MCP tools, from its servers' lists (each starts if it has not;
-        its list is read once, for every run).
+        its list is read once, for every run), beside its own tools named ``besides``.
 
         Raises:
             McpServerError: when a server cannot be started.
-            ConfigError: when a server has no tool the role names.
+            ConfigError: when a server has no tool the role names, or one the role
+                would take has the name of another (its own, or another server's): an
+                MCP tool cannot be renamed, and the error says what can be done.
         """
         run = current_mcp_run()
         picked: list[Tool[..., Any]] = []
+        servers: dict[str, str | None] = dict.fromkeys(besides)  # whose each name is
         for server, wanted in self.refs(role):
             tools = self._tools.get(server)
             if tools is None:
@@ -86,7 +97,12 @@ class McpTools:
                 listed = await run.listed(server)
                 tools = self._tools.setdefault(server, mcp_tools(self.servers[server], listed))
             try:
-                picked += pick_tools(server, tools, wanted)
+                found = pick_tools(server, tools, wanted)
             except ConfigError as exc:
                 raise ConfigError(f"role {role.name!r}: {exc.message}") from exc
+            for one in found:
+                other = servers.setdefault(one.name, server)
+                if other != server:
+                    raise ConfigError(f"role {role.name!r}: {taken_twice(one.name, server, other)}")
+            picked += found
         return picked

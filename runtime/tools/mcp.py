@@ -53,6 +53,7 @@ __all__ = [
     "mcp_ref",
     "mcp_tools",
     "pick_tools",
+    "taken_twice",
 ]
 
 
@@ -167,6 +168,23 @@ def pick_tools(
             f"its tools: {', '.join(names) or 'none'}"
         )
     return [found]
+
+
+def taken_twice(name: str, server: str, other: str | None) -> str:
+    """What is wrong, and what can be done, when a role would take ``server``'s tool
+    ``name`` beside another server's (``other``), or beside a tool of its own (None):
+    an MCP tool cannot be renamed."""
+    if other is None:
+        return (
+            f"its own tool {name!r} and MCP server {server!r}'s have one name: give its own "
+            f"another (@tool(name=...)), or name the server's tools it is to have one by "
+            f"one, without that one (not {server}:*)"
+        )
+    return (
+        f"MCP servers {other!r} and {server!r} both have a tool {name!r}: name the one the "
+        f"role is to have ({other}:{name} or {server}:{name}), not every tool of both "
+        "(server:*)"
+    )
 
 
 def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:

@@ -256,6 +256,31 @@ def test_validate_checks_the_servers_of_the_hives_called_as_tools(
     assert child_pids() - before == set()
 
 
+def test_validate_refuses_a_role_taking_two_servers_tools_of_one_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
+) -> None:
+    """As a run refuses it: validate said OK."""
+    path = write(
+        tmp_path,
+        """\
+        models: {default: offline}
+        mcp_servers:
+          a: {command: python, args: [-m, mcp_server_time]}
+          b: {command: python, args: [-m, mcp_server_time]}
+        roles:
+          planner: {description: Plans.}
+          clock: {tools: ["a:*", "b:*"]}
+        """,
+    )
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: 1 error",
+        f"  {path}:7:26: roles.clock.tools[1]: MCP servers 'a' and 'b' both have a tool "
+        "'get_current_time': name the one the role is to have (a:get_current_time or "
+        "b:get_current_time), not every tool of both (server:*)",
+    ]
+
+
 def test_validate_names_approvals_of_tools_no_role_has_once_the_servers_list_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], python_on_path: None
 ) -> None:

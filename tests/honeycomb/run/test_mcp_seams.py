@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import AssistantMessage, Executor, ModelRequest, Role, RunFailed, ToolMessage
+from honeycomb import AssistantMessage, Executor, ModelRequest, Role, RunFailed, ToolMessage, tool
 from honeycomb.testing import FunctionModel, ScriptedModel
 from runtime import ApprovalError
 from runtime.errors import AlreadyDecided
@@ -190,3 +190,44 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
     assert done.status == "ok"
     assert noted(notes) == [["start", "draft"], ["end", "draft"]]
     assert done.subtasks["s1"].text == "lead: wrote: noted draft"
+
+
+@pytest.mark.parametrize(
+    ("tools", "said"),
+    [
+        (
+            ("t:*", "u:*"),
+            "role 'writer': MCP servers 't' and 'u' both have a tool 'lookup': name the "
+            "one the role is to have (t:lookup or u:lookup), not every tool of both "
+            "(server:*)",
+        ),
+        (
+            ("append_note", "t:*"),
+            "role 'writer': its own tool 'append_note' and MCP server 't''s have one name: "
+            "give its own another (@tool(name=...)), or name the server's tools it is to "
+            "have one by one, without that one (not t:*)",
+        ),
+    ],
+)
+async def test_two_tools_of_one_name_say_what_can_be_done(
+    tmp_path: Path, tools: tuple[str, ...], said: str
+) -> None:
+    """MCP tools cannot be renamed: the error said to give one another name."""
+
+    @tool
+    def append_note(text: str) -> str:
+        """Note it."""
+        return text
+
+    executor = Executor(
+        [Role(name="writer", tools=tools)],
+        ScriptedModel(["done"]),
+        tools=[append_note],
+        mcp_servers=[sdk_server("t"), sdk_server("u")],
+    )
+    with pytest.raises(RunFailed) as failed:
+        await executor.run("t", subtasks=[("writer", "write")])
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.message == said
