@@ -171,6 +171,27 @@ class JsonSpec(BaseModel):
             return {"schema": "output_schema"}
         return data
 
+    @field_validator("json_schema")
+    @classmethod
+    def _a_schema(cls, schema: Any) -> Any:
+        """A schema that is not one would fail every case that checks it, as it runs:
+        it is a mistake of the file."""
+        if not isinstance(schema, dict):
+            return schema
+        try:
+            import jsonschema
+        except ImportError as exc:
+            raise ValueError(
+                "checking against a schema needs jsonschema: pip install "
+                "'honeycomb-agents[evals]'"
+            ) from exc
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "the schema"
+            raise ValueError(f"not a JSON schema: {where}: {exc.message}") from exc
+        return schema
+
 
 class JudgeSpec(BaseModel):
     """A role grades the answer by ``rubric``: one tool-less call of the role's model,

@@ -15,7 +15,17 @@ import anyio
 import pytest
 
 from honeycomb import Executor, Role, add_secret
-from honeycomb.evals import Case, CaseRun, EvalBudget, EvalReport, assert_case, evaluate, junit
+from honeycomb.errors import ConfigErrors
+from honeycomb.evals import (
+    Case,
+    CaseRun,
+    EvalBudget,
+    EvalReport,
+    assert_case,
+    evaluate,
+    junit,
+    load_cases,
+)
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -227,3 +237,25 @@ async def test_an_interrupted_eval_goes_on_with_its_id_making_only_the_runs_left
     again = await evaluate(executor, cases, eval_id="ev-cut")
     assert again.cases[0].attempts[0].run_id != made.run_id
     executor.store.close()
+
+
+def test_a_json_check_whose_schema_is_no_schema_is_a_mistake_of_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: totals
+            task: Add them up.
+            assert:
+              - json: {schema: {type: object, properties: {total: {type: numbr}}}}
+              - json: {schema: {type: object, required: [total]}}
+        """,
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_cases(path)
+    # Told before anything runs, at its line, not as every case's failure as it runs.
+    assert [str(e) for e in caught.value.errors] == [
+        f"{path}:5:16: cases[0].assert[0].json.schema: not a JSON schema: "
+        "properties/total/type: 'numbr' is not valid under any of the given schemas"
+    ]
