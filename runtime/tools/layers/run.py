@@ -15,12 +15,13 @@ pause its worker: ``ApprovalNeeded`` goes through; from any other tool it is the
 tool's failure.
 
 The time limit is around the tool and nothing else: waiting for a lock or a slot,
-or for the journal's write, is not the tool's time. It is this handler's, not a
-layer of its own, so that a call in flight holds one frame fewer (benchmarks B and
-E: every tool call has one). A sync side-effecting tool cannot be interrupted: its
-thread is waited for to its end (see :mod:`runtime.tools.threads`), so its
-observation says its effects may have happened; one cut before its thread took it
-up never ran, and says so.
+or for the journal's write, is not the tool's time, nor, for a tool that ``nests``,
+a person's time deciding on a call of its nested workers (their approver's). It is
+this handler's, not a layer of its own, so that a call in flight holds one frame
+fewer (benchmarks B and E: every tool call has one). A sync side-effecting tool
+cannot be interrupted: its thread is waited for to its end (see
+:mod:`runtime.tools.threads`), so its observation says its effects may have
+happened; one cut before its thread took it up never ran, and says so.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from msgspec.structs import replace
 from runtime.concurrency import TimedOut, within
 from runtime.errors import BudgetExceeded, ModelRetry, NotStarted
 from runtime.events import Caller
+from runtime.limits.worktime import within_own_time
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import Tool, ToolContext, idempotency_key
 from runtime.tools.layers.base import Admitted, Outcome, Prepared
@@ -97,6 +99,9 @@ class RunTool:
                 await found.ready()
             if limit is None:
                 value = await run_tool(found, kwargs, call.begun)
+            elif found.nests:  # a person deciding on a nested worker's call is not its time
+                with within_own_time(limit):
+                    value = await run_tool(found, kwargs, call.begun)
             else:
                 with within(limit):
                     value = await run_tool(found, kwargs, call.begun)

@@ -14,7 +14,7 @@ from honeycomb import Approvals, Executor, Policy, Role, RunFailed, ToolContext,
 from honeycomb.run.events import WorkerFinished
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.timeline import build_timeline
-from runtime import AssistantMessage, Event, ModelRequest
+from runtime import AssistantMessage, Event, ModelRequest, ToolCallFinished
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 from tests.support.model_requests import Answer, observations, role_of
@@ -178,3 +178,60 @@ async def test_a_worker_is_held_to_its_time_again_once_the_person_has_decided() 
     error = failed.value.partial.subtasks["s1"].error
     assert error is not None
     assert error.type == "WorkerTimeout"
+
+
+async def test_an_agent_tools_call_is_not_past_its_time_while_a_person_decides_inside() -> None:
+    """The time limit of a call that runs a nested worker (the caller's tool_timeout)
+    counts the nested worker's work, not a person's time deciding on its calls: the
+    person answers once a call beside it that works has run past the same limit, and
+    the nested worker's call runs. Before, the person's time cut the agent tool's call
+    off (a timeout observation) under the unanswered question."""
+    hold, published = asyncio.Event(), list[str]()
+    idle_out = asyncio.Event()
+
+    @tool(side_effects=True, approval=True)
+    async def publish(text: str) -> str:
+        """Publish a text."""
+        published.append(text)
+        return f"published {text}"
+
+    @tool
+    async def idle() -> str:
+        """Wait."""
+        await hold.wait()
+        return "idled"
+
+    def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role == "lead" and not seen:
+            calls = (call("writer", {"instruction": "publish bees"}), call("idle"))
+            return AssistantMessage(tool_calls=calls)
+        if role == "lead":
+            return " | ".join(f"{m.name} {m.status}: {m.content}" for m in seen)
+        if not seen:
+            return AssistantMessage(tool_calls=(call("publish", {"text": "bees"}),))
+        return f"writer: {seen[-1].content}"
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, ToolCallFinished) and event.tool == "idle":
+            idle_out.set()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        await idle_out.wait()  # the limit has passed for a call that worked
+        return Decision.approved()
+
+    roles = [
+        Role(name="lead", tools=("agent:writer", "idle"), tool_timeout=0.3),
+        Role(name="writer", tools=("publish",)),
+    ]
+    executor = Executor(
+        roles, FunctionModel(answer), tools=[publish, idle], approver=person,
+        aggregator="concat",
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(LIMIT_S):
+            result = await executor.run("t", subtasks=[("lead", "go")], on_event=[on_event])
+    finally:
+        hold.set()
+    assert published == ["bees"]
+    assert result.subtasks["s1"].text.startswith("writer ok: writer: published bees | idle timeout")
