@@ -9,6 +9,7 @@ bounds the whole: once what its runs and judges spent reaches it, no more runs s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -133,7 +134,8 @@ async def evaluate(
     except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
         if store is not None:
             cut = session.report(head, named, time.perf_counter() - clock, interrupted=True)
-            await shielded(keep_report(store, cut))
+            with contextlib.suppress(StoreError):  # a store that fails stops no cancel
+                await shielded(keep_report(store, cut))
         raise
     report = session.report(head, named, time.perf_counter() - clock)
     if store is not None:

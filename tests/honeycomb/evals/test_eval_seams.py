@@ -3,6 +3,7 @@ longer matches a worker's request, a run cut off mid-eval, a store of either kin
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from honeycomb.evals import (
 )
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from runtime import ModelRequest, StoreError
 from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
 from tests.support.evals import TINY_HIVE, write
@@ -259,3 +260,38 @@ def test_a_json_check_whose_schema_is_no_schema_is_a_mistake_of_the_file(tmp_pat
         f"{path}:5:16: cases[0].assert[0].json.schema: not a JSON schema: "
         "properties/total/type: 'numbr' is not valid under any of the given schemas"
     ]
+
+
+async def test_an_eval_cancelled_with_a_store_that_fails_is_cancelled_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def fails(*args: object) -> None:
+        raise StoreError("the disk is full", path=str(tmp_path))
+
+    second = anyio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if "Say hello to b" in str(request.messages[-1].content):
+            second.set()
+            await anyio.sleep_forever()
+        return "hello"
+
+    monkeypatch.setattr(RunStore, "keep_eval", fails)
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(answer),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=tmp_path / "runs.db",
+    )
+    cases = [Case(id=name, task=f"Say hello to {name}.") for name in ("a", "b")]
+    # Cancelled as a service cancels the task it runs it in: the cancellation comes
+    # out, not the store's error as the report of the runs made is kept.
+    task = asyncio.ensure_future(evaluate(executor, cases, concurrency=1))
+    with anyio.fail_after(30):
+        await second.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert executor.store is not None
+    executor.store.close()
