@@ -33,6 +33,7 @@ class Policy(SettingsModel):
             raising ``RunFailed``, once that can no longer happen).
         quorum: Successes needed under ``failure: quorum``; at most ``max_subtasks``.
         worker_timeout_s: Seconds one worker may run; then it fails (others go on).
+            Its waits for a person deciding on its calls are not counted.
         max_subtasks: Largest plan accepted from a planner model (a plan the caller
             gives, or a splitter function makes, is not bounded).
         plan_attempts: Times the planner may try for a valid plan.
