@@ -10,8 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Approvals, Executor, Policy, Role, RunFailed, ToolContext, tool
+from honeycomb import (
+    Approvals,
+    Compaction,
+    Executor,
+    GuardCheck,
+    Guards,
+    Policy,
+    Role,
+    RoleMemory,
+    RunFailed,
+    SQLiteMemory,
+    ToolContext,
+    add_secret,
+    tool,
+)
+from honeycomb.events import TextDelta
 from honeycomb.run.events import WorkerFinished
+from honeycomb.run.policy import Budgets
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolCallFinished
@@ -235,3 +251,143 @@ async def test_an_agent_tools_call_is_not_past_its_time_while_a_person_decides_i
         hold.set()
     assert published == ["bees"]
     assert result.subtasks["s1"].text.startswith("writer ok: writer: published bees | idle timeout")
+
+
+REFUSED = "REFUSED-ANSWER-4471"
+"""What the leads' output guard refuses: their first answer holds it."""
+
+
+def all_on(db: Path, effects: list[str], hold: asyncio.Event | None) -> Executor:
+    """Every feature at once: a plan of two leads and a courier after them; each lead
+    calls a researcher (a nested agent), a hive as a tool and a lookup, one of whose
+    calls the run's argument guard refuses; its first answer is refused by its output
+    guard; it keeps its context within a budget and its answer in memory; the courier's
+    call waits for a person; the lookup returns a secret; the run has budgets, a store
+    and a trace. With ``hold``, the researchers wait for it in their second turn."""
+
+    @tool
+    async def lookup(topic: str) -> str:
+        """Look a topic up."""
+        return f"on {topic}: the key is {SECRET}; " + "bees hum " * 80
+
+    @tool(side_effects=True, approval=True)
+    async def send(to: str, body: str, context: ToolContext) -> str:
+        """Send a message."""
+        effects.append(f"{to}:{context.idempotency_key}")
+        return f"sent to {to}"
+
+    def refuse(check: GuardCheck) -> str | None:
+        return "refused" if REFUSED in check.text or "forbidden" in check.text else None
+
+    async def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        last = str(request.messages[-1].content or "")
+        if role == "planner" and "checker" in last and "lead" not in last:
+            return json.dumps({"subtasks": [{"id": "s1", "role": "checker", "instruction": "c"}]})
+        if role == "planner":
+            plan = [
+                {"id": "s1", "role": "lead", "instruction": "part 1"},
+                {"id": "s2", "role": "lead", "instruction": "part 2"},
+                {"id": "s3", "role": "courier", "instruction": "send", "depends_on": ["s1", "s2"]},
+            ]
+            return json.dumps({"subtasks": plan})
+        if role == "lead" and not seen:
+            calls = (
+                call("researcher", {"instruction": "dig"}),
+                call("facts", {"instruction": "check"}),
+                call("lookup", {"topic": "bees"}),
+                call("lookup", {"topic": "forbidden bees"}),
+            )
+            return AssistantMessage(tool_calls=calls)
+        if role == "lead":
+            return "lead: accepted" if "not accepted" in last else f"lead {REFUSED}"
+        if role == "researcher" and not seen:
+            return AssistantMessage(tool_calls=(call("lookup", {"topic": "nested"}),))
+        if role == "researcher" and hold is not None:
+            await hold.wait()
+        if role == "courier" and not seen:
+            return AssistantMessage(tool_calls=(call("send", {"to": "ops", "body": "report"}),))
+        return f"{role} done, key {SECRET}"
+
+    model = FunctionModel(answer)
+    desk = Executor([Role(name="planner"), Role(name="checker"), Role(name="aggregator")], model)
+    lead = Role(
+        name="lead",
+        tools=("agent:researcher", "facts", "lookup"),
+        guards=Guards(output=(refuse,)),
+        compaction=Compaction(budget_tokens=1500),
+        memory=RoleMemory(namespace="n", store_result=True),
+    )
+    roles = [
+        Role(name="planner"), lead, Role(name="researcher", tools=("lookup",)),
+        Role(name="courier", tools=("send",)), Role(name="aggregator"),
+    ]  # fmt: skip
+    budgets = Budgets(model_calls=40, total_tokens=100_000, tool_calls=20, wall_time_s=30)
+    return Executor(
+        roles, model, tools=[lookup, send, desk.as_tool("facts")], store=db,
+        guards=Guards(arguments=(refuse,)), memory=SQLiteMemory(db.parent / "memory.db"),
+        policy=Policy(budgets=budgets),
+    )  # fmt: skip
+
+
+def stored_bytes(folder: Path) -> bytes:
+    """What the run store and the memory files in ``folder`` hold, byte for byte."""
+    return b"".join(path.read_bytes() for path in folder.glob("*.db*"))
+
+
+async def test_every_feature_at_once_cancelled_resumed_decided_and_resumed_keeps_every_promise(
+    tmp_path: Path,
+) -> None:
+    """The run is cancelled while its nested researchers work, resumed (it ends waiting
+    for the courier's call), decided, and resumed through a stream. It sends once;
+    what its result, its trace and its store count agree; its budget is never
+    exceeded; no event, delta or stored byte holds the secret, and no delta the
+    answer the guard refused."""
+    add_secret(SECRET, "password")
+    db, effects, hold = tmp_path / "runs.db", list[str](), asyncio.Event()
+    seen: list[Event] = []
+    working = asyncio.Event()
+
+    def on_event(event: Event) -> None:
+        seen.append(event)
+        if isinstance(event, ToolCallFinished) and "/" in (event.worker or ""):
+            working.set()  # a researcher's lookup answered: it waits in its second turn
+
+    first = asyncio.create_task(
+        all_on(db, effects, hold).run("study", run_id="r1", on_event=[on_event], text_deltas=True)
+    )
+    async with asyncio.timeout(LIMIT_S):
+        await working.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        again = all_on(db, effects, None)
+        waiting = await again.run("study", run_id="r1", on_event=[on_event], text_deltas=True)
+        assert waiting.status == "waiting"
+        (asked,) = waiting.pending
+        assert (asked.worker, asked.tool) == ("s3", "send")
+        await again.decide("r1", asked.call_id, approve=True)
+        async with all_on(db, effects, None).stream("study", run_id="r1") as events:
+            async for event in events:
+                seen.append(event)
+    result = events.result
+    assert result is not None
+    assert result.status == "ok"
+    assert len(effects) == 1
+    spans = again.store.spans("r1")  # type: ignore[union-attr]
+    traced = build_timeline(spans)
+    kept = again.store.find("r1")  # type: ignore[union-attr]
+    assert kept is not None
+    usage = result.usage
+    assert (traced.model_calls, traced.tool_calls) == (usage.model_calls, usage.tool_calls)
+    assert (kept.model_calls, kept.tool_calls) == (usage.model_calls, usage.tool_calls)
+    assert (traced.input_tokens, traced.output_tokens) == (usage.input_tokens, usage.output_tokens)
+    assert usage.model_calls <= 40
+    assert usage.tool_calls <= 20
+    assert len(traced.lives) == 3
+    deltas = "".join(e.text for e in seen if isinstance(e, TextDelta))
+    assert "lead: accepted" in deltas
+    assert REFUSED not in deltas
+    assert all(SECRET not in repr(e) for e in seen)
+    assert SECRET not in result.model_dump_json()
+    assert SECRET.encode() not in stored_bytes(tmp_path)
