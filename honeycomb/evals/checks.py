@@ -263,7 +263,10 @@ def _judge(role: str, rubric: str) -> CheckFn:
     async def judge(answer: Any, run: CaseRun) -> str | None:
         if run.judges is None:
             return f"no judge to ask: the eval has no role {role!r} to grade with"
-        found: str | None = await run.judges.grade(role, rubric, run.task, _text(answer, run))
+        text = _text(answer, run)
+        if run.status not in ("ok", "partial") and not text.strip():  # it had no answer
+            return f"{role}: no answer to grade (the run ended {run.status})"  # nothing spent
+        found: str | None = await run.judges.grade(role, rubric, run.task, text)
         return None if found is None else f"{role}: {found}"
 
     return judge

@@ -295,3 +295,35 @@ async def test_an_eval_cancelled_with_a_store_that_fails_is_cancelled_still(
             await task
     assert executor.store is not None
     executor.store.close()
+
+
+async def test_a_run_with_no_answer_is_not_graded_by_its_judges(tmp_path: Path) -> None:
+    graded: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        text = str(request.messages[-1].content)
+        if "Rubric:" in text:
+            graded.append(text)
+            return "PASS"
+        return "no plan at all"  # the planner's answers are no plan: PlanError
+
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - id: judged
+            task: Plan it.
+            assert:
+              - judge: {role: critic, rubric: It is a plan.}
+        """,
+    )
+    roles = [Role(name="planner"), Role(name="writer"), Role(name="critic")]
+    report = await evaluate(Executor(roles, FunctionModel(answer)), load_cases(path))
+    (attempt,) = report.cases[0].attempts
+    # Its run raised before it had an answer: a judge would grade nothing, and cost.
+    assert attempt.status == "error"
+    assert graded == []
+    assert [v.reason for v in attempt.verdicts] == [
+        "critic: no answer to grade (the run ended error)"
+    ]
