@@ -42,7 +42,8 @@ from runtime.value import Value
 __all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
 
 Progress = Callable[[str, Attempt, int, int], None]
-"""Told of each run as it is scored: ``(case id, attempt, runs done, runs in all)``."""
+"""Told of each run as it is scored (or taken from the interrupted eval it goes on
+with): ``(case id, attempt, runs done, runs in all)``."""
 
 
 class EvalBudget(Value, frozen=True, kw_only=True):

@@ -182,8 +182,7 @@ class JsonSpec(BaseModel):
             import jsonschema
         except ImportError as exc:
             raise ValueError(
-                "checking against a schema needs jsonschema: pip install "
-                "'honeycomb-agents[evals]'"
+                "checking against a schema needs jsonschema: pip install 'honeycomb-agents[evals]'"
             ) from exc
         try:
             jsonschema.validators.validator_for(schema).check_schema(schema)
