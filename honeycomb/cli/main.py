@@ -45,12 +45,10 @@ from honeycomb.cli.runs import runs_command, trace_command
 from honeycomb.cli.serve import add_serve
 from honeycomb.cli.sessions import add_sessions_command
 from honeycomb.cli.stores import STORE_HELP, store_argument
-from honeycomb.hive import load_hive
+from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BACKENDS
 from honeycomb.trace.format import counted
-from runtime import (
-    ConfigErrors,
-)
+from runtime import ConfigError, ConfigErrors
 from runtime.secrets import MaskedStream, keeping
 
 __all__ = ["DEFAULT_STORE", "demo_hive_path", "main"]
@@ -274,16 +272,37 @@ def _run_options(
     add_cassette_options(parser)
 
 
+def _checked(hive: Hive) -> dict[str, int]:
+    """Check what ``honeycomb run`` needs of a loaded hive beyond its file, every
+    mistake at once: a planner, a ``store:`` run opens (read as it is, making
+    nothing), and the tools of each MCP server (of the hive, and of the hives it calls
+    as tools), each started, listed and stopped. The tools each server listed.
+
+    Raises:
+        ConfigErrors: naming every mistake the checks found.
+    """
+    errors: list[ConfigError] = []
+    tools: dict[str, int] = {}
+    for check in (hive.check_runnable, lambda: check_hive_store(hive)):
+        try:
+            check()
+        except ConfigErrors as exc:
+            errors += exc.errors
+    try:
+        tools = asyncio.run(hive.check_servers())
+    except ConfigErrors as exc:
+        errors += exc.errors
+    if errors:
+        raise ConfigErrors(errors)
+    return tools
+
+
 def _validate(args: argparse.Namespace) -> ExitStatus:
     failed = False
     for path in args.hives:
         try:
             hive = load_hive(path)
-            hive.check_runnable()  # what validate checks is what run needs
-            check_hive_store(hive)  # as run opens it, making nothing
-            # Each MCP server (of the hive, and of the hives it calls as tools) is
-            # started, listed and stopped: its tools are checked.
-            tools = asyncio.run(hive.check_servers())
+            tools = _checked(hive)
         except ConfigErrors as exc:
             failed = True
             print(f"{path}: {len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}")

@@ -297,3 +297,21 @@ def test_a_hive_with_every_feature_on_runs_waits_is_decided_once_and_resumes_on_
     assert all(secret.encode() not in path.read_bytes() for path in files)
     assert all(secret not in text for text in shown)
     assert "[password hidden]" in "".join(shown)  # it reached the answer, masked
+
+
+def test_validate_names_every_mistake_of_a_hive_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hive with no planner whose store is a file that is no run store: validate
+    names both, each at its line (before, it named the planner alone, and the store
+    only once the planner was there)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a run store\n")
+    (tmp_path / "hive.yaml").write_text(
+        "models:\n  default: offline\nroles:\n  lead: {description: Leads.}\nstore: notes.txt\n"
+    )
+    assert main(["validate", "hive.yaml"]) == 1
+    out = capsys.readouterr().out
+    assert "hive.yaml: 2 errors" in out
+    assert "hive.yaml:3:1: roles: the hive has no planner" in out
+    assert "hive.yaml:5:1: store: notes.txt: the file is not a Honeycomb run store" in out
