@@ -33,6 +33,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.limits import CallInFlight, Slots
+from runtime.limits.worktime import asking_a_person
 from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
@@ -341,6 +342,9 @@ class Driver:
             found = getattr(found, name, None)
         if not callable(found) or (root == "setup" and not path.startswith("memory.")):
             raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
+        if op == "services.approver":  # a person's time: the worker's limit here stops
+            with asking_a_person():
+                return await found(*args, **options)
         return await found(*args, **options)
 
     async def _hold(self, number: int, what: str, name: str) -> None:

@@ -391,3 +391,57 @@ async def test_every_feature_at_once_cancelled_resumed_decided_and_resumed_keeps
     assert all(SECRET not in repr(e) for e in seen)
     assert SECRET not in result.model_dump_json()
     assert SECRET.encode() not in stored_bytes(tmp_path)
+
+
+@tool(side_effects=True, approval=True)
+async def pay_ann() -> str:
+    """Pay ann (a tool of this module: Ray's actors import it by its path)."""
+    return "paid ann"
+
+
+@pytest.mark.xdist_group("ray")  # the session's Ray, in one test process
+async def test_on_ray_a_worker_waiting_for_its_approver_is_not_past_its_time(
+    request: pytest.FixtureRequest,
+) -> None:
+    """As in one process: the clerk's worker runs in a Ray actor, its approver at the
+    driver; the person answers once the idler has run past the limit, and the call
+    runs (before, the driver's worker clock counted the person's time)."""
+    pytest.importorskip("ray")
+    request.getfixturevalue("ray_session")
+    from honeycomb.backends import RayBackend
+
+    async def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        if role == "idler":
+            await asyncio.Event().wait()
+        if not seen:
+            return AssistantMessage(tool_calls=(call("pay_ann"),))
+        return f"clerk: {seen[-1].content}"
+
+    idler_out = asyncio.Event()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "s2":
+            idler_out.set()
+
+    async def person(request: ApprovalRequest) -> Decision:
+        await idler_out.wait()
+        return Decision.approved()
+
+    pool = RayBackend(actors=2, actor_cpus=0)
+    try:
+        executor = Executor(
+            [Role(name="clerk", tools=("pay_ann",)), Role(name="idler")], FunctionModel(answer),
+            tools=[pay_ann], approver=person, aggregator="concat", backend=pool,
+            policy=Policy(worker_timeout_s=3.0),  # room for an actor to take the role up
+        )  # fmt: skip
+        async with asyncio.timeout(LIMIT_S * 2):
+            result = await executor.run(
+                "t", subtasks=[("clerk", "pay"), ("idler", "idle")], on_event=[on_event]
+            )
+    finally:
+        pool.stop()
+    assert result.subtasks["s2"].error is not None
+    assert result.subtasks["s2"].error.type == "WorkerTimeout"
+    assert result.subtasks["s1"].status == "ok", result.subtasks["s1"].error
+    assert result.subtasks["s1"].text == "clerk: paid ann"
