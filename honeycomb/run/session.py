@@ -459,11 +459,10 @@ class Session:
             if not resumable and _not_taken(exc):  # no turn of the conversation
                 await self._rows.drop(self.id, turn.turn - 1, idle=False)
             elif isinstance(exc, GuardrailTripped):  # its final answer refused
-                await self._rows.ended(msgspec.structs.replace(turn, status="failed"))
+                await self._rows.ended(_failed(turn, exc))
             raise
         except Exception as exc:  # a HoneycombError, or a planner's or tool's own bug
-            status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
-            await self._rows.ended(msgspec.structs.replace(turn, status=status))
+            await self._rows.ended(_failed(turn, exc))
             raise
         except BaseException:  # cancelled, KeyboardInterrupt, SystemExit ...: as its run
             await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
@@ -527,6 +526,15 @@ class Session:
             return
         before = None if policy.max_age_days is None else time.time() - policy.max_age_days * 86400
         await self._rows.prune(before=before, keep=policy.max_sessions)
+
+
+def _failed(turn: Turn, exc: Exception) -> Turn:
+    """``turn`` once its run raised ``exc``: ``over_budget`` or ``failed``, having spent
+    what the partial result the error carries says (none: nothing known)."""
+    status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
+    partial: RunResult | None = getattr(exc, "partial", None)
+    cost = partial.usage.cost if partial is not None else turn.cost
+    return msgspec.structs.replace(turn, status=status, cost=cost)
 
 
 def _not_taken(exc: ConfigError | GuardrailTripped) -> bool:

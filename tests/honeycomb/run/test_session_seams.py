@@ -7,9 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, GuardCheck, GuardrailTripped, Guards, Role, ToolMessage, tool
+from honeycomb import (
+    Budgets,
+    Executor,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    Policy,
+    Role,
+    ToolMessage,
+    tool,
+)
 from honeycomb.testing import FunctionModel, call
-from runtime import AlreadyDecided, ModelRequest
+from runtime import AlreadyDecided, BudgetExceeded, ModelRequest, Price, PricedModel
 from tests.support.model_requests import Answer
 from tests.support.stores import Where
 
@@ -97,3 +107,22 @@ async def test_a_turn_taken_back_while_it_waits_for_approval_can_never_be_approv
     assert await executor.pending(dropped.run_id) == []
     assert executor.store is not None
     executor.store.close()
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
+async def test_a_turn_stopped_by_its_budget_costs_what_its_run_spent(db: Path, kept: bool) -> None:
+    dollar_a_token = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)
+    executor = Executor(
+        [Role(name="writer")],
+        PricedModel(FunctionModel(lambda request: "noted"), dollar_a_token),
+        aggregator="concat",
+        planner=lambda task: [("writer", task), ("writer", f"{task} again")],
+        policy=Policy(budgets=Budgets(model_calls=1)),
+        store=db if kept else None,
+    )
+    session = executor.session("ann")
+    with pytest.raises(BudgetExceeded) as stopped:
+        await session.run("Note it.")
+    spent = stopped.value.partial.usage.cost
+    assert spent > 0
+    assert [(t.status, t.cost) for t in await session.turns()] == [("over_budget", spent)]
