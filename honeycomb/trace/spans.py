@@ -332,6 +332,8 @@ class SpanRecorder:
         # The workers whose current turn did not get to its end: it has tool calls whose
         # answers it has not yet, or a call of it was cut off.
         self._unfinished: set[str] = set()
+        # The workers whose current turn's model call failed (its error): the turn did.
+        self._failed: dict[str, str | None] = {}
         self._calls: dict[tuple[str, int, str], _Call] = {}  # by (worker, turn, call id)
         # The tool calls that run sub-runs (by span id), and their workers' names.
         self._anchors: dict[str, _Open] = {}
@@ -582,6 +584,8 @@ class SpanRecorder:
                 call.parent.calls -= 1
             if event.status == "cancelled":  # its worker was: the turn ends unfinished
                 self._unfinished.add(name)
+            elif event.status == "error" and kind == "model_call":  # the turn has no answer
+                self._failed[name] = event.error
             span = Span(
                 span_id=next(self._ids),
                 parent_id=_id(call.parent),
@@ -658,17 +662,18 @@ class SpanRecorder:
         wait or were stopped by the budget with it): they never said how they ended (an
         actor that died), and none ends after its worker."""
         span = self._turns.pop(name, None)
+        failed, error = name in self._failed, self._failed.pop(name, None)
         if span is None:
             return
         if span.calls:
             cut = _CUT_AS.get(worker, "cancelled")
             for key in [k for k, call in self._calls.items() if call.parent is span]:
                 self._cut_off(key, now, cut)
-        status = "ok"
+        status = "error" if failed else "ok"
         if name in self._unfinished:
             self._unfinished.discard(name)
             status = worker if worker != "ok" else "cancelled"
-        self._close(span, now, status)
+        self._close(span, now, status, error)
 
     def _recalled(self, event: _RecallEvent) -> None:
         """A worker searched its memory at its start: a span of the worker, as long as

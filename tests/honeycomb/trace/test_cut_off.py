@@ -286,3 +286,20 @@ async def test_an_aggregation_that_failed_is_an_error() -> None:
     [aggregate] = [s for s in recorder.spans if s.kind == "aggregate"]
     told = "RunFailed: the aggregator failed: ValueError: my aggregator broke"
     assert (aggregate.status, aggregate.error) == ("error", told)
+
+
+async def test_a_turn_whose_model_call_failed_is_an_error() -> None:
+    """It closed ok, under its failed call and its failed worker."""
+
+    def fails(request: ModelRequest) -> str:
+        raise ConnectionError("the endpoint went away")
+
+    recorder = SpanRecorder()
+    executor = Executor([Role(name="w")], FunctionModel(fails), aggregator="concat")
+    with pytest.raises(RunFailed):
+        await executor.run("t", subtasks=[("w", "go")], on_event=[recorder])
+    model_call = one(recorder.spans, "model_call", "s1")
+    turn = one(recorder.spans, "turn", "s1")
+    assert model_call.status == "error"
+    assert (turn.status, turn.error) == ("error", model_call.error)
+    assert one(recorder.spans, "worker", "s1").status == "failed"
