@@ -482,9 +482,12 @@ def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished
             partial = error.partial
     elif ended is not None:
         over, why, partial = ended.status == "over_budget", ended.error or "", ended.result
+        why = why.removeprefix(f"{BudgetExceeded.__name__}: ")  # the event's "Type: message"
     else:  # neither: a run cut off is reported as stopped, before this
         over, why = False, "no result"
-    out.write(f"\n{'budget exceeded' if over else 'run failed'}: {why}\n")
+    if not (over and why.startswith("budget exceeded")):  # the budget's error says it
+        why = f"{'budget exceeded' if over else 'run failed'}: {why}"
+    out.write(f"\n{why}\n")
     if partial is not None:
         out.write("\n".join(summary(partial)) + "\n")
 

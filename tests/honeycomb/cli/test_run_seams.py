@@ -105,7 +105,8 @@ def test_ctrl_c_after_the_run_went_over_its_budget_says_so_and_exits_1(tmp_path:
     path = slow_to_stop_hive(tmp_path, "{budgets: {model_calls: 2}}")  # its worker's 2nd call
     code, out, err = signalled_once_it_ended(tmp_path, path, db)
     assert code == 1, err
-    assert "\nbudget exceeded: BudgetExceeded: " in out
+    assert "\nbudget exceeded: model_calls used 2 of 2 allowed" in out
+    assert "budget exceeded: budget exceeded" not in out  # the error says it once
     assert "stopped" not in err
     assert RunStore(db).find("r1").status == "over_budget"  # type: ignore[union-attr]
 
@@ -232,3 +233,23 @@ def test_a_hive_with_an_empty_example_task_runs_only_with_a_task(
     hive(tmp_path, CHATTY + 'example_task: "  "\n')
     assert main(["run", "hive.yaml", "--plain"]) == 2
     assert "no task given and hive.yaml has an empty example_task" in capsys.readouterr().err
+
+
+def test_a_run_over_its_budget_says_budget_exceeded_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said 'budget exceeded: budget exceeded: model_calls ...'."""
+    path = hive(
+        tmp_path,
+        """\
+        models: {default: {provider: offline, latency: 0}}
+        roles:
+          planner: {description: Plans.}
+          aggregator: {description: Merges.}
+        policy: {budgets: {model_calls: 1}}
+        """,
+    )
+    assert main(["run", str(path), "Look up bees.", "--plain", "--no-store"]) == 1
+    out = capsys.readouterr().out
+    assert "\nbudget exceeded: model_calls used 1 of 1 allowed" in out
+    assert "budget exceeded: budget exceeded" not in out
