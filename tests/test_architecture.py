@@ -324,6 +324,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
     "honeycomb/store/postgres.py": {"psycopg", "psycopg_pool"},  # `postgresql`, for its stores
     "honeycomb/evals/checks.py": {"jsonschema"},  # `evals`, by a check of a JSON schema
+    "honeycomb/evals/spec.py": {"jsonschema"},  # `evals`, as a check's schema is read
     # `mcp` (jsonschema, and referencing with it), by a person's edit of an MCP tool's call
     "runtime/tools/define.py": {"jsonschema", "referencing"},
 }
