@@ -287,8 +287,10 @@ class Executor:
             hive: The hive (:func:`~honeycomb.hive.load_hive`).
             model: One model for every role, instead of the declared ones.
             models: The hive's models by name (``{"gpt": model}``), used instead of
-                the declared ones of those names (the rest are built as declared); or
-                one model, as ``model``.
+                the declared ones of those names (the rest are built as declared), in
+                the hives it calls as tools too; a model of one of those alone by the
+                tool's name, ``{"facts/gpt": model}`` (deeper: ``facts/checks/gpt``);
+                or one model, as ``model``.
             policy: Replace the declared policy.
             options: The Executor's own options (``on_event``, ``output_type``,
                 ``store``, ``memory``, ``backend`` ...). The hive's ``store:`` is a
@@ -327,7 +329,7 @@ class Executor:
                 cls.from_hive(
                     sub,
                     model=one,
-                    models=None if one else _declared(models, sub),
+                    models=None if one else _declared(models, sub, name),
                     store=None,
                     trace=False,
                     backend=None,  # its workers run where the worker calling it runs
@@ -338,7 +340,7 @@ class Executor:
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
             return cls(
                 hive.roles,
-                hive.models(models),
+                hive.models(_own(models)),
                 tools=registry,
                 planner=hive.planner,
                 aggregator=hive.spec.aggregator,
@@ -786,8 +788,20 @@ class Executor:
         return streamed(run)
 
 
-def _declared(models: Mapping[str, Model] | None, hive: Hive) -> dict[str, Model] | None:
-    """Of the models given by name, those ``hive`` declares too."""
+def _declared(models: Mapping[str, Model] | None, hive: Hive, tool: str) -> dict[str, Model] | None:
+    """Of the models given by name, those ``hive`` (called as the tool ``tool``)
+    declares too, and those given for it alone (``tool/NAME``, which win; its own
+    hives' ``tool/OTHER/NAME`` are passed on to them)."""
     if models is None:
         return None
-    return {name: m for name, m in models.items() if name in hive.spec.models}
+    found = {name: m for name, m in models.items() if name in hive.spec.models}
+    prefix = f"{tool}/"
+    found.update({n.removeprefix(prefix): m for n, m in models.items() if n.startswith(prefix)})
+    return found
+
+
+def _own(models: Mapping[str, Model] | None) -> Mapping[str, Model] | None:
+    """Of the models given by name, those of the hive itself (not ``tool/NAME``)."""
+    if models is None:
+        return None
+    return {name: m for name, m in models.items() if "/" not in name}

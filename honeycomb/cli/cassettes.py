@@ -45,8 +45,9 @@ def cassette_models(
 ) -> Model | dict[str, Model] | None:
     """The models a run of ``hive`` uses: ``model`` (every role's, or None: the
     hive's own), recorded in ``--record``'s cassette or, with ``--replay``, answered
-    from its cassette by name (nothing of the hive's models is built). It says on
-    standard error which, unless the run prints JSON.
+    from its cassette by name (nothing of the hive's models is built); those of the
+    hives it calls as tools too, each named ``TOOL/NAME`` there. It says on standard
+    error which, unless the run prints JSON.
 
     Raises:
         ConfigError: when the run is not local (the calls are kept in this process),
@@ -66,14 +67,39 @@ def cassette_models(
     said: str
     models: dict[str, Model]
     if replay is not None:
-        models = cassette(hive.spec.models, replay=replay)
+        models = cassette(dict.fromkeys(_names(hive)), replay=replay)
         played = next((m.cassette for m in models.values() if isinstance(m, ReplayModel)), None)
         recorded = len(played.calls) if played is not None else 0
         said = f"replaying the model calls of {replay} ({recorded} recorded; no model is called)"
     else:
-        own = dict.fromkeys(hive.spec.models, model) if model is not None else hive.models()
+        own = dict.fromkeys(_names(hive), model) if model is not None else _built(hive)
         models = cassette(own, record=record)
         said = f"recording the model calls in {record}"
     if not getattr(args, "json", False):
         print(said, file=sys.stderr)
     return models
+
+
+def _called(hive: Hive) -> dict[str, Hive]:
+    """The hives ``hive`` calls as tools, by the tools' names (one a file)."""
+    from workers.nesting import nested_tool_name
+
+    return {nested_tool_name(ref): sub for ref, sub in hive.hives.items()}
+
+
+def _names(hive: Hive, prefix: str = "") -> list[str]:
+    """The names of ``hive``'s models, and of those of the hives it calls as tools
+    (``TOOL/NAME``, deeper ``TOOL/OTHER/NAME``), as ``Executor.from_hive`` takes them."""
+    names = [f"{prefix}{name}" for name in hive.spec.models]
+    for tool, sub in _called(hive).items():
+        names += _names(sub, f"{prefix}{tool}/")
+    return names
+
+
+def _built(hive: Hive, prefix: str = "") -> dict[str, Model]:
+    """``hive``'s models, and those of the hives it calls as tools, built as declared
+    and named as :func:`_names` names them."""
+    built = {f"{prefix}{name}": model for name, model in hive.models().items()}
+    for tool, sub in _called(hive).items():
+        built.update(_built(sub, f"{prefix}{tool}/"))
+    return built

@@ -16,6 +16,8 @@ import anyio
 import pytest
 
 from honeycomb import Executor, Role, add_secret
+from honeycomb.cli import main
+from honeycomb.cli.exits import ExitStatus
 from honeycomb.errors import ConfigErrors
 from honeycomb.evals import (
     Case,
@@ -30,8 +32,10 @@ from honeycomb.evals import (
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, StoreError
+from runtime.models.cassettes import Cassette
 from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
+from tests.support import ROOT
 from tests.support.evals import TINY_HIVE, write
 from tests.support.stores import Where
 
@@ -327,3 +331,45 @@ async def test_a_run_with_no_answer_is_not_graded_by_its_judges(tmp_path: Path) 
     assert [v.reason for v in attempt.verdicts] == [
         "critic: no answer to grade (the run ended error)"
     ]
+
+
+FACTS = """
+name: facts
+models:
+  checker_model: {provider: offline, latency: 0}
+roles:
+  planner: {description: Gives the claim to the checker.}
+  checker: {description: Checks the facts of a claim., max_turns: 2}
+  aggregator: {description: Sums up the check.}
+planner: planner
+aggregator: aggregator
+"""
+"""A hive the lead calls as a tool, on a model of its own name."""
+
+UNREACHABLE = """
+  checker_model:
+    provider: openai
+    model: gpt-4o-mini
+    base_url: http://127.0.0.1:9/v1
+    api_key: sk-never-used-in-a-replay
+"""
+
+
+def test_the_models_of_a_hive_called_as_a_tool_are_recorded_and_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lead = (
+        (ROOT / "examples" / "lead" / "hive.yaml").read_text().replace("latency: 0.1", "latency: 0")
+    )
+    write(tmp_path, "hive.yaml", lead)
+    write(tmp_path, "facts.yaml", FACTS)
+    write(tmp_path, "evals.yaml", (ROOT / "examples" / "lead" / "evals.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    eval_ = ["eval", "hive.yaml", "evals.yaml", "--plain", "--no-store"]
+    assert main([*eval_, "--record", "calls.jsonl"]) == ExitStatus.OK, capsys.readouterr().err
+    recorded = {c.model for c in Cassette(tmp_path / "calls.jsonl").calls}
+    assert recorded == {"offline", "facts/checker_model"}
+    # Its model out of reach (a network call fails the test): the replay asks none.
+    facts = FACTS.replace("\n  checker_model: {provider: offline, latency: 0}", UNREACHABLE)
+    write(tmp_path, "facts.yaml", facts)
+    assert main([*eval_, "--replay", "calls.jsonl"]) == ExitStatus.OK, capsys.readouterr().out
