@@ -119,6 +119,11 @@ FIX_OUTPUT = (
     "Answer again with JSON that matches the schema exactly."
 )
 CUT_OFF = "it was cut off at the output limit of {limit} tokens before it was complete"
+CUT_OFF_BELOW = (
+    "it was cut off after {written} tokens, before it was complete: below the request's "
+    "output limit of {limit} tokens, so a limit of the model's own applied (a max_tokens "
+    "in its settings, or its server's)"
+)
 FIX_CUT_OFF = (
     "Your answer was cut off at the output limit of {limit} tokens before it was complete, "
     "so it does not match the required {schema} schema. Answer again, shorter, with JSON "
@@ -352,7 +357,8 @@ class AgentLoop:
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
             state = replace(state, nudged=False)
-        step = await self._finish(state, message.content or "", cut=cut)
+        written = response.usage.output_tokens if cut else 0
+        step = await self._finish(state, message.content or "", cut=cut, written=written)
         if held is not None and isinstance(step, Final):  # accepted: its text is shown
             held.release()
         return step
@@ -461,11 +467,13 @@ class AgentLoop:
                 return obs
         return None
 
-    async def _finish(self, state: LoopState, text: str, *, cut: bool = False) -> Step:
+    async def _finish(
+        self, state: LoopState, text: str, *, cut: bool = False, written: int = 0
+    ) -> Step:
         """The answer ``text``, once it matches the output schema and its output guards
         accept it; else sent back with what is wrong, or, out of retries, a failure.
-        ``cut``: the answer ended at the output limit (what is wrong, if it does not
-        validate)."""
+        ``cut``: the answer ended at an output limit (what is wrong, if it does not
+        validate), after ``written`` tokens (0: not told)."""
         out = self.settings.output_type
         if out is None:
             return await self._guarded(Final(state=state, text=text, output=text, cut_off=cut))
@@ -475,7 +483,11 @@ class AgentLoop:
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
             limit = self.settings.max_output_tokens
-            detail = CUT_OFF.format(limit=limit) if cut else _validation_summary(exc)
+            detail = _validation_summary(exc)
+            if cut:  # the limit that applied: the request's, or a lower one of the model's
+                below = 0 < written < limit
+                detail = (CUT_OFF_BELOW if below else CUT_OFF).format(limit=limit, written=written)
+                limit = written if below else limit
             if attempts > self.settings.output_retries or state.wrapped_up:
                 return Failed(
                     state=state, error=OutputValidationError(out.__name__, attempts, detail)

@@ -28,12 +28,13 @@ from honeycomb import (
     RunFailed,
     ToolCall,
     ToolMessage,
+    Usage,
 )
 from honeycomb.cli.view import summary
 from honeycomb.events import ModelCallFinished, PlanReady
 from honeycomb.run.plan import plan_output_tokens
 from honeycomb.testing import FunctionModel
-from runtime import Event, ModelCallStarted, OutputCutOff, TextDelta
+from runtime import Event, ModelCallStarted, OutputCutOff, PlanError, TextDelta
 from tests.honeycomb.run.test_compaction_run import read_page
 from tests.support.openai_server import OpenAIServer, Reply
 from workers.compaction import is_summary_request
@@ -154,6 +155,29 @@ async def test_a_plan_cut_off_at_its_limit_goes_back_saying_so() -> None:
     asked_again = [r for r in model.requests if r.output is not None][1].messages[-1].content
     assert "cut off at the output limit of" in asked_again
     assert "Answer again, shorter" in asked_again
+
+
+async def test_a_plan_cut_below_the_requests_limit_names_the_limit_that_applied() -> None:
+    """A model's own max_tokens (its settings, its server's) cut the plan after 256
+    tokens: the error named the request's limit, thousands of tokens, which raising
+    would not help."""
+    whole = json.dumps({"subtasks": [{"id": "s1", "role": "reader", "instruction": "read"}]})
+    short = Usage(output_tokens=256)
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if request.output is not None and request.output.name == "Plan":
+            message = AssistantMessage(content=whole[:30])
+            return ModelResponse(message=message, finish_reason="length", usage=short)
+        return "done"
+
+    model = FunctionModel(answer)
+    with pytest.raises(PlanError) as failed:
+        await Executor([Role(name="planner"), Role(name="reader")], model).run("t")
+    said = str(failed.value)
+    assert "cut off after 256 tokens" in said
+    assert "a limit of the model's own applied (a max_tokens in its settings" in said
+    asked_again = [r for r in model.requests if r.output is not None][1].messages[-1].content
+    assert "cut off at the output limit of 256 tokens" in asked_again
 
 
 async def test_an_answer_with_nothing_but_its_limit_fails_saying_which_limit() -> None:
