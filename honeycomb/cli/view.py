@@ -349,6 +349,8 @@ def summary(result: RunResult) -> list[str]:
             "failed         " + "; ".join(f"{f.subtask.id}: {f.error}" for f in result.failures)
         )
     cut = [r.subtask.id for r in result.subtasks.values() if r.worker and r.worker.cut_off]
+    if result.answer_cut_off:
+        cut.append("the answer")
     if cut:
         lines.append(
             f"cut off        {', '.join(cut)}: answers that end at the output limit "

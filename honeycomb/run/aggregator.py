@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,7 +25,7 @@ from honeycomb.run.prompts import AGGREGATOR_INSTRUCTIONS, ResultEntry, aggregat
 from honeycomb.run.result import SubtaskResult
 from runtime import BudgetExceeded, ConfigError, GuardrailTripped, HoneycombError, RunFailed
 from runtime.value import validation_summary
-from workers import Role
+from workers import Role, WorkerResult
 
 __all__ = [
     "Aggregator",
@@ -97,6 +97,18 @@ class RoleAggregator:
     async def aggregate(
         self, task: str, results: Sequence[SubtaskResult], context: RunContext
     ) -> Any:
+        return (await self.answered(task, results, context)).output
+
+    async def answered(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> WorkerResult:
+        """The aggregator worker's result: its ``output`` is the answer, and its
+        ``cut_off`` says whether the answer ended at the output limit.
+
+        Raises:
+            RunFailed: when the worker did not answer.
+            BudgetExceeded: when its call would have gone past the run's budget.
+        """
         role = with_default_instructions(context.roles[self.role], AGGREGATOR_INSTRUCTIONS)
         entries = [
             ResultEntry(
@@ -115,7 +127,15 @@ class RoleAggregator:
             raise result.exception
         if not result.ok:
             raise RunFailed(f"the aggregator failed: {result.error}")
-        return result.output
+        return result
+
+
+class Aggregated(NamedTuple):
+    """The run's answer, and whether it ended at the output limit (only an aggregator
+    role's answer can say so)."""
+
+    answer: Any
+    cut_off: bool = False
 
 
 async def aggregate(
@@ -124,7 +144,7 @@ async def aggregate(
     results: Sequence[SubtaskResult],
     context: RunContext,
     output_type: type[BaseModel] | None,
-) -> Any:
+) -> Aggregated:
     """The run's answer from its aggregator, whatever it is (a role, a function, your
     own Aggregator): with an ``output_type``, an object of that type.
 
@@ -134,16 +154,21 @@ async def aggregate(
             ``output_type`` (naming the type and every problem).
         BudgetExceeded, GuardrailTripped: as the aggregator raised them.
     """
+    cut_off = False
     try:
-        answer = await aggregator.aggregate(task, results, context)
+        if isinstance(aggregator, RoleAggregator):  # its worker says if it was cut off
+            ended = await aggregator.answered(task, results, context)
+            answer, cut_off = ended.output, ended.cut_off
+        else:
+            answer = await aggregator.aggregate(task, results, context)
     except (BudgetExceeded, RunFailed, GuardrailTripped):
         raise  # the run's own stops: they carry its partial result as they are
     except Exception as exc:
         raise RunFailed(f"the aggregator failed: {type(exc).__name__}: {exc}") from exc
     if output_type is None or isinstance(answer, output_type):
-        return answer
+        return Aggregated(answer, cut_off)
     try:
-        return output_type.model_validate(answer)
+        return Aggregated(output_type.model_validate(answer), cut_off)
     except ValidationError as exc:
         raise RunFailed(
             f"the aggregator's answer is not a valid {output_type.__name__} (the Executor's "

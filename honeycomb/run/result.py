@@ -166,6 +166,9 @@ class RunResult(BaseModel):
             else could proceed; decide them and resume the run.
         answer: The final answer: text, or the validated output-schema object.
         answer_text: The final answer as text.
+        answer_cut_off: The answer ended at the aggregator's output limit (its model's
+            ``finish_reason`` was ``length``): it is as far as it goes. A subtask's is
+            its worker's ``cut_off``.
         plan: The subtasks that ran.
         subtasks: Each subtask's outcome, by id, in plan order.
         usage: Tokens, model calls and tool calls of the whole run.
@@ -188,6 +191,7 @@ class RunResult(BaseModel):
     status: RunStatus
     answer: Any = None
     answer_text: str = ""
+    answer_cut_off: bool = False
     plan: Plan
     subtasks: dict[str, SubtaskResult]
     usage: Usage

@@ -156,6 +156,7 @@ class Run:
         self.earlier_spans: list[Span] = []
         self.rounds: list[PlanRound] = []
         self.rounds_ended: str | None = None
+        self.answer_cut_off = False  # the aggregator's answer ended at its output limit
         self.most: int | None = None  # the most subtasks the plan can come to (None: its own)
         self.within = within is not None
         self._current: tuple[str, float] | None = None  # the phase under way, since when
@@ -369,7 +370,7 @@ class Run:
             held = HeldText(self.tracer)
             context = replace(context, services=replace(context.services, tracer=held))
         phases = self.shared.phases
-        answer = await aggregate(
+        answer, self.answer_cut_off = await aggregate(
             phases.aggregator, self.task, list(outcomes.values()), context, phases.output_type
         )
         if self.guards.guards.output:  # the final answer, whatever made it
@@ -517,6 +518,7 @@ class Run:
             status=status,
             answer=answer,
             answer_text=answer_as_text(answer),
+            answer_cut_off=self.answer_cut_off,
             plan=self.plan,
             subtasks=dict(outcomes),
             usage=self.context.budget.usage,

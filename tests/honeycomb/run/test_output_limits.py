@@ -157,6 +157,27 @@ async def test_a_plan_cut_off_at_its_limit_goes_back_saying_so() -> None:
     assert "Answer again, shorter" in asked_again
 
 
+async def test_an_aggregators_answer_cut_off_says_so() -> None:
+    """The run's answer, the one a person reads first, said nothing of it."""
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        merging = "aggregator" in (request.messages[0].content or "")
+        return cut("the answer as far as it g") if merging else "a whole answer"
+
+    roles = [Role(name="reader"), Role(name="aggregator")]
+    result = await Executor(roles, FunctionModel(answer)).run("t", subtasks=[("reader", "r")])
+    assert (result.answer_text, result.answer_cut_off) == ("the answer as far as it g", True)
+    assert result.subtasks["s1"].worker is not None
+    assert not result.subtasks["s1"].worker.cut_off
+    assert "cut off        the answer: answers that end at the output limit" in "\n".join(
+        summary(result)
+    )
+    whole = await Executor(roles, FunctionModel(lambda r: "whole")).run(
+        "t", subtasks=[("reader", "r")]
+    )
+    assert not whole.answer_cut_off
+
+
 async def test_a_plan_cut_below_the_requests_limit_names_the_limit_that_applied() -> None:
     """A model's own max_tokens (its settings, its server's) cut the plan after 256
     tokens: the error named the request's limit, thousands of tokens, which raising
