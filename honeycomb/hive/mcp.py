@@ -121,11 +121,11 @@ async def check_servers(
                 except ConfigError as exc:
                     errors.append(places[role.name].error(("tools", index), exc.message))
     for role in roles.values():
-        errors += _taken_twice(role, tools_of, places[role.name])
+        errors += _one_name_twice(role, tools_of, places[role.name])
     return tools_of, errors
 
 
-def _taken_twice(
+def _one_name_twice(
     role: Role, tools_of: Mapping[str, Mapping[str, Tool[..., Any]]], place: YamlPlace
 ) -> list[ConfigError]:
     """A tool of a listed server that the role would take beside another of its name:
@@ -144,11 +144,9 @@ def _taken_twice(
             picked = pick_tools(server, tools_of[server], wanted)
         except ConfigError:
             continue  # told above
-        for tool in picked:
-            other = whose.setdefault(tool.name, server)
-            if other != server:
-                errors.append(place.error(("tools", index), taken_twice(tool.name, server, other)))
-                break
+        problem = taken_twice(whose, server, picked)
+        if problem is not None:
+            errors.append(place.error(("tools", index), problem))
     return errors
 
 

@@ -100,9 +100,8 @@ class McpTools:
                 found = pick_tools(server, tools, wanted)
             except ConfigError as exc:
                 raise ConfigError(f"role {role.name!r}: {exc.message}") from exc
-            for one in found:
-                other = servers.setdefault(one.name, server)
-                if other != server:
-                    raise ConfigError(f"role {role.name!r}: {taken_twice(one.name, server, other)}")
+            problem = taken_twice(servers, server, found)
+            if problem is not None:
+                raise ConfigError(f"role {role.name!r}: {problem}")
             picked += found
         return picked

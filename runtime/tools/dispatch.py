@@ -47,6 +47,7 @@ from runtime.tools.layers import (
     Traced,
 )
 from runtime.tools.layers.journal import journal_answer
+from runtime.tools.layers.run import STOPS, Stopped
 from runtime.tools.layers.trace import finished
 from runtime.value import Value
 
@@ -88,13 +89,6 @@ Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
 the next turn is not run). A call that does not end ``ok`` is taken out once it ends:
 there is no result to point the model back to."""
-
-Stopped = ApprovalNeeded | BudgetExceeded | NotStarted
-"""How a call of a tool that nests may end besides its outcome: calls its nested workers
-made wait for a decision, they spent the run's budget, or one an earlier life left
-paused cannot start again."""
-
-_STOPPED = (ApprovalNeeded, BudgetExceeded, NotStarted)  # Stopped, for isinstance
 
 Results = list[ToolMessage | Stopped | None]
 """A turn's observations in call order (a call that stopped: why)."""
@@ -330,12 +324,12 @@ class Dispatcher:
         try:
             async with cap or _NO_CAP:
                 return await self.calls(call)
-        except _STOPPED as stopped:  # the turn's others go on
+        except STOPS as stopped:  # the turn's others go on
             return stopped
 
     def _observed(self, call: Prepared, ended: Outcome | Stopped) -> ToolMessage | Stopped:
         """What is in the turn's results for ``call``, which ended as ``ended``."""
-        if isinstance(ended, _STOPPED):
+        if isinstance(ended, STOPS):
             return ended
         if ended.status != "ok":
             self._forget(call)
@@ -361,5 +355,5 @@ class Dispatcher:
         for call in serial:
             ended = await self._caught(call, None)
             results[call.position] = self._observed(call, ended)
-            if isinstance(ended, _STOPPED):
+            if isinstance(ended, STOPS):
                 return

@@ -170,10 +170,21 @@ def pick_tools(
     return [found]
 
 
-def taken_twice(name: str, server: str, other: str | None) -> str:
-    """What is wrong, and what can be done, when a role would take ``server``'s tool
-    ``name`` beside another server's (``other``), or beside a tool of its own (None):
-    an MCP tool cannot be renamed."""
+def taken_twice(
+    whose: dict[str, str | None], server: str, tools: Iterable[Tool[..., Any]]
+) -> str | None:
+    """Note in ``whose`` (by name, the server of each tool a role takes; None for a tool
+    of its own) the ``tools`` it takes of ``server``; what is wrong, and what can be
+    done, with the first that has the name of another (None: none has). An MCP tool
+    cannot be renamed."""
+    for tool in tools:
+        other = whose.setdefault(tool.name, server)
+        if other != server:
+            return _twice(tool.name, server, other)
+    return None
+
+
+def _twice(name: str, server: str, other: str | None) -> str:
     if other is None:
         return (
             f"its own tool {name!r} and MCP server {server!r}'s have one name: give its own "

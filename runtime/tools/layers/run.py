@@ -45,7 +45,16 @@ from runtime.tools.layers.base import Admitted, Outcome, Prepared
 from runtime.tools.render import render
 from runtime.tools.threads import run_tool
 
-__all__ = ["RunTool"]
+__all__ = ["STOPS", "RunTool", "Stopped"]
+
+Stopped = ApprovalNeeded | BudgetExceeded | NotStarted
+"""How a call of a tool that nests may end besides its outcome, stopping its worker:
+calls its nested workers made wait for a decision (the worker pauses), they spent the
+run's budget, or one an earlier life left paused cannot start again (the worker stops
+unfinished). From a tool that does not nest, each is the tool's failure."""
+
+STOPS = (ApprovalNeeded, BudgetExceeded, NotStarted)
+""":data:`Stopped`, for ``except`` and ``isinstance`` (a union is made anew)."""
 
 
 class RunTool:
@@ -105,18 +114,12 @@ class RunTool:
             else:
                 with within(limit):
                     value = await run_tool(found, kwargs, call.begun)
-        except ApprovalNeeded as exc:
-            if found.nests:  # calls its nested workers made wait for a decision: it pauses
+        except STOPS as exc:
+            if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
-            return _raised(found, exc)  # only a tool that nests may pause its worker
+            return _raised(found, exc)  # only a tool that nests may stop its worker
         except ModelRetry as exc:
             return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
-        except (BudgetExceeded, NotStarted) as exc:
-            # Its nested workers spent the run's budget, or one to continue cannot start:
-            # its worker stops (unfinished, for the second).
-            if found.nests:
-                raise
-            return _raised(found, exc)
         except TimedOut as exc:
             if limit is None:  # a limit of the tool's own ran out: its failure
                 return _raised(found, exc)

@@ -19,7 +19,7 @@ from honeycomb.cli.view import LiveView
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
-from runtime.tools.approvals import ApprovalRequest, Decision
+from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 from tests.support.model_requests import Answer, observations, role_of
 
 LIMIT_S = 30.0
@@ -37,6 +37,23 @@ def _row(drawn: str, subtask: str) -> str:
     return row
 
 
+def view_and_person() -> tuple[LiveView, list[str], Approver]:
+    """A live view, and a person who approves each call once the view is drawn (each
+    frame kept, in order)."""
+    view = LiveView(
+        Console(file=io.StringIO(), force_terminal=True, width=100, color_system=None), "h"
+    )
+    drawn: list[str] = []
+
+    async def person(request: ApprovalRequest) -> Decision:
+        frame = io.StringIO()
+        Console(file=frame, width=100, color_system=None).print(view)
+        drawn.append(frame.getvalue())
+        return Decision.approved()
+
+    return view, drawn, person
+
+
 async def test_the_live_view_marks_the_subtask_whose_nested_worker_waits_for_a_person() -> None:
     """Two leads run at once; only the second calls a nested worker whose call is
     asked about on the terminal. While it is asked, the second lead's row says it
@@ -52,15 +69,7 @@ async def test_the_live_view_marks_the_subtask_whose_nested_worker_waits_for_a_p
             return AssistantMessage(tool_calls=(call("writer", {"instruction": "publish"}),))
         return AssistantMessage(tool_calls=(call("publish", {"text": "bees"}),))
 
-    out = io.StringIO()
-    view = LiveView(Console(file=out, force_terminal=True, width=100, color_system=None), "h")
-    drawn: list[str] = []
-
-    async def person(request: ApprovalRequest) -> Decision:
-        frame = io.StringIO()
-        Console(file=frame, width=100, color_system=None).print(view)
-        drawn.append(frame.getvalue())
-        return Decision.approved()
+    view, drawn, person = view_and_person()
 
     roles = [
         Role(name="lead", tools=("agent:writer",)),
@@ -100,15 +109,7 @@ async def test_the_live_view_marks_the_subtask_whose_hive_tool_waits_for_a_perso
             return AssistantMessage(tool_calls=(call("desk", {"instruction": "publish"}),))
         return AssistantMessage(tool_calls=(call("publish", {"text": "bees"}),))
 
-    out = io.StringIO()
-    view = LiveView(Console(file=out, force_terminal=True, width=100, color_system=None), "h")
-    drawn: list[str] = []
-
-    async def person(request: ApprovalRequest) -> Decision:
-        frame = io.StringIO()
-        Console(file=frame, width=100, color_system=None).print(view)
-        drawn.append(frame.getvalue())
-        return Decision.approved()
+    view, drawn, person = view_and_person()
 
     model = FunctionModel(answer)
     desk = Executor(

@@ -4,11 +4,22 @@ SDK-written test server, run as a real subprocess."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from honeycomb import AssistantMessage, Executor, ModelRequest, Role, RunFailed, ToolMessage, tool
+from honeycomb import (
+    AssistantMessage,
+    Executor,
+    ModelRequest,
+    Role,
+    RunFailed,
+    RunResult,
+    ToolMessage,
+    tool,
+)
+from honeycomb.approvals import PendingApproval
 from honeycomb.testing import FunctionModel, ScriptedModel
 from runtime import ApprovalError
 from runtime.errors import AlreadyDecided
@@ -22,6 +33,28 @@ WRITER = Role(name="writer", tools=("t:append_note",), approvals={"tools": ["app
 
 def noted(notes: Path) -> list[list[str]]:
     return [line.split()[:2] for line in notes.read_text().splitlines()] if notes.exists() else []
+
+
+async def resumed_once_back(
+    service: Callable[..., Executor], notes: Path, subtask: tuple[str, str]
+) -> tuple[PendingApproval, RunResult]:
+    """Run ``subtask`` until its call waits for approval, approve it, resume with the
+    server down (the run fails saying why, nothing written), then resume with it
+    back: the call that waited, and the result."""
+    waiting = await service().run("t", subtasks=[subtask], run_id="r")
+    (pending,) = waiting.pending
+    await service().decide("r", pending.call_id, approve=True, worker=pending.worker)
+    with pytest.raises(RunFailed) as failed:
+        await service(down=True).resume("r")
+    assert failed.value.partial is not None
+    error = failed.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert "MCP server 't' could not be started" in error.message
+    assert noted(notes) == []
+    done = await service().resume("r")
+    assert done.status == "ok"
+    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+    return pending, done
 
 
 async def test_an_edit_is_checked_against_its_own_tool_whatever_another_role_s_server_does(
@@ -96,19 +129,7 @@ async def test_a_paused_worker_whose_server_is_down_at_resume_goes_on_once_it_is
         t = sdk_server(notes=notes, args=("--fail-at-start",) if down else ())
         return Executor([WRITER], model, mcp_servers=[t], store=store)
 
-    waiting = await service().run("t", subtasks=[("writer", "write")], run_id="r")
-    (pending,) = waiting.pending
-    await service().decide("r", pending.call_id, approve=True)
-    with pytest.raises(RunFailed) as failed:
-        await service(down=True).resume("r")
-    assert failed.value.partial is not None
-    error = failed.value.partial.subtasks["s1"].error
-    assert error is not None
-    assert "MCP server 't' could not be started" in error.message
-    assert noted(notes) == []
-    done = await service().resume("r")
-    assert done.status == "ok"
-    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+    pending, done = await resumed_once_back(service, notes, ("writer", "write"))
     (seen, *_) = [m for m in done.subtasks["s1"].worker.transcript.messages  # type: ignore[union-attr]
                   if isinstance(m, ToolMessage)]  # fmt: skip
     assert (seen.tool_call_id, seen.content) == (pending.call_id, "noted draft")
@@ -176,19 +197,7 @@ async def test_a_paused_nested_worker_whose_server_is_down_at_resume_goes_on_onc
             aggregator="concat",
         )  # fmt: skip
 
-    waiting = await service().run("t", subtasks=[("lead", "lead")], run_id="r")
-    (pending,) = waiting.pending
-    await service().decide("r", pending.call_id, approve=True, worker=pending.worker)
-    with pytest.raises(RunFailed) as failed:
-        await service(down=True).resume("r")
-    assert failed.value.partial is not None
-    error = failed.value.partial.subtasks["s1"].error
-    assert error is not None
-    assert "MCP server 't' could not be started" in error.message
-    assert noted(notes) == []
-    done = await service().resume("r")
-    assert done.status == "ok"
-    assert noted(notes) == [["start", "draft"], ["end", "draft"]]
+    _, done = await resumed_once_back(service, notes, ("lead", "lead"))
     assert done.subtasks["s1"].text == "lead: wrote: noted draft"
 
 
