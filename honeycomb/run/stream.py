@@ -23,7 +23,8 @@ class RunStream:
     """Iterate to get every event of the run as it happens.
 
     When the events end, :attr:`result` holds the run's result; if the run raised, the
-    iteration re-raises that error after the last event (``RunFinished``).
+    iteration raises that error after the last event (``RunFinished``), once, as an
+    async generator does: asked again, it ends. :attr:`error` keeps it.
 
     It reads as an :class:`asyncio.Queue` does: a wait for the next event that is
     cancelled (``asyncio.timeout``, ``asyncio.wait_for``) takes nothing, and the next
@@ -37,6 +38,7 @@ class RunStream:
     def __init__(self) -> None:
         self.result: RunResult | None = None
         self.error: BaseException | None = None  # what the run raised
+        self._error_raised = False
         self._queue: deque[Event] = deque()
         self._closed = False
         # Set while a reader is in ``__anext__`` waiting, until that reader resumes:
@@ -66,7 +68,8 @@ class RunStream:
 
         Raises:
             StopAsyncIteration: after the last event, when the run returned.
-            BaseException: after the last event, what the run raised.
+            BaseException: after the last event, what the run raised (once; after it,
+                StopAsyncIteration).
             StreamBusy: when another task is waiting for the next event.
         """
         if self._wake is not None:
@@ -75,7 +78,10 @@ class RunStream:
         # was, where a generator would be closed by it, ending the iteration for good.
         while not self._queue:
             if self._closed:
-                if self.error is not None:
+                # Raised once: raised again, the one error would pile up a traceback
+                # per ask, and a reader that went on would never see the end.
+                if self.error is not None and not self._error_raised:
+                    self._error_raised = True
                     raise self.error
                 raise StopAsyncIteration
             wake = self._wake = asyncio.get_running_loop().create_future()

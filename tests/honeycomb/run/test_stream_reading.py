@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from honeycomb import Executor, Role, RunStream
-from honeycomb.errors import StreamBusy
+from honeycomb.errors import RunFailed, StreamBusy
 from honeycomb.events import Event, RunFinished
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -159,3 +159,26 @@ async def test_async_for_over_a_stream_without_its_block_fails_at_once() -> None
         async for _ in executor(gate).stream("t", subtasks=[("w", "do")]):  # type: ignore[attr-defined]
             pass
     assert gate.calls == 0
+
+
+async def test_a_run_s_error_is_raised_once_then_the_stream_is_exhausted() -> None:
+    """As an async generator's: a reader that asks again after the error gets
+    StopAsyncIteration, not the same error again (its traceback growing each time);
+    ``events.error`` keeps it."""
+
+    async def broken(request: ModelRequest) -> str:
+        raise ValueError("the model broke")
+
+    failing = Executor([Role(name="w")], FunctionModel(broken), planner=lambda task: [("w", task)])
+    for stream in (failing.stream("t"), failing.session("u1").stream("hi")):
+        read: list[Event] = []
+        async with stream as events:
+            with pytest.raises(RunFailed, match="nothing to aggregate") as raised:  # noqa: PT012 - raised while iterating
+                async for event in events:
+                    read.append(event)
+            with pytest.raises(StopAsyncIteration):
+                await anext(events)
+            assert [event async for event in events] == []
+        assert isinstance(read[-1], RunFinished)
+        assert events.error is raised.value
+        assert events.result is None
