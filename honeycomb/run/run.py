@@ -59,7 +59,6 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits import InFlight
 from runtime.secrets import masked
-from runtime.text import valid_text
 from workers.guards import GuardRunner, Judge, Refusal
 
 if TYPE_CHECKING:
@@ -296,7 +295,7 @@ class Run:
 
         stored = await record.store.load(self.run_id) if resumable else None
         if stored is not None:
-            if stored.task != masked(valid_text(self.task)):  # as the store keeps text
+            if stored.task != masked(record.store.kept(self.task)):
                 raise ConfigError(
                     f"run {self.run_id!r} in {record.store.where} was started with another "
                     f"task ({stored.task[:60]!r}); resume it with its own task, or use a "

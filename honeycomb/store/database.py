@@ -74,6 +74,9 @@ class Database(Protocol):
             StoreError: when it cannot be opened, or is not a Honeycomb run store.
         """
 
+    def kept(self, text: str) -> str:
+        """``text`` as a column of text keeps it, and reads it back."""
+
     def read(self, read: Callable[[Connection], T], empty: T) -> T:
         """``read(connection)`` in one snapshot of the store (``empty``: no store there
         yet), creating nothing.

@@ -31,6 +31,7 @@ from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
 from runtime.secrets import PASSWORD_PARAMETERS, add_secret, url_secrets
+from runtime.text import valid_text
 
 if TYPE_CHECKING:
     import psycopg
@@ -113,8 +114,13 @@ def _value(value: Any) -> Any:
     if type(value) is bool:
         return int(value)
     if type(value) is str:
-        return value.replace("\0", "\ufffd")
+        return _text(value)
     return value
+
+
+def _text(text: str) -> str:
+    """``text`` as a ``TEXT`` column holds it: no NUL."""
+    return text.replace("\0", "\ufffd")
 
 
 def in_postgres(statement: str) -> str:
@@ -156,7 +162,11 @@ class PostgresConnection:
         )
 
     def json_number(self, column: str, *keys: str) -> str:
-        return f"(({column})::jsonb #>> '{{{','.join(keys)}}}')::float8"
+        # A stored text may hold NUL (a model's or a tool's), which JSON writes \u0000
+        # and jsonb refuses, failing the whole query: it is read as U+FFFD, as the
+        # columns of plain text keep it.
+        text = f"replace({column}, '\\u0000', '\\ufffd')"
+        return f"(({text})::jsonb #>> '{{{','.join(keys)}}}')::float8"
 
     def begin(self) -> None:
         self.conn.execute("BEGIN")
@@ -344,6 +354,9 @@ class PostgresDatabase:
         return version
 
     # --- reading ------------------------------------------------------------------------
+
+    def kept(self, text: str) -> str:
+        return _text(valid_text(text))  # as the writer stores it, then its NUL
 
     def read(self, read: Callable[[Connection], T], empty: T) -> T:
         import psycopg

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import connect, reader
 from runtime import StoreError
+from runtime.text import valid_text
 
 __all__ = ["SQLiteConnection", "SQLiteDatabase"]
 
@@ -85,6 +86,9 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         pass  # each read opens its own connection
+
+    def kept(self, text: str) -> str:
+        return valid_text(text)  # as the writer stores it
 
     def read(self, read: Callable[[Connection], T], empty: T) -> T:
         """``read(db)`` on a read-only connection, in one snapshot. A store no process

@@ -124,6 +124,11 @@ class RunStore:
     def __repr__(self) -> str:
         return f"RunStore({self.where!r})"
 
+    def kept(self, text: str) -> str:
+        """``text`` as the store keeps it, and gives it back: with lone surrogates
+        replaced by U+FFFD, and on PostgreSQL, whose text holds no NUL, each NUL too."""
+        return self._database.kept(text)
+
     @property
     def name(self) -> str:
         """A short name of the store: its file's, or its database's and schema's."""
