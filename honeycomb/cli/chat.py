@@ -76,7 +76,7 @@ def chat_command(args: argparse.Namespace) -> ExitStatus:
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()
-        model = None if args.replay is not None else model_of(args)
+        model = model_of(args, hive)
         backend = chosen_backend(hive.backend, args)
         models = cassette_models(hive, model, args, backend)  # --record, --replay
     except (ConfigErrors, ConfigError) as exc:

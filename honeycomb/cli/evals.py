@@ -25,7 +25,7 @@ from honeycomb.cli.backend import pool_running
 from honeycomb.cli.cassettes import add_cassette_options, cassette_models
 from honeycomb.cli.eval_view import EvalProgress, print_comparison, print_report
 from honeycomb.cli.exits import STOPPED_BY, ExitStatus, stopped_by_signals
-from honeycomb.cli.local import LOCAL, add_model_options, short_answers
+from honeycomb.cli.local import add_model_options
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.options import MAX_RUN_ID, Parser, integer, new_id, number
 from honeycomb.cli.running import (
@@ -176,9 +176,7 @@ def eval_models(
         ConfigError: for a ``--model`` that cannot be made, a cassette that cannot be
             read or written, or one with a hive whose workers run on Ray.
     """
-    if args.model == LOCAL:
-        short_answers(hive)
-    model = None if args.replay is not None else model_of(args)
+    model = model_of(args, hive)
     return model, cassette_models(hive, model, args, hive.backend)
 
 

@@ -10,12 +10,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from honeycomb.run.plan import plan_output_tokens
 from runtime import ConfigError, Model
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
 
-__all__ = ["ANSWER_TOKENS", "LOCAL", "SEED", "add_model_options", "local_model", "short_answers"]
+__all__ = [
+    "ANSWER_TOKENS",
+    "LOCAL",
+    "SEED",
+    "add_model_options",
+    "local_model",
+    "output_limits",
+    "short_answers",
+]
 
 LOCAL = "local"
 """The ``--model`` that runs llama.cpp in this process."""
@@ -77,8 +86,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def local_model(args: argparse.Namespace) -> Model:
-    """The model of ``--model local``; it says on standard error what it runs.
+def local_model(args: argparse.Namespace, hive: Hive) -> Model:
+    """The model of ``--model local`` for ``hive``'s runs; it says on standard error
+    what it runs, and the output limits of the runs' answers (:func:`output_limits`).
 
     Raises:
         ConfigError: when xllamacpp is not installed, there is no GGUF file to run,
@@ -96,13 +106,35 @@ def local_model(args: argparse.Namespace) -> Model:
     model = LlamaModel(args.gguf, seed=SEED)
     server = model.server
     if not args.json:
+        threads = f"{server.threads} thread{'s' if server.threads != 1 else ''}"
+        said = ", ".join(filter(None, [f"{server.parallel} slots", threads, output_limits(hive)]))
         print(
-            f"llama.cpp in this process: {server.path.name} ({server.parallel} slots, "
-            f"{server.threads} thread{'s' if server.threads != 1 else ''}, answers of at most "
-            f"{ANSWER_TOKENS} tokens; no network, no key)",
+            f"llama.cpp in this process: {server.path.name} ({said}; no network, no key)",
             file=sys.stderr,
         )
     return model
+
+
+def output_limits(hive: Hive) -> str:
+    """What ``--model local``'s line says of the output limits of ``hive``'s answers:
+    the run-wide one (its policy's), then each that some roles have instead, naming
+    them: their own, or the planner's (when it sets none) sized by the longest plan it
+    may write; "" for a hive with no roles."""
+    policy = hive.policy
+    planner = hive.spec.planner.role if hive.spec.planner is not None else None
+    roles: dict[int, list[str]] = {}  # the roles whose answers have each limit
+    for name, role in hive.roles.items():
+        limit = role.max_output_tokens
+        if limit is None:
+            planned = name == planner
+            limit = plan_output_tokens(policy.max_subtasks) if planned else policy.max_output_tokens
+        roles.setdefault(limit, []).append(name)
+    run_wide = policy.max_output_tokens
+    said = [f"{run_wide} tokens"] if run_wide in roles else []
+    for limit, names in roles.items():
+        if limit != run_wide:
+            said.append(f"{limit}{'' if said else ' tokens'} for {' and '.join(names)}")
+    return f"answers of at most {', '.join(said)}" if said else ""
 
 
 def short_answers(hive: Hive) -> None:

@@ -266,7 +266,7 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     task = valid_text(task)
     try:
         backend = chosen_backend(hive.backend, args)
-        model = None if getattr(args, "replay", None) is not None else model_of(args)
+        model = model_of(args, hive)
         models = cassette_models(hive, model, args, backend)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
@@ -275,8 +275,6 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
     if missing:  # before the run starts (and is kept), not as its failure
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE
-    if args.model == LOCAL:
-        short_answers(hive)
     offline = (args.model == "offline") or (
         model is None and all(s.provider == "offline" for s in hive.spec.models.values())
     )
@@ -295,10 +293,20 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         return run_on_loop(run)
 
 
-def model_of(args: argparse.Namespace) -> Model | None:
-    """The one model ``--model`` (and its options) names for every role; None: the
-    hive's own."""
-    model = _named_model(args)
+def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
+    """The one model ``--model`` (and its options) names for every role of ``hive``;
+    None: the hive's own, or a cassette's answers (``--replay``). ``--model local``
+    lowers ``hive``'s run-wide output limit (:func:`short_answers`), replayed too (its
+    calls were recorded so), before its line says the limits.
+
+    Raises:
+        ConfigError: for a ``--model`` that cannot be made.
+    """
+    if args.model == LOCAL:
+        short_answers(hive)
+    if getattr(args, "replay", None) is not None:
+        return None
+    model = _named_model(args, hive)
     if model is not None and args.tool_protocol == "text":
         return TextToolModel(model)
     if model is not None and args.tool_protocol == "json":
@@ -306,11 +314,11 @@ def model_of(args: argparse.Namespace) -> Model | None:
     return model
 
 
-def _named_model(args: argparse.Namespace) -> Model | None:
+def _named_model(args: argparse.Namespace, hive: Hive) -> Model | None:
     if args.model is None:
         return None
     if args.model == LOCAL or getattr(args, "gguf", None) is not None:
-        return local_model(args)
+        return local_model(args, hive)
     if args.model == "offline":
         latency = getattr(args, "latency", None)
         return OfflineModel(latency=latency) if latency is not None else OfflineModel()

@@ -84,7 +84,7 @@ def hive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def served(monkeypatch: pytest.MonkeyPatch) -> Served:
     """The model of every role of the chats the test starts."""
     model = Served(Offline(latency=0))
-    monkeypatch.setattr("honeycomb.cli.chat.model_of", lambda args: model)
+    monkeypatch.setattr("honeycomb.cli.chat.model_of", lambda args, hive: model)
     return model
 
 

@@ -3,6 +3,7 @@ demo on the model itself is in test_real_model_demo.py)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,59 @@ def test_the_local_model_lowers_the_run_wide_output_limit_but_never_raises_it(
     terse = hive("policy: {max_output_tokens: 100}\n")
     short_answers(terse)
     assert terse.policy.max_output_tokens == 100
+
+
+BANNER = "llama.cpp in this process: tiny.gguf"
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with ``tiny.gguf``, a file llama.cpp is never asked to load (the
+    commands below stop before any model call), and llama.cpp taken as installed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("runtime.models.llama_server.llama_missing", lambda: False)
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF" + bytes(28))
+    return tmp_path
+
+
+def said_of(argv: list[str], hive: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The output limits ``--model local``'s line names, for a hive of the roles and
+    policy of ``hive``: ``run`` stops at a store it cannot open, ``chat`` at the end
+    of its input, both after the line and before any model call."""
+    Path("hive.yaml").write_text(
+        "models: {default: offline}\nplanner: planner\naggregator: aggregator\n" + hive
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(""))
+        main([*argv, "--model", "local", "--gguf", "tiny.gguf"])
+    line = next(line for line in capsys.readouterr().err.splitlines() if BANNER in line)
+    return line.split("thread, ", 1)[1].split(";", 1)[0]
+
+
+COMMANDS = pytest.mark.parametrize(
+    "argv",
+    [["run", "hive.yaml", "t", "--store", "gone/runs.db"], ["chat", "hive.yaml", "--no-store"]],
+    ids=["run", "chat"],
+)
+
+
+@COMMANDS
+def test_the_local_model_names_the_output_limit_that_applies(
+    tiny: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hive's own limit where it is lower than the one ``--model local`` sets, and
+    every role's own (the planner's too: else sized by the plan it may write)."""
+    lower = "roles: {planner: {}, w: {}, aggregator: {}}\npolicy: {max_output_tokens: 100}\n"
+    assert said_of(argv, lower, capsys) == "answers of at most 100 tokens, 9604 for planner"
+    own = (
+        "roles:\n  planner: {max_output_tokens: 600}\n  w: {max_output_tokens: 1024}\n"
+        "  v: {max_output_tokens: 1024}\n  aggregator: {}\n"
+    )
+    said = said_of(argv, own, capsys)
+    assert said == f"answers of at most {ANSWER_TOKENS} tokens, 600 for planner, 1024 for w and v"
+    all_own = (
+        "roles:\n  planner: {max_output_tokens: 600}\n  w: {max_output_tokens: 300}\n"
+        "  aggregator: {max_output_tokens: 300}\n"
+    )
+    said = said_of(argv, all_own, capsys)
+    assert said == "answers of at most 600 tokens for planner, 300 for w and aggregator"
