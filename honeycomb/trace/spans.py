@@ -320,6 +320,7 @@ class SpanRecorder:
     ) -> None:
         self.spans: list[Span] = []
         """The spans that have ended, in the order they ended."""
+        self._rows: list[Span] = []  # of them, those a run's timings are made of
         self._on_close = on_close
         # Ids: 16 hex digits, a random prefix for the run and then a counter.
         self._ids = map("%016x".__mod__, count(int.from_bytes(os.urandom(4), "big") << 32 | 1))
@@ -431,25 +432,34 @@ class SpanRecorder:
         """The run's spans as they will be when it ends at ``end`` (default: now),
         their usage aside, and that is when it ends: what a run says of its times as
         it ends (its result) is what its spans will say (``honeycomb trace``)."""
-        self._end = end = self._clock() if end is None else end
-        still = [self._run, self._phase, *self._workers.values(), *self._turns.values()]
+        end = self._ending(end)
         return [
             *self.spans,
             *(self._cut(key, call, end) for key, call in self._calls.items()),
-            *(self._closed(s, end, "running") for s in still if s is not None),
+            *self._still(end),
         ]
 
     def rows_until(self, end: float | None = None) -> list[Span]:
         """Of :meth:`times_until`, the spans a run's timings are made of: the run's,
         its phases' and its subtasks' workers' (their turns and calls, and nested
-        workers, lie inside those; a run's end measures a few hundred spans, not
-        every call's: benchmark F)."""
-        run = _id(self._run)
-        return [
-            s
-            for s in self.times_until(end)
-            if s.kind in _OUTER or (s.kind == "worker" and s.parent_id == run)
-        ]
+        workers, lie inside those; a run's end measures a few hundred spans, kept
+        apart as they end, not every call's: benchmark F)."""
+        end = self._ending(end)
+        return [*self._rows, *(s for s in self._still(end) if self._is_row(s))]
+
+    def _ending(self, end: float | None) -> float:
+        """``end`` (default: now), when the run ends."""
+        self._end = end = self._clock() if end is None else end
+        return end
+
+    def _still(self, end: float) -> list[Span]:
+        """The spans still open, as they would end at ``end``."""
+        still = [self._run, self._phase, *self._workers.values(), *self._turns.values()]
+        return [self._closed(s, end, "running") for s in still if s is not None]
+
+    def _is_row(self, span: Span) -> bool:
+        """Whether ``span`` is one a run's timings are made of (:meth:`rows_until`)."""
+        return span.kind in _OUTER or (span.kind == "worker" and span.parent_id == _id(self._run))
 
     def _run_finished(self, event: _RunEvent) -> None:
         """The run ends: what is still open ends with it, innermost first (what a span
@@ -788,7 +798,10 @@ class SpanRecorder:
     # --- spans that end -------------------------------------------------------------
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
-        self._keep(_with_usage(self._closed(span, end, status, error), span), span.parent)
+        closed = _with_usage(self._closed(span, end, status, error), span)
+        if self._is_row(closed):
+            self._rows.append(closed)
+        self._keep(closed, span.parent)
 
     @staticmethod
     def _closed(span: _Open, end: float, status: str, error: str | None = None) -> Span:
