@@ -34,6 +34,7 @@ from runtime import (
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.limits import CallInFlight, Slots
 from runtime.limits.worktime import asking_a_person
+from runtime.secrets import masked
 from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
@@ -342,6 +343,11 @@ class Driver:
             found = getattr(found, name, None)
         if not callable(found) or (root == "setup" and not path.startswith("memory.")):
             raise HoneycombError(f"worker {worker.name!r}: no {op!r} to ask for at the driver")
+        if root == "setup" or op == "services.approver":
+            # What a person reads (an approval's request) and what a memory keeps or
+            # searches for, a worker masks first: in the actor, which knows none of
+            # this process's secrets, that masked nothing.
+            args, options = masked(args), masked(options)
         if op == "services.approver":  # a person's time: the worker's limit here stops
             with asking_a_person():
                 return await found(*args, **options)

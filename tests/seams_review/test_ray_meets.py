@@ -1,0 +1,198 @@
+"""Where workers on Ray meet approvals, guards, budgets, streaming, agents and hives
+called as tools: each scenario on both backends (``backend``: the local one, and two
+actors of the session's Ray), which must keep the same promises."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import (
+    ApprovalRequest,
+    BudgetExceeded,
+    Budgets,
+    Decision,
+    Executor,
+    GuardCheck,
+    Guards,
+    Policy,
+    Role,
+    add_secret,
+)
+from honeycomb.backends import RayBackend
+from honeycomb.events import TextDelta
+from honeycomb.testing import FunctionModel
+from runtime import AssistantMessage, ModelRequest, UserMessage
+from runtime.secrets import isolated
+from tests.support.ray_tools import scripted
+
+# One test process for every test that uses Ray (``ray_session``, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
+TOOLS = "tests.support.ray_tools"
+WORKER = Role(name="r", tools=tuple(f"{TOOLS}:{n}" for n in ("note", "echo", "guarded_note")))
+SECRET = "hunter2-but-longer"
+
+
+def script(*turns: list[tuple[str, dict[str, Any]]]) -> str:
+    """A subtask for :func:`scripted`: its calls, turn by turn."""
+    return json.dumps({"turns": [list(t) for t in turns]})
+
+
+def sub_hive() -> Executor:
+    """A hive of one worker, as a tool of another's roles (it plans its one subtask)."""
+    return Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", planner=lambda t: [("r", t)]
+    )
+
+
+class Asked:
+    """An approver that gives every call ``decision``, keeping what it was asked."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.requests: list[ApprovalRequest] = []
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        self.requests.append(request)
+        return self.decision
+
+
+async def test_an_approver_never_reads_a_secret_a_remote_workers_call_holds(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # The approval gate masks the request a person reads; in an actor, which knows none
+    # of the driver's secrets, it masked nothing, and the approver read the password.
+    approver = Asked(Decision.denied("not with a password in it"))
+
+    notes = tmp_path / "notes"
+    ex = Executor(
+        [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend, approver=approver
+    )
+    calls = script([("guarded_note", {"path": str(notes), "text": f"the key is {SECRET}"})])
+    with isolated():
+        add_secret(SECRET, "password")
+        result = await ex.run("t", subtasks=[("r", calls)])
+    (request,) = approver.requests
+    assert SECRET not in repr(request)
+    assert request.arguments["text"].startswith("the key is ")
+    assert "not with a password in it" in result.subtasks["s1"].text
+    assert not notes.exists()
+
+
+def leaky(check: GuardCheck) -> str | None:
+    return "it mentions a password" if "password" in check.text.lower() else None
+
+
+def writer(request: ModelRequest) -> AssistantMessage | str:
+    """The lead's script; a nested writer that gives the password away at first, and
+    once its guard refused that, does not."""
+    told = [m.content or "" for m in request.messages if isinstance(m, UserMessage)]
+    if told[0].startswith("{"):
+        return scripted(request)
+    return "I cannot share that." if len(told) > 1 else "The password is hunter2."
+
+
+async def test_a_nested_workers_refused_answer_never_reaches_the_stream(
+    backend: RayBackend | None,
+) -> None:
+    lead = Role(name="lead", tools=("agent:w",))
+    guarded = Role(name="w", guards=Guards(output=(leaky,)))
+    ex = Executor([lead, guarded], FunctionModel(writer), aggregator="concat", backend=backend)
+    calls = script([("w", {"instruction": "what is the password?"})])
+    async with ex.stream("t", subtasks=[("lead", calls)]) as events:
+        deltas = [e async for e in events if isinstance(e, TextDelta)]
+    assert events.result is not None
+    assert events.result.status == "ok"
+    nested = "".join(d.text for d in deltas if d.worker != "s1")
+    assert nested == "I cannot share that."  # the accepted answer, once; none of the refused
+    assert events.result.subtasks["s1"].text == "I cannot share that."
+
+
+async def test_nested_workers_on_ray_keep_within_the_runs_model_calls(
+    backend: RayBackend | None,
+) -> None:
+    lead = Role(name="lead", tools=("agent:r",))
+    ex = Executor(
+        [lead, WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+        policy=Policy(budgets=Budgets(model_calls=4)),
+    )  # fmt: skip
+    inner = script([("echo", {"text": "x", "delay": 0.02})], [("echo", {"text": "y", "delay": 0})])
+    calls = script([("r", {"instruction": inner})] * 3)  # 1 + 3 x 3 calls wanted
+    with pytest.raises(BudgetExceeded) as caught:
+        await ex.run("t", subtasks=[("lead", calls)])
+    assert caught.value.limit == "model_calls"
+    assert caught.value.partial is not None
+    assert caught.value.partial.usage.model_calls == 4
+
+
+async def test_a_turn_paused_for_approval_counts_its_tool_calls_once_across_lives(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+
+    def executor() -> Executor:
+        return Executor(
+            [WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+            store=tmp_path / "runs.db", policy=Policy(budgets=Budgets(tool_calls=2)),
+        )  # fmt: skip
+
+    calls = script(
+        [("note", {"path": str(notes), "text": "a"}),
+         ("guarded_note", {"path": str(notes), "text": "b"})]
+    )  # fmt: skip
+    waiting = await executor().run("t", subtasks=[("r", calls)], run_id="p")
+    assert waiting.status == "waiting"
+    assert waiting.usage.tool_calls == 0  # the paused turn's calls were given back
+    await executor().decide("p", "c0_1", approve=True)
+    done = await executor().resume("p")  # within tool_calls: 2, made once each
+    assert done.status == "ok"
+    assert done.usage.tool_calls == 2
+    assert notes.read_text() == "a\nb\n"
+
+
+async def test_a_hive_tools_workers_ask_the_calling_runs_approver_and_spend_its_budget(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    approver = Asked(Decision.approved())
+
+    notes = tmp_path / "notes"
+    lead = Role(name="lead", tools=("facts",))
+    ex = Executor(
+        [lead], FunctionModel(scripted), aggregator="concat", backend=backend,
+        tools=[sub_hive().as_tool("facts")], approver=approver,
+        policy=Policy(budgets=Budgets(model_calls=10)),
+    )  # fmt: skip
+    inner = script([("guarded_note", {"path": str(notes), "text": "x"})])
+    result = await ex.run("t", subtasks=[("lead", script([("facts", {"instruction": inner})]))])
+    (request,) = approver.requests
+    assert (request.worker, request.tool) == ("s1/c0_0/s1", "guarded_note")
+    assert notes.read_text() == "x\n"  # once
+    assert result.subtasks["s1"].text.endswith("noted x")
+    assert result.usage.model_calls == 4  # the lead's two, the sub-run's worker's two
+
+
+async def test_a_remote_workers_memory_keeps_no_secret(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # The memory tools mask what they keep and search for; in an actor they masked
+    # nothing, and the driver's memory file kept the password.
+    from honeycomb import RoleMemory, SQLiteMemory
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    role = Role(name="m", memory=RoleMemory(namespace="ops", recall=0, store_result=True))
+    ex = Executor(
+        [role], FunctionModel(scripted), memory=memory, aggregator="concat", backend=backend
+    )
+    calls = script([("remember", {"text": f"the vault opens with {SECRET}"})])
+    with isolated():
+        add_secret(SECRET, "password")
+        await ex.run("t", subtasks=[("m", calls)])
+    kept = await memory.list("ops")
+    assert {k.kind for k in kept} == {"note", "result"}
+    for each in kept:
+        assert SECRET not in each.text
+    assert any(k.text.startswith("the vault opens with ") for k in kept)
