@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -48,6 +48,7 @@ from runtime import (
     Tool,
 )
 from runtime.limits import Slots
+from runtime.limits.worktime import waiting_for_room
 from runtime.secrets import masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult
 
@@ -273,7 +274,8 @@ class RayBackend:
         """
         import ray.exceptions
 
-        await self.start()
+        with waiting_for_room():  # its worker_timeout_s counts what it does, not this
+            await self.start()
         model, model_slots = _unlimited(worker.model)
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
@@ -286,13 +288,14 @@ class RayBackend:
         state = resume
         avoid: _Actor | None = None
         deaths = 0
-        async with self._slots_here():
+        async with self._room_here():
             while True:
                 actor = self._pick(avoid)
                 actor.running += 1
                 try:
                     try:
-                        keys = await self._install_all(actor, worker, made, tools)
+                        with waiting_for_room():  # a new actor starts, then installs
+                            keys = await self._install_all(actor, worker, made, tools)
                     except SetupFailed as exc:  # its role or model, there
                         return _failed(worker, exc.told(worker.role.name))
                     spec = WorkerSpec(
@@ -332,15 +335,23 @@ class RayBackend:
                 finally:
                     actor.running -= 1
 
-    def _slots_here(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    @contextlib.asynccontextmanager
+    async def _room_here(self) -> AsyncIterator[None]:
         """Room for ``workers_per_actor`` workers an actor (the least loaded actor is
-        picked), in the running event loop."""
+        picked), in the running event loop; the wait for it is not the worker's time."""
         if self.workers_per_actor is None:
-            return contextlib.nullcontext()
+            yield
+            return
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots[0] is not loop:
             self._slots = (loop, asyncio.Semaphore(self.actors * self.workers_per_actor))
-        return self._slots[1]
+        slots = self._slots[1]
+        with waiting_for_room():
+            await slots.acquire()
+        try:
+            yield
+        finally:
+            slots.release()
 
     def _recipe(self, model: Model) -> bytes:
         """:func:`recipe`, once a model."""

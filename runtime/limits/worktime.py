@@ -8,10 +8,12 @@ outside its limit; one whose approver decides in the run waits inside it, and th
 module stops its clock meanwhile.
 
 :func:`within_own_time` is the limit; :func:`asking_a_person` marks a wait for a
-person (the approval gate's call of an approver). A wait inside nested work (a nested
-worker, a sub-run with limits of its own) stops the clocks of all the work it is part
-of. The clocks are found through a context variable, which the tasks the work starts
-(its tool calls, its nested workers) inherit.
+person (the approval gate's call of an approver), and :func:`waiting_for_room` a wait
+for somewhere to run the work (a Ray actor to start, or one with room for a worker):
+the work has not begun, as a subtask waiting for one of the run's ``max_workers`` has
+not. A wait inside nested work (a nested worker, a sub-run with limits of its own)
+stops the clocks of all the work it is part of. The clocks are found through a context
+variable, which the tasks the work starts (its tool calls, its nested workers) inherit.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from contextvars import ContextVar
 
 from runtime.concurrency import within
 
-__all__ = ["asking_a_person", "within_own_time"]
+__all__ = ["asking_a_person", "waiting_for_room", "within_own_time"]
 
 
 class _Clock:
@@ -47,6 +49,21 @@ _clock: ContextVar[_Clock | None] = ContextVar("honeycomb_work_clock", default=N
 def asking_a_person() -> Iterator[None]:
     """The block waits for a person: the time limits of the work it is part of
     (:func:`within_own_time`) do not count it."""
+    with _not_counted():
+        yield
+
+
+@contextmanager
+def waiting_for_room() -> Iterator[None]:
+    """The block waits for somewhere to run the work (a Ray actor to start, a slot of
+    one): the time limits of the work it is part of do not count it."""
+    with _not_counted():
+        yield
+
+
+@contextmanager
+def _not_counted() -> Iterator[None]:
+    """The block's time is not the work's own: its clocks stop until it ends."""
     clock = _clock.get()
     if clock is None:
         yield
@@ -75,9 +92,10 @@ def asking_a_person() -> Iterator[None]:
 @contextmanager
 def within_own_time(limit: float) -> Iterator[within]:
     """A block cancelled once it has worked ``limit`` seconds, the time it waited for
-    a person (:func:`asking_a_person`) left out: ``with within_own_time(5) as
-    deadline: await work``. Yields the block's :class:`~runtime.concurrency.within`,
-    whose ``expired`` says whether the limit passed.
+    a person (:func:`asking_a_person`) or for room (:func:`waiting_for_room`) left
+    out: ``with within_own_time(5) as deadline: await work``. Yields the block's
+    :class:`~runtime.concurrency.within`, whose ``expired`` says whether the limit
+    passed.
 
     Raises:
         TimedOut: when the limit passed (the block was cancelled).
