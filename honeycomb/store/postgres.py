@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
+from runtime.config.stores import DEFAULT_SCHEMA, store_problem, url_schema
 from runtime.secrets import PASSWORD_PARAMETERS, add_secret, url_secrets
 from runtime.text import valid_text
 
@@ -47,7 +48,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-DEFAULT_SCHEMA = "honeycomb"
 _APPLICATION = "honeycomb run store"
 _VERSIONS = "store_schema"
 """The table that says the schema holds a store, and of which version."""
@@ -72,19 +72,14 @@ def split_url(url: str) -> tuple[str, str, str]:
     Raises:
         ConfigError: when the schema is not a plain name.
     """
+    problem = store_problem(url)
+    if problem is not None:
+        raise ConfigError(problem, field="store")
     parts = urlsplit(url)
     # Each parameter as written, with its name: decoded and encoded again, a password's
     # ``+`` or ``%20`` would not be the one libpq reads.
     params = [(pair, unquote(pair.partition("=")[0])) for pair in parts.query.split("&") if pair]
-    schema = next(
-        (unquote(pair.partition("=")[2]) for pair, name in params if name == "schema"),
-        DEFAULT_SCHEMA,
-    )
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
-        raise ConfigError(
-            f"the run store's schema {schema!r} is not a plain name (letters, digits, _)",
-            field="store",
-        )
+    schema = url_schema(url)
     libpq = urlunsplit(parts._replace(query="&".join(p for p, name in params if name != "schema")))
     shown_query = "&".join(p for p, name in params if name not in PASSWORD_PARAMETERS)
     host = parts.netloc.rsplit("@", 1)[-1]

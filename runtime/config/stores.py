@@ -4,12 +4,19 @@ checked as the run store checks what it is given when it opens."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["URL_SCHEMES", "is_url", "store_problem"]
+__all__ = ["DEFAULT_SCHEMA", "URL_SCHEMES", "is_url", "store_problem", "url_schema"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 """How a PostgreSQL store is named (a libpq connection URL)."""
+
+DEFAULT_SCHEMA = "honeycomb"
+"""The schema of a PostgreSQL store whose URL names none (``?schema=``)."""
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 def is_url(where: str | Path) -> bool:
@@ -19,10 +26,25 @@ def is_url(where: str | Path) -> bool:
 
 def store_problem(where: str | Path) -> str | None:
     """What is wrong with ``where`` as the name of a run store: a URL of a database
-    Honeycomb does not know (``mysql://``); None for a file or a PostgreSQL URL."""
+    Honeycomb does not know (``mysql://``), or a PostgreSQL URL whose schema is not a
+    plain name; None for a file or a PostgreSQL URL."""
     if isinstance(where, str) and "://" in where and not is_url(where):
         return (
             f"the run store {where.split('://')[0]}:// is not one Honeycomb knows: "
             "give a file, or a postgresql:// URL"
         )
+    if is_url(where):
+        schema = url_schema(str(where))
+        if not _PLAIN_NAME.fullmatch(schema):
+            return f"the run store's schema {schema!r} is not a plain name (letters, digits, _)"
     return None
+
+
+def url_schema(url: str) -> str:
+    """The schema a PostgreSQL store's URL names (its first ``schema`` parameter), or
+    :data:`DEFAULT_SCHEMA`."""
+    for pair in urlsplit(url).query.split("&"):
+        name, _, value = pair.partition("=")
+        if unquote(name) == "schema":
+            return unquote(value)
+    return DEFAULT_SCHEMA
