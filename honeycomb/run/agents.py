@@ -76,17 +76,19 @@ class NestedRuns:
 
     def sub_run_context(self, caller: str, call_id: str) -> RunContext:
         """The run's context as the sub-run that the call ``call_id`` of its worker
-        ``caller`` runs (a hive called as a tool) sees it. Its approver, who decides for
-        a sub-run that has none of its own, is told of the sub-run's calls as this run
-        names their workers (``CALLER/CALL/WORKER``, as its trace does), in this run: a
-        person tells apart the sub-runs of two callers, whose workers have the same
-        names in their own runs."""
+        ``caller`` runs (a hive called as a tool) sees it. What it borrows of this run
+        names the sub-run's workers as this run does (``CALLER/CALL/WORKER``, as its
+        trace does), not as the sub-run does: the approver, who decides for a sub-run
+        that has none of its own, is told of its calls so, in this run, and the budget
+        reports its calls in flight so (a wall time that cuts them off names them), so
+        that the sub-runs of two callers, whose workers have the same names in their
+        own runs, are told apart."""
         context = self.context
-        approver = context.services.approver
-        if approver is None:
-            return context
-        asked = _asked_as(approver, context.run_id, f"{caller}/{call_id}/")
-        return replace(context, services=replace(context.services, approver=asked))
+        services, prefix = context.services, f"{caller}/{call_id}/"
+        approver = services.approver
+        asked = _asked_as(approver, context.run_id, prefix) if approver is not None else None
+        named = replace(services, budget=services.budget.named(prefix), approver=asked)
+        return replace(context, services=named)
 
     @contextmanager
     def active(self) -> Iterator[None]:

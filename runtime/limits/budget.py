@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -85,14 +86,48 @@ class CallInFlight:
         if text:
             self.pieces = (self.pieces or 0) + 1
 
-    def seen(self, now: float) -> InFlight:
+    def seen(self, now: float, prefix: str = "") -> InFlight:
+        """The call as it is at ``now``, its worker's name after ``prefix``."""
         return InFlight(
-            who=self.who,
+            who=f"{prefix}{self.who}",
             kind=self.kind,
             turn=self.turn,
             seconds=now - self.started,
             streamed=self.pieces,
         )
+
+
+class _Spent:
+    """What a run has spent and has under way: one for the run, shared by every view of
+    its budget (:meth:`Budget.named`)."""
+
+    __slots__ = (
+        "cached",
+        "calls",
+        "cost",
+        "input",
+        "model_calls",
+        "on_spend",
+        "output",
+        "reasoning",
+        "started",
+        "tool_calls",
+        "tools_running",
+    )
+
+    def __init__(self) -> None:
+        self.input = self.output = self.model_calls = self.tool_calls = self.reasoning = 0
+        self.cached = 0
+        self.cost = 0.0
+        self.started = time.monotonic()
+        self.on_spend: Callable[[], None] | None = None
+        # The model calls under way, each with the prefix of the name it is reported by.
+        self.calls: dict[CallInFlight, str] = {}
+        self.tools_running = 0  # tool calls reserved whose turn has not settled them
+
+    def spent(self) -> None:
+        if self.on_spend is not None:
+            self.on_spend()
 
 
 class Budget:
@@ -106,7 +141,8 @@ class Budget:
     tells a run that ended past a limit.
 
     A resumed run's budget starts from what its earlier lives spent (:meth:`restore`),
-    its wall time from the time they ran.
+    its wall time from the time they ran. A sub-run spends its caller's budget as
+    :meth:`named` gives it.
 
     Attributes:
         on_spend: Called (in the event loop, with nothing) after each spend is counted:
@@ -115,25 +151,38 @@ class Budget:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self._input = self._output = self._model_calls = self._tool_calls = self._reasoning = 0
-        self._cached = 0
-        self._cost = 0.0
-        self._started = time.monotonic()
-        self.on_spend: Callable[[], None] | None = None
-        self._calls: set[CallInFlight] = set()
-        self._tools_running = 0  # tool calls reserved whose turn has not settled them
+        self._spent = _Spent()
+        self._prefix = ""  # of the names its calls in flight are reported by
+
+    def named(self, prefix: str) -> Budget:
+        """This budget as a sub-run of its run spends it (a hive called as a tool): the
+        same limits, spending and calls in flight, but the calls made through it are
+        reported (:meth:`in_flight`) as the run names their workers: ``prefix`` (of
+        this budget's own, for a sub-run's sub-run) and the name the sub-run gives."""
+        view = copy.copy(self)  # a Ray actor's budget stays one, told of the same calls
+        view._prefix = f"{self._prefix}{prefix}"
+        return view
+
+    @property
+    def on_spend(self) -> Callable[[], None] | None:
+        return self._spent.on_spend
+
+    @on_spend.setter
+    def on_spend(self, called: Callable[[], None] | None) -> None:
+        self._spent.on_spend = called
 
     @property
     def usage(self) -> Usage:
         """Everything spent so far."""
+        spent = self._spent
         return Usage(
-            input_tokens=self._input,
-            output_tokens=self._output,
-            model_calls=self._model_calls,
-            tool_calls=self._tool_calls,
-            cost=self._cost,
-            reasoning_tokens=self._reasoning,
-            cached_input_tokens=self._cached,
+            input_tokens=spent.input,
+            output_tokens=spent.output,
+            model_calls=spent.model_calls,
+            tool_calls=spent.tool_calls,
+            cost=spent.cost,
+            reasoning_tokens=spent.reasoning,
+            cached_input_tokens=spent.cached,
         )
 
     @property
@@ -141,11 +190,11 @@ class Budget:
         """Tool calls counted as reserved whose turn has not yet settled them: a store
         keeps the spending without them, for a life cut off in the middle of a turn
         has its resumed run make that turn's calls, and count them, again."""
-        return self._tools_running
+        return self._spent.tools_running
 
     @property
     def elapsed_s(self) -> float:
-        return time.monotonic() - self._started
+        return time.monotonic() - self._spent.started
 
     def check(self) -> None:
         """Raise if any limit is already reached.
@@ -153,29 +202,29 @@ class Budget:
         Raises:
             BudgetExceeded: naming the limit, what is allowed and what was used.
         """
-        lim = self.limits
-        if lim.model_calls is not None and self._model_calls >= lim.model_calls:
-            raise BudgetExceeded("model_calls", lim.model_calls, self._model_calls)
-        tokens = self._input + self._output
+        lim, spent = self.limits, self._spent
+        if lim.model_calls is not None and spent.model_calls >= lim.model_calls:
+            raise BudgetExceeded("model_calls", lim.model_calls, spent.model_calls)
+        tokens = spent.input + spent.output
         if lim.total_tokens is not None and tokens >= lim.total_tokens:
             raise BudgetExceeded("total_tokens", lim.total_tokens, tokens)
-        if lim.tool_calls is not None and self._tool_calls > lim.tool_calls:
-            raise BudgetExceeded("tool_calls", lim.tool_calls, self._tool_calls)
+        if lim.tool_calls is not None and spent.tool_calls > lim.tool_calls:
+            raise BudgetExceeded("tool_calls", lim.tool_calls, spent.tool_calls)
         if lim.wall_time_s is not None and self.elapsed_s >= lim.wall_time_s:
             raise BudgetExceeded("wall_time_s", lim.wall_time_s, round(self.elapsed_s, 3))
-        if lim.cost is not None and self._cost >= lim.cost:
-            raise BudgetExceeded("cost", lim.cost, round(self._cost, 6))
+        if lim.cost is not None and spent.cost >= lim.cost:
+            raise BudgetExceeded("cost", lim.cost, round(spent.cost, 6))
 
     def overspent(self) -> BudgetExceeded | None:
         """The error for ``total_tokens`` or ``cost`` if the spending went past it, not
         merely reached it (else None): the calls under way when it was reached still
         add what they spent. The next reservation is refused then; this tells a run
         with no next call that it ended over its budget, not within it."""
-        lim = self.limits
-        tokens = self._input + self._output
+        lim, spent = self.limits, self._spent
+        tokens = spent.input + spent.output
         if lim.total_tokens is not None and tokens > lim.total_tokens:
             return BudgetExceeded("total_tokens", lim.total_tokens, tokens)
-        cost = round(self._cost, 6)  # as reported: a sum of prices is not exact
+        cost = round(spent.cost, 6)  # as reported: a sum of prices is not exact
         if lim.cost is not None and cost > lim.cost:
             return BudgetExceeded("cost", lim.cost, cost)
         return None
@@ -187,33 +236,34 @@ class Budget:
             BudgetExceeded: when a limit is reached; nothing is counted then.
         """
         self.check()
-        self._model_calls += 1
-        if self.on_spend is not None:
-            self.on_spend()
+        self._spent.model_calls += 1
+        self._spent.spent()
 
     def call_started(self, call: CallInFlight) -> None:
         """A model call starts: it is in flight until :meth:`call_ended` (what a
         stopped run reports of its calls)."""
-        self._calls.add(call)
+        self._spent.calls[call] = self._prefix
 
     def call_ended(self, call: CallInFlight) -> None:
-        self._calls.discard(call)
+        self._spent.calls.pop(call, None)
 
     def in_flight(self) -> tuple[InFlight, ...]:
-        """The model calls under way now, the longest first."""
+        """The model calls under way now, the longest first, each named as the run
+        names its worker (a sub-run's as :meth:`named` says)."""
         now = time.monotonic()
-        return tuple(sorted((c.seen(now) for c in self._calls), key=lambda c: -c.seconds))
+        seen = (call.seen(now, prefix) for call, prefix in self._spent.calls.items())
+        return tuple(sorted(seen, key=lambda c: -c.seconds))
 
     def charge(self, usage: Usage) -> None:
         """Add tokens, tool calls and cost spent (model calls are counted on reserve)."""
-        self._input += usage.input_tokens
-        self._output += usage.output_tokens
-        self._tool_calls += usage.tool_calls
-        self._cost += usage.cost
-        self._reasoning += usage.reasoning_tokens
-        self._cached += usage.cached_input_tokens
-        if self.on_spend is not None:
-            self.on_spend()
+        spent = self._spent
+        spent.input += usage.input_tokens
+        spent.output += usage.output_tokens
+        spent.tool_calls += usage.tool_calls
+        spent.cost += usage.cost
+        spent.reasoning += usage.reasoning_tokens
+        spent.cached += usage.cached_input_tokens
+        spent.spent()
 
     async def reserve_tool_calls(self, count: int) -> None:
         """Check every limit, and that ``count`` more tool calls fit, then count them: a
@@ -235,42 +285,41 @@ class Budget:
             BudgetExceeded: as :meth:`reserve_tool_calls` does.
         """
         self.check()
-        allowed = self.limits.tool_calls
-        if allowed is not None and self._tool_calls + count > allowed:
+        allowed, spent = self.limits.tool_calls, self._spent
+        if allowed is not None and spent.tool_calls + count > allowed:
             raise BudgetExceeded(
                 "tool_calls",
                 allowed,
-                self._tool_calls,
+                spent.tool_calls,
                 requested=count,
-                running=self._tools_running,
+                running=spent.tools_running,
             )
-        self._tools_running += count
+        spent.tools_running += count
         self.charge_tool_calls(count)
 
     def release_tool_calls(self, count: int) -> None:
         """Give back ``count`` reserved tool calls that did not run (a skipped repeat,
         a turn paused for approval)."""
-        self._tools_running -= count
+        self._spent.tools_running -= count
         self.charge_tool_calls(-count)
 
     def settle_tool_calls(self, reserved: int, ran: int) -> None:
         """A turn's ``reserved`` tool calls have their observations: ``ran`` of them
         ran, and the others (skipped repeats) are given back."""
-        self._tools_running -= reserved
+        self._spent.tools_running -= reserved
         self.charge_tool_calls(ran - reserved)
 
     def charge_tool_calls(self, count: int) -> None:
-        self._tool_calls += count
-        if self.on_spend is not None:
-            self.on_spend()
+        self._spent.tool_calls += count
+        self._spent.spent()
 
     def restore(self, usage: Usage, wall_s: float = 0.0) -> None:
         """Count what the earlier lives of a resumed run spent, model calls included,
         and the time they ran (``wall_s``: not the time between them, waiting for a
         decision or a restart)."""
         self.charge(usage)
-        self._model_calls += usage.model_calls
-        self._started -= wall_s
+        self._spent.model_calls += usage.model_calls
+        self._spent.started -= wall_s
 
 
 class Slots(Protocol):

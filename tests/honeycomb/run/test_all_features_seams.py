@@ -30,7 +30,7 @@ from honeycomb.run.events import WorkerFinished
 from honeycomb.run.policy import Budgets
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.timeline import build_timeline
-from runtime import AssistantMessage, Event, ModelRequest, ToolCallFinished
+from runtime import AssistantMessage, BudgetExceeded, Event, ModelRequest, ToolCallFinished
 from runtime.testing import call
 from runtime.tools.approvals import ApprovalRequest, Approver, Decision
 from tests.support.model_requests import Answer, observations, role_of
@@ -445,3 +445,57 @@ async def test_on_ray_a_worker_waiting_for_its_approver_is_not_past_its_time(
     assert result.subtasks["s2"].error.type == "WorkerTimeout"
     assert result.subtasks["s1"].status == "ok", result.subtasks["s1"].error
     assert result.subtasks["s1"].text == "clerk: paid ann"
+
+
+@pytest.mark.parametrize(
+    ("stuck", "named"),
+    [("checker", "s1/call_1/s1"), ("helper", "s1/call_1/s1/call_2")],
+    ids=["a sub-run's worker", "its nested worker"],
+)
+async def test_a_wall_time_that_cuts_a_hive_tools_call_off_names_it_as_the_callers_run_does(
+    stuck: str, named: str
+) -> None:
+    """A lead calls a hive as a tool; the sub-run's checker (or the helper it runs as an
+    ``agent:`` tool) is in its model call when the run's wall time runs out. The budget
+    names the call it cut off as the calling run and its trace name that worker
+    (``CALLER/CALL/WORKER``), as its approver is told of it: before, it said
+    ``s1 turn 1``, which is the lead's own name in the calling run."""
+    started: list[str] = []
+
+    async def answer(request: ModelRequest) -> Answer:
+        role, seen = role_of(request), observations(request)
+        started.append(role)
+        if role == stuck:
+            await asyncio.Event().wait()  # until the wall time cuts it off
+        if role == "planner":  # the desk's: one checker
+            plan = [{"id": "s1", "role": "checker", "instruction": "check the claim"}]
+            return json.dumps({"subtasks": plan})
+        if role == "checker" and not seen:
+            return AssistantMessage(
+                tool_calls=(call("helper", {"instruction": "look"}, id="call_2"),)
+            )
+        if role == "lead" and not seen:
+            return AssistantMessage(
+                tool_calls=(call("desk", {"instruction": "bees"}, id="call_1"),)
+            )
+        return "done"
+
+    model = FunctionModel(answer)
+    desk = Executor(
+        [Role(name="planner"), Role(name="checker", tools=("agent:helper",)), Role(name="helper")],
+        model,
+        aggregator="concat",
+    )
+    executor = Executor(
+        [Role(name="lead", tools=("desk",))],
+        model,
+        tools=[desk.as_tool("desk")],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(wall_time_s=1.0)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        async with asyncio.timeout(LIMIT_S):
+            await executor.run("t", subtasks=[("lead", "study bees")])
+    assert started[-1] == stuck  # its call was under way as the time ran out
+    assert [(c.who, c.kind, c.turn) for c in caught.value.in_flight] == [(named, "turn", 1)]
+    assert f"cut off in flight: {named} turn 1 (" in str(caught.value)

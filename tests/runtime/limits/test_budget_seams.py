@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from runtime.errors import BudgetExceeded
-from runtime.limits import Budget, Limits
+from runtime.limits import Budget, CallInFlight, Limits
 from runtime.messages import Usage
 
 
@@ -82,3 +82,27 @@ def test_a_turn_never_settled_counts_in_the_runs_usage_not_in_what_a_store_keeps
     budget.reserve_tool_calls_now(2)  # the turn is cut off: its calls ran, unsettled
     assert budget.usage.tool_calls == 2
     assert budget.usage.tool_calls - budget.tool_calls_running == 0
+
+
+def test_a_budget_named_for_a_sub_run_is_the_same_budget_its_calls_named_as_the_run_does() -> None:
+    """What a sub-run spends through its view is the run's (counted, limited, told to
+    the run's store), and its calls in flight are named after the caller's call, a
+    sub-run's sub-run after both."""
+    told: list[int] = []
+    budget = Budget(Limits(model_calls=3))
+    budget.on_spend = lambda: told.append(budget.usage.model_calls)
+    sub = budget.named("s2/call_1/")
+    deeper = sub.named("s1/call_4/")
+    for each in (budget, sub, deeper):
+        each.reserve_model_call()
+    with pytest.raises(BudgetExceeded):
+        sub.reserve_model_call()
+    sub.charge(Usage(input_tokens=5))
+    assert told == [1, 2, 3, 3]
+    assert budget.usage == deeper.usage == Usage(input_tokens=5, model_calls=3)
+    calls = [CallInFlight("s1", "turn", 1), CallInFlight("s1", "turn", 2)]
+    sub.call_started(calls[0])
+    deeper.call_started(calls[1])
+    assert sorted(c.who for c in budget.in_flight()) == ["s2/call_1/s1", "s2/call_1/s1/call_4/s1"]
+    sub.call_ended(calls[0])
+    assert [c.who for c in deeper.in_flight()] == ["s2/call_1/s1/call_4/s1"]
