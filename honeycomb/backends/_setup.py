@@ -222,11 +222,13 @@ def _use_token_auth() -> None:
 def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
     """The tools of a setup an actor makes again: its memory's tools are made there, on
     the memory at the driver; a pinned tool goes as its description (its calls come
-    back to the driver).
+    back to the driver). Its role and output schema go too.
 
     Raises:
-        ConfigError: naming a tool that cannot be sent to the actors.
+        ConfigError: naming a tool, or a part of the role (a guard, its output
+            schema), that cannot be sent to the actors.
     """
+    _check_role(setup)
     mine = {"recall", "remember"} if setup.memory is not None else set()
     tools = [Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine]
     for each in tools:
@@ -247,3 +249,43 @@ def _token_given() -> bool:
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
         return True
     return os.path.isfile(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+
+
+def _check_role(setup: WorkerSetup) -> None:
+    """Raise if the role, or its output schema, cannot be sent to the actors, naming the
+    part that cannot (``guards.output[0]``) rather than Ray's report of the whole role.
+
+    Raises:
+        ConfigError: naming the role and the part.
+    """
+    parts = {"role": setup.role, "output schema": setup.settings.output_type}
+    if _unsendable(parts) is None:
+        return
+    path, part, why = _culprit(setup.role, "") or ("output schema", parts["output schema"], "")
+    why = why or _unsendable(part) or ""
+    shown = getattr(part, "__qualname__", None) or type(part).__name__
+    raise ConfigError(
+        f"role {setup.role.name!r}: its {path} ({shown}) cannot be sent to Ray actors "
+        f"({why}): give it by import path ('package.module:name'), or make what it holds "
+        "picklable"
+    )
+
+
+def _culprit(value: Any, path: str) -> tuple[str, Any, str] | None:
+    """The innermost field of ``value`` (a model, its tuples' items) that cannot be
+    sent, by its path, with why; None when all of it can be."""
+    why = _unsendable(value)
+    if why is None:
+        return None
+    fields = getattr(type(value), "model_fields", None)
+    if fields is not None:
+        for name in fields:
+            found = _culprit(getattr(value, name), f"{path}.{name}" if path else name)
+            if found is not None:
+                return found
+    elif isinstance(value, tuple | list):
+        for i, item in enumerate(value):
+            found = _culprit(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return (path, value, why) if path else None

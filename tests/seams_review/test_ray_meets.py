@@ -5,6 +5,7 @@ actors of the session's Ray), which must keep the same promises."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,32 @@ async def test_a_worker_waiting_for_room_in_an_actor_is_not_timed_out(
         pool.stop()
     assert {s.error for s in result.subtasks.values()} == {None}
     assert result.status == "ok"
+
+
+async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
+    ray_session: None,
+) -> None:
+    """As a tool that cannot be sent does: a ConfigError naming the role and the guard,
+    saying what to do. It was a RemoteFailure holding Ray's serialization report, pages
+    of it, with the whole role written out and no word of the guard."""
+    lock = threading.Lock()
+
+    def polite(check: GuardCheck) -> str | None:
+        with lock:  # what it holds is this process's
+            return None
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    roles = [Role(name="w", guards=Guards(output=(polite,))), Role(name="v")]
+    ex = Executor(roles, FunctionModel(lambda r: "hi"), aggregator="concat", backend=pool)
+    try:
+        result = await ex.run("t", subtasks=[("w", "x"), ("v", "y")])
+    finally:
+        pool.stop()
+    error = result.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "ConfigError"
+    assert error.message.startswith("role 'w': its guards.output[0] (")
+    assert "polite" in error.message
+    assert "import path" in error.message
+    assert len(error.message) < 400
+    assert result.subtasks["s2"].text == "hi"  # the other role's worker ran
