@@ -9,8 +9,11 @@ import importlib
 import io
 import ipaddress
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import msgspec
+from pydantic import BaseModel
 
 from honeycomb.backends._standins import DriverLimiter
 from honeycomb.backends._warden import my_children, ward
@@ -252,40 +255,52 @@ def _token_given() -> bool:
 
 
 def _check_role(setup: WorkerSetup) -> None:
-    """Raise if the role, or its output schema, cannot be sent to the actors, naming the
-    part that cannot (``guards.output[0]``) rather than Ray's report of the whole role.
+    """Raise if the role, or its output schema, cannot be sent to the actors.
 
     Raises:
-        ConfigError: naming the role and the part.
+        ConfigError: naming the role and the part that cannot be sent.
     """
-    parts = {"role": setup.role, "output schema": setup.settings.output_type}
-    if _unsendable(parts) is None:
+    whose = f"role {setup.role.name!r}"
+    check_sendable(setup.role, whose)
+    check_sendable(setup.settings.output_type, whose, "output schema")
+
+
+def check_sendable(value: Any, whose: str, path: str = "") -> None:
+    """Raise if ``value`` (a role, the run's guards ...) cannot be sent to the actors,
+    naming the innermost part that cannot (``guards.output[0]``), not Ray's report of
+    the whole value.
+
+    Raises:
+        ConfigError: naming ``whose`` and the part.
+    """
+    found = _culprit(value, path)
+    if found is None:
         return
-    path, part, why = _culprit(setup.role, "") or ("output schema", parts["output schema"], "")
-    why = why or _unsendable(part) or ""
-    shown = getattr(part, "__qualname__", None) or type(part).__name__
+    where, part, why = found
+    shown = getattr(part, "__name__", None) or type(part).__name__
     raise ConfigError(
-        f"role {setup.role.name!r}: its {path} ({shown}) cannot be sent to Ray actors "
-        f"({why}): give it by import path ('package.module:name'), or make what it holds "
-        "picklable"
+        f"{whose}: its {where} ({shown}) cannot be sent to Ray actors ({why}): give it by "
+        "import path ('package.module:name'), or make what it holds picklable"
     )
 
 
 def _culprit(value: Any, path: str) -> tuple[str, Any, str] | None:
-    """The innermost field of ``value`` (a model, its tuples' items) that cannot be
-    sent, by its path, with why; None when all of it can be."""
+    """The innermost part of ``value`` (a model's or a struct's fields, a tuple's items)
+    that cannot be sent, by its path, with why; None when all of it can be."""
     why = _unsendable(value)
     if why is None:
         return None
-    fields = getattr(type(value), "model_fields", None)
-    if fields is not None:
-        for name in fields:
-            found = _culprit(getattr(value, name), f"{path}.{name}" if path else name)
-            if found is not None:
-                return found
-    elif isinstance(value, tuple | list):
-        for i, item in enumerate(value):
-            found = _culprit(item, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return (path, value, why) if path else None
+    if isinstance(value, BaseModel):
+        names: Iterable[str] = type(value).model_fields
+    elif isinstance(value, msgspec.Struct):
+        names = value.__struct_fields__
+    else:
+        names = ()
+    parts = [(f"{path}.{n}" if path else n, getattr(value, n)) for n in names]
+    if isinstance(value, tuple | list):
+        parts = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    for where, part in parts:
+        found = _culprit(part, where)
+        if found is not None:
+            return found
+    return path or type(value).__name__, value, why

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from honeycomb.backends._actor import Hive
 from honeycomb.backends._driver import Channel, Driver
-from honeycomb.backends._setup import SetupFailed, installed, recipe, sendable_tools, start_ray
+from honeycomb.backends._setup import (
+    SetupFailed,
+    check_sendable,
+    installed,
+    recipe,
+    sendable_tools,
+    start_ray,
+)
 from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
@@ -331,7 +338,7 @@ class RayBackend:
                     link.give_back_turn()  # the turn's calls are made, and counted, again
                     avoid = actor
                 except Exception as exc:  # a message that could not be sent, say
-                    return _failed(worker, RemoteFailure(f"{type(exc).__name__}: {exc}"))
+                    return _failed(worker, _unsent(worker, exc))
                 finally:
                     actor.running -= 1
 
@@ -437,6 +444,16 @@ def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:
         error=WorkerError(type=type(exc).__name__, message=str(exc)),
         exception=exc,
     )
+
+
+def _unsent(worker: Worker, exc: Exception) -> HoneycombError:
+    """What failed the worker's stream: the part of the run's guards (sent with every
+    worker) that cannot be sent, named, if that was it; else what Ray said."""
+    try:
+        check_sendable(worker.services.guards, "the run", "guards")
+    except ConfigError as named:
+        return named
+    return RemoteFailure(f"{type(exc).__name__}: {exc}")
 
 
 def _reason(exc: BaseException) -> str:

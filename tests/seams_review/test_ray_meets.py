@@ -21,6 +21,7 @@ from honeycomb import (
     Guards,
     Policy,
     Role,
+    RunFailed,
     add_secret,
 )
 from honeycomb.backends import RayBackend
@@ -224,9 +225,9 @@ async def test_a_worker_waiting_for_room_in_an_actor_is_not_timed_out(
 async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
     ray_session: None,
 ) -> None:
-    """As a tool that cannot be sent does: a ConfigError naming the role and the guard,
-    saying what to do. It was a RemoteFailure holding Ray's serialization report, pages
-    of it, with the whole role written out and no word of the guard."""
+    """As a tool that cannot be sent does: a ConfigError naming the role (or the run)
+    and the guard, saying what to do. It was Ray's serialization report, pages of it,
+    with the whole role (or the worker's spec) written out and no word of the guard."""
     lock = threading.Lock()
 
     def polite(check: GuardCheck) -> str | None:
@@ -235,16 +236,26 @@ async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
 
     pool = RayBackend(actors=1, actor_cpus=0)
     roles = [Role(name="w", guards=Guards(output=(polite,))), Role(name="v")]
-    ex = Executor(roles, FunctionModel(lambda r: "hi"), aggregator="concat", backend=pool)
+    model = FunctionModel(lambda r: "hi")
+    ex = Executor(roles, model, aggregator="concat", backend=pool)
+    # The run's argument guards go with every worker: they fail them all.
+    everyone = Executor(
+        roles[1:], model, aggregator="concat", backend=pool, guards=Guards(arguments=(polite,))
+    )
     try:
         result = await ex.run("t", subtasks=[("w", "x"), ("v", "y")])
+        with pytest.raises(RunFailed) as caught:
+            await everyone.run("t", subtasks=[("v", "y")])
     finally:
         pool.stop()
-    error = result.subtasks["s1"].error
-    assert error is not None
-    assert error.type == "ConfigError"
-    assert error.message.startswith("role 'w': its guards.output[0] (")
-    assert "polite" in error.message
-    assert "import path" in error.message
-    assert len(error.message) < 400
     assert result.subtasks["s2"].text == "hi"  # the other role's worker ran
+    assert caught.value.partial is not None
+    for error, named in (
+        (result.subtasks["s1"].error, "role 'w': its guards.output[0] (polite)"),
+        (caught.value.partial.subtasks["s1"].error, "the run: its guards.arguments[0].fn (polite)"),
+    ):
+        assert error is not None
+        assert error.type == "ConfigError"
+        assert error.message.startswith(f"{named} cannot be sent to Ray actors (TypeError: ")
+        assert "import path" in error.message
+        assert len(error.message) < 300
