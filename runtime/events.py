@@ -246,7 +246,8 @@ class Tracer:
             and not raise (an exception from a handler is logged and dropped; so is a
             coroutine one returns, closed unrun).
         log: Send events to structlog (logger ``honeycomb``). Logging happens only if
-            the application has configured structlog, never through its print default.
+            the application has configured structlog as the tracer is made (a run's
+            is, as the run starts), never through its print default.
         text: The handlers want the text of answers as it is written: models that
             can stream do, and each piece is a :class:`TextDelta`.
 
@@ -260,7 +261,7 @@ class Tracer:
 
     def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
         self._handlers = event_handlers(handlers)
-        self._log = log
+        self._log = log and logs.configured()  # asked once (benchmark F: not every event)
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
 
@@ -273,7 +274,7 @@ class Tracer:
     @property
     def enabled(self) -> bool:
         """Whether emitting can have any effect (skip building events when False)."""
-        return bool(self._handlers) or (self._log and logs.configured())
+        return bool(self._handlers) or self._log
 
     def emit(self, event: Event) -> None:
         """Give ``event`` to every handler, then to the log, secrets masked."""
@@ -286,7 +287,7 @@ class Tracer:
             else:
                 if returned is not None and isinstance(returned, Coroutine):
                     _returned_coroutine(returned, event.kind)
-        if self._log and event.logged and logs.configured():
+        if self._log and event.logged:
             logs.log(event.kind, event.fields())
 
 

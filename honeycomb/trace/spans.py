@@ -323,7 +323,7 @@ class SpanRecorder:
         self._rows: list[Span] = []  # of them, those a run's timings are made of
         self._on_close = on_close
         # Ids: 16 hex digits, a random prefix for the run and then a counter.
-        self._ids = map("%016x".__mod__, count(int.from_bytes(os.urandom(4), "big") << 32 | 1))
+        self._ids = map(f"{os.urandom(4).hex()}%08x".__mod__, count(1))
         self._clock = clock
         self._end: float | None = None  # when the run ends, if it said so (times_until)
         self._run: _Open | None = None

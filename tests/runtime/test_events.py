@@ -87,6 +87,17 @@ def test_the_log_gets_the_events_without_handlers() -> None:
     assert logs[1]["input_tokens"] == 10
 
 
+def test_whether_to_log_is_asked_as_the_tracer_is_made() -> None:
+    made_before = Tracer(log=True)
+    with capture_logs() as logs:
+        made_within = Tracer(log=True)
+        for event in one_turn():
+            made_before.emit(event)
+            made_within.emit(event)
+        assert not made_before.enabled
+    assert len(logs) == len(one_turn())  # only the tracer made with structlog configured
+
+
 def test_a_broken_handler_does_not_stop_the_others_and_is_logged() -> None:
     def broken(event: Event) -> None:
         raise RuntimeError("broken")

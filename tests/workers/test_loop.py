@@ -350,13 +350,13 @@ async def test_context_window_drops_old_turns_but_never_splits_a_call_from_its_r
 async def test_every_model_call_is_an_event_with_worker_turn_and_usage() -> None:
     seen: list[object] = []
     model = ScriptedModel([call("lookup", {"key": "a"}), "done"])
-    loop = AgentLoop(
-        model,
-        Dispatcher(ToolRegistry([lookup])),
-        worker="w7",
-        services=Services(tracer=Tracer(seen.append)),
-    )
-    with structlog.testing.capture_logs() as logs:
+    with structlog.testing.capture_logs() as logs:  # configured as the tracer is made
+        loop = AgentLoop(
+            model,
+            Dispatcher(ToolRegistry([lookup])),
+            worker="w7",
+            services=Services(tracer=Tracer(seen.append)),
+        )
         await loop.run("t")
     finished = [e for e in logs if e["event"] == "model_call.finished"]
     assert [e["turn"] for e in finished] == [1, 2]

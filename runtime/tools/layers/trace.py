@@ -57,7 +57,7 @@ class Traced(ToolLayer):
             status, error = _stopped(stopped)
             _report(caller, call, status, error, time.perf_counter() - started)
             raise
-        finished(caller, call, outcome, time.perf_counter() - started)
+        _report(caller, call, outcome.status, outcome.error, time.perf_counter() - started)
         return outcome
 
 
