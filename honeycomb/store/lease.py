@@ -11,7 +11,10 @@ side-effecting calls fail, as their intent cannot be journaled.
 A lease is *live* while its heartbeat is younger than its TTL, and *expired* once it
 is older. A lease whose owner is certainly gone (a process of this host that no longer
 exists, or a run of this very process that ended without letting go) is free, so a
-resume right after a crash need not wait. An expired lease whose owner may still be
+resume right after a crash need not wait. A process is this host's when it has the
+host's name and sees the same processes (its PID namespace and boot, named in its
+owner token): replicas in containers that share the host's name (host networking) but
+not its process ids are as other hosts. An expired lease whose owner may still be
 alive (on another host, or stopped, or hung) is taken only with ``steal``; a live one
 never.
 
@@ -29,6 +32,8 @@ after the other), and a write under a lease holds the lease's row until it commi
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import socket
 import sys
@@ -62,6 +67,21 @@ _TAKE = (
 )
 _RENEW = "UPDATE leases SET heartbeat = ? WHERE run_id = ? AND owner = ?"
 
+
+def _place() -> str:
+    """What the process ids of this process are ids in: its PID namespace, in this boot
+    of the machine (Linux; '' elsewhere, where none is told apart)."""
+    seen = []
+    with contextlib.suppress(OSError):
+        seen.append(os.readlink("/proc/self/ns/pid"))
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            seen.append(boot.read().strip())
+    return hashlib.sha256("|".join(seen).encode()).hexdigest()[:12] if seen else ""
+
+
+_PLACE = _place()
+"""Begins each owner token this process makes (``PLACE.RANDOM``)."""
+
 _GOING: set[str] = set()
 """The owner tokens of this process's runs that are still going."""
 
@@ -80,7 +100,8 @@ def new_lease(run_id: str) -> Lease:
     """A lease for a run of this process, to take (counted as going from now on, so that
     no other run of this process mistakes it for one that ended): the one
     :func:`handed` to it, if there is one."""
-    lease = _HANDED.get(run_id) or Lease(run_id=run_id, owner=os.urandom(8).hex())
+    token = f"{_PLACE}.{os.urandom(8).hex()}" if _PLACE else os.urandom(8).hex()
+    lease = _HANDED.get(run_id) or Lease(run_id=run_id, owner=token)
     _GOING.add(lease.owner)
     return lease
 
@@ -120,7 +141,7 @@ def take(db: Connection, lease: Lease, *, steal: bool, ttl_s: float, path: str) 
                 pid=row[2],
                 heartbeat_age_s=age,
                 expired=expired,
-                here=row[1] == HOST and row[2] == os.getpid(),
+                here=row[1] == HOST and row[2] == os.getpid() and _seen_here(row[0]),
             )
     db.execute(_TAKE, (lease.run_id, lease.owner, HOST, os.getpid(), now, ttl_s))
 
@@ -157,11 +178,21 @@ def carried_on(db: Connection, run_id: str) -> bool:
 
 def _gone(owner: str, host: str, pid: int) -> bool:
     """Whether the owner of a lease certainly no longer runs."""
-    if host != HOST:
-        return False  # another machine's processes cannot be seen: only the TTL tells
+    if host != HOST or not _seen_here(owner):
+        # Another machine's processes cannot be seen, nor another PID namespace's (a
+        # container's with the host's name): only the TTL tells.
+        return False
     if pid == os.getpid():
         return owner not in _GOING
     return not _alive(pid)
+
+
+def _seen_here(owner: str) -> bool:
+    """Whether the process that took a lease as ``owner`` is one this process sees by
+    its id: of the same PID namespace and boot (an owner token of an earlier Honeycomb
+    says none, and is taken to be)."""
+    place, dot, _ = owner.rpartition(".")
+    return not dot or place == _PLACE
 
 
 def _alive(pid: int) -> bool:
