@@ -204,18 +204,19 @@ async def test_a_worker_waiting_for_room_in_an_actor_is_not_timed_out(
     ray_session: None,
 ) -> None:
     """A worker's ``worker_timeout_s`` counts what it does, not its wait for an actor to
-    run it in (nor, locally, for one of the run's ``max_workers``): three workers of
-    0.5 s each, one at a time, under a limit of 1.2 s. The third waited a second for
-    the one actor's room, and that counted: it failed with WorkerTimeout."""
+    run it in (nor, locally, for one of the run's ``max_workers``): six workers of 0.4 s
+    each, one at a time, under a limit of 2 s (room for a busy machine's overhead). The
+    last waited 2 s for the one actor's room, and that counted: it failed with
+    WorkerTimeout."""
     pool = RayBackend(actors=1, workers_per_actor=1, actor_cpus=0)
     ex = Executor(
         [WORKER], FunctionModel(scripted), aggregator="concat", backend=pool,
-        policy=Policy(worker_timeout_s=1.2, max_workers=3),
+        policy=Policy(worker_timeout_s=2.0, max_workers=6),
     )  # fmt: skip
     try:
         await pool.start()  # its start is no worker's time either, but not measured here
-        calls = script([("echo", {"text": "done", "delay": 0.5})])
-        result = await ex.run("t", subtasks=[("r", calls)] * 3)
+        calls = script([("echo", {"text": "done", "delay": 0.4})])
+        result = await ex.run("t", subtasks=[("r", calls)] * 6)
     finally:
         pool.stop()
     assert {s.error for s in result.subtasks.values()} == {None}
