@@ -153,7 +153,8 @@ class PostgresConnection:
 
     def lock_run(self, run_id: str) -> None:
         self.conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(%s))", (run_id,)
+            "SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(%s))",
+            _values((run_id,)),  # as the run's rows have it
         )
 
     def json_number(self, column: str, *keys: str) -> str:

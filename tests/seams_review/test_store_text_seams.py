@@ -42,3 +42,11 @@ async def test_a_run_whose_task_holds_a_nul_is_continued_by_its_own_task(store: 
     first = await binary_echo(store).run(task, subtasks=[("w", "read the file")], run_id="nul")
     again = await binary_echo(store).run(task, subtasks=[("w", "read the file")], run_id="nul")
     assert again.answer_text == first.answer_text
+
+
+async def test_a_run_id_holding_a_nul_is_kept_and_resumed_by_it(store: Where) -> None:
+    # A run's lease is taken under a lock of its run, which PostgreSQL was given the id
+    # as it was: 'PostgreSQL text fields cannot contain NUL', and the run never started.
+    first = await binary_echo(store).run("t", subtasks=[("w", "read it")], run_id="job\x00one")
+    again = await binary_echo(store).resume("job\x00one")
+    assert again.answer_text == first.answer_text
