@@ -162,7 +162,7 @@ class _Call(msgspec.Struct, gc=False, kw_only=True):
     and its span's id (known from its start: a nested worker's span names it)."""
 
     start: float
-    parent: _Open | None
+    parent: _Open  # its turn
     name: str
     span_id: str = ""
 
@@ -491,8 +491,7 @@ class SpanRecorder:
         sub-run it ran ends with it, what that spent being the call's."""
         call = self._calls.pop(key)
         span = self._cut(key, call, end, status)
-        if call.parent is not None:
-            call.parent.calls -= 1
+        call.parent.calls -= 1
         self._unfinished.add(key[0])
         anchor = self._anchors.pop(call.span_id, None)
         if anchor is not None:  # it ran a sub-run: what that spent, it spent
@@ -510,7 +509,7 @@ class SpanRecorder:
             kind, call_id = "compaction", ""
         return Span(
             span_id=call.span_id or next(self._ids),
-            parent_id=_id(call.parent),
+            parent_id=call.parent.span_id,
             kind=kind,
             name=call.name,
             start=call.start,
@@ -590,15 +589,14 @@ class SpanRecorder:
         name = event.worker or "?"
         call = self._calls.pop((name, event.turn, key), None)
         if call is not None:
-            if call.parent is not None:
-                call.parent.calls -= 1
+            call.parent.calls -= 1
             if event.status == "cancelled":  # its worker was: the turn ends unfinished
                 self._unfinished.add(name)
             elif event.status == "error" and kind == "model_call":  # the turn has no answer
                 self._failed[name] = event.error
             span = Span(
                 span_id=next(self._ids),
-                parent_id=_id(call.parent),
+                parent_id=call.parent.span_id,
                 kind=kind,
                 name=event.model or "model",
                 start=call.start,
@@ -633,12 +631,12 @@ class SpanRecorder:
         if call is None:
             parent = self._turn(name, event.turn, now)
             call = _Call(start=now, parent=parent, name=event.tool, span_id=next(self._ids))
-        elif call.parent is not None:
+        else:
             call.parent.calls -= 1
         self._unfinished.add(name)
         span = Span(
             span_id=call.span_id,
-            parent_id=_id(call.parent),
+            parent_id=call.parent.span_id,
             kind="tool_call",
             name=call.name,
             start=call.start,

@@ -131,7 +131,9 @@ class Dispatcher:
         self.policy = policy = policy or DispatchPolicy()
         self.caller = caller = caller or Caller()
         if calls is None:  # workers.calls.tool_calls with no layer of a run's
-            calls = Traced(RunTool(caller, policy.max_output_chars, policy.default_timeout), caller)
+            calls = RunTool(caller, policy.max_output_chars, policy.default_timeout)
+            if caller.tracer.enabled:
+                calls = Traced(calls, caller)
         self.calls = calls
         # The last batch and those of its calls that ended ok, so the next turn spots
         # a repeat without validating those calls again.

@@ -29,8 +29,8 @@ class Traced(ModelLayer):
     __slots__ = ()
 
     def opened(self, call: ModelCall) -> None:
-        caller = call.caller
-        if caller is None or not caller.tracer.enabled:  # nobody listens: nothing to build
+        caller = call.caller  # (None: the calls are not traced, see workers.calls.model_calls)
+        if caller is None:
             return
         tracer, worker, run_id, turn = caller.tracer, caller.worker, caller.run_id, call.turn
         tracer.emit(ModelCallStarted(worker=worker, run_id=run_id, turn=turn))

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
-from typing import Any
 
 from runtime.errors import BudgetExceeded
 from runtime.events import Caller, ToolCallFinished, ToolCallStarted
@@ -22,24 +20,14 @@ __all__ = ["Traced", "finished"]
 
 
 class Traced(ToolLayer):
-    """Reports each call as it starts and ends, to ``caller``'s tracer (whether anyone
-    listens is asked once a turn, not once a call)."""
+    """Reports each call as it starts and ends, to ``caller``'s tracer (composed only
+    when someone listens to it: :func:`workers.calls.tool_calls`)."""
 
     def __init__(self, next: ToolHandler, caller: Caller) -> None:
         super().__init__(next)
         self.caller = caller
-        self._listened = (-1, False)  # the turn last asked about, and the answer
 
-    def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
-        turn, listened = self._listened
-        if turn != call.turn:
-            listened = self.caller.tracer.enabled
-            self._listened = (call.turn, listened)
-        if not listened:  # nobody listens: nothing to build
-            return self.next(call)
-        return self._traced(call)
-
-    async def _traced(self, call: Prepared) -> Outcome:
+    async def __call__(self, call: Prepared) -> Outcome:
         caller, asked = self.caller, call.call
         caller.tracer.emit(
             ToolCallStarted(
