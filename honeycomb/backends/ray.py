@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -65,6 +66,11 @@ if TYPE_CHECKING:
 __all__ = ["RayBackend", "RemoteFailure", "WorkerLost", "recipe", "start_ray"]
 
 T = TypeVar("T")
+
+_in_room: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "honeycomb_ray_in_room", default=False
+)
+"""Set for what the driver does for a worker that has room in an actor."""
 
 
 @dataclass
@@ -290,12 +296,18 @@ class RayBackend:
             tools = _once(self._sent, worker.setup, lambda: sendable_tools(worker.setup))
         except ConfigError as exc:
             return _failed(worker, exc)
-        link = Driver(worker, model_slots, self._limiters)
         stored = worker.services.store is not None
         state = resume
         avoid: _Actor | None = None
         deaths = 0
         async with self._room_here():
+            # What it asks of the driver runs in its room: a nested worker (an agent
+            # tool's, a hive tool's) never waits for room its caller holds.
+            token = _in_room.set(True)
+            try:
+                link = Driver(worker, model_slots, self._limiters)  # in this context
+            finally:
+                _in_room.reset(token)
             while True:
                 actor = self._pick(avoid)
                 actor.running += 1
@@ -345,8 +357,9 @@ class RayBackend:
     @contextlib.asynccontextmanager
     async def _room_here(self) -> AsyncIterator[None]:
         """Room for ``workers_per_actor`` workers an actor (the least loaded actor is
-        picked), in the running event loop; the wait for it is not the worker's time."""
-        if self.workers_per_actor is None:
+        picked), in the running event loop; the wait for it is not the worker's time.
+        A worker started for one that has room (nested) runs in that room."""
+        if self.workers_per_actor is None or _in_room.get():
             yield
             return
         loop = asyncio.get_running_loop()

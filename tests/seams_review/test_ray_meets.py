@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from honeycomb import (
@@ -260,3 +261,25 @@ async def test_a_guard_that_cannot_be_sent_fails_its_roles_workers_naming_it(
         assert error.message.startswith(f"{named} cannot be sent to Ray actors (TypeError: ")
         assert "import path" in error.message
         assert len(error.message) < 300
+
+
+async def test_nested_workers_never_wait_for_room_their_caller_holds(ray_session: None) -> None:
+    """One actor with room for one worker: the lead's. Its agent tool's nested worker,
+    and the worker of a hive it calls as a tool, waited for that room, which the lead
+    held until they answered: the run never ended."""
+    pool = RayBackend(actors=1, workers_per_actor=1, actor_cpus=0)
+    lead = Role(name="lead", tools=("agent:r", "facts"))
+    ex = Executor(
+        [lead, WORKER], FunctionModel(scripted), aggregator="concat", backend=pool,
+        tools=[sub_hive().as_tool("facts")],
+    )  # fmt: skip
+    inner = script([("echo", {"text": "deep", "delay": 0})])
+    calls = script([("r", {"instruction": inner}), ("facts", {"instruction": inner})])
+    try:
+        with anyio.fail_after(30):
+            result = await ex.run("t", subtasks=[("lead", calls)])
+    finally:
+        pool.stop()
+    nested, sub_run = result.subtasks["s1"].text.split("|")
+    assert nested == "deep"
+    assert sub_run.endswith("deep")
