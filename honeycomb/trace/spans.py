@@ -496,8 +496,7 @@ class SpanRecorder:
         anchor = self._anchors.pop(call.span_id, None)
         if anchor is not None:  # it ran a sub-run: what that spent, it spent
             self._sub_run_ended(anchor, end, status)
-            span = _with_usage(span, anchor)
-        self._keep(span, call.parent)
+        self._keep(span, call.parent, anchor)
 
     def _cut(
         self, key: tuple[str, int, str], call: _Call, end: float, status: str = "cancelled"
@@ -608,7 +607,7 @@ class SpanRecorder:
                 attempts=event.attempts,
                 detail=detail,
             )
-            self._keep(_with_usage(span, event), call.parent)
+            self._keep(span, call.parent, event)
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         """A tool call started, in its worker's turn (opened by it in a life that
@@ -650,8 +649,7 @@ class SpanRecorder:
         anchor = self._anchors.pop(call.span_id, None)
         if anchor is not None:  # it ran a sub-run: what that spent, it spent
             self._sub_run_ended(anchor, now)
-            span = _with_usage(span, anchor)
-        self._keep(span, call.parent)
+        self._keep(span, call.parent, anchor)
 
     def _answered(self, event: ToolCallsAnswered) -> None:
         """The worker has its turn's answers: the turn is done, and its tool calls are
@@ -739,7 +737,7 @@ class SpanRecorder:
                 attempts=event.attempts,
             )
             self._keep(judged, None)  # its usage reaches the guard's parent through it
-        self._keep(span, parent)
+        self._keep(span, parent, span)
 
     # --- sub-runs (a hive called as a tool) -----------------------------------------
 
@@ -796,10 +794,9 @@ class SpanRecorder:
     # --- spans that end -------------------------------------------------------------
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
-        closed = _with_usage(self._closed(span, end, status, error), span)
-        if self._is_row(closed):
-            self._rows.append(closed)
-        self._keep(closed, span.parent)
+        kept = self._keep(self._closed(span, end, status, error), span.parent, span)
+        if self._is_row(kept):
+            self._rows.append(kept)
 
     @staticmethod
     def _closed(span: _Open, end: float, status: str, error: str | None = None) -> Span:
@@ -818,28 +815,40 @@ class SpanRecorder:
             detail=span.detail,
         )
 
-    def _keep(self, span: Span, parent: _Open | None) -> None:
-        """A span that ended: it stretches its parent's end and adds its usage to the
-        parent's, and is kept."""
-        if parent is not None:
-            if span.end > parent.end:
-                parent.end = span.end
-            # Most spans spent nothing (every tool call): only checked, not added.
-            if (
-                span.input_tokens
-                or span.output_tokens
-                or span.cost
-                or span.reasoning_tokens
-                or span.cached_input_tokens
-            ):
+    def _keep(self, span: Span, parent: _Open | None, usage: _Usage | None = None) -> Span:
+        """A span that ended, with the usage of what it stood for (``usage``: a model
+        call's event, an open span's; None: it spent nothing, as a tool call): it
+        stretches its parent's end and adds its usage to the parent's, and is kept.
+        Returns it as kept."""
+        if usage is not None and (
+            usage.input_tokens
+            or usage.output_tokens
+            or usage.cost
+            or usage.reasoning_tokens
+            or usage.cached_input_tokens
+        ):
+            if usage is not span:  # (apart from its other fields: a call of sixteen
+                # keywords or more builds a dict, which costs more than two calls)
+                span = msgspec.structs.replace(
+                    span,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost=usage.cost,
+                    reasoning_tokens=usage.reasoning_tokens,
+                    cached_input_tokens=usage.cached_input_tokens,
+                )
+            if parent is not None:
                 parent.input_tokens += span.input_tokens
                 parent.output_tokens += span.output_tokens
                 parent.reasoning_tokens += span.reasoning_tokens
                 parent.cached_input_tokens += span.cached_input_tokens
                 parent.cost += span.cost
+        if parent is not None and span.end > parent.end:
+            parent.end = span.end
         self.spans.append(span)
         if self._on_close is not None:
             self._on_close(span)
+        return span
 
 
 _NESTED = frozenset(
@@ -875,7 +884,8 @@ def _id(span: _Open | None) -> str | None:
 
 
 class _Usage(Protocol):
-    """What a span's usage is read from: a model call's event, or an open span."""
+    """What a span's usage is read from: a model call's event, an open span, or the
+    span itself."""
 
     @property
     def input_tokens(self) -> int: ...
@@ -887,30 +897,6 @@ class _Usage(Protocol):
     def reasoning_tokens(self) -> int: ...
     @property
     def cached_input_tokens(self) -> int: ...
-
-
-def _with_usage(span: Span, usage: _Usage) -> Span:
-    """``span`` with the usage of what it stands for (most spans spent nothing).
-
-    Set apart from the span's other fields: CPython builds a dict for the keywords of a
-    call that has sixteen or more, which costs more than two calls with fewer.
-    """
-    if not (
-        usage.input_tokens
-        or usage.output_tokens
-        or usage.cost
-        or usage.reasoning_tokens
-        or usage.cached_input_tokens
-    ):
-        return span
-    return msgspec.structs.replace(
-        span,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost=usage.cost,
-        reasoning_tokens=usage.reasoning_tokens,
-        cached_input_tokens=usage.cached_input_tokens,
-    )
 
 
 def to_jsonl(spans: Iterable[Span]) -> str:
