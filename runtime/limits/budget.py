@@ -125,10 +125,6 @@ class _Spent:
         self.calls: dict[CallInFlight, str] = {}
         self.tools_running = 0  # tool calls reserved whose turn has not settled them
 
-    def spent(self) -> None:
-        if self.on_spend is not None:
-            self.on_spend()
-
 
 class Budget:
     """The spending of one run against its :class:`Limits`.
@@ -236,8 +232,10 @@ class Budget:
             BudgetExceeded: when a limit is reached; nothing is counted then.
         """
         self.check()
-        self._spent.model_calls += 1
-        self._spent.spent()
+        spent = self._spent
+        spent.model_calls += 1
+        if spent.on_spend is not None:
+            spent.on_spend()
 
     def call_started(self, call: CallInFlight) -> None:
         """A model call starts: it is in flight until :meth:`call_ended` (what a
@@ -263,7 +261,8 @@ class Budget:
         spent.cost += usage.cost
         spent.reasoning += usage.reasoning_tokens
         spent.cached += usage.cached_input_tokens
-        spent.spent()
+        if spent.on_spend is not None:
+            spent.on_spend()
 
     async def reserve_tool_calls(self, count: int) -> None:
         """Check every limit, and that ``count`` more tool calls fit, then count them: a
@@ -310,8 +309,10 @@ class Budget:
         self.charge_tool_calls(ran - reserved)
 
     def charge_tool_calls(self, count: int) -> None:
-        self._spent.tool_calls += count
-        self._spent.spent()
+        spent = self._spent
+        spent.tool_calls += count
+        if spent.on_spend is not None:
+            spent.on_spend()
 
     def restore(self, usage: Usage, wall_s: float = 0.0) -> None:
         """Count what the earlier lives of a resumed run spent, model calls included,
