@@ -339,6 +339,9 @@ class CallReport:
         retry_wait_s: Seconds waited between attempts.
     """
 
+    # benchmark F: one per model call traced, no instance dict
+    __slots__ = ("attempts", "retry_wait_s", "run_id", "tracer", "turn", "worker")
+
     def __init__(
         self, tracer: Tracer, *, worker: str | None, run_id: str | None, turn: int
     ) -> None:

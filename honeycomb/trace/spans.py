@@ -553,7 +553,8 @@ class SpanRecorder:
         """The span of the worker's turn ``turn``, opened by its first call."""
         span = self._turns.get(name)
         if span is None or span.turn != turn:
-            self._end_turn(name, now)
+            if span is not None:  # (most turns ended as their answers came)
+                self._end_turn(name, now)
             span = self._turns[name] = self._open(
                 "turn", f"turn {turn}", now, self._owner(name), worker=name, turn=turn
             )
@@ -795,7 +796,7 @@ class SpanRecorder:
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
         kept = self._keep(self._closed(span, end, status, error), span.parent, span)
-        if self._is_row(kept):
+        if kept.kind != "turn" and self._is_row(kept):  # (most spans closed are turns)
             self._rows.append(kept)
 
     @staticmethod
