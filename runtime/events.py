@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
@@ -37,6 +37,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallRetrying",
     "ModelCallStarted",
+    "Routed",
     "TextDelta",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -188,6 +189,19 @@ class ToolCallsAnswered(Event, frozen=True, kw_only=True):
 EventHandler = Callable[[Event], None]
 
 
+@runtime_checkable
+class Routed(Protocol):
+    """An event handler that routes events by their kind itself: a :class:`Tracer`
+    asks it once a kind for the function that takes the events of that kind, and
+    calls that in its place (benchmark F: a call fewer an event)."""
+
+    def __call__(self, event: Event) -> None: ...
+
+    def handler_for(self, kind: str) -> Callable[[Any], None] | None:
+        """What takes the events of ``kind`` (None: it takes none of them)."""
+        ...
+
+
 def event_handlers(handlers: Iterable[EventHandler]) -> tuple[EventHandler, ...]:
     """``handlers`` (an ``on_event`` list) as a tuple, each checked to be a plain
     callable: a handler is called synchronously with each event, and what it returns
@@ -261,6 +275,7 @@ class Tracer:
 
     def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
         self._handlers = event_handlers(handlers)
+        self._routes: dict[str, tuple[EventHandler, ...]] = {}  # by kind: _route
         self._log = log and logs.configured()  # asked once (benchmark F: not every event)
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
@@ -279,7 +294,10 @@ class Tracer:
     def emit(self, event: Event) -> None:
         """Give ``event`` to every handler, then to the log, secrets masked."""
         event = masked(event)
-        for handler in self._handlers:
+        handlers = self._routes.get(event.kind)
+        if handlers is None:
+            handlers = self._routes[event.kind] = self._route(event.kind)
+        for handler in handlers:
             try:
                 returned = handler(event)
             except Exception as exc:
@@ -289,6 +307,20 @@ class Tracer:
                     _returned_coroutine(returned, event.kind)
         if self._log and event.logged:
             logs.log(event.kind, event.fields())
+
+    def _route(self, kind: str) -> tuple[EventHandler, ...]:
+        """What takes the events of ``kind``: each handler, or, for one that routes
+        events by their kind itself (:class:`Routed`), the function it names for them
+        (none, if it takes none)."""
+        routed: list[EventHandler] = []
+        for handler in self._handlers:
+            if isinstance(handler, Routed):
+                handles = handler.handler_for(kind)
+                if handles is not None:
+                    routed.append(handles)
+            else:
+                routed.append(handler)
+        return tuple(routed)
 
 
 class HeldText(Tracer):

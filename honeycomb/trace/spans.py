@@ -365,6 +365,11 @@ class SpanRecorder:
         if handle is not None:
             handle(event)
 
+    def handler_for(self, kind: str) -> Callable[[Any], None] | None:
+        """What takes the events of ``kind`` (a tracer calls it in place of the
+        recorder: :class:`~runtime.events.Routed`)."""
+        return self._handlers.get(kind)
+
     def recorder_for(self, run_id: str) -> SpanRecorder:
         """Itself, the recorder of the one run whose events it is given: the sub-runs
         of that run (hives called as tools) record their spans here too."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -96,6 +96,32 @@ def test_whether_to_log_is_asked_as_the_tracer_is_made() -> None:
             made_within.emit(event)
         assert not made_before.enabled
     assert len(logs) == len(one_turn())  # only the tracer made with structlog configured
+
+
+class KindsOnly:
+    """A handler that routes events by their kind itself: it takes model calls' only."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.seen: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        raise AssertionError("a tracer calls what handler_for names")
+
+    def handler_for(self, kind: str) -> Callable[[Any], None] | None:
+        self.asked.append(kind)
+        return self.seen.append if kind.startswith("model_call.") else None
+
+
+def test_a_routed_handler_is_asked_once_a_kind_and_gets_only_what_it_takes() -> None:
+    routed, plain = KindsOnly(), list[Event]()
+    tracer = Tracer(routed, plain.append, log=False)
+    for _ in range(2):
+        for event in one_turn():
+            tracer.emit(event)
+    assert [e.kind for e in plain] == [e.kind for e in one_turn()] * 2
+    assert [e.kind for e in routed.seen] == ["model_call.started", "model_call.finished"] * 2
+    assert routed.asked == [e.kind for e in one_turn()]  # once a kind
 
 
 def test_a_broken_handler_does_not_stop_the_others_and_is_logged() -> None:
