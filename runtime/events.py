@@ -275,7 +275,10 @@ class Tracer:
 
     def __init__(self, *handlers: EventHandler, log: bool = True, text: bool = False) -> None:
         self._handlers = event_handlers(handlers)
-        self._routes: dict[str, tuple[EventHandler, ...]] = {}  # by kind: _route
+        # What takes each kind of event (_route), when a handler routes them itself.
+        self._routes: dict[str, tuple[EventHandler, ...]] | None = None
+        if any(isinstance(handler, Routed) for handler in self._handlers):
+            self._routes = {}
         self._log = log and logs.configured()  # asked once (benchmark F: not every event)
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
@@ -294,9 +297,10 @@ class Tracer:
     def emit(self, event: Event) -> None:
         """Give ``event`` to every handler, then to the log, secrets masked."""
         event = masked(event)
-        handlers = self._routes.get(event.kind)
-        if handlers is None:
-            handlers = self._routes[event.kind] = self._route(event.kind)
+        routes = self._routes
+        handlers = self._handlers if routes is None else routes.get(event.kind)
+        if handlers is None:  # a kind not routed yet
+            handlers = self._route(event.kind)
         for handler in handlers:
             try:
                 returned = handler(event)
@@ -309,9 +313,9 @@ class Tracer:
             logs.log(event.kind, event.fields())
 
     def _route(self, kind: str) -> tuple[EventHandler, ...]:
-        """What takes the events of ``kind``: each handler, or, for one that routes
-        events by their kind itself (:class:`Routed`), the function it names for them
-        (none, if it takes none)."""
+        """What takes the events of ``kind``, from now on: each handler, or, for one
+        that routes events by their kind itself (:class:`Routed`), the function it
+        names for them (none, if it takes none)."""
         routed: list[EventHandler] = []
         for handler in self._handlers:
             if isinstance(handler, Routed):
@@ -320,7 +324,10 @@ class Tracer:
                     routed.append(handles)
             else:
                 routed.append(handler)
-        return tuple(routed)
+        route = tuple(routed)
+        if self._routes is not None:
+            self._routes[kind] = route
+        return route
 
 
 class HeldText(Tracer):
