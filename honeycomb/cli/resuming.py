@@ -25,19 +25,24 @@ _MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
 answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
 does not keep them, so the command that continues a run names them again."""
 
+_WHERE_OPTIONS = ("backend", "ray_address")
+"""The options that chose where its workers ran, over the hive's ``backend:``: named
+again too, so that a run started on Ray is continued on Ray."""
+
 
 def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None = None) -> str:
     """The command that continues run ``run_id`` of ``store`` from this folder, on the
     models ``args`` chose: it names the store unless it is the default one, where
     ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
-    the environment: the shell that resumes may not have it). Without ``args`` (a
-    server that continues runs of any command), none."""
+    the environment: the shell that resumes may not have it) and of
+    :data:`_WHERE_OPTIONS`. Without ``args`` (a server that continues runs of any
+    command), none."""
     words = ["honeycomb", "resume", run_id]
     if Path(store) != DEFAULT_STORE:
         words += ["--store", str(store)]
     if args is None:
         return shlex.join(words)
-    for option in _MODEL_OPTIONS:
+    for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS):
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:
             continue  # an endpoint for no --model: the run did not use it

@@ -6,6 +6,7 @@ hive's example task runs only when TASK is left out."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -19,6 +20,7 @@ import anyio
 import pytest
 
 from honeycomb import Executor, Subtask
+from honeycomb.cli import resuming
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
@@ -131,6 +133,13 @@ def test_the_command_that_continues_a_run_names_the_options_that_chose_its_model
     ]  # fmt: skip
     assert main([*task, "--run-id", "r2", "--replay", "calls.json"]) == 0
     assert resume_hint(capsys.readouterr().err)[-2:] == ["--replay", "calls.json"]
+    # So does the backend chosen over the hive's: a run on Ray is continued on Ray.
+    assert main([*task, "--run-id", "r3", "--backend", "local"]) == 0
+    assert resume_hint(capsys.readouterr().err)[-2:] == ["--backend", "local"]
+    on_ray = argparse.Namespace(backend="ray", ray_address="h:6379", model=None)
+    assert resuming.resume_hint("r4", "runs.db", on_ray).endswith(
+        "--backend ray --ray-address h:6379"
+    )
 
 
 def test_following_the_command_a_stopped_run_printed_continues_it_on_its_models(
