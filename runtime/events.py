@@ -297,10 +297,12 @@ class Tracer:
     def emit(self, event: Event) -> None:
         """Give ``event`` to every handler, then to the log, secrets masked."""
         event = masked(event)
-        routes = self._routes
-        handlers = self._handlers if routes is None else routes.get(event.kind)
-        if handlers is None:  # a kind not routed yet
-            handlers = self._route(event.kind)
+        handlers, routes = self._handlers, self._routes
+        if routes is not None:
+            routed = routes.get(event.kind)
+            if routed is None:  # a kind not routed yet
+                routed = routes[event.kind] = self._route(event.kind)
+            handlers = routed
         for handler in handlers:
             try:
                 returned = handler(event)
@@ -313,9 +315,9 @@ class Tracer:
             logs.log(event.kind, event.fields())
 
     def _route(self, kind: str) -> tuple[EventHandler, ...]:
-        """What takes the events of ``kind``, from now on: each handler, or, for one
-        that routes events by their kind itself (:class:`Routed`), the function it
-        names for them (none, if it takes none)."""
+        """What takes the events of ``kind``: each handler, or, for one that routes
+        events by their kind itself (:class:`Routed`), the function it names for them
+        (none, if it takes none)."""
         routed: list[EventHandler] = []
         for handler in self._handlers:
             if isinstance(handler, Routed):
@@ -324,10 +326,7 @@ class Tracer:
                     routed.append(handles)
             else:
                 routed.append(handler)
-        route = tuple(routed)
-        if self._routes is not None:
-            self._routes[kind] = route
-        return route
+        return tuple(routed)
 
 
 class HeldText(Tracer):

@@ -290,12 +290,11 @@ def _culprit(value: Any, path: str) -> tuple[str, Any, str] | None:
     why = _unsendable(value)
     if why is None:
         return None
+    names: Iterable[str] = ()
     if isinstance(value, BaseModel):
-        names: Iterable[str] = type(value).model_fields
+        names = type(value).model_fields
     elif isinstance(value, msgspec.Struct):
         names = value.__struct_fields__
-    else:
-        names = ()
     parts = [(f"{path}.{n}" if path else n, getattr(value, n)) for n in names]
     if isinstance(value, tuple | list):
         parts = [(f"{path}[{i}]", item) for i, item in enumerate(value)]

@@ -801,7 +801,7 @@ class SpanRecorder:
 
     def _close(self, span: _Open, end: float, status: str = "ok", error: str | None = None) -> None:
         kept = self._keep(self._closed(span, end, status, error), span.parent, span)
-        if kept.kind != "turn" and self._is_row(kept):  # (most spans closed are turns)
+        if self._is_row(kept):
             self._rows.append(kept)
 
     @staticmethod
