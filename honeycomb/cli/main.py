@@ -315,8 +315,9 @@ def _validate(args: argparse.Namespace) -> ExitStatus:
         )
         ray = f"; backend: {hive.backend.described()}" if hive.backend.ray is not None else ""
         print(f"{path}: OK ({roles}, {models}{servers}{ray})")
-        for missing in hive.missing_keys():  # the environment's, not the file's: a warning
-            print(f"  warning: {missing}")
+        password = hive.missing_password()
+        for missing in [*hive.missing_keys(), *([password] if password is not None else [])]:
+            print(f"  warning: {missing}")  # the environment's, not the file's: a warning
         for name, spec in hive.spec.models.items():
             if spec.provider == "openai" and spec.settings:
                 sdk, extra = spec.settings_sent()

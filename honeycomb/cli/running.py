@@ -112,8 +112,17 @@ def store_of(hive: Hive, args: argparse.Namespace) -> Path | str | None:
 
 def hive_store(hive: Hive, where: Path | str) -> RunStore:
     """The run store at ``where``, with the hive's store options when it is the
-    hive's own (its pool size, its password's variable)."""
-    return RunStore(where, **(hive.store_options if where == hive.store else {}))
+    hive's own (its pool size, its password's variable).
+
+    Raises:
+        ConfigError: at the hive's ``store:``, when its ``password_env`` is not set.
+    """
+    if where != hive.store:
+        return RunStore(where)
+    missing = hive.missing_password()
+    if missing is not None:
+        raise missing
+    return RunStore(where, **hive.store_options)
 
 
 def check_hive_store(hive: Hive) -> None:

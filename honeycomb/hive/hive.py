@@ -31,6 +31,7 @@ from runtime import (
     did_you_mean,
     load_yaml,
 )
+from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.memory import SQLiteMemory
 from workers import Role, read_roles
@@ -222,6 +223,17 @@ class Hive:
         for sub in self.hives.values():
             found += sub.missing_keys()
         return found
+
+    def missing_password(self) -> ConfigError | None:
+        """The error of the hive's PostgreSQL store when its ``password_env`` names a
+        variable that is not set, at that line (None: nothing is missing). Like an API
+        key, it is the environment's, not the file's: ``honeycomb validate`` warns of
+        it, and a command does not open the hive's store without it."""
+        declared = self.spec.store
+        if declared is None or not declared.is_url:
+            return None
+        problem = password_problem(declared.password_env)
+        return None if problem is None else self._doc.error(("store", "password_env"), problem)
 
     def check_runnable(self) -> None:
         """Raise if ``honeycomb run`` cannot run the hive: it plans every task, so the

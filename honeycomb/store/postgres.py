@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from honeycomb.store.database import Connection, Rows
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime import ConfigError, StoreError
-from runtime.config.stores import DEFAULT_SCHEMA, store_problem, url_schema
+from runtime.config.stores import DEFAULT_SCHEMA, password_problem, store_problem, url_schema
 from runtime.secrets import PASSWORD_PARAMETERS, add_secret, url_secrets
 from runtime.text import valid_text
 
@@ -229,14 +229,11 @@ class PostgresDatabase:
         self.pool_size = pool_size
         self.lease_ttl_s = lease_ttl_s
         self._options: dict[str, Any] = {}
-        password = None
-        if password_env is not None:
-            password = os.environ.get(password_env)
-            if not password:
-                raise ConfigError(
-                    f"the run store's password_env names {password_env}, which is not set",
-                    field="store",
-                )
+        problem = password_problem(password_env)
+        if problem is not None:
+            raise ConfigError(problem, field="store")
+        password = os.environ.get(password_env) if password_env is not None else None
+        if password is not None:
             self._options["password"] = password
             add_secret(password, "database password", owner=self)
         # The columns of each table, once the schema is known to be of the current

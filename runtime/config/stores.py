@@ -4,11 +4,19 @@ checked as the run store checks what it is given when it opens."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["DEFAULT_SCHEMA", "URL_SCHEMES", "is_url", "store_problem", "url_schema"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "URL_SCHEMES",
+    "is_url",
+    "password_problem",
+    "store_problem",
+    "url_schema",
+]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 """How a PostgreSQL store is named (a libpq connection URL)."""
@@ -38,6 +46,15 @@ def store_problem(where: str | Path) -> str | None:
         if not _PLAIN_NAME.fullmatch(schema):
             return f"the run store's schema {schema!r} is not a plain name (letters, digits, _)"
     return None
+
+
+def password_problem(password_env: str | None) -> str | None:
+    """Why a PostgreSQL store cannot read its password from ``password_env``: the
+    variable is not set (or is empty); None when it is, or none is named. Told by the
+    store as it opens, and at a hive's ``store:`` before a command opens it."""
+    if password_env is None or os.environ.get(password_env):
+        return None
+    return f"the run store's password_env names {password_env}, which is not set"
 
 
 def url_schema(url: str) -> str:

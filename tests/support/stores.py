@@ -102,11 +102,15 @@ UNSET_PASSWORD = (
 """A hive's store whose password's variable is not set: refused before it connects."""
 
 STORES_NOT_SET_UP = [
-    ((), "store: the run store's password_env names HC_TEST_UNSET_PW, which is not set"),
+    (
+        (),
+        "store.password_env: the run store's password_env names HC_TEST_UNSET_PW, which is not set",
+    ),
     (
         ("--store", "postgresql://app@127.0.0.1:1/db?schema=bad-name"),
         "the run store's schema 'bad-name' is not a plain name",
     ),
 ]
 """A command's store options that cannot be set up (with a hive holding
-:data:`UNSET_PASSWORD`), and the line that says why."""
+:data:`UNSET_PASSWORD`), and the line that says why (the hive's own at the line of its
+``password_env``)."""

@@ -11,6 +11,7 @@ import pytest
 
 from honeycomb import ConfigError, ConfigErrors, Executor
 from honeycomb.cli.main import main
+from tests.support.stores import UNSET_PASSWORD
 
 HIVE = """\
 models: {default: {provider: offline, latency: 0}}
@@ -59,6 +60,27 @@ def test_a_run_in_another_store_than_the_hives_is_not_refused_for_the_hives(
     path.write_text(HIVE + "store: .\n")
     assert main(["run", str(path), "a task", "--plain", "--no-store"]) == 0
     assert "not a run store" not in capsys.readouterr().err
+
+
+def test_a_store_password_not_set_is_a_warning_of_validate_and_refused_by_run_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The environment's, not the file's (as an API key): validate passes the hive and
+    # warns; run refuses it where it is declared, before it reaches for the server.
+    monkeypatch.delenv("HC_TEST_UNSET_PW", raising=False)
+    path = tmp_path / "hive.yaml"
+    path.write_text(HIVE + UNSET_PASSWORD)
+    line = (
+        f"{path}:7:3: store.password_env: the run store's password_env names "
+        "HC_TEST_UNSET_PW, which is not set"
+    )
+    assert main(["validate", str(path)]) == 0
+    assert f"  warning: {line}\n" in capsys.readouterr().out
+    assert main(["run", str(path), "a task", "--plain"]) == 2
+    assert line in capsys.readouterr().err.splitlines()
+    monkeypatch.setenv("HC_TEST_UNSET_PW", "set")
+    assert main(["validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
 
 
 def test_two_tools_of_one_name_in_a_role_are_refused_by_validate_and_run_alike(
