@@ -139,9 +139,12 @@ def output_limits(hive: Hive) -> str:
 
 def short_answers(hive: Hive) -> None:
     """Lower ``hive``'s run-wide output limit (its policy's ``max_output_tokens``) to
-    :data:`ANSWER_TOKENS`, for ``--model local``: roles that set a limit of their own
-    keep it, and the planner's calls are sized by the plan they may write."""
+    :data:`ANSWER_TOKENS`, for ``--model local``, and so those of the hives its roles
+    call as tools, which run on it too: roles that set a limit of their own keep it,
+    and the planner's calls are sized by the plan they may write."""
     policy = hive.spec.policy
     if policy.max_output_tokens > ANSWER_TOKENS:
         shorter = policy.model_copy(update={"max_output_tokens": ANSWER_TOKENS})
         hive.spec = hive.spec.model_copy(update={"policy": shorter})
+    for called in hive.hives.values():
+        short_answers(called)

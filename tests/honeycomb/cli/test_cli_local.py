@@ -71,6 +71,20 @@ def test_the_local_model_lowers_the_run_wide_output_limit_but_never_raises_it(
     assert terse.policy.max_output_tokens == 100
 
 
+def test_the_local_model_lowers_the_limit_of_the_hives_called_as_tools_too(
+    tmp_path: Path,
+) -> None:
+    # They run on it as well: a sub-hive's answers at its own 4096 tokens ran minutes.
+    (tmp_path / "sub.yaml").write_text("models: {default: offline}\nroles: {planner: {}}\n")
+    top = tmp_path / "hive.yaml"
+    top.write_text("models: {default: offline}\nroles: {planner: {tools: ['hive:sub.yaml']}}\n")
+    hive = load_hive(top)
+    (sub,) = hive.hives.values()
+    assert sub.policy.max_output_tokens > ANSWER_TOKENS
+    short_answers(hive)
+    assert (hive.policy.max_output_tokens, sub.policy.max_output_tokens) == (ANSWER_TOKENS,) * 2
+
+
 BANNER = "llama.cpp in this process: tiny.gguf"
 
 
