@@ -498,7 +498,7 @@ class Executor:
 
         Raises:
             ConfigError: before anything runs or is stored, when ``task`` is empty or
-                only whitespace.
+                only whitespace, or ``run_id`` is not valid text (a lone surrogate).
             ConfigErrors: before the run starts, when a model needs an API key that is
                 not set (:meth:`check_keys`).
             PlanError: when no valid plan could be made.
@@ -510,9 +510,11 @@ class Executor:
             EventLoopConflict: at once, when another thread's event loop uses the
                 Executor now: one Executor serves one event loop at a time.
         """
-        from honeycomb.run.session import check_task  # a session's message's check too
+        from honeycomb.run.session import check_id, check_task  # a session's checks too
 
         check_task(task)
+        if run_id is not None:
+            check_id(run_id, "run_id")
         return await self._execute(
             task,
             subtasks=subtasks,
@@ -558,7 +560,8 @@ class Executor:
         with it (see ``docs/sessions.md``).
 
         Args:
-            session_id: Any string (a user's id, a chat's).
+            session_id: Any text (a user's id, a chat's); one holding a lone
+                surrogate is refused (``ConfigError``): no store could keep it.
             busy: What a message that comes while the session answers another does:
                 ``wait`` its turn (in the order they came), or ``refuse`` it with
                 ``SessionBusy``. Each message may say otherwise.
@@ -567,8 +570,9 @@ class Executor:
                 ``raise`` ``SessionError``, ``resume`` that turn first, or ``drop`` it.
                 Each message may say otherwise.
         """
-        from honeycomb.run.session import Session
+        from honeycomb.run.session import Session, check_id
 
+        check_id(session_id, "session_id")
         lock = self._session_locks.get(session_id)
         if lock is None:
             lock = self._session_locks[session_id] = LoopLock(self._serving)
@@ -621,12 +625,16 @@ class Executor:
 
         Raises:
             StoreError: when there is no store, or it has no such run.
+            ConfigError: when ``run_id`` is not valid text (a lone surrogate).
             RunBusy: when another process carries the run on: its host and pid, and
                 whether its lease expired.
             PlanError, RunFailed, BudgetExceeded: as :meth:`run`.
         """
+        from honeycomb.run.session import check_id
+
         if self.store is None:
             raise StoreError("no run store: give the Executor store=...", path="-")
+        check_id(run_id, "run_id")
         stored = await self.store.summary(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id!r} in this store", path=self.store.where)
@@ -699,10 +707,19 @@ class Executor:
         return decided
 
     def _store_for(self, run_id: str) -> RunStore:
+        """The store to find run ``run_id`` in.
+
+        Raises:
+            StoreError: when there is none.
+            ConfigError: when ``run_id`` is not valid text (a lone surrogate).
+        """
+        from honeycomb.run.session import check_id
+
         if self.store is None:
             raise StoreError(
                 f"no run store to find run {run_id!r} in: give the Executor store=...", path="-"
             )
+        check_id(run_id, "run_id")
         return self.store
 
     async def list_tools(self, roles: Iterable[str] | None = None) -> None:
@@ -769,11 +786,14 @@ class Executor:
         ``text_deltas=False`` for one-shot model calls and no deltas.
 
         Raises:
-            ConfigError: at once, when ``task`` is empty or only whitespace.
+            ConfigError: at once, when ``task`` is empty or only whitespace, or
+                ``run_id`` is not valid text.
         """
-        from honeycomb.run.session import check_task
+        from honeycomb.run.session import check_id, check_task
 
         check_task(task)
+        if run_id is not None:
+            check_id(run_id, "run_id")
 
         def run(put: EventHandler) -> Awaitable[RunResult]:
             return self.run(

@@ -38,6 +38,7 @@ from runtime import (
     SessionError,
     StoreError,
 )
+from runtime.text import valid_text
 from workers.context import Compaction
 
 if TYPE_CHECKING:
@@ -555,6 +556,24 @@ def check_task(task: str) -> None:
         raise ConfigError(
             f"task is empty ({task!r}): pass what the run is to do, in words "
             "(Executor.run('Compare the weather in Lisbon and Porto'))"
+        )
+
+
+def check_id(given: str, what: str) -> None:
+    """Refuse an id (``run_id``, ``session_id``) that is not valid text: a lone
+    surrogate (what Python makes of bytes that are not UTF-8) cannot be kept in a run
+    store, nor sent as JSON, and text that leaves the process has it replaced, so the
+    run could not be found again by its id.
+
+    Raises:
+        ConfigError: naming the argument and the character.
+    """
+    if valid_text(given) is not given:
+        at = next(i for i, c in enumerate(given) if "\ud800" <= c <= "\udfff")
+        raise ConfigError(
+            f"{what} {given!r} is not valid text: it holds a lone surrogate "
+            f"({given[at]!r}, at {at}), which no run store keeps: pass an id of valid "
+            "(UTF-8) text"
         )
 
 

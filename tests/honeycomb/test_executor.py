@@ -855,3 +855,26 @@ async def test_a_blank_task_is_refused_before_anything_runs_or_is_kept(
     assert executor.store is not None
     assert executor.store.runs() == []
     executor.store.close()
+
+
+async def test_an_id_that_is_not_valid_text_is_refused_by_its_name_before_anything_is_kept(
+    tmp_path: Path,
+) -> None:
+    # A lone surrogate (what Python makes of bytes that are not UTF-8) reached the
+    # store's lease, which failed to encode it ("cannot write the run store").
+    model = ScriptedModel(["never asked"])
+    executor = Executor(ROLES, model, store=tmp_path / "runs.db")
+    said = r"run_id 'a\\ud800b' is not valid text: it holds a lone surrogate \('\\ud800', at 1\)"
+    with pytest.raises(ConfigError, match=said):
+        await executor.run("t", subtasks=[("researcher", "a")], run_id="a\ud800b")
+    with pytest.raises(ConfigError, match=said):
+        executor.stream("t", run_id="a\ud800b")  # at once, as a blank task
+    for asked in (executor.resume("a\ud800b"), executor.pending("a\ud800b")):
+        with pytest.raises(ConfigError, match=said):
+            await asked
+    with pytest.raises(ConfigError, match=r"session_id 'chat\\udcff' is not valid text"):
+        executor.session("chat\udcff")
+    assert model.requests == []
+    assert executor.store is not None
+    assert executor.store.runs() == []
+    executor.store.close()
