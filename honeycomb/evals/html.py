@@ -2,7 +2,8 @@
 rate, cost, latency, failing check and reason, runs), and, against a baseline, what
 changed. :func:`report_page` is a page of its own (``honeycomb eval --html FILE``);
 :func:`report_body` and :func:`comparison_table` are what ``honeycomb serve`` shows
-inside its pages, linking each run to its page. Every text is escaped."""
+inside its pages, linking each run to its page. Every text is escaped, and a
+character a page cannot show (NUL, a terminal's escape) is shown as U+FFFD."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from html import escape
 
 from honeycomb.evals.compare import CaseChange, Comparison, dollars_delta
-from honeycomb.evals.report import CaseReport, EvalReport
+from honeycomb.evals.report import CaseReport, EvalReport, well_formed
 
 __all__ = ["comparison_table", "report_body", "report_page"]
 
@@ -32,7 +33,7 @@ table.runs td.task { max-width: 520px; }
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    return escape(well_formed(str(text)), quote=True)
 
 
 def report_page(report: EvalReport, comparison: Comparison | None = None) -> str:

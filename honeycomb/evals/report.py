@@ -6,6 +6,7 @@ id) and on ``--json``; :func:`junit` writes it as JUnit XML for CI."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
@@ -15,7 +16,11 @@ import msgspec
 from honeycomb.evals.checks import Verdict
 from runtime.value import Value
 
-__all__ = ["Attempt", "CaseReport", "EvalReport", "junit", "percentile"]
+__all__ = ["Attempt", "CaseReport", "EvalReport", "junit", "percentile", "well_formed"]
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""A character XML 1.0 cannot hold, nor HTML show as text: NUL and the other control
+characters (a terminal's escapes), a lone surrogate, U+FFFE and U+FFFF."""
 
 
 class Attempt(Value, frozen=True, kw_only=True):
@@ -250,6 +255,13 @@ class EvalReport(Value, frozen=True, kw_only=True):
         return msgspec.json.decode(data, type=cls, strict=False)
 
 
+def well_formed(text: str) -> str:
+    """``text`` as an XML or HTML page can hold it: each character it cannot (NUL, a
+    terminal's escapes, a lone surrogate, all of which a run's answer or a check's
+    reason may quote) becomes U+FFFD, the sign of a character not shown."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile of ``values`` (nearest rank; 0 for none)."""
     if not values:
@@ -268,7 +280,7 @@ def junit(report: EvalReport) -> str:
         for number, attempt in enumerate(case.attempts, 1):
             name = case.id if runs == 1 else f"{case.id} #{number}"
             head = (
-                f"<testcase classname={quoteattr(report.name)} name={quoteattr(name)} "
+                f"<testcase classname={_attr(report.name)} name={_attr(name)} "
                 f'time="{attempt.latency_s:.3f}">'
             )
             failing = attempt.failing
@@ -279,11 +291,8 @@ def junit(report: EvalReport) -> str:
                     if failing is not None and attempt.status != "error"
                     else _unscored(attempt)
                 )
-                body = (
-                    f"<failure message={quoteattr(said)}>"
-                    f"{escape(_lines(attempt) or said)}</failure>"
-                )
-            out = f"<system-out>run {escape(attempt.run_id)}</system-out>"
+                body = f"<failure message={_attr(said)}>{_text(_lines(attempt) or said)}</failure>"
+            out = f"<system-out>run {_text(attempt.run_id)}</system-out>"
             cases.append(f"  {head}{body}{out}</testcase>")
         for number in range(len(case.attempts) + 1, runs + 1):
             cases.append(_skipped(report, case.id if runs == 1 else f"{case.id} #{number}"))
@@ -291,7 +300,7 @@ def junit(report: EvalReport) -> str:
     failures = sum(1 for a in report.attempts if not a.passed)
     skipped = len(report.not_run) + sum(c.not_run for c in report.cases)
     suite = (
-        f'<testsuite name={quoteattr(report.name)} tests="{len(cases)}" '
+        f'<testsuite name={_attr(report.name)} tests="{len(cases)}" '
         f'failures="{failures}" skipped="{skipped}" time="{report.wall_s:.3f}">'
     )
     return (
@@ -299,11 +308,21 @@ def junit(report: EvalReport) -> str:
     )
 
 
+def _text(text: str) -> str:
+    """``text`` as XML character data."""
+    return escape(well_formed(text))
+
+
+def _attr(text: str) -> str:
+    """``text`` as a quoted XML attribute value."""
+    return quoteattr(well_formed(text))
+
+
 def _skipped(report: EvalReport, name: str) -> str:
     """A run the eval's budget left unmade, as a JUnit test case skipped."""
     return (
-        f"  <testcase classname={quoteattr(report.name)} name={quoteattr(name)}>"
-        f"<skipped message={quoteattr(report.stopped or 'not run')}/></testcase>"
+        f"  <testcase classname={_attr(report.name)} name={_attr(name)}>"
+        f"<skipped message={_attr(report.stopped or 'not run')}/></testcase>"
     )
 
 
