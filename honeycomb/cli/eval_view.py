@@ -22,6 +22,7 @@ from rich.table import Table
 
 from honeycomb.evals import Attempt, EvalReport
 from honeycomb.evals.compare import Comparison, dollars_delta
+from honeycomb.trace.format import printable
 
 __all__ = ["EvalProgress", "print_comparison", "print_report"]
 
@@ -69,7 +70,9 @@ class EvalProgress:
             self.failed += 1
         said = f"{self.passed} passed, {self.failed} failed"
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=done, description=f"{said} · last: {case}")
+            self._progress.update(
+                self._task, completed=done, description=f"{said} · last: {_shown(case)}"
+            )
         elif self.lines is not None and done * 10 // total > (done - 1) * 10 // total:
             print(f"eval: {done} of {total} runs · {said}", file=self.lines, flush=True)
 
@@ -91,12 +94,12 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
         why = case.why
         score = f"{case.score:.2f}" + (f" ±{case.spread / 2:.2f}" if many else "")
         table.add_row(
-            escape(case.id),
+            _shown(case.id),
             result,
             score,
             f"${case.cost:.4f}",
             f"{case.latency_s:.2f}s",
-            escape(_cut(why)),
+            _shown(_cut(why)),
         )
     console.print(table)
     t = report.totals()
@@ -109,7 +112,7 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
     )
     if report.stopped:
         console.print(
-            f"[red]{escape(report.stopped)}[/]: not run: {escape(', '.join(report.unmade))}"
+            f"[red]{escape(report.stopped)}[/]: not run: {_shown(', '.join(report.unmade))}"
         )
     if store is not None:
         # A run that raised before it started has no id, and no trace to show.
@@ -140,12 +143,12 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
         elif c.change == "newly_passing":
             word = f"[green]{word}[/]"
         table.add_row(
-            escape(c.id),
+            _shown(c.id),
             word,
             f"{c.score:+.2f}",
             dollars_delta(c.cost),
             f"{c.latency_s:+.2f}s",
-            escape(_cut(c.reason or "")),
+            _shown(_cut(c.reason or "")),
         )
     if changed:
         console.print(table)
@@ -155,6 +158,13 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
         f"{comparison.pass_rate:+.0%} · cost {dollars_delta(comparison.cost)} · p50 "
         f"{comparison.p50_s:+.2f}s, p95 {comparison.p95_s:+.2f}s"
     )
+
+
+def _shown(text: str) -> str:
+    """Text of a run or a cases file, as a table shows it: its control characters (a
+    terminal's escapes, which a model's answer quoted in a check's reason may hold)
+    made inert, and rich's markup escaped."""
+    return escape(printable(text))
 
 
 def _cut(text: str, most: int = 160) -> str:

@@ -352,3 +352,23 @@ def test_the_command_a_failing_run_is_shown_by_is_whole_and_quoted(
     assert capsys.readouterr().err == said
     assert main(["resume", "nope", "--store", "my runs.db"]) == ExitStatus.UNUSABLE
     assert capsys.readouterr().err == said
+
+
+def test_a_terminals_escape_in_a_reason_or_an_id_reaches_the_table_inert(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A check's reason that quotes the answer as it is: the task's escapes come back.
+    write(folder, "checks.py", "def quotes(answer, run):\n    return 'it said ' + answer\n")
+    escaped = """
+    cases:
+      - id: "oslo\\e[31m"
+        task: "Greet [bold]Oslo\\e[2J\\a"
+        assert:
+          - python: checks:quotes
+    """
+    write(folder, "evals.yaml", escaped)
+    code, out, _ = _eval(capsys)
+    assert code == ExitStatus.CASES_FAILED
+    assert not {"\x1b", "\x07"} & set(out)
+    assert "│ oslo [31m │ FAIL" in out
+    assert "Greet [bold]Oslo [2J " in out  # rich's markup shown as written
