@@ -14,6 +14,7 @@ from xml.sax.saxutils import escape, quoteattr
 import msgspec
 
 from honeycomb.evals.checks import Verdict
+from runtime.text import encode_json
 from runtime.value import Value
 
 __all__ = ["Attempt", "CaseReport", "EvalReport", "junit", "percentile", "well_formed"]
@@ -230,7 +231,9 @@ class EvalReport(Value, frozen=True, kw_only=True):
         }
 
     def to_json(self) -> bytes:
-        """The report as JSON: its fields, and each case's and the whole's figures."""
+        """The report as JSON: its fields, and each case's and the whole's figures
+        (a lone surrogate an answer quoted in a reason replaced by U+FFFD, as the run
+        store keeps the run's own text)."""
         cases = [
             {
                 **msgspec.to_builtins(case),
@@ -243,7 +246,7 @@ class EvalReport(Value, frozen=True, kw_only=True):
             for case in self.cases
         ]
         whole = {**msgspec.to_builtins(self), "cases": cases, "passed": self.passed}
-        return msgspec.json.encode({**whole, "totals": self.totals()})
+        return encode_json({**whole, "totals": self.totals()})
 
     @classmethod
     def from_json(cls, data: bytes | str) -> EvalReport:

@@ -4,10 +4,12 @@ the reports that show it (JUnit, HTML, the terminal's table)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from honeycomb import Executor, Role
-from honeycomb.evals import Case, CaseRun, evaluate, junit
+from honeycomb.evals import Case, CaseRun, EvalReport, evaluate, junit
 from honeycomb.evals.html import report_page
+from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 
 RAW = "a <b>&\"' ]]> \x00 NUL, \x1b[2J a terminal's escape, \x07 a bell"
@@ -42,3 +44,28 @@ async def test_junit_and_html_of_an_answer_with_control_characters_are_well_form
     page = report_page(report)
     assert not {"\x00", "\x1b", "\x07"} & set(page)
     assert "a &lt;b&gt;&amp;&quot;&#x27; ]]&gt; \ufffd NUL" in page
+
+
+async def test_a_lone_surrogate_in_one_cases_answer_takes_no_report_down(tmp_path: Path) -> None:
+    # What Python makes of a file name that is not UTF-8, as a tool may answer with it.
+    store = RunStore(tmp_path / "runs.db")
+    executor = Executor(
+        [Role(name="writer")],
+        FunctionModel(lambda request: "found report-\udcff.txt"),
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=store,
+    )
+    cases = [
+        Case(id="files", task="List the files.", checks=[_quotes_the_answer]),
+        Case(id="other", task="Say something."),
+    ]
+    async with executor:
+        report = await evaluate(executor, cases)  # kept in the store, as JSON
+        kept = store.eval_report(report.eval_id)
+    assert [c.attempts[0].status for c in report.cases] == ["ok", "ok"]
+    assert kept is not None
+    back = EvalReport.from_json(kept)
+    assert "report-\ufffd.txt" in (back.cases[0].attempts[0].verdicts[0].reason or "")
+    assert b"report-\xef\xbf\xbd.txt" in report.to_json()
+    assert "report-\ufffd.txt" in junit(report)
