@@ -37,6 +37,7 @@ from honeycomb.cli.view import JsonView, LiveView, View, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
+from honeycomb.run.events import AggregationStarted
 from honeycomb.run.result import RunResult
 from honeycomb.run.session import Session
 from honeycomb.store import RunStore
@@ -370,10 +371,12 @@ class _Written:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.wrote:  # the answer's last line ended, as one written whole is
+            self.out.write("\n")
         self.out.flush()
 
     def handle(self, event: Event) -> None:
-        if event.kind == "aggregation.started":
+        if isinstance(event, AggregationStarted):
             self._aggregating = True
         elif isinstance(event, TextDelta) and self._aggregating:
             if not self.wrote:
