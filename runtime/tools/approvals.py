@@ -435,14 +435,17 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
 
 def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
     """What a call to ``tool`` with ``arguments`` (JSON values) will do, in the tool's
-    own words (its ``describe``); None when it gives none. A ``describe`` that fails
-    says so instead: the person still sees the arguments."""
+    own words (its ``describe``), every secret masked: a person reads it, and it is made
+    where it is shown (a web page, the terminal), not read from the store, which masks
+    what it keeps. None when it gives none. A ``describe`` that fails says so instead:
+    the person still sees the arguments."""
     if tool.describe is None:
         return None
     try:
-        return str(tool.describe(arguments))
+        said = str(tool.describe(arguments))
     except Exception as exc:  # a summary is a courtesy: it never stops the call being asked
-        return f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
+        said = f"({tool.name}'s describe failed: {type(exc).__name__}: {exc})"
+    return masked(said)
 
 
 def _timed_out(timeout_s: float) -> Decision:

@@ -1,0 +1,87 @@
+"""``honeycomb serve``'s page where it meets the other features: a waiting call whose
+tool says what it will do in words that hold a secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from honeycomb import Approvals, Executor, Role, add_secret, tool
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
+from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
+from runtime import AssistantMessage, ToolCall
+from tests.honeycomb.web.test_serve import TOKEN
+from tests.support.asgi_server import ThreadedServer
+
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+PASSWORD = "pg-pass-8f3a1c77e2"
+"""The database password the tools use, known to the service as a secret."""
+
+
+def _query_executor(db: Path, queries: list[str]) -> Executor:
+    """A worker whose two calls, each to a tool that says what it will do naming the
+    database (one of them failing to), wait for a person."""
+
+    def where(arguments: dict[str, Any]) -> str:
+        return f"Run {arguments['sql']} on postgresql://app:{PASSWORD}@db/prod"
+
+    def failing(arguments: dict[str, Any]) -> str:
+        raise RuntimeError(f"cannot reach postgresql://app:{PASSWORD}@db/prod")
+
+    @tool(side_effects=True, describe=where)
+    async def query(sql: str) -> str:
+        """Run SQL."""
+        queries.append(sql)
+        return "1 row"
+
+    @tool(side_effects=True, describe=failing)
+    async def purge(table: str) -> str:
+        """Empty a table."""
+        return f"purged {table}"
+
+    asks = AssistantMessage(
+        tool_calls=(
+            ToolCall(id="q1", name="query", arguments=json.dumps({"sql": "select 1"})),
+            ToolCall(id="p1", name="purge", arguments=json.dumps({"table": "old"})),
+        )
+    )
+    role = Role(name="dba", tools=("query", "purge"), approvals=Approvals(tools=("query", "purge")))
+    return Executor(
+        [role],
+        ScriptedModel([asks, "done"]),
+        tools=[query, purge],
+        store=db,
+        aggregator="concat",
+    )
+
+
+async def test_a_tools_words_on_a_waiting_call_show_no_secret_on_the_page(db: Path) -> None:
+    """What a tool's ``describe`` says of a call (or its failure) is computed as the
+    page is made, not read from the store: it is masked as everything shown is, and
+    the call is still decided from the page."""
+    add_secret(PASSWORD, "password")
+    queries: list[str] = []
+    executor = _query_executor(db, queries)
+    waiting = await executor.run("tidy the database", subtasks=[("dba", "tidy")], run_id="r1")
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided)
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            shown = [(await client.get(path)).text for path in ("/runs/r1", "/runs/r1/live")]
+            for call_id in ("q1", "p1"):
+                answer = await client.post(
+                    f"/runs/r1/calls/{call_id}/decision", data={"decision": "approve"}
+                )
+                assert answer.status_code == 303, answer.text
+    for page in shown:
+        assert PASSWORD not in page
+        assert "Run select 1 on postgresql://app:[password hidden]@db/prod" in page
+        assert "purge&#x27;s describe failed: RuntimeError: cannot reach" in page
+    assert (await executor.resume("r1")).status == "ok"
+    assert queries == ["select 1"]
