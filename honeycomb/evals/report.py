@@ -276,7 +276,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def junit(report: EvalReport) -> str:
     """The report as JUnit XML: a test suite of the eval, a test case per case and
-    attempt, each failing one with its failing check and reason."""
+    attempt, each failing one with its failing check and reason (and every failing
+    check, and its run's error in full, as the failure's text)."""
     cases: list[str] = []
     for case in report.cases:
         runs = len(case.attempts) + case.not_run
@@ -338,5 +339,10 @@ def _unscored(attempt: Attempt) -> str:
 
 
 def _lines(attempt: Attempt) -> str:
-    """Every failing check of ``attempt``, a line each."""
-    return "\n".join(f"{v.check}: {v.reason}" for v in attempt.verdicts if not v.passed)
+    """Every failing check of ``attempt``, a line each, then its run's error in full:
+    a check's reason cuts what it quotes of it (``status``), and a replay's mismatch
+    says what differs at its end."""
+    lines = [f"{v.check}: {v.reason}" for v in attempt.verdicts if not v.passed]
+    if attempt.error:
+        lines.append(f"the run's error: {attempt.error}")
+    return "\n".join(lines)

@@ -8,21 +8,25 @@ from pathlib import Path
 
 from honeycomb import Executor, Role
 from honeycomb.evals import Case, CaseRun, EvalReport, evaluate, junit
+from honeycomb.evals.checks import built_check
 from honeycomb.evals.html import report_page
+from honeycomb.evals.spec import CheckSpec
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
+from runtime.models.layers.cassette import cassette
 
 RAW = "a <b>&\"' ]]> \x00 NUL, \x1b[2J a terminal's escape, \x07 a bell"
 """An answer a model or a tool may well give: markup, and characters no XML can hold."""
 
 
-def _writer(answer: str) -> Executor:
+def _writer(answer: str, store: RunStore | None = None) -> Executor:
     """One worker that answers ``answer``, its run's answer as it is."""
     return Executor(
         [Role(name="writer")],
         FunctionModel(lambda request: answer),
         aggregator="concat",
         planner=lambda task: [("writer", task)],
+        store=store,
     )
 
 
@@ -49,13 +53,7 @@ async def test_junit_and_html_of_an_answer_with_control_characters_are_well_form
 async def test_a_lone_surrogate_in_one_cases_answer_takes_no_report_down(tmp_path: Path) -> None:
     # What Python makes of a file name that is not UTF-8, as a tool may answer with it.
     store = RunStore(tmp_path / "runs.db")
-    executor = Executor(
-        [Role(name="writer")],
-        FunctionModel(lambda request: "found report-\udcff.txt"),
-        aggregator="concat",
-        planner=lambda task: [("writer", task)],
-        store=store,
-    )
+    executor = _writer("found report-\udcff.txt", store)
     cases = [
         Case(id="files", task="List the files.", checks=[_quotes_the_answer]),
         Case(id="other", task="Say something."),
@@ -69,3 +67,33 @@ async def test_a_lone_surrogate_in_one_cases_answer_takes_no_report_down(tmp_pat
     assert "report-\ufffd.txt" in (back.cases[0].attempts[0].verdicts[0].reason or "")
     assert b"report-\xef\xbf\xbd.txt" in report.to_json()
     assert "report-\ufffd.txt" in junit(report)
+
+
+async def test_junit_of_a_replay_that_no_longer_matches_gives_the_difference_in_full(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "calls.jsonl"
+
+    def writer(instructions: str, **mode: Path) -> Executor:
+        return Executor(
+            [Role(name="writer", instructions=instructions)],
+            models=cassette({"m": FunctionModel(lambda request: "done")}, **mode),
+            aggregator="concat",
+            planner=lambda task: [("writer", task)],
+        )
+
+    # What a cases file's defaults give every case: a status check.
+    status = built_check(
+        CheckSpec.model_validate({"status": "ok"}), expected=None, output_schema=None, python=None
+    )
+    case = Case(id="hello", task="Say hello.", checks=[status])
+    assert (await evaluate(writer("Be brief.", record=tape), [case])).passed
+    report = await evaluate(writer("Be brief, and name the city.", replay=tape), [case])
+    (attempt,) = report.cases[0].attempts
+    assert attempt.status == "failed"
+    difference = "content: at character"  # the end of the mismatch's long message
+    assert difference in (attempt.error or "")
+    (failure,) = ET.fromstring(junit(report).encode()).iter("failure")
+    assert failure.attrib["message"].startswith("status 'ok': the run ended failed, not ok")
+    assert difference in (failure.text or "")
+    assert "record it again if the change is meant" in (failure.text or "")
