@@ -33,6 +33,7 @@ from runtime import (
     ConfigError,
     EventHandler,
     GuardrailTripped,
+    HoneycombError,
     Model,
     SessionBusy,
     SessionError,
@@ -200,7 +201,8 @@ class Session:
             on_event: Called with every event of the message's run; with
                 ``unfinished="resume"``, first with those of the unfinished turn's run
                 as it goes on (each event names its run; that run's ``run.finished``
-                holds its result).
+                holds its result, or the error it ended with: the message is answered
+                after a turn resumed that failed or went over budget, as after any).
             text_deltas: The handlers also get the answers' text as it is written.
 
         Raises:
@@ -379,7 +381,9 @@ class Session:
     ) -> list[Turn]:
         """The turns, once the last one has finished: resumed or dropped first if it
         did not, as ``unfinished`` says. A turn resumed is told to ``on_event``, the
-        message's handlers: its answer is news to the caller as much as the message's.
+        message's handlers: its answer is news to the caller as much as the message's,
+        and so is an error it ends with (its ``run.finished`` says it), which ends it
+        as any turn: the message goes on after it.
 
         Raises:
             SessionBusy: when the last turn is being answered (in another process).
@@ -396,7 +400,15 @@ class Session:
             await self._rows.drop(self.id, last.turn - 1)
         else:
             self._continuable(last)
-            await self._answer(last, turns[:-1], on_event, text, resumable=True)
+            try:
+                await self._answer(last, turns[:-1], on_event, text, resumable=True)
+            except HoneycombError:
+                # It ended without an answer (failed, over budget), as its run.finished
+                # told the handlers: a turn as any that did, which holds the session no
+                # more. One that did not end (another process carries it on) does.
+                now = await self._rows.turns(self.id)
+                if not now or not now[-1].ended:
+                    raise
         turns = await self._rows.turns(self.id)
         if turns and not turns[-1].ended:  # resumed, it waits for approvals again
             raise self._unfinished(turns[-1])

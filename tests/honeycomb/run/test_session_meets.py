@@ -5,61 +5,100 @@ and approvals; each feature's promises checked alongside the conversation's."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from honeycomb import Executor, Role, add_secret
+from honeycomb import Budgets, Executor, Policy, Role, add_secret
+from honeycomb.events import RunFinished
+from honeycomb.run.session import Session
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
-from tests.support.model_requests import Answer
 from tests.support.stores import Where, query
 
 KEY = "sk-session-0123456789abcdef"
 
 
-def _writer(
-    answer: Callable[[ModelRequest], Awaitable[Answer] | Answer], **options: Any
-) -> Executor:
-    """One writer, given the message as its subtask, its answer the run's."""
-    return Executor(
-        [Role(name="writer")],
-        FunctionModel(answer),
-        planner=lambda task: [("writer", task)],
-        aggregator="concat",
-        **options,
-    )
+class _Gate:
+    """A model that waits, once asked, until the test lets it answer."""
+
+    def __init__(self) -> None:
+        self.asked, self.hold = asyncio.Event(), asyncio.Event()
+
+    async def answer(self, request: ModelRequest) -> str:
+        if not self.hold.is_set():
+            self.asked.set()
+            await self.hold.wait()
+        return "noted"
+
+    def writers(self, **options: Any) -> Executor:
+        """Writers on this model (one a message, unless ``options`` plan otherwise),
+        their answers the run's."""
+        planned: dict[str, Any] = {"planner": lambda task: [("writer", task)]}
+        return Executor(
+            [Role(name="writer")],
+            FunctionModel(self.answer),
+            aggregator="concat",
+            **(planned | options),
+        )
+
+    async def cut_off(self, session: Session, message: str) -> None:
+        """Send ``message``, and cancel its task as its run waits for the model."""
+        cut = asyncio.create_task(session.run(message))
+        await self.asked.wait()
+        cut.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cut
 
 
 async def test_a_secret_in_a_message_is_kept_masked_and_its_turn_still_goes_on(
     store: Where,
 ) -> None:
     add_secret(KEY, "api key")
-    hold = asyncio.Event()
-    started = asyncio.Event()
-
-    async def answer(request: ModelRequest) -> str:
-        if not hold.is_set():
-            started.set()
-            await hold.wait()
-        return "noted"
-
-    executor = _writer(answer, store=store)
+    gate = _Gate()
+    executor = gate.writers(store=store)
     session = executor.session("ann")
-    cut = asyncio.create_task(session.run(f"My key is {KEY}, keep it safe."))
-    await started.wait()
-    cut.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await cut
+    await gate.cut_off(session, f"My key is {KEY}, keep it safe.")
     rows = query(store, "SELECT message FROM session_turns")
     assert rows == [("My key is [api key hidden], keep it safe.",)]
     # The turn cut off goes on as kept: its run's task is the message, masked alike.
-    hold.set()
+    gate.hold.set()
     result = await session.run("And now?", unfinished="resume")
     assert result.status == "ok"
     turns = await session.turns()
     assert [t.status for t in turns] == ["ok", "ok"]
     assert KEY not in repr(turns)
+    assert executor.store is not None
+    executor.store.close()
+
+
+async def test_a_message_is_answered_after_the_turn_it_resumed_went_over_budget(
+    db: Path,
+) -> None:
+    gate = _Gate()
+    # Two subtasks a message, two model calls a run: the calls the cut took count.
+    executor = gate.writers(
+        planner=lambda task: [("writer", task), ("writer", f"{task} again")],
+        policy=Policy(budgets=Budgets(model_calls=2)),
+        store=db,
+    )
+    session = executor.session("ann", unfinished="resume")
+    await gate.cut_off(session, "First.")
+    gate.hold.set()
+    ended: list[RunFinished] = []
+    result = await session.run(
+        "Second.", on_event=[lambda e: ended.append(e) if isinstance(e, RunFinished) else None]
+    )
+    # The turn resumed ended over its budget, as its run.finished says; the message,
+    # a run of its own with a budget of its own, was answered after it.
+    assert result.status == "ok"
+    assert [(e.status, e.error is not None) for e in ended] == [
+        ("over_budget", True),
+        ("ok", False),
+    ]
+    turns = await session.turns()
+    assert [(t.message, t.status) for t in turns] == [("First.", "over_budget"), ("Second.", "ok")]
+    assert turns[1].run_id == result.run_id
     assert executor.store is not None
     executor.store.close()
