@@ -1,5 +1,5 @@
-"""A small hive and cases files written for the eval tests, and the runs their checks
-are shown without running anything."""
+"""A small hive and cases files written for the eval tests, a one-worker Executor whose
+answer they choose, and the runs their checks are shown without running anything."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from honeycomb import Executor, Role
 from honeycomb.evals import CaseRun, ToolUse
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
 from runtime import Usage
+from runtime.models.layers.cassette import cassette
 
 TINY_HIVE = """
 name: tiny
@@ -37,6 +41,26 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 def tiny_hive(folder: Path) -> Path:
     return write(folder, "hive.yaml", TINY_HIVE)
+
+
+def writer(
+    answer: str = "done",
+    *,
+    instructions: str = "",
+    store: RunStore | None = None,
+    **tape: Path,
+) -> Executor:
+    """One worker of the role ``writer`` (with ``instructions``) that answers
+    ``answer``, its run's answer as it is; with ``record=PATH`` or ``replay=PATH``, its
+    model's calls are kept in that cassette, or answered from it."""
+    model = FunctionModel(lambda request: answer)
+    return Executor(
+        [Role(name="writer", instructions=instructions)],
+        models=cassette({"m": model}, **tape) if tape else {"m": model},
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+        store=store,
+    )
 
 
 def shown_run(answer: Any = "", **fields: Any) -> CaseRun:

@@ -33,23 +33,12 @@ from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, StoreError
 from runtime.models.cassettes import Cassette
-from runtime.models.layers.cassette import cassette
 from runtime.secrets import isolated
 from tests.support import ROOT
-from tests.support.evals import TINY_HIVE, write
+from tests.support.evals import TINY_HIVE, write, writer
 from tests.support.stores import Where
 
 SECRET = "hunter2-but-longer"
-
-
-def _writer(answer: str = "done") -> Executor:
-    """One worker that answers ``answer``, its run's answer as it is."""
-    return Executor(
-        [Role(name="writer")],
-        FunctionModel(lambda request: answer),
-        aggregator="concat",
-        planner=lambda task: [("writer", task)],
-    )
 
 
 async def test_a_secret_in_a_case_is_masked_in_its_report_junit_and_assertion() -> None:
@@ -60,7 +49,7 @@ async def test_a_secret_in_a_case_is_masked_in_its_report_junit_and_assertion() 
     with isolated():
         add_secret(SECRET, "password")
         case = Case(id="login", task=f"Log in with {SECRET}.", checks=[quotes_the_task])
-        executor = _writer()
+        executor = writer()
         report = await evaluate(
             executor, [case], on_run=lambda case, attempt, done, total: told.append(repr(attempt))
         )
@@ -76,21 +65,12 @@ async def test_a_workers_request_the_cassette_did_not_record_is_the_cases_reason
     tmp_path: Path,
 ) -> None:
     tape = tmp_path / "calls.jsonl"
-
-    def writer(instructions: str, **mode: Path) -> Executor:
-        return Executor(
-            [Role(name="writer", instructions=instructions)],
-            models=cassette({"m": FunctionModel(lambda request: "done")}, **mode),
-            aggregator="concat",
-            planner=lambda task: [("writer", task)],
-        )
-
     case = Case(id="hello", task="Say hello.")
-    assert (await evaluate(writer("Be brief.", record=tape), [case])).passed
-    assert (await evaluate(writer("Be brief.", replay=tape), [case])).passed
+    assert (await evaluate(writer(instructions="Be brief.", record=tape), [case])).passed
+    assert (await evaluate(writer(instructions="Be brief.", replay=tape), [case])).passed
     # The worker's instructions changed: its request is not the one recorded. The
     # run fails (its only subtask did), and the case says why: the mismatch.
-    report = await evaluate(writer("Be long.", replay=tape), [case])
+    report = await evaluate(writer(instructions="Be long.", replay=tape), [case])
     (attempt,) = report.cases[0].attempts
     assert attempt.status == "failed"
     assert attempt.error is not None

@@ -6,28 +6,15 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from honeycomb import Executor, Role
 from honeycomb.evals import Case, CaseRun, EvalReport, evaluate, junit
 from honeycomb.evals.checks import built_check
 from honeycomb.evals.html import report_page
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.store import RunStore
-from honeycomb.testing import FunctionModel
-from runtime.models.layers.cassette import cassette
+from tests.support.evals import writer
 
 RAW = "a <b>&\"' ]]> \x00 NUL, \x1b[2J a terminal's escape, \x07 a bell"
 """An answer a model or a tool may well give: markup, and characters no XML can hold."""
-
-
-def _writer(answer: str, store: RunStore | None = None) -> Executor:
-    """One worker that answers ``answer``, its run's answer as it is."""
-    return Executor(
-        [Role(name="writer")],
-        FunctionModel(lambda request: answer),
-        aggregator="concat",
-        planner=lambda task: [("writer", task)],
-        store=store,
-    )
 
 
 def _quotes_the_answer(answer: str, run: CaseRun) -> str:
@@ -36,7 +23,7 @@ def _quotes_the_answer(answer: str, run: CaseRun) -> str:
 
 async def test_junit_and_html_of_an_answer_with_control_characters_are_well_formed() -> None:
     case = Case(id="odd <1>", task="Say something odd.", checks=[_quotes_the_answer])
-    report = await evaluate(_writer(RAW), [case])
+    report = await evaluate(writer(RAW), [case])
 
     suite = ET.fromstring(junit(report).encode())  # one NUL made it no XML at all
     (failure,) = suite.iter("failure")
@@ -53,7 +40,7 @@ async def test_junit_and_html_of_an_answer_with_control_characters_are_well_form
 async def test_a_lone_surrogate_in_one_cases_answer_takes_no_report_down(tmp_path: Path) -> None:
     # What Python makes of a file name that is not UTF-8, as a tool may answer with it.
     store = RunStore(tmp_path / "runs.db")
-    executor = _writer("found report-\udcff.txt", store)
+    executor = writer("found report-\udcff.txt", store=store)
     cases = [
         Case(id="files", task="List the files.", checks=[_quotes_the_answer]),
         Case(id="other", task="Say something."),
@@ -73,22 +60,15 @@ async def test_junit_of_a_replay_that_no_longer_matches_gives_the_difference_in_
     tmp_path: Path,
 ) -> None:
     tape = tmp_path / "calls.jsonl"
-
-    def writer(instructions: str, **mode: Path) -> Executor:
-        return Executor(
-            [Role(name="writer", instructions=instructions)],
-            models=cassette({"m": FunctionModel(lambda request: "done")}, **mode),
-            aggregator="concat",
-            planner=lambda task: [("writer", task)],
-        )
-
     # What a cases file's defaults give every case: a status check.
     status = built_check(
         CheckSpec.model_validate({"status": "ok"}), expected=None, output_schema=None, python=None
     )
     case = Case(id="hello", task="Say hello.", checks=[status])
-    assert (await evaluate(writer("Be brief.", record=tape), [case])).passed
-    report = await evaluate(writer("Be brief, and name the city.", replay=tape), [case])
+    assert (await evaluate(writer(instructions="Be brief.", record=tape), [case])).passed
+    report = await evaluate(
+        writer(instructions="Be brief, and name the city.", replay=tape), [case]
+    )
     (attempt,) = report.cases[0].attempts
     assert attempt.status == "failed"
     difference = "content: at character"  # the end of the mismatch's long message
