@@ -60,7 +60,8 @@ _MAIN = """
 """
 
 STYLE = """
-body { font: 13px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; }
+body { font: 13px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330;
+       overflow-wrap: break-word; }
 h1 { font-size: 16px; margin: 0 0 4px; }
 .task { color: #555; margin: 0 0 16px; white-space: pre-wrap; }
 .row, .phase { display: flex; align-items: center; height: 22px; }

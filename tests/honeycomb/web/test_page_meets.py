@@ -1,5 +1,5 @@
 """``honeycomb serve``'s page where it meets the other features: a waiting call whose
-tool says what it will do in words that hold a secret."""
+tool says what it will do in words that hold a secret, and text of very long lines."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from honeycomb.testing import ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ToolCall
-from tests.honeycomb.web.test_serve import TOKEN
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import TOKEN, _Watched
 from tests.support.asgi_server import ThreadedServer
+
+browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 PASSWORD = "pg-pass-8f3a1c77e2"
@@ -85,3 +88,62 @@ async def test_a_tools_words_on_a_waiting_call_show_no_secret_on_the_page(db: Pa
         assert "purge&#x27;s describe failed: RuntimeError: cannot reach" in page
     assert (await executor.resume("r1")).status == "ok"
     assert queries == ["select 1"]
+
+
+LONG = "QmFzZTY0" * 2500
+"""A line of 20,000 characters with nowhere to break it: a blob, a URL, a token."""
+
+
+@tool(side_effects=True, describe=lambda arguments: f"Upload {arguments['blob']}")
+async def upload(blob: str) -> str:
+    """Upload a blob."""
+    return f"uploaded {len(blob)} characters"
+
+
+@tool
+async def fetch(url: str) -> str:
+    """Fetch a URL."""
+    return f"fetched {url}"
+
+
+async def test_in_chromium_very_long_lines_stay_within_the_pages(db: Path, browser: Any) -> None:
+    """A run's id, its task, a call's arguments, a tool's result and a waiting call's
+    summary, each a line of thousands of characters with no space: each page keeps
+    them within its width (broken where they must be), the form of the call too."""
+    fetches = AssistantMessage(
+        tool_calls=(ToolCall(id="f1", name="fetch", arguments=json.dumps({"url": LONG})),)
+    )
+    uploads = AssistantMessage(
+        tool_calls=(ToolCall(id="u1", name="upload", arguments=json.dumps({"blob": LONG})),)
+    )
+    role = Role(name="mover", tools=("fetch", "upload"), approvals=Approvals(tools=("upload",)))
+    executor = Executor(
+        [role],
+        ScriptedModel([fetches, uploads, "done"]),
+        tools=[fetch, upload],
+        store=db,
+        aggregator="concat",
+    )
+    run_id = "run-" + "x" * 300
+    waiting = await executor.run(f"move {LONG}", subtasks=[("mover", "move")], run_id=run_id)
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context(viewport={"width": 1000, "height": 700})
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/?token={TOKEN}")
+        widths = "e => [e.scrollWidth, e.clientWidth]"
+        listed, width = await page.eval_on_selector("html", widths)
+        assert listed <= width, "the list of runs is wider than the page"
+        await page.click("table.runs a")
+        await page.wait_for_selector("form.approval")
+        await page.click("details.worker summary")  # the transcript, with the calls
+        assert LONG in await page.inner_text("details.worker")
+        shown, width = await page.eval_on_selector("html", widths)
+        assert shown <= width, "the run's page is wider than the page"
+        inside, form = await page.eval_on_selector("form.approval", widths)
+        assert inside <= form, "the call's form holds text wider than itself"
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
