@@ -212,7 +212,8 @@ class Session:
             SessionError: when the session's last turn did not finish and
                 ``unfinished`` is ``raise`` (or it was resumed and waits again).
             PlanError, RunFailed, BudgetExceeded: as ``Executor.run`` (the turn stays
-                in the conversation, without an answer).
+                in the conversation, without an answer; none is kept when the run
+                stopped before its input guards passed the message).
             ConfigError: when the message is empty or only whitespace, or the hive
                 cannot run it (no planner, a missing key ...): no turn is kept.
             GuardrailTripped: when the run's input guards refuse the message (no turn
@@ -458,25 +459,31 @@ class Session:
         resumable: bool,
         steal: bool = False,
     ) -> RunResult:
-        """Run ``turn`` (on from where it stopped, if ``resumable``) and keep its end."""
+        """Run ``turn`` (on from where it stopped, if ``resumable``) and keep its end:
+        none, if its message never became a turn (:func:`_not_taken`)."""
+        converse = self.converse(turn, earlier)
+        passed = False  # the run's input guards passed the message: it asks the conversation
+
+        def told(context: RunContext) -> Awaitable[Conversation]:
+            nonlocal passed
+            passed = True
+            return converse(context)
+
         try:
             result = await self._runner(
                 turn.message,
                 run_id=turn.run_id,
                 on_event=on_event,
                 text_deltas=text,
-                converse=self.converse(turn, earlier),
+                converse=told,
                 resumable=resumable,
                 steal=steal,
             )
-        except (ConfigError, GuardrailTripped) as exc:
-            if not resumable and _not_taken(exc):  # no turn of the conversation
-                await self._rows.drop(self.id, turn.turn - 1, idle=False)
-            elif isinstance(exc, GuardrailTripped):  # its final answer refused
-                await self._rows.ended(_failed(turn, exc))
-            raise
         except Exception as exc:  # a HoneycombError, or a planner's or tool's own bug
-            await self._rows.ended(_failed(turn, exc))
+            if _not_taken(exc, resumable=resumable, passed=passed):
+                await self._rows.drop(self.id, turn.turn - 1, idle=False)
+            else:
+                await self._rows.ended(_failed(turn, exc))
             raise
         except BaseException:  # cancelled, KeyboardInterrupt, SystemExit ...: as its run
             await _shielded(self._rows.ended(msgspec.structs.replace(turn, status="interrupted")))
@@ -551,11 +558,16 @@ def _failed(turn: Turn, exc: Exception) -> Turn:
     return msgspec.structs.replace(turn, status=status, cost=cost)
 
 
-def _not_taken(exc: ConfigError | GuardrailTripped) -> bool:
-    """Whether a message that raised ``exc`` never became a turn: the hive cannot run
-    it (a ``ConfigError``), or the run's input guards refused it. A refused message
-    kept would be told to every later turn's planner, past the guard that refused it."""
-    return isinstance(exc, ConfigError) or exc.kind == "input"
+def _not_taken(exc: Exception, *, resumable: bool, passed: bool) -> bool:
+    """Whether a message whose run raised ``exc`` is no turn of the conversation: the
+    run's input guards refused it (as it started, or as it was resumed), or, as it
+    started, the hive cannot run it (a ``ConfigError``) or the run stopped before its
+    input guards passed it (not ``passed``: its wall time ran out as a judge checked
+    it). A message kept that they refused, or never passed, would be told to every
+    later turn's planner, past the guards."""
+    if isinstance(exc, GuardrailTripped) and exc.kind == "input":
+        return True
+    return not resumable and (isinstance(exc, ConfigError) or not passed)
 
 
 def check_task(task: str) -> None:
