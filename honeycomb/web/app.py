@@ -48,6 +48,7 @@ from honeycomb.web.approvals import decidable
 from honeycomb.web.evals import eval_routes
 from honeycomb.web.pages import (
     Links,
+    box_text,
     live_parts,
     named,
     page,
@@ -350,7 +351,7 @@ class _Site:
         decision has, is refused naming why)."""
         shown = max(
             (
-                len(json.dumps(call.arguments, indent=2, ensure_ascii=False).encode())
+                len(box_text(call.arguments).encode())
                 for call in await self._pending(run_id)
                 if call.call_id == call_id
             ),

@@ -15,8 +15,12 @@ only.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import sys
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
@@ -25,7 +29,7 @@ from urllib.parse import quote, unquote
 from honeycomb.run.conversation import Turn
 from honeycomb.run.shown import stored_timeline, worker_statuses
 from honeycomb.store import RunSummary, StoredRun, StoredWorker
-from honeycomb.trace.format import counted, format_cost, format_took, shown_value
+from honeycomb.trace.format import counted, format_cost, format_took, printable, shown_value
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
 from honeycomb.web.approvals import decidable
@@ -34,6 +38,7 @@ from runtime.value import Value
 
 __all__ = [
     "Links",
+    "box_text",
     "live_parts",
     "named",
     "page",
@@ -273,11 +278,11 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
     can_decide = decidable(call, now)
     due = "decide by" if can_decide else "was due"
     deadline = f" · {due} {_e(_when(call.deadline))}" if call.deadline is not None else ""
-    summary = f'<p class="summary">{_e(call.summary)}</p>' if call.summary else ""
+    summary = f'<p class="summary">{_read(call.summary)}</p>' if call.summary else ""
     told = (
-        f"<p><b>{_e(call.tool)}</b> by {_e(call.worker)} ({_e(call.role)}), turn {call.turn}"
-        f" · asked {_e(_when(call.asked_at))}{deadline}</p>{summary}"
-        f'<p class="why">{_e(call.why)}</p>{_arguments(call.arguments)}'
+        f"<p><b>{_read(call.tool)}</b> by {_read(call.worker)} ({_read(call.role)}), turn "
+        f"{call.turn} · asked {_e(_when(call.asked_at))}{deadline}</p>{summary}"
+        f'<p class="why">{_read(call.why)}</p>{_arguments(call.arguments)}'
     )
     who = f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}"'
     if not can_decide:
@@ -287,7 +292,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
             "it when it is resumed.</p></div>"
         )
-    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+    arguments = box_text(call.arguments)
     rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
     key = _e(f"waits\n{call.worker}\n{call.call_id}")
     return (
@@ -349,8 +354,8 @@ def _arguments(arguments: dict[str, Any]) -> str:
         text, is_text = shown_value(value)
         kind = "text" if is_text else "json"
         items.append(
-            f'<dt>{_e(name)}</dt><dd data-argument="{_e(name)}"><pre class="{kind}">'
-            f"{_e(text)}</pre></dd>"
+            f'<dt>{_read(name)}</dt><dd data-argument="{_e(name)}"><pre class="{kind}">'
+            f"{_read(text)}</pre></dd>"
         )
     return f'<dl class="arguments">{"".join(items)}</dl>'
 
@@ -418,3 +423,34 @@ def _cut(text: str, limit: int) -> str:
 
 def _e(text: str) -> str:
     return escape(text, quote=True)
+
+
+def _read(text: str) -> str:
+    """Text of a call a person decides on, as the terminal's prompt shows it: the
+    characters that reorder or hide what is drawn (controls, direction overrides,
+    zero-width ones) each a space, so what is read is what the call does."""
+    return _e(printable(text))
+
+
+def box_text(arguments: dict[str, Any]) -> str:
+    """A call's arguments in the box that edits them: JSON, with the characters that
+    reorder or hide what is drawn as JSON escapes (``\\u202e``), which read back as the
+    same arguments: sent back as it is, the box is no edit."""
+    text = json.dumps(arguments, indent=2, ensure_ascii=False)
+    return _format_characters().sub(lambda found: _json_escape(found[0]), text)
+
+
+@functools.cache
+def _format_characters() -> re.Pattern[str]:
+    """Unicode's format characters (direction overrides and isolates, zero-width ones):
+    JSON leaves them as they are, controls it escapes."""
+    found = (chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf")
+    return re.compile("[" + "".join(map(re.escape, found)) + "]")
+
+
+def _json_escape(character: str) -> str:
+    code = ord(character)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # past the first plane: a surrogate pair, as JSON writes it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

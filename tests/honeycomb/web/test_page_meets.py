@@ -3,6 +3,7 @@ tool says what it will do in words that hold a secret, and text of very long lin
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,53 @@ async def test_in_chromium_very_long_lines_stay_within_the_pages(db: Path, brows
         assert inside <= form, "the call's form holds text wider than itself"
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+SPOOF = "IBAN DE44 5001 0517 \u202e5407 3249 31\u202c"
+"""An account whose digits a right-to-left override shows reversed where text is drawn
+as it is: a person would read ``13 9423 7045`` where the call pays ``5407 3249 31``."""
+
+
+async def test_a_waiting_calls_text_is_shown_without_what_reorders_or_hides_it(db: Path) -> None:
+    """What a person decides on (a call's arguments, the tool's words, the box of its
+    arguments) holds none of the characters that reorder or hide text (direction
+    overrides, zero-width ones, controls), as the terminal's prompt shows it; the box
+    has them as JSON escapes, so sent back as it is it is the model's call, unedited."""
+    wired: list[tuple[str, str]] = []
+
+    @tool(side_effects=True, describe=lambda arguments: f"Pay 40 to {arguments['account']}")
+    async def pay(account: str, memo: str) -> str:
+        """Wire money."""
+        wired.append((account, memo))
+        return "wired"
+
+    memo = "rent\u200b for\x07 march\u2066"
+    asks = AssistantMessage(
+        tool_calls=(
+            ToolCall(id="w1", name="pay", arguments=json.dumps({"account": SPOOF, "memo": memo})),
+        )
+    )
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    executor = Executor(
+        [role], ScriptedModel([asks, "done"]), tools=[pay], store=db, aggregator="concat"
+    )
+    waiting = await executor.run("pay the rent", subtasks=[("payer", "pay")], run_id="r1")
+    assert waiting.status == "waiting"
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided)
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            page = (await client.get("/runs/r1")).text
+            form = page[page.index('<form class="approval"') : page.index("</form>")]
+            box = form[form.index("<textarea") : form.index("</textarea>")]
+            sent = html.unescape(box[box.index(">") + 1 :])
+            answer = await client.post(
+                "/runs/r1/calls/w1/decision", data={"decision": "approve", "arguments": sent}
+            )
+            assert answer.status_code == 303, answer.text
+    hidden = {"\u202e", "\u202c", "\u200b", "\x07", "\u2066"}
+    assert not hidden & set(form), form
+    assert "IBAN DE44 5001 0517  5407 3249 31" in form  # each as a space, as a terminal
+    assert "\\u202e5407" in box
+    assert (await executor.resume("r1")).status == "ok"
+    assert wired == [(SPOOF, memo)]  # the model's arguments: the box sent back is no edit
