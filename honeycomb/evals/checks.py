@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -70,7 +71,7 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
         found = check.fn(run.answer if run.answer is not None else run.answer_text, run)
         if inspect.isawaitable(found):
             found = await found
-        score = _as_score(found)
+        score = _bounded(_as_score(found))
     except Exception as exc:  # a broken check is a failed one, and says why
         score = Score(score=0.0, reason=f"the check raised {type(exc).__name__}: {exc}")
     passed = score.score >= check.threshold
@@ -96,7 +97,7 @@ def _as_score(found: Any) -> Score:
     if isinstance(found, str):
         return Score(score=1.0) if not found else Score(score=0.0, reason=found)
     if isinstance(found, int | float):
-        return Score(score=min(max(float(found), 0.0), 1.0))
+        return Score(score=float(found))
     if isinstance(found, tuple) and len(found) == 2:
         score = _as_score(found[0])
         return Score(score=score.score, reason=str(found[1]) if found[1] else score.reason)
@@ -104,6 +105,16 @@ def _as_score(found: Any) -> Score:
         f"a check returns a bool, a score, a reason, None or (score, reason), not "
         f"{type(found).__name__}"
     )
+
+
+def _bounded(found: Score) -> Score:
+    """``found`` with its score in [0, 1]. NaN (a metric's 0/0) fails the check: no
+    report could keep it (JSON has no NaN), nor compare or go on from it."""
+    if math.isnan(found.score):
+        return Score(score=0.0, reason=found.reason or "the check's score is NaN, not a number")
+    if 0.0 <= found.score <= 1.0:
+        return found
+    return Score(score=min(max(found.score, 0.0), 1.0), reason=found.reason)
 
 
 # --- the kinds of a cases file ----------------------------------------------------------

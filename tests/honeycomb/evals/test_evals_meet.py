@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from honeycomb.evals import Case, CaseRun, EvalReport, evaluate, junit
+from honeycomb.evals import Case, CaseRun, EvalReport, compare, evaluate, junit
 from honeycomb.evals.checks import built_check
 from honeycomb.evals.html import report_page
 from honeycomb.evals.spec import CheckSpec
@@ -77,3 +77,27 @@ async def test_junit_of_a_replay_that_no_longer_matches_gives_the_difference_in_
     assert failure.attrib["message"].startswith("status 'ok': the run ended failed, not ok")
     assert difference in (failure.text or "")
     assert "record it again if the change is meant" in (failure.text or "")
+
+
+async def test_a_check_that_scores_nan_fails_and_its_eval_is_a_baseline_still(
+    tmp_path: Path,
+) -> None:
+    def similarity(answer: str, run: CaseRun) -> float:
+        return float("nan")  # a metric's 0/0: an empty answer against an empty reference
+
+    store = RunStore(tmp_path / "runs.db")
+    cases = [
+        Case(id="similar", task="Say it again.", checks=[similarity]),
+        Case(id="other", task="Say something."),
+    ]
+    async with writer(store=store) as executor:
+        before = await evaluate(executor, cases)
+        after = await evaluate(executor, cases)
+        kept = store.eval_report(before.eval_id)
+    (verdict,) = before.cases[0].attempts[0].verdicts
+    assert (verdict.passed, verdict.score) == (False, 0.0)
+    assert verdict.reason == "the check's score is NaN, not a number"
+    assert [c.passed for c in before.cases] == [False, True]
+    # Kept as JSON, which has no NaN: read back for --baseline, eval compare, serve.
+    baseline = EvalReport.from_json(kept or "")
+    assert [c.change for c in compare(baseline, after).cases] == ["failing", "passing"]
