@@ -3,8 +3,10 @@ tool says what it will do in words that hold a secret, and text of very long lin
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,17 @@ browser = test_serve.browser  # the neighbouring tests' fixture, as it is
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 PASSWORD = "pg-pass-8f3a1c77e2"
 """The database password the tools use, known to the service as a secret."""
+
+
+@contextlib.asynccontextmanager
+async def _page(db: Path, executor: Executor) -> AsyncIterator[httpx.AsyncClient]:
+    """A script's client of the page of ``db``'s runs (served on 127.0.0.1 while it is
+    open), their calls decided with ``executor``'s tools."""
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided)
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            yield client
 
 
 def _query_executor(db: Path, queries: list[str]) -> Executor:
@@ -73,16 +86,13 @@ async def test_a_tools_words_on_a_waiting_call_show_no_secret_on_the_page(db: Pa
     executor = _query_executor(db, queries)
     waiting = await executor.run("tidy the database", subtasks=[("dba", "tidy")], run_id="r1")
     assert waiting.status == "waiting"
-    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
-    app = create_app(db, token=TOKEN, approvals=decided)
-    with ThreadedServer(app, name="serve") as server:
-        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
-            shown = [(await client.get(path)).text for path in ("/runs/r1", "/runs/r1/live")]
-            for call_id in ("q1", "p1"):
-                answer = await client.post(
-                    f"/runs/r1/calls/{call_id}/decision", data={"decision": "approve"}
-                )
-                assert answer.status_code == 303, answer.text
+    async with _page(db, executor) as client:
+        shown = [(await client.get(path)).text for path in ("/runs/r1", "/runs/r1/live")]
+        for call_id in ("q1", "p1"):
+            answer = await client.post(
+                f"/runs/r1/calls/{call_id}/decision", data={"decision": "approve"}
+            )
+            assert answer.status_code == 303, answer.text
     for page in shown:
         assert PASSWORD not in page
         assert "Run select 1 on postgresql://app:[password hidden]@db/prod" in page
@@ -180,18 +190,15 @@ async def test_a_waiting_calls_text_is_shown_without_what_reorders_or_hides_it(d
     )
     waiting = await executor.run("pay the rent", subtasks=[("payer", "pay")], run_id="r1")
     assert waiting.status == "waiting"
-    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
-    app = create_app(db, token=TOKEN, approvals=decided)
-    with ThreadedServer(app, name="serve") as server:
-        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
-            page = (await client.get("/runs/r1")).text
-            form = page[page.index('<form class="approval"') : page.index("</form>")]
-            box = form[form.index("<textarea") : form.index("</textarea>")]
-            sent = html.unescape(box[box.index(">") + 1 :])
-            answer = await client.post(
-                "/runs/r1/calls/w1/decision", data={"decision": "approve", "arguments": sent}
-            )
-            assert answer.status_code == 303, answer.text
+    async with _page(db, executor) as client:
+        page = (await client.get("/runs/r1")).text
+        form = page[page.index('<form class="approval"') : page.index("</form>")]
+        box = form[form.index("<textarea") : form.index("</textarea>")]
+        sent = html.unescape(box[box.index(">") + 1 :])
+        answer = await client.post(
+            "/runs/r1/calls/w1/decision", data={"decision": "approve", "arguments": sent}
+        )
+        assert answer.status_code == 303, answer.text
     hidden = {"\u202e", "\u202c", "\u200b", "\x07", "\u2066"}
     assert not hidden & set(form), form
     assert "IBAN DE44 5001 0517  5407 3249 31" in form  # each as a space, as a terminal
