@@ -263,7 +263,7 @@ class CheckSpec(BaseModel):
     latency: Latency | None = None
     tokens: Amount | None = None
     model_calls: Amount | None = None
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     threshold: float = Field(default=1.0, ge=0, le=1)
 
     @model_validator(mode="before")

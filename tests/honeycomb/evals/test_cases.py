@@ -75,6 +75,8 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
               - regex: "(unclosed"
               - python: nowhere_module:check
               - tool_called: {name: t, at_least: 2, at_most: 1}
+              - contains: c
+                weight: .inf
           - id: two
             task: y
         """,
@@ -95,7 +97,9 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
         f"{file}:11:9: cases[1].assert[2].python: cannot import 'nowhere_module:check': no "
         "module named 'nowhere_module'",
         f"{file}:12:9: cases[1].assert[3].tool_called: at_least (2) is above at_most (1)",
-        f"{file}:13:5: cases[2]: another case is named 'two': give each its own id",
+        # A case's weighted score would be inf/inf, no score a report could keep.
+        f"{file}:14:9: cases[1].assert[4].weight: Input should be a finite number (got inf)",
+        f"{file}:15:5: cases[2]: another case is named 'two': give each its own id",
     ]
 
 
