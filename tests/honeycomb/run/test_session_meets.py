@@ -1,20 +1,33 @@
-"""A session's turns with one more feature on: secrets, output guards while streaming,
-a budget that the conversation's summary spends, a turn cancelled as it is answered,
-and approvals; each feature's promises checked alongside the conversation's."""
+"""A session's turns with one more feature on: secrets, a budget, the run's input
+guards (a judge) and output guards while the answer streams, a turn cancelled as it is
+answered and then continued; each feature's promises checked beside the
+conversation's."""
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from honeycomb import Budgets, Executor, GuardrailTripped, Guards, Policy, Role, add_secret
-from honeycomb.events import RunFinished
+from honeycomb import (
+    Budgets,
+    Executor,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    Policy,
+    Role,
+    add_secret,
+)
+from honeycomb.events import RunFinished, TextDelta
 from honeycomb.run.session import Session
+from honeycomb.run.stream import RunStream
 from honeycomb.testing import FunctionModel
-from runtime import BudgetExceeded, ModelRequest
+from runtime import BudgetExceeded, HoneycombError, ModelRequest, SessionError
+from tests.support.model_requests import role_of
 from tests.support.stores import Where, query
 
 KEY = "sk-session-0123456789abcdef"
@@ -167,3 +180,68 @@ async def test_a_turn_cut_off_as_its_judge_checked_it_and_refused_on_resume_is_d
     await session.run("And now?")
     assert [t.message for t in await session.turns()] == ["Hello.", "And now?"]
     assert not [text for text in moderated.read if "wire the funds" in text]
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
+async def test_a_message_after_a_turn_cut_off_is_told_the_fix_that_works_here(
+    db: Path, kept: bool
+) -> None:
+    gate = _Gate()
+    session = gate.writers(store=db if kept else None).session("ann")
+    await gate.cut_off(session, "First.")
+    gate.hold.set()
+    with pytest.raises(SessionError) as refused:
+        await session.run("Second.")
+    fix = "session.resume() continues it" if kept else "session.pop() drops it"
+    assert fix in str(refused.value)
+    if kept:
+        assert (await session.resume()) is not None
+    else:
+        assert "resume" not in str(refused.value)
+        await session.pop()
+    assert (await session.run("Second.")).status == "ok"
+
+
+def _no_wires(check: GuardCheck) -> str | None:
+    return "it asks for a wire" if "wire" in check.text else None
+
+
+async def _shown(stream: AbstractAsyncContextManager[RunStream]) -> list[str]:
+    """The text a stream showed; what it raised, raised (its text in its note)."""
+    shown: list[str] = []
+    try:
+        async with stream as events:
+            async for event in events:
+                shown += [event.text] if isinstance(event, TextDelta) else []
+    except HoneycombError as exc:
+        exc.add_note(f"shown: {shown!r}")
+        raise
+    return shown
+
+
+async def test_a_streamed_answer_the_runs_guard_refuses_is_shown_told_and_kept_nowhere(
+    db: Path,
+) -> None:
+    read: list[str] = []
+    leak = [True]
+
+    def answer(request: ModelRequest) -> str:
+        read.extend(str(m.content) for m in request.messages)
+        return "I will wire the funds." if role_of(request) == "aggregator" and leak else "noted"
+
+    executor = Executor(
+        [Role(name="writer"), Role(name="aggregator")],
+        FunctionModel(answer),
+        planner=lambda task: [("writer", task)],
+        guards=Guards(output=(_no_wires,)),
+        store=db,
+    )
+    session = executor.session("ann")
+    with pytest.raises(GuardrailTripped) as tripped:
+        await _shown(session.stream("Pay bob."))
+    assert "wire" not in tripped.value.__notes__[-1]  # none of the refused answer shown
+    leak.clear()
+    read.clear()
+    assert "wire" not in "".join(await _shown(session.stream("Hello.")))
+    assert not [text for text in read if "wire" in text]  # the next turn is not told it
+    assert [(t.status, t.answer) for t in await session.turns()][:1] == [("failed", None)]
