@@ -532,9 +532,14 @@ class Session:
                 run_id=turn.run_id,
             )
         why = "waits for approvals" if turn.status == "waiting" else f"was {turn.status}"
+        fix = "session.resume() continues it (honeycomb resume), session.pop() drops it"
+        if not self._rows.kept:  # nothing kept to go on from (see _continuable)
+            fix = (
+                "without a run store it cannot go on from where it stopped: session.pop() "
+                "drops it (or send the message with unfinished='drop')"
+            )
         return SessionError(
-            f"session {self.id!r}: message {turn.turn} (run {turn.run_id}) {why}; "
-            "session.resume() continues it (honeycomb resume), session.pop() drops it",
+            f"session {self.id!r}: message {turn.turn} (run {turn.run_id}) {why}; {fix}",
             session_id=self.id,
             turn=turn.turn,
             run_id=turn.run_id,
