@@ -405,10 +405,11 @@ class Session:
                 await self._answer(last, turns[:-1], on_event, text, resumable=True)
             except HoneycombError:
                 # It ended without an answer (failed, over budget), as its run.finished
-                # told the handlers: a turn as any that did, which holds the session no
-                # more. One that did not end (another process carries it on) does.
+                # told the handlers, or was dropped (its input guards refused it): it
+                # holds the session no more. One that did not end (another process
+                # carries it on) does.
                 now = await self._rows.turns(self.id)
-                if not now or not now[-1].ended:
+                if now and now[-1].turn == last.turn and not now[-1].ended:
                     raise
         turns = await self._rows.turns(self.id)
         if turns and not turns[-1].ended:  # resumed, it waits for approvals again

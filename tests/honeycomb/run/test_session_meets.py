@@ -245,3 +245,18 @@ async def test_a_streamed_answer_the_runs_guard_refuses_is_shown_told_and_kept_n
     assert "wire" not in "".join(await _shown(session.stream("Hello.")))
     assert not [text for text in read if "wire" in text]  # the next turn is not told it
     assert [(t.status, t.answer) for t in await session.turns()][:1] == [("failed", None)]
+
+
+async def test_a_message_is_answered_after_the_only_turn_it_resumed_was_refused(
+    db: Path,
+) -> None:
+    moderated = _Moderated(store=db)
+    session = moderated.executor.session("ann", unfinished="resume")
+    cut = asyncio.create_task(session.run(REFUSED))
+    await moderated.judging.wait()
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    moderated.slow = False
+    assert (await session.run("And now?")).status == "ok"
+    assert [t.message for t in await session.turns()] == ["And now?"]
