@@ -406,7 +406,11 @@ def _kept(store: RunStore, eval_id: str) -> EvalReport | None:
     if text is None:
         print(f"{store.where}: no eval {eval_id!r} (honeycomb serve lists them)", file=sys.stderr)
         return None
-    return EvalReport.from_json(text)
+    try:
+        return EvalReport.from_json(text)
+    except ValueError as exc:  # kept by a version that wrote what this one cannot read
+        print(f"{store.where}: eval {eval_id!r} cannot be read: {exc}", file=sys.stderr)
+        return None
 
 
 def _check_writable(args: argparse.Namespace) -> None:

@@ -24,9 +24,13 @@ async def keep_report(store: RunStore, report: EvalReport) -> None:
 
 async def interrupted(store: RunStore, eval_id: str) -> EvalReport | None:
     """The report of eval ``eval_id`` kept in ``store`` when it was interrupted, for
-    the eval to go on from (None: there is none, or it ended)."""
+    the eval to go on from (None: there is none, it ended, or it cannot be read: the
+    eval then makes every run anew and replaces it)."""
     text = await store.reading(functools.partial(read_eval, eval_id=eval_id), None)
     if text is None:
         return None
-    kept = EvalReport.from_json(text)
+    try:
+        kept = EvalReport.from_json(text)
+    except ValueError:  # kept by a version that wrote what this one cannot read
+        return None
     return kept if kept.interrupted else None

@@ -4,6 +4,7 @@ and ``eval compare`` tell what changed, and can gate on regressions only."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
+from honeycomb.store import RunStore
 from tests.support.evals import tiny_hive, write
 from tests.support.stores import STORES_NOT_SET_UP, UNSET_PASSWORD
 
@@ -372,3 +374,33 @@ def test_a_terminals_escape_in_a_reason_or_an_id_reaches_the_table_inert(
     assert not {"\x1b", "\x07"} & set(out)
     assert "│ oslo [31m │ FAIL" in out
     assert "Greet [bold]Oslo [2J " in out  # rich's markup shown as written
+
+
+def test_an_eval_kept_that_cannot_be_read_is_one_line_and_run_again_anew(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A report an earlier version kept with a score it wrote as null (a NaN).
+    attempt = {"run_id": "r", "passed": False, "score": None, "status": "ok"}
+    old = {"eval_id": "ev-old", "name": "greetings", "hive": "hive.yaml", "interrupted": True}
+    old["cases"] = [{"id": "oslo", "task": "t", "attempts": [attempt]}]
+
+    async def keep() -> None:
+        store = RunStore(folder / ".honeycomb" / "runs.db")
+        await store.open()
+        await store.keep_eval("ev-old", "greetings", 0.0, False, json.dumps(old).encode())
+        store.close()
+
+    asyncio.run(keep())
+    assert _eval(capsys, "--eval-id", "ev-new")[0] == ExitStatus.OK
+    baseline = ["eval", "hive.yaml", "evals.yaml", "--plain", "--baseline", "ev-old"]
+    for command in (["eval", "compare", "ev-old", "ev-new"], baseline):
+        assert main(command) == ExitStatus.UNUSABLE
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            ".honeycomb/runs.db: eval 'ev-old' cannot be read: Expected `float`, got `null` - "
+            "at `$.cases[0].attempts[0].score`"
+        )
+    # Gone on with by its id, it is made anew, and replaces it.
+    code, out, _ = _eval(capsys, "--eval-id", "ev-old")
+    assert code == ExitStatus.OK
+    assert "2 of 2 cases passed" in out
+    assert main(["eval", "compare", "ev-old", "ev-new"]) == ExitStatus.OK
