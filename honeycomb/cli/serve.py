@@ -96,12 +96,14 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
     shown = f"{address}?token={token}" if given is None else f"{address}?token=<your token>"
     print(f"serving the runs of {store.where} at {shown}", flush=True)
     print("(Ctrl-C stops it)", flush=True)
+    # The store as shown (a URL without its password), as every command names it: the
+    # page says how a run goes on, and the server, on stderr, how one it cut off does.
     app = create_app(
         store,
         token=token,
-        approvals=store_approvals(store, args.store),
+        approvals=store_approvals(store, store.where),
         base=base,
-        resume_hint=lambda run_id: resume_hint(run_id, args.store),
+        resume_hint=lambda run_id: resume_hint(run_id, store.where),
     )
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="off"
@@ -114,9 +116,10 @@ def serve_command(args: argparse.Namespace) -> ExitStatus:
 
 
 def store_approvals(store: RunStore, where: Path | str | None = None) -> StoreApprovals:
-    """The approvals ``honeycomb serve`` decides: in ``store`` (named ``where`` on the
-    command line), edited arguments checked against the tools of the run's hive file,
-    and a run left with no call undecided continued from it (:class:`Resumer`)."""
+    """The approvals ``honeycomb serve`` decides: in ``store`` (named ``where`` in the
+    commands it says: as shown, a URL without its password), edited arguments checked
+    against the tools of the run's hive file, and a run left with no call undecided
+    continued from it (:class:`Resumer`)."""
     from honeycomb.web import StoreApprovals
 
     return StoreApprovals(store, Resumer(store, where), tools=HiveTools(store))

@@ -1,5 +1,6 @@
 """``honeycomb serve``'s page where it meets the other features: a waiting call whose
-tool says what it will do in words that hold a secret, and text of very long lines."""
+tool says what it will do in words that hold a secret, a PostgreSQL store's password,
+text that reorders itself, and text of very long lines."""
 
 from __future__ import annotations
 
@@ -10,19 +11,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 from honeycomb import Approvals, Executor, Role, add_secret, tool
+from honeycomb.cli.main import main
+from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore
 from honeycomb.testing import ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ToolCall
+from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _Watched
+from tests.honeycomb.web.test_serve_seams import _serving
 from tests.support.asgi_server import ThreadedServer
+from tests.support.postgres import PostgresServer
+from tests.support.stores import ON_POSTGRES
 
-browser = test_serve.browser  # the neighbouring tests' fixture, as it is
+# The neighbouring tests' fixtures, as they are.
+browser = test_serve.browser
+hive = test_chat_approvals.hive
 
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 PASSWORD = "pg-pass-8f3a1c77e2"
@@ -205,3 +215,28 @@ async def test_a_waiting_calls_text_is_shown_without_what_reorders_or_hides_it(d
     assert "\\u202e5407" in box
     assert (await executor.resume("r1")).status == "ok"
     assert wired == [(SPOOF, memo)]  # the model's arguments: the box sent back is no edit
+
+
+@ON_POSTGRES
+def test_the_page_of_a_postgresql_stores_server_names_it_without_its_password(
+    hive: Path, fast_demo: Path, postgres: PostgresServer
+) -> None:
+    """``honeycomb serve --store URL`` of a URL holding the store's password: the page
+    of a run waiting on nothing left to decide (decided elsewhere) says how it goes
+    on, naming the store as the other commands do, without the password."""
+    secret = "pg-pass-51e0c3d9aa"
+    url = postgres.url().replace("postgres@", f"postgres:{secret}@", 1)
+    assert main(["run", str(hive), "--plain", "--store", url, "--run-id", "h1"]) == 3
+    [call] = anyio.run(pending_of, RunStore(url), "h1")
+    decided = ["approve", "h1", call.call_id, "--store", url, "--worker", call.worker]
+    assert main(decided) == 0
+    with _serving("--store", url, "--port", "0") as served, httpx.Client() as client:
+        pages = [
+            client.get(served.address + path, headers=served.bearer)
+            for path in ("runs/h1", "runs/h1/live")
+        ]
+    shown = url.replace(f":{secret}@", "@", 1)
+    for page in pages:
+        assert page.status_code == 200
+        assert secret not in page.text
+        assert html.escape(f"honeycomb resume h1 --store '{shown}'") in page.text
