@@ -39,7 +39,6 @@ from runtime import (
     SessionError,
     StoreError,
 )
-from runtime.secrets import masked
 from runtime.text import valid_text
 from workers.context import Compaction
 
@@ -749,12 +748,9 @@ class StoreRows:
         return answered
 
     async def begin(self, turn: Turn) -> None:
-        """Keep ``turn``, its message as its run's task is kept: with its secrets
-        masked (no row of the store holds one)."""
         t = turn
-        message = masked(t.message)
         self._held[t.run_id] = await self.stored.begin(
-            (t.session_id, t.turn, t.run_id, message, t.started_at, t.summary, t.summarized)
+            (t.session_id, t.turn, t.run_id, t.message, t.started_at, t.summary, t.summarized)
         )
 
     def let_go(self, turn: Turn) -> None:

@@ -224,7 +224,9 @@ class RunStore:
 
     async def act(self, action: Action) -> None:
         """Run ``action(db)`` in a transaction of its own, in order with every other
-        write; return once it is committed (what it raises is raised here).
+        write; return once it is committed (what it raises is raised here). What the
+        action writes is not seen as it is queued: it is given its values masked
+        (:func:`~runtime.secrets.masked`), as :meth:`keep_approval` gives its own.
 
         Raises:
             StoreError: when the store cannot be written.
