@@ -112,16 +112,19 @@
   // The events end when the server stops: the browser tries them again by itself
   // while the server does not answer. An answer that is not events (another server's
   // token, a run gone) ends its tries: the live part says which, and the page tries
-  // again later unless the token is what is wrong.
+  // again later unless the token is what is wrong. So does a store the server can no
+  // longer read (its events say why). The line goes once a change comes: the events
+  // of a store still unreadable open, then fail.
   function follow() {
     events = new EventSource(source);
-    events.addEventListener('open', function () { lost(''); });
     // The first change may already differ from what the page was made from (the run
     // went on before the events connected): every change is fetched.
-    events.addEventListener('change', refresh);
+    events.addEventListener('change', function () { lost(''); refresh(); });
     events.addEventListener('failed', function (e) {
       events.close();
-      root.dataset.failed = JSON.parse(e.data).error;
+      lost('This page stopped following its run: ' + JSON.parse(e.data).error +
+        '; it tries again.');
+      setTimeout(follow, 2000);
     });
     events.addEventListener('end', function () {
       events.close();

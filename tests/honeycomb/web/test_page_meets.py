@@ -1,6 +1,7 @@
 """``honeycomb serve``'s page where it meets the other features: a waiting call whose
 tool says what it will do in words that hold a secret, a PostgreSQL store's password,
-text that reorders itself, and text of very long lines."""
+text that reorders itself, text of very long lines, and a store that another process
+makes unreadable while a page follows a run there."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from honeycomb.web.approvals import StoreApprovals
 from runtime import AssistantMessage, ToolCall
 from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve
-from tests.honeycomb.web.test_serve import TOKEN, _Watched
+from tests.honeycomb.web.test_serve import TOKEN, _later, _until, _Watched
+from tests.honeycomb.web.test_serve_edges import _payer
 from tests.honeycomb.web.test_serve_seams import _serving
 from tests.support.asgi_server import ThreadedServer
 from tests.support.postgres import PostgresServer
@@ -240,3 +242,32 @@ def test_the_page_of_a_postgresql_stores_server_names_it_without_its_password(
         assert page.status_code == 200
         assert secret not in page.text
         assert html.escape(f"honeycomb resume h1 --store '{shown}'") in page.text
+
+
+async def test_in_chromium_a_page_says_its_store_became_unreadable_and_follows_again(
+    db: Path, browser: Any
+) -> None:
+    """The store's file is overwritten while a page follows a waiting run: the page
+    says so at its top, naming what is wrong with the store (not only in its data), and
+    follows its run again once the store can be read."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="r1")
+    assert waiting.status == "waiting"
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/r1?token={TOKEN}")
+        await _until(lambda: _later(watched, 0), "yes")  # its events are connected
+        kept = db.read_bytes()
+        db.write_bytes(b"not a store " * 1000)
+        line = "p.lost:not([hidden])"
+        await page.wait_for_selector(line, timeout=30_000)
+        said = await page.inner_text(line)
+        assert "This page stopped following its run" in said
+        assert "the file is not a Honeycomb run store" in said
+        db.write_bytes(kept)
+        await page.wait_for_selector("p.lost", state="hidden", timeout=30_000)
+        assert await page.is_visible("form.approval")
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
