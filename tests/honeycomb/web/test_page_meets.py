@@ -253,20 +253,21 @@ async def test_in_chromium_a_page_says_its_store_became_unreadable_and_follows_a
     waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="r1")
     assert waiting.status == "waiting"
     app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
+    store = anyio.Path(db)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         watched = _Watched(await context.new_page())
-        page = watched.page
-        await page.goto(f"{server.url}/runs/r1?token={TOKEN}")
+        await watched.page.goto(f"{server.url}/runs/r1?token={TOKEN}")
         await _until(lambda: _later(watched, 0), "yes")  # its events are connected
-        kept = db.read_bytes()
-        db.write_bytes(b"not a store " * 1000)
+        page = watched.page
+        kept = await store.read_bytes()
+        await store.write_bytes(b"not a store " * 1000)
         line = "p.lost:not([hidden])"
         await page.wait_for_selector(line, timeout=30_000)
         said = await page.inner_text(line)
         assert "This page stopped following its run" in said
         assert "the file is not a Honeycomb run store" in said
-        db.write_bytes(kept)
+        await store.write_bytes(kept)
         await page.wait_for_selector("p.lost", state="hidden", timeout=30_000)
         assert await page.is_visible("form.approval")
         assert watched.errors == [], "\n".join(watched.errors)
