@@ -1,13 +1,15 @@
 """``honeycomb serve``'s page where it meets the other features: a waiting call whose
 tool says what it will do in words that hold a secret, a PostgreSQL store's password,
-text that reorders itself, text of very long lines, and a store that another process
-makes unreadable while a page follows a run there."""
+text that reorders itself, text of very long lines, runs another process writes while
+the pages are read, and a store that another process makes unreadable while a page
+follows a run there."""
 
 from __future__ import annotations
 
 import contextlib
 import html
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from tests.honeycomb.web.test_serve_edges import _payer
 from tests.honeycomb.web.test_serve_seams import _serving
 from tests.support.asgi_server import ThreadedServer
 from tests.support.postgres import PostgresServer
-from tests.support.stores import ON_POSTGRES
+from tests.support.stores import ON_POSTGRES, Where
 
 # The neighbouring tests' fixtures, as they are.
 browser = test_serve.browser
@@ -272,3 +274,39 @@ async def test_in_chromium_a_page_says_its_store_became_unreadable_and_follows_a
         assert await page.is_visible("form.approval")
         assert watched.errors == [], "\n".join(watched.errors)
         await context.close()
+
+
+async def test_the_pages_load_while_another_process_writes_its_runs(
+    store: Where, tmp_path: Path
+) -> None:
+    """Runs going on in another process, each of several workers writing spans, turns
+    and journal entries: every page read meanwhile loads (no 500, no store busy), and a
+    run's events follow it to its end."""
+    run_ids = ["m0", "m1", "m2"]
+    command = [sys.executable, "-m", "tests.support.many_runs", str(store), str(tmp_path)]
+    command += ["1", "run", *run_ids]  # their first life, begun anew
+    opened = RunStore(store)
+    app = create_app(opened, token=TOKEN, approvals=StoreApprovals(opened), poll_s=0.05)
+    paths = [
+        "/",
+        "/sessions",
+        *(f"/runs/{run_id}{part}" for run_id in run_ids for part in ("", "/live")),
+    ]
+    failed: list[tuple[str, int]] = []
+    going = 0  # pages that showed a run still going
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER, timeout=30) as client:
+            async with await anyio.open_process(command, stderr=None) as child:
+                while child.returncode is None:
+                    for path in paths:
+                        answer = await client.get(path)
+                        going += 'data-status="running"' in answer.text
+                        if answer.status_code not in (200, 404):  # 404: not begun yet
+                            failed.append((path, answer.status_code))
+                assert child.stdout is not None
+                said = json.loads(b"".join([part async for part in child.stdout]))
+            events = (await client.get("/runs/m0/events")).text
+    assert failed == []
+    assert going > 0  # read while the runs went, not only after
+    assert said == dict.fromkeys(run_ids, "ok")
+    assert events.endswith('event: end\ndata: {"status": "ok"}\n\n')
