@@ -5,6 +5,8 @@ Each chunk is checked as it arrives (a chunk that is not JSON, or a field of the
 type, is a :class:`ModelResponseError` naming the chunk and the field). Tool calls
 come in pieces keyed by their ``index``, several calls' pieces interleaved; each
 call's id and name come with its first piece, its arguments in any number of them.
+A piece whose id differs from the one its index already holds starts a new call
+(Ollama numbers every call of a turn ``0``), so that no call is merged into another.
 Usage comes in a last chunk without choices (``stream_options.include_usage``).
 
 The assembled answer is read by the parser of non-streamed completions, so a
@@ -83,7 +85,8 @@ class CompletionStream:
         self.done = False
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._calls: list[_Call] = []  # in the order they started
+        self._at: dict[int, _Call] = {}  # the call each index stands for now
         self._finish: str | None = None
         self._usage: dict[str, Any] = {}
         self._named: str | None = None
@@ -150,14 +153,9 @@ class CompletionStream:
         piece = _object(item, where)
         given = _text(piece.get("id"), f"{where}.id")
         index = piece.get("index")
-        if not isinstance(index, int) or isinstance(index, bool):
-            if index is not None:
-                raise _Malformed(f"{where}.index is not a whole number")
-            # No index (some servers): a new id starts a call, else the last goes on.
-            known = any(c.id == given for c in self._calls.values())
-            new = given and not known
-            index = len(self._calls) if new or not self._calls else max(self._calls)
-        call = self._calls.setdefault(index, _Call())
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise _Malformed(f"{where}.index is not a whole number")
+        call = self._call_of(index, given)
         if given:
             call.id = given
         function = _object(piece.get("function") or {}, f"{where}.function")
@@ -168,6 +166,22 @@ class CompletionStream:
             call.arguments = [json.dumps(arguments)]
         elif arguments:
             call.arguments.append(_text(arguments, f"{where}.function.arguments") or "")
+
+    def _call_of(self, index: int | None, given: str | None) -> _Call:
+        """The call a piece with ``index`` and id ``given`` belongs to: the one its
+        index (or, with no index, as some servers send, its id or the last piece) says,
+        unless the piece names another id, which starts a new call."""
+        if index is None:
+            known = [c for c in self._calls if given and c.id == given]
+            current = known[0] if known else self._calls[-1] if self._calls else None
+        else:
+            current = self._at.get(index)
+        if current is None or (given and current.id and current.id != given):
+            current = _Call()
+            self._calls.append(current)
+        if index is not None:
+            self._at[index] = current
+        return current
 
     def response(self) -> ModelResponse:
         """The whole answer.
@@ -191,7 +205,7 @@ class CompletionStream:
                     "type": "function",
                     "function": {"name": call.name, "arguments": "".join(call.arguments)},
                 }
-                for _, call in sorted(self._calls.items())
+                for call in self._calls
             ],
         }
         body = {

@@ -1,0 +1,66 @@
+"""``OpenAIModel`` where its features meet, through the real ``openai`` client over
+real HTTP against the local OpenAI-compatible server: streamed tool calls as servers
+other than OpenAI's number them, run by a worker that shows its text as it comes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from honeycomb import Executor, Role
+from runtime import Event, OpenAIModel, RetryPolicy
+from tests.support.openai_server import OpenAIServer, Raw, text
+
+
+def events(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
+    """A streamed chat completion of ``deltas``, its finish and its usage, as sent."""
+    chunks = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 12}})
+    lines = [f"data: {json.dumps({'model': 'm', **c})}\n\n" for c in chunks]
+    return "".join([*lines, "data: [DONE]\n\n"]).encode()
+
+
+def piece(index: int, arguments: str, **named: str) -> dict[str, Any]:
+    """One piece of a tool call: ``id`` and ``name`` when given."""
+    function = {"arguments": arguments, **({"name": named["name"]} if "name" in named else {})}
+    call = {"index": index, "function": function}
+    return {"tool_calls": [{**call, "id": named["id"]} if "id" in named else call]}
+
+
+async def test_streamed_calls_that_share_an_index_are_each_run_once(
+    openai_server: OpenAIServer,
+) -> None:
+    """Ollama numbers every tool call of a turn ``0``: a piece with another id is
+    another call, never arguments appended to the one before."""
+    stream = events(
+        {"role": "assistant", "content": ""},
+        piece(0, '{"path": ', id="call_a", name="read"),
+        piece(0, '"a.txt"}'),
+        piece(0, '{"path": "b.txt"}', id="call_b", name="read"),
+    )
+    openai_server.enqueue(
+        Raw(200, content=stream, media_type="text/event-stream"), text("a and b are read")
+    )
+    paths: list[str] = []
+
+    async def read(path: str) -> str:
+        """Read a file."""
+        paths.append(path)
+        return f"{path}: ok"
+
+    model = OpenAIModel(
+        "m", base_url=openai_server.base_url, retry=RetryPolicy(attempts=1), timeout=10
+    )
+    executor = Executor([Role(name="reader", tools=("read",))], model, tools=[read])
+    shown: list[Event] = []
+    result = await executor.run(
+        "t", subtasks=[("reader", "read a and b")], on_event=[shown.append], text_deltas=True
+    )
+    assert sorted(paths) == ["a.txt", "b.txt"]
+    assert result.subtasks["s1"].text == "a and b are read"
+    first, then = (r.body for r in openai_server.requests)
+    assert first["stream"] is True
+    answered = then["messages"]
+    assert [c["id"] for c in answered[-3]["tool_calls"]] == ["call_a", "call_b"]
+    assert [m["tool_call_id"] for m in answered[-2:]] == ["call_a", "call_b"]
