@@ -163,10 +163,16 @@ class ServerProcess(Generic[In, Out]):
         no more, the rest is read and dropped: a server blocked writing cannot exit."""
         assert process.stdout is not None
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        rest = ""
+        # The pieces of the line under way: joined once it ends, so a long line (a
+        # result of many megabytes) is read in time linear in its length.
+        pieces: list[str] = []
         try:
             while chunk := await process.stdout.read(_CHUNK):
-                *lines, rest = (rest + text.decode(chunk)).split("\n")
+                *lines, rest = text.decode(chunk).split("\n")
+                if lines:
+                    lines[0] = "".join([*pieces, lines[0]])
+                    pieces.clear()
+                pieces.append(rest)
                 for line in lines:
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await to_client.send(self._parse(line))

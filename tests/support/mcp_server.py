@@ -8,8 +8,9 @@ Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
 destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
 with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``count``
 of its calls are in at once (``gather``: a rendezvous, once per server), one that
-returns an image and an embedded resource (``picture``), its process id (``pid``), its
-folder and environment (``where``), and a way to die (``die``). ``--without TOOL``
+returns an image and an embedded resource (``picture``), a long line (``long``), its
+process id (``pid``), a process of its own started (``spawn``), its folder and
+environment (``where``), and a way to die (``die``). ``--without TOOL``
 leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -125,6 +128,22 @@ def pid() -> str:
 def where() -> dict[str, str | None]:
     seen = ("MCP_TEST_GREETING", "MCP_TEST_PARENT_ONLY")
     return {"cwd": os.getcwd(), **{name: os.environ.get(name) for name in seen}}
+
+
+@server.tool(description="A text of `chars` characters, on one line.", annotations=READ_ONLY)
+def long(chars: int) -> str:
+    return "b" * chars
+
+
+@server.tool(description="Start a process that outlives the call; its id.", annotations=READ_ONLY)
+def spawn() -> str:
+    sleeper = subprocess.Popen(  # in the server's process group, as a helper would be
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return str(sleeper.pid)
 
 
 @server.tool(description="Exit the server process at once.", annotations=READ_ONLY)

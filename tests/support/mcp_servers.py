@@ -12,15 +12,23 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from runtime.tools.mcp import McpServer
+from runtime.tools.mcp import McpRun, McpServer, McpServers
 from tests.support import ROOT
 
-__all__ = ["ROOT", "child_pids", "http_test_server", "sdk_server", "time_server"]
+__all__ = ["ROOT", "child_pids", "http_test_server", "running", "sdk_server", "time_server"]
+
+
+@asynccontextmanager
+async def running(*servers: McpServer) -> AsyncIterator[McpRun]:
+    """A block with these servers, as one run."""
+    async with McpServers(servers) as live:
+        with live.run() as run:
+            yield run
 
 
 def sdk_server(name: str = "t", *, notes: Path | None = None, **options: Any) -> McpServer:

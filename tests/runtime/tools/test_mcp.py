@@ -12,8 +12,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +34,15 @@ from runtime import (
 from runtime.tools.mcp import McpRun, mcp_ref, mcp_tools
 from tests.support.concurrency import MEET_LIMIT_S
 from tests.support.dispatching import layered
-from tests.support.mcp_servers import child_pids, http_test_server, sdk_server, time_server
+from tests.support.mcp_servers import (
+    child_pids,
+    http_test_server,
+    running,
+    sdk_server,
+    time_server,
+)
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@asynccontextmanager
-async def running(*servers: McpServer) -> AsyncIterator[McpRun]:
-    """A block with these servers, as one run."""
-    async with McpServers(servers) as live:
-        with live.run() as run:
-            yield run
 
 
 async def registry(run: McpRun, server: McpServer) -> ToolRegistry:

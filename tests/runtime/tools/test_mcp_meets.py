@@ -1,0 +1,42 @@
+"""MCP tools where they meet the rest: a real server's long answers, what it leaves
+running, and calls it does not give up when told to, against the SDK-written test
+server run as a subprocess. Calls go through the real dispatcher."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runtime import ToolCall, ToolRegistry
+from runtime.tools.mcp import mcp_tools
+from tests.support.dispatching import layered
+from tests.support.mcp_servers import running, sdk_server
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_a_long_answer_is_read_in_time_linear_in_its_length() -> None:
+    """A result of many megabytes is one line of the server's output: reading it takes
+    about as long again per megabyte, not ever longer (it was joined anew with every
+    chunk read)."""
+    server = sdk_server()
+    async with running(server) as run:
+        tools = ToolRegistry(mcp_tools(server, await run.listed(server.name)).values())
+        dispatcher = layered(tools)
+
+        async def timed(chars: int) -> float:
+            asked = ToolCall(id="c", name="long", arguments=f'{{"chars": {chars}}}')
+            started = time.perf_counter()
+            (seen,) = await dispatcher.dispatch([asked])
+            took = time.perf_counter() - started
+            assert seen.status == "ok"
+            assert seen.content.startswith("b")  # cut to what the model reads
+            return took
+
+        await timed(1)  # the first call's own costs are not a megabyte's
+        small = min([await timed(2_000_000) for _ in range(3)])
+        large = await timed(24_000_000)
+    # Twelve times the length: some twelve times the time when linear, a hundred and
+    # more when every chunk joins the line anew.
+    assert large < 40 * small, (small, large)
