@@ -57,7 +57,6 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
-from runtime.limits import InFlight
 from runtime.secrets import masked
 from workers.guards import GuardRunner, Judge, Refusal
 
@@ -243,11 +242,15 @@ class Run:
             return await self._phases(subtasks)
         deadline = within(None)
         # What was in flight when the deadline passed, seen before the calls it
-        # cancels end (it is taken, then the run cancelled, in one callback).
-        cut: list[tuple[InFlight, ...]] = []
+        # cancels end (it is taken, then the run cancelled, in one callback); the
+        # workers it cuts off are stopped by the budget, and say so as they end.
+        exceeded: list[BudgetExceeded] = []
 
         def expire() -> None:
-            cut.append(budget.in_flight())
+            used = round(budget.elapsed_s, 3)
+            exceeded.append(BudgetExceeded("wall_time_s", wall, used, budget.in_flight()))
+            if self.scheduler is not None and self.scheduler.stopped is None:
+                self.scheduler.stopped = exceeded[0]
             deadline.expire()
 
         # The budget's elapsed time counts the earlier lives of a resumed run.
@@ -261,8 +264,7 @@ class Run:
                 raise
         finally:
             timer.cancel()
-        in_flight = cut[0] if cut else ()
-        raise BudgetExceeded("wall_time_s", wall, round(budget.elapsed_s, 3), in_flight)
+        raise exceeded[0]  # (the deadline expires only through expire)
 
     async def _interrupted(self, exc: BaseException) -> None:
         """Record the run as interrupted, whatever stops it (cancellation, Ctrl-C, a

@@ -1,0 +1,46 @@
+"""Tracing where it meets the other features: the wall-time budget cutting workers
+off, a turn whose calls wait for a person, and text no view can print as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role
+from honeycomb.testing import FunctionModel
+from honeycomb.trace.spans import SpanRecorder
+from runtime import AssistantMessage, Event, ModelRequest, ToolMessage
+from runtime.testing import call
+from tests.honeycomb.trace.test_cut_off import HANG_S, one, unfinished, wait, within_their_workers
+
+
+def _waits_long(request: ModelRequest) -> AssistantMessage | str:
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return "done"
+    return AssistantMessage(tool_calls=(call("wait", {"seconds": HANG_S}),))
+
+
+async def test_workers_the_wall_time_cuts_off_are_over_budget_in_their_spans() -> None:
+    """The wall-time budget stops the run as its worker waits on a tool: the worker's
+    span and event say ``over_budget``, as its result does and as any other budget
+    says it (they said ``cancelled``)."""
+    events: list[Event] = []
+    recorder = SpanRecorder()
+    executor = Executor(
+        [Role(name="w", tools=("wait",))], FunctionModel(_waits_long), tools=[wait],
+        aggregator="concat", policy=Policy(budgets=Budgets(wall_time_s=0.3)),
+    )  # fmt: skip
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=[("w", "go")], on_event=[recorder, events.append])
+    partial = stopped.value.partial
+    assert partial is not None
+    assert partial.subtasks["s1"].status == "over_budget"
+    assert unfinished(events) == []
+    [finished] = [e for e in events if e.kind == "worker.finished"]
+    assert finished.status == "over_budget"  # type: ignore[attr-defined]
+    worker = one(recorder.spans, "worker", "s1")
+    assert worker.status == "over_budget"
+    assert worker.error is not None
+    assert "wall_time_s" in worker.error
+    assert one(recorder.spans, "turn", "s1").status == "over_budget"
+    assert one(recorder.spans, "tool_call", "s1").status == "cancelled"
+    within_their_workers(recorder.spans)
