@@ -27,6 +27,7 @@ from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import _retry_after
+from runtime.secrets import masked
 
 __all__ = ["OpenAIEmbeddings"]
 
@@ -74,7 +75,8 @@ class OpenAIEmbeddings:
         return self.model if self.dimensions is None else f"{self.model}:{self.dimensions}"
 
     def __repr__(self) -> str:
-        at = f", base_url={self.endpoint.base_url!r}" if self.endpoint.base_url else ""
+        url = self.endpoint.base_url
+        at = f", base_url={masked(url)!r}" if url else ""  # as the endpoint's: no password
         return f"OpenAIEmbeddings({self.model!r}{at})"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -133,7 +133,8 @@ class OpenAIEndpoint(abc.ABC):
             add_header(value, owner=self)
 
     def __repr__(self) -> str:
-        at = f", base_url={self.base_url!r}" if self.base_url else ""
+        # Masked: errors name the model by its repr, and a base_url may hold a password.
+        at = f", base_url={masked(self.base_url)!r}" if self.base_url else ""
         return f"{type(self).__name__}({self.model!r}{at})"
 
     @property

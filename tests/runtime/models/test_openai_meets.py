@@ -1,15 +1,28 @@
 """``OpenAIModel`` where its features meet, through the real ``openai`` client over
 real HTTP against the local OpenAI-compatible server: streamed tool calls as servers
-other than OpenAI's number them, run by a worker that shows its text as it comes."""
+other than OpenAI's number them, run by a worker that shows its text as it comes; a
+stream broken off, by an endpoint whose URL holds a password."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
+
 from honeycomb import Executor, Role
-from runtime import Event, OpenAIModel, RetryPolicy
-from tests.support.openai_server import OpenAIServer, Raw, text
+from runtime import (
+    Event,
+    ModelRequest,
+    OpenAIEmbeddings,
+    OpenAIModel,
+    RetryPolicy,
+    StreamInterrupted,
+    UserMessage,
+)
+from tests.support.openai_server import OpenAIServer, Raw, Reply, text
+
+REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 
 
 def events(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
@@ -64,3 +77,25 @@ async def test_streamed_calls_that_share_an_index_are_each_run_once(
     answered = then["messages"]
     assert [c["id"] for c in answered[-3]["tool_calls"]] == ["call_a", "call_b"]
     assert [m["tool_call_id"] for m in answered[-2:]] == ["call_a", "call_b"]
+
+
+async def test_a_stream_broken_off_names_its_model_without_the_urls_password(
+    openai_server: OpenAIServer,
+) -> None:
+    """The error names the model by its repr, which shows its endpoint: the password
+    in that endpoint's URL is masked there, as in every answer and error."""
+    password = "hunter2-of-the-proxy"
+    url = openai_server.base_url.replace("http://", f"http://user:{password}@")
+    model = OpenAIModel("m", base_url=url, retry=RetryPolicy(attempts=1))
+    openai_server.enqueue(Reply(content="half of an answer", cut_after=3))
+    with pytest.raises(StreamInterrupted) as caught:
+        await model.stream(REQUEST, lambda _: None)
+    assert "'m'" in str(caught.value)
+    assert "[password hidden]" in str(caught.value)
+    for shown in (
+        str(caught.value),
+        repr(caught.value),
+        repr(model),
+        repr(OpenAIEmbeddings("e", base_url=url)),
+    ):
+        assert password not in shown
