@@ -187,7 +187,7 @@ async def test_a_role_naming_a_tool_the_server_lacks_fails_alone() -> None:
     assert error is not None
     assert error.message == (
         "role 'typo': MCP server 't' has no tool 'lokup' (did you mean 'lookup'?); its tools: "
-        "append_note, die, gather, lookup, picture, pid, refuse, set_flag, slow, where"
+        "append_note, die, gather, long, lookup, picture, pid, refuse, set_flag, slow, spawn, where"
     )
 
 
