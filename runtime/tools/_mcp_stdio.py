@@ -63,7 +63,8 @@ class ServerProcess(Generic[In, Out]):
     (``uvx`` and ``npx`` start the server as their child). Leaving the block stops it:
     once :attr:`started` is set, the MCP way (the client's last messages out, its stdin
     closed, a grace to exit, SIGTERM, another grace); before that, or when that
-    shutdown is itself cut short, with SIGKILL at once.
+    shutdown is itself cut short, with SIGKILL at once. Once it has exited, however it
+    did (stopped, or dying as it ran), what it started and left running is killed.
 
     Attributes:
         started: Set by the client once the server answered its handshake and listed
@@ -127,6 +128,7 @@ class ServerProcess(Generic[In, Out]):
             asyncio.create_task(self._read(process, to_client)),
             asyncio.create_task(self._write(process, from_client, to_client)),
         )
+        exited = asyncio.create_task(_reaped(process))
         try:
             yield read, write
         finally:
@@ -142,7 +144,7 @@ class ServerProcess(Generic[In, Out]):
                 for pipe in pipes:
                     pipe.cancel()
                 await asyncio.gather(*pipes, return_exceptions=True)
-                await process.wait()  # reaped: no zombie is left behind
+                await exited  # reaped (no zombie is left behind), and what it left with it
 
     async def _wind_down(self, process: Process) -> None:
         """The MCP shutdown of a server that started: what the client sent goes out,
@@ -213,6 +215,17 @@ async def _exited(process: Process, within_s: float) -> bool:
         while process.returncode is None:  # noqa: ASYNC110 (an exit has no event to wait on)
             await asyncio.sleep(_POLL_S)
     return process.returncode is not None
+
+
+async def _reaped(process: Process) -> None:
+    """Wait for the server to exit, however it does (stopped, or dying as it runs), then
+    kill what it started and left running in its process group: nothing of it outlives
+    it. At once, while its group's number is still that group's (a group with no
+    process left in it has none to signal)."""
+    await process.wait()
+    if sys.platform != "win32":  # no process groups there
+        with suppress(ProcessLookupError, PermissionError):  # none left; not ours
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def _signal(process: Process, number: signal.Signals) -> None:

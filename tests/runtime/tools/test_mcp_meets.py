@@ -4,11 +4,13 @@ server run as a subprocess. Calls go through the real dispatcher."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
-from runtime import ToolCall, ToolRegistry
+from runtime import ModelRetry, ToolCall, ToolRegistry
+from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
 from tests.support.dispatching import layered
 from tests.support.mcp_servers import running, sdk_server
@@ -40,3 +42,34 @@ async def test_a_long_answer_is_read_in_time_linear_in_its_length() -> None:
     # Twelve times the length: some twelve times the time when linear, a hundred and
     # more when every chunk joins the line anew.
     assert large < 40 * small, (small, large)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no longer does)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def wait_until_gone(pid: int) -> None:
+    while alive(pid):  # noqa: ASYNC110 (a process's end has no event to wait on)
+        await asyncio.sleep(0.01)
+
+
+async def test_what_a_server_started_ends_with_it_stopped_or_dead() -> None:
+    """A process a server started (a helper, in its process group) does not outlive it:
+    not once its block stops it as MCP says (it exits as its stdin closes), nor when it
+    dies as it runs, before the run calls it again."""
+    async with running(sdk_server()) as run:
+        stopped = int(await run.call("t", "spawn", {}))
+        assert alive(stopped)
+    with within(10):
+        await wait_until_gone(stopped)
+    async with running(sdk_server()) as run:
+        orphan = int(await run.call("t", "spawn", {}))
+        with pytest.raises(ModelRetry, match="stopped during the call"):
+            await run.call("t", "die", {})
+        with within(10):
+            await wait_until_gone(orphan)  # as it died: not once the block ends
