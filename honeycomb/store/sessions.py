@@ -24,7 +24,6 @@ from honeycomb.store.database import Connection
 from honeycomb.store.lease import Lease, carried_on, handed
 from honeycomb.store.runs import read_summaries
 from runtime.errors import SessionBusy
-from runtime.secrets import masked
 
 if TYPE_CHECKING:
     from honeycomb.store.store import RunStore
@@ -316,9 +315,7 @@ class StoredSessions:
         lease = handed(row[2])
         try:
             await store.take_lease(lease.run_id)  # the handed lease: no other has it
-            # An action, not statements: its secrets are masked here, as put() masks
-            # those (the message, as its run's task is kept).
-            await store.act(functools.partial(_begin, row=masked(tuple(row))))
+            await store.act(functools.partial(_begin, row=tuple(row)))
         except BaseException:
             self.let_go(lease)
             raise

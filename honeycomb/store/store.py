@@ -49,7 +49,6 @@ from honeycomb.store.sqlite import SQLiteDatabase
 from honeycomb.store.writer import Action, Statement, Writer
 from honeycomb.trace.spans import Span
 from runtime import ConfigError, StoreError
-from runtime.secrets import masked
 from runtime.tools.approvals import ApprovalEntry
 
 _SPANS = msgspec.json.Decoder(list[Span])
@@ -218,15 +217,14 @@ class RunStore:
         if entry.decision is None:
             await self.commit((ASK, asked_row(run_id, entry.pending)), lease=lease)
             return
-        # An action, not statements: its secrets are masked here, as put() masks those.
-        keep = functools.partial(keep_decision, run_id=run_id, entry=masked(entry))
+        keep = functools.partial(keep_decision, run_id=run_id, entry=entry)
         await self._submit(keep, lease, False, True)
 
     async def act(self, action: Action) -> None:
         """Run ``action(db)`` in a transaction of its own, in order with every other
-        write; return once it is committed (what it raises is raised here). What the
-        action writes is not seen as it is queued: it is given its values masked
-        (:func:`~runtime.secrets.masked`), as :meth:`keep_approval` gives its own.
+        write; return once it is committed (what it raises is raised here). What it
+        runs is written as statements are: their parameters' secrets masked and their
+        text made storable.
 
         Raises:
             StoreError: when the store cannot be written.

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from honeycomb.store import lease as _lease
-from honeycomb.store.database import Connection, Database, WriteConnection
+from honeycomb.store.database import Connection, Database, Rows, WriteConnection
 from honeycomb.store.lease import Lease
 from runtime import HoneycombError, StoreError
 from runtime.secrets import masked
@@ -369,7 +369,7 @@ class _Life:
                     continue
             if callable(work):
                 try:
-                    work(connection)
+                    work(_Storing(connection))
                 except HoneycombError as exc:
                     refused[index] = exc
                 owned.clear()  # it may have taken a lease
@@ -388,6 +388,31 @@ class _Life:
             connection.executemany(sql, rows)
         self.committing = True
         connection.commit()
+
+
+class _Storing:
+    """The connection an action is given: the parameters of what it runs are written
+    as a statement's are, their secrets masked and their text made storable (an
+    action's values are its own, not seen as it is queued)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.row_lock = connection.row_lock
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
+        return self._connection.execute(sql, _storable(masked(params)))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._connection.executemany(sql, [_storable(row) for row in masked(rows)])
+
+    def columns(self, table: str) -> frozenset[str]:
+        return self._connection.columns(table)
+
+    def lock_run(self, run_id: str) -> None:
+        self._connection.lock_run(valid_text(masked(run_id)))
+
+    def json_number(self, column: str, *keys: str) -> str:
+        return self._connection.json_number(column, *keys)
 
 
 def _storable(row: Sequence[Any]) -> Sequence[Any]:

@@ -87,6 +87,24 @@ async def test_a_secret_in_a_message_is_kept_masked_and_its_turn_still_goes_on(
     executor.store.close()
 
 
+async def test_a_message_of_text_no_store_takes_is_kept_as_its_runs_task_is(
+    store: Where,
+) -> None:
+    # A lone surrogate (a file name that is not UTF-8, pasted in): the turn's row is
+    # written by an action of the store's, which wrote it as given and failed
+    # (UnicodeEncodeError), where its run's task had U+FFFD for it.
+    gate = _Gate()
+    gate.hold.set()
+    executor = gate.writers(store=store)
+    session = executor.session("ann")
+    result = await session.run("Read report-\udcff.txt.")
+    assert result.status == "ok"
+    assert [t.message for t in await session.turns()] == ["Read report-\ufffd.txt."]
+    assert executor.store is not None
+    assert executor.store.find(result.run_id).task == "Read report-\ufffd.txt."  # type: ignore[union-attr]
+    executor.store.close()
+
+
 async def test_a_message_is_answered_after_the_turn_it_resumed_went_over_budget(
     db: Path,
 ) -> None:
