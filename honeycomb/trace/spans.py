@@ -597,8 +597,11 @@ class SpanRecorder:
             call.parent.calls -= 1
             if event.status == "cancelled":  # its worker was: the turn ends unfinished
                 self._unfinished.add(name)
-            elif event.status == "error" and kind == "model_call":  # the turn has no answer
-                self._failed[name] = event.error
+            elif isinstance(event, ModelCallFinished):  # (a summary call's turn goes on)
+                if event.status == "error":  # the turn has no answer
+                    self._failed[name] = event.error
+                elif event.tool_calls:  # the turn ends once the worker has their answers
+                    self._unfinished.add(name)
             span = Span(
                 span_id=next(self._ids),
                 parent_id=call.parent.span_id,

@@ -3,6 +3,8 @@ off, a turn whose calls wait for a person, and text no view can print as it is."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role
@@ -11,6 +13,7 @@ from honeycomb.trace.spans import SpanRecorder
 from runtime import AssistantMessage, Event, ModelRequest, ToolMessage
 from runtime.testing import call
 from tests.honeycomb.trace.test_cut_off import HANG_S, one, unfinished, wait, within_their_workers
+from tests.support import approvals
 
 
 def _waits_long(request: ModelRequest) -> AssistantMessage | str:
@@ -44,3 +47,19 @@ async def test_workers_the_wall_time_cuts_off_are_over_budget_in_their_spans() -
     assert one(recorder.spans, "turn", "s1").status == "over_budget"
     assert one(recorder.spans, "tool_call", "s1").status == "cancelled"
     within_their_workers(recorder.spans)
+
+
+async def test_a_turn_whose_calls_wait_for_a_person_waits(tmp_path: Path) -> None:
+    """The payer's model asks for a call that waits in the store for a person: none
+    of the turn's calls ran, and its span waits, as its worker and run do (it said
+    ``ok``, a turn that got its answers)."""
+    recorder = SpanRecorder()
+    executor = approvals.executor(tmp_path / "runs.db", tmp_path / "effects.txt")
+    waiting = await executor.run(
+        approvals.TASK, subtasks=approvals.plan(0), run_id="p", on_event=[recorder]
+    )
+    assert waiting.status == "waiting"
+    assert one(recorder.spans, "worker", "payer").status == "waiting"
+    assert one(recorder.spans, "turn", "payer").status == "waiting"
+    assert executor.store is not None
+    assert one(executor.store.spans("p"), "turn", "payer").status == "waiting"
