@@ -339,14 +339,27 @@ class ModelConnectionError(ModelError):
 
 
 class ModelTimeout(ModelError):
-    """The endpoint did not answer within the request's timeout."""
+    """The endpoint did not answer within the request's timeout.
+
+    Attributes:
+        timeout_s: The time limit, in seconds (None: not known).
+        model: The model that did not answer in time, if known.
+        limit: Which limit it was, where it is set (``"the role's model_timeout"``).
+    """
 
     retryable = True
 
-    def __init__(self, timeout_s: float | None) -> None:
+    def __init__(
+        self, timeout_s: float | None, *, model: str | None = None, limit: str | None = None
+    ) -> None:
         self.timeout_s = timeout_s
+        self.model = model
+        self.limit = limit
         after = f" after {timeout_s:g}s" if timeout_s is not None else ""
-        super().__init__(f"the model call timed out{after}")
+        named = [f"model {model!r}"] if model else []
+        named += [f"raise {limit} if it needs longer"] if limit else []
+        said = f" ({'; '.join(named)})" if named else ""
+        super().__init__(f"the model call timed out{after}{said}")
 
 
 class ModelResponseError(ModelError):

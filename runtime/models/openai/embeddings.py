@@ -100,7 +100,8 @@ class OpenAIEmbeddings:
         try:
             answer = await self.endpoint.client.embeddings.create(**params)
         except openai.APITimeoutError as exc:
-            raise ModelTimeout(self.endpoint.timeout) from exc
+            timeout = self.endpoint.timeout
+            raise ModelTimeout(timeout, model=self.model, limit="its timeout") from exc
         except openai.APIConnectionError as exc:
             raise ModelConnectionError(str(exc), base_url=self.endpoint.base_url) from exc
         except openai.APIStatusError as exc:

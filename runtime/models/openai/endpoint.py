@@ -255,8 +255,9 @@ class OpenAIEndpoint(abc.ABC):
                     response = await self._stream_raw(request, mode, shown)
                 else:
                     response = await self._complete_raw(request, mode)
-        except TimedOut as exc:
-            raise ModelTimeout(limit) from exc
+        except (TimedOut, ModelTimeout) as exc:  # the whole attempt's, or the client's
+            mine = "the role's model_timeout" if request.timeout is not None else "its timeout"
+            raise ModelTimeout(limit, model=self.model, limit=mine) from exc
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the secrets, and drop the SDK's error that holds them.

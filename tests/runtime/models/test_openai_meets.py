@@ -1,7 +1,8 @@
 """``OpenAIModel`` where its features meet, through the real ``openai`` client over
 real HTTP against the local OpenAI-compatible server: streamed tool calls as servers
 other than OpenAI's number them, run by a worker that shows its text as it comes; a
-stream broken off, by an endpoint whose URL holds a password."""
+stream broken off, by an endpoint whose URL holds a password; a worker whose calls
+outlast its role's time limit, beside one whose calls do not."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from runtime import (
     StreamInterrupted,
     UserMessage,
 )
-from tests.support.openai_server import OpenAIServer, Raw, Reply, text
+from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest, Reply, text
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
 
@@ -99,3 +100,28 @@ async def test_a_stream_broken_off_names_its_model_without_the_urls_password(
         repr(OpenAIEmbeddings("e", base_url=url)),
     ):
         assert password not in shown
+
+
+async def test_a_call_past_its_roles_time_limit_names_the_model_and_the_limit(
+    openai_server: OpenAIServer,
+) -> None:
+    """Two workers on one model: the one whose role allows 0.3 s a call fails, its
+    error saying which model and which limit; the other's answer is kept."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        slow = "slowly" in json.dumps(request.body)
+        return Reply(content="late" if slow else "in time", delay_s=2.0 if slow else 0.0)
+
+    openai_server.default = answer
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=RetryPolicy(attempts=1))
+    roles = [Role(name="hasty", model_timeout=0.3), Role(name="patient")]
+    result = await Executor(roles, model).run(
+        "t", subtasks=[("hasty", "answer slowly"), ("patient", "answer now")]
+    )
+    failed, kept = result.subtasks["s1"], result.subtasks["s2"]
+    assert kept.text == "in time"
+    assert failed.status == "failed"
+    assert str(failed.error) == (
+        "ModelTimeout: the model call timed out after 0.3s "
+        "(model 'm'; raise the role's model_timeout if it needs longer)"
+    )
