@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from runtime.text import valid_text
+
 __all__ = [
     "Spent",
     "argument_lines",
@@ -104,10 +106,12 @@ def _cut_text(text: str, limit: int, max_lines: int) -> tuple[str, int]:
 
 def printable(text: str, *, lines: bool = True) -> str:
     """Text from a run, safe for a terminal: control characters (a terminal's
-    escapes) become spaces, line breaks too unless ``lines``."""
+    escapes) become spaces, line breaks too unless ``lines``, and a lone surrogate
+    (which no UTF-8 output can write) U+FFFD."""
     kept = "\n" if lines else ""
     return "".join(
-        " " if c not in kept and unicodedata.category(c) in ("Cc", "Cf") else c for c in text
+        " " if c not in kept and unicodedata.category(c) in ("Cc", "Cf") else c
+        for c in valid_text(text)
     )
 
 

@@ -21,6 +21,7 @@ from html import escape
 from honeycomb.trace.format import counted, format_cost, format_duration, token_detail
 from honeycomb.trace.lives import Axis, Life
 from honeycomb.trace.timeline import Bar, Row, Timeline
+from runtime.text import valid_text
 
 __all__ = ["STYLE", "timeline_section", "to_html"]
 
@@ -319,4 +320,5 @@ def _wall_detail(t: Timeline) -> str:
 
 
 def _e(text: str) -> str:
-    return escape(text, quote=True)
+    """Text from a run, escaped, its lone surrogates U+FFFD (the page is UTF-8)."""
+    return escape(valid_text(text), quote=True)

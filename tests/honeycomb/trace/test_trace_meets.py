@@ -3,13 +3,19 @@ off, a turn whose calls wait for a person, and text no view can print as it is."
 
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role
+from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
 from honeycomb.testing import FunctionModel
+from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import SpanRecorder
+from honeycomb.trace.terminal import render_timeline
+from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolMessage
 from runtime.testing import call
 from tests.honeycomb.trace.test_cut_off import HANG_S, one, unfinished, wait, within_their_workers
@@ -63,3 +69,40 @@ async def test_a_turn_whose_calls_wait_for_a_person_waits(tmp_path: Path) -> Non
     assert one(recorder.spans, "turn", "payer").status == "waiting"
     assert executor.store is not None
     assert one(executor.store.spans("p"), "turn", "payer").status == "waiting"
+
+
+NOT_UTF8 = os.fsdecode(b"report-\xff.txt")  # Python holds such a name with a lone surrogate
+
+
+@tool
+async def read_file(name: str) -> str:
+    """Read a file (its name is not UTF-8)."""
+    raise FileNotFoundError(f"no file {NOT_UTF8}")
+
+
+def _reads(request: ModelRequest) -> AssistantMessage | str:
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return "done"
+    return AssistantMessage(tool_calls=(call("read_file", {"name": "x"}),))
+
+
+async def test_the_views_show_a_runs_lone_surrogates_replaced() -> None:
+    """A task and a tool's error with lone surrogates: the terminal view writes to a
+    UTF-8 stream and the page is UTF-8, each with U+FFFD in their place (both raised
+    UnicodeEncodeError), as the store and JSON lines have them."""
+    recorder = SpanRecorder()
+    executor = Executor(
+        [Role(name="w", tools=("read_file",))], FunctionModel(_reads), tools=[read_file],
+        aggregator="concat",
+    )  # fmt: skip
+    task = "sum up " + os.fsdecode(b"q3-\xfe.csv")
+    result = await executor.run(task, subtasks=[("w", "go")], on_event=[recorder])
+    assert one(recorder.spans, "tool_call", "s1").status == "error"
+    timeline = build_timeline(recorder.spans, result.plan.subtasks, task=task)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    Console(file=out, width=100).print(render_timeline(timeline, 100))
+    out.flush()
+    assert "sum up q3-\ufffd.csv" in out.buffer.getvalue().decode()  # type: ignore[attr-defined]
+    page = to_html(timeline).encode()
+    assert "no file report-\ufffd.txt".encode() in page
+    assert "q3-\ufffd.csv".encode() in page
