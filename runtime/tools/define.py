@@ -129,6 +129,9 @@ class Tool(Generic[P, R]):
         ready: Awaited before each call's time limit starts: what the tool needs
             first and is not its own time (an MCP tool's server started, or started
             again); what it raises is the call's failure.
+        remote: Its calls are carried out elsewhere (by an MCP server): cancelling one
+            only asks that it stop, so a side-effecting call cut off by its time limit
+            may have had its effects, or have them yet, and its observation says so.
     """
 
     def __init__(
@@ -149,6 +152,7 @@ class Tool(Generic[P, R]):
         nests: bool = False,
         describe: Callable[[dict[str, Any]], str] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        remote: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else fn.__name__
@@ -177,6 +181,7 @@ class Tool(Generic[P, R]):
         self.nests = nests
         self.describe = describe
         self.ready = ready
+        self.remote = remote
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = parameters
         self.context_param: str | None = None
@@ -267,6 +272,7 @@ class Tool(Generic[P, R]):
             "nests": self.nests,
             "describe": self.describe,
             "ready": self.ready,
+            "remote": self.remote,
         }
 
 

@@ -219,6 +219,7 @@ def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
         timeout=settings.timeout,
         pinned=True,  # the server's session is the run's process's
         ready=_starter(server.name, listed.name),  # its server's start: not its time
+        remote=True,  # a call cancelled is one the server is asked to stop
     )
 
 

@@ -5,7 +5,8 @@ handed down (every request must then carry the header ``Authorization: Bearer
 $MCP_TEST_TOKEN``).
 
 Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
-destructive one (``append_note``), an idempotent one (``set_flag``), one that fails
+destructive one (``append_note``; ``heedless``, it carries on though cancelled), an
+idempotent one (``set_flag``), one that fails
 with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``count``
 of its calls are in at once (``gather``: a rendezvous, once per server), one that
 returns an image and an embedded resource (``picture``), a long line (``long``), its
@@ -53,9 +54,10 @@ def lookup(word: str) -> str:
 
 
 @server.tool(description="Append a line to the notes file.", annotations=DESTRUCTIVE)
-async def append_note(text: str, delay: float = 0.0) -> str:
+async def append_note(text: str, delay: float = 0.0, heedless: bool = False) -> str:
     _note(f"start {text} {time.monotonic():.6f}")
-    await anyio.sleep(delay)
+    with anyio.CancelScope(shield=heedless):  # heedless: on to its end though cancelled
+        await anyio.sleep(delay)
     _note(f"end {text} {time.monotonic():.6f}")
     return f"noted {text}"
 

@@ -178,4 +178,11 @@ def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:
             f"side-effecting tool, which cannot be interrupted: it ran to its end after "
             f"{elapsed:.1f}s, so its effects may have happened, but its result was dropped."
         )
+    if call.tool.remote and call.tool.side_effects:
+        # Its server was asked to stop it, and may not have: nothing says when it ends.
+        return (
+            f"Error: tool {name!r} timed out after {timeout:g}s. It runs elsewhere (an MCP "
+            "server), which was asked to cancel it but may carry it out regardless: "
+            "whether it had any effect is unknown. Check before calling it again."
+        )
     return f"Error: tool {name!r} timed out after {timeout:g}s and was cancelled."

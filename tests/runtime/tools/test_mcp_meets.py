@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
-from runtime import ModelRetry, ToolCall, ToolRegistry
+from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
 from tests.support.dispatching import layered
@@ -73,3 +74,26 @@ async def test_what_a_server_started_ends_with_it_stopped_or_dead() -> None:
             await run.call("t", "die", {})
         with within(10):
             await wait_until_gone(orphan)  # as it died: not once the block ends
+
+
+async def test_a_side_effecting_call_past_its_time_is_not_said_to_be_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Cancelling an MCP call only asks its server to stop: a server that carries the
+    call out regardless has its effect after the call's time ran out, so the model is
+    told that the effect is unknown, not that the call was cancelled (and so did
+    nothing, to be made again)."""
+    notes = tmp_path / "notes.txt"
+    server = sdk_server(notes=notes, tools={"append_note": McpToolSettings(timeout=0.3)})
+    async with running(server) as run:
+        tools = ToolRegistry(mcp_tools(server, await run.listed(server.name)).values())
+        arguments = '{"text": "once", "delay": 1.0, "heedless": true}'
+        (seen,) = await layered(tools).dispatch(
+            [ToolCall(id="c", name="append_note", arguments=arguments)]
+        )
+        assert seen.status == "timeout"
+        assert "was cancelled" not in seen.content
+        assert "whether it had any effect is unknown" in seen.content
+        with within(10):
+            while "end once" not in notes.read_text():  # noqa: ASYNC110 (a file, no event)
+                await asyncio.sleep(0.01)
