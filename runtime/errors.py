@@ -328,14 +328,25 @@ class RetryAfterPastDeadline(ModelHTTPError):
 
 
 class ModelConnectionError(ModelError):
-    """The endpoint could not be reached."""
+    """The endpoint could not be reached, or its answer broke off.
+
+    Attributes:
+        reason: What happened, in words.
+        base_url: The endpoint, if known.
+        model: The model asked, if known.
+    """
 
     retryable = True
 
-    def __init__(self, message: str, *, base_url: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, base_url: str | None = None, model: str | None = None
+    ) -> None:
+        self.reason = message
         self.base_url = base_url
+        self.model = model
         at = f" ({base_url})" if base_url else ""
-        super().__init__(f"cannot reach the model endpoint{at}: {message}")
+        of = f" of model {model!r}" if model else ""
+        super().__init__(f"cannot reach the model endpoint{at}{of}: {message}")
 
 
 class ModelTimeout(ModelError):

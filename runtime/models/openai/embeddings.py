@@ -103,7 +103,8 @@ class OpenAIEmbeddings:
             timeout = self.endpoint.timeout
             raise ModelTimeout(timeout, model=self.model, limit="its timeout") from exc
         except openai.APIConnectionError as exc:
-            raise ModelConnectionError(str(exc), base_url=self.endpoint.base_url) from exc
+            at = self.endpoint.base_url
+            raise ModelConnectionError(str(exc), base_url=at, model=self.model) from exc
         except openai.APIStatusError as exc:
             raise ModelHTTPError(
                 exc.status_code,

@@ -295,15 +295,18 @@ class OpenAIEndpoint(abc.ABC):
 
     @contextlib.contextmanager
     def _translated(self, params: Mapping[str, Any]) -> Iterator[None]:
-        """The ``openai`` errors raised in the block as :mod:`runtime.errors`."""
+        """The ``openai`` errors raised in the block as :mod:`runtime.errors`; a
+        connection error names the endpoint and the model."""
         try:
             yield
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
-            # The endpoint it tried, OpenAI's own included (no base_url given).
-            at = self.base_url or str(self.client.base_url).rstrip("/")
-            raise ModelConnectionError(str(exc), base_url=at) from exc
+            raise self._unreachable(str(exc)) from exc
+        except ModelConnectionError as exc:  # the answer broke off as it was read
+            if exc.model is not None:
+                raise
+            raise self._unreachable(exc.reason) from exc.__cause__
         except openai.APIStatusError as exc:
             self._observe(exc.response.headers)
             raise ModelHTTPError(
@@ -314,6 +317,12 @@ class OpenAIEndpoint(abc.ABC):
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _unreachable(self, reason: str) -> ModelConnectionError:
+        """The error of a connection to the endpoint that failed for ``reason``."""
+        # The endpoint it tried, OpenAI's own included (no base_url given).
+        at = self.base_url or str(self.client.base_url).rstrip("/")
+        return ModelConnectionError(reason, base_url=at, model=self.model)
 
     def _base_params(self, request: ModelRequest) -> dict[str, Any]:
         """The parameters every request has: the settings, the model and the timeout."""

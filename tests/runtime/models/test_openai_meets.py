@@ -14,6 +14,7 @@ import pytest
 from honeycomb import Executor, Role
 from runtime import (
     Event,
+    ModelConnectionError,
     ModelRequest,
     OpenAIEmbeddings,
     OpenAIModel,
@@ -125,3 +126,22 @@ async def test_a_call_past_its_roles_time_limit_names_the_model_and_the_limit(
         "ModelTimeout: the model call timed out after 0.3s "
         "(model 'm'; raise the role's model_timeout if it needs longer)"
     )
+
+
+async def test_a_stream_that_breaks_off_on_every_attempt_names_the_model_and_endpoint(
+    openai_server: OpenAIServer,
+) -> None:
+    """Cut before any text, each attempt is retried; the last one's error says which
+    model's answer broke off, and at which endpoint."""
+    openai_server.enqueue(*[Reply(content="lost", cut_after=1)] * 2)
+    model = OpenAIModel(
+        "m", base_url=openai_server.base_url, retry=RetryPolicy(attempts=2, initial_wait_s=0)
+    )
+    with pytest.raises(ModelConnectionError) as caught:
+        await model.stream(REQUEST, lambda _: None)
+    assert str(caught.value).startswith(
+        f"cannot reach the model endpoint ({openai_server.base_url}) of model 'm': "
+        "the stream broke off: "
+    )
+    assert (caught.value.model, caught.value.base_url) == ("m", openai_server.base_url)
+    assert len(openai_server.requests) == 2
