@@ -70,7 +70,7 @@ def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
     lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
     lines += [_row_line(r, axis, name_w, bar_w) for r in timeline.rows]
-    lines += [Text(""), *_footer(timeline), _legend(paused=len(timeline.lives) > 1)]
+    lines += [Text(""), *_footer(timeline), _legend(width, paused=len(timeline.lives) > 1)]
     return Group(*lines)
 
 
@@ -183,20 +183,34 @@ def summaries(t: Timeline) -> str:
     return f" ({counted(t.compactions, 'summary call')} among them)" if t.compactions else ""
 
 
-def _legend(*, paused: bool) -> Text:
-    text = Text("")
-    for kind, label in (
-        ("model_call", "model call"),
-        ("compaction", "summary call"),
-        ("tool_call", "tool call"),
-        ("error", "error"),
-        ("timeout", "timeout"),
-        ("idle", "waiting"),
-        *((("paused", "paused"),) if paused else ()),
-    ):
-        text.append(CHARS[kind], style=_STYLES[kind])
-        text.append(f" {label}  ", style="dim")
-    text.append("★ critical path", style="dim")
+def _legend(width: int, *, paused: bool) -> Text:
+    """What each character means, on as many lines of ``width`` as it takes, each
+    key beside its meaning (a line too narrow for it broke one off its meaning)."""
+    items = [
+        (CHARS[kind], _STYLES[kind], label)
+        for kind, label in (
+            ("model_call", "model call"),
+            ("compaction", "summary call"),
+            ("tool_call", "tool call"),
+            ("error", "error"),
+            ("timeout", "timeout"),
+            ("idle", "waiting"),
+            *((("paused", "paused"),) if paused else ()),
+        )
+    ]
+    items.append(("★", "dim", "critical path"))
+    text, used = Text(""), 0
+    for key, style, label in items:
+        said = f"{key} {label}"
+        if used and used + 2 + len(said) > width:
+            text.append("\n")
+            used = 0
+        elif used:
+            text.append("  ")
+            used += 2
+        text.append(key, style=style)
+        text.append(f" {label}", style="dim")
+        used += len(said)
     return text
 
 

@@ -1,5 +1,6 @@
 """Tracing where it meets the other features: the wall-time budget cutting workers
-off, a turn whose calls wait for a person, and text no view can print as it is."""
+off, a turn whose calls wait for a person, text no view can print as it is, and a
+terminal narrower than the legend."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.console import Console
 from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.html import to_html
-from honeycomb.trace.spans import SpanRecorder
+from honeycomb.trace.spans import Span, SpanRecorder
 from honeycomb.trace.terminal import render_timeline
 from honeycomb.trace.timeline import build_timeline
 from runtime import AssistantMessage, Event, ModelRequest, ToolMessage
@@ -106,3 +107,19 @@ async def test_the_views_show_a_runs_lone_surrogates_replaced() -> None:
     page = to_html(timeline).encode()
     assert "no file report-\ufffd.txt".encode() in page
     assert "q3-\ufffd.csv".encode() in page
+
+
+def test_the_legend_keeps_each_key_beside_its_meaning_at_80_columns() -> None:
+    """``honeycomb trace`` off a terminal draws 80 columns: the legend, longer than
+    that, breaks between its entries (it broke ``★`` off ``critical path``)."""
+    spans = [
+        Span(span_id="r", parent_id=None, kind="run", name="t", start=0.0, end=1.0),
+        Span(span_id="w", parent_id="r", kind="worker", name="w", start=0.0, end=1.0, worker="w"),
+    ]
+    out = io.StringIO()
+    Console(file=out, width=80).print(render_timeline(build_timeline(spans), 80))
+    legend = out.getvalue().splitlines()[-2:]
+    assert legend == [
+        "█ model call  ▓ summary call  ▒ tool call  x error  ! timeout  · waiting",
+        "★ critical path",
+    ]
