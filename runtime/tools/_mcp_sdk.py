@@ -65,7 +65,7 @@ class Session:
         self._client = client
         self._ended = ended
         self._lost = False
-        self.errlog: IO[str] | None = None
+        self.errlog: IO[bytes] | None = None
 
     @property
     def ended(self) -> bool:
@@ -152,12 +152,13 @@ async def connect(
             tools within ``start_timeout`` seconds.
     """
     async with AsyncExitStack() as stack:
-        errlog: IO[str] | None = None
+        errlog: IO[bytes] | None = None
         process: ServerProcess[SessionMessage | Exception, SessionMessage] | None = None
         refused: _Refused | None = None
         if command is not None:
             # What it writes to stderr is kept (not shown): its end tells why it died.
-            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
+            # Bytes, as it wrote them: its end, cut anywhere, is still read as text.
+            errlog = stack.enter_context(tempfile.TemporaryFile("w+b"))  # noqa: SIM115
             process = ServerProcess(
                 [command, *args],
                 env=get_default_environment() | dict(env),
@@ -223,7 +224,7 @@ def observation_text(result: types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
-def stderr_tail(errlog: IO[str] | None, *, since: int = 0) -> str:
+def stderr_tail(errlog: IO[bytes] | None, *, since: int = 0) -> str:
     """`` (it said: ...)`` with the end of what the server wrote to stderr (after
     position ``since``), or ``""``; secrets masked before it is cut (a server may say
     its token)."""
@@ -232,15 +233,16 @@ def stderr_tail(errlog: IO[str] | None, *, since: int = 0) -> str:
     try:
         size = _end(errlog)
         errlog.seek(max(since, size - 4 * _STDERR_TAIL))
-        text = masked(" ".join(errlog.read().split()))
-    except (OSError, ValueError):  # closed, or not text
+        said = errlog.read().decode("utf-8", errors="replace")  # a character cut: U+FFFD
+        text = masked(" ".join(said.split()))
+    except (OSError, ValueError):  # closed
         return ""
     if not text:
         return ""
     return f" (it said: {'...' + text[-_STDERR_TAIL:] if len(text) > _STDERR_TAIL else text})"
 
 
-def _end(errlog: IO[str] | None) -> int:
+def _end(errlog: IO[bytes] | None) -> int:
     """Where the server's stderr ends now (the server writes the file, not us)."""
     if errlog is None:
         return 0

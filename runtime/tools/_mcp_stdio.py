@@ -81,7 +81,7 @@ class ServerProcess(Generic[In, Out]):
         *,
         env: Mapping[str, str],
         cwd: str | None,
-        errlog: IO[str],
+        errlog: IO[bytes],
         parse: Callable[[str], In],
         dump: Callable[[Out], str],
     ) -> None:

@@ -11,7 +11,7 @@ with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``co
 of its calls are in at once (``gather``: a rendezvous, once per server), one that
 returns an image and an embedded resource (``picture``), a long line (``long``), its
 process id (``pid``), a process of its own started (``spawn``), its folder and
-environment (``where``), and a way to die (``die``). ``--without TOOL``
+environment (``where``), and a way to die (``die``, saying ``say`` on stderr). ``--without TOOL``
 leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
@@ -149,7 +149,8 @@ def spawn() -> str:
 
 
 @server.tool(description="Exit the server process at once.", annotations=READ_ONLY)
-def die() -> str:
+def die(say: str = "") -> str:
+    os.write(2, say.encode())  # its last words, on stderr
     os._exit(3)
 
 

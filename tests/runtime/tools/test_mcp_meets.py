@@ -97,3 +97,15 @@ async def test_a_side_effecting_call_past_its_time_is_not_said_to_be_cancelled(
         with within(10):
             while "end once" not in notes.read_text():  # noqa: ASYNC110 (a file, no event)
                 await asyncio.sleep(0.01)
+
+
+async def test_a_dying_server_s_last_words_are_told_whatever_they_are_written_in() -> None:
+    """What a server wrote to stderr as it died is read from its end wherever that end
+    cuts a character (a traceback drawn in box characters, a message not in English):
+    the error says it, not nothing."""
+    words = "─" * 1000 + " could not reach the bank"  # its last 2,400 bytes: a cut "─"
+    async with running(sdk_server()) as run:
+        with pytest.raises(ModelRetry) as died:
+            await run.call("t", "die", {"say": words})
+    assert "stopped during the call to 'die'" in died.value.message
+    assert "could not reach the bank)" in died.value.message  # (it said: ...)
