@@ -5,8 +5,9 @@ Each chunk is checked as it arrives (a chunk that is not JSON, or a field of the
 type, is a :class:`ModelResponseError` naming the chunk and the field). Tool calls
 come in pieces keyed by their ``index``, several calls' pieces interleaved; each
 call's id and name come with its first piece, its arguments in any number of them.
-A piece whose id differs from the one its index already holds starts a new call
-(Ollama numbers every call of a turn ``0``), so that no call is merged into another.
+A piece that names its function with an id other than the one its index holds, once
+that call's arguments are whole, starts a new call (Ollama numbers every call of a turn
+``0``), so that no call is merged into another.
 Usage comes in a last chunk without choices (``stream_options.include_usage``).
 
 The assembled answer is read by the parser of non-streamed completions, so a
@@ -70,6 +71,16 @@ class _Call:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+
+
+def _whole(call: _Call) -> bool:
+    """Whether ``call``'s arguments so far are whole: none, or a JSON value."""
+    arguments = "".join(call.arguments)
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return not arguments.strip()
+    return True
 
 
 class CompletionStream:
@@ -155,28 +166,32 @@ class CompletionStream:
         index = piece.get("index")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
             raise _Malformed(f"{where}.index is not a whole number")
-        call = self._call_of(index, given)
-        if given:
-            call.id = given
         function = _object(piece.get("function") or {}, f"{where}.function")
         # The name comes whole (servers that repeat it in every piece do no harm).
-        call.name = _text(function.get("name"), f"{where}.function.name") or call.name
+        name = _text(function.get("name"), f"{where}.function.name")
+        call = self._call_of(index, given if name else None)
+        if given:
+            call.id = given
+        call.name = name or call.name
         arguments = function.get("arguments")
         if isinstance(arguments, dict):  # some servers send the object itself, whole
             call.arguments = [json.dumps(arguments)]
         elif arguments:
             call.arguments.append(_text(arguments, f"{where}.function.arguments") or "")
 
-    def _call_of(self, index: int | None, given: str | None) -> _Call:
-        """The call a piece with ``index`` and id ``given`` belongs to: the one its
-        index (or, with no index, as some servers send, its id or the last piece) says,
-        unless the piece names another id, which starts a new call."""
+    def _call_of(self, index: int | None, starts: str | None) -> _Call:
+        """The call a piece with ``index`` belongs to: the one its index (or, with no
+        index, as some servers send, its id or the last piece) says, unless the piece
+        ``starts`` a call of another id (it names its function) once the arguments of
+        that one are whole: a new call. A server that sends a new id with every piece
+        of one call (some proxies do) sends no name with them, or sends them before the
+        arguments are whole."""
         if index is None:
-            known = [c for c in self._calls if given and c.id == given]
+            known = [c for c in self._calls if starts and c.id == starts]
             current = known[0] if known else self._calls[-1] if self._calls else None
         else:
             current = self._at.get(index)
-        if current is None or (given and current.id and current.id != given):
+        if current is None or (starts and current.id and current.id != starts and _whole(current)):
             current = _Call()
             self._calls.append(current)
         if index is not None:

@@ -70,3 +70,20 @@ def test_an_error_in_the_stream_and_a_chunk_that_is_not_json_are_model_errors() 
     with pytest.raises(ModelResponseError) as bad:
         CompletionStream("m").add(chunk(piece("", index=True)))
     assert "tool_calls[0].index" in str(bad.value)
+
+
+def test_a_new_id_starts_a_call_only_where_a_call_can_start() -> None:
+    """Ollama sends every call of a turn at index 0, each whole with its id and name: each
+    is a call. A proxy that sends a new id with every piece of one call sends no name
+    with them, or sends them while the arguments are not whole yet: one call."""
+    stream = CompletionStream("m")
+    stream.add(chunk(piece('{"q": 1}', index=0, id="a", f={"name": "one"})))
+    stream.add(chunk(piece('{"q": 2}', index=0, id="b", f={"name": "two"})))
+    stream.add(chunk(piece('{"q"', index=1, id="c", f={"name": "three"})))
+    stream.add(chunk(piece(": 3", index=1, id="d")))
+    stream.add(chunk(piece("}", index=1, id="e", f={"name": "three"})))
+    stream.add(chunk({}, "tool_calls"))
+    calls = stream.response().message.tool_calls
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("a", "one", {"q": 1}), ("b", "two", {"q": 2}), ("e", "three", {"q": 3}),
+    ]  # fmt: skip
