@@ -64,7 +64,9 @@ class OpenAIResponsesModel(OpenAIEndpoint):
     def _params(self, request: ModelRequest, mode: OutputMode) -> dict[str, Any]:
         output = request.output
         instruction = None
-        if output is not None and mode == "instructions":
+        if output is not None and mode != "json_schema":
+            # json_object says nothing of the schema (and OpenAI refuses it unless the
+            # input speaks of JSON): the instructions say it, as the chat adapter's do.
             instruction = output_instruction(output)
         params = self._base_params(request)
         params["input"] = input_items(request.messages, instruction)

@@ -18,6 +18,8 @@ from runtime import (
     ModelRequest,
     OpenAIEmbeddings,
     OpenAIModel,
+    OpenAIResponsesModel,
+    OutputSchema,
     RetryPolicy,
     StreamInterrupted,
     UserMessage,
@@ -145,3 +147,31 @@ async def test_a_stream_that_breaks_off_on_every_attempt_names_the_model_and_end
     )
     assert (caught.value.model, caught.value.base_url) == ("m", openai_server.base_url)
     assert len(openai_server.requests) == 2
+
+
+async def test_the_responses_api_asked_for_json_object_is_told_the_schema(
+    openai_server: OpenAIServer,
+) -> None:
+    """An endpoint that refuses ``json_schema`` is asked for ``json_object``: the input
+    then says which JSON, as the chat adapter's does (OpenAI also refuses
+    ``json_object`` to an input that does not speak of JSON)."""
+
+    def answer(request: RecordedRequest) -> Raw | Reply:
+        kind = request.body.get("text", {}).get("format", {}).get("type")
+        if kind == "json_schema":
+            return Raw(400, "text.format of type json_schema is not supported by this model")
+        if kind == "json_object" and "json" not in json.dumps(request.body["input"]).lower():
+            return Raw(400, "'input' must contain the word 'json' to use 'text.format' json_object")
+        return Reply(content='{"city": "Rome"}')
+
+    openai_server.default = answer
+    model = OpenAIResponsesModel("m", base_url=openai_server.base_url)
+    schema = OutputSchema(
+        name="City",
+        json_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+    response = await model.complete(ModelRequest(messages=REQUEST.messages, output=schema))
+    assert response.message.content == '{"city": "Rome"}'
+    assert model.output_mode == "json_object"
+    _, asked = (r.body for r in openai_server.requests)
+    assert '"city"' in asked["input"][0]["content"]
