@@ -152,9 +152,9 @@ class ServerProcess(Generic[In, Out]):
         with suppress(TimedOut), within(_FLUSH_S):
             await self._written.wait()
         assert process.stdin is not None
+        # Not waited for: a server that reads no more (hung, or stopped) closes its end
+        # only as it exits, and our last bytes, unread, would hold the close forever.
         process.stdin.close()
-        with suppress(*_Gone):
-            await process.stdin.wait_closed()
         if await _exited(process, _GRACE_S):
             return
         _signal(process, signal.SIGTERM)

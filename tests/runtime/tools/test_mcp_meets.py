@@ -5,6 +5,8 @@ server run as a subprocess. Calls go through the real dispatcher."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
 from tests.support.dispatching import layered
-from tests.support.mcp_servers import running, sdk_server
+from tests.support.mcp_servers import child_pids, running, sdk_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -109,3 +111,26 @@ async def test_a_dying_server_s_last_words_are_told_whatever_they_are_written_in
             await run.call("t", "die", {"say": words})
     assert "stopped during the call to 'die'" in died.value.message
     assert "could not reach the bank)" in died.value.message  # (it said: ...)
+
+
+async def test_a_server_that_reads_no_more_is_stopped_all_the_same() -> None:
+    """A hung server (here: stopped) leaves what was sent to it unread once its pipe is
+    full: its block still ends, the server with it, where the close of its stdin waited
+    for those bytes to go out, forever."""
+    before = child_pids()
+    server = sdk_server(tools={"lookup": McpToolSettings(timeout=0.5)})
+    pid = 0
+    try:
+        with within(30):  # its stop takes seconds (graces, then SIGKILL): not for ever
+            async with running(server) as run:
+                tools = ToolRegistry(mcp_tools(server, await run.listed(server.name)).values())
+                pid = int(await run.call("t", "pid", {}))
+                os.kill(pid, signal.SIGSTOP)
+                word = "x" * 300_000  # more than its pipe holds
+                asked = ToolCall(id="c", name="lookup", arguments=f'{{"word": "{word}"}}')
+                (seen,) = await layered(tools).dispatch([asked])
+                assert seen.status == "timeout"
+    finally:
+        if pid and alive(pid):  # a block that hung left it: not past the test
+            os.kill(pid, signal.SIGKILL)
+    assert child_pids() - before == set()
