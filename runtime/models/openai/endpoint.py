@@ -127,7 +127,9 @@ class OpenAIEndpoint(abc.ABC):
         """Whether consecutive user messages go out as one (the chat API only): set
         once the endpoint refuses turns that do not alternate."""
         add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
-        for secret in url_secrets(self.base_url or ""):  # http://user:PASSWORD@host/v1
+        # http://user:PASSWORD@host/v1, given or in the URL of the client given.
+        urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
+        for secret in url_secrets(urls):
             add_secret(secret, "password", owner=self)
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)

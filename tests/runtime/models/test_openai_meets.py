@@ -7,8 +7,10 @@ outlast its role's time limit, beside one whose calls do not."""
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
+import openai
 import pytest
 
 from honeycomb import Executor, Role
@@ -175,3 +177,21 @@ async def test_the_responses_api_asked_for_json_object_is_told_the_schema(
     assert model.output_mode == "json_object"
     _, asked = (r.body for r in openai_server.requests)
     assert '"city"' in asked["input"][0]["content"]
+
+
+async def test_the_password_in_the_url_of_a_client_given_is_a_secret() -> None:
+    """A model given a client of its own reaches the endpoint that client names: an
+    error naming that endpoint masks the password in its URL."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    password = "hunter2-of-the-client"
+    client = openai.AsyncOpenAI(
+        api_key="unused", base_url=f"http://user:{password}@127.0.0.1:{port}/v1", max_retries=0
+    )
+    model = OpenAIModel("m", client=client, retry=RetryPolicy(attempts=1))
+    async with client:
+        with pytest.raises(ModelConnectionError) as caught:
+            await model.complete(REQUEST)
+    assert f"(http://user:[password hidden]@127.0.0.1:{port}/v1) of model 'm'" in str(caught.value)
+    assert password not in repr(caught.value)
