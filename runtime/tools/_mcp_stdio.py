@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import math
 import os
 import signal
 import sys
@@ -123,7 +124,10 @@ class ServerProcess(Generic[In, Out]):
         # No await from here into the block: a cancellation in between would leave the
         # process running with no one to stop it.
         to_client, read = anyio.create_memory_object_stream[In](0)
-        write, from_client = anyio.create_memory_object_stream[Out](0)
+        # What the client sends is taken at once, whatever the server reads: a server
+        # that reads no more (hung) must not hold up a call's cancellation, whose notice
+        # to it the SDK gives up on only after seconds.
+        write, from_client = anyio.create_memory_object_stream[Out](math.inf)
         pipes = (
             asyncio.create_task(self._read(process, to_client)),
             asyncio.create_task(self._write(process, from_client, to_client)),

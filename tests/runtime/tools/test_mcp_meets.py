@@ -115,8 +115,9 @@ async def test_a_dying_server_s_last_words_are_told_whatever_they_are_written_in
 
 async def test_a_server_that_reads_no_more_is_stopped_all_the_same() -> None:
     """A hung server (here: stopped) leaves what was sent to it unread once its pipe is
-    full: its block still ends, the server with it, where the close of its stdin waited
-    for those bytes to go out, forever."""
+    full: a call that times out ends at its time (where the notice of its cancellation
+    waited seconds to be sent), and its block still ends, the server with it (where the
+    close of its stdin waited for those bytes to go out, forever)."""
     before = child_pids()
     server = sdk_server(tools={"lookup": McpToolSettings(timeout=0.5)})
     pid = 0
@@ -128,8 +129,10 @@ async def test_a_server_that_reads_no_more_is_stopped_all_the_same() -> None:
                 os.kill(pid, signal.SIGSTOP)
                 word = "x" * 300_000  # more than its pipe holds
                 asked = ToolCall(id="c", name="lookup", arguments=f'{{"word": "{word}"}}')
+                started = time.perf_counter()
                 (seen,) = await layered(tools).dispatch([asked])
                 assert seen.status == "timeout"
+                assert time.perf_counter() - started < 3  # its 0.5 s, not 5.5 s
     finally:
         if pid and alive(pid):  # a block that hung left it: not past the test
             os.kill(pid, signal.SIGKILL)
