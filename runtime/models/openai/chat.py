@@ -107,7 +107,8 @@ class OpenAIModel(OpenAIEndpoint):
     ) -> ModelResponse:
         params = self._params(request, mode)
         params["stream"] = True
-        params["stream_options"] = {"include_usage": True}
+        if self.stream_usage:
+            params["stream_options"] = {"include_usage": True}
         with self._translated(params):
             create = self.client.chat.completions.with_streaming_response.create
             async with create(**params) as response:

@@ -16,7 +16,8 @@ endpoint that refuses structured output as asked is asked the next way
 later one; the agent loop's validation of the answer stays the
 judge. An endpoint whose chat template wants user and assistant turns to alternate
 (Gemma's, older Mistral ones: ``Conversation roles must alternate``, on vLLM or
-llama.cpp) gets consecutive user messages as one from then on (:attr:`alternating`).
+llama.cpp) gets consecutive user messages as one from then on (:attr:`alternating`),
+and one that refuses ``stream_options`` streams without it (:attr:`stream_usage`).
 An adapter says how to build a request, send it and read the answer; one
 that streams also how to read the answer as it comes (:meth:`_stream_raw`), and is
 retried, under the same policy, only until some of its text was shown.
@@ -126,6 +127,9 @@ class OpenAIEndpoint(abc.ABC):
         self.alternating = False
         """Whether consecutive user messages go out as one (the chat API only): set
         once the endpoint refuses turns that do not alternate."""
+        self.stream_usage = True
+        """Whether streamed calls ask for their usage (``stream_options``, the chat
+        API only): unset once the endpoint refuses that parameter."""
         add_secret(api_key or (client.api_key if client is not None else None), _KEY, owner=self)
         # http://user:PASSWORD@host/v1, given or in the URL of the client given.
         urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
@@ -200,14 +204,17 @@ class OpenAIEndpoint(abc.ABC):
 
     async def _call(self, request: ModelRequest, shown: ShownText | None) -> ModelResponse:
         """The call, streamed to ``shown`` if given, asking for structured output the
-        next way while the endpoint refuses it."""
+        next way while the endpoint refuses it (and leaving out what else it refuses:
+        turns that do not alternate, ``stream_options``)."""
         while True:
-            mode, alternating = self.output_mode, self.alternating
+            mode, alternating, usage = self.output_mode, self.alternating, self.stream_usage
             try:
                 return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
                 if not alternating and _wants_alternation(exc):
                     self._alternate(exc)
+                elif usage and _refuses(exc, _STREAM_OPTIONS):
+                    self._unask_stream_usage(exc)
                 elif request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
                     raise
                 else:
@@ -238,10 +245,21 @@ class OpenAIEndpoint(abc.ABC):
     def _alternate(self, exc: ModelHTTPError) -> None:
         """The endpoint refused turns that do not alternate: send consecutive user
         messages as one, in this call and every later one."""
-        if not self.alternating:
-            self.alternating = True
-            if logs.configured():
-                logs.log("model_call.alternating", {"model": self.model, "error": str(exc)})
+        now, self.alternating = not self.alternating, True
+        self._switched("model_call.alternating", exc, now=now)
+
+    def _unask_stream_usage(self, exc: ModelHTTPError) -> None:
+        """The endpoint refused ``stream_options``: stream without it, in this call and
+        every later one (a stream then counts the usage the server sends unasked)."""
+        now, self.stream_usage = self.stream_usage, False
+        self._switched("model_call.stream_usage_refused", exc, now=now)
+
+    def _switched(self, event: str, exc: ModelHTTPError, *, now: bool) -> None:
+        """Log ``event`` when this call's refusal (``exc``) made the switch (``now``:
+        workers refused at the same time switch once); the call made again is reported
+        as a retry."""
+        if now and logs.configured():
+            logs.log(event, {"model": self.model, "error": str(exc)})
         report_retry(str(exc.status), f"{type(exc).__name__}: {exc}", 0.0)
 
     async def _complete_once(
@@ -412,7 +430,7 @@ _REFUSED_FORMAT = re.compile(
 def _refuses_format(exc: ModelHTTPError) -> bool:
     """Whether an error is the endpoint refusing the response format (a 400 or 422
     that names it); any other 400 is the request's own fault."""
-    return exc.status in (400, 422) and _REFUSED_FORMAT.search(str(exc.body)) is not None
+    return _refuses(exc, _REFUSED_FORMAT)
 
 
 _ALTERNATION = re.compile(r"roles must alternate", re.I)
@@ -421,7 +439,19 @@ _ALTERNATION = re.compile(r"roles must alternate", re.I)
 def _wants_alternation(exc: ModelHTTPError) -> bool:
     """Whether an error is a chat template refusing turns that do not alternate (a
     400 or 422 that says so: vLLM and llama.cpp pass the template's own message on)."""
-    return exc.status in (400, 422) and _ALTERNATION.search(str(exc.body)) is not None
+    return _refuses(exc, _ALTERNATION)
+
+
+_STREAM_OPTIONS = re.compile(r"stream_options")
+"""What a refusal of ``stream_options`` names: gateways and older APIs that do not know
+it ("Unknown parameter: 'stream_options'", Azure's "Unrecognized request argument
+supplied: stream_options")."""
+
+
+def _refuses(exc: ModelHTTPError, what: re.Pattern[str]) -> bool:
+    """Whether an error is the endpoint refusing the request for ``what`` (a 400 or
+    422 that says it)."""
+    return exc.status in (400, 422) and what.search(str(exc.body)) is not None
 
 
 # The endpoint's own headers first, then those a proxy forwards from the provider

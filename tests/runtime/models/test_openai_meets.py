@@ -26,6 +26,7 @@ from runtime import (
     StreamInterrupted,
     UserMessage,
 )
+from runtime.events import TextDelta
 from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest, Reply, text
 
 REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
@@ -195,3 +196,31 @@ async def test_the_password_in_the_url_of_a_client_given_is_a_secret() -> None:
             await model.complete(REQUEST)
     assert f"(http://user:[password hidden]@127.0.0.1:{port}/v1) of model 'm'" in str(caught.value)
     assert password not in repr(caught.value)
+
+
+async def test_workers_stream_from_an_endpoint_that_refuses_stream_options(
+    openai_server: OpenAIServer,
+) -> None:
+    """A gateway that does not know ``stream_options`` refuses every streamed call that
+    asks for its usage: the model streams without it from then on, and the workers
+    whose calls were refused are answered, their text shown as it comes."""
+
+    def answer(request: RecordedRequest) -> Raw | Reply:
+        if "stream_options" in request.body:
+            refused = {"message": "Unknown parameter: 'stream_options'.", "param": "stream_options",
+                       "type": "invalid_request_error", "code": "unknown_parameter"}  # fmt: skip
+            return Raw(400, body={"error": refused})
+        return Reply(content=f"done {request.body['messages'][-1]['content']}")
+
+    openai_server.default = answer
+    model = OpenAIModel("m", base_url=openai_server.base_url, retry=RetryPolicy(attempts=1))
+    shown: list[Event] = []
+    result = await Executor([Role(name="w")], model).run(
+        "t", subtasks=[("w", "a"), ("w", "b")], on_event=[shown.append], text_deltas=True
+    )
+    assert [s.text for s in result.subtasks.values()] == ["done a", "done b"]
+    assert {e.text for e in shown if isinstance(e, TextDelta)} >= {"done ", "a", "b"}
+    asked = ["stream_options" in r.body for r in openai_server.requests]
+    assert asked.count(False) == 2
+    assert 1 <= asked.count(True) <= 2
+    assert model.stream_usage is False
