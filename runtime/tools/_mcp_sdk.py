@@ -9,10 +9,9 @@ it with the first server that starts, so ``import honeycomb`` does not.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import httpx2
@@ -26,7 +25,7 @@ from mcp.shared.message import SessionMessage
 from runtime.concurrency import TimedOut, within
 from runtime.errors import McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
-from runtime.tools._mcp_stdio import ServerProcess
+from runtime.tools._mcp_stdio import ServerProcess, Stderr
 from runtime.value import Value
 
 __all__ = ["Listed", "Session", "connect", "observation_text"]
@@ -65,7 +64,7 @@ class Session:
         self._client = client
         self._ended = ended
         self._lost = False
-        self.errlog: IO[bytes] | None = None
+        self.errlog: Stderr | None = None
 
     @property
     def ended(self) -> bool:
@@ -98,7 +97,7 @@ class Session:
             McpServerError: a protocol error (the server refused the call, or answered
                 with something that is not an MCP result).
         """
-        mark = _end(self.errlog)
+        mark = self.errlog.written if self.errlog is not None else 0
         try:
             result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
@@ -152,21 +151,18 @@ async def connect(
             tools within ``start_timeout`` seconds.
     """
     async with AsyncExitStack() as stack:
-        errlog: IO[bytes] | None = None
+        errlog: Stderr | None = None
         process: ServerProcess[SessionMessage | Exception, SessionMessage] | None = None
         refused: _Refused | None = None
         if command is not None:
-            # What it writes to stderr is kept (not shown): its end tells why it died.
-            # Bytes, as it wrote them: its end, cut anywhere, is still read as text.
-            errlog = stack.enter_context(tempfile.TemporaryFile("w+b"))  # noqa: SIM115
             process = ServerProcess(
                 [command, *args],
                 env=get_default_environment() | dict(env),
                 cwd=cwd,
-                errlog=errlog,
                 parse=_message,
                 dump=_line,
             )
+            errlog = process.said  # kept (not shown): its end tells why it died
             transport: Any = process
         else:
             # The SDK's own timeouts: a response stream may stay open for a while. It
@@ -224,32 +220,16 @@ def observation_text(result: types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
-def stderr_tail(errlog: IO[bytes] | None, *, since: int = 0) -> str:
-    """`` (it said: ...)`` with the end of what the server wrote to stderr (after
-    position ``since``), or ``""``; secrets masked before it is cut (a server may say
+def stderr_tail(errlog: Stderr | None, *, since: int = 0) -> str:
+    """`` (it said: ...)`` with the end of what the server wrote to stderr (after its
+    first ``since`` bytes), or ``""``; secrets masked before it is cut (a server may say
     its token)."""
     if errlog is None:
         return ""
-    try:
-        size = _end(errlog)
-        errlog.seek(max(since, size - 4 * _STDERR_TAIL))
-        said = errlog.read().decode("utf-8", errors="replace")  # a character cut: U+FFFD
-        text = masked(" ".join(said.split()))
-    except (OSError, ValueError):  # closed
-        return ""
+    text = masked(" ".join(errlog.since(since).split()))
     if not text:
         return ""
     return f" (it said: {'...' + text[-_STDERR_TAIL:] if len(text) > _STDERR_TAIL else text})"
-
-
-def _end(errlog: IO[bytes] | None) -> int:
-    """Where the server's stderr ends now (the server writes the file, not us)."""
-    if errlog is None:
-        return 0
-    try:
-        return errlog.seek(0, 2)
-    except (OSError, ValueError):
-        return 0
 
 
 def _listed(tool: types.Tool) -> Listed:

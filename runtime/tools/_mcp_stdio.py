@@ -23,14 +23,14 @@ from asyncio.subprocess import PIPE, Process
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from types import TracebackType
-from typing import IO, Generic, TypeAlias, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime.concurrency import TimedOut, within
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "Stderr"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -52,6 +52,10 @@ _POLL_S = 0.01
 _CHUNK = 64 * 1024
 """Bytes of the server's output read at a time (a message may span several)."""
 
+_KEPT = 8 * 1024
+"""Bytes of the end of what a server wrote to stderr that are kept: the rest is read
+and dropped, so a server that floods it fills neither memory nor a disk."""
+
 _Gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 """What a pipe or stream raises once its other end, or our own shutdown, closed it."""
 
@@ -71,6 +75,7 @@ class ServerProcess(Generic[In, Out]):
         started: Set by the client once the server answered its handshake and listed
             its tools: from then on it is stopped gracefully.
         ended: Set when the server's output ends (it exited) or cannot be written to.
+        said: The end of what it wrote to stderr.
 
     Raises:
         OSError: on entering, when the command cannot be run.
@@ -82,14 +87,14 @@ class ServerProcess(Generic[In, Out]):
         *,
         env: Mapping[str, str],
         cwd: str | None,
-        errlog: IO[bytes],
         parse: Callable[[str], In],
         dump: Callable[[Out], str],
     ) -> None:
         self._argv = list(argv)
         self._env = dict(env)
         self._cwd = cwd
-        self._errlog = errlog
+        self.said = Stderr()
+        self._said_all = asyncio.Event()  # its stderr ended
         self._parse = parse
         self._dump = dump
         self.started = False
@@ -116,7 +121,7 @@ class ServerProcess(Generic[In, Out]):
             *self._argv,
             stdin=PIPE,
             stdout=PIPE,
-            stderr=self._errlog,
+            stderr=PIPE,
             env=self._env,
             cwd=self._cwd,
             start_new_session=True,
@@ -131,6 +136,7 @@ class ServerProcess(Generic[In, Out]):
         pipes = (
             asyncio.create_task(self._read(process, to_client)),
             asyncio.create_task(self._write(process, from_client, to_client)),
+            asyncio.create_task(self._read_stderr(process)),
         )
         exited = asyncio.create_task(_reaped(process))
         try:
@@ -166,7 +172,9 @@ class ServerProcess(Generic[In, Out]):
 
     async def _read(self, process: Process, to_client: MemoryObjectSendStream[In]) -> None:
         """The server's output, a message a line, to the client. Once the client takes
-        no more, the rest is read and dropped: a server blocked writing cannot exit."""
+        no more, the rest is read and dropped: a server blocked writing cannot exit.
+        When it ends, what the server wrote to stderr as it exited is read before the
+        client hears of it (the error it makes says it)."""
         assert process.stdout is not None
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # The pieces of the line under way: joined once it ends, so a long line (a
@@ -182,10 +190,28 @@ class ServerProcess(Generic[In, Out]):
                 for line in lines:
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await to_client.send(self._parse(line))
+            await self._all_said()
         except _Gone:
             pass  # our shutdown closed its stdout under the read
         finally:
             self._output_ended(to_client)
+
+    async def _read_stderr(self, process: Process) -> None:
+        """What the server writes to stderr, into :attr:`said`, until it ends."""
+        assert process.stderr is not None
+        try:
+            while chunk := await process.stderr.read(_CHUNK):
+                self.said.add(chunk)
+        except _Gone:
+            pass
+        finally:
+            self._said_all.set()
+
+    async def _all_said(self) -> None:
+        """Wait for the end of the server's stderr (a moment at most: a child of its may
+        hold it open), so that an error about its end says what it wrote as it went."""
+        with suppress(TimedOut), within(_FLUSH_S):
+            await self._said_all.wait()
 
     async def _write(
         self,
@@ -202,6 +228,7 @@ class ServerProcess(Generic[In, Out]):
         except _Gone:
             # It takes no more (it exited, or closed its stdin): the client is told the
             # connection ended rather than wait for an answer that cannot come.
+            await self._all_said()
             self._output_ended(to_client)
         finally:
             self._written.set()
@@ -210,6 +237,28 @@ class ServerProcess(Generic[In, Out]):
         # Noted before the client sees the end: a call it then refuses was never sent.
         self.ended.set()
         to_client.close()
+
+
+class Stderr:
+    """The end of what a server wrote to stderr (its last :data:`_KEPT` bytes), and how
+    much it wrote in all."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self._kept = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self.written += len(data)
+        self._kept += data
+        if len(self._kept) > 2 * _KEPT:  # cut now and then, not at every write
+            del self._kept[:-_KEPT]
+
+    def since(self, mark: int) -> str:
+        """What it wrote after its first ``mark`` bytes, of what is kept, as text (a
+        character cut at its start is replaced)."""
+        kept = self._kept[-_KEPT:]
+        new = min(len(kept), max(0, self.written - mark))
+        return bytes(kept[len(kept) - new :]).decode("utf-8", errors="replace")
 
 
 async def _exited(process: Process, within_s: float) -> bool:

@@ -4,15 +4,15 @@ FD`` over streamable HTTP on a listening socket its starter bound on 127.0.0.1 a
 handed down (every request must then carry the header ``Authorization: Bearer
 $MCP_TEST_TOKEN``).
 
-Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``), a
-destructive one (``append_note``; ``heedless``, it carries on though cancelled), an
-idempotent one (``set_flag``), one that fails
-with ``isError`` (``refuse``), a slow one (``slow``), one that answers once ``count``
-of its calls are in at once (``gather``: a rendezvous, once per server), one that
-returns an image and an embedded resource (``picture``), a long line (``long``), its
-process id (``pid``), a process of its own started (``spawn``), its folder and
-environment (``where``), and a way to die (``die``, saying ``say`` on stderr). ``--without TOOL``
-leaves a tool out of its list (a server whose tools changed).
+Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``, which
+``chatter`` makes log megabytes to stderr), a destructive one (``append_note``;
+``heedless``, it carries on though cancelled), an idempotent one (``set_flag``), one
+that fails with ``isError`` (``refuse``), a slow one (``slow``), one that answers once
+``count`` of its calls are in at once (``gather``: a rendezvous, once per server), one
+that returns an image and an embedded resource (``picture``), a long line (``long``),
+its process id (``pid``), a process of its own started (``spawn``), its folder and
+environment (``where``), and a way to die (``die``, saying ``say`` on stderr).
+``--without TOOL`` leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
 what is under way.
@@ -47,7 +47,9 @@ def _note(line: str) -> None:
 
 
 @server.tool(description="Look a word up in a tiny dictionary.", annotations=READ_ONLY)
-def lookup(word: str) -> str:
+def lookup(word: str, chatter: int = 0) -> str:
+    for _ in range(chatter):  # a server that logs much: a megabyte a time, on stderr
+        os.write(2, b"looking it up\n" * 74_899)
     return {"bee": "an insect that makes honey", "hive": "where bees live"}.get(
         word, f"no entry for {word!r}"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -137,3 +138,18 @@ async def test_a_server_that_reads_no_more_is_stopped_all_the_same() -> None:
         if pid and alive(pid):  # a block that hung left it: not past the test
             os.kill(pid, signal.SIGKILL)
     assert child_pids() - before == set()
+
+
+async def test_a_server_that_floods_its_stderr_fills_no_disk_and_its_last_words_are_told() -> None:
+    """What a server writes to stderr is read as it comes and only its end kept: a
+    server that logs megabytes fills no file with them (its stderr is a pipe, read),
+    and what it says as it dies is still told."""
+    async with running(sdk_server()) as run:
+        pid = int(await run.call("t", "pid", {}))
+        await run.call("t", "lookup", {"word": "bee", "chatter": 24})
+        written = os.stat(f"/proc/{pid}/fd/2")
+        kept_on_disk = written.st_size if stat.S_ISREG(written.st_mode) else 0
+        with pytest.raises(ModelRetry) as died:
+            await run.call("t", "die", {"say": "the end"})
+    assert kept_on_disk < 1_000_000
+    assert "stopped during the call to 'die' (it said: the end);" in died.value.message
