@@ -19,7 +19,6 @@ text was shown; a stream cut after that is a :class:`~runtime.errors.StreamInter
 
 from __future__ import annotations
 
-import functools
 from contextlib import aclosing
 from typing import Any
 
@@ -69,11 +68,14 @@ class OpenAIModel(OpenAIEndpoint):
     generating a one-shot answer nobody waits for any more) then stops a cancelled
     call at once. :class:`~runtime.models.llama.LlamaModel` sets it."""
 
-    @functools.cached_property
+    @property
     def _limit_key(self) -> str:
         """The name of the output limit: the one the settings use; else OpenAI's own
         API's (``max_completion_tokens``, which its reasoning models require), or the
-        one every compatible server takes (``max_tokens``)."""
+        one every compatible server takes (``max_tokens``) until the endpoint refuses
+        it (:attr:`limit_name`)."""
+        if self.limit_name is not None:
+            return self.limit_name
         for key in ("max_completion_tokens", "max_tokens"):
             if key in self.settings:
                 return key

@@ -127,6 +127,10 @@ class OpenAIEndpoint(abc.ABC):
         self.alternating = False
         """Whether consecutive user messages go out as one (the chat API only): set
         once the endpoint refuses turns that do not alternate."""
+        self.limit_name: str | None = None
+        """The name the output limit goes under once the endpoint refused the one sent
+        first (the chat API only: ``max_completion_tokens`` where ``max_tokens`` was
+        refused, as Azure's reasoning models refuse it)."""
         self.stream_usage = True
         """Whether streamed calls ask for their usage (``stream_options``, the chat
         API only): unset once the endpoint refuses that parameter."""
@@ -208,6 +212,7 @@ class OpenAIEndpoint(abc.ABC):
         turns that do not alternate, ``stream_options``)."""
         while True:
             mode, alternating, usage = self.output_mode, self.alternating, self.stream_usage
+            renamed = self.limit_name
             try:
                 return await self._retried(request, mode, shown)
             except ModelHTTPError as exc:
@@ -215,6 +220,8 @@ class OpenAIEndpoint(abc.ABC):
                     self._alternate(exc)
                 elif usage and _refuses(exc, _STREAM_OPTIONS):
                     self._unask_stream_usage(exc)
+                elif renamed is None and self._refuses_limit_name(exc, request):
+                    self._rename_limit(exc)
                 elif request.output is None or mode not in _FALLBACK or not _refuses_format(exc):
                     raise
                 else:
@@ -253,6 +260,20 @@ class OpenAIEndpoint(abc.ABC):
         every later one (a stream then counts the usage the server sends unasked)."""
         now, self.stream_usage = self.stream_usage, False
         self._switched("model_call.stream_usage_refused", exc, now=now)
+
+    def _refuses_limit_name(self, exc: ModelHTTPError, request: ModelRequest) -> bool:
+        """Whether ``exc`` refuses ``max_tokens``, the name Honeycomb chose for the
+        request's output limit (one the settings name is theirs to change)."""
+        chosen = not {"max_tokens", "max_completion_tokens"} & self.settings.keys()
+        limited = request.max_output_tokens is not None
+        return self.api == "chat" and chosen and limited and _refuses(exc, _MAX_TOKENS)
+
+    def _rename_limit(self, exc: ModelHTTPError) -> None:
+        """The endpoint refused ``max_tokens``: send the output limit as
+        ``max_completion_tokens``, in this call and every later one."""
+        now = self.limit_name is None
+        self.limit_name = "max_completion_tokens"
+        self._switched("model_call.output_limit_renamed", exc, now=now)
 
     def _switched(self, event: str, exc: ModelHTTPError, *, now: bool) -> None:
         """Log ``event`` when this call's refusal (``exc``) made the switch (``now``:
@@ -446,6 +467,12 @@ _STREAM_OPTIONS = re.compile(r"stream_options")
 """What a refusal of ``stream_options`` names: gateways and older APIs that do not know
 it ("Unknown parameter: 'stream_options'", Azure's "Unrecognized request argument
 supplied: stream_options")."""
+
+
+_MAX_TOKENS = re.compile(r"max_tokens\b.*\bmax_completion_tokens", re.S)
+"""What a refusal of ``max_tokens`` says: "Unsupported parameter: 'max_tokens' is not
+supported with this model. Use 'max_completion_tokens' instead." (OpenAI's reasoning
+models, on Azure or behind a proxy)."""
 
 
 def _refuses(exc: ModelHTTPError, what: re.Pattern[str]) -> bool:

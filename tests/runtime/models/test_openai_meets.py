@@ -41,6 +41,12 @@ def events(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
     return "".join([*lines, "data: [DONE]\n\n"]).encode()
 
 
+def refusal(message: str, param: str) -> Raw:
+    """A 400 refusing the request's ``param``, as OpenAI words one."""
+    refused = {"message": message, "param": param, "type": "invalid_request_error"}
+    return Raw(400, body={"error": {**refused, "code": "unsupported_parameter"}})
+
+
 def piece(index: int, arguments: str, **named: str) -> dict[str, Any]:
     """One piece of a tool call: ``id`` and ``name`` when given."""
     function = {"arguments": arguments, **({"name": named["name"]} if "name" in named else {})}
@@ -207,9 +213,7 @@ async def test_workers_stream_from_an_endpoint_that_refuses_stream_options(
 
     def answer(request: RecordedRequest) -> Raw | Reply:
         if "stream_options" in request.body:
-            refused = {"message": "Unknown parameter: 'stream_options'.", "param": "stream_options",
-                       "type": "invalid_request_error", "code": "unknown_parameter"}  # fmt: skip
-            return Raw(400, body={"error": refused})
+            return refusal("Unknown parameter: 'stream_options'.", "stream_options")
         return Reply(content=f"done {request.body['messages'][-1]['content']}")
 
     openai_server.default = answer
@@ -224,3 +228,33 @@ async def test_workers_stream_from_an_endpoint_that_refuses_stream_options(
     assert asked.count(False) == 2
     assert 1 <= asked.count(True) <= 2
     assert model.stream_usage is False
+
+
+async def test_an_endpoint_that_refuses_max_tokens_is_sent_max_completion_tokens(
+    openai_server: OpenAIServer,
+) -> None:
+    """OpenAI's reasoning models behind another URL (Azure's) refuse the ``max_tokens``
+    every compatible server takes: the output limit goes as ``max_completion_tokens``
+    in that call and every later one, and the workers are answered."""
+
+    def answer(request: RecordedRequest) -> Raw | Reply:
+        if "max_tokens" in request.body:
+            return refusal(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "max_tokens",
+            )
+        return Reply(content="done")
+
+    openai_server.default = answer
+    model = OpenAIModel("o3-mini", base_url=openai_server.base_url, retry=RetryPolicy(attempts=1))
+    roles = [Role(name="w", max_output_tokens=500)]
+    result = await Executor(roles, model).run("t", subtasks=[("w", "a"), ("w", "b")])
+    assert [s.text for s in result.subtasks.values()] == ["done", "done"]
+    limits = [
+        (r.body.get("max_tokens"), r.body.get("max_completion_tokens"))
+        for r in openai_server.requests
+    ]
+    assert limits.count((None, 500)) == 2
+    assert 1 <= limits.count((500, None)) <= 2
+    assert model.limit_name == "max_completion_tokens"
