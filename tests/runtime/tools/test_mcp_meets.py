@@ -1,6 +1,7 @@
-"""MCP tools where they meet the rest: a real server's long answers, what it leaves
-running, and calls it does not give up when told to, against the SDK-written test
-server run as a subprocess. Calls go through the real dispatcher."""
+"""MCP tools where they meet the rest: a real server's long answers and floods of
+stderr, what it leaves running, its last words, calls it does not give up when told
+to, and a server that hangs, against the SDK-written test server run as a subprocess.
+Calls go through the real dispatcher."""
 
 from __future__ import annotations
 
