@@ -9,7 +9,8 @@ a ``CancelledError`` of its own (its worker not being cancelled; a ``KeyboardInt
 or ``SystemExit`` is no error: it stops the run, as it would the process, with a note
 naming the tool); one that
 runs past its limit is cancelled and a ``timeout`` that says what happened to it;
-what it returns is rendered as text, cut at ``max_output_chars``. Calls that wait
+what it returns is rendered as text, cut at ``max_output_chars`` (and so is what a
+failure says). Calls that wait
 for a person's approval inside it (a nested worker's, of a tool that ``nests``)
 pause its worker: ``ApprovalNeeded`` goes through; from any other tool it is the
 tool's failure.
@@ -42,7 +43,7 @@ from runtime.limits.worktime import within_own_time
 from runtime.tools.approvals import ApprovalNeeded
 from runtime.tools.define import Tool, ToolContext, idempotency_key
 from runtime.tools.layers.base import Admitted, Outcome, Prepared
-from runtime.tools.render import render
+from runtime.tools.render import cut, render
 from runtime.tools.threads import run_tool
 
 __all__ = ["STOPS", "RunTool", "Stopped"]
@@ -117,12 +118,14 @@ class RunTool:
         except STOPS as exc:
             if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
-            return _raised(found, exc)  # only a tool that nests may stop its worker
+            # only a tool that nests may stop its worker
+            return _raised(found, exc, self.max_output_chars)
         except ModelRetry as exc:
-            return Outcome(status="error", content=f"Error: {exc.message}", error=exc.message)
+            message = cut(exc.message, self.max_output_chars, what="message")
+            return Outcome(status="error", content=f"Error: {message}", error=message)
         except TimedOut as exc:
             if limit is None:  # a limit of the tool's own ran out: its failure
-                return _raised(found, exc)
+                return _raised(found, exc, self.max_output_chars)
             # Cancelled, or waited for to its end (a sync side-effecting tool's thread
             # is, see runtime.tools.threads).
             text = _timeout_text(call, limit, time.perf_counter() - started)
@@ -131,9 +134,10 @@ class RunTool:
             task = asyncio.current_task()
             if task is None or task.cancelling():
                 raise  # the worker is cancelled (its run stopped): the call with it
-            return _raised(found, exc)  # the tool's own: it awaited what was cancelled
+            # the tool's own: it awaited what was cancelled
+            return _raised(found, exc, self.max_output_chars)
         except Exception as exc:  # a failing tool becomes an observation, never a crash
-            return _raised(found, exc)
+            return _raised(found, exc, self.max_output_chars)
         except BaseException as exc:  # KeyboardInterrupt, SystemExit ... stop the run
             # (the worker's cancellation went out above): say who stopped it
             exc.add_note(f"raised by tool {found.name!r} of worker {self.caller.worker}")
@@ -157,9 +161,10 @@ class RunTool:
         return {**kwargs, found.context_param: ctx}
 
 
-def _raised(found: Tool[Any, Any], exc: BaseException) -> Outcome:
-    """A tool that raised: its observation says so."""
-    error = f"{type(exc).__name__}: {exc}"
+def _raised(found: Tool[Any, Any], exc: BaseException, limit: int) -> Outcome:
+    """A tool that raised: its observation says so, its error cut at ``limit`` as its
+    output would be (an error quoting a whole input floods no context, span or log)."""
+    error = cut(f"{type(exc).__name__}: {exc}", limit, what="error")
     text = f"Error: tool {found.name!r} raised {error}"
     return Outcome(status="error", content=text, error=error)
 

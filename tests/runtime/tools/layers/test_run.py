@@ -22,8 +22,8 @@ def whoami(context: ToolContext) -> str:
 @tool
 async def broken(why: str) -> str:
     """Break."""
-    if why == "retry":
-        raise ModelRetry("give a number")
+    if why.startswith("retry"):
+        raise ModelRetry("give a number" if why == "retry" else why)
     raise ValueError(why)
 
 
@@ -41,6 +41,23 @@ async def test_a_tool_that_raises_is_an_error_observation() -> None:
     )
     retry = await run(prepared(broken, why="retry"))
     assert (retry.content, retry.error) == ("Error: give a number", "give a number")
+
+
+async def test_what_a_failure_says_is_cut_as_output_is() -> None:
+    # An error quoting a whole input (5 MB of it) went whole into the observation,
+    # and so into the model's context, the span, the log and the store.
+    run = RunTool(Caller(), max_output_chars=100)
+    for why in ("x" * 5_000_000, "retry" * 1_000_000):
+        failed = await run(prepared(broken, why=why))
+        assert failed.error is not None
+        assert len(failed.content) < 200
+        assert len(failed.error) < 200
+    raised = await run(prepared(broken, why="x" * 5_000_000))
+    assert (
+        raised.error
+        == f"ValueError: {'x' * 88}\n[... error cut: 4,999,912 of 5,000,012 characters not shown]"
+    )
+    assert raised.content == f"Error: tool 'broken' raised {raised.error}"
 
 
 @tool
