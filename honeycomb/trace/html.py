@@ -308,7 +308,8 @@ def _totals(t: Timeline) -> str:
     body = "".join(
         f"<tr><td>{_e(a)}</td><td>{_e(b)}</td><td>{_e(c)}</td></tr>" for a, b, c in cells
     )
-    return f'<table class="totals">{body}</table>'
+    going = f"<p>{_e(t.so_far)}</p>" if t.so_far is not None else ""
+    return f'{going}<table class="totals">{body}</table>'
 
 
 def _wall_detail(t: Timeline) -> str:

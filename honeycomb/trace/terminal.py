@@ -159,6 +159,8 @@ def _footer(t: Timeline) -> list[Text]:
     ]
     if len(t.lives) > 1:
         lines += [line for n in range(len(t.lives)) for line in _life_lines(t, n)]
+    if t.so_far is not None:
+        lines.insert(0, Text(t.so_far, style="yellow"))
     return lines
 
 

@@ -186,6 +186,14 @@ class Timeline(Value, frozen=True, kw_only=True):
     workers_s: float = 0.0
 
     @property
+    def so_far(self) -> str | None:
+        """What a view says of a run still going (None: it ended): its figures are
+        those of the calls that ended, as a run's spans are kept as they close."""
+        if self.status != "running":
+            return None
+        return "still running: only the calls that have ended are drawn and counted"
+
+    @property
     def model_calls(self) -> int:
         return sum(life.model_calls for life in self.lives)
 

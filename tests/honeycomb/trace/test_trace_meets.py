@@ -4,6 +4,7 @@ terminal narrower than the legend."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from rich.console import Console
 
 from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
+from honeycomb.cli.main import main
+from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import Span, SpanRecorder
@@ -123,3 +126,41 @@ def test_the_legend_keeps_each_key_beside_its_meaning_at_80_columns() -> None:
         "█ model call  ▓ summary call  ▒ tool call  x error  ! timeout  · waiting",
         "★ critical path",
     ]
+
+
+async def test_the_trace_of_a_run_still_going_says_its_figures_are_so_far(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``honeycomb trace`` of a run another worker of which still thinks: its spans are
+    kept as they close, so its wall time and speedup were those of what had ended (a
+    wall time of 0.01 s for a run going for minutes), with no word that it goes on."""
+    hold = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if "slow" in str(request.messages[-1].content):
+            await hold.wait()
+        return "done"
+
+    db = tmp_path / "runs.db"
+    executor = Executor([Role(name="w")], FunctionModel(answer), store=db, aggregator="concat")
+    plan = [("w", "quick"), ("w", "slow")]
+    going = asyncio.create_task(executor.run("t", subtasks=plan, run_id="r1"))
+    reader = RunStore(db)
+    for _ in range(2000):  # until the quick worker's span is committed (a signal, polled)
+        if any(s.kind == "worker" for s in reader.spans("r1")):
+            break
+        await asyncio.sleep(0.005)
+    html = tmp_path / "trace.html"
+    traced = ["trace", "r1", "--store", str(db), "--html", str(html)]
+    assert await asyncio.to_thread(main, traced) == 0
+    said = "still running: only the calls that have ended are drawn and counted"
+    assert said in capsys.readouterr().out
+    assert said in html.read_text()
+    hold.set()
+    await going
+    assert await asyncio.to_thread(main, traced) == 0
+    assert "still running" not in capsys.readouterr().out
+    assert "still running" not in html.read_text()
+    reader.close()
+    assert executor.store is not None
+    executor.store.close()
