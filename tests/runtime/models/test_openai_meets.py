@@ -1,8 +1,11 @@
-"""``OpenAIModel`` where its features meet, through the real ``openai`` client over
-real HTTP against the local OpenAI-compatible server: streamed tool calls as servers
-other than OpenAI's number them, run by a worker that shows its text as it comes; a
-stream broken off, by an endpoint whose URL holds a password; a worker whose calls
-outlast its role's time limit, beside one whose calls do not."""
+"""The OpenAI adapters where their features meet, through the real ``openai`` client
+over real HTTP against the local OpenAI-compatible server: streamed tool calls as
+servers other than OpenAI's number them, run by a worker that shows its text as it
+comes; streams broken off, their errors naming the model and the endpoint, never a
+password in its URL; a worker whose calls outlast its role's time limit, beside one
+whose calls do not; structured output asked the next way of the Responses API; and
+endpoints that refuse a parameter the adapter chose (``stream_options``,
+``max_tokens``), whose workers are answered all the same."""
 
 from __future__ import annotations
 
