@@ -43,7 +43,8 @@ MEANINGS: dict[ExitStatus, str] = {
     "listen, or lacks the `web` extra; `eval`: the cases file has errors, or a report file "
     "(`--junit`, `--html`) cannot be written (refused before any case runs; after them, "
     "the report is printed first); `eval compare` "
-    "or `--baseline` finds no such eval; an option out of its range, or without the one it "
+    "or `--baseline` finds no such eval, or one it cannot read (kept by a version that "
+    "wrote what this one does not read); an option out of its range, or without the one it "
     "needs (and argparse's usage errors)",
     ExitStatus.WAITING: "the run is `waiting`: calls wait for approval (`honeycomb approve`, "
     "then `honeycomb resume`)",
