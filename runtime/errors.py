@@ -839,15 +839,20 @@ class GuardrailTripped(HoneycombError):
         kind: ``input``, ``output`` or ``arguments``.
         reason: What the guard said.
         attempts: Answers it refused (output guards; 1 for the others).
+        broken: The guard raised (a judge whose model could not be reached ...): it
+            said nothing of what it checks, so another answer would not pass it.
         partial: The run's partial result, when the guard stopped a run (set by the
             Executor).
     """
 
-    def __init__(self, guard: str, kind: str, reason: str, *, attempts: int = 1) -> None:
+    def __init__(
+        self, guard: str, kind: str, reason: str, *, attempts: int = 1, broken: bool = False
+    ) -> None:
         self.guard = guard
         self.kind = kind
         self.reason = reason
         self.attempts = attempts
+        self.broken = broken
         self.partial: Any = None
         tries = f" ({attempts} answers refused)" if attempts > 1 else ""
         super().__init__(f"{kind} guard {guard!r} tripped{tries}: {reason}")

@@ -514,7 +514,9 @@ class AgentLoop:
         attempts = state.output_attempts + 1
         first = refusals[0]
         if first.broken or attempts > self.settings.output_retries or state.wrapped_up:
-            error = GuardrailTripped(first.guard, "output", first.reason, attempts=attempts)
+            error = GuardrailTripped(
+                first.guard, "output", first.reason, attempts=attempts, broken=first.broken
+            )
             return Failed(state=state, error=error)
         retry = UserMessage(content=refusal_text(refusals))
         return Continue(

@@ -448,7 +448,7 @@ class Worker:
         if not refusals:
             return None
         first = refusals[0]
-        return "failed", GuardrailTripped(first.guard, "input", first.reason)
+        return "failed", GuardrailTripped(first.guard, "input", first.reason, broken=first.broken)
 
     async def _keep(self, result: WorkerResult) -> None:
         """Keep its answer in the memory, if its role says ``store_result`` (a worker

@@ -402,8 +402,11 @@ def _answers(result: WorkerResult) -> int:
 def _about_the_answer(exc: BaseException) -> bool:
     """Whether a planner worker failed for what its model answered (another answer
     may do), not for a call that could not be made (a transport error, a missing key,
-    a budget: asking again only repeats it)."""
-    return isinstance(exc, AgentError | GuardrailTripped)
+    a budget: asking again only repeats it), nor for its instruction (an input guard
+    refused it) or a guard that raised (its judge's model could not be reached ...)."""
+    if isinstance(exc, GuardrailTripped):
+        return exc.kind == "output" and not exc.broken
+    return isinstance(exc, AgentError)
 
 
 def _retry(prompt: str, problems: list[str]) -> str:

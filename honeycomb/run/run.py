@@ -444,7 +444,8 @@ class Run:
                     context=self.context,
                 )
                 added = self._checked_round(added, number, room)
-            except (PlanError, ModelError) as exc:  # no valid round, or no answer at all
+            except (PlanError, ModelError, GuardrailTripped) as exc:
+                # No valid round, no answer at all, or its own guards could not judge one.
                 took = time.perf_counter() - began
                 self.times["plan"] += took
                 self._phase(None)

@@ -1,0 +1,73 @@
+"""Guards where they meet other features: a lead planning (once or in rounds) whose
+own guards cannot judge, nested workers, structured output, budgets and failing
+models; each checked from the outside, on what the run promises."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from honeycomb import Executor, GuardrailTripped, Guards, ModelRequest, Role
+from honeycomb.planning import RolePlanner
+from honeycomb.testing import FunctionModel
+from runtime import ModelTimeout
+
+
+class Lead:
+    """A lead on one function model whose judge (``judge``, checking the lead's plans)
+    times out from round ``breaks_in`` on; the lead adds one subtask a round."""
+
+    def __init__(self, breaks_in: int) -> None:
+        self.breaks_in = breaks_in
+        self.lead_calls = 0
+        self.judge_calls = 0
+
+    def answer(self, request: ModelRequest) -> str:
+        system = request.messages[0].content or ""
+        if "You are a guard" in system:
+            self.judge_calls += 1
+            if self.lead_calls >= self.breaks_in:
+                raise ModelTimeout(5.0, model="judge-model")
+            return "PASS"
+        if request.output is not None and request.output.name == "Plan":
+            self.lead_calls += 1
+            sid = f"s{self.lead_calls}"
+            return json.dumps({"subtasks": [{"id": sid, "role": "w", "instruction": "look"}]})
+        return "found"
+
+    def executor(self, rounds: int) -> Executor:
+        return Executor(
+            [
+                Role(name="lead", guards=Guards(output=("judge",))),
+                Role(name="w"),
+                Role(name="judge"),
+            ],
+            FunctionModel(self.answer),
+            planner=RolePlanner("lead", rounds=rounds),
+            aggregator="concat",
+        )
+
+
+async def test_a_plan_whose_guard_cannot_judge_is_not_asked_for_again() -> None:
+    # The judge's model timed out: no other plan would pass it, so the lead is not
+    # asked again (plan_attempts times, each judged again) for an "invalid plan".
+    lead = Lead(breaks_in=1)
+    with pytest.raises(GuardrailTripped) as caught:
+        await lead.executor(rounds=1).run("task")
+    assert caught.value.broken
+    assert caught.value.guard == "judge"
+    assert "ModelTimeout" in caught.value.reason
+    assert (lead.lead_calls, lead.judge_calls) == (1, 1)
+
+
+async def test_a_round_whose_guard_cannot_judge_ends_the_rounds_as_the_lead_failing() -> None:
+    lead = Lead(breaks_in=2)
+    result = await lead.executor(rounds=3).run("task")
+    assert result.status == "ok"
+    assert result.rounds_ended == "lead_failed"
+    assert [r.added for r in result.rounds] == [("s1",), ()]
+    error = result.rounds[1].error or ""
+    assert error.startswith("GuardrailTripped: output guard 'judge' tripped")
+    assert "ModelTimeout" in error
+    assert (lead.lead_calls, lead.judge_calls) == (2, 2)  # round 2 asked once
