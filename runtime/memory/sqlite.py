@@ -33,6 +33,7 @@ from runtime.memory.store import (
     fts_query,
     memory_id,
 )
+from runtime.text import valid_text
 from runtime.tools.render import cut
 from runtime.tools.threads import to_the_end
 
@@ -115,6 +116,9 @@ class SQLiteMemory:
         text at once embed it once: the first embeds it, the others wait for it and find
         it kept.
 
+        A lone surrogate in the text (or in ``run_id``, ``role``, ``worker``) is kept
+        as U+FFFD, as the run store keeps it: the file holds valid UTF-8.
+
         Raises:
             ValueError: for an empty text or a bad namespace.
             MemoryStoreError: when the file cannot be written.
@@ -123,6 +127,8 @@ class SQLiteMemory:
         _check_namespace(namespace)
         if not text.strip():
             raise ValueError("a memory needs some text (it was empty)")
+        text = valid_text(text)
+        run_id, role, worker = (_valid(v) for v in (run_id, role, worker))
         found_id = memory_id(namespace, text)
         kept = cut(text.strip(), self.max_chars, what="memory", fate="kept")
         row = (found_id, namespace, kept, kind, run_id, role, worker, time.time())
@@ -137,7 +143,7 @@ class SQLiteMemory:
             return _record(await self._write(insert))
 
     async def get(self, memory_id: str) -> MemoryRecord | None:
-        found = await self._read(partial(db.get, memory_id=memory_id))
+        found = await self._read(partial(db.get, memory_id=valid_text(memory_id)))
         return _record(found) if found is not None else None
 
     async def search(
@@ -161,6 +167,7 @@ class SQLiteMemory:
         _check_namespace(namespace)
         if not 1 <= k <= 100:
             raise ValueError(f"k must be between 1 and 100, got {k}")
+        query = valid_text(query)  # a lone surrogate: U+FFFD, as in the text kept
         wide = k if self.embeddings is None else 4 * k  # candidates for the fusion
         terms = fts_query(query, match=match)
         by_text = (
@@ -179,7 +186,7 @@ class SQLiteMemory:
 
     async def delete(self, memory_id: str) -> bool:
         vectors = self.embeddings is not None
-        forget = partial(db.delete, ids=(memory_id,), namespace=None, vectors=vectors)
+        forget = partial(db.delete, ids=(valid_text(memory_id),), namespace=None, vectors=vectors)
         return bool(await self._write(forget))
 
     async def forget_namespace(self, namespace: str) -> int:
@@ -284,6 +291,10 @@ _KEPT_IDLE = 4
 def _check_namespace(namespace: str) -> None:
     if not namespace or len(namespace) > 200 or not namespace.isprintable():
         raise ValueError(f"a namespace is 1 to 200 printable characters, got {namespace[:60]!r}")
+
+
+def _valid(value: str | None) -> str | None:
+    return valid_text(value) if value is not None else None
 
 
 def _record(row: Row) -> MemoryRecord:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
+from runtime.text import valid_text
 from runtime.value import Value
 
 __all__ = [
@@ -115,9 +116,9 @@ class Embeddings(Protocol):
 
 def memory_id(namespace: str, text: str) -> str:
     """The id of ``text`` in ``namespace``: the same words, however spaced, are one
-    memory."""
+    memory (a lone surrogate counts as the U+FFFD a memory keeps in its place)."""
     content = " ".join(text.split())
-    return hashlib.sha256(f"{namespace}\0{content}".encode()).hexdigest()[:16]
+    return hashlib.sha256(valid_text(f"{namespace}\0{content}").encode()).hexdigest()[:16]
 
 
 # --- queries -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import _retry_after
 from runtime.secrets import masked
+from runtime.text import valid_text
 
 __all__ = ["OpenAIEmbeddings"]
 
@@ -89,9 +90,8 @@ class OpenAIEmbeddings:
         if not texts:
             return []
         endpoint = self.endpoint
-        return await endpoint_call(
-            endpoint.retry, endpoint.limiter, lambda: self._embed_once(list(texts))
-        )
+        sent = [valid_text(t) for t in texts]  # as a chat model's: a lone surrogate, U+FFFD
+        return await endpoint_call(endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent))
 
     async def _embed_once(self, texts: list[str]) -> list[list[float]]:
         params: dict[str, Any] = {"model": self.model, "input": texts}
