@@ -323,6 +323,7 @@ class Worker:
         inputs: Mapping[str, str] | None = None,
         resume: LoopState | None = None,
         conversation: str = "",
+        keep: bool = True,
     ) -> WorkerResult:
         """Run one subtask, from the start or from a state saved by its checkpoint.
         Never raises for a failure (the result says ``failed``); cancellation
@@ -336,6 +337,9 @@ class Worker:
             conversation: What it is shown of a session's conversation, after
                 ``task`` (its input guards read it too; its memory recall does not:
                 it searches for the task alone).
+            keep: Keep its answer in its role's memory (``store_result``) as it ends;
+                False: its caller does, with :meth:`keep`, once something after it
+                (a run's output guards) accepts the answer.
 
         Raises:
             UnsupportedEventLoop: at once, under another async library than asyncio
@@ -373,8 +377,8 @@ class Worker:
         finally:
             logs.unbind(bound)
         result = self._ended(outcome, loop.head(prompt), started_at, started)
-        if result.ok:
-            await self._keep(result)
+        if keep and result.ok:
+            await self.keep(result)
         return result
 
     # Helpers of run(): what is in its own frame is held by every worker while it runs.
@@ -450,9 +454,9 @@ class Worker:
         first = refusals[0]
         return "failed", GuardrailTripped(first.guard, "input", first.reason, broken=first.broken)
 
-    async def _keep(self, result: WorkerResult) -> None:
-        """Keep its answer in the memory, if its role says ``store_result`` (a worker
-        of the plan's, one called as a tool, or one run on its own alike)."""
+    async def keep(self, result: WorkerResult) -> None:
+        """Keep its answer ``result`` in the memory, if its role says ``store_result``
+        (a worker of the plan's, one called as a tool, or one run on its own alike)."""
         memory, uses = self.setup.memory, self.role.memory
         if memory is not None and uses is not None and uses.store_result:
             await keep_result(

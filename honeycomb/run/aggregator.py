@@ -14,6 +14,7 @@ an aggregator that fails, whatever it raised, fails the run with ``RunFailed``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
@@ -109,6 +110,20 @@ class RoleAggregator:
             RunFailed: when the worker did not answer.
             BudgetExceeded: when its call would have gone past the run's budget.
         """
+        result, keep = await self.unkept(task, results, context)
+        await keep()
+        return result
+
+    async def unkept(
+        self, task: str, results: Sequence[SubtaskResult], context: RunContext
+    ) -> tuple[WorkerResult, Callable[[], Awaitable[None]]]:
+        """:meth:`answered`, its answer not yet kept in its role's memory
+        (``store_result``): the second keeps it, once the run's output guards pass it.
+
+        Raises:
+            RunFailed: when the worker did not answer.
+            BudgetExceeded: when its call would have gone past the run's budget.
+        """
         role = with_default_instructions(context.roles[self.role], AGGREGATOR_INSTRUCTIONS)
         entries = [
             ResultEntry(
@@ -122,20 +137,26 @@ class RoleAggregator:
             raise RunFailed(f"the aggregator failed: {exc}") from exc
         worker = context.worker(role, output_type=self.output_type)
         conversation = context.conversation_for(context.roles[self.role], "full")
-        result = await worker.run(aggregator_task(task, entries, conversation))
+        result = await worker.run(aggregator_task(task, entries, conversation), keep=False)
         if isinstance(result.exception, BudgetExceeded):
             raise result.exception
         if not result.ok:
             raise RunFailed(f"the aggregator failed: {result.error}")
-        return result
+        return result, functools.partial(worker.keep, result)
+
+
+async def _kept() -> None:
+    """Nothing to keep: the answer was not an aggregator role's."""
 
 
 class Aggregated(NamedTuple):
-    """The run's answer, and whether it ended at the output limit (only an aggregator
-    role's answer can say so)."""
+    """The run's answer, whether it ended at the output limit (only an aggregator
+    role's answer can say so), and what keeps it in the aggregator role's memory
+    (``store_result``), to be awaited once the run's output guards pass it."""
 
     answer: Any
     cut_off: bool = False
+    keep: Callable[[], Awaitable[None]] = _kept
 
 
 async def aggregate(
@@ -154,10 +175,10 @@ async def aggregate(
             ``output_type`` (naming the type and every problem).
         BudgetExceeded, GuardrailTripped: as the aggregator raised them.
     """
-    cut_off = False
+    cut_off, keep = False, _kept
     try:
         if isinstance(aggregator, RoleAggregator):  # its worker says if it was cut off
-            ended = await aggregator.answered(task, results, context)
+            ended, keep = await aggregator.unkept(task, results, context)
             answer, cut_off = ended.output, ended.cut_off
         else:
             answer = await aggregator.aggregate(task, results, context)
@@ -166,9 +187,9 @@ async def aggregate(
     except Exception as exc:
         raise RunFailed(f"the aggregator failed: {type(exc).__name__}: {exc}") from exc
     if output_type is None or isinstance(answer, output_type):
-        return Aggregated(answer, cut_off)
+        return Aggregated(answer, cut_off, keep)
     try:
-        return Aggregated(output_type.model_validate(answer), cut_off)
+        return Aggregated(output_type.model_validate(answer), cut_off, keep)
     except ValidationError as exc:
         raise RunFailed(
             f"the aggregator's answer is not a valid {output_type.__name__} (the Executor's "

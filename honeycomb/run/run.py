@@ -371,11 +371,12 @@ class Run:
             held = HeldText(self.tracer)
             context = replace(context, services=replace(context.services, tracer=held))
         phases = self.shared.phases
-        answer, self.answer_cut_off = await aggregate(
+        answer, self.answer_cut_off, keep = await aggregate(
             phases.aggregator, self.task, list(outcomes.values()), context, phases.output_type
         )
         if self.guards.guards.output:  # the final answer, whatever made it
             _tripwire("output", await self.guards.output(answer_as_text(answer), answer, 0))
+        await keep()  # in the aggregator role's memory: never an answer a guard refused
         overspent = self.context.budget.overspent()
         if overspent is not None:  # the aggregator's (or its judges') calls went past a limit
             raise overspent

@@ -5,10 +5,20 @@ models; each checked from the outside, on what the run promises."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from honeycomb import Executor, GuardrailTripped, Guards, ModelRequest, Role
+from honeycomb import (
+    Executor,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    ModelRequest,
+    Role,
+    RoleMemory,
+    SQLiteMemory,
+)
 from honeycomb.planning import RolePlanner
 from honeycomb.testing import FunctionModel
 from runtime import ModelTimeout
@@ -71,3 +81,29 @@ async def test_a_round_whose_guard_cannot_judge_ends_the_rounds_as_the_lead_fail
     assert error.startswith("GuardrailTripped: output guard 'judge' tripped")
     assert "ModelTimeout" in error
     assert (lead.lead_calls, lead.judge_calls) == (2, 2)  # round 2 asked once
+
+
+def _no_password(check: GuardCheck) -> str | None:
+    return "it mentions a password" if "password" in check.text else None
+
+
+async def test_a_final_answer_the_runs_guard_refused_is_not_kept_in_memory(
+    tmp_path: Path,
+) -> None:
+    def answer(request: ModelRequest) -> str:
+        system = request.messages[0].content or ""
+        return "the password is hunter2" if "aggregator" in system.split("\n")[0] else "found"
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    keeps = RoleMemory(namespace="answers", recall=0, store_result=True)
+    roles = [Role(name="w"), Role(name="aggregator", memory=keeps)]
+    executor = Executor(
+        roles, FunctionModel(answer), memory=memory, guards=Guards(output=(_no_password,))
+    )
+    with pytest.raises(GuardrailTripped):
+        await executor.run("task", subtasks=[("w", "look")])
+    assert await memory.search("hunter2", namespace="answers") == ()
+
+    passed = Executor(roles, FunctionModel(lambda request: "all well"), memory=memory)
+    await passed.run("task", subtasks=[("w", "look")])  # an accepted answer is kept
+    assert [h.record.text for h in await memory.search("well", namespace="answers")] == ["all well"]
