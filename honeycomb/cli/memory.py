@@ -22,7 +22,7 @@ import msgspec
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first
 from honeycomb.hive import DEFAULT_MEMORY, load_hive
-from honeycomb.trace.format import counted
+from honeycomb.trace.format import counted, printable
 from runtime import HoneycombError, MemoryRecord, SQLiteMemory
 from runtime.memory import DEFAULT_NAMESPACE
 
@@ -220,13 +220,15 @@ def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:
     again = shlex.join(
         ["honeycomb", "memory", "search", args.query, "--namespace", next(iter(others)), *where]
     )
-    return f"{said}; other namespaces: {listed}\n(search one with: {again})"
+    return f"{said}; other namespaces: {listed}\n(search one with: {printable(again, lines=False)})"
 
 
 def _line(record: MemoryRecord) -> str:
-    """``3f2a9c1e0b7d4a55  2026-05-01 10:12  trip  note  guide  Lisbon: sunny ...``"""
+    """``3f2a9c1e0b7d4a55  2026-05-01 10:12  trip  note  guide  Lisbon: sunny ...``, the
+    text and role on one line, their control characters (a terminal's escapes, which a
+    model's note may hold) made spaces."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
-    text = " ".join(record.text.split())
+    text = " ".join(printable(record.text).split())
     text = text if len(text) <= 72 else text[:71] + "…"
-    by = record.role or "-"
+    by = " ".join(printable(record.role or "-").split())
     return f"{record.id}  {when}  {record.namespace}  {record.kind:<6}  {by}  {text}"
