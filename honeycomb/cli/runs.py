@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from honeycomb.cli.evals import written
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import newest_first
 from honeycomb.cli.stores import opened_store
@@ -20,7 +21,7 @@ from honeycomb.trace.format import cached_share, counted, format_cost, format_to
 from honeycomb.trace.html import to_html
 from honeycomb.trace.spans import to_jsonl
 from honeycomb.trace.terminal import render_timeline
-from runtime import StoreError
+from runtime import ConfigError, StoreError
 
 __all__ = ["run_line", "runs_command", "trace_command"]
 
@@ -112,12 +113,15 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
     timeline = stored_timeline(stored, spans, found.status if found is not None else None)
     console = Console()
     console.print(render_timeline(timeline, console.width))
-    try:
-        for path, text in ((args.jsonl, to_jsonl(spans)), (args.html, to_html(timeline))):
+    try:  # as eval's --html: its folders made, a file that cannot be written named
+        for option, path, text in (
+            ("--jsonl", args.jsonl, to_jsonl(spans)),
+            ("--html", args.html, to_html(timeline)),
+        ):
             if path is not None:
-                path.write_text(text, encoding="utf-8")
+                written(path, text, option)
                 print(f"wrote {path}", file=sys.stderr)
-    except OSError as exc:
-        print(f"cannot write: {exc}", file=sys.stderr)
+    except ConfigError as exc:
+        print(exc.message, file=sys.stderr)
         return ExitStatus.UNUSABLE
     return ExitStatus.OK

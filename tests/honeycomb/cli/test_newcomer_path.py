@@ -1,0 +1,53 @@
+"""The path a newcomer walks, from the outside: ``init`` a hive, ``run`` it offline, look
+at it with ``runs`` and ``trace``; what each says when something is to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.exits import ExitStatus
+from honeycomb.cli.main import main
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HONEYCOMB_NOTES", str(tmp_path / "notes"))
+    return tmp_path
+
+
+@pytest.fixture
+def run_id(here: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """A run of a hive ``init`` made, kept in the default store."""
+    assert main(["init", "myhive"]) == ExitStatus.OK
+    assert main(["run", "myhive/hive.yaml", "--plain", "--run-id", "newcomer"]) == ExitStatus.OK
+    capsys.readouterr()
+    return "newcomer"
+
+
+def test_trace_writes_its_files_into_folders_it_makes(
+    run_id: str, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--jsonl`` and ``--html`` make the folders of their files, as eval's ``--html``
+    does."""
+    status = main(["trace", run_id, "--jsonl", "out/spans.jsonl", "--html", "out/run.html"])
+    err = capsys.readouterr().err
+    assert status == ExitStatus.OK, err
+    assert (here / "out" / "spans.jsonl").read_text().count("\n") >= 4
+    assert (here / "out" / "run.html").read_text().startswith("<!")
+    assert "wrote out/spans.jsonl\nwrote out/run.html\n" in err
+
+
+@pytest.mark.parametrize("option", ["--jsonl", "--html"])
+def test_trace_names_the_option_and_the_file_it_cannot_write(
+    option: str, run_id: str, here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of ``--jsonl`` or ``--html`` that cannot be written is one line that names
+    the option, the file and why (exit status 2), as eval's ``--html`` is: it was
+    ``cannot write: [Errno 21] Is a directory: 'myhive'``."""
+    status = main(["trace", run_id, option, "myhive"])
+    err = capsys.readouterr().err
+    assert status == ExitStatus.UNUSABLE
+    assert err == f"{option} myhive: cannot write it: Is a directory\n"
