@@ -175,7 +175,8 @@ async def aggregate(
             ``output_type`` (naming the type and every problem).
         BudgetExceeded, GuardrailTripped: as the aggregator raised them.
     """
-    cut_off, keep = False, _kept
+    cut_off = False
+    keep: Callable[[], Awaitable[None]] = _kept
     try:
         if isinstance(aggregator, RoleAggregator):  # its worker says if it was cut off
             ended, keep = await aggregator.unkept(task, results, context)
