@@ -512,7 +512,8 @@ class AgentLoop:
         if not refusals:
             return final
         attempts = state.output_attempts + 1
-        first = refusals[0]
+        # A guard that raised would raise again: it trips at once, whatever the others said.
+        first = next((r for r in refusals if r.broken), refusals[0])
         if first.broken or attempts > self.settings.output_retries or state.wrapped_up:
             error = GuardrailTripped(
                 first.guard, "output", first.reason, attempts=attempts, broken=first.broken

@@ -148,6 +148,25 @@ async def test_a_guard_that_raises_trips_at_once_without_retries() -> None:
     assert len(model.requests) == 1
 
 
+async def test_a_broken_guard_trips_at_once_beside_one_that_refuses() -> None:
+    # Its refusal is listed after another guard's: the answer is still not sent back
+    # for another try that the broken guard could never pass.
+    def too_short(check: GuardCheck) -> str | None:
+        return "too short" if len(check.text) < 100 else None
+
+    def broken(check: GuardCheck) -> None:
+        raise RuntimeError("the guard's service is down")
+
+    model = ScriptedModel(["a", "b", "c"])
+    role = Role(name="w", guards=Guards(output=(too_short, broken)), output_retries=2)
+    result = await Worker(role, model).run("t")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.broken
+    assert result.exception.guard.endswith("broken")
+    assert "the guard raised RuntimeError" in result.exception.reason
+    assert len(model.requests) == 1
+
+
 async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -> None:
     events: list[Event] = []
     judged: list[ModelRequest] = []
