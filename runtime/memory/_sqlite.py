@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["busy_retry", "is_busy", "use_wal"]
+__all__ = ["busy_retry", "is_busy", "is_read_only", "use_wal"]
 
 T = TypeVar("T")
 
 _BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary codes of the extended ones)
+_READONLY = 8  # SQLITE_READONLY
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -38,6 +39,15 @@ def is_busy(exc: BaseException) -> bool:
         return code & 0xFF in _BUSY
     text = str(exc)
     return "database is locked" in text or "database table is locked" in text
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """Whether an SQLite error is a write refused because the file may only be read
+    (its permissions, a read-only disk)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == _READONLY
+    return "readonly database" in str(exc)
 
 
 def busy_retry(

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from runtime.errors import MemoryFeatureMissing, MemoryStoreError
-from runtime.memory._sqlite import busy_retry, use_wal
+from runtime.memory._sqlite import busy_retry, is_read_only, use_wal
 
 __all__ = [
     "APPLICATION_ID",
@@ -174,7 +174,7 @@ def open_connection(
                 use_wal(db, **retry)
                 busy_retry(lambda: _create(module, db, path), **retry)
             elif vectors:
-                busy_retry(lambda: _sweep(db), **retry)
+                busy_retry(lambda: _sweep(module, db), **retry)
         db.execute("PRAGMA synchronous=NORMAL")
     except module.Error as exc:
         db.close()
@@ -372,17 +372,22 @@ _MOST_NEAREST = 4096
 """The most vectors one search of sqlite-vec returns (its ``k`` at most)."""
 
 
-def _sweep(db: Any) -> None:
+def _sweep(module: ModuleType, db: Any) -> None:
     """Forget the vectors of memories forgotten without sqlite-vec loaded (which could
     not delete them): they match no memory, but would take the places of real ones
-    among a search's nearest."""
+    among a search's nearest. It writes only when there are some, and leaves them in
+    a file it may only read (a search looks past them): such a file is still read."""
     if not _has_vectors(db):
         return
-    with _transaction(db):
-        db.execute(
-            "DELETE FROM memory_vectors WHERE rowid IN (SELECT rowid FROM memory_vectors "
-            "WHERE rowid NOT IN (SELECT seq FROM memories))"
-        )
+    left = "SELECT rowid FROM memory_vectors WHERE rowid NOT IN (SELECT seq FROM memories)"
+    if db.execute(f"{left} LIMIT 1").fetchone() is None:
+        return
+    try:
+        with _transaction(db):
+            db.execute(f"DELETE FROM memory_vectors WHERE rowid IN ({left})")
+    except module.OperationalError as exc:
+        if not is_read_only(exc):
+            raise
 
 
 def _has_vectors(db: Any) -> bool:

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from runtime.errors import MemoryStoreError, ModelResponseError
 from runtime.memory import db
-from runtime.memory._sqlite import busy_retry, is_busy
+from runtime.memory._sqlite import busy_retry, is_busy, is_read_only
 from runtime.memory.db import Row
 from runtime.memory.store import (
     DEFAULT_NAMESPACE,
@@ -249,6 +249,12 @@ class SQLiteMemory:
         except db.VectorMismatch as exc:
             raise MemoryStoreError(str(exc), path=str(self.path)) from None
         except module.Error as exc:
+            if is_read_only(exc):
+                raise MemoryStoreError(
+                    "the memory file may only be read here (its permissions, or a read-only "
+                    f"disk): it can be listed and searched, not written: {exc}",
+                    path=str(self.path),
+                ) from exc
             if is_busy(exc):
                 raise MemoryStoreError(
                     f"the memory file stayed locked by other writers for {self.timeout_s:g}s "

@@ -1,15 +1,17 @@
 """Long-term memory where it meets other features, on real SQLite files: awkward text
 (lone surrogates, NUL), embeddings from the OpenAI adapter over the local server, and
-the command line that shows a memory file."""
+a file this process may only read."""
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime import OpenAIEmbeddings, SQLiteMemory
-from runtime.memory import memory_id
+from runtime import MemoryStoreError, OpenAIEmbeddings, SQLiteMemory
+from runtime.memory import db, memory_id
 from tests.support.openai_server import OpenAIServer
 
 SURROGATE = "\udcff"  # what Python makes of a byte of a file name that is not UTF-8
@@ -45,3 +47,53 @@ async def test_a_lone_surrogate_reaches_the_embeddings_endpoint_as_u_fffd(
     sent = [r.body["input"] for r in openai_server.requests]
     assert sent == [["lisbon\ufffd trams climb"], ["\ufffdtram"]]
     assert await embeddings.embed([SURROGATE]) == await embeddings.embed(["\ufffd"])
+
+
+def read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory files opened from now on may only be read, as a file without write
+    permission or on a read-only disk is: every write SQLite tries is refused with
+    SQLITE_READONLY (the permissions alone would not do, for root)."""
+    chosen = db.driver
+
+    def driver(path: Path, *, vectors: bool) -> types.ModuleType:
+        module = chosen(path, vectors=vectors)
+        reader = types.ModuleType(f"{module.__name__}_read_only")
+        reader.__dict__.update(module.__dict__)
+
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            connection = module.connect(*args, **kwargs)
+            connection.execute("PRAGMA query_only = ON")
+            return connection
+
+        reader.connect = connect  # type: ignore[attr-defined]
+        return reader
+
+    monkeypatch.setattr(db, "driver", driver)
+
+
+async def test_a_file_that_may_only_be_read_is_listed_and_searched_with_embeddings(
+    tmp_path: Path, openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory with embeddings sweeps, as it opens a file, the vectors a forget without
+    embeddings left: a file it may only read is still read (a search looks past them),
+    and a write to it says the file is read-only."""
+    pytest.importorskip("sqlite_vec")
+    embeddings = OpenAIEmbeddings("embed-small", base_url=openai_server.base_url, api_key="k")
+    file = tmp_path / "semantic.db"
+    writer = SQLiteMemory(file, embeddings=embeddings)
+    for text in ("an automobile", "a kitten", "a bridge"):
+        await writer.add(text, namespace="things")
+    writer.close()
+    car = memory_id("things", "an automobile")
+    assert await SQLiteMemory(file).delete(car)  # words only: its vector stays behind
+    file.chmod(0o444)
+    read_only(monkeypatch)
+    reader = SQLiteMemory(file, embeddings=embeddings)
+    assert len(await reader.list()) == 2
+    hits = await reader.search("vehicle kitten", namespace="things")
+    assert [h.record.text for h in hits] == ["a kitten"]
+    for write in (reader.add("a ferry", namespace="things"), reader.forget_namespace("things")):
+        with pytest.raises(MemoryStoreError, match="may only be read") as refused:
+            await write
+        assert refused.value.path == str(file)
+    reader.close()
