@@ -299,7 +299,10 @@ class Judge:
             timeout=role.model_timeout,
             max_output_tokens=role.max_output_tokens or VERDICT_TOKENS,
         )
-        response = await model_calls(model, self.budget, role_name, kind="judge").complete(request)
+        # Named with the worker it judges, as the calls in flight are reported: one
+        # judge role may be checking several workers' answers at once.
+        who = role_name if check.worker is None else f"{role_name} of {check.worker}"
+        response = await model_calls(model, self.budget, who, kind="judge").complete(request)
         text = (response.message.content or "").strip()
         first = text.split(maxsplit=1)[0].strip(".!:,").upper() if text else ""
         verdict = None if first == "PASS" else (text or "the judge gave no answer")

@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 
 from honeycomb import (
+    BudgetExceeded,
+    Budgets,
     Executor,
     GuardCheck,
     GuardrailTripped,
     Guards,
     ModelRequest,
+    Policy,
     Role,
     RoleMemory,
     SQLiteMemory,
@@ -107,3 +111,21 @@ async def test_a_final_answer_the_runs_guard_refused_is_not_kept_in_memory(
     passed = Executor(roles, FunctionModel(lambda request: "all well"), memory=memory)
     await passed.run("task", subtasks=[("w", "look")])  # an accepted answer is kept
     assert [h.record.text for h in await memory.search("well", namespace="answers")] == ["all well"]
+
+
+async def test_a_wall_time_names_the_worker_each_judge_call_in_flight_was_checking() -> None:
+    async def answer(request: ModelRequest) -> str:
+        if "You are a guard" in (request.messages[0].content or ""):
+            await anyio.sleep(30)  # the judge is slow: the wall time cuts it off
+        return "found"
+
+    executor = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        FunctionModel(answer),
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(wall_time_s=0.3)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("task", subtasks=[("w", "a"), ("w", "b")])
+    cut = sorted(str(c).split(" (")[0] for c in caught.value.in_flight)
+    assert cut == ["judge reviewer of s1", "judge reviewer of s2"]
