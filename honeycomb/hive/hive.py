@@ -449,14 +449,15 @@ def _sub_hives(
             target = hive_ref(ref)
             if target is None or ref in found:
                 continue
-            path = (file.parent / target).resolve()
-            unreachable = _unreachable(ref, path, chain, spec.policy.max_nesting)
-            for problem in (_name_taken(ref, path, spec, named), unreachable):
+            given = file.parent / target  # named as the hive is: relative stays relative
+            path = given.resolve()  # one file, however it is named
+            unreachable = _unreachable(ref, given, chain, spec.policy.max_nesting)
+            for problem in (_name_taken(ref, given, spec, named), unreachable):
                 if problem is not None:
                     errors.append(role_error(doc, places, name, ("tools", index), problem))
             if unreachable is None:
                 if path not in loaded:
-                    loaded[path] = _called(path, chain, f"{ref!r} of {file.name}", errors)
+                    loaded[path] = _called(given, chain, f"{ref!r} of {file.name}", errors)
                 called = loaded[path]
                 if called is not None:
                     found[ref] = called
@@ -468,7 +469,7 @@ def _unreachable(ref: str, path: Path, chain: tuple[Path, ...], max_nesting: int
     of ``chain``, cannot be loaded: a cycle of hive files, a chain of them past
     ``max_nesting``, no such file; None when it can."""
     shown = " → ".join(p.name for p in (*chain, path))
-    if path in chain:
+    if path.resolve() in chain:
         return f"hive tools make a cycle: {shown}"
     if len(chain) > max_nesting:
         return f"hive tools nest {len(chain)} deep, past the limit of {max_nesting}: {shown}"
@@ -492,7 +493,7 @@ def _name_taken(
             "tools need a name each (a hive tool is named after its file): rename the "
             "file, or that tool"
         )
-    if file != path:
+    if file.resolve() != path.resolve():
         return (
             f"{ref!r} ({path}) is a tool named {tool!r}, as {first!r} ({file}) is: a "
             "hive's tools need a name each (a hive tool is named after its file): rename "

@@ -51,3 +51,25 @@ def test_trace_names_the_option_and_the_file_it_cannot_write(
     err = capsys.readouterr().err
     assert status == ExitStatus.UNUSABLE
     assert err == f"{option} myhive: cannot write it: Is a directory\n"
+
+
+def test_validate_names_the_files_of_a_hive_tool_as_it_names_the_hive(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lead template calls ``hive:facts.yaml``: a mistake in that file, or the file
+    gone, is told under the folder the command was given (``lead/facts.yaml``), as the
+    hive's own are, where it was the file's absolute path on this machine."""
+    assert main(["init", "lead", "--template", "lead"]) == ExitStatus.OK
+    facts = here / "lead" / "facts.yaml"
+    facts.write_text(facts.read_text().replace("\nroles:", "\nrole:", 1))
+    capsys.readouterr()
+    assert main(["validate", "lead/hive.yaml"]) == ExitStatus.FAILED
+    out = capsys.readouterr().out
+    assert "\n  lead/facts.yaml:" in out
+    assert str(here) not in out
+    facts.unlink()
+    assert main(["validate", "lead/hive.yaml"]) == ExitStatus.FAILED
+    out = capsys.readouterr().out
+    assert out.endswith("'hive:facts.yaml': no hive file lead/facts.yaml\n")
+    assert main(["run", "lead/hive.yaml", "--no-store"]) == ExitStatus.UNUSABLE
+    assert str(here) not in capsys.readouterr().err
