@@ -33,6 +33,7 @@ from runtime.memory.store import (
     fts_query,
     memory_id,
 )
+from runtime.secrets import masked
 from runtime.text import valid_text
 from runtime.tools.render import cut
 from runtime.tools.threads import to_the_end
@@ -117,7 +118,8 @@ class SQLiteMemory:
         it kept.
 
         A lone surrogate in the text (or in ``run_id``, ``role``, ``worker``) is kept
-        as U+FFFD, as the run store keeps it: the file holds valid UTF-8.
+        as U+FFFD, as the run store keeps it: the file holds valid UTF-8. A secret
+        (:mod:`runtime.secrets`) is kept masked, and so embedded.
 
         Raises:
             ValueError: for an empty text or a bad namespace.
@@ -127,8 +129,10 @@ class SQLiteMemory:
         _check_namespace(namespace)
         if not text.strip():
             raise ValueError("a memory needs some text (it was empty)")
-        text = valid_text(text)
-        run_id, role, worker = (_valid(v) for v in (run_id, role, worker))
+        text = _kept_as(text)
+        run_id, role, worker = (
+            _kept_as(v) if v is not None else None for v in (run_id, role, worker)
+        )
         found_id = memory_id(namespace, text)
         kept = cut(text.strip(), self.max_chars, what="memory", fate="kept")
         row = (found_id, namespace, kept, kind, run_id, role, worker, time.time())
@@ -157,7 +161,7 @@ class SQLiteMemory:
         """The ``k`` memories of ``namespace`` that match ``query`` best: by BM25 over
         its words (``any`` of them, or ``all``), merged with the nearest vectors when
         there are embeddings. Any text is a valid query; one without words finds nothing
-        by text.
+        by text. A secret in it is masked before it is searched for (or embedded).
 
         Raises:
             ValueError: for a ``k`` outside 1 to 100, or a bad namespace.
@@ -167,7 +171,7 @@ class SQLiteMemory:
         _check_namespace(namespace)
         if not 1 <= k <= 100:
             raise ValueError(f"k must be between 1 and 100, got {k}")
-        query = valid_text(query)  # a lone surrogate: U+FFFD, as in the text kept
+        query = _kept_as(query)  # as the texts kept are: valid, secrets masked
         wide = k if self.embeddings is None else 4 * k  # candidates for the fusion
         terms = fts_query(query, match=match)
         by_text = (
@@ -299,8 +303,10 @@ def _check_namespace(namespace: str) -> None:
         raise ValueError(f"a namespace is 1 to 200 printable characters, got {namespace[:60]!r}")
 
 
-def _valid(value: str | None) -> str | None:
-    return valid_text(value) if value is not None else None
+def _kept_as(text: str) -> str:
+    """``text`` as the file keeps it (and an endpoint embeds it): valid UTF-8, with
+    every secret masked."""
+    return masked(valid_text(text))
 
 
 def _record(row: Row) -> MemoryRecord:

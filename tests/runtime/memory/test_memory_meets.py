@@ -1,6 +1,6 @@
 """Long-term memory where it meets other features, on real SQLite files: awkward text
-(lone surrogates, NUL), embeddings from the OpenAI adapter over the local server, and
-a file this process may only read."""
+(lone surrogates, NUL), embeddings from the OpenAI adapter over the local server,
+secrets, and a file this process may only read."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from runtime import MemoryStoreError, OpenAIEmbeddings, SQLiteMemory
 from runtime.memory import db, memory_id
+from runtime.secrets import add_secret
 from tests.support.openai_server import OpenAIServer
 
 SURROGATE = "\udcff"  # what Python makes of a byte of a file name that is not UTF-8
@@ -97,3 +98,30 @@ async def test_a_file_that_may_only_be_read_is_listed_and_searched_with_embeddin
             await write
         assert refused.value.path == str(file)
     reader.close()
+
+
+async def test_a_secret_never_reaches_the_file_or_the_embeddings_endpoint(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    """Whoever adds to the memory (a role's tools mask first; an application's own code
+    calls ``add`` itself), the file and the endpoint get the mask, never the secret."""
+    pytest.importorskip("sqlite_vec")
+    secret = "hunter2-database-password-7f3a"
+    add_secret(secret, "database password")
+    embeddings = OpenAIEmbeddings("embed-small", base_url=openai_server.base_url, api_key="k")
+    file = tmp_path / "semantic.db"
+    memory = SQLiteMemory(file, embeddings=embeddings)
+    kept = await memory.add(f"the orders database takes {secret} as its password", role=secret)
+    assert secret not in kept.text
+    assert "[database password hidden]" in kept.text
+    assert kept.role == "[database password hidden]"
+    [hit] = await memory.search(f"orders {secret}")
+    assert hit.record == kept
+    memory.close()
+    assert all(secret not in str(r.body) for r in openai_server.requests)
+    assert not holding(tmp_path, secret)
+
+
+def holding(folder: Path, text: str) -> list[str]:
+    """The files of ``folder`` (the memory file, its WAL) whose bytes hold ``text``."""
+    return [f.name for f in folder.iterdir() if text.encode() in f.read_bytes()]
