@@ -39,6 +39,7 @@ from runtime import (
     Event,
     Model,
     ModelRequest,
+    ModelResponseError,
     SystemMessage,
     Tool,
     ToolCall,
@@ -284,7 +285,8 @@ class Judge:
 
         Raises:
             BudgetExceeded: when the call would go past the run's budget.
-            HoneycombError: when the judge is not a role here, or its model call failed.
+            HoneycombError: when the judge is not a role here, or its model call failed
+                or gave no verdict (an empty answer, or one its output limit cut off).
         """
         role = self.roles.get(role_name)
         if role is None and self.caller is not None:
@@ -304,8 +306,19 @@ class Judge:
         who = role_name if check.worker is None else f"{role_name} of {check.worker}"
         response = await model_calls(model, self.budget, who, kind="judge").complete(request)
         text = (response.message.content or "").strip()
-        first = text.split(maxsplit=1)[0].strip(".!:,").upper() if text else ""
-        verdict = None if first == "PASS" else (text or "the judge gave no answer")
+        if not text:  # no verdict: no answer of the worker's could pass it
+            limit = request.max_output_tokens
+            why = (
+                f"cut off at its output limit of {limit} tokens (give the role {role_name!r} "
+                "a higher max_output_tokens)"
+                if response.finish_reason == "length"
+                else "empty"
+            )
+            raise ModelResponseError(
+                f"the judge {role_name!r} gave no verdict: its answer was {why}"
+            )
+        first = text.split(maxsplit=1)[0].strip(".!:,").upper()
+        verdict = None if first == "PASS" else text
         return verdict, response.usage, response.model
 
 

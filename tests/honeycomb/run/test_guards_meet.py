@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from honeycomb import (
+    AssistantMessage,
     BudgetExceeded,
     Budgets,
     Executor,
@@ -18,9 +19,11 @@ from honeycomb import (
     GuardrailTripped,
     Guards,
     ModelRequest,
+    ModelResponse,
     Policy,
     Role,
     RoleMemory,
+    RunFailed,
     SQLiteMemory,
 )
 from honeycomb.planning import RolePlanner
@@ -129,3 +132,44 @@ async def test_a_wall_time_names_the_worker_each_judge_call_in_flight_was_checki
         await executor.run("task", subtasks=[("w", "a"), ("w", "b")])
     cut = sorted(str(c).split(" (")[0] for c in caught.value.in_flight)
     assert cut == ["judge reviewer of s1", "judge reviewer of s2"]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [
+        (AssistantMessage(content=""), "its answer was empty"),
+        (
+            ModelResponse(message=AssistantMessage(content=""), finish_reason="length"),
+            "its answer was cut off at its output limit of 256 tokens (give the role "
+            "'reviewer' a higher "
+            "max_output_tokens)",
+        ),
+    ],
+)
+async def test_a_judge_that_gives_no_verdict_trips_at_once_saying_why(
+    verdict: AssistantMessage | ModelResponse, said: str
+) -> None:
+    # "No verdict" is nothing the worker could fix: its answer is not sent back.
+    answers = 0
+
+    def answer(request: ModelRequest) -> AssistantMessage | ModelResponse | str:
+        nonlocal answers
+        if "You are a guard" in (request.messages[0].content or ""):
+            return verdict
+        answers += 1
+        return "found"
+
+    executor = Executor(
+        [Role(name="w", guards=Guards(output=("reviewer",))), Role(name="reviewer")],
+        FunctionModel(answer),
+        aggregator="concat",
+    )
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    failed = caught.value.partial.subtasks["s1"].worker
+    assert isinstance(failed.exception, GuardrailTripped)
+    assert failed.exception.broken
+    assert failed.exception.reason == (
+        f"the guard raised ModelResponseError: the judge 'reviewer' gave no verdict: {said}"
+    )
+    assert answers == 1
