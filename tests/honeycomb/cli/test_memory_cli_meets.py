@@ -1,15 +1,18 @@
 """``honeycomb memory`` where it meets what workers keep: a model's note may hold a
-terminal's escapes, which the commands must not pass to the terminal."""
+terminal's escapes, which the commands must not pass to the terminal; and ``honeycomb
+demo --memory`` saying what the pages say it says."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
 
 from honeycomb.cli.main import main
 from runtime import SQLiteMemory
+from tests.support import ROOT
 
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # a window title, a cleared screen, red
 
@@ -34,3 +37,16 @@ def test_list_and_search_show_no_terminal_escapes(
         sum(f"{kept.id} " in line and "Lisbon" in line and "sunny" in line for line in lines) == 2
     )
     assert "(search one with: honeycomb memory search" in shown.out
+
+
+def test_the_recall_line_the_pages_quote_is_the_one_the_second_demo_prints(
+    fast_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory_page = (ROOT / "docs" / "memory.md").read_text()
+    cli_page = (ROOT / "docs" / "cli.md").read_text()
+    [quoted] = re.findall(r"honeycomb demo --memory --plain +# (.+)", memory_page)
+    assert f"`{quoted}`" in cli_page
+    for _ in range(2):
+        assert main(["demo", "--memory", "--plain", "--latency", "0", "--no-store"]) == 0
+    shown = capsys.readouterr().out
+    assert re.search(rf"\] {re.escape(quoted)}$", shown, re.M), quoted
