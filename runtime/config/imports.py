@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import traceback
+from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
@@ -27,7 +29,8 @@ def import_object(path: str) -> Any:
         # SystemExit too: a module that exits as it is imported (a script's argparse
         # at its top level) is a configuration's mistake, not the process's wish.
         raise ConfigError(
-            f"cannot import {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"cannot import {path!r}: importing {module_name!r} raised "
+            f"{type(exc).__name__}: {exc}{_where(exc, module_name)}"
         ) from exc
     for part in attr_path.split("."):
         try:
@@ -37,3 +40,19 @@ def import_object(path: str) -> Any:
                 f"cannot import {path!r}: {module_name!r} has no attribute {part!r}"
             ) from exc
     return obj
+
+
+def _where(exc: BaseException, module_name: str) -> str:
+    """Where in the module ``module_name`` the statement that raised ``exc`` as it was
+    imported is, as a ``SyntaxError`` says it (`` (tools.py, line 12)``): a ``@tool``
+    refused, a name not defined. Empty when no frame of it is on the traceback (a
+    ``SyntaxError``, which names the line itself)."""
+    places = [
+        (frame.f_code.co_filename, line)
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+        if frame.f_globals.get("__name__") == module_name
+    ]
+    if not places:
+        return ""
+    file, line = places[-1]
+    return f" ({Path(file).name}, line {line})"
