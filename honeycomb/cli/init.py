@@ -9,6 +9,7 @@ folder. Every one runs offline as it is, so a new folder validates and runs at o
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 from importlib import metadata
@@ -200,7 +201,7 @@ def init_command(args: argparse.Namespace) -> ExitStatus:
     print(f"made {target} from the {args.template} template:")
     for path in written:
         print(f"  {path}")
-    hive = target / "hive.yaml"
+    hive = shlex.quote(str(target / "hive.yaml"))  # commands to paste, as written
     print(f"\nnext:\n  honeycomb validate {hive}\n  honeycomb run {hive}")
     print(f"then read {target / 'README.md'} to make it yours or switch to a real model.")
     return ExitStatus.OK

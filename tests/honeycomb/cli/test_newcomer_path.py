@@ -3,6 +3,7 @@ at it with ``runs`` and ``trace``; what each says when something is to fix."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,18 @@ def test_validate_names_the_files_of_a_hive_tool_as_it_names_the_hive(
     assert out.endswith("'hive:facts.yaml': no hive file lead/facts.yaml\n")
     assert main(["run", "lead/hive.yaml", "--no-store"]) == ExitStatus.UNUSABLE
     assert str(here) not in capsys.readouterr().err
+
+
+def test_the_commands_init_says_to_run_next_run_as_pasted(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder whose name has a space: ``init`` said ``honeycomb validate my
+    hive/hive.yaml``, which a shell reads as two files; now quoted, and it runs."""
+    assert main(["init", "my hive"]) == ExitStatus.OK
+    lines = capsys.readouterr().out.splitlines()
+    said = [line.strip() for line in lines if line.startswith("  honeycomb ")]
+    assert said == [
+        "honeycomb validate 'my hive/hive.yaml'",
+        "honeycomb run 'my hive/hive.yaml'",
+    ]
+    assert main(shlex.split(said[0])[1:]) == ExitStatus.OK
