@@ -48,6 +48,7 @@ from pydantic import BaseModel
 from runtime.text import ESCAPE_DEPTH, open_escape, unescaped, unescaped_views
 
 __all__ = [
+    "CREDENTIAL_PARAMETERS",
     "MIN_LENGTH",
     "PASSWORD_PARAMETERS",
     "PLAIN_VARIABLES",
@@ -185,9 +186,10 @@ def url_secrets(text: str) -> list[str]:
     """The passwords of the URLs in ``text``: their userinfo's
     (``postgresql://user:PASSWORD@host/db``), each followed by the credentials an HTTP
     client sends for it (``Authorization: Basic <base64 of user:password>``, which an
-    endpoint may echo), and their ``password`` and ``sslpassword`` parameters'
-    (``?password=PASSWORD``, which libpq takes too); each as written, then
-    percent-decoded where that differs."""
+    endpoint may echo), and their parameters that carry a credential
+    (:data:`CREDENTIAL_PARAMETERS`: ``?password=PASSWORD``, which libpq takes too, or
+    an endpoint's ``?key=KEY``); each as written, then percent-decoded where that
+    differs."""
     found: list[str] = []
     for match in _URL.finditer(text):
         users, at, _ = match.group("authority").rpartition("@")
@@ -198,7 +200,7 @@ def url_secrets(text: str) -> list[str]:
             found.append(urllib.parse.unquote(password))
         for pair in (match.group("query") or "").split("&"):
             key, equals, value = pair.partition("=")
-            if equals and value and urllib.parse.unquote(key) in PASSWORD_PARAMETERS:
+            if equals and value and urllib.parse.unquote(key).lower() in CREDENTIAL_PARAMETERS:
                 found += [value, urllib.parse.unquote(value)]
     return list(dict.fromkeys(found))  # each once, in order
 
@@ -210,6 +212,20 @@ _URL = re.compile(
 
 PASSWORD_PARAMETERS = frozenset({"password", "sslpassword"})
 """The query parameters that carry a password (libpq's: the server's, the client key's)."""
+
+CREDENTIAL_PARAMETERS = PASSWORD_PARAMETERS | {
+    "access_token",
+    "api-key",
+    "api_key",
+    "apikey",
+    "client_secret",
+    "key",
+    "sig",
+    "token",
+}
+"""The query parameters whose values are credentials (their names in any case): the
+passwords, and the keys and tokens an endpoint takes in its URL (``?key=``, an SAS
+``sig``)."""
 
 
 def masked_with(text: str, secrets: Mapping[str, str]) -> str:

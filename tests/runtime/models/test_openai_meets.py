@@ -117,6 +117,23 @@ async def test_a_stream_broken_off_names_its_model_without_the_urls_password(
         assert password not in shown
 
 
+@pytest.mark.parametrize("parameter", ["key", "api-key", "Token", "sig"])
+async def test_a_key_in_the_query_of_a_base_url_is_a_secret(parameter: str) -> None:
+    """An endpoint that takes its key in its URL (``?key=``, as Google's APIs do) is
+    named with the key masked, as a password in the URL is: it was shown whole."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    key = "AIzaSy-query-key-0123456789"
+    url = f"http://127.0.0.1:{port}/v1?{parameter}={key}"
+    model = OpenAIModel("m", base_url=url, retry=RetryPolicy(attempts=1))
+    with pytest.raises(ModelConnectionError) as caught:
+        await model.complete(REQUEST)
+    assert f"{parameter}=[" in str(caught.value)
+    for shown in (str(caught.value), repr(caught.value), repr(model)):
+        assert key not in shown
+
+
 async def test_a_call_past_its_roles_time_limit_names_the_model_and_the_limit(
     openai_server: OpenAIServer,
 ) -> None:
