@@ -10,21 +10,23 @@ import contextlib
 import html
 import json
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from honeycomb import Approvals, Executor, Role, add_secret, tool
 from honeycomb.cli.main import main
 from honeycomb.run.decide import pending_of
-from honeycomb.store import RunStore
+from honeycomb.store import RunStore, RunSummary
 from honeycomb.testing import ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from runtime import AssistantMessage, ToolCall
+from runtime import AssistantMessage, StoreError, ToolCall
 from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _later, _until, _Watched
@@ -247,29 +249,38 @@ def test_the_page_of_a_postgresql_stores_server_names_it_without_its_password(
 
 
 async def test_in_chromium_a_page_says_its_store_became_unreadable_and_follows_again(
-    db: Path, browser: Any
+    db: Path, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The store's file is overwritten while a page follows a waiting run: the page
-    says so at its top, naming what is wrong with the store (not only in its data), and
-    follows its run again once the store can be read."""
+    """The store cannot be read while a page follows a waiting run (its file was
+    overwritten): the page says so at its top, naming what is wrong with the store (not
+    only in its data), and follows its run again once the store can be read. The store
+    refuses its reads for as long as the test says: an overwritten file is noticed as
+    soon as SQLite reads a page of it again, which a connection's cache may put off."""
     waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="r1")
     assert waiting.status == "waiting"
+    unreadable = threading.Event()
+    read = RunStore.summary
+
+    async def summary(store: RunStore, run_id: str) -> RunSummary | None:
+        if unreadable.is_set():
+            raise StoreError("the file is not a Honeycomb run store", path=str(db))
+        return await read(store, run_id)
+
+    monkeypatch.setattr(RunStore, "summary", summary)
     app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)), poll_s=0.1)
-    store = anyio.Path(db)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()
         watched = _Watched(await context.new_page())
         await watched.page.goto(f"{server.url}/runs/r1?token={TOKEN}")
         await _until(lambda: _later(watched, 0), "yes")  # its events are connected
         page = watched.page
-        kept = await store.read_bytes()
-        await store.write_bytes(b"not a store " * 1000)
+        unreadable.set()
         line = "p.lost:not([hidden])"
         await page.wait_for_selector(line, timeout=30_000)
         said = await page.inner_text(line)
         assert "This page stopped following its run" in said
         assert "the file is not a Honeycomb run store" in said
-        await store.write_bytes(kept)
+        unreadable.clear()
         await page.wait_for_selector("p.lost", state="hidden", timeout=30_000)
         assert await page.is_visible("form.approval")
         assert watched.errors == [], "\n".join(watched.errors)
