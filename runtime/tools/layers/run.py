@@ -118,14 +118,13 @@ class RunTool:
         except STOPS as exc:
             if found.nests:  # its nested workers stop its worker (see Stopped)
                 raise
-            # only a tool that nests may stop its worker
-            return _raised(found, exc, self.max_output_chars)
+            return self._raised(found, exc)  # only a tool that nests may stop its worker
         except ModelRetry as exc:
             message = cut(exc.message, self.max_output_chars, what="message")
             return Outcome(status="error", content=f"Error: {message}", error=message)
         except TimedOut as exc:
             if limit is None:  # a limit of the tool's own ran out: its failure
-                return _raised(found, exc, self.max_output_chars)
+                return self._raised(found, exc)
             # Cancelled, or waited for to its end (a sync side-effecting tool's thread
             # is, see runtime.tools.threads).
             text = _timeout_text(call, limit, time.perf_counter() - started)
@@ -134,16 +133,22 @@ class RunTool:
             task = asyncio.current_task()
             if task is None or task.cancelling():
                 raise  # the worker is cancelled (its run stopped): the call with it
-            # the tool's own: it awaited what was cancelled
-            return _raised(found, exc, self.max_output_chars)
+            return self._raised(found, exc)  # the tool's own: it awaited what was cancelled
         except Exception as exc:  # a failing tool becomes an observation, never a crash
-            return _raised(found, exc, self.max_output_chars)
+            return self._raised(found, exc)
         except BaseException as exc:  # KeyboardInterrupt, SystemExit ... stop the run
             # (the worker's cancellation went out above): say who stopped it
             exc.add_note(f"raised by tool {found.name!r} of worker {self.caller.worker}")
             raise
         # Whatever the tool returned, rendering it is not its failure.
         return Outcome(status="ok", content=render(value, self.max_output_chars))
+
+    def _raised(self, found: Tool[Any, Any], exc: BaseException) -> Outcome:
+        """A tool that raised: its observation says so, what it says cut as its output
+        would be (an error quoting a whole input floods no context, span or log)."""
+        error = cut(f"{type(exc).__name__}: {exc}", self.max_output_chars, what="error")
+        text = f"Error: tool {found.name!r} raised {error}"
+        return Outcome(status="error", content=text, error=error)
 
     def _arguments(self, call: Prepared) -> dict[str, Any]:
         """The call's arguments, with its context if its tool takes one."""
@@ -159,14 +164,6 @@ class RunTool:
             idempotency_key=idempotency_key(self.scope, worker, call.turn, asked.id),
         )
         return {**kwargs, found.context_param: ctx}
-
-
-def _raised(found: Tool[Any, Any], exc: BaseException, limit: int) -> Outcome:
-    """A tool that raised: its observation says so, its error cut at ``limit`` as its
-    output would be (an error quoting a whole input floods no context, span or log)."""
-    error = cut(f"{type(exc).__name__}: {exc}", limit, what="error")
-    text = f"Error: tool {found.name!r} raised {error}"
-    return Outcome(status="error", content=text, error=error)
 
 
 def _timeout_text(call: Prepared, timeout: float, elapsed: float) -> str:

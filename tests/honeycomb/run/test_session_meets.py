@@ -164,6 +164,16 @@ class _Moderated:
             await asyncio.sleep(60)
         return "It asks for a wire."
 
+    async def cut_off_judged(self, session: Session) -> None:
+        """Send the refused message, and cancel its task as the judge checks it; the
+        judge answers at once from then on."""
+        cut = asyncio.create_task(session.run(REFUSED))
+        await self.judging.wait()
+        cut.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cut
+        self.slow = False
+
 
 @pytest.mark.parametrize("kept", [True, False], ids=["store", "no-store"])
 async def test_a_message_its_judge_had_no_time_to_check_is_never_told_to_a_later_turn(
@@ -187,12 +197,7 @@ async def test_a_turn_cut_off_as_its_judge_checked_it_and_refused_on_resume_is_d
     moderated = _Moderated(store=db)
     session = moderated.executor.session("ann")
     await session.run("Hello.")
-    cut = asyncio.create_task(session.run(REFUSED))
-    await moderated.judging.wait()
-    cut.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await cut
-    moderated.slow = False
+    await moderated.cut_off_judged(session)
     with pytest.raises(GuardrailTripped):
         await session.resume()  # checked again, as its run goes on: refused
     await session.run("And now?")
@@ -270,11 +275,6 @@ async def test_a_message_is_answered_after_the_only_turn_it_resumed_was_refused(
 ) -> None:
     moderated = _Moderated(store=db)
     session = moderated.executor.session("ann", unfinished="resume")
-    cut = asyncio.create_task(session.run(REFUSED))
-    await moderated.judging.wait()
-    cut.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await cut
-    moderated.slow = False
+    await moderated.cut_off_judged(session)
     assert (await session.run("And now?")).status == "ok"
     assert [t.message for t in await session.turns()] == ["And now?"]
