@@ -6,6 +6,7 @@ The kinds a cases file writes (:mod:`honeycomb.evals.spec`) are made here too
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -66,13 +67,22 @@ def as_check(given: Check | CheckFn) -> Check:
 
 
 async def verdict(check: Check, run: CaseRun) -> Verdict:
-    """Run ``check`` on ``run``; a check that raises fails, its error the reason."""
+    """Run ``check`` on ``run``; a check that raises fails, its error the reason
+    (``pytest.fail()``'s too).
+
+    Raises:
+        KeyboardInterrupt, SystemExit, asyncio.CancelledError: raised by the check or
+            while it ran: they stop the eval, not only the check.
+    """
     try:
         found = check.fn(run.answer if run.answer is not None else run.answer_text, run)
         if inspect.isawaitable(found):
             found = await found
         score = _bounded(_as_score(found))
-    except Exception as exc:  # a broken check is a failed one, and says why
+    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+        raise  # the eval is being stopped, not this check
+    except BaseException as exc:  # a broken check is a failed one, and says why
+        # BaseException: pytest.fail() raises Failed, which is no Exception.
         score = Score(score=0.0, reason=f"the check raised {type(exc).__name__}: {exc}")
     passed = score.score >= check.threshold
     reason = score.reason

@@ -3,6 +3,7 @@ that does not, saying why; checks in Python are plain callables."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from honeycomb.errors import ConfigErrors
-from honeycomb.evals import Check, Judges, Score, load_cases
+from honeycomb.evals import Case, CaseRun, Check, Judges, Score, evaluate, load_cases
 from honeycomb.evals.checks import built_check, verdict
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.hive import load_hive
@@ -19,7 +20,7 @@ from honeycomb.offline import OfflineModel
 from honeycomb.offline.rules import PREFIX
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, Usage
-from tests.support.evals import shown_run, tiny_hive, write
+from tests.support.evals import shown_run, tiny_hive, write, writer
 
 CALLS = [
     {
@@ -251,6 +252,40 @@ async def test_an_async_check_is_awaited_and_a_check_that_raises_fails_with_its_
     assert (await verdict(Check(name="later", fn=later), shown_run("a"))).passed
     found = await verdict(Check(name="broken", fn=broken), shown_run("a"))
     assert found.reason == "the check raised KeyError: 'total'"
+
+
+async def test_a_check_that_calls_pytest_fail_fails_with_its_message_and_the_eval_goes_on() -> None:
+    def polite(answer: str, run: CaseRun) -> None:
+        if "hello" not in answer:
+            pytest.fail(f"not polite: {answer!r}")  # Failed: a BaseException, no Exception
+
+    found = await verdict(Check(name="polite", fn=polite), shown_run("go away"))
+    assert (found.passed, found.reason) == (False, "the check raised Failed: not polite: 'go away'")
+    cases = [
+        Case(id="rude", task="Be rude.", checks=[polite]),
+        Case(id="kind", task="Be kind.", checks=[lambda answer, run: True]),
+    ]
+    report = await evaluate(writer("go away"), cases)
+    assert [(c.id, c.passed) for c in report.cases] == [("rude", False), ("kind", True)]
+    assert report.cases[0].why.startswith("polite: the check raised Failed: not polite: ")
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_ctrl_c_or_an_exit_in_a_check_stops_the_eval(stop: type[BaseException]) -> None:
+    def stops(answer: str, run: CaseRun) -> None:
+        raise stop()
+
+    case = Case(id="stops", task="Say it.", checks=[stops])
+    with pytest.raises(stop):
+        asyncio.run(evaluate(writer("it"), [case]))
+
+
+async def test_a_check_cancelled_is_cancelled_not_failed() -> None:
+    async def cancelled(answer: str, run: CaseRun) -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await verdict(Check(name="cancelled", fn=cancelled), shown_run("a"))
 
 
 async def test_the_offline_judge_fails_an_empty_answer_and_passes_one_that_is_not(
