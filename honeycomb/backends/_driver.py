@@ -271,9 +271,11 @@ class Driver:
             if op in ("reserve", "reserve_tools"):  # at once, in order: no await between
                 self._answer_now(number, *self._reserve(*args))
             else:
-                # In the worker's own context here: a pinned tool finds its run.
+                # In a copy of the worker's context here: a pinned tool finds its run,
+                # and what one call sets (a hive tool's sub-run, as it runs) is not
+                # another's, as each call's task has its own copy in one process.
                 helper = self._channel.loop.create_task(
-                    self._answer(number, op, args, options), context=self._context
+                    self._answer(number, op, args, options), context=self._context.copy()
                 )
                 self._helpers[number] = helper
                 helper.add_done_callback(lambda _: self._helpers.pop(number, None))

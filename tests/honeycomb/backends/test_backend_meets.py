@@ -178,6 +178,40 @@ async def test_a_hive_tools_workers_ask_the_calling_runs_approver_and_spend_its_
     assert result.usage.model_calls == 4  # the lead's two, the sub-run's worker's two
 
 
+async def test_an_agent_tool_called_beside_a_hive_tool_runs_its_worker_in_the_callers_run(
+    backend: RayBackend | None,
+) -> None:
+    """A remote worker's turn calls an agent tool and a hive tool at once. At the
+    driver, both calls ran in one context: the hive tool's sub-run, once started, was
+    the run the agent tool looked its role up in (the sub-run has no role 'r': "tool
+    'r' raised KeyError: 'r'"), or, with one, ran its worker there, named as the
+    sub-run's."""
+    from honeycomb.events import WorkerStarted
+
+    other = Role(name="f", tools=(f"{TOOLS}:echo",))
+    facts = Executor(
+        [other], FunctionModel(scripted), aggregator="concat", planner=lambda t: [("f", t)]
+    )
+    lead = Role(name="lead", tools=("agent:r", "facts"))
+    ex = Executor(
+        [lead, WORKER], FunctionModel(scripted), aggregator="concat", backend=backend,
+        tools=[facts.as_tool("facts")],
+    )  # fmt: skip
+    inner = script([("echo", {"text": "deep", "delay": 0.05})])
+    calls = script([("r", {"instruction": inner}), ("facts", {"instruction": inner})])
+    started: list[tuple[str | None, str | None]] = []
+
+    def heard(event: object) -> None:
+        if isinstance(event, WorkerStarted):
+            started.append((event.worker, event.parent))
+
+    result = await ex.run("t", subtasks=[("lead", calls)], on_event=[heard])
+    nested, sub_run = result.subtasks["s1"].text.split("|")
+    assert nested == "deep"
+    assert sub_run.endswith("deep")
+    assert ("s1/c0_0", "s1") in started  # the run's nested worker, named as the run names it
+
+
 async def test_a_remote_workers_memory_keeps_no_secret(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
