@@ -6,7 +6,9 @@ A tool call::
     argument guards -> approval -> locks and slots -> journal -> trace -> the tool (its time limit)
 
 - **Argument guards** first: a call a guard refuses is never shown to a person, and
-  their verdicts on a whole turn come before any call of it runs.
+  their verdicts on a whole turn come before any call of it runs. A call is judged
+  once: one the run's record shows they passed (journaled, or asked about) is not
+  judged again as a resumed turn goes on.
 - **Approval** next: a person decides on calls that passed the guards, before any
   call of the turn runs; a call waiting for a decision pauses the worker with none
   of its calls run. An approval with edited arguments runs them, through every
@@ -138,9 +140,9 @@ def tool_calls(
     if slots is not None or not known or any(t.exclusive is not None for t in known):
         calls = Held(calls, locks if locks is not None else LockTable(), slots)
     if gate is not None:
-        calls = Approving(calls, gate, guard)
+        calls = Approving(calls, gate, guard, journal)
     if guard is not None:
-        calls = ArgumentGuards(calls, guard, journal)
+        calls = ArgumentGuards(calls, guard, journal, gate.log if gate is not None else None)
     return calls
 
 

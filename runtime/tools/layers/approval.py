@@ -3,7 +3,8 @@ approval get a decision before any call of the turn runs (see
 :mod:`runtime.tools.approvals`). A denied call's observation is ``denied:
 <reason>``; an approval with edited arguments runs the call with them, validated
 again and checked by the argument guards again (a person's edit passes the same
-policy as the model's call), its observation saying so; calls with no decision yet stop the turn
+policy as the model's call), its observation saying so (once: a call the journal knows
+ran with them, and is not judged again); calls with no decision yet stop the turn
 (``ApprovalNeeded``): the worker pauses, none of its calls having run."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from runtime.tools.approvals import ApprovalGate
+from runtime.tools.journal import Journal
 from runtime.tools.layers.base import (
     Admitted,
     Outcome,
@@ -36,14 +38,22 @@ class Approving(ToolLayer):
         gate: Decides on the calls that need a person's approval.
         guard: The argument guards, which checked the model's arguments before the
             person saw them, and check edited ones again (None: no guards).
+        journal: Where calls of earlier lives are known (None: none are): one it
+            knows ran with its edited arguments once they passed, and is not
+            judged again.
     """
 
     def __init__(
-        self, next: ToolHandler, gate: ApprovalGate, guard: CallGuard | None = None
+        self,
+        next: ToolHandler,
+        gate: ApprovalGate,
+        guard: CallGuard | None = None,
+        journal: Journal | None = None,
     ) -> None:
         super().__init__(next)
         self.gate = gate
         self.guard = guard
+        self.journal = journal
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
         gate = self.gate
@@ -61,12 +71,18 @@ class Approving(ToolLayer):
                 )
             else:
                 approved = replace(call, kwargs=verdict.kwargs, note=verdict.note)
-                if verdict.kwargs is not call.kwargs:
+                if verdict.kwargs is not call.kwargs and not self._ran(call):
                     edited.append((len(verdicts), approved))
                 verdicts.append(approved)
         if edited and self.guard is not None:
             await _guarded(self.guard, edited, verdicts)
         return await admit_rest(self.next, verdicts)
+
+    def _ran(self, call: Prepared) -> bool:
+        """Whether the journal knows ``call`` from an earlier life (it passed then)."""
+        return (
+            self.journal is not None and self.journal.recorded(call.turn, call.call.id) is not None
+        )
 
     def __call__(self, call: Prepared) -> Coroutine[Any, Any, Outcome]:
         if not call.note:

@@ -1,8 +1,11 @@
 """The tool-call layer of argument guards: every call of a turn, its arguments
 validated, gets the guards' verdict before any call of the turn runs (and before a
 person is asked about any); a refused call's observation is the guards' reason, and
-it never runs. A call the journal knows from an earlier life was checked before it
-ran then, and is not checked again."""
+it never runs. A call is judged once: one the run's record shows was judged in an
+earlier life (the journal knows it: it was checked before it ran; or it was asked
+about: it passed before a person was asked) keeps that verdict, and is not judged
+again as its turn goes on (a judge's tokens spent twice, and maybe another verdict
+on a call a person approved)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from runtime.messages import ToolCall
+from runtime.tools.approvals import ApprovalLog
 from runtime.tools.define import Tool
 from runtime.tools.journal import Journal
 from runtime.tools.layers.base import (
@@ -41,18 +45,24 @@ class ArgumentGuards(ToolLayer):
         next: The layers inside it.
         guard: Checks a turn's calls (a worker's argument guards).
         journal: Where calls of earlier lives are known (None: none are).
+        asked: Where calls asked about are known (None: none are), each of which
+            passed the guards before it was asked about.
     """
 
-    def __init__(self, next: ToolHandler, guard: CallGuard, journal: Journal | None) -> None:
+    def __init__(
+        self,
+        next: ToolHandler,
+        guard: CallGuard,
+        journal: Journal | None,
+        asked: ApprovalLog | None = None,
+    ) -> None:
         super().__init__(next)
         self.guard = guard
         self.journal = journal
+        self.asked = asked
 
     async def admit(self, calls: Sequence[Prepared]) -> list[Admitted]:
-        journal = self.journal
-        checked = [
-            c for c in calls if journal is None or journal.recorded(c.turn, c.call.id) is None
-        ]
+        checked = [c for c in calls if not self._judged(c)]
         verdicts: list[Admitted] = list(calls)
         if checked:
             turn = checked[0].turn
@@ -65,3 +75,10 @@ class ArgumentGuards(ToolLayer):
                 for c in calls
             ]
         return await admit_rest(self.next, verdicts)
+
+    def _judged(self, call: Prepared) -> bool:
+        """Whether the run's record shows ``call`` passed the guards before."""
+        turn, call_id = call.turn, call.call.id
+        if self.journal is not None and self.journal.recorded(turn, call_id) is not None:
+            return True
+        return self.asked is not None and self.asked.recorded(turn, call_id) is not None

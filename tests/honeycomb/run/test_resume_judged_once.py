@@ -1,0 +1,137 @@
+"""A tool call is judged once: a resumed run does not ask the argument guards again
+about a call its record shows they passed (one asked about, one the journal knows),
+so a judge's tokens are not spent twice on it, nor a call a person approved refused
+by a verdict that changed its mind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from honeycomb import (
+    Approvals,
+    Executor,
+    GuardCheck,
+    Guards,
+    ModelRequest,
+    Role,
+    tool,
+)
+from honeycomb.testing import FunctionModel, ScriptedModel, call
+
+PAY = {"to": "bob", "amount": 40}
+
+
+class Bank:
+    """A judge role's verdicts and the payments made, counted."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[str] = []
+        self.paid: list[tuple[str, int]] = []
+        self.paying = anyio.Event()
+        self.hang = False
+
+    def answer(self, request: ModelRequest) -> object:
+        if "You are a guard" in (request.messages[0].content or ""):  # the judge's call
+            self.verdicts.append(request.messages[-1].content or "")
+            return "PASS"
+        if not any(m.role == "tool" for m in request.messages):
+            return call("pay", PAY, id="pay_1")
+        return "Paid."
+
+    def executor(self, db: Path) -> Executor:
+        bank = self
+
+        @tool(side_effects=True)
+        async def pay(to: str, amount: int) -> str:
+            """Pay someone."""
+            bank.paid.append((to, amount))
+            bank.paying.set()
+            if bank.hang:  # the process is stopped here, mid-effect
+                await anyio.sleep_forever()
+            return f"paid {amount} to {to}"
+
+        payer = Role(
+            name="payer",
+            tools=("pay",),
+            approvals=Approvals(tools=("pay",)),
+            guards=Guards(arguments=("auditor",)),
+        )
+        roles = [payer, Role(name="auditor", instructions="Judge the payment.")]
+        return Executor(roles, FunctionModel(self.answer), tools=[pay], store=db)
+
+
+async def test_an_approved_call_is_not_judged_again_as_its_run_resumes(tmp_path: Path) -> None:
+    bank = Bank()
+    waiting = await bank.executor(tmp_path / "runs.db").run(
+        "Pay bob", subtasks=[("payer", "Pay bob 40.")], run_id="r1"
+    )
+    assert waiting.status == "waiting"
+    assert len(bank.verdicts) == 1  # judged before the person was asked
+    await bank.executor(tmp_path / "runs.db").decide("r1", "pay_1", approve=True)
+    done = await bank.executor(tmp_path / "runs.db").resume("r1")
+    assert done.status == "ok"
+    assert bank.paid == [("bob", 40)]
+    assert len(bank.verdicts) == 1  # its verdict stands: the judge is not asked again
+    # The run's model calls: the worker's two turns, the one verdict.
+    assert done.usage.model_calls == 3
+
+
+async def test_edited_arguments_that_ran_are_not_judged_again_as_the_run_resumes(
+    tmp_path: Path,
+) -> None:
+    bank = Bank()
+    db = tmp_path / "runs.db"
+    await bank.executor(db).run("Pay bob", subtasks=[("payer", "Pay bob 40.")], run_id="r1")
+    edit = {"to": "bob", "amount": 30}
+    await bank.executor(db).decide("r1", "pay_1", approve=True, arguments=edit)
+    bank.hang = True
+    async with anyio.create_task_group() as tg:  # stopped as the payment is made
+        tg.start_soon(bank.executor(db).resume, "r1")
+        await bank.paying.wait()
+        tg.cancel_scope.cancel()
+    assert bank.paid == [("bob", 30)]
+    assert len(bank.verdicts) == 2  # the model's arguments, then the person's edit
+    bank.hang = False
+    done = await bank.executor(db).resume("r1")
+    assert bank.paid == [("bob", 30)]  # not paid twice
+    assert len(bank.verdicts) == 2  # nor the edit judged again: it ran once it passed
+    observation = done.subtasks["s1"].worker.transcript.messages[3]
+    assert observation.status == "unknown"
+
+
+def refuses_once_passed(check: GuardCheck) -> str | None:
+    """A guard whose verdict on a call changed once it had passed it."""
+    refuses_once_passed.seen += 1  # type: ignore[attr-defined]
+    return None if refuses_once_passed.seen == 1 else "changed its mind"  # type: ignore[attr-defined]
+
+
+async def test_a_call_a_person_approved_is_not_refused_by_a_guard_asked_again(
+    tmp_path: Path,
+) -> None:
+    refuses_once_passed.seen = 0  # type: ignore[attr-defined]
+    paid: list[int] = []
+
+    @tool(side_effects=True)
+    async def pay(to: str, amount: int) -> str:
+        """Pay someone."""
+        paid.append(amount)
+        return f"paid {amount} to {to}"
+
+    def executor() -> Executor:
+        payer = Role(
+            name="payer",
+            tools=("pay",),
+            approvals=Approvals(tools=("pay",)),
+            guards=Guards(arguments=(refuses_once_passed,)),
+        )
+        model = ScriptedModel([call("pay", PAY, id="pay_1"), "Paid."])
+        return Executor([payer], model, tools=[pay], store=tmp_path / "runs.db")
+
+    await executor().run("Pay bob", subtasks=[("payer", "Pay bob 40.")], run_id="r1")
+    await executor().decide("r1", "pay_1", approve=True)
+    done = await executor().resume("r1")
+    assert paid == [40]
+    assert refuses_once_passed.seen == 1  # type: ignore[attr-defined]
+    assert done.subtasks["s1"].worker.transcript.messages[3].content == "paid 40 to bob"
