@@ -8,7 +8,6 @@ it with the first server that starts, so ``import honeycomb`` does not.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -35,6 +34,9 @@ _PAGES = 100
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
+_Process = ServerProcess[SessionMessage | Exception, SessionMessage]
+"""A stdio server's process, as this module talks to it."""
+
 _STDERR_TAIL = 600
 """Characters of what a server wrote to stderr that an error about it shows."""
 
@@ -58,19 +60,24 @@ class Session:
         tools: Its tools, as it listed them when the connection started.
     """
 
-    def __init__(self, server: str, client: Client, ended: asyncio.Event | None) -> None:
+    def __init__(self, server: str, client: Client, process: _Process | None) -> None:
         self.server = server
         self.tools: tuple[Listed, ...] = ()
         self._client = client
-        self._ended = ended
+        self._process = process
         self._lost = False
-        self.errlog: Stderr | None = None
+        self.errlog = process.said if process is not None else None
 
     @property
     def ended(self) -> bool:
         """Whether the connection has ended: a call found it lost, or a stdio server's
-        output ended (its process exited)."""
-        return self._lost or (self._ended is not None and self._ended.is_set())
+        output ended (its process exited, or was killed as broken)."""
+        return self._lost or (self._process is not None and self._process.ended.is_set())
+
+    @property
+    def broken(self) -> str | None:
+        """Why a stdio server was killed as it ran (``wrote a message ...``), or None."""
+        return self._process.broken if self._process is not None else None
 
     def said(self) -> str:
         """`` (it said: ...)`` with the end of what it wrote to stderr, or ``""``."""
@@ -127,6 +134,8 @@ class Session:
         # finds it so, and the next call makes it again.
         self._lost = True
         said = stderr_tail(self.errlog, since=mark)  # what it wrote as it died
+        if self.broken is not None:
+            return ServerGone(self.server, f"{self.broken} during the call to {tool!r}{said}")
         return ServerGone(self.server, f"stopped during the call to {tool!r}{said}")
 
 
@@ -141,10 +150,14 @@ async def connect(
     url: str | None,
     headers: Mapping[str, str],
     start_timeout: float,
+    max_message_mb: float,
 ) -> AsyncIterator[Session]:
     """Start (or reach) a server, list its tools, and yield the live session; the server
     is stopped when the block ends (a stdio server's process with it, whatever ends
     the block). Enter and leave it in one task.
+
+    A stdio server that writes a message of more than ``max_message_mb`` megabytes
+    (one that never ends) is killed as broken: its calls then fail saying so.
 
     Raises:
         McpServerError: when it cannot be started or reached, or does not list its
@@ -152,7 +165,7 @@ async def connect(
     """
     async with AsyncExitStack() as stack:
         errlog: Stderr | None = None
-        process: ServerProcess[SessionMessage | Exception, SessionMessage] | None = None
+        process: _Process | None = None
         refused: _Refused | None = None
         if command is not None:
             process = ServerProcess(
@@ -161,6 +174,11 @@ async def connect(
                 cwd=cwd,
                 parse=_message,
                 dump=_line,
+                max_line=int(max_message_mb * 1_000_000),
+                too_long=(
+                    f"wrote a message longer than {max_message_mb:g} MB (its max_message_mb), "
+                    "and was stopped as broken"
+                ),
             )
             errlog = process.said  # kept (not shown): its end tells why it died
             transport: Any = process
@@ -176,8 +194,7 @@ async def connect(
             transport = streamable_http_client(url or "", http_client=http)
             await stack.enter_async_context(http)
         client = Client(transport)
-        session = Session(server, client, process.ended if process is not None else None)
-        session.errlog = errlog
+        session = Session(server, client, process)
         try:
             with within(start_timeout):
                 await stack.enter_async_context(client)
@@ -189,7 +206,8 @@ async def connect(
             raise McpServerError(server, f"cannot be started: {exc}") from exc
         except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
             said = stderr_tail(errlog) if refused is None else refused.status()
-            raise McpServerError(server, f"could not be started: {_reason(exc)}{said}") from exc
+            reason = _reason(exc) if session.broken is None else session.broken
+            raise McpServerError(server, f"could not be started: {reason}{said}") from exc
         if process is not None:
             process.started = True  # from now on it is stopped the MCP way, with a grace
         yield session

@@ -71,10 +71,15 @@ class ServerProcess(Generic[In, Out]):
     shutdown is itself cut short, with SIGKILL at once. Once it has exited, however it
     did (stopped, or dying as it ran), what it started and left running is killed.
 
+    A line longer than ``max_line`` bytes is not read on: the server is broken (it
+    writes a message no client can hold, or one that never ends), so it is killed and
+    its output ends, as if it had died, with :attr:`broken` saying why.
+
     Attributes:
         started: Set by the client once the server answered its handshake and listed
             its tools: from then on it is stopped gracefully.
         ended: Set when the server's output ends (it exited) or cannot be written to.
+        broken: Why it was killed as it ran (a line over ``max_line``), or None.
         said: The end of what it wrote to stderr.
 
     Raises:
@@ -89,6 +94,8 @@ class ServerProcess(Generic[In, Out]):
         cwd: str | None,
         parse: Callable[[str], In],
         dump: Callable[[Out], str],
+        max_line: int,
+        too_long: str,
     ) -> None:
         self._argv = list(argv)
         self._env = dict(env)
@@ -97,8 +104,11 @@ class ServerProcess(Generic[In, Out]):
         self._said_all = asyncio.Event()  # its stderr ended
         self._parse = parse
         self._dump = dump
+        self._max_line = max_line
+        self._too_long = too_long
         self.started = False
         self.ended = asyncio.Event()
+        self.broken: str | None = None
         self._written = asyncio.Event()  # the writer is done: every message it took is out
         self._block: AbstractAsyncContextManager[_Streams[In, Out]] | None = None
 
@@ -174,14 +184,22 @@ class ServerProcess(Generic[In, Out]):
         """The server's output, a message a line, to the client. Once the client takes
         no more, the rest is read and dropped: a server blocked writing cannot exit.
         When it ends, what the server wrote to stderr as it exited is read before the
-        client hears of it (the error it makes says it)."""
+        client hears of it (the error it makes says it). A line that would pass
+        ``max_line`` bytes ends it: the server is killed."""
         assert process.stdout is not None
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # The pieces of the line under way: joined once it ends, so a long line (a
         # result of many megabytes) is read in time linear in its length.
         pieces: list[str] = []
+        size = 0  # bytes of the line under way
         try:
             while chunk := await process.stdout.read(_CHUNK):
+                newline = chunk.find(b"\n")
+                if size + (len(chunk) if newline < 0 else newline) > self._max_line:
+                    self.broken = self._too_long
+                    _signal(process, signal.SIGKILL)
+                    return
+                size = size + len(chunk) if newline < 0 else len(chunk) - chunk.rfind(b"\n") - 1
                 *lines, rest = text.decode(chunk).split("\n")
                 if lines:
                     lines[0] = "".join([*pieces, lines[0]])

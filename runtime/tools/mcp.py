@@ -90,6 +90,9 @@ class McpServer(Settings, frozen=True, kw_only=True):
         headers: Sent with every request (``Authorization``); never shown.
         start_timeout: Seconds it may take to start and list its tools; a stdio server
             not started by then is killed.
+        max_message_mb: Megabytes one message of a stdio server may take (a line of its
+            output): one that writes a longer one (or a line that never ends) is killed
+            as broken, and the calls under way are told so.
         tools: Per tool (by its MCP name), how it runs instead of as its annotations say.
 
     Raises:
@@ -105,6 +108,7 @@ class McpServer(Settings, frozen=True, kw_only=True):
     url: str | None = None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     start_timeout: Annotated[float, Meta(gt=0)] = 30.0
+    max_message_mb: Annotated[float, Meta(gt=0)] = 64.0
     tools: dict[str, McpToolSettings] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -336,6 +340,8 @@ class _Live:
         if self.session is not None and self.session.ended:
             if self.server.url is not None:  # no process: its connection went
                 return "its connection was lost"
+            if self.session.broken is not None:
+                return f"it {self.session.broken}{self.session.said()}"
             return f"it exited{self.session.said()}"
         return self.error.reason if self.error is not None else "it was stopped"
 
@@ -456,6 +462,7 @@ class McpServers:
                 url=server.url,
                 headers=server.headers,
                 start_timeout=server.start_timeout,
+                max_message_mb=server.max_message_mb,
             ) as session:
                 live.session = session
                 live.ready.set()

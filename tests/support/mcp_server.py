@@ -10,8 +10,9 @@ Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``, whic
 that fails with ``isError`` (``refuse``), a slow one (``slow``), one that answers once
 ``count`` of its calls are in at once (``gather``: a rendezvous, once per server), one
 that returns an image and an embedded resource (``picture``), a long line (``long``),
-its process id (``pid``), a process of its own started (``spawn``), its folder and
-environment (``where``), and a way to die (``die``, saying ``say`` on stderr).
+a line that never ends (``endless``), its process id (``pid``), a process of its own
+started (``spawn``), its folder and environment (``where``), and a way to die (``die``,
+saying ``say`` on stderr).
 ``--without TOOL`` leaves a tool out of its list (a server whose tools changed).
 ``append_note``, ``set_flag`` and ``slow`` write to the file ``$MCP_TEST_NOTES`` (one
 line a call, ``slow`` as it starts), so a test can see what ran, in which order, and
@@ -33,6 +34,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import EmbeddedResource, TextResourceContents, ToolAnnotations
 
 server = MCPServer("honeycomb-test")
+
+_WIRE = os.dup(1)
+"""Its stdout, where its messages go: the SDK sends what else writes to it to stderr."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -137,6 +141,13 @@ def where() -> dict[str, str | None]:
 @server.tool(description="A text of `chars` characters, on one line.", annotations=READ_ONLY)
 def long(chars: int) -> str:
     return "b" * chars
+
+
+@server.tool(description="Write to stdout, without a newline, forever.", annotations=READ_ONLY)
+async def endless(kb: int = 256, every: float = 0.01) -> str:
+    while True:  # a broken server: ``kb`` KB of one line that never ends, each ``every`` s
+        os.write(_WIRE, b"x" * (kb * 1024))
+        await anyio.sleep(every)
 
 
 @server.tool(description="Start a process that outlives the call; its id.", annotations=READ_ONLY)

@@ -154,3 +154,29 @@ async def test_a_server_that_floods_its_stderr_fills_no_disk_and_its_last_words_
             await run.call("t", "die", {"say": "the end"})
     assert kept_on_disk < 1_000_000
     assert "stopped during the call to 'die' (it said: the end);" in died.value.message
+
+
+async def test_a_server_whose_line_never_ends_is_stopped_at_its_limit_and_others_go_on() -> None:
+    """A server that writes one line and never ends it is not read into memory without
+    end: past its ``max_message_mb`` it is killed as broken, the call under way says so
+    (naming the server and the limit), a call of another server made with it goes on,
+    and the next call starts the broken one again."""
+    broken, other = sdk_server(max_message_mb=1), sdk_server("u")
+    async with running(broken, other) as run:
+        pid = int(await run.call("t", "pid", {}))
+        endless = mcp_tools(broken, await run.listed("t"))["endless"]
+        lookup = mcp_tools(other, await run.listed("u"))["lookup"]
+        asked = [
+            ToolCall(id="a", name="endless", arguments="{}"),
+            ToolCall(id="b", name="lookup", arguments='{"word": "bee"}'),
+        ]
+        with within(10):  # a failsafe: 25 MB a second, read for ever without a limit
+            flooded, looked_up = await layered(ToolRegistry([endless, lookup])).dispatch(asked)
+            await wait_until_gone(pid)
+        assert flooded.status == "error"
+        assert (
+            "MCP server 't' wrote a message longer than 1 MB (its max_message_mb), and was "
+            "stopped as broken during the call to 'endless'"
+        ) in flooded.content
+        assert (looked_up.status, looked_up.content) == ("ok", "an insect that makes honey")
+        assert await run.call("t", "lookup", {"word": "hive"}) == "where bees live"
