@@ -28,6 +28,7 @@ The tree::
     │   ├── MaxTurnsExceeded        told to answer after max_turns, it called tools again
     │   ├── OutputValidationError   the final answer kept failing its output schema
     │   ├── OutputCutOff            an answer ended at its output limit with nothing usable
+    │   ├── ContextBudgetTooSmall   a compaction budget cannot hold the next request
     │   ├── RunawayLoop             the model kept repeating the same tool calls
     │   ├── OutcomeUnknown          a side effect's outcome was lost in a crash
     │   └── NotStarted              a nested worker to continue could not start (its MCP tools)
@@ -79,6 +80,7 @@ __all__ = [
     "CassetteMismatch",
     "ConfigError",
     "ConfigErrors",
+    "ContextBudgetTooSmall",
     "DuplicateToolError",
     "EmptyResponse",
     "EventLoopConflict",
@@ -553,6 +555,36 @@ class OutputCutOff(AgentError):
         super().__init__(
             f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
             "call: give the role a higher max_output_tokens (or the policy's for every role)"
+        )
+
+
+class ContextBudgetTooSmall(AgentError):
+    """A compacting worker's context budget cannot hold what its next request must
+    send: the system prompt and the task, the tools, the summary (if any) and its
+    newest turn's tool calls, with every text of that turn cut. No request over the
+    budget is sent (it would reach the model with its newest results cut away, or be
+    refused for its length).
+
+    Attributes:
+        worker: The worker.
+        budget: The role's ``compaction.budget_tokens``.
+        needed: The tokens that request takes at the least (estimated, or by the
+            role's token counter).
+        parts: What those tokens are, each with its share (``tools`` ...).
+    """
+
+    def __init__(
+        self, worker: str, budget: int, needed: int, parts: Sequence[tuple[str, int]]
+    ) -> None:
+        self.worker = worker
+        self.budget = budget
+        self.needed = needed
+        self.parts = tuple(parts)
+        shares = ", ".join(f"{what} {tokens:,}" for what, tokens in self.parts if tokens)
+        super().__init__(
+            f"worker {worker}'s context budget of {budget:,} tokens (compaction.budget_tokens) "
+            f"cannot hold its next request, which takes {needed:,} at the least ({shares}): "
+            f"raise the role's budget_tokens well above {needed:,}, or give it fewer tools"
         )
 
 

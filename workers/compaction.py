@@ -29,6 +29,7 @@ from runtime import (
     AssistantMessage,
     Budget,
     BudgetExceeded,
+    ContextBudgetTooSmall,
     HoneycombError,
     Message,
     Model,
@@ -55,6 +56,7 @@ from workers.context import (
     cut_text,
     cut_to_fit,
     estimate_tokens,
+    newest_bare,
     omission_note,
     summary_message,
     token_counter,
@@ -240,10 +242,14 @@ class Compactor:
 
         Raises:
             BudgetExceeded: when the run's budget allows no summary call at all.
+            ContextBudgetTooSmall: when no fold nor window could keep the request
+                within the budget (the head, the tools and the newest turn's calls
+                alone are over it), before any summary call.
         """
         before = self.size(state, head, messages, tools)
         if before <= self.compaction.trigger:
             return state, None
+        self._check_room(state, head, messages, tools)
         fixed = self.estimate(head, tools)
         cut = self._fold_point(messages, state.summarized, fixed)
         folds = state.compactions
@@ -400,6 +406,36 @@ class Compactor:
         note = omission_note(10 * (len(state.messages) + 1))  # the widest it can be
         room = self.compaction.budget_tokens - self.estimate((*head, *summary, note), tools)
         return ContextWindow(max_tokens=max(room, 1), count=self.count)
+
+    def _check_room(
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+    ) -> None:
+        """Fail before any summary call when no fold and no window could keep the
+        request within the budget: the head, the tools and the newest turn's calls,
+        every text cut, are over it alone.
+
+        Raises:
+            ContextBudgetTooSmall: then. A request over the budget, its newest results
+                cut away, helps no model (it repeats the calls it no longer sees).
+        """
+        newest = newest_bare(messages[state.summarized :])
+        least = self.estimate((*head, *newest), tools)
+        budget = self.compaction.budget_tokens
+        if least <= budget:
+            return
+        shares = [
+            ("the system prompt and the task", self.estimate(head)),
+            (
+                f"{len(tools)} tool{'s' * (len(tools) != 1)}",
+                self.estimate(head, tools) - self.estimate(head),
+            ),
+        ]
+        shares.append(("the newest turn's calls", least - sum(n for _, n in shares)))
+        raise ContextBudgetTooSmall(self.worker or "(alone)", budget, least, shares)
 
     def _finished(
         self,

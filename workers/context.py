@@ -43,6 +43,7 @@ __all__ = [
     "cut_to_fit",
     "estimate_tokens",
     "fold_point",
+    "newest_bare",
     "omission_note",
     "summary_message",
     "token_counter",
@@ -355,6 +356,13 @@ def _texts(message: Message) -> Iterator[str]:
             yield call.arguments
     else:
         yield message.content
+
+
+def newest_bare(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """The newest group of ``messages`` (an answer and its observations) as a window
+    leaves it at the least: every text cut, its calls' names and arguments whole."""
+    groups = _groups(messages)
+    return tuple(replace(m, content="") for m in groups[-1]) if groups else ()
 
 
 def _groups(messages: Sequence[Message]) -> list[tuple[Message, ...]]:

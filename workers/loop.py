@@ -54,6 +54,7 @@ from msgspec.structs import replace
 from runtime import (
     AssistantMessage,
     BudgetExceeded,
+    ContextBudgetTooSmall,
     Dispatcher,
     EmptyResponse,
     GuardrailTripped,
@@ -282,7 +283,8 @@ class AgentLoop:
                 state, fitted = await self._compactor.fit(
                     state, self.head(state.task), messages, tools, turn
                 )
-            except BudgetExceeded as exc:  # a budget stops the summary call as any call
+            except (BudgetExceeded, ContextBudgetTooSmall) as exc:  # the turn cannot be made
+                # (a budget stops the summary call as any call)
                 return Failed(
                     state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc
                 )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from runtime import (
     AssistantMessage,
     CompactionStarted,
+    ContextBudgetTooSmall,
     Dispatcher,
     Event,
     Message,
@@ -29,7 +30,7 @@ from runtime import (
 )
 from runtime.testing import FunctionModel
 from tests.support.tokens import cjk, one_per_character
-from workers import AgentLoop, Final, LoopSettings, LoopState
+from workers import AgentLoop, Failed, Final, LoopSettings, LoopState
 from workers.compaction import Compactor, is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, ContextWindow, estimate_tokens
 from workers.services import Services
@@ -283,3 +284,44 @@ async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() 
     assert isinstance(result, Final)
     assert result.state.compactions
     assert over(inner.requests, 1500, by_estimate) == []
+
+
+@tool
+def write_note(text: str) -> str:
+    """Keep a note."""
+    return "kept"
+
+
+async def test_a_budget_that_cannot_hold_the_newest_calls_fails_the_worker_before_sending() -> None:
+    # A call's arguments are never cut, so a budget that the head, the tools and the
+    # newest turn's call are over alone cannot be kept by any fold or window: the worker
+    # fails at once, naming the budget and what takes it, where it sent a request over
+    # the budget with the call's result cut away (and the model, no longer seeing it,
+    # asked for it again, turn after turn).
+    note = "n" * 1600  # about 400 tokens of arguments
+    call = ToolCall(id="c1", name="write_note", arguments=f'{{"text": "{note}"}}')
+
+    def turn(request: ModelRequest) -> ModelResponse:
+        done = any(isinstance(m, ToolMessage) and m.content == "kept" for m in request.messages)
+        message = (
+            AssistantMessage(content="noted") if done else AssistantMessage(tool_calls=(call,))
+        )
+        return ModelResponse(message=message, usage=Usage(input_tokens=1, output_tokens=1))
+
+    model = FunctionModel(turn, name="noter")
+    summarizer = wordy(50, by_estimate)
+    compaction = Compaction(budget_tokens=300, keep_turns=1)
+    result = await make_loop(model, summarizer, compaction, [write_note]).run("keep a note")
+
+    assert isinstance(result, Failed)
+    error = result.error
+    assert isinstance(error, ContextBudgetTooSmall)
+    assert (error.worker, error.budget) == ("w1", 300)
+    assert error.needed > 300
+    assert dict(error.parts)["the newest turn's calls"] > 400
+    assert "1 tool" in dict(error.parts)
+    assert "worker w1's context budget of 300 tokens" in str(error)
+    assert "raise the role's budget_tokens" in str(error)
+    assert len(model.requests) == 1  # the first, within the budget; none after it
+    assert over(model.requests, 300, by_estimate) == []
+    assert not summarizer.requests  # no summary call could help, none was made
