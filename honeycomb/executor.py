@@ -542,8 +542,12 @@ class Executor:
         self._serving.adopt()  # another thread's loop using it now: refused before anything
         event_handlers(on_event)  # an async handler refused before anything is kept
         self.check_keys()
-        if converse is None and resumable and self.store is not None:
-            converse = await self._turn_of(run_id)  # a session's turn: its conversation
+        if converse is None and resumable and subtasks is None and self.store is not None:
+            session = await self._session_of(run_id)
+            if session is not None:  # a session's turn: continued as the session does
+                return await session.resume_run(
+                    task, run_id, on_event=on_event, text_deltas=text_deltas, steal=steal
+                )
         run = Run(self.shared, task, run_id, on_event, text=text_deltas, converse=converse)
         async with self.shared.crew.scope():  # the servers its calls reach
             with masked_errors():  # what a run returns and raises shows no secret
@@ -587,16 +591,14 @@ class Executor:
             unfinished=unfinished,
         )
 
-    async def _turn_of(self, run_id: str) -> Converse | None:
-        """What tells run ``run_id`` its conversation, when it answers a turn of a
-        session kept in the store (it is resumed as any run: ``honeycomb resume``)."""
+    async def _session_of(self, run_id: str) -> Session | None:
+        """The session kept in the store whose turn run ``run_id`` answers (None: none),
+        which continues it (``Executor.resume``, ``honeycomb resume``) as its own."""
         from honeycomb.store.sessions import StoredSessions
 
         assert self.store is not None
         session_id = await StoredSessions(self.store).session_of(run_id)
-        if session_id is None:
-            return None
-        return await self.session(session_id).converse_for(run_id)
+        return None if session_id is None else self.session(session_id)
 
     def _slots(self, capacity: int | None) -> LoopSlots | None:
         """``capacity`` slots (None: unbounded) of the loop the Executor serves."""
@@ -615,6 +617,8 @@ class Executor:
         self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False
     ) -> RunResult:
         """Continue the stored run ``run_id`` (or return its result, if it finished).
+        A run that answers a turn of a session goes on as ``session.resume()`` would
+        continue it (see ``docs/sessions.md``).
 
         Args:
             run_id: The run.

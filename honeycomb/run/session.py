@@ -295,6 +295,51 @@ class Session:
                 turns[-1], turns[:-1], on_event, text_deltas, resumable=True, steal=steal
             )
 
+    async def resume_run(
+        self,
+        task: str,
+        run_id: str,
+        *,
+        on_event: Sequence[EventHandler] = (),
+        text_deltas: bool = False,
+        steal: bool = False,
+    ) -> RunResult:
+        """Continue run ``run_id``, which answers a turn of this session (as
+        ``Executor.resume`` of it does): the last turn as :meth:`resume` continues it
+        (its end kept; refused by the run's input guards, it is no turn any more), an
+        earlier one (a turn that ended without an answer, resumed) told the
+        conversation before it.
+
+        Raises:
+            As :meth:`resume`, and ``ConfigError`` when ``task`` is not the turn's.
+        """
+        async with self._turn_lock(None):
+            turns = await self._rows.turns(self.id)
+            found = next((i for i, t in enumerate(turns) if t.run_id == run_id), None)
+            if found is not None and found == len(turns) - 1:
+                return await self._answer(
+                    turns[found],
+                    turns[:found],
+                    on_event,
+                    text_deltas,
+                    resumable=True,
+                    steal=steal,
+                    task=task,
+                )
+            # An earlier turn: dropping it would drop the turns after it too. Or none
+            # (taken back meanwhile): its run is continued as any run, told no
+            # conversation.
+            converse = self.converse(turns[found], turns[:found]) if found is not None else _alone
+            return await self._runner(
+                task,
+                run_id=run_id,
+                on_event=on_event,
+                text_deltas=text_deltas,
+                converse=converse,
+                resumable=True,
+                steal=steal,
+            )
+
     async def turns(self) -> list[Turn]:
         """The conversation so far, oldest first."""
         return await self._rows.turns(self.id)
@@ -458,9 +503,11 @@ class Session:
         *,
         resumable: bool,
         steal: bool = False,
+        task: str | None = None,
     ) -> RunResult:
         """Run ``turn`` (on from where it stopped, if ``resumable``) and keep its end:
-        none, if its message never became a turn (:func:`_not_taken`)."""
+        none, if its message never became a turn (:func:`_not_taken`). ``task``: the
+        run's task as its caller gave it (default: the message the turn keeps)."""
         converse = self.converse(turn, earlier)
         passed = False  # the run's input guards passed the message: it asks the conversation
 
@@ -471,7 +518,7 @@ class Session:
 
         try:
             result = await self._runner(
-                turn.message,
+                turn.message if task is None else task,
                 run_id=turn.run_id,
                 on_event=on_event,
                 text_deltas=text,
@@ -513,13 +560,6 @@ class Session:
             return found
 
         return converse
-
-    async def converse_for(self, run_id: str) -> Converse | None:
-        """:meth:`converse` of this session's turn answered by run ``run_id`` (None:
-        none is), for that run resumed as any other (``Executor.resume``)."""
-        turns = await self._rows.turns(self.id)
-        found = next((i for i, t in enumerate(turns) if t.run_id == run_id), None)
-        return None if found is None else self.converse(turns[found], turns[:found])
 
     def _unfinished(self, turn: Turn) -> SessionError:
         """The error for a message that comes while ``turn`` did not finish."""
@@ -573,6 +613,11 @@ def _not_taken(exc: Exception, *, resumable: bool, passed: bool) -> bool:
     if isinstance(exc, GuardrailTripped) and exc.kind == "input":
         return True
     return not resumable and (isinstance(exc, ConfigError) or not passed)
+
+
+async def _alone(context: RunContext) -> Conversation:
+    """No conversation: that of a run whose turn was taken back."""
+    return Conversation()
 
 
 def check_task(task: str) -> None:
