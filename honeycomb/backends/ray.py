@@ -83,6 +83,20 @@ class _Actor:
     running: int = 0
     dead: bool = False
     channel: Channel | None = None
+    idle: bool = False  # it ran workers, and runs none now: it may have died unseen
+    checked: asyncio.Future[bool] | None = None  # whether it answers, once idle
+
+    async def answers(self) -> bool:
+        """Whether it is alive, asked once whenever it gets a worker after it ran none
+        (what died then, its process killed or its node lost, no worker saw die):
+        a worker is not sent to it to be lost with it, before it began."""
+        if not self.idle:
+            return True
+        if self.checked is None or _cut_off(self.checked):
+            self.checked = asyncio.ensure_future(_answers(self.handle))
+        alive = await asyncio.shield(self.checked)
+        self.idle, self.checked = False, None
+        return alive
 
     def channel_here(self, names: Iterator[int]) -> Channel:
         """Its channel for the running event loop (a new loop gets a new one)."""
@@ -314,6 +328,9 @@ class RayBackend:
                 try:
                     try:
                         with waiting_for_room():  # a new actor starts, then installs
+                            if not await actor.answers():  # died with no worker
+                                actor.dead = True  # replaced: no death of this worker's
+                                continue
                             keys = await self._install_all(actor, worker, made, tools)
                     except SetupFailed as exc:  # its role or model, there
                         return _failed(worker, exc.told(worker.role.name))
@@ -353,6 +370,7 @@ class RayBackend:
                     return _failed(worker, _unsent(worker, exc))
                 finally:
                     actor.running -= 1
+                    actor.idle = actor.running == 0
 
     @contextlib.asynccontextmanager
     async def _room_here(self) -> AsyncIterator[None]:
@@ -434,12 +452,23 @@ def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], 
     return found[1]
 
 
-def _cut_off(pending: asyncio.Future[None]) -> bool:
-    """Whether an install ended with its event loop, not by itself: cancelled, or still
-    waiting on a loop that is not this one (which runs no more)."""
+def _cut_off(pending: asyncio.Future[Any]) -> bool:
+    """Whether an install (or a check) ended with its event loop, not by itself:
+    cancelled, or still waiting on a loop that is not this one (which runs no more)."""
     if pending.done():
         return pending.cancelled()
     return pending.get_loop() is not asyncio.get_running_loop()
+
+
+async def _answers(handle: Any) -> bool:
+    """Whether the actor of ``handle`` answers a call (False: it died)."""
+    import ray.exceptions
+
+    try:
+        await handle.pid.remote()
+    except ray.exceptions.RayActorError:
+        return False
+    return True
 
 
 def _unlimited(model: Model) -> tuple[Model, Slots | None]:

@@ -259,6 +259,30 @@ async def test_a_killed_actor_s_worker_is_lost_without_a_store(
     assert "run store" in event.error
 
 
+async def test_an_actor_that_died_between_runs_loses_no_worker_of_the_next(
+    ray_session: None,
+) -> None:
+    """An actor killed while it ran no worker (its process killed, its node lost) is
+    found dead before a worker is sent to it, and replaced: a run with no store, whose
+    worker would be lost with a dead actor, has it run in the new one. It was sent to
+    the dead one, and failed with WorkerLost ('with a run store it would have
+    continued ...'), before it began."""
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = executor(pool)
+    calls = script([("pid", {})])
+    try:
+        before = await ex.run("t", subtasks=[("r", calls)])
+        killed = int(before.subtasks["s1"].text)
+        os.kill(killed, signal.SIGKILL)
+        await asyncio.to_thread(psutil.Process(killed).wait, 30)  # gone before the next run
+        after = await ex.run("t", subtasks=[("r", calls)])
+    finally:
+        pool.stop()
+    assert after.status == "ok"
+    assert after.subtasks["s1"].error is None
+    assert int(after.subtasks["s1"].text) != killed  # in the actor made in its place
+
+
 async def test_a_tool_that_kills_its_actor_fails_its_worker_after_a_bounded_number_of_deaths(
     ray_session: None, tmp_path: Path
 ) -> None:
