@@ -9,8 +9,8 @@ Its tools cover what Honeycomb maps from MCP: a read-only tool (``lookup``, whic
 ``heedless``, it carries on though cancelled), an idempotent one (``set_flag``), one
 that fails with ``isError`` (``refuse``), a slow one (``slow``), one that answers once
 ``count`` of its calls are in at once (``gather``: a rendezvous, once per server), one
-that returns an image and an embedded resource (``picture``), a long line (``long``),
-a line that never ends (``endless``), its process id (``pid``), a process of its own
+that returns an image and an embedded resource (``picture``), a long line (``long``;
+``forever``, a line that never ends), its process id (``pid``), a process of its own
 started (``spawn``), its folder and environment (``where``), and a way to die (``die``,
 saying ``say`` on stderr).
 ``--without TOOL`` leaves a tool out of its list (a server whose tools changed).
@@ -138,16 +138,15 @@ def where() -> dict[str, str | None]:
     return {"cwd": os.getcwd(), **{name: os.environ.get(name) for name in seen}}
 
 
-@server.tool(description="A text of `chars` characters, on one line.", annotations=READ_ONLY)
-def long(chars: int) -> str:
+@server.tool(
+    description="A text of `chars` characters, on one line; `forever`: a line never ended.",
+    annotations=READ_ONLY,
+)
+async def long(chars: int, forever: bool = False) -> str:
+    while forever:  # a broken server: `chars` bytes at a time of a line it never ends
+        os.write(_WIRE, b"x" * chars)
+        await anyio.sleep(0.01)
     return "b" * chars
-
-
-@server.tool(description="Write to stdout, without a newline, forever.", annotations=READ_ONLY)
-async def endless(kb: int = 256, every: float = 0.01) -> str:
-    while True:  # a broken server: ``kb`` KB of one line that never ends, each ``every`` s
-        os.write(_WIRE, b"x" * (kb * 1024))
-        await anyio.sleep(every)
 
 
 @server.tool(description="Start a process that outlives the call; its id.", annotations=READ_ONLY)

@@ -164,10 +164,10 @@ async def test_a_server_whose_line_never_ends_is_stopped_at_its_limit_and_others
     broken, other = sdk_server(max_message_mb=1), sdk_server("u")
     async with running(broken, other) as run:
         pid = int(await run.call("t", "pid", {}))
-        endless = mcp_tools(broken, await run.listed("t"))["endless"]
+        endless = mcp_tools(broken, await run.listed("t"))["long"]
         lookup = mcp_tools(other, await run.listed("u"))["lookup"]
-        asked = [
-            ToolCall(id="a", name="endless", arguments="{}"),
+        asked = [  # 256 KB of a line every 10 ms
+            ToolCall(id="a", name="long", arguments='{"chars": 262144, "forever": true}'),
             ToolCall(id="b", name="lookup", arguments='{"word": "bee"}'),
         ]
         with within(10):  # a failsafe: 25 MB a second, read for ever without a limit
@@ -176,7 +176,7 @@ async def test_a_server_whose_line_never_ends_is_stopped_at_its_limit_and_others
         assert flooded.status == "error"
         assert (
             "MCP server 't' wrote a message longer than 1 MB (its max_message_mb), and was "
-            "stopped as broken during the call to 'endless'"
+            "stopped as broken during the call to 'long'"
         ) in flooded.content
         assert (looked_up.status, looked_up.content) == ("ok", "an insect that makes honey")
         assert await run.call("t", "lookup", {"word": "hive"}) == "where bees live"
