@@ -362,7 +362,6 @@ class McpServers:
                 add_header(value, owner=self)
         self._group: asyncio.TaskGroup | None = None
         self._live: dict[str, _Live] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
         return f"McpServers({list(self.servers)})"
@@ -400,47 +399,43 @@ class McpServers:
 
     async def session(self, name: str, restarted: set[str]) -> Session:
         """The live session of server ``name``, started if need be: a first time, or
-        again once (``restarted`` holds those a run started again already).
+        again once (``restarted`` holds those a run started again already). A start
+        under way is shared: whoever needs the server meanwhile waits for it and is
+        told its outcome; a call after it failed may start it again.
 
         Raises:
             McpServerError: when it cannot be started, or is down.
         """
         live = self._live.get(name)
-        if live is not None and live.usable:
-            assert live.session is not None
-            return live.session
+        if live is None or (live.ready.is_set() and not live.usable):
+            live = self._next_life(name, live, restarted)
+        await live.ready.wait()
+        if live.session is None:
+            raise live.error or McpServerError(name, "stopped as it started")
+        return live.session
+
+    def _next_life(self, name: str, last: _Live | None, restarted: set[str]) -> _Live:
+        """Start server ``name`` (again, once a run, when ``last`` ended), in a task of
+        the block: without an await, so that no one else starts it meanwhile."""
         server = self.servers.get(name)
         if server is None:
             raise McpServerError(name, f"is not declared; servers: {', '.join(self.servers)}")
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            live = self._live.get(name)
-            if live is not None:
-                await live.ready.wait()
-                if live.usable:
-                    assert live.session is not None
-                    return live.session
-                if name in restarted:
-                    raise McpServerError(
-                        name,
-                        f"is down for the rest of this run: {live.why()}, and was "
-                        "started again once already",
-                    )
-                restarted.add(name)
-                live.end()
-            return await self._start(server)
-
-    async def _start(self, server: McpServer) -> Session:
         if self._group is None:
             raise McpServerError(
-                server.name, "cannot start: its McpServers block is not open (async with)"
+                name, "cannot start: its McpServers block is not open (async with)"
             )
-        live = self._live[server.name] = _Live(server)
-        live.host = self._group.create_task(self._host(live), name=f"mcp-server-{server.name}")
-        await live.ready.wait()
-        if live.session is None:
-            raise live.error or McpServerError(server.name, "stopped as it started")
-        return live.session
+        if last is not None:
+            if name in restarted:
+                raise McpServerError(
+                    name,
+                    f"is down for the rest of this run: {last.why()}, and was started "
+                    "again once already",
+                )
+            restarted.add(name)
+            last.end()
+        live = self._live[name] = _Live(server)
+        live.host = self._group.create_task(self._host(live), name=f"mcp-server-{name}")
+        return live
 
     async def _host(self, live: _Live) -> None:
         """One life of a server, in a task of its own: the SDK's connection is entered

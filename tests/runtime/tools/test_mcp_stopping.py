@@ -152,3 +152,33 @@ async def test_a_graceful_stop_cut_short_kills_the_server_at_once(tmp_path: Path
     waited = time.perf_counter() - cancelled
     assert child_pids() - before == set()
     assert waited < GRACE_S / 2
+
+
+async def test_runs_that_need_a_server_as_it_starts_share_that_start() -> None:
+    """Runs that need a server while it starts wait for that one start and are told how
+    it went: three runs waiting on a server that hangs wait its start_timeout once, not
+    once each in turn (each took its own start after the one before failed). A run
+    after the start failed tries again."""
+    start_timeout = 1.0
+    before = child_pids()
+    async with McpServers([sdk_server(args=SLOW_START, start_timeout=start_timeout)]) as live:
+
+        async def needs_it() -> McpServerError:
+            with live.run() as run, pytest.raises(McpServerError) as info:
+                await run.listed("t")
+            return info.value
+
+        began = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            runs = [group.create_task(needs_it()) for _ in range(3)]
+        waited = time.perf_counter() - began
+        assert child_pids() - before == set()
+        for run in runs:
+            assert "did not start and list its tools within 1s" in str(run.result())
+        assert waited < 2 * start_timeout  # one start's time, not three (3 s)
+
+        began = time.perf_counter()
+        later = asyncio.create_task(needs_it())
+        await started_process(before)  # it starts the server again
+        assert "did not start and list its tools within 1s" in str(await later)
+        assert time.perf_counter() - began >= start_timeout
