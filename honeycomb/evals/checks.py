@@ -1,16 +1,20 @@
 """Checks: plain callables of a case's answer and its run (:class:`CaseRun`) that
 return a bool, a score in [0, 1], a reason it failed (text), or None (it passed);
-:class:`Check` holds one with its weight and threshold, and :func:`verdict` runs it.
+:class:`Check` holds one with its weight, threshold and time limit, and
+:func:`verdict` runs it.
 The kinds a cases file writes (:mod:`honeycomb.evals.spec`) are made here too
 (:func:`built_check`), each failing with a reason that says what it found."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +22,23 @@ from pydantic import BaseModel
 
 from honeycomb.evals.record import CaseRun, ToolUse
 from honeycomb.evals.spec import Amount, CheckSpec, Count, JsonSpec, Texts, ToolCalled
+from runtime.concurrency import TimedOut, within
 from runtime.value import Value
 
-__all__ = ["Check", "CheckFn", "Score", "Verdict", "as_check", "built_check", "verdict"]
+__all__ = [
+    "CHECK_TIMEOUT_S",
+    "Check",
+    "CheckFn",
+    "Score",
+    "Verdict",
+    "as_check",
+    "built_check",
+    "verdict",
+]
+
+CHECK_TIMEOUT_S = 60.0
+"""How long a check of your own (a ``python`` check, a callable) may take, unless it
+says otherwise: past it, it fails."""
 
 CheckFn = Callable[[Any, CaseRun], Any]
 """A check: ``fn(answer, run)`` returning a bool, a score, a reason, None, a
@@ -49,13 +67,21 @@ class Check(Value, frozen=True, kw_only=True):
     """A check with its name, its ``weight`` in the case's score, and the
     ``threshold`` its score must reach to pass. A run that raised before it had a
     result fails its case whatever its checks say, unless one of them
-    ``allows_error``: it is about such a run (``status: error``)."""
+    ``allows_error``: it is about such a run (``status: error``).
+
+    ``timeout_s`` is how long it may take: past it, it fails, naming itself and the
+    case, and the eval goes on. Within it, a sync function runs in a thread of its own
+    (it may block); past it, that thread cannot be stopped: it is left to end by
+    itself (a daemon, it keeps no process from exiting). An async one is cancelled,
+    unless it blocks the event loop itself. None: no limit, the function called on the
+    event loop (the kinds of a cases file that return at once)."""
 
     name: str
     fn: Any
     weight: float = 1.0
     threshold: float = 1.0
     allows_error: bool = False
+    timeout_s: float | None = CHECK_TIMEOUT_S
 
 
 def as_check(given: Check | CheckFn) -> Check:
@@ -75,10 +101,7 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
             while it ran: they stop the eval, not only the check.
     """
     try:
-        found = check.fn(run.answer if run.answer is not None else run.answer_text, run)
-        if inspect.isawaitable(found):
-            found = await found
-        score = _bounded(_as_score(found))
+        score = _bounded(_as_score(await _found(check, run)))
     except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
         raise  # the eval is being stopped, not this check
     except BaseException as exc:  # a broken check is a failed one, and says why
@@ -95,6 +118,66 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
         weight=check.weight,
         reason=None if passed else reason,
     )
+
+
+async def _found(check: Check, run: CaseRun) -> Any:
+    """What ``check`` returns on ``run``; past its time limit, a failing :class:`Score`
+    that says so."""
+    answer = run.answer if run.answer is not None else run.answer_text
+    if check.timeout_s is None:
+        found = check.fn(answer, run)
+        return await found if inspect.isawaitable(found) else found
+    limit = within(check.timeout_s)
+    try:
+        with limit:
+            return await _called(check.fn, answer, run)
+    except TimedOut:
+        if not limit.expired:  # the check's own TimedOut: its error, not its limit
+            raise
+    stopped = "its thread cannot be stopped" if not _is_async(check.fn) else "it was cancelled"
+    return Score(
+        score=0.0,
+        reason=f"the check {check.name} took longer than its time limit of "
+        f"{check.timeout_s:g}s on case {run.case!r} ({stopped})",
+    )
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (an object whose __call__ is async)
+    )
+
+
+async def _called(fn: Any, answer: Any, run: CaseRun) -> Any:
+    """``fn(answer, run)``: an async function awaited; a sync one in a thread of its
+    own, a daemon, so that its time limit holds even when it blocks or loops (its
+    thread is then left to end by itself, and keeps no process from exiting)."""
+    if _is_async(fn):
+        return await fn(answer, run)
+    loop = asyncio.get_running_loop()
+    # What it returned or raised: raised again here (a future cannot hold StopIteration).
+    ended: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
+
+    def settle(found: Any, error: BaseException | None) -> None:
+        if not ended.done():  # done: cancelled, its time was up
+            ended.set_result((found, error))
+
+    def call() -> None:
+        found: Any = None
+        error: BaseException | None = None
+        try:
+            found = fn(answer, run)
+        except BaseException as exc:  # told to the eval, which judges it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, found, error)
+
+    context = contextvars.copy_context()  # the case's cassette, for one that asks a model
+    threading.Thread(target=context.run, args=(call,), name="eval check", daemon=True).start()
+    found, error = await ended
+    if error is not None:
+        raise error
+    return await found if inspect.isawaitable(found) else found
 
 
 def _as_score(found: Any) -> Score:
@@ -174,7 +257,16 @@ def built_check(
         weight=spec.weight,
         threshold=spec.threshold,
         allows_error="error" in (spec.status or ()),
+        timeout_s=_timeout(spec),
     )
+
+
+def _timeout(spec: CheckSpec) -> float | None:
+    """A check's time limit: its ``timeout:``, else a ``python`` check's default. The
+    other kinds return at once, but ``judge``, bounded by its role's model timeout."""
+    if spec.timeout is not None:
+        return spec.timeout
+    return CHECK_TIMEOUT_S if spec.kind == "python" else None
 
 
 def _name(spec: CheckSpec) -> str:

@@ -3,7 +3,8 @@ is checked against, so that each mistake is told at its file, line and field, as
 hive's are (docs/evals.md).
 
 Every check is a mapping with one kind key (``contains: Lisbon``) and, beside it,
-an optional ``weight`` and ``threshold``.
+an optional ``weight`` and ``threshold`` (and, for a check that may take long, a
+``timeout``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,6 +30,7 @@ from runtime import did_you_mean
 __all__ = [
     "KINDS",
     "STATUSES",
+    "TIMED",
     "Amount",
     "CaseSpec",
     "CasesSpec",
@@ -223,6 +226,12 @@ KINDS = (
 """The kinds of check a cases file may write (docs/evals.md says each)."""
 
 
+TIMED = ("python", "judge")
+"""The kinds of check that may take long, and take a ``timeout:`` (seconds): a
+``python`` check has one by default (:data:`~honeycomb.evals.checks.CHECK_TIMEOUT_S`),
+a ``judge`` is bounded by its role's model timeout unless it sets one."""
+
+
 STATUSES = ("ok", "partial", "failed", "over_budget", "waiting", "error")
 """How a case's run may end, as a ``status`` check names it (``error``: it raised
 before it had a result)."""
@@ -265,6 +274,7 @@ class CheckSpec(BaseModel):
     model_calls: Amount | None = None
     weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     threshold: float = Field(default=1.0, ge=0, le=1)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -291,6 +301,17 @@ class CheckSpec(BaseModel):
         if wanted == ():
             raise ValueError(f"name one status or more: {', '.join(STATUSES)}")
         return wanted
+
+    @field_validator("timeout")
+    @classmethod
+    def _timed(cls, timeout: float | None, info: ValidationInfo) -> float | None:
+        """Only a check that may take long has a time limit (a kind that did not
+        validate, absent from ``info.data``, is told on its own)."""
+        if timeout is not None and all(info.data.get(k, k) is None for k in TIMED):
+            raise ValueError(
+                f"a time limit is for {' and '.join(TIMED)} checks: the other kinds return at once"
+            )
+        return timeout
 
     @field_validator("regex")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel
 
 from honeycomb.errors import ConfigErrors
 from honeycomb.evals import Case, CaseRun, Check, Judges, Score, evaluate, load_cases
-from honeycomb.evals.checks import built_check, verdict
+from honeycomb.evals.checks import CHECK_TIMEOUT_S, built_check, verdict
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.hive import load_hive
 from honeycomb.offline import OfflineModel
@@ -286,6 +287,92 @@ async def test_a_check_cancelled_is_cancelled_not_failed() -> None:
 
     with pytest.raises(asyncio.CancelledError):
         await verdict(Check(name="cancelled", fn=cancelled), shown_run("a"))
+
+
+async def test_a_check_past_its_time_limit_fails_naming_itself_and_its_case() -> None:
+    release = threading.Event()
+
+    def loops(answer: str, run: CaseRun) -> bool:
+        while not release.is_set():  # a sync check that never returns: in its own thread
+            pass
+        return True
+
+    async def waits(answer: str, run: CaseRun) -> bool:
+        await asyncio.Event().wait()  # an async one: cancelled
+        return True
+
+    cases = [
+        Case(id="looped", task="Say it.", checks=[Check(name="loops", fn=loops, timeout_s=0.2)]),
+        Case(id="waited", task="Say it.", checks=[Check(name="waits", fn=waits, timeout_s=0.2)]),
+        Case(id="fine", task="Say it.", checks=[lambda answer, run: True]),
+    ]
+    try:
+        report = await evaluate(writer("it"), cases)
+    finally:
+        release.set()
+    assert [(c.id, c.passed) for c in report.cases] == [
+        ("looped", False),
+        ("waited", False),
+        ("fine", True),
+    ]
+    assert [c.why for c in report.cases] == [
+        "loops: the check loops took longer than its time limit of 0.2s on case 'looped' "
+        "(its thread cannot be stopped)",
+        "waits: the check waits took longer than its time limit of 0.2s on case 'waited' "
+        "(it was cancelled)",
+        "",
+    ]
+
+
+async def test_a_checks_own_timeout_error_is_its_error_not_its_limit() -> None:
+    def times_out(answer: str, run: CaseRun) -> bool:
+        raise TimeoutError("the metric's server did not answer")
+
+    found = await verdict(Check(name="metric", fn=times_out), shown_run("a"))
+    assert found.reason == "the check raised TimeoutError: the metric's server did not answer"
+
+
+def test_a_cases_file_gives_python_and_judge_checks_their_time_limit(tmp_path: Path) -> None:
+    write(tmp_path, "mine.py", "def fine(answer, run):\n    return True\n")
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: Say it.
+            assert:
+              - python: mine:fine
+              - python: mine:fine
+                timeout: 300
+              - judge: {role: writer, rubric: it says it}
+              - judge: {role: writer, rubric: it says it}
+                timeout: 30
+              - contains: it
+        """,
+    )
+    (case,) = load_cases(path).cases
+    limits = [c.timeout_s for c in case.checks if isinstance(c, Check)]
+    assert limits == [CHECK_TIMEOUT_S, 300, None, 30, None]
+    write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: Say it.
+            assert:
+              - contains: it
+                timeout: 5
+              - python: mine:fine
+                timeout: 0
+        """,
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_cases(path)
+    assert [str(e) for e in caught.value.errors] == [
+        f"{path}:5:9: cases[0].assert[0].timeout: a time limit is for python and judge "
+        "checks: the other kinds return at once",
+        f"{path}:7:9: cases[0].assert[1].timeout: Input should be greater than 0 (got 0)",
+    ]
 
 
 async def test_the_offline_judge_fails_an_empty_answer_and_passes_one_that_is_not(
