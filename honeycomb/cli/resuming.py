@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 from collections.abc import Iterable
@@ -17,13 +18,18 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.store import RunStore
 from runtime import Model, WrapperModel
+from runtime.secrets import url_secrets
 
-__all__ = ["models_thinking", "resume_hint", "warn_of_other_models"]
+__all__ = ["models_thinking", "resume_hint", "resume_note", "warn_of_other_models"]
 
 _MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
 """The options of the commands that run a hive that choose the models its run is
 answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
 does not keep them, so the command that continues a run names them again."""
+
+BASE_URL_ENV = "HONEYCOMB_BASE_URL"
+"""Where ``--base-url`` is read from when it is not given: the command that continues a
+run whose endpoint's URL holds a secret names it by this variable, not by its text."""
 
 _WHERE_OPTIONS = ("backend", "ray_address")
 """The options that chose where its workers ran, over the hive's ``backend:``: named
@@ -36,19 +42,50 @@ def resume_hint(run_id: str, store: Path | str, args: argparse.Namespace | None 
     ``resume`` looks, and each option of :data:`_MODEL_OPTIONS` given (or read from
     the environment: the shell that resumes may not have it) and of
     :data:`_WHERE_OPTIONS`. Without ``args`` (a server that continues runs of any
-    command), none."""
+    command), none.
+
+    An endpoint's URL that holds a secret (a password, a ``?key=``) is not written:
+    the command gives ``--base-url "$HONEYCOMB_BASE_URL"``, which the shell fills in,
+    so that it runs as pasted where the variable holds the URL (:func:`resume_note`
+    says so), and shows no secret, masked or not."""
     words = ["honeycomb", "resume", run_id]
     if Path(store) != DEFAULT_STORE:
         words += ["--store", str(store)]
     if args is None:
         return shlex.join(words)
+    from_env = ""
     for option in (*_MODEL_OPTIONS, *_WHERE_OPTIONS):
         value = getattr(args, option, None)
         if option == "base_url" and args.model is None:
             continue  # an endpoint for no --model: the run did not use it
-        if value is not None:
+        if option == "base_url" and _secret_url(args):
+            from_env = f' {_flag(option)} "${BASE_URL_ENV}"'  # quoted for the shell by hand
+        elif value is not None:
             words += [_flag(option), str(value)]
-    return shlex.join(words)
+    return shlex.join(words) + from_env
+
+
+def resume_note(args: argparse.Namespace) -> str | None:
+    """What to do before the command :func:`resume_hint` gives runs as pasted: set the
+    variable it reads the endpoint's URL from, when that URL holds a secret (None:
+    nothing to do)."""
+    if args.model is None or not _secret_url(args):
+        return None
+    if os.environ.get(BASE_URL_ENV) == args.base_url:
+        return (
+            f"(the endpoint's URL holds a secret: that command reads it from ${BASE_URL_ENV}, "
+            "as this one did)"
+        )
+    return (
+        f"(the endpoint's URL holds a secret: that command reads it from ${BASE_URL_ENV}; "
+        "set it to the URL given to --base-url first, or give --base-url in its place)"
+    )
+
+
+def _secret_url(args: argparse.Namespace) -> bool:
+    """Whether ``--base-url`` holds a secret (a password, a key in its query)."""
+    value = getattr(args, "base_url", None)
+    return value is not None and bool(url_secrets(str(value)))
 
 
 def _flag(option: str) -> str:

@@ -25,7 +25,12 @@ from honeycomb.cli.init import NotInstalled, example_file
 from honeycomb.cli.local import LOCAL, local_model, short_answers
 from honeycomb.cli.loop import loop_factory, loop_name, run_on_loop
 from honeycomb.cli.memory import demo_with_memory
-from honeycomb.cli.resuming import models_thinking, resume_hint, warn_of_other_models
+from honeycomb.cli.resuming import (
+    models_thinking,
+    resume_hint,
+    resume_note,
+    warn_of_other_models,
+)
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
 from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
 from honeycomb.executor import Executor
@@ -378,6 +383,7 @@ async def _run_and_report(
         shown = kept.where if kept is not None else store
         hint = resume_hint(run_id, shown, args)  # its URL without a password, as shown
         print(f"run {run_id} · kept in {shown} ({hint})", file=sys.stderr)
+        _say_note(args, sys.stderr)
     if not args.json and loop_factory() is not None:
         print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
@@ -455,6 +461,7 @@ async def _run(
         if store is not None:
             hint = resume_hint(run_id, store.where, args)
             print(f"Continue it with: {hint}", file=sys.stderr)
+            _say_note(args, sys.stderr)
         return STOPPED_BY[stopped_by[0]]
     return _reported(result, error, ended, args, out, store)
 
@@ -478,6 +485,8 @@ def _reported(
             where = None if store is None else store.where
             resume = resume_hint(result.run_id, where, args) if where is not None else None
             print_waiting(out, result, where, DEFAULT_STORE, resume)
+            if resume is not None:
+                _say_note(args, out, "  ")
         return ExitStatus.WAITING
     if args.json:
         return ExitStatus.OK if result is not None else ExitStatus.FAILED
@@ -486,6 +495,14 @@ def _reported(
         return ExitStatus.FAILED
     _print_answer(out, result)
     return ExitStatus.OK
+
+
+def _say_note(args: argparse.Namespace, out: TextIO, indent: str = "") -> None:
+    """Say what to do before the resume command just printed runs as pasted, if
+    anything (:func:`~honeycomb.cli.resuming.resume_note`)."""
+    note = resume_note(args)
+    if note is not None:
+        out.write(f"{indent}{note}\n")
 
 
 def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished | None) -> None:

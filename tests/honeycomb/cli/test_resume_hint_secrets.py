@@ -1,0 +1,82 @@
+"""The command a run prints to continue it runs as pasted, and shows no secret of the
+endpoint's URL it was given (a password, a ``?key=``): it names the URL by the variable
+``--base-url`` is read from, and says what to set."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from honeycomb.cli.main import main
+from tests.support.hives import CHATTY, hive
+
+PASSWORD, KEY = "s3cret-long-password", "K123456789abcdef"
+URL = f"https://ann:{PASSWORD}@llm.example.com/v1?key={KEY}"
+
+
+def hint_of(err: str) -> str:
+    """The resume command the line that names the run's store gives."""
+    [kept] = [line for line in err.splitlines() if " · kept in " in line]
+    return kept[kept.index("(honeycomb resume") + 1 : kept.rindex(")")]
+
+
+def pasted(hint: str, url: str | None) -> list[str]:
+    """The words a POSIX shell runs for ``hint``, with ``HONEYCOMB_BASE_URL`` set to
+    ``url`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "HONEYCOMB_BASE_URL"}
+    if url is not None:
+        env["HONEYCOMB_BASE_URL"] = url
+    line = "printf '%s\\n'" + hint.removeprefix("honeycomb")
+    said = subprocess.run(
+        ["sh", "-c", line], env=env, capture_output=True, text=True, check=True, timeout=30
+    )
+    return said.stdout.splitlines()
+
+
+@pytest.mark.parametrize("given", ["option", "environment"])
+def test_the_resume_command_names_a_secret_url_by_its_variable_and_runs_as_pasted(
+    given: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HONEYCOMB_BASE_URL", raising=False)
+    hive(tmp_path, CHATTY)
+    command = ["run", "hive.yaml", "Find the weather in Rome.", "--plain"]
+    command += ["--store", "runs.db", "--run-id", "r1", "--model", "offline"]
+    if given == "option":
+        command += ["--base-url", URL]
+    else:
+        monkeypatch.setenv("HONEYCOMB_BASE_URL", URL)
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert PASSWORD not in err
+    assert KEY not in err
+    hint = hint_of(err)
+    assert "hidden" not in hint  # no mask in it: it would be pasted as the URL
+    assert hint.endswith('--base-url "$HONEYCOMB_BASE_URL"')
+    said = "set it to the URL given to --base-url" if given == "option" else "as this one did"
+    assert said in err
+    words = pasted(hint, URL)  # where the variable holds the URL, the URL is given
+    assert words == [
+        "resume", "r1", "--store", "runs.db", "--model", "offline", "--base-url", URL,
+    ]  # fmt: skip
+    monkeypatch.delenv("HONEYCOMB_BASE_URL", raising=False)
+    assert main([*words, "--plain"]) == 0  # as pasted: the run, continued (ended: shown)
+
+
+def test_a_url_without_a_secret_is_named_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HONEYCOMB_BASE_URL", raising=False)
+    hive(tmp_path, CHATTY)
+    command = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--store", "runs.db"]
+    assert main([*command, "--model", "offline", "--base-url", "http://h:1/v1"]) == 0
+    err = capsys.readouterr().err
+    assert hint_of(err).endswith("--base-url http://h:1/v1")
+    assert "holds a secret" not in err
