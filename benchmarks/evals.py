@@ -36,6 +36,7 @@ from honeycomb.evals.html import report_page
 from honeycomb.evals.record import RunCalls, asked_in, case_run, tool_uses
 from honeycomb.evals.runner import scored
 from honeycomb.store import RunStore
+from runtime import Usage
 
 HIVE = """
 name: tiny
@@ -108,7 +109,7 @@ async def _scoring(cases: Sequence[Case], results: Sequence[RunResult]) -> float
             judges=None,
         )
         verdicts = tuple([await verdict(as_check(check), run) for check in case.checks])
-        scored(case, run, verdicts, 0.0)
+        scored(case, run, verdicts, Usage())
     return time.process_time() - started
 
 

@@ -107,7 +107,11 @@ def print_report(out: TextIO, report: EvalReport, store: Path | str | None) -> N
         f"{t['passed']} of {t['cases']} cases passed ({report.pass_rate:.0%})"
         + (f", {t['flaky']} flaky" if t["flaky"] else "")
         + f" · {t['runs']} runs in {report.wall_s:.2f}s · cost ${report.cost:.4f}"
-        + (f" (+ judges ${report.judge_cost:.4f})" if report.judge_cost else "")
+        + (
+            f" (+ judges ${report.judge_cost:.4f}, {t['judge_tokens']} tokens)"
+            if t["judge_model_calls"]
+            else ""
+        )
         + f" · latency p50 {report.latency(0.5):.2f}s, p95 {report.latency(0.95):.2f}s"
     )
     if report.stopped:

@@ -61,6 +61,7 @@ def report_body(report: EvalReport, run_link: RunLink) -> str:
         f'<p><span class="status {"ok" if report.passed else "failed"}">{verdict}</span>: '
         f"{t['passed']} of {t['cases']} cases passed ({report.pass_rate:.0%})"
         f"{_flaky(int(t['flaky']))} · cost ${report.cost:.4f} (judges ${report.judge_cost:.4f}) "
+        f"· {t['tokens']} tokens (judges {t['judge_tokens']}) "
         f"· p50 {report.latency(0.5):.2f}s · p95 {report.latency(0.95):.2f}s</p>"
     )
     if report.stopped:

@@ -36,6 +36,8 @@ class Attempt(Value, frozen=True, kw_only=True):
         verdicts: Each check's verdict, in order.
         cost: What the run cost (dollars, from the models' prices).
         judge_cost: What its judges' calls cost, apart from the run.
+        judge_tokens: Its judges' tokens, in and out, apart from the run's.
+        judge_model_calls: Its judges' model calls, apart from the run's.
         latency_s: The run's wall time.
         critical_path_s: The run's critical path.
         tokens: The run's tokens, in and out.
@@ -50,6 +52,8 @@ class Attempt(Value, frozen=True, kw_only=True):
     verdicts: tuple[Verdict, ...] = ()
     cost: float = 0.0
     judge_cost: float = 0.0
+    judge_tokens: int = 0
+    judge_model_calls: int = 0
     latency_s: float = 0.0
     critical_path_s: float = 0.0
     tokens: int = 0
@@ -225,6 +229,8 @@ class EvalReport(Value, frozen=True, kw_only=True):
             "judge_cost": round(self.judge_cost, 6),
             "tokens": sum(a.tokens for a in attempts),
             "model_calls": sum(a.model_calls for a in attempts),
+            "judge_tokens": sum(a.judge_tokens for a in attempts),
+            "judge_model_calls": sum(a.judge_model_calls for a in attempts),
             "p50_s": round(self.latency(0.5), 4),
             "p95_s": round(self.latency(0.95), 4),
             "wall_s": round(self.wall_s, 4),

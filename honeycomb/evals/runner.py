@@ -218,8 +218,8 @@ class _Session:
                 slots[number] = attempt
                 self.done += 1
                 self.spent = self.spent + Usage(
-                    input_tokens=attempt.tokens,
-                    model_calls=attempt.model_calls,
+                    input_tokens=attempt.tokens + attempt.judge_tokens,
+                    model_calls=attempt.model_calls + attempt.judge_model_calls,
                     cost=attempt.cost + attempt.judge_cost,
                 )
                 if self.on_run is not None:
@@ -312,7 +312,7 @@ class _Session:
         allowed = any(c.allows_error for c in checks)
         # What a check says may quote the case's task or expected answer: masked before
         # anyone is told of it (``on_run``), as the run's result is.
-        return masked(scored(case, run, verdicts, judges.spent.cost, allows_error=allowed))
+        return masked(scored(case, run, verdicts, judges.spent, allows_error=allowed))
 
     async def _asked_by_nested(self, run_id: str, workers: Sequence[str]) -> Asked:
         """The arguments of the calls nested workers asked for: a run's result holds
@@ -360,11 +360,12 @@ def scored(
     case: Case,
     run: CaseRun,
     verdicts: tuple[Verdict, ...],
-    judge_cost: float,
+    judged: Usage,
     *,
     allows_error: bool = False,
 ) -> Attempt:
-    """A case's run, scored by its checks' ``verdicts``. A run that raised before it
+    """A case's run, scored by its checks' ``verdicts``, what its judges spent
+    (``judged``) kept apart from what it spent. A run that raised before it
     had a result (``error``) fails with score 0, whatever its checks found (those of
     what it did not do hold on a run that did nothing), unless a check
     ``allows_error`` (a ``status`` check that names ``error``)."""
@@ -381,7 +382,9 @@ def scored(
         status=run.status,
         verdicts=verdicts,
         cost=run.usage.cost,
-        judge_cost=judge_cost,
+        judge_cost=judged.cost,
+        judge_tokens=judged.total_tokens,
+        judge_model_calls=judged.model_calls,
         latency_s=run.wall_s,
         critical_path_s=run.critical_path_s,
         tokens=run.usage.total_tokens,

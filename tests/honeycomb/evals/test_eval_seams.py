@@ -29,6 +29,8 @@ from honeycomb.evals import (
     junit,
     load_cases,
 )
+from honeycomb.evals.checks import built_check
+from honeycomb.evals.spec import CheckSpec
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, StoreError
@@ -222,6 +224,60 @@ async def test_an_interrupted_eval_goes_on_with_its_id_making_only_the_runs_left
     again = await evaluate(executor, cases, eval_id="ev-cut")
     assert again.cases[0].attempts[0].run_id != made.run_id
     executor.store.close()
+
+
+async def test_the_judges_spending_of_an_eval_gone_on_with_counts_in_its_totals_and_budget(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    second = anyio.Event()
+    hold = True
+
+    async def answer(request: ModelRequest) -> str:
+        shown = str(request.messages[-1].content)
+        if "Rubric:" in shown:
+            return "PASS"  # a judge's call
+        if hold and "Say hello to b" in shown:
+            second.set()
+            await anyio.sleep_forever()  # cancelled with the eval
+        return "hello"
+
+    def executor() -> Executor:
+        return Executor(
+            [Role(name="writer")],
+            FunctionModel(answer),
+            aggregator="concat",
+            planner=lambda task: [("writer", task)],
+            store=store,
+        )
+
+    spec = CheckSpec.model_validate({"judge": {"role": "writer", "rubric": "it greets"}})
+    judged = built_check(spec, expected=None, output_schema=None, python=None)
+    cases = [Case(id=name, task=f"Say hello to {name}.", checks=[judged]) for name in "abc"]
+    cut = executor()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(evaluate, cut, cases, concurrency=1, eval_id="ev-j"))
+            await second.wait()
+            tg.cancel_scope.cancel()
+    assert cut.store is not None
+    cut.store.close()
+    hold = False
+    # a's run and its judge made two model calls before the eval was cut off: gone on
+    # with, they are spent, and b's two reach the budget, so that c is not run.
+    again = executor()
+    budget = EvalBudget(model_calls=4)
+    report = await evaluate(again, cases, concurrency=1, eval_id="ev-j", budget=budget)
+    assert again.store is not None
+    again.store.close()
+    assert [c.id for c in report.cases] == ["a", "b"]
+    assert report.not_run == ("c",)
+    attempts = report.attempts
+    assert [(a.model_calls, a.judge_model_calls) for a in attempts] == [(1, 1), (1, 1)]
+    assert all(a.judge_tokens > 0 for a in attempts)
+    totals = report.totals()
+    assert totals["judge_model_calls"] == 2
+    assert totals["judge_tokens"] == sum(a.judge_tokens for a in attempts)
 
 
 def test_a_json_check_whose_schema_is_no_schema_is_a_mistake_of_the_file(tmp_path: Path) -> None:
