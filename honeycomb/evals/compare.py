@@ -1,15 +1,17 @@
 """Comparing two evals of the same cases: per case, whether it newly fails or newly
 passes, and how its score, cost and latency moved; a regression is a case that passed
-in the baseline and fails now (``honeycomb eval --baseline``, ``eval compare``)."""
+in the baseline and fails now (``honeycomb eval --baseline``, ``eval compare``). The
+totals' deltas are over the cases both evals have: an eval of some of the cases
+(``--case``) against one of all of them compares like with like."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from honeycomb.evals.report import CaseReport, EvalReport
+from honeycomb.evals.report import CaseReport, EvalReport, percentile
 from runtime.value import Value
 
-__all__ = ["CaseChange", "Change", "Comparison", "compare", "dollars_delta"]
+__all__ = ["CaseChange", "Change", "Comparison", "compare", "dollars_delta", "over"]
 
 Change = Literal["newly_failing", "newly_passing", "failing", "passing", "added", "removed"]
 """What became of a case: ``added`` (not in the baseline), ``removed`` (only in it)."""
@@ -39,11 +41,13 @@ class CaseChange(Value, frozen=True, kw_only=True):
 
 class Comparison(Value, frozen=True, kw_only=True):
     """What changed from ``baseline`` to ``current`` (their eval ids), case by case
-    in the current eval's order (removed cases last), and in the totals."""
+    in the current eval's order (removed cases last), and in the totals of the
+    ``compared`` cases both have (pass rate, cost, p50 and p95 latency)."""
 
     baseline: str
     current: str
     cases: tuple[CaseChange, ...]
+    compared: int = 0
     pass_rate: float = 0.0
     cost: float = 0.0
     p50_s: float = 0.0
@@ -67,15 +71,28 @@ def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
     now.update({name: CaseReport(id=name, task="") for name in current.not_run})
     changes = [_change(before.get(name), case) for name, case in now.items()]
     changes += [CaseChange(id=name, change="removed") for name in before if name not in now]
+    both = [name for name in now if name in before]
+    then, later = [before[name] for name in both], [now[name] for name in both]
     return Comparison(
         baseline=baseline.eval_id,
         current=current.eval_id,
         cases=tuple(changes),
-        pass_rate=current.pass_rate - baseline.pass_rate,
-        cost=current.cost - baseline.cost,
-        p50_s=current.latency(0.5) - baseline.latency(0.5),
-        p95_s=current.latency(0.95) - baseline.latency(0.95),
+        compared=len(both),
+        pass_rate=_pass_rate(later) - _pass_rate(then),
+        cost=sum(c.cost for c in later) - sum(c.cost for c in then),
+        p50_s=_latency(later, 0.5) - _latency(then, 0.5),
+        p95_s=_latency(later, 0.95) - _latency(then, 0.95),
     )
+
+
+def _pass_rate(cases: list[CaseReport]) -> float:
+    """The share of ``cases`` that passed (one not run did not), as a report's."""
+    return sum(c.passed for c in cases) / len(cases) if cases else 0.0
+
+
+def _latency(cases: list[CaseReport], q: float) -> float:
+    """The ``q`` quantile of the wall times of the runs of ``cases``, as a report's."""
+    return percentile([a.latency_s for c in cases for a in c.attempts], q)
 
 
 def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
@@ -97,6 +114,15 @@ def _change(before: CaseReport | None, now: CaseReport) -> CaseChange:
         pass_rate=now.pass_rate - before.pass_rate,
         reason=None if now.passed else reason,
     )
+
+
+def over(comparison: Comparison) -> str:
+    """What the totals' deltas are over, as the reports say it before them: nothing
+    when both evals have the same cases, else ``over the 2 cases in both: ``."""
+    if all(c.change not in ("added", "removed") for c in comparison.cases):
+        return ""
+    count = comparison.compared
+    return f"over the {count} case{'' if count == 1 else 's'} in both: "
 
 
 def dollars_delta(delta: float) -> str:

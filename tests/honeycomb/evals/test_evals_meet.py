@@ -3,14 +3,20 @@ the reports that show it (JUnit, HTML, the terminal's table)."""
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from honeycomb import Executor, Role
+from honeycomb.cli.eval_view import print_comparison
 from honeycomb.evals import Case, CaseRun, EvalReport, compare, evaluate, junit
 from honeycomb.evals.checks import built_check
+from honeycomb.evals.compare import over
 from honeycomb.evals.html import report_page
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel
+from runtime import Price, PricedModel
 from tests.support.evals import writer
 
 RAW = "a <b>&\"' ]]> \x00 NUL, \x1b[2J a terminal's escape, \x07 a bell"
@@ -101,3 +107,33 @@ async def test_a_check_that_scores_nan_fails_and_its_eval_is_a_baseline_still(
     # Kept as JSON, which has no NaN: read back for --baseline, eval compare, serve.
     baseline = EvalReport.from_json(kept or "")
     assert [c.change for c in compare(baseline, after).cases] == ["failing", "passing"]
+
+
+async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_both() -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+    model = PricedModel(FunctionModel(lambda request: "hello"), price)
+    executor = Executor(
+        [Role(name="writer")],
+        model,
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    greets = [Case(id="greet", task="Say hello.")]
+    fails = [Case(id="fails", task="Say hello.", checks=[lambda answer, run: False])]
+    every = await evaluate(executor, greets + fails)
+    some = await evaluate(executor, greets)  # as --case greet runs it
+    assert (every.pass_rate, some.pass_rate) == (0.5, 1.0)
+    comparison = compare(every, some)
+    assert [(c.id, c.change) for c in comparison.cases] == [
+        ("greet", "passing"),
+        ("fails", "removed"),
+    ]
+    # Nothing changed of the case both ran: no better pass rate, nor a cheaper eval.
+    assert (comparison.compared, comparison.pass_rate, comparison.cost) == (1, 0.0, 0.0)
+    shown = io.StringIO()
+    print_comparison(shown, comparison)
+    assert "1 unchanged · over the 1 case in both: pass rate +0%" in shown.getvalue()
+    assert "over the 1 case in both: pass rate +0%" in report_page(some, comparison)
+    same = compare(every, every)
+    assert (same.compared, same.pass_rate) == (2, 0.0)
+    assert over(same) == ""
