@@ -13,7 +13,10 @@ tool. A call runs through the dispatcher like any tool (timeouts, cancellation,
 ordering, the journal); what goes wrong on the server's side is the call's error
 observation: a tool's ``isError`` with its message, a protocol error, a server that
 died. A call reaches the servers of the run making it (:meth:`McpServers.run`), which
-starts a server that went away again once; after that, its calls say it is down.
+starts a server that went away again once; after that, its calls say it is down. A
+side-effecting call cut off (its time limit, a cancellation) may go on in its server,
+so that server takes no more calls and is started anew for the next
+(:meth:`McpServers.calling`): no side-effecting call overlaps it.
 
 A role names MCP tools as ``server:tool`` or ``server:*``, where ``server`` is a
 declared server: any other name with a colon is an import path
@@ -213,7 +216,7 @@ def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
     if idempotent is None:
         idempotent = listed.idempotent is True
     return Tool(
-        _caller(server.name, listed.name),
+        _caller(server.name, listed.name, serial=side_effects or settings.exclusive is not None),
         name=re.sub(r"[^A-Za-z0-9_-]", "_", listed.name)[:64] or "tool",
         description=listed.description,
         parameters=listed.parameters,
@@ -236,7 +239,7 @@ def _starter(server: str, tool: str) -> Callable[[], Awaitable[None]]:
     return ready
 
 
-def _caller(server: str, tool: str) -> Callable[..., Awaitable[str]]:
+def _caller(server: str, tool: str, *, serial: bool) -> Callable[..., Awaitable[str]]:
     async def call(**arguments: Any) -> str:
         run = _CURRENT.get()
         if run is None:
@@ -245,7 +248,7 @@ def _caller(server: str, tool: str) -> Callable[..., Awaitable[str]]:
                 "is not running here: MCP tools are called in a run of their Executor "
                 "(or in a block of McpServers(...).run())",
             )
-        return await run.call(server, tool, arguments)
+        return await run.call(server, tool, arguments, serial=serial)
 
     call.__name__ = call.__qualname__ = f"{server}_{tool}"
     return call
@@ -278,8 +281,11 @@ class McpRun:
         except McpServerError as exc:
             raise ModelRetry(f"cannot call {tool!r}: {exc}") from exc
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str:
-        """Call a tool; what goes wrong becomes the call's error observation.
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, serial: bool = False
+    ) -> str:
+        """Call a tool; what goes wrong becomes the call's error observation. A call of
+        a ``serial`` tool cut off retires the server (see :meth:`McpServers.calling`).
 
         Raises:
             ModelRetry: the tool reported an error, the server is down or went away
@@ -287,7 +293,8 @@ class McpRun:
         """
         session = await self.ready(server, tool)
         try:
-            return await session.call(tool, arguments)
+            with self.servers.calling(server, session, serial=serial):
+                return await session.call(tool, arguments)
         except ServerGone as exc:
             again = "it stays down for the rest of this run"
             if server not in self.restarted:
@@ -310,13 +317,17 @@ def current_mcp_run() -> McpRun | None:
 class _Live:
     """One life of a server: starting, running, or ended (and why)."""
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: McpServer, after: _Live | None) -> None:
         self.server = server
+        self.after = after  # a life retired before it: it starts once that one is gone
         self.ready = asyncio.Event()  # started, or failed to
         self.stop = asyncio.Event()
+        self.gone = asyncio.Event()  # ended, its process with it
         self.session: Session | None = None
         self.error: McpServerError | None = None
         self.host: asyncio.Task[None] | None = None  # the task it lives in
+        self.calls = 0  # under way in it
+        self.retired = False  # takes no more calls, and ends once those under way do
 
     @property
     def usable(self) -> bool:
@@ -325,7 +336,7 @@ class _Live:
             self.ready.is_set()
             and session is not None
             and not session.ended
-            and (self.error is None and not self.stop.is_set())
+            and (self.error is None and not self.stop.is_set() and not self.retired)
         )
 
     def end(self) -> None:
@@ -361,7 +372,8 @@ class McpServers:
             for value in server.headers.values():
                 add_header(value, owner=self)
         self._group: asyncio.TaskGroup | None = None
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, _Live] = {}  # each server's latest life
+        self._retired: set[_Live] = set()  # lives with calls still under way in them
 
     def __repr__(self) -> str:
         return f"McpServers({list(self.servers)})"
@@ -379,7 +391,7 @@ class McpServers:
         tb: TracebackType | None,
     ) -> None:
         group, self._group = self._group, None
-        for live in self._live.values():
+        for live in [*self._live.values(), *self._retired]:
             live.end()
         if group is not None:
             # Not the block's exception: the group would wrap it in an ExceptionGroup.
@@ -396,6 +408,30 @@ class McpServers:
             yield current
         finally:
             _CURRENT.reset(token)
+
+    @contextmanager
+    def calling(self, name: str, session: Session, *, serial: bool) -> Iterator[None]:
+        """A call in ``session`` of server ``name``. One of a ``serial`` tool (side
+        effects, or an exclusive key) cut off (its time limit, a cancellation) may still
+        run in the server, which was only asked to stop it, and the next such call must
+        not overlap it: so the server is retired. It takes no more calls, stops once
+        those under way end, and the next call starts it anew once it has stopped."""
+        live = self._live.get(name)
+        if live is None or live.session is not session:  # replaced: it is ending
+            yield
+            return
+        live.calls += 1
+        try:
+            yield
+        except asyncio.CancelledError:
+            if serial and not live.retired and not live.gone.is_set():
+                self._retired.add(live)
+                live.retired = True
+            raise
+        finally:
+            live.calls -= 1
+            if live.retired and live.calls == 0:
+                live.end()
 
     async def session(self, name: str, restarted: set[str]) -> Session:
         """The live session of server ``name``, started if need be: a first time, or
@@ -424,7 +460,7 @@ class McpServers:
             raise McpServerError(
                 name, "cannot start: its McpServers block is not open (async with)"
             )
-        if last is not None:
+        if last is not None and not last.retired:  # it ended: a restart of the run's one
             if name in restarted:
                 raise McpServerError(
                     name,
@@ -433,21 +469,25 @@ class McpServers:
                 )
             restarted.add(name)
             last.end()
-        live = self._live[name] = _Live(server)
+        after = last if last is not None and last.retired else None
+        live = self._live[name] = _Live(server, after)
         live.host = self._group.create_task(self._host(live), name=f"mcp-server-{name}")
         return live
 
     async def _host(self, live: _Live) -> None:
         """One life of a server, in a task of its own: the SDK's connection is entered
         and left in one task. It never fails (a failure is the server's error); the
-        block's end cancels it while the server starts."""
-        # The SDK's first import takes a second or two: in a thread, not the event loop
-        # (the run's other workers go on meanwhile).
-        await anyio.to_thread.run_sync(_load_sdk, abandon_on_cancel=True)
-        from runtime.tools._mcp_sdk import connect
-
+        block's end cancels it while the server starts (or waits for the life before
+        it, retired, to stop: the process it follows)."""
         server = live.server
         try:
+            if live.after is not None:
+                await live.after.gone.wait()
+            # The SDK's first import takes a second or two: in a thread, not the event
+            # loop (the run's other workers go on meanwhile).
+            await anyio.to_thread.run_sync(_load_sdk, abandon_on_cancel=True)
+            from runtime.tools._mcp_sdk import connect
+
             async with connect(
                 server.name,
                 command=server.command,
@@ -468,6 +508,8 @@ class McpServers:
             live.error = McpServerError(server.name, f"failed: {type(exc).__name__}: {exc}")
         finally:
             live.ready.set()
+            live.gone.set()
+            self._retired.discard(live)
 
 
 def _load_sdk() -> None:

@@ -1,0 +1,68 @@
+"""A side-effecting MCP call cut off (its time limit, a cancellation) may go on in its
+server, which was only asked to stop it: the next side-effecting call must not overlap
+it. Against the SDK-written test server run as a subprocess, through the real
+dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
+from runtime.concurrency import within
+from runtime.tools.mcp import mcp_tools
+from tests.support.dispatching import layered
+from tests.support.mcp_servers import running, sdk_server
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def written(notes: Path) -> str:
+    """What the server wrote to its notes so far."""
+    return notes.read_text() if notes.exists() else ""
+
+
+async def noted(notes: Path, line: str) -> None:
+    """Return once the server has written ``line`` to its notes (a call is in)."""
+    with within(30):  # a failsafe: the note is the signal
+        while line not in written(notes):  # noqa: ASYNC110 (a file has no event)
+            await asyncio.sleep(0.01)
+
+
+async def test_a_side_effecting_call_cut_off_is_not_overlapped_by_the_next(
+    tmp_path: Path,
+) -> None:
+    """A side-effecting call past its time that its server carries on regardless is not
+    overlapped by the worker's next side-effecting call: its server takes no more calls
+    and stops once the calls under way in it end (another worker's read goes on to its
+    answer), and the next call goes to it started anew. That start is not the run's one
+    restart of a server that died."""
+    notes = tmp_path / "notes.txt"
+    server = sdk_server(notes=notes, tools={"append_note": McpToolSettings(timeout=0.3)})
+    async with running(server) as run:
+        tools = ToolRegistry(mcp_tools(server, await run.listed("t")).values())
+        pid = await run.call("t", "pid", {})
+        first = '{"text": "first", "delay": 1.0, "heedless": true}'
+        writes = [
+            ToolCall(id="a", name="append_note", arguments=first),
+            ToolCall(id="b", name="append_note", arguments='{"text": "second"}'),
+        ]
+        async with asyncio.TaskGroup() as group:
+            reading = group.create_task(
+                layered(tools).dispatch(
+                    [ToolCall(id="r", name="slow", arguments='{"seconds": 1.5}')]
+                )
+            )
+            await noted(notes, "slow 1.5")
+            wrote = await layered(tools).dispatch(writes)
+        (read,) = reading.result()
+        assert [seen.status for seen in wrote] == ["timeout", "ok"]
+        assert (read.status, read.content) == ("ok", "slept 1.5s")
+        lines = [line.split()[:2] for line in written(notes).splitlines()]
+        assert lines.index(["end", "first"]) < lines.index(["start", "second"]), lines
+        assert await run.call("t", "pid", {}) != pid  # started anew
+        with pytest.raises(ModelRetry, match="it is started again for the next call"):
+            await run.call("t", "die", {})
+        assert await run.call("t", "lookup", {"word": "bee"}) == "an insect that makes honey"
