@@ -264,7 +264,7 @@ class Compactor:
                 break
         if before <= self.compaction.budget_tokens:
             return state, None
-        return state, self._window(state, head, tools)
+        return self._window(state, head, messages, tools)
 
     def _allowance(self, fixed: int) -> int:
         """The summary's length at most: half of what the head and the tools leave of
@@ -397,15 +397,36 @@ class Compactor:
         return _Outcome(usage=response.usage, text=text, model=response.model, error=error)
 
     def _window(
-        self, state: LoopState, head: tuple[Message, ...], tools: Sequence[ToolSchema]
-    ) -> ContextWindow:
+        self,
+        state: LoopState,
+        head: tuple[Message, ...],
+        messages: tuple[Message, ...],
+        tools: Sequence[ToolSchema],
+    ) -> tuple[LoopState, ContextWindow]:
         """The last resort: the window of what the budget leaves once the head, the
         summary, the window's note and the tools are counted (the newest turn is
-        always kept, its longest texts cut when it alone does not fit)."""
+        always kept, its longest texts cut when it alone does not fit), and the state,
+        its summary cut to what the newest turn's calls leave it, if they leave it less
+        than it has (a cut summary stays cut: the next fold starts from it)."""
+        budget = self.compaction.budget_tokens
+        note = self._note(state)
+        if state.summary:
+            rest = messages[state.summarized :]
+            newest = newest_bare(rest)
+            left_out = (note,) if len(newest) < len(rest) else ()
+            least = (*head, *left_out, summary_message("", state.summarized), *newest)
+            left = budget - self.estimate(least, tools)  # for the summary's text
+            cut = cut_text(state.summary, max(left, 0), self.count)
+            if cut != state.summary:
+                state = replace(state, summary=cut)
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        note = omission_note(10 * (len(state.messages) + 1))  # the widest it can be
-        room = self.compaction.budget_tokens - self.estimate((*head, *summary, note), tools)
-        return ContextWindow(max_tokens=max(room, 1), count=self.count)
+        room = budget - self.estimate((*head, *summary, note), tools)
+        return state, ContextWindow(max_tokens=max(room, 1), count=self.count)
+
+    @staticmethod
+    def _note(state: LoopState) -> Message:
+        """The window's note, at the widest it can be."""
+        return omission_note(10 * (len(state.messages) + 1))
 
     def _check_room(
         self,
@@ -416,23 +437,27 @@ class Compactor:
     ) -> None:
         """Fail before any summary call when no fold and no window could keep the
         request within the budget: the head, the tools and the newest turn's calls,
-        every text cut, are over it alone.
+        every text cut, with the summary's header when there are older turns to fold,
+        are over it alone.
 
         Raises:
             ContextBudgetTooSmall: then. A request over the budget, its newest results
                 cut away, helps no model (it repeats the calls it no longer sees).
         """
-        newest = newest_bare(messages[state.summarized :])
-        least = self.estimate((*head, *newest), tools)
+        rest = messages[state.summarized :]
+        newest = newest_bare(rest)
+        older: tuple[Message, ...] = ()
+        if state.summary or len(newest) < len(rest):
+            older = (summary_message("", len(messages)),)
+        least = self.estimate((*head, *older, *newest), tools)
         budget = self.compaction.budget_tokens
         if least <= budget:
             return
+        tools_share = self.estimate(head, tools) - self.estimate(head)
         shares = [
             ("the system prompt and the task", self.estimate(head)),
-            (
-                f"{len(tools)} tool{'s' * (len(tools) != 1)}",
-                self.estimate(head, tools) - self.estimate(head),
-            ),
+            (f"{len(tools)} tool{'s' * (len(tools) != 1)}", tools_share),
+            ("the summary's header", self.estimate(older) if older else 0),
         ]
         shares.append(("the newest turn's calls", least - sum(n for _, n in shares)))
         raise ContextBudgetTooSmall(self.worker or "(alone)", budget, least, shares)

@@ -325,3 +325,55 @@ async def test_a_budget_that_cannot_hold_the_newest_calls_fails_the_worker_befor
     assert len(model.requests) == 1  # the first, within the budget; none after it
     assert over(model.requests, 300, by_estimate) == []
     assert not summarizer.requests  # no summary call could help, none was made
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up in the register of the harbour's ships, their berths and cargo."""
+    return f"{key}: " + "z" * 400
+
+
+async def test_a_summary_is_cut_to_what_the_newest_calls_leave_it() -> None:
+    # The head and the tools take most of the budget, and each turn's call has long
+    # arguments (never cut): the summary, at its allowance, and the newest call were
+    # over the budget together, and the window, with no room left, cut the newest
+    # results to nothing and sent the request over the budget anyway. Now the summary
+    # is cut to what the call leaves it, and every request is within the budget.
+    def turn(request: ModelRequest) -> ModelResponse:
+        n = len(model.requests)
+        message = AssistantMessage(content="done")
+        if n <= 8:
+            key = f"ship-{n:03d}-" + "k" * 60
+            call = ToolCall(id=f"c{n}", name="lookup", arguments=f'{{"key": "{key}"}}')
+            message = AssistantMessage(content=f"[step {n}]", tool_calls=(call,))
+        usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
+        return ModelResponse(message=message, usage=usage)
+
+    model = FunctionModel(turn, name="looker")
+    summarizer = wordy(5000, by_estimate)
+    loop = AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([lookup])),
+        instructions="You look things up. " + "Be careful and exact. " * 15,
+        settings=LoopSettings(
+            max_turns=20, compaction=Compaction(budget_tokens=300, keep_turns=1, model="s")
+        ),
+        worker="w1",
+        services=Services(models={"s": summarizer}),
+    )
+    result = await loop.run("look up the ships")
+
+    assert isinstance(result, Final)
+    assert summarizer.requests  # it folded
+    assert over(model.requests, 300, by_estimate) == []
+    # The requests after the folds hold the summary, and the newest call whole.
+    summarized = [
+        r
+        for r in model.requests
+        if len(r.messages) > 2 and (r.messages[2].content or "").startswith("[Summary of")
+    ]
+    assert len(summarized) >= 5
+    for request in summarized:
+        newest = request.messages[-2]
+        assert isinstance(newest, AssistantMessage)
+        assert newest.tool_calls[0].arguments.endswith('k"}')
