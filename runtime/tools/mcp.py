@@ -40,7 +40,7 @@ import msgspec
 from msgspec import Meta
 
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
-from runtime.secrets import add_env, add_header
+from runtime.secrets import add_env, add_header, add_secret, masked_with, url_secrets
 from runtime.tools.define import Tool
 from runtime.value import Settings
 
@@ -131,8 +131,9 @@ class McpServer(Settings, frozen=True, kw_only=True):
 
     def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
         shown = f"command={self.command!r}, args={self.args!r}" if self.command else ""
-        if self.url is not None:
-            shown = f"url={self.url!r}"
+        if self.url is not None:  # nor a password or a token in the URL
+            url = masked_with(self.url, dict.fromkeys(url_secrets(self.url), "password"))
+            shown = f"url={url!r}"
         for field in ("env", "headers"):
             keys = sorted(getattr(self, field))
             if keys:
@@ -371,6 +372,8 @@ class McpServers:
             add_env(server.env, owner=self)
             for value in server.headers.values():
                 add_header(value, owner=self)
+            for secret in url_secrets(server.url or ""):
+                add_secret(secret, "password", owner=self)
         self._group: asyncio.TaskGroup | None = None
         self._live: dict[str, _Live] = {}  # each server's latest life
         self._retired: set[_Live] = set()  # lives with calls still under way in them

@@ -31,6 +31,7 @@ from runtime import (
     ToolMessage,
     ToolRegistry,
 )
+from runtime.secrets import masked
 from runtime.tools.mcp import McpRun, mcp_ref, mcp_tools
 from tests.support.concurrency import MEET_LIMIT_S
 from tests.support.dispatching import layered
@@ -420,6 +421,21 @@ def test_a_server_never_shows_its_env_or_header_values() -> None:
     )
     assert "t0k" not in repr(stdio)
     assert "B x" not in repr(http)
+
+
+async def test_a_password_or_a_token_in_a_server_s_url_is_a_secret() -> None:
+    """A password in a streamable-HTTP server's URL, or a credential in its query
+    (``?token=``), is not shown by its repr, and is masked in what a run shows while its
+    servers are held, as an endpoint's URL's is."""
+    url = "http://bob:hunter2-pass@127.0.0.1:1/mcp?token=tok-5ecret-value"
+    server = McpServer(name="web", url=url)
+    assert repr(server) == (
+        "McpServer('web', url='http://bob:[password hidden]@127.0.0.1:1/mcp"
+        "?token=[password hidden]')"
+    )
+    async with McpServers([server]):
+        shown = masked("the server said: tok-5ecret-value, hunter2-pass")
+    assert shown == "the server said: [password hidden], [password hidden]"
 
 
 @pytest.mark.parametrize(
