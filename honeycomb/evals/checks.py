@@ -27,6 +27,7 @@ from runtime.value import Value
 
 __all__ = [
     "CHECK_TIMEOUT_S",
+    "REASON_CHARS",
     "Check",
     "CheckFn",
     "Score",
@@ -39,6 +40,11 @@ __all__ = [
 CHECK_TIMEOUT_S = 60.0
 """How long a check of your own (a ``python`` check, a callable) may take, unless it
 says otherwise: past it, it fails."""
+
+REASON_CHARS = 2_000
+"""The most of a check's reason a report keeps: one that quotes a whole answer (a
+``python`` check's ``f"it said {answer}"``) is cut there, as a report keeps each run
+of each case, in the store and in JUnit, where the run keeps its answer once."""
 
 CheckFn = Callable[[Any, CaseRun], Any]
 """A check: ``fn(answer, run)`` returning a bool, a score, a reason, None, a
@@ -116,8 +122,15 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
         passed=passed,
         score=score.score,
         weight=check.weight,
-        reason=None if passed else reason,
+        reason=None if passed or reason is None else _at_most(reason, REASON_CHARS),
     )
+
+
+def _at_most(text: str, most: int) -> str:
+    """``text``, or its first ``most`` characters and how many more it had."""
+    if len(text) <= most:
+        return text
+    return f"{text[:most]}… ({len(text) - most} more characters)"
 
 
 async def _found(check: Check, run: CaseRun) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 from honeycomb import Executor, Role
 from honeycomb.cli.eval_view import print_comparison
 from honeycomb.evals import Case, CaseRun, EvalReport, compare, evaluate, junit
-from honeycomb.evals.checks import built_check
+from honeycomb.evals.checks import REASON_CHARS, built_check
 from honeycomb.evals.compare import over
 from honeycomb.evals.html import report_page
 from honeycomb.evals.spec import CheckSpec
@@ -137,3 +137,22 @@ async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_b
     same = compare(every, every)
     assert (same.compared, same.pass_rate) == (2, 0.0)
     assert over(same) == ""
+
+
+async def test_a_check_that_quotes_a_huge_answer_keeps_its_report_small(tmp_path: Path) -> None:
+    huge = "word " * 200_000  # a megabyte: a concatenation of many workers' answers, say
+    store = RunStore(tmp_path / "runs.db")
+    cases = [Case(id=f"c{n}", task="Say it all.", checks=[_quotes_the_answer]) for n in range(3)]
+    async with writer(huge, store=store) as executor:
+        report = await evaluate(executor, cases)
+        kept = store.eval_report(report.eval_id)
+    said = f"it said ## s1 (writer)\n{huge.strip()}"  # the concat aggregator's answer
+    for case in report.cases:
+        (verdict,) = case.attempts[0].verdicts
+        assert verdict.reason == (
+            f"{said[:REASON_CHARS]}… ({len(said) - REASON_CHARS} more characters)"
+        )
+    # Each run keeps its answer; the report keeps what each check said of it, cut.
+    assert len(kept or "") < 10 * REASON_CHARS
+    assert len(junit(report)) < 10 * REASON_CHARS
+    assert len(report_page(report)) < 10 * REASON_CHARS + 10_000
