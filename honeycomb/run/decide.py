@@ -19,7 +19,13 @@ from typing import Any
 from honeycomb.store import RunStore
 from runtime import ArgumentsError, Tool
 from runtime.errors import AlreadyDecided, ApprovalError, HoneycombError
-from runtime.tools.approvals import ApprovalEntry, Decision, PendingApproval
+from runtime.tools.approvals import (
+    ApprovalEntry,
+    Decision,
+    MaskedEdit,
+    PendingApproval,
+    unmasked_edit,
+)
 from runtime.tools.define import arguments_text
 
 __all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
@@ -88,7 +94,9 @@ async def decide(
             waiting call of several workers and ``worker`` is not given, its time to
             decide ran out, arguments come with a denial, or the edited arguments fail
             the tool's validation or cannot be checked (the tool is not known, or
-            ``listing`` fails: an MCP server that cannot be started to list it).
+            ``listing`` fails: an MCP server that cannot be started to list it), or
+            change a value that holds a secret's mask (its ``__cause__`` a
+            :class:`~runtime.tools.approvals.MaskedEdit`).
         StoreError: when the store cannot be read or written.
     """
     if arguments is not None and not approve:
@@ -177,6 +185,10 @@ def _check(
             pending.call_id,
             f"arguments must be a JSON object, got {type(arguments).__name__}",
         )
+    try:  # the call would run with a secret's mask (the run refuses it then)
+        unmasked_edit(arguments, pending.arguments)
+    except MaskedEdit as exc:
+        raise ApprovalError(run_id, pending.call_id, f"the edited arguments: {exc}") from exc
     found = tool_for(pending) if tool_for is not None else None
     if found is None:  # an edit no schema checked would be final, and fail as it runs
         raise ApprovalError(

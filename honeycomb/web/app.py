@@ -60,7 +60,7 @@ from honeycomb.web.pages import (
 )
 from runtime import ApprovalError, ArgumentsError, HoneycombError, StoreError
 from runtime.secrets import add_secret
-from runtime.tools.approvals import PendingApproval
+from runtime.tools.approvals import MaskedEdit, PendingApproval
 
 __all__ = [
     "Approvals",
@@ -336,7 +336,7 @@ class _Site:
             # Arguments the tool refuses are the form's to mend; a run the store does
             # not have is not found; anything else (decided already, no such call, too
             # late) is the call's state.
-            if isinstance(exc.__cause__, ArgumentsError):
+            if isinstance(exc.__cause__, (ArgumentsError, MaskedEdit)):
                 raise _Refused(422, str(exc)) from exc
             if await self.store.summary(run_id) is None:
                 raise _Refused(404, str(exc)) from exc

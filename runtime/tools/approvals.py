@@ -17,6 +17,12 @@ A denied call becomes the error observation ``denied: <reason>`` and the loop go
 on; an approval with edited arguments runs the call with them, validated again. With
 a timeout, no decision in time is a denial.
 
+A person sees a call's arguments with every secret masked (``[password hidden]``), and
+the run store keeps them so. An edit that leaves such a value as it was shown keeps
+the call's own value (its secret, where the call holds it); one that changes a value
+holding a mask (or gives a secret, which is kept masked) is refused, naming the
+argument: the call would run with the mask, not the secret (:func:`unmasked_edit`).
+
 A decision is final: a log keeps the first decision on a call and hands back the one
 that stands, so a worker never acts on a decision that lost to another (a person's,
 recorded in the store meanwhile).
@@ -25,6 +31,7 @@ recorded in the store meanwhile).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -47,10 +54,12 @@ __all__ = [
     "ApprovalRule",
     "Approver",
     "Decision",
+    "MaskedEdit",
     "MemoryApprovalLog",
     "PendingApproval",
     "Verdict",
     "described",
+    "unmasked_edit",
     "withdraw",
 ]
 
@@ -421,16 +430,80 @@ def _verdict(decision: Decision, tool: Tool[Any, Any], kwargs: dict[str, Any]) -
         return Verdict(refusal=f"denied: {decision.reason or 'no reason given'}")
     if decision.arguments is None:
         return Verdict(kwargs=kwargs)
-    text = arguments_text(decision.arguments)
     try:
-        edited = tool.parse_arguments(text, in_full=True)
+        arguments = unmasked_edit(decision.arguments, _plain(kwargs))
+    except MaskedEdit as exc:
+        return Verdict(refusal=f"Error: the edited arguments approved were not run: {exc}.")
+    try:
+        edited = tool.parse_arguments(arguments_text(arguments), in_full=True)
     except ArgumentsError as exc:
         return Verdict(
             refusal=f"Error: the edited arguments approved failed validation: {exc.detail}."
         )
+    shown = arguments_text(masked(arguments))  # the model reads it: no secret
     return Verdict(
-        kwargs=edited, note=f"(A person approved this call with edited arguments: {text})\n"
+        kwargs=edited, note=f"(A person approved this call with edited arguments: {shown})\n"
     )
+
+
+class MaskedEdit(ValueError):
+    """Edited arguments change a value that holds a secret, which a person sees and the
+    run store keeps only masked: the call would run with the mask, not the secret.
+
+    Attributes:
+        argument: Where the value is (``dsn``, ``db.url``, ``hosts[1]``).
+        mask: The mask it holds (``[password hidden]``).
+    """
+
+    def __init__(self, argument: str, mask: str) -> None:
+        self.argument = argument
+        self.mask = mask
+        super().__init__(
+            f"argument {argument!r} holds a secret (shown as {mask}) in a value the edit "
+            "changed: a secret is shown and kept only masked, so the call would run with "
+            "the mask, not the secret. Leave that value as the call has it (its secret "
+            "stays), or approve the call unedited"
+        )
+
+
+_MASK = re.compile(r"\[[^\[\]\n]{1,100} hidden\]")
+"""A secret's mask, as :func:`runtime.secrets.masked` writes it (the secret itself may
+not be known here: the process that masked it is another)."""
+
+
+def unmasked_edit(edited: dict[str, Any], called: dict[str, Any]) -> dict[str, Any]:
+    """``edited`` arguments (JSON values) as they run in place of ``called`` (the call's
+    own): each value the edit left as it was shown, every secret masked, is the call's
+    own again, its secret in it.
+
+    Raises:
+        MaskedEdit: naming the first value that holds a mask (or a secret, which what
+            is kept of the decision masks) and that the edit changed.
+    """
+    kept: dict[str, Any] = _unmasked(edited, called, "")
+    return kept
+
+
+def _unmasked(edited: Any, called: Any, where: str) -> Any:
+    if edited == masked(called):
+        return called
+    if isinstance(edited, dict):
+        own = called if isinstance(called, dict) else {}
+        return {
+            key: _unmasked(value, own.get(key), f"{where}.{key}" if where else str(key))
+            for key, value in edited.items()
+        }
+    if isinstance(edited, list):
+        same = isinstance(called, list) and len(called) == len(edited)
+        return [
+            _unmasked(value, called[at] if same else None, f"{where}[{at}]")
+            for at, value in enumerate(edited)
+        ]
+    if isinstance(edited, str):
+        found = _MASK.search(masked(edited))
+        if found is not None:
+            raise MaskedEdit(where, found.group())
+    return edited
 
 
 def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:

@@ -1,11 +1,12 @@
 """``honeycomb serve``'s page where it meets the other features: a waiting call whose
 tool says what it will do in words that hold a secret, a PostgreSQL store's password,
 text that reorders itself, text of very long lines, runs another process writes while
-the pages are read, and a store that another process makes unreadable while a page
-follows a run there."""
+the pages are read, a store that another process makes unreadable while a page
+follows a run there, and an edit of a call's arguments that hold a masked secret."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import json
@@ -19,14 +20,15 @@ import anyio
 import httpx
 import pytest
 
-from honeycomb import Approvals, Executor, Role, add_secret, tool
+from honeycomb import Approvals, Executor, Role, Subtask, ToolMessage, add_secret, tool
 from honeycomb.cli.main import main
 from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore, RunSummary
-from honeycomb.testing import ScriptedModel
+from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from runtime import AssistantMessage, StoreError, ToolCall
+from runtime import AssistantMessage, ModelRequest, StoreError, ToolCall
+from runtime.testing import call
 from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _later, _until, _Watched
@@ -321,3 +323,91 @@ async def test_the_pages_load_while_another_process_writes_its_runs(
     assert going > 0  # read while the runs went, not only after
     assert said == dict.fromkeys(run_ids, "ok")
     assert events.endswith('event: end\ndata: {"status": "ok"}\n\n')
+
+
+async def test_in_chromium_an_edit_keeps_a_masked_secret_only_where_it_left_it(
+    db: Path, browser: Any
+) -> None:
+    """The page shows a waiting call's connection string with its password masked. An
+    edit that changes that value, its mask in it, is refused naming the argument (the
+    call would run with the mask) and the call still waits; one that changes only the
+    SQL is approved, and the worker, going on in the run, connects with the password
+    itself, not its mask."""
+    add_secret(PASSWORD, "password")
+    dsn = f"postgresql://app:{PASSWORD}@db/prod"
+    ran: list[tuple[str, str]] = []
+    idle = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if (request.conversation or "").endswith("/idle"):
+            return AssistantMessage(tool_calls=(call("wait", id="w1"),)) if not seen else "waited"
+        if not seen:
+            asked = {"dsn": dsn, "sql": "delete from old"}
+            return AssistantMessage(tool_calls=(call("run_sql", asked, id="q1"),))
+        return "done"
+
+    async def run_sql(dsn: str, sql: str) -> str:
+        """Run SQL on a database."""
+        ran.append((dsn, sql))
+        return "3 rows"
+
+    async def wait() -> str:
+        """Keep the run going until the test is done deciding."""
+        await idle.wait()
+        return "waited"
+
+    executor = Executor(
+        [
+            Role(name="dba", tools=("run_sql",), approvals=Approvals(tools=("run_sql",))),
+            Role(name="idle", tools=("wait",)),
+        ],
+        FunctionModel(answer),
+        tools=[tool(run_sql, side_effects=True), tool(wait)],
+        store=db,
+        aggregator="concat",
+    )
+    plan = [Subtask(id=name, role=name, instruction="go") for name in ("dba", "idle")]
+    running = asyncio.create_task(executor.run("tidy", subtasks=plan, run_id="r1"))
+    store = RunStore(db)
+    await _until(lambda: _asked(store), "yes")
+    decided = StoreApprovals(RunStore(db), tools=lambda run_id: executor.tool_for)
+    app = create_app(db, token=TOKEN, approvals=decided, poll_s=0.1)
+    try:
+        with ThreadedServer(app, name="serve") as server:
+            context = await browser.new_context()
+            watched = _Watched(await context.new_page())
+            page, form = watched.page, "form.approval[data-call='q1']"
+            box = f"{form} textarea[name=arguments]"
+
+            async def approve(**edit: str) -> None:
+                await page.goto(f"{server.url}/runs/r1?token={TOKEN}")
+                shown = json.loads(await page.input_value(box))
+                assert shown == {"dsn": SHOWN_DSN, "sql": "delete from old"}
+                await page.click(f"{form} details.edit summary")
+                await page.fill(box, json.dumps({**shown, **edit}))
+                await page.click(f"{form} button[value=approve]")
+
+            await approve(dsn=SHOWN_DSN.replace("/prod", "/test"))
+            said = await page.inner_text("body")
+            assert "argument 'dsn' holds a secret (shown as [password hidden])" in said
+            assert [p.call_id for p in await pending_of(store, "r1")] == ["q1"]  # it waits
+            await approve(sql="delete from old where id < 10")
+            await page.wait_for_selector(f"{form}", state="detached", timeout=30_000)
+            await _until(lambda: _ran(ran), "yes")  # in this life, as a paused worker does
+            await context.close()
+    finally:
+        idle.set()
+    assert (await running).status == "ok"
+    assert ran == [(dsn, "delete from old where id < 10")]  # the password, not its mask
+
+
+SHOWN_DSN = "postgresql://app:[password hidden]@db/prod"
+
+
+async def _asked(store: RunStore) -> str:
+    return "yes" if await store.approvals_of("r1") else "no"
+
+
+async def _ran(ran: list[tuple[str, str]]) -> str:
+    return "yes" if ran else "no"
