@@ -488,7 +488,13 @@ class McpServers:
                 await live.after.gone.wait()
             # The SDK's first import takes a second or two: in a thread, not the event
             # loop (the run's other workers go on meanwhile).
-            await anyio.to_thread.run_sync(_load_sdk, abandon_on_cancel=True)
+            try:
+                await anyio.to_thread.run_sync(_load_sdk, abandon_on_cancel=True)
+            except ImportError as exc:  # the extra is not installed
+                raise McpServerError(
+                    server.name,
+                    f"cannot start: the mcp SDK cannot be imported ({exc}): pip install {_EXTRA}",
+                ) from exc
             from runtime.tools._mcp_sdk import connect
 
             async with connect(
@@ -513,6 +519,10 @@ class McpServers:
             live.ready.set()
             live.gone.set()
             self._retired.discard(live)
+
+
+_EXTRA = "'honeycomb-agents[mcp]'"
+"""The extra that installs the ``mcp`` SDK."""
 
 
 def _load_sdk() -> None:

@@ -11,7 +11,9 @@ import textwrap
 
 import pytest
 
+from runtime import McpServerError, ModelRetry
 from tests.support import ROOT
+from tests.support.mcp_servers import running, sdk_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,3 +72,19 @@ def test_the_first_server_loads_the_sdk_without_stalling_the_event_loop() -> Non
     # With the SDK imported in the loop, the ticker would stall for the whole import;
     # in a thread it waits only for its share of the interpreter's lock.
     assert longest_s < import_s / 2, (longest_s, import_s)
+
+
+async def test_a_server_started_without_the_sdk_says_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the ``mcp`` SDK (the extra not installed), a server's start fails as a
+    start does, saying what to install: not with the import's error out of the block."""
+    monkeypatch.delitem(sys.modules, "runtime.tools._mcp_sdk", raising=False)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if it were not installed
+    async with running(sdk_server()) as run:
+        with pytest.raises(McpServerError) as info:
+            await run.listed("t")
+        with pytest.raises(ModelRetry, match=r"pip install 'honeycomb-agents\[mcp\]'"):
+            await run.call("t", "pid", {})
+    assert str(info.value).startswith("MCP server 't' cannot start: the mcp SDK cannot be imported")
+    assert str(info.value).endswith("pip install 'honeycomb-agents[mcp]'")
