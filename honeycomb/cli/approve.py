@@ -25,6 +25,7 @@ from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.trace.format import argument_lines, printable
 from runtime import (
+    ApprovalError,
     ApprovalRequest,
     ConfigError,
     ConfigErrors,
@@ -187,6 +188,8 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
         try:
             # The run's hive knows its tools: edited arguments are checked against them.
             tools = HiveTools(store)(args.run_id) if arguments is not None else None
+            if args.worker is not None:
+                asyncio.run(_asked_by(store, args.run_id, args.call_id, args.worker))
             decided = asyncio.run(
                 decide(
                     store,
@@ -202,11 +205,40 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
         finally:
             store.close()
     except (HoneycombError, ConfigErrors) as exc:
-        print(str(exc), file=sys.stderr)
+        print(printable(str(exc), lines=False), file=sys.stderr)  # names typed or the model's
         return ExitStatus.UNUSABLE
     verb = "denied" if args.deny else "approved"
     print(f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}")
     return ExitStatus.OK
+
+
+async def _asked_by(store: RunStore, run_id: str, call_id: str, worker: str) -> None:
+    """Nothing when ``worker`` asked about call ``call_id`` in the run (or there is no
+    such run, which deciding says).
+
+    Raises:
+        ApprovalError: naming ``worker`` and the workers whose calls wait, and which.
+    """
+    entries = await store.approvals_of(run_id)
+    if any(e.pending.call_id == call_id and e.pending.worker == worker for e in entries):
+        return
+    if not entries and await store.summary(run_id) is None:
+        return
+    waiting: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.decision is None:
+            waiting.setdefault(entry.pending.worker, []).append(entry.pending.call_id)
+    listed = "; ".join(f"{name} ({', '.join(ids)})" for name, ids in waiting.items())
+    raise ApprovalError(
+        run_id,
+        call_id,
+        f"worker {worker!r} asked for approval of no call of this id; "
+        + (
+            f"the workers whose calls wait, and their calls: {listed}"
+            if waiting
+            else "no call of the run waits for a decision"
+        ),
+    )
 
 
 class HiveTools:
