@@ -15,7 +15,9 @@ from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
+    SentDeadline,
     WorkerSpec,
+    deadline_again,
     portable_error,
     raised,
 )
@@ -33,6 +35,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.limits import CallInFlight, Slots
+from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.worktime import asking_a_person
 from runtime.secrets import masked
 from runtime.tools.threads import run_tool
@@ -147,7 +150,7 @@ class Driver:
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, asyncio.Event] = {}
-        self._throttled: dict[int, float | None] = {}  # attempts a 429 ended: Retry-After
+        self._throttled: dict[int, BaseException] = {}  # attempts a 429 ended: the 429
         self._tools_reserved = 0  # tool calls reserved for its turn under way
         self._helpers: dict[int, asyncio.Task[None]] = {}
         self._context = contextvars.copy_context()
@@ -261,7 +264,7 @@ class Driver:
             self._tools_reserved -= message[1]
         elif kind == "drop":
             if message[2] is not None:  # an attempt of a rate limiter's, ended by a 429
-                self._throttled[message[1]] = message[2][0]
+                self._throttled[message[1]] = raised(message[2])
             self._drops.pop(message[1], asyncio.Event()).set()
         elif kind == "observe":
             _, key, quota, tokens = message
@@ -355,12 +358,14 @@ class Driver:
                 return await found(*args, **options)
         return await found(*args, **options)
 
-    async def _hold(self, number: int, what: str, name: str) -> None:
+    async def _hold(
+        self, number: int, what: str, name: str, deadline: SentDeadline | None = None
+    ) -> None:
         """Hold a lock or a slot for the worker until it drops it (or its stream
         ends); the holding and the letting go are in this one task."""
         drop = self._drops[number] = asyncio.Event()
         if what == "limiter":
-            await self._attempt(number, self.limiters[name], drop)
+            await self._attempt(number, self.limiters[name], drop, deadline_again(deadline))
             return
         held: Any
         if what == "lock":
@@ -376,15 +381,36 @@ class Driver:
             self._answer_now(number, True, number)
             await drop.wait()
 
-    async def _attempt(self, number: int, limiter: AdaptiveLimiter, drop: asyncio.Event) -> None:
+    async def _attempt(
+        self,
+        number: int,
+        limiter: AdaptiveLimiter,
+        drop: asyncio.Event,
+        deadline: RetryDeadline | None,
+    ) -> None:
         """Hold a slot of ``limiter`` for one attempt of the worker's, and tell it how
-        the attempt ended: a 429 slows every worker that uses it down."""
-        with contextlib.suppress(ModelHTTPError):
+        the attempt ended: a 429 slows every worker that uses it down. A cool-down or
+        a paced start holds a retry no longer than its ``deadline``, as in one
+        process: what the limiter refused it with (``RetryAfterPastDeadline``) is its
+        answer."""
+        token = retry_deadline.set(deadline)  # in this request's own task
+        given = False
+        try:
             async with limiter.attempt():
+                given = True
                 self._answer_now(number, True, number)
                 await drop.wait()
-                if number in self._throttled:
-                    raise ModelHTTPError(429, retry_after=self._throttled.pop(number))
+                throttled = self._throttled.pop(number, None)
+                if isinstance(throttled, ModelHTTPError):  # (its body what retries name)
+                    raise throttled
+        except Exception as exc:
+            if given and not isinstance(exc, ModelHTTPError):
+                raise
+            if not given:  # refused a slot: the worker drops nothing
+                self._drops.pop(number, None)
+                self._answer_now(number, False, portable_error(exc))
+        finally:
+            retry_deadline.reset(token)
 
 
 async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from typing import Any, cast
 import anyio
 
 from honeycomb.backends._link import Link, at_driver, here
-from honeycomb.backends._wire import Pinned, SentServices
+from honeycomb.backends._wire import Pinned, SentServices, portable_deadline, portable_error
 from runtime import (
     ApprovalEntry,
     Budget,
@@ -41,6 +41,7 @@ from runtime import (
 )
 from runtime.limits import CallInFlight, Limits
 from runtime.limits.quota import QuotaLeft
+from runtime.limits.ratelimit import retry_deadline
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import OnUnknown
@@ -80,12 +81,12 @@ class Held:
     exclusive key, one of the run's slots, or an attempt's slot of a rate limiter
     (which is told when the attempt ended in a 429)."""
 
-    def __init__(self, link: Link, what: str, key: str) -> None:
-        self._link, self._what, self._key = link, what, key
+    def __init__(self, link: Link, what: str, key: str, *more: Any) -> None:
+        self._link, self._what, self._key, self._more = link, what, key, more
         self._number: int | None = None
 
     async def __aenter__(self) -> None:
-        self._number = await self._link.ask("hold", self._what, self._key)
+        self._number = await self._link.ask("hold", self._what, self._key, *self._more)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -93,7 +94,7 @@ class Held:
         if self._number is None:
             return
         if self._what == "limiter" and isinstance(exc, ModelHTTPError) and exc.status == 429:
-            self._link.send("drop", self._number, (exc.retry_after,))
+            self._link.send("drop", self._number, portable_error(exc))
         else:
             self._link.send("drop", self._number, None)
 
@@ -117,7 +118,9 @@ class DriverLimiter:
         return None
 
     def attempt(self) -> Held:
-        return Held(here.get(), "limiter", self.key)
+        # A cool-down or a paced start there holds a retry no longer than its
+        # deadline, which the retry policy set here for this attempt.
+        return Held(here.get(), "limiter", self.key, portable_deadline(retry_deadline.get()))
 
     def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
         here.get().send("observe", self.key, quota, tokens)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -17,6 +18,7 @@ from runtime import (
     Tool,
 )
 from runtime.limits import Limits
+from runtime.limits.ratelimit import RetryDeadline
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, WorkerResult
 from workers.guards import ResolvedGuards
@@ -104,6 +106,28 @@ def raised(error: tuple[str, Any]) -> BaseException:
     if kind == "raised":
         return cast(BaseException, value)
     return RemoteFailure(str(value))
+
+
+SentDeadline = tuple[float, int, tuple[str, Any] | None]
+"""A retry deadline as it crosses: the seconds it has left (two machines' monotonic
+clocks differ), the attempts made before, and what the last failed with, portable."""
+
+
+def portable_deadline(deadline: RetryDeadline | None) -> SentDeadline | None:
+    """``deadline`` (the retry deadline of an attempt) as it crosses a process."""
+    if deadline is None:
+        return None
+    last = portable_error(deadline.last) if deadline.last is not None else None
+    return (deadline.at - time.monotonic(), deadline.attempts, last)
+
+
+def deadline_again(sent: SentDeadline | None) -> RetryDeadline | None:
+    """The retry deadline :func:`portable_deadline` sent, on this process's clock."""
+    if sent is None:
+        return None
+    left_s, attempts, last = sent
+    again = raised(last) if last is not None else None
+    return RetryDeadline(at=time.monotonic() + left_s, attempts=attempts, last=again)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,7 +31,14 @@ from honeycomb.backends import ray as ray_backend
 from honeycomb.errors import ModelHTTPError
 from honeycomb.events import TextDelta
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage
+from runtime import (
+    AdaptiveLimiter,
+    AssistantMessage,
+    RateLimitedModel,
+    RetryingModel,
+    RetryPolicy,
+    UserMessage,
+)
 from runtime.model import TextSink
 from runtime.secrets import isolated
 from tests.support.ray_tools import scripted
@@ -146,6 +155,76 @@ async def test_a_wall_time_budget_names_the_remote_calls_it_cut_off(
         ("s2", "turn", 1, 3),
     ]
     assert "cut off in flight: s" in str(cut)
+
+
+PATIENT = RetryPolicy(attempts=4, deadline_s=10.0, initial_wait_s=0.01, jitter_s=0)
+LONG = 60.0
+"""What the endpoint tells B to wait: far past the retry deadline, and the test's patience."""
+
+
+class Throttling:
+    """An endpoint two calls share, through one rate limiter: A's first attempt begins
+    (``a_began``), then B is told to wait ``LONG`` s; once the limiter has that
+    cool-down (``cooled``), A is told to wait 0.1 s, and its retry meets it."""
+
+    def __init__(self, a_began: Path, cooled: Path) -> None:
+        self.a_began, self.cooled = a_began, cooled
+
+    async def __call__(self, request: ModelRequest) -> ModelResponse:
+        task = next(m for m in request.messages if isinstance(m, UserMessage)).content
+        if task.startswith("B"):
+            await _until(self.a_began.exists)
+            raise ModelHTTPError(429, "slow down", retry_after=LONG)
+        self.a_began.touch()
+        await _until(self.cooled.exists)
+        raise ModelHTTPError(429, "slow down, A", retry_after=0.1)
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    while True:
+        if done():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_remote_retry_is_held_by_the_drivers_limiter_no_longer_than_its_deadline(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    """A cool-down another call's 429 set gives a retry that cannot wait it out up at
+    once (``RetryAfterPastDeadline``), as in one process. The limiter at the driver did
+    not know the retry deadline of an attempt in an actor: the retry sat out the whole
+    cool-down there, far past its deadline."""
+    limiter = AdaptiveLimiter(4)
+    a_began, cooled = tmp_path / "a_began", tmp_path / "cooled"
+    endpoint = RateLimitedModel(FunctionModel(Throttling(a_began, cooled)), limiter)
+    ex = Executor(
+        [Role(name="w")], RetryingModel(endpoint, PATIENT), aggregator="concat", backend=backend
+    )
+
+    async def watch() -> None:  # the cool-down is there: A's answer may come
+        await _until(lambda: limiter.cooldown_left_s > 0)
+        cooled.touch()
+
+    async def run() -> RunFailed:
+        with pytest.raises(RunFailed) as caught:  # both its workers failed
+            await ex.run("t", subtasks=[("w", "A"), ("w", "B")])
+        return caught.value
+
+    with anyio.fail_after(LONG / 3):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            failed = await run()
+    assert failed.partial is not None
+    a, b = (failed.partial.subtasks[s].error for s in ("s1", "s2"))
+    assert a is not None
+    assert b is not None
+    assert (a.type, b.type) == ("RetryAfterPastDeadline", "RetryAfterPastDeadline")
+    assert a.message.startswith(
+        "gave up after 1 attempt: the rate limiter's cool-down for a 429's Retry-After "
+        "asked to wait"
+    )
+    assert a.message.endswith("HTTP 429: slow down")  # B's 429, which set it
+    assert "the endpoint's Retry-After asked to wait 60s" in b.message
 
 
 async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
