@@ -287,6 +287,9 @@ def _stopped(
     none with ``--no-store``), write its files, and say how to go on with it."""
     if report is None:
         said = " (with --no-store, nothing of it is kept)."
+    elif args.record is not None:  # its cassette would lack the runs made so far
+        _reported(report, None, store, args)
+        said = ".\nRecording, it is not gone on with: run it again to record every case."
     else:
         _reported(report, None, store, args)
         said = (
@@ -379,6 +382,8 @@ async def _evaluate(
                     eval_id=args.eval_id,
                     hive=str(args.hive),
                     on_run=p.update,
+                    # Recording, every run is made: the cassette is started anew.
+                    go_on=args.record is None,
                 )
     except asyncio.CancelledError:
         if not stopped_by:

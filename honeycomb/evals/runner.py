@@ -84,6 +84,7 @@ async def evaluate(
     hive: str = "",
     on_run: Progress | None = None,
     keep: bool = True,
+    go_on: bool = True,
 ) -> EvalReport:
     """Run every case on ``executor``, score it, and return the report.
 
@@ -101,6 +102,9 @@ async def evaluate(
         hive: What the report names as the hive evaluated.
         on_run: Told of each run as it is scored.
         keep: Keep the report in the Executor's store (when it has one).
+        go_on: Go on with the interrupted eval of ``eval_id`` (False: make every run
+            anew and replace it, as a recording must: its cassette, started anew,
+            holds the calls of the runs made now alone).
 
     Raises:
         ValueError: for a concurrency or repeat below 1, or two cases of one id.
@@ -119,7 +123,9 @@ async def evaluate(
         judges = Judges(executor.roles, executor.shared.crew.model_for)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run)
     store = executor.store if keep else None
-    earlier = await interrupted(store, eval_id) if store is not None and eval_id else None
+    earlier = None
+    if store is not None and eval_id and go_on:
+        earlier = await interrupted(store, eval_id)
     head = EvalReport(
         eval_id=eval_id or new_eval_id(),
         name=cases.name if isinstance(cases, Cases) else "cases",

@@ -284,6 +284,31 @@ def test_the_judges_hive_is_recorded_and_replayed_with_the_runs(
     )
 
 
+def test_an_interrupted_eval_recorded_again_records_every_case(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Stopped while recording, after lisbon's run: its report kept, interrupted.
+    attempt = {"run_id": "r1", "passed": True, "score": 1.0, "status": "ok"}
+    cut = {"eval_id": "ev-rec", "name": "greetings", "hive": "hive.yaml", "interrupted": True}
+    cut |= {"cases": [{"id": "lisbon", "task": "Say hello to Lisbon", "attempts": [attempt]}]}
+    cut["not_run"] = ["oslo"]
+
+    async def keep() -> None:
+        store = RunStore(folder / ".honeycomb" / "runs.db")
+        await store.open()
+        await store.keep_eval("ev-rec", "greetings", 0.0, False, json.dumps(cut).encode())
+        store.close()
+
+    asyncio.run(keep())
+    code, _, err = _eval(capsys, "--eval-id", "ev-rec", "--record", "calls.jsonl")
+    assert code == ExitStatus.OK, err
+    # The cassette is started anew: lisbon's run is made again to be in it.
+    lines = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
+    assert {c["case"] for c in lines if c["kind"] == "call"} == {"lisbon", "oslo"}
+    code, _, err = _eval(capsys, "--replay", "calls.jsonl", "--no-store")
+    assert code == ExitStatus.OK, err
+
+
 def test_a_case_whose_run_raised_under_replay_fails_whatever_its_checks_say(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
