@@ -82,11 +82,12 @@ class NestedRuns:
         that has none of its own, is told of its calls so, in this run, and the budget
         reports its calls in flight so (a wall time that cuts them off names them), so
         that the sub-runs of two callers, whose workers have the same names in their
-        own runs, are told apart."""
+        own runs, are told apart. With no approver, its calls that need one are denied
+        saying why (a sub-run keeps no store for them to wait in) and what to attach."""
         context = self.context
         services, prefix = context.services, f"{caller}/{call_id}/"
         approver = services.approver
-        asked = _asked_as(approver, context.run_id, prefix) if approver is not None else None
+        asked = _asked_as(approver, context.run_id, prefix) if approver is not None else _no_wait
         named = replace(services, budget=services.budget.named(prefix), approver=asked)
         return replace(context, services=named)
 
@@ -211,6 +212,20 @@ def _asked_as(approver: Approver, run_id: str, prefix: str) -> Approver:
         return await approver(replace(request, run_id=run_id, worker=worker))
 
     return ask
+
+
+CANNOT_WAIT = (
+    "no approver is attached, and a call of a hive called as a tool cannot wait for a "
+    "decision: that hive's run keeps no store (the calling run's store keeps the calling "
+    "run's calls only). Attach an approver to the calling run (Executor(approver=...), or "
+    "run it on a terminal: honeycomb run asks there) or to the hive's own Executor"
+)
+"""Why a call of a sub-run (a hive called as a tool) is denied when nobody can decide it."""
+
+
+async def _no_wait(request: ApprovalRequest) -> Decision:
+    """The approver of a sub-run whose caller has none: a call of it cannot wait."""
+    return Decision.denied(CANNOT_WAIT)
 
 
 def _finished(

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, RunFailed, tool
+from honeycomb.run.agents import CANNOT_WAIT
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
 from honeycomb.run.result import timings_of
@@ -819,10 +820,7 @@ async def test_an_executor_with_a_store_called_as_a_tool_keeps_no_run_of_its_own
         tools=[payroll.as_tool("payroll")], aggregator="concat",
     )  # fmt: skip
     result = await executor.run("t", subtasks=ONE)
-    assert result.subtasks["s1"].text == (
-        "lead: ## s1 (clerk)\nclerk: denied: no approver is attached and the run has no "
-        "store to wait in"
-    )
+    assert result.subtasks["s1"].text == f"lead: ## s1 (clerk)\nclerk: denied: {CANNOT_WAIT}"
     assert paid == []
     assert payroll.store is not None
     assert payroll.store.runs() == []  # nothing kept there to approve later
