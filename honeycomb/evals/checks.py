@@ -195,7 +195,10 @@ async def _called(fn: Any, answer: Any, run: CaseRun) -> Any:
 
 def _as_score(found: Any) -> Score:
     if isinstance(found, Score):
-        return found
+        # Made by the check, and not checked as made: its score may be numpy's float64,
+        # its reason no text, neither of which a report can be kept with.
+        reason = found.reason
+        return Score(score=float(found.score), reason=None if reason is None else str(reason))
     if found is None or found is True:
         return Score(score=1.0)
     if found is False:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from honeycomb import Executor, Role
 from honeycomb.cli.eval_view import print_comparison
-from honeycomb.evals import Case, CaseRun, EvalReport, compare, evaluate, junit
+from honeycomb.evals import Case, CaseRun, EvalReport, Score, compare, evaluate, junit
 from honeycomb.evals.checks import REASON_CHARS, built_check
 from honeycomb.evals.compare import over
 from honeycomb.evals.html import report_page
@@ -156,3 +156,22 @@ async def test_a_check_that_quotes_a_huge_answer_keeps_its_report_small(tmp_path
     assert len(kept or "") < 10 * REASON_CHARS
     assert len(junit(report)) < 10 * REASON_CHARS
     assert len(report_page(report)) < 10 * REASON_CHARS + 10_000
+
+
+class Float64(float):
+    """A float of its own type, as numpy's ``float64`` is (a metric's score)."""
+
+
+async def test_a_score_a_check_makes_of_a_numpy_float_is_kept_with_its_report(
+    tmp_path: Path,
+) -> None:
+    def similarity(answer: str, run: CaseRun) -> Score:
+        return Score(score=Float64(0.25), reason=Float64(0.25))  # type: ignore[arg-type]
+
+    store = RunStore(tmp_path / "runs.db")
+    async with writer(store=store) as executor:
+        report = await evaluate(executor, [Case(id="similar", task="Say it.", checks=[similarity])])
+        kept = store.eval_report(report.eval_id)
+    (verdict,) = report.cases[0].attempts[0].verdicts
+    assert (type(verdict.score), verdict.score, verdict.reason) == (float, 0.25, "0.25")
+    assert EvalReport.from_json(kept or "") == report
