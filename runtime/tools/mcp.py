@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, Self
@@ -39,6 +39,7 @@ import anyio.to_thread
 import msgspec
 from msgspec import Meta
 
+from runtime.concurrency import TimedOut, within
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
 from runtime.secrets import add_env, add_header, add_secret, masked_with, url_secrets
 from runtime.tools.define import Tool
@@ -418,7 +419,8 @@ class McpServers:
         effects, or an exclusive key) cut off (its time limit, a cancellation) may still
         run in the server, which was only asked to stop it, and the next such call must
         not overlap it: so the server is retired. It takes no more calls, stops once
-        those under way end, and the next call starts it anew once it has stopped."""
+        those under way end (within :data:`_DRAIN_S` of a call needing it), and the
+        next call starts it anew once it has stopped."""
         live = self._live.get(name)
         if live is None or live.session is not session:  # replaced: it is ending
             yield
@@ -485,7 +487,7 @@ class McpServers:
         server = live.server
         try:
             if live.after is not None:
-                await live.after.gone.wait()
+                await _stopped(live.after)
             # The SDK's first import takes a second or two: in a thread, not the event
             # loop (the run's other workers go on meanwhile).
             try:
@@ -519,6 +521,20 @@ class McpServers:
             live.ready.set()
             live.gone.set()
             self._retired.discard(live)
+
+
+_DRAIN_S = 10.0
+"""Seconds the calls under way in a retired server (see :meth:`McpServers.calling`)
+have to end once a call needs it started anew: then it is stopped all the same."""
+
+
+async def _stopped(retired: _Live) -> None:
+    """Wait for a retired server to stop: once the calls under way in it end, or
+    :data:`_DRAIN_S` seconds from now, whichever comes first."""
+    with suppress(TimedOut), within(_DRAIN_S):
+        await retired.stop.wait()
+    retired.end()
+    await retired.gone.wait()
 
 
 _EXTRA = "'honeycomb-agents[mcp]'"

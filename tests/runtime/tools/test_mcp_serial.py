@@ -6,10 +6,12 @@ dispatcher."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
+import runtime.tools.mcp
 from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
@@ -66,3 +68,33 @@ async def test_a_side_effecting_call_cut_off_is_not_overlapped_by_the_next(
         with pytest.raises(ModelRetry, match="it is started again for the next call"):
             await run.call("t", "die", {})
         assert await run.call("t", "lookup", {"word": "bee"}) == "an insect that makes honey"
+
+
+async def test_a_call_under_way_holds_a_retired_server_only_so_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retired server waits for the calls under way in it only so long once a call
+    needs it started anew: a read that takes half a minute does not hold up the next
+    side-effecting call for as long; it is cut off as the server stops, and says so."""
+    monkeypatch.setattr(runtime.tools.mcp, "_DRAIN_S", 0.5)
+    notes = tmp_path / "notes.txt"
+    server = sdk_server(notes=notes, tools={"append_note": McpToolSettings(timeout=0.3)})
+    async with running(server) as run:
+        tools = ToolRegistry(mcp_tools(server, await run.listed("t")).values())
+        first = '{"text": "first", "delay": 1.0, "heedless": true}'
+        writes = [
+            ToolCall(id="a", name="append_note", arguments=first),
+            ToolCall(id="b", name="append_note", arguments='{"text": "second"}'),
+        ]
+        read_long = ToolCall(id="r", name="slow", arguments='{"seconds": 30}')
+        async with asyncio.TaskGroup() as group:
+            reading = group.create_task(layered(tools).dispatch([read_long]))
+            await noted(notes, "slow 30")
+            began = time.perf_counter()
+            wrote = await layered(tools).dispatch(writes)
+            took = time.perf_counter() - began
+        (read,) = reading.result()
+    assert [seen.status for seen in wrote] == ["timeout", "ok"]
+    assert took < 15  # the stop's graces at most, not the read's 30 s
+    assert read.status == "error"
+    assert "stopped during the call to 'slow'" in read.content
