@@ -211,13 +211,15 @@ def run_command(args: argparse.Namespace) -> ExitStatus:
 def resume_command(args: argparse.Namespace) -> ExitStatus:
     path = args.store or DEFAULT_STORE
     try:
-        stored = opened_store(path).find(args.run_id)
+        store = opened_store(path)
+        stored = store.find(args.run_id)
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        known = shlex.join(["honeycomb", "runs", "--store", str(path)])
-        print(f"{path}: no run {args.run_id!r} ({known})", file=sys.stderr)
+        # The store as it is shown (a URL without its password: pasted, libpq finds it).
+        known = shlex.join(["honeycomb", "runs", "--store", store.where])
+        print(f"{store.where}: no run {args.run_id!r} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)

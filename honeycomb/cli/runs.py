@@ -103,8 +103,9 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     if stored is None:
-        known = shlex.join(["honeycomb", "runs", "--store", str(args.store)])
-        print(f"{args.store}: no run {args.run_id!r} ({known})", file=sys.stderr)
+        # The store as it is shown (a URL without its password: pasted, libpq finds it).
+        known = shlex.join(["honeycomb", "runs", "--store", store.where])
+        print(f"{store.where}: no run {args.run_id!r} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     if not spans:
         print(f"run {args.run_id!r} has no spans: tracing was off when it ran", file=sys.stderr)

@@ -1,10 +1,12 @@
-"""The command a run prints to continue it runs as pasted, and shows no secret of the
-endpoint's URL it was given (a password, a ``?key=``): it names the URL by the variable
-``--base-url`` is read from, and says what to set."""
+"""The commands the command line prints to paste run as pasted, and show no secret: the
+one that continues a run names the endpoint's URL it was given (with a password, a
+``?key=``) by the variable ``--base-url`` is read from, and says what to set; the one a
+missing run's error names gives the store's URL without its password."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import pytest
 
 from honeycomb.cli.main import main
 from tests.support.hives import CHATTY, hive
+from tests.support.postgres import PostgresServer
+from tests.support.stores import ON_POSTGRES
 
 PASSWORD, KEY = "s3cret-long-password", "K123456789abcdef"
 URL = f"https://ann:{PASSWORD}@llm.example.com/v1?key={KEY}"
@@ -80,3 +84,28 @@ def test_a_url_without_a_secret_is_named_as_it_is(
     err = capsys.readouterr().err
     assert hint_of(err).endswith("--base-url http://h:1/v1")
     assert "holds a secret" not in err
+
+
+@ON_POSTGRES
+@pytest.mark.parametrize("command", ["resume", "trace"])
+def test_the_command_a_missing_run_names_gives_the_store_without_its_password(
+    command: str,
+    postgres: PostgresServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hive(tmp_path, CHATTY)
+    url = postgres.url()
+    user, rest = url.split("@", 1)
+    with_password = f"{user}:{PASSWORD}@{rest}"  # the test server trusts, whatever it says
+    task = ["run", "hive.yaml", "Find the weather in Rome.", "--plain", "--model", "offline"]
+    assert main([*task, "--store", with_password]) == 0  # a store with a run in it
+    capsys.readouterr()
+    assert main([command, "nope", "--store", with_password]) == 2
+    err = capsys.readouterr().err
+    assert PASSWORD not in err
+    assert "hidden" not in err  # no mask: the command is pasted as it is shown
+    known = err[err.index("(honeycomb runs") + 1 : err.rindex(")")]
+    assert shlex.split(known) == ["honeycomb", "runs", "--store", url]
