@@ -210,6 +210,11 @@ def _as_score(found: Any) -> Score:
     if isinstance(found, tuple) and len(found) == 2:
         score = _as_score(found[0])
         return Score(score=score.score, reason=str(found[1]) if found[1] else score.reason)
+    item = getattr(found, "item", None)
+    if callable(item):  # numpy's bool_, int64, float32, a tensor of one value: as Python's
+        value = item()
+        if isinstance(value, bool | int | float):
+            return _as_score(value)
     raise TypeError(
         f"a check returns a bool, a score, a reason, None or (score, reason), not "
         f"{type(found).__name__}"

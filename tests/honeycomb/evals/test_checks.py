@@ -236,6 +236,35 @@ async def test_a_judge_grades_by_its_rubric_and_its_cost_is_its_own(tmp_path: Pa
         (Score(score=1.0), True, None),
     ],
 )
+class Scalar:
+    """A value of an array library, as numpy's ``bool_`` or ``float32`` is: Python's
+    own by its ``item()``."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def item(self) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("returned", "passed", "reason"),
+    [
+        (Scalar(True), True, None),  # np.float64(0.9) > 0.8
+        (Scalar(False), False, "the check returned False"),
+        (Scalar(0.5), False, "score 0.50 is below its threshold 1.00"),
+        ((Scalar(0.5), "vague"), False, "vague"),
+        (Scalar("text"), False, "the check raised TypeError: a check returns a bool, a score, "
+         "a reason, None or (score, reason), not Scalar"),
+    ],
+)  # fmt: skip
+async def test_a_scalar_of_an_array_library_is_taken_as_pythons(
+    returned: object, passed: bool, reason: str | None
+) -> None:
+    found = await verdict(Check(name="mine", fn=lambda answer, run: returned), shown_run("a"))
+    assert (found.passed, found.reason) == (passed, reason)
+
+
 async def test_a_plain_callable_returns_a_bool_a_score_or_a_reason(
     returned: object, passed: bool, reason: str | None
 ) -> None:
