@@ -223,19 +223,6 @@ async def test_a_judge_grades_by_its_rubric_and_its_cost_is_its_own(tmp_path: Pa
     assert judges.fresh().spent == Usage()
 
 
-@pytest.mark.parametrize(
-    ("returned", "passed", "reason"),
-    [
-        (True, True, None),
-        (False, False, "the check returned False"),
-        (None, True, None),
-        ("", True, None),
-        ("it rambles", False, "it rambles"),
-        (0.75, False, "score 0.75 is below its threshold 1.00"),
-        ((0.2, "too vague"), False, "too vague"),
-        (Score(score=1.0), True, None),
-    ],
-)
 class Scalar:
     """A value of an array library, as numpy's ``bool_`` or ``float32`` is: Python's
     own by its ``item()``."""
@@ -265,6 +252,19 @@ async def test_a_scalar_of_an_array_library_is_taken_as_pythons(
     assert (found.passed, found.reason) == (passed, reason)
 
 
+@pytest.mark.parametrize(
+    ("returned", "passed", "reason"),
+    [
+        (True, True, None),
+        (False, False, "the check returned False"),
+        (None, True, None),
+        ("", True, None),
+        ("it rambles", False, "it rambles"),
+        (0.75, False, "score 0.75 is below its threshold 1.00"),
+        ((0.2, "too vague"), False, "too vague"),
+        (Score(score=1.0), True, None),
+    ],
+)
 async def test_a_plain_callable_returns_a_bool_a_score_or_a_reason(
     returned: object, passed: bool, reason: str | None
 ) -> None:
