@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from honeycomb.backends._deltas import Deltas
+from honeycomb.backends._setup import unsendable
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -38,6 +39,7 @@ from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.worktime import asking_a_person
 from runtime.secrets import masked
+from runtime.tools.render import render
 from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
@@ -341,7 +343,8 @@ class Driver:
         worker = self.worker
         if op == "tool":
             name, kwargs = args
-            return await call_pinned(worker.setup.tools[name], kwargs)
+            value = await call_pinned(worker.setup.tools[name], kwargs)
+            return sent_value(value, worker.setup.policy.max_output_chars)
         root, _, path = op.partition(".")
         found: Any = {"services": worker.services, "setup": worker.setup}.get(root)
         for name in path.split(".") if found is not None and path else ():
@@ -411,6 +414,15 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
+
+
+def sent_value(value: Any, limit: int) -> Any:
+    """A pinned tool's value as it goes back to its worker's actor: itself, or, when Ray
+    cannot send it (a generator, rows that hold a connection of this process), the text
+    the worker makes of any value there (``render``: its items, as JSON)."""
+    if isinstance(value, str | bytes | int | float | bool | None) or unsendable(value) is None:
+        return value
+    return render(value, limit)
 
 
 async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:

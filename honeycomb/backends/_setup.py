@@ -130,7 +130,7 @@ async def installed(ref: Any) -> None:
         raise SetupFailed(why)
 
 
-def _unsendable(thing: object) -> str | None:
+def unsendable(thing: object) -> str | None:
     """Why Ray cannot send ``thing`` to an actor, if it cannot: it is pickled as Ray
     will (with cloudpickle: functions of ``__main__`` too, by value), so it fails here."""
     dumps: Callable[[object], bytes] = importlib.import_module("ray.cloudpickle").dumps
@@ -235,7 +235,7 @@ def sendable_tools(setup: WorkerSetup) -> list[Tool[Any, Any] | Pinned]:
     mine = {"recall", "remember"} if setup.memory is not None else set()
     tools = [Pinned.of(t) if t.pinned else t for t in setup.tools if t.name not in mine]
     for each in tools:
-        why = _unsendable(each)
+        why = unsendable(each)
         if why is not None:
             name = each.name if isinstance(each, Tool) else each.options["name"]
             raise ConfigError(
@@ -287,7 +287,7 @@ def check_sendable(value: Any, whose: str, path: str = "") -> None:
 def _culprit(value: Any, path: str) -> tuple[str, Any, str] | None:
     """The innermost part of ``value`` (a model's or a struct's fields, a tuple's items)
     that cannot be sent, by its path, with why; None when all of it can be."""
-    why = _unsendable(value)
+    why = unsendable(value)
     if why is None:
         return None
     names: Iterable[str] = ()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from honeycomb import (
     Policy,
     Role,
     RunFailed,
+    Tool,
     add_secret,
 )
 from honeycomb.backends import RayBackend
@@ -210,6 +213,31 @@ async def test_an_agent_tool_called_beside_a_hive_tool_runs_its_worker_in_the_ca
     assert nested == "deep"
     assert sub_run.endswith("deep")
     assert ("s1/c0_0", "s1") in started  # the run's nested worker, named as the run names it
+
+
+def rows(count: int) -> Iterator[dict[str, Any]]:
+    """Rows of a table of the driver's process, as a cursor gives them.
+
+    Args:
+        count: How many.
+    """
+    return ({"id": i, "day": date(2026, 1, i + 1)} for i in range(count))
+
+
+async def test_a_pinned_tool_answers_a_remote_worker_with_the_items_of_its_generator(
+    backend: RayBackend | None,
+) -> None:
+    """A pinned tool runs at the driver, and what it returned was sent to the worker's
+    actor as it was: a generator cannot be, and the call failed there ("its answer
+    could not be sent (TypeError: Could not serialize ...)"), where one process shows
+    its items."""
+    table = Tool(rows, pinned=True)
+    ex = Executor(
+        [Role(name="w", tools=("rows",))], FunctionModel(scripted), aggregator="concat",
+        backend=backend, tools=[table],
+    )  # fmt: skip
+    result = await ex.run("t", subtasks=[("w", script([("rows", {"count": 2})]))])
+    assert result.subtasks["s1"].text == '[{"id":0,"day":"2026-01-01"},{"id":1,"day":"2026-01-02"}]'
 
 
 async def test_a_remote_workers_memory_keeps_no_secret(
