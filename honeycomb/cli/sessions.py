@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Coroutine
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.options import add_limit, integer, newest_first, number
-from honeycomb.cli.stores import STORE_HELP, opened_store, store_argument
+from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
 from honeycomb.run.conversation import Turn
 from honeycomb.run.session import StoreRows
 from honeycomb.store.sessions import StoredSessions
@@ -32,21 +33,24 @@ def add_sessions_command(commands: Any, default_store: Path) -> None:
     add_limit(sessions)
     sessions.set_defaults(handler=_list)
     actions = sessions.add_subparsers(metavar="ACTION")
+    # An action's --store, when it is not given, leaves the one given before the action
+    # (`sessions --store S show ID`): a default of its own would put the default back.
+    given = argparse.SUPPRESS
 
     show = actions.add_parser("show", help="a conversation, turn by turn, with each turn's run")
     show.add_argument("session_id", metavar="ID", help="the session (sessions lists them)")
-    show.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    show.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
     show.set_defaults(handler=_show)
 
     forget = actions.add_parser("forget", help="delete conversations and their runs")
     forget.add_argument("session_ids", nargs="+", metavar="ID", help="the sessions")
-    forget.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    forget.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
     forget.set_defaults(handler=_forget)
 
     prune = actions.add_parser(
         "prune", help="forget the conversations past an age or beyond a count"
     )
-    prune.add_argument("--store", type=store_argument, default=default_store, help=STORE_HELP)
+    prune.add_argument("--store", type=store_argument, default=given, help=STORE_HELP)
     # Bounded as the policy's max_age_days (> 0) and max_sessions (>= 1) are: a typo
     # (-1, 0) must not forget every session.
     prune.add_argument(
@@ -100,13 +104,21 @@ def _show(args: argparse.Namespace) -> ExitStatus:
     # As a session reads them: a turn whose run was resumed on its own is given its answer.
     turns = asyncio.run(StoreRows(stored).turns(args.session_id))
     if not turns:
-        print(f"{args.store}: no session {args.session_id!r} (honeycomb sessions)", file=sys.stderr)
+        where = stored.store.where
+        known = shlex.join(["honeycomb", "sessions", *_store_words(args.store, where)])
+        print(f"{where}: no session {args.session_id!r} ({known})", file=sys.stderr)
         return ExitStatus.UNUSABLE
     cost = sum(t.cost for t in turns)
     print(f"session {args.session_id} · {counted(len(turns), 'turn')} · {format_cost(cost)}")
     for turn in turns:
         print_turn(sys.stdout, turn)
     return ExitStatus.OK
+
+
+def _store_words(given: Path | str, where: str) -> list[str]:
+    """``--store`` and the store as it is shown (a URL without its password), for a
+    command to paste; none for the default store, where the commands look."""
+    return [] if Path(given) == DEFAULT_STORE else ["--store", where]
 
 
 def print_turn(out: TextIO, turn: Turn) -> None:

@@ -1,0 +1,55 @@
+"""``honeycomb sessions``' actions read the store given before them as well as after
+them, and the command a missing session's error names looks in that store."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import anyio
+import pytest
+
+from honeycomb import Executor, OfflineModel, Role
+from honeycomb.cli.main import main
+
+ROLES = [
+    Role(name="planner"),
+    Role(name="researcher", description="Finds facts about cities."),
+    Role(name="aggregator"),
+]
+
+
+@pytest.fixture
+def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store, not the default one, holding session ann's one turn."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "other.db"
+
+    async def talk() -> None:
+        executor = Executor(ROLES, OfflineModel(latency=0), store=db)
+        await executor.session("ann").run("Compare the weather in Lisbon and Porto.")
+        executor.store.close()  # type: ignore[union-attr]
+
+    anyio.run(talk)
+    return Path("other.db")
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_an_action_reads_the_store_given_before_it_or_after_it(
+    before: bool, kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(kept)]
+    show = ["sessions", *store, "show", "ann"] if before else ["sessions", "show", "ann", *store]
+    assert main(show) == 0, capsys.readouterr().err
+    assert "Compare the weather in Lisbon and Porto." in capsys.readouterr().out
+
+
+def test_the_command_a_missing_session_names_looks_in_its_store(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "show", "bob", "--store", str(kept)]) == 2
+    err = capsys.readouterr().err
+    known = shlex.split(err[err.index("(honeycomb sessions") + 1 : err.rindex(")")])
+    assert known == ["honeycomb", "sessions", "--store", str(kept)]
+    assert main(known[1:]) == 0  # as pasted: the sessions of that store
+    assert "ann" in capsys.readouterr().out
