@@ -103,19 +103,23 @@ def lives_of(spans: Sequence[Span], origin: float) -> tuple[Life, ...]:
 def _answered(spans: Sequence[Span], by_id: Mapping[str, Span]) -> set[str]:
     """The tool calls the model had the observations of, a span each, as the run's
     budget counts them: those of a turn that ended ``ok`` (its worker had its
-    answers), a repeat skipped aside. A turn a life left unfinished (it paused for a
-    person, or was cut off) counts none, whatever of it had ended: the next life
-    dispatches its calls again, in a turn of its own. Of the spans of one call (its
-    worker, turn and id), the last (spans under no turn, as runs recorded before
-    turns said so have them, are counted so)."""
+    answers), a repeat skipped aside, each of them: a call made again in a later life
+    (a hive tool's sub-run run again, its workers under the same names) was answered
+    again. A turn a life left unfinished (it paused for a person, or was cut off)
+    counts none, whatever of it had ended: the next life dispatches its calls again,
+    in a turn of its own. A span under no turn (as runs recorded before turns said so
+    have them) counts as the last of the spans of its call (its worker, turn and id)."""
+    answered: set[str] = set()
     last: dict[tuple[str | None, int | None, str], str] = {}
     for span in spans:  # in order of start
         if span.kind != "tool_call" or span.status in _UNCOUNTED:
             continue
         turn = by_id.get(span.parent_id or "")
-        if turn is None or turn.kind != "turn" or turn.status == "ok":
+        if turn is None or turn.kind != "turn":
             last[span.worker, span.turn, span.detail] = span.span_id
-    return set(last.values())
+        elif turn.status == "ok":
+            answered.add(span.span_id)
+    return answered | set(last.values())
 
 
 IN_TIME = attrgetter("start", "end")

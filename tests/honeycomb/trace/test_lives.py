@@ -243,3 +243,25 @@ async def test_a_call_whose_turn_the_end_of_the_run_cuts_off_is_no_tool_call(
     timeline = build_timeline(store.spans("cut"), result.plan.subtasks)
     assert result.usage.tool_calls == 1  # b's: a's turn never had its answers
     assert timeline.tool_calls == result.usage.tool_calls
+
+
+def test_a_call_made_again_in_a_later_life_counts_in_each() -> None:
+    """A hive tool's call that a life cut off in mid-turn runs again in the next, and
+    its sub-run's workers, under the same names, make their calls again, each answered
+    (the budget counts both): the trace counted only the later, taking the two for one
+    call dispatched again, and said two fewer tool calls than the result."""
+    spans: list[Span] = []
+    for life, start in ((0xA1, 0.0), (0xB2, 10.0)):
+        nested = "s2/call_5/s1"  # the same in both lives: named after the call's id
+        spans += [
+            _span(life, 1, "run", "task", start, start + 1.0, status="ok"),
+            _span(life, 2, "worker", nested, start + 0.1, start + 0.9, worker=nested,
+                  status="ok"),
+            _span(life, 3, "turn", "turn 1", start + 0.1, start + 0.8, worker=nested,
+                  parent=f"{life:08x}00000002", status="ok", turn=1),
+            _span(life, 4, "tool_call", "echo", start + 0.2, start + 0.3, worker=nested,
+                  parent=f"{life:08x}00000003", status="ok", turn=1, detail="call_1"),
+        ]  # fmt: skip
+    timeline = build_timeline(spans)
+    assert [life.tool_calls for life in timeline.lives] == [1, 1]
+    assert timeline.tool_calls == 2
