@@ -126,16 +126,23 @@ def _usage(outcome: Outcome, report: Report) -> None:
         f"over {len(outcome.lives)} lives: {why}",
     )
     if outcome.hive.store:
-        _store_figures(outcome, report, counted, seen)
+        _store_figures(outcome, report, counted, seen, reserved=reserved)
         _traced_as_told(outcome, report, result)
 
 
 def _store_figures(
-    outcome: Outcome, report: Report, counted: tuple[int, ...], seen: tuple[int, ...]
+    outcome: Outcome,
+    report: Report,
+    counted: tuple[int, ...],
+    seen: tuple[int, ...],
+    *,
+    reserved: bool,
 ) -> None:
     """The run store's figures (``honeycomb runs``) are the result's; its trace
-    (``honeycomb trace``) holds every call the model answered, and a critical path no
-    longer than the run."""
+    (``honeycomb trace``) holds every call the model answered (and, as the result,
+    the calls a budget that stopped the run had reserved and cut off before they
+    were made: a model call span each, cancelled), and a critical path no longer
+    than the run."""
     store = RunStore(outcome.hive.ledger.folder / "runs.db")
     try:
         kept = store.find(outcome.hive.run_id)
@@ -153,7 +160,7 @@ def _store_figures(
     timeline = build_timeline(spans)
     traced = (timeline.model_calls, timeline.input_tokens, timeline.output_tokens)
     report.expect(
-        traced == seen,
+        traced == seen or (reserved and traced == counted),
         "usage counted",
         f"the trace says (calls, input, output) = {traced}; the model answered {seen}",
     )
