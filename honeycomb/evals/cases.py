@@ -229,6 +229,10 @@ class _Builder:
         if roles is not None and judges is not None:
             roles |= set(judges.roles)
         self.judge_roles = roles
+        # A role of both: a judge check would ask the hive's, never the judges' hive's.
+        self.both: set[str] = set()
+        if hive is not None and judges is not None:
+            self.both = set(hive.roles) & set(judges.roles)
         self.schema = _output_schema(hive)
         # Checks made before, by what they say once filled (and the expected answer an
         # ``equals`` compares with): a thousand cases of one file share most checks.
@@ -337,6 +341,11 @@ class _Builder:
         ):
             roles = ", ".join(sorted(self.judge_roles))
             raise ConfigError(f"no role {judge.role!r} to judge with; the roles: {roles}")
+        if judge is not None and judge.role in self.both:
+            raise ConfigError(
+                f"the hive and the judges' hive both have a role {judge.role!r}, and the "
+                "hive's would grade: rename the judges' hive's role"
+            )
         called = spec.tool_called
         if called is not None and self.hive is not None:
             self._check_tool(called.name, called.role)

@@ -124,6 +124,39 @@ def test_what_a_check_needs_of_the_hive_is_checked_against_it(tmp_path: Path) ->
     ]
 
 
+def test_a_judge_role_of_both_the_hive_and_the_judges_hive_is_a_mistake(tmp_path: Path) -> None:
+    hive = tiny_hive(tmp_path)
+    write(
+        tmp_path,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          writer: {description: Grades answers on a model of its own.}
+          critic: {description: Grades answers.}
+        """,
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        judges: judges.yaml
+        cases:
+          - task: x
+            assert:
+              - judge: {role: writer, rubric: fair}
+              - judge: {role: critic, rubric: fair}
+        """,
+    )
+    # The hive's writer would have graded, not the judges' hive's.
+    assert _errors(path, hive) == [
+        f"{path}:5:9: cases[0].assert[0].judge: the hive and the judges' hive both have a "
+        "role 'writer', and the hive's would grade: rename the judges' hive's role",
+    ]
+
+
 def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     rows = write(
         tmp_path, "rows.jsonl", '{"task": "a"}\nnot json\n[1]\n{"task": "b", "threshold": 2}\n'
