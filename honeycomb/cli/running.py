@@ -223,6 +223,8 @@ def resume_command(args: argparse.Namespace) -> ExitStatus:
         return ExitStatus.UNUSABLE
     if stored.source is None:  # made from Python: only its result can be shown here
         return _show_ended(path, args)
+    if stored.status in ("ok", "partial") and not Path(stored.source).is_file():
+        return _show_ended(path, args)  # ended: its result needs no hive, moved or gone
     args.store, args.run_id, args.no_store = path, args.run_id, False
     return _execute(Path(stored.source), stored.task, args)
 
