@@ -289,7 +289,10 @@ def _stopped(
         said = " (with --no-store, nothing of it is kept)."
     elif args.record is not None:  # its cassette would lack the runs made so far
         _reported(report, None, store, args)
-        said = ".\nRecording, it is not gone on with: run it again to record every case."
+        said = (
+            ".\nUnder --record it is not gone on with: the same command makes every run "
+            "again, to record every case's calls."
+        )
     else:
         _reported(report, None, store, args)
         said = (

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,7 +19,7 @@ import pytest
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.store import RunStore
-from tests.support.evals import tiny_hive, write
+from tests.support.evals import TINY_HIVE, tiny_hive, write
 from tests.support.stores import STORES_NOT_SET_UP, UNSET_PASSWORD
 
 CASES = """
@@ -307,6 +309,25 @@ def test_an_interrupted_eval_recorded_again_records_every_case(
     assert {c["case"] for c in lines if c["kind"] == "call"} == {"lisbon", "oslo"}
     code, _, err = _eval(capsys, "--replay", "calls.jsonl", "--no-store")
     assert code == ExitStatus.OK, err
+
+
+def test_an_eval_stopped_while_recording_says_it_is_made_again(folder: Path) -> None:
+    write(folder, "hive.yaml", TINY_HIVE.replace("latency: 0", "latency: 0.5"))
+    command = [sys.executable, "-m", "honeycomb", "eval", "hive.yaml", "evals.yaml", "--plain",
+               "--concurrency", "1", "--eval-id", "ev-rec", "--record", "calls.jsonl"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        command, cwd=folder, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stderr is not None
+    for line in child.stderr:  # stop it once the first case is scored
+        if "eval: 1 of 2 runs" in line:
+            break
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert "SIGINT: eval ev-rec stopped.\nUnder --record it is not gone on with" in err
+    assert "--eval-id ev-rec goes on with it" not in err
 
 
 def test_a_case_whose_run_raised_under_replay_fails_whatever_its_checks_say(
