@@ -28,7 +28,15 @@ from runtime.tools.approvals import (
 )
 from runtime.tools.define import arguments_text
 
-__all__ = ["CallKey", "decide", "decided_among", "pending_of", "waits_on"]
+__all__ = [
+    "ENDED",
+    "CallKey",
+    "decide",
+    "decided_among",
+    "ended_undecided",
+    "pending_of",
+    "waits_on",
+]
 
 ToolFinder = Callable[[PendingApproval], Tool[Any, Any] | None]
 """The tool a pending call is to, to validate edited arguments (None: unknown here)."""
@@ -90,7 +98,8 @@ async def decide(
     Raises:
         AlreadyDecided: when the call was decided already (here or in another
             process, even a moment ago): the first decision stands.
-        ApprovalError: when the run has no such call waiting, the call id is the
+        ApprovalError: when the run has no such call waiting, or ended (:data:`ENDED`)
+            with it undecided, the call id is the
             waiting call of several workers and ``worker`` is not given, its time to
             decide ran out, arguments come with a denial, or the edited arguments fail
             the tool's validation or cannot be checked (the tool is not known, or
@@ -129,6 +138,9 @@ async def decide(
             run_id, call_id, f"workers {workers} each wait on a call of this id: name the worker"
         )
     pending = undecided[0].pending
+    summary = await store.summary(run_id)
+    if summary is not None and summary.status in ENDED:
+        raise ApprovalError(run_id, call_id, ended_undecided(summary.status))
     now = time.time()
     if pending.deadline is not None and now >= pending.deadline:
         raise ApprovalError(
@@ -150,6 +162,20 @@ async def decide(
     )
     await store.keep_approval(run_id, entry)  # AlreadyDecided: another was first
     return pending
+
+
+ENDED = frozenset({"ok", "partial", "failed", "over_budget"})
+"""How a run ends for good: a call it left undecided is acted on only if it is continued."""
+
+
+def ended_undecided(status: str) -> str:
+    """Why a call that a run ended (``status``, one of :data:`ENDED`) without deciding
+    cannot be decided: a decision would be recorded and never acted on."""
+    return (
+        f"the run ended ({status}) with this call undecided: a decision now would never be "
+        "acted on. If the run is continued (honeycomb resume, Executor.resume) and the "
+        "call waits again, decide it then"
+    )
 
 
 def _who() -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from honeycomb.run.decide import ToolFinder, decide, pending_of
+from honeycomb.run.decide import ENDED, ToolFinder, decide, pending_of
 from honeycomb.store import RunStore
 from runtime import ApprovalError, HoneycombError
 from runtime.tools.approvals import PendingApproval, described
@@ -63,8 +63,11 @@ class StoreApprovals:
     async def pending(self, run_id: str) -> list[PendingApproval]:
         """The calls of the run waiting for a decision, each with what it will do when
         its tool says (not said while the run's tools are not known: its hive file no
-        longer loads, say)."""
+        longer loads, say). None of a run that ended (failed, say) with calls
+        undecided: they wait no more, and a decision would never be acted on."""
         found = await pending_of(self.store, run_id)
+        if found and await self._ended(run_id):
+            found = []
         if not found:
             self._told.pop(run_id, None)
             return found
@@ -131,6 +134,10 @@ class StoreApprovals:
         # A run whose process is gone (interrupted) goes on here as a waiting one does.
         if summary is not None and summary.status in ("waiting", "interrupted"):
             self.resume(run_id)
+
+    async def _ended(self, run_id: str) -> bool:
+        summary = await self.store.summary(run_id)
+        return summary is not None and summary.status in ENDED
 
     async def _finder(self, run_id: str) -> ToolFinder | None:
         if self.tools is None:

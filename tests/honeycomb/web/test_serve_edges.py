@@ -1,11 +1,12 @@
 """``honeycomb serve`` at its edges: form values it cannot read (JSON past the parser's
 limits, a file in place of text), ids of any text (a ``/``, ``..``), a call whose time
-to decide ran out, a run decided elsewhere, two decisions continuing one run, and
-Ctrl-C while a page listens to a waiting run."""
+to decide ran out, a run decided elsewhere, two decisions continuing one run, a call
+its run ended without deciding, and Ctrl-C while a page listens to a waiting run."""
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import signal
@@ -19,13 +20,16 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import Approvals, Executor, Policy, Role, tool
+from honeycomb import Approvals, Executor, Policy, Role, Subtask, tool
+from honeycomb.cli.main import main
 from honeycomb.cli.serve import Resumer
+from honeycomb.errors import ApprovalError, RunFailed
 from honeycomb.store import RunStore
-from honeycomb.testing import ScriptedModel
+from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from runtime import AssistantMessage, ToolCall
+from runtime import AssistantMessage, ModelRequest, ToolCall
+from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
 from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
@@ -284,3 +288,58 @@ def test_ctrl_c_ends_the_events_a_page_listens_to_and_stops_cleanly(waiting: Pat
     assert lines[:2] == ["event: change", 'data: {"status": "waiting"}']
     assert process.returncode == 0
     assert err == ""
+
+
+async def test_a_call_its_run_ended_without_deciding_is_not_decided_anywhere(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another worker failed (fail fast) while the payer's call waited: the run ended
+    ``failed``, the call undecided, and a resumed run fails the same way, so no
+    decision would ever be acted on. The page offers no decision on it; one sent to the
+    page (409), made with ``honeycomb approve`` (exit 2) or ``Executor.decide`` is
+    refused, saying why, and nothing is recorded."""
+
+    async def answer(request: ModelRequest) -> AssistantMessage:
+        if (request.conversation or "").endswith("/payer"):
+            return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
+        await asyncio.sleep(0.2)  # the payer asks first
+        raise RuntimeError("the other worker broke")
+
+    paid: list[str] = []
+
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    executor = Executor(
+        [Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))), Role(name="x")],
+        FunctionModel(answer), tools=[tool(pay, side_effects=True)], store=db,
+        aggregator="concat", policy=Policy(failure="fail_fast"),
+    )  # fmt: skip
+    plan = [Subtask(id=name, role=name, instruction="go") for name in ("payer", "x")]
+    with pytest.raises(RunFailed):
+        await executor.run("pay", subtasks=plan, run_id="r1")
+    store = RunStore(db)
+    summary = await store.summary("r1")
+    assert summary is not None
+    assert summary.status == "failed"
+    said = "cannot decide on call 'p1' of run 'r1': the run ended (failed) with this call "
+    said += "undecided: a decision now would never be acted on"
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            page = (await client.get("/runs/r1")).text
+            answer_ = await client.post("/runs/r1/calls/p1/decision", data={"decision": "approve"})
+    assert "<form" not in page  # it waits no more: nothing to decide
+    assert await StoreApprovals(store).pending("r1") == []
+    assert answer_.status_code == 409
+    assert said in html.unescape(answer_.text)
+    assert await asyncio.to_thread(main, ["approve", "r1", "p1", "--store", str(db)]) == 2
+    assert said in capsys.readouterr().err
+    with pytest.raises(ApprovalError, match=re.escape(said)):
+        await executor.decide("r1", "p1", approve=True)
+    assert [e.decision for e in await store.approvals_of("r1")] == [None]  # nothing recorded
+    with pytest.raises(RunFailed):
+        await executor.resume("r1")  # as it said: it ends the same way
+    assert paid == []
