@@ -212,7 +212,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()
-        cases = _chosen(load_cases(args.cases, hive), args.case)
+        every = load_cases(args.cases, hive)
+        cases = _chosen(every, args.case)
         model, models = eval_models(hive, args)
         judging = judges_models(cases.judges, model, models) if cases.judges else None
         _check_writable(args)
@@ -234,6 +235,9 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         baseline = _kept(store, args.baseline)
         if baseline is None:
             return ExitStatus.UNUSABLE
+        # The cases --case left out are not run, not removed: compared, they are neither.
+        left_out = {c.id for c in every.cases} - {c.id for c in cases.cases}
+        baseline = _without(baseline, left_out)
     budget = EvalBudget(
         cost=args.max_cost, tokens=args.max_tokens, model_calls=args.max_model_calls
     )
@@ -320,6 +324,17 @@ def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
             )
     kept = tuple(c for c in cases.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
     return msgspec.structs.replace(cases, cases=kept)
+
+
+def _without(report: EvalReport, ids: set[str]) -> EvalReport:
+    """``report`` without the cases of ``ids``."""
+    if not ids:
+        return report
+    return msgspec.structs.replace(
+        report,
+        cases=tuple(c for c in report.cases if c.id not in ids),
+        not_run=tuple(name for name in report.not_run if name not in ids),
+    )
 
 
 Models = tuple[Model | Mapping[str, Model] | None, Model | Mapping[str, Model] | None]

@@ -146,6 +146,23 @@ def test_a_baseline_shows_the_regression_and_can_gate_on_it_alone(
     assert [c["change"] for c in shown["cases"]] == ["newly_passing", "passing"]
 
 
+def test_a_baseline_of_every_case_compares_with_the_cases_case_chose(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _eval(capsys, "--eval-id", "ev-all")[0] == ExitStatus.OK
+    write(folder, "evals.yaml", CASES + "  - {id: gone, task: Say hello to Rome}\n")
+    code, out, _ = _eval(capsys, "--case", "lisbon", "--case", "gone", "--baseline", "ev-all")
+    assert code == ExitStatus.OK
+    # oslo, which --case left out, is not run, not removed: only gone is new.
+    assert "oslo" not in out
+    assert "│ gone │ added" in out
+    assert "against ev-all: 0 newly failing, 0 newly passing, 1 unchanged" in out
+    # A case the file no longer has is removed still.
+    write(folder, "evals.yaml", CASES.replace("id: oslo", "id: bergen"))
+    code, out, _ = _eval(capsys, "--case", "lisbon", "--baseline", "ev-all")
+    assert "│ oslo │ removed" in out
+
+
 def test_an_unknown_baseline_or_eval_exits_2(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
