@@ -16,13 +16,14 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel
+import msgspec
 
 from honeycomb.backends._link import Link, Outbox, here
 from honeycomb.backends._standins import AtDriver, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
 from runtime import Model, Tool, ToolRegistry
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
+from workers.state import LoopSettings
 
 T = TypeVar("T")
 
@@ -79,16 +80,18 @@ class Hive:
         key: str,
         role: Role,
         tools: Sequence[Tool[Any, Any] | Pinned],
-        output_type: type[BaseModel] | None,
+        settings: LoopSettings,
     ) -> str | None:
         """A role's setup, from its tools as the driver resolved them (made again here
         from their functions; a pinned tool's calls go back to the driver, and so do a
-        memory's); what went wrong, if anything did."""
+        memory's) and its settings as the run made them (its limits); what went wrong,
+        if anything did."""
 
         def install() -> None:
             made = ToolRegistry([stand_in(t) if isinstance(t, Pinned) else t for t in tools])
             memory = AtDriver("setup.memory") if role.memory is not None else None
-            self._setups[key] = WorkerSetup.resolved(role, made, output_type, memory)
+            setup = WorkerSetup.resolved(role, made, settings.output_type, memory)
+            self._setups[key] = msgspec.structs.replace(setup, settings=settings)
 
         return await self._there(_failure_of(install))
 

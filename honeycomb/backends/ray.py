@@ -58,7 +58,8 @@ from runtime import (
 from runtime.limits import Slots
 from runtime.limits.worktime import waiting_for_room
 from runtime.secrets import masked_with
-from workers import LoopState, Worker, WorkerError, WorkerResult
+from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
+from workers.state import LoopSettings
 
 if TYPE_CHECKING:
     from honeycomb.run.worker_record import WorkerRecord
@@ -179,7 +180,9 @@ class RayBackend:
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._recipes: dict[int, tuple[object, bytes]] = {}
         self._limiters: dict[str, AdaptiveLimiter] = {}  # what the actors' stand-ins hold
-        self._sent: dict[int, tuple[object, list[Tool[Any, Any] | Pinned]]] = {}
+        # A role's setup as sent, by its role, tools and settings (a run's workers each
+        # have a setup of their own, equal but for a limit the run sets), with its key.
+        self._setups: dict[tuple[int, int, LoopSettings], _SentSetup] = {}
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address or 'local'!r}, actors={self.actors})"
@@ -307,7 +310,7 @@ class RayBackend:
         summarizer = _unlimited(worker.summarizer)[0] if worker.summarizer is not None else None
         try:
             made = self._recipe(model), self._recipe(summarizer) if summarizer is not None else None
-            tools = _once(self._sent, worker.setup, lambda: sendable_tools(worker.setup))
+            sent = self._sent_setup(worker.setup)
         except ConfigError as exc:
             return _failed(worker, exc)
         stored = worker.services.store is not None
@@ -331,7 +334,7 @@ class RayBackend:
                             if not await actor.answers():  # died with no worker
                                 actor.dead = True  # replaced: no death of this worker's
                                 continue
-                            keys = await self._install_all(actor, worker, made, tools)
+                            keys = await self._install_all(actor, worker, made, sent)
                     except SetupFailed as exc:  # its role or model, there
                         return _failed(worker, exc.told(worker.role.name))
                     spec = WorkerSpec(
@@ -395,19 +398,34 @@ class RayBackend:
         """:func:`recipe`, once a model."""
         return _once(self._recipes, model, lambda: recipe(model, self._limiters))
 
+    def _sent_setup(self, setup: WorkerSetup) -> _SentSetup:
+        """What is sent of ``setup`` to install it, made once for its role, tools and
+        settings (its settings too: a limit the run sets, ``max_output_tokens``, is
+        in them, not in its role).
+
+        Raises:
+            ConfigError: naming what of it cannot be sent to the actors.
+        """
+        ident = (id(setup.role), id(setup.tools), setup.settings)
+        found = self._setups.get(ident)
+        if found is None:
+            key = f"setup{len(self._setups)}"
+            found = self._setups[ident] = _SentSetup(setup, key, sendable_tools(setup))
+        return found
+
     async def _install_all(
         self,
         actor: _Actor,
         worker: Worker,
         made: tuple[bytes, bytes | None],
-        tools: list[Tool[Any, Any] | Pinned],
+        sent: _SentSetup,
     ) -> tuple[str, str, str | None]:
         """The keys of the worker's setup, model and summarizer, installed in ``actor``."""
-        setup = worker.setup
-        setup_key = self._key(setup, "setup")
+        setup = sent.setup
         await self._install(
-            actor, setup_key, "install_setup", setup.role, tools, setup.settings.output_type
+            actor, sent.key, "install_setup", setup.role, sent.tools, setup.settings
         )
+        setup_key = sent.key
         model_key = self._key(worker.model, "model")
         await self._install(actor, model_key, "install_model", made[0])
         summarizer_key = None
@@ -415,6 +433,16 @@ class RayBackend:
             summarizer_key = self._key(worker.summarizer, "model")
             await self._install(actor, summarizer_key, "install_model", made[1])
         return setup_key, model_key, summarizer_key
+
+
+@dataclass(frozen=True)
+class _SentSetup:
+    """A role's setup as it is installed in the actors: the setup (kept, so that the ids
+    it is found by are no other's), its key there, and its tools as they are sent."""
+
+    setup: WorkerSetup
+    key: str
+    tools: list[Tool[Any, Any] | Pinned]
 
 
 def _sendable(worker: Worker, model_slots: bool) -> SentServices:

@@ -240,6 +240,34 @@ async def test_a_pinned_tool_answers_a_remote_worker_with_the_items_of_its_gener
     assert result.subtasks["s1"].text == '[{"id":0,"day":"2026-01-01"},{"id":1,"day":"2026-01-02"}]'
 
 
+def limits(request: ModelRequest) -> AssistantMessage | str:
+    """The lead's script, saying the output limit of its last call; a nested worker
+    answers with its call's."""
+    task = next(m for m in request.messages if isinstance(m, UserMessage)).content or ""
+    if not task.startswith("{"):
+        return f"limit {request.max_output_tokens}"
+    answer = scripted(request)
+    return f"{answer}, lead {request.max_output_tokens}" if isinstance(answer, str) else answer
+
+
+async def test_the_policys_output_limit_holds_for_remote_and_nested_workers(
+    backend: RayBackend | None,
+) -> None:
+    """A policy's max_output_tokens is every call's limit (a role's own aside). The
+    actors made each role's setup again from the role alone, and its workers asked for
+    the default limit (4096), not the run's; and each worker's setup, made for it with
+    the run's limit, was installed anew in its actor, and kept there."""
+    lead = Role(name="lead", tools=("agent:r",))
+    ex = Executor(
+        [lead, WORKER], FunctionModel(limits), aggregator="concat", backend=backend,
+        policy=Policy(max_output_tokens=500),
+    )  # fmt: skip
+    calls = script([("r", {"instruction": "how long may you answer?"})])
+    result = await ex.run("t", subtasks=[("lead", calls), ("r", "and you?")])
+    assert result.subtasks["s1"].text == "limit 500, lead 500"
+    assert result.subtasks["s2"].text == "limit 500"
+
+
 async def test_a_remote_workers_memory_keeps_no_secret(
     backend: RayBackend | None, tmp_path: Path
 ) -> None:
