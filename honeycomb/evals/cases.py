@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import inspect
 import json
 import re
 from collections.abc import Mapping
@@ -327,6 +328,14 @@ class _Builder:
             found = import_object(path)
         if not callable(found):
             raise ConfigError(f"{path!r} is not callable: a check is fn(answer, run)")
+        try:
+            inspect.signature(found).bind(None, None)
+        except TypeError as exc:  # it would raise so on every case's run
+            raise ConfigError(
+                f"{path!r} cannot be called as fn(answer, run), as a check is: {exc}"
+            ) from exc
+        except ValueError:  # no signature to read (a builtin's): called as it is
+            pass
         fn: CheckFn = found
         return fn
 

@@ -157,6 +157,44 @@ def test_a_judge_role_of_both_the_hive_and_the_judges_hive_is_a_mistake(tmp_path
     ]
 
 
+def test_a_python_check_that_cannot_be_called_with_the_answer_and_run_is_a_mistake(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        "mine.py",
+        """
+        def answer_only(answer):
+            return True
+
+        def both(answer, run, strict=True):
+            return True
+
+        def keyword_only(*, answer, run):
+            return True
+        """,
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - python: mine:answer_only
+              - python: mine:both
+              - python: mine:keyword_only
+        """,
+    )
+    # Each would raise TypeError on every case's run.
+    assert _errors(path) == [
+        f"{path}:4:9: cases[0].assert[0].python: 'mine:answer_only' cannot be called as "
+        "fn(answer, run), as a check is: too many positional arguments",
+        f"{path}:6:9: cases[0].assert[2].python: 'mine:keyword_only' cannot be called as "
+        "fn(answer, run), as a check is: too many positional arguments",
+    ]
+
+
 def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     rows = write(
         tmp_path, "rows.jsonl", '{"task": "a"}\nnot json\n[1]\n{"task": "b", "threshold": 2}\n'
