@@ -34,7 +34,14 @@ from runtime import (
     PendingApproval,
 )
 
-__all__ = ["HiveTools", "TerminalApprover", "approve_command", "asked", "print_waiting"]
+__all__ = [
+    "HiveTools",
+    "TerminalApprover",
+    "approve_command",
+    "asked",
+    "print_waiting",
+    "shell_line",
+]
 
 
 class TerminalApprover:
@@ -171,8 +178,33 @@ def print_waiting(
         words = ["honeycomb", "approve", result.run_id, p.call_id, *where]
         if ids.count(p.call_id) > 1:
             words += ["--worker", p.worker]
-        out.write(f"  {shlex.join(words)}   (or add --deny --reason '...')\n")
-    out.write(f"  {resume or shlex.join(['honeycomb', 'resume', result.run_id, *where])}\n")
+        out.write(f"  {shell_line(words)}   (or add --deny --reason '...')\n")
+    out.write(f"  {resume or shell_line(['honeycomb', 'resume', result.run_id, *where])}\n")
+
+
+def shell_line(words: list[str]) -> str:
+    """``words`` as a command line that a shell reads back as them and a terminal
+    shows as text: a word holding a control or format character (a model's call id
+    may hold a terminal's escape) is written in bash's ``$'...'`` quoting, each such
+    character an escape (``$'c1\\x1b[2J'``); others as :func:`shlex.quote` writes them."""
+    return " ".join(map(_shell_word, words))
+
+
+def _shell_word(word: str) -> str:
+    if printable(word, lines=False) == word:
+        return shlex.quote(word)
+    return "$'" + "".join(map(_shell_character, word)) + "'"
+
+
+def _shell_character(character: str) -> str:
+    if character in "\\'":
+        return "\\" + character
+    if printable(character, lines=False) == character:
+        return character
+    code = ord(character)
+    if code < 0x80:  # a byte; past it, a character (in the terminal's UTF-8)
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def approve_command(args: argparse.Namespace) -> ExitStatus:
@@ -208,7 +240,8 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
         print(printable(str(exc), lines=False), file=sys.stderr)  # names typed or the model's
         return ExitStatus.UNUSABLE
     verb = "denied" if args.deny else "approved"
-    print(f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}")
+    said = f"{verb}: {decided.tool} ({decided.call_id}) of {decided.worker} in run {args.run_id}"
+    print(printable(said, lines=False))  # the model's call id, made inert
     return ExitStatus.OK
 
 
