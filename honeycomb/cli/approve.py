@@ -39,6 +39,7 @@ __all__ = [
     "TerminalApprover",
     "approve_command",
     "asked",
+    "json_line",
     "print_waiting",
     "shell_line",
 ]
@@ -86,8 +87,7 @@ class TerminalApprover:
                     return Decision.approved(edited)
 
     async def _edited(self, request: ApprovalRequest) -> dict[str, Any] | None:
-        now = json.dumps(request.arguments, ensure_ascii=False)
-        self._out.write(f"  as JSON now: {now}\n")
+        self._out.write(f"  as JSON now: {json_line(request.arguments)}\n")
         text = await self._ask("arguments (JSON object): ")
         try:
             value = json.loads(text)
@@ -132,6 +132,24 @@ class TerminalApprover:
         finally:
             loop.remove_reader(fd)
         return os.read(fd, 4096)
+
+
+def json_line(value: Any) -> str:
+    """``value`` as JSON on one line that reads back as it and that a terminal shows as
+    text: the characters JSON leaves as they are that would act on the terminal or
+    reorder what it shows (C1 controls, direction overrides, zero-width ones, a lone
+    surrogate) are written as JSON escapes (``\\u202e``)."""
+    return "".join(map(_json_character, json.dumps(value, ensure_ascii=False)))
+
+
+def _json_character(character: str) -> str:
+    if printable(character, lines=False) == character:
+        return character
+    code = ord(character)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # past the first plane: a surrogate pair, as JSON writes it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def asked(call: ApprovalRequest | PendingApproval) -> str:

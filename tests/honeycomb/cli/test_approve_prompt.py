@@ -1,0 +1,67 @@
+"""The terminal's prompt, editing a call whose arguments hold characters that act on a
+terminal or reorder what it shows: the JSON it shows to edit holds none of them (each
+a JSON escape), and sent back as it is, it is the call's own arguments."""
+
+from __future__ import annotations
+
+import io
+import os
+import unicodedata
+
+import anyio
+
+from honeycomb import ApprovalRequest, Decision
+from honeycomb.cli.approve import TerminalApprover, json_line
+
+ARGUMENTS = {
+    "account": "IBAN DE44 5001 0517 \u202e5407 3249 31\u202c",
+    "memo": "rent\x85\x9b2J for march\u200b\U000e0041",
+}
+"""An account a right-to-left override shows reversed, a C1 control (NEL, CSI), a
+zero-width space and a tag character."""
+
+
+class _Screen(io.StringIO):
+    """What the prompt writes; ``asked`` is set once it asks for the edited JSON."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = anyio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "arguments (JSON object): " in self.getvalue():
+            self.asked.set()
+        return written
+
+
+def _controls(text: str) -> list[str]:
+    return [c for c in text if c != "\n" and unicodedata.category(c) in ("Cc", "Cf")]
+
+
+async def test_the_json_to_edit_shows_no_character_that_acts_and_reads_back_as_the_call() -> None:
+    request = ApprovalRequest(
+        run_id="r", worker="w", role="payer", call_id="c", turn=1, tool="pay",
+        arguments=ARGUMENTS, why="role 'payer' asks for approval of 'pay'",
+    )  # fmt: skip
+    shown = _Screen()
+    read_fd, write_fd = os.pipe()
+    decided: list[Decision] = []
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def decide() -> None:
+                decided.append(await TerminalApprover(typed_in, shown)(request))
+
+            tg.start_soon(decide)
+            os.write(write_fd, b"e\n")
+            await shown.asked.wait()
+            assert _controls(shown.getvalue()) == []
+            (line,) = [x for x in shown.getvalue().split("\n") if "as JSON now: " in x]
+            now = line.split("as JSON now: ", 1)[1]
+            os.write(write_fd, now.encode() + b"\n")  # pasted back as it is
+    os.close(write_fd)
+    assert "\\u202e5407" in now
+    assert "\\u0085\\u009b2J" in now
+    assert decided == [Decision.approved(ARGUMENTS)]  # the call's own arguments
+    assert json_line(ARGUMENTS) == now
