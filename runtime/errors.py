@@ -566,7 +566,7 @@ class ContextBudgetTooSmall(AgentError):
     refused for its length).
 
     Attributes:
-        worker: The worker.
+        worker: The worker ('': a loop of no worker's).
         budget: The role's ``compaction.budget_tokens``.
         needed: The tokens that request takes at the least (estimated, or by the
             role's token counter).
@@ -581,8 +581,9 @@ class ContextBudgetTooSmall(AgentError):
         self.needed = needed
         self.parts = tuple(parts)
         shares = ", ".join(f"{what} {tokens:,}" for what, tokens in self.parts if tokens)
+        whose = f"worker {worker}'s" if worker else "the"
         super().__init__(
-            f"worker {worker}'s context budget of {budget:,} tokens (compaction.budget_tokens) "
+            f"{whose} context budget of {budget:,} tokens (compaction.budget_tokens) "
             f"cannot hold its next request, which takes {needed:,} at the least ({shares}): "
             f"raise the role's budget_tokens well above {needed:,}, or give it fewer tools"
         )

@@ -404,8 +404,9 @@ class Compactor:
         tools: Sequence[ToolSchema],
     ) -> tuple[LoopState, ContextWindow]:
         """The last resort: the window of what the budget leaves once the head, the
-        summary, the window's note and the tools are counted (the newest turn is
-        always kept, its longest texts cut when it alone does not fit), and the state,
+        summary and the tools are counted, and the window's note when it leaves turns
+        out (the newest turn is always kept, its longest texts cut when it alone does
+        not fit), and the state,
         its summary cut to what the newest turn's calls leave it, if they leave it less
         than it has (a cut summary stays cut: the next fold starts from it)."""
         budget = self.compaction.budget_tokens
@@ -420,8 +421,14 @@ class Compactor:
             if cut != state.summary:
                 state = replace(state, summary=cut)
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        room = budget - self.estimate((*head, *summary, note), tools)
-        return state, ContextWindow(max_tokens=max(room, 1), count=self.count)
+        fixed = self.estimate((*head, *summary), tools)
+        window = ContextWindow(
+            max_tokens=max(budget - fixed, 1),
+            count=self.count,
+            measure=self.estimate,  # as the model is sent them
+            note_tokens=self.estimate((*head, *summary, note), tools) - fixed,  # when it is
+        )
+        return state, window
 
     @staticmethod
     def _note(state: LoopState) -> Message:
@@ -437,8 +444,8 @@ class Compactor:
     ) -> None:
         """Fail before any summary call when no fold and no window could keep the
         request within the budget: the head, the tools and the newest turn's calls,
-        every text cut, with the summary's header when there are older turns to fold,
-        are over it alone.
+        every text cut, with the summary's header (or the window's note, if longer)
+        when there are older messages to fold or leave out, are over it alone.
 
         Raises:
             ContextBudgetTooSmall: then. A request over the budget, its newest results
@@ -446,9 +453,12 @@ class Compactor:
         """
         rest = messages[state.summarized :]
         newest = newest_bare(rest)
-        older: tuple[Message, ...] = ()
-        if state.summary or len(newest) < len(rest):
-            older = (summary_message("", len(messages)),)
+        older: tuple[Message, ...] = ()  # what stands for the messages before it
+        if len(newest) < len(rest):  # folded (the summary's header), or left out (the note)
+            header, note = (summary_message("", len(messages)),), (self._note(state),)
+            older = max(header, note, key=self.estimate)
+        elif state.summary:
+            older = (summary_message("", state.summarized),)
         least = self.estimate((*head, *older, *newest), tools)
         budget = self.compaction.budget_tokens
         if least <= budget:
@@ -457,10 +467,10 @@ class Compactor:
         shares = [
             ("the system prompt and the task", self.estimate(head)),
             (f"{len(tools)} tool{'s' * (len(tools) != 1)}", tools_share),
-            ("the summary's header", self.estimate(older) if older else 0),
+            ("the summary's header or the window's note", self.estimate(older) if older else 0),
         ]
         shares.append(("the newest turn's calls", least - sum(n for _, n in shares)))
-        raise ContextBudgetTooSmall(self.worker or "(alone)", budget, least, shares)
+        raise ContextBudgetTooSmall(self.worker or "", budget, least, shares)
 
     def _finished(
         self,

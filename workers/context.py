@@ -37,6 +37,7 @@ from runtime.value import SettingsModel, Value
 __all__ = [
     "Compaction",
     "ContextWindow",
+    "Measure",
     "TokenCounter",
     "assemble",
     "cut_text",
@@ -53,6 +54,9 @@ __all__ = [
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text, as a model's tokenizer does (with ``tiktoken``:
 ``lambda text: len(encoding.encode(text))``)."""
+Measure = Callable[[Sequence[Message]], int]
+"""The input tokens of messages as a model is sent them (a tool protocol's model
+writes calls and results as text, which takes more than they do)."""
 TOKENS_PER_MESSAGE = 4
 """What a message's framing (its role, separators) adds, in tokens."""
 
@@ -164,15 +168,21 @@ class ContextWindow(Value, frozen=True, kw_only=True):
     Attributes:
         max_chars: Characters of transcript to keep; None: not limited by characters.
             The newest group is always kept, whatever its size.
-        max_tokens: Tokens of transcript to keep (by :func:`estimate_tokens` and
-            ``count``); None: not limited by tokens. The newest group is always kept;
-            when it alone is over, its longest texts are cut to fit.
-        count: The token counter of ``max_tokens`` (None: the estimate).
+        max_tokens: Tokens of transcript to keep (by ``measure``); None: not limited
+            by tokens. The newest group is always kept; when it alone is over, its
+            longest texts are cut to fit.
+        count: The token counter of a text (None: the estimate).
+        measure: The tokens of messages as they are sent (None: by
+            :func:`estimate_tokens` and ``count``).
+        note_tokens: What the note that stands where messages were left out takes
+            of ``max_tokens``, when any are.
     """
 
     max_chars: int | None = None
     max_tokens: int | None = None
     count: TokenCounter | None = None
+    measure: Measure | None = None
+    note_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.max_chars is not None and self.max_chars < 1:
@@ -189,28 +199,45 @@ class ContextWindow(Value, frozen=True, kw_only=True):
             max_chars=_least(self.max_chars, other.max_chars),
             max_tokens=tokens.max_tokens,
             count=tokens.count,
+            measure=tokens.measure,
+            note_tokens=tokens.note_tokens,
         )
+
+    def tokens(self, messages: Sequence[Message]) -> int:
+        """The tokens of ``messages`` as this window measures them."""
+        if self.measure is not None:
+            return self.measure(messages)
+        return estimate_tokens(messages, count=self.count)
 
     def fit(self, messages: Sequence[Message]) -> tuple[tuple[Message, ...], int]:
         """The messages that fit, and how many were left out."""
         chars, tokens = self.max_chars, self.max_tokens
         if chars is None and tokens is None:
             return tuple(messages), 0
+        groups = _groups(messages)
         kept: list[tuple[Message, ...]] = []
+        weights: list[int] = []
         size = weight = 0
-        for group in reversed(_groups(messages)):
+        for group in reversed(groups):
             group_size = sum(_size(m) for m in group) if chars is not None else 0
-            group_weight = estimate_tokens(group, count=self.count) if tokens is not None else 0
+            group_weight = self.tokens(group) if tokens is not None else 0
             if kept and (
                 (chars is not None and size + group_size > chars)
                 or (tokens is not None and weight + group_weight > tokens)
             ):
                 break
             kept.append(group)
+            weights.append(group_weight)
             size += group_size
             weight += group_weight
-        if tokens is not None and weight > tokens:  # the newest group alone is over
-            kept[0] = _shortened(kept[0], tokens, self.count)
+        if tokens is not None:
+            if len(kept) < len(groups):  # the note that stands for the rest takes its share
+                tokens -= self.note_tokens
+                while len(kept) > 1 and weight > tokens:  # the oldest kept give way to it
+                    kept.pop()
+                    weight -= weights.pop()
+            if weight > tokens:  # the newest group alone is over
+                kept[0] = _shortened(kept[0], max(tokens, 1), self)
         shown = tuple(m for group in reversed(kept) for m in group)
         return shown, len(messages) - len(shown)
 
@@ -220,30 +247,35 @@ def _least(a: int | None, b: int | None) -> int | None:
 
 
 def _shortened(
-    group: tuple[Message, ...], tokens: int, count: TokenCounter | None
+    group: tuple[Message, ...], tokens: int, window: ContextWindow
 ) -> tuple[Message, ...]:
-    """``group`` within ``tokens``, its longest texts (results, answers) cut in the
-    middle, the longest as far as it goes before the next; calls' arguments are never
-    cut (the server must read them as JSON)."""
+    """``group`` within ``tokens`` (as ``window`` measures), its longest texts
+    (results, answers) cut in the middle, the longest as far as it goes before the
+    next; calls' arguments are never cut (the server must read them as JSON)."""
     messages = tuple(group)
     longest = sorted(range(len(messages)), key=lambda i: -len(messages[i].content or ""))
     for index in longest:
-        messages = cut_to_fit(messages, index, tokens, count)
-        if estimate_tokens(messages, count=count) <= tokens:
+        messages = cut_to_fit(messages, index, tokens, window.count, window.measure)
+        if window.tokens(messages) <= tokens:
             break
     return messages
 
 
 def cut_to_fit(
-    messages: Sequence[Message], index: int, tokens: int, count: TokenCounter | None = None
+    messages: Sequence[Message],
+    index: int,
+    tokens: int,
+    count: TokenCounter | None = None,
+    measure: Measure | None = None,
 ) -> tuple[Message, ...]:
     """``messages`` with the text of ``messages[index]`` cut in the middle
-    (:func:`cut_text`) until they fit ``tokens`` by :func:`estimate_tokens`, or until
-    that text is gone."""
+    (:func:`cut_text`) until they fit ``tokens`` by ``measure`` (None:
+    :func:`estimate_tokens`), or until that text is gone."""
+    size: Measure = measure or (lambda m: estimate_tokens(m, count=count))
     cut = list(messages)
     # Again while over: the estimate rounds once for all the texts, so a text cut by
     # what the messages are over can leave them a token over.
-    while (over := estimate_tokens(cut, count=count) - tokens) > 0:
+    while (over := size(cut) - tokens) > 0:
         text = cut[index].content or ""
         if not text:
             break

@@ -377,3 +377,37 @@ async def test_a_summary_is_cut_to_what_the_newest_calls_leave_it() -> None:
         newest = request.messages[-2]
         assert isinstance(newest, AssistantMessage)
         assert newest.tool_calls[0].arguments.endswith('k"}')
+
+
+def _turn(n: int, result: str) -> tuple[Message, ...]:
+    call = ToolCall(id=f"c{n}", name="read_page", arguments=f'{{"page": {n}}}')
+    return (
+        AssistantMessage(content=f"[turn {n}]", tool_calls=(call,)),
+        ToolMessage(tool_call_id=f"c{n}", name="read_page", content=result),
+    )
+
+
+def test_a_window_measures_turns_as_they_are_sent() -> None:
+    # A tool protocol writes calls and results as text, which takes more than they
+    # do: the window keeps what fits as the model is sent it, not as it is kept.
+    turns = (*_turn(1, "a" * 200), *_turn(2, "b" * 200))
+    as_kept = estimate_tokens(turns[2:])
+    written = ContextWindow(max_tokens=as_kept + 5, measure=lambda m: 2 * estimate_tokens(m))
+    shown, omitted = written.fit(turns)
+    assert omitted == 2
+    assert 2 * estimate_tokens(shown) <= as_kept + 5  # the newest turn, cut to fit
+    assert shown[0].content == "[turn 2]"
+
+
+def test_a_window_charges_its_note_only_when_it_leaves_turns_out() -> None:
+    turns = (*_turn(1, "a" * 200), *_turn(2, "b" * 200))
+    whole = estimate_tokens(turns)
+    # Everything fits: no note is sent, so none is charged.
+    shown, omitted = ContextWindow(max_tokens=whole, note_tokens=40).fit(turns)
+    assert (shown, omitted) == (turns, 0)
+    # The older turn is left out: the note that stands for it takes its share, and
+    # the newest turn is cut to leave it room.
+    newest = estimate_tokens(turns[2:])
+    shown, omitted = ContextWindow(max_tokens=newest, note_tokens=20).fit(turns)
+    assert omitted == 2
+    assert estimate_tokens(shown) <= newest - 20
