@@ -16,7 +16,7 @@ import fnmatch
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
@@ -41,7 +41,6 @@ from honeycomb.evals import (
     Cases,
     EvalBudget,
     EvalReport,
-    Judges,
     evaluate,
     junit,
     load_cases,
@@ -49,11 +48,11 @@ from honeycomb.evals import (
 )
 from honeycomb.evals.compare import Comparison, compare
 from honeycomb.evals.html import report_page
+from honeycomb.evals.runner import judges_of
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
 from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
-from workers import Role
 
 __all__ = [
     "add_eval_command",
@@ -378,10 +377,8 @@ async def _evaluate(
     args: argparse.Namespace,
     stopped_by: list[signal.Signals],
 ) -> EvalReport | None:
-    judges = Judges(executor.roles, executor.shared.crew.model_for)
-    if cases.judges is not None:  # the judges' hive: on --model's model, else its own
-        other = Executor.from_hive(cases.judges, models=models[1], backend=None)
-        judges = Judges({**other.roles, **executor.roles}, _model_for(executor, other))
+    # The judges' hive's roles: on --model's model (or its cassette), else its own.
+    judges = judges_of(executor, cases.judges, models[1])
     total = len(cases.cases) * args.repeat
     live = not (args.json or args.plain) and sys.stderr.isatty()
     try:
@@ -407,16 +404,6 @@ async def _evaluate(
         if not stopped_by:
             raise
         return None
-
-
-def _model_for(executor: Executor, other: Executor) -> Callable[[Role], Model]:
-    """The model of a role of the evaluated hive, else of the judges' hive."""
-
-    def model_for(role: Role) -> Model:
-        crew = executor.shared.crew if role.name in executor.roles else other.shared.crew
-        return crew.model_for(role)
-
-    return model_for
 
 
 def _kept(store: RunStore, eval_id: str) -> EvalReport | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -32,14 +32,24 @@ from honeycomb.evals.record import (
 )
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
 from honeycomb.executor import Executor
+from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
-from runtime import StoreError, Usage
+from runtime import Model, StoreError, Usage
 from runtime.concurrency import run_together, shielded
 from runtime.models.layers.cassette import cassette_case
 from runtime.secrets import masked
 from runtime.value import Value
+from workers import Role
 
-__all__ = ["EvalBudget", "Progress", "assert_case", "evaluate", "new_eval_id", "scored"]
+__all__ = [
+    "EvalBudget",
+    "Progress",
+    "assert_case",
+    "evaluate",
+    "judges_of",
+    "new_eval_id",
+    "scored",
+]
 
 Progress = Callable[[str, Attempt, int, int], None]
 """Told of each run as it is scored (or taken from the interrupted eval it goes on
@@ -95,7 +105,8 @@ async def evaluate(
         concurrency: Runs at once, at most.
         repeat: Runs of each case: its pass rate and spread say how steady it is.
         budget: What the whole eval may spend.
-        judges: The roles ``judge`` checks ask (default: the Executor's roles).
+        judges: The roles ``judge`` checks ask (default: the Executor's roles, and
+            those of the cases file's ``judges:`` hive: :func:`judges_of`).
         eval_id: Its id (default: a new one). The id of an eval that was interrupted
             and kept in the Executor's store goes on with it: the runs it made of a
             case of the same id and task are taken as they were, not made again.
@@ -120,7 +131,7 @@ async def evaluate(
     if len(set(ids)) != len(ids):
         raise ValueError(f"two cases are named {next(i for i in ids if ids.count(i) > 1)!r}")
     if judges is None:
-        judges = Judges(executor.roles, executor.shared.crew.model_for)
+        judges = judges_of(executor, cases.judges if isinstance(cases, Cases) else None)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run)
     store = executor.store if keep else None
     earlier = None
@@ -169,6 +180,25 @@ async def assert_case(executor: Executor, case: Case, *, repeat: int = 1) -> Cas
         shown = "\n  ".join(failing or [f"{a.run_id}: score {a.score:.2f}" for a in found.attempts])
         raise AssertionError(f"case {found.id!r} failed:\n  {shown}")
     return found
+
+
+def judges_of(
+    executor: Executor,
+    hive: Hive | None,
+    models: Model | Mapping[str, Model] | None = None,
+) -> Judges:
+    """The roles an eval's ``judge`` checks may ask: ``executor``'s, and those of a
+    cases file's ``judges:`` ``hive`` on that hive's own models (``models``: in their
+    place, as ``Executor.from_hive`` takes them)."""
+    if hive is None:
+        return Judges(executor.roles, executor.shared.crew.model_for)
+    other = Executor.from_hive(hive, models=models, backend=None)
+
+    def model_for(role: Role) -> Model:
+        crew = executor.shared.crew if role.name in executor.roles else other.shared.crew
+        return crew.model_for(role)
+
+    return Judges({**other.roles, **executor.roles}, model_for)
 
 
 def _renamed(case: Case, name: str) -> Case:

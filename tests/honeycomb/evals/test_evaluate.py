@@ -149,6 +149,38 @@ async def test_a_judges_calls_cost_the_eval_not_the_run(hive: Hive, tmp_path: Pa
     assert attempt.model_calls == 3  # the run's own
 
 
+async def test_the_judges_hive_of_a_cases_file_grades_in_python_too(
+    hive: Hive, tmp_path: Path
+) -> None:
+    write(
+        tmp_path,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          critic: {description: Grades answers.}
+        """,
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        judges: judges.yaml
+        cases:
+          - task: Say hello to Lisbon
+            assert:
+              - judge: {role: critic, rubric: It greets.}
+        """,
+    )
+    # As honeycomb eval does: the critic is the judges' hive's, on its own model.
+    report = await evaluate(Executor.from_hive(hive), load_cases(path, hive))
+    (attempt,) = report.cases[0].attempts
+    assert [(v.passed, v.reason) for v in attempt.verdicts] == [(True, None)]
+    assert attempt.judge_model_calls == 1
+
+
 async def test_a_comparison_tells_what_newly_fails_and_passes(hive: Hive) -> None:
     executor = Executor.from_hive(hive)
 
