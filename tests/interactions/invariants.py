@@ -114,9 +114,12 @@ def _usage(outcome: Outcome, report: Report) -> None:
     counted = (usage.model_calls, usage.input_tokens, usage.output_tokens)
     short_calls, short_tokens = seen[0] - counted[0], sum(seen[1:]) - sum(counted[1:])
     # A budget stops a run with calls reserved (counted) and cancelled before they
-    # were made: they count, though no model answered them.
+    # were made: they count, though no model answered them; and so does a call that
+    # the end of a life cut off (its trace has it, cancelled), which the next life
+    # makes again.
     reserved = isinstance(outcome.last.error, BudgetExceeded)
-    ok = short_tokens == 0 and (short_calls == 0 or (reserved and short_calls < 0))
+    extra = reserved or (outcome.hive.store and -short_calls <= _cut_off_calls(outcome))
+    ok = short_tokens == 0 and (short_calls == 0 or (extra and short_calls < 0))
     ok = ok or forgotten(outcome) == (short_calls, seen[1] - counted[1], seen[2] - counted[2])
     why = _shortfall(calls, short_calls, short_tokens, reserved)
     report.expect(
@@ -126,8 +129,19 @@ def _usage(outcome: Outcome, report: Report) -> None:
         f"over {len(outcome.lives)} lives: {why}",
     )
     if outcome.hive.store:
-        _store_figures(outcome, report, counted, seen, reserved=reserved)
+        _store_figures(outcome, report, counted, seen, reserved=bool(extra))
         _traced_as_told(outcome, report, result)
+
+
+def _cut_off_calls(outcome: Outcome) -> int:
+    """The model calls a life's end cut off before they were answered, as the run's
+    trace has them (a ``model_call`` span each, cancelled)."""
+    store = RunStore(outcome.hive.ledger.folder / "runs.db")
+    try:
+        spans = store.spans(outcome.hive.run_id)
+    finally:
+        store.close()
+    return sum(1 for s in spans if s.kind == "model_call" and s.status == "cancelled")
 
 
 def _store_figures(
@@ -140,9 +154,9 @@ def _store_figures(
 ) -> None:
     """The run store's figures (``honeycomb runs``) are the result's; its trace
     (``honeycomb trace``) holds every call the model answered (and, as the result,
-    the calls a budget that stopped the run had reserved and cut off before they
-    were made: a model call span each, cancelled), and a critical path no longer
-    than the run."""
+    the calls cut off before they were answered, by a budget that stopped the run or
+    the end of a life: a model call span each, cancelled), and a critical path no
+    longer than the run."""
     store = RunStore(outcome.hive.ledger.folder / "runs.db")
     try:
         kept = store.find(outcome.hive.run_id)
