@@ -33,6 +33,7 @@ from runtime import (
     HoneycombError,
     PendingApproval,
 )
+from runtime.tools.approvals import MaskedEdit, unmasked_edit
 
 __all__ = [
     "HiveTools",
@@ -96,6 +97,11 @@ class TerminalApprover:
             return None
         if not isinstance(value, dict):
             self._out.write("  the arguments must be a JSON object\n")
+            return None
+        try:  # the call would run with a secret's mask: said now, not to the model
+            unmasked_edit(value, request.arguments)
+        except MaskedEdit as exc:
+            self._out.write(f"  {printable(str(exc), lines=False)}\n")
             return None
         return value
 

@@ -1,17 +1,20 @@
 """The terminal's prompt, editing a call whose arguments hold characters that act on a
 terminal or reorder what it shows: the JSON it shows to edit holds none of them (each
-a JSON escape), and sent back as it is, it is the call's own arguments."""
+a JSON escape), and sent back as it is, it is the call's own arguments; and editing a
+call whose arguments hold a secret, shown masked."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import unicodedata
 
 import anyio
 
-from honeycomb import ApprovalRequest, Decision
+from honeycomb import ApprovalRequest, Decision, add_secret
 from honeycomb.cli.approve import TerminalApprover, json_line
+from runtime.secrets import masked
 
 ARGUMENTS = {
     "account": "IBAN DE44 5001 0517 \u202e5407 3249 31\u202c",
@@ -19,6 +22,8 @@ ARGUMENTS = {
 }
 """An account a right-to-left override shows reversed, a C1 control (NEL, CSI), a
 zero-width space and a tag character."""
+PASSWORD = "pg-pass-8f3a1c77e2"
+DSN = f"postgresql://app:{PASSWORD}@db/prod"
 
 
 class _Screen(io.StringIO):
@@ -65,3 +70,30 @@ async def test_the_json_to_edit_shows_no_character_that_acts_and_reads_back_as_t
     assert "\\u0085\\u009b2J" in now
     assert decided == [Decision.approved(ARGUMENTS)]  # the call's own arguments
     assert json_line(ARGUMENTS) == now
+
+
+async def test_an_edit_that_changes_a_masked_secret_is_refused_at_the_prompt() -> None:
+    """The prompt shows the password masked; an edit that changes the value holding
+    the mask is refused there, naming the argument, and the question asked again (not
+    told to the model after the person has gone); one that leaves it is taken."""
+    add_secret(PASSWORD, "password")
+    request = masked(
+        ApprovalRequest(
+            run_id="r", worker="w", role="dba", call_id="c", turn=1, tool="run_sql",
+            arguments={"dsn": DSN, "sql": "select 1"}, why="role 'dba' asks",
+        )
+    )  # fmt: skip
+    assert request.arguments["dsn"] == "postgresql://app:[password hidden]@db/prod"
+    moved = json.dumps({"dsn": "postgresql://app:[password hidden]@db/test", "sql": "select 1"})
+    kept = json.dumps({**request.arguments, "sql": "select 2"})
+    shown = io.StringIO()
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, f"e\n{moved}\ne\n{kept}\n".encode())
+    with os.fdopen(read_fd) as typed_in, anyio.fail_after(10):
+        decided = await TerminalApprover(typed_in, shown)(request)
+    os.close(write_fd)
+    said = shown.getvalue()
+    assert "argument 'dsn' holds a secret (shown as [password hidden]) in a value the" in said
+    assert said.count("[a]pprove, [d]eny, [e]dit arguments? ") == 2  # asked again
+    assert PASSWORD not in said
+    assert decided == Decision.approved(json.loads(kept))  # the run keeps the password
