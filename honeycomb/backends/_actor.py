@@ -9,6 +9,7 @@ This module imports no Ray: the driver makes the actor class of :class:`Hive`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import pickle
 import sys
@@ -115,7 +116,8 @@ class Hive:
         for kind, key, *payload in messages:
             if kind == "start":
                 link = Link(key, outbox)
-                task = asyncio.ensure_future(self._work(key, link, payload[0]))
+                task = asyncio.ensure_future(self._work(link, payload[0]))
+                task.add_done_callback(functools.partial(self._ended, key, link))
                 self._workers[key] = (link, task)
                 continue
             found = self._workers.get(key)
@@ -135,15 +137,14 @@ class Hive:
     async def _take(self, channel: str, wait_s: float) -> list[tuple[str, Message]]:
         return await self._outboxes.setdefault(channel, Outbox()).take(wait_s)
 
-    async def _work(self, key: str, link: Link, spec: WorkerSpec) -> None:
+    async def _work(self, link: Link, spec: WorkerSpec) -> None:
         here.set(link)  # in this worker's task (and the tasks it starts) only
         try:
             result = await self._worker(link, spec).run(
                 spec.task, inputs=spec.inputs, resume=spec.resume, conversation=spec.conversation
             )
         except asyncio.CancelledError:
-            link.send("stopped")  # the last it sends: the driver waits for it
-            raise
+            raise  # it says it stopped as it ends (see _ended)
         except BaseException as exc:
             # A defect here: the worker fails, saying so. A tool's SystemExit (or
             # KeyboardInterrupt) stops the run at the driver, as in one process; here
@@ -155,9 +156,15 @@ class Hive:
                 error=WorkerError(type=type(exc).__name__, message=str(exc)),
                 exception=exc,
             )
-        finally:
-            self._workers.pop(key, None)
         link.send("done", portable_result(result))
+
+    def _ended(self, key: str, link: Link, task: asyncio.Task[None]) -> None:
+        """A worker's task ended: it is forgotten, and, cancelled, it says it stopped,
+        the last it sends (the driver waits for it). So does one cancelled before it
+        began, whose start and cancellation came in one batch (it ran no line)."""
+        self._workers.pop(key, None)
+        if task.cancelled():
+            link.send("stopped")
 
     def _worker(self, link: Link, spec: WorkerSpec) -> Worker:
         setup = self._setups[spec.setup]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,54 @@ async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
         ended, _ = await asyncio.wait({running}, timeout=30)
         assert ended == {running}, "the cancelled run waited out its remote workers"
         assert running.cancelled()
+    finally:
+        pool.stop()
+
+
+def holding_up(request: ModelRequest) -> str:
+    """Answers ``hold FILE`` after holding its process's event loop up for 2 s (a
+    model of blocking code), saying so in FILE first; anything else at once."""
+    task = next(m for m in request.messages if isinstance(m, UserMessage)).content or ""
+    if task.startswith("hold "):
+        Path(task.split()[1]).write_text("holding")
+        time.sleep(2.0)  # blocking: what the driver delivers to the actor meanwhile waits
+    return "done"
+
+
+async def test_a_worker_cancelled_as_it_is_sent_says_so_and_its_run_ends_at_once(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker's start waits behind a delivery to its actor, and its run is cancelled
+    meanwhile: its start and its cancellation reach the actor in one batch, and it is
+    cancelled before it begins. It then never said it stopped (only a worker that had
+    begun did), and the cancelled run waited out STOP_WAIT_S for it."""
+    monkeypatch.setattr(driver, "STOP_WAIT_S", 120.0)
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = Executor([Role(name="w")], FunctionModel(holding_up), aggregator="concat", backend=pool)
+    held = tmp_path / "held"
+    started: dict[str, asyncio.Event] = {"second": asyncio.Event(), "third": asyncio.Event()}
+
+    def run(name: str) -> asyncio.Task[Any]:
+        def heard(event: Any) -> None:
+            if event.kind == "worker.started":
+                started[name].set()
+
+        return asyncio.create_task(ex.run("t", subtasks=[("w", name)], on_event=[heard]))
+
+    try:
+        await ex.run("t", subtasks=[("w", "ready")])  # its setup and model installed
+        holder = asyncio.create_task(ex.run("t", subtasks=[("w", f"hold {held}")]))
+        await _until(held.exists)  # the actor's event loop is held up: deliveries wait
+        second = run("second")  # its start is delivered, and waits
+        await started["second"].wait()
+        third = run("third")  # its start waits behind the second's delivery ...
+        await started["third"].wait()
+        third.cancel()  # ... and its cancellation joins it there
+        ended, _ = await asyncio.wait({third}, timeout=30)
+        assert ended == {third}, "the cancelled run waited out its worker that never began"
+        assert third.cancelled()
+        assert (await second).status == "ok"
+        assert (await holder).status == "ok"
     finally:
         pool.stop()
 
