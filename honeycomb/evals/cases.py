@@ -46,6 +46,9 @@ class Case(Value, frozen=True, kw_only=True):
         threshold: The weighted score it must reach to pass (None: every check must).
         vars: The values its task was made with.
         description: What it is about.
+        judges: The hive whose roles may judge it beside the evaluated hive's: its
+            cases file's ``judges:`` (so that a case run alone, ``assert_case``, is
+            graded as in the whole eval).
     """
 
     id: str = ""
@@ -55,6 +58,7 @@ class Case(Value, frozen=True, kw_only=True):
     threshold: float | None = None
     vars: dict[str, Any] = msgspec.field(default_factory=dict)
     description: str = ""
+    judges: Hive | None = None
 
 
 class Cases(Value, frozen=True, kw_only=True):
@@ -225,6 +229,7 @@ class _Builder:
     ) -> None:
         self.defaults = spec.defaults
         self.hive = hive
+        self.judges = judges
         self.folder = folder
         roles = set(hive.roles) if hive is not None else None
         if roles is not None and judges is not None:
@@ -274,6 +279,7 @@ class _Builder:
             threshold=spec.threshold if spec.threshold is not None else self.defaults.threshold,
             vars=given,
             description=spec.description,
+            judges=self.judges,
         )
 
     def _check(

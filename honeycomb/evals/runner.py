@@ -106,7 +106,7 @@ async def evaluate(
         repeat: Runs of each case: its pass rate and spread say how steady it is.
         budget: What the whole eval may spend.
         judges: The roles ``judge`` checks ask (default: the Executor's roles, and
-            those of the cases file's ``judges:`` hive: :func:`judges_of`).
+            those of the cases' file's ``judges:`` hive: :func:`judges_of`).
         eval_id: Its id (default: a new one). The id of an eval that was interrupted
             and kept in the Executor's store goes on with it: the runs it made of a
             case of the same id and task are taken as they were, not made again.
@@ -130,8 +130,10 @@ async def evaluate(
     ids = [c.id for c in named]
     if len(set(ids)) != len(ids):
         raise ValueError(f"two cases are named {next(i for i in ids if ids.count(i) > 1)!r}")
-    if judges is None:
-        judges = judges_of(executor, cases.judges if isinstance(cases, Cases) else None)
+    if judges is None:  # the cases file's judges: hive, which each of its cases names too
+        given = (cases.judges,) if isinstance(cases, Cases) else ()
+        hives = [h for h in (*given, *(c.judges for c in listed)) if h is not None]
+        judges = judges_of(executor, hives[0] if hives else None)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run)
     store = executor.store if keep else None
     earlier = None

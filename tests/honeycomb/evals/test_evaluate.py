@@ -175,10 +175,15 @@ async def test_the_judges_hive_of_a_cases_file_grades_in_python_too(
         """,
     )
     # As honeycomb eval does: the critic is the judges' hive's, on its own model.
-    report = await evaluate(Executor.from_hive(hive), load_cases(path, hive))
+    cases = load_cases(path, hive)
+    report = await evaluate(Executor.from_hive(hive), cases)
     (attempt,) = report.cases[0].attempts
     assert [(v.passed, v.reason) for v in attempt.verdicts] == [(True, None)]
     assert attempt.judge_model_calls == 1
+    # A case of the file run alone, as a test does, is graded alike.
+    (case,) = cases.cases
+    found = await assert_case(Executor.from_hive(hive), case)
+    assert found.attempts[0].judge_model_calls == 1
 
 
 async def test_a_comparison_tells_what_newly_fails_and_passes(hive: Hive) -> None:
