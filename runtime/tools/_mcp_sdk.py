@@ -24,7 +24,7 @@ from mcp.shared.message import SessionMessage
 from runtime.concurrency import TimedOut, within
 from runtime.errors import McpServerError, ModelRetry, ServerGone
 from runtime.secrets import masked
-from runtime.tools._mcp_stdio import ServerProcess, Stderr
+from runtime.tools._mcp_stdio import Lines, ServerProcess, Stderr
 from runtime.value import Value
 
 __all__ = ["Listed", "Session", "connect", "observation_text"]
@@ -60,11 +60,14 @@ class Session:
         tools: Its tools, as it listed them when the connection started.
     """
 
-    def __init__(self, server: str, client: Client, process: _Process | None) -> None:
+    def __init__(
+        self, server: str, client: Client, process: _Process | None, bound: _Bounded | None
+    ) -> None:
         self.server = server
         self.tools: tuple[Listed, ...] = ()
         self._client = client
         self._process = process
+        self._bound = bound
         self._lost = False
         self.errlog = process.said if process is not None else None
 
@@ -76,8 +79,11 @@ class Session:
 
     @property
     def broken(self) -> str | None:
-        """Why a stdio server was killed as it ran (``wrote a message ...``), or None."""
-        return self._process.broken if self._process is not None else None
+        """Why a stdio server was killed, or a streamable-HTTP server's connection
+        dropped, as it ran (``wrote a message ...``), or None."""
+        if self._process is not None:
+            return self._process.broken
+        return self._bound.broken if self._bound is not None else None
 
     def said(self) -> str:
         """`` (it said: ...)`` with the end of what it wrote to stderr, or ``""``."""
@@ -108,7 +114,7 @@ class Session:
         try:
             result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED or self.ended:
+            if exc.code == types.CONNECTION_CLOSED or self.ended or self.broken is not None:
                 raise self._gone(tool, mark) from exc
             said = masked(exc.message)
             raise McpServerError(
@@ -156,8 +162,9 @@ async def connect(
     is stopped when the block ends (a stdio server's process with it, whatever ends
     the block). Enter and leave it in one task.
 
-    A stdio server that writes a message of more than ``max_message_mb`` megabytes
-    (one that never ends) is killed as broken: its calls then fail saying so.
+    A server that sends a message of more than ``max_message_mb`` megabytes (one that
+    never ends) is broken: a stdio server is killed, a streamable-HTTP server's
+    connection dropped, and its calls fail saying so.
 
     Raises:
         McpServerError: when it cannot be started or reached, or does not list its
@@ -167,6 +174,9 @@ async def connect(
         errlog: Stderr | None = None
         process: _Process | None = None
         refused: _Refused | None = None
+        bound: _Bounded | None = None
+        limit = int(max_message_mb * 1_000_000)
+        over = f"a message longer than {max_message_mb:g} MB (its max_message_mb)"
         if command is not None:
             process = ServerProcess(
                 [command, *args],
@@ -174,11 +184,8 @@ async def connect(
                 cwd=cwd,
                 parse=_message,
                 dump=_line,
-                max_line=int(max_message_mb * 1_000_000),
-                too_long=(
-                    f"wrote a message longer than {max_message_mb:g} MB (its max_message_mb), "
-                    "and was stopped as broken"
-                ),
+                max_line=limit,
+                too_long=f"wrote {over}, and was stopped as broken",
             )
             errlog = process.said  # kept (not shown): its end tells why it died
             transport: Any = process
@@ -186,15 +193,16 @@ async def connect(
             # The SDK's own timeouts: a response stream may stay open for a while. It
             # turns an HTTP error status into a message without it: the hook keeps it.
             refused = _Refused()
+            bound = _Bounded(limit, f"sent {over}, and its connection was dropped as broken")
             http = httpx2.AsyncClient(
                 headers=dict(headers),
                 timeout=_HTTP_TIMEOUT,
-                event_hooks={"response": [refused.note]},
+                event_hooks={"response": [refused.note, bound.hold]},
             )
             transport = streamable_http_client(url or "", http_client=http)
             await stack.enter_async_context(http)
         client = Client(transport)
-        session = Session(server, client, process)
+        session = Session(server, client, process, bound)
         try:
             with within(start_timeout):
                 await stack.enter_async_context(client)
@@ -288,6 +296,45 @@ def _reason(exc: BaseException) -> str:
 def _size(base64: str) -> str:
     padding = len(base64) - len(base64.rstrip("="))
     return f"{len(base64) * 3 // 4 - padding} bytes"
+
+
+class _TooLong(httpx2.StreamError):
+    """A response's body held a line longer than the limit (the SDK reads a body
+    that fails so as a failed answer to the request it answered)."""
+
+
+class _Bounded:
+    """The bodies of a streamable-HTTP server's responses, held to ``limit`` bytes a
+    line (a message a body, or an event's line): past it, reading the body fails and
+    the connection is broken."""
+
+    def __init__(self, limit: int, too_long: str) -> None:
+        self.limit = limit
+        self.too_long = too_long
+        self.broken: str | None = None
+
+    async def hold(self, response: httpx2.Response) -> None:
+        """The response hook: its body is read within the limit."""
+        response.stream = _Held(self, response.stream)
+
+
+class _Held(httpx2.AsyncByteStream):
+    """A response's body, read within its :class:`_Bounded`'s limit."""
+
+    def __init__(self, bound: _Bounded, body: Any) -> None:
+        self._bound = bound
+        self._body = body  # the client's stream of it
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        within_limit = Lines(self._bound.limit)
+        async for chunk in self._body:
+            if not within_limit.take(chunk):
+                self._bound.broken = self._bound.too_long
+                raise _TooLong(self._bound.too_long)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
 
 
 class _Refused:

@@ -30,7 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from runtime.concurrency import TimedOut, within
 
-__all__ = ["ServerProcess", "Stderr"]
+__all__ = ["Lines", "ServerProcess", "Stderr"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -191,15 +191,13 @@ class ServerProcess(Generic[In, Out]):
         # The pieces of the line under way: joined once it ends, so a long line (a
         # result of many megabytes) is read in time linear in its length.
         pieces: list[str] = []
-        size = 0  # bytes of the line under way
+        within_limit = Lines(self._max_line)
         try:
             while chunk := await process.stdout.read(_CHUNK):
-                newline = chunk.find(b"\n")
-                if size + (len(chunk) if newline < 0 else newline) > self._max_line:
+                if not within_limit.take(chunk):
                     self.broken = self._too_long
                     _signal(process, signal.SIGKILL)
                     return
-                size = size + len(chunk) if newline < 0 else len(chunk) - chunk.rfind(b"\n") - 1
                 *lines, rest = text.decode(chunk).split("\n")
                 if lines:
                     lines[0] = "".join([*pieces, lines[0]])
@@ -255,6 +253,26 @@ class ServerProcess(Generic[In, Out]):
         # Noted before the client sees the end: a call it then refuses was never sent.
         self.ended.set()
         to_client.close()
+
+
+class Lines:
+    """The bytes of the line under way in a stream read a chunk at a time, held to a
+    limit: a message a line (a stdio server's output, a streamable-HTTP body)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._size = 0
+
+    def take(self, chunk: bytes) -> bool:
+        """Count ``chunk`` in: whether the line under way is still within the limit."""
+        newline = chunk.find(b"\n")
+        if newline < 0:
+            self._size += len(chunk)
+            return self._size <= self.limit
+        if self._size + newline > self.limit:
+            return False
+        self._size = len(chunk) - chunk.rfind(b"\n") - 1
+        return True
 
 
 class Stderr:

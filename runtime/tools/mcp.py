@@ -94,9 +94,10 @@ class McpServer(Settings, frozen=True, kw_only=True):
         headers: Sent with every request (``Authorization``); never shown.
         start_timeout: Seconds it may take to start and list its tools; a stdio server
             not started by then is killed.
-        max_message_mb: Megabytes one message of a stdio server may take (a line of its
-            output): one that writes a longer one (or a line that never ends) is killed
-            as broken, and the calls under way are told so.
+        max_message_mb: Megabytes one message of the server may take (a line of a
+            stdio server's output, of a streamable-HTTP server's answer): one that sends
+            a longer one (or a line that never ends) is broken (a stdio server is
+            killed, a connection dropped), and the calls under way are told so.
         tools: Per tool (by its MCP name), how it runs instead of as its annotations say.
 
     Raises:
@@ -351,10 +352,10 @@ class _Live:
 
     def why(self) -> str:
         if self.session is not None and self.session.ended:
-            if self.server.url is not None:  # no process: its connection went
-                return "its connection was lost"
             if self.session.broken is not None:
                 return f"it {self.session.broken}{self.session.said()}"
+            if self.server.url is not None:  # no process: its connection went
+                return "its connection was lost"
             return f"it exited{self.session.said()}"
         return self.error.reason if self.error is not None else "it was stopped"
 

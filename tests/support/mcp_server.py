@@ -22,11 +22,13 @@ what is under way.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Image, MCPServer
@@ -172,16 +174,66 @@ def _http(fd: int) -> None:
     app = server.streamable_http_app()
     token = f"Bearer {os.environ['MCP_TEST_TOKEN']}".encode()
 
-    async def guarded(scope: dict[str, object], receive: object, send: object) -> None:
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            headers = dict(scope["headers"])  # type: ignore[arg-type]
+            headers = dict(scope["headers"])
             if headers.get(b"authorization") != token:
-                await send({"type": "http.response.start", "status": 401, "headers": []})  # type: ignore[operator]
-                await send({"type": "http.response.body", "body": b"unauthorized"})  # type: ignore[operator]
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
-        await app(scope, receive, send)  # type: ignore[arg-type]
+            body, again = await _read(receive)
+            if _forever(body):  # over HTTP, the line that never ends is its answer
+                await _endless(receive, send)
+                return
+            receive = again
+        await app(scope, receive, send)
 
     uvicorn.run(guarded, fd=fd, log_level="warning")  # the socket its starter bound
+
+
+async def _read(receive: Any) -> tuple[bytes, Any]:
+    """A request's body, and what the app then receives it by."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    given = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal given
+        if given:
+            return dict(await receive())
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, again
+
+
+def _forever(body: bytes) -> bool:
+    """Whether the request is a call of ``long`` with ``forever``."""
+    try:
+        params = json.loads(body).get("params") or {}
+    except (ValueError, AttributeError):
+        return False
+    return params.get("name") == "long" and bool(params.get("arguments", {}).get("forever"))
+
+
+async def _endless(receive: Any, send: Any) -> None:
+    """An answer whose one line never ends, 256 KB every 10 ms, until the client goes."""
+    start = {"type": "http.response.start", "status": 200}
+    await send({**start, "headers": [(b"content-type", b"application/json")]})
+    async with anyio.create_task_group() as group:
+
+        async def until_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(until_gone)
+        while True:
+            await send({"type": "http.response.body", "body": b"x" * 262_144, "more_body": True})
+            await anyio.sleep(0.01)
 
 
 if __name__ == "__main__":

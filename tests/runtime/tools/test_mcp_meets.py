@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime import McpToolSettings, ModelRetry, ToolCall, ToolRegistry
+from runtime import McpServer, McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
 from tests.support.dispatching import layered
-from tests.support.mcp_servers import child_pids, running, sdk_server
+from tests.support.mcp_servers import child_pids, http_test_server, running, sdk_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -180,3 +180,21 @@ async def test_a_server_whose_line_never_ends_is_stopped_at_its_limit_and_others
         ) in flooded.content
         assert (looked_up.status, looked_up.content) == ("ok", "an insect that makes honey")
         assert await run.call("t", "lookup", {"word": "hive"}) == "where bees live"
+
+
+async def test_a_streamable_http_answer_that_never_ends_is_cut_at_its_limit() -> None:
+    """An HTTP server's answer whose line never ends is not read into memory without
+    end either: past ``max_message_mb`` the call says so (naming the server and the
+    limit), and the next call reaches the server on a new connection."""
+    with http_test_server("s3cret-token") as url:
+        server = McpServer(
+            name="h", url=url, headers={"Authorization": "Bearer s3cret-token"}, max_message_mb=1
+        )
+        async with running(server) as run:
+            with within(10), pytest.raises(ModelRetry) as broken:  # a failsafe: 25 MB a second
+                await run.call("h", "long", {"chars": 1, "forever": True})
+            assert await run.call("h", "lookup", {"word": "bee"}) == "an insect that makes honey"
+    assert broken.value.message.startswith(
+        "MCP server 'h' sent a message longer than 1 MB (its max_message_mb), and its "
+        "connection was dropped as broken during the call to 'long'"
+    )
