@@ -106,14 +106,18 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
         KeyboardInterrupt, SystemExit, asyncio.CancelledError: raised by the check or
             while it ran: they stop the eval, not only the check.
     """
+    broken = True  # it gave no score: it fails, whatever its threshold (even 0)
     try:
         score = _bounded(_as_score(await _found(check, run)))
+        broken = False
     except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
         raise  # the eval is being stopped, not this check
+    except _NoScore as exc:
+        score = Score(score=0.0, reason=str(exc))
     except BaseException as exc:  # a broken check is a failed one, and says why
         # BaseException: pytest.fail() raises Failed, which is no Exception.
         score = Score(score=0.0, reason=f"the check raised {type(exc).__name__}: {exc}")
-    passed = score.score >= check.threshold
+    passed = not broken and score.score >= check.threshold
     reason = score.reason
     if not passed and reason is None:
         reason = f"score {score.score:.2f} is below its threshold {check.threshold:.2f}"
@@ -133,9 +137,17 @@ def _at_most(text: str, most: int) -> str:
     return f"{text[:most]}… ({len(text) - most} more characters)"
 
 
+class _NoScore(Exception):
+    """A check gave no score: it ran past its time limit, or scored NaN (the message
+    says so)."""
+
+
 async def _found(check: Check, run: CaseRun) -> Any:
-    """What ``check`` returns on ``run``; past its time limit, a failing :class:`Score`
-    that says so."""
+    """What ``check`` returns on ``run``.
+
+    Raises:
+        _NoScore: when it runs past its time limit.
+    """
     answer = run.answer if run.answer is not None else run.answer_text
     if check.timeout_s is None:
         found = check.fn(answer, run)
@@ -148,10 +160,9 @@ async def _found(check: Check, run: CaseRun) -> Any:
         if not limit.expired:  # the check's own TimedOut: its error, not its limit
             raise
     stopped = "its thread cannot be stopped" if not _is_async(check.fn) else "it was cancelled"
-    return Score(
-        score=0.0,
-        reason=f"the check {check.name} took longer than its time limit of "
-        f"{check.timeout_s:g}s on case {run.case!r} ({stopped})",
+    raise _NoScore(
+        f"the check {check.name} took longer than its time limit of "
+        f"{check.timeout_s:g}s on case {run.case!r} ({stopped})"
     )
 
 
@@ -222,10 +233,14 @@ def _as_score(found: Any) -> Score:
 
 
 def _bounded(found: Score) -> Score:
-    """``found`` with its score in [0, 1]. NaN (a metric's 0/0) fails the check: no
-    report could keep it (JSON has no NaN), nor compare or go on from it."""
+    """``found`` with its score in [0, 1].
+
+    Raises:
+        _NoScore: for NaN (a metric's 0/0), which fails the check: no report could
+            keep it (JSON has no NaN), nor compare or go on from it.
+    """
     if math.isnan(found.score):
-        return Score(score=0.0, reason=found.reason or "the check's score is NaN, not a number")
+        raise _NoScore(found.reason or "the check's score is NaN, not a number")
     if 0.0 <= found.score <= 1.0:
         return found
     return Score(score=min(max(found.score, 0.0), 1.0), reason=found.reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,27 @@ async def test_a_check_past_its_time_limit_fails_naming_itself_and_its_case() ->
         "(it was cancelled)",
         "",
     ]
+
+
+async def test_a_check_that_gives_no_score_fails_whatever_its_threshold() -> None:
+    def broken(answer: str, run: CaseRun) -> float:
+        raise ZeroDivisionError("division by zero")
+
+    async def waits(answer: str, run: CaseRun) -> float:
+        await asyncio.Event().wait()
+        return 1.0
+
+    # A threshold of 0: its score counts in its case's, it never fails on a low one.
+    for check, reason in (
+        (Check(name="metric", fn=broken, threshold=0.0), "the check raised ZeroDivisionError"),
+        (Check(name="metric", fn=waits, threshold=0.0, timeout_s=0.05), "the check metric took"),
+        (Check(name="metric", fn=lambda a, r: math.nan, threshold=0.0), "the check's score is NaN"),
+    ):
+        found = await verdict(check, shown_run("a"))
+        assert (found.passed, found.score) == (False, 0.0)
+        assert (found.reason or "").startswith(reason)
+    scored = await verdict(Check(name="low", fn=lambda a, r: 0.1, threshold=0.0), shown_run("a"))
+    assert (scored.passed, scored.reason) == (True, None)
 
 
 async def test_a_checks_own_timeout_error_is_its_error_not_its_limit() -> None:
