@@ -199,7 +199,10 @@ async def connect(
                 timeout=_HTTP_TIMEOUT,
                 event_hooks={"response": [refused.note, bound.hold]},
             )
-            transport = streamable_http_client(url or "", http_client=http)
+            # An event as long as a message may be (the SDK's own limit is 1 MB).
+            transport = streamable_http_client(
+                url or "", http_client=http, max_sse_event_size=limit
+            )
             await stack.enter_async_context(http)
         client = Client(transport)
         session = Session(server, client, process, bound)

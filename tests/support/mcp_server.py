@@ -168,7 +168,7 @@ def die(say: str = "") -> str:
     os._exit(3)
 
 
-def _http(fd: int) -> None:
+def _http(fd: int, *, events: bool) -> None:
     import uvicorn
 
     app = server.streamable_http_app()
@@ -186,6 +186,8 @@ def _http(fd: int) -> None:
                 await _endless(receive, send)
                 return
             receive = again
+            if events:  # its answers as server-sent events, as many servers send them
+                send = _as_event(send)
         await app(scope, receive, send)
 
     uvicorn.run(guarded, fd=fd, log_level="warning")  # the socket its starter bound
@@ -219,6 +221,31 @@ def _forever(body: bytes) -> bool:
     return params.get("name") == "long" and bool(params.get("arguments", {}).get("forever"))
 
 
+def _as_event(send: Any) -> Any:
+    """``send`` for an answer in JSON that sends it as one server-sent event."""
+    body, json_answer = b"", False
+
+    async def sending(message: dict[str, Any]) -> None:
+        nonlocal body, json_answer
+        if message["type"] == "http.response.start":
+            headers = dict(message["headers"])
+            json_answer = headers.get(b"content-type", b"").startswith(b"application/json")
+            if json_answer:
+                headers.pop(b"content-length", None)
+                headers[b"content-type"] = b"text/event-stream"
+                message = {**message, "headers": list(headers.items())}
+            await send(message)
+        elif json_answer and message["type"] == "http.response.body":
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                event = b"event: message\ndata: " + body + b"\n\n"
+                await send({"type": "http.response.body", "body": event})
+        else:
+            await send(message)
+
+    return sending
+
+
 async def _endless(receive: Any, send: Any) -> None:
     """An answer whose one line never ends, 256 KB every 10 ms, until the client goes."""
     start = {"type": "http.response.start", "status": 200}
@@ -244,6 +271,9 @@ if __name__ == "__main__":
         default=None,
         help="serve streamable HTTP on this listening socket (a file descriptor)",
     )
+    parser.add_argument(
+        "--events", action="store_true", help="over HTTP, answer with server-sent events"
+    )
     parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
     parser.add_argument(
         "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
@@ -256,6 +286,6 @@ if __name__ == "__main__":
         raise SystemExit("the test server was told to fail at start")
     time.sleep(options.start_delay)  # a server slow to start (one that loads a model)
     if options.http_fd is not None:
-        _http(options.http_fd)
+        _http(options.http_fd, events=options.events)
     else:
         server.run()

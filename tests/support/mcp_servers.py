@@ -70,12 +70,12 @@ def child_pids() -> set[int]:
 
 @contextmanager
 def http_test_server(
-    token: str, port: int | None = None, *, notes: Path | None = None
+    token: str, port: int | None = None, *, notes: Path | None = None, events: bool = False
 ) -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1 (on ``port``, or a free one),
     in a subprocess: its URL, once it answers. Every request must carry
     ``Authorization: Bearer <token>``; its tools that write notes write them to
-    ``notes``.
+    ``notes``; with ``events``, it answers with server-sent events.
 
     The port is bound here and the listening socket handed to the server, so no other
     process can take it between its choice and the server's start."""
@@ -90,7 +90,8 @@ def http_test_server(
     served = str(listening.fileno())
     with listening:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.mcp_server", "--http-fd", served],
+            [sys.executable, "-m", "tests.support.mcp_server", "--http-fd", served]
+            + (["--events"] if events else []),
             env=env,
             stderr=subprocess.DEVNULL,
             pass_fds=(listening.fileno(),),

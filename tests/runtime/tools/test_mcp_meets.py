@@ -198,3 +198,14 @@ async def test_a_streamable_http_answer_that_never_ends_is_cut_at_its_limit() ->
         "MCP server 'h' sent a message longer than 1 MB (its max_message_mb), and its "
         "connection was dropped as broken during the call to 'long'"
     )
+
+
+async def test_an_answer_sent_as_a_server_sent_event_may_be_as_long_as_any_other() -> None:
+    """An HTTP server that answers with server-sent events may send as long an answer
+    as one that answers in JSON (``max_message_mb``): the SDK held an event to 1 MB of
+    its own, and a call whose answer was longer was said to have stopped the server."""
+    with http_test_server("s3cret-token", events=True) as url:
+        server = McpServer(name="h", url=url, headers={"Authorization": "Bearer s3cret-token"})
+        async with running(server) as run:
+            answer = await run.call("h", "long", {"chars": 3_000_000})
+    assert answer == "b" * 3_000_000
