@@ -102,6 +102,21 @@ def _check_references(
                 f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
             )
         )
+    if spec.planner is not None:
+        for index, given in enumerate(spec.planner.roles or ()):
+            wrong = _not_plannable(given, spec.planner.role, declared)
+            if wrong is not None:
+                errors.append(doc.error(("planner", "roles", index), wrong))
+
+
+def _not_plannable(name: str, planner: str, roles: Sequence[str]) -> str | None:
+    """Why ``planner: {roles: [...]}`` cannot name ``name``: no such role, or the
+    planner itself (None: it can)."""
+    if name == planner:
+        return f"{name!r} is the planner: it plans, and gives no subtask to itself"
+    if name not in roles:
+        return f"unknown role {name!r}{did_you_mean(name, roles)}; roles: {', '.join(roles)}"
+    return None
 
 
 def role_error(

@@ -266,11 +266,12 @@ class Hive:
 
     @property
     def planner(self) -> str | RolePlanner | None:
-        """The hive's planner: a role's name, or a lead that plans in rounds."""
+        """The hive's planner: a role's name, or a planner role that plans in rounds or
+        gives subtasks to the roles it names."""
         spec = self.spec.planner
-        if spec is None or spec.rounds == 1:
+        if spec is None or (spec.rounds == 1 and spec.roles is None):
             return spec.role if spec is not None else None
-        return RolePlanner(spec.role, rounds=spec.rounds)
+        return RolePlanner(spec.role, rounds=spec.rounds, roles=spec.roles)
 
     @property
     def backend(self) -> BackendSpec:

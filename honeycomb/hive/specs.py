@@ -223,12 +223,15 @@ def _store_shorthand(value: Any) -> Any:
 
 class PlannerSpec(BaseModel):
     """``planner: {role: lead, rounds: 4}``: a lead that plans in rounds, reading each
-    round's results before it adds more subtasks (``planner: NAME`` plans once)."""
+    round's results before it adds more subtasks (``planner: NAME`` plans once).
+    ``roles``: those its subtasks may use (by default every role but the planner, the
+    aggregator and those that only judge)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     role: str = Field(min_length=1)
     rounds: int = Field(default=1, ge=1, le=100)
+    roles: tuple[str, ...] | None = Field(default=None, min_length=1)
 
 
 def _planner_shorthand(value: Any) -> Any:

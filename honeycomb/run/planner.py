@@ -46,7 +46,14 @@ from honeycomb.run.prompts import (
     planner_task,
 )
 from honeycomb.run.result import SubtaskResult
-from runtime import AgentError, AssistantMessage, GuardrailTripped, HoneycombError, PlanError
+from runtime import (
+    AgentError,
+    AssistantMessage,
+    GuardrailTripped,
+    HoneycombError,
+    PlanError,
+    did_you_mean,
+)
 from runtime.value import validation_summary
 from workers import Role, WorkerResult
 
@@ -60,7 +67,9 @@ __all__ = [
     "SubtaskSpec",
     "as_planner",
     "follow_up_with",
+    "judge_roles",
     "plan_with",
+    "working_roles",
 ]
 
 SubtaskSpec: TypeAlias = Subtask | Mapping[str, Any] | tuple[str, str]
@@ -155,19 +164,28 @@ class RolePlanner:
     far (and every failure) and answers with more subtasks, which may depend on any
     subtask before them, or with none when it is done.
 
+    The roles it may give subtasks to are ``roles``; by default every role of the run
+    but itself, the one named ``aggregator`` and those that only judge (see
+    :func:`working_roles`).
+
     Args:
         role: The planner role's name.
         rounds: Planning rounds at most (1: plan once).
+        roles: The roles its subtasks may use (None: those that work).
     """
 
-    def __init__(self, role: str = "planner", *, rounds: int = 1) -> None:
+    def __init__(
+        self, role: str = "planner", *, rounds: int = 1, roles: Sequence[str] | None = None
+    ) -> None:
         if rounds < 1:
             raise ValueError(f"rounds must be 1 or more, not {rounds}")
         self.role = role
         self.rounds = rounds
+        self.roles = tuple(roles) if roles is not None else None
 
     def __repr__(self) -> str:
-        return f"RolePlanner({self.role!r}, rounds={self.rounds})"
+        chosen = "" if self.roles is None else f", roles={list(self.roles)!r}"
+        return f"RolePlanner({self.role!r}, rounds={self.rounds}{chosen})"
 
     async def plan(self, task: str, context: RunContext) -> Plan:
         prompt, names = await self._catalog(task, context)
@@ -197,7 +215,7 @@ class RolePlanner:
 
     async def _catalog(self, task: str, context: RunContext) -> tuple[str, list[str]]:
         """The planner's first message (the task, the roles it may use) and the roles."""
-        workable = [r for r in context.roles.values() if r.name not in (self.role, "aggregator")]
+        workable = [context.roles[name] for name in working_roles(context, self.role, self.roles)]
         await context.crew.prepare([context.roles[self.role]])  # its own tools
         for other in workable:  # the catalog's tools
             # A role whose MCP server cannot start is listed without those tools: its
@@ -369,6 +387,42 @@ def checked(plan: Plan, context: RunContext) -> Plan:
     if problems:
         raise PlanError(problems)
     return plan
+
+
+def working_roles(
+    context: RunContext, planner: str, chosen: Sequence[str] | None = None
+) -> list[str]:
+    """The roles a planner role may give subtasks to: ``chosen``, else every role of
+    the run but the planner itself, the role named ``aggregator`` and the roles that
+    only judge: those a guard names as its judge (a role's, or the run's own), which
+    are there to check work, not to do it (name one in ``chosen`` to give it work).
+
+    Raises:
+        PlanError: when ``chosen`` names a role the run does not have, or the planner.
+    """
+    if chosen is not None:
+        roles = list(context.roles)
+        wrong = [
+            f"the planner {planner!r} is to give subtasks to {name!r}, "
+            + ("itself" if name == planner else "which is not a role of the run")
+            + f"{did_you_mean(name, roles)}; roles: {', '.join(roles)}"
+            for name in chosen
+            if name == planner or name not in context.roles
+        ]
+        if wrong:
+            raise PlanError(wrong)
+        return list(chosen)
+    judges = set(judge_roles(context))
+    return [name for name in context.roles if name not in (planner, "aggregator", *judges)]
+
+
+def judge_roles(context: RunContext) -> list[str]:
+    """The roles of the run that a guard names as its judge (a role's or the run's)."""
+    run = context.services.guards
+    named = [g.judge for g in (*run.input, *run.output, *run.arguments) if g.judge]
+    for role in context.roles.values():
+        named += role.guards.judges() if role.guards is not None else []
+    return [name for name in dict.fromkeys(named) if name in context.roles]
 
 
 def _entry(role: Role, context: RunContext) -> CatalogEntry:

@@ -1,0 +1,88 @@
+"""Roles that only judge: a role a guard names as its judge checks work and does none.
+A planner role is not offered it, its plans cannot give it a subtask, unless the
+planner is told to (``RolePlanner(roles=...)``); the caller's own subtasks may still
+name it. The hive's ``planner: {roles: [...]}`` is in tests/honeycomb/hive."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from honeycomb import Executor, Guards, ModelRequest, Role
+from honeycomb.errors import PlanError
+from honeycomb.planning import RolePlanner
+from honeycomb.testing import FunctionModel
+
+
+class Planning:
+    """One function model: the planner gives one subtask to ``role``, judges pass,
+    workers answer ``done``; the planner's requests are kept."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.asked: list[ModelRequest] = []
+
+    def answer(self, request: ModelRequest) -> str:
+        if "You are a guard" in (request.messages[0].content or ""):
+            return "PASS"
+        if request.output is not None and request.output.name == "Plan":
+            self.asked.append(request)
+            subtask = {"id": "s1", "role": self.role, "instruction": "Do it."}
+            return json.dumps({"subtasks": [subtask]})
+        return "done"
+
+    def offered(self) -> tuple[str, str]:
+        """The catalog the planner was shown, and the roles its schema allowed."""
+        request = self.asked[0]
+        assert request.output is not None
+        schema = json.dumps(request.output.json_schema)
+        return request.messages[-1].content or "", schema
+
+
+ROLES = [
+    Role(name="planner"),
+    Role(name="writer", description="Writes.", guards=Guards(output=("reviewer",))),
+    Role(name="reviewer", description="Judges the writing."),
+    Role(name="moderator", description="Judges the task."),
+]
+
+
+async def test_a_role_that_only_judges_is_not_offered_and_a_plan_giving_it_work_is_refused() -> (
+    None
+):
+    planning = Planning("reviewer")
+    executor = Executor(ROLES, FunctionModel(planning.answer), guards=Guards(input=("moderator",)))
+    with pytest.raises(PlanError) as caught:
+        await executor.run("Write a note.")
+    catalog, schema = planning.offered()
+    assert "- writer: Writes." in catalog
+    assert "reviewer" not in catalog
+    assert "moderator" not in catalog
+    assert '"writer"' in schema
+    assert '"reviewer"' not in schema
+    assert "subtasks.0.role: Input should be 'writer'" in str(caught.value)
+
+
+async def test_a_planner_told_which_roles_work_may_give_a_judge_work() -> None:
+    planning = Planning("reviewer")
+    planner = RolePlanner("planner", roles=("writer", "reviewer"))
+    result = await Executor(ROLES, FunctionModel(planning.answer), planner=planner).run("Go.")
+    assert result.status == "ok"
+    assert [s.role for s in result.plan.subtasks] == ["reviewer"]
+    catalog, _ = planning.offered()
+    assert "- reviewer: Judges the writing." in catalog
+    assert "moderator" not in catalog
+
+
+async def test_a_planner_told_of_a_role_the_run_lacks_says_so() -> None:
+    planner = RolePlanner("planner", roles=("writer", "editor"))
+    executor = Executor(ROLES, FunctionModel(Planning("writer").answer), planner=planner)
+    with pytest.raises(PlanError, match="'editor', which is not a role of the run"):
+        await executor.run("Go.")
+
+
+async def test_the_callers_own_subtasks_may_give_a_judge_work() -> None:
+    executor = Executor(ROLES, FunctionModel(Planning("writer").answer))
+    result = await executor.run("Go.", subtasks=[("reviewer", "Review the draft.")])
+    assert result.status == "ok"
