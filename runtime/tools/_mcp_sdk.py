@@ -217,7 +217,7 @@ async def connect(
             raise McpServerError(server, f"cannot be started: {exc}") from exc
         except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
             said = stderr_tail(errlog) if refused is None else refused.status()
-            reason = _reason(exc) if session.broken is None else session.broken
+            reason = masked(_reason(exc)) if session.broken is None else session.broken
             raise McpServerError(server, f"could not be started: {reason}{said}") from exc
         if process is not None:
             process.started = True  # from now on it is stopped the MCP way, with a grace
@@ -262,11 +262,15 @@ def stderr_tail(errlog: Stderr | None, *, since: int = 0) -> str:
 
 
 def _listed(tool: types.Tool) -> Listed:
+    """A tool as listed, its secrets masked: the model reads its description and schema
+    (whose defaults and examples a server may fill with its own configuration)."""
     hints = tool.annotations
     return Listed(
         name=tool.name,
-        description=tool.description or tool.title or (hints.title if hints else None) or "",
-        parameters=dict(tool.input_schema),
+        description=masked(
+            tool.description or tool.title or (hints.title if hints else None) or ""
+        ),
+        parameters=masked(dict(tool.input_schema)),
         read_only=hints.read_only_hint if hints else None,
         destructive=hints.destructive_hint if hints else None,
         idempotent=hints.idempotent_hint if hints else None,

@@ -1,0 +1,72 @@
+"""What an MCP server sends back holds no secret once it arrives: its tools' list (a
+description, a default in a schema) and why it would not start, against a server of a
+few lines that speaks MCP's JSON-RPC over stdio, run as a subprocess."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from runtime import McpServer, McpServerError, ModelRetry
+from runtime.tools.mcp import mcp_tools
+from tests.support.mcp_servers import running
+
+pytestmark = pytest.mark.timeout(60)
+
+TOKEN = "tok-0f-the-server-9d2c"
+"""The server's secret, given in its env."""
+
+SERVER = """
+import json, os, sys
+token = os.environ["SERVER_TOKEN"]
+refuse = len(sys.argv) > 1
+for line in sys.stdin:
+    asked = json.loads(line)
+    if "id" not in asked:
+        continue  # a notification
+    if refuse:
+        answer = {"error": {"code": -32000, "message": f"the key {token} is not allowed"}}
+    elif asked["method"] == "initialize":
+        answer = {"result": {
+            "protocolVersion": asked["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "tattler", "version": "1"},
+        }}
+    elif asked["method"] == "tools/list":
+        schema = {"type": "object", "properties": {"key": {"type": "string", "default": token}}}
+        tool = {"name": "fetch", "description": f"Fetches with {token}.", "inputSchema": schema}
+        answer = {"result": {"tools": [tool]}}
+    else:
+        answer = {"error": {"code": -32601, "message": "no such method"}}
+    print(json.dumps({"jsonrpc": "2.0", "id": asked["id"], **answer}), flush=True)
+"""
+
+
+def tattler(*args: str) -> McpServer:
+    """The server above, which says its token in what it sends back."""
+    return McpServer(
+        name="tattler",
+        command=sys.executable,
+        args=("-c", SERVER, *args),
+        env={"SERVER_TOKEN": TOKEN},
+    )
+
+
+async def test_a_server_s_tools_are_listed_without_its_secrets() -> None:
+    server = tattler()
+    async with running(server) as run:
+        (fetch,) = mcp_tools(server, await run.listed("tattler")).values()
+    assert fetch.schema.description == "Fetches with [secret hidden]."
+    assert fetch.schema.parameters["properties"]["key"]["default"] == "[secret hidden]"
+
+
+async def test_why_a_server_would_not_start_is_told_without_its_secrets() -> None:
+    async with running(tattler("--refuse")) as run:
+        with pytest.raises(McpServerError) as refused:
+            await run.listed("tattler")
+        with pytest.raises(ModelRetry) as told:  # what the model reads
+            await run.call("tattler", "fetch", {})
+    assert "the key [secret hidden] is not allowed" in str(refused.value)
+    assert TOKEN not in str(refused.value)
+    assert TOKEN not in told.value.message
