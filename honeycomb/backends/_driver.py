@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from honeycomb.backends._deltas import Deltas
-from honeycomb.backends._setup import unsendable
+from honeycomb.backends._pinned import PinnedCalls
 from honeycomb.backends._wire import (
     Message,
     RemoteFailure,
@@ -30,7 +29,6 @@ from runtime import (
     ModelCallRetrying,
     ModelHTTPError,
     TextDelta,
-    Tool,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -39,8 +37,6 @@ from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.worktime import asking_a_person
 from runtime.secrets import masked
-from runtime.tools.render import render
-from runtime.tools.threads import run_tool
 from workers import LoopState, Worker, WorkerResult
 
 STOP_WAIT_S = 2.0
@@ -162,6 +158,7 @@ class Driver:
         self._stopped = asyncio.Event()  # it said it stopped, once cancelled
         self._text = Deltas(self.services.tracer)
         self._calls: dict[int, CallInFlight] = {}  # its model calls under way, when told
+        self.pinned = PinnedCalls(worker.setup.tools, worker.setup.policy.max_output_chars)
 
     async def follow(self, channel: Channel, key: str, spec: WorkerSpec) -> WorkerResult:
         """Run the worker in ``channel``'s actor, serving its stream until its result
@@ -172,6 +169,7 @@ class Driver:
         """
         self._channel, self._key = channel, key
         self._finished = channel.loop.create_future()
+        self.pinned.keep = False
         channel.join(key, self)
         channel.send(("start", key, spec))
         try:
@@ -212,8 +210,10 @@ class Driver:
         return tuple(dict.fromkeys(running.values()))
 
     def lost(self, exc: Exception) -> None:
-        """Its actor died (or the channel to it failed)."""
+        """Its actor died (or the channel to it failed): its pinned calls under way go
+        on, for its next life."""
         if not self._finished.done():
+            self.pinned.keep = True
             self._finished.set_exception(exc)
 
     def receive(self, message: Message) -> None:
@@ -342,9 +342,7 @@ class Driver:
         or its role's memory (``setup.memory.add``) here."""
         worker = self.worker
         if op == "tool":
-            name, kwargs = args
-            value = await call_pinned(worker.setup.tools[name], kwargs)
-            return sent_value(value, worker.setup.policy.max_output_chars)
+            return await self.pinned.call(*args)
         root, _, path = op.partition(".")
         found: Any = {"services": worker.services, "setup": worker.setup}.get(root)
         for name in path.split(".") if found is not None and path else ():
@@ -414,24 +412,3 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
-
-
-def sent_value(value: Any, limit: int) -> Any:
-    """A pinned tool's value as it goes back to its worker's actor: itself, or, when Ray
-    cannot send it (a generator, rows that hold a connection of this process), the text
-    the worker makes of any value there (``render``: its items, as JSON)."""
-    if isinstance(value, str | bytes | int | float | bool | None) or unsendable(value) is None:
-        return value
-    return render(value, limit)
-
-
-async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
-    """A pinned tool's call for a worker in an actor, its arguments validated here as
-    the tool validates them (the actor checked only their shape)."""
-    if found.parameters is None:  # its schema is its function's: validate by it
-        name = found.context_param
-        context = kwargs.pop(name) if name is not None else None
-        kwargs = found.parse_arguments(json.dumps(kwargs))
-        if name is not None:
-            kwargs = {**kwargs, name: context}
-    return await run_tool(found, kwargs)

@@ -55,6 +55,7 @@ from runtime import (
     Model,
     Tool,
 )
+from runtime.concurrency import shielded
 from runtime.limits import Slots
 from runtime.limits.worktime import waiting_for_room
 from runtime.secrets import masked_with
@@ -325,55 +326,58 @@ class RayBackend:
                 link = Driver(worker, model_slots, self._limiters)  # in this context
             finally:
                 _in_room.reset(token)
-            while True:
-                actor = self._pick(avoid)
-                actor.running += 1
-                try:
+            try:
+                while True:
+                    actor = self._pick(avoid)
+                    actor.running += 1
                     try:
-                        with waiting_for_room():  # a new actor starts, then installs
-                            if not await actor.answers():  # died with no worker
-                                actor.dead = True  # replaced: no death of this worker's
-                                continue
-                            keys = await self._install_all(actor, worker, made, sent)
-                    except SetupFailed as exc:  # its role or model, there
-                        return _failed(worker, exc.told(worker.role.name))
-                    spec = WorkerSpec(
-                        name=worker.name,
-                        setup=keys[0],
-                        model=keys[1],
-                        summarizer=keys[2],
-                        task=task,
-                        inputs=dict(inputs) if inputs is not None else None,
-                        conversation=conversation,
-                        resume=state,
-                        services=_sendable(worker, model_slots is not None),
-                    )
-                    self._runs += 1
-                    channel = actor.channel_here(self._channels)
-                    return await link.follow(channel, f"w{self._runs}", spec)
-                except ray.exceptions.RayActorError as exc:
-                    actor.dead = True
-                    deaths += 1
-                    running = link.tools_running()
-                    if not stored or deaths >= self.max_actor_deaths:
-                        limit = self.max_actor_deaths if stored else None
-                        lost = WorkerLost(
-                            worker.name,
-                            _reason(exc),
-                            role=worker.role.name,
-                            deaths=deaths,
-                            tools=running,
-                            limit=limit,
+                        try:
+                            with waiting_for_room():  # a new actor starts, then installs
+                                if not await actor.answers():  # died with no worker
+                                    actor.dead = True  # replaced: no death of this worker's
+                                    continue
+                                keys = await self._install_all(actor, worker, made, sent)
+                        except SetupFailed as exc:  # its role or model, there
+                            return _failed(worker, exc.told(worker.role.name))
+                        spec = WorkerSpec(
+                            name=worker.name,
+                            setup=keys[0],
+                            model=keys[1],
+                            summarizer=keys[2],
+                            task=task,
+                            inputs=dict(inputs) if inputs is not None else None,
+                            conversation=conversation,
+                            resume=state,
+                            services=_sendable(worker, model_slots is not None),
                         )
-                        return _failed(worker, lost)
-                    state = link.last_state or state  # on from its last checkpoint
-                    link.give_back_turn()  # the turn's calls are made, and counted, again
-                    avoid = actor
-                except Exception as exc:  # a message that could not be sent, say
-                    return _failed(worker, _unsent(worker, exc))
-                finally:
-                    actor.running -= 1
-                    actor.idle = actor.running == 0
+                        self._runs += 1
+                        channel = actor.channel_here(self._channels)
+                        return await link.follow(channel, f"w{self._runs}", spec)
+                    except ray.exceptions.RayActorError as exc:
+                        actor.dead = True
+                        deaths += 1
+                        running = link.tools_running()
+                        if not stored or deaths >= self.max_actor_deaths:
+                            limit = self.max_actor_deaths if stored else None
+                            lost = WorkerLost(
+                                worker.name,
+                                _reason(exc),
+                                role=worker.role.name,
+                                deaths=deaths,
+                                tools=running,
+                                limit=limit,
+                            )
+                            return _failed(worker, lost)
+                        state = link.last_state or state  # on from its last checkpoint
+                        link.give_back_turn()  # the turn's calls are made, and counted, again
+                        avoid = actor
+                    except Exception as exc:  # a message that could not be sent, say
+                        return _failed(worker, _unsent(worker, exc))
+                    finally:
+                        actor.running -= 1
+                        actor.idle = actor.running == 0
+            finally:
+                await shielded(link.pinned.close())  # what it left, no life of it takes up
 
     @contextlib.asynccontextmanager
     async def _room_here(self) -> AsyncIterator[None]:

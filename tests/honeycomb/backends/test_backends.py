@@ -259,6 +259,44 @@ async def test_a_killed_actor_s_worker_is_lost_without_a_store(
     assert "run store" in event.error
 
 
+async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """A lead's agent tool runs a nested worker (in the other actor) that makes a side
+    effect, then waits; the lead's actor is killed meanwhile, and the lead goes on in
+    another from its last checkpoint, calling the tool again. The nested worker was
+    cancelled with its caller's actor and started anew: its side effect was made twice
+    (its journal was its cut-off life's), and all its work again. Now it goes on at the
+    driver, and the call made again is given its answer."""
+    pool = RayBackend(actors=2, actor_cpus=0)
+    notes, waits = tmp_path / "notes", tmp_path / "waits"
+    lead = Role(name="lead", tools=("agent:r",))
+    ex = Executor(
+        [lead, ROLE], FunctionModel(scripted), aggregator="concat", backend=pool,
+        store=tmp_path / "runs.db",
+    )  # fmt: skip
+    inner = script(
+        [("note", {"path": str(notes), "text": "once"})],
+        [("wait", {"path": str(waits), "seconds": 3})],
+    )
+    try:
+        running = asyncio.create_task(
+            ex.run("t", subtasks=[("lead", script([("r", {"instruction": inner})]))])
+        )
+        await _until(lambda: "waiting" in _text(waits))
+        nested = int(_text(waits).split()[1])
+        (callers,) = [p for p in await pool.pids() if p != nested]
+        os.kill(callers, signal.SIGKILL)
+        result = await asyncio.wait_for(running, 60)
+    finally:
+        pool.stop()
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "noted once|waited"
+    assert _text(notes) == "once\n"  # the side effect, once
+    assert _text(waits) == f"waiting {nested}\n"  # never cut off, never made again
+    assert result.usage.model_calls == 5  # the lead's 2, the nested worker's 3: once each
+
+
 async def test_an_actor_that_died_between_runs_loses_no_worker_of_the_next(
     ray_session: None,
 ) -> None:

@@ -1,0 +1,100 @@
+"""A remote worker's calls of pinned tools, made at the driver (see ``Tool.pinned``):
+an MCP server's tools, ``agent:ROLE`` and hive tools, and tools of your own.
+
+A call is the run's, not its worker's actor's: one that the actor's death cut off from
+its worker (a nested worker under way, a sub-run) goes on here, and when the worker,
+gone on in another actor from its last checkpoint, makes the same call again (the same
+turn, the same call id), it is given that call's answer. In one process the call is
+made once; so it is here, and the nested worker's side effects are not made twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from honeycomb.backends._setup import unsendable
+from runtime import Tool, ToolContext, ToolRegistry
+from runtime.tools.render import render
+from runtime.tools.threads import run_tool
+
+Key = tuple[str, int, str]
+"""A call by its tool, turn and call id."""
+
+
+class PinnedCalls:
+    """A worker's calls of pinned tools at the driver, by what they are to its turns.
+
+    Attributes:
+        keep: The worker's actor died: its calls under way go on without it, for its
+            next life to take up.
+    """
+
+    def __init__(self, tools: ToolRegistry, max_output_chars: int) -> None:
+        self._tools = tools
+        self._limit = max_output_chars
+        self._calls: dict[Key, asyncio.Task[Any]] = {}
+        self.keep = False
+
+    async def call(self, name: str, kwargs: dict[str, Any]) -> Any:
+        """The call's value, as it goes back to the worker's actor (see
+        :func:`sent_value`); the answer of the same call under way, or ended, since an
+        earlier life of the worker made it."""
+        found = self._tools[name]
+        context = kwargs.get(found.context_param) if found.context_param is not None else None
+        key = (name, context.turn, context.call_id) if isinstance(context, ToolContext) else None
+        made = self._calls.get(key) if key is not None else None
+        if made is None:
+            made = asyncio.ensure_future(call_pinned(found, kwargs))
+            if key is not None:
+                self._calls[key] = made
+        try:
+            value = await asyncio.shield(made)
+        except asyncio.CancelledError:
+            if not self.keep:  # its worker gave it up (a timeout, a run cancelled)
+                self._forget(key)
+                await _cancelled(made)
+            raise
+        except Exception:
+            self._forget(key)
+            raise
+        self._forget(key)
+        return sent_value(value, self._limit)
+
+    def _forget(self, key: Key | None) -> None:
+        if key is not None:
+            self._calls.pop(key, None)
+
+    async def close(self) -> None:
+        """The worker ended: the calls kept for a life of it that did not come are
+        cancelled."""
+        calls, self._calls = list(self._calls.values()), {}
+        await asyncio.gather(*(_cancelled(c) for c in calls))
+
+
+async def _cancelled(call: asyncio.Task[Any]) -> None:
+    """Cancel ``call`` and wait for it to end (what it raised is no one's now)."""
+    call.cancel()
+    await asyncio.gather(call, return_exceptions=True)
+
+
+def sent_value(value: Any, limit: int) -> Any:
+    """A pinned tool's value as it goes back to its worker's actor: itself, or, when Ray
+    cannot send it (a generator, rows that hold a connection of this process), the text
+    the worker makes of any value there (``render``: its items, as JSON)."""
+    if isinstance(value, str | bytes | int | float | bool | None) or unsendable(value) is None:
+        return value
+    return render(value, limit)
+
+
+async def call_pinned(found: Tool[Any, Any], kwargs: dict[str, Any]) -> Any:
+    """A pinned tool's call for a worker in an actor, its arguments validated here as
+    the tool validates them (the actor checked only their shape)."""
+    if found.parameters is None:  # its schema is its function's: validate by it
+        name = found.context_param
+        context = kwargs.pop(name) if name is not None else None
+        kwargs = found.parse_arguments(json.dumps(kwargs))
+        if name is not None:
+            kwargs = {**kwargs, name: context}
+    return await run_tool(found, kwargs)
