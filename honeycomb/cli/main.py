@@ -318,6 +318,8 @@ def _validate(args: argparse.Namespace) -> ExitStatus:
         password = hive.missing_password()
         for missing in [*hive.missing_keys(), *([password] if password is not None else [])]:
             print(f"  warning: {missing}")  # the environment's, not the file's: a warning
+        for small in hive.small_budgets():
+            print(f"  warning: {small}")  # it may still run: the task and turns are unknown
         for name, spec in hive.spec.models.items():
             if spec.provider == "openai" and spec.settings:
                 sdk, extra = spec.settings_sent()

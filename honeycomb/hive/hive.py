@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from honeycomb.hive.backend import BackendSpec
+from honeycomb.hive.budgets import budget_warnings
 from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder
@@ -222,6 +223,17 @@ class Hive:
                 found.append(self._doc.error(("models", name), missing.message))
         for sub in self.hives.values():
             found += sub.missing_keys()
+        return found
+
+    def small_budgets(self) -> list[ConfigError]:
+        """A warning for each compacting role (its own, and those of the hives they
+        call as tools) whose system prompt and tools take most of its
+        ``compaction.budget_tokens``, at that line (see :mod:`honeycomb.hive.budgets`):
+        ``honeycomb validate`` gives them."""
+        with self.imports():
+            found = budget_warnings(self.spec, self.roles, self.registry, self._doc, self._places)
+        for sub in self.hives.values():
+            found += sub.small_budgets()
         return found
 
     def missing_password(self) -> ConfigError | None:
