@@ -302,7 +302,10 @@ async def test_a_call_its_run_ended_without_deciding_is_not_decided_anywhere(
     async def answer(request: ModelRequest) -> AssistantMessage:
         if (request.conversation or "").endswith("/payer"):
             return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}, id="p1"),))
-        await asyncio.sleep(0.2)  # the payer asks first
+        deadline = time.monotonic() + 30
+        while not await RunStore(db).approvals_of("r1"):  # its call kept waiting first
+            assert time.monotonic() < deadline, "the payer never asked"
+            await asyncio.sleep(0.02)
         raise RuntimeError("the other worker broke")
 
     paid: list[str] = []
