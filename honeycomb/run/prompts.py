@@ -76,10 +76,17 @@ def planner_task(
     shown = _conversation(conversation) + (["", STANDS_ALONE] if conversation else [])
     lines = [f"Task: {task}", *shown, "", CATALOG_HEADER]
     for entry in catalog:
-        lines.append(f"- {entry.role}: {entry.description or 'no description'}")
-        lines.extend(f"    tool {name}: {desc}" for name, desc in entry.tools)
+        # One line each: a description's own lines ("- weather: ...") would read as
+        # roles that are not there, to the model and to parse_catalog.
+        lines.append(f"- {entry.role}: {_one_line(entry.description) or 'no description'}")
+        lines.extend(f"    tool {name}: {_one_line(desc)}" for name, desc in entry.tools)
     lines += ["", f"Use at most {max_subtasks} subtasks. Answer with the plan as JSON."]
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, its runs of whitespace (line breaks too) one space each."""
+    return " ".join(text.split())
 
 
 def aggregator_task(task: str, results: Sequence[ResultEntry], conversation: str = "") -> str:
