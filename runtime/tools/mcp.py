@@ -16,7 +16,7 @@ died. A call reaches the servers of the run making it (:meth:`McpServers.run`), 
 starts a server that went away again once; after that, its calls say it is down. A
 side-effecting call cut off (its time limit, a cancellation) may go on in its server,
 so that server takes no more calls and is started anew for the next
-(:meth:`McpServers.calling`): no side-effecting call overlaps it.
+(:meth:`McpServers.call`): no later call overlaps it.
 
 A role names MCP tools as ``server:tool`` or ``server:*``, where ``server`` is a
 declared server: any other name with a colon is an import path
@@ -39,7 +39,7 @@ import anyio.to_thread
 import msgspec
 from msgspec import Meta
 
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import TimedOut, shielded, within
 from runtime.errors import ConfigError, McpServerError, ModelRetry, ServerGone, did_you_mean
 from runtime.secrets import add_env, add_header, add_secret, masked_with, url_secrets
 from runtime.tools.define import Tool
@@ -288,7 +288,7 @@ class McpRun:
         self, server: str, tool: str, arguments: dict[str, Any], *, serial: bool = False
     ) -> str:
         """Call a tool; what goes wrong becomes the call's error observation. A call of
-        a ``serial`` tool cut off retires the server (see :meth:`McpServers.calling`).
+        a ``serial`` tool cut off retires the server (see :meth:`McpServers.call`).
 
         Raises:
             ModelRetry: the tool reported an error, the server is down or went away
@@ -296,8 +296,7 @@ class McpRun:
         """
         session = await self.ready(server, tool)
         try:
-            with self.servers.calling(server, session, serial=serial):
-                return await session.call(tool, arguments)
+            return await self.servers.call(server, session, tool, arguments, serial=serial)
         except ServerGone as exc:
             again = "it stays down for the rest of this run"
             if server not in self.restarted:
@@ -414,30 +413,39 @@ class McpServers:
         finally:
             _CURRENT.reset(token)
 
-    @contextmanager
-    def calling(self, name: str, session: Session, *, serial: bool) -> Iterator[None]:
-        """A call in ``session`` of server ``name``. One of a ``serial`` tool (side
-        effects, or an exclusive key) cut off (its time limit, a cancellation) may still
-        run in the server, which was only asked to stop it, and the next such call must
-        not overlap it: so the server is retired. It takes no more calls, stops once
-        those under way end (within :data:`_DRAIN_S` of a call needing it), and the
-        next call starts it anew once it has stopped."""
+    async def call(
+        self, name: str, session: Session, tool: str, arguments: dict[str, Any], *, serial: bool
+    ) -> str:
+        """Call ``tool`` in ``session`` of server ``name``.
+
+        A call of a ``serial`` tool (side effects, or an exclusive key) cut off (its
+        time limit, a cancellation) may go on in the server, which was only asked to
+        stop it: so the server is retired. It takes no more calls, stops once those
+        under way in it end (within :data:`_DRAIN_S`), and the next call starts it
+        anew; the call cut off ends once it has stopped, as a side-effecting sync
+        tool's ends with its thread, so that it overlaps no later call of any tool.
+
+        Raises:
+            The session's errors (see :meth:`Session.call`).
+        """
         live = self._live.get(name)
         if live is None or live.session is not session:  # replaced: it is ending
-            yield
-            return
+            return await session.call(tool, arguments)
+        cut_off = False
         live.calls += 1
         try:
-            yield
+            return await session.call(tool, arguments)
         except asyncio.CancelledError:
             if serial and not live.retired and not live.gone.is_set():
                 self._retired.add(live)
-                live.retired = True
+                live.retired = cut_off = True
             raise
         finally:
             live.calls -= 1
             if live.retired and live.calls == 0:
                 live.end()
+            if cut_off:
+                await shielded(_stopped(live))
 
     async def session(self, name: str, restarted: set[str]) -> Session:
         """The live session of server ``name``, started if need be: a first time, or
@@ -525,8 +533,8 @@ class McpServers:
 
 
 _DRAIN_S = 10.0
-"""Seconds the calls under way in a retired server (see :meth:`McpServers.calling`)
-have to end once a call needs it started anew: then it is stopped all the same."""
+"""Seconds the calls under way in a retired server (see :meth:`McpServers.call`) have
+to end: then it is stopped all the same."""
 
 
 async def _stopped(retired: _Live) -> None:

@@ -98,3 +98,29 @@ async def test_a_call_under_way_holds_a_retired_server_only_so_long(
     assert took < 15  # the stop's graces at most, not the read's 30 s
     assert read.status == "error"
     assert "stopped during the call to 'slow'" in read.content
+
+
+async def test_a_side_effecting_call_cut_off_is_overlapped_by_no_later_call_of_any_tool(
+    tmp_path: Path,
+) -> None:
+    """The worker's next side-effecting call, of another server's tool, does not overlap
+    the call cut off either: that call ends once its server has stopped it (it finished
+    the call first, here), as a side-effecting sync tool's call ends with its thread."""
+    notes = tmp_path / "notes.txt"
+    writer = sdk_server(notes=notes, tools={"append_note": McpToolSettings(timeout=0.3)})
+    flagger = sdk_server("u", notes=notes)
+    async with running(writer, flagger) as run:
+        append_note = mcp_tools(writer, await run.listed("t"))["append_note"]
+        set_flag = mcp_tools(flagger, await run.listed("u"))["set_flag"]
+        writes = [
+            ToolCall(
+                id="a",
+                name="append_note",
+                arguments='{"text": "first", "delay": 1.0, "heedless": true}',
+            ),
+            ToolCall(id="b", name="set_flag", arguments='{"name": "second"}'),
+        ]
+        wrote = await layered(ToolRegistry([append_note, set_flag])).dispatch(writes)
+    assert [seen.status for seen in wrote] == ["timeout", "ok"]
+    lines = [line.split()[:2] for line in written(notes).splitlines()]
+    assert lines.index(["end", "first"]) < lines.index(["flag", "second"]), lines
