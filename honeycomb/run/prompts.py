@@ -161,10 +161,17 @@ _RESULT_HEAD = r"^### (\S+) \(([^)]*)\)( FAILED)?$"
 
 
 def parse_catalog(text: str) -> tuple[str, list[CatalogEntry]]:
-    """The task and the role catalog from a :func:`planner_task` message."""
-    task = text.split("\n", 1)[0].removeprefix("Task: ")
+    """The task and the role catalog from a :func:`planner_task` message: the task all
+    of it, however many lines, and the catalog the last one (a task or a conversation
+    may hold the catalog's header too), up to the blank line that ends it."""
+    head, header, catalog = text.rpartition(f"\n{CATALOG_HEADER}\n")
+    if header:
+        task = head.partition(f"\n\n{CONVERSATION_HEADER}")[0].removesuffix("\n")
+        task = task.removeprefix("Task: ")
+        catalog = catalog.partition("\n\n")[0]
+    else:  # no catalog: the text is the task, its first line read as such
+        task, catalog = text.split("\n", 1)[0].removeprefix("Task: "), text
     entries: list[CatalogEntry] = []
-    catalog = text.partition(CATALOG_HEADER)[2] if CATALOG_HEADER in text else text
     for line in catalog.splitlines():
         role = re.match(_ROLE_LINE, line)
         if role:
