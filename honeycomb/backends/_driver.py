@@ -183,7 +183,10 @@ class Driver:
             raise
         finally:
             channel.leave(key)
-            self._text.flush()
+            if self.pinned.keep:  # its actor died: a failed attempt's held text is dropped
+                self._text.drop()
+            else:
+                self._text.flush()
             for call in self._calls.values():  # cut off with it
                 self.services.budget.call_ended(call)
             self._calls.clear()

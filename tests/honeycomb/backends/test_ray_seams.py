@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -110,6 +112,42 @@ async def test_the_start_of_a_secret_a_failed_remote_call_held_back_is_never_sho
             await _deltas(ex, [("w", "connect"), ("w", "connect")], deltas)
     assert deltas
     assert "".join(deltas) == "Connected with " * len(deltas)
+
+
+async def test_the_start_of_a_secret_a_killed_actors_worker_held_back_is_never_shown(
+    ray_session: None,
+) -> None:
+    """A worker's actor dies as its answer streams: what it held back, as it may begin a
+    secret, goes as a failed attempt's does, nowhere. It was shown as the worker's
+    stream ended: half the password."""
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ex = Executor(
+        [Role(name="w")], Pieces("Connected with hunter2-", hang=True), aggregator="concat",
+        backend=pool,
+    )  # fmt: skip
+    deltas: list[str] = []
+
+    async def watch() -> None:  # its deltas; the actor killed at the first
+        async with ex.stream("t", subtasks=[("w", "connect")]) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    deltas.append(event.text)
+                    if len(deltas) == 1:  # as the call hangs, mid-answer
+                        (pid,) = await pool.pids()
+                        os.kill(pid, signal.SIGKILL)
+
+    try:
+        with isolated(), anyio.fail_after(60):
+            add_secret(SECRET, "password")
+            with pytest.raises(RunFailed) as caught:
+                await watch()
+    finally:
+        pool.stop()
+    assert caught.value.partial is not None
+    error = caught.value.partial.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "WorkerLost"  # lost with its actor: the run has no store
+    assert "".join(deltas) == "Connected with "
 
 
 async def _deltas(ex: Executor, subtasks: list[tuple[str, str]], into: list[str]) -> None:
