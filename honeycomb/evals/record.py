@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from honeycomb.offline.judge import ANSWER_HEADING
-from honeycomb.run.events import RunFinished, WorkerStarted
+from honeycomb.run.events import RunFinished, RunStarted, WorkerStarted
 from honeycomb.run.result import RunResult
 from runtime import AssistantMessage, Event, HoneycombError, Model, ToolCallStarted, Usage
 from runtime.value import Value
@@ -135,11 +135,12 @@ class RunCalls:
     order they started. A call runs once the layers let it (``tool_call.started``):
     one refused (an unknown tool, arguments not valid, a guard, a person's denial),
     waiting for approval, skipped as a repeat, or answered from the journal never
-    started, and is not counted. And how the run ended (``run.finished``): what a run
-    that raised before it had a result spent, and how long it took, are told there
-    alone."""
+    started, and is not counted. The run's id, as it starts (``run.started``). And
+    how the run ended (``run.finished``): what a run that raised before it had a
+    result spent, and how long it took, are told there alone."""
 
     def __init__(self) -> None:
+        self.run_id = ""  # known once it starts: a run cut off has no result to say it
         self.roles: dict[str, str] = {}
         self.nested: list[str] = []
         self.started: list[tuple[str, str, str]] = []  # (worker, call id, tool)
@@ -152,6 +153,8 @@ class RunCalls:
             self.roles[event.worker] = event.role
             if event.parent is not None:
                 self.nested.append(event.worker)
+        elif isinstance(event, RunStarted):
+            self.run_id = event.run_id or self.run_id
         elif isinstance(event, RunFinished):
             self.finished = event  # the last life's: it says what every life spent
 

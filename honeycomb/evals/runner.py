@@ -31,6 +31,7 @@ from honeycomb.evals.record import (
     tool_uses,
 )
 from honeycomb.evals.report import Attempt, CaseReport, EvalReport
+from honeycomb.evals.undecided import deny_undecided
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive
 from honeycomb.run.result import RunResult
@@ -326,8 +327,12 @@ class _Session:
             # bug in the user's Python planner or aggregator) is this case's alone, and
             # the other cases go on. Cancellation and Ctrl-C stop them all.
             error = exc
+        except BaseException:  # cut off: the calls it left waiting are denied first
+            await self._deny_undecided(calls.run_id, cut_off=True)
+            raise
         found = result if result is not None else getattr(error, "partial", None)
         run_id = found.run_id if found is not None else ""
+        await self._deny_undecided(calls.run_id)
         asked = asked_in(found)
         if calls.nested and run_id:
             asked.update(await self._asked_by_nested(run_id, calls.nested))
@@ -351,6 +356,23 @@ class _Session:
         # What a check says may quote the case's task or expected answer: masked before
         # anyone is told of it (``on_run``), as the run's result is.
         return masked(scored(case, run, verdicts, judges.spent, allows_error=allowed))
+
+    async def _deny_undecided(self, run_id: str, *, cut_off: bool = False) -> None:
+        """Deny the calls run ``run_id`` left waiting for a person (nobody decides for
+        an eval: approved later, one would resume the run into its side effect). A
+        store that fails as a run is ``cut_off`` does not stop the cancellation.
+
+        Raises:
+            StoreError: when the store cannot be read or written (not ``cut_off``).
+        """
+        store = self.executor.store
+        if store is None or not run_id:
+            return
+        if not cut_off:
+            await deny_undecided(store, run_id)
+            return
+        with contextlib.suppress(StoreError):
+            await shielded(deny_undecided(store, run_id))
 
     async def _asked_by_nested(self, run_id: str, workers: Sequence[str]) -> Asked:
         """The arguments of the calls nested workers asked for: a run's result holds

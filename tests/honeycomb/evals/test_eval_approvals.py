@@ -1,0 +1,106 @@
+"""Evals where they meet approvals: a call an eval's run leaves waiting for a person is
+denied by the eval as the run ends, or is cut off, so nothing lists it as waiting and
+no decision resumes the run into its side effect after the eval."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from honeycomb import Executor, Role, ToolMessage, tool
+from honeycomb.evals import Case, evaluate
+from honeycomb.evals.undecided import DECIDED_BY, REASON
+from honeycomb.store import RunStore
+from honeycomb.testing import FunctionModel, call
+from runtime import ModelRequest
+from runtime.errors import AlreadyDecided
+from tests.support.model_requests import Answer
+
+
+def _payer(store: RunStore, paid: list[str], *more: Role, **options: Any) -> Executor:
+    """A payer whose one payment asks a person, and after any answer says so; a
+    ``holder`` among ``more`` calls ``hold``."""
+
+    @tool(side_effects=True, approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def answer(request: ModelRequest) -> Answer:
+        if str(request.messages[0].content).startswith("You are the holder worker"):
+            return call("hold", {})
+        told = [m.content for m in request.messages if isinstance(m, ToolMessage)]
+        return f"told: {told[-1]}" if told else call("pay", {"to": "bob"})
+
+    return Executor(
+        [Role(name="payer", tools=("pay",)), *more],
+        FunctionModel(answer),
+        tools=[pay, *options.pop("tools", [])],
+        aggregator="concat",
+        store=store,
+        **options,
+    )
+
+
+async def test_a_call_an_evals_run_leaves_waiting_is_denied_and_never_runs(
+    tmp_path: Path,
+) -> None:
+    paid: list[str] = []
+    store = RunStore(tmp_path / "runs.db")
+    executor = _payer(store, paid, planner=lambda task: [("payer", task)])
+    async with executor:
+        report = await evaluate(executor, [Case(id="pay", task="Pay bob.")])
+        (attempt,) = report.cases[0].attempts
+        assert attempt.status == "waiting"  # the report says how it ended
+        run_id = attempt.run_id
+        assert await executor.pending(run_id) == []  # listed as waiting nowhere
+        (entry,) = await store.approvals_of(run_id)
+        assert entry.decision is not None
+        assert not entry.decision.approve
+        assert (entry.decision.reason, entry.decided_by) == (REASON, DECIDED_BY)
+        with pytest.raises(AlreadyDecided):  # a person's approval is refused
+            await executor.decide(run_id, entry.pending.call_id, approve=True)
+        resumed = await executor.resume(run_id)  # resumed anyway: the call never runs
+    assert paid == []
+    assert f"denied: {REASON}" in resumed.answer_text
+
+
+async def test_a_call_waiting_in_a_run_cut_off_mid_eval_is_denied(tmp_path: Path) -> None:
+    paid: list[str] = []
+    store = RunStore(tmp_path / "runs.db")
+    asked = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait until the payer's call waits, then forever."""
+        # No event says a call waits: the store, where it is recorded, is looked at.
+        while not [e for r in store.runs() for e in await store.approvals_of(r.run_id)]:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        asked.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    executor = _payer(
+        store,
+        paid,
+        Role(name="holder", tools=("hold",)),
+        tools=[hold],
+        planner=lambda task: [("payer", "Pay bob."), ("holder", "Hold on.")],
+    )
+    async with executor:
+        eval_task = asyncio.create_task(evaluate(executor, [Case(id="pay", task="Pay bob.")]))
+        await asyncio.wait_for(asked.wait(), 30)
+        eval_task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await eval_task
+        (run,) = store.runs()
+        assert run.status == "interrupted"
+        (entry,) = await store.approvals_of(run.run_id)
+    assert entry.decision is not None
+    assert not entry.decision.approve
+    assert entry.decided_by == DECIDED_BY
+    assert paid == []
