@@ -398,7 +398,8 @@ def working_roles(
     are there to check work, not to do it (name one in ``chosen`` to give it work).
 
     Raises:
-        PlanError: when ``chosen`` names a role the run does not have, or the planner.
+        PlanError: when ``chosen`` names a role the run does not have, or the planner;
+            when no role is left to give subtasks to (before any model call).
     """
     if chosen is not None:
         roles = list(context.roles)
@@ -412,8 +413,27 @@ def working_roles(
         if wrong:
             raise PlanError(wrong)
         return list(chosen)
-    judges = set(judge_roles(context))
-    return [name for name in context.roles if name not in (planner, "aggregator", *judges)]
+    judges = judge_roles(context)
+    found = [name for name in context.roles if name not in (planner, "aggregator", *judges)]
+    if not found:
+        raise PlanError([_nobody_to_plan_for(planner, judges, "aggregator" in context.roles)])
+    return found
+
+
+def _nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: bool) -> str:
+    """Why the planner ``planner`` has no role to give subtasks to, and what to do."""
+    why = []
+    if judges:
+        named = ", ".join(repr(j) for j in judges)
+        why.append(f"{named}: named by a guard as its judge, given no work unless named")
+    if aggregator:
+        why.append("'aggregator': merges the results")
+    return (
+        f"the planner {planner!r} has no role to give subtasks to ("
+        + ("; ".join(why) or "the run has no other role")
+        + "): add a role that works, or name the roles it gives subtasks to "
+        "(RolePlanner(roles=[...]); in a hive, planner: {role: ..., roles: [...]})"
+    )
 
 
 def judge_roles(context: RunContext) -> list[str]:

@@ -86,3 +86,26 @@ async def test_the_callers_own_subtasks_may_give_a_judge_work() -> None:
     executor = Executor(ROLES, FunctionModel(Planning("writer").answer))
     result = await executor.run("Go.", subtasks=[("reviewer", "Review the draft.")])
     assert result.status == "ok"
+
+
+async def test_a_planner_left_no_role_that_works_says_so_before_asking_its_model() -> None:
+    asked: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> str:
+        asked.append(request)
+        return "done"
+
+    roles = [
+        Role(name="planner"),
+        Role(name="writer", guards=Guards(output=("editor",))),
+        Role(name="editor", guards=Guards(output=("writer",))),
+    ]
+    with pytest.raises(PlanError) as caught:
+        await Executor(roles, FunctionModel(answer)).run("Go.")
+    assert caught.value.problems == (
+        "the planner 'planner' has no role to give subtasks to ('editor', 'writer': named by "
+        "a guard as its judge, given no work unless named): add a role that works, or name "
+        "the roles it gives subtasks to (RolePlanner(roles=[...]); in a hive, planner: "
+        "{role: ..., roles: [...]})",
+    )
+    assert asked == []  # no attempt spent on a plan no answer could make
