@@ -48,6 +48,7 @@ from honeycomb.evals import (
 )
 from honeycomb.evals.compare import Comparison, compare
 from honeycomb.evals.html import report_page
+from honeycomb.evals.memory import EvalMemory
 from honeycomb.evals.runner import judges_of
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
@@ -360,7 +361,9 @@ async def _run(
     if store is not None:
         await store.open()  # a store that cannot be used stops the command here
     pool = hive.backend.build(hive.folder)
-    executor = Executor.from_hive(hive, models=models[0], store=store, backend=pool)
+    # Each run's long-term memory is its own (or the cases share one): never the hive's.
+    memory = EvalMemory(hive.memory()) if hive.spec.memory is not None else None
+    executor = Executor.from_hive(hive, models=models[0], store=store, backend=pool, memory=memory)
     if pool is None:
         return await _evaluate(executor, models, cases, budget, args, stopped_by)
     async with pool_running(pool) as problem:

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 from pydantic import BaseModel
@@ -62,13 +62,15 @@ class Case(Value, frozen=True, kw_only=True):
 
 
 class Cases(Value, frozen=True, kw_only=True):
-    """A cases file, loaded: its name, its cases, and the hive whose roles judge
-    beside the evaluated hive's (None: only the hive's)."""
+    """A cases file, loaded: its name, its cases, the hive whose roles judge beside
+    the evaluated hive's (None: only the hive's), and whose long-term memory each run
+    has (``own``, or one ``shared`` by the cases)."""
 
     name: str
     file: str | None = None
     cases: tuple[Case, ...] = ()
     judges: Hive | None = None
+    memory: Literal["own", "shared"] = "own"
 
 
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
@@ -113,7 +115,13 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     name = spec.name or file.stem
-    return Cases(name=name, file=str(file), cases=tuple(c for c in cases if c), judges=judges)
+    return Cases(
+        name=name,
+        file=str(file),
+        cases=tuple(c for c in cases if c),
+        judges=judges,
+        memory=spec.memory,
+    )
 
 
 class _Row(NamedTuple):

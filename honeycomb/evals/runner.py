@@ -20,6 +20,7 @@ import msgspec
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
 from honeycomb.evals.kept import interrupted, keep_report
+from honeycomb.evals.memory import EvalMemory, Sharing
 from honeycomb.evals.record import (
     Asked,
     CaseRun,
@@ -96,6 +97,7 @@ async def evaluate(
     on_run: Progress | None = None,
     keep: bool = True,
     go_on: bool = True,
+    memory: Sharing | None = None,
 ) -> EvalReport:
     """Run every case on ``executor``, score it, and return the report.
 
@@ -117,9 +119,16 @@ async def evaluate(
         go_on: Go on with the interrupted eval of ``eval_id`` (False: make every run
             anew and replace it, as a recording must: its cassette, started anew,
             holds the calls of the runs made now alone).
+        memory: Whose long-term memory each run has, with an Executor given an
+            :class:`~honeycomb.evals.memory.EvalMemory`: its ``own``, empty as it
+            starts, or one ``shared`` by the cases, empty as the eval starts (default:
+            the cases file's ``memory:``, else ``own``).
 
     Raises:
-        ValueError: for a concurrency or repeat below 1, or two cases of one id.
+        ValueError: for a concurrency or repeat below 1, two cases of one id, or an
+            Executor whose roles recall and keep memories in a memory every run shares
+            (not an ``EvalMemory``), unless ``memory`` (or the cases file) says
+            ``shared``: its cases would recall what each other kept.
 
     Cancelled (Ctrl-C), it keeps the report of the runs made so far, ``interrupted``,
     in the Executor's store before it lets the cancellation through.
@@ -135,7 +144,9 @@ async def evaluate(
         given = (cases.judges,) if isinstance(cases, Cases) else ()
         hives = [h for h in (*given, *(c.judges for c in listed)) if h is not None]
         judges = judges_of(executor, hives[0] if hives else None)
-    session = _Session(executor, judges, budget, len(named) * repeat, on_run)
+    sharing: Sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
+    own = _own_memory(executor, sharing)
+    session = _Session(executor, judges, budget, len(named) * repeat, on_run, own)
     store = executor.store if keep else None
     earlier = None
     if store is not None and eval_id and go_on:
@@ -150,8 +161,11 @@ async def evaluate(
         concurrency=concurrency,
     )
     clock = time.perf_counter() - (earlier.wall_s if earlier is not None else 0.0)
+    held = executor.memory
     try:
-        await session.run_all(named, repeat, concurrency, earlier)
+        # The cases' shared memory, if they share one: empty as the eval starts.
+        with held.scope() if isinstance(held, EvalMemory) and own is None else _NO_SCOPE:
+            await session.run_all(named, repeat, concurrency, earlier)
     except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
         if store is not None:
             cut = session.report(head, named, time.perf_counter() - clock, interrupted=True)
@@ -204,6 +218,33 @@ def judges_of(
     return Judges({**other.roles, **executor.roles}, model_for)
 
 
+_NO_SCOPE = contextlib.nullcontext()
+
+
+def _own_memory(executor: Executor, sharing: Sharing) -> EvalMemory | None:
+    """The memory whose scope each run of the eval has for its own (None: the runs
+    share the Executor's memory, or have none).
+
+    Raises:
+        ValueError: when the Executor's roles use a memory every run shares, and the
+            runs are to have their own.
+    """
+    held = executor.memory
+    if isinstance(held, EvalMemory):
+        return held if sharing == "own" else None
+    users = sorted(name for name, role in executor.roles.items() if role.memory is not None)
+    if held is not None and users and sharing == "own":
+        raise ValueError(
+            f"the roles {', '.join(users)} recall and keep memories in the Executor's "
+            "memory, which every run shares: each case's run would recall what the others "
+            "kept. Give the Executor a memory of each run's own, "
+            "memory=EvalMemory(hive.memory()) (honeycomb.evals.memory), or say the cases "
+            "share it on purpose (memory: shared in the cases file, evaluate(..., "
+            "memory='shared'))"
+        )
+    return None
+
+
 def _renamed(case: Case, name: str) -> Case:
     return msgspec.structs.replace(case, id=name)
 
@@ -218,8 +259,10 @@ class _Session:
         budget: EvalBudget | None,
         total: int,
         on_run: Progress | None,
+        memory: EvalMemory | None = None,
     ) -> None:
         self.executor = executor
+        self.memory = memory
         self.judges = judges
         self.budget = budget
         self.total = total
@@ -320,7 +363,9 @@ class _Session:
             # A new run, given no id: one given an id is looked up in the store first
             # (to be resumed), which costs each case a wait for the store's writer.
             # Its model calls are the case's (a cassette records and replays them so).
-            with cassette_case(case.id):
+            # Its memory is its own (when the cases share none): empty as it starts.
+            scope = self.memory.scope() if self.memory is not None else _NO_SCOPE
+            with cassette_case(case.id), scope:
                 result = await self.executor.run(case.task, on_event=[calls])
         except Exception as exc:
             # A HoneycombError's partial result, if any, is scored; any other error (a

@@ -365,8 +365,9 @@ class CaseSpec(BaseModel):
 
 class CasesSpec(BaseModel):
     """A cases file: its ``name``, ``defaults:``, ``cases:`` and the files more cases
-    come from (``cases_from:``, JSON lines or CSV, relative to it), and the hive whose
-    roles may judge beside the evaluated hive's (``judges:``)."""
+    come from (``cases_from:``, JSON lines or CSV, relative to it), the hive whose
+    roles may judge beside the evaluated hive's (``judges:``), and whether its cases
+    share one long-term memory (``memory: shared``) or each run has its own."""
 
     model_config = _STRICT
 
@@ -376,6 +377,7 @@ class CasesSpec(BaseModel):
     cases: tuple[CaseSpec, ...] = ()
     cases_from: tuple[str, ...] = ()
     judges: str | None = None
+    memory: Literal["own", "shared"] = "own"
 
     @field_validator("cases_from", mode="before")
     @classmethod

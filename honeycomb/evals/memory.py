@@ -1,0 +1,118 @@
+"""The long-term memory of an eval's runs: each run's own, empty as it starts (or,
+when the cases file says ``memory: shared``, one the eval's cases share, empty as the
+eval starts), so that no case recalls what another kept, nor what an earlier eval or
+a real run kept, and a replayed case asks what it asked when recorded, whatever order
+the cases run in.
+
+:class:`EvalMemory` is the memory an Executor is given for an eval
+(``Executor.from_hive(hive, memory=EvalMemory(hive.memory()))``, as ``honeycomb eval``
+makes it); :func:`~honeycomb.evals.evaluate` says which memory its calls go to, run
+by run (:meth:`EvalMemory.scope`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from runtime.errors import MemoryStoreError
+from runtime.memory import DEFAULT_NAMESPACE, Memory, MemoryHit, MemoryKind, MemoryRecord
+
+if TYPE_CHECKING:
+    from runtime.memory.sqlite import SQLiteMemory
+
+__all__ = ["EvalMemory", "Sharing"]
+
+Sharing = Literal["own", "shared"]
+"""Whose memory an eval's run has: its ``own`` (the default), or one ``shared`` by the
+eval's cases."""
+
+
+class EvalMemory:
+    """A :class:`~runtime.memory.Memory` whose calls go to the memory of the scope they
+    are made in (:meth:`scope`): a new SQLite memory, in a folder of its own, made on
+    first use with the embeddings and ``max_chars`` of ``like`` (when it is an
+    :class:`~runtime.memory.SQLiteMemory`), and deleted as the scope ends. Nothing of
+    ``like`` is read or written: an eval's memories never reach the hive's file.
+
+    A memory kept here keeps no run id: a recall would show it (``run 9c1e...``), and
+    a replayed run, of another id, would then ask otherwise than when recorded.
+
+    Outside any scope (a run of an eval resumed after it), each call raises
+    :class:`~runtime.errors.MemoryStoreError`, which a worker takes as a memory that
+    fails: it goes on without it.
+    """
+
+    def __init__(self, like: Memory | None = None) -> None:
+        self.like = like
+        self._current: ContextVar[SQLiteMemory | None] = ContextVar("eval_memory", default=None)
+
+    def __repr__(self) -> str:
+        return f"EvalMemory(like={self.like!r})"
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The calls made within go to a memory of this scope's own, empty as it
+        starts, deleted as it ends."""
+        from runtime.memory.sqlite import SQLiteMemory  # SQLite loads with a memory's use
+
+        folder = Path(tempfile.mkdtemp(prefix="honeycomb-eval-memory-"))
+        like = self.like if isinstance(self.like, SQLiteMemory) else None
+        memory = SQLiteMemory(
+            folder / "memory.db",
+            embeddings=like.embeddings if like is not None else None,
+            max_chars=like.max_chars if like is not None else 4000,
+        )
+        token = self._current.set(memory)
+        try:
+            yield
+        finally:
+            self._current.reset(token)
+            memory.close()
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _memory(self) -> SQLiteMemory:
+        found = self._current.get()
+        if found is None:
+            raise MemoryStoreError(
+                "an eval's runs each have a memory of their own, which ended with the "
+                "eval: this run of an eval, made after it, has none",
+                path="eval memory",
+            )
+        return found
+
+    async def add(
+        self,
+        text: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        kind: MemoryKind = "note",
+        run_id: str | None = None,
+        role: str | None = None,
+        worker: str | None = None,
+    ) -> MemoryRecord:
+        """Keep ``text`` in the scope's memory (without ``run_id``: see the class)."""
+        return await self._memory().add(
+            text, namespace=namespace, kind=kind, role=role, worker=worker
+        )
+
+    async def get(self, memory_id: str) -> MemoryRecord | None:
+        return await self._memory().get(memory_id)
+
+    async def search(
+        self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        return await self._memory().search(query, namespace=namespace, k=k)
+
+    async def delete(self, memory_id: str) -> bool:
+        return await self._memory().delete(memory_id)
+
+    async def list(
+        self, namespace: str | None = None, *, limit: int = 100
+    ) -> tuple[MemoryRecord, ...]:
+        return await self._memory().list(namespace, limit=limit)
