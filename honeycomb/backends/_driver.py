@@ -23,7 +23,9 @@ from honeycomb.backends._wire import (
 )
 from runtime import (
     AdaptiveLimiter,
+    ApprovalRequest,
     BudgetExceeded,
+    Decision,
     HoneycombError,
     ModelCallFinished,
     ModelCallRetrying,
@@ -37,6 +39,7 @@ from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.worktime import asking_a_person
 from runtime.secrets import masked
+from runtime.tools.approvals import Approver
 from workers import LoopState, Worker, WorkerResult
 
 STOP_WAIT_S = 2.0
@@ -357,9 +360,11 @@ class Driver:
             # searches for, a worker masks first: in the actor, which knows none of
             # this process's secrets, that masked nothing.
             args, options = masked(args), masked(options)
-        if op == "services.approver":  # a person's time: the worker's limit here stops
-            with asking_a_person():
-                return await found(*args, **options)
+        if op == "services.approver":
+            (request,) = args  # asked once across the worker's lives
+            return await self.pinned.kept(
+                ("approver", request.turn, request.call_id), lambda: _asked(found, request)
+            )
         return await found(*args, **options)
 
     async def _hold(
@@ -415,3 +420,10 @@ class Driver:
                 self._answer_now(number, False, portable_error(exc))
         finally:
             retry_deadline.reset(token)
+
+
+async def _asked(approver: Approver, request: ApprovalRequest) -> Decision:
+    """The run's approver's decision on ``request``: a person's time, which the
+    worker's time limit here does not count."""
+    with asking_a_person():
+        return await approver(request)

@@ -6,21 +6,25 @@ its worker (a nested worker under way, a sub-run) goes on here, and when the wor
 gone on in another actor from its last checkpoint, makes the same call again (the same
 turn, the same call id), it is given that call's answer. In one process the call is
 made once; so it is here, and the nested worker's side effects are not made twice.
+So is a question to the run's approver (a person at a terminal is not asked twice).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from honeycomb.backends._setup import unsendable
 from runtime import Tool, ToolContext, ToolRegistry
 from runtime.tools.render import render
 from runtime.tools.threads import run_tool
 
+T = TypeVar("T")
+
 Key = tuple[str, int, str]
-"""A call by its tool, turn and call id."""
+"""A call by its tool (or ``approver``), turn and call id."""
 
 
 class PinnedCalls:
@@ -44,13 +48,20 @@ class PinnedCalls:
         found = self._tools[name]
         context = kwargs.get(found.context_param) if found.context_param is not None else None
         key = (name, context.turn, context.call_id) if isinstance(context, ToolContext) else None
+        value = await self.kept(key, lambda: call_pinned(found, kwargs))
+        return sent_value(value, self._limit)
+
+    async def kept(self, key: Key | None, make: Callable[[], Awaitable[T]]) -> T:
+        """What ``make`` makes, made once for ``key`` across the worker's lives (None:
+        made each time): a person asked about a call (the run's approver) is not asked
+        again by its next life either."""
         made = self._calls.get(key) if key is not None else None
         if made is None:
-            made = asyncio.ensure_future(call_pinned(found, kwargs))
+            made = asyncio.ensure_future(make())
             if key is not None:
                 self._calls[key] = made
         try:
-            value = await asyncio.shield(made)
+            value: T = await asyncio.shield(made)
         except asyncio.CancelledError:
             if not self.keep:  # its worker gave it up (a timeout, a run cancelled)
                 self._forget(key)
@@ -60,7 +71,7 @@ class PinnedCalls:
             self._forget(key)
             raise
         self._forget(key)
-        return sent_value(value, self._limit)
+        return value
 
     def _forget(self, key: Key | None) -> None:
         if key is not None:

@@ -26,6 +26,7 @@ from honeycomb import (
     BudgetExceeded,
     Budgets,
     ConfigError,
+    Decision,
     Executor,
     Policy,
     Role,
@@ -295,6 +296,67 @@ async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
     assert _text(notes) == "once\n"  # the side effect, once
     assert _text(waits) == f"waiting {nested}\n"  # never cut off, never made again
     assert result.usage.model_calls == 5  # the lead's 2, the nested worker's 3: once each
+
+
+def pay(path: str, amount: int) -> str:
+    """Pay, once a person approves: a line in a ledger.
+
+    Args:
+        path: The ledger's file.
+        amount: How much.
+    """
+    with open(path, "a", encoding="utf-8") as ledger:
+        ledger.write(f"paid {amount}\n")
+    return f"paid {amount}"
+
+
+def payment(arguments: dict[str, Any]) -> str:
+    """What a payment will do, as a person is asked about it (each time, a line in the
+    ledger's ``.asked`` file: where the gate that asks is)."""
+    with open(f"{arguments['path']}.asked", "a", encoding="utf-8") as asked:
+        asked.write("asked\n")
+    return f"pay {arguments['amount']}"
+
+
+async def test_a_person_is_asked_once_about_a_call_whose_actor_dies_meanwhile(
+    ray_session: None, tmp_path: Path
+) -> None:
+    """The run's approver (a person at a terminal) is asked about a remote worker's call;
+    the worker's actor is killed meanwhile, and the worker goes on in another from its
+    last checkpoint, where its gate asks about the call again. The person was asked
+    again (the first question cut off, its answer lost); now the question stands, and
+    its answer is the next life's."""
+    asked: list[Any] = []
+    decided = asyncio.Event()
+
+    async def person(request: Any) -> Decision:
+        asked.append(request)
+        await decided.wait()
+        return Decision.approved()
+
+    pool = RayBackend(actors=1, actor_cpus=0)
+    ledger = tmp_path / "ledger"
+    gates = tmp_path / "ledger.asked"
+    ex = Executor(
+        [Role(name="p", tools=("pay",))], FunctionModel(scripted), aggregator="concat",
+        backend=pool, store=tmp_path / "runs.db", approver=person,
+        tools=[Tool(pay, side_effects=True, approval=True, describe=payment)],
+    )  # fmt: skip
+    try:
+        calls = script([("pay", {"path": str(ledger), "amount": 5})])
+        running = asyncio.create_task(ex.run("t", subtasks=[("p", calls)]))
+        await _until(lambda: len(asked) == 1)
+        (pid,) = await pool.pids()
+        os.kill(pid, signal.SIGKILL)
+        await _until(lambda: _text(gates).count("asked") == 2)  # its next life's gate
+        decided.set()
+        result = await asyncio.wait_for(running, 60)
+    finally:
+        pool.stop()
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == "paid 5"
+    assert len(asked) == 1
+    assert _text(ledger) == "paid 5\n"
 
 
 async def test_an_actor_that_died_between_runs_loses_no_worker_of_the_next(
