@@ -399,7 +399,8 @@ def working_roles(
 
     Raises:
         PlanError: when ``chosen`` names a role the run does not have, or the planner;
-            when no role is left to give subtasks to (before any model call).
+            when the roles that judge were all it had to give subtasks to (before
+            any model call).
     """
     if chosen is not None:
         roles = list(context.roles)
@@ -415,24 +416,21 @@ def working_roles(
         return list(chosen)
     judges = judge_roles(context)
     found = [name for name in context.roles if name not in (planner, "aggregator", *judges)]
-    if not found:
+    if not found and judges:  # the judges were all it had
         raise PlanError([_nobody_to_plan_for(planner, judges, "aggregator" in context.roles)])
     return found
 
 
 def _nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: bool) -> str:
-    """Why the planner ``planner`` has no role to give subtasks to, and what to do."""
-    why = []
-    if judges:
-        named = ", ".join(repr(j) for j in judges)
-        why.append(f"{named}: named by a guard as its judge, given no work unless named")
-    if aggregator:
-        why.append("'aggregator': merges the results")
+    """Why the planner ``planner``, its other roles ``judges`` (and the aggregator,
+    if ``aggregator``), has no role to give subtasks to, and what to do."""
+    named = ", ".join(repr(j) for j in judges)
+    merges = "; 'aggregator' merges the results" if aggregator else ""
     return (
-        f"the planner {planner!r} has no role to give subtasks to ("
-        + ("; ".join(why) or "the run has no other role")
-        + "): add a role that works, or name the roles it gives subtasks to "
-        "(RolePlanner(roles=[...]); in a hive, planner: {role: ..., roles: [...]})"
+        f"the planner {planner!r} has no role to give subtasks to ({named}: named by a "
+        f"guard as its judge, given no work unless named{merges}): add a role that works, "
+        "or name the roles it gives subtasks to (RolePlanner(roles=[...]); in a hive, "
+        "planner: {role: ..., roles: [...]})"
     )
 
 
