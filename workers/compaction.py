@@ -37,7 +37,6 @@ from runtime import (
     ModelResponseError,
     SystemMessage,
     ToolMessage,
-    ToolSchema,
     Usage,
     UserMessage,
 )
@@ -199,11 +198,19 @@ class Compactor:
         self.count = token_counter(compaction)
         self.writer = writer
 
-    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
-        """The tokens of ``messages`` and ``tools`` as the worker's model is sent them,
-        by the role's counter or the estimate."""
-        if self.writer is not None and (tools or any(_writable(m) for m in messages)):
-            sent = self.writer(ModelRequest(messages=tuple(messages), tools=tuple(tools)))
+    def estimate(self, messages: Sequence[Message], request: ModelRequest | None = None) -> int:
+        """The tokens of ``messages`` as the worker's model is sent them in ``request``
+        (its tools, and what a tool protocol writes of its tool choice and output
+        schema; None: none), by the role's counter or the estimate."""
+        tools = request.tools if request is not None else ()
+        if self.writer is not None and (request is not None or any(map(_writable, messages))):
+            shown = tuple(messages)
+            whole = (
+                ModelRequest(messages=shown)
+                if request is None
+                else replace(request, messages=shown)
+            )
+            sent = self.writer(whole)
             return estimate_tokens(sent.messages, sent.tools, self.count)
         return estimate_tokens(messages, tools, self.count)
 
@@ -212,7 +219,7 @@ class Compactor:
         state: LoopState,
         head: tuple[Message, ...],
         messages: tuple[Message, ...],
-        tools: Sequence[ToolSchema],
+        request: ModelRequest,
     ) -> int:
         """The estimated input tokens of a request of ``messages`` (all the summary
         does not fold): what the server reported for the last turn's request plus an
@@ -222,19 +229,21 @@ class Compactor:
         if known and state.summarized <= held <= len(messages):
             return known + self.estimate(messages[held:])
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        return self.estimate((*head, *summary, *messages[state.summarized :]), tools)
+        return self.estimate((*head, *summary, *messages[state.summarized :]), request)
 
     async def fit(
         self,
         state: LoopState,
         head: tuple[Message, ...],
         messages: tuple[Message, ...],
-        tools: Sequence[ToolSchema],
+        request: ModelRequest,
         turn: int,
     ) -> tuple[LoopState, ContextWindow | None]:
         """The state once the context of ``messages`` fits the budget (its summary
         folding more of them), and the window the turn's request needs on top of it
-        (None: none, it fits).
+        (None: none, it fits). ``request`` is the turn's request, its messages aside:
+        its tools, tool choice and output schema count as a tool protocol writes them
+        into what is sent.
 
         A summary call the run's budget refuses once others were made this turn ends
         the folding: the state keeps their summaries (and what they cost), and the
@@ -246,17 +255,17 @@ class Compactor:
                 within the budget (the head, the tools and the newest turn's calls
                 alone are over it), before any summary call.
         """
-        before = self.size(state, head, messages, tools)
+        before = self.size(state, head, messages, request)
         if before <= self.compaction.trigger:
             return state, None
-        self._check_room(state, head, messages, tools)
-        fixed = self.estimate(head, tools)
+        self._check_room(state, head, messages, request)
+        fixed = self.estimate(head, request)
         cut = self._fold_point(messages, state.summarized, fixed)
         folds = state.compactions
         while cut > state.summarized:  # a summary call a time, each within the budget
             try:
                 state, cut, before = await self._fold(
-                    state, head, messages, tools, cut, turn=turn, before=before, fixed=fixed
+                    state, head, messages, request, cut, turn=turn, before=before, fixed=fixed
                 )
             except BudgetExceeded:
                 if state.compactions == folds:
@@ -264,7 +273,7 @@ class Compactor:
                 break
         if before <= self.compaction.budget_tokens:
             return state, None
-        return self._window(state, head, messages, tools)
+        return self._window(state, head, messages, request)
 
     def _allowance(self, fixed: int) -> int:
         """The summary's length at most: half of what the head and the tools leave of
@@ -330,7 +339,7 @@ class Compactor:
         state: LoopState,
         head: tuple[Message, ...],
         messages: tuple[Message, ...],
-        tools: Sequence[ToolSchema],
+        request: ModelRequest,
         cut: int,
         *,
         turn: int,
@@ -345,8 +354,8 @@ class Compactor:
         if self.budget is not None:  # a call the budget refuses is never begun, nor told
             self.budget.check()  # (its layer reserves it, with no await in between)
         allowance = self._allowance(fixed)
-        end, request = self._request(state, messages, cut, allowance)
-        request = replace(request, turn=turn)
+        end, summary_call = self._request(state, messages, cut, allowance)
+        summary_call = replace(summary_call, turn=turn)
         tracing = self.tracer.enabled
         folding = end - state.summarized
         if tracing:
@@ -363,13 +372,13 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        outcome = await self._summarize(request)
+        outcome = await self._summarize(summary_call)
         usage, error = outcome.usage, outcome.error
         if error is None:  # a summary longer than asked for is cut to its allowance
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
         else:  # spent, and counted as a model call, but the summary is as it was
             state = replace(state.spent(usage), compactions=state.compactions + 1)
-        after = self.size(state, head, messages, tools)
+        after = self.size(state, head, messages, request)
         following = state.summarized  # none, unless it worked and the context is still over
         if error is None and after > self.compaction.trigger:
             following = self._fold_point(messages, state.summarized, fixed)
@@ -401,7 +410,7 @@ class Compactor:
         state: LoopState,
         head: tuple[Message, ...],
         messages: tuple[Message, ...],
-        tools: Sequence[ToolSchema],
+        request: ModelRequest,
     ) -> tuple[LoopState, ContextWindow]:
         """The last resort: the window of what the budget leaves once the head, the
         summary and the tools are counted, and the window's note when it leaves turns
@@ -416,17 +425,17 @@ class Compactor:
             newest = newest_bare(rest)
             left_out = (note,) if len(newest) < len(rest) else ()
             least = (*head, *left_out, summary_message("", state.summarized), *newest)
-            left = budget - self.estimate(least, tools)  # for the summary's text
+            left = budget - self.estimate(least, request)  # for the summary's text
             cut = cut_text(state.summary, max(left, 0), self.count)
             if cut != state.summary:
                 state = replace(state, summary=cut)
         summary = (summary_message(state.summary, state.summarized),) if state.summary else ()
-        fixed = self.estimate((*head, *summary), tools)
+        fixed = self.estimate((*head, *summary), request)
         window = ContextWindow(
             max_tokens=max(budget - fixed, 1),
             count=self.count,
             measure=self.estimate,  # as the model is sent them
-            note_tokens=self.estimate((*head, *summary, note), tools) - fixed,  # when it is
+            note_tokens=self.estimate((*head, *summary, note), request) - fixed,  # when it is
         )
         return state, window
 
@@ -440,7 +449,7 @@ class Compactor:
         state: LoopState,
         head: tuple[Message, ...],
         messages: tuple[Message, ...],
-        tools: Sequence[ToolSchema],
+        request: ModelRequest,
     ) -> None:
         """Fail before any summary call when no fold and no window could keep the
         request within the budget: the head, the tools and the newest turn's calls,
@@ -459,14 +468,16 @@ class Compactor:
             older = max(header, note, key=self.estimate)
         elif state.summary:
             older = (summary_message("", state.summarized),)
-        least = self.estimate((*head, *older, *newest), tools)
+        least = self.estimate((*head, *older, *newest), request)
         budget = self.compaction.budget_tokens
         if least <= budget:
             return
-        tools_share = self.estimate(head, tools) - self.estimate(head)
+        tools = len(request.tools)
+        schema = " and the output schema" if request.output is not None else ""
+        tools_share = self.estimate(head, request) - self.estimate(head)
         shares = [
             ("the system prompt and the task", self.estimate(head)),
-            (f"{len(tools)} tool{'s' * (len(tools) != 1)}", tools_share),
+            (f"{tools} tool{'s' * (tools != 1)}{schema}", tools_share),
             ("the summary's header or the window's note", self.estimate(older) if older else 0),
         ]
         shares.append(("the newest turn's calls", least - sum(n for _, n in shares)))

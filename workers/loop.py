@@ -281,7 +281,11 @@ class AgentLoop:
             before = state.compactions
             try:
                 state, fitted = await self._compactor.fit(
-                    state, self.head(state.task), messages, tools, turn
+                    state,
+                    self.head(state.task),
+                    messages,
+                    self._request((), tools, turn, wrap_up),
+                    turn,
                 )
             except (BudgetExceeded, ContextBudgetTooSmall) as exc:  # the turn cannot be made
                 # (a budget stops the summary call as any call)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 from pydantic import ConfigDict, Field
 
-from runtime import AssistantMessage, Budget, ConfigError, Message, Model, Tracer
+from runtime import AssistantMessage, Budget, ConfigError, Message, Model, ModelRequest, Tracer
 from runtime.events import Caller
 from runtime.model import context_of
 from runtime.value import SettingsModel, Value
@@ -253,7 +253,7 @@ async def fit_conversation(
     # The fold is part of planning: its span is in the planner's lane.
     planner = Caller(worker="planner", run_id=run_id, tracer=tracer)
     compactor = Compactor(compaction, summarizer, planner, budget=budget)
-    state, window = await compactor.fit(state, (), messages, (), 0)
+    state, window = await compactor.fit(state, (), messages, ModelRequest(messages=()), 0)
     shown = messages[state.summarized :]
     briefly: tuple[Message, ...] = tuple(
         AssistantMessage(content=turn_text(t, results=False)) for t in earlier[state.summarized :]

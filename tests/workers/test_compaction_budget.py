@@ -6,8 +6,11 @@ token counter."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel
 
 from runtime import (
     AssistantMessage,
@@ -232,7 +235,7 @@ async def test_a_summary_request_of_one_turn_over_the_budget_is_cut_to_fit_it() 
         )
         state = LoopState(task="read the log", messages=messages)
         head = (UserMessage(content="read the log"),)
-        state, _ = await compactor.fit(state, head, messages, (), turn=3)
+        state, _ = await compactor.fit(state, head, messages, ModelRequest(messages=()), turn=3)
         assert state.summarized == 2
         assert over(summarizer.requests, 256, by_estimate) == [], length
 
@@ -411,3 +414,50 @@ def test_a_window_charges_its_note_only_when_it_leaves_turns_out() -> None:
     shown, omitted = ContextWindow(max_tokens=newest, note_tokens=20).fit(turns)
     assert omitted == 2
     assert estimate_tokens(shown) <= newest - 20
+
+
+class LogReport(BaseModel):
+    """What the log says."""
+
+    summary: str
+    facts: list[str]
+    ships: list[str]
+    harbour_master_name: str
+    weather_notes: str
+    total_pages_read: int
+
+
+async def test_a_tool_protocols_output_schema_counts_in_the_budget() -> None:
+    # A tool protocol writes the output schema into the prompt, beside the tools; the
+    # budget was kept without it, and 7 of 9 requests went over a 1,200-token budget
+    # (by up to 281 tokens). It counts now, as the turn's tool choice does.
+    answer = json.dumps(
+        {"summary": "s", "facts": [], "ships": [], "harbour_master_name": "h",
+         "weather_notes": "w", "total_pages_read": 8}
+    )  # fmt: skip
+
+    def turn(request: ModelRequest) -> ModelResponse:
+        asked = re.findall(r'"page": (\d+)', "".join(m.content or "" for m in request.messages))
+        page = max(map(int, asked), default=0) + 1
+        text = answer
+        if page <= 8:
+            text = f'```json\n{{"tool": "read_page", "arguments": {{"page": {page}}}}}\n```'
+        usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
+        return ModelResponse(message=AssistantMessage(content=text), usage=usage)
+
+    inner = FunctionModel(turn, name="reader")
+    loop = AgentLoop(
+        TextToolModel(inner),
+        Dispatcher(ToolRegistry([read_page])),
+        instructions="You read logs.",
+        settings=LoopSettings(
+            max_turns=30,
+            output_type=LogReport,
+            compaction=Compaction(budget_tokens=1200, model="summarizer"),
+        ),
+        services=Services(models={"summarizer": wordy(5000, by_estimate)}),
+    )
+    result = await loop.run("read the log")
+    assert isinstance(result, Final)
+    assert result.state.compactions
+    assert over(inner.requests, 1200, by_estimate) == []
