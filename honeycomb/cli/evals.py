@@ -248,7 +248,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         if found is None:  # stopped by a signal: the report of the runs made, kept
             kept = store.eval_report(args.eval_id) if store is not None else None
             cut = EvalReport.from_json(kept) if kept is not None else None
-            return _stopped(cut, stopped_by[0], store, args)
+            shares = cases.memory == "shared" and hive.spec.memory is not None
+            return _stopped(cut, stopped_by[0], store, args, shares=shares)
     except (StoreError, ConfigError) as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
@@ -286,9 +287,12 @@ def _stopped(
     received: signal.Signals,
     store: RunStore | None,
     args: argparse.Namespace,
+    *,
+    shares: bool = False,
 ) -> ExitStatus:
     """Print what an eval a signal stopped had found (its report, kept interrupted;
-    none with ``--no-store``), write its files, and say how to go on with it."""
+    none with ``--no-store``), write its files, and say how to go on with it (not
+    at all when its cases ``shares`` a memory: what its runs kept there is gone)."""
     if report is None:
         said = " (with --no-store, nothing of it is kept)."
     elif args.record is not None:  # its cassette would lack the runs made so far
@@ -296,6 +300,12 @@ def _stopped(
         said = (
             ".\nUnder --record it is not gone on with: the same command makes every run "
             "again, to record every case's calls."
+        )
+    elif shares:
+        _reported(report, None, store, args)
+        said = (
+            ".\nIts cases share a memory (memory: shared), and what its runs kept there is "
+            "gone: the same command makes every run again."
         )
     else:
         _reported(report, None, store, args)

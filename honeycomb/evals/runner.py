@@ -118,7 +118,8 @@ async def evaluate(
         keep: Keep the report in the Executor's store (when it has one).
         go_on: Go on with the interrupted eval of ``eval_id`` (False: make every run
             anew and replace it, as a recording must: its cassette, started anew,
-            holds the calls of the runs made now alone).
+            holds the calls of the runs made now alone; so do cases that share an
+            ``EvalMemory``, whose runs built on a memory that is gone).
         memory: Whose long-term memory each run has, with an Executor given an
             :class:`~honeycomb.evals.memory.EvalMemory`: its ``own``, empty as it
             starts, or one ``shared`` by the cases, empty as the eval starts (default:
@@ -148,8 +149,12 @@ async def evaluate(
     own = _own_memory(executor, sharing)
     session = _Session(executor, judges, budget, len(named) * repeat, on_run, own)
     store = executor.store if keep else None
+    held = executor.memory
+    # Cases that share the eval's own memory build on what the runs before kept: that
+    # of an interrupted eval is gone, so its runs are not taken, but made again.
+    shares = isinstance(held, EvalMemory) and own is None
     earlier = None
-    if store is not None and eval_id and go_on:
+    if store is not None and eval_id and go_on and not shares:
         earlier = await interrupted(store, eval_id)
     head = EvalReport(
         eval_id=eval_id or new_eval_id(),
@@ -161,10 +166,9 @@ async def evaluate(
         concurrency=concurrency,
     )
     clock = time.perf_counter() - (earlier.wall_s if earlier is not None else 0.0)
-    held = executor.memory
     try:
         # The cases' shared memory, if they share one: empty as the eval starts.
-        with held.scope() if isinstance(held, EvalMemory) and own is None else _NO_SCOPE:
+        with held.scope() if isinstance(held, EvalMemory) and shares else _NO_SCOPE:
             await session.run_all(named, repeat, concurrency, earlier)
     except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
         if store is not None:

@@ -6,16 +6,20 @@ cases file says its cases share one, which is then the eval's own."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 
-from honeycomb import Executor
+from honeycomb import Executor, Role, RoleMemory
 from honeycomb.cli import main
 from honeycomb.cli.exits import ExitStatus
-from honeycomb.evals import Case, evaluate, load_cases
+from honeycomb.evals import Case, EvalReport, evaluate, load_cases
 from honeycomb.evals.memory import EvalMemory
 from honeycomb.hive import Hive, load_hive
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
 from runtime.errors import MemoryStoreError
 from tests.support.evals import write
 
@@ -124,3 +128,56 @@ async def test_an_executor_whose_runs_share_its_memory_is_refused_unless_on_purp
         await evaluate(executor, cases)
     assert (await evaluate(executor, cases, memory="shared")).passed
     assert len(await hive.memory().list("trip")) == 1  # kept where it was told to
+
+
+def _guide(store: Path, *, stall: anyio.Event | None = None) -> Executor:
+    """A guide that keeps its answers, on a memory each eval's cases share, and says
+    what its context holds past the task; with ``stall``, its call on Porto waits,
+    having set it, until it is cancelled. With nothing there, it says Lisbon is sunny."""
+
+    async def answer(request: ModelRequest) -> str:
+        if stall is not None and "Porto" in str(request.messages[1].content):
+            stall.set()
+            await anyio.sleep_forever()
+        said = [str(m.content).splitlines()[0] for m in request.messages[2:]]
+        return " | ".join(said) or "Lisbon is sunny"
+
+    memory = RoleMemory(namespace="trip", remember=False, store_result=True)
+    return Executor(
+        [Role(name="guide", memory=memory)],
+        FunctionModel(answer),
+        aggregator="concat",
+        planner=lambda task: [("guide", task)],
+        store=store,
+        memory=EvalMemory(),
+    )
+
+
+async def test_an_interrupted_eval_whose_cases_share_a_memory_makes_every_run_again(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.db"
+    cases = [Case(id="lisbon", task="Lisbon"), Case(id="porto", task="Lisbon and Porto")]
+    stall = anyio.Event()
+    cut = _guide(store, stall=stall)
+    go = partial(evaluate, cut, cases, concurrency=1, eval_id="ev-m", memory="shared")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await stall.wait()  # the first case ran, and kept its answer
+            tg.cancel_scope.cancel()
+    assert cut.store is not None
+    first = EvalReport.from_json(cut.store.eval_report("ev-m") or "")
+    assert first.interrupted
+    cut.store.close()
+    again = _guide(store)
+    report = await evaluate(again, cases, concurrency=1, eval_id="ev-m", memory="shared")
+    lisbon, porto = report.cases
+    # Lisbon's run made again, Porto's finds what it kept, as in an eval run whole.
+    assert lisbon.attempts[0].run_id != first.cases[0].attempts[0].run_id
+    assert porto.attempts[0].passed
+    assert again.store is not None
+    (run,) = [r for r in again.store.runs() if r.run_id == porto.attempts[0].run_id]
+    result = await again.resume(run.run_id)  # ended: its kept result
+    assert "From memory" in result.answer_text
+    again.store.close()
