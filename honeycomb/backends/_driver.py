@@ -242,6 +242,8 @@ class Driver:
                 self._text.flush()  # the text before it ended
             if isinstance(event, ToolCallStarted):
                 self._running[event.call_id] = event.tool
+                if self.pinned.going_on(event.tool, event.turn, event.call_id):
+                    return  # an earlier life's call, made on: it started once, as its span
             elif isinstance(event, ToolCallFinished):
                 self._running.pop(event.call_id, None)
             self.services.tracer.emit(event)

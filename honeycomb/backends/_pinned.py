@@ -73,6 +73,11 @@ class PinnedCalls:
         self._forget(key)
         return value
 
+    def going_on(self, tool: str, turn: int, call_id: str) -> bool:
+        """Whether this call of ``tool`` was made by an earlier life of the worker, and
+        goes on (or ended, its answer not yet taken)."""
+        return (tool, turn, call_id) in self._calls
+
     def _forget(self, key: Key | None) -> None:
         if key is not None:
             self._calls.pop(key, None)

@@ -268,7 +268,12 @@ async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
     another from its last checkpoint, calling the tool again. The nested worker was
     cancelled with its caller's actor and started anew: its side effect was made twice
     (its journal was its cut-off life's), and all its work again. Now it goes on at the
-    driver, and the call made again is given its answer."""
+    driver, and the call made again is given its answer: in the trace, one call, its
+    nested worker's span under it (it was under a call span of the dead life that no
+    trace kept, as the call, started again, took its place)."""
+    from honeycomb.trace.spans import SpanRecorder
+
+    spans = SpanRecorder()
     pool = RayBackend(actors=2, actor_cpus=0)
     notes, waits = tmp_path / "notes", tmp_path / "waits"
     lead = Role(name="lead", tools=("agent:r",))
@@ -282,7 +287,11 @@ async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
     )
     try:
         running = asyncio.create_task(
-            ex.run("t", subtasks=[("lead", script([("r", {"instruction": inner})]))])
+            ex.run(
+                "t",
+                subtasks=[("lead", script([("r", {"instruction": inner})]))],
+                on_event=[spans],
+            )
         )
         await _until(lambda: "waiting" in _text(waits))
         nested = int(_text(waits).split()[1])
@@ -296,6 +305,12 @@ async def test_a_nested_worker_goes_on_when_its_callers_actor_dies(
     assert _text(notes) == "once\n"  # the side effect, once
     assert _text(waits) == f"waiting {nested}\n"  # never cut off, never made again
     assert result.usage.model_calls == 5  # the lead's 2, the nested worker's 3: once each
+    by_id = {span.span_id: span for span in spans.spans}
+    (call,) = [s for s in spans.spans if s.kind == "tool_call" and s.worker == "s1"]
+    (worker,) = [s for s in spans.spans if s.kind == "worker" and s.worker == "s1/c0_0"]
+    assert (call.name, call.status) == ("r", "ok")
+    assert worker.parent_id is not None
+    assert by_id[worker.parent_id] is call
 
 
 def pay(path: str, amount: int) -> str:
