@@ -41,7 +41,7 @@ from honeycomb.run.events import AggregationStarted
 from honeycomb.run.result import RunResult
 from honeycomb.run.session import Session
 from honeycomb.store import RunStore
-from honeycomb.trace.format import counted, format_cost
+from honeycomb.trace.format import counted, format_cost, printable
 from runtime import (
     ConfigError,
     ConfigErrors,
@@ -257,7 +257,7 @@ class Chat:
             )
             return
         if not isinstance(view, _Written) or not view.wrote:
-            out.write(f"\n{result.answer_text.strip()}\n")
+            out.write(f"\n{printable(result.answer_text.strip())}\n")
         out.write("\n" + workers_table(result) + "\n")
 
     async def _trace(self, console: Console) -> None:
@@ -381,7 +381,7 @@ class _Written:
         elif isinstance(event, TextDelta) and self._aggregating:
             if not self.wrote:
                 self.out.write("\n")
-            self.out.write(event.text)
+            self.out.write(printable(event.text))
             self.out.flush()
             self.wrote = True
 

@@ -42,6 +42,7 @@ from honeycomb.run.restore import stored_result
 from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.store.schema import refuse_foreign
+from honeycomb.trace.format import printable
 from runtime import (
     Approver,
     BudgetExceeded,
@@ -531,7 +532,7 @@ def _print_failure(out: TextIO, error: HoneycombError | None, ended: RunFinished
 
 
 def _print_answer(out: TextIO, result: RunResult) -> None:
-    out.write(f"\nAnswer:\n{result.answer_text}\n\n")
+    out.write(f"\nAnswer:\n{printable(result.answer_text)}\n\n")  # the model's: made inert
     out.write("\n".join(summary(result)) + "\n")
 
 

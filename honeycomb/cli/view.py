@@ -29,7 +29,7 @@ from honeycomb.run.events import (
     WorkerStarted,
 )
 from honeycomb.run.result import RunResult
-from honeycomb.trace.format import format_cost, token_detail
+from honeycomb.trace.format import format_cost, printable, token_detail
 from runtime import (
     ApprovalRequest,
     Approver,
@@ -242,7 +242,8 @@ class LiveView:
         parts: list[Any] = [header, table]
         if self.state.answer and not self._closed:
             lines = self.state.answer.splitlines()[-ANSWER_LINES:]
-            parts.append(Panel(Text("\n".join(lines)), title="answer", border_style="green"))
+            shown = printable("\n".join(lines))  # the model's text, inert
+            parts.append(Panel(Text(shown), title="answer", border_style="green"))
         return Panel(Group(*parts), title=self.title, border_style="blue")
 
 
@@ -289,6 +290,7 @@ class PlainView:
         else:
             line = describe(event)
         if line:
+            line = printable(line, lines=False)  # names and errors the model wrote, inert
             self.out.write(f"[{time.perf_counter() - self.started:6.2f}s] {line}\n")
             self.out.flush()
 
