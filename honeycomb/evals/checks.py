@@ -71,9 +71,11 @@ class Verdict(Value, frozen=True, kw_only=True):
 
 class Check(Value, frozen=True, kw_only=True):
     """A check with its name, its ``weight`` in the case's score, and the
-    ``threshold`` its score must reach to pass. A run that raised before it had a
-    result fails its case whatever its checks say, unless one of them
-    ``allows_error``: it is about such a run (``status: error``).
+    ``threshold`` its score must reach to pass. A run that ended with no answer
+    (it raised before it had a result, failed, went over budget, or waits) fails its
+    case whatever its checks say, unless one of them is about how it ended: its
+    ``statuses`` name it (``status: failed``), or, for a run that raised,
+    ``allows_error`` (``status: error``).
 
     ``timeout_s`` is how long it may take: past it, it fails, naming itself and the
     case, and the eval goes on. Within it, a sync function runs in a thread of its own
@@ -88,6 +90,7 @@ class Check(Value, frozen=True, kw_only=True):
     threshold: float = 1.0
     allows_error: bool = False
     timeout_s: float | None = CHECK_TIMEOUT_S
+    statuses: tuple[str, ...] = ()
 
 
 def as_check(given: Check | CheckFn) -> Check:
@@ -294,6 +297,7 @@ def built_check(
         threshold=spec.threshold,
         allows_error="error" in (spec.status or ()),
         timeout_s=_timeout(spec),
+        statuses=tuple(spec.status or ()),
     )
 
 

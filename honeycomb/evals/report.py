@@ -341,7 +341,11 @@ def _unscored(attempt: Attempt) -> str:
     its score is below the case's threshold."""
     if attempt.status == "error":
         return f"the run ended error: {attempt.error or 'it gave no result'}"
-    return attempt.error or f"score {attempt.score:.2f} is below the case's threshold"
+    if attempt.error:
+        return attempt.error
+    if attempt.status in ("failed", "over_budget", "waiting") and attempt.score == 0:
+        return f"the run ended {attempt.status}, with no answer"
+    return f"score {attempt.score:.2f} is below the case's threshold"
 
 
 def _lines(attempt: Attempt) -> str:

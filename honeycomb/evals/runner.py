@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -402,9 +402,10 @@ class _Session:
             verdicts = tuple([await verdict(check, run) for check in checks])
         self.spent = self.spent + run.usage + judges.spent
         allowed = any(c.allows_error for c in checks)
+        about = tuple(s for c in checks for s in c.statuses)
         # What a check says may quote the case's task or expected answer: masked before
         # anyone is told of it (``on_run``), as the run's result is.
-        return masked(scored(case, run, verdicts, judges.spent, allows_error=allowed))
+        return masked(scored(case, run, verdicts, judges.spent, allows_error=allowed, allows=about))
 
     async def _deny_undecided(self, run_id: str, *, cut_off: bool = False) -> None:
         """Deny the calls run ``run_id`` left waiting for a person (nobody decides for
@@ -465,6 +466,11 @@ _RUN_OK = Check(name="status 'ok'", fn=_run_ok)
 """The check of a case that has none: its run ends ``ok``."""
 
 
+UNANSWERED = frozenset({"error", "failed", "over_budget", "waiting"})
+"""How a run may end with no answer: a case whose run did is failed, unless a check is
+about that (``status: failed``)."""
+
+
 def scored(
     case: Case,
     run: CaseRun,
@@ -472,17 +478,22 @@ def scored(
     judged: Usage,
     *,
     allows_error: bool = False,
+    allows: Collection[str] = (),
 ) -> Attempt:
     """A case's run, scored by its checks' ``verdicts``, what its judges spent
-    (``judged``) kept apart from what it spent. A run that raised before it
-    had a result (``error``) fails with score 0, whatever its checks found (those of
-    what it did not do hold on a run that did nothing), unless a check
-    ``allows_error`` (a ``status`` check that names ``error``)."""
+    (``judged``) kept apart from what it spent. A run that ended with no answer
+    (:data:`UNANSWERED`: it raised before it had a result, failed, went over budget
+    or waits) fails with score 0, whatever its checks found (those of what it did
+    not do hold on a run that did nothing: a replay whose request changed, a final
+    answer a guard refused), unless a check is about how it ended: ``allows`` names
+    it (a ``status`` check's statuses), or, for ``error``, a check ``allows_error``."""
     weight = sum(v.weight for v in verdicts)
     score = sum(v.score * v.weight for v in verdicts) / weight if weight else 1.0
     threshold = case.threshold
     passed = all(v.passed for v in verdicts) if threshold is None else score >= threshold
-    if run.status == "error" and not allows_error:
+    allowed = {*allows, *(("error",) if allows_error else ())}
+    unanswered = run.answer is None and not run.answer_text
+    if run.status in UNANSWERED and unanswered and run.status not in allowed:
         passed, score = False, 0.0  # it did nothing its checks could score
     return Attempt(
         run_id=run.run_id,
