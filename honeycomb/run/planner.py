@@ -414,10 +414,11 @@ def working_roles(
         if wrong:
             raise PlanError(wrong)
         return list(chosen)
+    others = [name for name in context.roles if name not in (planner, "aggregator")]
     judges = judge_roles(context)
-    found = [name for name in context.roles if name not in (planner, "aggregator", *judges)]
-    if not found and judges:  # the judges were all it had
-        raise PlanError([_nobody_to_plan_for(planner, judges, "aggregator" in context.roles)])
+    found = [name for name in others if name not in judges]
+    if others and not found:  # the judges were all it had
+        raise PlanError([_nobody_to_plan_for(planner, others, "aggregator" in context.roles)])
     return found
 
 

@@ -103,7 +103,7 @@ async def test_a_planner_left_no_role_that_works_says_so_before_asking_its_model
     with pytest.raises(PlanError) as caught:
         await Executor(roles, FunctionModel(answer)).run("Go.")
     assert caught.value.problems == (
-        "the planner 'planner' has no role to give subtasks to ('editor', 'writer': named by "
+        "the planner 'planner' has no role to give subtasks to ('writer', 'editor': named by "
         "a guard as its judge, given no work unless named): add a role that works, or name "
         "the roles it gives subtasks to (RolePlanner(roles=[...]); in a hive, planner: "
         "{role: ..., roles: [...]})",
