@@ -280,7 +280,9 @@ class RolePlanner:
                 problems = [f"the round adds {len(plan.subtasks)} subtasks; at most {room} allowed"]
             else:  # checked with the subtasks before it (ids, dependencies, cycles)
                 whole = Plan(subtasks=(*earlier, *plan.subtasks))
-                problems = [p for p in plan_problems(whole, names) if p != _EMPTY]
+                # Those ran under the roles of their round (an earlier life's may differ).
+                ran = list(dict.fromkeys([*names, *(s.role for s in earlier)]))
+                problems = [p for p in plan_problems(whole, ran) if p != _EMPTY]
             if not problems:
                 if dropped:
                     context.tracer.emit(
