@@ -381,7 +381,10 @@ class _Session:
             raise
         found = result if result is not None else getattr(error, "partial", None)
         run_id = found.run_id if found is not None else ""
-        await self._deny_undecided(calls.run_id)
+        # A run that ended well lists the calls that wait in its result (one stopped
+        # may not): the store is read only when one may have left some.
+        if found is None or found.pending or found.status not in ("ok", "partial"):
+            await self._deny_undecided(calls.run_id)
         asked = asked_in(found)
         if calls.nested and run_id:
             asked.update(await self._asked_by_nested(run_id, calls.nested))
