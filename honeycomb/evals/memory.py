@@ -24,9 +24,10 @@ from runtime.errors import MemoryStoreError
 from runtime.memory import DEFAULT_NAMESPACE, Memory, MemoryHit, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
+    from honeycomb.executor import Executor
     from runtime.memory.sqlite import SQLiteMemory
 
-__all__ = ["EvalMemory", "Sharing"]
+__all__ = ["EvalMemory", "Sharing", "memories_of"]
 
 Sharing = Literal["own", "shared"]
 """Whose memory an eval's run has: its ``own`` (the default), or one ``shared`` by the
@@ -116,3 +117,30 @@ class EvalMemory:
         self, namespace: str | None = None, *, limit: int = 100
     ) -> tuple[MemoryRecord, ...]:
         return await self._memory().list(namespace, limit=limit)
+
+
+def memories_of(
+    executor: Executor, sharing: Sharing
+) -> tuple[EvalMemory | None, EvalMemory | None]:
+    """The :class:`EvalMemory` each run of an eval on ``executor`` has a scope of its
+    own in, and the one whose scope the eval's cases share (None: none; with a memory
+    that is not an ``EvalMemory``, the runs ``shared`` it as it is).
+
+    Raises:
+        ValueError: when the Executor's roles use a memory every run shares, and the
+            runs are to have their ``own``: naming them, and the fix.
+    """
+    held = executor.memory
+    if isinstance(held, EvalMemory):
+        return (held, None) if sharing == "own" else (None, held)
+    users = sorted(name for name, role in executor.roles.items() if role.memory is not None)
+    if held is not None and users and sharing == "own":
+        raise ValueError(
+            f"the roles {', '.join(users)} recall and keep memories in the Executor's "
+            "memory, which every run shares: each case's run would recall what the others "
+            "kept. Give the Executor a memory of each run's own, "
+            "memory=EvalMemory(hive.memory()) (honeycomb.evals.memory), or say the cases "
+            "share it on purpose (memory: shared in the cases file, evaluate(..., "
+            "memory='shared'))"
+        )
+    return None, None

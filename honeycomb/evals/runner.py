@@ -20,7 +20,7 @@ import msgspec
 from honeycomb.evals.cases import Case, Cases
 from honeycomb.evals.checks import Check, Verdict, as_check, verdict
 from honeycomb.evals.kept import interrupted, keep_report
-from honeycomb.evals.memory import EvalMemory, Sharing
+from honeycomb.evals.memory import EvalMemory, Sharing, memories_of
 from honeycomb.evals.record import (
     Asked,
     CaseRun,
@@ -145,16 +145,14 @@ async def evaluate(
         given = (cases.judges,) if isinstance(cases, Cases) else ()
         hives = [h for h in (*given, *(c.judges for c in listed)) if h is not None]
         judges = judges_of(executor, hives[0] if hives else None)
-    sharing: Sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
-    own = _own_memory(executor, sharing)
-    session = _Session(executor, judges, budget, len(named) * repeat, on_run, own)
+    sharing = memory or (cases.memory if isinstance(cases, Cases) else "own")
+    each_run, shared = memories_of(executor, sharing)
+    session = _Session(executor, judges, budget, len(named) * repeat, on_run, each_run)
     store = executor.store if keep else None
-    held = executor.memory
+    earlier = None
     # Cases that share the eval's own memory build on what the runs before kept: that
     # of an interrupted eval is gone, so its runs are not taken, but made again.
-    shares = isinstance(held, EvalMemory) and own is None
-    earlier = None
-    if store is not None and eval_id and go_on and not shares:
+    if store is not None and eval_id and go_on and shared is None:
         earlier = await interrupted(store, eval_id)
     head = EvalReport(
         eval_id=eval_id or new_eval_id(),
@@ -168,7 +166,7 @@ async def evaluate(
     clock = time.perf_counter() - (earlier.wall_s if earlier is not None else 0.0)
     try:
         # The cases' shared memory, if they share one: empty as the eval starts.
-        with held.scope() if isinstance(held, EvalMemory) and shares else _NO_SCOPE:
+        with shared.scope() if shared is not None else _NO_SCOPE:
             await session.run_all(named, repeat, concurrency, earlier)
     except BaseException:  # cancelled, Ctrl-C: what was scored is kept, then it stops
         if store is not None:
@@ -223,30 +221,6 @@ def judges_of(
 
 
 _NO_SCOPE = contextlib.nullcontext()
-
-
-def _own_memory(executor: Executor, sharing: Sharing) -> EvalMemory | None:
-    """The memory whose scope each run of the eval has for its own (None: the runs
-    share the Executor's memory, or have none).
-
-    Raises:
-        ValueError: when the Executor's roles use a memory every run shares, and the
-            runs are to have their own.
-    """
-    held = executor.memory
-    if isinstance(held, EvalMemory):
-        return held if sharing == "own" else None
-    users = sorted(name for name, role in executor.roles.items() if role.memory is not None)
-    if held is not None and users and sharing == "own":
-        raise ValueError(
-            f"the roles {', '.join(users)} recall and keep memories in the Executor's "
-            "memory, which every run shares: each case's run would recall what the others "
-            "kept. Give the Executor a memory of each run's own, "
-            "memory=EvalMemory(hive.memory()) (honeycomb.evals.memory), or say the cases "
-            "share it on purpose (memory: shared in the cases file, evaluate(..., "
-            "memory='shared'))"
-        )
-    return None
 
 
 def _renamed(case: Case, name: str) -> Case:
