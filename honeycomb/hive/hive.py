@@ -19,7 +19,7 @@ from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
 from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder
 from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
-from honeycomb.run.planner import RolePlanner
+from honeycomb.run.planner import RolePlanner, nobody_to_plan_for
 from honeycomb.run.policy import Policy
 from runtime import (
     ConfigError,
@@ -257,8 +257,27 @@ class Hive:
         missing = self._planner_missing(
             "honeycomb run plans every task", "(from Python, run(task, subtasks=[...]) needs none)"
         )
+        if missing is None:
+            missing = self._planner_idle()
         if missing is not None:
             raise ConfigErrors([missing])
+
+    def _planner_idle(self) -> ConfigError | None:
+        """The error of a hive whose planner has no role to give subtasks to, its
+        other roles all judges (the aggregator aside), as its runs' plans would fail;
+        None when it has one, or its ``planner:`` names them."""
+        spec = self.spec.planner
+        if spec is not None and spec.roles is not None:
+            return None
+        planner = spec.role if spec is not None else "planner"
+        others = [name for name in self.roles if name not in (planner, "aggregator")]
+        judges = set(self.spec.guards.judges() if self.spec.guards is not None else ())
+        for role in self.roles.values():
+            judges.update(role.guards.judges() if role.guards is not None else ())
+        if not others or any(name not in judges for name in others):
+            return None
+        at = ("planner",) if spec is not None else ("roles",)
+        return self.error_at(at, nobody_to_plan_for(planner, others, "aggregator" in self.roles))
 
     def _planner_missing(self, why: str, besides: str = "") -> ConfigError | None:
         """The error of a hive that has no planner and needs one (``why``: what plans

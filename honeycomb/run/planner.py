@@ -68,6 +68,7 @@ __all__ = [
     "as_planner",
     "follow_up_with",
     "judge_roles",
+    "nobody_to_plan_for",
     "plan_with",
     "working_roles",
 ]
@@ -420,11 +421,11 @@ def working_roles(
     judges = judge_roles(context)
     found = [name for name in others if name not in judges]
     if others and not found:  # the judges were all it had
-        raise PlanError([_nobody_to_plan_for(planner, others, "aggregator" in context.roles)])
+        raise PlanError([nobody_to_plan_for(planner, others, "aggregator" in context.roles)])
     return found
 
 
-def _nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: bool) -> str:
+def nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: bool) -> str:
     """Why the planner ``planner``, its other roles ``judges`` (and the aggregator,
     if ``aggregator``), has no role to give subtasks to, and what to do."""
     named = ", ".join(repr(j) for j in judges)
