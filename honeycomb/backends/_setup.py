@@ -130,6 +130,17 @@ async def installed(ref: Any) -> None:
         raise SetupFailed(why)
 
 
+async def answering(handle: Any) -> bool:
+    """Whether the actor of ``handle`` answers a call (False: it died)."""
+    import ray.exceptions
+
+    try:
+        await handle.pid.remote()
+    except ray.exceptions.RayActorError:
+        return False
+    return True
+
+
 def unsendable(thing: object) -> str | None:
     """Why Ray cannot send ``thing`` to an actor, if it cannot: it is pickled as Ray
     will (with cloudpickle: functions of ``__main__`` too, by value), so it fails here."""

@@ -8,7 +8,7 @@ import pickle
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime import (
     ApprovalEntry,
@@ -20,8 +20,11 @@ from runtime import (
 from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
 from runtime.tools.journal import OnUnknown
-from workers import LoopState, WorkerResult
+from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
+
+if TYPE_CHECKING:
+    from honeycomb.run.worker_record import WorkerRecord
 
 Message = tuple[Any, ...]
 """One message of a worker's stream: ``(kind, *payload)``."""
@@ -215,3 +218,30 @@ def portable_result(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any]
     exc = result.exception
     plain = result.model_copy(update={"exception": None})
     return plain, portable_error(exc) if exc is not None else None
+
+
+def sent_services(worker: Worker, model_slots: bool) -> SentServices:
+    """What crosses to an actor of the worker's services (now: its store's journal
+    so far goes along when it moves to another actor)."""
+    services = worker.services
+    served = {
+        "events": services.tracer.enabled,
+        "tool_slots": services.tool_slots is not None,
+        "model_slots": model_slots,
+        "approver": services.approver is not None,
+        "judge": services.judge is not None,
+    }
+    # A run gives its workers its record's part (honeycomb.run.worker_record).
+    record = cast("WorkerRecord | None", services.store)
+    return SentServices(
+        run_id=services.run_id,
+        guards=services.guards,
+        approval_timeout_s=services.approval_timeout_s,
+        limits=services.budget.limits,
+        at_driver=frozenset(name for name, yes in served.items() if yes),
+        text=services.tracer.text,
+        journal=dict(record.entries) if record is not None else None,
+        decisions=dict(record.decisions) if record is not None else None,
+        on_unknown=record.on_unknown if record is not None else "tell",
+        scope=record.scope if record is not None else "",
+    )

@@ -24,13 +24,13 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
-import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from honeycomb.backends._actor import Hive
-from honeycomb.backends._driver import Channel, Driver
+from honeycomb.backends._driver import Driver
+from honeycomb.backends._pool import Actor, cut_off
 from honeycomb.backends._setup import (
     SetupFailed,
     check_sendable,
@@ -43,9 +43,9 @@ from honeycomb.backends._warden import ward
 from honeycomb.backends._wire import (
     Pinned,
     RemoteFailure,
-    SentServices,
     WorkerLost,
     WorkerSpec,
+    sent_services,
 )
 from runtime import (
     AdaptiveLimiter,
@@ -62,9 +62,6 @@ from runtime.secrets import masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
 
-if TYPE_CHECKING:
-    from honeycomb.run.worker_record import WorkerRecord
-
 __all__ = ["RayBackend", "RemoteFailure", "WorkerLost", "recipe", "start_ray"]
 
 T = TypeVar("T")
@@ -73,39 +70,6 @@ _in_room: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "honeycomb_ray_in_room", default=False
 )
 """Set for what the driver does for a worker that has room in an actor."""
-
-
-@dataclass
-class _Actor:
-    """One actor of the pool: its handle, what is installed in it, its load, and its
-    channel to this process's event loop."""
-
-    handle: Any
-    installing: dict[str, asyncio.Future[None]] = field(default_factory=dict)
-    running: int = 0
-    dead: bool = False
-    channel: Channel | None = None
-    idle: bool = False  # it ran workers, and runs none now: it may have died unseen
-    checked: asyncio.Future[bool] | None = None  # whether it answers, once idle
-
-    async def answers(self) -> bool:
-        """Whether it is alive, asked once whenever it gets a worker after it ran none
-        (what died then, its process killed or its node lost, no worker saw die):
-        a worker is not sent to it to be lost with it, before it began."""
-        if not self.idle:
-            return True
-        if self.checked is None or _cut_off(self.checked):
-            self.checked = asyncio.ensure_future(_answers(self.handle))
-        alive = await asyncio.shield(self.checked)
-        self.idle, self.checked = False, None
-        return alive
-
-    def channel_here(self, names: Iterator[int]) -> Channel:
-        """Its channel for the running event loop (a new loop gets a new one)."""
-        loop = asyncio.get_running_loop()
-        if self.channel is None or self.channel.loop is not loop:
-            self.channel = Channel(self.handle, f"c{next(names)}-{os.getpid()}", loop)
-        return self.channel
 
 
 class RayBackend:
@@ -171,7 +135,7 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.switch_interval_s = switch_interval_s
         self.max_actor_deaths = max_actor_deaths
-        self._pool: list[_Actor] | None = None
+        self._pool: list[Actor] | None = None
         self._starting: asyncio.Lock | None = None
         # What each object (a setup, a model) comes to, made once: by id, the object
         # kept alive beside it so that its id is not another's.
@@ -211,7 +175,7 @@ class RayBackend:
     def _init(self) -> None:
         start_ray(self.address, self.num_cpus)
 
-    def _new_pool(self) -> list[_Actor]:
+    def _new_pool(self) -> list[Actor]:
         """The pool's actors, made.
 
         Raises:
@@ -230,7 +194,7 @@ class RayBackend:
                 "runtime_env and actor_cpus"
             ) from None  # Ray's error, chained, would show the values
 
-    def _new_actor(self) -> _Actor:
+    def _new_actor(self) -> Actor:
         import ray
 
         cls = ray.remote(Hive)
@@ -242,7 +206,7 @@ class RayBackend:
         }
         if self.runtime_env:
             options["runtime_env"] = self.runtime_env
-        return _Actor(handle=cls.options(**options).remote(self.switch_interval_s))
+        return Actor(handle=cls.options(**options).remote(self.switch_interval_s))
 
     async def pids(self) -> list[int]:
         """The process ids of the live actors (for fault tests and monitoring)."""
@@ -261,7 +225,7 @@ class RayBackend:
             with contextlib.suppress(Exception):
                 ray.kill(actor.handle)
 
-    def _pick(self, avoid: _Actor | None = None) -> _Actor:
+    def _pick(self, avoid: Actor | None = None) -> Actor:
         """The least loaded live actor (another than ``avoid``, if there is one); a
         dead one is replaced in the pool by a new actor first."""
         assert self._pool is not None
@@ -274,12 +238,12 @@ class RayBackend:
     def _key(self, thing: object, prefix: str) -> str:
         return _once(self._keys, thing, lambda: f"{prefix}{len(self._keys)}")
 
-    async def _install(self, actor: _Actor, key: str, method: str, *args: Any) -> None:
+    async def _install(self, actor: Actor, key: str, method: str, *args: Any) -> None:
         """Install a setup or model in an actor once (every later worker shares it); an
         install cut off with the event loop it ran on (a run cancelled as it started,
         whose ``asyncio.run`` ended) is made again on this one."""
         pending = actor.installing.get(key)
-        if pending is None or _cut_off(pending):
+        if pending is None or cut_off(pending):
             ref = getattr(actor.handle, method).remote(key, *args)
             pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
         if pending.done():
@@ -316,7 +280,7 @@ class RayBackend:
             return _failed(worker, exc)
         stored = worker.services.store is not None
         state = resume
-        avoid: _Actor | None = None
+        avoid: Actor | None = None
         deaths = 0
         async with self._room_here():
             # What it asks of the driver runs in its room: a nested worker (an agent
@@ -348,7 +312,7 @@ class RayBackend:
                             inputs=dict(inputs) if inputs is not None else None,
                             conversation=conversation,
                             resume=state,
-                            services=_sendable(worker, model_slots is not None),
+                            services=sent_services(worker, model_slots is not None),
                         )
                         self._runs += 1
                         channel = actor.channel_here(self._channels)
@@ -419,7 +383,7 @@ class RayBackend:
 
     async def _install_all(
         self,
-        actor: _Actor,
+        actor: Actor,
         worker: Worker,
         made: tuple[bytes, bytes | None],
         sent: _SentSetup,
@@ -449,58 +413,12 @@ class _SentSetup:
     tools: list[Tool[Any, Any] | Pinned]
 
 
-def _sendable(worker: Worker, model_slots: bool) -> SentServices:
-    """What crosses to an actor of the worker's services (now: its store's journal
-    so far goes along when it moves to another actor)."""
-    services = worker.services
-    served = {
-        "events": services.tracer.enabled,
-        "tool_slots": services.tool_slots is not None,
-        "model_slots": model_slots,
-        "approver": services.approver is not None,
-        "judge": services.judge is not None,
-    }
-    # A run gives its workers its record's part (honeycomb.run.worker_record).
-    record = cast("WorkerRecord | None", services.store)
-    return SentServices(
-        run_id=services.run_id,
-        guards=services.guards,
-        approval_timeout_s=services.approval_timeout_s,
-        limits=services.budget.limits,
-        at_driver=frozenset(name for name, yes in served.items() if yes),
-        text=services.tracer.text,
-        journal=dict(record.entries) if record is not None else None,
-        decisions=dict(record.decisions) if record is not None else None,
-        on_unknown=record.on_unknown if record is not None else "tell",
-        scope=record.scope if record is not None else "",
-    )
-
-
 def _once(cache: dict[int, tuple[object, T]], thing: object, make: Callable[[], T]) -> T:
     """What ``make`` makes of ``thing``, made the first time only."""
     found = cache.get(id(thing))
     if found is None:
         found = cache[id(thing)] = (thing, make())
     return found[1]
-
-
-def _cut_off(pending: asyncio.Future[Any]) -> bool:
-    """Whether an install (or a check) ended with its event loop, not by itself:
-    cancelled, or still waiting on a loop that is not this one (which runs no more)."""
-    if pending.done():
-        return pending.cancelled()
-    return pending.get_loop() is not asyncio.get_running_loop()
-
-
-async def _answers(handle: Any) -> bool:
-    """Whether the actor of ``handle`` answers a call (False: it died)."""
-    import ray.exceptions
-
-    try:
-        await handle.pid.remote()
-    except ray.exceptions.RayActorError:
-        return False
-    return True
 
 
 def _unlimited(model: Model) -> tuple[Model, Slots | None]:
