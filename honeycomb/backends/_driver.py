@@ -365,7 +365,7 @@ class Driver:
         if op == "services.approver":
             (request,) = args  # asked once across the worker's lives
             return await self.pinned.kept(
-                ("approver", request.turn, request.call_id), lambda: _asked(found, request)
+                ("(approver)", request.turn, request.call_id), lambda: _asked(found, request)
             )
         return await found(*args, **options)
 

@@ -24,7 +24,7 @@ from runtime.tools.threads import run_tool
 T = TypeVar("T")
 
 Key = tuple[str, int, str]
-"""A call by its tool (or ``approver``), turn and call id."""
+"""A call by its tool (or ``(approver)``, no tool's name), turn and call id."""
 
 
 class PinnedCalls:
