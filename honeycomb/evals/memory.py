@@ -34,11 +34,15 @@ Sharing = Literal["own", "shared"]
 eval's cases."""
 
 
+_SCOPES: ContextVar[dict[int, SQLiteMemory] | None] = ContextVar("eval_memories", default=None)
+"""The memory of the scope a call is made in, by the id of its :class:`EvalMemory`."""
+
+
 class EvalMemory:
     """A :class:`~runtime.memory.Memory` whose calls go to the memory of the scope they
-    are made in (:meth:`scope`): a new SQLite memory, in a folder of its own, made on
-    first use with the embeddings and ``max_chars`` of ``like`` (when it is an
-    :class:`~runtime.memory.SQLiteMemory`), and deleted as the scope ends. Nothing of
+    are made in (:meth:`scope`): a new SQLite memory in a folder of its own (its file
+    made on first use), with the embeddings and ``max_chars`` of ``like`` (when it is
+    an :class:`~runtime.memory.SQLiteMemory`), deleted as the scope ends. Nothing of
     ``like`` is read or written: an eval's memories never reach the hive's file.
 
     A memory kept here keeps no run id: a recall would show it (``run 9c1e...``), and
@@ -51,7 +55,6 @@ class EvalMemory:
 
     def __init__(self, like: Memory | None = None) -> None:
         self.like = like
-        self._current: ContextVar[SQLiteMemory | None] = ContextVar("eval_memory", default=None)
 
     def __repr__(self) -> str:
         return f"EvalMemory(like={self.like!r})"
@@ -69,16 +72,16 @@ class EvalMemory:
             embeddings=like.embeddings if like is not None else None,
             max_chars=like.max_chars if like is not None else 4000,
         )
-        token = self._current.set(memory)
+        token = _SCOPES.set({**(_SCOPES.get() or {}), id(self): memory})
         try:
             yield
         finally:
-            self._current.reset(token)
+            _SCOPES.reset(token)
             memory.close()
             shutil.rmtree(folder, ignore_errors=True)
 
     def _memory(self) -> SQLiteMemory:
-        found = self._current.get()
+        found = (_SCOPES.get() or {}).get(id(self))
         if found is None:
             raise MemoryStoreError(
                 "an eval's runs each have a memory of their own, which ended with the "
