@@ -99,6 +99,9 @@ def examples() -> list[runtime.HoneycombError]:
         e.MaxTurnsExceeded(5, ["search", "send"]),
         e.OutputValidationError("Answer", 3, "field 'x' missing"),
         e.OutputCutOff(4, 256),
+        e.ContextBudgetTooSmall(
+            "s1", 600, 612, [("the system prompt and the task", 315), ("1 tool", 297)]
+        ),
         e.RunawayLoop("search", 4),
         e.OutcomeUnknown("pay", "call_1"),
         e.NotStarted("s1/call_1", "MCP server 't' could not be started"),
