@@ -66,8 +66,6 @@
 
   function refresh() {
     if (fetching) { again = true; return; }
-    var open = {};
-    live.querySelectorAll('details[open]').forEach(function (d) { open[d.dataset.worker] = true; });
     fetching = fetch(source.replace(/\/events$/, '/live'), { credentials: 'same-origin' })
       .then(function (r) {
         if (!r.ok) { throw new Error('live part: HTTP ' + r.status); }
@@ -76,6 +74,10 @@
       .then(function (html) {
         var fresh = document.createElement('template');
         fresh.innerHTML = html;  // made and escaped by the server (honeycomb/web/pages.py)
+        // The details open now, not as the update was asked for: a person may have
+        // opened one while it was under way.
+        var open = {};
+        live.querySelectorAll('details[open]').forEach(function (d) { open[d.dataset.worker] = true; });
         fresh.content.querySelectorAll('.part').forEach(function (part) {
           var here = document.getElementById(part.id);
           here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));

@@ -1,0 +1,67 @@
+"""A worker's details that a person opens on a run's page stay open as the page takes
+the run's updates, even one whose request was under way as the person opened them."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+from honeycomb import Subtask
+from honeycomb.store import RunStore
+from honeycomb.web import create_app
+from tests.honeycomb.web import test_serve
+from tests.honeycomb.web.test_serve import TOKEN, _later, _paying, _until, _Watched
+from tests.support.asgi_server import ThreadedServer
+
+browser = test_serve.browser
+
+
+async def test_in_chromium_details_opened_during_an_update_stay_open(
+    db: Path, browser: Any, tmp_path: Path
+) -> None:
+    """The page kept open the details that were open as it asked for an update, not
+    as the update came: details opened while the request was under way closed again
+    as it came (a person reading a worker's transcript saw it fold away)."""
+    steps = asyncio.Semaphore(0)
+    executor = _paying(db, tmp_path / "effects.txt", steps)
+    plan = [
+        Subtask(id="payer", role="payer", instruction="pay"),
+        Subtask(id="reader", role="reader", instruction="read"),
+    ]
+    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
+    store = RunStore(db)
+    deadline = time.monotonic() + 30
+    while not await store.approvals_of("pay"):
+        assert time.monotonic() < deadline, "the payer never asked"
+        await asyncio.sleep(0.05)
+    app = create_app(db, token=TOKEN, poll_s=0.1)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/pay?token={TOKEN}")
+        asked, answer = asyncio.Event(), asyncio.Event()
+
+        async def held(route: Any) -> None:  # the page's update, held until the test says
+            asked.set()
+            await answer.wait()
+            await route.continue_()
+
+        await page.route("**/live", held)
+        before = int(await watched.dataset("updates") or 0)
+        steps.release()  # the reader reads once more: the run changes, the page asks
+        await asyncio.wait_for(asked.wait(), 30)
+        details = "details.worker[data-worker='payer']"
+        await page.click(f"{details} summary")  # opened while the update is under way
+        assert await page.eval_on_selector(details, "d => d.open")
+        answer.set()
+        await _until(functools.partial(_later, watched, before), "yes")
+        assert await page.eval_on_selector(details, "d => d.open"), "it folded away"
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+    for _ in range(3):  # the reader's reads left: the run ends waiting for the payer
+        steps.release()
+    assert (await running).status == "waiting"
