@@ -270,14 +270,16 @@ class Hive:
         if spec is not None and spec.roles is not None:
             return None
         planner = spec.role if spec is not None else "planner"
-        others = [name for name in self.roles if name not in (planner, "aggregator")]
+        merger = self.spec.aggregator or "aggregator"  # a role's name, "concat" or a path
+        others = [name for name in self.roles if name not in (planner, "aggregator", merger)]
         judges = set(self.spec.guards.judges() if self.spec.guards is not None else ())
         for role in self.roles.values():
             judges.update(role.guards.judges() if role.guards is not None else ())
         if not others or any(name not in judges for name in others):
             return None
         at = ("planner",) if spec is not None else ("roles",)
-        return self.error_at(at, nobody_to_plan_for(planner, others, "aggregator" in self.roles))
+        merges = merger if merger in self.roles else None
+        return self.error_at(at, nobody_to_plan_for(planner, others, merges))
 
     def _planner_missing(self, why: str, besides: str = "") -> ConfigError | None:
         """The error of a hive that has no planner and needs one (``why``: what plans

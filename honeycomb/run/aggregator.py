@@ -202,6 +202,11 @@ AggregatorLike: TypeAlias = Aggregator | str | Callable[..., Any]
 """What an Executor accepts as its aggregator."""
 
 
+def aggregator_role(aggregator: Aggregator) -> str | None:
+    """The role that merges with ``aggregator`` (None: a function or ``concat``)."""
+    return aggregator.role if isinstance(aggregator, RoleAggregator) else None
+
+
 def as_aggregator(
     spec: AggregatorLike | None, roles: Mapping[str, Role], output_type: type[BaseModel] | None
 ) -> Aggregator:

@@ -56,6 +56,8 @@ class RunContext(Value, frozen=True, kw_only=True):
             its own are where its caller's are).
         conversation: The session's conversation before this run's message, when it
             answers one (:mod:`honeycomb.run.session`).
+        aggregator: The role that merges the run's results (None: none does, a
+            function or ``concat`` merges them), which a planner gives no subtask.
     """
 
     services: Services
@@ -64,6 +66,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     backend: Backend | None = None
     spans: SpanRecorder | SubRunSpans | None = None
     conversation: Conversation | None = None
+    aggregator: str | None = None
 
     def shown_to(self, role: str) -> str:
         """What a worker of ``role`` (a subtask's, a nested agent's) is shown of the

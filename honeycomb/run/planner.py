@@ -396,7 +396,8 @@ def working_roles(
     context: RunContext, planner: str, chosen: Sequence[str] | None = None
 ) -> list[str]:
     """The roles a planner role may give subtasks to: ``chosen``, else every role of
-    the run but the planner itself, the role named ``aggregator`` and the roles that
+    the run but the planner itself, the role that merges the run's results (the
+    run's aggregator role, and the role named ``aggregator``) and the roles that
     only judge: those a guard names as its judge (a role's, or the run's own), which
     are there to check work, not to do it (name one in ``chosen`` to give it work).
 
@@ -417,19 +418,22 @@ def working_roles(
         if wrong:
             raise PlanError(wrong)
         return list(chosen)
-    others = [name for name in context.roles if name not in (planner, "aggregator")]
+    merger = context.aggregator or "aggregator"
+    others = [name for name in context.roles if name not in (planner, "aggregator", merger)]
     judges = judge_roles(context)
     found = [name for name in others if name not in judges]
     if others and not found:  # the judges were all it had
-        raise PlanError([nobody_to_plan_for(planner, others, "aggregator" in context.roles)])
+        merges = merger if merger in context.roles else None
+        raise PlanError([nobody_to_plan_for(planner, others, merges)])
     return found
 
 
-def nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: bool) -> str:
-    """Why the planner ``planner``, its other roles ``judges`` (and the aggregator,
-    if ``aggregator``), has no role to give subtasks to, and what to do."""
+def nobody_to_plan_for(planner: str, judges: Sequence[str], aggregator: str | None) -> str:
+    """Why the planner ``planner``, its other roles ``judges`` (and ``aggregator``,
+    the role that merges, if one does), has no role to give subtasks to, and what to
+    do."""
     named = ", ".join(repr(j) for j in judges)
-    merges = "; 'aggregator' merges the results" if aggregator else ""
+    merges = f"; {aggregator!r} merges the results" if aggregator else ""
     return (
         f"the planner {planner!r} has no role to give subtasks to ({named}: named by a "
         f"guard as its judge, given no work unless named{merges}): add a role that works, "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from honeycomb.run.agents import NestedRuns
-from honeycomb.run.aggregator import aggregate
+from honeycomb.run.aggregator import aggregate, aggregator_role
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import (
     AggregationFinished,
@@ -144,6 +144,7 @@ class Run:
             spans=spans,
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
+            aggregator=aggregator_role(shared.phases.aggregator),
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None
