@@ -59,6 +59,7 @@ __all__ = [
     "add_secret",
     "any_known",
     "header_secrets",
+    "is_plain",
     "isolated",
     "keeping",
     "known",
@@ -168,9 +169,13 @@ def add_env(env: Mapping[str, str], what: str = "secret", *, owner: object | Non
     """The values of the environment ``env`` (a server's ``env``) as secrets, but for
     the variables known to hold settings (:data:`PLAIN_VARIABLES`)."""
     for name, value in env.items():
-        plain = name in PLAIN_VARIABLES or name.startswith(("LC_", "XDG_"))
-        if not plain:
+        if not is_plain(name):
             add_secret(value, what, owner=owner)
+
+
+def is_plain(variable: str) -> bool:
+    """Whether the environment variable ``variable`` holds a setting, not a secret."""
+    return variable in PLAIN_VARIABLES or variable.startswith(("LC_", "XDG_"))
 
 
 def header_secrets(value: str) -> tuple[str, ...]:

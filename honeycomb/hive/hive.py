@@ -17,7 +17,7 @@ from honeycomb.hive.backend import BackendSpec
 from honeycomb.hive.budgets import budget_warnings
 from honeycomb.hive.checks import check_across_fields, role_error
 from honeycomb.hive.imports import imports_from
-from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder
+from honeycomb.hive.mcp import approvals_problems, check_servers, in_folder, with_secrets
 from honeycomb.hive.specs import DEFAULT_MEMORY, HiveSpec, MemorySpec, ModelSpec, salvaged
 from honeycomb.run.planner import RolePlanner, nobody_to_plan_for
 from honeycomb.run.policy import Policy
@@ -68,7 +68,10 @@ class Hive:
     @property
     def mcp_servers(self) -> list[McpServer]:
         """The MCP servers the hive declares (``mcp_servers:``)."""
-        return [in_folder(server, self.folder) for server in self.spec.mcp_servers.values()]
+        return [
+            in_folder(with_secrets(server, self._doc), self.folder)
+            for server in self.spec.mcp_servers.values()
+        ]
 
     async def check_servers(self) -> dict[str, int]:
         """Start every MCP server, list its tools, check that each tool the roles name

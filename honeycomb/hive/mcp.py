@@ -26,6 +26,7 @@ from runtime import (
     did_you_mean,
 )
 from runtime.config.yaml_config import YamlPlace
+from runtime.secrets import is_plain
 from runtime.tools.mcp import McpServer, McpServers, mcp_ref, mcp_tools, pick_tools, taken_twice
 from workers import Role
 from workers.role import approval_problems
@@ -55,6 +56,22 @@ def _server(name: Any, server: Any) -> Any:
 
 def _text(value: Any) -> Any:
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def with_secrets(server: McpServer, doc: YamlDocument) -> McpServer:
+    """``server`` with the values its ``args`` took from the environment
+    (``--token ${TOKEN}``) among its secrets, but for variables that hold settings
+    (:data:`~runtime.secrets.PLAIN_VARIABLES`: ``${HOME}`` is no secret)."""
+    found = [
+        value
+        for value, source in doc.hidden.items()
+        if source.startswith("$")
+        and not is_plain(source[1:])
+        and any(value in arg for arg in server.args)
+    ]
+    if not found:
+        return server
+    return replace(server, secrets=tuple(dict.fromkeys((*server.secrets, *found))))
 
 
 def in_folder(server: McpServer, folder: Path) -> McpServer:

@@ -87,6 +87,9 @@ class McpServer(Settings, frozen=True, kw_only=True):
         name: How roles name it (``name:tool``, ``name:*``).
         command: The program to run (stdio).
         args: Its arguments.
+        secrets: Values its ``args`` hold that are secrets (a token given as
+            ``--token ${TOKEN}``; a hive names those its ``${NAME}`` put there):
+            masked wherever a run shows one, as ``env``'s values are.
         env: Variables set for it, over a safe few inherited (``PATH``, ``HOME`` ...).
         cwd: The folder it runs in (None: the current one; in a hive, relative to the
             hive file).
@@ -108,6 +111,7 @@ class McpServer(Settings, frozen=True, kw_only=True):
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
     env: dict[str, str] = msgspec.field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
@@ -132,7 +136,8 @@ class McpServer(Settings, frozen=True, kw_only=True):
             raise ConfigError(f"{where}: headers are for a streamable-HTTP server (url)")
 
     def __repr__(self) -> str:  # never the values of env and headers: they hold secrets
-        shown = f"command={self.command!r}, args={self.args!r}" if self.command else ""
+        args = masked_with(repr(self.args), dict.fromkeys(self.secrets, "secret"))
+        shown = f"command={self.command!r}, args={args}" if self.command else ""
         if self.url is not None:  # nor a password or a token in the URL
             url = masked_with(self.url, dict.fromkeys(url_secrets(self.url), "password"))
             shown = f"url={url!r}"
@@ -371,6 +376,8 @@ class McpServers:
         self.servers = {s.name: s for s in servers}
         for server in self.servers.values():  # secrets: masked wherever a run shows one
             add_env(server.env, owner=self)
+            for value in server.secrets:
+                add_secret(value, owner=self)
             for value in server.headers.values():
                 add_header(value, owner=self)
             for secret in url_secrets(server.url or ""):
