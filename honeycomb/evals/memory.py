@@ -34,8 +34,10 @@ Sharing = Literal["own", "shared"]
 eval's cases."""
 
 
-_SCOPES: ContextVar[dict[int, SQLiteMemory] | None] = ContextVar("eval_memories", default=None)
-"""The memory of the scope a call is made in, by the id of its :class:`EvalMemory`."""
+_SCOPES: ContextVar[dict[EvalMemory, SQLiteMemory] | None] = ContextVar(
+    "eval_memories", default=None
+)
+"""The memory of the scope a call is made in, by its :class:`EvalMemory`."""
 
 
 class EvalMemory:
@@ -66,13 +68,13 @@ class EvalMemory:
         from runtime.memory.sqlite import SQLiteMemory  # SQLite loads with a memory's use
 
         folder = Path(tempfile.mkdtemp(prefix="honeycomb-eval-memory-"))
-        like = self.like if isinstance(self.like, SQLiteMemory) else None
-        memory = SQLiteMemory(
-            folder / "memory.db",
-            embeddings=like.embeddings if like is not None else None,
-            max_chars=like.max_chars if like is not None else 4000,
+        like, file = self.like, folder / "memory.db"
+        memory = (
+            SQLiteMemory(file, embeddings=like.embeddings, max_chars=like.max_chars)
+            if isinstance(like, SQLiteMemory)
+            else SQLiteMemory(file)
         )
-        token = _SCOPES.set({**(_SCOPES.get() or {}), id(self): memory})
+        token = _SCOPES.set({**(_SCOPES.get() or {}), self: memory})
         try:
             yield
         finally:
@@ -81,7 +83,7 @@ class EvalMemory:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _memory(self) -> SQLiteMemory:
-        found = (_SCOPES.get() or {}).get(id(self))
+        found = (_SCOPES.get() or {}).get(self)
         if found is None:
             raise MemoryStoreError(
                 "an eval's runs each have a memory of their own, which ended with the "

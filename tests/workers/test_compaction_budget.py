@@ -261,13 +261,28 @@ def test_a_turn_cut_to_fit_keeps_the_models_own_words() -> None:
 async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() -> None:
     # The text protocol writes the tools' catalogue and how to call them into the
     # prompt, and calls and results as text: the budget holds for what is sent.
+    inner, loop = text_reader(12, "read them all", Compaction(budget_tokens=1500))
+    result = await loop.run("read the log")
+    assert isinstance(result, Final)
+    assert result.state.compactions
+    assert over(inner.requests, 1500, by_estimate) == []
+
+
+def text_reader(
+    pages: int, answer: str, compaction: Compaction, output_type: type[BaseModel] | None = None
+) -> tuple[FunctionModel, AgentLoop]:
+    """A worker loop on a model that speaks the text protocol (the inner model, which
+    sees what is sent, returned too): it reads ``pages`` pages, one a turn (the page
+    after the last one its request shows asked for: the newest turn is always sent),
+    then gives ``answer``; its summaries' model writes far more than the budget leaves,
+    and is cut to it."""
+
     def turn(request: ModelRequest) -> ModelResponse:
         assert not request.tools  # written out: the model sees text alone
-        # The newest turn is always sent: the page after the last one asked for.
         asked = re.findall(r'"page": (\d+)', "".join(m.content or "" for m in request.messages))
         page = max(map(int, asked), default=0) + 1
-        text = "read them all"
-        if page <= 12:
+        text = answer
+        if page <= pages:
             text = f'```json\n{{"tool": "read_page", "arguments": {{"page": {page}}}}}\n```'
         usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
         return ModelResponse(message=AssistantMessage(content=text), usage=usage)
@@ -278,15 +293,13 @@ async def test_a_tool_protocols_request_stays_within_the_budget_as_it_is_sent() 
         Dispatcher(ToolRegistry([read_page])),
         instructions="You read logs.",
         settings=LoopSettings(
-            max_turns=30, compaction=Compaction(budget_tokens=1500, model="summarizer")
+            max_turns=30,
+            output_type=output_type,
+            compaction=compaction.model_copy(update={"model": "summarizer"}),
         ),
-        # The summaries' model, cut to what the budget leaves it.
         services=Services(models={"summarizer": wordy(5000, by_estimate)}),
     )
-    result = await loop.run("read the log")
-    assert isinstance(result, Final)
-    assert result.state.compactions
-    assert over(inner.requests, 1500, by_estimate) == []
+    return inner, loop
 
 
 @tool
@@ -436,27 +449,7 @@ async def test_a_tool_protocols_output_schema_counts_in_the_budget() -> None:
          "weather_notes": "w", "total_pages_read": 8}
     )  # fmt: skip
 
-    def turn(request: ModelRequest) -> ModelResponse:
-        asked = re.findall(r'"page": (\d+)', "".join(m.content or "" for m in request.messages))
-        page = max(map(int, asked), default=0) + 1
-        text = answer
-        if page <= 8:
-            text = f'```json\n{{"tool": "read_page", "arguments": {{"page": {page}}}}}\n```'
-        usage = Usage(input_tokens=by_estimate(request.messages, request.tools), output_tokens=5)
-        return ModelResponse(message=AssistantMessage(content=text), usage=usage)
-
-    inner = FunctionModel(turn, name="reader")
-    loop = AgentLoop(
-        TextToolModel(inner),
-        Dispatcher(ToolRegistry([read_page])),
-        instructions="You read logs.",
-        settings=LoopSettings(
-            max_turns=30,
-            output_type=LogReport,
-            compaction=Compaction(budget_tokens=1200, model="summarizer"),
-        ),
-        services=Services(models={"summarizer": wordy(5000, by_estimate)}),
-    )
+    inner, loop = text_reader(8, answer, Compaction(budget_tokens=1200), LogReport)
     result = await loop.run("read the log")
     assert isinstance(result, Final)
     assert result.state.compactions

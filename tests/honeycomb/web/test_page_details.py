@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from pathlib import Path
 from typing import Any
 
-from honeycomb import Subtask
-from honeycomb.store import RunStore
 from honeycomb.web import create_app
 from tests.honeycomb.web import test_serve
-from tests.honeycomb.web.test_serve import TOKEN, _later, _paying, _until, _Watched
+from tests.honeycomb.web.test_serve import TOKEN, _later, _payer_asked, _paying, _until, _Watched
 from tests.support.asgi_server import ThreadedServer
 
 browser = test_serve.browser
@@ -27,16 +24,7 @@ async def test_in_chromium_details_opened_during_an_update_stay_open(
     as it came (a person reading a worker's transcript saw it fold away)."""
     steps = asyncio.Semaphore(0)
     executor = _paying(db, tmp_path / "effects.txt", steps)
-    plan = [
-        Subtask(id="payer", role="payer", instruction="pay"),
-        Subtask(id="reader", role="reader", instruction="read"),
-    ]
-    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
-    store = RunStore(db)
-    deadline = time.monotonic() + 30
-    while not await store.approvals_of("pay"):
-        assert time.monotonic() < deadline, "the payer never asked"
-        await asyncio.sleep(0.05)
+    running = await _payer_asked(executor, db)
     app = create_app(db, token=TOKEN, poll_s=0.1)
     with ThreadedServer(app, name="serve") as server:
         context = await browser.new_context()

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from honeycomb import Approvals, Executor, Plan, Policy, Role, Subtask, ToolMessage, tool
+from honeycomb import Approvals, Executor, Plan, Policy, Role, RunResult, Subtask, ToolMessage, tool
 from honeycomb.cli.serve import Resumer, store_approvals
 from honeycomb.errors import ApprovalError, RunFailed
 from honeycomb.store import RunStore
@@ -487,6 +487,22 @@ def _paying(db: Path, effects: Path, steps: asyncio.Semaphore) -> Executor:
     )
 
 
+async def _payer_asked(executor: Executor, db: Path) -> asyncio.Task[RunResult]:
+    """Run ``pay`` of a :func:`_paying` executor (the reader and the payer) until the
+    payer's call waits for a person; the run goes on in the task returned."""
+    plan = [
+        Subtask(id="payer", role="payer", instruction="pay"),
+        Subtask(id="reader", role="reader", instruction="read"),
+    ]
+    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
+    store = RunStore(db)
+    deadline = time.monotonic() + 30
+    while not await store.approvals_of("pay"):
+        assert time.monotonic() < deadline, "the payer never asked"
+        await asyncio.sleep(0.05)
+    return running
+
+
 async def _value(page: Any, selector: str) -> str:
     found: str = await page.input_value(selector)
     return found
@@ -503,16 +519,7 @@ async def test_in_chromium_approving_a_waiting_call_lets_the_run_finish(
     effects = tmp_path / "effects.txt"
     steps = asyncio.Semaphore(0)
     executor = _paying(db, effects, steps)
-    plan = [
-        Subtask(id="payer", role="payer", instruction="pay"),
-        Subtask(id="reader", role="reader", instruction="read"),
-    ]
-    running = asyncio.create_task(executor.run("pay and read", subtasks=plan, run_id="pay"))
-    store = RunStore(db)
-    deadline = time.monotonic() + 30
-    while not await store.approvals_of("pay"):
-        assert time.monotonic() < deadline, "the payer never asked"
-        await asyncio.sleep(0.05)
+    running = await _payer_asked(executor, db)
     here = asyncio.get_running_loop()
     resumed: list[asyncio.Task[Any]] = []
 
