@@ -276,7 +276,12 @@ class _Site:
         """``change`` whenever what the run page shows changed, ``end`` once the run
         finished; a comment line every few seconds keeps the connection alive."""
         run_id = request.path_params["run_id"]
-        if await self.store.summary(run_id) is None:
+        try:
+            known = await self.store.summary(run_id)
+        except StoreError as exc:  # said as the events say it later: the page tries again
+            failed = [_event("failed", {"error": str(exc)})]
+            return StreamingResponse(iter(failed), media_type="text/event-stream")
+        if known is None:
             raise _Refused(404, f"no run {run_id!r} in {self.store.name}")
 
         async def stream() -> AsyncIterator[str]:

@@ -417,3 +417,23 @@ async def _asked(store: RunStore) -> str:
 
 async def _ran(ran: list[tuple[str, str]]) -> str:
     return "yes" if ran else "no"
+
+
+async def test_events_opened_on_a_store_it_cannot_read_say_why(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's events (opened again as it follows its run) on a store the server can
+    no longer read say why, as events already open do: they answered HTTP 500, and
+    the page said only that, not what is wrong with the store."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="r1")
+    assert waiting.status == "waiting"
+
+    async def summary(store: RunStore, run_id: str) -> RunSummary | None:
+        raise StoreError("the file is not a Honeycomb run store", path=str(db))
+
+    monkeypatch.setattr(RunStore, "summary", summary)
+    async with _page(db, _payer(db)) as client:
+        answer = await client.get("/runs/r1/events")
+    assert answer.status_code == 200
+    assert "event: failed" in answer.text
+    assert "the file is not a Honeycomb run store" in answer.text
