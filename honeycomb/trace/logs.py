@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from honeycomb.trace.format import printable
 from runtime.secrets import masked
 
 __all__ = ["configure_logging"]
@@ -50,6 +51,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             _masked,
+            *(() if json else (_printable,)),
             render,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(number),
@@ -61,3 +63,12 @@ def configure_logging(
 def _masked(logger: Any, method: str, entry: Any) -> Any:
     """A processor: the entry with every secret masked."""
     return masked(entry)
+
+
+def _printable(logger: Any, method: str, entry: Any) -> Any:
+    """A processor of console entries: their text safe for a terminal (control
+    characters, a terminal's escapes, as spaces). The console renderer writes a
+    value without spaces as it is, and the message and a traceback always: a tool
+    name a model made up, or an error quoting its arguments, could move the cursor,
+    clear the screen or retitle the window. JSON escapes them itself."""
+    return {k: printable(v) if isinstance(v, str) else v for k, v in entry.items()}

@@ -72,3 +72,36 @@ def test_console_logs_and_level_filter() -> None:
     assert "n=1" in text
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
         configure_logging(level="loud")
+
+
+async def test_console_logs_write_no_terminal_escapes_from_a_run() -> None:
+    """A model's made-up tool name and call id (values without spaces, which the
+    console renderer writes as they are), a tool's own message and the traceback it
+    logs reach the console with their control characters as spaces: none can clear
+    the screen or retitle the window (they went out raw)."""
+    import structlog
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        try:
+            raise ValueError(f"no \x1b[31m{key}")
+        except ValueError:
+            structlog.get_logger("tools").exception("lookup \x1b[2J failed")
+        return key
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    escapes = [call("\x1b[2Jrm", {}, id="c\x1b]0;owned\x07"), call("lookup", {"key": "\x1b[5m"})]
+    model = ScriptedModel({"r1/a": [escapes, "done"]})
+    executor = Executor(
+        [Role(name="w", description="d", tools=("lookup",))], model, tools=[lookup],
+        aggregator="concat",
+    )  # fmt: skip
+    await executor.run("t", subtasks=[Subtask(id="a", role="w", instruction="i")], run_id="r1")
+    text = out.getvalue()
+    assert "tool=' [2Jrm'" in text
+    assert "call_id='c ]0;owned '" in text
+    assert "lookup  [2J failed" in text
+    assert "ValueError: no  [31m" in text  # the traceback, its lines kept
+    assert not any(c in text for c in "\x1b\x07")
