@@ -7,9 +7,10 @@ names, errors) is untrusted and is escaped; the script reads it back only throug
 
 Each worker is one ``<div class="row" data-worker="ID">`` (the planner and the
 aggregator are ``class="phase"``), bars are positioned in percent of the width along
-the run's :class:`~honeycomb.trace.lives.Axis`: a run of several lives has a band a
-life (``<div class="life" data-life="N">`` above the rows) and between two lives a
-strip, ``<div class="gap">``, in every row, saying how long the run was paused. The
+the run's :class:`~honeycomb.trace.lives.Axis`, calls that ran at once one under
+another (a row is a lane taller for each: ``Bar.lane``); a run of several lives has a
+band a life (``<div class="life" data-life="N">`` above the rows) and between two
+lives a strip, ``<div class="gap">``, in every row, saying how long the run was paused. The
 page marks ``<html data-ready="N">`` (N worker rows) once its script ran; the first
 script records any script error in ``<html data-errors>``.
 """
@@ -235,10 +236,15 @@ def _row(row: Row, axis: Axis, gaps: str) -> str:
     bad = "" if row.status == "ok" else " bad"
     error = f' title="{_e(row.error)}"' if row.error else ""
     critical = "true" if row.critical else "false"
+    # A lane more for each call that ran beside others: the row grows to hold them.
+    more = (row.lanes - 1) * _LANE_PX
+    tall, deep = (
+        (f' style="height:{22 + more}px"', f' style="height:{14 + more}px"') if more else ("", "")
+    )
     return (
-        f'<div class="{classes}" {key}="{_e(row.name)}" data-critical="{critical}">'
+        f'<div class="{classes}" {key}="{_e(row.name)}" data-critical="{critical}"{tall}>'
         f'<div class="name" title="{_e(title)}">{_e(row.label)}</div>'
-        f'<div class="track">{gaps}{extent}{bars}</div>'
+        f'<div class="track"{deep}>{gaps}{extent}{bars}</div>'
         f'<div class="time">{row.duration_s:.2f}s</div>'
         f'<div class="status{bad}"{error}>{_e(row.status)}</div></div>'
     )
@@ -258,10 +264,20 @@ def _bar(bar: Bar, axis: Axis) -> str:
         )
     if bar.error:
         lines.append(bar.error)
+    # Below the lanes above it, as far down as its class puts it in the first.
+    top = f";top:{_TOP[bar.kind] + bar.lane * _LANE_PX}px" if bar.lane else ""
     return (
-        f'<div class="bar {bar.kind}{state}" style="{_at(*axis.extent(bar.start, bar.end))}" '
+        f'<div class="bar {bar.kind}{state}" style="{_at(*axis.extent(bar.start, bar.end))}{top}" '
         f'data-tip="{_e(chr(10).join(lines))}"></div>'
     )
+
+
+_LANE_PX = 13
+"""How far below the one above it a lane of calls is drawn (a bar is at most 12
+pixels high)."""
+
+_TOP = {"model_call": 1, "compaction": 1, "tool_call": 3}
+"""Where STYLE puts a bar of each kind in its track's first lane, in pixels."""
 
 
 _CALLED = {"model_call": "model", "compaction": "summary by", "tool_call": "tool"}

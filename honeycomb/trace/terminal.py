@@ -1,5 +1,6 @@
 """A :class:`~honeycomb.trace.timeline.Timeline` in the terminal: one line per row, its calls
-drawn as bars scaled to the width, the critical path starred, the totals below. A run
+drawn as bars scaled to the width (calls that ran at once one under another, a line
+each lane), the critical path starred, the totals below. A run
 of several lives is drawn life after life, a ``┊`` column between two lives standing
 for the pause between them, whatever its length (said below the totals).
 
@@ -69,7 +70,7 @@ def render_timeline(timeline: Timeline, width: int = 100) -> Group:
     bar_w = max(width - name_w - _STATS_W - status_w - 1, 10)
     axis = Axis(timeline.lives, timeline.length_s, gap_share=_GAP_COLUMNS / bar_w)
     lines = [_header(timeline, width), _axis(timeline, name_w, bar_w)]
-    lines += [_row_line(r, axis, name_w, bar_w) for r in timeline.rows]
+    lines += [line for r in timeline.rows for line in _row_lines(r, axis, name_w, bar_w)]
     lines += [Text(""), *_footer(timeline), _legend(width, paused=len(timeline.lives) > 1)]
     return Group(*lines)
 
@@ -88,21 +89,34 @@ def _axis(timeline: Timeline, name_w: int, bar_w: int) -> Text:
     return Text(" " * name_w + "0s".ljust(bar_w - len(right)) + right, style="dim")
 
 
-def _row_line(row: Row, axis: Axis, name_w: int, bar_w: int) -> Text:
+def _row_lines(row: Row, axis: Axis, name_w: int, bar_w: int) -> list[Text]:
+    """The row's line, and a line under it for each further lane of its calls (those
+    that ran beside others)."""
     star = "★ " if row.critical else "  "
     text = Text()
     text.append(star, style="bold yellow")
     name = _cut(_clean(row.label), name_w - 3).ljust(name_w - 2)
     text.append(name, style="bold" if row.critical else "")
-    for kind, run in _runs(_cells(row, axis, bar_w)):
-        text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
+    _append_cells(text, _cells(row, axis, bar_w, 0))
     text.append(f" {row.duration_s:7.2f}s ")
     text.append(row.status, style="green" if row.status == "ok" else "red")
-    return text
+    lines = [text]
+    for lane in range(1, row.lanes):
+        below = Text(" " * name_w)
+        _append_cells(below, _cells(row, axis, bar_w, lane))
+        below.rstrip()
+        lines.append(below)
+    return lines
 
 
-def _cells(row: Row, axis: Axis, bar_w: int) -> list[str]:
-    """What each column of the bar line shows: '' (nothing) or a key of CHARS."""
+def _append_cells(text: Text, cells: list[str]) -> None:
+    for kind, run in _runs(cells):
+        text.append(CHARS[kind] * run if kind else " " * run, style=_STYLES.get(kind, ""))
+
+
+def _cells(row: Row, axis: Axis, bar_w: int, lane: int) -> list[str]:
+    """What each column of the bar line of ``lane`` shows: '' (nothing) or a key of
+    CHARS (the row's idle stretches are drawn in its first lane)."""
     cells = [""] * bar_w
 
     def paint(left: float, right: float, kind: str) -> None:
@@ -114,10 +128,11 @@ def _cells(row: Row, axis: Axis, bar_w: int) -> list[str]:
 
     for left, right, _ in axis.gaps:
         paint(left + (right - left) / 2, left + (right - left) / 2, "paused")
-    for start, end in row.periods:
+    for start, end in row.periods if lane == 0 else ():
         paint(axis.at(start), axis.at(end), "idle")
     for bar in row.bars:
-        paint(axis.at(bar.start), axis.at(bar.end), _kind(bar))
+        if bar.lane == lane:
+            paint(axis.at(bar.start), axis.at(bar.end), _kind(bar))
     return cells
 
 

@@ -49,6 +49,9 @@ class Bar(Value, frozen=True, kw_only=True):
         output_tokens: Tokens out (model calls).
         cost: Dollars (model calls).
         cached_input_tokens: Of the tokens in, those read from the provider's cache.
+        lane: Where on its row it is drawn: 0, or, for a call that overlaps calls
+            drawn before it (tool calls run in parallel), the first lane below them
+            that is free (a row has :attr:`Row.lanes` of them).
     """
 
     kind: Literal["model_call", "tool_call", "compaction"]
@@ -62,6 +65,7 @@ class Bar(Value, frozen=True, kw_only=True):
     output_tokens: int = 0
     cost: float = 0.0
     cached_input_tokens: int = 0
+    lane: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -118,6 +122,11 @@ class Row(Value, frozen=True, kw_only=True):
     parent: str | None = None
     depth: int = 0
     periods: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def lanes(self) -> int:
+        """How many lanes its calls take: the most of them that ran at once."""
+        return 1 + max((b.lane for b in self.bars), default=0)
 
     @property
     def label(self) -> str:
@@ -386,7 +395,7 @@ def _row(
         error=last.error if last is not None else None,
         depends_on=depends if group.kind == "worker" else (),
         critical=critical and not group.depth and bool(timed),
-        bars=tuple(_bar(s, origin) for s in group.calls),
+        bars=_in_lanes(group.calls, origin),
         round=group.round,
         parent=group.parent,
         depth=group.depth,
@@ -400,7 +409,23 @@ _BAR_KINDS: dict[str, Literal["model_call", "tool_call", "compaction"]] = {
 }
 
 
-def _bar(span: Span, origin: float) -> Bar:
+def _in_lanes(calls: Sequence[Span], origin: float) -> tuple[Bar, ...]:
+    """A row's calls (in order of start) as bars, each in the first lane where the
+    calls before it have ended: calls that ran at once are drawn one under another,
+    not one over another."""
+    ends: list[float] = []  # where each lane is free from
+    bars: list[Bar] = []
+    for span in calls:
+        lane = next((i for i, end in enumerate(ends) if end <= span.start), len(ends))
+        if lane == len(ends):
+            ends.append(span.end)
+        else:
+            ends[lane] = span.end
+        bars.append(_bar(span, origin, lane))
+    return tuple(bars)
+
+
+def _bar(span: Span, origin: float, lane: int) -> Bar:
     return Bar(
         kind=_BAR_KINDS.get(span.kind, "tool_call"),
         name=span.name,
@@ -413,4 +438,5 @@ def _bar(span: Span, origin: float) -> Bar:
         output_tokens=span.output_tokens,
         cost=span.cost,
         cached_input_tokens=span.cached_input_tokens,
+        lane=lane,
     )

@@ -19,12 +19,13 @@ from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from honeycomb.trace.critical import longest_chain
 from honeycomb.trace.html import to_html
-from honeycomb.trace.spans import Span, SpanKind, from_jsonl
+from honeycomb.trace.spans import Span, SpanKind, SpanRecorder, from_jsonl
 from honeycomb.trace.terminal import CHARS, render_timeline
 from honeycomb.trace.timeline import Timeline, build_timeline
 from runtime import AssistantMessage, ModelRequest
 from runtime.testing import call
 from tests.support.chromium import chromium
+from tests.support.concurrency import Rendezvous
 
 # Untrusted text from the run: it must come out escaped in the page and inert in the
 # terminal. If the page did not escape it, the injected script would record an error.
@@ -397,3 +398,42 @@ def _span(
         span_id=span_id, parent_id=parent, kind=kind, name=name, start=start, end=end,
         worker=worker, error=error, status=status,
     )  # fmt: skip
+
+
+async def test_calls_that_ran_at_once_are_drawn_one_under_another() -> None:
+    """A worker's three calls that ran at once take three lanes of its row, in the
+    terminal and on the page; they were drawn over one another, as one call (the
+    shorter hidden under the longer, their details out of the mouse's reach)."""
+    met = Rendezvous(3)
+
+    @tool
+    async def fetch(n: int) -> str:
+        """Fetch n: returns once all three fetches run."""
+        await met.meet()
+        return str(n)
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        if len(request.messages) > 2:
+            return "done"
+        return AssistantMessage(tool_calls=tuple(call("fetch", {"n": n}) for n in range(3)))
+
+    recorder = SpanRecorder()
+    executor = Executor(
+        [Role(name="w", tools=("fetch",))], FunctionModel(answer), tools=[fetch],
+        aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=[("w", "go")], on_event=[recorder])
+    [row] = build_timeline(recorder.spans, result.plan.subtasks).workers
+    tools = [b for b in row.bars if b.kind == "tool_call"]
+    assert sorted(b.lane for b in tools) == [0, 1, 2]
+    assert row.lanes == 3
+    assert [b.lane for b in row.bars if b.kind == "model_call"] == [0, 0]  # one at a time
+    lines = _plain(build_timeline(recorder.spans, result.plan.subtasks)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("★ s1 "))
+    for below in lines[at + 1 : at + 3]:  # a line a lane, the row's name and time aside
+        assert below.strip(CHARS["tool_call"] + " ") == ""
+        assert CHARS["tool_call"] in below
+    assert lines[at + 3].startswith("★ aggregate")
+    html = to_html(build_timeline(recorder.spans, result.plan.subtasks))
+    assert 'data-worker="s1" data-critical="true" style="height:48px"' in html
+    assert html.count(";top:16px") == html.count(";top:29px") == 1
