@@ -15,6 +15,12 @@ but not in all. Two matter here:
 deadline; :func:`use_wal` is the WAL switch done so, skipped when the file is in WAL
 mode already (the mode is kept in the file, so every later open skips it). The caller
 checks a file is its own before either: the switch writes to the file.
+
+SQLite's own wait for a lock cannot be cut short, so a connection waits in it for
+:data:`BUSY_SLICE_S` at a time, and :func:`busy_retry` waits on, slice by slice,
+asking between slices whether its call was cancelled: a call waiting for a file that
+another program keeps locked stops as soon as its caller gives up on it (a tool's
+timeout, a worker's), instead of holding it for the whole deadline.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["busy_retry", "is_busy", "is_read_only", "use_wal"]
+__all__ = ["BUSY_SLICE_S", "busy_retry", "is_busy", "is_read_only", "use_wal"]
 
 T = TypeVar("T")
 
 _BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary codes of the extended ones)
 _READONLY = 8  # SQLITE_READONLY
+BUSY_SLICE_S = 0.1
+"""Seconds a connection waits for a lock in SQLite at a time (its busy timeout)."""
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -50,35 +58,46 @@ def is_read_only(exc: BaseException) -> bool:
     return "readonly database" in str(exc)
 
 
+def _going_on() -> None:
+    """A call nobody can cancel."""
+
+
 def busy_retry(
     step: Callable[[], T],
     *,
     errors: type[BaseException] | tuple[type[BaseException], ...],
-    timeout_s: float,
+    until: float,
+    check: Callable[[], None] = _going_on,
 ) -> T:
-    """``step()``, run again while it fails with a busy error of ``errors``, until
-    ``timeout_s`` seconds have passed; then its last error is raised."""
-    deadline = time.monotonic() + timeout_s
+    """``step()``, run again while it fails with a busy error of ``errors``, until the
+    ``time.monotonic()`` deadline ``until``; then its last error is raised. ``check()``
+    is called before each pause: what it raises (its caller's cancellation) stops the
+    wait."""
     pause = 0.002
     while True:
         try:
             return step()
         except errors as exc:
-            if not is_busy(exc) or time.monotonic() + pause > deadline:
+            if not is_busy(exc) or time.monotonic() + pause > until:
                 raise
+        check()
         # Jittered, so processes that collided once do not collide again in step.
         time.sleep(pause * (0.5 + random.random()))
         pause = min(pause * 2, 0.1)
 
 
 def use_wal(
-    db: Any, *, errors: type[BaseException] | tuple[type[BaseException], ...], timeout_s: float
+    db: Any,
+    *,
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    until: float,
+    check: Callable[[], None] = _going_on,
 ) -> str:
     """Put the file of connection ``db`` in WAL mode, unless it is already; return the
     mode it is in then (``wal``, unless the file cannot be: ``memory`` ...).
 
     Raises:
-        errors: when the file stays locked past ``timeout_s``.
+        errors: when the file stays locked past ``until`` (as :func:`busy_retry`).
     """
 
     def switch() -> str:
@@ -87,4 +106,4 @@ def use_wal(
             mode = str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
         return mode
 
-    return busy_retry(switch, errors=errors, timeout_s=timeout_s)
+    return busy_retry(switch, errors=errors, until=until, check=check)

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from runtime.errors import MemoryFeatureMissing, MemoryStoreError
-from runtime.memory._sqlite import busy_retry, is_read_only, use_wal
+from runtime.memory._sqlite import BUSY_SLICE_S, busy_retry, is_read_only, use_wal
 
 __all__ = [
     "APPLICATION_ID",
@@ -142,12 +143,21 @@ def _loads_extensions(module: ModuleType) -> bool:
 
 
 def open_connection(
-    module: ModuleType, path: Path, *, vectors: bool, timeout_s: float, first: bool
+    module: ModuleType,
+    path: Path,
+    *,
+    vectors: bool,
+    until: float,
+    check: Callable[[], None],
+    first: bool,
 ) -> Any:
-    """A connection to the memory file ``path`` (created with its folder if missing).
-    The ``first`` connection of a process checks the file is a memory file, puts it in
-    WAL mode and creates its tables, each step retried while another process holds
-    the file (they may be creating it at the same moment).
+    """A connection to the memory file ``path`` (created with its folder if missing),
+    whose waits for a lock are :data:`~runtime.memory._sqlite.BUSY_SLICE_S` long (its
+    caller waits on with :func:`~runtime.memory._sqlite.busy_retry`). The ``first``
+    connection of a process checks the file is a memory file, puts it in WAL mode and
+    creates its tables, each step retried while another process holds the file (they
+    may be creating it at the same moment), until the ``time.monotonic()`` deadline
+    ``until``, or until ``check()`` raises.
 
     Raises:
         MemoryStoreError: when the file cannot be opened or is not a memory file (it is
@@ -156,7 +166,7 @@ def open_connection(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = module.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=timeout_s
+            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_SLICE_S
         )
     except (OSError, module.Error) as exc:
         raise MemoryStoreError(f"cannot open the memory file: {exc}", path=str(path)) from exc
@@ -168,13 +178,14 @@ def open_connection(
             sqlite_vec.load(db)
             db.enable_load_extension(False)
         if first:
-            retry = {"errors": module.OperationalError, "timeout_s": timeout_s}
-            version = busy_retry(lambda: _checked(module, db, path), **retry)
+            busy = module.OperationalError
+            retry = partial(busy_retry, errors=busy, until=until, check=check)
+            version = retry(lambda: _checked(module, db, path))
             if version < SCHEMA_VERSION:
-                use_wal(db, **retry)
-                busy_retry(lambda: _create(module, db, path), **retry)
+                use_wal(db, errors=busy, until=until, check=check)
+                retry(lambda: _create(module, db, path))
             elif vectors:
-                busy_retry(lambda: _sweep(module, db), **retry)
+                retry(lambda: _sweep(module, db))
         db.execute("PRAGMA synchronous=NORMAL")
     except module.Error as exc:
         db.close()

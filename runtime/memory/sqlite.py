@@ -8,6 +8,7 @@ rank fusion. Loaded on first use, with SQLite (:mod:`runtime.memory.db`).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -18,6 +19,7 @@ from types import ModuleType
 from typing import Any, Literal, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 from runtime.errors import MemoryStoreError, ModelResponseError
@@ -231,24 +233,36 @@ class SQLiteMemory:
     # --- threads and connections ----------------------------------------------------
 
     async def _read(self, work: Callable[[Any], T]) -> T:
-        # A read changes nothing: a cancelled one is left to end in its thread.
-        return await anyio.to_thread.run_sync(self._call, work, abandon_on_cancel=True)
+        # A read changes nothing: a cancelled one is left to end in its thread, which
+        # stops waiting for the file at once (a native cancellation, as a timeout's,
+        # is passed to it through the scope).
+        with anyio.CancelScope() as scope:
+            try:
+                result = await anyio.to_thread.run_sync(self._call, work, abandon_on_cancel=True)
+            except asyncio.CancelledError:
+                scope.cancel()
+                raise
+        return result
 
     async def _write(self, work: Callable[[Any], T]) -> T:
         # A write is waited for even when cancelled: whoever cancels it then knows it
-        # is committed or not, never under way.
+        # is committed or not, never under way. One still waiting for the file stops
+        # waiting, and is not made.
         result: T = await to_the_end(partial(self._call, work))
         return result
 
     def _call(self, work: Callable[[Any], T]) -> T:
-        """``work(connection)`` in this thread, retried while the file is busy past
-        the busy timeout's reach (see :mod:`runtime.memory._sqlite`)."""
-        connection = self._take()
+        """``work(connection)`` in this thread (one of anyio's), waiting for the file
+        while others hold it, up to ``timeout_s`` in all, in slices that end as soon as
+        the call is cancelled (see :mod:`runtime.memory._sqlite`)."""
+        until = time.monotonic() + self.timeout_s
+        check = anyio.from_thread.check_cancelled
+        connection = self._take(until, check)
         module = self._driver
         assert module is not None
         try:
             return busy_retry(
-                lambda: work(connection), errors=module.OperationalError, timeout_s=self.timeout_s
+                lambda: work(connection), errors=module.OperationalError, until=until, check=check
             )
         except db.VectorMismatch as exc:
             raise MemoryStoreError(str(exc), path=str(self.path)) from None
@@ -271,7 +285,7 @@ class SQLiteMemory:
         finally:
             self._give(connection)
 
-    def _take(self) -> Any:
+    def _take(self, until: float, check: Callable[[], None]) -> Any:
         """An idle connection, or a new one (the first checks and makes the file)."""
         with self._lock:
             if self._idle:
@@ -281,7 +295,7 @@ class SQLiteMemory:
                 self._driver = db.driver(self.path, vectors=vectors)
             first = not self._checked
             connection = db.open_connection(
-                self._driver, self.path, vectors=vectors, timeout_s=self.timeout_s, first=first
+                self._driver, self.path, vectors=vectors, until=until, check=check, first=first
             )
             self._checked = True
             return connection

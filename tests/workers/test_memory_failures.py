@@ -6,11 +6,15 @@ through."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+from pathlib import Path
+
 import anyio
 import pytest
 import structlog
 
-from runtime import Event, MemoryHit, MemoryRecord, ToolMessage, Tracer
+from runtime import Event, MemoryHit, MemoryRecord, SQLiteMemory, ToolMessage, Tracer
 from runtime.memory import MemoryKind
 from runtime.testing import FunctionModel, ScriptedModel, call
 from workers import MemoryRecalled, Role, RoleMemory, Worker
@@ -138,3 +142,30 @@ async def test_a_worker_cancelled_while_it_recalls_is_cancelled_not_failed() -> 
     assert ran == []  # cancelled, not returned as a result
     assert not any(isinstance(e, MemoryRecalled) for e in events)
     assert model.requests == []
+
+
+async def test_a_note_for_a_file_another_program_keeps_locked_times_out_as_any_tool(
+    tmp_path: Path,
+) -> None:
+    # Another program holds the memory file's write lock. The remember call waited for
+    # it for the memory's whole timeout_s (30 s), past its tool timeout, and the worker
+    # with it (in the trip demo, past its worker timeout: the run failed). It ends at
+    # its tool timeout now, a timeout observation, and the worker goes on.
+    path = tmp_path / "memory.db"
+    memory = SQLiteMemory(path, timeout_s=30)
+    await memory.add("Lisbon is sunny", namespace="trip")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    model = ScriptedModel([[call("remember", {"text": "Porto is rainy"})], "done"])
+    role = Role(name="guide", memory=RoleMemory(namespace="trip", recall=0), tool_timeout=0.3)
+    started = time.monotonic()
+    result = await Worker(role, model, services=Services(memory=memory)).run("Porto")
+    elapsed = time.monotonic() - started
+    other.execute("ROLLBACK")
+    other.close()
+    assert result.ok, result.error
+    assert result.text == "done"
+    [observed] = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
+    assert (observed.name, observed.status) == ("remember", "timeout")
+    assert elapsed < 5  # its 0.3 s tool timeout, far from the memory's 30 s
+    assert [r.text for r in await memory.list("trip")] == ["Lisbon is sunny"]

@@ -327,3 +327,25 @@ def test_a_file_made_while_it_is_checked_is_not_taken_for_another_applications(
     assert db._checked(sqlite3, MadeMidway(), path) in (0, db.SCHEMA_VERSION)
     checking.close()
     other.close()
+
+
+async def test_a_write_waiting_for_a_locked_file_stops_when_cancelled(tmp_path: Path) -> None:
+    """Another program holds the file's write lock (a database browser with an edit
+    under way): a write waits for it, and its caller's timeout ends the wait then, not
+    after the memory's whole ``timeout_s`` (SQLite's own wait cannot be cut short: in
+    it, the write held its caller, a worker's timed-out tool, for 30 s). It was not
+    made; the memory goes on once the lock is let go."""
+    path = tmp_path / "m.db"
+    memory = SQLiteMemory(path, timeout_s=30)
+    await memory.add("first")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await memory.add("waiting")
+    assert time.monotonic() - started < 5  # the timeout's 0.2 s, far from 30
+    other.execute("ROLLBACK")
+    other.close()
+    assert [r.text for r in await memory.list()] == ["first"]
+    assert (await memory.add("after")).text == "after"
