@@ -739,6 +739,35 @@ async def test_a_hive_tools_side_effects_run_once_when_a_call_beside_it_waited(
     assert done.subtasks["s1"].text == "lead: ## s1 (mailer)\nmailer: emailed ops | clerk: paid bob"
 
 
+async def test_a_hive_tool_whose_workers_all_failed_tells_the_caller_why() -> None:
+    """The caller's model read only 'its only subtask failed; nothing to aggregate':
+    not why, so it could not tell a bad instruction from a broken model."""
+
+    def broken(request: ModelRequest) -> Answer:
+        raise RuntimeError(f"no answer to {task_of(request)}")
+
+    facts = Executor(
+        [Role(name="researcher")], FunctionModel(broken), aggregator="concat",
+        planner=lambda task: [("researcher", task), ("researcher", f"{task} again")],
+    )  # fmt: skip
+
+    def lead(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("facts", {"instruction": "bees"}),))
+        return observations(request)[0].content
+
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))], by_role(lead=lead),
+        tools=[facts.as_tool("facts")], aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=ONE)
+    told = result.subtasks["s1"].text
+    assert "all 2 subtasks failed; nothing to aggregate" in told
+    assert "s1: " in told
+    assert "no answer to bees" in told
+    assert "no answer to bees again" in told
+
+
 async def test_a_hive_tools_calls_go_to_the_callers_approver_when_it_has_none() -> None:
     """As a nested worker's do: the person deciding for the run decides for the hives
     it calls (a hive with an approver of its own keeps it)."""
