@@ -157,10 +157,12 @@ class Chat:
         except StoreError as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
-        where = self.executor.store.where if self.executor.store is not None else "memory"
+        store = self.executor.store
+        # Not "kept in memory": that reads as the hive's long-term memory file.
+        kept = f"kept in {store.where}" if store is not None else "kept by this chat alone"
         out.write(
             f"honeycomb chat · {self.hive.name} · session {self.session.id} "
-            f"({counted(len(earlier), 'turn')} so far, kept in {where})\n{HELP}\n"
+            f"({counted(len(earlier), 'turn')} so far, {kept})\n{HELP}\n"
         )
         last = earlier[-1] if earlier else None
         if last is not None and not last.ended and last.status != "running":
@@ -266,7 +268,7 @@ class Chat:
 
         store, turns = self.executor.store, await self.session.turns()
         if store is None or not turns:
-            console.print("no turn to trace yet" if turns else "nothing to trace: no store")
+            console.print("nothing to trace: no store" if store is None else "no turn to trace yet")
             return
         run_id = turns[-1].run_id
         stored, spans = await store.load(run_id), store.spans(run_id)

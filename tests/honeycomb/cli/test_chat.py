@@ -66,6 +66,22 @@ def test_an_unknown_command_says_which_there_are(
     assert "nothing to undo" in out
 
 
+def test_trace_says_why_there_is_nothing_to_draw(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "no store" before a chat with a store had a turn, and "no turn yet"
+    # after a chat without one had answered.
+    assert chat(monkeypatch, hive, ["/trace"], "--session", "t1") == 0
+    out = capsys.readouterr().out
+    assert "no turn to trace yet" in out
+    assert "no store" not in out
+    assert chat(monkeypatch, hive, ["Find the weather in Rome.", "/trace"], "--no-store") == 0
+    out = capsys.readouterr().out
+    assert "nothing to trace: no store" in out
+    assert "no turn to trace yet" not in out
+    assert "(0 turns so far, kept by this chat alone)" in out  # not by the memory file
+
+
 @pytest.mark.parametrize(("store", "said"), STORES_NOT_SET_UP)
 def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     hive: Path,
