@@ -257,8 +257,8 @@ class Tracer:
 
     Args:
         handlers: Called with every event, in order; they must be quick, synchronous
-            and not raise (an exception from a handler is logged and dropped; so is a
-            coroutine one returns, closed unrun).
+            and not raise (an exception from a handler is dropped, and logged the
+            first time, as is a coroutine one returns, closed unrun).
         log: Send events to structlog (logger ``honeycomb``). Logging happens only if
             the application has configured structlog as the tracer is made (a run's
             is, as the run starts), never through its print default.
@@ -280,6 +280,7 @@ class Tracer:
         if any(isinstance(handler, Routed) for handler in self._handlers):
             self._routes = {}
         self._log = log and logs.configured()  # asked once (benchmark F: not every event)
+        self._broken: set[tuple[int, type]] = set()  # handlers' failures logged, by kind
         self.text = text and bool(handlers)
         """Whether the handlers get the text of answers (as :class:`TextDelta`)."""
 
@@ -307,12 +308,24 @@ class Tracer:
             try:
                 returned = handler(event)
             except Exception as exc:
-                _failed(exc, event.kind)
+                self._failed(handler, type(exc), repr(exc), event.kind)
             else:
                 if returned is not None and isinstance(returned, Coroutine):
-                    _returned_coroutine(returned, event.kind)
+                    returned.close()  # it never runs: no 'never awaited' warning either
+                    self._failed(handler, Coroutine, _unrun(returned), event.kind)
         if self._log and event.logged:
             logs.log(event.kind, event.fields())
+
+    def _failed(self, handler: Callable[..., object], how: type, error: str, kind: str) -> None:
+        """A handler raised (or returned a coroutine): log it and go on (a broken
+        handler must not break a worker), once a tracer (a run) for each handler and
+        kind of failure: one that fails on every event would write a warning an event."""
+        if (id(handler), how) in self._broken:
+            return
+        self._broken.add((id(handler), how))
+        # Not ``event``: structlog takes a log line's own name as the ``event`` argument.
+        fields = {"error": error, "event_kind": kind, "handler": _name(handler)}
+        logs.log("event_handler.failed", fields, level="warning")
 
     def _route(self, kind: str) -> tuple[EventHandler, ...]:
         """What takes the events of ``kind``: each handler, or, for one that routes
@@ -418,24 +431,13 @@ def report_retry(status: str, error: str, wait_s: float) -> bool:
     return True
 
 
-def _failed(exc: Exception, kind: str) -> None:
-    """A handler raised: log it and go on (a broken handler must not break a worker)."""
-    # Not ``event``: structlog takes a log line's own name as the ``event`` argument.
-    fields = {"error": repr(exc), "event_kind": kind}
-    logs.log("event_handler.failed", fields, level="warning")
-
-
-def _returned_coroutine(coroutine: Coroutine[Any, Any, Any], kind: str) -> None:
-    """A handler returned a coroutine (a lambda around an ``async def``, which
-    :func:`event_handlers` cannot see): nobody awaits it. Close it, which silences
-    Python's "never awaited" warning, and log why its work never happens."""
-    coroutine.close()
-    fields = {
-        "error": f"the handler returned {coroutine!r}, which never runs: handlers are "
-        "called synchronously (hand events to async code through an asyncio.Queue)",
-        "event_kind": kind,
-    }
-    logs.log("event_handler.failed", fields, level="warning")
+def _unrun(coroutine: Coroutine[Any, Any, Any]) -> str:
+    """Why the work of a coroutine a handler returned never happens (a lambda around
+    an ``async def``, which :func:`event_handlers` cannot see): nobody awaits it."""
+    return (
+        f"the handler returned {coroutine!r}, which never runs: handlers are called "
+        "synchronously (hand events to async code through an asyncio.Queue)"
+    )
 
 
 NO_TRACE = Tracer(log=False)
