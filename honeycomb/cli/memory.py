@@ -13,7 +13,7 @@ import asyncio
 import shlex
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +115,21 @@ def _memory(args: argparse.Namespace) -> SQLiteMemory:
 
 
 def _run(
-    args: argparse.Namespace, work: Callable[[SQLiteMemory], Coroutine[Any, Any, ExitStatus]]
+    args: argparse.Namespace,
+    work: Callable[[SQLiteMemory], Coroutine[Any, Any, ExitStatus]],
+    *,
+    wanted: Sequence[str] = (),
 ) -> ExitStatus:
     """``work(memory)``, its errors told on stderr (``UNUSABLE``). A memory file that
-    does not exist holds no memories, and is not made."""
+    does not exist holds no memories, and is not made: the memories of ids ``wanted``
+    are not in it (``FAILED``, as for a file that does not hold them)."""
     try:
         memory = _memory(args)
         if not memory.path.exists():
             print(f"no memories: there is no memory file at {memory.path}")
+            if wanted:
+                print(f"no memory {', '.join(wanted)} in {memory.path}", file=sys.stderr)
+                return ExitStatus.FAILED
             return ExitStatus.OK
         try:
             return asyncio.run(work(memory))
@@ -201,7 +208,7 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
             return ExitStatus.FAILED
         return ExitStatus.OK
 
-    return _run(args, work)
+    return _run(args, work, wanted=args.ids)
 
 
 def _found_nothing(args: argparse.Namespace, held: dict[str, int]) -> str:

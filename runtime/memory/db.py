@@ -209,6 +209,16 @@ def _version(db: Any) -> int | None:
     return None
 
 
+_RUN_STORE_ID = 0x48594342
+"""The run store's ``application_id`` ("HYCB", :mod:`honeycomb.store.schema`, which
+this package may not import)."""
+
+
+def _application(db: Any) -> int:
+    found: int = db.execute("PRAGMA application_id").fetchone()[0]
+    return found
+
+
 def _checked(module: ModuleType, db: Any, path: Path) -> int:
     """The schema version of the file (0: empty), or MemoryStoreError when it is not a
     memory file. Its reads are one transaction (unless the caller's is open): another
@@ -230,6 +240,8 @@ def _checked(module: ModuleType, db: Any, path: Path) -> int:
         version, why = None, str(exc)
     else:
         why = "an SQLite database of another application"
+        if version is None and _application(db) == _RUN_STORE_ID:  # a --file mistaken
+            why = "it is a Honeycomb run store, which honeycomb runs and sessions read"
     if version is None:
         raise MemoryStoreError(
             f"the file is not a Honeycomb memory file ({why}); it was left as it was: give "

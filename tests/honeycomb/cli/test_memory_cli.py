@@ -118,6 +118,11 @@ def test_a_missing_file_holds_nothing_and_is_not_made(
     assert "there is no memory file at none.db" in capsys.readouterr().out
     assert main(["memory", "search", "lisbon"]) == 0
     assert "no memory file at .honeycomb/memory.db" in capsys.readouterr().out
+    assert main(["memory", "forget", "--namespace", "trip", "--file", "none.db"]) == 0
+    capsys.readouterr()
+    # Ids it does not hold: exit 1, as a file that does not hold them says (it said 0).
+    assert main(["memory", "forget", "3f2a9c1e0b7d4a55", "--file", "none.db"]) == 1
+    assert "no memory 3f2a9c1e0b7d4a55 in none.db" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
     assert not (tmp_path / ".honeycomb").exists()
 

@@ -156,7 +156,9 @@ async def test_the_run_store_is_not_a_memory_file(tmp_path: Path) -> None:
     await store.open()
     store.close()
     before = store.path.read_bytes()
-    with pytest.raises(MemoryStoreError, match="another application"):
+    # It said "an SQLite database of another application": given the run store by
+    # mistake (--file runs.db), one is told which file it was given.
+    with pytest.raises(MemoryStoreError, match="it is a Honeycomb run store"):
         await SQLiteMemory(store.path).list()
     assert store.path.read_bytes() == before
 
