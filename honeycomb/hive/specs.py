@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -65,6 +65,10 @@ class ModelSpec(BaseModel):
     """
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    unknown_field_hint: ClassVar[str] = (
+        "a parameter sent with every call goes under settings: settings: {{{name}: ...}}"
+    )
+    shorthand: ClassVar[str] = "offline"
 
     provider: Literal["openai", "llama", "offline"] = "openai"
     api: Literal["chat", "responses"] = "chat"
@@ -195,6 +199,7 @@ class StoreSpec(BaseModel):
     its tables). ``store: PATH_OR_URL`` is short for ``store: {url: PATH_OR_URL}``."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    shorthand: ClassVar[str] = "a file or a postgresql:// URL"
 
     url: str = Field(min_length=1)
     password_env: str | None = Field(default=None, min_length=1)
@@ -228,6 +233,7 @@ class PlannerSpec(BaseModel):
     aggregator and those that only judge)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    shorthand: ClassVar[str] = "a role's name"
 
     role: str = Field(min_length=1)
     rounds: int = Field(default=1, ge=1, le=100)

@@ -35,6 +35,7 @@ from runtime.config._yaml_build import (
     is_secret,
     shown_path,
 )
+from runtime.config._yaml_hints import plain_words, typed
 from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.secrets import masked_with
 from runtime.value import Settings, Value, written_fields
@@ -131,11 +132,18 @@ class YamlDocument(Value, frozen=True, kw_only=True):
     def _from_pydantic(
         self, model: type[pydantic.BaseModel], err: Any, value: Any, base: YamlPath
     ) -> ConfigError:
-        loc, allowed = _located(model, value, err["loc"])
+        loc, holder, expected = _located(model, value, err["loc"])
         where = base + loc
-        message = str(err["msg"])
+        kind = err["type"]
+        fields, shorthand = _model_fields(expected)
+        head, tail = typed(kind, err.get("input"), fields, err.get("ctx", {}), shorthand)
+        message = head or str(err["msg"])
         if err["type"] == "extra_forbidden" and loc:
-            message = f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), allowed)}"
+            allowed = list(_fields(holder)) if holder is not None else []
+            close = did_you_mean(str(loc[-1]), allowed)
+            message = f"unknown field {loc[-1]!r}{close}"
+            if not close and getattr(holder, "unknown_field_hint", None):
+                message += f" ({holder.unknown_field_hint.format(name=loc[-1])})"
             if allowed:
                 message += f"; allowed: {', '.join(sorted(allowed))}"
         elif err["type"] == "missing":
@@ -147,6 +155,7 @@ class YamlDocument(Value, frozen=True, kw_only=True):
             else:
                 shown = self.hide(repr(err["input"]))  # before it is cut: no part of a secret
                 message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+            message += tail
         elif err["type"] == "value_error":
             message = message.removeprefix("Value error, ")
         return self.error(where, message)
@@ -333,12 +342,15 @@ def _syntax_error(
     mark = exc.problem_mark or exc.context_mark
     said = problem or context or "invalid YAML"
     at_end = exc.problem_mark is not None and exc.problem_mark.index >= len(text)
+    plain = plain_words(exc, text)  # what to write instead, quoting nothing of the file
     if at_end and exc.context_mark is not None:
         # The file ended inside something left open (a [, a {, a quote): the mistake is
         # where that began, not past the last line.
         mark = exc.context_mark
         opened = (context or "").removeprefix("while parsing ").removeprefix("while scanning ")
         said = f"the file ends inside {opened or 'something'} begun here ({problem})"
+    elif plain is not None:
+        said, cut = plain, False
     error = ConfigError(
         f"invalid YAML: {said}"
         + (" (what it quotes is left out: the line holds a secret)" if cut else ""),
@@ -388,9 +400,12 @@ def _unquoted(text: str | None) -> str | None:
     return re.sub(r"""\s*(?:'([^']*)'|"([^"]*)")""", keep, text)
 
 
-def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list[str]]:
-    """The path into the data of a pydantic error location, and the fields of the
-    model its last part is a key of (none if it is not a model's). pydantic also puts
+def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, Any, Any]:
+    """The path into the data of a pydantic error location, the model its last part
+    is a field of (None if it is not a model's), and the annotation of what is there
+    (Any where not known). A model may say where a field it does not know may belong
+    in a class attribute ``unknown_field_hint`` (``{name}``: the field), and what it
+    takes in place of a mapping in one named ``shorthand``. pydantic also puts
     a tag into the location of an error inside a union: the member's name (``str``,
     ``list[str]``, a model's class name) or a tagged union's tag; a tag picks the
     member the rest of the location is in, and a part that is a key or index of the
@@ -413,8 +428,16 @@ def _located(model: Any, value: Any, loc: Sequence[Any]) -> tuple[YamlPath, list
             value = None
         out.append(part if isinstance(part, str | int) else str(part))
         current = _inner(holder if holder is not None else current, part)
-    fields = list(_fields(holder)) if holder is not None else []
-    return tuple(out), fields
+    return tuple(out), holder, current
+
+
+def _model_fields(annotation: Any) -> tuple[list[str], str]:
+    """The fields, as a file writes them, of the one model ``annotation`` may be, and
+    what it takes in place of them (its class attribute ``shorthand``, if any)."""
+    model = _only_model(_members(annotation))
+    if model is None:
+        return [], ""
+    return sorted(_fields(model)), str(getattr(model, "shorthand", ""))
 
 
 _MISSING = object()

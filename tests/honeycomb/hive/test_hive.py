@@ -409,7 +409,9 @@ TWO_MODELS = "models:\n  default: offline\n  gpt:\n    model: gpt-4o-mini\n"
         ),
         (
             TWO_MODELS + "    retry: 3\n",
-            "5:5: models.gpt.retry: Input should be a valid dictionary (got 3)",
+            "5:5: models.gpt.retry: should be a mapping of attempts, deadline_s, "
+            "initial_wait_s, jitter_s, max_wait_s (got 3): write its fields under it, one "
+            "'field: value' a line",
         ),
         (
             TWO_MODELS + "    price: {input_per_mtok: 1}\n",

@@ -115,7 +115,10 @@ def test_a_secret_of_the_wrong_type_is_named_with_its_field_and_type(tmp_path: P
     with pytest.raises(ConfigErrors) as caught:
         Executor.from_yaml(hive(tmp_path, "digits"))
     [error] = [e for e in caught.value.errors if e.field == "models.gpt.api_key"]
-    assert error.message == "Input should be a valid string (got a number; a secret, not shown)"
+    assert error.message == (
+        "Input should be a valid string (got a number; a secret, not shown): write it in "
+        "quotes, as text"
+    )
 
 
 def test_other_values_are_still_shown(tmp_path: Path) -> None:
@@ -133,13 +136,14 @@ ELSEWHERE = {
     # api_key indented one level too shallow: under models:, at no secret's path
     "a key from the environment, misplaced": (
         "models:\n  gpt:\n    model: gpt-4o-mini\n  api_key: ${HIVE_TEST_KEY}\n",
-        "models.api_key: Input should be a valid dictionary or instance of ModelSpec "
-        "(got '[$HIVE_TEST_KEY hidden]')",
+        "models.api_key: should be a mapping of api, api_key, base_url, context, jitter, "
+        "latency, max_concurrency, model, parallel, path, price, provider, retry, seed, "
+        "settings, threads, timeout, tool_protocol, or offline (got '[$HIVE_TEST_KEY hidden]')",
     ),
     "a store's URL in a list": (
         f"models:\n  default: offline\nstore: ['postgresql://app:{PASSWORD}@127.0.0.1:9/db']\n",
-        "store: Input should be a valid dictionary or instance of StoreSpec "
-        "(got ['postgresql://app:[password hidden]@127.0.0.1:9/db'])",
+        "store: should be a mapping of password_env, pool_size, url, or a file or a "
+        "postgresql:// URL (got ['postgresql://app:[password hidden]@127.0.0.1:9/db'])",
     ),
     "a key reused by an alias": (
         f"models:\n  gpt:\n    model: gpt-4o-mini\n    api_key: &k {KEY}\n    timeout: *k\n",

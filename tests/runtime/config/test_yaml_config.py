@@ -81,7 +81,7 @@ def test_an_unknown_field_is_located_and_lists_every_field_allowed_there(
         ),
         ("a: {x: 1\n\n# more\n", (1, 4), "the file ends inside a flow mapping begun here"),
         ('a: 1\nb: "open\nc: d\n', (2, 4), "the file ends inside a quoted scalar begun here"),
-        ("a: [x\nb: c\n", (2, 2), "expected ',' or ']', but got ':'"),  # not at the end
+        ("a: [x\nb: c\n", (2, 2), "the list begun with '[' on line 1 is not closed"),
     ],
 )
 def test_a_yaml_mistake_is_located_where_it_is_not_past_the_end(

@@ -54,7 +54,7 @@ def test_a_value_from_the_environment_is_never_shown_wherever_it_lands() -> None
     [error] = errors_of(text, OPENAI_API_KEY=KEY)
     assert KEY not in shown([error])
     assert (error.line, error.column, error.field) == (4, 3, "models.api_key")
-    assert error.message.endswith("(got '[$OPENAI_API_KEY hidden]')")
+    assert "(got '[$OPENAI_API_KEY hidden]')" in error.message
 
 
 def test_a_secret_is_masked_where_an_alias_puts_it() -> None:
@@ -83,7 +83,7 @@ def test_a_long_value_is_masked_before_it_is_cut() -> None:
     # Cut at 60 characters, the repr would end with the secret's first characters.
     [error] = errors_of(f"store: ['{'x' * 40}', '${{KEY}}']\n", KEY=KEY)
     assert KEY[:6] not in error.message
-    assert error.message.endswith(f"(got ['{'x' * 40}', '[$KEY hidde...)")
+    assert f"(got ['{'x' * 40}', '[$KEY hidde...)" in error.message
 
 
 def test_every_error_made_through_the_document_is_masked() -> None:

@@ -1,0 +1,212 @@
+"""What to write instead, for the YAML mistakes people make most: PyYAML says what its
+parser expected (``expected <block end>, but found '<block mapping start>'``), which
+names the grammar, not the fix. :func:`plain_words` reads where the mistake is and
+says, in the words of the file (its lines, indents and values), what to change.
+
+A hint never quotes the document (its line may hold a secret): only line numbers,
+indents and YAML's own characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from runtime.errors import did_you_mean
+
+__all__ = ["plain_words", "typed"]
+
+_QUOTES = "put the whole value in quotes"
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML's, as PyYAML counts lines
+_CLOSERS = {"[": "]", "{": "}", '"': '"', "'": "'"}
+_MEANS = {"[": "a list", "{": "a mapping", '"': "a quoted text", "'": "a quoted text"}
+
+
+def plain_words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
+    """What is wrong and what to write instead, for a mistake whose PyYAML error is
+    one of the common ones; None for the others (PyYAML's own words are kept)."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark, opened = exc.problem_mark, exc.context_mark
+    if mark is None:
+        return None
+    lines = _LINE_BREAK.split(text)
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    if "'\\t'" in problem:
+        return "a tab, where YAML takes spaces only: write spaces in its place"
+    if "cannot start any token" in problem:
+        char = line[mark.column : mark.column + 1]
+        return f"a value cannot begin with {char!r} (YAML reserves it): {_QUOTES}"
+    if "while scanning an alias" in context:
+        return f"a value that begins with '*' is an alias of an anchor (&name): {_QUOTES}"
+    if problem.startswith("found undefined alias"):
+        return (
+            "a value that begins with '*' is an alias, and no anchor (&name) of its name "
+            f"comes before it: define the anchor above, or {_QUOTES}"
+        )
+    if "expected a single document" in context:
+        return (
+            "a second document ('---') in the file, which holds one: remove the line '---' "
+            "(and merge what follows it into the first)"
+        )
+    if "while scanning an anchor" in context:
+        return f"a value that begins with '&' names an anchor: {_QUOTES}"
+    if "could not determine a constructor for the tag" in problem:
+        return f"a value that begins with '!' is a YAML tag: {_QUOTES}"
+    if problem == "mapping values are not allowed here":
+        return _colon(lines, mark)
+    if problem.startswith("expected <block end>") and opened is not None:
+        return _block_end(problem, line, mark, opened)
+    if problem.startswith("expected '<document start>'"):
+        return (
+            "this line is indented otherwise than the first key of the file: begin every "
+            "top-level key at the start of its line"
+        )
+    if problem.startswith(("expected ',' or ']'", "expected ',' or '}'")) and opened is not None:
+        kind = "list" if "]" in problem else "mapping"
+        close = "]" if kind == "list" else "}"
+        return (
+            f"the {kind} begun with {'[' if kind == 'list' else '{'!r} on line "
+            f"{opened.line + 1} is not closed before this: end it with {close!r} (a text "
+            f"that begins with it goes in quotes)"
+        )
+    return None
+
+
+def _colon(lines: list[str], mark: yaml.Mark) -> str:
+    """A ': ' where no key may begin: inside a value, or on a line read as the rest of
+    the line above it."""
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    before = line[: mark.column].strip()
+    key_first = before.removeprefix("- ").strip()
+    if ": " in key_first or key_first.endswith(":"):
+        return f"the value holds ': ', which YAML reads as a key: {_QUOTES}"
+    above = _line_above(lines, mark.line)
+    if above is None:
+        return f"a ': ' where no key may begin: {_QUOTES}"
+    number, text = above
+    keyless = ":" not in text and not text.lstrip().startswith("- ")
+    if not keyless and _indent(text) < _indent(line):
+        return (
+            f"this line is indented deeper than line {number}, so it is read as the rest "
+            f"of that line's value: indent it as the keys beside it"
+        )
+    return (
+        f"line {number} has no ':' after its key, so this line is read as the rest of it: "
+        "end the key there with ':'"
+    )
+
+
+def _block_end(problem: str, line: str, mark: yaml.Mark, opened: yaml.Mark) -> str:
+    """Something where a block mapping or list had to end: a value going on after it
+    closed, or a line indented as nothing above it is."""
+    if line[: mark.column].strip():  # not the first thing on its line
+        value = _value_start(line[: mark.column])
+        if value in _CLOSERS:
+            twice = " (a quote inside a quoted text is written twice: 'it''s')"
+            return (
+                f"the value begins with {value!r}, which YAML reads as {_MEANS[value]} that "
+                f"ends with {_CLOSERS[value]!r}, and goes on after it: {_QUOTES}"
+                + (twice if value in "'\"" else "")
+            )
+        return f"more follows a complete value on this line: {_QUOTES}"
+    if problem.endswith(("'-'", "'<block sequence start>'")):
+        return (
+            f"a list item ('- ') is indented as the keys of line {opened.line + 1}: indent "
+            "it under the key whose list it is, as the items above it"
+        )
+    if problem.endswith("'?'"):
+        return (
+            f"a key among the items of the list begun on line {opened.line + 1}: begin it "
+            "with '- ' if it is an item, or indent it as the key the list belongs to"
+        )
+    return (
+        f"this line is indented {mark.column} spaces, as no key above it is (the keys "
+        f"beside it, from line {opened.line + 1}, are indented {opened.column}): indent it "
+        "as the keys beside it"
+    )
+
+
+def _value_start(before: str) -> str:
+    """The first character of the value the text ``before`` a mistake holds (what
+    follows its key's ``': '``, or a list item's ``'- '``)."""
+    head = before.lstrip()
+    key, colon, rest = head.partition(": ")
+    value = rest.lstrip() if colon else head.removeprefix("- ").lstrip()
+    if colon and key.startswith("- "):
+        value = rest.lstrip()
+    return value[:1]
+
+
+def _line_above(lines: list[str], index: int) -> tuple[int, str] | None:
+    """The nearest line above ``lines[index]`` that holds more than a comment, with
+    its number (1-based)."""
+    for above in range(min(index, len(lines)) - 1, -1, -1):
+        text = lines[above]
+        if text.strip() and not text.lstrip().startswith("#"):
+            return above + 1, text
+    return None
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip(" "))
+
+
+_MAPPINGS = frozenset(
+    {"dict_type", "mapping_type", "model_type", "model_attributes_type", "dataclass_type"}
+)
+_LISTS = frozenset({"list_type", "tuple_type", "set_type", "frozen_set_type"})
+
+
+def typed(
+    kind: str, given: Any, fields: Sequence[str], ctx: Mapping[str, Any], shorthand: str = ""
+) -> tuple[str, str]:
+    """For a value of the wrong type, what it should be (a head in place of
+    pydantic's, which names Python's types and classes; empty: pydantic's is kept) and
+    what to write instead (a tail after the value, ``""`` when there is nothing to add).
+
+    Args:
+        kind: pydantic's error type.
+        given: The value as the file writes it (only its kind and shape are quoted).
+        fields: The fields of the mapping expected there, if it is a model's.
+        ctx: pydantic's context of the error (a literal's expected values).
+        shorthand: What the model also takes in place of a mapping (``a role's name``).
+    """
+    if kind in _MAPPINGS:
+        head = "should be a mapping" + (f" of {', '.join(fields)}" if fields else "")
+        if shorthand:  # the head says both forms
+            return f"{head}, or {shorthand}", ""
+        return head, _as_mapping(given, bool(fields))
+    if kind in _LISTS:
+        if isinstance(given, Mapping):
+            return "should be a list", ": write its items as '- item' lines, not 'key: value'"
+        return "should be a list", ": write it in brackets ([a, b]), or as '- item' lines"
+    if kind == "string_type" and isinstance(given, bool):
+        return "", (
+            ": YAML reads yes, no, on, off, true and false as booleans; write the text in quotes"
+        )
+    if kind == "string_type" and isinstance(given, int | float):
+        return "", ": write it in quotes, as text"
+    if kind in ("literal_error", "enum") and isinstance(given, str):
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return "", did_you_mean(given, choices)
+    return "", ""
+
+
+def _as_mapping(given: Any, fields: bool) -> str:
+    """What to write for ``given`` where a mapping (of a model's ``fields``) goes."""
+    if (
+        isinstance(given, list)
+        and given
+        and all(isinstance(item, Mapping) and "name" in item for item in given)
+    ):
+        return (
+            ": write each item as 'NAME:' with its other fields indented under it, in place "
+            "of '- name: NAME'"
+        )
+    lines = "its fields under it, one 'field: value' a line"
+    if not fields:
+        lines = "'key: value' lines under it"
+    return f": write {lines}" + (", without '- '" if isinstance(given, list) else "")

@@ -1,0 +1,170 @@
+"""The YAML mistakes people make most are told in words that say what to write
+instead, at their line: a tab, a line indented as nothing above it, a ': ' or a
+leading '{', '[', '*', '@' inside a value, a list where a mapping goes and text where
+a list goes, yes/no read as booleans, a misspelt choice; never PyYAML's grammar
+(``expected <block end>, but found '<block mapping start>'``) nor Python's types
+(``a valid dictionary or instance of ...``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from runtime import ConfigError, parse_yaml
+
+ROLE = "roles:\n  w:\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "said"),
+    [
+        (ROLE + "\tdescription: W\n", (3, 1), "a tab, where YAML takes spaces only"),
+        (ROLE + "    description:\tW\n", (3, 17), "a tab, where YAML takes spaces only"),
+        (
+            "roles:\n  planner:\n    description: P\n   writer:\n    description: W\n",
+            (4, 4),
+            "this line is indented 3 spaces, as no key above it is (the keys beside it, "
+            "from line 2, are indented 2): indent it as the keys beside it",
+        ),
+        (
+            ROLE + "    description: P\n      max_turns: 2\n",
+            (4, 16),
+            "this line is indented deeper than line 3, so it is read as the rest of that "
+            "line's value: indent it as the keys beside it",
+        ),
+        (
+            "roles:\n  planner\n  writer:\n    description: W\n",
+            (3, 9),
+            "line 2 has no ':' after its key, so this line is read as the rest of it",
+        ),
+        (
+            ROLE + "    description: Plans: the task\n",
+            (3, 23),
+            "the value holds ': ', which YAML reads as a key: put the whole value in quotes",
+        ),
+        (
+            ROLE + "    instructions: {city} is the place\n",
+            (3, 26),
+            "the value begins with '{', which YAML reads as a mapping that ends with '}', "
+            "and goes on after it: put the whole value in quotes",
+        ),
+        (
+            ROLE + "    description: 'it's fine'\n",
+            (3, 22),
+            "goes on after it: put the whole value in quotes (a quote inside a quoted text "
+            "is written twice: 'it''s')",
+        ),
+        (
+            ROLE + "    instructions: *Always* cite\n",
+            (3, 26),
+            "a value that begins with '*' is an alias of an anchor (&name): put the whole "
+            "value in quotes",
+        ),
+        (ROLE + "    instructions: @team first\n", (3, 19), "a value cannot begin with '@'"),
+        (
+            ROLE + "    tools:\n      - a\n    - b\n",
+            (5, 5),
+            "a list item ('- ') is indented as the keys of line 3: indent it under the key",
+        ),
+        ("a: 1\n---\nb: 2\n", (2, 1), "a second document ('---') in the file"),
+        ("a: [x\nb: c\n", (2, 2), "the list begun with '[' on line 1 is not closed"),
+        ("a: 1\r  b: 2\n", (2, 4), "this line is indented deeper than line 1"),  # \r breaks
+    ],
+)
+def test_a_yaml_mistake_says_what_to_write_instead(
+    text: str, where: tuple[int, int], said: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="h.yaml")
+    assert (caught.value.line, caught.value.column) == where
+    message = caught.value.message
+    assert message.startswith("invalid YAML: ")
+    assert said in message
+
+
+class Retry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    attempts: int = 1
+    deadline_s: float = 1.0
+
+
+class Endpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    unknown_field_hint: ClassVar[str] = "a parameter goes under settings: {{{name}: ...}}"
+    shorthand: ClassVar[str] = "a name"
+    model: str = ""
+    settings: dict[str, Any] = {}
+    retry: Retry = Retry()
+
+
+class Root(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    tools: tuple[str, ...] = ()
+    roles: dict[str, Any] = {}
+    failure: Literal["fail_fast", "best_effort"] = "fail_fast"
+    endpoint: Endpoint | None = None
+
+
+def told(text: str) -> str:
+    doc = parse_yaml(text, file="h.yaml")
+    _, errors = doc.validate(Root, doc.data)
+    [error] = errors
+    return str(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "description: no\n",
+            "h.yaml:1:1: description: Input should be a valid string (got False): YAML reads "
+            "yes, no, on, off, true and false as booleans; write the text in quotes",
+        ),
+        (
+            "description: 42\n",
+            "h.yaml:1:1: description: Input should be a valid string (got 42): write it in "
+            "quotes, as text",
+        ),
+        (
+            "tools: tools:count\n",
+            "h.yaml:1:1: tools: should be a list (got 'tools:count'): write it in brackets "
+            "([a, b]), or as '- item' lines",
+        ),
+        (
+            "roles:\n  - name: planner\n  - name: writer\n",
+            "h.yaml:1:1: roles: should be a mapping (got [{'name': 'planner'}, {'name': "
+            "'writer'}]): write each item as 'NAME:' with its other fields indented under "
+            "it, in place of '- name: NAME'",
+        ),
+        (
+            "endpoint: {retry: 3}\n",
+            "h.yaml:1:12: endpoint.retry: should be a mapping of attempts, deadline_s (got "
+            "3): write its fields under it, one 'field: value' a line",
+        ),
+        (
+            "endpoint: {settings: [a]}\n",
+            "h.yaml:1:12: endpoint.settings: should be a mapping (got ['a']): write 'key: "
+            "value' lines under it, without '- '",
+        ),
+        (
+            "endpoint: [a]\n",
+            "h.yaml:1:1: endpoint: should be a mapping of model, retry, settings, or a name "
+            "(got ['a'])",
+        ),
+        (
+            "failure: besteffort\n",
+            "h.yaml:1:1: failure: Input should be 'fail_fast' or 'best_effort' (got "
+            "'besteffort') (did you mean 'best_effort'?)",
+        ),
+        (
+            "endpoint: {temperature: 0.2}\n",
+            "h.yaml:1:12: endpoint.temperature: unknown field 'temperature' (a parameter goes "
+            "under settings: {temperature: ...}); allowed: model, retry, settings",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_shape_says_what_to_write_instead(text: str, said: str) -> None:
+    assert told(text) == said
