@@ -88,8 +88,9 @@ class Crew:
             tools = await self.mcp.tools_of(role, besides=own.tools.names)
             registry = ToolRegistry([*own.tools, *tools])
             _check_approvals(role, registry.names)
-            # Setups made for the role before (another output type) lack these tools.
-            for key in [k for k in self._setups if k[0] == role.name]:
+            # Setups made for the role before (another output type, a copy told other
+            # instructions) lack these tools.
+            for key in [k for k in self._setups if _named(k[0]) == role.name]:
                 del self._setups[key]
             # The role's setup as it was made (its memory tools and all), with these too.
             self._setups[(role.name, None)] = msgspec.structs.replace(own, tools=registry)
@@ -111,18 +112,35 @@ class Crew:
         (``memory``: the memory of a role with ``memory:`` that is not one of the
         crew's, whose setup is made now)."""
         # Key registered roles by name: hashing a role hashes all its fields.
-        key = (role.name if self.roles.get(role.name) is role else role, output_type)
+        registered = self.roles.get(role.name)
+        key = (role.name if registered is role else role, output_type)
         found = self._setups.get(key)
         if found is None:
             # A registered role's tools were resolved with the Executor: never again by
             # import path at run time (a hive's paths resolve only as the hive loads).
-            own = self._setups.get((role.name, None)) if key[0] == role.name else None
-            found = self._setups[key] = (
-                WorkerSetup.of(role, None, output_type, memory)
-                if own is None
-                else own.retyped(output_type)
+            # So are those of its copy told other instructions (a planner's or an
+            # aggregator's without their own get Honeycomb's): its agent, hive, MCP
+            # and Executor's tools are the registered role's.
+            retold = (
+                registered is not None
+                and registered.model_copy(update={"instructions": role.instructions}) == role
             )
+            own = self._setups.get((role.name, None)) if retold else None
+            if own is None:
+                found = WorkerSetup.of(role, None, output_type, memory)
+            elif key[0] == role.name:
+                found = own.retyped(output_type)
+            else:
+                found = msgspec.structs.replace(
+                    own.retyped(output_type), role=role, system_prompt=role.system_prompt
+                )
+            self._setups[key] = found
         return found
+
+
+def _named(role: Role | str) -> str:
+    """The name of a role, or of the registered role a setup is keyed by."""
+    return role if isinstance(role, str) else role.name
 
 
 def _check_approvals(role: Role, names: Sequence[str]) -> None:

@@ -3,6 +3,7 @@ under the run's budget, locks, cancellation and store."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -209,6 +210,47 @@ async def test_nested_workers_share_the_runs_exclusive_locks() -> None:
     assert result.status == "ok"
     assert len(overlaps) == 4
     assert max(overlaps) == 1
+
+
+async def test_a_planner_and_an_aggregator_with_default_instructions_keep_their_tools() -> None:
+    """Roles without instructions of their own plan and merge as copies given
+    Honeycomb's: a copy's tools were looked up again, without the Executor's, so a
+    Python tool stopped the run with UnknownToolError and an agent tool was no tool
+    at all (the model read 'unknown tool'); roles with instructions had both."""
+
+    @tool
+    def look(query: str) -> str:
+        """Look something up."""
+        return f"seen {query}"
+
+    def lead(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(
+                tool_calls=(call("look", {"query": "x"}), call("checker", {"instruction": "y"}))
+            )
+        said = " | ".join(f"{o.status}:{o.content}" for o in seen)
+        if role_of(request) == "planner":
+            return json.dumps({"subtasks": [{"id": "s1", "role": "worker", "instruction": said}]})
+        return f"merged {said}"
+
+    def worker(request: ModelRequest) -> Answer:
+        return f"did {task_of(request)}"
+
+    roles = [
+        Role(name="planner", tools=("look", "agent:checker")),
+        Role(name="aggregator", tools=("look", "agent:checker")),
+        Role(name="worker"),
+        Role(name="checker"),
+    ]
+    executor = Executor(
+        roles,
+        by_role(planner=lead, aggregator=lead, worker=worker, checker=lambda r: "checked"),
+        tools=[look], planner="planner", aggregator="aggregator",
+    )  # fmt: skip
+    result = await executor.run("bees")
+    assert result.subtasks["s1"].text == "did ok:seen x | ok:checked"
+    assert result.answer_text == "merged ok:seen x | ok:checked"
 
 
 def chain_roles(edges: dict[str, Sequence[str]]) -> list[Role]:
