@@ -318,6 +318,7 @@ def agent_tool(role: Role) -> Tool[..., Any]:
 
 def agent_tools(role: Role, roles: Mapping[str, Role]) -> list[Tool[..., Any]]:
     """The agent tools ``role`` names (``agent:ROLE``), of the roles in ``roles``
-    (a name that is none of them is skipped: the nesting check reports it)."""
-    found = (agent_ref(ref) for ref in role.tools if ref.startswith(AGENT_PREFIX))
+    (a name that is none of them is skipped: the nesting check reports it), each once,
+    as a tool the role lists twice is."""
+    found = dict.fromkeys(agent_ref(ref) for ref in role.tools if ref.startswith(AGENT_PREFIX))
     return [agent_tool(roles[name]) for name in found if name is not None and name in roles]

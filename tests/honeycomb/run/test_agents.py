@@ -283,6 +283,18 @@ def test_the_executor_rejects_a_chain_deeper_than_the_limit() -> None:
     Executor(chain_roles(edges), FunctionModel(researcher))  # a → b → c → d: three
 
 
+async def test_a_role_that_lists_an_agent_tool_twice_has_it_once() -> None:
+    """As a Python role that lists a tool twice: the Executor refused it, saying only
+    'a tool named 'researcher' is already registered'."""
+    lead = Role(name="lead", tools=("agent:researcher", "agent:researcher"))
+    executor = Executor(
+        [lead, RESEARCHER], by_role(lead=lead_asks("a"), researcher=researcher),
+        aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("bees", subtasks=ONE)
+    assert result.subtasks["s1"].text == "lead: ok:found: a"
+
+
 def test_an_agent_tool_naming_no_role_is_named() -> None:
     with pytest.raises(ConfigErrors) as caught:
         Executor([Role(name="a", tools=("agent:nobody",))], FunctionModel(researcher))
