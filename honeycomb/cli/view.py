@@ -171,6 +171,9 @@ class LiveView:
         self._live = Live(self, console=console, refresh_per_second=8, transient=False)
 
     def __enter__(self) -> LiveView:
+        # The clock starts with the run, not as the view is made: building the run's
+        # models (importing openai, loading a GGUF file) comes in between.
+        self.state.started = time.perf_counter()
         self._live.__enter__()
         return self
 
@@ -268,6 +271,7 @@ class PlainView:
         self._retried: dict[tuple[str | None, int], list[str]] = {}  # statuses, by call
 
     def __enter__(self) -> PlainView:
+        self.started = time.perf_counter()  # with the run, as the live view's clock
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from honeycomb import Executor, Policy, Role, tool
 from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
+from honeycomb.events import RunStarted
 from honeycomb.testing import ScriptedModel
 from runtime.testing import call
 from tests.support.sample_tools import lookup
@@ -233,3 +234,22 @@ def test_on_a_terminal_a_call_asked_about_needs_approval_and_the_answer_is_shown
     assert "The cost comes to 361" not in final_frame  # the answer follows it, once
     assert shown.count("\nAnswer:") == 1
     assert "The cost comes to 361" in shown[shown.index("\nAnswer:") :]
+
+
+def test_the_views_clocks_start_with_the_run_not_as_the_view_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The command makes its view, then builds the run's models (importing openai for a
+    # hive that declares an endpoint, loading a GGUF file), then enters the view as
+    # the run starts: the first line said '[  1.79s] run ... started' for the starter.
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    out, screen = io.StringIO(), io.StringIO()
+    plain = PlainView(out)
+    live = LiveView(Console(file=screen, force_terminal=True, width=80), "hive")
+    now[0] += 1.8  # the models being built
+    with plain, live:
+        plain.handle(RunStarted(run_id="r", task="t"))
+        now[0] += 0.25
+    assert out.getvalue().startswith("[  0.00s] run r started: t\n")
+    assert "planning ·  0.25s" in screen.getvalue()  # its last frame, as the run ended
