@@ -278,7 +278,12 @@ def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStat
         task = hive.spec.example_task
         if task is None or not task.strip():
             has = "no example_task" if task is None else "an empty example_task"
-            print(f"no task given and {path} has {has}", file=sys.stderr)
+            given = shlex.join(["honeycomb", "run", str(path), "TASK"])
+            print(
+                f"honeycomb run: no TASK given, and {path} has {has}: give one ({given}), "
+                "or write the hive's example_task:",
+                file=sys.stderr,
+            )
             return ExitStatus.UNUSABLE
     # A byte of argv that is not UTF-8 comes in as a lone surrogate: the replacement
     # character, as the store and the model would have it.

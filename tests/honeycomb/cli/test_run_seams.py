@@ -241,7 +241,13 @@ def test_a_hive_with_an_empty_example_task_runs_only_with_a_task(
     monkeypatch.chdir(tmp_path)
     hive(tmp_path, CHATTY + 'example_task: "  "\n')
     assert main(["run", "hive.yaml", "--plain"]) == 2
-    assert "no task given and hive.yaml has an empty example_task" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "honeycomb run: no TASK given, and hive.yaml has an empty example_task: give one "
+        "(honeycomb run hive.yaml TASK), or write the hive's example_task:\n"
+    )
+    hive(tmp_path, CHATTY)
+    assert main(["run", "hive.yaml", "--plain"]) == 2
+    assert "and hive.yaml has no example_task: give one" in capsys.readouterr().err
 
 
 def test_a_run_over_its_budget_says_budget_exceeded_once(
