@@ -111,16 +111,19 @@ async def _talk(
 ) -> ExitStatus:
     """The conversation, its workers where the hive (or ``--backend``) says."""
     shown = "json" if args.json else "plain" if args.plain or not console.is_terminal else "live"
+    out, events = sys.stdout, None
+    if shown == "json":  # stdout holds the events alone, as `run --json`'s does
+        out, events, console = sys.stderr, sys.stdout, Console(stderr=True)
     pool = backend.build(hive.folder)
     executor = Executor.from_hive(hive, models=models, store=store, backend=pool)
     chat = Chat(hive, executor, args.session, shown)
     if pool is None:
-        return await chat.talk(sys.stdin, sys.stdout, console)
+        return await chat.talk(sys.stdin, out, console, events=events)
     async with pool_running(pool) as problem:
         if problem is not None:
             print(f"backend: {backend.described()}: {problem}", file=sys.stderr)
             return ExitStatus.UNUSABLE
-        return await chat.talk(sys.stdin, sys.stdout, console)
+        return await chat.talk(sys.stdin, out, console, events=events)
 
 
 class Chat:
@@ -135,12 +138,18 @@ class Chat:
         )
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
+        self._events: TextIO | None = None  # where the json view writes (None: out)
 
-    async def talk(self, inp: TextIO, out: TextIO, console: Console) -> ExitStatus:
-        """Read messages until ``/exit`` or the end of input; answer each. The
-        Executor is held the while: a model served from this process (llama.cpp) or an
-        MCP server that a turn starts serves every later turn (a model keeps its
-        prompt cache), and stops as the chat ends, however it ends."""
+    async def talk(
+        self, inp: TextIO, out: TextIO, console: Console, *, events: TextIO | None = None
+    ) -> ExitStatus:
+        """Read messages until ``/exit`` or the end of input; answer each, writing the
+        chat's own words to ``out`` and, shown as ``json``, the events to ``events``
+        (default: ``out``). The Executor is held the while: a model served from this
+        process (llama.cpp) or an MCP server that a turn starts serves every later
+        turn (a model keeps its prompt cache), and stops as the chat ends, however it
+        ends."""
+        self._events = events
         async with self.executor:
             return await self._conversation(_Typed(inp), out, console)
 
@@ -238,7 +247,7 @@ class Chat:
         if self.shown == "live":
             view = LiveView(console, f"honeycomb · {self.hive.name}")
         elif self.shown == "json":
-            view = JsonView(out)
+            view = JsonView(self._events or out)
         try:
             with view:
                 result = await answer([view.handle])

@@ -4,6 +4,7 @@ its answers written as they come, and the conversation kept, shown and forgotten
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,22 @@ def test_trace_says_why_there_is_nothing_to_draw(
     assert "nothing to trace: no store" in out
     assert "no turn to trace yet" not in out
     assert "(0 turns so far, kept by this chat alone)" in out  # not by the memory file
+
+
+def test_json_writes_the_events_alone_on_stdout(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its first line, its prompts and /cost were on stdout too: "you> {"event": ...}"
+    # was no JSON line. They are on stderr, as `run --json` says what is not an event.
+    monkeypatch.setattr("sys.stdin", io.StringIO("Find the weather in Rome.\n/cost\n"))
+    assert main(["chat", str(hive), "--session", "j1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events[0]["event"] == "run.started"
+    assert events[-1]["event"] == "run.finished"
+    assert "session j1 (0 turns so far" in err
+    assert "you> " in err
+    assert "over 1 turn" in err
 
 
 @pytest.mark.parametrize(("store", "said"), STORES_NOT_SET_UP)
