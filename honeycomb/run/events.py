@@ -28,10 +28,12 @@ __all__ = [
 
 
 class RunStarted(Event, frozen=True, kw_only=True):
-    """A run starts on its task."""
+    """A run starts on its task; ``caller`` is the run whose tool call runs it, for a
+    hive called as a tool (a sub-run: its spans are that run's)."""
 
     kind: ClassVar[str] = "run.started"
     task: str
+    caller: str | None = None
 
 
 class PlanReady(Event, frozen=True, kw_only=True, gc=True):

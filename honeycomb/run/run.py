@@ -158,6 +158,7 @@ class Run:
         self.answer_cut_off = False  # the aggregator's answer ended at its output limit
         self.most: int | None = None  # the most subtasks the plan can come to (None: its own)
         self.within = within is not None
+        self.caller = within.run_id if within is not None else None  # whose call runs it
         self._current: tuple[str, float] | None = None  # the phase under way, since when
 
     async def execute(
@@ -167,7 +168,7 @@ class Run:
             done = await self._open_record(resumable, steal)
             if done is not None:
                 return done
-        self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task))
+        self.tracer.emit(RunStarted(run_id=self.run_id, task=self.task, caller=self.caller))
         nested = NestedRuns(lambda: self.context, self.record, self.resumed)
         try:
             with nested.active():  # the run's agent tools run their workers in it

@@ -77,16 +77,25 @@ class OpenTelemetryExporter:
         self._tracer = trace.get_tracer("honeycomb", tracer_provider=tracer_provider)
         self._workflow = workflow
         self._runs: dict[str, tuple[SpanRecorder, otel_context.Context]] = {}
+        # The sub-runs (hives called as tools) of the runs it records: their spans are
+        # those runs' already (SpanRecorder.nested), not a trace of their own.
+        self._within: set[str] = set()
 
     def __call__(self, event: Event) -> None:
         run_id = event.run_id
         if run_id is None:
             return
         if event.kind == "run.started":  # the run's own events, by their documented kind
+            caller = getattr(event, "caller", None)
+            if caller is not None and (caller in self._runs or caller in self._within):
+                self._within.add(run_id)
+                return
             # Events are emitted in the run's own task, so this is the caller's context.
             self._runs[run_id] = (SpanRecorder(), otel_context.get_current())
         found = self._runs.get(run_id)
         if found is None:
+            if event.kind == "run.finished":
+                self._within.discard(run_id)
             return
         recorder, parent = found
         recorder(event)
@@ -97,7 +106,8 @@ class OpenTelemetryExporter:
     def recorder_for(self, run_id: str) -> SpanRecorder | None:
         """The recorder of the spans of run ``run_id`` while it runs (None once it
         ended, or if this exporter never saw it start): the sub-runs of the run (hives
-        called as tools) record their spans there too, and are exported with it."""
+        called as tools) record their spans there too, and are exported with it, this
+        exporter given to their own Executor too or not."""
         found = self._runs.get(run_id)
         return found[0] if found is not None else None
 

@@ -77,3 +77,35 @@ async def test_an_opentelemetry_exporter_counts_a_runs_hive_tools_calls() -> Non
     ) == counted
     assert len({s.context.trace_id for s in memory.get_finished_spans() if s.context}) == 1
     provider.shutdown()
+
+
+async def test_an_exporter_on_every_executor_exports_a_hive_tools_calls_once() -> None:
+    """One exporter given to the hive and to the hives it calls as tools (as a service
+    gives it to each Executor it makes): their sub-runs' calls are in the caller's
+    trace, once; each sub-run was exported as a trace of its own too, so its calls
+    and tokens were there twice."""
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    otel = OpenTelemetryExporter(tracer_provider=provider)
+    model = FunctionModel(_hive_in_hive)
+    inner = Executor(
+        [Role(name="leaf")], model, planner=lambda task: [("leaf", task)], aggregator="concat",
+        on_event=[otel],
+    )  # fmt: skip
+    outer = Executor(
+        [Role(name="middle", tools=("inner",))], model, tools=[inner.as_tool("inner")],
+        planner=lambda task: [("middle", task)], aggregator="concat", on_event=[otel],
+    )  # fmt: skip
+    lead = Executor(
+        [Role(name="lead", tools=("outer",))], model, tools=[outer.as_tool("outer")],
+        aggregator="concat", on_event=[otel],
+    )  # fmt: skip
+    result = await lead.run("t", subtasks=[("lead", "go")])
+    spans = memory.get_finished_spans()
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert len(chats) == result.usage.model_calls == 5
+    assert len({s.context.trace_id for s in spans if s.context}) == 1
+    assert [s.name for s in spans].count("invoke_workflow honeycomb") == 1
+    provider.shutdown()
+    assert otel.recorder_for(result.run_id) is None  # nothing of the runs kept
