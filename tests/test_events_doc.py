@@ -32,6 +32,10 @@ def test_every_event_and_field_is_documented() -> None:
             if name in ("run_id", "worker"):
                 continue  # documented once, for every event
             assert f"`{name}: " in row, f"{cls.kind}: field {name} is not documented"
+        named = set(re.findall(r"`(\w+): ", row.split("|", 3)[3]))
+        assert named <= set(cls.__struct_fields__), (
+            f"{cls.kind}: no field {named - set(cls.__struct_fields__)}"
+        )
 
 
 def _logged_names() -> set[str]:
