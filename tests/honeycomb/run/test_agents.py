@@ -398,6 +398,30 @@ async def test_a_nested_workers_calls_go_to_the_runs_approver() -> None:
     assert "not today" in result.subtasks["s1"].text
 
 
+async def test_a_nested_workers_call_with_no_one_to_decide_it_is_denied_to_it() -> None:
+    """No approver, no store: the nested worker reads the denial and answers its caller."""
+
+    @tool(approval=True)
+    def send(text: str) -> str:
+        """Send a message."""
+        raise AssertionError("a denied call ran")
+
+    def sender(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"could not: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("send", {"text": "hi"}),))
+
+    executor = Executor(
+        [LEAD, Role(name="researcher", tools=("send",))],
+        by_role(lead=lead_asks("send hi"), researcher=sender), tools=[send], aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("bees", subtasks=ONE)
+    assert result.status == "ok"
+    assert result.subtasks["s1"].text == (
+        "lead: ok:could not: denied: no approver is attached and the run has no store to wait in"
+    )
+
+
 async def test_a_traced_runs_timings_with_nested_workers_are_its_stored_traces(
     tmp_path: Path,
 ) -> None:
