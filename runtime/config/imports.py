@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, did_you_mean
 
 __all__ = ["import_object"]
 
@@ -24,7 +26,8 @@ def import_object(path: str) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}") from exc
+        close = did_you_mean(exc.name or "", _modules_beside(exc.name or ""))
+        raise ConfigError(f"cannot import {path!r}: no module named {exc.name!r}{close}") from exc
     except (Exception, SystemExit) as exc:  # the module itself failed while importing
         # SystemExit too: a module that exits as it is imported (a script's argparse
         # at its top level) is a configuration's mistake, not the process's wish.
@@ -36,10 +39,25 @@ def import_object(path: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError as exc:
+            names = [name for name in dir(obj) if not name.startswith("_")]
             raise ConfigError(
                 f"cannot import {path!r}: {module_name!r} has no attribute {part!r}"
+                f"{did_you_mean(part, names)}"
             ) from exc
     return obj
+
+
+def _modules_beside(name: str) -> list[str]:
+    """The modules a misspelt module ``name`` may have meant: those of its package
+    (``pkg.tols``: ``pkg``'s), or, for a top-level one, those of the folder that leads
+    ``sys.path`` (a hive's own, while its paths resolve), by the same dotted form."""
+    parent, _, _ = name.rpartition(".")
+    try:
+        where = importlib.import_module(parent).__path__ if parent else sys.path[:1]
+    except Exception:  # a parent that fails to import: no names to offer
+        return []
+    prefix = f"{parent}." if parent else ""
+    return [prefix + found.name for found in pkgutil.iter_modules(list(where))]
 
 
 def _where(exc: BaseException, module_name: str) -> str:

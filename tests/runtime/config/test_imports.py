@@ -64,3 +64,31 @@ def test_a_syntax_error_names_its_line_once(
         "cannot import 'unparsed_tools:broken': importing 'unparsed_tools' raised "
         "SyntaxError: invalid syntax (unparsed_tools.py, line 1)"
     )
+
+
+def test_a_misspelt_module_or_name_is_told_with_the_one_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'tools:city_fact' said only that 'tools' has no attribute 'city_fact', and
+    'tool:save_note' that there is no module 'tool', naming neither the function nor
+    the module beside the hive that was meant."""
+    (tmp_path / "near_tools.py").write_text("def city_facts(city: str) -> str:\n    return city\n")
+    (tmp_path / "near_pkg").mkdir()
+    (tmp_path / "near_pkg" / "__init__.py").write_text("")
+    (tmp_path / "near_pkg" / "lookups.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("near_tools", "near_pkg", "near_pkg.lookups"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    said = {}
+    for path in ("near_tools:city_fact", "near_tool:city_facts", "near_pkg.lookup:x"):
+        with pytest.raises(ConfigError) as caught:
+            import_object(path)
+        said[path] = caught.value.message
+    assert said == {
+        "near_tools:city_fact": "cannot import 'near_tools:city_fact': 'near_tools' has no "
+        "attribute 'city_fact' (did you mean 'city_facts'?)",
+        "near_tool:city_facts": "cannot import 'near_tool:city_facts': no module named "
+        "'near_tool' (did you mean 'near_tools'?)",
+        "near_pkg.lookup:x": "cannot import 'near_pkg.lookup:x': no module named "
+        "'near_pkg.lookup' (did you mean 'near_pkg.lookups'?)",
+    }
