@@ -30,12 +30,20 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["BUSY_SLICE_S", "busy_retry", "is_busy", "is_read_only", "use_wal"]
+__all__ = [
+    "BUSY_SLICE_S",
+    "busy_retry",
+    "is_busy",
+    "is_read_only",
+    "is_read_only_folder",
+    "use_wal",
+]
 
 T = TypeVar("T")
 
 _BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (the primary codes of the extended ones)
 _READONLY = 8  # SQLITE_READONLY
+_READONLY_DIRECTORY = _READONLY | 6 << 8  # SQLITE_READONLY_DIRECTORY
 BUSY_SLICE_S = 0.1
 """Seconds a connection waits for a lock in SQLite at a time (its busy timeout)."""
 
@@ -56,6 +64,13 @@ def is_read_only(exc: BaseException) -> bool:
     if isinstance(code, int):
         return code & 0xFF == _READONLY
     return "readonly database" in str(exc)
+
+
+def is_read_only_folder(exc: BaseException) -> bool:
+    """Whether an SQLite error is a WAL file's folder that may only be read: SQLite
+    cannot make the shared-memory file (``-shm``) it keeps beside it, and then cannot
+    even read the file."""
+    return getattr(exc, "sqlite_errorcode", None) == _READONLY_DIRECTORY
 
 
 def _going_on() -> None:

@@ -24,7 +24,13 @@ from types import ModuleType
 from typing import Any
 
 from runtime.errors import MemoryFeatureMissing, MemoryStoreError
-from runtime.memory._sqlite import BUSY_SLICE_S, busy_retry, is_read_only, use_wal
+from runtime.memory._sqlite import (
+    BUSY_SLICE_S,
+    busy_retry,
+    is_read_only,
+    is_read_only_folder,
+    use_wal,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -189,11 +195,23 @@ def open_connection(
         db.execute("PRAGMA synchronous=NORMAL")
     except module.Error as exc:
         db.close()
-        raise MemoryStoreError(f"cannot open the memory file: {exc}", path=str(path)) from exc
+        raise MemoryStoreError(_cannot_open(exc, path), path=str(path)) from exc
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _cannot_open(exc: BaseException, path: Path) -> str:
+    """Why the memory file ``path`` cannot be opened, and what to do about it."""
+    if is_read_only_folder(exc):
+        return (
+            f"cannot open the memory file: its folder {path.absolute().parent} may only be "
+            "read here, and SQLite keeps a memory file's shared memory (its -shm file) "
+            "beside it, even to read it: make the folder writable, or copy the file to one "
+            f"that is ({exc})"
+        )
+    return f"cannot open the memory file: {exc}"
 
 
 def _version(db: Any) -> int | None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -351,3 +354,52 @@ async def test_a_write_waiting_for_a_locked_file_stops_when_cancelled(tmp_path: 
     other.close()
     assert [r.text for r in await memory.list()] == ["first"]
     assert (await memory.add("after")).text == "after"
+
+
+def test_a_file_in_a_folder_it_may_only_read_says_to_make_the_folder_writable() -> None:
+    """SQLite keeps a WAL file's shared memory beside it, even to read it: in a folder
+    a process may only read (a memory file shipped in an image), the file cannot be
+    opened. It said 'attempt to write a readonly database', to a command that lists."""
+    folder = Path(tempfile.mkdtemp())  # not under tmp_path: another user opens it
+    try:
+        memory = SQLiteMemory(folder / "m.db")
+        asyncio.run(memory.add("Lisbon is sunny"))
+        memory.close()  # the last connection takes its -wal and -shm files away
+        (folder / "m.db").chmod(0o444)
+        folder.chmod(0o555)
+        said = _opened_by_another_user(folder / "m.db")
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+    assert said.startswith(f"{folder / 'm.db'}: cannot open the memory file: its folder {folder}")
+    assert "may only be read here" in said
+    assert "make the folder writable" in said
+
+
+def _opened_by_another_user(path: Path) -> str:
+    """What opening the memory file ``path`` raises in a child process of this one,
+    run by user ``nobody`` when this one is root (whom no permission stops): forked,
+    since that user may not read this Python."""
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's)
+        said = "it opened"
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            until = time.monotonic() + 5
+            db.open_connection(
+                sqlite3, path, vectors=False, until=until, check=lambda: None, first=True
+            ).close()
+        except BaseException as exc:
+            said = str(exc)
+        finally:
+            os.write(writing, said.encode())
+            os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading, "rb") as answer:
+        said = answer.read().decode()
+    os.waitpid(child, 0)
+    return said
