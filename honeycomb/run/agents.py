@@ -23,7 +23,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec.structs import replace
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
@@ -185,10 +186,21 @@ class NestedRuns:
         return _answer(role, result)
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():  # as a run's task: a worker would be asked to do nothing
+        raise PydanticCustomError(
+            "string_too_short", "String should have at least 1 character other than blanks"
+        )
+    return text
+
+
 Instruction = Annotated[
-    str, Field(min_length=1, description="What the worker is to do, said in full.")
+    str,
+    Field(min_length=1, description="What the worker is to do, said in full."),
+    AfterValidator(_not_blank),
 ]
-"""The one argument of an agent tool (or a hive's): an empty one is the model's to mend."""
+"""The one argument of an agent tool (or a hive's): an empty or blank one is the model's
+to mend."""
 
 _current_run: ContextVar[NestedRuns | None] = ContextVar("honeycomb_nested_runs", default=None)
 """The run whose task (or one of its tasks) is running now."""

@@ -38,14 +38,14 @@ def task_of(request: ModelRequest) -> str:
     return str(request.messages[1].content)
 
 
-def lead_asks(*instructions: str) -> Callable[[ModelRequest], Answer]:
-    """A lead that asks the researcher each of ``instructions`` in one turn, then
-    answers with what came back."""
+def lead_asks(*instructions: str, name: str = "researcher") -> Callable[[ModelRequest], Answer]:
+    """A lead that asks the researcher (or the tool ``name``) each of ``instructions``
+    in one turn, then answers with what came back."""
 
     def lead(request: ModelRequest) -> Answer:
         seen = observations(request)
         if not seen:
-            calls = tuple(call("researcher", {"instruction": i}) for i in instructions)
+            calls = tuple(call(name, {"instruction": i}) for i in instructions)
             return AssistantMessage(tool_calls=calls)
         return "lead: " + " | ".join(f"{o.status}:{o.content}" for o in seen)
 
@@ -89,11 +89,20 @@ async def test_an_agent_tool_runs_a_nested_worker_whose_answer_is_the_observatio
     assert result.usage.model_calls == 3  # the nested worker's call is the run's too
 
 
-async def test_an_empty_instruction_is_the_callers_to_mend_and_runs_no_worker() -> None:
+@pytest.mark.parametrize("instruction", ["", " \n "])  # blank: a nested worker read it
+@pytest.mark.parametrize("tool_name", ["researcher", "facts"])
+async def test_an_empty_instruction_is_the_callers_to_mend_and_runs_no_worker(
+    instruction: str, tool_name: str
+) -> None:
     events: list[Event] = []
+    facts = Executor(
+        [RESEARCHER], by_role(researcher=researcher), aggregator="concat",
+        planner=lambda task: [("researcher", task)],
+    )  # fmt: skip
     executor = Executor(
-        [LEAD, RESEARCHER],
-        by_role(lead=lead_asks(""), researcher=researcher),
+        [Role(name="lead", tools=("agent:researcher", "facts")), RESEARCHER],
+        by_role(lead=lead_asks(instruction, name=tool_name), researcher=researcher),
+        tools=[facts.as_tool("facts")],
         aggregator="concat",
         on_event=[events.append],
     )
@@ -103,6 +112,7 @@ async def test_an_empty_instruction_is_the_callers_to_mend_and_runs_no_worker() 
     assert "instruction" in observed
     assert "at least 1 character" in observed
     assert [e.worker for e in events if isinstance(e, WorkerStarted)] == ["s1"]
+    assert [e.tool for e in events if e.kind == "tool_call.finished"] == [tool_name]
 
 
 async def test_a_nested_worker_cannot_spend_past_the_runs_budget() -> None:
