@@ -219,12 +219,16 @@ class Builder:
             self.open.discard(id(source))
 
     def _key(self, node: yaml.Node, path: YamlPath) -> Any:
-        """A mapping's key as Python: text or an integer (a bool key would equal 0 or 1,
-        and pass for a list index; other keys are kept as text)."""
+        """A mapping's key as Python: text or an integer. Any other scalar is kept as
+        it is written, for a key is a name: ``yes:``, ``on:`` and ``null:`` are the
+        names ``yes``, ``on`` and ``null``, not True twice and None (a bool key would
+        also equal 0 or 1, and pass for a list index); a collection, as text."""
         if node.tag == _VALUE:  # the YAML value key (=): plain text here
             return str(node.value)
         key = self._construct(node, path)
-        return str(key) if isinstance(key, bool) or not isinstance(key, str | int) else key
+        if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)):
+            return key
+        return str(node.value) if isinstance(node, yaml.ScalarNode) else str(key)
 
     def _construct(self, node: yaml.Node, path: YamlPath) -> Any:
         """A scalar (or a complex key) as Python.

@@ -168,3 +168,11 @@ def told(text: str) -> str:
 )
 def test_a_value_of_the_wrong_shape_says_what_to_write_instead(text: str, said: str) -> None:
     assert told(text) == said
+
+
+def test_a_key_is_a_name_as_it_is_written() -> None:
+    # 'yes:' and 'on:' were both the key 'True', so two roles so named were refused as
+    # "key 'True' appears twice", a name the file never wrote.
+    doc = parse_yaml("roles:\n  yes: {}\n  on: {}\n  null: {}\n  1.50: {}\n  2: {}\n")
+    assert list(doc.data["roles"]) == ["yes", "on", "null", "1.50", 2]
+    assert doc.locate(("roles", "on")) == (3, 3)
