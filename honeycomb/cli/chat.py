@@ -408,4 +408,8 @@ def workers_table(result: RunResult) -> str:
             f"  {outcome.subtask.id:<16} {outcome.subtask.role:<16} {outcome.status:<10} "
             f"{turns:>5} {tools:>5} {outcome.duration_s:>6.2f}s"
         )
-    return "\n".join([*lines, *("  " + line for line in summary(result)[-3:])])
+    closing = summary(result)
+    # Its figures on: what spent, and which failed or were cut off (the timings before
+    # them are the table's).
+    figures = closing[next(i for i, line in enumerate(closing) if line.startswith("tokens")) :]
+    return "\n".join([*lines, *("  " + line for line in figures)])

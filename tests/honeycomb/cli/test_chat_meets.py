@@ -7,10 +7,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from honeycomb.cli.chat import Chat
+from honeycomb import Policy, Role
+from honeycomb.cli.chat import Chat, workers_table
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest
 from tests.support.hives import CHATTY, hive
+from tests.support.model_requests import role_of
 
 
 async def test_off_a_terminal_the_answer_is_written_as_it_comes(tmp_path: Path) -> None:
@@ -31,3 +35,27 @@ async def test_off_a_terminal_the_answer_is_written_as_it_comes(tmp_path: Path) 
     assert answer in "".join(text for text, ended in written if not ended)
     assert out.getvalue().count(answer) == 1
     assert f"{answer}\n\n  subtask " in out.getvalue()  # then its workers, as ever
+
+
+async def test_a_turn_with_a_failed_worker_still_shows_what_it_spent() -> None:
+    # The table took the summary's last 3 lines as its figures: a "failed" (or "cut
+    # off") line pushed the tokens out of it, and both lines the calls too.
+    def answer(request: ModelRequest) -> str:
+        if role_of(request) == "researcher" and "Oslo" in str(request.messages[-1].content):
+            raise RuntimeError("the researcher's bug")
+        return "Rome is sunny"
+
+    executor = Executor(
+        [Role(name="researcher"), Role(name="aggregator")],
+        FunctionModel(answer),
+        policy=Policy(failure="best_effort"),
+    )
+    subtasks = [
+        {"role": "researcher", "instruction": "Rome weather"},
+        {"role": "researcher", "instruction": "Oslo weather"},
+    ]
+    result = await executor.run("Rome and Oslo weather", subtasks=subtasks)
+    assert result.failures
+    table = workers_table(result)
+    for figure in ("tokens", "calls", "cost", "failed"):
+        assert f"\n  {figure} " in table
