@@ -60,19 +60,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     shows, whichever line of the command prints it. Every secret the command learns
     stays known until it ends: its last lines (an eval's report, a run's summary) are
     written after the models that registered their keys are gone."""
-    _tolerant(sys.stdout, sys.stderr)
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = cast(TextIO, MaskedStream(out)), cast(TextIO, MaskedStream(err))
-    try:
-        with keeping():
-            try:
-                return _command(list(sys.argv[1:] if argv is None else argv))
-            finally:
-                for stream in (sys.stdout, sys.stderr):  # what each held back
-                    with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed
-                        stream.flush()
-    finally:
-        sys.stdout, sys.stderr = out, err
+    with open(os.devnull, "w", encoding="utf-8") as nowhere:
+        # A stream closed as the command started (``2>&-``, a daemon's) is None here:
+        # what would be written there is dropped, as a closed pipe's.
+        shown, told = out or nowhere, err or nowhere
+        _tolerant(shown, told)
+        sys.stdout, sys.stderr = cast(TextIO, MaskedStream(shown)), cast(TextIO, MaskedStream(told))
+        try:
+            with keeping():
+                try:
+                    return _command(list(sys.argv[1:] if argv is None else argv))
+                finally:
+                    for stream in (sys.stdout, sys.stderr):  # what each held back
+                        with contextlib.suppress(OSError, ValueError):  # a pipe, a stream closed
+                            stream.flush()
+        finally:
+            sys.stdout, sys.stderr = out, err
 
 
 def _command(argv: list[str]) -> int:

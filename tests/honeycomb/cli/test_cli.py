@@ -195,6 +195,22 @@ def test_json_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
     assert code == 141  # as a Unix tool killed by SIGPIPE: 128 + 13
 
 
+def test_a_command_whose_output_streams_are_closed_runs_as_it_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With >&- 2>&- (a daemon's, a cron job's), Python has None for sys.stdout and
+    # sys.stderr: the command failed with an AttributeError (exit status 1) before it
+    # began, whatever it was asked.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: {default: offline}\nroles: {planner: {}}\n\t")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", None)
+    assert main(["run", str(bad), "a task"]) == 2  # the hive's error, said nowhere
+    assert main(["demo", "--latency", "0", "--no-store"]) == 0
+    assert sys.stdout is None  # as it was
+
+
 def test_resume_json_of_a_run_that_ended_prints_its_stored_result(
     fast_demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
