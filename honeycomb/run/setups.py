@@ -15,6 +15,7 @@ from honeycomb.run.planner import RolePlanner
 from runtime import (
     ConfigError,
     ConfigErrors,
+    DuplicateToolError,
     HoneycombError,
     Memory,
     Model,
@@ -24,7 +25,14 @@ from runtime import (
 )
 from workers import Role, WorkerSetup
 from workers.guards import Guards, ResolvedGuards, resolve_guards
-from workers.nesting import MAX_DEPTH, agent_ref, hive_ref, nested_tool_name, nesting_problems
+from workers.nesting import (
+    MAX_DEPTH,
+    agent_ref,
+    hive_ref,
+    is_nested_ref,
+    nested_tool_name,
+    nesting_problems,
+)
 from workers.role import unused_approval
 
 if TYPE_CHECKING:
@@ -103,6 +111,8 @@ def resolve_setups(
                 role.resolve_output(),
                 memory,
             )
+        except DuplicateToolError as exc:
+            errors.append(ConfigError(f"role {role.name!r}: {_named_twice(role, exc, registry)}"))
         except HoneycombError as exc:
             errors.append(ConfigError(f"role {role.name!r}: {exc}"))
         else:
@@ -126,6 +136,27 @@ def resolve_setups(
     if errors:
         raise ConfigErrors(errors)
     return setups, run_guards
+
+
+def _named_twice(role: Role, exc: DuplicateToolError, registry: ToolRegistry) -> str:
+    """What is wrong when two of ``role``'s tools have one name: which they are (an
+    ``agent:`` tool is named after its role, a ``hive:`` tool after its file)."""
+    places, functions = [], False
+    for index, ref in enumerate(role.tools):
+        try:
+            name = nested_tool_name(ref) if is_nested_ref(ref) else registry.resolve(ref).name
+        except HoneycombError:
+            continue  # an MCP server's, or one that is reported of itself
+        if name == exc.tool_name:
+            places.append(f"tools[{index}] ({ref!r})")
+            functions = functions or not is_nested_ref(ref)
+    if len(places) < 2:
+        return str(exc)  # one of them is not the role's to name (its memory's recall ...)
+    how = "give the function another: Tool(fn, name=...)" if functions else "rename a hive file"
+    return (
+        f"{' and '.join(places)} are each a tool named {exc.tool_name!r}: the tools of a "
+        f"role need a name each ({how})"
+    )
 
 
 def _hive_tools(role: Role, registry: ToolRegistry) -> list[Tool[Any, Any]]:

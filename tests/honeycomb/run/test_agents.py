@@ -293,6 +293,27 @@ def test_the_executor_rejects_a_chain_deeper_than_the_limit() -> None:
     Executor(chain_roles(edges), FunctionModel(researcher))  # a → b → c → d: three
 
 
+def test_an_agent_tool_named_as_another_tool_of_its_role_is_named() -> None:
+    """The error said only 'a tool named 'researcher' is already registered'."""
+
+    @tool
+    def researcher(query: str) -> str:
+        """Look something up."""
+        return query
+
+    with pytest.raises(ConfigErrors) as caught:
+        Executor(
+            [Role(name="lead", tools=("agent:researcher", "researcher")), RESEARCHER],
+            FunctionModel(lambda request: "x"),
+            tools=[researcher],
+        )
+    assert str(caught.value.errors[0]) == (
+        "role 'lead': tools[0] ('agent:researcher') and tools[1] ('researcher') are each a "
+        "tool named 'researcher': the tools of a role need a name each (give the function "
+        "another: Tool(fn, name=...))"
+    )
+
+
 async def test_a_role_that_lists_an_agent_tool_twice_has_it_once() -> None:
     """As a Python role that lists a tool twice: the Executor refused it, saying only
     'a tool named 'researcher' is already registered'."""
