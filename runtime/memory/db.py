@@ -183,16 +183,17 @@ def open_connection(
             db.enable_load_extension(True)
             sqlite_vec.load(db)
             db.enable_load_extension(False)
+        busy = module.OperationalError
+        retry = partial(busy_retry, errors=busy, until=until, check=check)
         if first:
-            busy = module.OperationalError
-            retry = partial(busy_retry, errors=busy, until=until, check=check)
             version = retry(lambda: _checked(module, db, path))
             if version < SCHEMA_VERSION:
                 use_wal(db, errors=busy, until=until, check=check)
                 retry(lambda: _create(module, db, path))
             elif vectors:
                 retry(lambda: _sweep(module, db))
-        db.execute("PRAGMA synchronous=NORMAL")
+        # It reads the schema first: it waits for a connection that holds the file.
+        retry(lambda: db.execute("PRAGMA synchronous=NORMAL"))
     except module.Error as exc:
         db.close()
         raise MemoryStoreError(_cannot_open(exc, path), path=str(path)) from exc
@@ -285,15 +286,18 @@ def _create(module: ModuleType, db: Any, path: Path) -> None:
 
 @contextmanager
 def _transaction(db: Any) -> Iterator[None]:
-    """A write transaction, taking the write lock at once (so it waits for other writers
-    in the busy timeout, instead of failing when it would write after reading)."""
+    """A write transaction, taking the write lock at once (so that a writer waits for
+    the others as it begins, instead of failing when it would write after reading)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # A COMMIT that found the file busy leaves the transaction open: ended here,
+        # the caller may try it all again.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 # --- operations --------------------------------------------------------------------

@@ -303,6 +303,24 @@ async def test_opening_waits_for_whoever_holds_the_new_file(tmp_path: Path) -> N
     other.close()
 
 
+async def test_a_new_connection_waits_for_whoever_holds_the_file(tmp_path: Path) -> None:
+    """Another connection holds the file to itself (SQLite's exclusive locking mode)
+    for a moment: a call that opens a connection of its own waits for it, within
+    ``timeout_s``, however short SQLite's own waits are."""
+    path = tmp_path / "m.db"
+    memory = SQLiteMemory(path)
+    await memory.add("first")
+    memory.close()  # the next call opens a new connection
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("PRAGMA locking_mode=EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("INSERT INTO settings VALUES ('held', 'yes')")  # takes the lock
+    threading.Timer(0.3, lambda: (other.execute("ROLLBACK"), other.close())).start()
+    started = time.monotonic()
+    assert [r.text for r in await memory.list()] == ["first"]
+    assert time.monotonic() - started >= 0.2  # it waited for the lock to go
+
+
 def test_a_file_made_while_it_is_checked_is_not_taken_for_another_applications(
     tmp_path: Path,
 ) -> None:
