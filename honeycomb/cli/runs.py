@@ -28,16 +28,18 @@ __all__ = ["run_line", "runs_command", "trace_command"]
 
 def runs_command(args: argparse.Namespace) -> ExitStatus:
     try:
-        found = opened_store(args.store).runs(args.limit + 1)  # one more: are there more?
+        store = opened_store(args.store)
+        found = store.runs(args.limit + 1)  # one more: are there more?
     except StoreError as exc:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    # The store as it is shown (a URL without its password, not with a mask in its place).
     if not found:
-        print(f"no runs in {args.store}")
+        print(f"no runs in {store.where}")
         return ExitStatus.OK
     total = len(found) if len(found) <= args.limit else None
     found = found[: args.limit]
-    print(newest_first(len(found), "run", args.store, total=total))
+    print(newest_first(len(found), "run", store.where, total=total))
     print(_row([label for label, _, _ in _COLUMNS]))
     for run in found:
         print(run_line(run))

@@ -10,7 +10,8 @@ A queued write is a :class:`Write`.
 A batch that fails in any way (the disk, a lock, a value the database cannot take) is
 rolled back, and each of its waiters is told with a StoreError; the thread goes on. A
 connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
-is made anew, for as long as :data:`RECONNECT_S` (the server restarts): a batch it
+is made anew, for as long as :data:`RECONNECT_S` (the server restarts; once it gave up,
+each batch tries once, until it connects again): a batch it
 lost before its commit was sent is written again then, as nothing of it was (as is one
 the server rolled back to break a deadlock with another process's); one lost as it
 committed is not (it may be there, or not: its waiters are told so). Text is
@@ -181,6 +182,7 @@ class _Life:
         self.connection: WriteConnection | None = connection
         self.ended = False  # it takes nothing more from its queue, but what it drains
         self.committing = False  # the batch being written is being committed
+        self.unreachable = False  # it gave up connecting again, and has not connected since
         self.thread = threading.Thread(target=self._run, name="honeycomb-store", daemon=True)
         self._after = after.thread if after is not None else None
 
@@ -320,7 +322,7 @@ class _Life:
 
     def _connected(self) -> WriteConnection:
         """The writer's connection: made anew if it was lost, trying for as long as
-        :data:`RECONNECT_S`.
+        :data:`RECONNECT_S` (once, when the last time it tried it gave up).
 
         Raises:
             StoreError: when the database could not be connected to in that time.
@@ -331,14 +333,19 @@ class _Life:
         if connection is not None:
             connection.close()
             self.connection = None
-        deadline = time.monotonic() + RECONNECT_S
+        # Waited out once: a write after one the wait failed tries once, or each write
+        # of a run (its workers', its end's, its lease's) would wait as long again.
+        deadline = time.monotonic() + (0.0 if self.unreachable else RECONNECT_S)
         for wait in itertools.chain(_RECONNECT_EVERY_S, itertools.repeat(_RECONNECT_EVERY_S[-1])):
             try:
                 self.connection = self.writer.database.connect()
-                return self.connection
             except StoreError:
                 if time.monotonic() >= deadline:
+                    self.unreachable = True
                     raise
+            else:
+                self.unreachable = False
+                return self.connection
             time.sleep(wait)
         raise AssertionError("unreachable: the waits never end")  # pragma: no cover
 

@@ -16,8 +16,13 @@ import pytest
 
 from honeycomb.cli.main import main
 from honeycomb.errors import ConfigError, RunBusy, StoreError
-from honeycomb.store import Connection, RunStore, schema
-from honeycomb.store.postgres import in_postgres, split_url
+from honeycomb.store import Connection, RunStore, schema, writer
+from honeycomb.store.postgres import (
+    PostgresConnection,
+    PostgresDatabase,
+    in_postgres,
+    split_url,
+)
 from honeycomb.store.schema import SCHEMA_VERSION, upgrade_statements
 from runtime.secrets import masked
 from tests.support.durable import TASK, Setup, plan
@@ -126,6 +131,10 @@ def test_the_command_line_never_prints_the_password(
         "models: {default: offline}\nroles:\n  planner: {description: Plans.}\n"
         "  helper: {description: Answers questions.}\n"
     )
+    made = RunStore(with_password)
+    anyio.run(made.open)  # the store's schema made, no run kept yet
+    made.close()
+    assert main(["runs", "--store", with_password]) == 0
     assert main(["run", str(hive), "a task", "--plain", "--store", with_password]) == 0
     assert main(["runs", "--store", with_password]) == 0
     assert main(["sessions", "--store", with_password]) == 0
@@ -136,6 +145,10 @@ def test_the_command_line_never_prints_the_password(
     assert "newest first" in shown.out
     assert "bad-name" in shown.err
     assert "a-cli-secret" not in shown.out + shown.err
+    # The runs listing names the store as it is shown too, not with a mask in its place.
+    where = split_url(with_password)[2]
+    listed = [line for line in shown.out.splitlines() if " in postgresql://" in line]
+    assert listed[:2] == [f"no runs in {where}", f"1 run in {where}, newest first"]
     # The command that resumes the run names the store as it is shown: no password, no
     # mask in its place, a command that runs as it is printed.
     resume = next(line for line in shown.err.splitlines() if "kept in" in line)
@@ -297,3 +310,43 @@ def test_a_server_that_cannot_be_reached_is_told_at_once_with_why(
     # The reading pool was never opened: it would have tried again for ten seconds,
     # each failure a warning on standard error where no logging is configured.
     assert not [r for r in caplog.records if r.name.startswith("psycopg")]
+
+
+async def test_a_server_that_stays_away_is_waited_for_once_not_at_each_write(
+    postgres: PostgresServer, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer waits out a lost server once (RECONNECT_S): the writes after the one
+    it gave up on try once each and fail at once, so a run whose workers, end and
+    lease each still write is told in one wait, not in one per write; once the server
+    lets it in again, writes go on."""
+    monkeypatch.setattr(writer, "RECONNECT_S", 0.3)
+    attempts: list[str] = []
+    connect = PostgresDatabase.connect
+
+    def counted(self: PostgresDatabase) -> PostgresConnection:
+        attempts.append(self.schema)
+        return connect(self)
+
+    monkeypatch.setattr(PostgresDatabase, "connect", counted)
+    role = f"away_{schema_of(url)}"
+    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
+    store = RunStore(url.replace("postgres@", f"{role}@"))
+    await store.commit(("CREATE TABLE t (n BIGINT)", ()))
+    change(
+        url,
+        (f'ALTER ROLE "{role}" NOLOGIN', ()),  # the server lets it in no more
+        ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
+    )
+    attempts.clear()
+    with pytest.raises(StoreError, match="cannot connect to the run store"):
+        await store.commit(("INSERT INTO t VALUES (1)", ()))
+    assert len(attempts) > 1  # tried again, for RECONNECT_S
+    for n in (2, 3):
+        attempts.clear()
+        with pytest.raises(StoreError, match="cannot connect to the run store"):
+            await store.commit(("INSERT INTO t VALUES (?)", (n,)))
+        assert len(attempts) == 1
+    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    await store.commit(("INSERT INTO t VALUES (4)", ()))
+    store.close()
+    assert query(url, "SELECT n FROM t") == [(4,)]
