@@ -14,8 +14,10 @@
 A memory that fails (a locked file, an embeddings endpoint that is down, a vector
 database out of reach) never fails the worker: the recall is an event with the error,
 a tool call an error observation (as any tool's failure is), and a result that cannot
-be kept a warning in the log. A :class:`~runtime.Memory` is anyone's code, so any
-``Exception`` it raises counts as its failure; cancellation still goes through.
+be kept a warning in the log. One that does not answer is given the role's tool
+timeout, at the worker's start and end as in its tool calls. A
+:class:`~runtime.Memory` is anyone's code, so any ``Exception`` it raises counts as
+its failure; cancellation still goes through.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
+import anyio
 from pydantic import ConfigDict, Field
 
 from runtime import (
@@ -114,16 +117,21 @@ async def recall_at_start(
     tracer: Tracer,
     worker: str | None,
     run_id: str | None,
+    timeout_s: float | None = None,
 ) -> UserMessage | None:
     """The message of what ``memory`` holds for ``task`` (None: nothing found, or the
-    search failed); the search is emitted as a :class:`MemoryRecalled`."""
+    search failed, or did not answer within ``timeout_s``, the role's tool timeout);
+    the search is emitted as a :class:`MemoryRecalled`."""
     started = time.perf_counter()
     hits: Sequence[MemoryHit] = ()
     error = None
     try:
-        hits = await memory.search(masked(task), namespace=settings.namespace, k=settings.recall)
+        with anyio.fail_after(timeout_s):
+            hits = await memory.search(
+                masked(task), namespace=settings.namespace, k=settings.recall
+            )
     except Exception as exc:  # any memory's failure (user code): the worker goes on without it
-        error = f"{type(exc).__name__}: {exc}"
+        error = _failure(exc, timeout_s)
     if tracer.enabled:
         tracer.emit(
             MemoryRecalled(
@@ -186,20 +194,30 @@ async def keep_result(
     run_id: str | None,
     role: str,
     worker: str,
+    timeout_s: float | None = None,
 ) -> None:
-    """Keep a finished worker's answer (``store_result``). A memory that fails is logged
+    """Keep a finished worker's answer (``store_result``). A memory that fails, or does
+    not answer within ``timeout_s`` (the role's tool timeout), is logged
     (``memory.store_failed``, a warning), never raised: the worker's result stands."""
     if not text.strip():
         return
     try:
-        await memory.add(
-            masked(text),
-            namespace=settings.namespace,
-            kind="result",
-            run_id=run_id,
-            role=role,
-            worker=worker,
-        )
+        with anyio.fail_after(timeout_s):
+            await memory.add(
+                masked(text),
+                namespace=settings.namespace,
+                kind="result",
+                run_id=run_id,
+                role=role,
+                worker=worker,
+            )
     except Exception as exc:  # any memory's failure (user code): the result stands
-        fields = {"run_id": run_id, "worker": worker, "error": f"{type(exc).__name__}: {exc}"}
+        fields = {"run_id": run_id, "worker": worker, "error": _failure(exc, timeout_s)}
         logs.log("memory.store_failed", fields, level="warning")
+
+
+def _failure(exc: Exception, timeout_s: float | None) -> str:
+    """A memory's failure as an event or a log entry says it."""
+    if isinstance(exc, TimeoutError) and timeout_s is not None:
+        return f"TimeoutError: no answer in {timeout_s:g}s (the role's tool_timeout)"
+    return f"{type(exc).__name__}: {exc}"

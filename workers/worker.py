@@ -466,6 +466,7 @@ class Worker:
                 run_id=self.services.run_id,
                 role=self.role.name,
                 worker=self.name,
+                timeout_s=self.role.tool_timeout,
             )
 
     async def _recalled(self, task: str, prompt: str) -> LoopState | None:
@@ -481,6 +482,7 @@ class Worker:
             tracer=self.services.tracer,
             worker=self.name,
             run_id=self.services.run_id,
+            timeout_s=self.role.tool_timeout,
         )
         return LoopState(task=prompt, messages=(message,)) if message is not None else None
 

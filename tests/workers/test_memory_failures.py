@@ -169,3 +169,54 @@ async def test_a_note_for_a_file_another_program_keeps_locked_times_out_as_any_t
     assert (observed.name, observed.status) == ("remember", "timeout")
     assert elapsed < 5  # its 0.3 s tool timeout, far from the memory's 30 s
     assert [r.text for r in await memory.list("trip")] == ["Lisbon is sunny"]
+
+
+class Silent(Unreachable):
+    """A memory over a service that never answers (a network partition, a client
+    without a timeout of its own)."""
+
+    async def add(
+        self,
+        text: str,
+        *,
+        namespace: str = "default",
+        kind: MemoryKind = "note",
+        run_id: str | None = None,
+        role: str | None = None,
+        worker: str | None = None,
+    ) -> MemoryRecord:
+        await anyio.sleep_forever()
+        raise AssertionError("never answered")
+
+    async def search(
+        self, query: str, *, namespace: str = "default", k: int = 5
+    ) -> tuple[MemoryHit, ...]:
+        await anyio.sleep_forever()
+        return ()
+
+
+async def test_a_memory_that_never_answers_has_the_roles_tool_timeout() -> None:
+    # Its recall at the worker's start and the answer it kept at its end waited for it
+    # for ever: the worker hung to its own timeout, and failed on it. They fail after
+    # the role's tool timeout now, as its memory tools do, and the result stands.
+    events: list[Event] = []
+    role = Role(
+        name="guide",
+        memory=RoleMemory(namespace="trip", remember=False, store_result=True),
+        tool_timeout=0.2,
+    )
+    tracer = Tracer(events.append, log=False)
+    worker = Worker(
+        role,
+        FunctionModel(lambda request: "answer"),
+        services=Services(memory=Silent(), tracer=tracer),
+    )
+    with anyio.fail_after(10), structlog.testing.capture_logs() as logs:
+        result = await worker.run("bees")
+    assert result.ok, result.error
+    assert result.text == "answer"
+    [recalled] = [e for e in events if isinstance(e, MemoryRecalled)]
+    said = "TimeoutError: no answer in 0.2s (the role's tool_timeout)"
+    assert recalled.error == said
+    [warning] = [entry for entry in logs if entry["event"] == "memory.store_failed"]
+    assert warning["error"] == said
