@@ -52,6 +52,8 @@ _APPLICATION = "honeycomb run store"
 _VERSIONS = "store_schema"
 """The table that says the schema holds a store, and of which version."""
 _CONNECT_TIMEOUT_S = 10
+_MOST_MS = 2**31 - 1
+"""The longest timeout the server takes (about 24 days), in milliseconds."""
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('honeycomb store'), hashtext(%s))"
 _TABLES = (
     "SELECT c.relname FROM pg_catalog.pg_class c "
@@ -273,7 +275,7 @@ class PostgresDatabase:
         # hung) holds its rows' locks, its lease's among them: the server ends its
         # session once it has waited a lease's time to live, so the run can be taken
         # over as its lease expires. Its transactions take milliseconds.
-        timeout_ms = max(1000, int(self.lease_ttl_s * 1000))
+        timeout_ms = min(max(1000, int(self.lease_ttl_s * 1000)), _MOST_MS)
         conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
         return conn
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,8 +87,9 @@ class RunStore:
         password_env: PostgreSQL: the environment variable that holds the password.
 
     Raises:
-        ConfigError: PostgreSQL: when psycopg is not installed, ``password_env`` is
-            not set, or the URL is not one.
+        ConfigError: when ``lease_ttl_s`` is not a number of seconds above 0; on
+            PostgreSQL, when psycopg is not installed, ``password_env`` is not set, or
+            the URL is not one.
     """
 
     def __init__(
@@ -98,6 +100,12 @@ class RunStore:
         pool_size: int = 4,
         password_env: str | None = None,
     ) -> None:
+        if not _seconds(lease_ttl_s):
+            raise ConfigError(
+                f"lease_ttl_s is {lease_ttl_s!r}: give how many seconds a run's lease "
+                "outlives its last heartbeat, a number above 0 (30 by default)",
+                field="lease_ttl_s",
+            )
         self.lease_ttl_s = lease_ttl_s
         self.path: Path | None = None
         """The SQLite file (None: a PostgreSQL store)."""
@@ -377,3 +385,8 @@ class RunStore:
     def _reading(self, read: Callable[[Connection], T], empty: T) -> T:
         """``read(db)`` in one snapshot of the store (``empty``: no store there yet)."""
         return self._database.read(read, empty)
+
+
+def _seconds(value: object) -> bool:
+    """Whether ``value`` is a finite number of seconds above 0."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf

@@ -89,7 +89,9 @@ class Writer:
 
     def __init__(self, database: Database, lease_ttl_s: float) -> None:
         self.database = database
-        self.beat_s = lease_ttl_s / 4  # a few heartbeats a TTL
+        # A few heartbeats a TTL, and one an hour at least: a wait of a TTL of years
+        # would be longer than a thread can wait.
+        self.beat_s = min(lease_ttl_s / 4, 3600.0)
         self.started = False  # it was started once: reads wait for what it writes
         # The leases renewed: replaced, never changed in place, as the thread reads it
         # without a lock.

@@ -400,3 +400,25 @@ async def test_a_live_run_is_listed_running_with_what_its_workers_spent_so_far(
         assert run.input_tokens > 0
         setup.gate.set()
     assert RunStore(db).find("r1").status == "ok"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("ttl", [0, -1.0, float("nan"), float("inf")])
+def test_a_lease_ttl_that_is_not_seconds_above_zero_is_refused(store: Where, ttl: float) -> None:
+    # 0 or below: the writer renewed the leases in a transaction after another, without
+    # a pause; NaN and infinity: the writer died, or PostgreSQL refused the value.
+    with pytest.raises(ConfigError, match=r"lease_ttl_s is .*a number above 0") as caught:
+        RunStore(store, lease_ttl_s=ttl)
+    assert caught.value.field == "lease_ttl_s"
+
+
+async def test_a_lease_ttl_that_never_runs_out_runs_on_each_store(
+    files: tuple[Where, Path, Path],
+) -> None:
+    # PostgreSQL refused a TTL of weeks as the time its sessions may stay idle in a
+    # transaction (more than 2**31 ms), where SQLite took it; and a fourth of this one,
+    # the writer's wait between heartbeats, is longer than a thread can wait.
+    db, effects, calls = files
+    store = RunStore(db, lease_ttl_s=1e12)
+    result = await Setup(effects, calls).executor(store).run(TASK, subtasks=plan(1), run_id="r1")
+    assert result.status == "ok"
+    store.close()
