@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from runtime.errors import ConfigError, ConfigErrors, kind_of
 from runtime.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
@@ -319,12 +320,24 @@ KEY_VARIABLE = "OPENAI_API_KEY"
 
 def key_missing(model: str, api_key: str | None, base_url: str | None) -> ConfigError | None:
     """The error for a model whose calls need an API key that nothing gives: OpenAI's
-    own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``) needs one, from
-    ``api_key`` or :data:`KEY_VARIABLE`; a local server takes any. None when it has
-    what it needs (read now: the environment may change)."""
-    if api_key or base_url or os.environ.get(KEY_VARIABLE) or os.environ.get("OPENAI_BASE_URL"):
+    own endpoint (no ``base_url``, nor ``OPENAI_BASE_URL``, or one that names it, as
+    ``https://api.openai.com/v1``) needs one, from ``api_key`` or :data:`KEY_VARIABLE`;
+    a local server takes any. None when it has what it needs (read now: the
+    environment may change)."""
+    endpoint = base_url or os.environ.get("OPENAI_BASE_URL")
+    if api_key or os.environ.get(KEY_VARIABLE) or not _openais(endpoint):
         return None
     return ConfigError(
         f"model {model!r} needs an API key: set {KEY_VARIABLE} (or give the model an "
         "api_key, or the base_url of a local endpoint)"
     )
+
+
+def _openais(url: str | None) -> bool:
+    """Whether ``url`` is OpenAI's own endpoint (none: the SDK's default is)."""
+    if not url:
+        return True
+    try:
+        return urlsplit(url.strip()).hostname == "api.openai.com"
+    except ValueError:  # no URL at all: its own error says so
+        return False
