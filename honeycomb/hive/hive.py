@@ -34,6 +34,7 @@ from runtime import (
 )
 from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
+from runtime.errors import kind_of
 from runtime.memory import SQLiteMemory
 from workers import Role, read_roles
 from workers.nesting import hive_ref, nested_tool_name
@@ -351,7 +352,18 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
         raise ConfigErrors([exc]) from exc
     errors: list[ConfigError] = []
     if not isinstance(doc.data, Mapping):
-        raise ConfigErrors([doc.error((), "a hive file must be a mapping (models:, roles: ...)")])
+        what = (
+            "it is empty (or only comments)" if doc.data is None else f"it is {kind_of(doc.data)}"
+        )
+        raise ConfigErrors(
+            [
+                doc.error(
+                    (),
+                    f"a hive file must be a mapping (models:, roles: ...), and {what}: "
+                    "honeycomb init DIR writes one to start from",
+                )
+            ]
+        )
     spec, problems = doc.validate(HiveSpec, doc.data)
     errors.extend(problems)
     if spec is None:

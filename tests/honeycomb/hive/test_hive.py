@@ -69,6 +69,24 @@ def test_yaml_syntax(tmp_path: Path) -> None:
     assert one_error(path).startswith(f"{path}:3:8: invalid YAML: the file ends inside")
 
 
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("", "it is empty (or only comments)"),
+        ("# later\n", "it is empty (or only comments)"),
+        ("- planner\n", "it is a list"),
+    ],
+)
+def test_a_file_that_is_no_mapping_says_what_it_is(tmp_path: Path, text: str, what: str) -> None:
+    # An empty file was told it 'must be a mapping (models:, roles: ...)', as if it
+    # held something else.
+    path = hive(tmp_path, text)
+    assert one_error(path) == (
+        f"{path}: a hive file must be a mapping (models:, roles: ...), and {what}: "
+        "honeycomb init DIR writes one to start from"
+    )
+
+
 def test_duplicate_key(tmp_path: Path) -> None:
     path = hive(tmp_path, GOOD + "roles:\n  x: {}\n")
     assert one_error(path).startswith(f"{path}:21:1: roles: key 'roles' appears twice")
