@@ -53,6 +53,7 @@ from runtime import (
     TextDelta,
 )
 from runtime.text import valid_text
+from workers import MemoryRecalled
 
 __all__ = ["add_chat_command", "chat_command"]
 
@@ -139,6 +140,7 @@ class Chat:
         self.shown = shown  # live (a terminal), plain, or json (every event a line)
         self.results: list[RunResult] = []
         self._events: TextIO | None = None  # where the json view writes (None: out)
+        self._told: set[str] = set()  # why the memory failed, as said in this chat
 
     async def talk(
         self, inp: TextIO, out: TextIO, console: Console, *, events: TextIO | None = None
@@ -248,11 +250,18 @@ class Chat:
             view = LiveView(console, f"honeycomb · {self.hive.name}")
         elif self.shown == "json":
             view = JsonView(self._events or out)
+        unrecalled: list[MemoryRecalled] = []
+
+        def recall_failed(event: Event) -> None:
+            if isinstance(event, MemoryRecalled) and event.error:
+                unrecalled.append(event)
+
         try:
             with view:
-                result = await answer([view.handle])
+                result = await answer([view.handle, recall_failed])
         except HoneycombError as exc:
             out.write(f"\n{type(exc).__name__}: {exc}\n")
+            self._not_recalled(unrecalled, out)
             return
         if result is None:
             return
@@ -270,6 +279,20 @@ class Chat:
         if not isinstance(view, _Written) or not view.wrote:
             out.write(f"\n{printable(result.answer_text.strip())}\n")
         out.write("\n" + workers_table(result) + "\n")
+        self._not_recalled(unrecalled, out)
+
+    def _not_recalled(self, events: Sequence[MemoryRecalled], out: TextIO) -> None:
+        """Say why the memory could not be searched (a file that is not a memory file,
+        one another program holds), once a chat for each reason: the workers go on
+        without it, and neither the answer nor the table shows it (``--json`` has the
+        events)."""
+        if self.shown == "json":
+            return
+        for event in events:
+            said = f"memory {event.namespace}: could not recall: {event.error}"
+            if said not in self._told:
+                self._told.add(said)
+                out.write(f"  {printable(said, lines=False)}\n")
 
     async def _trace(self, console: Console) -> None:
         from honeycomb.run.shown import stored_timeline

@@ -99,6 +99,28 @@ def test_json_writes_the_events_alone_on_stdout(
     assert "over 1 turn" in err
 
 
+def test_a_memory_that_cannot_be_searched_is_said_once(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The workers go on without it, and the chat said nothing: neither the answer nor
+    # the table shows a recall that failed, so every turn went on forgetting, unseen.
+    hive.write_text(
+        CHATTY.replace(
+            "    description: Finds facts about cities and their weather.\n",
+            "    description: Finds facts about cities and their weather.\n"
+            "    memory: {namespace: trip}\n",
+        )
+        + "memory: {path: notes.txt}\n"
+    )
+    (hive.parent / "notes.txt").write_text("not a memory file\n")
+    said = ["Find the weather in Rome.", "And in Oslo?"]
+    assert chat(monkeypatch, hive, said, "--no-store") == 0
+    out = capsys.readouterr().out
+    assert out.count("[offline simulation]") == 2  # answered all the same
+    assert out.count("  memory trip: could not recall: MemoryStoreError: ") == 1  # not each turn
+    assert "notes.txt: the file is not a Honeycomb memory file" in out
+
+
 @pytest.mark.parametrize(("store", "said"), STORES_NOT_SET_UP)
 def test_a_store_that_cannot_be_set_up_exits_2_in_one_line(
     hive: Path,
