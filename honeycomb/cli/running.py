@@ -32,7 +32,7 @@ from honeycomb.cli.resuming import (
     warn_of_other_models,
 )
 from honeycomb.cli.stores import DEFAULT_STORE, STORE_HELP, opened_store, store_argument
-from honeycomb.cli.view import JsonView, LiveView, PlainView, View, summary
+from honeycomb.cli.view import JsonView, LiveView, PlainView, View, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
@@ -365,7 +365,7 @@ def missing_keys(hive: Hive, model: Model | None, args: argparse.Namespace) -> l
 def _view(args: argparse.Namespace, console: Console, out: TextIO, hive: Hive) -> View:
     if args.json:
         return JsonView(out)
-    if args.plain or not console.is_terminal:
+    if args.plain or not live(console):
         return PlainView(out)
     return LiveView(console, f"honeycomb · {hive.name}")
 

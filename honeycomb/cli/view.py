@@ -46,7 +46,7 @@ from runtime import (
 )
 from runtime.text import valid_data
 
-__all__ = ["JsonView", "LiveView", "PlainView", "View", "summary"]
+__all__ = ["JsonView", "LiveView", "PlainView", "View", "live", "summary"]
 
 
 class View(Protocol):
@@ -153,6 +153,15 @@ _STYLE = {
 
 ANSWER_LINES = 12
 """Lines of the answer being written that the live view shows (its last ones)."""
+
+
+def live(console: Console) -> bool:
+    """Whether the live view is drawn on ``console``: its file is a terminal. A
+    console rich takes for one (``FORCE_COLOR`` set, as CI jobs set it to colour their
+    logs) that writes into a pipe or a file gets the plain lines: a live table redrawn
+    there leaves every frame, cursor moves and all, in the log."""
+    isatty = getattr(console.file, "isatty", None)
+    return console.is_terminal and isatty is not None and bool(isatty())
 
 
 class LiveView:

@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from honeycomb import Executor, Policy, Role, tool
+from honeycomb.cli.main import main
 from honeycomb.cli.view import JsonView, LiveView, PlainView, summary
 from honeycomb.events import RunStarted
 from honeycomb.testing import ScriptedModel
@@ -253,3 +254,17 @@ def test_the_views_clocks_start_with_the_run_not_as_the_view_is_made(
         now[0] += 0.25
     assert out.getvalue().startswith("[  0.00s] run r started: t\n")
     assert "planning ·  0.25s" in screen.getvalue()  # its last frame, as the run ended
+
+
+def test_force_color_into_a_pipe_gets_the_plain_lines_not_the_live_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # FORCE_COLOR (which CI jobs set to colour their logs) made rich take the pipe for
+    # a terminal, and the live table was redrawn into it: every frame, cursor moves
+    # and all, in the log.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["demo", "--latency", "0", "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "] s4 (courier) started" in out  # the plain view's lines
