@@ -8,8 +8,8 @@ life) so a test can see which calls an earlier life had already made.
 
 Run as a script (``python -m tests.support.durable STORE EFFECTS CALLS RUN_ID LIFE N
 [LATENCY [TTL [steal]]]``) it is the child process the crash and lease tests kill, stop
-and race: it prints the result as a JSON line, or, when another process holds the
-run, ``{"busy": ...}`` and exits with status 3.
+and race (:data:`START_AFTER` starts racers together): it prints the result as a JSON
+line, or, when another process holds the run, ``{"busy": ...}`` and exits with status 3.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import os
 import random
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ class Setup:
         self.idempotent = idempotent
         self.gate: anyio.Event | None = None
         self.held: set[str] = set()  # lines whose append waits for the gate
-        self.holding = anyio.Event()  # set once a held append is waiting
+        self.waiting: set[str] = set()  # the held lines whose append waits
+        self.holding = anyio.Event()  # set once every held append is waiting
         self._answered: dict[str, anyio.Event] = {}
 
     def answered(self, worker: str) -> anyio.Event:
@@ -70,7 +72,9 @@ class Setup:
             """Append a line to the effects file."""
             await self._pause()
             if line in self.held and self.gate is not None:
-                self.holding.set()
+                self.waiting.add(line)
+                if self.waiting >= self.held:
+                    self.holding.set()
                 await self.gate.wait()
             with self.effects.open("a") as f:
                 f.write(line + "\n")
@@ -139,6 +143,10 @@ def calls_by_worker(calls: Path) -> dict[str, list[tuple[int, str]]]:
 BUSY = 3
 """The child's exit status when another process holds the run's lease."""
 
+START_AFTER = "HONEYCOMB_TEST_START_AFTER"
+"""A file the child waits for before it runs (it makes ``FILE.LIFE`` once it is ready
+to): children started together then run together, however long each took to start."""
+
 
 async def _child(paths: list[str], run_id: str, life: str, n: int, options: list[str]) -> int:
     latency = float(options[0]) if options else 0.02
@@ -160,7 +168,17 @@ async def _child(paths: list[str], run_id: str, life: str, n: int, options: list
     return 0
 
 
+def _line_up(life: str) -> None:
+    """Say this child is ready, and wait for the others to be (:data:`START_AFTER`)."""
+    start = os.environ.get(START_AFTER)
+    if start is not None:
+        Path(f"{start}.{life}").touch()
+        while not Path(start).exists():
+            time.sleep(0.005)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     paths_, (run_id_, life_, n_, *options_) = sys.argv[1:4], sys.argv[4:]
+    _line_up(life_)
     sys.exit(anyio.run(_child, paths_, run_id_, life_, int(n_), options_))

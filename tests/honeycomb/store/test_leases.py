@@ -24,7 +24,7 @@ from honeycomb.cli.main import main
 from honeycomb.errors import RunBusy, StoreError
 from honeycomb.store import RunStore
 from tests.support import ROOT
-from tests.support.durable import BUSY, TASK, Setup, plan
+from tests.support.durable import BUSY, START_AFTER, TASK, Setup, plan
 from tests.support.old_stores import write_old_store
 from tests.support.stores import Where, change, finished_in_store, query
 
@@ -126,12 +126,20 @@ def test_two_resumes_of_a_killed_run_at_once_one_runs_it_the_other_is_busy(
     first.send_signal(signal.SIGKILL)
     first.wait()
 
-    # Slow enough that the two overlap: whichever takes the lease first is still
-    # running when the other asks for it.
+    # Started together, once both are ready (one may take seconds more than the other to
+    # get there, on a busy machine), and slow enough that the two overlap: whichever
+    # takes the lease first is still running when the other asks for it.
+    start = effects.with_name("start")
+    env = {**os.environ, START_AFTER: str(start)}
     racers = [
-        subprocess.Popen(child(files, life, "0.5"), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            child(files, life, "0.5"), cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env
+        )
         for life in ("2", "3")
     ]
+    for life, racer in zip(("2", "3"), racers, strict=True):
+        wait_for(start.with_name(f"start.{life}"), racer, "the start line")
+    start.touch()
     outcomes = [(r, json.loads(r.communicate(timeout=120)[0].splitlines()[-1])) for r in racers]
     codes = sorted(r.returncode for r, _ in outcomes)
     assert codes == [0, BUSY], outcomes

@@ -141,7 +141,10 @@ async def test_a_run_waits_while_the_database_restarts_and_goes_on(
     postgres: PostgresServer, url: str, tmp_path: Path
 ) -> None:
     setup = Setup(tmp_path / "effects.txt", tmp_path / "calls.txt")
-    setup.gate, setup.held = anyio.Event(), {"w0-2"}
+    # Both workers wait in their second side effect, its intent committed: no write of
+    # theirs is committing as the server stops (one lost as it committed would fail its
+    # worker, as it must).
+    setup.gate, setup.held = anyio.Event(), {"w0-2", "w1-2"}
     store = RunStore(url)
     assert await store.load("r1") is None  # the pool of its reads has a connection now
     async with anyio.create_task_group() as tg:
@@ -153,7 +156,7 @@ async def test_a_run_waits_while_the_database_restarts_and_goes_on(
 
         tg.start_soon(run)
         with anyio.fail_after(30):
-            await setup.holding.wait()  # in w0's second side effect, its intent committed
+            await setup.holding.wait()
             await anyio.to_thread.run_sync(postgres.stop)  # every connection dropped
             await anyio.to_thread.run_sync(postgres.start)
         setup.gate.set()  # its outcome, and all that follows, on new connections
