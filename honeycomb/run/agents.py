@@ -129,7 +129,9 @@ class NestedRuns:
         if state is None and resumed is not None:
             state = resumed.states.get(name)
         record = None
-        if self.record is not None:
+        if self.record is not None and self.record.keeps(ctx.worker or ""):
+            # Kept as its caller is: a caller that is not (the planner, the aggregator)
+            # cannot wait for a decision, nor be resumed, and neither can it.
             record = self.record.worker(name, len(state.messages) if state else 0)
         ctx_run = self.context
         try:
@@ -173,12 +175,12 @@ class NestedRuns:
             error=result.error,
             duration_s=time.perf_counter() - started,
         )
-        if self.record is not None:
+        if self.record is not None and record is not None:
             await self.record.subtask_finished(outcome)  # durable before it is reported
         if tracer.enabled:
             error = str(result.error) if result.error is not None else None
             tracer.emit(_finished(name, role, ctx_run.run_id, ctx, result.status, started, error))
-        if result.status == "waiting" and self.record is not None:
+        if result.status == "waiting" and record is not None:
             # Its calls wait in the store: its caller waits with it, and the call made
             # again (in this life, or a resumed run) continues it from there, decided.
             self._paused[name] = result.state

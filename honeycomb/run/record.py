@@ -154,6 +154,11 @@ class RunRecord:
         self._workers[name] = record
         return record
 
+    def keeps(self, name: str) -> bool:
+        """Whether worker ``name`` is kept turn by turn now (a subtask's or a nested
+        worker's; the planner and the aggregator are not)."""
+        return name in self._workers
+
     def use_journals(self, journals: Mapping[str, Mapping[tuple[int, str], JournalEntry]]) -> None:
         """Journal entries of an earlier life of this run, by worker."""
         self._journals = journals

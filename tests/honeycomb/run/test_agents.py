@@ -453,6 +453,46 @@ async def test_a_nested_workers_call_with_no_one_to_decide_it_is_denied_to_it() 
     )
 
 
+async def test_an_aggregators_nested_worker_asks_as_the_aggregator_does(tmp_path: Path) -> None:
+    """The aggregator is not kept turn by turn, so it cannot wait for a decision: its
+    own calls are denied when no approver is attached. Its nested worker's call waited
+    in the store all the same, and the run failed: 'the aggregator failed: None'."""
+    paid: list[str] = []
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def merger(request: ModelRequest) -> Answer:
+        if not observations(request):
+            return AssistantMessage(tool_calls=(call("clerk", {"instruction": "pay bob"}),))
+        return f"merged: {observations(request)[0].content}"
+
+    def clerk(request: ModelRequest) -> Answer:
+        if observations(request):
+            return f"clerk: {observations(request)[0].content}"
+        return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+
+    async def approver(request: ApprovalRequest) -> Decision:
+        return Decision.approved()
+
+    for asks, said in ((None, "clerk: denied: "), (approver, "clerk: paid bob")):
+        executor = Executor(
+            [RESEARCHER, Role(name="clerk", tools=("pay",)),
+             Role(name="merger", instructions="Merge.", tools=("agent:clerk",))],
+            by_role(researcher=researcher, clerk=clerk, merger=merger), tools=[pay],
+            aggregator="merger", approver=asks, store=tmp_path / "runs.db",
+        )  # fmt: skip
+        result = await executor.run(
+            "t", subtasks=[{"id": "s1", "role": "researcher", "instruction": "x"}]
+        )
+        assert result.status == "ok"
+        assert result.answer_text.startswith(f"merged: {said}")
+    assert paid == ["bob"]
+
+
 async def test_a_traced_runs_timings_with_nested_workers_are_its_stored_traces(
     tmp_path: Path,
 ) -> None:
