@@ -96,10 +96,14 @@ def _check_references(
                 at = (key, "role")
         if ref is None or (key == "aggregator" and ref == "concat") or ref in declared:
             continue
+        # The aggregator may also be concat: the results joined, with no model call.
+        choices = [*declared, "concat"] if key == "aggregator" else declared
+        concat = " (or concat: the results joined)" if key == "aggregator" else ""
         errors.append(
             doc.error(
                 at,
-                f"unknown role {ref!r}{did_you_mean(ref, declared)}; roles: {', '.join(declared)}",
+                f"unknown role {ref!r}{did_you_mean(ref, choices)}; roles: "
+                f"{', '.join(declared)}{concat}",
             )
         )
     if spec.planner is not None:

@@ -159,6 +159,15 @@ def test_unknown_planner_role(tmp_path: Path) -> None:
     assert "(did you mean 'planner'?)" in error
 
 
+def test_an_unknown_aggregator_is_told_that_concat_is_one_too(tmp_path: Path) -> None:
+    # 'concatenate' was told only the roles, not that 'concat' (no role) is meant.
+    path = hive(tmp_path, GOOD + "aggregator: concatenate\n")
+    assert one_error(path).startswith(
+        f"{path}:21:1: aggregator: unknown role 'concatenate' (did you mean 'concat'?); roles: "
+    )
+    assert one_error(path).endswith(" (or concat: the results joined)")
+
+
 def test_a_lead_that_plans_in_rounds(tmp_path: Path) -> None:
     loaded = load_hive(hive(tmp_path, GOOD + "planner: {role: planner, rounds: 4}\n"))
     planner = Executor.from_hive(loaded).shared.phases.planner
