@@ -273,7 +273,12 @@ class ModelError(HoneycombError):
 
 
 class ModelHTTPError(ModelError):
-    """The endpoint answered with an HTTP error status."""
+    """The endpoint answered with an HTTP error status.
+
+    Attributes:
+        hint: What to change, when the status says more than its body (a 404 for a
+            path the server does not serve: the model's ``base_url``).
+    """
 
     RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -284,14 +289,17 @@ class ModelHTTPError(ModelError):
         *,
         retry_after: float | None = None,
         model: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.retry_after = retry_after
         self.model = model
+        self.hint = hint
         self.retryable = status in self.RETRYABLE_STATUSES or status >= 500
         on = f" from model {model!r}" if model else ""
-        super().__init__(f"HTTP {status}{on}: {_short(body)}")
+        then = f" ({hint})" if hint else ""
+        super().__init__(f"HTTP {status}{on}: {_short(body)}{then}")
 
 
 class RetryAfterPastDeadline(ModelHTTPError):

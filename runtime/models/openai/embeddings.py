@@ -7,26 +7,27 @@ Calls are retried, limited and keyed as a chat model's are: it holds an
 per event loop), retry policy and limiter, and retries each call as every adapter that
 holds a limiter does (:func:`~runtime.limits.retry.endpoint_call`: a retry waits
 out the limiter's cool-down, and gives up at once when its wait would end past the
-policy's deadline). ``openai`` errors become :mod:`runtime.errors` here.
+policy's deadline). Each attempt is bounded, its errors translated and masked, as a
+chat call's are, and its body is read and checked here: an answer that is not JSON is
+retried, a malformed one is a :class:`~runtime.errors.ModelResponseError` naming the
+field.
 """
 
 from __future__ import annotations
 
+import array
+import base64
+import json
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
-from runtime.errors import (
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelResponseError,
-    ModelTimeout,
-)
+from runtime.errors import ModelResponseError, kind_of
 from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
+from runtime.models.checks import shown
+from runtime.models.openai._completion import answered_error
 from runtime.models.openai.chat import OpenAIModel
-from runtime.models.openai.endpoint import _retry_after
+from runtime.models.openai.endpoint import read_body
 from runtime.secrets import masked
 from runtime.text import valid_text
 
@@ -94,39 +95,79 @@ class OpenAIEmbeddings:
         return await endpoint_call(endpoint.retry, endpoint.limiter, lambda: self._embed_once(sent))
 
     async def _embed_once(self, texts: list[str]) -> list[list[float]]:
-        params: dict[str, Any] = {"model": self.model, "input": texts}
+        endpoint = self.endpoint
+        params: dict[str, Any] = {"model": self.model, "input": texts, "timeout": endpoint.timeout}
         if self.dimensions is not None:
             params["dimensions"] = self.dimensions
-        try:
-            answer = await self.endpoint.client.embeddings.create(**params)
-        except openai.APITimeoutError as exc:
-            timeout = self.endpoint.timeout
-            raise ModelTimeout(timeout, model=self.model, limit="its timeout") from exc
-        except openai.APIConnectionError as exc:
-            at = self.endpoint.base_url
-            raise ModelConnectionError(str(exc), base_url=at, model=self.model) from exc
-        except openai.APIStatusError as exc:
-            raise ModelHTTPError(
-                exc.status_code,
-                exc.body if exc.body is not None else exc.message,
-                retry_after=_retry_after(exc.response.headers),
-                model=self.model,
-            ) from exc
-        except openai.OpenAIError as exc:
-            raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
-        return _vectors(answer, len(texts), self.model)
+        # As a chat call: bounded as a whole, errors translated and masked, the raw
+        # body read and checked here (the SDK's lenient parsing lets a malformed answer
+        # through as objects with missing attributes).
+        client = endpoint.client  # made before the clock starts, as a chat call's
+        with endpoint._bounded(endpoint.timeout, "its timeout"), endpoint._translated(params):
+            raw = await client.embeddings.with_raw_response.create(**params)
+            body = await read_body(raw.http_response)
+        vectors = parse_vectors(body, len(texts), self.model)
+        endpoint._observe(raw.headers)
+        return vectors
 
 
-def _vectors(answer: Any, count: int, model: str) -> list[list[float]]:
-    """The vectors of an answer, in the order of the texts, checked."""
-    items = sorted(getattr(answer, "data", None) or [], key=lambda item: item.index)
-    vectors = [list(getattr(item, "embedding", None) or []) for item in items]
+def parse_vectors(body: bytes, count: int, model: str) -> list[list[float]]:
+    """The vectors in an embeddings answer's body, in the order of the ``count`` texts:
+    each a list of numbers, or their float32s in base64 (what the ``openai`` client
+    asks for, and a server may ignore).
+
+    Raises:
+        ModelResponseError: naming the model and what is wrong with the body (one that
+            is not JSON is worth a retry, as a chat answer's is).
+        ModelHTTPError: for an error in the body that stands for one (a server error,
+            a rate limit), retried as that.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ModelResponseError(
+            f"the embeddings of model {model!r} came in a body that is not JSON ({exc}): "
+            f"{shown(body)}",
+            retryable=True,
+        ) from exc
+    if isinstance(data, dict) and "data" not in data and "error" in data:
+        raise answered_error(data["error"], model, "answered with an error")
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ModelResponseError(
+            f"the embeddings of model {model!r}: data is {kind_of(items)}, not a list"
+        )
+    found: list[tuple[int, list[float]]] = []
+    for at, item in enumerate(items):
+        index = item.get("index", at) if isinstance(item, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ModelResponseError(
+                f"the embeddings of model {model!r}: data[{at}] is not an embedding with an index"
+            )
+        found.append((index, _vector(item.get("embedding"), f"data[{at}].embedding", model)))
+    vectors = [vector for _, vector in sorted(found, key=lambda pair: pair[0])]
     sizes = {len(v) for v in vectors}
     if len(vectors) != count or 0 in sizes or len(sizes) > 1:
         raise ModelResponseError(
             f"the embeddings endpoint answered {len(vectors)} vectors of sizes "
             f"{sorted(sizes)} for {count} texts (model {model!r})"
         )
-    if not all(isinstance(x, int | float) for x in vectors[0]):
-        raise ModelResponseError(f"the embeddings of model {model!r} are not numbers")
     return vectors
+
+
+def _vector(value: Any, where: str, model: str) -> list[float]:
+    """One embedding: a list of numbers, or base64 of float32s."""
+    if isinstance(value, str):
+        try:
+            packed = base64.b64decode(value, validate=True)
+        except ValueError:
+            packed = b"?"  # not base64: refused below
+        if len(packed) % 4 == 0:  # float32s, in this machine's order (as the SDK reads them)
+            return list(array.array("f", packed))
+    elif isinstance(value, list) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in value
+    ):
+        return [float(x) for x in value]
+    raise ModelResponseError(
+        f"the embeddings of model {model!r}: {where} is {kind_of(value)}, not numbers"
+    )

@@ -53,8 +53,9 @@ from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
-from runtime.models.openai.request import Api, key_missing, split_settings
+from runtime.models.openai.request import Api, base_url_problem, key_missing, split_settings
 from runtime.secrets import (
+    CREDENTIAL_PARAMETERS,
     add_header,
     add_secret,
     mask_error,
@@ -139,8 +140,16 @@ class OpenAIEndpoint(abc.ABC):
         urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
         for secret in url_secrets(urls):
             add_secret(secret, "password", owner=self)
+        problem = base_url_problem(self.base_url) if self.base_url else None
+        if problem is not None:
+            given = "" if base_url else " (from OPENAI_BASE_URL)"
+            raise ConfigError(masked(f"model {model!r}: {problem}{given}"))
         for value in self._sdk_settings.get("extra_headers", {}).values():
             add_header(value, owner=self)
+        # A key an endpoint takes in its URL (Gemini's ?key=, Azure's ?api-key=).
+        for name, value in self._sdk_settings.get("extra_query", {}).items():
+            if str(name).lower() in CREDENTIAL_PARAMETERS and isinstance(value, str):
+                add_secret(value, _KEY, owner=self)
 
     def __repr__(self) -> str:
         # Masked: errors name the model by its repr, and a base_url may hold a password.
@@ -289,24 +298,40 @@ class OpenAIEndpoint(abc.ABC):
         """One attempt, bounded as a whole by the call's timeout: from the request sent
         to the answer's last byte, streamed or not (the HTTP client's own timeout only
         bounds each wait for a byte, which a server sending slowly never trips)."""
-        limit = self._timeout_s(request)
+        # The client is made before the clock starts: making one (its TLS context,
+        # which a busy machine takes a good part of a second over) is not the
+        # endpoint's time.
+        self.client  # noqa: B018
+        mine = "the role's model_timeout" if request.timeout is not None else "its timeout"
+        with self._bounded(self._timeout_s(request), mine):
+            if shown is not None:
+                response = await self._stream_raw(request, mode, shown)
+            else:
+                response = await self._complete_raw(request, mode)
+        # A misbehaving proxy, or a model that was told the key, may send it back.
+        return masked(response)
+
+    @contextlib.contextmanager
+    def _bounded(self, limit: float, named: str) -> Iterator[None]:
+        """The block is one attempt: cut at ``limit`` seconds as a whole (a
+        :class:`ModelTimeout` saying which limit, ``named``), and a model error it
+        raises shows no secret.
+
+        Raises:
+            ModelTimeout: past the limit, or the HTTP client's own.
+            ModelError: the block's, masked.
+        """
         try:
             with within(limit):
-                if shown is not None:
-                    response = await self._stream_raw(request, mode, shown)
-                else:
-                    response = await self._complete_raw(request, mode)
+                yield
         except (TimedOut, ModelTimeout) as exc:  # the whole attempt's, or the client's
-            mine = "the role's model_timeout" if request.timeout is not None else "its timeout"
-            raise ModelTimeout(limit, model=self.model, limit=mine) from exc
+            raise ModelTimeout(limit, model=self.model, limit=named) from exc
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
             # error bodies: mask the secrets, and drop the SDK's error that holds them.
             if not shows_secret(_all_text(exc)):
                 raise
             raise mask_error(exc) from None
-        # A misbehaving proxy, or a model that was told the key, may send it back.
-        return masked(response)
 
     async def _complete_raw(self, request: ModelRequest, mode: OutputMode) -> ModelResponse:
         params = self._params(request, mode)
@@ -343,21 +368,32 @@ class OpenAIEndpoint(abc.ABC):
         except openai.APITimeoutError as exc:
             raise ModelTimeout(params["timeout"]) from exc
         except openai.APIConnectionError as exc:
-            raise self._unreachable(str(exc)) from exc
+            raise self._unreachable(_with_cause(exc)) from exc
         except ModelConnectionError as exc:  # the answer broke off as it was read
             if exc.model is not None:
                 raise
             raise self._unreachable(exc.reason) from exc.__cause__
         except openai.APIStatusError as exc:
             self._observe(exc.response.headers)
-            raise ModelHTTPError(
-                exc.status_code,
-                exc.body if exc.body is not None else exc.message,
-                retry_after=_retry_after(exc.response.headers),
-                model=self.model,
-            ) from exc
+            raise self._http_error(exc) from exc
         except openai.OpenAIError as exc:
             raise ModelResponseError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _http_error(self, exc: openai.APIStatusError) -> ModelHTTPError:
+        """The error of an HTTP error status; a 404 that is not about the model (the
+        server serves no such path: a ``base_url`` without its ``/v1``, or with the
+        API's path in it) names the URL asked and what to change."""
+        body = exc.body if exc.body is not None else exc.message
+        hint = None
+        if exc.status_code == 404 and self.model not in str(body):
+            hint = masked(_not_served(str(exc.request.url.copy_with(query=None)), self.base_url))
+        return ModelHTTPError(
+            exc.status_code,
+            body,
+            retry_after=_retry_after(exc.response.headers),
+            model=self.model,
+            hint=hint,
+        )
 
     def _unreachable(self, reason: str) -> ModelConnectionError:
         """The error of a connection to the endpoint that failed for ``reason``."""
@@ -431,6 +467,38 @@ async def read_lines(response: Any, timeout_s: float) -> AsyncGenerator[str, Non
 
 
 _KEY = "api key"
+
+
+def _with_cause(exc: BaseException) -> str:
+    """What ``exc`` says, then what the deepest error behind it says: the SDK's
+    "Connection error." names nothing to fix, the error it wraps does (a refused
+    connection, a host name not known, a URL the HTTP client cannot send to)."""
+    deepest, seen = exc, {id(exc)}
+    while (behind := deepest.__cause__ or deepest.__context__) is not None:
+        if id(behind) in seen:
+            break
+        seen.add(id(behind))
+        if str(behind):
+            deepest = behind
+    said = str(exc).rstrip(".")
+    return said if deepest is exc or str(deepest) in said else f"{said}: {deepest}"
+
+
+_API_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings")
+
+
+def _not_served(url: str, base_url: str | None) -> str:
+    """What a 404 for ``url`` (a path the server does not serve) asks to change."""
+    hint = f"the endpoint serves no POST {url}"
+    if base_url is None:
+        return hint
+    root = base_url.rstrip("/")
+    for path in _API_PATHS:
+        if root.endswith(path):
+            return f"{hint}: base_url ends with the API's path; try {root.removesuffix(path)!r}"
+    if not re.search(r"/v\d", root.partition("://")[2]):
+        return f"{hint}: most OpenAI-compatible servers answer under /v1; try {root + '/v1'!r}"
+    return f"{hint}: check the model's base_url"
 
 
 def _all_text(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ __all__ = [
     "RESERVED_RESPONSES_SETTINGS",
     "RESERVED_SETTINGS",
     "Api",
+    "base_url_problem",
     "check_settings",
     "key_missing",
     "messages_out",
@@ -227,6 +229,18 @@ def split_settings(
     extra = {k: v for k, v in settings.items() if k not in known}
     extra.update(settings.get("extra_body", {}))  # the settings' own extra_body wins
     return sdk, extra
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """What is wrong with ``base_url``, if it cannot be an endpoint's URL: one without
+    ``http://`` or ``https://`` (``localhost:11434/v1``), which every call would fail
+    to reach."""
+    if re.match(r"https?://[^/?#\s]", base_url.strip(), re.IGNORECASE):
+        return None
+    scheme, sep, _ = base_url.partition("://")
+    if sep and scheme.isascii() and scheme.isalnum():
+        return f"base_url {base_url!r} is not an http:// or https:// URL ({scheme}://)"
+    return f"base_url {base_url!r} has no http:// or https:// (write 'http://{base_url}')"
 
 
 def output_instruction(output: OutputSchema) -> str:

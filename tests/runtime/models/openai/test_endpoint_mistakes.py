@@ -1,0 +1,127 @@
+"""The mistakes one makes pointing a model at an endpoint, and the errors that say what
+to fix: a ``base_url`` without ``/v1`` or with the API's path in it (the server
+answers 404), one without ``http://``, an endpoint that cannot be reached, and a key
+given as a query parameter. Both adapters, through the real ``openai`` client over
+real HTTP, against the local test server."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from runtime import (
+    ConfigError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelRequest,
+    OpenAIModel,
+    RetryPolicy,
+    UserMessage,
+)
+from runtime.models.openai.endpoint import OpenAIEndpoint
+from runtime.models.openai.responses import OpenAIResponsesModel
+from tests.support.openai_server import OpenAIServer, Raw, RecordedRequest
+
+REQUEST = ModelRequest(messages=(UserMessage(content="hi"),))
+ONCE = RetryPolicy(attempts=1)
+ADAPTERS = {"chat": OpenAIModel, "responses": OpenAIResponsesModel}
+PATHS = {"chat": "/chat/completions", "responses": "/responses"}
+
+
+async def failed(model: OpenAIEndpoint) -> BaseException:
+    with pytest.raises((ModelHTTPError, ModelConnectionError)) as caught:
+        await model.complete(REQUEST)
+    await model.client.close()
+    return caught.value
+
+
+@pytest.mark.parametrize("api", ADAPTERS)
+async def test_a_base_url_without_v1_is_told_to_add_it(
+    openai_server: OpenAIServer, api: str
+) -> None:
+    root = openai_server.base_url.removesuffix("/v1")
+    error = await failed(ADAPTERS[api]("gpt-test", base_url=f"{root}/", retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.status == 404
+    assert f"the endpoint serves no POST {root}{PATHS[api]}" in str(error)
+    assert f"try '{root}/v1'" in str(error)
+    assert error.hint is not None
+    assert error.hint in str(error)
+    assert not error.retryable
+
+
+async def test_a_base_url_with_the_apis_path_is_told_to_drop_it(
+    openai_server: OpenAIServer,
+) -> None:
+    base_url = f"{openai_server.base_url}/chat/completions"
+    error = await failed(OpenAIModel("gpt-test", base_url=base_url, retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert "base_url ends with the API's path" in str(error)
+    assert f"try '{openai_server.base_url}'" in str(error)
+
+
+async def test_a_404_about_the_model_is_left_as_the_endpoint_says_it(
+    openai_server: OpenAIServer,
+) -> None:
+    """OpenAI (and vLLM, Ollama) answer 404 for a model they do not have: the URL is
+    right, and the endpoint's own words say what to fix."""
+    openai_server.default = Raw(404, "The model `gpt-nope` does not exist")
+    error = await failed(OpenAIModel("gpt-nope", base_url=openai_server.base_url, retry=ONCE))
+
+    assert isinstance(error, ModelHTTPError)
+    assert error.hint is None
+    assert str(error).endswith("'code': None}")
+
+
+def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAIModel("llama3.1", base_url="localhost:11434/v1")
+    assert "base_url 'localhost:11434/v1' has no http:// or https://" in str(caught.value)
+    assert "write 'http://localhost:11434/v1'" in str(caught.value)
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "ftp://127.0.0.1/v1")
+    with pytest.raises(ConfigError) as caught:
+        OpenAIResponsesModel("gpt-test")
+    assert "is not an http:// or https:// URL (ftp://) (from OPENAI_BASE_URL)" in str(caught.value)
+
+
+async def test_a_refused_connection_says_why() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    error = await failed(
+        OpenAIModel("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", retry=ONCE)
+    )
+
+    assert isinstance(error, ModelConnectionError)
+    # The SDK's "Connection error." alone names nothing; the socket's error does.
+    assert error.reason.startswith("Connection error: ")
+    assert str(port) in error.reason
+
+
+@pytest.mark.parametrize("api", ADAPTERS)
+async def test_a_key_given_as_a_query_parameter_is_a_secret(
+    openai_server: OpenAIServer, api: str
+) -> None:
+    """Gemini takes its key as ``?key=``, Azure as ``?api-key=``: an endpoint that
+    echoes the URL it was asked shows it."""
+    key = "AIzaSyQueryKey0123456789"
+
+    def echo(request: RecordedRequest) -> Raw:
+        return Raw(400, f"cannot serve {request.path}?key={key}")
+
+    openai_server.default = echo
+    settings = {"extra_query": {"key": key, "alt": "json"}}
+    model = ADAPTERS[api](
+        "gpt-test", base_url=openai_server.base_url, retry=ONCE, settings=settings
+    )
+    error = await failed(model)
+
+    assert isinstance(error, ModelHTTPError)
+    assert "?key=[api key hidden]" in str(error)
+    assert key not in repr(error.body)
