@@ -355,6 +355,7 @@ class PostgresDatabase:
 
     def read(self, read: Callable[[Connection], T], empty: T) -> T:
         import psycopg
+        import psycopg_pool
 
         try:
             with self._readers().connection() as conn, conn.transaction():
@@ -367,8 +368,26 @@ class PostgresDatabase:
                         return empty
                     self._current = version == SCHEMA_VERSION
                 return read(PostgresConnection(conn, self._known if self._current else {}))
+        except psycopg_pool.PoolTimeout as exc:
+            # No connection in the pool's time: every one busy, or the server gone (its
+            # reason not said; the pool trying again behind, each failure a warning).
+            self._reachable()
+            raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
         except psycopg.Error as exc:
             raise StoreError(f"cannot read the run store: {exc}", path=self.where) from exc
+
+    def _reachable(self) -> None:
+        """Return if a connection can be made now; else close the pool (the next read
+        opens it anew, and is told at once if the server is still away).
+
+        Raises:
+            StoreError: with libpq's reason, when no connection can be made.
+        """
+        try:
+            self._connection().close()
+        except StoreError:
+            self.close()
+            raise
 
     def _readers(self) -> psycopg_pool.ConnectionPool[Any]:
         """The pool reads take their connections from, opened by the first read.

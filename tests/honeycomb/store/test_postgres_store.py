@@ -313,7 +313,7 @@ def test_a_server_that_cannot_be_reached_is_told_at_once_with_why(
 
 
 async def test_a_server_that_stays_away_is_waited_for_once_not_at_each_write(
-    postgres: PostgresServer, url: str, monkeypatch: pytest.MonkeyPatch
+    url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The writer waits out a lost server once (RECONNECT_S): the writes after the one
     it gave up on try once each and fail at once, so a run whose workers, end and
@@ -350,3 +350,31 @@ async def test_a_server_that_stays_away_is_waited_for_once_not_at_each_write(
     await store.commit(("INSERT INTO t VALUES (4)", ()))
     store.close()
     assert query(url, "SELECT n FROM t") == [(4,)]
+
+
+async def test_a_read_once_the_server_went_away_says_why_and_the_next_is_told_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads take their connections from a pool: once the server went away, a read
+    waited the pool's time and said only that no connection came, as did every read
+    after it, the pool trying again behind them. Now it says libpq's reason, and the
+    next read is told it at once, by a pool opened anew, as the first read of a store
+    is; once the server lets it in again, reads go on."""
+    monkeypatch.setattr("honeycomb.store.postgres._CONNECT_TIMEOUT_S", 0.5)  # the pool's time
+    role = f"gone_{schema_of(url)}"
+    change(url, (f'CREATE ROLE "{role}" LOGIN SUPERUSER', ()))
+    store = RunStore(url.replace("postgres@", f"{role}@"))
+    await store.open()
+    assert store.runs() == []  # the pool is open
+    change(
+        url,
+        (f'ALTER ROLE "{role}" NOLOGIN', ()),  # the server lets it in no more
+        ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", (role,)),
+    )
+    for _ in range(2):
+        with pytest.raises(StoreError, match="cannot connect to the run store") as caught:
+            store.runs()
+        assert "is not permitted to log in" in str(caught.value)
+    change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
+    assert store.runs() == []
+    store.close()
