@@ -349,7 +349,7 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     try:
         doc = load_yaml(file, interpolate=True, secrets=_SECRETS)
     except ConfigError as exc:
-        raise ConfigErrors([exc]) from exc
+        raise ConfigErrors([_hive_files_in(file, exc)]) from exc
     errors: list[ConfigError] = []
     if not isinstance(doc.data, Mapping):
         what = (
@@ -383,6 +383,20 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
     return Hive(file, spec, roles, registry, doc, hives, places)
+
+
+def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
+    """``error``, which reading ``path`` raised, naming the hive files in it when it is
+    a folder (``honeycomb run myhive`` after ``honeycomb init myhive``)."""
+    if not path.is_dir():
+        return error
+    found = sorted(p.name for p in (*path.glob("*.yaml"), *path.glob("*.yml")) if p.is_file())
+    if "hive.yaml" in found:
+        found = ["hive.yaml"]
+    if not found:
+        return error
+    named = " or ".join(str(path / name) for name in found[:3])
+    return ConfigError(f"{error.message}: name the hive file in it ({named})", file=error.file)
 
 
 def _registry(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> ToolRegistry:

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel
 
 from honeycomb import ConfigErrors, Executor, Policy
-from honeycomb.cli.main import demo_hive_path
+from honeycomb.cli.main import demo_hive_path, main
 from honeycomb.hive import load_hive
 from honeycomb.hive.specs import HiveSpec
 from honeycomb.offline import OfflineModel
@@ -85,6 +85,23 @@ def test_a_file_that_is_no_mapping_says_what_it_is(tmp_path: Path, text: str, wh
         f"{path}: a hive file must be a mapping (models:, roles: ...), and {what}: "
         "honeycomb init DIR writes one to start from"
     )
+
+
+def test_a_folder_given_for_a_hive_is_told_with_the_hive_file_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'honeycomb run myhive' after 'honeycomb init myhive' was told only that myhive
+    # is a folder.
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "myhive"]) == 0
+    capsys.readouterr()
+    assert main(["run", "myhive"]) == 2
+    assert capsys.readouterr().err == (
+        "1 error in configuration:\n  myhive: cannot read the file: it is a folder, not a "
+        "regular file: name the hive file in it (myhive/hive.yaml)\n"
+    )
+    (tmp_path / "empty").mkdir()
+    assert one_error(tmp_path / "empty").endswith("it is a folder, not a regular file")
 
 
 def test_duplicate_key(tmp_path: Path) -> None:
