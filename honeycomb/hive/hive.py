@@ -386,17 +386,33 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
 
 
 def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:
-    """``error``, which reading ``path`` raised, naming the hive files in it when it is
-    a folder (``honeycomb run myhive`` after ``honeycomb init myhive``)."""
-    if not path.is_dir():
+    """``error``, which reading ``path`` raised, naming the hive files meant: those in
+    it when it is a folder (``honeycomb run myhive`` after ``honeycomb init myhive``),
+    the one of a close name beside it when there is no such file (``hive.yml``)."""
+    if path.is_dir():
+        found = _yaml_files(path)
+        if "hive.yaml" in found:
+            found = ["hive.yaml"]
+        if not found:
+            return error
+        named = " or ".join(str(path / name) for name in found[:3])
+        return ConfigError(f"{error.message}: name the hive file in it ({named})", file=error.file)
+    if path.exists() or not path.parent.is_dir():
         return error
-    found = sorted(p.name for p in (*path.glob("*.yaml"), *path.glob("*.yml")) if p.is_file())
-    if "hive.yaml" in found:
-        found = ["hive.yaml"]
-    if not found:
+    import difflib  # loads with the first misspelt name, as did_you_mean's
+
+    files = {Path(name).stem: name for name in _yaml_files(path.parent)}  # .yml or .yaml
+    close = difflib.get_close_matches(path.stem, list(files), n=1, cutoff=0.6)
+    if not close:
         return error
-    named = " or ".join(str(path / name) for name in found[:3])
-    return ConfigError(f"{error.message}: name the hive file in it ({named})", file=error.file)
+    meant = str(path.parent / files[close[0]])
+    return ConfigError(f"{error.message} (did you mean {meant!r}?)", file=error.file)
+
+
+def _yaml_files(folder: Path) -> list[str]:
+    """The names of the YAML files of ``folder``, sorted."""
+    found = (*folder.glob("*.yaml"), *folder.glob("*.yml"))
+    return sorted(p.name for p in found if p.is_file())
 
 
 def _registry(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> ToolRegistry:

@@ -87,11 +87,11 @@ def test_a_file_that_is_no_mapping_says_what_it_is(tmp_path: Path, text: str, wh
     )
 
 
-def test_a_folder_given_for_a_hive_is_told_with_the_hive_file_in_it(
+def test_a_folder_or_a_misspelt_file_given_for_a_hive_is_told_the_hive_file_meant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 'honeycomb run myhive' after 'honeycomb init myhive' was told only that myhive
-    # is a folder.
+    # is a folder, and 'myhive/hive.yml' only that there is no such file.
     monkeypatch.chdir(tmp_path)
     assert main(["init", "myhive"]) == 0
     capsys.readouterr()
@@ -102,6 +102,12 @@ def test_a_folder_given_for_a_hive_is_told_with_the_hive_file_in_it(
     )
     (tmp_path / "empty").mkdir()
     assert one_error(tmp_path / "empty").endswith("it is a folder, not a regular file")
+    assert main(["validate", "myhive/hive.yml", "myhive/nothere.yaml"]) == 1
+    assert capsys.readouterr().out == (
+        "myhive/hive.yml: 1 error\n  myhive/hive.yml: cannot read the file: No such file or "
+        "directory (did you mean 'myhive/hive.yaml'?)\nmyhive/nothere.yaml: 1 error\n  "
+        "myhive/nothere.yaml: cannot read the file: No such file or directory\n"
+    )
 
 
 def test_duplicate_key(tmp_path: Path) -> None:
