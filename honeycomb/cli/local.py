@@ -102,7 +102,11 @@ def local_model(args: argparse.Namespace, hive: Hive) -> Model:
             "behind an endpoint (--model NAME --base-url URL)"
         )
     from runtime.models.llama import LlamaModel  # xllamacpp itself loads with the first call
+    from runtime.models.llama_server import gguf_problem
 
+    problem = gguf_problem(Path(args.gguf)) if args.gguf is not None else None
+    if problem is not None:  # named by its option, not as if the hive had the file
+        raise ConfigError(f"--gguf: {problem}")
     model = LlamaModel(args.gguf, seed=SEED)
     server = model.server
     if not args.json:
