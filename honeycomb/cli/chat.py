@@ -197,7 +197,10 @@ class Chat:
                 continue
             command = commands.get(text.split()[0])
             if command is not None:
-                await command(out)
+                try:
+                    await command(out)
+                except HoneycombError as exc:  # the session answers in another process ...
+                    out.write(f"{exc}\n")
             elif text.startswith("/"):
                 out.write(f"unknown command {text.split()[0]}: {HELP}\n")
             else:
@@ -324,11 +327,7 @@ class Chat:
             print_turn(out, turn)
 
     async def _undo(self, out: TextIO) -> None:
-        try:
-            undone = await self.session.pop()
-        except HoneycombError as exc:
-            out.write(f"{exc}\n")
-            return
+        undone = await self.session.pop()
         out.write(f"took back message {undone.turn}: {undone.message}\n" if undone else "")
         out.write("nothing to undo\n" if undone is None else "")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import anyio
 from rich.console import Console
 
 from honeycomb import Policy, Role
@@ -59,3 +60,32 @@ async def test_a_turn_with_a_failed_worker_still_shows_what_it_spent() -> None:
     table = workers_table(result)
     for figure in ("tokens", "calls", "cost", "failed"):
         assert f"\n  {figure} " in table
+
+
+async def test_new_and_undo_while_another_process_answers_say_so(tmp_path: Path) -> None:
+    # /new raised the session's SessionBusy out of the chat, a traceback that ended it.
+    chatty = load_hive(hive(tmp_path, CHATTY))
+    store = tmp_path / "runs.db"
+    asked, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        asked.set()
+        await go_on.wait()
+        return "Rome is sunny"
+
+    other = Executor(
+        [Role(name="researcher"), Role(name="aggregator")],
+        FunctionModel(slow),
+        store=store,
+        planner=lambda task: [("researcher", task)],
+    )  # another process, as far as the store tells
+    chat = Chat(chatty, Executor.from_hive(chatty, store=store), "u1", "plain")
+    out = io.StringIO()
+    async with anyio.create_task_group() as group:
+        group.start_soon(other.session("u1").run, "Find the weather in Rome.")
+        await asked.wait()
+        said = io.StringIO("/new\n/undo\n/history\n")
+        assert await chat.talk(said, out, Console(file=io.StringIO())) == 0
+        go_on.set()
+    assert out.getvalue().count("session 'u1' is answering message 1") == 2
+    assert "you:    Find the weather in Rome." in out.getvalue()  # /history went on
