@@ -229,13 +229,14 @@ def told_why(exc: RunFailed, most: int = 3) -> RunFailed:
     """``exc``, a sub-run's (a hive called as a tool) that failed, its reason followed
     by why its subtasks failed, where it does not say (``all 2 subtasks failed; nothing
     to aggregate (s1: ModelCallError: ...; s2: ...)``): the observation is all the
-    caller's model reads of it. At most ``most`` of them are told."""
+    caller's model reads of it. At most ``most`` of them are told, and only those that
+    failed of themselves (not those its end stopped: fail_fast names the first)."""
     partial = exc.partial
     failed = partial.failures if partial is not None else []
-    why = [
+    why = [  # those that failed of themselves: not those it stopped, nor skipped after
         f"{s.subtask.id}: {s.error}"
         for s in failed
-        if s.error is not None and s.error.message not in exc.reason  # fail_fast's says it
+        if s.status == "failed" and s.error is not None and s.error.message not in exc.reason
     ]
     if not why:
         return exc

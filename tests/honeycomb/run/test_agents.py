@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -892,13 +893,17 @@ async def test_a_hive_tool_whose_workers_all_failed_tells_the_caller_why() -> No
     """The caller's model read only 'its only subtask failed; nothing to aggregate':
     not why, so it could not tell a bad instruction from a broken model."""
 
-    def broken(request: ModelRequest) -> Answer:
+    async def broken(request: ModelRequest) -> Answer:
+        if task_of(request).endswith("slowly"):
+            await anyio.sleep_forever()  # until the fail_fast run stops it
         raise RuntimeError(f"no answer to {task_of(request)}")
 
-    facts = Executor(
-        [Role(name="researcher")], FunctionModel(broken), aggregator="concat",
-        planner=lambda task: [("researcher", task), ("researcher", f"{task} again")],
-    )  # fmt: skip
+    def facts(then: str = "again", **options: Any) -> Executor:
+        return Executor(
+            [Role(name="researcher")], FunctionModel(broken), aggregator="concat",
+            planner=lambda task: [("researcher", task), ("researcher", f"{task} {then}")],
+            **options,
+        )  # fmt: skip
 
     def lead(request: ModelRequest) -> Answer:
         if not observations(request):
@@ -907,7 +912,7 @@ async def test_a_hive_tool_whose_workers_all_failed_tells_the_caller_why() -> No
 
     executor = Executor(
         [Role(name="lead", tools=("facts",))], by_role(lead=lead),
-        tools=[facts.as_tool("facts")], aggregator="concat",
+        tools=[facts().as_tool("facts")], aggregator="concat",
     )  # fmt: skip
     result = await executor.run("t", subtasks=ONE)
     told = result.subtasks["s1"].text
@@ -915,6 +920,17 @@ async def test_a_hive_tool_whose_workers_all_failed_tells_the_caller_why() -> No
     assert "s1: " in told
     assert "no answer to bees" in told
     assert "no answer to bees again" in told
+
+    # fail_fast names the failure; the worker it stopped is not told as one
+    quick = facts("slowly", policy=Policy(failure="fail_fast"))
+    executor = Executor(
+        [Role(name="lead", tools=("facts",))], by_role(lead=lead),
+        tools=[quick.as_tool("facts")], aggregator="concat",
+    )  # fmt: skip
+    result = await executor.run("t", subtasks=ONE)
+    told = result.subtasks["s1"].text
+    assert told.endswith("no answer to bees); failure policy is fail_fast")
+    assert told.count("no answer to bees") == 1
 
 
 async def test_a_hive_tools_calls_go_to_the_callers_approver_when_it_has_none() -> None:
