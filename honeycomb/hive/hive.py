@@ -364,6 +364,16 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
                 )
             ]
         )
+    if "cases" in doc.data and "roles" not in doc.data:  # evals.yaml, beside hive.yaml
+        raise ConfigErrors(
+            [
+                doc.error(
+                    ("cases",),
+                    "this is an eval's cases file, not a hive file: honeycomb eval "
+                    f"HIVE.yaml {file} runs its cases on a hive",
+                )
+            ]
+        )
     spec, problems = doc.validate(HiveSpec, doc.data)
     errors.extend(problems)
     if spec is None:

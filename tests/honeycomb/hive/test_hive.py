@@ -110,6 +110,25 @@ def test_a_folder_or_a_misspelt_file_given_for_a_hive_is_told_the_hive_file_mean
     )
 
 
+def test_an_evals_cases_file_given_for_a_hive_is_told_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'honeycomb validate myhive/*.yaml' takes in the template's evals.yaml, which was
+    # told 'the hive defines no models' and 'unknown field 'cases''.
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "myhive"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "myhive/evals.yaml", "myhive/hive.yaml"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "myhive/evals.yaml: 1 error"
+    assert out[1].startswith("  myhive/evals.yaml:")
+    assert out[1].endswith(
+        ": cases: this is an eval's cases file, not a hive file: honeycomb eval HIVE.yaml "
+        "myhive/evals.yaml runs its cases on a hive"
+    )
+    assert out[2].startswith("myhive/hive.yaml: OK")
+
+
 def test_duplicate_key(tmp_path: Path) -> None:
     path = hive(tmp_path, GOOD + "roles:\n  x: {}\n")
     assert one_error(path).startswith(f"{path}:21:1: roles: key 'roles' appears twice")
