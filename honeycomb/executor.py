@@ -445,6 +445,7 @@ class Executor:
             run_id if outer else os.urandom(6).hex(),
             handlers,
             within=outer.sub_run_context(caller, context.call_id) if outer is not None else None,
+            quiet=spans.keepers if spans is not None else (),
         )
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
             run.context = replace(run.context, spans=spans.under(caller, context.call_id))

@@ -84,6 +84,9 @@ class Run:
         within: The run this one is a sub-run of (a hive called as a tool): it
             spends that run's budget (its own hive's budgets, wall time included, do
             not apply) and holds its locks and tool and model limiters.
+        quiet: Of the Executor's handlers, those it gives none of its events: for a
+            sub-run, those that record its caller's spans, where its own go already
+            (:class:`~honeycomb.trace.spans.SubRunSpans`).
         converse: The conversation before the task, when the run answers a message
             of a session (:mod:`honeycomb.run.session`): asked once, as it plans.
     """
@@ -98,6 +101,7 @@ class Run:
         text: bool = False,
         within: RunContext | None = None,
         converse: Converse | None = None,
+        quiet: Sequence[object] = (),
     ) -> None:
         self.shared = shared
         self.converse = converse
@@ -112,7 +116,8 @@ class Run:
             from honeycomb.run.record import RunRecord
 
             self.record = RunRecord(reporting.store, run_id, policy.on_unknown_outcome)
-        every = [*reporting.handlers, *handlers]
+        own = [h for h in reporting.handlers if not any(h is q for q in quiet)]
+        every = [*own, *handlers]
         spans = None
         if reporting.trace and within is None:  # spans (and their module) only if recorded
             from honeycomb.trace.spans import SpanRecorder

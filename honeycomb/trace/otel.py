@@ -77,25 +77,16 @@ class OpenTelemetryExporter:
         self._tracer = trace.get_tracer("honeycomb", tracer_provider=tracer_provider)
         self._workflow = workflow
         self._runs: dict[str, tuple[SpanRecorder, otel_context.Context]] = {}
-        # The sub-runs (hives called as tools) of the runs it records: their spans are
-        # those runs' already (SpanRecorder.nested), not a trace of their own.
-        self._within: set[str] = set()
 
     def __call__(self, event: Event) -> None:
         run_id = event.run_id
         if run_id is None:
             return
         if event.kind == "run.started":  # the run's own events, by their documented kind
-            caller = getattr(event, "caller", None)
-            if caller is not None and (caller in self._runs or caller in self._within):
-                self._within.add(run_id)
-                return
             # Events are emitted in the run's own task, so this is the caller's context.
             self._runs[run_id] = (SpanRecorder(), otel_context.get_current())
         found = self._runs.get(run_id)
         if found is None:
-            if event.kind == "run.finished":
-                self._within.discard(run_id)
             return
         recorder, parent = found
         recorder(event)

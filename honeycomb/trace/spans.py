@@ -256,8 +256,15 @@ class SubRunSpans:
     run of a sub-run's caller), under the call that runs each; the sub-runs they run
     in turn go there too, however deep."""
 
-    def __init__(self, places: Iterable[tuple[SpanRecorder, str]]) -> None:
+    def __init__(
+        self, places: Iterable[tuple[SpanRecorder, str]], keepers: Iterable[object] = ()
+    ) -> None:
         self.places = tuple(places)
+        self.keepers = tuple(keepers)
+        """The event handlers whose recorders the places are (the run's listeners, and
+        its callers'): a sub-run gives them none of its events itself, as a handler of
+        its own Executor too, for its spans reach them from here (else twice: a trace
+        of their own, and the caller's corrupted by events of another run)."""
 
     @classmethod
     def of(
@@ -270,13 +277,16 @@ class SubRunSpans:
         its events, ``listeners`` (its store's, and each span recorder and
         OpenTelemetry exporter it was given), and, for a sub-run, where its own
         spans go in its callers' runs (its ``spans``)."""
-        places = dict.fromkeys(spans.places if isinstance(spans, SubRunSpans) else ())
+        above = spans if isinstance(spans, SubRunSpans) else None
+        places = dict.fromkeys(above.places if above is not None else ())
+        keepers = list(above.keepers if above is not None else ())
         for listener in listeners:
             if isinstance(listener, _KeepsSpans):
                 recorder = listener.recorder_for(run_id)
                 if recorder is not None:
                     places[recorder, ""] = None
-        return cls(places)
+                    keepers.append(listener)
+        return cls(places, keepers)
 
     def nested(self, caller: str, turn: int, call_id: str) -> Callable[[Event], None]:
         """:meth:`SpanRecorder.nested` of every place, for a call of the run's worker
@@ -292,7 +302,8 @@ class SubRunSpans:
     def under(self, caller: str, call_id: str) -> SubRunSpans:
         """Where the spans of the sub-run that call ``call_id`` of the run's worker
         ``caller`` runs go, in turn, when it runs sub-runs of its own."""
-        return SubRunSpans((r, f"{prefix}{caller}/{call_id}/") for r, prefix in self.places)
+        under = ((r, f"{prefix}{caller}/{call_id}/") for r, prefix in self.places)
+        return SubRunSpans(under, self.keepers)
 
 
 @runtime_checkable

@@ -109,3 +109,31 @@ async def test_an_exporter_on_every_executor_exports_a_hive_tools_calls_once() -
     assert [s.name for s in spans].count("invoke_workflow honeycomb") == 1
     provider.shutdown()
     assert otel.recorder_for(result.run_id) is None  # nothing of the runs kept
+
+
+async def test_a_span_recorder_of_a_hive_tools_executor_too_keeps_one_tree() -> None:
+    """A span recorder given to a run and to the Executor of a hive it calls: the
+    sub-run gives it none of its events itself, its spans reaching it under the call;
+    its run.started and worker.finished took the caller's run and worker spans over,
+    and its calls were counted twice."""
+    recorder = SpanRecorder()
+    model = FunctionModel(_hive_in_hive)
+    inner = Executor(
+        [Role(name="leaf")], model, planner=lambda task: [("leaf", task)],
+        aggregator="concat", on_event=[recorder],
+    )  # fmt: skip
+    lead = Executor(
+        [Role(name="lead", tools=("outer",))], model, tools=[inner.as_tool("outer")],
+        aggregator="concat",
+    )  # fmt: skip
+    result = await lead.run("t", subtasks=[("lead", "go")], on_event=[recorder])
+    [root] = [s for s in recorder.spans if s.kind == "run"]
+    assert (root.name, root.status) == ("t", "ok")
+    calls = [s for s in recorder.spans if s.kind == "model_call"]
+    assert len(calls) == result.usage.model_calls == 3  # lead x2, leaf
+    assert (root.input_tokens, root.output_tokens) == (
+        result.usage.input_tokens,
+        result.usage.output_tokens,
+    )
+    [worker] = [s for s in recorder.spans if s.kind == "worker"]
+    assert (worker.name, worker.parent_id) == ("s1", root.span_id)
