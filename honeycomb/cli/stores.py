@@ -11,6 +11,7 @@ from pathlib import Path
 from honeycomb.store import RunStore
 from honeycomb.store.database import is_url
 from runtime import ConfigError, StoreError
+from runtime.secrets import masked_with, url_secrets
 
 __all__ = ["DEFAULT_STORE", "STORE_HELP", "opened_store", "store_argument"]
 
@@ -44,7 +45,10 @@ def opened_store(where: Path | str, *, make: bool = False) -> RunStore:
     try:
         store = RunStore(where)
     except ConfigError as exc:  # said as the store's other errors are: it cannot be used
-        raise StoreError(str(exc), path=str(where)) from exc
+        # The URL as given, its passwords masked: a store that cannot be made has
+        # registered none, and the URL may not even be read enough to leave them out.
+        passwords = dict.fromkeys(url_secrets(str(where)), "database password")
+        raise StoreError(str(exc), path=masked_with(str(where), passwords)) from exc
     if make:
         asyncio.run(store.open())  # made, or refused, as a run makes or refuses it
         store.close()

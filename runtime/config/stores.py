@@ -34,15 +34,18 @@ def is_url(where: str | Path) -> bool:
 
 def store_problem(where: str | Path) -> str | None:
     """What is wrong with ``where`` as the name of a run store: a URL of a database
-    Honeycomb does not know (``mysql://``), or a PostgreSQL URL whose schema is not a
-    plain name; None for a file or a PostgreSQL URL."""
+    Honeycomb does not know (``mysql://``), or a PostgreSQL URL that cannot be read or
+    whose schema is not a plain name; None for a file or a PostgreSQL URL."""
     if isinstance(where, str) and "://" in where and not is_url(where):
         return (
             f"the run store {where.split('://')[0]}:// is not one Honeycomb knows: "
             "give a file, or a postgresql:// URL"
         )
     if is_url(where):
-        schema = url_schema(str(where))
+        try:
+            schema = url_schema(str(where))
+        except ValueError as exc:  # urlsplit's: a host's [ never closed
+            return f"the run store's URL cannot be read: {exc}"
         if not _PLAIN_NAME.fullmatch(schema):
             return f"the run store's schema {schema!r} is not a plain name (letters, digits, _)"
     return None

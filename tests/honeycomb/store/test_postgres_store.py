@@ -8,6 +8,7 @@ import logging
 import shlex
 import socket
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -378,3 +379,25 @@ async def test_a_read_once_the_server_went_away_says_why_and_the_next_is_told_at
     change(url, (f'ALTER ROLE "{role}" LOGIN', ()))
     assert store.runs() == []
     store.close()
+
+
+@pytest.mark.parametrize("command", [["runs"], ["trace", "r1"], ["resume", "r1"], ["sessions"]])
+def test_a_store_url_that_cannot_be_used_is_refused_without_its_password(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A store refused before it was made had registered no secret: the commands printed
+    # the URL as given, password and all; and a host's "[" never closed was a
+    # traceback (urlsplit's ValueError), where RunStore says ConfigError.
+    secret = f"pw-{uuid.uuid4().hex}"  # never registered: only the command can hide it
+    for url, why in [
+        (f"postgresql://app:{secret}@127.0.0.1:1/db?schema=bad-name", "not a plain name"),
+        (f"postgresql://app:{secret}@[::1/db", "the run store's URL cannot be read"),
+    ]:
+        assert main([*command, "--store", url]) == 2
+        shown = capsys.readouterr()
+        assert why in shown.err
+        assert "postgresql://app:[database password hidden]@" in shown.err
+        assert secret not in shown.out + shown.err
+    with pytest.raises(ConfigError, match="the run store's URL cannot be read") as caught:
+        RunStore(f"postgresql://app:{secret}@[::1/db")
+    assert caught.value.field == "store"
