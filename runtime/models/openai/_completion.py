@@ -23,10 +23,18 @@ from typing import Any
 
 from runtime.errors import ModelError, ModelHTTPError, ModelResponseError
 from runtime.messages import AssistantMessage, ToolCall, Usage
-from runtime.model import ModelResponse
+from runtime.model import ModelRequest, ModelResponse
 from runtime.models.checks import kind_of, shown
+from runtime.models.layers.cost_cap import prompt_tokens
+from runtime.models.tokens import quarter_tokens
 
-__all__ = ["answered_error", "completion_response", "parse_completion", "token_usage"]
+__all__ = [
+    "answered_error",
+    "completion_response",
+    "estimated_usage",
+    "parse_completion",
+    "token_usage",
+]
 
 _STANDS_FOR = {
     "server_error": 500,
@@ -97,6 +105,24 @@ def token_usage(*, input_tokens: int, output_tokens: int, reasoning: int, cached
         output_tokens=output_tokens,
         reasoning_tokens=reasoning,
         cached_input_tokens=min(cached, input_tokens),
+    )
+
+
+def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
+    """The usage of an answer whose endpoint reported none, by the token estimate
+    (:mod:`runtime.models.tokens`): what the request sends (as a cost cap counts it)
+    and what the answer holds, its text, reasoning and calls. Never 0: a call that
+    was made was paid for."""
+    quarters = sum(
+        quarter_tokens(text)
+        for text in (
+            message.content or "",
+            message.reasoning or "",
+            *(f"{call.name} {call.arguments}" for call in message.tool_calls),
+        )
+    )
+    return Usage(
+        input_tokens=max(prompt_tokens(request), 1), output_tokens=max(-(-quarters // 4), 1)
     )
 
 

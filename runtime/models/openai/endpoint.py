@@ -36,6 +36,7 @@ from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
 import openai
+from msgspec.structs import replace
 
 from runtime import logs
 from runtime.concurrency import TimedOut, within
@@ -53,6 +54,7 @@ from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.model import ModelRequest, ModelResponse
+from runtime.models.openai._completion import estimated_usage
 from runtime.models.openai.request import Api, base_url_problem, key_missing, split_settings
 from runtime.secrets import (
     CREDENTIAL_PARAMETERS,
@@ -308,8 +310,21 @@ class OpenAIEndpoint(abc.ABC):
                 response = await self._stream_raw(request, mode, shown)
             else:
                 response = await self._complete_raw(request, mode)
+        if not response.usage.input_tokens and not response.usage.output_tokens:
+            response = self._estimated(request, response)
         # A misbehaving proxy, or a model that was told the key, may send it back.
         return masked(response)
+
+    def _estimated(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        """``response``, which reported no usage (a stream from an endpoint that ignores
+        or refuses ``stream_options``, a proxy that drops it), with the token estimate's
+        in its place: a call counts in its run's budget and cost whatever its endpoint
+        reports."""
+        usage = estimated_usage(request, response.message)
+        if logs.configured():
+            fields = {"model": self.model, "input_tokens": usage.input_tokens}
+            logs.log("model_call.usage_estimated", fields | {"output_tokens": usage.output_tokens})
+        return replace(response, usage=usage)
 
     @contextlib.contextmanager
     def _bounded(self, limit: float, named: str) -> Iterator[None]:
