@@ -40,9 +40,11 @@ def runs_command(args: argparse.Namespace) -> ExitStatus:
     total = len(found) if len(found) <= args.limit else None
     found = found[: args.limit]
     print(newest_first(len(found), "run", store.where, total=total))
-    print(_row([label for label, _, _ in _COLUMNS]))
+    # As wide as the longest id shown, which is given whole, to be pasted.
+    width = max(_COLUMNS[0][1], *(len(printable(run.run_id, lines=False)) for run in found))
+    print(_row([label for label, _, _ in _COLUMNS], width))
     for run in found:
-        print(run_line(run))
+        print(run_line(run, width))
     return ExitStatus.OK
 
 
@@ -62,19 +64,22 @@ _COLUMNS = (
 """The columns of ``honeycomb runs``: the header's label, the width, the alignment."""
 
 
-def _row(cells: Sequence[str]) -> str:
-    """One line of the list of runs: the header's, or a run's. What a store holds is
-    shown as ``trace`` shows it: a line break or a terminal's escape in a run's id or
-    task (an older store may hold one) is a space, never a split row or an escape."""
+def _row(cells: Sequence[str], id_width: int) -> str:
+    """One line of the list of runs: the header's, or a run's, its first column
+    ``id_width`` wide. What a store holds is shown as ``trace`` shows it: a line break
+    or a terminal's escape in a run's id or task (an older store may hold one) is a
+    space, never a split row or an escape."""
+    widths = [id_width, *(width for _, width, _ in _COLUMNS[1:])]
     shown = (
         f"{printable(cell, lines=False):{align}{width}}"
-        for cell, (_, width, align) in zip(cells, _COLUMNS, strict=True)
+        for cell, width, (_, _, align) in zip(cells, widths, _COLUMNS, strict=True)
     )
     return "  ".join(shown).rstrip()
 
 
-def run_line(run: RunSummary) -> str:
-    """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`)."""
+def run_line(run: RunSummary, id_width: int = _COLUMNS[0][1]) -> str:
+    """A run's line in ``honeycomb runs`` (under the header of :data:`_COLUMNS`, its
+    ids' column ``id_width`` wide)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
     took, ran = format_took(run.duration_s, run.wall_s)
     tokens = run.input_tokens + run.output_tokens
@@ -92,7 +97,8 @@ def run_line(run: RunSummary) -> str:
             cached_share(run) or "-",
             format_cost(run.cost),
             task,
-        ]
+        ],
+        id_width,
     )
 
 

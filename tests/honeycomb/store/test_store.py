@@ -5,6 +5,7 @@ without running finished work again or repeating a side effect."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import anyio.lowlevel
 import pytest
 
 from honeycomb import ConfigError, Executor, Role, Subtask, tool
+from honeycomb.cli.main import main
 from honeycomb.errors import StoreError
 from honeycomb.run.restore import stored_result
 from honeycomb.store import RunStore
@@ -390,3 +392,20 @@ async def test_a_write_that_starts_the_writer_connects_outside_the_event_loop(
     kept.close()
     assert connected_in != [threading.current_thread().name]
     assert len(connected_in) == 1
+
+
+async def test_the_list_of_runs_keeps_its_columns_for_ids_longer_than_their_column(
+    files: tuple[Where, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An id of more than the column's 12 characters pushed the rest of its row to the
+    # right of the header's labels.
+    db, effects, calls = files
+    for run_id in ("r1", "weekly-report-of-december"):
+        await Setup(effects, calls).executor(db).run(TASK, subtasks=plan(1), run_id=run_id)
+    assert await anyio.to_thread.run_sync(main, ["runs", "--store", str(db)]) == 0
+    _, header, *rows = capsys.readouterr().out.splitlines()
+    assert [row.split()[0] for row in rows] == ["weekly-report-of-december", "r1"]
+    for row in rows:
+        started = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row)
+        assert started is not None
+        assert started.start() == header.index("started"), row
