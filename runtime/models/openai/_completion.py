@@ -147,6 +147,9 @@ def _response(data: Any, model: str) -> ModelResponse:
     raw = _object(choice.get("message"), "choices[0].message")
     where = "choices[0].message"
     content = _text(raw.get("content"), f"{where}.content")
+    # A refusal (OpenAI's, under structured output) comes in its own field, with no
+    # content: its words are the answer's text, as the Responses API's are.
+    content = content or _text(raw.get("refusal"), f"{where}.refusal") or content
     # DeepSeek and vLLM's reasoning parsers send reasoning_content; newer vLLM sends
     # reasoning, a name other servers use for other shapes: only its text is taken.
     reasoning = _text(raw.get("reasoning_content"), f"{where}.reasoning_content")

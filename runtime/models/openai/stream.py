@@ -156,6 +156,8 @@ class CompletionStream:
         ):
             self._call_piece(item, f"{at}.delta.tool_calls[{index}]")
         text = _text(delta.get("content"), f"{at}.delta.content") or ""
+        # A refusal's words come as their own pieces: the answer's text (see parse_completion).
+        text += _text(delta.get("refusal"), f"{at}.delta.refusal") or ""
         if text:
             self._content.append(text)
         return text
