@@ -25,9 +25,19 @@ _CLOSERS = {"[": "]", "{": "}", '"': '"', "'": "'"}
 _MEANS = {"[": "a list", "{": "a mapping", '"': "a quoted text", "'": "a quoted text"}
 
 
-def plain_words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
+def plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, yaml.Mark] | None:
     """What is wrong and what to write instead, for a mistake whose PyYAML error is
-    one of the common ones; None for the others (PyYAML's own words are kept)."""
+    one of the common ones, and where it is; None for the others (PyYAML's own words
+    are kept)."""
+    said = _words(exc, text)
+    if said is None or exc.problem_mark is None:
+        return None
+    if "simple key" in (exc.context or "") and exc.context_mark is not None:
+        return said, exc.context_mark  # the key without ':', not the line after it
+    return said, exc.problem_mark
+
+
+def _words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
     problem, context = exc.problem or "", exc.context or ""
     mark, opened = exc.problem_mark, exc.context_mark
     if mark is None:
@@ -57,6 +67,15 @@ def plain_words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
         return f"a value that begins with '!' is a YAML tag: {_QUOTES}"
     if problem == "mapping values are not allowed here":
         return _colon(lines, mark)
+    if problem == "sequence entries are not allowed here":
+        return f"a value that begins with '- ' is read as a list's item: {_QUOTES}"
+    if problem == "mapping keys are not allowed here":
+        return f"a value that begins with '? ' is read as a key: {_QUOTES}"
+    if problem == "could not find expected ':'" and "simple key" in context:
+        return (
+            "this line is read as a key, and no ':' follows it: write 'key: value' (the "
+            "lines of a text under 'key: |' are indented deeper than its key)"
+        )
     if problem.startswith("expected <block end>") and opened is not None:
         return _block_end(problem, line, mark, opened)
     if problem.startswith("expected '<document start>'"):
@@ -64,7 +83,8 @@ def plain_words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
             "this line is indented otherwise than the first key of the file: begin every "
             "top-level key at the start of its line"
         )
-    if problem.startswith(("expected ',' or ']'", "expected ',' or '}'")) and opened is not None:
+    flow = problem.startswith(("expected ',' or ']'", "expected ',' or '}'"))
+    if flow and opened is not None and mark.index < len(text):  # at its end: left open
         kind = "list" if "]" in problem else "mapping"
         close = "]" if kind == "list" else "}"
         return (

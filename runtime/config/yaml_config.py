@@ -343,14 +343,14 @@ def _syntax_error(
     said = problem or context or "invalid YAML"
     at_end = exc.problem_mark is not None and exc.problem_mark.index >= len(text)
     plain = plain_words(exc, text)  # what to write instead, quoting nothing of the file
-    if at_end and exc.context_mark is not None:
+    if plain is not None:
+        (said, mark), cut = plain, False
+    elif at_end and exc.context_mark is not None:
         # The file ended inside something left open (a [, a {, a quote): the mistake is
         # where that began, not past the last line.
         mark = exc.context_mark
         opened = (context or "").removeprefix("while parsing ").removeprefix("while scanning ")
         said = f"the file ends inside {opened or 'something'} begun here ({problem})"
-    elif plain is not None:
-        said, cut = plain, False
     error = ConfigError(
         f"invalid YAML: {said}"
         + (" (what it quotes is left out: the line holds a secret)" if cut else ""),

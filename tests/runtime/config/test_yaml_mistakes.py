@@ -71,6 +71,15 @@ ROLE = "roles:\n  w:\n"
         ("a: 1\n---\nb: 2\n", (2, 1), "a second document ('---') in the file"),
         ("a: [x\nb: c\n", (2, 2), "the list begun with '[' on line 1 is not closed"),
         ("a: 1\r  b: 2\n", (2, 4), "this line is indented deeper than line 1"),  # \r breaks
+        (ROLE + "    instructions: - do this\n", (3, 19), "a value that begins with '- '"),
+        (ROLE + "    instructions: ? why\n", (3, 19), "a value that begins with '? '"),
+        (
+            ROLE + "    instructions: |\n    text\n",  # at the key's indent: not its text
+            (4, 5),  # the line read as a key, not past the end of the file
+            "this line is read as a key, and no ':' follows it: write 'key: value' (the "
+            "lines of a text under 'key: |' are indented deeper than its key)",
+        ),
+        ("a: 1\nb\nc: 2\n", (2, 1), "this line is read as a key, and no ':' follows it"),
     ],
 )
 def test_a_yaml_mistake_says_what_to_write_instead(
