@@ -505,13 +505,23 @@ class EmptyResponse(AgentError):
     Attributes:
         turn: The turn of the empty answer.
         wrap_up: Whether it answered the wrap-up call.
+        finish_reason: Why the endpoint said the answer ended (``content_filter``: its
+            filter withheld it), if it gave a reason other than ``stop``.
     """
 
-    def __init__(self, turn: int, *, wrap_up: bool = False) -> None:
+    def __init__(
+        self, turn: int, *, wrap_up: bool = False, finish_reason: str | None = None
+    ) -> None:
         self.turn = turn
         self.wrap_up = wrap_up
+        self.finish_reason = finish_reason if finish_reason not in (None, "", "stop") else None
         when = "to the wrap-up call" if wrap_up else "twice, the second time"
-        super().__init__(f"the model returned an empty response {when} at turn {turn}")
+        why = ""
+        if self.finish_reason == "content_filter":
+            why = " (finish_reason 'content_filter': the endpoint's content filter withheld it)"
+        elif self.finish_reason is not None:
+            why = f" (finish_reason {self.finish_reason!r})"
+        super().__init__(f"the model returned an empty response {when} at turn {turn}{why}")
 
 
 class MaxTurnsExceeded(AgentError):

@@ -357,7 +357,9 @@ class AgentLoop:
                 limit = self.settings.max_output_tokens
                 return Failed(state=state, error=OutputCutOff(state.turn, limit))
             if state.nudged or wrap_up:
-                empty = EmptyResponse(state.turn, wrap_up=not state.nudged)
+                empty = EmptyResponse(
+                    state.turn, wrap_up=not state.nudged, finish_reason=response.finish_reason
+                )
                 return Failed(state=state, error=runaway or empty)
             nudge = UserMessage(content=NUDGE)
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))

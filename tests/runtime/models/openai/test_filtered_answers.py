@@ -1,0 +1,39 @@
+"""An answer an endpoint's content filter withheld (Azure's ``finish_reason:
+content_filter``, the Responses API's ``incomplete`` for ``content_filter``) fails its
+worker saying so, not as a bare empty answer. Both adapters, through the real
+``openai`` client over real HTTP, against the local test server."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import EmptyResponse, OpenAIModel, RetryPolicy, ToolRegistry
+from runtime.models.openai.endpoint import OpenAIEndpoint
+from runtime.models.openai.responses import OpenAIResponsesModel
+from runtime.tools import Dispatcher
+from tests.support.openai_server import OpenAIServer, Raw, Reply, _response
+from workers import AgentLoop, Failed
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_filtered_answer_says_the_filter_withheld_it(
+    openai_server: OpenAIServer, api: str
+) -> None:
+    if api == "chat":
+        openai_server.default = Reply(content=None, finish_reason="content_filter")
+        model: OpenAIEndpoint = OpenAIModel("m", base_url=openai_server.base_url)
+    else:
+        body = _response(Reply(content=None), "m", 1)
+        body |= {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
+        openai_server.default = Raw(200, body=body)
+        model = OpenAIResponsesModel("m", base_url=openai_server.base_url)
+    model.retry = RetryPolicy(attempts=1)
+    try:
+        result = await AgentLoop(model, Dispatcher(ToolRegistry([]))).run("Write it.")
+    finally:
+        await model.client.close()
+
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, EmptyResponse)
+    assert result.error.finish_reason == "content_filter"
+    assert "the endpoint's content filter withheld it" in str(result.error)
