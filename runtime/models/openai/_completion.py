@@ -31,6 +31,7 @@ from runtime.models.tokens import quarter_tokens
 __all__ = [
     "answered_error",
     "completion_response",
+    "error_in",
     "estimated_usage",
     "parse_completion",
     "token_usage",
@@ -65,9 +66,23 @@ def parse_completion(body: bytes, model: str) -> ModelResponse:
             f"model {model!r} answered with a body that is not JSON ({exc}): {shown(body)}",
             retryable=True,
         ) from exc
-    if isinstance(data, dict) and "choices" not in data and "error" in data:
-        raise answered_error(data["error"], model, "answered with an error")
+    error = error_in(data, "choices")
+    if error is not None:
+        raise answered_error(error, model, "answered with an error")
     return completion_response(data, model)
+
+
+def error_in(data: Any, answer: str) -> Any:
+    """The error an answer's decoded body (or a stream's chunk) is instead of an
+    answer (it has no ``answer`` field): its ``error`` (OpenAI's form, and most
+    servers'), or itself when it is an error object sent unwrapped (``"object":
+    "error"``, its ``message``, ``type`` and ``code`` at the top: the shape of vLLM's
+    error response). None for an answer."""
+    if not isinstance(data, dict) or answer in data:
+        return None
+    if "error" in data:
+        return data["error"]
+    return data if data.get("object") == "error" else None
 
 
 def answered_error(error: Any, model: str, how: str) -> ModelError:

@@ -25,7 +25,7 @@ from runtime.errors import ModelResponseError, kind_of
 from runtime.limits.retry import endpoint_call
 from runtime.limits.retry_policy import RetryPolicy
 from runtime.models.checks import shown
-from runtime.models.openai._completion import answered_error
+from runtime.models.openai._completion import answered_error, error_in
 from runtime.models.openai.chat import OpenAIModel
 from runtime.models.openai.endpoint import read_body
 from runtime.secrets import masked
@@ -130,8 +130,9 @@ def parse_vectors(body: bytes, count: int, model: str) -> list[list[float]]:
             f"{shown(body)}",
             retryable=True,
         ) from exc
-    if isinstance(data, dict) and "data" not in data and "error" in data:
-        raise answered_error(data["error"], model, "answered with an error")
+    error = error_in(data, "data")
+    if error is not None:
+        raise answered_error(error, model, "answered with an error")
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ModelResponseError(

@@ -36,6 +36,7 @@ from runtime.models.openai._completion import (
     _text,
     answered_error,
     completion_response,
+    error_in,
 )
 
 __all__ = ["CompletionStream", "answered_whole", "event_data"]
@@ -123,10 +124,11 @@ class CompletionStream:
                 f"model {self.model!r} streamed a chunk that is not JSON ({exc}): {shown(data)}",
                 retryable=True,
             ) from exc
-        if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+        error = error_in(chunk, "choices")
+        if error is not None:
             # A server error or a rate limit is retried as its HTTP error would be (if
             # no text was shown yet: see ShownText).
-            raise answered_error(chunk["error"], self.model, "sent an error in its stream")
+            raise answered_error(error, self.model, "sent an error in its stream")
         try:
             return self._add(chunk, f"chunk {self._chunks}")
         except _Malformed as exc:
