@@ -401,7 +401,9 @@ class OpenAIEndpoint(abc.ABC):
         body = exc.body if exc.body is not None else exc.message
         hint = None
         if exc.status_code == 404 and self.model not in str(body):
-            hint = masked(_not_served(str(exc.request.url.copy_with(query=None)), self.base_url))
+            asked = str(exc.request.url.copy_with(query=None))
+            given = str(self._given.base_url) if self._given is not None else None
+            hint = masked(_not_served(asked, self.base_url or given))
         return ModelHTTPError(
             exc.status_code,
             body,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 
+import openai
 import pytest
 
 from runtime import (
@@ -50,6 +51,17 @@ async def test_a_base_url_without_v1_is_told_to_add_it(
     assert error.hint is not None
     assert error.hint in str(error)
     assert not error.retryable
+
+
+async def test_the_base_url_of_a_client_given_is_told_to_add_it_too(
+    openai_server: OpenAIServer,
+) -> None:
+    root = openai_server.base_url.removesuffix("/v1")
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=root, max_retries=0)
+    async with client:
+        with pytest.raises(ModelHTTPError) as caught:
+            await OpenAIModel("gpt-test", client=client, retry=ONCE).complete(REQUEST)
+    assert f"try '{root}/v1'" in str(caught.value)
 
 
 async def test_a_base_url_with_the_apis_path_is_told_to_drop_it(
