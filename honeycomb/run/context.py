@@ -12,6 +12,7 @@ from honeycomb.run.conversation import Conversation, SessionMode, conversation_s
 from honeycomb.run.crew import Crew
 from honeycomb.run.policy import Policy
 from runtime import Budget, Tracer
+from runtime.tools.approvals import ApprovalRequest, Decision
 from runtime.value import Value
 from workers import LoopState, Role, Worker, WorkerResult
 from workers.services import Services, WorkerStore
@@ -19,7 +20,7 @@ from workers.services import Services, WorkerStore
 if TYPE_CHECKING:
     from honeycomb.trace.spans import SpanRecorder, SubRunSpans
 
-__all__ = ["Backend", "RunContext", "with_default_instructions"]
+__all__ = ["NOT_KEPT", "Backend", "RunContext", "with_default_instructions"]
 
 
 class Backend(Protocol):
@@ -58,6 +59,10 @@ class RunContext(Value, frozen=True, kw_only=True):
             answers one (:mod:`honeycomb.run.session`).
         aggregator: The role that merges the run's results (None: none does, a
             function or ``concat`` merges them), which a planner gives no subtask.
+        kept: Whether the run keeps a store, where its subtasks' workers' calls (and
+            their nested workers') wait for decisions. Its other workers, not kept
+            turn by turn, cannot: with no approver, their calls are denied saying so
+            (:data:`NOT_KEPT`).
     """
 
     services: Services
@@ -67,6 +72,7 @@ class RunContext(Value, frozen=True, kw_only=True):
     spans: SpanRecorder | SubRunSpans | None = None
     conversation: Conversation | None = None
     aggregator: str | None = None
+    kept: bool = False
 
     def shown_to(self, role: str) -> str:
         """What a worker of ``role`` (a subtask's, a nested agent's) is shown of the
@@ -123,12 +129,25 @@ class RunContext(Value, frozen=True, kw_only=True):
             settings = msgspec.structs.replace(settings, max_output_tokens=limit)
         if settings is not setup.settings:
             setup = msgspec.structs.replace(setup, settings=settings)
-        return Worker(
-            setup,
-            self.crew.model_for(found),
-            name=name or found.name,
-            services=self.services.kept_in(store),
-        )
+        services = self.services.kept_in(store)
+        if store is None and self.kept and services.approver is None:
+            services = msgspec.structs.replace(services, approver=_not_kept)
+        return Worker(setup, self.crew.model_for(found), name=name or found.name, services=services)
+
+
+NOT_KEPT = (
+    "no approver is attached, and a call of the run's planner or aggregator (or of an "
+    "agent either calls) cannot wait for a decision: the run's store keeps its subtasks' "
+    "workers turn by turn, not these. Attach an approver (Executor(approver=...), or run "
+    "it on a terminal: honeycomb run asks there)"
+)
+"""Why a call of a stored run's worker that is not kept is denied when nobody can
+decide it."""
+
+
+async def _not_kept(request: ApprovalRequest) -> Decision:
+    """The approver of a stored run's worker that is not kept, when the run has none."""
+    return Decision.denied(NOT_KEPT)
 
 
 def with_default_instructions(role: Role, instructions: str) -> Role:

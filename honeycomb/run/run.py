@@ -150,6 +150,7 @@ class Run:
             # A sub-run (a hive called as a tool) runs its workers where its caller's do.
             backend=within.backend if within is not None else shared.backend,
             aggregator=aggregator_role(shared.phases.aggregator),
+            kept=self.record is not None,
         )
         self.plan = Plan(subtasks=())
         self.scheduler: Scheduler | None = None

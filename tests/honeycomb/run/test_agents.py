@@ -16,6 +16,7 @@ from rich.console import Console
 
 from honeycomb import BudgetExceeded, ConfigErrors, Executor, Policy, Role, RunFailed, tool
 from honeycomb.run.agents import CANNOT_WAIT
+from honeycomb.run.context import NOT_KEPT
 from honeycomb.run.events import WorkerStarted
 from honeycomb.run.policy import Budgets
 from honeycomb.run.result import timings_of
@@ -479,7 +480,7 @@ async def test_an_aggregators_nested_worker_asks_as_the_aggregator_does(tmp_path
     async def approver(request: ApprovalRequest) -> Decision:
         return Decision.approved()
 
-    for asks, said in ((None, "clerk: denied: "), (approver, "clerk: paid bob")):
+    for asks, said in ((None, f"clerk: denied: {NOT_KEPT}"), (approver, "clerk: paid bob")):
         executor = Executor(
             [RESEARCHER, Role(name="clerk", tools=("pay",)),
              Role(name="merger", instructions="Merge.", tools=("agent:clerk",))],
@@ -492,6 +493,41 @@ async def test_an_aggregators_nested_worker_asks_as_the_aggregator_does(tmp_path
         assert result.status == "ok"
         assert result.answer_text.startswith(f"merged: {said}")
     assert paid == ["bob"]
+
+
+async def test_a_stored_runs_planner_is_denied_saying_it_cannot_wait(tmp_path: Path) -> None:
+    """The planner of a run that keeps a store is not kept turn by turn: with no
+    approver, its call that needs approval is denied. It was told 'the run has no
+    store to wait in', false of a stored run; now why it cannot wait, and what to
+    attach. A subtask's worker of the same run waits in the store."""
+
+    @tool(approval=True)
+    def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    def planner(request: ModelRequest) -> Answer:
+        seen = observations(request)
+        if not seen:
+            return AssistantMessage(tool_calls=(call("pay", {"to": "bob"}),))
+        plan = [{"id": "s1", "role": "payer", "instruction": seen[0].content}]
+        return json.dumps({"subtasks": plan})
+
+    def payer(request: ModelRequest) -> Answer:
+        if observations(request):
+            return observations(request)[0].content
+        return AssistantMessage(tool_calls=(call("pay", {"to": "ann"}),))
+
+    executor = Executor(
+        [Role(name="planner", instructions="Plan.", tools=("pay",)),
+         Role(name="payer", tools=("pay",))],
+        by_role(planner=planner, payer=payer), tools=[pay], planner="planner",
+        aggregator="concat", store=tmp_path / "runs.db",
+    )  # fmt: skip
+    result = await executor.run("pay them")
+    assert result.plan.subtasks[0].instruction == f"denied: {NOT_KEPT}"
+    assert result.status == "waiting"  # the subtask's call waits in the store
+    assert [(p.worker, p.tool) for p in result.pending] == [("s1", "pay")]
 
 
 async def test_a_traced_runs_timings_with_nested_workers_are_its_stored_traces(
