@@ -24,7 +24,7 @@ from honeycomb.run.policy import Policy
 from runtime import ConfigError, JsonToolModel, Model, Price, PricedModel, TextToolModel
 from runtime.config.stores import is_url, store_problem
 from runtime.limits.retry_policy import RetryPolicy
-from runtime.models.openai.request import key_missing, split_settings
+from runtime.models.openai.request import base_url_problem, key_missing, split_settings
 from runtime.tools.mcp import McpServer
 from workers import Approvals
 from workers.guards import Guards
@@ -88,6 +88,11 @@ class ModelSpec(BaseModel):
     context: int = Field(default=4096, ge=64)
     threads: int | None = Field(default=None, ge=1)
     seed: int | None = Field(default=None, ge=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_base_url(cls, url: str | None) -> str | None:
+        return _http_url(url)
 
     def settings_sent(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The settings as an OpenAI-compatible endpoint gets them: ``(SDK parameters,
@@ -168,6 +173,14 @@ class ModelSpec(BaseModel):
 _LLAMA_FIELDS = frozenset({"path", "parallel", "context", "threads", "seed"})
 
 
+def _http_url(url: str | None) -> str | None:
+    """``url``, if an endpoint can be reached at it (as the adapters decide when made)."""
+    problem = base_url_problem(url) if url else None
+    if problem is not None:
+        raise ValueError(problem)
+    return url
+
+
 class EmbeddingsSpec(BaseModel):
     """An OpenAI-compatible embeddings endpoint, for semantic memory search."""
 
@@ -177,6 +190,12 @@ class EmbeddingsSpec(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None  # masked in reprs, dumps and errors
     dimensions: int | None = Field(default=None, ge=1, le=16384)
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_base_url(cls, url: str | None) -> str | None:
+        return _http_url(url)
+
     timeout: float = Field(default=60.0, gt=0)
     max_concurrency: int | None = Field(default=8, ge=1)
 
