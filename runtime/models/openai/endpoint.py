@@ -142,7 +142,9 @@ class OpenAIEndpoint(abc.ABC):
         urls = f"{self.base_url or ''} {client.base_url if client is not None else ''}"
         for secret in url_secrets(urls):
             add_secret(secret, "password", owner=self)
-        problem = base_url_problem(self.base_url) if self.base_url else None
+        # The URL calls go to (a client given has its own).
+        sent_to = self.base_url if client is None else None
+        problem = base_url_problem(sent_to) if sent_to else None
         if problem is not None:
             given = "" if base_url else " (from OPENAI_BASE_URL)"
             raise ConfigError(masked(f"model {model!r}: {problem}{given}"))

@@ -100,6 +100,9 @@ def test_a_base_url_without_a_scheme_is_refused_when_the_model_is_made(
     with pytest.raises(ConfigError) as caught:
         OpenAIResponsesModel("gpt-test")
     assert "is not an http:// or https:// URL (ftp://) (from OPENAI_BASE_URL)" in str(caught.value)
+    # A client given has a URL of its own, which the calls go to.
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    assert OpenAIResponsesModel("gpt-test", client=client).base_url == "ftp://127.0.0.1/v1"
 
 
 async def test_a_refused_connection_says_why() -> None:
