@@ -115,4 +115,9 @@ class WriteConnection(Connection, Protocol):
         """Whether a transaction that failed with ``error`` was rolled back by the
         database for another's sake (a deadlock), and is to be made again."""
 
+    def of_one_write(self, error: Exception) -> bool:
+        """Whether ``error`` is of the statement that raised it (a value the database
+        does not take, or cannot be given), not of the database (a lock, a full disk):
+        the other writes of its transaction can be made without it."""
+
     def close(self) -> None: ...

@@ -192,6 +192,21 @@ class PostgresConnection:
 
         return isinstance(error, errors.DeadlockDetected | errors.SerializationFailure)
 
+    def of_one_write(self, error: Exception) -> bool:
+        # A value the server refuses (out of range, a constraint, a key too long for
+        # its index) or psycopg cannot send; not the server's state (a lock, a full
+        # disk, a read-only server).
+        import psycopg
+        from psycopg import errors
+
+        return not isinstance(error, psycopg.Error) or isinstance(
+            error,
+            psycopg.DataError
+            | psycopg.IntegrityError
+            | psycopg.ProgrammingError
+            | errors.ProgramLimitExceeded,
+        )
+
     def close(self) -> None:
         self.conn.close()
 

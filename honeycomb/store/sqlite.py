@@ -68,6 +68,13 @@ class SQLiteConnection:
     def retryable(self, error: Exception) -> bool:
         return False  # one writer at a time: no deadlock (a busy file is waited for)
 
+    def of_one_write(self, error: Exception) -> bool:
+        # A value SQLite refuses (too big, a constraint) or cannot bind (an integer
+        # past 64 bits); an OperationalError is the file's (locked, full).
+        return not isinstance(error, sqlite3.Error) or isinstance(
+            error, sqlite3.DataError | sqlite3.IntegrityError | sqlite3.InterfaceError
+        )
+
     def close(self) -> None:
         self.db.close()
 

@@ -8,7 +8,9 @@ process does. It checkpoints the file when a run ends and when it stops.
 A queued write is a :class:`Write`.
 
 A batch that fails in any way (the disk, a lock, a value the database cannot take) is
-rolled back, and each of its waiters is told with a StoreError; the thread goes on. A
+rolled back, and each of its waiters is told with a StoreError; the thread goes on.
+One that failed for one write's values (a value the database does not take) is made
+again write by write, so that only that write fails, not the others' of other runs. A
 connection to a server that is lost (:meth:`~honeycomb.store.database.WriteConnection.lost`)
 is made anew, for as long as :data:`RECONNECT_S` (the server restarts; once it gave up,
 each batch tries once, until it connects again): a batch it
@@ -291,6 +293,12 @@ class _Life:
                     deadline = deadline or time.monotonic() + RECONNECT_S
                     if time.monotonic() < deadline:
                         continue  # on a new connection, if it was lost
+                if len(items) > 1 and failed is not None and failed.of_one_write(exc):
+                    # One write the database does not take (one run's) does not fail
+                    # the others with it (other runs'): each is made on its own.
+                    for index, item in enumerate(items):
+                        self._batch([item], held if index == 0 else frozenset())
+                    return
                 error = self._failed(exc, lost=lost)
                 refused = dict.fromkeys(range(len(items)), error)
             else:

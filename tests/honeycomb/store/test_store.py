@@ -409,3 +409,42 @@ async def test_the_list_of_runs_keeps_its_columns_for_ids_longer_than_their_colu
         started = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row)
         assert started is not None
         assert started.start() == header.index("started"), row
+
+
+async def test_a_write_the_database_refuses_fails_alone_not_the_writes_batched_with_it(
+    store: Where,
+) -> None:
+    # The writer commits what is queued in one transaction: one run's write of a value
+    # the database does not take (a counter past 64 bits here; on PostgreSQL a run id
+    # too long for its index) failed every write batched with it, other runs' leases,
+    # intents and results, with that run's error.
+    runs = RunStore(store)
+    await runs.open()
+    holding, go_on = threading.Event(), threading.Event()
+
+    def hold(db: Any) -> None:  # the writer busy, while both writes are queued
+        holding.set()
+        go_on.wait(10)
+
+    keep = "INSERT INTO lives (run_id, life, started_at, model_calls) VALUES (?, 1, 0, ?)"
+    told: dict[str, BaseException | None] = {}
+
+    async def commit(run_id: str, calls: int) -> None:
+        try:
+            await runs.commit((keep, (run_id, calls)), urgent=False)
+        except StoreError as exc:
+            told[run_id] = exc
+        else:
+            told[run_id] = None
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runs.act, hold)
+        await anyio.to_thread.run_sync(holding.wait, 10)
+        tg.start_soon(commit, "r1", 2**64)
+        tg.start_soon(commit, "r2", 3)
+        await anyio.wait_all_tasks_blocked()  # both queued: one batch, once it goes on
+        go_on.set()
+    assert isinstance(told["r1"], StoreError)
+    assert told["r2"] is None
+    assert query(store, "SELECT run_id, model_calls FROM lives") == [("r2", 3)]
+    runs.close()
