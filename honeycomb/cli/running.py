@@ -389,6 +389,10 @@ async def _run_and_report(
         except (StoreError, ConfigError) as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
+        other = await asyncio.to_thread(_of_another_hive, kept, run_id, hive)
+        if other is not None:  # said before anything runs: the run stays as it was
+            print(other, file=sys.stderr)
+            return ExitStatus.UNUSABLE
     if store is not None and not args.json:  # said first: a killed run is resumed by id
         shown = kept.where if kept is not None else store
         hint = resume_hint(run_id, shown, args)  # its URL without a password, as shown
@@ -474,6 +478,24 @@ async def _run(
             _say_note(args, sys.stderr)
         return STOPPED_BY[stopped_by[0]]
     return _reported(result, error, ended, args, out, store)
+
+
+def _of_another_hive(store: RunStore, run_id: str, hive: Hive) -> str | None:
+    """Why ``--run-id`` cannot name the stored run ``run_id`` for ``hive``: it was
+    started from another hive file, which is still there (a hive file moved since is
+    taken for the same); None when it can (or there is no such run). Continued with
+    this hive's roles, the other's plan failed its first step, and the run with it;
+    ended, the other's answer was shown as this hive's. It reads the store and the
+    files: call it in a thread."""
+    stored = store.find(run_id)
+    source = None if stored is None else stored.source
+    if source is None or not Path(source).is_file() or Path(source).samefile(hive.file):
+        return None
+    return (
+        f"run {run_id!r} in {store.where} was started from another hive file, {source}, not "
+        f"{hive.file}: show or continue it with {resume_hint(run_id, store.where)}, or give "
+        "this run a new --run-id"
+    )
 
 
 def _reported(

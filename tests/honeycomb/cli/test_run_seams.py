@@ -268,3 +268,28 @@ def test_a_run_over_its_budget_says_budget_exceeded_once(
     out = capsys.readouterr().out
     assert "\nbudget exceeded: model_calls used 1 of 1 allowed" in out
     assert "budget exceeded: budget exceeded" not in out
+
+
+def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --run-id of a run another hive file started was taken as this hive's: ended, its
+    # answer was shown as this hive's; not ended, it was continued with this hive's
+    # roles, its plan failed ('unknown role ...') and the run was kept as failed.
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        hive(tmp_path / name, CHATTY)
+    assert main(["run", "a/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
+    store = RunStore(tmp_path / ".honeycomb" / "runs.db")
+    [before] = store.runs()
+    capsys.readouterr()
+    assert main(["run", "b/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 2
+    assert capsys.readouterr().err == (
+        f"run 'r1' in .honeycomb/runs.db was started from another hive file, "
+        f"{tmp_path / 'a' / 'hive.yaml'}, not b/hive.yaml: show or continue it with "
+        "honeycomb resume r1, or give this run a new --run-id\n"
+    )
+    assert store.runs() == [before]  # neither taken nor changed
+    (tmp_path / "a").rename(tmp_path / "moved")  # the same hive, moved: its own run
+    assert main(["run", "moved/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
