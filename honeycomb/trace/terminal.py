@@ -1,6 +1,7 @@
 """A :class:`~honeycomb.trace.timeline.Timeline` in the terminal: one line per row, its calls
 drawn as bars scaled to the width (calls that ran at once one under another, a line
-each lane), the critical path starred, the totals below. A run
+each lane, at most three: the third holds the calls of any lanes below it, and says how
+many ran at once), the critical path starred, the totals below. A run
 of several lives is drawn life after life, a ``┊`` column between two lives standing
 for the pause between them, whatever its length (said below the totals).
 
@@ -58,6 +59,7 @@ _RANK = {
 _GAP_COLUMNS = 3
 _NAME_MAX = 24
 _STATS_W = 9  # " 12.34s  "
+_LANES_MAX = 3  # lines a row's calls take at most
 
 
 def render_timeline(timeline: Timeline, width: int = 100) -> Group:
@@ -101,11 +103,13 @@ def _row_lines(row: Row, axis: Axis, name_w: int, bar_w: int) -> list[Text]:
     text.append(f" {row.duration_s:7.2f}s ")
     text.append(row.status, style="green" if row.status == "ok" else "red")
     lines = [text]
-    for lane in range(1, row.lanes):
+    for lane in range(1, min(row.lanes, _LANES_MAX)):
         below = Text(" " * name_w)
         _append_cells(below, _cells(row, axis, bar_w, lane))
         below.rstrip()
         lines.append(below)
+    if row.lanes > _LANES_MAX:
+        lines[-1].append(f"  {row.lanes} at once", style="dim")
     return lines
 
 
@@ -116,7 +120,8 @@ def _append_cells(text: Text, cells: list[str]) -> None:
 
 def _cells(row: Row, axis: Axis, bar_w: int, lane: int) -> list[str]:
     """What each column of the bar line of ``lane`` shows: '' (nothing) or a key of
-    CHARS (the row's idle stretches are drawn in its first lane)."""
+    CHARS (the row's idle stretches are drawn in its first lane, the calls of lanes
+    past the last line in that line)."""
     cells = [""] * bar_w
 
     def paint(left: float, right: float, kind: str) -> None:
@@ -131,7 +136,7 @@ def _cells(row: Row, axis: Axis, bar_w: int, lane: int) -> list[str]:
     for start, end in row.periods if lane == 0 else ():
         paint(axis.at(start), axis.at(end), "idle")
     for bar in row.bars:
-        if bar.lane == lane:
+        if min(bar.lane, _LANES_MAX - 1) == lane:
             paint(axis.at(bar.start), axis.at(bar.end), _kind(bar))
     return cells
 

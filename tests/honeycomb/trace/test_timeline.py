@@ -401,21 +401,22 @@ def _span(
 
 
 async def test_calls_that_ran_at_once_are_drawn_one_under_another() -> None:
-    """A worker's three calls that ran at once take three lanes of its row, in the
-    terminal and on the page; they were drawn over one another, as one call (the
-    shorter hidden under the longer, their details out of the mouse's reach)."""
-    met = Rendezvous(3)
+    """A worker's five calls that ran at once take five lanes of its row, on the page
+    and in the terminal, where a row takes three lines at most, the third saying how
+    many ran at once; they were drawn over one another, as one call (the shorter
+    hidden under the longer, their details out of the mouse's reach)."""
+    met = Rendezvous(5)
 
     @tool
     async def fetch(n: int) -> str:
-        """Fetch n: returns once all three fetches run."""
+        """Fetch n: returns once all five fetches run."""
         await met.meet()
         return str(n)
 
     def answer(request: ModelRequest) -> AssistantMessage | str:
         if len(request.messages) > 2:
             return "done"
-        return AssistantMessage(tool_calls=tuple(call("fetch", {"n": n}) for n in range(3)))
+        return AssistantMessage(tool_calls=tuple(call("fetch", {"n": n}) for n in range(5)))
 
     recorder = SpanRecorder()
     executor = Executor(
@@ -425,15 +426,17 @@ async def test_calls_that_ran_at_once_are_drawn_one_under_another() -> None:
     result = await executor.run("t", subtasks=[("w", "go")], on_event=[recorder])
     [row] = build_timeline(recorder.spans, result.plan.subtasks).workers
     tools = [b for b in row.bars if b.kind == "tool_call"]
-    assert sorted(b.lane for b in tools) == [0, 1, 2]
-    assert row.lanes == 3
+    assert sorted(b.lane for b in tools) == [0, 1, 2, 3, 4]
+    assert row.lanes == 5
     assert [b.lane for b in row.bars if b.kind == "model_call"] == [0, 0]  # one at a time
     lines = _plain(build_timeline(recorder.spans, result.plan.subtasks)).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("★ s1 "))
     for below in lines[at + 1 : at + 3]:  # a line a lane, the row's name and time aside
-        assert below.strip(CHARS["tool_call"] + " ") == ""
-        assert CHARS["tool_call"] in below
+        bars = below.removesuffix("  5 at once")
+        assert bars.strip(CHARS["tool_call"] + " ") == ""
+        assert CHARS["tool_call"] in bars
+    assert lines[at + 2].endswith("  5 at once")  # the last line holds lanes 2 to 4
     assert lines[at + 3].startswith("★ aggregate")
     html = to_html(build_timeline(recorder.spans, result.plan.subtasks))
-    assert 'data-worker="s1" data-critical="true" style="height:48px"' in html
-    assert html.count(";top:16px") == html.count(";top:29px") == 1
+    assert 'data-worker="s1" data-critical="true" style="height:74px"' in html
+    assert all(html.count(f";top:{top}px") == 1 for top in (16, 29, 42, 55))
