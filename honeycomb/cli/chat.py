@@ -196,15 +196,15 @@ class Chat:
             if not text:
                 continue
             command = commands.get(text.split()[0])
-            if command is not None:
-                try:
+            try:
+                if command is not None:
                     await command(out)
-                except HoneycombError as exc:  # the session answers in another process ...
-                    out.write(f"{exc}\n")
-            elif text.startswith("/"):
-                out.write(f"unknown command {text.split()[0]}: {HELP}\n")
-            else:
-                await self._answer(text, out, console)
+                elif text.startswith("/"):
+                    out.write(f"unknown command {text.split()[0]}: {HELP}\n")
+                else:
+                    await self._answer(text, out, console)
+            except HoneycombError as exc:  # another process answers, the store is gone ...
+                out.write(f"{exc}\n")
 
     async def _answer(self, message: str, out: TextIO, console: Console) -> None:
         """Answer ``message``, once the turn before it has ended: one that did not (it

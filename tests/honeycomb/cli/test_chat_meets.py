@@ -89,3 +89,29 @@ async def test_new_and_undo_while_another_process_answers_say_so(tmp_path: Path)
         go_on.set()
     assert out.getvalue().count("session 'u1' is answering message 1") == 2
     assert "you:    Find the weather in Rome." in out.getvalue()  # /history went on
+
+
+async def test_a_store_that_cannot_be_read_mid_chat_is_said_and_the_chat_goes_on(
+    tmp_path: Path,
+) -> None:
+    # The next message looks up the last turn in the store first: its StoreError was
+    # raised out of the chat, a traceback that ended it.
+    chatty = load_hive(hive(tmp_path, CHATTY))
+    store = tmp_path / "runs.db"
+    chat = Chat(chatty, Executor.from_hive(chatty, store=store), "u1", "plain")
+
+    class Typed(io.StringIO):
+        lines = 0
+
+        def readline(self, size: int | None = -1) -> str:
+            self.lines += 1
+            if self.lines == 2:  # after the first turn: the file is no store any more
+                with store.open("r+b") as file:
+                    file.write(b"x" * 100)
+            return super().readline(size)
+
+    out = io.StringIO()
+    said = Typed("Find the weather in Rome.\nAnd in Oslo?\n/history\n")
+    assert await chat.talk(said, out, Console(file=io.StringIO())) == 0
+    assert len(chat.results) == 1
+    assert out.getvalue().count("runs.db: the file is not a Honeycomb run store") == 2
