@@ -389,7 +389,9 @@ async def _run_and_report(
         except (StoreError, ConfigError) as exc:
             print(str(exc), file=sys.stderr)
             return ExitStatus.UNUSABLE
-        other = await asyncio.to_thread(_of_another_hive, kept, run_id, hive)
+        other = None
+        if args.run_id is not None:  # a new id is no run's yet
+            other = await asyncio.to_thread(_of_another_hive, kept, run_id, hive)
         if other is not None:  # said before anything runs: the run stays as it was
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
