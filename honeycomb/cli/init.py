@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from honeycomb.cli.exits import ExitStatus
+from runtime.errors import did_you_mean
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -130,7 +131,10 @@ def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
     """
     known = templates()
     if template not in known:
-        raise UnknownTemplate(f"no template {template!r}; the templates are: {', '.join(known)}")
+        raise UnknownTemplate(
+            f"no template {template!r}{did_you_mean(template, known)}; the templates are: "
+            f"{', '.join(known)}"
+        )
     source = examples_folder() / template
     files = [
         p

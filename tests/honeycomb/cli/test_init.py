@@ -79,6 +79,10 @@ def test_init_names_the_templates(here: Path, capsys: pytest.CaptureFixture[str]
     assert "no template 'nope'" in err
     assert "research, review" in err
     assert not (here / "x").exists()
+    assert main(["init", "x", "--template", "reserch"]) == ExitStatus.UNUSABLE
+    assert "no template 'reserch' (did you mean 'research'?); the templates are: " in (
+        capsys.readouterr().err
+    )
 
 
 def test_version_and_the_guide_with_no_arguments() -> None:
