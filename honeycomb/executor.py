@@ -72,6 +72,7 @@ from workers import Role
 from workers.guards import Guards
 from workers.nesting import nested_tool_name
 from workers.services import Services
+from workers.worker import handed_on
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
@@ -457,7 +458,7 @@ class Executor:
                 if told is exc:
                     raise
                 raise told from exc
-        return result.answer_text
+        return handed_on(result.answer_text, result.answer_cut_off)
 
     def check_keys(self) -> None:
         """Raise if a model of its roles (or of the hives they call as tools) needs an

@@ -50,12 +50,14 @@ from workers.state import (
 )
 
 __all__ = [
+    "CUT_OFF_NOTE",
     "DEPENDENCY_HEADER",
     "Worker",
     "WorkerError",
     "WorkerResult",
     "WorkerSetup",
     "format_task",
+    "handed_on",
 ]
 
 WorkerStatus = Literal["ok", "failed", "over_budget", "waiting"]
@@ -119,6 +121,23 @@ class WorkerResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def handed_on(self) -> str:
+        """The answer as another model is given it (the caller's of a nested worker,
+        a dependent subtask's, the aggregator's): :func:`handed_on`."""
+        return handed_on(self.text, self.cut_off)
+
+
+CUT_OFF_NOTE = "[cut off at its output limit]"
+"""Ends an answer that was cut off, as another model is given it."""
+
+
+def handed_on(text: str, cut_off: bool) -> str:
+    """An answer as another model is given it: ``text``, followed by a note that it is
+    incomplete when it was ``cut_off`` at its output limit, so that no model takes a
+    part for the whole."""
+    return f"{text} {CUT_OFF_NOTE}" if cut_off else text
 
 
 class WorkerSetup(Value, frozen=True, kw_only=True):

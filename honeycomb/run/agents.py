@@ -298,7 +298,7 @@ def _answer(role: str, result: WorkerResult) -> str:
     """The nested worker's answer, or why it has none (a :class:`ModelRetry`, the
     caller's to read); a budget it ran out of is the run's: it stops its caller too."""
     if result.ok:
-        return result.text
+        return result.handed_on
     if isinstance(result.exception, BudgetExceeded):
         raise result.exception
     if result.status == "waiting":

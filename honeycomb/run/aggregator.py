@@ -127,7 +127,10 @@ class RoleAggregator:
         role = with_default_instructions(context.roles[self.role], AGGREGATOR_INSTRUCTIONS)
         entries = [
             ResultEntry(
-                id=r.subtask.id, role=r.subtask.role, ok=r.ok, text=r.text if r.ok else str(r.error)
+                id=r.subtask.id,
+                role=r.subtask.role,
+                ok=r.ok,
+                text=r.handed_on if r.ok else str(r.error),
             )
             for r in results
         ]

@@ -88,6 +88,11 @@ class SubtaskResult(BaseModel):
         return self.worker.text if self.worker is not None else ""
 
     @property
+    def handed_on(self) -> str:
+        """Its answer as another model is given it (:attr:`WorkerResult.handed_on`)."""
+        return self.worker.handed_on if self.worker is not None else ""
+
+    @property
     def output(self) -> Any:
         return self.worker.output if self.worker is not None else None
 

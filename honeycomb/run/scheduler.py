@@ -151,7 +151,7 @@ class Scheduler:
                 subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
             )
             return None
-        return {f"{d} ({by_id[d].role})": outcomes[d].text for d in subtask.depends_on}
+        return {f"{d} ({by_id[d].role})": outcomes[d].handed_on for d in subtask.depends_on}
 
     @property
     def elapsed_s(self) -> float:

@@ -39,6 +39,7 @@ from tests.honeycomb.run.test_compaction_run import read_page
 from tests.support.openai_server import OpenAIServer, Reply
 from workers.compaction import is_summary_request
 from workers.guards import VERDICT_TOKENS
+from workers.worker import CUT_OFF_NOTE
 
 
 def every_kind(request: ModelRequest) -> str | AssistantMessage:
@@ -297,3 +298,68 @@ async def test_the_live_view_shows_the_planners_progress_while_it_plans() -> Non
     assert planning_progress(state) == "planner turn 2"
     state.apply(PlanReady(run_id="r", plan=Plan.of([("reader", "read")]), duration_s=1.0))
     assert planning_progress(state) == ""
+
+
+async def test_an_answer_cut_off_is_handed_on_saying_it_is_incomplete() -> None:
+    """A worker's answer cut off at its output limit went on to other models as if it
+    were whole: its nested caller's observation, a dependent subtask's input and the
+    aggregator's results took the part for the whole. Each now reads that it is
+    incomplete; the worker's own text stays as the model wrote it."""
+
+    def answer(request: ModelRequest) -> ModelResponse | str | AssistantMessage:
+        system = request.messages[0].content or ""
+        if "aggregator" in system:
+            return "merged"
+        if "lead worker" in system:
+            if not any(isinstance(m, ToolMessage) for m in request.messages):
+                call = ToolCall(id="c1", name="reader", arguments='{"instruction": "read"}')
+                return AssistantMessage(tool_calls=(call,))
+            return "lead done"
+        if "writer worker" in system:
+            return "written"
+        return cut("the first half of the")  # the reader's, nested or a subtask's
+
+    roles = [Role(name="lead", tools=("agent:reader",)), Role(name="reader"),
+             Role(name="writer"), Role(name="aggregator")]  # fmt: skip
+    model = FunctionModel(answer)
+    plan = [
+        {"id": "s1", "role": "lead", "instruction": "lead"},
+        {"id": "s2", "role": "reader", "instruction": "read"},
+        {"id": "s3", "role": "writer", "instruction": "write", "depends_on": ["s2"]},
+    ]
+    result = await Executor(roles, model).run("t", subtasks=plan)
+    assert result.status == "ok"
+    assert result.subtasks["s2"].text == "the first half of the"  # as the model wrote it
+    handed_on = f"the first half of the {CUT_OFF_NOTE}"
+    said = [str(m.content) for r in model.requests for m in r.messages]
+    assert any(s == handed_on for s in said)  # the lead's observation of its nested reader
+    assert any(handed_on in s and "write" in s for s in said)  # the writer's input
+    merging = next(r for r in model.requests if "aggregator" in (r.messages[0].content or ""))
+    assert f"### s2 (reader)\n{handed_on}" in str(merging.messages[-1].content)
+
+
+async def test_a_hive_tools_answer_cut_off_is_handed_on_saying_it_is_incomplete() -> None:
+    """A hive called as a tool whose aggregator's answer was cut off: its caller's
+    model read the part as the hive's whole answer."""
+
+    def merging(request: ModelRequest) -> ModelResponse | str:
+        return cut("the merged half") if "aggregator" in str(request.messages[0].content) else "ok"
+
+    hive = Executor(
+        [Role(name="reader"), Role(name="aggregator")], FunctionModel(merging),
+        planner=lambda task: [("reader", task)],
+    )  # fmt: skip
+
+    def lead(request: ModelRequest) -> str | AssistantMessage:
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            return str(seen[0].content)
+        call = ToolCall(id="c1", name="facts", arguments='{"instruction": "find"}')
+        return AssistantMessage(tool_calls=(call,))
+
+    caller = Executor(
+        [Role(name="lead", tools=("facts",))], FunctionModel(lead),
+        tools=[hive.as_tool("facts")], aggregator="concat",
+    )  # fmt: skip
+    result = await caller.run("t", subtasks=[("lead", "go")])
+    assert result.subtasks["s1"].text == f"the merged half {CUT_OFF_NOTE}"
