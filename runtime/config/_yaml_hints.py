@@ -17,7 +17,7 @@ import yaml
 
 from runtime.errors import did_you_mean
 
-__all__ = ["plain_words", "typed"]
+__all__ = ["odd_space", "plain_words", "typed"]
 
 _QUOTES = "put the whole value in quotes"
 _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML's, as PyYAML counts lines
@@ -93,6 +93,37 @@ def _words(exc: yaml.MarkedYAMLError, text: str) -> str | None:
             f"that begins with it goes in quotes)"
         )
     return None
+
+
+_ODD_SPACES = "\u00a0\u2000-\u200a\u202f\u205f\u3000"
+_ODD_SPACE = re.compile(
+    rf"^[ ]*(?P<indent>[{_ODD_SPACES}])"  # in the indentation
+    rf"|^[ ]*-(?P<item>[{_ODD_SPACES}])"  # after a list item's dash
+    rf"|^[ ]*(?:-[ ]+)?[\w.-]+:(?P<colon>[{_ODD_SPACES}])",  # after a key's colon
+    re.MULTILINE,
+)
+
+
+def odd_space(text: str) -> tuple[str, int, int] | None:
+    """A space YAML does not read as one where YAML needs a space: a non-breaking
+    space (U+00A0, which a page copied from a browser holds) or another of Unicode's,
+    in a line's indentation or after a key's ':' or a list item's '-'. YAML reads it as
+    text, so the line's key took it in, or its value swallowed the key, and the errors
+    that followed named neither. What is wrong, and the line and column (1-based)."""
+    # Every line break as "\n", at the same places (CRLF as " \n"), for ^ to see lines.
+    found = _ODD_SPACE.search(text.replace("\r\n", " \n").replace("\r", "\n"))
+    if found is None:
+        return None
+    group = next(name for name in ("indent", "item", "colon") if found.group(name) is not None)
+    at = found.start(group)
+    line = len(_LINE_BREAK.findall(text, 0, at)) + 1
+    column = at - max(text.rfind(c, 0, at) for c in "\n\r")
+    code = ord(found.group(group))
+    what = "a non-breaking space (U+00A0, as text copied from a web page holds)"
+    if code != 0xA0:
+        what = f"a U+{code:04X} space"
+    said = f"{what}, where YAML takes plain spaces only: write a space in its place"
+    return said, line, column
 
 
 def _colon(lines: list[str], mark: yaml.Mark) -> str:

@@ -35,7 +35,7 @@ from runtime.config._yaml_build import (
     is_secret,
     shown_path,
 )
-from runtime.config._yaml_hints import plain_words, typed
+from runtime.config._yaml_hints import odd_space, plain_words, typed
 from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.secrets import masked_with
 from runtime.value import Settings, Value, written_fields
@@ -289,6 +289,11 @@ def parse_yaml(
             line=bad_line,
             column=bad_column,
         ) from exc
+    odd = odd_space(text)
+    if odd is not None:
+        said, line, column = odd
+        loader.dispose()
+        raise ConfigError(f"invalid YAML: {said}", file=file, line=line, column=column)
     builder = Builder(loader, file, env if env is not None else os.environ, interpolate, secrets)
     failure = None
     try:

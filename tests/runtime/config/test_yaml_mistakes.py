@@ -185,3 +185,36 @@ def test_a_key_is_a_name_as_it_is_written() -> None:
     doc = parse_yaml("roles:\n  yes: {}\n  on: {}\n  null: {}\n  1.50: {}\n  2: {}\n")
     assert list(doc.data["roles"]) == ["yes", "on", "null", "1.50", 2]
     assert doc.locate(("roles", "on")) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("roles:\n\u00a0\u00a0planner:\n    description: P\n", (2, 1)),  # in an indentation
+        (ROLE + "    description:\u00a0Writes.\n", (3, 17)),  # after a key's colon
+        ("tools:\n  -\u00a0tools:count\n", (2, 4)),  # after a list item's dash
+        ("a: 1\r\n\u3000b: 2\r\n", (2, 1)),  # an ideographic space, CRLF lines
+    ],
+)
+def test_a_space_yaml_does_not_take_for_one_is_told_where_it_is(
+    text: str, where: tuple[int, int]
+) -> None:
+    # A non-breaking space (a page copied from a browser holds them) parsed: the key
+    # took it in ('\xa0\xa0planner', so roles: was empty), or the value swallowed the
+    # key ('description:\xa0Writes.'), and the errors named neither.
+    with pytest.raises(ConfigError) as caught:
+        parse_yaml(text, file="h.yaml")
+    assert (caught.value.line, caught.value.column) == where
+    what = (
+        "a U+3000 space"
+        if "\u3000" in text
+        else ("a non-breaking space (U+00A0, as text copied from a web page holds)")
+    )
+    assert caught.value.message == (
+        f"invalid YAML: {what}, where YAML takes plain spaces only: write a space in its place"
+    )
+
+
+def test_a_non_breaking_space_inside_a_text_is_kept() -> None:
+    text = "a: 10\u00a0km\nb: 'x:\u00a0y'\nc: [p:\u00a0q]\n"
+    assert parse_yaml(text).data == {"a": "10\u00a0km", "b": "x:\u00a0y", "c": ["p:\u00a0q"]}
