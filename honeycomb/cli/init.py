@@ -143,9 +143,7 @@ def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
         and not any(part in _SKIPPED for part in p.relative_to(source).parts)
         and p.suffix != ".pyc"
     ]
-    there = [
-        target / p.relative_to(source) for p in files if (target / p.relative_to(source)).exists()
-    ]
+    there = _in_the_way(target, [p.relative_to(source) for p in files])
     if there:
         shown = ", ".join(str(p) for p in there[:5]) + (" ..." if len(there) > 5 else "")
         raise InitError(
@@ -170,6 +168,20 @@ def scaffold(target: Path, template: str = DEFAULT_TEMPLATE) -> list[Path]:
             raise UnusableFolder(f"cannot write {destination}: {exc.strerror or exc}") from exc
         written.append(destination)
     return written
+
+
+def _in_the_way(target: Path, files: list[Path]) -> list[Path]:
+    """What of ``target`` would be written over: a file there already where one of
+    ``files`` (relative to it) goes, or a file where a folder of theirs goes
+    (``data`` for ``data/guide.md``), each once, in order."""
+    found: dict[Path, None] = {}
+    for file in files:
+        for part in (*reversed(file.parents[:-1]), file):  # data, data/guide.md
+            path = target / part
+            if path.exists() and (part == file or not path.is_dir()):
+                found[path] = None
+                break
+    return list(found)
 
 
 def add_init_parser(commands: Any) -> None:

@@ -132,3 +132,18 @@ def test_an_example_the_package_lacks_is_one_line_of_error(
     assert main(command) == ExitStatus.UNUSABLE
     (line,) = capsys.readouterr().err.splitlines()
     assert missing in line
+
+
+def test_a_file_where_a_templates_folder_goes_is_named_and_nothing_is_written(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A file 'data' where the trip's data/ folder goes: the README and hive were
+    # written, then 'cannot write x/data/...: Not a directory' (exit 2), half a hive.
+    (here / "x").mkdir()
+    (here / "x" / "data").write_text("mine")
+    assert main(["init", "x", "--template", "trip"]) == ExitStatus.FAILED
+    assert capsys.readouterr().err == (
+        "honeycomb init: 1 file already there, not overwritten: x/data; choose another "
+        "folder or move them away\n"
+    )
+    assert sorted(p.name for p in (here / "x").iterdir()) == ["data"]
