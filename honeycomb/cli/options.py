@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from typing import NoReturn
 
 from honeycomb.cli.exits import ExitStatus
 from honeycomb.trace.format import counted
+from runtime.errors import did_you_mean
 
 __all__ = [
     "MAX_LIMIT",
@@ -39,10 +41,27 @@ and 11 characters)."""
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, ``--help`` showing the
-    usage (its subcommands' parsers are of this class too)."""
+    usage (its subcommands' parsers are of this class too), and a misspelt choice (a
+    command, a ``--backend``) told with the one meant."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(ExitStatus.UNUSABLE, f"{self.prog}: error: {message}\n")
+        self.exit(ExitStatus.UNUSABLE, f"{self.prog}: error: {_with_the_choice_meant(message)}\n")
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _with_the_choice_meant(message: str) -> str:
+    """argparse's ``invalid choice: 'rnu' (choose from 'demo', ...)`` with ``(did you
+    mean 'run'?)`` after the choice given, when one is close."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return message
+    listed = found["choices"]  # quoted, or (Python 3.12.8 and later) not
+    choices = re.findall(r"'([^']*)'", listed) or [c.strip() for c in listed.split(",")]
+    close = did_you_mean(found["given"], choices)
+    given = f"invalid choice: '{found['given']}'"
+    return message.replace(given, given + close, 1) if close else message
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:

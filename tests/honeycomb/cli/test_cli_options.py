@@ -324,3 +324,30 @@ def test_sessions_never_print_the_control_characters_a_store_holds(
     assert main(["sessions", "show", "s\x1b1"]) == 0
     shown = capsys.readouterr().out
     assert "you:    the weather  [2Jin Rome" in shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["valdiate", "hive.yaml"], "invalid choice: 'valdiate' (did you mean 'validate'?) ("),
+        (["run", "h.yaml", "--backend", "rey"], "invalid choice: 'rey' (did you mean 'ray'?) ("),
+    ],
+)
+def test_a_misspelt_command_or_choice_is_told_with_the_one_meant(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    # argparse listed the choices alone: 'honeycomb valdiate' was told every command.
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert err.count("\n") == 1  # one line
+
+
+def test_a_choice_far_from_every_one_is_told_the_choices_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["zzz"])
+    assert "did you mean" not in capsys.readouterr().err
