@@ -26,7 +26,6 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
-import anyio
 from pydantic import ConfigDict, Field
 
 from runtime import (
@@ -40,6 +39,7 @@ from runtime import (
     logs,
     tool,
 )
+from runtime.concurrency import within
 from runtime.memory import DEFAULT_NAMESPACE
 from runtime.secrets import masked
 from runtime.tools.render import cut
@@ -126,7 +126,7 @@ async def recall_at_start(
     hits: Sequence[MemoryHit] = ()
     error = None
     try:
-        with anyio.fail_after(timeout_s):
+        with within(timeout_s):
             hits = await memory.search(
                 masked(task), namespace=settings.namespace, k=settings.recall
             )
@@ -202,7 +202,7 @@ async def keep_result(
     if not text.strip():
         return
     try:
-        with anyio.fail_after(timeout_s):
+        with within(timeout_s):
             await memory.add(
                 masked(text),
                 namespace=settings.namespace,

@@ -8,7 +8,6 @@ rank fusion. Loaded on first use, with SQLite (:mod:`runtime.memory.db`).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -38,7 +37,7 @@ from runtime.memory.store import (
 from runtime.secrets import masked
 from runtime.text import valid_text
 from runtime.tools.render import cut
-from runtime.tools.threads import to_the_end
+from runtime.tools.threads import abandoned_when_cancelled, to_the_end
 
 __all__ = ["SQLiteMemory", "fused"]
 
@@ -234,14 +233,8 @@ class SQLiteMemory:
 
     async def _read(self, work: Callable[[Any], T]) -> T:
         # A read changes nothing: a cancelled one is left to end in its thread, which
-        # stops waiting for the file at once (a native cancellation, as a timeout's,
-        # is passed to it through the scope).
-        with anyio.CancelScope() as scope:
-            try:
-                result = await anyio.to_thread.run_sync(self._call, work, abandon_on_cancel=True)
-            except asyncio.CancelledError:
-                scope.cancel()
-                raise
+        # stops waiting for the file at once.
+        result: T = await abandoned_when_cancelled(partial(self._call, work))
         return result
 
     async def _write(self, work: Callable[[Any], T]) -> T:

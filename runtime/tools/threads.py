@@ -11,7 +11,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -19,7 +19,9 @@ import anyio.to_thread
 from runtime.concurrency import shielded
 from runtime.tools.define import Tool
 
-__all__ = ["in_thread", "run_tool"]
+__all__ = ["abandoned_when_cancelled", "in_thread", "run_tool", "to_the_end"]
+
+T = TypeVar("T")
 
 
 def run_tool(
@@ -40,15 +42,21 @@ async def in_thread(
     run = partial(found.fn, **kwargs)
     if found.side_effects:
         return await to_the_end(run, begun)
-    # Abandoned on cancel, so timeouts are prompt. A call running in a task of an
-    # asyncio task group is cancelled natively, which anyio's scopes do not see:
-    # cancel an enclosing scope too, so the thread's check_cancelled() stops it.
+    return await abandoned_when_cancelled(run)
+
+
+async def abandoned_when_cancelled(run: Callable[[], T]) -> T:
+    """Run ``run`` in a thread, abandoned when cancelled, so that a timeout is prompt:
+    its thread's ``check_cancelled()`` stops it then, if it cooperates."""
+    # A call running in a task of an asyncio task group is cancelled natively, which
+    # anyio's scopes do not see: cancel an enclosing scope too, so the thread sees it.
     with anyio.CancelScope() as scope:
         try:
-            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except asyncio.CancelledError:
             scope.cancel()
             raise
+    return result
 
 
 async def to_the_end(run: Callable[[], Any], begun: threading.Event | None = None) -> Any:
