@@ -13,6 +13,8 @@
 - :func:`require_asyncio`: Honeycomb runs on asyncio (uvloop included); under another
   async library it fails at once with :class:`~runtime.errors.UnsupportedEventLoop`.
 - :func:`usable_cpus`: the CPUs this process may run on.
+- :func:`closed_with_loop`: what serves one event loop alone (a model's connection
+  pool) closed in that loop as it shuts down.
 - :class:`OneLoop`, :class:`PerLoop`, :class:`LoopLock`, :class:`LoopSlots`: what many
   calls share (an Executor's session locks, slots and locks of ``exclusive`` tools; a
   model's rate limiter) serves one event loop at a time (see below).
@@ -49,11 +51,19 @@ loop and an identity test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -68,6 +78,7 @@ __all__ = [
     "OneLoop",
     "PerLoop",
     "TimedOut",
+    "closed_with_loop",
     "require_asyncio",
     "run_together",
     "shielded",
@@ -389,6 +400,30 @@ class PerLoop(Generic[T]):
             return None
         served = self._served
         return served[1] if served is not None and served[0] is loop else self._values.get(loop)
+
+
+def closed_with_loop(close: Callable[[], Awaitable[object]]) -> AsyncGenerator[None, None]:
+    """Have the running event loop await ``close()`` as it shuts down, for what serves
+    that loop alone (a model's connection pool): ``asyncio.run`` and an
+    ``asyncio.Runner`` close the async generators still open before they close their
+    loop, the last moment it can be closed there. Left to the garbage collector, it
+    could not be: its loop is gone ('unclosed transport'). Keep what this returns for
+    as long as what it closes (the loop holds it weakly): dropped earlier, it closes
+    it then, in its loop.
+    """
+
+    async def until_the_loop_ends() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # the loop ends: nothing is left to tell
+                await close()
+
+    held = until_the_loop_ends()
+    # To its yield, now: its first step makes the running loop hold it (its hooks).
+    with contextlib.suppress(StopIteration):
+        held.asend(None).send(None)
+    return held
 
 
 def _to_give_back(values: PerLoop[T], kind: type[BaseException] | None) -> T | None:

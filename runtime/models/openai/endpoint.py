@@ -39,7 +39,7 @@ import openai
 from msgspec.structs import replace
 
 from runtime import logs
-from runtime.concurrency import TimedOut, within
+from runtime.concurrency import TimedOut, closed_with_loop, within
 from runtime.errors import (
     ConfigError,
     ModelConnectionError,
@@ -118,8 +118,8 @@ class OpenAIEndpoint(abc.ABC):
         self._sdk_settings, self._extra_body = split_settings(self.settings, self.api)
         self._given = client.with_options(max_retries=0) if client is not None else None
         # An httpx client serves the event loop it first ran on: one client per loop,
-        # dropped once its loop is closed.
-        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        # closed as its loop shuts down (with what closes it) and dropped once it is.
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, object]] = {}
         self._unbound: openai.AsyncOpenAI | None = None  # made outside any loop
         self._key: str | None = None
         if limiter is None and max_concurrency is not None:
@@ -174,16 +174,17 @@ class OpenAIEndpoint(abc.ABC):
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        found = self._clients.get(loop) if loop is not None else self._unbound
-        if found is None:
+        if loop is None:
+            if self._unbound is None:
+                self._unbound = self._new_client()
+            return self._unbound
+        served = self._clients.get(loop)
+        if served is None:
             found = self._new_client()
-            if loop is None:
-                self._unbound = found
-            else:
-                # A weak mapping would not do: a client's connections refer to its loop.
-                self._clients = {k: v for k, v in self._clients.items() if not k.is_closed()}
-                self._clients[loop] = found
-        return found
+            # A weak mapping would not do: a client's connections refer to its loop.
+            self._clients = {k: v for k, v in self._clients.items() if not k.is_closed()}
+            served = self._clients[loop] = (found, closed_with_loop(found.close))
+        return served[0]
 
     def missing_key(self) -> ConfigError | None:
         """The error its calls would fail with for want of an API key, if they would

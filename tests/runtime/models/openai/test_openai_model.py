@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -1151,6 +1152,26 @@ def test_one_model_serves_consecutive_event_loops(openai_server: OpenAIServer) -
     assert model.limiter is not None
     assert model.limiter.in_flight == 0
     assert loop_errors == []
+
+
+def test_a_loops_connections_are_closed_as_it_ends(openai_server: OpenAIServer) -> None:
+    # A loop's client was dropped unclosed: its keep-alive connection stayed open until
+    # the garbage collector found it, with an 'unclosed transport' ResourceWarning (the
+    # loop it could be closed on had ended). asyncio.run closes it as the loop ends.
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url, retry=fast(attempts=1))
+
+    async def call() -> openai.AsyncOpenAI:
+        await model.complete(ask())
+        return model.client
+
+    gc.collect()  # what earlier tests left
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        clients = [asyncio.run(call()), asyncio.run(call())]
+        gc.collect()
+    assert clients[0] is not clients[1]  # a client a loop
+    assert all(client.is_closed() for client in clients)
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
 
 
 def test_a_given_client_is_kept_as_it_is(openai_server: OpenAIServer) -> None:
