@@ -190,6 +190,7 @@ class Executor:
             weakref.WeakValueDictionary()
         )
         self._session_rows: SessionRows | None = None
+        self._hive: Hive | None = None  # made from a hive (from_hive): kept with it
         model_slots = self._slots(kept_policy.model_concurrency)
         limited_models = {
             name: LimitedModel(m, model_slots) if model_slots is not None else m
@@ -340,7 +341,7 @@ class Executor:
             ]
             registry = ToolRegistry([*registry, *subs])
         with hive.imports():  # the roles' import paths, resolved once, as the hive's
-            return cls(
+            executor = cls(
                 hive.roles,
                 hive.models(_own(models)),
                 tools=registry,
@@ -352,6 +353,8 @@ class Executor:
                 guards=hive.spec.guards,
                 **options,
             )
+        executor._hive = hive  # what it declares is masked while it lives: its secrets
+        return executor
 
     @classmethod
     def from_yaml(

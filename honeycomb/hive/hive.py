@@ -8,7 +8,8 @@ leads ``sys.path`` only while they are imported (:mod:`honeycomb.hive.imports`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.errors import kind_of
 from runtime.memory import SQLiteMemory
+from runtime.secrets import add_header, add_secret, is_plain
 from workers import Role, read_roles
 from workers.nesting import hive_ref, nested_tool_name
 from workers.role import approval_problems, collect_roles
@@ -392,7 +394,41 @@ def _load(file: Path, chain: tuple[Path, ...]) -> Hive:
     hives = _sub_hives(doc, spec, roles, places, file, (*chain, file.resolve()), errors)
     if errors:
         raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
-    return Hive(file, spec, roles, registry, doc, hives, places)
+    hive = Hive(file, spec, roles, registry, doc, hives, places)
+    _mask_declared(hive, doc.data)
+    return hive
+
+
+def _mask_declared(hive: Hive, data: Mapping[str, Any]) -> None:
+    """Mask the secrets the hive declares (:data:`_SECRETS`) while it lives, whether or
+    not what uses them is made: a model another stands in for (``--model``), an MCP
+    server not started yet. Else a key pasted into a task or a chat message is kept and
+    shown as it is. An OpenAI-compatible model or embeddings with no ``api_key`` of their
+    own use ``OPENAI_API_KEY``: that too. (An Executor made from it keeps it.)"""
+    for pattern in _SECRETS:
+        for value in _values_at(data, pattern):
+            if isinstance(value, Mapping):  # a header's or a variable's value
+                for name, each in value.items():
+                    if isinstance(each, str) and not is_plain(str(name)):
+                        add_header(each, owner=hive)
+            elif isinstance(value, str):
+                add_secret(value, "api key" if pattern[-1] == "api_key" else "secret", owner=hive)
+    keyless = any(m.provider == "openai" and m.api_key is None for m in hive.spec.models.values())
+    memory = hive.spec.memory
+    embeddings = memory.embeddings if memory is not None else None
+    if keyless or (embeddings is not None and embeddings.api_key is None):
+        add_secret(os.environ.get("OPENAI_API_KEY"), "api key", owner=hive)
+
+
+def _values_at(data: Any, pattern: tuple[str, ...]) -> Iterator[Any]:
+    """The values of ``data`` at ``pattern``'s path (``"*"``: any key)."""
+    if not pattern:
+        yield data
+    elif isinstance(data, Mapping):
+        head, rest = pattern[0], pattern[1:]
+        for key, value in data.items():
+            if head in ("*", key):
+                yield from _values_at(value, rest)
 
 
 def _hive_files_in(path: Path, error: ConfigError) -> ConfigError:

@@ -12,6 +12,7 @@ import pytest
 from honeycomb import ConfigErrors, Executor
 from honeycomb.cli.main import main
 from honeycomb.hive import load_hive
+from honeycomb.testing import FunctionModel
 
 KEY = "sk-FAKE7hT3xQ9zL2wV8bN4mK6pR1sD5fG0"
 DIGITS = "8675309123456789012345"
@@ -174,3 +175,30 @@ def test_a_secret_where_no_secret_belongs_is_never_shown(
     for text in (printed.out, printed.err, *map(str, chain(caught.value))):
         for secret in (KEY, ENV_KEY, PASSWORD):
             assert secret not in text
+
+
+async def test_the_keys_of_models_others_stand_in_for_are_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hive run on another model (``--model offline``, ``model=``) never built its
+    declared ones, so their keys were never masked: one pasted into a task was kept
+    and shown as it is. The keys a hive declares (its api_key, its MCP servers'
+    headers, OPENAI_API_KEY for a model with none) are masked while it lives."""
+    token = "tok-FAKE9aB3cD5eF7gH1jK"
+    env_key = "sk-ENVFAKE4dG7hJ2kL9mN3"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        HEAD + f"    api_key: {KEY}\n"
+        "  other:\n    model: gpt-4o\n    base_url: http://127.0.0.1:9/v1\n"
+        "mcp_servers:\n  docs:\n    url: http://127.0.0.1:9/mcp\n"
+        f"    headers: {{Authorization: Bearer {token}}}\n"
+        "roles:\n  writer: {description: Writes.}\n"
+    )
+    executor = Executor.from_hive(load_hive(path), model=FunctionModel(lambda r: str(r)))
+    task = f"keys {KEY} and {token} and {env_key}"
+    result = await executor.run(task, subtasks=[("writer", task)])
+    shown = result.model_dump_json()
+    for secret in (KEY, token, env_key):
+        assert secret not in shown
+    assert "[api key hidden]" in result.task
