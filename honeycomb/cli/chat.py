@@ -33,7 +33,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.loop import run_on_loop
 from honeycomb.cli.running import DEFAULT_STORE, hive_store, missing_keys, model_of, store_of
 from honeycomb.cli.sessions import print_turn, short
-from honeycomb.cli.view import JsonView, LiveView, View, summary
+from honeycomb.cli.view import JsonView, LiveView, View, live, summary
 from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.hive.backend import BackendSpec
@@ -111,7 +111,7 @@ async def _talk(
     console: Console,
 ) -> ExitStatus:
     """The conversation, its workers where the hive (or ``--backend``) says."""
-    shown = "json" if args.json else "plain" if args.plain or not console.is_terminal else "live"
+    shown = "json" if args.json else "plain" if args.plain or not live(console) else "live"
     out, events = sys.stdout, None
     if shown == "json":  # stdout holds the events alone, as `run --json`'s does
         out, events, console = sys.stderr, sys.stdout, Console(stderr=True)

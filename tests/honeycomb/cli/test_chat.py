@@ -83,6 +83,19 @@ def test_trace_says_why_there_is_nothing_to_draw(
     assert "(0 turns so far, kept by this chat alone)" in out  # not by the memory file
 
 
+def test_force_color_into_a_pipe_gets_the_plain_lines_not_the_live_table(
+    hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # FORCE_COLOR (which CI jobs set) made rich take the pipe for a terminal, and the
+    # chat drew its live table into it, cursor moves and all, as run did.
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setattr("sys.stdin", io.StringIO("Find the weather in Rome.\n"))
+    assert main(["chat", str(hive), "--no-store"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "[offline simulation]" in out
+
+
 def test_json_writes_the_events_alone_on_stdout(
     hive: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
