@@ -83,12 +83,14 @@ def _list(args: argparse.Namespace) -> ExitStatus:
     if stored is None:
         return ExitStatus.UNUSABLE
     found = stored.sessions(args.limit + 1)  # one more: are there more?
+    # The store as it is shown (a URL without its password, not with a mask in its place).
+    where = stored.store.where
     if not found:
-        print(f"no sessions in {args.store}")
+        print(f"no sessions in {where}")
         return ExitStatus.OK
     total = len(found) if len(found) <= args.limit else None
     found = found[: args.limit]
-    print(newest_first(len(found), "session", args.store, total=total))
+    print(newest_first(len(found), "session", where, total=total))
     print(f"{'session':<20}  {'turns':>5}  {'last message at':<19}  last message")
     for session_id, turns, _, last_at, last_message in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last_at))
@@ -139,7 +141,8 @@ def _forget(args: argparse.Namespace) -> ExitStatus:
     known = {row[0] for row in stored.sessions(limit=-1)}
     missing = [sid for sid in args.session_ids if sid not in known]
     if missing:
-        print(f"{args.store}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
+        where = stored.store.where
+        print(f"{where}: no session {', '.join(map(repr, missing))}", file=sys.stderr)
         return ExitStatus.UNUSABLE
 
     async def forget() -> list[str]:

@@ -146,10 +146,15 @@ def test_the_command_line_never_prints_the_password(
     assert "newest first" in shown.out
     assert "bad-name" in shown.err
     assert "a-cli-secret" not in shown.out + shown.err
-    # The runs listing names the store as it is shown too, not with a mask in its place.
+    # The runs and sessions listings name the store as it is shown too, not with a mask
+    # in its place.
     where = split_url(with_password)[2]
     listed = [line for line in shown.out.splitlines() if " in postgresql://" in line]
-    assert listed[:2] == [f"no runs in {where}", f"1 run in {where}, newest first"]
+    assert listed == [
+        f"no runs in {where}",
+        f"1 run in {where}, newest first",
+        f"no sessions in {where}",
+    ]
     # The command that resumes the run names the store as it is shown: no password, no
     # mask in its place, a command that runs as it is printed.
     resume = next(line for line in shown.err.splitlines() if "kept in" in line)
