@@ -634,15 +634,34 @@ def check_task(task: str) -> None:
         )
 
 
+MAX_ID_BYTES = 512
+"""The longest id (``run_id``, ``session_id``) in UTF-8 bytes: a PostgreSQL store's
+index takes no key of more than about 2,700, and a worker's name holds its run's."""
+
+
 def check_id(given: str, what: str) -> None:
-    """Refuse an id (``run_id``, ``session_id``) that is not valid text: a lone
-    surrogate (what Python makes of bytes that are not UTF-8) cannot be kept in a run
-    store, nor sent as JSON, and text that leaves the process has it replaced, so the
-    run could not be found again by its id.
+    """Refuse an id (``run_id``, ``session_id``) that no run store keeps as it is: one
+    that is not valid text (a lone surrogate, what Python makes of bytes that are not
+    UTF-8, cannot be kept, nor sent as JSON, and text that leaves the process has it
+    replaced, so the run could not be found again by its id), empty, holding a NUL
+    (PostgreSQL keeps none in text), or longer than :data:`MAX_ID_BYTES`.
 
     Raises:
-        ConfigError: naming the argument and the character.
+        ConfigError: naming the argument and what is wrong with it.
     """
+    if not given:
+        raise ConfigError(f"{what} is empty: pass an id of at least one character")
+    if "\0" in given:
+        raise ConfigError(
+            f"{what} {given!r} holds a NUL character (at {given.index(chr(0))}), which "
+            "no run store keeps in an id: pass one without"
+        )
+    size = len(given.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise ConfigError(
+            f"{what} {given[:40]!r}... is {size} bytes long (UTF-8): an id is at most "
+            f"{MAX_ID_BYTES}; pass a shorter one"
+        )
     if valid_text(given) is not given:
         at = next(i for i, c in enumerate(given) if "\ud800" <= c <= "\udfff")
         raise ConfigError(
