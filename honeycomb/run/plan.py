@@ -18,6 +18,7 @@ __all__ = [
     "INSTRUCTION_CHARS",
     "Plan",
     "Subtask",
+    "as_subtask",
     "critical_path",
     "plan_output_tokens",
     "plan_problems",
@@ -85,16 +86,37 @@ class Plan(BaseModel):
     @classmethod
     def of(cls, items: Iterable[Subtask | Mapping[str, Any] | tuple[str, str]]) -> Plan:
         """A plan from subtasks, mappings, or ``(role, instruction)`` pairs (ids ``s1``...)."""
-        subtasks: list[Subtask] = []
-        for index, item in enumerate(items, start=1):
-            if isinstance(item, Subtask):
-                subtasks.append(item)
-            elif isinstance(item, tuple):
-                role, instruction = item
-                subtasks.append(Subtask(id=f"s{index}", role=role, instruction=instruction))
-            else:
-                subtasks.append(Subtask.model_validate({"id": f"s{index}", **item}))
-        return cls(subtasks=tuple(subtasks))
+        return cls(subtasks=tuple(as_subtask(item, index) for index, item in enumerate(items)))
+
+
+def as_subtask(item: object, index: int) -> Subtask:
+    """The subtask ``item`` at ``index`` (from 0) of a list of them is: a Subtask, a
+    mapping of its fields, or a ``(role, instruction)`` pair; one without an id has
+    ``s1`` for index 0, ``s2`` for index 1 ...
+
+    Raises:
+        TypeError: when ``item`` is none of those, saying what it is.
+        pydantic.ValidationError: when its fields are invalid.
+    """
+    if isinstance(item, Subtask):
+        return item
+    if isinstance(item, tuple):
+        if len(item) != 2:
+            items = f"{len(item)} item" + ("" if len(item) == 1 else "s")
+            raise TypeError(f"{_shown(item)} is not a (role, instruction) pair: it has {items}")
+        role, instruction = item
+        return Subtask(id=f"s{index + 1}", role=role, instruction=instruction)
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            f"{_shown(item)} ({type(item).__name__}) is not a Subtask, a mapping of its "
+            "fields or a (role, instruction) pair"
+        )
+    return Subtask.model_validate({"id": f"s{index + 1}", **item})
+
+
+def _shown(item: object) -> str:
+    shown = repr(item)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def subtask_ids(count: int, taken: Collection[str] = ()) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from honeycomb.run.events import PlanRepaired
 from honeycomb.run.plan import (
     Plan,
     Subtask,
+    as_subtask,
     plan_output_tokens,
     plan_problems,
     plan_type,
@@ -370,12 +371,20 @@ def as_plan(made: object, what: str) -> Plan:
                 "instruction) pairs, mappings of a Subtask's fields, or Subtasks)"
             ]
         )
-    try:
-        return Plan.of(made)
-    except ValidationError as exc:
-        raise PlanError([f"{what} holds an invalid subtask: {validation_summary(exc)}"]) from exc
-    except (TypeError, ValueError) as exc:  # not a pair, not a mapping
-        raise PlanError([f"{what} holds an invalid subtask: {type(exc).__name__}: {exc}"]) from exc
+    subtasks: list[Subtask] = []
+    problems: list[str] = []
+    first: Exception | None = None
+    for index, item in enumerate(made):
+        try:
+            subtasks.append(as_subtask(item, index))
+        except (ValidationError, TypeError) as exc:
+            told = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
+            named = f" (id {item['id']!r})" if isinstance(item, Mapping) and "id" in item else ""
+            problems.append(f"{what} holds an invalid subtask at index {index}{named}: {told}")
+            first = first or exc
+    if problems:
+        raise PlanError(problems) from first
+    return Plan(subtasks=tuple(subtasks))
 
 
 def checked(plan: Plan, context: RunContext) -> Plan:

@@ -60,8 +60,8 @@ async def test_an_aggregator_that_raises_fails_the_run_with_its_partial_result(
         (lambda task: 1 / 0, "the planner raised ZeroDivisionError: division by zero"),
         (lambda task: None, "what the planner function returned is None, not a Plan"),
         (lambda task: "w: look", "what the planner function returned is 'w: look', not a Plan"),
-        (lambda task: [1, 2], "holds an invalid subtask: TypeError: 'int' object is not a"),
-        (lambda task: [{"role": "w"}], "holds an invalid subtask: Subtask.instruction: Field"),
+        (lambda task: [1, 2], "invalid subtask at index 0: 1 (int) is not a Subtask"),
+        (lambda task: [{"role": "w"}], "invalid subtask at index 0: Subtask.instruction: Field"),
     ],
 )
 async def test_a_planner_function_that_raises_or_returns_no_plan_is_a_plan_error(
@@ -100,7 +100,8 @@ async def test_a_planner_of_your_own_is_held_to_the_same_rules() -> None:
 
 async def test_given_subtasks_that_are_no_plan_are_a_plan_error() -> None:
     executor = Executor(ROLES, worker_model())
-    with pytest.raises(PlanError, match=r"the plan given holds an invalid subtask: Subtask\.role"):
+    told = r"the plan given holds an invalid subtask at index 0 \(id 'a'\): Subtask\.role"
+    with pytest.raises(PlanError, match=told):
         await executor.run("t", subtasks=[{"id": "a", "instruction": "look"}])
 
 
