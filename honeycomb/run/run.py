@@ -359,8 +359,7 @@ class Run:
             await self.record.planned(self.plan, given=given)
         self.rounds = rounds_of(self.plan)
 
-        # Rounds to come may add subtasks, up to max_subtasks in all.
-        self.most = self.shared.policy.max_subtasks if lead is not None else None
+        self.most = self._most(lead)
         outcomes = await self._workers({}, self.resumed)
         if lead is not None and not _waiting(outcomes):
             outcomes = await self._rounds(lead, outcomes)
@@ -490,8 +489,17 @@ class Run:
             self.plan = Plan(subtasks=(*self.plan.subtasks, *added.subtasks))
             if self.record is not None:
                 await self.record.planned(self.plan, given=False)  # kept before it runs
+            self.most = self._most(lead)
             outcomes = await self._workers(outcomes)
         return outcomes
+
+    def _most(self, lead: RoundPlanner | None) -> int | None:
+        """The most subtasks the plan can come to while its latest round runs: up to
+        max_subtasks while rounds are still to come, else its own (None)."""
+        last = self.rounds[-1].round if self.rounds else 1
+        if lead is None or last >= lead.rounds:
+            return None
+        return self.shared.policy.max_subtasks
 
     def _checked_round(self, added: Plan, number: int, room: int) -> Plan:
         """The lead's round, its subtasks marked with it, if it fits the plan so far.

@@ -182,6 +182,27 @@ async def test_a_quorum_counts_the_subtasks_later_rounds_may_add() -> None:
         await Hive(failing).executor(4, **quorum).run("Study bees.")
 
 
+async def test_in_the_last_round_a_quorum_out_of_reach_stops_the_run_at_once() -> None:
+    def lead(round: int, text: str) -> list[dict[str, Any]]:
+        if round == 1:
+            return [_subtask("s1", "one")]
+        return [_subtask("s2", "fail at two"), _subtask("s3", "hold three")]
+
+    hive = Hive(lead)
+    hive.gate = anyio.Event()  # never set: s3 runs until the run stops it
+    executor = hive.executor(2, failure="quorum", quorum=3, max_subtasks=10)
+    # No round comes after the 2nd: once s2 fails, 3 successes are out of reach.
+    with anyio.fail_after(5), pytest.raises(RunFailed) as caught:
+        await executor.run("Study bees.")
+    assert "a quorum of 3 successful subtasks out of 3 cannot be reached" in str(caught.value)
+    assert caught.value.partial is not None
+    assert {i: s.status for i, s in caught.value.partial.subtasks.items()} == {
+        "s1": "ok",
+        "s2": "failed",
+        "s3": "cancelled",
+    }
+
+
 async def test_the_budget_bounds_the_rounds() -> None:
     hive = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
     # each round costs the lead one call and its researcher one: the 6th, round 3's
