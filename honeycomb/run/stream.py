@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
+from honeycomb.run.events import RunFinished, RunStarted
 from runtime import Event, EventHandler
 from runtime.concurrency import require_asyncio
 from runtime.errors import StreamBusy
@@ -41,14 +42,31 @@ class RunStream:
         self._error_raised = False
         self._queue: deque[Event] = deque()
         self._closed = False
+        self._run_id: str | None = None  # the run's own (not a sub-run's), once started
+        # The reader has read the run's RunFinished: the run only records its end now,
+        # unless another event comes (a new life, for a call decided as it ended).
+        self._ended = False
+        self.on_more: Callable[[], object] | None = None  # called by an event after the end
         # Set while a reader is in ``__anext__`` waiting, until that reader resumes:
         # whoever else asks meanwhile is a second reader.
         self._wake: asyncio.Future[None] | None = None
 
     def put(self, event: Event) -> None:
         """Queue ``event`` for the reader (waking it, if it waits)."""
+        if self._run_id is None and isinstance(event, RunStarted) and event.caller is None:
+            self._run_id = event.run_id
+        elif self._ended:  # the run goes on after the end the reader saw
+            self._ended = False
+            if self.on_more is not None:
+                self.on_more()
         self._queue.append(event)
         self._woken()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the last event read is the run's ``RunFinished``, with none after it:
+        the run has ended, and only records its end."""
+        return self._ended and not self._queue
 
     def close(self) -> None:
         """No more events: the iteration ends once the queued ones are read."""
@@ -89,7 +107,10 @@ class RunStream:
                 await wake
             finally:
                 self._wake = None
-        return self._queue.popleft()
+        event = self._queue.popleft()
+        if isinstance(event, RunFinished) and event.run_id == self._run_id:
+            self._ended = True
+        return event
 
 
 def streamed(run: Callable[[EventHandler], Awaitable[RunResult]]) -> StreamBlock:
@@ -168,6 +189,12 @@ async def _run_in_block(
             # task group's ExceptionGroup.
             body_error = exc
         finally:
-            running.cancel()  # the run has ended by now, unless the block left early
+            if stream.ended:
+                # Left at the run's last event: the run is recording its end (its store
+                # row, its lease, a session's turn), which it finishes, and its result
+                # is kept; unless it goes on, in a new life (a call decided as it ended).
+                stream.on_more = running.cancel
+            else:
+                running.cancel()  # the run has ended by now, unless the block left early
     if body_error is not None:
         raise body_error

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 from honeycomb import Executor, Role, RunStream
 from honeycomb.errors import RunFailed, StreamBusy
-from honeycomb.events import Event, RunFinished
+from honeycomb.events import Event, RunFinished, RunStarted
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
 
@@ -182,3 +183,46 @@ async def test_a_run_s_error_is_raised_once_then_the_stream_is_exhausted() -> No
         assert isinstance(read[-1], RunFinished)
         assert events.error is raised.value
         assert events.result is None
+
+
+async def test_leaving_the_block_at_the_runs_last_event_lets_it_end_and_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    """``run.finished`` is the last event: a reader that stops there leaves a run that
+    has ended, which records its end (its store row, a session's turn) uncancelled,
+    and ``events.result`` holds its result."""
+    model = FunctionModel(lambda request: "done")
+    ex = Executor(
+        [Role(name="w")], model, planner=lambda task: [("w", task)], store=tmp_path / "runs.db"
+    )
+    for stream in (ex.stream("t", run_id="r1"), ex.session("u1").stream("hi")):
+        async with stream as events:
+            async for event in events:
+                if isinstance(event, RunFinished):
+                    break
+        assert events.result is not None
+        assert events.result.status == "ok"
+    summary = await ex.store.summary("r1")  # type: ignore[union-attr]
+    assert summary is not None
+    assert summary.status == "ok"
+    (turn,) = await ex.session("u1").turns()
+    assert turn.status == "ok"
+
+
+async def test_an_event_after_the_end_the_reader_saw_stops_the_run_going_on() -> None:
+    """A run that goes on after the ``run.finished`` its reader stopped at (a new life,
+    for a call decided as it ended) is stopped: nobody reads it any more."""
+    stream, stopped = RunStream(), []
+    stream.put(RunStarted(run_id="r", task="t"))
+    stream.put(RunStarted(run_id="sub", task="t", caller="r"))  # a hive called as a tool
+    stream.put(RunFinished(run_id="sub", status="ok", wall_s=0.0))
+    stream.put(RunFinished(run_id="r", status="waiting", wall_s=0.0))
+    for _ in range(3):
+        await anext(stream)
+        assert not stream.ended  # a sub-run's end is not the run's
+    await anext(stream)
+    assert stream.ended
+    stream.on_more = lambda: stopped.append("stopped")
+    stream.put(RunStarted(run_id="r", task="t"))  # the run's next life
+    assert not stream.ended
+    assert stopped == ["stopped"]
