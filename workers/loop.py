@@ -48,8 +48,11 @@ start), not a new answer's, and what the answer cost is never lost with a proces
 
 from __future__ import annotations
 
+from collections.abc import Sized
+
 import pydantic
 from msgspec.structs import replace
+from pydantic_core import ErrorDetails
 
 from runtime import (
     AssistantMessage,
@@ -545,8 +548,23 @@ def _strip_fences(text: str) -> str:
 
 
 def _validation_summary(exc: pydantic.ValidationError) -> str:
+    errors = exc.errors(include_url=False)
     parts = []
-    for err in exc.errors(include_url=False):
+    for err in errors:
+        if _miscounted(err, errors):
+            continue
         loc = ".".join(str(p) for p in err["loc"])
         parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
     return "; ".join(parts)
+
+
+def _miscounted(err: ErrorDetails, errors: list[ErrorDetails]) -> bool:
+    """Whether ``err`` is pydantic's ``too_short`` for a list whose items failed:
+    it counts only the items that validated, and would tell the model to add items
+    to a list long enough once those are fixed."""
+    if err["type"] != "too_short" or not isinstance(err["input"], Sized):
+        return False
+    least = (err.get("ctx") or {}).get("min_length")
+    loc = err["loc"]
+    inner = any(len(e["loc"]) > len(loc) and e["loc"][: len(loc)] == loc for e in errors)
+    return inner and isinstance(least, int) and len(err["input"]) >= least

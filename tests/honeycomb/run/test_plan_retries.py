@@ -1,0 +1,31 @@
+"""A planner role's answer that fails the plan's schema is sent back with what is
+wrong with it, and only that."""
+
+from __future__ import annotations
+
+import json
+
+from honeycomb import Executor, Role
+from honeycomb.testing import FunctionModel
+from runtime import ModelRequest, UserMessage
+
+ROLES = [Role(name="planner"), Role(name="researcher")]
+
+
+async def test_a_plan_whose_one_subtask_fails_the_schema_is_not_told_it_has_none() -> None:
+    told: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        if request.output is None or request.output.name != "Plan":
+            return "found"
+        told.extend(m.content for m in request.messages[2:] if isinstance(m, UserMessage))
+        role = "researcher" if told else "reseacher"  # a typo first, then fixed
+        return json.dumps({"subtasks": [{"id": "s1", "role": role, "instruction": "look"}]})
+
+    result = await Executor(ROLES, FunctionModel(answer)).run("Study bees.")
+    assert result.status == "ok"
+    (sent_back,) = told
+    assert "subtasks.0.role: Input should be 'researcher'" in sent_back
+    # pydantic counts only the items that validated ('at least 1 item ..., not 0'):
+    # the plan has its one subtask, and the model is not told to add one
+    assert "at least 1 item" not in sent_back
