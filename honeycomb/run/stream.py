@@ -131,8 +131,24 @@ class StreamBlock(AbstractAsyncContextManager[RunStream]):
         self._block: AbstractAsyncContextManager[RunStream] | None = None
 
     async def __aenter__(self) -> RunStream:
+        """Start the run.
+
+        Raises:
+            RuntimeError: when this block is entered already (in another task): each
+                ``stream(...)`` is one block at a time, as an async generator is.
+        """
+        if self._block is not None:
+            raise RuntimeError(
+                "this stream(...) block is entered already, and runs its run: call "
+                "stream(...) again for a block of its own (another run), or read the "
+                "events of this one inside its block"
+            )
         self._block = _run_in_block(self._run)
-        return await self._block.__aenter__()
+        try:
+            return await self._block.__aenter__()
+        except BaseException:
+            self._block = None
+            raise
 
     async def __aexit__(
         self,
@@ -140,8 +156,9 @@ class StreamBlock(AbstractAsyncContextManager[RunStream]):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool | None:
-        assert self._block is not None  # entered
-        return await self._block.__aexit__(exc_type, exc, traceback)
+        block, self._block = self._block, None
+        assert block is not None  # entered
+        return await block.__aexit__(exc_type, exc, traceback)
 
     def __aiter__(self) -> NoReturn:
         raise TypeError(

@@ -226,3 +226,23 @@ async def test_an_event_after_the_end_the_reader_saw_stops_the_run_going_on() ->
     stream.put(RunStarted(run_id="r", task="t"))  # the run's next life
     assert not stream.ended
     assert stopped == ["stopped"]
+
+
+async def test_a_block_entered_again_while_it_runs_is_refused_and_the_first_reads_on() -> None:
+    """One ``stream(...)`` is one block at a time: entering it again while it runs (from
+    another task) says so, and leaves the first block and its run as they were; once
+    left, it may be entered again, for another run."""
+    gate = Gate()
+    block = executor(gate).stream("t", subtasks=[("w", "do")])
+    async with block as events:
+        await read_to(events, "model_call.started")
+        with pytest.raises(RuntimeError, match="entered already"):
+            await asyncio.create_task(block.__aenter__())
+        gate.open()
+        assert (await read_to(events, "run.finished"))[-1].kind == "run.finished"
+    assert events.result is not None
+    assert events.result.status == "ok"
+    async with block as again:
+        assert [e async for e in again][-1].kind == "run.finished"
+    assert again.result is not None
+    assert gate.calls == 2
