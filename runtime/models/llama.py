@@ -173,16 +173,17 @@ class LlamaModel:
             else:
                 answer = await adapter.stream(request, on_text)
         except ModelHTTPError as exc:
-            overflow = self._overflow(exc, request)
+            overflow = await self._overflow(exc, request)
             if overflow is None:
                 raise
             raise overflow from exc
         # llama.cpp names the file it loaded; answers and events name the model.
         return msgspec.structs.replace(answer, model=self.name)
 
-    def _overflow(self, exc: ModelHTTPError, request: ModelRequest) -> ModelHTTPError | None:
+    async def _overflow(self, exc: ModelHTTPError, request: ModelRequest) -> ModelHTTPError | None:
         """llama.cpp's refusal of a prompt past a slot's context, as an error that says
-        which setting to raise and to what; None for any other error."""
+        which setting to raise and to what, within what the model was trained on (no
+        slot gets more), or that no context holds the prompt; None for any other error."""
         body = exc.body
         if exc.status != 400 or not isinstance(body, dict):
             return None
@@ -193,15 +194,28 @@ class LlamaModel:
             return None
         answer = request.max_output_tokens or 1
         enough = -(-(prompt + answer) // CONTEXT_STEP) * CONTEXT_STEP
+        trained = await anyio.to_thread.run_sync(self.server.trained_context)
+        most = None if trained is None else trained // CONTEXT_STEP * CONTEXT_STEP
         capped = " (all the model was trained on)" if held < self.server.context else ""
-        return ModelHTTPError(
-            400,
+        said = (
             f"its prompt is {prompt} tokens, more than a call may hold: {held}{capped}, the "
-            "context of each of its slots (LlamaModel(context=...), a hive model's "
-            f"context:); give context {enough} or more for this prompt and an answer of "
-            f"{answer} tokens",
-            model=self.name,
+            "context of each of its slots (LlamaModel(context=...), a hive model's context:); "
         )
+        if most is not None and prompt >= most:
+            said += (
+                f"no context holds it: the model was trained on {trained} tokens, the most a "
+                "slot gets; shorten the prompt, or use a model with a longer context"
+            )
+        elif most is not None and enough > most:
+            said += (
+                f"give context {most}, all the model was trained on, for this prompt and an "
+                f"answer of up to {most - prompt} tokens"
+            )
+        else:
+            said += (
+                f"give context {enough} or more for this prompt and an answer of {answer} tokens"
+            )
+        return ModelHTTPError(400, said, model=self.name)
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:

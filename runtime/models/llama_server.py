@@ -166,6 +166,7 @@ class LlamaServer:
         self._lock = threading.Lock()
         self._server: xllamacpp.Server | None = None
         self._address: str | None = None
+        self._trained: int | None = None
 
     def __repr__(self) -> str:
         state = f"at {self._address}" if self._address else "stopped"
@@ -215,6 +216,27 @@ class LlamaServer:
                 ) from exc
             self._server = server
             self._address = str(server.listening_address).rstrip("/")
+
+    def trained_context(self) -> int | None:
+        """The tokens the model was trained on, the most a slot gets whatever context
+        is given (llama.cpp's ``n_ctx_train``), asked of the running server once and
+        kept (blocks for the request); None when it is not running or does not say."""
+        if self._trained is None:
+            try:
+                import httpx
+
+                answer = httpx.get(
+                    f"{self.base_url}/models",
+                    headers={"Authorization": f"Bearer {self.api_key}"},
+                    timeout=10,
+                    trust_env=False,  # the loopback: no proxy is to see the key
+                )
+                trained = answer.json()["data"][0]["meta"]["n_ctx_train"]
+            except (ModelServerError, httpx.HTTPError, ValueError, LookupError, TypeError):
+                return None
+            if isinstance(trained, int) and trained > 0:
+                self._trained = trained
+        return self._trained
 
     def stop(self, unless: Callable[[], bool] = lambda: False) -> None:
         """Stop serving and free the model (blocks until llama.cpp's threads end);

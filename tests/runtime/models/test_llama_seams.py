@@ -220,6 +220,37 @@ async def test_a_prompt_past_the_context_names_the_setting_and_what_it_needs(
     assert prompt + 10 <= enough < prompt + 10 + 256
 
 
+async def test_a_prompt_no_context_of_the_model_holds_is_told_so_not_sent_round(
+    llama_server: LlamaServer,
+) -> None:
+    # SmolLM2 was trained on 8,192 tokens, the most a slot gets whatever is asked: a
+    # context past that named as the cure only came back capped, with the same advice.
+    model = LlamaModel(server=llama_server, retry=RetryPolicy(attempts=1))
+    huge = ModelRequest(messages=(UserMessage(content="word " * 8500),), max_output_tokens=10)
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.complete(huge)
+    assert "no context holds it: the model was trained on 8192 tokens" in str(caught.value)
+    assert "shorten the prompt" in str(caught.value)
+    assert "give context" not in str(caught.value)
+
+
+async def test_an_answer_past_what_the_model_was_trained_on_is_given_the_most_there_is(
+    llama_server: LlamaServer,
+) -> None:
+    # A planner's limit is sized by the plan it may write (9,604 tokens for 20 subtasks).
+    model = LlamaModel(server=llama_server, retry=RetryPolicy(attempts=1))
+    big = ModelRequest(messages=(UserMessage(content="word " * 2200),), max_output_tokens=9604)
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.complete(big)
+    found = re.search(
+        r"its prompt is (\d+) tokens.*; give context 8192, all the model was trained on, "
+        r"for this prompt and an answer of up to (\d+) tokens",
+        str(caught.value),
+    )
+    assert found, str(caught.value)
+    assert int(found[1]) + int(found[2]) == 8192
+
+
 def test_a_context_llama_cpp_would_round_up_is_refused() -> None:
     with pytest.raises(
         ConfigError, match=r"context \(128\) must be a multiple of 256.*give it 256"
