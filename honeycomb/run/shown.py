@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from honeycomb.run.decide import ENDED
 from honeycomb.run.plan import Plan
 from honeycomb.store import StoredRun
 from honeycomb.trace.spans import Span
@@ -19,7 +20,8 @@ _LEFT_AS = {"running": "running", "waiting": "waiting", "interrupted": "interrup
 
 def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]:
     """What each worker of ``run`` is at: its outcome once it has one (``ok``,
-    ``failed`` ...); ``waiting`` while a call of it waits for a person; else what its
+    ``failed`` ...); ``waiting`` while a call of it waits for a person (not in a run
+    that ended for good, which left the call undecided: :data:`ENDED`); else what its
     run is at (``running``, ``interrupted``; ``cancelled`` for a run that ended).
 
     Args:
@@ -32,7 +34,7 @@ def worker_statuses(run: StoredRun, status: str | None = None) -> dict[str, str]
     for name, worker in run.workers.items():
         if worker.result is not None:
             statuses[name] = worker.status
-        elif any(e.decision is None for e in worker.approvals.values()):
+        elif now not in ENDED and any(e.decision is None for e in worker.approvals.values()):
             statuses[name] = "waiting"
         else:
             statuses[name] = _LEFT_AS.get(now, "cancelled")
