@@ -42,7 +42,7 @@ class RunStream:
         self._error_raised = False
         self._queue: deque[Event] = deque()
         self._closed = False
-        self._run_id: str | None = None  # the run's own (not a sub-run's), once started
+        self._run_id: str | None = None  # the run's own (not a sub-run's), as it starts
         # The reader has read the run's RunFinished: the run only records its end now,
         # unless another event comes (a new life, for a call decided as it ended).
         self._ended = False
@@ -53,12 +53,14 @@ class RunStream:
 
     def put(self, event: Event) -> None:
         """Queue ``event`` for the reader (waking it, if it waits)."""
-        if self._run_id is None and isinstance(event, RunStarted) and event.caller is None:
-            self._run_id = event.run_id
-        elif self._ended:  # the run goes on after the end the reader saw
+        if self._ended:  # the run goes on after the end the reader saw
             self._ended = False
             if self.on_more is not None:
                 self.on_more()
+        if isinstance(event, RunStarted) and event.caller is None:
+            # The run's own; a session's message may be answered after the turn it
+            # resumes first, a run of its own.
+            self._run_id = event.run_id
         self._queue.append(event)
         self._woken()
 

@@ -246,3 +246,31 @@ async def test_a_block_entered_again_while_it_runs_is_refused_and_the_first_read
         assert [e async for e in again][-1].kind == "run.finished"
     assert again.result is not None
     assert gate.calls == 2
+
+
+async def test_a_session_stream_left_at_its_message_s_last_event_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    """A session's message answered after the turn it resumes first streams two runs:
+    the reader that stops at the message's ``run.finished`` leaves its run to end."""
+    gate = Gate()
+    ex = Executor(
+        [Role(name="w")],
+        FunctionModel(gate.answer),
+        planner=lambda task: [("w", task)],
+        aggregator="concat",
+        store=tmp_path / "runs.db",
+    )
+    async with ex.session("u1").stream("first") as cut:
+        await read_to(cut, "model_call.started")  # left here: the turn is interrupted
+    gate.open()
+    session = ex.session("u1", unfinished="resume")
+    finished = 0
+    async with session.stream("second") as events:
+        async for event in events:
+            finished += isinstance(event, RunFinished)
+            if finished == 2:
+                break
+    assert events.result is not None
+    assert events.result.task == "second"
+    assert [turn.status for turn in await session.turns()] == ["ok", "ok"]
