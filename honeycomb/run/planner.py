@@ -419,8 +419,12 @@ def working_roles(
         roles = list(context.roles)
         wrong = [
             f"the planner {planner!r} is to give subtasks to {name!r}, "
-            + ("itself" if name == planner else "which is not a role of the run")
-            + f"{did_you_mean(name, roles)}; roles: {', '.join(roles)}"
+            + (
+                "itself"
+                if name == planner
+                else f"which is not a role of the run{did_you_mean(name, roles)}"
+            )
+            + f"; roles: {', '.join(roles)}"
             for name in chosen
             if name == planner or name not in context.roles
         ]

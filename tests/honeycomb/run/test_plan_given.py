@@ -8,6 +8,7 @@ import pytest
 
 from honeycomb import Executor, Role
 from honeycomb.errors import PlanError
+from honeycomb.planning import RolePlanner
 from honeycomb.testing import FunctionModel
 
 ROLES = [Role(name="w")]
@@ -40,3 +41,15 @@ async def test_each_invalid_subtask_given_is_named_by_its_index_and_field() -> N
         "Input should be a valid tuple (got 'c')",
     )
     assert asked == []
+
+
+async def test_a_planner_given_itself_to_plan_for_is_told_so_without_a_guess() -> None:
+    roles = [Role(name="planner"), Role(name="w")]
+    planner = RolePlanner("planner", roles=["planner", "wx"])
+    with pytest.raises(PlanError) as caught:
+        await Executor(roles, FunctionModel(lambda request: "{}"), planner=planner).run("t")
+    assert caught.value.problems == (
+        "the planner 'planner' is to give subtasks to 'planner', itself; roles: planner, w",
+        "the planner 'planner' is to give subtasks to 'wx', which is not a role of the run "
+        "(did you mean 'w'?); roles: planner, w",
+    )
