@@ -14,13 +14,16 @@ number given is the number served.
 
 from __future__ import annotations
 
+import http.client
 import importlib.metadata
 import importlib.util
+import json
 import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from runtime.concurrency import usable_cpus
 from runtime.errors import ConfigError, ModelServerError
@@ -223,16 +226,18 @@ class LlamaServer:
         kept (blocks for the request); None when it is not running or does not say."""
         if self._trained is None:
             try:
-                import httpx
-
-                answer = httpx.get(
-                    f"{self.base_url}/models",
-                    headers={"Authorization": f"Bearer {self.api_key}"},
-                    timeout=10,
-                    trust_env=False,  # the loopback: no proxy is to see the key
-                )
-                trained = answer.json()["data"][0]["meta"]["n_ctx_train"]
-            except (ModelServerError, httpx.HTTPError, ValueError, LookupError, TypeError):
+                place = urlsplit(self.address)  # the loopback, never through a proxy
+                host = place.hostname or ""
+                connection = http.client.HTTPConnection(host, place.port, timeout=10)
+                try:
+                    connection.request(
+                        "GET", "/v1/models", headers={"Authorization": f"Bearer {self.api_key}"}
+                    )
+                    body = json.loads(connection.getresponse().read())
+                finally:
+                    connection.close()
+                trained = body["data"][0]["meta"]["n_ctx_train"]
+            except (ModelServerError, OSError, ValueError, LookupError, TypeError):
                 return None
             if isinstance(trained, int) and trained > 0:
                 self._trained = trained
