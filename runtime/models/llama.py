@@ -282,9 +282,10 @@ class LlamaModel:
             break
         adapter = self._adapter
         if adapter is None or adapter.base_url != base_url:  # a new port after a restart
-            from runtime.models.openai.chat import OpenAIModel
-
-            adapter = self._adapter = OpenAIModel(
+            # openai takes a second or so to import: in a thread, not in the event loop,
+            # where every other run of a service would stand still meanwhile.
+            chat = await anyio.to_thread.run_sync(_chat_adapter)
+            adapter = self._adapter = chat(
                 self.name,
                 base_url=base_url,
                 api_key=self.server.api_key,
@@ -302,6 +303,12 @@ class LlamaModel:
 
 
 _ONE_ATTEMPT = RetryPolicy(attempts=1)
+
+
+def _chat_adapter() -> type[OpenAIModel]:
+    from runtime.models.openai.chat import OpenAIModel
+
+    return OpenAIModel
 
 
 def _remade(given: dict[str, Any]) -> LlamaModel:

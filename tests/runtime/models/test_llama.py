@@ -105,6 +105,34 @@ print(model.server.address, flush=True)
     assert done.stderr == ""  # llama.cpp's own log stays quiet
 
 
+def test_the_first_call_leaves_the_event_loop_free_while_openai_is_imported() -> None:
+    # openai takes a second or so to import: the first call of a service's model did it
+    # in the event loop, and every other run stood still meanwhile.
+    script = """
+import asyncio, sys, threading
+from runtime.models.llama import LlamaModel
+from runtime import ModelRequest, UserMessage
+
+def noted(event, args):
+    if event == "import" and args[0] == "openai" and threading.current_thread() is loop:
+        print("openai imported in the event loop's thread", flush=True)
+
+loop = threading.current_thread()
+sys.addaudithook(noted)
+model = LlamaModel(parallel=1, context=256, threads=1)
+request = ModelRequest(messages=(UserMessage(content="Hi"),), max_output_tokens=1)
+assert "openai" not in sys.modules
+asyncio.run(model.complete(request))
+assert "openai" in sys.modules
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90,
+        cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
 def test_a_model_sent_to_another_process_is_made_anew_there() -> None:
     model = LlamaModel(parallel=2, context=512, threads=1, seed=3, settings={"top_k": 5})
     copy = pickle.loads(pickle.dumps(model))
