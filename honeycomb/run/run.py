@@ -593,6 +593,8 @@ class Run:
                 outcomes.setdefault(
                     subtask.id, SubtaskResult(subtask=subtask, status=stopped, error=why)
                 )
+            # In plan order, as a phase that ends orders them, not in the order they ended.
+            outcomes = {s.id: outcomes[s.id] for s in self.plan.subtasks}
         status = "over_budget" if isinstance(exc, BudgetExceeded) else "failed"
         exc.partial = self._result(status, outcomes)
         await self._finished(status, exc.partial, exc)
