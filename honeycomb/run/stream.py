@@ -118,7 +118,8 @@ class RunStream:
 def streamed(run: Callable[[EventHandler], Awaitable[RunResult]]) -> StreamBlock:
     """A block over ``run(handler)``, started in the background as the block is
     entered: the block gets the stream of the events given to ``handler``, then the
-    run's result (or its error). Leaving the block early cancels the run; an error
+    run's result (or its error). Leaving the block before the run's ``RunFinished`` was
+    read cancels the run (left there, it ends as it would have); an error
     raised in the block is raised as itself."""
     return StreamBlock(run)
 
