@@ -6,7 +6,8 @@ in a code fence or in the prose. Reading is lenient where models are sloppy: any
 fence (or none), prose around and between the actions, single quotes, unquoted keys,
 Python's ``True``/``False``/``None``, trailing commas, raw newlines in strings, several
 actions as a JSON array, and the shapes other formats use (``{"name": ..., "arguments"
-or "parameters": ...}``, ``{"function": {"name": ..., "arguments": ...}}``). It is
+or "parameters": ...}``, ``{"function": {"name": ..., "arguments": ...}}``, the
+arguments beside the tool's name: ``{"tool": ..., "city": ...}``). It is
 strict where it matters: an action naming a tool nobody has, or with arguments that
 are not an object, or a block that looks like an action but is not JSON even so, is
 still an action, never dropped, so the dispatcher answers it with an error
@@ -267,6 +268,8 @@ def _action(value: dict[str, Any]) -> Action | None:
         return None
     name = value[key]
     arguments = next((value[k] for k in _ARGUMENT_KEYS if k in value), None)
+    if key in _TOOL_KEYS and not any(k in value for k in _ARGUMENT_KEYS):
+        arguments = {k: v for k, v in value.items() if k != key} or None  # beside the name
     return Action(
         name=name.strip() if isinstance(name, str) else json.dumps(name),
         arguments=_arguments_text(arguments),

@@ -275,6 +275,9 @@ READ_ALIKE = [
     pytest.param(
         '{"function": {"name": "fetch", "arguments": "{\\"key\\": \\"a\\"}"}}', id="openai-shape"
     ),
+    # A small model's shape: its arguments were dropped, and the tool told it that the
+    # key it had given was missing.
+    pytest.param('```json\n{"tool": "fetch", "key": "a"}\n```', id="arguments-beside-the-tool"),
 ]
 
 
