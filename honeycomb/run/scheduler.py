@@ -2,9 +2,9 @@
 
 Every subtask gets a task at once; it waits for the subtasks it depends on, then for
 one of ``max_workers`` slots, then runs its worker under the worker timeout. A
-subtask whose dependency failed is skipped. The failure policy may stop the phase
-early, cancelling whatever still runs; under ``quorum``, a plan with fewer subtasks than
-the quorum stops it before any worker starts.
+subtask whose dependency failed is skipped as soon as that one ends. The failure
+policy may stop the phase early, cancelling whatever still runs; under ``quorum``, a
+plan with fewer subtasks than the quorum stops it before any worker starts.
 
 In a resumed run, subtasks that finished before are not run again (their stored
 results stand), and those that had started continue from their saved loop state.
@@ -71,8 +71,9 @@ class Scheduler:
         most: int | None = None,
     ) -> None:
         self.plan = plan
-        # The most subtasks the run's plan can come to: later rounds may add to it.
-        self._most = most if most is not None else len(plan.subtasks)
+        # The most subtasks the run's plan can come to: later rounds may add to it (up
+        # to ``most``, which a plan of the caller's own may already be past).
+        self._most = max(most or 0, len(plan.subtasks))
         self.record = record
         self._before = resumed.finished if resumed is not None else {}
         self._states = resumed.states if resumed is not None else {}
@@ -82,17 +83,29 @@ class Scheduler:
         self.stopped: HoneycombError | None = None
         self._by_id = {s.id: s for s in plan.subtasks}
         self._new = [s for s in plan.subtasks if s.id not in self.outcomes]
-        # An event only for subtasks that others wait for.
-        awaited = {dep for s in self._new for dep in s.depends_on}
-        self._done = {subtask_id: asyncio.Event() for subtask_id in awaited}
-        for subtask_id in awaited & self.outcomes.keys():
-            self._done[subtask_id].set()  # finished in an earlier round
+        # A subtask with dependencies waits for its event: set once they have all
+        # finished, or as soon as one did not succeed (it is skipped then, and those
+        # after it: a quorum knows at once what can no longer succeed).
+        self._ready: dict[str, asyncio.Event] = {}
+        self._left: dict[str, int] = {}  # its dependencies not finished yet
+        self._after: dict[str, list[str]] = {}  # the subtasks waiting for one
+        for waiting in self._new:
+            if not waiting.depends_on:
+                continue
+            ready = self._ready[waiting.id] = asyncio.Event()
+            ended = [d for d in waiting.depends_on if d in self.outcomes]  # earlier rounds
+            left = set(waiting.depends_on) - set(ended)
+            self._left[waiting.id] = len(left)
+            for dep in left:
+                self._after.setdefault(dep, []).append(waiting.id)
+            if not left or any(_lost(self.outcomes[d]) for d in ended):
+                ready.set()
         # No limiter when every subtask fits: acquiring one costs time per worker.
         fits = policy.max_workers >= len(self._new)
         self._slots = None if fits else asyncio.Semaphore(policy.max_workers)
         self._started = time.perf_counter()
         self._cancel: Callable[[], None] = lambda: None
-        self._lost = sum(1 for o in self.outcomes.values() if o.status not in ("ok", "waiting"))
+        self._lost = sum(1 for o in self.outcomes.values() if _lost(o))
         self._fatal: BaseException | None = None  # what a worker's task raised (see run)
         self._paused: set[str] = set()  # waiting for decisions on their calls
         self._idle = False  # some are paused, and nothing else can proceed
@@ -138,19 +151,19 @@ class Scheduler:
 
     async def _inputs(self, subtask: Subtask) -> dict[str, str] | None:
         """The results of the subtasks ``subtask`` depends on, once they have all
-        finished; None, and ``subtask`` is skipped, if one of them did not succeed."""
-        for dep in subtask.depends_on:
-            await self._done[dep].wait()
+        finished; None, and ``subtask`` is skipped, as soon as one of them did not
+        succeed."""
+        await self._ready[subtask.id].wait()
         by_id, outcomes = self._by_id, self.outcomes
-        if any(outcomes[d].status == "waiting" for d in subtask.depends_on):
-            return None  # it waits too: not finished, a resumed run runs it
-        failed = [d for d in subtask.depends_on if not outcomes[d].ok]
+        failed = [d for d in subtask.depends_on if d in outcomes and _lost(outcomes[d])]
         if failed:
             why = f"not run: it depends on {', '.join(failed)}, which did not succeed"
             await self._finish(
                 subtask, "skipped", None, WorkerError(type="DependencyFailed", message=why)
             )
             return None
+        if any(outcomes[d].status == "waiting" for d in subtask.depends_on):
+            return None  # it waits too: not finished, a resumed run runs it
         return {f"{d} ({by_id[d].role})": outcomes[d].handed_on for d in subtask.depends_on}
 
     @property
@@ -401,10 +414,12 @@ class Scheduler:
                     error=str(error) if error is not None else None,
                 )
             )
-        done = self._done.get(subtask.id)
-        if done is not None:
-            done.set()
-        if status not in ("ok", "waiting"):
+        lost = _lost(outcome)
+        for after in self._after.get(subtask.id, ()):
+            self._left[after] -= 1
+            if lost or not self._left[after]:
+                self._ready[after].set()
+        if lost:
             self._lost += 1
             self._apply_failure_policy(subtask, error)
         self._check_idle()
@@ -464,6 +479,12 @@ class Scheduler:
         if self.stopped is None:
             self.stopped = reason
         self._cancel()
+
+
+def _lost(outcome: SubtaskResult) -> bool:
+    """Whether a subtask ended without success: neither ``ok`` nor ``waiting`` (which
+    a resumed run goes on with)."""
+    return outcome.status not in ("ok", "waiting")
 
 
 def stopped_error(reason: BaseException | None) -> WorkerError | None:

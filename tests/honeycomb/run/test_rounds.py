@@ -203,6 +203,28 @@ async def test_in_the_last_round_a_quorum_out_of_reach_stops_the_run_at_once() -
     }
 
 
+async def test_a_quorum_counts_a_first_plan_of_your_own_past_max_subtasks() -> None:
+    class Lead:
+        rounds = 3
+
+        async def plan(self, task: str, context: Any) -> Plan:
+            return Plan.of([("researcher", "fail at one"), *[("researcher", "look")] * 4])
+
+        async def follow_up(self, task: str, plan: Plan, results: Any, **kw: Any) -> Plan:
+            return Plan(subtasks=())
+
+    executor = Executor(
+        [Role(name="researcher")],
+        FunctionModel(Hive(lambda round, text: []).answer),
+        planner=Lead(),
+        policy=Policy(failure="quorum", quorum=3, max_subtasks=3),
+    )
+    # 5 subtasks, not max_subtasks' 3: one failing leaves 4 able to succeed
+    result = await executor.run("Study bees.")
+    assert result.status == "partial"
+    assert [s.status for s in result.subtasks.values()] == ["failed", "ok", "ok", "ok", "ok"]
+
+
 async def test_the_budget_bounds_the_rounds() -> None:
     hive = Hive(lambda round, text: [_subtask(f"s{round}", "more")])
     # each round costs the lead one call and its researcher one: the 6th, round 3's
