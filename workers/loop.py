@@ -554,7 +554,8 @@ def _validation_summary(exc: pydantic.ValidationError) -> str:
         if _miscounted(err, errors):
             continue
         loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+        msg = err["msg"].removeprefix("Value error, ")  # a validator's own words
+        parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from honeycomb.trace.critical import figures
@@ -165,12 +165,32 @@ def plan_type(
         ),
         round=(SkipJsonSchema[int], 1),
     )
+    validators: dict[str, Any] = {
+        "_counted": model_validator(mode="before")(_counted(max_subtasks, least))
+    }
     return create_model(
         "Plan",
         __base__=Plan,
         __doc__=Plan.__doc__,
+        __validators__=validators,
         subtasks=(tuple[subtask, ...], Field(min_length=least, max_length=max_subtasks)),
     )
+
+
+def _counted(most: int, least: int) -> Callable[[type[Plan], Any], Any]:
+    """A check that a plan (``least`` 0: a later round's) has at most ``most``
+    subtasks, made before its subtasks are validated: pydantic counts a list only once
+    its items validate, and a model whose plan was too long would be told only that its
+    extra ids are not allowed, not to leave some out."""
+
+    def counted(cls: type[Plan], data: Any) -> Any:
+        subtasks = data.get("subtasks") if isinstance(data, dict) else None
+        if isinstance(subtasks, list | tuple) and len(subtasks) > most:
+            has = "the round adds" if least == 0 else "the plan has"
+            raise ValueError(f"{has} {len(subtasks)} subtasks; at most {most} allowed")
+        return data
+
+    return classmethod(counted)  # type: ignore[return-value]
 
 
 def plan_output_tokens(subtasks: int, earlier: int = 0) -> int:
