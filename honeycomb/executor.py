@@ -626,7 +626,12 @@ class Executor:
         return self._session_rows
 
     async def resume(
-        self, run_id: str, *, on_event: Sequence[EventHandler] = (), steal: bool = False
+        self,
+        run_id: str,
+        *,
+        on_event: Sequence[EventHandler] = (),
+        steal: bool = False,
+        text_deltas: bool = False,
     ) -> RunResult:
         """Continue the stored run ``run_id`` (or return its result, if it finished).
         A run that answers a turn of a session goes on as ``session.resume()`` would
@@ -638,6 +643,8 @@ class Executor:
             steal: Take the run over from a process whose lease expired (it stopped
                 renewing it: dead on another host, or hung). A live lease is never
                 taken; the lease of a process of this host that is gone needs no steal.
+            text_deltas: The handlers also get the answers' text as it is written, as
+                with :meth:`run`.
 
         Raises:
             StoreError: when there is no store, or it has no such run.
@@ -654,7 +661,9 @@ class Executor:
         stored = await self.store.summary(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id!r} in this store", path=self.store.where)
-        return await self.run(stored.task, run_id=run_id, on_event=on_event, steal=steal)
+        return await self.run(
+            stored.task, run_id=run_id, on_event=on_event, steal=steal, text_deltas=text_deltas
+        )
 
     async def pending(self, run_id: str) -> list[PendingApproval]:
         """The calls of run ``run_id`` waiting for a decision, in the order they asked.

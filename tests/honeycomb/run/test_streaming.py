@@ -4,11 +4,12 @@ stream, one-shot calls for those that do not, and the wrappers passing streams o
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import structlog
 
-from honeycomb import Executor, Role, WrapperModel
+from honeycomb import Approvals, Executor, Role, WrapperModel, tool
 from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
 from honeycomb.testing import ScriptedModel
 from runtime import (
@@ -242,3 +243,24 @@ async def test_a_text_tool_model_answers_a_request_with_tools_whole() -> None:
     response = await call_model(TextToolModel(inner), with_tools, shown.append)
     assert [c.name for c in response.message.tool_calls] == ["look"]
     assert shown == []
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
+
+
+async def test_a_resumed_run_streams_its_text_when_asked(tmp_path: Path) -> None:
+    """``Executor.resume(..., text_deltas=True)`` shows what the run writes as it goes
+    on, as ``run`` does (and ``session.resume``)."""
+    payer = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    model = ScriptedModel([call("pay", {"to": "bob"}), "Paid bob in full."])
+    ex = Executor([payer], model, tools=[pay], store=tmp_path / "runs.db", aggregator="concat")
+    waiting = await ex.run("Pay bob", subtasks=[("payer", "pay bob")], run_id="r1")
+    (asked,) = waiting.pending
+    await ex.decide("r1", asked.call_id, approve=True)
+    seen: list[Event] = []
+    done = await ex.resume("r1", on_event=[seen.append], text_deltas=True)
+    assert done.status == "ok"
+    assert "".join(e.text for e in seen if isinstance(e, TextDelta)) == "Paid bob in full."
