@@ -274,3 +274,23 @@ async def test_a_session_stream_left_at_its_message_s_last_event_keeps_its_resul
     assert events.result is not None
     assert events.result.task == "second"
     assert [turn.status for turn in await session.turns()] == ["ok", "ok"]
+
+
+async def test_the_stream_of_a_run_that_ended_has_no_event_and_its_kept_result(
+    tmp_path: Path,
+) -> None:
+    gate = Gate()
+    gate.open()
+    ex = Executor(
+        [Role(name="w")],
+        FunctionModel(gate.answer),
+        planner=lambda task: [("w", task)],
+        aggregator="concat",
+        store=tmp_path / "runs.db",
+    )
+    first = await ex.run("t", run_id="r1")
+    async with ex.stream("t", run_id="r1") as events:
+        assert [event async for event in events] == []
+    assert events.result is not None
+    assert events.result.answer_text == first.answer_text
+    assert gate.calls == 1  # nothing ran again
