@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from honeycomb.cli.options import integer
 from honeycomb.run.plan import plan_output_tokens
 from runtime import ConfigError, Model
+from runtime.models.llama_server import CONTEXT_STEP
 
 if TYPE_CHECKING:
     from honeycomb.hive import Hive
 
 __all__ = [
     "ANSWER_TOKENS",
+    "CONTEXT",
     "LOCAL",
     "SEED",
     "add_model_options",
@@ -32,6 +35,9 @@ LOCAL = "local"
 SEED = 29
 """The sampling seed of ``--model local``: the same command samples alike again (as
 far as the batches the calls share allow)."""
+
+CONTEXT = 4096
+"""The tokens of one call of ``--model local`` when ``--context`` gives none."""
 
 ANSWER_TOKENS = 256
 """The run-wide output limit on ``--model local``: a CPU writes tens of tokens a
@@ -76,6 +82,14 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "enforces a JSON schema (llama.cpp, vLLM, Ollama)",
     )
     parser.add_argument(
+        "--context",
+        type=integer(CONTEXT_STEP, 1 << 20),
+        default=None,
+        metavar="TOKENS",
+        help=f"tokens of one call of --model local, its prompt and its answer together (a "
+        f"multiple of 256; default {CONTEXT})",
+    )
+    parser.add_argument(
         "--gguf",
         action=_Gguf,
         type=Path,
@@ -92,26 +106,33 @@ def local_model(args: argparse.Namespace, hive: Hive) -> Model:
 
     Raises:
         ConfigError: when xllamacpp is not installed, there is no GGUF file to run,
-            ``--base-url`` is given too, or ``--gguf`` with another model.
+            ``--base-url`` is given too, ``--gguf`` or ``--context`` with another model,
+            or a ``--context`` llama.cpp would round up.
     """
     if args.model != LOCAL:
-        raise ConfigError(f"--gguf is for --model local, not --model {args.model}")
+        given = "--gguf" if args.gguf is not None else "--context"
+        raise ConfigError(f"{given} is for --model local, not --model {args.model}")
     if args.base_url:
         raise ConfigError(
             "--model local runs llama.cpp in this process: --base-url is for a model "
             "behind an endpoint (--model NAME --base-url URL)"
         )
     from runtime.models.llama import LlamaModel  # xllamacpp itself loads with the first call
-    from runtime.models.llama_server import gguf_problem
+    from runtime.models.llama_server import context_problem, gguf_problem
 
     problem = gguf_problem(Path(args.gguf)) if args.gguf is not None else None
     if problem is not None:  # named by its option, not as if the hive had the file
         raise ConfigError(f"--gguf: {problem}")
-    model = LlamaModel(args.gguf, seed=SEED)
+    context = CONTEXT if args.context is None else args.context
+    problem = context_problem(context)
+    if problem is not None:
+        raise ConfigError(f"--context: {problem}")
+    model = LlamaModel(args.gguf, context=context, seed=SEED)
     server = model.server
     if not args.json:
         threads = f"{server.threads} thread{'s' if server.threads != 1 else ''}"
-        said = ", ".join(filter(None, [f"{server.parallel} slots", threads, output_limits(hive)]))
+        slots = f"{server.parallel} slots of {server.context} tokens"
+        said = ", ".join(filter(None, [slots, threads, output_limits(hive)]))
         print(
             f"llama.cpp in this process: {server.path.name} ({said}; no network, no key)",
             file=sys.stderr,

@@ -22,7 +22,7 @@ from runtime.secrets import url_secrets
 
 __all__ = ["models_thinking", "resume_hint", "resume_note", "warn_of_other_models"]
 
-_MODEL_OPTIONS = ("model", "gguf", "tool_protocol", "base_url", "replay")
+_MODEL_OPTIONS = ("model", "gguf", "context", "tool_protocol", "base_url", "replay")
 """The options of the commands that run a hive that choose the models its run is
 answered by (``--model`` and what goes with it, or a cassette's answers): a stored run
 does not keep them, so the command that continues a run names them again."""

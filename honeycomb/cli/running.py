@@ -341,7 +341,8 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
 def _named_model(args: argparse.Namespace, hive: Hive) -> Model | None:
     if args.model is None:
         return None
-    if args.model == LOCAL or getattr(args, "gguf", None) is not None:
+    local = (getattr(args, name, None) is not None for name in ("gguf", "context"))
+    if args.model == LOCAL or any(local):
         return local_model(args, hive)
     if args.model == "offline":
         latency = getattr(args, "latency", None)

@@ -199,7 +199,8 @@ class LlamaModel:
         capped = " (all the model was trained on)" if held < self.server.context else ""
         said = (
             f"its prompt is {prompt} tokens, more than a call may hold: {held}{capped}, the "
-            "context of each of its slots (LlamaModel(context=...), a hive model's context:); "
+            "context of each of its slots (LlamaModel(context=...), a hive model's context:, "
+            "--context of honeycomb's --model local); "
         )
         if most is not None and prompt >= most:
             said += (

@@ -142,3 +142,21 @@ def test_the_local_model_names_the_output_limit_that_applies(
     )
     said = said_of(argv, all_own, capsys)
     assert said == "answers of at most 600 tokens for planner, 300 for w and aggregator"
+
+
+def test_the_context_of_the_local_model_is_given_by_context(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A prompt past the context was told to give more, and --model local took none.
+    Path("hive.yaml").write_text("models: {default: offline}\nroles: {planner: {}, w: {}}\n")
+    run = ["run", "hive.yaml", "t", "--store", "gone/runs.db", "--gguf", "tiny.gguf"]
+    main([*run, "--context", "8192"])
+    assert f"{BANNER} (4 slots of 8192 tokens, " in capsys.readouterr().err
+    main(run)
+    assert f"{BANNER} (4 slots of 4096 tokens, " in capsys.readouterr().err
+    assert main([*run, "--context", "1000"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "--context: context (1000) must be a multiple of 256 tokens"
+    )
+    assert main(["run", "hive.yaml", "t", "--model", "offline", "--context", "8192"]) == 2
+    assert "--context is for --model local, not --model offline" in capsys.readouterr().err

@@ -214,7 +214,7 @@ def test_resume_on_other_models_than_answered_the_run_says_so(
     assert (
         "warning: run cut was answered by elsewhere so far, and this command continues it "
         "on offline. To continue it on the models it started with, give the options that "
-        "chose them (--model, --gguf, --tool-protocol, --base-url, --replay)"
+        "chose them (--model, --gguf, --context, --tool-protocol, --base-url, --replay)"
     ) in err
 
 

@@ -209,7 +209,8 @@ async def test_a_prompt_past_the_context_names_the_setting_and_what_it_needs(
     said = str(caught.value)
     found = re.search(
         r"its prompt is (\d+) tokens, more than a call may hold: 2048, the context of each "
-        r"of its slots \(LlamaModel\(context=\.\.\.\), a hive model's context:\); give "
+        r"of its slots \(LlamaModel\(context=\.\.\.\), a hive model's context:, --context of "
+        r"honeycomb's --model local\); give "
         r"context (\d+) or more for this prompt and an answer of 10 tokens",
         said,
     )
