@@ -245,6 +245,25 @@ async def test_a_text_tool_model_answers_a_request_with_tools_whole() -> None:
     assert shown == []
 
 
+@tool
+async def noop() -> str:
+    """Do nothing."""
+    return "nothing"
+
+
+async def test_a_text_tool_models_answer_to_a_request_with_tools_is_shown_whole() -> None:
+    """Read as an answer (no calls), the text of a turn answered whole is shown as one
+    delta: a worker with tools on a text-protocol model shows its answer too."""
+    inner = ScriptedModel(['```json\n{"tool": "noop", "arguments": {}}\n```', "It is 42."])
+    ex = Executor(
+        [Role(name="w", tools=("noop",))], TextToolModel(inner), tools=[noop], aggregator="concat"
+    )
+    seen: list[Event] = []
+    await ex.run("t", subtasks=[("w", "ask")], on_event=[seen.append], text_deltas=True)
+    shown = [(e.worker, e.turn, e.text) for e in seen if isinstance(e, TextDelta)]
+    assert shown == [("s1", 2, "It is 42.")]
+
+
 @tool(side_effects=True)
 async def pay(to: str) -> str:
     """Pay someone."""
