@@ -37,7 +37,7 @@ from runtime.config.stores import password_problem
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.errors import kind_of
 from runtime.memory import SQLiteMemory
-from runtime.secrets import add_header, add_secret, is_plain
+from runtime.secrets import add_env, add_header, add_secret
 from workers import Role, read_roles
 from workers.nesting import hive_ref, nested_tool_name
 from workers.role import approval_problems, collect_roles
@@ -407,10 +407,12 @@ def _mask_declared(hive: Hive, data: Mapping[str, Any]) -> None:
     own use ``OPENAI_API_KEY``: that too. (An Executor made from it keeps it.)"""
     for pattern in _SECRETS:
         for value in _values_at(data, pattern):
-            if isinstance(value, Mapping):  # a header's or a variable's value
-                for name, each in value.items():
-                    if isinstance(each, str) and not is_plain(str(name)):
+            if isinstance(value, Mapping) and pattern[-1].endswith("headers"):
+                for each in value.values():
+                    if isinstance(each, str):
                         add_header(each, owner=hive)
+            elif isinstance(value, Mapping):  # an environment's variables
+                add_env({str(k): v for k, v in value.items() if isinstance(v, str)}, owner=hive)
             elif isinstance(value, str):
                 add_secret(value, "api key" if pattern[-1] == "api_key" else "secret", owner=hive)
     keyless = any(m.provider == "openai" and m.api_key is None for m in hive.spec.models.values())
