@@ -259,7 +259,7 @@ async def test_a_model_plan_is_bounded_by_max_subtasks() -> None:
     many = {"subtasks": [{"id": i, "role": "writer", "instruction": "go"} for i in ids]}
     model = ScriptedModel({"r/planner": [json.dumps(many)] * 3})
     executor = Executor(ROLES, model, policy=Policy(max_subtasks=3, plan_attempts=1))
-    with pytest.raises(PlanError, match="at most 3 items"):
+    with pytest.raises(PlanError, match="the plan has 4 subtasks; at most 3 allowed"):
         await executor.run("t", run_id="r")
 
 
