@@ -163,7 +163,11 @@ class Scheduler:
             )
             return None
         if any(outcomes[d].status == "waiting" for d in subtask.depends_on):
-            return None  # it waits too: not finished, a resumed run runs it
+            # It waits too, and so do those after it: not finished (no event, nothing
+            # stored), a resumed run runs it.
+            outcomes[subtask.id] = SubtaskResult(subtask=subtask, status="waiting")
+            self._release(subtask.id, lost=False)
+            return None
         return {f"{d} ({by_id[d].role})": outcomes[d].handed_on for d in subtask.depends_on}
 
     @property
@@ -415,14 +419,19 @@ class Scheduler:
                 )
             )
         lost = _lost(outcome)
-        for after in self._after.get(subtask.id, ()):
-            self._left[after] -= 1
-            if lost or not self._left[after]:
-                self._ready[after].set()
+        self._release(subtask.id, lost=lost)
         if lost:
             self._lost += 1
             self._apply_failure_policy(subtask, error)
         self._check_idle()
+
+    def _release(self, subtask_id: str, *, lost: bool) -> None:
+        """Tell the subtasks waiting for ``subtask_id`` that it ended (``lost``: without
+        success, and they are skipped)."""
+        for after in self._after.get(subtask_id, ()):
+            self._left[after] -= 1
+            if lost or not self._left[after]:
+                self._ready[after].set()
 
     def _waiting(self) -> bool:
         return any(o.status == "waiting" for o in self.outcomes.values())
