@@ -643,19 +643,14 @@ def check_id(given: str, what: str) -> None:
     """Refuse an id (``run_id``, ``session_id``) that no run store keeps as it is: one
     that is not valid text (a lone surrogate, what Python makes of bytes that are not
     UTF-8, cannot be kept, nor sent as JSON, and text that leaves the process has it
-    replaced, so the run could not be found again by its id), empty, holding a NUL
-    (PostgreSQL keeps none in text), or longer than :data:`MAX_ID_BYTES`.
+    replaced, so the run could not be found again by its id), empty, or longer than
+    :data:`MAX_ID_BYTES`.
 
     Raises:
         ConfigError: naming the argument and what is wrong with it.
     """
     if not given:
         raise ConfigError(f"{what} is empty: pass an id of at least one character")
-    if "\0" in given:
-        raise ConfigError(
-            f"{what} {given!r} holds a NUL character (at {given.index(chr(0))}), which "
-            "no run store keeps in an id: pass one without"
-        )
     size = len(given.encode("utf-8", "surrogatepass"))
     if size > MAX_ID_BYTES:
         raise ConfigError(
