@@ -279,8 +279,11 @@ class Chat:
                 "Or, once they are decided, send your next message: the turn goes on first.\n"
             )
             return
-        if not isinstance(view, _Written) or not view.wrote:
-            out.write(f"\n{printable(result.answer_text.strip())}\n")
+        said = printable(result.answer_text.strip())
+        if not isinstance(view, _Written) or view.written.strip() != said:
+            # Not written as it came, or not it alone (the aggregator's text beside the
+            # calls it made before its answer): the answer whole.
+            out.write(f"\n{said}\n")
         out.write("\n" + workers_table(result) + "\n")
         self._not_recalled(unrecalled, out)
 
@@ -392,12 +395,14 @@ async def _readable(fd: int) -> None:
 
 
 class _Written:
-    """The answer's text as it is written (the aggregator's deltas), for a terminal
-    without the live view and for pipes."""
+    """The answer's text as it is written (the aggregator's deltas, not those of the
+    agents it calls, whose names are under its own), for a terminal without the live
+    view and for pipes."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.wrote = False
+        self.written = ""  # all of it, as written
         self._aggregating = False
 
     def __enter__(self) -> _Written:
@@ -411,11 +416,13 @@ class _Written:
     def handle(self, event: Event) -> None:
         if isinstance(event, AggregationStarted):
             self._aggregating = True
-        elif isinstance(event, TextDelta) and self._aggregating:
+        elif isinstance(event, TextDelta) and self._aggregating and "/" not in (event.worker or ""):
             if not self.wrote:
                 self.out.write("\n")
-            self.out.write(printable(event.text))
+            text = printable(event.text)
+            self.out.write(text)
             self.out.flush()
+            self.written += text
             self.wrote = True
 
 

@@ -96,7 +96,8 @@ class _RunState(msgspec.Struct, kw_only=True):
         elif planning and isinstance(event, ModelCallFinished) and event.error:
             self.planner_error = short_error(event.error)
         if isinstance(event, TextDelta):
-            if self.phase == "aggregating":  # only the aggregator's calls run then
+            # The aggregator's own answer: not the agents it calls (named under it).
+            if self.phase == "aggregating" and "/" not in (event.worker or ""):
                 if event.turn != self.answer_turn:  # a later turn writes a new answer
                     self.answer, self.answer_turn = "", event.turn
                 self.answer += event.text

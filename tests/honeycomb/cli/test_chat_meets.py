@@ -13,7 +13,8 @@ from honeycomb.cli.chat import Chat, workers_table
 from honeycomb.executor import Executor
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from runtime import AssistantMessage, ModelRequest, ToolMessage
+from runtime.testing import call
 from tests.support.hives import CHATTY, hive
 from tests.support.model_requests import role_of
 
@@ -115,3 +116,30 @@ async def test_a_store_that_cannot_be_read_mid_chat_is_said_and_the_chat_goes_on
     assert await chat.talk(said, out, Console(file=io.StringIO())) == 0
     assert len(chat.results) == 1
     assert out.getvalue().count("runs.db: the file is not a Honeycomb run store") == 2
+
+
+async def test_the_answer_is_written_alone_when_the_aggregator_called_an_agent(
+    tmp_path: Path,
+) -> None:
+    # Every delta after the aggregation began was written as the answer: the text the
+    # aggregator wrote beside its call, and the agent's it called; and since something
+    # was written, not the answer itself: 'Let me check.nested notesFinal answer.'
+    def answer(request: ModelRequest) -> str | AssistantMessage:
+        role = role_of(request)
+        if role == "aggregator":
+            if any(isinstance(m, ToolMessage) for m in request.messages):
+                return "Final answer."
+            ask = call("researcher", {"instruction": "check"})
+            return AssistantMessage(content="Let me check.", tool_calls=(ask,))
+        return "nested notes" if "check" in str(request.messages[-1].content) else "found"
+
+    executor = Executor(
+        [Role(name="researcher"), Role(name="aggregator", tools=("agent:researcher",))],
+        FunctionModel(answer), planner=lambda task: [("researcher", task)],
+    )  # fmt: skip
+    chat = Chat(load_hive(hive(tmp_path, CHATTY)), executor, "u1", "plain")
+    out = io.StringIO()
+    await chat.talk(io.StringIO("Find the weather in Rome.\n"), out, Console(file=io.StringIO()))
+    said = out.getvalue()
+    assert "nested notes" not in said
+    assert "\nFinal answer.\n" in said  # the answer alone, on its own line
