@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from honeycomb.run.events import RunFinished, RunStarted
 from runtime import Event, EventHandler
@@ -32,8 +32,9 @@ class RunStream:
     ``anext`` gets that event. It has one reader at a time: a task that asks for the
     next event while another waits for one gets :class:`~runtime.errors.StreamBusy`.
 
-    The run gives it each event (:meth:`put`, an event handler) and says when it is
-    done (:meth:`close`); events wait in a queue without bound until they are read.
+    The run gives it each event (it is the run's event handler, which a tracer asks
+    once a kind what takes those events: :meth:`handler_for`) and says when it is done
+    (:meth:`close`); events wait in a queue without bound until they are read.
     """
 
     def __init__(self) -> None:
@@ -43,6 +44,7 @@ class RunStream:
         self._queue: deque[Event] = deque()
         self._closed = False
         self._run_id: str | None = None  # the run's own (not a sub-run's), as it starts
+        self._last: Event | None = None  # that run's RunFinished, once it is queued
         # The reader has read the run's RunFinished: the run only records its end now,
         # unless another event comes (a new life, for a call decided as it ended).
         self._ended = False
@@ -51,18 +53,39 @@ class RunStream:
         # whoever else asks meanwhile is a second reader.
         self._wake: asyncio.Future[None] | None = None
 
+    def __call__(self, event: Event) -> None:
+        """Queue ``event`` for the reader (waking it, if it waits)."""
+        self.handler_for(event.kind)(event)
+
+    def handler_for(self, kind: str) -> Callable[[Any], None]:
+        """What takes the events of ``kind``: a run's start and end are looked at, each
+        piece of its text only queued (benchmark J: they are most of its events)."""
+        if kind == RunStarted.kind:
+            return self._started
+        if kind == RunFinished.kind:
+            return self._finished
+        return self.put
+
     def put(self, event: Event) -> None:
         """Queue ``event`` for the reader (waking it, if it waits)."""
         if self._ended:  # the run goes on after the end the reader saw
             self._ended = False
             if self.on_more is not None:
                 self.on_more()
-        if isinstance(event, RunStarted) and event.caller is None:
+        self._queue.append(event)
+        self._woken()
+
+    def _started(self, event: RunStarted) -> None:
+        if event.caller is None:
             # The run's own; a session's message may be answered after the turn it
             # resumes first, a run of its own.
             self._run_id = event.run_id
-        self._queue.append(event)
-        self._woken()
+        self.put(event)
+
+    def _finished(self, event: RunFinished) -> None:
+        if event.run_id == self._run_id:
+            self._last = event
+        self.put(event)
 
     @property
     def ended(self) -> bool:
@@ -110,7 +133,7 @@ class RunStream:
             finally:
                 self._wake = None
         event = self._queue.popleft()
-        if isinstance(event, RunFinished) and event.run_id == self._run_id:
+        if event is self._last:
             self._ended = True
         return event
 
@@ -187,7 +210,7 @@ async def _run_in_block(
 
     async def produce() -> None:
         try:
-            stream.result = await run(stream.put)
+            stream.result = await run(stream)
         except asyncio.CancelledError:
             raise  # the block left early: nobody reads on
         except BaseException as exc:

@@ -126,7 +126,7 @@ async def test_a_reader_woken_but_not_yet_running_still_holds_the_stream() -> No
     async with asyncio.TaskGroup() as group:
         first = group.create_task(anext(stream))
         await asyncio.sleep(0)
-        stream.put(RunFinished(status="ok", wall_s=0.0))
+        stream(RunFinished(status="ok", wall_s=0.0))
         with pytest.raises(StreamBusy):
             await anext(stream)
     assert isinstance(first.result(), RunFinished)
@@ -213,17 +213,17 @@ async def test_an_event_after_the_end_the_reader_saw_stops_the_run_going_on() ->
     """A run that goes on after the ``run.finished`` its reader stopped at (a new life,
     for a call decided as it ended) is stopped: nobody reads it any more."""
     stream, stopped = RunStream(), []
-    stream.put(RunStarted(run_id="r", task="t"))
-    stream.put(RunStarted(run_id="sub", task="t", caller="r"))  # a hive called as a tool
-    stream.put(RunFinished(run_id="sub", status="ok", wall_s=0.0))
-    stream.put(RunFinished(run_id="r", status="waiting", wall_s=0.0))
+    stream(RunStarted(run_id="r", task="t"))
+    stream(RunStarted(run_id="sub", task="t", caller="r"))  # a hive called as a tool
+    stream(RunFinished(run_id="sub", status="ok", wall_s=0.0))
+    stream(RunFinished(run_id="r", status="waiting", wall_s=0.0))
     for _ in range(3):
         await anext(stream)
         assert not stream.ended  # a sub-run's end is not the run's
     await anext(stream)
     assert stream.ended
     stream.on_more = lambda: stopped.append("stopped")
-    stream.put(RunStarted(run_id="r", task="t"))  # the run's next life
+    stream(RunStarted(run_id="r", task="t"))  # the run's next life
     assert not stream.ended
     assert stopped == ["stopped"]
 
