@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -227,7 +227,12 @@ class RunResult(BaseModel):
         """One line: status, subtasks (and how many at a time, if they ran in waves),
         wall time, critical path, speedup, usage."""
         t, u = self.timings, self.usage
-        failed = f", {len(self.failures)} failed" if self.failures else ""
+        ended = [s.status for s in self.failures]  # how each that did not succeed ended
+        failed = "".join(
+            f", {ended.count(status)} {status.replace('_', ' ')}"
+            for status in get_args(SubtaskStatus)
+            if status in ended
+        )
         waves = self.max_workers is not None and len(self.subtasks) > self.max_workers
         at_a_time = f", {self.max_workers} at a time" if waves else ""
         return (

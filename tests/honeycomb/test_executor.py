@@ -715,6 +715,26 @@ async def test_the_summary_says_subtasks_ran_in_waves_of_max_workers() -> None:
     assert few.summary().startswith("ok: 2 subtasks | ")
 
 
+async def test_the_summary_counts_the_subtasks_that_did_not_succeed_by_how_they_ended() -> None:
+    # A subtask skipped for a failed input was counted as failed: '3 subtasks, 2 failed'.
+    def answer(request: ModelRequest) -> str:
+        if "fetch" in str(request.messages[-1].content):
+            raise RuntimeError("the fetcher's bug")
+        return "done"
+
+    executor = Executor(
+        ROLES, FunctionModel(answer), aggregator="concat", policy=Policy(failure="best_effort")
+    )
+    plan = [
+        {"id": "a", "role": "researcher", "instruction": "fetch"},
+        {"id": "b", "role": "writer", "instruction": "write", "depends_on": ["a"]},
+        {"id": "c", "role": "writer", "instruction": "other"},
+    ]
+    result = await executor.run("t", subtasks=plan)
+    assert [result.subtasks[i].status for i in "abc"] == ["failed", "skipped", "ok"]
+    assert result.summary().startswith("partial: 3 subtasks, 1 failed, 1 skipped | ")
+
+
 def test_a_results_repr_is_one_line_whatever_the_size_of_its_run() -> None:
     # asyncio.run on Python 3.11 builds the repr of its main task's result as it
     # returns: every field of a result would be every worker's transcript.
