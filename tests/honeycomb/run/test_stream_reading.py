@@ -34,7 +34,7 @@ class Gate:
         self.opened.set()
 
 
-def executor(gate: Gate, handled: list[Event] | None = None) -> Executor:
+def executor(gate: Gate, handled: list[Event] | None = None, store: Path | None = None) -> Executor:
     on_event = [handled.append] if handled is not None else []
     return Executor(
         [Role(name="w")],
@@ -42,6 +42,7 @@ def executor(gate: Gate, handled: list[Event] | None = None) -> Executor:
         planner=lambda task: [("w", task)],
         aggregator="concat",
         on_event=on_event,
+        store=store,
     )
 
 
@@ -254,13 +255,7 @@ async def test_a_session_stream_left_at_its_message_s_last_event_keeps_its_resul
     """A session's message answered after the turn it resumes first streams two runs:
     the reader that stops at the message's ``run.finished`` leaves its run to end."""
     gate = Gate()
-    ex = Executor(
-        [Role(name="w")],
-        FunctionModel(gate.answer),
-        planner=lambda task: [("w", task)],
-        aggregator="concat",
-        store=tmp_path / "runs.db",
-    )
+    ex = executor(gate, store=tmp_path / "runs.db")
     async with ex.session("u1").stream("first") as cut:
         await read_to(cut, "model_call.started")  # left here: the turn is interrupted
     gate.open()
@@ -281,13 +276,7 @@ async def test_the_stream_of_a_run_that_ended_has_no_event_and_its_kept_result(
 ) -> None:
     gate = Gate()
     gate.open()
-    ex = Executor(
-        [Role(name="w")],
-        FunctionModel(gate.answer),
-        planner=lambda task: [("w", task)],
-        aggregator="concat",
-        store=tmp_path / "runs.db",
-    )
+    ex = executor(gate, store=tmp_path / "runs.db")
     first = await ex.run("t", run_id="r1")
     async with ex.stream("t", run_id="r1") as events:
         assert [event async for event in events] == []
