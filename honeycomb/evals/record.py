@@ -13,7 +13,15 @@ import msgspec
 from honeycomb.offline.judge import ANSWER_HEADING
 from honeycomb.run.events import RunFinished, RunStarted, WorkerStarted
 from honeycomb.run.result import RunResult
-from runtime import AssistantMessage, Event, HoneycombError, Model, ToolCallStarted, Usage
+from runtime import (
+    AssistantMessage,
+    Budget,
+    Event,
+    HoneycombError,
+    Model,
+    ToolCallStarted,
+    Usage,
+)
 from runtime.value import Value
 from workers.guards import GuardCheck, Judge, JudgeRole
 
@@ -60,27 +68,34 @@ class Judges:
     """
 
     def __init__(self, roles: Mapping[str, JudgeRole], model_for: Callable[[Any], Model]) -> None:
-        self._judge = Judge(roles, model_for)
         self.roles = roles
-        self.spent = Usage()
-        """What the grades asked of these judges cost."""
+        self._model_for = model_for
+        # A budget of no limit, which the judges' calls spend as a run's calls spend its
+        # own: a call counts as it starts, what it answered as it answers, before its
+        # answer is read, so that one which gave no verdict (cut off at its output
+        # limit, empty) or failed still counts in the eval's spending.
+        self._budget = Budget()
+        self._judge = Judge(roles, model_for, budget=self._budget)
+
+    @property
+    def spent(self) -> Usage:
+        """What the grades asked of these judges cost, a grade that failed too."""
+        return self._budget.usage
 
     def fresh(self) -> Judges:
         """The same judges, with nothing spent yet: one case's."""
-        found = Judges.__new__(Judges)
-        found._judge, found.roles, found.spent = self._judge, self.roles, Usage()
-        return found
+        return Judges(self.roles, self._model_for)
 
     async def grade(self, role: str, rubric: str, task: str, answer: str) -> str | None:
         """The verdict of ``role`` on ``answer`` by ``rubric``: None when it passes,
         else the judge's reason.
 
         Raises:
-            HoneycombError: when the role is not one of the judges, or its call failed.
+            HoneycombError: when the role is not one of the judges, or its call failed
+                or gave no verdict (what it spent is counted in :attr:`spent` still).
         """
         shown = f"Task: {task}\n\nRubric: {rubric}{ANSWER_HEADING}{answer}"
-        verdict, usage, _ = await self._judge.ask(role, GuardCheck(kind="output", text=shown))
-        self.spent = self.spent + usage + Usage(model_calls=1)  # the usage of one call
+        verdict, _, _ = await self._judge.ask(role, GuardCheck(kind="output", text=shown))
         return verdict
 
 

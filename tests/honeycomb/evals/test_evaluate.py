@@ -30,7 +30,7 @@ from honeycomb.offline import OfflineModel
 from honeycomb.run.events import RunFinished, RunStarted
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, call
-from runtime import Event, Limits, ModelRequest, Price, PricedModel
+from runtime import Event, Limits, ModelRequest, ModelResponse, Price, PricedModel, Usage
 from runtime.models.cassettes import Cassette
 from runtime.models.layers.cassette import cassette
 from runtime.tools.approvals import ApprovalRequest, Decision
@@ -147,6 +147,49 @@ async def test_a_judges_calls_cost_the_eval_not_the_run(hive: Hive, tmp_path: Pa
     assert attempt.judge_cost > 0
     assert report.judge_cost == attempt.judge_cost
     assert attempt.model_calls == 3  # the run's own
+
+
+async def test_a_judge_that_gave_no_verdict_counts_what_it_spent_in_the_evals_budget(
+    hive: Hive, tmp_path: Path
+) -> None:
+    price = Price(input_per_mtok=0.0, output_per_mtok=1_000_000.0)  # a dollar a token out
+
+    def cut_off(request: ModelRequest) -> ModelResponse:  # its whole output limit spent
+        limit = request.max_output_tokens or 0
+        return ModelResponse(
+            message=AssistantMessage(content=""),
+            usage=Usage(output_tokens=limit),
+            model="judge",
+            finish_reason="length",
+        )
+
+    judge = PricedModel(FunctionModel(cut_off), price)
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          assert:
+            - judge: {role: writer, rubric: it greets}
+        cases:
+          - {id: lisbon, task: Say hello to Lisbon}
+          - {id: oslo, task: Say hello to Oslo}
+        """,
+    )
+    judges = Judges(hive.roles, lambda role: judge)
+    report = await evaluate(
+        Executor.from_hive(hive),
+        load_cases(path, hive),
+        judges=judges,
+        concurrency=1,
+        budget=EvalBudget(cost=1.0),
+    )
+    (attempt,) = report.cases[0].attempts
+    assert attempt.failing is not None
+    assert "gave no verdict" in str(attempt.failing.reason)
+    assert (attempt.judge_model_calls, attempt.judge_tokens) == (1, 256)
+    assert attempt.judge_cost == pytest.approx(256.0)
+    assert report.not_run == ("oslo",)  # what the judge spent spent the eval's budget
 
 
 async def test_the_judges_hive_of_a_cases_file_grades_in_python_too(
