@@ -23,6 +23,7 @@ judge's call cost; that call is charged to the run's budget.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 import time
@@ -30,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol
 
 import anyio.to_thread
+from msgspec.structs import replace
 from pydantic import ConfigDict
 
 from runtime import (
@@ -450,7 +452,7 @@ class GuardRunner:
                     current_call.reset(reported)
             else:
                 assert guard.fn is not None
-                reason = _reason(await _called(guard.fn, check))
+                reason = _reason(await _called(guard.fn, _own_copy(check)))
         except BudgetExceeded:  # the budget refused the judge's call: none was made
             self._report(guard, check, turn, call_id, started, "error", "budget exceeded")
             raise
@@ -507,6 +509,18 @@ async def _called(fn: Callable[[GuardCheck], Any], check: GuardCheck) -> Any:
         return await fn(check)
     value = await anyio.to_thread.run_sync(fn, check, abandon_on_cancel=True)
     return await value if inspect.isawaitable(value) else value
+
+
+def _own_copy(check: GuardCheck) -> GuardCheck:
+    """``check`` with its own copy of the call's arguments and the answer's output: a
+    guard only looks, and one that changes what it is shown (normalising an address
+    to compare it) changes neither the call that runs, nor the answer accepted, nor
+    what the other guards see."""
+    if check.arguments is None and isinstance(check.output, str | None):
+        return check
+    return replace(
+        check, arguments=copy.deepcopy(check.arguments), output=copy.deepcopy(check.output)
+    )
 
 
 def _reason(value: Any) -> str | None:

@@ -6,6 +6,7 @@ import time
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from runtime import (
     Budget,
@@ -114,6 +115,46 @@ async def test_an_argument_guards_reason_is_the_calls_error_observation() -> Non
     assert [o.status for o in observations] == ["ok", "error"]
     assert "b@evil.test is outside example.com" in observations[1].content
     assert "guard 'only_example'" in observations[1].content
+
+
+class Letter(BaseModel):
+    to: str
+    cc: list[str]
+
+
+@tool(side_effects=True)
+async def mail(to: str, cc: list[str]) -> str:
+    """Mail a letter."""
+    ran.append(f"{to} cc {', '.join(cc)}")
+    return "mailed"
+
+
+async def test_a_guard_that_changes_what_it_is_shown_changes_neither_the_call_nor_the_answer() -> (
+    None
+):
+    seen: list[object] = []
+
+    def meddles(check: GuardCheck) -> None:
+        shown = check.arguments if check.kind == "arguments" else check.output.model_dump()
+        assert isinstance(shown, dict)
+        seen.append(dict(shown, cc=list(shown["cc"])))  # as the guard was shown it
+        shown["to"] = shown["to"].lower()  # normalised to compare, in place
+        shown["cc"].append("eve@evil.test")
+        if check.kind == "output":
+            check.output.to, check.output.cc = "nobody", []
+
+    ran.clear()
+    model = ScriptedModel(
+        [
+            [call("mail", {"to": "ANN@example.com", "cc": ["c"]})],
+            '{"to": "BOB@example.com", "cc": ["c"]}',
+        ]
+    )
+    role = Role(name="w", guards=Guards(arguments=(meddles, meddles), output=(meddles,)))
+    result = await Worker(role, model, tools=[mail], output_type=Letter).run("t")
+    assert ran == ["ANN@example.com cc c"]  # the call ran with the arguments the model gave
+    assert result.output == Letter(to="BOB@example.com", cc=["c"])  # the answer as given
+    assert seen[:2] == [{"to": "ANN@example.com", "cc": ["c"]}] * 2  # each saw them as given
 
 
 async def test_guards_of_one_kind_run_together_sync_and_async() -> None:
