@@ -25,7 +25,8 @@ Every call carries the settings' output limit (``max_output_tokens``). An answer
 ends there (``finish_reason: length``) is cut off: a structured one that does not
 validate goes back saying so (answer shorter), as any invalid answer; one with no
 text and no call at all is :class:`~runtime.OutputCutOff` (the same limit would cut it
-again); text alone is the answer, as far as it goes.
+again); text alone is the answer, as far as it goes; a call whose arguments the limit
+cut short is told so in its observation (shorter arguments, or smaller calls).
 
 A model call that fails ends the loop with ``Failed``, never with an exception: a
 :class:`~runtime.HoneycombError` as itself, any other exception the model raises as a
@@ -256,7 +257,10 @@ class AgentLoop:
             observations: tuple[ToolMessage, ...] | None = None
             try:
                 observations = await self.dispatcher.dispatch(
-                    pending, turn=state.turn, previous=state.previous_calls
+                    pending,
+                    turn=state.turn,
+                    previous=state.previous_calls,
+                    cut_at=self.settings.max_output_tokens if state.cut_off else None,
                 )
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
                 return Waiting(state=state, pending=paused.pending)
@@ -342,6 +346,7 @@ class AgentLoop:
                 error = runaway or MaxTurnsExceeded(self.settings.max_turns, asked)
                 return Failed(state=state, error=error)
         calls = message.tool_calls
+        cut = response.finish_reason == "length"
         state = state.answered(
             (*messages, message),
             response.usage,
@@ -349,12 +354,12 @@ class AgentLoop:
             wrapped_up=wrap_up,
             # A budget's window may cut texts too: the report then measures less.
             whole=not omitted and window.max_tokens is None,
+            cut_off=cut,  # its last call's arguments may be cut short
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
             if held is not None:  # text beside calls is no answer: no guard checks it
                 held.release()
             return Continue(state=state)
-        cut = response.finish_reason == "length"
         if message.is_empty:
             if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
                 limit = self.settings.max_output_tokens

@@ -100,6 +100,8 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
             its request held all of ``messages[summarized:context_messages]`` (0: not
             known); what was added since is estimated.
         context_messages: How many of ``messages`` that request held.
+        cut_off: The last answer ended at its output limit (``finish_reason: length``):
+            the arguments of a call it asks for may be cut short, and are told so.
     """
 
     task: str
@@ -121,6 +123,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
     compactions: int = 0
     context_tokens: int = 0
     context_messages: int = 0
+    cut_off: bool = False
 
     def __reduce__(self) -> Any:
         return packed(self)
@@ -133,10 +136,12 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         nudged: bool,
         wrapped_up: bool,
         whole: bool = True,
+        cut_off: bool = False,
     ) -> LoopState:
         """After a model answer: ``messages`` end with it, and what it cost is counted.
         ``whole``: the request held every message the summary does not fold (no window
-        left any out), so what the server reported measures the context."""
+        left any out), so what the server reported measures the context. ``cut_off``: the
+        answer ended at its output limit."""
         return replace(
             self.spent(spent),
             messages=messages,
@@ -145,6 +150,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
             wrapped_up=wrapped_up,
             context_tokens=spent.input_tokens if whole else 0,
             context_messages=len(messages) - 1 if whole else 0,
+            cut_off=cut_off,
         )
 
     def compacted(self, summary: str, summarized: int, spent: Usage) -> LoopState:

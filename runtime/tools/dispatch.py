@@ -85,6 +85,12 @@ class DispatchPolicy(Value, frozen=True, kw_only=True):
 
 _NO_CAP = nullcontext()
 
+CUT_SHORT = (
+    "Error: {error}. Your answer was cut off at its output limit ({limit} tokens) while "
+    "writing them: call again with shorter arguments, or do the work in smaller calls."
+)
+"""The observation of a call whose arguments an output limit cut short."""
+
 Seen = dict[str, list[dict[str, Any]]]
 """Calls of a batch by tool name: the validated arguments of each (a repeat of one in
 the next turn is not run). A call that does not end ``ok`` is taken out once it ends:
@@ -141,9 +147,16 @@ class Dispatcher:
         self._seen: Seen = {}
 
     async def dispatch(
-        self, calls: Sequence[ToolCall], *, turn: int = 0, previous: Sequence[ToolCall] = ()
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        turn: int = 0,
+        previous: Sequence[ToolCall] = (),
+        cut_at: int | None = None,
     ) -> tuple[ToolMessage, ...]:
         """Run ``calls`` and return one observation per call, in call order.
+        ``cut_at``: the output limit the answer asking for them was cut off at (None: it
+        was not), so that arguments that are not JSON are told cut short, not malformed.
 
         Raises:
             ApprovalNeeded: when calls wait for a person's decision (none of the
@@ -155,7 +168,7 @@ class Dispatcher:
         results: Results = [None] * len(calls)
         # What a worker holds while its calls run is kept short (benchmark A at
         # N=10000): the turn's calls in their two lanes, their observations, no more.
-        serial, parallel = await self._admitted(calls, previous, results, turn)
+        serial, parallel = await self._admitted(calls, previous, results, turn, cut_at)
         # The serial lane (or else the last parallel call) runs in this task, every other
         # call in a task of its own; a parallel call's value is how it ended.
         cap = self._cap_for(len(parallel))
@@ -187,12 +200,17 @@ class Dispatcher:
         raise ApprovalNeeded(tuple(p for paused in waiting for p in paused.pending))
 
     async def _admitted(
-        self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
+        self,
+        calls: Sequence[ToolCall],
+        previous: Sequence[ToolCall],
+        results: Results,
+        turn: int,
+        cut_at: int | None,
     ) -> tuple[list[Prepared], list[Prepared]]:
         """The calls that can run and that the layers admit, all of them before any
         runs, in two lanes: the side-effecting calls and the parallel-safe ones. Each
         other call's observation is put in ``results``."""
-        ready = self._ready(calls, previous, results, turn)
+        ready = self._ready(calls, previous, results, turn, cut_at)
         if self.approvals is not None and len(ready) < len(calls):
             refused = [
                 (call, r.content)
@@ -211,7 +229,12 @@ class Dispatcher:
         return serial, parallel
 
     def _ready(
-        self, calls: Sequence[ToolCall], previous: Sequence[ToolCall], results: Results, turn: int
+        self,
+        calls: Sequence[ToolCall],
+        previous: Sequence[ToolCall],
+        results: Results,
+        turn: int,
+        cut_at: int | None,
     ) -> list[Prepared]:
         """The calls that can run; the others get their observation now."""
         # A repeat is one of a call of the batch this dispatcher ran last that ended ok.
@@ -223,7 +246,7 @@ class Dispatcher:
         ready: list[Prepared] = []
         seen: Seen = {}
         for index, call in enumerate(calls):
-            found = self._prepare(index, call, repeats, seen, results, turn)
+            found = self._prepare(index, call, repeats, seen, results, turn, cut_at)
             if found is not None:
                 ready.append(found)
         self._last, self._seen = calls, seen
@@ -237,6 +260,7 @@ class Dispatcher:
         seen: Seen,
         results: Results,
         turn: int,
+        cut_at: int | None,
     ) -> Prepared | None:
         """The call, ready to run; or None, and its observation is in ``results``.
         Calls whose arguments validate are added to ``seen`` (repeats included: a
@@ -251,7 +275,10 @@ class Dispatcher:
         try:
             kwargs = found.parse_arguments(call.arguments)
         except ArgumentsError as exc:
-            text = f"Error: {exc}. Fix the arguments and call again."
+            if exc.not_json and cut_at is not None:
+                text = CUT_SHORT.format(error=exc, limit=cut_at)
+            else:
+                text = f"Error: {exc}. Fix the arguments and call again."
             results[index] = self._refuse(call, "error", text, turn)
             return None
         seen.setdefault(call.name, []).append(kwargs)

@@ -77,7 +77,10 @@ class ProtocolModel(WrapperModel):
         message = self._replied(response.message, request)
         if message is response.message:
             return response
-        finish = "tool_calls" if message.tool_calls else response.finish_reason
+        # An answer cut off at its output limit stays one: its last action's arguments
+        # may be cut short, and the loop tells the model so.
+        cut = response.finish_reason == "length"
+        finish = "tool_calls" if message.tool_calls and not cut else response.finish_reason
         return msgspec.structs.replace(response, message=message, finish_reason=finish)
 
 

@@ -32,6 +32,7 @@ from honeycomb import (
 )
 from honeycomb.cli.view import summary
 from honeycomb.events import ModelCallFinished, PlanReady
+from honeycomb.models import TextToolModel
 from honeycomb.run.plan import plan_output_tokens
 from honeycomb.testing import FunctionModel
 from runtime import Event, ModelCallStarted, OutputCutOff, PlanError, TextDelta
@@ -363,3 +364,45 @@ async def test_a_hive_tools_answer_cut_off_is_handed_on_saying_it_is_incomplete(
     )  # fmt: skip
     result = await caller.run("t", subtasks=[("lead", "go")])
     assert result.subtasks["s1"].text == f"the merged half {CUT_OFF_NOTE}"
+
+
+def save_note(text: str) -> str:
+    """Save a note."""
+    return f"saved {len(text)} characters"
+
+
+@pytest.mark.parametrize("protocol", ["native", "text"])
+async def test_a_call_whose_arguments_the_output_limit_cut_short_is_told_so(
+    protocol: str,
+) -> None:
+    """A call cut off at the output limit in the middle of its arguments was told only
+    that they are not valid JSON, so the model wrote them again as long as before; the
+    text protocol also reported such an answer as ``tool_calls``, not ``length``. The
+    call's observation now names the limit and how to stay under it (over real HTTP,
+    through the endpoint's tool calls and through the text protocol's actions)."""
+    cut_arguments = '{"text": "a very long note that goes on and on and'
+    if protocol == "native":
+        first = Reply(tool_calls=(("c1", "save_note", cut_arguments),), finish_reason="length")
+    else:
+        action = '```json\n{"tool": "save_note", "arguments": ' + cut_arguments
+        first = Reply(content=action, finish_reason="length")
+    replies = iter([first, Reply(content="saved it")])
+    finished: list[ModelCallFinished] = []
+    with OpenAIServer(lambda request: next(replies)) as server:
+        model = OpenAIModel("m", base_url=server.base_url, retry=RetryPolicy(attempts=1))
+        executor = Executor(
+            [Role(name="writer", tools=("save_note",), max_output_tokens=64)],
+            TextToolModel(model) if protocol == "text" else model,
+            tools=[save_note],
+            aggregator="concat",
+            on_event=[lambda e: finished.append(e) if isinstance(e, ModelCallFinished) else None],
+        )
+        result = await executor.run("t", subtasks=[("writer", "write a long note")])
+        await model.client.close()
+        second = server.requests[1].body["messages"]
+    assert result.status == "ok"
+    assert [e.finish_reason for e in finished] == ["length", "stop"]
+    told = json.dumps(second)
+    assert "not valid JSON" in told
+    assert "cut off at its output limit (64 tokens) while writing them" in told
+    assert "shorter arguments, or do the work in smaller calls" in told
