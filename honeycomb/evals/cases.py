@@ -96,7 +96,7 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         raise ConfigErrors([doc.error((), "a cases file is a mapping (cases:, defaults: ...)")])
     spec, rows, errors = _validated(doc)
     folder = file.resolve().parent
-    judges = _judges(doc, spec, folder, errors)
+    judges = _judges(doc, spec, file.parent, errors)  # its errors named as this file is
     for index, name in enumerate(spec.cases_from):
         rows += _rows(folder / name, doc, ("cases_from", index), errors)
     if not rows and not errors:
@@ -178,8 +178,11 @@ def _judges(
         return None
     try:
         return load_hive(folder / spec.judges)
-    except ConfigErrors as exc:
-        errors.append(doc.error(("judges",), f"the judges' hive has errors: {exc.errors[0]}"))
+    except ConfigError as exc:  # each of its mistakes told at its own file and line
+        found = exc.errors if isinstance(exc, ConfigErrors) else (exc,)
+        count = f"{len(found)} error{'s' if len(found) != 1 else ''}"
+        errors.append(doc.error(("judges",), f"the judges' hive {spec.judges} has {count}"))
+        errors.extend(found)
         return None
 
 
@@ -242,6 +245,8 @@ class _Builder:
         roles = set(hive.roles) if hive is not None else None
         if roles is not None and judges is not None:
             roles |= set(judges.roles)
+        if spec.judges is not None and judges is None:  # its hive has errors, told apart
+            roles = None  # a judge of its roles is not known to be a mistake
         self.judge_roles = roles
         # A role of both: a judge check would ask the hive's, never the judges' hive's.
         self.both: set[str] = set()

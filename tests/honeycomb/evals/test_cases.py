@@ -157,6 +157,40 @@ def test_a_judge_role_of_both_the_hive_and_the_judges_hive_is_a_mistake(tmp_path
     ]
 
 
+def test_every_mistake_of_the_judges_hive_is_told_and_its_roles_are_not_called_missing(
+    tmp_path: Path,
+) -> None:
+    hive = tiny_hive(tmp_path)
+    judges = write(
+        tmp_path,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          offline: {provider: offlin, latency: 0}
+        roles:
+          critic: {descripton: Grades answers.}
+        """,
+    )
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        judges: judges.yaml
+        cases:
+          - task: x
+            assert:
+              - judge: {role: critic, rubric: fair}
+        """,
+    )
+    told = _errors(path, hive)
+    assert told[0] == f"{path}:1:1: judges: the judges' hive judges.yaml has 2 errors"
+    assert [e.split(": ")[0:2] for e in told[1:]] == [
+        [f"{judges}:3:13", "models.offline.provider"],
+        [f"{judges}:5:12", "roles.critic.descripton"],
+    ]  # and not that no role 'critic' judges: it is the judges' hive's, with errors
+
+
 def test_a_python_check_that_cannot_be_called_with_the_answer_and_run_is_a_mistake(
     tmp_path: Path,
 ) -> None:
