@@ -113,7 +113,7 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         elif named is not None:
             seen.add(named)
     if errors:
-        raise ConfigErrors(sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0)))
+        raise ConfigErrors(_in_order(errors))
     name = spec.name or file.stem
     return Cases(
         name=name,
@@ -152,10 +152,15 @@ def _validated(doc: YamlDocument) -> tuple[CasesSpec, list[_Row], list[ConfigErr
     listed = doc.data.get("cases")
     frame, _ = doc.validate(CasesSpec, {**doc.data, "cases": []})
     if frame is None or not isinstance(listed, list):
-        raise ConfigErrors(errors)
+        raise ConfigErrors(_in_order(errors))
     errors = []  # the same errors, told case by case
     rows = [_case(doc, data, ("cases", n), errors) for n, data in enumerate(listed)]
     return frame, [row for row in rows if row is not None], errors
+
+
+def _in_order(errors: list[ConfigError]) -> list[ConfigError]:
+    """``errors`` in the order of the files' lines, as a reader fixes them."""
+    return sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0))
 
 
 def _case(

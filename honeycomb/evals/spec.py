@@ -85,6 +85,8 @@ class Count(BaseModel):
     @classmethod
     def _exactly(cls, data: Any) -> Any:
         if isinstance(data, int) and not isinstance(data, bool):
+            if data < 0:  # told once, not for at_least and at_most it stands for
+                raise ValueError(f"a count is 0 or more, not {data}")
             return {"at_least": data, "at_most": data}
         return data
 
@@ -263,7 +265,7 @@ class CheckSpec(BaseModel):
     not_contains: Texts | None = None
     regex: str | None = None
     json_check: JsonSpec | None = Field(default=None, alias="json")
-    python: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    python: str | None = None
     judge: JudgeSpec | None = None
     status: tuple[Status, ...] | None = None
     tool_called: ToolCalled | None = None
@@ -313,6 +315,15 @@ class CheckSpec(BaseModel):
             )
         return timeout
 
+    @field_validator("python")
+    @classmethod
+    def _a_function(cls, path: str | None) -> str | None:
+        if path is not None and not _FUNCTION.fullmatch(path):
+            raise ValueError(
+                f"{path!r} names no function: write module:function (python: checks:similar)"
+            )
+        return path
+
     @field_validator("regex")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
@@ -327,6 +338,10 @@ class CheckSpec(BaseModel):
     def kind(self) -> str:
         """Which kind of check it is."""
         return next(k for k in KINDS if _field(k) in self.model_fields_set)
+
+
+_FUNCTION = re.compile(r"[\w.]+:[\w.]+")
+"""What a ``python`` check names: a function of a module (``checks:similar``)."""
 
 
 def _field(kind: str) -> str:

@@ -77,6 +77,8 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
               - tool_called: {name: t, at_least: 2, at_most: 1}
               - contains: c
                 weight: .inf
+              - side_effects: -1
+              - python: checks
           - id: two
             task: y
         """,
@@ -99,7 +101,10 @@ def test_every_mistake_is_told_at_its_line_and_field(tmp_path: Path) -> None:
         f"{file}:12:9: cases[1].assert[3].tool_called: at_least (2) is above at_most (1)",
         # A case's weighted score would be inf/inf, no score a report could keep.
         f"{file}:14:9: cases[1].assert[4].weight: Input should be a finite number (got inf)",
-        f"{file}:15:5: cases[2]: another case is named 'two': give each its own id",
+        f"{file}:15:9: cases[1].assert[5].side_effects: a count is 0 or more, not -1",  # once
+        f"{file}:16:9: cases[1].assert[6].python: 'checks' names no function: write "
+        "module:function (python: checks:similar)",
+        f"{file}:17:5: cases[2]: another case is named 'two': give each its own id",
     ]
 
 
@@ -297,6 +302,29 @@ def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Pa
     assert [e.partition(", tool_called, ")[0] for e in _errors(path, hive)] == [
         f"{path}:1:28: cases[0].assert[0]: 'contians' is no kind of check (did you mean "
         f"'contains'?); the kinds: {kinds}"
+    ]
+
+
+def test_a_mistake_in_the_defaults_is_told_with_the_cases_in_the_order_of_the_lines(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          tasks: x
+        cases:
+          - tsk: y
+            assert:
+              - contains: a
+                wieght: 2
+        """,
+    )
+    assert [e.split(": ")[0:2] for e in _errors(path)] == [
+        [f"{path}:2:3", "defaults.tasks"],
+        [f"{path}:4:5", "cases[0].tsk"],  # before the case's check, below it
+        [f"{path}:7:9", "cases[0].assert[0].wieght"],
     ]
 
 
