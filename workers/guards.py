@@ -53,6 +53,7 @@ from runtime import (
 from runtime.concurrency import run_together
 from runtime.config.imports import import_object
 from runtime.events import CallReport, current_call
+from runtime.limits.budget import CallInFlight
 from runtime.tools.define import arguments_text
 from runtime.value import SettingsModel, Value
 from workers.calls import model_calls
@@ -341,6 +342,9 @@ class GuardRunner:
         role: The worker's role (None: a run's own guards).
         worker: The worker's name.
         run_id: The run.
+        budget: The run's budget, whose wall time, when it runs out, names the
+            function guards under way as it names the model calls (``guard NAME of
+            WORKER``; a judge's is a model call of its own).
     """
 
     def __init__(
@@ -352,6 +356,7 @@ class GuardRunner:
         role: str | None = None,
         worker: str | None = None,
         run_id: str | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.guards = guards
         self.tracer = tracer
@@ -359,6 +364,7 @@ class GuardRunner:
         self.role = role
         self.worker = worker
         self.run_id = run_id
+        self.budget = budget
 
     def _check(self, kind: GuardKind, text: str, **fields: Any) -> GuardCheck:
         return GuardCheck(
@@ -452,7 +458,7 @@ class GuardRunner:
                     current_call.reset(reported)
             else:
                 assert guard.fn is not None
-                reason = _reason(await _called(guard.fn, _own_copy(check)))
+                reason = await self._called(guard, check, turn)
         except BudgetExceeded:  # the budget refused the judge's call: none was made
             self._report(guard, check, turn, call_id, started, "error", "budget exceeded")
             raise
@@ -462,6 +468,22 @@ class GuardRunner:
         spent = (usage, model, calls, report.attempts if report is not None else 1)
         self._report(guard, check, turn, call_id, started, status, reason, spent)
         return None if reason is None else Refusal(guard=guard.name, reason=reason, broken=broken)
+
+    async def _called(self, guard: Guard, check: GuardCheck, turn: int) -> str | None:
+        """A function guard's reason for ``check`` (None: it passed), in flight in
+        the run's budget while it runs (a guard that hangs is named when the wall time
+        cuts it off)."""
+        assert guard.fn is not None
+        budget = self.budget
+        if budget is None:
+            return _reason(await _called(guard.fn, _own_copy(check)))
+        who = guard.name if self.worker is None else f"{guard.name} of {self.worker}"
+        flying = CallInFlight(who, "guard", turn)
+        budget.call_started(flying)
+        try:
+            return _reason(await _called(guard.fn, _own_copy(check)))
+        finally:
+            budget.call_ended(flying)
 
     def _report(
         self,

@@ -294,6 +294,7 @@ class Worker:
                 role=setup.role.name,
                 worker=self.name,
                 run_id=run_id,
+                budget=kept.budget,
             )
         log = store.approvals if store is not None else None
         gate = None

@@ -40,6 +40,7 @@ from honeycomb.run.result import (
     rounds_of,
     run_timings,
     timings_of,
+    why_failed,
 )
 from honeycomb.run.scheduler import Scheduler, stopped_error, stopped_status
 from runtime import (
@@ -133,7 +134,9 @@ class Run:
             crew = crew.under(within.services.model_slots)
         budget = base.budget if within is not None else Budget(policy.budgets)
         judge = Judge(crew.roles, crew.model_for, budget, within.services.judge if within else None)
-        self.guards = GuardRunner(base.guards, tracer=self.tracer, judge=judge, run_id=run_id)
+        self.guards = GuardRunner(
+            base.guards, tracer=self.tracer, judge=judge, run_id=run_id, budget=budget
+        )
         services = replace(
             base,
             run_id=run_id,
@@ -368,7 +371,8 @@ class Run:
         _check_quorum(self.shared.policy, outcomes)
         if not any(o.ok for o in outcomes.values()):
             failed = f"all {len(outcomes)} subtasks" if len(outcomes) > 1 else "its only subtask"
-            raise RunFailed(f"{failed} failed; nothing to aggregate")
+            why = why_failed(outcomes.values())
+            raise RunFailed(f"{failed} failed; nothing to aggregate{why}")
 
         began = self._phase("aggregate")
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
@@ -647,7 +651,7 @@ def _check_quorum(policy: Policy, outcomes: Mapping[str, SubtaskResult]) -> None
     if succeeded < needed:
         raise RunFailed(
             f"a quorum of {needed} successful subtasks was not reached: {succeeded} of "
-            f"{len(outcomes)} succeeded"
+            f"{len(outcomes)} succeeded{why_failed(outcomes.values())}"
         )
 
 

@@ -1,0 +1,74 @@
+"""A guard that hangs: the run's wall time cuts it off and names it among what was
+in flight (as it names model calls), and the other workers' results are kept."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from honeycomb import BudgetExceeded, Budgets, Executor, GuardCheck, Guards, Policy, Role
+from honeycomb.testing import FunctionModel
+
+WALL = 0.3
+STUCK = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def _freed() -> Iterator[None]:
+    """The thread of a sync guard that hangs is freed as the test ends."""
+    STUCK.clear()
+    yield
+    STUCK.set()
+
+
+def hangs_in_a_thread(check: GuardCheck) -> None:
+    STUCK.wait(30)
+
+
+async def hangs(check: GuardCheck) -> None:
+    await anyio.sleep(30)
+
+
+def in_flight(caught: pytest.ExceptionInfo[BudgetExceeded]) -> list[str]:
+    return sorted(str(c).split(" (")[0] for c in caught.value.in_flight)
+
+
+@pytest.mark.parametrize(
+    ("guards", "named"),
+    [
+        (Guards(output=(hangs_in_a_thread,)), "hangs_in_a_thread"),
+        (Guards(input=(hangs,)), "hangs"),
+    ],
+)
+async def test_a_workers_guard_that_hangs_is_named_as_the_wall_time_cuts_it_off(
+    guards: Guards, named: str
+) -> None:
+    executor = Executor(
+        [Role(name="slow", guards=guards), Role(name="fast")],
+        FunctionModel(lambda request: "found"),
+        aggregator="concat",
+        policy=Policy(failure="best_effort", budgets=Budgets(wall_time_s=WALL)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("task", subtasks=[("slow", "a"), ("fast", "b")])
+    assert in_flight(caught) == [f"guard {named} of s1"]
+    assert f"cut off in flight: guard {named} of s1 (" in str(caught.value)
+    partial = caught.value.partial
+    assert partial is not None
+    assert partial.subtasks["s2"].ok  # the other worker's answer is kept
+
+
+async def test_a_runs_own_guard_that_hangs_is_named_without_a_worker() -> None:
+    executor = Executor(
+        [Role(name="w")],
+        FunctionModel(lambda request: "found"),
+        aggregator="concat",
+        guards=Guards(input=(hangs,)),
+        policy=Policy(budgets=Budgets(wall_time_s=WALL)),
+    )
+    with pytest.raises(BudgetExceeded) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    assert in_flight(caught) == ["guard hangs"]
