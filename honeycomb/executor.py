@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Self
 from msgspec.structs import replace
 from pydantic import BaseModel
 
-from honeycomb.run.agents import Instruction, current_run, told_why
+from honeycomb.run.agents import Instruction, current_run
 from honeycomb.run.aggregator import AggregatorLike, as_aggregator
 from honeycomb.run.crew import Crew
 from honeycomb.run.mcp import McpTools
@@ -56,7 +56,6 @@ from runtime import (
     LockTable,
     Memory,
     Model,
-    RunFailed,
     StoreError,
     Tool,
     ToolContext,
@@ -454,13 +453,7 @@ class Executor:
         if spans is not None:  # the sub-runs it runs go under its calls, as its own do
             run.context = replace(run.context, spans=spans.under(caller, context.call_id))
         async with self.shared.crew.scope():
-            try:
-                result = await run.execute(None, resumable=False, steal=False)
-            except RunFailed as exc:
-                told = told_why(exc)  # the observation is all its caller's model reads
-                if told is exc:
-                    raise
-                raise told from exc
+            result = await run.execute(None, resumable=False, steal=False)
         return handed_on(result.answer_text, result.answer_cut_off)
 
     def check_keys(self) -> None:

@@ -30,7 +30,7 @@ from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Subtask
 from honeycomb.run.result import SubtaskResult
-from runtime import BudgetExceeded, HoneycombError, ModelRetry, RunFailed, Tool, ToolContext
+from runtime import BudgetExceeded, HoneycombError, ModelRetry, Tool, ToolContext
 from runtime.errors import NotStarted
 from runtime.tools.approvals import ApprovalNeeded, ApprovalRequest, Approver, Decision
 from workers import LoopState, Role, WorkerResult
@@ -48,7 +48,6 @@ __all__ = [
     "agent_tools",
     "current_run",
     "nested_name",
-    "told_why",
 ]
 
 
@@ -223,27 +222,6 @@ def nested_name(caller: str, call_id: str) -> str:
         return name
     digest = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     return f"{caller[:51]}/{digest}"
-
-
-def told_why(exc: RunFailed, most: int = 3) -> RunFailed:
-    """``exc``, a sub-run's (a hive called as a tool) that failed, its reason followed
-    by why its subtasks failed, where it does not say (``all 2 subtasks failed; nothing
-    to aggregate (s1: ModelCallError: ...; s2: ...)``): the observation is all the
-    caller's model reads of it. At most ``most`` of them are told, and only those that
-    failed of themselves (not those its end stopped: fail_fast names the first)."""
-    partial = exc.partial
-    failed = partial.failures if partial is not None else []
-    why = [  # those that failed of themselves: not those it stopped, nor skipped after
-        f"{s.subtask.id}: {s.error}"
-        for s in failed
-        if s.status == "failed" and s.error is not None and s.error.message not in exc.reason
-    ]
-    if not why:
-        return exc
-    more = f"; and {len(why) - most} more" if len(why) > most else ""
-    told = RunFailed(f"{exc.reason} ({'; '.join(why[:most])}{more})")
-    told.partial = partial
-    return told
 
 
 def _asked_as(approver: Approver, run_id: str, prefix: str) -> Approver:

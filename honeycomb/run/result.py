@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -28,6 +28,7 @@ __all__ = [
     "rounds_of",
     "run_timings",
     "timings_of",
+    "why_failed",
 ]
 
 SubtaskStatus = Literal["ok", "failed", "skipped", "cancelled", "over_budget", "waiting"]
@@ -332,3 +333,28 @@ def answer_as_text(answer: Any) -> str:
     if isinstance(answer, BaseModel):
         return answer.model_dump_json(indent=2)
     return json.dumps(answer, indent=2, default=str)
+
+
+def why_failed(outcomes: Iterable[SubtaskResult], most: int = 3) -> str:
+    """Why the subtasks of ``outcomes`` that failed of themselves failed, for a run's
+    error to say (`` (s1, s2: ModelCallError: ...; s4: ToolError: ...)``; '' when none
+    did): those that failed for the same reason are told together, and at most
+    ``most`` reasons are told. Subtasks skipped, cancelled or stopped by a budget are
+    not: their reasons are another subtask's, or the run's."""
+    ids_by_error: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        if outcome.status == "failed" and outcome.error is not None:
+            ids_by_error.setdefault(str(outcome.error), []).append(outcome.subtask.id)
+    if not ids_by_error:
+        return ""
+    told = [f"{_some(ids)}: {error}" for error, ids in list(ids_by_error.items())[:most]]
+    others = len(ids_by_error) - most
+    if others > 0:
+        told.append(f"and {others} other reason{'s' if others > 1 else ''}")
+    return f" ({'; '.join(told)})"
+
+
+def _some(ids: list[str], most: int = 3) -> str:
+    """``s1, s2, s3 and 4 more``."""
+    shown = ", ".join(ids[:most])
+    return f"{shown} and {len(ids) - most} more" if len(ids) > most else shown

@@ -38,7 +38,7 @@ from honeycomb.run.context import RunContext
 from honeycomb.run.events import WorkerFinished, WorkerStarted
 from honeycomb.run.plan import Plan, Subtask
 from honeycomb.run.policy import Policy
-from honeycomb.run.result import SubtaskResult, SubtaskStatus
+from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
 from runtime.limits.worktime import within_own_time
@@ -472,8 +472,8 @@ class Scheduler:
                 self._stop(
                     RunFailed(
                         f"a quorum of {needed} successful subtasks out of {self._out_of} "
-                        f"cannot be reached: {lost} did not succeed (last: {subtask.id!r}, "
-                        f"{error})"
+                        f"cannot be reached: {lost} did not succeed"
+                        f"{why_failed(self.outcomes.values())}"
                     )
                 )
 

@@ -387,6 +387,52 @@ async def test_a_run_whose_every_subtask_failed_says_how_many_there_were() -> No
         )
 
 
+async def test_a_run_whose_every_subtask_failed_says_why() -> None:
+    """'all 7 subtasks failed; nothing to aggregate' was all the error said (and a
+    quorum the run could not reach named only its last failure): a person reading a log
+    line, or a model calling the hive as a tool, could not tell a bad key from a bad
+    task. The error now tells why, subtasks failed for the same reason together, and
+    at most three reasons; a subtask skipped for a failed input is not told again."""
+
+    def answer(request: ModelRequest) -> str:
+        task = str(request.messages[-1].content)
+        if task == "ok":
+            return "fine"
+        raise ModelHTTPError(401, "bad key") if task == "key" else ModelHTTPError(400, task)
+
+    def plan(*tasks: str, **depends: str) -> list[dict[str, Any]]:
+        return [
+            {"id": f"s{i}", "role": "researcher", "instruction": task,
+             "depends_on": [depends[f"s{i}"]] if f"s{i}" in depends else []}
+            for i, task in enumerate(tasks, 1)
+        ]  # fmt: skip
+
+    executor = Executor(ROLES, FunctionModel(answer), aggregator="concat")
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("t", subtasks=plan("key", "key", "one", "key", "key", "two", "three"))
+    said = str(caught.value)
+    assert said == (
+        "all 7 subtasks failed; nothing to aggregate (s1, s2, s4 and 1 more: ModelHTTPError: "
+        "HTTP 401: bad key; s3: ModelHTTPError: HTTP 400: one; s6: ModelHTTPError: HTTP 400: "
+        "two; and 1 other reason)"
+    )
+    with pytest.raises(RunFailed) as caught:
+        await executor.run("t", subtasks=plan("key", "after", s2="s1"))
+    assert str(caught.value).endswith(
+        "nothing to aggregate (s1: ModelHTTPError: HTTP 401: bad key)"
+    )
+
+    quorum = Policy(failure="quorum", quorum=2)
+    with pytest.raises(RunFailed) as caught:
+        await Executor(ROLES, FunctionModel(answer), aggregator="concat", policy=quorum).run(
+            "t", subtasks=[("researcher", "key"), ("researcher", "one"), ("researcher", "ok")]
+        )
+    said = str(caught.value)
+    assert "cannot be reached: 2 did not succeed (" in said, said
+    assert "HTTP 401: bad key" in said, said
+    assert "HTTP 400: one" in said, said
+
+
 async def test_worker_timeout_fails_that_worker_only() -> None:
     async def answer(request: ModelRequest) -> str:
         slow = request.conversation is not None and request.conversation.endswith("/s1")
