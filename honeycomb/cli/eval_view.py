@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from honeycomb.evals import Attempt, EvalReport
-from honeycomb.evals.compare import Comparison, dollars_delta, over
+from honeycomb.evals.compare import Comparison, dollars_delta, over, run_over
 from honeycomb.trace.format import printable
 
 __all__ = ["EvalProgress", "print_comparison", "print_report"]
@@ -159,8 +159,8 @@ def print_comparison(out: TextIO, comparison: Comparison) -> None:
     console.print(
         f"against {comparison.baseline}: {len(comparison.regressions)} newly failing, "
         f"{len(comparison.improvements)} newly passing, {steady} unchanged · "
-        f"{over(comparison)}pass rate {comparison.pass_rate:+.0%} · cost "
-        f"{dollars_delta(comparison.cost)} · p50 {comparison.p50_s:+.2f}s, p95 "
+        f"{over(comparison)}pass rate {comparison.pass_rate:+.0%} · {run_over(comparison)}"
+        f"cost {dollars_delta(comparison.cost)} · p50 {comparison.p50_s:+.2f}s, p95 "
         f"{comparison.p95_s:+.2f}s"
     )
 

@@ -11,7 +11,15 @@ from typing import Literal
 from honeycomb.evals.report import CaseReport, EvalReport, percentile
 from runtime.value import Value
 
-__all__ = ["CaseChange", "Change", "Comparison", "compare", "dollars_delta", "over"]
+__all__ = [
+    "CaseChange",
+    "Change",
+    "Comparison",
+    "compare",
+    "dollars_delta",
+    "over",
+    "run_over",
+]
 
 Change = Literal["newly_failing", "newly_passing", "failing", "passing", "added", "removed"]
 """What became of a case: ``added`` (not in the baseline), ``removed`` (only in it)."""
@@ -42,12 +50,15 @@ class CaseChange(Value, frozen=True, kw_only=True):
 class Comparison(Value, frozen=True, kw_only=True):
     """What changed from ``baseline`` to ``current`` (their eval ids), case by case
     in the current eval's order (removed cases last), and in the totals of the
-    ``compared`` cases both have (pass rate, cost, p50 and p95 latency)."""
+    ``compared`` cases both have: their pass rate (a case not run did not pass), and,
+    over the ``ran`` of them that both ran, their cost, p50 and p95 latency (a case an
+    eval's budget left unrun cost nothing, which is no saving)."""
 
     baseline: str
     current: str
     cases: tuple[CaseChange, ...]
     compared: int = 0
+    ran: int = 0
     pass_rate: float = 0.0
     cost: float = 0.0
     p50_s: float = 0.0
@@ -72,13 +83,16 @@ def compare(baseline: EvalReport, current: EvalReport) -> Comparison:
     changes = [_change(before.get(name), case) for name, case in now.items()]
     changes += [CaseChange(id=name, change="removed") for name in before if name not in now]
     both = [name for name in now if name in before]
-    then, later = [before[name] for name in both], [now[name] for name in both]
+    ran = [name for name in both if now[name].attempts and before[name].attempts]
+    then, later = [before[name] for name in ran], [now[name] for name in ran]
     return Comparison(
         baseline=baseline.eval_id,
         current=current.eval_id,
         cases=tuple(changes),
         compared=len(both),
-        pass_rate=_pass_rate(later) - _pass_rate(then),
+        ran=len(ran),
+        pass_rate=_pass_rate([now[name] for name in both])
+        - _pass_rate([before[name] for name in both]),
         cost=sum(c.cost for c in later) - sum(c.cost for c in then),
         p50_s=_latency(later, 0.5) - _latency(then, 0.5),
         p95_s=_latency(later, 0.95) - _latency(then, 0.95),
@@ -123,6 +137,16 @@ def over(comparison: Comparison) -> str:
         return ""
     count = comparison.compared
     return f"over the {count} case{'' if count == 1 else 's'} in both: "
+
+
+def run_over(comparison: Comparison) -> str:
+    """What the cost and latency deltas are over, as the reports say it before them:
+    nothing when both evals ran every case they compare, else ``over the 3 cases run
+    in both: ``."""
+    if comparison.ran == comparison.compared:
+        return ""
+    count = comparison.ran
+    return f"over the {count} case{'' if count == 1 else 's'} run in both: "
 
 
 def dollars_delta(delta: float) -> str:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from html import escape
 
-from honeycomb.evals.compare import CaseChange, Comparison, dollars_delta, over
+from honeycomb.evals.compare import CaseChange, Comparison, dollars_delta, over, run_over
 from honeycomb.evals.report import CaseReport, EvalReport, well_formed
 
 __all__ = ["comparison_table", "report_body", "report_page"]
@@ -118,7 +118,8 @@ def comparison_table(comparison: Comparison) -> str:
         f'<p class="muted">{len(comparison.regressions)} newly failing, '
         f"{len(comparison.improvements)} newly passing · {_e(over(comparison))}"
         f"pass rate {comparison.pass_rate:+.0%} "
-        f"· cost {dollars_delta(comparison.cost)} · p50 {comparison.p50_s:+.2f}s</p>"
+        f"· {_e(run_over(comparison))}cost {dollars_delta(comparison.cost)} "
+        f"· p50 {comparison.p50_s:+.2f}s</p>"
         f'<table class="runs"><thead><tr>{"".join(f"<th>{n}</th>" for n in names)}</tr>'
         f"</thead><tbody>\n{rows}\n</tbody></table>"
     )

@@ -9,9 +9,18 @@ from pathlib import Path
 
 from honeycomb import Executor, Role
 from honeycomb.cli.eval_view import print_comparison
-from honeycomb.evals import Case, CaseRun, EvalReport, Score, compare, evaluate, junit
+from honeycomb.evals import (
+    Case,
+    CaseRun,
+    EvalBudget,
+    EvalReport,
+    Score,
+    compare,
+    evaluate,
+    junit,
+)
 from honeycomb.evals.checks import REASON_CHARS, built_check
-from honeycomb.evals.compare import over
+from honeycomb.evals.compare import over, run_over
 from honeycomb.evals.html import report_page
 from honeycomb.evals.spec import CheckSpec
 from honeycomb.store import RunStore
@@ -137,6 +146,30 @@ async def test_evals_of_different_cases_compare_their_totals_over_the_cases_in_b
     same = compare(every, every)
     assert (same.compared, same.pass_rate) == (2, 0.0)
     assert over(same) == ""
+
+
+async def test_cases_an_evals_budget_left_unrun_are_no_saving_against_a_baseline() -> None:
+    price = Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)  # a dollar a token
+    model = PricedModel(FunctionModel(lambda request: "hello"), price)
+    executor = Executor(
+        [Role(name="writer")],
+        model,
+        aggregator="concat",
+        planner=lambda task: [("writer", task)],
+    )
+    cases = [Case(id=f"c{n}", task="Say hello.") for n in range(4)]
+    every = await evaluate(executor, cases, concurrency=1)
+    cut = await evaluate(executor, cases, concurrency=1, budget=EvalBudget(cost=every.cost / 2))
+    assert cut.not_run == ("c2", "c3")
+    comparison = compare(every, cut)
+    assert (comparison.compared, comparison.ran, comparison.pass_rate) == (4, 2, -0.5)
+    assert comparison.cost == 0.0  # the two cases both ran cost the same: nothing saved
+    shown = io.StringIO()
+    print_comparison(shown, comparison)
+    said = " ".join(shown.getvalue().split())  # the totals' line as one, wrapped or not
+    assert "pass rate -50% · over the 2 cases run in both: cost +$0.0000" in said
+    assert "over the 2 cases run in both: cost +$0.0000" in report_page(cut, comparison)
+    assert run_over(compare(every, every)) == ""
 
 
 async def test_a_check_that_quotes_a_huge_answer_keeps_its_report_small(tmp_path: Path) -> None:
