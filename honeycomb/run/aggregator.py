@@ -174,8 +174,8 @@ async def aggregate(
 
     Raises:
         RunFailed: when the aggregator raised (an exception of its own, say a
-            function's KeyError, is chained) or its answer does not validate as
-            ``output_type`` (naming the type and every problem).
+            function's KeyError, is chained), returned None, or its answer does not
+            validate as ``output_type`` (naming the type and every problem).
         BudgetExceeded, GuardrailTripped: as the aggregator raised them.
     """
     cut_off = False
@@ -190,6 +190,11 @@ async def aggregate(
         raise  # the run's own stops: they carry its partial result as they are
     except Exception as exc:
         raise RunFailed(f"the aggregator failed: {type(exc).__name__}: {exc}") from exc
+    if answer is None:  # a function without its return: no run answers nothing
+        raise RunFailed(
+            f"the aggregator {_named(aggregator)} returned None: return the run's answer "
+            "(a string, or any value)"
+        )
     if output_type is None or isinstance(answer, output_type):
         return Aggregated(answer, cut_off, keep)
     try:
@@ -199,6 +204,13 @@ async def aggregate(
             f"the aggregator's answer is not a valid {output_type.__name__} (the Executor's "
             f"output_type): {validation_summary(exc)}"
         ) from exc
+
+
+def _named(aggregator: Aggregator) -> str:
+    """``aggregator`` as a person named it: its function, or its class."""
+    if isinstance(aggregator, FunctionAggregator):
+        return repr(getattr(aggregator.fn, "__name__", aggregator.fn))
+    return type(aggregator).__name__
 
 
 AggregatorLike: TypeAlias = Aggregator | str | Callable[..., Any]

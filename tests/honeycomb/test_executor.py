@@ -665,6 +665,30 @@ async def test_aggregator_callable_and_output_schema() -> None:
     )
 
 
+async def test_an_aggregator_that_returns_nothing_fails_the_run_naming_it() -> None:
+    """A function aggregator without its return made an 'ok' run with an empty answer,
+    its results lost from view; the run now fails naming the function, its partial
+    result kept."""
+
+    def merge(task: str, results: Sequence[SubtaskResult]) -> None:
+        "\n".join(r.text for r in results)  # the return a person forgot
+
+    class Forgetful:
+        async def aggregate(self, task: str, results: Any, context: Any) -> None:
+            return None
+
+    for aggregator, named in ((merge, "'merge'"), (Forgetful(), "Forgetful")):
+        with pytest.raises(RunFailed) as caught:
+            await Executor(ROLES, echo_model(), aggregator=aggregator).run(
+                "t", subtasks=[("researcher", "a")]
+            )
+        assert str(caught.value) == (
+            f"the aggregator {named} returned None: return the run's answer (a string, or "
+            "any value)"
+        )
+        assert caught.value.partial.subtasks["s1"].ok
+
+
 def test_unknown_references_are_all_reported_at_construction() -> None:
     roles = [Role(name="a", model="gtp", tools=("nope",)), Role(name="b")]
     with pytest.raises(ConfigErrors) as caught:
