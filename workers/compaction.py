@@ -47,6 +47,7 @@ from runtime.events import (
     CompactionStarted,
     current_call,
 )
+from runtime.model import context_of
 from runtime.value import Value
 from workers.calls import model_calls
 from workers.context import (
@@ -68,6 +69,7 @@ __all__ = [
     "PREVIOUS_HEADER",
     "SUMMARIZER",
     "Compactor",
+    "context_problem",
     "is_summary_request",
     "summary_request",
 ]
@@ -83,6 +85,22 @@ SUMMARIZER = (
 PREVIOUS_HEADER = "The summary so far:"
 FOLDED_HEADER = "The turns to fold into it, oldest first:"
 END_HEADER = "### end of the turns"
+
+
+def context_problem(compaction: Compaction, model: Model) -> str | None:
+    """What keeps ``compaction``'s budget from fitting a call of ``model``, if anything:
+    a budget that fills the context a local model says one call holds, its prompt and
+    its answer together, leaves no room for the answer, and the context is past the
+    model's before the budget ever folds it (every call then refused by its server)."""
+    held = context_of(model)
+    budget = compaction.budget_tokens
+    if held is None or budget < held:
+        return None
+    return (
+        f"a compaction budget of {budget} tokens leaves no room in a call of it, which "
+        f"holds {held}, its prompt and its answer together: give budget_tokens below it "
+        f"(half of it, {max(held // 2, 256)}, leaves room for the answers and the summary)"
+    )
 
 
 def is_summary_request(request: ModelRequest) -> bool:

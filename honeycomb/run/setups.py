@@ -24,6 +24,7 @@ from runtime import (
     did_you_mean,
 )
 from workers import Role, WorkerSetup
+from workers.compaction import context_problem
 from workers.guards import Guards, ResolvedGuards, resolve_guards
 from workers.nesting import (
     MAX_DEPTH,
@@ -102,6 +103,7 @@ def resolve_setups(
                         f"{did_you_mean(ref, models)}; models: {', '.join(models)}"
                     )
                 )
+        errors += _compaction_problems(role, models, default_model)
         try:
             own = role.resolve_tools(registry, servers=mcp.servers)
             more = [*agent_tools(role, by_name), *_hive_tools(role, registry)]
@@ -136,6 +138,32 @@ def resolve_setups(
     if errors:
         raise ConfigErrors(errors)
     return setups, run_guards
+
+
+def _compaction_problems(
+    role: Role, models: Mapping[str, Model], default_model: str
+) -> list[ConfigError]:
+    """A compaction budget that fills the context of the model the role thinks with,
+    or of the one that writes its summaries (a local model's)."""
+    compaction = role.compaction
+    if compaction is None:
+        return []
+    thinks = role.model or default_model
+    uses = {thinks: "thinks with"}
+    if compaction.model is not None and compaction.model != thinks:
+        uses[compaction.model] = "summarizes with"
+    problems = []
+    for name, use in uses.items():
+        model = models.get(name)
+        problem = context_problem(compaction, model) if model is not None else None
+        if problem is not None:
+            problems.append(
+                ConfigError(
+                    f"role {role.name!r} {use} model {name!r}: {problem}",
+                    field=f"roles.{role.name}.compaction.budget_tokens",
+                )
+            )
+    return problems
 
 
 def _named_twice(role: Role, exc: DuplicateToolError, registry: ToolRegistry) -> str:

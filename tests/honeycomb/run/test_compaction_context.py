@@ -1,0 +1,55 @@
+"""A compaction budget meets a local model's context: a budget that fills the context
+of the model a role thinks with, or of the one that writes its summaries, is refused
+as the Executor is made. On the real model (SmolLM2 at a 1,024-token context), every
+summary call of a 4,000-token budget was refused by its server, so nothing was ever
+folded, and the worker's own calls would have been refused as its context grew."""
+
+from __future__ import annotations
+
+import pytest
+
+from honeycomb import Compaction, ConfigErrors, Executor, Role
+from honeycomb.testing import FunctionModel
+from runtime import WrapperModel
+
+
+class Local(WrapperModel):
+    """A model that says how many tokens one call of it holds, as a local one does."""
+
+    def __init__(self, context_tokens: int) -> None:
+        super().__init__(FunctionModel(lambda request: "ok"))
+        self.context_tokens = context_tokens
+
+
+def reader(budget: int, summarizer: str | None = None) -> Role:
+    compaction = Compaction(budget_tokens=budget, model=summarizer, keep_turns=1)
+    return Role(name="reader", compaction=compaction)
+
+
+@pytest.mark.parametrize(
+    ("models", "summarizer", "said"),
+    [
+        ({"default": Local(1024)}, None, "role 'reader' thinks with model 'default'"),
+        (
+            {"default": FunctionModel(lambda request: "ok"), "small": Local(1024)},
+            "small",
+            "role 'reader' summarizes with model 'small'",
+        ),
+    ],
+)
+def test_a_compaction_budget_that_fills_a_local_models_context_is_refused(
+    models: dict[str, WrapperModel | FunctionModel], summarizer: str | None, said: str
+) -> None:
+    with pytest.raises(ConfigErrors) as refused:
+        Executor([reader(4000, summarizer)], models)
+    (error,) = refused.value.errors
+    assert error.field == "roles.reader.compaction.budget_tokens"
+    assert said in str(error)
+    assert "a compaction budget of 4000 tokens leaves no room" in str(error)
+    assert "which holds 1024" in str(error)
+    assert "half of it, 512" in str(error)
+    Executor([reader(1000, summarizer)], models)  # within it: as it was
+
+
+def test_a_model_that_says_no_context_takes_any_budget() -> None:
+    Executor([reader(100_000)], FunctionModel(lambda request: "ok"))
