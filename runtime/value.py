@@ -42,6 +42,7 @@ __all__ = [
     "Value",
     "config_error",
     "packed",
+    "pydantic_errors",
     "validation_summary",
     "written_fields",
 ]
@@ -164,7 +165,27 @@ def _validation_problems(
     field: ``Role.approvals.default``) and what is wrong there, in pydantic's words,
     with the value it got."""
     fields = list(model.model_fields) if model is not None else []
-    return [_problem(exc.title, error, fields) for error in exc.errors(include_url=False)]
+    return [_problem(exc.title, error, fields) for error in pydantic_errors(exc)]
+
+
+def pydantic_errors(exc: ValidationError) -> list[ErrorDetails]:
+    """pydantic's errors in ``exc``, less the count it gets wrong: a tuple or list
+    whose items failed is also told too short "after validation", counting only the
+    items that validated, which would ask for more items where the items are enough
+    and only need fixing."""
+    errors = exc.errors(include_url=False)
+    return [error for error in errors if not _miscounted(error, errors)]
+
+
+def _miscounted(error: ErrorDetails, errors: list[ErrorDetails]) -> bool:
+    """Whether ``error`` is pydantic's ``too_short`` for a sequence long enough whose
+    items (some of ``errors``) failed."""
+    if error["type"] != "too_short" or not isinstance(error["input"], collections.abc.Sized):
+        return False
+    least = (error.get("ctx") or {}).get("min_length")
+    loc = error["loc"]
+    inner = any(len(e["loc"]) > len(loc) and e["loc"][: len(loc)] == loc for e in errors)
+    return inner and isinstance(least, int) and len(error["input"]) >= least
 
 
 def validation_summary(exc: ValidationError) -> str:

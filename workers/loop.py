@@ -49,11 +49,8 @@ start), not a new answer's, and what the answer cost is never lost with a proces
 
 from __future__ import annotations
 
-from collections.abc import Sized
-
 import pydantic
 from msgspec.structs import replace
-from pydantic_core import ErrorDetails
 
 from runtime import (
     AssistantMessage,
@@ -92,6 +89,7 @@ from runtime.messages import with_distinct_ids
 from runtime.model import TextSink, request_writer
 from runtime.models.layers import ModelCall
 from runtime.tools.approvals import ApprovalNeeded
+from runtime.value import pydantic_errors
 from workers.calls import model_calls
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
@@ -553,24 +551,9 @@ def _strip_fences(text: str) -> str:
 
 
 def _validation_summary(exc: pydantic.ValidationError) -> str:
-    errors = exc.errors(include_url=False)
     parts = []
-    for err in errors:
-        if _miscounted(err, errors):
-            continue
+    for err in pydantic_errors(exc):
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")  # a validator's own words
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
-
-
-def _miscounted(err: ErrorDetails, errors: list[ErrorDetails]) -> bool:
-    """Whether ``err`` is pydantic's ``too_short`` for a list whose items failed:
-    it counts only the items that validated, and would tell the model to add items
-    to a list long enough once those are fixed."""
-    if err["type"] != "too_short" or not isinstance(err["input"], Sized):
-        return False
-    least = (err.get("ctx") or {}).get("min_length")
-    loc = err["loc"]
-    inner = any(len(e["loc"]) > len(loc) and e["loc"][: len(loc)] == loc for e in errors)
-    return inner and isinstance(least, int) and len(err["input"]) >= least

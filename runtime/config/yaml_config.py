@@ -38,7 +38,7 @@ from runtime.config._yaml_build import (
 from runtime.config._yaml_hints import odd_space, plain_words, typed
 from runtime.errors import ConfigError, did_you_mean, kind_of
 from runtime.secrets import masked_with
-from runtime.value import Settings, Value, written_fields
+from runtime.value import Settings, Value, pydantic_errors, written_fields
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -127,7 +127,8 @@ class YamlDocument(Value, frozen=True, kw_only=True):
         try:
             return model.model_validate(value, context=dict(context or {})), []
         except pydantic.ValidationError as exc:
-            return None, [self._from_pydantic(model, err, value, path) for err in exc.errors()]
+            problems = pydantic_errors(exc)
+            return None, [self._from_pydantic(model, err, value, path) for err in problems]
 
     def _from_pydantic(
         self, model: type[pydantic.BaseModel], err: Any, value: Any, base: YamlPath

@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 from runtime.config.imports import import_object
 from runtime.errors import DuplicateToolError, ToolDefinitionError, UnknownToolError
 from runtime.model import ToolSchema
-from runtime.value import Value
+from runtime.value import Value, pydantic_errors
 
 __all__ = [
     "ArgumentsError",
@@ -226,7 +226,7 @@ class Tool(Generic[P, R]):
         try:
             parsed: pydantic.BaseModel | dict[str, Any] = self._validate_json(text)
         except pydantic.ValidationError as exc:
-            errors = exc.errors(include_url=False)
+            errors = pydantic_errors(exc)
             not_json = any(e["type"] == "json_invalid" for e in errors)
             raise ArgumentsError(self.name, _describe(errors), not_json=not_json) from exc
         if isinstance(parsed, dict):  # a given schema's: the object as it is

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
 from honeycomb import ConfigErrors, Executor, Policy
 from honeycomb.cli.main import demo_hive_path, main
@@ -18,7 +18,7 @@ from honeycomb.offline import OfflineModel
 from honeycomb.planning import RolePlanner
 from runtime import AdaptiveLimiter, Limits, OpenAIModel, Price, PricedModel, RetryPolicy
 from runtime.tools.mcp import McpServer, McpToolSettings
-from runtime.value import Settings, written_fields
+from runtime.value import Settings, validation_summary, written_fields
 from tests.support.hives import errors_of, hive
 from workers import Role
 
@@ -221,6 +221,30 @@ def test_a_lead_that_plans_in_rounds(tmp_path: Path) -> None:
     assert "(did you mean 'planner'?)" in error
     path = hive(tmp_path, GOOD + "planner: {role: planner, rounds: 0}\n")
     assert one_error(path).startswith(f"{path}:21:26: planner.rounds: Input should be greater")
+
+
+def test_a_list_whose_item_is_wrong_is_not_told_too_short(tmp_path: Path) -> None:
+    """``roles: [[1]]`` was told twice, once falsely: "Tuple should have at least 1 item
+    after validation, not 0", pydantic counting only the items that validated."""
+    path = hive(tmp_path, GOOD + "planner: {role: planner, roles: [[1]]}\n")
+    assert one_error(path) == (
+        f"{path}:21:34: planner.roles[0]: Input should be a valid string (got [1])"
+    )
+
+
+class Pair(BaseModel):
+    names: tuple[str, ...] = Field(min_length=2)
+
+
+def test_a_config_error_in_python_is_not_told_too_short_either() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Pair(names=("a", 1))  # type: ignore[arg-type]
+    assert validation_summary(caught.value) == (
+        "Pair.names[1]: Input should be a valid string (got 1)"
+    )
+    with pytest.raises(ValidationError) as caught:
+        Pair(names=("a",))
+    assert "at least 2 items" in validation_summary(caught.value)  # truly too short
 
 
 def test_policy_rules(tmp_path: Path) -> None:
