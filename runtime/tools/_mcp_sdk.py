@@ -206,22 +206,34 @@ async def connect(
             await stack.enter_async_context(http)
         client = Client(transport)
         session = Session(server, client, process, bound)
+        failed: McpServerError | None = None
         try:
             with within(start_timeout):
                 await stack.enter_async_context(client)
                 await session.list_tools()
         except TimedOut:
             reason = f"did not start and list its tools within {start_timeout:g}s"
-            raise McpServerError(server, reason + stderr_tail(errlog)) from None
+            failed = McpServerError(server, reason + stderr_tail(errlog))
         except OSError as exc:  # the command cannot be run
-            raise McpServerError(server, f"cannot be started: {exc}") from exc
-        except Exception as exc:  # it exited at start, refused the handshake, HTTP errors
+            failed = _because(McpServerError(server, f"cannot be started: {exc}"), exc)
+        except Exception as exc:  # it exited at start, refused the handshake or its list
             said = stderr_tail(errlog) if refused is None else refused.status()
             reason = masked(_reason(exc)) if session.broken is None else session.broken
-            raise McpServerError(server, f"could not be started: {reason}{said}") from exc
-        if process is not None:
-            process.started = True  # from now on it is stopped the MCP way, with a grace
-        yield session
+            failed = _because(McpServerError(server, f"could not be started: {reason}{said}"), exc)
+        if failed is None:
+            if process is not None:
+                process.started = True  # from now on it is stopped the MCP way, with a grace
+            yield session
+            return
+    # Raised once the connection is closed, not through it: the SDK's task group, open
+    # once the handshake is done, would wrap it in an ExceptionGroup (a server that
+    # answered the handshake, then refused its list or never gave it).
+    raise failed
+
+
+def _because(error: McpServerError, cause: BaseException) -> McpServerError:
+    error.__cause__ = cause
+    return error
 
 
 def observation_text(result: types.CallToolResult) -> str:
@@ -270,11 +282,20 @@ def _listed(tool: types.Tool) -> Listed:
         description=masked(
             tool.description or tool.title or (hints.title if hints else None) or ""
         ),
-        parameters=masked(dict(tool.input_schema)),
+        parameters=_arguments(masked(dict(tool.input_schema))),
         read_only=hints.read_only_hint if hints else None,
         destructive=hints.destructive_hint if hints else None,
         idempotent=hints.idempotent_hint if hints else None,
     )
+
+
+def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema as models' APIs take it: an object lists its properties.
+    MCP allows ``{"type": "object"}`` alone (the Go SDK lists a tool without arguments
+    so), which OpenAI's API refuses ('object schema missing properties')."""
+    if schema.get("type") == "object" and "properties" not in schema:
+        return {**schema, "properties": {}}
+    return schema
 
 
 def _message(line: str) -> SessionMessage | Exception:

@@ -28,7 +28,9 @@ The ``mcp`` SDK is imported with the first server that starts.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -159,10 +161,27 @@ def mcp_ref(ref: str, servers: Collection[str]) -> tuple[str, str] | None:
 def mcp_tools(server: McpServer, listed: Iterable[Listed]) -> dict[str, Tool[..., Any]]:
     """The tools of ``server`` as it listed them, by their MCP names.
 
-    Names the model cannot call by (MCP allows ``.`` and ``/``) have those characters
-    as ``_``; the call goes by the MCP name.
+    Names the model cannot call by (MCP allows ``.`` and ``/``, and more than 64
+    characters) have those characters as ``_``, and are cut to 64; the call goes by the
+    MCP name. See :func:`_called` for two that come to one name so.
     """
-    return {item.name: _tool(server, item) for item in listed}
+    items = tuple(listed)
+    called = _called([item.name for item in items])
+    return {item.name: _tool(server, item, called[item.name]) for item in items}
+
+
+def _called(names: Iterable[str]) -> dict[str, str]:
+    """The name a model calls each tool by, by its MCP name: the MCP name, with the
+    characters a model cannot call by as ``_``, cut to 64. Two that come to one name so
+    (``a.b`` and ``a_b``; two long names alike in their first 64 characters) are told
+    apart: each whose MCP name it is not ends in ``_`` and six hex digits of a hash of
+    its MCP name, the same whatever the order of the list."""
+    called = {name: re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "tool" for name in names}
+    taken = Counter(called.values())
+    for name, model in called.items():
+        if taken[model] > 1 and name != model:
+            called[name] = f"{model[:57]}_{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+    return called
 
 
 def pick_tools(
@@ -213,7 +232,7 @@ def _twice(name: str, server: str, other: str | None) -> str:
     )
 
 
-def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
+def _tool(server: McpServer, listed: Listed, name: str) -> Tool[..., Any]:
     settings = server.tools.get(listed.name) or McpToolSettings()
     # Hints, as the MCP spec defines their defaults: a tool not declared read-only may
     # change its world, and is not idempotent unless it says so.
@@ -225,7 +244,7 @@ def _tool(server: McpServer, listed: Listed) -> Tool[..., Any]:
         idempotent = listed.idempotent is True
     return Tool(
         _caller(server.name, listed.name, serial=side_effects or settings.exclusive is not None),
-        name=re.sub(r"[^A-Za-z0-9_-]", "_", listed.name)[:64] or "tool",
+        name=name,
         description=listed.description,
         parameters=listed.parameters,
         side_effects=side_effects,

@@ -1,0 +1,63 @@
+"""MCP servers whose tool list is odd, as MCP allows it (``tests/support/mcp_odd_server.py``,
+written with the SDK's low-level server, run as a real subprocess): a tool whose input
+schema is ``{"type": "object"}`` alone, two tool names a model calls by one, and a
+server that answers the handshake but refuses its list."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from honeycomb import Executor, Role, Subtask
+from honeycomb.testing import FunctionModel
+from runtime import AssistantMessage, McpServer, McpServerError, ModelRequest, ToolMessage
+from runtime.testing import call
+from tests.support.mcp_servers import ROOT, child_pids, running
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def odd_server(*args: str) -> McpServer:
+    return McpServer(
+        name="odd",
+        command=sys.executable,
+        args=("-m", "tests.support.mcp_odd_server", *args),
+        env={"PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_a_server_that_refuses_its_list_says_why_and_leaves_nothing() -> None:
+    before = child_pids()
+    with pytest.raises(McpServerError) as raised:
+        async with running(odd_server("--refuse-list")) as run:
+            await run.listed("odd")
+    assert str(raised.value) == (
+        "MCP server 'odd' could not be started: the tool list is broken today"
+    )
+    assert child_pids() - before == set()
+
+
+async def test_every_tool_is_offered_as_a_model_api_takes_it_and_called_by_its_own_name() -> None:
+    offered: list[ModelRequest] = []
+
+    def model(request: ModelRequest) -> AssistantMessage:
+        offered.append(request)
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return AssistantMessage(content="done")
+        names = sorted(t.name for t in request.tools)
+        return AssistantMessage(tool_calls=tuple(call(n, {"n": i}) for i, n in enumerate(names)))
+
+    role = Role(name="r", tools=["odd:*"])
+    executor = Executor([role], FunctionModel(model), mcp_servers=[odd_server()])
+    result = await executor.run("t", subtasks=[Subtask(id="s", role="r", instruction="all")])
+    assert result.status == "ok", result.subtasks["s"].error
+    tools = {t.name: t.parameters for t in offered[0].tools}
+    # 'a.b' and 'a_b' both come to 'a_b': the one whose name it is not is told apart.
+    assert sorted(tools) == ["a_b", "a_b_2e7336", "bare"]
+    # {"type": "object"} alone, as MCP allows, is refused by OpenAI's API.
+    assert all(p == {"type": "object", "properties": {}} for p in tools.values())
+    worker = result.subtasks["s"].worker
+    assert worker is not None
+    seen = sorted(m.content for m in worker.transcript.messages if isinstance(m, ToolMessage))
+    assert seen == ['a.b got {"n": 1}', 'a_b got {"n": 0}', 'bare got {"n": 2}']

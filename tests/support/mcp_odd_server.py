@@ -1,0 +1,52 @@
+"""An MCP server whose tool list is odd, written with the ``mcp`` SDK's low-level
+``Server`` (which lists tools as they are given): ``python -m
+tests.support.mcp_odd_server`` serves it over stdio.
+
+Its tools: ``bare``, whose input schema is ``{"type": "object"}`` alone (as the Go SDK
+lists a tool without arguments, and as MCP allows); and ``a.b`` beside ``a_b``, two
+names a model calls by one (``.`` is not a character a model calls by). A call
+answers with the tool's name and its arguments. ``--refuse-list`` answers the
+handshake, then refuses to list its tools.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import MCPError
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+TOOLS = [
+    types.Tool(name="bare", input_schema={"type": "object"}, annotations=READ_ONLY),
+    types.Tool(name="a.b", input_schema={"type": "object"}, annotations=READ_ONLY),
+    types.Tool(name="a_b", input_schema={"type": "object"}, annotations=READ_ONLY),
+]
+
+
+async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    if "--refuse-list" in sys.argv:
+        raise MCPError(code=-32000, message="the tool list is broken today")
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    said = f"{params.name} got {json.dumps(params.arguments)}"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
+
+
+server = Server("honeycomb-odd", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main() -> None:
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)
