@@ -30,6 +30,7 @@ from honeycomb.hive.imports import imports_from
 from runtime import ConfigError, ConfigErrors, YamlDocument, did_you_mean, load_yaml
 from runtime.config.imports import import_object
 from runtime.value import Value
+from workers.nesting import is_nested_ref, nested_tool_name
 
 __all__ = ["Case", "Cases", "load_cases"]
 
@@ -403,12 +404,26 @@ class _Builder:
                 raise ConfigError(f"the hive has no role {role!r}{close}; its roles: {roles}")
             return
         names = self.hive.tool_names(role)
+        called = _called_by(name)
+        if names is not None and name not in names and called in names:
+            raise ConfigError(  # as a role's tools: list it, not as its model calls it
+                f"{name!r} is how the hive declares the tool; a tool_called check names it "
+                f"as its model calls it: {called!r}"
+            )
         close = did_you_mean(name, names) if names is not None and name not in names else ""
         if names is not None and close:
             whose = f"role {role!r} has" if role is not None else "the hive's roles have"
             raise ConfigError(
                 f"{whose} no tool {name!r}{close}; the tools: {', '.join(names) or 'none'}"
             )
+
+
+def _called_by(ref: str) -> str:
+    """The name a model calls a tool by, given as a role's ``tools:`` lists it: an
+    agent's role, a hive file's stem, a function's name (``module:function``)."""
+    if is_nested_ref(ref):
+        return nested_tool_name(ref)
+    return ref.rpartition(":")[2]
 
 
 def _output_schema(hive: Hive | None) -> type[BaseModel] | None:

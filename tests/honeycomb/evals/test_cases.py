@@ -10,7 +10,7 @@ import pytest
 from honeycomb.errors import ConfigErrors
 from honeycomb.evals import Check, load_cases
 from honeycomb.hive import load_hive
-from tests.support.evals import tiny_hive, write
+from tests.support.evals import TINY_HIVE, tiny_hive, write
 
 
 def _errors(path: Path, hive: Path | None = None) -> list[str]:
@@ -350,6 +350,47 @@ def test_a_misspelt_status_is_refused_with_what_it_may_be(tmp_path: Path) -> Non
         f"(did you mean 'waiting'?); {statuses}",
         f"{path}:6:9: cases[0].assert[2].status: name one status or more: ok, partial, failed, "
         "over_budget, waiting, error",
+    ]
+
+
+def test_a_tool_named_as_the_hive_declares_it_says_how_its_model_calls_it(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "shop.py", 'def lookup(item: str) -> str:\n    """Find."""\n    return item\n')
+    hive = write(
+        tmp_path,
+        "hive.yaml",
+        """
+        models:
+          offline: {provider: offline, latency: 0}
+        roles:
+          clerk:
+            tools: [shop:lookup, agent:checker, hive:fact_checks.yaml]
+          checker:
+            description: Checks.
+        """,
+    )
+    write(tmp_path, "fact_checks.yaml", TINY_HIVE)
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            assert:
+              - tool_called: shop:lookup
+              - tool_called: {name: "agent:checker", role: clerk}
+              - tool_called: hive:fact_checks.yaml
+              - tool_called: lookup
+        """,
+    )
+    declared = "is how the hive declares the tool; a tool_called check names it as its model"
+    assert _errors(path, hive) == [  # each would fail every case, called 0 times
+        f"{path}:4:9: cases[0].assert[0].tool_called: 'shop:lookup' {declared} calls it: 'lookup'",
+        f"{path}:5:9: cases[0].assert[1].tool_called: 'agent:checker' {declared} calls it: "
+        "'checker'",
+        f"{path}:6:9: cases[0].assert[2].tool_called: 'hive:fact_checks.yaml' {declared} "
+        "calls it: 'fact_checks'",  # far from the name: no 'did you mean' would say it
     ]
 
 
