@@ -127,6 +127,9 @@ class StoredRun(Value, frozen=True, kw_only=True):
     """What it had spent by the end of its last life, every life before included, as
     the store knows it: its last life's row; of a run no life of which was recorded
     (a store of schema 4), the run's own counters, written when a life ended."""
+    error: str | None = None
+    """Why it ended as it did, when an error ended it (``failed``, ``over_budget``:
+    ``BudgetExceeded: ...``, ``interrupted`` by one); None otherwise, and while it runs."""
 
 
 class _Worker(Value, frozen=True):
@@ -253,8 +256,8 @@ def last_life(db: Connection, run_id: str) -> tuple[int, Usage | None]:
 
 
 def read_run(db: Connection, run_id: str) -> StoredRun | None:
-    names = ("task", "status", "source", "plan", "result", "planned_by", "started_at", *_SPENT)
-    selected = columns(db, "runs", names)
+    names = ("task", "status", "source", "plan", "result", "error", "planned_by", "started_at")
+    selected = columns(db, "runs", (*names, *_SPENT))
     row = db.execute(f"SELECT {selected} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         return None
@@ -286,7 +289,7 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         name = entry.pending.worker
         found = workers.setdefault(name, StoredWorker(status="running", result=None, state=None))
         found.approvals[entry.pending.turn, entry.pending.call_id] = entry
-    task, status, source, plan, result, planned_by, started_at, *counters = row
+    task, status, source, plan, result, error, planned_by, started_at, *counters = row
     lives, spent = last_life(db, run_id)
     if spent is None:
         spent = Usage(**dict(zip(_SPENT, counters, strict=True)))
@@ -302,4 +305,5 @@ def read_run(db: Connection, run_id: str) -> StoredRun | None:
         started_at=started_at,
         lives=lives,
         spent=spent,
+        error=error if status != "running" else None,  # a life before this one's
     )

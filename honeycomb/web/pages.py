@@ -227,6 +227,8 @@ def live_parts(
         f"{counted(summary.input_tokens + summary.output_tokens, 'token')} · "
         f"{_e(format_cost(summary.cost))}</p>"
     )
+    if run.error is not None and summary.status == run.status:  # why it ended so
+        status += f'<p class="error why-ended">{_e(run.error)}</p>'
     trace = timeline_section(timeline) if spans else '<p class="muted">No spans yet.</p>'
     statuses = worker_statuses(run, summary.status)
     return (
