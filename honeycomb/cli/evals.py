@@ -327,13 +327,19 @@ def _chosen(cases: Cases, patterns: list[str] | None) -> Cases:
         return cases
     ids = [c.id for c in cases.cases]
     for pattern in patterns:
-        if not fnmatch.filter(ids, pattern):
+        if not any(_picks(pattern, name) for name in ids):
             raise ConfigError(
                 f"--case {pattern}: no such case{did_you_mean(pattern, ids)}; the cases: "
                 + ", ".join(ids)
             )
-    kept = tuple(c for c in cases.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
+    kept = tuple(c for c in cases.cases if any(_picks(p, c.id) for p in patterns))
     return msgspec.structs.replace(cases, cases=kept)
+
+
+def _picks(pattern: str, case: str) -> bool:
+    """Whether ``--case pattern`` picks ``case``: its id (which may hold ``[``, ``*``
+    or ``?``, a pattern's signs: ``q[1]``), or one the pattern matches."""
+    return case == pattern or fnmatch.fnmatchcase(case, pattern)
 
 
 def _without(report: EvalReport, ids: set[str]) -> EvalReport:

@@ -212,6 +212,11 @@ def test_case_picks_the_cases_to_run(folder: Path, capsys: pytest.CaptureFixture
     code, _, err = _eval(capsys, "--case", "lisbn")
     assert code == ExitStatus.UNUSABLE
     assert "--case lisbn: no such case (did you mean 'lisbon'?); the cases: lisbon, oslo" in err
+    # An id with a pattern's signs in it (a row of a table, say) is picked by its id.
+    write(folder, "evals.yaml", CASES.replace("id: oslo", "id: oslo[2]"))
+    code, out, _ = _eval(capsys, "--case", "oslo[2]", "--json")
+    assert code == ExitStatus.OK
+    assert [c["id"] for c in json.loads(out)["cases"]] == ["oslo[2]"]
 
 
 def test_an_eval_recorded_once_replays_with_no_model_and_a_new_request_names_its_case(
