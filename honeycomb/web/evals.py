@@ -81,11 +81,14 @@ def eval_routes(store: RunStore, links: Links) -> list[Route]:
         return HTMLResponse(evals_page(found, store.name, links))
 
     async def one(request: Request) -> Response:
-        report = await _report(store, request.path_params["eval_id"])
-        if report is None:
-            return _missing(request.path_params["eval_id"], store, links)
-        wanted = request.query_params.get("baseline")
-        baseline = await _report(store, wanted) if wanted else None
+        try:
+            report = await _report(store, request.path_params["eval_id"])
+            if report is None:
+                return _missing(request.path_params["eval_id"], store, links)
+            wanted = request.query_params.get("baseline")
+            baseline = await _report(store, wanted) if wanted else None
+        except _Unreadable as exc:
+            return _unreadable(exc, store, links)
         if wanted and baseline is None:
             return _missing(wanted, store, links)
         others = await asyncio.to_thread(store.evals, 200)
@@ -95,9 +98,39 @@ def eval_routes(store: RunStore, links: Links) -> list[Route]:
     return [Route(links.base + "evals", evals), Route(one_eval, one)]
 
 
+class _Unreadable(Exception):
+    """An eval kept that cannot be read: an earlier version wrote what this one does
+    not read."""
+
+    def __init__(self, eval_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.eval_id, self.reason = eval_id, reason
+
+
 async def _report(store: RunStore, eval_id: str) -> EvalReport | None:
+    """Eval ``eval_id`` of ``store`` (None: there is none).
+
+    Raises:
+        _Unreadable: when it is kept, but cannot be read.
+    """
     text = await asyncio.to_thread(store.eval_report, eval_id)
-    return EvalReport.from_json(text) if text is not None else None
+    if text is None:
+        return None
+    try:
+        return EvalReport.from_json(text)
+    except ValueError as exc:  # msgspec's errors are ValueErrors
+        raise _Unreadable(eval_id, str(exc)) from exc
+
+
+def _unreadable(problem: _Unreadable, store: RunStore, links: Links) -> Response:
+    """A page saying, as ``honeycomb eval compare`` does, that an eval cannot be read
+    (a server's error, but one that names its cause, not a trace)."""
+    said = f"eval {problem.eval_id} cannot be read: {problem.reason}"
+    body = (
+        f"<h1>eval {_e(problem.eval_id)}</h1><p>{_e(store.name)}: {_e(said)} (kept by a "
+        "version of Honeycomb that wrote what this one does not read).</p>"
+    )
+    return HTMLResponse(page("eval not readable", body, links), status_code=500)
 
 
 def _missing(eval_id: str, store: RunStore, links: Links) -> Response:

@@ -1,0 +1,56 @@
+"""``honeycomb serve``'s eval pages where an eval kept cannot be read (an earlier
+version wrote what this one does not read): the page says so, as the command does,
+and the list and the other evals' pages go on working."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from honeycomb import Executor
+from honeycomb.evals import Case, evaluate
+from honeycomb.hive import load_hive
+from honeycomb.store import RunStore
+from honeycomb.web import create_app
+from tests.support.asgi_server import ThreadedServer
+from tests.support.evals import tiny_hive
+
+TOKEN = "a-token-for-the-eval-pages"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> Path:
+    db = tmp_path / "runs.db"
+    runs = RunStore(db)
+    executor = Executor.from_hive(load_hive(tiny_hive(tmp_path)), store=runs)
+    await evaluate(executor, [Case(id="lisbon", task="Say hello to Lisbon")], eval_id="ev-new")
+    # A report an earlier version kept with a score it wrote as null (a NaN).
+    attempt = {"run_id": "r", "passed": False, "score": None, "status": "ok"}
+    old = {"eval_id": "ev-old", "name": "greetings", "hive": "hive.yaml"}
+    old["cases"] = [{"id": "lisbon", "task": "t", "attempts": [attempt]}]
+    await runs.keep_eval("ev-old", "greetings", 0.0, False, json.dumps(old).encode())
+    runs.close()
+    return db
+
+
+@pytest.fixture
+def client(store: Path) -> Iterator[httpx.Client]:
+    with ThreadedServer(create_app(store, token=TOKEN), name="serve") as server:
+        headers = {"authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=server.url, headers=headers) as client:
+            yield client
+
+
+def test_an_eval_that_cannot_be_read_is_a_page_saying_so(client: httpx.Client) -> None:
+    for page in (
+        client.get("/evals/ev-old"),
+        client.get("/evals/ev-new", params={"baseline": "ev-old"}),
+    ):
+        assert page.status_code == 500  # a page that names the cause, not a trace
+        assert "eval ev-old cannot be read: Expected `float`, got `null`" in page.text
+    assert client.get("/evals").status_code == 200
+    assert client.get("/evals/ev-new").status_code == 200
