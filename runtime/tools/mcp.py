@@ -462,7 +462,9 @@ class McpServers:
         try:
             return await session.call(tool, arguments)
         except asyncio.CancelledError:
-            if serial and not live.retired and not live.gone.is_set():
+            # Retired by this call, or by another cut off before it: either way this
+            # one ends once the server has stopped.
+            if serial and not live.gone.is_set():
                 self._retired.add(live)
                 live.retired = cut_off = True
             raise

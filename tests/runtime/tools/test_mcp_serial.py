@@ -124,3 +124,33 @@ async def test_a_side_effecting_call_cut_off_is_overlapped_by_no_later_call_of_a
     assert [seen.status for seen in wrote] == ["timeout", "ok"]
     lines = [line.split()[:2] for line in written(notes).splitlines()]
     assert lines.index(["end", "first"]) < lines.index(["flag", "second"]), lines
+
+
+async def test_a_call_cut_off_in_a_server_already_retired_is_overlapped_by_no_later_call(
+    tmp_path: Path,
+) -> None:
+    """Two workers' side-effecting calls of one server, both cut off: the second is cut
+    off in a server the first retired already, and ends once that server has stopped
+    too, so its worker's next call does not overlap it."""
+    notes = tmp_path / "notes.txt"
+    writer = sdk_server(notes=notes, tools={"append_note": McpToolSettings(timeout=0.2)})
+    flagger = sdk_server("u", notes=notes)
+    async with running(writer, flagger) as run:
+        listed = await asyncio.gather(run.listed("t"), run.listed("u"))  # started together
+        append_note = mcp_tools(writer, listed[0])["append_note"]
+        set_flag = mcp_tools(flagger, listed[1])["set_flag"]
+        tools = ToolRegistry([append_note, set_flag])
+
+        async def worker(name: str, delay: float) -> list[str]:
+            note = f'{{"text": "{name}", "delay": {delay}, "heedless": true}}'
+            calls = [
+                ToolCall(id="a", name="append_note", arguments=note),
+                ToolCall(id="b", name="set_flag", arguments=f'{{"name": "{name}"}}'),
+            ]
+            return [seen.status for seen in await layered(tools, worker=name).dispatch(calls)]
+
+        statuses = await asyncio.gather(worker("w1", 0.4), worker("w2", 0.6))
+    assert statuses == [["timeout", "ok"], ["timeout", "ok"]]
+    lines = [line.split()[:2] for line in written(notes).splitlines()]
+    for name in ("w1", "w2"):
+        assert lines.index(["end", name]) < lines.index(["flag", name]), lines
