@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from honeycomb.evals.record import CaseRun, ToolUse
 from honeycomb.evals.spec import Amount, CheckSpec, Count, JsonSpec, Texts, ToolCalled
 from runtime.concurrency import TimedOut, within
+from runtime.secrets import masked
 from runtime.value import Value
 
 __all__ = [
@@ -134,7 +135,9 @@ async def verdict(check: Check, run: CaseRun) -> Verdict:
 
 
 def _at_most(text: str, most: int) -> str:
-    """``text``, or its first ``most`` characters and how many more it had."""
+    """``text``, or its first ``most`` characters and how many more it had: masked
+    first, for a secret cut in two is one no mask finds."""
+    text = masked(text)
     if len(text) <= most:
         return text
     return f"{text[:most]}… ({len(text) - most} more characters)"
@@ -330,6 +333,9 @@ def _shown(value: Any) -> str:
 
 
 def _cut(text: str, most: int = 80) -> str:
+    """``text``, or its first ``most`` characters: masked first, as :func:`_at_most`
+    (a check's name quotes its cases file, where ``not_contains: ${API_KEY}`` is one)."""
+    text = masked(text)
     return text if len(text) <= most else text[: most - 1] + "…"
 
 

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from honeycomb import Executor, Role, add_secret
@@ -31,6 +32,7 @@ from honeycomb.evals import (
 )
 from honeycomb.evals.checks import built_check
 from honeycomb.evals.spec import CheckSpec
+from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest, StoreError
@@ -61,6 +63,39 @@ async def test_a_secret_in_a_case_is_masked_in_its_report_junit_and_assertion() 
     assert all(SECRET not in text for text in shown), shown
     assert "[password hidden]" in report.cases[0].task
     assert "[password hidden]" in str(raised.value)
+
+
+async def test_a_secret_a_check_names_or_quotes_is_masked_before_it_is_cut(
+    tmp_path: Path,
+) -> None:
+    key = "sk-proj-" + "abcdefghij" * 12  # as long as a real key: longer than a name shows
+
+    def quotes_a_file(answer: str, run: CaseRun) -> str:
+        return "x" * 1990 + key  # a long reason, cut at REASON_CHARS inside the key
+
+    with isolated():
+        add_secret(key, "api key")
+        hive = load_hive(write(tmp_path, "hive.yaml", TINY_HIVE))
+        path = write(
+            tmp_path,
+            "evals.yaml",
+            f"""
+            cases:
+              - id: no-leak
+                task: Say hi
+                assert:
+                  - not_contains: "{key}"  # ${{API_KEY}}, in a real file
+            """,
+        )
+        (case,) = load_cases(path, hive).cases
+        checks = (*case.checks, quotes_a_file)
+        report = await evaluate(writer(), [msgspec.structs.replace(case, checks=checks)])
+    shown = [report.to_json().decode(), junit(report)]
+    assert all(key[:12] not in text for text in shown), shown  # not even a piece of it
+    (named, quoted) = report.cases[0].attempts[0].verdicts
+    assert named.check == "not_contains '[api key hidden]'"
+    assert quoted.reason is not None
+    assert "[api key hidden]"[:10] in quoted.reason
 
 
 async def test_a_workers_request_the_cassette_did_not_record_is_the_cases_reason(
