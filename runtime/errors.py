@@ -309,10 +309,12 @@ class RetryAfterPastDeadline(ModelHTTPError):
     in time. The HTTP error it answered is its cause.
 
     Attributes:
-        deadline_left_s: Seconds the retry deadline had left when it gave up.
+        deadline_left_s: Seconds the deadline had left when it gave up.
         attempts: Attempts made, the last one included.
         wait_s: The wait the retry would have made, in seconds.
         asked_by: Where that wait comes from, in words.
+        deadline: Which deadline, in words: the retry policy's (``the retry
+            deadline``), or the run's wall-time budget's when that ends sooner.
     """
 
     def __init__(
@@ -323,16 +325,18 @@ class RetryAfterPastDeadline(ModelHTTPError):
         attempts: int,
         wait_s: float | None = None,
         asked_by: str = "the endpoint's Retry-After",
+        deadline: str = "the retry deadline",
     ) -> None:
         self.deadline_left_s = deadline_left_s
         self.attempts = attempts
         self.wait_s = wait_s if wait_s is not None else last.retry_after or 0.0
         self.asked_by = asked_by
+        self.deadline = deadline
         super().__init__(last.status, last.body, retry_after=last.retry_after, model=last.model)
         self.retryable = False  # it was retryable; the deadline says no more
         self.args = (
             f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}: {asked_by} "
-            f"asked to wait {self.wait_s:.3g}s, {deadline_left_s:.1f}s of the deadline "
+            f"asked to wait {self.wait_s:.3g}s, {deadline_left_s:.1f}s of {deadline} "
             f"left; {self.args[0]}",
         )
 

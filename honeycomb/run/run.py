@@ -58,6 +58,7 @@ from runtime import (
 )
 from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
+from runtime.limits.retry_policy import wall_time_ends
 from runtime.secrets import masked
 from workers.guards import GuardRunner, Judge, Refusal
 
@@ -266,7 +267,10 @@ class Run:
 
         # The budget's elapsed time counts the earlier lives of a resumed run.
         loop = asyncio.get_running_loop()
-        timer = loop.call_at(loop.time() + wall - budget.elapsed_s, expire)
+        left = wall - budget.elapsed_s
+        timer = loop.call_at(loop.time() + left, expire)
+        # A model call's retries end there too: none waits for a Retry-After past it.
+        ends = wall_time_ends.set(time.monotonic() + left)
         try:
             with deadline:
                 return await self._phases(subtasks)
@@ -275,6 +279,7 @@ class Run:
                 raise
         finally:
             timer.cancel()
+            wall_time_ends.reset(ends)
         raise exceeded[0]  # (the deadline expires only through expire)
 
     async def _interrupted(self, exc: BaseException) -> None:

@@ -90,11 +90,14 @@ class RetryDeadline(Value, frozen=True, kw_only=True):
         attempts: Attempts the call made before this one (0: this is the first).
         last: What the attempt before this one failed with: what a retry that a paced
             start would hold past ``at`` gives up with.
+        deadline: What sets ``at``, in words (the retry policy's deadline, or the
+            run's wall time when that ends sooner).
     """
 
     at: float
     attempts: int
     last: BaseException | None = None
+    deadline: str = "the retry deadline"
 
 
 retry_deadline: ContextVar[RetryDeadline | None] = ContextVar(
@@ -346,6 +349,7 @@ class AdaptiveLimiter:
                 attempts=deadline.attempts,
                 wait_s=wait_s,
                 asked_by=asked_by,
+                deadline=deadline.deadline,
             ) from given_up
         if given_up is not None:
             raise given_up  # as the retry policy does when it stops: the error retried

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -47,7 +49,7 @@ from runtime.errors import (
 )
 from runtime.events import report_retry
 from runtime.limits.ratelimit import AdaptiveLimiter, RetryDeadline, retry_deadline
-from runtime.limits.retry_policy import RetryPolicy
+from runtime.limits.retry_policy import RetryPolicy, wall_time_ends
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.secrets import HeldText
 
@@ -98,26 +100,49 @@ class wait_at_least(wait_base):
 
 
 class _CallRetrying(tenacity.AsyncRetrying):
-    """tenacity's controller of one call, which remembers what the call's last attempt
-    failed with (:func:`deadline_of` records it): the error a retry gives up with when
-    its limiter would hold it past the deadline."""
+    """tenacity's controller of one call, which remembers its deadline and what the
+    call's last attempt failed with (:func:`deadline_of` records it): the error a retry
+    gives up with when its limiter would hold it past the deadline."""
 
     failed: BaseException | None = None
+    deadline_s: float = math.inf  # seconds from the call's start
+    deadline: str = "the retry deadline"  # what sets it, in words
+
+
+def _deadline(policy: RetryPolicy) -> tuple[float, str]:
+    """The seconds a call's retries may take from now, and what sets them: the policy's
+    deadline, or the run's wall time when that ends sooner (:data:`wall_time_ends`)."""
+    ends = wall_time_ends.get()
+    left = ends - time.monotonic() if ends is not None else math.inf
+    if left < policy.deadline_s:
+        return max(left, 0.0), "the run's wall time"
+    return policy.deadline_s, "the retry deadline"
+
+
+def _deadline_of_call(policy: RetryPolicy, state: RetryCallState) -> tuple[float, str]:
+    """The deadline of the call ``state`` is of (seconds from its start), and what sets
+    it, in words."""
+    call = state.retry_object
+    if isinstance(call, _CallRetrying):
+        return call.deadline_s, call.deadline
+    return policy.deadline_s, "the retry deadline"
 
 
 def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> tenacity.AsyncRetrying:
-    """A tenacity controller carrying out ``policy`` (one per call: it holds state).
+    """A tenacity controller carrying out ``policy`` (one per call: it holds state),
+    within the run's wall time.
 
     Args:
         policy: When and how long to retry.
         limiter: The limiter each attempt passes through: a retry waits at least
             its cool-down (which would hold it anyway), and reports that wait.
     """
+    deadline_s, deadline = _deadline(policy)
     backoff = tenacity.wait_exponential(
         multiplier=policy.initial_wait_s, max=policy.max_wait_s
     ) + tenacity.wait_random(0, policy.jitter_s)
     # Capped at the deadline, not max_wait_s: stop_before_delay then stops at once.
-    wait: wait_base = wait_retry_after(backoff, max_wait_s=policy.deadline_s)
+    wait: wait_base = wait_retry_after(backoff, max_wait_s=deadline_s)
     if limiter is not None:
         wait = wait_at_least(wait, lambda: limiter.cooldown_left_s)
 
@@ -125,9 +150,8 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         """Whether to retry after ``exc``: never once a stream has shown text."""
         return not isinstance(exc, StreamInterrupted) and policy.retry_on(exc)
 
-    return _CallRetrying(
-        stop=tenacity.stop_after_attempt(policy.attempts)
-        | tenacity.stop_before_delay(policy.deadline_s),
+    call = _CallRetrying(
+        stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_before_delay(deadline_s),
         wait=wait,
         retry=tenacity.retry_if_exception(retries),
         sleep=asyncio.sleep,
@@ -135,19 +159,23 @@ def retrying(policy: RetryPolicy, limiter: AdaptiveLimiter | None = None) -> ten
         before_sleep=_report_retry,
         retry_error_callback=lambda state: _give_up(policy, limiter, state),
     )
+    call.deadline_s, call.deadline = deadline_s, deadline
+    return call
 
 
 @contextlib.contextmanager
 def deadline_of(policy: RetryPolicy, attempt: tenacity.AttemptManager) -> Iterator[None]:
     """The block is ``attempt`` of a call retried under ``policy``: a rate limiter it
-    passes through holds it no longer than the policy's deadline (a wait that would
+    passes through holds it no longer than the call's deadline (the policy's, or the
+    run's wall time when that ends sooner: :func:`retrying`) (a wait that would
     end past it gives the retry up: :class:`RetryAfterPastDeadline`, or the error the
     retry follows when that was no HTTP answer)."""
     state = attempt.retry_state
     call = state.retry_object
     last = call.failed if isinstance(call, _CallRetrying) else None
-    at = state.start_time + policy.deadline_s  # tenacity's clock: time.monotonic()
-    deadline = RetryDeadline(at=at, attempts=state.attempt_number - 1, last=last)
+    deadline_s, words = _deadline_of_call(policy, state)
+    at = state.start_time + deadline_s  # tenacity's clock: time.monotonic()
+    deadline = RetryDeadline(at=at, attempts=state.attempt_number - 1, last=last, deadline=words)
     token = retry_deadline.set(deadline)
     try:
         yield
@@ -201,12 +229,15 @@ def _give_up(policy: RetryPolicy, limiter: AdaptiveLimiter | None, state: RetryC
     outcome = state.outcome
     assert outcome is not None  # tenacity stops only after an attempt
     exc = outcome.exception()
+    deadline_s, deadline = _deadline_of_call(policy, state)
     if exc is not None and state.attempt_number < policy.attempts:
-        left = max(policy.deadline_s - (state.seconds_since_start or 0.0), 0.0)
+        left = max(deadline_s - (state.seconds_since_start or 0.0), 0.0)
         attempts = state.attempt_number
         asked = exc.retry_after if isinstance(exc, ModelHTTPError) else None
         if isinstance(exc, ModelHTTPError) and asked is not None and asked >= left:
-            raise RetryAfterPastDeadline(exc, deadline_left_s=left, attempts=attempts) from exc
+            raise RetryAfterPastDeadline(
+                exc, deadline_left_s=left, attempts=attempts, deadline=deadline
+            ) from exc
         cooled_by = limiter.cooled_by if limiter is not None else None
         if limiter is not None and cooled_by is not None and limiter.cooldown_left_s >= left:
             raise RetryAfterPastDeadline(
@@ -215,6 +246,7 @@ def _give_up(policy: RetryPolicy, limiter: AdaptiveLimiter | None, state: RetryC
                 attempts=attempts,
                 wait_s=limiter.cooldown_left_s,
                 asked_by=limiter.cooldown_asked_by,
+                deadline=deadline,
             ) from exc
     return outcome.result()  # raises the last error
 

@@ -4,6 +4,7 @@ hive's ``retry:`` validates into (:mod:`runtime.limits.retry` carries it out).""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated
 
 from msgspec import Meta
@@ -11,7 +12,13 @@ from msgspec import Meta
 from runtime.errors import ModelError
 from runtime.value import Settings
 
-__all__ = ["RetryPolicy", "is_retryable"]
+__all__ = ["RetryPolicy", "is_retryable", "wall_time_ends"]
+
+wall_time_ends: ContextVar[float | None] = ContextVar("honeycomb_wall_time_ends", default=None)
+"""When the run a model call is made in must end (``time.monotonic()``): its wall-time
+budget's deadline, set by the run for its workers and the sub-runs they start (None:
+it has none). A call's retries end there, if that comes before their own deadline: a
+retry that could not start in time is not waited for."""
 
 
 def is_retryable(exc: BaseException) -> bool:

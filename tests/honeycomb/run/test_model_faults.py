@@ -5,11 +5,12 @@ adaptive limiter answers by slowing everyone down, then recovering."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from honeycomb import Executor, Policy, Role, RunResult, tool
+from honeycomb import Budgets, Executor, Policy, Role, RunResult, tool
 from runtime import AdaptiveLimiter, OpenAIModel, RetryPolicy
 from tests.support.openai_server import (
     Behaviour,
@@ -162,3 +163,40 @@ async def test_a_burst_of_429s_slows_every_worker_down_then_they_recover(
     recovered = [allowed[r.number] for r in requests[burst[-1] :]][120:170]
     assert max(recovered) >= 7, f"concurrency did not recover: {recovered}"
     assert limiter.limit == 8
+
+
+async def test_a_retry_after_past_the_runs_wall_time_fails_the_call_at_once(
+    server: OpenAIServer, models: list[OpenAIModel]
+) -> None:
+    """A Retry-After of 60 s, within the retry policy's deadline (90 s) but past the
+    run's wall time (20 s): the worker sat it out until the wall time stopped the whole
+    run, every other worker's result with it, and the error said only that a call was
+    in flight. The retry now ends where the run's wall time does, and says so."""
+
+    def answer(request: RecordedRequest) -> Behaviour:
+        task = request.body["messages"][1]["content"]
+        return error(429, retry_after=60) if task == "limited" else text(f"done: {task}")
+
+    server.default = answer
+    model = OpenAIModel("gpt-test", base_url=server.base_url, timeout=TIMEOUT)
+    models.append(model)
+    executor = Executor(
+        ROLES,
+        model,
+        tools=[lookup],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(wall_time_s=20)),
+    )
+
+    result = await executor.run("t", subtasks=[("researcher", "limited"), ("researcher", "fine")])
+
+    assert result.status == "partial"
+    assert result.subtasks["s2"].text == "done: fine"
+    error_of = result.subtasks["s1"].error
+    assert error_of is not None
+    assert error_of.type == "RetryAfterPastDeadline"
+    assert re.search(
+        r"the endpoint's Retry-After asked to wait 60s, (1\d|20)\.\ds of the run's wall time left",
+        error_of.message,
+    ), error_of.message
+    assert len([r for r in server.requests if "limited" in str(r.body)]) == 1

@@ -132,7 +132,7 @@ async def test_a_retry_the_quota_would_hold_past_its_deadline_gives_up_at_once()
     refused = caught.value
     assert (refused.status, refused.__cause__) == (500, failure)
     assert (refused.wait_s, refused.asked_by) == (6.0, BY_QUOTA)
-    assert f"{BY_QUOTA} asked to wait 6s, 2.0s of the deadline left; HTTP 500" in str(refused)
+    assert f"{BY_QUOTA} asked to wait 6s, 2.0s of the retry deadline left; HTTP 500" in str(refused)
     assert limiter.in_flight == 0
     # Not a retry, or one with the time to: it waits for the reset.
     with retry_after(failure, deadline_left_s=7.0):
@@ -417,7 +417,7 @@ async def test_a_retry_refusing_the_cooldown_after_a_bare_429_says_the_wait_it_r
     assert refused.asked_by == "the rate limiter's cool-down after a 429 with no Retry-After"
     assert 0.2 < refused.wait_s <= 0.5
     said = re.search(
-        r"no Retry-After asked to wait ([\d.]+)s, [\d.]+s of the deadline", str(refused)
+        r"no Retry-After asked to wait ([\d.]+)s, [\d.]+s of the retry deadline", str(refused)
     )
     assert said is not None, str(refused)
     assert float(said[1]) == pytest.approx(refused.wait_s, abs=0.01)

@@ -1068,7 +1068,7 @@ async def test_a_retry_after_past_the_deadline_stops_at_once(
     assert time.monotonic() - started < 5  # it did not sit out the Retry-After
     assert isinstance(caught.value, RetryAfterPastDeadline)
     assert caught.value.deadline_left_s == pytest.approx(1.0, abs=0.5)
-    assert re.search(r"asked to wait 5s, [01]\.\ds of the deadline left", str(caught.value))
+    assert re.search(r"asked to wait 5s, [01]\.\ds of the retry deadline left", str(caught.value))
 
 
 async def test_a_retry_after_past_the_deadline_after_some_retries_says_what_was_left(
