@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from asyncio import CancelledError
 from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
@@ -390,7 +391,12 @@ class Compactor:
                 CallReport(self.tracer, worker=self.worker, run_id=self.run_id, turn=turn)
             )
         started = time.perf_counter()
-        outcome = await self._summarize(summary_call)
+        try:
+            outcome = await self._summarize(summary_call)
+        except BaseException as stopped:  # cut off (its worker cancelled): it ends too
+            if tracing:
+                self._finished(turn, started, _Outcome(), (0, before, False), state, stopped)
+            raise
         usage, error = outcome.usage, outcome.error
         if error is None:  # a summary longer than asked for is cut to its allowance
             state = state.compacted(cut_text(outcome.text, allowance, self.count), end, usage)
@@ -508,21 +514,27 @@ class Compactor:
         outcome: _Outcome,
         folded: tuple[int, int, bool],
         state: LoopState,
+        stopped: BaseException | None = None,
     ) -> None:
         """Emit the ``compaction.finished`` of a summary call that folded (or failed to
-        fold) messages, leaving a context of a size and needing the window, or not."""
+        fold) messages, leaving a context of a size and needing the window, or not; or
+        that was ``stopped`` before it answered (``cancelled``, as a model call cut off
+        with its worker ends, before its worker's end)."""
         folding, after, window = folded
         report = current_call.get()
         current_call.set(None)
-        usage, error = outcome.usage, outcome.error
+        usage, error = outcome.usage, outcome.error or stopped
+        status = "ok" if error is None else "error"  # (what stops the process fails it)
+        if isinstance(stopped, CancelledError):
+            status, error = "cancelled", None
         event = CompactionFinished(
             worker=self.worker,
             run_id=self.run_id,
             turn=turn,
             duration_s=time.perf_counter() - started,
-            status="ok" if error is None else "error",
+            status=status,
             model=outcome.model,
-            messages=folding if error is None else 0,
+            messages=folding if status == "ok" else 0,
             summarized=state.summarized,
             context_tokens=after,
             window=window,

@@ -125,6 +125,8 @@ def _compacted(event: CompactionFinished) -> str:
     """``w1 turn 9: compacted 14 messages into a summary (now ~1900 tokens) in 0.20s``."""
     who = f"{event.worker or ''} turn {event.turn}"
     window = "; the window leaves out the oldest turns too" if event.window else ""
+    if event.status == "cancelled":  # cut off with its worker: nothing more to say
+        return f"{who}: compaction cancelled in {event.duration_s:.2f}s"
     if event.status != "ok":
         return (
             f"{who}: compaction failed ({event.error}); the window keeps the context "

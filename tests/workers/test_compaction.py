@@ -9,8 +9,10 @@ import itertools
 import json
 from collections.abc import Callable
 
+import anyio
 import pytest
 
+from honeycomb.cli.lines import describe
 from runtime import (
     AssistantMessage,
     Budget,
@@ -261,6 +263,33 @@ async def test_a_failing_summary_call_falls_back_to_the_window_and_the_worker_go
     for request in worker_requests(model):
         assert sent_tokens(request) <= 2500
     assert result.state.usage.model_calls == 11 + len(started)  # failed calls are calls
+
+
+async def test_a_summary_call_cut_off_with_its_worker_ends_its_pair_cancelled() -> None:
+    events: list[Event] = []
+    asked = anyio.Event()
+
+    async def stuck(request: ModelRequest) -> str:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    worker = loop(
+        FunctionModel(pager(10)),
+        Compaction(budget_tokens=2500, keep_turns=2),
+        summarizer=FunctionModel(stuck),
+        events=events,
+    )
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker.run, "read the log")
+        await asked.wait()
+        group.cancel_scope.cancel()
+    compactions = [e for e in events if isinstance(e, CompactionStarted | CompactionFinished)]
+    assert [e.kind for e in compactions] == ["compaction.started", "compaction.finished"]
+    ended = compactions[1]
+    assert isinstance(ended, CompactionFinished)
+    assert (ended.status, ended.messages, ended.error) == ("cancelled", 0, None)
+    assert describe(ended).startswith(f"w1 turn {ended.turn}: compaction cancelled in ")
 
 
 async def test_an_empty_summary_is_a_failed_summary() -> None:
