@@ -126,7 +126,7 @@ async def evaluate(
             the cases file's ``memory:``, else ``own``).
 
     Raises:
-        ValueError: for a concurrency or repeat below 1, two cases of one id, or an
+        ValueError: for a concurrency or repeat below 1, no cases, two cases of one id, or an
             Executor whose roles recall and keep memories in a memory every run shares
             (not an ``EvalMemory``), unless ``memory`` (or the cases file) says
             ``shared``: its cases would recall what each other kept.
@@ -137,6 +137,8 @@ async def evaluate(
     if concurrency < 1 or repeat < 1:
         raise ValueError(f"concurrency and repeat are at least 1, not {concurrency} and {repeat}")
     listed = cases.cases if isinstance(cases, Cases) else tuple(cases)
+    if not listed:  # its report would say it passed: a CI job would be green on nothing
+        raise ValueError("no cases to evaluate: an eval of none would pass, having run nothing")
     named = [c if c.id else _renamed(c, f"case-{n}") for n, c in enumerate(listed, 1)]
     ids = [c.id for c in named]
     if len(set(ids)) != len(ids):

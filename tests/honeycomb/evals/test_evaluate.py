@@ -257,6 +257,8 @@ async def test_bad_arguments_are_refused(hive: Hive) -> None:
         await evaluate(executor, _cases(1), concurrency=0)
     with pytest.raises(ValueError, match="two cases are named 'c0'"):
         await evaluate(executor, [*_cases(1), *_cases(1)])
+    with pytest.raises(ValueError, match="no cases to evaluate"):  # not a green eval
+        await evaluate(executor, [case for case in _cases(3) if case.id == "c9"])
 
 
 async def test_a_case_as_a_test_fails_naming_its_failing_checks(hive: Hive, tmp_path: Path) -> None:
