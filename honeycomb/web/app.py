@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import json
 import shlex
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -236,12 +236,17 @@ class _Site:
     ending: bool = False  # a flag, not an event: the app may serve on several loops
 
     async def runs(self, request: Request) -> Response:
-        found = await asyncio.to_thread(self.store.runs, 200)
-        return HTMLResponse(runs_page(found, self.store.name, self.links))
+        limit = _limit(request)
+        found = await asyncio.to_thread(self.store.runs, limit + 1)  # one more: are there?
+        return HTMLResponse(
+            runs_page(found[:limit], self.store.name, self.links, _more(found, limit))
+        )
 
     async def sessions(self, request: Request) -> Response:
-        found = await asyncio.to_thread(StoredSessions(self.store).sessions, 200)
-        return HTMLResponse(sessions_page(found, self.store.name, self.links))
+        limit = _limit(request)
+        found = await asyncio.to_thread(StoredSessions(self.store).sessions, limit + 1)
+        shown = sessions_page(found[:limit], self.store.name, self.links, _more(found, limit))
+        return HTMLResponse(shown)
 
     async def session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
@@ -386,6 +391,30 @@ class _Site:
         if name == "serve.css":
             text = STYLE + text
         return Response(text, media_type=kind)
+
+
+_LISTED = 200
+"""The rows a list of runs or sessions shows unless its address asks for more."""
+
+_MOST_LISTED = 100_000
+"""The most rows a list shows (``?limit=``), as ``honeycomb runs --limit`` lists."""
+
+
+def _limit(request: Request) -> int:
+    """The rows a list shows: its ``?limit=`` (1 to :data:`_MOST_LISTED`), else
+    :data:`_LISTED`."""
+    given = request.query_params.get("limit")
+    if given is None:
+        return _LISTED
+    if not (given.isascii() and given.isdigit() and 1 <= int(given) <= _MOST_LISTED):
+        raise _Refused(422, f"limit: give a whole number from 1 to {_MOST_LISTED}, not {given!r}")
+    return int(given)
+
+
+def _more(found: Sequence[object], limit: int) -> int | None:
+    """How many rows the list's link to more would show: None when ``found`` (read
+    with one row past ``limit``) holds no more."""
+    return min(limit * 2, _MOST_LISTED) if len(found) > limit else None
 
 
 _FORM_FIELD = 1024 * 1024

@@ -119,8 +119,9 @@ def page(title: str, body: str, links: Links | None = None, *, live: str | None 
 """
 
 
-def runs_page(runs: Sequence[RunSummary], store: str, links: Links) -> str:
-    """The runs in the store, newest first."""
+def runs_page(runs: Sequence[RunSummary], store: str, links: Links, more: int | None = None) -> str:
+    """The runs in the store, newest first; ``more``: the store holds more, and the
+    link to them shows that many (None: these are all)."""
     if not runs:
         return page("runs", f"<h1>runs</h1><p>No runs in {_e(store)} yet.</p>", links)
     head = "".join(
@@ -129,10 +130,21 @@ def runs_page(runs: Sequence[RunSummary], store: str, links: Links) -> str:
     )
     rows = "\n".join(_run_row(run, links) for run in runs)
     body = (
-        f'<h1>runs</h1><p class="muted">{_e(store)}, newest first</p>'
+        f"<h1>runs</h1>{_listed(len(runs), 'run', store, links.base, more)}"
         f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
     )
     return page("runs", body, links)
+
+
+def _listed(shown: int, noun: str, store: str, address: str, more: int | None) -> str:
+    """The line above a list: the store's, newest first, or, when the store holds more
+    than it shows, that it does, with a link to a longer list."""
+    if more is None:
+        return f'<p class="muted">{_e(store)}, newest first</p>'
+    return (
+        f'<p class="muted more">the newest {counted(shown, noun)} in {_e(store)} (it holds '
+        f'more): <a href="{_e(address)}?limit={more}">show the newest {more}</a></p>'
+    )
 
 
 def _run_row(run: RunSummary, links: Links) -> str:
@@ -148,8 +160,11 @@ def _run_row(run: RunSummary, links: Links) -> str:
     )
 
 
-def sessions_page(sessions: Sequence[tuple[Any, ...]], store: str, links: Links) -> str:
-    """The conversations in the store (rows of ``SESSION_COLUMNS``), newest first."""
+def sessions_page(
+    sessions: Sequence[tuple[Any, ...]], store: str, links: Links, more: int | None = None
+) -> str:
+    """The conversations in the store (rows of ``SESSION_COLUMNS``), newest first;
+    ``more``: as :func:`runs_page`'s."""
     if not sessions:
         return page("sessions", f"<h1>sessions</h1><p>No sessions in {_e(store)} yet.</p>", links)
     rows = "\n".join(
@@ -159,7 +174,7 @@ def sessions_page(sessions: Sequence[tuple[Any, ...]], store: str, links: Links)
     )
     head = "<tr><th>session</th><th>turns</th><th>last message</th><th>it said</th></tr>"
     body = (
-        f'<h1>sessions</h1><p class="muted">{_e(store)}, newest first</p>'
+        f"<h1>sessions</h1>{_listed(len(sessions), 'session', store, links.sessions, more)}"
         f'<table class="runs"><thead>{head}</thead><tbody>\n{rows}\n</tbody></table>'
     )
     return page("sessions", body, links)
