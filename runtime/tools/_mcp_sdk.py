@@ -213,11 +213,11 @@ async def connect(
                 await session.list_tools()
         except TimedOut:
             reason = f"did not start and list its tools within {start_timeout:g}s"
-            failed = McpServerError(server, reason + stderr_tail(errlog))
+            failed = McpServerError(server, reason + _stray(process) + stderr_tail(errlog))
         except OSError as exc:  # the command cannot be run
             failed = _because(McpServerError(server, f"cannot be started: {exc}"), exc)
         except Exception as exc:  # it exited at start, refused the handshake or its list
-            said = stderr_tail(errlog) if refused is None else refused.status()
+            said = _stray(process) + stderr_tail(errlog) if refused is None else refused.status()
             reason = masked(_reason(exc)) if session.broken is None else session.broken
             failed = _because(McpServerError(server, f"could not be started: {reason}{said}"), exc)
         if failed is None:
@@ -271,6 +271,15 @@ def stderr_tail(errlog: Stderr | None, *, since: int = 0) -> str:
     if not text:
         return ""
     return f" (it said: {'...' + text[-_STDERR_TAIL:] if len(text) > _STDERR_TAIL else text})"
+
+
+def _stray(process: _Process | None) -> str:
+    """`` (on stdout, where MCP messages go, it wrote: ...)`` with the last line of a
+    stdio server's output that is not a message, or ``""``: a command that is no MCP
+    server over stdio shows what it is (its usage, ``Listening on http://...``)."""
+    if process is None or process.stray is None:
+        return ""
+    return f" (on stdout, where MCP messages go, it wrote: {masked(process.stray)!r})"
 
 
 def _listed(tool: types.Tool) -> Listed:

@@ -56,6 +56,9 @@ _KEPT = 8 * 1024
 """Bytes of the end of what a server wrote to stderr that are kept: the rest is read
 and dropped, so a server that floods it fills neither memory nor a disk."""
 
+_STRAY_CHARS = 200
+"""Characters kept of a line of a server's output that is not a message."""
+
 _Gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 """What a pipe or stream raises once its other end, or our own shutdown, closed it."""
 
@@ -81,6 +84,9 @@ class ServerProcess(Generic[In, Out]):
         ended: Set when the server's output ends (it exited) or cannot be written to.
         broken: Why it was killed as it ran (a line over ``max_line``), or None.
         said: The end of what it wrote to stderr.
+        stray: The last line it wrote to stdout that is not a message (cut to
+            :data:`_STRAY_CHARS`), or None: a program that does not speak MCP there
+            (one that serves HTTP, or prints its usage) says what it does.
 
     Raises:
         OSError: on entering, when the command cannot be run.
@@ -101,6 +107,7 @@ class ServerProcess(Generic[In, Out]):
         self._env = dict(env)
         self._cwd = cwd
         self.said = Stderr()
+        self.stray: str | None = None
         self._said_all = asyncio.Event()  # its stderr ended
         self._parse = parse
         self._dump = dump
@@ -204,8 +211,11 @@ class ServerProcess(Generic[In, Out]):
                     pieces.clear()
                 pieces.append(rest)
                 for line in lines:
+                    parsed = self._parse(line)
+                    if isinstance(parsed, Exception) and line.strip():  # not a message
+                        self.stray = line.strip()[:_STRAY_CHARS]
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        await to_client.send(self._parse(line))
+                        await to_client.send(parsed)
             await self._all_said()
         except _Gone:
             pass  # our shutdown closed its stdout under the read

@@ -61,3 +61,20 @@ async def test_every_tool_is_offered_as_a_model_api_takes_it_and_called_by_its_o
     assert worker is not None
     seen = sorted(m.content for m in worker.transcript.messages if isinstance(m, ToolMessage))
     assert seen == ['a.b got {"n": 1}', 'a_b got {"n": 0}', 'bare got {"n": 2}']
+
+
+async def test_a_command_that_is_no_mcp_server_shows_what_it_wrote_to_stdout() -> None:
+    """A program that does not speak MCP on its stdout (one that serves HTTP, as many
+    servers can) never answers the handshake: its start's error says what it wrote
+    there instead, not only that it did not start in time."""
+    before = child_pids()
+    banner = "print('Listening on http://127.0.0.1:8000', flush=True); import time; time.sleep(60)"
+    server = McpServer(name="web", command=sys.executable, args=("-c", banner), start_timeout=0.5)
+    with pytest.raises(McpServerError) as raised:
+        async with running(server) as run:
+            await run.listed("web")
+    assert str(raised.value) == (
+        "MCP server 'web' did not start and list its tools within 0.5s (on stdout, where "
+        "MCP messages go, it wrote: 'Listening on http://127.0.0.1:8000')"
+    )
+    assert child_pids() - before == set()
