@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -48,8 +50,18 @@ def test_the_readme_says_how_to_activate_the_environment_before_it_says_honeycom
     assert activate < bare.start()
 
 
-def test_the_development_section_says_how_to_get_chromium_for_the_browser_tests() -> None:
-    development = README.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
+def readme_section(title: str) -> str:
+    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize(
+    "development",
+    [readme_section("Development"), (ROOT / "docs" / "development.md").read_text()],
+    ids=["README.md", "docs/development.md"],
+)
+def test_the_development_section_says_how_to_get_chromium_for_the_browser_tests(
+    development: str,
+) -> None:
     assert "sudo apt-get install chromium" in development
     assert "pytest -rs" in development  # how to see which tests it skipped
     needs = "from tests.support.chromium import chromium"
