@@ -317,11 +317,33 @@ def _name(spec: CheckSpec) -> str:
     (``contains 'Lisbon'``, ``icontains any ['porto', 'madrid']``)."""
     kind = spec.kind
     value = spec.model_dump(mode="json", by_alias=True, exclude_defaults=True).get(kind)
+    if kind in _BOUNDED and isinstance(value, dict):
+        return f"{kind} {_bounds(value)}"
     if isinstance(value, dict) and len(value) == 1:
         key, value = next(iter(value.items()))
         if key != "all":
             return f"{kind} {key} {_shown(value)}"
     return f"{kind} {_shown(value)}" if value is not None else kind
+
+
+_BOUNDED = ("side_effects", "cost", "latency", "tokens", "model_calls")
+"""The kinds of check that bound a number: named by their bounds (``at most 5``)."""
+
+
+def _bounds(value: dict[str, Any]) -> str:
+    """A bound as a name says it: ``exactly 1``, ``at least 2, at most 5``, ``at most 1
+    of critical_path``."""
+    low, high = value.get("at_least"), value.get("at_most")
+    if low is not None and low == high:
+        said = f"exactly {low:g}"
+    else:
+        said = ", ".join(
+            f"{word} {bound:g}"
+            for word, bound in (("at least", low), ("at most", high))
+            if bound is not None
+        )
+    of = value.get("of")
+    return f"{said} of {of}" if of is not None else said
 
 
 def _shown(value: Any) -> str:

@@ -188,6 +188,21 @@ async def test_each_kind_passes_on_a_run_that_meets_it_and_fails_saying_why(
     assert reason in (failed.reason or ""), failed.reason
 
 
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        ("side_effects: 1", "side_effects exactly 1"),
+        ("side_effects: {at_most: 0}", "side_effects at most 0"),
+        ("model_calls: {at_least: 2, at_most: 5}", "model_calls at least 2, at most 5"),
+        ("latency: {at_most: 1, of: critical_path}", "latency at most 1 of critical_path"),
+        ("cost: 0.01", "cost at most 0.01"),
+    ],
+)
+def test_a_bound_is_named_by_what_it_allows(tmp_path: Path, written: str, name: str) -> None:
+    # Not by its fields as JSON: 'side_effects {"at_least": 1, "at_most": 1}'.
+    assert _check(tmp_path, written).name == name
+
+
 class Trip(BaseModel):
     total: float
     cities: list[str]
