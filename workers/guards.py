@@ -39,6 +39,7 @@ from runtime import (
     BudgetExceeded,
     ConfigError,
     Event,
+    GuardrailTripped,
     Model,
     ModelRequest,
     ModelResponseError,
@@ -567,6 +568,14 @@ def _refused_call(refusals: Sequence[Refusal]) -> str | None:
         return None
     why = "; ".join(f"guard {r.guard!r}: {r.reason}" for r in refusals)
     return f"Error: this call was refused, not run ({why}). Change the call or do without it."
+
+
+def tripped(kind: GuardKind, refusals: Sequence[Refusal], attempts: int = 1) -> GuardrailTripped:
+    """The error of guards of ``kind`` that refused (``refusals``, not empty): it names
+    a guard that raised, if one did (``broken``: no other answer would pass it,
+    whatever the others said), else the first that refused."""
+    first = next((r for r in refusals if r.broken), refusals[0])
+    return GuardrailTripped(first.guard, kind, first.reason, attempts=attempts, broken=first.broken)
 
 
 def refusal_text(refusals: Sequence[Refusal]) -> str:

@@ -14,7 +14,6 @@ from runtime import (
     ConfigError,
     Dispatcher,
     DispatchPolicy,
-    GuardrailTripped,
     HoneycombError,
     Memory,
     Message,
@@ -35,7 +34,7 @@ from runtime.tools.approvals import (
 from runtime.value import Value
 from workers.calls import tool_calls
 from workers.context import ContextWindow
-from workers.guards import GuardRunner, ResolvedGuards, resolve_guards
+from workers.guards import GuardRunner, ResolvedGuards, resolve_guards, tripped
 from workers.loop import AgentLoop
 from workers.memory import keep_result, memory_tools, recall_at_start
 from workers.role import Role
@@ -471,8 +470,7 @@ class Worker:
             return "over_budget", exc
         if not refusals:
             return None
-        first = refusals[0]
-        return "failed", GuardrailTripped(first.guard, "input", first.reason, broken=first.broken)
+        return "failed", tripped("input", refusals)
 
     async def keep(self, result: WorkerResult) -> None:
         """Keep its answer ``result`` in the memory, if its role says ``store_result``

@@ -60,7 +60,7 @@ from runtime.concurrency import TimedOut, shielded, within
 from runtime.events import HeldText
 from runtime.limits.retry_policy import wall_time_ends
 from runtime.secrets import masked
-from workers.guards import GuardRunner, Judge, Refusal
+from workers.guards import GuardKind, GuardRunner, Judge, Refusal, tripped
 
 if TYPE_CHECKING:
     from honeycomb.run.record import RunRecord
@@ -660,15 +660,15 @@ def _check_quorum(policy: Policy, outcomes: Mapping[str, SubtaskResult]) -> None
         )
 
 
-def _tripwire(kind: str, refusals: list[Refusal]) -> None:
+def _tripwire(kind: GuardKind, refusals: list[Refusal]) -> None:
     """Stop the run if a run's own guard refused its task or its final answer.
 
     Raises:
-        GuardrailTripped: naming the first guard that refused, and its reason.
+        GuardrailTripped: naming the guard that refused (one that raised, if any:
+            ``broken``), and its reason.
     """
     if refusals:
-        first = refusals[0]
-        raise GuardrailTripped(first.guard, kind, first.reason)
+        raise tripped(kind, refusals)
 
 
 def _original(exc: BaseException) -> BaseException:

@@ -1,5 +1,7 @@
-"""A guard that hangs: the run's wall time cuts it off and names it among what was
-in flight (as it names model calls), and the other workers' results are kept."""
+"""A guard that hangs or raises: the run's wall time cuts one that hangs off and names
+it among what was in flight (as it names model calls), and the other workers' results
+are kept; one that raises trips as broken (no other answer would pass it), named
+before a guard beside it that only refused, a run's own guard as a worker's."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, Executor, GuardCheck, Guards, Policy, Role
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    Executor,
+    GuardCheck,
+    GuardrailTripped,
+    Guards,
+    Policy,
+    Role,
+)
 from honeycomb.testing import FunctionModel
 
 WALL = 0.3
@@ -72,3 +83,42 @@ async def test_a_runs_own_guard_that_hangs_is_named_without_a_worker() -> None:
     with pytest.raises(BudgetExceeded) as caught:
         await executor.run("task", subtasks=[("w", "a")])
     assert in_flight(caught) == ["guard hangs"]
+
+
+def refuses(check: GuardCheck) -> str:
+    return "not this"
+
+
+def raises(check: GuardCheck) -> None:
+    raise KeyError("lookup")
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_a_runs_own_guard_that_raises_trips_as_broken_named_before_a_refusal(
+    kind: str,
+) -> None:
+    executor = Executor(
+        [Role(name="w")],
+        FunctionModel(lambda request: "found"),
+        aggregator="concat",
+        guards=Guards(**{kind: (refuses, raises)}),
+    )
+    with pytest.raises(GuardrailTripped) as caught:
+        await executor.run("task", subtasks=[("w", "a")])
+    tripped = caught.value
+    assert (tripped.guard, tripped.kind, tripped.broken) == ("raises", kind, True)
+    assert tripped.reason == "the guard raised KeyError: 'lookup'"
+
+
+async def test_a_workers_input_guard_that_raises_fails_it_as_broken() -> None:
+    executor = Executor(
+        [Role(name="w", guards=Guards(input=(refuses, raises))), Role(name="v")],
+        FunctionModel(lambda request: "found"),
+        aggregator="concat",
+    )
+    result = await executor.run("task", subtasks=[("w", "a"), ("v", "b")])
+    failed = result.subtasks["s1"].worker
+    assert failed is not None
+    assert isinstance(failed.exception, GuardrailTripped)
+    assert (failed.exception.guard, failed.exception.broken) == ("raises", True)
+    assert result.subtasks["s2"].ok
