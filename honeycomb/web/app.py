@@ -351,6 +351,8 @@ class _Site:
             if await self.store.summary(run_id) is None:
                 raise _Refused(404, str(exc)) from exc
             raise _Refused(409, str(exc)) from exc
+        except StoreError:
+            raise  # the store's failure, said as every page says it: not the call's state
         except HoneycombError as exc:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)

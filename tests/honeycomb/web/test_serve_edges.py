@@ -28,7 +28,7 @@ from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
 from honeycomb.web.approvals import StoreApprovals
-from runtime import AssistantMessage, ModelRequest, ToolCall
+from runtime import AssistantMessage, ModelRequest, StoreError, ToolCall
 from runtime.testing import call
 from runtime.tools.approvals import PendingApproval
 from tests.support import approvals
@@ -97,6 +97,28 @@ def test_a_failure_of_the_server_is_a_page_with_the_usual_headers(db: Path) -> N
         )
     assert answer.status_code == 500
     assert "the server failed" in answer.text
+    _secure(answer)
+
+
+class _Unwritable(_Recorded):
+    """Approvals over a store that cannot be written (another process holds it locked
+    past the wait: SQLite's ``database is locked``)."""
+
+    async def decide(self, run_id: str, call_id: str, **_: Any) -> None:
+        raise StoreError("cannot write the run store: database is locked", path="runs.db")
+
+
+def test_a_store_that_cannot_be_written_is_said_as_the_stores_failure(db: Path) -> None:
+    """A decision the store could not record was answered 409, as a call decided already
+    is: a script that takes 409 for "decided elsewhere" gave up on a call still waiting."""
+    app = create_app(db, token=TOKEN, approvals=_Unwritable())
+    with ThreadedServer(app, name="serve") as server, httpx.Client(base_url=server.url) as client:
+        answer = client.post(
+            "/runs/r1/calls/c1/decision", data={"decision": "approve"}, headers=BEARER
+        )
+    assert answer.status_code == 500
+    assert "runs.db: cannot write the run store: database is locked" in answer.text
+    assert "cannot decide" not in answer.text
     _secure(answer)
 
 
