@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import inspect
 import json
 import re
@@ -218,8 +219,7 @@ def _rows(
 
 def _records(file: Path, text: str, errors: list[ConfigError]) -> list[tuple[int, dict[str, Any]]]:
     if file.suffix == ".csv":
-        reader = csv.DictReader(text.splitlines())
-        return [(n, dict(row)) for n, row in enumerate(reader, 2)]
+        return _csv_records(file, text, errors)
     rows: list[tuple[int, dict[str, Any]]] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -235,6 +235,34 @@ def _records(file: Path, text: str, errors: list[ConfigError]) -> list[tuple[int
             )
             continue
         rows.append((n, row))
+    return rows
+
+
+def _csv_records(
+    file: Path, text: str, errors: list[ConfigError]
+) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a CSV file, each at the line it starts on: a quoted value may hold
+    line breaks (a task of several lines), which are the value's, and a row of more
+    values than the header names columns is an error at its line."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = reader.fieldnames or []
+    rows: list[tuple[int, dict[str, Any]]] = []
+    line = reader.line_num + 1
+    for row in reader:
+        extra = row.pop(None, None)  # DictReader's restkey: the values past the header
+        if extra is not None:
+            errors.append(
+                ConfigError(
+                    f"the row has {len(columns) + len(extra)} values, and the header names "
+                    f"{len(columns)} columns ({', '.join(columns)}): quote a value that "
+                    "holds a comma",
+                    file=str(file),
+                    line=line,
+                )
+            )
+        else:
+            rows.append((line, dict(row)))
+        line = reader.line_num + 1
     return rows
 
 

@@ -255,6 +255,23 @@ def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     assert missing[0].startswith(f"{tmp_path / 'evals.yaml'}:1:1: cases_from[0]: cannot read")
 
 
+def test_a_csv_value_of_several_lines_is_kept_whole_and_rows_are_told_at_their_lines(
+    tmp_path: Path,
+) -> None:
+    text = 'id,task\nlong,"Say hello\nto Oslo, twice"\nshort,Say {{who}}\nwide,Say hi,to, all\n'
+    rows = tmp_path / "rows.csv"
+    rows.write_text(text)
+    path = write(tmp_path, "evals.yaml", "cases_from: rows.csv\n")
+    assert _errors(path) == [
+        f"{rows}:4:1: task: no var 'who' for {{{{who}}}}; the case's vars: none",  # not :3
+        f"{rows}:5: the row has 4 values, and the header names 2 columns (id, task): quote a "
+        "value that holds a comma",
+    ]
+    rows.write_text(text.partition("short")[0])
+    (case,) = load_cases(path).cases
+    assert case.task == "Say hello\nto Oslo, twice"  # its line break kept
+
+
 def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Path) -> None:
     # A name close to none the hive has (calculate, auditor) may be of one taken away
     # since: its check is kept, and says in the report that it was not called.
