@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import io
 import inspect
+import io
 import json
 import re
 from collections.abc import Mapping
