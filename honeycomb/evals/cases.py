@@ -209,7 +209,9 @@ def _rows(
     for line, row in _records(file, text, errors):
         known = {"id", "task", "expected", "assert", "threshold", "description", "vars"}
         data = {k: v for k, v in row.items() if k in known and v not in ("", None)}
-        data["vars"] = {**row.get("vars", {}), **{k: v for k, v in row.items() if k not in known}}
+        given = row.get("vars", {})  # not a mapping: told as the case's vars are
+        others = {k: v for k, v in row.items() if k not in known}
+        data["vars"] = {**given, **others} if isinstance(given, dict) else given
         at = YamlDocument(data=data, file=str(file), marks={(): (line, 1)})
         case = _case(at, data, (), errors)
         if case is not None:

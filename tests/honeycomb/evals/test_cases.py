@@ -236,7 +236,10 @@ def test_a_python_check_that_cannot_be_called_with_the_answer_and_run_is_a_mista
 
 def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     rows = write(
-        tmp_path, "rows.jsonl", '{"task": "a"}\nnot json\n[1]\n{"task": "b", "threshold": 2}\n'
+        tmp_path,
+        "rows.jsonl",
+        '{"task": "a"}\nnot json\n[1]\n{"task": "b", "threshold": 2}\n'
+        '{"task": "c", "vars": "city=Oslo"}\n',
     )
     path = write(tmp_path, "evals.yaml", "cases_from: rows.jsonl\n")
     errors = _errors(path)
@@ -244,6 +247,8 @@ def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     assert errors[1:] == [
         f"{rows}:3: each line is a JSON object (a case)",
         f"{rows}:4:1: threshold: Input should be less than or equal to 1 (got 2)",
+        f"{rows}:5:1: vars: should be a mapping (got 'city=Oslo'): write 'key: value' lines "
+        "under it",  # not a TypeError out of load_cases
     ]
     assert _errors(write(tmp_path, "evals.yaml", "cases: []\n")) == [
         f"{tmp_path / 'evals.yaml'}:1:1: cases: the file has no cases"
