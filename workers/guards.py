@@ -321,9 +321,14 @@ class Judge:
             raise ModelResponseError(
                 f"the judge {role_name!r} gave no verdict: its answer was {why}"
             )
-        first = text.split(maxsplit=1)[0].strip(".!:,").upper()
+        # Its first word, as a model may write it: "PASS.", "**PASS**", "`PASS`".
+        first = text.split(maxsplit=1)[0].strip(_AROUND_A_WORD).upper()
         verdict = None if first == "PASS" else text
         return verdict, response.usage, response.model
+
+
+_AROUND_A_WORD = ".!:,;*_`\"'"
+"""What a model writes around a word: punctuation, Markdown's emphasis and code, quotes."""
 
 
 def _shown(check: GuardCheck) -> str:

@@ -236,6 +236,15 @@ async def test_a_judge_role_passes_or_gives_a_reason_and_its_call_is_charged() -
     assert all(c.input_tokens > 0 and c.guard_kind == "output" for c in checks)
 
 
+@pytest.mark.parametrize("verdict", ["PASS", "Pass.", "**PASS**", "`PASS`", '"PASS"', "*Pass*"])
+async def test_a_judges_pass_is_read_however_it_is_written(verdict: str) -> None:
+    reviewer = Role(name="reviewer")
+    judge = Judge({"reviewer": reviewer}, lambda role: FunctionModel(lambda r: verdict))
+    role = Role(name="w", guards=Guards(output=("reviewer",)), output_retries=0)
+    result = await Worker(role, ScriptedModel(["fine"]), services=Services(judge=judge)).run("t")
+    assert result.ok, result.error
+
+
 async def test_a_judges_call_past_the_budget_stops_the_worker_over_budget() -> None:
     budget = Budget(Limits(model_calls=1))
     reviewer = Role(name="reviewer")
