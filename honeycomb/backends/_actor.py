@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
@@ -23,6 +24,7 @@ from honeycomb.backends._link import Link, Outbox, here
 from honeycomb.backends._standins import AtDriver, served, stand_in
 from honeycomb.backends._wire import Message, Pinned, WorkerSpec, portable_result
 from runtime import Model, Tool, ToolRegistry
+from runtime.limits.retry_policy import wall_time_ends
 from workers import Role, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
 
@@ -139,6 +141,9 @@ class Hive:
 
     async def _work(self, link: Link, spec: WorkerSpec) -> None:
         here.set(link)  # in this worker's task (and the tasks it starts) only
+        left = spec.services.wall_left_s
+        if left is not None:  # its model calls' retries end with the run's wall time
+            wall_time_ends.set(time.monotonic() + left)
         try:
             result = await self._worker(link, spec).run(
                 spec.task, inputs=spec.inputs, resume=spec.resume, conversation=spec.conversation

@@ -19,6 +19,7 @@ from runtime import (
 )
 from runtime.limits import Limits
 from runtime.limits.ratelimit import RetryDeadline
+from runtime.limits.retry_policy import wall_time_ends
 from runtime.tools.journal import OnUnknown
 from workers import LoopState, Worker, WorkerResult
 from workers.guards import ResolvedGuards
@@ -111,9 +112,10 @@ def raised(error: tuple[str, Any]) -> BaseException:
     return RemoteFailure(str(value))
 
 
-SentDeadline = tuple[float, int, tuple[str, Any] | None]
+SentDeadline = tuple[float, int, tuple[str, Any] | None, str]
 """A retry deadline as it crosses: the seconds it has left (two machines' monotonic
-clocks differ), the attempts made before, and what the last failed with, portable."""
+clocks differ), the attempts made before, what the last failed with, portable, and
+what set it, in words."""
 
 
 def portable_deadline(deadline: RetryDeadline | None) -> SentDeadline | None:
@@ -121,16 +123,18 @@ def portable_deadline(deadline: RetryDeadline | None) -> SentDeadline | None:
     if deadline is None:
         return None
     last = portable_error(deadline.last) if deadline.last is not None else None
-    return (deadline.at - time.monotonic(), deadline.attempts, last)
+    return (deadline.at - time.monotonic(), deadline.attempts, last, deadline.deadline)
 
 
 def deadline_again(sent: SentDeadline | None) -> RetryDeadline | None:
     """The retry deadline :func:`portable_deadline` sent, on this process's clock."""
     if sent is None:
         return None
-    left_s, attempts, last = sent
+    left_s, attempts, last, words = sent
     again = raised(last) if last is not None else None
-    return RetryDeadline(at=time.monotonic() + left_s, attempts=attempts, last=again)
+    return RetryDeadline(
+        at=time.monotonic() + left_s, attempts=attempts, last=again, deadline=words
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +158,8 @@ class SentServices:
         decisions: Its store's calls asked about so far, and their decisions.
         on_unknown: What a call with an intent and no outcome does.
         scope: Its journal's scope, for its calls' idempotency keys.
+        wall_left_s: Seconds the run's wall time had left as the worker was sent (None:
+            it has none): its model calls' retries end there, as in one process.
     """
 
     run_id: str | None
@@ -166,6 +172,7 @@ class SentServices:
     decisions: Mapping[tuple[int, str], ApprovalEntry] | None = None
     on_unknown: OnUnknown = "tell"
     scope: str = ""
+    wall_left_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,6 +240,7 @@ def sent_services(worker: Worker, model_slots: bool) -> SentServices:
     }
     # A run gives its workers its record's part (honeycomb.run.worker_record).
     record = cast("WorkerRecord | None", services.store)
+    ends = wall_time_ends.get()  # the run's, whose worker is sent in its task
     return SentServices(
         run_id=services.run_id,
         guards=services.guards,
@@ -244,4 +252,5 @@ def sent_services(worker: Worker, model_slots: bool) -> SentServices:
         decisions=dict(record.decisions) if record is not None else None,
         on_unknown=record.on_unknown if record is not None else "tell",
         scope=record.scope if record is not None else "",
+        wall_left_s=None if ends is None else ends - time.monotonic(),
     )

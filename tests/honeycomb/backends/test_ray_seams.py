@@ -266,6 +266,36 @@ async def test_a_remote_retry_is_held_by_the_drivers_limiter_no_longer_than_its_
     assert "the endpoint's Retry-After asked to wait 60s" in b.message
 
 
+def limited_or_done(request: ModelRequest) -> str:
+    task = request.messages[-1].content
+    if task == "limited":
+        raise ModelHTTPError(429, "slow down", retry_after=60)
+    return f"done: {task}"
+
+
+async def test_a_remote_retry_ends_where_the_runs_wall_time_does(
+    backend: RayBackend | None,
+) -> None:
+    """A Retry-After of 60 s, within the retry policy's 90 s but past the run's 20 s of
+    wall time, fails the call at once, in an actor as in one process (where the actor
+    did not know the run's wall time, its worker sat the wait out until the wall time
+    stopped the whole run)."""
+    patient = RetryPolicy(attempts=3, deadline_s=90.0, initial_wait_s=0.01, jitter_s=0)
+    ex = Executor(
+        [Role(name="w")], RetryingModel(FunctionModel(limited_or_done), patient),
+        aggregator="concat", backend=backend, policy=Policy(budgets=Budgets(wall_time_s=20)),
+    )  # fmt: skip
+    with anyio.fail_after(LONG / 3):
+        result = await ex.run("t", subtasks=[("w", "limited"), ("w", "fine")])
+    assert result.status == "partial"
+    assert result.subtasks["s2"].text == "done: fine"
+    error = result.subtasks["s1"].error
+    assert error is not None
+    assert error.type == "RetryAfterPastDeadline"
+    assert "the endpoint's Retry-After asked to wait 60s" in error.message
+    assert "s of the run's wall time left" in error.message
+
+
 async def test_a_cancelled_run_does_not_wait_out_its_remote_workers(
     ray_session: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
