@@ -160,6 +160,20 @@ def _validated(doc: YamlDocument) -> tuple[CasesSpec, list[_Row], list[ConfigErr
     return frame, [row for row in rows if row is not None], errors
 
 
+def _with_vars(problems: list[ConfigError]) -> list[ConfigError]:
+    """``problems`` of a check once the case's vars were put in, saying so."""
+    return [
+        ConfigError(
+            f"{p.message} (with the case's vars in it)",
+            file=p.file,
+            line=p.line,
+            column=p.column,
+            field=p.field,
+        )
+        for p in problems
+    ]
+
+
 def _in_order(errors: list[ConfigError]) -> list[ConfigError]:
     """``errors`` in the order of the files' lines, as a reader fixes them."""
     return sorted(errors, key=lambda e: (e.file or "", e.line or 0, e.column or 0))
@@ -361,7 +375,11 @@ class _Builder:
         where: tuple[str | int, ...],
         errors: list[ConfigError],
     ) -> Check | None:
-        spec = CheckSpec.model_validate(filled)
+        # Valid as written, it may not be with the case's vars in it (regex: "{{pattern}}").
+        spec, problems = doc.validate(CheckSpec, filled, where)
+        if spec is None:
+            errors.extend(_with_vars(problems))
+            return None
         python = None
         try:
             if spec.kind == "python" and spec.python is not None:

@@ -70,6 +70,8 @@ class Texts(BaseModel):
     def _one(self) -> Self:
         if bool(self.all) == bool(self.any):
             raise ValueError("give the texts as all: [...] or any: [...] (one of them, not empty)")
+        if "" in self.all or "" in self.any:  # found in any answer: it would check nothing
+            raise ValueError("an empty text is in every answer: write what to look for")
         return self
 
 
@@ -228,6 +230,25 @@ KINDS = (
 """The kinds of check a cases file may write (docs/evals.md says each)."""
 
 
+_EXAMPLES = {
+    "contains": "contains: Lisbon",
+    "icontains": "icontains: lisbon",
+    "not_contains": "not_contains: sorry",
+    "regex": "regex: '\\d+ euros'",
+    "json": "json: true",
+    "python": "python: checks:similar",
+    "judge": "judge: {role: critic, rubric: ...}",
+    "status": "status: ok",
+    "tool_called": "tool_called: get_weather",
+    "side_effects": "side_effects: 1",
+    "cost": "cost: 0.05",
+    "latency": "latency: 10",
+    "tokens": "tokens: 20000",
+    "model_calls": "model_calls: 30",
+}
+"""A check of each kind, as an error shows how one is written."""
+
+
 TIMED = ("python", "judge")
 """The kinds of check that may take long, and take a ``timeout:`` (seconds): a
 ``python`` check has one by default (:data:`~honeycomb.evals.checks.CHECK_TIMEOUT_S`),
@@ -293,6 +314,9 @@ class CheckSpec(BaseModel):
                 )
             said = f"it has {', '.join(kinds)}" if kinds else "it has none"
             raise ValueError(f"a check has exactly one of: {', '.join(KINDS)} ({said})")
+        (kind,) = kinds
+        if data[kind] is None and kind != "equals":  # `- contains:`, its value left out
+            raise ValueError(f"{kind!r} has no value: write what it checks ({_EXAMPLES[kind]})")
         if isinstance(data.get("status"), str):
             data = {**data, "status": [data["status"]]}
         return data
@@ -327,6 +351,8 @@ class CheckSpec(BaseModel):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern == "":  # found in any answer: it would check nothing
+            raise ValueError("an empty pattern matches every answer: write what to look for")
         if pattern is not None:
             try:
                 re.compile(pattern)

@@ -350,6 +350,38 @@ def test_a_mistake_in_the_defaults_is_told_with_the_cases_in_the_order_of_the_li
     ]
 
 
+def test_a_check_with_no_value_or_one_that_checks_nothing_is_a_mistake(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        cases:
+          - task: x
+            vars: {pattern: "(", city: ""}
+            assert:
+              - contains:
+              - tool_called:
+              - regex: ""
+              - not_contains: [sorry, ""]
+              - regex: "{{pattern}}"
+              - contains: "{{city}}"
+        """,
+    )
+    everything = "an empty {} every answer: write what to look for"
+    assert _errors(path) == [  # not an AssertionError out of load_cases, nor a check of nothing
+        f"{path}:5:9: cases[0].assert[0]: 'contains' has no value: write what it checks "
+        "(contains: Lisbon)",
+        f"{path}:6:9: cases[0].assert[1]: 'tool_called' has no value: write what it checks "
+        "(tool_called: get_weather)",
+        f"{path}:7:9: cases[0].assert[2].regex: {everything.format('pattern matches')}",
+        f"{path}:8:9: cases[0].assert[3].not_contains: {everything.format('text is in')}",
+        f"{path}:9:9: cases[0].assert[4].regex: not a regular expression: missing ), "
+        "unterminated subpattern at position 0 (with the case's vars in it)",
+        f"{path}:10:9: cases[0].assert[5].contains: {everything.format('text is in')} (with "
+        "the case's vars in it)",
+    ]
+
+
 def test_a_misspelt_status_is_refused_with_what_it_may_be(tmp_path: Path) -> None:
     path = write(
         tmp_path,
