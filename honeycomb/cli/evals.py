@@ -221,6 +221,8 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     missing = missing_keys(hive, model, args)
+    if cases.judges is not None and model is None:  # on its own models: their keys too
+        missing += missing_keys(cases.judges, None, args)
     if missing:
         print(str(ConfigErrors(missing)), file=sys.stderr)
         return ExitStatus.UNUSABLE

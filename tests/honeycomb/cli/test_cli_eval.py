@@ -205,6 +205,30 @@ def test_a_judges_hive_grades_and_the_evals_budget_leaves_cases_unrun(
     assert "the eval's budget of 3 model calls is spent (3): not run: oslo" in out
 
 
+def test_a_key_the_judges_hive_lacks_exits_2_before_any_case_runs(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    write(
+        folder,
+        "judges.yaml",
+        """
+        name: judges
+        models:
+          gpt: {model: gpt-4o-mini, base_url: "https://api.openai.com/v1"}
+        roles:
+          critic: {description: Grades answers.}
+        default_model: gpt
+        """,
+    )
+    cases = CASES.replace("name: greetings", "name: greetings\njudges: judges.yaml")
+    write(folder, "evals.yaml", cases + "      - judge: {role: critic, rubric: It greets.}\n")
+    code, _, err = _eval(capsys)
+    assert code == ExitStatus.UNUSABLE  # not every case run, and every judge failing
+    assert "judges.yaml:3:3: models.gpt: model 'gpt-4o-mini' needs an API key" in err
+    assert not (folder / ".honeycomb").exists()  # nothing ran
+
+
 def test_case_picks_the_cases_to_run(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _eval(capsys, "--case", "os*", "--json")
     assert code == ExitStatus.OK
