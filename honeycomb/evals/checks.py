@@ -319,6 +319,10 @@ def _name(spec: CheckSpec) -> str:
     value = spec.model_dump(mode="json", by_alias=True, exclude_defaults=True).get(kind)
     if kind in _BOUNDED and isinstance(value, dict):
         return f"{kind} {_bounds(value)}"
+    if spec.judge is not None:  # not its fields as JSON: the role, then what it asks
+        return f"judge {spec.judge.role} {_shown(spec.judge.rubric)}"
+    if spec.tool_called is not None:
+        return f"tool_called {_call(spec.tool_called)}"
     if isinstance(value, dict) and len(value) == 1:
         key, value = next(iter(value.items()))
         if key != "all":
@@ -344,6 +348,21 @@ def _bounds(value: dict[str, Any]) -> str:
         )
     of = value.get("of")
     return f"{said} of {of}" if of is not None else said
+
+
+def _call(spec: ToolCalled) -> str:
+    """A tool_called check as its name says it: ``get_weather by meteorologist with
+    city='Porto', at least 2``."""
+    said = spec.name
+    if spec.role is not None:
+        said += f" by {spec.role}"
+    if spec.args:
+        said += " with " + ", ".join(f"{k}={v!r}" for k, v in spec.args.items())
+    if spec.at_most == 0:
+        return _cut(f"{said}, never", 70)
+    if spec.at_least != 1 or spec.at_most is not None:
+        said += ", " + _bounds({"at_least": spec.at_least, "at_most": spec.at_most})
+    return _cut(said, 70)
 
 
 def _shown(value: Any) -> str:

@@ -194,7 +194,7 @@ def test_a_judges_hive_grades_and_the_evals_budget_leaves_cases_unrun(
     assert code == ExitStatus.OK
     oslo = json.loads(out)["cases"][1]["attempts"][0]
     assert oslo["verdicts"][-1] == {
-        "check": 'judge {"role": "critic", "rubric": "It greets."}',
+        "check": "judge critic 'It greets.'",
         "passed": True,
         "score": 1.0,
         "weight": 1.0,
@@ -327,7 +327,7 @@ def test_the_judges_hive_is_recorded_and_replayed_with_the_runs(
     assert code == ExitStatus.OK, err
     verdict = json.loads(out)["cases"][1]["attempts"][0]["verdicts"][-1]
     assert (verdict["check"], verdict["passed"]) == (
-        'judge {"role": "critic", "rubric": "It greets."}',
+        "judge critic 'It greets.'",
         True,
     )
 

@@ -196,10 +196,18 @@ async def test_each_kind_passes_on_a_run_that_meets_it_and_fails_saying_why(
         ("model_calls: {at_least: 2, at_most: 5}", "model_calls at least 2, at most 5"),
         ("latency: {at_most: 1, of: critical_path}", "latency at most 1 of critical_path"),
         ("cost: 0.01", "cost at most 0.01"),
+        ("judge: {role: writer, rubric: It greets.}", "judge writer 'It greets.'"),
+        ("tool_called: get_weather", "tool_called get_weather"),
+        (
+            "tool_called: {name: send, role: writer, args: {to: bob}, at_most: 1}",
+            "tool_called send by writer with to='bob', exactly 1",
+        ),
+        ("tool_called: {name: send, at_most: 0}", "tool_called send, never"),
     ],
 )
-def test_a_bound_is_named_by_what_it_allows(tmp_path: Path, written: str, name: str) -> None:
-    # Not by its fields as JSON: 'side_effects {"at_least": 1, "at_most": 1}'.
+def test_a_check_is_named_by_what_it_allows(tmp_path: Path, written: str, name: str) -> None:
+    # Not by its fields as JSON: 'side_effects {"at_least": 1, "at_most": 1}', 'judge
+    # {"role": "writer", "rubric": "It greets."}', 'tool_called name 'get_weather''.
     assert _check(tmp_path, written).name == name
 
 
