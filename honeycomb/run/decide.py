@@ -55,13 +55,17 @@ def waits_on(pending: Iterable[PendingApproval]) -> set[CallKey]:
     return {(p.worker, p.turn, p.call_id) for p in pending}
 
 
-def decided_among(entries: Iterable[ApprovalEntry], wanted: set[CallKey]) -> list[ApprovalEntry]:
-    """The entries of the calls ``wanted``, once every one of them is decided (else
-    none): a paused worker that waits on them can go on."""
+def decided_among(
+    entries: Iterable[ApprovalEntry], wanted: set[CallKey], now: float | None = None
+) -> list[ApprovalEntry]:
+    """The entries of the calls ``wanted``, once every one of them is decided or its
+    time to decide ran out (``approval_timeout_s``: the worker's gate denies it as it
+    goes on), else none: a paused worker that waits on them can go on."""
+    now = time.time() if now is None else now
     decided = {
         (e.pending.worker, e.pending.turn, e.pending.call_id): e
         for e in entries
-        if e.decision is not None
+        if e.decision is not None or (e.pending.deadline is not None and now >= e.pending.deadline)
     }
     return [decided[key] for key in wanted] if wanted and wanted <= decided.keys() else []
 

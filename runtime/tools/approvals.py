@@ -522,7 +522,9 @@ def described(tool: Tool[Any, Any], arguments: dict[str, Any]) -> str | None:
 
 
 def _timed_out(timeout_s: float) -> Decision:
-    return Decision.denied(f"no decision within {timeout_s:g}s")
+    # Rounded: a deadline less its asking time is the timeout give or take a float's
+    # last digit (0.1 read back as 0.0999999).
+    return Decision.denied(f"no decision within {round(timeout_s, 3):g}s")
 
 
 def _plain(kwargs: dict[str, Any]) -> dict[str, Any]:

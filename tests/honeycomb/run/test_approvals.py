@@ -9,14 +9,28 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from honeycomb import Event, Subtask
+from honeycomb import (
+    Approvals,
+    AssistantMessage,
+    Event,
+    Executor,
+    ModelRequest,
+    Policy,
+    Role,
+    Subtask,
+    ToolCall,
+    ToolMessage,
+    tool,
+)
 from honeycomb.errors import ApprovalError
 from honeycomb.events import WorkerFinished
+from honeycomb.testing import FunctionModel
 from tests.support import ROOT
 from tests.support.approvals import TASK, executor, payer_saw, plan
 from tests.support.concurrency import Rendezvous
@@ -110,16 +124,73 @@ def test_the_command_line_refuses_edits_it_cannot_check_and_keeps_the_call_waiti
 
 async def test_no_decision_in_time_is_a_denial_on_resume(tmp_path: Path) -> None:
     db, effects = tmp_path / "runs.db", tmp_path / "effects.txt"
-    first = executor(db, effects, approval_timeout_s=0.05)
+    # Time for the run to end waiting first: a call that times out while it goes on
+    # is denied in that run (the next test).
+    first = executor(db, effects, approval_timeout_s=0.3)
     waiting = await first.run(TASK, subtasks=plan(1), run_id="r1")
     (pending,) = waiting.pending
-    assert pending.deadline == pytest.approx(pending.asked_at + 0.05)
-    await anyio.sleep(0.1)
+    assert pending.deadline == pytest.approx(pending.asked_at + 0.3)
+    await anyio.sleep(pending.deadline - time.time() + 0.01)  # its time runs out
     with pytest.raises(ApprovalError, match="ran out"):
         await first.decide("r1", "pay_1", approve=True)
-    done = await executor(db, effects, approval_timeout_s=0.05).resume("r1")
-    assert payer_saw(done) == "payer saw: error: denied: no decision within 0.05s"
+    done = await executor(db, effects, approval_timeout_s=0.3).resume("r1")
+    assert payer_saw(done) == "payer saw: error: denied: no decision within 0.3s"
     assert not effects.exists()
+
+
+async def test_a_call_whose_time_runs_out_while_the_run_goes_on_is_denied_in_that_run(
+    tmp_path: Path,
+) -> None:
+    """Its worker stayed paused past the call's approval_timeout_s for as long as the
+    others worked (its dependents with it), and the run then ended ``waiting`` on a
+    call nobody could decide any more, to be resumed only to deny it. The paused worker
+    now takes the denial once the time runs out, and goes on in the same run."""
+    payer_done = anyio.Event()
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def read() -> str:
+        """Read the news (until the payer is done)."""
+        with anyio.fail_after(10):
+            await payer_done.wait()
+        return "news"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if seen:
+            return f"{worker} saw: {seen[-1].content}"
+        name = "pay" if worker == "payer" else "read"
+        arguments = json.dumps({"to": "ann"} if name == "pay" else {})
+        return AssistantMessage(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
+
+    def payer_ended(event: Event) -> None:
+        if isinstance(event, WorkerFinished) and event.worker == "payer":
+            payer_done.set()
+
+    service = Executor(
+        [
+            Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",))),
+            Role(name="reader", tools=("read",)),
+        ],
+        FunctionModel(answer),
+        tools=[pay, read],
+        aggregator="concat",
+        policy=Policy(approval_timeout_s=0.1),
+        store=tmp_path / "runs.db",
+    )
+    plan = [Subtask(id="payer", role="payer", instruction="Pay ann."),
+            Subtask(id="reader", role="reader", instruction="Read.")]  # fmt: skip
+    done = await service.run(TASK, subtasks=plan, run_id="r1", on_event=[payer_ended])
+    assert done.status == "ok"
+    assert done.subtasks["payer"].text == "payer saw: denied: no decision within 0.1s"
+    assert done.subtasks["reader"].text == "reader saw: news"
+    (entry,) = service.store.approvals("r1")  # type: ignore[union-attr]
+    assert entry.decided_by == "the time limit (approval_timeout_s)"
 
 
 def _resume_in_a_process(
