@@ -96,6 +96,16 @@ def load_cases(path: str | Path, hive: Hive | None = None) -> Cases:
         raise ConfigErrors([exc]) from exc
     if not isinstance(doc.data, Mapping):
         raise ConfigErrors([doc.error((), "a cases file is a mapping (cases:, defaults: ...)")])
+    if "roles" in doc.data and "cases" not in doc.data:  # the hive, given for its cases
+        raise ConfigErrors(
+            [
+                doc.error(
+                    ("roles",),
+                    f"this is a hive file, not an eval's cases file: honeycomb eval {file} "
+                    "CASES.yaml runs a cases file's cases on it",
+                )
+            ]
+        )
     spec, rows, errors = _validated(doc)
     folder = file.resolve().parent
     judges = _judges(doc, spec, file.parent, errors)  # its errors named as this file is

@@ -256,6 +256,11 @@ def test_bad_rows_and_bad_files_are_told_at_their_lines(tmp_path: Path) -> None:
     assert _errors(write(tmp_path, "evals.yaml", "- a list\n")) == [
         f"{tmp_path / 'evals.yaml'}: a cases file is a mapping (cases:, defaults: ...)"
     ]
+    hive = tiny_hive(tmp_path)  # given where the cases file goes: said so, once
+    assert _errors(hive) == [
+        f"{hive}:4:1: roles: this is a hive file, not an eval's cases file: honeycomb eval "
+        f"{hive} CASES.yaml runs a cases file's cases on it"
+    ]
     missing = _errors(write(tmp_path, "evals.yaml", "cases_from: gone.csv\n"))
     assert missing[0].startswith(f"{tmp_path / 'evals.yaml'}:1:1: cases_from[0]: cannot read")
 
