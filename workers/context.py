@@ -3,8 +3,9 @@
 The head (the role's instructions and the task), then the summary of the turns folded
 so far (see :class:`Compaction`), then as much of the rest of the transcript as fits
 the window, newest first. The transcript is cut only between groups (an assistant
-message with its tool observations, or a lone user message), so a tool call is never
-separated from its observation. When something is left out, a note says so.
+message with its tool observations and the loop's prompts after it, or a lone user
+message before any), so a tool call is never separated from its observation. When
+something is left out, a note says so.
 
 Context size is estimated by :func:`estimate_tokens`: four ASCII characters a token
 and one a character of other scripts (:mod:`runtime.models.tokens`), or a role's own token
@@ -398,18 +399,21 @@ def newest_bare(messages: Sequence[Message]) -> tuple[Message, ...]:
 
 
 def _groups(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
-    """Split into groups that must stay together: an assistant turn and its observations."""
+    """Split into groups that must stay together: an assistant turn, its observations
+    and what the loop said of it (a user message after it: the wrap-up's prompt, a
+    nudge, an output schema's or a guard's correction), which means nothing without
+    it. So the newest group, always kept, is the newest turn, its results included."""
     groups: list[list[Message]] = []
     for message in messages:
-        if isinstance(message, ToolMessage) and groups and _opens_calls(groups[-1][0]):
+        first = groups[-1][0] if groups else None
+        if isinstance(first, AssistantMessage) and (
+            isinstance(message, UserMessage)
+            or (isinstance(message, ToolMessage) and bool(first.tool_calls))
+        ):
             groups[-1].append(message)
         else:
             groups.append([message])
     return [tuple(g) for g in groups]
-
-
-def _opens_calls(message: Message) -> bool:
-    return isinstance(message, AssistantMessage) and bool(message.tool_calls)
 
 
 def _size(message: Message) -> int:

@@ -40,6 +40,7 @@ from runtime.testing import FunctionModel, estimate_usage
 from workers import AgentLoop, Final, LoopSettings, LoopState
 from workers.compaction import FOLDED_HEADER, PREVIOUS_HEADER, is_summary_request
 from workers.context import TOKENS_PER_MESSAGE, Compaction, estimate_tokens, fold_point
+from workers.guards import Guard, GuardRunner, ResolvedGuards
 from workers.services import Services
 
 PAGE = "x" * 1600  # about 400 tokens a page
@@ -234,6 +235,60 @@ async def test_a_turn_over_the_budget_on_its_own_is_sent_cut_to_fit() -> None:
     assert observation.content.endswith("end of the log")
     assert "characters cut to fit the context budget" in observation.content
     assert len(result.state.messages[1].content) > 15000  # the state keeps it whole
+
+
+@tool
+def read_part(part: int) -> str:
+    """Read a part of the log."""
+    return f"start of part {part}\n" + "z" * 15000 + f"\nend of part {part}"
+
+
+async def test_the_wrap_up_is_sent_with_the_newest_results_cut_not_left_out() -> None:
+    parts = itertools.count(1)
+
+    def reads(request: ModelRequest) -> AssistantMessage | str:
+        if is_summary_request(request):
+            return "part 1 was read"
+        part = next(parts)
+        call = ToolCall(id=f"c{part}", name="read_part", arguments=f'{{"part": {part}}}')
+        return AssistantMessage(tool_calls=(call,))
+
+    model = FunctionModel(reads)
+    await AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([read_part])),
+        settings=LoopSettings(compaction=Compaction(budget_tokens=2000), max_turns=2),
+    ).run("read the log")
+    wrap_up = model.requests[-1]
+    assert estimate_tokens(wrap_up.messages, wrap_up.tools) <= 2000
+    shown = [m.content for m in wrap_up.messages if isinstance(m, ToolMessage)]
+    assert [c.split("\n")[0] for c in shown] == ["start of part 2"]  # cut, not left out
+    assert shown[0].endswith("end of part 2")
+    assert (wrap_up.messages[-1].content or "").startswith("You have used all 2 turns")
+
+
+async def test_a_correction_is_sent_with_the_answer_it_corrects_cut_not_left_out() -> None:
+    long_answer = "my answer starts\n" + "y " * 8000 + "\nmy answer ends"
+    model = FunctionModel(lambda request: long_answer if len(model.requests) == 1 else "short")
+    guards = GuardRunner(
+        ResolvedGuards(
+            output=(Guard(name="short", fn=lambda c: "too long" if len(c.text) > 100 else None),)
+        ),
+        tracer=Tracer(),
+    )
+    result = await AgentLoop(
+        model,
+        Dispatcher(ToolRegistry([])),
+        settings=LoopSettings(compaction=Compaction(budget_tokens=2000)),
+        guards=guards,
+    ).run("answer")
+    assert isinstance(result, Final)
+    again = model.requests[-1]
+    assert estimate_tokens(again.messages, again.tools) <= 2000
+    answer, correction = again.messages[-2:]
+    assert isinstance(answer, AssistantMessage)
+    assert (answer.content or "").startswith("my answer starts")  # cut, not left out
+    assert correction.content.startswith("Your answer was not accepted")
 
 
 async def test_a_failing_summary_call_falls_back_to_the_window_and_the_worker_goes_on() -> None:
