@@ -220,15 +220,19 @@ class Resumer:
     happens is said on stderr: the run itself is in the store. A run another process
     holds (the run's own, which went on at once with a decision recorded as it ended)
     goes on there: that is said, not a failure. A run this process continues already
-    (its last calls decided at once, each decision asking) is continued once."""
+    (its last calls decided at once, each decision asking) is continued once; one that
+    its continuing left waiting again, and whose calls were decided before it was done
+    (as it ended, too late for the run to see), is continued again."""
 
     def __init__(self, store: RunStore | Path | str, where: Path | str | None = None) -> None:
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.where = where if where is not None else self.store.where
         self.going: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()  # decided while this process continued them
 
     def __call__(self, run_id: str) -> None:
         if run_id in self.going:  # its resume reads every decision recorded by now
+            self._again.add(run_id)  # unless it ended first: looked at again then
             print(
                 f"run {run_id}: decided; this process continues it already",
                 file=sys.stderr,
@@ -240,9 +244,15 @@ class Resumer:
         task.add_done_callback(lambda _: self.going.pop(run_id, None))
 
     async def resume(self, run_id: str) -> None:
-        """Continue ``run_id``; cut off (the server stops), say how it goes on."""
+        """Continue ``run_id``, and again while it is left waiting on calls decided
+        as it went on; cut off (the server stops), say how it goes on."""
         try:
+            self._again.discard(run_id)
             await self._resume(run_id)
+            while run_id in self._again:
+                self._again.discard(run_id)
+                if await self._left_waiting(run_id):
+                    await self._resume(run_id)
         except asyncio.CancelledError:
             hint = resume_hint(run_id, self.where)
             print(
@@ -251,6 +261,17 @@ class Resumer:
                 flush=True,
             )
             raise
+
+    async def _left_waiting(self, run_id: str) -> bool:
+        """Whether ``run_id``, made from a hive file, waits with no call a person can
+        still decide: its continuing ended as its last calls were decided."""
+        from honeycomb.run.decide import pending_of
+        from honeycomb.web.approvals import decidable
+
+        found = await self.store.summary(run_id)
+        if found is None or found.source is None or found.status != "waiting":
+            return False
+        return not any(map(decidable, await pending_of(self.store, run_id)))
 
     async def _resume(self, run_id: str) -> None:
         found = await self.store.summary(run_id)  # read in a thread: not in the loop

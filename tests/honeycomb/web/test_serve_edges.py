@@ -270,6 +270,65 @@ async def test_two_decisions_ending_a_wait_continue_the_run_once_and_say_so(
     assert "another process" not in err
 
 
+async def test_a_run_left_waiting_on_calls_decided_as_it_ended_is_continued_again(
+    db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run the server continued waited again, on a second call, and that call was
+    decided as the continuing ended (the run recorded waiting, the server's task not
+    yet done): the decision asked the server to continue it, which said it did already
+    and did nothing, and the run stayed ``waiting`` with nothing left to decide."""
+    paid: list[str] = []
+
+    @tool(side_effects=True)
+    async def pay_twice(to: str) -> str:
+        """Pay someone."""
+        paid.append(to)
+        return f"paid {to}"
+
+    def answer(request: ModelRequest) -> AssistantMessage | str:
+        seen = sum(1 for m in request.messages if m.role == "tool")
+        if seen == 2:
+            return "paid both"
+        to = ("ann", "bob")[seen]
+        arguments = json.dumps({"to": to})
+        return AssistantMessage(
+            tool_calls=(ToolCall(id=f"pay_{to}", name="pay_twice", arguments=arguments),)
+        )
+
+    def hive_run(source: str, **_: Any) -> Executor:  # as the run's hive file makes it
+        return Executor(
+            [Role(name="payer", tools=("pay_twice",), approvals=Approvals(tools=("pay_twice",)))],
+            FunctionModel(answer),
+            tools=[pay_twice],
+            store=db,
+            aggregator="concat",
+            source=source,
+        )
+
+    waiting = await hive_run("hive.yaml").run("pay", subtasks=[("payer", "pay")], run_id="h")
+    assert [p.call_id for p in waiting.pending] == ["pay_ann"]
+    monkeypatch.setattr(Executor, "from_yaml", hive_run)
+    resumer = Resumer(db)
+    decided = StoreApprovals(RunStore(db), resumer)
+    resume = Executor.resume
+
+    async def ending_as_bob_is_decided(self: Executor, run_id: str) -> Any:
+        result = await resume(self, run_id)
+        if [p.call_id for p in result.pending] == ["pay_bob"]:  # decided as it ends
+            await decided.decide(run_id, "pay_bob", approve=True)
+        return result
+
+    monkeypatch.setattr(Executor, "resume", ending_as_bob_is_decided)
+    await decided.decide("h", "pay_ann", approve=True)
+    while resumer.going:  # each continuing, as the server's loop runs it
+        await next(iter(resumer.going.values()))
+    found = RunStore(db).find("h")
+    assert found is not None
+    assert found.status == "ok"
+    assert paid == ["ann", "bob"]
+    assert "run h: ok" in capsys.readouterr().err
+
+
 @pytest.fixture
 async def waiting(db: Path, tmp_path: Path) -> Path:
     """A store with a run made in Python, ``w``, waiting on its payer's call."""
