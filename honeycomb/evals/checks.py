@@ -385,18 +385,44 @@ def _text(answer: Any, run: CaseRun) -> str:
 
 
 def _equals(wanted: Any) -> CheckFn:
+    shown = repr(wanted) if isinstance(wanted, str) else json.dumps(wanted, ensure_ascii=False)
+
     def equals(answer: Any, run: CaseRun) -> str | None:
         if isinstance(answer, BaseModel):
             answer = answer.model_dump(mode="json")
-        if isinstance(answer, str) or isinstance(wanted, str):
-            same = _text(answer, run).strip() == str(wanted).strip()
+        if isinstance(wanted, str):
+            same = _text(answer, run).strip() == wanted.strip()
+        elif isinstance(answer, str):  # a value (equals: {total: 3}): the answer's JSON
+            same = _same(_json_or_none(_text(answer, run)), wanted)
         else:
-            same = answer == wanted
+            same = _same(answer, wanted)
         if same:
             return None
-        return f"the answer is {_cut(repr(_text(answer, run)))}, not {_cut(repr(wanted))}"
+        return f"the answer is {_cut(repr(_text(answer, run)))}, not {_cut(shown)}"
 
     return equals
+
+
+_NOT_JSON = object()
+
+
+def _json_or_none(text: str) -> Any:
+    """The value ``text`` is the JSON of (a sentinel when it is none: no value equals it)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    """Whether two JSON values are equal as JSON has them: ``true`` is not ``1``."""
+    if isinstance(found, bool) or isinstance(wanted, bool):
+        return found is wanted
+    if isinstance(found, dict) and isinstance(wanted, dict):
+        return found.keys() == wanted.keys() and all(_same(found[k], wanted[k]) for k in found)
+    if isinstance(found, list | tuple) and isinstance(wanted, list | tuple):
+        return len(found) == len(wanted) and all(map(_same, found, wanted))
+    return bool(found == wanted)
 
 
 def _contains(texts: Texts, *, fold: bool, absent: bool) -> CheckFn:

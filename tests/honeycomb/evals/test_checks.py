@@ -211,6 +211,30 @@ def test_a_check_is_named_by_what_it_allows(tmp_path: Path, written: str, name: 
     assert _check(tmp_path, written).name == name
 
 
+@pytest.mark.parametrize(
+    ("written", "answer", "passed"),
+    [
+        ("equals: {total: 3}", '{"total": 3}', True),  # the answer's JSON, not Python's repr
+        ("equals: {total: 3}", '{"total": 3.0, "more": 1}', False),
+        ("equals: true", "true", True),
+        ("equals: true", "1", False),  # JSON's true is not 1
+        ("equals: 3", " 3.0 ", True),
+        ("equals: 240", "240 euros", False),
+        ("equals: [a, b]", '["a", "b"]', True),
+    ],
+)
+async def test_equals_a_value_compares_it_with_the_answers_json(
+    tmp_path: Path, written: str, answer: str, passed: bool
+) -> None:
+    found = await verdict(_check(tmp_path, written), shown_run(answer))
+    assert found.passed is passed, found.reason
+
+
+async def test_equals_a_value_that_fails_shows_it_as_json(tmp_path: Path) -> None:
+    found = await verdict(_check(tmp_path, "equals: {total: 3, ok: true}"), shown_run("{}"))
+    assert found.reason == """the answer is '{}', not {"total": 3, "ok": true}"""
+
+
 class Trip(BaseModel):
     total: float
     cities: list[str]
