@@ -512,7 +512,7 @@ def _matches(use: ToolUse, spec: ToolCalled) -> bool:
     if use.tool != spec.name or (spec.role is not None and use.role != spec.role):
         return False
     given = spec.args or {}
-    return all(k in use.arguments and use.arguments[k] == v for k, v in given.items())
+    return all(k in use.arguments and _same(use.arguments[k], v) for k, v in given.items())
 
 
 def _tool_called(spec: ToolCalled) -> CheckFn:

@@ -230,6 +230,17 @@ async def test_equals_a_value_compares_it_with_the_answers_json(
     assert found.passed is passed, found.reason
 
 
+async def test_tool_called_args_compare_as_json_values(tmp_path: Path) -> None:
+    def sent(**arguments: Any) -> dict[str, Any]:
+        return {
+            "tool_calls": [{"worker": "s", "role": "r", "tool": "send", "arguments": arguments}]
+        }
+
+    check = _check(tmp_path, "tool_called: {name: send, args: {urgent: true, copies: 2}}")
+    assert (await verdict(check, shown_run(**sent(urgent=True, copies=2.0)))).passed
+    assert not (await verdict(check, shown_run(**sent(urgent=1, copies=2)))).passed  # not true
+
+
 async def test_equals_a_value_that_fails_shows_it_as_json(tmp_path: Path) -> None:
     found = await verdict(_check(tmp_path, "equals: {total: 3, ok: true}"), shown_run("{}"))
     assert found.reason == """the answer is '{}', not {"total": 3, "ok": true}"""
