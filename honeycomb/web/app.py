@@ -295,10 +295,10 @@ class _Site:
             while not self.ending and not await request.is_disconnected():
                 try:
                     summary, progress = await self._progress(run_id)
+                    pending = await self._pending(run_id)
                 except StoreError as exc:  # said to the page, which keeps what it shows
                     yield _event("failed", {"error": str(exc)})
                     return
-                pending = await self._pending(run_id)
                 # A call whose time to decide runs out changes the page, not the store.
                 now = (summary, progress, pending, [decidable(p) for p in pending])
                 if now != seen:

@@ -437,3 +437,23 @@ async def test_events_opened_on_a_store_it_cannot_read_say_why(
     assert answer.status_code == 200
     assert "event: failed" in answer.text
     assert "the file is not a Honeycomb run store" in answer.text
+
+
+async def test_events_whose_read_of_the_waiting_calls_fails_say_why(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's line read, its waiting calls not (a PostgreSQL server gone between
+    the two reads): the failure escaped the events, which broke off with a traceback
+    in the server's log, and the page said it lost the server, not why."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="r1")
+    assert waiting.status == "waiting"
+
+    async def approvals_of(store: RunStore, run_id: str) -> list[Any]:
+        raise StoreError("cannot read the run store: the server closed the connection", path="pg")
+
+    monkeypatch.setattr(RunStore, "approvals_of", approvals_of)
+    async with _page(db, _payer(db)) as client:
+        answer = await client.get("/runs/r1/events")
+    assert answer.status_code == 200
+    assert "event: failed" in answer.text
+    assert "the server closed the connection" in answer.text
