@@ -16,6 +16,7 @@ from starlette.routing import Route
 from honeycomb.evals import EvalReport
 from honeycomb.evals.compare import compare
 from honeycomb.evals.html import comparison_table, report_body
+from honeycomb.evals.report import well_formed
 from honeycomb.store import EvalSummary, RunStore
 from honeycomb.web.pages import Links, page
 
@@ -23,7 +24,9 @@ __all__ = ["eval_page", "eval_routes", "evals_page"]
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    """``text`` escaped, each character a page cannot show (NUL, a terminal's escape)
+    shown as U+FFFD, as the report's own page shows them."""
+    return escape(well_formed(str(text)), quote=True)
 
 
 def evals_page(evals: Sequence[EvalSummary], store: str, links: Links) -> str:

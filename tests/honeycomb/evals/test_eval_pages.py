@@ -20,6 +20,8 @@ from tests.support.asgi_server import ThreadedServer
 from tests.support.evals import tiny_hive
 
 TOKEN = "a-token-for-the-eval-pages"
+ODD = "<b>trip</b>\x00\x1b[2J"
+"""A cases file's name: markup, a NUL and a terminal's escape (YAML's "\\0", "\\e")."""
 
 
 @pytest.fixture
@@ -33,6 +35,8 @@ async def store(tmp_path: Path) -> Path:
     old = {"eval_id": "ev-old", "name": "greetings", "hive": "hive.yaml"}
     old["cases"] = [{"id": "lisbon", "task": "t", "attempts": [attempt]}]
     await runs.keep_eval("ev-old", "greetings", 0.0, False, json.dumps(old).encode())
+    odd = {"eval_id": "ev-odd", "name": ODD, "hive": "hive.yaml"}
+    await runs.keep_eval("ev-odd", ODD, 1.0, False, json.dumps(odd).encode())
     runs.close()
     return db
 
@@ -54,3 +58,12 @@ def test_an_eval_that_cannot_be_read_is_a_page_saying_so(client: httpx.Client) -
         assert "eval ev-old cannot be read: Expected `float`, got `null`" in page.text
     assert client.get("/evals").status_code == 200
     assert client.get("/evals/ev-new").status_code == 200
+
+
+def test_an_evals_name_is_escaped_and_shown_well_formed_in_the_list(
+    client: httpx.Client,
+) -> None:
+    listed = client.get("/evals").text
+    assert "&lt;b&gt;trip&lt;/b&gt;\ufffd\ufffd[2J" in listed  # as the report's page shows it
+    assert "\x00" not in listed
+    assert "\x1b" not in listed
