@@ -8,8 +8,8 @@ it with the first server that starts, so ``import honeycomb`` does not.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -36,6 +36,10 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 _Process = ServerProcess[SessionMessage | Exception, SessionMessage]
 """A stdio server's process, as this module talks to it."""
+
+_END_S = 2.0
+"""Seconds a streamable-HTTP server has to answer the end of its session (an HTTP
+``DELETE``): one that does not (hung) is left, its connection closed."""
 
 _STDERR_TAIL = 600
 """Characters of what a server wrote to stderr that an error about it shows."""
@@ -170,70 +174,97 @@ async def connect(
         McpServerError: when it cannot be started or reached, or does not list its
             tools within ``start_timeout`` seconds.
     """
-    async with AsyncExitStack() as stack:
-        errlog: Stderr | None = None
-        process: _Process | None = None
-        refused: _Refused | None = None
-        bound: _Bounded | None = None
-        limit = int(max_message_mb * 1_000_000)
-        over = f"a message longer than {max_message_mb:g} MB (its max_message_mb)"
-        if command is not None:
-            process = ServerProcess(
-                [command, *args],
-                env=get_default_environment() | dict(env),
-                cwd=cwd,
-                parse=_message,
-                dump=_line,
-                max_line=limit,
-                too_long=f"wrote {over}, and was stopped as broken",
-            )
-            errlog = process.said  # kept (not shown): its end tells why it died
-            transport: Any = process
-        else:
-            # The SDK's own timeouts: a response stream may stay open for a while. It
-            # turns an HTTP error status into a message without it: the hook keeps it.
-            refused = _Refused()
-            bound = _Bounded(limit, f"sent {over}, and its connection was dropped as broken")
-            http = httpx2.AsyncClient(
-                headers=dict(headers),
-                timeout=_HTTP_TIMEOUT,
-                event_hooks={"response": [refused.note, bound.hold]},
-            )
-            # An event as long as a message may be (the SDK's own limit is 1 MB).
-            transport = streamable_http_client(
-                url or "", http_client=http, max_sse_event_size=limit
-            )
-            await stack.enter_async_context(http)
-        client = Client(transport)
-        session = Session(server, client, process, bound)
-        failed: McpServerError | None = None
-        try:
+    limit = int(max_message_mb * 1_000_000)
+    over = f"a message longer than {max_message_mb:g} MB (its max_message_mb)"
+    process: _Process | None = None
+    http: httpx2.AsyncClient | None = None
+    refused: _Refused | None = None
+    bound: _Bounded | None = None
+    if command is not None:
+        process = ServerProcess(
+            [command, *args],
+            env=get_default_environment() | dict(env),
+            cwd=cwd,
+            parse=_message,
+            dump=_line,
+            max_line=limit,
+            too_long=f"wrote {over}, and was stopped as broken",
+        )
+        transport: Any = process
+    else:
+        # The SDK's own timeouts: a response stream may stay open for a while. It turns
+        # an HTTP error status into a message without it: the hook keeps it.
+        refused = _Refused()
+        bound = _Bounded(limit, f"sent {over}, and its connection was dropped as broken")
+        http = httpx2.AsyncClient(
+            headers=dict(headers),
+            timeout=_HTTP_TIMEOUT,
+            event_hooks={"response": [refused.note, bound.hold]},
+        )
+        # An event as long as a message may be (the SDK's own limit is 1 MB).
+        transport = streamable_http_client(url or "", http_client=http, max_sse_event_size=limit)
+    client = Client(transport)
+    session = Session(server, client, process, bound)
+    started = False
+    try:
+        async with AsyncExitStack() as stack:
+            if http is not None:
+                await stack.enter_async_context(http)
             with within(start_timeout):
                 await stack.enter_async_context(client)
                 await session.list_tools()
-        except TimedOut:
-            reason = f"did not start and list its tools within {start_timeout:g}s"
-            failed = McpServerError(server, reason + _stray(process) + stderr_tail(errlog))
-        except OSError as exc:  # the command cannot be run
-            failed = _because(McpServerError(server, f"cannot be started: {exc}"), exc)
-        except Exception as exc:  # it exited at start, refused the handshake or its list
-            said = _stray(process) + stderr_tail(errlog) if refused is None else refused.status()
-            reason = masked(_reason(exc)) if session.broken is None else session.broken
-            failed = _because(McpServerError(server, f"could not be started: {reason}{said}"), exc)
-        if failed is None:
+            started = True
             if process is not None:
                 process.started = True  # from now on it is stopped the MCP way, with a grace
             yield session
-            return
-    # Raised once the connection is closed, not through it: the SDK's task group, open
-    # once the handshake is done, would wrap it in an ExceptionGroup (a server that
-    # answered the handshake, then refused its list or never gave it).
-    raise failed
+            if http is not None:
+                # A streamable-HTTP server's session ends with a request it may never
+                # answer (hung): it has a grace, then is left, its connection closed.
+                with suppress(TimedOut), within(_END_S):
+                    await stack.aclose()
+    except Exception as exc:
+        if started:
+            raise
+        # Out of the SDK's task groups, which wrap what fails as the server starts (its
+        # list refused, a connection dropped) in an ExceptionGroup.
+        said = _stray(process) + stderr_tail(session.errlog)
+        raise _not_started(server, exc, start_timeout, said, session, refused) from exc
 
 
-def _because(error: McpServerError, cause: BaseException) -> McpServerError:
-    error.__cause__ = cause
-    return error
+def _not_started(
+    server: str,
+    exc: BaseException,
+    start_timeout: float,
+    said: str,
+    session: Session,
+    refused: _Refused | None,
+) -> McpServerError:
+    """Why a server did not start, out of what its start raised (``said``: what a stdio
+    server wrote as it failed)."""
+    leaves = list(_leaves(exc))
+    for leaf in leaves:
+        if isinstance(leaf, McpServerError):
+            return leaf
+        if isinstance(leaf, TimedOut):
+            reason = f"did not start and list its tools within {start_timeout:g}s"
+            return McpServerError(server, reason + said)
+        if isinstance(leaf, OSError) and refused is None:  # the command cannot be run
+            return McpServerError(server, f"cannot be started: {leaf}")
+    if session.broken is not None:
+        reason = session.broken
+    else:  # it exited at start, refused the handshake or its list; HTTP errors
+        reason = masked(_reason(leaves[0]))
+        said = said if refused is None else refused.status()
+    return McpServerError(server, f"could not be started: {reason}{said}")
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, or the exceptions an exception group holds, however deep."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def observation_text(result: types.CallToolResult) -> str:

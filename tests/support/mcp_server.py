@@ -168,7 +168,7 @@ def die(say: str = "") -> str:
     os._exit(3)
 
 
-def _http(fd: int, *, events: bool) -> None:
+def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
     import uvicorn
 
     app = server.streamable_http_app()
@@ -182,6 +182,11 @@ def _http(fd: int, *, events: bool) -> None:
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
             body, again = await _read(receive)
+            if crash_at_list and _method(body) == "tools/list":  # its connections drop
+                os._exit(4)
+            if legacy and _method(body) == "server/discover":  # as a server before 2026
+                await _no_such_method(body, send)
+                return
             if _forever(body):  # over HTTP, the line that never ends is its answer
                 await _endless(receive, send)
                 return
@@ -210,6 +215,25 @@ async def _read(receive: Any) -> tuple[bytes, Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return body, again
+
+
+def _method(body: bytes) -> str | None:
+    """The method a request's JSON-RPC message names."""
+    try:
+        method = json.loads(body).get("method")
+    except (ValueError, AttributeError):
+        return None
+    return method if isinstance(method, str) else None
+
+
+async def _no_such_method(body: bytes, send: Any) -> None:
+    """The answer of a server that knows no such method (one that speaks MCP as it was
+    before 2026: the client then shakes hands as it did, in a session of its own)."""
+    error = {"code": -32601, "message": "Method not found"}
+    answer = json.dumps({"jsonrpc": "2.0", "id": json.loads(body).get("id"), "error": error})
+    start = {"type": "http.response.start", "status": 200}
+    await send({**start, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": answer.encode()})
 
 
 def _forever(body: bytes) -> bool:
@@ -274,6 +298,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--events", action="store_true", help="over HTTP, answer with server-sent events"
     )
+    parser.add_argument(
+        "--legacy", action="store_true", help="over HTTP, know no server/discover (sessions)"
+    )
+    parser.add_argument(
+        "--crash-at-list", action="store_true", help="over HTTP, exit as tools/list comes"
+    )
     parser.add_argument("--fail-at-start", action="store_true", help="exit before serving")
     parser.add_argument(
         "--start-delay", type=float, default=0.0, help="seconds to wait before serving"
@@ -286,6 +316,11 @@ if __name__ == "__main__":
         raise SystemExit("the test server was told to fail at start")
     time.sleep(options.start_delay)  # a server slow to start (one that loads a model)
     if options.http_fd is not None:
-        _http(options.http_fd, events=options.events)
+        _http(
+            options.http_fd,
+            events=options.events,
+            legacy=options.legacy,
+            crash_at_list=options.crash_at_list,
+        )
     else:
         server.run()

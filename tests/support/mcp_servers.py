@@ -70,12 +70,20 @@ def child_pids() -> set[int]:
 
 @contextmanager
 def http_test_server(
-    token: str, port: int | None = None, *, notes: Path | None = None, events: bool = False
+    token: str,
+    port: int | None = None,
+    *,
+    notes: Path | None = None,
+    events: bool = False,
+    legacy: bool = False,
+    crash_at_list: bool = False,
 ) -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1 (on ``port``, or a free one),
     in a subprocess: its URL, once it answers. Every request must carry
     ``Authorization: Bearer <token>``; its tools that write notes write them to
-    ``notes``; with ``events``, it answers with server-sent events.
+    ``notes``; with ``events``, it answers with server-sent events; with ``legacy``, it
+    speaks MCP as before 2026 (no ``server/discover``: a session, ended by a ``DELETE``);
+    with ``crash_at_list``, it exits as a client asks for its tools.
 
     The port is bound here and the listening socket handed to the server, so no other
     process can take it between its choice and the server's start."""
@@ -91,7 +99,9 @@ def http_test_server(
     with listening:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.mcp_server", "--http-fd", served]
-            + (["--events"] if events else []),
+            + (["--events"] if events else [])
+            + (["--legacy"] if legacy else [])
+            + (["--crash-at-list"] if crash_at_list else []),
             env=env,
             stderr=subprocess.DEVNULL,
             pass_fds=(listening.fileno(),),

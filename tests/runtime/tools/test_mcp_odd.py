@@ -13,7 +13,7 @@ from honeycomb import Executor, Role, Subtask
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, McpServer, McpServerError, ModelRequest, ToolMessage
 from runtime.testing import call
-from tests.support.mcp_servers import ROOT, child_pids, running
+from tests.support.mcp_servers import ROOT, child_pids, http_test_server, running
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,3 +78,18 @@ async def test_a_command_that_is_no_mcp_server_shows_what_it_wrote_to_stdout() -
         "MCP messages go, it wrote: 'Listening on http://127.0.0.1:8000')"
     )
     assert child_pids() - before == set()
+
+
+async def test_a_streamable_http_server_that_crashes_as_it_lists_its_tools_says_so() -> None:
+    """Its connection drops under the SDK's task group, which wrapped what went wrong in
+    an ExceptionGroup ('failed: ExceptionGroup: unhandled errors in a TaskGroup')."""
+    token = "crashing-server-token"
+    with http_test_server(token, crash_at_list=True) as url:
+        server = McpServer(name="h", url=url, headers={"Authorization": f"Bearer {token}"})
+        with pytest.raises(McpServerError) as raised:
+            async with running(server) as run:
+                await run.listed("h")
+    assert str(raised.value) == (
+        "MCP server 'h' could not be started: RemoteProtocolError: Server disconnected "
+        "without sending a response."
+    )

@@ -2,22 +2,23 @@
 still starting is killed at once, by a cancellation, by the end of its block, or by
 its ``start_timeout``; one that started is stopped gracefully. Against the SDK-written
 test server (``tests/support/mcp_server.py``), run as a real subprocess that takes a
-minute to start when told to."""
+minute to start when told to; a streamable-HTTP server's session ends within a grace."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-import runtime.tools._mcp_sdk  # noqa: F401  (loaded before any clock starts: it takes a while)
+import runtime.tools._mcp_sdk  # loaded before any clock starts: it takes a while
 from runtime import McpServer, McpServerError, McpServers
 from tests.support import ROOT
-from tests.support.mcp_servers import child_pids, sdk_server
+from tests.support.mcp_servers import child_pids, http_test_server, sdk_server
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -182,3 +183,24 @@ async def test_runs_that_need_a_server_as_it_starts_share_that_start() -> None:
         await started_process(before)  # it starts the server again
         assert "did not start and list its tools within 1.5s" in str(await later)
         assert time.perf_counter() - began >= start_timeout
+
+
+async def test_a_streamable_http_server_that_hangs_as_its_session_ends_holds_no_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A streamable-HTTP server's session ends with a request (an HTTP ``DELETE``) that a
+    hung server never answers: it has its grace, then is left, and the block ends (it
+    waited for the client's read timeout, five minutes)."""
+    monkeypatch.setattr(runtime.tools._mcp_sdk, "_END_S", 0.2)
+    token = "hung-session-token"
+    with http_test_server(token, legacy=True) as url:  # a session, ended by a DELETE
+        server = McpServer(name="h", url=url, headers={"Authorization": f"Bearer {token}"})
+        async with McpServers([server]) as live:
+            with live.run() as run:
+                pid = int(await run.call("h", "pid", {}))
+                os.kill(pid, signal.SIGSTOP)  # hung: it takes connections, answers none
+            began = time.monotonic()
+        try:
+            assert time.monotonic() - began < 5.0  # its grace, not the client's timeout
+        finally:
+            os.kill(pid, signal.SIGCONT)  # for its own stop
