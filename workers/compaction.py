@@ -54,13 +54,13 @@ from workers.calls import model_calls
 from workers.context import (
     Compaction,
     ContextWindow,
+    checked_counter,
     cut_text,
     cut_to_fit,
     estimate_tokens,
     newest_bare,
     omission_note,
     summary_message,
-    token_counter,
 )
 from workers.state import LoopState
 
@@ -214,7 +214,7 @@ class Compactor:
         key = caller.conversation
         self.conversation = f"{key}/compaction" if key else "compaction"
         self.timeout = timeout
-        self.count = token_counter(compaction)
+        self.count = checked_counter(compaction)
         self.writer = writer
 
     def estimate(self, messages: Sequence[Message], request: ModelRequest | None = None) -> int:

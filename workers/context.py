@@ -36,11 +36,13 @@ from runtime.models.tokens import quarter_tokens
 from runtime.value import SettingsModel, Value
 
 __all__ = [
+    "CheckedCounter",
     "Compaction",
     "ContextWindow",
     "Measure",
     "TokenCounter",
     "assemble",
+    "checked_counter",
     "cut_text",
     "cut_to_fit",
     "estimate_tokens",
@@ -161,6 +163,60 @@ def token_counter(compaction: Compaction) -> TokenCounter | None:
         found: TokenCounter = import_object(ref)
         return found
     return ref
+
+
+def checked_counter(compaction: Compaction) -> TokenCounter | None:
+    """The compaction's token counter (:func:`token_counter`), checked as it counts
+    (:class:`CheckedCounter`); None: the estimate.
+
+    Raises:
+        ConfigError: for an import path that does not import a callable.
+    """
+    count = token_counter(compaction)
+    if count is None:
+        return None
+    ref = compaction.token_counter
+    return CheckedCounter(
+        count, ref if isinstance(ref, str) else getattr(count, "__qualname__", repr(count))
+    )
+
+
+class CheckedCounter:
+    """A role's token counter, whose failure names it: one that raises, or answers
+    anything but a number of tokens, is a :class:`~runtime.ConfigError` saying so (not
+    a ``TypeError`` from deep in the context's arithmetic).
+
+    Args:
+        count: The counter.
+        name: Its import path, or its name.
+    """
+
+    __slots__ = ("count", "name")
+
+    def __init__(self, count: TokenCounter, name: str) -> None:
+        self.count, self.name = count, name
+
+    def __call__(self, text: str) -> int:
+        try:
+            tokens = self.count(text)
+        except Exception as exc:
+            raise ConfigError(
+                f"the token counter {self.name!r} raised {type(exc).__name__}: {exc} "
+                f"(counting a text of {len(text):,} characters)",
+                field="compaction.token_counter",
+            ) from exc
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            return tokens
+        if isinstance(tokens, float) and math.isfinite(tokens) and tokens >= 0:
+            return math.ceil(tokens)  # (len(text) / 3.5, say)
+        raise ConfigError(
+            f"the token counter {self.name!r} answered {tokens!r}, not a number of tokens "
+            "(0 or more)",
+            field="compaction.token_counter",
+        )
+
+    def __repr__(self) -> str:
+        return f"CheckedCounter({self.name!r})"
 
 
 class ContextWindow(Value, frozen=True, kw_only=True):

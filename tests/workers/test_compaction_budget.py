@@ -10,11 +10,13 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
+import pytest
 from pydantic import BaseModel
 
 from runtime import (
     AssistantMessage,
     CompactionStarted,
+    ConfigError,
     ContextBudgetTooSmall,
     Dispatcher,
     Event,
@@ -182,6 +184,40 @@ async def test_a_roles_own_token_counter_measures_its_context() -> None:
     assert summarizer.requests  # pages of 1,600 tokens each: folded from the fourth on
     assert over(model.requests, 6000, server) == []
     assert over(summarizer.requests, 6000, server) == []
+
+
+def chokes(text: str) -> int:
+    if "page 3" in text:
+        raise UnicodeError("no such byte")
+    return len(text)
+
+
+@pytest.mark.parametrize(
+    ("counter", "said"),
+    [
+        (chokes, "the token counter 'chokes' raised UnicodeError: no such byte"),
+        (lambda text: None, "the token counter '<lambda>' answered None, not a number"),
+    ],
+)
+async def test_a_token_counter_that_fails_is_named_in_the_workers_error(
+    counter: Callable[[str], int], said: str
+) -> None:
+    server = by(one_per_character)
+    compaction = Compaction(budget_tokens=6000, token_counter=counter)
+    loop = make_loop(reader(12, "read_page", server), wordy(100, server), compaction, [read_page])
+    with pytest.raises(ConfigError) as failed:
+        await loop.run("read the log")
+    assert failed.value.field == "compaction.token_counter"
+    assert said in str(failed.value)
+
+
+async def test_a_token_counter_may_count_in_fractions() -> None:
+    server = by(one_per_character)
+    compaction = Compaction(budget_tokens=6000, token_counter=lambda text: len(text) / 1.0)
+    model = reader(12, "read_page", server)
+    result = await make_loop(model, wordy(100, server), compaction, [read_page]).run("read")
+    assert isinstance(result, Final)
+    assert over(model.requests, 6000, server) == []
 
 
 def test_the_estimate_counts_what_tokenizers_split_finely() -> None:
