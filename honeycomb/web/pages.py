@@ -353,13 +353,18 @@ def _cut_off(summary: RunSummary, hint: str | None, to_decide: bool) -> str:
 
 def _resume_hint(summary: RunSummary, hint: str | None) -> str:
     """A waiting run with nothing left to decide goes on when it is resumed: this
-    server resumes the runs whose last call is decided on its page, not those decided
-    elsewhere (whoever decided them resumes them)."""
+    server resumes the runs of a hive file whose last call is decided on its page, not
+    those decided elsewhere (whoever decided them resumes them); one made in Python is
+    its code's to resume (``honeycomb serve`` does not, decided on its page or not)."""
     how = _how(summary, hint)
+    then = (
+        ""
+        if hint is None
+        else " This server resumes a run whose last call is decided on this page."
+    )
     return (
         '<p class="approval muted" data-key="resume">No call is left to decide: the run goes '
-        f"on once it is resumed ({how}). This server resumes a run whose last call is decided "
-        "on this page.</p>"
+        f"on once it is resumed ({how}).{then}</p>"
     )
 
 

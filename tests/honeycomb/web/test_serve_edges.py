@@ -253,6 +253,30 @@ async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_
     assert capsys.readouterr().err == ""
 
 
+async def test_a_run_made_in_python_decided_on_the_page_is_not_said_to_be_resumed_by_it(
+    db: Path,
+) -> None:
+    """Its last call decided on the page, the page said "This server resumes a run whose
+    last call is decided on this page" over a run it never resumes (made in Python: the
+    server says so on its stderr, and leaves it waiting)."""
+    waiting = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="py")
+    assert waiting.status == "waiting"
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db), Resumer(db)))
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            decided = await client.post(
+                "/runs/py/calls/call_1/decision", data={"decision": "approve"}
+            )
+            assert decided.status_code == 303
+            page = (await client.get(decided.headers["location"])).text
+    assert "No call is left to decide: the run goes on once it is resumed" in page
+    assert "<code>Executor.resume(&#x27;py&#x27;)</code> in the code that made it" in page
+    assert "This server resumes" not in page
+    found = RunStore(db).find("py")
+    assert found is not None
+    assert found.status == "waiting"
+
+
 async def test_two_decisions_ending_a_wait_continue_the_run_once_and_say_so(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
