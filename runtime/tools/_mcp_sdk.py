@@ -406,14 +406,17 @@ class _Held(httpx2.AsyncByteStream):
 
 
 class _Refused:
-    """The first HTTP error status a streamable-HTTP server answered with."""
+    """The first HTTP error status a streamable-HTTP server answered a message with (a
+    ``POST``): not its answer to the client's ``GET`` of a stream of its own, which MCP
+    lets it refuse (405) and the client then goes without."""
 
     def __init__(self) -> None:
         self.code: int | None = None
         self.phrase = ""
 
     async def note(self, response: httpx2.Response) -> None:
-        if response.status_code >= 400 and self.code is None:
+        posted = response.request.method == "POST"
+        if posted and response.status_code >= 400 and self.code is None:
             self.code, self.phrase = response.status_code, response.reason_phrase
 
     def status(self) -> str:

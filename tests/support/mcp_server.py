@@ -181,6 +181,10 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
                 await send({"type": "http.response.start", "status": 401, "headers": []})
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
+            if legacy and scope["method"] == "GET":  # no stream of its own, as MCP allows
+                await send({"type": "http.response.start", "status": 405, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
             body, again = await _read(receive)
             if crash_at_list and _method(body) == "tools/list":  # its connections drop
                 os._exit(4)

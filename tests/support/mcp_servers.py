@@ -82,7 +82,8 @@ def http_test_server(
     in a subprocess: its URL, once it answers. Every request must carry
     ``Authorization: Bearer <token>``; its tools that write notes write them to
     ``notes``; with ``events``, it answers with server-sent events; with ``legacy``, it
-    speaks MCP as before 2026 (no ``server/discover``: a session, ended by a ``DELETE``);
+    speaks MCP as before 2026 (no ``server/discover``: a session, ended by a ``DELETE``;
+    no stream of its own, a ``GET`` answered 405);
     with ``crash_at_list``, it exits as a client asks for its tools.
 
     The port is bound here and the listening socket handed to the server, so no other

@@ -82,9 +82,11 @@ async def test_a_command_that_is_no_mcp_server_shows_what_it_wrote_to_stdout() -
 
 async def test_a_streamable_http_server_that_crashes_as_it_lists_its_tools_says_so() -> None:
     """Its connection drops under the SDK's task group, which wrapped what went wrong in
-    an ExceptionGroup ('failed: ExceptionGroup: unhandled errors in a TaskGroup')."""
+    an ExceptionGroup ('failed: ExceptionGroup: unhandled errors in a TaskGroup'). The
+    server refuses the client's GET of a stream of its own (405), as MCP lets it: that
+    is not why it did not start."""
     token = "crashing-server-token"
-    with http_test_server(token, crash_at_list=True) as url:
+    with http_test_server(token, crash_at_list=True, legacy=True) as url:
         server = McpServer(name="h", url=url, headers={"Authorization": f"Bearer {token}"})
         with pytest.raises(McpServerError) as raised:
             async with running(server) as run:
