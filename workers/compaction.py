@@ -88,12 +88,13 @@ FOLDED_HEADER = "The turns to fold into it, oldest first:"
 END_HEADER = "### end of the turns"
 
 
-def context_problem(compaction: Compaction, model: Model) -> str | None:
-    """What keeps ``compaction``'s budget from fitting a call of ``model``, if anything:
-    a budget that fills the context a local model says one call holds, its prompt and
-    its answer together, leaves no room for the answer, and the context is past the
-    model's before the budget ever folds it (every call then refused by its server)."""
-    held = context_of(model)
+def context_problem(compaction: Compaction, model: Model | int) -> str | None:
+    """What keeps ``compaction``'s budget from fitting a call of ``model`` (or of a
+    model whose calls hold that many tokens), if anything: a budget that fills the
+    context a local model says one call holds, its prompt and its answer together,
+    leaves no room for the answer, and the context is past the model's before the
+    budget ever folds it (every call then refused by its server)."""
+    held = model if isinstance(model, int) else context_of(model)
     budget = compaction.budget_tokens
     if held is None or budget < held:
         return None

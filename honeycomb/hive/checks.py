@@ -24,6 +24,7 @@ from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
+from workers.compaction import context_problem
 from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
@@ -47,6 +48,7 @@ def check_across_fields(
     _check_memory(doc, spec, roles, places, errors)
     _check_policy_rules(doc, errors)
     _check_local_models(doc, spec, errors)
+    _check_compaction_contexts(doc, spec, roles, places, errors)
     if spec.backend.ray is not None and ray_missing():
         errors.append(doc.error(("backend",), RAY_MISSING))
 
@@ -251,6 +253,36 @@ def _check_local_models(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigEr
         problem = llama_server.gguf_problem(folder / model.path)
         if problem is not None:
             errors.append(doc.error(("models", name, "path"), problem))
+
+
+def _check_compaction_contexts(
+    doc: YamlDocument,
+    spec: HiveSpec,
+    roles: Mapping[str, Role],
+    places: Mapping[str, YamlPlace],
+    errors: list[ConfigError],
+) -> None:
+    """A compacting role's budget fits a call of the llama model it thinks with, and
+    of the one that writes its summaries (as an Executor of the hive would refuse it)."""
+    default = spec.default_model or next(iter(spec.models), None)
+    for name, role in roles.items():
+        compaction = role.compaction
+        if compaction is None:
+            continue
+        thinks = role.model or default
+        uses = {thinks: "thinks with"}
+        if compaction.model is not None and compaction.model != thinks:
+            uses[compaction.model] = "summarizes with"
+        for model, use in uses.items():
+            found = spec.models.get(model) if model is not None else None
+            if found is None or found.provider != "llama":
+                continue
+            problem = context_problem(compaction, found.context)
+            if problem is not None:
+                message = f"the role {use} model {model!r}: {problem}"
+                errors.append(
+                    role_error(doc, places, name, ("compaction", "budget_tokens"), message)
+                )
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

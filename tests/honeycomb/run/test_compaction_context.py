@@ -1,16 +1,21 @@
 """A compaction budget meets a local model's context: a budget that fills the context
 of the model a role thinks with, or of the one that writes its summaries, is refused
-as the Executor is made. On the real model (SmolLM2 at a 1,024-token context), every
-summary call of a 4,000-token budget was refused by its server, so nothing was ever
-folded, and the worker's own calls would have been refused as its context grew."""
+as the Executor is made, and by a hive at its line (``honeycomb validate`` too). On the
+real model (SmolLM2 at a 1,024-token context), every summary call of a 4,000-token
+budget was refused by its server, so nothing was ever folded, and the worker's own
+calls would have been refused as its context grew."""
 
 from __future__ import annotations
+
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from honeycomb import Compaction, ConfigErrors, Executor, Role
 from honeycomb.testing import FunctionModel
 from runtime import WrapperModel
+from tests.support.hives import errors_of
 
 
 class Local(WrapperModel):
@@ -53,3 +58,35 @@ def test_a_compaction_budget_that_fills_a_local_models_context_is_refused(
 
 def test_a_model_that_says_no_context_takes_any_budget() -> None:
     Executor([reader(100_000)], FunctionModel(lambda request: "ok"))
+
+
+@pytest.mark.parametrize(
+    ("summarizer", "said"),
+    [("", "the role thinks with model 'local'"), ("model: small", "summarizes with model 'small'")],
+)
+def test_a_hive_names_the_line_of_a_budget_that_fills_its_llama_models_context(
+    tmp_path: Path, summarizer: str, said: str
+) -> None:
+    path = tmp_path / "hive.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            models:
+              local: {{provider: llama, context: {4096 if summarizer else 1024}}}
+              small: {{provider: llama, context: 1024}}
+            roles:
+              planner:
+                description: Plans.
+              reader:
+                description: Reads.
+                compaction:
+                  budget_tokens: 2048
+                  {summarizer}
+            """
+        )
+    )
+    (error,) = errors_of(path)
+    assert "hive.yaml:10:" in error
+    assert "roles.reader.compaction.budget_tokens" in error
+    assert said in error
+    assert "a compaction budget of 2048 tokens leaves no room" in error
