@@ -72,8 +72,9 @@ __all__ = [
     "session_key",
 ]
 
-_FINISHED = frozenset({"ok", "partial", "failed", "over_budget", "interrupted", "cancelled"})
-"""Statuses after which a run's page changes no more (a resume makes it running)."""
+_FINISHED = frozenset({"ok", "partial", "failed", "over_budget", "cancelled"})
+"""Statuses after which a run's page changes no more. Not ``interrupted`` (a process
+gone) nor ``waiting``: such a run goes on once resumed, and its page follows it."""
 
 _SECURITY_HEADERS = {
     "content-security-policy": (

@@ -40,6 +40,7 @@ from tests.honeycomb.cli import test_chat_approvals
 from tests.honeycomb.web import test_serve, test_serve_edges
 from tests.honeycomb.web.test_serve import TOKEN, _later, _signed_in, _until, _Watched
 from tests.honeycomb.web.test_serve_edges import BEARER, _Recorded
+from tests.support import approvals
 from tests.support.asgi_server import ThreadedServer
 
 # Fixtures of the neighbouring tests, used here as they are.
@@ -232,6 +233,34 @@ async def test_the_page_of_an_interrupted_run_made_in_python_leaves_it_to_its_co
         "decided, continue it with <code>Executor.resume(&#x27;w&#x27;)</code> in the code "
         "that made it."
     ) in page
+
+
+async def test_the_events_of_an_interrupted_run_follow_it_as_it_is_resumed(
+    waiting: Path, tmp_path: Path
+) -> None:
+    """The events of an interrupted run ended at once, as a finished run's do: a page
+    open on it (which says to continue it with Executor.resume or honeycomb resume)
+    never showed it go on once it was continued elsewhere."""
+    _cut_off(waiting, "w")
+    executor = approvals.executor(waiting, tmp_path / "effects.txt")
+    await executor.decide("w", "pay_1", approve=True)
+    app = create_app(waiting, token=TOKEN, approvals=StoreApprovals(RunStore(waiting)), poll_s=0.05)
+    seen: list[str] = []
+    with ThreadedServer(app, name="serve") as server:
+        async with (
+            httpx.AsyncClient(base_url=server.url, headers=BEARER) as client,
+            client.stream("GET", "/runs/w/events") as events,
+        ):
+            async for line in events.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[len("data: ") :])["status"])
+                if seen == ["interrupted"]:  # the page follows it: continue it now
+                    assert (await executor.resume("w")).status == "ok"
+                    seen.append("resumed")
+                if line.startswith("event: end"):
+                    break
+    assert seen[:2] == ["interrupted", "resumed"]
+    assert seen[-1] == "ok"  # the change it ended with, then the events end
 
 
 def test_a_decided_call_of_an_interrupted_run_has_the_server_continue_it(
