@@ -54,6 +54,7 @@ from honeycomb.executor import Executor
 from honeycomb.hive import Hive, load_hive
 from honeycomb.store import RunStore
 from runtime import ConfigError, ConfigErrors, Model, StoreError, did_you_mean
+from runtime.text import encode_json
 
 __all__ = [
     "add_eval_command",
@@ -271,7 +272,7 @@ def _reported(
     return the command's status for it."""
     comparison = compare(baseline, report) if baseline is not None else None
     if args.json:
-        sys.stdout.write(report.to_json().decode() + "\n")
+        sys.stdout.write(_json(report, comparison) + "\n")
     else:
         print_report(sys.stdout, report, store.where if store is not None else None)
         if comparison is not None:
@@ -282,6 +283,17 @@ def _reported(
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
     return _status(report, comparison, args.gate)
+
+
+def _json(report: EvalReport, comparison: Comparison | None) -> str:
+    """The report as ``--json`` prints it: with ``--baseline``, what changed from it
+    (its ``comparison``, as ``eval compare --json`` gives it), which the status gates on."""
+    data = report.to_json()
+    if comparison is None:
+        return data.decode()
+    shown = msgspec.json.decode(data)
+    shown["comparison"] = msgspec.to_builtins(comparison)
+    return encode_json(shown).decode()
 
 
 def _stopped(

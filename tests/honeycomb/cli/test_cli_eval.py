@@ -138,6 +138,16 @@ def test_a_baseline_shows_the_regression_and_can_gate_on_it_alone(
     assert _eval(capsys, "--eval-id", "ev-oslo")[0] == ExitStatus.CASES_FAILED
     gated = _eval(capsys, "--baseline", "ev-oslo", "--gate", "regressions")
     assert gated[0] == ExitStatus.OK
+    # In JSON too, what the status gates on: the comparison beside the report.
+    code, out, _ = _eval(capsys, "--baseline", "ev-good", "--gate", "regressions", "--json")
+    assert code == ExitStatus.CASES_FAILED
+    shown = json.loads(out)
+    assert shown["cases"][0]["id"] == "lisbon"
+    assert shown["comparison"]["baseline"] == "ev-good"
+    assert [(c["id"], c["change"]) for c in shown["comparison"]["cases"]] == [
+        ("lisbon", "passing"),
+        ("oslo", "newly_failing"),
+    ]
     # eval compare A B tells the same from the store, and fails on a regression.
     assert main(["eval", "compare", "ev-good", "ev-bad"]) == ExitStatus.CASES_FAILED
     assert "lisbon │ newly failing" in capsys.readouterr().out
