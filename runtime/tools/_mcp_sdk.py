@@ -33,6 +33,8 @@ _PAGES = 100
 """Pages of a tool listing read at most: a server whose cursor never ends cannot hang."""
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The streamable-HTTP connection's timeouts (the SDK's): but for a message's answer
+(see :func:`_answer_untimed`)."""
 
 _Process = ServerProcess[SessionMessage | Exception, SessionMessage]
 """A stdio server's process, as this module talks to it."""
@@ -199,7 +201,7 @@ async def connect(
         http = httpx2.AsyncClient(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
-            event_hooks={"response": [refused.note, bound.hold]},
+            event_hooks={"request": [_answer_untimed], "response": [refused.note, bound.hold]},
         )
         # An event as long as a message may be (the SDK's own limit is 1 MB).
         transport = streamable_http_client(url or "", http_client=http, max_sse_event_size=limit)
@@ -364,6 +366,15 @@ def _reason(exc: BaseException) -> str:
 def _size(base64: str) -> str:
     padding = len(base64) - len(base64.rstrip("="))
     return f"{len(base64) * 3 // 4 - padding} bytes"
+
+
+async def _answer_untimed(request: httpx2.Request) -> None:
+    """The request hook: the answer to a message (a ``POST``) is waited for as long as
+    its call may take, which its tool's time limit says (a tool may work for more than
+    the five minutes of the connection's read timeout), and its start's and end's
+    limits; a ``GET`` of the server's own stream keeps the read timeout."""
+    if request.method == "POST":
+        request.extensions["timeout"] = {**request.extensions.get("timeout", {}), "read": None}
 
 
 class _TooLong(httpx2.StreamError):

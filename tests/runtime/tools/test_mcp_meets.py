@@ -12,8 +12,10 @@ import stat
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 
+import runtime.tools._mcp_sdk
 from runtime import McpServer, McpToolSettings, ModelRetry, ToolCall, ToolRegistry
 from runtime.concurrency import within
 from runtime.tools.mcp import mcp_tools
@@ -210,3 +212,17 @@ async def test_an_answer_sent_as_a_server_sent_event_may_be_as_long_as_any_other
         async with running(server) as run:
             answer = await run.call("h", "long", {"chars": 3_000_000})
     assert answer == "b" * 3_000_000
+
+
+async def test_an_http_call_takes_as_long_as_its_tool_s_time_not_the_connection_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An HTTP call's answer is waited for as long as its tool's time limit lets it: the
+    client's read timeout (five minutes) cut a longer call off, said to have stopped
+    the server, which went on serving. Here the connection's timeouts are 0.3 seconds,
+    and the call takes 0.6."""
+    monkeypatch.setattr(runtime.tools._mcp_sdk, "_HTTP_TIMEOUT", httpx2.Timeout(0.3))
+    with http_test_server("s3cret-token") as url:
+        server = McpServer(name="h", url=url, headers={"Authorization": "Bearer s3cret-token"})
+        async with running(server) as run:
+            assert await run.call("h", "slow", {"seconds": 0.6}) == "slept 0.6s"
