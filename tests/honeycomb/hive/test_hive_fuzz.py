@@ -213,7 +213,12 @@ def mutated_hives(draw: st.DrawFn) -> tuple[dict[str, Any], list[Mutation]]:
             if key in target:
                 continue
             target[key] = draw(values)
-            read = str(key) if key is None or isinstance(key, bool) else key  # as YAML reads it
+            # as YAML reads a key (its own spelling, 'false', 'null': the file's words)
+            read = (
+                yaml.safe_dump(key).split("\n", 1)[0]
+                if key is None or isinstance(key, bool)
+                else key
+            )
             done.append((kind, (*path, read)))
             continue
         if not candidates:
