@@ -58,7 +58,6 @@ from runtime import (
     ContextBudgetTooSmall,
     Dispatcher,
     EmptyResponse,
-    GuardrailTripped,
     HoneycombError,
     MaxTurnsExceeded,
     Message,
@@ -93,7 +92,7 @@ from runtime.value import pydantic_errors
 from workers.calls import model_calls
 from workers.compaction import Compactor
 from workers.context import ContextWindow, assemble, summary_message
-from workers.guards import GuardRunner, refusal_text
+from workers.guards import GuardRunner, refusal_text, tripped
 from workers.services import Services
 from workers.state import (
     Continue,
@@ -527,12 +526,9 @@ class AgentLoop:
             return final
         attempts = state.output_attempts + 1
         # A guard that raised would raise again: it trips at once, whatever the others said.
-        first = next((r for r in refusals if r.broken), refusals[0])
-        if first.broken or attempts > self.settings.output_retries or state.wrapped_up:
-            error = GuardrailTripped(
-                first.guard, "output", first.reason, attempts=attempts, broken=first.broken
-            )
-            return Failed(state=state, error=error)
+        broken = any(r.broken for r in refusals)
+        if broken or attempts > self.settings.output_retries or state.wrapped_up:
+            return Failed(state=state, error=tripped("output", refusals, attempts))
         retry = UserMessage(content=refusal_text(refusals))
         return Continue(
             state=replace(state, messages=(*state.messages, retry), output_attempts=attempts)
