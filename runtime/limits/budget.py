@@ -48,8 +48,9 @@ class Limits(Settings, frozen=True, kw_only=True):
 
 
 class InFlight(Value, frozen=True, kw_only=True):
-    """A model call that was under way at some moment: whose, what it was, for how
-    long, and the tokens it had streamed (None: not streamed, not known)."""
+    """A call that was under way at some moment (a model call, or a function guard's
+    check): whose, what it was, for how long, and the tokens it had streamed (None:
+    not streamed, not known)."""
 
     who: str
     kind: str
@@ -69,14 +70,15 @@ class InFlight(Value, frozen=True, kw_only=True):
 
 
 class CallInFlight:
-    """One model call under way, while it is (see :meth:`Budget.call_started`)."""
+    """One call under way, while it is (see :meth:`Budget.call_started`): a model call,
+    or a function guard's check, which a stopped run names as it names model calls."""
 
     # benchmark E: one per model call in flight (A at N=10000 has 10,000), no instance dict
     __slots__ = ("kind", "pieces", "started", "turn", "who")
 
     def __init__(self, who: str, kind: str, turn: int) -> None:
         """A call of ``who`` (a worker, ``planner``, ``aggregator``), of ``kind``
-        (``turn``, ``summary``, ``judge``), in turn ``turn``, starting now."""
+        (``turn``, ``summary``, ``judge``, ``guard``), in turn ``turn``, starting now."""
         self.who, self.kind, self.turn = who, kind, turn
         self.started = time.monotonic()
         self.pieces: int | None = None  # streamed pieces of text, once one came
@@ -238,15 +240,15 @@ class Budget:
             spent.on_spend()
 
     def call_started(self, call: CallInFlight) -> None:
-        """A model call starts: it is in flight until :meth:`call_ended` (what a
-        stopped run reports of its calls)."""
+        """A call starts (a model call, a function guard's check): it is in flight
+        until :meth:`call_ended` (what a stopped run reports of its calls)."""
         self._spent.calls[call] = self._prefix
 
     def call_ended(self, call: CallInFlight) -> None:
         self._spent.calls.pop(call, None)
 
     def in_flight(self) -> tuple[InFlight, ...]:
-        """The model calls under way now, the longest first, each named as the run
+        """The calls under way now, the longest first, each named as the run
         names its worker (a sub-run's as :meth:`named` says)."""
         now = time.monotonic()
         seen = (call.seen(now, prefix) for call, prefix in self._spent.calls.items())
