@@ -210,6 +210,13 @@ def eval_command(args: argparse.Namespace) -> ExitStatus:
     if args.baseline is not None and args.no_store:
         print("--baseline reads the store: drop --no-store", file=sys.stderr)
         return ExitStatus.UNUSABLE
+    if args.gate == "regressions" and args.baseline is None:  # else it gated on failures
+        print(
+            "--gate regressions fails on the cases that passed in a baseline: give "
+            "--baseline EVAL_ID",
+            file=sys.stderr,
+        )
+        return ExitStatus.UNUSABLE
     try:
         hive = load_hive(args.hive)
         hive.check_runnable()

@@ -176,6 +176,9 @@ def test_a_baseline_of_every_case_compares_with_the_cases_case_chose(
 def test_an_unknown_baseline_or_eval_exits_2(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code, _, err = _eval(capsys, "--gate", "regressions")  # no baseline to gate against
+    assert code == ExitStatus.UNUSABLE
+    assert "--gate regressions fails on the cases that passed in a baseline" in err
     code, _, err = _eval(capsys, "--baseline", "ev-none")
     assert code == ExitStatus.UNUSABLE
     assert "no eval 'ev-none'" in err
