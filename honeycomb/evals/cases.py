@@ -222,7 +222,7 @@ def _rows(
 ) -> list[_Row]:
     """The cases of a JSON lines or CSV file, each row located at its line."""
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a spreadsheet's CSV starts with a BOM
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(doc.error(path, f"cannot read {file}: {exc}"))
         return []

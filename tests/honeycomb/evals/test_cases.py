@@ -282,6 +282,17 @@ def test_a_csv_value_of_several_lines_is_kept_whole_and_rows_are_told_at_their_l
     assert case.task == "Say hello\nto Oslo, twice"  # its line break kept
 
 
+def test_a_file_of_rows_that_starts_with_a_byte_order_mark_is_read_as_one_without(
+    tmp_path: Path,
+) -> None:
+    bom = "\ufeff"  # what a spreadsheet writes first in a CSV saved as UTF-8
+    (tmp_path / "rows.csv").write_text(f"{bom}id,task\noslo,Say hi\n", encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text(f'{bom}{{"id": "kyoto", "task": "Say hi"}}\n')
+    path = write(tmp_path, "evals.yaml", "cases_from: [rows.csv, rows.jsonl]\n")
+    cases = load_cases(path).cases
+    assert [(c.id, c.vars) for c in cases] == [("oslo", {}), ("kyoto", {})]
+
+
 def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Path) -> None:
     # A name close to none the hive has (calculate, auditor) may be of one taken away
     # since: its check is kept, and says in the report that it was not called.
