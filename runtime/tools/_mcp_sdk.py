@@ -201,7 +201,10 @@ async def connect(
         http = httpx2.AsyncClient(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
-            event_hooks={"request": [_answer_untimed], "response": [refused.note, bound.hold]},
+            event_hooks={
+                "request": [_answer_untimed],
+                "response": [refused.note, bound.forgot, bound.hold],
+            },
         )
         # An event as long as a message may be (the SDK's own limit is 1 MB).
         transport = streamable_http_client(url or "", http_client=http, max_sse_event_size=limit)
@@ -383,9 +386,9 @@ class _TooLong(httpx2.StreamError):
 
 
 class _Bounded:
-    """The bodies of a streamable-HTTP server's responses, held to ``limit`` bytes a
-    line (a message a body, or an event's line): past it, reading the body fails and
-    the connection is broken."""
+    """A streamable-HTTP server's responses, watched for what breaks its connection:
+    their bodies held to ``limit`` bytes a line (a message a body, or an event's line),
+    past which reading one fails; and a session it no longer knows."""
 
     def __init__(self, limit: int, too_long: str) -> None:
         self.limit = limit
@@ -395,6 +398,17 @@ class _Bounded:
     async def hold(self, response: httpx2.Response) -> None:
         """The response hook: its body is read within the limit."""
         response.stream = _Held(self, response.stream)
+
+    async def forgot(self, response: httpx2.Response) -> None:
+        """The response hook: a message in a session answered 404 is one the server no
+        longer knows (it restarted, or ended it), which MCP says to start anew: every
+        later call in it would be refused so."""
+        request = response.request
+        if response.status_code == 404 and request.headers.get("mcp-session-id") is not None:
+            self.broken = _FORGOTTEN
+
+
+_FORGOTTEN = "no longer knew its session (it answered HTTP 404: it restarted, or ended it)"
 
 
 class _Held(httpx2.AsyncByteStream):

@@ -173,6 +173,8 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
 
     app = server.streamable_http_app()
     token = f"Bearer {os.environ['MCP_TEST_TOKEN']}".encode()
+    sessions: set[bytes] = set()  # the sessions it knows, and those it forgot
+    forgotten: set[bytes] = set()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -185,7 +187,17 @@ def _http(fd: int, *, events: bool, legacy: bool, crash_at_list: bool) -> None:
                 await send({"type": "http.response.start", "status": 405, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
                 return
+            if scope["path"] == "/forget-sessions":  # as if it restarted: they are gone
+                forgotten.update(sessions)
+                await _answer(send, 200, b"")
+                return
+            session = headers.get(b"mcp-session-id")
             body, again = await _read(receive)
+            if session in forgotten:  # as the TypeScript SDK answers
+                await _answer(send, 404, _error(body, -32001, "Session not found"))
+                return
+            if session is not None:
+                sessions.add(session)
             if crash_at_list and _method(body) == "tools/list":  # its connections drop
                 os._exit(4)
             if legacy and _method(body) == "server/discover":  # as a server before 2026
@@ -233,11 +245,19 @@ def _method(body: bytes) -> str | None:
 async def _no_such_method(body: bytes, send: Any) -> None:
     """The answer of a server that knows no such method (one that speaks MCP as it was
     before 2026: the client then shakes hands as it did, in a session of its own)."""
-    error = {"code": -32601, "message": "Method not found"}
-    answer = json.dumps({"jsonrpc": "2.0", "id": json.loads(body).get("id"), "error": error})
-    start = {"type": "http.response.start", "status": 200}
+    await _answer(send, 200, _error(body, -32601, "Method not found"))
+
+
+def _error(body: bytes, code: int, message: str) -> bytes:
+    """A JSON-RPC error answering the request ``body``."""
+    error = {"code": code, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": json.loads(body).get("id"), "error": error}).encode()
+
+
+async def _answer(send: Any, status: int, body: bytes) -> None:
+    start = {"type": "http.response.start", "status": status}
     await send({**start, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": answer.encode()})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _forever(body: bytes) -> bool:

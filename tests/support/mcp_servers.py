@@ -20,7 +20,15 @@ from typing import Any
 from runtime.tools.mcp import McpRun, McpServer, McpServers
 from tests.support import ROOT
 
-__all__ = ["ROOT", "child_pids", "http_test_server", "running", "sdk_server", "time_server"]
+__all__ = [
+    "ROOT",
+    "child_pids",
+    "forget_sessions",
+    "http_test_server",
+    "running",
+    "sdk_server",
+    "time_server",
+]
 
 
 @asynccontextmanager
@@ -114,6 +122,18 @@ def http_test_server(
     finally:
         process.terminate()
         process.wait(10)
+
+
+def forget_sessions(url: str, token: str) -> None:
+    """Have the HTTP test server at ``url`` forget the sessions it knows, as a server
+    that restarted does: it answers a request in one with 404 (``Session not found``)."""
+    host, port = url.split("/")[2].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        connection.request("POST", "/forget-sessions", headers={"Authorization": f"Bearer {token}"})
+        assert connection.getresponse().status == 200
+    finally:
+        connection.close()
 
 
 def _answers(port: int, process: subprocess.Popen[bytes]) -> None:

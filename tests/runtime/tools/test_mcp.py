@@ -37,6 +37,7 @@ from tests.support.concurrency import MEET_LIMIT_S
 from tests.support.dispatching import layered
 from tests.support.mcp_servers import (
     child_pids,
+    forget_sessions,
     http_test_server,
     running,
     sdk_server,
@@ -345,6 +346,25 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
     assert down.content == (
         "Error: cannot call 'lookup': MCP server 'web' is down for the rest of this run: "
         "its connection was lost, and was started again once already"
+    )
+
+
+async def test_a_streamable_http_server_that_forgot_its_session_is_reached_in_a_new_one() -> None:
+    """A server that no longer knows the session (it restarted, between two calls)
+    answers a call in it 404: the call says so, and the next opens a new session (every
+    call was refused, 'Session not found', for the rest of the run)."""
+    with http_test_server("s3cret", legacy=True) as url:  # sessions, as before 2026
+        web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
+        async with running(web) as run:
+            assert await run.call("web", "lookup", {"word": "bee"}) == "an insect that makes honey"
+            await asyncio.to_thread(forget_sessions, url, "s3cret")
+            with pytest.raises(ModelRetry) as forgotten:
+                await run.call("web", "lookup", {"word": "hive"})
+            assert await run.call("web", "lookup", {"word": "hive"}) == "where bees live"
+    assert forgotten.value.message == (
+        "MCP server 'web' no longer knew its session (it answered HTTP 404: it restarted, "
+        "or ended it) during the call to 'lookup'; whether the call did anything is "
+        "unknown; it is started again for the next call"
     )
 
 
