@@ -269,8 +269,12 @@ def _csv_records(
 ) -> list[tuple[int, dict[str, Any]]]:
     """The rows of a CSV file, each at the line it starts on: a quoted value may hold
     line breaks (a task of several lines), which are the value's, and a row of more
-    values than the header names columns is an error at its line."""
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    values than the header names columns is an error at its line. Its values are
+    separated by commas, or by semicolons or tabs when its header has no comma."""
+    header = text.partition("\n")[0]
+    # A spreadsheet set to a language whose decimal mark is a comma separates by ';'.
+    found = [d for d in ";\t" if d in header] if "," not in header else []
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=found[0] if found else ",")
     columns = reader.fieldnames or []
     rows: list[tuple[int, dict[str, Any]]] = []
     line = reader.line_num + 1

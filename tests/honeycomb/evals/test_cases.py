@@ -282,7 +282,7 @@ def test_a_csv_value_of_several_lines_is_kept_whole_and_rows_are_told_at_their_l
     assert case.task == "Say hello\nto Oslo, twice"  # its line break kept
 
 
-def test_a_file_of_rows_that_starts_with_a_byte_order_mark_is_read_as_one_without(
+def test_a_file_of_rows_as_a_spreadsheet_saves_it_is_read(
     tmp_path: Path,
 ) -> None:
     bom = "\ufeff"  # what a spreadsheet writes first in a CSV saved as UTF-8
@@ -291,6 +291,10 @@ def test_a_file_of_rows_that_starts_with_a_byte_order_mark_is_read_as_one_withou
     path = write(tmp_path, "evals.yaml", "cases_from: [rows.csv, rows.jsonl]\n")
     cases = load_cases(path).cases
     assert [(c.id, c.vars) for c in cases] == [("oslo", {}), ("kyoto", {})]
+    # Separated by semicolons, as a spreadsheet in a language of decimal commas saves it.
+    (tmp_path / "rows.csv").write_text(f"{bom}id;task;price\noslo;Say hi, twice;1,5\n")
+    (case, _) = load_cases(path).cases
+    assert (case.id, case.task, case.vars) == ("oslo", "Say hi, twice", {"price": "1,5"})
 
 
 def test_a_check_of_a_misspelt_kind_tool_or_role_says_what_there_is(tmp_path: Path) -> None:
