@@ -284,8 +284,8 @@ def _csv_records(
             errors.append(
                 ConfigError(
                     f"the row has {len(columns) + len(extra)} values, and the header names "
-                    f"{len(columns)} columns ({', '.join(columns)}): quote a value that "
-                    "holds a comma",
+                    f"{len(columns)} column{'' if len(columns) == 1 else 's'} "
+                    f"({', '.join(columns)}): quote a value that holds a comma",
                     file=str(file),
                     line=line,
                 )
