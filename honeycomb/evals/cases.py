@@ -336,6 +336,9 @@ class _Builder:
             return None
         start = len(errors)
         task = _filled(template, given, doc, (*path, "task"), errors)
+        if len(errors) == start and not task.strip():  # its run would raise, each time
+            put = " once the case's vars are put in" if _VAR.search(template) else ""
+            errors.append(doc.error((*path, "task"), f"the task is empty{put}: {task!r}"))
         checks: list[Check] = []
         own: list[tuple[CheckSpec, tuple[str | int, ...]]] = [
             (c, ("defaults", "assert", i)) for i, c in enumerate(self.defaults.checks)

@@ -402,6 +402,25 @@ def test_a_check_with_no_value_or_one_that_checks_nothing_is_a_mistake(tmp_path:
     ]
 
 
+def test_a_task_that_is_empty_once_its_vars_are_put_in_is_a_mistake(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "evals.yaml",
+        """
+        defaults:
+          task: "{{city}}"
+        cases:
+          - {id: blank, task: "  "}
+          - {id: no-city, vars: {city: ""}}
+          - {id: oslo, vars: {city: Oslo}}
+        """,
+    )
+    assert _errors(path) == [  # not a case whose run raises 'task is empty', each time
+        f"{path}:4:17: cases[0].task: the task is empty: '  '",
+        f"{path}:5:5: cases[1].task: the task is empty once the case's vars are put in: ''",
+    ]
+
+
 def test_a_misspelt_status_is_refused_with_what_it_may_be(tmp_path: Path) -> None:
     path = write(
         tmp_path,
