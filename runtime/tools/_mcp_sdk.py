@@ -202,12 +202,15 @@ async def connect(
             headers=dict(headers),
             timeout=_HTTP_TIMEOUT,
             event_hooks={
-                "request": [_answer_untimed],
+                "request": [_answer_untimed, bound.saw],
                 "response": [refused.note, bound.forgot, bound.hold],
             },
         )
         # An event as long as a message may be (the SDK's own limit is 1 MB).
-        transport = streamable_http_client(url or "", http_client=http, max_sse_event_size=limit)
+        # Its session is ended here (see _end_session), not by the SDK.
+        transport = streamable_http_client(
+            url or "", http_client=http, max_sse_event_size=limit, terminate_on_close=False
+        )
     client = Client(transport)
     session = Session(server, client, process, bound)
     started = False
@@ -222,11 +225,8 @@ async def connect(
             if process is not None:
                 process.started = True  # from now on it is stopped the MCP way, with a grace
             yield session
-            if http is not None:
-                # A streamable-HTTP server's session ends with a request it may never
-                # answer (hung): it has a grace, then is left, its connection closed.
-                with suppress(TimedOut), within(_END_S):
-                    await stack.aclose()
+            if http is not None and bound is not None:
+                await _end_session(http, url or "", bound, session)
     except Exception as exc:
         if started:
             raise
@@ -234,6 +234,20 @@ async def connect(
         # list refused, a connection dropped) in an ExceptionGroup.
         said = _stray(process) + stderr_tail(session.errlog)
         raise _not_started(server, exc, start_timeout, said, session, refused) from exc
+
+
+async def _end_session(
+    http: httpx2.AsyncClient, url: str, bound: _Bounded, session: Session
+) -> None:
+    """End a streamable-HTTP server's session as MCP says, with an HTTP ``DELETE``, when
+    it has one not known to be lost (a server that died, or forgot it, is not asked):
+    within :data:`_END_S` (a hung server never answers), and quietly (the SDK's own
+    end of it logs its failures as warnings, which a program that configures no logging
+    prints)."""
+    if bound.session is None or session.ended:
+        return
+    with suppress(httpx2.HTTPError, TimedOut), within(_END_S):
+        await http.delete(url, headers=bound.session)
 
 
 def _not_started(
@@ -386,14 +400,24 @@ class _TooLong(httpx2.StreamError):
 
 
 class _Bounded:
-    """A streamable-HTTP server's responses, watched for what breaks its connection:
-    their bodies held to ``limit`` bytes a line (a message a body, or an event's line),
-    past which reading one fails; and a session it no longer knows."""
+    """A streamable-HTTP server's connection, watched: its responses for what breaks it
+    (their bodies held to ``limit`` bytes a line, a message a body or an event's line,
+    past which reading one fails; a session it no longer knows), and its requests for
+    the session they go in."""
 
     def __init__(self, limit: int, too_long: str) -> None:
         self.limit = limit
         self.too_long = too_long
         self.broken: str | None = None
+        self.session: dict[str, str] | None = None  # the headers that name its session
+
+    async def saw(self, request: httpx2.Request) -> None:
+        """The request hook: the session a message goes in, and its protocol version."""
+        if request.method == "POST" and _SESSION in request.headers:
+            named = (_SESSION, "mcp-protocol-version")
+            self.session = {
+                name: request.headers[name] for name in named if name in request.headers
+            }
 
     async def hold(self, response: httpx2.Response) -> None:
         """The response hook: its body is read within the limit."""
@@ -404,9 +428,12 @@ class _Bounded:
         longer knows (it restarted, or ended it), which MCP says to start anew: every
         later call in it would be refused so."""
         request = response.request
-        if response.status_code == 404 and request.headers.get("mcp-session-id") is not None:
+        if response.status_code == 404 and _SESSION in request.headers:
             self.broken = _FORGOTTEN
 
+
+_SESSION = "mcp-session-id"
+"""The header that names a streamable-HTTP server's session."""
 
 _FORGOTTEN = "no longer knew its session (it answered HTTP 404: it restarted, or ended it)"
 

@@ -5,6 +5,7 @@ the SDK-written server of ``tests/support/mcp_server.py`` and the third-party
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -349,10 +350,14 @@ async def test_a_streamable_http_server_back_after_going_away_is_reached_again()
     )
 
 
-async def test_a_streamable_http_server_that_forgot_its_session_is_reached_in_a_new_one() -> None:
+async def test_a_streamable_http_server_that_forgot_its_session_is_reached_in_a_new_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A server that no longer knows the session (it restarted, between two calls)
     answers a call in it 404: the call says so, and the next opens a new session (every
-    call was refused, 'Session not found', for the rest of the run)."""
+    call was refused, 'Session not found', for the rest of the run). The session lost is
+    not ended (the SDK's end of it logged a warning, 'Session termination failed: ...',
+    which a program without logging configured prints)."""
     with http_test_server("s3cret", legacy=True) as url:  # sessions, as before 2026
         web = McpServer(name="web", url=url, headers={"Authorization": "Bearer s3cret"})
         async with running(web) as run:
@@ -366,6 +371,7 @@ async def test_a_streamable_http_server_that_forgot_its_session_is_reached_in_a_
         "or ended it) during the call to 'lookup'; whether the call did anything is "
         "unknown; it is started again for the next call"
     )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def _closed(port: int) -> None:
