@@ -193,6 +193,74 @@ async def test_a_call_whose_time_runs_out_while_the_run_goes_on_is_denied_in_tha
     assert entry.decided_by == "the time limit (approval_timeout_s)"
 
 
+async def test_a_pause_for_a_decision_does_not_give_the_worker_its_time_limit_anew(
+    tmp_path: Path,
+) -> None:
+    """worker_timeout_s counts what the worker does, its clock stopped while it waits
+    for a person: a worker paused for a decision in the store (made while the run
+    goes on) was given its whole limit again once decided, so work of 0.35 s before
+    the pause and 0.35 s after it passed a limit of 0.6 s."""
+    decided = anyio.Event()
+
+    @tool(side_effects=True)
+    async def pay(to: str) -> str:
+        """Pay someone."""
+        return f"paid {to}"
+
+    @tool
+    async def work(step: int) -> str:
+        """Work a while."""
+        await anyio.sleep(0.35)
+        return f"worked {step}"
+
+    async def answer(request: ModelRequest) -> AssistantMessage | str:
+        worker = (request.conversation or "").rsplit("/", 1)[-1]
+        seen = sum(1 for m in request.messages if isinstance(m, ToolMessage))
+        if worker == "reader":  # keeps the run going until the payer is decided
+            with anyio.fail_after(10):
+                await decided.wait()
+            return "read"
+        if seen == 3:
+            return "paid, with work around it"
+        steps = [("work", {"step": 1}), ("pay", {"to": "ann"}), ("work", {"step": 2})]
+        name, arguments = steps[seen]
+        return AssistantMessage(
+            tool_calls=(ToolCall(id=f"c{seen}", name=name, arguments=json.dumps(arguments)),)
+        )
+
+    service = Executor(
+        [
+            Role(name="payer", tools=("pay", "work"), approvals=Approvals(tools=("pay",))),
+            Role(name="reader"),
+        ],
+        FunctionModel(answer),
+        tools=[pay, work],
+        aggregator="concat",
+        policy=Policy(worker_timeout_s=0.6, failure="best_effort"),
+        store=tmp_path / "runs.db",
+    )
+    plan = [Subtask(id="payer", role="payer", instruction="Pay ann."),
+            Subtask(id="reader", role="reader", instruction="Read.")]  # fmt: skip
+    results = []
+
+    async def run() -> None:
+        results.append(await service.run(TASK, subtasks=plan, run_id="r1"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        with anyio.fail_after(30):
+            while not await service.pending("r1"):  # noqa: ASYNC110 (as a web page polls)
+                await anyio.sleep(0.01)
+        await service.decide("r1", "c1", approve=True)
+        decided.set()
+    (done,) = results
+    assert done.subtasks["reader"].status == "ok"
+    payer = done.subtasks["payer"]
+    assert payer.status == "failed"
+    assert payer.error is not None
+    assert payer.error.type == "WorkerTimeout"
+
+
 def _resume_in_a_process(
     db: Path, effects: Path, crash: str = ""
 ) -> subprocess.CompletedProcess[str]:
