@@ -521,15 +521,12 @@ def _tool_called(spec: ToolCalled) -> CheckFn:
         most = spec.at_most
         if count >= spec.at_least and (most is None or count <= most):
             return None
-        which = spec.name
-        if spec.role is not None:
-            which += f" by {spec.role}"
-        if spec.args:
-            which += " with " + ", ".join(f"{k}={v!r}" for k, v in spec.args.items())
+        # Which calls it counts is its name's (tool_called get_weather by meteorologist),
+        # which the reports show before it.
         wanted = f"at least {spec.at_least}" + (f", at most {most}" if most is not None else "")
         called = sorted({use.tool for use in run.tool_calls})
         seen = f"; the run called: {', '.join(called)}" if called else "; the run called no tool"
-        return f"{which}: called {count} times, wanted {wanted}{seen}"
+        return f"called {count} times, wanted {wanted}{seen}"
 
     return tool_called
 

@@ -87,7 +87,7 @@ KINDS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
         "tool_called: {name: get_weather, args: {city: Lisbon}, role: meteorologist}",
         {"tool_calls": CALLS},
         {"tool_calls": CALLS[1:]},
-        "get_weather by meteorologist with city='Lisbon': called 0 times, wanted at least 1",
+        "called 0 times, wanted at least 1; the run called: get_weather, send",
     ),
     "tool_called at most": (
         "tool_called: {name: get_weather, at_least: 0, at_most: 1}",
@@ -238,7 +238,11 @@ async def test_tool_called_args_compare_as_json_values(tmp_path: Path) -> None:
 
     check = _check(tmp_path, "tool_called: {name: send, args: {urgent: true, copies: 2}}")
     assert (await verdict(check, shown_run(**sent(urgent=True, copies=2.0)))).passed
-    assert not (await verdict(check, shown_run(**sent(urgent=1, copies=2)))).passed  # not true
+    refused = await verdict(check, shown_run(**sent(urgent=1, copies=2)))  # 1 is not true
+    assert not refused.passed
+    # Which calls it counts is said by its name, shown before it: not said twice.
+    assert check.name == "tool_called send with urgent=True, copies=2"
+    assert refused.reason == "called 0 times, wanted at least 1; the run called: send"
 
 
 async def test_equals_a_value_that_fails_shows_it_as_json(tmp_path: Path) -> None:
