@@ -4,15 +4,23 @@ cannot all slip past the last allowed call), is in flight while it runs (what a 
 stopped by its wall time reports, with the pieces of text it streamed), and what it
 spent is charged once it answers.
 
+A call that ends without an answer (cut off by the wall time or a cancelled worker,
+or failed) after it streamed text is charged what :func:`cut_off_usage` estimates: a
+server that wrote text had read the prompt, and bills both. One that streamed nothing
+is charged no tokens: it may never have been sent (it waited for a slot or the rate
+limit), and nothing says what it cost.
+
 Inside the cost cap, outside the rest: a call the budget refuses is never made,
 never traced, never waits for a slot."""
 
 from __future__ import annotations
 
+from runtime.messages import Usage
 from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
+from runtime.models.layers.cost_cap import price_of, prompt_tokens
 
-__all__ = ["Budgeted"]
+__all__ = ["Budgeted", "cut_off_usage"]
 
 
 class Budgeted(ModelLayer):
@@ -38,6 +46,24 @@ class Budgeted(ModelLayer):
         return response
 
     def failed(self, call: ModelCall, error: BaseException) -> BaseException:
-        if call.budget is not None:
-            call.budget.call_ended(call)
+        budget = call.budget
+        if budget is not None:
+            budget.call_ended(call)
+            spent = cut_off_usage(call)
+            if spent is not None:
+                budget.charge(spent)
         return error
+
+
+def cut_off_usage(call: ModelCall) -> Usage | None:
+    """What ``call``, ended without an answer, spent by the token estimate, if it
+    streamed text (None: it streamed none, and may never have been sent): its prompt
+    (as the cost cap counts it) and a token a piece of text it streamed, at its model's
+    price (0 without one). What the budget charges, and the call's event reports."""
+    pieces = call.pieces
+    if not pieces:
+        return None
+    prompt = prompt_tokens(call.request)
+    price = price_of(call.model)
+    cost = price.of(prompt, pieces) if price is not None else 0.0
+    return Usage(input_tokens=prompt, output_tokens=pieces, cost=cost)

@@ -3,7 +3,9 @@
 duration, model, tokens, cost, tool calls and, when the model's retry policy retried
 it, its attempts and the time they waited (the ``model`` span of a run's trace),
 however it ends: a call cut off (its worker cancelled) is finished ``cancelled`` as
-it stops, so its span ends no later than its worker's. While the call runs,
+it stops, so its span ends no later than its worker's. A call that ends without an
+answer after it streamed text reports what the budget charges it
+(:func:`~runtime.models.layers.budget.cut_off_usage`). While the call runs,
 :data:`~runtime.events.current_call` holds its report, which the retry policy tells
 each retry (``model_call.retrying``).
 
@@ -15,9 +17,12 @@ from __future__ import annotations
 import time
 from asyncio import CancelledError
 
+from msgspec.structs import replace
+
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
+from runtime.models.layers.budget import cut_off_usage
 
 __all__ = ["Traced"]
 
@@ -72,18 +77,25 @@ class Traced(ModelLayer):
             # else gets here, past the check that translates a model's own errors,
             # stops the process: a failure all the same).
             cut_off = isinstance(error, CancelledError)
-            caller.tracer.emit(
-                ModelCallFinished(
-                    worker=caller.worker,
-                    run_id=caller.run_id,
-                    turn=call.turn,
-                    duration_s=time.perf_counter() - call.timed,
-                    status="cancelled" if cut_off else "error",
-                    error=None if cut_off else f"{type(error).__name__}: {error}",
-                    attempts=report.attempts,
-                    retry_wait_s=report.retry_wait_s,
-                )
+            spent = cut_off_usage(call)
+            finished = ModelCallFinished(
+                worker=caller.worker,
+                run_id=caller.run_id,
+                turn=call.turn,
+                duration_s=time.perf_counter() - call.timed,
+                status="cancelled" if cut_off else "error",
+                error=None if cut_off else f"{type(error).__name__}: {error}",
+                attempts=report.attempts,
+                retry_wait_s=report.retry_wait_s,
             )
+            if spent is not None:  # it streamed text: paid for, as the budget counts it
+                finished = replace(
+                    finished,
+                    input_tokens=spent.input_tokens,
+                    output_tokens=spent.output_tokens,
+                    cost=spent.cost,
+                )
+            caller.tracer.emit(finished)
         return error
 
 

@@ -2,7 +2,8 @@
 known once it answers, so workers whose calls run together can take a run past
 ``total_tokens`` or ``cost``; no call starts after that, and the run ends
 ``over_budget``, the answers that came in kept. A turn of tool calls the budget
-refuses says what it asked for."""
+refuses says what it asked for. A call cut off after it streamed text counts its
+prompt and that text, by the estimate; one cut off before, no tokens."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import asyncio
 import pytest
 
 from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role, tool
+from honeycomb.run.events import RunFinished
 from honeycomb.testing import FunctionModel, call
-from runtime import ModelRequest, ToolCall
+from runtime import ModelRequest, ModelResponse, ToolCall
+from runtime.events import ModelCallFinished
+from runtime.model import TextSink
 from runtime.models.pricing import Price, PricedModel
 
 PRICE = Price(input_per_mtok=1000.0, output_per_mtok=1000.0)  # $0.001 a token
@@ -147,3 +151,58 @@ async def test_a_refused_turn_of_tool_calls_says_how_many_it_asked_for_and_are_u
     assert len(started) == 6
     assert caught.value.partial is not None
     assert caught.value.partial.usage.tool_calls == 0
+
+
+class WritesThenHangs:
+    """Streams three pieces of text, then never finishes (nor does a call unstreamed)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        for piece in ("one ", "two ", "three "):
+            on_text(piece)
+        return await self.complete(request)
+
+
+async def test_a_call_cut_off_after_it_streamed_counts_its_prompt_and_its_text() -> None:
+    executor = Executor(
+        [Role(name="w")],
+        PricedModel(WritesThenHangs(), PRICE),
+        policy=Policy(budgets=Budgets(wall_time_s=0.2)),
+    )
+    seen: list[object] = []
+
+    async def streamed() -> None:  # someone reads the text: the calls stream
+        async with executor.stream("t", subtasks=[("w", "Write about bees.")]) as events:
+            async for event in events:
+                seen.append(event)
+
+    with pytest.raises(BudgetExceeded) as stopped:
+        await streamed()
+    usage = stopped.value.partial.usage
+    assert usage.output_tokens == 3  # a token a piece streamed
+    assert usage.input_tokens >= 8  # the prompt: the system message and the subtask
+    assert usage.cost == pytest.approx((usage.input_tokens + 3) * 0.001)
+    (finished,) = [e for e in seen if isinstance(e, ModelCallFinished)]
+    assert finished.status == "cancelled"
+    assert (finished.input_tokens, finished.output_tokens, finished.cost) == (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cost,
+    )  # the events add up to what the run counts
+    (ended,) = [e for e in seen if isinstance(e, RunFinished)]
+    assert ended.usage == usage
+
+
+async def test_a_call_cut_off_before_it_streamed_counts_no_tokens() -> None:
+    executor = Executor(
+        [Role(name="w")],
+        PricedModel(WritesThenHangs(), PRICE),
+        policy=Policy(budgets=Budgets(wall_time_s=0.2)),
+    )
+    with pytest.raises(BudgetExceeded) as stopped:
+        await executor.run("t", subtasks=[("w", "Write about bees.")])  # nobody listens
+    usage = stopped.value.partial.usage
+    assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (1, 0, 0)
