@@ -303,7 +303,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
     )
     who = f'data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}"'
     if not can_decide:
-        key = _e(f"timed out\n{call.worker}\n{call.call_id}")
+        key = _e(f"timed out\n{_call_key(call)}")
         return (
             f'<div class="approval timed-out" data-key="{key}" {who}>{told}'
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
@@ -311,7 +311,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
         )
     arguments = box_text(call.arguments)
     rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps
-    key = _e(f"waits\n{call.worker}\n{call.call_id}")
+    key = _e(f"waits\n{_call_key(call)}")
     return (
         f'<form class="approval" method="post" action="{_e(links.decision(run_id, call.call_id))}" '
         f'data-key="{key}" {who}>{told}'
@@ -325,6 +325,12 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
         '<button type="submit" name="decision" value="deny">deny</button>'
         "</form>"
     )
+
+
+def _call_key(call: PendingApproval) -> str:
+    """What tells a call apart from every other of its run, as the store does: its
+    worker, turn and id (a worker's later call may have the id of an earlier one)."""
+    return f"{call.worker}\n{call.turn}\n{call.call_id}"
 
 
 def _how(summary: RunSummary, hint: str | None) -> str:

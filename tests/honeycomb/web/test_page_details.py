@@ -1,16 +1,25 @@
-"""A worker's details that a person opens on a run's page stay open as the page takes
-the run's updates, even one whose request was under way as the person opened them."""
+"""A run's page as it takes the run's updates: a worker's details that a person opens
+stay open, even one whose request was under way as the person opened them; a call
+that waits anew under the id of one decided shows its own arguments."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
+
+from honeycomb import Decision
+from honeycomb.approvals import ApprovalEntry
+from honeycomb.store import RunStore
 from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
 from tests.honeycomb.web import test_serve
 from tests.honeycomb.web.test_serve import TOKEN, _later, _payer_asked, _paying, _until, _Watched
+from tests.honeycomb.web.test_serve_edges import _payer
 from tests.support.asgi_server import ThreadedServer
 
 browser = test_serve.browser
@@ -53,3 +62,45 @@ async def test_in_chromium_details_opened_during_an_update_stay_open(
     for _ in range(3):  # the reader's reads left: the run ends waiting for the payer
         steps.release()
     assert (await running).status == "waiting"
+
+
+async def test_in_chromium_a_call_that_waits_anew_under_the_same_id_shows_its_own_arguments(
+    db: Path, browser: Any
+) -> None:
+    """A worker's call decided, and a later call of the same worker waiting under the
+    same id (ids are distinct in the conversation a worker sends, which compaction
+    shortens), before the page took the update: the page kept the first call's form,
+    the arguments of a call decided already, for the call that waits, and approving it
+    approved arguments nobody had seen."""
+    first = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="ids")
+    (asked,) = first.pending
+    assert asked.arguments == {"to": "ann"}
+    store = RunStore(db)
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(store), poll_s=0.05)
+    with ThreadedServer(app, name="serve") as server:
+        context = await browser.new_context()
+        watched = _Watched(await context.new_page())
+        page = watched.page
+        await page.goto(f"{server.url}/runs/ids?token={TOKEN}")
+        shown = "form.approval dd[data-argument='to']"
+        assert await page.inner_text(shown) == "ann"
+        asked_for, answer = asyncio.Event(), asyncio.Event()
+
+        async def held(route: Any) -> None:  # the page's update, held until the run moved on
+            asked_for.set()
+            await answer.wait()
+            await route.continue_()
+
+        await page.route("**/live", held)
+        before = int(await watched.dataset("updates") or 0)
+        await store.keep_approval("ids", ApprovalEntry(pending=asked, decision=Decision.approved()))
+        later = replace(asked, turn=asked.turn + 2, arguments={"to": "eve"}, asked_at=time.time())
+        await store.keep_approval("ids", ApprovalEntry(pending=later))
+        await asyncio.wait_for(asked_for.wait(), 30)
+        answer.set()
+        await _until(functools.partial(_later, watched, before), "yes")
+        assert await page.inner_text(shown) == "eve"
+        assert await page.locator("form.approval").count() == 1
+        assert watched.errors == [], "\n".join(watched.errors)
+        await context.close()
+    store.close()
