@@ -7,8 +7,10 @@ nothing: Ray starts with the first worker, or when the command line starts it.
 
 The actors import the roles' tools by import path, and a hive's tools may be modules
 next to it (``tools:parse``): its folder leads the actors' ``PYTHONPATH``. Local paths
-in ``runtime_env`` (``working_dir``, ``py_modules``) are relative to the hive file, as
-its other paths are.
+in ``runtime_env`` (``working_dir``, ``py_modules``, a requirements file of ``pip`` or
+``uv``, an environment file of ``conda``) are relative to the hive file, as its other
+paths are, and Ray checks them (and its other fields) as the hive is read, so that a
+mistake there is told at its line, not as the first worker starts.
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from runtime import did_you_mean
+from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.errors import kind_of
 
 if TYPE_CHECKING:
     from honeycomb.backends import RayBackend
 
-__all__ = ["BACKENDS", "RAY_MISSING", "BackendSpec", "RaySpec", "backend_shorthand", "ray_missing"]
+__all__ = [
+    "BACKENDS",
+    "RAY_MISSING",
+    "BackendSpec",
+    "RaySpec",
+    "backend_problems",
+    "backend_shorthand",
+    "ray_missing",
+]
 
 BACKENDS = ("local", "ray")
 """The backends by name (``backend: local``, ``backend: ray``, ``--backend``)."""
@@ -160,9 +170,73 @@ def backend_shorthand(value: Any) -> Any:
     return value
 
 
+def backend_problems(doc: YamlDocument, backend: BackendSpec) -> list[ConfigError]:
+    """What is wrong with the hive ``doc``'s ``backend:`` that its fields' types do not
+    show: Ray not installed, or a ``runtime_env`` Ray refuses (a local path that is not
+    there, relative to the hive file; a field of the wrong kind; a misspelt field, which
+    Ray would take for a plugin's and ignore), each at its line."""
+    if backend.ray is None:
+        return []
+    if ray_missing():
+        return [doc.error(("backend",), RAY_MISSING)]
+    at = ("backend", "ray", "runtime_env")
+    given = backend.ray.runtime_env
+    return [
+        doc.error((*at, *field), problem)
+        for field, problem in _refused(given, Path(doc.file).resolve().parent)
+    ]
+
+
+def _refused(given: Mapping[str, Any], folder: Path) -> list[tuple[tuple[str, ...], str]]:
+    """What Ray refuses of the runtime environment ``given`` for a hive in ``folder``:
+    each field alone (its ``env_vars`` are checked as they are read, never shown), then
+    the fields together (``pip`` and ``conda`` ...)."""
+    from ray.runtime_env import RuntimeEnv  # a hive with backend: ray only
+
+    fields = sorted(f for f in RuntimeEnv.known_fields if not f.startswith("_"))
+    found: list[tuple[tuple[str, ...], str]] = []
+    env = _local_paths(given, folder)
+    for key, value in env.items():
+        if key not in RuntimeEnv.known_fields:
+            close = did_you_mean(key, fields)
+            if close:  # else a plugin's field: the cluster knows its plugins
+                found.append(((key,), f"unknown field {key!r}{close}; Ray's: {', '.join(fields)}"))
+        elif key != "env_vars":
+            problem = _ray_refuses(RuntimeEnv, {key: value})
+            if problem is not None:
+                found.append(((key,), problem))
+    if not found:
+        problem = _ray_refuses(RuntimeEnv, {k: v for k, v in env.items() if k != "env_vars"})
+        if problem is not None:
+            found.append(((), problem))
+    return found
+
+
+def _ray_refuses(make: Any, env: dict[str, Any]) -> str | None:
+    """Why Ray refuses ``env`` (None: it takes it)."""
+    try:
+        make(**env)
+    except (TypeError, ValueError) as exc:
+        return f"Ray refuses it: {str(exc).strip().splitlines()[0]}"
+    return None
+
+
 def _runtime_env(given: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     """``given``, its local paths relative to the hive's folder, and the folder first on
     the actors' ``PYTHONPATH`` (after it, what the cluster's environment had)."""
+    env = _local_paths(given, folder)
+    variables = dict(env.get("env_vars") or {})
+    # Ray expands ${NAME} from the environment the actor would have had.
+    tail = variables.get("PYTHONPATH", "${PYTHONPATH}")
+    variables["PYTHONPATH"] = os.pathsep.join([str(folder), str(tail)])
+    env["env_vars"] = variables
+    return env
+
+
+def _local_paths(given: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """``given``, its local paths relative to the hive's folder: ``working_dir``,
+    ``py_modules``, a requirements file (``pip``, ``uv``: text rather than a list of
+    packages) and an environment file (``conda``: a YAML file rather than a name)."""
     env = dict(given)
     if isinstance(env.get("working_dir"), str):
         env["working_dir"] = _local(env["working_dir"], folder)
@@ -170,11 +244,12 @@ def _runtime_env(given: Mapping[str, Any], folder: Path) -> dict[str, Any]:
         env["py_modules"] = [
             _local(m, folder) if isinstance(m, str) else m for m in env["py_modules"]
         ]
-    variables = dict(env.get("env_vars") or {})
-    # Ray expands ${NAME} from the environment the actor would have had.
-    tail = variables.get("PYTHONPATH", "${PYTHONPATH}")
-    variables["PYTHONPATH"] = os.pathsep.join([str(folder), str(tail)])
-    env["env_vars"] = variables
+    for key in ("pip", "uv"):
+        if isinstance(env.get(key), str):
+            env[key] = _local(env[key], folder)
+    conda = env.get("conda")
+    if isinstance(conda, str) and conda.endswith((".yml", ".yaml")):
+        env["conda"] = _local(conda, folder)
     return env
 
 

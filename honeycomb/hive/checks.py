@@ -17,7 +17,7 @@ from typing import Any, get_args
 import pydantic
 
 import runtime.models.llama_server as llama_server
-from honeycomb.hive.backend import RAY_MISSING, ray_missing
+from honeycomb.hive.backend import backend_problems
 from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
@@ -49,8 +49,7 @@ def check_across_fields(
     _check_policy_rules(doc, errors)
     _check_local_models(doc, spec, errors)
     _check_compaction_contexts(doc, spec, roles, places, errors)
-    if spec.backend.ray is not None and ray_missing():
-        errors.append(doc.error(("backend",), RAY_MISSING))
+    errors.extend(backend_problems(doc, spec.backend))
 
 
 def _check_references(

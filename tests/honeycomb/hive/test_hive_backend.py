@@ -54,6 +54,8 @@ def test_backend_ray_is_ray_with_its_defaults(tmp_path: Path) -> None:
 
 
 def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "requirements.txt").write_text("six\n")
     path = hive(
         tmp_path,
         """\
@@ -64,7 +66,7 @@ def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
             workers_per_actor: 50
             actor_cpus: 0.5
             max_actor_deaths: 5
-            runtime_env: {working_dir: code, env_vars: {MODE: fast}}
+            runtime_env: {working_dir: code, pip: requirements.txt, env_vars: {MODE: fast}}
         """,
     )
     backend = Executor.from_hive(load_hive(path)).shared.backend
@@ -76,6 +78,7 @@ def test_every_ray_setting_reaches_the_backend(tmp_path: Path) -> None:
     # tools next to it import there too.
     folder = tmp_path.resolve()
     assert backend.runtime_env["working_dir"] == str(folder / "code")
+    assert backend.runtime_env["pip"] == str(folder / "requirements.txt")
     assert backend.runtime_env["env_vars"] == {
         "MODE": "fast",
         "PYTHONPATH": f"{folder}{os.pathsep}${{PYTHONPATH}}",
@@ -152,6 +155,27 @@ def test_a_backend_given_in_code_wins_over_the_hive_s(tmp_path: Path) -> None:
             "backend.ray.runtime_env",
             "env_vars must map names to text",
         ),
+        # What Ray refuses of runtime_env is told as the hive is read, not as the first
+        # worker starts (with no file nor line); a misspelt field, which Ray takes for
+        # a plugin's and ignores, too.
+        (
+            "backend:\n  ray:\n    runtime_env:\n      working_dir: nowhere\n",
+            11,
+            "backend.ray.runtime_env.working_dir",
+            "Ray refuses it: ",
+        ),
+        (
+            "backend:\n  ray:\n    runtime_env:\n      pip: 3\n",
+            11,
+            "backend.ray.runtime_env.pip",
+            "Ray refuses it: runtime_env['pip'] must be of type str or List[str]",
+        ),
+        (
+            "backend:\n  ray:\n    runtime_env:\n      env_var: {OPENAI_API_KEY: sk-12345678}\n",
+            11,
+            "backend.ray.runtime_env.env_var",
+            "unknown field 'env_var' (did you mean 'env_vars'?); Ray's: conda, config",
+        ),
     ],
 )
 def test_each_mistake_is_named_with_its_file_line_and_field(
@@ -162,6 +186,13 @@ def test_each_mistake_is_named_with_its_file_line_and_field(
     assert error.startswith(f"{path}:{line}:")
     assert f" {field}: " in error
     assert message in error
+
+
+def test_a_runtime_env_field_of_a_plugin_is_passed_on(tmp_path: Path) -> None:
+    path = hive(tmp_path, "backend:\n  ray:\n    runtime_env: {my_plugin: {size: 1}}\n")
+    backend = Executor.from_hive(load_hive(path)).shared.backend
+    assert isinstance(backend, RayBackend)
+    assert backend.runtime_env["my_plugin"] == {"size": 1}
 
 
 def test_a_secret_in_the_actors_environment_is_never_shown(tmp_path: Path) -> None:
