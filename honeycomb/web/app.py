@@ -334,12 +334,14 @@ class _Site:
         approve = choice == "approve"
         # Arguments go with an approval; a denial sends the form's back unread.
         arguments = _arguments(_field(form, "arguments")) if approve else None
+        worker = _field(form, "worker") or None
+        await self._same_call(run_id, call_id, worker, _field(form, "turn"))
         try:
             await self.approvals.decide(
                 run_id,
                 call_id,
                 approve=approve,
-                worker=_field(form, "worker") or None,
+                worker=worker,
                 reason=_field(form, "reason"),
                 arguments=arguments,
             )
@@ -357,6 +359,27 @@ class _Site:
         except HoneycombError as exc:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)
+
+    async def _same_call(self, run_id: str, call_id: str, worker: str | None, turn: str) -> None:
+        """Refuse a form of a call decided already when a later call of its worker waits
+        under its id (a worker's ids are distinct only in the conversation it sends):
+        the decision would go to a call whose arguments the person has not seen."""
+        if not turn:
+            return  # a script's decision: by its id (and worker) alone
+        if not (turn.isascii() and turn.isdigit()):
+            raise _Refused(422, f"turn: give a whole number, not {turn[:40]!r}")
+        waiting = [
+            call.turn
+            for call in await self._pending(run_id)
+            if call.call_id == call_id and worker in (None, call.worker)
+        ]
+        if waiting and int(turn) not in waiting:
+            raise _Refused(
+                409,
+                f"cannot decide {call_id!r}: the call shown (of turn {turn}) was decided "
+                f"already, and a later call of its worker waits under its id (turn "
+                f"{waiting[0]}): reload the page to see it",
+            )
 
     async def _form(self, request: Request, run_id: str, call_id: str) -> FormData:
         """The form of a decision on ``call_id``, read with room for the call's

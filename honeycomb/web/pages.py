@@ -317,6 +317,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
         f'data-key="{key}" {who}>{told}'
         f'<input type="hidden" name="csrf" value="{_e(csrf)}">'
         f'<input type="hidden" name="worker" value="{_e(call.worker)}">'
+        f'<input type="hidden" name="turn" value="{call.turn}">'
         '<details class="edit"><summary>edit the arguments (JSON)</summary>'
         f'<textarea name="arguments" rows="{min(max(rows, 3), 16)}" spellcheck="false">'
         f"{_e(arguments)}</textarea></details>"

@@ -19,11 +19,14 @@ from typing import Any
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
-from honeycomb import Approvals, Executor, Policy, Role, Subtask, tool
+from honeycomb import Approvals, Decision, Executor, Policy, Role, Subtask, tool
+from honeycomb.approvals import ApprovalEntry
 from honeycomb.cli.main import main
 from honeycomb.cli.serve import Resumer
 from honeycomb.errors import ApprovalError, RunFailed
+from honeycomb.run.decide import pending_of
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel, ScriptedModel
 from honeycomb.web import create_app
@@ -251,6 +254,35 @@ async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_
     assert "<code>Executor.resume(&#x27;py&#x27;)</code> in the code that made it" in page
     assert resumer.going == {}
     assert capsys.readouterr().err == ""
+
+
+async def test_a_form_of_a_decided_call_does_not_decide_a_later_one_under_its_id(
+    db: Path,
+) -> None:
+    """A worker's later call may have the id of an earlier one (its ids are distinct
+    only in the conversation it sends, which compaction shortens): a page not yet
+    updated sent the earlier call's form, and the decision went to the later call,
+    whose arguments the person had not seen."""
+    first = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="ids")
+    (asked,) = first.pending
+    store = RunStore(db)
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(store))
+    assert f'name="turn" value="{asked.turn}"' in await _page(app, "/runs/ids")
+    await store.keep_approval("ids", ApprovalEntry(pending=asked, decision=Decision.approved()))
+    later = replace(asked, turn=asked.turn + 2, arguments={"to": "eve"}, asked_at=time.time())
+    await store.keep_approval("ids", ApprovalEntry(pending=later))
+    form = {"decision": "approve", "worker": asked.worker}
+    url = f"/runs/ids/calls/{asked.call_id}/decision"
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            stale = await client.post(url, data={**form, "turn": str(asked.turn)})
+            assert stale.status_code == 409
+            assert "reload the page to see it" in stale.text
+            assert await pending_of(store, "ids") == [later]  # still waits
+            seen = await client.post(url, data={**form, "turn": str(later.turn)})
+            assert seen.status_code == 303
+    assert await pending_of(store, "ids") == []
+    store.close()
 
 
 async def test_a_run_made_in_python_decided_on_the_page_is_not_said_to_be_resumed_by_it(
