@@ -98,22 +98,32 @@ def _endpoint_again(cls: type[OpenAIEndpoint], settings: dict[str, Any]) -> Open
 
 
 class SetupFailed(Exception):
-    """A role or model could not be installed in an actor: ``why``."""
+    """A role or model could not be installed in an actor: ``why`` (``model``: the
+    model's name, when it was one)."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, model: str | None = None) -> None:
         super().__init__(why)
         self.why = why
+        self.model = model
 
     def told(self, role: str) -> ConfigError:
-        """The error its role's workers fail with."""
+        """The error its role's workers fail with, naming the model when it was one."""
+        if self.model is not None:
+            return ConfigError(
+                f"model {self.model} of role {role!r} could not be made in a Ray actor "
+                f"({self.why}): on Ray, a model is pickled to each actor, which imports "
+                "the modules of its classes: install them on every node, or ship them "
+                "with runtime_env (py_modules)"
+            )
         return ConfigError(
             f"role {role!r} could not be set up in a Ray actor ({self.why}): on Ray, "
-            "tools, output schemas and models are imported by path in each actor"
+            "tools and output schemas are imported by path in each actor"
         )
 
 
-async def installed(ref: Any) -> None:
-    """Wait for an install in an actor (its call's ``ref``).
+async def installed(ref: Any, model: str | None = None) -> None:
+    """Wait for an install in an actor (its call's ``ref``; ``model``: the name of the
+    model it installs, if it is one).
 
     Raises:
         SetupFailed: saying why, when what was sent could not be made there (a tool's
@@ -125,9 +135,9 @@ async def installed(ref: Any) -> None:
         why = await ref
     except ray.exceptions.RayTaskError as exc:  # its arguments could not be unpickled
         lines = str(exc).strip().splitlines()  # the error is at the traceback's end
-        raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__) from exc
+        raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__, model) from exc
     if why is not None:
-        raise SetupFailed(why)
+        raise SetupFailed(why, model)
 
 
 async def answering(handle: Any) -> bool:

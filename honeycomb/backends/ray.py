@@ -238,14 +238,17 @@ class RayBackend:
     def _key(self, thing: object, prefix: str) -> str:
         return _once(self._keys, thing, lambda: f"{prefix}{len(self._keys)}")
 
-    async def _install(self, actor: Actor, key: str, method: str, *args: Any) -> None:
-        """Install a setup or model in an actor once (every later worker shares it); an
-        install cut off with the event loop it ran on (a run cancelled as it started,
+    async def _install(
+        self, actor: Actor, key: str, method: str, *args: Any, model: Model | None = None
+    ) -> None:
+        """Install a setup or ``model`` in an actor once (every later worker shares it);
+        an install cut off with the event loop it ran on (a run cancelled as it started,
         whose ``asyncio.run`` ended) is made again on this one."""
         pending = actor.installing.get(key)
         if pending is None or cut_off(pending):
             ref = getattr(actor.handle, method).remote(key, *args)
-            pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
+            named = _named(_unlimited(model)[0]) if model is not None else None
+            pending = actor.installing[key] = asyncio.ensure_future(installed(ref, named))
         if pending.done():
             pending.result()  # raises what the install raised
         else:
@@ -395,11 +398,13 @@ class RayBackend:
         )
         setup_key = sent.key
         model_key = self._key(worker.model, "model")
-        await self._install(actor, model_key, "install_model", made[0])
+        await self._install(actor, model_key, "install_model", made[0], model=worker.model)
         summarizer_key = None
         if made[1] is not None and worker.summarizer is not None:
             summarizer_key = self._key(worker.summarizer, "model")
-            await self._install(actor, summarizer_key, "install_model", made[1])
+            await self._install(
+                actor, summarizer_key, "install_model", made[1], model=worker.summarizer
+            )
         return setup_key, model_key, summarizer_key
 
 
@@ -426,6 +431,15 @@ def _unlimited(model: Model) -> tuple[Model, Slots | None]:
     if isinstance(model, LimitedModel):
         return model.inner, model.limiter
     return model, None
+
+
+def _named(model: Model) -> str:
+    """The model as an error names it: its repr, or its class's path when the repr is
+    Python's default (``<mod.Cls object at 0x...>``)."""
+    shown = repr(model)
+    if shown.startswith("<"):
+        return f"{type(model).__module__}.{type(model).__qualname__}"
+    return shown
 
 
 def _failed(worker: Worker, exc: HoneycombError) -> WorkerResult:

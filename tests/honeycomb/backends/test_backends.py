@@ -41,7 +41,7 @@ from honeycomb.cli.main import main as cli
 from honeycomb.run.conversation import CONVERSATION_HEADER
 from honeycomb.store import RunStore
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from runtime import AssistantMessage, ModelRequest, ModelResponse
 from runtime.tools import idempotency_key
 from tests.support.ray_tools import scripted
 
@@ -731,6 +731,41 @@ async def test_a_tool_the_actors_cannot_import_fails_its_worker_naming_its_role(
         "No module named 'tools_of_this_process_only')"
     )
     assert done.ok
+
+
+class _Answers:
+    """A model of a module only this process has (see the test below)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=AssistantMessage(content="hi"))
+
+
+async def test_a_model_the_actors_cannot_import_fails_its_workers_naming_it(
+    ray_session: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model is pickled to the actors, its classes by their import path: a module they
+    do not have is told naming the model, not as if the role's tools were missing."""
+    import types
+
+    module = types.ModuleType("models_of_this_process_only")
+    monkeypatch.setattr(_Answers, "__module__", module.__name__)
+    module._Answers = _Answers  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    pool = RayBackend(actors=1, actor_cpus=0)
+    try:
+        ex = Executor([Role(name="q")], _Answers(), aggregator="concat", backend=pool)
+        with pytest.raises(RunFailed) as caught:
+            await ex.run("t", subtasks=[("q", "hello")])
+    finally:
+        pool.stop()
+    assert caught.value.partial is not None
+    (failed,) = caught.value.partial.subtasks.values()
+    assert failed.error is not None
+    assert failed.error.type == "ConfigError"
+    assert failed.error.message.startswith(
+        "model models_of_this_process_only._Answers of role 'q' could not be made in a "
+        "Ray actor (ModuleNotFoundError: No module named 'models_of_this_process_only')"
+    )
 
 
 # --- what is the run's, reached from the actors: memory, approvals, guards, pinned tools
