@@ -362,7 +362,7 @@ class _Site:
 
     async def _same_call(self, run_id: str, call_id: str, worker: str | None, turn: str) -> None:
         """Refuse a form of a call decided already when a later call of its worker waits
-        under its id (a worker's ids are distinct only in the conversation it sends):
+        under its id (the store tells calls apart by worker, turn and id, not by id):
         the decision would go to a call whose arguments the person has not seen."""
         if not turn:
             return  # a script's decision: by its id (and worker) alone

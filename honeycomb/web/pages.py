@@ -330,7 +330,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
 
 def _call_key(call: PendingApproval) -> str:
     """What tells a call apart from every other of its run, as the store does: its
-    worker, turn and id (a worker's later call may have the id of an earlier one)."""
+    worker, turn and id (an id alone is not promised to be unique)."""
     return f"{call.worker}\n{call.turn}\n{call.call_id}"
 
 

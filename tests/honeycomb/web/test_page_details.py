@@ -68,8 +68,8 @@ async def test_in_chromium_a_call_that_waits_anew_under_the_same_id_shows_its_ow
     db: Path, browser: Any
 ) -> None:
     """A worker's call decided, and a later call of the same worker waiting under the
-    same id (ids are distinct in the conversation a worker sends, which compaction
-    shortens), before the page took the update: the page kept the first call's form,
+    same id (the store tells calls apart by worker, turn and id; written so here),
+    before the page took the update: the page kept the first call's form,
     the arguments of a call decided already, for the call that waits, and approving it
     approved arguments nobody had seen."""
     first = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="ids")

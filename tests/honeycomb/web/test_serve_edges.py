@@ -259,10 +259,9 @@ async def test_a_run_decided_elsewhere_is_left_to_its_decider_and_its_page_says_
 async def test_a_form_of_a_decided_call_does_not_decide_a_later_one_under_its_id(
     db: Path,
 ) -> None:
-    """A worker's later call may have the id of an earlier one (its ids are distinct
-    only in the conversation it sends, which compaction shortens): a page not yet
-    updated sent the earlier call's form, and the decision went to the later call,
-    whose arguments the person had not seen."""
+    """The store tells calls apart by worker, turn and id: a call of a later turn
+    under the id of a decided one (as the store is written here) took the decision a
+    page not yet updated sent from the decided call's form, arguments nobody had seen."""
     first = await _payer(db).run("pay", subtasks=[("payer", "pay")], run_id="ids")
     (asked,) = first.pending
     store = RunStore(db)
