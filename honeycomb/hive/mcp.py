@@ -102,6 +102,7 @@ async def check_servers(
     """
     listed: dict[str, Any] = {}
     errors: list[ConfigError] = []
+    doc = _settings_shown(doc, servers)
     async with McpServers(servers) as live:
         with live.run() as run:
 
@@ -140,6 +141,16 @@ async def check_servers(
     for role in roles.values():
         errors += _one_name_twice(role, tools_of, places[role.name])
     return tools_of, errors
+
+
+def _settings_shown(doc: YamlDocument, servers: Sequence[McpServer]) -> YamlDocument:
+    """``doc`` showing the values of the servers' ``env:`` variables that hold settings
+    (``PYTHONPATH``, ``HOME`` ...: :data:`~runtime.secrets.PLAIN_VARIABLES`), which it
+    hides as it hides every value of ``env:``: a run shows them (its paths in what a
+    server says as it fails), and so does ``validate``."""
+    plain = {value for s in servers for name, value in s.env.items() if is_plain(name)}
+    hidden = {v: what for v, what in doc.hidden.items() if not (v in plain and what == "secret")}
+    return doc if len(hidden) == len(doc.hidden) else replace(doc, hidden=hidden)
 
 
 def _one_name_twice(

@@ -425,3 +425,36 @@ def test_the_hives_approvals_reach_every_role_when_one_uses_an_mcp_server(
         "writer": writer,
         "reporter": reporter,
     }
+
+
+def test_validate_shows_the_settings_a_server_s_env_holds_and_hides_its_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variable that holds a setting (``PYTHONPATH``) is no secret: what a server that
+    fails says of it is shown, as a run shows it (it was masked, the path of the folder
+    the server was told to look in with it). Its token is still hidden."""
+    monkeypatch.setenv("LOOKUP_TOKEN", "the-lookup-token")
+    lib = tmp_path / "server-lib"
+    say = (
+        "import os, sys; e = os.environ; "
+        "sys.exit('no server in ' + e['PYTHONPATH'] + ' for ' + e['T'])"
+    )
+    path = write(
+        tmp_path,
+        f"""\
+        models: {{default: offline}}
+        mcp_servers:
+          lookup:
+            command: {sys.executable}
+            args: [-c, "{say}"]
+            env: {{PYTHONPATH: {lib}, T: "${{LOOKUP_TOKEN}}"}}
+        roles:
+          planner: {{description: Plans.}}
+          clerk: {{tools: ["lookup:*"]}}
+        """,
+    )
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"  {path}:3:3: mcp_servers.lookup: MCP server 'lookup' could not be started: "
+        f"Connection closed (it said: no server in {lib} for [secret hidden])"
+    )
