@@ -111,8 +111,9 @@ async def evaluate(
         judges: The roles ``judge`` checks ask (default: the Executor's roles, and
             those of the cases' file's ``judges:`` hive: :func:`judges_of`).
         eval_id: Its id (default: a new one). The id of an eval that was interrupted
-            and kept in the Executor's store goes on with it: the runs it made of a
-            case of the same id and task are taken as they were, not made again.
+            and kept in the Executor's store goes on with it (one of the same
+            ``hive`` and cases' name): the runs it made of a case of the same id and
+            task are taken as they were, not made again.
         hive: What the report names as the hive evaluated.
         on_run: Told of each run as it is scored.
         keep: Keep the report in the Executor's store (when it has one).
@@ -156,9 +157,12 @@ async def evaluate(
     # of an interrupted eval is gone, so its runs are not taken, but made again.
     if store is not None and eval_id and go_on and shared is None:
         earlier = await interrupted(store, eval_id)
+    name = cases.name if isinstance(cases, Cases) else "cases"
+    if earlier is not None and (earlier.hive, earlier.name) != (hive, name):
+        earlier = None  # an eval of another hive or cases file: its runs are not these
     head = EvalReport(
         eval_id=eval_id or new_eval_id(),
-        name=cases.name if isinstance(cases, Cases) else "cases",
+        name=name,
         hive=hive,
         cases_file=cases.file if isinstance(cases, Cases) else None,
         started_at=time.time() if earlier is None else earlier.started_at,

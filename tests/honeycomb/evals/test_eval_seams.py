@@ -261,6 +261,22 @@ async def test_an_interrupted_eval_goes_on_with_its_id_making_only_the_runs_left
     executor.store.close()
 
 
+async def test_an_interrupted_eval_of_another_hive_is_not_gone_on_with(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    cases = [Case(id=name, task=f"Say hello to {name}.") for name in ("a", "b", "c")]
+    await _cut_after_first(store, cases, "ev-cut")  # an eval of the hive '' (Python's)
+    executor = writer("hello", store=RunStore(store))
+    assert executor.store is not None
+    first = EvalReport.from_json(executor.store.eval_report("ev-cut") or "")
+    (made,) = first.cases[0].attempts
+    # The same id by mistake, on another hive: its runs are made, not taken from the other.
+    report = await evaluate(executor, cases, eval_id="ev-cut", hive="other/hive.yaml")
+    assert report.passed
+    assert report.cases[0].attempts[0].run_id != made.run_id
+    assert report.started_at != first.started_at
+    executor.store.close()
+
+
 async def test_the_judges_spending_of_an_eval_gone_on_with_counts_in_its_totals_and_budget(
     tmp_path: Path,
 ) -> None:
