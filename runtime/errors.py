@@ -673,7 +673,8 @@ class BudgetExceeded(HoneycombError):
     Attributes:
         limit: Which budget (``model_calls``, ``total_tokens``, ``wall_time_s`` ...).
         allowed: The configured limit.
-        used: What had been used when the check failed.
+        used: What had been used when the check failed (for ``cost_per_call``, what
+            the refused call's prompt alone would cost).
         requested: What the refused step asked for on top of ``used`` (a turn's tool
             calls); None when it was refused for what was used alone.
         running: Of ``used``, the tool calls of turns still under way: counted as their
@@ -706,9 +707,15 @@ class BudgetExceeded(HoneycombError):
         asked = f", and a turn asked for {requested:g} more" if requested is not None else ""
         under_way = f" ({running:g} in turns under way)" if running else ""
         cut = f"; cut off in flight: {'; '.join(map(str, in_flight))}" if in_flight else ""
-        super().__init__(
-            f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed{under_way}{asked}{cut}"
-        )
+        if limit == "cost_per_call":  # nothing was used: a call was refused for its prompt
+            message = (
+                f"budget exceeded: cost_per_call allows {allowed:g} a call, and the prompt "
+                f"of the next call alone would cost {used:g} (raise cost_per_call, or keep "
+                "the context smaller: compaction)"
+            )
+        else:
+            message = f"budget exceeded: {limit} used {used:g} of {allowed:g} allowed"
+        super().__init__(f"{message}{under_way}{asked}{cut}")
 
 
 class PlanError(HoneycombError):

@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from honeycomb.run.conversation import SessionPolicy, sessions_within
 from runtime import Limits, Model, OnUnknown
+from runtime.models.layers import check_priced
 from runtime.value import SettingsModel
 from workers.state import DEFAULT_OUTPUT_TOKENS
 
@@ -88,8 +89,12 @@ class Policy(SettingsModel):
         the smallest context among them (:func:`sessions_within`).
 
         Raises:
-            ConfigError: when the conversation's budget given fills that context.
+            ConfigError: when the conversation's budget given fills that context; when
+                a budget in dollars is set and none of ``models`` has a price
+                (:func:`~runtime.models.layers.check_priced`).
         """
+        models = list(models)
+        check_priced(self.budgets, models)
         sessions = sessions_within(self.sessions, models)
         return self if sessions is self.sessions else self.model_copy(update={"sessions": sessions})
 

@@ -16,7 +16,7 @@ inside. They are composed, in their order, in one place:
 from runtime.models.layers.base import CallSite, ModelCall, ModelCalls, ModelLayer
 from runtime.models.layers.budget import Budgeted
 from runtime.models.layers.checked import Checked
-from runtime.models.layers.cost_cap import CostCap, price_of
+from runtime.models.layers.cost_cap import CostCap, check_priced, price_of
 from runtime.models.layers.trace import Traced
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "ModelCalls",
     "ModelLayer",
     "Traced",
+    "check_priced",
     "price_of",
 ]

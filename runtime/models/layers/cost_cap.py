@@ -11,23 +11,29 @@ as at any of its budgets, with its partial results (a context that grew past the
 is fixed by a larger cap, or by compaction).
 
 Outermost of a model call's layers: a call it refuses is never reserved, counted or
-traced. A model without a price costs nothing, so nothing is capped.
+traced. A model without a price costs nothing, so nothing is capped; a run's budgets
+in dollars with no priced model at all could never stop anything, and are refused
+(:func:`check_priced`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from msgspec.structs import replace
 
-from runtime.errors import BudgetExceeded
+from runtime.errors import BudgetExceeded, ConfigError
 from runtime.messages import AssistantMessage
 from runtime.model import Model, ModelRequest, wrapped
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.tokens import quarter_tokens
 
-__all__ = ["CostCap", "Pricing", "price_of"]
+if TYPE_CHECKING:
+    from runtime.limits import Limits
+
+__all__ = ["CostCap", "Pricing", "check_priced", "price_of"]
 
 
 class Pricing(Protocol):
@@ -96,3 +102,24 @@ def price_of(model: Model) -> Pricing | None:
         if callable(getattr(price, "of", None)):
             return price
     return None
+
+
+def check_priced(limits: Limits, models: Iterable[Model]) -> None:
+    """Refuse budgets in dollars (``cost``, ``cost_per_call``) for ``models`` of which
+    none has a price: every call would cost 0, so the budget could never stop one. A
+    model without a price among priced ones costs 0 (an offline or local model).
+
+    Raises:
+        ConfigError: naming the budget and how to price the models.
+    """
+    named = [name for name in ("cost", "cost_per_call") if getattr(limits, name) is not None]
+    if not named or any(price_of(model) is not None for model in models):
+        return
+    raise ConfigError(
+        "a budget in dollars counts the models' prices, and no model has one: every call "
+        "would cost 0 and the budget would never stop the run; give the "
+        "models their prices (price: {input_per_mtok: ..., output_per_mtok: ...} in the "
+        "hive, PricedModel(model, Price(...)) in Python), or bound the run by "
+        "total_tokens or model_calls instead",
+        field=f"policy.budgets.{named[0]}",
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, Executor, Policy, Role
+from honeycomb import BudgetExceeded, Budgets, ConfigError, Executor, Policy, Role
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
 from runtime import ModelRequest
@@ -52,6 +52,10 @@ async def test_a_call_whose_prompt_alone_passes_the_cap_stops_the_run_unmade() -
         await executor.run("t", subtasks=[("w", "word " * 400)])
     assert stopped.value.limit == "cost_per_call"
     assert stopped.value.used > CAP
+    assert str(stopped.value).startswith(  # nothing was used: it says what was refused
+        f"budget exceeded: cost_per_call allows {CAP:g} a call, and the prompt of the next "
+        f"call alone would cost {stopped.value.used:g} (raise cost_per_call"
+    )
     assert seen == []  # never made, never counted
     assert stopped.value.partial is not None
     assert stopped.value.partial.usage.model_calls == 0
@@ -70,3 +74,22 @@ def test_a_hive_sets_the_cap_in_its_budgets(tmp_path: Path) -> None:
         """,
     )
     assert load_hive(path).policy.budgets.cost_per_call == 0.05
+
+
+@pytest.mark.parametrize("budgets", [Budgets(cost=1.0), Budgets(cost_per_call=0.1)])
+def test_a_budget_in_dollars_with_no_priced_model_is_refused(budgets: Budgets) -> None:
+    free = FunctionModel(lambda request: "done", name="free")
+    with pytest.raises(ConfigError) as refused:
+        Executor([Role(name="w")], {"a": free, "b": free}, policy=Policy(budgets=budgets))
+    (limit,) = [name for name in ("cost", "cost_per_call") if getattr(budgets, name)]
+    assert refused.value.field == f"policy.budgets.{limit}"
+    assert "no model has one" in str(refused.value)
+    assert "PricedModel" in str(refused.value)  # how to give one
+
+
+async def test_a_model_without_a_price_beside_a_priced_one_costs_nothing() -> None:
+    seen: list[ModelRequest] = []
+    models = {"free": FunctionModel(lambda request: "done", name="free"), "paid": priced(seen)}
+    executor = Executor([Role(name="w")], models, policy=Policy(budgets=Budgets(cost=1.0)))
+    result = await executor.run("t", subtasks=[("w", "Say done.")])  # on the free one
+    assert (result.status, result.usage.cost, seen) == ("ok", 0.0, [])
