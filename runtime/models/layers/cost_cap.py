@@ -4,8 +4,10 @@ run's budgets), from its model's price.
 Before a call, its prompt is counted by the token estimate
 (:mod:`runtime.models.tokens`) and priced; what the cap leaves goes to the answer: the
 call's output limit is lowered to the tokens that cost fits in, so no answer can take
-the call past the cap. A call whose prompt alone would cost the cap (no room left for
-a token of answer) is not made: :class:`~runtime.errors.BudgetExceeded` names
+the call past the cap (the prompt is priced all at the input price, cached or not; an
+endpoint whose tokenizer counts it as more tokens than the estimate can pass the cap
+by what they cost). A call whose prompt alone would cost the cap (no room left for a
+token of answer) is not made: :class:`~runtime.errors.BudgetExceeded` names
 ``cost_per_call``, what it allows and what the prompt would cost, and the run stops
 as at any of its budgets, with its partial results (a context that grew past the cap
 is fixed by a larger cap, or by compaction).
