@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from honeycomb.backends._deltas import Deltas
 from honeycomb.backends._pinned import PinnedCalls
@@ -35,9 +35,11 @@ from runtime import (
     ToolCallStarted,
 )
 from runtime.concurrency import TimedOut, shielded, within
+from runtime.errors import CassetteError
 from runtime.limits import CallInFlight, Slots
 from runtime.limits.ratelimit import RetryDeadline, retry_deadline
 from runtime.limits.worktime import asking_a_person
+from runtime.models.cassettes import CassetteWriter, Recorded
 from runtime.secrets import masked
 from runtime.tools.approvals import Approver
 from workers import LoopState, Worker, WorkerResult
@@ -142,12 +144,15 @@ class Driver:
     takes its checkpoints, events and result."""
 
     def __init__(
-        self, worker: Worker, model_slots: Slots | None, limiters: Mapping[str, AdaptiveLimiter]
+        self,
+        worker: Worker,
+        model_slots: Slots | None,
+        held: Mapping[str, AdaptiveLimiter | CassetteWriter],
     ) -> None:
         self.worker = worker
         self.services = worker.services
         self.model_slots = model_slots
-        self.limiters = limiters  # the rate limiters its models' stand-ins name, by key
+        self.held = held  # what its models' stand-ins name, by key (limiters, cassettes)
         self.last_state: LoopState | None = None
         self._running: dict[str, str] = {}  # its tool calls under way: call id -> tool
         self._drops: dict[int, asyncio.Event] = {}
@@ -278,7 +283,9 @@ class Driver:
             self._drops.pop(message[1], asyncio.Event()).set()
         elif kind == "observe":
             _, key, quota, tokens = message
-            self.limiters[key].observe(quota, tokens=tokens)
+            cast(AdaptiveLimiter, self.held[key]).observe(quota, tokens=tokens)
+        elif kind == "record":  # a call of a recording model, made there
+            self._record(cast(CassetteWriter, self.held[message[1]]), message[2])
         elif kind == "ask":
             _, number, op, args, options = message
             if op in ("reserve", "reserve_tools"):  # at once, in order: no await between
@@ -307,6 +314,15 @@ class Driver:
                 self._finished.set_exception(exception)  # SystemExit: it stops the run
                 return
             self._finished.set_result(plain.model_copy(update={"exception": exception}))
+
+    def _record(self, writer: CassetteWriter, recorded: Recorded) -> None:
+        """Append a call the worker's recording model made to its cassette here; one
+        that cannot be written fails the worker, as the call fails in one process."""
+        try:
+            writer.call(recorded)
+        except CassetteError as exc:
+            if not self._finished.done():
+                self._finished.set_exception(exc)
 
     def _answer_now(self, number: int, ok: bool, value: Any) -> None:
         self._channel.send(("answer", self._key, [(number, ok, value)]))
@@ -376,7 +392,8 @@ class Driver:
         ends); the holding and the letting go are in this one task."""
         drop = self._drops[number] = asyncio.Event()
         if what == "limiter":
-            await self._attempt(number, self.limiters[name], drop, deadline_again(deadline))
+            limiter = cast(AdaptiveLimiter, self.held[name])
+            await self._attempt(number, limiter, drop, deadline_again(deadline))
             return
         held: Any
         if what == "lock":

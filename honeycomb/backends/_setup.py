@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from pydantic import BaseModel
 
-from honeycomb.backends._standins import DriverLimiter
+from honeycomb.backends._standins import DriverCassette, DriverLimiter
 from honeycomb.backends._warden import my_children, ward
 from honeycomb.backends._wire import Pinned
 from runtime import AdaptiveLimiter, ConfigError, Model, Tool
+from runtime.models.cassettes import CassetteWriter
 from workers import WorkerSetup
 
 if TYPE_CHECKING:
     from runtime.models.openai.endpoint import OpenAIEndpoint
 
 
-def recipe(model: Model, limiters: dict[str, AdaptiveLimiter]) -> bytes:
+def recipe(model: Model, held: dict[str, AdaptiveLimiter | CassetteWriter]) -> bytes:
     """``model`` as an actor makes it again: pickled as Ray pickles (with cloudpickle: a
     model of the program goes by value), but for what must not cross as it is, wherever
     it stands in the model (under a price, a retry, a model of your own):
@@ -36,7 +37,12 @@ def recipe(model: Model, limiters: dict[str, AdaptiveLimiter]) -> bytes:
     - a rate limiter (an endpoint's, a :class:`~runtime.RateLimitedModel`'s) goes as a
       stand-in that holds the driver's for each attempt
       (:class:`~honeycomb.backends._standins.DriverLimiter`): one limiter bounds every
-      worker that uses it, wherever it runs. ``limiters`` keeps each by its key.
+      worker that uses it, wherever it runs;
+    - a recording's cassette (a :class:`~runtime.RecordingModel`'s) goes as a stand-in
+      that appends each call to the driver's
+      (:class:`~honeycomb.backends._standins.DriverCassette`).
+
+    ``held`` keeps what the stand-ins stand for, by their keys.
 
     Raises:
         ConfigError: for an endpoint given its API key as an argument (it would cross
@@ -52,8 +58,12 @@ def recipe(model: Model, limiters: dict[str, AdaptiveLimiter]) -> bytes:
                 return _endpoint_again, (type(obj), _settings(obj))
             if isinstance(obj, AdaptiveLimiter):
                 key = f"limiter-{id(obj)}"
-                limiters[key] = obj
+                held[key] = obj
                 return DriverLimiter, (key,)
+            if isinstance(obj, CassetteWriter):
+                key = f"cassette-{id(obj)}"
+                held[key] = obj
+                return DriverCassette, (key,)
             return super().reducer_override(obj)
 
     sent = io.BytesIO()
@@ -121,9 +131,8 @@ class SetupFailed(Exception):
         )
 
 
-async def installed(ref: Any, model: str | None = None) -> None:
-    """Wait for an install in an actor (its call's ``ref``; ``model``: the name of the
-    model it installs, if it is one).
+async def installed(ref: Any) -> None:
+    """Wait for an install in an actor (its call's ``ref``).
 
     Raises:
         SetupFailed: saying why, when what was sent could not be made there (a tool's
@@ -135,9 +144,9 @@ async def installed(ref: Any, model: str | None = None) -> None:
         why = await ref
     except ray.exceptions.RayTaskError as exc:  # its arguments could not be unpickled
         lines = str(exc).strip().splitlines()  # the error is at the traceback's end
-        raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__, model) from exc
+        raise SetupFailed(lines[-1].strip() if lines else type(exc).__name__) from exc
     if why is not None:
-        raise SetupFailed(why, model)
+        raise SetupFailed(why)
 
 
 async def answering(handle: Any) -> bool:

@@ -43,6 +43,7 @@ from runtime.limits import CallInFlight, Limits
 from runtime.limits.quota import QuotaLeft
 from runtime.limits.ratelimit import retry_deadline
 from runtime.model import ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
+from runtime.models.cassettes import Recorded
 from runtime.tools.define import arguments_text
 from runtime.tools.journal import OnUnknown
 from workers import LoopState
@@ -124,6 +125,19 @@ class DriverLimiter:
 
     def observe(self, quota: QuotaLeft | None, *, tokens: int | None = None) -> None:
         here.get().send("observe", self.key, quota, tokens)
+
+
+class DriverCassette:
+    """A recording's cassette (a :class:`~runtime.models.cassettes.CassetteWriter`)
+    seen from an actor: each call a recording model makes here is appended to the
+    driver's, the one file every worker's calls go to, masked there with the driver's
+    secrets. Its model was recorded at the driver, as it was made."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def call(self, recorded: Recorded) -> None:
+        here.get().send("record", self.key, recorded)
 
 
 class DriverLocks(LockTable):

@@ -58,6 +58,7 @@ from runtime import (
 from runtime.concurrency import shielded
 from runtime.limits import Slots
 from runtime.limits.worktime import waiting_for_room
+from runtime.models.cassettes import CassetteWriter
 from runtime.secrets import masked_with
 from workers import LoopState, Worker, WorkerError, WorkerResult, WorkerSetup
 from workers.state import LoopSettings
@@ -144,7 +145,8 @@ class RayBackend:
         self._channels = itertools.count()
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._recipes: dict[int, tuple[object, bytes]] = {}
-        self._limiters: dict[str, AdaptiveLimiter] = {}  # what the actors' stand-ins hold
+        # What the actors' stand-ins stand for (rate limiters, cassettes), by key.
+        self._held: dict[str, AdaptiveLimiter | CassetteWriter] = {}
         # A role's setup as sent, by its role, tools and settings (a run's workers each
         # have a setup of their own, equal but for a limit the run sets), with its key.
         self._setups: dict[tuple[int, int, LoopSettings], _SentSetup] = {}
@@ -247,12 +249,16 @@ class RayBackend:
         pending = actor.installing.get(key)
         if pending is None or cut_off(pending):
             ref = getattr(actor.handle, method).remote(key, *args)
-            named = _named(_unlimited(model)[0]) if model is not None else None
-            pending = actor.installing[key] = asyncio.ensure_future(installed(ref, named))
-        if pending.done():
-            pending.result()  # raises what the install raised
-        else:
-            await asyncio.shield(pending)
+            pending = actor.installing[key] = asyncio.ensure_future(installed(ref))
+        try:
+            if pending.done():
+                pending.result()  # raises what the install raised
+            else:
+                await asyncio.shield(pending)
+        except SetupFailed as exc:
+            if model is None:
+                raise
+            raise SetupFailed(exc.why, _named(_unlimited(model)[0])) from exc.__cause__
 
     # --- one worker --------------------------------------------------------------------
 
@@ -290,7 +296,7 @@ class RayBackend:
             # tool's, a hive tool's) never waits for room its caller holds.
             token = _in_room.set(True)
             try:
-                link = Driver(worker, model_slots, self._limiters)  # in this context
+                link = Driver(worker, model_slots, self._held)  # in this context
             finally:
                 _in_room.reset(token)
             try:
@@ -367,7 +373,7 @@ class RayBackend:
 
     def _recipe(self, model: Model) -> bytes:
         """:func:`recipe`, once a model."""
-        return _once(self._recipes, model, lambda: recipe(model, self._limiters))
+        return _once(self._recipes, model, lambda: recipe(model, self._held))
 
     def _sent_setup(self, setup: WorkerSetup) -> _SentSetup:
         """What is sent of ``setup`` to install it, made once for its role, tools and

@@ -373,3 +373,28 @@ async def test_nested_workers_never_wait_for_room_their_caller_holds(ray_session
     nested, sub_run = result.subtasks["s1"].text.split("|")
     assert nested == "deep"
     assert sub_run.endswith("deep")
+
+
+async def test_a_recording_keeps_every_remote_workers_calls_in_the_drivers_cassette(
+    backend: RayBackend | None, tmp_path: Path
+) -> None:
+    # A recording model's cassette is a file of the driver's: on Ray, the model could
+    # not be sent at all ("cannot pickle '_thread.lock' object ... use a model that can
+    # be pickled"). Each call an actor records is now appended at the driver.
+    from runtime.models.layers.cassette import cassette
+
+    path = tmp_path / "calls.jsonl"
+    calls = script([("echo", {"text": "x", "delay": 0.0})])
+    recorded = Executor(
+        [WORKER], cassette(FunctionModel(scripted), record=path), aggregator="concat",
+        backend=backend,
+    )  # fmt: skip
+    first = await recorded.run("t", subtasks=[("r", calls), ("r", calls)])
+    assert first.status == "ok"
+    replayed = Executor(
+        [WORKER], cassette(FunctionModel(scripted), replay=path), aggregator="concat"
+    )
+    again = await replayed.run("t", subtasks=[("r", calls), ("r", calls)])
+    assert again.status == "ok"
+    assert again.answer == first.answer
+    assert again.usage.model_calls == first.usage.model_calls == 4
