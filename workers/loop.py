@@ -121,6 +121,10 @@ FIX_OUTPUT = (
     "Answer again with JSON that matches the schema exactly."
 )
 CUT_OFF = "it was cut off at the output limit of {limit} tokens before it was complete"
+CUT_OFF_CAPPED = (
+    "it was cut off at the output limit of {limit} tokens before it was complete: the "
+    "limit budgets.cost_per_call left the call, at its model's price (raise the cap)"
+)
 CUT_OFF_BELOW = (
     "it was cut off after {written} tokens, before it was complete: below the request's "
     "output limit of {limit} tokens, so a limit of the model's own applied (a max_tokens "
@@ -322,6 +326,7 @@ class AgentLoop:
             except BaseException as failure:
                 raise call.failed(failure)  # noqa: B904 (its cause is the layer's to set)
             response = call.answered(answer)
+            sent = call.request.max_output_tokens  # a cost cap may have lowered it
         except HoneycombError as exc:  # the budget's, the model's, or its answer's
             return Failed(state=replace(state, messages=messages, wrapped_up=wrap_up), error=exc)
         if self.tracer.text and sink is None and response.message.content:
@@ -359,7 +364,7 @@ class AgentLoop:
             return Continue(state=state)
         if message.is_empty:
             if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
-                limit = self.settings.max_output_tokens
+                limit = sent or self.settings.max_output_tokens
                 return Failed(state=state, error=OutputCutOff(state.turn, limit))
             if state.nudged or wrap_up:
                 empty = EmptyResponse(
@@ -371,7 +376,7 @@ class AgentLoop:
         if state.nudged:
             state = replace(state, nudged=False)
         written = response.usage.output_tokens if cut else 0
-        step = await self._finish(state, message.content or "", cut=cut, written=written)
+        step = await self._finish(state, message.content or "", cut=cut, written=written, sent=sent)
         if held is not None and isinstance(step, Final):  # accepted: its text is shown
             held.release()
         return step
@@ -481,12 +486,19 @@ class AgentLoop:
         return None
 
     async def _finish(
-        self, state: LoopState, text: str, *, cut: bool = False, written: int = 0
+        self,
+        state: LoopState,
+        text: str,
+        *,
+        cut: bool = False,
+        written: int = 0,
+        sent: int | None = None,
     ) -> Step:
         """The answer ``text``, once it matches the output schema and its output guards
         accept it; else sent back with what is wrong, or, out of retries, a failure.
         ``cut``: the answer ended at an output limit (what is wrong, if it does not
-        validate), after ``written`` tokens (0: not told)."""
+        validate), after ``written`` tokens (0: not told); ``sent``: the limit the call
+        was made with (below the settings' when a cost cap lowered it)."""
         out = self.settings.output_type
         if out is None:
             return await self._guarded(Final(state=state, text=text, output=text, cut_off=cut))
@@ -495,11 +507,13 @@ class AgentLoop:
             final = Final(state=state, text=text, output=output, cut_off=cut)
         except pydantic.ValidationError as exc:
             attempts = state.output_attempts + 1
-            limit = self.settings.max_output_tokens
+            limit = sent or self.settings.max_output_tokens
             detail = _validation_summary(exc)
             if cut:  # the limit that applied: the request's, or a lower one of the model's
                 below = 0 < written < limit
-                detail = (CUT_OFF_BELOW if below else CUT_OFF).format(limit=limit, written=written)
+                capped = limit < self.settings.max_output_tokens
+                said = CUT_OFF_BELOW if below else CUT_OFF_CAPPED if capped else CUT_OFF
+                detail = said.format(limit=limit, written=written)
                 limit = written if below else limit
             if attempts > self.settings.output_retries or state.wrapped_up:
                 return Failed(

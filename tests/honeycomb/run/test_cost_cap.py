@@ -4,14 +4,15 @@ the cap; a call whose prompt alone would cost more stops the run, never made."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, ConfigError, Executor, Policy, Role
+from honeycomb import BudgetExceeded, Budgets, ConfigError, Executor, Policy, Role, RunFailed
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
-from runtime import ModelRequest
+from runtime import AssistantMessage, ModelRequest, ModelResponse, Usage
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.pricing import Price, PricedModel
 from tests.support.hives import hive
@@ -93,3 +94,31 @@ async def test_a_model_without_a_price_beside_a_priced_one_costs_nothing() -> No
     executor = Executor([Role(name="w")], models, policy=Policy(budgets=Budgets(cost=1.0)))
     result = await executor.run("t", subtasks=[("w", "Say done.")])  # on the free one
     assert (result.status, result.usage.cost, seen) == ("ok", 0.0, [])
+
+
+async def test_a_structured_answer_cut_at_the_limit_the_cap_left_says_so() -> None:
+    whole = json.dumps({"title": "Bees", "points": ["they dance " * 5, "they fly " * 5]})
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        limit = request.max_output_tokens or 0
+        text = whole if len(whole) // 4 <= limit else whole[: limit * 4]  # cut, as a server
+        return ModelResponse(
+            message=AssistantMessage(content=text),
+            usage=Usage(input_tokens=10, output_tokens=min(limit, len(whole) // 4)),
+            finish_reason="stop" if text == whole else "length",
+            model="cheap-in",
+        )
+
+    cheap_in = Price(input_per_mtok=10.0, output_per_mtok=2000.0)  # $0.002 an output token
+    executor = Executor(
+        [Role(name="w", output_schema="tests.support.role_tools:Summary")],
+        PricedModel(FunctionModel(answer), cheap_in),
+        policy=Policy(budgets=Budgets(cost_per_call=0.03)),  # about 15 tokens of answer
+    )
+    with pytest.raises(RunFailed) as failed:
+        await executor.run("t", subtasks=[("w", "Sum up bees.")])
+    error = failed.value.partial.subtasks["s1"].worker.error
+    assert error is not None
+    assert error.type == "OutputValidationError"
+    assert "the limit budgets.cost_per_call left the call" in error.message  # not the model's
+    assert "a limit of the model's own" not in error.message
