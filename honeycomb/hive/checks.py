@@ -22,6 +22,7 @@ from honeycomb.hive.specs import HiveSpec, PlannerSpec
 from honeycomb.run.policy import FailurePolicy, Policy, quorum_problem
 from runtime import ConfigError, YamlDocument, did_you_mean
 from runtime.config.yaml_config import YamlPath, YamlPlace
+from runtime.models.layers.cost_cap import unpriced_problem
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
 from workers.compaction import context_problem
@@ -49,6 +50,7 @@ def check_across_fields(
     _check_policy_rules(doc, errors)
     _check_local_models(doc, spec, errors)
     _check_compaction_contexts(doc, spec, roles, places, errors)
+    _check_budget_prices(doc, spec, errors)
     errors.extend(backend_problems(doc, spec.backend))
 
 
@@ -282,6 +284,16 @@ def _check_compaction_contexts(
                 errors.append(
                     role_error(doc, places, name, ("compaction", "budget_tokens"), message)
                 )
+
+
+def _check_budget_prices(doc: YamlDocument, spec: HiveSpec, errors: list[ConfigError]) -> None:
+    """A budget in dollars has a priced model to count (as an Executor of the hive
+    would refuse it)."""
+    priced = any(model.price is not None for model in spec.models.values())
+    problem = unpriced_problem(spec.policy.budgets, priced)
+    if problem is not None:
+        limit, message = problem
+        errors.append(doc.error(("policy", "budgets", limit), message))
 
 
 def _check_policy_rules(doc: YamlDocument, errors: list[ConfigError]) -> None:

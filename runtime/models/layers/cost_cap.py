@@ -35,7 +35,7 @@ from runtime.models.tokens import quarter_tokens
 if TYPE_CHECKING:
     from runtime.limits import Limits
 
-__all__ = ["CostCap", "Pricing", "check_priced", "price_of"]
+__all__ = ["CostCap", "Pricing", "check_priced", "price_of", "unpriced_problem"]
 
 
 class Pricing(Protocol):
@@ -114,14 +114,23 @@ def check_priced(limits: Limits, models: Iterable[Model]) -> None:
     Raises:
         ConfigError: naming the budget and how to price the models.
     """
+    problem = unpriced_problem(limits, any(price_of(model) is not None for model in models))
+    if problem is not None:
+        limit, message = problem
+        raise ConfigError(message, field=f"policy.budgets.{limit}")
+
+
+def unpriced_problem(limits: Limits, priced: bool) -> tuple[str, str] | None:
+    """The budget in dollars of ``limits`` that no price could count (``priced``: some
+    model has one), and what is wrong with it (None: nothing): what
+    :func:`check_priced` refuses, and a hive file at that budget's line."""
     named = [name for name in ("cost", "cost_per_call") if getattr(limits, name) is not None]
-    if not named or any(price_of(model) is not None for model in models):
-        return
-    raise ConfigError(
+    if not named or priced:
+        return None
+    return named[0], (
         "a budget in dollars counts the models' prices, and no model has one: every call "
-        "would cost 0 and the budget would never stop the run; give the "
-        "models their prices (price: {input_per_mtok: ..., output_per_mtok: ...} in the "
-        "hive, PricedModel(model, Price(...)) in Python), or bound the run by "
-        "total_tokens or model_calls instead",
-        field=f"policy.budgets.{named[0]}",
+        "would cost 0 and the budget would never stop the run; give the models their "
+        "prices (price: {input_per_mtok: ..., output_per_mtok: ...} in the hive, "
+        "PricedModel(model, Price(...)) in Python), or bound the run by total_tokens or "
+        "model_calls instead"
     )

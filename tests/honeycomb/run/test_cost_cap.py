@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from honeycomb import BudgetExceeded, Budgets, ConfigError, Executor, Policy, Role, RunFailed
+from honeycomb import (
+    BudgetExceeded,
+    Budgets,
+    ConfigError,
+    ConfigErrors,
+    Executor,
+    Policy,
+    Role,
+    RunFailed,
+)
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
 from runtime import AssistantMessage, ModelRequest, ModelResponse, Usage
@@ -67,7 +76,7 @@ def test_a_hive_sets_the_cap_in_its_budgets(tmp_path: Path) -> None:
         tmp_path,
         """
         models:
-          default: offline
+          default: {provider: offline, price: {input_per_mtok: 1, output_per_mtok: 2}}
         roles:
           w: {instructions: Work.}
         policy:
@@ -75,6 +84,28 @@ def test_a_hive_sets_the_cap_in_its_budgets(tmp_path: Path) -> None:
         """,
     )
     assert load_hive(path).policy.budgets.cost_per_call == 0.05
+
+
+def test_a_hive_with_a_budget_in_dollars_and_no_price_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    path = hive(
+        tmp_path,
+        """
+        models:
+          default: offline
+        roles:
+          w: {instructions: Work.}
+        policy:
+          budgets: {model_calls: 9, cost: 0.5}
+        """,
+    )
+    with pytest.raises(ConfigErrors) as refused:
+        load_hive(path)
+    (error,) = refused.value.errors
+    assert str(error).startswith(f"{path}:7:")  # the line of cost, as validate shows it
+    assert "policy.budgets.cost" in str(error)
+    assert "no model has one" in str(error)
 
 
 @pytest.mark.parametrize("budgets", [Budgets(cost=1.0), Budgets(cost_per_call=0.1)])
