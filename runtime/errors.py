@@ -568,15 +568,22 @@ class OutputCutOff(AgentError):
     Attributes:
         turn: The turn of the answer.
         limit: The output limit it was sent (None: the endpoint's own).
+        capped: The limit was what the run's ``budgets.cost_per_call`` left the call.
     """
 
-    def __init__(self, turn: int, limit: int | None) -> None:
+    def __init__(self, turn: int, limit: int | None, *, capped: bool = False) -> None:
         self.turn = turn
         self.limit = limit
+        self.capped = capped
         at = f"its output limit of {limit} tokens" if limit is not None else "its output limit"
+        fix = (
+            "the limit budgets.cost_per_call left the call at its model's price: raise the cap"
+            if capped
+            else "give the role a higher max_output_tokens (or the policy's for every role)"
+        )
         super().__init__(
             f"the model's answer at turn {turn} was cut off at {at} before any text or tool "
-            "call: give the role a higher max_output_tokens (or the policy's for every role)"
+            f"call: {fix}"
         )
 
 

@@ -365,7 +365,9 @@ class AgentLoop:
         if message.is_empty:
             if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
                 limit = sent or self.settings.max_output_tokens
-                return Failed(state=state, error=OutputCutOff(state.turn, limit))
+                capped = limit < self.settings.max_output_tokens  # by a cost cap
+                cut_off = OutputCutOff(state.turn, limit, capped=capped)
+                return Failed(state=state, error=cut_off)
             if state.nudged or wrap_up:
                 empty = EmptyResponse(
                     state.turn, wrap_up=not state.nudged, finish_reason=response.finish_reason

@@ -99,6 +99,7 @@ def examples() -> list[runtime.HoneycombError]:
         e.MaxTurnsExceeded(5, ["search", "send"]),
         e.OutputValidationError("Answer", 3, "field 'x' missing"),
         e.OutputCutOff(4, 256),
+        e.OutputCutOff(4, 12, capped=True),
         e.ContextBudgetTooSmall(
             "s1", 600, 612, [("the system prompt and the task", 315), ("1 tool", 297)]
         ),

@@ -153,3 +153,27 @@ async def test_a_structured_answer_cut_at_the_limit_the_cap_left_says_so() -> No
     assert error.type == "OutputValidationError"
     assert "the limit budgets.cost_per_call left the call" in error.message  # not the model's
     assert "a limit of the model's own" not in error.message
+
+
+async def test_an_answer_the_limit_the_cap_left_cut_to_nothing_says_so() -> None:
+    def thinks_too_long(request: ModelRequest) -> ModelResponse:  # all of it reasoning
+        limit = request.max_output_tokens or 0
+        return ModelResponse(
+            message=AssistantMessage(content=None, reasoning="hmm " * limit),
+            usage=Usage(input_tokens=10, output_tokens=limit, reasoning_tokens=limit),
+            finish_reason="length",
+            model="thinker",
+        )
+
+    executor = Executor(
+        [Role(name="w")],
+        PricedModel(FunctionModel(thinks_too_long), Price(input_per_mtok=10, output_per_mtok=2000)),
+        policy=Policy(budgets=Budgets(cost_per_call=0.03)),
+    )
+    with pytest.raises(RunFailed) as failed:
+        await executor.run("t", subtasks=[("w", "Think.")])
+    error = failed.value.partial.subtasks["s1"].worker.error
+    assert error is not None
+    assert error.type == "OutputCutOff"
+    assert "budgets.cost_per_call left the call" in error.message
+    assert "max_output_tokens" not in error.message  # raising it would change nothing
