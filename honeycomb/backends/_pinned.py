@@ -41,12 +41,12 @@ class PinnedCalls:
         self._calls: dict[Key, asyncio.Task[Any]] = {}
         self.keep = False
 
-    async def call(self, name: str, kwargs: dict[str, Any]) -> Any:
+    async def call(self, name: str, kwargs: dict[str, Any], context: Any = None) -> Any:
         """The call's value, as it goes back to the worker's actor (see
         :func:`sent_value`); the answer of the same call under way, or ended, since an
-        earlier life of the worker made it."""
+        earlier life of the worker made it (``context``: the call's, whether or not the
+        tool takes it)."""
         found = self._tools[name]
-        context = kwargs.get(found.context_param) if found.context_param is not None else None
         key = (name, context.turn, context.call_id) if isinstance(context, ToolContext) else None
         value = await self.kept(key, lambda: call_pinned(found, kwargs))
         return sent_value(value, self._limit)

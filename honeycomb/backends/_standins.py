@@ -336,15 +336,22 @@ def _no_model(role: Any) -> Model:
     raise HoneycombError("a judge's model is at the driver")
 
 
+_CONTEXT = "_honeycomb_call"
+"""Where a pinned tool that takes no context is given its call's here: the driver knows
+each call by its turn and call id (see :class:`~._pinned.PinnedCalls`)."""
+
+
 def stand_in(pinned: Pinned) -> Tool[Any, Any]:
     """A pinned tool in the actor: it checks only that the arguments are an object with
     the required keys (the driver validates them as the tool does), and its calls are
-    made at the driver."""
-    name = pinned.options["name"]
+    made at the driver, each with its context (its turn and call id), whether or not
+    the tool takes it."""
+    name, own = pinned.options["name"], pinned.context_param
 
     async def call(**kwargs: Any) -> Any:
-        return await at_driver("tool", name, kwargs)
+        context = kwargs.get(own) if own is not None else kwargs.pop(_CONTEXT, None)
+        return await at_driver("tool", name, kwargs, context)
 
     made: Tool[..., Any] = Tool(call, **pinned.options)
-    made.context_param = pinned.context_param
+    made.context_param = own or _CONTEXT
     return made

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import pickle
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -227,9 +227,16 @@ def portable_result(result: WorkerResult) -> tuple[WorkerResult, tuple[str, Any]
     return plain, portable_error(exc) if exc is not None else None
 
 
-def sent_services(worker: Worker, model_slots: bool) -> SentServices:
+def sent_services(
+    worker: Worker, model_slots: bool, going_on: Callable[[str, int, str], bool]
+) -> SentServices:
     """What crosses to an actor of the worker's services (now: its store's journal
-    so far goes along when it moves to another actor)."""
+    so far goes along when it moves to another actor).
+
+    A side-effecting call of a pinned tool that an earlier life of the worker made, and
+    that goes on at the driver (``going_on``: by its tool, turn and call id), is not in
+    the journal sent: its outcome is not unknown, and the next life, making it again,
+    is given its answer (its intent is made again, and its outcome kept then)."""
     services = worker.services
     served = {
         "events": services.tracer.enabled,
@@ -248,9 +255,21 @@ def sent_services(worker: Worker, model_slots: bool) -> SentServices:
         limits=services.budget.limits,
         at_driver=frozenset(name for name, yes in served.items() if yes),
         text=services.tracer.text,
-        journal=dict(record.entries) if record is not None else None,
+        journal=None if record is None else _known(record.entries, going_on),
         decisions=dict(record.decisions) if record is not None else None,
         on_unknown=record.on_unknown if record is not None else "tell",
         scope=record.scope if record is not None else "",
         wall_left_s=None if ends is None else ends - time.monotonic(),
     )
+
+
+def _known(
+    entries: Mapping[tuple[int, str], JournalEntry], going_on: Callable[[str, int, str], bool]
+) -> dict[tuple[int, str], JournalEntry]:
+    """The journal's entries but for the calls under way at the driver (see
+    :func:`sent_services`)."""
+    return {
+        (turn, call_id): entry
+        for (turn, call_id), entry in entries.items()
+        if entry.status is not None or not going_on(entry.tool, turn, call_id)
+    }

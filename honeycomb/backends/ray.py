@@ -321,7 +321,9 @@ class RayBackend:
                             inputs=dict(inputs) if inputs is not None else None,
                             conversation=conversation,
                             resume=state,
-                            services=sent_services(worker, model_slots is not None),
+                            services=sent_services(
+                                worker, model_slots is not None, link.pinned.going_on
+                            ),
                         )
                         self._runs += 1
                         channel = actor.channel_here(self._channels)
