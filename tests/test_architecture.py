@@ -322,6 +322,7 @@ EXTRA_MODULES = {  # each behind an extra
     "honeycomb/backends/_setup.py": {"ray"},  # `ray`, as the backend starts
     "honeycomb/backends/_driver.py": {"ray"},  # `ray`, as its workers run
     "honeycomb/cli/backend.py": {"ray"},  # `ray`, to shut down a Ray the command started
+    "honeycomb/hive/backend.py": {"ray"},  # `ray`, to check a hive's runtime_env
     "honeycomb/store/postgres.py": {"psycopg", "psycopg_pool"},  # `postgresql`, for its stores
     "honeycomb/evals/checks.py": {"jsonschema"},  # `evals`, by a check of a JSON schema
     "honeycomb/evals/spec.py": {"jsonschema"},  # `evals`, as a check's schema is read
