@@ -396,13 +396,6 @@ async def _run_and_report(
         if other is not None:  # said before anything runs: the run stays as it was
             print(other, file=sys.stderr)
             return ExitStatus.UNUSABLE
-    if store is not None and not args.json:  # said first: a killed run is resumed by id
-        shown = kept.where if kept is not None else store
-        hint = resume_hint(run_id, shown, args)  # its URL without a password, as shown
-        print(f"run {run_id} · kept in {shown} ({hint})", file=sys.stderr)
-        _say_note(args, sys.stderr)
-    if not args.json and loop_factory() is not None:
-        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     pool = backend.build(hive.folder)
     if pool is None:
         return await _run(hive, task, models, new_view(), args, out, kept, run_id, None)
@@ -446,6 +439,13 @@ async def _run(
     except ConfigError as exc:  # validate refuses these first; never a traceback
         print(str(exc), file=sys.stderr)
         return ExitStatus.UNUSABLE
+    if store is not None and not args.json:  # said before it starts: a killed run is
+        # resumed by its id (said once the run can start: no run is kept of one that cannot)
+        hint = resume_hint(run_id, store.where, args)  # its URL without a password
+        print(f"run {run_id} · kept in {store.where} ({hint})", file=sys.stderr)
+        _say_note(args, sys.stderr)
+    if not args.json and loop_factory() is not None:
+        print(f"event loop: {loop_name()} (the fast extra)", file=sys.stderr)
     if store is not None and args.run_id is not None and getattr(args, "replay", None) is None:
         await warn_of_other_models(store, run_id, models_thinking(hive, executor))
     error: HoneycombError | None = None

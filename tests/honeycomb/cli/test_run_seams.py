@@ -293,3 +293,34 @@ def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
     assert store.runs() == [before]  # neither taken nor changed
     (tmp_path / "a").rename(tmp_path / "moved")  # the same hive, moved: its own run
     assert main(["run", "moved/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
+
+
+PRICED = """\
+models:
+  gpt:
+    model: m
+    base_url: http://127.0.0.1:9/v1
+    api_key: k
+    price: {input_per_mtok: 1.0, output_per_mtok: 2.0}
+roles:
+  planner: {description: Plans.}
+  writer: {description: Writes.}
+policy:
+  budgets: {cost: 1.0}
+"""
+
+
+def test_a_run_that_cannot_start_is_not_said_to_be_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hive loads, and the run cannot be made on the model --model names (a budget in
+    dollars, and no price on the offline model): the command said 'run ID · kept in
+    .honeycomb/runs.db (honeycomb resume ID)' first, of a run no store ever held."""
+    monkeypatch.chdir(tmp_path)
+    path = hive(tmp_path, PRICED)
+    code = main(["run", str(path), "hi", "--model", "offline"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "policy.budgets.cost: a budget in dollars" in err
+    assert "kept in" not in err
+    assert "honeycomb resume" not in err
