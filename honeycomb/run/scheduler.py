@@ -41,7 +41,7 @@ from honeycomb.run.policy import Policy
 from honeycomb.run.result import SubtaskResult, SubtaskStatus, why_failed
 from runtime import BudgetExceeded, HoneycombError, RunFailed
 from runtime.concurrency import TimedOut, run_together, stoppable, within
-from runtime.limits.worktime import asking_a_person, waiting_for_room, within_own_time
+from runtime.limits.worktime import OwnTime
 from workers import Worker, WorkerError, WorkerResult
 
 if TYPE_CHECKING:
@@ -185,36 +185,38 @@ class Scheduler:
         slots, limit = self._slots, self.policy.worker_timeout_s
         started: float | None = None
         result: WorkerResult | None = None
-        # One clock for the whole life, stopped while the worker waits for a slot or
-        # for a person's decision: a pause does not give it its limit anew.
-        own = within_own_time(limit) if limit is not None else contextlib.nullcontext()
+        # One clock for the whole life: a pause for a decision (between two stretches
+        # of its run) does not give it its limit anew.
+        own = OwnTime(limit) if limit is not None else None
         try:
-            try:
-                with own as deadline:
-                    while True:  # in one of the slots (result None: past its limit)
-                        if slots is not None:
-                            with waiting_for_room():
-                                await slots.acquire()
+            while True:  # in one of the slots, under the worker timeout (None: past it)
+                if slots is not None:
+                    await slots.acquire()
+                try:
+                    if started is None:
+                        started = self._started_now(subtask)
+                    running = self._running(subtask, worker, inputs, state)
+                    if own is None:
+                        result = await running
+                    else:
                         try:
-                            if started is None:
-                                started = self._started_now(subtask)
-                            result = await self._running(subtask, worker, inputs, state)
-                        finally:
-                            if slots is not None:
-                                slots.release()
-                        # Paused for approval: on again once its calls are decided in
-                        # this process, unless nothing else can proceed first (then it
-                        # ends waiting).
-                        if result.status != "waiting" or record is None:
-                            break
-                        with asking_a_person():
-                            if not await self._decided(subtask, result, record):
-                                break
-                        state = result.state
-            except TimedOut:
-                if deadline is None or not deadline.expired:
-                    raise
-                result = None
+                            # A person's time deciding on its calls is not its own.
+                            with own.stretch() as deadline:
+                                result = await running
+                        except TimedOut:
+                            if not deadline.expired:
+                                raise
+                            result = None
+                finally:
+                    if slots is not None:
+                        slots.release()
+                # Paused for approval: on again once its calls are decided in this
+                # process, unless nothing else can proceed first (then it ends waiting).
+                if result is None or result.status != "waiting" or record is None:
+                    break
+                if not await self._decided(subtask, result, record):
+                    break
+                state = result.state
         except asyncio.CancelledError:
             if started is not None:  # its end is the run's (it is stopped, or cancelled)
                 self._stopped_now(subtask, started)

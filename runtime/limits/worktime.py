@@ -7,7 +7,8 @@ own ``approval_timeout_s``. A worker paused for a decision in the run store wait
 outside its limit; one whose approver decides in the run waits inside it, and this
 module stops its clock meanwhile.
 
-:func:`within_own_time` is the limit; :func:`asking_a_person` marks a wait for a
+:func:`within_own_time` is the limit (:class:`OwnTime`, one for work done in
+stretches); :func:`asking_a_person` marks a wait for a
 person (the approval gate's call of an approver), and :func:`waiting_for_room` a wait
 for somewhere to run the work (a Ray actor to start, or one with room for a worker):
 the work has not begun, as a subtask waiting for one of the run's ``max_workers`` has
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
 from runtime.concurrency import within
 
-__all__ = ["asking_a_person", "waiting_for_room", "within_own_time"]
+__all__ = ["OwnTime", "asking_a_person", "waiting_for_room", "within_own_time"]
 
 
 class _Clock:
@@ -90,12 +91,13 @@ def _not_counted() -> Iterator[None]:
 
 
 @contextmanager
-def within_own_time(limit: float) -> Iterator[within]:
+def within_own_time(limit: float, own: OwnTime | None = None) -> Iterator[within]:
     """A block cancelled once it has worked ``limit`` seconds, the time it waited for
     a person (:func:`asking_a_person`) or for room (:func:`waiting_for_room`) left
     out: ``with within_own_time(5) as deadline: await work``. Yields the block's
     :class:`~runtime.concurrency.within`, whose ``expired`` says whether the limit
-    passed.
+    passed. ``own``: the work's time so far, when the block is one stretch of it (see
+    :class:`OwnTime`), which the block's own time is added to.
 
     Raises:
         TimedOut: when the limit passed (the block was cancelled).
@@ -103,7 +105,9 @@ def within_own_time(limit: float) -> Iterator[within]:
     loop = asyncio.get_running_loop()
     clock = _Clock(_clock.get())
     deadline = within(None)
-    started = loop.time()
+    # Worked before the block: ``started`` is set back by it (no object per call: a
+    # tool call's time limit is one of these, and benchmark E holds 30,000 at once).
+    started = loop.time() - (own.worked_s if own is not None else 0.0)
     timer: asyncio.TimerHandle | None = None
 
     def check() -> None:
@@ -128,3 +132,32 @@ def within_own_time(limit: float) -> Iterator[within]:
         clock.woken = None
         if timer is not None:
             timer.cancel()
+        if own is not None:
+            own.worked_s = loop.time() - started - clock.waited_s
+
+
+class OwnTime:
+    """A time limit on work done in stretches, paused between them (a worker paused
+    for a decision kept in the run store): each stretch (:meth:`stretch`) is cut once
+    the stretches together have worked ``limit`` seconds, so a pause does not give the
+    work its limit anew.
+
+    Attributes:
+        limit: Seconds of work allowed, all the stretches together.
+        worked_s: Seconds the stretches that ended worked.
+    """
+
+    __slots__ = ("limit", "worked_s")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.worked_s = 0.0
+
+    def stretch(self) -> AbstractContextManager[within]:
+        """The next stretch of the work (as :func:`within_own_time`), cut once the
+        limit is used up.
+
+        Raises:
+            TimedOut: when the limit passed (the block was cancelled).
+        """
+        return within_own_time(self.limit, self)
