@@ -150,7 +150,8 @@ async def decide(
         raise ApprovalError(
             run_id,
             call_id,
-            "its time to decide ran out; the resumed run denies it (approval_timeout_s)",
+            "its time to decide ran out (approval_timeout_s): the run denies it as it goes "
+            "on, or once it is resumed",
         )
     if arguments is not None:
         if listing is not None:

@@ -307,7 +307,7 @@ def _approval(run_id: str, call: PendingApproval, csrf: str, links: Links, now: 
         return (
             f'<div class="approval timed-out" data-key="{key}" {who}>{told}'
             '<p class="error">Its time to decide ran out (approval_timeout_s): the run denies '
-            "it when it is resumed.</p></div>"
+            "it as it goes on, or once it is resumed.</p></div>"
         )
     arguments = box_text(call.arguments)
     rows = sum(1 + len(line) // 90 for line in arguments.splitlines())  # as it wraps

@@ -233,7 +233,7 @@ async def test_a_call_whose_time_ran_out_is_shown_timed_out_without_a_form(db: P
     page = await _page(app, "/runs/late")
     assert "<form" not in page
     assert 'class="approval timed-out"' in page
-    assert "Its time to decide ran out (approval_timeout_s): the run denies it when it is" in page
+    assert "Its time to decide ran out (approval_timeout_s): the run denies it as it goes" in page
     assert "No call is left to decide" in page  # and how the run goes on
 
 
