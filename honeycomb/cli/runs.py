@@ -122,6 +122,8 @@ def trace_command(args: argparse.Namespace) -> ExitStatus:
     timeline = stored_timeline(stored, spans, found.status if found is not None else None)
     console = Console()
     console.print(render_timeline(timeline, console.width))
+    if stored.error is not None:  # why a failed (or over_budget) run ended: its error
+        console.print(f"{stored.status}: {printable(stored.error)}", markup=False, highlight=False)
     try:  # as eval's --html: its folders made, a file that cannot be written named
         for option, path, text in (
             ("--jsonl", args.jsonl, to_jsonl(spans)),

@@ -324,3 +324,30 @@ def test_a_run_that_cannot_start_is_not_said_to_be_kept(
     assert "policy.budgets.cost: a budget in dollars" in err
     assert "kept in" not in err
     assert "honeycomb resume" not in err
+
+
+UNREACHABLE = """\
+models:
+  gpt:
+    model: m
+    base_url: http://127.0.0.1:9/v1
+    api_key: k
+    retry: {attempts: 1}
+roles:
+  planner: {description: Plans.}
+  writer: {description: Writes.}
+"""
+
+
+def test_the_trace_of_a_failed_run_says_what_it_failed_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`honeycomb trace` drew a failed run's planner as an error, and nowhere said why
+    the run failed (the store kept its error, which only the web page showed)."""
+    monkeypatch.chdir(tmp_path)
+    path = hive(tmp_path, UNREACHABLE)
+    assert main(["run", str(path), "hi", "--plain", "--run-id", "f1"]) == 1
+    capsys.readouterr()
+    assert main(["trace", "f1"]) == 0
+    out = capsys.readouterr().out
+    assert "failed: ModelConnectionError: cannot reach the model endpoint" in out
