@@ -295,19 +295,19 @@ def test_a_run_id_of_another_hives_run_is_refused_before_anything_runs(
     assert main(["run", "moved/hive.yaml", "Find the weather", "--run-id", "r1", "--plain"]) == 0
 
 
-PRICED = """\
+UNREACHABLE = """\
 models:
   gpt:
     model: m
     base_url: http://127.0.0.1:9/v1
     api_key: k
+    retry: {attempts: 1}
     price: {input_per_mtok: 1.0, output_per_mtok: 2.0}
 roles:
   planner: {description: Plans.}
   writer: {description: Writes.}
-policy:
-  budgets: {cost: 1.0}
 """
+"""A hive whose one model, priced, is at an address nothing listens on."""
 
 
 def test_a_run_that_cannot_start_is_not_said_to_be_kept(
@@ -317,26 +317,13 @@ def test_a_run_that_cannot_start_is_not_said_to_be_kept(
     dollars, and no price on the offline model): the command said 'run ID · kept in
     .honeycomb/runs.db (honeycomb resume ID)' first, of a run no store ever held."""
     monkeypatch.chdir(tmp_path)
-    path = hive(tmp_path, PRICED)
+    path = hive(tmp_path, UNREACHABLE + "policy:\n  budgets: {cost: 1.0}\n")
     code = main(["run", str(path), "hi", "--model", "offline"])
     err = capsys.readouterr().err
     assert code == 2
     assert "policy.budgets.cost: a budget in dollars" in err
     assert "kept in" not in err
     assert "honeycomb resume" not in err
-
-
-UNREACHABLE = """\
-models:
-  gpt:
-    model: m
-    base_url: http://127.0.0.1:9/v1
-    api_key: k
-    retry: {attempts: 1}
-roles:
-  planner: {description: Plans.}
-  writer: {description: Writes.}
-"""
 
 
 def test_the_trace_of_a_failed_run_says_what_it_failed_of(
