@@ -261,7 +261,7 @@ class AgentLoop:
                     pending,
                     turn=state.turn,
                     previous=state.previous_calls,
-                    cut_at=self.settings.max_output_tokens if state.cut_off else None,
+                    cut_at=state.cut_at or None,
                 )
             except ApprovalNeeded as paused:  # a control signal: none of the calls ran
                 return Waiting(state=state, pending=paused.pending)
@@ -349,6 +349,7 @@ class AgentLoop:
                 return Failed(state=state, error=error)
         calls = message.tool_calls
         cut = response.finish_reason == "length"
+        limit = sent or self.settings.max_output_tokens  # the one it was sent with
         state = state.answered(
             (*messages, message),
             response.usage,
@@ -356,7 +357,7 @@ class AgentLoop:
             wrapped_up=wrap_up,
             # A budget's window may cut texts too: the report then measures less.
             whole=not omitted and window.max_tokens is None,
-            cut_off=cut,  # its last call's arguments may be cut short
+            cut_at=limit if cut else 0,  # its last call's arguments may be cut short
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
             if held is not None:  # text beside calls is no answer: no guard checks it
@@ -364,7 +365,6 @@ class AgentLoop:
             return Continue(state=state)
         if message.is_empty:
             if cut:  # the whole limit went on nothing it shows (a reasoning model's thinking)
-                limit = sent or self.settings.max_output_tokens
                 capped = limit < self.settings.max_output_tokens  # by a cost cap
                 cut_off = OutputCutOff(state.turn, limit, capped=capped)
                 return Failed(state=state, error=cut_off)

@@ -100,8 +100,9 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
             its request held all of ``messages[summarized:context_messages]`` (0: not
             known); what was added since is estimated.
         context_messages: How many of ``messages`` that request held.
-        cut_off: The last answer ended at its output limit (``finish_reason: length``):
-            the arguments of a call it asks for may be cut short, and are told so.
+        cut_at: The output limit the last answer was cut off at (``finish_reason:
+            length``; 0: it was not): the arguments of a call it asks for may be cut
+            short, and are told so.
     """
 
     task: str
@@ -123,7 +124,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
     compactions: int = 0
     context_tokens: int = 0
     context_messages: int = 0
-    cut_off: bool = False
+    cut_at: int = 0
 
     def __reduce__(self) -> Any:
         return packed(self)
@@ -136,12 +137,12 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
         nudged: bool,
         wrapped_up: bool,
         whole: bool = True,
-        cut_off: bool = False,
+        cut_at: int = 0,
     ) -> LoopState:
         """After a model answer: ``messages`` end with it, and what it cost is counted.
         ``whole``: the request held every message the summary does not fold (no window
-        left any out), so what the server reported measures the context. ``cut_off``: the
-        answer ended at its output limit."""
+        left any out), so what the server reported measures the context. ``cut_at``: the
+        output limit the answer was cut off at (0: it was not)."""
         return replace(
             self.spent(spent),
             messages=messages,
@@ -150,7 +151,7 @@ class LoopState(Value, frozen=True, gc=False, kw_only=True):
             wrapped_up=wrapped_up,
             context_tokens=spent.input_tokens if whole else 0,
             context_messages=len(messages) - 1 if whole else 0,
-            cut_off=cut_off,
+            cut_at=cut_at,
         )
 
     def compacted(self, summary: str, summarized: int, spent: Usage) -> LoopState:

@@ -21,7 +21,7 @@ from honeycomb import (
 )
 from honeycomb.hive import load_hive
 from honeycomb.testing import FunctionModel
-from runtime import AssistantMessage, ModelRequest, ModelResponse, Usage
+from runtime import AssistantMessage, ModelRequest, ModelResponse, ToolCall, Usage
 from runtime.models.layers.cost_cap import prompt_tokens
 from runtime.models.pricing import Price, PricedModel
 from tests.support.hives import hive
@@ -177,3 +177,39 @@ async def test_an_answer_the_limit_the_cap_left_cut_to_nothing_says_so() -> None
     assert error.type == "OutputCutOff"
     assert "budgets.cost_per_call left the call" in error.message
     assert "max_output_tokens" not in error.message  # raising it would change nothing
+
+
+async def test_a_call_the_limit_the_cap_left_cut_short_is_told_that_limit() -> None:
+    """A tool call cut off in its arguments at the lower limit a cost cap left its turn
+    was told the role's limit (4096 tokens), which the model never had."""
+    cut = '{"text": "a very long note that goes on'
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if any(m.role == "tool" for m in request.messages):
+            return "saved"
+        call = ToolCall(id="c1", name="save_note", arguments=cut)
+        return ModelResponse(
+            message=AssistantMessage(tool_calls=(call,)),
+            usage=Usage(input_tokens=10, output_tokens=request.max_output_tokens or 0),
+            finish_reason="length",
+        )
+
+    def save_note(text: str) -> str:
+        """Save a note."""
+        return "saved"
+
+    model = FunctionModel(answer)
+    executor = Executor(
+        [Role(name="w", tools=("save_note",))],
+        PricedModel(model, Price(input_per_mtok=10.0, output_per_mtok=2000.0)),
+        tools=[save_note],
+        aggregator="concat",
+        policy=Policy(budgets=Budgets(cost_per_call=0.03)),  # about 15 tokens of answer
+    )
+    result = await executor.run("t", subtasks=[("w", "Save a long note.")])
+    assert result.status == "ok"
+    limit = model.requests[0].max_output_tokens
+    assert limit is not None
+    assert limit < 100
+    [told] = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert f"cut off at its output limit ({limit} tokens) while writing them" in str(told.content)
