@@ -70,6 +70,7 @@ __all__ = [
     "PREVIOUS_HEADER",
     "SUMMARIZER",
     "Compactor",
+    "compaction_models",
     "context_problem",
     "is_summary_request",
     "summary_request",
@@ -86,6 +87,16 @@ SUMMARIZER = (
 PREVIOUS_HEADER = "The summary so far:"
 FOLDED_HEADER = "The turns to fold into it, oldest first:"
 END_HEADER = "### end of the turns"
+
+
+def compaction_models(compaction: Compaction, thinks: str | None) -> dict[str | None, str]:
+    """The models a role compacting under ``compaction`` calls, by name, each with what
+    it calls it for: the one it thinks with (``thinks``), and the one that writes its
+    summaries when that is another."""
+    uses = {thinks: "thinks with"}
+    if compaction.model is not None and compaction.model != thinks:
+        uses[compaction.model] = "summarizes with"
+    return uses
 
 
 def context_problem(compaction: Compaction, model: Model | int) -> str | None:

@@ -25,7 +25,7 @@ from runtime.config.yaml_config import YamlPath, YamlPlace
 from runtime.models.layers.cost_cap import unpriced_problem
 from runtime.models.openai.request import Api, settings_problems
 from workers import Role
-from workers.compaction import context_problem
+from workers.compaction import compaction_models, context_problem
 from workers.guards import guard_problem
 from workers.nesting import nesting_problems
 from workers.role import guard_problems
@@ -270,11 +270,7 @@ def _check_compaction_contexts(
         compaction = role.compaction
         if compaction is None:
             continue
-        thinks = role.model or default
-        uses = {thinks: "thinks with"}
-        if compaction.model is not None and compaction.model != thinks:
-            uses[compaction.model] = "summarizes with"
-        for model, use in uses.items():
+        for model, use in compaction_models(compaction, role.model or default).items():
             found = spec.models.get(model) if model is not None else None
             if found is None or found.provider != "llama":
                 continue

@@ -24,7 +24,7 @@ from runtime import (
     did_you_mean,
 )
 from workers import Role, WorkerSetup
-from workers.compaction import context_problem
+from workers.compaction import compaction_models, context_problem
 from workers.guards import Guards, ResolvedGuards, resolve_guards
 from workers.nesting import (
     MAX_DEPTH,
@@ -148,13 +148,9 @@ def _compaction_problems(
     compaction = role.compaction
     if compaction is None:
         return []
-    thinks = role.model or default_model
-    uses = {thinks: "thinks with"}
-    if compaction.model is not None and compaction.model != thinks:
-        uses[compaction.model] = "summarizes with"
     problems = []
-    for name, use in uses.items():
-        model = models.get(name)
+    for name, use in compaction_models(compaction, role.model or default_model).items():
+        model = models.get(name) if name is not None else None
         problem = context_problem(compaction, model) if model is not None else None
         if problem is not None:
             problems.append(

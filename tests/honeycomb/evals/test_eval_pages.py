@@ -15,9 +15,8 @@ from honeycomb import Executor
 from honeycomb.evals import Case, evaluate
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
-from honeycomb.web import create_app
-from tests.support.asgi_server import ThreadedServer
 from tests.support.evals import tiny_hive
+from tests.support.serving import served
 
 TOKEN = "a-token-for-the-eval-pages"
 ODD = "<b>trip</b>\x00\x1b[2J"
@@ -43,10 +42,8 @@ async def store(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(store: Path) -> Iterator[httpx.Client]:
-    with ThreadedServer(create_app(store, token=TOKEN), name="serve") as server:
-        headers = {"authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(base_url=server.url, headers=headers) as client:
-            yield client
+    with served(store, TOKEN) as client:
+        yield client
 
 
 def test_an_eval_that_cannot_be_read_is_a_page_saying_so(client: httpx.Client) -> None:

@@ -14,9 +14,8 @@ from honeycomb import Executor
 from honeycomb.evals import Case, CaseRun, evaluate
 from honeycomb.hive import load_hive
 from honeycomb.store import RunStore
-from honeycomb.web import create_app
-from tests.support.asgi_server import ThreadedServer
 from tests.support.evals import tiny_hive
+from tests.support.serving import served
 
 TOKEN = "a-token-for-the-eval-pages"
 EVIL = "<script>x</script>"
@@ -42,10 +41,8 @@ async def store(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(store: Path) -> Iterator[httpx.Client]:
-    with ThreadedServer(create_app(store, token=TOKEN), name="serve") as server:
-        headers = {"authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(base_url=server.url, headers=headers) as client:
-            yield client
+    with served(store, TOKEN) as client:
+        yield client
 
 
 def test_the_evals_page_lists_the_evals_newest_first(client: httpx.Client) -> None:
