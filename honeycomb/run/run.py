@@ -368,6 +368,7 @@ class Run:
         self.rounds = rounds_of(self.plan)
 
         self.most = self._most(lead)
+        held = self._hold_answer_text()
         outcomes = await self._workers({}, self.resumed)
         if lead is not None and not _waiting(outcomes):
             outcomes = await self._rounds(lead, outcomes)
@@ -381,10 +382,8 @@ class Run:
 
         began = self._phase("aggregate")
         self.tracer.emit(AggregationStarted(run_id=self.run_id, results=len(outcomes)))
-        context, held = self.context, None
-        if self.guards.guards.output and self.tracer.text:
-            # The final answer's text is held until the run's output guards pass it.
-            held = HeldText(self.tracer)
+        context = self.context
+        if held is not None:  # the aggregator's text, with the workers' if it holds them
             context = replace(context, services=replace(context.services, tracer=held))
         phases = self.shared.phases
         answer, self.answer_cut_off, keep = await aggregate(
@@ -405,6 +404,20 @@ class Run:
         )
         status = "ok" if all(o.ok for o in outcomes.values()) else "partial"
         return self._result(status, outcomes, answer)
+
+    def _hold_answer_text(self) -> HeldText | None:
+        """The hold of the final answer's text until the run's output guards pass it
+        (None: no guard checks it, or nobody reads it). An aggregator role writes the
+        answer anew, so its text alone is held; any other aggregator (``concat``, a
+        function) makes it of the workers' answers, so their text is held from the
+        start: a worker's text that the run's guards refuse never reaches a listener."""
+        if not (self.guards.guards.output and self.tracer.text):
+            return None
+        held = HeldText(self.tracer)
+        if self.context.aggregator is None:  # a function, or concat
+            services = replace(self.context.services, tracer=held)
+            self.context = replace(self.context, services=services)
+        return held
 
     async def _workers(
         self, earlier: dict[str, SubtaskResult], resumed: Resumed | None = None

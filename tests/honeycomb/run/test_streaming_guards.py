@@ -6,7 +6,7 @@ delivered whole, in its pieces; an answer nobody guards streams as it is written
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -27,10 +27,12 @@ from honeycomb import (
     Role,
     RunFailed,
     RunStream,
+    SubtaskResult,
 )
 from honeycomb.errors import ModelHTTPError
 from honeycomb.events import ModelCallFinished, RunFinished, TextDelta
 from honeycomb.models import RetryingModel
+from honeycomb.run.aggregator import AggregatorLike
 from honeycomb.testing import ScriptedModel
 from runtime.model import TextSink
 from runtime.testing import call
@@ -112,6 +114,71 @@ async def test_a_run_output_tripwire_lets_no_delta_of_the_refused_answer_out() -
     assert "hunter2" not in deltas(streamed)
     assert isinstance(streamed[-1], RunFinished)
     assert streamed[-1].status == "failed"
+
+
+def the_workers_answer(task: str, results: Sequence[SubtaskResult]) -> str:
+    return results[0].text
+
+
+@pytest.mark.parametrize("aggregator", ["concat", the_workers_answer], ids=["concat", "function"])
+async def test_a_workers_text_that_is_the_refused_answer_never_reaches_a_listener(
+    aggregator: AggregatorLike,
+) -> None:
+    """With ``concat`` or a function, the answer is made of the workers' text: the run's
+    guards check it, so it is held from the start, and a tripwire drops it."""
+
+    def executor(guarded: bool) -> Executor:
+        return Executor(
+            [Role(name="researcher")],
+            ScriptedModel([SECRET]),
+            aggregator=aggregator,
+            guards=Guards(output=(no_secrets,)) if guarded else None,
+        )
+
+    seen: list[Event] = []
+    with pytest.raises(GuardrailTripped):
+        await executor(True).run(
+            "t", subtasks=[("researcher", "look")], on_event=[seen.append], text_deltas=True
+        )
+    assert "hunter2" not in deltas(seen)
+    streamed: list[Event] = []
+    with pytest.raises(GuardrailTripped):
+        await read_all(executor(True).stream("t", subtasks=[("researcher", "look")]), streamed)
+    assert "hunter2" not in deltas(streamed)
+    # Unguarded, the same worker's text streams: the hold is the guard's doing.
+    await executor(False).run(
+        "t", subtasks=[("researcher", "look")], on_event=[seen.append], text_deltas=True
+    )
+    assert deltas(seen, "s1") == SECRET
+
+
+async def test_workers_text_the_run_s_guards_pass_is_delivered_once_after_them() -> None:
+    checked = 0
+
+    def passes(check: GuardCheck) -> str | None:
+        nonlocal checked
+        checked += 1
+        return None
+
+    seen: list[Event] = []
+    executor = Executor(
+        [Role(name="researcher")],
+        ScriptedModel(lambda key: [f"finding of {key.rsplit('/', 1)[-1]}"]),
+        aggregator="concat",
+        guards=Guards(output=(passes,)),
+    )
+
+    def before_the_guard(event: Event) -> None:
+        if isinstance(event, TextDelta):
+            assert checked == 1, "a worker's text came before the run's guards passed it"
+        seen.append(event)
+
+    subtasks = [("researcher", "a"), ("researcher", "b")]
+    result = await executor.run("t", subtasks=subtasks, on_event=[before_the_guard],
+                                text_deltas=True)  # fmt: skip
+    assert result.status == "ok"
+    assert deltas(seen, "s1") == "finding of s1"
+    assert deltas(seen, "s2") == "finding of s2"
 
 
 async def read_all(stream: AbstractAsyncContextManager[RunStream], into: list[Event]) -> None:
