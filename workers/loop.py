@@ -349,6 +349,7 @@ class AgentLoop:
                 return Failed(state=state, error=error)
         calls = message.tool_calls
         cut = response.finish_reason == "length"
+        written = response.usage.output_tokens if cut else 0
         limit = sent or self.settings.max_output_tokens  # the one it was sent with
         state = state.answered(
             (*messages, message),
@@ -357,7 +358,9 @@ class AgentLoop:
             wrapped_up=wrap_up,
             # A budget's window may cut texts too: the report then measures less.
             whole=not omitted and window.max_tokens is None,
-            cut_at=limit if cut else 0,  # its last call's arguments may be cut short
+            # Its last call's arguments may be cut short: at that limit, or where a
+            # lower one of the model's own stopped it (its settings' max_tokens).
+            cut_at=(written if 0 < written < limit else limit) if cut else 0,
         )
         if calls:  # the next step runs them (never after the wrap-up: they were dropped)
             if held is not None:  # text beside calls is no answer: no guard checks it
@@ -377,7 +380,6 @@ class AgentLoop:
             return Continue(state=replace(state, messages=(*state.messages, nudge), nudged=True))
         if state.nudged:
             state = replace(state, nudged=False)
-        written = response.usage.output_tokens if cut else 0
         step = await self._finish(state, message.content or "", cut=cut, written=written, sent=sent)
         if held is not None and isinstance(step, Final):  # accepted: its text is shown
             held.release()

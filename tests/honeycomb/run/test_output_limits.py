@@ -382,10 +382,14 @@ async def test_a_call_whose_arguments_the_output_limit_cut_short_is_told_so(
     through the endpoint's tool calls and through the text protocol's actions)."""
     cut_arguments = '{"text": "a very long note that goes on and on and'
     if protocol == "native":
-        first = Reply(tool_calls=(("c1", "save_note", cut_arguments),), finish_reason="length")
+        first = Reply(
+            tool_calls=(("c1", "save_note", cut_arguments),),
+            finish_reason="length",
+            completion_tokens=64,
+        )
     else:
         action = '```json\n{"tool": "save_note", "arguments": ' + cut_arguments
-        first = Reply(content=action, finish_reason="length")
+        first = Reply(content=action, finish_reason="length", completion_tokens=64)
     replies = iter([first, Reply(content="saved it")])
     finished: list[ModelCallFinished] = []
     with OpenAIServer(lambda request: next(replies)) as server:

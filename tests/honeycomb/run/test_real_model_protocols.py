@@ -1,0 +1,32 @@
+"""The tool protocols on the real model (SmolLM2-135M on llama.cpp in the test
+process, tests/support/llama.py), each with other features on at once, judged on what
+Honeycomb promises, not on the model's wit. Outputs are short, the seed is fixed, the
+server is the session's."""
+
+from __future__ import annotations
+
+from honeycomb import Role, Worker
+from runtime import JsonToolModel, ToolMessage
+from runtime.models.llama import LlamaModel
+from runtime.models.llama_server import LlamaServer
+from tests.support.llama import REAL_MODEL
+
+pytestmark = REAL_MODEL
+
+WEATHER = "tests.support.weather_tools:get_weather"
+
+
+async def test_a_call_the_models_own_limit_cut_short_is_told_that_limit(
+    llama_server: LlamaServer,
+) -> None:
+    """The JSON protocol's grammar makes the model write a call, which the max_tokens of
+    its settings cuts off: the observation named the request's limit (4096 tokens),
+    which the model never had."""
+    model = LlamaModel(server=llama_server, settings={"max_tokens": 12, "temperature": 0.2})
+    role = Role(name="met", instructions="Use get_weather for the city.", tools=(WEATHER,))
+    result = await Worker(role.model_copy(update={"max_turns": 1}), JsonToolModel(model)).run(
+        "What is the weather in Oslo?"
+    )
+    told = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
+    assert told, result.transcript.messages
+    assert "cut off at its output limit (12 tokens) while writing them" in told[0].content
