@@ -677,6 +677,7 @@ class Executor:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
         worker: str | None = None,
+        turn: int | None = None,
         by: str | None = None,
     ) -> PendingApproval:
         """Record a decision on a call of run ``run_id`` that waits for approval. A run
@@ -692,6 +693,8 @@ class Executor:
             arguments: With an approval, run the call with these instead; they are
                 validated against the tool's schema now and again when it runs.
             worker: The worker, when several wait on calls of one id.
+            turn: The call's turn (``PendingApproval.turn``): a worker's later call
+                may share an earlier one's id.
             by: Who decides, kept with the decision and told to whoever decides the
                 call after (default: this process's user and host, ``ann@laptop``).
 
@@ -715,6 +718,7 @@ class Executor:
             reason=reason,
             arguments=arguments,
             worker=worker,
+            turn=turn,
             tool_for=self.tool_for,
             listing=self._list_tools_of,  # an edit is checked against an MCP tool's too
             by=by,

@@ -25,6 +25,7 @@ from honeycomb.run.result import RunResult
 from honeycomb.store import RunStore
 from honeycomb.trace.format import argument_lines, printable
 from runtime import (
+    ApprovalEntry,
     ApprovalError,
     ApprovalRequest,
     ConfigError,
@@ -185,10 +186,10 @@ def print_waiting(
     resume: str | None = None,
 ) -> None:
     """What a run that ends waiting prints: each call that waits, and the commands that
-    decide it and continue the run (``resume``, when the run's models were chosen by
-    options the command must name again: :func:`honeycomb.cli.resuming.resume_hint`)."""
+    decide that very call (its worker and turn named) and continue the run (``resume``,
+    when the run's models were chosen by options the command must name again:
+    :func:`honeycomb.cli.resuming.resume_hint`)."""
     out.write(f"\nWaiting for approval ({len(result.pending)}):\n")
-    ids = [p.call_id for p in result.pending]
     where = [] if store is None or Path(store) == default else ["--store", str(store)]
     for p in result.pending:
         out.write(printable(f"  {p.call_id} · {p.worker} ({p.role}) · {p.tool}", lines=False))
@@ -199,9 +200,9 @@ def print_waiting(
             out.write(f"    {line}\n")
     out.write("Decide each, then continue the run:\n")
     for p in result.pending:
+        # The call pinned: a later call of a worker may share an earlier one's id.
         words = ["honeycomb", "approve", result.run_id, p.call_id, *where]
-        if ids.count(p.call_id) > 1:
-            words += ["--worker", p.worker]
+        words += ["--worker", p.worker, "--turn", str(p.turn)]
         out.write(f"  {shell_line(words)}   (or add --deny --reason '...')\n")
     out.write(f"  {resume or shell_line(['honeycomb', 'resume', result.run_id, *where])}\n")
 
@@ -244,8 +245,9 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
         try:
             # The run's hive knows its tools: edited arguments are checked against them.
             tools = HiveTools(store)(args.run_id) if arguments is not None else None
-            if args.worker is not None:
-                asyncio.run(_asked_by(store, args.run_id, args.call_id, args.worker))
+            worker, turn = asyncio.run(
+                _pinned(store, args.run_id, args.call_id, args.worker, args.turn)
+            )
             decided = asyncio.run(
                 decide(
                     store,
@@ -254,7 +256,8 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
                     approve=not args.deny,
                     reason=args.reason,
                     arguments=arguments,
-                    worker=args.worker,
+                    worker=worker,
+                    turn=turn,
                     tool_for=tools,
                 )
             )
@@ -269,32 +272,75 @@ def approve_command(args: argparse.Namespace) -> ExitStatus:
     return ExitStatus.OK
 
 
-async def _asked_by(store: RunStore, run_id: str, call_id: str, worker: str) -> None:
-    """Nothing when ``worker`` asked about call ``call_id`` in the run (or there is no
-    such run, which deciding says).
+async def _pinned(
+    store: RunStore, run_id: str, call_id: str, worker: str | None, turn: int | None
+) -> tuple[str | None, int | None]:
+    """The worker and turn of the one call of id ``call_id`` that the command names (as
+    given, when the run has no call of this id: deciding says so).
 
     Raises:
-        ApprovalError: naming ``worker`` and the workers whose calls wait, and which.
+        ApprovalError: when calls of several workers or turns have this id and one
+            waits (a worker's later call may share its id with an earlier one: the
+            decision would go to a call the person may not have seen), naming each
+            with the ``--worker`` and ``--turn`` that pick it; or when ``worker`` or
+            ``turn`` picks none, naming the calls that wait.
     """
     entries = await store.approvals_of(run_id)
-    if any(e.pending.call_id == call_id and e.pending.worker == worker for e in entries):
-        return
+    named = [
+        e
+        for e in entries
+        if e.pending.call_id == call_id
+        and worker in (None, e.pending.worker)
+        and turn in (None, e.pending.turn)
+    ]
+    if len(named) > 1 and any(e.decision is None for e in named):
+        raise ApprovalError(
+            run_id,
+            call_id,
+            f"{len(named)} calls asked for approval under this id: "
+            + "; ".join(map(_pick, named))
+            + ". Name the one meant with --worker and --turn",
+        )
+    if len(named) == 1:
+        return named[0].pending.worker, named[0].pending.turn
+    if named or (worker is None and turn is None):
+        return worker, turn
     if not entries and await store.summary(run_id) is None:
-        return
+        return worker, turn  # deciding says there is no such run
+    raise ApprovalError(run_id, call_id, _none_picked(entries, call_id, worker, turn))
+
+
+def _pick(entry: ApprovalEntry) -> str:
+    """A call asked about, as the options that pick it and what became of it."""
+    p, d = entry.pending, entry.decision
+    if d is None:
+        state = "waits"
+    else:
+        state = f"{'approved' if d.approve else 'denied'} by {entry.decided_by or 'someone'}"
+    return f"--worker {shell_line([p.worker])} --turn {p.turn} ({p.tool}, {state})"
+
+
+def _none_picked(
+    entries: list[ApprovalEntry], call_id: str, worker: str | None, turn: int | None
+) -> str:
+    """Why ``worker`` and ``turn`` pick no call of id ``call_id``, and which calls wait."""
+    if worker is None:
+        head = f"no call of this id asked for approval in turn {turn}"
+    else:
+        head = f"worker {worker!r} asked for approval of no call of this id"
+        head += f" in turn {turn}" if turn is not None else ""
+    same = [e for e in entries if e.pending.call_id == call_id]
+    if turn is not None and same:  # of this id, in other turns (or of other workers)
+        return f"{head}; its calls: " + "; ".join(map(_pick, same))
     waiting: dict[str, list[str]] = {}
     for entry in entries:
         if entry.decision is None:
             waiting.setdefault(entry.pending.worker, []).append(entry.pending.call_id)
     listed = "; ".join(f"{name} ({', '.join(ids)})" for name, ids in waiting.items())
-    raise ApprovalError(
-        run_id,
-        call_id,
-        f"worker {worker!r} asked for approval of no call of this id; "
-        + (
-            f"the workers whose calls wait, and their calls: {listed}"
-            if waiting
-            else "no call of the run waits for a decision"
-        ),
+    return f"{head}; " + (
+        f"the workers whose calls wait, and their calls: {listed}"
+        if waiting
+        else "no call of the run waits for a decision"
     )
 
 

@@ -196,7 +196,10 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument(
         "--arguments", default=None, help="approve with these arguments instead (a JSON object)"
     )
-    approve.add_argument("--worker", default=None, help="the worker, if several share the id")
+    approve.add_argument("--worker", default=None, help="the worker that made the call")
+    approve.add_argument(
+        "--turn", type=int, default=None, help="the turn it was made in (a waiting run prints it)"
+    )
     approve.add_argument("--store", type=store_argument, default=DEFAULT_STORE, help=STORE_HELP)
     approve.set_defaults(handler=approve_command)
 

@@ -84,6 +84,7 @@ async def decide(
     reason: str | None = None,
     arguments: dict[str, Any] | None = None,
     worker: str | None = None,
+    turn: int | None = None,
     tool_for: ToolFinder | None = None,
     listing: ToolLister | None = None,
     by: str | None = None,
@@ -91,6 +92,9 @@ async def decide(
     """Record a decision on a call waiting for approval; return the call.
 
     Args:
+        worker: The worker that made the call (None: any worker's call of this id).
+        turn: The turn it was made in (None: any turn's): a worker's later call may
+            share its id with an earlier one.
         tool_for: Finds the tool of a waiting call, whose schema edited arguments are
             checked against (None: the run's tools are not known, and arguments cannot
             be edited).
@@ -103,8 +107,8 @@ async def decide(
         AlreadyDecided: when the call was decided already (here or in another
             process, even a moment ago): the first decision stands.
         ApprovalError: when the run has no such call waiting, or ended (:data:`ENDED`)
-            with it undecided, the call id is the
-            waiting call of several workers and ``worker`` is not given, its time to
+            with it undecided, the call id is that of several waiting calls (of
+            several workers, or turns) and ``worker`` and ``turn`` do not pick one, its time to
             decide ran out, arguments come with a denial, or the edited arguments fail
             the tool's validation or cannot be checked (the tool is not known, or
             ``listing`` fails: an MCP server that cannot be started to list it), or
@@ -117,7 +121,9 @@ async def decide(
     entries = [
         e
         for e in await store.approvals_of(run_id)
-        if e.pending.call_id == call_id and (worker is None or e.pending.worker == worker)
+        if e.pending.call_id == call_id
+        and worker in (None, e.pending.worker)
+        and turn in (None, e.pending.turn)
     ]
     if not entries:
         if await store.summary(run_id) is None:
@@ -137,9 +143,11 @@ async def decide(
             decided_at=first.decided_at,
         )
     if len(undecided) > 1:
-        workers = ", ".join(sorted(e.pending.worker for e in undecided))
+        calls = ", ".join(sorted(f"{e.pending.worker} (turn {e.pending.turn})" for e in undecided))
         raise ApprovalError(
-            run_id, call_id, f"workers {workers} each wait on a call of this id: name the worker"
+            run_id,
+            call_id,
+            f"calls of {calls} each wait under this id: name the worker and the turn",
         )
     pending = undecided[0].pending
     summary = await store.summary(run_id)

@@ -58,7 +58,7 @@ def test_a_call_id_with_escapes_is_printed_inert_and_pasted_back_whole(
         env={"LC_ALL": "C.UTF-8"},
     )
     words = read.stdout.decode().split("\0")[:-1]
-    assert words == ["approve", "r1", CALL_ID, "--store", str(db)]
+    assert words == ["approve", "r1", CALL_ID, "--store", str(db), "--worker", "s1", "--turn", "1"]
     assert main(words) == 0
     said = capsys.readouterr().out
     assert said == "approved: pay (c1 ]0;pwned  [2J '\\  ) of s1 in run r1\n"  # each a space
