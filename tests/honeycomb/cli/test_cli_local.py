@@ -43,6 +43,18 @@ def test_the_local_model_takes_no_base_url(
     )
 
 
+def test_an_endpoint_the_environment_keeps_is_not_taken_for_a_given_base_url(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # HONEYCOMB_BASE_URL set for other runs refused --model local as if --base-url had
+    # been given with it; the command goes on to its model file.
+    monkeypatch.setenv("HONEYCOMB_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["demo", "--gguf", "notes.gguf", "--no-store"]) == 2
+    assert capsys.readouterr().err == (
+        "--gguf: notes.gguf is not a GGUF model file (it does not start with 'GGUF')\n"
+    )
+
+
 def test_gguf_is_for_the_local_model_only(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--model", "smollm2", "--gguf", "notes.gguf", "--no-store"]) == 2
     assert "--gguf is for --model local, not --model smollm2" in capsys.readouterr().err

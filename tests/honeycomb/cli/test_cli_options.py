@@ -228,6 +228,59 @@ def test_runs_lists_at_most_its_limit(fast_demo: Path, capsys: pytest.CaptureFix
     assert title.startswith("the newest 1 run in ")  # of the two it holds
 
 
+# --- the options of --model, without it -----------------------------------------------
+
+STARTER = str(ROOT / "examples" / "starter" / "hive.yaml")
+STARTER_EVALS = str(ROOT / "examples" / "starter" / "evals.yaml")
+ENDPOINT = ["--base-url", "http://127.0.0.1:9/v1"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", STARTER, *ENDPOINT],
+        ["run", STARTER, "--tool-protocol", "text"],
+        ["demo", *ENDPOINT],  # the demo's --tool-protocol alone runs the offline model on it
+        ["chat", STARTER, *ENDPOINT],
+        ["chat", STARTER, "--tool-protocol", "text"],
+        ["eval", STARTER, STARTER_EVALS, *ENDPOINT],
+        ["eval", STARTER, STARTER_EVALS, "--tool-protocol", "json"],
+    ],
+    ids=lambda argv: f"{argv[0]} {argv[-2]}",
+)
+def test_an_option_of_model_without_it_is_refused_not_left_unused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    # An endpoint given with no model to call there ran every role on the hive's own
+    # models instead (OpenAI's endpoint, or the offline model), and said nothing.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HONEYCOMB_MODEL", raising=False)
+    assert main([*argv, "--no-store"]) == ExitStatus.UNUSABLE
+    out, err = capsys.readouterr()
+    flag = argv[-2]
+    field = flag.removeprefix("--").replace("-", "_")
+    assert (out, err) == (
+        "",
+        f"{flag} is for --model: name the model too (--model NAME {flag} ...; a hive's own "
+        f"models say theirs with {field}:)\n",
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing ran, nothing was kept
+
+
+def test_an_endpoint_from_the_environment_alone_needs_no_model(
+    fast_demo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # HONEYCOMB_BASE_URL is --base-url's default: a shell may keep it set for the runs
+    # that name a model, and a run on the hive's own models goes on without it.
+    monkeypatch.setenv("HONEYCOMB_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("HONEYCOMB_MODEL", raising=False)
+    assert main(["run", STARTER, "--plain", "--no-store"]) == ExitStatus.OK
+    assert "[offline simulation]" in capsys.readouterr().out
+
+
 # --- init: a folder it cannot make ----------------------------------------------------
 
 

@@ -75,14 +75,6 @@ def test_the_documented_ollama_command_parses_and_an_unreachable_server_is_said_
     assert f"run failed: cannot reach the model endpoint (http://127.0.0.1:{port}/v1)" in out + err
 
 
-def test_tool_protocol_on_run_needs_a_model(
-    fast_demo: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(["run", "examples/trip/hive.yaml", "t", "--tool-protocol", "text", "--no-store"])
-    assert code == 2
-    assert "--tool-protocol is for --model" in capsys.readouterr().err
-
-
 def hive(tmp_path: Path, models: str) -> Path:
     path = tmp_path / "hive.yaml"
     path.write_text(
