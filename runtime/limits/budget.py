@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Annotated, Protocol
 
@@ -15,7 +16,17 @@ from runtime.messages import Usage
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, WrapperModel, call_model
 from runtime.value import Settings, Value
 
-__all__ = ["Budget", "CallInFlight", "InFlight", "LimitedModel", "Limits", "Slots", "limited"]
+__all__ = [
+    "Budget",
+    "CallInFlight",
+    "InFlight",
+    "LimitedModel",
+    "Limits",
+    "Slots",
+    "attempting",
+    "limited",
+    "timed_out",
+]
 
 
 class Limits(Settings, frozen=True, kw_only=True):
@@ -74,7 +85,7 @@ class CallInFlight:
     or a function guard's check, which a stopped run names as it names model calls."""
 
     # benchmark E: one per model call in flight (A at N=10000 has 10,000), no instance dict
-    __slots__ = ("kind", "pieces", "started", "turn", "who")
+    __slots__ = ("kind", "pieces", "started", "timeouts", "turn", "who")
 
     def __init__(self, who: str, kind: str, turn: int) -> None:
         """A call of ``who`` (a worker, ``planner``, ``aggregator``), of ``kind``
@@ -82,6 +93,7 @@ class CallInFlight:
         self.who, self.kind, self.turn = who, kind, turn
         self.started = time.monotonic()
         self.pieces: int | None = None  # streamed pieces of text, once one came
+        self.timeouts = 0  # attempts its endpoint did not answer in time (:func:`timed_out`)
 
     def streamed(self, text: str) -> None:
         """One more piece of the answer's text came (about a token, as servers send)."""
@@ -97,6 +109,22 @@ class CallInFlight:
             seconds=now - self.started,
             streamed=self.pieces,
         )
+
+
+attempting: ContextVar[CallInFlight | None] = ContextVar("honeycomb_attempting", default=None)
+"""The model call whose attempts the current task makes, while one is counted (a
+:class:`~runtime.models.layers.ModelCall` with a budget or a tracer sets it)."""
+
+
+def timed_out() -> None:
+    """The attempt at an endpoint the current task was making was cut off by its timeout
+    (an adapter says so as it gives the attempt up): the endpoint had its request, and
+    bills the prompt whether or not anyone waits for the answer. The model call counts
+    it (:attr:`CallInFlight.timeouts`) unless it had streamed text: then the attempt's
+    prompt and text are counted as the streamed call's."""
+    call = attempting.get()
+    if call is not None and call.pieces is None:
+        call.timeouts += 1
 
 
 class _Spent:

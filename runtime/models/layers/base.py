@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from runtime.events import Caller, CallReport
 from runtime.limits import Budget, CallInFlight
+from runtime.limits.budget import attempting
 from runtime.model import Model, ModelRequest, ModelResponse, TextSink, call_model
 from runtime.secrets import HeldText, any_known
 
@@ -110,12 +111,16 @@ class ModelCall(CallInFlight):
             of each retry).
         reported: Undoes the report's setting as the model call in progress.
         timed: When tracing opened it (``time.perf_counter``).
+        counting: Undoes its setting as the call whose attempts are made
+            (:data:`~runtime.limits.budget.attempting`), while a budget or a tracer
+            counts those its endpoint did not answer in time (None: nobody does).
     """
 
     # benchmark E: one per model call in flight (A at N=10000 has 10,000), no instance dict
     __slots__ = (
         "budget",
         "caller",
+        "counting",
         "held",
         "layers",
         "model",
@@ -129,6 +134,7 @@ class ModelCall(CallInFlight):
 
     report: CallReport | None
     reported: Token[CallReport | None] | None
+    counting: Token[CallInFlight | None] | None
 
     def __init__(self, site: CallSite, request: ModelRequest, on_text: TextSink | None) -> None:
         super().__init__(site.who or "model", site.kind, request.turn)
@@ -137,7 +143,7 @@ class ModelCall(CallInFlight):
         self.layers = layers = site.layers
         self.opened = len(layers)  # lowered when one refuses the call
         self.held: HeldText | None = None
-        self.report = self.reported = None
+        self.report = self.reported = self.counting = None
         self.timed = 0.0
 
     def open(self) -> ModelCall:
@@ -159,12 +165,20 @@ class ModelCall(CallInFlight):
 
     def made(self) -> Coroutine[Any, Any, ModelResponse]:
         """The model's answer to the request, its text streamed when asked for."""
+        if self.budget is not None or self.caller is not None:  # its timeouts are counted
+            self.counting = attempting.set(self)
         if self.on_text is None:
             return self.model.complete(self.request)
         if not any_known():  # nothing to hold back (benchmark J: a call a piece fewer)
             return call_model(self.model, self.request, self._text)
         self.held = HeldText(self._text)
         return call_model(self.model, self.request, self.held)
+
+    def _made(self) -> None:
+        """No attempt of the call is made any more."""
+        if self.counting is not None:
+            attempting.reset(self.counting)
+            self.counting = None
 
     def _text(self, text: str) -> None:
         self.streamed(text)  # what a stopped run reports of the call
@@ -180,6 +194,7 @@ class ModelCall(CallInFlight):
         """
         if self.held is not None:
             self.held.flush()  # the answer's last text, before any layer reports its end
+        self._made()
         layers, place = self.layers, self.opened
         try:
             while place:
@@ -195,6 +210,7 @@ class ModelCall(CallInFlight):
         innermost first."""
         if self.held is not None:
             self.held.drop()  # the end of a failed call's text was never shown
+        self._made()
         if not isinstance(error, Exception | CancelledError):  # it stops the run: say who
             error.add_note(f"raised by the {self.kind} model call of {self.who}")
         layers = self.layers

@@ -4,11 +4,13 @@ cannot all slip past the last allowed call), is in flight while it runs (what a 
 stopped by its wall time reports, with the pieces of text it streamed), and what it
 spent is charged once it answers.
 
-A call that ends without an answer (cut off by the wall time or a cancelled worker,
-or failed) after it streamed text is charged what :func:`cut_off_usage` estimates: a
-server that wrote text had read the prompt, and bills both. One that streamed nothing
-is charged no tokens: it may never have been sent (it waited for a slot or the rate
-limit), and nothing says what it cost.
+What an endpoint billed and never answered counts too, by what :func:`unanswered_usage`
+estimates: the prompt of each attempt its timeout cut off (the endpoint had the
+request, and a retry sends it again), and, of a call that ends without an answer (cut
+off by the wall time or a cancelled worker, or failed) after it streamed text, its
+prompt and that text (a server that wrote text had read the prompt, and bills both).
+A call cut off otherwise counts no tokens: it may never have been sent (it waited for
+a slot or the rate limit, or could not connect), and nothing says what it cost.
 
 Inside the cost cap, outside the rest: a call the budget refuses is never made,
 never traced, never waits for a slot."""
@@ -20,7 +22,7 @@ from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
 from runtime.models.layers.cost_cap import price_of, prompt_tokens
 
-__all__ = ["Budgeted", "cut_off_usage"]
+__all__ = ["Budgeted", "unanswered_usage"]
 
 
 class Budgeted(ModelLayer):
@@ -42,28 +44,31 @@ class Budgeted(ModelLayer):
         budget = call.budget
         if budget is not None:
             budget.call_ended(call)
-            budget.charge(response.usage)
+            lost = unanswered_usage(call, answered=True)
+            budget.charge(response.usage if lost is None else response.usage + lost)
         return response
 
     def failed(self, call: ModelCall, error: BaseException) -> BaseException:
         budget = call.budget
         if budget is not None:
             budget.call_ended(call)
-            spent = cut_off_usage(call)
+            spent = unanswered_usage(call)
             if spent is not None:
                 budget.charge(spent)
         return error
 
 
-def cut_off_usage(call: ModelCall) -> Usage | None:
-    """What ``call``, ended without an answer, spent by the token estimate, if it
-    streamed text (None: it streamed none, and may never have been sent): its prompt
-    (as the cost cap counts it) and a token a piece of text it streamed, at its model's
-    price (0 without one). What the budget charges, and the call's event reports."""
-    pieces = call.pieces
-    if not pieces:
+def unanswered_usage(call: ModelCall, *, answered: bool = False) -> Usage | None:
+    """What ``call`` spent by the token estimate on what its endpoint never answered
+    (None: nothing known): its prompt once for each attempt its timeout cut off, and, if
+    it ended without an answer (not ``answered``) after it streamed text, its prompt
+    and a token a piece of that text, at its model's price (0 without one). What the
+    budget charges besides an answer's own usage, and the call's event reports."""
+    pieces = 0 if answered else call.pieces or 0
+    prompts = call.timeouts + (1 if pieces else 0)
+    if not prompts:
         return None
-    prompt = prompt_tokens(call.request)
+    prompt = prompt_tokens(call.request) * prompts
     price = price_of(call.model)
     cost = price.of(prompt, pieces) if price is not None else 0.0
     return Usage(input_tokens=prompt, output_tokens=pieces, cost=cost)

@@ -3,9 +3,10 @@
 duration, model, tokens, cost, tool calls and, when the model's retry policy retried
 it, its attempts and the time they waited (the ``model`` span of a run's trace),
 however it ends: a call cut off (its worker cancelled) is finished ``cancelled`` as
-it stops, so its span ends no later than its worker's. A call that ends without an
-answer after it streamed text reports what the budget charges it
-(:func:`~runtime.models.layers.budget.cut_off_usage`). While the call runs,
+it stops, so its span ends no later than its worker's. What its endpoint never
+answered (attempts its timeout cut off, the text a call that ended without an answer
+streamed) it reports as the budget charges it, with its answer's usage
+(:func:`~runtime.models.layers.budget.unanswered_usage`). While the call runs,
 :data:`~runtime.events.current_call` holds its report, which the retry policy tells
 each retry (``model_call.retrying``).
 
@@ -22,7 +23,7 @@ from msgspec.structs import replace
 from runtime.events import CallReport, ModelCallFinished, ModelCallStarted, current_call
 from runtime.model import ModelResponse
 from runtime.models.layers.base import ModelCall, ModelLayer
-from runtime.models.layers.budget import cut_off_usage
+from runtime.models.layers.budget import unanswered_usage
 
 __all__ = ["Traced"]
 
@@ -48,6 +49,9 @@ class Traced(ModelLayer):
         if report is not None and caller is not None:
             _closed(call)
             usage = response.usage
+            lost = unanswered_usage(call, answered=True)
+            if lost is not None:  # attempts its timeout cut off: paid for, as budgets count
+                usage = usage + lost
             caller.tracer.emit(
                 ModelCallFinished(
                     worker=caller.worker,
@@ -77,7 +81,7 @@ class Traced(ModelLayer):
             # else gets here, past the check that translates a model's own errors,
             # stops the process: a failure all the same).
             cut_off = isinstance(error, CancelledError)
-            spent = cut_off_usage(call)
+            spent = unanswered_usage(call)
             finished = ModelCallFinished(
                 worker=caller.worker,
                 run_id=caller.run_id,
@@ -88,7 +92,7 @@ class Traced(ModelLayer):
                 attempts=report.attempts,
                 retry_wait_s=report.retry_wait_s,
             )
-            if spent is not None:  # it streamed text: paid for, as the budget counts it
+            if spent is not None:  # paid for, as the budget counts it
                 finished = replace(
                     finished,
                     input_tokens=spent.input_tokens,

@@ -49,6 +49,7 @@ from runtime.errors import (
     ModelTimeout,
 )
 from runtime.events import report_retry
+from runtime.limits.budget import timed_out
 from runtime.limits.quota import quota_from_headers
 from runtime.limits.ratelimit import AdaptiveLimiter
 from runtime.limits.retry import ShownText, endpoint_call
@@ -343,6 +344,7 @@ class OpenAIEndpoint(abc.ABC):
             with within(limit):
                 yield
         except (TimedOut, ModelTimeout) as exc:  # the whole attempt's, or the client's
+            timed_out()  # the endpoint had the request: its model call counts the prompt
             raise ModelTimeout(limit, model=self.model, limit=named) from exc
         except ModelError as exc:
             # Some proxies and debugging servers echo the request's headers in their
