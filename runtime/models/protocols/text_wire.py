@@ -48,6 +48,7 @@ __all__ = [
     "CATALOGUE",
     "TOOLS_HEADING",
     "catalogue",
+    "in_format",
     "native_request",
     "offers_tools",
     "replied",
@@ -106,6 +107,12 @@ def uses_tools(request: ModelRequest) -> bool:
     )
 
 
+def in_format(request: ModelRequest) -> bool:
+    """Whether the reply is asked for in the output schema's response format: the turn
+    may use no tool, so nothing forbids one (:func:`text_request`)."""
+    return request.output is not None and not offers_tools(request)
+
+
 def text_request(request: ModelRequest) -> ModelRequest:
     """``request`` without tools: the catalogue and the format in its instructions,
     the conversation's calls and observations as text."""
@@ -113,7 +120,7 @@ def text_request(request: ModelRequest) -> ModelRequest:
     protocol = _protocol(request) if request.tools else None
     # With tools offered, structured output is asked for in the instructions: a
     # response format would forbid the actions.
-    output = None if offers_tools(request) else request.output
+    output = request.output if in_format(request) else None
     return tool_less(request, messages, protocol, output)
 
 
@@ -230,8 +237,10 @@ def _action(call: ToolCall) -> str:
 
 def replied(message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
     """The model's reply to ``request`` (written out) with its actions as tool calls,
-    each with an id no other call of the conversation has."""
-    if not uses_tools(request) or not message.content:
+    each with an id no other call of the conversation has. A reply asked for in the
+    output schema's response format (a turn that may use no tool) is the answer, read
+    for no action: a schema's ``tool`` or ``name`` field is no call."""
+    if not uses_tools(request) or not message.content or in_format(request):
         return message
     return with_actions(message, request, read_reply(message.content))
 

@@ -5,11 +5,15 @@ server is the session's."""
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from honeycomb import Role, Worker
-from runtime import JsonToolModel, ToolMessage
+from runtime import Dispatcher, JsonToolModel, TextToolModel, ToolMessage, ToolRegistry
 from runtime.models.llama import LlamaModel
 from runtime.models.llama_server import LlamaServer
 from tests.support.llama import REAL_MODEL
+from tests.support.weather_tools import get_weather
+from workers import AgentLoop, Final, LoopSettings
 
 pytestmark = REAL_MODEL
 
@@ -30,3 +34,27 @@ async def test_a_call_the_models_own_limit_cut_short_is_told_that_limit(
     told = [m for m in result.transcript.messages if isinstance(m, ToolMessage)]
     assert told, result.transcript.messages
     assert "cut off at its output limit (12 tokens) while writing them" in told[0].content
+
+
+class Pick(BaseModel):
+    tool: str
+    why: str
+
+
+async def test_a_wrap_up_answer_held_to_the_schema_is_the_answer_through_the_text_protocol(
+    llama_server: LlamaServer,
+) -> None:
+    """The wrap-up asks for the output schema as the response format, so the grammar
+    makes the model write a Pick: its ``tool`` field was read as an action, which the
+    wrap-up drops, and the worker failed with MaxTurnsExceeded."""
+    model = LlamaModel(server=llama_server, settings={"max_tokens": 60, "temperature": 0.2})
+    loop = AgentLoop(
+        TextToolModel(model),
+        Dispatcher(ToolRegistry([get_weather])),
+        instructions="Say which tool fits the job, and why.",
+        settings=LoopSettings(max_turns=1, output_type=Pick),
+    )
+    result = await loop.run("Which tool drives nails?")
+    assert isinstance(result, Final), result
+    assert isinstance(result.output, Pick)
+    assert result.state.wrapped_up  # the answer the grammar held to the schema

@@ -482,6 +482,22 @@ async def test_structured_output_with_tools_validates_the_final_answer() -> None
     assert result.output == Verdict(city="Paris", warm=True)
 
 
+class Pick(BaseModel):
+    tool: str
+    why: str
+
+
+async def test_a_wrap_up_answer_in_the_response_format_is_the_answer_not_a_call() -> None:
+    """The wrap-up's answer, held to the output schema by the server, has a ``tool``
+    field: it was read as an action (a call to ``hammer``), which the wrap-up drops,
+    and the worker failed with MaxTurnsExceeded (SmolLM2 did so on llama.cpp)."""
+    model = ScriptedModel([block("fetch", key="a"), '{"tool": "hammer", "why": "nails"}'])
+    result = await loop_on(model, max_turns=1, output_type=Pick).run("Which tool drives nails?")
+    assert isinstance(result, Final), result
+    assert result.output == Pick(tool="hammer", why="nails")
+    assert model.requests[1].output is not None  # the response format was sent
+
+
 async def test_the_wrap_up_call_reads_the_conversation_as_text_and_refuses_actions() -> None:
     model = ScriptedModel([block("fetch", key="a"), block("fetch", key="b")])
     result = await loop_on(model, max_turns=1).run("t")
