@@ -31,7 +31,7 @@ from honeycomb.cli.exits import ExitStatus
 from honeycomb.cli.init import GUIDE, add_init_parser, version
 from honeycomb.cli.local import add_model_options
 from honeycomb.cli.memory import add_memory_command
-from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_id, number
+from honeycomb.cli.options import MAX_RUN_ID, Parser, add_limit, new_id, number, unrecognized
 from honeycomb.cli.running import (
     DEFAULT_STORE,
     add_store_options,
@@ -87,7 +87,10 @@ def _command(argv: list[str]) -> int:
         return _bench(argv[1:])
     if argv[:2] == ["eval", "compare"]:  # two eval ids, not a hive and a cases file
         return compare_main(argv[2:])
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(unrecognized(extra, getattr(args, "task", None)))
     try:
         code: int = args.handler(args)
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import shlex
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -29,6 +30,7 @@ __all__ = [
     "new_id",
     "newest_first",
     "number",
+    "unrecognized",
 ]
 
 MAX_LIMIT = 100_000
@@ -62,6 +64,21 @@ def _with_the_choice_meant(message: str) -> str:
     close = did_you_mean(found["given"], choices)
     given = f"invalid choice: '{found['given']}'"
     return message.replace(given, given + close, 1) if close else message
+
+
+def unrecognized(extra: list[str], task: str | None) -> str:
+    """argparse's error for the words ``extra`` it did not take, and, when a TASK was
+    given and they are words (not options), that they may be the rest of the task,
+    which the shell split where it was not quoted (``honeycomb run hive.yaml Look up
+    Kyoto``)."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    if task is None or any(word.startswith("-") for word in extra):
+        return message
+    text = " ".join([task, *extra])
+    # Double quotes read best, and keep an apostrophe as it is; shlex's single quotes
+    # where the shell would expand what is inside them.
+    whole = shlex.quote(text) if set(text) & set('"$`\\!') else f'"{text}"'
+    return f"{message} (if they are words of the task, put the task in quotes: {whole})"
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:

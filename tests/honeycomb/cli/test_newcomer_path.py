@@ -89,3 +89,36 @@ def test_the_commands_init_says_to_run_next_run_as_pasted(
         "honeycomb run 'my hive/hive.yaml'",
     ]
     assert main(shlex.split(said[0])[1:]) == ExitStatus.OK
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["run", "myhive/hive.yaml", "Look", "up", "Kyoto's", "temples"],
+            "unrecognized arguments: up Kyoto's temples (if they are words of the task, put "
+            'the task in quotes: "Look up Kyoto\'s temples")',
+        ),
+        (
+            ["demo", "Plan", "a", "trip", "for", "$5"],
+            "unrecognized arguments: a trip for $5 (if they are words of the task, put the "
+            "task in quotes: 'Plan a trip for $5')",
+        ),
+        (
+            ["run", "myhive/hive.yaml", "Look up", "--modle", "x"],
+            "unrecognized arguments: --modle x",
+        ),
+        (["chat", "myhive/hive.yaml", "hello"], "unrecognized arguments: hello"),
+    ],
+    ids=["run", "demo", "an-option", "no-task"],
+)
+def test_a_task_left_unquoted_is_told_to_be_quoted(
+    here: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """A task typed without quotes reaches the command as many words: the first was the
+    task and the others were refused as unknown, with nothing said of why."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == ExitStatus.UNUSABLE
+    assert capsys.readouterr().err == f"honeycomb: error: {said}\n"
+    assert list(here.iterdir()) == []  # nothing ran
