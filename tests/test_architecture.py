@@ -315,6 +315,7 @@ EXTRA_MODULES = {  # each behind an extra
     "runtime/tools/_mcp_sdk.py": {"mcp", "httpx2"},  # `mcp` (httpx2 comes with mcp)
     "runtime/models/llama_server.py": {"xllamacpp"},  # `local`, as a server starts
     "honeycomb/web/app.py": {"starlette"},  # `web`
+    "honeycomb/web/approvals.py": {"starlette"},  # `web`
     "honeycomb/web/evals.py": {"starlette"},  # `web`
     "honeycomb/cli/serve.py": {"uvicorn"},  # `web`, imported when the command runs
     "honeycomb/cli/loop.py": {"uvloop"},  # `fast`, when it is installed

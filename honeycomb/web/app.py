@@ -44,7 +44,7 @@ from honeycomb.run.session import StoreRows
 from honeycomb.store import RunStore, RunSummary
 from honeycomb.store.sessions import StoredSessions
 from honeycomb.trace.html import STYLE
-from honeycomb.web.approvals import decidable
+from honeycomb.web.approvals import decidable, decider
 from honeycomb.web.evals import eval_routes
 from honeycomb.web.pages import (
     Links,
@@ -119,10 +119,14 @@ class Approvals(Protocol):
         *,
         approve: bool,
         worker: str | None = None,
+        turn: int | None = None,
         reason: str = "",
         arguments: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> None:
-        """Record the decision.
+        """Record the decision, made by ``by`` (who decided through the page:
+        :func:`~honeycomb.web.approvals.decider`) on the call of ``worker`` and ``turn``
+        (None: as the call id alone picks it).
 
         Raises:
             HoneycombError: naming why the call cannot be decided.
@@ -273,7 +277,10 @@ class _Site:
         pending = await self._pending(run_id)
         show = run_page if whole else live_parts
         hint = self.hint(run_id) if summary.source is not None else None
-        return show(summary, stored, spans, pending, self.csrf, self.links, hint=hint)
+        decided = await self.store.approvals_of(run_id)
+        return show(
+            summary, stored, spans, pending, self.csrf, self.links, hint=hint, decided=decided
+        )
 
     async def _pending(self, run_id: str) -> list[PendingApproval]:
         return await self.approvals.pending(run_id) if self.approvals is not None else []
@@ -335,15 +342,17 @@ class _Site:
         # Arguments go with an approval; a denial sends the form's back unread.
         arguments = _arguments(_field(form, "arguments")) if approve else None
         worker = _field(form, "worker") or None
-        await self._same_call(run_id, call_id, worker, _field(form, "turn"))
+        turn = await self._same_call(run_id, call_id, worker, _field(form, "turn"))
         try:
             await self.approvals.decide(
                 run_id,
                 call_id,
                 approve=approve,
                 worker=worker,
+                turn=turn,
                 reason=_field(form, "reason"),
                 arguments=arguments,
+                by=decider(request),
             )
         except ApprovalError as exc:
             # Arguments the tool refuses are the form's to mend; a run the store does
@@ -360,12 +369,15 @@ class _Site:
             raise _Refused(409, f"cannot decide {call_id!r}: {exc}") from exc
         return RedirectResponse(self.links.run(run_id), status_code=303)
 
-    async def _same_call(self, run_id: str, call_id: str, worker: str | None, turn: str) -> None:
-        """Refuse a form of a call decided already when a later call of its worker waits
-        under its id (the store tells calls apart by worker, turn and id, not by id):
-        the decision would go to a call whose arguments the person has not seen."""
+    async def _same_call(
+        self, run_id: str, call_id: str, worker: str | None, turn: str
+    ) -> int | None:
+        """The turn of the form's call (None: a script's decision, by its id and worker
+        alone). Refuse a form of a call decided already when a later call of its worker
+        waits under its id (the store tells calls apart by worker, turn and id, not by
+        id): the decision would go to a call whose arguments the person has not seen."""
         if not turn:
-            return  # a script's decision: by its id (and worker) alone
+            return None
         if not (turn.isascii() and turn.isdigit()):
             raise _Refused(422, f"turn: give a whole number, not {turn[:40]!r}")
         waiting = [
@@ -380,6 +392,7 @@ class _Site:
                 f"already, and a later call of its worker waits under its id (turn "
                 f"{waiting[0]}): reload the page to see it",
             )
+        return int(turn)
 
     async def _form(self, request: Request, run_id: str, call_id: str) -> FormData:
         """The form of a decision on ``call_id``, read with room for the call's

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from msgspec.structs import replace
+from starlette.requests import Request
 
 from honeycomb.run.decide import ENDED, ToolFinder, decide, pending_of
 from honeycomb.store import RunStore
 from runtime import ApprovalError, HoneycombError
 from runtime.tools.approvals import PendingApproval, described
 
-__all__ = ["RunTools", "StoreApprovals", "decidable"]
+__all__ = ["RunTools", "StoreApprovals", "decidable", "decider"]
 
 RunTools = Callable[[str], ToolFinder | None]
 """The tools of a run, by its id (None: not known here; a HoneycombError says why they
@@ -27,6 +28,22 @@ def decidable(call: PendingApproval, now: float | None = None) -> bool:
     """Whether a person can still decide ``call``: its time to decide has not run out
     (past it, the run denies the call when it is resumed)."""
     return call.deadline is None or (time.time() if now is None else now) < call.deadline
+
+
+def decider(request: Request) -> str:
+    """Who decides through ``request``, as the run store keeps it with the decision:
+    the user an authentication middleware around the app signed in (a service that
+    serves the pages behind its own sign-in), else the holder of the server's token,
+    as they showed it (a person on the page, with its cookie, or a script, with the
+    token as a bearer), and the address they came from. Not the server's own user:
+    the person who decides is at the browser, not at the process."""
+    client = request.client.host if request.client is not None else "an unknown address"
+    user = request.scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"{user.display_name} (on the page of honeycomb serve, from {client})"
+    if request.scope.get("state", {}).get("by") == "bearer":
+        return f"a script with the token of honeycomb serve (from {client})"
+    return f"a person with the token of honeycomb serve, on its page (from {client})"
 
 
 class StoreApprovals:
@@ -96,10 +113,13 @@ class StoreApprovals:
         *,
         approve: bool,
         worker: str | None = None,
+        turn: int | None = None,
         reason: str = "",
         arguments: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> None:
-        """Record a decision (see :func:`honeycomb.run.decide.decide`).
+        """Record a decision (see :func:`honeycomb.run.decide.decide`), made by ``by``
+        (:func:`decider`; None: this process's user and host).
 
         Raises:
             ApprovalError: naming why the call cannot be decided (edited arguments
@@ -124,9 +144,11 @@ class StoreApprovals:
             call_id,
             approve=approve,
             worker=worker,
+            turn=turn,
             reason=reason or None,
             arguments=arguments,
             tool_for=finder,
+            by=by,
         )
         if self.resume is None or any(map(decidable, await pending_of(self.store, run_id))):
             return

@@ -1,5 +1,5 @@
 """The pages of ``honeycomb serve``, as HTML: the runs, and one run with its timeline,
-its workers' transcripts and its pending approvals.
+its workers' transcripts, its pending approvals and the decisions made on its calls.
 
 Everything a run holds (task, answers, tool results, errors, a call's arguments) is
 untrusted and is escaped here, once; the page's script puts the parts it fetches into
@@ -7,10 +7,10 @@ the page as the HTML this module made, and reads nothing else as HTML.
 
 A run page has parts that change while the run goes, fetched again on a change
 (:func:`live_parts`): ``#state`` (its status and spending) and ``#live`` (its answer,
-timeline and workers), which the page's script replaces whole; and, between them,
-``#approvals``, the calls waiting for a person, whose forms the script keeps as they
-are while their calls wait (what a person typed stays), adding and removing forms
-only.
+the decisions on its calls, timeline and workers), which the page's script replaces
+whole; and, between them, ``#approvals``, the calls waiting for a person, whose forms
+the script keeps as they are while their calls wait (what a person typed stays),
+adding and removing forms only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from honeycomb.trace.format import counted, format_cost, format_took, printable,
 from honeycomb.trace.html import timeline_section
 from honeycomb.trace.spans import Span
 from honeycomb.web.approvals import decidable
-from runtime.tools.approvals import PendingApproval
+from runtime.tools.approvals import ApprovalEntry, PendingApproval
 from runtime.value import Value
 
 __all__ = [
@@ -206,10 +206,11 @@ def run_page(
     links: Links,
     *,
     hint: str | None = None,
+    decided: Sequence[ApprovalEntry] = (),
 ) -> str:
     """One run: what it is, then the parts that change while it goes."""
     body = f'<h1>run {_e(run.run_id)}</h1><p class="task">{_e(run.task)}</p>' + live_parts(
-        summary, run, spans, pending, csrf, links, hint=hint
+        summary, run, spans, pending, csrf, links, hint=hint, decided=decided
     )
     return page(f"run {run.run_id}", body, links, live=f"{links.run(run.run_id)}/events")
 
@@ -223,11 +224,13 @@ def live_parts(
     links: Links,
     *,
     hint: str | None = None,
+    decided: Sequence[ApprovalEntry] = (),
 ) -> str:
     """What the run page shows that changes while the run goes: its status
     (``#state``), the calls waiting for a person (``#approvals``), and its answer,
-    timeline and workers (``#live``). ``hint``: the command that continues the run
-    (None: it was not started from a hive file, and its code continues it)."""
+    the decisions made on its calls (``decided``: who made each, and when), timeline
+    and workers (``#live``). ``hint``: the command that continues the run (None: it
+    was not started from a hive file, and its code continues it)."""
     timeline = stored_timeline(run, spans, summary.status)
     lives = len(timeline.lives)
     took, ran = format_took(summary.duration_s, timeline.wall_s if spans else summary.wall_s)
@@ -249,7 +252,8 @@ def live_parts(
     return (
         f'<div id="state" class="part">{status}</div>'
         + _approvals(summary, pending, csrf, links, hint)
-        + f'<div id="live" class="part">{_answer(run.result)}<h2>timeline</h2>{trace}'
+        + f'<div id="live" class="part">{_answer(run.result)}{_decisions(decided)}'
+        + f"<h2>timeline</h2>{trace}"
         + f"{_workers(run.workers, statuses)}</div>"
     )
 
@@ -259,6 +263,29 @@ def _answer(result: str | None) -> str:
         return ""
     text = json.loads(result).get("answer_text") or ""
     return f'<h2>answer</h2><pre class="answer">{_e(text)}</pre>' if text else ""
+
+
+def _decisions(decided: Sequence[ApprovalEntry]) -> str:
+    """The decisions made on the run's calls, in the order the calls asked: the call,
+    what was decided (a denial's reason, an edit said), by whom and when."""
+    items = []
+    for entry in decided:
+        call, d = entry.pending, entry.decision
+        if d is None:
+            continue
+        verdict = "approved" if d.approve else "denied"
+        if d.approve and d.arguments is not None:
+            verdict += " with edited arguments"
+        elif not d.approve and d.reason:
+            verdict += f" ({d.reason})"
+        at = f" at {_when(entry.decided_at)}" if entry.decided_at is not None else ""
+        items.append(
+            f'<li data-call="{_e(call.call_id)}" data-worker="{_e(call.worker)}">'
+            f"<b>{_read(call.tool)}</b> by {_read(call.worker)} ({_read(call.role)}), turn "
+            f'{call.turn}: <span class="decision">{_read(verdict)}</span> by '
+            f'<span class="decided-by">{_read(entry.decided_by or "someone")}</span>{_e(at)}</li>'
+        )
+    return f'<h2>decisions</h2><ul class="decisions">{"".join(items)}</ul>' if items else ""
 
 
 def _approvals(

@@ -184,8 +184,10 @@ class _Decisions:
         *,
         approve: bool,
         worker: str | None = None,
+        turn: int | None = None,
         reason: str = "",
         arguments: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> None:
         self.made.append((run_id, call_id, worker, approve, reason, arguments))
 

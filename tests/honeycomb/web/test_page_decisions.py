@@ -1,0 +1,102 @@
+"""Who decided, as the run store keeps it and the run page shows it: a decision made on
+the page of ``honeycomb serve`` is the token holder's who made it (a person on the page,
+or a script), from where; behind a service's own sign-in, the user signed in. Never the
+user the server's process runs as: the person who decides is at the browser."""
+
+from __future__ import annotations
+
+import getpass
+import html
+import re
+from pathlib import Path
+
+import httpx
+from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+
+from honeycomb import Approvals, Executor, Role, Subtask, tool
+from honeycomb.store import RunStore
+from honeycomb.testing import ScriptedModel
+from honeycomb.web import create_app
+from honeycomb.web.approvals import StoreApprovals
+from runtime.testing import call
+from tests.support.asgi_server import ThreadedServer
+
+TOKEN = "test-token-0123456789"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+PAGE = "a person with the token of honeycomb serve, on its page (from 127.0.0.1)"
+SCRIPT = "a script with the token of honeycomb serve (from 127.0.0.1)"
+
+
+@tool(side_effects=True)
+async def pay(to: str) -> str:
+    """Pay someone."""
+    return f"paid {to}"
+
+
+async def _waiting(db: Path) -> None:
+    """Run ``r1``: workers ``ann`` and ``bob`` each wait on their call ``c1``."""
+    role = Role(name="payer", tools=("pay",), approvals=Approvals(tools=("pay",)))
+    model = ScriptedModel([call("pay", {"to": "cy"}, id="c1"), "paid"] * 2)
+    executor = Executor([role], model, tools=[pay], store=db, aggregator="concat")
+    plan = [Subtask(id=name, role="payer", instruction="pay") for name in ("ann", "bob")]
+    assert (await executor.run("pay", subtasks=plan, run_id="r1")).status == "waiting"
+
+
+def _text(page: str) -> str:
+    """What a page reads as, its tags left out."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _deciders(db: Path) -> dict[str, str | None]:
+    store = RunStore(db)
+    try:
+        return {e.pending.worker: e.decided_by for e in store.approvals("r1")}
+    finally:
+        store.close()
+
+
+async def test_a_decision_on_the_page_is_kept_as_its_token_holders_and_shown(db: Path) -> None:
+    await _waiting(db)
+    app = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    url = "/runs/r1/calls/c1/decision"
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url) as person:
+            await person.get(f"/?token={TOKEN}")  # the printed address: a cookie
+            page = (await person.get("/runs/r1")).text
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+            assert csrf is not None
+            form = {"decision": "approve", "worker": "ann", "turn": "1", "csrf": csrf[1]}
+            sent = await person.post(url, data=form, headers={"origin": server.url})
+            assert sent.status_code == 303
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as script:
+            form = {"decision": "deny", "worker": "bob", "reason": "not today"}
+            assert (await script.post(url, data=form)).status_code == 303
+            again = await script.post(url, data={**form, "worker": "ann"})
+            shown = _text((await script.get("/runs/r1")).text)
+    assert _deciders(db) == {"ann": PAGE, "bob": SCRIPT}
+    assert getpass.getuser() not in str(_deciders(db).values())
+    assert again.status_code == 409  # the decision that stands, and whose
+    assert f"it was decided already (approved by {PAGE} at " in html.unescape(again.text)
+    assert f"pay by ann (payer), turn 1: approved by {PAGE} at " in shown
+    assert f"pay by bob (payer), turn 1: denied (not today) by {SCRIPT} at " in shown
+
+
+class _SignedIn(AuthenticationBackend):
+    """A service's own sign-in: every request is ann's."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser]:
+        return AuthCredentials(["authenticated"]), SimpleUser("ann.lee")
+
+
+async def test_behind_a_services_sign_in_the_user_signed_in_decides(db: Path) -> None:
+    await _waiting(db)
+    pages = create_app(db, token=TOKEN, approvals=StoreApprovals(RunStore(db)))
+    app = AuthenticationMiddleware(pages, backend=_SignedIn())
+    with ThreadedServer(app, name="serve") as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=BEARER) as client:
+            form = {"decision": "approve", "worker": "ann"}
+            sent = await client.post("/runs/r1/calls/c1/decision", data=form)
+            assert sent.status_code == 303
+    assert _deciders(db)["ann"] == "ann.lee (on the page of honeycomb serve, from 127.0.0.1)"
